@@ -1,0 +1,29 @@
+# Setup and the two everyday commands. Each target creates .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The CPU build of torch is pinned first; the package then asks for a range 2.13.0 satisfies.
+TORCH := torch==2.13.0
+
+.PHONY: install demo test bench clean
+
+$(BIN)/labeldp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(BIN)/labeldp
+
+demo: install
+	$(BIN)/labeldp demo
+
+test: install
+	$(BIN)/python -m pytest -n 2
+
+bench: install
+	$(BIN)/python benchmarks/mechanisms_speed.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

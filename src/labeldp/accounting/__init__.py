@@ -1,0 +1,23 @@
+"""Privacy accounting: the ledger of spends (dp_accounting events) and the release functions."""
+
+from labeldp.accounting.ledger import (
+    NEIGHBORING_RELATION,
+    LedgerEntry,
+    PrivacyLedger,
+    event_from_dict,
+    event_to_dict,
+    randomized_response_event,
+)
+from labeldp.accounting.release import release_randomized_response, release_rr_with_prior, release_true_labels
+
+__all__ = [
+    "NEIGHBORING_RELATION",
+    "LedgerEntry",
+    "PrivacyLedger",
+    "event_from_dict",
+    "event_to_dict",
+    "randomized_response_event",
+    "release_randomized_response",
+    "release_rr_with_prior",
+    "release_true_labels",
+]

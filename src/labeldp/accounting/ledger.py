@@ -1,0 +1,203 @@
+"""The privacy ledger: every randomisation of private labels, as a ``dp_accounting`` event.
+
+Neighbouring relation: label DP with *replace one* -- two datasets are neighbours when they have the
+same inputs and differ in the label of exactly one example (``NeighboringRelation.REPLACE_ONE``).
+
+Each entry records an event and the set of examples ("members") whose labels it read. An example's
+privacy loss is the (adaptive, sequential) composition of the events that touched it; events on
+disjoint examples compose in parallel. The ledger therefore groups examples by the exact set of
+entries that touched them, composes each group's events with dp_accounting's PLD accountant, and
+reports the worst group. This is the only place where epsilon is computed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import attr
+import dp_accounting
+import numpy as np
+from dp_accounting.pld import pld_privacy_accountant
+
+NEIGHBORING_RELATION = dp_accounting.NeighboringRelation.REPLACE_ONE
+
+
+def randomized_response_event(epsilon: float, num_buckets: int) -> dp_accounting.DpEvent:
+    """The dp_accounting event of RR over ``num_buckets`` values that keeps with e^eps/(e^eps+k-1).
+
+    dp_accounting's RR keeps the input with probability 1 - p and otherwise outputs a uniform bucket
+    (possibly the input), so p = k / (e^eps + k - 1) gives the same distribution.
+    """
+    k = int(num_buckets)
+    if k == 1:
+        return dp_accounting.NoOpDpEvent()
+    noise = k * math.exp(-epsilon) / (1.0 + (k - 1) * math.exp(-epsilon))
+    return dp_accounting.RandomizedResponseDpEvent(noise_parameter=noise, num_buckets=k)
+
+
+def event_to_dict(event: dp_accounting.DpEvent) -> dict[str, Any]:
+    """Serialise a dp_accounting event (nested events included) to plain JSON types."""
+    out: dict[str, Any] = {"type": type(event).__name__}
+    for field in attr.fields(type(event)):
+        value = getattr(event, field.name)
+        if isinstance(value, dp_accounting.DpEvent):
+            value = event_to_dict(value)
+        elif isinstance(value, (list, tuple)):
+            value = [event_to_dict(v) if isinstance(v, dp_accounting.DpEvent) else v for v in value]
+        out[field.name] = value
+    return out
+
+
+def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
+    """Inverse of :func:`event_to_dict`."""
+    fields = dict(data)
+    cls = getattr(dp_accounting, fields.pop("type"))
+    for name, value in fields.items():
+        if isinstance(value, dict) and "type" in value:
+            fields[name] = event_from_dict(value)
+        elif isinstance(value, list):
+            fields[name] = [event_from_dict(v) if isinstance(v, dict) else v for v in value]
+    return cls(**fields)
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One randomisation of private labels: what ran (``event``) and on which examples."""
+
+    tag: str
+    description: str
+    event: dp_accounting.DpEvent
+    members: np.ndarray = field(repr=False)  # boolean mask over the ledger's dataset
+
+    @property
+    def num_members(self) -> int:
+        return int(self.members.sum())
+
+
+class PrivacyLedger:
+    """Records every spend of a dataset's label privacy and computes the total epsilon.
+
+    Args:
+        dataset_size: number of examples whose labels are protected; members are indices into them.
+    """
+
+    def __init__(self, dataset_size: int):
+        if int(dataset_size) <= 0:
+            raise ValueError(f"dataset_size must be positive, got {dataset_size}")
+        self.dataset_size = int(dataset_size)
+        self._entries: list[LedgerEntry] = []
+
+    @property
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        return tuple(self._entries)
+
+    def has(self, tag: str) -> bool:
+        return any(entry.tag == tag for entry in self._entries)
+
+    def members_mask(self, members) -> np.ndarray:
+        """Validate ``members`` (indices or a boolean mask) and return it as a boolean mask."""
+        array = np.asarray(members)
+        if array.dtype == bool:
+            if array.shape != (self.dataset_size,):
+                raise ValueError(f"members mask must have shape ({self.dataset_size},), got {array.shape}")
+            return array.copy()
+        if array.ndim != 1 or array.dtype.kind not in "iu":
+            raise ValueError("members must be a 1-d array of example indices or a boolean mask")
+        if array.size and (array.min() < 0 or array.max() >= self.dataset_size):
+            raise ValueError(f"members must be indices in [0, {self.dataset_size})")
+        if np.unique(array).size != array.size:
+            raise ValueError("members contains repeated indices")
+        mask = np.zeros(self.dataset_size, dtype=bool)
+        mask[array] = True
+        return mask
+
+    def record(self, event: dp_accounting.DpEvent, members, description: str, tag: str | None = None) -> LedgerEntry:
+        """Add one spend: ``event`` was applied (independently) to the labels of ``members``."""
+        if not isinstance(event, dp_accounting.DpEvent):
+            raise TypeError(f"event must be a dp_accounting DpEvent, got {type(event).__name__}")
+        tag = tag or f"entry{len(self._entries) + 1}"
+        if self.has(tag):
+            raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+        self._check_supported(event)
+        entry = LedgerEntry(tag, description, event, self.members_mask(members))
+        self._entries.append(entry)
+        return entry
+
+    @staticmethod
+    def _check_supported(event: dp_accounting.DpEvent) -> None:
+        accountant = pld_privacy_accountant.PLDAccountant(NEIGHBORING_RELATION)
+        if not accountant.supports(event):
+            raise ValueError(f"dp_accounting's PLD accountant cannot account {type(event).__name__} "
+                             "under the replace-one (label) neighbouring relation")
+
+    def _groups(self) -> list[list[int]]:
+        """Entry indices of each distinct set of entries that touches some example."""
+        if not self._entries:
+            return []
+        masks = np.stack([entry.members for entry in self._entries])
+        signatures = np.unique(np.packbits(masks, axis=0), axis=1)
+        groups = []
+        for column in signatures.T:
+            touched = np.flatnonzero(np.unpackbits(column)[: len(self._entries)])
+            if touched.size:
+                groups.append(touched.tolist())
+        return groups
+
+    def epsilon(self, delta: float = 0.0) -> float:
+        """Smallest epsilon (from dp_accounting's PLD accountant) such that the run is (eps, delta)-DP."""
+        if not 0.0 <= delta < 1.0:
+            raise ValueError(f"delta must lie in [0, 1), got {delta}")
+        worst = 0.0
+        for group in self._groups():
+            accountant = pld_privacy_accountant.PLDAccountant(NEIGHBORING_RELATION)
+            for index in group:
+                accountant.compose(self._entries[index].event)
+            worst = max(worst, accountant.get_epsilon(delta))
+        return worst
+
+    def to_dict(self, delta: float = 0.0) -> dict[str, Any]:
+        return {
+            "neighboring_relation": "replace-one label (dp_accounting REPLACE_ONE)",
+            "dataset_size": self.dataset_size,
+            "delta": delta,
+            "epsilon": self.epsilon(delta),
+            "entries": [
+                {
+                    "tag": e.tag,
+                    "description": e.description,
+                    "event": event_to_dict(e.event),
+                    "num_members": e.num_members,
+                    "members_packbits_base64": base64.b64encode(np.packbits(e.members).tobytes()).decode(),
+                }
+                for e in self._entries
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
+        ledger = cls(data["dataset_size"])
+        for item in data["entries"]:
+            packed = np.frombuffer(base64.b64decode(item["members_packbits_base64"]), dtype=np.uint8)
+            members = np.unpackbits(packed)[: ledger.dataset_size].astype(bool)
+            ledger.record(event_from_dict(item["event"]), members, item["description"], item["tag"])
+        return ledger
+
+    def save(self, path: str | os.PathLike, delta: float = 0.0) -> None:
+        """Write the ledger as JSON atomically (a crash never leaves a half-written file)."""
+        path = Path(path)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(delta), indent=2))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> PrivacyLedger:
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    def __repr__(self) -> str:
+        return f"PrivacyLedger(dataset_size={self.dataset_size}, entries={len(self._entries)}, epsilon={self.epsilon():.4g})"

@@ -1,0 +1,88 @@
+"""The privacy boundary: release noisy labels *and* record the spend, in one call.
+
+These are the functions the rest of labeldp uses to read true training labels. Each validates its
+arguments, draws the noisy labels with a mechanism from :mod:`labeldp.mechanisms`, and records the
+corresponding dp_accounting event on the ledger for exactly the examples it touched.
+"""
+
+from __future__ import annotations
+
+import dp_accounting
+import numpy as np
+
+from labeldp._validation import check_epsilon, check_labels, check_priors, check_same_length
+from labeldp.accounting.ledger import PrivacyLedger, randomized_response_event
+from labeldp.mechanisms import randomized_response, rr_with_prior
+from labeldp.randomness import RandomSource
+
+
+def release_randomized_response(
+    ledger: PrivacyLedger,
+    labels,
+    members,
+    num_classes: int,
+    epsilon: float,
+    rng: RandomSource = None,
+    tag: str | None = None,
+) -> np.ndarray:
+    """K-ary RR on ``labels`` (the true labels of examples ``members``), recorded on ``ledger``.
+
+    Each member's label is released with epsilon-label-DP; the ledger records one
+    ``RandomizedResponseDpEvent`` over K buckets for the members.
+    """
+    eps = check_epsilon(epsilon)
+    true = check_labels(labels, num_classes)
+    mask = ledger.members_mask(members)
+    check_same_length(labels=true, members=np.flatnonzero(mask))
+    if ledger.has(tag or ""):
+        raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+    noisy = randomized_response(true, num_classes, eps, rng)
+    ledger.record(randomized_response_event(eps, num_classes), mask,
+                  f"randomized response, K={num_classes}, epsilon={eps:g}", tag)
+    return noisy
+
+
+def release_rr_with_prior(
+    ledger: PrivacyLedger,
+    labels,
+    members,
+    priors,
+    epsilon: float,
+    rng: RandomSource = None,
+    tag: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """RR-with-prior on ``labels`` (of examples ``members``, in that order), recorded on ``ledger``.
+
+    The priors must not depend on these examples' own labels (e.g. a model trained on other examples'
+    noisy labels). Accounting: for each example the pair of output distributions under two true labels
+    is dominated by RR over that example's k buckets (two labels inside the top k are exactly RR; a
+    label outside releases the uniform distribution on the top k, a mixture of RR outputs; two labels
+    outside release the same distribution). RR's hockey-stick divergence at fixed epsilon decreases in
+    k, so the event recorded is RR over the smallest k >= 2 drawn, which dominates every member.
+    """
+    eps = check_epsilon(epsilon)
+    prior = check_priors(priors)
+    true = check_labels(labels, prior.shape[1])
+    mask = ledger.members_mask(members)
+    check_same_length(labels=true, priors=prior, members=np.flatnonzero(mask))
+    if ledger.has(tag or ""):
+        raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+    noisy, k = rr_with_prior(true, prior, eps, rng)
+    informative = k[k >= 2]
+    k_event = int(informative.min()) if informative.size else 1
+    ledger.record(randomized_response_event(eps, k_event), mask,
+                  f"RR-with-prior, K={prior.shape[1]}, epsilon={eps:g}, k in [{k.min()}, {k.max()}]", tag)
+    return noisy, k
+
+
+def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int, tag: str | None = None) -> np.ndarray:
+    """Hand out the true labels of ``members`` *without* privacy, for non-private reference runs.
+
+    Recorded as a ``NonPrivateDpEvent``, so the ledger's epsilon becomes infinite: a run that uses
+    this can never be reported as private.
+    """
+    true = check_labels(labels, num_classes)
+    mask = ledger.members_mask(members)
+    check_same_length(labels=true, members=np.flatnonzero(mask))
+    ledger.record(dp_accounting.NonPrivateDpEvent(), mask, "true labels (non-private)", tag)
+    return true.copy()

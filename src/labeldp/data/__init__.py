@@ -1,0 +1,48 @@
+"""Datasets: public inputs, private training labels, public test set; loaders for standard formats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from labeldp.data.cifar import download_cifar, load_cifar_dataset
+from labeldp.data.dataset import LabeledDataset
+from labeldp.data.digits import load_digits_dataset
+from labeldp.data.idx import download_idx, load_idx_dataset, read_idx
+from labeldp.data.table import load_table_dataset
+
+#: Names accepted by :func:`load_dataset` and ``labeldp train --dataset``.
+DATASETS = ("digits", "mnist", "fashion-mnist", "kmnist", "cifar10", "cifar100", "csv")
+
+
+def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | Path | None = None,
+                 label_column: str = "label", test_table: str | Path | None = None,
+                 test_fraction: float = 0.2, split_seed: int = 0) -> LabeledDataset:
+    """Load a dataset by name. ``digits`` is embedded; the others read files from ``data_dir``
+    (``csv`` reads ``table``, a CSV or Parquet file)."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    if name == "digits":
+        return load_digits_dataset()
+    if name == "csv":
+        if table is None:
+            raise ValueError("dataset 'csv' needs a table file (--table PATH)")
+        return load_table_dataset(table, label_column, test_table, test_fraction, split_seed)
+    if data_dir is None:
+        raise ValueError(f"dataset {name!r} needs a data folder (--data-dir DIR)")
+    if name.startswith("cifar"):
+        return load_cifar_dataset(int(name[5:]), data_dir)
+    return load_idx_dataset(name, data_dir)
+
+
+def download_dataset(name: str, data_dir: str | Path) -> None:
+    """Fetch a dataset's standard files into ``data_dir`` (needs internet; not used by tests)."""
+    if name.startswith("cifar"):
+        download_cifar(int(name[5:]), data_dir)
+    elif name in ("mnist", "fashion-mnist", "kmnist"):
+        download_idx(name, data_dir)
+    else:
+        raise ValueError(f"{name!r} has nothing to download")
+
+
+__all__ = ["DATASETS", "LabeledDataset", "download_dataset", "load_cifar_dataset", "load_dataset",
+           "load_digits_dataset", "load_idx_dataset", "load_table_dataset", "read_idx"]

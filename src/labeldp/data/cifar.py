@@ -1,0 +1,71 @@
+"""CIFAR-10 and CIFAR-100 from the python pickle batches (``cifar-10-batches-py``, ``cifar-100-python``)."""
+
+from __future__ import annotations
+
+import pickle
+import tarfile
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+from labeldp.data.dataset import LabeledDataset, standardize_images
+
+_LAYOUT = {
+    10: {"folder": "cifar-10-batches-py", "train": [f"data_batch_{i}" for i in range(1, 6)],
+         "test": ["test_batch"], "labels": b"labels", "meta": ("batches.meta", b"label_names"),
+         "url": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"},
+    100: {"folder": "cifar-100-python", "train": ["train"], "test": ["test"], "labels": b"fine_labels",
+          "meta": ("meta", b"fine_label_names"), "url": "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"},
+}
+
+
+def _folder(data_dir: Path, num_classes: int) -> Path:
+    layout = _LAYOUT[num_classes]
+    for candidate in (data_dir / layout["folder"], data_dir):
+        if (candidate / layout["train"][0]).exists():
+            return candidate
+    raise FileNotFoundError(f"data folder {data_dir} has no {layout['folder']}/{layout['train'][0]} "
+                            f"(download with: labeldp download cifar{num_classes} --data-dir {data_dir})")
+
+
+def _read_batches(folder: Path, names: list[str], label_key: bytes) -> tuple[np.ndarray, np.ndarray]:
+    images, labels = [], []
+    for name in names:
+        with open(folder / name, "rb") as handle:
+            batch = pickle.load(handle, encoding="bytes")
+        images.append(np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
+        labels.append(np.asarray(batch[label_key], dtype=np.int64))
+    return np.concatenate(images), np.concatenate(labels)
+
+
+def download_cifar(num_classes: int, data_dir: str | Path) -> None:
+    """Download and unpack the CIFAR-``num_classes`` python archive into ``data_dir`` (needs internet)."""
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    archive = data_dir / Path(_LAYOUT[num_classes]["url"]).name
+    if not archive.exists():
+        urllib.request.urlretrieve(_LAYOUT[num_classes]["url"], archive)
+    with tarfile.open(archive) as tar:
+        tar.extractall(data_dir, filter="data")
+
+
+def load_cifar_dataset(num_classes: int, data_dir: str | Path) -> LabeledDataset:
+    """Load CIFAR-10 (``num_classes=10``) or CIFAR-100 (fine labels, ``num_classes=100``)."""
+    if num_classes not in _LAYOUT:
+        raise ValueError(f"num_classes must be 10 or 100 for CIFAR, got {num_classes}")
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise FileNotFoundError(f"data folder {data_dir} does not exist")
+    layout = _LAYOUT[num_classes]
+    folder = _folder(data_dir, num_classes)
+    x_train, y_train = _read_batches(folder, layout["train"], layout["labels"])
+    x_test, y_test = _read_batches(folder, layout["test"], layout["labels"])
+    names: list[str] = []
+    meta_file, meta_key = layout["meta"]
+    if (folder / meta_file).exists():
+        with open(folder / meta_file, "rb") as handle:
+            names = [n.decode() for n in pickle.load(handle, encoding="bytes")[meta_key]]
+    x_train, x_test = standardize_images(x_train, x_test)
+    return LabeledDataset(f"cifar{num_classes}", x_train, y_train, x_test, y_test, num_classes=num_classes,
+                          augmentation="crop-flip", class_names=names)

@@ -1,0 +1,23 @@
+"""Label randomisers: pure, vectorised numpy functions (no torch, no accounting).
+
+The true labels of a training set are read by these functions only. To record the privacy cost of a
+release, call them through :mod:`labeldp.accounting.release`, which writes each spend to a ledger.
+"""
+
+from labeldp.mechanisms.rr import (
+    keep_probability,
+    prior_top_k,
+    randomized_response,
+    randomized_response_probabilities,
+    rr_with_prior,
+    rr_with_prior_probabilities,
+)
+
+__all__ = [
+    "keep_probability",
+    "prior_top_k",
+    "randomized_response",
+    "randomized_response_probabilities",
+    "rr_with_prior",
+    "rr_with_prior_probabilities",
+]

@@ -1,0 +1,184 @@
+"""Randomized response (RR) and RR-with-prior (Ghazi et al., NeurIPS 2021, Algorithm 2).
+
+Privacy guarantee (label DP): two datasets are neighbours when they differ in the label of one
+example (``REPLACE_ONE`` in dp_accounting terms); inputs and priors are public. For each example the
+released label satisfies epsilon-DP with respect to its true label, *provided its prior does not
+depend on its own label* (a prior computed from public inputs, or from a model trained on other
+examples' noisy labels). Examples are randomised independently, so releasing a whole array costs
+epsilon per example, composed in parallel across disjoint examples.
+
+All functions are vectorised over examples; there is no per-example Python loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from labeldp._validation import (
+    check_epsilon,
+    check_labels,
+    check_num_classes,
+    check_priors,
+    check_same_length,
+)
+from labeldp.randomness import RandomSource, as_generator
+
+# Rows processed at a time by RR-with-prior: bounds memory at K=100 and keeps work in cache.
+_CHUNK_ROWS = 1 << 13
+
+
+def keep_probability(epsilon: float, k) -> np.ndarray | float:
+    """Probability e^eps / (e^eps + k - 1) that RR over k candidates releases the true label.
+
+    Computed as 1 / (1 + (k - 1) e^-eps), which does not overflow for large epsilon.
+    """
+    return 1.0 / (1.0 + (np.asarray(k, dtype=np.float64) - 1.0) * np.exp(-epsilon))
+
+
+def randomized_response(labels, num_classes: int, epsilon: float, rng: RandomSource = None) -> np.ndarray:
+    """Release each label by K-ary randomized response (epsilon-label-DP per example).
+
+    With probability e^eps / (e^eps + K - 1) the true label is kept, otherwise one of the K - 1
+    *other* labels is released uniformly at random. The likelihood ratio between any two true labels
+    for any released label is exactly e^eps.
+
+    Args:
+        labels: 1-d integer array of true labels in [0, num_classes).
+        num_classes: K, the number of classes (>= 2).
+        epsilon: privacy parameter, > 0.
+        rng: seed, ``numpy.random.Generator``, ``"secure"`` or None (see :mod:`labeldp.randomness`).
+
+    Returns:
+        int64 array of released labels, same shape as ``labels``.
+    """
+    eps = check_epsilon(epsilon)
+    num_classes = check_num_classes(num_classes)
+    true = check_labels(labels, num_classes)
+    gen = as_generator(rng)
+    keep = gen.random(true.size) < keep_probability(eps, num_classes)
+    shift = gen.integers(1, num_classes, size=true.size)
+    return np.where(keep, true, (true + shift) % num_classes)
+
+
+def _cumsum_down(block: np.ndarray, dtype=None) -> np.ndarray:
+    """Cumulative sum over axis 0 of a (K, m) block, one vectorised add per row.
+
+    For short K and long m this is many times faster than ``np.cumsum(block, axis=0)``.
+    """
+    out = np.empty(block.shape, dtype=dtype or block.dtype)
+    out[0] = block[0]
+    for row in range(1, block.shape[0]):
+        np.add(out[row - 1], block[row], out=out[row])
+    return out
+
+
+def _top_k_columns(priors_t: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 2's choice of k and the top-k label set, on a (K, m) column-major block of priors.
+
+    k maximises keep_probability(eps, k) * (mass of the k largest prior entries); ties go to the
+    smallest k. Among equal prior entries, lower label indices rank first (a fixed, public order).
+
+    Returns (k of shape (m,), member mask of shape (K, m)).
+    """
+    num_classes, m = priors_t.shape
+    descending = np.sort(priors_t, axis=0)[::-1]
+    objective = _cumsum_down(descending)
+    objective *= keep_probability(epsilon, np.arange(1, num_classes + 1))[:, None]
+    k = objective.argmax(axis=0) + 1  # argmax returns the first maximum: the smallest k
+    threshold = descending[k - 1, np.arange(m)]
+    greater = priors_t > threshold
+    equal = priors_t == threshold
+    room = k - greater.sum(axis=0)
+    member = greater | (equal & (_cumsum_down(equal, np.int32) <= room))
+    return k, member
+
+
+def prior_top_k(priors, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """The k and the top-k label set that RR-with-prior uses for each row of ``priors``.
+
+    Returns ``(k, in_top_k)``: int64 array of shape (n,) and boolean mask of shape (n, K). Reads no
+    labels, so it is free of privacy cost.
+    """
+    eps = check_epsilon(epsilon)
+    prior = check_priors(priors)
+    n = prior.shape[0]
+    k = np.empty(n, dtype=np.int64)
+    members = np.empty(prior.shape, dtype=bool)
+    for start in range(0, n, _CHUNK_ROWS):
+        stop = min(start + _CHUNK_ROWS, n)
+        k[start:stop], member_t = _top_k_columns(np.ascontiguousarray(prior[start:stop].T), eps)
+        members[start:stop] = member_t.T
+    return k, members
+
+
+def rr_with_prior(labels, priors, epsilon: float, rng: RandomSource = None) -> tuple[np.ndarray, np.ndarray]:
+    """RR-with-prior (Algorithm 2 of Ghazi et al. 2021): RR restricted to the prior's top k labels.
+
+    For each example, k is chosen to maximise e^eps/(e^eps+k-1) times the prior mass of the k most
+    likely labels (smallest k on ties). If the true label is among those k it is kept with
+    probability e^eps/(e^eps+k-1), else one of the other k-1 is released uniformly; if it is not
+    among them, a uniform label from the k is released. Each release is epsilon-label-DP as long as
+    the prior row does not depend on that example's own label.
+
+    Args:
+        labels: 1-d integer array of true labels, length n.
+        priors: (n, K) array; each row a probability distribution over the K classes.
+        epsilon: privacy parameter, > 0.
+        rng: seed, ``numpy.random.Generator``, ``"secure"`` or None.
+
+    Returns:
+        ``(noisy_labels, k)``: int64 arrays of shape (n,).
+    """
+    eps = check_epsilon(epsilon)
+    prior = check_priors(priors)
+    true = check_labels(labels, prior.shape[1])
+    n = check_same_length(labels=true, priors=prior)
+    gen = as_generator(rng)
+    noisy = np.empty(n, dtype=np.int64)
+    ks = np.empty(n, dtype=np.int64)
+    for start in range(0, n, _CHUNK_ROWS):
+        stop = min(start + _CHUNK_ROWS, n)
+        y = true[start:stop]
+        cols = np.arange(stop - start)
+        k, member = _top_k_columns(np.ascontiguousarray(prior[start:stop].T), eps)
+        true_in_top_k = member[y, cols]
+        keep = true_in_top_k & (gen.random(cols.size) < keep_probability(eps, k))
+        out = y.copy()
+        redraw = np.flatnonzero(~keep)
+        if redraw.size:
+            candidates = member[:, redraw]
+            candidates[y[redraw], np.arange(redraw.size)] = False
+            count = k[redraw] - true_in_top_k[redraw]
+            rank = gen.integers(0, count)
+            out[redraw] = (_cumsum_down(candidates, np.int32) > rank).argmax(axis=0)
+        noisy[start:stop] = out
+        ks[start:stop] = k
+    return noisy, ks
+
+
+def rr_with_prior_probabilities(priors, epsilon: float) -> np.ndarray:
+    """Exact release probabilities of :func:`rr_with_prior`.
+
+    Returns P of shape (n, K, K) with P[i, y, z] = Pr[example i with true label y is released as z].
+    With a uniform prior this is exactly K-ary randomized response.
+    """
+    eps = check_epsilon(epsilon)
+    k, member = prior_top_k(priors, eps)
+    keep = keep_probability(eps, k)
+    other = np.where(k > 1, (1.0 - keep) / np.maximum(k - 1, 1), 0.0)
+    in_set_rows = member[:, None, :] * other[:, None, None]
+    out_of_set_rows = np.broadcast_to(member[:, None, :] / k[:, None, None], in_set_rows.shape)
+    probs = np.where(member[:, :, None], in_set_rows, out_of_set_rows)
+    rows, labels = np.nonzero(member)
+    probs[rows, labels, labels] = keep[rows]
+    return probs
+
+
+def randomized_response_probabilities(num_classes: int, epsilon: float) -> np.ndarray:
+    """Exact (K, K) release probabilities of :func:`randomized_response`: P[y, z] = Pr[y -> z]."""
+    eps = check_epsilon(epsilon)
+    num_classes = check_num_classes(num_classes)
+    keep = keep_probability(eps, num_classes)
+    probs = np.full((num_classes, num_classes), (1.0 - keep) / (num_classes - 1))
+    np.fill_diagonal(probs, keep)
+    return probs

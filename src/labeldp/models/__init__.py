@@ -1,0 +1,39 @@
+"""Torch modules for each kind of data, and :func:`build_model` to pick one by name."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from labeldp.models.cnn import SmallCNN
+from labeldp.models.mlp import MLP
+from labeldp.models.resnet import ResNet18
+
+MODELS = ("mlp", "cnn", "resnet18")
+
+
+def default_model_name(input_shape: tuple[int, ...]) -> str:
+    """The model used when none is named: CNN for 28x28 images, ResNet-18 for 32x32, else MLP."""
+    if len(input_shape) == 3 and input_shape[1:] == (28, 28):
+        return "cnn"
+    if len(input_shape) == 3 and input_shape[1:] == (32, 32):
+        return "resnet18"
+    return "mlp"
+
+
+def build_model(name: str | None, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """Build model ``name`` (or the default for ``input_shape``) with ``num_classes`` outputs."""
+    name = name or default_model_name(input_shape)
+    if name == "mlp":
+        return MLP(input_shape, num_classes)
+    if name == "cnn":
+        if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4:
+            raise ValueError(f"model 'cnn' needs square images with side divisible by 4, got {input_shape}")
+        return SmallCNN(input_shape[0], num_classes, input_shape[1])
+    if name == "resnet18":
+        if len(input_shape) != 3:
+            raise ValueError(f"model 'resnet18' needs images (C, H, W), got {input_shape}")
+        return ResNet18(input_shape[0], num_classes)
+    raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
+
+
+__all__ = ["MLP", "MODELS", "ResNet18", "SmallCNN", "build_model", "default_model_name"]

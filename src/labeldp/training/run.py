@@ -1,0 +1,268 @@
+"""A label-DP training run: the multi-stage orchestrator of Ghazi et al. (2021).
+
+Methods:
+
+- ``non-private``: one stage on the true labels (a reference; its ledger epsilon is infinite).
+- ``lp-1st`` (alias ``rr``): randomized response on the whole training set, one stage.
+- ``lp-2st`` / ``lp-mst``: the training set is split into stages. Stage 1 releases its labels by RR;
+  stage t releases its labels by RR-with-prior, the prior being softmax(logits / temperature) of the
+  model trained so far, then trains on them (optionally warm-started, optionally adding earlier
+  stages' noisy labels that fall inside the new prior's top k, which is post-processing).
+
+Privacy: every example's label is randomised exactly once, by an epsilon-DP mechanism whose prior
+does not depend on that example's label (it comes from a model trained on *other* examples' noisy
+labels), so the run is epsilon-label-DP by parallel composition; the ledger computes this with
+dp_accounting from what was actually released.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from labeldp._validation import check_epsilon
+from labeldp.accounting import (
+    PrivacyLedger,
+    event_from_dict,
+    event_to_dict,
+    release_randomized_response,
+    release_rr_with_prior,
+    release_true_labels,
+)
+from labeldp.data import DATASETS, LabeledDataset, load_dataset
+from labeldp.mechanisms import prior_top_k
+from labeldp.models import MODELS, build_model
+from labeldp.training.rundir import RunDirectory, write_json_atomic
+from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, predict_proba, train_stage
+
+METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst")
+DEFAULT_STAGES = {"non-private": (1.0,), "rr": (1.0,), "lp-1st": (1.0,), "lp-2st": (0.4, 0.6)}
+
+
+@dataclass
+class RunConfig:
+    """Everything needed to repeat a run. Written to ``config.json``."""
+
+    dataset: str = "digits"
+    method: str = "lp-2st"
+    epsilon: float | None = None
+    stages: tuple[float, ...] | None = None
+    model: str | None = None
+    temperature: float = 1.0
+    reuse_labels: bool = True
+    warm_start: bool = True
+    seed: int = 0
+    secure_rng: bool = False
+    data_dir: str | None = None
+    table: str | None = None
+    label_column: str = "label"
+    test_table: str | None = None
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def resolved(self) -> RunConfig:
+        """Validate every field and fill in defaults (stage fractions); raises ``ValueError``."""
+        if self.dataset not in DATASETS:
+            raise ValueError(f"unknown dataset {self.dataset!r}; choose one of {', '.join(DATASETS)}")
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        if self.model is not None and self.model not in MODELS:
+            raise ValueError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
+        epsilon = None
+        if self.method != "non-private":
+            if self.epsilon is None:
+                raise ValueError(f"method {self.method!r} needs --epsilon")
+            epsilon = check_epsilon(self.epsilon)
+        elif self.epsilon is not None:
+            raise ValueError("method 'non-private' takes no epsilon")
+        stages = tuple(float(s) for s in (self.stages or DEFAULT_STAGES.get(self.method, ())))
+        if not stages:
+            raise ValueError("method 'lp-mst' needs --stages, e.g. --stages 0.3 0.3 0.4")
+        if any(not s > 0 for s in stages) or abs(sum(stages) - 1.0) > 1e-6:
+            raise ValueError(f"stages must be positive fractions summing to 1, got {list(stages)}")
+        expected = {"lp-2st": 2, "non-private": 1, "rr": 1, "lp-1st": 1}.get(self.method)
+        if expected is not None and len(stages) != expected:
+            raise ValueError(f"method {self.method!r} has {expected} stage(s), got {len(stages)} fractions")
+        if self.method == "lp-mst" and len(stages) < 2:
+            raise ValueError("method 'lp-mst' needs at least two stages")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        self.train.validate()
+        return dataclasses.replace(self, epsilon=epsilon, stages=stages)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["stages"] = list(self.stages) if self.stages else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        data = dict(data)
+        data["train"] = TrainConfig(**data.get("train", {}))
+        if data.get("stages") is not None:
+            data["stages"] = tuple(data["stages"])
+        return cls(**data)
+
+
+def split_stages(num_examples: int, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
+    """Disjoint random index sets with the given size fractions (deterministic in ``seed``)."""
+    order = np.random.default_rng([seed, 0]).permutation(num_examples)
+    bounds = np.round(np.cumsum((0.0,) + fractions) * num_examples).astype(int)
+    return [np.sort(order[bounds[i]:bounds[i + 1]]) for i in range(len(fractions))]
+
+
+class _Run:
+    """State of one run while it executes (see :func:`train_run`)."""
+
+    def __init__(self, config: RunConfig, out: RunDirectory, data: LabeledDataset, device: torch.device, progress: bool):
+        self.config, self.out, self.data, self.device, self.progress = config, out, data, device, progress
+        self.ledger = out.read_ledger(len(data.y_train))
+        self.started = time.perf_counter()
+        self.elapsed_before = out.elapsed()
+
+    def seconds(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.started
+
+    def _rng(self, stage: int):
+        return "secure" if self.config.secure_rng else np.random.default_rng([self.config.seed, 1, stage])
+
+    def release(self, stage: int, members: np.ndarray, model: torch.nn.Module | None) -> dict[str, np.ndarray]:
+        """The stage's noisy labels: read back if saved, else drawn once, saved, then recorded."""
+        tag = f"stage{stage}"
+        saved = self.out.load_noisy_labels(stage)
+        if saved is not None:
+            if not self.ledger.has(tag):  # crashed between saving the labels and the ledger
+                self.ledger.record(event_from_dict(json.loads(str(saved["event"]))), saved["indices"],
+                                   str(saved["description"]), tag)
+                self.ledger.save(self.out.ledger_path)
+            return saved
+        cfg, data = self.config, self.data
+        scratch = PrivacyLedger(self.ledger.dataset_size)  # the spend moves to the real ledger below
+        k = np.full(members.size, data.num_classes)
+        if cfg.method == "non-private":
+            labels = release_true_labels(scratch, data.y_train[members], members, data.num_classes, tag)
+        elif stage == 1:
+            labels = release_randomized_response(scratch, data.y_train[members], members, data.num_classes,
+                                                 cfg.epsilon, self._rng(stage), tag)
+        else:
+            prior = predict_proba(model, data.x_train[members], cfg.temperature)
+            labels, k = release_rr_with_prior(scratch, data.y_train[members], members, prior, cfg.epsilon,
+                                              self._rng(stage), tag)
+        entry = scratch.entries[0]
+        arrays = {"indices": members, "labels": labels, "k": k,
+                  "event": np.array(json.dumps(event_to_dict(entry.event))),
+                  "description": np.array(entry.description)}
+        self.out.save_noisy_labels(stage, **arrays)
+        self.ledger.record(entry.event, entry.members, entry.description, tag)
+        self.ledger.save(self.out.ledger_path)
+        return arrays
+
+    def reused(self, stage: int, model: torch.nn.Module) -> tuple[np.ndarray, np.ndarray]:
+        """Earlier stages' noisy labels inside the current prior's top k (post-processing only)."""
+        earlier = [self.out.load_noisy_labels(s) for s in range(1, stage)]
+        indices = np.concatenate([e["indices"] for e in earlier])
+        labels = np.concatenate([e["labels"] for e in earlier])
+        _, in_top_k = prior_top_k(predict_proba(model, self.data.x_train[indices], self.config.temperature),
+                                  self.config.epsilon)
+        keep = in_top_k[np.arange(indices.size), labels]
+        return indices[keep], labels[keep]
+
+    def new_model(self, stage: int) -> torch.nn.Module:
+        torch.manual_seed(self.config.seed * 1000 + stage)
+        return build_model(self.config.model, self.data.input_shape, self.data.num_classes).to(self.device)
+
+    def on_epoch_end(self, stage: int, stages: int):
+        def record(row: EpochRecord) -> None:
+            self.out.append_metrics({"stage": stage, **asdict(row)})
+            self.out.write_elapsed(self.seconds())
+            if self.progress:
+                acc = f"{row.test_accuracy:.4f}" if row.test_accuracy is not None else "-"
+                tqdm.write(f"stage {stage}/{stages} epoch {row.epoch}/{self.config.train.epochs}: "
+                           f"loss {row.train_loss:.4f}  test accuracy {acc}  ({row.seconds:.1f}s)")
+        return record
+
+
+def _restore_metrics(out: RunDirectory, stages: int) -> None:
+    """Keep only the metric rows that the checkpoints vouch for (a crash may leave extra rows)."""
+    rows = []
+    for stage in range(1, stages + 1):
+        path = out.checkpoint_path(stage)
+        if path.exists():
+            history = torch.load(path, weights_only=False)["history"]
+            rows += [{"stage": stage, **row} for row in history]
+    out.rewrite_metrics(rows)
+
+
+def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "cpu", progress: bool = True,
+              dataset: LabeledDataset | None = None) -> dict[str, Any]:
+    """Run (or resume) ``config`` in ``out_dir`` and return its summary.
+
+    Running again on an existing directory continues from the last completed epoch, reuses the saved
+    noisy labels and leaves the ledger unchanged; a finished run just returns its summary. A
+    directory holding a run with a different configuration is refused.
+    """
+    config = config.resolved()
+    data = dataset if dataset is not None else load_dataset(
+        config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
+        test_table=config.test_table, split_seed=config.seed)
+    out = RunDirectory(out_dir)
+    existing = out.read_config()
+    if existing is not None and existing != config.to_dict():
+        differs = sorted(k for k in set(existing) | set(config.to_dict()) if existing.get(k) != config.to_dict().get(k))
+        raise ValueError(f"{out.root} already holds a run with a different configuration (differs in: "
+                         f"{', '.join(differs)}); choose another output folder")
+    finished = out.read_summary()
+    if finished is not None:
+        return finished
+    out.create()
+    out.write_config(config.to_dict())
+    _restore_metrics(out, len(config.stages))
+    run = _Run(config, out, data, torch.device(device), progress)
+
+    members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
+    model = run.new_model(1)
+    stage_summaries = []
+    for stage, members in enumerate(members_by_stage, start=1):
+        if stage > 1 and not config.warm_start:
+            prior_model, model = model, run.new_model(stage)
+        else:
+            prior_model = model
+        released = run.release(stage, members, prior_model)
+        indices, labels = released["indices"], released["labels"]
+        reused = 0
+        if stage > 1 and config.reuse_labels:
+            extra_indices, extra_labels = run.reused(stage, prior_model)
+            indices, labels = np.concatenate([indices, extra_indices]), np.concatenate([labels, extra_labels])
+            reused = int(extra_indices.size)
+        train_stage(model, data.x_train[indices], labels, data.num_classes, config.train,
+                    augmentation=data.augmentation, test=(data.x_test, data.y_test),
+                    seed=config.seed * 1000 + stage, checkpoint=out.checkpoint_path(stage),
+                    on_epoch_end=run.on_epoch_end(stage, len(members_by_stage)), progress=progress,
+                    description=f"stage {stage}/{len(members_by_stage)}")
+        stage_summaries.append({"stage": stage, "released": int(members.size), "reused": reused,
+                                "mean_k": float(np.mean(released["k"]))})
+
+    epsilon = run.ledger.epsilon()
+    torch.save(model.state_dict(), out.model_path)
+    summary = {
+        "dataset": config.dataset,
+        "method": config.method,
+        "epsilon": None if not np.isfinite(epsilon) else round(epsilon, 6),
+        "delta": 0.0,
+        "neighboring_relation": "replace-one label",
+        "test_accuracy": accuracy(model, data.x_test, data.y_test),
+        "seconds": round(run.seconds(), 2),
+        "seed": config.seed,
+        "num_train": int(len(data.y_train)),
+        "num_test": int(len(data.y_test)),
+        "stages": stage_summaries,
+    }
+    write_json_atomic(out.summary_path, summary)
+    return summary

@@ -1,0 +1,202 @@
+"""One supervised training stage: plain (non-private) learning on already-released labels.
+
+Everything here runs *after* the privacy boundary: it never sees true training labels, only the
+noisy labels a mechanism released, so any model, optimiser or augmentation is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from labeldp.training.augment import augment, mixup
+
+OPTIMIZERS = ("sgd", "adam")
+SCHEDULES = ("cosine", "constant")
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters of one stage. ``epochs`` counts passes over the stage's training set."""
+
+    epochs: int = 10
+    batch_size: int = 128
+    optimizer: str = "sgd"
+    lr: float = 0.05
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    schedule: str = "cosine"
+    warmup_epochs: float = 0.0
+    mixup_alpha: float = 0.0
+    augment: bool = True
+    eval_batch_size: int = 1000
+
+    def validate(self) -> None:
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be at least 1, got {self.epochs}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {self.batch_size}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.mixup_alpha < 0 or self.weight_decay < 0 or self.warmup_epochs < 0:
+            raise ValueError("mixup_alpha, weight_decay and warmup_epochs must be >= 0")
+
+
+@dataclass
+class EpochRecord:
+    epoch: int
+    train_loss: float
+    test_accuracy: float | None
+    lr: float
+    seconds: float
+
+
+def _optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    if config.optimizer == "adam":
+        return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
+                           weight_decay=config.weight_decay, nesterov=config.momentum > 0)
+
+
+def _lr_factor(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], float]:
+    total = config.epochs * steps_per_epoch
+    warmup = int(config.warmup_epochs * steps_per_epoch)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        if config.schedule == "constant":
+            return 1.0
+        progress = (step - warmup) / max(1, total - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    return factor
+
+
+@torch.no_grad()
+def predict_logits(model: nn.Module, inputs: np.ndarray | torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
+    """Logits of ``model`` on ``inputs`` (eval mode, in batches)."""
+    was_training = model.training
+    model.eval()
+    x = torch.as_tensor(inputs)
+    device = next(model.parameters()).device
+    out = torch.cat([model(x[i:i + batch_size].to(device)).float().cpu() for i in range(0, len(x), batch_size)])
+    model.train(was_training)
+    return out
+
+
+def predict_proba(model: nn.Module, inputs: np.ndarray | torch.Tensor, temperature: float = 1.0,
+                  batch_size: int = 1000) -> np.ndarray:
+    """softmax(logits / temperature) as a float64 numpy array whose rows sum to 1."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    probs = torch.softmax(predict_logits(model, inputs, batch_size).double() / temperature, dim=1).numpy()
+    return probs / probs.sum(axis=1, keepdims=True)
+
+
+def accuracy(model: nn.Module, inputs: np.ndarray | torch.Tensor, labels: np.ndarray, batch_size: int = 1000) -> float:
+    """Fraction of ``labels`` equal to the model's arg-max prediction."""
+    predictions = predict_logits(model, inputs, batch_size).argmax(dim=1).numpy()
+    return float((predictions == np.asarray(labels)).mean())
+
+
+def _save_atomic(state: dict, path: Path) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def train_stage(
+    model: nn.Module,
+    inputs: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    config: TrainConfig,
+    *,
+    augmentation: str = "none",
+    test: tuple[np.ndarray, np.ndarray] | None = None,
+    seed: int = 0,
+    checkpoint: str | os.PathLike | None = None,
+    on_epoch_end: Callable[[EpochRecord], None] | None = None,
+    progress: bool = True,
+    description: str = "train",
+) -> list[EpochRecord]:
+    """Train ``model`` in place on (``inputs``, ``labels``) for ``config.epochs`` epochs.
+
+    If ``checkpoint`` is given, the full training state (model, optimiser, schedule, random
+    generators, history) is written there after every epoch, and an existing checkpoint is resumed
+    from: a stage interrupted at any point continues where its last epoch ended, with the same
+    random stream as an uninterrupted run. Returns the per-epoch history.
+    """
+    config.validate()
+    x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
+    y = torch.as_tensor(np.asarray(labels, dtype=np.int64))
+    if len(x) != len(y) or len(x) == 0:
+        raise ValueError(f"inputs and labels must be non-empty and of equal length, got {len(x)} and {len(y)}")
+    device = next(model.parameters()).device
+    steps_per_epoch = math.ceil(len(x) / config.batch_size)
+    optimizer = _optimizer(model, config)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_factor(config, steps_per_epoch))
+    generator = torch.Generator().manual_seed(seed)
+    np_rng = np.random.default_rng(seed)
+    history: list[EpochRecord] = []
+    path = Path(checkpoint) if checkpoint is not None else None
+    if path is not None and path.exists():
+        state = torch.load(path, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        generator.set_state(state["torch_rng"])
+        np_rng.bit_generator.state = state["numpy_rng"]
+        history = [EpochRecord(**row) for row in state["history"]]
+
+    model.train()
+    for epoch in range(len(history) + 1, config.epochs + 1):
+        start = time.perf_counter()
+        order = torch.randperm(len(x), generator=generator)
+        total_loss = 0.0
+        bar = tqdm(range(steps_per_epoch), desc=f"{description} epoch {epoch}/{config.epochs}",
+                   leave=False, disable=not progress, unit="batch")
+        for step in bar:
+            batch = order[step * config.batch_size:(step + 1) * config.batch_size]
+            xb = x[batch]
+            if config.augment:
+                xb = augment(xb, augmentation, generator)
+            targets = F.one_hot(y[batch], num_classes).float()
+            if config.mixup_alpha > 0:
+                xb, targets = mixup(xb, targets, float(np_rng.beta(config.mixup_alpha, config.mixup_alpha)), generator)
+            xb, targets = xb.to(device), targets.to(device)
+            loss = -(targets * F.log_softmax(model(xb), dim=1)).sum(dim=1).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            total_loss += loss.item() * len(batch)
+            if step % 20 == 0:
+                bar.set_postfix(loss=f"{loss.item():.3f}")
+        test_accuracy = accuracy(model, *test, config.eval_batch_size) if test is not None else None
+        record = EpochRecord(epoch, total_loss / len(x), test_accuracy, optimizer.param_groups[0]["lr"],
+                             time.perf_counter() - start)
+        history.append(record)
+        if path is not None:
+            _save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                          "scheduler": scheduler.state_dict(), "torch_rng": generator.get_state(),
+                          "numpy_rng": np_rng.bit_generator.state,
+                          "history": [asdict(r) for r in history]}, path)
+        if on_epoch_end is not None:
+            on_epoch_end(record)
+    return history
