@@ -8,8 +8,10 @@ from labeldp.mechanisms.rr import (
     keep_probability,
     prior_top_k,
     randomized_response,
+    randomized_response_likelihood,
     randomized_response_probabilities,
     rr_with_prior,
+    rr_with_prior_likelihood,
     rr_with_prior_probabilities,
 )
 
@@ -17,7 +19,9 @@ __all__ = [
     "keep_probability",
     "prior_top_k",
     "randomized_response",
+    "randomized_response_likelihood",
     "randomized_response_probabilities",
     "rr_with_prior",
+    "rr_with_prior_likelihood",
     "rr_with_prior_probabilities",
 ]

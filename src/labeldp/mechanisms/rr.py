@@ -182,3 +182,38 @@ def randomized_response_probabilities(num_classes: int, epsilon: float) -> np.nd
     probs = np.full((num_classes, num_classes), (1.0 - keep) / (num_classes - 1))
     np.fill_diagonal(probs, keep)
     return probs
+
+
+def randomized_response_likelihood(noisy_labels, num_classes: int, epsilon: float) -> np.ndarray:
+    """L[i, y] = Pr[RR releases noisy_labels[i] | true label y], shape (n, K).
+
+    Depends only on released values and public parameters, so using it costs no privacy. It is the
+    per-example noise channel that forward-corrected training needs.
+    """
+    eps = check_epsilon(epsilon)
+    num_classes = check_num_classes(num_classes)
+    noisy = check_labels(noisy_labels, num_classes, "noisy_labels")
+    keep = keep_probability(eps, num_classes)
+    likelihood = np.full((noisy.size, num_classes), (1.0 - keep) / (num_classes - 1))
+    likelihood[np.arange(noisy.size), noisy] = keep
+    return likelihood
+
+
+def rr_with_prior_likelihood(noisy_labels, priors, epsilon: float) -> np.ndarray:
+    """L[i, y] = Pr[RR-with-prior releases noisy_labels[i] | true label y] under prior row i, shape (n, K).
+
+    Equal to ``rr_with_prior_probabilities(priors, epsilon)[i, :, noisy_labels[i]]`` without building
+    the (n, K, K) array. Uses only released values and the (public) priors: free of privacy cost.
+    """
+    eps = check_epsilon(epsilon)
+    k, member = prior_top_k(priors, eps)
+    noisy = check_labels(noisy_labels, member.shape[1], "noisy_labels")
+    check_same_length(noisy_labels=noisy, priors=member)
+    rows = np.arange(noisy.size)
+    if not member[rows, noisy].all():
+        raise ValueError("noisy_labels contains a label outside its prior's top k: not an RR-with-prior release")
+    keep = keep_probability(eps, k)
+    other = np.where(k > 1, (1.0 - keep) / np.maximum(k - 1, 1), 0.0)
+    likelihood = np.where(member, other[:, None], 1.0 / k[:, None])  # true label outside the top k: 1/k
+    likelihood[rows, noisy] = keep
+    return likelihood

@@ -36,9 +36,11 @@ def augment(images: torch.Tensor, policy: str, generator: torch.Generator) -> to
     raise ValueError(f"unknown augmentation policy {policy!r}")
 
 
-def mixup(inputs: torch.Tensor, targets: torch.Tensor, lam: float,
-          generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mixup (Zhang et al. 2018): ``lam`` times each example plus ``1 - lam`` times a random partner,
-    for inputs and soft targets alike (``lam`` is drawn by the caller from Beta(alpha, alpha))."""
+def mixup(inputs: torch.Tensor, lam: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mixup (Zhang et al. 2018): ``lam`` times each example plus ``1 - lam`` times a random partner.
+
+    Returns the mixed inputs and the partner permutation; the loss is then
+    ``lam * loss(targets) + (1 - lam) * loss(targets[perm])``. ``lam`` comes from Beta(alpha, alpha).
+    """
     perm = torch.randperm(inputs.shape[0], generator=generator)
-    return lam * inputs + (1 - lam) * inputs[perm], lam * targets + (1 - lam) * targets[perm]
+    return lam * inputs + (1 - lam) * inputs[perm], perm

@@ -6,8 +6,15 @@ Methods:
 - ``lp-1st`` (alias ``rr``): randomized response on the whole training set, one stage.
 - ``lp-2st`` / ``lp-mst``: the training set is split into stages. Stage 1 releases its labels by RR;
   stage t releases its labels by RR-with-prior, the prior being softmax(logits / temperature) of the
-  model trained so far, then trains on them (optionally warm-started, optionally adding earlier
-  stages' noisy labels that fall inside the new prior's top k, which is post-processing).
+  model trained so far, then trains on them, optionally warm-started and optionally reusing earlier
+  stages' noisy labels.
+
+Loss (``loss``): ``forward`` (default) trains on each noisy label through its exact noise channel
+Pr[released label | true class], which the mechanism's public parameters determine; the model then
+estimates the *clean* class posterior, which makes its softmax a calibrated prior for the next stage,
+and all earlier noisy labels can be reused unfiltered. ``ce`` is the paper's plain cross-entropy on
+the noisy labels; earlier labels are then reused only where they fall inside the new prior's top k.
+Both are post-processing of released labels and public inputs.
 
 Privacy: every example's label is randomised exactly once, by an epsilon-DP mechanism whose prior
 does not depend on that example's label (it comes from a model trained on *other* examples' noisy
@@ -38,12 +45,13 @@ from labeldp.accounting import (
     release_true_labels,
 )
 from labeldp.data import DATASETS, LabeledDataset, load_dataset
-from labeldp.mechanisms import prior_top_k
+from labeldp.mechanisms import prior_top_k, randomized_response_likelihood, rr_with_prior_likelihood
 from labeldp.models import MODELS, build_model
 from labeldp.training.rundir import RunDirectory, write_json_atomic
 from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, predict_proba, train_stage
 
 METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst")
+LOSSES = ("forward", "ce")
 DEFAULT_STAGES = {"non-private": (1.0,), "rr": (1.0,), "lp-1st": (1.0,), "lp-2st": (0.4, 0.6)}
 
 
@@ -57,6 +65,7 @@ class RunConfig:
     stages: tuple[float, ...] | None = None
     model: str | None = None
     temperature: float = 1.0
+    loss: str = "forward"
     reuse_labels: bool = True
     warm_start: bool = True
     seed: int = 0
@@ -92,6 +101,8 @@ class RunConfig:
             raise ValueError(f"method {self.method!r} has {expected} stage(s), got {len(stages)} fractions")
         if self.method == "lp-mst" and len(stages) < 2:
             raise ValueError("method 'lp-mst' needs at least two stages")
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         self.train.validate()
@@ -148,15 +159,18 @@ class _Run:
         k = np.full(members.size, data.num_classes)
         if cfg.method == "non-private":
             labels = release_true_labels(scratch, data.y_train[members], members, data.num_classes, tag)
+            likelihood = np.eye(data.num_classes)[labels]
         elif stage == 1:
             labels = release_randomized_response(scratch, data.y_train[members], members, data.num_classes,
                                                  cfg.epsilon, self._rng(stage), tag)
+            likelihood = randomized_response_likelihood(labels, data.num_classes, cfg.epsilon)
         else:
             prior = predict_proba(model, data.x_train[members], cfg.temperature)
             labels, k = release_rr_with_prior(scratch, data.y_train[members], members, prior, cfg.epsilon,
                                               self._rng(stage), tag)
+            likelihood = rr_with_prior_likelihood(labels, prior, cfg.epsilon)
         entry = scratch.entries[0]
-        arrays = {"indices": members, "labels": labels, "k": k,
+        arrays = {"indices": members, "labels": labels, "k": k, "likelihood": likelihood.astype(np.float32),
                   "event": np.array(json.dumps(event_to_dict(entry.event))),
                   "description": np.array(entry.description)}
         self.out.save_noisy_labels(stage, **arrays)
@@ -164,15 +178,20 @@ class _Run:
         self.ledger.save(self.out.ledger_path)
         return arrays
 
-    def reused(self, stage: int, model: torch.nn.Module) -> tuple[np.ndarray, np.ndarray]:
-        """Earlier stages' noisy labels inside the current prior's top k (post-processing only)."""
+    def reused(self, stage: int, model: torch.nn.Module) -> dict[str, np.ndarray]:
+        """Earlier stages' noisy labels to train on again (post-processing only).
+
+        With the forward loss all of them, each with its own noise channel; with plain cross-entropy
+        only those inside the current prior's top k (the paper's filter).
+        """
         earlier = [self.out.load_noisy_labels(s) for s in range(1, stage)]
-        indices = np.concatenate([e["indices"] for e in earlier])
-        labels = np.concatenate([e["labels"] for e in earlier])
-        _, in_top_k = prior_top_k(predict_proba(model, self.data.x_train[indices], self.config.temperature),
-                                  self.config.epsilon)
-        keep = in_top_k[np.arange(indices.size), labels]
-        return indices[keep], labels[keep]
+        reused = {key: np.concatenate([e[key] for e in earlier]) for key in ("indices", "labels", "likelihood")}
+        if self.config.loss == "forward":
+            return reused
+        prior = predict_proba(model, self.data.x_train[reused["indices"]], self.config.temperature)
+        _, in_top_k = prior_top_k(prior, self.config.epsilon)
+        keep = in_top_k[np.arange(reused["indices"].size), reused["labels"]]
+        return {key: value[keep] for key, value in reused.items()}
 
     def new_model(self, stage: int) -> torch.nn.Module:
         torch.manual_seed(self.config.seed * 1000 + stage)
@@ -235,13 +254,13 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "cpu", pr
         else:
             prior_model = model
         released = run.release(stage, members, prior_model)
-        indices, labels = released["indices"], released["labels"]
-        reused = 0
+        parts = [released]
         if stage > 1 and config.reuse_labels:
-            extra_indices, extra_labels = run.reused(stage, prior_model)
-            indices, labels = np.concatenate([indices, extra_indices]), np.concatenate([labels, extra_labels])
-            reused = int(extra_indices.size)
-        train_stage(model, data.x_train[indices], labels, data.num_classes, config.train,
+            parts.append(run.reused(stage, prior_model))
+        indices = np.concatenate([p["indices"] for p in parts])
+        targets = np.concatenate([p["likelihood" if config.loss == "forward" else "labels"] for p in parts])
+        reused = int(indices.size - members.size)
+        train_stage(model, data.x_train[indices], targets, data.num_classes, config.train,
                     augmentation=data.augmentation, test=(data.x_test, data.y_test),
                     seed=config.seed * 1000 + stage, checkpoint=out.checkpoint_path(stage),
                     on_epoch_end=run.on_epoch_end(stage, len(members_by_stage)), progress=progress,

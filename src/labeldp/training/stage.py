@@ -114,6 +114,31 @@ def accuracy(model: nn.Module, inputs: np.ndarray | torch.Tensor, labels: np.nda
     return float((predictions == np.asarray(labels)).mean())
 
 
+def likelihood_loss(logits: torch.Tensor, log_likelihood: torch.Tensor) -> torch.Tensor:
+    """Per-example -log sum_y softmax(logits)_y * L[y]: the negative log-likelihood of an observed
+    (possibly noisy) label whose noise channel is L[y] = Pr[observed label | true class y].
+
+    With one-hot L this is ordinary cross-entropy; with a mechanism's channel it is forward-corrected
+    cross-entropy (Patrini et al. 2017), whose minimiser is the *clean* class posterior.
+    """
+    return -torch.logsumexp(F.log_softmax(logits, dim=1) + log_likelihood, dim=1)
+
+
+def _log_likelihood_targets(targets: np.ndarray, num_classes: int) -> torch.Tensor:
+    array = np.asarray(targets)
+    if array.ndim == 1:
+        if array.dtype.kind not in "iu" or array.min() < 0 or array.max() >= num_classes:
+            raise ValueError(f"integer targets must be class indices in [0, {num_classes})")
+        likelihood = F.one_hot(torch.as_tensor(array, dtype=torch.int64), num_classes).float()
+    elif array.ndim == 2 and array.shape[1] == num_classes:
+        if not np.all(np.isfinite(array)) or array.min() < 0 or not np.all(array.max(axis=1) > 0):
+            raise ValueError("likelihood targets must be finite, non-negative, with a positive entry per row")
+        likelihood = torch.as_tensor(array, dtype=torch.float32)
+    else:
+        raise ValueError(f"targets must be labels of shape (n,) or likelihoods of shape (n, {num_classes}), got {array.shape}")
+    return likelihood.log()
+
+
 def _save_atomic(state: dict, path: Path) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save(state, tmp)
@@ -123,7 +148,7 @@ def _save_atomic(state: dict, path: Path) -> None:
 def train_stage(
     model: nn.Module,
     inputs: np.ndarray,
-    labels: np.ndarray,
+    targets: np.ndarray,
     num_classes: int,
     config: TrainConfig,
     *,
@@ -135,7 +160,11 @@ def train_stage(
     progress: bool = True,
     description: str = "train",
 ) -> list[EpochRecord]:
-    """Train ``model`` in place on (``inputs``, ``labels``) for ``config.epochs`` epochs.
+    """Train ``model`` in place on (``inputs``, ``targets``) for ``config.epochs`` epochs.
+
+    ``targets`` are either integer labels (cross-entropy) or an (n, K) matrix of label likelihoods
+    L[i, y] = Pr[observed label of i | class y], e.g. a mechanism's noise channel (forward-corrected
+    cross-entropy, see :func:`likelihood_loss`).
 
     If ``checkpoint`` is given, the full training state (model, optimiser, schedule, random
     generators, history) is written there after every epoch, and an existing checkpoint is resumed
@@ -144,9 +173,9 @@ def train_stage(
     """
     config.validate()
     x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
-    y = torch.as_tensor(np.asarray(labels, dtype=np.int64))
-    if len(x) != len(y) or len(x) == 0:
-        raise ValueError(f"inputs and labels must be non-empty and of equal length, got {len(x)} and {len(y)}")
+    log_likelihood = _log_likelihood_targets(targets, num_classes)
+    if len(x) != len(log_likelihood) or len(x) == 0:
+        raise ValueError(f"inputs and targets must be non-empty and of equal length, got {len(x)} and {len(log_likelihood)}")
     device = next(model.parameters()).device
     steps_per_epoch = math.ceil(len(x) / config.batch_size)
     optimizer = _optimizer(model, config)
@@ -176,11 +205,14 @@ def train_stage(
             xb = x[batch]
             if config.augment:
                 xb = augment(xb, augmentation, generator)
-            targets = F.one_hot(y[batch], num_classes).float()
+            log_lik = log_likelihood[batch].to(device)
             if config.mixup_alpha > 0:
-                xb, targets = mixup(xb, targets, float(np_rng.beta(config.mixup_alpha, config.mixup_alpha)), generator)
-            xb, targets = xb.to(device), targets.to(device)
-            loss = -(targets * F.log_softmax(model(xb), dim=1)).sum(dim=1).mean()
+                lam = float(np_rng.beta(config.mixup_alpha, config.mixup_alpha))
+                xb, perm = mixup(xb, lam, generator)
+                logits = model(xb.to(device))
+                loss = (lam * likelihood_loss(logits, log_lik) + (1 - lam) * likelihood_loss(logits, log_lik[perm])).mean()
+            else:
+                loss = likelihood_loss(model(xb.to(device)), log_lik).mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

@@ -1,0 +1,40 @@
+"""Shared fixtures: small datasets built in memory, and statistical helpers."""
+
+from __future__ import annotations
+
+import os
+
+# One thread per test process: pytest-xdist runs one worker per core, and torch's default of one
+# thread per core in every worker oversubscribes the CPU (small ops then run ~10x slower).
+os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the CLI subprocesses the tests start
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+from labeldp.data import LabeledDataset
+
+
+def frequencies_match(samples: np.ndarray, expected: np.ndarray, sigmas: float = 5.0) -> np.ndarray:
+    """Boolean array: does each empirical frequency lie within ``sigmas`` standard errors of its
+    expected probability? ``samples`` has shape (n_draws, m) of values in [0, K); ``expected`` (m, K)."""
+    draws, m = samples.shape
+    num_classes = expected.shape[1]
+    counts = np.zeros((m, num_classes))
+    np.add.at(counts, (np.broadcast_to(np.arange(m), samples.shape), samples), 1)
+    freq = counts / draws
+    stderr = np.sqrt(expected * (1 - expected) / draws)
+    return np.abs(freq - expected) <= sigmas * stderr + 1e-9
+
+
+@pytest.fixture
+def blobs() -> LabeledDataset:
+    """10 well-separated Gaussian classes in 20 dimensions: 600 train, 200 test examples."""
+    rng = np.random.default_rng(0)
+    centers = rng.normal(0, 3, size=(10, 20))
+    y_train, y_test = rng.integers(0, 10, 600), rng.integers(0, 10, 200)
+    x_train = centers[y_train] + rng.normal(size=(600, 20))
+    x_test = centers[y_test] + rng.normal(size=(200, 20))
+    return LabeledDataset("blobs", x_train, y_train, x_test, y_test, num_classes=10)

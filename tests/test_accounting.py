@@ -1,0 +1,117 @@
+"""The privacy ledger: dp_accounting events, parallel and sequential composition, JSON, releases."""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting.pld import pld_privacy_accountant
+
+from labeldp.accounting import (
+    NEIGHBORING_RELATION,
+    PrivacyLedger,
+    event_from_dict,
+    event_to_dict,
+    randomized_response_event,
+    release_randomized_response,
+    release_rr_with_prior,
+    release_true_labels,
+)
+from labeldp.mechanisms import randomized_response_probabilities, rr_with_prior_probabilities
+
+
+def hockey_stick(p: np.ndarray, q: np.ndarray, epsilon: float) -> float:
+    return float(np.maximum(p - math.exp(epsilon) * q, 0).sum())
+
+
+@pytest.mark.parametrize("epsilon", [0.25, 1.0, 3.0])
+@pytest.mark.parametrize("num_classes", [2, 10, 100])
+def test_rr_event_matches_the_mechanism(epsilon: float, num_classes: int) -> None:
+    """dp_accounting's RR event describes exactly our RR: same delta(eps') curve as the true distribution."""
+    accountant = pld_privacy_accountant.PLDAccountant(NEIGHBORING_RELATION)
+    accountant.compose(randomized_response_event(epsilon, num_classes))
+    assert accountant.get_epsilon(0.0) == pytest.approx(epsilon, abs=2e-4)
+    probs = randomized_response_probabilities(num_classes, epsilon)
+    for eps_prime in (0.0, epsilon / 2):
+        assert accountant.get_delta(eps_prime) == pytest.approx(hockey_stick(probs[0], probs[1], eps_prime), abs=1e-3)
+
+
+def test_rr_with_prior_event_dominates_every_example() -> None:
+    """The recorded event's delta(eps') bounds the true worst-case divergence of every released example."""
+    rng = np.random.default_rng(0)
+    priors = rng.dirichlet(np.full(10, 0.4), size=200)
+    labels = rng.integers(0, 10, 200)
+    for epsilon in (0.5, 1.0, 2.0):
+        ledger = PrivacyLedger(200)
+        _, k = release_rr_with_prior(ledger, labels, np.arange(200), priors, epsilon, rng=0)
+        accountant = pld_privacy_accountant.PLDAccountant(NEIGHBORING_RELATION)
+        accountant.compose(ledger.entries[0].event)
+        probs = rr_with_prior_probabilities(priors, epsilon)
+        for eps_prime in (0.0, 0.3 * epsilon, 0.8 * epsilon):
+            worst = max(hockey_stick(probs[i, y], probs[i, y2], eps_prime)
+                        for i in range(0, 200, 7) for y in range(10) for y2 in range(10))
+            assert accountant.get_delta(eps_prime) >= worst - 1e-4
+        assert ledger.epsilon() == pytest.approx(epsilon, abs=2e-4)
+
+
+def test_parallel_and_sequential_composition() -> None:
+    ledger = PrivacyLedger(100)
+    ledger.record(randomized_response_event(1.0, 10), np.arange(50), "first half")
+    ledger.record(randomized_response_event(2.0, 10), np.arange(50, 100), "second half")
+    assert ledger.epsilon() == pytest.approx(2.0, abs=2e-4)  # disjoint: the worst part
+    ledger.record(randomized_response_event(0.5, 10), np.arange(40, 60), "overlap")
+    assert ledger.epsilon() == pytest.approx(2.5, abs=5e-4)  # examples 50..59 saw 2.0 then 0.5
+    ledger.record(randomized_response_event(0.7, 10), np.arange(0, 45), "more on the first half")
+    assert ledger.epsilon() == pytest.approx(2.5, abs=5e-4)  # 0..39: 1.7, 40..44: 2.2, 50..59: 2.5
+
+
+def test_non_private_release_is_infinite_epsilon() -> None:
+    ledger = PrivacyLedger(10)
+    labels = release_true_labels(ledger, np.arange(10) % 3, np.arange(10), 3)
+    assert np.array_equal(labels, np.arange(10) % 3)
+    assert ledger.epsilon() == math.inf
+
+
+def test_json_round_trip_and_save(tmp_path) -> None:
+    ledger = PrivacyLedger(1000)
+    rng = np.random.default_rng(0)
+    release_randomized_response(ledger, rng.integers(0, 10, 300), np.arange(300), 10, 1.0, rng=0, tag="stage1")
+    release_rr_with_prior(ledger, rng.integers(0, 10, 700), np.arange(300, 1000),
+                          rng.dirichlet(np.ones(10), size=700), 1.0, rng=0, tag="stage2")
+    ledger.save(tmp_path / "ledger.json")
+    loaded = PrivacyLedger.load(tmp_path / "ledger.json")
+    assert [e.tag for e in loaded.entries] == ["stage1", "stage2"]
+    assert all(np.array_equal(a.members, b.members) for a, b in zip(ledger.entries, loaded.entries))
+    assert loaded.entries[1].event == ledger.entries[1].event
+    assert loaded.epsilon() == ledger.epsilon()
+    nested = dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1)), 100)
+    assert event_from_dict(event_to_dict(nested)) == nested
+
+
+def test_release_validates_before_spending() -> None:
+    ledger = PrivacyLedger(10)
+    with pytest.raises(ValueError, match="labels must lie in"):
+        release_randomized_response(ledger, [0, 12], [0, 1], 10, 1.0)
+    with pytest.raises(ValueError, match="members must be indices"):
+        release_randomized_response(ledger, [0, 1], [0, 10], 10, 1.0)
+    with pytest.raises(ValueError, match="length mismatch"):
+        release_randomized_response(ledger, [0, 1, 2], [0, 1], 10, 1.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        release_rr_with_prior(ledger, [0], [0], [[0.5, 0.5]], -1.0)
+    with pytest.raises(ValueError, match="repeated"):
+        release_randomized_response(ledger, [0, 1], [3, 3], 10, 1.0)
+    assert ledger.entries == ()
+    release_randomized_response(ledger, [0, 1], [0, 1], 10, 1.0, tag="stage1")
+    with pytest.raises(ValueError, match="already has an entry"):
+        release_randomized_response(ledger, [0, 1], [2, 3], 10, 1.0, tag="stage1")
+    assert len(ledger.entries) == 1
+
+
+def test_release_records_exactly_the_members() -> None:
+    ledger = PrivacyLedger(20)
+    members = np.array([3, 5, 7])
+    release_randomized_response(ledger, [1, 2, 3], members, 4, 2.0)
+    assert np.array_equal(np.flatnonzero(ledger.entries[0].members), members)
+    assert ledger.entries[0].event == randomized_response_event(2.0, 4)

@@ -1,0 +1,103 @@
+"""The ``labeldp`` command: help, errors, a real run, and resuming after the process is killed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from labeldp.accounting import PrivacyLedger
+from labeldp.cli import main
+
+
+def labeldp(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "labeldp.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_help_explains_every_command(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "train" in text and "demo" in text and "download" in text
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--dataset", "--method", "--epsilon", "--stages", "--epochs", "--seed", "--out", "--data-dir"):
+        assert flag in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--method", "lp-2st", "--epsilon", "0"], "epsilon must be a finite number > 0"),
+    (["--method", "lp-2st", "--epsilon", "nan"], "epsilon must be a finite number > 0"),
+    (["--method", "lp-2st"], "needs --epsilon"),
+    (["--dataset", "mnist", "--data-dir", "/nonexistent/mnist", "--epsilon", "1"], "does not exist"),
+    (["--dataset", "mnist", "--epsilon", "1"], "needs a data folder"),
+    (["--dataset", "csv", "--epsilon", "1"], "needs a table file"),
+])
+def test_bad_arguments_exit_with_a_clear_message(tmp_path, capsys, args, message) -> None:
+    assert main(["train", *args, "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run" / "ledger.json").exists()
+
+
+def test_unknown_dataset_is_an_argparse_error(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--dataset", "imagenet", "--out", "x"])
+    assert exit_info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_train_on_digits(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    assert main(["train", "--dataset", "digits", "--method", "lp-2st", "--epsilon", "4", "--epochs", "2",
+                 "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "test accuracy" in printed and "epsilon 4" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == "lp-2st" and summary["dataset"] == "digits"
+
+
+def _wait_for(predicate, timeout: float) -> None:
+    deadline = time.time() + timeout
+    while not predicate():
+        if time.time() > deadline:
+            raise TimeoutError("condition not reached")
+        time.sleep(0.02)
+
+
+def test_killed_run_resumes_without_spending_again(tmp_path) -> None:
+    args = ["train", "--dataset", "digits", "--method", "lp-2st", "--epsilon", "2", "--epochs", "60",
+            "--batch-size", "16", "--quiet"]
+    out = tmp_path / "killed"
+    process = subprocess.Popen([sys.executable, "-m", "labeldp.cli", *args, "--out", str(out)])
+    metrics = out / "metrics.jsonl"
+    _wait_for(lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= 5, timeout=120)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (out / "summary.json").exists(), "the run finished before it could be killed"
+    ledger_before = PrivacyLedger.load(out / "ledger.json")
+    with np.load(out / "noisy_labels" / "stage1.npz") as data:
+        stage1_before = data["labels"].copy()
+
+    resumed = labeldp(*args, "--out", str(out))
+    assert resumed.returncode == 0, resumed.stderr
+    ledger_after = PrivacyLedger.load(out / "ledger.json")
+    assert ledger_after.entries[0].event == ledger_before.entries[0].event
+    assert np.array_equal(ledger_after.entries[0].members, ledger_before.entries[0].members)
+    assert [e.tag for e in ledger_after.entries] == ["stage1", "stage2"]
+    with np.load(out / "noisy_labels" / "stage1.npz") as data:
+        assert np.array_equal(data["labels"], stage1_before)
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [(r["stage"], r["epoch"]) for r in rows] == [(s, e) for s in (1, 2) for e in range(1, 61)]
+
+    # The resumed run ends exactly where an uninterrupted one does.
+    straight = labeldp(*args, "--out", str(tmp_path / "straight"))
+    assert straight.returncode == 0, straight.stderr
+    final = json.loads((out / "summary.json").read_text())
+    reference = json.loads((tmp_path / "straight" / "summary.json").read_text())
+    assert final["test_accuracy"] == reference["test_accuracy"]
+    assert final["epsilon"] == reference["epsilon"] == pytest.approx(2.0, abs=2e-4)

@@ -1,0 +1,125 @@
+"""Loaders on small files written in the real formats (IDX, CIFAR pickles, CSV, Parquet)."""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from labeldp.data import LabeledDataset, load_dataset, read_idx
+
+
+def write_idx(path, array: np.ndarray, compress: bool) -> None:
+    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
+    payload = header + array.astype(np.uint8).tobytes()
+    if compress:
+        with gzip.open(str(path) + ".gz", "wb") as handle:
+            handle.write(payload)
+    else:
+        path.write_bytes(payload)
+
+
+def make_mnist_folder(folder, n_train=50, n_test=20, compress=True) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    train_labels = rng.integers(0, 10, n_train)
+    write_idx(folder / "train-images-idx3-ubyte", rng.integers(0, 256, (n_train, 28, 28)), compress)
+    write_idx(folder / "train-labels-idx1-ubyte", train_labels, compress)
+    write_idx(folder / "t10k-images-idx3-ubyte", rng.integers(0, 256, (n_test, 28, 28)), compress)
+    write_idx(folder / "t10k-labels-idx1-ubyte", rng.integers(0, 10, n_test), compress)
+    return train_labels, None
+
+
+@pytest.mark.parametrize("compress", [True, False])
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist", "kmnist"])
+def test_idx_family(tmp_path, compress: bool, name: str) -> None:
+    labels, _ = make_mnist_folder(tmp_path, compress=compress)
+    data = load_dataset(name, tmp_path)
+    assert data.x_train.shape == (50, 1, 28, 28) and data.x_test.shape == (20, 1, 28, 28)
+    assert np.array_equal(data.y_train, labels) and data.num_classes == 10
+    assert data.x_train.dtype == np.float32 and abs(float(data.x_train.mean())) < 1e-4
+    assert data.augmentation == "translate"
+
+
+def test_idx_reader_rejects_corrupt_files(tmp_path) -> None:
+    (tmp_path / "bad").write_bytes(b"\x01\x02\x03\x04")
+    with pytest.raises(ValueError, match="magic"):
+        read_idx(tmp_path / "bad")
+    write_idx(tmp_path / "short", np.zeros((4, 2, 2)), compress=False)
+    (tmp_path / "short").write_bytes((tmp_path / "short").read_bytes()[:-3])
+    with pytest.raises(ValueError, match="header promises"):
+        read_idx(tmp_path / "short")
+
+
+def test_missing_folder_and_files(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_dataset("mnist", tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="train-images-idx3-ubyte"):
+        load_dataset("mnist", tmp_path)
+    with pytest.raises(ValueError, match="needs a data folder"):
+        load_dataset("mnist")
+    with pytest.raises(ValueError, match="unknown dataset"):
+        load_dataset("imagenet", tmp_path)
+
+
+@pytest.mark.parametrize("num_classes", [10, 100])
+def test_cifar_pickles(tmp_path, num_classes: int) -> None:
+    rng = np.random.default_rng(0)
+    key = b"labels" if num_classes == 10 else b"fine_labels"
+    folder = tmp_path / ("cifar-10-batches-py" if num_classes == 10 else "cifar-100-python")
+    folder.mkdir()
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"] if num_classes == 10 else ["train", "test"]
+    written = {}
+    for name in names:
+        labels = rng.integers(0, num_classes, 8).tolist()
+        written[name] = labels
+        batch = {b"data": rng.integers(0, 256, (8, 3072), dtype=np.uint8), key: labels}
+        (folder / name).write_bytes(pickle.dumps(batch))
+    data = load_dataset(f"cifar{num_classes}", tmp_path)
+    train_names = names[:-1]
+    assert data.x_train.shape == (8 * len(train_names), 3, 32, 32)
+    assert data.y_train.tolist() == sum((written[n] for n in train_names), [])
+    assert data.num_classes == num_classes and data.augmentation == "crop-flip"
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_tables(tmp_path, suffix: str) -> None:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=100), "b": rng.normal(size=100),
+                          "outcome": rng.choice(["no", "yes", "maybe"], 100)})
+    path = tmp_path / f"table{suffix}"
+    frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
+    data = load_dataset("csv", table=path, label_column="outcome")
+    assert data.num_classes == 3 and data.class_names == ["maybe", "no", "yes"]
+    assert len(data.y_train) == 80 and len(data.y_test) == 20 and data.input_shape == (2,)
+    with pytest.raises(ValueError, match="label column 'y' not found"):
+        load_dataset("csv", table=path, label_column="y")
+
+
+def test_table_with_nan_features_is_refused(tmp_path) -> None:
+    frame = pd.DataFrame({"a": [1.0, np.nan, 3.0, 4.0, 5.0], "label": [0, 1, 0, 1, 0]})
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(ValueError, match="NaN"):
+        load_dataset("csv", table=tmp_path / "t.csv")
+
+
+def test_embedded_digits_is_fixed() -> None:
+    first, second = load_dataset("digits"), load_dataset("digits")
+    assert len(first.y_train) == 1347 and len(first.y_test) == 450
+    assert np.array_equal(first.y_train, second.y_train)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(x_train=np.full((3, 2), np.nan)), "NaN"),
+    (dict(y_train=np.array([0, 1])), "length mismatch"),
+    (dict(y_train=np.array([0, 1, 5])), "must lie in"),
+    (dict(x_train=np.zeros((0, 2)), y_train=np.zeros(0, dtype=int)), "empty"),
+])
+def test_dataset_validation(change, message) -> None:
+    arrays = dict(x_train=np.zeros((3, 2)), y_train=np.array([0, 1, 2]), x_test=np.zeros((2, 2)), y_test=np.array([0, 1]))
+    arrays.update(change)
+    with pytest.raises(ValueError, match=message):
+        LabeledDataset("t", num_classes=3, **arrays)

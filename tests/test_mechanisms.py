@@ -1,0 +1,185 @@
+"""Statistical tests of the label mechanisms against their exact distributions and the e^eps bound."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from conftest import frequencies_match
+
+from labeldp.mechanisms import (
+    keep_probability,
+    prior_top_k,
+    randomized_response,
+    randomized_response_likelihood,
+    randomized_response_probabilities,
+    rr_with_prior,
+    rr_with_prior_likelihood,
+    rr_with_prior_probabilities,
+)
+from labeldp.randomness import SecureGenerator, as_generator
+
+EPSILONS = [0.1, 0.5, 1.0, 2.0, 4.0]
+
+
+def reference_rr_with_prior_probabilities(prior: np.ndarray, epsilon: float) -> np.ndarray:
+    """Algorithm 2 written out for one prior row, straight from the paper (independent of the library)."""
+    num_classes = prior.size
+    order = sorted(range(num_classes), key=lambda label: (-prior[label], label))
+    scores = [math.exp(epsilon) / (math.exp(epsilon) + k - 1) * sum(prior[order[:k]]) for k in range(1, num_classes + 1)]
+    k = 1 + max(range(num_classes), key=lambda i: (scores[i], -i))
+    top = order[:k]
+    probs = np.zeros((num_classes, num_classes))
+    keep = math.exp(epsilon) / (math.exp(epsilon) + k - 1)
+    for y in range(num_classes):
+        for z in top:
+            if y in top:
+                probs[y, z] = keep if z == y else (1 - keep) / (k - 1)
+            else:
+                probs[y, z] = 1 / k
+    return probs
+
+
+
+
+PRIORS = np.array([
+    [0.1] * 10,                                          # uniform: plain RR over 10
+    [1.0] + [0.0] * 9,                                   # certain prior: k = 1
+    [0.45, 0.45] + [0.1 / 8] * 8,                        # a tie at the top
+    [0.3, 0.3, 0.3, 0.1] + [0.0] * 6,                    # a three-way tie
+    *np.random.default_rng(7).dirichlet(np.full(10, 0.3), size=6),
+])
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_rr_with_prior_probabilities_match_reference(epsilon: float) -> None:
+    exact = rr_with_prior_probabilities(PRIORS, epsilon)
+    for row, prior in enumerate(PRIORS):
+        np.testing.assert_allclose(exact[row], reference_rr_with_prior_probabilities(prior, epsilon), atol=1e-12)
+    np.testing.assert_allclose(exact.sum(axis=2), 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_likelihood_ratio_bounded_by_e_eps(epsilon: float) -> None:
+    exact = rr_with_prior_probabilities(PRIORS, epsilon)
+    bound = math.exp(epsilon) * (1 + 1e-12)
+    for y, y2 in itertools.permutations(range(PRIORS.shape[1]), 2):
+        assert np.all(exact[:, y, :] <= bound * exact[:, y2, :] + 1e-15)
+    rr = randomized_response_probabilities(10, epsilon)
+    assert rr.max(axis=0).max() / rr.min(axis=0).min() == pytest.approx(math.exp(epsilon))
+
+
+def test_uniform_prior_is_plain_rr() -> None:
+    exact = rr_with_prior_probabilities(np.full((1, 7), 1 / 7), 1.3)[0]
+    np.testing.assert_allclose(exact, randomized_response_probabilities(7, 1.3))
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+def test_rr_with_prior_empirical_distribution(epsilon: float) -> None:
+    draws = 4000
+    rows, labels = np.meshgrid(np.arange(len(PRIORS)), np.arange(10), indexing="ij")
+    rows, labels = rows.ravel(), labels.ravel()  # every (prior row, true label) pair
+    samples = np.stack([rr_with_prior(labels, PRIORS[rows], epsilon, rng=seed)[0] for seed in range(draws)])
+    expected = rr_with_prior_probabilities(PRIORS, epsilon)[rows, labels]
+    assert frequencies_match(samples, expected).all()
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_randomized_response_empirical_distribution(epsilon: float) -> None:
+    labels = np.repeat(np.arange(10), 2000)
+    samples = randomized_response(labels, 10, epsilon, rng=0).reshape(10, 2000).T  # (draws, true label)
+    assert frequencies_match(samples, randomized_response_probabilities(10, epsilon)).all()
+    # The formula itself, independently of the helper: keep e^eps/(e^eps+K-1), others uniform.
+    assert (samples == np.arange(10)).mean() == pytest.approx(math.exp(epsilon) / (math.exp(epsilon) + 9), abs=0.02)
+
+
+def test_statistical_check_rejects_a_wrong_epsilon() -> None:
+    """Power: the same check fails on a mechanism that keeps labels more often than it claims."""
+    labels = np.repeat(np.arange(10), 2000)
+    samples = randomized_response(labels, 10, 1.3, rng=0).reshape(10, 2000).T
+    assert not frequencies_match(samples, randomized_response_probabilities(10, 1.0)).all()
+    rows = np.repeat(np.arange(len(PRIORS)), 10)
+    labels = np.tile(np.arange(10), len(PRIORS))
+    samples = np.stack([rr_with_prior(labels, PRIORS[rows], 1.3, rng=s)[0] for s in range(2000)])
+    assert not frequencies_match(samples, rr_with_prior_probabilities(PRIORS, 1.0)[rows, labels]).all()
+
+
+def test_k_maximises_objective_with_smallest_k_on_ties() -> None:
+    priors = np.random.default_rng(3).dirichlet(np.full(12, 0.5), size=500)
+    for epsilon in EPSILONS:
+        k, members = prior_top_k(priors, epsilon)
+        desc = -np.sort(-priors, axis=1)
+        objective = keep_probability(epsilon, np.arange(1, 13)) * np.cumsum(desc, axis=1)
+        np.testing.assert_array_equal(k, objective.argmax(axis=1) + 1)
+        np.testing.assert_array_equal(members.sum(axis=1), k)
+        # the members are the k largest entries
+        assert np.all(np.where(members, priors, np.inf).min(axis=1) >= np.where(members, -np.inf, priors).max(axis=1))
+
+
+def test_large_inputs_and_chunk_boundaries() -> None:
+    rng = np.random.default_rng(0)
+    priors = rng.dirichlet(np.ones(5), size=20000)
+    labels = rng.integers(0, 5, 20000)
+    noisy, k = rr_with_prior(labels, priors, 50.0, rng=1)  # epsilon so large that RR keeps nearly always
+    in_top = prior_top_k(priors, 50.0)[1][np.arange(20000), labels]
+    assert np.all(noisy[in_top] == labels[in_top])
+    assert np.all(k >= 1) and np.all(k <= 5)
+
+
+def test_seeded_rng_reproducible_and_secure_rng_works() -> None:
+    labels = np.arange(10).repeat(100)
+    assert np.array_equal(randomized_response(labels, 10, 1.0, rng=5), randomized_response(labels, 10, 1.0, rng=5))
+    samples = randomized_response(np.repeat(np.arange(4), 3000), 4, 1.0, rng="secure").reshape(4, 3000).T
+    assert frequencies_match(samples, randomized_response_probabilities(4, 1.0)).all()
+    noisy, _ = rr_with_prior(labels, np.full((1000, 10), 0.1), 1.0, rng=SecureGenerator())
+    assert noisy.shape == (1000,)
+
+
+def test_secure_integers_are_uniform() -> None:
+    gen = as_generator("secure")
+    draws = gen.integers(0, np.array([3, 7] * 20000)).reshape(-1, 2)
+    for column, high in ((0, 3), (1, 7)):
+        counts = np.bincount(draws[:, column], minlength=high)
+        assert counts.size == high
+        assert np.all(np.abs(counts / 20000 - 1 / high) < 5 * np.sqrt((1 / high) / 20000))
+    values = gen.random(10000)
+    assert 0 <= values.min() and values.max() < 1 and abs(values.mean() - 0.5) < 0.02
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: randomized_response([0, 10], 10, 1.0), "labels must lie in"),
+    (lambda: randomized_response([-1, 0], 10, 1.0), "labels must lie in"),
+    (lambda: randomized_response([0.5, 1.0], 10, 1.0), "must be integers"),
+    (lambda: randomized_response([0, 1], 10, 0.0), "epsilon must be a finite number > 0"),
+    (lambda: randomized_response([0, 1], 10, float("nan")), "epsilon must be a finite number > 0"),
+    (lambda: randomized_response([0, 1], 10, -1), "epsilon"),
+    (lambda: randomized_response([], 10, 1.0), "labels is empty"),
+    (lambda: randomized_response([0, 1], 1, 1.0), "num_classes must be at least 2"),
+    (lambda: rr_with_prior([0], [[0.5, 0.6]], 1.0), "sum to 1"),
+    (lambda: rr_with_prior([0], [[1.5, -0.5]], 1.0), "non-negative"),
+    (lambda: rr_with_prior([0], [[np.nan, 1.0]], 1.0), "NaN"),
+    (lambda: rr_with_prior([0, 1], [[0.5, 0.5]], 1.0), "length mismatch"),
+    (lambda: rr_with_prior([2], [[0.5, 0.5]], 1.0), "labels must lie in"),
+    (lambda: rr_with_prior([0], [0.5, 0.5], 1.0), "2-d"),
+    (lambda: as_generator("fast"), "rng must be"),
+])
+def test_bad_input_is_refused_with_a_clear_message(call, message) -> None:
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+def test_likelihoods_are_columns_of_the_exact_probabilities(epsilon: float) -> None:
+    rows = np.repeat(np.arange(len(PRIORS)), 10)
+    labels = np.tile(np.arange(10), len(PRIORS))
+    noisy, _ = rr_with_prior(labels, PRIORS[rows], epsilon, rng=0)
+    exact = rr_with_prior_probabilities(PRIORS[rows], epsilon)
+    np.testing.assert_allclose(rr_with_prior_likelihood(noisy, PRIORS[rows], epsilon),
+                               exact[np.arange(rows.size), :, noisy], atol=1e-12)
+    rr_noisy = randomized_response(labels, 10, epsilon, rng=0)
+    np.testing.assert_allclose(randomized_response_likelihood(rr_noisy, 10, epsilon),
+                               randomized_response_probabilities(10, epsilon)[:, rr_noisy].T)
+    with pytest.raises(ValueError, match="outside its prior's top k"):
+        rr_with_prior_likelihood([5], [[1.0] + [0.0] * 9], epsilon)
