@@ -78,7 +78,6 @@ def test_non_private_reference_reports_infinite_epsilon(blobs, tmp_path) -> None
     (dict(method="lp-2st"), "needs --epsilon"),
     (dict(method="lp-2st", epsilon=0.0), "epsilon must be a finite number > 0"),
     (dict(method="lp-2st", epsilon=float("nan")), "epsilon must be a finite number > 0"),
-    (dict(method="lp-mst", epsilon=1.0), "needs --stages"),
     (dict(method="lp-mst", epsilon=1.0, stages=(0.5, 0.6)), "summing to 1"),
     (dict(method="lp-2st", epsilon=1.0, stages=(0.2, 0.3, 0.5)), "has 2 stage"),
     (dict(method="non-private", epsilon=1.0), "takes no epsilon"),

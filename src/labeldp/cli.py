@@ -9,15 +9,15 @@ from pathlib import Path
 
 from labeldp import __version__
 from labeldp.data import DATASETS, download_dataset
-from labeldp.experiments import accuracy_table, format_epsilon
+from labeldp.experiments import accuracy_table, format_epsilon, get_profile, list_profiles, load_recipes
+from labeldp.experiments.report import report
+from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
 from labeldp.models import MODELS
-from labeldp.training import METHODS, RunConfig, TrainConfig, train_run
+from labeldp.training import METHODS, RunConfig, RunLockedError, TrainConfig, train_run
 from labeldp.training.stage import OPTIMIZERS, SCHEDULES
 
-DEMO_EPSILONS = (1.0, 2.0, 4.0, 8.0)
-DEMO_METHODS = ("non-private", "lp-1st", "lp-2st")
-#: A recipe that trains the MLP on the 1,347 embedded digits in about a second per run.
-DEMO_TRAIN = TrainConfig(epochs=40, batch_size=32, lr=0.02, weight_decay=1e-3, mixup_alpha=0.0)
+#: The demo: the embedded digits profiles (recipe in labeldp.experiments.recipes).
+DEMO_PROFILES = r"^digits/(non-private|e(1|2|4|8)/lp-(1|2)st)/run0$"
 
 
 def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +39,8 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
 def _train_config(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(epochs=args.epochs, batch_size=args.batch_size, optimizer=args.optimizer, lr=args.lr,
                        momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,
-                       warmup_epochs=args.warmup_epochs, mixup_alpha=args.mixup, augment=not args.no_augment)
+                       warmup_epochs=args.warmup_epochs, mixup_alpha=args.mixup, augment=not args.no_augment,
+                       amp=args.amp)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -54,6 +55,10 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Train one model with label DP. The run directory receives config.json, ledger.json, "
                     "the noisy labels of each stage, metrics.jsonl and summary.json. Running the same "
                     "command again resumes an interrupted run without drawing new noisy labels.")
+    train.add_argument("--profile", metavar="KEY",
+                       help="run a named recipe (see `labeldp profiles`); only --data-dir, --device and --quiet "
+                            "apply on top of it")
+    train.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
     train.add_argument("--dataset", choices=DATASETS, default="digits",
                        help="digits is embedded; the MNIST family and CIFAR read --data-dir; csv reads --table")
     train.add_argument("--data-dir", help="folder with the dataset's standard files")
@@ -65,7 +70,7 @@ def _build_parser() -> argparse.ArgumentParser:
                             "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages")
     train.add_argument("--epsilon", type=float, help="label-DP budget epsilon (> 0); required for private methods")
     train.add_argument("--stages", type=float, nargs="+", metavar="FRACTION",
-                       help="fractions of the training set per stage, summing to 1 (default: 0.4 0.6 for lp-2st)")
+                       help="fractions of the training set per stage, summing to 1 (default: 0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)")
     train.add_argument("--temperature", type=float, default=1.0, help="prior = softmax(logits / T) (default %(default)s)")
     train.add_argument("--loss", choices=("forward", "ce"), default="forward",
                        help="forward: likelihood of each noisy label through its known noise channel (the model "
@@ -78,17 +83,43 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0, help="seed for splits, mechanisms and training (default %(default)s)")
     train.add_argument("--secure-rng", action="store_true",
                        help="draw the noisy labels from the OS's cryptographically secure generator")
-    train.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (default %(default)s)")
+    train.add_argument("--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 (default %(default)s)")
+    train.add_argument("--amp", action="store_true", help="bf16 automatic mixed precision on GPUs")
     train.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
     train.add_argument("--out", required=True, help="run directory (created, or resumed if it exists)")
     _add_train_arguments(train)
 
     demo = commands.add_parser("demo", help="privacy/accuracy table on the embedded digits dataset",
                                description="Train non-private, LP-1ST and LP-2ST on the embedded digits at "
-                                           "several epsilons and print test accuracy by method and epsilon.")
-    demo.add_argument("--epsilons", type=float, nargs="+", default=list(DEMO_EPSILONS), help="budgets to compare")
-    demo.add_argument("--seed", type=int, default=0)
+                                           "epsilon 1, 2, 4, 8 and print test accuracy by method and epsilon.")
     demo.add_argument("--out", default="runs/demo", help="folder for the demo's run directories (default %(default)s)")
+
+    profiles = commands.add_parser("profiles", help="list named recipes",
+                                   description="List the registered recipes whose key matches REGEX.")
+    profiles.add_argument("pattern", nargs="?", metavar="REGEX", help="regular expression searched in the keys")
+    profiles.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
+
+    sweep = commands.add_parser(
+        "sweep", help="run many runs in parallel, resumably",
+        description="Run every matching profile, or every combination of a grid, into OUT/<key>/. Finished "
+                    "runs are skipped, unfinished ones resume, a failed run is recorded and the others go on. "
+                    "Writes OUT/results.csv, prints the report and writes OUT/privacy_utility.png.")
+    chosen = sweep.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--profiles", metavar="REGEX", help="run the profiles whose key matches REGEX")
+    chosen.add_argument("--grid", nargs="+", metavar="NAME=V1,V2",
+                        help="e.g. method=lp-1st,lp-2st epsilon=1,2,4 seed=0,1 (fields of the run or training config)")
+    sweep.add_argument("--base", metavar="KEY", help="profile whose recipe the grid starts from")
+    sweep.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
+    sweep.add_argument("--workers", type=int, default=1, help="parallel worker processes (default %(default)s)")
+    sweep.add_argument("--data-dir", help="data folder for every run")
+    sweep.add_argument("--device", default="auto", help="torch device for every run (default %(default)s)")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.add_argument("--out", required=True, help="sweep folder")
+
+    report_parser = commands.add_parser("report", help="table and privacy-utility plot of a sweep",
+                                        description="Print mean ± std test accuracy by method and epsilon from "
+                                                    "DIR/results.csv and write DIR/privacy_utility.png.")
+    report_parser.add_argument("dir", metavar="DIR")
 
     download = commands.add_parser("download", help="fetch a dataset's standard files (needs internet)")
     download.add_argument("dataset", choices=[d for d in DATASETS if d not in ("digits", "csv")])
@@ -103,6 +134,14 @@ def _print_summary(summary: dict) -> None:
 
 
 def _train(args: argparse.Namespace) -> None:
+    if args.recipes:
+        load_recipes(args.recipes)
+    if args.profile:
+        config = get_profile(args.profile).with_overrides(data_dir=args.data_dir)
+        summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
+        _print_summary(summary)
+        print(f"run directory: {args.out}")
+        return
     config = RunConfig(dataset=args.dataset, method=args.method, epsilon=args.epsilon,
                        stages=tuple(args.stages) if args.stages else None, model=args.model,
                        temperature=args.temperature, loss=args.loss, reuse_labels=not args.no_reuse_labels,
@@ -116,17 +155,41 @@ def _train(args: argparse.Namespace) -> None:
 
 def _demo(args: argparse.Namespace) -> None:
     summaries = []
-    jobs = [(m, None) for m in DEMO_METHODS if m == "non-private"]
-    jobs += [(m, e) for m in DEMO_METHODS if m != "non-private" for e in args.epsilons]
-    for method, epsilon in jobs:
-        name = method if epsilon is None else f"{method}-eps{epsilon:g}"
-        config = RunConfig(dataset="digits", method=method, epsilon=epsilon, seed=args.seed, train=DEMO_TRAIN)
-        summary = train_run(config, Path(args.out) / name, progress=False)
-        summaries.append({**summary, "target_epsilon": epsilon})
-        print(f"  {name:<22} test accuracy {100 * summary['test_accuracy']:5.1f}%  "
+    for profile in list_profiles(DEMO_PROFILES):
+        summary = train_run(profile.config, Path(args.out) / profile.key.replace("/", "__"), progress=False)
+        summaries.append({**summary, "target_epsilon": profile.config.epsilon})
+        print(f"  {profile.key:<24} test accuracy {100 * summary['test_accuracy']:5.1f}%  "
               f"ledger epsilon {format_epsilon(summary['epsilon'])}  {summary['seconds']:.1f}s", flush=True)
     print("\nTest accuracy (%) on the embedded digits (1,347 train / 450 test), label-DP epsilon from the ledger:\n")
-    print(accuracy_table(summaries))
+    print(accuracy_table(sorted(summaries, key=lambda s: ["non-private", "lp-1st", "lp-2st"].index(s["method"]))))
+
+
+def _sweep(args: argparse.Namespace) -> None:
+    if args.recipes:
+        load_recipes(args.recipes)
+    if args.profiles:
+        jobs = [SweepJob(p.key, p.config) for p in list_profiles(args.profiles)]
+        if not jobs:
+            raise ValueError(f"no profile matches {args.profiles!r}; see `labeldp profiles`")
+    else:
+        grid = {}
+        for item in args.grid:
+            name, sep, values = item.partition("=")
+            if not sep or not values:
+                raise ValueError(f"grid item {item!r} must look like name=value1,value2")
+            grid[name.replace("-", "_")] = values.split(",")
+        jobs = grid_jobs(grid, get_profile(args.base).config if args.base else None)
+    rows = run_sweep(jobs, args.out, workers=args.workers, device=args.device, data_dir=args.data_dir,
+                     progress=not args.quiet)
+    done = sum(r["status"] == "done" for r in rows)
+    print(f"{done}/{len(rows)} runs finished; results in {Path(args.out) / 'results.csv'}\n")
+    _report(argparse.Namespace(dir=args.out))
+
+
+def _report(args: argparse.Namespace) -> None:
+    text, plot = report(args.dir)
+    print(text)
+    print(f"plot: {plot}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,10 +199,22 @@ def main(argv: list[str] | None = None) -> int:
             _train(args)
         elif args.command == "demo":
             _demo(args)
+        elif args.command == "profiles":
+            if args.recipes:
+                load_recipes(args.recipes)
+            for profile in list_profiles(args.pattern):
+                c = profile.config
+                budget = "no privacy" if c.epsilon is None else f"epsilon {c.epsilon:g}"
+                print(f"{profile.key:<34} v{profile.version}  {c.method:<11} {budget:<12} {c.dataset:<13} "
+                      f"{c.train.epochs} epochs/stage  seed {c.seed}")
+        elif args.command == "sweep":
+            _sweep(args)
+        elif args.command == "report":
+            _report(args)
         elif args.command == "download":
             download_dataset(args.dataset, args.data_dir)
             print(f"{args.dataset} saved in {args.data_dir}")
-    except (ValueError, TypeError, FileNotFoundError) as error:
+    except (ValueError, TypeError, FileNotFoundError, RunLockedError) as error:
         print(f"labeldp: error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -2,7 +2,16 @@
 
 from labeldp.training.run import METHODS, RunConfig, split_stages, train_run
 from labeldp.training.rundir import RunDirectory
-from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, predict_logits, predict_proba, train_stage
+from labeldp.training.rundir import RunLockedError
+from labeldp.training.stage import (
+    EpochRecord,
+    TrainConfig,
+    accuracy,
+    predict_logits,
+    predict_proba,
+    resolve_device,
+    train_stage,
+)
 
-__all__ = ["METHODS", "EpochRecord", "RunConfig", "RunDirectory", "TrainConfig", "accuracy", "predict_logits",
-           "predict_proba", "split_stages", "train_run", "train_stage"]
+__all__ = ["METHODS", "EpochRecord", "RunConfig", "RunDirectory", "RunLockedError", "TrainConfig", "accuracy", "predict_logits",
+           "predict_proba", "resolve_device", "split_stages", "train_run", "train_stage"]

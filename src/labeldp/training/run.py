@@ -48,11 +48,11 @@ from labeldp.data import DATASETS, LabeledDataset, load_dataset
 from labeldp.mechanisms import prior_top_k, randomized_response_likelihood, rr_with_prior_likelihood
 from labeldp.models import MODELS, build_model
 from labeldp.training.rundir import RunDirectory, write_json_atomic
-from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, predict_proba, train_stage
+from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, predict_proba, resolve_device, train_stage
 
 METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst")
 LOSSES = ("forward", "ce")
-DEFAULT_STAGES = {"non-private": (1.0,), "rr": (1.0,), "lp-1st": (1.0,), "lp-2st": (0.4, 0.6)}
+DEFAULT_STAGES = {"non-private": (1.0,), "rr": (1.0,), "lp-1st": (1.0,), "lp-2st": (0.4, 0.6), "lp-mst": (0.3, 0.3, 0.4)}
 
 
 @dataclass
@@ -91,9 +91,7 @@ class RunConfig:
             epsilon = check_epsilon(self.epsilon)
         elif self.epsilon is not None:
             raise ValueError("method 'non-private' takes no epsilon")
-        stages = tuple(float(s) for s in (self.stages or DEFAULT_STAGES.get(self.method, ())))
-        if not stages:
-            raise ValueError("method 'lp-mst' needs --stages, e.g. --stages 0.3 0.3 0.4")
+        stages = tuple(float(s) for s in (self.stages or DEFAULT_STAGES[self.method]))
         if any(not s > 0 for s in stages) or abs(sum(stages) - 1.0) > 1e-6:
             raise ValueError(f"stages must be positive fractions summing to 1, got {list(stages)}")
         expected = {"lp-2st": 2, "non-private": 1, "rr": 1, "lp-1st": 1}.get(self.method)
@@ -219,7 +217,7 @@ def _restore_metrics(out: RunDirectory, stages: int) -> None:
     out.rewrite_metrics(rows)
 
 
-def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "cpu", progress: bool = True,
+def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", progress: bool = True,
               dataset: LabeledDataset | None = None) -> dict[str, Any]:
     """Run (or resume) ``config`` in ``out_dir`` and return its summary.
 
@@ -232,7 +230,15 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "cpu", pr
         config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
         test_table=config.test_table, split_seed=config.seed)
     out = RunDirectory(out_dir)
-    existing = out.read_config()
+    with out.lock():
+        return _train_locked(config, out, data, device, progress)
+
+
+def _train_locked(config: RunConfig, out: RunDirectory, data: LabeledDataset, device: str,
+                  progress: bool) -> dict[str, Any]:
+    saved = out.read_config()
+    # Filling in defaults lets a run written before an option existed resume under the default.
+    existing = RunConfig.from_dict(saved).to_dict() if saved is not None else None
     if existing is not None and existing != config.to_dict():
         differs = sorted(k for k in set(existing) | set(config.to_dict()) if existing.get(k) != config.to_dict().get(k))
         raise ValueError(f"{out.root} already holds a run with a different configuration (differs in: "
@@ -243,7 +249,7 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "cpu", pr
     out.create()
     out.write_config(config.to_dict())
     _restore_metrics(out, len(config.stages))
-    run = _Run(config, out, data, torch.device(device), progress)
+    run = _Run(config, out, data, resolve_device(device), progress)
 
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
     model = run.new_model(1)

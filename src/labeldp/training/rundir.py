@@ -7,14 +7,21 @@ atomically, so a crash at any moment leaves a directory that a resumed run can c
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 from pathlib import Path
+from typing import Iterator
 from typing import Any
 
 import numpy as np
 
 from labeldp.accounting import PrivacyLedger
+
+
+class RunLockedError(RuntimeError):
+    """The run directory is in use by another process."""
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -39,6 +46,21 @@ class RunDirectory:
     def create(self) -> None:
         (self.root / "noisy_labels").mkdir(parents=True, exist_ok=True)
         (self.root / "checkpoints").mkdir(exist_ok=True)
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold an exclusive lock on the run for the duration (two processes on one run could
+        otherwise both draw noisy labels: a double spend). Raises ``RunLockedError`` if taken."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RunLockedError(f"another process is using the run directory {self.root}") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def noisy_labels_path(self, stage: int) -> Path:
         return self.root / "noisy_labels" / f"stage{stage}.npz"

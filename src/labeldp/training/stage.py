@@ -39,6 +39,7 @@ class TrainConfig:
     warmup_epochs: float = 0.0
     mixup_alpha: float = 0.0
     augment: bool = True
+    amp: bool = False
     eval_batch_size: int = 1000
 
     def validate(self) -> None:
@@ -54,6 +55,16 @@ class TrainConfig:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.mixup_alpha < 0 or self.weight_decay < 0 or self.warmup_epochs < 0:
             raise ValueError("mixup_alpha, weight_decay and warmup_epochs must be >= 0")
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``auto`` means the GPU when torch sees one, else the CPU; anything else is passed to torch."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    resolved = torch.device(device)
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but torch sees no CUDA GPU")
+    return resolved
 
 
 @dataclass
@@ -206,13 +217,17 @@ def train_stage(
             if config.augment:
                 xb = augment(xb, augmentation, generator)
             log_lik = log_likelihood[batch].to(device)
+            lam, perm = 1.0, None
             if config.mixup_alpha > 0:
                 lam = float(np_rng.beta(config.mixup_alpha, config.mixup_alpha))
                 xb, perm = mixup(xb, lam, generator)
-                logits = model(xb.to(device))
-                loss = (lam * likelihood_loss(logits, log_lik) + (1 - lam) * likelihood_loss(logits, log_lik[perm])).mean()
-            else:
-                loss = likelihood_loss(model(xb.to(device)), log_lik).mean()
+            # bf16 autocast on GPUs when asked (no loss scaling needed); the loss itself in float32
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.amp and device.type == "cuda"):
+                logits = model(xb.to(device, non_blocking=True))
+            loss = likelihood_loss(logits.float(), log_lik)
+            if perm is not None:
+                loss = lam * loss + (1 - lam) * likelihood_loss(logits.float(), log_lik[perm])
+            loss = loss.mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

@@ -1,0 +1,78 @@
+"""A registry of named, versioned recipes ("profiles"), looked up by keys like ``mnist/e2/lp-2st/run0``.
+
+A profile is a :class:`~labeldp.training.RunConfig` under a key. Built-in recipes live in
+:mod:`labeldp.experiments.recipes`; a user adds their own in one small Python file that calls
+:func:`register` and passes it with ``--recipes FILE`` (or imports it before using the registry).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from labeldp.training import RunConfig
+
+_REGISTRY: dict[str, Profile] = {}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A recipe: ``config`` under ``key``. Bump ``version`` when the recipe changes its results."""
+
+    key: str
+    config: RunConfig
+    version: int = 1
+    description: str = ""
+
+    def with_overrides(self, **fields) -> RunConfig:
+        """The recipe's config with some fields replaced (e.g. ``data_dir``)."""
+        return dataclasses.replace(self.config, **{k: v for k, v in fields.items() if v is not None})
+
+
+def register(key: str, config: RunConfig, *, version: int = 1, description: str = "") -> Profile:
+    """Add a recipe. Keys are slash-separated words; registering a key twice is an error."""
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*", key):
+        raise ValueError(f"profile key {key!r} must be slash-separated words of letters, digits, _ . + -")
+    if key in _REGISTRY:
+        raise ValueError(f"profile {key!r} is already registered")
+    config.resolved()  # refuse a broken recipe when it is registered, not when it runs
+    profile = Profile(key, config, version, description)
+    _REGISTRY[key] = profile
+    return profile
+
+
+def get_profile(key: str) -> Profile:
+    _load_builtin()
+    if key not in _REGISTRY:
+        close = difflib.get_close_matches(key, list(_REGISTRY), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see `labeldp profiles`"
+        raise ValueError(f"unknown profile {key!r}{hint}")
+    return _REGISTRY[key]
+
+
+def list_profiles(pattern: str | None = None) -> list[Profile]:
+    """Profiles whose key matches the regular expression ``pattern`` (searched), sorted by key."""
+    _load_builtin()
+    try:
+        regex = re.compile(pattern or "")
+    except re.error as error:
+        raise ValueError(f"invalid profile pattern {pattern!r}: {error}") from None
+    return [p for key, p in sorted(_REGISTRY.items()) if regex.search(key)]
+
+
+def load_recipes(path: str | Path) -> None:
+    """Execute a user's recipe file, which registers profiles with :func:`register`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"recipe file {path} does not exist")
+    spec = importlib.util.spec_from_file_location(f"labeldp_user_recipes_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+def _load_builtin() -> None:
+    import labeldp.experiments.recipes  # noqa: F401  (registers on first import)

@@ -1,0 +1,36 @@
+"""Built-in profiles: the embedded digits, and the paper's MNIST, Fashion-MNIST and CIFAR-10 settings.
+
+Keys are ``{dataset}/e{epsilon}/{method}/run{seed}`` (``{dataset}/non-private/run{seed}`` for the
+reference). Datasets that need files take ``--data-dir`` at run time.
+"""
+
+from __future__ import annotations
+
+from labeldp.experiments.profiles import register
+from labeldp.training import RunConfig, TrainConfig
+
+#: Embedded digits: the MLP, small batches, about a second per run on a CPU.
+DIGITS_TRAIN = TrainConfig(epochs=40, batch_size=32, lr=0.02, weight_decay=1e-3)
+#: MNIST family: the default small CNN, SGD with Nesterov momentum, cosine schedule, +-2 px shifts.
+MNIST_TRAIN = TrainConfig(epochs=12, batch_size=128, lr=0.05, weight_decay=5e-4)
+#: CIFAR-10: ResNet-18 with crop+flip and mixup, as in the paper (a GPU job: --device cuda).
+CIFAR_TRAIN = TrainConfig(epochs=200, batch_size=128, lr=0.1, weight_decay=5e-4, mixup_alpha=8.0)
+
+#: Epsilons of the paper's tables.
+PAPER_EPSILONS = {"mnist": (1, 2, 3, 4), "fashion-mnist": (1, 2, 3, 4), "cifar10": (1, 2, 4, 8)}
+RUNS = 3
+
+
+def _register_dataset(dataset: str, train: TrainConfig, epsilons, methods, runs: int) -> None:
+    for seed in range(runs):
+        register(f"{dataset}/non-private/run{seed}", RunConfig(dataset=dataset, method="non-private",
+                                                                seed=seed, train=train))
+        for epsilon in epsilons:
+            for method in methods:
+                register(f"{dataset}/e{epsilon:g}/{method}/run{seed}",
+                         RunConfig(dataset=dataset, method=method, epsilon=float(epsilon), seed=seed, train=train))
+
+
+_register_dataset("digits", DIGITS_TRAIN, (1, 2, 4, 8), ("lp-1st", "lp-2st"), runs=RUNS)
+for _dataset, _train in (("mnist", MNIST_TRAIN), ("fashion-mnist", MNIST_TRAIN), ("cifar10", CIFAR_TRAIN)):
+    _register_dataset(_dataset, _train, PAPER_EPSILONS[_dataset], ("lp-1st", "lp-2st"), runs=RUNS)

@@ -1,0 +1,99 @@
+"""Summaries of a sweep: mean/std table by method and epsilon, and the privacy-utility plot."""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from pathlib import Path
+from statistics import mean, stdev
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_results(path: str | Path) -> list[dict[str, str]]:
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.csv"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist (run `labeldp sweep` first)")
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def aggregate(rows: list[dict[str, str]]) -> list[dict]:
+    """Mean and standard deviation of test accuracy per (dataset, method, target epsilon), done runs only."""
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for row in rows:
+        if row["status"] == "done" and row["test_accuracy"] != "":
+            epsilon = float(row["target_epsilon"]) if row["target_epsilon"] else None
+            groups[(row["dataset"], row["method"], epsilon)].append(float(row["test_accuracy"]))
+    return [{"dataset": d, "method": m, "epsilon": e, "mean": mean(v), "std": stdev(v) if len(v) > 1 else 0.0,
+             "runs": len(v)} for (d, m, e), v in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))]
+
+
+def format_report(stats: list[dict], failed: int = 0) -> str:
+    """A table per dataset: methods as rows, epsilons as columns, cells 'mean ± std (runs)' in %."""
+    lines = []
+    for dataset in dict.fromkeys(s["dataset"] for s in stats):
+        part = [s for s in stats if s["dataset"] == dataset]
+        epsilons = sorted({s["epsilon"] for s in part if s["epsilon"] is not None})
+        has_reference = any(s["epsilon"] is None for s in part)
+        header = ["method"] + [f"eps={e:g}" for e in epsilons] + (["non-private"] if has_reference else [])
+        cells = {(s["method"], s["epsilon"]): f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f} ({s['runs']})" for s in part}
+        table = [header] + [[m] + [cells.get((m, e), "") for e in epsilons] + ([cells.get((m, None), "")] if has_reference else [])
+                            for m in dict.fromkeys(s["method"] for s in part)]
+        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+        lines.append(f"{dataset}: test accuracy %, mean ± std (runs)")
+        for index, row in enumerate(table):
+            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+            if index == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        lines.append("")
+    if failed:
+        lines.append(f"{failed} run(s) failed; see error.txt in their run directories.")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
+    """Accuracy against epsilon (log scale), one line with error bars per method, one panel per
+    dataset; the non-private reference is a dashed horizontal line with its std as a band."""
+    datasets = list(dict.fromkeys(s["dataset"] for s in stats))
+    figure, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4.5), squeeze=False)
+    for ax, dataset in zip(axes[0], datasets):
+        part = [s for s in stats if s["dataset"] == dataset]
+        for method in dict.fromkeys(s["method"] for s in part if s["epsilon"] is not None):
+            points = sorted((s for s in part if s["method"] == method and s["epsilon"] is not None), key=lambda s: s["epsilon"])
+            ax.errorbar([p["epsilon"] for p in points], [100 * p["mean"] for p in points],
+                        yerr=[100 * p["std"] for p in points], marker="o", capsize=4, label=method)
+        for reference in (s for s in part if s["epsilon"] is None):
+            ax.axhline(100 * reference["mean"], color="black", linestyle="--", label=f"{reference['method']} (no privacy)")
+            ax.axhspan(100 * (reference["mean"] - reference["std"]), 100 * (reference["mean"] + reference["std"]),
+                       color="black", alpha=0.08)
+        ax.set_xscale("log", base=2)
+        ticks = sorted({s["epsilon"] for s in part if s["epsilon"] is not None})
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.minorticks_off()
+        ax.set_xlabel("label-DP epsilon (log scale)")
+        ax.set_ylabel("test accuracy (%)")
+        runs = max(s["runs"] for s in part)
+        ax.set_title(f"{dataset}: accuracy vs privacy (mean ± std, up to {runs} runs)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(loc="lower right")
+    figure.tight_layout()
+    path = Path(path)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def report(sweep_dir: str | Path) -> tuple[str, Path]:
+    """Table text and plot path for a sweep folder (its ``results.csv``)."""
+    rows = read_results(sweep_dir)
+    stats = aggregate(rows)
+    if not stats:
+        raise ValueError(f"{sweep_dir} has no finished runs to report")
+    failed = sum(1 for r in rows if r["status"] == "failed")
+    return format_report(stats, failed), plot_privacy_utility(stats, Path(sweep_dir) / "privacy_utility.png")

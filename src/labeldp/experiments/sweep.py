@@ -1,0 +1,157 @@
+"""Run many runs in parallel worker processes; resumable, and one failure does not stop the others.
+
+Each run gets its own directory under the sweep folder (named after its key), so a sweep that is
+interrupted and started again skips finished runs and resumes unfinished ones from their checkpoints
+and saved noisy labels. ``results.csv`` collects one row per run.
+"""
+
+from __future__ import annotations
+
+import csv
+import ctypes
+import itertools
+import multiprocessing
+import os
+import signal
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from labeldp.training import RunConfig, RunDirectory, TrainConfig, train_run
+
+RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "seed", "test_accuracy",
+                  "seconds", "run_dir", "error")
+_RUN_FIELDS = {f.name for f in fields(RunConfig)} - {"train"}
+_TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    key: str
+    config: RunConfig
+
+    @property
+    def folder(self) -> str:
+        return self.key.replace("/", "__")
+
+
+def _parse_value(name: str, text: str, annotation: str) -> Any:
+    """Convert one grid value by its dataclass field's annotation (a string under postponed annotations)."""
+    if name == "stages":
+        return tuple(float(v) for v in text.split(":"))
+    if annotation == "bool":
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"grid value {name}={text!r} is not a boolean")
+        return text.lower() in ("true", "1", "yes")
+    if annotation == "int" or "float" in annotation:
+        try:
+            return int(text) if annotation == "int" else float(text)
+        except ValueError:
+            raise ValueError(f"grid value {name}={text!r} is not a number") from None
+    return text
+
+
+def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list[SweepJob]:
+    """Jobs for every combination of the grid's values, each overriding ``base`` (default: the
+    library defaults). Names are RunConfig or TrainConfig fields (``epsilon``, ``method``, ``seed``,
+    ``epochs``, ``lr``, ``stages`` as ``0.3:0.7`` ...)."""
+    base = base or RunConfig()
+    unknown = sorted(set(grid) - _RUN_FIELDS - _TRAIN_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown grid parameters {unknown}; use fields of RunConfig or TrainConfig")
+    types = {f.name: str(f.type) for f in fields(RunConfig)} | {f.name: str(f.type) for f in fields(TrainConfig)}
+    names = list(grid)
+    jobs: dict[str, SweepJob] = {}
+    for values in itertools.product(*(grid[name] for name in names)):
+        chosen = {name: _parse_value(name, value, types[name]) for name, value in zip(names, values)}
+        run_part = {k: v for k, v in chosen.items() if k in _RUN_FIELDS}
+        train_part = {k: v for k, v in chosen.items() if k in _TRAIN_FIELDS}
+        config = replace(base, **run_part, train=replace(base.train, **train_part))
+        if config.method == "non-private":
+            config = replace(config, epsilon=None)
+        config.resolved()
+        key = _grid_key(config, {k: v for k, v in chosen.items() if k not in ("dataset", "method", "epsilon", "seed")})
+        jobs.setdefault(key, SweepJob(key, config))
+    return list(jobs.values())
+
+
+def _grid_key(config: RunConfig, extra: dict[str, Any]) -> str:
+    budget = "non-private" if config.method == "non-private" else f"e{config.epsilon:g}/{config.method}"
+    suffix = "".join(f"/{name}{':'.join(map(str, v)) if isinstance(v, tuple) else v}" for name, v in sorted(extra.items()))
+    return f"{config.dataset}/{budget}{suffix}/run{config.seed}"
+
+
+def _worker_init(threads: int) -> None:
+    """Each worker uses ``threads`` torch threads and dies with the sweep process (Linux)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _run_job(config: RunConfig, run_dir: str, device: str) -> dict[str, Any]:
+    try:
+        return {"status": "done", **train_run(config, run_dir, device=device, progress=False)}
+    except Exception as error:  # recorded; the sweep goes on
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        (Path(run_dir) / "error.txt").write_text(traceback.format_exc())
+        return {"status": "failed", "error": f"{type(error).__name__}: {error}"}
+
+
+def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any]:
+    return {"key": job.key, "status": outcome.get("status"), "dataset": job.config.dataset,
+            "method": job.config.method, "target_epsilon": job.config.epsilon if job.config.epsilon is not None else "",
+            "epsilon": outcome.get("epsilon") if outcome.get("epsilon") is not None else ("" if outcome.get("status") != "done" else "inf"),
+            "seed": job.config.seed, "test_accuracy": outcome.get("test_accuracy", ""),
+            "seconds": outcome.get("seconds", ""), "run_dir": str(run_dir), "error": outcome.get("error", "")}
+
+
+def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device: str = "auto",
+              data_dir: str | None = None, progress: bool = True) -> list[dict[str, Any]]:
+    """Run ``jobs`` with ``workers`` processes into ``out/<key>/`` and write ``out/results.csv``."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if data_dir is not None:
+        jobs = [replace(job, config=replace(job.config, data_dir=data_dir)) for job in jobs]
+    outcomes: dict[str, dict[str, Any]] = {}
+    pending = []
+    for job in jobs:
+        summary = RunDirectory(out / job.folder).read_summary()
+        if summary is not None:
+            outcomes[job.key] = {"status": "done", **summary}
+        else:
+            pending.append(job)
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc="sweep", unit="run", disable=not progress)
+    if pending:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(threads,)) as pool:
+            futures = {pool.submit(_run_job, job.config, str(out / job.folder), device): job for job in pending}
+            for future in as_completed(futures):
+                job = futures[future]
+                outcomes[job.key] = future.result()
+                if outcomes[job.key]["status"] != "done":
+                    tqdm.write(f"run {job.key} failed: {outcomes[job.key]['error']}")
+                bar.update()
+    bar.close()
+    rows = [_row(job, out / job.folder, outcomes[job.key]) for job in jobs]
+    write_results(rows, out / "results.csv")
+    return rows
+
+
+def write_results(rows: list[dict[str, Any]], path: Path) -> None:
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=RESULT_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)

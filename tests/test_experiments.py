@@ -1,0 +1,112 @@
+"""Profiles, sweeps (parallel, resumable, failure-tolerant), the report and its plot."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from labeldp.cli import main
+from labeldp.experiments import get_profile, list_profiles, load_recipes, register
+from labeldp.experiments.sweep import grid_jobs
+from labeldp.training import RunConfig
+
+
+def sweep_command(out, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "labeldp.cli", "sweep", "--grid", "method=lp-1st,lp-2st,lp-mst",
+            "epsilon=1,2,4,8", "seed=0,1", "epochs=6", "--base", "digits/e1/lp-1st/run0", "--workers", "2",
+            "--quiet", "--out", str(out), *extra]
+
+
+def test_paper_profiles_exist_and_resolve() -> None:
+    keys = [p.key for p in list_profiles(r"^mnist/e(1|2|4)/lp-(1|2)st/run0$")]
+    assert keys == ["mnist/e1/lp-1st/run0", "mnist/e1/lp-2st/run0", "mnist/e2/lp-1st/run0",
+                    "mnist/e2/lp-2st/run0", "mnist/e4/lp-1st/run0", "mnist/e4/lp-2st/run0"]
+    for dataset in ("mnist", "fashion-mnist", "cifar10", "digits"):
+        assert list_profiles(f"^{dataset}/")
+    profile = get_profile("cifar10/e8/lp-2st/run2")
+    assert profile.config.epsilon == 8.0 and profile.config.seed == 2 and profile.config.train.mixup_alpha > 0
+    with pytest.raises(ValueError, match="did you mean"):
+        get_profile("mnist/e2/lp-2st/run9")
+    with pytest.raises(ValueError, match="already registered"):
+        register("mnist/e2/lp-2st/run0", RunConfig(epsilon=2.0))
+    with pytest.raises(ValueError, match="needs --epsilon"):
+        register("broken/recipe", RunConfig(method="lp-1st"))
+
+
+def test_user_recipe_file(tmp_path, capsys) -> None:
+    recipes = tmp_path / "my_recipes.py"
+    recipes.write_text(
+        "from labeldp.experiments import register\n"
+        "from labeldp.training import RunConfig, TrainConfig\n"
+        "register('mine/digits/e3', RunConfig(method='lp-1st', epsilon=3.0, train=TrainConfig(epochs=2)))\n")
+    assert main(["profiles", "mine/", "--recipes", str(recipes)]) == 0
+    assert "mine/digits/e3" in capsys.readouterr().out
+    assert main(["train", "--profile", "mine/digits/e3", "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    assert "epsilon 3" in capsys.readouterr().out
+    with pytest.raises(FileNotFoundError):
+        load_recipes(tmp_path / "missing.py")
+
+
+def test_grid_expansion() -> None:
+    jobs = grid_jobs({"method": ["lp-1st", "non-private"], "epsilon": ["1", "2"], "seed": ["0"], "lr": ["0.1"]})
+    assert [j.key for j in jobs] == ["digits/e1/lp-1st/lr0.1/run0", "digits/e2/lp-1st/lr0.1/run0",
+                                     "digits/non-private/lr0.1/run0"]
+    assert jobs[0].config.train.lr == 0.1
+    with pytest.raises(ValueError, match="unknown grid parameters"):
+        grid_jobs({"learning_rate": ["0.1"]})
+    with pytest.raises(ValueError, match="not a number"):
+        grid_jobs({"epsilon": ["one"]})
+
+
+def test_sweep_is_parallel_resumable_and_reports(tmp_path) -> None:
+    out = tmp_path / "sweep"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(sweep_command(out), env=env, start_new_session=True)
+    deadline = time.time() + 240
+    while len(list(out.glob("*/summary.json"))) < 6:
+        assert time.time() < deadline and process.poll() is None, "sweep ended or stalled before the interruption"
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)  # the sweep and its workers, mid-way
+    process.wait()
+    finished = {p: p.stat().st_mtime_ns for p in out.glob("*/summary.json")}
+    assert 6 <= len(finished) < 24
+
+    again = subprocess.run(sweep_command(out), env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert all(p.stat().st_mtime_ns == mtime for p, mtime in finished.items()), "a finished run was run again"
+    with open(out / "results.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 24 and all(r["status"] == "done" for r in rows)
+    assert {r["method"] for r in rows} == {"lp-1st", "lp-2st", "lp-mst"}
+    assert {float(r["target_epsilon"]) for r in rows} == {1.0, 2.0, 4.0, 8.0}
+    assert all(abs(float(r["epsilon"]) - float(r["target_epsilon"])) < 1e-3 for r in rows)
+    png = (out / "privacy_utility.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    assert "lp-mst" in again.stdout and "± " in again.stdout
+
+
+def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys) -> None:
+    recipes = tmp_path / "recipes.py"
+    recipes.write_text(
+        "from labeldp.experiments import register\n"
+        "from labeldp.training import RunConfig, TrainConfig\n"
+        "register('t/ok', RunConfig(method='lp-1st', epsilon=2.0, train=TrainConfig(epochs=2)))\n"
+        f"register('t/bad', RunConfig(dataset='csv', table={str(tmp_path / 'missing.csv')!r}, method='lp-1st', epsilon=2.0))\n")
+    assert main(["sweep", "--profiles", "^t/", "--recipes", str(recipes), "--out", str(tmp_path / "s"), "--quiet"]) == 0
+    with open(tmp_path / "s" / "results.csv", newline="") as handle:
+        rows = {r["key"]: r for r in csv.DictReader(handle)}
+    assert rows["t/ok"]["status"] == "done"
+    assert rows["t/bad"]["status"] == "failed" and "does not exist" in rows["t/bad"]["error"]
+    assert (tmp_path / "s" / "t__bad" / "error.txt").exists()
+    assert "1 run(s) failed" in capsys.readouterr().out
+
+
+def test_report_without_results_is_a_clear_error(tmp_path, capsys) -> None:
+    assert main(["report", str(tmp_path)]) == 2
+    assert "results.csv does not exist" in capsys.readouterr().err
