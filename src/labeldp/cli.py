@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from labeldp import __version__
+from labeldp.audit import audit_run
 from labeldp.data import DATASETS, download_dataset
 from labeldp.experiments import accuracy_table, format_epsilon, get_profile, list_profiles, load_recipes
 from labeldp.experiments.report import report
@@ -121,6 +122,17 @@ def _build_parser() -> argparse.ArgumentParser:
                                                     "DIR/results.csv and write DIR/privacy_utility.png.")
     report_parser.add_argument("dir", metavar="DIR")
 
+    audit = commands.add_parser(
+        "audit", help="empirical epsilon lower bound for a run's recipe",
+        description="Retrain RUNDIR's recipe with canaries (training labels replaced by random wrong labels) in "
+                    "RUNDIR/audit, guess each canary's label from the model, and turn the guesses into an epsilon "
+                    "lower bound with a Clopper-Pearson interval. The run itself and its ledger are not touched.")
+    audit.add_argument("run_dir", metavar="RUNDIR")
+    audit.add_argument("--canaries", type=int, default=1000, help="number of canaries (default %(default)s)")
+    audit.add_argument("--confidence", type=float, default=0.95, help="confidence of the bound (default %(default)s)")
+    audit.add_argument("--seed", type=int, default=0, help="seed for choosing canaries (default %(default)s)")
+    audit.add_argument("--device", default="auto")
+
     download = commands.add_parser("download", help="fetch a dataset's standard files (needs internet)")
     download.add_argument("dataset", choices=[d for d in DATASETS if d not in ("digits", "csv")])
     download.add_argument("--data-dir", required=True)
@@ -211,6 +223,16 @@ def main(argv: list[str] | None = None) -> int:
             _sweep(args)
         elif args.command == "report":
             _report(args)
+        elif args.command == "audit":
+            result = audit_run(args.run_dir, num_canaries=args.canaries, confidence=args.confidence,
+                               seed=args.seed, device=args.device)
+            print(f"{result['method']} on {result['dataset']}: claimed epsilon {format_epsilon(result['claimed_epsilon'])}, "
+                  f"empirical epsilon lower bound {result['epsilon_lower_bound']:.3f} "
+                  f"({100 * result['confidence']:g}% confidence, {result['num_canaries']} canaries)")
+            for t in result["thresholds"]:
+                print(f"  answering top {100 * t['answer_fraction']:g}%: {t['correct']}/{t['answered']} correct "
+                      f"-> epsilon >= {t['epsilon_lower_bound']:.3f}")
+            print(f"written: {Path(args.run_dir) / 'audit' / 'audit.json'}")
         elif args.command == "download":
             download_dataset(args.dataset, args.data_dir)
             print(f"{args.dataset} saved in {args.data_dir}")

@@ -1,0 +1,153 @@
+"""Label-inference audits: plant canary labels, attack what was released, bound epsilon from below.
+
+- :func:`audit_mechanism` audits a label mechanism directly: canary labels are drawn uniformly from
+  the K classes, the mechanism releases them, and the attacker guesses the released label. For RR
+  this attacker is optimal, so the bound approaches the mechanism's true epsilon as canaries grow.
+- :func:`audit_config` audits a whole training recipe: it copies the dataset, replaces the labels
+  of random training examples by random *wrong* labels (the canaries' secrets, uniform over the
+  K - 1 labels an attacker who knows the input cannot rule out), trains exactly as the recipe does
+  in a separate directory with its own ledger, and guesses each canary's label from the model's
+  confidence, abstaining below several thresholds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from labeldp.audit.bounds import epsilon_lower_bound
+from labeldp.data import LabeledDataset, load_dataset
+from labeldp.models import build_model
+from labeldp.randomness import RandomSource, as_generator
+from labeldp.training import RunConfig, predict_proba, train_run
+from labeldp.training.rundir import write_json_atomic
+
+#: The attacker answers only its most confident guesses: these fractions of the canaries.
+ANSWER_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+@dataclass
+class ThresholdResult:
+    answer_fraction: float
+    answered: int
+    correct: int
+    precision: float
+    epsilon_lower_bound: float
+
+
+@dataclass
+class AuditResult:
+    """The best bound over thresholds (already corrected for trying them all) and each threshold's."""
+
+    epsilon_lower_bound: float
+    confidence: float
+    num_canaries: int
+    num_options: int
+    thresholds: list[ThresholdResult]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def audit_guesses(guesses: np.ndarray, secrets: np.ndarray, scores: np.ndarray, num_options: int,
+                  confidence: float = 0.95, answer_fractions=ANSWER_FRACTIONS) -> AuditResult:
+    """Bound epsilon from guesses of secrets uniform over ``num_options`` values.
+
+    At each answer fraction f the attacker answers its ceil(f * n) highest-``scores`` guesses; the
+    reported bound is the largest over fractions, each computed at level (1 - confidence) / #fractions.
+    """
+    guesses, secrets, scores = np.asarray(guesses), np.asarray(secrets), np.asarray(scores, dtype=float)
+    if not (guesses.shape == secrets.shape == scores.shape) or guesses.ndim != 1 or guesses.size == 0:
+        raise ValueError("guesses, secrets and scores must be non-empty 1-d arrays of one length")
+    order = np.argsort(-scores, kind="stable")
+    hits = (guesses == secrets)[order]
+    results = []
+    for fraction in answer_fractions:
+        answered = max(1, int(np.ceil(fraction * guesses.size)))
+        correct = int(hits[:answered].sum())
+        bound = epsilon_lower_bound(correct, answered, num_options, confidence, len(answer_fractions))
+        results.append(ThresholdResult(fraction, answered, correct, correct / answered, bound))
+    return AuditResult(max(r.epsilon_lower_bound for r in results), confidence, int(guesses.size),
+                       num_options, results)
+
+
+def audit_mechanism(mechanism: Callable[[np.ndarray], np.ndarray], num_classes: int, num_canaries: int,
+                    confidence: float = 0.95, rng: RandomSource = None) -> AuditResult:
+    """Audit ``mechanism`` (true labels -> released labels) on ``num_canaries`` uniform canary labels.
+
+    The attacker guesses the released label for every canary; the bound uses num_options = K.
+    """
+    secrets = as_generator(rng).integers(0, num_classes, size=num_canaries)
+    released = np.asarray(mechanism(secrets))
+    return audit_guesses(released, secrets, np.zeros(num_canaries), num_classes, confidence, answer_fractions=(1.0,))
+
+
+def plant_canaries(labels: np.ndarray, num_classes: int, num_canaries: int,
+                   rng: RandomSource = None) -> tuple[np.ndarray, np.ndarray]:
+    """Pick ``num_canaries`` distinct examples and a uniformly random wrong label for each."""
+    if not 0 < num_canaries <= len(labels):
+        raise ValueError(f"num_canaries must lie in [1, {len(labels)}], got {num_canaries}")
+    gen = as_generator(rng)
+    indices = np.sort(np.random.default_rng(gen.integers(0, 2**63 - 1)).choice(len(labels), num_canaries, replace=False))
+    secrets = (labels[indices] + gen.integers(1, num_classes, size=num_canaries)) % num_classes
+    return indices, secrets
+
+
+def guess_canary_labels(probabilities: np.ndarray, original_labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The attacker: the most probable label other than the example's original one, and its probability."""
+    masked = np.array(probabilities, dtype=float)
+    masked[np.arange(len(masked)), original_labels] = -np.inf
+    guesses = masked.argmax(axis=1)
+    return guesses, masked[np.arange(len(masked)), guesses]
+
+
+def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 1000, confidence: float = 0.95,
+                 seed: int = 0, dataset: LabeledDataset | None = None, device: str = "auto",
+                 progress: bool = False) -> dict[str, Any]:
+    """Train ``config`` with planted canaries in ``out_dir/canary_run`` and audit the model.
+
+    Writes ``out_dir/audit.json``; the canary run keeps its own ledger, nothing else is touched.
+    """
+    config = config.resolved()
+    data = dataset if dataset is not None else load_dataset(
+        config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
+        test_table=config.test_table, split_seed=config.seed)
+    indices, secrets = plant_canaries(data.y_train, data.num_classes, num_canaries, np.random.default_rng([seed, 7]))
+    planted = data.y_train.copy()
+    planted[indices] = secrets
+    canary_data = dataclasses.replace(data, y_train=planted)
+    out = Path(out_dir)
+    start = time.perf_counter()
+    summary = train_run(config, out / "canary_run", device=device, progress=progress, dataset=canary_data)
+    model = build_model(config.model, data.input_shape, data.num_classes)
+    model.load_state_dict(_load_state(out / "canary_run" / "model.pt"))
+    probabilities = predict_proba(model, data.x_train[indices])
+    guesses, scores = guess_canary_labels(probabilities, data.y_train[indices])
+    result = audit_guesses(guesses, secrets, scores, data.num_classes - 1, confidence)
+    report = {"method": config.method, "dataset": config.dataset, "claimed_epsilon": summary["epsilon"],
+              "canary_run_test_accuracy": summary["test_accuracy"], "seconds": round(time.perf_counter() - start, 2),
+              "seed": seed, **result.to_dict()}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "audit.json", report)
+    return report
+
+
+def audit_run(run_dir: str | Path, **kwargs) -> dict[str, Any]:
+    """Audit the recipe of an existing run (its ``config.json``); results go to ``run_dir/audit``."""
+    config_path = Path(run_dir) / "config.json"
+    if not config_path.exists():
+        raise FileNotFoundError(f"{run_dir} has no config.json: not a labeldp run directory")
+    config = RunConfig.from_dict(json.loads(config_path.read_text()))
+    return audit_config(config, Path(run_dir) / "audit", **kwargs)
+
+
+def _load_state(path: Path) -> dict:
+    import torch
+
+    return torch.load(path, weights_only=True)

@@ -1,0 +1,111 @@
+"""Audits: sound on RR, tight with many canaries, catch a broken mechanism, work on a whole run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from labeldp.audit import (
+    audit_config,
+    audit_guesses,
+    audit_mechanism,
+    clopper_pearson_lower,
+    epsilon_from_precision,
+    epsilon_lower_bound,
+    guess_canary_labels,
+    plant_canaries,
+)
+from labeldp.cli import main
+from labeldp.mechanisms import keep_probability, randomized_response
+from labeldp.training import RunConfig, TrainConfig
+
+
+def rr(epsilon: float, seed: int):
+    return lambda labels: randomized_response(labels, 10, epsilon, rng=seed)
+
+
+def test_bound_formulas() -> None:
+    assert epsilon_from_precision(keep_probability(1.5, 10), 10) == pytest.approx(1.5)
+    assert epsilon_from_precision(0.05, 10) == 0.0 and epsilon_from_precision(1.0, 10) == math.inf
+    assert clopper_pearson_lower(0, 10, 0.05) == 0.0
+    assert clopper_pearson_lower(10, 10, 0.05) == pytest.approx(0.05 ** (1 / 10))
+    assert epsilon_lower_bound(0, 0, 10) == 0.0
+    # more thresholds tried -> a weaker (smaller) bound for the same counts
+    assert epsilon_lower_bound(90, 100, 10, num_tests=7) < epsilon_lower_bound(90, 100, 10, num_tests=1)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0])
+def test_audit_of_rr_is_sound_over_repeated_trials(epsilon: float) -> None:
+    # At 95 % confidence a bound may exceed the truth in at most ~5 % of trials, since RR meets
+    # its bound exactly; over 100 trials more than 12 would mean the estimator is not sound.
+    bounds = [audit_mechanism(rr(epsilon, 1000 + t), 10, 5000, rng=t).epsilon_lower_bound for t in range(100)]
+    assert sum(b > epsilon for b in bounds) <= 12
+    # At 99.9 % confidence no trial exceeds it.
+    strict = [audit_mechanism(rr(epsilon, 2000 + t), 10, 5000, confidence=0.999, rng=t).epsilon_lower_bound
+              for t in range(30)]
+    assert max(strict) <= epsilon
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0])
+def test_audit_of_rr_is_within_a_factor_two_with_1e5_canaries(epsilon: float) -> None:
+    bound = audit_mechanism(rr(epsilon, 0), 10, 100_000, rng=1).epsilon_lower_bound
+    assert bound >= epsilon / 2  # tightness; soundness is the repeated-trials test above
+    assert bound <= epsilon * 1.05
+
+
+def test_broken_mechanism_is_caught() -> None:
+    """Claims epsilon 1 but keeps the label as often as epsilon 1.6 would."""
+    claimed = 1.0
+    bound = audit_mechanism(rr(1.6, 0), 10, 100_000, rng=1).epsilon_lower_bound
+    assert bound > claimed
+
+
+def test_abstention_finds_the_confident_leaks() -> None:
+    rng = np.random.default_rng(0)
+    secrets = rng.integers(0, 9, 1000)
+    guesses = rng.integers(0, 9, 1000)
+    scores = rng.random(1000)
+    guesses[:100], scores[:100] = secrets[:100], 2.0  # 10 % leak perfectly, with high confidence
+    result = audit_guesses(guesses, secrets, scores, num_options=9)
+    best = max(result.thresholds, key=lambda t: t.epsilon_lower_bound)
+    assert best.answer_fraction in (0.05, 0.1) and best.precision == 1.0
+    assert result.epsilon_lower_bound > 3.0
+    assert result.thresholds[-1].epsilon_lower_bound < 1.0  # answering everything hides the leak
+
+
+def test_canaries_and_attacker() -> None:
+    labels = np.arange(100) % 10
+    indices, secrets = plant_canaries(labels, 10, 30, rng=0)
+    assert len(set(indices.tolist())) == 30 and np.all(secrets != labels[indices])
+    probs = np.full((2, 3), 0.1)
+    probs[0] = [0.8, 0.15, 0.05]
+    guesses, scores = guess_canary_labels(probs, np.array([0, 1]))
+    assert guesses[0] == 1 and scores[0] == pytest.approx(0.15)
+
+
+def test_model_level_audit_separates_private_from_non_private(blobs, tmp_path) -> None:
+    train = TrainConfig(epochs=60, batch_size=32, lr=0.05, weight_decay=0.0, augment=False)
+    leaky = audit_config(RunConfig(dataset="csv", method="non-private", train=train), tmp_path / "np",
+                         num_canaries=150, dataset=blobs)
+    private = audit_config(RunConfig(dataset="csv", method="lp-1st", epsilon=0.5, train=train), tmp_path / "e05",
+                           num_canaries=150, dataset=blobs)
+    assert leaky["epsilon_lower_bound"] > 2.0
+    assert private["epsilon_lower_bound"] <= 0.5
+    saved = json.loads((tmp_path / "np" / "audit.json").read_text())
+    assert saved["epsilon_lower_bound"] == leaky["epsilon_lower_bound"] and saved["num_options"] == 9
+
+
+def test_audit_command_leaves_the_run_alone(tmp_path, capsys) -> None:
+    run = tmp_path / "run"
+    assert main(["train", "--method", "lp-1st", "--epsilon", "2", "--epochs", "3", "--out", str(run), "--quiet"]) == 0
+    ledger = (run / "ledger.json").read_bytes()
+    labels = (run / "noisy_labels" / "stage1.npz").read_bytes()
+    assert main(["audit", str(run), "--canaries", "100"]) == 0
+    printed = capsys.readouterr().out
+    assert "epsilon lower bound" in printed
+    assert (run / "audit" / "audit.json").exists()
+    assert (run / "ledger.json").read_bytes() == ledger and (run / "noisy_labels" / "stage1.npz").read_bytes() == labels
+    assert main(["audit", str(tmp_path / "nothing")]) == 2
