@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -15,7 +16,10 @@ from labeldp.audit import (
     clopper_pearson_lower,
     epsilon_from_precision,
     epsilon_lower_bound,
+    attack_metrics,
     guess_canary_labels,
+    membership_audit,
+    membership_epsilon_lower_bound,
     plant_canaries,
 )
 from labeldp.cli import main
@@ -109,3 +113,22 @@ def test_audit_command_leaves_the_run_alone(tmp_path, capsys) -> None:
     assert (run / "audit" / "audit.json").exists()
     assert (run / "ledger.json").read_bytes() == ledger and (run / "noisy_labels" / "stage1.npz").read_bytes() == labels
     assert main(["audit", str(tmp_path / "nothing")]) == 2
+
+
+def test_membership_bound_is_sound_for_random_scores_and_detects_separation() -> None:
+    rng = np.random.default_rng(0)
+    is_member = rng.random(4000) < 0.5
+    assert membership_epsilon_lower_bound(rng.random(4000), is_member) < 0.2  # no signal: near zero
+    separated = np.where(is_member, 1.0, 0.0) + 0.01 * rng.random(4000)
+    assert membership_epsilon_lower_bound(separated, is_member) > 3.0
+    metrics = attack_metrics(separated, is_member)
+    assert metrics["auc"] == 1.0 and metrics["tpr_at_fpr"]["0.01"] == 1.0
+
+
+def test_membership_audit_of_an_overfit_model(blobs, tmp_path) -> None:
+    train = TrainConfig(epochs=40, batch_size=32, lr=0.05, weight_decay=0.0, augment=False)
+    noisy_blobs = dataclasses.replace(blobs, x_train=blobs.x_train + np.random.default_rng(1).normal(0, 8, blobs.x_train.shape).astype(np.float32))
+    report = membership_audit(RunConfig(dataset="csv", method="non-private", train=train), tmp_path / "mia",
+                              num_targets=200, num_shadows=3, dataset=noisy_blobs)
+    assert report["loss_threshold"]["auc"] > 0.7 and report["lira_offline"]["auc"] > 0.7
+    assert (tmp_path / "mia" / "membership.json").exists()

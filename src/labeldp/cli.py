@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from labeldp import __version__
-from labeldp.audit import audit_run
+from labeldp.audit import audit_run, membership_audit
 from labeldp.data import DATASETS, download_dataset
 from labeldp.experiments import accuracy_table, format_epsilon, get_profile, list_profiles, load_recipes
 from labeldp.experiments.report import report
@@ -132,6 +132,11 @@ def _build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--confidence", type=float, default=0.95, help="confidence of the bound (default %(default)s)")
     audit.add_argument("--seed", type=int, default=0, help="seed for choosing canaries (default %(default)s)")
     audit.add_argument("--device", default="auto")
+    audit.add_argument("--membership", action="store_true",
+                       help="also run membership inference (loss threshold and offline LiRA with shadow models), "
+                            "the audit for recipes that protect whole examples")
+    audit.add_argument("--targets", type=int, default=1000, help="membership targets, half of them members (default %(default)s)")
+    audit.add_argument("--shadows", type=int, default=4, help="shadow models for LiRA (default %(default)s)")
 
     download = commands.add_parser("download", help="fetch a dataset's standard files (needs internet)")
     download.add_argument("dataset", choices=[d for d in DATASETS if d not in ("digits", "csv")])
@@ -233,6 +238,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  answering top {100 * t['answer_fraction']:g}%: {t['correct']}/{t['answered']} correct "
                       f"-> epsilon >= {t['epsilon_lower_bound']:.3f}")
             print(f"written: {Path(args.run_dir) / 'audit' / 'audit.json'}")
+            if args.membership:
+                config = RunConfig.from_dict(json.loads((Path(args.run_dir) / "config.json").read_text()))
+                mia = membership_audit(config, Path(args.run_dir) / "audit" / "membership", num_targets=args.targets,
+                                       num_shadows=args.shadows, confidence=args.confidence, seed=args.seed,
+                                       device=args.device)
+                for name in ("loss_threshold", "lira_offline"):
+                    m = mia[name]
+                    print(f"membership ({name}): AUC {m['auc']:.3f}, TPR at 1% FPR {m['tpr_at_fpr']['0.01']:.3f}, "
+                          f"epsilon lower bound {m['epsilon_lower_bound']:.3f}")
+                print(f"written: {Path(args.run_dir) / 'audit' / 'membership' / 'membership.json'}")
         elif args.command == "download":
             download_dataset(args.dataset, args.data_dir)
             print(f"{args.dataset} saved in {args.data_dir}")

@@ -1,0 +1,132 @@
+"""Membership inference: was a given example in the training set? (For full-DP training, e.g. DP-SGD.)
+
+Label DP protects labels only, so membership of a *public* input is not what it hides; these attacks
+audit recipes that claim to protect whole examples. The game: targets are split at random into
+members (trained on) and non-members; an attacker scores each target, and a threshold on the score
+gives a (false positive rate, true positive rate) pair. For an (eps, delta)-DP training algorithm
+(add/remove-one neighbours), TPR <= e^eps FPR + delta and 1 - FPR <= e^eps (1 - TPR) + delta, so
+confidence intervals on TPR and FPR give an epsilon lower bound (Jagielski et al. 2020), Bonferroni-
+corrected over the thresholds tried.
+
+Attacks: the loss-threshold attack (Yeom et al. 2018: low loss means member) and offline LiRA
+(Carlini et al. 2022): shadow models trained without the targets give, per target, a Gaussian of
+the logit-scaled confidence phi = log(p / (1 - p)) on its label; a target scores high when its
+phi under the audited model lies far above that distribution.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import beta, norm
+from sklearn.metrics import roc_auc_score, roc_curve
+
+from labeldp.audit.bounds import clopper_pearson_lower
+from labeldp.data import LabeledDataset, load_dataset
+from labeldp.models import build_model
+from labeldp.training import RunConfig, predict_proba, train_run
+from labeldp.training.rundir import write_json_atomic
+
+#: False-positive rates at which the TPR is reported and thresholds are tried for the bound.
+FPR_POINTS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5)
+
+
+def _clopper_pearson_upper(successes: int, trials: int, alpha: float) -> float:
+    return 1.0 if successes == trials else float(beta.ppf(1 - alpha, successes + 1, trials - successes))
+
+
+def membership_epsilon_lower_bound(scores: np.ndarray, is_member: np.ndarray, confidence: float = 0.95,
+                                   delta: float = 0.0, fpr_points=FPR_POINTS) -> float:
+    """Epsilon lower bound from attack ``scores`` (higher = member), with Clopper-Pearson intervals."""
+    scores, is_member = np.asarray(scores, dtype=float), np.asarray(is_member, dtype=bool)
+    members, others = np.sort(scores[is_member])[::-1], np.sort(scores[~is_member])[::-1]
+    alpha = (1 - confidence) / (2 * len(fpr_points))  # two intervals per threshold
+    best = 0.0
+    for target_fpr in fpr_points:
+        false_pos = int(math.floor(target_fpr * others.size))
+        threshold = others[false_pos] if false_pos < others.size else -np.inf  # strictly above it
+        tp, fp = int((members > threshold).sum()), int((others > threshold).sum())
+        tpr_low = clopper_pearson_lower(tp, members.size, alpha)
+        fpr_high = _clopper_pearson_upper(fp, others.size, alpha)
+        candidates = []
+        if fpr_high > 0 and tpr_low - delta > 0:
+            candidates.append(math.log((tpr_low - delta) / fpr_high))
+        if tpr_low < 1 and 1 - fpr_high - delta > 0:
+            candidates.append(math.log((1 - fpr_high - delta) / (1 - tpr_low)))
+        best = max([best] + candidates)
+    return best
+
+
+def attack_metrics(scores: np.ndarray, is_member: np.ndarray, confidence: float = 0.95, delta: float = 0.0) -> dict[str, Any]:
+    """AUC, TPR at each FPR in :data:`FPR_POINTS`, and the implied epsilon lower bound."""
+    fpr, tpr, _ = roc_curve(is_member, scores)
+    return {
+        "auc": float(roc_auc_score(is_member, scores)),
+        "tpr_at_fpr": {f"{p:g}": float(np.interp(p, fpr, tpr)) for p in FPR_POINTS},
+        "epsilon_lower_bound": membership_epsilon_lower_bound(scores, is_member, confidence, delta),
+    }
+
+
+def _true_label_confidence(model_dir: Path, config: RunConfig, data: LabeledDataset, targets: np.ndarray) -> np.ndarray:
+    import torch
+
+    model = build_model(config.model, data.input_shape, data.num_classes)
+    model.load_state_dict(torch.load(model_dir / "model.pt", weights_only=True))
+    probs = predict_proba(model, data.x_train[targets])
+    return np.clip(probs[np.arange(targets.size), data.y_train[targets]], 1e-12, 1 - 1e-12)
+
+
+def _subset(data: LabeledDataset, indices: np.ndarray) -> LabeledDataset:
+    return dataclasses.replace(data, x_train=data.x_train[indices], y_train=data.y_train[indices])
+
+
+def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int = 1000, num_shadows: int = 4,
+                     confidence: float = 0.95, delta: float = 0.0, seed: int = 0,
+                     dataset: LabeledDataset | None = None, device: str = "auto") -> dict[str, Any]:
+    """Train ``config`` on a dataset where a random half of ``num_targets`` targets are members, train
+    ``num_shadows`` shadow models on random halves of the non-target examples, and attack the targets.
+    Writes ``out_dir/membership.json``."""
+    config = config.resolved()
+    data = dataset if dataset is not None else load_dataset(
+        config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
+        test_table=config.test_table, split_seed=config.seed)
+    n = len(data.y_train)
+    if not 2 <= num_targets < n // 2:
+        raise ValueError(f"num_targets must lie in [2, {n // 2}), got {num_targets}")
+    rng = np.random.default_rng([seed, 11])
+    order = rng.permutation(n)
+    targets, pool = np.sort(order[:num_targets]), order[num_targets:]
+    is_member = rng.permutation(np.arange(num_targets) < num_targets // 2)
+    out = Path(out_dir)
+    start = time.perf_counter()
+    target_dir = out / "target_run"
+    train_run(config, target_dir, device=device, progress=False,
+              dataset=_subset(data, np.concatenate([pool, targets[is_member]])))
+    phi = _true_label_confidence(target_dir, config, data, targets)
+    losses = -np.log(phi)
+    phi = np.log(phi) - np.log1p(-phi)
+    shadow_phi = []
+    for index in range(num_shadows):
+        half = rng.choice(pool, size=pool.size // 2 + num_targets // 2, replace=False)
+        shadow_dir = out / f"shadow{index}"
+        shadow_config = dataclasses.replace(config, seed=config.seed + 1 + index)
+        train_run(shadow_config, shadow_dir, device=device, progress=False, dataset=_subset(data, half))
+        p = _true_label_confidence(shadow_dir, shadow_config, data, targets)
+        shadow_phi.append(np.log(p) - np.log1p(-p))
+    shadow_phi = np.stack(shadow_phi)
+    mean, std = shadow_phi.mean(axis=0), shadow_phi.std(axis=0) + 1e-3
+    lira_scores = norm.logcdf(phi, loc=mean, scale=std)  # offline LiRA: one-sided test against OUT
+    report = {
+        "method": config.method, "dataset": config.dataset, "num_targets": num_targets,
+        "num_members": int(is_member.sum()), "num_shadows": num_shadows, "confidence": confidence, "delta": delta,
+        "loss_threshold": attack_metrics(-losses, is_member, confidence, delta),
+        "lira_offline": attack_metrics(lira_scores, is_member, confidence, delta),
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+    write_json_atomic(out / "membership.json", report)
+    return report
