@@ -10,8 +10,8 @@ from pathlib import Path
 from labeldp import __version__
 from labeldp.audit import audit_run, membership_audit
 from labeldp.data import DATASETS, download_dataset
-from labeldp.experiments import accuracy_table, format_epsilon, get_profile, list_profiles, load_recipes
-from labeldp.experiments.report import report
+from labeldp.experiments import format_epsilon, get_profile, list_profiles, load_recipes
+from labeldp.experiments.report import aggregate, format_report, report
 from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
 from labeldp.models import MODELS
 from labeldp.training import METHODS, RunConfig, RunLockedError, TrainConfig, train_run
@@ -171,14 +171,15 @@ def _train(args: argparse.Namespace) -> None:
 
 
 def _demo(args: argparse.Namespace) -> None:
-    summaries = []
+    rows = []
     for profile in list_profiles(DEMO_PROFILES):
         summary = train_run(profile.config, Path(args.out) / profile.key.replace("/", "__"), progress=False)
-        summaries.append({**summary, "target_epsilon": profile.config.epsilon})
+        rows.append({"status": "done", "dataset": "digits", "method": summary["method"],
+                     "target_epsilon": profile.config.epsilon or "", "test_accuracy": summary["test_accuracy"]})
         print(f"  {profile.key:<24} test accuracy {100 * summary['test_accuracy']:5.1f}%  "
               f"ledger epsilon {format_epsilon(summary['epsilon'])}  {summary['seconds']:.1f}s", flush=True)
-    print("\nTest accuracy (%) on the embedded digits (1,347 train / 450 test), label-DP epsilon from the ledger:\n")
-    print(accuracy_table(sorted(summaries, key=lambda s: ["non-private", "lp-1st", "lp-2st"].index(s["method"]))))
+    print("\nEmbedded digits (1,347 train / 450 test); each run's label-DP epsilon comes from its ledger.\n")
+    print(format_report(aggregate(rows), spread=False))
 
 
 def _sweep(args: argparse.Namespace) -> None:

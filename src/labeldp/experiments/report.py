@@ -34,19 +34,25 @@ def aggregate(rows: list[dict[str, str]]) -> list[dict]:
              "runs": len(v)} for (d, m, e), v in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))]
 
 
-def format_report(stats: list[dict], failed: int = 0) -> str:
-    """A table per dataset: methods as rows, epsilons as columns, cells 'mean ± std (runs)' in %."""
+def format_epsilon(epsilon: float | None) -> str:
+    return "inf" if epsilon is None else f"{epsilon:.3g}"
+
+
+def format_report(stats: list[dict], failed: int = 0, spread: bool = True) -> str:
+    """A table per dataset: methods as rows, epsilons as columns, cells 'mean ± std (runs)' in %
+    (just the mean with ``spread=False``)."""
     lines = []
     for dataset in dict.fromkeys(s["dataset"] for s in stats):
         part = [s for s in stats if s["dataset"] == dataset]
         epsilons = sorted({s["epsilon"] for s in part if s["epsilon"] is not None})
         has_reference = any(s["epsilon"] is None for s in part)
         header = ["method"] + [f"eps={e:g}" for e in epsilons] + (["non-private"] if has_reference else [])
-        cells = {(s["method"], s["epsilon"]): f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f} ({s['runs']})" for s in part}
+        cells = {(s["method"], s["epsilon"]): (f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f} ({s['runs']})" if spread
+                                               else f"{100 * s['mean']:.1f}") for s in part}
         table = [header] + [[m] + [cells.get((m, e), "") for e in epsilons] + ([cells.get((m, None), "")] if has_reference else [])
                             for m in dict.fromkeys(s["method"] for s in part)]
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-        lines.append(f"{dataset}: test accuracy %, mean ± std (runs)")
+        lines.append(f"{dataset}: test accuracy %" + (", mean ± std (runs)" if spread else ""))
         for index, row in enumerate(table):
             lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
             if index == 0:
