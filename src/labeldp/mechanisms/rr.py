@@ -86,10 +86,13 @@ def _top_k_columns(priors_t: np.ndarray, epsilon: float) -> tuple[np.ndarray, np
     objective *= keep_probability(epsilon, np.arange(1, num_classes + 1))[:, None]
     k = objective.argmax(axis=0) + 1  # argmax returns the first maximum: the smallest k
     threshold = descending[k - 1, np.arange(m)]
-    greater = priors_t > threshold
-    equal = priors_t == threshold
-    room = k - greater.sum(axis=0)
-    member = greater | (equal & (_cumsum_down(equal, np.int32) <= room))
+    member = priors_t >= threshold
+    tied = np.flatnonzero(member.sum(axis=0) != k)  # entries equal to the threshold beyond the k-th
+    if tied.size:
+        block, limit = priors_t[:, tied], threshold[tied]
+        greater, equal = block > limit, block == limit
+        room = k[tied] - greater.sum(axis=0)
+        member[:, tied] = greater | (equal & (_cumsum_down(equal, np.int32) <= room))
     return k, member
 
 
