@@ -25,7 +25,9 @@ def frequencies_match(samples: np.ndarray, expected: np.ndarray, sigmas: float =
     counts = np.zeros((m, num_classes))
     np.add.at(counts, (np.broadcast_to(np.arange(m), samples.shape), samples), 1)
     freq = counts / draws
-    stderr = np.sqrt(expected * (1 - expected) / draws)
+    # Normal approximation, with the variance floored at one count's worth so that rare cells
+    # (probability far below 1 / draws) tolerate a handful of hits.
+    stderr = np.sqrt(np.maximum(expected, 1.0 / draws) * (1 - expected) / draws)
     return np.abs(freq - expected) <= sigmas * stderr + 1e-9
 
 

@@ -73,6 +73,13 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--stages", type=float, nargs="+", metavar="FRACTION",
                        help="fractions of the training set per stage, summing to 1 (default: 0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)")
     train.add_argument("--temperature", type=float, default=1.0, help="prior = softmax(logits / T) (default %(default)s)")
+    train.add_argument("--prior", choices=("uniform", "cluster"), default="uniform",
+                       help="stage-1 prior: uniform (plain RR) or cluster: k-means of PCA features of the public inputs "
+                            "with a noisy label histogram per cluster (default %(default)s)")
+    train.add_argument("--prior-epsilon", type=float,
+                       help="part of --epsilon spent on the cluster histogram (default: a tenth); the label releases "
+                            "use the rest, so every label's total is --epsilon")
+    train.add_argument("--clusters", type=int, default=100, help="k-means clusters for --prior cluster (default %(default)s)")
     train.add_argument("--loss", choices=("forward", "ce"), default="forward",
                        help="forward: likelihood of each noisy label through its known noise channel (the model "
                             "learns clean posteriors); ce: plain cross-entropy on noisy labels (default %(default)s)")
@@ -161,7 +168,8 @@ def _train(args: argparse.Namespace) -> None:
         return
     config = RunConfig(dataset=args.dataset, method=args.method, epsilon=args.epsilon,
                        stages=tuple(args.stages) if args.stages else None, model=args.model,
-                       temperature=args.temperature, loss=args.loss, reuse_labels=not args.no_reuse_labels,
+                       temperature=args.temperature, prior=args.prior,
+                       prior_epsilon=args.prior_epsilon, clusters=args.clusters, loss=args.loss, reuse_labels=not args.no_reuse_labels,
                        warm_start=not args.no_warm_start, seed=args.seed, secure_rng=args.secure_rng,
                        data_dir=args.data_dir, table=args.table, label_column=args.label_column,
                        test_table=args.test_table, train=_train_config(args))

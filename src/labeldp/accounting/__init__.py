@@ -6,9 +6,15 @@ from labeldp.accounting.ledger import (
     PrivacyLedger,
     event_from_dict,
     event_to_dict,
+    histogram_event,
     randomized_response_event,
 )
-from labeldp.accounting.release import release_randomized_response, release_rr_with_prior, release_true_labels
+from labeldp.accounting.release import (
+    release_noisy_histogram,
+    release_randomized_response,
+    release_rr_with_prior,
+    release_true_labels,
+)
 
 __all__ = [
     "NEIGHBORING_RELATION",
@@ -16,7 +22,9 @@ __all__ = [
     "PrivacyLedger",
     "event_from_dict",
     "event_to_dict",
+    "histogram_event",
     "randomized_response_event",
+    "release_noisy_histogram",
     "release_randomized_response",
     "release_rr_with_prior",
     "release_true_labels",

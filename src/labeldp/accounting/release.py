@@ -11,8 +11,8 @@ import dp_accounting
 import numpy as np
 
 from labeldp._validation import check_epsilon, check_labels, check_priors, check_same_length
-from labeldp.accounting.ledger import PrivacyLedger, randomized_response_event
-from labeldp.mechanisms import randomized_response, rr_with_prior
+from labeldp.accounting.ledger import PrivacyLedger, histogram_event, randomized_response_event
+from labeldp.mechanisms import noisy_histogram, randomized_response, rr_with_prior
 from labeldp.randomness import RandomSource
 
 
@@ -86,3 +86,23 @@ def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int
     check_same_length(labels=true, members=np.flatnonzero(mask))
     ledger.record(dp_accounting.NonPrivateDpEvent(), mask, "true labels (non-private)", tag)
     return true.copy()
+
+
+def release_noisy_histogram(ledger: PrivacyLedger, labels, members, groups, num_groups: int, num_classes: int,
+                            epsilon: float, rng: RandomSource = None, tag: str | None = None) -> np.ndarray:
+    """Per-group label counts of ``members`` with discrete Laplace noise (epsilon-label-DP), recorded.
+
+    ``groups`` must be public (e.g. k-means clusters of public inputs). Every member's label is read,
+    so the ledger records the histogram event for all members; later releases of the same labels
+    compose sequentially with it.
+    """
+    eps = check_epsilon(epsilon)
+    true = check_labels(labels, num_classes)
+    mask = ledger.members_mask(members)
+    check_same_length(labels=true, groups=np.asarray(groups), members=np.flatnonzero(mask))
+    if ledger.has(tag or ""):
+        raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+    counts = noisy_histogram(true, groups, num_groups, num_classes, eps, rng)
+    ledger.record(histogram_event(eps), mask,
+                  f"noisy label histogram, {num_groups} groups x {num_classes} classes, epsilon={eps:g}", tag)
+    return counts

@@ -4,6 +4,7 @@ The true labels of a training set are read by these functions only. To record th
 release, call them through :mod:`labeldp.accounting.release`, which writes each spend to a ledger.
 """
 
+from labeldp.mechanisms.histogram import discrete_laplace, discrete_laplace_pmf, noisy_histogram
 from labeldp.mechanisms.rr import (
     keep_probability,
     prior_top_k,
@@ -16,6 +17,9 @@ from labeldp.mechanisms.rr import (
 )
 
 __all__ = [
+    "discrete_laplace",
+    "discrete_laplace_pmf",
+    "noisy_histogram",
     "keep_probability",
     "prior_top_k",
     "randomized_response",

@@ -16,6 +16,12 @@ and all earlier noisy labels can be reused unfiltered. ``ce`` is the paper's pla
 the noisy labels; earlier labels are then reused only where they fall inside the new prior's top k.
 Both are post-processing of released labels and public inputs.
 
+Prior of stage 1 (``prior``): ``uniform`` (plain RR), or ``cluster`` (Algorithm 4): public inputs
+are encoded (PCA) and clustered with k-means; ``prior_epsilon`` (default a tenth of ``epsilon``) buys
+a noisy label histogram per cluster over the whole training set, which is every stage-1 example's
+prior. Every stage's RR then uses ``epsilon - prior_epsilon``, so each label's total stays ``epsilon``
+(sequential composition, which the ledger checks).
+
 Privacy: every example's label is randomised exactly once, by an epsilon-DP mechanism whose prior
 does not depend on that example's label (it comes from a model trained on *other* examples' noisy
 labels), so the run is epsilon-label-DP by parallel composition; the ledger computes this with
@@ -45,6 +51,7 @@ from labeldp.accounting import (
     release_true_labels,
 )
 from labeldp.data import DATASETS, LabeledDataset, load_dataset
+from labeldp.priors import cluster, cluster_priors, encode, histogram_priors
 from labeldp.mechanisms import prior_top_k, randomized_response_likelihood, rr_with_prior_likelihood
 from labeldp.models import MODELS, build_model
 from labeldp.training.rundir import RunDirectory, write_json_atomic
@@ -52,6 +59,7 @@ from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, predict_p
 
 METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst")
 LOSSES = ("forward", "ce")
+PRIORS = ("uniform", "cluster")
 DEFAULT_STAGES = {"non-private": (1.0,), "rr": (1.0,), "lp-1st": (1.0,), "lp-2st": (0.4, 0.6), "lp-mst": (0.3, 0.3, 0.4)}
 
 
@@ -65,6 +73,9 @@ class RunConfig:
     stages: tuple[float, ...] | None = None
     model: str | None = None
     temperature: float = 1.0
+    prior: str = "uniform"
+    prior_epsilon: float | None = None
+    clusters: int = 100
     loss: str = "forward"
     reuse_labels: bool = True
     warm_start: bool = True
@@ -99,12 +110,33 @@ class RunConfig:
             raise ValueError(f"method {self.method!r} has {expected} stage(s), got {len(stages)} fractions")
         if self.method == "lp-mst" and len(stages) < 2:
             raise ValueError("method 'lp-mst' needs at least two stages")
+        prior_epsilon = None
+        if self.prior not in PRIORS:
+            raise ValueError(f"prior must be one of {PRIORS}, got {self.prior!r}")
+        if self.prior == "cluster":
+            if epsilon is None:
+                raise ValueError("prior 'cluster' spends privacy budget: it needs a private method and --epsilon")
+            prior_epsilon = check_epsilon(self.prior_epsilon if self.prior_epsilon is not None else epsilon / 10,
+                                          "prior_epsilon")
+            if prior_epsilon >= epsilon:
+                raise ValueError(f"prior_epsilon ({prior_epsilon:g}) must be smaller than epsilon ({epsilon:g})")
+            if self.clusters < 1:
+                raise ValueError(f"clusters must be at least 1, got {self.clusters}")
+        elif self.prior_epsilon is not None:
+            raise ValueError("prior_epsilon applies only with prior 'cluster'")
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         self.train.validate()
-        return dataclasses.replace(self, epsilon=epsilon, stages=stages)
+        return dataclasses.replace(self, epsilon=epsilon, stages=stages, prior_epsilon=prior_epsilon)
+
+    @property
+    def label_epsilon(self) -> float | None:
+        """The epsilon of each stage's label release: what is left after the prior's share."""
+        if self.epsilon is None:
+            return None
+        return self.epsilon - (self.prior_epsilon or 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -142,39 +174,65 @@ class _Run:
     def _rng(self, stage: int):
         return "secure" if self.config.secure_rng else np.random.default_rng([self.config.seed, 1, stage])
 
-    def release(self, stage: int, members: np.ndarray, model: torch.nn.Module | None) -> dict[str, np.ndarray]:
-        """The stage's noisy labels: read back if saved, else drawn once, saved, then recorded."""
-        tag = f"stage{stage}"
-        saved = self.out.load_noisy_labels(stage)
+    def _spend(self, name: str, draw) -> dict[str, np.ndarray]:
+        """A release read back if saved; else drawn once (on a scratch ledger), saved, then recorded.
+
+        ``draw(scratch_ledger)`` returns the arrays to save and records exactly one entry.
+        """
+        saved = self.out.load_release(name)
         if saved is not None:
-            if not self.ledger.has(tag):  # crashed between saving the labels and the ledger
-                self.ledger.record(event_from_dict(json.loads(str(saved["event"]))), saved["indices"],
-                                   str(saved["description"]), tag)
+            if not self.ledger.has(name):  # crashed between saving the release and the ledger
+                self.ledger.record(event_from_dict(json.loads(str(saved["event"]))), saved["members"],
+                                   str(saved["description"]), name)
                 self.ledger.save(self.out.ledger_path)
             return saved
-        cfg, data = self.config, self.data
-        scratch = PrivacyLedger(self.ledger.dataset_size)  # the spend moves to the real ledger below
-        k = np.full(members.size, data.num_classes)
-        if cfg.method == "non-private":
-            labels = release_true_labels(scratch, data.y_train[members], members, data.num_classes, tag)
-            likelihood = np.eye(data.num_classes)[labels]
-        elif stage == 1:
-            labels = release_randomized_response(scratch, data.y_train[members], members, data.num_classes,
-                                                 cfg.epsilon, self._rng(stage), tag)
-            likelihood = randomized_response_likelihood(labels, data.num_classes, cfg.epsilon)
-        else:
-            prior = predict_proba(model, data.x_train[members], cfg.temperature)
-            labels, k = release_rr_with_prior(scratch, data.y_train[members], members, prior, cfg.epsilon,
-                                              self._rng(stage), tag)
-            likelihood = rr_with_prior_likelihood(labels, prior, cfg.epsilon)
+        scratch = PrivacyLedger(self.ledger.dataset_size)
+        arrays = draw(scratch)
         entry = scratch.entries[0]
-        arrays = {"indices": members, "labels": labels, "k": k, "likelihood": likelihood.astype(np.float32),
-                  "event": np.array(json.dumps(event_to_dict(entry.event))),
-                  "description": np.array(entry.description)}
-        self.out.save_noisy_labels(stage, **arrays)
-        self.ledger.record(entry.event, entry.members, entry.description, tag)
+        arrays.update(members=np.flatnonzero(entry.members), event=np.array(json.dumps(event_to_dict(entry.event))),
+                      description=np.array(entry.description))
+        self.out.save_release(name, **arrays)
+        self.ledger.record(entry.event, entry.members, entry.description, name)
         self.ledger.save(self.out.ledger_path)
         return arrays
+
+    def cluster_prior_rows(self) -> np.ndarray:
+        """Every training example's cluster prior (the noisy histogram is released once, on all labels)."""
+        cfg, data = self.config, self.data
+
+        def draw(scratch: PrivacyLedger) -> dict[str, np.ndarray]:
+            groups = cluster(encode(data.x_train, seed=cfg.seed), cfg.clusters, seed=cfg.seed)
+            everyone = np.arange(len(data.y_train))
+            _, counts = cluster_priors(scratch, data.y_train, everyone, groups, cfg.clusters, data.num_classes,
+                                       cfg.prior_epsilon, self._rng(0), "prior")
+            return {"clusters": groups, "counts": counts}
+
+        released = self._spend("prior", draw)
+        return histogram_priors(released["counts"])[released["clusters"]]
+
+    def release(self, stage: int, members: np.ndarray, model: torch.nn.Module | None) -> dict[str, np.ndarray]:
+        """The stage's noisy labels (with their indices, k and noise channel)."""
+        cfg, data = self.config, self.data
+        epsilon = cfg.label_epsilon
+
+        def draw(scratch: PrivacyLedger) -> dict[str, np.ndarray]:
+            tag, true = f"stage{stage}", data.y_train[members]
+            k = np.full(members.size, data.num_classes)
+            if cfg.method == "non-private":
+                labels = release_true_labels(scratch, true, members, data.num_classes, tag)
+                likelihood = np.eye(data.num_classes)[labels]
+            elif stage == 1 and cfg.prior == "uniform":
+                labels = release_randomized_response(scratch, true, members, data.num_classes, epsilon,
+                                                     self._rng(stage), tag)
+                likelihood = randomized_response_likelihood(labels, data.num_classes, epsilon)
+            else:
+                prior = (self.cluster_prior_rows()[members] if stage == 1
+                         else predict_proba(model, data.x_train[members], cfg.temperature))
+                labels, k = release_rr_with_prior(scratch, true, members, prior, epsilon, self._rng(stage), tag)
+                likelihood = rr_with_prior_likelihood(labels, prior, epsilon)
+            return {"indices": members, "labels": labels, "k": k, "likelihood": likelihood.astype(np.float32)}
+
+        return self._spend(f"stage{stage}", draw)
 
     def reused(self, stage: int, model: torch.nn.Module) -> dict[str, np.ndarray]:
         """Earlier stages' noisy labels to train on again (post-processing only).
@@ -182,12 +240,12 @@ class _Run:
         With the forward loss all of them, each with its own noise channel; with plain cross-entropy
         only those inside the current prior's top k (the paper's filter).
         """
-        earlier = [self.out.load_noisy_labels(s) for s in range(1, stage)]
+        earlier = [self.out.load_release(f"stage{s}") for s in range(1, stage)]
         reused = {key: np.concatenate([e[key] for e in earlier]) for key in ("indices", "labels", "likelihood")}
         if self.config.loss == "forward":
             return reused
         prior = predict_proba(model, self.data.x_train[reused["indices"]], self.config.temperature)
-        _, in_top_k = prior_top_k(prior, self.config.epsilon)
+        _, in_top_k = prior_top_k(prior, self.config.label_epsilon)
         keep = in_top_k[np.arange(reused["indices"].size), reused["labels"]]
         return {key: value[keep] for key, value in reused.items()}
 
@@ -252,6 +310,8 @@ def _train_locked(config: RunConfig, out: RunDirectory, data: LabeledDataset, de
     run = _Run(config, out, data, resolve_device(device), progress)
 
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
+    if config.prior == "cluster":
+        run.cluster_prior_rows()  # released (or read back) before any stage
     model = run.new_model(1)
     stage_summaries = []
     for stage, members in enumerate(members_by_stage, start=1):

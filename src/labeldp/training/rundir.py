@@ -1,6 +1,7 @@
 """The run directory: everything a run needs to be repeated, resumed and audited.
 
-Layout: ``config.json``, ``ledger.json``, ``noisy_labels/stage{t}.npz``, ``checkpoints/stage{t}.pt``,
+Layout: ``config.json``, ``ledger.json``, ``noisy_labels/{stage{t},prior}.npz`` (every release of
+private information: noisy labels per stage, the noisy cluster histogram), ``checkpoints/stage{t}.pt``,
 ``metrics.jsonl`` (one row per epoch), ``summary.json`` and ``model.pt``. Files are replaced
 atomically, so a crash at any moment leaves a directory that a resumed run can continue from.
 """
@@ -62,8 +63,8 @@ class RunDirectory:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def noisy_labels_path(self, stage: int) -> Path:
-        return self.root / "noisy_labels" / f"stage{stage}.npz"
+    def release_path(self, name: str) -> Path:
+        return self.root / "noisy_labels" / f"{name}.npz"
 
     def checkpoint_path(self, stage: int) -> Path:
         return self.root / "checkpoints" / f"stage{stage}.pt"
@@ -82,15 +83,15 @@ class RunDirectory:
             return ledger
         return PrivacyLedger(dataset_size)
 
-    def save_noisy_labels(self, stage: int, **arrays: np.ndarray) -> None:
-        """Save a stage's released labels (with the indices they belong to) before they are used."""
-        path = self.noisy_labels_path(stage)
+    def save_release(self, name: str, **arrays: np.ndarray) -> None:
+        """Save a release (e.g. a stage's noisy labels with their indices) before it is used."""
+        path = self.release_path(name)
         tmp = path.with_name(path.stem + ".tmp.npz")
         np.savez(tmp, **arrays)
         os.replace(tmp, path)
 
-    def load_noisy_labels(self, stage: int) -> dict[str, np.ndarray] | None:
-        path = self.noisy_labels_path(stage)
+    def load_release(self, name: str) -> dict[str, np.ndarray] | None:
+        path = self.release_path(name)
         if not path.exists():
             return None
         with np.load(path) as data:

@@ -1,0 +1,55 @@
+"""Priors from public features (Algorithm 4 of Ghazi et al. 2021): cluster public representations
+with k-means and use each cluster's noisy label histogram as its members' prior.
+
+Only the histogram reads labels (through :func:`labeldp.accounting.release_noisy_histogram`, which
+records its epsilon); the representations and clusters come from public inputs alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.decomposition import PCA
+
+from labeldp.accounting import PrivacyLedger, release_noisy_histogram
+from labeldp.randomness import RandomSource
+
+ENCODERS = ("pca", "raw")
+
+
+def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, seed: int = 0) -> np.ndarray:
+    """Public representations of ``inputs``: flattened, then PCA-whitened to ``n_components`` (``pca``)
+    or left as they are (``raw``). Any (n, d) array a user computes with their own encoder works too."""
+    flat = np.asarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
+    if encoder == "raw":
+        return flat
+    if encoder == "pca":
+        components = min(n_components, flat.shape[1], flat.shape[0])
+        return PCA(components, whiten=True, random_state=seed).fit_transform(flat).astype(np.float32)
+    raise ValueError(f"unknown encoder {encoder!r}; choose one of {ENCODERS}")
+
+
+def cluster(representations: np.ndarray, n_clusters: int, seed: int = 0) -> np.ndarray:
+    """k-means cluster index of every row (scikit-learn, k-means++ initialisation)."""
+    if not 1 <= n_clusters <= len(representations):
+        raise ValueError(f"n_clusters must lie in [1, {len(representations)}], got {n_clusters}")
+    return KMeans(n_clusters, n_init=1, random_state=seed).fit_predict(representations)
+
+
+def histogram_priors(noisy_counts: np.ndarray) -> np.ndarray:
+    """Rows of probabilities from noisy counts: clipped at zero and normalised (uniform if all zero)."""
+    counts = np.clip(np.asarray(noisy_counts, dtype=np.float64), 0.0, None)
+    totals = counts.sum(axis=1, keepdims=True)
+    uniform = np.full_like(counts, 1.0 / counts.shape[1])
+    return np.where(totals > 0, counts / np.where(totals > 0, totals, 1.0), uniform)
+
+
+def cluster_priors(ledger: PrivacyLedger, labels: np.ndarray, members: np.ndarray, clusters: np.ndarray,
+                   n_clusters: int, num_classes: int, epsilon: float, rng: RandomSource = None,
+                   tag: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each member's prior: its cluster's noisy label histogram (epsilon-label-DP, recorded on ``ledger``).
+
+    Returns ``(priors of shape (len(members), K), noisy counts of shape (n_clusters, K))``.
+    """
+    counts = release_noisy_histogram(ledger, labels, members, clusters, n_clusters, num_classes, epsilon, rng, tag)
+    return histogram_priors(counts)[clusters], counts

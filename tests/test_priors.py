@@ -1,0 +1,115 @@
+"""Noisy histograms (discrete Laplace) and cluster priors: distributions, epsilon, end to end."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import frequencies_match
+
+from labeldp.accounting import PrivacyLedger, histogram_event, release_noisy_histogram
+from labeldp.mechanisms import discrete_laplace, discrete_laplace_pmf, keep_probability, noisy_histogram
+from labeldp.priors import cluster, cluster_priors, encode, histogram_priors
+from labeldp.training import RunConfig, TrainConfig, train_run
+
+
+@pytest.mark.parametrize("parameter", [0.05, 0.5, 2.0])
+@pytest.mark.parametrize("rng", [0, "secure"])
+def test_discrete_laplace_matches_its_pmf(parameter: float, rng) -> None:
+    width = int(np.ceil(10 / parameter))
+    expected = discrete_laplace_pmf(np.arange(-width, width + 1), parameter)
+    tail = np.tanh(parameter / 2) * np.exp(-parameter * width) / (1 - np.exp(-parameter))  # Pr[X >= width]
+    expected[0] = expected[-1] = tail  # the edge cells collect the tails
+    assert expected.sum() == pytest.approx(1.0, abs=1e-9)
+    samples = np.clip(discrete_laplace(parameter, (20000, 1), rng=rng), -width, width) + width
+    assert frequencies_match(samples, expected[None, :]).all()
+
+
+def test_discrete_laplace_check_rejects_a_wrong_scale() -> None:
+    expected = discrete_laplace_pmf(np.arange(-20, 21), 0.5)[None, :]
+    samples = np.clip(discrete_laplace(0.6, (20000, 1), rng=0), -20, 20) + 20
+    assert not frequencies_match(samples, expected).all()
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0])
+def test_histogram_likelihood_ratio_and_counts(epsilon: float) -> None:
+    """Neighbouring label vectors move two cells by one: the pmf ratio of any noisy table is <= e^eps."""
+    a = epsilon / 2
+    values = np.arange(-30, 31)
+    # cell A holds count c or c+1, cell B holds c'+1 or c'; noise independent per cell
+    ratio = (discrete_laplace_pmf(values[:, None] - 1, a) * discrete_laplace_pmf(values[None, :], a)) / \
+            (discrete_laplace_pmf(values[:, None], a) * discrete_laplace_pmf(values[None, :] - 1, a))
+    assert ratio.max() == pytest.approx(math.exp(epsilon))
+    labels = np.array([0, 1, 1, 2, 2, 2])
+    groups = np.array([0, 0, 1, 1, 1, 0])
+    draws = np.stack([noisy_histogram(labels, groups, 2, 3, 50.0, rng=s) for s in range(20)])
+    assert np.all(draws == np.array([[1, 1, 1], [0, 1, 2]]))  # nearly noiseless at epsilon 50
+
+
+def test_histogram_event_matches_the_mechanism() -> None:
+    """The recorded event's delta(eps') equals the exact divergence of two unit-shifted cells."""
+    from labeldp.accounting.ledger import event_pld
+
+    epsilon = 0.6
+    a = epsilon / 2
+    values = np.arange(-200, 201)
+    p1 = discrete_laplace_pmf(values, a)
+    p_shift = discrete_laplace_pmf(values - 1, a)
+    joint_p = np.outer(p1, p1)            # (A, B) = (c, c') + noise
+    joint_q = np.outer(p_shift, p_shift)  # (c + 1, c' + 1): one cell each way, same law by symmetry
+    pld = event_pld(histogram_event(epsilon))
+    for eps_prime in (0.0, 0.2, 0.4):
+        exact = np.maximum(joint_p - math.exp(eps_prime) * joint_q, 0).sum()
+        assert pld.get_delta_for_epsilon(eps_prime) == pytest.approx(exact, abs=2e-3)
+    assert pld.get_epsilon_for_delta(0.0) == pytest.approx(epsilon, abs=1e-3)
+
+
+def test_release_and_sequential_composition() -> None:
+    ledger = PrivacyLedger(6)
+    release_noisy_histogram(ledger, [0, 1, 1, 2, 2, 2], np.arange(6), [0, 0, 1, 1, 1, 0], 2, 3, 0.2, rng=0, tag="prior")
+    assert ledger.epsilon() == pytest.approx(0.2, abs=1e-3)
+    with pytest.raises(ValueError, match="groups must lie in"):
+        release_noisy_histogram(ledger, [0, 1], [0, 1], [0, 5], 2, 3, 0.2)
+    assert len(ledger.entries) == 1
+
+
+def test_histogram_priors_and_clusters() -> None:
+    priors = histogram_priors(np.array([[3, -2, 1], [-1, -5, 0]]))
+    np.testing.assert_allclose(priors, [[0.75, 0.0, 0.25], [1 / 3, 1 / 3, 1 / 3]])
+    rng = np.random.default_rng(0)
+    points = np.concatenate([rng.normal(-5, 1, (50, 2)), rng.normal(5, 1, (50, 2))])
+    groups = cluster(points, 2, seed=0)
+    assert len(set(groups[:50])) == 1 and len(set(groups[50:])) == 1 and groups[0] != groups[-1]
+    assert encode(rng.normal(size=(30, 1, 4, 4)), "pca", n_components=5).shape == (30, 5)
+    ledger = PrivacyLedger(100)
+    rows, counts = cluster_priors(ledger, np.repeat([0, 1], 50), np.arange(100), groups, 2, 2, 20.0, rng=0)
+    assert rows.shape == (100, 2) and counts.shape == (2, 2)
+    assert np.all(rows[:50].argmax(axis=1) == 0) and np.all(rows[50:].argmax(axis=1) == 1)
+
+
+def test_cluster_prior_run_spends_exactly_epsilon(blobs, tmp_path) -> None:
+    config = RunConfig(dataset="csv", method="lp-2st", epsilon=0.5, prior="cluster", clusters=10,
+                       train=TrainConfig(epochs=3, batch_size=64))
+    summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
+    ledger = PrivacyLedger.load(tmp_path / "run" / "ledger.json")
+    assert [e.tag for e in ledger.entries] == ["prior", "stage1", "stage2"]
+    assert ledger.entries[0].num_members == 600
+    assert summary["epsilon"] == pytest.approx(0.5, abs=1e-3)  # 0.05 histogram + 0.45 per label
+    with np.load(tmp_path / "run" / "noisy_labels" / "stage1.npz") as stage1:
+        assert stage1["k"].mean() < 10  # the cluster prior narrows RR to few labels
+    # well-separated blobs: cluster priors make the stage-1 labels far more accurate than RR at 0.45
+    with np.load(tmp_path / "run" / "noisy_labels" / "stage1.npz") as stage1:
+        correct = np.mean(stage1["labels"] == blobs.y_train[stage1["indices"]])
+    assert correct > 2 * keep_probability(0.45, 10)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(prior="cluster", method="non-private", epsilon=None), "needs a private method"),
+    (dict(prior="cluster", epsilon=1.0, prior_epsilon=1.0), "must be smaller than epsilon"),
+    (dict(prior="uniform", epsilon=1.0, prior_epsilon=0.1), "only with prior 'cluster'"),
+    (dict(prior="knn", epsilon=1.0), "prior must be one of"),
+])
+def test_bad_prior_configuration(changes, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        RunConfig(**{"method": "lp-1st", **changes}).resolved()
