@@ -48,8 +48,8 @@ def test_trainer_only_sees_released_labels(blobs, tmp_path, monkeypatch, loss) -
     released = []
     for stage in (1, 2, 3):
         with np.load(tmp_path / "run" / "noisy_labels" / f"stage{stage}.npz") as data:
-            released.append({key: data[key] for key in ("indices", "labels", "likelihood")})
-    key = "likelihood" if loss == "forward" else "labels"
+            released.append({key: data[key] for key in ("indices", "labels", "likelihood", "evidence")})
+    key = "evidence" if loss == "forward" else "labels"
     for stage in (1, 2, 3):
         own = released[stage - 1][key]
         assert np.array_equal(seen[stage - 1][: len(own)], own)  # its own noisy labels first
@@ -62,6 +62,8 @@ def test_trainer_only_sees_released_labels(blobs, tmp_path, monkeypatch, loss) -
     # the likelihood rows are the channels of the released labels: the released label is the most likely
     stage1 = released[0]
     assert np.array_equal(stage1["likelihood"].argmax(axis=1), stage1["labels"])
+    # stage 1 has a uniform prior: its evidence is the normalised channel
+    np.testing.assert_allclose(stage1["evidence"], stage1["likelihood"] / stage1["likelihood"].sum(1, keepdims=True), rtol=1e-5)
     # at epsilon 0.5 the released labels differ from the truth for most examples
     assert np.mean(stage1["labels"] != blobs.y_train[stage1["indices"]]) > 0.5
 

@@ -9,12 +9,15 @@ Methods:
   model trained so far, then trains on them, optionally warm-started and optionally reusing earlier
   stages' noisy labels.
 
-Loss (``loss``): ``forward`` (default) trains on each noisy label through its exact noise channel
-Pr[released label | true class], which the mechanism's public parameters determine; the model then
-estimates the *clean* class posterior, which makes its softmax a calibrated prior for the next stage,
-and all earlier noisy labels can be reused unfiltered. ``ce`` is the paper's plain cross-entropy on
-the noisy labels; earlier labels are then reused only where they fall inside the new prior's top k.
-Both are post-processing of released labels and public inputs.
+Loss (``loss``): ``forward`` (default) fits the model to *what was released* about each example: its
+prior pi and its noisy label z, whose noise channel Pr[z | y] the mechanism's public parameters
+determine. The loss is -log sum_y p_model(y | x) pi(y) Pr[z | y], the negative log-likelihood of the
+release (forward correction, Patrini et al. 2017, with the mechanism's prior folded in). With a
+uniform prior (plain RR) this fits the *clean* class posterior, which makes the model a calibrated
+prior for the next stage; with an informative prior a release with k = 1 still teaches the model
+the prior's belief instead of nothing. All earlier noisy labels can be reused unfiltered. ``ce`` is
+the paper's plain cross-entropy on the noisy labels; earlier labels are then reused only where they
+fall inside the new prior's top k. Both are post-processing of released labels and public inputs.
 
 Prior of stage 1 (``prior``): ``uniform`` (plain RR), or ``cluster`` (Algorithm 4): public inputs
 are encoded (PCA) and clustered with k-means; ``prior_epsilon`` (default a tenth of ``epsilon``) buys
@@ -152,6 +155,14 @@ class RunConfig:
         return cls(**data)
 
 
+def release_evidence(prior: np.ndarray, likelihood: np.ndarray, floor: float = 1e-4) -> np.ndarray:
+    """Per-class weight of what was released about an example: prior(y) * Pr[noisy label | y],
+    normalised (proportional to the posterior of the true label). The prior is floored at ``floor``
+    so that a class the prior ruled out is unlikely, not impossible."""
+    weights = np.maximum(prior, floor) * likelihood
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
 def split_stages(num_examples: int, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
     """Disjoint random index sets with the given size fractions (deterministic in ``seed``)."""
     order = np.random.default_rng([seed, 0]).permutation(num_examples)
@@ -220,17 +231,19 @@ class _Run:
             k = np.full(members.size, data.num_classes)
             if cfg.method == "non-private":
                 labels = release_true_labels(scratch, true, members, data.num_classes, tag)
-                likelihood = np.eye(data.num_classes)[labels]
+                likelihood = evidence = np.eye(data.num_classes)[labels]
             elif stage == 1 and cfg.prior == "uniform":
                 labels = release_randomized_response(scratch, true, members, data.num_classes, epsilon,
                                                      self._rng(stage), tag)
-                likelihood = randomized_response_likelihood(labels, data.num_classes, epsilon)
+                likelihood = evidence = randomized_response_likelihood(labels, data.num_classes, epsilon)
             else:
                 prior = (self.cluster_prior_rows()[members] if stage == 1
                          else predict_proba(model, data.x_train[members], cfg.temperature))
                 labels, k = release_rr_with_prior(scratch, true, members, prior, epsilon, self._rng(stage), tag)
                 likelihood = rr_with_prior_likelihood(labels, prior, epsilon)
-            return {"indices": members, "labels": labels, "k": k, "likelihood": likelihood.astype(np.float32)}
+                evidence = release_evidence(prior, likelihood)
+            return {"indices": members, "labels": labels, "k": k, "likelihood": likelihood.astype(np.float32),
+                    "evidence": evidence.astype(np.float32)}
 
         return self._spend(f"stage{stage}", draw)
 
@@ -241,7 +254,7 @@ class _Run:
         only those inside the current prior's top k (the paper's filter).
         """
         earlier = [self.out.load_release(f"stage{s}") for s in range(1, stage)]
-        reused = {key: np.concatenate([e[key] for e in earlier]) for key in ("indices", "labels", "likelihood")}
+        reused = {key: np.concatenate([e[key] for e in earlier]) for key in ("indices", "labels", "evidence")}
         if self.config.loss == "forward":
             return reused
         prior = predict_proba(model, self.data.x_train[reused["indices"]], self.config.temperature)
@@ -324,7 +337,7 @@ def _train_locked(config: RunConfig, out: RunDirectory, data: LabeledDataset, de
         if stage > 1 and config.reuse_labels:
             parts.append(run.reused(stage, prior_model))
         indices = np.concatenate([p["indices"] for p in parts])
-        targets = np.concatenate([p["likelihood" if config.loss == "forward" else "labels"] for p in parts])
+        targets = np.concatenate([p["evidence" if config.loss == "forward" else "labels"] for p in parts])
         reused = int(indices.size - members.size)
         train_stage(model, data.x_train[indices], targets, data.num_classes, config.train,
                     augmentation=data.augmentation, test=(data.x_test, data.y_test),
