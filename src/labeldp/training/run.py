@@ -9,15 +9,16 @@ Methods:
   model trained so far, then trains on them, optionally warm-started and optionally reusing earlier
   stages' noisy labels.
 
-Loss (``loss``): ``forward`` (default) fits the model to *what was released* about each example: its
-prior pi and its noisy label z, whose noise channel Pr[z | y] the mechanism's public parameters
-determine. The loss is -log sum_y p_model(y | x) pi(y) Pr[z | y], the negative log-likelihood of the
-release (forward correction, Patrini et al. 2017, with the mechanism's prior folded in). With a
-uniform prior (plain RR) this fits the *clean* class posterior, which makes the model a calibrated
-prior for the next stage; with an informative prior a release with k = 1 still teaches the model
-the prior's belief instead of nothing. All earlier noisy labels can be reused unfiltered. ``ce`` is
-the paper's plain cross-entropy on the noisy labels; earlier labels are then reused only where they
-fall inside the new prior's top k. Both are post-processing of released labels and public inputs.
+Loss (``loss``): ``forward`` (default) fits the model to what was released about each example:
+the loss is -log sum_y p_model(y | x) w(y) with w(y) = Pr[z | y], the noise channel of its noisy
+label z, which the mechanism's public parameters determine (forward correction, Patrini et al. 2017).
+The model then estimates the *clean* class posterior, which makes it a calibrated prior for the
+next stage, and all earlier noisy labels can be reused unfiltered. When stage 1 uses a cluster
+prior pi, that prior holds label information the model cannot see otherwise, so it is folded in:
+w(y) = pi(y) Pr[z | y] (a release with k = 1 then still teaches the cluster's belief). A model prior
+is not folded in: it is built from earlier noisy labels that are reused anyway. ``ce`` is the
+paper's plain cross-entropy on the noisy labels; earlier labels are then reused only where they fall
+inside the new prior's top k. Both are post-processing of released labels and public inputs.
 
 Prior of stage 1 (``prior``): ``uniform`` (plain RR), or ``cluster`` (Algorithm 4): public inputs
 are encoded (PCA) and clustered with k-means; ``prior_epsilon`` (default a tenth of ``epsilon``) buys
@@ -155,11 +156,13 @@ class RunConfig:
         return cls(**data)
 
 
-def release_evidence(prior: np.ndarray, likelihood: np.ndarray, floor: float = 1e-4) -> np.ndarray:
-    """Per-class weight of what was released about an example: prior(y) * Pr[noisy label | y],
-    normalised (proportional to the posterior of the true label). The prior is floored at ``floor``
-    so that a class the prior ruled out is unlikely, not impossible."""
-    weights = np.maximum(prior, floor) * likelihood
+def release_evidence(prior: np.ndarray | None, likelihood: np.ndarray, floor: float = 1e-4) -> np.ndarray:
+    """Per-class weight of what was released about an example, normalised: prior(y) * Pr[noisy label | y]
+    (proportional to the posterior of its true label), or the channel alone when ``prior`` is None.
+
+    The prior is floored at ``floor`` so that a class it ruled out is unlikely, not impossible.
+    """
+    weights = likelihood if prior is None else np.maximum(prior, floor) * likelihood
     return weights / weights.sum(axis=1, keepdims=True)
 
 
@@ -241,7 +244,9 @@ class _Run:
                          else predict_proba(model, data.x_train[members], cfg.temperature))
                 labels, k = release_rr_with_prior(scratch, true, members, prior, epsilon, self._rng(stage), tag)
                 likelihood = rr_with_prior_likelihood(labels, prior, epsilon)
-                evidence = release_evidence(prior, likelihood)
+                # A cluster prior carries label information the model cannot see otherwise; a model
+                # prior is the model's own belief, built from labels that are reused anyway.
+                evidence = release_evidence(prior if stage == 1 else None, likelihood)
             return {"indices": members, "labels": labels, "k": k, "likelihood": likelihood.astype(np.float32),
                     "evidence": evidence.astype(np.float32)}
 
