@@ -1,7 +1,8 @@
 """Model-level label-inference audits of MNIST runs: LP-1ST at several epsilons and a non-private run.
 
 Each audit retrains the profile's recipe with canaries (training labels replaced by random wrong
-labels), guesses the canaries' labels from the model and prints the empirical epsilon lower bound.
+labels), guesses the canaries' labels from the model, calibrated by a reference model of the same
+recipe without canaries, and prints the empirical epsilon lower bound. Finished runs are reused.
 
 Usage: python benchmarks/audit_mnist.py [--data-dir ../shared/datasets/mnist] [--canaries 1000]
 """
@@ -23,6 +24,9 @@ def main() -> None:
     parser.add_argument("--canaries", type=int, default=1000)
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--out", default="runs/audit-mnist")
+    parser.add_argument("--references", default="runs/paper-mnist",
+                        help="sweep folder whose finished runs of the same profiles serve as reference models "
+                             "(missing ones are trained)")
     args = parser.parse_args()
 
     data = load_dataset("mnist", args.data_dir)
@@ -31,7 +35,8 @@ def main() -> None:
     for key in keys:
         config = get_profile(key).with_overrides(data_dir=args.data_dir)
         result = audit_config(config, Path(args.out) / key.replace("/", "__"), num_canaries=args.canaries,
-                              confidence=args.confidence, dataset=data)
+                              confidence=args.confidence, dataset=data,
+                              reference_dir=Path(args.references) / key.replace("/", "__"))
         print(f"  {key}: epsilon >= {result['epsilon_lower_bound']:.3f} ({result['seconds']:.0f}s)", flush=True)
         results.append((key, result))
     print(f"\nLabel-inference audit of MNIST runs: {args.canaries} canaries each, lower bounds at "

@@ -87,7 +87,9 @@ def test_canaries_and_attacker() -> None:
     probs = np.full((2, 3), 0.1)
     probs[0] = [0.8, 0.15, 0.05]
     guesses, scores = guess_canary_labels(probs, np.array([0, 1]))
-    assert guesses[0] == 1 and scores[0] == pytest.approx(0.15)
+    calibrated, _ = guess_canary_labels(probs, np.array([0, 1]), reference_probabilities=np.array([[0.1, 0.8, 0.1]] * 2))
+    assert guesses[0] == 1 and scores[0] == pytest.approx(np.log(0.15))
+    assert calibrated[0] == 2  # 0.05 / 0.1 beats 0.15 / 0.8
 
 
 def test_model_level_audit_separates_private_from_non_private(blobs, tmp_path) -> None:

@@ -7,7 +7,10 @@
   of random training examples by random *wrong* labels (the canaries' secrets, uniform over the
   K - 1 labels an attacker who knows the input cannot rule out), trains exactly as the recipe does
   in a separate directory with its own ledger, and guesses each canary's label from the model's
-  confidence, abstaining below several thresholds.
+  confidence, abstaining below several thresholds. Confidence is calibrated by a *reference* model
+  trained by the same recipe without canaries (as LiRA calibrates membership scores): a candidate
+  label scores log p_audited(c | x) - log p_reference(c | x), so a planted label the model memorised
+  stands out from labels that are merely easy to confuse with the true one.
 """
 
 from __future__ import annotations
@@ -99,20 +102,26 @@ def plant_canaries(labels: np.ndarray, num_classes: int, num_canaries: int,
     return indices, secrets
 
 
-def guess_canary_labels(probabilities: np.ndarray, original_labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The attacker: the most probable label other than the example's original one, and its probability."""
-    masked = np.array(probabilities, dtype=float)
-    masked[np.arange(len(masked)), original_labels] = -np.inf
-    guesses = masked.argmax(axis=1)
-    return guesses, masked[np.arange(len(masked)), guesses]
+def guess_canary_labels(probabilities: np.ndarray, original_labels: np.ndarray,
+                        reference_probabilities: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The attacker: among labels other than the example's original one, the one with the highest
+    log-probability (minus the reference model's log-probability, if given); returns guesses and scores."""
+    scores = np.log(np.clip(probabilities, 1e-30, None))
+    if reference_probabilities is not None:
+        scores = scores - np.log(np.clip(reference_probabilities, 1e-30, None))
+    scores[np.arange(len(scores)), original_labels] = -np.inf
+    guesses = scores.argmax(axis=1)
+    return guesses, scores[np.arange(len(scores)), guesses]
 
 
 def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 1000, confidence: float = 0.95,
                  seed: int = 0, dataset: LabeledDataset | None = None, device: str = "auto",
-                 progress: bool = False) -> dict[str, Any]:
+                 progress: bool = False, reference_dir: str | Path | None = None) -> dict[str, Any]:
     """Train ``config`` with planted canaries in ``out_dir/canary_run`` and audit the model.
 
-    Writes ``out_dir/audit.json``; the canary run keeps its own ledger, nothing else is touched.
+    The reference model is the finished run in ``reference_dir`` (same recipe, no canaries; e.g.
+    the audited run itself), else one trained in ``out_dir/reference_run``. Finished runs in
+    ``out_dir`` are read back. Writes ``out_dir/audit.json``; nothing else is touched.
     """
     config = config.resolved()
     data = dataset if dataset is not None else load_dataset(
@@ -125,12 +134,15 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
     out = Path(out_dir)
     start = time.perf_counter()
     summary = train_run(config, out / "canary_run", device=device, progress=progress, dataset=canary_data)
-    model = build_model(config.model, data.input_shape, data.num_classes)
-    model.load_state_dict(_load_state(out / "canary_run" / "model.pt"))
-    probabilities = predict_proba(model, data.x_train[indices])
-    guesses, scores = guess_canary_labels(probabilities, data.y_train[indices])
+    if reference_dir is None or not (Path(reference_dir) / "model.pt").exists():
+        reference_dir = out / "reference_run"
+        train_run(config, reference_dir, device=device, progress=progress, dataset=data)
+    probabilities = _predict(out / "canary_run", config, data, indices)
+    reference = _predict(Path(reference_dir), config, data, indices)
+    guesses, scores = guess_canary_labels(probabilities, data.y_train[indices], reference)
     result = audit_guesses(guesses, secrets, scores, data.num_classes - 1, confidence)
     report = {"method": config.method, "dataset": config.dataset, "claimed_epsilon": summary["epsilon"],
+              "reference_run": str(reference_dir),
               "canary_run_test_accuracy": summary["test_accuracy"], "seconds": round(time.perf_counter() - start, 2),
               "seed": seed, **result.to_dict()}
     out.mkdir(parents=True, exist_ok=True)
@@ -139,15 +151,18 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
 
 
 def audit_run(run_dir: str | Path, **kwargs) -> dict[str, Any]:
-    """Audit the recipe of an existing run (its ``config.json``); results go to ``run_dir/audit``."""
+    """Audit the recipe of an existing run (its ``config.json``) with the run itself as the reference
+    model once it has finished; results go to ``run_dir/audit``."""
     config_path = Path(run_dir) / "config.json"
     if not config_path.exists():
         raise FileNotFoundError(f"{run_dir} has no config.json: not a labeldp run directory")
     config = RunConfig.from_dict(json.loads(config_path.read_text()))
-    return audit_config(config, Path(run_dir) / "audit", **kwargs)
+    return audit_config(config, Path(run_dir) / "audit", reference_dir=run_dir, **kwargs)
 
 
-def _load_state(path: Path) -> dict:
+def _predict(run_dir: Path, config: RunConfig, data: LabeledDataset, indices: np.ndarray) -> np.ndarray:
     import torch
 
-    return torch.load(path, weights_only=True)
+    model = build_model(config.model, data.input_shape, data.num_classes)
+    model.load_state_dict(torch.load(run_dir / "model.pt", weights_only=True))
+    return predict_proba(model, data.x_train[indices])
