@@ -85,7 +85,7 @@ def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
         ax.set_xlabel("label-DP epsilon (log scale)")
         ax.set_ylabel("test accuracy (%)")
         runs = max(s["runs"] for s in part)
-        ax.set_title(f"{dataset}: accuracy vs privacy (mean ± std, up to {runs} runs)")
+        ax.set_title(f"{dataset}: accuracy vs privacy (mean ± std, up to {runs} run{'s' if runs > 1 else ''} per point)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="lower right")
     figure.tight_layout()
