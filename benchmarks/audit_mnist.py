@@ -1,8 +1,8 @@
 """Model-level label-inference audits of MNIST runs: LP-1ST at several epsilons and a non-private run.
 
-Each audit retrains the profile's recipe with canaries (training labels replaced by random wrong
-labels), guesses the canaries' labels from the model, calibrated by a reference model of the same
-recipe without canaries, and prints the empirical epsilon lower bound. Finished runs are reused.
+Each audit retrains the profile's recipe with canaries (by default extra random-noise inputs with
+random labels), guesses the canaries' labels from the model, calibrated by a reference model of the
+same recipe without canaries, and prints the empirical epsilon lower bound. Finished runs are reused.
 
 Usage: python benchmarks/audit_mnist.py [--data-dir ../shared/datasets/mnist] [--canaries 1000]
 """
@@ -23,6 +23,7 @@ def main() -> None:
     parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 2.0, 4.0])
     parser.add_argument("--canaries", type=int, default=1000)
     parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--canary-kind", choices=("noise", "mislabeled"), default="noise")
     parser.add_argument("--out", default="runs/audit-mnist")
     parser.add_argument("--references", default="runs/paper-mnist",
                         help="sweep folder whose finished runs of the same profiles serve as reference models "
@@ -36,10 +37,10 @@ def main() -> None:
         config = get_profile(key).with_overrides(data_dir=args.data_dir)
         result = audit_config(config, Path(args.out) / key.replace("/", "__"), num_canaries=args.canaries,
                               confidence=args.confidence, dataset=data,
-                              reference_dir=Path(args.references) / key.replace("/", "__"))
+                              reference_dir=Path(args.references) / key.replace("/", "__"), canaries=args.canary_kind)
         print(f"  {key}: epsilon >= {result['epsilon_lower_bound']:.3f} ({result['seconds']:.0f}s)", flush=True)
         results.append((key, result))
-    print(f"\nLabel-inference audit of MNIST runs: {args.canaries} canaries each, lower bounds at "
+    print(f"\nLabel-inference audit of MNIST runs: {args.canaries} {args.canary_kind} canaries each, lower bounds at "
           f"{100 * args.confidence:g}% confidence (Bonferroni over the attacker's abstention thresholds):\n")
     print(f"{'run':<26}{'claimed eps':>12}{'audited eps >=':>16}{'best: correct/answered':>24}{'test acc %':>11}{'seconds':>9}")
     for key, r in results:

@@ -89,19 +89,25 @@ def test_canaries_and_attacker() -> None:
     guesses, scores = guess_canary_labels(probs, np.array([0, 1]))
     calibrated, _ = guess_canary_labels(probs, np.array([0, 1]), reference_probabilities=np.array([[0.1, 0.8, 0.1]] * 2))
     assert guesses[0] == 1 and scores[0] == pytest.approx(np.log(0.15))
+    assert guess_canary_labels(probs)[0][0] == 0  # without original labels every class is a candidate
     assert calibrated[0] == 2  # 0.05 / 0.1 beats 0.15 / 0.8
 
 
-def test_model_level_audit_separates_private_from_non_private(blobs, tmp_path) -> None:
+@pytest.mark.parametrize("canaries, options", [("noise", 10), ("mislabeled", 9)])
+def test_model_level_audit_separates_private_from_non_private(blobs, tmp_path, canaries, options) -> None:
     train = TrainConfig(epochs=60, batch_size=32, lr=0.05, weight_decay=0.0, augment=False)
     leaky = audit_config(RunConfig(dataset="csv", method="non-private", train=train), tmp_path / "np",
-                         num_canaries=150, dataset=blobs)
+                         num_canaries=150, dataset=blobs, canaries=canaries)
     private = audit_config(RunConfig(dataset="csv", method="lp-1st", epsilon=0.5, train=train), tmp_path / "e05",
-                           num_canaries=150, dataset=blobs)
+                           num_canaries=150, dataset=blobs, canaries=canaries)
     assert leaky["epsilon_lower_bound"] > 2.0
     assert private["epsilon_lower_bound"] <= 0.5
     saved = json.loads((tmp_path / "np" / "audit.json").read_text())
-    assert saved["epsilon_lower_bound"] == leaky["epsilon_lower_bound"] and saved["num_options"] == 9
+    assert saved["epsilon_lower_bound"] == leaky["epsilon_lower_bound"] and saved["num_options"] == options
+    assert (tmp_path / "np" / "reference_run" / "model.pt").exists()  # trained without canaries
+    with pytest.raises(ValueError, match="canaries must be one of"):
+        audit_config(RunConfig(dataset="csv", method="non-private", train=train), tmp_path / "x", dataset=blobs,
+                     canaries="poison")
 
 
 def test_audit_command_leaves_the_run_alone(tmp_path, capsys) -> None:

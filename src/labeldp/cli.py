@@ -131,11 +131,15 @@ def _build_parser() -> argparse.ArgumentParser:
 
     audit = commands.add_parser(
         "audit", help="empirical epsilon lower bound for a run's recipe",
-        description="Retrain RUNDIR's recipe with canaries (training labels replaced by random wrong labels) in "
-                    "RUNDIR/audit, guess each canary's label from the model, and turn the guesses into an epsilon "
-                    "lower bound with a Clopper-Pearson interval. The run itself and its ledger are not touched.")
+        description="Retrain RUNDIR's recipe with canaries (random-noise inputs with random labels, or training "
+                    "examples given random wrong labels) in RUNDIR/audit, guess each canary's label from the model "
+                    "calibrated by RUNDIR's own model, and turn the guesses into an epsilon lower bound with a "
+                    "Clopper-Pearson interval. The run itself and its ledger are not touched.")
     audit.add_argument("run_dir", metavar="RUNDIR")
     audit.add_argument("--canaries", type=int, default=1000, help="number of canaries (default %(default)s)")
+    audit.add_argument("--canary-kind", choices=("noise", "mislabeled"), default="noise",
+                       help="noise: extra random-noise inputs with random labels; mislabeled: training examples "
+                            "given a random wrong label (default %(default)s)")
     audit.add_argument("--confidence", type=float, default=0.95, help="confidence of the bound (default %(default)s)")
     audit.add_argument("--seed", type=int, default=0, help="seed for choosing canaries (default %(default)s)")
     audit.add_argument("--device", default="auto")
@@ -239,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             _report(args)
         elif args.command == "audit":
             result = audit_run(args.run_dir, num_canaries=args.canaries, confidence=args.confidence,
-                               seed=args.seed, device=args.device)
+                               seed=args.seed, device=args.device, canaries=args.canary_kind)
             print(f"{result['method']} on {result['dataset']}: claimed epsilon {format_epsilon(result['claimed_epsilon'])}, "
                   f"empirical epsilon lower bound {result['epsilon_lower_bound']:.3f} "
                   f"({100 * result['confidence']:g}% confidence, {result['num_canaries']} canaries)")

@@ -3,11 +3,14 @@
 - :func:`audit_mechanism` audits a label mechanism directly: canary labels are drawn uniformly from
   the K classes, the mechanism releases them, and the attacker guesses the released label. For RR
   this attacker is optimal, so the bound approaches the mechanism's true epsilon as canaries grow.
-- :func:`audit_config` audits a whole training recipe: it copies the dataset, replaces the labels
-  of random training examples by random *wrong* labels (the canaries' secrets, uniform over the
-  K - 1 labels an attacker who knows the input cannot rule out), trains exactly as the recipe does
-  in a separate directory with its own ledger, and guesses each canary's label from the model's
-  confidence, abstaining below several thresholds. Confidence is calibrated by a *reference* model
+- :func:`audit_config` audits a whole training recipe: it copies the dataset and plants canaries,
+  trains exactly as the recipe does in a separate directory with its own ledger, and guesses each
+  canary's label from the model's confidence, abstaining below several thresholds. Canaries are
+  either ``noise`` (default): extra training examples whose inputs are random noise images, with
+  labels uniform over the K classes (no natural class, so a model that memorises labels shows it);
+  or ``mislabeled``: random training examples given a random *wrong* label (uniform over the K - 1
+  labels an attacker who knows the input cannot rule out), which a well-regularised model mostly
+  generalises past. Confidence is calibrated by a *reference* model
   trained by the same recipe without canaries (as LiRA calibrates membership scores): a candidate
   label scores log p_audited(c | x) - log p_reference(c | x), so a planted label the model memorised
   stands out from labels that are merely easy to confuse with the true one.
@@ -33,6 +36,10 @@ from labeldp.training.rundir import write_json_atomic
 
 #: The attacker answers only its most confident guesses: these fractions of the canaries.
 ANSWER_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+CANARY_KINDS = ("noise", "mislabeled")
+#: Probabilities are clipped here before taking logs: far-tail probabilities of two models differ
+#: by orders of magnitude at random, and their ratio would drown the memorisation signal.
+_PROBABILITY_FLOOR = 1e-6
 
 
 @dataclass
@@ -102,21 +109,23 @@ def plant_canaries(labels: np.ndarray, num_classes: int, num_canaries: int,
     return indices, secrets
 
 
-def guess_canary_labels(probabilities: np.ndarray, original_labels: np.ndarray,
+def guess_canary_labels(probabilities: np.ndarray, original_labels: np.ndarray | None = None,
                         reference_probabilities: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The attacker: among labels other than the example's original one, the one with the highest
-    log-probability (minus the reference model's log-probability, if given); returns guesses and scores."""
-    scores = np.log(np.clip(probabilities, 1e-30, None))
+    """The attacker: the label with the highest log-probability (minus the reference model's, if
+    given), excluding each example's original label when ``original_labels`` is given."""
+    scores = np.log(np.clip(probabilities, _PROBABILITY_FLOOR, None))
     if reference_probabilities is not None:
-        scores = scores - np.log(np.clip(reference_probabilities, 1e-30, None))
-    scores[np.arange(len(scores)), original_labels] = -np.inf
+        scores = scores - np.log(np.clip(reference_probabilities, _PROBABILITY_FLOOR, None))
+    if original_labels is not None:
+        scores[np.arange(len(scores)), original_labels] = -np.inf
     guesses = scores.argmax(axis=1)
     return guesses, scores[np.arange(len(scores)), guesses]
 
 
 def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 1000, confidence: float = 0.95,
                  seed: int = 0, dataset: LabeledDataset | None = None, device: str = "auto",
-                 progress: bool = False, reference_dir: str | Path | None = None) -> dict[str, Any]:
+                 progress: bool = False, reference_dir: str | Path | None = None,
+                 canaries: str = "noise") -> dict[str, Any]:
     """Train ``config`` with planted canaries in ``out_dir/canary_run`` and audit the model.
 
     The reference model is the finished run in ``reference_dir`` (same recipe, no canaries; e.g.
@@ -127,22 +136,33 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
     data = dataset if dataset is not None else load_dataset(
         config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
         test_table=config.test_table, split_seed=config.seed)
-    indices, secrets = plant_canaries(data.y_train, data.num_classes, num_canaries, np.random.default_rng([seed, 7]))
-    planted = data.y_train.copy()
-    planted[indices] = secrets
-    canary_data = dataclasses.replace(data, y_train=planted)
+    if canaries not in CANARY_KINDS:
+        raise ValueError(f"canaries must be one of {CANARY_KINDS}, got {canaries!r}")
+    rng = np.random.default_rng([seed, 7])
+    if canaries == "mislabeled":
+        indices, secrets = plant_canaries(data.y_train, data.num_classes, num_canaries, rng)
+        planted = data.y_train.copy()
+        planted[indices] = secrets
+        canary_data = dataclasses.replace(data, y_train=planted)
+        canary_inputs, original, num_options = data.x_train[indices], data.y_train[indices], data.num_classes - 1
+    else:
+        canary_inputs = rng.normal(size=(num_canaries,) + data.input_shape).astype(np.float32)
+        secrets = rng.integers(0, data.num_classes, num_canaries)
+        canary_data = dataclasses.replace(data, x_train=np.concatenate([data.x_train, canary_inputs]),
+                                          y_train=np.concatenate([data.y_train, secrets]))
+        original, num_options = None, data.num_classes
     out = Path(out_dir)
     start = time.perf_counter()
     summary = train_run(config, out / "canary_run", device=device, progress=progress, dataset=canary_data)
     if reference_dir is None or not (Path(reference_dir) / "model.pt").exists():
         reference_dir = out / "reference_run"
         train_run(config, reference_dir, device=device, progress=progress, dataset=data)
-    probabilities = _predict(out / "canary_run", config, data, indices)
-    reference = _predict(Path(reference_dir), config, data, indices)
-    guesses, scores = guess_canary_labels(probabilities, data.y_train[indices], reference)
-    result = audit_guesses(guesses, secrets, scores, data.num_classes - 1, confidence)
+    probabilities = _predict(out / "canary_run", config, data, canary_inputs)
+    reference = _predict(Path(reference_dir), config, data, canary_inputs)
+    guesses, scores = guess_canary_labels(probabilities, original, reference)
+    result = audit_guesses(guesses, secrets, scores, num_options, confidence)
     report = {"method": config.method, "dataset": config.dataset, "claimed_epsilon": summary["epsilon"],
-              "reference_run": str(reference_dir),
+              "canaries": canaries, "reference_run": str(reference_dir),
               "canary_run_test_accuracy": summary["test_accuracy"], "seconds": round(time.perf_counter() - start, 2),
               "seed": seed, **result.to_dict()}
     out.mkdir(parents=True, exist_ok=True)
@@ -160,9 +180,9 @@ def audit_run(run_dir: str | Path, **kwargs) -> dict[str, Any]:
     return audit_config(config, Path(run_dir) / "audit", reference_dir=run_dir, **kwargs)
 
 
-def _predict(run_dir: Path, config: RunConfig, data: LabeledDataset, indices: np.ndarray) -> np.ndarray:
+def _predict(run_dir: Path, config: RunConfig, data: LabeledDataset, inputs: np.ndarray) -> np.ndarray:
     import torch
 
     model = build_model(config.model, data.input_shape, data.num_classes)
     model.load_state_dict(torch.load(run_dir / "model.pt", weights_only=True))
-    return predict_proba(model, data.x_train[indices])
+    return predict_proba(model, inputs)
