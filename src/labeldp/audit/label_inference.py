@@ -6,8 +6,10 @@
 - :func:`audit_config` audits a whole training recipe: it copies the dataset and plants canaries,
   trains exactly as the recipe does in a separate directory with its own ledger, and guesses each
   canary's label from the model's confidence, abstaining below several thresholds. Canaries are
-  either ``noise`` (default): extra training examples whose inputs are random noise images, with
-  labels uniform over the K classes (no natural class, so a model that memorises labels shows it);
+  either ``noise`` (default): extra training examples whose inputs are random noise, with labels
+  uniform over the K classes (no natural class, so a model that memorises labels shows it); for
+  images the noise is drawn at a quarter of the resolution and upsampled, so that it survives the
+  small translations of data augmentation;
   or ``mislabeled``: random training examples given a random *wrong* label (uniform over the K - 1
   labels an attacker who knows the input cannot rule out), which a well-regularised model mostly
   generalises past. Confidence is calibrated by a *reference* model
@@ -109,6 +111,15 @@ def plant_canaries(labels: np.ndarray, num_classes: int, num_canaries: int,
     return indices, secrets
 
 
+def noise_canaries(input_shape: tuple[int, ...], count: int, rng: np.random.Generator) -> np.ndarray:
+    """Standard-normal noise inputs; images get 4x4-pixel blocks (robust to small translations)."""
+    if len(input_shape) != 3:
+        return rng.normal(size=(count,) + tuple(input_shape)).astype(np.float32)
+    channels, height, width = input_shape
+    low = rng.normal(size=(count, channels, -(-height // 4), -(-width // 4)))
+    return low.repeat(4, axis=2).repeat(4, axis=3)[:, :, :height, :width].astype(np.float32)
+
+
 def guess_canary_labels(probabilities: np.ndarray, original_labels: np.ndarray | None = None,
                         reference_probabilities: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The attacker: the label with the highest log-probability (minus the reference model's, if
@@ -146,7 +157,7 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
         canary_data = dataclasses.replace(data, y_train=planted)
         canary_inputs, original, num_options = data.x_train[indices], data.y_train[indices], data.num_classes - 1
     else:
-        canary_inputs = rng.normal(size=(num_canaries,) + data.input_shape).astype(np.float32)
+        canary_inputs = noise_canaries(data.input_shape, num_canaries, rng)
         secrets = rng.integers(0, data.num_classes, num_canaries)
         canary_data = dataclasses.replace(data, x_train=np.concatenate([data.x_train, canary_inputs]),
                                           y_train=np.concatenate([data.y_train, secrets]))
