@@ -1,7 +1,7 @@
 """Model-level label-inference audits of MNIST runs: LP-1ST at several epsilons and a non-private run.
 
-Each audit retrains the profile's recipe with canaries (by default extra random-noise inputs with
-random labels), guesses the canaries' labels from the model, calibrated by a reference model of the
+Each audit retrains the profile's recipe with canaries (by default training examples given random
+wrong labels), guesses the canaries' labels from the model, calibrated by a reference model of the
 same recipe without canaries, and prints the empirical epsilon lower bound. Finished runs are reused.
 
 Usage: python benchmarks/audit_mnist.py [--data-dir ../shared/datasets/mnist] [--canaries 1000]
@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 2.0, 4.0])
     parser.add_argument("--canaries", type=int, default=1000)
     parser.add_argument("--confidence", type=float, default=0.95)
-    parser.add_argument("--canary-kind", choices=("noise", "mislabeled"), default="noise")
+    parser.add_argument("--canary-kind", choices=("mislabeled", "noise"), default="mislabeled")
     parser.add_argument("--out", default="runs/audit-mnist")
     parser.add_argument("--references", default="runs/paper-mnist",
                         help="sweep folder whose finished runs of the same profiles serve as reference models "

@@ -137,9 +137,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     "Clopper-Pearson interval. The run itself and its ledger are not touched.")
     audit.add_argument("run_dir", metavar="RUNDIR")
     audit.add_argument("--canaries", type=int, default=1000, help="number of canaries (default %(default)s)")
-    audit.add_argument("--canary-kind", choices=("noise", "mislabeled"), default="noise",
-                       help="noise: extra random-noise inputs with random labels; mislabeled: training examples "
-                            "given a random wrong label (default %(default)s)")
+    audit.add_argument("--canary-kind", choices=("mislabeled", "noise"), default="mislabeled",
+                       help="mislabeled: training examples given a random wrong label; noise: extra random-noise "
+                            "inputs with random labels (default %(default)s)")
     audit.add_argument("--confidence", type=float, default=0.95, help="confidence of the bound (default %(default)s)")
     audit.add_argument("--seed", type=int, default=0, help="seed for choosing canaries (default %(default)s)")
     audit.add_argument("--device", default="auto")

@@ -6,13 +6,13 @@
 - :func:`audit_config` audits a whole training recipe: it copies the dataset and plants canaries,
   trains exactly as the recipe does in a separate directory with its own ledger, and guesses each
   canary's label from the model's confidence, abstaining below several thresholds. Canaries are
-  either ``noise`` (default): extra training examples whose inputs are random noise, with labels
+  either ``mislabeled`` (default): random training examples given a random *wrong* label (uniform
+  over the K - 1 labels an attacker who knows the input cannot rule out); or ``noise``: extra
+  training examples whose inputs are random noise, with labels
   uniform over the K classes (no natural class, so a model that memorises labels shows it); for
   images the noise is drawn at a quarter of the resolution and upsampled, so that it survives the
-  small translations of data augmentation;
-  or ``mislabeled``: random training examples given a random *wrong* label (uniform over the K - 1
-  labels an attacker who knows the input cannot rule out), which a well-regularised model mostly
-  generalises past. Confidence is calibrated by a *reference* model
+  small translations of data augmentation. A well-regularised model mostly generalises past both
+  kinds (on MNIST the non-private recipe audits at about 1.4 with mislabeled canaries, 0.6 with noise). Confidence is calibrated by a *reference* model
   trained by the same recipe without canaries (as LiRA calibrates membership scores): a candidate
   label scores log p_audited(c | x) - log p_reference(c | x), so a planted label the model memorised
   stands out from labels that are merely easy to confuse with the true one.
@@ -38,7 +38,7 @@ from labeldp.training.rundir import write_json_atomic
 
 #: The attacker answers only its most confident guesses: these fractions of the canaries.
 ANSWER_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
-CANARY_KINDS = ("noise", "mislabeled")
+CANARY_KINDS = ("mislabeled", "noise")
 #: Probabilities are clipped here before taking logs: far-tail probabilities of two models differ
 #: by orders of magnitude at random, and their ratio would drown the memorisation signal.
 _PROBABILITY_FLOOR = 1e-6
@@ -136,7 +136,7 @@ def guess_canary_labels(probabilities: np.ndarray, original_labels: np.ndarray |
 def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 1000, confidence: float = 0.95,
                  seed: int = 0, dataset: LabeledDataset | None = None, device: str = "auto",
                  progress: bool = False, reference_dir: str | Path | None = None,
-                 canaries: str = "noise") -> dict[str, Any]:
+                 canaries: str = "mislabeled") -> dict[str, Any]:
     """Train ``config`` with planted canaries in ``out_dir/canary_run`` and audit the model.
 
     The reference model is the finished run in ``reference_dir`` (same recipe, no canaries; e.g.
