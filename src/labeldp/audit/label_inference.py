@@ -174,7 +174,8 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
     result = audit_guesses(guesses, secrets, scores, num_options, confidence)
     report = {"method": config.method, "dataset": config.dataset, "claimed_epsilon": summary["epsilon"],
               "canaries": canaries, "reference_run": str(reference_dir),
-              "canary_run_test_accuracy": summary["test_accuracy"], "seconds": round(time.perf_counter() - start, 2),
+              "canary_run_test_accuracy": summary["test_accuracy"], "canary_run_seconds": summary["seconds"],
+              "seconds": round(time.perf_counter() - start, 2),
               "seed": seed, **result.to_dict()}
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "audit.json", report)
