@@ -105,13 +105,13 @@ def randomized_response_event(epsilon: float, num_buckets: int) -> dp_event.DpEv
 def event_to_dict(event: dp_event.DpEvent) -> dict[str, Any]:
     """Serialise a dp_accounting event (nested events included) to plain JSON types."""
     out: dict[str, Any] = {"type": type(event).__name__}
-    for field in attr.fields(type(event)):
-        value = getattr(event, field.name)
+    for attribute in attr.fields(type(event)):
+        value = getattr(event, attribute.name)
         if isinstance(value, dp_event.DpEvent):
             value = event_to_dict(value)
         elif isinstance(value, (list, tuple)):
             value = [event_to_dict(v) if isinstance(v, dp_event.DpEvent) else v for v in value]
-        out[field.name] = value
+        out[attribute.name] = value
     return out
 
 
