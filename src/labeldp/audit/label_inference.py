@@ -30,10 +30,9 @@ from typing import Any, Callable
 import numpy as np
 
 from labeldp.audit.bounds import epsilon_lower_bound
-from labeldp.data import LabeledDataset, load_dataset
-from labeldp.models import build_model
+from labeldp.data import LabeledDataset
 from labeldp.randomness import RandomSource, as_generator
-from labeldp.training import RunConfig, predict_proba, train_run
+from labeldp.training import RunConfig, config_dataset, load_run_model, predict_proba, train_run
 from labeldp.training.rundir import write_json_atomic
 
 #: The attacker answers only its most confident guesses: these fractions of the canaries.
@@ -144,9 +143,7 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
     ``out_dir`` are read back. Writes ``out_dir/audit.json``; nothing else is touched.
     """
     config = config.resolved()
-    data = dataset if dataset is not None else load_dataset(
-        config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
-        test_table=config.test_table, split_seed=config.seed)
+    data = dataset if dataset is not None else config_dataset(config)
     if canaries not in CANARY_KINDS:
         raise ValueError(f"canaries must be one of {CANARY_KINDS}, got {canaries!r}")
     rng = np.random.default_rng([seed, 7])
@@ -193,8 +190,4 @@ def audit_run(run_dir: str | Path, **kwargs) -> dict[str, Any]:
 
 
 def _predict(run_dir: Path, config: RunConfig, data: LabeledDataset, inputs: np.ndarray) -> np.ndarray:
-    import torch
-
-    model = build_model(config.model, data.input_shape, data.num_classes)
-    model.load_state_dict(torch.load(run_dir / "model.pt", weights_only=True))
-    return predict_proba(model, inputs)
+    return predict_proba(load_run_model(run_dir, config, data), inputs)

@@ -27,9 +27,8 @@ from scipy.stats import beta, norm
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from labeldp.audit.bounds import clopper_pearson_lower
-from labeldp.data import LabeledDataset, load_dataset
-from labeldp.models import build_model
-from labeldp.training import RunConfig, predict_proba, train_run
+from labeldp.data import LabeledDataset
+from labeldp.training import RunConfig, config_dataset, load_run_model, predict_proba, train_run
 from labeldp.training.rundir import write_json_atomic
 
 #: False-positive rates at which the TPR is reported and thresholds are tried for the bound.
@@ -72,12 +71,8 @@ def attack_metrics(scores: np.ndarray, is_member: np.ndarray, confidence: float 
     }
 
 
-def _true_label_confidence(model_dir: Path, config: RunConfig, data: LabeledDataset, targets: np.ndarray) -> np.ndarray:
-    import torch
-
-    model = build_model(config.model, data.input_shape, data.num_classes)
-    model.load_state_dict(torch.load(model_dir / "model.pt", weights_only=True))
-    probs = predict_proba(model, data.x_train[targets])
+def _true_label_confidence(run_dir: Path, config: RunConfig, data: LabeledDataset, targets: np.ndarray) -> np.ndarray:
+    probs = predict_proba(load_run_model(run_dir, config, data), data.x_train[targets])
     return np.clip(probs[np.arange(targets.size), data.y_train[targets]], 1e-12, 1 - 1e-12)
 
 
@@ -92,9 +87,7 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
     ``num_shadows`` shadow models on random halves of the non-target examples, and attack the targets.
     Writes ``out_dir/membership.json``."""
     config = config.resolved()
-    data = dataset if dataset is not None else load_dataset(
-        config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
-        test_table=config.test_table, split_seed=config.seed)
+    data = dataset if dataset is not None else config_dataset(config)
     n = len(data.y_train)
     if not 2 <= num_targets < n // 2:
         raise ValueError(f"num_targets must lie in [2, {n // 2}), got {num_targets}")

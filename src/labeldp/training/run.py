@@ -293,6 +293,19 @@ def _restore_metrics(out: RunDirectory, stages: int) -> None:
     out.rewrite_metrics(rows)
 
 
+def config_dataset(config: RunConfig) -> LabeledDataset:
+    """The dataset a run configuration names (loaded from its files)."""
+    return load_dataset(config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
+                        test_table=config.test_table, split_seed=config.seed)
+
+
+def load_run_model(run_dir: str | Path, config: RunConfig, data: LabeledDataset) -> torch.nn.Module:
+    """The final model of a finished run (its ``model.pt``), on the CPU."""
+    model = build_model(config.model, data.input_shape, data.num_classes)
+    model.load_state_dict(torch.load(Path(run_dir) / "model.pt", weights_only=True))
+    return model
+
+
 def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", progress: bool = True,
               dataset: LabeledDataset | None = None) -> dict[str, Any]:
     """Run (or resume) ``config`` in ``out_dir`` and return its summary.
@@ -302,9 +315,7 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", p
     directory holding a run with a different configuration is refused.
     """
     config = config.resolved()
-    data = dataset if dataset is not None else load_dataset(
-        config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
-        test_table=config.test_table, split_seed=config.seed)
+    data = dataset if dataset is not None else config_dataset(config)
     out = RunDirectory(out_dir)
     with out.lock():
         return _train_locked(config, out, data, device, progress)
