@@ -16,6 +16,7 @@ from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
 from labeldp.models import MODELS
 from labeldp.training import METHODS, RunConfig, RunLockedError, TrainConfig, train_run
 from labeldp.training.stage import OPTIMIZERS, SCHEDULES
+from labeldp.training.dpsgd.trainer import DPSGDConfig
 
 #: The demo: the embedded digits profiles (recipe in labeldp.experiments.recipes).
 DEMO_PROFILES = r"^digits/(non-private|e(1|2|4|8)/lp-(1|2)st)/run0$"
@@ -68,8 +69,11 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--test-table", help="separate test table (default: 20%% of --table's rows)")
     train.add_argument("--method", choices=METHODS, default="lp-2st",
                        help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
-                            "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages")
-    train.add_argument("--epsilon", type=float, help="label-DP budget epsilon (> 0); required for private methods")
+                            "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
+                            "dp-sgd: the full-DP baseline (inputs and labels private)")
+    train.add_argument("--epsilon", type=float, help="privacy budget epsilon (> 0); required for private methods")
+    train.add_argument("--delta", type=float,
+                       help="delta of --method dp-sgd (default 1e-5); the label-DP methods are pure epsilon-DP")
     train.add_argument("--stages", type=float, nargs="+", metavar="FRACTION",
                        help="fractions of the training set per stage, summing to 1 (default: 0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)")
     train.add_argument("--temperature", type=float, default=1.0, help="prior = softmax(logits / T) (default %(default)s)")
@@ -95,6 +99,18 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--amp", action="store_true", help="bf16 automatic mixed precision on GPUs")
     train.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
     train.add_argument("--out", required=True, help="run directory (created, or resumed if it exists)")
+    dp = train.add_argument_group("dp-sgd", "options of --method dp-sgd (--batch-size is the expected Poisson batch size)")
+    dp.add_argument("--max-grad-norm", type=float, default=1.0, help="per-example clipping bound C (default %(default)s)")
+    dp.add_argument("--noise-multiplier", type=float,
+                    help="sigma (noise std / C); default: the smallest that meets --epsilon and --delta")
+    dp.add_argument("--augmult", type=int, default=1,
+                    help="augmentations per example averaged before clipping (default %(default)s)")
+    dp.add_argument("--ema-decay", type=float, default=0.999,
+                    help="decay of the parameter EMA used for evaluation; 0 turns it off (default %(default)s)")
+    dp.add_argument("--physical-batch-size", type=int, default=512,
+                    help="examples per forward/backward pass; bounds memory, same result (default %(default)s)")
+    dp.add_argument("--clipping", choices=("auto", "fast", "vmap"), default="auto",
+                    help="per-example gradient path (default %(default)s)")
     _add_train_arguments(train)
 
     demo = commands.add_parser("demo", help="privacy/accuracy table on the embedded digits dataset",
@@ -170,7 +186,10 @@ def _train(args: argparse.Namespace) -> None:
         _print_summary(summary)
         print(f"run directory: {args.out}")
         return
-    config = RunConfig(dataset=args.dataset, method=args.method, epsilon=args.epsilon,
+    dpsgd = DPSGDConfig(max_grad_norm=args.max_grad_norm, noise_multiplier=args.noise_multiplier, augmult=args.augmult,
+                        ema_decay=args.ema_decay or None, physical_batch_size=args.physical_batch_size,
+                        clipping=args.clipping)
+    config = RunConfig(dataset=args.dataset, method=args.method, epsilon=args.epsilon, delta=args.delta, dpsgd=dpsgd,
                        stages=tuple(args.stages) if args.stages else None, model=args.model,
                        temperature=args.temperature, prior=args.prior,
                        prior_epsilon=args.prior_epsilon, clusters=args.clusters, loss=args.loss, reuse_labels=not args.no_reuse_labels,

@@ -1,5 +1,6 @@
 """Privacy accounting: the ledger of spends (dp_accounting events) and the release functions."""
 
+from labeldp.accounting.dpsgd import DPSGD_RELATION, calibrate_noise_multiplier, dpsgd_epsilon, dpsgd_event
 from labeldp.accounting.ledger import (
     NEIGHBORING_RELATION,
     LedgerEntry,
@@ -17,6 +18,10 @@ from labeldp.accounting.release import (
 )
 
 __all__ = [
+    "DPSGD_RELATION",
+    "calibrate_noise_multiplier",
+    "dpsgd_epsilon",
+    "dpsgd_event",
     "NEIGHBORING_RELATION",
     "LedgerEntry",
     "PrivacyLedger",

@@ -1,7 +1,11 @@
-"""The privacy ledger: every randomisation of private labels, as a ``dp_accounting`` event.
+"""The privacy ledger: every randomisation of private data, as a ``dp_accounting`` event.
 
-Neighbouring relation: label DP with *replace one* -- two datasets are neighbours when they have the
-same inputs and differ in the label of exactly one example (``NeighboringRelation.REPLACE_ONE``).
+Neighbouring relation (a property of the ledger, fixed when it is created):
+
+- label DP, the default: *replace one label* -- two datasets are neighbours when they have the same
+  inputs and differ in the label of exactly one example (``NeighboringRelation.REPLACE_ONE``);
+- full DP (DP-SGD): *add or remove one example*, inputs and label together
+  (``NeighboringRelation.ADD_OR_REMOVE_ONE``), the relation DP-SGD is usually stated under.
 
 Each entry records an event and the set of examples ("members") whose labels it read. An example's
 privacy loss is the (adaptive, sequential) composition of the events that touched it; events on
@@ -17,7 +21,12 @@ Events and their meaning under replace-one-label neighbours:
   moves two cells by one each is ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(a, 1), 2)`` (the two
   cells' noises are independent, so the PLDs compose exactly). dp_accounting's accountant only
   takes this event under add/remove relations, so the ledger builds its PLD directly.
+- ``GaussianDpEvent`` and ``PoissonSampledDpEvent(GaussianDpEvent)`` (a DP-SGD step): dp_accounting's
+  Gaussian PLD (sensitivity 1, the clipping bound being folded into the noise multiplier) under the
+  ledger's relation, built exactly as dp_accounting's ``PLDAccountant`` builds it.
 - ``SelfComposedDpEvent``, ``ComposedDpEvent``, ``NoOpDpEvent``; ``NonPrivateDpEvent`` makes epsilon infinite.
+
+The label mechanisms (RR, discrete Laplace histograms) are accounted under replace-one only.
 """
 
 from __future__ import annotations
@@ -37,6 +46,10 @@ from dp_accounting import dp_event
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 NEIGHBORING_RELATION = dp_accounting.NeighboringRelation.REPLACE_ONE
+RELATION_NAMES = {
+    dp_accounting.NeighboringRelation.REPLACE_ONE: "replace-one label",
+    dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE: "add-or-remove one example",
+}
 #: Discretisation of privacy losses: reported epsilons are pessimistic by at most about this much.
 VALUE_DISCRETIZATION = 1e-4
 
@@ -45,8 +58,9 @@ class NonPrivateRelease(Exception):
     """Raised while composing when an event releases labels without privacy."""
 
 
-def event_pld(event: dp_event.DpEvent) -> pld_lib.PrivacyLossDistribution | None:
-    """The pessimistic PLD of ``event`` under replace-one-label neighbours (None for no loss).
+def event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelation = NEIGHBORING_RELATION
+              ) -> pld_lib.PrivacyLossDistribution | None:
+    """The pessimistic PLD of ``event`` under neighbouring ``relation`` (None for no loss).
 
     Raises ``NonPrivateRelease`` for non-private events and ``ValueError`` for unsupported ones.
     """
@@ -55,10 +69,21 @@ def event_pld(event: dp_event.DpEvent) -> pld_lib.PrivacyLossDistribution | None
     if isinstance(event, dp_event.NonPrivateDpEvent):
         raise NonPrivateRelease
     if isinstance(event, dp_event.SelfComposedDpEvent):
-        inner = event_pld(event.event)
+        inner = event_pld(event.event, relation)
         return None if inner is None or event.count == 0 else inner.self_compose(event.count)
     if isinstance(event, dp_event.ComposedDpEvent):
-        return _compose([event_pld(e) for e in event.events])
+        return _compose([event_pld(e, relation) for e in event.events])
+    gaussian, sampling_prob = event, 1.0
+    if isinstance(event, dp_event.PoissonSampledDpEvent) and isinstance(event.event, dp_event.GaussianDpEvent):
+        gaussian, sampling_prob = event.event, event.sampling_probability
+    if isinstance(gaussian, dp_event.GaussianDpEvent):
+        if gaussian.noise_multiplier == 0:
+            raise NonPrivateRelease
+        return pld_lib.from_gaussian_mechanism(gaussian.noise_multiplier, sampling_prob=sampling_prob,
+                                               value_discretization_interval=VALUE_DISCRETIZATION,
+                                               neighboring_relation=relation)
+    if relation != NEIGHBORING_RELATION:
+        raise ValueError(f"the ledger accounts {type(event).__name__} under the replace-one-label relation only")
     if isinstance(event, dp_event.RandomizedResponseDpEvent):
         if event.num_buckets == 1:
             return None
@@ -72,7 +97,7 @@ def event_pld(event: dp_event.DpEvent) -> pld_lib.PrivacyLossDistribution | None
             raise NonPrivateRelease
         return pld_lib.from_discrete_laplace_mechanism(event.noise_parameter, sensitivity=event.sensitivity,
                                                        value_discretization_interval=VALUE_DISCRETIZATION)
-    raise ValueError(f"the ledger cannot account {type(event).__name__} under the replace-one-label relation")
+    raise ValueError(f"the ledger cannot account {type(event).__name__}")
 
 
 def _compose(plds: list) -> pld_lib.PrivacyLossDistribution | None:
@@ -146,13 +171,22 @@ class PrivacyLedger:
 
     Args:
         dataset_size: number of examples whose labels are protected; members are indices into them.
+        neighboring_relation: ``REPLACE_ONE`` (label DP, the default) or ``ADD_OR_REMOVE_ONE`` (full DP).
     """
 
-    def __init__(self, dataset_size: int):
+    def __init__(self, dataset_size: int,
+                 neighboring_relation: dp_accounting.NeighboringRelation = NEIGHBORING_RELATION):
         if int(dataset_size) <= 0:
             raise ValueError(f"dataset_size must be positive, got {dataset_size}")
+        if neighboring_relation not in RELATION_NAMES:
+            raise ValueError(f"unsupported neighbouring relation {neighboring_relation!r}")
         self.dataset_size = int(dataset_size)
+        self.neighboring_relation = neighboring_relation
         self._entries: list[LedgerEntry] = []
+
+    @property
+    def relation_name(self) -> str:
+        return RELATION_NAMES[self.neighboring_relation]
 
     @property
     def entries(self) -> tuple[LedgerEntry, ...]:
@@ -190,10 +224,9 @@ class PrivacyLedger:
         self._entries.append(entry)
         return entry
 
-    @staticmethod
-    def _check_supported(event: dp_event.DpEvent) -> None:
+    def _check_supported(self, event: dp_event.DpEvent) -> None:
         try:
-            event_pld(event)
+            event_pld(event, self.neighboring_relation)
         except NonPrivateRelease:
             pass
 
@@ -217,7 +250,8 @@ class PrivacyLedger:
         worst = 0.0
         for group in self._groups():
             try:
-                composed = _compose([event_pld(self._entries[index].event) for index in group])
+                composed = _compose([event_pld(self._entries[index].event, self.neighboring_relation)
+                                     for index in group])
             except NonPrivateRelease:
                 return math.inf
             if composed is not None:
@@ -226,7 +260,7 @@ class PrivacyLedger:
 
     def to_dict(self, delta: float = 0.0) -> dict[str, Any]:
         return {
-            "neighboring_relation": "replace-one label (dp_accounting REPLACE_ONE)",
+            "neighboring_relation": self.neighboring_relation.name,
             "dataset_size": self.dataset_size,
             "delta": delta,
             "epsilon": self.epsilon(delta),
@@ -244,7 +278,10 @@ class PrivacyLedger:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
-        ledger = cls(data["dataset_size"])
+        relation = data.get("neighboring_relation", NEIGHBORING_RELATION.name)
+        if relation not in dp_accounting.NeighboringRelation.__members__:  # files written before relations
+            relation = NEIGHBORING_RELATION.name
+        ledger = cls(data["dataset_size"], dp_accounting.NeighboringRelation[relation])
         for item in data["entries"]:
             packed = np.frombuffer(base64.b64decode(item["members_packbits_base64"]), dtype=np.uint8)
             members = np.unpackbits(packed)[: ledger.dataset_size].astype(bool)
@@ -263,4 +300,5 @@ class PrivacyLedger:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def __repr__(self) -> str:
-        return f"PrivacyLedger(dataset_size={self.dataset_size}, entries={len(self._entries)}, epsilon={self.epsilon():.4g})"
+        return (f"PrivacyLedger(dataset_size={self.dataset_size}, relation={self.relation_name!r}, "
+                f"entries={len(self._entries)})")

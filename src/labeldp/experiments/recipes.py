@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from labeldp.experiments.profiles import register
 from labeldp.training import RunConfig, TrainConfig
+from labeldp.training.dpsgd.trainer import DPSGDConfig
 
 #: Embedded digits: the MLP, small batches, about a second per run on a CPU.
 DIGITS_TRAIN = TrainConfig(epochs=40, batch_size=32, lr=0.02, weight_decay=1e-3)
@@ -15,6 +16,11 @@ DIGITS_TRAIN = TrainConfig(epochs=40, batch_size=32, lr=0.02, weight_decay=1e-3)
 MNIST_TRAIN = TrainConfig(epochs=12, batch_size=128, lr=0.05, weight_decay=5e-4)
 #: CIFAR-10: ResNet-18 with crop+flip and mixup, as in the paper (a GPU job: --device cuda).
 CIFAR_TRAIN = TrainConfig(epochs=200, batch_size=128, lr=0.1, weight_decay=5e-4, mixup_alpha=8.0)
+
+#: MNIST DP-SGD (full DP, delta 1e-5): the tanh CNN of Tramer & Boneh (2021), expected batch 512,
+#: clipping 0.1, SGD with momentum, 40 epochs, parameter EMA for evaluation.
+DPSGD_MNIST_TRAIN = TrainConfig(epochs=40, batch_size=512, lr=0.5, weight_decay=0.0, augment=False)
+DPSGD_MNIST = DPSGDConfig(max_grad_norm=0.1, ema_decay=0.999)
 
 #: Epsilons of the paper's tables.
 PAPER_EPSILONS = {"mnist": (1, 2, 3, 4), "fashion-mnist": (1, 2, 3, 4), "cifar10": (1, 2, 4, 8)}
@@ -34,3 +40,9 @@ def _register_dataset(dataset: str, train: TrainConfig, epsilons, methods, runs:
 _register_dataset("digits", DIGITS_TRAIN, (1, 2, 4, 8), ("lp-1st", "lp-2st"), runs=RUNS)
 for _dataset, _train in (("mnist", MNIST_TRAIN), ("fashion-mnist", MNIST_TRAIN), ("cifar10", CIFAR_TRAIN)):
     _register_dataset(_dataset, _train, PAPER_EPSILONS[_dataset], ("lp-1st", "lp-2st"), runs=RUNS)
+for _seed in range(RUNS):
+    for _epsilon in (1, 2, 4):
+        register(f"mnist/e{_epsilon}/dp-sgd/run{_seed}",
+                 RunConfig(dataset="mnist", method="dp-sgd", epsilon=float(_epsilon), delta=1e-5, model="tanh-cnn",
+                           seed=_seed, train=DPSGD_MNIST_TRAIN, dpsgd=DPSGD_MNIST),
+                 description="full-DP baseline: DP-SGD, (epsilon, 1e-5)-DP for add-or-remove one example")

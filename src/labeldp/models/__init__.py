@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from torch import nn
 
-from labeldp.models.cnn import SmallCNN
+from labeldp.models.cnn import SmallCNN, TanhCNN
 from labeldp.models.mlp import MLP
 from labeldp.models.resnet import ResNet18
+from labeldp.models.wideresnet import WideResNet, WSConv2d
 
-MODELS = ("mlp", "cnn", "resnet18")
+MODELS = ("mlp", "cnn", "tanh-cnn", "resnet18", "wrn16-4")
 
 
 def default_model_name(input_shape: tuple[int, ...]) -> str:
@@ -29,11 +30,19 @@ def build_model(name: str | None, input_shape: tuple[int, ...], num_classes: int
         if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4:
             raise ValueError(f"model 'cnn' needs square images with side divisible by 4, got {input_shape}")
         return SmallCNN(input_shape[0], num_classes, input_shape[1])
+    if name == "tanh-cnn":
+        if len(input_shape) != 3 or input_shape[1:] != (28, 28):
+            raise ValueError(f"model 'tanh-cnn' needs 28x28 images, got {input_shape}")
+        return TanhCNN(input_shape[0], num_classes)
     if name == "resnet18":
         if len(input_shape) != 3:
             raise ValueError(f"model 'resnet18' needs images (C, H, W), got {input_shape}")
         return ResNet18(input_shape[0], num_classes)
+    if name == "wrn16-4":
+        if len(input_shape) != 3:
+            raise ValueError(f"model 'wrn16-4' needs images (C, H, W), got {input_shape}")
+        return WideResNet(input_shape[0], num_classes, depth=16, width=4)
     raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
 
 
-__all__ = ["MLP", "MODELS", "ResNet18", "SmallCNN", "build_model", "default_model_name"]
+__all__ = ["MLP", "MODELS", "ResNet18", "SmallCNN", "TanhCNN", "WSConv2d", "WideResNet", "build_model", "default_model_name"]

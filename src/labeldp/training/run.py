@@ -26,7 +26,12 @@ a noisy label histogram per cluster over the whole training set, which is every 
 prior. Every stage's RR then uses ``epsilon - prior_epsilon``, so each label's total stays ``epsilon``
 (sequential composition, which the ledger checks).
 
-Privacy: every example's label is randomised exactly once, by an epsilon-DP mechanism whose prior
+``dp-sgd`` is the full-DP baseline: inputs *and* labels private, (epsilon, delta)-DP for add-or-remove
+one example. It reads the true labels inside DP-SGD's Poisson-sampled, clipped and noised gradient
+steps (:mod:`labeldp.training.dpsgd`); its event (noise multiplier calibrated to epsilon and delta by
+dp_accounting unless given) is recorded on the ledger before the first step.
+
+Privacy of the label-DP methods: every example's label is randomised exactly once, by an epsilon-DP mechanism whose prior
 does not depend on that example's label (it comes from a model trained on *other* examples' noisy
 labels), so the run is epsilon-label-DP by parallel composition; the ledger computes this with
 dp_accounting from what was actually released.
@@ -47,7 +52,11 @@ from tqdm.auto import tqdm
 
 from labeldp._validation import check_epsilon
 from labeldp.accounting import (
+    DPSGD_RELATION,
+    NEIGHBORING_RELATION,
     PrivacyLedger,
+    calibrate_noise_multiplier,
+    dpsgd_event,
     event_from_dict,
     event_to_dict,
     release_randomized_response,
@@ -59,12 +68,14 @@ from labeldp.priors import cluster, cluster_priors, encode, histogram_priors
 from labeldp.mechanisms import prior_top_k, randomized_response_likelihood, rr_with_prior_likelihood
 from labeldp.models import MODELS, build_model
 from labeldp.training.rundir import RunDirectory, write_json_atomic
+from labeldp.training.dpsgd.trainer import DPSGDConfig, sampling_plan, train_dpsgd
 from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, predict_proba, resolve_device, train_stage
 
-METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst")
+METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "dp-sgd")
+DEFAULT_DELTA = 1e-5
 LOSSES = ("forward", "ce")
 PRIORS = ("uniform", "cluster")
-DEFAULT_STAGES = {"non-private": (1.0,), "rr": (1.0,), "lp-1st": (1.0,), "lp-2st": (0.4, 0.6), "lp-mst": (0.3, 0.3, 0.4)}
+DEFAULT_STAGES = {"non-private": (1.0,), "rr": (1.0,), "lp-1st": (1.0,), "lp-2st": (0.4, 0.6), "lp-mst": (0.3, 0.3, 0.4), "dp-sgd": (1.0,)}
 
 
 @dataclass
@@ -74,6 +85,7 @@ class RunConfig:
     dataset: str = "digits"
     method: str = "lp-2st"
     epsilon: float | None = None
+    delta: float | None = None
     stages: tuple[float, ...] | None = None
     model: str | None = None
     temperature: float = 1.0
@@ -90,6 +102,7 @@ class RunConfig:
     label_column: str = "label"
     test_table: str | None = None
     train: TrainConfig = field(default_factory=TrainConfig)
+    dpsgd: DPSGDConfig = field(default_factory=DPSGDConfig)
 
     def resolved(self) -> RunConfig:
         """Validate every field and fill in defaults (stage fractions); raises ``ValueError``."""
@@ -109,7 +122,7 @@ class RunConfig:
         stages = tuple(float(s) for s in (self.stages or DEFAULT_STAGES[self.method]))
         if any(not s > 0 for s in stages) or abs(sum(stages) - 1.0) > 1e-6:
             raise ValueError(f"stages must be positive fractions summing to 1, got {list(stages)}")
-        expected = {"lp-2st": 2, "non-private": 1, "rr": 1, "lp-1st": 1}.get(self.method)
+        expected = {"lp-2st": 2, "non-private": 1, "rr": 1, "lp-1st": 1, "dp-sgd": 1}.get(self.method)
         if expected is not None and len(stages) != expected:
             raise ValueError(f"method {self.method!r} has {expected} stage(s), got {len(stages)} fractions")
         if self.method == "lp-mst" and len(stages) < 2:
@@ -128,12 +141,24 @@ class RunConfig:
                 raise ValueError(f"clusters must be at least 1, got {self.clusters}")
         elif self.prior_epsilon is not None:
             raise ValueError("prior_epsilon applies only with prior 'cluster'")
+        delta = None
+        if self.method == "dp-sgd":
+            delta = DEFAULT_DELTA if self.delta is None else float(self.delta)
+            if not 0.0 < delta < 1.0:
+                raise ValueError(f"delta must lie in (0, 1), got {delta}")
+            if self.prior != "uniform":
+                raise ValueError("method 'dp-sgd' uses no label prior")
+            if self.train.mixup_alpha > 0:
+                raise ValueError("method 'dp-sgd' cannot use mixup (it mixes examples)")
+            self.dpsgd.validate()
+        elif self.delta is not None:
+            raise ValueError("delta applies only to method 'dp-sgd' (the label-DP methods are pure epsilon-DP)")
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         self.train.validate()
-        return dataclasses.replace(self, epsilon=epsilon, stages=stages, prior_epsilon=prior_epsilon)
+        return dataclasses.replace(self, epsilon=epsilon, delta=delta, stages=stages, prior_epsilon=prior_epsilon)
 
     @property
     def label_epsilon(self) -> float | None:
@@ -151,6 +176,7 @@ class RunConfig:
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
         data = dict(data)
         data["train"] = TrainConfig(**data.get("train", {}))
+        data["dpsgd"] = DPSGDConfig(**data.get("dpsgd", {}))
         if data.get("stages") is not None:
             data["stages"] = tuple(data["stages"])
         return cls(**data)
@@ -178,7 +204,8 @@ class _Run:
 
     def __init__(self, config: RunConfig, out: RunDirectory, data: LabeledDataset, device: torch.device, progress: bool):
         self.config, self.out, self.data, self.device, self.progress = config, out, data, device, progress
-        self.ledger = out.read_ledger(len(data.y_train))
+        relation = DPSGD_RELATION if config.method == "dp-sgd" else NEIGHBORING_RELATION
+        self.ledger = out.read_ledger(len(data.y_train), relation)
         self.started = time.perf_counter()
         self.elapsed_before = out.elapsed()
 
@@ -338,6 +365,8 @@ def _train_locked(config: RunConfig, out: RunDirectory, data: LabeledDataset, de
     _restore_metrics(out, len(config.stages))
     run = _Run(config, out, data, resolve_device(device), progress)
 
+    if config.method == "dp-sgd":
+        return _train_dpsgd(config, out, data, run)
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
     if config.prior == "cluster":
         run.cluster_prior_rows()  # released (or read back) before any stage
@@ -377,6 +406,44 @@ def _train_locked(config: RunConfig, out: RunDirectory, data: LabeledDataset, de
         "num_train": int(len(data.y_train)),
         "num_test": int(len(data.y_test)),
         "stages": stage_summaries,
+    }
+    write_json_atomic(out.summary_path, summary)
+    return summary
+
+
+def _train_dpsgd(config: RunConfig, out: RunDirectory, data: LabeledDataset, run: _Run) -> dict[str, Any]:
+    """The full-DP baseline: record DP-SGD's event (once), then train with it."""
+    n = len(data.y_train)
+    q, steps, _ = sampling_plan(n, config.train)
+    if not run.ledger.has("dp-sgd"):
+        sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(config.epsilon, config.delta, q, steps)
+        run.ledger.record(dpsgd_event(sigma, q, steps), np.arange(n),
+                          f"DP-SGD, noise multiplier {sigma:.4f}, Poisson rate {q:.5g}, {steps} steps, "
+                          f"clipping {config.dpsgd.max_grad_norm:g}", "dp-sgd")
+        run.ledger.save(out.ledger_path, config.delta)
+    event = next(e.event for e in run.ledger.entries if e.tag == "dp-sgd")
+    sigma = event.event.event.noise_multiplier
+    model = run.new_model(1)
+    evaluated, _ = train_dpsgd(model, data.x_train, data.y_train, config.train, config.dpsgd, sigma,
+                               augmentation=data.augmentation, test=(data.x_test, data.y_test), seed=config.seed,
+                               noise="secure" if config.secure_rng else None, checkpoint=out.checkpoint_path(1),
+                               on_epoch_end=run.on_epoch_end(1, 1), progress=run.progress)
+    evaluated = evaluated.cpu()
+    torch.save(evaluated.state_dict(), out.model_path)
+    summary = {
+        "dataset": config.dataset,
+        "method": config.method,
+        "epsilon": round(run.ledger.epsilon(config.delta), 6),
+        "delta": config.delta,
+        "neighboring_relation": run.ledger.relation_name,
+        "test_accuracy": accuracy(evaluated, data.x_test, data.y_test),
+        "seconds": round(run.seconds(), 2),
+        "seed": config.seed,
+        "num_train": n,
+        "num_test": int(len(data.y_test)),
+        "noise_multiplier": sigma,
+        "sampling_probability": q,
+        "steps": steps,
     }
     write_json_atomic(out.summary_path, summary)
     return summary

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from labeldp.accounting import PrivacyLedger
+from labeldp.accounting import NEIGHBORING_RELATION, PrivacyLedger
 
 
 class RunLockedError(RuntimeError):
@@ -75,13 +75,13 @@ class RunDirectory:
     def write_config(self, config: dict[str, Any]) -> None:
         write_json_atomic(self.config_path, config)
 
-    def read_ledger(self, dataset_size: int) -> PrivacyLedger:
+    def read_ledger(self, dataset_size: int, neighboring_relation=NEIGHBORING_RELATION) -> PrivacyLedger:
         if self.ledger_path.exists():
             ledger = PrivacyLedger.load(self.ledger_path)
             if ledger.dataset_size != dataset_size:
                 raise ValueError(f"{self.ledger_path} covers {ledger.dataset_size} examples, the dataset has {dataset_size}")
             return ledger
-        return PrivacyLedger(dataset_size)
+        return PrivacyLedger(dataset_size, neighboring_relation)
 
     def save_release(self, name: str, **arrays: np.ndarray) -> None:
         """Save a release (e.g. a stage's noisy labels with their indices) before it is used."""

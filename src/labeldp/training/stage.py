@@ -76,14 +76,14 @@ class EpochRecord:
     seconds: float
 
 
-def _optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
     if config.optimizer == "adam":
         return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
                            weight_decay=config.weight_decay, nesterov=config.momentum > 0)
 
 
-def _lr_factor(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], float]:
+def lr_schedule(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], float]:
     total = config.epochs * steps_per_epoch
     warmup = int(config.warmup_epochs * steps_per_epoch)
 
@@ -150,7 +150,7 @@ def _log_likelihood_targets(targets: np.ndarray, num_classes: int) -> torch.Tens
     return likelihood.log()
 
 
-def _save_atomic(state: dict, path: Path) -> None:
+def save_atomic(state: dict, path: Path) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save(state, tmp)
     os.replace(tmp, path)
@@ -189,8 +189,8 @@ def train_stage(
         raise ValueError(f"inputs and targets must be non-empty and of equal length, got {len(x)} and {len(log_likelihood)}")
     device = next(model.parameters()).device
     steps_per_epoch = math.ceil(len(x) / config.batch_size)
-    optimizer = _optimizer(model, config)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_factor(config, steps_per_epoch))
+    optimizer = make_optimizer(model, config)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, steps_per_epoch))
     generator = torch.Generator().manual_seed(seed)
     np_rng = np.random.default_rng(seed)
     history: list[EpochRecord] = []
@@ -240,7 +240,7 @@ def train_stage(
                              time.perf_counter() - start)
         history.append(record)
         if path is not None:
-            _save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                           "scheduler": scheduler.state_dict(), "torch_rng": generator.get_state(),
                           "numpy_rng": np_rng.bit_generator.state,
                           "history": [asdict(r) for r in history]}, path)

@@ -1,0 +1,132 @@
+"""Median step time of DP-SGD: non-private SGD, labeldp's clipping paths, and Opacus's modes.
+
+Every variant runs the same model from the same initial weights on the same batch (batch 256) in one
+process, and the table prints each one's ratio to the non-private step measured in the same run. A
+step is forward, backward, clipping, noise and the optimiser update. Opacus is needed only here:
+
+    .venv/bin/pip install opacus     # or: make bench-dpsgd
+
+Models: the MNIST DP-SGD CNN (``tanh-cnn``, Tramer & Boneh 2021), labeldp's label-DP MNIST CNN
+(``cnn``) and a CIFAR-shaped WRN-16-4 with GroupNorm and weight standardisation (``wrn16-4``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+import warnings
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from labeldp.models import build_model
+from labeldp.training.dpsgd import clipped_gradient_sum, privatize_gradients
+
+SHAPES = {"tanh-cnn": (1, 28, 28), "cnn": (1, 28, 28), "wrn16-4": (3, 32, 32)}
+OPACUS_MODES = ("hooks", "functorch", "ew", "ghost")
+NOISE, CLIP, LR = 1.0, 1.0, 0.1
+
+
+def median_seconds(step: Callable[[], None], repeats: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def non_private(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    return step
+
+
+def labeldp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, method: str) -> Callable[[], None]:
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    generator = torch.Generator().manual_seed(0)
+
+    def step() -> None:
+        clipped = clipped_gradient_sum(model, x, y, CLIP, method=method)
+        privatize_gradients(model, clipped, NOISE, CLIP, len(x), generator)
+        optimizer.step()
+    return step
+
+
+def opacus(model: nn.Module, x: torch.Tensor, y: torch.Tensor, mode: str) -> Callable[[], None]:
+    from opacus import PrivacyEngine  # only this benchmark needs Opacus
+
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=len(x))
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    engine = PrivacyEngine(accountant="prv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        made = engine.make_private(module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=NOISE,
+                                   max_grad_norm=CLIP, grad_sample_mode=mode, criterion=nn.CrossEntropyLoss())
+    private_model, private_optimizer = made[0], made[1]
+    criterion = made[2] if mode == "ghost" else nn.CrossEntropyLoss()
+
+    def step() -> None:
+        private_optimizer.zero_grad(set_to_none=True)
+        criterion(private_model(x), y).backward()
+        private_optimizer.step()
+    return step
+
+
+def run(model_name: str, batch_size: int, repeats: int, with_opacus: bool) -> list[tuple[str, float]]:
+    torch.manual_seed(0)
+    reference = build_model(model_name, SHAPES[model_name], 10)
+    x = torch.randn(batch_size, *SHAPES[model_name])
+    y = torch.randint(0, 10, (batch_size,))
+    variants: list[tuple[str, Callable[[nn.Module], Callable[[], None]]]] = [
+        ("non-private SGD", lambda m: non_private(m, x, y)),
+        ("labeldp fast", lambda m: labeldp(m, x, y, "fast")),
+        ("labeldp vmap", lambda m: labeldp(m, x, y, "vmap")),
+    ]
+    if with_opacus:
+        variants += [(f"opacus {mode}", lambda m, mode=mode: opacus(m, x, y, mode)) for mode in OPACUS_MODES]
+    results = []
+    for name, make in variants:
+        try:
+            seconds = median_seconds(make(copy.deepcopy(reference)), repeats)
+        except Exception as error:  # a mode that cannot handle the model is reported, not fatal
+            print(f"  {name}: failed ({type(error).__name__}: {str(error).splitlines()[0][:100]})")
+            continue
+        results.append((name, seconds))
+        print(f"  {name}: {seconds * 1000:.1f} ms", flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=["tanh-cnn", "cnn", "wrn16-4"], choices=sorted(SHAPES))
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=None, help="timed steps per variant (default 20, 3 for wrn16-4)")
+    parser.add_argument("--no-opacus", action="store_true", help="skip Opacus (e.g. when it is not installed)")
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size}")
+    tables = {}
+    for model_name in args.models:
+        print(f"{model_name}:", flush=True)
+        repeats = args.repeats or (3 if model_name == "wrn16-4" else 20)
+        tables[model_name] = run(model_name, args.batch_size, repeats, not args.no_opacus)
+    print()
+    print(f"{'model':<10} {'variant':<18} {'median step':>12} {'vs non-private':>15}")
+    for model_name, rows in tables.items():
+        base = dict(rows)["non-private SGD"]
+        for name, seconds in rows:
+            print(f"{model_name:<10} {name:<18} {seconds * 1000:>9.1f} ms {seconds / base:>14.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""WideResNet with GroupNorm and weight-standardised convolutions, the DP-SGD network of De et al.
+(2022) for 32x32 images (WRN-16-4 by default). It has no batch statistics, so per-example gradients
+are defined."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import vjp, vmap
+
+
+def _standardize(weight: torch.Tensor, eps: float) -> torch.Tensor:
+    dims = tuple(range(1, weight.dim()))
+    mean = weight.mean(dim=dims, keepdim=True)
+    var = weight.var(dim=dims, keepdim=True, unbiased=False)
+    return (weight - mean) / torch.sqrt(var + eps)
+
+
+class WSConv2d(nn.Conv2d):
+    """A convolution whose kernel is standardised per output channel (zero mean, unit variance over
+    its fan-in) on every call (Qiao et al. 2019). ``weight`` holds the raw parameters."""
+
+    def __init__(self, *args, eps: float = 1e-5, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.eps = eps
+
+    def standardized_weight(self) -> torch.Tensor:
+        return _standardize(self.weight, self.eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(x, self.standardized_weight(), self.bias)
+
+    def weight_gradient(self, standardized_grads: torch.Tensor) -> torch.Tensor:
+        """Map a batch (B, *weight.shape) of gradients with respect to the standardised kernel to
+        gradients with respect to ``weight`` (the chain rule through the standardisation)."""
+        _, pullback = vjp(lambda w: _standardize(w, self.eps), self.weight.detach())
+        return vmap(pullback)(standardized_grads)[0]
+
+
+def _group_norm(channels: int, groups: int) -> nn.GroupNorm:
+    return nn.GroupNorm(min(groups, channels), channels)
+
+
+class _Block(nn.Module):
+    """Pre-activation residual block: GN-ReLU-conv3x3-GN-ReLU-conv3x3, 1x1 projection when shapes change."""
+
+    def __init__(self, in_planes: int, planes: int, stride: int, groups: int):
+        super().__init__()
+        self.norm1 = _group_norm(in_planes, groups)
+        self.conv1 = WSConv2d(in_planes, planes, 3, stride, 1, bias=False)
+        self.norm2 = _group_norm(planes, groups)
+        self.conv2 = WSConv2d(planes, planes, 3, 1, 1, bias=False)
+        self.shortcut = (WSConv2d(in_planes, planes, 1, stride, bias=False)
+                         if stride != 1 or in_planes != planes else None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.norm1(x))
+        skip = x if self.shortcut is None else self.shortcut(out)
+        out = self.conv1(out)
+        out = self.conv2(F.relu(self.norm2(out)))
+        return out + skip
+
+
+class WideResNet(nn.Module):
+    """WRN-``depth``-``width`` for 32x32 images: a 16-channel stem, three stages of (depth-4)/6 blocks
+    with 16w, 32w and 64w channels, GroupNorm with ``groups`` groups, global average pooling.
+
+    WRN-16-4 (the default) has 2.7M parameters."""
+
+    def __init__(self, in_channels: int = 3, num_classes: int = 10, depth: int = 16, width: int = 4,
+                 groups: int = 16):
+        super().__init__()
+        if (depth - 4) % 6:
+            raise ValueError(f"WideResNet depth must be 6n + 4, got {depth}")
+        blocks = (depth - 4) // 6
+        widths = (16 * width, 32 * width, 64 * width)
+        self.stem = WSConv2d(in_channels, 16, 3, 1, 1, bias=False)
+        layers, planes = [], 16
+        for stage, out_planes in enumerate(widths):
+            for index in range(blocks):
+                layers.append(_Block(planes, out_planes, 2 if stage > 0 and index == 0 else 1, groups))
+                planes = out_planes
+        self.blocks = nn.Sequential(*layers)
+        self.norm = _group_norm(planes, groups)
+        self.head = nn.Linear(planes, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.norm(self.blocks(self.stem(x))))
+        return self.head(out.mean(dim=(2, 3)))

@@ -1,0 +1,36 @@
+"""DP-SGD (inputs *and* labels private): composable pieces for your own loop, and a ready trainer.
+
+- :mod:`~labeldp.training.dpsgd.clipping`: the sum of clipped per-example gradients of any per-example
+  model (a fast book-keeping path and a general ``torch.func.vmap`` path), BatchNorm refusal.
+- :mod:`~labeldp.training.dpsgd.sampling`: Poisson subsampling.
+- :mod:`~labeldp.training.dpsgd.noise`: Gaussian noise (seeded or cryptographically secure) and the
+  private gradient.
+- :mod:`~labeldp.training.dpsgd.trainer`: a resumable DP-SGD training loop with micro-batches,
+  augmentation multiplicity and a parameter EMA.
+
+Accounting (events, epsilon, calibration) lives in :mod:`labeldp.accounting.dpsgd`.
+"""
+
+from labeldp.training.dpsgd.clipping import (
+    ClippedGradients,
+    UnsupportedModelError,
+    check_per_example_model,
+    clipped_gradient_sum,
+    cross_entropy_per_example,
+    replace_batchnorm,
+)
+from labeldp.training.dpsgd.noise import gaussian_noise, privatize_gradients, secure_normal
+from labeldp.training.dpsgd.sampling import PoissonSampler
+
+__all__ = [
+    "ClippedGradients",
+    "PoissonSampler",
+    "UnsupportedModelError",
+    "check_per_example_model",
+    "clipped_gradient_sum",
+    "cross_entropy_per_example",
+    "gaussian_noise",
+    "privatize_gradients",
+    "replace_batchnorm",
+    "secure_normal",
+]

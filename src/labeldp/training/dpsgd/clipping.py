@@ -1,0 +1,441 @@
+"""Per-example gradient clipping: the sum over a batch of per-example gradients, each scaled to norm
+at most ``max_grad_norm``, for any ``nn.Module`` -- without wrapping or changing the model.
+
+Two ways to compute it, chosen by ``method``:
+
+- ``"fast"`` (book-keeping): one forward pass with temporary hooks that keep each layer's input, one
+  backward pass that computes gradients with respect to layer *outputs* only (no weight gradients),
+  then, per layer, the per-example gradient norms from (input, output gradient) and the clipped sum
+  as one weighted weight-gradient product. A layer's norms are computed either by materialising its
+  per-example gradients (cost ~ T d p per example, T positions, d inputs, p outputs) or by the "ghost"
+  Gram-matrix identity ||sum_t g_t a_t^T||^2 = sum_{t,s} (a_t . a_s)(g_t . g_s) (cost ~ T^2 (d + p)),
+  whichever is cheaper. Supports Linear, Conv2d (``groups=1``, zero padding), weight-standardised
+  convolutions (:class:`labeldp.models.WSConv2d`), Embedding, LayerNorm and GroupNorm, each called once
+  per forward pass; parameter-free modules may be anything per-example.
+- ``"vmap"`` (general): ``torch.func.vmap(torch.func.grad(...))`` over ``functional_call``: any module
+  built from per-example operations.
+- ``"auto"``: ``fast`` when every trainable parameter belongs to a supported layer, else ``vmap``.
+
+Layers that mix examples within a batch (BatchNorm) make per-example gradients meaningless and are
+refused with an error that says how to fix the model (:func:`replace_batchnorm`).
+
+Augmentation multiplicity (De et al. 2022): ``inputs`` of shape (B, M, ...) hold M augmentations of
+each of B examples; an example's gradient is the gradient of its mean loss over its M views, clipped
+once -- the privacy unit stays the example.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from labeldp.models.wideresnet import WSConv2d
+
+#: per-example loss: (outputs (N, ...), targets (N, ...)) -> losses (N,)
+PerExampleLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+METHODS = ("auto", "fast", "vmap")
+_CROSS_EXAMPLE = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
+_FAST_LAYERS = (nn.Linear, nn.Conv2d, nn.Embedding, nn.LayerNorm, nn.GroupNorm)
+_NORM_EPSILON = 1e-6
+
+
+def cross_entropy_per_example(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each example (the default per-example loss)."""
+    return F.cross_entropy(outputs, targets, reduction="none")
+
+
+@dataclass
+class ClippedGradients:
+    """Result of :func:`clipped_gradient_sum`.
+
+    ``sums`` holds, for each trainable parameter (``model.parameters()`` order, those with
+    ``requires_grad``), the sum over examples of the clipped per-example gradients. ``norms`` holds
+    each example's gradient norm before clipping, ``loss_sum`` the sum of per-example losses.
+    """
+
+    sums: list[torch.Tensor]
+    norms: torch.Tensor
+    loss_sum: float
+
+    def add_(self, other: ClippedGradients) -> ClippedGradients:
+        for total, part in zip(self.sums, other.sums):
+            total.add_(part)
+        self.norms = torch.cat([self.norms, other.norms])
+        self.loss_sum += other.loss_sum
+        return self
+
+
+class UnsupportedModelError(ValueError):
+    """The model cannot give per-example gradients (BatchNorm) or not on the requested path."""
+
+
+def check_per_example_model(model: nn.Module) -> None:
+    """Refuse modules whose output for one example depends on other examples of the batch."""
+    for name, module in model.named_modules():
+        if isinstance(module, _CROSS_EXAMPLE):
+            raise UnsupportedModelError(
+                f"module {name or type(model).__name__!r} ({type(module).__name__}) mixes the examples of a batch, "
+                "so per-example gradients (and DP-SGD's guarantee) are undefined; replace it with GroupNorm, "
+                "e.g. model = labeldp.training.dpsgd.replace_batchnorm(model)")
+
+
+def replace_batchnorm(model: nn.Module, max_groups: int = 32) -> nn.Module:
+    """Replace every BatchNorm layer of ``model`` (in place) by a GroupNorm over the same channels, with
+    the largest number of groups <= ``max_groups`` that divides the channel count. Returns ``model``."""
+    for name, child in model.named_children():
+        if isinstance(child, _CROSS_EXAMPLE):
+            channels = child.num_features
+            groups = max(g for g in range(1, min(max_groups, channels) + 1) if channels % g == 0)
+            setattr(model, name, nn.GroupNorm(groups, channels, affine=child.affine))
+        else:
+            replace_batchnorm(child, max_groups)
+    return model
+
+
+def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def fast_path_unsupported(model: nn.Module) -> str | None:
+    """Why the fast path cannot handle ``model`` (None when it can)."""
+    for name, module in model.named_modules():
+        own = [p for p in module.parameters(recurse=False) if p.requires_grad]
+        if not own:
+            continue
+        if not isinstance(module, _FAST_LAYERS):
+            return f"module {name!r} ({type(module).__name__}) has parameters and no fast per-example rule"
+        if isinstance(module, nn.Conv2d) and (module.groups != 1 or module.padding_mode != "zeros"
+                                              or isinstance(module.padding, str)):
+            return f"convolution {name!r} uses groups, a non-zero padding mode or string padding"
+        if isinstance(module, nn.Embedding) and module.sparse:
+            return f"embedding {name!r} is sparse"
+    return None
+
+
+def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
+    """min(1, C / ||g_i||): the scale that brings each per-example gradient to norm at most C."""
+    if math.isinf(max_grad_norm):
+        return torch.ones_like(norms)
+    return (max_grad_norm / (norms + _NORM_EPSILON)).clamp(max=1.0)
+
+
+def clipped_gradient_sum(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    max_grad_norm: float,
+    loss_fn: PerExampleLoss = cross_entropy_per_example,
+    *,
+    method: str = "auto",
+    physical_batch_size: int | None = None,
+    multiple_views: bool = False,
+) -> ClippedGradients:
+    """Sum over the batch of per-example gradients of ``loss_fn``, each clipped to ``max_grad_norm``.
+
+    Args:
+        model: any module of per-example layers (BatchNorm is refused). It is not modified; its
+            ``.grad`` fields are left untouched.
+        inputs: (B, ...) one input per example, or with ``multiple_views`` (B, M, ...): M augmentations
+            of each example (augmentation multiplicity). B may be 0.
+        targets: (B, ...) per-example targets for ``loss_fn``.
+        max_grad_norm: the clipping bound C > 0 (``math.inf`` for no clipping).
+        loss_fn: per-example loss, (outputs, targets) -> (N,).
+        method: ``"auto"``, ``"fast"`` or ``"vmap"`` (see the module docstring).
+        physical_batch_size: examples per forward/backward pass; a larger batch is processed in
+            chunks of this size (same result, bounded memory).
+        multiple_views: ``inputs`` has an augmentation axis after the batch axis.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not max_grad_norm > 0:
+        raise ValueError(f"max_grad_norm must be > 0, got {max_grad_norm}")
+    if physical_batch_size is not None and physical_batch_size < 1:
+        raise ValueError(f"physical_batch_size must be at least 1, got {physical_batch_size}")
+    check_per_example_model(model)
+    if not trainable_parameters(model):
+        raise ValueError("the model has no trainable parameters")
+    if len(inputs) != len(targets):
+        raise ValueError(f"inputs and targets differ in length ({len(inputs)} vs {len(targets)})")
+    if multiple_views and (inputs.dim() < 2 or inputs.shape[1] < 1):
+        raise ValueError("multiple_views needs inputs of shape (B, M, ...) with M >= 1")
+    reason = fast_path_unsupported(model)
+    if method == "fast" and reason is not None:
+        raise UnsupportedModelError(f"the fast clipping path cannot handle this model: {reason}; use method='vmap'")
+    compute = _vmap_clipped_sum if method == "vmap" or reason is not None else _fast_clipped_sum
+    params = trainable_parameters(model)
+    total = ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0), 0.0)
+    chunk = physical_batch_size or max(len(inputs), 1)
+    for start in range(0, len(inputs), chunk):
+        total.add_(compute(model, params, inputs[start:start + chunk], targets[start:start + chunk],
+                           max_grad_norm, loss_fn, multiple_views))
+    return total
+
+
+def _example_targets(targets: torch.Tensor, views: int) -> torch.Tensor:
+    return targets.repeat_interleave(views, dim=0) if views > 1 else targets
+
+
+# ---------------------------------------------------------------- the general path: vmap(grad)
+
+
+def _vmap_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, multiple_views) -> ClippedGradients:
+    if len(inputs) == 0:
+        return ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0), 0.0)
+    names = [name for name, p in model.named_parameters() if p.requires_grad]
+    fixed = {name: p.detach() for name, p in model.named_parameters() if not p.requires_grad}
+    fixed.update(dict(model.named_buffers()))
+
+    def example_loss(trainable: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor):
+        views = x if multiple_views else x.unsqueeze(0)
+        labels = _example_targets(y.unsqueeze(0), views.shape[0])
+        loss = loss_fn(functional_call(model, {**trainable, **fixed}, (views,)), labels).mean()
+        return loss, loss.detach()
+
+    trainable = {name: p.detach() for name, p in zip(names, params)}
+    per_example, losses = vmap(grad(example_loss, has_aux=True), in_dims=(None, 0, 0),
+                               randomness="different")(trainable, inputs, targets)
+    grads = [per_example[name] for name in names]
+    norms = torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in grads))
+    factors = clip_factors(norms, max_grad_norm)
+    sums = [torch.einsum("b,b...->...", factors.to(g.dtype), g) for g in grads]
+    return ClippedGradients(sums, norms, float(losses.sum()))
+
+
+# ---------------------------------------------------------------- the fast path: book-keeping
+
+
+class _Layer:
+    """One call of a supported layer: its input, its output gradient, and its per-example rule.
+
+    Tensors are reshaped to (B, T, .): B examples, T positions (augmentation views x spatial or
+    sequence positions) that all belong to the same example.
+    """
+
+    def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
+        self.module, self.activation, self.examples = module, activation, examples
+        self.output_shape, self.output_dtype = output.shape, output.dtype
+        self.output_grad: torch.Tensor | None = None
+        self.per_example: list[torch.Tensor] | None = None  # materialised per-example gradients
+        self._cached: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def params(self) -> list[nn.Parameter]:
+        return [p for p in self.module.parameters(recurse=False) if p.requires_grad]
+
+    # -- rules ------------------------------------------------------------------------------------
+    def norms2(self) -> torch.Tensor:
+        """Squared norm of each example's gradient with respect to this layer's trainable parameters."""
+        module = self.module
+        if isinstance(module, nn.Embedding):
+            return self._embedding_norms2()
+        if isinstance(module, (nn.LayerNorm, nn.GroupNorm)):
+            self.per_example = self._norm_layer_grads()
+            return sum(g.flatten(1).pow(2).sum(1) for g in self.per_example)
+        total = torch.zeros(self.examples, dtype=self.output_grad.dtype, device=self.output_grad.device)
+        bias = module.bias is not None and module.bias.requires_grad
+        if bias:
+            total = total + self._bias_grads().pow(2).sum(1)
+        if not module.weight.requires_grad:
+            return total
+        if isinstance(module, nn.Conv2d) and self._materialise():
+            weight = _conv_per_example_grads(module, self.activation, self.output_grad, self.examples)
+            if isinstance(module, WSConv2d):
+                weight = module.weight_gradient(weight)
+            self.per_example = [weight]
+            return total + weight.flatten(1).pow(2).sum(1)
+        a, g = self._matrices()  # (B, T, d), (B, T, p)
+        T, d, p = a.shape[1], a.shape[2], g.shape[2]
+        if T * (d + p) >= d * p:
+            weight = torch.bmm(g.transpose(1, 2), a)  # (B, p, d): materialised per-example gradients
+            self.per_example = [weight]
+            return total + weight.flatten(1).pow(2).sum(1)
+        if T == 1:
+            return total + a.squeeze(1).pow(2).sum(1) * g.squeeze(1).pow(2).sum(1)
+        return total + (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
+
+    def _materialise(self) -> bool:
+        """Whether per-example gradients are cheaper than ghost norms (always for standardised kernels)."""
+        module, g = self.module, self.output_grad
+        positions = g[0].numel() // g.shape[1] * (g.shape[0] // self.examples)
+        fan_in = module.weight[0].numel()
+        return isinstance(module, WSConv2d) or positions * (fan_in + module.out_channels) >= fan_in * module.out_channels
+
+    def clipped_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
+        """Sum over examples of factor_i x (example i's gradient), for each trainable parameter."""
+        module = self.module
+        if isinstance(module, nn.Embedding):
+            return self._embedding_sums(factors)
+        if isinstance(module, (nn.LayerNorm, nn.GroupNorm)):
+            return [torch.einsum("b,b...->...", factors, g) for g in self.per_example]
+        sums = []
+        if module.weight.requires_grad:
+            if self.per_example is not None:
+                weight = torch.einsum("b,b...->...", factors, self.per_example[0])
+            else:
+                a, g = self._matrices()
+                weight = (g * factors[:, None, None]).flatten(0, 1).t().mm(a.flatten(0, 1))
+            sums.append(weight.reshape(module.weight.shape))
+        if module.bias is not None and module.bias.requires_grad:
+            sums.append(torch.einsum("b,bp->p", factors, self._bias_grads()))
+        return sums
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _bias_grads(self) -> torch.Tensor:
+        """(B, p): each example's bias gradient, the output gradient summed over its positions."""
+        g = self.output_grad
+        per_row = g.flatten(2).sum(2) if isinstance(self.module, nn.Conv2d) else g.reshape(g.shape[0], -1, g.shape[-1]).sum(1)
+        return per_row.view(self.examples, -1, per_row.shape[-1]).sum(1)
+
+    def _matrices(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._cached is None:
+            module, a, g, B = self.module, self.activation, self.output_grad, self.examples
+            if isinstance(module, nn.Conv2d):
+                cols = _patches(module, a)  # (N, L, d)
+                a = cols.reshape(B, -1, cols.shape[2])
+                g = g.flatten(2).transpose(1, 2).reshape(B, -1, g.shape[1])
+            else:
+                a, g = a.reshape(B, -1, a.shape[-1]), g.reshape(B, -1, g.shape[-1])
+            self._cached = (a, g)
+        return self._cached
+
+    def _norm_layer_grads(self) -> list[torch.Tensor]:
+        module, a, g, B = self.module, self.activation, self.output_grad, self.examples
+        if isinstance(module, nn.GroupNorm):
+            normalized = F.group_norm(a, module.num_groups, eps=module.eps)
+            channel_dims = (1,)
+        else:
+            normalized = F.layer_norm(a, module.normalized_shape, eps=module.eps)
+            channel_dims = tuple(range(a.dim() - len(module.normalized_shape), a.dim()))
+
+        def per_example(values: torch.Tensor) -> torch.Tensor:
+            reduce = [d for d in range(1, values.dim()) if d not in channel_dims]
+            summed = values.sum(reduce) if reduce else values
+            return summed.view(B, -1, *summed.shape[1:]).sum(1)
+
+        grads = []
+        if module.weight is not None and module.weight.requires_grad:
+            grads.append(per_example(normalized * g))
+        if module.bias is not None and module.bias.requires_grad:
+            grads.append(per_example(g))
+        return grads
+
+    def _embedding_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        module, B = self.module, self.examples
+        index = self.activation.reshape(B, -1)
+        g = self.output_grad.reshape(B, index.shape[1], -1)
+        if module.padding_idx is not None:
+            g = g * (index != module.padding_idx).unsqueeze(-1).to(g.dtype)
+        return index, g
+
+    def _embedding_norms2(self) -> torch.Tensor:
+        index, g = self._embedding_rows()
+        same = (index.unsqueeze(2) == index.unsqueeze(1)).to(g.dtype)  # (B, T, T)
+        return (same * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
+
+    def _embedding_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
+        index, g = self._embedding_rows()
+        weight = torch.zeros_like(self.module.weight)
+        weight.index_add_(0, index.flatten(), (g * factors[:, None, None]).flatten(0, 1))
+        return [weight]
+
+
+def _patches(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    """(N, L, d) input patches of ``conv`` (im2col): L output positions, d = C_in x kh x kw."""
+    ph, pw = conv.padding
+    padded = F.pad(x, (pw, pw, ph, ph)) if ph or pw else x
+    n, c, h, w = padded.shape
+    (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+    sn, sc, sy, sx = padded.stride()
+    view = padded.as_strided((n, oh, ow, c, kh, kw), (sn, sy * sh, sx * sw, sc, sy * dh, sx * dw))
+    return view.reshape(n, oh * ow, c * kh * kw)
+
+
+#: fastest per-example convolution gradient for a layer configuration, found by timing both once
+_CONV_STRATEGY: dict[tuple, str] = {}
+
+
+def _conv_per_example_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
+    """(B, *conv.weight.shape) per-example kernel gradients, summed over each example's views.
+
+    Two exact ways: im2col patches and a batched matrix product, or one grouped convolution of the
+    inputs with the output gradients as kernels (one group per example). Which is faster depends on
+    the shapes and the machine, so the first call times both and remembers the winner.
+    """
+    key = (x.shape, g.shape, conv.kernel_size, conv.stride, conv.padding, conv.dilation, x.dtype, x.device.type)
+    strategy = _CONV_STRATEGY.get(key)
+    if strategy is None:
+        timings = {}
+        for name in ("patches", "grouped"):
+            for _ in range(2):
+                start = time.perf_counter()
+                _conv_grads(name, conv, x, g, examples)
+                timings[name] = time.perf_counter() - start
+        strategy = _CONV_STRATEGY[key] = min(timings, key=timings.get)
+    return _conv_grads(strategy, conv, x, g, examples)
+
+
+def _conv_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
+    n, out_channels = g.shape[:2]
+    if strategy == "patches":
+        cols = _patches(conv, x)  # (N, L, d)
+        grads = torch.bmm(g.flatten(2), cols)  # (N, p, d)
+    else:
+        kh, kw = conv.kernel_size
+        full = F.conv2d(x.transpose(0, 1), g.reshape(n * out_channels, 1, *g.shape[2:]), padding=conv.padding,
+                        stride=conv.dilation, dilation=conv.stride, groups=n)[..., :kh, :kw]  # (C, N*p, kh, kw)
+        grads = full.reshape(x.shape[1], n, out_channels, kh, kw).permute(1, 2, 0, 3, 4)
+    grads = grads.reshape(examples, n // examples, *conv.weight.shape)
+    return grads.sum(1) if n != examples else grads.squeeze(1)
+
+
+def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, multiple_views) -> ClippedGradients:
+    examples = len(inputs)
+    if examples == 0:
+        return ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0), 0.0)
+    views = inputs.shape[1] if multiple_views else 1
+    flat_inputs = inputs.flatten(0, 1) if multiple_views else inputs
+    layers: dict[nn.Module, _Layer] = {}
+    # Gradients are taken with respect to ``tap``, a zero added to the output of each layer whose input
+    # needs no gradient: backward then reaches every layer's output but computes no weight gradient.
+    tap = torch.zeros((), dtype=flat_inputs.dtype if flat_inputs.is_floating_point() else torch.get_default_dtype(),
+                      device=flat_inputs.device, requires_grad=True)
+
+    def forward_hook(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor | None:
+        if not any(p.requires_grad for p in module.parameters(recurse=False)):
+            return None
+        if module in layers:
+            raise UnsupportedModelError(f"{type(module).__name__} is called more than once per forward pass; "
+                                        "use method='vmap'")
+        layer = layers[module] = _Layer(module, args[0].detach(), output, examples)
+        if not args[0].requires_grad:
+            output = output + tap
+        output.register_hook(lambda g: setattr(layer, "output_grad", g))
+        return output
+
+    handles = [m.register_forward_hook(forward_hook) for m in model.modules() if isinstance(m, _FAST_LAYERS)]
+    try:
+        with torch.enable_grad():
+            losses = loss_fn(model(flat_inputs), _example_targets(targets, views))
+            torch.autograd.grad(losses.sum() / views, [tap], allow_unused=True)
+    finally:
+        for handle in handles:
+            handle.remove()
+    norms2 = torch.zeros(examples, dtype=params[0].dtype, device=params[0].device)
+    for layer in layers.values():
+        if layer.output_grad is None:  # the loss does not depend on this layer
+            layer.output_grad = torch.zeros(layer.output_shape, dtype=layer.output_dtype, device=norms2.device)
+        norms2 = norms2 + layer.norms2()
+    norms = norms2.clamp(min=0).sqrt()
+    factors = clip_factors(norms, max_grad_norm).to(norms2.dtype)
+    by_param = {}
+    for layer in layers.values():
+        by_param.update(zip(layer.params(), layer.clipped_sums(factors)))
+    sums = [by_param[p] if p in by_param else torch.zeros_like(p) for p in params]
+    return ClippedGradients(sums, norms, float(losses.detach().sum()) / views)

@@ -1,0 +1,180 @@
+"""A resumable DP-SGD training loop (Abadi et al. 2016, with the accuracy techniques of De et al. 2022).
+
+Each of ``steps`` steps: Poisson-sample a batch (rate q), compute the sum of clipped per-example
+gradients (micro-batched to ``physical_batch_size``; with augmentation multiplicity M, each example's
+gradient is averaged over M augmented views before clipping), add N(0, (sigma C)^2) noise, divide by
+the expected batch size q n, and take an optimiser step (SGD with momentum or AdamW, warm-up and
+cosine schedule: post-processing). An exponential moving average of the parameters (EMA, with the
+usual warm-up of its decay) is kept for evaluation when ``ema_decay`` is set; it is post-processing too.
+
+Privacy: (epsilon, delta)-DP for add-or-remove-one-example neighbours, where epsilon is what
+:func:`labeldp.accounting.dpsgd.dpsgd_epsilon` gives for (sigma, q, steps) -- the run records that
+event on its ledger before training starts. The guarantee covers the final and every intermediate
+model (checkpoints included). It assumes the noise is unpredictable to the adversary: use
+``noise="secure"`` in production (seeded generators make experiments reproducible).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.optim.swa_utils import AveragedModel
+from tqdm.auto import tqdm
+
+from labeldp.training.augment import augment
+from labeldp.training.dpsgd.clipping import METHODS, check_per_example_model, clipped_gradient_sum
+from labeldp.training.dpsgd.noise import privatize_gradients
+from labeldp.training.dpsgd.sampling import PoissonSampler
+from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, lr_schedule, make_optimizer, save_atomic
+
+
+@dataclass
+class DPSGDConfig:
+    """DP-SGD's own settings (epochs, expected batch size, optimiser and schedule are in TrainConfig).
+
+    ``noise_multiplier`` None means: calibrate it to the run's (epsilon, delta).
+    """
+
+    max_grad_norm: float = 1.0
+    noise_multiplier: float | None = None
+    augmult: int = 1
+    ema_decay: float | None = 0.999
+    physical_batch_size: int | None = 512
+    clipping: str = "auto"
+
+    def validate(self) -> None:
+        if not self.max_grad_norm > 0 or not math.isfinite(self.max_grad_norm):
+            raise ValueError(f"max_grad_norm must be a finite number > 0, got {self.max_grad_norm}")
+        if self.noise_multiplier is not None and not self.noise_multiplier > 0:
+            raise ValueError(f"noise_multiplier must be > 0, got {self.noise_multiplier}")
+        if self.augmult < 1:
+            raise ValueError(f"augmult must be at least 1, got {self.augmult}")
+        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must lie in (0, 1), got {self.ema_decay}")
+        if self.physical_batch_size is not None and self.physical_batch_size < 1:
+            raise ValueError(f"physical_batch_size must be at least 1, got {self.physical_batch_size}")
+        if self.clipping not in METHODS:
+            raise ValueError(f"clipping must be one of {METHODS}, got {self.clipping!r}")
+
+
+def _ema_with_warmup(decay: float) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """EMA update whose decay ramps up as min(decay, (1 + t) / (10 + t)) over the first updates, so
+    that short runs are not dominated by the initial weights."""
+    def average(averaged: torch.Tensor, current: torch.Tensor, updates: torch.Tensor) -> torch.Tensor:
+        rate = min(decay, (1.0 + float(updates)) / (10.0 + float(updates)))
+        return averaged * rate + current * (1.0 - rate)
+    return average
+
+
+def sampling_plan(num_examples: int, config: TrainConfig) -> tuple[float, int, int]:
+    """(q, steps, steps per epoch) for ``config.epochs`` epochs at expected batch size ``config.batch_size``."""
+    if config.batch_size > num_examples:
+        raise ValueError(f"batch_size ({config.batch_size}) exceeds the number of training examples ({num_examples})")
+    q = config.batch_size / num_examples
+    steps_per_epoch = max(1, round(1 / q))
+    return q, config.epochs * steps_per_epoch, steps_per_epoch
+
+
+def train_dpsgd(
+    model: nn.Module,
+    inputs: np.ndarray,
+    labels: np.ndarray,
+    config: TrainConfig,
+    dp: DPSGDConfig,
+    noise_multiplier: float,
+    *,
+    augmentation: str = "none",
+    test: tuple[np.ndarray, np.ndarray] | None = None,
+    seed: int = 0,
+    noise: str | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    on_epoch_end: Callable[[EpochRecord], None] | None = None,
+    progress: bool = True,
+) -> tuple[nn.Module, list[EpochRecord]]:
+    """Train ``model`` in place with DP-SGD; returns (the model to evaluate -- the EMA when kept --, history).
+
+    The sampling plan is :func:`sampling_plan` (q = batch_size / n, epochs x round(1/q) steps).
+    ``noise="secure"`` draws the Gaussian noise from the OS CSPRNG, otherwise from a generator seeded
+    with ``seed``. A ``checkpoint`` is written after every epoch (model, optimiser, schedule, EMA and
+    both generators) and resumed from, so an interrupted run continues the same random streams.
+    """
+    config.validate()
+    dp.validate()
+    if config.mixup_alpha > 0:
+        raise ValueError("mixup mixes examples, which breaks per-example clipping; use mixup_alpha=0 with DP-SGD")
+    check_per_example_model(model)
+    x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
+    y = torch.as_tensor(np.asarray(labels), dtype=torch.int64)
+    if len(x) != len(y) or len(x) == 0:
+        raise ValueError(f"inputs and labels must be non-empty and of equal length, got {len(x)} and {len(y)}")
+    q, steps, steps_per_epoch = sampling_plan(len(x), config)
+    device = next(model.parameters()).device
+    optimizer = make_optimizer(model, config)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, steps_per_epoch))
+    sampler = PoissonSampler(len(x), q, steps, torch.Generator().manual_seed(seed))
+    augment_rng = torch.Generator().manual_seed(seed + 1)
+    noise_rng = "secure" if noise == "secure" else torch.Generator(device=device).manual_seed(seed + 2)
+    ema = AveragedModel(model, avg_fn=_ema_with_warmup(dp.ema_decay), use_buffers=True) \
+        if dp.ema_decay is not None else None
+    history: list[EpochRecord] = []
+    path = Path(checkpoint) if checkpoint is not None else None
+    if path is not None and path.exists():
+        state = torch.load(path, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        sampler.load_state_dict(state["sampler"])
+        augment_rng.set_state(state["augment_rng"])
+        if not isinstance(noise_rng, str):
+            noise_rng.set_state(state["noise_rng"])
+        if ema is not None:
+            ema.load_state_dict(state["ema"])
+        history = [EpochRecord(**row) for row in state["history"]]
+
+    evaluated = ema.module if ema is not None else model
+    model.train()
+    for epoch in range(len(history) + 1, config.epochs + 1):
+        start = time.perf_counter()
+        total_loss, seen = 0.0, 0
+        bar = tqdm(range(steps_per_epoch), desc=f"dp-sgd epoch {epoch}/{config.epochs}", leave=False,
+                   disable=not progress, unit="step")
+        for _ in bar:
+            batch = sampler.sample()
+            xb = x[batch]
+            if dp.augmult > 1:
+                xb = torch.stack([augment(xb, augmentation, augment_rng) for _ in range(dp.augmult)], dim=1)
+            elif config.augment:
+                xb = augment(xb, augmentation, augment_rng)
+            clipped = clipped_gradient_sum(model, xb.to(device), y[batch].to(device), dp.max_grad_norm,
+                                           method=dp.clipping, physical_batch_size=dp.physical_batch_size,
+                                           multiple_views=dp.augmult > 1)
+            privatize_gradients(model, clipped, noise_multiplier, dp.max_grad_norm, q * len(x), noise_rng)
+            optimizer.step()
+            scheduler.step()
+            if ema is not None:
+                ema.update_parameters(model)
+            total_loss += clipped.loss_sum
+            seen += len(batch)
+            bar.set_postfix(loss=f"{total_loss / max(seen, 1):.3f}", batch=len(batch))
+        test_accuracy = accuracy(evaluated, *test, config.eval_batch_size) if test is not None else None
+        record = EpochRecord(epoch, total_loss / max(seen, 1), test_accuracy, optimizer.param_groups[0]["lr"],
+                             time.perf_counter() - start)
+        history.append(record)
+        if path is not None:
+            save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                         "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(),
+                         "augment_rng": augment_rng.get_state(),
+                         "noise_rng": None if isinstance(noise_rng, str) else noise_rng.get_state(),
+                         "ema": ema.state_dict() if ema is not None else None,
+                         "history": [asdict(r) for r in history]}, path)
+        if on_epoch_end is not None:
+            on_epoch_end(record)
+    return evaluated, history

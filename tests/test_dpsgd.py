@@ -1,0 +1,335 @@
+"""DP-SGD: per-example clipping against a loop reference, noise, Poisson sampling, calibration, runs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+from torch import nn
+
+from labeldp.accounting import (
+    DPSGD_RELATION,
+    PrivacyLedger,
+    calibrate_noise_multiplier,
+    dpsgd_epsilon,
+    dpsgd_event,
+    randomized_response_event,
+)
+from labeldp.models import SmallCNN, TanhCNN, WideResNet, WSConv2d
+from labeldp.training import RunConfig, TrainConfig, train_run
+from labeldp.training.dpsgd import (
+    PoissonSampler,
+    UnsupportedModelError,
+    clipped_gradient_sum,
+    cross_entropy_per_example,
+    gaussian_noise,
+    privatize_gradients,
+    replace_batchnorm,
+    secure_normal,
+)
+from labeldp.training.dpsgd import clipping
+from labeldp.training.dpsgd.trainer import DPSGDConfig, train_dpsgd
+
+
+@pytest.fixture(autouse=True)
+def float64():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
+def loop_reference(model, x, y, max_grad_norm, views=False):
+    """Clipped sum and norms from one backward pass per example (the definition)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    sums, norms = [torch.zeros_like(p) for p in params], []
+    for i in range(len(x)):
+        xi = x[i] if views else x[i:i + 1]
+        yi = y[i:i + 1].repeat(len(xi))
+        grads = torch.autograd.grad(cross_entropy_per_example(model(xi), yi).mean(), params)
+        norm = torch.sqrt(sum(g.pow(2).sum() for g in grads))
+        norms.append(norm)
+        for total, g in zip(sums, grads):
+            total.add_(g * min(1.0, max_grad_norm / (float(norm) + 1e-6)))
+    return sums, torch.stack(norms)
+
+
+class EmbeddingText(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(20, 8, padding_idx=0)
+        self.norm = nn.LayerNorm(8)
+        self.out = nn.Linear(8, 5)
+
+    def forward(self, tokens):
+        return self.out(torch.relu(self.norm(self.embed(tokens)))).mean(1)
+
+
+class ConvGroupNorm(nn.Module):
+    """WS conv, GroupNorm, a strided conv, a dilated conv with many channels (ghost norms), Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.ws = WSConv2d(3, 8, 3, padding=1)
+        self.gn = nn.GroupNorm(4, 8)
+        self.strided = nn.Conv2d(8, 48, 3, stride=2)
+        self.wide = nn.Conv2d(48, 64, 3, padding=2, dilation=2, bias=False)
+        self.head = nn.Linear(64, 5)
+
+    def forward(self, x):
+        h = torch.relu(self.gn(self.ws(x)))
+        h = torch.relu(self.wide(torch.relu(self.strided(h))))
+        return self.head(h.mean((2, 3)))
+
+
+def _cases():
+    torch.manual_seed(0)
+    return {
+        "mlp": (nn.Sequential(nn.Flatten(), nn.Linear(12, 7), nn.Tanh(), nn.Linear(7, 3)),
+                torch.randn(6, 3, 4), torch.randint(0, 3, (6,))),
+        "sequence-linear": (nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3), nn.Flatten(), nn.Linear(15, 3)),
+                            torch.randn(6, 5, 4), torch.randint(0, 3, (6,))),
+        "cnn-inplace-relu": (SmallCNN(channels=(4, 6), hidden=16), torch.randn(5, 1, 28, 28), torch.randint(0, 10, (5,))),
+        "tanh-cnn": (TanhCNN(), torch.randn(5, 1, 28, 28), torch.randint(0, 10, (5,))),
+        "embedding-layernorm": (EmbeddingText(), torch.randint(0, 20, (6, 7)), torch.randint(0, 5, (6,))),
+        "ws-groupnorm-conv": (ConvGroupNorm(), torch.randn(5, 3, 9, 9), torch.randint(0, 5, (5,))),
+        "wideresnet": (WideResNet(depth=10, width=1, groups=4), torch.randn(3, 3, 8, 8), torch.randint(0, 10, (3,))),
+    }
+
+
+@pytest.mark.parametrize("method", ["fast", "vmap"])
+@pytest.mark.parametrize("max_grad_norm", [0.05, math.inf])
+@pytest.mark.parametrize("case", list(_cases()))
+def test_clipped_sum_matches_per_example_loop(case, max_grad_norm, method):
+    model, x, y = _cases()[case]
+    expected, expected_norms = loop_reference(model, x, y, max_grad_norm)
+    got = clipped_gradient_sum(model, x, y, max_grad_norm, method=method, physical_batch_size=4)
+    assert len(got.sums) == len(expected)
+    for ours, reference in zip(got.sums, expected):
+        assert float((ours - reference).norm() / reference.norm().clamp(min=1e-30)) < 1e-5
+    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+    assert all(p.grad is None for p in model.parameters())  # the model's own gradients are untouched
+
+
+@pytest.mark.parametrize("strategy", ["patches", "grouped"])
+def test_both_convolution_strategies_are_exact(strategy):
+    torch.manual_seed(1)
+    for conv in (nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.Conv2d(2, 5, (3, 2), padding=(2, 1), dilation=2),
+                 nn.Conv2d(1, 3, 8, stride=2, padding=3)):
+        x = torch.randn(4, conv.in_channels, 11, 11)
+        out = conv(x)
+        g = torch.randn_like(out)
+        expected = torch.stack([torch.autograd.grad(conv(x[i:i + 1]), conv.weight, g[i:i + 1])[0] for i in range(4)])
+        torch.testing.assert_close(clipping._conv_grads(strategy, conv, x, g, 4), expected)
+
+
+@pytest.mark.parametrize("method", ["fast", "vmap"])
+def test_augmentation_multiplicity_averages_views_before_clipping(method):
+    model, _, y = _cases()["ws-groupnorm-conv"]
+    x = torch.randn(5, 3, 3, 9, 9)  # 3 views of each example
+    expected, _ = loop_reference(model, x, y, 0.05, views=True)
+    got = clipped_gradient_sum(model, x, y, 0.05, method=method, multiple_views=True)
+    for ours, reference in zip(got.sums, expected):
+        assert float((ours - reference).norm() / reference.norm()) < 1e-5
+
+
+def test_no_noise_and_no_clipping_is_plain_sgd():
+    model, x, y = _cases()["cnn-inplace-relu"]
+    nn.functional.cross_entropy(model(x), y).backward()
+    plain = [p.grad.clone() for p in model.parameters()]
+    clipped = clipped_gradient_sum(model, x, y, math.inf)
+    privatize_gradients(model, clipped, 0.0, math.inf, expected_batch_size=len(x))
+    for param, reference in zip(model.parameters(), plain):
+        torch.testing.assert_close(param.grad, reference)
+
+
+def test_empty_batch_gives_zero_sum_and_pure_noise():
+    model, x, y = _cases()["mlp"]
+    clipped = clipped_gradient_sum(model, x[:0], y[:0], 1.0)
+    assert clipped.norms.numel() == 0 and all(float(s.abs().sum()) == 0 for s in clipped.sums)
+    privatize_gradients(model, clipped, 1.0, 1.0, 10.0, torch.Generator().manual_seed(0))
+    assert all(float(p.grad.abs().sum()) > 0 for p in model.parameters())
+
+
+@pytest.mark.parametrize("source", ["seeded", "secure"])
+def test_noise_scale(source):
+    """The added noise is N(0, (sigma C / B)^2) per coordinate: mean, variance and normality."""
+    model = nn.Linear(100, 100)
+    zero = clipping.ClippedGradients([torch.zeros_like(p) for p in model.parameters()], torch.zeros(0), 0.0)
+    generator = "secure" if source == "secure" else torch.Generator().manual_seed(3)
+    privatize_gradients(model, zero, noise_multiplier=1.5, max_grad_norm=0.4, expected_batch_size=8.0,
+                        generator=generator)
+    noise = torch.cat([p.grad.flatten() for p in model.parameters()]).numpy()
+    std = 1.5 * 0.4 / 8.0
+    n = noise.size
+    assert abs(noise.mean()) < 5 * std / math.sqrt(n)
+    # (n - 1) s^2 / std^2 ~ chi2(n - 1): two-sided 1e-4 test
+    statistic = (n - 1) * noise.var(ddof=1) / std**2
+    assert stats.chi2.ppf(5e-5, n - 1) < statistic < stats.chi2.ppf(1 - 5e-5, n - 1)
+    assert stats.kstest(noise / std, "norm").pvalue > 1e-4
+
+
+def test_noise_scale_test_has_power():
+    """The variance check above rejects a noise standard deviation 10% too small."""
+    noise = gaussian_noise(torch.zeros(10100), 0.9, torch.Generator().manual_seed(0)).numpy()
+    statistic = (noise.size - 1) * noise.var(ddof=1)
+    assert not stats.chi2.ppf(5e-5, noise.size - 1) < statistic
+
+
+def test_secure_normal_is_standard_normal():
+    sample = secure_normal((20000,), dtype=torch.float64).numpy()
+    assert stats.kstest(sample, "norm").pvalue > 1e-4
+    with pytest.raises(ValueError, match="generator"):
+        gaussian_noise(torch.zeros(3), 1.0, "urandom")
+
+
+def test_poisson_batch_sizes_are_binomial():
+    n, q, steps = 200, 0.05, 4000
+    sampler = PoissonSampler(n, q, steps, torch.Generator().manual_seed(0))
+    batches = list(sampler)
+    sizes = np.array([len(b) for b in batches])
+    assert len(batches) == steps and all(len(set(b)) == len(b) for b in batches)
+    # chi-square goodness of fit against Binomial(n, q), pooling tails
+    edges = np.arange(4, 18)
+    observed = np.array([(sizes < edges[0]).sum()] + [(sizes == k).sum() for k in edges] + [(sizes > edges[-1]).sum()])
+    pmf = stats.binom(n, q)
+    expected = steps * np.array([pmf.cdf(edges[0] - 1)] + [pmf.pmf(k) for k in edges] + [pmf.sf(edges[-1])])
+    assert stats.chisquare(observed, expected).pvalue > 1e-4
+    # each example's inclusion rate is q
+    counts = np.bincount(np.concatenate(batches).astype(int), minlength=n)
+    assert abs(counts.mean() / steps - q) < 4 * math.sqrt(q * (1 - q) / (steps * n))
+
+
+def test_poisson_sampler_yields_empty_batches():
+    sizes = [len(b) for b in PoissonSampler(10, 0.05, 200, torch.Generator().manual_seed(0))]
+    assert 0 in sizes and max(sizes) > 0  # P(empty) = 0.95^10 = 0.6
+
+
+def test_poisson_sampler_resumes_its_stream():
+    first = PoissonSampler(50, 0.2, 10, torch.Generator().manual_seed(1))
+    first.sample()
+    state = first.state_dict()
+    expected = first.sample()
+    second = PoissonSampler(50, 0.2, 10, torch.Generator().manual_seed(99))
+    second.load_state_dict(state)
+    assert torch.equal(second.sample(), expected)
+
+
+@pytest.mark.parametrize("epsilon,q,steps", [(1.0, 0.01, 1000), (2.0, 256 / 60000, 2340), (8.0, 0.1, 50)])
+def test_calibration_meets_target_and_is_within_one_percent_of_smallest(epsilon, q, steps):
+    sigma = calibrate_noise_multiplier(epsilon, 1e-5, q, steps)
+    assert dpsgd_epsilon(sigma, q, steps, 1e-5) <= epsilon
+    assert dpsgd_epsilon(0.99 * sigma, q, steps, 1e-5) > epsilon
+
+
+def test_calibration_refuses_bad_input():
+    with pytest.raises(ValueError, match="sampling_probability"):
+        calibrate_noise_multiplier(1.0, 1e-5, 0.0, 10)
+    with pytest.raises(ValueError, match="delta"):
+        calibrate_noise_multiplier(1.0, 0.0, 0.1, 10)
+    with pytest.raises(ValueError, match="epsilon"):
+        calibrate_noise_multiplier(-1.0, 1e-5, 0.1, 10)
+
+
+def test_ledger_epsilon_equals_dp_accounting_and_survives_json(tmp_path):
+    ledger = PrivacyLedger(1000, DPSGD_RELATION)
+    ledger.record(dpsgd_event(1.1, 0.05, 300), np.arange(1000), "dp-sgd", "dp-sgd")
+    expected = dpsgd_epsilon(1.1, 0.05, 300, 1e-5)
+    assert ledger.epsilon(1e-5) == pytest.approx(expected, rel=1e-9)
+    ledger.save(tmp_path / "ledger.json", 1e-5)
+    loaded = PrivacyLedger.load(tmp_path / "ledger.json")
+    assert loaded.neighboring_relation == DPSGD_RELATION
+    assert loaded.epsilon(1e-5) == pytest.approx(expected, rel=1e-9)
+    assert json.loads((tmp_path / "ledger.json").read_text())["neighboring_relation"] == "ADD_OR_REMOVE_ONE"
+    with pytest.raises(ValueError, match="replace-one"):
+        ledger.record(randomized_response_event(1.0, 10), np.arange(3), "label RR on a full-DP ledger")
+
+
+@pytest.mark.parametrize("method", ["auto", "fast", "vmap"])
+def test_batchnorm_is_refused_with_a_fix(method):
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4 * 26 * 26, 2))
+    x, y = torch.randn(2, 1, 28, 28), torch.tensor([0, 1])
+    with pytest.raises(UnsupportedModelError, match="GroupNorm"):
+        clipped_gradient_sum(model, x, y, 1.0, method=method)
+    fixed = replace_batchnorm(model)
+    assert isinstance(fixed[1], nn.GroupNorm) and fixed[1].num_channels == 4
+    clipped_gradient_sum(fixed, x, y, 1.0, method=method)
+
+
+def test_fast_path_refuses_what_it_cannot_do_and_auto_falls_back():
+    model = nn.Sequential(nn.Conv2d(2, 4, 3, groups=2), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+    x, y = torch.randn(3, 2, 6, 6), torch.tensor([0, 1, 2])
+    with pytest.raises(UnsupportedModelError, match="groups"):
+        clipped_gradient_sum(model, x, y, 1.0, method="fast")
+    expected, _ = loop_reference(model, x, y, 0.1)
+    for ours, reference in zip(clipped_gradient_sum(model, x, y, 0.1, method="auto").sums, expected):
+        torch.testing.assert_close(ours, reference)
+    shared = nn.Linear(4, 4)
+    reused = nn.Sequential(shared, nn.Tanh(), shared)
+    with pytest.raises(UnsupportedModelError, match="more than once"):
+        clipped_gradient_sum(reused, torch.randn(2, 4), torch.tensor([0, 1]), 1.0, method="fast")
+
+
+def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path):
+    torch.set_default_dtype(torch.float32)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 10)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    config = TrainConfig(epochs=4, batch_size=40, lr=0.5, weight_decay=0.0, augment=False)
+    dp = DPSGDConfig(max_grad_norm=1.0, ema_decay=0.9, physical_batch_size=16)
+
+    def fresh():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(10, 16), nn.Tanh(), nn.Linear(16, 2))
+
+    full_model = fresh()
+    evaluated, history = train_dpsgd(full_model, x, y, config, dp, 0.5, test=(x, y), seed=1, progress=False)
+    assert history[-1].test_accuracy > 0.85
+    assert any(not torch.equal(a, b) for a, b in zip(evaluated.parameters(), full_model.parameters()))
+
+    # interrupted after two epochs, then resumed: identical to the uninterrupted run
+    class Crash(Exception):
+        pass
+
+    def crash_after_two(record):
+        if record.epoch == 2:
+            raise Crash
+
+    path = tmp_path / "checkpoint.pt"
+    with pytest.raises(Crash):
+        train_dpsgd(fresh(), x, y, config, dp, 0.5, seed=1, checkpoint=path, progress=False,
+                    on_epoch_end=crash_after_two)
+    resumed, _ = train_dpsgd(fresh(), x, y, config, dp, 0.5, seed=1, checkpoint=path, progress=False)
+    for a, b in zip(resumed.parameters(), evaluated.parameters()):
+        torch.testing.assert_close(a, b)
+
+
+def test_dpsgd_run_records_its_event_before_training(tmp_path):
+    torch.set_default_dtype(torch.float32)
+    config = RunConfig(dataset="digits", method="dp-sgd", epsilon=2.0, model="mlp",
+                       train=TrainConfig(epochs=2, batch_size=64, lr=0.5, weight_decay=0.0))
+    summary = train_run(config, tmp_path / "run", progress=False)
+    assert summary["epsilon"] == pytest.approx(2.0, abs=0.01) and summary["epsilon"] <= 2.0
+    assert summary["delta"] == 1e-5 and summary["neighboring_relation"] == "add-or-remove one example"
+    assert summary["test_accuracy"] > 0.3
+    ledger = PrivacyLedger.load(tmp_path / "run" / "ledger.json")
+    assert ledger.neighboring_relation == DPSGD_RELATION and [e.tag for e in ledger.entries] == ["dp-sgd"]
+    assert ledger.epsilon(1e-5) == pytest.approx(dpsgd_epsilon(summary["noise_multiplier"],
+                                                               summary["sampling_probability"], summary["steps"], 1e-5))
+
+
+def test_dpsgd_config_errors_before_any_spend(tmp_path):
+    with pytest.raises(ValueError, match="delta applies only"):
+        RunConfig(method="lp-1st", epsilon=1.0, delta=1e-5).resolved()
+    with pytest.raises(ValueError, match="mixup"):
+        RunConfig(method="dp-sgd", epsilon=1.0, train=TrainConfig(mixup_alpha=1.0)).resolved()
+    with pytest.raises(ValueError, match="max_grad_norm"):
+        RunConfig(method="dp-sgd", epsilon=1.0, dpsgd=DPSGDConfig(max_grad_norm=0)).resolved()
+    with pytest.raises(ValueError, match="batch_size"):
+        train_run(RunConfig(method="dp-sgd", epsilon=1.0, train=TrainConfig(batch_size=5000)), tmp_path / "r",
+                  progress=False)
+    assert not (tmp_path / "r" / "ledger.json").exists()
