@@ -1,4 +1,5 @@
-"""Model-level label-inference audits of MNIST runs: LP-1ST at several epsilons and a non-private run.
+"""Model-level label-inference audits of MNIST runs: LP-1ST at several epsilons and non-private runs
+(the augmented, weight-decayed recipe, and one fitted to its training set).
 
 Each audit retrains the profile's recipe with canaries (by default training examples given random
 wrong labels), guesses the canaries' labels from the model, calibrated by a reference model of the
@@ -20,7 +21,9 @@ from labeldp.experiments import get_profile
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default="../shared/datasets/mnist")
-    parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 2.0, 4.0])
+    parser.add_argument("--epsilons", type=float, nargs="*", default=[1.0, 2.0, 4.0])
+    parser.add_argument("--non-private", nargs="*", default=["mnist/non-private/run0", "mnist/non-private-fit/run0"],
+                        metavar="PROFILE", help="non-private profiles to audit (default: %(default)s)")
     parser.add_argument("--canaries", type=int, default=1000)
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--canary-kind", choices=("mislabeled", "noise"), default="mislabeled")
@@ -31,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
 
     data = load_dataset("mnist", args.data_dir)
-    keys = [f"mnist/e{e:g}/lp-1st/run0" for e in args.epsilons] + ["mnist/non-private/run0"]
+    keys = [f"mnist/e{e:g}/lp-1st/run0" for e in args.epsilons] + list(args.non_private)
     results = []
     for key in keys:
         config = get_profile(key).with_overrides(data_dir=args.data_dir)

@@ -38,6 +38,10 @@ def test_help_explains_every_command(capsys) -> None:
     (["--dataset", "mnist", "--data-dir", "/nonexistent/mnist", "--epsilon", "1"], "does not exist"),
     (["--dataset", "mnist", "--epsilon", "1"], "needs a data folder"),
     (["--dataset", "csv", "--epsilon", "1"], "needs a table file"),
+    (["--method", "lp-1st", "--epsilon", "1", "--delta", "1e-5"], "delta applies only to method 'dp-sgd'"),
+    (["--method", "dp-sgd", "--epsilon", "1", "--delta", "0"], "delta must lie in (0, 1)"),
+    (["--method", "dp-sgd", "--epsilon", "1", "--mixup", "1"], "cannot use mixup"),
+    (["--method", "dp-sgd", "--epsilon", "1", "--model", "resnet18", "--dataset", "digits"], "choose a --model without BatchNorm"),
 ])
 def test_bad_arguments_exit_with_a_clear_message(tmp_path, capsys, args, message) -> None:
     assert main(["train", *args, "--out", str(tmp_path / "run"), "--quiet"]) == 2
@@ -49,6 +53,14 @@ def test_unknown_dataset_is_an_argparse_error(capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--dataset", "imagenet", "--out", "x"])
     assert exit_info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_dpsgd_on_digits(tmp_path, capsys) -> None:
+    assert main(["train", "--dataset", "digits", "--method", "dp-sgd", "--epsilon", "3", "--model", "mlp",
+                 "--epochs", "1", "--batch-size", "64", "--augmult", "2", "--out", str(tmp_path / "run"),
+                 "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "epsilon 3 (delta 1e-05, add-or-remove one example)" in printed
 
 
 def test_train_on_digits(tmp_path, capsys) -> None:

@@ -17,6 +17,10 @@ MNIST_TRAIN = TrainConfig(epochs=12, batch_size=128, lr=0.05, weight_decay=5e-4)
 #: CIFAR-10: ResNet-18 with crop+flip and mixup, as in the paper (a GPU job: --device cuda).
 CIFAR_TRAIN = TrainConfig(epochs=200, batch_size=128, lr=0.1, weight_decay=5e-4, mixup_alpha=8.0)
 
+#: MNIST without privacy, trained to fit its training set (no augmentation or weight decay): the
+#: reference a label-inference audit should find leaking.
+MNIST_FIT_TRAIN = TrainConfig(epochs=15, batch_size=128, lr=0.05, weight_decay=0.0, augment=False)
+
 #: MNIST DP-SGD (full DP, delta 1e-5): the tanh CNN of Tramer & Boneh (2021), expected batch 512,
 #: clipping 0.1, SGD with momentum, 40 epochs, parameter EMA for evaluation.
 DPSGD_MNIST_TRAIN = TrainConfig(epochs=40, batch_size=512, lr=0.5, weight_decay=0.0, augment=False)
@@ -41,6 +45,9 @@ _register_dataset("digits", DIGITS_TRAIN, (1, 2, 4, 8), ("lp-1st", "lp-2st"), ru
 for _dataset, _train in (("mnist", MNIST_TRAIN), ("fashion-mnist", MNIST_TRAIN), ("cifar10", CIFAR_TRAIN)):
     _register_dataset(_dataset, _train, PAPER_EPSILONS[_dataset], ("lp-1st", "lp-2st"), runs=RUNS)
 for _seed in range(RUNS):
+    register(f"mnist/non-private-fit/run{_seed}", RunConfig(dataset="mnist", method="non-private", seed=_seed,
+                                                            train=MNIST_FIT_TRAIN),
+             description="no privacy, fitted to the training set (no augmentation, no weight decay)")
     for _epsilon in (1, 2, 4):
         register(f"mnist/e{_epsilon}/dp-sgd/run{_seed}",
                  RunConfig(dataset="mnist", method="dp-sgd", epsilon=float(_epsilon), delta=1e-5, model="tanh-cnn",

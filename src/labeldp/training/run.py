@@ -68,6 +68,7 @@ from labeldp.priors import cluster, cluster_priors, encode, histogram_priors
 from labeldp.mechanisms import prior_top_k, randomized_response_likelihood, rr_with_prior_likelihood
 from labeldp.models import MODELS, build_model
 from labeldp.training.rundir import RunDirectory, write_json_atomic
+from labeldp.training.dpsgd.clipping import check_per_example_model
 from labeldp.training.dpsgd.trainer import DPSGDConfig, sampling_plan, train_dpsgd
 from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, predict_proba, resolve_device, train_stage
 
@@ -415,6 +416,12 @@ def _train_dpsgd(config: RunConfig, out: RunDirectory, data: LabeledDataset, run
     """The full-DP baseline: record DP-SGD's event (once), then train with it."""
     n = len(data.y_train)
     q, steps, _ = sampling_plan(n, config.train)
+    model = run.new_model(1)
+    try:
+        check_per_example_model(model)
+    except ValueError as error:
+        raise ValueError(f"{error} (in the CLI: choose a --model without BatchNorm, e.g. wrn16-4 for 32x32 "
+                         "images)") from None
     if not run.ledger.has("dp-sgd"):
         sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(config.epsilon, config.delta, q, steps)
         run.ledger.record(dpsgd_event(sigma, q, steps), np.arange(n),
@@ -423,7 +430,6 @@ def _train_dpsgd(config: RunConfig, out: RunDirectory, data: LabeledDataset, run
         run.ledger.save(out.ledger_path, config.delta)
     event = next(e.event for e in run.ledger.entries if e.tag == "dp-sgd")
     sigma = event.event.event.noise_multiplier
-    model = run.new_model(1)
     evaluated, _ = train_dpsgd(model, data.x_train, data.y_train, config.train, config.dpsgd, sigma,
                                augmentation=data.augmentation, test=(data.x_test, data.y_test), seed=config.seed,
                                noise="secure" if config.secure_rng else None, checkpoint=out.checkpoint_path(1),
