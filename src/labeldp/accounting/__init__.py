@@ -8,9 +8,11 @@ from labeldp.accounting.ledger import (
     event_from_dict,
     event_to_dict,
     histogram_event,
+    laplace_one_hot_event,
     randomized_response_event,
 )
 from labeldp.accounting.release import (
+    release_laplace_one_hot,
     release_noisy_histogram,
     release_randomized_response,
     release_rr_with_prior,
@@ -28,6 +30,8 @@ __all__ = [
     "event_from_dict",
     "event_to_dict",
     "histogram_event",
+    "laplace_one_hot_event",
+    "release_laplace_one_hot",
     "randomized_response_event",
     "release_noisy_histogram",
     "release_randomized_response",

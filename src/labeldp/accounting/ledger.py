@@ -21,6 +21,8 @@ Events and their meaning under replace-one-label neighbours:
   moves two cells by one each is ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(a, 1), 2)`` (the two
   cells' noises are independent, so the PLDs compose exactly). dp_accounting's accountant only
   takes this event under add/remove relations, so the ledger builds its PLD directly.
+- ``LaplaceDpEvent(b)``: a real value that moves by one when one label is replaced, with Laplace(b)
+  noise, accounted as the (1 / b, 0)-DP guarantee it meets. ALIBI's noisy one-hot vector is ``SelfComposedDpEvent(LaplaceDpEvent(2 / eps), 2)``.
 - ``GaussianDpEvent`` and ``PoissonSampledDpEvent(GaussianDpEvent)`` (a DP-SGD step): dp_accounting's
   Gaussian PLD (sensitivity 1, the clipping bound being folded into the noise multiplier) under the
   ledger's relation, built exactly as dp_accounting's ``PLDAccountant`` builds it.
@@ -43,6 +45,7 @@ import attr
 import dp_accounting
 import numpy as np
 from dp_accounting import dp_event
+from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 NEIGHBORING_RELATION = dp_accounting.NeighboringRelation.REPLACE_ONE
@@ -92,6 +95,13 @@ def event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelati
         return pld_lib.from_randomized_response(event.noise_parameter, event.num_buckets,
                                                 value_discretization_interval=VALUE_DISCRETIZATION,
                                                 neighboring_relation=NEIGHBORING_RELATION)
+    if isinstance(event, dp_event.LaplaceDpEvent):
+        # A unit shift under Laplace(b) noise has privacy loss bounded by 1 / b: it is (1 / b, 0)-DP.
+        # The PLD of that guarantee dominates the Laplace PLD and keeps delta = 0 exact (the Laplace
+        # PLD's truncated tails would make the epsilon at delta 0 infinite).
+        return pld_lib.from_privacy_parameters(
+            pld_common.DifferentialPrivacyParameters(1.0 / event.noise_multiplier, 0.0),
+            value_discretization_interval=VALUE_DISCRETIZATION)
     if isinstance(event, dp_event.DiscreteLaplaceDpEvent):
         if event.noise_parameter == 0:
             raise NonPrivateRelease
@@ -112,6 +122,12 @@ def histogram_event(epsilon: float) -> dp_event.DpEvent:
     """A per-group label histogram with discrete Laplace(epsilon / 2) noise on every cell: replacing
     one label moves two cells by one, two independent unit shifts."""
     return dp_event.SelfComposedDpEvent(dp_event.DiscreteLaplaceDpEvent(epsilon / 2.0, 1), 2)
+
+
+def laplace_one_hot_event(epsilon: float) -> dp_event.DpEvent:
+    """ALIBI's release: one-hot label plus Laplace(2 / epsilon) per coordinate; replacing the label
+    shifts two coordinates by one, two independent unit shifts."""
+    return dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(2.0 / epsilon), 2)
 
 
 def randomized_response_event(epsilon: float, num_buckets: int) -> dp_event.DpEvent:

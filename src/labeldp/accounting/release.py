@@ -11,8 +11,8 @@ import dp_accounting
 import numpy as np
 
 from labeldp._validation import check_epsilon, check_labels, check_priors, check_same_length
-from labeldp.accounting.ledger import PrivacyLedger, histogram_event, randomized_response_event
-from labeldp.mechanisms import noisy_histogram, randomized_response, rr_with_prior
+from labeldp.accounting.ledger import PrivacyLedger, histogram_event, laplace_one_hot_event, randomized_response_event
+from labeldp.mechanisms import laplace_one_hot, noisy_histogram, randomized_response, rr_with_prior
 from labeldp.randomness import RandomSource
 
 
@@ -106,3 +106,19 @@ def release_noisy_histogram(ledger: PrivacyLedger, labels, members, groups, num_
     ledger.record(histogram_event(eps), mask,
                   f"noisy label histogram, {num_groups} groups x {num_classes} classes, epsilon={eps:g}", tag)
     return counts
+
+
+def release_laplace_one_hot(ledger: PrivacyLedger, labels, members, num_classes: int, epsilon: float,
+                            rng: RandomSource = None, tag: str | None = None) -> np.ndarray:
+    """ALIBI's release: each member's one-hot label plus Laplace(2 / epsilon) noise per coordinate
+    (epsilon-label-DP), recorded on ``ledger`` as two unit-shifted Laplace coordinates."""
+    eps = check_epsilon(epsilon)
+    true = check_labels(labels, num_classes)
+    mask = ledger.members_mask(members)
+    check_same_length(labels=true, members=np.flatnonzero(mask))
+    if ledger.has(tag or ""):
+        raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+    noisy = laplace_one_hot(true, num_classes, eps, rng)
+    ledger.record(laplace_one_hot_event(eps), mask,
+                  f"Laplace one-hot (ALIBI), K={num_classes}, epsilon={eps:g}", tag)
+    return noisy

@@ -43,7 +43,7 @@ def _register_dataset(dataset: str, train: TrainConfig, epsilons, methods, runs:
 
 _register_dataset("digits", DIGITS_TRAIN, (1, 2, 4, 8), ("lp-1st", "lp-2st"), runs=RUNS)
 for _dataset, _train in (("mnist", MNIST_TRAIN), ("fashion-mnist", MNIST_TRAIN), ("cifar10", CIFAR_TRAIN)):
-    _register_dataset(_dataset, _train, PAPER_EPSILONS[_dataset], ("lp-1st", "lp-2st"), runs=RUNS)
+    _register_dataset(_dataset, _train, PAPER_EPSILONS[_dataset], ("lp-1st", "lp-2st", "alibi"), runs=RUNS)
 for _seed in range(RUNS):
     register(f"mnist/non-private-fit/run{_seed}", RunConfig(dataset="mnist", method="non-private", seed=_seed,
                                                             train=MNIST_FIT_TRAIN),

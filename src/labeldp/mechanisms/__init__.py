@@ -5,6 +5,7 @@ release, call them through :mod:`labeldp.accounting.release`, which writes each 
 """
 
 from labeldp.mechanisms.histogram import discrete_laplace, discrete_laplace_pmf, noisy_histogram
+from labeldp.mechanisms.laplace import laplace, laplace_one_hot, laplace_one_hot_likelihood, laplace_scale
 from labeldp.mechanisms.rr import (
     keep_probability,
     prior_top_k,
@@ -20,6 +21,10 @@ __all__ = [
     "discrete_laplace",
     "discrete_laplace_pmf",
     "noisy_histogram",
+    "laplace",
+    "laplace_one_hot",
+    "laplace_one_hot_likelihood",
+    "laplace_scale",
     "keep_probability",
     "prior_top_k",
     "randomized_response",

@@ -26,6 +26,12 @@ a noisy label histogram per cluster over the whole training set, which is every 
 prior. Every stage's RR then uses ``epsilon - prior_epsilon``, so each label's total stays ``epsilon``
 (sequential composition, which the ledger checks).
 
+``alibi`` (Malek et al. 2021): every label is released once as its one-hot vector plus Laplace
+(2 / epsilon) noise per coordinate. ALIBI trains on the soft labels prior(y) Pr[z | y] / Z, with the
+model's current prediction as the prior; the forward loss -log sum_y p(y | x) Pr[z | y] has exactly
+that gradient (the soft label recomputed at every step), so ``alibi`` trains one stage with the
+forward loss on the Laplace likelihoods.
+
 ``dp-sgd`` is the full-DP baseline: inputs *and* labels private, (epsilon, delta)-DP for add-or-remove
 one example. It reads the true labels inside DP-SGD's Poisson-sampled, clipped and noised gradient
 steps (:mod:`labeldp.training.dpsgd`); its event (noise multiplier calibrated to epsilon and delta by
@@ -59,24 +65,25 @@ from labeldp.accounting import (
     dpsgd_event,
     event_from_dict,
     event_to_dict,
+    release_laplace_one_hot,
     release_randomized_response,
     release_rr_with_prior,
     release_true_labels,
 )
 from labeldp.data import DATASETS, LabeledDataset, load_dataset
 from labeldp.priors import cluster, cluster_priors, encode, histogram_priors
-from labeldp.mechanisms import prior_top_k, randomized_response_likelihood, rr_with_prior_likelihood
+from labeldp.mechanisms import laplace_one_hot_likelihood, prior_top_k, randomized_response_likelihood, rr_with_prior_likelihood
 from labeldp.models import MODELS, build_model
 from labeldp.training.rundir import RunDirectory, write_json_atomic
 from labeldp.training.dpsgd.clipping import check_per_example_model
 from labeldp.training.dpsgd.trainer import DPSGDConfig, sampling_plan, train_dpsgd
 from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, predict_proba, resolve_device, train_stage
 
-METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "dp-sgd")
+METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "alibi", "dp-sgd")
 DEFAULT_DELTA = 1e-5
 LOSSES = ("forward", "ce")
 PRIORS = ("uniform", "cluster")
-DEFAULT_STAGES = {"non-private": (1.0,), "rr": (1.0,), "lp-1st": (1.0,), "lp-2st": (0.4, 0.6), "lp-mst": (0.3, 0.3, 0.4), "dp-sgd": (1.0,)}
+DEFAULT_STAGES = {"non-private": (1.0,), "rr": (1.0,), "lp-1st": (1.0,), "lp-2st": (0.4, 0.6), "lp-mst": (0.3, 0.3, 0.4), "alibi": (1.0,), "dp-sgd": (1.0,)}
 
 
 @dataclass
@@ -123,7 +130,7 @@ class RunConfig:
         stages = tuple(float(s) for s in (self.stages or DEFAULT_STAGES[self.method]))
         if any(not s > 0 for s in stages) or abs(sum(stages) - 1.0) > 1e-6:
             raise ValueError(f"stages must be positive fractions summing to 1, got {list(stages)}")
-        expected = {"lp-2st": 2, "non-private": 1, "rr": 1, "lp-1st": 1, "dp-sgd": 1}.get(self.method)
+        expected = {"lp-2st": 2, "non-private": 1, "rr": 1, "lp-1st": 1, "alibi": 1, "dp-sgd": 1}.get(self.method)
         if expected is not None and len(stages) != expected:
             raise ValueError(f"method {self.method!r} has {expected} stage(s), got {len(stages)} fractions")
         if self.method == "lp-mst" and len(stages) < 2:
@@ -142,6 +149,8 @@ class RunConfig:
                 raise ValueError(f"clusters must be at least 1, got {self.clusters}")
         elif self.prior_epsilon is not None:
             raise ValueError("prior_epsilon applies only with prior 'cluster'")
+        if self.method == "alibi" and (self.loss != "forward" or self.prior != "uniform"):
+            raise ValueError("method 'alibi' trains on its Laplace likelihoods: it takes loss 'forward' and no prior")
         delta = None
         if self.method == "dp-sgd":
             delta = DEFAULT_DELTA if self.delta is None else float(self.delta)
@@ -260,9 +269,16 @@ class _Run:
         def draw(scratch: PrivacyLedger) -> dict[str, np.ndarray]:
             tag, true = f"stage{stage}", data.y_train[members]
             k = np.full(members.size, data.num_classes)
+            extra: dict[str, np.ndarray] = {}
             if cfg.method == "non-private":
                 labels = release_true_labels(scratch, true, members, data.num_classes, tag)
                 likelihood = evidence = np.eye(data.num_classes)[labels]
+            elif cfg.method == "alibi":
+                noisy = release_laplace_one_hot(scratch, true, members, data.num_classes, epsilon,
+                                                self._rng(stage), tag)
+                likelihood = evidence = laplace_one_hot_likelihood(noisy, epsilon)
+                labels = noisy.argmax(axis=1)
+                extra["noisy_one_hot"] = noisy.astype(np.float32)
             elif stage == 1 and cfg.prior == "uniform":
                 labels = release_randomized_response(scratch, true, members, data.num_classes, epsilon,
                                                      self._rng(stage), tag)
@@ -276,7 +292,7 @@ class _Run:
                 # prior is the model's own belief, built from labels that are reused anyway.
                 evidence = release_evidence(prior if stage == 1 else None, likelihood)
             return {"indices": members, "labels": labels, "k": k, "likelihood": likelihood.astype(np.float32),
-                    "evidence": evidence.astype(np.float32)}
+                    "evidence": evidence.astype(np.float32), **extra}
 
         return self._spend(f"stage{stage}", draw)
 
