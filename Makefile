@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU build of torch is pinned first; the package then asks for a range 2.13.0 satisfies.
 TORCH := torch==2.13.0
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench bench-dpsgd clean
 
 $(BIN)/labeldp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ test: install
 
 bench: install
 	$(BIN)/python benchmarks/mechanisms_speed.py
+
+# Opacus is installed for this comparison only; labeldp itself does not need it.
+bench-dpsgd: install
+	$(BIN)/pip install --quiet opacus
+	$(BIN)/python benchmarks/dpsgd_speed.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

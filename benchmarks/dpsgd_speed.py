@@ -83,7 +83,7 @@ def opacus(model: nn.Module, x: torch.Tensor, y: torch.Tensor, mode: str) -> Cal
     return step
 
 
-def run(model_name: str, batch_size: int, repeats: int, with_opacus: bool) -> list[tuple[str, float]]:
+def run(model_name: str, batch_size: int, repeats: int, warmup: int, with_opacus: bool) -> list[tuple[str, float]]:
     torch.manual_seed(0)
     reference = build_model(model_name, SHAPES[model_name], 10)
     x = torch.randn(batch_size, *SHAPES[model_name])
@@ -98,7 +98,7 @@ def run(model_name: str, batch_size: int, repeats: int, with_opacus: bool) -> li
     results = []
     for name, make in variants:
         try:
-            seconds = median_seconds(make(copy.deepcopy(reference)), repeats)
+            seconds = median_seconds(make(copy.deepcopy(reference)), repeats, warmup)
         except Exception as error:  # a mode that cannot handle the model is reported, not fatal
             print(f"  {name}: failed ({type(error).__name__}: {str(error).splitlines()[0][:100]})")
             continue
@@ -112,6 +112,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["tanh-cnn", "cnn", "wrn16-4"], choices=sorted(SHAPES))
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=None, help="timed steps per variant (default 20, 3 for wrn16-4)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per variant (default %(default)s)")
     parser.add_argument("--no-opacus", action="store_true", help="skip Opacus (e.g. when it is not installed)")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size}")
@@ -119,7 +120,7 @@ def main() -> None:
     for model_name in args.models:
         print(f"{model_name}:", flush=True)
         repeats = args.repeats or (3 if model_name == "wrn16-4" else 20)
-        tables[model_name] = run(model_name, args.batch_size, repeats, not args.no_opacus)
+        tables[model_name] = run(model_name, args.batch_size, repeats, args.warmup, not args.no_opacus)
     print()
     print(f"{'model':<10} {'variant':<18} {'median step':>12} {'vs non-private':>15}")
     for model_name, rows in tables.items():

@@ -86,6 +86,20 @@ class ConvGroupNorm(nn.Module):
         return self.head(h.mean((2, 3)))
 
 
+class StandardizedInPlace(nn.Module):
+    """Weight-standardised convs on a small map (ghost norms) whose outputs are changed in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = WSConv2d(3, 40, 3, padding=1)
+        self.second = WSConv2d(40, 48, 3, padding=1, bias=False)
+        self.head = nn.Linear(48, 4)
+
+    def forward(self, x):
+        h = torch.relu_(self.first(x))
+        return self.head(torch.relu_(self.second(h)).mean((2, 3)))
+
+
 def _cases():
     torch.manual_seed(0)
     return {
@@ -97,6 +111,7 @@ def _cases():
         "tanh-cnn": (TanhCNN(), torch.randn(5, 1, 28, 28), torch.randint(0, 10, (5,))),
         "embedding-layernorm": (EmbeddingText(), torch.randint(0, 20, (6, 7)), torch.randint(0, 5, (6,))),
         "ws-groupnorm-conv": (ConvGroupNorm(), torch.randn(5, 3, 9, 9), torch.randint(0, 5, (5,))),
+        "ws-ghost-inplace": (StandardizedInPlace(), torch.randn(4, 3, 3, 3), torch.randint(0, 4, (4,))),
         "wideresnet": (WideResNet(depth=10, width=1, groups=4), torch.randn(3, 3, 8, 8), torch.randint(0, 10, (3,))),
     }
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import vjp, vmap
 
 
 def _standardize(weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -31,11 +30,32 @@ class WSConv2d(nn.Conv2d):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._conv_forward(x, self.standardized_weight(), self.bias)
 
+    def _standardization(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(y, s): the standardised kernel (out_channels, fan_in) and each channel's scale s."""
+        weight = self.weight.detach().flatten(1)
+        scale = torch.sqrt(weight.var(dim=1, keepdim=True, unbiased=False) + self.eps)
+        return (weight - weight.mean(dim=1, keepdim=True)) / scale, scale
+
     def weight_gradient(self, standardized_grads: torch.Tensor) -> torch.Tensor:
-        """Map a batch (B, *weight.shape) of gradients with respect to the standardised kernel to
-        gradients with respect to ``weight`` (the chain rule through the standardisation)."""
-        _, pullback = vjp(lambda w: _standardize(w, self.eps), self.weight.detach())
-        return vmap(pullback)(standardized_grads)[0]
+        """Map gradients G (B, *weight.shape) with respect to the standardised kernel y = (w - mean) / s
+        to gradients with respect to ``weight``: per output channel (G - mean(G) - y mean(G y)) / s,
+        the chain rule through the standardisation (means over the fan-in). The map is linear in G."""
+        standardized, scale = self._standardization()
+        grads = standardized_grads.flatten(2)
+        centred = grads - grads.mean(dim=2, keepdim=True)
+        projected = centred - standardized * (grads * standardized).mean(dim=2, keepdim=True)
+        return (projected / scale).view_as(standardized_grads)
+
+    def weight_gradient_norms2(self, standardized_grads: torch.Tensor) -> torch.Tensor:
+        """Squared norms (B,) of :meth:`weight_gradient` without forming it: with n the fan-in and
+        m = mean(G y), each channel contributes (|G|^2 - n mean(G)^2 - 2 n m^2 + m^2 |y|^2) / s^2."""
+        standardized, scale = self._standardization()
+        grads = standardized_grads.flatten(2)  # (B, p, n)
+        fan_in = grads.shape[2]
+        m = torch.einsum("bpn,pn->bp", grads, standardized) / fan_in
+        per_channel = (grads.pow(2).sum(2) - grads.sum(2).pow(2) / fan_in - 2 * fan_in * m.pow(2)
+                       + m.pow(2) * standardized.pow(2).sum(1))
+        return (per_channel / scale.squeeze(1).pow(2)).sum(1)
 
 
 def _group_norm(channels: int, groups: int) -> nn.GroupNorm:

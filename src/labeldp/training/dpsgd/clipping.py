@@ -221,6 +221,9 @@ class _Layer:
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
         self.module, self.activation, self.examples = module, activation, examples
         self.output_shape, self.output_dtype = output.shape, output.dtype
+        # a standardised conv's output serves its ghost norms; in-place changes are detected by version
+        self.output = output.detach() if isinstance(module, WSConv2d) else None
+        self.output_version = output._version
         self.output_grad: torch.Tensor | None = None
         self.per_example: list[torch.Tensor] | None = None  # materialised per-example gradients
         self._cached: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -245,12 +248,14 @@ class _Layer:
             return total
         if isinstance(module, nn.Conv2d) and self._materialise():
             weight = _conv_per_example_grads(module, self.activation, self.output_grad, self.examples)
+            self.per_example = [weight]  # for WSConv2d: gradients with respect to the standardised kernel
             if isinstance(module, WSConv2d):
-                weight = module.weight_gradient(weight)
-            self.per_example = [weight]
+                return total + module.weight_gradient_norms2(weight)
             return total + weight.flatten(1).pow(2).sum(1)
         a, g = self._matrices()  # (B, T, d), (B, T, p)
         T, d, p = a.shape[1], a.shape[2], g.shape[2]
+        if isinstance(module, WSConv2d):
+            return total + self._standardized_ghost_norms2(a, g)
         if T * (d + p) >= d * p:
             weight = torch.bmm(g.transpose(1, 2), a)  # (B, p, d): materialised per-example gradients
             self.per_example = [weight]
@@ -260,11 +265,37 @@ class _Layer:
         return total + (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
 
     def _materialise(self) -> bool:
-        """Whether per-example gradients are cheaper than ghost norms (always for standardised kernels)."""
+        """Whether per-example gradients are cheaper than ghost norms."""
         module, g = self.module, self.output_grad
         positions = g[0].numel() // g.shape[1] * (g.shape[0] // self.examples)
         fan_in = module.weight[0].numel()
-        return isinstance(module, WSConv2d) or positions * (fan_in + module.out_channels) >= fan_in * module.out_channels
+        return positions * (fan_in + module.out_channels) >= fan_in * module.out_channels
+
+    def _standardized_ghost_norms2(self, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """Norms of a weight-standardised conv's per-example gradients without forming them.
+
+        With G the gradient for the standardised kernel y, each channel r contributes
+        (|G_r|^2 - n mean(G_r)^2 - 2 n m_r^2 + m_r^2 |y_r|^2) / s_r^2, m_r = mean(G_r y_r)
+        (:meth:`WSConv2d.weight_gradient_norms2`). Ghost norms give sum_r |G_r|^2 / s_r^2 (output
+        gradients scaled by 1 / s_r); sum(G_r) = sum_t g_tr (sum of patch t); G_r . y_r = sum_t g_tr o_tr
+        where o = conv(x, y), the layer's output without its bias.
+        """
+        module = self.module
+        standardized, scale = module._standardization()  # (p, n), (p, 1)
+        fan_in = standardized.shape[1]
+        inv_scale = 1.0 / scale.squeeze(1)
+        scaled = g * inv_scale
+        ghost = (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(scaled, scaled.transpose(1, 2))).sum((1, 2))
+        grad_sums = torch.einsum("btp,bt->bp", g, a.sum(2))
+        output = self.output
+        if output._version != self.output_version:  # modified in place later in the forward pass
+            output = module._conv_forward(self.activation, module.standardized_weight().detach(), None)
+        elif module.bias is not None:
+            output = output - module.bias.detach().view(1, -1, 1, 1)
+        o = output.flatten(2).transpose(1, 2).reshape(g.shape)
+        m = torch.einsum("btp,btp->bp", g, o) / fan_in
+        extra = -grad_sums.pow(2) / fan_in - 2 * fan_in * m.pow(2) + m.pow(2) * standardized.pow(2).sum(1)
+        return ghost + (extra * inv_scale.pow(2)).sum(1)
 
     def clipped_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
         """Sum over examples of factor_i x (example i's gradient), for each trainable parameter."""
@@ -277,15 +308,24 @@ class _Layer:
         if module.weight.requires_grad:
             if self.per_example is not None:
                 weight = torch.einsum("b,b...->...", factors, self.per_example[0])
+            elif isinstance(module, nn.Conv2d):
+                weight = _conv_weight_grad(module, self.activation, self._scaled_output_grad(factors))
             else:
                 a, g = self._matrices()
                 weight = (g * factors[:, None, None]).flatten(0, 1).t().mm(a.flatten(0, 1))
+            if isinstance(module, WSConv2d):  # its chain rule is linear: apply it once, to the sum
+                weight = module.weight_gradient(weight.reshape(1, *module.weight.shape))[0]
             sums.append(weight.reshape(module.weight.shape))
         if module.bias is not None and module.bias.requires_grad:
             sums.append(torch.einsum("b,bp->p", factors, self._bias_grads()))
         return sums
 
     # -- helpers ----------------------------------------------------------------------------------
+    def _scaled_output_grad(self, factors: torch.Tensor) -> torch.Tensor:
+        g = self.output_grad
+        per_row = factors.repeat_interleave(g.shape[0] // self.examples)
+        return g * per_row.view(-1, *([1] * (g.dim() - 1)))
+
     def _bias_grads(self) -> torch.Tensor:
         """(B, p): each example's bias gradient, the output gradient summed over its positions."""
         g = self.output_grad
@@ -393,6 +433,13 @@ def _conv_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor
         grads = full.reshape(x.shape[1], n, out_channels, kh, kw).permute(1, 2, 0, 3, 4)
     grads = grads.reshape(examples, n // examples, *conv.weight.shape)
     return grads.sum(1) if n != examples else grads.squeeze(1)
+
+
+def _conv_weight_grad(conv: nn.Conv2d, x: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
+    """The batch's kernel gradient for output gradient ``grad_output`` (one fused backward kernel)."""
+    return torch.ops.aten.convolution_backward(
+        grad_output, x, conv.weight.detach(), None, conv.stride, conv.padding, conv.dilation, False, [0, 0],
+        conv.groups, [False, True, False])[1]
 
 
 def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, multiple_views) -> ClippedGradients:
