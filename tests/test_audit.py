@@ -110,6 +110,15 @@ def test_model_level_audit_separates_private_from_non_private(blobs, tmp_path, c
                      canaries="poison")
 
 
+def test_dpsgd_runs_are_audited_against_their_label_guarantee(blobs, tmp_path) -> None:
+    train = TrainConfig(epochs=5, batch_size=64, lr=0.5, weight_decay=0.0, augment=False)
+    report = audit_config(RunConfig(dataset="csv", method="dp-sgd", epsilon=1.0, train=train), tmp_path / "dp",
+                          num_canaries=100, dataset=blobs)
+    assert report["claimed_epsilon"] == pytest.approx(1.0, abs=0.01)
+    assert report["claimed_label_epsilon"] == pytest.approx(2 * report["claimed_epsilon"])
+    assert report["epsilon_lower_bound"] <= report["claimed_label_epsilon"]
+
+
 def test_audit_command_leaves_the_run_alone(tmp_path, capsys) -> None:
     run = tmp_path / "run"
     assert main(["train", "--method", "lp-1st", "--epsilon", "2", "--epochs", "3", "--out", str(run), "--quiet"]) == 0

@@ -263,7 +263,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "audit":
             result = audit_run(args.run_dir, num_canaries=args.canaries, confidence=args.confidence,
                                seed=args.seed, device=args.device, canaries=args.canary_kind)
-            print(f"{result['method']} on {result['dataset']}: claimed epsilon {format_epsilon(result['claimed_epsilon'])}, "
+            claimed = format_epsilon(result["claimed_epsilon"])
+            if result["claimed_label_epsilon"] != result["claimed_epsilon"]:
+                claimed += f" per example, {format_epsilon(result['claimed_label_epsilon'])} per replaced label"
+            print(f"{result['method']} on {result['dataset']}: claimed epsilon {claimed}, "
                   f"empirical epsilon lower bound {result['epsilon_lower_bound']:.3f} "
                   f"({100 * result['confidence']:g}% confidence, {result['num_canaries']} canaries)")
             for t in result["thresholds"]:

@@ -169,7 +169,12 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
     reference = _predict(Path(reference_dir), config, data, canary_inputs)
     guesses, scores = guess_canary_labels(probabilities, original, reference)
     result = audit_guesses(guesses, secrets, scores, num_options, confidence)
-    report = {"method": config.method, "dataset": config.dataset, "claimed_epsilon": summary["epsilon"],
+    claimed = summary["epsilon"]
+    # Replacing a label is removing the example and adding it back relabelled: an add-or-remove
+    # (eps, delta) guarantee (DP-SGD) gives (2 eps, (1 + e^eps) delta) for a replaced label.
+    label_epsilon = 2 * claimed if claimed is not None and config.method == "dp-sgd" else claimed
+    report = {"method": config.method, "dataset": config.dataset, "claimed_epsilon": claimed,
+              "claimed_label_epsilon": label_epsilon,
               "canaries": canaries, "reference_run": str(reference_dir),
               "canary_run_test_accuracy": summary["test_accuracy"], "canary_run_seconds": summary["seconds"],
               "seconds": round(time.perf_counter() - start, 2),
