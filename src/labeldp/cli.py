@@ -70,6 +70,7 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--method", choices=METHODS, default="lp-2st",
                        help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
                             "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
+                            "alibi: Laplace noise on the one-hot label; "
                             "dp-sgd: the full-DP baseline (inputs and labels private)")
     train.add_argument("--epsilon", type=float, help="privacy budget epsilon (> 0); required for private methods")
     train.add_argument("--delta", type=float,
