@@ -16,6 +16,16 @@ from labeldp.mechanisms import laplace_one_hot, noisy_histogram, randomized_resp
 from labeldp.randomness import RandomSource
 
 
+def _members(ledger: PrivacyLedger, members, tag: str | None, **arrays: np.ndarray) -> np.ndarray:
+    """The members as a mask, after checking that every per-member array matches them in length and
+    that ``tag`` is new: all before anything is drawn."""
+    mask = ledger.members_mask(members)
+    check_same_length(**arrays, members=np.flatnonzero(mask))
+    if ledger.has(tag or ""):
+        raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+    return mask
+
+
 def release_randomized_response(
     ledger: PrivacyLedger,
     labels,
@@ -32,10 +42,7 @@ def release_randomized_response(
     """
     eps = check_epsilon(epsilon)
     true = check_labels(labels, num_classes)
-    mask = ledger.members_mask(members)
-    check_same_length(labels=true, members=np.flatnonzero(mask))
-    if ledger.has(tag or ""):
-        raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+    mask = _members(ledger, members, tag, labels=true)
     noisy = randomized_response(true, num_classes, eps, rng)
     ledger.record(randomized_response_event(eps, num_classes), mask,
                   f"randomized response, K={num_classes}, epsilon={eps:g}", tag)
@@ -63,10 +70,7 @@ def release_rr_with_prior(
     eps = check_epsilon(epsilon)
     prior = check_priors(priors)
     true = check_labels(labels, prior.shape[1])
-    mask = ledger.members_mask(members)
-    check_same_length(labels=true, priors=prior, members=np.flatnonzero(mask))
-    if ledger.has(tag or ""):
-        raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+    mask = _members(ledger, members, tag, labels=true, priors=prior)
     noisy, k = rr_with_prior(true, prior, eps, rng)
     informative = k[k >= 2]
     k_event = int(informative.min()) if informative.size else 1
@@ -82,8 +86,7 @@ def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int
     this can never be reported as private.
     """
     true = check_labels(labels, num_classes)
-    mask = ledger.members_mask(members)
-    check_same_length(labels=true, members=np.flatnonzero(mask))
+    mask = _members(ledger, members, tag, labels=true)
     ledger.record(dp_accounting.NonPrivateDpEvent(), mask, "true labels (non-private)", tag)
     return true.copy()
 
@@ -98,10 +101,7 @@ def release_noisy_histogram(ledger: PrivacyLedger, labels, members, groups, num_
     """
     eps = check_epsilon(epsilon)
     true = check_labels(labels, num_classes)
-    mask = ledger.members_mask(members)
-    check_same_length(labels=true, groups=np.asarray(groups), members=np.flatnonzero(mask))
-    if ledger.has(tag or ""):
-        raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+    mask = _members(ledger, members, tag, labels=true, groups=np.asarray(groups))
     counts = noisy_histogram(true, groups, num_groups, num_classes, eps, rng)
     ledger.record(histogram_event(eps), mask,
                   f"noisy label histogram, {num_groups} groups x {num_classes} classes, epsilon={eps:g}", tag)
@@ -114,10 +114,7 @@ def release_laplace_one_hot(ledger: PrivacyLedger, labels, members, num_classes:
     (epsilon-label-DP), recorded on ``ledger`` as two unit-shifted Laplace coordinates."""
     eps = check_epsilon(epsilon)
     true = check_labels(labels, num_classes)
-    mask = ledger.members_mask(members)
-    check_same_length(labels=true, members=np.flatnonzero(mask))
-    if ledger.has(tag or ""):
-        raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+    mask = _members(ledger, members, tag, labels=true)
     noisy = laplace_one_hot(true, num_classes, eps, rng)
     ledger.record(laplace_one_hot_event(eps), mask,
                   f"Laplace one-hot (ALIBI), K={num_classes}, epsilon={eps:g}", tag)
