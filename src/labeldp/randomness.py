@@ -21,7 +21,9 @@ class SecureGenerator:
     """The subset of ``numpy.random.Generator`` used by the mechanisms, backed by ``os.urandom``.
 
     ``random`` returns floats with 53 random bits; ``integers`` is exactly uniform (rejection
-    sampling on 64-bit words), so no modulo bias is introduced.
+    sampling on 64-bit words), so no modulo bias is introduced; ``normal`` applies the Box-Muller
+    transform to such uniforms in float64 (like every floating-point Gaussian sampler, it is not an
+    exact discrete Gaussian).
     """
 
     def _words(self, count: int) -> np.ndarray:
@@ -31,6 +33,19 @@ class SecureGenerator:
         shape = () if size is None else size
         count = int(np.prod(shape))
         values = (self._words(count) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+        return float(values[0]) if size is None else values.reshape(shape)
+
+    def normal(self, loc: float = 0.0, scale: float = 1.0, size: int | tuple[int, ...] | None = None
+               ) -> np.ndarray | float:
+        """Normal deviates N(loc, scale^2) (numpy's signature)."""
+        shape = () if size is None else ((size,) if np.isscalar(size) else tuple(size))
+        count = int(np.prod(shape))
+        pairs = (count + 1) // 2
+        u1 = 1.0 - self.random(pairs)  # in (0, 1], so the logarithm is finite
+        u2 = self.random(pairs)
+        radius = np.sqrt(-2.0 * np.log(u1))
+        normals = np.concatenate([radius * np.cos(2 * np.pi * u2), radius * np.sin(2 * np.pi * u2)])[:count]
+        values = loc + scale * normals
         return float(values[0]) if size is None else values.reshape(shape)
 
     def integers(self, low, high=None, size=None) -> np.ndarray:
@@ -60,7 +75,7 @@ RandomSource = Union[None, int, np.random.Generator, SecureGenerator, str]
 
 
 def as_generator(rng: RandomSource) -> np.random.Generator | SecureGenerator:
-    """Turn any accepted ``rng`` argument into an object with ``random`` and ``integers``."""
+    """Turn any accepted ``rng`` argument into an object with ``random``, ``integers`` and ``normal``."""
     if isinstance(rng, (np.random.Generator, SecureGenerator)):
         return rng
     if isinstance(rng, str):

@@ -11,13 +11,13 @@ Gaussian; the accounting treats it as the ideal Gaussian.
 from __future__ import annotations
 
 import math
-import os
 from typing import Union
 
 import numpy as np
 import torch
 from torch import nn
 
+from labeldp.randomness import SecureGenerator
 from labeldp.training.dpsgd.clipping import ClippedGradients, trainable_parameters
 
 NoiseSource = Union[torch.Generator, str, None]
@@ -26,14 +26,8 @@ NoiseSource = Union[torch.Generator, str, None]
 def secure_normal(shape: torch.Size | tuple[int, ...], dtype: torch.dtype = torch.float32,
                   device: torch.device | str = "cpu") -> torch.Tensor:
     """Standard normal deviates from ``os.urandom`` (53-bit uniforms, Box-Muller)."""
-    count = math.prod(shape)
-    pairs = (count + 1) // 2
-    words = np.frombuffer(os.urandom(16 * pairs), dtype=np.uint64).reshape(2, pairs)
-    u1 = ((words[0] >> np.uint64(11)).astype(np.float64) + 1.0) * 2.0**-53  # in (0, 1]
-    u2 = (words[1] >> np.uint64(11)).astype(np.float64) * 2.0**-53
-    radius = np.sqrt(-2.0 * np.log(u1))
-    normals = np.concatenate([radius * np.cos(2 * np.pi * u2), radius * np.sin(2 * np.pi * u2)])[:count]
-    return torch.from_numpy(normals).reshape(shape).to(dtype=dtype, device=device)
+    normals = SecureGenerator().normal(size=tuple(shape))
+    return torch.from_numpy(np.asarray(normals)).to(dtype=dtype, device=device)
 
 
 def gaussian_noise(like: torch.Tensor, std: float, generator: NoiseSource = None) -> torch.Tensor:
