@@ -14,9 +14,8 @@ import math
 
 import dp_accounting
 from dp_accounting import dp_event
-from dp_accounting.pld import pld_privacy_accountant
 
-from labeldp.accounting.ledger import VALUE_DISCRETIZATION
+from labeldp.accounting.calibration import accountant_epsilon, smallest_noise
 
 DPSGD_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 MIN_NOISE_MULTIPLIER = 1 / 16
@@ -39,18 +38,12 @@ def dpsgd_event(noise_multiplier: float, sampling_probability: float, steps: int
     return dp_event.SelfComposedDpEvent(step, int(steps))
 
 
-def _accountant() -> pld_privacy_accountant.PLDAccountant:
-    return pld_privacy_accountant.PLDAccountant(DPSGD_RELATION, value_discretization_interval=VALUE_DISCRETIZATION)
-
-
 def dpsgd_epsilon(noise_multiplier: float, sampling_probability: float, steps: int, delta: float) -> float:
     """Epsilon of DP-SGD at ``delta`` (add-or-remove relation), from dp_accounting's PLD accountant."""
     _check(sampling_probability, steps, delta)
     if noise_multiplier == 0:
         return math.inf
-    accountant = _accountant()
-    accountant.compose(dpsgd_event(noise_multiplier, sampling_probability, steps))
-    return accountant.get_epsilon(delta)
+    return accountant_epsilon(dpsgd_event(noise_multiplier, sampling_probability, steps), delta, DPSGD_RELATION)
 
 
 def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_probability: float, steps: int,
@@ -62,26 +55,5 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_probabilit
     returned value always meets the target.
     """
     _check(sampling_probability, steps, delta)
-    if not epsilon > 0 or not math.isfinite(epsilon):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon}")
-    def meets(sigma: float) -> bool:
-        return dpsgd_epsilon(sigma, sampling_probability, steps, delta) <= epsilon
-
-    # Bracket the answer by doubling or halving from 1 (tiny multipliers make huge PLDs: stop at 1/16).
-    low, high = 0.5, 1.0
-    if meets(high):
-        while meets(low):
-            if low <= MIN_NOISE_MULTIPLIER:
-                raise ValueError(f"epsilon {epsilon} at delta {delta} allows a noise multiplier below "
-                                 f"{MIN_NOISE_MULTIPLIER}; give the noise multiplier explicitly")
-            low, high = low / 2, low
-    else:
-        while not meets(2 * high):
-            high *= 2
-            if high > 1e4:
-                raise ValueError(f"no noise multiplier below 1e4 reaches epsilon {epsilon} at delta {delta}")
-        low, high = high, 2 * high
-    sigma = dp_accounting.calibrate_dp_mechanism(
-        _accountant, lambda s: dpsgd_event(s, sampling_probability, steps), epsilon, delta,
-        bracket_interval=dp_accounting.ExplicitBracketInterval(low, high), tol=tolerance * low)
-    return float(sigma)
+    return smallest_noise(lambda sigma: dpsgd_event(sigma, sampling_probability, steps), epsilon, delta,
+                          DPSGD_RELATION, minimum=MIN_NOISE_MULTIPLIER, maximum=1e4, tolerance=tolerance)
