@@ -23,9 +23,14 @@ Events and their meaning under replace-one-label neighbours:
   takes this event under add/remove relations, so the ledger builds its PLD directly.
 - ``LaplaceDpEvent(b)``: a real value that moves by one when one label is replaced, with Laplace(b)
   noise, accounted as the (1 / b, 0)-DP guarantee it meets. ALIBI's noisy one-hot vector is ``SelfComposedDpEvent(LaplaceDpEvent(2 / eps), 2)``.
-- ``GaussianDpEvent`` and ``PoissonSampledDpEvent(GaussianDpEvent)`` (a DP-SGD step): dp_accounting's
-  Gaussian PLD (sensitivity 1, the clipping bound being folded into the noise multiplier) under the
-  ledger's relation, built exactly as dp_accounting's ``PLDAccountant`` builds it.
+- ``GaussianDpEvent(s)``: a query whose value moves by at most 1 (L2) between neighbours, plus
+  N(0, s^2) noise: dp_accounting's Gaussian PLD for a shift of 1. Under add-or-remove this is exactly
+  what dp_accounting's ``PLDAccountant`` builds. On the label ledger it is PATE's aggregator (one
+  replaced label moves a vote histogram by sqrt(2), folded into s; :mod:`labeldp.accounting.pate`).
+  dp_accounting's own REPLACE_ONE Gaussian would assume a shift of 2, so the ledger does not use it.
+- ``PoissonSampledDpEvent(GaussianDpEvent)`` (a DP-SGD step, under add-or-remove only): dp_accounting's
+  sampled Gaussian PLD (the clipping bound folded into the noise multiplier), as its ``PLDAccountant``
+  builds it.
 - ``SelfComposedDpEvent``, ``ComposedDpEvent``, ``NoOpDpEvent``; ``NonPrivateDpEvent`` makes epsilon infinite.
 
 The label mechanisms (RR, discrete Laplace histograms) are accounted under replace-one only.
@@ -53,6 +58,10 @@ RELATION_NAMES = {
     dp_accounting.NeighboringRelation.REPLACE_ONE: "replace-one label",
     dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE: "add-or-remove one example",
 }
+#: dp_accounting's Gaussian PLD for a query that moves by (at most) its sensitivity between neighbours.
+#: Under REPLACE_ONE, dp_accounting assumes a move of twice the sensitivity (a replaced example in a
+#: sum of clipped vectors), which is not what a GaussianDpEvent on the label ledger means.
+GAUSSIAN_SHIFT_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 #: Discretisation of privacy losses: reported epsilons are pessimistic by at most about this much.
 VALUE_DISCRETIZATION = 1e-4
 
@@ -72,6 +81,10 @@ def event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelati
     if isinstance(event, dp_event.NonPrivateDpEvent):
         raise NonPrivateRelease
     if isinstance(event, dp_event.SelfComposedDpEvent):
+        if isinstance(event.event, dp_event.GaussianDpEvent) and event.count > 0:
+            # n Gaussian mechanisms with multiplier s are exactly one with s / sqrt(n) (as in dp_accounting).
+            return event_pld(dp_event.GaussianDpEvent(event.event.noise_multiplier / math.sqrt(event.count)),
+                             relation)
         inner = event_pld(event.event, relation)
         return None if inner is None or event.count == 0 else inner.self_compose(event.count)
     if isinstance(event, dp_event.ComposedDpEvent):
@@ -82,9 +95,11 @@ def event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelati
     if isinstance(gaussian, dp_event.GaussianDpEvent):
         if gaussian.noise_multiplier == 0:
             raise NonPrivateRelease
+        if relation == NEIGHBORING_RELATION and sampling_prob != 1.0:
+            raise ValueError("the ledger accounts Poisson-sampled Gaussian events under add-or-remove only")
         return pld_lib.from_gaussian_mechanism(gaussian.noise_multiplier, sampling_prob=sampling_prob,
                                                value_discretization_interval=VALUE_DISCRETIZATION,
-                                               neighboring_relation=relation)
+                                               neighboring_relation=GAUSSIAN_SHIFT_RELATION)
     if relation != NEIGHBORING_RELATION:
         raise ValueError(f"the ledger accounts {type(event).__name__} under the replace-one-label relation only")
     if isinstance(event, dp_event.RandomizedResponseDpEvent):
