@@ -38,7 +38,7 @@ def test_help_explains_every_command(capsys) -> None:
     (["--dataset", "mnist", "--data-dir", "/nonexistent/mnist", "--epsilon", "1"], "does not exist"),
     (["--dataset", "mnist", "--epsilon", "1"], "needs a data folder"),
     (["--dataset", "csv", "--epsilon", "1"], "needs a table file"),
-    (["--method", "lp-1st", "--epsilon", "1", "--delta", "1e-5"], "delta applies only to method 'dp-sgd'"),
+    (["--method", "lp-1st", "--epsilon", "1", "--delta", "1e-5"], "delta applies only to methods pate and dp-sgd"),
     (["--method", "dp-sgd", "--epsilon", "1", "--delta", "0"], "delta must lie in (0, 1)"),
     (["--method", "dp-sgd", "--epsilon", "1", "--mixup", "1"], "cannot use mixup"),
     (["--method", "dp-sgd", "--epsilon", "1", "--model", "resnet18", "--dataset", "digits"], "choose a --model without BatchNorm"),

@@ -17,6 +17,7 @@ from labeldp.models import MODELS
 from labeldp.training import METHODS, RunConfig, RunLockedError, TrainConfig, train_run
 from labeldp.training.stage import OPTIMIZERS, SCHEDULES
 from labeldp.training.dpsgd.trainer import DPSGDConfig
+from labeldp.training.pate import PATEConfig
 
 #: The demo: the embedded digits profiles (recipe in labeldp.experiments.recipes).
 DEMO_PROFILES = r"^digits/(non-private|e(1|2|4|8)/lp-(1|2)st)/run0$"
@@ -71,10 +72,11 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
                             "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
                             "alibi: Laplace noise on the one-hot label; "
+                            "pate: teachers on disjoint parts of the data vote, noisily, on a student's queries; "
                             "dp-sgd: the full-DP baseline (inputs and labels private)")
     train.add_argument("--epsilon", type=float, help="privacy budget epsilon (> 0); required for private methods")
     train.add_argument("--delta", type=float,
-                       help="delta of --method dp-sgd (default 1e-5); the label-DP methods are pure epsilon-DP")
+                       help="delta of --method pate or dp-sgd (default 1e-5); the other methods are pure epsilon-DP")
     train.add_argument("--stages", type=float, nargs="+", metavar="FRACTION",
                        help="fractions of the training set per stage, summing to 1 (default: 0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)")
     train.add_argument("--temperature", type=float, default=1.0, help="prior = softmax(logits / T) (default %(default)s)")
@@ -112,6 +114,21 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="examples per forward/backward pass; bounds memory, same result (default %(default)s)")
     dp.add_argument("--clipping", choices=("auto", "fast", "vmap"), default="auto",
                     help="per-example gradient path (default %(default)s)")
+    pate = train.add_argument_group("pate", "options of --method pate (the training options are the student's)")
+    pate.add_argument("--teachers", type=int, default=250, help="teachers, each on its own part of the data (default %(default)s)")
+    pate.add_argument("--queries", type=int,
+                      help="public inputs the teachers vote on (default: as many as the budget pays for at "
+                           "--vote-noise)")
+    pate.add_argument("--vote-noise", type=float,
+                      help="GNMax noise std in votes (default: teachers / 4, or the smallest that pays for --queries)")
+    pate.add_argument("--aggregator", choices=("gnmax", "confident"), default="gnmax",
+                      help="confident: answer only queries whose noisy top vote reaches --threshold (default %(default)s)")
+    pate.add_argument("--threshold", type=float, default=0.6,
+                      help="confident GNMax's threshold, a fraction of the teachers (default %(default)s)")
+    pate.add_argument("--threshold-noise-ratio", type=float, default=2.0,
+                      help="threshold check noise / vote noise (default %(default)s)")
+    pate.add_argument("--teacher-epochs", type=int, default=20, help="epochs of each teacher (default %(default)s)")
+    pate.add_argument("--teacher-batch-size", type=int, default=32, help="batch size of each teacher (default %(default)s)")
     _add_train_arguments(train)
 
     demo = commands.add_parser("demo", help="privacy/accuracy table on the embedded digits dataset",
@@ -190,7 +207,12 @@ def _train(args: argparse.Namespace) -> None:
     dpsgd = DPSGDConfig(max_grad_norm=args.max_grad_norm, noise_multiplier=args.noise_multiplier, augmult=args.augmult,
                         ema_decay=args.ema_decay or None, physical_batch_size=args.physical_batch_size,
                         clipping=args.clipping)
+    pate = PATEConfig(teachers=args.teachers, queries=args.queries, noise_std=args.vote_noise,
+                      aggregator=args.aggregator, threshold=args.threshold,
+                      threshold_noise_ratio=args.threshold_noise_ratio, teacher_epochs=args.teacher_epochs,
+                      teacher_batch_size=args.teacher_batch_size)
     config = RunConfig(dataset=args.dataset, method=args.method, epsilon=args.epsilon, delta=args.delta, dpsgd=dpsgd,
+                       pate=pate,
                        stages=tuple(args.stages) if args.stages else None, model=args.model,
                        temperature=args.temperature, prior=args.prior,
                        prior_epsilon=args.prior_epsilon, clusters=args.clusters, loss=args.loss, reuse_labels=not args.no_reuse_labels,

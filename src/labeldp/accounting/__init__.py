@@ -11,15 +11,21 @@ from labeldp.accounting.ledger import (
     laplace_one_hot_event,
     randomized_response_event,
 )
+from labeldp.accounting.pate import calibrate_vote_noise, pate_epsilon, pate_event
 from labeldp.accounting.release import (
     release_laplace_one_hot,
     release_noisy_histogram,
+    release_pate_labels,
     release_randomized_response,
     release_rr_with_prior,
     release_true_labels,
 )
 
 __all__ = [
+    "calibrate_vote_noise",
+    "pate_epsilon",
+    "pate_event",
+    "release_pate_labels",
     "DPSGD_RELATION",
     "calibrate_noise_multiplier",
     "dpsgd_epsilon",

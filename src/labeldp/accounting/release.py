@@ -12,7 +12,9 @@ import numpy as np
 
 from labeldp._validation import check_epsilon, check_labels, check_priors, check_same_length
 from labeldp.accounting.ledger import PrivacyLedger, histogram_event, laplace_one_hot_event, randomized_response_event
-from labeldp.mechanisms import laplace_one_hot, noisy_histogram, randomized_response, rr_with_prior
+from labeldp.accounting.pate import pate_event
+from labeldp.mechanisms import (confident_gnmax, gnmax, laplace_one_hot, noisy_histogram, randomized_response,
+                                rr_with_prior, teacher_votes)
 from labeldp.randomness import RandomSource
 
 
@@ -119,3 +121,44 @@ def release_laplace_one_hot(ledger: PrivacyLedger, labels, members, num_classes:
     ledger.record(laplace_one_hot_event(eps), mask,
                   f"Laplace one-hot (ALIBI), K={num_classes}, epsilon={eps:g}", tag)
     return noisy
+
+
+def release_pate_labels(ledger: PrivacyLedger, teacher_predictions, teacher_of, members, num_classes: int,
+                        noise_std: float, threshold: float | None = None, threshold_noise_std: float | None = None,
+                        rng: RandomSource = None, tag: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """PATE's aggregated answers to every query, recorded on ``ledger``.
+
+    Args:
+        teacher_predictions: (teachers, queries) class votes; teacher t must have been trained on
+            the labels of the members with ``teacher_of == t`` only (and on public inputs).
+        teacher_of: each member's teacher, integers in [0, teachers): the partition is disjoint.
+        noise_std: GNMax vote noise sigma.
+        threshold, threshold_noise_std: both or neither; with them, confident GNMax (answer only if
+            the top vote count plus N(0, threshold_noise_std^2) reaches ``threshold``).
+
+    Returns:
+        (answered mask, labels) over the queries; labels are -1 where a query was not answered.
+
+    Every member is charged for every query (replacing its label may change its teacher's vote on
+    any of them): ``queries`` GNMax answers and, for the confident variant, as many threshold checks
+    (:func:`labeldp.accounting.pate.pate_event`), whatever the number answered.
+    """
+    if (threshold is None) != (threshold_noise_std is None):
+        raise ValueError("confident GNMax needs both threshold and threshold_noise_std (plain GNMax neither)")
+    votes = teacher_votes(teacher_predictions, num_classes)
+    teachers, queries = np.asarray(teacher_predictions).shape
+    assignment = check_labels(teacher_of, teachers, "teacher_of")
+    mask = _members(ledger, members, tag, teacher_of=assignment)
+    event = pate_event(queries, noise_std, threshold_noise_std)
+    if threshold is None:
+        labels = gnmax(votes, noise_std, rng)
+        answered = np.ones(queries, dtype=bool)
+        kind = "GNMax"
+    else:
+        if not 0 < threshold <= teachers:
+            raise ValueError(f"threshold must lie in (0, {teachers}] votes, got {threshold}")
+        answered, labels = confident_gnmax(votes, threshold, threshold_noise_std, noise_std, rng)
+        kind = f"confident GNMax (threshold {threshold:g}, noise {threshold_noise_std:.4g})"
+    ledger.record(event, mask, f"PATE {kind}, {teachers} teachers, {queries} queries, vote noise {noise_std:.4g}",
+                  tag)
+    return answered, labels

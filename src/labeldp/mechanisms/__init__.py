@@ -4,6 +4,13 @@ The true labels of a training set are read by these functions only. To record th
 release, call them through :mod:`labeldp.accounting.release`, which writes each spend to a ledger.
 """
 
+from labeldp.mechanisms.gnmax import (
+    answer_probability,
+    confident_gnmax,
+    gnmax,
+    gnmax_probabilities,
+    teacher_votes,
+)
 from labeldp.mechanisms.histogram import discrete_laplace, discrete_laplace_pmf, noisy_histogram
 from labeldp.mechanisms.laplace import laplace, laplace_one_hot, laplace_one_hot_likelihood, laplace_scale
 from labeldp.mechanisms.rr import (
@@ -18,6 +25,11 @@ from labeldp.mechanisms.rr import (
 )
 
 __all__ = [
+    "answer_probability",
+    "confident_gnmax",
+    "gnmax",
+    "gnmax_probabilities",
+    "teacher_votes",
     "discrete_laplace",
     "discrete_laplace_pmf",
     "noisy_histogram",

@@ -32,6 +32,11 @@ model's current prediction as the prior; the forward loss -log sum_y p(y | x) Pr
 that gradient (the soft label recomputed at every step), so ``alibi`` trains one stage with the
 forward loss on the Laplace likelihoods.
 
+``pate`` (Papernot et al. 2017, 2018): teachers trained on disjoint parts of the labelled data vote
+on public inputs; GNMax (or its confident variant) answers each query with noisy votes, and the
+student trains on the answers. (epsilon, delta)-label-DP: Gaussian noise has no pure-epsilon
+guarantee, so it takes ``delta`` (:mod:`labeldp.training.pate`, :mod:`labeldp.accounting.pate`).
+
 ``dp-sgd`` is the full-DP baseline: inputs *and* labels private, (epsilon, delta)-DP for add-or-remove
 one example. It reads the true labels inside DP-SGD's Poisson-sampled, clipped and noised gradient
 steps (:mod:`labeldp.training.dpsgd`); its event (noise multiplier calibrated to epsilon and delta by
@@ -66,6 +71,7 @@ from labeldp.accounting import (
     event_from_dict,
     event_to_dict,
     release_laplace_one_hot,
+    release_pate_labels,
     release_randomized_response,
     release_rr_with_prior,
     release_true_labels,
@@ -77,13 +83,17 @@ from labeldp.models import MODELS, build_model
 from labeldp.training.rundir import RunDirectory, write_json_atomic
 from labeldp.training.dpsgd.clipping import check_per_example_model
 from labeldp.training.dpsgd.trainer import DPSGDConfig, sampling_plan, train_dpsgd
+from labeldp.training.pate import PATEConfig, partition_teachers, select_queries, teacher_train_config, train_teachers
 from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, predict_proba, resolve_device, train_stage
 
-METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "alibi", "dp-sgd")
+METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "alibi", "pate", "dp-sgd")
+#: Methods whose Gaussian noise makes them (epsilon, delta)-DP: they take --delta.
+GAUSSIAN_METHODS = ("pate", "dp-sgd")
 DEFAULT_DELTA = 1e-5
 LOSSES = ("forward", "ce")
 PRIORS = ("uniform", "cluster")
-DEFAULT_STAGES = {"non-private": (1.0,), "rr": (1.0,), "lp-1st": (1.0,), "lp-2st": (0.4, 0.6), "lp-mst": (0.3, 0.3, 0.4), "alibi": (1.0,), "dp-sgd": (1.0,)}
+DEFAULT_STAGES = {"non-private": (1.0,), "rr": (1.0,), "lp-1st": (1.0,), "lp-2st": (0.4, 0.6), "lp-mst": (0.3, 0.3, 0.4), "alibi": (1.0,), "pate": (1.0,),
+                  "dp-sgd": (1.0,)}
 
 
 @dataclass
@@ -111,6 +121,7 @@ class RunConfig:
     test_table: str | None = None
     train: TrainConfig = field(default_factory=TrainConfig)
     dpsgd: DPSGDConfig = field(default_factory=DPSGDConfig)
+    pate: PATEConfig = field(default_factory=PATEConfig)
 
     def resolved(self) -> RunConfig:
         """Validate every field and fill in defaults (stage fractions); raises ``ValueError``."""
@@ -130,7 +141,7 @@ class RunConfig:
         stages = tuple(float(s) for s in (self.stages or DEFAULT_STAGES[self.method]))
         if any(not s > 0 for s in stages) or abs(sum(stages) - 1.0) > 1e-6:
             raise ValueError(f"stages must be positive fractions summing to 1, got {list(stages)}")
-        expected = {"lp-2st": 2, "non-private": 1, "rr": 1, "lp-1st": 1, "alibi": 1, "dp-sgd": 1}.get(self.method)
+        expected = {"lp-2st": 2, "non-private": 1, "rr": 1, "lp-1st": 1, "alibi": 1, "pate": 1, "dp-sgd": 1}.get(self.method)
         if expected is not None and len(stages) != expected:
             raise ValueError(f"method {self.method!r} has {expected} stage(s), got {len(stages)} fractions")
         if self.method == "lp-mst" and len(stages) < 2:
@@ -152,17 +163,21 @@ class RunConfig:
         if self.method == "alibi" and (self.loss != "forward" or self.prior != "uniform"):
             raise ValueError("method 'alibi' trains on its Laplace likelihoods: it takes loss 'forward' and no prior")
         delta = None
-        if self.method == "dp-sgd":
+        if self.method in GAUSSIAN_METHODS:
             delta = DEFAULT_DELTA if self.delta is None else float(self.delta)
             if not 0.0 < delta < 1.0:
                 raise ValueError(f"delta must lie in (0, 1), got {delta}")
             if self.prior != "uniform":
-                raise ValueError("method 'dp-sgd' uses no label prior")
+                raise ValueError(f"method {self.method!r} uses no label prior")
+        elif self.delta is not None:
+            raise ValueError(f"delta applies only to methods {' and '.join(GAUSSIAN_METHODS)} (the other "
+                             "label-DP methods are pure epsilon-DP)")
+        if self.method == "dp-sgd":
             if self.train.mixup_alpha > 0:
                 raise ValueError("method 'dp-sgd' cannot use mixup (it mixes examples)")
             self.dpsgd.validate()
-        elif self.delta is not None:
-            raise ValueError("delta applies only to method 'dp-sgd' (the label-DP methods are pure epsilon-DP)")
+        if self.method == "pate":
+            self.pate.validate()
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if not self.temperature > 0:
@@ -187,6 +202,7 @@ class RunConfig:
         data = dict(data)
         data["train"] = TrainConfig(**data.get("train", {}))
         data["dpsgd"] = DPSGDConfig(**data.get("dpsgd", {}))
+        data["pate"] = PATEConfig(**data.get("pate", {}))
         if data.get("stages") is not None:
             data["stages"] = tuple(data["stages"])
         return cls(**data)
@@ -360,6 +376,8 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", p
     """
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
+    if config.method == "pate":  # refuse an unpayable plan before the run directory is written
+        config.pate.plan(config.epsilon, config.delta, len(data.y_train))
     out = RunDirectory(out_dir)
     with out.lock():
         return _train_locked(config, out, data, device, progress)
@@ -384,6 +402,8 @@ def _train_locked(config: RunConfig, out: RunDirectory, data: LabeledDataset, de
 
     if config.method == "dp-sgd":
         return _train_dpsgd(config, out, data, run)
+    if config.method == "pate":
+        return _train_pate(config, out, data, run)
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
     if config.prior == "cluster":
         run.cluster_prior_rows()  # released (or read back) before any stage
@@ -466,6 +486,59 @@ def _train_dpsgd(config: RunConfig, out: RunDirectory, data: LabeledDataset, run
         "noise_multiplier": sigma,
         "sampling_probability": q,
         "steps": steps,
+    }
+    write_json_atomic(out.summary_path, summary)
+    return summary
+
+
+def _train_pate(config: RunConfig, out: RunDirectory, data: LabeledDataset, run: _Run) -> dict[str, Any]:
+    """PATE: teachers (resumable), one recorded release of the aggregated answers, then the student."""
+    pate, n = config.pate, len(data.y_train)
+    num_queries, noise_std = pate.plan(config.epsilon, config.delta, n)
+    ratio = pate.threshold_noise_ratio_or_none
+    teacher_of = partition_teachers(n, pate.teachers, config.seed)
+    queries = select_queries(n, num_queries, config.seed)
+    votes_checkpoint = out.root / "checkpoints" / "teachers.npz"
+
+    def draw(scratch: PrivacyLedger) -> dict[str, np.ndarray]:
+        predictions = train_teachers(
+            lambda t: build_model(config.model, data.input_shape, data.num_classes).to(run.device),
+            data.x_train, data.y_train, teacher_of, data.x_train[queries], data.num_classes,
+            teacher_train_config(config.train, pate), augmentation=data.augmentation, seed=config.seed,
+            checkpoint=votes_checkpoint, progress=run.progress)
+        threshold = pate.threshold * pate.teachers if pate.confident else None
+        answered, labels = release_pate_labels(scratch, predictions, teacher_of, np.arange(n), data.num_classes,
+                                               noise_std, threshold, None if ratio is None else ratio * noise_std,
+                                               run._rng(1), "pate")
+        return {"queries": queries, "answered": answered, "labels": labels, "noise_std": np.array(noise_std)}
+
+    released = run._spend("pate", draw)
+    run.ledger.save(out.ledger_path, config.delta)
+    votes_checkpoint.unlink(missing_ok=True)  # the teachers' raw votes are not private: gone once released
+    answered = released["answered"]
+    if not answered.any():
+        raise ValueError("no query was answered: lower --threshold or raise --queries (the budget is spent)")
+    model = run.new_model(1)
+    train_stage(model, data.x_train[released["queries"][answered]], released["labels"][answered], data.num_classes,
+                config.train, augmentation=data.augmentation, test=(data.x_test, data.y_test),
+                seed=config.seed * 1000 + 1, checkpoint=out.checkpoint_path(1), on_epoch_end=run.on_epoch_end(1, 1),
+                progress=run.progress, description="student")
+    torch.save(model.state_dict(), out.model_path)
+    summary = {
+        "dataset": config.dataset,
+        "method": config.method,
+        "epsilon": round(run.ledger.epsilon(config.delta), 6),
+        "delta": config.delta,
+        "neighboring_relation": run.ledger.relation_name,
+        "test_accuracy": accuracy(model, data.x_test, data.y_test),
+        "seconds": round(run.seconds(), 2),
+        "seed": config.seed,
+        "num_train": n,
+        "num_test": int(len(data.y_test)),
+        "teachers": pate.teachers,
+        "queries": num_queries,
+        "answered": int(answered.sum()),
+        "noise_std": float(released["noise_std"]),
     }
     write_json_atomic(out.summary_path, summary)
     return summary

@@ -1,0 +1,165 @@
+"""PATE for label DP (Papernot et al. 2017, 2018): teachers, their votes, and the student's data.
+
+The labelled training set is split into ``teachers`` disjoint parts, one teacher is trained (non-
+privately) on each, and the teachers vote on ``queries`` public inputs chosen before any vote is seen.
+A noisy aggregator (:mod:`labeldp.mechanisms.gnmax`) turns the votes into labels, and the student
+is trained on the answered queries only. Under label DP every input is public, so the queries are
+training inputs; the test set is left for evaluation.
+
+Privacy: only the aggregated answers leave the teachers. Replacing one label changes one teacher,
+which is what :mod:`labeldp.accounting.pate` charges for. The teachers' own predictions are *not*
+private: they are kept in the run's checkpoint folder only until the answers are released, so that
+a crash does not retrain the teachers, and deleted after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from labeldp.accounting.pate import calibrate_vote_noise, max_queries, pate_epsilon
+from labeldp.training.stage import TrainConfig, predict_logits, train_stage
+
+AGGREGATORS = ("gnmax", "confident")
+
+
+@dataclass
+class PATEConfig:
+    """PATE's settings (the student's training is the run's TrainConfig).
+
+    ``noise_std`` is GNMax's vote noise sigma, in votes. The confident aggregator answers a query
+    when its top vote count plus N(0, (threshold_noise_ratio * sigma)^2) reaches ``threshold`` x
+    teachers. Given the run's (epsilon, delta), :meth:`plan` fills in what is left out:
+
+    - neither ``queries`` nor ``noise_std``: sigma = teachers / 4 (noisy votes still pick the
+      consensus of well-trained teachers) and as many queries as the budget pays for;
+    - ``queries`` only: the smallest sigma that pays for them; ``noise_std`` only: the most queries.
+    """
+
+    teachers: int = 250
+    queries: int | None = None
+    aggregator: str = "gnmax"
+    noise_std: float | None = None
+    threshold: float = 0.6
+    threshold_noise_ratio: float = 2.0
+    teacher_epochs: int = 20
+    teacher_batch_size: int = 32
+
+    def validate(self, num_train: int | None = None) -> None:
+        if self.teachers < 2:
+            raise ValueError(f"teachers must be at least 2, got {self.teachers}")
+        if self.queries is not None and self.queries < 1:
+            raise ValueError(f"queries must be at least 1, got {self.queries}")
+        if num_train is not None and self.teachers > num_train:
+            raise ValueError(f"{self.teachers} teachers need at least as many training examples, got {num_train}")
+        if num_train is not None and self.queries is not None and self.queries > num_train:
+            raise ValueError(f"queries ({self.queries}) cannot exceed the {num_train} training inputs")
+        if self.aggregator not in AGGREGATORS:
+            raise ValueError(f"aggregator must be one of {AGGREGATORS}, got {self.aggregator!r}")
+        if self.noise_std is not None and not self.noise_std > 0:
+            raise ValueError(f"noise_std must be > 0, got {self.noise_std}")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"threshold is a fraction of the teachers in (0, 1], got {self.threshold}")
+        if not self.threshold_noise_ratio > 0:
+            raise ValueError(f"threshold_noise_ratio must be > 0, got {self.threshold_noise_ratio}")
+        if self.teacher_epochs < 1 or self.teacher_batch_size < 1:
+            raise ValueError("teacher_epochs and teacher_batch_size must be at least 1")
+
+    @property
+    def confident(self) -> bool:
+        return self.aggregator == "confident"
+
+    @property
+    def threshold_noise_ratio_or_none(self) -> float | None:
+        return self.threshold_noise_ratio if self.confident else None
+
+    def plan(self, epsilon: float, delta: float, num_train: int) -> tuple[int, float]:
+        """(queries, vote noise sigma) within (epsilon, delta); raises ``ValueError`` if none fit.
+
+        Depends on public settings only, so it is computed before any label is read.
+        """
+        self.validate(num_train)
+        ratio = self.threshold_noise_ratio_or_none
+        if self.queries is not None and self.noise_std is not None:
+            spent = pate_epsilon(self.queries, self.noise_std, delta, None if ratio is None else ratio * self.noise_std)
+            if spent > epsilon:
+                raise ValueError(f"{self.queries} queries at vote noise {self.noise_std:g} cost epsilon "
+                                 f"{spent:.4g} > {epsilon:g}; give fewer queries or more noise")
+            return self.queries, self.noise_std
+        if self.queries is not None:
+            return self.queries, calibrate_vote_noise(epsilon, delta, self.queries, ratio)
+        noise_std = self.noise_std if self.noise_std is not None else self.teachers / 4
+        queries = max_queries(epsilon, delta, noise_std, ratio)
+        if queries == 0:
+            raise ValueError(f"epsilon {epsilon:g} at delta {delta:g} does not pay for one query at vote noise "
+                             f"{noise_std:g}; use more teachers, a larger epsilon or give --queries")
+        if queries > num_train:
+            return num_train, calibrate_vote_noise(epsilon, delta, num_train, ratio)
+        return queries, noise_std
+
+
+def partition_teachers(num_examples: int, teachers: int, seed: int) -> np.ndarray:
+    """Each example's teacher: a random split into ``teachers`` parts whose sizes differ by at most one."""
+    order = np.random.default_rng([seed, 2]).permutation(num_examples)
+    teacher_of = np.empty(num_examples, dtype=np.int64)
+    teacher_of[order] = np.arange(num_examples) % teachers
+    return teacher_of
+
+
+def select_queries(num_inputs: int, queries: int, seed: int) -> np.ndarray:
+    """The indices of the public inputs the teachers are asked about (fixed before any vote)."""
+    return np.sort(np.random.default_rng([seed, 3]).choice(num_inputs, size=queries, replace=False))
+
+
+def _save_predictions(path: Path, predictions: np.ndarray, done: int) -> None:
+    tmp = path.with_name(path.stem + ".tmp.npz")
+    np.savez(tmp, predictions=predictions, done=np.array(done))
+    os.replace(tmp, path)
+
+
+def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, labels: np.ndarray,
+                   teacher_of: np.ndarray, query_inputs: np.ndarray, num_classes: int, config: TrainConfig, *,
+                   augmentation: str = "none", seed: int = 0, checkpoint: str | os.PathLike | None = None,
+                   progress: bool = True) -> np.ndarray:
+    """Train one teacher per part of (``inputs``, ``labels``) and return their votes on ``query_inputs``,
+    a (teachers, queries) array of class indices.
+
+    ``build_model(t)`` returns teacher t's fresh model (initialised from a seed of its own); it trains with ``config`` on the examples with
+    ``teacher_of == t`` only. With ``checkpoint``, the votes of finished teachers are saved after each
+    one and a rerun continues with the next teacher.
+    """
+    teachers = int(teacher_of.max()) + 1
+    predictions = np.zeros((teachers, len(query_inputs)), dtype=np.int16)
+    done = 0
+    path = Path(checkpoint) if checkpoint is not None else None
+    if path is not None and path.exists():
+        with np.load(path) as saved:
+            if saved["predictions"].shape == predictions.shape:
+                predictions, done = saved["predictions"], int(saved["done"])
+    bar = tqdm(range(done, teachers), desc="teachers", unit="teacher", disable=not progress,
+               initial=done, total=teachers)
+    for teacher in bar:
+        part = np.flatnonzero(teacher_of == teacher)
+        torch.manual_seed(seed * 100_003 + teacher)  # each teacher's initialisation, whatever ran before
+        model = build_model(teacher)
+        train_stage(model, inputs[part], labels[part], num_classes, config, augmentation=augmentation,
+                    seed=seed * 100_003 + teacher, progress=False)
+        predictions[teacher] = predict_logits(model, query_inputs).argmax(dim=1).numpy()
+        if path is not None:
+            _save_predictions(path, predictions, teacher + 1)
+    return predictions
+
+
+def teacher_train_config(student: TrainConfig, config: PATEConfig) -> TrainConfig:
+    """The teachers' training settings: the student's, with PATE's own epochs and batch size."""
+    return dataclasses.replace(student, epochs=config.teacher_epochs, batch_size=config.teacher_batch_size,
+                               mixup_alpha=0.0)
+
