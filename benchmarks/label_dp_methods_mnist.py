@@ -1,8 +1,12 @@
-"""The label-DP methods side by side on MNIST: RR (LP-1ST), LP-2ST, LP-2ST with a cluster prior and
-ALIBI at small and moderate epsilons, with test accuracy and wall time per run.
+"""The label-DP methods side by side on MNIST: RR (LP-1ST), LP-2ST, LP-2ST with a cluster prior,
+ALIBI and PATE at small and moderate epsilons, with test accuracy and wall time per run.
 
 All runs use the MNIST recipe of the built-in profiles (small CNN, 12 epochs per stage) and differ
 only in the method; they run through the sweep runner, so finished runs in --out are read back.
+PATE (250 teachers of 240 examples, 20 epochs each; GNMax with vote noise 62.5 and as many queries
+as the budget pays for, delta 1e-5) trains its student for 100 epochs at batch 32, because it
+sees only its few answered queries. For PATE the table also gives the share of correct answers
+(read from the run's release and the true labels: a diagnostic, not something a private run shows).
 
 Usage: python benchmarks/label_dp_methods_mnist.py [--data-dir ../shared/datasets/mnist] [--epsilons 0.1 0.5 1 2]
 """
@@ -13,8 +17,10 @@ import argparse
 import dataclasses
 import platform
 
+import numpy as np
 import torch
 
+from labeldp.data import load_dataset
 from labeldp.experiments.recipes import MNIST_TRAIN
 from labeldp.experiments.sweep import SweepJob, run_sweep
 from labeldp.training import RunConfig
@@ -25,6 +31,7 @@ METHODS = {
     "lp-2st": {"method": "lp-2st"},
     "lp-2st+cluster": {"method": "lp-2st", "prior": "cluster"},
     "alibi": {"method": "alibi"},
+    "pate": {"method": "pate", "train": dataclasses.replace(MNIST_TRAIN, epochs=100, batch_size=32)},
 }
 #: published MNIST accuracies (%) of ALIBI (Malek et al. 2021, Table 2)
 PUBLISHED = {("alibi", 1.0): 94.1, ("alibi", 2.0): 96.6}
@@ -43,22 +50,31 @@ def main() -> None:
     jobs = []
     for name in args.methods:
         for epsilon in args.epsilons:
-            config = RunConfig(dataset="mnist", epsilon=epsilon, seed=args.seed, data_dir=args.data_dir,
-                               train=dataclasses.replace(MNIST_TRAIN), **METHODS[name])
+            fields = {"train": dataclasses.replace(MNIST_TRAIN), **METHODS[name]}
+            config = RunConfig(dataset="mnist", epsilon=epsilon, seed=args.seed, data_dir=args.data_dir, **fields)
             jobs.append(SweepJob(f"mnist/e{epsilon:g}/{name}/run{args.seed}", config))
     rows = run_sweep(jobs, args.out, workers=args.workers, data_dir=args.data_dir)
     print(f"\nMNIST test accuracy by label-DP method; epsilon from each run's ledger; seconds = wall time on "
           f"{torch.get_num_threads()} CPU threads ({platform.machine()}), {args.workers} run(s) at a time:\n")
-    print(f"{'method':<16}{'epsilon':>8}{'accuracy %':>12}{'published %':>13}{'seconds':>9}")
+    labels = load_dataset("mnist", args.data_dir).y_train if "pate" in args.methods else None
+    print(f"{'method':<16}{'epsilon':>8}{'delta':>7}{'accuracy %':>12}{'published %':>13}{'seconds':>9}  notes")
     for job, row in zip(jobs, rows):
         name = job.key.split("/")[2]
         if row["status"] != "done":
             print(f"{name:<16}{row['target_epsilon']:>8}  failed: {row['error']}")
             continue
         published = PUBLISHED.get((name, float(row["target_epsilon"])))
-        print(f"{name:<16}{float(row['epsilon']):>8.3g}{100 * float(row['test_accuracy']):>12.2f}"
-              f"{published if published is not None else '-':>13}{float(row['seconds']):>9.0f}")
+        print(f"{name:<16}{float(row['epsilon']):>8.3g}{float(row['delta']):>7.0e}{100 * float(row['test_accuracy']):>12.2f}"
+              f"{published if published is not None else '-':>13}{float(row['seconds']):>9.0f}  "
+              f"{_pate_notes(row['run_dir'], labels) if name == 'pate' else ''}")
 
+
+def _pate_notes(run_dir: str, labels: np.ndarray) -> str:
+    with np.load(f"{run_dir}/noisy_labels/pate.npz") as released:
+        queries, answered, answers = released["queries"], released["answered"], released["labels"]
+        noise = float(released["noise_std"])
+    correct = (answers[answered] == labels[queries[answered]]).mean()
+    return f"{queries.size} queries, vote noise {noise:.1f}, {100 * correct:.1f}% answers correct"
 
 if __name__ == "__main__":
     main()

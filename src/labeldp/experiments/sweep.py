@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from labeldp.training import RunConfig, RunDirectory, TrainConfig, train_run
 
-RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "seed", "test_accuracy",
+RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "delta", "seed", "test_accuracy",
                   "seconds", "run_dir", "error")
 _RUN_FIELDS = {f.name for f in fields(RunConfig)} - {"train"}
 _TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
@@ -109,7 +109,7 @@ def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any
     return {"key": job.key, "status": outcome.get("status"), "dataset": job.config.dataset,
             "method": job.config.method, "target_epsilon": job.config.epsilon if job.config.epsilon is not None else "",
             "epsilon": outcome.get("epsilon") if outcome.get("epsilon") is not None else ("" if outcome.get("status") != "done" else "inf"),
-            "seed": job.config.seed, "test_accuracy": outcome.get("test_accuracy", ""),
+            "delta": outcome.get("delta", ""), "seed": job.config.seed, "test_accuracy": outcome.get("test_accuracy", ""),
             "seconds": outcome.get("seconds", ""), "run_dir": str(run_dir), "error": outcome.get("error", "")}
 
 
