@@ -1,7 +1,8 @@
 """The run directory: everything a run needs to be repeated, resumed and audited.
 
-Layout: ``config.json``, ``ledger.json``, ``noisy_labels/{stage{t},prior}.npz`` (every release of
-private information: noisy labels per stage, the noisy cluster histogram), ``checkpoints/stage{t}.pt``,
+Layout: ``config.json``, ``ledger.json``, ``noisy_labels/{stage{t},prior,pate}.npz`` (every release
+of private information: noisy labels per stage, the noisy cluster histogram, PATE's answers),
+``checkpoints/stage{t}.pt`` (and, for PATE until its answers are released, ``checkpoints/teachers.npz``),
 ``metrics.jsonl`` (one row per epoch), ``summary.json`` and ``model.pt``. Files are replaced
 atomically, so a crash at any moment leaves a directory that a resumed run can continue from.
 """
