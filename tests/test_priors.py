@@ -12,6 +12,7 @@ from labeldp.accounting import PrivacyLedger, histogram_event, release_noisy_his
 from labeldp.mechanisms import discrete_laplace, discrete_laplace_pmf, keep_probability, noisy_histogram
 from labeldp.priors import cluster, cluster_priors, encode, histogram_priors
 from labeldp.training import RunConfig, TrainConfig, train_run
+from labeldp.training.run import temper
 
 
 @pytest.mark.parametrize("parameter", [0.05, 0.5, 2.0])
@@ -104,11 +105,29 @@ def test_cluster_prior_run_spends_exactly_epsilon(blobs, tmp_path) -> None:
     assert correct > 2 * keep_probability(0.45, 10)
 
 
+def test_tempering_flattens_the_prior_and_widens_rr_with_prior(blobs, tmp_path) -> None:
+    rows = np.array([[0.8, 0.15, 0.05, 0.0], [0.25, 0.25, 0.25, 0.25]])
+    assert temper(rows, 1.0) is rows
+    flat = temper(rows, 3.0)
+    assert np.allclose(flat.sum(axis=1), 1.0) and np.allclose(flat[1], 0.25)
+    assert flat[0, 0] < 0.8 and flat[0, 3] == 0.0 and np.all(np.diff(flat[0]) <= 0)
+    assert np.allclose(temper(rows, 0.5)[0], rows[0] ** 2 / (rows[0] ** 2).sum())
+    mean_k = {}
+    for temperature in (1.0, 4.0):
+        config = RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, prior="cluster", clusters=10,
+                           prior_temperature=temperature, train=TrainConfig(epochs=1, batch_size=64))
+        summary = train_run(config, tmp_path / f"t{temperature}", progress=False, dataset=blobs)
+        mean_k[temperature] = summary["stages"][0]["mean_k"]
+    assert mean_k[4.0] > mean_k[1.0]
+
+
 @pytest.mark.parametrize("changes, message", [
     (dict(prior="cluster", method="non-private", epsilon=None), "needs a private method"),
     (dict(prior="cluster", epsilon=1.0, prior_epsilon=1.0), "must be smaller than epsilon"),
     (dict(prior="uniform", epsilon=1.0, prior_epsilon=0.1), "only with prior 'cluster'"),
     (dict(prior="knn", epsilon=1.0), "prior must be one of"),
+    (dict(prior="uniform", epsilon=1.0, prior_temperature=2.0), "only with prior 'cluster'"),
+    (dict(prior="cluster", epsilon=1.0, prior_temperature=0.0), "prior_temperature must be > 0"),
 ])
 def test_bad_prior_configuration(changes, message) -> None:
     with pytest.raises(ValueError, match=message):

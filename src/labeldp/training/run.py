@@ -22,8 +22,8 @@ inside the new prior's top k. Both are post-processing of released labels and pu
 
 Prior of stage 1 (``prior``): ``uniform`` (plain RR), or ``cluster`` (Algorithm 4): public inputs
 are encoded (PCA) and clustered with k-means; ``prior_epsilon`` (default a tenth of ``epsilon``) buys
-a noisy label histogram per cluster over the whole training set, which is every stage-1 example's
-prior. Every stage's RR then uses ``epsilon - prior_epsilon``, so each label's total stays ``epsilon``
+a noisy label histogram per cluster over the whole training set, which (tempered by
+``prior_temperature``) is every stage-1 example's prior. Every stage's RR then uses ``epsilon - prior_epsilon``, so each label's total stays ``epsilon``
 (sequential composition, which the ledger checks).
 
 ``alibi`` (Malek et al. 2021): every label is released once as its one-hot vector plus Laplace
@@ -109,6 +109,7 @@ class RunConfig:
     temperature: float = 1.0
     prior: str = "uniform"
     prior_epsilon: float | None = None
+    prior_temperature: float = 1.0
     clusters: int = 100
     loss: str = "forward"
     reuse_labels: bool = True
@@ -158,8 +159,10 @@ class RunConfig:
                 raise ValueError(f"prior_epsilon ({prior_epsilon:g}) must be smaller than epsilon ({epsilon:g})")
             if self.clusters < 1:
                 raise ValueError(f"clusters must be at least 1, got {self.clusters}")
-        elif self.prior_epsilon is not None:
-            raise ValueError("prior_epsilon applies only with prior 'cluster'")
+            if not self.prior_temperature > 0:
+                raise ValueError(f"prior_temperature must be > 0, got {self.prior_temperature}")
+        elif self.prior_epsilon is not None or self.prior_temperature != 1.0:
+            raise ValueError("prior_epsilon and prior_temperature apply only with prior 'cluster'")
         if self.method == "alibi" and (self.loss != "forward" or self.prior != "uniform"):
             raise ValueError("method 'alibi' trains on its Laplace likelihoods: it takes loss 'forward' and no prior")
         delta = None
@@ -216,6 +219,15 @@ def release_evidence(prior: np.ndarray | None, likelihood: np.ndarray, floor: fl
     """
     weights = likelihood if prior is None else np.maximum(prior, floor) * likelihood
     return weights / weights.sum(axis=1, keepdims=True)
+
+
+def temper(priors: np.ndarray, temperature: float) -> np.ndarray:
+    """Rows proportional to priors^(1 / temperature): flatter above 1 (RR-with-prior then keeps more
+    labels in its top k), sharper below."""
+    if temperature == 1.0:
+        return priors
+    tempered = np.power(priors, 1.0 / temperature)
+    return tempered / tempered.sum(axis=1, keepdims=True)
 
 
 def split_stages(num_examples: int, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
@@ -275,7 +287,7 @@ class _Run:
             return {"clusters": groups, "counts": counts}
 
         released = self._spend("prior", draw)
-        return histogram_priors(released["counts"])[released["clusters"]]
+        return temper(histogram_priors(released["counts"]), self.config.prior_temperature)[released["clusters"]]
 
     def release(self, stage: int, members: np.ndarray, model: torch.nn.Module | None) -> dict[str, np.ndarray]:
         """The stage's noisy labels (with their indices, k and noise channel)."""
