@@ -105,6 +105,16 @@ def test_cluster_prior_run_spends_exactly_epsilon(blobs, tmp_path) -> None:
     assert correct > 2 * keep_probability(0.45, 10)
 
 
+def test_autoencoder_codes_separate_public_clusters(blobs) -> None:
+    codes = encode(blobs.x_train, "autoencoder", n_components=8, seed=0)
+    assert codes.shape == (600, 8) and codes.dtype == np.float32
+    assert np.array_equal(codes, encode(blobs.x_train, "autoencoder", n_components=8, seed=0))
+    groups = cluster(codes, 10, seed=0)
+    counts = np.zeros((10, 10))
+    np.add.at(counts, (groups, blobs.y_train), 1)
+    assert counts.max(axis=1).sum() / 600 > 0.9  # clusters of the codes are nearly pure
+
+
 def test_tempering_flattens_the_prior_and_widens_rr_with_prior(blobs, tmp_path) -> None:
     rows = np.array([[0.8, 0.15, 0.05, 0.0], [0.25, 0.25, 0.25, 0.25]])
     assert temper(rows, 1.0) is rows
@@ -127,6 +137,8 @@ def test_tempering_flattens_the_prior_and_widens_rr_with_prior(blobs, tmp_path) 
     (dict(prior="uniform", epsilon=1.0, prior_epsilon=0.1), "only with prior 'cluster'"),
     (dict(prior="knn", epsilon=1.0), "prior must be one of"),
     (dict(prior="uniform", epsilon=1.0, prior_temperature=2.0), "only with prior 'cluster'"),
+    (dict(prior="uniform", epsilon=1.0, encoder="autoencoder"), "only with prior 'cluster'"),
+    (dict(prior="cluster", epsilon=1.0, encoder="vae"), "encoder must be one of"),
     (dict(prior="cluster", epsilon=1.0, prior_temperature=0.0), "prior_temperature must be > 0"),
 ])
 def test_bad_prior_configuration(changes, message) -> None:

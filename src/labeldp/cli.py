@@ -89,6 +89,9 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--prior-temperature", type=float, default=1.0,
                        help="cluster prior ^ (1 / T), renormalised: above 1 flatter, so RR-with-prior keeps more "
                             "candidate labels (default %(default)s)")
+    train.add_argument("--encoder", choices=("pca", "autoencoder", "raw"), default="pca",
+                       help="public features clustered for --prior cluster: PCA-whitened inputs, the codes of an "
+                            "autoencoder trained on the public inputs, or the raw inputs (default %(default)s)")
     train.add_argument("--clusters", type=int, default=100, help="k-means clusters for --prior cluster (default %(default)s)")
     train.add_argument("--loss", choices=("forward", "ce"), default="forward",
                        help="forward: likelihood of each noisy label through its known noise channel (the model "
@@ -219,7 +222,7 @@ def _train(args: argparse.Namespace) -> None:
                        stages=tuple(args.stages) if args.stages else None, model=args.model,
                        temperature=args.temperature, prior=args.prior,
                        prior_epsilon=args.prior_epsilon, prior_temperature=args.prior_temperature,
-                       clusters=args.clusters, loss=args.loss, reuse_labels=not args.no_reuse_labels,
+                       clusters=args.clusters, encoder=args.encoder, loss=args.loss, reuse_labels=not args.no_reuse_labels,
                        warm_start=not args.no_warm_start, seed=args.seed, secure_rng=args.secure_rng,
                        data_dir=args.data_dir, table=args.table, label_column=args.label_column,
                        test_table=args.test_table, train=_train_config(args))

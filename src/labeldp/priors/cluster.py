@@ -12,17 +12,23 @@ from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
 from labeldp.accounting import PrivacyLedger, release_noisy_histogram
+from labeldp.priors.autoencoder import autoencoder_codes
 from labeldp.randomness import RandomSource
 
-ENCODERS = ("pca", "raw")
+ENCODERS = ("pca", "autoencoder", "raw")
 
 
-def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, seed: int = 0) -> np.ndarray:
-    """Public representations of ``inputs``: flattened, then PCA-whitened to ``n_components`` (``pca``)
-    or left as they are (``raw``). Any (n, d) array a user computes with their own encoder works too."""
+def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, seed: int = 0,
+           progress: bool = False) -> np.ndarray:
+    """Public representations of ``inputs``: flattened, then PCA-whitened to ``n_components`` (``pca``),
+    the codes of an autoencoder trained on them (``autoencoder``, ``n_components`` code dimensions;
+    :mod:`labeldp.priors.autoencoder`) or left as they are (``raw``). Any (n, d) array a user computes
+    with their own encoder works too."""
     flat = np.asarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
     if encoder == "raw":
         return flat
+    if encoder == "autoencoder":
+        return autoencoder_codes(flat, code_dim=n_components, seed=seed, progress=progress)
     if encoder == "pca":
         components = min(n_components, flat.shape[1], flat.shape[0])
         return PCA(components, whiten=True, random_state=seed).fit_transform(flat).astype(np.float32)

@@ -21,7 +21,7 @@ paper's plain cross-entropy on the noisy labels; earlier labels are then reused 
 inside the new prior's top k. Both are post-processing of released labels and public inputs.
 
 Prior of stage 1 (``prior``): ``uniform`` (plain RR), or ``cluster`` (Algorithm 4): public inputs
-are encoded (PCA) and clustered with k-means; ``prior_epsilon`` (default a tenth of ``epsilon``) buys
+are encoded (``encoder``: PCA, or an autoencoder trained on the public inputs) and clustered with k-means; ``prior_epsilon`` (default a tenth of ``epsilon``) buys
 a noisy label histogram per cluster over the whole training set, which (tempered by
 ``prior_temperature``) is every stage-1 example's prior. Every stage's RR then uses ``epsilon - prior_epsilon``, so each label's total stays ``epsilon``
 (sequential composition, which the ledger checks).
@@ -77,7 +77,7 @@ from labeldp.accounting import (
     release_true_labels,
 )
 from labeldp.data import DATASETS, LabeledDataset, load_dataset
-from labeldp.priors import cluster, cluster_priors, encode, histogram_priors
+from labeldp.priors import ENCODERS, cluster, cluster_priors, encode, histogram_priors
 from labeldp.mechanisms import laplace_one_hot_likelihood, prior_top_k, randomized_response_likelihood, rr_with_prior_likelihood
 from labeldp.models import MODELS, build_model
 from labeldp.training.rundir import RunDirectory, write_json_atomic
@@ -111,6 +111,7 @@ class RunConfig:
     prior_epsilon: float | None = None
     prior_temperature: float = 1.0
     clusters: int = 100
+    encoder: str = "pca"
     loss: str = "forward"
     reuse_labels: bool = True
     warm_start: bool = True
@@ -159,10 +160,12 @@ class RunConfig:
                 raise ValueError(f"prior_epsilon ({prior_epsilon:g}) must be smaller than epsilon ({epsilon:g})")
             if self.clusters < 1:
                 raise ValueError(f"clusters must be at least 1, got {self.clusters}")
+            if self.encoder not in ENCODERS:
+                raise ValueError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
             if not self.prior_temperature > 0:
                 raise ValueError(f"prior_temperature must be > 0, got {self.prior_temperature}")
-        elif self.prior_epsilon is not None or self.prior_temperature != 1.0:
-            raise ValueError("prior_epsilon and prior_temperature apply only with prior 'cluster'")
+        elif self.prior_epsilon is not None or self.prior_temperature != 1.0 or self.encoder != "pca":
+            raise ValueError("prior_epsilon, prior_temperature and encoder apply only with prior 'cluster'")
         if self.method == "alibi" and (self.loss != "forward" or self.prior != "uniform"):
             raise ValueError("method 'alibi' trains on its Laplace likelihoods: it takes loss 'forward' and no prior")
         delta = None
@@ -280,7 +283,8 @@ class _Run:
         cfg, data = self.config, self.data
 
         def draw(scratch: PrivacyLedger) -> dict[str, np.ndarray]:
-            groups = cluster(encode(data.x_train, seed=cfg.seed), cfg.clusters, seed=cfg.seed)
+            features = encode(data.x_train, cfg.encoder, seed=cfg.seed, progress=self.progress)
+            groups = cluster(features, cfg.clusters, seed=cfg.seed)
             everyone = np.arange(len(data.y_train))
             _, counts = cluster_priors(scratch, data.y_train, everyone, groups, cfg.clusters, data.num_classes,
                                        cfg.prior_epsilon, self._rng(0), "prior")
