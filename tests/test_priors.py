@@ -115,6 +115,17 @@ def test_autoencoder_codes_separate_public_clusters(blobs) -> None:
     assert counts.max(axis=1).sum() / 600 > 0.9  # clusters of the codes are nearly pure
 
 
+def test_combined_priors_spend_the_same_budget(blobs, tmp_path) -> None:
+    config = RunConfig(dataset="csv", method="lp-2st", epsilon=0.5, prior="cluster", clusters=10, combine_priors=True,
+                       train=TrainConfig(epochs=2, batch_size=64))
+    summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
+    assert summary["epsilon"] == pytest.approx(0.5, abs=1e-3)
+    with np.load(tmp_path / "run" / "noisy_labels" / "stage2.npz") as stage2:
+        channel = stage2["likelihood"] / stage2["likelihood"].sum(axis=1, keepdims=True)
+        # the cluster prior is folded into stage 2's targets, so they are sharper than its channel
+        assert np.mean(stage2["evidence"].max(axis=1)) > np.mean(channel.max(axis=1)) + 0.05
+
+
 def test_tempering_flattens_the_prior_and_widens_rr_with_prior(blobs, tmp_path) -> None:
     rows = np.array([[0.8, 0.15, 0.05, 0.0], [0.25, 0.25, 0.25, 0.25]])
     assert temper(rows, 1.0) is rows
@@ -138,6 +149,7 @@ def test_tempering_flattens_the_prior_and_widens_rr_with_prior(blobs, tmp_path) 
     (dict(prior="knn", epsilon=1.0), "prior must be one of"),
     (dict(prior="uniform", epsilon=1.0, prior_temperature=2.0), "only with prior 'cluster'"),
     (dict(prior="uniform", epsilon=1.0, encoder="autoencoder"), "only with prior 'cluster'"),
+    (dict(prior="uniform", epsilon=1.0, combine_priors=True), "only with prior 'cluster'"),
     (dict(prior="cluster", epsilon=1.0, encoder="vae"), "encoder must be one of"),
     (dict(prior="cluster", epsilon=1.0, prior_temperature=0.0), "prior_temperature must be > 0"),
 ])

@@ -92,6 +92,8 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--encoder", choices=("pca", "autoencoder", "raw"), default="pca",
                        help="public features clustered for --prior cluster: PCA-whitened inputs, the codes of an "
                             "autoencoder trained on the public inputs, or the raw inputs (default %(default)s)")
+    train.add_argument("--combine-priors", action="store_true",
+                       help="with --prior cluster, later stages' prior is the model prior times the cluster prior")
     train.add_argument("--clusters", type=int, default=100, help="k-means clusters for --prior cluster (default %(default)s)")
     train.add_argument("--loss", choices=("forward", "ce"), default="forward",
                        help="forward: likelihood of each noisy label through its known noise channel (the model "
@@ -222,7 +224,8 @@ def _train(args: argparse.Namespace) -> None:
                        stages=tuple(args.stages) if args.stages else None, model=args.model,
                        temperature=args.temperature, prior=args.prior,
                        prior_epsilon=args.prior_epsilon, prior_temperature=args.prior_temperature,
-                       clusters=args.clusters, encoder=args.encoder, loss=args.loss, reuse_labels=not args.no_reuse_labels,
+                       clusters=args.clusters, encoder=args.encoder,
+                       combine_priors=args.combine_priors, loss=args.loss, reuse_labels=not args.no_reuse_labels,
                        warm_start=not args.no_warm_start, seed=args.seed, secure_rng=args.secure_rng,
                        data_dir=args.data_dir, table=args.table, label_column=args.label_column,
                        test_table=args.test_table, train=_train_config(args))

@@ -23,7 +23,9 @@ inside the new prior's top k. Both are post-processing of released labels and pu
 Prior of stage 1 (``prior``): ``uniform`` (plain RR), or ``cluster`` (Algorithm 4): public inputs
 are encoded (``encoder``: PCA, or an autoencoder trained on the public inputs) and clustered with k-means; ``prior_epsilon`` (default a tenth of ``epsilon``) buys
 a noisy label histogram per cluster over the whole training set, which (tempered by
-``prior_temperature``) is every stage-1 example's prior. Every stage's RR then uses ``epsilon - prior_epsilon``, so each label's total stays ``epsilon``
+``prior_temperature``) is every stage-1 example's prior. With ``combine_priors``, later stages use
+the product of the model prior and the cluster prior (renormalised), and fold the cluster prior into
+their training targets as stage 1 does. Every stage's RR then uses ``epsilon - prior_epsilon``, so each label's total stays ``epsilon``
 (sequential composition, which the ledger checks).
 
 ``alibi`` (Malek et al. 2021): every label is released once as its one-hot vector plus Laplace
@@ -112,6 +114,7 @@ class RunConfig:
     prior_temperature: float = 1.0
     clusters: int = 100
     encoder: str = "pca"
+    combine_priors: bool = False
     loss: str = "forward"
     reuse_labels: bool = True
     warm_start: bool = True
@@ -164,8 +167,10 @@ class RunConfig:
                 raise ValueError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
             if not self.prior_temperature > 0:
                 raise ValueError(f"prior_temperature must be > 0, got {self.prior_temperature}")
-        elif self.prior_epsilon is not None or self.prior_temperature != 1.0 or self.encoder != "pca":
-            raise ValueError("prior_epsilon, prior_temperature and encoder apply only with prior 'cluster'")
+        elif (self.prior_epsilon is not None or self.prior_temperature != 1.0 or self.encoder != "pca"
+              or self.combine_priors):
+            raise ValueError("prior_epsilon, prior_temperature, encoder and combine_priors apply only with "
+                             "prior 'cluster'")
         if self.method == "alibi" and (self.loss != "forward" or self.prior != "uniform"):
             raise ValueError("method 'alibi' trains on its Laplace likelihoods: it takes loss 'forward' and no prior")
         delta = None
@@ -316,13 +321,20 @@ class _Run:
                                                      self._rng(stage), tag)
                 likelihood = evidence = randomized_response_likelihood(labels, data.num_classes, epsilon)
             else:
-                prior = (self.cluster_prior_rows()[members] if stage == 1
-                         else predict_proba(model, data.x_train[members], cfg.temperature))
-                labels, k = release_rr_with_prior(scratch, true, members, prior, epsilon, self._rng(stage), tag)
-                likelihood = rr_with_prior_likelihood(labels, prior, epsilon)
                 # A cluster prior carries label information the model cannot see otherwise; a model
                 # prior is the model's own belief, built from labels that are reused anyway.
-                evidence = release_evidence(prior if stage == 1 else None, likelihood)
+                public = self.cluster_prior_rows()[members] if cfg.prior == "cluster" else None
+                if stage == 1:
+                    prior = public
+                else:
+                    prior = predict_proba(model, data.x_train[members], cfg.temperature)
+                    if cfg.combine_priors:
+                        prior = release_evidence(public, prior)
+                    else:
+                        public = None
+                labels, k = release_rr_with_prior(scratch, true, members, prior, epsilon, self._rng(stage), tag)
+                likelihood = rr_with_prior_likelihood(labels, prior, epsilon)
+                evidence = release_evidence(public, likelihood)
             return {"indices": members, "labels": labels, "k": k, "likelihood": likelihood.astype(np.float32),
                     "evidence": evidence.astype(np.float32), **extra}
 
