@@ -457,20 +457,26 @@ def _train_locked(config: RunConfig, out: RunDirectory, data: LabeledDataset, de
         stage_summaries.append({"stage": stage, "released": int(members.size), "reused": reused,
                                 "mean_k": float(np.mean(released["k"]))})
 
-    epsilon = run.ledger.epsilon()
+    return _finish(config, out, data, run, model, 0.0, stages=stage_summaries)
+
+
+def _finish(config: RunConfig, out: RunDirectory, data: LabeledDataset, run: _Run, model: torch.nn.Module,
+            delta: float, **facts: Any) -> dict[str, Any]:
+    """Save the final model and the run's summary (epsilon at ``delta`` from the ledger, plus ``facts``)."""
     torch.save(model.state_dict(), out.model_path)
+    epsilon = run.ledger.epsilon(delta)
     summary = {
         "dataset": config.dataset,
         "method": config.method,
         "epsilon": None if not np.isfinite(epsilon) else round(epsilon, 6),
-        "delta": 0.0,
-        "neighboring_relation": "replace-one label",
+        "delta": delta,
+        "neighboring_relation": run.ledger.relation_name,
         "test_accuracy": accuracy(model, data.x_test, data.y_test),
         "seconds": round(run.seconds(), 2),
         "seed": config.seed,
         "num_train": int(len(data.y_train)),
         "num_test": int(len(data.y_test)),
-        "stages": stage_summaries,
+        **facts,
     }
     write_json_atomic(out.summary_path, summary)
     return summary
@@ -498,25 +504,8 @@ def _train_dpsgd(config: RunConfig, out: RunDirectory, data: LabeledDataset, run
                                augmentation=data.augmentation, test=(data.x_test, data.y_test), seed=config.seed,
                                noise="secure" if config.secure_rng else None, checkpoint=out.checkpoint_path(1),
                                on_epoch_end=run.on_epoch_end(1, 1), progress=run.progress)
-    evaluated = evaluated.cpu()
-    torch.save(evaluated.state_dict(), out.model_path)
-    summary = {
-        "dataset": config.dataset,
-        "method": config.method,
-        "epsilon": round(run.ledger.epsilon(config.delta), 6),
-        "delta": config.delta,
-        "neighboring_relation": run.ledger.relation_name,
-        "test_accuracy": accuracy(evaluated, data.x_test, data.y_test),
-        "seconds": round(run.seconds(), 2),
-        "seed": config.seed,
-        "num_train": n,
-        "num_test": int(len(data.y_test)),
-        "noise_multiplier": sigma,
-        "sampling_probability": q,
-        "steps": steps,
-    }
-    write_json_atomic(out.summary_path, summary)
-    return summary
+    return _finish(config, out, data, run, evaluated.cpu(), config.delta, noise_multiplier=sigma,
+                   sampling_probability=q, steps=steps)
 
 
 def _train_pate(config: RunConfig, out: RunDirectory, data: LabeledDataset, run: _Run) -> dict[str, Any]:
@@ -551,22 +540,5 @@ def _train_pate(config: RunConfig, out: RunDirectory, data: LabeledDataset, run:
                 config.train, augmentation=data.augmentation, test=(data.x_test, data.y_test),
                 seed=config.seed * 1000 + 1, checkpoint=out.checkpoint_path(1), on_epoch_end=run.on_epoch_end(1, 1),
                 progress=run.progress, description="student")
-    torch.save(model.state_dict(), out.model_path)
-    summary = {
-        "dataset": config.dataset,
-        "method": config.method,
-        "epsilon": round(run.ledger.epsilon(config.delta), 6),
-        "delta": config.delta,
-        "neighboring_relation": run.ledger.relation_name,
-        "test_accuracy": accuracy(model, data.x_test, data.y_test),
-        "seconds": round(run.seconds(), 2),
-        "seed": config.seed,
-        "num_train": n,
-        "num_test": int(len(data.y_test)),
-        "teachers": pate.teachers,
-        "queries": num_queries,
-        "answered": int(answered.sum()),
-        "noise_std": float(released["noise_std"]),
-    }
-    write_json_atomic(out.summary_path, summary)
-    return summary
+    return _finish(config, out, data, run, model, config.delta, teachers=pate.teachers, queries=num_queries,
+                   answered=int(answered.sum()), noise_std=float(released["noise_std"]))
