@@ -10,6 +10,8 @@ as the budget pays for, delta 1e-5) trains its student for 100 epochs at batch 3
 sees only its few answered queries. For PATE the table also gives the share of correct answers
 (read from the run's release and the true labels: a diagnostic, not something a private run shows).
 
+The same recipes are the profiles mnist/e{0.1,0.5,1,2}/{lp-2st-cluster,pate}/run{0,1,2}.
+
 Usage: python benchmarks/label_dp_methods_mnist.py [--data-dir ../shared/datasets/mnist] [--epsilons 0.1 0.5 1 2]
 """
 
@@ -23,7 +25,7 @@ import numpy as np
 import torch
 
 from labeldp.data import load_dataset
-from labeldp.experiments.recipes import MNIST_TRAIN
+from labeldp.experiments.recipes import CLUSTER_PRIOR, METHODS_EPSILONS, MNIST_TRAIN, PATE_STUDENT_TRAIN
 from labeldp.experiments.sweep import SweepJob, run_sweep
 from labeldp.training import RunConfig
 
@@ -31,9 +33,9 @@ from labeldp.training import RunConfig
 METHODS = {
     "rr": {"method": "lp-1st"},
     "lp-2st": {"method": "lp-2st"},
-    "lp-2st+cluster": {"method": "lp-2st", "prior": "cluster", "prior_temperature": 4.0},
+    "lp-2st+cluster": {"method": "lp-2st", **CLUSTER_PRIOR},
     "alibi": {"method": "alibi"},
-    "pate": {"method": "pate", "train": dataclasses.replace(MNIST_TRAIN, epochs=100, batch_size=32)},
+    "pate": {"method": "pate", "train": PATE_STUDENT_TRAIN},
 }
 #: published MNIST accuracies (%) of ALIBI (Malek et al. 2021, Table 2)
 PUBLISHED = {("alibi", 1.0): 94.1, ("alibi", 2.0): 96.6}
@@ -42,7 +44,7 @@ PUBLISHED = {("alibi", 1.0): 94.1, ("alibi", 2.0): 96.6}
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default="../shared/datasets/mnist")
-    parser.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 0.5, 1.0, 2.0])
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[float(e) for e in METHODS_EPSILONS])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1)

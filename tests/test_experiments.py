@@ -31,6 +31,10 @@ def test_paper_profiles_exist_and_resolve() -> None:
         assert list_profiles(f"^{dataset}/")
     profile = get_profile("cifar10/e8/lp-2st/run2")
     assert profile.config.epsilon == 8.0 and profile.config.seed == 2 and profile.config.train.mixup_alpha > 0
+    pate = get_profile("mnist/e0.5/pate/run1").config.resolved()
+    assert pate.method == "pate" and pate.delta == 1e-5 and pate.seed == 1 and pate.train.epochs == 100
+    cluster = get_profile("mnist/e0.1/lp-2st-cluster/run0").config.resolved()
+    assert cluster.prior == "cluster" and cluster.prior_temperature == 4.0 and cluster.prior_epsilon == pytest.approx(0.01)
     with pytest.raises(ValueError, match="did you mean"):
         get_profile("mnist/e2/lp-2st/run9")
     with pytest.raises(ValueError, match="already registered"):
