@@ -156,6 +156,19 @@ def save_atomic(state: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.optim.Optimizer,
+                       scheduler: torch.optim.lr_scheduler.LRScheduler) -> tuple[dict | None, list[EpochRecord]]:
+    """Load ``path`` (if it exists) into the model, optimiser and schedule; return the whole saved state
+    (for the caller's own generators) and the epoch history, or (None, []) when there is none."""
+    if path is None or not path.exists():
+        return None, []
+    state = torch.load(path, weights_only=False)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    return state, [EpochRecord(**row) for row in state["history"]]
+
+
 def train_stage(
     model: nn.Module,
     inputs: np.ndarray,
@@ -193,16 +206,11 @@ def train_stage(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, steps_per_epoch))
     generator = torch.Generator().manual_seed(seed)
     np_rng = np.random.default_rng(seed)
-    history: list[EpochRecord] = []
     path = Path(checkpoint) if checkpoint is not None else None
-    if path is not None and path.exists():
-        state = torch.load(path, weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+    state, history = restore_checkpoint(path, model, optimizer, scheduler)
+    if state is not None:
         generator.set_state(state["torch_rng"])
         np_rng.bit_generator.state = state["numpy_rng"]
-        history = [EpochRecord(**row) for row in state["history"]]
 
     model.train()
     for epoch in range(len(history) + 1, config.epochs + 1):

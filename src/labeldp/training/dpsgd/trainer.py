@@ -33,7 +33,8 @@ from labeldp.training.augment import augment
 from labeldp.training.dpsgd.clipping import METHODS, check_per_example_model, clipped_gradient_sum
 from labeldp.training.dpsgd.noise import privatize_gradients
 from labeldp.training.dpsgd.sampling import PoissonSampler
-from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, lr_schedule, make_optimizer, save_atomic
+from labeldp.training.stage import (EpochRecord, TrainConfig, accuracy, lr_schedule, make_optimizer,
+                                    restore_checkpoint, save_atomic)
 
 
 @dataclass
@@ -124,20 +125,15 @@ def train_dpsgd(
     noise_rng = "secure" if noise == "secure" else torch.Generator(device=device).manual_seed(seed + 2)
     ema = AveragedModel(model, avg_fn=_ema_with_warmup(dp.ema_decay), use_buffers=True) \
         if dp.ema_decay is not None else None
-    history: list[EpochRecord] = []
     path = Path(checkpoint) if checkpoint is not None else None
-    if path is not None and path.exists():
-        state = torch.load(path, weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+    state, history = restore_checkpoint(path, model, optimizer, scheduler)
+    if state is not None:
         sampler.load_state_dict(state["sampler"])
         augment_rng.set_state(state["augment_rng"])
         if not isinstance(noise_rng, str):
             noise_rng.set_state(state["noise_rng"])
         if ema is not None:
             ema.load_state_dict(state["ema"])
-        history = [EpochRecord(**row) for row in state["history"]]
 
     evaluated = ema.module if ema is not None else model
     model.train()
