@@ -1,7 +1,8 @@
 """Median step time of DP-SGD: non-private SGD, labeldp's clipping paths, and Opacus's modes.
 
 Every variant runs the same model from the same initial weights on the same batch (batch 256) in one
-process, and the table prints each one's ratio to the non-private step measured in the same run. A
+process, the variants' steps are timed round-robin, and the table prints each one's ratio to the
+non-private step measured in the same run. A
 step is forward, backward, clipping, noise and the optimiser update. Opacus is needed only here:
 
     .venv/bin/pip install opacus     # or: make bench-dpsgd
@@ -31,15 +32,19 @@ OPACUS_MODES = ("hooks", "functorch", "ew", "ghost")
 NOISE, CLIP, LR = 1.0, 1.0, 0.1
 
 
-def median_seconds(step: Callable[[], None], repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        step()
-    times = []
+def interleaved_medians(steps: dict[str, Callable[[], None]], repeats: int, warmup: int) -> dict[str, float]:
+    """Median seconds per step of each variant, timed round-robin (one step of each variant per round)
+    so that a machine whose speed drifts during the run slows every variant alike."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def non_private(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
@@ -95,16 +100,18 @@ def run(model_name: str, batch_size: int, repeats: int, warmup: int, with_opacus
     ]
     if with_opacus:
         variants += [(f"opacus {mode}", lambda m, mode=mode: opacus(m, x, y, mode)) for mode in OPACUS_MODES]
-    results = []
+    steps = {}
     for name, make in variants:
         try:
-            seconds = median_seconds(make(copy.deepcopy(reference)), repeats, warmup)
-        except Exception as error:  # a mode that cannot handle the model is reported, not fatal
+            steps[name] = make(copy.deepcopy(reference))
+            steps[name]()  # the first warm-up step: a mode that cannot handle the model is reported, not fatal
+        except Exception as error:
+            steps.pop(name, None)
             print(f"  {name}: failed ({type(error).__name__}: {str(error).splitlines()[0][:100]})")
-            continue
-        results.append((name, seconds))
+    medians = interleaved_medians(steps, repeats, max(warmup - 1, 0))
+    for name, seconds in medians.items():
         print(f"  {name}: {seconds * 1000:.1f} ms", flush=True)
-    return results
+    return list(medians.items())
 
 
 def main() -> None:

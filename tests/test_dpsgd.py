@@ -31,7 +31,7 @@ from labeldp.training.dpsgd import (
     replace_batchnorm,
     secure_normal,
 )
-from labeldp.training.dpsgd import clipping
+from labeldp.training.dpsgd import clipping, conv_grads
 from labeldp.training.dpsgd.trainer import DPSGDConfig, train_dpsgd
 
 
@@ -130,16 +130,43 @@ def test_clipped_sum_matches_per_example_loop(case, max_grad_norm, method):
     assert all(p.grad is None for p in model.parameters())  # the model's own gradients are untouched
 
 
-@pytest.mark.parametrize("strategy", ["patches", "grouped"])
-def test_both_convolution_strategies_are_exact(strategy):
+def convolutions() -> tuple[nn.Conv2d, ...]:
+    """Strided, dilated, rectangular, padded, 1x1 and non-overlapping convolutions (default dtype)."""
+    return (nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.Conv2d(2, 5, (3, 2), padding=(2, 1), dilation=2),
+            nn.Conv2d(1, 3, 8, stride=2, padding=3), nn.Conv2d(2, 3, 1), nn.Conv2d(2, 3, 3, stride=3))
+
+
+@pytest.mark.parametrize("strategy", conv_grads.STRATEGIES)
+def test_every_convolution_strategy_is_exact(strategy):
     torch.manual_seed(1)
-    for conv in (nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.Conv2d(2, 5, (3, 2), padding=(2, 1), dilation=2),
-                 nn.Conv2d(1, 3, 8, stride=2, padding=3)):
+    for conv in convolutions():
         x = torch.randn(4, conv.in_channels, 11, 11)
         out = conv(x)
         g = torch.randn_like(out)
         expected = torch.stack([torch.autograd.grad(conv(x[i:i + 1]), conv.weight, g[i:i + 1])[0] for i in range(4)])
-        torch.testing.assert_close(clipping._conv_grads(strategy, conv, x, g, 4), expected)
+        torch.testing.assert_close(conv_grads.kernel_grads(strategy, conv, x, g, 4), expected)
+
+
+@pytest.mark.parametrize("method", ["patches", "pixels", "auto"])
+@pytest.mark.parametrize("views", [1, 3])
+def test_patch_gram_and_sums_match_the_patches(method, views):
+    torch.manual_seed(2)
+    for conv in convolutions():
+        x = torch.randn(2 * views, conv.in_channels, 11, 10)
+        cols = conv_grads.patches(conv, x)  # (N, T, d)
+        per_example = cols.reshape(2, -1, cols.shape[2])
+        expected = torch.bmm(per_example, per_example.transpose(1, 2))
+        torch.testing.assert_close(conv_grads.patch_gram(conv, x, 2, method), expected)
+        torch.testing.assert_close(conv_grads.patch_sums(conv, x), cols.sum(2))
+
+
+def test_patches_are_what_the_convolution_multiplies():
+    torch.manual_seed(3)
+    for conv in convolutions():
+        x = torch.randn(2, conv.in_channels, 11, 10)
+        out = conv(x)
+        via_patches = conv_grads.patches(conv, x) @ conv.weight.flatten(1).t() + conv.bias
+        torch.testing.assert_close(via_patches.transpose(1, 2).reshape(out.shape), out)
 
 
 @pytest.mark.parametrize("method", ["fast", "vmap"])

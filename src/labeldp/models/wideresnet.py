@@ -46,16 +46,18 @@ class WSConv2d(nn.Conv2d):
         projected = centred - standardized * (grads * standardized).mean(dim=2, keepdim=True)
         return (projected / scale).view_as(standardized_grads)
 
-    def weight_gradient_norms2(self, standardized_grads: torch.Tensor) -> torch.Tensor:
-        """Squared norms (B,) of :meth:`weight_gradient` without forming it: with n the fan-in and
-        m = mean(G y), each channel contributes (|G|^2 - n mean(G)^2 - 2 n m^2 + m^2 |y|^2) / s^2."""
+    def weight_gradient_norms2(self, scaled_norms2: torch.Tensor, sums: torch.Tensor, dots: torch.Tensor
+                               ) -> torch.Tensor:
+        """Squared norms (B,) of :meth:`weight_gradient` of gradients G (B, *weight.shape), from three
+        statistics of G, without forming either: ``scaled_norms2`` (B,) = sum_r |G_r|^2 / s_r^2 over
+        output channels r, and per channel (B, out_channels) ``sums`` = sum(G_r) and ``dots`` = G_r . y_r.
+        With n the fan-in and m = dots / n, channel r contributes
+        (|G_r|^2 - sums^2 / n - 2 n m^2 + m^2 |y_r|^2) / s_r^2."""
         standardized, scale = self._standardization()
-        grads = standardized_grads.flatten(2)  # (B, p, n)
-        fan_in = grads.shape[2]
-        m = torch.einsum("bpn,pn->bp", grads, standardized) / fan_in
-        per_channel = (grads.pow(2).sum(2) - grads.sum(2).pow(2) / fan_in - 2 * fan_in * m.pow(2)
-                       + m.pow(2) * standardized.pow(2).sum(1))
-        return (per_channel / scale.squeeze(1).pow(2)).sum(1)
+        fan_in = standardized.shape[1]
+        m = dots / fan_in
+        extra = -sums.pow(2) / fan_in - 2 * fan_in * m.pow(2) + m.pow(2) * standardized.pow(2).sum(1)
+        return scaled_norms2 + (extra / scale.squeeze(1).pow(2)).sum(1)
 
 
 def _group_norm(channels: int, groups: int) -> nn.GroupNorm:

@@ -4,12 +4,14 @@ at most ``max_grad_norm``, for any ``nn.Module`` -- without wrapping or changing
 Two ways to compute it, chosen by ``method``:
 
 - ``"fast"`` (book-keeping): one forward pass with temporary hooks that keep each layer's input, one
-  backward pass that computes gradients with respect to layer *outputs* only (no weight gradients),
-  then, per layer, the per-example gradient norms from (input, output gradient) and the clipped sum
-  as one weighted weight-gradient product. A layer's norms are computed either by materialising its
-  per-example gradients (cost ~ T d p per example, T positions, d inputs, p outputs) or by the "ghost"
-  Gram-matrix identity ||sum_t g_t a_t^T||^2 = sum_{t,s} (a_t . a_s)(g_t . g_s) (cost ~ T^2 (d + p)),
-  whichever is cheaper. Supports Linear, Conv2d (``groups=1``, zero padding), weight-standardised
+  backward pass that computes gradients with respect to layer *outputs* only (no weight gradients).
+  As each layer's output gradient arrives, the layer's per-example gradient norms are computed from
+  (input, output gradient), either by materialising its per-example gradients (cost ~ T d p per
+  example, T positions, d inputs, p outputs) or by the "ghost" Gram-matrix identity
+  ||sum_t g_t a_t^T||^2 = sum_{t,s} (a_t . a_s)(g_t . g_s) (cost ~ T^2 (d + p)), whichever is cheaper;
+  convolutions use :mod:`~labeldp.training.dpsgd.conv_grads`. After backward, the clipped sum is the
+  materialised gradients weighted by the clipping factors, or one weighted weight-gradient product
+  for the ghost layers. Supports Linear, Conv2d (``groups=1``, zero padding), weight-standardised
   convolutions (:class:`labeldp.models.WSConv2d`), Embedding, LayerNorm and GroupNorm, each called once
   per forward pass; parameter-free modules may be anything per-example.
 - ``"vmap"`` (general): ``torch.func.vmap(torch.func.grad(...))`` over ``functional_call``: any module
@@ -27,7 +29,6 @@ once -- the privacy unit stays the example.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -37,6 +38,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from labeldp.models.wideresnet import WSConv2d
+from labeldp.training.dpsgd import conv_grads
 
 #: per-example loss: (outputs (N, ...), targets (N, ...)) -> losses (N,)
 PerExampleLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -214,22 +216,34 @@ def _vmap_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
 class _Layer:
     """One call of a supported layer: its input, its output gradient, and its per-example rule.
 
-    Tensors are reshaped to (B, T, .): B examples, T positions (augmentation views x spatial or
-    sequence positions) that all belong to the same example.
+    :meth:`receive` runs in the backward pass as soon as the layer's output gradient is known: it
+    computes the layer's per-example squared gradient norms and keeps only what the clipped sum still
+    needs (the per-example gradients when they were formed, else the input and output gradient), so
+    the memory held past backward stays close to what plain backpropagation holds.
     """
 
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
-        self.module, self.activation, self.examples = module, activation, examples
+        self.module, self.examples = module, examples
+        self.activation: torch.Tensor | None = activation
         self.output_shape, self.output_dtype = output.shape, output.dtype
-        # a standardised conv's output serves its ghost norms; in-place changes are detected by version
+        # a standardised conv's output serves its gradient statistics; in-place changes are detected by version
         self.output = output.detach() if isinstance(module, WSConv2d) else None
         self.output_version = output._version
         self.output_grad: torch.Tensor | None = None
         self.per_example: list[torch.Tensor] | None = None  # materialised per-example gradients
-        self._cached: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.bias_grads: torch.Tensor | None = None  # (B, p) per-example bias gradients
+        self.sq_norms: torch.Tensor | None = None
 
     def params(self) -> list[nn.Parameter]:
         return [p for p in self.module.parameters(recurse=False) if p.requires_grad]
+
+    def receive(self, output_grad: torch.Tensor) -> None:
+        """Take the output gradient, compute the per-example squared norms, release what is not needed."""
+        self.output_grad = output_grad
+        self.sq_norms = self.norms2()
+        self.output = None
+        if self.per_example is not None and not isinstance(self.module, nn.Embedding):
+            self.activation = self.output_grad = None
 
     # -- rules ------------------------------------------------------------------------------------
     def norms2(self) -> torch.Tensor:
@@ -239,63 +253,69 @@ class _Layer:
             return self._embedding_norms2()
         if isinstance(module, (nn.LayerNorm, nn.GroupNorm)):
             self.per_example = self._norm_layer_grads()
-            return sum(g.flatten(1).pow(2).sum(1) for g in self.per_example)
+            return sum(_squared_norms(g) for g in self.per_example)
         total = torch.zeros(self.examples, dtype=self.output_grad.dtype, device=self.output_grad.device)
-        bias = module.bias is not None and module.bias.requires_grad
-        if bias:
-            total = total + self._bias_grads().pow(2).sum(1)
+        if module.bias is not None and module.bias.requires_grad:
+            self.bias_grads = self._bias_grads()
+            total = total + self.bias_grads.pow(2).sum(1)
         if not module.weight.requires_grad:
+            self.per_example = []
             return total
-        if isinstance(module, nn.Conv2d) and self._materialise():
-            weight = _conv_per_example_grads(module, self.activation, self.output_grad, self.examples)
-            self.per_example = [weight]  # for WSConv2d: gradients with respect to the standardised kernel
-            if isinstance(module, WSConv2d):
-                return total + module.weight_gradient_norms2(weight)
-            return total + weight.flatten(1).pow(2).sum(1)
+        if isinstance(module, nn.Conv2d):
+            return total + self._conv_norms2()
         a, g = self._matrices()  # (B, T, d), (B, T, p)
         T, d, p = a.shape[1], a.shape[2], g.shape[2]
-        if isinstance(module, WSConv2d):
-            return total + self._standardized_ghost_norms2(a, g)
         if T * (d + p) >= d * p:
             weight = torch.bmm(g.transpose(1, 2), a)  # (B, p, d): materialised per-example gradients
             self.per_example = [weight]
-            return total + weight.flatten(1).pow(2).sum(1)
+            return total + _squared_norms(weight)
         if T == 1:
             return total + a.squeeze(1).pow(2).sum(1) * g.squeeze(1).pow(2).sum(1)
         return total + (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
 
-    def _materialise(self) -> bool:
-        """Whether per-example gradients are cheaper than ghost norms."""
-        module, g = self.module, self.output_grad
-        positions = g[0].numel() // g.shape[1] * (g.shape[0] // self.examples)
+    def _conv_norms2(self) -> torch.Tensor:
+        """A convolution's kernel part: per-example kernel gradients when they cost no more than ghost
+        norms (cost ~ T d p against T^2 (d + p) per example), else ghost norms from the patch Gram
+        matrix. For a weight-standardised conv both give the norms for the standardised kernel G,
+        mapped to the raw weight by :meth:`WSConv2d.weight_gradient_norms2`; scaling the output
+        gradients by 1 / s gives sum_r |G_r|^2 / s_r^2 directly."""
+        module, a, g, B = self.module, self.activation, self.output_grad, self.examples
+        standardized = isinstance(module, WSConv2d)
+        inv_scale = 1.0 / module._standardization()[1].squeeze(1) if standardized else None
+        positions = g[0].numel() // g.shape[1] * (g.shape[0] // B)
         fan_in = module.weight[0].numel()
-        return positions * (fan_in + module.out_channels) >= fan_in * module.out_channels
+        if positions * (fan_in + module.out_channels) >= fan_in * module.out_channels:
+            weight = conv_grads.per_example_kernel_grads(module, a, g, B)
+            self.per_example = [weight]  # for WSConv2d: gradients with respect to the standardised kernel
+            if not standardized:
+                return _squared_norms(weight)
+            scaled = (torch.linalg.vector_norm(weight.flatten(2), dim=2) * inv_scale).pow(2).sum(1)
+        else:
+            if standardized:
+                g = g * inv_scale.view(1, -1, 1, 1)
+            flat = g.flatten(2).view(B, -1, g.shape[1], g.shape[2] * g.shape[3])  # (B, V, p, T)
+            flat = flat.transpose(1, 2).reshape(B, g.shape[1], -1)  # (B, p, V T)
+            ghost = conv_grads.patch_gram(module, a, B) * torch.bmm(flat.transpose(1, 2), flat)
+            scaled = ghost.sum((1, 2))
+            if not standardized:
+                return scaled
+        return module.weight_gradient_norms2(scaled, *self._standardized_stats())
 
-    def _standardized_ghost_norms2(self, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """Norms of a weight-standardised conv's per-example gradients without forming them.
+    def _standardized_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, p) each, for the standardised kernel's per-example gradients G: sum(G_r) and G_r . y_r.
 
-        With G the gradient for the standardised kernel y, each channel r contributes
-        (|G_r|^2 - n mean(G_r)^2 - 2 n m_r^2 + m_r^2 |y_r|^2) / s_r^2, m_r = mean(G_r y_r)
-        (:meth:`WSConv2d.weight_gradient_norms2`). Ghost norms give sum_r |G_r|^2 / s_r^2 (output
-        gradients scaled by 1 / s_r); sum(G_r) = sum_t g_tr (sum of patch t); G_r . y_r = sum_t g_tr o_tr
-        where o = conv(x, y), the layer's output without its bias.
-        """
-        module = self.module
-        standardized, scale = module._standardization()  # (p, n), (p, 1)
-        fan_in = standardized.shape[1]
-        inv_scale = 1.0 / scale.squeeze(1)
-        scaled = g * inv_scale
-        ghost = (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(scaled, scaled.transpose(1, 2))).sum((1, 2))
-        grad_sums = torch.einsum("btp,bt->bp", g, a.sum(2))
+        sum(G_r) = sum_t g_tr (sum of patch t), and G_r . y_r = sum_t g_tr o_tr where o = conv(x, y)
+        is the layer's output without its bias (recomputed if it was changed in place)."""
+        module, g, B = self.module, self.output_grad, self.examples
         output = self.output
         if output._version != self.output_version:  # modified in place later in the forward pass
             output = module._conv_forward(self.activation, module.standardized_weight().detach(), None)
         elif module.bias is not None:
             output = output - module.bias.detach().view(1, -1, 1, 1)
-        o = output.flatten(2).transpose(1, 2).reshape(g.shape)
-        m = torch.einsum("btp,btp->bp", g, o) / fan_in
-        extra = -grad_sums.pow(2) / fan_in - 2 * fan_in * m.pow(2) + m.pow(2) * standardized.pow(2).sum(1)
-        return ghost + (extra * inv_scale.pow(2)).sum(1)
+        flat = g.flatten(2)  # (N, p, T)
+        sums = torch.einsum("npt,nt->np", flat, conv_grads.patch_sums(module, self.activation))
+        dots = torch.einsum("npt,npt->np", flat, output.flatten(2))
+        return sums.view(B, -1, sums.shape[1]).sum(1), dots.view(B, -1, dots.shape[1]).sum(1)
 
     def clipped_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
         """Sum over examples of factor_i x (example i's gradient), for each trainable parameter."""
@@ -306,18 +326,18 @@ class _Layer:
             return [torch.einsum("b,b...->...", factors, g) for g in self.per_example]
         sums = []
         if module.weight.requires_grad:
-            if self.per_example is not None:
+            if self.per_example:
                 weight = torch.einsum("b,b...->...", factors, self.per_example[0])
             elif isinstance(module, nn.Conv2d):
-                weight = _conv_weight_grad(module, self.activation, self._scaled_output_grad(factors))
+                weight = conv_grads.batch_kernel_grad(module, self.activation, self._scaled_output_grad(factors))
             else:
                 a, g = self._matrices()
                 weight = (g * factors[:, None, None]).flatten(0, 1).t().mm(a.flatten(0, 1))
             if isinstance(module, WSConv2d):  # its chain rule is linear: apply it once, to the sum
                 weight = module.weight_gradient(weight.reshape(1, *module.weight.shape))[0]
             sums.append(weight.reshape(module.weight.shape))
-        if module.bias is not None and module.bias.requires_grad:
-            sums.append(torch.einsum("b,bp->p", factors, self._bias_grads()))
+        if self.bias_grads is not None:
+            sums.append(torch.einsum("b,bp->p", factors, self.bias_grads))
         return sums
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -333,25 +353,16 @@ class _Layer:
         return per_row.view(self.examples, -1, per_row.shape[-1]).sum(1)
 
     def _matrices(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._cached is None:
-            module, a, g, B = self.module, self.activation, self.output_grad, self.examples
-            if isinstance(module, nn.Conv2d):
-                cols = _patches(module, a)  # (N, L, d)
-                a = cols.reshape(B, -1, cols.shape[2])
-                g = g.flatten(2).transpose(1, 2).reshape(B, -1, g.shape[1])
-            else:
-                a, g = a.reshape(B, -1, a.shape[-1]), g.reshape(B, -1, g.shape[-1])
-            self._cached = (a, g)
-        return self._cached
+        """A linear layer's input and output gradient as (B, T, d) and (B, T, p)."""
+        a, g, B = self.activation, self.output_grad, self.examples
+        return a.reshape(B, -1, a.shape[-1]), g.reshape(B, -1, g.shape[-1])
 
     def _norm_layer_grads(self) -> list[torch.Tensor]:
         module, a, g, B = self.module, self.activation, self.output_grad, self.examples
         if isinstance(module, nn.GroupNorm):
-            normalized = F.group_norm(a, module.num_groups, eps=module.eps)
-            channel_dims = (1,)
-        else:
-            normalized = F.layer_norm(a, module.normalized_shape, eps=module.eps)
-            channel_dims = tuple(range(a.dim() - len(module.normalized_shape), a.dim()))
+            return self._group_norm_grads()
+        normalized = F.layer_norm(a, module.normalized_shape, eps=module.eps)
+        channel_dims = tuple(range(a.dim() - len(module.normalized_shape), a.dim()))
 
         def per_example(values: torch.Tensor) -> torch.Tensor:
             reduce = [d for d in range(1, values.dim()) if d not in channel_dims]
@@ -364,6 +375,26 @@ class _Layer:
         if module.bias is not None and module.bias.requires_grad:
             grads.append(per_example(g))
         return grads
+
+    def _group_norm_grads(self) -> list[torch.Tensor]:
+        """Per-example GroupNorm gradients without forming the normalised input: with each group's mean
+        mu and 1 / std r (the statistics the forward pass used), the weight gradient of channel c is
+        r (sum_s a_cs g_cs - mu sum_s g_cs), the bias gradient sum_s g_cs (s: spatial positions)."""
+        module, B = self.module, self.examples
+        rows, channels = self.activation.shape[:2]
+        a, g = self.activation.reshape(rows, channels, -1), self.output_grad.reshape(rows, channels, -1)
+        per_group = channels // module.num_groups
+        grad_sums = g.sum(2)
+        grads = []
+        if module.weight is not None and module.weight.requires_grad:
+            _, mean, inv_std = torch.ops.aten.native_group_norm(
+                a, None, None, rows, channels, a.shape[2], module.num_groups, module.eps)  # (N, groups) each
+            inv_std = inv_std.repeat_interleave(per_group, dim=1)
+            mean = mean.repeat_interleave(per_group, dim=1)
+            grads.append(inv_std * (torch.einsum("ncs,ncs->nc", a, g) - mean * grad_sums))
+        if module.bias is not None and module.bias.requires_grad:
+            grads.append(grad_sums)
+        return [grad.view(B, -1, channels).sum(1) for grad in grads]
 
     def _embedding_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
         module, B = self.module, self.examples
@@ -385,61 +416,9 @@ class _Layer:
         return [weight]
 
 
-def _patches(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
-    """(N, L, d) input patches of ``conv`` (im2col): L output positions, d = C_in x kh x kw."""
-    ph, pw = conv.padding
-    padded = F.pad(x, (pw, pw, ph, ph)) if ph or pw else x
-    n, c, h, w = padded.shape
-    (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
-    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
-    sn, sc, sy, sx = padded.stride()
-    view = padded.as_strided((n, oh, ow, c, kh, kw), (sn, sy * sh, sx * sw, sc, sy * dh, sx * dw))
-    return view.reshape(n, oh * ow, c * kh * kw)
-
-
-#: fastest per-example convolution gradient for a layer configuration, found by timing both once
-_CONV_STRATEGY: dict[tuple, str] = {}
-
-
-def _conv_per_example_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
-    """(B, *conv.weight.shape) per-example kernel gradients, summed over each example's views.
-
-    Two exact ways: im2col patches and a batched matrix product, or one grouped convolution of the
-    inputs with the output gradients as kernels (one group per example). Which is faster depends on
-    the shapes and the machine, so the first call times both and remembers the winner.
-    """
-    key = (x.shape, g.shape, conv.kernel_size, conv.stride, conv.padding, conv.dilation, x.dtype, x.device.type)
-    strategy = _CONV_STRATEGY.get(key)
-    if strategy is None:
-        timings = {}
-        for name in ("patches", "grouped"):
-            for _ in range(2):
-                start = time.perf_counter()
-                _conv_grads(name, conv, x, g, examples)
-                timings[name] = time.perf_counter() - start
-        strategy = _CONV_STRATEGY[key] = min(timings, key=timings.get)
-    return _conv_grads(strategy, conv, x, g, examples)
-
-
-def _conv_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
-    n, out_channels = g.shape[:2]
-    if strategy == "patches":
-        cols = _patches(conv, x)  # (N, L, d)
-        grads = torch.bmm(g.flatten(2), cols)  # (N, p, d)
-    else:
-        kh, kw = conv.kernel_size
-        full = F.conv2d(x.transpose(0, 1), g.reshape(n * out_channels, 1, *g.shape[2:]), padding=conv.padding,
-                        stride=conv.dilation, dilation=conv.stride, groups=n)[..., :kh, :kw]  # (C, N*p, kh, kw)
-        grads = full.reshape(x.shape[1], n, out_channels, kh, kw).permute(1, 2, 0, 3, 4)
-    grads = grads.reshape(examples, n // examples, *conv.weight.shape)
-    return grads.sum(1) if n != examples else grads.squeeze(1)
-
-
-def _conv_weight_grad(conv: nn.Conv2d, x: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
-    """The batch's kernel gradient for output gradient ``grad_output`` (one fused backward kernel)."""
-    return torch.ops.aten.convolution_backward(
-        grad_output, x, conv.weight.detach(), None, conv.stride, conv.padding, conv.dilation, False, [0, 0],
-        conv.groups, [False, True, False])[1]
+def _squared_norms(per_example: torch.Tensor) -> torch.Tensor:
+    """(B,): the squared norm of each example's slice of ``per_example`` (B, ...)."""
+    return torch.linalg.vector_norm(per_example.flatten(1), dim=1).pow(2)
 
 
 def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, multiple_views) -> ClippedGradients:
@@ -463,7 +442,7 @@ def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
         layer = layers[module] = _Layer(module, args[0].detach(), output, examples)
         if not args[0].requires_grad:
             output = output + tap
-        output.register_hook(lambda g: setattr(layer, "output_grad", g))
+        output.register_hook(layer.receive)
         return output
 
     handles = [m.register_forward_hook(forward_hook) for m in model.modules() if isinstance(m, _FAST_LAYERS)]
@@ -476,9 +455,9 @@ def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
             handle.remove()
     norms2 = torch.zeros(examples, dtype=params[0].dtype, device=params[0].device)
     for layer in layers.values():
-        if layer.output_grad is None:  # the loss does not depend on this layer
-            layer.output_grad = torch.zeros(layer.output_shape, dtype=layer.output_dtype, device=norms2.device)
-        norms2 = norms2 + layer.norms2()
+        if layer.sq_norms is None:  # the loss does not depend on this layer
+            layer.receive(torch.zeros(layer.output_shape, dtype=layer.output_dtype, device=norms2.device))
+        norms2 = norms2 + layer.sq_norms
     norms = norms2.clamp(min=0).sqrt()
     factors = clip_factors(norms, max_grad_norm).to(norms2.dtype)
     by_param = {}

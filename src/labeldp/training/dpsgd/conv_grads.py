@@ -1,0 +1,144 @@
+"""Per-example quantities of a 2-D convolution, for clipping: each example's kernel gradient, the Gram
+matrix of its input patches (for "ghost" gradient norms), its patch sums, and the batch's kernel gradient.
+
+Shapes: ``x`` is a layer input (N, C, H, W), ``g`` the gradient of its output (N, p, oh, ow). N rows
+may hold ``examples`` examples of N / examples views each (augmentation multiplicity); per-example
+results sum over an example's views. T = oh x ow output positions, d = C x kh x kw patch size.
+All results are exact (no sketching); they differ from a per-example loop by float rounding only.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+#: the fastest candidate of :func:`fastest` for each computation and layer configuration
+_FASTEST: dict[tuple, str] = {}
+STRATEGIES = ("loop", "patches", "grouped")
+
+
+def patches(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    """(N, T, d) input patches of ``conv`` (im2col; a transposed view of ``F.unfold``'s (N, d, T))."""
+    return F.unfold(x, conv.kernel_size, conv.dilation, conv.padding, conv.stride).transpose(1, 2)
+
+
+def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
+    """(examples, *conv.weight.shape): each example's kernel gradient, summed over its views.
+
+    Three exact ways, whose speed depends on the shapes and the machine (:func:`fastest` picks):
+
+    - ``loop``: one kernel-gradient call (the backend's fused convolution backward) per row;
+    - ``patches``: im2col patches and one batched matrix product;
+    - ``grouped``: one grouped convolution of the inputs with the output gradients as kernels.
+    """
+    key = ("kernel_grads", *_configuration(conv, x, g))
+    return fastest(key, {name: partial(kernel_grads, name, conv, x, g, examples) for name in STRATEGIES})
+
+
+def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]]) -> torch.Tensor:
+    """The result of the fastest of ``candidates`` (interchangeable exact computations). The first call
+    for a ``key`` times each candidate (best of two runs) and remembers the winner for later calls."""
+    name = _FASTEST.get(key)
+    if name is None:
+        timings = {}
+        for candidate, compute in candidates.items():
+            runs = []
+            for _ in range(2):
+                start = time.perf_counter()
+                compute()
+                runs.append(time.perf_counter() - start)
+            timings[candidate] = min(runs)
+        name = _FASTEST[key] = min(timings, key=timings.get)
+    return candidates[name]()
+
+
+def _configuration(conv: nn.Conv2d, *tensors: torch.Tensor) -> tuple:
+    shapes = tuple(tuple(tensor.shape) for tensor in tensors)
+    return (*shapes, conv.kernel_size, conv.stride, conv.padding, conv.dilation, tensors[0].dtype,
+            tensors[0].device.type)
+
+
+def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
+    """:func:`per_example_kernel_grads` with a given strategy (one of :data:`STRATEGIES`)."""
+    n, out_channels = g.shape[:2]
+    if strategy == "loop":
+        grads = g.new_empty(n, *conv.weight.shape)
+        for row in range(n):
+            grads[row] = batch_kernel_grad(conv, x[row:row + 1], g[row:row + 1])
+    elif strategy == "patches":
+        grads = torch.bmm(g.flatten(2), patches(conv, x))  # (N, p, d)
+    elif strategy == "grouped":
+        kh, kw = conv.kernel_size
+        full = F.conv2d(x.transpose(0, 1), g.reshape(n * out_channels, 1, *g.shape[2:]), padding=conv.padding,
+                        stride=conv.dilation, dilation=conv.stride, groups=n)[..., :kh, :kw]  # (C, N*p, kh, kw)
+        grads = full.reshape(x.shape[1], n, out_channels, kh, kw).permute(1, 2, 0, 3, 4)
+    else:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    grads = grads.reshape(examples, n // examples, *conv.weight.shape)
+    return grads.sum(1) if n != examples else grads.squeeze(1)
+
+
+def batch_kernel_grad(conv: nn.Conv2d, x: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
+    """The kernel gradient of the whole batch for output gradient ``grad_output`` (one fused kernel)."""
+    return torch.ops.aten.convolution_backward(
+        grad_output, x, conv.weight.detach(), None, conv.stride, conv.padding, conv.dilation, False, [0, 0],
+        conv.groups, [False, True, False])[1]
+
+
+def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "auto") -> torch.Tensor:
+    """(examples, V T, V T): Gram matrix of each example's input patches over its V views' positions.
+
+    ``method`` ``"patches"`` forms the patches (im2col, then a batched product; ~ T^2 d). ``"pixels"``
+    does not: it takes the Gram matrix of the padded input's pixels, P[u, v] = x_u . x_v (~ U^2 C, U
+    padded positions), and sums it along the kh x kw kernel offsets o, since
+    patch_t . patch_s = sum_o P[t + o, s + o]. ``"auto"`` runs the faster (:func:`fastest`).
+    """
+    if method == "auto":
+        key = ("patch_gram", examples, *_configuration(conv, x))
+        return fastest(key, {name: partial(patch_gram, conv, x, examples, name) for name in ("patches", "pixels")})
+    views = len(x) // examples
+    if method == "patches":
+        cols = patches(conv, x).reshape(examples, -1, conv.weight[0].numel())
+        return torch.bmm(cols, cols.transpose(1, 2))
+    if method != "pixels":
+        raise ValueError(f"method must be 'auto', 'patches' or 'pixels', got {method!r}")
+    padded = _padded(conv, x)
+    channels = padded.shape[1]
+    (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
+    oh, ow = _output_size(conv, padded)
+    # the rows and columns of the padded input that some patch touches
+    used_h, used_w = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    pixels, positions = used_h * used_w, oh * ow
+    flat = padded[:, :, :used_h, :used_w].reshape(examples, views, channels, pixels)
+    flat = flat.transpose(1, 2).reshape(examples, channels, views * pixels)
+    pixel_gram = torch.bmm(flat.transpose(1, 2), flat).view(examples, views, used_h, used_w, views, used_h, used_w)
+    gram = None
+    for i in range(0, kh * dh, dh):
+        for j in range(0, kw * dw, dw):
+            rows, cols = slice(i, i + (oh - 1) * sh + 1, sh), slice(j, j + (ow - 1) * sw + 1, sw)
+            shifted = pixel_gram[:, :, rows, cols, :, rows, cols]
+            gram = shifted.clone() if gram is None else gram.add_(shifted)
+    return gram.reshape(examples, views * positions, views * positions)
+
+
+def patch_sums(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    """(N, T): the sum of each input patch's entries (a convolution of the channel sum with ones)."""
+    ones = x.new_ones(1, 1, *conv.kernel_size)
+    summed = F.conv2d(x.sum(1, keepdim=True), ones, stride=conv.stride, padding=conv.padding, dilation=conv.dilation)
+    return summed.flatten(1)
+
+
+def _padded(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    ph, pw = conv.padding
+    return F.pad(x, (pw, pw, ph, ph)) if ph or pw else x
+
+
+def _output_size(conv: nn.Conv2d, padded: torch.Tensor) -> tuple[int, int]:
+    h, w = padded.shape[2:]
+    (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
+    return (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
