@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -170,13 +171,47 @@ def test_patches_are_what_the_convolution_multiplies():
 
 
 @pytest.mark.parametrize("method", ["fast", "vmap"])
-def test_augmentation_multiplicity_averages_views_before_clipping(method):
-    model, _, y = _cases()["ws-groupnorm-conv"]
-    x = torch.randn(5, 3, 3, 9, 9)  # 3 views of each example
-    expected, _ = loop_reference(model, x, y, 0.05, views=True)
+@pytest.mark.parametrize("case", ["ws-groupnorm-conv", "ws-ghost-inplace", "wideresnet"])
+def test_augmentation_multiplicity_averages_views_before_clipping(case, method):
+    model, x, y = _cases()[case]
+    x = torch.randn(len(x), 3, *x.shape[1:])  # 3 views of each example
+    expected, expected_norms = loop_reference(model, x, y, 0.05, views=True)
     got = clipped_gradient_sum(model, x, y, 0.05, method=method, multiple_views=True)
     for ours, reference in zip(got.sums, expected):
         assert float((ours - reference).norm() / reference.norm()) < 1e-5
+    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+
+
+def test_partly_frozen_layers_match_the_loop():
+    model, x, y = _cases()["ws-groupnorm-conv"]
+    model.ws.weight.requires_grad_(False)  # a conv with only its bias trainable
+    model.gn.bias.requires_grad_(False)  # a GroupNorm with only its weight trainable
+    expected, expected_norms = loop_reference(model, x, y, 0.05)
+    got = clipped_gradient_sum(model, x, y, 0.05, method="fast")
+    assert len(got.sums) == len(expected)
+    for ours, reference in zip(got.sums, expected):
+        assert float((ours - reference).norm() / reference.norm()) < 1e-5
+    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+
+
+def test_fastest_runs_the_faster_candidate_and_remembers_it():
+    calls = []
+
+    def slow():
+        time.sleep(0.02)
+        calls.append("slow")
+        return torch.zeros(1)
+
+    def quick():
+        calls.append("quick")
+        return torch.ones(1)
+
+    key = ("test_fastest", id(calls))
+    assert float(conv_grads.fastest(key, {"slow": slow, "quick": quick})) == 1.0
+    assert calls.count("slow") == 2 and calls.count("quick") == 3  # timed twice each, then the winner
+    calls.clear()
+    assert float(conv_grads.fastest(key, {"slow": slow, "quick": quick})) == 1.0
+    assert calls == ["quick"]
 
 
 def test_no_noise_and_no_clipping_is_plain_sgd():
