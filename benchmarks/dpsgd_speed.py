@@ -88,7 +88,8 @@ def opacus(model: nn.Module, x: torch.Tensor, y: torch.Tensor, mode: str) -> Cal
     return step
 
 
-def run(model_name: str, batch_size: int, repeats: int, warmup: int, with_opacus: bool) -> list[tuple[str, float]]:
+def run(model_name: str, batch_size: int, repeats: int, warmup: int, with_opacus: bool, with_vmap: bool
+        ) -> list[tuple[str, float]]:
     torch.manual_seed(0)
     reference = build_model(model_name, SHAPES[model_name], 10)
     x = torch.randn(batch_size, *SHAPES[model_name])
@@ -96,8 +97,9 @@ def run(model_name: str, batch_size: int, repeats: int, warmup: int, with_opacus
     variants: list[tuple[str, Callable[[nn.Module], Callable[[], None]]]] = [
         ("non-private SGD", lambda m: non_private(m, x, y)),
         ("labeldp fast", lambda m: labeldp(m, x, y, "fast")),
-        ("labeldp vmap", lambda m: labeldp(m, x, y, "vmap")),
     ]
+    if with_vmap:
+        variants.append(("labeldp vmap", lambda m: labeldp(m, x, y, "vmap")))
     if with_opacus:
         variants += [(f"opacus {mode}", lambda m, mode=mode: opacus(m, x, y, mode)) for mode in OPACUS_MODES]
     steps = {}
@@ -121,13 +123,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=None, help="timed steps per variant (default 20, 3 for wrn16-4)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per variant (default %(default)s)")
     parser.add_argument("--no-opacus", action="store_true", help="skip Opacus (e.g. when it is not installed)")
+    parser.add_argument("--no-vmap", action="store_true",
+                        help="skip labeldp's vmap path (on wrn16-4 it needs tens of GB and slows the steps timed after it)")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size}")
     tables = {}
     for model_name in args.models:
         print(f"{model_name}:", flush=True)
         repeats = args.repeats or (3 if model_name == "wrn16-4" else 20)
-        tables[model_name] = run(model_name, args.batch_size, repeats, args.warmup, not args.no_opacus)
+        tables[model_name] = run(model_name, args.batch_size, repeats, args.warmup, not args.no_opacus,
+                                 not args.no_vmap)
     print()
     print(f"{'model':<10} {'variant':<18} {'median step':>12} {'vs non-private':>15}")
     for model_name, rows in tables.items():

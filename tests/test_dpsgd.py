@@ -145,7 +145,9 @@ def test_every_convolution_strategy_is_exact(strategy):
         out = conv(x)
         g = torch.randn_like(out)
         expected = torch.stack([torch.autograd.grad(conv(x[i:i + 1]), conv.weight, g[i:i + 1])[0] for i in range(4)])
+        threads = torch.get_num_threads()
         torch.testing.assert_close(conv_grads.kernel_grads(strategy, conv, x, g, 4), expected)
+        assert torch.get_num_threads() == threads  # the threads strategy restores the intra-op threads
 
 
 @pytest.mark.parametrize("method", ["patches", "pixels", "auto"])

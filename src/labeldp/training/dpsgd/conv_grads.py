@@ -10,6 +10,7 @@ All results are exact (no sketching); they differ from a per-example loop by flo
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Callable
 
@@ -19,7 +20,7 @@ from torch import nn
 
 #: the fastest candidate of :func:`fastest` for each computation and layer configuration
 _FASTEST: dict[tuple, str] = {}
-STRATEGIES = ("loop", "patches", "grouped")
+STRATEGIES = ("loop", "threads", "patches", "grouped")
 
 
 def patches(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
@@ -33,11 +34,13 @@ def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, 
     Three exact ways, whose speed depends on the shapes and the machine (:func:`fastest` picks):
 
     - ``loop``: one kernel-gradient call (the backend's fused convolution backward) per row;
+    - ``threads``: the same calls, single-threaded, the rows split across threads;
     - ``patches``: im2col patches and one batched matrix product;
     - ``grouped``: one grouped convolution of the inputs with the output gradients as kernels.
     """
-    key = ("kernel_grads", *_configuration(conv, x, g))
-    return fastest(key, {name: partial(kernel_grads, name, conv, x, g, examples) for name in STRATEGIES})
+    key = ("kernel_grads", *_configuration(conv, x, g), torch.get_num_threads())
+    names = [name for name in STRATEGIES if name != "threads" or torch.get_num_threads() > 1]
+    return fastest(key, {name: partial(kernel_grads, name, conv, x, g, examples) for name in names})
 
 
 def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]]) -> torch.Tensor:
@@ -66,10 +69,16 @@ def _configuration(conv: nn.Conv2d, *tensors: torch.Tensor) -> tuple:
 def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
     """:func:`per_example_kernel_grads` with a given strategy (one of :data:`STRATEGIES`)."""
     n, out_channels = g.shape[:2]
-    if strategy == "loop":
+    if strategy in ("loop", "threads"):
         grads = g.new_empty(n, *conv.weight.shape)
-        for row in range(n):
-            grads[row] = batch_kernel_grad(conv, x[row:row + 1], g[row:row + 1])
+
+        def rows(first: int, last: int) -> None:
+            for row in range(first, last):
+                grads[row] = batch_kernel_grad(conv, x[row:row + 1], g[row:row + 1])
+        if strategy == "loop":
+            rows(0, n)
+        else:
+            _split_across_threads(rows, n)
     elif strategy == "patches":
         grads = torch.bmm(g.flatten(2), patches(conv, x))  # (N, p, d)
     elif strategy == "grouped":
@@ -81,6 +90,25 @@ def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tenso
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     grads = grads.reshape(examples, n // examples, *conv.weight.shape)
     return grads.sum(1) if n != examples else grads.squeeze(1)
+
+
+def _split_across_threads(work: Callable[[int, int], None], rows: int) -> None:
+    """Run ``work(first, last)`` on as many Python threads as torch's intra-op threads, each on its own
+    share of ``rows`` and each op single-threaded: for small per-row problems the cores are better used
+    on different rows than on one row together. The intra-op thread count is restored afterwards."""
+    threads = torch.get_num_threads()
+    bounds = [rows * k // threads for k in range(threads + 1)]
+
+    def single_threaded(first: int, last: int) -> None:
+        torch.set_num_threads(1)
+        work(first, last)
+
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(single_threaded, bounds[:-1], bounds[1:]))
+    finally:
+        torch.set_num_threads(threads)
 
 
 def batch_kernel_grad(conv: nn.Conv2d, x: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
