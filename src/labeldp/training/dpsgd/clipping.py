@@ -242,7 +242,7 @@ class _Layer:
         self.output_grad = output_grad
         self.sq_norms = self.norms2()
         self.output = None
-        if self.per_example is not None and not isinstance(self.module, nn.Embedding):
+        if self.per_example is not None:  # the clipped sum needs only these (embeddings keep their inputs)
             self.activation = self.output_grad = None
 
     # -- rules ------------------------------------------------------------------------------------
