@@ -31,7 +31,7 @@ def patches(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
 def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
     """(examples, *conv.weight.shape): each example's kernel gradient, summed over its views.
 
-    Three exact ways, whose speed depends on the shapes and the machine (:func:`fastest` picks):
+    Four exact ways, whose speed depends on the shapes and the machine (:func:`fastest` picks):
 
     - ``loop``: one kernel-gradient call (the backend's fused convolution backward) per row;
     - ``threads``: the same calls, single-threaded, the rows split across threads;
@@ -100,10 +100,10 @@ def _split_across_threads(work: Callable[[int, int], None], rows: int) -> None:
     bounds = [rows * k // threads for k in range(threads + 1)]
 
     def single_threaded(first: int, last: int) -> None:
-        torch.set_num_threads(1)
+        torch.set_num_threads(1)  # a worker's own OpenMP setting, which the backend's kernels read
         work(first, last)
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # the process-wide count, which threads read when they first start ops
     try:
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(single_threaded, bounds[:-1], bounds[1:]))
