@@ -168,7 +168,8 @@ def test_patches_are_what_the_convolution_multiplies():
     for conv in convolutions():
         x = torch.randn(2, conv.in_channels, 11, 10)
         out = conv(x)
-        via_patches = conv_grads.patches(conv, x) @ conv.weight.flatten(1).t() + conv.bias
+        kernel = conv.weight.permute(0, 2, 3, 1).flatten(1)  # entries in (kh, kw, C) order, as in the patches
+        via_patches = conv_grads.patches(conv, x) @ kernel.t() + conv.bias
         torch.testing.assert_close(via_patches.transpose(1, 2).reshape(out.shape), out)
 
 
@@ -194,6 +195,47 @@ def test_partly_frozen_layers_match_the_loop():
     for ours, reference in zip(got.sums, expected):
         assert float((ours - reference).norm() / reference.norm()) < 1e-5
     torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+
+
+def test_group_norm_statistics_in_chunks_of_rows_match_the_loop(monkeypatch):
+    monkeypatch.setattr(clipping, "_CACHE_ELEMENTS", 1)  # one row per chunk
+    model, x, y = _cases()["wideresnet"]
+    x = x + 5.0  # inputs far from zero mean: the centred second pass must not cancel
+    expected, expected_norms = loop_reference(model, x, y, 0.05)
+    got = clipped_gradient_sum(model, x, y, 0.05, method="fast")
+    for ours, reference in zip(got.sums, expected):
+        assert float((ours - reference).norm() / reference.norm()) < 1e-5
+    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+
+
+def test_workspaces_are_reused_across_batch_sizes_without_stale_values():
+    model, x, y = _cases()["cnn-inplace-relu"]
+    x, y = torch.cat([x, x.flip(0)]), torch.cat([y, y.flip(0)])
+    for size in (3, 10, 2, 10):  # grows, then views of the grown workspace, smaller and equal
+        expected, expected_norms = loop_reference(model, x[:size], y[:size], 0.05)
+        got = clipped_gradient_sum(model, x[:size], y[:size], 0.05, method="fast")
+        for ours, reference in zip(got.sums, expected):
+            assert float((ours - reference).norm() / reference.norm()) < 1e-5
+        torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert any(m in clipping._WORKSPACES for m in convs)
+    assert all(clipping._WORKSPACES[m].numel() <= 11 * m.weight.numel() for m in convs if m in clipping._WORKSPACES)
+
+
+def test_autotuning_is_shared_by_batch_sizes_up_to_the_same_power_of_two(monkeypatch):
+    conv = nn.Conv2d(3, 4, 3, padding=1)
+    timed = []
+    original = conv_grads.fastest
+
+    def recording(key, candidates):
+        if key not in conv_grads._FASTEST:
+            timed.append(key)
+        return original(key, candidates)
+    monkeypatch.setattr(conv_grads, "fastest", recording)
+    for batch in (9, 12, 16, 17):
+        x = torch.randn(batch, 3, 6, 6)
+        conv_grads.per_example_kernel_grads(conv, x, torch.randn(batch, 4, 6, 6), batch)
+    assert len(timed) == 2  # 9..16 share one timing, 17 starts the next
 
 
 def test_fastest_runs_the_faster_candidate_and_remembers_it():

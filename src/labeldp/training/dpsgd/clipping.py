@@ -29,6 +29,7 @@ once -- the privacy unit stays the example.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -46,6 +47,11 @@ METHODS = ("auto", "fast", "vmap")
 _CROSS_EXAMPLE = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
 _FAST_LAYERS = (nn.Linear, nn.Conv2d, nn.Embedding, nn.LayerNorm, nn.GroupNorm)
 _NORM_EPSILON = 1e-6
+#: elements of a temporary that computes in chunks (4 MB of float32: about a core's share of cache)
+_CACHE_ELEMENTS = 1 << 20
+#: each layer's memory for its per-example gradients, kept between calls on CPU, where touching fresh
+#: pages costs about as much as computing the gradients; it goes with the module
+_WORKSPACES: weakref.WeakKeyDictionary[nn.Module, torch.Tensor] = weakref.WeakKeyDictionary()
 
 
 def cross_entropy_per_example(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -266,7 +272,7 @@ class _Layer:
         a, g = self._matrices()  # (B, T, d), (B, T, p)
         T, d, p = a.shape[1], a.shape[2], g.shape[2]
         if T * (d + p) >= d * p:
-            weight = torch.bmm(g.transpose(1, 2), a)  # (B, p, d): materialised per-example gradients
+            weight = torch.bmm(g.transpose(1, 2), a, out=_workspace(module, (len(a), p, d), a))  # per-example gradients
             self.per_example = [weight]
             return total + _squared_norms(weight)
         if T == 1:
@@ -285,7 +291,8 @@ class _Layer:
         positions = g[0].numel() // g.shape[1] * (g.shape[0] // B)
         fan_in = module.weight[0].numel()
         if positions * (fan_in + module.out_channels) >= fan_in * module.out_channels:
-            weight = conv_grads.per_example_kernel_grads(module, a, g, B)
+            rows = _workspace(module, (len(g), *module.weight.shape), g)
+            weight = conv_grads.per_example_kernel_grads(module, a, g, B, rows)
             self.per_example = [weight]  # for WSConv2d: gradients with respect to the standardised kernel
             if not standardized:
                 return _squared_norms(weight)
@@ -378,22 +385,28 @@ class _Layer:
 
     def _group_norm_grads(self) -> list[torch.Tensor]:
         """Per-example GroupNorm gradients without forming the normalised input: with each group's mean
-        mu and 1 / std r (the statistics the forward pass used), the weight gradient of channel c is
-        r (sum_s a_cs g_cs - mu sum_s g_cs), the bias gradient sum_s g_cs (s: spatial positions)."""
+        mu and 1 / std r, the weight gradient of channel c is r sum_s (a_cs - mu) g_cs and the bias
+        gradient sum_s g_cs (s: spatial positions). The statistics are recomputed exactly (two passes:
+        mean, then centred squares) over chunks of rows small enough to stay in cache."""
         module, B = self.module, self.examples
         rows, channels = self.activation.shape[:2]
-        a, g = self.activation.reshape(rows, channels, -1), self.output_grad.reshape(rows, channels, -1)
-        per_group = channels // module.num_groups
-        grad_sums = g.sum(2)
+        g = self.output_grad.reshape(rows, channels, -1)
         grads = []
         if module.weight is not None and module.weight.requires_grad:
-            _, mean, inv_std = torch.ops.aten.native_group_norm(
-                a, None, None, rows, channels, a.shape[2], module.num_groups, module.eps)  # (N, groups) each
-            inv_std = inv_std.repeat_interleave(per_group, dim=1)
-            mean = mean.repeat_interleave(per_group, dim=1)
-            grads.append(inv_std * (torch.einsum("ncs,ncs->nc", a, g) - mean * grad_sums))
+            grouped = self.activation.reshape(rows, module.num_groups, -1)
+            chunk = max(1, _CACHE_ELEMENTS // grouped[0].numel())
+            weight_grads = []
+            for start in range(0, rows, chunk):
+                centred = grouped[start:start + chunk]
+                centred = centred - centred.mean(2, keepdim=True)
+                variance = torch.linalg.vector_norm(centred, dim=2).pow(2) / centred.shape[2]
+                inv_std = (variance + module.eps).rsqrt().repeat_interleave(channels // module.num_groups, dim=1)
+                n = len(centred)
+                dots = torch.bmm(centred.reshape(n * channels, 1, -1), g[start:start + n].reshape(n * channels, -1, 1))
+                weight_grads.append(inv_std * dots.view(n, channels))
+            grads.append(torch.cat(weight_grads))
         if module.bias is not None and module.bias.requires_grad:
-            grads.append(grad_sums)
+            grads.append(g.sum(2))
         return [grad.view(B, -1, channels).sum(1) for grad in grads]
 
     def _embedding_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -414,6 +427,19 @@ class _Layer:
         weight = torch.zeros_like(self.module.weight)
         weight.index_add_(0, index.flatten(), (g * factors[:, None, None]).flatten(0, 1))
         return [weight]
+
+
+def _workspace(module: nn.Module, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+    """An uninitialised tensor of ``shape`` for ``module``'s per-example gradients: on CPU a view of
+    the module's workspace (grown with 10 % headroom, as Poisson batch sizes vary), elsewhere new
+    memory (CUDA's caching allocator already reuses it). Valid until the module's next call."""
+    if like.device.type != "cpu":
+        return like.new_empty(shape)
+    size = math.prod(shape)
+    buffer = _WORKSPACES.get(module)
+    if buffer is None or buffer.numel() < size or buffer.dtype != like.dtype:
+        buffer = _WORKSPACES[module] = like.new_empty(size + size // 10)
+    return buffer[:size].view(shape)
 
 
 def _squared_norms(per_example: torch.Tensor) -> torch.Tensor:

@@ -24,12 +24,25 @@ STRATEGIES = ("loop", "threads", "patches", "grouped")
 
 
 def patches(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
-    """(N, T, d) input patches of ``conv`` (im2col; a transposed view of ``F.unfold``'s (N, d, T))."""
-    return F.unfold(x, conv.kernel_size, conv.dilation, conv.padding, conv.stride).transpose(1, 2)
+    """(N, T, d) input patches of ``conv`` (im2col), each patch's entries in (kh, kw, C) order -- the
+    kernel's (C, kh, kw) with the channels last. Copied from a strided view of the channels-last
+    input: contiguous runs of C values, several times faster than ``F.unfold`` on small layers."""
+    padded = _padded(conv, x).contiguous(memory_format=torch.channels_last)
+    oh, ow = _output_size(conv, padded)
+    (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
+    n, channels = padded.shape[:2]
+    row, channel, height, width = padded.stride()
+    windows = padded.as_strided((n, oh, ow, kh, kw, channels),
+                                (row, height * sh, width * sw, height * dh, width * dw, channel))
+    return windows.reshape(n, oh * ow, kh * kw * channels)
 
 
-def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
+def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int,
+                             out: torch.Tensor | None = None) -> torch.Tensor:
     """(examples, *conv.weight.shape): each example's kernel gradient, summed over its views.
+
+    ``out`` (N, *conv.weight.shape), optional, receives the per-row gradients (e.g. memory reused
+    across steps); with one view per example it is the result.
 
     Four exact ways, whose speed depends on the shapes and the machine (:func:`fastest` picks):
 
@@ -38,9 +51,9 @@ def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, 
     - ``patches``: im2col patches and one batched matrix product;
     - ``grouped``: one grouped convolution of the inputs with the output gradients as kernels.
     """
-    key = ("kernel_grads", *_configuration(conv, x, g), torch.get_num_threads())
+    key = ("kernel_grads", *_configuration(conv, examples, x, g), torch.get_num_threads())
     names = [name for name in STRATEGIES if name != "threads" or torch.get_num_threads() > 1]
-    return fastest(key, {name: partial(kernel_grads, name, conv, x, g, examples) for name in names})
+    return fastest(key, {name: partial(kernel_grads, name, conv, x, g, examples, out) for name in names})
 
 
 def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]]) -> torch.Tensor:
@@ -60,18 +73,22 @@ def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]]) -> to
     return candidates[name]()
 
 
-def _configuration(conv: nn.Conv2d, *tensors: torch.Tensor) -> tuple:
-    shapes = tuple(tuple(tensor.shape) for tensor in tensors)
-    return (*shapes, conv.kernel_size, conv.stride, conv.padding, conv.dilation, tensors[0].dtype,
-            tensors[0].device.type)
+def _configuration(conv: nn.Conv2d, examples: int, *tensors: torch.Tensor) -> tuple:
+    """What decides which candidate is fastest for a call of ``conv``: the per-row shapes, the views
+    per example and the example count rounded up to a power of two (Poisson-sampled batches differ in
+    size at every step; timing the candidates for each size would cost more than it saves)."""
+    shapes = tuple(tuple(tensor.shape[1:]) for tensor in tensors)
+    views = len(tensors[0]) // max(examples, 1)
+    return (*shapes, views, 1 << (examples - 1).bit_length(), conv.kernel_size, conv.stride, conv.padding,
+            conv.dilation, tensors[0].dtype, tensors[0].device.type)
 
 
-def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
+def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`per_example_kernel_grads` with a given strategy (one of :data:`STRATEGIES`)."""
     n, out_channels = g.shape[:2]
+    grads = g.new_empty(n, *conv.weight.shape) if out is None else out
     if strategy in ("loop", "threads"):
-        grads = g.new_empty(n, *conv.weight.shape)
-
         def rows(first: int, last: int) -> None:
             for row in range(first, last):
                 grads[row] = batch_kernel_grad(conv, x[row:row + 1], g[row:row + 1])
@@ -80,16 +97,17 @@ def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tenso
         else:
             _split_across_threads(rows, n)
     elif strategy == "patches":
-        grads = torch.bmm(g.flatten(2), patches(conv, x))  # (N, p, d)
+        kh, kw = conv.kernel_size
+        channels_last = torch.bmm(g.flatten(2), patches(conv, x)).view(n, out_channels, kh, kw, -1)
+        grads.copy_(channels_last.permute(0, 1, 4, 2, 3))
     elif strategy == "grouped":
         kh, kw = conv.kernel_size
         full = F.conv2d(x.transpose(0, 1), g.reshape(n * out_channels, 1, *g.shape[2:]), padding=conv.padding,
                         stride=conv.dilation, dilation=conv.stride, groups=n)[..., :kh, :kw]  # (C, N*p, kh, kw)
-        grads = full.reshape(x.shape[1], n, out_channels, kh, kw).permute(1, 2, 0, 3, 4)
+        grads.copy_(full.reshape(x.shape[1], n, out_channels, kh, kw).permute(1, 2, 0, 3, 4))
     else:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    grads = grads.reshape(examples, n // examples, *conv.weight.shape)
-    return grads.sum(1) if n != examples else grads.squeeze(1)
+    return grads.view(examples, n // examples, *conv.weight.shape).sum(1) if n != examples else grads
 
 
 def _split_across_threads(work: Callable[[int, int], None], rows: int) -> None:
@@ -127,7 +145,7 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
     patch_t . patch_s = sum_o P[t + o, s + o]. ``"auto"`` runs the faster (:func:`fastest`).
     """
     if method == "auto":
-        key = ("patch_gram", examples, *_configuration(conv, x))
+        key = ("patch_gram", *_configuration(conv, examples, x))
         return fastest(key, {name: partial(patch_gram, conv, x, examples, name) for name in ("patches", "pixels")})
     views = len(x) // examples
     if method == "patches":
