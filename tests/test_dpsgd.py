@@ -197,6 +197,25 @@ def test_partly_frozen_layers_match_the_loop():
     torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
 
 
+@pytest.mark.parametrize("views", [1, 3])
+@pytest.mark.parametrize("path", ["materialise", "ghost"])
+def test_both_convolution_paths_match_the_loop(path, views, monkeypatch):
+    original = conv_grads.fastest
+
+    def forced(key, candidates, trials=None):  # every convolution takes ``path``
+        return candidates[path]() if key[0] == "conv_path" else original(key, candidates, trials)
+    monkeypatch.setattr(conv_grads, "fastest", forced)
+    for case in ("cnn-inplace-relu", "tanh-cnn", "ws-groupnorm-conv", "ws-ghost-inplace", "wideresnet"):
+        model, x, y = _cases()[case]
+        if views > 1:
+            x = torch.randn(len(x), views, *x.shape[1:])
+        expected, expected_norms = loop_reference(model, x, y, 0.05, views=views > 1)
+        got = clipped_gradient_sum(model, x, y, 0.05, method="fast", multiple_views=views > 1)
+        for ours, reference in zip(got.sums, expected):
+            assert float((ours - reference).norm() / reference.norm()) < 1e-5, case
+        torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+
+
 def test_group_norm_statistics_in_chunks_of_rows_match_the_loop(monkeypatch):
     monkeypatch.setattr(clipping, "_CACHE_ELEMENTS", 1)  # one row per chunk
     model, x, y = _cases()["wideresnet"]

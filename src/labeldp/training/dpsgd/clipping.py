@@ -280,33 +280,47 @@ class _Layer:
         return total + (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
 
     def _conv_norms2(self) -> torch.Tensor:
-        """A convolution's kernel part: per-example kernel gradients when they cost no more than ghost
-        norms (cost ~ T d p against T^2 (d + p) per example), else ghost norms from the patch Gram
-        matrix. For a weight-standardised conv both give the norms for the standardised kernel G,
-        mapped to the raw weight by :meth:`WSConv2d.weight_gradient_norms2`; scaling the output
-        gradients by 1 / s gives sum_r |G_r|^2 / s_r^2 directly."""
-        module, a, g, B = self.module, self.activation, self.output_grad, self.examples
-        standardized = isinstance(module, WSConv2d)
-        inv_scale = 1.0 / module._standardization()[1].squeeze(1) if standardized else None
-        positions = g[0].numel() // g.shape[1] * (g.shape[0] // B)
-        fan_in = module.weight[0].numel()
-        if positions * (fan_in + module.out_channels) >= fan_in * module.out_channels:
-            rows = _workspace(module, (len(g), *module.weight.shape), g)
-            weight = conv_grads.per_example_kernel_grads(module, a, g, B, rows)
-            self.per_example = [weight]  # for WSConv2d: gradients with respect to the standardised kernel
-            if not standardized:
-                return _squared_norms(weight)
-            scaled = (torch.linalg.vector_norm(weight.flatten(2), dim=2) * inv_scale).pow(2).sum(1)
-        else:
-            if standardized:
-                g = g * inv_scale.view(1, -1, 1, 1)
-            flat = g.flatten(2).view(B, -1, g.shape[1], g.shape[2] * g.shape[3])  # (B, V, p, T)
-            flat = flat.transpose(1, 2).reshape(B, g.shape[1], -1)  # (B, p, V T)
-            ghost = conv_grads.patch_gram(module, a, B) * torch.bmm(flat.transpose(1, 2), flat)
-            scaled = ghost.sum((1, 2))
-            if not standardized:
-                return scaled
+        """A convolution's kernel part, by the faster of two exact paths for the layer's configuration
+        (:func:`conv_grads.fastest` times each path's norms together with its part of the clipped sum):
+        ``materialise`` forms the per-example kernel gradients (cost ~ T d p per example), ``ghost``
+        takes the norms from the patch Gram matrix (~ T^2 (d + p)) and the clipped sum from one
+        weighted kernel gradient. For a weight-standardised conv both give the norms for the
+        standardised kernel G, mapped to the raw weight by :meth:`WSConv2d.weight_gradient_norms2`."""
+        module, B = self.module, self.examples
+        key = ("conv_path", *conv_grads.configuration(module, B, self.activation, self.output_grad))
+        paths = {"materialise": self._materialised_kernel_norms2, "ghost": self._ghost_kernel_norms2}
+        ones = torch.ones(B, dtype=self.output_grad.dtype, device=self.output_grad.device)
+
+        def with_clipped_sum(path: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+            return lambda: (path(), self.clipped_sums(ones))[0]
+        scaled = conv_grads.fastest(key, paths, {name: with_clipped_sum(path) for name, path in paths.items()})
+        if not isinstance(module, WSConv2d):
+            return scaled
         return module.weight_gradient_norms2(scaled, *self._standardized_stats())
+
+    def _materialised_kernel_norms2(self) -> torch.Tensor:
+        """Forms the per-example kernel gradients (kept for the clipped sum); their squared norms, for a
+        weight-standardised conv sum_r |G_r|^2 / s_r^2 over output channels r (s_r: the channel's scale)."""
+        module, g = self.module, self.output_grad
+        rows = _workspace(module, (len(g), *module.weight.shape), g)
+        weight = conv_grads.per_example_kernel_grads(module, self.activation, g, self.examples, rows)
+        self.per_example = [weight]  # for WSConv2d: gradients with respect to the standardised kernel
+        if not isinstance(module, WSConv2d):
+            return _squared_norms(weight)
+        inv_scale = 1.0 / module._standardization()[1].squeeze(1)
+        return (torch.linalg.vector_norm(weight.flatten(2), dim=2) * inv_scale).pow(2).sum(1)
+
+    def _ghost_kernel_norms2(self) -> torch.Tensor:
+        """The squared norms of :meth:`_materialised_kernel_norms2` from Gram matrices, forming nothing of
+        size (B, p, d): ||sum_t g_t patch_t^T||^2 = sum_{t,s} (patch_t . patch_s)(g_t . g_s); for a
+        weight-standardised conv the output gradients are scaled by 1 / s first."""
+        module, g, B = self.module, self.output_grad, self.examples
+        self.per_example = None
+        if isinstance(module, WSConv2d):
+            g = g / module._standardization()[1].view(1, -1, 1, 1)
+        flat = g.flatten(2).view(B, -1, g.shape[1], g.shape[2] * g.shape[3])  # (B, V, p, T)
+        flat = flat.transpose(1, 2).reshape(B, g.shape[1], -1)  # (B, p, V T)
+        return (conv_grads.patch_gram(module, self.activation, B) * torch.bmm(flat.transpose(1, 2), flat)).sum((1, 2))
 
     def _standardized_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, p) each, for the standardised kernel's per-example gradients G: sum(G_r) and G_r . y_r.

@@ -51,18 +51,22 @@ def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, 
     - ``patches``: im2col patches and one batched matrix product;
     - ``grouped``: one grouped convolution of the inputs with the output gradients as kernels.
     """
-    key = ("kernel_grads", *_configuration(conv, examples, x, g), torch.get_num_threads())
+    key = ("kernel_grads", *configuration(conv, examples, x, g), torch.get_num_threads())
     names = [name for name in STRATEGIES if name != "threads" or torch.get_num_threads() > 1]
     return fastest(key, {name: partial(kernel_grads, name, conv, x, g, examples, out) for name in names})
 
 
-def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]]) -> torch.Tensor:
+def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]],
+            trials: dict[str, Callable[[], object]] | None = None) -> torch.Tensor:
     """The result of the fastest of ``candidates`` (interchangeable exact computations). The first call
-    for a ``key`` times each candidate (best of two runs) and remembers the winner for later calls."""
+    for a ``key`` times each candidate (best of two runs) and remembers the winner for later calls.
+    ``trials``, if given, is what is timed for each candidate (e.g. the candidate and the later work
+    that choosing it implies)."""
     name = _FASTEST.get(key)
     if name is None:
         timings = {}
-        for candidate, compute in candidates.items():
+        for candidate in candidates:
+            compute = (trials or candidates)[candidate]
             runs = []
             for _ in range(2):
                 start = time.perf_counter()
@@ -73,7 +77,7 @@ def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]]) -> to
     return candidates[name]()
 
 
-def _configuration(conv: nn.Conv2d, examples: int, *tensors: torch.Tensor) -> tuple:
+def configuration(conv: nn.Conv2d, examples: int, *tensors: torch.Tensor) -> tuple:
     """What decides which candidate is fastest for a call of ``conv``: the per-row shapes, the views
     per example and the example count rounded up to a power of two (Poisson-sampled batches differ in
     size at every step; timing the candidates for each size would cost more than it saves)."""
@@ -145,7 +149,7 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
     patch_t . patch_s = sum_o P[t + o, s + o]. ``"auto"`` runs the faster (:func:`fastest`).
     """
     if method == "auto":
-        key = ("patch_gram", *_configuration(conv, examples, x))
+        key = ("patch_gram", *configuration(conv, examples, x))
         return fastest(key, {name: partial(patch_gram, conv, x, examples, name) for name in ("patches", "pixels")})
     views = len(x) // examples
     if method == "patches":
