@@ -141,12 +141,13 @@ def convolutions() -> tuple[nn.Conv2d, ...]:
 def test_every_convolution_strategy_is_exact(strategy):
     torch.manual_seed(1)
     for conv in convolutions():
-        x = torch.randn(4, conv.in_channels, 11, 11)
+        rows = conv_grads.ROW_GROUP + 3  # a full and a partial row group
+        x = torch.randn(rows, conv.in_channels, 11, 11)
         out = conv(x)
         g = torch.randn_like(out)
-        expected = torch.stack([torch.autograd.grad(conv(x[i:i + 1]), conv.weight, g[i:i + 1])[0] for i in range(4)])
+        expected = torch.stack([torch.autograd.grad(conv(x[i:i + 1]), conv.weight, g[i:i + 1])[0] for i in range(rows)])
         threads = torch.get_num_threads()
-        torch.testing.assert_close(conv_grads.kernel_grads(strategy, conv, x, g, 4), expected)
+        torch.testing.assert_close(conv_grads.kernel_grads(strategy, conv, x, g, rows), expected)
         assert torch.get_num_threads() == threads  # the threads strategy restores the intra-op threads
 
 

@@ -20,7 +20,9 @@ from torch import nn
 
 #: the fastest candidate of :func:`fastest` for each computation and layer configuration
 _FASTEST: dict[tuple, str] = {}
-STRATEGIES = ("loop", "threads", "patches", "grouped")
+STRATEGIES = ("loop", "threads", "row-groups", "patches", "grouped")
+#: rows per backend call of the ``row-groups`` strategy
+ROW_GROUP = 16
 
 
 def patches(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
@@ -44,10 +46,12 @@ def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, 
     ``out`` (N, *conv.weight.shape), optional, receives the per-row gradients (e.g. memory reused
     across steps); with one view per example it is the result.
 
-    Four exact ways, whose speed depends on the shapes and the machine (:func:`fastest` picks):
+    Five exact ways, whose speed depends on the shapes and the machine (:func:`fastest` picks):
 
     - ``loop``: one kernel-gradient call (the backend's fused convolution backward) per row;
     - ``threads``: the same calls, single-threaded, the rows split across threads;
+    - ``row-groups``: one call per :data:`ROW_GROUP` rows, stacked along the channels as the groups
+      of a grouped convolution, single-threaded, split across threads;
     - ``patches``: im2col patches and one batched matrix product;
     - ``grouped``: one grouped convolution of the inputs with the output gradients as kernels.
     """
@@ -92,10 +96,13 @@ def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tenso
     """:func:`per_example_kernel_grads` with a given strategy (one of :data:`STRATEGIES`)."""
     n, out_channels = g.shape[:2]
     grads = g.new_empty(n, *conv.weight.shape) if out is None else out
-    if strategy in ("loop", "threads"):
+    if strategy in ("loop", "threads", "row-groups"):
+        size = ROW_GROUP if strategy == "row-groups" else 1
+
         def rows(first: int, last: int) -> None:
-            for row in range(first, last):
-                grads[row] = batch_kernel_grad(conv, x[row:row + 1], g[row:row + 1])
+            for start in range(first, last, size):
+                stop = min(start + size, last)
+                grads[start:stop] = _stacked_kernel_grads(conv, x[start:stop], g[start:stop])
         if strategy == "loop":
             rows(0, n)
         else:
@@ -131,6 +138,19 @@ def _split_across_threads(work: Callable[[int, int], None], rows: int) -> None:
             list(pool.map(single_threaded, bounds[:-1], bounds[1:]))
     finally:
         torch.set_num_threads(threads)
+
+
+def _stacked_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """(m, *conv.weight.shape): the kernel gradients of m rows in one backend call, the rows stacked
+    along the channels as the m groups of a grouped convolution."""
+    m = len(x)
+    if m == 1:
+        return batch_kernel_grad(conv, x, g).unsqueeze(0)
+    shape = conv.weight.shape
+    return torch.ops.aten.convolution_backward(
+        g.reshape(1, m * shape[0], *g.shape[2:]), x.reshape(1, m * shape[1], *x.shape[2:]),
+        conv.weight.new_empty(m * shape[0], *shape[1:]),  # only its shape is read: no input gradient is asked for
+        None, conv.stride, conv.padding, conv.dilation, False, [0, 0], m, [False, True, False])[1].view(m, *shape)
 
 
 def batch_kernel_grad(conv: nn.Conv2d, x: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
