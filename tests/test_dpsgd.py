@@ -127,7 +127,7 @@ def test_clipped_sum_matches_per_example_loop(case, max_grad_norm, method):
     assert len(got.sums) == len(expected)
     for ours, reference in zip(got.sums, expected):
         assert float((ours - reference).norm() / reference.norm().clamp(min=1e-30)) < 1e-5
-    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
     assert all(p.grad is None for p in model.parameters())  # the model's own gradients are untouched
 
 
@@ -183,7 +183,7 @@ def test_augmentation_multiplicity_averages_views_before_clipping(case, method):
     got = clipped_gradient_sum(model, x, y, 0.05, method=method, multiple_views=True)
     for ours, reference in zip(got.sums, expected):
         assert float((ours - reference).norm() / reference.norm()) < 1e-5
-    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
 
 
 def test_partly_frozen_layers_match_the_loop():
@@ -195,7 +195,7 @@ def test_partly_frozen_layers_match_the_loop():
     assert len(got.sums) == len(expected)
     for ours, reference in zip(got.sums, expected):
         assert float((ours - reference).norm() / reference.norm()) < 1e-5
-    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
 
 
 @pytest.mark.parametrize("views", [1, 3])
@@ -214,7 +214,7 @@ def test_both_convolution_paths_match_the_loop(path, views, monkeypatch):
         got = clipped_gradient_sum(model, x, y, 0.05, method="fast", multiple_views=views > 1)
         for ours, reference in zip(got.sums, expected):
             assert float((ours - reference).norm() / reference.norm()) < 1e-5, case
-        torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+        torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
 
 
 def test_group_norm_statistics_in_chunks_of_rows_match_the_loop(monkeypatch):
@@ -225,7 +225,7 @@ def test_group_norm_statistics_in_chunks_of_rows_match_the_loop(monkeypatch):
     got = clipped_gradient_sum(model, x, y, 0.05, method="fast")
     for ours, reference in zip(got.sums, expected):
         assert float((ours - reference).norm() / reference.norm()) < 1e-5
-    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
 
 
 def test_workspaces_are_reused_across_batch_sizes_without_stale_values():
@@ -236,7 +236,7 @@ def test_workspaces_are_reused_across_batch_sizes_without_stale_values():
         got = clipped_gradient_sum(model, x[:size], y[:size], 0.05, method="fast")
         for ours, reference in zip(got.sums, expected):
             assert float((ours - reference).norm() / reference.norm()) < 1e-5
-        torch.testing.assert_close(got.norms, expected_norms, rtol=1e-6, atol=1e-12)
+        torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
     convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
     assert any(m in clipping._WORKSPACES for m in convs)
     assert all(clipping._WORKSPACES[m].numel() <= 11 * m.weight.numel() for m in convs if m in clipping._WORKSPACES)

@@ -325,9 +325,16 @@ class _Layer:
     def _standardized_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, p) each, for the standardised kernel's per-example gradients G: sum(G_r) and G_r . y_r.
 
-        sum(G_r) = sum_t g_tr (sum of patch t), and G_r . y_r = sum_t g_tr o_tr where o = conv(x, y)
-        is the layer's output without its bias (recomputed if it was changed in place)."""
+        From G itself when it was materialised and is no larger than the output gradients (in chunks
+        of examples that stay in cache); else from the output level: sum(G_r) = sum_t g_tr (sum of
+        patch t), and G_r . y_r = sum_t g_tr o_tr where o = conv(x, y) is the layer's output without
+        its bias (recomputed if it was changed in place)."""
         module, g, B = self.module, self.output_grad, self.examples
+        if self.per_example and self.per_example[0][0].numel() <= g[0].numel() * (len(g) // B):
+            grads, standardized = self.per_example[0].flatten(2), module._standardization()[0]
+            chunk = max(1, _CACHE_ELEMENTS // grads[0].numel())
+            dots = [(grads[start:start + chunk] * standardized).sum(2) for start in range(0, B, chunk)]
+            return grads.sum(2), torch.cat(dots)
         output = self.output
         if output._version != self.output_version:  # modified in place later in the forward pass
             output = module._conv_forward(self.activation, module.standardized_weight().detach(), None)
