@@ -11,6 +11,7 @@ os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the CLI subprocesses the tes
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from scipy import stats  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -18,17 +19,20 @@ from labeldp.data import LabeledDataset
 
 
 def frequencies_match(samples: np.ndarray, expected: np.ndarray, sigmas: float = 5.0) -> np.ndarray:
-    """Boolean array: does each empirical frequency lie within ``sigmas`` standard errors of its
-    expected probability? ``samples`` has shape (n_draws, m) of values in [0, K); ``expected`` (m, K)."""
+    """Boolean array: is each cell's count of ``samples`` outside both tails of its exact
+    Binomial(n_draws, expected probability) distribution that hold less probability than a normal
+    beyond ``sigmas`` standard deviations? ``samples`` has shape (n_draws, m) of values in [0, K);
+    ``expected`` (m, K). Exact tails, not a normal approximation: cells expecting a handful of
+    counts have heavy right tails, where a normal band fails a correct sampler far too often."""
     draws, m = samples.shape
     num_classes = expected.shape[1]
     counts = np.zeros((m, num_classes))
     np.add.at(counts, (np.broadcast_to(np.arange(m), samples.shape), samples), 1)
-    freq = counts / draws
-    # Normal approximation, with the variance floored at one count's worth so that rare cells
-    # (probability far below 1 / draws) tolerate a handful of hits.
-    stderr = np.sqrt(np.maximum(expected, 1.0 / draws) * (1 - expected) / draws)
-    return np.abs(freq - expected) <= sigmas * stderr + 1e-9
+    tail = stats.norm.sf(sigmas)
+    probabilities = np.clip(expected, 0.0, 1.0)
+    at_most = stats.binom.cdf(counts, draws, probabilities)  # P[X <= count]
+    at_least = stats.binom.sf(counts - 1, draws, probabilities)  # P[X >= count]
+    return (at_most > tail) & (at_least > tail)
 
 
 @pytest.fixture
