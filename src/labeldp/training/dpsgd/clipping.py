@@ -8,10 +8,11 @@ Two ways to compute it, chosen by ``method``:
   As each layer's output gradient arrives, the layer's per-example gradient norms are computed from
   (input, output gradient), either by materialising its per-example gradients (cost ~ T d p per
   example, T positions, d inputs, p outputs) or by the "ghost" Gram-matrix identity
-  ||sum_t g_t a_t^T||^2 = sum_{t,s} (a_t . a_s)(g_t . g_s) (cost ~ T^2 (d + p)), whichever is cheaper;
-  convolutions use :mod:`~labeldp.training.dpsgd.conv_grads`. After backward, the clipped sum is the
-  materialised gradients weighted by the clipping factors, or one weighted weight-gradient product
-  for the ghost layers. Supports Linear, Conv2d (``groups=1``, zero padding), weight-standardised
+  ||sum_t g_t a_t^T||^2 = sum_{t,s} (a_t . a_s)(g_t . g_s) (cost ~ T^2 (d + p)), whichever is cheaper
+  (for convolutions: faster when timed, with :mod:`~labeldp.training.dpsgd.conv_grads`). On CPU the
+  per-example gradients go to memory each layer keeps between calls. After backward, the clipped sum
+  is the materialised gradients weighted by the clipping factors, or one weighted weight-gradient
+  product for the ghost layers. Supports Linear, Conv2d (``groups=1``, zero padding), weight-standardised
   convolutions (:class:`labeldp.models.WSConv2d`), Embedding, LayerNorm and GroupNorm, each called once
   per forward pass; parameter-free modules may be anything per-example.
 - ``"vmap"`` (general): ``torch.func.vmap(torch.func.grad(...))`` over ``functional_call``: any module
