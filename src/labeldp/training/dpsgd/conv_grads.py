@@ -143,10 +143,7 @@ def _split_across_threads(work: Callable[[int, int], None], rows: int) -> None:
 def _stacked_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """(m, *conv.weight.shape): the kernel gradients of m rows in one backend call, the rows stacked
     along the channels as the m groups of a grouped convolution."""
-    m = len(x)
-    if m == 1:
-        return batch_kernel_grad(conv, x, g).unsqueeze(0)
-    shape = conv.weight.shape
+    m, shape = len(x), conv.weight.shape
     return torch.ops.aten.convolution_backward(
         g.reshape(1, m * shape[0], *g.shape[2:]), x.reshape(1, m * shape[1], *x.shape[2:]),
         conv.weight.new_empty(m * shape[0], *shape[1:]),  # only its shape is read: no input gradient is asked for
