@@ -10,7 +10,6 @@ All results are exact (no sketching); they differ from a per-example loop by flo
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Callable
 
@@ -20,9 +19,9 @@ from torch import nn
 
 #: the fastest candidate of :func:`fastest` for each computation and layer configuration
 _FASTEST: dict[tuple, str] = {}
-STRATEGIES = ("loop", "threads", "row-groups", "patches", "grouped")
-#: rows per backend call of the ``row-groups`` strategy
-ROW_GROUP = 16
+#: the strategies that stack rows, and how many rows each passes to one backend call
+ROWS_PER_CALL = {"loop": 1, "row-groups-8": 8, "row-groups-32": 32}
+STRATEGIES = (*ROWS_PER_CALL, "patches", "grouped")
 
 
 def patches(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
@@ -49,15 +48,17 @@ def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, 
     Five exact ways, whose speed depends on the shapes and the machine (:func:`fastest` picks):
 
     - ``loop``: one kernel-gradient call (the backend's fused convolution backward) per row;
-    - ``threads``: the same calls, single-threaded, the rows split across threads;
-    - ``row-groups``: one call per :data:`ROW_GROUP` rows, stacked along the channels as the groups
-      of a grouped convolution, single-threaded, split across threads;
+    - ``row-groups-8``, ``row-groups-32``: one call per 8 or 32 rows, stacked along the channels as
+      the groups of a grouped convolution (few rows suit many channels, many rows few channels);
     - ``patches``: im2col patches and one batched matrix product;
     - ``grouped``: one grouped convolution of the inputs with the output gradients as kernels.
+
+    All run on the calling thread with torch's intra-op threads. (Splitting rows across Python
+    threads was tried and dropped: right after a parallel op the idle OpenMP workers spin for
+    milliseconds, and the Python threads ran about half as fast as they did when timed alone.)
     """
     key = ("kernel_grads", *configuration(conv, examples, x, g), torch.get_num_threads())
-    names = [name for name in STRATEGIES if name != "threads" or torch.get_num_threads() > 1]
-    return fastest(key, {name: partial(kernel_grads, name, conv, x, g, examples, out) for name in names})
+    return fastest(key, {name: partial(kernel_grads, name, conv, x, g, examples, out) for name in STRATEGIES})
 
 
 def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]],
@@ -96,17 +97,10 @@ def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tenso
     """:func:`per_example_kernel_grads` with a given strategy (one of :data:`STRATEGIES`)."""
     n, out_channels = g.shape[:2]
     grads = g.new_empty(n, *conv.weight.shape) if out is None else out
-    if strategy in ("loop", "threads", "row-groups"):
-        size = ROW_GROUP if strategy == "row-groups" else 1
-
-        def rows(first: int, last: int) -> None:
-            for start in range(first, last, size):
-                stop = min(start + size, last)
-                grads[start:stop] = _stacked_kernel_grads(conv, x[start:stop], g[start:stop])
-        if strategy == "loop":
-            rows(0, n)
-        else:
-            _split_across_threads(rows, n)
+    if strategy in ROWS_PER_CALL:
+        size = ROWS_PER_CALL[strategy]
+        for start in range(0, n, size):
+            grads[start:start + size] = _stacked_kernel_grads(conv, x[start:start + size], g[start:start + size])
     elif strategy == "patches":
         kh, kw = conv.kernel_size
         channels_last = torch.bmm(g.flatten(2), patches(conv, x)).view(n, out_channels, kh, kw, -1)
@@ -119,25 +113,6 @@ def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tenso
     else:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     return grads.view(examples, n // examples, *conv.weight.shape).sum(1) if n != examples else grads
-
-
-def _split_across_threads(work: Callable[[int, int], None], rows: int) -> None:
-    """Run ``work(first, last)`` on as many Python threads as torch's intra-op threads, each on its own
-    share of ``rows`` and each op single-threaded: for small per-row problems the cores are better used
-    on different rows than on one row together. The intra-op thread count is restored afterwards."""
-    threads = torch.get_num_threads()
-    bounds = [rows * k // threads for k in range(threads + 1)]
-
-    def single_threaded(first: int, last: int) -> None:
-        torch.set_num_threads(1)  # a worker's own OpenMP setting, which the backend's kernels read
-        work(first, last)
-
-    torch.set_num_threads(1)  # the process-wide count, which threads read when they first start ops
-    try:
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(single_threaded, bounds[:-1], bounds[1:]))
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _stacked_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
