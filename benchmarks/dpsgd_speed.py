@@ -7,6 +7,9 @@ step is forward, backward, clipping, noise and the optimiser update. Opacus is n
 
     .venv/bin/pip install opacus     # or: make bench-dpsgd
 
+Like the ``labeldp`` command, it first makes glibc reuse freed memory (:mod:`labeldp.runtime`), for
+every variant alike; ``--default-allocator`` measures with glibc's defaults instead.
+
 Models: the MNIST DP-SGD CNN (``tanh-cnn``, Tramer & Boneh 2021), labeldp's label-DP MNIST CNN
 (``cnn``) and a CIFAR-shaped WRN-16-4 with GroupNorm and weight standardisation (``wrn16-4``).
 """
@@ -24,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from labeldp import runtime
 from labeldp.models import build_model
 from labeldp.training.dpsgd import clipped_gradient_sum, privatize_gradients
 
@@ -125,8 +129,12 @@ def main() -> None:
     parser.add_argument("--no-opacus", action="store_true", help="skip Opacus (e.g. when it is not installed)")
     parser.add_argument("--no-vmap", action="store_true",
                         help="skip labeldp's vmap path (on wrn16-4 it needs tens of GB and slows the steps timed after it)")
+    parser.add_argument("--default-allocator", action="store_true",
+                        help="keep glibc's default allocator settings (freed large blocks go back to the system)")
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size}")
+    reused = not args.default_allocator and runtime.reuse_freed_memory()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size}, "
+          f"allocator: {'reuses freed memory' if reused else 'default'}")
     tables = {}
     for model_name in args.models:
         print(f"{model_name}:", flush=True)

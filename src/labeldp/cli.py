@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from labeldp import __version__
+from labeldp import __version__, runtime
 from labeldp.audit import audit_run, membership_audit
 from labeldp.data import DATASETS, download_dataset
 from labeldp.experiments import format_epsilon, get_profile, list_profiles, load_recipes
@@ -276,6 +276,7 @@ def _report(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
+    runtime.reuse_freed_memory()
     try:
         if args.command == "train":
             _train(args)

@@ -21,6 +21,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from labeldp import runtime
 from labeldp.training import RunConfig, RunDirectory, TrainConfig, train_run
 
 RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "delta", "seed", "test_accuracy",
@@ -86,10 +87,12 @@ def _grid_key(config: RunConfig, extra: dict[str, Any]) -> str:
 
 
 def _worker_init(threads: int) -> None:
-    """Each worker uses ``threads`` torch threads and dies with the sweep process (Linux)."""
+    """Each worker uses ``threads`` torch threads, reuses freed memory (:mod:`labeldp.runtime`) and
+    dies with the sweep process (Linux)."""
     import torch
 
     torch.set_num_threads(threads)
+    runtime.reuse_freed_memory()
     try:
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:

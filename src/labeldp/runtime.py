@@ -1,0 +1,41 @@
+"""Process-wide settings for fast CPU training.
+
+glibc's allocator serves each large block (by default from 128 KB up to a threshold that adapts up
+to 32 MB) with fresh pages from the operating system and returns them when the block is freed. A
+training step allocates and frees many large activations and gradients, so it pays a page fault
+(and the kernel's zeroing) for every 4 KB page it touches, at every step: a 64 MB tensor costs
+about 20 ms to create that way against 2.5 ms from reused memory on the 2-core development machine,
+and a WRN-16-4 step at batch 256 runs about 1.7x faster once memory is reused (see the README).
+The remedy PyTorch's CPU tuning guide gives is another allocator (jemalloc, tcmalloc) loaded with
+``LD_PRELOAD``; :func:`reuse_freed_memory` gets the same effect from glibc itself, inside a running
+process, by making it keep freed memory for the next allocation.
+
+The ``labeldp`` command and the processes of a sweep call it at start. Library users can call it
+once at the start of their own training script.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+#: ``mallopt`` parameters (glibc's malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: the largest value ``mallopt`` takes (a C int): blocks up to 2 GB come from reusable heap memory
+_LARGEST = 2**31 - 1
+
+
+def reuse_freed_memory() -> bool:
+    """Make glibc keep freed memory for reuse instead of returning it to the operating system.
+
+    Blocks up to 2 GB are then taken from the heap (not mapped afresh), and up to 2 GB of free heap
+    memory is kept. The cost: the process's resident memory stays near its peak until it exits
+    (memory freed by one step is reused by the next, as with jemalloc or tcmalloc). It changes
+    nothing that is computed. Returns True when applied, False where the C library is not glibc
+    (e.g. macOS, musl, Windows), where it does nothing.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # the C library the process runs with
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST)) and bool(mallopt(_M_TRIM_THRESHOLD, _LARGEST))
