@@ -220,10 +220,14 @@ def test_both_convolution_paths_match_the_loop(path, views, monkeypatch):
         torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
 
 
-def test_group_norm_statistics_in_chunks_of_rows_match_the_loop(monkeypatch):
-    monkeypatch.setattr(clipping, "_CACHE_ELEMENTS", 1)  # one row per chunk
+@pytest.mark.parametrize("statistics", ["saved", "recomputed"])
+def test_group_norm_gradients_from_saved_or_recomputed_statistics_match_the_loop(statistics, monkeypatch):
+    output = nn.GroupNorm(2, 4)(torch.randn(3, 4, 5, requires_grad=True))
+    assert clipping._saved_group_stats(output) is not None  # this torch keeps them: the fast case is the usual one
+    if statistics == "recomputed":
+        monkeypatch.setattr(clipping, "_saved_group_stats", lambda output: None)
     model, x, y = _cases()["wideresnet"]
-    x = x + 5.0  # inputs far from zero mean: the centred second pass must not cancel
+    x = x + 5.0  # inputs far from zero mean
     expected, expected_norms = loop_reference(model, x, y, 0.05)
     got = clipped_gradient_sum(model, x, y, 0.05, method="fast")
     for ours, reference in zip(got.sums, expected):

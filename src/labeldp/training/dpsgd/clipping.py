@@ -236,6 +236,8 @@ class _Layer:
         # a standardised conv's output serves its gradient statistics; in-place changes are detected by version
         self.output = output.detach() if isinstance(module, WSConv2d) else None
         self.output_version = output._version
+        # a GroupNorm's per-row group means and inverse standard deviations, as its forward pass computed them
+        self.group_stats = _saved_group_stats(output) if isinstance(module, nn.GroupNorm) else None
         self.output_grad: torch.Tensor | None = None
         self.per_example: list[torch.Tensor] | None = None  # materialised per-example gradients
         self.bias_grads: torch.Tensor | None = None  # (B, p) per-example bias gradients
@@ -406,29 +408,22 @@ class _Layer:
         return grads
 
     def _group_norm_grads(self) -> list[torch.Tensor]:
-        """Per-example GroupNorm gradients without forming the normalised input: with each group's mean
-        mu and 1 / std r, the weight gradient of channel c is r sum_s (a_cs - mu) g_cs and the bias
-        gradient sum_s g_cs (s: spatial positions). The statistics are recomputed exactly (two passes:
-        mean, then centred squares) over chunks of rows small enough to stay in cache."""
-        module, B = self.module, self.examples
-        rows, channels = self.activation.shape[:2]
-        g = self.output_grad.reshape(rows, channels, -1)
-        grads = []
-        if module.weight is not None and module.weight.requires_grad:
-            grouped = self.activation.reshape(rows, module.num_groups, -1)
-            chunk = max(1, _CACHE_ELEMENTS // grouped[0].numel())
-            weight_grads = []
-            for start in range(0, rows, chunk):
-                centred = grouped[start:start + chunk]
-                centred = centred - centred.mean(2, keepdim=True)
-                variance = torch.linalg.vector_norm(centred, dim=2).pow(2) / centred.shape[2]
-                inv_std = (variance + module.eps).rsqrt().repeat_interleave(channels // module.num_groups, dim=1)
-                n = len(centred)
-                dots = torch.bmm(centred.reshape(n * channels, 1, -1), g[start:start + n].reshape(n * channels, -1, 1))
-                weight_grads.append(inv_std * dots.view(n, channels))
-            grads.append(torch.cat(weight_grads))
-        if module.bias is not None and module.bias.requires_grad:
-            grads.append(g.sum(2))
+        """Per-example GroupNorm gradients from one call of GroupNorm's own backward kernel, the one
+        autograd runs: the N rows side by side are one row of N C channels in N G groups -- the same
+        groups, hence the same statistics -- whose per-channel weight and bias gradients are the
+        per-row ones. The statistics are those of the forward pass (recomputed by the same kernel
+        if autograd did not keep them)."""
+        module, x, B = self.module, self.activation, self.examples
+        rows, channels = x.shape[:2]
+        positions = x[0, 0].numel()
+        mean, inv_std = self.group_stats or torch.ops.aten.native_group_norm(
+            x, None, None, rows, channels, positions, module.num_groups, module.eps)[1:]
+        wanted = [p is not None and p.requires_grad for p in (module.weight, module.bias)]
+        _, weight, bias = torch.ops.aten.native_group_norm_backward(
+            self.output_grad.reshape(1, rows * channels, positions), x.reshape(1, rows * channels, positions),
+            mean.reshape(1, -1), inv_std.reshape(1, -1), x.new_ones(1).expand(rows * channels),  # (unused) weight
+            1, rows * channels, positions, rows * module.num_groups, [False, *wanted])
+        grads = [grad for grad, want in zip((weight, bias), wanted) if want]
         return [grad.view(B, -1, channels).sum(1) for grad in grads]
 
     def _embedding_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -449,6 +444,16 @@ class _Layer:
         weight = torch.zeros_like(self.module.weight)
         weight.index_add_(0, index.flatten(), (g * factors[:, None, None]).flatten(0, 1))
         return [weight]
+
+
+def _saved_group_stats(output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The (rows, groups) means and inverse standard deviations that autograd saved for a GroupNorm
+    output's backward pass, or None when it saved none under the names of torch's NativeGroupNorm."""
+    node = output.grad_fn
+    if type(node).__name__ != "NativeGroupNormBackward0":
+        return None
+    stats = getattr(node, "_saved_result1", None), getattr(node, "_saved_result2", None)
+    return tuple(t.detach() for t in stats) if all(isinstance(t, torch.Tensor) for t in stats) else None
 
 
 def _workspace(module: nn.Module, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
