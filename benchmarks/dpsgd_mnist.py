@@ -17,6 +17,7 @@ import torch
 
 from labeldp.experiments import get_profile
 from labeldp.experiments.sweep import SweepJob, run_sweep
+from labeldp.training import resolve_device
 
 
 def main() -> None:
@@ -27,13 +28,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--workers", type=int, default=1, help="parallel runs (each then gets fewer threads)")
     parser.add_argument("--out", default="runs/dpsgd-mnist")
+    parser.add_argument("--device", default="auto", help="torch device for every run (default %(default)s: GPU if present)")
     args = parser.parse_args()
+    device = resolve_device(args.device)
+    hardware = (torch.cuda.get_device_name(device) if device.type == "cuda"
+                else f"{torch.get_num_threads()} CPU threads ({platform.machine()})")
 
     keys = [f"mnist/e{e:g}/{m}/run{s}" for m in args.methods for e in args.epsilons for s in args.seeds]
     rows = run_sweep([SweepJob(key, get_profile(key).config) for key in keys], args.out, workers=args.workers,
-                     data_dir=args.data_dir)
+                     data_dir=args.data_dir, device=str(device))
     print(f"\nMNIST test accuracy; epsilon from each run's ledger; seconds = wall time of the run on "
-          f"{torch.get_num_threads()} CPU threads ({platform.machine()}), {args.workers} run(s) at a time:\n")
+          f"{hardware}, {args.workers} run(s) at a time:\n")
     print(f"{'method':<8}{'epsilon':>8}{'delta':>8}{'seed':>6}{'accuracy %':>12}{'seconds':>9}  protects")
     for row in rows:
         if row["status"] != "done":

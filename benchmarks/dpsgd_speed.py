@@ -8,7 +8,8 @@ step is forward, backward, clipping, noise and the optimiser update. Opacus is n
     .venv/bin/pip install opacus     # or: make bench-dpsgd
 
 Like the ``labeldp`` command, it first makes glibc reuse freed memory (:mod:`labeldp.runtime`), for
-every variant alike; ``--default-allocator`` measures with glibc's defaults instead.
+every variant alike; ``--default-allocator`` measures with glibc's defaults instead. ``--device cuda``
+times the steps on a GPU (each timing waits for the GPU to finish the step).
 
 Models: the MNIST DP-SGD CNN (``tanh-cnn``, Tramer & Boneh 2021), labeldp's label-DP MNIST CNN
 (``cnn``) and a CIFAR-shaped WRN-16-4 with GroupNorm and weight standardisation (``wrn16-4``).
@@ -29,6 +30,7 @@ from torch import nn
 
 from labeldp import runtime
 from labeldp.models import build_model
+from labeldp.training import resolve_device
 from labeldp.training.dpsgd import clipped_gradient_sum, privatize_gradients
 
 SHAPES = {"tanh-cnn": (1, 28, 28), "cnn": (1, 28, 28), "wrn16-4": (3, 32, 32)}
@@ -36,17 +38,24 @@ OPACUS_MODES = ("hooks", "functorch", "ew", "ghost")
 NOISE, CLIP, LR = 1.0, 1.0, 0.1
 
 
-def interleaved_medians(steps: dict[str, Callable[[], None]], repeats: int, warmup: int) -> dict[str, float]:
+def interleaved_medians(steps: dict[str, Callable[[], None]], repeats: int, warmup: int,
+                        device: torch.device) -> dict[str, float]:
     """Median seconds per step of each variant, timed round-robin (one step of each variant per round)
     so that a machine whose speed drifts during the run slows every variant alike."""
+    def finish() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     for step in steps.values():
         for _ in range(warmup):
             step()
     times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(repeats):
         for name, step in steps.items():
+            finish()
             start = time.perf_counter()
             step()
+            finish()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(values) for name, values in times.items()}
 
@@ -63,7 +72,7 @@ def non_private(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[
 
 def labeldp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, method: str) -> Callable[[], None]:
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator(device=x.device).manual_seed(0)
 
     def step() -> None:
         clipped = clipped_gradient_sum(model, x, y, CLIP, method=method)
@@ -92,12 +101,12 @@ def opacus(model: nn.Module, x: torch.Tensor, y: torch.Tensor, mode: str) -> Cal
     return step
 
 
-def run(model_name: str, batch_size: int, repeats: int, warmup: int, with_opacus: bool, with_vmap: bool
-        ) -> list[tuple[str, float]]:
+def run(model_name: str, batch_size: int, repeats: int, warmup: int, with_opacus: bool, with_vmap: bool,
+        device: torch.device) -> list[tuple[str, float]]:
     torch.manual_seed(0)
-    reference = build_model(model_name, SHAPES[model_name], 10)
-    x = torch.randn(batch_size, *SHAPES[model_name])
-    y = torch.randint(0, 10, (batch_size,))
+    reference = build_model(model_name, SHAPES[model_name], 10).to(device)
+    x = torch.randn(batch_size, *SHAPES[model_name]).to(device)
+    y = torch.randint(0, 10, (batch_size,)).to(device)
     variants: list[tuple[str, Callable[[nn.Module], Callable[[], None]]]] = [
         ("non-private SGD", lambda m: non_private(m, x, y)),
         ("labeldp fast", lambda m: labeldp(m, x, y, "fast")),
@@ -114,7 +123,7 @@ def run(model_name: str, batch_size: int, repeats: int, warmup: int, with_opacus
         except Exception as error:
             steps.pop(name, None)
             print(f"  {name}: failed ({type(error).__name__}: {str(error).splitlines()[0][:100]})")
-    medians = interleaved_medians(steps, repeats, max(warmup - 1, 0))
+    medians = interleaved_medians(steps, repeats, max(warmup - 1, 0), device)
     for name, seconds in medians.items():
         print(f"  {name}: {seconds * 1000:.1f} ms", flush=True)
     return list(medians.items())
@@ -129,18 +138,21 @@ def main() -> None:
     parser.add_argument("--no-opacus", action="store_true", help="skip Opacus (e.g. when it is not installed)")
     parser.add_argument("--no-vmap", action="store_true",
                         help="skip labeldp's vmap path (on wrn16-4 it needs tens of GB and slows the steps timed after it)")
+    parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 or auto (default %(default)s)")
     parser.add_argument("--default-allocator", action="store_true",
                         help="keep glibc's default allocator settings (freed large blocks go back to the system)")
     args = parser.parse_args()
+    device = resolve_device(args.device)
     reused = not args.default_allocator and runtime.reuse_freed_memory()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size}, "
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU threads"
+    print(f"torch {torch.__version__}, {where}, batch {args.batch_size}, "
           f"allocator: {'reuses freed memory' if reused else 'default'}")
     tables = {}
     for model_name in args.models:
         print(f"{model_name}:", flush=True)
         repeats = args.repeats or (3 if model_name == "wrn16-4" else 20)
         tables[model_name] = run(model_name, args.batch_size, repeats, args.warmup, not args.no_opacus,
-                                 not args.no_vmap)
+                                 not args.no_vmap, device)
     print()
     print(f"{'model':<10} {'variant':<18} {'median step':>12} {'vs non-private':>15}")
     for model_name, rows in tables.items():

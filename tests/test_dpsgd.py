@@ -12,6 +12,7 @@ import torch
 from scipy import stats
 from torch import nn
 
+from conftest import DEVICES
 from labeldp.accounting import (
     DPSGD_RELATION,
     PrivacyLedger,
@@ -117,11 +118,13 @@ def _cases():
     }
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("method", ["fast", "vmap"])
 @pytest.mark.parametrize("max_grad_norm", [0.05, math.inf])
 @pytest.mark.parametrize("case", list(_cases()))
-def test_clipped_sum_matches_per_example_loop(case, max_grad_norm, method):
+def test_clipped_sum_matches_per_example_loop(case, max_grad_norm, method, device):
     model, x, y = _cases()[case]
+    model, x, y = model.to(device), x.to(device), y.to(device)
     expected, expected_norms = loop_reference(model, x, y, max_grad_norm)
     got = clipped_gradient_sum(model, x, y, max_grad_norm, method=method, physical_batch_size=4)
     assert len(got.sums) == len(expected)
@@ -137,12 +140,14 @@ def convolutions() -> tuple[nn.Conv2d, ...]:
             nn.Conv2d(1, 3, 8, stride=2, padding=3), nn.Conv2d(2, 3, 1), nn.Conv2d(2, 3, 3, stride=3))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("strategy", conv_grads.STRATEGIES)
-def test_every_convolution_strategy_is_exact(strategy):
+def test_every_convolution_strategy_is_exact(strategy, device):
     torch.manual_seed(1)
     for conv in convolutions():
+        conv = conv.to(device)
         rows = max(conv_grads.ROWS_PER_CALL.values()) + 3  # full and partial row groups
-        x = torch.randn(rows, conv.in_channels, 11, 11)
+        x = torch.randn(rows, conv.in_channels, 11, 11, device=device)
         out = conv(x)
         g = torch.randn_like(out)
         expected = torch.stack([torch.autograd.grad(conv(x[i:i + 1]), conv.weight, g[i:i + 1])[0] for i in range(rows)])
@@ -303,15 +308,17 @@ def test_empty_batch_gives_zero_sum_and_pure_noise():
     assert all(float(p.grad.abs().sum()) > 0 for p in model.parameters())
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("source", ["seeded", "secure"])
-def test_noise_scale(source):
+def test_noise_scale(source, device):
     """The added noise is N(0, (sigma C / B)^2) per coordinate: mean, variance and normality."""
-    model = nn.Linear(100, 100)
+    model = nn.Linear(100, 100).to(device)
     zero = clipping.ClippedGradients([torch.zeros_like(p) for p in model.parameters()], torch.zeros(0), 0.0)
-    generator = "secure" if source == "secure" else torch.Generator().manual_seed(3)
+    generator = "secure" if source == "secure" else torch.Generator(device=device).manual_seed(3)
     privatize_gradients(model, zero, noise_multiplier=1.5, max_grad_norm=0.4, expected_batch_size=8.0,
                         generator=generator)
-    noise = torch.cat([p.grad.flatten() for p in model.parameters()]).numpy()
+    assert all(p.grad.device == p.device for p in model.parameters())
+    noise = torch.cat([p.grad.flatten() for p in model.parameters()]).cpu().numpy()
     std = 1.5 * 0.4 / 8.0
     n = noise.size
     assert abs(noise.mean()) < 5 * std / math.sqrt(n)
@@ -422,7 +429,8 @@ def test_fast_path_refuses_what_it_cannot_do_and_auto_falls_back():
         clipped_gradient_sum(reused, torch.randn(2, 4), torch.tensor([0, 1]), 1.0, method="fast")
 
 
-def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
     torch.set_default_dtype(torch.float32)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, 10)).astype(np.float32)
@@ -432,7 +440,7 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path):
 
     def fresh():
         torch.manual_seed(0)
-        return nn.Sequential(nn.Linear(10, 16), nn.Tanh(), nn.Linear(16, 2))
+        return nn.Sequential(nn.Linear(10, 16), nn.Tanh(), nn.Linear(16, 2)).to(device)
 
     full_model = fresh()
     evaluated, history = train_dpsgd(full_model, x, y, config, dp, 0.5, test=(x, y), seed=1, progress=False)

@@ -66,7 +66,7 @@ def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]],
     """The result of the fastest of ``candidates`` (interchangeable exact computations). The first call
     for a ``key`` times each candidate (best of two runs) and remembers the winner for later calls.
     ``trials``, if given, is what is timed for each candidate (e.g. the candidate and the later work
-    that choosing it implies)."""
+    that choosing it implies). On a GPU each timing waits for the queued kernels to finish."""
     name = _FASTEST.get(key)
     if name is None:
         timings = {}
@@ -74,12 +74,21 @@ def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]],
             compute = (trials or candidates)[candidate]
             runs = []
             for _ in range(2):
+                _wait_for_gpu()
                 start = time.perf_counter()
                 compute()
+                _wait_for_gpu()
                 runs.append(time.perf_counter() - start)
             timings[candidate] = min(runs)
         name = _FASTEST[key] = min(timings, key=timings.get)
     return candidates[name]()
+
+
+def _wait_for_gpu() -> None:
+    """Block until the GPU has run what was queued (kernels run asynchronously; without this a timing
+    would measure only their launch)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def configuration(conv: nn.Conv2d, examples: int, *tensors: torch.Tensor) -> tuple:
