@@ -30,30 +30,33 @@ class WSConv2d(nn.Conv2d):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._conv_forward(x, self.standardized_weight(), self.bias)
 
-    def _standardization(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(y, s): the standardised kernel (out_channels, fan_in) and each channel's scale s."""
+    def standardization(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(y, s), detached: the standardised kernel (out_channels, fan_in) and each channel's scale s
+        (out_channels, 1). Per-example gradient rules compute it once per step and pass it below."""
         weight = self.weight.detach().flatten(1)
         scale = torch.sqrt(weight.var(dim=1, keepdim=True, unbiased=False) + self.eps)
         return (weight - weight.mean(dim=1, keepdim=True)) / scale, scale
 
-    def weight_gradient(self, standardized_grads: torch.Tensor) -> torch.Tensor:
+    def weight_gradient(self, standardized_grads: torch.Tensor,
+                        standardization: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Map gradients G (B, *weight.shape) with respect to the standardised kernel y = (w - mean) / s
         to gradients with respect to ``weight``: per output channel (G - mean(G) - y mean(G y)) / s,
-        the chain rule through the standardisation (means over the fan-in). The map is linear in G."""
-        standardized, scale = self._standardization()
+        the chain rule through the standardisation (means over the fan-in). The map is linear in G.
+        ``standardization``: :meth:`standardization`'s result, if already at hand."""
+        standardized, scale = standardization or self.standardization()
         grads = standardized_grads.flatten(2)
         centred = grads - grads.mean(dim=2, keepdim=True)
         projected = centred - standardized * (grads * standardized).mean(dim=2, keepdim=True)
         return (projected / scale).view_as(standardized_grads)
 
-    def weight_gradient_norms2(self, scaled_norms2: torch.Tensor, sums: torch.Tensor, dots: torch.Tensor
-                               ) -> torch.Tensor:
+    def weight_gradient_norms2(self, scaled_norms2: torch.Tensor, sums: torch.Tensor, dots: torch.Tensor,
+                               standardization: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Squared norms (B,) of :meth:`weight_gradient` of gradients G (B, *weight.shape), from three
         statistics of G, without forming either: ``scaled_norms2`` (B,) = sum_r |G_r|^2 / s_r^2 over
         output channels r, and per channel (B, out_channels) ``sums`` = sum(G_r) and ``dots`` = G_r . y_r.
         With n the fan-in and m = dots / n, channel r contributes
         (|G_r|^2 - sums^2 / n - 2 n m^2 + m^2 |y_r|^2) / s_r^2."""
-        standardized, scale = self._standardization()
+        standardized, scale = standardization or self.standardization()
         fan_in = standardized.shape[1]
         m = dots / fan_in
         extra = -sums.pow(2) / fan_in - 2 * fan_in * m.pow(2) + m.pow(2) * standardized.pow(2).sum(1)

@@ -179,8 +179,10 @@ def clipped_gradient_sum(
         raise UnsupportedModelError(f"the fast clipping path cannot handle this model: {reason}; use method='vmap'")
     compute = _vmap_clipped_sum if method == "vmap" or reason is not None else _fast_clipped_sum
     params = trainable_parameters(model)
-    total = ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0), 0.0)
     chunk = physical_batch_size or max(len(inputs), 1)
+    if len(inputs) <= chunk:
+        return compute(model, params, inputs, targets, max_grad_norm, loss_fn, multiple_views)
+    total = ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0), 0.0)
     for start in range(0, len(inputs), chunk):
         total.add_(compute(model, params, inputs[start:start + chunk], targets[start:start + chunk],
                            max_grad_norm, loss_fn, multiple_views))
@@ -235,6 +237,8 @@ class _Layer:
         self.output_shape, self.output_dtype = output.shape, output.dtype
         # a standardised conv's output serves its gradient statistics; in-place changes are detected by version
         self.output = output.detach() if isinstance(module, WSConv2d) else None
+        # and its standardised kernel and scales, computed once per step (the weights do not change within it)
+        self.standardization = module.standardization() if isinstance(module, WSConv2d) else None
         self.output_version = output._version
         # a GroupNorm's per-row group means and inverse standard deviations, as its forward pass computed them
         self.group_stats = _saved_group_stats(output) if isinstance(module, nn.GroupNorm) else None
@@ -299,7 +303,7 @@ class _Layer:
         scaled = conv_grads.fastest(key, paths, {name: with_clipped_sum(path) for name, path in paths.items()})
         if not isinstance(module, WSConv2d):
             return scaled
-        return module.weight_gradient_norms2(scaled, *self._standardized_stats())
+        return module.weight_gradient_norms2(scaled, *self._standardized_stats(), self.standardization)
 
     def _materialised_kernel_norms2(self) -> torch.Tensor:
         """Forms the per-example kernel gradients (kept for the clipped sum); their squared norms, for a
@@ -310,7 +314,7 @@ class _Layer:
         self.per_example = [weight]  # for WSConv2d: gradients with respect to the standardised kernel
         if not isinstance(module, WSConv2d):
             return _squared_norms(weight)
-        inv_scale = 1.0 / module._standardization()[1].squeeze(1)
+        inv_scale = 1.0 / self.standardization[1].squeeze(1)
         return (torch.linalg.vector_norm(weight.flatten(2), dim=2) * inv_scale).pow(2).sum(1)
 
     def _ghost_kernel_norms2(self) -> torch.Tensor:
@@ -320,7 +324,7 @@ class _Layer:
         module, g, B = self.module, self.output_grad, self.examples
         self.per_example = None
         if isinstance(module, WSConv2d):
-            g = g / module._standardization()[1].view(1, -1, 1, 1)
+            g = g / self.standardization[1].view(1, -1, 1, 1)
         flat = g.flatten(2).view(B, -1, g.shape[1], g.shape[2] * g.shape[3])  # (B, V, p, T)
         flat = flat.transpose(1, 2).reshape(B, g.shape[1], -1)  # (B, p, V T)
         return (conv_grads.patch_gram(module, self.activation, B) * torch.bmm(flat.transpose(1, 2), flat)).sum((1, 2))
@@ -334,13 +338,13 @@ class _Layer:
         its bias (recomputed if it was changed in place)."""
         module, g, B = self.module, self.output_grad, self.examples
         if self.per_example and self.per_example[0][0].numel() <= g[0].numel() * (len(g) // B):
-            grads, standardized = self.per_example[0].flatten(2), module._standardization()[0]
+            grads, standardized = self.per_example[0].flatten(2), self.standardization[0]
             chunk = max(1, _CACHE_ELEMENTS // grads[0].numel())
             dots = [(grads[start:start + chunk] * standardized).sum(2) for start in range(0, B, chunk)]
             return grads.sum(2), torch.cat(dots)
         output = self.output
         if output._version != self.output_version:  # modified in place later in the forward pass
-            output = module._conv_forward(self.activation, module.standardized_weight().detach(), None)
+            output = module._conv_forward(self.activation, self.standardization[0].view_as(module.weight), None)
         elif module.bias is not None:
             output = output - module.bias.detach().view(1, -1, 1, 1)
         flat = g.flatten(2)  # (N, p, T)
@@ -365,7 +369,7 @@ class _Layer:
                 a, g = self._matrices()
                 weight = (g * factors[:, None, None]).flatten(0, 1).t().mm(a.flatten(0, 1))
             if isinstance(module, WSConv2d):  # its chain rule is linear: apply it once, to the sum
-                weight = module.weight_gradient(weight.reshape(1, *module.weight.shape))[0]
+                weight = module.weight_gradient(weight.reshape(1, *module.weight.shape), self.standardization)[0]
             sums.append(weight.reshape(module.weight.shape))
         if self.bias_grads is not None:
             sums.append(torch.einsum("b,bp->p", factors, self.bias_grads))
