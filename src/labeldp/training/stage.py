@@ -240,11 +240,11 @@ def train_stage(
             loss.backward()
             optimizer.step()
             scheduler.step()
-            total_loss += loss.item() * len(batch)
+            total_loss += loss.detach().double() * len(batch)  # summed on the device: no wait for a GPU per batch
             if step % 20 == 0:
                 bar.set_postfix(loss=f"{loss.item():.3f}")
         test_accuracy = accuracy(model, *test, config.eval_batch_size) if test is not None else None
-        record = EpochRecord(epoch, total_loss / len(x), test_accuracy, optimizer.param_groups[0]["lr"],
+        record = EpochRecord(epoch, float(total_loss) / len(x), test_accuracy, optimizer.param_groups[0]["lr"],
                              time.perf_counter() - start)
         history.append(record)
         if path is not None:

@@ -66,12 +66,17 @@ class DPSGDConfig:
             raise ValueError(f"clipping must be one of {METHODS}, got {self.clipping!r}")
 
 
-def _ema_with_warmup(decay: float) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
-    """EMA update whose decay ramps up as min(decay, (1 + t) / (10 + t)) over the first updates, so
-    that short runs are not dominated by the initial weights."""
-    def average(averaged: torch.Tensor, current: torch.Tensor, updates: torch.Tensor) -> torch.Tensor:
-        rate = min(decay, (1.0 + float(updates)) / (10.0 + float(updates)))
-        return averaged * rate + current * (1.0 - rate)
+def _ema_with_warmup(decay: float) -> Callable[[list[torch.Tensor], list[torch.Tensor], torch.Tensor], None]:
+    """EMA update (an ``AveragedModel`` ``multi_avg_fn``) whose decay ramps up as
+    min(decay, (1 + t) / (10 + t)) over the first updates, so that short runs are not dominated by the
+    initial weights. The rate is computed on the parameters' device, in float64: the update never
+    waits for a GPU to report t, and its arithmetic is that of a Python-float rate."""
+    def average(averaged: list[torch.Tensor], current: list[torch.Tensor], updates: torch.Tensor) -> None:
+        t = updates.to(torch.float64)
+        rate = torch.clamp((1.0 + t) / (10.0 + t), max=decay)
+        scaled = torch._foreach_mul(current, 1.0 - rate)
+        torch._foreach_mul_(averaged, rate)
+        torch._foreach_add_(averaged, scaled)
     return average
 
 
@@ -123,7 +128,7 @@ def train_dpsgd(
     sampler = PoissonSampler(len(x), q, steps, torch.Generator().manual_seed(seed))
     augment_rng = torch.Generator().manual_seed(seed + 1)
     noise_rng = "secure" if noise == "secure" else torch.Generator(device=device).manual_seed(seed + 2)
-    ema = AveragedModel(model, avg_fn=_ema_with_warmup(dp.ema_decay), use_buffers=True) \
+    ema = AveragedModel(model, multi_avg_fn=_ema_with_warmup(dp.ema_decay), use_buffers=True) \
         if dp.ema_decay is not None else None
     path = Path(checkpoint) if checkpoint is not None else None
     state, history = restore_checkpoint(path, model, optimizer, scheduler)
