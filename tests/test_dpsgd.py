@@ -11,6 +11,7 @@ import pytest
 import torch
 from scipy import stats
 from torch import nn
+from torch.optim.swa_utils import AveragedModel
 
 from conftest import DEVICES
 from labeldp.accounting import (
@@ -34,7 +35,7 @@ from labeldp.training.dpsgd import (
     secure_normal,
 )
 from labeldp.training.dpsgd import clipping, conv_grads
-from labeldp.training.dpsgd.trainer import DPSGDConfig, train_dpsgd
+from labeldp.training.dpsgd.trainer import DPSGDConfig, _ema_with_warmup, train_dpsgd
 
 
 @pytest.fixture(autouse=True)
@@ -462,6 +463,26 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
     resumed, _ = train_dpsgd(fresh(), x, y, config, dp, 0.5, seed=1, checkpoint=path, progress=False)
     for a, b in zip(resumed.parameters(), evaluated.parameters()):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_ema_follows_its_warm_up_formula(device):
+    """The t-th update (t = 0, 1, ...) is ema <- rate ema + (1 - rate) w with rate = min(decay, (1+t)/(10+t))."""
+    model = nn.Linear(3, 2).to(device)
+    ema = AveragedModel(model, multi_avg_fn=_ema_with_warmup(0.5), use_buffers=True)
+    expected = [p.detach().clone() for p in model.parameters()]  # the first update copies
+    for t in range(5):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p))
+        ema.update_parameters(model)
+        if t > 0:
+            rate = min(0.5, (1 + t) / (10 + t))
+            expected = [rate * e + (1 - rate) * p.detach() for e, p in zip(expected, model.parameters())]
+        else:
+            expected = [p.detach().clone() for p in model.parameters()]
+    for got, want in zip(ema.module.parameters(), expected):
+        torch.testing.assert_close(got, want)
 
 
 def test_dpsgd_run_records_its_event_before_training(tmp_path):
