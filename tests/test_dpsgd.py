@@ -291,6 +291,24 @@ def test_fastest_runs_the_faster_candidate_and_remembers_it():
     assert calls == ["quick"]
 
 
+@pytest.mark.parametrize("method", ["fast", "vmap"])
+def test_clipped_sum_runs_without_tf32_and_restores_the_settings(method):
+    seen = []
+
+    def recording_loss(outputs, targets):
+        seen.append((torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32))
+        return cross_entropy_per_example(outputs, targets)
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        model, x, y = _cases()["tanh-cnn"]
+        clipped_gradient_sum(model, x, y, 1.0, recording_loss, method=method, physical_batch_size=2)
+        assert seen and all(flags == (False, False) for flags in seen)
+        assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def test_no_noise_and_no_clipping_is_plain_sgd():
     model, x, y = _cases()["cnn-inplace-relu"]
     nn.functional.cross_entropy(model(x), y).backward()

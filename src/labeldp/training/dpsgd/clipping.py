@@ -25,14 +25,21 @@ refused with an error that says how to fix the model (:func:`replace_batchnorm`)
 Augmentation multiplicity (De et al. 2022): ``inputs`` of shape (B, M, ...) hold M augmentations of
 each of B examples; an example's gradient is the gradient of its mean loss over its M views, clipped
 once -- the privacy unit stays the example.
+
+Arithmetic: the bound C on each example's share of the sum holds up to float32 rounding (as in
+every DP-SGD implementation). NVIDIA GPUs from Ampere on run float32 convolutions in TF32 (a 10-bit
+mantissa) by default; its rounding, a relative 5e-4 on sums of up to B terms of norm C, could reach a
+sizeable fraction of C on large batches. The clipped sum is therefore computed with TF32 off for
+cuDNN and cuBLAS, and the previous settings are restored afterwards.
 """
 
 from __future__ import annotations
 
 import math
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -180,13 +187,26 @@ def clipped_gradient_sum(
     compute = _vmap_clipped_sum if method == "vmap" or reason is not None else _fast_clipped_sum
     params = trainable_parameters(model)
     chunk = physical_batch_size or max(len(inputs), 1)
-    if len(inputs) <= chunk:
-        return compute(model, params, inputs, targets, max_grad_norm, loss_fn, multiple_views)
-    total = ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0), 0.0)
-    for start in range(0, len(inputs), chunk):
-        total.add_(compute(model, params, inputs[start:start + chunk], targets[start:start + chunk],
-                           max_grad_norm, loss_fn, multiple_views))
-    return total
+    with _float32_without_tf32():
+        if len(inputs) <= chunk:
+            return compute(model, params, inputs, targets, max_grad_norm, loss_fn, multiple_views)
+        total = ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0), 0.0)
+        for start in range(0, len(inputs), chunk):
+            total.add_(compute(model, params, inputs[start:start + chunk], targets[start:start + chunk],
+                               max_grad_norm, loss_fn, multiple_views))
+        return total
+
+
+@contextmanager
+def _float32_without_tf32() -> Iterator[None]:
+    """float32 convolutions and matrix products in float32, not TF32, on the GPU (a process-wide
+    setting of torch's, restored on exit)."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def _example_targets(targets: torch.Tensor, views: int) -> torch.Tensor:
