@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from labeldp.mechanisms import randomized_response, randomized_response_likelihood
-from labeldp.models import MLP, ResNet18, SmallCNN, build_model, default_model_name
+from labeldp.models import MLP, ResNet18, SmallCNN, WSConv2d, build_model, default_model_name
 from labeldp.training import TrainConfig, accuracy, predict_proba, train_stage
 from labeldp.training.augment import augment, mixup, random_crop
 from labeldp.training.stage import likelihood_loss
@@ -29,6 +29,21 @@ def test_model_errors() -> None:
         build_model("cnn", (1, 30, 30), 10)
     with pytest.raises(ValueError, match="unknown model"):
         build_model("vit", (1, 28, 28), 10)
+
+
+def test_weight_standardisation_is_per_output_channel() -> None:
+    torch.manual_seed(0)
+    conv = WSConv2d(6, 5, 3, eps=1e-5)
+    with torch.no_grad():
+        conv.weight.mul_(torch.arange(1.0, 6.0).view(5, 1, 1, 1)).add_(3.0)  # channels of different scales
+    weight = conv.weight.detach().double().flatten(1)
+    expected = (weight - weight.mean(1, keepdim=True)) / torch.sqrt(weight.var(1, keepdim=True, unbiased=False) + 1e-5)
+    torch.testing.assert_close(conv.standardized_weight().detach().double().flatten(1), expected, rtol=1e-5, atol=1e-5)
+    standardized, scale = conv.standardization()
+    torch.testing.assert_close(standardized.double(), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(scale.double().squeeze(1), torch.sqrt(weight.var(1, unbiased=False) + 1e-5))
+    x = torch.randn(2, 6, 7, 7)
+    torch.testing.assert_close(conv(x), F.conv2d(x, expected.float().view_as(conv.weight), conv.bias), rtol=1e-4, atol=1e-5)
 
 
 def test_random_crop_is_a_translation() -> None:
