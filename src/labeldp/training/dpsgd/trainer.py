@@ -69,10 +69,11 @@ class DPSGDConfig:
 def _ema_with_warmup(decay: float) -> Callable[[list[torch.Tensor], list[torch.Tensor], torch.Tensor], None]:
     """EMA update (an ``AveragedModel`` ``multi_avg_fn``) whose decay ramps up as
     min(decay, (1 + t) / (10 + t)) over the first updates, so that short runs are not dominated by the
-    initial weights. The rate is computed on the parameters' device, in float64: the update never
-    waits for a GPU to report t, and its arithmetic is that of a Python-float rate."""
+    initial weights. The rate is computed on the parameters' device, in float64 (float32 on Apple's
+    MPS, which has no float64): the update never waits for a GPU to report t, and its arithmetic is
+    that of a Python-float rate."""
     def average(averaged: list[torch.Tensor], current: list[torch.Tensor], updates: torch.Tensor) -> None:
-        t = updates.to(torch.float64)
+        t = updates.to(torch.float32 if updates.device.type == "mps" else torch.float64)
         rate = torch.clamp((1.0 + t) / (10.0 + t), max=decay)
         scaled = torch._foreach_mul(current, 1.0 - rate)
         torch._foreach_mul_(averaged, rate)
