@@ -291,22 +291,38 @@ def test_fastest_runs_the_faster_candidate_and_remembers_it():
     assert calls == ["quick"]
 
 
+def _tf32_settings() -> tuple:
+    backends = torch.backends
+    return (backends.cudnn.conv.fp32_precision, backends.cudnn.rnn.fp32_precision,
+            backends.cuda.matmul.fp32_precision)
+
+
+@pytest.mark.skipif(not hasattr(torch.backends.cuda.matmul, "fp32_precision"), reason="torch < 2.9: no fp32_precision")
+@pytest.mark.parametrize("user_setting", ["legacy", "new"])
 @pytest.mark.parametrize("method", ["fast", "vmap"])
-def test_clipped_sum_runs_without_tf32_and_restores_the_settings(method):
+def test_clipped_sum_runs_without_tf32_and_restores_the_settings(method, user_setting):
+    """TF32 off inside, whichever of torch's two APIs the user turned it on with; theirs restored."""
     seen = []
 
     def recording_loss(outputs, targets):
-        seen.append((torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32))
+        seen.append(_tf32_settings())
         return cross_entropy_per_example(outputs, targets)
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
+    backends, before = torch.backends, _tf32_settings()
     try:
+        if user_setting == "legacy":
+            backends.cudnn.allow_tf32 = backends.cuda.matmul.allow_tf32 = True
+        else:
+            backends.cudnn.conv.fp32_precision = backends.cuda.matmul.fp32_precision = "tf32"
+        users = _tf32_settings()
         model, x, y = _cases()["tanh-cnn"]
         clipped_gradient_sum(model, x, y, 1.0, recording_loss, method=method, physical_batch_size=2)
-        assert seen and all(flags == (False, False) for flags in seen)
-        assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+        assert seen and all(flags == ("ieee", "ieee", "ieee") for flags in seen)
+        assert _tf32_settings() == users
+        if user_setting == "legacy":
+            assert backends.cudnn.allow_tf32 and backends.cuda.matmul.allow_tf32
     finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+        backends.cudnn.conv.fp32_precision, backends.cudnn.rnn.fp32_precision, \
+            backends.cuda.matmul.fp32_precision = before
 
 
 def test_no_noise_and_no_clipping_is_plain_sgd():

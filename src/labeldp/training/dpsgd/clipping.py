@@ -199,14 +199,24 @@ def clipped_gradient_sum(
 
 @contextmanager
 def _float32_without_tf32() -> Iterator[None]:
-    """float32 convolutions and matrix products in float32, not TF32, on the GPU (a process-wide
-    setting of torch's, restored on exit)."""
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    """float32 convolutions, recurrent layers and matrix products in IEEE float32, not TF32, on the
+    GPU: process-wide settings of torch's, restored on exit. Through the ``fp32_precision`` settings
+    where torch has them (2.9 on; reading the older ``allow_tf32`` flags raises once a user has set
+    the new ones), else through ``allow_tf32``."""
+    backends = torch.backends
+    if hasattr(backends.cuda.matmul, "fp32_precision") and hasattr(backends.cudnn, "conv"):
+        settings = [(backends.cudnn.conv, "fp32_precision", "ieee"), (backends.cudnn.rnn, "fp32_precision", "ieee"),
+                    (backends.cuda.matmul, "fp32_precision", "ieee")]
+    else:
+        settings = [(backends.cudnn, "allow_tf32", False), (backends.cuda.matmul, "allow_tf32", False)]
+    saved = [getattr(owner, name) for owner, name, _ in settings]
+    for owner, name, value in settings:
+        setattr(owner, name, value)
     try:
         yield
     finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+        for (owner, name, _), value in zip(settings, saved):
+            setattr(owner, name, value)
 
 
 def _example_targets(targets: torch.Tensor, views: int) -> torch.Tensor:
