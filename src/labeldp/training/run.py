@@ -493,6 +493,9 @@ def _train_dpsgd(config: RunConfig, out: RunDirectory, data: LabeledDataset, run
         raise ValueError(f"{error} (in the CLI: choose a --model without BatchNorm, e.g. wrn16-4 for 32x32 "
                          "images)") from None
     if not run.ledger.has("dp-sgd"):
+        if config.dpsgd.noise_multiplier is None and run.progress:  # seconds of PLD accounting, before any step
+            tqdm.write(f"calibrating the noise multiplier for epsilon {config.epsilon:g} at delta {config.delta:g} "
+                       f"({steps} steps at Poisson rate {q:.4g}) with dp_accounting's PLD accountant")
         sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(config.epsilon, config.delta, q, steps)
         run.ledger.record(dpsgd_event(sigma, q, steps), np.arange(n),
                           f"DP-SGD, noise multiplier {sigma:.4f}, Poisson rate {q:.5g}, {steps} steps, "
