@@ -9,12 +9,13 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def _standardize(weight: torch.Tensor, eps: float) -> torch.Tensor:
-    # two passes (mean, then the mean square of the centred weights): on CPU about 15x faster than
-    # torch.var over the fan-in, and as accurate
-    dims = tuple(range(1, weight.dim()))
-    centred = weight - weight.mean(dim=dims, keepdim=True)
-    return centred / torch.sqrt(centred.pow(2).mean(dim=dims, keepdim=True) + eps)
+def _standardize(kernel: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, s) for a kernel (out_channels, fan_in): each row centred and divided by its scale
+    s = sqrt(var + eps). Two passes (the mean, then the mean square of the centred row): on CPU about
+    15x faster than torch.var over the fan-in, and as accurate."""
+    centred = kernel - kernel.mean(dim=1, keepdim=True)
+    scale = torch.sqrt(centred.pow(2).mean(dim=1, keepdim=True) + eps)
+    return centred / scale, scale
 
 
 class WSConv2d(nn.Conv2d):
@@ -26,7 +27,7 @@ class WSConv2d(nn.Conv2d):
         self.eps = eps
 
     def standardized_weight(self) -> torch.Tensor:
-        return _standardize(self.weight, self.eps)
+        return _standardize(self.weight.flatten(1), self.eps)[0].view_as(self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._conv_forward(x, self.standardized_weight(), self.bias)
@@ -34,10 +35,7 @@ class WSConv2d(nn.Conv2d):
     def standardization(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(y, s), detached: the standardised kernel (out_channels, fan_in) and each channel's scale s
         (out_channels, 1). Per-example gradient rules compute it once per step and pass it below."""
-        weight = self.weight.detach().flatten(1)
-        centred = weight - weight.mean(dim=1, keepdim=True)
-        scale = torch.sqrt(centred.pow(2).mean(dim=1, keepdim=True) + self.eps)
-        return centred / scale, scale
+        return _standardize(self.weight.detach().flatten(1), self.eps)
 
     def weight_gradient(self, standardized_grads: torch.Tensor,
                         standardization: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
