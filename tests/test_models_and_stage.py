@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.func import grad as grad_of, vmap
 
 from labeldp.mechanisms import randomized_response, randomized_response_likelihood
 from labeldp.models import MLP, ResNet18, SmallCNN, WSConv2d, build_model, default_model_name
+from labeldp.models.pooling import MaxPool2d
 from labeldp.training import TrainConfig, accuracy, predict_proba, train_stage
 from labeldp.training.augment import augment, mixup, random_crop
 from labeldp.training.stage import likelihood_loss
@@ -44,6 +46,30 @@ def test_weight_standardisation_is_per_output_channel() -> None:
     torch.testing.assert_close(scale.double().squeeze(1), torch.sqrt(weight.var(1, unbiased=False) + 1e-5))
     x = torch.randn(2, 6, 7, 7)
     torch.testing.assert_close(conv(x), F.conv2d(x, expected.float().view_as(conv.weight), conv.bias), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("settings", [
+    dict(kernel_size=2), dict(kernel_size=2, stride=1), dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=(2, 3), stride=(1, 2), dilation=2, ceil_mode=True),
+])
+@pytest.mark.parametrize("shape", [(4, 3, 9, 11), (3, 9, 11)])
+def test_max_pool_matches_torch_bit_for_bit(settings, shape) -> None:
+    torch.manual_seed(0)
+    x = torch.round(torch.randn(shape) * 2)  # values on a coarse grid: many windows with tied maxima
+    x[..., 0, :3] = float("nan")
+    x = x.requires_grad_()
+    ours, theirs = MaxPool2d(**settings, return_indices=True), torch.nn.MaxPool2d(**settings, return_indices=True)
+    (values, indices), (expected_values, expected_indices) = ours(x), theirs(x)
+    assert torch.equal(values.isnan(), expected_values.isnan()) and values.isnan().any()
+    assert torch.equal(values.nan_to_num(), expected_values.nan_to_num()) and torch.equal(indices, expected_indices)
+    grad_output = torch.randn_like(values)
+    (grad,), (expected_grad,) = torch.autograd.grad(values, x, grad_output), torch.autograd.grad(expected_values, x, grad_output)
+    assert torch.equal(grad, expected_grad) and grad.is_contiguous()
+    # per-example gradients through torch.func, as the general DP-SGD clipping path takes them
+    batch = torch.randn(5, *shape)
+    def squares(pool):
+        return lambda t: pool(t)[0].pow(2).sum()
+    assert torch.equal(vmap(grad_of(squares(ours)))(batch), vmap(grad_of(squares(theirs)))(batch))
 
 
 def test_random_crop_is_a_translation() -> None:
