@@ -6,6 +6,7 @@ from torch import nn
 
 from labeldp.models.cnn import SmallCNN, TanhCNN
 from labeldp.models.mlp import MLP
+from labeldp.models.pooling import MaxPool2d
 from labeldp.models.resnet import ResNet18
 from labeldp.models.wideresnet import WideResNet, WSConv2d
 
@@ -45,4 +46,4 @@ def build_model(name: str | None, input_shape: tuple[int, ...], num_classes: int
     raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
 
 
-__all__ = ["MLP", "MODELS", "ResNet18", "SmallCNN", "TanhCNN", "WSConv2d", "WideResNet", "build_model", "default_model_name"]
+__all__ = ["MLP", "MODELS", "MaxPool2d", "ResNet18", "SmallCNN", "TanhCNN", "WSConv2d", "WideResNet", "build_model", "default_model_name"]
