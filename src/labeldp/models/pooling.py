@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn.modules.utils import _pair
 
 
 def _channels_last(x: torch.Tensor) -> torch.Tensor:
@@ -55,8 +56,6 @@ class MaxPool2d(nn.MaxPool2d):
     def forward(self, x: torch.Tensor):
         if x.device.type != "cpu" or x.dim() not in (3, 4):
             return super().forward(x)
-        pair = nn.modules.utils._pair
         values, indices = _ChannelsLastMaxPool.apply(
-            x, pair(self.kernel_size), pair(self.stride or self.kernel_size), pair(self.padding),
-            pair(self.dilation), self.ceil_mode)
+            x, _pair(self.kernel_size), _pair(self.stride), _pair(self.padding), _pair(self.dilation), self.ceil_mode)
         return (values, indices) if self.return_indices else values
