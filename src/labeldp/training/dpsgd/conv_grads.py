@@ -29,7 +29,7 @@ def patches(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     kernel's (C, kh, kw) with the channels last. Copied from a strided view of the channels-last
     input: contiguous runs of C values, several times faster than ``F.unfold`` on small layers."""
     padded = _padded(conv, x).contiguous(memory_format=torch.channels_last)
-    oh, ow = _output_size(conv, padded)
+    oh, ow = _output_size(conv, x)
     (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
     n, channels = padded.shape[:2]
     row, channel, height, width = padded.stride()
@@ -145,9 +145,10 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
     """(examples, V T, V T): Gram matrix of each example's input patches over its V views' positions.
 
     ``method`` ``"patches"`` forms the patches (im2col, then a batched product; ~ T^2 d). ``"pixels"``
-    does not: it takes the Gram matrix of the padded input's pixels, P[u, v] = x_u . x_v (~ U^2 C, U
-    padded positions), and sums it along the kh x kw kernel offsets o, since
-    patch_t . patch_s = sum_o P[t + o, s + o]. ``"auto"`` runs the faster (:func:`fastest`).
+    does not: it takes the Gram matrix of the input's pixels, P[u, v] = x_u . x_v (~ U^2 C, U input
+    positions), places it among the zero padding (a padding pixel's products are zero), and sums it
+    along the kh x kw kernel offsets o, since patch_t . patch_s = sum_o P[t + o, s + o] in padded
+    coordinates. ``"auto"`` runs the faster (:func:`fastest`).
     """
     if method == "auto":
         key = ("patch_gram", *configuration(conv, examples, x))
@@ -158,23 +159,25 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
         return torch.bmm(cols, cols.transpose(1, 2))
     if method != "pixels":
         raise ValueError(f"method must be 'auto', 'patches' or 'pixels', got {method!r}")
-    padded = _padded(conv, x)
-    channels = padded.shape[1]
+    channels, (ph, pw) = x.shape[1], conv.padding
     (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
-    oh, ow = _output_size(conv, padded)
-    # the rows and columns of the padded input that some patch touches
+    oh, ow = _output_size(conv, x)
+    # the rows and columns of the padded input that some patch touches, and the input pixels among them
     used_h, used_w = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
-    pixels, positions = used_h * used_w, oh * ow
-    flat = padded[:, :, :used_h, :used_w].reshape(examples, views, channels, pixels)
-    flat = flat.transpose(1, 2).reshape(examples, channels, views * pixels)
-    pixel_gram = torch.bmm(flat.transpose(1, 2), flat).view(examples, views, used_h, used_w, views, used_h, used_w)
+    height, width = min(x.shape[2], used_h - ph), min(x.shape[3], used_w - pw)
+    flat = x[:, :, :height, :width].reshape(examples, views, channels, height * width)
+    flat = flat.transpose(1, 2).reshape(examples, channels, views * height * width)
+    pixel_gram = x.new_zeros(examples, views, used_h, used_w, views, used_h, used_w)
+    inside = (slice(None), slice(None), slice(ph, ph + height), slice(pw, pw + width))
+    pixel_gram[(*inside, *inside[1:])] = torch.bmm(flat.transpose(1, 2), flat).view(
+        examples, views, height, width, views, height, width)
     gram = None
     for i in range(0, kh * dh, dh):
         for j in range(0, kw * dw, dw):
             rows, cols = slice(i, i + (oh - 1) * sh + 1, sh), slice(j, j + (ow - 1) * sw + 1, sw)
             shifted = pixel_gram[:, :, rows, cols, :, rows, cols]
             gram = shifted.clone() if gram is None else gram.add_(shifted)
-    return gram.reshape(examples, views * positions, views * positions)
+    return gram.reshape(examples, views * oh * ow, views * oh * ow)
 
 
 def patch_sums(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
@@ -189,7 +192,8 @@ def _padded(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     return F.pad(x, (pw, pw, ph, ph)) if ph or pw else x
 
 
-def _output_size(conv: nn.Conv2d, padded: torch.Tensor) -> tuple[int, int]:
-    h, w = padded.shape[2:]
+def _output_size(conv: nn.Conv2d, x: torch.Tensor) -> tuple[int, int]:
+    """(oh, ow): the output size of ``conv`` for input ``x``."""
+    (h, w), (ph, pw) = x.shape[2:], conv.padding
     (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
-    return (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+    return (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
