@@ -168,8 +168,8 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
     flat = x[:, :, :height, :width].reshape(examples, views, channels, height * width)
     flat = flat.transpose(1, 2).reshape(examples, channels, views * height * width)
     pixel_gram = x.new_zeros(examples, views, used_h, used_w, views, used_h, used_w)
-    inside = (slice(None), slice(None), slice(ph, ph + height), slice(pw, pw + width))
-    pixel_gram[(*inside, *inside[1:])] = torch.bmm(flat.transpose(1, 2), flat).view(
+    inner_rows, inner_cols = slice(ph, ph + height), slice(pw, pw + width)  # the input's pixels, padded coordinates
+    pixel_gram[:, :, inner_rows, inner_cols, :, inner_rows, inner_cols] = torch.bmm(flat.transpose(1, 2), flat).view(
         examples, views, height, width, views, height, width)
     gram = None
     for i in range(0, kh * dh, dh):
