@@ -378,7 +378,7 @@ class _Layer:
         elif module.bias is not None:
             output = output - module.bias.detach().view(1, -1, 1, 1)
         flat = g.flatten(2)  # (N, p, T)
-        sums = torch.einsum("npt,nt->np", flat, conv_grads.patch_sums(module, self.activation))
+        sums = (flat * conv_grads.patch_sums(module, self.activation).unsqueeze(1)).sum(2)  # einsum: 2x slower on CPU
         dots = torch.einsum("npt,npt->np", flat, output.flatten(2))
         return sums.view(B, -1, sums.shape[1]).sum(1), dots.view(B, -1, dots.shape[1]).sum(1)
 
