@@ -2,13 +2,13 @@
 
 torch's CPU kernel that finds the window maxima of (N, C, H, W)-ordered tensors is several times
 slower than its kernel for channels-last tensors, while its backward kernel is fast in (N, C, H, W)
-order. (2 CPU cores, torch 2.13: a 2x2 pool of stride 1 over 256 x 16 x 14 x 14 takes 5.2 ms forward
+order (2 CPU cores, torch 2.13: a 2x2 pool of stride 1 over 256 x 16 x 14 x 14 takes 5.2 ms forward
 and 7.1 ms with its backward pass in ``nn.MaxPool2d``, against 1.5 and 2.5 ms here, conversions
-included.) :class:`MaxPool2d` therefore finds each
-window's maximum and its position with the channels-last forward kernel and passes gradients back
-with the (N, C, H, W) backward kernel. The values, the chosen positions (the first maximum of each
-window, as in torch) and so the gradients are those of :func:`torch.nn.functional.max_pool2d`, bit
-for bit, and the gradient reaching the layer below keeps its usual memory order.
+included). :class:`MaxPool2d` therefore finds each window's maximum and its position with the
+channels-last forward kernel and passes gradients back with the (N, C, H, W) backward kernel. The
+values, the chosen positions (the first maximum of each window, as in torch) and so the gradients
+are those of :func:`torch.nn.functional.max_pool2d`, bit for bit, and the gradient reaching the
+layer below keeps its usual memory order.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class MaxPool2d(nn.MaxPool2d):
     channels-last order, several times faster there (see the module docstring). Elsewhere it is
     ``nn.MaxPool2d``."""
 
-    def forward(self, x: torch.Tensor):
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         if x.device.type != "cpu" or x.dim() not in (3, 4):
             return super().forward(x)
         values, indices = _ChannelsLastMaxPool.apply(
