@@ -10,7 +10,7 @@ from labeldp.models.pooling import MaxPool2d
 class SmallCNN(nn.Sequential):
     """Two 5x5 conv blocks (16 and 32 channels, ReLU, 2x2 max-pool), a 256-unit hidden layer.
 
-    Sized for CPUs: about 10 s per MNIST epoch on two cores, ~99.3 % test accuracy with clean labels.
+    Sized for CPUs: about 7 s per MNIST epoch on two cores, ~99.3 % test accuracy with clean labels.
 
     Uses no batch statistics, so the same network also works with per-example gradients (DP-SGD).
     """
