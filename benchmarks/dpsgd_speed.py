@@ -13,6 +13,17 @@ times the steps on a GPU (each timing waits for the GPU to finish the step).
 
 Models: the MNIST DP-SGD CNN (``tanh-cnn``, Tramer & Boneh 2021), labeldp's label-DP MNIST CNN
 (``cnn``) and a CIFAR-shaped WRN-16-4 with GroupNorm and weight standardisation (``wrn16-4``).
+
+``--layers`` times, instead, what exact per-example clipping must add to each convolution with
+torch's kernels on this machine. For every distinct convolution of the model it takes the median of
+the batched kernel gradient (what the non-private step computes), of each per-example strategy of
+:func:`labeldp.training.dpsgd.conv_grads.per_example_kernel_grads`, and of the Gram matrices of
+ghost norms (whose clipped sum is then one batched kernel gradient, as in the non-private step).
+The smaller of "fastest per-example strategy minus batched" and "Gram matrices" is a lower bound
+on the layer's extra time (it leaves out the norms and the clipped sum). Their sum over the model's
+convolutions (a configuration counted as often as it occurs), plus the time to draw the noise (one
+normal deviate per parameter), is a lower bound on the private step's extra time with these
+kernels, printed as a share of the non-private step.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ import copy
 import statistics
 import time
 import warnings
+from functools import partial
 from typing import Callable
 
 import torch
@@ -31,7 +43,7 @@ from torch import nn
 from labeldp import runtime
 from labeldp.models import build_model
 from labeldp.training import resolve_device
-from labeldp.training.dpsgd import clipped_gradient_sum, privatize_gradients
+from labeldp.training.dpsgd import clipped_gradient_sum, conv_grads, privatize_gradients
 
 SHAPES = {"tanh-cnn": (1, 28, 28), "cnn": (1, 28, 28), "wrn16-4": (3, 32, 32)}
 OPACUS_MODES = ("hooks", "functorch", "ew", "ghost")
@@ -129,6 +141,65 @@ def run(model_name: str, batch_size: int, repeats: int, warmup: int, with_opacus
     return list(medians.items())
 
 
+def conv_inputs(model: nn.Module, x: torch.Tensor) -> list[tuple[int, nn.Conv2d, torch.Tensor, torch.Tensor]]:
+    """(calls, conv, input, output gradient) for each distinct convolution configuration of ``model``
+    on ``x``: how many of the model's convolutions have it, the inputs of a forward pass, and random
+    output gradients (the timings do not depend on the values)."""
+    calls: dict[tuple, list] = {}
+
+    def record(conv: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        grad = torch.randn_like(output)
+        key = conv_grads.configuration(conv, len(x), args[0], grad)
+        calls.setdefault(key, [0, conv, args[0].detach(), grad])[0] += 1
+
+    hooks = [m.register_forward_hook(record) for m in model.modules() if isinstance(m, nn.Conv2d)]
+    with torch.no_grad():
+        model(x)
+    for hook in hooks:
+        hook.remove()
+    return [tuple(call) for call in calls.values()]
+
+
+def extra_time_floor(model_name: str, batch_size: int, repeats: int, warmup: int, device: torch.device) -> None:
+    """Print, per distinct convolution, the batched kernel gradient against the per-example
+    strategies and the ghost-norm Gram matrices (each extra counted once per call of the
+    configuration), the time to draw the noise, and the lower bound they sum to."""
+    torch.manual_seed(0)
+    model = build_model(model_name, SHAPES[model_name], 10).to(device)
+    x = torch.randn(batch_size, *SHAPES[model_name]).to(device)
+    y = torch.randint(0, 10, (batch_size,)).to(device)
+    base = interleaved_medians({"step": non_private(model, x, y)}, repeats, warmup, device)["step"]
+    print(f"  non-private step: {base * 1000:.1f} ms")
+    print(f"  {'convolution (x calls)':<38} {'batched':>8} {'per-example (fastest)':>28} {'ghost Grams':>12} "
+          f"{'extra >=':>9}")
+    total = 0.0
+    for calls, conv, inputs, grad in conv_inputs(model, x):
+        out = grad.new_empty(len(inputs), *conv.weight.shape)
+        flat = grad.flatten(2)
+        variants = {"batched": lambda: conv_grads.batch_kernel_grad(conv, inputs, grad),
+                    "ghost": lambda: (conv_grads.patch_gram(conv, inputs, len(inputs))
+                                      * torch.bmm(flat.transpose(1, 2), flat)).sum((1, 2))}
+        variants |= {name: partial(conv_grads.kernel_grads, name, conv, inputs, grad, len(inputs), out)
+                     for name in conv_grads.STRATEGIES}
+        times = interleaved_medians(variants, repeats, warmup, device)
+        fastest = min(conv_grads.STRATEGIES, key=times.get)
+        extra = max(0.0, min(times[fastest] - times["batched"], times["ghost"]))
+        total += calls * extra
+        (kh, kw), (sh, sw), (h, w) = conv.kernel_size, conv.stride, inputs.shape[2:]
+        stride = sh if sh == sw else f"({sh},{sw})"
+        name = f"{conv.in_channels}->{conv.out_channels} {kh}x{kw}/{stride} on {h}x{w} (x{calls})"
+        print(f"  {name:<38} {times['batched'] * 1000:>5.1f} ms {times[fastest] * 1000:>8.1f} ms ({fastest:<13}) "
+              f"{times['ghost'] * 1000:>9.1f} ms {extra * 1000:>6.1f} ms", flush=True)
+    generator = torch.Generator(device=device).manual_seed(0)
+    parameters = sum(p.numel() for p in model.parameters())
+    noise = interleaved_medians({"noise": lambda: torch.randn(parameters, generator=generator, device=device)},
+                                repeats, warmup, device)["noise"]
+    print(f"  noise, {parameters:,} normal deviates: {noise * 1000:.1f} ms")
+    total += noise
+    print(f"  extra time of a private step, at least: {total * 1000:.1f} ms, {total / base:.2f}x the non-private "
+          f"step (a step of at most 1.1x allows 0.10x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=["tanh-cnn", "cnn", "wrn16-4"], choices=sorted(SHAPES))
@@ -138,6 +209,8 @@ def main() -> None:
     parser.add_argument("--no-opacus", action="store_true", help="skip Opacus (e.g. when it is not installed)")
     parser.add_argument("--no-vmap", action="store_true",
                         help="skip labeldp's vmap path (on wrn16-4 it needs tens of GB and slows the steps timed after it)")
+    parser.add_argument("--layers", action="store_true",
+                        help="time what exact per-example clipping adds to each convolution (see above) instead")
     parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 or auto (default %(default)s)")
     parser.add_argument("--default-allocator", action="store_true",
                         help="keep glibc's default allocator settings (freed large blocks go back to the system)")
@@ -151,8 +224,13 @@ def main() -> None:
     for model_name in args.models:
         print(f"{model_name}:", flush=True)
         repeats = args.repeats or (3 if model_name == "wrn16-4" else 20)
+        if args.layers:
+            extra_time_floor(model_name, args.batch_size, repeats, args.warmup, device)
+            continue
         tables[model_name] = run(model_name, args.batch_size, repeats, args.warmup, not args.no_opacus,
                                  not args.no_vmap, device)
+    if not tables:
+        return
     print()
     print(f"{'model':<10} {'variant':<18} {'median step':>12} {'vs non-private':>15}")
     for model_name, rows in tables.items():
