@@ -202,6 +202,31 @@ def test_partly_frozen_layers_match_the_loop():
     torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
 
 
+@pytest.mark.parametrize("method", ["fast", "vmap"])
+def test_inputs_that_require_gradients_are_taken_as_constants(method):
+    model, x, y = _cases()["cnn-inplace-relu"]
+    expected, expected_norms = loop_reference(model, x, y, 0.05)
+    got = clipped_gradient_sum(model, x.clone().requires_grad_(), y, 0.05, method=method)
+    assert not any(total.requires_grad for total in got.sums)
+    for ours, reference in zip(got.sums, expected):
+        assert float((ours - reference).norm() / reference.norm()) < 1e-5
+    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
+
+
+def test_fast_path_refuses_gradients_from_outside_the_parameters():
+    class ExternalScale(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.ones(4, requires_grad=True)  # a plain tensor, not a parameter
+            self.linear = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.linear(x * self.scale)
+
+    with pytest.raises(UnsupportedModelError, match="vmap"):
+        clipped_gradient_sum(ExternalScale(), torch.randn(5, 4), torch.randint(0, 3, (5,)), 1.0, method="fast")
+
+
 def _force_conv_path(monkeypatch, path: str) -> None:
     """Make every convolution take ``path`` ("materialise" or "ghost") instead of the faster one."""
     original = conv_grads.fastest

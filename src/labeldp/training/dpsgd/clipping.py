@@ -159,7 +159,8 @@ def clipped_gradient_sum(
         model: any module of per-example layers (BatchNorm is refused). It is not modified; its
             ``.grad`` fields are left untouched.
         inputs: (B, ...) one input per example, or with ``multiple_views`` (B, M, ...): M augmentations
-            of each example (augmentation multiplicity). B may be 0.
+            of each example (augmentation multiplicity). B may be 0. Taken as constants, even if they
+            require gradients.
         targets: (B, ...) per-example targets for ``loss_fn``.
         max_grad_norm: the clipping bound C > 0 (``math.inf`` for no clipping).
         loss_fn: per-example loss, (outputs, targets) -> (N,).
@@ -186,6 +187,7 @@ def clipped_gradient_sum(
         raise UnsupportedModelError(f"the fast clipping path cannot handle this model: {reason}; use method='vmap'")
     compute = _vmap_clipped_sum if method == "vmap" or reason is not None else _fast_clipped_sum
     params = trainable_parameters(model)
+    inputs = inputs.detach()  # only parameter gradients are wanted: inputs are constants even if they require grad
     chunk = physical_batch_size or max(len(inputs), 1)
     with _float32_without_tf32():
         if len(inputs) <= chunk:
@@ -515,31 +517,34 @@ def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
     views = inputs.shape[1] if multiple_views else 1
     flat_inputs = inputs.flatten(0, 1) if multiple_views else inputs
     layers: dict[nn.Module, _Layer] = {}
-    # Gradients are taken with respect to ``tap``, a zero added to the output of each layer whose input
-    # needs no gradient: backward then reaches every layer's output but computes no weight gradient.
-    tap = torch.zeros((), dtype=flat_inputs.dtype if flat_inputs.is_floating_point() else torch.get_default_dtype(),
-                      device=flat_inputs.device, requires_grad=True)
+    # Backward runs from the loss to the outputs of the layers whose input needs no gradient, taken as
+    # gradient edges (before any in-place change of the outputs): it reaches every layer's output and
+    # computes no weight gradient.
+    roots: list[torch.autograd.graph.GradientEdge] = []
 
-    def forward_hook(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor | None:
+    def forward_hook(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
         if not any(p.requires_grad for p in module.parameters(recurse=False)):
-            return None
+            return
         if module in layers:
             raise UnsupportedModelError(f"{type(module).__name__} is called more than once per forward pass; "
                                         "use method='vmap'")
         layer = layers[module] = _Layer(module, args[0].detach(), output, examples)
         if not args[0].requires_grad:
-            output = output + tap
+            roots.append(torch.autograd.graph.get_gradient_edge(output))
         output.register_hook(layer.receive)
-        return output
 
     handles = [m.register_forward_hook(forward_hook) for m in model.modules() if isinstance(m, _FAST_LAYERS)]
     try:
         with torch.enable_grad():
             losses = loss_fn(model(flat_inputs), _example_targets(targets, views))
-            torch.autograd.grad(losses.sum() / views, [tap], allow_unused=True)
+            if roots:
+                torch.autograd.grad(losses.sum() / views, roots, allow_unused=True)
     finally:
         for handle in handles:
             handle.remove()
+    if layers and not roots:
+        raise UnsupportedModelError("no trainable layer takes an input that is free of gradients (the model "
+                                    "uses tensors that require gradients outside its parameters); use method='vmap'")
     norms2 = torch.zeros(examples, dtype=params[0].dtype, device=params[0].device)
     for layer in layers.values():
         if layer.sq_norms is None:  # the loss does not depend on this layer
