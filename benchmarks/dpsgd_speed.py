@@ -175,10 +175,8 @@ def extra_time_floor(model_name: str, batch_size: int, repeats: int, warmup: int
     total = 0.0
     for calls, conv, inputs, grad in conv_inputs(model, x):
         out = grad.new_empty(len(inputs), *conv.weight.shape)
-        flat = grad.flatten(2)
         variants = {"batched": lambda: conv_grads.batch_kernel_grad(conv, inputs, grad),
-                    "ghost": lambda: (conv_grads.patch_gram(conv, inputs, len(inputs))
-                                      * torch.bmm(flat.transpose(1, 2), flat)).sum((1, 2))}
+                    "ghost": lambda: conv_grads.ghost_norms2(conv, inputs, grad, len(inputs))}
         variants |= {name: partial(conv_grads.kernel_grads, name, conv, inputs, grad, len(inputs), out)
                      for name in conv_grads.STRATEGIES}
         times = interleaved_medians(variants, repeats, warmup, device)

@@ -168,6 +168,16 @@ def test_patch_gram_and_sums_match_the_patches(method, views):
         torch.testing.assert_close(conv_grads.patch_sums(conv, x), cols.sum(2))
 
 
+@pytest.mark.parametrize("views", [1, 3])
+def test_ghost_norms_are_the_norms_of_the_per_example_kernel_gradients(views):
+    torch.manual_seed(4)
+    for conv in convolutions():
+        x = torch.randn(2 * views, conv.in_channels, 11, 10)
+        g = torch.randn_like(conv(x))
+        per_example = conv_grads.kernel_grads("loop", conv, x, g, 2)  # summed over each example's views
+        torch.testing.assert_close(conv_grads.ghost_norms2(conv, x, g, 2), per_example.flatten(1).pow(2).sum(1))
+
+
 def test_patches_are_what_the_convolution_multiplies():
     torch.manual_seed(3)
     for conv in convolutions():

@@ -357,9 +357,7 @@ class _Layer:
         self.per_example = None
         if isinstance(module, WSConv2d):
             g = g / self.standardization[1].view(1, -1, 1, 1)
-        flat = g.flatten(2).view(B, -1, g.shape[1], g.shape[2] * g.shape[3])  # (B, V, p, T)
-        flat = flat.transpose(1, 2).reshape(B, g.shape[1], -1)  # (B, p, V T)
-        return (conv_grads.patch_gram(module, self.activation, B) * torch.bmm(flat.transpose(1, 2), flat)).sum((1, 2))
+        return conv_grads.ghost_norms2(module, self.activation, g, B)
 
     def _standardized_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, p) each, for the standardised kernel's per-example gradients G: sum(G_r) and G_r . y_r.

@@ -1,5 +1,6 @@
 """Per-example quantities of a 2-D convolution, for clipping: each example's kernel gradient, the Gram
-matrix of its input patches (for "ghost" gradient norms), its patch sums, and the batch's kernel gradient.
+matrix of its input patches and the "ghost" gradient norms it gives, its patch sums, and the batch's
+kernel gradient.
 
 Shapes: ``x`` is a layer input (N, C, H, W), ``g`` the gradient of its output (N, p, oh, ow). N rows
 may hold ``examples`` examples of N / examples views each (augmentation multiplicity); per-example
@@ -178,6 +179,15 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
             shifted = pixel_gram[:, :, rows, cols, :, rows, cols]
             gram = shifted.clone() if gram is None else gram.add_(shifted)
     return gram.reshape(examples, views * oh * ow, views * oh * ow)
+
+
+def ghost_norms2(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
+    """(examples,): the squared norm of each example's kernel gradient, from Gram matrices ("ghost"
+    norms, forming nothing of the kernel's size per example): ||sum_t g_t patch_t^T||^2 =
+    sum_{t,s} (patch_t . patch_s)(g_t . g_s) over the positions t, s of the example's views."""
+    flat = g.flatten(2).view(examples, -1, g.shape[1], g.shape[2] * g.shape[3])  # (examples, V, p, T)
+    flat = flat.transpose(1, 2).reshape(examples, g.shape[1], -1)  # (examples, p, V T)
+    return (patch_gram(conv, x, examples) * torch.bmm(flat.transpose(1, 2), flat)).sum((1, 2))
 
 
 def patch_sums(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
