@@ -178,6 +178,21 @@ def test_ghost_norms_are_the_norms_of_the_per_example_kernel_gradients(views):
         torch.testing.assert_close(conv_grads.ghost_norms2(conv, x, g, 2), per_example.flatten(1).pow(2).sum(1))
 
 
+def test_patch_gram_tries_pixels_only_where_their_gram_matrix_is_not_much_larger(monkeypatch):
+    timed = []
+    original = conv_grads.fastest
+
+    def recording(key, candidates, trials=None):
+        timed.append((key[0], sorted(candidates)))
+        return original(key, candidates, trials)
+    monkeypatch.setattr(conv_grads, "fastest", recording)
+    x = torch.randn(2, 4, 16, 16)
+    conv_grads.patch_gram(nn.Conv2d(4, 4, 3, stride=2, padding=1), x, 2)  # pixel Gram 17^4 vs 8^4 entries
+    assert timed == []
+    conv_grads.patch_gram(nn.Conv2d(4, 4, 3, padding=1), x, 2)  # 18^4 vs 16^4
+    assert timed == [("patch_gram", ["patches", "pixels"])]
+
+
 def test_patches_are_what_the_convolution_multiplies():
     torch.manual_seed(3)
     for conv in convolutions():
@@ -239,6 +254,7 @@ def test_fast_path_refuses_gradients_from_outside_the_parameters():
 
 def _force_conv_path(monkeypatch, path: str) -> None:
     """Make every convolution take ``path`` ("materialise" or "ghost") instead of the faster one."""
+    monkeypatch.setattr(clipping, "_TIMED_COST_RATIO", math.inf)  # both paths are candidates, whatever they cost
     original = conv_grads.fastest
 
     def forced(key, candidates, trials=None):
@@ -259,6 +275,28 @@ def test_both_convolution_paths_match_the_loop(path, views, monkeypatch):
         for ours, reference in zip(got.sums, expected):
             assert float((ours - reference).norm() / reference.norm()) < 1e-5, case
         torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
+
+
+@pytest.mark.parametrize("untried", ["ghost", "materialise"])
+def test_a_path_far_costlier_than_the_other_is_not_tried(untried, monkeypatch):
+    """Large maps with few channels: the ghost path's T^2 Gram matrices are far costlier than the
+    per-example kernel gradients; small maps with many channels: the other way round."""
+    torch.manual_seed(5)
+    if untried == "ghost":  # T = 400, d = 9, p = 4: ghost/materialise = T (d + p) / (d p) = 144
+        conv, x = nn.Conv2d(1, 4, 3, padding=1), torch.randn(4, 1, 20, 20)
+    else:  # T = 4, d = 288, p = 64: materialise/ghost = d p / (T (d + p)) = 13
+        conv, x = nn.Conv2d(32, 64, 3, padding=1), torch.randn(4, 32, 2, 2)
+    model = nn.Sequential(conv, nn.Flatten(), nn.Linear(conv.out_channels * x.shape[2] * x.shape[3], 3))
+    y = torch.randint(0, 3, (4,))
+    expected, expected_norms = loop_reference(model, x, y, 0.05)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"the {untried} path was tried")
+    monkeypatch.setattr(conv_grads, "patch_gram" if untried == "ghost" else "per_example_kernel_grads", refuse)
+    got = clipped_gradient_sum(model, x, y, 0.05, method="fast")
+    for ours, reference in zip(got.sums, expected):
+        assert float((ours - reference).norm() / reference.norm()) < 1e-5
+    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
 
 
 @pytest.mark.parametrize("statistics", ["saved", "recomputed"])
@@ -320,7 +358,7 @@ def test_fastest_runs_the_faster_candidate_and_remembers_it():
 
     key = ("test_fastest", id(calls))
     assert float(conv_grads.fastest(key, {"slow": slow, "quick": quick})) == 1.0
-    assert calls.count("slow") == 2 and calls.count("quick") == 3  # timed twice each, then the winner
+    assert calls.count("slow") == 3 and calls.count("quick") == 4  # once untimed, twice timed, then the winner
     calls.clear()
     assert float(conv_grads.fastest(key, {"slow": slow, "quick": quick})) == 1.0
     assert calls == ["quick"]

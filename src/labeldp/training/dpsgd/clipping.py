@@ -55,6 +55,11 @@ METHODS = ("auto", "fast", "vmap")
 _CROSS_EXAMPLE = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
 _FAST_LAYERS = (nn.Linear, nn.Conv2d, nn.Embedding, nn.LayerNorm, nn.GroupNorm)
 _NORM_EPSILON = 1e-6
+#: a convolution's two clipping paths are timed against each other only when their estimated costs
+#: (multiply-adds) are within this factor; otherwise the cheaper runs untried. (With every path tried,
+#: WRN-16-4's first step at batch 256 took 75 s and 12 GB, mostly ghost norms on its 32x32 maps,
+#: whose Gram matrices grow as T^2.)
+_TIMED_COST_RATIO = 3
 #: elements of a temporary that computes in chunks (4 MB of float32: about a core's share of cache)
 _CACHE_ELEMENTS = 1 << 20
 #: each layer's memory for its per-example gradients, kept between calls on CPU, where touching fresh
@@ -323,16 +328,25 @@ class _Layer:
         (:func:`conv_grads.fastest` times each path's norms together with its part of the clipped sum):
         ``materialise`` forms the per-example kernel gradients (cost ~ T d p per example), ``ghost``
         takes the norms from the patch Gram matrix (~ T^2 (d + p)) and the clipped sum from one
-        weighted kernel gradient. For a weight-standardised conv both give the norms for the
-        standardised kernel G, mapped to the raw weight by :meth:`WSConv2d.weight_gradient_norms2`."""
-        module, B = self.module, self.examples
-        key = ("conv_path", *conv_grads.configuration(module, B, self.activation, self.output_grad))
-        paths = {"materialise": self._materialised_kernel_norms2, "ghost": self._ghost_kernel_norms2}
-        ones = torch.ones(B, dtype=self.output_grad.dtype, device=self.output_grad.device)
+        weighted kernel gradient. A path whose cost estimate exceeds the other's by more than
+        :data:`_TIMED_COST_RATIO` is not tried. For a weight-standardised conv both give the norms for
+        the standardised kernel G, mapped to the raw weight by :meth:`WSConv2d.weight_gradient_norms2`."""
+        module, g, B = self.module, self.output_grad, self.examples
+        positions = len(g) // B * g[0, 0].numel()  # V T: an example's output positions over its views
+        d, p = module.weight[0].numel(), module.out_channels
+        costs = {"materialise": positions * d * p, "ghost": positions ** 2 * (d + p)}  # multiply-adds
+        paths = {name: path for name, path in
+                 (("materialise", self._materialised_kernel_norms2), ("ghost", self._ghost_kernel_norms2))
+                 if costs[name] <= _TIMED_COST_RATIO * min(costs.values())}
+        if len(paths) == 1:
+            scaled = next(iter(paths.values()))()
+        else:
+            key = ("conv_path", *conv_grads.configuration(module, B, self.activation, g))
+            ones = torch.ones(B, dtype=g.dtype, device=g.device)
 
-        def with_clipped_sum(path: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
-            return lambda: (path(), self.clipped_sums(ones))[0]
-        scaled = conv_grads.fastest(key, paths, {name: with_clipped_sum(path) for name, path in paths.items()})
+            def with_clipped_sum(path: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+                return lambda: (path(), self.clipped_sums(ones))[0]
+            scaled = conv_grads.fastest(key, paths, {name: with_clipped_sum(path) for name, path in paths.items()})
         if not isinstance(module, WSConv2d):
             return scaled
         return module.weight_gradient_norms2(scaled, *self._standardized_stats(), self.standardization)

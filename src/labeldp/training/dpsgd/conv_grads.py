@@ -10,6 +10,7 @@ All results are exact (no sketching); they differ from a per-example loop by flo
 
 from __future__ import annotations
 
+import math
 import time
 from functools import partial
 from typing import Callable
@@ -65,22 +66,23 @@ def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, 
 def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]],
             trials: dict[str, Callable[[], object]] | None = None) -> torch.Tensor:
     """The result of the fastest of ``candidates`` (interchangeable exact computations). The first call
-    for a ``key`` times each candidate (best of two runs) and remembers the winner for later calls.
-    ``trials``, if given, is what is timed for each candidate (e.g. the candidate and the later work
-    that choosing it implies). On a GPU each timing waits for the queued kernels to finish."""
+    for a ``key`` runs each candidate once untimed (first allocations, nested autotuning), then times
+    them in turn, twice, and remembers the one with the shortest run for later calls. ``trials``, if
+    given, is what is run for each candidate (e.g. the candidate and the later work that choosing it
+    implies). On a GPU each timing waits for the queued kernels to finish."""
     name = _FASTEST.get(key)
     if name is None:
-        timings = {}
+        run = trials or candidates
         for candidate in candidates:
-            compute = (trials or candidates)[candidate]
-            runs = []
-            for _ in range(2):
+            run[candidate]()
+        timings = dict.fromkeys(candidates, math.inf)
+        for _ in range(2):
+            for candidate in candidates:
                 _wait_for_gpu()
                 start = time.perf_counter()
-                compute()
+                run[candidate]()
                 _wait_for_gpu()
-                runs.append(time.perf_counter() - start)
-            timings[candidate] = min(runs)
+                timings[candidate] = min(timings[candidate], time.perf_counter() - start)
         name = _FASTEST[key] = min(timings, key=timings.get)
     return candidates[name]()
 
@@ -149,9 +151,16 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
     does not: it takes the Gram matrix of the input's pixels, P[u, v] = x_u . x_v (~ U^2 C, U input
     positions), places it among the zero padding (a padding pixel's products are zero), and sums it
     along the kh x kw kernel offsets o, since patch_t . patch_s = sum_o P[t + o, s + o] in padded
-    coordinates. ``"auto"`` runs the faster (:func:`fastest`).
+    coordinates. ``"auto"`` runs the faster (:func:`fastest`), trying ``"pixels"`` only when the
+    padded pixel Gram matrix has at most 4 times the entries of the patch Gram matrix: on strided
+    layers it has many more (a 3x3/2 convolution of a 32x32 map: 18 times), and it takes seconds
+    and gigabytes to form.
     """
     if method == "auto":
+        oh, ow = _output_size(conv, x)
+        used_h, used_w = _used_size(conv, oh, ow)
+        if used_h * used_w > 2 * oh * ow:  # the pixel Gram matrix: over 4 times the entries
+            return patch_gram(conv, x, examples, "patches")
         key = ("patch_gram", *configuration(conv, examples, x))
         return fastest(key, {name: partial(patch_gram, conv, x, examples, name) for name in ("patches", "pixels")})
     views = len(x) // examples
@@ -164,7 +173,7 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
     (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
     oh, ow = _output_size(conv, x)
     # the rows and columns of the padded input that some patch touches, and the input pixels among them
-    used_h, used_w = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    used_h, used_w = _used_size(conv, oh, ow)
     height, width = min(x.shape[2], used_h - ph), min(x.shape[3], used_w - pw)
     flat = x[:, :, :height, :width].reshape(examples, views, channels, height * width)
     flat = flat.transpose(1, 2).reshape(examples, channels, views * height * width)
@@ -200,6 +209,12 @@ def patch_sums(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
 def _padded(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     ph, pw = conv.padding
     return F.pad(x, (pw, pw, ph, ph)) if ph or pw else x
+
+
+def _used_size(conv: nn.Conv2d, oh: int, ow: int) -> tuple[int, int]:
+    """The rows and columns of the padded input that some patch of an (oh, ow) output touches."""
+    (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
+    return (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
 
 
 def _output_size(conv: nn.Conv2d, x: torch.Tensor) -> tuple[int, int]:
