@@ -14,7 +14,8 @@ Two ways to compute it, chosen by ``method``:
   is the materialised gradients weighted by the clipping factors, or one weighted weight-gradient
   product for the ghost layers. Supports Linear, Conv2d (``groups=1``, zero padding), weight-standardised
   convolutions (:class:`labeldp.models.WSConv2d`), Embedding, LayerNorm and GroupNorm, each called once
-  per forward pass; parameter-free modules may be anything per-example.
+  per forward pass; parameter-free modules may be anything per-example. The tensors that require
+  gradients must be the parameters of those layers (inputs are taken as constants).
 - ``"vmap"`` (general): ``torch.func.vmap(torch.func.grad(...))`` over ``functional_call``: any module
   built from per-example operations.
 - ``"auto"``: ``fast`` when every trainable parameter belongs to a supported layer, else ``vmap``.
