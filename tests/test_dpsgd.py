@@ -611,6 +611,11 @@ def test_dpsgd_config_errors_before_any_spend(tmp_path):
         RunConfig(method="lp-1st", epsilon=1.0, delta=1e-5).resolved()
     with pytest.raises(ValueError, match="mixup"):
         RunConfig(method="dp-sgd", epsilon=1.0, train=TrainConfig(mixup_alpha=1.0)).resolved()
+    with pytest.raises(ValueError, match="amp"):
+        RunConfig(method="dp-sgd", epsilon=1.0, train=TrainConfig(amp=True)).resolved()
+    with pytest.raises(ValueError, match="amp"):
+        train_dpsgd(nn.Linear(4, 2), np.zeros((8, 4), np.float32), np.zeros(8, np.int64),
+                    TrainConfig(batch_size=4, amp=True), DPSGDConfig(), 1.0, progress=False)
     with pytest.raises(ValueError, match="max_grad_norm"):
         RunConfig(method="dp-sgd", epsilon=1.0, dpsgd=DPSGDConfig(max_grad_norm=0)).resolved()
     with pytest.raises(ValueError, match="batch_size"):

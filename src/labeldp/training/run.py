@@ -186,6 +186,9 @@ class RunConfig:
         if self.method == "dp-sgd":
             if self.train.mixup_alpha > 0:
                 raise ValueError("method 'dp-sgd' cannot use mixup (it mixes examples)")
+            if self.train.amp:
+                raise ValueError("method 'dp-sgd' runs in float32: amp (bf16 autocast) would compute the per-example "
+                                 "gradient norms that its clipping bound rests on in bf16")
             self.dpsgd.validate()
         if self.method == "pate":
             self.pate.validate()

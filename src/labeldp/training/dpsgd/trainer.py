@@ -117,6 +117,9 @@ def train_dpsgd(
     dp.validate()
     if config.mixup_alpha > 0:
         raise ValueError("mixup mixes examples, which breaks per-example clipping; use mixup_alpha=0 with DP-SGD")
+    if config.amp:
+        raise ValueError("DP-SGD runs in float32: amp (bf16 autocast) would compute the per-example gradient norms "
+                         "that the clipping bound rests on in bf16; use amp=False")
     check_per_example_model(model)
     x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
     y = torch.as_tensor(np.asarray(labels), dtype=torch.int64)
