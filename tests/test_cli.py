@@ -57,10 +57,14 @@ def test_unknown_dataset_is_an_argparse_error(capsys) -> None:
 
 def test_dpsgd_on_digits(tmp_path, capsys) -> None:
     assert main(["train", "--dataset", "digits", "--method", "dp-sgd", "--epsilon", "3", "--model", "mlp",
-                 "--epochs", "1", "--batch-size", "64", "--augmult", "2", "--out", str(tmp_path / "run"),
-                 "--quiet"]) == 0
+                 "--epochs", "1", "--batch-size", "64", "--out", str(tmp_path / "run"), "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "epsilon 3 (delta 1e-05, add-or-remove one example)" in printed
+    # augmentation multiplicity needs augmentations; the digits have none
+    assert main(["train", "--dataset", "digits", "--method", "dp-sgd", "--epsilon", "3", "--augmult", "2",
+                 "--out", str(tmp_path / "augmult"), "--quiet"]) != 0
+    assert "has no augmentation" in capsys.readouterr().err
+    assert not (tmp_path / "augmult" / "ledger.json").exists()
 
 
 def test_train_on_digits(tmp_path, capsys) -> None:

@@ -572,6 +572,24 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
         torch.testing.assert_close(a, b)
 
 
+def test_trainer_averages_augmented_views():
+    torch.set_default_dtype(torch.float32)
+    x = np.random.default_rng(0).normal(size=(32, 1, 8, 8)).astype(np.float32)
+    y = np.arange(32) % 2
+    config = TrainConfig(epochs=1, batch_size=8, lr=0.1, weight_decay=0.0)
+
+    def trained(augmult: int) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.Flatten(), nn.Linear(256, 2))
+        evaluated, _ = train_dpsgd(model, x, y, config, DPSGDConfig(augmult=augmult, ema_decay=None), 0.5,
+                                   augmentation="translate", seed=3, progress=False)
+        return [p.detach().clone() for p in evaluated.parameters()]
+
+    two_views = trained(2)
+    assert all(torch.equal(a, b) for a, b in zip(two_views, trained(2)))  # seeded: reproducible
+    assert any(not torch.equal(a, b) for a, b in zip(two_views, trained(1)))  # other views, another step
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_ema_follows_its_warm_up_formula(device):
     """The t-th update (t = 0, 1, ...) is ema <- rate ema + (1 - rate) w with rate = min(decay, (1+t)/(10+t))."""
@@ -618,7 +636,14 @@ def test_dpsgd_config_errors_before_any_spend(tmp_path):
                     TrainConfig(batch_size=4, amp=True), DPSGDConfig(), 1.0, progress=False)
     with pytest.raises(ValueError, match="max_grad_norm"):
         RunConfig(method="dp-sgd", epsilon=1.0, dpsgd=DPSGDConfig(max_grad_norm=0)).resolved()
+    with pytest.raises(ValueError, match="augmult"):
+        RunConfig(method="dp-sgd", epsilon=1.0, train=TrainConfig(augment=False), dpsgd=DPSGDConfig(augmult=2)).resolved()
     with pytest.raises(ValueError, match="batch_size"):
         train_run(RunConfig(method="dp-sgd", epsilon=1.0, train=TrainConfig(batch_size=5000)), tmp_path / "r",
                   progress=False)
-    assert not (tmp_path / "r" / "ledger.json").exists()
+    with pytest.raises(ValueError, match="no augmentation"):  # the digits have none
+        train_run(RunConfig(method="dp-sgd", epsilon=1.0, dpsgd=DPSGDConfig(augmult=2)), tmp_path / "a", progress=False)
+    with pytest.raises(ValueError, match="augmult"):
+        train_dpsgd(nn.Linear(4, 2), np.zeros((8, 4), np.float32), np.zeros(8, np.int64), TrainConfig(batch_size=4),
+                    DPSGDConfig(augmult=2), 1.0, augmentation="none", progress=False)
+    assert not (tmp_path / "r" / "ledger.json").exists() and not (tmp_path / "a" / "ledger.json").exists()

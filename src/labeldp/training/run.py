@@ -186,6 +186,9 @@ class RunConfig:
         if self.method == "dp-sgd":
             if self.train.mixup_alpha > 0:
                 raise ValueError("method 'dp-sgd' cannot use mixup (it mixes examples)")
+            if self.dpsgd.augmult > 1 and not self.train.augment:
+                raise ValueError(f"augmult {self.dpsgd.augmult} averages the gradients of augmented views of each "
+                                 "example, but augmentation is off; use augmult 1 or turn augmentation on")
             if self.train.amp:
                 raise ValueError("method 'dp-sgd' runs in float32: amp (bf16 autocast) would compute the per-example "
                                  "gradient norms that its clipping bound rests on in bf16")
@@ -495,6 +498,9 @@ def _train_dpsgd(config: RunConfig, out: RunDirectory, data: LabeledDataset, run
     except ValueError as error:
         raise ValueError(f"{error} (in the CLI: choose a --model without BatchNorm, e.g. wrn16-4 for 32x32 "
                          "images)") from None
+    if config.dpsgd.augmult > 1 and data.augmentation == "none":
+        raise ValueError(f"augmult {config.dpsgd.augmult} averages the gradients of augmented views of each example, "
+                         f"but dataset {config.dataset!r} has no augmentation; use augmult 1")
     if not run.ledger.has("dp-sgd"):
         if config.dpsgd.noise_multiplier is None and run.progress:  # seconds of PLD accounting, before any step
             tqdm.write(f"calibrating the noise multiplier for epsilon {config.epsilon:g} at delta {config.delta:g} "

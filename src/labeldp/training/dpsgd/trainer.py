@@ -117,6 +117,9 @@ def train_dpsgd(
     dp.validate()
     if config.mixup_alpha > 0:
         raise ValueError("mixup mixes examples, which breaks per-example clipping; use mixup_alpha=0 with DP-SGD")
+    if dp.augmult > 1 and (augmentation == "none" or not config.augment):
+        raise ValueError(f"augmult {dp.augmult} averages the gradients of augmented views of each example, but no "
+                         "augmentation is applied (augmentation 'none' or config.augment False); use augmult 1")
     if config.amp:
         raise ValueError("DP-SGD runs in float32: amp (bf16 autocast) would compute the per-example gradient norms "
                          "that the clipping bound rests on in bf16; use amp=False")
