@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -646,4 +647,12 @@ def test_dpsgd_config_errors_before_any_spend(tmp_path):
     with pytest.raises(ValueError, match="augmult"):
         train_dpsgd(nn.Linear(4, 2), np.zeros((8, 4), np.float32), np.zeros(8, np.int64), TrainConfig(batch_size=4),
                     DPSGDConfig(augmult=2), 1.0, augmentation="none", progress=False)
-    assert not (tmp_path / "r" / "ledger.json").exists() and not (tmp_path / "a" / "ledger.json").exists()
+    given = RunConfig(method="dp-sgd", epsilon=1.0, model="mlp", train=TrainConfig(epochs=1, batch_size=64),
+                      dpsgd=DPSGDConfig(noise_multiplier=0.5))
+    with pytest.raises(ValueError, match="more than the budget"):  # sigma 0.5 spends epsilon ~12 here
+        train_run(given, tmp_path / "s", progress=False)
+    # nothing was written: the same folder takes the corrected run
+    assert not any((tmp_path / name).exists() for name in ("r", "a", "s"))
+    torch.set_default_dtype(torch.float32)  # as the CLI trains
+    summary = train_run(dataclasses.replace(given, epsilon=20.0), tmp_path / "s", progress=False)
+    assert 10 < summary["epsilon"] <= 20

@@ -114,7 +114,8 @@ def _build_parser() -> argparse.ArgumentParser:
     dp = train.add_argument_group("dp-sgd", "options of --method dp-sgd (--batch-size is the expected Poisson batch size)")
     dp.add_argument("--max-grad-norm", type=float, default=1.0, help="per-example clipping bound C (default %(default)s)")
     dp.add_argument("--noise-multiplier", type=float,
-                    help="sigma (noise std / C); default: the smallest that meets --epsilon and --delta")
+                    help="sigma (noise std / C); default: the smallest that meets --epsilon and --delta "
+                         "(a given one that spends more is refused)")
     dp.add_argument("--augmult", type=int, default=1,
                     help="augmentations per example averaged before clipping (default %(default)s)")
     dp.add_argument("--ema-decay", type=float, default=0.999,

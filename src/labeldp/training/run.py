@@ -69,6 +69,7 @@ from labeldp.accounting import (
     NEIGHBORING_RELATION,
     PrivacyLedger,
     calibrate_noise_multiplier,
+    dpsgd_epsilon,
     dpsgd_event,
     event_from_dict,
     event_to_dict,
@@ -412,6 +413,8 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", p
     data = dataset if dataset is not None else config_dataset(config)
     if config.method == "pate":  # refuse an unpayable plan before the run directory is written
         config.pate.plan(config.epsilon, config.delta, len(data.y_train))
+    if config.method == "dp-sgd":  # likewise a DP-SGD run that cannot go as configured
+        _check_dpsgd_plan(config, data)
     out = RunDirectory(out_dir)
     with out.lock():
         return _train_locked(config, out, data, device, progress)
@@ -488,19 +491,31 @@ def _finish(config: RunConfig, out: RunDirectory, data: LabeledDataset, run: _Ru
     return summary
 
 
-def _train_dpsgd(config: RunConfig, out: RunDirectory, data: LabeledDataset, run: _Run) -> dict[str, Any]:
-    """The full-DP baseline: record DP-SGD's event (once), then train with it."""
-    n = len(data.y_train)
-    q, steps, _ = sampling_plan(n, config.train)
-    model = run.new_model(1)
+def _check_dpsgd_plan(config: RunConfig, data: LabeledDataset) -> None:
+    """Refuse a DP-SGD run that cannot go as configured on ``data``: an expected batch larger than the
+    data, a model that mixes examples, augmentation multiplicity on a dataset without augmentation, or
+    a given noise multiplier that spends more than the budget epsilon."""
+    q, steps, _ = sampling_plan(len(data.y_train), config.train)
     try:
-        check_per_example_model(model)
+        check_per_example_model(build_model(config.model, data.input_shape, data.num_classes))
     except ValueError as error:
         raise ValueError(f"{error} (in the CLI: choose a --model without BatchNorm, e.g. wrn16-4 for 32x32 "
                          "images)") from None
     if config.dpsgd.augmult > 1 and data.augmentation == "none":
         raise ValueError(f"augmult {config.dpsgd.augmult} averages the gradients of augmented views of each example, "
                          f"but dataset {config.dataset!r} has no augmentation; use augmult 1")
+    sigma = config.dpsgd.noise_multiplier
+    if sigma is not None and (spent := dpsgd_epsilon(sigma, q, steps, config.delta)) > config.epsilon:
+        raise ValueError(f"noise multiplier {sigma:g} ({steps} steps at Poisson rate {q:.4g}) spends epsilon "
+                         f"{spent:.3g} at delta {config.delta:g}, more than the budget {config.epsilon:g}; "
+                         "raise it, raise --epsilon, or leave the noise multiplier out to calibrate it")
+
+
+def _train_dpsgd(config: RunConfig, out: RunDirectory, data: LabeledDataset, run: _Run) -> dict[str, Any]:
+    """The full-DP baseline: record DP-SGD's event (once), then train with it."""
+    n = len(data.y_train)
+    q, steps, _ = sampling_plan(n, config.train)
+    model = run.new_model(1)
     if not run.ledger.has("dp-sgd"):
         if config.dpsgd.noise_multiplier is None and run.progress:  # seconds of PLD accounting, before any step
             tqdm.write(f"calibrating the noise multiplier for epsilon {config.epsilon:g} at delta {config.delta:g} "
