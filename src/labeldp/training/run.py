@@ -85,7 +85,7 @@ from labeldp.mechanisms import laplace_one_hot_likelihood, prior_top_k, randomiz
 from labeldp.models import MODELS, build_model
 from labeldp.training.rundir import RunDirectory, write_json_atomic
 from labeldp.training.dpsgd.clipping import check_per_example_model
-from labeldp.training.dpsgd.trainer import DPSGDConfig, sampling_plan, train_dpsgd
+from labeldp.training.dpsgd.trainer import DPSGDConfig, check_training_options, sampling_plan, train_dpsgd
 from labeldp.training.pate import PATEConfig, partition_teachers, select_queries, teacher_train_config, train_teachers
 from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, predict_proba, resolve_device, train_stage
 
@@ -185,14 +185,7 @@ class RunConfig:
             raise ValueError(f"delta applies only to methods {' and '.join(GAUSSIAN_METHODS)} (the other "
                              "label-DP methods are pure epsilon-DP)")
         if self.method == "dp-sgd":
-            if self.train.mixup_alpha > 0:
-                raise ValueError("method 'dp-sgd' cannot use mixup (it mixes examples)")
-            if self.dpsgd.augmult > 1 and not self.train.augment:
-                raise ValueError(f"augmult {self.dpsgd.augmult} averages the gradients of augmented views of each "
-                                 "example, but augmentation is off; use augmult 1 or turn augmentation on")
-            if self.train.amp:
-                raise ValueError("method 'dp-sgd' runs in float32: amp (bf16 autocast) would compute the per-example "
-                                 "gradient norms that its clipping bound rests on in bf16")
+            check_training_options(self.train, self.dpsgd)
             self.dpsgd.validate()
         if self.method == "pate":
             self.pate.validate()
@@ -493,17 +486,15 @@ def _finish(config: RunConfig, out: RunDirectory, data: LabeledDataset, run: _Ru
 
 def _check_dpsgd_plan(config: RunConfig, data: LabeledDataset) -> None:
     """Refuse a DP-SGD run that cannot go as configured on ``data``: an expected batch larger than the
-    data, a model that mixes examples, augmentation multiplicity on a dataset without augmentation, or
-    a given noise multiplier that spends more than the budget epsilon."""
+    data, a model that mixes examples, training options DP-SGD cannot honour on the dataset
+    (:func:`check_training_options`), or a given noise multiplier that spends more than the budget."""
     q, steps, _ = sampling_plan(len(data.y_train), config.train)
     try:
         check_per_example_model(build_model(config.model, data.input_shape, data.num_classes))
     except ValueError as error:
         raise ValueError(f"{error} (in the CLI: choose a --model without BatchNorm, e.g. wrn16-4 for 32x32 "
                          "images)") from None
-    if config.dpsgd.augmult > 1 and data.augmentation == "none":
-        raise ValueError(f"augmult {config.dpsgd.augmult} averages the gradients of augmented views of each example, "
-                         f"but dataset {config.dataset!r} has no augmentation; use augmult 1")
+    check_training_options(config.train, config.dpsgd, data.augmentation)
     sigma = config.dpsgd.noise_multiplier
     if sigma is not None and (spent := dpsgd_epsilon(sigma, q, steps, config.delta)) > config.epsilon:
         raise ValueError(f"noise multiplier {sigma:g} ({steps} steps at Poisson rate {q:.4g}) spends epsilon "

@@ -66,6 +66,22 @@ class DPSGDConfig:
             raise ValueError(f"clipping must be one of {METHODS}, got {self.clipping!r}")
 
 
+def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: str | None = None) -> None:
+    """Refuse training settings that DP-SGD cannot honour: mixup (it mixes examples), amp (bf16 norms
+    under the clipping bound), augmentation multiplicity without augmentation (K identical views).
+    ``augmentation`` is the dataset's policy, None while it is not known yet."""
+    if config.mixup_alpha > 0:
+        raise ValueError("DP-SGD cannot use mixup: it mixes examples, which breaks per-example clipping; "
+                         "use mixup_alpha=0")
+    if config.amp:
+        raise ValueError("DP-SGD runs in float32: amp (bf16 autocast) would compute the per-example gradient norms "
+                         "that the clipping bound rests on in bf16; use amp=False")
+    if dp.augmult > 1 and (not config.augment or augmentation == "none"):
+        reason = "augmentation is off" if not config.augment else "the dataset has no augmentation"
+        raise ValueError(f"augmult {dp.augmult} averages the gradients of augmented views of each example, but "
+                         f"{reason}; use augmult 1")
+
+
 def _ema_with_warmup(decay: float) -> Callable[[list[torch.Tensor], list[torch.Tensor], torch.Tensor], None]:
     """EMA update (an ``AveragedModel`` ``multi_avg_fn``) whose decay ramps up as
     min(decay, (1 + t) / (10 + t)) over the first updates, so that short runs are not dominated by the
@@ -115,14 +131,7 @@ def train_dpsgd(
     """
     config.validate()
     dp.validate()
-    if config.mixup_alpha > 0:
-        raise ValueError("mixup mixes examples, which breaks per-example clipping; use mixup_alpha=0 with DP-SGD")
-    if dp.augmult > 1 and (augmentation == "none" or not config.augment):
-        raise ValueError(f"augmult {dp.augmult} averages the gradients of augmented views of each example, but no "
-                         "augmentation is applied (augmentation 'none' or config.augment False); use augmult 1")
-    if config.amp:
-        raise ValueError("DP-SGD runs in float32: amp (bf16 autocast) would compute the per-example gradient norms "
-                         "that the clipping bound rests on in bf16; use amp=False")
+    check_training_options(config, dp, augmentation)
     check_per_example_model(model)
     x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
     y = torch.as_tensor(np.asarray(labels), dtype=torch.int64)
