@@ -29,6 +29,8 @@ def test_paper_profiles_exist_and_resolve() -> None:
                     "mnist/e2/lp-2st/run0", "mnist/e4/lp-1st/run0", "mnist/e4/lp-2st/run0"]
     for dataset in ("mnist", "fashion-mnist", "cifar10", "digits"):
         assert list_profiles(f"^{dataset}/")
+    for every in list_profiles("."):  # no recipe sets an option its method does not use
+        every.config.resolved()
     profile = get_profile("cifar10/e8/lp-2st/run2")
     assert profile.config.epsilon == 8.0 and profile.config.seed == 2 and profile.config.train.mixup_alpha > 0
     pate = get_profile("mnist/e0.5/pate/run1").config.resolved()

@@ -150,6 +150,8 @@ def test_tempering_flattens_the_prior_and_widens_rr_with_prior(blobs, tmp_path) 
     (dict(prior="uniform", epsilon=1.0, prior_temperature=2.0), "only with prior 'cluster'"),
     (dict(prior="uniform", epsilon=1.0, encoder="autoencoder"), "only with prior 'cluster'"),
     (dict(prior="uniform", epsilon=1.0, combine_priors=True), "only with prior 'cluster'"),
+    (dict(prior="uniform", epsilon=1.0, clusters=50), "clusters applies only with prior 'cluster'"),
+    (dict(prior="cluster", method="lp-1st", epsilon=1.0, combine_priors=True), "'lp-1st' does not use combine_priors"),
     (dict(prior="cluster", epsilon=1.0, encoder="vae"), "encoder must be one of"),
     (dict(prior="cluster", epsilon=1.0, prior_temperature=0.0), "prior_temperature must be > 0"),
 ])

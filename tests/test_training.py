@@ -11,6 +11,8 @@ import pytest
 import labeldp.training.run as run_module
 from labeldp.accounting import PrivacyLedger
 from labeldp.training import RunConfig, TrainConfig, split_stages, train_run
+from labeldp.training.dpsgd.trainer import DPSGDConfig
+from labeldp.training.pate import PATEConfig
 
 FAST = TrainConfig(epochs=3, batch_size=64, lr=0.05)
 
@@ -87,6 +89,14 @@ def test_non_private_reference_reports_infinite_epsilon(blobs, tmp_path) -> None
     (dict(dataset="imagenet", epsilon=1.0), "unknown dataset"),
     (dict(epsilon=1.0, temperature=0.0), "temperature"),
     (dict(epsilon=1.0, train=TrainConfig(epochs=0)), "epochs"),
+    (dict(method="dp-sgd", epsilon=1.0, temperature=2.0), "'dp-sgd' does not use temperature; leave it"),
+    (dict(method="lp-1st", epsilon=1.0, reuse_labels=False, warm_start=False),
+     "'lp-1st' does not use reuse_labels, warm_start; leave them"),
+    (dict(method="pate", epsilon=1.0, loss="ce"), "'pate' does not use loss"),
+    (dict(method="non-private", secure_rng=True), "'non-private' does not use secure_rng"),
+    (dict(method="lp-2st", epsilon=1.0, dpsgd=DPSGDConfig(max_grad_norm=0.1)), "does not use dpsgd.max_grad_norm;"),
+    (dict(method="dp-sgd", epsilon=1.0, pate=PATEConfig(teachers=10, queries=5)),
+     "does not use pate.teachers, pate.queries;"),
 ])
 def test_bad_configuration_is_refused_before_anything_is_written(blobs, tmp_path, changes, message) -> None:
     with pytest.raises((ValueError, TypeError), match=message):

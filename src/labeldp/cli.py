@@ -79,7 +79,7 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="delta of --method pate or dp-sgd (default 1e-5); the other methods are pure epsilon-DP")
     train.add_argument("--stages", type=float, nargs="+", metavar="FRACTION",
                        help="fractions of the training set per stage, summing to 1 (default: 0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)")
-    train.add_argument("--temperature", type=float, default=1.0, help="prior = softmax(logits / T) (default %(default)s)")
+    train.add_argument("--temperature", type=float, default=1.0, help="lp-2st, lp-mst: later stages' prior = softmax(logits / T) (default %(default)s)")
     train.add_argument("--prior", choices=("uniform", "cluster"), default="uniform",
                        help="stage-1 prior: uniform (plain RR) or cluster: k-means of PCA features of the public inputs "
                             "with a noisy label histogram per cluster (default %(default)s)")
@@ -93,19 +93,20 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="public features clustered for --prior cluster: PCA-whitened inputs, the codes of an "
                             "autoencoder trained on the public inputs, or the raw inputs (default %(default)s)")
     train.add_argument("--combine-priors", action="store_true",
-                       help="with --prior cluster, later stages' prior is the model prior times the cluster prior")
+                       help="lp-2st, lp-mst with --prior cluster: later stages' prior is the model prior times the cluster prior")
     train.add_argument("--clusters", type=int, default=100, help="k-means clusters for --prior cluster (default %(default)s)")
     train.add_argument("--loss", choices=("forward", "ce"), default="forward",
-                       help="forward: likelihood of each noisy label through its known noise channel (the model "
+                       help="label-DP methods but pate: forward: likelihood of each noisy label through its known noise channel (the model "
                             "learns clean posteriors); ce: plain cross-entropy on noisy labels (default %(default)s)")
     train.add_argument("--no-reuse-labels", action="store_true",
-                       help="train each stage on its own noisy labels only (default: earlier stages' labels too; "
+                       help="lp-2st, lp-mst: train each stage on its own noisy labels only (default: earlier stages' labels too; "
                             "with --loss ce only those inside the new prior's top k)")
-    train.add_argument("--no-warm-start", action="store_true", help="train each stage's model from scratch")
+    train.add_argument("--no-warm-start", action="store_true", help="lp-2st, lp-mst: train each stage's model from scratch")
     train.add_argument("--model", choices=MODELS, help="network (default: cnn for 28x28, resnet18 for 32x32, else mlp)")
     train.add_argument("--seed", type=int, default=0, help="seed for splits, mechanisms and training (default %(default)s)")
     train.add_argument("--secure-rng", action="store_true",
-                       help="draw the noisy labels from the OS's cryptographically secure generator")
+                       help="draw the private methods' noise (noisy labels, PATE's vote noise, DP-SGD's gradient "
+                            "noise) from the OS's cryptographically secure generator")
     train.add_argument("--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 (default %(default)s)")
     train.add_argument("--amp", action="store_true",
                        help="bf16 automatic mixed precision on GPUs (label-DP methods; dp-sgd runs in float32)")

@@ -95,6 +95,18 @@ GAUSSIAN_METHODS = ("pate", "dp-sgd")
 DEFAULT_DELTA = 1e-5
 LOSSES = ("forward", "ce")
 PRIORS = ("uniform", "cluster")
+MULTI_STAGE = ("lp-2st", "lp-mst")
+#: Options of the cluster prior, refused with prior 'uniform' unless at their defaults.
+CLUSTER_PRIOR_OPTIONS = ("prior_epsilon", "prior_temperature", "encoder", "clusters", "combine_priors")
+#: Options that only some methods use (field -> those methods); a value other than the default with
+#: any other method is refused rather than silently ignored.
+METHOD_OPTIONS = {
+    "temperature": MULTI_STAGE, "reuse_labels": MULTI_STAGE, "warm_start": MULTI_STAGE, "combine_priors": MULTI_STAGE,
+    "loss": ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "alibi"),
+    "secure_rng": tuple(m for m in METHODS if m != "non-private"),
+    "dpsgd": ("dp-sgd",),
+    "pate": ("pate",),
+}
 DEFAULT_STAGES = {"non-private": (1.0,), "rr": (1.0,), "lp-1st": (1.0,), "lp-2st": (0.4, 0.6), "lp-mst": (0.3, 0.3, 0.4), "alibi": (1.0,), "pate": (1.0,),
                   "dp-sgd": (1.0,)}
 
@@ -168,10 +180,9 @@ class RunConfig:
                 raise ValueError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
             if not self.prior_temperature > 0:
                 raise ValueError(f"prior_temperature must be > 0, got {self.prior_temperature}")
-        elif (self.prior_epsilon is not None or self.prior_temperature != 1.0 or self.encoder != "pca"
-              or self.combine_priors):
-            raise ValueError("prior_epsilon, prior_temperature, encoder and combine_priors apply only with "
-                             "prior 'cluster'")
+        elif changed := [name for name in CLUSTER_PRIOR_OPTIONS if getattr(self, name) != getattr(RunConfig, name)]:
+            raise ValueError(f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with prior 'cluster'")
+        self._check_method_options()
         if self.method == "alibi" and (self.loss != "forward" or self.prior != "uniform"):
             raise ValueError("method 'alibi' trains on its Laplace likelihoods: it takes loss 'forward' and no prior")
         delta = None
@@ -195,6 +206,24 @@ class RunConfig:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         self.train.validate()
         return dataclasses.replace(self, epsilon=epsilon, delta=delta, stages=stages, prior_epsilon=prior_epsilon)
+
+    def _check_method_options(self) -> None:
+        """Refuse options the method does not use (:data:`METHOD_OPTIONS`) that were changed from their
+        defaults: a user who sets one expects it to act."""
+        defaults = RunConfig()
+        unused = []
+        for name, methods in METHOD_OPTIONS.items():
+            value, default = getattr(self, name), getattr(defaults, name)
+            if self.method in methods or value == default:
+                continue
+            if dataclasses.is_dataclass(value):  # a method's own settings: name those that were changed
+                unused += [f"{name}.{f.name}" for f in dataclasses.fields(value)
+                           if getattr(value, f.name) != getattr(default, f.name)]
+            else:
+                unused.append(name)
+        if unused:
+            raise ValueError(f"method {self.method!r} does not use {', '.join(unused)}; leave "
+                             f"{'it' if len(unused) == 1 else 'them'} at the default")
 
     @property
     def label_epsilon(self) -> float | None:
