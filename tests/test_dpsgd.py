@@ -239,18 +239,36 @@ def test_inputs_that_require_gradients_are_taken_as_constants(method):
     torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
 
 
-def test_fast_path_refuses_gradients_from_outside_the_parameters():
-    class ExternalScale(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.scale = torch.ones(4, requires_grad=True)  # a plain tensor, not a parameter
-            self.linear = nn.Linear(4, 3)
+class ExternalScale(nn.Module):
+    """Linear layers fed with tensors that require gradients but are no parameters: ``where`` says
+    where ``scale`` enters -- before the first layer, into a branch of its own, or between layers."""
 
-        def forward(self, x):
-            return self.linear(x * self.scale)
+    def __init__(self, where: str):
+        super().__init__()
+        self.where = where
+        self.scale = torch.linspace(0.5, 2.0, 4).requires_grad_()  # a plain tensor, not a parameter
+        self.first, self.second = nn.Linear(4, 4), nn.Linear(4, 3)
 
-    with pytest.raises(UnsupportedModelError, match="vmap"):
-        clipped_gradient_sum(ExternalScale(), torch.randn(5, 4), torch.randint(0, 3, (5,)), 1.0, method="fast")
+    def forward(self, x):
+        if self.where == "input":
+            return self.second(torch.tanh(self.first(x * self.scale)))
+        if self.where == "branch":  # the second layer's input owes its gradient to ``scale`` alone
+            return self.second(x * self.scale) + self.first(x)[:, :3]
+        return self.second(torch.tanh(self.first(x)) * self.scale)
+
+
+@pytest.mark.parametrize("method", ["fast", "vmap"])
+@pytest.mark.parametrize("where", ["input", "branch", "between"])
+def test_tensors_that_require_gradients_outside_the_parameters_are_constants(where, method):
+    torch.manual_seed(0)
+    model, x, y = ExternalScale(where), torch.randn(6, 4), torch.randint(0, 3, (6,))
+    expected, expected_norms = loop_reference(model, x, y, 0.5)
+    got = clipped_gradient_sum(model, x, y, 0.5, method=method)
+    assert not any(total.requires_grad for total in got.sums)
+    for ours, reference in zip(got.sums, expected):
+        assert float((ours - reference).norm() / reference.norm()) < 1e-5
+    torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
+    assert model.scale.grad is None
 
 
 def _force_conv_path(monkeypatch, path: str) -> None:

@@ -14,8 +14,9 @@ Two ways to compute it, chosen by ``method``:
   is the materialised gradients weighted by the clipping factors, or one weighted weight-gradient
   product for the ghost layers. Supports Linear, Conv2d (``groups=1``, zero padding), weight-standardised
   convolutions (:class:`labeldp.models.WSConv2d`), Embedding, LayerNorm and GroupNorm, each called once
-  per forward pass; parameter-free modules may be anything per-example. The tensors that require
-  gradients must be the parameters of those layers (inputs are taken as constants).
+  per forward pass; parameter-free modules may be anything per-example. Tensors that require
+  gradients but are not trainable parameters (the inputs, or others the forward pass uses) are taken
+  as constants, on both paths.
 - ``"vmap"`` (general): ``torch.func.vmap(torch.func.grad(...))`` over ``functional_call``: any module
   built from per-example operations.
 - ``"auto"``: ``fast`` when every trainable parameter belongs to a supported layer, else ``vmap``.
@@ -248,8 +249,9 @@ def _vmap_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
         return loss, loss.detach()
 
     trainable = {name: p.detach() for name, p in zip(names, params)}
-    per_example, losses = vmap(grad(example_loss, has_aux=True), in_dims=(None, 0, 0),
-                               randomness="different")(trainable, inputs, targets)
+    with torch.no_grad():  # grad() still differentiates; the results carry no graph to other tensors
+        per_example, losses = vmap(grad(example_loss, has_aux=True), in_dims=(None, 0, 0),
+                                   randomness="different")(trainable, inputs, targets)
     grads = [per_example[name] for name in names]
     norms = torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in grads))
     factors = clip_factors(norms, max_grad_norm)
@@ -523,6 +525,21 @@ def _squared_norms(per_example: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(per_example.flatten(1), dim=1).pow(2)
 
 
+def _reaches(tensor: torch.Tensor, nodes: set[torch.autograd.graph.Node]) -> bool:
+    """Whether ``tensor``'s autograd graph passes through one of ``nodes``: then a backward pass to
+    those nodes' outputs goes through ``tensor`` too."""
+    pending, seen = [tensor.grad_fn], set()
+    while pending:
+        node = pending.pop()
+        if node is None or node in seen:
+            continue
+        if node in nodes:
+            return True
+        seen.add(node)
+        pending.extend(parent for parent, _ in node.next_functions)
+    return False
+
+
 def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, multiple_views) -> ClippedGradients:
     examples = len(inputs)
     if examples == 0:
@@ -530,10 +547,12 @@ def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
     views = inputs.shape[1] if multiple_views else 1
     flat_inputs = inputs.flatten(0, 1) if multiple_views else inputs
     layers: dict[nn.Module, _Layer] = {}
-    # Backward runs from the loss to the outputs of the layers whose input needs no gradient, taken as
-    # gradient edges (before any in-place change of the outputs): it reaches every layer's output and
+    # Backward runs from the loss to the outputs of the layers whose input owes its gradient to no
+    # earlier layer (the first layers, or inputs computed from tensors outside the parameters), taken
+    # as gradient edges before any in-place change of the outputs: it reaches every layer's output and
     # computes no weight gradient.
     roots: list[torch.autograd.graph.GradientEdge] = []
+    outputs: set[torch.autograd.graph.Node] = set()  # the graph nodes of the layers' outputs so far
 
     def forward_hook(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
         if not any(p.requires_grad for p in module.parameters(recurse=False)):
@@ -542,8 +561,9 @@ def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
             raise UnsupportedModelError(f"{type(module).__name__} is called more than once per forward pass; "
                                         "use method='vmap'")
         layer = layers[module] = _Layer(module, args[0].detach(), output, examples)
-        if not args[0].requires_grad:
+        if not _reaches(args[0], outputs):
             roots.append(torch.autograd.graph.get_gradient_edge(output))
+        outputs.add(output.grad_fn)
         output.register_hook(layer.receive)
 
     handles = [m.register_forward_hook(forward_hook) for m in model.modules() if isinstance(m, _FAST_LAYERS)]
@@ -555,9 +575,6 @@ def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
     finally:
         for handle in handles:
             handle.remove()
-    if layers and not roots:
-        raise UnsupportedModelError("no trainable layer takes an input that is free of gradients (the model "
-                                    "uses tensors that require gradients outside its parameters); use method='vmap'")
     norms2 = torch.zeros(examples, dtype=params[0].dtype, device=params[0].device)
     for layer in layers.values():
         if layer.sq_norms is None:  # the loss does not depend on this layer
