@@ -64,6 +64,14 @@ def test_grid_expansion() -> None:
     assert [j.key for j in jobs] == ["digits/e1/lp-1st/lr0.1/run0", "digits/e2/lp-1st/lr0.1/run0",
                                      "digits/non-private/lr0.1/run0"]
     assert jobs[0].config.train.lr == 0.1
+    # an option that one of the methods does not use: that method runs once, at the default
+    jobs = grid_jobs({"method": ["lp-1st", "lp-2st"], "epsilon": ["1"], "temperature": ["1", "2"]})
+    assert [j.key for j in jobs] == ["digits/e1/lp-1st/run0", "digits/e1/lp-2st/temperature1.0/run0",
+                                     "digits/e1/lp-2st/temperature2.0/run0"]
+    assert [j.config.temperature for j in jobs] == [1.0, 1.0, 2.0]
+    dpsgd_base = get_profile("mnist/e2/dp-sgd/run0").config
+    (lp2st,) = grid_jobs({"method": ["lp-2st"]}, dpsgd_base)
+    assert lp2st.config.dpsgd == RunConfig().dpsgd and lp2st.config.train == dpsgd_base.train
     with pytest.raises(ValueError, match="unknown grid parameters"):
         grid_jobs({"learning_rate": ["0.1"]})
     with pytest.raises(ValueError, match="not a number"):

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from labeldp import runtime
 from labeldp.training import RunConfig, RunDirectory, TrainConfig, train_run
+from labeldp.training.run import options_unused_by
 
 RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "delta", "seed", "test_accuracy",
                   "seconds", "run_dir", "error")
@@ -59,7 +60,9 @@ def _parse_value(name: str, text: str, annotation: str) -> Any:
 def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list[SweepJob]:
     """Jobs for every combination of the grid's values, each overriding ``base`` (default: the
     library defaults). Names are RunConfig or TrainConfig fields (``epsilon``, ``method``, ``seed``,
-    ``epochs``, ``lr``, ``stages`` as ``0.3:0.7`` ...)."""
+    ``epochs``, ``lr``, ``stages`` as ``0.3:0.7`` ...). A method's runs leave the options it does not
+    use at their defaults (``temperature`` for ``lp-1st``, the base's DP-SGD settings for ``lp-2st``),
+    as ``non-private`` runs have no epsilon, so such a combination is one run, not several."""
     base = base or RunConfig()
     unknown = sorted(set(grid) - _RUN_FIELDS - _TRAIN_FIELDS)
     if unknown:
@@ -74,8 +77,11 @@ def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list
         config = replace(base, **run_part, train=replace(base.train, **train_part))
         if config.method == "non-private":
             config = replace(config, epsilon=None)
+        unused = options_unused_by(config.method)  # e.g. temperature for lp-1st: it runs once, with the default
+        config = replace(config, **{name: getattr(RunConfig(), name) for name in unused})
         config.resolved()
-        key = _grid_key(config, {k: v for k, v in chosen.items() if k not in ("dataset", "method", "epsilon", "seed")})
+        key = _grid_key(config, {k: v for k, v in chosen.items()
+                                 if k not in ("dataset", "method", "epsilon", "seed", *unused)})
         jobs.setdefault(key, SweepJob(key, config))
     return list(jobs.values())
 

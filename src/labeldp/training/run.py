@@ -104,6 +104,7 @@ METHOD_OPTIONS = {
     "temperature": MULTI_STAGE, "reuse_labels": MULTI_STAGE, "warm_start": MULTI_STAGE, "combine_priors": MULTI_STAGE,
     "loss": ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "alibi"),
     "secure_rng": tuple(m for m in METHODS if m != "non-private"),
+    "delta": GAUSSIAN_METHODS,
     "dpsgd": ("dp-sgd",),
     "pate": ("pate",),
 }
@@ -182,7 +183,6 @@ class RunConfig:
                 raise ValueError(f"prior_temperature must be > 0, got {self.prior_temperature}")
         elif changed := [name for name in CLUSTER_PRIOR_OPTIONS if getattr(self, name) != getattr(RunConfig, name)]:
             raise ValueError(f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with prior 'cluster'")
-        self._check_method_options()
         if self.method == "alibi" and (self.loss != "forward" or self.prior != "uniform"):
             raise ValueError("method 'alibi' trains on its Laplace likelihoods: it takes loss 'forward' and no prior")
         delta = None
@@ -195,6 +195,7 @@ class RunConfig:
         elif self.delta is not None:
             raise ValueError(f"delta applies only to methods {' and '.join(GAUSSIAN_METHODS)} (the other "
                              "label-DP methods are pure epsilon-DP)")
+        self._check_method_options()
         if self.method == "dp-sgd":
             check_training_options(self.train, self.dpsgd)
             self.dpsgd.validate()
@@ -208,13 +209,12 @@ class RunConfig:
         return dataclasses.replace(self, epsilon=epsilon, delta=delta, stages=stages, prior_epsilon=prior_epsilon)
 
     def _check_method_options(self) -> None:
-        """Refuse options the method does not use (:data:`METHOD_OPTIONS`) that were changed from their
-        defaults: a user who sets one expects it to act."""
-        defaults = RunConfig()
-        unused = []
-        for name, methods in METHOD_OPTIONS.items():
+        """Refuse options the method does not use that were changed from their defaults: a user who
+        sets one expects it to act."""
+        defaults, unused = RunConfig(), []
+        for name in options_unused_by(self.method):
             value, default = getattr(self, name), getattr(defaults, name)
-            if self.method in methods or value == default:
+            if value == default:
                 continue
             if dataclasses.is_dataclass(value):  # a method's own settings: name those that were changed
                 unused += [f"{name}.{f.name}" for f in dataclasses.fields(value)
@@ -246,6 +246,11 @@ class RunConfig:
         if data.get("stages") is not None:
             data["stages"] = tuple(data["stages"])
         return cls(**data)
+
+
+def options_unused_by(method: str) -> tuple[str, ...]:
+    """The RunConfig fields of :data:`METHOD_OPTIONS` that ``method`` does not use."""
+    return tuple(name for name, methods in METHOD_OPTIONS.items() if method not in methods)
 
 
 def release_evidence(prior: np.ndarray | None, likelihood: np.ndarray, floor: float = 1e-4) -> np.ndarray:
