@@ -13,6 +13,7 @@ import pytest
 
 from labeldp.cli import main
 from labeldp.experiments import get_profile, list_profiles, load_recipes, register
+from labeldp.experiments.report import aggregate
 from labeldp.experiments.sweep import grid_jobs
 from labeldp.training import RunConfig
 
@@ -119,6 +120,28 @@ def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys) -> No
     assert rows["t/bad"]["status"] == "failed" and "does not exist" in rows["t/bad"]["error"]
     assert (tmp_path / "s" / "t__bad" / "error.txt").exists()
     assert "1 run(s) failed" in capsys.readouterr().out
+
+
+def test_report_averages_only_runs_that_differ_in_their_seed() -> None:
+    def row(key, dataset, method, epsilon, accuracy):
+        return {"key": key, "status": "done", "dataset": dataset, "method": method,
+                "target_epsilon": epsilon, "test_accuracy": accuracy}
+
+    rows = [row("mnist/e1/lp-2st/run0", "mnist", "lp-2st", "1.0", "0.90"),
+            row("mnist/e1/lp-2st/run1", "mnist", "lp-2st", "1.0", "0.92"),
+            row("mnist/e1/lp-2st-cluster/run0", "mnist", "lp-2st", "1.0", "0.97"),
+            row("mnist/non-private-fit/run0", "mnist", "non-private", "", "0.99"),
+            row("digits/e1/lp-2st/epochs6/temperature1.0/run0", "digits", "lp-2st", "1", "0.80"),
+            row("digits/e1/lp-2st/epochs6/temperature2.0/run0", "digits", "lp-2st", "1", "0.70"),
+            row("digits/e1e-05/lp-1st/epochs6/run0", "digits", "lp-1st", "1e-05", "0.10"),
+            {**row("t/custom", "digits", "alibi", "1", "0.5"), "status": "failed"},
+            {"status": "done", "dataset": "csv", "method": "rr", "target_epsilon": "2", "test_accuracy": "0.6"}]
+    stats = {(s["dataset"], s["method"], s["epsilon"]): (round(s["mean"], 4), s["runs"]) for s in aggregate(rows)}
+    assert stats == {("mnist", "lp-2st", 1.0): (0.91, 2), ("mnist", "lp-2st-cluster", 1.0): (0.97, 1),
+                     ("mnist", "non-private-fit", None): (0.99, 1),
+                     ("digits", "lp-2st/temperature1.0", 1.0): (0.8, 1),
+                     ("digits", "lp-2st/temperature2.0", 1.0): (0.7, 1),
+                     ("digits", "lp-1st", 1e-05): (0.1, 1), ("csv", "rr", 2.0): (0.6, 1)}
 
 
 def test_report_without_results_is_a_clear_error(tmp_path, capsys) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from collections import defaultdict
 from pathlib import Path
 from statistics import mean, stdev
@@ -23,13 +24,35 @@ def read_results(path: str | Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+def variant(row: dict[str, str]) -> tuple[str, ...]:
+    """What a result row ran: the parts of its key between the dataset and the seed, without the
+    epsilon (``("lp-2st-cluster",)`` for ``mnist/e1/lp-2st-cluster/run0``, ``("lp-2st",
+    "temperature2.0")`` for a grid run); the method alone for a key of another form."""
+    parts = (row.get("key") or "").split("/")
+    if len(parts) >= 3 and parts[0] == row["dataset"] and re.fullmatch(r"run\d+", parts[-1]):
+        middle = parts[1:-1]
+        if re.fullmatch(r"e[0-9.]+(e[+-]?\d+)?", middle[0]):
+            middle = middle[1:]
+        if middle:
+            return tuple(middle)
+    return (row["method"],)
+
+
 def aggregate(rows: list[dict[str, str]]) -> list[dict]:
-    """Mean and standard deviation of test accuracy per (dataset, method, target epsilon), done runs only."""
+    """Mean and standard deviation of test accuracy per dataset, :func:`variant` and target epsilon,
+    done runs only: only runs that differ in nothing but their seed are averaged together. A variant
+    is named by its parts, less those that every run of the dataset shares after the first (a grid
+    value that did not vary)."""
+    done = [row for row in rows if row["status"] == "done" and row["test_accuracy"] != ""]
+    shared = {}
+    for dataset in {row["dataset"] for row in done}:
+        shared[dataset] = set.intersection(*(set(variant(row)[1:]) for row in done if row["dataset"] == dataset))
     groups: dict[tuple, list[float]] = defaultdict(list)
-    for row in rows:
-        if row["status"] == "done" and row["test_accuracy"] != "":
-            epsilon = float(row["target_epsilon"]) if row["target_epsilon"] else None
-            groups[(row["dataset"], row["method"], epsilon)].append(float(row["test_accuracy"]))
+    for row in done:
+        first, *rest = variant(row)
+        name = "/".join([first, *(part for part in rest if part not in shared[row["dataset"]])])
+        epsilon = float(row["target_epsilon"]) if row["target_epsilon"] else None
+        groups[(row["dataset"], name, epsilon)].append(float(row["test_accuracy"]))
     return [{"dataset": d, "method": m, "epsilon": e, "mean": mean(v), "std": stdev(v) if len(v) > 1 else 0.0,
              "runs": len(v)} for (d, m, e), v in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))]
 
