@@ -96,8 +96,8 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="lp-2st, lp-mst with --prior cluster: later stages' prior is the model prior times the cluster prior")
     train.add_argument("--clusters", type=int, default=100, help="k-means clusters for --prior cluster (default %(default)s)")
     train.add_argument("--loss", choices=("forward", "ce"), default="forward",
-                       help="label-DP methods but pate: forward: likelihood of each noisy label through its known noise channel (the model "
-                            "learns clean posteriors); ce: plain cross-entropy on noisy labels (default %(default)s)")
+                       help="forward: likelihood of each noisy label through its known noise channel (the model learns clean "
+                            "posteriors); ce: plain cross-entropy on noisy labels; not for pate or dp-sgd (default %(default)s)")
     train.add_argument("--no-reuse-labels", action="store_true",
                        help="lp-2st, lp-mst: train each stage on its own noisy labels only (default: earlier stages' labels too; "
                             "with --loss ce only those inside the new prior's top k)")
