@@ -42,6 +42,10 @@ def test_help_explains_every_command(capsys) -> None:
     (["--method", "dp-sgd", "--epsilon", "1", "--delta", "0"], "delta must lie in (0, 1)"),
     (["--method", "dp-sgd", "--epsilon", "1", "--mixup", "1"], "cannot use mixup"),
     (["--method", "dp-sgd", "--epsilon", "1", "--model", "resnet18", "--dataset", "digits"], "choose a --model without BatchNorm"),
+    (["--method", "dp-sgd", "--epsilon", "1", "--temperature", "2"], "'dp-sgd' does not use temperature"),
+    (["--method", "lp-2st", "--epsilon", "1", "--max-grad-norm", "2"], "does not use dpsgd.max_grad_norm"),
+    (["--profile", "digits/e1/lp-1st/run0", "--epochs", "5", "--no-augment"],
+     "--epochs, --no-augment would not apply to it"),
 ])
 def test_bad_arguments_exit_with_a_clear_message(tmp_path, capsys, args, message) -> None:
     assert main(["train", *args, "--out", str(tmp_path / "run"), "--quiet"]) == 2

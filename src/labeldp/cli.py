@@ -60,7 +60,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "command again resumes an interrupted run without drawing new noisy labels.")
     train.add_argument("--profile", metavar="KEY",
                        help="run a named recipe (see `labeldp profiles`); only --data-dir, --device and --quiet "
-                            "apply on top of it")
+                            "apply on top of it, other options are refused")
     train.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
     train.add_argument("--dataset", choices=DATASETS, default="digits",
                        help="digits is embedded; the MNIST family and CIFAR read --data-dir; csv reads --table")
@@ -206,10 +206,21 @@ def _print_summary(summary: dict) -> None:
           f"{summary['seconds']:.1f}s")
 
 
+#: the train options that apply on top of --profile (besides --profile itself and --recipes)
+_PROFILE_OPTIONS = {"command", "profile", "recipes", "data_dir", "device", "quiet", "out"}
+
+
 def _train(args: argparse.Namespace) -> None:
     if args.recipes:
         load_recipes(args.recipes)
     if args.profile:
+        defaults = vars(_build_parser().parse_args(["train", "--out", args.out]))
+        ignored = [f"--{name.replace('_', '-')}" for name, value in vars(args).items()
+                   if name not in _PROFILE_OPTIONS and value != defaults[name]]
+        if ignored:
+            raise ValueError(f"--profile runs its recipe as registered; {', '.join(ignored)} would not apply to it "
+                             "(only --data-dir, --device and --quiet do). For other settings use "
+                             "`labeldp sweep --base PROFILE --grid NAME=VALUE` or register a recipe (--recipes)")
         config = get_profile(args.profile).with_overrides(data_dir=args.data_dir)
         summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
         _print_summary(summary)
