@@ -130,6 +130,9 @@ def test_audit_command_leaves_the_run_alone(tmp_path, capsys) -> None:
     assert (run / "audit" / "audit.json").exists()
     assert (run / "ledger.json").read_bytes() == ledger and (run / "noisy_labels" / "stage1.npz").read_bytes() == labels
     assert main(["audit", str(tmp_path / "nothing")]) == 2
+    capsys.readouterr()
+    assert main(["audit", str(run), "--targets", "50", "--shadows", "2"]) == 2  # options of --membership alone
+    assert "--shadows, --targets apply only with --membership" in capsys.readouterr().err
 
 
 def test_membership_bound_is_sound_for_random_scores_and_detects_separation() -> None:

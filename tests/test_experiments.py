@@ -144,6 +144,12 @@ def test_report_averages_only_runs_that_differ_in_their_seed() -> None:
                      ("digits", "lp-1st", 1e-05): (0.1, 1), ("csv", "rr", 2.0): (0.6, 1)}
 
 
+def test_sweep_of_profiles_refuses_a_base(tmp_path, capsys) -> None:
+    assert main(["sweep", "--profiles", "^digits/e1/", "--base", "digits/e1/lp-1st/run0", "--out", str(tmp_path)]) == 2
+    assert "--base is the recipe a --grid starts from" in capsys.readouterr().err
+    assert not (tmp_path / "results.csv").exists()
+
+
 def test_report_without_results_is_a_clear_error(tmp_path, capsys) -> None:
     assert main(["report", str(tmp_path)]) == 2
     assert "results.csv does not exist" in capsys.readouterr().err

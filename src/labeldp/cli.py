@@ -161,7 +161,7 @@ def _build_parser() -> argparse.ArgumentParser:
     chosen.add_argument("--profiles", metavar="REGEX", help="run the profiles whose key matches REGEX")
     chosen.add_argument("--grid", nargs="+", metavar="NAME=V1,V2",
                         help="e.g. method=lp-1st,lp-2st epsilon=1,2,4 seed=0,1 (fields of the run or training config)")
-    sweep.add_argument("--base", metavar="KEY", help="profile whose recipe the grid starts from")
+    sweep.add_argument("--base", metavar="KEY", help="profile whose recipe the --grid starts from")
     sweep.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
     sweep.add_argument("--workers", type=int, default=1, help="parallel worker processes (default %(default)s)")
     sweep.add_argument("--data-dir", help="data folder for every run")
@@ -191,8 +191,8 @@ def _build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--membership", action="store_true",
                        help="also run membership inference (loss threshold and offline LiRA with shadow models), "
                             "the audit for recipes that protect whole examples")
-    audit.add_argument("--targets", type=int, default=1000, help="membership targets, half of them members (default %(default)s)")
-    audit.add_argument("--shadows", type=int, default=4, help="shadow models for LiRA (default %(default)s)")
+    audit.add_argument("--targets", type=int, default=1000, help="with --membership: targets, half of them members (default %(default)s)")
+    audit.add_argument("--shadows", type=int, default=4, help="with --membership: shadow models for LiRA (default %(default)s)")
 
     download = commands.add_parser("download", help="fetch a dataset's standard files (needs internet)")
     download.add_argument("dataset", choices=[d for d in DATASETS if d not in ("digits", "csv")])
@@ -210,13 +210,19 @@ def _print_summary(summary: dict) -> None:
 _PROFILE_OPTIONS = {"command", "profile", "recipes", "data_dir", "device", "quiet", "out"}
 
 
+def _changed_options(args: argparse.Namespace, required: list[str], names: set[str]) -> list[str]:
+    """The options among ``names`` (destinations) that ``args`` sets to other than their defaults, as
+    flags; ``required`` is the command line that gives every default (the command and its required
+    arguments)."""
+    defaults = vars(_build_parser().parse_args(required))
+    return [f"--{name.replace('_', '-')}" for name in sorted(names) if getattr(args, name) != defaults[name]]
+
+
 def _train(args: argparse.Namespace) -> None:
     if args.recipes:
         load_recipes(args.recipes)
     if args.profile:
-        defaults = vars(_build_parser().parse_args(["train", "--out", args.out]))
-        ignored = [f"--{name.replace('_', '-')}" for name, value in vars(args).items()
-                   if name not in _PROFILE_OPTIONS and value != defaults[name]]
+        ignored = _changed_options(args, ["train", "--out", args.out], set(vars(args)) - _PROFILE_OPTIONS)
         if ignored:
             raise ValueError(f"--profile runs its recipe as registered; {', '.join(ignored)} would not apply to it "
                              "(only --data-dir, --device and --quiet do). For other settings use "
@@ -264,6 +270,8 @@ def _sweep(args: argparse.Namespace) -> None:
     if args.recipes:
         load_recipes(args.recipes)
     if args.profiles:
+        if args.base:
+            raise ValueError("--base is the recipe a --grid starts from; --profiles runs its profiles as registered")
         jobs = [SweepJob(p.key, p.config) for p in list_profiles(args.profiles)]
         if not jobs:
             raise ValueError(f"no profile matches {args.profiles!r}; see `labeldp profiles`")
@@ -309,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "report":
             _report(args)
         elif args.command == "audit":
+            if not args.membership and (changed := _changed_options(args, ["audit", args.run_dir],
+                                                                     {"targets", "shadows"})):
+                raise ValueError(f"{', '.join(changed)} apply only with --membership")
             result = audit_run(args.run_dir, num_canaries=args.canaries, confidence=args.confidence,
                                seed=args.seed, device=args.device, canaries=args.canary_kind)
             claimed = format_epsilon(result["claimed_epsilon"])
