@@ -14,8 +14,8 @@ import pytest
 from labeldp.cli import main
 from labeldp.experiments import get_profile, list_profiles, load_recipes, register
 from labeldp.experiments.report import aggregate
-from labeldp.experiments.sweep import grid_jobs
-from labeldp.training import RunConfig
+from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
+from labeldp.training import RunConfig, TrainConfig
 
 
 def sweep_command(out, *extra: str) -> list[str]:
@@ -142,6 +142,14 @@ def test_report_averages_only_runs_that_differ_in_their_seed() -> None:
                      ("digits", "lp-2st/temperature1.0", 1.0): (0.8, 1),
                      ("digits", "lp-2st/temperature2.0", 1.0): (0.7, 1),
                      ("digits", "lp-1st", 1e-05): (0.1, 1), ("csv", "rr", 2.0): (0.6, 1)}
+
+
+def test_sweep_data_dir_goes_to_the_runs_that_read_a_folder(tmp_path) -> None:
+    jobs = [SweepJob("digits", get_profile("digits/e1/lp-1st/run0").with_overrides(train=TrainConfig(epochs=1))),
+            SweepJob("mnist", get_profile("mnist/e1/lp-1st/run0").config)]
+    rows = {row["key"]: row for row in run_sweep(jobs, tmp_path, data_dir=str(tmp_path / "no-mnist"), progress=False)}
+    assert rows["digits"]["status"] == "done"  # the embedded digits take no folder
+    assert rows["mnist"]["status"] == "failed" and "no-mnist" in rows["mnist"]["error"]
 
 
 def test_sweep_of_profiles_refuses_a_base(tmp_path, capsys) -> None:

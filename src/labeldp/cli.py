@@ -9,7 +9,7 @@ from pathlib import Path
 
 from labeldp import __version__, runtime
 from labeldp.audit import audit_run, membership_audit
-from labeldp.data import DATASETS, download_dataset
+from labeldp.data import DATASETS, FOLDER_DATASETS, download_dataset
 from labeldp.experiments import format_epsilon, get_profile, list_profiles, load_recipes
 from labeldp.experiments.report import aggregate, format_report, report
 from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
@@ -164,7 +164,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--base", metavar="KEY", help="profile whose recipe the --grid starts from")
     sweep.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
     sweep.add_argument("--workers", type=int, default=1, help="parallel worker processes (default %(default)s)")
-    sweep.add_argument("--data-dir", help="data folder for every run")
+    sweep.add_argument("--data-dir", help="data folder for every run whose dataset reads one (MNIST family, CIFAR)")
     sweep.add_argument("--device", default="auto", help="torch device for every run (default %(default)s)")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     sweep.add_argument("--out", required=True, help="sweep folder")
@@ -195,7 +195,7 @@ def _build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--shadows", type=int, default=4, help="with --membership: shadow models for LiRA (default %(default)s)")
 
     download = commands.add_parser("download", help="fetch a dataset's standard files (needs internet)")
-    download.add_argument("dataset", choices=[d for d in DATASETS if d not in ("digits", "csv")])
+    download.add_argument("dataset", choices=FOLDER_DATASETS)
     download.add_argument("--data-dir", required=True)
     return parser
 

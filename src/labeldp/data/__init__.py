@@ -12,6 +12,8 @@ from labeldp.data.table import load_table_dataset
 
 #: Names accepted by :func:`load_dataset` and ``labeldp train --dataset``.
 DATASETS = ("digits", "mnist", "fashion-mnist", "kmnist", "cifar10", "cifar100", "csv")
+#: The datasets read from a folder of their standard files (``data_dir``).
+FOLDER_DATASETS = ("mnist", "fashion-mnist", "kmnist", "cifar10", "cifar100")
 
 
 def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | Path | None = None,
@@ -21,6 +23,12 @@ def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | 
     (``csv`` reads ``table``, a CSV or Parquet file)."""
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    if name != "csv" and (table is not None or test_table is not None or label_column != "label"):
+        raise ValueError(f"--table, --test-table and --label-column are for dataset 'csv', not {name!r}")
+    if name not in FOLDER_DATASETS and data_dir is not None:
+        source = "is embedded" if name == "digits" else "reads --table"
+        raise ValueError(f"dataset {name!r} {source}: it takes no --data-dir (for a dataset in that folder, name "
+                         f"it with --dataset: {', '.join(FOLDER_DATASETS)})")
     if name == "digits":
         return load_digits_dataset()
     if name == "csv":
@@ -44,5 +52,5 @@ def download_dataset(name: str, data_dir: str | Path) -> None:
         raise ValueError(f"{name!r} has nothing to download")
 
 
-__all__ = ["DATASETS", "LabeledDataset", "download_dataset", "load_cifar_dataset", "load_dataset",
+__all__ = ["DATASETS", "FOLDER_DATASETS", "LabeledDataset", "download_dataset", "load_cifar_dataset", "load_dataset",
            "load_digits_dataset", "load_idx_dataset", "load_table_dataset", "read_idx"]

@@ -22,6 +22,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from labeldp import runtime
+from labeldp.data import FOLDER_DATASETS
 from labeldp.training import RunConfig, RunDirectory, TrainConfig, train_run
 from labeldp.training.run import options_unused_by
 
@@ -129,8 +130,9 @@ def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device
         raise ValueError(f"workers must be at least 1, got {workers}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if data_dir is not None:
-        jobs = [replace(job, config=replace(job.config, data_dir=data_dir)) for job in jobs]
+    if data_dir is not None:  # for the runs whose dataset reads a folder
+        jobs = [replace(job, config=replace(job.config, data_dir=data_dir)) if job.config.dataset in FOLDER_DATASETS
+                else job for job in jobs]
     outcomes: dict[str, dict[str, Any]] = {}
     pending = []
     for job in jobs:
