@@ -7,10 +7,11 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 import labeldp.training.run as run_module
 from labeldp.accounting import PrivacyLedger
-from labeldp.training import RunConfig, TrainConfig, split_stages, train_run
+from labeldp.training import RunConfig, TrainConfig, split_stages, train_run, train_stage
 from labeldp.training.dpsgd.trainer import DPSGDConfig
 from labeldp.training.pate import PATEConfig
 
@@ -102,6 +103,16 @@ def test_bad_configuration_is_refused_before_anything_is_written(blobs, tmp_path
     with pytest.raises((ValueError, TypeError), match=message):
         train_run(RunConfig(**{"dataset": "csv", **changes}), tmp_path / "run", progress=False, dataset=blobs)
     assert not (tmp_path / "run").exists()
+
+
+def test_amp_off_a_gpu_is_refused_before_anything_is_written(blobs, tmp_path) -> None:
+    config = RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, train=TrainConfig(epochs=1, amp=True))
+    with pytest.raises(ValueError, match="amp .* is for CUDA GPUs; this run is on cpu"):
+        train_run(config, tmp_path / "run", device="cpu", progress=False, dataset=blobs)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ValueError, match="is for CUDA GPUs"):  # the library function too
+        train_stage(torch.nn.Linear(blobs.x_train.shape[1], blobs.num_classes), blobs.x_train, blobs.y_train,
+                    blobs.num_classes, config.train, progress=False)
 
 
 def test_existing_directory_with_other_config_is_refused(blobs, tmp_path) -> None:

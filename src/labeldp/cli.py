@@ -109,7 +109,7 @@ def _build_parser() -> argparse.ArgumentParser:
                             "noise) from the OS's cryptographically secure generator")
     train.add_argument("--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 (default %(default)s)")
     train.add_argument("--amp", action="store_true",
-                       help="bf16 automatic mixed precision on GPUs (label-DP methods; dp-sgd runs in float32)")
+                       help="bf16 automatic mixed precision on CUDA GPUs (label-DP methods; dp-sgd runs in float32)")
     train.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
     train.add_argument("--out", required=True, help="run directory (created, or resumed if it exists)")
     dp = train.add_argument_group("dp-sgd", "options of --method dp-sgd (--batch-size is the expected Poisson batch size)")

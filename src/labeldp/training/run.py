@@ -87,7 +87,8 @@ from labeldp.training.rundir import RunDirectory, write_json_atomic
 from labeldp.training.dpsgd.clipping import check_per_example_model
 from labeldp.training.dpsgd.trainer import DPSGDConfig, check_training_options, sampling_plan, train_dpsgd
 from labeldp.training.pate import PATEConfig, partition_teachers, select_queries, teacher_train_config, train_teachers
-from labeldp.training.stage import EpochRecord, TrainConfig, accuracy, predict_proba, resolve_device, train_stage
+from labeldp.training.stage import (EpochRecord, TrainConfig, accuracy, check_amp, predict_proba, resolve_device,
+                                    train_stage)
 
 METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "alibi", "pate", "dp-sgd")
 #: Methods whose Gaussian noise makes them (epsilon, delta)-DP: they take --delta.
@@ -437,6 +438,7 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", p
     directory holding a run with a different configuration is refused.
     """
     config = config.resolved()
+    check_amp(config.train, resolve_device(device))
     data = dataset if dataset is not None else config_dataset(config)
     if config.method == "pate":  # refuse an unpayable plan before the run directory is written
         config.pate.plan(config.epsilon, config.delta, len(data.y_train))

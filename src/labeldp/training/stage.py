@@ -67,6 +67,13 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     return resolved
 
 
+def check_amp(config: TrainConfig, device: torch.device) -> None:
+    """Refuse ``amp`` off CUDA GPUs: it is bf16 autocast there, and elsewhere the run would silently
+    train in float32."""
+    if config.amp and device.type != "cuda":
+        raise ValueError(f"amp (bf16 autocast) is for CUDA GPUs; this run is on {device.type}: leave amp off")
+
+
 @dataclass
 class EpochRecord:
     epoch: int
@@ -201,6 +208,7 @@ def train_stage(
     if len(x) != len(log_likelihood) or len(x) == 0:
         raise ValueError(f"inputs and targets must be non-empty and of equal length, got {len(x)} and {len(log_likelihood)}")
     device = next(model.parameters()).device
+    check_amp(config, device)
     steps_per_epoch = math.ceil(len(x) / config.batch_size)
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, steps_per_epoch))
@@ -230,7 +238,7 @@ def train_stage(
                 lam = float(np_rng.beta(config.mixup_alpha, config.mixup_alpha))
                 xb, perm = mixup(xb, lam, generator)
             # bf16 autocast on GPUs when asked (no loss scaling needed); the loss itself in float32
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.amp and device.type == "cuda"):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.amp):
                 logits = model(xb.to(device, non_blocking=True))
             loss = likelihood_loss(logits.float(), log_lik)
             if perm is not None:
