@@ -70,6 +70,7 @@ def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list
         raise ValueError(f"unknown grid parameters {unknown}; use fields of RunConfig or TrainConfig")
     types = {f.name: str(f.type) for f in fields(RunConfig)} | {f.name: str(f.type) for f in fields(TrainConfig)}
     names = list(grid)
+    defaults = RunConfig()
     jobs: dict[str, SweepJob] = {}
     for values in itertools.product(*(grid[name] for name in names)):
         chosen = {name: _parse_value(name, value, types[name]) for name, value in zip(names, values)}
@@ -79,7 +80,7 @@ def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list
         if config.method == "non-private":
             config = replace(config, epsilon=None)
         unused = options_unused_by(config.method)  # e.g. temperature for lp-1st: it runs once, with the default
-        config = replace(config, **{name: getattr(RunConfig(), name) for name in unused})
+        config = replace(config, **{name: getattr(defaults, name) for name in unused})
         config.resolved()
         key = _grid_key(config, {k: v for k, v in chosen.items()
                                  if k not in ("dataset", "method", "epsilon", "seed", *unused)})

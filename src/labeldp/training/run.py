@@ -100,7 +100,8 @@ MULTI_STAGE = ("lp-2st", "lp-mst")
 #: Options of the cluster prior, refused with prior 'uniform' unless at their defaults.
 CLUSTER_PRIOR_OPTIONS = ("prior_epsilon", "prior_temperature", "encoder", "clusters", "combine_priors")
 #: Options that only some methods use (field -> those methods); a value other than the default with
-#: any other method is refused rather than silently ignored.
+#: any other method is refused rather than silently ignored (delta by its own, earlier check), and a
+#: sweep's grid resets them to their defaults for those methods.
 METHOD_OPTIONS = {
     "temperature": MULTI_STAGE, "reuse_labels": MULTI_STAGE, "warm_start": MULTI_STAGE, "combine_priors": MULTI_STAGE,
     "loss": ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "alibi"),
