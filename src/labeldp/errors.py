@@ -1,0 +1,39 @@
+"""The errors labeldp raises for anything a user can cause; the command line catches their base class.
+
+Every error a user can cause (a bad option, a bad file, a run folder in an unexpected state, a budget
+that cannot pay for a plan) is a :class:`LabelDPError` with a message that says what is wrong and what
+to do. The argument errors are also ``ValueError``\\s, as scikit-learn's and numpy's are, so code that
+catches ``ValueError`` keeps working. Anything else that escapes is a bug and shows its traceback.
+"""
+
+from __future__ import annotations
+
+
+class LabelDPError(Exception):
+    """Base class of the errors a user can cause; ``labeldp`` prints their message, not a traceback."""
+
+
+class ConfigError(LabelDPError, ValueError):
+    """An option or argument that cannot work (checked before any privacy budget is spent)."""
+
+
+class DataError(LabelDPError, ValueError):
+    """A dataset file or array that cannot be used as it is (checked before any release)."""
+
+
+class BudgetError(LabelDPError, ValueError):
+    """The privacy budget cannot pay for what was asked."""
+
+
+class RunDirectoryError(LabelDPError):
+    """A run folder in a state labeldp will not continue from (a damaged file, another run's folder,
+    a recorded release whose labels are missing)."""
+
+
+class RunLockedError(RunDirectoryError):
+    """The run folder is in use by another process."""
+
+
+class InsecureNoiseWarning(UserWarning):
+    """A run whose noise can be regenerated from its configuration (``insecure_noise_seed``): its
+    epsilon does not hold against anyone who reads that configuration."""

@@ -1,0 +1,31 @@
+"""Writing files so that a crash never leaves half of one: write beside it, then rename over it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` on a temporary file next to ``path``, then move it into place in one
+    ``os.replace`` (atomic on POSIX and Windows): readers see the old file or the new one, never a
+    mix. The temporary name keeps the suffix, so writers that add one (numpy's ``savez``) do not."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    return write_atomic(path, lambda tmp: tmp.write_text(text))
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
+    """``data`` as indented JSON with sorted keys and a final newline."""
+    return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
