@@ -8,8 +8,13 @@ import math
 import numpy as np
 import pytest
 from conftest import frequencies_match
+from scipy import stats
 
 from labeldp.mechanisms import (
+    change_probability,
+    discrete_laplace,
+    discrete_laplace_pmf,
+    geometric,
     keep_probability,
     prior_top_k,
     randomized_response,
@@ -183,3 +188,81 @@ def test_likelihoods_are_columns_of_the_exact_probabilities(epsilon: float) -> N
                                randomized_response_probabilities(10, epsilon)[:, rr_noisy].T)
     with pytest.raises(ValueError, match="outside its prior's top k"):
         rr_with_prior_likelihood([5], [[1.0] + [0.0] * 9], epsilon)
+
+
+class _ConstantUniforms(SecureGenerator):
+    """A generator whose uniforms are all ``value``: the rare draws a sampler must get right."""
+
+    def __init__(self, value: float):
+        super().__init__()  # words for integers(); the uniforms are replaced
+        self.value = value
+
+    def random(self, size=None):
+        return np.full(size, self.value)
+
+
+@pytest.mark.parametrize("epsilon", [37.0, 40.0, 800.0])
+def test_rr_changes_labels_at_any_epsilon(epsilon: float) -> None:
+    """Above epsilon 36.7 (K = 2) e^eps / (e^eps + K - 1) rounds to 1.0 in float64; RR must not become
+    the identity there. The uniform 0 (probability 2^-53) changes the label, so the realised epsilon
+    stays finite and at most the recorded one."""
+    labels = np.array([0, 1, 1, 0])
+    assert np.array_equal(randomized_response(labels, 2, epsilon, _ConstantUniforms(0.0)), 1 - labels)
+    noisy, k = rr_with_prior(labels, np.full((4, 2), 0.5), epsilon, _ConstantUniforms(0.0))
+    assert np.all(k == 2) and np.array_equal(noisy, 1 - labels)
+    assert 0 < change_probability(epsilon, 2) <= 1 / (1 + math.exp(min(epsilon, 700)))
+    # one grid step up, every label is kept
+    assert np.array_equal(randomized_response(labels, 2, epsilon, _ConstantUniforms(2.0**-53)), labels)
+
+
+def test_realised_keep_probability_never_exceeds_the_nominal_one() -> None:
+    """The change decision is U < q: at q's own 2^-53 grid point U keeps, one step below it changes."""
+    for epsilon in (0.3, 5.0, 30.0):
+        q = change_probability(epsilon, 10)
+        on_grid = math.ceil(q * 2**53) / 2**53
+        labels = np.zeros(3, dtype=int)
+        assert np.array_equal(randomized_response(labels, 10, epsilon, _ConstantUniforms(on_grid)), labels)
+        below = randomized_response(labels, 10, epsilon, _ConstantUniforms(on_grid - 2.0**-53))
+        assert np.all(below != labels)
+
+
+@pytest.mark.parametrize("parameter", [3.0, 0.5, 0.01])
+def test_discrete_laplace_matches_its_exact_distribution(parameter: float) -> None:
+    """Blocks of one value (large a) and of many (small a): chi-square against the exact pmf on the
+    values of the middle, with both tails pooled."""
+    samples = discrete_laplace(parameter, 200_000, rng=4)
+    width = max(1, int(3 / parameter))
+    support = np.arange(-width, width + 1)
+    pmf = discrete_laplace_pmf(support, parameter)
+    observed = np.concatenate([[np.sum(samples < -width)],
+                               np.bincount(samples[np.abs(samples) <= width] + width, minlength=support.size),
+                               [np.sum(samples > width)]])
+    tails = (1 - pmf.sum()) / 2
+    expected = np.concatenate([[tails], pmf, [tails]]) * samples.size
+    assert stats.chisquare(observed, expected).pvalue > 1e-4
+    # the same check rejects a parameter 10% off
+    wrong = discrete_laplace(parameter * 1.1, 200_000, rng=4)
+    observed = np.concatenate([[np.sum(wrong < -width)],
+                               np.bincount(wrong[np.abs(wrong) <= width] + width, minlength=support.size),
+                               [np.sum(wrong > width)]])
+    assert stats.chisquare(observed, expected).pvalue < 1e-4
+
+
+def test_geometric_noise_is_never_truncated_nor_identically_zero() -> None:
+    """Uniforms of 0 continue the geometric forever in floating-point inversion; here every block is
+    passed while they last, and with a parameter so large that e^-a underflows the noise can still
+    move (with probability 2^-53 per block), so no discrete Laplace release becomes an identity."""
+
+    class ZerosThenHalf(SecureGenerator):
+        def __init__(self, zeros: int):
+            super().__init__()
+            self.calls = 0
+            self.zeros = zeros
+
+        def random(self, size=None):
+            self.calls += 1
+            return np.full(size, 0.0 if self.calls <= self.zeros else 0.5)
+
+    assert geometric(800.0, 3, ZerosThenHalf(5)).tolist() == [4, 4, 4]  # blocks of 1, passed 4 times
+    assert geometric(0.01, 2, ZerosThenHalf(3)).tolist() == [200, 200]  # blocks of 100, passed twice
+    assert geometric(800.0, 1, rng=0).tolist() == [0]

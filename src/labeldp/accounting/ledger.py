@@ -16,13 +16,16 @@ entries that touched them, composes each group's events as dp_accounting privacy
 Events and their meaning under replace-one-label neighbours:
 
 - ``RandomizedResponseDpEvent``: dp_accounting's own REPLACE_ONE PLD.
-- ``DiscreteLaplaceDpEvent(a, sensitivity)``: integer-valued counts with discrete Laplace noise
-  that move by ``sensitivity`` when one label is replaced. A noisy histogram in which a replaced label
-  moves two cells by one each is ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(a, 1), 2)`` (the two
-  cells' noises are independent, so the PLDs compose exactly). dp_accounting's accountant only
-  takes this event under add/remove relations, so the ledger builds its PLD directly.
-- ``LaplaceDpEvent(b)``: a real value that moves by one when one label is replaced, with Laplace(b)
-  noise, accounted as the (1 / b, 0)-DP guarantee it meets. ALIBI's noisy one-hot vector is ``SelfComposedDpEvent(LaplaceDpEvent(2 / eps), 2)``.
+- ``DiscreteLaplaceDpEvent(a, sensitivity)``: integer-valued values with discrete Laplace noise
+  that move by ``sensitivity`` when one label is replaced, accounted as the (a x sensitivity, 0)-DP
+  guarantee they meet exactly (the largest privacy loss; the ledger reports delta = 0). A noisy
+  histogram in which a replaced label moves two cells by one each is
+  ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(a, 1), 2)``; ALIBI's noisy one-hot vector on the grid
+  (1/m) Z is ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(eps / 2m, m), 2)``. (dp_accounting's
+  accountant takes this event only under add/remove relations, and its discrete Laplace PLD reports
+  an infinite epsilon at delta 0 for sensitivities of 32 and more.)
+- ``LaplaceDpEvent(b)``: the continuous Laplace mechanism on a unit shift, (1 / b, 0)-DP; read back
+  from ledgers written before labeldp's releases were discrete.
 - ``GaussianDpEvent(s)``: a query whose value moves by at most 1 (L2) between neighbours, plus
   N(0, s^2) noise: dp_accounting's Gaussian PLD for a shift of 1. Under add-or-remove this is exactly
   what dp_accounting's ``PLDAccountant`` builds. On the label ledger it is PATE's aggregator (one
@@ -52,6 +55,9 @@ import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+from labeldp.files import write_text_atomic
+from labeldp.mechanisms.laplace import LAPLACE_GRID, laplace_parameter
 
 NEIGHBORING_RELATION = dp_accounting.NeighboringRelation.REPLACE_ONE
 RELATION_NAMES = {
@@ -110,19 +116,20 @@ def event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelati
         return pld_lib.from_randomized_response(event.noise_parameter, event.num_buckets,
                                                 value_discretization_interval=VALUE_DISCRETIZATION,
                                                 neighboring_relation=NEIGHBORING_RELATION)
-    if isinstance(event, dp_event.LaplaceDpEvent):
-        # A unit shift under Laplace(b) noise has privacy loss bounded by 1 / b: it is (1 / b, 0)-DP.
-        # The PLD of that guarantee dominates the Laplace PLD and keeps delta = 0 exact (the Laplace
-        # PLD's truncated tails would make the epsilon at delta 0 infinite).
-        return pld_lib.from_privacy_parameters(
-            pld_common.DifferentialPrivacyParameters(1.0 / event.noise_multiplier, 0.0),
-            value_discretization_interval=VALUE_DISCRETIZATION)
     if isinstance(event, dp_event.DiscreteLaplaceDpEvent):
         if event.noise_parameter == 0:
             raise NonPrivateRelease
-        return pld_lib.from_discrete_laplace_mechanism(event.noise_parameter, sensitivity=event.sensitivity,
-                                                       value_discretization_interval=VALUE_DISCRETIZATION)
+        return _pure_dp_pld(event.noise_parameter * event.sensitivity)
+    if isinstance(event, dp_event.LaplaceDpEvent):  # ledgers of runs made before releases were discrete
+        return _pure_dp_pld(1.0 / event.noise_multiplier)
     raise ValueError(f"the ledger cannot account {type(event).__name__}")
+
+
+def _pure_dp_pld(epsilon: float) -> pld_lib.PrivacyLossDistribution:
+    """The PLD of an (epsilon, 0)-DP guarantee: it dominates every epsilon-DP mechanism's PLD and
+    keeps delta = 0 exact."""
+    return pld_lib.from_privacy_parameters(pld_common.DifferentialPrivacyParameters(epsilon, 0.0),
+                                           value_discretization_interval=VALUE_DISCRETIZATION)
 
 
 def _compose(plds: list) -> pld_lib.PrivacyLossDistribution | None:
@@ -140,9 +147,10 @@ def histogram_event(epsilon: float) -> dp_event.DpEvent:
 
 
 def laplace_one_hot_event(epsilon: float) -> dp_event.DpEvent:
-    """ALIBI's release: one-hot label plus Laplace(2 / epsilon) per coordinate; replacing the label
-    shifts two coordinates by one, two independent unit shifts."""
-    return dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(2.0 / epsilon), 2)
+    """ALIBI's release on the grid (1/m) Z: m onehot(y) plus discrete Laplace(epsilon / (2m)) per
+    coordinate; replacing the label shifts two coordinates by m, two independent shifts."""
+    return dp_event.SelfComposedDpEvent(
+        dp_event.DiscreteLaplaceDpEvent(laplace_parameter(epsilon), LAPLACE_GRID), 2)
 
 
 def randomized_response_event(epsilon: float, num_buckets: int) -> dp_event.DpEvent:
@@ -321,10 +329,7 @@ class PrivacyLedger:
 
     def save(self, path: str | os.PathLike, delta: float = 0.0) -> None:
         """Write the ledger as JSON atomically (a crash never leaves a half-written file)."""
-        path = Path(path)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(delta), indent=2))
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(self.to_dict(delta), indent=2))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PrivacyLedger:

@@ -11,9 +11,11 @@ from labeldp.mechanisms.gnmax import (
     gnmax_probabilities,
     teacher_votes,
 )
-from labeldp.mechanisms.histogram import discrete_laplace, discrete_laplace_pmf, noisy_histogram
-from labeldp.mechanisms.laplace import laplace, laplace_one_hot, laplace_one_hot_likelihood, laplace_scale
+from labeldp.mechanisms.discrete_laplace import discrete_laplace, discrete_laplace_pmf, geometric
+from labeldp.mechanisms.histogram import noisy_histogram
+from labeldp.mechanisms.laplace import LAPLACE_GRID, laplace_one_hot, laplace_one_hot_likelihood, laplace_parameter
 from labeldp.mechanisms.rr import (
+    change_probability,
     keep_probability,
     prior_top_k,
     randomized_response,
@@ -33,10 +35,12 @@ __all__ = [
     "discrete_laplace",
     "discrete_laplace_pmf",
     "noisy_histogram",
-    "laplace",
+    "geometric",
+    "LAPLACE_GRID",
     "laplace_one_hot",
     "laplace_one_hot_likelihood",
-    "laplace_scale",
+    "laplace_parameter",
+    "change_probability",
     "keep_probability",
     "prior_top_k",
     "randomized_response",

@@ -1,9 +1,13 @@
-"""Laplace noise on the one-hot label: the mechanism of ALIBI (Malek et al. 2021).
+"""Laplace noise on the one-hot label, on an exact grid: the mechanism of ALIBI (Malek et al. 2021).
 
-Privacy guarantee (label DP, replace one label): the released vector is onehot(y) + Laplace(b) noise
-on each of the K coordinates, independently. Replacing y by y' moves two coordinates by one each
-(L1 sensitivity 2), so b = 2 / epsilon makes the release epsilon-DP; the privacy loss is exactly
-that of two independent unit-shifted Laplace(b) coordinates, each (1 / b)-DP.
+Privacy guarantee (label DP, replace one label): the released vector is z = onehot(y) + X / m, where
+m = :data:`LAPLACE_GRID` and the K coordinates of X are independent discrete Laplace variables with
+parameter a = epsilon / (2 m) (:mod:`labeldp.mechanisms.discrete_laplace`). Replacing y by y' moves two
+coordinates of m z by m each, and a discrete Laplace variable shifted by m has privacy loss at most
+a m = epsilon / 2, so the release is epsilon-DP. It is the Laplace mechanism of ALIBI on the grid
+(1/m) Z: the noise has scale b = 2 / epsilon in label units, as in the paper, and m z is an integer,
+computed exactly, so no coordinate's floating-point representation tells the true label apart
+(Mironov 2012; ALIBI's continuous noise, fl(1 + L) next to fl(L), does).
 
 What is released is the noisy vector, not a label: a learner turns it into a posterior over labels,
 Pr[y | z] proportional to prior(y) x Pr[z | y] (:func:`laplace_one_hot_likelihood`).
@@ -14,41 +18,34 @@ from __future__ import annotations
 import numpy as np
 
 from labeldp._validation import check_epsilon, check_labels, check_num_classes
-from labeldp.randomness import RandomSource, as_generator
+from labeldp.mechanisms.discrete_laplace import discrete_laplace
+from labeldp.randomness import RandomSource
+
+#: grid points per unit of a label coordinate (a power of two: every released value k / m is exact)
+LAPLACE_GRID = 1024
 
 
-def laplace_scale(epsilon: float) -> float:
-    """The per-coordinate Laplace scale b = 2 / epsilon."""
-    return 2.0 / check_epsilon(epsilon)
-
-
-def laplace(scale: float, size: int | tuple[int, ...], rng: RandomSource = None) -> np.ndarray:
-    """Laplace(0, scale) samples, the difference of two exponentials drawn by inversion of uniforms
-    (works with every generator labeldp accepts, the secure one included)."""
-    if not scale > 0:
-        raise ValueError(f"Laplace scale must be > 0, got {scale}")
-    gen = as_generator(rng)
-    shape = (size,) if np.isscalar(size) else tuple(size)
-    count = int(np.prod(shape))
-    exponentials = -np.log(1.0 - gen.random(2 * count)) * scale  # 1 - U lies in (0, 1]
-    return (exponentials[:count] - exponentials[count:]).reshape(shape)
+def laplace_parameter(epsilon: float) -> float:
+    """The discrete Laplace parameter a = epsilon / (2 m) of each coordinate of m z."""
+    return check_epsilon(epsilon) / (2 * LAPLACE_GRID)
 
 
 def laplace_one_hot(labels, num_classes: int, epsilon: float, rng: RandomSource = None) -> np.ndarray:
-    """(n, K) noisy one-hot vectors: onehot(label) + Laplace(2 / epsilon) on every coordinate."""
+    """(n, K) noisy one-hot vectors on the grid (1/m) Z: onehot(label) + discrete Laplace / m, noise
+    of scale 2 / epsilon per coordinate (float64, exact)."""
     k = check_num_classes(num_classes)
     true = check_labels(labels, k)
-    noisy = laplace(laplace_scale(epsilon), (true.size, k), rng)
-    noisy[np.arange(true.size), true] += 1.0
-    return noisy
+    counts = discrete_laplace(laplace_parameter(epsilon), (true.size, k), rng)
+    counts[np.arange(true.size), true] += LAPLACE_GRID
+    return counts / LAPLACE_GRID
 
 
 def laplace_one_hot_likelihood(noisy, epsilon: float) -> np.ndarray:
-    """Pr[z | y] for every class y, normalised over y: exp((|z_y| - |z_y - 1|) / b) up to a factor
-    common to all classes (only coordinate y differs between the candidate one-hot vectors)."""
+    """Pr[z | y] for every class y, normalised over y: exp(epsilon (|z_y| - |z_y - 1|) / 2) up to a
+    factor common to all classes (only coordinate y differs between the candidate one-hot vectors)."""
     z = np.asarray(noisy, dtype=np.float64)
     if z.ndim != 2 or not np.all(np.isfinite(z)):
         raise ValueError("noisy must be a finite (n, K) array")
-    log_lik = (np.abs(z) - np.abs(z - 1.0)) / laplace_scale(epsilon)
+    log_lik = (np.abs(z) - np.abs(z - 1.0)) * (check_epsilon(epsilon) / 2.0)
     likelihood = np.exp(log_lik - log_lik.max(axis=1, keepdims=True))
     return likelihood / likelihood.sum(axis=1, keepdims=True)

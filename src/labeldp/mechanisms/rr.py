@@ -25,6 +25,8 @@ from labeldp.randomness import RandomSource, as_generator
 
 # Rows processed at a time by RR-with-prior: bounds memory at K=100 and keeps work in cache.
 _CHUNK_ROWS = 1 << 13
+#: the smallest positive float (a uniform on the 2^-53 grid falls below it with probability 2^-53)
+_TINY = np.nextafter(0.0, 1.0)
 
 
 def keep_probability(epsilon: float, k) -> np.ndarray | float:
@@ -35,12 +37,33 @@ def keep_probability(epsilon: float, k) -> np.ndarray | float:
     return 1.0 / (1.0 + (np.asarray(k, dtype=np.float64) - 1.0) * np.exp(-epsilon))
 
 
+def change_probability(epsilon: float, k) -> np.ndarray | float:
+    """Probability (k - 1) / (e^eps + k - 1) that RR over k candidates releases another label,
+    computed without the cancellation of 1 - :func:`keep_probability`. Where e^-eps underflows
+    (epsilon above about 745) it is the smallest positive float, not 0, while k > 1."""
+    candidates = np.asarray(k, dtype=np.float64)
+    others = (candidates - 1.0) * np.exp(-epsilon)
+    return np.where(candidates > 1, np.maximum(others / (1.0 + others), _TINY), 0.0)
+
+
+def _changed(gen, probability) -> np.ndarray:
+    """Which labels RR changes: a uniform on the 2^-53 grid of [0, 1) below ``probability``.
+
+    The realised probability is ``probability`` rounded *up* to that grid, so the realised keep
+    probability never exceeds the nominal one and the realised epsilon never exceeds the recorded
+    one. (Drawing "keep if U < e^eps / (e^eps + k - 1)" instead would keep every label once that
+    probability rounds to 1.0, above epsilon 36.7 for K = 2: an identity recorded as finite epsilon.)
+    """
+    probability = np.asarray(probability, dtype=np.float64)
+    return gen.random(probability.size) < probability
+
+
 def randomized_response(labels, num_classes: int, epsilon: float, rng: RandomSource = None) -> np.ndarray:
     """Release each label by K-ary randomized response (epsilon-label-DP per example).
 
     With probability e^eps / (e^eps + K - 1) the true label is kept, otherwise one of the K - 1
     *other* labels is released uniformly at random. The likelihood ratio between any two true labels
-    for any released label is exactly e^eps.
+    for any released label is exactly e^eps (the realised one at most that: see :func:`_changed`).
 
     Args:
         labels: 1-d integer array of true labels in [0, num_classes).
@@ -55,9 +78,9 @@ def randomized_response(labels, num_classes: int, epsilon: float, rng: RandomSou
     num_classes = check_num_classes(num_classes)
     true = check_labels(labels, num_classes)
     gen = as_generator(rng)
-    keep = gen.random(true.size) < keep_probability(eps, num_classes)
+    changed = _changed(gen, np.full(true.size, change_probability(eps, num_classes)))
     shift = gen.integers(1, num_classes, size=true.size)
-    return np.where(keep, true, (true + shift) % num_classes)
+    return np.where(changed, (true + shift) % num_classes, true)
 
 
 def _cumsum_down(block: np.ndarray, dtype=None) -> np.ndarray:
@@ -145,7 +168,7 @@ def rr_with_prior(labels, priors, epsilon: float, rng: RandomSource = None) -> t
         cols = np.arange(stop - start)
         k, member = _top_k_columns(np.ascontiguousarray(prior[start:stop].T), eps)
         true_in_top_k = member[y, cols]
-        keep = true_in_top_k & (gen.random(cols.size) < keep_probability(eps, k))
+        keep = true_in_top_k & ~_changed(gen, change_probability(eps, k))
         out = y.copy()
         redraw = np.flatnonzero(~keep)
         if redraw.size:
@@ -168,7 +191,7 @@ def rr_with_prior_probabilities(priors, epsilon: float) -> np.ndarray:
     eps = check_epsilon(epsilon)
     k, member = prior_top_k(priors, eps)
     keep = keep_probability(eps, k)
-    other = np.where(k > 1, (1.0 - keep) / np.maximum(k - 1, 1), 0.0)
+    other = change_probability(eps, k) / np.maximum(k - 1, 1)
     in_set_rows = member[:, None, :] * other[:, None, None]
     out_of_set_rows = np.broadcast_to(member[:, None, :] / k[:, None, None], in_set_rows.shape)
     probs = np.where(member[:, :, None], in_set_rows, out_of_set_rows)
@@ -182,7 +205,7 @@ def randomized_response_probabilities(num_classes: int, epsilon: float) -> np.nd
     eps = check_epsilon(epsilon)
     num_classes = check_num_classes(num_classes)
     keep = keep_probability(eps, num_classes)
-    probs = np.full((num_classes, num_classes), (1.0 - keep) / (num_classes - 1))
+    probs = np.full((num_classes, num_classes), change_probability(eps, num_classes) / (num_classes - 1))
     np.fill_diagonal(probs, keep)
     return probs
 
@@ -197,7 +220,7 @@ def randomized_response_likelihood(noisy_labels, num_classes: int, epsilon: floa
     num_classes = check_num_classes(num_classes)
     noisy = check_labels(noisy_labels, num_classes, "noisy_labels")
     keep = keep_probability(eps, num_classes)
-    likelihood = np.full((noisy.size, num_classes), (1.0 - keep) / (num_classes - 1))
+    likelihood = np.full((noisy.size, num_classes), change_probability(eps, num_classes) / (num_classes - 1))
     likelihood[np.arange(noisy.size), noisy] = keep
     return likelihood
 
@@ -216,7 +239,7 @@ def rr_with_prior_likelihood(noisy_labels, priors, epsilon: float) -> np.ndarray
     if not member[rows, noisy].all():
         raise ValueError("noisy_labels contains a label outside its prior's top k: not an RR-with-prior release")
     keep = keep_probability(eps, k)
-    other = np.where(k > 1, (1.0 - keep) / np.maximum(k - 1, 1), 0.0)
+    other = change_probability(eps, k) / np.maximum(k - 1, 1)
     likelihood = np.where(member, other[:, None], 1.0 / k[:, None])  # true label outside the top k: 1/k
     likelihood[rows, noisy] = keep
     return likelihood
