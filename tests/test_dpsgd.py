@@ -24,6 +24,7 @@ from labeldp.accounting import (
     randomized_response_event,
 )
 from labeldp.models import SmallCNN, TanhCNN, WideResNet, WSConv2d
+from labeldp.randomness import NoiseSource, SecureGenerator
 from labeldp.training import RunConfig, TrainConfig, train_run
 from labeldp.training.dpsgd import (
     PoissonSampler,
@@ -436,12 +437,12 @@ def test_empty_batch_gives_zero_sum_and_pure_noise():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("source", ["seeded", "secure"])
+@pytest.mark.parametrize("source", ["seeded", "secure", "fresh"])
 def test_noise_scale(source, device):
     """The added noise is N(0, (sigma C / B)^2) per coordinate: mean, variance and normality."""
     model = nn.Linear(100, 100).to(device)
-    zero = clipping.ClippedGradients([torch.zeros_like(p) for p in model.parameters()], torch.zeros(0), 0.0)
-    generator = "secure" if source == "secure" else torch.Generator(device=device).manual_seed(3)
+    zero = clipping.ClippedGradients([torch.zeros_like(p) for p in model.parameters()], torch.zeros(0))
+    generator = {"secure": "secure", "fresh": None}.get(source, torch.Generator(device=device).manual_seed(3))
     privatize_gradients(model, zero, noise_multiplier=1.5, max_grad_norm=0.4, expected_batch_size=8.0,
                         generator=generator)
     assert all(p.grad.device == p.device for p in model.parameters())
@@ -491,14 +492,48 @@ def test_poisson_sampler_yields_empty_batches():
     assert 0 in sizes and max(sizes) > 0  # P(empty) = 0.95^10 = 0.6
 
 
-def test_poisson_sampler_resumes_its_stream():
-    first = PoissonSampler(50, 0.2, 10, torch.Generator().manual_seed(1))
-    first.sample()
-    state = first.state_dict()
-    expected = first.sample()
-    second = PoissonSampler(50, 0.2, 10, torch.Generator().manual_seed(99))
-    second.load_state_dict(state)
-    assert torch.equal(second.sample(), expected)
+def test_default_dpsgd_runs_with_the_same_seed_sample_different_batches(monkeypatch):
+    """The batches are secret: two runs with the same seed (and the default noise) draw different ones,
+    also with the secure generator; only the insecure seed repeats them."""
+    drawn = []
+    real = PoissonSampler.sample
+
+    def spy(self):
+        batch = real(self)
+        drawn[-1].append(batch.tolist())
+        return batch
+
+    monkeypatch.setattr(PoissonSampler, "sample", spy)
+    torch.set_default_dtype(torch.float32)
+    x = np.random.default_rng(0).normal(size=(200, 5)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    config = TrainConfig(epochs=2, batch_size=20, lr=0.1, weight_decay=0.0, augment=False)
+    for noise in (None, None, NoiseSource(secure=True), NoiseSource(insecure_seed=4), NoiseSource(insecure_seed=4)):
+        drawn.append([])
+        torch.manual_seed(0)
+        train_dpsgd(nn.Linear(5, 2), x, y, config, DPSGDConfig(ema_decay=None), 1.0, seed=1, noise=noise,
+                    progress=False)
+    assert drawn[0] != drawn[1] and drawn[0] != drawn[2] and drawn[1] != drawn[2]
+    assert drawn[3] == drawn[4]
+    assert len(drawn[0]) == 2 * 10
+
+
+def test_poisson_sampling_never_exceeds_the_accounted_rate():
+    """Inclusion is decided on 53-bit uniforms against q rounded down to their grid: the uniform on
+    q's own grid point leaves the example out, the one below takes it in."""
+    q = 0.3
+    on_grid = int(q * 2**53) / 2**53
+
+    class Constant(SecureGenerator):
+        def __init__(self, value: float):
+            super().__init__()
+            self.value = value
+
+        def random(self, size=None):
+            return np.full(size, self.value)
+
+    assert PoissonSampler(4, q, 1, Constant(on_grid)).sample().numel() == 0
+    assert PoissonSampler(4, q, 1, Constant(on_grid - 2**-53)).sample().numel() == 4
 
 
 @pytest.mark.parametrize("epsilon,q,steps", [(1.0, 0.01, 1000), (2.0, 256 / 60000, 2340), (8.0, 0.1, 50)])
@@ -569,8 +604,10 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
         torch.manual_seed(0)
         return nn.Sequential(nn.Linear(10, 16), nn.Tanh(), nn.Linear(16, 2)).to(device)
 
+    noise = NoiseSource(insecure_seed=1)  # reproducible noise, so that the resumed run can be compared
     full_model = fresh()
-    evaluated, history = train_dpsgd(full_model, x, y, config, dp, 0.5, test=(x, y), seed=1, progress=False)
+    evaluated, history = train_dpsgd(full_model, x, y, config, dp, 0.5, test=(x, y), seed=1, noise=noise,
+                                     progress=False)
     assert history[-1].test_accuracy > 0.85
     assert any(not torch.equal(a, b) for a, b in zip(evaluated.parameters(), full_model.parameters()))
 
@@ -584,9 +621,12 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
 
     path = tmp_path / "checkpoint.pt"
     with pytest.raises(Crash):
-        train_dpsgd(fresh(), x, y, config, dp, 0.5, seed=1, checkpoint=path, progress=False,
+        train_dpsgd(fresh(), x, y, config, dp, 0.5, seed=1, noise=noise, checkpoint=path, progress=False,
                     on_epoch_end=crash_after_two)
-    resumed, _ = train_dpsgd(fresh(), x, y, config, dp, 0.5, seed=1, checkpoint=path, progress=False)
+    saved = torch.load(path, weights_only=False)
+    assert all(row["train_loss"] is None for row in saved["history"])  # no loss on true labels is written
+    assert set(saved) == {"model", "optimizer", "scheduler", "augment_rng", "ema", "history"}  # no noise state
+    resumed, _ = train_dpsgd(fresh(), x, y, config, dp, 0.5, seed=1, noise=noise, checkpoint=path, progress=False)
     for a, b in zip(resumed.parameters(), evaluated.parameters()):
         torch.testing.assert_close(a, b)
 
@@ -601,7 +641,8 @@ def test_trainer_averages_augmented_views():
         torch.manual_seed(0)
         model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.Flatten(), nn.Linear(256, 2))
         evaluated, _ = train_dpsgd(model, x, y, config, DPSGDConfig(augmult=augmult, ema_decay=None), 0.5,
-                                   augmentation="translate", seed=3, progress=False)
+                                   augmentation="translate", seed=3, noise=NoiseSource(insecure_seed=3),
+                                   progress=False)
         return [p.detach().clone() for p in evaluated.parameters()]
 
     two_views = trained(2)

@@ -80,18 +80,18 @@ class ClippedGradients:
 
     ``sums`` holds, for each trainable parameter (``model.parameters()`` order, those with
     ``requires_grad``), the sum over examples of the clipped per-example gradients. ``norms`` holds
-    each example's gradient norm before clipping, ``loss_sum`` the sum of per-example losses.
+    each example's gradient norm before clipping. Only the sums, once noised, are private; the norms
+    (like the losses, which are not returned) depend on the examples without noise and must not be
+    logged or written.
     """
 
     sums: list[torch.Tensor]
     norms: torch.Tensor
-    loss_sum: float
 
     def add_(self, other: ClippedGradients) -> ClippedGradients:
         for total, part in zip(self.sums, other.sums):
             total.add_(part)
         self.norms = torch.cat([self.norms, other.norms])
-        self.loss_sum += other.loss_sum
         return self
 
 
@@ -199,7 +199,7 @@ def clipped_gradient_sum(
     with _float32_without_tf32():
         if len(inputs) <= chunk:
             return compute(model, params, inputs, targets, max_grad_norm, loss_fn, multiple_views)
-        total = ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0), 0.0)
+        total = ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0))
         for start in range(0, len(inputs), chunk):
             total.add_(compute(model, params, inputs[start:start + chunk], targets[start:start + chunk],
                                max_grad_norm, loss_fn, multiple_views))
@@ -237,7 +237,7 @@ def _example_targets(targets: torch.Tensor, views: int) -> torch.Tensor:
 
 def _vmap_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, multiple_views) -> ClippedGradients:
     if len(inputs) == 0:
-        return ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0), 0.0)
+        return ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0))
     names = [name for name, p in model.named_parameters() if p.requires_grad]
     fixed = {name: p.detach() for name, p in model.named_parameters() if not p.requires_grad}
     fixed.update(dict(model.named_buffers()))
@@ -245,18 +245,17 @@ def _vmap_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
     def example_loss(trainable: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor):
         views = x if multiple_views else x.unsqueeze(0)
         labels = _example_targets(y.unsqueeze(0), views.shape[0])
-        loss = loss_fn(functional_call(model, {**trainable, **fixed}, (views,)), labels).mean()
-        return loss, loss.detach()
+        return loss_fn(functional_call(model, {**trainable, **fixed}, (views,)), labels).mean()
 
     trainable = {name: p.detach() for name, p in zip(names, params)}
     with torch.no_grad():  # grad() still differentiates; the results carry no graph to other tensors
-        per_example, losses = vmap(grad(example_loss, has_aux=True), in_dims=(None, 0, 0),
-                                   randomness="different")(trainable, inputs, targets)
+        per_example = vmap(grad(example_loss), in_dims=(None, 0, 0),
+                           randomness="different")(trainable, inputs, targets)
     grads = [per_example[name] for name in names]
     norms = torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in grads))
     factors = clip_factors(norms, max_grad_norm)
     sums = [torch.einsum("b,b...->...", factors.to(g.dtype), g) for g in grads]
-    return ClippedGradients(sums, norms, float(losses.sum()))
+    return ClippedGradients(sums, norms)
 
 
 # ---------------------------------------------------------------- the fast path: book-keeping
@@ -543,7 +542,7 @@ def _reaches(tensor: torch.Tensor, nodes: set[torch.autograd.graph.Node]) -> boo
 def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, multiple_views) -> ClippedGradients:
     examples = len(inputs)
     if examples == 0:
-        return ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0), 0.0)
+        return ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0))
     views = inputs.shape[1] if multiple_views else 1
     flat_inputs = inputs.flatten(0, 1) if multiple_views else inputs
     layers: dict[nn.Module, _Layer] = {}
@@ -586,4 +585,4 @@ def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
     for layer in layers.values():
         by_param.update(zip(layer.params(), layer.clipped_sums(factors)))
     sums = [by_param[p] if p in by_param else torch.zeros_like(p) for p in params]
-    return ClippedGradients(sums, norms, float(losses.detach().sum()) / views)
+    return ClippedGradients(sums, norms)

@@ -3,6 +3,12 @@
 Every step includes each example independently with probability q, so batch sizes vary (they are
 Binomial(n, q)) and may be empty; an empty batch is still a step (its update is pure noise) and is
 still accounted. Fixed-size shuffled batches would not match the accounting and are not offered.
+
+The amplification by sampling that the accounting counts on needs the batches to be secret: an
+attacker who knows who was sampled at each step faces the unsampled Gaussian mechanism (for the
+MNIST DP-SGD recipe, epsilon about 29.6 instead of 2). The sampler's generator is therefore noise,
+from fresh OS entropy unless the caller gives one (:mod:`labeldp.randomness`), and its state is
+never saved: a resumed run samples its remaining steps afresh, which has the same distribution.
 """
 
 from __future__ import annotations
@@ -11,16 +17,23 @@ from typing import Iterator
 
 import torch
 
+from labeldp.randomness import NoiseSource, SecureGenerator, fresh_seed
+
+#: inclusion is decided on float64 uniforms, which lie on the 2^-53 grid of [0, 1)
+_GRID = 2.0**53
+
 
 class PoissonSampler:
     """Index batches for ``steps`` steps of Poisson sampling at rate ``sampling_probability``.
 
-    Usable as a ``torch.utils.data.DataLoader`` ``batch_sampler``. The generator's state is the whole
-    sampler state, so a resumed run continues the same sequence (see :meth:`state_dict`).
+    ``generator``: a ``torch.Generator`` or a :class:`~labeldp.randomness.SecureGenerator`; by
+    default a torch generator seeded with fresh OS entropy. Usable as a ``torch.utils.data.DataLoader``
+    ``batch_sampler``. The realised inclusion probability is q rounded down to the 2^-53 grid, never
+    above the q the accounting uses.
     """
 
     def __init__(self, num_examples: int, sampling_probability: float, steps: int,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | SecureGenerator | None = None):
         if num_examples < 1:
             raise ValueError(f"num_examples must be at least 1, got {num_examples}")
         if not 0.0 < sampling_probability <= 1.0:
@@ -28,8 +41,8 @@ class PoissonSampler:
         if steps < 0:
             raise ValueError(f"steps must be >= 0, got {steps}")
         self.num_examples, self.sampling_probability, self.steps = num_examples, sampling_probability, steps
-        self.generator = generator if generator is not None else torch.Generator().manual_seed(
-            int(torch.randint(2**62, (1,)).item()))
+        self.generator = generator if generator is not None else torch.Generator().manual_seed(fresh_seed())
+        self._threshold = int(sampling_probability * _GRID) / _GRID
 
     @property
     def expected_batch_size(self) -> float:
@@ -37,8 +50,11 @@ class PoissonSampler:
 
     def sample(self) -> torch.Tensor:
         """One step's batch: the sorted indices of the examples drawn (possibly none)."""
-        mask = torch.rand(self.num_examples, generator=self.generator) < self.sampling_probability
-        return torch.nonzero(mask).flatten()
+        if isinstance(self.generator, SecureGenerator):
+            uniforms = torch.from_numpy(self.generator.random(self.num_examples))
+        else:
+            uniforms = torch.rand(self.num_examples, generator=self.generator, dtype=torch.float64)
+        return torch.nonzero(uniforms < self._threshold).flatten()
 
     def __iter__(self) -> Iterator[list[int]]:
         for _ in range(self.steps):
@@ -47,8 +63,8 @@ class PoissonSampler:
     def __len__(self) -> int:
         return self.steps
 
-    def state_dict(self) -> dict:
-        return {"generator": self.generator.get_state()}
 
-    def load_state_dict(self, state: dict) -> None:
-        self.generator.set_state(state["generator"])
+def sampling_generator(source: NoiseSource, *ids: int) -> torch.Generator | SecureGenerator:
+    """The generator of the batches of stream ``ids`` (e.g. an epoch) under ``source``."""
+    seed = source.seed("dpsgd-sampling", *ids)
+    return SecureGenerator() if seed is None else torch.Generator().manual_seed(seed)

@@ -9,9 +9,14 @@ usual warm-up of its decay) is kept for evaluation when ``ema_decay`` is set; it
 
 Privacy: (epsilon, delta)-DP for add-or-remove-one-example neighbours, where epsilon is what
 :func:`labeldp.accounting.dpsgd.dpsgd_epsilon` gives for (sigma, q, steps) -- the run records that
-event on its ledger before training starts. The guarantee covers the final and every intermediate
-model (checkpoints included). It assumes the noise is unpredictable to the adversary: use
-``noise="secure"`` in production (seeded generators make experiments reproducible).
+event on its ledger before training starts. The guarantee covers everything the trainer writes or
+shows, which is a function of the privatised gradients and public data only: the final and every
+intermediate model, the checkpoints (model, optimiser, schedule, EMA, the public augmentation
+generator), test accuracy on the public test set, the learning rate. It writes no training loss and
+no batch size: both depend on the examples without noise. It assumes the batches and the noise are
+unpredictable to the adversary: both come from ``noise`` (a :class:`~labeldp.randomness.NoiseSource`,
+fresh OS entropy by default), each epoch from generators of its own that are never saved, so a
+resumed run draws its remaining steps afresh.
 """
 
 from __future__ import annotations
@@ -29,10 +34,11 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel
 from tqdm.auto import tqdm
 
+from labeldp.randomness import NoiseSource
 from labeldp.training.augment import augment
 from labeldp.training.dpsgd.clipping import METHODS, check_per_example_model, clipped_gradient_sum
-from labeldp.training.dpsgd.noise import privatize_gradients
-from labeldp.training.dpsgd.sampling import PoissonSampler
+from labeldp.training.dpsgd.noise import noise_generator, privatize_gradients
+from labeldp.training.dpsgd.sampling import PoissonSampler, sampling_generator
 from labeldp.training.stage import (EpochRecord, TrainConfig, accuracy, lr_schedule, make_optimizer,
                                     restore_checkpoint, save_atomic)
 
@@ -117,7 +123,7 @@ def train_dpsgd(
     augmentation: str = "none",
     test: tuple[np.ndarray, np.ndarray] | None = None,
     seed: int = 0,
-    noise: str | None = None,
+    noise: NoiseSource | None = None,
     checkpoint: str | os.PathLike | None = None,
     on_epoch_end: Callable[[EpochRecord], None] | None = None,
     progress: bool = True,
@@ -125,9 +131,9 @@ def train_dpsgd(
     """Train ``model`` in place with DP-SGD; returns (the model to evaluate -- the EMA when kept --, history).
 
     The sampling plan is :func:`sampling_plan` (q = batch_size / n, epochs x round(1/q) steps).
-    ``noise="secure"`` draws the Gaussian noise from the OS CSPRNG, otherwise from a generator seeded
-    with ``seed``. A ``checkpoint`` is written after every epoch (model, optimiser, schedule, EMA and
-    both generators) and resumed from, so an interrupted run continues the same random streams.
+    ``noise`` gives the batches and the Gaussian noise (default: fresh OS entropy); ``seed`` only
+    the augmentation, which is public. A ``checkpoint`` is written after every epoch (model,
+    optimiser, schedule, EMA, the augmentation generator) and resumed from.
     """
     config.validate()
     dp.validate()
@@ -141,18 +147,14 @@ def train_dpsgd(
     device = next(model.parameters()).device
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, steps_per_epoch))
-    sampler = PoissonSampler(len(x), q, steps, torch.Generator().manual_seed(seed))
-    augment_rng = torch.Generator().manual_seed(seed + 1)
-    noise_rng = "secure" if noise == "secure" else torch.Generator(device=device).manual_seed(seed + 2)
+    noise = noise or NoiseSource()
+    augment_rng = torch.Generator().manual_seed(seed)
     ema = AveragedModel(model, multi_avg_fn=_ema_with_warmup(dp.ema_decay), use_buffers=True) \
         if dp.ema_decay is not None else None
     path = Path(checkpoint) if checkpoint is not None else None
     state, history = restore_checkpoint(path, model, optimizer, scheduler)
     if state is not None:
-        sampler.load_state_dict(state["sampler"])
         augment_rng.set_state(state["augment_rng"])
-        if not isinstance(noise_rng, str):
-            noise_rng.set_state(state["noise_rng"])
         if ema is not None:
             ema.load_state_dict(state["ema"])
 
@@ -160,10 +162,10 @@ def train_dpsgd(
     model.train()
     for epoch in range(len(history) + 1, config.epochs + 1):
         start = time.perf_counter()
-        total_loss, seen = 0.0, 0
-        bar = tqdm(range(steps_per_epoch), desc=f"dp-sgd epoch {epoch}/{config.epochs}", leave=False,
-                   disable=not progress, unit="step")
-        for _ in bar:
+        sampler = PoissonSampler(len(x), q, steps_per_epoch, sampling_generator(noise, epoch))
+        noise_rng = noise_generator(noise, "dpsgd-noise", epoch, device=device)
+        for _ in tqdm(range(steps_per_epoch), desc=f"dp-sgd epoch {epoch}/{config.epochs}", leave=False,
+                      disable=not progress, unit="step"):
             batch = sampler.sample()
             xb = x[batch]
             if dp.augmult > 1:
@@ -178,18 +180,12 @@ def train_dpsgd(
             scheduler.step()
             if ema is not None:
                 ema.update_parameters(model)
-            total_loss += clipped.loss_sum
-            seen += len(batch)
-            bar.set_postfix(loss=f"{total_loss / max(seen, 1):.3f}", batch=len(batch))
         test_accuracy = accuracy(evaluated, *test, config.eval_batch_size) if test is not None else None
-        record = EpochRecord(epoch, total_loss / max(seen, 1), test_accuracy, optimizer.param_groups[0]["lr"],
-                             time.perf_counter() - start)
+        record = EpochRecord(epoch, None, test_accuracy, optimizer.param_groups[0]["lr"], time.perf_counter() - start)
         history.append(record)
         if path is not None:
             save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                         "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(),
-                         "augment_rng": augment_rng.get_state(),
-                         "noise_rng": None if isinstance(noise_rng, str) else noise_rng.get_state(),
+                         "scheduler": scheduler.state_dict(), "augment_rng": augment_rng.get_state(),
                          "ema": ema.state_dict() if ema is not None else None,
                          "history": [asdict(r) for r in history]}, path)
         if on_epoch_end is not None:
