@@ -20,8 +20,8 @@ from labeldp.audit import (
     guess_canary_labels,
     membership_audit,
     membership_epsilon_lower_bound,
-    plant_canaries,
 )
+from labeldp.accounting import PrivacyLedger
 from labeldp.cli import main
 from labeldp.mechanisms import keep_probability, randomized_response
 from labeldp.training import RunConfig, TrainConfig
@@ -80,10 +80,7 @@ def test_abstention_finds_the_confident_leaks() -> None:
     assert result.thresholds[-1].epsilon_lower_bound < 1.0  # answering everything hides the leak
 
 
-def test_canaries_and_attacker() -> None:
-    labels = np.arange(100) % 10
-    indices, secrets = plant_canaries(labels, 10, 30, rng=0)
-    assert len(set(indices.tolist())) == 30 and np.all(secrets != labels[indices])
+def test_attacker_rules_out_the_given_label_and_calibrates() -> None:
     probs = np.full((2, 3), 0.1)
     probs[0] = [0.8, 0.15, 0.05]
     guesses, scores = guess_canary_labels(probs, np.array([0, 1]))
@@ -98,13 +95,15 @@ def test_model_level_audit_separates_private_from_non_private(blobs, tmp_path, c
     train = TrainConfig(epochs=60, batch_size=32, lr=0.05, weight_decay=0.0, augment=False)
     leaky = audit_config(RunConfig(dataset="csv", method="non-private", train=train), tmp_path / "np",
                          num_canaries=150, dataset=blobs, canaries=canaries)
-    private = audit_config(RunConfig(dataset="csv", method="lp-1st", epsilon=0.5, train=train), tmp_path / "e05",
-                           num_canaries=150, dataset=blobs, canaries=canaries)
+    private = audit_config(RunConfig(dataset="csv", method="lp-1st", epsilon=0.5, train=train, insecure_noise_seed=0),
+                           tmp_path / "e05", num_canaries=150, dataset=blobs, canaries=canaries)
     assert leaky["epsilon_lower_bound"] > 2.0
     assert private["epsilon_lower_bound"] <= 0.5
     saved = json.loads((tmp_path / "np" / "audit.json").read_text())
     assert saved["epsilon_lower_bound"] == leaky["epsilon_lower_bound"] and saved["num_options"] == options
     assert (tmp_path / "np" / "reference_run" / "model.pt").exists()  # trained without canaries
+    # the canary and reference runs each released the 600 examples' labels at epsilon 0.5 once more
+    assert private["spent"]["audit_epsilon"] == pytest.approx(1.0, abs=1e-3)
     with pytest.raises(ValueError, match="canaries must be one of"):
         audit_config(RunConfig(dataset="csv", method="non-private", train=train), tmp_path / "x", dataset=blobs,
                      canaries="poison")
@@ -119,9 +118,12 @@ def test_dpsgd_runs_are_audited_against_their_label_guarantee(blobs, tmp_path) -
     assert report["epsilon_lower_bound"] <= report["claimed_label_epsilon"]
 
 
-def test_audit_command_leaves_the_run_alone(tmp_path, capsys) -> None:
+def test_audit_command_leaves_the_run_alone_and_shows_what_it_spent(tmp_path, capsys) -> None:
+    """The audit re-releases the real labels: its spend is recorded on the run's examples and the total
+    over the run folder is shown; its noise is not the run's (even when the run's noise is seeded)."""
     run = tmp_path / "run"
-    assert main(["train", "--method", "lp-1st", "--epsilon", "2", "--epochs", "3", "--out", str(run), "--quiet"]) == 0
+    assert main(["train", "--method", "lp-1st", "--epsilon", "2", "--epochs", "3", "--out", str(run), "--quiet",
+                 "--insecure-noise-seed", "3"]) == 0
     ledger = (run / "ledger.json").read_bytes()
     labels = (run / "noisy_labels" / "stage1.npz").read_bytes()
     assert main(["audit", str(run), "--canaries", "100"]) == 0
@@ -129,6 +131,14 @@ def test_audit_command_leaves_the_run_alone(tmp_path, capsys) -> None:
     assert "epsilon lower bound" in printed
     assert (run / "audit" / "audit.json").exists()
     assert (run / "ledger.json").read_bytes() == ledger and (run / "noisy_labels" / "stage1.npz").read_bytes() == labels
+    spent = PrivacyLedger.load(run / "audit" / "ledger.json")
+    assert spent.epsilon() == pytest.approx(2.0, abs=1e-3) and spent.entries[0].num_members == 1347
+    assert f"Everything in {run} together is epsilon 4" in printed and f"Delete {run / 'audit'}" in printed
+    report = json.loads((run / "audit" / "audit.json").read_text())
+    assert report["spent"]["run_and_audit_epsilon"] == pytest.approx(4.0, abs=1e-3)
+    with np.load(run / "noisy_labels" / "stage1.npz") as original, \
+            np.load(run / "audit" / "canary_run" / "noisy_labels" / "stage1.npz") as audit:
+        assert np.mean(original["labels"] == audit["labels"]) < 0.9  # fresh noise: not the run's flips
     assert main(["audit", str(tmp_path / "nothing")]) == 2
     capsys.readouterr()
     assert main(["audit", str(run), "--targets", "50", "--shadows", "2"]) == 2  # options of --membership alone

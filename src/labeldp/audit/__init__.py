@@ -9,10 +9,8 @@ from labeldp.audit.label_inference import (
     audit_mechanism,
     audit_run,
     guess_canary_labels,
-    plant_canaries,
 )
 from labeldp.audit.membership import attack_metrics, membership_audit, membership_epsilon_lower_bound
 
 __all__ = ["ANSWER_FRACTIONS", "AuditResult", "attack_metrics", "membership_audit", "membership_epsilon_lower_bound", "audit_config", "audit_guesses", "audit_mechanism", "audit_run",
-           "clopper_pearson_lower", "epsilon_from_precision", "epsilon_lower_bound", "guess_canary_labels",
-           "plant_canaries"]
+           "clopper_pearson_lower", "epsilon_from_precision", "epsilon_lower_bound", "guess_canary_labels"]

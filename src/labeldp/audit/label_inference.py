@@ -6,8 +6,9 @@
 - :func:`audit_config` audits a whole training recipe: it copies the dataset and plants canaries,
   trains exactly as the recipe does in a separate directory with its own ledger, and guesses each
   canary's label from the model's confidence, abstaining below several thresholds. Canaries are
-  either ``mislabeled`` (default): random training examples given a random *wrong* label (uniform
-  over the K - 1 labels an attacker who knows the input cannot rule out); or ``noise``: extra
+  either ``mislabeled`` (default): random training examples given a random label other than the one
+  the reference model predicts for them (uniform over the K - 1 labels an attacker who sees that
+  public prediction cannot rule out); or ``noise``: extra
   training examples whose inputs are random noise, with labels
   uniform over the K classes (no natural class, so a model that memorises labels shows it); for
   images the noise is drawn at a quarter of the resolution and upsampled, so that it survives the
@@ -16,6 +17,12 @@
   trained by the same recipe without canaries (as LiRA calibrates membership scores): a candidate
   label scores log p_audited(c | x) - log p_reference(c | x), so a planted label the model memorised
   stands out from labels that are merely easy to confuse with the true one.
+
+What an audit of a recipe costs: its canary run (and its reference run, when it trains one) releases
+the real training labels of every example that is not a canary once more, with fresh noise (never the
+audited run's). Their ledgers, on the audited examples, are written to ``audit/ledger.json`` and
+composed with the audited run's (:mod:`labeldp.audit.spend`); the attacker reads nothing else of the
+true labels (the label it rules out is the reference model's prediction, not the true one).
 """
 
 from __future__ import annotations
@@ -29,11 +36,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from labeldp.accounting import DPSGD_RELATION, NEIGHBORING_RELATION, PrivacyLedger
 from labeldp.audit.bounds import epsilon_lower_bound
+from labeldp.audit.spend import AuditLedger, audit_run_config
 from labeldp.data import LabeledDataset
-from labeldp.randomness import RandomSource, as_generator
+from labeldp.errors import ConfigError, RunDirectoryError
+from labeldp.files import write_json_atomic
+from labeldp.randomness import RandomSource, as_generator, public_rng
 from labeldp.training import RunConfig, config_dataset, load_run_model, predict_proba, train_run
-from labeldp.training.rundir import write_json_atomic
 
 #: The attacker answers only its most confident guesses: these fractions of the canaries.
 ANSWER_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
@@ -99,17 +109,6 @@ def audit_mechanism(mechanism: Callable[[np.ndarray], np.ndarray], num_classes: 
     return audit_guesses(released, secrets, np.zeros(num_canaries), num_classes, confidence, answer_fractions=(1.0,))
 
 
-def plant_canaries(labels: np.ndarray, num_classes: int, num_canaries: int,
-                   rng: RandomSource = None) -> tuple[np.ndarray, np.ndarray]:
-    """Pick ``num_canaries`` distinct examples and a uniformly random wrong label for each."""
-    if not 0 < num_canaries <= len(labels):
-        raise ValueError(f"num_canaries must lie in [1, {len(labels)}], got {num_canaries}")
-    gen = as_generator(rng)
-    indices = np.sort(np.random.default_rng(gen.integers(0, 2**63 - 1)).choice(len(labels), num_canaries, replace=False))
-    secrets = (labels[indices] + gen.integers(1, num_classes, size=num_canaries)) % num_classes
-    return indices, secrets
-
-
 def noise_canaries(input_shape: tuple[int, ...], count: int, rng: np.random.Generator) -> np.ndarray:
     """Standard-normal noise inputs; images get 4x4-pixel blocks (robust to small translations)."""
     if len(input_shape) != 3:
@@ -140,48 +139,68 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
 
     The reference model is the finished run in ``reference_dir`` (same recipe, no canaries; e.g.
     the audited run itself), else one trained in ``out_dir/reference_run``. Finished runs in
-    ``out_dir`` are read back. Writes ``out_dir/audit.json``; nothing else is touched.
+    ``out_dir`` are read back. Writes ``out_dir/audit.json`` and ``out_dir/ledger.json`` (what the
+    audit's runs released); nothing else is touched.
     """
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
     if canaries not in CANARY_KINDS:
-        raise ValueError(f"canaries must be one of {CANARY_KINDS}, got {canaries!r}")
-    rng = np.random.default_rng([seed, 7])
+        raise ConfigError(f"canaries must be one of {CANARY_KINDS}, got {canaries!r}")
+    if not 0 < num_canaries <= len(data.y_train):
+        raise ConfigError(f"num_canaries must lie in [1, {len(data.y_train)}], got {num_canaries}")
+    out = Path(out_dir)
+    start = time.perf_counter()
+    spend = AuditLedger(len(data.y_train), _relation(config))
+    if reference_dir is None or not (Path(reference_dir) / "model.pt").exists():
+        reference_dir = out / "reference_run"
+        train_run(audit_run_config(config, seed, 0), reference_dir, device=device, progress=progress, dataset=data)
+        spend.add_run(reference_dir, "reference")
+    reference_model = load_run_model(reference_dir, config, data)
+    rng = public_rng(seed, "audit")
     if canaries == "mislabeled":
-        indices, secrets = plant_canaries(data.y_train, data.num_classes, num_canaries, rng)
+        indices = np.sort(rng.choice(len(data.y_train), num_canaries, replace=False))
+        canary_inputs = data.x_train[indices]
+        original = predict_proba(reference_model, canary_inputs).argmax(axis=1)  # public: no true label read
+        secrets = (original + rng.integers(1, data.num_classes, size=num_canaries)) % data.num_classes
         planted = data.y_train.copy()
         planted[indices] = secrets
-        canary_data = dataclasses.replace(data, y_train=planted)
-        canary_inputs, original, num_options = data.x_train[indices], data.y_train[indices], data.num_classes - 1
+        canary_data, positions = dataclasses.replace(data, y_train=planted), None
+        num_options = data.num_classes - 1
     else:
         canary_inputs = noise_canaries(data.input_shape, num_canaries, rng)
         secrets = rng.integers(0, data.num_classes, num_canaries)
         canary_data = dataclasses.replace(data, x_train=np.concatenate([data.x_train, canary_inputs]),
                                           y_train=np.concatenate([data.y_train, secrets]))
+        positions = np.concatenate([np.arange(len(data.y_train)), np.full(num_canaries, -1)])
         original, num_options = None, data.num_classes
-    out = Path(out_dir)
-    start = time.perf_counter()
-    summary = train_run(config, out / "canary_run", device=device, progress=progress, dataset=canary_data)
-    if reference_dir is None or not (Path(reference_dir) / "model.pt").exists():
-        reference_dir = out / "reference_run"
-        train_run(config, reference_dir, device=device, progress=progress, dataset=data)
+    summary = train_run(audit_run_config(config, seed, 1), out / "canary_run", device=device, progress=progress,
+                        dataset=canary_data)
+    spend.add_run(out / "canary_run", "canary", positions)
     probabilities = _predict(out / "canary_run", config, data, canary_inputs)
-    reference = _predict(Path(reference_dir), config, data, canary_inputs)
+    reference = predict_proba(reference_model, canary_inputs)
     guesses, scores = guess_canary_labels(probabilities, original, reference)
     result = audit_guesses(guesses, secrets, scores, num_options, confidence)
     claimed = summary["epsilon"]
     # Replacing a label is removing the example and adding it back relabelled: an add-or-remove
     # (eps, delta) guarantee (DP-SGD) gives (2 eps, (1 + e^eps) delta) for a replaced label.
     label_epsilon = 2 * claimed if claimed is not None and config.method == "dp-sgd" else claimed
+    audited_ledger = Path(reference_dir) / "ledger.json"
+    spent = spend.report(config.delta or 0.0, PrivacyLedger.load(audited_ledger)
+                         if Path(reference_dir) != out / "reference_run" and audited_ledger.exists() else None)
     report = {"method": config.method, "dataset": config.dataset, "claimed_epsilon": claimed,
               "claimed_label_epsilon": label_epsilon,
               "canaries": canaries, "reference_run": str(reference_dir),
               "canary_run_test_accuracy": summary["test_accuracy"], "canary_run_seconds": summary["seconds"],
-              "seconds": round(time.perf_counter() - start, 2),
+              "seconds": round(time.perf_counter() - start, 2), "spent": spent,
               "seed": seed, **result.to_dict()}
     out.mkdir(parents=True, exist_ok=True)
+    spend.ledger.save(out / "ledger.json", config.delta or 0.0)
     write_json_atomic(out / "audit.json", report)
     return report
+
+
+def _relation(config: RunConfig):
+    return DPSGD_RELATION if config.method == "dp-sgd" else NEIGHBORING_RELATION
 
 
 def audit_run(run_dir: str | Path, **kwargs) -> dict[str, Any]:
@@ -189,7 +208,7 @@ def audit_run(run_dir: str | Path, **kwargs) -> dict[str, Any]:
     model once it has finished; results go to ``run_dir/audit``."""
     config_path = Path(run_dir) / "config.json"
     if not config_path.exists():
-        raise FileNotFoundError(f"{run_dir} has no config.json: not a labeldp run directory")
+        raise RunDirectoryError(f"{run_dir} has no config.json: not a labeldp run directory")
     config = RunConfig.from_dict(json.loads(config_path.read_text()))
     return audit_config(config, Path(run_dir) / "audit", reference_dir=run_dir, **kwargs)
 

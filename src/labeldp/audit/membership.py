@@ -26,10 +26,14 @@ import numpy as np
 from scipy.stats import beta, norm
 from sklearn.metrics import roc_auc_score, roc_curve
 
+from labeldp.accounting import DPSGD_RELATION, NEIGHBORING_RELATION, PrivacyLedger
 from labeldp.audit.bounds import clopper_pearson_lower
+from labeldp.audit.spend import AuditLedger, audit_run_config
 from labeldp.data import LabeledDataset
+from labeldp.errors import ConfigError
+from labeldp.randomness import public_rng
 from labeldp.training import RunConfig, config_dataset, load_run_model, predict_proba, train_run
-from labeldp.training.rundir import write_json_atomic
+from labeldp.files import write_json_atomic
 
 #: False-positive rates at which the TPR is reported and thresholds are tried for the bound.
 FPR_POINTS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5)
@@ -80,26 +84,43 @@ def _subset(data: LabeledDataset, indices: np.ndarray) -> LabeledDataset:
     return dataclasses.replace(data, x_train=data.x_train[indices], y_train=data.y_train[indices])
 
 
+def check_membership_options(num_examples: int, num_targets: int, num_shadows: int) -> None:
+    """Refuse a membership audit that cannot run on ``num_examples`` training examples (before any
+    training)."""
+    if not 2 <= num_targets < num_examples // 2:
+        raise ConfigError(f"num_targets (--targets) must lie in [2, {num_examples // 2}) for a dataset of "
+                          f"{num_examples} training examples, got {num_targets}")
+    if num_shadows < 1:
+        raise ConfigError(f"num_shadows (--shadows) must be at least 1, got {num_shadows}")
+
+
 def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int = 1000, num_shadows: int = 4,
                      confidence: float = 0.95, delta: float = 0.0, seed: int = 0,
-                     dataset: LabeledDataset | None = None, device: str = "auto") -> dict[str, Any]:
+                     dataset: LabeledDataset | None = None, device: str = "auto",
+                     audited_ledger: PrivacyLedger | None = None) -> dict[str, Any]:
     """Train ``config`` on a dataset where a random half of ``num_targets`` targets are members, train
     ``num_shadows`` shadow models on random halves of the non-target examples, and attack the targets.
-    Writes ``out_dir/membership.json``."""
+
+    Every one of these runs releases the labels (and, for DP-SGD, the inputs) of the examples it
+    trains on again: their ledgers, on the audited examples, go to ``out_dir/ledger.json`` and the
+    report gives the audit's epsilon and, with ``audited_ledger``, its composition with the audited
+    run's. Writes ``out_dir/membership.json``."""
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
     n = len(data.y_train)
-    if not 2 <= num_targets < n // 2:
-        raise ValueError(f"num_targets must lie in [2, {n // 2}), got {num_targets}")
-    rng = np.random.default_rng([seed, 11])
+    check_membership_options(n, num_targets, num_shadows)
+    spend = AuditLedger(n, DPSGD_RELATION if config.method == "dp-sgd" else NEIGHBORING_RELATION)
+    rng = public_rng(seed, "membership")
     order = rng.permutation(n)
     targets, pool = np.sort(order[:num_targets]), order[num_targets:]
     is_member = rng.permutation(np.arange(num_targets) < num_targets // 2)
     out = Path(out_dir)
     start = time.perf_counter()
     target_dir = out / "target_run"
-    train_run(config, target_dir, device=device, progress=False,
-              dataset=_subset(data, np.concatenate([pool, targets[is_member]])))
+    trained_on = np.concatenate([pool, targets[is_member]])
+    train_run(audit_run_config(config, seed, 0), target_dir, device=device, progress=False,
+              dataset=_subset(data, trained_on))
+    spend.add_run(target_dir, "target", trained_on)
     phi = _true_label_confidence(target_dir, config, data, targets)
     losses = -np.log(phi)
     phi = np.log(phi) - np.log1p(-phi)
@@ -107,8 +128,9 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
     for index in range(num_shadows):
         half = rng.choice(pool, size=pool.size // 2 + num_targets // 2, replace=False)
         shadow_dir = out / f"shadow{index}"
-        shadow_config = dataclasses.replace(config, seed=config.seed + 1 + index)
+        shadow_config = dataclasses.replace(audit_run_config(config, seed, 1 + index), seed=config.seed + 1 + index)
         train_run(shadow_config, shadow_dir, device=device, progress=False, dataset=_subset(data, half))
+        spend.add_run(shadow_dir, f"shadow{index}", half)
         p = _true_label_confidence(shadow_dir, shadow_config, data, targets)
         shadow_phi.append(np.log(p) - np.log1p(-p))
     shadow_phi = np.stack(shadow_phi)
@@ -120,6 +142,8 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
         "loss_threshold": attack_metrics(-losses, is_member, confidence, delta),
         "lira_offline": attack_metrics(lira_scores, is_member, confidence, delta),
         "seconds": round(time.perf_counter() - start, 2),
+        "spent": spend.report(config.delta or 0.0, audited_ledger),
     }
+    spend.ledger.save(out / "ledger.json", config.delta or 0.0)
     write_json_atomic(out / "membership.json", report)
     return report
