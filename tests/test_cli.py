@@ -94,8 +94,9 @@ def _wait_for(predicate, timeout: float) -> None:
 
 
 def test_killed_run_resumes_without_spending_again(tmp_path) -> None:
+    # reproducible noise, so that the resumed run can be compared with an uninterrupted one
     args = ["train", "--dataset", "digits", "--method", "lp-2st", "--epsilon", "2", "--epochs", "60",
-            "--batch-size", "16", "--quiet"]
+            "--batch-size", "16", "--quiet", "--insecure-noise-seed", "5"]
     out = tmp_path / "killed"
     process = subprocess.Popen([sys.executable, "-m", "labeldp.cli", *args, "--out", str(out)])
     metrics = out / "metrics.jsonl"

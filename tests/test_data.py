@@ -92,24 +92,57 @@ def test_tables(tmp_path, suffix: str) -> None:
                           "outcome": rng.choice(["no", "yes", "maybe"], 100)})
     path = tmp_path / f"table{suffix}"
     frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
-    data = load_dataset("csv", table=path, label_column="outcome")
-    assert data.num_classes == 3 and data.class_names == ["maybe", "no", "yes"]
+    data = load_dataset("csv", table=path, label_column="outcome", classes=("yes", "no", "maybe"))
+    assert data.num_classes == 3 and data.class_names == ["yes", "no", "maybe"]  # the declared order
     assert len(data.y_train) == 80 and len(data.y_test) == 20 and data.input_shape == (2,)
+    names = np.array(["yes", "no", "maybe"])[np.concatenate([data.y_train, data.y_test])]
+    assert sorted(names) == sorted(frame["outcome"])
     with pytest.raises(ValueError, match="label column 'y' not found"):
-        load_dataset("csv", table=path, label_column="y")
+        load_dataset("csv", table=path, label_column="y", classes=("yes", "no"))
+
+
+def test_the_label_domain_is_declared_never_read_off_the_private_labels(tmp_path) -> None:
+    """Replacing one training label by a value no other row has must not change the classes, K or
+    the model's output size: without --classes a table is refused, and an undeclared value is an
+    error before any release (today's loader counted the distinct labels, 2 -> 3)."""
+    frame = pd.DataFrame({"a": np.arange(50.0), "label": [0, 1] * 25})
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(ValueError, match="must be declared: --classes"):
+        load_dataset("csv", table=tmp_path / "t.csv")
+    assert load_dataset("csv", table=tmp_path / "t.csv", classes=("0", "1", "2")).num_classes == 3
+    frame.loc[7, "label"] = 9
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(ValueError, match=r"1 labels of the .* outside the declared classes \['0', '1'\], e.g. \['9'\]"):
+        load_dataset("csv", table=tmp_path / "t.csv", classes=("0", "1"), test_fraction=0.02)
+    # values are matched as text: 1, 1.0 and true are one class
+    frame = pd.DataFrame({"a": np.arange(4.0), "label": [1.0, 0.0, 1.0, 0.0]})
+    frame.to_csv(tmp_path / "f.csv", index=False)
+    data = load_dataset("csv", table=tmp_path / "f.csv", classes=("false", "true"), test_fraction=0.5)
+    assert sorted(np.concatenate([data.y_train, data.y_test]).tolist()) == [0, 0, 1, 1]
 
 
 def test_table_with_nan_features_is_refused(tmp_path) -> None:
     frame = pd.DataFrame({"a": [1.0, np.nan, 3.0, 4.0, 5.0], "label": [0, 1, 0, 1, 0]})
     frame.to_csv(tmp_path / "t.csv", index=False)
     with pytest.raises(ValueError, match="NaN"):
-        load_dataset("csv", table=tmp_path / "t.csv")
+        load_dataset("csv", table=tmp_path / "t.csv", classes=("0", "1"))
 
 
-def test_embedded_digits_is_fixed() -> None:
+def test_embedded_digits_is_fixed_and_split_without_looking_at_labels(monkeypatch) -> None:
     first, second = load_dataset("digits"), load_dataset("digits")
     assert len(first.y_train) == 1347 and len(first.y_test) == 450
     assert np.array_equal(first.y_train, second.y_train)
+    # the split depends on the images' positions only: other labels give the same split of the images
+    import sklearn.datasets
+    real = sklearn.datasets.load_digits
+
+    def relabelled():
+        bunch = real()
+        bunch.target = (bunch.target + np.arange(bunch.target.size)) % 10
+        return bunch
+
+    monkeypatch.setattr("labeldp.data.digits.load_digits", relabelled)
+    assert np.array_equal(load_dataset("digits").x_test, first.x_test)
 
 
 @pytest.mark.parametrize("change, message", [

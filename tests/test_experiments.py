@@ -112,7 +112,7 @@ def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys) -> No
         "from labeldp.experiments import register\n"
         "from labeldp.training import RunConfig, TrainConfig\n"
         "register('t/ok', RunConfig(method='lp-1st', epsilon=2.0, train=TrainConfig(epochs=2)))\n"
-        f"register('t/bad', RunConfig(dataset='csv', table={str(tmp_path / 'missing.csv')!r}, method='lp-1st', epsilon=2.0))\n")
+        f"register('t/bad', RunConfig(dataset='csv', table={str(tmp_path / 'missing.csv')!r}, classes=('0', '1'), method='lp-1st', epsilon=2.0))\n")
     assert main(["sweep", "--profiles", "^t/", "--recipes", str(recipes), "--out", str(tmp_path / "s"), "--quiet"]) == 0
     with open(tmp_path / "s" / "results.csv", newline="") as handle:
         rows = {r["key"]: r for r in csv.DictReader(handle)}

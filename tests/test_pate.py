@@ -199,7 +199,7 @@ def test_teachers_resume_after_a_crash(tmp_path):
     config = TrainConfig(epochs=3, batch_size=16)
 
     def build(t):
-        return build_model("mlp", (6,), 2)
+        return build_model("mlp", (6,), 2, seed=t)  # each teacher's initialisation from a seed of its own
 
     full = train_teachers(build, x, y, teacher_of, x[:20], 2, config, seed=1, progress=False)
     checkpoint = tmp_path / "teachers.npz"

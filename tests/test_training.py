@@ -11,6 +11,7 @@ import torch
 
 import labeldp.training.run as run_module
 from labeldp.accounting import PrivacyLedger
+from labeldp.errors import RunDirectoryError
 from labeldp.training import RunConfig, TrainConfig, split_stages, train_run, train_stage
 from labeldp.training.dpsgd.trainer import DPSGDConfig
 from labeldp.training.pate import PATEConfig
@@ -118,7 +119,7 @@ def test_amp_off_a_gpu_is_refused_before_anything_is_written(blobs, tmp_path) ->
 def test_existing_directory_with_other_config_is_refused(blobs, tmp_path) -> None:
     train_run(RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, train=FAST), tmp_path / "run",
               progress=False, dataset=blobs)
-    with pytest.raises(ValueError, match="differs in: epsilon"):
+    with pytest.raises(RunDirectoryError, match="differs in: epsilon"):
         train_run(RunConfig(dataset="csv", method="lp-1st", epsilon=2.0, train=FAST), tmp_path / "run",
                   progress=False, dataset=blobs)
 

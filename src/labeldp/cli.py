@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
 from labeldp import __version__, runtime
+from labeldp.accounting import PrivacyLedger
 from labeldp.audit import audit_run, membership_audit
+from labeldp.audit.membership import check_membership_options
+from labeldp.audit.spend import folder_epsilon
 from labeldp.data import DATASETS, FOLDER_DATASETS, download_dataset
 from labeldp.experiments import format_epsilon, get_profile, list_profiles, load_recipes
 from labeldp.experiments.report import aggregate, format_report, report
 from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
 from labeldp.models import MODELS
-from labeldp.training import METHODS, RunConfig, RunLockedError, TrainConfig, train_run
+from labeldp.errors import ConfigError, LabelDPError, RunDirectoryError
+from labeldp.training import METHODS, RunConfig, TrainConfig, config_dataset, train_run
 from labeldp.training.stage import OPTIMIZERS, SCHEDULES
 from labeldp.training.dpsgd.trainer import DPSGDConfig
 from labeldp.training.pate import PATEConfig
@@ -68,6 +73,9 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--table", help="CSV or Parquet file (dataset csv)")
     train.add_argument("--label-column", default="label", help="label column of --table (default %(default)s)")
     train.add_argument("--test-table", help="separate test table (default: 20%% of --table's rows)")
+    train.add_argument("--classes", nargs="+", metavar="VALUE",
+                       help="dataset csv: the label values, in order (the label domain is public and must be "
+                            "declared; a training label outside it is an error)")
     train.add_argument("--method", choices=METHODS, default="lp-2st",
                        help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
                             "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
@@ -105,8 +113,13 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--model", choices=MODELS, help="network (default: cnn for 28x28, resnet18 for 32x32, else mlp)")
     train.add_argument("--seed", type=int, default=0, help="seed for splits, mechanisms and training (default %(default)s)")
     train.add_argument("--secure-rng", action="store_true",
-                       help="draw the private methods' noise (noisy labels, PATE's vote noise, DP-SGD's gradient "
-                            "noise) from the OS's cryptographically secure generator")
+                       help="draw the noise (noisy labels, histograms, PATE's vote noise, DP-SGD's batches and "
+                            "gradient noise) from ChaCha20 keyed by the OS, a cryptographically secure generator "
+                            "(default: generators seeded with fresh OS entropy, never saved)")
+    train.add_argument("--insecure-noise-seed", type=int, metavar="SEED",
+                       help="NOT PRIVATE: derive all the noise from SEED, which config.json records, so the run "
+                            "can be repeated exactly (for tests and debugging; anyone with the config can "
+                            "regenerate the noise and undo it)")
     train.add_argument("--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 (default %(default)s)")
     train.add_argument("--amp", action="store_true",
                        help="bf16 automatic mixed precision on CUDA GPUs (label-DP methods; dp-sgd runs in float32)")
@@ -204,6 +217,8 @@ def _print_summary(summary: dict) -> None:
     print(f"{summary['method']} on {summary['dataset']}: test accuracy {100 * summary['test_accuracy']:.2f}%  "
           f"epsilon {format_epsilon(summary['epsilon'])} (delta {summary['delta']:g}, {summary['neighboring_relation']})  "
           f"{summary['seconds']:.1f}s")
+    if not summary.get("noise_private", True):
+        print(f"NOT PRIVATE: the noise is {summary['noise']}")
 
 
 #: the train options that apply on top of --profile (besides --profile itself and --recipes)
@@ -247,6 +262,8 @@ def _train(args: argparse.Namespace) -> None:
                        clusters=args.clusters, encoder=args.encoder,
                        combine_priors=args.combine_priors, loss=args.loss, reuse_labels=not args.no_reuse_labels,
                        warm_start=not args.no_warm_start, seed=args.seed, secure_rng=args.secure_rng,
+                       insecure_noise_seed=args.insecure_noise_seed,
+                       classes=tuple(args.classes) if args.classes else None,
                        data_dir=args.data_dir, table=args.table, label_column=args.label_column,
                        test_table=args.test_table, train=_train_config(args))
     summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
@@ -296,6 +313,48 @@ def _report(args: argparse.Namespace) -> None:
     print(f"plot: {plot}")
 
 
+def _audit(args: argparse.Namespace) -> None:
+    run_dir = Path(args.run_dir)
+    if not args.membership and (changed := _changed_options(args, ["audit", args.run_dir], {"targets", "shadows"})):
+        raise ConfigError(f"{', '.join(changed)} apply only with --membership")
+    if not (run_dir / "config.json").exists():
+        raise RunDirectoryError(f"{run_dir} has no config.json: not a labeldp run directory")
+    config = RunConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+    if args.membership:  # refuse what cannot run before the label audit spends its minutes
+        check_membership_options(len(config_dataset(config.resolved()).y_train), args.targets, args.shadows)
+    result = audit_run(run_dir, num_canaries=args.canaries, confidence=args.confidence, seed=args.seed,
+                       device=args.device, canaries=args.canary_kind)
+    claimed = format_epsilon(result["claimed_epsilon"])
+    if result["claimed_label_epsilon"] != result["claimed_epsilon"]:
+        claimed += f" per example, {format_epsilon(result['claimed_label_epsilon'])} per replaced label"
+    print(f"{result['method']} on {result['dataset']}: claimed epsilon {claimed}, "
+          f"empirical epsilon lower bound {result['epsilon_lower_bound']:.3f} "
+          f"({100 * result['confidence']:g}% confidence, {result['num_canaries']} canaries)")
+    for t in result["thresholds"]:
+        print(f"  answering top {100 * t['answer_fraction']:g}%: {t['correct']}/{t['answered']} correct "
+              f"-> epsilon >= {t['epsilon_lower_bound']:.3f}")
+    print(f"written: {run_dir / 'audit' / 'audit.json'}")
+    if args.membership:
+        audited = PrivacyLedger.load(run_dir / "ledger.json")
+        mia = membership_audit(config, run_dir / "audit" / "membership", num_targets=args.targets,
+                               num_shadows=args.shadows, confidence=args.confidence, seed=args.seed,
+                               device=args.device, audited_ledger=audited)
+        for name in ("loss_threshold", "lira_offline"):
+            m = mia[name]
+            print(f"membership ({name}): AUC {m['auc']:.3f}, TPR at 1% FPR {m['tpr_at_fpr']['0.01']:.3f}, "
+                  f"epsilon lower bound {m['epsilon_lower_bound']:.3f}")
+        print(f"written: {run_dir / 'audit' / 'membership' / 'membership.json'}")
+    delta = result["spent"]["delta"]
+    print(f"The audit trained on the run's labels again, with noise of its own (its ledgers: audit/ledger.json"
+          f"{', audit/membership/ledger.json' if args.membership else ''}). Everything in {run_dir} together is "
+          f"epsilon {format_epsilon(_finite(folder_epsilon(run_dir, delta)))}; the run alone is epsilon "
+          f"{format_epsilon(result['claimed_epsilon'])}. Delete {run_dir / 'audit'} before you share the run folder.")
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isinf(value) else value
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     runtime.reuse_freed_memory()
@@ -317,35 +376,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "report":
             _report(args)
         elif args.command == "audit":
-            if not args.membership and (changed := _changed_options(args, ["audit", args.run_dir],
-                                                                     {"targets", "shadows"})):
-                raise ValueError(f"{', '.join(changed)} apply only with --membership")
-            result = audit_run(args.run_dir, num_canaries=args.canaries, confidence=args.confidence,
-                               seed=args.seed, device=args.device, canaries=args.canary_kind)
-            claimed = format_epsilon(result["claimed_epsilon"])
-            if result["claimed_label_epsilon"] != result["claimed_epsilon"]:
-                claimed += f" per example, {format_epsilon(result['claimed_label_epsilon'])} per replaced label"
-            print(f"{result['method']} on {result['dataset']}: claimed epsilon {claimed}, "
-                  f"empirical epsilon lower bound {result['epsilon_lower_bound']:.3f} "
-                  f"({100 * result['confidence']:g}% confidence, {result['num_canaries']} canaries)")
-            for t in result["thresholds"]:
-                print(f"  answering top {100 * t['answer_fraction']:g}%: {t['correct']}/{t['answered']} correct "
-                      f"-> epsilon >= {t['epsilon_lower_bound']:.3f}")
-            print(f"written: {Path(args.run_dir) / 'audit' / 'audit.json'}")
-            if args.membership:
-                config = RunConfig.from_dict(json.loads((Path(args.run_dir) / "config.json").read_text()))
-                mia = membership_audit(config, Path(args.run_dir) / "audit" / "membership", num_targets=args.targets,
-                                       num_shadows=args.shadows, confidence=args.confidence, seed=args.seed,
-                                       device=args.device)
-                for name in ("loss_threshold", "lira_offline"):
-                    m = mia[name]
-                    print(f"membership ({name}): AUC {m['auc']:.3f}, TPR at 1% FPR {m['tpr_at_fpr']['0.01']:.3f}, "
-                          f"epsilon lower bound {m['epsilon_lower_bound']:.3f}")
-                print(f"written: {Path(args.run_dir) / 'audit' / 'membership' / 'membership.json'}")
+            _audit(args)
         elif args.command == "download":
             download_dataset(args.dataset, args.data_dir)
             print(f"{args.dataset} saved in {args.data_dir}")
-    except (ValueError, TypeError, FileNotFoundError, RunLockedError) as error:
+    except (LabelDPError, ValueError, TypeError, FileNotFoundError) as error:
         print(f"labeldp: error: {error}", file=sys.stderr)
         return 2
     return 0

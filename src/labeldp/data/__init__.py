@@ -18,7 +18,8 @@ FOLDER_DATASETS = ("mnist", "fashion-mnist", "kmnist", "cifar10", "cifar100")
 
 def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | Path | None = None,
                  label_column: str = "label", test_table: str | Path | None = None,
-                 test_fraction: float = 0.2, split_seed: int = 0) -> LabeledDataset:
+                 classes: tuple[str, ...] | None = None, test_fraction: float = 0.2,
+                 split_seed: int = 0) -> LabeledDataset:
     """Load a dataset by name. ``digits`` is embedded; the others read files from ``data_dir``
     (``csv`` reads ``table``, a CSV or Parquet file)."""
     if name not in DATASETS:
@@ -34,7 +35,7 @@ def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | 
     if name == "csv":
         if table is None:
             raise ValueError("dataset 'csv' needs a table file (--table PATH)")
-        return load_table_dataset(table, label_column, test_table, test_fraction, split_seed)
+        return load_table_dataset(table, label_column, test_table, test_fraction, split_seed, classes=classes)
     if data_dir is None:
         raise ValueError(f"dataset {name!r} needs a data folder (--data-dir DIR)")
     if name.startswith("cifar"):

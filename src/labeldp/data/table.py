@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 
 from labeldp.data.dataset import LabeledDataset
+from labeldp.errors import ConfigError, DataError
+from labeldp.randomness import public_rng
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -20,22 +22,55 @@ def _read(path: Path) -> pd.DataFrame:
     raise ValueError(f"table file {path} must be .csv, .tsv or .parquet")
 
 
+def _canonical(value: str) -> str:
+    """One spelling per label value: ``1``, ``1.0`` and `` 1`` are the same class, so are
+    ``True``, ``true`` and ``1``."""
+    text = str(value).strip()
+    if text.lower() in ("true", "false"):
+        return "1" if text.lower() == "true" else "0"
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def label_indices(values: pd.Series, classes: tuple[str, ...], where: str) -> np.ndarray:
+    """The position of each label value in the declared ``classes``; a value outside them, or a missing
+    one, is an error (raised before anything is released)."""
+    if values.isna().any():
+        raise DataError(f"the label column of the {where} has {int(values.isna().sum())} missing values")
+    lookup = {_canonical(c): index for index, c in enumerate(classes)}
+    canonical = values.map(_canonical)
+    unknown = sorted(set(canonical) - set(lookup))
+    if unknown:
+        rows = int((~canonical.isin(list(lookup))).sum())
+        raise DataError(f"{rows} labels of the {where} lie outside the declared classes {list(classes)}, e.g. "
+                        f"{unknown[:5]}; declare every label value with --classes (classes=...)")
+    return canonical.map(lookup).to_numpy(np.int64)
+
+
 def load_table_dataset(path: str | Path, label_column: str, test_path: str | Path | None = None,
                        test_fraction: float = 0.2, seed: int = 0,
-                       feature_columns: list[str] | None = None) -> LabeledDataset:
+                       feature_columns: list[str] | None = None, classes: tuple[str, ...] | None = None
+                       ) -> LabeledDataset:
     """Load a table; features are standardised with training statistics.
 
-    Labels may be integers or strings; either way they are mapped to 0..K-1 in sorted order of the
-    distinct values found in the training part (``class_names`` keeps the originals). Without
-    ``test_path``, a random ``test_fraction`` of the rows (fixed by ``seed``) becomes the test set.
+    ``classes`` is the label domain, in order: public, declared by the user, never read off the
+    private labels (whose distinct values, K, and the model's output size would otherwise depend on
+    them). Label values are matched to it as text (``1``, ``1.0`` and ``true`` are one value).
+    Without ``test_path``, a random ``test_fraction`` of the rows (fixed by ``seed``) becomes the test set.
     """
+    if classes is None or len(classes) < 2:
+        raise ConfigError("a table's label domain must be declared: --classes V1 V2 ... (classes=...), the "
+                          "label values in order; it is public and never taken from the private labels")
     frame = _read(Path(path))
     if label_column not in frame.columns:
         raise ValueError(f"label column {label_column!r} not found; columns are {list(frame.columns)}")
     if test_path is None:
         if not 0.0 < test_fraction < 1.0:
             raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
-        order = np.random.default_rng(seed).permutation(len(frame))
+        order = public_rng(seed, "table-split").permutation(len(frame))
         n_test = max(1, int(round(test_fraction * len(frame))))
         train, test = frame.iloc[order[n_test:]], frame.iloc[order[:n_test]]
     else:
@@ -47,18 +82,12 @@ def load_table_dataset(path: str | Path, label_column: str, test_path: str | Pat
     non_numeric = [c for c in features if not pd.api.types.is_numeric_dtype(frame[c])]
     if non_numeric:
         raise ValueError(f"feature columns must be numeric; encode these first: {non_numeric}")
-    if train[label_column].isna().any() or test[label_column].isna().any():
-        raise ValueError(f"label column {label_column!r} has missing values")
-    classes = np.sort(train[label_column].unique())
-    lookup = {value: index for index, value in enumerate(classes)}
-    unknown = set(test[label_column].unique()) - set(lookup)
-    if unknown:
-        raise ValueError(f"test labels {sorted(map(str, unknown))[:5]} do not occur in the training part")
+    y_train = label_indices(train[label_column], classes, "training table")
+    y_test = label_indices(test[label_column], classes, "test table")
     x_train = train[features].to_numpy(np.float64)
     x_test = test[features].to_numpy(np.float64)
     if not (np.isfinite(x_train).all() and np.isfinite(x_test).all()):
         raise ValueError("feature columns contain NaN or infinite values")
     mean, std = x_train.mean(axis=0), x_train.std(axis=0) + 1e-8
-    return LabeledDataset(Path(path).stem, (x_train - mean) / std, train[label_column].map(lookup).to_numpy(),
-                          (x_test - mean) / std, test[label_column].map(lookup).to_numpy(),
-                          num_classes=max(len(classes), 2), class_names=[str(c) for c in classes])
+    return LabeledDataset(Path(path).stem, (x_train - mean) / std, y_train, (x_test - mean) / std, y_test,
+                          num_classes=len(classes), class_names=[str(c) for c in classes])

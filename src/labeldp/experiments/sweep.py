@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from labeldp import runtime
 from labeldp.data import FOLDER_DATASETS
+from labeldp.files import write_atomic
 from labeldp.training import RunConfig, RunDirectory, TrainConfig, train_run
 from labeldp.training.run import options_unused_by
 
@@ -137,10 +138,12 @@ def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device
     outcomes: dict[str, dict[str, Any]] = {}
     pending = []
     for job in jobs:
-        summary = RunDirectory(out / job.folder).read_summary()
-        if summary is not None:
+        folder = RunDirectory(out / job.folder)
+        summary = folder.read_summary()
+        saved = folder.read_config()
+        if summary is not None and RunConfig.from_dict(saved).to_dict() == job.config.resolved().to_dict():
             outcomes[job.key] = {"status": "done", **summary}
-        else:
+        else:  # unfinished, or another configuration's run (which train_run refuses, naming the difference)
             pending.append(job)
     threads = max(1, (os.cpu_count() or 1) // workers)
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc="sweep", unit="run", disable=not progress)
@@ -161,9 +164,10 @@ def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device
 
 
 def write_results(rows: list[dict[str, Any]], path: Path) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=RESULT_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=RESULT_COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    write_atomic(path, write)

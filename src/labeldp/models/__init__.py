@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from labeldp.models.cnn import SmallCNN, TanhCNN
@@ -22,9 +23,19 @@ def default_model_name(input_shape: tuple[int, ...]) -> str:
     return "mlp"
 
 
-def build_model(name: str | None, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """Build model ``name`` (or the default for ``input_shape``) with ``num_classes`` outputs."""
-    name = name or default_model_name(input_shape)
+def build_model(name: str | None, input_shape: tuple[int, ...], num_classes: int, seed: int | None = None
+                ) -> nn.Module:
+    """Build model ``name`` (or the default for ``input_shape``) with ``num_classes`` outputs, on the
+    CPU. With ``seed``, its initial weights come from that seed, and torch's global random state is
+    left as it was."""
+    if seed is None:
+        return _build(name or default_model_name(input_shape), input_shape, num_classes)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _build(name or default_model_name(input_shape), input_shape, num_classes)
+
+
+def _build(name: str, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     if name == "mlp":
         return MLP(input_shape, num_classes)
     if name == "cnn":

@@ -1,8 +1,8 @@
 """Training after the privacy boundary: one supervised stage, and the multi-stage label-DP run."""
 
 from labeldp.training.run import METHODS, RunConfig, config_dataset, load_run_model, split_stages, train_run
+from labeldp.errors import RunLockedError
 from labeldp.training.rundir import RunDirectory
-from labeldp.training.rundir import RunLockedError
 from labeldp.training.stage import (
     EpochRecord,
     TrainConfig,

@@ -8,7 +8,7 @@ training inputs; the test set is left for evaluation.
 
 Privacy: only the aggregated answers leave the teachers. Replacing one label changes one teacher,
 which is what :mod:`labeldp.accounting.pate` charges for. The teachers' own predictions are *not*
-private: they are kept in the run's checkpoint folder only until the answers are released, so that
+private: they are kept in the run's ``private/`` folder only until the answers are released, so that
 a crash does not retrain the teachers, and deleted after.
 """
 
@@ -26,6 +26,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from labeldp.accounting.pate import calibrate_vote_noise, max_queries, pate_epsilon
+from labeldp.files import write_atomic
+from labeldp.randomness import public_rng, public_seed
 from labeldp.training.stage import TrainConfig, predict_logits, train_stage
 
 AGGREGATORS = ("gnmax", "confident")
@@ -108,7 +110,7 @@ class PATEConfig:
 
 def partition_teachers(num_examples: int, teachers: int, seed: int) -> np.ndarray:
     """Each example's teacher: a random split into ``teachers`` parts whose sizes differ by at most one."""
-    order = np.random.default_rng([seed, 2]).permutation(num_examples)
+    order = public_rng(seed, "pate-teachers").permutation(num_examples)
     teacher_of = np.empty(num_examples, dtype=np.int64)
     teacher_of[order] = np.arange(num_examples) % teachers
     return teacher_of
@@ -116,13 +118,11 @@ def partition_teachers(num_examples: int, teachers: int, seed: int) -> np.ndarra
 
 def select_queries(num_inputs: int, queries: int, seed: int) -> np.ndarray:
     """The indices of the public inputs the teachers are asked about (fixed before any vote)."""
-    return np.sort(np.random.default_rng([seed, 3]).choice(num_inputs, size=queries, replace=False))
+    return np.sort(public_rng(seed, "pate-queries").choice(num_inputs, size=queries, replace=False))
 
 
 def _save_predictions(path: Path, predictions: np.ndarray, done: int) -> None:
-    tmp = path.with_name(path.stem + ".tmp.npz")
-    np.savez(tmp, predictions=predictions, done=np.array(done))
-    os.replace(tmp, path)
+    write_atomic(path, lambda tmp: np.savez(tmp, predictions=predictions, done=np.array(done)))
 
 
 def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, labels: np.ndarray,
@@ -148,10 +148,9 @@ def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, 
                initial=done, total=teachers)
     for teacher in bar:
         part = np.flatnonzero(teacher_of == teacher)
-        torch.manual_seed(seed * 100_003 + teacher)  # each teacher's initialisation, whatever ran before
         model = build_model(teacher)
         train_stage(model, inputs[part], labels[part], num_classes, config, augmentation=augmentation,
-                    seed=seed * 100_003 + teacher, progress=False)
+                    seed=public_seed(seed, "pate-teachers", teacher), progress=False)
         predictions[teacher] = predict_logits(model, query_inputs).argmax(dim=1).numpy()
         if path is not None:
             _save_predictions(path, predictions, teacher + 1)

@@ -55,6 +55,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,12 +84,15 @@ from labeldp.data import DATASETS, LabeledDataset, load_dataset
 from labeldp.priors import ENCODERS, cluster, cluster_priors, encode, histogram_priors
 from labeldp.mechanisms import laplace_one_hot_likelihood, prior_top_k, randomized_response_likelihood, rr_with_prior_likelihood
 from labeldp.models import MODELS, build_model
-from labeldp.training.rundir import RunDirectory, write_json_atomic
+from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
+from labeldp.files import write_json_atomic
+from labeldp.randomness import NoiseSource, public_rng, public_seed
+from labeldp.training.rundir import RunDirectory
 from labeldp.training.dpsgd.clipping import check_per_example_model
 from labeldp.training.dpsgd.trainer import DPSGDConfig, check_training_options, sampling_plan, train_dpsgd
 from labeldp.training.pate import PATEConfig, partition_teachers, select_queries, teacher_train_config, train_teachers
 from labeldp.training.stage import (EpochRecord, TrainConfig, accuracy, check_amp, predict_proba, resolve_device,
-                                    train_stage)
+                                    save_atomic, train_stage)
 
 METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "alibi", "pate", "dp-sgd")
 #: Methods whose Gaussian noise makes them (epsilon, delta)-DP: they take --delta.
@@ -106,6 +110,7 @@ METHOD_OPTIONS = {
     "temperature": MULTI_STAGE, "reuse_labels": MULTI_STAGE, "warm_start": MULTI_STAGE, "combine_priors": MULTI_STAGE,
     "loss": ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "alibi"),
     "secure_rng": tuple(m for m in METHODS if m != "non-private"),
+    "insecure_noise_seed": tuple(m for m in METHODS if m != "non-private"),
     "delta": GAUSSIAN_METHODS,
     "dpsgd": ("dp-sgd",),
     "pate": ("pate",),
@@ -136,10 +141,12 @@ class RunConfig:
     warm_start: bool = True
     seed: int = 0
     secure_rng: bool = False
+    insecure_noise_seed: int | None = None
     data_dir: str | None = None
     table: str | None = None
     label_column: str = "label"
     test_table: str | None = None
+    classes: tuple[str, ...] | None = None
     train: TrainConfig = field(default_factory=TrainConfig)
     dpsgd: DPSGDConfig = field(default_factory=DPSGDConfig)
     pate: PATEConfig = field(default_factory=PATEConfig)
@@ -198,6 +205,14 @@ class RunConfig:
             raise ValueError(f"delta applies only to methods {' and '.join(GAUSSIAN_METHODS)} (the other "
                              "label-DP methods are pure epsilon-DP)")
         self._check_method_options()
+        if self.secure_rng and self.insecure_noise_seed is not None:
+            raise ConfigError("secure_rng draws the noise from a CSPRNG and insecure_noise_seed makes it reproducible: "
+                              "choose one")
+        if self.classes is not None:
+            if self.dataset != "csv":
+                raise ConfigError(f"classes are declared for dataset 'csv'; dataset {self.dataset!r} defines its own")
+            if len(self.classes) < 2 or len(set(self.classes)) != len(self.classes):
+                raise ConfigError(f"classes must be at least two distinct values, got {list(self.classes)}")
         if self.method == "dp-sgd":
             check_training_options(self.train, self.dpsgd)
             self.dpsgd.validate()
@@ -208,7 +223,9 @@ class RunConfig:
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         self.train.validate()
-        return dataclasses.replace(self, epsilon=epsilon, delta=delta, stages=stages, prior_epsilon=prior_epsilon)
+        classes = tuple(str(c) for c in self.classes) if self.classes is not None else None
+        return dataclasses.replace(self, epsilon=epsilon, delta=delta, stages=stages, prior_epsilon=prior_epsilon,
+                                   classes=classes)
 
     def _check_method_options(self) -> None:
         """Refuse options the method does not use that were changed from their defaults: a user who
@@ -234,9 +251,15 @@ class RunConfig:
             return None
         return self.epsilon - (self.prior_epsilon or 0.0)
 
+    @property
+    def noise(self) -> NoiseSource:
+        """Where the run's noise comes from (:mod:`labeldp.randomness`)."""
+        return NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["stages"] = list(self.stages) if self.stages else None
+        data["classes"] = list(self.classes) if self.classes is not None else None
         return data
 
     @classmethod
@@ -245,9 +268,27 @@ class RunConfig:
         data["train"] = TrainConfig(**data.get("train", {}))
         data["dpsgd"] = DPSGDConfig(**data.get("dpsgd", {}))
         data["pate"] = PATEConfig(**data.get("pate", {}))
-        if data.get("stages") is not None:
-            data["stages"] = tuple(data["stages"])
+        for name in ("stages", "classes"):
+            if data.get(name) is not None:
+                data[name] = tuple(data[name])
         return cls(**data)
+
+
+#: Options that act only after the first stage's labels are released: stage 1's labels and the
+#: cluster histogram do not depend on them, so a run may continue from those releases with new values.
+TRAINING_OPTIONS = ("train", "model", "loss", "reuse_labels", "warm_start", "temperature", "combine_priors")
+
+
+def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
+    """The configuration that release ``name`` of a run depended on: for stage 1 and the cluster
+    histogram everything but :data:`TRAINING_OPTIONS`; for later stages (whose prior is the model
+    trained so far) and for PATE's answers (votes of teachers trained with the training options)
+    everything."""
+    inputs = config.to_dict()
+    if name in ("stage1", "prior") and config.method != "pate":
+        for option in TRAINING_OPTIONS:
+            inputs.pop(option)
+    return inputs
 
 
 def options_unused_by(method: str) -> tuple[str, ...]:
@@ -276,7 +317,7 @@ def temper(priors: np.ndarray, temperature: float) -> np.ndarray:
 
 def split_stages(num_examples: int, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
     """Disjoint random index sets with the given size fractions (deterministic in ``seed``)."""
-    order = np.random.default_rng([seed, 0]).permutation(num_examples)
+    order = public_rng(seed, "stage-split").permutation(num_examples)
     bounds = np.round(np.cumsum((0.0,) + fractions) * num_examples).astype(int)
     return [np.sort(order[bounds[i]:bounds[i + 1]]) for i in range(len(fractions))]
 
@@ -294,8 +335,6 @@ class _Run:
     def seconds(self) -> float:
         return self.elapsed_before + time.perf_counter() - self.started
 
-    def _rng(self, stage: int):
-        return "secure" if self.config.secure_rng else np.random.default_rng([self.config.seed, 1, stage])
 
     def _spend(self, name: str, draw) -> dict[str, np.ndarray]:
         """A release read back if saved; else drawn once (on a scratch ledger), saved, then recorded.
@@ -309,11 +348,17 @@ class _Run:
                                    str(saved["description"]), name)
                 self.ledger.save(self.out.ledger_path)
             return saved
+        if self.ledger.has(name):
+            raise RunDirectoryError(
+                f"{self.out.ledger_path} records the release {name!r}, but {self.out.release_path(name)} is missing. "
+                "Drawing those labels again would spend their budget a second time: restore the file from a copy "
+                "of the run folder, or start again in a new folder (a new release, with its own ledger)")
         scratch = PrivacyLedger(self.ledger.dataset_size)
         arrays = draw(scratch)
         entry = scratch.entries[0]
         arrays.update(members=np.flatnonzero(entry.members), event=np.array(json.dumps(event_to_dict(entry.event))),
-                      description=np.array(entry.description))
+                      description=np.array(entry.description),
+                      config=np.array(json.dumps(release_inputs(self.config, name), sort_keys=True)))
         self.out.save_release(name, **arrays)
         self.ledger.record(entry.event, entry.members, entry.description, name)
         self.ledger.save(self.out.ledger_path)
@@ -328,7 +373,7 @@ class _Run:
             groups = cluster(features, cfg.clusters, seed=cfg.seed)
             everyone = np.arange(len(data.y_train))
             _, counts = cluster_priors(scratch, data.y_train, everyone, groups, cfg.clusters, data.num_classes,
-                                       cfg.prior_epsilon, self._rng(0), "prior")
+                                       cfg.prior_epsilon, cfg.noise.generator("histogram"), "prior")
             return {"clusters": groups, "counts": counts}
 
         released = self._spend("prior", draw)
@@ -348,13 +393,13 @@ class _Run:
                 likelihood = evidence = np.eye(data.num_classes)[labels]
             elif cfg.method == "alibi":
                 noisy = release_laplace_one_hot(scratch, true, members, data.num_classes, epsilon,
-                                                self._rng(stage), tag)
+                                                self.config.noise.generator("label-release", stage), tag)
                 likelihood = evidence = laplace_one_hot_likelihood(noisy, epsilon)
                 labels = noisy.argmax(axis=1)
                 extra["noisy_one_hot"] = noisy.astype(np.float32)
             elif stage == 1 and cfg.prior == "uniform":
                 labels = release_randomized_response(scratch, true, members, data.num_classes, epsilon,
-                                                     self._rng(stage), tag)
+                                                     self.config.noise.generator("label-release", stage), tag)
                 likelihood = evidence = randomized_response_likelihood(labels, data.num_classes, epsilon)
             else:
                 # A cluster prior carries label information the model cannot see otherwise; a model
@@ -368,7 +413,7 @@ class _Run:
                         prior = release_evidence(public, prior)
                     else:
                         public = None
-                labels, k = release_rr_with_prior(scratch, true, members, prior, epsilon, self._rng(stage), tag)
+                labels, k = release_rr_with_prior(scratch, true, members, prior, epsilon, self.config.noise.generator("label-release", stage), tag)
                 likelihood = rr_with_prior_likelihood(labels, prior, epsilon)
                 evidence = release_evidence(public, likelihood)
             return {"indices": members, "labels": labels, "k": k, "likelihood": likelihood.astype(np.float32),
@@ -392,17 +437,18 @@ class _Run:
         return {key: value[keep] for key, value in reused.items()}
 
     def new_model(self, stage: int) -> torch.nn.Module:
-        torch.manual_seed(self.config.seed * 1000 + stage)
-        return build_model(self.config.model, self.data.input_shape, self.data.num_classes).to(self.device)
+        seed = public_seed(self.config.seed, "model-init", stage)
+        return build_model(self.config.model, self.data.input_shape, self.data.num_classes, seed).to(self.device)
 
     def on_epoch_end(self, stage: int, stages: int):
         def record(row: EpochRecord) -> None:
             self.out.append_metrics({"stage": stage, **asdict(row)})
             self.out.write_elapsed(self.seconds())
             if self.progress:
-                acc = f"{row.test_accuracy:.4f}" if row.test_accuracy is not None else "-"
-                tqdm.write(f"stage {stage}/{stages} epoch {row.epoch}/{self.config.train.epochs}: "
-                           f"loss {row.train_loss:.4f}  test accuracy {acc}  ({row.seconds:.1f}s)")
+                acc = f"  test accuracy {row.test_accuracy:.4f}" if row.test_accuracy is not None else ""
+                loss = f"  loss {row.train_loss:.4f}" if row.train_loss is not None else ""
+                tqdm.write(f"stage {stage}/{stages} epoch {row.epoch}/{self.config.train.epochs}:{loss}{acc}  "
+                           f"({row.seconds:.1f}s)")
         return record
 
 
@@ -420,7 +466,7 @@ def _restore_metrics(out: RunDirectory, stages: int) -> None:
 def config_dataset(config: RunConfig) -> LabeledDataset:
     """The dataset a run configuration names (loaded from its files)."""
     return load_dataset(config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
-                        test_table=config.test_table, split_seed=config.seed)
+                        test_table=config.test_table, classes=config.classes, split_seed=config.seed)
 
 
 def load_run_model(run_dir: str | Path, config: RunConfig, data: LabeledDataset) -> torch.nn.Module:
@@ -436,29 +482,72 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", p
 
     Running again on an existing directory continues from the last completed epoch, reuses the saved
     noisy labels and leaves the ledger unchanged; a finished run just returns its summary. A
-    directory holding a run with a different configuration is refused.
+    directory holding a run with a different configuration is refused, unless the run is unfinished
+    and its saved releases do not depend on what changed: training then restarts from them.
+    Everything that can be checked is checked before the run directory is written.
     """
     config = config.resolved()
-    check_amp(config.train, resolve_device(device))
     data = dataset if dataset is not None else config_dataset(config)
-    if config.method == "pate":  # refuse an unpayable plan before the run directory is written
-        config.pate.plan(config.epsilon, config.delta, len(data.y_train))
-    if config.method == "dp-sgd":  # likewise a DP-SGD run that cannot go as configured
-        _check_dpsgd_plan(config, data)
+    check_plan(config, data, resolve_device(device))
+    if not config.noise.private:
+        warnings.warn(f"the run's noise is {config.noise.describe()}", InsecureNoiseWarning, stacklevel=2)
     out = RunDirectory(out_dir)
     with out.lock():
         return _train_locked(config, out, data, device, progress)
 
 
+def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) -> None:
+    """Refuse, before anything is written or released, a resolved ``config`` that cannot run on
+    ``data``: a stage left without examples, a model that does not fit the inputs, more clusters than
+    examples, amp off a GPU, a PATE or DP-SGD plan the budget cannot pay for."""
+    check_amp(config.train, device)
+    n = len(data.y_train)
+    sizes = [part.size for part in split_stages(n, config.stages, config.seed)]
+    if min(sizes) == 0:
+        raise ConfigError(f"stages {list(config.stages)} leave stage {sizes.index(0) + 1} without any of the {n} "
+                          "training examples")
+    try:
+        build_model(config.model, data.input_shape, data.num_classes)
+    except ValueError as error:
+        raise ConfigError(f"{error} (the dataset's inputs have shape {data.input_shape})") from None
+    if config.prior == "cluster" and config.clusters > n:
+        raise ConfigError(f"clusters ({config.clusters}) exceeds the {n} training examples")
+    if config.method == "pate":
+        config.pate.plan(config.epsilon, config.delta, n)
+    if config.method == "dp-sgd":
+        _check_dpsgd_plan(config, data)
+
+
+def _accept_changed_config(saved: dict[str, Any], config: RunConfig, out: RunDirectory, progress: bool) -> None:
+    """Let an unfinished run continue under a changed configuration when every release it saved
+    stays what the new configuration would have released (e.g. only training options changed after
+    stage 1's labels); its training then restarts from those releases. Otherwise refuse."""
+    # Filling in defaults lets a run written before an option existed resume under the default.
+    existing = RunConfig.from_dict(saved).to_dict()
+    new = config.to_dict()
+    if existing == new:
+        return
+    differs = ", ".join(sorted(k for k in set(existing) | set(new) if existing.get(k) != new.get(k)))
+    if out.read_summary() is not None:
+        raise RunDirectoryError(f"{out.root} holds a finished run with a different configuration (differs in: "
+                                f"{differs}); choose another output folder")
+    stale = [name for name, inputs in out.release_inputs().items() if inputs != release_inputs(config, name)]
+    if out.ledger_path.exists() and out.read_ledger().has("dp-sgd"):
+        stale.append("dp-sgd")  # its steps are the release: they ran under the old options
+    if stale:
+        raise RunDirectoryError(f"{out.root} holds a run with a different configuration (differs in: {differs}) "
+                                f"whose releases {', '.join(stale)} depend on what changed; choose another output "
+                                "folder (a new release), or run the saved configuration to finish this one")
+    out.discard_training()
+    if progress:
+        tqdm.write(f"configuration changed ({differs}); the saved releases still hold: training restarts from them")
+
+
 def _train_locked(config: RunConfig, out: RunDirectory, data: LabeledDataset, device: str,
                   progress: bool) -> dict[str, Any]:
     saved = out.read_config()
-    # Filling in defaults lets a run written before an option existed resume under the default.
-    existing = RunConfig.from_dict(saved).to_dict() if saved is not None else None
-    if existing is not None and existing != config.to_dict():
-        differs = sorted(k for k in set(existing) | set(config.to_dict()) if existing.get(k) != config.to_dict().get(k))
-        raise ValueError(f"{out.root} already holds a run with a different configuration (differs in: "
-                         f"{', '.join(differs)}); choose another output folder")
+    if saved is not None:
+        _accept_changed_config(saved, config, out, progress)
     finished = out.read_summary()
     if finished is not None:
         return finished
@@ -490,7 +579,7 @@ def _train_locked(config: RunConfig, out: RunDirectory, data: LabeledDataset, de
         reused = int(indices.size - members.size)
         train_stage(model, data.x_train[indices], targets, data.num_classes, config.train,
                     augmentation=data.augmentation, test=(data.x_test, data.y_test),
-                    seed=config.seed * 1000 + stage, checkpoint=out.checkpoint_path(stage),
+                    seed=public_seed(config.seed, "training", stage), checkpoint=out.checkpoint_path(stage),
                     on_epoch_end=run.on_epoch_end(stage, len(members_by_stage)), progress=progress,
                     description=f"stage {stage}/{len(members_by_stage)}")
         stage_summaries.append({"stage": stage, "released": int(members.size), "reused": reused,
@@ -502,7 +591,7 @@ def _train_locked(config: RunConfig, out: RunDirectory, data: LabeledDataset, de
 def _finish(config: RunConfig, out: RunDirectory, data: LabeledDataset, run: _Run, model: torch.nn.Module,
             delta: float, **facts: Any) -> dict[str, Any]:
     """Save the final model and the run's summary (epsilon at ``delta`` from the ledger, plus ``facts``)."""
-    torch.save(model.state_dict(), out.model_path)
+    save_atomic(model.state_dict(), out.model_path)
     epsilon = run.ledger.epsilon(delta)
     summary = {
         "dataset": config.dataset,
@@ -517,6 +606,9 @@ def _finish(config: RunConfig, out: RunDirectory, data: LabeledDataset, run: _Ru
         "num_test": int(len(data.y_test)),
         **facts,
     }
+    if config.method != "non-private":
+        summary["noise"] = config.noise.describe()
+        summary["noise_private"] = config.noise.private
     write_json_atomic(out.summary_path, summary)
     return summary
 
@@ -556,8 +648,9 @@ def _train_dpsgd(config: RunConfig, out: RunDirectory, data: LabeledDataset, run
     event = next(e.event for e in run.ledger.entries if e.tag == "dp-sgd")
     sigma = event.event.event.noise_multiplier
     evaluated, _ = train_dpsgd(model, data.x_train, data.y_train, config.train, config.dpsgd, sigma,
-                               augmentation=data.augmentation, test=(data.x_test, data.y_test), seed=config.seed,
-                               noise="secure" if config.secure_rng else None, checkpoint=out.checkpoint_path(1),
+                               augmentation=data.augmentation, test=(data.x_test, data.y_test),
+                               seed=public_seed(config.seed, "dpsgd-augment"), noise=config.noise,
+                               checkpoint=out.checkpoint_path(1),
                                on_epoch_end=run.on_epoch_end(1, 1), progress=run.progress)
     return _finish(config, out, data, run, evaluated.cpu(), config.delta, noise_multiplier=sigma,
                    sampling_probability=q, steps=steps)
@@ -570,30 +663,31 @@ def _train_pate(config: RunConfig, out: RunDirectory, data: LabeledDataset, run:
     ratio = pate.threshold_noise_ratio_or_none
     teacher_of = partition_teachers(n, pate.teachers, config.seed)
     queries = select_queries(n, num_queries, config.seed)
-    votes_checkpoint = out.root / "checkpoints" / "teachers.npz"
+    votes_checkpoint = out.private_path("teachers.npz")
 
     def draw(scratch: PrivacyLedger) -> dict[str, np.ndarray]:
         predictions = train_teachers(
-            lambda t: build_model(config.model, data.input_shape, data.num_classes).to(run.device),
+            lambda t: build_model(config.model, data.input_shape, data.num_classes,
+                                  public_seed(config.seed, "pate-teachers", t)).to(run.device),
             data.x_train, data.y_train, teacher_of, data.x_train[queries], data.num_classes,
             teacher_train_config(config.train, pate), augmentation=data.augmentation, seed=config.seed,
             checkpoint=votes_checkpoint, progress=run.progress)
         threshold = pate.threshold * pate.teachers if pate.confident else None
         answered, labels = release_pate_labels(scratch, predictions, teacher_of, np.arange(n), data.num_classes,
                                                noise_std, threshold, None if ratio is None else ratio * noise_std,
-                                               run._rng(1), "pate")
+                                               config.noise.generator("pate-votes"), "pate")
         return {"queries": queries, "answered": answered, "labels": labels, "noise_std": np.array(noise_std)}
 
     released = run._spend("pate", draw)
     run.ledger.save(out.ledger_path, config.delta)
-    votes_checkpoint.unlink(missing_ok=True)  # the teachers' raw votes are not private: gone once released
+    out.discard_private()  # the teachers' raw votes are not private: gone once the answers are released
     answered = released["answered"]
     if not answered.any():
         raise ValueError("no query was answered: lower --threshold or raise --queries (the budget is spent)")
     model = run.new_model(1)
     train_stage(model, data.x_train[released["queries"][answered]], released["labels"][answered], data.num_classes,
                 config.train, augmentation=data.augmentation, test=(data.x_test, data.y_test),
-                seed=config.seed * 1000 + 1, checkpoint=out.checkpoint_path(1), on_epoch_end=run.on_epoch_end(1, 1),
+                seed=public_seed(config.seed, "training", 1), checkpoint=out.checkpoint_path(1), on_epoch_end=run.on_epoch_end(1, 1),
                 progress=run.progress, description="student")
     return _finish(config, out, data, run, model, config.delta, teachers=pate.teachers, queries=num_queries,
                    answered=int(answered.sum()), noise_std=float(released["noise_std"]))

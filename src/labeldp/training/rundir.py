@@ -1,10 +1,13 @@
 """The run directory: everything a run needs to be repeated, resumed and audited.
 
 Layout: ``config.json``, ``ledger.json``, ``noisy_labels/{stage{t},prior,pate}.npz`` (every release
-of private information: noisy labels per stage, the noisy cluster histogram, PATE's answers),
-``checkpoints/stage{t}.pt`` (and, for PATE until its answers are released, ``checkpoints/teachers.npz``),
-``metrics.jsonl`` (one row per epoch), ``summary.json`` and ``model.pt``. Files are replaced
-atomically, so a crash at any moment leaves a directory that a resumed run can continue from.
+of private information: noisy labels per stage, the noisy cluster histogram, PATE's answers, each
+with the configuration it depended on), ``checkpoints/stage{t}.pt``, ``metrics.jsonl`` (one row per
+epoch), ``summary.json`` and ``model.pt``. Each of these depends on the private labels only through
+the recorded releases. ``private/`` is the exception: it holds intermediate results computed from
+true labels without noise while a run is unfinished (PATE's teacher votes until its answers are
+released) and is deleted as soon as they are no longer needed. Files are replaced atomically, so a
+crash at any moment leaves a directory that a resumed run can continue from.
 """
 
 from __future__ import annotations
@@ -12,30 +15,22 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import os
+import shutil
+import zipfile
 from pathlib import Path
-from typing import Iterator
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
 from labeldp.accounting import NEIGHBORING_RELATION, PrivacyLedger
-
-
-class RunLockedError(RuntimeError):
-    """The run directory is in use by another process."""
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+from labeldp.errors import RunDirectoryError, RunLockedError
+from labeldp.files import write_atomic, write_json_atomic, write_text_atomic
 
 
 class RunDirectory:
     """Paths and readers/writers for one run's folder."""
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | Path):
         self.root = Path(root)
 
     config_path = property(lambda self: self.root / "config.json")
@@ -53,7 +48,10 @@ class RunDirectory:
     def lock(self) -> Iterator[None]:
         """Hold an exclusive lock on the run for the duration (two processes on one run could
         otherwise both draw noisy labels: a double spend). Raises ``RunLockedError`` if taken."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise RunDirectoryError(f"cannot create the run folder {self.root}: a file is in the way") from None
         with open(self.root / ".lock", "w") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -70,38 +68,74 @@ class RunDirectory:
     def checkpoint_path(self, stage: int) -> Path:
         return self.root / "checkpoints" / f"stage{stage}.pt"
 
+    def private_path(self, name: str) -> Path:
+        """A file in ``private/`` (created, readable by the owner only)."""
+        folder = self.root / "private"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        return folder / name
+
+    def discard_private(self) -> None:
+        shutil.rmtree(self.root / "private", ignore_errors=True)
+
+    def discard_training(self) -> None:
+        """Forget the training state (checkpoints, metrics) but keep every release and the ledger."""
+        shutil.rmtree(self.root / "checkpoints", ignore_errors=True)
+        self.metrics_path.unlink(missing_ok=True)
+
+    def _read_json(self, path: Path) -> Any:
+        try:
+            return json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise RunDirectoryError(f"{path} is damaged ({error}); restore it from a copy of the run folder") from None
+
     def read_config(self) -> dict[str, Any] | None:
-        return json.loads(self.config_path.read_text()) if self.config_path.exists() else None
+        return self._read_json(self.config_path) if self.config_path.exists() else None
 
     def write_config(self, config: dict[str, Any]) -> None:
         write_json_atomic(self.config_path, config)
 
-    def read_ledger(self, dataset_size: int, neighboring_relation=NEIGHBORING_RELATION) -> PrivacyLedger:
+    def read_ledger(self, dataset_size: int | None = None, neighboring_relation=NEIGHBORING_RELATION) -> PrivacyLedger:
+        """The saved ledger (an empty one if there is none yet, which needs ``dataset_size``)."""
         if self.ledger_path.exists():
-            ledger = PrivacyLedger.load(self.ledger_path)
-            if ledger.dataset_size != dataset_size:
-                raise ValueError(f"{self.ledger_path} covers {ledger.dataset_size} examples, the dataset has {dataset_size}")
+            try:
+                ledger = PrivacyLedger.from_dict(self._read_json(self.ledger_path))
+            except (KeyError, TypeError, ValueError) as error:
+                raise RunDirectoryError(f"{self.ledger_path} is damaged (cannot read {error}); restore it from a "
+                                        "copy of the run folder: without it the run's spending is unknown") from None
+            if dataset_size is not None and ledger.dataset_size != dataset_size:
+                raise RunDirectoryError(f"{self.ledger_path} covers {ledger.dataset_size} examples, the dataset has "
+                                        f"{dataset_size}")
             return ledger
+        if dataset_size is None:
+            raise RunDirectoryError(f"{self.ledger_path} does not exist")
         return PrivacyLedger(dataset_size, neighboring_relation)
 
     def save_release(self, name: str, **arrays: np.ndarray) -> None:
         """Save a release (e.g. a stage's noisy labels with their indices) before it is used."""
-        path = self.release_path(name)
-        tmp = path.with_name(path.stem + ".tmp.npz")
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
+        write_atomic(self.release_path(name), lambda tmp: np.savez(tmp, **arrays))
 
     def load_release(self, name: str) -> dict[str, np.ndarray] | None:
         path = self.release_path(name)
         if not path.exists():
             return None
-        with np.load(path) as data:
-            return {key: data[key] for key in data.files}
+        try:
+            with np.load(path) as data:
+                return {key: data[key] for key in data.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+            raise RunDirectoryError(f"{path} is damaged ({error}); restore it from a copy of the run folder "
+                                    "(drawing its labels again would spend their budget twice)") from None
+
+    def release_inputs(self) -> dict[str, dict[str, Any] | None]:
+        """For each saved release, the configuration it depended on (None if it was not recorded)."""
+        folder = self.root / "noisy_labels"
+        found = {}
+        for path in sorted(folder.glob("*.npz")) if folder.is_dir() else []:
+            release = self.load_release(path.stem)
+            found[path.stem] = json.loads(str(release["config"])) if "config" in release else None
+        return found
 
     def rewrite_metrics(self, rows: list[dict[str, Any]]) -> None:
-        tmp = self.metrics_path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
-        os.replace(tmp, self.metrics_path)
+        write_text_atomic(self.metrics_path, "".join(json.dumps(row) + "\n" for row in rows))
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         with open(self.metrics_path, "a") as handle:
@@ -113,10 +147,10 @@ class RunDirectory:
         return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
 
     def read_summary(self) -> dict[str, Any] | None:
-        return json.loads(self.summary_path.read_text()) if self.summary_path.exists() else None
+        return self._read_json(self.summary_path) if self.summary_path.exists() else None
 
     def elapsed(self) -> float:
-        return json.loads(self.elapsed_path.read_text())["seconds"] if self.elapsed_path.exists() else 0.0
+        return self._read_json(self.elapsed_path)["seconds"] if self.elapsed_path.exists() else 0.0
 
     def write_elapsed(self, seconds: float) -> None:
         write_json_atomic(self.elapsed_path, {"seconds": seconds})

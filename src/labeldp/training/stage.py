@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from labeldp.errors import ConfigError
+from labeldp.files import write_atomic
 from labeldp.training.augment import augment, mixup
 
 OPTIMIZERS = ("sgd", "adam")
@@ -43,18 +45,27 @@ class TrainConfig:
     eval_batch_size: int = 1000
 
     def validate(self) -> None:
-        if self.epochs < 1:
-            raise ValueError(f"epochs must be at least 1, got {self.epochs}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {self.batch_size}")
+        """Refuse settings that cannot train (checked before any label is released)."""
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an integer of at least 1, got {value!r}")
+        for name in ("lr", "momentum", "weight_decay", "warmup_epochs", "mixup_alpha"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value!r}")
         if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+            raise ConfigError(f"lr must be > 0, got {self.lr}")
+        if not 0 <= self.momentum < 1:
+            raise ConfigError(f"momentum must lie in [0, 1), got {self.momentum}")
         if self.mixup_alpha < 0 or self.weight_decay < 0 or self.warmup_epochs < 0:
-            raise ValueError("mixup_alpha, weight_decay and warmup_epochs must be >= 0")
+            raise ConfigError("mixup_alpha, weight_decay and warmup_epochs must be >= 0")
+        if self.warmup_epochs > self.epochs:
+            raise ConfigError(f"warmup_epochs ({self.warmup_epochs:g}) exceeds epochs ({self.epochs})")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -76,8 +87,11 @@ def check_amp(config: TrainConfig, device: torch.device) -> None:
 
 @dataclass
 class EpochRecord:
+    """One epoch's figures. ``train_loss`` is the mean loss on the released labels the stage trained
+    on; None for trainers whose loss would depend on private labels without noise (DP-SGD)."""
+
     epoch: int
-    train_loss: float
+    train_loss: float | None
     test_accuracy: float | None
     lr: float
     seconds: float
@@ -158,9 +172,7 @@ def _log_likelihood_targets(targets: np.ndarray, num_classes: int) -> torch.Tens
 
 
 def save_atomic(state: dict, path: Path) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    write_atomic(path, lambda tmp: torch.save(state, tmp))
 
 
 def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.optim.Optimizer,

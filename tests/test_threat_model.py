@@ -1,0 +1,181 @@
+"""The attacker who reads everything a run writes: what it must not learn, and the run folder's own
+defences (a release is never drawn twice, damaged files are named, nothing is released before every
+option is checked). DP-SGD's batches and logs, ALIBI's grid and RR at huge epsilons have their tests
+next to their mechanisms (test_dpsgd, test_alibi, test_mechanisms)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import labeldp.training.run as run_module
+from labeldp.accounting import PrivacyLedger
+from labeldp.cli import main
+from labeldp.data import load_dataset
+from labeldp.experiments.sweep import SweepJob, run_sweep
+from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
+from labeldp.mechanisms import change_probability, keep_probability
+from labeldp.randomness import NoiseSource
+from labeldp.training import RunConfig, TrainConfig, train_run
+
+ONE_EPOCH = TrainConfig(epochs=1, batch_size=64)
+
+
+def _replay_rr(generator, released: np.ndarray, num_classes: int, epsilon: float) -> np.ndarray:
+    """Invert K-ary RR given the generator that drew it, with either order of the keep decision."""
+    uniforms = generator.random(released.size)
+    shift = generator.integers(1, num_classes, size=released.size)
+    changed = uniforms < change_probability(epsilon, num_classes)
+    return np.where(changed, (released - shift) % num_classes, released)
+
+
+def _generators_from_the_folder(seed: int, stage: int) -> list:
+    """Every generator an attacker can derive from the run folder's seed: labeldp's old stream, the
+    seed itself, and the noise stream the insecure mode would derive from it."""
+    return [np.random.default_rng([seed, 1, stage]), np.random.default_rng(seed),
+            NoiseSource(insecure_seed=seed).generator("label-release", stage)]
+
+
+def test_an_attacker_who_reads_the_run_folder_cannot_regenerate_the_noise(tmp_path) -> None:
+    """LP-1ST at epsilon 1 on the digits: the attacker reads config.json, replays the coin flips from
+    every generator it can derive from it, and inverts RR. It must not beat what epsilon 1 allows
+    (Pr[correct] <= e / (e + 9) = 23 %), while the same attack on a run made with the explicitly
+    insecure noise seed recovers every label."""
+    truth = load_dataset("digits").y_train
+    default_run = tmp_path / "run"
+    train_run(RunConfig(method="lp-1st", epsilon=1.0, train=ONE_EPOCH), default_run, progress=False)
+    insecure_run = tmp_path / "insecure"
+    with pytest.warns(InsecureNoiseWarning, match="NOT PRIVATE"):
+        train_run(RunConfig(method="lp-1st", epsilon=1.0, train=ONE_EPOCH, insecure_noise_seed=0), insecure_run,
+                  progress=False)
+
+    bound = keep_probability(1.0, 10) + 5 * math.sqrt(0.25 / truth.size)
+    for folder, leaks in ((default_run, False), (insecure_run, True)):
+        config = json.loads((folder / "config.json").read_text())
+        with np.load(folder / "noisy_labels" / "stage1.npz") as release:
+            indices, released = release["indices"], release["labels"]
+        seeds = {config["seed"]} | ({config["insecure_noise_seed"]} if config["insecure_noise_seed"] is not None else set())
+        best = max(np.mean(_replay_rr(generator, released, 10, 1.0) == truth[indices])
+                   for seed in seeds for generator in _generators_from_the_folder(seed, 1))
+        if leaks:
+            assert best == 1.0
+        else:
+            assert best <= bound
+        summary = json.loads((folder / "summary.json").read_text())
+        assert summary["noise_private"] is not leaks and ("NOT PRIVATE" in summary["noise"]) is leaks
+
+
+def test_the_cli_says_when_a_run_is_not_private(tmp_path, capsys) -> None:
+    assert main(["train", "--method", "lp-1st", "--epsilon", "2", "--epochs", "1", "--insecure-noise-seed", "1",
+                 "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    assert "NOT PRIVATE: the noise is reproducible from insecure_noise_seed 1" in capsys.readouterr().out
+    assert main(["train", "--method", "lp-1st", "--epsilon", "2", "--secure-rng", "--insecure-noise-seed", "1",
+                 "--out", str(tmp_path / "both"), "--quiet"]) == 2
+    assert "choose one" in capsys.readouterr().err
+
+
+def _crash_after_the_first_release(monkeypatch) -> None:
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "train_stage", crash)
+
+
+def test_a_deleted_release_cannot_make_a_rerun_draw_again(tmp_path, monkeypatch) -> None:
+    config = RunConfig(method="lp-1st", epsilon=1.0, train=ONE_EPOCH)
+    run = tmp_path / "run"
+    _crash_after_the_first_release(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        train_run(config, run, progress=False)
+    monkeypatch.undo()
+    ledger = (run / "ledger.json").read_bytes()
+    (run / "noisy_labels" / "stage1.npz").unlink()
+    for _ in range(2):  # and not on a second try either
+        with pytest.raises(RunDirectoryError, match=r"records the release 'stage1', but .*stage1.npz is missing"):
+            train_run(config, run, progress=False)
+        assert not (run / "noisy_labels" / "stage1.npz").exists()
+        assert (run / "ledger.json").read_bytes() == ledger
+
+
+def test_changed_training_options_continue_from_the_saved_release(tmp_path, monkeypatch) -> None:
+    """A run whose training failed after stage 1's release continues under corrected training options
+    from that release (no second draw); a change the release depends on is refused."""
+    run = tmp_path / "run"
+    _crash_after_the_first_release(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        train_run(RunConfig(method="lp-2st", epsilon=2.0, train=ONE_EPOCH), run, progress=False)
+    monkeypatch.undo()
+    with np.load(run / "noisy_labels" / "stage1.npz") as release:
+        stage1 = release["labels"].copy()
+    with pytest.raises(RunDirectoryError, match=r"differs in: epsilon\) whose releases stage1 depend"):
+        train_run(RunConfig(method="lp-2st", epsilon=1.0, train=ONE_EPOCH), run, progress=False)
+    corrected = RunConfig(method="lp-2st", epsilon=2.0, train=TrainConfig(epochs=2, batch_size=32, lr=0.02))
+    summary = train_run(corrected, run, progress=False)
+    with np.load(run / "noisy_labels" / "stage1.npz") as release:
+        assert np.array_equal(release["labels"], stage1)
+    assert [e.tag for e in PrivacyLedger.load(run / "ledger.json").entries] == ["stage1", "stage2"]
+    assert summary["epsilon"] == pytest.approx(2.0, abs=2e-4)
+    assert json.loads((run / "config.json").read_text())["train"]["epochs"] == 2
+    with pytest.raises(RunDirectoryError, match="holds a finished run with a different configuration"):
+        train_run(RunConfig(method="lp-2st", epsilon=2.0, train=ONE_EPOCH), run, progress=False)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(train=TrainConfig(momentum=-1.0)), "momentum must lie in"),
+    (dict(train=TrainConfig(weight_decay=float("nan"))), "weight_decay must be a finite number"),
+    (dict(train=TrainConfig(lr=float("inf"))), "lr must be a finite number"),
+    (dict(stages=(0.9999, 0.0001)), "leave stage 2 without any of the 1347"),
+    (dict(model="tanh-cnn"), "model 'tanh-cnn' needs 28x28 images"),
+    (dict(prior="cluster", clusters=5000), "clusters .* exceeds"),
+])
+def test_options_that_cannot_train_are_refused_before_the_first_release(tmp_path, changes, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        train_run(RunConfig(method="lp-2st", epsilon=1.0, **changes), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_damaged_files_are_named_not_tracebacks(tmp_path, capsys) -> None:
+    args = ["train", "--method", "lp-1st", "--epsilon", "1", "--epochs", "1", "--quiet"]
+    run = tmp_path / "run"
+
+    def rerun() -> str:
+        assert main([*args, "--out", str(run)]) == 2
+        return capsys.readouterr().err
+
+    assert main([*args, "--out", str(run)]) == 0
+    (run / "summary.json").unlink()
+    release = (run / "noisy_labels" / "stage1.npz").read_bytes()
+    (run / "noisy_labels" / "stage1.npz").write_bytes(release[: len(release) // 2])
+    assert "stage1.npz is damaged" in rerun()
+    (run / "noisy_labels" / "stage1.npz").write_bytes(release)
+    ledger = json.loads((run / "ledger.json").read_text())
+    (run / "ledger.json").write_text(json.dumps({k: v for k, v in ledger.items() if k != "entries"}))
+    assert "ledger.json is damaged" in rerun()
+    (run / "ledger.json").write_text("{not json")
+    assert "ledger.json is damaged" in rerun()
+    (tmp_path / "file").write_text("")
+    assert main([*args, "--out", str(tmp_path / "file" / "run")]) == 2
+    assert "a file is in the way" in capsys.readouterr().err
+
+
+def test_a_sweep_does_not_take_another_configuration_for_done(tmp_path) -> None:
+    """A recipe changed between two sweeps into the same folder: the finished run of the old recipe
+    is not reported as the new one's result."""
+    train_run(RunConfig(method="lp-1st", epsilon=2.0, train=TrainConfig(epochs=1)), tmp_path / "s" / "t__run0",
+              progress=False)  # what an earlier sweep of the old recipe left
+    row, = run_sweep([SweepJob("t/run0", RunConfig(method="lp-1st", epsilon=2.0, train=TrainConfig(epochs=2)))],
+                     tmp_path / "s", progress=False)
+    assert row["status"] == "failed" and "holds a finished run with a different configuration" in row["error"]
+    assert "differs in: train" in row["error"]
+
+
+def test_models_are_initialised_without_touching_global_state() -> None:
+    state = torch.random.get_rng_state()
+    from labeldp.models import build_model
+    first = build_model("mlp", (4,), 3, seed=5)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert all(torch.equal(a, b) for a, b in zip(first.parameters(), build_model("mlp", (4,), 3, seed=5).parameters()))
