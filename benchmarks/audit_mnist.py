@@ -37,7 +37,7 @@ def main() -> None:
     keys = [f"mnist/e{e:g}/lp-1st/run0" for e in args.epsilons] + list(args.non_private)
     results = []
     for key in keys:
-        config = get_profile(key).with_overrides(data_dir=args.data_dir)
+        config = get_profile(key).config.with_overrides(data_dir=args.data_dir)
         result = audit_config(config, Path(args.out) / key.replace("/", "__"), num_canaries=args.canaries,
                               confidence=args.confidence, dataset=data,
                               reference_dir=Path(args.references) / key.replace("/", "__"), canaries=args.canary_kind)

@@ -17,7 +17,7 @@ Models: the MNIST DP-SGD CNN (``tanh-cnn``, Tramer & Boneh 2021), labeldp's labe
 ``--layers`` times, instead, what exact per-example clipping must add to each convolution with
 torch's kernels on this machine. For every distinct convolution of the model it takes the median of
 the batched kernel gradient (what the non-private step computes), of each per-example strategy of
-:func:`labeldp.training.dpsgd.conv_grads.per_example_kernel_grads`, and of the Gram matrices of
+:func:`labeldp.dpsgd.conv_grads.per_example_kernel_grads`, and of the Gram matrices of
 ghost norms (whose clipped sum is then one batched kernel gradient, as in the non-private step).
 The smaller of "fastest per-example strategy minus batched" and "Gram matrices" is a lower bound
 on the layer's extra time (it leaves out the norms and the clipped sum). Their sum over the model's
@@ -43,7 +43,7 @@ from torch import nn
 from labeldp import runtime
 from labeldp.models import build_model
 from labeldp.training import resolve_device
-from labeldp.training.dpsgd import clipped_gradient_sum, conv_grads, privatize_gradients
+from labeldp.dpsgd import clipped_gradient_sum, conv_grads, privatize_gradients
 
 SHAPES = {"tanh-cnn": (1, 28, 28), "cnn": (1, 28, 28), "wrn16-4": (3, 32, 32)}
 OPACUS_MODES = ("hooks", "functorch", "ew", "ghost")

@@ -27,7 +27,7 @@ import torch
 from labeldp.data import load_dataset
 from labeldp.experiments.recipes import CLUSTER_PRIOR, METHODS_EPSILONS, MNIST_TRAIN, PATE_STUDENT_TRAIN
 from labeldp.experiments.sweep import SweepJob, run_sweep
-from labeldp.training import RunConfig
+from labeldp.runs import RunConfig
 
 #: method name in the table -> RunConfig fields
 METHODS = {

@@ -15,10 +15,8 @@ from labeldp.accounting import (
     event_from_dict,
     event_to_dict,
     randomized_response_event,
-    release_randomized_response,
-    release_rr_with_prior,
-    release_true_labels,
 )
+from labeldp.release import release_randomized_response, release_rr_with_prior, release_true_labels
 from labeldp.mechanisms import randomized_response_probabilities, rr_with_prior_probabilities
 
 
@@ -45,7 +43,7 @@ def test_rr_with_prior_event_dominates_every_example() -> None:
     labels = rng.integers(0, 10, 200)
     for epsilon in (0.5, 1.0, 2.0):
         ledger = PrivacyLedger(200)
-        _, k = release_rr_with_prior(ledger, labels, np.arange(200), priors, epsilon, rng=0)
+        k = release_rr_with_prior(ledger, labels, np.arange(200), priors, epsilon, rng=0).arrays["k"]
         accountant = pld_privacy_accountant.PLDAccountant(NEIGHBORING_RELATION)
         accountant.compose(ledger.entries[0].event)
         probs = rr_with_prior_probabilities(priors, epsilon)
@@ -69,7 +67,7 @@ def test_parallel_and_sequential_composition() -> None:
 
 def test_non_private_release_is_infinite_epsilon() -> None:
     ledger = PrivacyLedger(10)
-    labels = release_true_labels(ledger, np.arange(10) % 3, np.arange(10), 3)
+    labels = release_true_labels(ledger, np.arange(10) % 3, np.arange(10), 3).labels
     assert np.array_equal(labels, np.arange(10) % 3)
     assert ledger.epsilon() == math.inf
 

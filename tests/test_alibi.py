@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from labeldp.accounting import PrivacyLedger, laplace_one_hot_event, release_laplace_one_hot
+from labeldp.accounting import PrivacyLedger, laplace_one_hot_event
+from labeldp.release import release_laplace_one_hot
 from labeldp.audit import clopper_pearson_lower
 from labeldp.mechanisms import (LAPLACE_GRID, discrete_laplace, discrete_laplace_pmf, keep_probability,
                                 laplace_one_hot, laplace_one_hot_likelihood, laplace_parameter)
-from labeldp.training import RunConfig, TrainConfig, train_run
+from labeldp.runs import RunConfig, train_run
+from labeldp.training import TrainConfig
 
 
 def _binned_chi_square_pvalue(samples: np.ndarray, parameter: float, bins: int = 40) -> float:
@@ -92,7 +94,7 @@ def test_likelihood_is_the_exact_probability_ratio():
 
 def test_release_records_epsilon_on_the_ledger():
     ledger = PrivacyLedger(10)
-    noisy = release_laplace_one_hot(ledger, np.arange(10) % 3, np.arange(10), 3, 0.8, rng=0, tag="alibi")
+    noisy = release_laplace_one_hot(ledger, np.arange(10) % 3, np.arange(10), 3, 0.8, rng=0, tag="alibi").arrays["noisy_one_hot"]
     assert noisy.shape == (10, 3)
     assert ledger.epsilon() == pytest.approx(0.8, abs=1e-3)
     assert ledger.epsilon() >= 0.8 - 1e-9

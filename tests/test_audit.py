@@ -24,7 +24,8 @@ from labeldp.audit import (
 from labeldp.accounting import PrivacyLedger
 from labeldp.cli import main
 from labeldp.mechanisms import keep_probability, randomized_response
-from labeldp.training import RunConfig, TrainConfig
+from labeldp.runs import RunConfig
+from labeldp.training import TrainConfig
 
 
 def rr(epsilon: float, seed: int):

@@ -25,8 +25,9 @@ from labeldp.accounting import (
 )
 from labeldp.models import SmallCNN, TanhCNN, WideResNet, WSConv2d
 from labeldp.randomness import NoiseSource, SecureGenerator
-from labeldp.training import RunConfig, TrainConfig, train_run
-from labeldp.training.dpsgd import (
+from labeldp.runs import RunConfig, train_run
+from labeldp.training import TrainConfig
+from labeldp.dpsgd import (
     PoissonSampler,
     UnsupportedModelError,
     clipped_gradient_sum,
@@ -36,8 +37,8 @@ from labeldp.training.dpsgd import (
     replace_batchnorm,
     secure_normal,
 )
-from labeldp.training.dpsgd import clipping, conv_grads
-from labeldp.training.dpsgd.trainer import DPSGDConfig, _ema_with_warmup, train_dpsgd
+from labeldp.dpsgd import clipping, conv_grads
+from labeldp.dpsgd.trainer import DPSGDConfig, _ema_with_warmup, train_dpsgd
 
 
 @pytest.fixture(autouse=True)
@@ -511,7 +512,7 @@ def test_default_dpsgd_runs_with_the_same_seed_sample_different_batches(monkeypa
     for noise in (None, None, NoiseSource(secure=True), NoiseSource(insecure_seed=4), NoiseSource(insecure_seed=4)):
         drawn.append([])
         torch.manual_seed(0)
-        train_dpsgd(nn.Linear(5, 2), x, y, config, DPSGDConfig(ema_decay=None), 1.0, seed=1, noise=noise,
+        train_dpsgd(nn.Linear(5, 2), x, y, config, DPSGDConfig(ema_decay=0.0), 1.0, seed=1, noise=noise,
                     progress=False)
     assert drawn[0] != drawn[1] and drawn[0] != drawn[2] and drawn[1] != drawn[2]
     assert drawn[3] == drawn[4]
@@ -640,7 +641,7 @@ def test_trainer_averages_augmented_views():
     def trained(augmult: int) -> list[torch.Tensor]:
         torch.manual_seed(0)
         model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.Flatten(), nn.Linear(256, 2))
-        evaluated, _ = train_dpsgd(model, x, y, config, DPSGDConfig(augmult=augmult, ema_decay=None), 0.5,
+        evaluated, _ = train_dpsgd(model, x, y, config, DPSGDConfig(augmult=augmult, ema_decay=0.0), 0.5,
                                    augmentation="translate", seed=3, noise=NoiseSource(insecure_seed=3),
                                    progress=False)
         return [p.detach().clone() for p in evaluated.parameters()]

@@ -15,7 +15,8 @@ from labeldp.cli import main
 from labeldp.experiments import get_profile, list_profiles, load_recipes, register
 from labeldp.experiments.report import aggregate
 from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
-from labeldp.training import RunConfig, TrainConfig
+from labeldp.runs import RunConfig
+from labeldp.training import TrainConfig
 
 
 def sweep_command(out, *extra: str) -> list[str]:
@@ -50,7 +51,7 @@ def test_user_recipe_file(tmp_path, capsys) -> None:
     recipes = tmp_path / "my_recipes.py"
     recipes.write_text(
         "from labeldp.experiments import register\n"
-        "from labeldp.training import RunConfig, TrainConfig\n"
+        "from labeldp.runs import RunConfig\nfrom labeldp.training import TrainConfig\n"
         "register('mine/digits/e3', RunConfig(method='lp-1st', epsilon=3.0, train=TrainConfig(epochs=2)))\n")
     assert main(["profiles", "mine/", "--recipes", str(recipes)]) == 0
     assert "mine/digits/e3" in capsys.readouterr().out
@@ -110,7 +111,7 @@ def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys) -> No
     recipes = tmp_path / "recipes.py"
     recipes.write_text(
         "from labeldp.experiments import register\n"
-        "from labeldp.training import RunConfig, TrainConfig\n"
+        "from labeldp.runs import RunConfig\nfrom labeldp.training import TrainConfig\n"
         "register('t/ok', RunConfig(method='lp-1st', epsilon=2.0, train=TrainConfig(epochs=2)))\n"
         f"register('t/bad', RunConfig(dataset='csv', table={str(tmp_path / 'missing.csv')!r}, classes=('0', '1'), method='lp-1st', epsilon=2.0))\n")
     assert main(["sweep", "--profiles", "^t/", "--recipes", str(recipes), "--out", str(tmp_path / "s"), "--quiet"]) == 0
@@ -145,7 +146,7 @@ def test_report_averages_only_runs_that_differ_in_their_seed() -> None:
 
 
 def test_sweep_data_dir_goes_to_the_runs_that_read_a_folder(tmp_path) -> None:
-    jobs = [SweepJob("digits", get_profile("digits/e1/lp-1st/run0").with_overrides(train=TrainConfig(epochs=1))),
+    jobs = [SweepJob("digits", get_profile("digits/e1/lp-1st/run0").config.with_overrides(train=TrainConfig(epochs=1))),
             SweepJob("mnist", get_profile("mnist/e1/lp-1st/run0").config)]
     rows = {row["key"]: row for row in run_sweep(jobs, tmp_path, data_dir=str(tmp_path / "no-mnist"), progress=False)}
     assert rows["digits"]["status"] == "done"  # the embedded digits take no folder

@@ -10,13 +10,13 @@ import pytest
 from scipy import stats
 from scipy.optimize import brentq
 
-from labeldp.accounting import (PrivacyLedger, calibrate_vote_noise, pate_epsilon, pate_event,
-                                release_pate_labels)
-from labeldp.accounting.pate import max_queries
+from labeldp.accounting import PrivacyLedger, calibrate_vote_noise, max_queries, pate_epsilon, pate_event
+from labeldp.release import release_pate_labels
 from labeldp.mechanisms import answer_probability, confident_gnmax, gnmax, gnmax_probabilities, teacher_votes
 from labeldp.randomness import SecureGenerator
-from labeldp.training import RunConfig, TrainConfig, train_run
-from labeldp.training.pate import PATEConfig, partition_teachers, select_queries, train_teachers
+from labeldp.runs import RunConfig, train_run
+from labeldp.training import TrainConfig
+from labeldp.pate import PATEConfig, partition_teachers, select_queries, train_teachers
 
 VOTES = np.array([[10, 8, 0, 3], [5, 5, 5, 5], [0, 1, 2, 18], [7, 0, 6, 8]])
 
@@ -152,7 +152,8 @@ def test_release_records_every_query_on_every_member():
     predictions = np.array([[0, 1, 2], [0, 1, 1], [0, 2, 2]])
     teacher_of = np.array([0, 1, 2, 0, 1, 2])
     ledger = PrivacyLedger(6)
-    answered, labels = release_pate_labels(ledger, predictions, teacher_of, np.arange(6), 3, 0.5, rng=0, tag="pate")
+    release = release_pate_labels(ledger, predictions, teacher_of, np.arange(6), 3, 0.5, rng=0, tag="pate")
+    answered, labels = release.arrays["answered"], release.labels
     assert answered.all() and labels.tolist() == [0, 1, 2]
     entry = ledger.entries[0]
     assert entry.num_members == 6 and entry.event == pate_event(3, 0.5)
@@ -246,7 +247,7 @@ def test_pate_run_refuses_bad_settings_before_writing_anything(tmp_path):
         train_run(RunConfig(dataset="digits", method="pate", epsilon=1.0, pate=PATEConfig(queries=5000)),
                   tmp_path / "a", progress=False)
     assert not (tmp_path / "a").exists()
-    with pytest.raises(ValueError, match="no label prior"):
+    with pytest.raises(ValueError, match="does not use prior"):
         RunConfig(dataset="digits", method="pate", epsilon=1.0, prior="cluster").resolved()
 
 

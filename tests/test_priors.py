@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 from conftest import frequencies_match
 
-from labeldp.accounting import PrivacyLedger, histogram_event, release_noisy_histogram
+from labeldp.accounting import PrivacyLedger, histogram_event
+from labeldp.release import release_noisy_histogram
 from labeldp.mechanisms import discrete_laplace, discrete_laplace_pmf, keep_probability, noisy_histogram
 from labeldp.priors import cluster, cluster_priors, encode, histogram_priors
-from labeldp.training import RunConfig, TrainConfig, train_run
-from labeldp.training.run import temper
+from labeldp.runs import RunConfig, train_run
+from labeldp.training import TrainConfig
+from labeldp.priors import temper
 
 
 @pytest.mark.parametrize("parameter", [0.05, 0.5, 2.0])
@@ -84,7 +86,8 @@ def test_histogram_priors_and_clusters() -> None:
     assert len(set(groups[:50])) == 1 and len(set(groups[50:])) == 1 and groups[0] != groups[-1]
     assert encode(rng.normal(size=(30, 1, 4, 4)), "pca", n_components=5).shape == (30, 5)
     ledger = PrivacyLedger(100)
-    rows, counts = cluster_priors(ledger, np.repeat([0, 1], 50), np.arange(100), groups, 2, 2, 20.0, rng=0)
+    rows, release = cluster_priors(ledger, np.repeat([0, 1], 50), np.arange(100), groups, 2, 2, 20.0, rng=0)
+    counts = release.arrays["counts"]
     assert rows.shape == (100, 2) and counts.shape == (2, 2)
     assert np.all(rows[:50].argmax(axis=1) == 0) and np.all(rows[50:].argmax(axis=1) == 1)
 

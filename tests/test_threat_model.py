@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-import labeldp.training.run as run_module
+import labeldp.runs.context as run_module
 from labeldp.accounting import PrivacyLedger
 from labeldp.cli import main
 from labeldp.data import load_dataset
@@ -20,7 +20,8 @@ from labeldp.experiments.sweep import SweepJob, run_sweep
 from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
 from labeldp.mechanisms import change_probability, keep_probability
 from labeldp.randomness import NoiseSource
-from labeldp.training import RunConfig, TrainConfig, train_run
+from labeldp.runs import RunConfig, train_run
+from labeldp.training import TrainConfig
 
 ONE_EPOCH = TrainConfig(epochs=1, batch_size=64)
 

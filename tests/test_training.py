@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-import labeldp.training.run as run_module
+import labeldp.runs.context as run_module
 from labeldp.accounting import PrivacyLedger
 from labeldp.errors import RunDirectoryError
-from labeldp.training import RunConfig, TrainConfig, split_stages, train_run, train_stage
-from labeldp.training.dpsgd.trainer import DPSGDConfig
-from labeldp.training.pate import PATEConfig
+from labeldp.runs import RunConfig, split_stages, train_run
+from labeldp.training import TrainConfig, train_stage
+from labeldp.dpsgd.trainer import DPSGDConfig
+from labeldp.pate import PATEConfig
 
 FAST = TrainConfig(epochs=3, batch_size=64, lr=0.05)
 

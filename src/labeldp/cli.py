@@ -13,42 +13,22 @@ from labeldp.accounting import PrivacyLedger
 from labeldp.audit import audit_run, membership_audit
 from labeldp.audit.membership import check_membership_options
 from labeldp.audit.spend import folder_epsilon
-from labeldp.data import DATASETS, FOLDER_DATASETS, download_dataset
+from labeldp.data import FOLDER_DATASETS, download_dataset
 from labeldp.experiments import format_epsilon, get_profile, list_profiles, load_recipes
 from labeldp.experiments.report import aggregate, format_report, report
 from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
-from labeldp.models import MODELS
 from labeldp.errors import ConfigError, LabelDPError, RunDirectoryError
-from labeldp.training import METHODS, RunConfig, TrainConfig, config_dataset, train_run
-from labeldp.training.stage import OPTIMIZERS, SCHEDULES
-from labeldp.training.dpsgd.trainer import DPSGDConfig
-from labeldp.training.pate import PATEConfig
+from labeldp.runs import RunConfig, config_dataset, train_run
+from labeldp.options import add_dataclass_arguments, dataclass_from_args
 
 #: The demo: the embedded digits profiles (recipe in labeldp.experiments.recipes).
 DEMO_PROFILES = r"^digits/(non-private|e(1|2|4|8)/lp-(1|2)st)/run0$"
 
 
-def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = TrainConfig()
-    group = parser.add_argument_group("training (per stage)")
-    group.add_argument("--epochs", type=int, default=defaults.epochs, help="epochs of each stage (default %(default)s)")
-    group.add_argument("--batch-size", type=int, default=defaults.batch_size, help="mini-batch size (default %(default)s)")
-    group.add_argument("--lr", type=float, default=defaults.lr, help="peak learning rate (default %(default)s)")
-    group.add_argument("--optimizer", choices=OPTIMIZERS, default=defaults.optimizer, help="SGD with Nesterov momentum, or AdamW")
-    group.add_argument("--momentum", type=float, default=defaults.momentum, help="SGD momentum (default %(default)s)")
-    group.add_argument("--weight-decay", type=float, default=defaults.weight_decay, help="weight decay (default %(default)s)")
-    group.add_argument("--schedule", choices=SCHEDULES, default=defaults.schedule, help="learning-rate schedule (default %(default)s)")
-    group.add_argument("--warmup-epochs", type=float, default=defaults.warmup_epochs, help="linear warm-up length (default %(default)s)")
-    group.add_argument("--mixup", type=float, default=defaults.mixup_alpha, metavar="ALPHA",
-                       help="mixup Beta(alpha, alpha); 0 disables it (default %(default)s)")
-    group.add_argument("--no-augment", action="store_true", help="disable the dataset's data augmentation")
-
-
-def _train_config(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig(epochs=args.epochs, batch_size=args.batch_size, optimizer=args.optimizer, lr=args.lr,
-                       momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,
-                       warmup_epochs=args.warmup_epochs, mixup_alpha=args.mixup, augment=not args.no_augment,
-                       amp=args.amp)
+#: titles of the argument groups generated from RunConfig's nested settings
+_OPTION_GROUPS = {"train": ("training (per stage)", None),
+                  "dpsgd": ("dp-sgd", "options of --method dp-sgd (--batch-size is the expected Poisson batch size)"),
+                  "pate": ("pate", "options of --method pate (the training options are the student's)")}
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -67,93 +47,11 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="run a named recipe (see `labeldp profiles`); only --data-dir, --device and --quiet "
                             "apply on top of it, other options are refused")
     train.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
-    train.add_argument("--dataset", choices=DATASETS, default="digits",
-                       help="digits is embedded; the MNIST family and CIFAR read --data-dir; csv reads --table")
-    train.add_argument("--data-dir", help="folder with the dataset's standard files")
-    train.add_argument("--table", help="CSV or Parquet file (dataset csv)")
-    train.add_argument("--label-column", default="label", help="label column of --table (default %(default)s)")
-    train.add_argument("--test-table", help="separate test table (default: 20%% of --table's rows)")
-    train.add_argument("--classes", nargs="+", metavar="VALUE",
-                       help="dataset csv: the label values, in order (the label domain is public and must be "
-                            "declared; a training label outside it is an error)")
-    train.add_argument("--method", choices=METHODS, default="lp-2st",
-                       help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
-                            "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
-                            "alibi: Laplace noise on the one-hot label; "
-                            "pate: teachers on disjoint parts of the data vote, noisily, on a student's queries; "
-                            "dp-sgd: the full-DP baseline (inputs and labels private)")
-    train.add_argument("--epsilon", type=float, help="privacy budget epsilon (> 0); required for private methods")
-    train.add_argument("--delta", type=float,
-                       help="delta of --method pate or dp-sgd (default 1e-5); the other methods are pure epsilon-DP")
-    train.add_argument("--stages", type=float, nargs="+", metavar="FRACTION",
-                       help="fractions of the training set per stage, summing to 1 (default: 0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)")
-    train.add_argument("--temperature", type=float, default=1.0, help="lp-2st, lp-mst: later stages' prior = softmax(logits / T) (default %(default)s)")
-    train.add_argument("--prior", choices=("uniform", "cluster"), default="uniform",
-                       help="stage-1 prior: uniform (plain RR) or cluster: k-means of PCA features of the public inputs "
-                            "with a noisy label histogram per cluster (default %(default)s)")
-    train.add_argument("--prior-epsilon", type=float,
-                       help="part of --epsilon spent on the cluster histogram (default: a tenth); the label releases "
-                            "use the rest, so every label's total is --epsilon")
-    train.add_argument("--prior-temperature", type=float, default=1.0,
-                       help="cluster prior ^ (1 / T), renormalised: above 1 flatter, so RR-with-prior keeps more "
-                            "candidate labels (default %(default)s)")
-    train.add_argument("--encoder", choices=("pca", "autoencoder", "raw"), default="pca",
-                       help="public features clustered for --prior cluster: PCA-whitened inputs, the codes of an "
-                            "autoencoder trained on the public inputs, or the raw inputs (default %(default)s)")
-    train.add_argument("--combine-priors", action="store_true",
-                       help="lp-2st, lp-mst with --prior cluster: later stages' prior is the model prior times the cluster prior")
-    train.add_argument("--clusters", type=int, default=100, help="k-means clusters for --prior cluster (default %(default)s)")
-    train.add_argument("--loss", choices=("forward", "ce"), default="forward",
-                       help="forward: likelihood of each noisy label through its known noise channel (the model learns clean "
-                            "posteriors); ce: plain cross-entropy on noisy labels; not for pate or dp-sgd (default %(default)s)")
-    train.add_argument("--no-reuse-labels", action="store_true",
-                       help="lp-2st, lp-mst: train each stage on its own noisy labels only (default: earlier stages' labels too; "
-                            "with --loss ce only those inside the new prior's top k)")
-    train.add_argument("--no-warm-start", action="store_true", help="lp-2st, lp-mst: train each stage's model from scratch")
-    train.add_argument("--model", choices=MODELS, help="network (default: cnn for 28x28, resnet18 for 32x32, else mlp)")
-    train.add_argument("--seed", type=int, default=0, help="seed for splits, mechanisms and training (default %(default)s)")
-    train.add_argument("--secure-rng", action="store_true",
-                       help="draw the noise (noisy labels, histograms, PATE's vote noise, DP-SGD's batches and "
-                            "gradient noise) from ChaCha20 keyed by the OS, a cryptographically secure generator "
-                            "(default: generators seeded with fresh OS entropy, never saved)")
-    train.add_argument("--insecure-noise-seed", type=int, metavar="SEED",
-                       help="NOT PRIVATE: derive all the noise from SEED, which config.json records, so the run "
-                            "can be repeated exactly (for tests and debugging; anyone with the config can "
-                            "regenerate the noise and undo it)")
-    train.add_argument("--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 (default %(default)s)")
-    train.add_argument("--amp", action="store_true",
-                       help="bf16 automatic mixed precision on CUDA GPUs (label-DP methods; dp-sgd runs in float32)")
+    add_dataclass_arguments(train, RunConfig, _OPTION_GROUPS)
+    train.add_argument("--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 "
+                                                        "(default %(default)s)")
     train.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
     train.add_argument("--out", required=True, help="run directory (created, or resumed if it exists)")
-    dp = train.add_argument_group("dp-sgd", "options of --method dp-sgd (--batch-size is the expected Poisson batch size)")
-    dp.add_argument("--max-grad-norm", type=float, default=1.0, help="per-example clipping bound C (default %(default)s)")
-    dp.add_argument("--noise-multiplier", type=float,
-                    help="sigma (noise std / C); default: the smallest that meets --epsilon and --delta "
-                         "(a given one that spends more is refused)")
-    dp.add_argument("--augmult", type=int, default=1,
-                    help="augmentations per example averaged before clipping (default %(default)s)")
-    dp.add_argument("--ema-decay", type=float, default=0.999,
-                    help="decay of the parameter EMA used for evaluation; 0 turns it off (default %(default)s)")
-    dp.add_argument("--physical-batch-size", type=int, default=512,
-                    help="examples per forward/backward pass; bounds memory, same result (default %(default)s)")
-    dp.add_argument("--clipping", choices=("auto", "fast", "vmap"), default="auto",
-                    help="per-example gradient path (default %(default)s)")
-    pate = train.add_argument_group("pate", "options of --method pate (the training options are the student's)")
-    pate.add_argument("--teachers", type=int, default=250, help="teachers, each on its own part of the data (default %(default)s)")
-    pate.add_argument("--queries", type=int,
-                      help="public inputs the teachers vote on (default: as many as the budget pays for at "
-                           "--vote-noise)")
-    pate.add_argument("--vote-noise", type=float,
-                      help="GNMax noise std in votes (default: teachers / 4, or the smallest that pays for --queries)")
-    pate.add_argument("--aggregator", choices=("gnmax", "confident"), default="gnmax",
-                      help="confident: answer only queries whose noisy top vote reaches --threshold (default %(default)s)")
-    pate.add_argument("--threshold", type=float, default=0.6,
-                      help="confident GNMax's threshold, a fraction of the teachers (default %(default)s)")
-    pate.add_argument("--threshold-noise-ratio", type=float, default=2.0,
-                      help="threshold check noise / vote noise (default %(default)s)")
-    pate.add_argument("--teacher-epochs", type=int, default=20, help="epochs of each teacher (default %(default)s)")
-    pate.add_argument("--teacher-batch-size", type=int, default=32, help="batch size of each teacher (default %(default)s)")
-    _add_train_arguments(train)
 
     demo = commands.add_parser("demo", help="privacy/accuracy table on the embedded digits dataset",
                                description="Train non-private, LP-1ST and LP-2ST on the embedded digits at "
@@ -229,8 +127,11 @@ def _changed_options(args: argparse.Namespace, required: list[str], names: set[s
     """The options among ``names`` (destinations) that ``args`` sets to other than their defaults, as
     flags; ``required`` is the command line that gives every default (the command and its required
     arguments)."""
-    defaults = vars(_build_parser().parse_args(required))
-    return [f"--{name.replace('_', '-')}" for name in sorted(names) if getattr(args, name) != defaults[name]]
+    parser = _build_parser()
+    defaults = vars(parser.parse_args(required))
+    command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[required[0]]
+    flags = {action.dest: action.option_strings[0] for action in command._actions if action.option_strings}
+    return sorted(flags[name] for name in names if getattr(args, name) != defaults[name])
 
 
 def _train(args: argparse.Namespace) -> None:
@@ -239,33 +140,12 @@ def _train(args: argparse.Namespace) -> None:
     if args.profile:
         ignored = _changed_options(args, ["train", "--out", args.out], set(vars(args)) - _PROFILE_OPTIONS)
         if ignored:
-            raise ValueError(f"--profile runs its recipe as registered; {', '.join(ignored)} would not apply to it "
-                             "(only --data-dir, --device and --quiet do). For other settings use "
-                             "`labeldp sweep --base PROFILE --grid NAME=VALUE` or register a recipe (--recipes)")
-        config = get_profile(args.profile).with_overrides(data_dir=args.data_dir)
-        summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
-        _print_summary(summary)
-        print(f"run directory: {args.out}")
-        return
-    dpsgd = DPSGDConfig(max_grad_norm=args.max_grad_norm, noise_multiplier=args.noise_multiplier, augmult=args.augmult,
-                        ema_decay=args.ema_decay or None, physical_batch_size=args.physical_batch_size,
-                        clipping=args.clipping)
-    pate = PATEConfig(teachers=args.teachers, queries=args.queries, noise_std=args.vote_noise,
-                      aggregator=args.aggregator, threshold=args.threshold,
-                      threshold_noise_ratio=args.threshold_noise_ratio, teacher_epochs=args.teacher_epochs,
-                      teacher_batch_size=args.teacher_batch_size)
-    config = RunConfig(dataset=args.dataset, method=args.method, epsilon=args.epsilon, delta=args.delta, dpsgd=dpsgd,
-                       pate=pate,
-                       stages=tuple(args.stages) if args.stages else None, model=args.model,
-                       temperature=args.temperature, prior=args.prior,
-                       prior_epsilon=args.prior_epsilon, prior_temperature=args.prior_temperature,
-                       clusters=args.clusters, encoder=args.encoder,
-                       combine_priors=args.combine_priors, loss=args.loss, reuse_labels=not args.no_reuse_labels,
-                       warm_start=not args.no_warm_start, seed=args.seed, secure_rng=args.secure_rng,
-                       insecure_noise_seed=args.insecure_noise_seed,
-                       classes=tuple(args.classes) if args.classes else None,
-                       data_dir=args.data_dir, table=args.table, label_column=args.label_column,
-                       test_table=args.test_table, train=_train_config(args))
+            raise ConfigError(f"--profile runs its recipe as registered; {', '.join(ignored)} would not apply to it "
+                              "(only --data-dir, --device and --quiet do). For other settings use "
+                              "`labeldp sweep --base PROFILE --grid NAME=VALUE` or register a recipe (--recipes)")
+        config = get_profile(args.profile).config.with_overrides(data_dir=args.data_dir)
+    else:
+        config = dataclass_from_args(RunConfig, args)
     summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
     _print_summary(summary)
     print(f"run directory: {args.out}")

@@ -1,46 +1,41 @@
-"""Privacy accounting: the ledger of spends (dp_accounting events) and the release functions."""
+"""Privacy accounting: what each release costs (events), the ledger that composes them per example,
+and the calibration of the Gaussian mechanisms' noise, all through ``dp_accounting``."""
 
-from labeldp.accounting.dpsgd import DPSGD_RELATION, calibrate_noise_multiplier, dpsgd_epsilon, dpsgd_event
-from labeldp.accounting.ledger import (
+from labeldp.accounting.calibration import (
+    calibrate_noise_multiplier,
+    calibrate_vote_noise,
+    dpsgd_epsilon,
+    max_queries,
+    pate_epsilon,
+)
+from labeldp.accounting.events import (
+    DPSGD_RELATION,
     NEIGHBORING_RELATION,
-    LedgerEntry,
-    PrivacyLedger,
-    event_from_dict,
-    event_to_dict,
+    dpsgd_event,
     histogram_event,
     laplace_one_hot_event,
+    non_private_event,
+    pate_event,
     randomized_response_event,
 )
-from labeldp.accounting.pate import calibrate_vote_noise, pate_epsilon, pate_event
-from labeldp.accounting.release import (
-    release_laplace_one_hot,
-    release_noisy_histogram,
-    release_pate_labels,
-    release_randomized_response,
-    release_rr_with_prior,
-    release_true_labels,
-)
+from labeldp.accounting.ledger import LedgerEntry, PrivacyLedger, event_from_dict, event_to_dict
 
 __all__ = [
-    "calibrate_vote_noise",
-    "pate_epsilon",
-    "pate_event",
-    "release_pate_labels",
     "DPSGD_RELATION",
-    "calibrate_noise_multiplier",
-    "dpsgd_epsilon",
-    "dpsgd_event",
     "NEIGHBORING_RELATION",
     "LedgerEntry",
     "PrivacyLedger",
+    "calibrate_noise_multiplier",
+    "calibrate_vote_noise",
+    "dpsgd_epsilon",
+    "dpsgd_event",
     "event_from_dict",
     "event_to_dict",
     "histogram_event",
     "laplace_one_hot_event",
-    "release_laplace_one_hot",
+    "max_queries",
+    "non_private_event",
+    "pate_epsilon",
+    "pate_event",
     "randomized_response_event",
-    "release_noisy_histogram",
-    "release_randomized_response",
-    "release_rr_with_prior",
-    "release_true_labels",
 ]

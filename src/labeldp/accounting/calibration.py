@@ -1,5 +1,23 @@
-"""Noise calibration shared by the Gaussian mechanisms (DP-SGD, PATE): the smallest noise that meets
-a target (epsilon, delta), found with dp_accounting's PLD accountant and ``calibrate_dp_mechanism``."""
+"""Epsilon and noise calibration of the Gaussian mechanisms (DP-SGD, PATE), with dp_accounting's PLD
+accountant and ``calibrate_dp_mechanism``.
+
+DP-SGD: one step with Poisson sampling rate q, clipping bound C and Gaussian noise N(0, (sigma C)^2)
+on the sum of clipped per-example gradients is ``PoissonSampledDpEvent(q, GaussianDpEvent(sigma))``
+(sensitivity C, so the noise multiplier sigma is the ratio); ``steps`` steps compose adaptively, under
+add-or-remove-one-example neighbours, as dp_accounting, Opacus and the DP-SGD literature state it.
+
+PATE: under replace-one-label neighbours, one replaced label changes one teacher, so on every query
+two cells of the vote histogram move by one (L2 sensitivity sqrt(2)) and the largest count by at
+most one. One GNMax answer with vote noise N(0, sigma^2) is therefore ``GaussianDpEvent(sigma /
+sqrt(2))`` and one confident threshold check with noise N(0, sigma_1^2) is ``GaussianDpEvent(sigma_1)``
+(:mod:`labeldp.mechanisms.gnmax`). The number of queries is fixed before any vote is seen, and every
+query is charged for both its threshold check and its GNMax answer whether or not it passes the
+check: the guarantee then holds whatever the teachers' consensus. (PATE's data-dependent analysis,
+Papernot et al. 2018, charges consensual queries less, but its epsilon depends on the votes and must
+itself be released privately; labeldp does not implement it.) Epsilons come from dp_accounting's
+Gaussian PLD for a query that moves by its sensitivity (``GAUSSIAN_SHIFT_RELATION``), as the ledger
+builds it.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +28,7 @@ import dp_accounting
 from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
 
+from labeldp.accounting.events import DPSGD_RELATION, GAUSSIAN_SHIFT_RELATION, check_queries, dpsgd_event, pate_event
 from labeldp.accounting.ledger import VALUE_DISCRETIZATION
 
 
@@ -63,3 +82,83 @@ def smallest_noise(make_event: Callable[[float], dp_event.DpEvent], epsilon: flo
         lambda: pld_accountant(relation), make_event, epsilon, delta,
         bracket_interval=dp_accounting.ExplicitBracketInterval(low, high), tol=tolerance * low)
     return float(noise)
+
+
+MIN_NOISE_MULTIPLIER = 1 / 16
+
+
+def _check(sampling_probability: float, steps: int, delta: float) -> None:
+    if not 0.0 < sampling_probability <= 1.0:
+        raise ValueError(f"sampling_probability must lie in (0, 1], got {sampling_probability}")
+    if int(steps) != steps or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps}")
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+
+
+def dpsgd_epsilon(noise_multiplier: float, sampling_probability: float, steps: int, delta: float) -> float:
+    """Epsilon of DP-SGD at ``delta`` (add-or-remove relation), from dp_accounting's PLD accountant."""
+    _check(sampling_probability, steps, delta)
+    if noise_multiplier == 0:
+        return math.inf
+    return accountant_epsilon(dpsgd_event(noise_multiplier, sampling_probability, steps), delta, DPSGD_RELATION)
+
+
+def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_probability: float, steps: int,
+                               tolerance: float = 1e-3) -> float:
+    """The smallest noise multiplier (to a relative ``tolerance``) for which ``steps`` Poisson-sampled
+    Gaussian steps at rate ``sampling_probability`` are (``epsilon``, ``delta``)-DP.
+
+    Uses dp_accounting's ``calibrate_dp_mechanism`` (bisection on the PLD accountant's epsilon); the
+    returned value always meets the target.
+    """
+    _check(sampling_probability, steps, delta)
+    return smallest_noise(lambda sigma: dpsgd_event(sigma, sampling_probability, steps), epsilon, delta,
+                          DPSGD_RELATION, minimum=MIN_NOISE_MULTIPLIER, maximum=1e4, tolerance=tolerance)
+
+
+#: Noise standard deviations are in votes; calibration looks for them in this range.
+NOISE_RANGE = (1e-2, 1e7)
+
+
+def pate_epsilon(queries: int, noise_std: float, delta: float, threshold_noise_std: float | None = None) -> float:
+    """Epsilon at ``delta`` of :func:`pate_event` (replace-one label), from dp_accounting's PLD accountant."""
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+    return accountant_epsilon(pate_event(queries, noise_std, threshold_noise_std), delta, GAUSSIAN_SHIFT_RELATION)
+
+
+def calibrate_vote_noise(epsilon: float, delta: float, queries: int, threshold_noise_ratio: float | None = None,
+                         tolerance: float = 1e-3) -> float:
+    """The smallest GNMax vote noise sigma (to a relative ``tolerance``) for which ``queries`` answers,
+    with threshold checks of noise ``threshold_noise_ratio * sigma`` if a ratio is given, are
+    (``epsilon``, ``delta``)-label-DP. The returned sigma always meets the target."""
+    check_queries(queries)
+    check_target(epsilon, delta)
+    if threshold_noise_ratio is not None and not threshold_noise_ratio > 0:
+        raise ValueError(f"threshold_noise_ratio must be > 0, got {threshold_noise_ratio}")
+
+    def event(sigma: float) -> dp_event.DpEvent:
+        return pate_event(queries, sigma, None if threshold_noise_ratio is None else threshold_noise_ratio * sigma)
+
+    # Start where the composition equals one Gaussian with noise multiplier 1.
+    per_query = 2.0 + (0.0 if threshold_noise_ratio is None else threshold_noise_ratio**-2)
+    return smallest_noise(event, epsilon, delta, GAUSSIAN_SHIFT_RELATION, minimum=NOISE_RANGE[0],
+                          maximum=NOISE_RANGE[1], start=math.sqrt(queries * per_query), tolerance=tolerance)
+
+
+def max_queries(epsilon: float, delta: float, noise_std: float, threshold_noise_ratio: float | None = None) -> int:
+    """The most queries that GNMax with vote noise ``noise_std`` (and threshold checks of noise
+    ``threshold_noise_ratio * noise_std``) can answer within (``epsilon``, ``delta``); 0 if none.
+
+    Q queries compose into one Gaussian whose noise multiplier shrinks as 1 / sqrt(Q), so the answer
+    is (noise_std / sigma_1)^2 rounded down, sigma_1 being the noise one query needs; it is then
+    checked (and lowered if the PLD's discretisation demands) against dp_accounting.
+    """
+    check_target(epsilon, delta)
+    single = calibrate_vote_noise(epsilon, delta, 1, threshold_noise_ratio)
+    queries = int((noise_std / single) ** 2)
+    threshold = None if threshold_noise_ratio is None else threshold_noise_ratio * noise_std
+    while queries > 0 and pate_epsilon(queries, noise_std, delta, threshold) > epsilon:
+        queries -= 1
+    return queries

@@ -1,11 +1,7 @@
 """The privacy ledger: every randomisation of private data, as a ``dp_accounting`` event.
 
-Neighbouring relation (a property of the ledger, fixed when it is created):
-
-- label DP, the default: *replace one label* -- two datasets are neighbours when they have the same
-  inputs and differ in the label of exactly one example (``NeighboringRelation.REPLACE_ONE``);
-- full DP (DP-SGD): *add or remove one example*, inputs and label together
-  (``NeighboringRelation.ADD_OR_REMOVE_ONE``), the relation DP-SGD is usually stated under.
+The neighbouring relation (:mod:`labeldp.accounting.events`) is a property of the ledger, fixed
+when it is created.
 
 Each entry records an event and the set of examples ("members") whose labels it read. An example's
 privacy loss is the (adaptive, sequential) composition of the events that touched it; events on
@@ -29,7 +25,7 @@ Events and their meaning under replace-one-label neighbours:
 - ``GaussianDpEvent(s)``: a query whose value moves by at most 1 (L2) between neighbours, plus
   N(0, s^2) noise: dp_accounting's Gaussian PLD for a shift of 1. Under add-or-remove this is exactly
   what dp_accounting's ``PLDAccountant`` builds. On the label ledger it is PATE's aggregator (one
-  replaced label moves a vote histogram by sqrt(2), folded into s; :mod:`labeldp.accounting.pate`).
+  replaced label moves a vote histogram by sqrt(2), folded into s; :func:`~labeldp.accounting.events.pate_event`).
   dp_accounting's own REPLACE_ONE Gaussian would assume a shift of 2, so the ledger does not use it.
 - ``PoissonSampledDpEvent(GaussianDpEvent)`` (a DP-SGD step, under add-or-remove only): dp_accounting's
   sampled Gaussian PLD (the clipping bound folded into the noise multiplier), as its ``PLDAccountant``
@@ -57,17 +53,8 @@ from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from labeldp.files import write_text_atomic
-from labeldp.mechanisms.laplace import LAPLACE_GRID, laplace_parameter
+from labeldp.accounting.events import GAUSSIAN_SHIFT_RELATION, NEIGHBORING_RELATION, RELATION_NAMES
 
-NEIGHBORING_RELATION = dp_accounting.NeighboringRelation.REPLACE_ONE
-RELATION_NAMES = {
-    dp_accounting.NeighboringRelation.REPLACE_ONE: "replace-one label",
-    dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE: "add-or-remove one example",
-}
-#: dp_accounting's Gaussian PLD for a query that moves by (at most) its sensitivity between neighbours.
-#: Under REPLACE_ONE, dp_accounting assumes a move of twice the sensitivity (a replaced example in a
-#: sum of clipped vectors), which is not what a GaussianDpEvent on the label ledger means.
-GAUSSIAN_SHIFT_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 #: Discretisation of privacy losses: reported epsilons are pessimistic by at most about this much.
 VALUE_DISCRETIZATION = 1e-4
 
@@ -138,32 +125,6 @@ def _compose(plds: list) -> pld_lib.PrivacyLossDistribution | None:
         if item is not None:
             result = item if result is None else result.compose(item)
     return result
-
-
-def histogram_event(epsilon: float) -> dp_event.DpEvent:
-    """A per-group label histogram with discrete Laplace(epsilon / 2) noise on every cell: replacing
-    one label moves two cells by one, two independent unit shifts."""
-    return dp_event.SelfComposedDpEvent(dp_event.DiscreteLaplaceDpEvent(epsilon / 2.0, 1), 2)
-
-
-def laplace_one_hot_event(epsilon: float) -> dp_event.DpEvent:
-    """ALIBI's release on the grid (1/m) Z: m onehot(y) plus discrete Laplace(epsilon / (2m)) per
-    coordinate; replacing the label shifts two coordinates by m, two independent shifts."""
-    return dp_event.SelfComposedDpEvent(
-        dp_event.DiscreteLaplaceDpEvent(laplace_parameter(epsilon), LAPLACE_GRID), 2)
-
-
-def randomized_response_event(epsilon: float, num_buckets: int) -> dp_event.DpEvent:
-    """The dp_accounting event of RR over ``num_buckets`` values that keeps with e^eps/(e^eps+k-1).
-
-    dp_accounting's RR keeps the input with probability 1 - p and otherwise outputs a uniform bucket
-    (possibly the input), so p = k / (e^eps + k - 1) gives the same distribution.
-    """
-    k = int(num_buckets)
-    if k == 1:
-        return dp_event.NoOpDpEvent()
-    noise = k * math.exp(-epsilon) / (1.0 + (k - 1) * math.exp(-epsilon))
-    return dp_event.RandomizedResponseDpEvent(noise_parameter=noise, num_buckets=k)
 
 
 def event_to_dict(event: dp_event.DpEvent) -> dict[str, Any]:

@@ -43,7 +43,8 @@ from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.files import write_json_atomic
 from labeldp.randomness import RandomSource, as_generator, public_rng
-from labeldp.training import RunConfig, config_dataset, load_run_model, predict_proba, train_run
+from labeldp.runs import RunConfig, config_dataset, load_run_model, train_run
+from labeldp.training import predict_proba
 
 #: The attacker answers only its most confident guesses: these fractions of the canaries.
 ANSWER_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)

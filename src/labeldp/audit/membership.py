@@ -32,7 +32,8 @@ from labeldp.audit.spend import AuditLedger, audit_run_config
 from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError
 from labeldp.randomness import public_rng
-from labeldp.training import RunConfig, config_dataset, load_run_model, predict_proba, train_run
+from labeldp.runs import RunConfig, config_dataset, load_run_model, train_run
+from labeldp.training import predict_proba
 from labeldp.files import write_json_atomic
 
 #: False-positive rates at which the TPR is reported and thresholds are tried for the bound.

@@ -19,7 +19,7 @@ import numpy as np
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.randomness import public_seed
-from labeldp.training import RunConfig
+from labeldp.runs import RunConfig
 
 
 def audit_run_config(config: RunConfig, seed: int, index: int) -> RunConfig:

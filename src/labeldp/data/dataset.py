@@ -17,7 +17,7 @@ class LabeledDataset:
     """Train/test arrays of one dataset.
 
     ``x_*`` are float32 arrays, (n, C, H, W) for images and (n, d) for tables, already normalised.
-    ``y_train`` holds the *private* labels: only :mod:`labeldp.accounting.release` should read them.
+    ``y_train`` holds the *private* labels: only :mod:`labeldp.release` should read them.
     """
 
     name: str

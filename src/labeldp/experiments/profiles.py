@@ -7,14 +7,13 @@ A profile is a :class:`~labeldp.training.RunConfig` under a key. Built-in recipe
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from labeldp.training import RunConfig
+from labeldp.runs import RunConfig
 
 _REGISTRY: dict[str, Profile] = {}
 
@@ -28,9 +27,6 @@ class Profile:
     version: int = 1
     description: str = ""
 
-    def with_overrides(self, **fields) -> RunConfig:
-        """The recipe's config with some fields replaced (e.g. ``data_dir``)."""
-        return dataclasses.replace(self.config, **{k: v for k, v in fields.items() if v is not None})
 
 
 def register(key: str, config: RunConfig, *, version: int = 1, description: str = "") -> Profile:

@@ -7,8 +7,9 @@ reference). Datasets that need files take ``--data-dir`` at run time.
 from __future__ import annotations
 
 from labeldp.experiments.profiles import register
-from labeldp.training import RunConfig, TrainConfig
-from labeldp.training.dpsgd.trainer import DPSGDConfig
+from labeldp.runs import RunConfig
+from labeldp.training import TrainConfig
+from labeldp.dpsgd.trainer import DPSGDConfig
 
 #: Embedded digits: the MLP, small batches, about a second per run on a CPU.
 DIGITS_TRAIN = TrainConfig(epochs=40, batch_size=32, lr=0.02, weight_decay=1e-3)

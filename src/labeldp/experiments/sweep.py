@@ -24,8 +24,9 @@ from tqdm.auto import tqdm
 from labeldp import runtime
 from labeldp.data import FOLDER_DATASETS
 from labeldp.files import write_atomic
-from labeldp.training import RunConfig, RunDirectory, TrainConfig, train_run
-from labeldp.training.run import options_unused_by
+from labeldp.runs import RunConfig, RunDirectory, train_run
+from labeldp.training import TrainConfig
+from labeldp.runs.config import options_unused_by
 
 RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "delta", "seed", "test_accuracy",
                   "seconds", "run_dir", "error")

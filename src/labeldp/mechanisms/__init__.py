@@ -1,7 +1,7 @@
 """Label randomisers: pure, vectorised numpy functions (no torch, no accounting).
 
 The true labels of a training set are read by these functions only. To record the privacy cost of a
-release, call them through :mod:`labeldp.accounting.release`, which writes each spend to a ledger.
+release, call them through :mod:`labeldp.release`, which writes each spend to a ledger.
 """
 
 from labeldp.mechanisms.gnmax import (

@@ -12,7 +12,7 @@ sqrt(2) per query) and the largest vote count changes by at most one (sensitivit
   with noise multiplier sigma_1 per query (Papernot et al. 2018).
 
 The assumption is that teacher t was trained on its own part only; the accounting lives in
-:mod:`labeldp.accounting.pate`.
+:mod:`labeldp.accounting.calibration`.
 """
 
 from __future__ import annotations

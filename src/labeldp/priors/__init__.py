@@ -1,8 +1,13 @@
-"""Producers of (n, K) prior matrices for RR-with-prior: cluster histograms over public features.
+"""Producers of (n, K) prior matrices for RR-with-prior, and how priors meet released labels.
+
+- :mod:`~labeldp.priors.cluster`: cluster histograms over public features (Algorithm 4 of Ghazi et
+  al. 2021), the histogram released through :mod:`labeldp.release`;
+- :mod:`~labeldp.priors.combine`: tempering, and the posterior weight of a release under a prior.
 
 The other prior, a model's predicted probabilities, is :func:`labeldp.training.predict_proba`.
 """
 
 from labeldp.priors.cluster import ENCODERS, cluster, cluster_priors, encode, histogram_priors
+from labeldp.priors.combine import release_evidence, temper
 
-__all__ = ["ENCODERS", "cluster", "cluster_priors", "encode", "histogram_priors"]
+__all__ = ["ENCODERS", "cluster", "cluster_priors", "encode", "histogram_priors", "release_evidence", "temper"]

@@ -1,7 +1,7 @@
 """Priors from public features (Algorithm 4 of Ghazi et al. 2021): cluster public representations
 with k-means and use each cluster's noisy label histogram as its members' prior.
 
-Only the histogram reads labels (through :func:`labeldp.accounting.release_noisy_histogram`, which
+Only the histogram reads labels (through :func:`labeldp.release_noisy_histogram`, which
 records its epsilon); the representations and clusters come from public inputs alone.
 """
 
@@ -11,7 +11,9 @@ import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
-from labeldp.accounting import PrivacyLedger, release_noisy_histogram
+from labeldp.accounting import PrivacyLedger
+from labeldp.release import Release, release_noisy_histogram
+from labeldp.errors import ConfigError
 from labeldp.priors.autoencoder import autoencoder_codes
 from labeldp.randomness import RandomSource
 
@@ -38,7 +40,7 @@ def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, see
 def cluster(representations: np.ndarray, n_clusters: int, seed: int = 0) -> np.ndarray:
     """k-means cluster index of every row (scikit-learn, k-means++ initialisation)."""
     if not 1 <= n_clusters <= len(representations):
-        raise ValueError(f"n_clusters must lie in [1, {len(representations)}], got {n_clusters}")
+        raise ConfigError(f"n_clusters must lie in [1, {len(representations)}], got {n_clusters}")
     return KMeans(n_clusters, n_init=1, random_state=seed).fit_predict(representations)
 
 
@@ -52,10 +54,11 @@ def histogram_priors(noisy_counts: np.ndarray) -> np.ndarray:
 
 def cluster_priors(ledger: PrivacyLedger, labels: np.ndarray, members: np.ndarray, clusters: np.ndarray,
                    n_clusters: int, num_classes: int, epsilon: float, rng: RandomSource = None,
-                   tag: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   tag: str | None = None) -> tuple[np.ndarray, Release]:
     """Each member's prior: its cluster's noisy label histogram (epsilon-label-DP, recorded on ``ledger``).
 
-    Returns ``(priors of shape (len(members), K), noisy counts of shape (n_clusters, K))``.
+    Returns ``(priors of shape (len(members), K), the histogram's release)``; the noisy counts, of
+    shape (n_clusters, K), are ``release.arrays["counts"]``.
     """
-    counts = release_noisy_histogram(ledger, labels, members, clusters, n_clusters, num_classes, epsilon, rng, tag)
-    return histogram_priors(counts)[clusters], counts
+    release = release_noisy_histogram(ledger, labels, members, clusters, n_clusters, num_classes, epsilon, rng, tag)
+    return histogram_priors(release.arrays["counts"])[clusters], release

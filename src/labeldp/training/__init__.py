@@ -1,8 +1,12 @@
-"""Training after the privacy boundary: one supervised stage, and the multi-stage label-DP run."""
+"""Supervised training after the privacy boundary: one stage of plain learning on labels a method
+released (:mod:`labeldp.release`), with augmentation, mixup, schedules, checkpoints and evaluation.
 
-from labeldp.training.run import METHODS, RunConfig, config_dataset, load_run_model, split_stages, train_run
-from labeldp.errors import RunLockedError
-from labeldp.training.rundir import RunDirectory
+:func:`train_stage` learns from whatever targets it is given: in a run, the label-DP methods give it
+released labels and their noise channels. The private-side trainers are elsewhere: DP-SGD in
+:mod:`labeldp.dpsgd`, and PATE's teachers in :mod:`labeldp.pate` (which train with
+:func:`train_stage` on their own disjoint parts of the true labels, inside the mechanism).
+"""
+
 from labeldp.training.stage import (
     EpochRecord,
     TrainConfig,
@@ -13,5 +17,4 @@ from labeldp.training.stage import (
     train_stage,
 )
 
-__all__ = ["METHODS", "config_dataset", "load_run_model", "EpochRecord", "RunConfig", "RunDirectory", "RunLockedError", "TrainConfig", "accuracy", "predict_logits",
-           "predict_proba", "resolve_device", "split_stages", "train_run", "train_stage"]
+__all__ = ["EpochRecord", "TrainConfig", "accuracy", "predict_logits", "predict_proba", "resolve_device", "train_stage"]

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from labeldp.errors import ConfigError
 from labeldp.files import write_atomic
+from labeldp.options import option
 from labeldp.training.augment import augment, mixup
 
 OPTIMIZERS = ("sgd", "adam")
@@ -31,18 +32,19 @@ SCHEDULES = ("cosine", "constant")
 class TrainConfig:
     """Hyper-parameters of one stage. ``epochs`` counts passes over the stage's training set."""
 
-    epochs: int = 10
-    batch_size: int = 128
-    optimizer: str = "sgd"
-    lr: float = 0.05
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    schedule: str = "cosine"
-    warmup_epochs: float = 0.0
-    mixup_alpha: float = 0.0
-    augment: bool = True
-    amp: bool = False
-    eval_batch_size: int = 1000
+    epochs: int = option(10, help="epochs of each stage")
+    batch_size: int = option(128, help="mini-batch size (dp-sgd: the expected Poisson batch size)")
+    optimizer: str = option("sgd", choices=OPTIMIZERS, help="SGD with Nesterov momentum, or AdamW")
+    lr: float = option(0.05, help="peak learning rate")
+    momentum: float = option(0.9, help="SGD momentum")
+    weight_decay: float = option(5e-4, help="weight decay")
+    schedule: str = option("cosine", choices=SCHEDULES, help="learning-rate schedule")
+    warmup_epochs: float = option(0.0, help="linear warm-up length in epochs")
+    mixup_alpha: float = option(0.0, flag="--mixup", metavar="ALPHA", help="mixup Beta(alpha, alpha); 0 disables it")
+    augment: bool = option(True, help="disable the dataset's data augmentation")
+    amp: bool = option(False, help="bf16 automatic mixed precision on CUDA GPUs (label-DP methods; dp-sgd runs "
+                                   "in float32)")
+    eval_batch_size: int = option(1000, help="batch size of evaluation")
 
     def validate(self) -> None:
         """Refuse settings that cannot train (checked before any label is released)."""

@@ -8,7 +8,7 @@ cosine schedule: post-processing). An exponential moving average of the paramete
 usual warm-up of its decay) is kept for evaluation when ``ema_decay`` is set; it is post-processing too.
 
 Privacy: (epsilon, delta)-DP for add-or-remove-one-example neighbours, where epsilon is what
-:func:`labeldp.accounting.dpsgd.dpsgd_epsilon` gives for (sigma, q, steps) -- the run records that
+:func:`labeldp.accounting.dpsgd_epsilon` gives for (sigma, q, steps) -- the run records that
 event on its ledger before training starts. The guarantee covers everything the trainer writes or
 shows, which is a function of the privatised gradients and public data only: the final and every
 intermediate model, the checkpoints (model, optimiser, schedule, EMA, the public augmentation
@@ -34,11 +34,12 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel
 from tqdm.auto import tqdm
 
+from labeldp.options import option
 from labeldp.randomness import NoiseSource
 from labeldp.training.augment import augment
-from labeldp.training.dpsgd.clipping import METHODS, check_per_example_model, clipped_gradient_sum
-from labeldp.training.dpsgd.noise import noise_generator, privatize_gradients
-from labeldp.training.dpsgd.sampling import PoissonSampler, sampling_generator
+from labeldp.dpsgd.clipping import METHODS, check_per_example_model, clipped_gradient_sum
+from labeldp.dpsgd.noise import noise_generator, privatize_gradients
+from labeldp.dpsgd.sampling import PoissonSampler, sampling_generator
 from labeldp.training.stage import (EpochRecord, TrainConfig, accuracy, lr_schedule, make_optimizer,
                                     restore_checkpoint, save_atomic)
 
@@ -47,15 +48,22 @@ from labeldp.training.stage import (EpochRecord, TrainConfig, accuracy, lr_sched
 class DPSGDConfig:
     """DP-SGD's own settings (epochs, expected batch size, optimiser and schedule are in TrainConfig).
 
-    ``noise_multiplier`` None means: calibrate it to the run's (epsilon, delta).
+    ``noise_multiplier`` None means: calibrate it to the run's (epsilon, delta). ``ema_decay`` 0
+    means: no EMA.
     """
 
-    max_grad_norm: float = 1.0
-    noise_multiplier: float | None = None
-    augmult: int = 1
-    ema_decay: float | None = 0.999
-    physical_batch_size: int | None = 512
-    clipping: str = "auto"
+    max_grad_norm: float = option(1.0, help="per-example clipping bound C")
+    noise_multiplier: float | None = option(None, help="sigma (noise std / C); default: the smallest that meets "
+                                                       "--epsilon and --delta (a given one that spends more is refused)")
+    augmult: int = option(1, help="augmentations per example averaged before clipping")
+    ema_decay: float = option(0.999, help="decay of the parameter EMA used for evaluation; 0 turns it off")
+    physical_batch_size: int | None = option(512, help="examples per forward/backward pass; bounds memory, same "
+                                                       "result")
+    clipping: str = option("auto", choices=METHODS, help="per-example gradient path")
+
+    def __post_init__(self) -> None:
+        if self.ema_decay is None:  # configurations written when "no EMA" was None
+            self.ema_decay = 0.0
 
     def validate(self) -> None:
         if not self.max_grad_norm > 0 or not math.isfinite(self.max_grad_norm):
@@ -64,8 +72,8 @@ class DPSGDConfig:
             raise ValueError(f"noise_multiplier must be > 0, got {self.noise_multiplier}")
         if self.augmult < 1:
             raise ValueError(f"augmult must be at least 1, got {self.augmult}")
-        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
-            raise ValueError(f"ema_decay must lie in (0, 1), got {self.ema_decay}")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must lie in [0, 1) (0: no EMA), got {self.ema_decay}")
         if self.physical_batch_size is not None and self.physical_batch_size < 1:
             raise ValueError(f"physical_batch_size must be at least 1, got {self.physical_batch_size}")
         if self.clipping not in METHODS:
@@ -150,7 +158,7 @@ def train_dpsgd(
     noise = noise or NoiseSource()
     augment_rng = torch.Generator().manual_seed(seed)
     ema = AveragedModel(model, multi_avg_fn=_ema_with_warmup(dp.ema_decay), use_buffers=True) \
-        if dp.ema_decay is not None else None
+        if dp.ema_decay > 0 else None
     path = Path(checkpoint) if checkpoint is not None else None
     state, history = restore_checkpoint(path, model, optimizer, scheduler)
     if state is not None:

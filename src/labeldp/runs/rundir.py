@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
+import torch
 
 from labeldp.accounting import NEIGHBORING_RELATION, PrivacyLedger
 from labeldp.errors import RunDirectoryError, RunLockedError
@@ -133,6 +134,15 @@ class RunDirectory:
             release = self.load_release(path.stem)
             found[path.stem] = json.loads(str(release["config"])) if "config" in release else None
         return found
+
+    def keep_metrics_of_checkpoints(self, stages: int) -> None:
+        """Keep only the metric rows that the checkpoints vouch for (a crash may leave extra rows)."""
+        rows = []
+        for stage in range(1, stages + 1):
+            path = self.checkpoint_path(stage)
+            if path.exists():
+                rows += [{"stage": stage, **row} for row in torch.load(path, weights_only=False)["history"]]
+        self.rewrite_metrics(rows)
 
     def rewrite_metrics(self, rows: list[dict[str, Any]]) -> None:
         write_text_atomic(self.metrics_path, "".join(json.dumps(row) + "\n" for row in rows))

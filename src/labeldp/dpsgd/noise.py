@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from labeldp.randomness import NoiseSource, SecureGenerator, box_muller, fresh_seed
-from labeldp.training.dpsgd.clipping import ClippedGradients, trainable_parameters
+from labeldp.dpsgd.clipping import ClippedGradients, trainable_parameters
 
 NoiseGenerator = Union[torch.Generator, str, None]
 

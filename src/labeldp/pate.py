@@ -7,7 +7,7 @@ is trained on the answered queries only. Under label DP every input is public, s
 training inputs; the test set is left for evaluation.
 
 Privacy: only the aggregated answers leave the teachers. Replacing one label changes one teacher,
-which is what :mod:`labeldp.accounting.pate` charges for. The teachers' own predictions are *not*
+which is what :mod:`labeldp.accounting.calibration` charges for. The teachers' own predictions are *not*
 private: they are kept in the run's ``private/`` folder only until the answers are released, so that
 a crash does not retrain the teachers, and deleted after.
 """
@@ -25,8 +25,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from labeldp.accounting.pate import calibrate_vote_noise, max_queries, pate_epsilon
+from labeldp.accounting.calibration import calibrate_vote_noise, max_queries, pate_epsilon
 from labeldp.files import write_atomic
+from labeldp.options import option
 from labeldp.randomness import public_rng, public_seed
 from labeldp.training.stage import TrainConfig, predict_logits, train_stage
 
@@ -46,14 +47,17 @@ class PATEConfig:
     - ``queries`` only: the smallest sigma that pays for them; ``noise_std`` only: the most queries.
     """
 
-    teachers: int = 250
-    queries: int | None = None
-    aggregator: str = "gnmax"
-    noise_std: float | None = None
-    threshold: float = 0.6
-    threshold_noise_ratio: float = 2.0
-    teacher_epochs: int = 20
-    teacher_batch_size: int = 32
+    teachers: int = option(250, help="teachers, each on its own part of the data")
+    queries: int | None = option(None, help="public inputs the teachers vote on (default: as many as the budget "
+                                            "pays for at --vote-noise)")
+    aggregator: str = option("gnmax", choices=AGGREGATORS, help="confident: answer only queries whose noisy top "
+                                                                "vote reaches --threshold")
+    noise_std: float | None = option(None, flag="--vote-noise", help="GNMax noise std in votes (default: teachers "
+                                                                     "/ 4, or the smallest that pays for --queries)")
+    threshold: float = option(0.6, help="confident GNMax's threshold, a fraction of the teachers")
+    threshold_noise_ratio: float = option(2.0, help="threshold check noise / vote noise")
+    teacher_epochs: int = option(20, help="epochs of each teacher")
+    teacher_batch_size: int = option(32, help="batch size of each teacher")
 
     def validate(self, num_train: int | None = None) -> None:
         if self.teachers < 2:

@@ -9,7 +9,7 @@ Two ways to compute it, chosen by ``method``:
   (input, output gradient), either by materialising its per-example gradients (cost ~ T d p per
   example, T positions, d inputs, p outputs) or by the "ghost" Gram-matrix identity
   ||sum_t g_t a_t^T||^2 = sum_{t,s} (a_t . a_s)(g_t . g_s) (cost ~ T^2 (d + p)), whichever is cheaper
-  (for convolutions: faster when timed, with :mod:`~labeldp.training.dpsgd.conv_grads`). On CPU the
+  (for convolutions: faster when timed, with :mod:`~labeldp.dpsgd.conv_grads`). On CPU the
   per-example gradients go to memory each layer keeps between calls. After backward, the clipped sum
   is the materialised gradients weighted by the clipping factors, or one weighted weight-gradient
   product for the ghost layers. Supports Linear, Conv2d (``groups=1``, zero padding), weight-standardised
@@ -49,7 +49,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from labeldp.models.wideresnet import WSConv2d
-from labeldp.training.dpsgd import conv_grads
+from labeldp.dpsgd import conv_grads
 
 #: per-example loss: (outputs (N, ...), targets (N, ...)) -> losses (N,)
 PerExampleLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -106,7 +106,7 @@ def check_per_example_model(model: nn.Module) -> None:
             raise UnsupportedModelError(
                 f"module {name or type(model).__name__!r} ({type(module).__name__}) mixes the examples of a batch, "
                 "so per-example gradients (and DP-SGD's guarantee) are undefined; replace it with GroupNorm, "
-                "e.g. model = labeldp.training.dpsgd.replace_batchnorm(model)")
+                "e.g. model = labeldp.dpsgd.replace_batchnorm(model)")
 
 
 def replace_batchnorm(model: nn.Module, max_groups: int = 32) -> nn.Module:

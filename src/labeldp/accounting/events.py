@@ -1,0 +1,90 @@
+"""Every privacy spend labeldp records, as a ``dp_accounting`` event: small immutable data, one
+constructor per mechanism, and the neighbouring relations they are stated under.
+
+- label DP, the default: *replace one label* -- two datasets are neighbours when they have the same
+  inputs and differ in the label of exactly one example (``NeighboringRelation.REPLACE_ONE``);
+- full DP (DP-SGD): *add or remove one example*, inputs and label together
+  (``NeighboringRelation.ADD_OR_REMOVE_ONE``), the relation DP-SGD is usually stated under.
+
+What each event means, and how its epsilon is computed, is :mod:`labeldp.accounting.ledger`'s job.
+"""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting
+from dp_accounting import dp_event
+
+from labeldp.mechanisms.laplace import LAPLACE_GRID, laplace_parameter
+
+NEIGHBORING_RELATION = dp_accounting.NeighboringRelation.REPLACE_ONE
+DPSGD_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+RELATION_NAMES = {
+    NEIGHBORING_RELATION: "replace-one label",
+    DPSGD_RELATION: "add-or-remove one example",
+}
+#: dp_accounting's Gaussian PLD for a query that moves by (at most) its sensitivity between neighbours.
+#: Under REPLACE_ONE, dp_accounting assumes a move of twice the sensitivity (a replaced example in a
+#: sum of clipped vectors), which is not what a GaussianDpEvent on the label ledger means.
+GAUSSIAN_SHIFT_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+
+
+def histogram_event(epsilon: float) -> dp_event.DpEvent:
+    """A per-group label histogram with discrete Laplace(epsilon / 2) noise on every cell: replacing
+    one label moves two cells by one, two independent unit shifts."""
+    return dp_event.SelfComposedDpEvent(dp_event.DiscreteLaplaceDpEvent(epsilon / 2.0, 1), 2)
+
+
+def laplace_one_hot_event(epsilon: float) -> dp_event.DpEvent:
+    """ALIBI's release on the grid (1/m) Z: m onehot(y) plus discrete Laplace(epsilon / (2m)) per
+    coordinate; replacing the label shifts two coordinates by m, two independent shifts."""
+    return dp_event.SelfComposedDpEvent(
+        dp_event.DiscreteLaplaceDpEvent(laplace_parameter(epsilon), LAPLACE_GRID), 2)
+
+
+def randomized_response_event(epsilon: float, num_buckets: int) -> dp_event.DpEvent:
+    """The dp_accounting event of RR over ``num_buckets`` values that keeps with e^eps/(e^eps+k-1).
+
+    dp_accounting's RR keeps the input with probability 1 - p and otherwise outputs a uniform bucket
+    (possibly the input), so p = k / (e^eps + k - 1) gives the same distribution.
+    """
+    k = int(num_buckets)
+    if k == 1:
+        return dp_event.NoOpDpEvent()
+    noise = k * math.exp(-epsilon) / (1.0 + (k - 1) * math.exp(-epsilon))
+    return dp_event.RandomizedResponseDpEvent(noise_parameter=noise, num_buckets=k)
+
+
+def non_private_event() -> dp_event.DpEvent:
+    """True labels handed out without noise: the ledger's epsilon becomes infinite."""
+    return dp_event.NonPrivateDpEvent()
+
+
+def check_queries(queries: int) -> int:
+    if int(queries) != queries or queries < 1:
+        raise ValueError(f"queries must be a positive integer, got {queries}")
+    return int(queries)
+
+
+def pate_event(queries: int, noise_std: float, threshold_noise_std: float | None = None) -> dp_event.DpEvent:
+    """PATE's aggregator (:mod:`labeldp.accounting.calibration` explains the charge): the dp_accounting event of ``queries`` GNMax answers with vote noise ``noise_std`` (and, for
+    the confident variant, as many threshold checks with noise ``threshold_noise_std``)."""
+    count = check_queries(queries)
+    if not noise_std > 0:
+        raise ValueError(f"noise_std must be > 0, got {noise_std}")
+    answers = dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(noise_std / math.sqrt(2.0)), count)
+    if threshold_noise_std is None:
+        return answers
+    if not threshold_noise_std > 0:
+        raise ValueError(f"threshold_noise_std must be > 0, got {threshold_noise_std}")
+    checks = dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(threshold_noise_std), count)
+    return dp_event.ComposedDpEvent([checks, answers])
+
+
+def dpsgd_event(noise_multiplier: float, sampling_probability: float, steps: int) -> dp_event.DpEvent:
+    """The dp_accounting event of ``steps`` Poisson-sampled Gaussian steps."""
+    if not noise_multiplier >= 0:
+        raise ValueError(f"noise_multiplier must be >= 0, got {noise_multiplier}")
+    step = dp_event.PoissonSampledDpEvent(sampling_probability, dp_event.GaussianDpEvent(noise_multiplier))
+    return dp_event.SelfComposedDpEvent(step, int(steps))

@@ -1,0 +1,79 @@
+"""``dp-sgd``, the full-DP baseline: inputs *and* labels private, (epsilon, delta)-DP for add-or-remove
+one example. It reads the true labels inside DP-SGD's Poisson-sampled, clipped and noised gradient
+steps (:mod:`labeldp.dpsgd`); its event (noise multiplier calibrated to epsilon and delta by
+dp_accounting unless given) is recorded on the ledger, with the plan, before the first step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from torch import nn
+from tqdm.auto import tqdm
+
+from labeldp.accounting import DPSGD_RELATION, PrivacyLedger, calibrate_noise_multiplier, dpsgd_epsilon, dpsgd_event
+from labeldp.data import LabeledDataset
+from labeldp.dpsgd.clipping import check_per_example_model
+from labeldp.dpsgd.trainer import check_training_options, sampling_plan, train_dpsgd
+from labeldp.errors import BudgetError, ConfigError
+from labeldp.methods.registry import Method, register_method
+from labeldp.models import build_model
+from labeldp.randomness import public_seed
+from labeldp.release import Release
+from labeldp.runs.config import RunConfig
+from labeldp.runs.context import RunContext
+
+
+def run_dpsgd(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+    """Record DP-SGD's event with its plan (once), then train with it."""
+    config, data = context.config, context.data
+    n = len(data.y_train)
+    q, steps, _ = sampling_plan(n, config.train)
+
+    def plan(ledger: PrivacyLedger) -> Release:
+        if config.dpsgd.noise_multiplier is None and context.progress:  # seconds of PLD accounting
+            tqdm.write(f"calibrating the noise multiplier for epsilon {config.epsilon:g} at delta {config.delta:g} "
+                       f"({steps} steps at Poisson rate {q:.4g}) with dp_accounting's PLD accountant")
+        sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(config.epsilon, config.delta, q, steps)
+        release = Release(np.arange(n), dpsgd_event(sigma, q, steps),
+                          f"DP-SGD, noise multiplier {sigma:.4f}, Poisson rate {q:.5g}, {steps} steps, "
+                          f"clipping {config.dpsgd.max_grad_norm:g}", arrays={"noise_multiplier": np.array(sigma)})
+        release.record(ledger, "dp-sgd")
+        return release
+
+    sigma = float(context.spend("dp-sgd", plan).arrays["noise_multiplier"])
+    evaluated, _ = train_dpsgd(context.new_model(1), data.x_train, data.y_train, config.train, config.dpsgd, sigma,
+                               augmentation=data.augmentation, test=(data.x_test, data.y_test),
+                               seed=public_seed(config.seed, "dpsgd-augment"), noise=config.noise,
+                               checkpoint=context.out.checkpoint_path(1), on_epoch_end=context.on_epoch_end(1, 1),
+                               progress=context.progress)
+    return evaluated.cpu(), {"noise_multiplier": sigma, "sampling_probability": q, "steps": steps}
+
+
+def _check(config: RunConfig) -> None:
+    check_training_options(config.train, config.dpsgd)
+    config.dpsgd.validate()
+
+
+def _plan(config: RunConfig, data: LabeledDataset) -> None:
+    """Refuse a DP-SGD run that cannot go as configured on ``data``: an expected batch larger than the
+    data, a model that mixes examples, training options DP-SGD cannot honour on the dataset
+    (:func:`check_training_options`), or a given noise multiplier that spends more than the budget."""
+    q, steps, _ = sampling_plan(len(data.y_train), config.train)
+    try:
+        check_per_example_model(build_model(config.model, data.input_shape, data.num_classes))
+    except ValueError as error:
+        raise ConfigError(f"{error} (in the CLI: choose a --model without BatchNorm, e.g. wrn16-4 for 32x32 "
+                          "images)") from None
+    check_training_options(config.train, config.dpsgd, data.augmentation)
+    sigma = config.dpsgd.noise_multiplier
+    if sigma is not None and (spent := dpsgd_epsilon(sigma, q, steps, config.delta)) > config.epsilon:
+        raise BudgetError(f"noise multiplier {sigma:g} ({steps} steps at Poisson rate {q:.4g}) spends epsilon "
+                          f"{spent:.3g} at delta {config.delta:g}, more than the budget {config.epsilon:g}; "
+                          "raise it, raise --epsilon, or leave the noise multiplier out to calibrate it")
+
+
+register_method(Method("dp-sgd", "the full-DP baseline (inputs and labels private)", run_dpsgd,
+                       uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "dpsgd"}), gaussian=True,
+                       relation=DPSGD_RELATION, check=_check, plan=_plan))

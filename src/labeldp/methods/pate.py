@@ -1,0 +1,73 @@
+"""``pate`` (Papernot et al. 2017, 2018): teachers trained on disjoint parts of the labelled data vote
+on public inputs; GNMax (or its confident variant) answers each query with noisy votes, and the
+student trains on the answers. (epsilon, delta)-label-DP: Gaussian noise has no pure-epsilon
+guarantee (:mod:`labeldp.pate` trains the teachers, :mod:`labeldp.accounting.calibration` plans the
+queries and the noise).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from labeldp.accounting import PrivacyLedger
+from labeldp.data import LabeledDataset
+from labeldp.errors import BudgetError
+from labeldp.methods.registry import Method, register_method
+from labeldp.models import build_model
+from labeldp.pate import partition_teachers, select_queries, teacher_train_config, train_teachers
+from labeldp.randomness import public_seed
+from labeldp.release import Release, release_pate_labels
+from labeldp.runs.config import RunConfig
+from labeldp.runs.context import RunContext
+
+
+def run_pate(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+    """Teachers (resumable), one recorded release of the aggregated answers, then the student."""
+    config, data = context.config, context.data
+    pate, n = config.pate, len(data.y_train)
+    num_queries, noise_std = pate.plan(config.epsilon, config.delta, n)
+    ratio = pate.threshold_noise_ratio_or_none
+    teacher_of = partition_teachers(n, pate.teachers, config.seed)
+    queries = select_queries(n, num_queries, config.seed)
+
+    def teacher(t: int) -> nn.Module:
+        seed = public_seed(config.seed, "pate-teachers", t)
+        return build_model(config.model, data.input_shape, data.num_classes, seed).to(context.device)
+
+    def draw(ledger: PrivacyLedger) -> Release:
+        predictions = train_teachers(teacher, data.x_train, data.y_train, teacher_of, data.x_train[queries],
+                                     data.num_classes, teacher_train_config(config.train, pate),
+                                     augmentation=data.augmentation, seed=config.seed,
+                                     checkpoint=context.out.private_path("teachers.npz"), progress=context.progress)
+        threshold = pate.threshold * pate.teachers if pate.confident else None
+        release = release_pate_labels(ledger, predictions, teacher_of, np.arange(n), data.num_classes, noise_std,
+                                      threshold, None if ratio is None else ratio * noise_std,
+                                      config.noise.generator("pate-votes"), "pate")
+        return release.with_arrays(queries=queries, noise_std=np.array(noise_std))
+
+    released = context.spend("pate", draw)
+    context.out.discard_private()  # the teachers' raw votes are not private: gone once the answers are released
+    answered = released.arrays["answered"]
+    if not answered.any():
+        raise BudgetError("no query was answered: lower --threshold or raise --queries (the budget is spent)")
+    model = context.new_model(1)
+    context.train(model, 1, 1, released.arrays["queries"][answered], released.labels[answered], "student")
+    return model, {"teachers": pate.teachers, "queries": num_queries, "answered": int(answered.sum()),
+                   "noise_std": float(released.arrays["noise_std"])}
+
+
+def _check(config: RunConfig) -> None:
+    config.pate.validate()
+
+
+def _plan(config: RunConfig, data: LabeledDataset) -> None:
+    """Refuse a plan the budget cannot pay for, before the run directory is written."""
+    config.pate.plan(config.epsilon, config.delta, len(data.y_train))
+
+
+register_method(Method("pate", "teachers on disjoint parts of the data vote, noisily, on a student's queries", run_pate,
+                       uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "pate"}), gaussian=True, check=_check,
+                       plan=_plan))

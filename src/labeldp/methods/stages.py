@@ -1,0 +1,158 @@
+"""The label-DP stages of Ghazi et al. (2021): ``non-private``, ``lp-1st`` (alias ``rr``), ``lp-2st``,
+``lp-mst``.
+
+- ``non-private``: one stage on the true labels (a reference; its ledger epsilon is infinite).
+- ``lp-1st``: randomized response on the whole training set, one stage.
+- ``lp-2st`` / ``lp-mst``: the training set is split into stages. Stage 1 releases its labels by RR;
+  stage t releases its labels by RR-with-prior, the prior being softmax(logits / temperature) of the
+  model trained so far, then trains on them, optionally warm-started and optionally reusing earlier
+  stages' noisy labels.
+
+Loss (``loss``): ``forward`` (default) fits the model to what was released about each example:
+the loss is -log sum_y p_model(y | x) w(y) with w(y) = Pr[z | y], the noise channel of its noisy
+label z, which the mechanism's public parameters determine (forward correction, Patrini et al. 2017).
+The model then estimates the *clean* class posterior, which makes it a calibrated prior for the
+next stage, and all earlier noisy labels can be reused unfiltered. When stage 1 uses a cluster
+prior pi, that prior holds label information the model cannot see otherwise, so it is folded in:
+w(y) = pi(y) Pr[z | y] (a release with k = 1 then still teaches the cluster's belief). A model prior
+is not folded in: it is built from earlier noisy labels that are reused anyway. ``ce`` is the
+paper's plain cross-entropy on the noisy labels; earlier labels are then reused only where they fall
+inside the new prior's top k. Both are post-processing of released labels and public inputs.
+
+Prior of stage 1 (``prior``): ``uniform`` (plain RR), or ``cluster`` (Algorithm 4): public inputs
+are encoded (``encoder``: PCA, or an autoencoder trained on the public inputs) and clustered with
+k-means; ``prior_epsilon`` (default a tenth of ``epsilon``) buys a noisy label histogram per cluster
+over the whole training set, which (tempered by ``prior_temperature``) is every stage-1 example's
+prior. With ``combine_priors``, later stages use the product of the model prior and the cluster prior
+(renormalised), and fold the cluster prior into their training targets as stage 1 does. Every
+stage's RR then uses ``epsilon - prior_epsilon``, so each label's total stays ``epsilon``
+(sequential composition, which the ledger checks).
+
+Privacy: every example's label is randomised exactly once, by an epsilon-DP mechanism whose prior
+does not depend on that example's label (it comes from a model trained on *other* examples' noisy
+labels), so the run is epsilon-label-DP by parallel composition; the ledger computes this with
+dp_accounting from what was actually released.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from labeldp.accounting import PrivacyLedger
+from labeldp.mechanisms import prior_top_k
+from labeldp.methods.registry import Method, register_method
+from labeldp.priors import cluster, cluster_priors, encode, histogram_priors, release_evidence, temper
+from labeldp.release import Release, release_randomized_response, release_rr_with_prior, release_true_labels
+from labeldp.runs.config import split_stages
+from labeldp.runs.context import RunContext
+from labeldp.training.stage import predict_proba
+
+_PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
+_LABEL_OPTIONS = frozenset({"loss", "prior"})
+_MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "combine_priors"})
+
+
+def cluster_prior_rows(context: RunContext) -> np.ndarray:
+    """Every training example's cluster prior; its noisy histogram is released once, on all labels."""
+    config, data = context.config, context.data
+
+    def draw(ledger: PrivacyLedger) -> Release:
+        features = encode(data.x_train, config.encoder, seed=config.seed, progress=context.progress)
+        groups = cluster(features, config.clusters, seed=config.seed)
+        _, release = cluster_priors(ledger, data.y_train, np.arange(len(data.y_train)), groups, config.clusters,
+                                    data.num_classes, config.prior_epsilon, config.noise.generator("histogram"),
+                                    "prior")
+        return release.with_arrays(clusters=groups)
+
+    released = context.spend("prior", draw)
+    rows = histogram_priors(released.arrays["counts"])
+    return temper(rows, config.prior_temperature)[released.arrays["clusters"]]
+
+
+def release_stage(context: RunContext, stage: int, members: np.ndarray, model: nn.Module | None,
+                  public_prior: np.ndarray | None) -> Release:
+    """Stage ``stage``'s release of its ``members``' labels: true labels (non-private), RR with a
+    uniform prior, else RR-with-prior (stage 1: the cluster prior ``public_prior``; later stages:
+    ``model``'s prediction, times the cluster prior with ``combine_priors``). Its ``evidence`` is what
+    the forward loss trains on."""
+    config, data = context.config, context.data
+    tag, epsilon = f"stage{stage}", config.label_epsilon
+
+    def draw(ledger: PrivacyLedger) -> Release:
+        true, rng = data.y_train[members], config.noise.generator("label-release", stage)
+        if config.method == "non-private":
+            release = release_true_labels(ledger, true, members, data.num_classes, tag)
+            return release.with_arrays(indices=members, evidence=release.likelihood.astype(np.float32))
+        if public_prior is None and stage == 1:
+            release = release_randomized_response(ledger, true, members, data.num_classes, epsilon, rng, tag)
+            return release.with_arrays(indices=members, evidence=release.likelihood.astype(np.float32))
+        # A cluster prior carries label information the model cannot see otherwise; a model prior is
+        # the model's own belief, built from labels that are reused anyway.
+        fold = public_prior[members] if public_prior is not None and (stage == 1 or config.combine_priors) else None
+        if stage == 1:
+            prior = public_prior[members]
+        else:
+            prior = predict_proba(model, data.x_train[members], config.temperature)
+            if config.combine_priors:
+                prior = release_evidence(fold, prior)
+        release = release_rr_with_prior(ledger, true, members, prior, epsilon, rng, tag)
+        evidence = release_evidence(fold, release.likelihood)
+        return release.with_arrays(indices=members, evidence=evidence.astype(np.float32))
+
+    return context.spend(tag, draw)
+
+
+def reused(context: RunContext, stage: int, model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
+    """Earlier stages' inputs and targets to train on again (post-processing only).
+
+    With the forward loss all of them, each with its own noise channel; with plain cross-entropy
+    only those inside the current prior's top k (the paper's filter).
+    """
+    config = context.config
+    earlier = [Release.from_arrays(context.out.load_release(f"stage{s}")) for s in range(1, stage)]
+    indices = np.concatenate([e.arrays["indices"] for e in earlier])
+    if config.loss == "forward":
+        return indices, np.concatenate([e.arrays["evidence"] for e in earlier])
+    labels = np.concatenate([e.labels for e in earlier])
+    prior = predict_proba(model, context.data.x_train[indices], config.temperature)
+    _, in_top_k = prior_top_k(prior, config.label_epsilon)
+    keep = in_top_k[np.arange(indices.size), labels]
+    return indices[keep], labels[keep]
+
+
+def run_stages(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+    """Release and train stage after stage; the last stage's model is the run's."""
+    config, data = context.config, context.data
+    members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
+    public_prior = cluster_prior_rows(context) if config.prior == "cluster" else None  # released before any stage
+    model = context.new_model(1)
+    summaries = []
+    for stage, members in enumerate(members_by_stage, start=1):
+        prior_model = model
+        if stage > 1 and not config.warm_start:
+            model = context.new_model(stage)
+        released = release_stage(context, stage, members, prior_model, public_prior)
+        indices = members
+        targets = released.arrays["evidence"] if config.loss == "forward" else released.labels
+        if stage > 1 and config.reuse_labels:
+            more_indices, more_targets = reused(context, stage, prior_model)
+            indices, targets = np.concatenate([indices, more_indices]), np.concatenate([targets, more_targets])
+        context.train(model, stage, len(members_by_stage), indices, targets)
+        summaries.append({"stage": stage, "released": int(members.size), "reused": int(indices.size - members.size),
+                          "mean_k": float(np.mean(released.arrays["k"]))})
+    return model, {"stages": summaries}
+
+
+register_method(Method("non-private", "true labels (a reference; epsilon infinite)", run_stages,
+                       uses=frozenset({"loss"}), private=False))
+register_method(Method("lp-1st", "randomized response on every label, one stage", run_stages,
+                       uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS), "rr")
+register_method(Method("lp-2st", "two stages; the second releases by RR-with-prior from the first's model",
+                       run_stages, uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS, stages=2,
+                       default_stages=(0.4, 0.6)))
+register_method(Method("lp-mst", "any number of stages, each releasing by RR-with-prior from the model so far",
+                       run_stages, uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS, stages=None,
+                       default_stages=(0.3, 0.3, 0.4)))

@@ -1,0 +1,207 @@
+"""The privacy boundary: release noisy labels *and* record the spend, in one call.
+
+These functions are the one place where labeldp reads true training labels on the way to a model
+(the other readers are the private-side trainers, :mod:`labeldp.dpsgd` and :mod:`labeldp.pate`'s
+teachers, whose outputs are noised there). Each validates its arguments, draws with a mechanism from
+:mod:`labeldp.mechanisms`, records the matching dp_accounting event (:mod:`labeldp.accounting.events`)
+on the ledger for exactly the examples it read, and returns a :class:`Release`: everything that left
+the boundary, with its noise channel, so that nothing after it needs to recompute the mechanism.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+from dp_accounting import dp_event
+
+from labeldp._validation import check_epsilon, check_labels, check_priors, check_same_length
+from labeldp.accounting.events import (histogram_event, laplace_one_hot_event, non_private_event, pate_event,
+                                       randomized_response_event)
+from labeldp.accounting.ledger import PrivacyLedger, event_from_dict, event_to_dict
+from labeldp.mechanisms import (confident_gnmax, gnmax, laplace_one_hot, laplace_one_hot_likelihood, noisy_histogram,
+                                randomized_response, randomized_response_likelihood, rr_with_prior,
+                                rr_with_prior_likelihood, teacher_votes)
+from labeldp.randomness import RandomSource
+
+
+@dataclass(frozen=True)
+class Release:
+    """What one mechanism released about the examples ``members``, and what the ledger recorded.
+
+    ``labels`` holds one released label per member (class indices; ALIBI's arg-max; -1 for a PATE
+    query left unanswered), ``likelihood`` the noise channel L[i, y] = Pr[member i's release | its
+    label is y] (from public parameters and released values: free to use). ``arrays`` holds the rest
+    of what was released (RR-with-prior's k, ALIBI's noisy vectors, a histogram's counts, PATE's
+    answered queries) and what a method derived from it, which it saves alongside.
+    """
+
+    members: np.ndarray
+    event: dp_event.DpEvent
+    description: str
+    labels: np.ndarray | None = None
+    likelihood: np.ndarray | None = None
+    arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def with_arrays(self, **arrays: np.ndarray) -> Release:
+        """This release with more (derived, public) arrays kept beside it."""
+        return dataclasses.replace(self, arrays={**self.arrays, **arrays})
+
+    def record(self, ledger: PrivacyLedger, tag: str | None = None) -> None:
+        ledger.record(self.event, self.members, self.description, tag)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Everything, as arrays for ``numpy.savez`` (:meth:`from_arrays` reads them back)."""
+        optional = {name: value for name, value in (("labels", self.labels), ("likelihood", self.likelihood))
+                    if value is not None}
+        return {**self.arrays, **optional, "members": self.members, "description": np.array(self.description),
+                "event": np.array(json.dumps(event_to_dict(self.event)))}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> Release:
+        rest = {key: value for key, value in arrays.items()
+                if key not in ("members", "event", "description", "labels", "likelihood")}
+        return cls(np.asarray(arrays["members"]), event_from_dict(json.loads(str(arrays["event"]))),
+                   str(arrays["description"]), arrays.get("labels"), arrays.get("likelihood"), rest)
+
+
+def _recorded(ledger: PrivacyLedger, members, tag: str | None, **arrays) -> np.ndarray:
+    """The members as sorted indices, after checking that every per-member array matches them in
+    length and that ``tag`` is new: all before anything is drawn."""
+    mask = ledger.members_mask(members)
+    indices = np.flatnonzero(mask)
+    check_same_length(**arrays, members=indices)
+    if ledger.has(tag or ""):
+        raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+    return indices
+
+
+def _release(ledger: PrivacyLedger, tag: str | None, release: Release) -> Release:
+    release.record(ledger, tag)
+    return release
+
+
+def release_randomized_response(ledger: PrivacyLedger, labels, members, num_classes: int, epsilon: float,
+                                rng: RandomSource = None, tag: str | None = None) -> Release:
+    """K-ary RR on ``labels`` (the true labels of ``members``, in index order): epsilon-label-DP per
+    member, recorded as one ``RandomizedResponseDpEvent`` over K buckets."""
+    eps = check_epsilon(epsilon)
+    true = check_labels(labels, num_classes)
+    indices = _recorded(ledger, members, tag, labels=true)
+    noisy = randomized_response(true, num_classes, eps, rng)
+    return _release(ledger, tag, Release(
+        indices, randomized_response_event(eps, num_classes), f"randomized response, K={num_classes}, epsilon={eps:g}",
+        noisy, randomized_response_likelihood(noisy, num_classes, eps), {"k": np.full(true.size, num_classes)}))
+
+
+def release_rr_with_prior(ledger: PrivacyLedger, labels, members, priors, epsilon: float, rng: RandomSource = None,
+                          tag: str | None = None) -> Release:
+    """RR-with-prior on ``labels`` (of ``members``, in index order), recorded on ``ledger``.
+
+    The priors must not depend on these examples' own labels (e.g. a model trained on other examples'
+    noisy labels). Accounting: for each example the pair of output distributions under two true labels
+    is dominated by RR over that example's k buckets (two labels inside the top k are exactly RR; a
+    label outside releases the uniform distribution on the top k, a mixture of RR outputs; two labels
+    outside release the same distribution). RR's hockey-stick divergence at fixed epsilon decreases in
+    k, so the event recorded is RR over the smallest k >= 2 drawn, which dominates every member.
+    """
+    eps = check_epsilon(epsilon)
+    prior = check_priors(priors)
+    true = check_labels(labels, prior.shape[1])
+    indices = _recorded(ledger, members, tag, labels=true, priors=prior)
+    noisy, k = rr_with_prior(true, prior, eps, rng)
+    informative = k[k >= 2]
+    k_event = int(informative.min()) if informative.size else 1
+    return _release(ledger, tag, Release(
+        indices, randomized_response_event(eps, k_event),
+        f"RR-with-prior, K={prior.shape[1]}, epsilon={eps:g}, k in [{k.min()}, {k.max()}]",
+        noisy, rr_with_prior_likelihood(noisy, prior, eps), {"k": k}))
+
+
+def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int, tag: str | None = None) -> Release:
+    """Hand out the true labels of ``members`` *without* privacy, for non-private reference runs.
+
+    Recorded as a ``NonPrivateDpEvent``, so the ledger's epsilon becomes infinite: a run that uses
+    this can never be reported as private.
+    """
+    true = check_labels(labels, num_classes)
+    indices = _recorded(ledger, members, tag, labels=true)
+    return _release(ledger, tag, Release(indices, non_private_event(), "true labels (non-private)", true.copy(),
+                                         np.eye(num_classes)[true], {"k": np.full(true.size, num_classes)}))
+
+
+def release_noisy_histogram(ledger: PrivacyLedger, labels, members, groups, num_groups: int, num_classes: int,
+                            epsilon: float, rng: RandomSource = None, tag: str | None = None) -> Release:
+    """Per-group label counts of ``members`` with discrete Laplace noise (epsilon-label-DP), recorded;
+    the counts are the release's ``arrays["counts"]``, the groups its ``arrays["groups"]``.
+
+    ``groups`` must be public (e.g. k-means clusters of public inputs). Every member's label is read,
+    so the ledger records the histogram event for all members; later releases of the same labels
+    compose sequentially with it.
+    """
+    eps = check_epsilon(epsilon)
+    true = check_labels(labels, num_classes)
+    indices = _recorded(ledger, members, tag, labels=true, groups=np.asarray(groups))
+    counts = noisy_histogram(true, groups, num_groups, num_classes, eps, rng)
+    return _release(ledger, tag, Release(
+        indices, histogram_event(eps),
+        f"noisy label histogram, {num_groups} groups x {num_classes} classes, epsilon={eps:g}",
+        arrays={"counts": counts, "groups": np.asarray(groups)}))
+
+
+def release_laplace_one_hot(ledger: PrivacyLedger, labels, members, num_classes: int, epsilon: float,
+                            rng: RandomSource = None, tag: str | None = None) -> Release:
+    """ALIBI's release: each member's one-hot label plus discrete Laplace noise of scale 2 / epsilon per
+    coordinate (epsilon-label-DP), recorded on ``ledger``; ``arrays["noisy_one_hot"]`` is the release."""
+    eps = check_epsilon(epsilon)
+    true = check_labels(labels, num_classes)
+    indices = _recorded(ledger, members, tag, labels=true)
+    noisy = laplace_one_hot(true, num_classes, eps, rng)
+    return _release(ledger, tag, Release(
+        indices, laplace_one_hot_event(eps), f"Laplace one-hot (ALIBI), K={num_classes}, epsilon={eps:g}",
+        noisy.argmax(axis=1), laplace_one_hot_likelihood(noisy, eps),
+        {"noisy_one_hot": noisy.astype(np.float32), "k": np.full(true.size, num_classes)}))
+
+
+def release_pate_labels(ledger: PrivacyLedger, teacher_predictions, teacher_of, members, num_classes: int,
+                        noise_std: float, threshold: float | None = None, threshold_noise_std: float | None = None,
+                        rng: RandomSource = None, tag: str | None = None) -> Release:
+    """PATE's aggregated answers to every query, recorded on ``ledger``.
+
+    Args:
+        teacher_predictions: (teachers, queries) class votes; teacher t must have been trained on
+            the labels of the members with ``teacher_of == t`` only (and on public inputs).
+        teacher_of: each member's teacher, integers in [0, teachers): the partition is disjoint.
+        noise_std: GNMax vote noise sigma.
+        threshold, threshold_noise_std: both or neither; with them, confident GNMax (answer only if
+            the top vote count plus N(0, threshold_noise_std^2) reaches ``threshold``).
+
+    Returns the release whose ``labels`` are the answers over the queries (-1 where a query was not
+    answered) and ``arrays["answered"]`` the answered mask.
+
+    Every member is charged for every query (replacing its label may change its teacher's vote on
+    any of them): ``queries`` GNMax answers and, for the confident variant, as many threshold checks
+    (:func:`labeldp.accounting.events.pate_event`), whatever the number answered.
+    """
+    if (threshold is None) != (threshold_noise_std is None):
+        raise ValueError("confident GNMax needs both threshold and threshold_noise_std (plain GNMax neither)")
+    votes = teacher_votes(teacher_predictions, num_classes)
+    teachers, queries = np.asarray(teacher_predictions).shape
+    assignment = check_labels(teacher_of, teachers, "teacher_of")
+    indices = _recorded(ledger, members, tag, teacher_of=assignment)
+    event = pate_event(queries, noise_std, threshold_noise_std)
+    if threshold is None:
+        labels = gnmax(votes, noise_std, rng)
+        answered = np.ones(queries, dtype=bool)
+        kind = "GNMax"
+    else:
+        if not 0 < threshold <= teachers:
+            raise ValueError(f"threshold must lie in (0, {teachers}] votes, got {threshold}")
+        answered, labels = confident_gnmax(votes, threshold, threshold_noise_std, noise_std, rng)
+        kind = f"confident GNMax (threshold {threshold:g}, noise {threshold_noise_std:.4g})"
+    return _release(ledger, tag, Release(
+        indices, event, f"PATE {kind}, {teachers} teachers, {queries} queries, vote noise {noise_std:.4g}",
+        labels, arrays={"answered": answered}))
