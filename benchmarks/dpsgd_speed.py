@@ -43,7 +43,7 @@ from torch import nn
 from labeldp import runtime
 from labeldp.models import build_model
 from labeldp.training import resolve_device
-from labeldp.dpsgd import clipped_gradient_sum, conv_grads, privatize_gradients
+from labeldp.dpsgd import clipped_gradient_sum, conv_grads, gaussian_noise, privatize_gradients
 
 SHAPES = {"tanh-cnn": (1, 28, 28), "cnn": (1, 28, 28), "wrn16-4": (3, 32, 32)}
 OPACUS_MODES = ("hooks", "functorch", "ew", "ghost")
@@ -84,11 +84,9 @@ def non_private(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[
 
 def labeldp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, method: str) -> Callable[[], None]:
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    generator = torch.Generator(device=x.device).manual_seed(0)
-
     def step() -> None:
         clipped = clipped_gradient_sum(model, x, y, CLIP, method=method)
-        privatize_gradients(model, clipped, NOISE, CLIP, len(x), generator)
+        privatize_gradients(model, clipped, NOISE, CLIP, len(x))  # the default noise, as a run draws it
         optimizer.step()
     return step
 
@@ -188,10 +186,9 @@ def extra_time_floor(model_name: str, batch_size: int, repeats: int, warmup: int
         name = f"{conv.in_channels}->{conv.out_channels} {kh}x{kw}/{stride} on {h}x{w} (x{calls})"
         print(f"  {name:<38} {times['batched'] * 1000:>5.1f} ms {times[fastest] * 1000:>8.1f} ms ({fastest:<13}) "
               f"{times['ghost'] * 1000:>9.1f} ms {extra * 1000:>6.1f} ms", flush=True)
-    generator = torch.Generator(device=device).manual_seed(0)
     parameters = sum(p.numel() for p in model.parameters())
-    noise = interleaved_medians({"noise": lambda: torch.randn(parameters, generator=generator, device=device)},
-                                repeats, warmup, device)["noise"]
+    like = torch.zeros(parameters, device=device)
+    noise = interleaved_medians({"noise": lambda: gaussian_noise(like, 1.0)}, repeats, warmup, device)["noise"]
     print(f"  noise, {parameters:,} normal deviates: {noise * 1000:.1f} ms")
     total += noise
     print(f"  extra time of a private step, at least: {total * 1000:.1f} ms, {total / base:.2f}x the non-private "

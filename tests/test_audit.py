@@ -130,16 +130,21 @@ def test_audit_command_leaves_the_run_alone_and_shows_what_it_spent(tmp_path, ca
     assert main(["audit", str(run), "--canaries", "100"]) == 0
     printed = capsys.readouterr().out
     assert "epsilon lower bound" in printed
-    assert (run / "audit" / "audit.json").exists()
+    folder = run / "audit" / "mislabeled-canaries100-seed0"  # one folder per audit setting
+    assert (folder / "audit.json").exists()
     assert (run / "ledger.json").read_bytes() == ledger and (run / "noisy_labels" / "stage1.npz").read_bytes() == labels
-    spent = PrivacyLedger.load(run / "audit" / "ledger.json")
+    spent = PrivacyLedger.load(folder / "audit_ledger.json")
     assert spent.epsilon() == pytest.approx(2.0, abs=1e-3) and spent.entries[0].num_members == 1347
     assert f"Everything in {run} together is epsilon 4" in printed and f"Delete {run / 'audit'}" in printed
-    report = json.loads((run / "audit" / "audit.json").read_text())
+    report = json.loads((folder / "audit.json").read_text())
     assert report["spent"]["run_and_audit_epsilon"] == pytest.approx(4.0, abs=1e-3)
     with np.load(run / "noisy_labels" / "stage1.npz") as original, \
-            np.load(run / "audit" / "canary_run" / "noisy_labels" / "stage1.npz") as audit:
+            np.load(folder / "canary_run" / "noisy_labels" / "stage1.npz") as audit:
         assert np.mean(original["labels"] == audit["labels"]) < 0.9  # fresh noise: not the run's flips
+    # a second audit with other canaries trains its own canary run, and the folder's total grows
+    assert main(["audit", str(run), "--canaries", "100", "--seed", "1"]) == 0
+    assert (run / "audit" / "mislabeled-canaries100-seed1" / "canary_run" / "model.pt").exists()
+    assert f"Everything in {run} together is epsilon 6" in capsys.readouterr().out
     assert main(["audit", str(tmp_path / "nothing")]) == 2
     capsys.readouterr()
     assert main(["audit", str(run), "--targets", "50", "--shadows", "2"]) == 2  # options of --membership alone

@@ -112,7 +112,7 @@ def test_the_label_domain_is_declared_never_read_off_the_private_labels(tmp_path
     assert load_dataset("csv", table=tmp_path / "t.csv", classes=("0", "1", "2")).num_classes == 3
     frame.loc[7, "label"] = 9
     frame.to_csv(tmp_path / "t.csv", index=False)
-    with pytest.raises(ValueError, match=r"1 labels of the .* outside the declared classes \['0', '1'\], e.g. \['9'\]"):
+    with pytest.raises(ValueError, match=r"has labels outside the declared classes \['0', '1'\]; declare"):
         load_dataset("csv", table=tmp_path / "t.csv", classes=("0", "1"), test_fraction=0.02)
     # values are matched as text: 1, 1.0 and true are one class
     frame = pd.DataFrame({"a": np.arange(4.0), "label": [1.0, 0.0, 1.0, 0.0]})

@@ -37,7 +37,7 @@ from labeldp.dpsgd import (
     replace_batchnorm,
     secure_normal,
 )
-from labeldp.dpsgd import clipping, conv_grads
+from labeldp.dpsgd import clipping, conv_grads, layer_rules
 from labeldp.dpsgd.trainer import DPSGDConfig, _ema_with_warmup, train_dpsgd
 
 
@@ -275,7 +275,7 @@ def test_tensors_that_require_gradients_outside_the_parameters_are_constants(whe
 
 def _force_conv_path(monkeypatch, path: str) -> None:
     """Make every convolution take ``path`` ("materialise" or "ghost") instead of the faster one."""
-    monkeypatch.setattr(clipping, "_TIMED_COST_RATIO", math.inf)  # both paths are candidates, whatever they cost
+    monkeypatch.setattr(layer_rules, "_TIMED_COST_RATIO", math.inf)  # both paths are candidates, whatever they cost
     original = conv_grads.fastest
 
     def forced(key, candidates, trials=None):
@@ -323,9 +323,9 @@ def test_a_path_far_costlier_than_the_other_is_not_tried(untried, monkeypatch):
 @pytest.mark.parametrize("statistics", ["saved", "recomputed"])
 def test_group_norm_gradients_from_saved_or_recomputed_statistics_match_the_loop(statistics, monkeypatch):
     output = nn.GroupNorm(2, 4)(torch.randn(3, 4, 5, requires_grad=True))
-    assert clipping._saved_group_stats(output) is not None  # this torch keeps them: the fast case is the usual one
+    assert layer_rules._saved_group_stats(output) is not None  # this torch keeps them: the fast case is the usual one
     if statistics == "recomputed":
-        monkeypatch.setattr(clipping, "_saved_group_stats", lambda output: None)
+        monkeypatch.setattr(layer_rules, "_saved_group_stats", lambda output: None)
     model, x, y = _cases()["wideresnet"]
     x = x + 5.0  # inputs far from zero mean
     expected, expected_norms = loop_reference(model, x, y, 0.05)
@@ -346,7 +346,7 @@ def test_workspaces_are_reused_across_batch_sizes_without_stale_values(monkeypat
             assert float((ours - reference).norm() / reference.norm()) < 1e-5
         torch.testing.assert_close(got.norms, expected_norms, rtol=1e-5, atol=1e-12)
     convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
-    assert all(clipping._WORKSPACES[m].numel() <= 11 * m.weight.numel() for m in convs)
+    assert all(layer_rules._WORKSPACES[m].numel() <= 11 * m.weight.numel() for m in convs)
 
 
 def test_autotuning_is_shared_by_batch_sizes_up_to_the_same_power_of_two(monkeypatch):
@@ -626,7 +626,7 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
                     on_epoch_end=crash_after_two)
     saved = torch.load(path, weights_only=False)
     assert all(row["train_loss"] is None for row in saved["history"])  # no loss on true labels is written
-    assert set(saved) == {"model", "optimizer", "scheduler", "augment_rng", "ema", "history"}  # no noise state
+    assert set(saved) == {"model", "optimizer", "scheduler", "ema", "history"}  # no noise or sampling state
     resumed, _ = train_dpsgd(fresh(), x, y, config, dp, 0.5, seed=1, noise=noise, checkpoint=path, progress=False)
     for a, b in zip(resumed.parameters(), evaluated.parameters()):
         torch.testing.assert_close(a, b)

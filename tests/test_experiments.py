@@ -76,8 +76,14 @@ def test_grid_expansion() -> None:
     assert lp2st.config.dpsgd == RunConfig().dpsgd and lp2st.config.train == dpsgd_base.train
     with pytest.raises(ValueError, match="unknown grid parameters"):
         grid_jobs({"learning_rate": ["0.1"]})
-    with pytest.raises(ValueError, match="not a number"):
+    with pytest.raises(ValueError, match="epsilon='one' is not of type float"):
         grid_jobs({"epsilon": ["one"]})
+    # optional fields: a number, or none; a seeded (not private) run is reported as such
+    seeded, fresh = grid_jobs({"method": ["lp-1st"], "epsilon": ["1"], "insecure_noise_seed": ["7", "none"]})
+    assert seeded.config.insecure_noise_seed == 7 and fresh.config.insecure_noise_seed is None
+    rows = [{"key": "digits/e1/lp-1st/insecure_noise_seed7/run0", "status": "done", "dataset": "digits",
+             "method": "lp-1st", "target_epsilon": "1", "test_accuracy": "0.9", "noise_private": "False"}]
+    assert aggregate(rows)[0]["method"].endswith("(NOT PRIVATE)")
 
 
 def test_sweep_is_parallel_resumable_and_reports(tmp_path) -> None:

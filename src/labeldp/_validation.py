@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from labeldp.errors import ConfigError
 
 
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
@@ -16,18 +17,18 @@ def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     try:
         value = float(epsilon)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, got {epsilon!r}") from None
+        raise ConfigError(f"{name} must be a number, got {epsilon!r}") from None
     if math.isnan(value) or value <= 0 or math.isinf(value):
-        raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
+        raise ConfigError(f"{name} must be a finite number > 0, got {epsilon!r}")
     return value
 
 
 def check_num_classes(num_classes: int) -> int:
     """Return ``num_classes`` as an int after checking it is an integer >= 2."""
     if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)):
-        raise TypeError(f"num_classes must be an integer, got {num_classes!r}")
+        raise ConfigError(f"num_classes must be an integer, got {num_classes!r}")
     if num_classes < 2:
-        raise ValueError(f"num_classes must be at least 2, got {num_classes}")
+        raise ConfigError(f"num_classes must be at least 2, got {num_classes}")
     return int(num_classes)
 
 
@@ -35,21 +36,21 @@ def check_labels(labels, num_classes: int, name: str = "labels") -> np.ndarray:
     """Return ``labels`` as a 1-d int64 array after checking its values lie in [0, num_classes)."""
     array = np.asarray(labels)
     if array.ndim != 1:
-        raise ValueError(f"{name} must be a 1-d array, got shape {array.shape}")
+        raise ConfigError(f"{name} must be a 1-d array, got shape {array.shape}")
     if array.size == 0:
-        raise ValueError(f"{name} is empty")
+        raise ConfigError(f"{name} is empty")
     if array.dtype.kind == "f":
         if not np.all(np.isfinite(array)):
-            raise ValueError(f"{name} contains NaN or infinite values")
+            raise ConfigError(f"{name} contains NaN or infinite values")
         if not np.all(array == np.round(array)):
-            raise ValueError(f"{name} must be integers, got non-integer values such as {array[array != np.round(array)][0]}")
+            raise ConfigError(f"{name} must be integers, got non-integer values such as {array[array != np.round(array)][0]}")
     elif array.dtype.kind not in "iu":
-        raise TypeError(f"{name} must be integer class indices, got dtype {array.dtype}")
+        raise ConfigError(f"{name} must be integer class indices, got dtype {array.dtype}")
     array = array.astype(np.int64)
     low, high = array.min(), array.max()
     if low < 0 or high >= num_classes:
         bad = low if low < 0 else high
-        raise ValueError(f"{name} must lie in [0, {num_classes}), found {bad}")
+        raise ConfigError(f"{name} must lie in [0, {num_classes}), found {bad}")
     return array
 
 
@@ -57,22 +58,22 @@ def check_priors(priors, atol: float = 1e-6) -> np.ndarray:
     """Return ``priors`` as an (n, K) float64 array of probability distributions (one per row)."""
     array = np.asarray(priors, dtype=np.float64)
     if array.ndim != 2:
-        raise ValueError(f"priors must be a 2-d (n, num_classes) array, got shape {array.shape}")
+        raise ConfigError(f"priors must be a 2-d (n, num_classes) array, got shape {array.shape}")
     if array.shape[0] == 0:
-        raise ValueError("priors is empty")
+        raise ConfigError("priors is empty")
     if array.shape[1] < 2:
-        raise ValueError(f"priors must have at least 2 columns (classes), got {array.shape[1]}")
+        raise ConfigError(f"priors must have at least 2 columns (classes), got {array.shape[1]}")
     low, high = array.min(), array.max()
     if np.isnan(low) or np.isnan(high) or np.isinf(high):
-        raise ValueError("priors contains NaN or infinite values")
+        raise ConfigError("priors contains NaN or infinite values")
     if low < 0:
         row = int(np.argwhere(array < 0)[0, 0])
-        raise ValueError(f"priors must be non-negative, row {row} has a negative entry")
+        raise ConfigError(f"priors must be non-negative, row {row} has a negative entry")
     sums = array @ np.ones(array.shape[1])
     off = np.abs(sums - 1.0) > atol
     if np.any(off):
         row = int(np.flatnonzero(off)[0])
-        raise ValueError(f"each row of priors must sum to 1, row {row} sums to {sums[row]:.6g}")
+        raise ConfigError(f"each row of priors must sum to 1, row {row} sums to {sums[row]:.6g}")
     return array
 
 
@@ -81,7 +82,7 @@ def check_same_length(**arrays) -> int:
     lengths = {name: len(value) for name, value in arrays.items()}
     if len(set(lengths.values())) > 1:
         described = ", ".join(f"{name} has {length}" for name, length in lengths.items())
-        raise ValueError(f"length mismatch: {described}")
+        raise ConfigError(f"length mismatch: {described}")
     return next(iter(lengths.values()))
 
 
@@ -89,9 +90,9 @@ def check_finite_features(features, name: str = "inputs") -> np.ndarray:
     """Return ``features`` as an array after checking it is non-empty and has no NaN/inf."""
     array = np.asarray(features)
     if array.size == 0 or len(array) == 0:
-        raise ValueError(f"{name} is empty")
+        raise ConfigError(f"{name} is empty")
     if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} contains NaN or infinite values")
+        raise ConfigError(f"{name} contains NaN or infinite values")
     if array.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must be numeric, got dtype {array.dtype}")
+        raise ConfigError(f"{name} must be numeric, got dtype {array.dtype}")
     return array

@@ -11,6 +11,7 @@ from pathlib import Path
 from labeldp import __version__, runtime
 from labeldp.accounting import PrivacyLedger
 from labeldp.audit import audit_run, membership_audit
+from labeldp.audit.label_inference import audit_folder
 from labeldp.audit.membership import check_membership_options
 from labeldp.audit.spend import folder_epsilon
 from labeldp.data import FOLDER_DATASETS, download_dataset
@@ -168,16 +169,16 @@ def _sweep(args: argparse.Namespace) -> None:
         load_recipes(args.recipes)
     if args.profiles:
         if args.base:
-            raise ValueError("--base is the recipe a --grid starts from; --profiles runs its profiles as registered")
+            raise ConfigError("--base is the recipe a --grid starts from; --profiles runs its profiles as registered")
         jobs = [SweepJob(p.key, p.config) for p in list_profiles(args.profiles)]
         if not jobs:
-            raise ValueError(f"no profile matches {args.profiles!r}; see `labeldp profiles`")
+            raise ConfigError(f"no profile matches {args.profiles!r}; see `labeldp profiles`")
     else:
         grid = {}
         for item in args.grid:
             name, sep, values = item.partition("=")
             if not sep or not values:
-                raise ValueError(f"grid item {item!r} must look like name=value1,value2")
+                raise ConfigError(f"grid item {item!r} must look like name=value1,value2")
             grid[name.replace("-", "_")] = values.split(",")
         jobs = grid_jobs(grid, get_profile(args.base).config if args.base else None)
     rows = run_sweep(jobs, args.out, workers=args.workers, device=args.device, data_dir=args.data_dir,
@@ -213,21 +214,21 @@ def _audit(args: argparse.Namespace) -> None:
     for t in result["thresholds"]:
         print(f"  answering top {100 * t['answer_fraction']:g}%: {t['correct']}/{t['answered']} correct "
               f"-> epsilon >= {t['epsilon_lower_bound']:.3f}")
-    print(f"written: {run_dir / 'audit' / 'audit.json'}")
+    print(f"written: {Path(result['folder']) / 'audit.json'}")
     if args.membership:
         audited = PrivacyLedger.load(run_dir / "ledger.json")
-        mia = membership_audit(config, run_dir / "audit" / "membership", num_targets=args.targets,
-                               num_shadows=args.shadows, confidence=args.confidence, seed=args.seed,
-                               device=args.device, audited_ledger=audited)
+        folder = audit_folder(run_dir, "membership", targets=args.targets, shadows=args.shadows, seed=args.seed)
+        mia = membership_audit(config, folder, num_targets=args.targets, num_shadows=args.shadows,
+                               confidence=args.confidence, seed=args.seed, device=args.device, audited_ledger=audited)
         for name in ("loss_threshold", "lira_offline"):
             m = mia[name]
             print(f"membership ({name}): AUC {m['auc']:.3f}, TPR at 1% FPR {m['tpr_at_fpr']['0.01']:.3f}, "
                   f"epsilon lower bound {m['epsilon_lower_bound']:.3f}")
-        print(f"written: {run_dir / 'audit' / 'membership' / 'membership.json'}")
+        print(f"written: {folder / 'membership.json'} (computed from the targets' true labels: keep it private)")
     delta = result["spent"]["delta"]
-    print(f"The audit trained on the run's labels again, with noise of its own (its ledgers: audit/ledger.json"
-          f"{', audit/membership/ledger.json' if args.membership else ''}). Everything in {run_dir} together is "
-          f"epsilon {format_epsilon(_finite(folder_epsilon(run_dir, delta)))}; the run alone is epsilon "
+    print(f"The audit trained on the run's labels again, with noise of its own (each audit's ledger: "
+          f"audit_ledger.json in its folder). Everything in {run_dir} together is epsilon "
+          f"{format_epsilon(_finite(folder_epsilon(run_dir, delta)))}; the run alone is epsilon "
           f"{format_epsilon(result['claimed_epsilon'])}. Delete {run_dir / 'audit'} before you share the run folder.")
 
 
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "download":
             download_dataset(args.dataset, args.data_dir)
             print(f"{args.dataset} saved in {args.data_dir}")
-    except (LabelDPError, ValueError, TypeError, FileNotFoundError) as error:
+    except LabelDPError as error:
         print(f"labeldp: error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -21,6 +21,10 @@ class DataError(LabelDPError, ValueError):
     """A dataset file or array that cannot be used as it is (checked before any release)."""
 
 
+class MissingFileError(LabelDPError, FileNotFoundError):
+    """A file or folder labeldp was pointed at does not exist."""
+
+
 class BudgetError(LabelDPError, ValueError):
     """The privacy budget cannot pay for what was asked."""
 

@@ -27,7 +27,7 @@ def option(default: Any = _MISSING, *, help: str, flag: str | None = None,
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def _kind(annotation: str) -> tuple[type, bool]:
+def annotation_type(annotation: str) -> tuple[type, bool]:
     """(element type, is a tuple) of an annotation written as a string (postponed annotations)."""
     text = annotation.replace(" ", "")
     for name, python_type in (("float", float), ("int", int), ("str", str)):
@@ -62,7 +62,7 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser | argparse._Argument
         if isinstance(default, bool):
             kwargs.update(action="store_false" if default else "store_true")
         else:
-            element, is_tuple = _kind(str(field.type))
+            element, is_tuple = annotation_type(str(field.type))
             choices = meta["choices"]() if callable(meta["choices"]) else meta["choices"]
             metavar = meta["metavar"] or (meta["flag"].lstrip("-").replace("-", "_").upper() if meta["flag"] else None)
             kwargs.update(type=element, default=default, choices=choices, metavar=metavar)

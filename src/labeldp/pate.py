@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -26,6 +27,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from labeldp.accounting.calibration import calibrate_vote_noise, max_queries, pate_epsilon
+from labeldp.errors import BudgetError, ConfigError, RunDirectoryError
 from labeldp.files import write_atomic
 from labeldp.options import option
 from labeldp.randomness import public_rng, public_seed
@@ -61,23 +63,23 @@ class PATEConfig:
 
     def validate(self, num_train: int | None = None) -> None:
         if self.teachers < 2:
-            raise ValueError(f"teachers must be at least 2, got {self.teachers}")
+            raise ConfigError(f"teachers must be at least 2, got {self.teachers}")
         if self.queries is not None and self.queries < 1:
-            raise ValueError(f"queries must be at least 1, got {self.queries}")
+            raise ConfigError(f"queries must be at least 1, got {self.queries}")
         if num_train is not None and self.teachers > num_train:
-            raise ValueError(f"{self.teachers} teachers need at least as many training examples, got {num_train}")
+            raise ConfigError(f"{self.teachers} teachers need at least as many training examples, got {num_train}")
         if num_train is not None and self.queries is not None and self.queries > num_train:
-            raise ValueError(f"queries ({self.queries}) cannot exceed the {num_train} training inputs")
+            raise ConfigError(f"queries ({self.queries}) cannot exceed the {num_train} training inputs")
         if self.aggregator not in AGGREGATORS:
-            raise ValueError(f"aggregator must be one of {AGGREGATORS}, got {self.aggregator!r}")
+            raise ConfigError(f"aggregator must be one of {AGGREGATORS}, got {self.aggregator!r}")
         if self.noise_std is not None and not self.noise_std > 0:
-            raise ValueError(f"noise_std must be > 0, got {self.noise_std}")
+            raise ConfigError(f"noise_std must be > 0, got {self.noise_std}")
         if not 0.0 < self.threshold <= 1.0:
-            raise ValueError(f"threshold is a fraction of the teachers in (0, 1], got {self.threshold}")
+            raise ConfigError(f"threshold is a fraction of the teachers in (0, 1], got {self.threshold}")
         if not self.threshold_noise_ratio > 0:
-            raise ValueError(f"threshold_noise_ratio must be > 0, got {self.threshold_noise_ratio}")
+            raise ConfigError(f"threshold_noise_ratio must be > 0, got {self.threshold_noise_ratio}")
         if self.teacher_epochs < 1 or self.teacher_batch_size < 1:
-            raise ValueError("teacher_epochs and teacher_batch_size must be at least 1")
+            raise ConfigError("teacher_epochs and teacher_batch_size must be at least 1")
 
     @property
     def confident(self) -> bool:
@@ -97,7 +99,7 @@ class PATEConfig:
         if self.queries is not None and self.noise_std is not None:
             spent = pate_epsilon(self.queries, self.noise_std, delta, None if ratio is None else ratio * self.noise_std)
             if spent > epsilon:
-                raise ValueError(f"{self.queries} queries at vote noise {self.noise_std:g} cost epsilon "
+                raise BudgetError(f"{self.queries} queries at vote noise {self.noise_std:g} cost epsilon "
                                  f"{spent:.4g} > {epsilon:g}; give fewer queries or more noise")
             return self.queries, self.noise_std
         if self.queries is not None:
@@ -105,7 +107,7 @@ class PATEConfig:
         noise_std = self.noise_std if self.noise_std is not None else self.teachers / 4
         queries = max_queries(epsilon, delta, noise_std, ratio)
         if queries == 0:
-            raise ValueError(f"epsilon {epsilon:g} at delta {delta:g} does not pay for one query at vote noise "
+            raise BudgetError(f"epsilon {epsilon:g} at delta {delta:g} does not pay for one query at vote noise "
                              f"{noise_std:g}; use more teachers, a larger epsilon or give --queries")
         if queries > num_train:
             return num_train, calibrate_vote_noise(epsilon, delta, num_train, ratio)
@@ -114,7 +116,7 @@ class PATEConfig:
 
 def partition_teachers(num_examples: int, teachers: int, seed: int) -> np.ndarray:
     """Each example's teacher: a random split into ``teachers`` parts whose sizes differ by at most one."""
-    order = public_rng(seed, "pate-teachers").permutation(num_examples)
+    order = public_rng(seed, "pate-partition").permutation(num_examples)
     teacher_of = np.empty(num_examples, dtype=np.int64)
     teacher_of[order] = np.arange(num_examples) % teachers
     return teacher_of
@@ -145,16 +147,20 @@ def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, 
     done = 0
     path = Path(checkpoint) if checkpoint is not None else None
     if path is not None and path.exists():
-        with np.load(path) as saved:
-            if saved["predictions"].shape == predictions.shape:
-                predictions, done = saved["predictions"], int(saved["done"])
+        try:
+            with np.load(path) as saved:
+                if saved["predictions"].shape == predictions.shape:
+                    predictions, done = saved["predictions"], int(saved["done"])
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+            raise RunDirectoryError(f"{path} is damaged ({error}); delete it: the teachers it holds (raw votes, "
+                                    "nothing released yet) are trained again") from None
     bar = tqdm(range(done, teachers), desc="teachers", unit="teacher", disable=not progress,
                initial=done, total=teachers)
     for teacher in bar:
         part = np.flatnonzero(teacher_of == teacher)
         model = build_model(teacher)
         train_stage(model, inputs[part], labels[part], num_classes, config, augmentation=augmentation,
-                    seed=public_seed(seed, "pate-teachers", teacher), progress=False)
+                    seed=public_seed(seed, "pate-training", teacher), progress=False)
         predictions[teacher] = predict_logits(model, query_inputs).argmax(dim=1).numpy()
         if path is not None:
             _save_predictions(path, predictions, teacher + 1)

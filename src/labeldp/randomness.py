@@ -7,13 +7,15 @@ RR-with-prior, histogram and Laplace noise, PATE's vote noise, DP-SGD's Poisson 
 noise. An attacker who could regenerate it would subtract it and read the true labels, so a
 :class:`NoiseSource` never derives it from anything a run writes down:
 
-- by default (``NoiseSource()``) every draw comes from numpy's PCG64 or torch's generators seeded
-  with fresh operating-system entropy (128 bits for numpy, 64 for torch) that is never written or
-  printed. This protects against everyone who reads what labeldp saves or shows (run folders,
-  configs, logs, checkpoints). The generators are not cryptographic: an attacker able to recover
-  their state from raw outputs could predict later draws, which is what the next option excludes;
-- ``NoiseSource(secure=True)`` (``--secure-rng``) draws from :class:`SecureGenerator`, the ChaCha20
-  stream cipher keyed with 256 bits of operating-system entropy: a cryptographically secure
+- by default (``NoiseSource()``) the label releases draw from numpy's PCG64 seeded with 128 bits of
+  fresh operating-system entropy, and DP-SGD from ChaCha20 (below) on the CPU, whose torch
+  generator keeps only 32 bits of a seed, or from a CUDA generator seeded with 63 fresh bits. None
+  of it is ever written or printed. This protects against everyone who reads what labeldp saves or
+  shows (run folders, configs, logs, checkpoints). PCG64 and CUDA's Philox are not cryptographic: an
+  attacker able to recover their state from raw outputs could predict later draws, which is what
+  the next option excludes;
+- ``NoiseSource(secure=True)`` (``--secure-rng``) draws everything from :class:`SecureGenerator`, the
+  ChaCha20 stream cipher keyed with 256 bits of operating-system entropy: a cryptographically secure
   generator, as unpredictable as the OS's own, and faster than numpy's PCG64 for uniforms;
 - ``NoiseSource(insecure_seed=S)`` (``--insecure-noise-seed``) derives every draw from S, so a run
   can be repeated exactly. It is **not private**: S is written to the run's ``config.json``, and
@@ -39,6 +41,7 @@ from typing import Any, Union
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+from labeldp.errors import ConfigError
 
 _UINT64_RANGE = 2**64
 
@@ -47,14 +50,14 @@ _UINT64_RANGE = 2**64
 #: are seeded only in the insecure mode. The numbers are disjoint, so no two purposes draw alike.
 PUBLIC_STREAMS = {"stage-split": 0, "model-init": 1, "training": 2, "pate-teachers": 3, "pate-queries": 4,
                   "table-split": 5, "encoder": 6, "clusters": 7, "audit": 8, "membership": 9,
-                  "dpsgd-augment": 10}
+                  "dpsgd-augment": 10, "pate-partition": 11, "pate-training": 12}
 NOISE_STREAMS = {"label-release": 100, "histogram": 101, "pate-votes": 102, "dpsgd-sampling": 103,
                  "dpsgd-noise": 104}
 
 
 def _sequence(seed: int, streams: dict[str, int], purpose: str, ids: tuple[int, ...]) -> np.random.SeedSequence:
     if purpose not in streams:
-        raise ValueError(f"unknown random stream {purpose!r}; known: {', '.join(streams)}")
+        raise ConfigError(f"unknown random stream {purpose!r}; known: {', '.join(streams)}")
     return np.random.SeedSequence([int(seed), streams[purpose], *map(int, ids)])
 
 
@@ -68,14 +71,16 @@ def public_seed(seed: int, purpose: str, *ids: int) -> int:
     return int(_sequence(seed, PUBLIC_STREAMS, purpose, ids).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
-def box_muller(uniforms, count: int, xp: Any = np):
-    """``count`` standard normal deviates from ``2 * ceil(count / 2)`` uniforms in [0, 1) (float64):
-    the Box-Muller transform. ``xp`` is the array module of ``uniforms`` (numpy, or torch for tensors:
-    torch's vectorised float64 cos and sin are several times faster than numpy's). Like every
-    floating-point Gaussian sampler it is not an exact discrete Gaussian."""
-    pairs = (count + 1) // 2
-    radius = xp.sqrt(-2.0 * xp.log1p(-uniforms[:pairs]))  # log(1 - u) with u in [0, 1): finite
-    angle = (2 * math.pi) * uniforms[pairs:2 * pairs]
+def box_muller(radius_uniforms, angle_uniforms, count: int, xp: Any = np):
+    """``count`` standard normal deviates from ``ceil(count / 2)`` uniforms in [0, 1) for the radii and
+    as many for the angles: the Box-Muller transform. The radius uniforms set the tails: on the 2^-53
+    grid (float64) no deviate is cut off before 8.57 standard deviations (5.77 on float32's 2^-24
+    grid); the angles only need the precision of the result. ``xp`` is the array module (numpy, or
+    torch for tensors: torch's vectorised cos and sin are several times faster than numpy's). Like
+    every floating-point Gaussian sampler it is not an exact discrete Gaussian."""
+    radius = xp.sqrt(-2.0 * xp.log1p(-radius_uniforms))  # log(1 - u) with u in [0, 1): finite
+    angle = (2 * math.pi) * angle_uniforms
+    radius = radius.astype(angle.dtype) if xp is np else radius.to(angle.dtype)  # the result's precision
     return xp.concatenate([radius * xp.cos(angle), radius * xp.sin(angle)])[:count]
 
 
@@ -107,7 +112,8 @@ class SecureGenerator:
         """Normal deviates N(loc, scale^2) (numpy's signature)."""
         shape = () if size is None else ((size,) if np.isscalar(size) else tuple(size))
         count = int(np.prod(shape))
-        values = loc + scale * box_muller(self.random(2 * ((count + 1) // 2)), count)
+        pairs = (count + 1) // 2
+        values = loc + scale * box_muller(self.random(pairs), self.random(pairs), count)
         return float(values[0]) if size is None else values.reshape(shape)
 
     def integers(self, low, high=None, size=None) -> np.ndarray:
@@ -118,9 +124,10 @@ class SecureGenerator:
         high_arr = np.asarray(high, dtype=np.int64)
         shape = np.broadcast_shapes(low_arr.shape, high_arr.shape) if size is None else (
             (size,) if np.isscalar(size) else tuple(size))
-        span = np.broadcast_to(high_arr - low_arr, shape).astype(np.uint64).ravel()
-        if np.any(span == 0):
-            raise ValueError("integers: high must be greater than low")
+        difference = np.broadcast_to(high_arr - low_arr, shape)
+        if np.any(difference <= 0):
+            raise ConfigError("integers: high must be greater than low")
+        span = difference.astype(np.uint64).ravel()
         # Accept a 64-bit word w only if w < limit, the largest multiple of span that fits.
         limit = (np.uint64(_UINT64_RANGE - 1) // span) * span
         out = np.empty(span.size, dtype=np.uint64)
@@ -145,10 +152,10 @@ def as_generator(rng: RandomSource) -> np.random.Generator | SecureGenerator:
     if isinstance(rng, str):
         if rng == "secure":
             return SecureGenerator()
-        raise ValueError(f"rng must be None, an int seed, a numpy Generator or 'secure', got {rng!r}")
+        raise ConfigError(f"rng must be None, an int seed, a numpy Generator or 'secure', got {rng!r}")
     if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
         return np.random.default_rng(rng)
-    raise TypeError(f"rng must be None, an int seed, a numpy Generator or 'secure', got {type(rng).__name__}")
+    raise ConfigError(f"rng must be None, an int seed, a numpy Generator or 'secure', got {type(rng).__name__}")
 
 
 def fresh_seed() -> int:
@@ -166,7 +173,7 @@ class NoiseSource:
 
     def __post_init__(self) -> None:
         if self.secure and self.insecure_seed is not None:
-            raise ValueError("the noise is either secure or reproducible from a seed, not both")
+            raise ConfigError("the noise is either secure or reproducible from a seed, not both")
 
     @property
     def private(self) -> bool:
@@ -181,9 +188,10 @@ class NoiseSource:
         return SecureGenerator() if self.secure else np.random.default_rng()
 
     def seed(self, purpose: str, *ids: int) -> int | None:
-        """An integer seed for a torch generator of noise stream ``purpose``: fresh entropy by default,
+        """A 63-bit seed for a torch generator of noise stream ``purpose``: fresh entropy by default,
         derived from the insecure seed in that mode; None when the noise must come from a
-        :class:`SecureGenerator`."""
+        :class:`SecureGenerator`. (torch's CPU generator keeps only the low 32 bits of a seed: use a
+        fresh seed only for CUDA generators, :func:`labeldp.dpsgd.noise.noise_generator` does.)"""
         if self.insecure_seed is not None:
             return int(_sequence(self.insecure_seed, NOISE_STREAMS, purpose, ids).generate_state(1, np.uint64)[0] >> 1)
         _sequence(0, NOISE_STREAMS, purpose, ids)

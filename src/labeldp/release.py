@@ -22,6 +22,7 @@ from labeldp._validation import check_epsilon, check_labels, check_priors, check
 from labeldp.accounting.events import (histogram_event, laplace_one_hot_event, non_private_event, pate_event,
                                        randomized_response_event)
 from labeldp.accounting.ledger import PrivacyLedger, event_from_dict, event_to_dict
+from labeldp.errors import ConfigError
 from labeldp.mechanisms import (confident_gnmax, gnmax, laplace_one_hot, laplace_one_hot_likelihood, noisy_histogram,
                                 randomized_response, randomized_response_likelihood, rr_with_prior,
                                 rr_with_prior_likelihood, teacher_votes)
@@ -75,7 +76,7 @@ def _recorded(ledger: PrivacyLedger, members, tag: str | None, **arrays) -> np.n
     indices = np.flatnonzero(mask)
     check_same_length(**arrays, members=indices)
     if ledger.has(tag or ""):
-        raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+        raise ConfigError(f"the ledger already has an entry tagged {tag!r}")
     return indices
 
 
@@ -187,7 +188,7 @@ def release_pate_labels(ledger: PrivacyLedger, teacher_predictions, teacher_of, 
     (:func:`labeldp.accounting.events.pate_event`), whatever the number answered.
     """
     if (threshold is None) != (threshold_noise_std is None):
-        raise ValueError("confident GNMax needs both threshold and threshold_noise_std (plain GNMax neither)")
+        raise ConfigError("confident GNMax needs both threshold and threshold_noise_std (plain GNMax neither)")
     votes = teacher_votes(teacher_predictions, num_classes)
     teachers, queries = np.asarray(teacher_predictions).shape
     assignment = check_labels(teacher_of, teachers, "teacher_of")
@@ -199,7 +200,7 @@ def release_pate_labels(ledger: PrivacyLedger, teacher_predictions, teacher_of, 
         kind = "GNMax"
     else:
         if not 0 < threshold <= teachers:
-            raise ValueError(f"threshold must lie in (0, {teachers}] votes, got {threshold}")
+            raise ConfigError(f"threshold must lie in (0, {teachers}] votes, got {threshold}")
         answered, labels = confident_gnmax(votes, threshold, threshold_noise_std, noise_std, rng)
         kind = f"confident GNMax (threshold {threshold:g}, noise {threshold_noise_std:.4g})"
     return _release(ledger, tag, Release(

@@ -30,6 +30,7 @@ from dp_accounting.pld import pld_privacy_accountant
 
 from labeldp.accounting.events import DPSGD_RELATION, GAUSSIAN_SHIFT_RELATION, check_queries, dpsgd_event, pate_event
 from labeldp.accounting.ledger import VALUE_DISCRETIZATION
+from labeldp.errors import ConfigError
 
 
 def pld_accountant(relation: dp_accounting.NeighboringRelation) -> pld_privacy_accountant.PLDAccountant:
@@ -46,9 +47,9 @@ def accountant_epsilon(event: dp_event.DpEvent, delta: float, relation: dp_accou
 
 def check_target(epsilon: float, delta: float) -> None:
     if not epsilon > 0 or not math.isfinite(epsilon):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon}")
+        raise ConfigError(f"epsilon must be a finite number > 0, got {epsilon}")
     if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+        raise ConfigError(f"delta must lie in (0, 1), got {delta}")
 
 
 def smallest_noise(make_event: Callable[[float], dp_event.DpEvent], epsilon: float, delta: float,
@@ -69,14 +70,14 @@ def smallest_noise(make_event: Callable[[float], dp_event.DpEvent], epsilon: flo
     if meets(high):
         while meets(low):
             if low <= minimum:
-                raise ValueError(f"epsilon {epsilon} at delta {delta} allows noise below {minimum}; "
+                raise ConfigError(f"epsilon {epsilon} at delta {delta} allows noise below {minimum}; "
                                  "give the noise explicitly")
             low, high = low / 2, low
     else:
         while not meets(2 * high):
             high *= 2
             if high > maximum:
-                raise ValueError(f"no noise below {maximum:g} reaches epsilon {epsilon} at delta {delta}")
+                raise ConfigError(f"no noise below {maximum:g} reaches epsilon {epsilon} at delta {delta}")
         low, high = high, 2 * high
     noise = dp_accounting.calibrate_dp_mechanism(
         lambda: pld_accountant(relation), make_event, epsilon, delta,
@@ -89,11 +90,11 @@ MIN_NOISE_MULTIPLIER = 1 / 16
 
 def _check(sampling_probability: float, steps: int, delta: float) -> None:
     if not 0.0 < sampling_probability <= 1.0:
-        raise ValueError(f"sampling_probability must lie in (0, 1], got {sampling_probability}")
+        raise ConfigError(f"sampling_probability must lie in (0, 1], got {sampling_probability}")
     if int(steps) != steps or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps}")
+        raise ConfigError(f"steps must be a positive integer, got {steps}")
     if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+        raise ConfigError(f"delta must lie in (0, 1), got {delta}")
 
 
 def dpsgd_epsilon(noise_multiplier: float, sampling_probability: float, steps: int, delta: float) -> float:
@@ -124,7 +125,7 @@ NOISE_RANGE = (1e-2, 1e7)
 def pate_epsilon(queries: int, noise_std: float, delta: float, threshold_noise_std: float | None = None) -> float:
     """Epsilon at ``delta`` of :func:`pate_event` (replace-one label), from dp_accounting's PLD accountant."""
     if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+        raise ConfigError(f"delta must lie in (0, 1), got {delta}")
     return accountant_epsilon(pate_event(queries, noise_std, threshold_noise_std), delta, GAUSSIAN_SHIFT_RELATION)
 
 
@@ -136,7 +137,7 @@ def calibrate_vote_noise(epsilon: float, delta: float, queries: int, threshold_n
     check_queries(queries)
     check_target(epsilon, delta)
     if threshold_noise_ratio is not None and not threshold_noise_ratio > 0:
-        raise ValueError(f"threshold_noise_ratio must be > 0, got {threshold_noise_ratio}")
+        raise ConfigError(f"threshold_noise_ratio must be > 0, got {threshold_noise_ratio}")
 
     def event(sigma: float) -> dp_event.DpEvent:
         return pate_event(queries, sigma, None if threshold_noise_ratio is None else threshold_noise_ratio * sigma)

@@ -16,6 +16,7 @@ import math
 import dp_accounting
 from dp_accounting import dp_event
 
+from labeldp.errors import ConfigError
 from labeldp.mechanisms.laplace import LAPLACE_GRID, laplace_parameter
 
 NEIGHBORING_RELATION = dp_accounting.NeighboringRelation.REPLACE_ONE
@@ -63,7 +64,7 @@ def non_private_event() -> dp_event.DpEvent:
 
 def check_queries(queries: int) -> int:
     if int(queries) != queries or queries < 1:
-        raise ValueError(f"queries must be a positive integer, got {queries}")
+        raise ConfigError(f"queries must be a positive integer, got {queries}")
     return int(queries)
 
 
@@ -72,12 +73,12 @@ def pate_event(queries: int, noise_std: float, threshold_noise_std: float | None
     the confident variant, as many threshold checks with noise ``threshold_noise_std``)."""
     count = check_queries(queries)
     if not noise_std > 0:
-        raise ValueError(f"noise_std must be > 0, got {noise_std}")
+        raise ConfigError(f"noise_std must be > 0, got {noise_std}")
     answers = dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(noise_std / math.sqrt(2.0)), count)
     if threshold_noise_std is None:
         return answers
     if not threshold_noise_std > 0:
-        raise ValueError(f"threshold_noise_std must be > 0, got {threshold_noise_std}")
+        raise ConfigError(f"threshold_noise_std must be > 0, got {threshold_noise_std}")
     checks = dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(threshold_noise_std), count)
     return dp_event.ComposedDpEvent([checks, answers])
 
@@ -85,6 +86,6 @@ def pate_event(queries: int, noise_std: float, threshold_noise_std: float | None
 def dpsgd_event(noise_multiplier: float, sampling_probability: float, steps: int) -> dp_event.DpEvent:
     """The dp_accounting event of ``steps`` Poisson-sampled Gaussian steps."""
     if not noise_multiplier >= 0:
-        raise ValueError(f"noise_multiplier must be >= 0, got {noise_multiplier}")
+        raise ConfigError(f"noise_multiplier must be >= 0, got {noise_multiplier}")
     step = dp_event.PoissonSampledDpEvent(sampling_probability, dp_event.GaussianDpEvent(noise_multiplier))
     return dp_event.SelfComposedDpEvent(step, int(steps))

@@ -52,6 +52,7 @@ from dp_accounting import dp_event
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
+from labeldp.errors import ConfigError
 from labeldp.files import write_text_atomic
 from labeldp.accounting.events import GAUSSIAN_SHIFT_RELATION, NEIGHBORING_RELATION, RELATION_NAMES
 
@@ -89,12 +90,12 @@ def event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelati
         if gaussian.noise_multiplier == 0:
             raise NonPrivateRelease
         if relation == NEIGHBORING_RELATION and sampling_prob != 1.0:
-            raise ValueError("the ledger accounts Poisson-sampled Gaussian events under add-or-remove only")
+            raise ConfigError("the ledger accounts Poisson-sampled Gaussian events under add-or-remove only")
         return pld_lib.from_gaussian_mechanism(gaussian.noise_multiplier, sampling_prob=sampling_prob,
                                                value_discretization_interval=VALUE_DISCRETIZATION,
                                                neighboring_relation=GAUSSIAN_SHIFT_RELATION)
     if relation != NEIGHBORING_RELATION:
-        raise ValueError(f"the ledger accounts {type(event).__name__} under the replace-one-label relation only")
+        raise ConfigError(f"the ledger accounts {type(event).__name__} under the replace-one-label relation only")
     if isinstance(event, dp_event.RandomizedResponseDpEvent):
         if event.num_buckets == 1:
             return None
@@ -109,7 +110,7 @@ def event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelati
         return _pure_dp_pld(event.noise_parameter * event.sensitivity)
     if isinstance(event, dp_event.LaplaceDpEvent):  # ledgers of runs made before releases were discrete
         return _pure_dp_pld(1.0 / event.noise_multiplier)
-    raise ValueError(f"the ledger cannot account {type(event).__name__}")
+    raise ConfigError(f"the ledger cannot account {type(event).__name__}")
 
 
 def _pure_dp_pld(epsilon: float) -> pld_lib.PrivacyLossDistribution:
@@ -177,9 +178,9 @@ class PrivacyLedger:
     def __init__(self, dataset_size: int,
                  neighboring_relation: dp_accounting.NeighboringRelation = NEIGHBORING_RELATION):
         if int(dataset_size) <= 0:
-            raise ValueError(f"dataset_size must be positive, got {dataset_size}")
+            raise ConfigError(f"dataset_size must be positive, got {dataset_size}")
         if neighboring_relation not in RELATION_NAMES:
-            raise ValueError(f"unsupported neighbouring relation {neighboring_relation!r}")
+            raise ConfigError(f"unsupported neighbouring relation {neighboring_relation!r}")
         self.dataset_size = int(dataset_size)
         self.neighboring_relation = neighboring_relation
         self._entries: list[LedgerEntry] = []
@@ -200,14 +201,14 @@ class PrivacyLedger:
         array = np.asarray(members)
         if array.dtype == bool:
             if array.shape != (self.dataset_size,):
-                raise ValueError(f"members mask must have shape ({self.dataset_size},), got {array.shape}")
+                raise ConfigError(f"members mask must have shape ({self.dataset_size},), got {array.shape}")
             return array.copy()
         if array.ndim != 1 or array.dtype.kind not in "iu":
-            raise ValueError("members must be a 1-d array of example indices or a boolean mask")
+            raise ConfigError("members must be a 1-d array of example indices or a boolean mask")
         if array.size and (array.min() < 0 or array.max() >= self.dataset_size):
-            raise ValueError(f"members must be indices in [0, {self.dataset_size})")
+            raise ConfigError(f"members must be indices in [0, {self.dataset_size})")
         if np.unique(array).size != array.size:
-            raise ValueError("members contains repeated indices")
+            raise ConfigError("members contains repeated indices")
         mask = np.zeros(self.dataset_size, dtype=bool)
         mask[array] = True
         return mask
@@ -215,10 +216,10 @@ class PrivacyLedger:
     def record(self, event: dp_event.DpEvent, members, description: str, tag: str | None = None) -> LedgerEntry:
         """Add one spend: ``event`` was applied (independently) to the labels of ``members``."""
         if not isinstance(event, dp_event.DpEvent):
-            raise TypeError(f"event must be a dp_accounting DpEvent, got {type(event).__name__}")
+            raise ConfigError(f"event must be a dp_accounting DpEvent, got {type(event).__name__}")
         tag = tag or f"entry{len(self._entries) + 1}"
         if self.has(tag):
-            raise ValueError(f"the ledger already has an entry tagged {tag!r}")
+            raise ConfigError(f"the ledger already has an entry tagged {tag!r}")
         self._check_supported(event)
         entry = LedgerEntry(tag, description, event, self.members_mask(members))
         self._entries.append(entry)
@@ -246,7 +247,7 @@ class PrivacyLedger:
     def epsilon(self, delta: float = 0.0) -> float:
         """Smallest epsilon (from dp_accounting's PLDs) such that the run is (eps, delta)-label-DP."""
         if not 0.0 <= delta < 1.0:
-            raise ValueError(f"delta must lie in [0, 1), got {delta}")
+            raise ConfigError(f"delta must lie in [0, 1), got {delta}")
         worst = 0.0
         for group in self._groups():
             try:

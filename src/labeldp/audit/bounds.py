@@ -18,12 +18,13 @@ from __future__ import annotations
 import math
 
 from scipy.stats import beta
+from labeldp.errors import ConfigError
 
 
 def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:
     """One-sided lower confidence bound at level 1 - alpha for a binomial proportion."""
     if trials < 0 or not 0 <= successes <= trials:
-        raise ValueError(f"need 0 <= successes <= trials, got {successes} of {trials}")
+        raise ConfigError(f"need 0 <= successes <= trials, got {successes} of {trials}")
     if successes == 0:
         return 0.0
     return float(beta.ppf(alpha, successes, trials - successes + 1))
@@ -43,9 +44,9 @@ def epsilon_lower_bound(correct: int, answered: int, num_options: int, confidenc
     """Epsilon lower bound, valid with probability >= ``confidence``, from ``correct`` of ``answered``
     guesses of secrets uniform over ``num_options`` values (Bonferroni over ``num_tests`` thresholds)."""
     if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+        raise ConfigError(f"confidence must lie in (0, 1), got {confidence}")
     if num_options < 2:
-        raise ValueError(f"num_options must be at least 2, got {num_options}")
+        raise ConfigError(f"num_options must be at least 2, got {num_options}")
     if answered == 0:
         return 0.0
     alpha = (1.0 - confidence) / num_tests

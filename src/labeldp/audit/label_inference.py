@@ -38,7 +38,7 @@ import numpy as np
 
 from labeldp.accounting import DPSGD_RELATION, NEIGHBORING_RELATION, PrivacyLedger
 from labeldp.audit.bounds import epsilon_lower_bound
-from labeldp.audit.spend import AuditLedger, audit_run_config
+from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, audit_run_config
 from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.files import write_json_atomic
@@ -86,7 +86,7 @@ def audit_guesses(guesses: np.ndarray, secrets: np.ndarray, scores: np.ndarray, 
     """
     guesses, secrets, scores = np.asarray(guesses), np.asarray(secrets), np.asarray(scores, dtype=float)
     if not (guesses.shape == secrets.shape == scores.shape) or guesses.ndim != 1 or guesses.size == 0:
-        raise ValueError("guesses, secrets and scores must be non-empty 1-d arrays of one length")
+        raise ConfigError("guesses, secrets and scores must be non-empty 1-d arrays of one length")
     order = np.argsort(-scores, kind="stable")
     hits = (guesses == secrets)[order]
     results = []
@@ -195,7 +195,7 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
               "seconds": round(time.perf_counter() - start, 2), "spent": spent,
               "seed": seed, **result.to_dict()}
     out.mkdir(parents=True, exist_ok=True)
-    spend.ledger.save(out / "ledger.json", config.delta or 0.0)
+    spend.ledger.save(out / AUDIT_LEDGER, config.delta or 0.0)
     write_json_atomic(out / "audit.json", report)
     return report
 
@@ -204,14 +204,24 @@ def _relation(config: RunConfig):
     return DPSGD_RELATION if config.method == "dp-sgd" else NEIGHBORING_RELATION
 
 
-def audit_run(run_dir: str | Path, **kwargs) -> dict[str, Any]:
+def audit_folder(run_dir: str | Path, kind: str, **settings: Any) -> Path:
+    """Where an audit of ``run_dir`` with these settings keeps its runs: one folder per setting, so a
+    second audit with other canaries never reads the first one's runs back as its own."""
+    return Path(run_dir) / "audit" / "-".join([kind, *(f"{name}{value}" for name, value in sorted(settings.items()))])
+
+
+def audit_run(run_dir: str | Path, *, num_canaries: int = 1000, seed: int = 0, canaries: str = "mislabeled",
+              **kwargs: Any) -> dict[str, Any]:
     """Audit the recipe of an existing run (its ``config.json``) with the run itself as the reference
-    model once it has finished; results go to ``run_dir/audit``."""
+    model once it has finished; results go to a folder of ``run_dir/audit`` named by the settings
+    (:func:`audit_folder`)."""
     config_path = Path(run_dir) / "config.json"
     if not config_path.exists():
         raise RunDirectoryError(f"{run_dir} has no config.json: not a labeldp run directory")
     config = RunConfig.from_dict(json.loads(config_path.read_text()))
-    return audit_config(config, Path(run_dir) / "audit", reference_dir=run_dir, **kwargs)
+    out = audit_folder(run_dir, canaries, canaries=num_canaries, seed=seed)
+    return {**audit_config(config, out, reference_dir=run_dir, num_canaries=num_canaries, seed=seed,
+                           canaries=canaries, **kwargs), "folder": str(out)}
 
 
 def _predict(run_dir: Path, config: RunConfig, data: LabeledDataset, inputs: np.ndarray) -> np.ndarray:

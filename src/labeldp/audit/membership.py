@@ -28,7 +28,7 @@ from sklearn.metrics import roc_auc_score, roc_curve
 
 from labeldp.accounting import DPSGD_RELATION, NEIGHBORING_RELATION, PrivacyLedger
 from labeldp.audit.bounds import clopper_pearson_lower
-from labeldp.audit.spend import AuditLedger, audit_run_config
+from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, audit_run_config
 from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError
 from labeldp.randomness import public_rng
@@ -103,9 +103,11 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
     ``num_shadows`` shadow models on random halves of the non-target examples, and attack the targets.
 
     Every one of these runs releases the labels (and, for DP-SGD, the inputs) of the examples it
-    trains on again: their ledgers, on the audited examples, go to ``out_dir/ledger.json`` and the
-    report gives the audit's epsilon and, with ``audited_ledger``, its composition with the audited
-    run's. Writes ``out_dir/membership.json``."""
+    trains on again: their ledgers, on the audited examples, go to ``out_dir/audit_ledger.json`` and
+    the report gives the audit's epsilon and, with ``audited_ledger``, its composition with the
+    audited run's. The attack scores each target by the model's confidence in its *true* label (the
+    game gives the attacker the targets), so ``membership.json`` depends on the targets' labels
+    without noise: keep it private. Writes ``out_dir/membership.json``."""
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
     n = len(data.y_train)
@@ -145,6 +147,6 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
         "seconds": round(time.perf_counter() - start, 2),
         "spent": spend.report(config.delta or 0.0, audited_ledger),
     }
-    spend.ledger.save(out / "ledger.json", config.delta or 0.0)
+    spend.ledger.save(out / AUDIT_LEDGER, config.delta or 0.0)
     write_json_atomic(out / "membership.json", report)
     return report

@@ -67,16 +67,18 @@ class AuditLedger:
         return report
 
 
-#: where an audit of a run keeps its ledgers on the run's examples, relative to the run's folder
-AUDIT_LEDGERS = ("audit/ledger.json", "audit/membership/ledger.json")
+#: the name of an audit's ledger on the audited run's examples (the audit's own runs keep theirs,
+#: on their own datasets, as ledger.json in their folders)
+AUDIT_LEDGER = "audit_ledger.json"
 
 
 def folder_epsilon(run_dir: str | Path, delta: float = 0.0) -> float:
-    """Epsilon of everything a run folder holds: the run's ledger composed with its audits' ledgers."""
+    """Epsilon of everything a run folder holds: the run's ledger composed with the ledgers of every
+    audit kept in its ``audit/`` folder."""
     run_dir = Path(run_dir)
     combined = PrivacyLedger.load(run_dir / "ledger.json")
-    for name in AUDIT_LEDGERS:
-        if (run_dir / name).exists():
-            for entry in PrivacyLedger.load(run_dir / name).entries:
-                combined.record(entry.event, entry.members, entry.description, f"{name}:{entry.tag}")
+    for path in sorted((run_dir / "audit").rglob(AUDIT_LEDGER)):
+        name = path.parent.relative_to(run_dir)
+        for entry in PrivacyLedger.load(path).entries:
+            combined.record(entry.event, entry.members, entry.description, f"{name}:{entry.tag}")
     return combined.epsilon(delta)

@@ -9,6 +9,7 @@ from labeldp.data.dataset import LabeledDataset
 from labeldp.data.digits import load_digits_dataset
 from labeldp.data.idx import download_idx, load_idx_dataset, read_idx
 from labeldp.data.table import load_table_dataset
+from labeldp.errors import ConfigError
 
 #: Names accepted by :func:`load_dataset` and ``labeldp train --dataset``.
 DATASETS = ("digits", "mnist", "fashion-mnist", "kmnist", "cifar10", "cifar100", "csv")
@@ -23,21 +24,21 @@ def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | 
     """Load a dataset by name. ``digits`` is embedded; the others read files from ``data_dir``
     (``csv`` reads ``table``, a CSV or Parquet file)."""
     if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+        raise ConfigError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
     if name != "csv" and (table is not None or test_table is not None or label_column != "label"):
-        raise ValueError(f"--table, --test-table and --label-column are for dataset 'csv', not {name!r}")
+        raise ConfigError(f"--table, --test-table and --label-column are for dataset 'csv', not {name!r}")
     if name not in FOLDER_DATASETS and data_dir is not None:
         source = "is embedded" if name == "digits" else "reads --table"
-        raise ValueError(f"dataset {name!r} {source}: it takes no --data-dir (for a dataset in that folder, name "
+        raise ConfigError(f"dataset {name!r} {source}: it takes no --data-dir (for a dataset in that folder, name "
                          f"it with --dataset: {', '.join(FOLDER_DATASETS)})")
     if name == "digits":
         return load_digits_dataset()
     if name == "csv":
         if table is None:
-            raise ValueError("dataset 'csv' needs a table file (--table PATH)")
+            raise ConfigError("dataset 'csv' needs a table file (--table PATH)")
         return load_table_dataset(table, label_column, test_table, test_fraction, split_seed, classes=classes)
     if data_dir is None:
-        raise ValueError(f"dataset {name!r} needs a data folder (--data-dir DIR)")
+        raise ConfigError(f"dataset {name!r} needs a data folder (--data-dir DIR)")
     if name.startswith("cifar"):
         return load_cifar_dataset(int(name[5:]), data_dir)
     return load_idx_dataset(name, data_dir)
@@ -50,7 +51,7 @@ def download_dataset(name: str, data_dir: str | Path) -> None:
     elif name in ("mnist", "fashion-mnist", "kmnist"):
         download_idx(name, data_dir)
     else:
-        raise ValueError(f"{name!r} has nothing to download")
+        raise ConfigError(f"{name!r} has nothing to download")
 
 
 __all__ = ["DATASETS", "FOLDER_DATASETS", "LabeledDataset", "download_dataset", "load_cifar_dataset", "load_dataset",

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from labeldp.data.dataset import LabeledDataset, standardize_images
+from labeldp.errors import DataError, MissingFileError
 
 _LAYOUT = {
     10: {"folder": "cifar-10-batches-py", "train": [f"data_batch_{i}" for i in range(1, 6)],
@@ -25,7 +26,7 @@ def _folder(data_dir: Path, num_classes: int) -> Path:
     for candidate in (data_dir / layout["folder"], data_dir):
         if (candidate / layout["train"][0]).exists():
             return candidate
-    raise FileNotFoundError(f"data folder {data_dir} has no {layout['folder']}/{layout['train'][0]} "
+    raise MissingFileError(f"data folder {data_dir} has no {layout['folder']}/{layout['train'][0]} "
                             f"(download with: labeldp download cifar{num_classes} --data-dir {data_dir})")
 
 
@@ -53,10 +54,10 @@ def download_cifar(num_classes: int, data_dir: str | Path) -> None:
 def load_cifar_dataset(num_classes: int, data_dir: str | Path) -> LabeledDataset:
     """Load CIFAR-10 (``num_classes=10``) or CIFAR-100 (fine labels, ``num_classes=100``)."""
     if num_classes not in _LAYOUT:
-        raise ValueError(f"num_classes must be 10 or 100 for CIFAR, got {num_classes}")
+        raise DataError(f"num_classes must be 10 or 100 for CIFAR, got {num_classes}")
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
-        raise FileNotFoundError(f"data folder {data_dir} does not exist")
+        raise MissingFileError(f"data folder {data_dir} does not exist")
     layout = _LAYOUT[num_classes]
     folder = _folder(data_dir, num_classes)
     x_train, y_train = _read_batches(folder, layout["train"], layout["labels"])

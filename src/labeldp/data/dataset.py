@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from labeldp._validation import check_finite_features, check_labels, check_num_classes, check_same_length
+from labeldp.errors import DataError
 
 #: Augmentation policies the trainer knows: none, small translations (digits), crop+flip (CIFAR).
 AUGMENTATIONS = ("none", "translate", "crop-flip")
@@ -38,9 +39,9 @@ class LabeledDataset:
         check_same_length(x_train=self.x_train, y_train=self.y_train)
         check_same_length(x_test=self.x_test, y_test=self.y_test)
         if self.x_train.shape[1:] != self.x_test.shape[1:]:
-            raise ValueError(f"x_train and x_test shapes differ: {self.x_train.shape[1:]} vs {self.x_test.shape[1:]}")
+            raise DataError(f"x_train and x_test shapes differ: {self.x_train.shape[1:]} vs {self.x_test.shape[1:]}")
         if self.augmentation not in AUGMENTATIONS:
-            raise ValueError(f"augmentation must be one of {AUGMENTATIONS}, got {self.augmentation!r}")
+            raise DataError(f"augmentation must be one of {AUGMENTATIONS}, got {self.augmentation!r}")
 
     @property
     def input_shape(self) -> tuple[int, ...]:

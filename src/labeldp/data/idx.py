@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from labeldp.data.dataset import LabeledDataset, standardize_images
+from labeldp.errors import DataError, MissingFileError
 
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
                0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
@@ -41,14 +42,14 @@ def read_idx(path: str | Path) -> np.ndarray:
     with opener(path, "rb") as handle:
         data = handle.read()
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_DTYPES:
-        raise ValueError(f"{path} is not an IDX file (bad magic number)")
+        raise DataError(f"{path} is not an IDX file (bad magic number)")
     ndim = data[3]
     shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
     dtype = np.dtype(_IDX_DTYPES[data[2]])
     offset = 4 + 4 * ndim
     expected = int(np.prod(shape)) * dtype.itemsize
     if len(data) - offset != expected:
-        raise ValueError(f"{path}: header promises {expected} bytes of data, file has {len(data) - offset}")
+        raise DataError(f"{path}: header promises {expected} bytes of data, file has {len(data) - offset}")
     return np.frombuffer(data, dtype=dtype, offset=offset).reshape(shape)
 
 
@@ -56,7 +57,7 @@ def _find(data_dir: Path, stem: str) -> Path:
     for candidate in (data_dir / stem, data_dir / f"{stem}.gz"):
         if candidate.exists():
             return candidate
-    raise FileNotFoundError(f"data folder {data_dir} has no {stem} or {stem}.gz")
+    raise MissingFileError(f"data folder {data_dir} has no {stem} or {stem}.gz")
 
 
 def download_idx(name: str, data_dir: str | Path) -> None:
@@ -73,14 +74,14 @@ def download_idx(name: str, data_dir: str | Path) -> None:
 def load_idx_dataset(name: str, data_dir: str | Path) -> LabeledDataset:
     """Load MNIST, Fashion-MNIST or KMNIST from the four IDX files in ``data_dir``."""
     if name not in MIRRORS:
-        raise ValueError(f"unknown IDX dataset {name!r}; expected one of {sorted(MIRRORS)}")
+        raise DataError(f"unknown IDX dataset {name!r}; expected one of {sorted(MIRRORS)}")
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
-        raise FileNotFoundError(f"data folder {data_dir} does not exist (download with: labeldp download {name} --data-dir {data_dir})")
+        raise MissingFileError(f"data folder {data_dir} does not exist (download with: labeldp download {name} --data-dir {data_dir})")
     arrays = {key: read_idx(_find(data_dir, stem)) for key, stem in FILES.items()}
     for split in ("train", "test"):
         if arrays[f"{split}_images"].ndim != 3 or arrays[f"{split}_labels"].ndim != 1:
-            raise ValueError(f"{data_dir}: {split} images must be 3-d and labels 1-d")
+            raise DataError(f"{data_dir}: {split} images must be 3-d and labels 1-d")
     x_train, x_test = standardize_images(arrays["train_images"][:, None], arrays["test_images"][:, None])
     return LabeledDataset(name, x_train, arrays["train_labels"], x_test, arrays["test_labels"],
                           num_classes=10, augmentation="translate", class_names=CLASS_NAMES[name])

@@ -38,7 +38,6 @@ cuDNN and cuBLAS, and the previous settings are restored afterwards.
 from __future__ import annotations
 
 import math
-import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -48,25 +47,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from labeldp.models.wideresnet import WSConv2d
-from labeldp.dpsgd import conv_grads
+from labeldp.dpsgd import layer_rules
+from labeldp.errors import ConfigError
 
 #: per-example loss: (outputs (N, ...), targets (N, ...)) -> losses (N,)
 PerExampleLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 METHODS = ("auto", "fast", "vmap")
 _CROSS_EXAMPLE = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
-_FAST_LAYERS = (nn.Linear, nn.Conv2d, nn.Embedding, nn.LayerNorm, nn.GroupNorm)
 _NORM_EPSILON = 1e-6
-#: a convolution's two clipping paths are timed against each other only when their estimated costs
-#: (multiply-adds) are within this factor; otherwise the cheaper runs untried. (With every path tried,
-#: WRN-16-4's first step at batch 256 took 75 s and 12 GB, mostly ghost norms on its 32x32 maps,
-#: whose Gram matrices grow as T^2.)
-_TIMED_COST_RATIO = 3
-#: elements of a temporary that computes in chunks (4 MB of float32: about a core's share of cache)
-_CACHE_ELEMENTS = 1 << 20
-#: each layer's memory for its per-example gradients, kept between calls on CPU, where touching fresh
-#: pages costs about as much as computing the gradients; it goes with the module
-_WORKSPACES: weakref.WeakKeyDictionary[nn.Module, torch.Tensor] = weakref.WeakKeyDictionary()
 
 
 def cross_entropy_per_example(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -129,16 +117,10 @@ def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
 def fast_path_unsupported(model: nn.Module) -> str | None:
     """Why the fast path cannot handle ``model`` (None when it can)."""
     for name, module in model.named_modules():
-        own = [p for p in module.parameters(recurse=False) if p.requires_grad]
-        if not own:
-            continue
-        if not isinstance(module, _FAST_LAYERS):
-            return f"module {name!r} ({type(module).__name__}) has parameters and no fast per-example rule"
-        if isinstance(module, nn.Conv2d) and (module.groups != 1 or module.padding_mode != "zeros"
-                                              or isinstance(module.padding, str)):
-            return f"convolution {name!r} uses groups, a non-zero padding mode or string padding"
-        if isinstance(module, nn.Embedding) and module.sparse:
-            return f"embedding {name!r} is sparse"
+        if any(p.requires_grad for p in module.parameters(recurse=False)):
+            reason = layer_rules.unsupported(module)
+            if reason is not None:
+                return f"module {name!r}: {reason}"
     return None
 
 
@@ -177,18 +159,18 @@ def clipped_gradient_sum(
         multiple_views: ``inputs`` has an augmentation axis after the batch axis.
     """
     if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        raise ConfigError(f"method must be one of {METHODS}, got {method!r}")
     if not max_grad_norm > 0:
-        raise ValueError(f"max_grad_norm must be > 0, got {max_grad_norm}")
+        raise ConfigError(f"max_grad_norm must be > 0, got {max_grad_norm}")
     if physical_batch_size is not None and physical_batch_size < 1:
-        raise ValueError(f"physical_batch_size must be at least 1, got {physical_batch_size}")
+        raise ConfigError(f"physical_batch_size must be at least 1, got {physical_batch_size}")
     check_per_example_model(model)
     if not trainable_parameters(model):
-        raise ValueError("the model has no trainable parameters")
+        raise ConfigError("the model has no trainable parameters")
     if len(inputs) != len(targets):
-        raise ValueError(f"inputs and targets differ in length ({len(inputs)} vs {len(targets)})")
+        raise ConfigError(f"inputs and targets differ in length ({len(inputs)} vs {len(targets)})")
     if multiple_views and (inputs.dim() < 2 or inputs.shape[1] < 1):
-        raise ValueError("multiple_views needs inputs of shape (B, M, ...) with M >= 1")
+        raise ConfigError("multiple_views needs inputs of shape (B, M, ...) with M >= 1")
     reason = fast_path_unsupported(model)
     if method == "fast" and reason is not None:
         raise UnsupportedModelError(f"the fast clipping path cannot handle this model: {reason}; use method='vmap'")
@@ -261,269 +243,6 @@ def _vmap_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
 # ---------------------------------------------------------------- the fast path: book-keeping
 
 
-class _Layer:
-    """One call of a supported layer: its input, its output gradient, and its per-example rule.
-
-    :meth:`receive` runs in the backward pass as soon as the layer's output gradient is known: it
-    computes the layer's per-example squared gradient norms and keeps only what the clipped sum still
-    needs (the per-example gradients when they were formed, else the input and output gradient), so
-    the memory held past backward stays close to what plain backpropagation holds.
-    """
-
-    def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
-        self.module, self.examples = module, examples
-        self.activation: torch.Tensor | None = activation
-        self.output_shape, self.output_dtype = output.shape, output.dtype
-        # a standardised conv's output serves its gradient statistics; in-place changes are detected by version
-        self.output = output.detach() if isinstance(module, WSConv2d) else None
-        # and its standardised kernel and scales, computed once per step (the weights do not change within it)
-        self.standardization = module.standardization() if isinstance(module, WSConv2d) else None
-        self.output_version = output._version
-        # a GroupNorm's per-row group means and inverse standard deviations, as its forward pass computed them
-        self.group_stats = _saved_group_stats(output) if isinstance(module, nn.GroupNorm) else None
-        self.output_grad: torch.Tensor | None = None
-        self.per_example: list[torch.Tensor] | None = None  # materialised per-example gradients
-        self.bias_grads: torch.Tensor | None = None  # (B, p) per-example bias gradients
-        self.sq_norms: torch.Tensor | None = None
-
-    def params(self) -> list[nn.Parameter]:
-        return [p for p in self.module.parameters(recurse=False) if p.requires_grad]
-
-    def receive(self, output_grad: torch.Tensor) -> None:
-        """Take the output gradient, compute the per-example squared norms, release what is not needed."""
-        self.output_grad = output_grad
-        self.sq_norms = self.norms2()
-        self.output = None
-        if self.per_example is not None:  # the clipped sum needs only these (embeddings keep their inputs)
-            self.activation = self.output_grad = None
-
-    # -- rules ------------------------------------------------------------------------------------
-    def norms2(self) -> torch.Tensor:
-        """Squared norm of each example's gradient with respect to this layer's trainable parameters."""
-        module = self.module
-        if isinstance(module, nn.Embedding):
-            return self._embedding_norms2()
-        if isinstance(module, (nn.LayerNorm, nn.GroupNorm)):
-            self.per_example = self._norm_layer_grads()
-            return sum(_squared_norms(g) for g in self.per_example)
-        total = torch.zeros(self.examples, dtype=self.output_grad.dtype, device=self.output_grad.device)
-        if module.bias is not None and module.bias.requires_grad:
-            self.bias_grads = self._bias_grads()
-            total = total + self.bias_grads.pow(2).sum(1)
-        if not module.weight.requires_grad:
-            self.per_example = []
-            return total
-        if isinstance(module, nn.Conv2d):
-            return total + self._conv_norms2()
-        a, g = self._matrices()  # (B, T, d), (B, T, p)
-        T, d, p = a.shape[1], a.shape[2], g.shape[2]
-        if T * (d + p) >= d * p:
-            weight = torch.bmm(g.transpose(1, 2), a, out=_workspace(module, (len(a), p, d), a))  # per-example gradients
-            self.per_example = [weight]
-            return total + _squared_norms(weight)
-        if T == 1:
-            return total + a.squeeze(1).pow(2).sum(1) * g.squeeze(1).pow(2).sum(1)
-        return total + (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
-
-    def _conv_norms2(self) -> torch.Tensor:
-        """A convolution's kernel part, by the faster of two exact paths for the layer's configuration
-        (:func:`conv_grads.fastest` times each path's norms together with its part of the clipped sum):
-        ``materialise`` forms the per-example kernel gradients (cost ~ T d p per example), ``ghost``
-        takes the norms from the patch Gram matrix (~ T^2 (d + p)) and the clipped sum from one
-        weighted kernel gradient. A path whose cost estimate exceeds the other's by more than
-        :data:`_TIMED_COST_RATIO` is not tried. For a weight-standardised conv both give the norms for
-        the standardised kernel G, mapped to the raw weight by :meth:`WSConv2d.weight_gradient_norms2`."""
-        module, g, B = self.module, self.output_grad, self.examples
-        positions = len(g) // B * g[0, 0].numel()  # V T: an example's output positions over its views
-        d, p = module.weight[0].numel(), module.out_channels
-        costs = {"materialise": positions * d * p, "ghost": positions ** 2 * (d + p)}  # multiply-adds
-        paths = {name: path for name, path in
-                 (("materialise", self._materialised_kernel_norms2), ("ghost", self._ghost_kernel_norms2))
-                 if costs[name] <= _TIMED_COST_RATIO * min(costs.values())}
-        if len(paths) == 1:
-            scaled = next(iter(paths.values()))()
-        else:
-            key = ("conv_path", *conv_grads.configuration(module, B, self.activation, g))
-            ones = torch.ones(B, dtype=g.dtype, device=g.device)
-
-            def with_clipped_sum(path: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
-                return lambda: (path(), self.clipped_sums(ones))[0]
-            scaled = conv_grads.fastest(key, paths, {name: with_clipped_sum(path) for name, path in paths.items()})
-        if not isinstance(module, WSConv2d):
-            return scaled
-        return module.weight_gradient_norms2(scaled, *self._standardized_stats(), self.standardization)
-
-    def _materialised_kernel_norms2(self) -> torch.Tensor:
-        """Forms the per-example kernel gradients (kept for the clipped sum); their squared norms, for a
-        weight-standardised conv sum_r |G_r|^2 / s_r^2 over output channels r (s_r: the channel's scale)."""
-        module, g = self.module, self.output_grad
-        rows = _workspace(module, (len(g), *module.weight.shape), g)
-        weight = conv_grads.per_example_kernel_grads(module, self.activation, g, self.examples, rows)
-        self.per_example = [weight]  # for WSConv2d: gradients with respect to the standardised kernel
-        if not isinstance(module, WSConv2d):
-            return _squared_norms(weight)
-        inv_scale = 1.0 / self.standardization[1].squeeze(1)
-        return (torch.linalg.vector_norm(weight.flatten(2), dim=2) * inv_scale).pow(2).sum(1)
-
-    def _ghost_kernel_norms2(self) -> torch.Tensor:
-        """The squared norms of :meth:`_materialised_kernel_norms2` from Gram matrices, forming nothing of
-        size (B, p, d): ||sum_t g_t patch_t^T||^2 = sum_{t,s} (patch_t . patch_s)(g_t . g_s); for a
-        weight-standardised conv the output gradients are scaled by 1 / s first."""
-        module, g, B = self.module, self.output_grad, self.examples
-        self.per_example = None
-        if isinstance(module, WSConv2d):
-            g = g / self.standardization[1].view(1, -1, 1, 1)
-        return conv_grads.ghost_norms2(module, self.activation, g, B)
-
-    def _standardized_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, p) each, for the standardised kernel's per-example gradients G: sum(G_r) and G_r . y_r.
-
-        From G itself when it was materialised and is no larger than the output gradients (in chunks
-        of examples that stay in cache); else from the output level: sum(G_r) = sum_t g_tr (sum of
-        patch t), and G_r . y_r = sum_t g_tr o_tr where o = conv(x, y) is the layer's output without
-        its bias (recomputed if it was changed in place)."""
-        module, g, B = self.module, self.output_grad, self.examples
-        if self.per_example and self.per_example[0][0].numel() <= g[0].numel() * (len(g) // B):
-            grads, standardized = self.per_example[0].flatten(2), self.standardization[0]
-            chunk = max(1, _CACHE_ELEMENTS // grads[0].numel())
-            dots = [(grads[start:start + chunk] * standardized).sum(2) for start in range(0, B, chunk)]
-            return grads.sum(2), torch.cat(dots)
-        output = self.output
-        if output._version != self.output_version:  # modified in place later in the forward pass
-            output = module._conv_forward(self.activation, self.standardization[0].view_as(module.weight), None)
-        elif module.bias is not None:
-            output = output - module.bias.detach().view(1, -1, 1, 1)
-        flat = g.flatten(2)  # (N, p, T)
-        sums = (flat * conv_grads.patch_sums(module, self.activation).unsqueeze(1)).sum(2)  # einsum: 2x slower on CPU
-        dots = torch.einsum("npt,npt->np", flat, output.flatten(2))
-        return sums.view(B, -1, sums.shape[1]).sum(1), dots.view(B, -1, dots.shape[1]).sum(1)
-
-    def clipped_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
-        """Sum over examples of factor_i x (example i's gradient), for each trainable parameter."""
-        module = self.module
-        if isinstance(module, nn.Embedding):
-            return self._embedding_sums(factors)
-        if isinstance(module, (nn.LayerNorm, nn.GroupNorm)):
-            return [torch.einsum("b,b...->...", factors, g) for g in self.per_example]
-        sums = []
-        if module.weight.requires_grad:
-            if self.per_example:
-                weight = torch.einsum("b,b...->...", factors, self.per_example[0])
-            elif isinstance(module, nn.Conv2d):
-                weight = conv_grads.batch_kernel_grad(module, self.activation, self._scaled_output_grad(factors))
-            else:
-                a, g = self._matrices()
-                weight = (g * factors[:, None, None]).flatten(0, 1).t().mm(a.flatten(0, 1))
-            if isinstance(module, WSConv2d):  # its chain rule is linear: apply it once, to the sum
-                weight = module.weight_gradient(weight.reshape(1, *module.weight.shape), self.standardization)[0]
-            sums.append(weight.reshape(module.weight.shape))
-        if self.bias_grads is not None:
-            sums.append(torch.einsum("b,bp->p", factors, self.bias_grads))
-        return sums
-
-    # -- helpers ----------------------------------------------------------------------------------
-    def _scaled_output_grad(self, factors: torch.Tensor) -> torch.Tensor:
-        g = self.output_grad
-        per_row = factors.repeat_interleave(g.shape[0] // self.examples)
-        return g * per_row.view(-1, *([1] * (g.dim() - 1)))
-
-    def _bias_grads(self) -> torch.Tensor:
-        """(B, p): each example's bias gradient, the output gradient summed over its positions."""
-        g = self.output_grad
-        per_row = g.flatten(2).sum(2) if isinstance(self.module, nn.Conv2d) else g.reshape(g.shape[0], -1, g.shape[-1]).sum(1)
-        return per_row.view(self.examples, -1, per_row.shape[-1]).sum(1)
-
-    def _matrices(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """A linear layer's input and output gradient as (B, T, d) and (B, T, p)."""
-        a, g, B = self.activation, self.output_grad, self.examples
-        return a.reshape(B, -1, a.shape[-1]), g.reshape(B, -1, g.shape[-1])
-
-    def _norm_layer_grads(self) -> list[torch.Tensor]:
-        module, a, g, B = self.module, self.activation, self.output_grad, self.examples
-        if isinstance(module, nn.GroupNorm):
-            return self._group_norm_grads()
-        normalized = F.layer_norm(a, module.normalized_shape, eps=module.eps)
-        channel_dims = tuple(range(a.dim() - len(module.normalized_shape), a.dim()))
-
-        def per_example(values: torch.Tensor) -> torch.Tensor:
-            reduce = [d for d in range(1, values.dim()) if d not in channel_dims]
-            summed = values.sum(reduce) if reduce else values
-            return summed.view(B, -1, *summed.shape[1:]).sum(1)
-
-        grads = []
-        if module.weight is not None and module.weight.requires_grad:
-            grads.append(per_example(normalized * g))
-        if module.bias is not None and module.bias.requires_grad:
-            grads.append(per_example(g))
-        return grads
-
-    def _group_norm_grads(self) -> list[torch.Tensor]:
-        """Per-example GroupNorm gradients from one call of GroupNorm's own backward kernel, the one
-        autograd runs: the N rows side by side are one row of N C channels in N G groups -- the same
-        groups, hence the same statistics -- whose per-channel weight and bias gradients are the
-        per-row ones. The statistics are those of the forward pass (recomputed by the same kernel
-        if autograd did not keep them)."""
-        module, x, B = self.module, self.activation, self.examples
-        rows, channels = x.shape[:2]
-        positions = x[0, 0].numel()
-        mean, inv_std = self.group_stats or torch.ops.aten.native_group_norm(
-            x, None, None, rows, channels, positions, module.num_groups, module.eps)[1:]
-        wanted = [p is not None and p.requires_grad for p in (module.weight, module.bias)]
-        _, weight, bias = torch.ops.aten.native_group_norm_backward(
-            self.output_grad.reshape(1, rows * channels, positions), x.reshape(1, rows * channels, positions),
-            mean.reshape(1, -1), inv_std.reshape(1, -1), x.new_ones(1).expand(rows * channels),  # (unused) weight
-            1, rows * channels, positions, rows * module.num_groups, [False, *wanted])
-        grads = [grad for grad, want in zip((weight, bias), wanted) if want]
-        return [grad.view(B, -1, channels).sum(1) for grad in grads]
-
-    def _embedding_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
-        module, B = self.module, self.examples
-        index = self.activation.reshape(B, -1)
-        g = self.output_grad.reshape(B, index.shape[1], -1)
-        if module.padding_idx is not None:
-            g = g * (index != module.padding_idx).unsqueeze(-1).to(g.dtype)
-        return index, g
-
-    def _embedding_norms2(self) -> torch.Tensor:
-        index, g = self._embedding_rows()
-        same = (index.unsqueeze(2) == index.unsqueeze(1)).to(g.dtype)  # (B, T, T)
-        return (same * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
-
-    def _embedding_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
-        index, g = self._embedding_rows()
-        weight = torch.zeros_like(self.module.weight)
-        weight.index_add_(0, index.flatten(), (g * factors[:, None, None]).flatten(0, 1))
-        return [weight]
-
-
-def _saved_group_stats(output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The (rows, groups) means and inverse standard deviations that autograd saved for a GroupNorm
-    output's backward pass, or None when it saved none under the names of torch's NativeGroupNorm."""
-    node = output.grad_fn
-    if type(node).__name__ != "NativeGroupNormBackward0":
-        return None
-    stats = getattr(node, "_saved_result1", None), getattr(node, "_saved_result2", None)
-    return tuple(t.detach() for t in stats) if all(isinstance(t, torch.Tensor) for t in stats) else None
-
-
-def _workspace(module: nn.Module, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-    """An uninitialised tensor of ``shape`` for ``module``'s per-example gradients: on CPU a view of
-    the module's workspace (grown with 10 % headroom, as Poisson batch sizes vary), elsewhere new
-    memory (CUDA's caching allocator already reuses it). Valid until the module's next call."""
-    if like.device.type != "cpu":
-        return like.new_empty(shape)
-    size = math.prod(shape)
-    buffer = _WORKSPACES.get(module)
-    if buffer is None or buffer.numel() < size or buffer.dtype != like.dtype:
-        buffer = _WORKSPACES[module] = like.new_empty(size + size // 10)
-    return buffer[:size].view(shape)
-
-
-def _squared_norms(per_example: torch.Tensor) -> torch.Tensor:
-    """(B,): the squared norm of each example's slice of ``per_example`` (B, ...)."""
-    return torch.linalg.vector_norm(per_example.flatten(1), dim=1).pow(2)
-
-
 def _reaches(tensor: torch.Tensor, nodes: set[torch.autograd.graph.Node]) -> bool:
     """Whether ``tensor``'s autograd graph passes through one of ``nodes``: then a backward pass to
     those nodes' outputs goes through ``tensor`` too."""
@@ -545,7 +264,7 @@ def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
         return ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0))
     views = inputs.shape[1] if multiple_views else 1
     flat_inputs = inputs.flatten(0, 1) if multiple_views else inputs
-    layers: dict[nn.Module, _Layer] = {}
+    layers: dict[nn.Module, layer_rules.LayerCall] = {}
     # Backward runs from the loss to the outputs of the layers whose input owes its gradient to no
     # earlier layer (the first layers, or inputs computed from tensors outside the parameters), taken
     # as gradient edges before any in-place change of the outputs: it reaches every layer's output and
@@ -559,13 +278,13 @@ def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
         if module in layers:
             raise UnsupportedModelError(f"{type(module).__name__} is called more than once per forward pass; "
                                         "use method='vmap'")
-        layer = layers[module] = _Layer(module, args[0].detach(), output, examples)
+        layer = layers[module] = layer_rules.rule_for(module)(module, args[0].detach(), output, examples)
         if not _reaches(args[0], outputs):
             roots.append(torch.autograd.graph.get_gradient_edge(output))
         outputs.add(output.grad_fn)
         output.register_hook(layer.receive)
 
-    handles = [m.register_forward_hook(forward_hook) for m in model.modules() if isinstance(m, _FAST_LAYERS)]
+    handles = [m.register_forward_hook(forward_hook) for m in model.modules() if layer_rules.rule_for(m) is not None]
     try:
         with torch.enable_grad():
             losses = loss_fn(model(flat_inputs), _example_targets(targets, views))

@@ -18,6 +18,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+from labeldp.errors import ConfigError
 
 #: the fastest candidate of :func:`fastest` for each computation and layer configuration
 _FASTEST: dict[tuple, str] = {}
@@ -123,7 +124,7 @@ def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tenso
                         stride=conv.dilation, dilation=conv.stride, groups=n)[..., :kh, :kw]  # (C, N*p, kh, kw)
         grads.copy_(full.reshape(x.shape[1], n, out_channels, kh, kw).permute(1, 2, 0, 3, 4))
     else:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        raise ConfigError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     return grads.view(examples, n // examples, *conv.weight.shape).sum(1) if n != examples else grads
 
 
@@ -168,7 +169,7 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
         cols = patches(conv, x).reshape(examples, -1, conv.weight[0].numel())
         return torch.bmm(cols, cols.transpose(1, 2))
     if method != "pixels":
-        raise ValueError(f"method must be 'auto', 'patches' or 'pixels', got {method!r}")
+        raise ConfigError(f"method must be 'auto', 'patches' or 'pixels', got {method!r}")
     channels, (ph, pw) = x.shape[1], conv.padding
     (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
     oh, ow = _output_size(conv, x)

@@ -1,13 +1,21 @@
 """Gaussian noise for DP-SGD, and the private gradient: (clipped sum + noise) / expected batch size.
 
 ``generator`` is where the noise comes from, and it must be unpredictable to the adversary (who
-could otherwise subtract it): ``None`` (the default) seeds a torch generator with fresh OS entropy
-at every call, ``"secure"`` draws from the ChaCha20 CSPRNG
-(:class:`~labeldp.randomness.SecureGenerator`, through the Box-Muller transform in float64), and a
-seeded ``torch.Generator`` is reproducible and therefore only as private as its seed is secret.
-:func:`noise_generator` builds one from a run's :class:`~labeldp.randomness.NoiseSource`. Like every
-floating-point Gaussian sampler (Opacus's secure mode included) none is an exact discrete Gaussian;
-the accounting treats the noise as the ideal Gaussian.
+could otherwise subtract it):
+
+- ``"secure"``: the ChaCha20 CSPRNG (:class:`~labeldp.randomness.SecureGenerator`) through the
+  Box-Muller transform in float64. The default on the CPU (``None``), where it is also the fastest
+  float64 sampler: torch's CPU generator (Mersenne Twister) keeps only 32 bits of its seed, few
+  enough to search, so it is not an unpredictable source however it is seeded.
+- a ``torch.Generator``: torch's sampler, in float64, cast to the gradients' type. On a CUDA device,
+  seeded with 63 bits of fresh OS entropy, the default there (``None``); seeded from a number, it is
+  reproducible and only as private as that number is secret.
+
+Every deviate comes from 53-bit uniforms, so none is cut off before 8.57 standard deviations: float32
+sampling (24-bit uniforms) stops at 5.77, which a union bound over DP-SGD's steps turns into a
+delta of about 1e-4, ten times the usual target. Like every floating-point Gaussian sampler (Opacus's
+secure mode included) none is an exact discrete Gaussian; the accounting treats the noise as the
+ideal Gaussian. :func:`noise_generator` chooses for a run's :class:`~labeldp.randomness.NoiseSource`.
 """
 
 from __future__ import annotations
@@ -15,9 +23,11 @@ from __future__ import annotations
 import math
 from typing import Union
 
+import numpy as np
 import torch
 from torch import nn
 
+from labeldp.errors import ConfigError
 from labeldp.randomness import NoiseSource, SecureGenerator, box_muller, fresh_seed
 from labeldp.dpsgd.clipping import ClippedGradients, trainable_parameters
 
@@ -26,19 +36,29 @@ NoiseGenerator = Union[torch.Generator, str, None]
 
 def noise_generator(source: NoiseSource, purpose: str, *ids: int,
                     device: torch.device | str = "cpu") -> torch.Generator | str:
-    """The generator of noise stream ``purpose`` under ``source``: ``"secure"``, or a torch
-    generator on ``device`` seeded with fresh entropy (or, in the insecure mode, from its seed)."""
+    """The generator of noise stream ``purpose`` under ``source``: in the insecure mode a torch
+    generator on ``device`` seeded from it; otherwise ``"secure"`` on the CPU or when asked, and a
+    generator seeded with fresh entropy on a CUDA device."""
     seed = source.seed(purpose, *ids)
-    return "secure" if seed is None else torch.Generator(device=device).manual_seed(seed)
+    if source.private and (seed is None or torch.device(device).type == "cpu"):
+        return "secure"
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def secure_normal(shape: torch.Size | tuple[int, ...], dtype: torch.dtype = torch.float32,
                   device: torch.device | str = "cpu") -> torch.Tensor:
-    """Standard normal deviates from the ChaCha20 CSPRNG: :func:`~labeldp.randomness.box_muller` in
-    float64 with torch's vectorised kernels (numpy's float64 cos and sin are several times slower)."""
+    """Standard normal deviates from the ChaCha20 CSPRNG: :func:`~labeldp.randomness.box_muller` with
+    torch's vectorised kernels, the radii from 53-bit uniforms (the tails), the angles from 24-bit
+    uniforms in float32 (53-bit ones for ``dtype`` float64)."""
     count = math.prod(shape)
-    uniforms = torch.from_numpy(SecureGenerator().random(2 * ((count + 1) // 2)))
-    return box_muller(uniforms, count, torch).view(tuple(shape)).to(dtype=dtype, device=device)
+    pairs = (count + 1) // 2
+    generator = SecureGenerator()
+    radius = torch.from_numpy(generator.random(pairs))
+    if dtype == torch.float64:
+        angle = torch.from_numpy(generator.random(pairs))
+    else:
+        angle = torch.from_numpy((generator.words(pairs) >> np.uint64(40)).astype(np.float32)) * 2.0**-24
+    return box_muller(radius, angle, count, torch).view(tuple(shape)).to(dtype=dtype, device=device)
 
 
 def gaussian_noise(like: torch.Tensor, std: float, generator: NoiseGenerator = None) -> torch.Tensor:
@@ -46,10 +66,15 @@ def gaussian_noise(like: torch.Tensor, std: float, generator: NoiseGenerator = N
     if generator == "secure":
         return secure_normal(like.shape, like.dtype, like.device) * std
     if isinstance(generator, str):
-        raise ValueError(f"generator must be a torch.Generator, None or 'secure', got {generator!r}")
+        raise ConfigError(f"generator must be a torch.Generator, None or 'secure', got {generator!r}")
     if generator is None:
-        generator = torch.Generator(device=like.device).manual_seed(fresh_seed())
-    return torch.randn(like.shape, generator=generator, dtype=like.dtype, device=like.device) * std
+        return gaussian_noise(like, std, _fresh_generator(like.device))
+    return (torch.randn(like.shape, generator=generator, dtype=torch.float64, device=like.device) * std).to(like.dtype)
+
+
+def _fresh_generator(device: torch.device) -> torch.Generator | str:
+    """The default: ChaCha20 on the CPU, a generator seeded with fresh entropy on other devices."""
+    return "secure" if device.type == "cpu" else torch.Generator(device=device).manual_seed(fresh_seed())
 
 
 def privatize_gradients(model: nn.Module, clipped: ClippedGradients, noise_multiplier: float, max_grad_norm: float,
@@ -58,16 +83,16 @@ def privatize_gradients(model: nn.Module, clipped: ClippedGradients, noise_multi
 
     Dividing by the *expected* batch size q n (not the realised one, which depends on who was
     sampled) keeps the update a post-processing of the Gaussian mechanism. Call the optimiser's
-    ``step()`` afterwards. With ``generator=None`` one fresh generator serves all parameters.
+    ``step()`` afterwards. With ``generator=None`` one fresh source serves all parameters.
     """
     if not expected_batch_size > 0:
-        raise ValueError(f"expected_batch_size must be > 0, got {expected_batch_size}")
+        raise ConfigError(f"expected_batch_size must be > 0, got {expected_batch_size}")
     if noise_multiplier > 0 and math.isinf(max_grad_norm):
-        raise ValueError("noise needs a finite clipping bound max_grad_norm")
+        raise ConfigError("noise needs a finite clipping bound max_grad_norm")
     std = noise_multiplier * max_grad_norm if noise_multiplier > 0 else 0.0
     params = trainable_parameters(model)
     if generator is None and params:
-        generator = torch.Generator(device=params[0].device).manual_seed(fresh_seed())
+        generator = _fresh_generator(params[0].device)
     for param, total in zip(params, clipped.sums):
         noisy = total + gaussian_noise(total, std, generator) if std > 0 else total.clone()
         param.grad = noisy / expected_batch_size

@@ -6,9 +6,10 @@ still accounted. Fixed-size shuffled batches would not match the accounting and 
 
 The amplification by sampling that the accounting counts on needs the batches to be secret: an
 attacker who knows who was sampled at each step faces the unsampled Gaussian mechanism (for the
-MNIST DP-SGD recipe, epsilon about 29.6 instead of 2). The sampler's generator is therefore noise,
-from fresh OS entropy unless the caller gives one (:mod:`labeldp.randomness`), and its state is
-never saved: a resumed run samples its remaining steps afresh, which has the same distribution.
+MNIST DP-SGD recipe, epsilon about 29.6 instead of 2). The sampler's generator is therefore noise:
+the ChaCha20 CSPRNG unless the caller gives another (torch's CPU generator would keep only 32 bits
+of any seed: few enough to search), and its state is never saved: a resumed run samples its
+remaining steps afresh, which has the same distribution.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Iterator
 
 import torch
 
-from labeldp.randomness import NoiseSource, SecureGenerator, fresh_seed
+from labeldp.errors import ConfigError
+from labeldp.randomness import NoiseSource, SecureGenerator
 
 #: inclusion is decided on float64 uniforms, which lie on the 2^-53 grid of [0, 1)
 _GRID = 2.0**53
@@ -26,8 +28,8 @@ _GRID = 2.0**53
 class PoissonSampler:
     """Index batches for ``steps`` steps of Poisson sampling at rate ``sampling_probability``.
 
-    ``generator``: a ``torch.Generator`` or a :class:`~labeldp.randomness.SecureGenerator`; by
-    default a torch generator seeded with fresh OS entropy. Usable as a ``torch.utils.data.DataLoader``
+    ``generator``: a ``torch.Generator`` or a :class:`~labeldp.randomness.SecureGenerator` (the
+    default, a new one). Usable as a ``torch.utils.data.DataLoader``
     ``batch_sampler``. The realised inclusion probability is q rounded down to the 2^-53 grid, never
     above the q the accounting uses.
     """
@@ -35,13 +37,13 @@ class PoissonSampler:
     def __init__(self, num_examples: int, sampling_probability: float, steps: int,
                  generator: torch.Generator | SecureGenerator | None = None):
         if num_examples < 1:
-            raise ValueError(f"num_examples must be at least 1, got {num_examples}")
+            raise ConfigError(f"num_examples must be at least 1, got {num_examples}")
         if not 0.0 < sampling_probability <= 1.0:
-            raise ValueError(f"sampling_probability must lie in (0, 1], got {sampling_probability}")
+            raise ConfigError(f"sampling_probability must lie in (0, 1], got {sampling_probability}")
         if steps < 0:
-            raise ValueError(f"steps must be >= 0, got {steps}")
+            raise ConfigError(f"steps must be >= 0, got {steps}")
         self.num_examples, self.sampling_probability, self.steps = num_examples, sampling_probability, steps
-        self.generator = generator if generator is not None else torch.Generator().manual_seed(fresh_seed())
+        self.generator = generator if generator is not None else SecureGenerator()
         self._threshold = int(sampling_probability * _GRID) / _GRID
 
     @property
@@ -65,6 +67,7 @@ class PoissonSampler:
 
 
 def sampling_generator(source: NoiseSource, *ids: int) -> torch.Generator | SecureGenerator:
-    """The generator of the batches of stream ``ids`` (e.g. an epoch) under ``source``."""
+    """The generator of the batches of stream ``ids`` (e.g. an epoch) under ``source``: ChaCha20,
+    or in the insecure mode a torch generator seeded from it."""
     seed = source.seed("dpsgd-sampling", *ids)
-    return SecureGenerator() if seed is None else torch.Generator().manual_seed(seed)
+    return torch.Generator().manual_seed(seed) if not source.private else SecureGenerator()

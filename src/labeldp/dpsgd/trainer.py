@@ -11,9 +11,9 @@ Privacy: (epsilon, delta)-DP for add-or-remove-one-example neighbours, where eps
 :func:`labeldp.accounting.dpsgd_epsilon` gives for (sigma, q, steps) -- the run records that
 event on its ledger before training starts. The guarantee covers everything the trainer writes or
 shows, which is a function of the privatised gradients and public data only: the final and every
-intermediate model, the checkpoints (model, optimiser, schedule, EMA, the public augmentation
-generator), test accuracy on the public test set, the learning rate. It writes no training loss and
-no batch size: both depend on the examples without noise. It assumes the batches and the noise are
+intermediate model, the checkpoints (model, optimiser, schedule, EMA), test accuracy on the public
+test set, the learning rate. It writes no training loss and no batch size, nor anything that counts
+the sampled examples: the augmentation of each step draws from a generator seeded for that step. It assumes the batches and the noise are
 unpredictable to the adversary: both come from ``noise`` (a :class:`~labeldp.randomness.NoiseSource`,
 fresh OS entropy by default), each epoch from generators of its own that are never saved, so a
 resumed run draws its remaining steps afresh.
@@ -34,8 +34,9 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel
 from tqdm.auto import tqdm
 
+from labeldp.errors import ConfigError
 from labeldp.options import option
-from labeldp.randomness import NoiseSource
+from labeldp.randomness import NoiseSource, public_seed
 from labeldp.training.augment import augment
 from labeldp.dpsgd.clipping import METHODS, check_per_example_model, clipped_gradient_sum
 from labeldp.dpsgd.noise import noise_generator, privatize_gradients
@@ -67,17 +68,17 @@ class DPSGDConfig:
 
     def validate(self) -> None:
         if not self.max_grad_norm > 0 or not math.isfinite(self.max_grad_norm):
-            raise ValueError(f"max_grad_norm must be a finite number > 0, got {self.max_grad_norm}")
+            raise ConfigError(f"max_grad_norm must be a finite number > 0, got {self.max_grad_norm}")
         if self.noise_multiplier is not None and not self.noise_multiplier > 0:
-            raise ValueError(f"noise_multiplier must be > 0, got {self.noise_multiplier}")
+            raise ConfigError(f"noise_multiplier must be > 0, got {self.noise_multiplier}")
         if self.augmult < 1:
-            raise ValueError(f"augmult must be at least 1, got {self.augmult}")
+            raise ConfigError(f"augmult must be at least 1, got {self.augmult}")
         if not 0.0 <= self.ema_decay < 1.0:
-            raise ValueError(f"ema_decay must lie in [0, 1) (0: no EMA), got {self.ema_decay}")
+            raise ConfigError(f"ema_decay must lie in [0, 1) (0: no EMA), got {self.ema_decay}")
         if self.physical_batch_size is not None and self.physical_batch_size < 1:
-            raise ValueError(f"physical_batch_size must be at least 1, got {self.physical_batch_size}")
+            raise ConfigError(f"physical_batch_size must be at least 1, got {self.physical_batch_size}")
         if self.clipping not in METHODS:
-            raise ValueError(f"clipping must be one of {METHODS}, got {self.clipping!r}")
+            raise ConfigError(f"clipping must be one of {METHODS}, got {self.clipping!r}")
 
 
 def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: str | None = None) -> None:
@@ -85,14 +86,14 @@ def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: s
     under the clipping bound), augmentation multiplicity without augmentation (K identical views).
     ``augmentation`` is the dataset's policy, None while it is not known yet."""
     if config.mixup_alpha > 0:
-        raise ValueError("DP-SGD cannot use mixup: it mixes examples, which breaks per-example clipping; "
+        raise ConfigError("DP-SGD cannot use mixup: it mixes examples, which breaks per-example clipping; "
                          "use mixup_alpha=0")
     if config.amp:
-        raise ValueError("DP-SGD runs in float32: amp (bf16 autocast) would compute the per-example gradient norms "
+        raise ConfigError("DP-SGD runs in float32: amp (bf16 autocast) would compute the per-example gradient norms "
                          "that the clipping bound rests on in bf16; use amp=False")
     if dp.augmult > 1 and (not config.augment or augmentation == "none"):
         reason = "augmentation is off" if not config.augment else "the dataset has no augmentation"
-        raise ValueError(f"augmult {dp.augmult} averages the gradients of augmented views of each example, but "
+        raise ConfigError(f"augmult {dp.augmult} averages the gradients of augmented views of each example, but "
                          f"{reason}; use augmult 1")
 
 
@@ -114,7 +115,7 @@ def _ema_with_warmup(decay: float) -> Callable[[list[torch.Tensor], list[torch.T
 def sampling_plan(num_examples: int, config: TrainConfig) -> tuple[float, int, int]:
     """(q, steps, steps per epoch) for ``config.epochs`` epochs at expected batch size ``config.batch_size``."""
     if config.batch_size > num_examples:
-        raise ValueError(f"batch_size ({config.batch_size}) exceeds the number of training examples ({num_examples})")
+        raise ConfigError(f"batch_size ({config.batch_size}) exceeds the number of training examples ({num_examples})")
     q = config.batch_size / num_examples
     steps_per_epoch = max(1, round(1 / q))
     return q, config.epochs * steps_per_epoch, steps_per_epoch
@@ -139,9 +140,9 @@ def train_dpsgd(
     """Train ``model`` in place with DP-SGD; returns (the model to evaluate -- the EMA when kept --, history).
 
     The sampling plan is :func:`sampling_plan` (q = batch_size / n, epochs x round(1/q) steps).
-    ``noise`` gives the batches and the Gaussian noise (default: fresh OS entropy); ``seed`` only
-    the augmentation, which is public. A ``checkpoint`` is written after every epoch (model,
-    optimiser, schedule, EMA, the augmentation generator) and resumed from.
+    ``noise`` gives the batches and the Gaussian noise (:class:`~labeldp.randomness.NoiseSource`);
+    ``seed`` only the augmentation, which is public. A ``checkpoint`` is written after every epoch
+    (model, optimiser, schedule, EMA) and resumed from.
     """
     config.validate()
     dp.validate()
@@ -150,21 +151,18 @@ def train_dpsgd(
     x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
     y = torch.as_tensor(np.asarray(labels), dtype=torch.int64)
     if len(x) != len(y) or len(x) == 0:
-        raise ValueError(f"inputs and labels must be non-empty and of equal length, got {len(x)} and {len(y)}")
+        raise ConfigError(f"inputs and labels must be non-empty and of equal length, got {len(x)} and {len(y)}")
     q, steps, steps_per_epoch = sampling_plan(len(x), config)
     device = next(model.parameters()).device
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, steps_per_epoch))
     noise = noise or NoiseSource()
-    augment_rng = torch.Generator().manual_seed(seed)
     ema = AveragedModel(model, multi_avg_fn=_ema_with_warmup(dp.ema_decay), use_buffers=True) \
         if dp.ema_decay > 0 else None
     path = Path(checkpoint) if checkpoint is not None else None
     state, history = restore_checkpoint(path, model, optimizer, scheduler)
-    if state is not None:
-        augment_rng.set_state(state["augment_rng"])
-        if ema is not None:
-            ema.load_state_dict(state["ema"])
+    if state is not None and ema is not None:
+        ema.load_state_dict(state["ema"])
 
     evaluated = ema.module if ema is not None else model
     model.train()
@@ -172,9 +170,10 @@ def train_dpsgd(
         start = time.perf_counter()
         sampler = PoissonSampler(len(x), q, steps_per_epoch, sampling_generator(noise, epoch))
         noise_rng = noise_generator(noise, "dpsgd-noise", epoch, device=device)
-        for _ in tqdm(range(steps_per_epoch), desc=f"dp-sgd epoch {epoch}/{config.epochs}", leave=False,
-                      disable=not progress, unit="step"):
+        for step in tqdm(range(steps_per_epoch), desc=f"dp-sgd epoch {epoch}/{config.epochs}", leave=False,
+                         disable=not progress, unit="step"):
             batch = sampler.sample()
+            augment_rng = torch.Generator().manual_seed(public_seed(seed, "dpsgd-augment", epoch, step))
             xb = x[batch]
             if dp.augmult > 1:
                 xb = torch.stack([augment(xb, augmentation, augment_rng) for _ in range(dp.augmult)], dim=1)
@@ -193,8 +192,7 @@ def train_dpsgd(
         history.append(record)
         if path is not None:
             save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                         "scheduler": scheduler.state_dict(), "augment_rng": augment_rng.get_state(),
-                         "ema": ema.state_dict() if ema is not None else None,
+                         "scheduler": scheduler.state_dict(), "ema": ema.state_dict() if ema is not None else None,
                          "history": [asdict(r) for r in history]}, path)
         if on_epoch_end is not None:
             on_epoch_end(record)

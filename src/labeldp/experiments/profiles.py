@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from labeldp.errors import ConfigError, MissingFileError
 from labeldp.runs import RunConfig
 
 _REGISTRY: dict[str, Profile] = {}
@@ -32,9 +33,9 @@ class Profile:
 def register(key: str, config: RunConfig, *, version: int = 1, description: str = "") -> Profile:
     """Add a recipe. Keys are slash-separated words; registering a key twice is an error."""
     if not re.fullmatch(r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*", key):
-        raise ValueError(f"profile key {key!r} must be slash-separated words of letters, digits, _ . + -")
+        raise ConfigError(f"profile key {key!r} must be slash-separated words of letters, digits, _ . + -")
     if key in _REGISTRY:
-        raise ValueError(f"profile {key!r} is already registered")
+        raise ConfigError(f"profile {key!r} is already registered")
     config.resolved()  # refuse a broken recipe when it is registered, not when it runs
     profile = Profile(key, config, version, description)
     _REGISTRY[key] = profile
@@ -46,7 +47,7 @@ def get_profile(key: str) -> Profile:
     if key not in _REGISTRY:
         close = difflib.get_close_matches(key, list(_REGISTRY), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see `labeldp profiles`"
-        raise ValueError(f"unknown profile {key!r}{hint}")
+        raise ConfigError(f"unknown profile {key!r}{hint}")
     return _REGISTRY[key]
 
 
@@ -56,7 +57,7 @@ def list_profiles(pattern: str | None = None) -> list[Profile]:
     try:
         regex = re.compile(pattern or "")
     except re.error as error:
-        raise ValueError(f"invalid profile pattern {pattern!r}: {error}") from None
+        raise ConfigError(f"invalid profile pattern {pattern!r}: {error}") from None
     return [p for key, p in sorted(_REGISTRY.items()) if regex.search(key)]
 
 
@@ -64,7 +65,7 @@ def load_recipes(path: str | Path) -> None:
     """Execute a user's recipe file, which registers profiles with :func:`register`."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"recipe file {path} does not exist")
+        raise MissingFileError(f"recipe file {path} does not exist")
     spec = importlib.util.spec_from_file_location(f"labeldp_user_recipes_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

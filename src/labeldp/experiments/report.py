@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt  # noqa: E402
+from labeldp.errors import ConfigError, MissingFileError
 
 
 def read_results(path: str | Path) -> list[dict[str, str]]:
@@ -19,7 +20,7 @@ def read_results(path: str | Path) -> list[dict[str, str]]:
     if path.is_dir():
         path = path / "results.csv"
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist (run `labeldp sweep` first)")
+        raise MissingFileError(f"{path} does not exist (run `labeldp sweep` first)")
     with open(path, newline="") as handle:
         return list(csv.DictReader(handle))
 
@@ -42,7 +43,8 @@ def aggregate(rows: list[dict[str, str]]) -> list[dict]:
     """Mean and standard deviation of test accuracy per dataset, :func:`variant` and target epsilon,
     done runs only: only runs that differ in nothing but their seed are averaged together. A variant
     is named by its parts, less those that every run of the dataset shares after the first (a grid
-    value that did not vary)."""
+    value that did not vary). A run whose noise was reproducible (``--insecure-noise-seed``) is its
+    own variant, marked NOT PRIVATE."""
     done = [row for row in rows if row["status"] == "done" and row["test_accuracy"] != ""]
     shared = {}
     for dataset in {row["dataset"] for row in done}:
@@ -51,6 +53,8 @@ def aggregate(rows: list[dict[str, str]]) -> list[dict]:
     for row in done:
         first, *rest = variant(row)
         name = "/".join([first, *(part for part in rest if part not in shared[row["dataset"]])])
+        if row.get("noise_private") == "False":
+            name += " (NOT PRIVATE)"
         epsilon = float(row["target_epsilon"]) if row["target_epsilon"] else None
         groups[(row["dataset"], name, epsilon)].append(float(row["test_accuracy"]))
     return [{"dataset": d, "method": m, "epsilon": e, "mean": mean(v), "std": stdev(v) if len(v) > 1 else 0.0,
@@ -123,6 +127,6 @@ def report(sweep_dir: str | Path) -> tuple[str, Path]:
     rows = read_results(sweep_dir)
     stats = aggregate(rows)
     if not stats:
-        raise ValueError(f"{sweep_dir} has no finished runs to report")
+        raise ConfigError(f"{sweep_dir} has no finished runs to report")
     failed = sum(1 for r in rows if r["status"] == "failed")
     return format_report(stats, failed), plot_privacy_utility(stats, Path(sweep_dir) / "privacy_utility.png")

@@ -23,13 +23,15 @@ from tqdm.auto import tqdm
 
 from labeldp import runtime
 from labeldp.data import FOLDER_DATASETS
+from labeldp.errors import ConfigError, LabelDPError
 from labeldp.files import write_atomic
+from labeldp.options import annotation_type
 from labeldp.runs import RunConfig, RunDirectory, train_run
 from labeldp.training import TrainConfig
 from labeldp.runs.config import options_unused_by
 
 RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "delta", "seed", "test_accuracy",
-                  "seconds", "run_dir", "error")
+                  "seconds", "noise_private", "run_dir", "error")
 _RUN_FIELDS = {f.name for f in fields(RunConfig)} - {"train"}
 _TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
 
@@ -45,19 +47,19 @@ class SweepJob:
 
 
 def _parse_value(name: str, text: str, annotation: str) -> Any:
-    """Convert one grid value by its dataclass field's annotation (a string under postponed annotations)."""
-    if name == "stages":
-        return tuple(float(v) for v in text.split(":"))
+    """Convert one grid value by its dataclass field's annotation (a string under postponed annotations):
+    tuples as ``0.3:0.7``, ``none`` for an optional field left out."""
     if annotation == "bool":
         if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise ValueError(f"grid value {name}={text!r} is not a boolean")
+            raise ConfigError(f"grid value {name}={text!r} is not a boolean")
         return text.lower() in ("true", "1", "yes")
-    if annotation == "int" or "float" in annotation:
-        try:
-            return int(text) if annotation == "int" else float(text)
-        except ValueError:
-            raise ValueError(f"grid value {name}={text!r} is not a number") from None
-    return text
+    if "None" in annotation and text.lower() == "none":
+        return None
+    element, is_tuple = annotation_type(annotation)
+    try:
+        return tuple(element(v) for v in text.split(":")) if is_tuple else element(text)
+    except ValueError:
+        raise ConfigError(f"grid value {name}={text!r} is not of type {element.__name__}") from None
 
 
 def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list[SweepJob]:
@@ -69,7 +71,7 @@ def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list
     base = base or RunConfig()
     unknown = sorted(set(grid) - _RUN_FIELDS - _TRAIN_FIELDS)
     if unknown:
-        raise ValueError(f"unknown grid parameters {unknown}; use fields of RunConfig or TrainConfig")
+        raise ConfigError(f"unknown grid parameters {unknown}; use fields of RunConfig or TrainConfig")
     types = {f.name: str(f.type) for f in fields(RunConfig)} | {f.name: str(f.type) for f in fields(TrainConfig)}
     names = list(grid)
     defaults = RunConfig()
@@ -123,14 +125,24 @@ def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any
             "method": job.config.method, "target_epsilon": job.config.epsilon if job.config.epsilon is not None else "",
             "epsilon": outcome.get("epsilon") if outcome.get("epsilon") is not None else ("" if outcome.get("status") != "done" else "inf"),
             "delta": outcome.get("delta", ""), "seed": job.config.seed, "test_accuracy": outcome.get("test_accuracy", ""),
-            "seconds": outcome.get("seconds", ""), "run_dir": str(run_dir), "error": outcome.get("error", "")}
+            "seconds": outcome.get("seconds", ""), "noise_private": outcome.get("noise_private", ""),
+            "run_dir": str(run_dir), "error": outcome.get("error", "")}
+
+
+def _finished_as_configured(folder: RunDirectory, config: RunConfig) -> bool:
+    try:
+        summary, saved = folder.read_summary(), folder.read_config()
+        return (summary is not None and saved is not None
+                and RunConfig.from_dict(saved).to_dict() == config.resolved().to_dict())
+    except (LabelDPError, TypeError, KeyError):  # a damaged folder: the job reports it
+        return False
 
 
 def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device: str = "auto",
               data_dir: str | None = None, progress: bool = True) -> list[dict[str, Any]]:
     """Run ``jobs`` with ``workers`` processes into ``out/<key>/`` and write ``out/results.csv``."""
     if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
+        raise ConfigError(f"workers must be at least 1, got {workers}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if data_dir is not None:  # for the runs whose dataset reads a folder
@@ -139,12 +151,9 @@ def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device
     outcomes: dict[str, dict[str, Any]] = {}
     pending = []
     for job in jobs:
-        folder = RunDirectory(out / job.folder)
-        summary = folder.read_summary()
-        saved = folder.read_config()
-        if summary is not None and RunConfig.from_dict(saved).to_dict() == job.config.resolved().to_dict():
-            outcomes[job.key] = {"status": "done", **summary}
-        else:  # unfinished, or another configuration's run (which train_run refuses, naming the difference)
+        if _finished_as_configured(RunDirectory(out / job.folder), job.config):
+            outcomes[job.key] = {"status": "done", **RunDirectory(out / job.folder).read_summary()}
+        else:  # unfinished, damaged or another configuration's run (train_run says which, as the job's error)
             pending.append(job)
     threads = max(1, (os.cpu_count() or 1) // workers)
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc="sweep", unit="run", disable=not progress)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from labeldp.errors import ConfigError
 from labeldp.randomness import RandomSource, as_generator
 
 #: the smallest positive float: a continuation probability that underflowed is raised to it
@@ -31,7 +32,7 @@ _TINY = np.nextafter(0.0, 1.0)
 def _check_parameter(parameter: float) -> float:
     value = float(parameter)
     if not value > 0 or not np.isfinite(value):
-        raise ValueError(f"discrete Laplace parameter must be a finite number > 0, got {parameter}")
+        raise ConfigError(f"discrete Laplace parameter must be a finite number > 0, got {parameter}")
     return value
 
 

@@ -21,13 +21,14 @@ import numpy as np
 from scipy.special import log_ndtr, ndtr
 
 from labeldp._validation import check_num_classes
+from labeldp.errors import ConfigError
 from labeldp.randomness import RandomSource, as_generator
 
 
 def _check_std(value: float, name: str) -> float:
     value = float(value)
     if not value > 0 or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite number > 0, got {value}")
+        raise ConfigError(f"{name} must be a finite number > 0, got {value}")
     return value
 
 
@@ -35,9 +36,9 @@ def check_votes(votes) -> np.ndarray:
     """``votes`` as a non-empty (queries, classes) integer array of non-negative counts."""
     array = np.asarray(votes)
     if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] < 2:
-        raise ValueError(f"votes must have shape (queries, classes) with at least 2 classes, got {array.shape}")
+        raise ConfigError(f"votes must have shape (queries, classes) with at least 2 classes, got {array.shape}")
     if array.dtype.kind not in "iu" or array.min() < 0:
-        raise ValueError("votes must be non-negative integer counts")
+        raise ConfigError("votes must be non-negative integer counts")
     return array.astype(np.int64)
 
 
@@ -46,9 +47,9 @@ def teacher_votes(predictions, num_classes: int) -> np.ndarray:
     num_classes = check_num_classes(num_classes)
     array = np.asarray(predictions)
     if array.ndim != 2 or array.size == 0 or array.dtype.kind not in "iu":
-        raise ValueError(f"predictions must be a non-empty (teachers, queries) integer array, got {array.shape}")
+        raise ConfigError(f"predictions must be a non-empty (teachers, queries) integer array, got {array.shape}")
     if array.min() < 0 or array.max() >= num_classes:
-        raise ValueError(f"predictions must be class indices in [0, {num_classes})")
+        raise ConfigError(f"predictions must be class indices in [0, {num_classes})")
     queries = array.shape[1]
     flat = (np.arange(queries) * num_classes + array.astype(np.int64)).ravel()
     return np.bincount(flat, minlength=queries * num_classes).reshape(queries, num_classes)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from labeldp._validation import check_epsilon, check_labels, check_num_classes
+from labeldp.errors import ConfigError
 from labeldp.mechanisms.discrete_laplace import discrete_laplace
 from labeldp.randomness import RandomSource
 
@@ -45,7 +46,7 @@ def laplace_one_hot_likelihood(noisy, epsilon: float) -> np.ndarray:
     factor common to all classes (only coordinate y differs between the candidate one-hot vectors)."""
     z = np.asarray(noisy, dtype=np.float64)
     if z.ndim != 2 or not np.all(np.isfinite(z)):
-        raise ValueError("noisy must be a finite (n, K) array")
+        raise ConfigError("noisy must be a finite (n, K) array")
     log_lik = (np.abs(z) - np.abs(z - 1.0)) * (check_epsilon(epsilon) / 2.0)
     likelihood = np.exp(log_lik - log_lik.max(axis=1, keepdims=True))
     return likelihood / likelihood.sum(axis=1, keepdims=True)

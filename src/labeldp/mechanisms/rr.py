@@ -21,6 +21,7 @@ from labeldp._validation import (
     check_priors,
     check_same_length,
 )
+from labeldp.errors import ConfigError
 from labeldp.randomness import RandomSource, as_generator
 
 # Rows processed at a time by RR-with-prior: bounds memory at K=100 and keeps work in cache.
@@ -237,7 +238,7 @@ def rr_with_prior_likelihood(noisy_labels, priors, epsilon: float) -> np.ndarray
     check_same_length(noisy_labels=noisy, priors=member)
     rows = np.arange(noisy.size)
     if not member[rows, noisy].all():
-        raise ValueError("noisy_labels contains a label outside its prior's top k: not an RR-with-prior release")
+        raise ConfigError("noisy_labels contains a label outside its prior's top k: not an RR-with-prior release")
     keep = keep_probability(eps, k)
     other = change_probability(eps, k) / np.maximum(k - 1, 1)
     likelihood = np.where(member, other[:, None], 1.0 / k[:, None])  # true label outside the top k: 1/k

@@ -19,7 +19,6 @@ from labeldp.dpsgd.trainer import check_training_options, sampling_plan, train_d
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.methods.registry import Method, register_method
 from labeldp.models import build_model
-from labeldp.randomness import public_seed
 from labeldp.release import Release
 from labeldp.runs.config import RunConfig
 from labeldp.runs.context import RunContext
@@ -45,7 +44,7 @@ def run_dpsgd(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
     sigma = float(context.spend("dp-sgd", plan).arrays["noise_multiplier"])
     evaluated, _ = train_dpsgd(context.new_model(1), data.x_train, data.y_train, config.train, config.dpsgd, sigma,
                                augmentation=data.augmentation, test=(data.x_test, data.y_test),
-                               seed=public_seed(config.seed, "dpsgd-augment"), noise=config.noise,
+                               seed=config.seed, noise=config.noise,
                                checkpoint=context.out.checkpoint_path(1), on_epoch_end=context.on_epoch_end(1, 1),
                                progress=context.progress)
     return evaluated.cpu(), {"noise_multiplier": sigma, "sampling_probability": q, "steps": steps}
@@ -76,4 +75,7 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
 
 register_method(Method("dp-sgd", "the full-DP baseline (inputs and labels private)", run_dpsgd,
                        uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "dpsgd"}), gaussian=True,
-                       relation=DPSGD_RELATION, check=_check, plan=_plan))
+                       relation=DPSGD_RELATION, check=_check, plan=_plan, training_releases=True,
+                       # how the steps are computed, not what they release
+                       independent_of={"dp-sgd": ("dpsgd.physical_batch_size", "dpsgd.clipping",
+                                                  "train.eval_batch_size")}))

@@ -70,4 +70,7 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
 
 register_method(Method("pate", "teachers on disjoint parts of the data vote, noisily, on a student's queries", run_pate,
                        uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "pate"}), gaussian=True, check=_check,
-                       plan=_plan))
+                       plan=_plan,
+                       # the student's own settings: the teachers train with PATE's epochs and batch size, no mixup
+                       independent_of={"pate": ("train.epochs", "train.batch_size", "train.mixup_alpha",
+                                                "train.eval_batch_size")}))

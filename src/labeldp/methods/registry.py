@@ -11,8 +11,8 @@ summary. Adding a method is one module that calls :func:`register_method`, plus 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from labeldp.accounting.events import DPSGD_RELATION, NEIGHBORING_RELATION
 from labeldp.errors import ConfigError
@@ -43,7 +43,10 @@ class Method:
     they get by default. ``relation`` is the neighbouring relation its ledger is kept under.
     ``check(config)`` refuses a resolved configuration the method cannot honour, ``plan(config,
     data)`` one it cannot run on the data (both before anything is written). ``run(context)``
-    trains and returns ``(model, facts)``.
+    trains and returns ``(model, facts)``. ``independent_of`` names, for each of its releases, the
+    options (``train.lr``, ``model``, ...) that release does not depend on: an unfinished run may
+    continue from it when only those changed. ``training_releases`` marks a method whose training
+    steps are themselves releases (DP-SGD): its checkpoints and metrics are then part of the record.
     """
 
     name: str
@@ -57,15 +60,17 @@ class Method:
     relation: dp_accounting.NeighboringRelation = NEIGHBORING_RELATION
     check: Callable[[RunConfig], None] | None = None
     plan: Callable[[RunConfig, LabeledDataset], None] | None = None
+    independent_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    training_releases: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.uses) - set(METHOD_OPTIONS)
         if unknown:
-            raise ValueError(f"method {self.name!r} uses unknown options {sorted(unknown)}; known: {METHOD_OPTIONS}")
+            raise ConfigError(f"method {self.name!r} uses unknown options {sorted(unknown)}; known: {METHOD_OPTIONS}")
         if ("delta" in self.uses) != self.gaussian:
-            raise ValueError(f"method {self.name!r}: a gaussian method uses delta, and only it")
+            raise ConfigError(f"method {self.name!r}: a gaussian method uses delta, and only it")
         if self.relation not in (NEIGHBORING_RELATION, DPSGD_RELATION):
-            raise ValueError(f"method {self.name!r}: unsupported neighbouring relation {self.relation!r}")
+            raise ConfigError(f"method {self.name!r}: unsupported neighbouring relation {self.relation!r}")
 
 
 _REGISTRY: dict[str, Method] = {}
@@ -75,7 +80,7 @@ def register_method(method: Method, *aliases: str) -> Method:
     """Add ``method`` under its name (and ``aliases``); a name registered twice is an error."""
     for name in (method.name, *aliases):
         if name in _REGISTRY:
-            raise ValueError(f"method {name!r} is already registered")
+            raise ConfigError(f"method {name!r} is already registered")
         _REGISTRY[name] = method
     return method
 

@@ -53,6 +53,10 @@ from labeldp.training.stage import predict_proba
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
 _LABEL_OPTIONS = frozenset({"loss", "prior"})
 _MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "combine_priors"})
+#: Options that act only after the first stage's labels are released: stage 1's labels and the
+#: cluster histogram do not depend on them (later stages' priors do: they come from the trained model).
+TRAINING_OPTIONS = ("train", "model", "loss", "reuse_labels", "warm_start", "temperature", "combine_priors")
+_FIRST_RELEASES = {"stage1": TRAINING_OPTIONS, "prior": TRAINING_OPTIONS}
 
 
 def cluster_prior_rows(context: RunContext) -> np.ndarray:
@@ -147,12 +151,12 @@ def run_stages(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
 
 
 register_method(Method("non-private", "true labels (a reference; epsilon infinite)", run_stages,
-                       uses=frozenset({"loss"}), private=False))
+                       uses=frozenset({"loss"}), private=False, independent_of=_FIRST_RELEASES))
 register_method(Method("lp-1st", "randomized response on every label, one stage", run_stages,
-                       uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS), "rr")
+                       uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS, independent_of=_FIRST_RELEASES), "rr")
 register_method(Method("lp-2st", "two stages; the second releases by RR-with-prior from the first's model",
                        run_stages, uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS, stages=2,
-                       default_stages=(0.4, 0.6)))
+                       default_stages=(0.4, 0.6), independent_of=_FIRST_RELEASES))
 register_method(Method("lp-mst", "any number of stages, each releasing by RR-with-prior from the model so far",
                        run_stages, uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS, stages=None,
-                       default_stages=(0.3, 0.3, 0.4)))
+                       default_stages=(0.3, 0.3, 0.4), independent_of=_FIRST_RELEASES))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from labeldp.errors import ConfigError
 from labeldp.models.cnn import SmallCNN, TanhCNN
 from labeldp.models.mlp import MLP
 from labeldp.models.pooling import MaxPool2d
@@ -40,21 +41,21 @@ def _build(name: str, input_shape: tuple[int, ...], num_classes: int) -> nn.Modu
         return MLP(input_shape, num_classes)
     if name == "cnn":
         if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4:
-            raise ValueError(f"model 'cnn' needs square images with side divisible by 4, got {input_shape}")
+            raise ConfigError(f"model 'cnn' needs square images with side divisible by 4, got {input_shape}")
         return SmallCNN(input_shape[0], num_classes, input_shape[1])
     if name == "tanh-cnn":
         if len(input_shape) != 3 or input_shape[1:] != (28, 28):
-            raise ValueError(f"model 'tanh-cnn' needs 28x28 images, got {input_shape}")
+            raise ConfigError(f"model 'tanh-cnn' needs 28x28 images, got {input_shape}")
         return TanhCNN(input_shape[0], num_classes)
     if name == "resnet18":
         if len(input_shape) != 3:
-            raise ValueError(f"model 'resnet18' needs images (C, H, W), got {input_shape}")
+            raise ConfigError(f"model 'resnet18' needs images (C, H, W), got {input_shape}")
         return ResNet18(input_shape[0], num_classes)
     if name == "wrn16-4":
         if len(input_shape) != 3:
-            raise ValueError(f"model 'wrn16-4' needs images (C, H, W), got {input_shape}")
+            raise ConfigError(f"model 'wrn16-4' needs images (C, H, W), got {input_shape}")
         return WideResNet(input_shape[0], num_classes, depth=16, width=4)
-    raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
+    raise ConfigError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
 
 
 __all__ = ["MLP", "MODELS", "MaxPool2d", "ResNet18", "SmallCNN", "TanhCNN", "WSConv2d", "WideResNet", "build_model", "default_model_name"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from labeldp.errors import ConfigError
 
 
 def _standardize(kernel: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,7 +98,7 @@ class WideResNet(nn.Module):
                  groups: int = 16):
         super().__init__()
         if (depth - 4) % 6:
-            raise ValueError(f"WideResNet depth must be 6n + 4, got {depth}")
+            raise ConfigError(f"WideResNet depth must be 6n + 4, got {depth}")
         blocks = (depth - 4) // 6
         widths = (16 * width, 32 * width, 64 * width)
         self.stem = WSConv2d(in_channels, 16, 3, 1, 1, bias=False)

@@ -34,7 +34,7 @@ def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, see
     if encoder == "pca":
         components = min(n_components, flat.shape[1], flat.shape[0])
         return PCA(components, whiten=True, random_state=seed).fit_transform(flat).astype(np.float32)
-    raise ValueError(f"unknown encoder {encoder!r}; choose one of {ENCODERS}")
+    raise ConfigError(f"unknown encoder {encoder!r}; choose one of {ENCODERS}")
 
 
 def cluster(representations: np.ndarray, n_clusters: int, seed: int = 0) -> np.ndarray:

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
-import torch
 
 from labeldp.accounting import NEIGHBORING_RELATION, PrivacyLedger
 from labeldp.errors import RunDirectoryError, RunLockedError
 from labeldp.files import write_atomic, write_json_atomic, write_text_atomic
+from labeldp.training.stage import load_torch
 
 
 class RunDirectory:
@@ -79,9 +79,11 @@ class RunDirectory:
         shutil.rmtree(self.root / "private", ignore_errors=True)
 
     def discard_training(self) -> None:
-        """Forget the training state (checkpoints, metrics) but keep every release and the ledger."""
+        """Forget the training state (checkpoints, metrics, ``private/``) but keep every release and the
+        ledger."""
         shutil.rmtree(self.root / "checkpoints", ignore_errors=True)
         self.metrics_path.unlink(missing_ok=True)
+        self.discard_private()
 
     def _read_json(self, path: Path) -> Any:
         try:
@@ -135,14 +137,26 @@ class RunDirectory:
             found[path.stem] = json.loads(str(release["config"])) if "config" in release else None
         return found
 
-    def keep_metrics_of_checkpoints(self, stages: int) -> None:
-        """Keep only the metric rows that the checkpoints vouch for (a crash may leave extra rows)."""
+    def keep_metrics_of_checkpoints(self, stages: int, strict: bool = False) -> None:
+        """Keep only the metric rows that the checkpoints vouch for (a crash may leave extra rows).
+
+        With ``strict`` (a method whose training steps are releases, DP-SGD), a row beyond its
+        checkpoint means the checkpoint was deleted or replaced by an older one after later epochs ran:
+        continuing would repeat steps outside the recorded release, so it is an error."""
+        written = self.read_metrics()
         rows = []
         for stage in range(1, stages + 1):
-            path = self.checkpoint_path(stage)
-            if path.exists():
-                rows += [{"stage": stage, **row} for row in torch.load(path, weights_only=False)["history"]]
+            history = self.load_checkpoint(stage)["history"] if self.checkpoint_path(stage).exists() else []
+            if strict and sum(row.get("stage") == stage for row in written) > len(history):
+                raise RunDirectoryError(
+                    f"{self.metrics_path} records more epochs of stage {stage} than {self.checkpoint_path(stage)} "
+                    "holds: the steps in between were released, and retraining them would release them again. "
+                    "Restore the checkpoint from a copy of the run folder, or start again in a new folder")
+            rows += [{"stage": stage, **row} for row in history]
         self.rewrite_metrics(rows)
+
+    def load_checkpoint(self, stage: int) -> dict[str, Any]:
+        return load_torch(self.checkpoint_path(stage))
 
     def rewrite_metrics(self, rows: list[dict[str, Any]]) -> None:
         write_text_atomic(self.metrics_path, "".join(json.dumps(row) + "\n" for row in rows))

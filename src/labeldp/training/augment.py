@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from labeldp.errors import ConfigError
 
 
 def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
@@ -33,7 +34,7 @@ def augment(images: torch.Tensor, policy: str, generator: torch.Generator) -> to
         return random_crop(images, 2, generator)
     if policy == "crop-flip":
         return random_flip(random_crop(images, 4, generator), generator)
-    raise ValueError(f"unknown augmentation policy {policy!r}")
+    raise ConfigError(f"unknown augmentation policy {policy!r}")
 
 
 def mixup(inputs: torch.Tensor, lam: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import time
+import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -19,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from labeldp.errors import ConfigError
+from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.files import write_atomic
 from labeldp.options import option
 from labeldp.training.augment import augment, mixup
@@ -76,7 +78,7 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     resolved = torch.device(device)
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but torch sees no CUDA GPU")
+        raise ConfigError(f"device {device!r} requested but torch sees no CUDA GPU")
     return resolved
 
 
@@ -84,7 +86,7 @@ def check_amp(config: TrainConfig, device: torch.device) -> None:
     """Refuse ``amp`` off CUDA GPUs: it is bf16 autocast there, and elsewhere the run would silently
     train in float32."""
     if config.amp and device.type != "cuda":
-        raise ValueError(f"amp (bf16 autocast) is for CUDA GPUs; this run is on {device.type}: leave amp off")
+        raise ConfigError(f"amp (bf16 autocast) is for CUDA GPUs; this run is on {device.type}: leave amp off")
 
 
 @dataclass
@@ -137,7 +139,7 @@ def predict_proba(model: nn.Module, inputs: np.ndarray | torch.Tensor, temperatu
                   batch_size: int = 1000) -> np.ndarray:
     """softmax(logits / temperature) as a float64 numpy array whose rows sum to 1."""
     if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+        raise ConfigError(f"temperature must be > 0, got {temperature}")
     probs = torch.softmax(predict_logits(model, inputs, batch_size).double() / temperature, dim=1).numpy()
     return probs / probs.sum(axis=1, keepdims=True)
 
@@ -162,19 +164,27 @@ def _log_likelihood_targets(targets: np.ndarray, num_classes: int) -> torch.Tens
     array = np.asarray(targets)
     if array.ndim == 1:
         if array.dtype.kind not in "iu" or array.min() < 0 or array.max() >= num_classes:
-            raise ValueError(f"integer targets must be class indices in [0, {num_classes})")
+            raise ConfigError(f"integer targets must be class indices in [0, {num_classes})")
         likelihood = F.one_hot(torch.as_tensor(array, dtype=torch.int64), num_classes).float()
     elif array.ndim == 2 and array.shape[1] == num_classes:
         if not np.all(np.isfinite(array)) or array.min() < 0 or not np.all(array.max(axis=1) > 0):
-            raise ValueError("likelihood targets must be finite, non-negative, with a positive entry per row")
+            raise ConfigError("likelihood targets must be finite, non-negative, with a positive entry per row")
         likelihood = torch.as_tensor(array, dtype=torch.float32)
     else:
-        raise ValueError(f"targets must be labels of shape (n,) or likelihoods of shape (n, {num_classes}), got {array.shape}")
+        raise ConfigError(f"targets must be labels of shape (n,) or likelihoods of shape (n, {num_classes}), got {array.shape}")
     return likelihood.log()
 
 
 def save_atomic(state: dict, path: Path) -> None:
     write_atomic(path, lambda tmp: torch.save(state, tmp))
+
+
+def load_torch(path: Path) -> Any:
+    """A file saved by ``torch.save`` (a checkpoint, a model), or an error that names it."""
+    try:
+        return torch.load(path, weights_only=False)
+    except (OSError, RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError) as error:
+        raise RunDirectoryError(f"{path} is damaged ({error}); restore it from a copy of the run folder") from None
 
 
 def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.optim.Optimizer,
@@ -183,7 +193,7 @@ def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.opt
     (for the caller's own generators) and the epoch history, or (None, []) when there is none."""
     if path is None or not path.exists():
         return None, []
-    state = torch.load(path, weights_only=False)
+    state = load_torch(path)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
@@ -220,7 +230,7 @@ def train_stage(
     x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
     log_likelihood = _log_likelihood_targets(targets, num_classes)
     if len(x) != len(log_likelihood) or len(x) == 0:
-        raise ValueError(f"inputs and targets must be non-empty and of equal length, got {len(x)} and {len(log_likelihood)}")
+        raise ConfigError(f"inputs and targets must be non-empty and of equal length, got {len(x)} and {len(log_likelihood)}")
     device = next(model.parameters()).device
     check_amp(config, device)
     steps_per_epoch = math.ceil(len(x) / config.batch_size)
