@@ -1,0 +1,252 @@
+"""The configuration of a run: everything needed to repeat it, written to its ``config.json``.
+
+Each field's default and command-line help are stated here once (:func:`labeldp.options.option`);
+``labeldp train``'s flags are generated from them. :meth:`RunConfig.resolved` checks every field and
+fills in what depends on the method, before anything is written or released.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from labeldp._validation import check_epsilon
+from labeldp.data import DATASETS
+from labeldp.dpsgd.trainer import DPSGDConfig
+from labeldp.errors import ConfigError
+from labeldp.methods.registry import METHOD_OPTIONS, Method, get_method, method_names, methods_using
+from labeldp.models import MODELS
+from labeldp.options import option
+from labeldp.pate import PATEConfig
+from labeldp.priors import ENCODERS
+from labeldp.randomness import NoiseSource, public_rng
+from labeldp.training.stage import TrainConfig
+
+DEFAULT_DELTA = 1e-5
+LOSSES = ("forward", "ce")
+PRIORS = ("uniform", "cluster")
+#: Options of the cluster prior, refused with prior 'uniform' unless at their defaults.
+CLUSTER_PRIOR_OPTIONS = ("prior_epsilon", "prior_temperature", "encoder", "clusters", "combine_priors")
+
+
+@dataclass
+class RunConfig:
+    """Everything needed to repeat a run. Written to ``config.json``."""
+
+    dataset: str = option("digits", choices=DATASETS,
+                          help="digits is embedded; the MNIST family and CIFAR read --data-dir; csv reads --table")
+    data_dir: str | None = option(None, help="folder with the dataset's standard files")
+    table: str | None = option(None, help="CSV or Parquet file (dataset csv)")
+    label_column: str = option("label", help="label column of --table")
+    test_table: str | None = option(None, help="separate test table (default: 20% of --table's rows)")
+    classes: tuple[str, ...] | None = option(None, metavar="VALUE",
+                                             help="dataset csv: the label values, in order (the label domain is "
+                                                  "public and must be declared; a training label outside it is an "
+                                                  "error)")
+    method: str = option("lp-2st", choices=method_names,
+                         help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
+                              "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
+                              "alibi: Laplace noise on the one-hot label; pate: teachers on disjoint parts of the data "
+                              "vote, noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
+                              "private)")
+    epsilon: float | None = option(None, help="privacy budget epsilon (> 0); required for private methods")
+    delta: float | None = option(None, help="delta of --method pate or dp-sgd (default 1e-5); the other methods are "
+                                            "pure epsilon-DP")
+    stages: tuple[float, ...] | None = option(None, metavar="FRACTION",
+                                              help="fractions of the training set per stage, summing to 1 (default: "
+                                                   "0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)")
+    model: str | None = option(None, choices=MODELS, help="network (default: cnn for 28x28, resnet18 for 32x32, "
+                                                          "else mlp)")
+    temperature: float = option(1.0, help="lp-2st, lp-mst: later stages' prior = softmax(logits / T)")
+    prior: str = option("uniform", choices=PRIORS,
+                        help="stage-1 prior: uniform (plain RR) or cluster: k-means of public features of the "
+                             "inputs with a noisy label histogram per cluster")
+    prior_epsilon: float | None = option(None, help="part of --epsilon spent on the cluster histogram (default: a "
+                                                    "tenth); the label releases use the rest, so every label's "
+                                                    "total is --epsilon")
+    prior_temperature: float = option(1.0, help="cluster prior ^ (1 / T), renormalised: above 1 flatter, so "
+                                                "RR-with-prior keeps more candidate labels")
+    clusters: int = option(100, help="k-means clusters for --prior cluster")
+    encoder: str = option("pca", choices=ENCODERS,
+                          help="public features clustered for --prior cluster: PCA-whitened inputs, the codes of an "
+                               "autoencoder trained on the public inputs, or the raw inputs")
+    combine_priors: bool = option(False, help="lp-2st, lp-mst with --prior cluster: later stages' prior is the model "
+                                              "prior times the cluster prior")
+    loss: str = option("forward", choices=LOSSES,
+                       help="forward: likelihood of each noisy label through its known noise channel (the model "
+                            "learns clean posteriors); ce: plain cross-entropy on noisy labels; not for alibi, pate "
+                            "or dp-sgd")
+    reuse_labels: bool = option(True, help="lp-2st, lp-mst: train each stage on its own noisy labels only (default: "
+                                           "earlier stages' labels too; with --loss ce only those inside the new "
+                                           "prior's top k)")
+    warm_start: bool = option(True, help="lp-2st, lp-mst: train each stage's model from scratch")
+    seed: int = option(0, help="seed of everything that is not private: splits, initialisation, data order, "
+                               "augmentation (never the noise)")
+    secure_rng: bool = option(False, help="draw the noise (noisy labels, histograms, PATE's vote noise, DP-SGD's "
+                                          "batches and gradient noise) from ChaCha20 keyed by the OS, a "
+                                          "cryptographically secure generator (default: generators seeded with "
+                                          "fresh OS entropy, never saved)")
+    insecure_noise_seed: int | None = option(None, metavar="SEED",
+                                             help="NOT PRIVATE: derive all the noise from SEED, which config.json "
+                                                  "records, so the run can be repeated exactly (for tests and "
+                                                  "debugging; anyone with the config can regenerate the noise and "
+                                                  "undo it)")
+    train: TrainConfig = option(default_factory=TrainConfig, help="training of each stage")
+    dpsgd: DPSGDConfig = option(default_factory=DPSGDConfig, help="DP-SGD's settings")
+    pate: PATEConfig = option(default_factory=PATEConfig, help="PATE's settings")
+
+    @property
+    def method_spec(self) -> Method:
+        return get_method(self.method)
+
+    def resolved(self) -> RunConfig:
+        """Validate every field and fill in what depends on the method; raises ``ConfigError``."""
+        if self.dataset not in DATASETS:
+            raise ConfigError(f"unknown dataset {self.dataset!r}; choose one of {', '.join(DATASETS)}")
+        method = self.method_spec
+        if self.model is not None and self.model not in MODELS:
+            raise ConfigError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
+        epsilon, delta = self._budget(method)
+        stages = self._stages(method)
+        prior_epsilon = self._prior(epsilon)
+        self._check_method_options(method)
+        self._check_choices()
+        self.train.validate()
+        resolved = dataclasses.replace(self, epsilon=epsilon, delta=delta, stages=stages, prior_epsilon=prior_epsilon,
+                                       classes=tuple(map(str, self.classes)) if self.classes is not None else None)
+        if method.check is not None:
+            method.check(resolved)
+        return resolved
+
+    def _budget(self, method: Method) -> tuple[float | None, float | None]:
+        epsilon = delta = None
+        if method.private:
+            if self.epsilon is None:
+                raise ConfigError(f"method {self.method!r} needs --epsilon")
+            epsilon = check_epsilon(self.epsilon)
+        elif self.epsilon is not None:
+            raise ConfigError(f"method {self.method!r} takes no epsilon")
+        if method.gaussian:
+            delta = DEFAULT_DELTA if self.delta is None else float(self.delta)
+            if not 0.0 < delta < 1.0:
+                raise ConfigError(f"delta must lie in (0, 1), got {delta}")
+        elif self.delta is not None:
+            gaussian = " and ".join(name for name in method_names() if get_method(name).gaussian)
+            raise ConfigError(f"delta applies only to methods {gaussian} (the other label-DP methods are pure "
+                              "epsilon-DP)")
+        return epsilon, delta
+
+    def _stages(self, method: Method) -> tuple[float, ...]:
+        stages = tuple(float(s) for s in (self.stages or method.default_stages))
+        if any(not s > 0 for s in stages) or abs(sum(stages) - 1.0) > 1e-6:
+            raise ConfigError(f"stages must be positive fractions summing to 1, got {list(stages)}")
+        if method.stages is not None and len(stages) != method.stages:
+            raise ConfigError(f"method {self.method!r} has {method.stages} stage(s), got {len(stages)} fractions")
+        if method.stages is None and len(stages) < 2:
+            raise ConfigError(f"method {self.method!r} needs at least two stages")
+        return stages
+
+    def _prior(self, epsilon: float | None) -> float | None:
+        """The cluster prior's share of the budget (None without a cluster prior)."""
+        if self.prior not in PRIORS:
+            raise ConfigError(f"prior must be one of {PRIORS}, got {self.prior!r}")
+        if self.prior != "cluster":
+            changed = [name for name in CLUSTER_PRIOR_OPTIONS if getattr(self, name) != getattr(RunConfig, name)]
+            if changed:
+                raise ConfigError(f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
+                                  "prior 'cluster'")
+            return None
+        if epsilon is None:
+            raise ConfigError("prior 'cluster' spends privacy budget: it needs a private method and --epsilon")
+        prior_epsilon = check_epsilon(self.prior_epsilon if self.prior_epsilon is not None else epsilon / 10,
+                                      "prior_epsilon")
+        if prior_epsilon >= epsilon:
+            raise ConfigError(f"prior_epsilon ({prior_epsilon:g}) must be smaller than epsilon ({epsilon:g})")
+        if self.clusters < 1:
+            raise ConfigError(f"clusters must be at least 1, got {self.clusters}")
+        if self.encoder not in ENCODERS:
+            raise ConfigError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
+        if not self.prior_temperature > 0:
+            raise ConfigError(f"prior_temperature must be > 0, got {self.prior_temperature}")
+        return prior_epsilon
+
+    def _check_method_options(self, method: Method) -> None:
+        """Refuse options the method does not use that were changed from their defaults: a user who
+        sets one expects it to act."""
+        defaults, unused = RunConfig(), []
+        for name in options_unused_by(self.method):
+            value, default = getattr(self, name), getattr(defaults, name)
+            if value == default:
+                continue
+            if dataclasses.is_dataclass(value):  # a method's own settings: name those that were changed
+                unused += [f"{name}.{f.name}" for f in dataclasses.fields(value)
+                           if getattr(value, f.name) != getattr(default, f.name)]
+            else:
+                unused.append(name)
+        if unused:
+            raise ConfigError(f"method {self.method!r} does not use {', '.join(unused)}; leave "
+                              f"{'it' if len(unused) == 1 else 'them'} at the default")
+
+    def _check_choices(self) -> None:
+        if self.secure_rng and self.insecure_noise_seed is not None:
+            raise ConfigError("secure_rng draws the noise from a CSPRNG and insecure_noise_seed makes it reproducible: "
+                              "choose one")
+        if self.classes is not None:
+            if self.dataset != "csv":
+                raise ConfigError(f"classes are declared for dataset 'csv'; dataset {self.dataset!r} defines its own")
+            if len(self.classes) < 2 or len(set(self.classes)) != len(self.classes):
+                raise ConfigError(f"classes must be at least two distinct values, got {list(self.classes)}")
+        if self.loss not in LOSSES:
+            raise ConfigError(f"loss must be one of {LOSSES}, got {self.loss!r}")
+        if not self.temperature > 0 or not math.isfinite(self.temperature):
+            raise ConfigError(f"temperature must be a finite number > 0, got {self.temperature}")
+
+    @property
+    def label_epsilon(self) -> float | None:
+        """The epsilon of each stage's label release: what is left after the prior's share."""
+        if self.epsilon is None:
+            return None
+        return self.epsilon - (self.prior_epsilon or 0.0)
+
+    @property
+    def noise(self) -> NoiseSource:
+        """Where the run's noise comes from (:mod:`labeldp.randomness`)."""
+        return NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
+
+    def with_overrides(self, **fields: Any) -> RunConfig:
+        """This configuration with some fields replaced (those given as None are left alone)."""
+        return dataclasses.replace(self, **{k: v for k, v in fields.items() if v is not None})
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for name in ("stages", "classes"):
+            data[name] = list(data[name]) if data[name] is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        data = dict(data)
+        data["train"] = TrainConfig(**data.get("train", {}))
+        data["dpsgd"] = DPSGDConfig(**data.get("dpsgd", {}))
+        data["pate"] = PATEConfig(**data.get("pate", {}))
+        for name in ("stages", "classes"):
+            if data.get(name) is not None:
+                data[name] = tuple(data[name])
+        return cls(**data)
+
+
+def split_stages(num_examples: int, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
+    """Disjoint random index sets with the given size fractions: the examples of each stage, drawn
+    from the seed's public stream (they depend on positions only, never on labels)."""
+    order = public_rng(seed, "stage-split").permutation(num_examples)
+    bounds = np.round(np.cumsum((0.0,) + fractions) * num_examples).astype(int)
+    return [np.sort(order[bounds[i]:bounds[i + 1]]) for i in range(len(fractions))]
+
+
+def options_unused_by(method: str) -> tuple[str, ...]:
+    """The RunConfig fields among :data:`METHOD_OPTIONS` that ``method`` does not use."""
+    return tuple(name for name in METHOD_OPTIONS if method not in methods_using(name))

@@ -1,0 +1,133 @@
+"""What a method works with while a run executes: the data, the run folder, the ledger, and the one
+way to release (:meth:`RunContext.spend`), which never draws the same release twice."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from labeldp.accounting import PrivacyLedger
+from labeldp.data import LabeledDataset
+from labeldp.errors import RunDirectoryError
+from labeldp.files import write_json_atomic
+from labeldp.models import build_model
+from labeldp.randomness import public_seed
+from labeldp.release import Release
+from labeldp.runs.config import RunConfig
+from labeldp.runs.rundir import RunDirectory
+from labeldp.training.stage import EpochRecord, accuracy, save_atomic, train_stage
+
+def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
+    """The configuration that release ``name`` of a run depended on: all of it but the options its
+    method declares the release independent of (``Method.independent_of``; ``train.lr`` names a
+    field of a nested setting)."""
+    inputs = config.to_dict()
+    for option in config.method_spec.independent_of.get(name, ()):
+        outer, _, inner = option.partition(".")
+        if inner:
+            inputs[outer] = {key: value for key, value in inputs[outer].items() if key != inner}
+        else:
+            inputs.pop(outer)
+    return inputs
+
+
+class RunContext:
+    """One run while it executes: its resolved ``config``, ``data``, folder ``out``, ``device`` and
+    ``ledger`` (read back when resuming)."""
+
+    def __init__(self, config: RunConfig, out: RunDirectory, data: LabeledDataset, device: torch.device,
+                 progress: bool):
+        self.config, self.out, self.data, self.device, self.progress = config, out, data, device, progress
+        self.ledger = out.read_ledger(len(data.y_train), config.method_spec.relation)
+        self.started = time.perf_counter()
+        self.elapsed_before = out.elapsed()
+
+    def seconds(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.started
+
+    def spend(self, name: str, draw: Callable[[PrivacyLedger], Release]) -> Release:
+        """Release ``name``: read back if saved, else drawn once, saved, then recorded on the ledger.
+
+        ``draw(scratch_ledger)`` releases through :mod:`labeldp.release` (recording one entry on the
+        scratch ledger) and returns the :class:`Release`. The release is saved before it is used;
+        a crash between saving and recording is recorded from the saved file on the next run; a
+        recorded release whose file is missing is an error, never a second draw.
+        """
+        saved = self.out.load_release(name)
+        if saved is not None:
+            release = Release.from_arrays(saved)
+            if not self.ledger.has(name):  # crashed between saving the release and the ledger
+                release.record(self.ledger, name)
+                self.ledger.save(self.out.ledger_path, self.config.delta or 0.0)
+            return release
+        if self.ledger.has(name):
+            raise RunDirectoryError(
+                f"{self.out.ledger_path} records the release {name!r}, but {self.out.release_path(name)} is missing. "
+                "Drawing those labels again would spend their budget a second time: restore the file from a copy "
+                "of the run folder, or start again in a new folder (a new release, with its own ledger)")
+        release = draw(PrivacyLedger(self.ledger.dataset_size, self.ledger.neighboring_relation))
+        self.out.save_release(name, **release.to_arrays(),
+                              config=np.array(json.dumps(release_inputs(self.config, name), sort_keys=True)))
+        release.record(self.ledger, name)
+        self.ledger.save(self.out.ledger_path, self.config.delta or 0.0)
+        return release
+
+    def new_model(self, stage: int) -> nn.Module:
+        """The model of ``stage``, initialised from the seed's stream for it, on the run's device."""
+        seed = public_seed(self.config.seed, "model-init", stage)
+        return build_model(self.config.model, self.data.input_shape, self.data.num_classes, seed).to(self.device)
+
+    def on_epoch_end(self, stage: int, stages: int) -> Callable[[EpochRecord], None]:
+        """The callback that writes an epoch's metrics (and prints them, with progress)."""
+        def record(row: EpochRecord) -> None:
+            self.out.append_metrics({"stage": stage, **asdict(row)})
+            self.out.write_elapsed(self.seconds())
+            if self.progress:
+                acc = f"  test accuracy {row.test_accuracy:.4f}" if row.test_accuracy is not None else ""
+                loss = f"  loss {row.train_loss:.4f}" if row.train_loss is not None else ""
+                tqdm.write(f"stage {stage}/{stages} epoch {row.epoch}/{self.config.train.epochs}:{loss}{acc}  "
+                           f"({row.seconds:.1f}s)")
+        return record
+
+    def train(self, model: nn.Module, stage: int, stages: int, indices: np.ndarray, targets: np.ndarray,
+              description: str | None = None) -> None:
+        """Train ``model`` on the training inputs ``indices`` with released ``targets`` (labels or
+        likelihoods), checkpointed as ``stage``."""
+        data = self.data
+        train_stage(model, data.x_train[indices], targets, data.num_classes, self.config.train,
+                    augmentation=data.augmentation, test=(data.x_test, data.y_test),
+                    seed=public_seed(self.config.seed, "training", stage), checkpoint=self.out.checkpoint_path(stage),
+                    on_epoch_end=self.on_epoch_end(stage, stages), progress=self.progress,
+                    description=description or f"stage {stage}/{stages}")
+
+    def finish(self, model: nn.Module, facts: dict[str, Any]) -> dict[str, Any]:
+        """Save the final model and the run's summary (epsilon from the ledger, plus ``facts``)."""
+        config, data = self.config, self.data
+        delta = config.delta or 0.0
+        save_atomic(model.state_dict(), self.out.model_path)
+        epsilon = self.ledger.epsilon(delta)
+        summary = {
+            "dataset": config.dataset,
+            "method": config.method,
+            "epsilon": None if not np.isfinite(epsilon) else round(epsilon, 6),
+            "delta": delta,
+            "neighboring_relation": self.ledger.relation_name,
+            "test_accuracy": accuracy(model, data.x_test, data.y_test),
+            "seconds": round(self.seconds(), 2),
+            "seed": config.seed,
+            "num_train": int(len(data.y_train)),
+            "num_test": int(len(data.y_test)),
+            **facts,
+        }
+        if config.method_spec.private:
+            summary["noise"] = config.noise.describe()
+            summary["noise_private"] = config.noise.private
+        write_json_atomic(self.out.summary_path, summary)
+        return summary

@@ -1,0 +1,113 @@
+"""Running a configuration: check it all, then resume or start the run in its folder and hand it to
+its method (:mod:`labeldp.methods`)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from labeldp.data import LabeledDataset, load_dataset
+from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
+from labeldp.models import build_model
+from labeldp.runs.config import RunConfig, split_stages
+from labeldp.runs.context import RunContext, release_inputs
+from labeldp.runs.rundir import RunDirectory
+from labeldp.training.stage import check_amp, load_torch, resolve_device
+
+
+def config_dataset(config: RunConfig) -> LabeledDataset:
+    """The dataset a run configuration names (loaded from its files)."""
+    return load_dataset(config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
+                        test_table=config.test_table, classes=config.classes, split_seed=config.seed)
+
+
+def load_run_model(run_dir: str | Path, config: RunConfig, data: LabeledDataset) -> torch.nn.Module:
+    """The final model of a finished run (its ``model.pt``), on the CPU."""
+    path = Path(run_dir) / "model.pt"
+    if not path.exists():
+        raise MissingFileError(f"{path} does not exist: the run has not finished")
+    model = build_model(config.model, data.input_shape, data.num_classes)
+    model.load_state_dict(load_torch(path))
+    return model
+
+
+def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", progress: bool = True,
+              dataset: LabeledDataset | None = None) -> dict[str, Any]:
+    """Run (or resume) ``config`` in ``out_dir`` and return its summary.
+
+    Running again on an existing directory continues from the last completed epoch, reuses the saved
+    noisy labels and leaves the ledger unchanged; a finished run just returns its summary. A
+    directory holding a run with a different configuration is refused, unless the run is unfinished
+    and its saved releases do not depend on what changed: training then restarts from them.
+    Everything that can be checked is checked before the run directory is written.
+    """
+    config = config.resolved()
+    data = dataset if dataset is not None else config_dataset(config)
+    check_plan(config, data, resolve_device(device))
+    if not config.noise.private and config.method_spec.private:
+        warnings.warn(f"the run's noise is {config.noise.describe()}", InsecureNoiseWarning, stacklevel=2)
+    out = RunDirectory(out_dir)
+    with out.lock():
+        saved = out.read_config()
+        if saved is not None:
+            _accept_changed_config(saved, config, out, progress)
+        finished = out.read_summary()
+        if finished is not None:
+            return finished
+        out.create()
+        out.write_config(config.to_dict())
+        out.keep_metrics_of_checkpoints(len(config.stages), strict=config.method_spec.training_releases)
+        context = RunContext(config, out, data, resolve_device(device), progress)
+        model, facts = config.method_spec.run(context)
+        return context.finish(model, facts)
+
+
+def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) -> None:
+    """Refuse, before anything is written or released, a resolved ``config`` that cannot run on
+    ``data``: a stage left without examples, a model that does not fit the inputs, more clusters than
+    examples, amp off a GPU, and whatever the method refuses (a PATE or DP-SGD plan the budget cannot
+    pay for)."""
+    check_amp(config.train, device)
+    n = len(data.y_train)
+    sizes = [part.size for part in split_stages(n, config.stages, config.seed)]
+    if min(sizes) == 0:
+        raise ConfigError(f"stages {list(config.stages)} leave stage {sizes.index(0) + 1} without any of the {n} "
+                          "training examples")
+    try:
+        build_model(config.model, data.input_shape, data.num_classes)
+    except ValueError as error:
+        raise ConfigError(f"{error} (the dataset's inputs have shape {data.input_shape})") from None
+    if config.prior == "cluster" and config.clusters > n:
+        raise ConfigError(f"clusters ({config.clusters}) exceeds the {n} training examples")
+    if config.method_spec.plan is not None:
+        config.method_spec.plan(config, data)
+
+
+def _accept_changed_config(saved: dict[str, Any], config: RunConfig, out: RunDirectory, progress: bool) -> None:
+    """Let an unfinished run continue under a changed configuration when every release it saved
+    stays what the new configuration would have released (e.g. only training options changed after
+    stage 1's labels); its training then restarts from those releases. Otherwise refuse."""
+    # Filling in defaults lets a run written before an option existed resume under the default.
+    existing = RunConfig.from_dict(saved).to_dict()
+    new = config.to_dict()
+    if existing == new:
+        return
+    differs = ", ".join(sorted(k for k in set(existing) | set(new) if existing.get(k) != new.get(k)))
+    if out.read_summary() is not None:
+        raise RunDirectoryError(f"{out.root} holds a finished run with a different configuration (differs in: "
+                                f"{differs}); choose another output folder")
+    saved = out.release_inputs()
+    stale = [name for name, inputs in saved.items() if inputs != release_inputs(config, name)]
+    if out.ledger_path.exists():  # a recorded release without its file cannot be checked: it stays as it was
+        stale += [entry.tag for entry in out.read_ledger().entries if entry.tag not in saved]
+    if stale:
+        raise RunDirectoryError(f"{out.root} holds a run with a different configuration (differs in: {differs}) "
+                                f"whose releases {', '.join(stale)} depend on what changed; choose another output "
+                                "folder (a new release), or run the saved configuration to finish this one")
+    out.discard_training()
+    if progress:
+        tqdm.write(f"configuration changed ({differs}); the saved releases still hold: training restarts from them")
