@@ -30,6 +30,15 @@ def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:
     return float(beta.ppf(alpha, successes, trials - successes + 1))
 
 
+def clopper_pearson_upper(successes: int, trials: int, alpha: float) -> float:
+    """One-sided upper confidence bound at level 1 - alpha for a binomial proportion."""
+    if trials < 0 or not 0 <= successes <= trials:
+        raise ConfigError(f"need 0 <= successes <= trials, got {successes} of {trials}")
+    if successes == trials:
+        return 1.0
+    return float(beta.ppf(1 - alpha, successes + 1, trials - successes))
+
+
 def epsilon_from_precision(precision: float, num_options: int) -> float:
     """The epsilon at which e^eps / (e^eps + num_options - 1) equals ``precision`` (0 below chance)."""
     if precision <= 1.0 / num_options:

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import beta, norm
+from scipy.stats import norm
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from labeldp.accounting import DPSGD_RELATION, NEIGHBORING_RELATION, PrivacyLedger
-from labeldp.audit.bounds import clopper_pearson_lower
+from labeldp.audit.bounds import clopper_pearson_lower, clopper_pearson_upper
 from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, audit_run_config
 from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError
@@ -38,10 +38,6 @@ from labeldp.files import write_json_atomic
 
 #: False-positive rates at which the TPR is reported and thresholds are tried for the bound.
 FPR_POINTS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5)
-
-
-def _clopper_pearson_upper(successes: int, trials: int, alpha: float) -> float:
-    return 1.0 if successes == trials else float(beta.ppf(1 - alpha, successes + 1, trials - successes))
 
 
 def membership_epsilon_lower_bound(scores: np.ndarray, is_member: np.ndarray, confidence: float = 0.95,
@@ -56,7 +52,7 @@ def membership_epsilon_lower_bound(scores: np.ndarray, is_member: np.ndarray, co
         threshold = others[false_pos] if false_pos < others.size else -np.inf  # strictly above it
         tp, fp = int((members > threshold).sum()), int((others > threshold).sum())
         tpr_low = clopper_pearson_lower(tp, members.size, alpha)
-        fpr_high = _clopper_pearson_upper(fp, others.size, alpha)
+        fpr_high = clopper_pearson_upper(fp, others.size, alpha)
         candidates = []
         if fpr_high > 0 and tpr_low - delta > 0:
             candidates.append(math.log((tpr_low - delta) / fpr_high))

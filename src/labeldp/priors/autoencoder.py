@@ -32,8 +32,9 @@ def autoencoder_codes(inputs: np.ndarray, code_dim: int = 32, epochs: int = 10, 
     Adam) and return their codes, standardised per dimension, as float32 (n, code_dim)."""
     flat = torch.as_tensor(np.asarray(inputs, dtype=np.float32).reshape(len(inputs), -1))
     flat = (flat - flat.mean(0)) / (flat.std(0) + 1e-6)
-    torch.manual_seed(seed)
-    model = Autoencoder(flat.shape[1], code_dim)
+    with torch.random.fork_rng(devices=[]):  # the initialisation from the seed, leaving torch's global state alone
+        torch.manual_seed(seed)
+        model = Autoencoder(flat.shape[1], code_dim)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     for _ in tqdm(range(epochs), desc="autoencoder", unit="epoch", disable=not progress):

@@ -200,6 +200,25 @@ def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.opt
     return state, [EpochRecord(**row) for row in state["history"]]
 
 
+def _batch_loss(model: nn.Module, xb: torch.Tensor, log_lik: torch.Tensor, config: TrainConfig, augmentation: str,
+                generator: torch.Generator, np_rng: np.random.Generator) -> torch.Tensor:
+    """One batch's mean loss, after augmentation and mixup (both drawn from the stage's generators)."""
+    device = log_lik.device
+    if config.augment:
+        xb = augment(xb, augmentation, generator)
+    lam, perm = 1.0, None
+    if config.mixup_alpha > 0:
+        lam = float(np_rng.beta(config.mixup_alpha, config.mixup_alpha))
+        xb, perm = mixup(xb, lam, generator)
+    # bf16 autocast on GPUs when asked (no loss scaling needed); the loss itself in float32
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.amp):
+        logits = model(xb.to(device, non_blocking=True))
+    loss = likelihood_loss(logits.float(), log_lik)
+    if perm is not None:
+        loss = lam * loss + (1 - lam) * likelihood_loss(logits.float(), log_lik[perm])
+    return loss.mean()
+
+
 def train_stage(
     model: nn.Module,
     inputs: np.ndarray,
@@ -253,21 +272,8 @@ def train_stage(
                    leave=False, disable=not progress, unit="batch")
         for step in bar:
             batch = order[step * config.batch_size:(step + 1) * config.batch_size]
-            xb = x[batch]
-            if config.augment:
-                xb = augment(xb, augmentation, generator)
-            log_lik = log_likelihood[batch].to(device)
-            lam, perm = 1.0, None
-            if config.mixup_alpha > 0:
-                lam = float(np_rng.beta(config.mixup_alpha, config.mixup_alpha))
-                xb, perm = mixup(xb, lam, generator)
-            # bf16 autocast on GPUs when asked (no loss scaling needed); the loss itself in float32
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.amp):
-                logits = model(xb.to(device, non_blocking=True))
-            loss = likelihood_loss(logits.float(), log_lik)
-            if perm is not None:
-                loss = lam * loss + (1 - lam) * likelihood_loss(logits.float(), log_lik[perm])
-            loss = loss.mean()
+            loss = _batch_loss(model, x[batch], log_likelihood[batch].to(device), config, augmentation, generator,
+                               np_rng)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
