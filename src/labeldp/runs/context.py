@@ -16,13 +16,14 @@ from tqdm.auto import tqdm
 from labeldp.accounting import PrivacyLedger
 from labeldp.data import LabeledDataset
 from labeldp.errors import RunDirectoryError
+from labeldp.evaluation import classification_metrics
 from labeldp.files import write_json_atomic
 from labeldp.models import build_model
 from labeldp.randomness import public_seed
 from labeldp.release import Release
 from labeldp.runs.config import RunConfig
 from labeldp.runs.rundir import RunDirectory
-from labeldp.training.stage import EpochRecord, accuracy, save_atomic, train_stage
+from labeldp.training.stage import EpochRecord, predict_proba, save_atomic, train_stage
 
 def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
     """The configuration that release ``name`` of a run depended on: all of it but the options its
@@ -119,7 +120,8 @@ class RunContext:
             "epsilon": None if not np.isfinite(epsilon) else round(epsilon, 6),
             "delta": delta,
             "neighboring_relation": self.ledger.relation_name,
-            "test_accuracy": accuracy(model, data.x_test, data.y_test),
+            **classification_metrics(predict_proba(model, data.x_test, batch_size=config.train.eval_batch_size),
+                                     data.y_test),
             "seconds": round(self.seconds(), 2),
             "seed": config.seed,
             "num_train": int(len(data.y_train)),

@@ -1,0 +1,47 @@
+"""Test metrics of a model's predicted class probabilities on the public test set.
+
+Accuracy alone hides what matters for rare positives (a model that always predicts the majority class
+of a 1 %-positive table is 99 % accurate), so binary tasks also get the ROC AUC, the log-loss, the
+Brier score and the expected calibration error; every task gets the log-loss. Computed on the test
+set, which is public by assumption; it reads no training label.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.metrics import log_loss, roc_auc_score
+
+#: equal-width bins of the predicted positive probability for the expected calibration error
+CALIBRATION_BINS = 10
+#: the metric each kind of task is compared by, and whether larger is better
+PRIMARY_METRICS = {"test_accuracy": True, "test_auc": True, "test_log_loss": False}
+
+
+def expected_calibration_error(positive_probability: np.ndarray, labels: np.ndarray,
+                               bins: int = CALIBRATION_BINS) -> float:
+    """Mean over equal-width bins of |observed positive rate - mean predicted probability|, weighted by
+    the bins' shares of the examples."""
+    which = np.minimum((positive_probability * bins).astype(int), bins - 1)
+    error = 0.0
+    for b in range(bins):
+        inside = which == b
+        if inside.any():
+            error += inside.mean() * abs(labels[inside].mean() - positive_probability[inside].mean())
+    return float(error)
+
+
+def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """``test_accuracy`` and ``test_log_loss``; for two classes also ``test_auc`` (None when the test
+    set holds one class only), ``test_brier`` and ``test_ece``."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    labels = np.asarray(labels)
+    num_classes = probabilities.shape[1]
+    metrics = {"test_accuracy": float((probabilities.argmax(axis=1) == labels).mean()),
+               "test_log_loss": float(log_loss(labels, np.clip(probabilities, 1e-15, 1.0),
+                                               labels=np.arange(num_classes)))}
+    if num_classes == 2:
+        positive = probabilities[:, 1]
+        metrics["test_auc"] = float(roc_auc_score(labels, positive)) if len(np.unique(labels)) == 2 else None
+        metrics["test_brier"] = float(np.mean((positive - labels) ** 2))
+        metrics["test_ece"] = expected_calibration_error(positive, labels)
+    return metrics
