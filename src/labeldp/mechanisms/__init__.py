@@ -4,6 +4,7 @@ The true labels of a training set are read by these functions only. To record th
 release, call them through :mod:`labeldp.release`, which writes each spend to a ledger.
 """
 
+from labeldp.mechanisms.bins import BinMaps, optimal_bins, rr_on_bins, rr_on_bins_likelihood, rr_on_bins_probabilities
 from labeldp.mechanisms.gnmax import (
     answer_probability,
     confident_gnmax,
@@ -27,6 +28,11 @@ from labeldp.mechanisms.rr import (
 )
 
 __all__ = [
+    "BinMaps",
+    "optimal_bins",
+    "rr_on_bins",
+    "rr_on_bins_likelihood",
+    "rr_on_bins_probabilities",
     "answer_probability",
     "confident_gnmax",
     "gnmax",

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from labeldp._validation import check_epsilon, check_labels, check_priors, check_same_length
+from labeldp.errors import ConfigError
 from labeldp.randomness import RandomSource, as_generator
 
 #: Losses within this fraction of the prior's second moment about its mean count as ties.
@@ -107,15 +108,15 @@ def _check_grid(grid) -> np.ndarray:
     """Return ``grid`` as a 1-d float64 array of at least 2 finite, strictly increasing values."""
     array = np.asarray(grid, dtype=np.float64)
     if array.ndim != 1:
-        raise ValueError(f"grid must be a 1-d array, got shape {array.shape}")
+        raise ConfigError(f"grid must be a 1-d array, got shape {array.shape}")
     if array.size < 2:
-        raise ValueError(f"grid must have at least 2 points, got {array.size}")
+        raise ConfigError(f"grid must have at least 2 points, got {array.size}")
     if not np.all(np.isfinite(array)):
-        raise ValueError("grid contains NaN or infinite values")
+        raise ConfigError("grid contains NaN or infinite values")
     bad = np.flatnonzero(np.diff(array) <= 0)
     if bad.size:
         i = int(bad[0])
-        raise ValueError(f"grid must be strictly increasing, grid[{i + 1}] = {array[i + 1]:g} "
+        raise ConfigError(f"grid must be strictly increasing, grid[{i + 1}] = {array[i + 1]:g} "
                          f"follows grid[{i}] = {array[i]:g}")
     return array
 
@@ -126,18 +127,18 @@ def _check_bin_priors(priors, num_points: int) -> np.ndarray:
     if array.ndim == 1:
         array = array[None, :]
     if array.ndim == 2 and array.shape[1] != num_points:
-        raise ValueError(f"priors must have one entry per grid point ({num_points}), got {array.shape[1]}")
+        raise ConfigError(f"priors must have one entry per grid point ({num_points}), got {array.shape[1]}")
     return check_priors(array)
 
 
 def _check_maps(maps: BinMaps, grid: np.ndarray, epsilon: float) -> BinMaps:
     if maps.epsilon != epsilon:
-        raise ValueError(f"priors is a BinMaps computed for epsilon={maps.epsilon:g}, not {epsilon:g}")
+        raise ConfigError(f"priors is a BinMaps computed for epsilon={maps.epsilon:g}, not {epsilon:g}")
     if not np.array_equal(maps.grid, grid):
-        raise ValueError("priors is a BinMaps computed for a different grid")
+        raise ConfigError("priors is a BinMaps computed for a different grid")
     if maps.bin_of.ndim != 2 or maps.bin_of.shape[1] != grid.size or np.any(maps.bin_of < 0) or np.any(
             maps.bin_of >= maps.d[:, None]):
-        raise ValueError("priors is a malformed BinMaps: bin_of must be (m, G) with entries in [0, d)")
+        raise ConfigError("priors is a malformed BinMaps: bin_of must be (m, G) with entries in [0, d)")
     return maps
 
 
@@ -147,12 +148,12 @@ def _example_rows(num_examples: int, num_priors: int, prior_index) -> np.ndarray
         if num_priors == 1:
             return np.zeros(num_examples, dtype=np.int64)
         if num_priors != num_examples:
-            raise ValueError(f"length mismatch: {num_examples} examples but {num_priors} prior rows "
+            raise ConfigError(f"length mismatch: {num_examples} examples but {num_priors} prior rows "
                              "(pass prior_index to share rows, or one row per example)")
         return np.arange(num_examples)
     rows = check_labels(prior_index, num_priors, "prior_index")
     if rows.size != num_examples:
-        raise ValueError(f"length mismatch: {num_examples} examples but prior_index has {rows.size}")
+        raise ConfigError(f"length mismatch: {num_examples} examples but prior_index has {rows.size}")
     return rows
 
 
@@ -361,7 +362,7 @@ def rr_on_bins_likelihood(released_bins, grid, priors, epsilon: float, prior_ind
     d = maps.d[rows]
     if np.any(released >= d):
         i = int(np.flatnonzero(released >= d)[0])
-        raise ValueError(f"released_bins[{i}] = {released[i]} but its map has only {d[i]} bins: "
+        raise ConfigError(f"released_bins[{i}] = {released[i]} but its map has only {d[i]} bins: "
                          "not an RR-on-bins release under these priors")
     keep, other = _keep_and_other(eps, d.astype(np.float64))
     same = maps.bin_of[rows] == released[:, None]
