@@ -168,3 +168,11 @@ def test_membership_audit_of_an_overfit_model(blobs, tmp_path) -> None:
                               num_targets=200, num_shadows=3, dataset=noisy_blobs)
     assert report["loss_threshold"]["auc"] > 0.7 and report["lira_offline"]["auc"] > 0.7
     assert (tmp_path / "mia" / "membership.json").exists()
+
+
+def test_membership_defaults_fit_a_small_dataset() -> None:
+    from labeldp.audit.membership import check_membership_options, default_targets
+    assert default_targets(1347) == 672 and default_targets(60000) == 1000
+    check_membership_options(1347, None, 4)  # the embedded digits: the default targets fit
+    with pytest.raises(ValueError, match="--targets"):
+        check_membership_options(1347, 1000, 4)

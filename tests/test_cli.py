@@ -126,3 +126,49 @@ def test_killed_run_resumes_without_spending_again(tmp_path) -> None:
     reference = json.loads((tmp_path / "straight" / "summary.json").read_text())
     assert final["test_accuracy"] == reference["test_accuracy"]
     assert final["epsilon"] == reference["epsilon"] == pytest.approx(2.0, abs=2e-4)
+
+
+def test_ctrl_c_is_a_message_and_the_rerun_says_what_it_resumes(tmp_path, capsys, monkeypatch) -> None:
+    import labeldp.runs.context as context
+
+    args = ["train", "--method", "lp-2st", "--epsilon", "2", "--epochs", "2", "--out", str(tmp_path / "run")]
+    real = context.train_stage
+    calls = []
+
+    def interrupted_in_stage_two(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(context, "train_stage", interrupted_in_stage_two)
+    assert main(args) == 130
+    error = capsys.readouterr().err
+    assert "interrupted. Run the same command again" in error and "Traceback" not in error
+    monkeypatch.undo()
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    assert ("the saved releases (stage1, stage2) are read back, no label is drawn again; training continues "
+            "after stage 1 epoch 2") in printed.out + printed.err
+
+
+def test_a_run_on_a_dataset_in_memory_reloads_and_says_how_to_audit_it(blobs, tmp_path, capsys) -> None:
+    from labeldp.runs import RunConfig, load_run_model, train_run
+    from labeldp.training import TrainConfig, accuracy
+
+    summary = train_run(RunConfig(dataset="csv", method="lp-1st", epsilon=4.0, train=TrainConfig(epochs=2)),
+                        tmp_path / "run", progress=False, dataset=blobs)
+    model = load_run_model(tmp_path / "run")  # no dataset needed
+    assert accuracy(model, blobs.x_test, blobs.y_test) == summary["test_accuracy"]
+    assert main(["audit", str(tmp_path / "run")]) == 2
+    assert "passed in memory" in capsys.readouterr().err
+
+
+def test_config_names_data_by_absolute_path(tmp_path, monkeypatch) -> None:
+    import pandas as pd
+
+    monkeypatch.chdir(tmp_path)
+    pd.DataFrame({"a": np.arange(20.0), "label": [0, 1] * 10}).to_csv("t.csv", index=False)
+    assert main(["train", "--dataset", "csv", "--table", "t.csv", "--classes", "0", "1", "--method", "lp-1st",
+                 "--epsilon", "1", "--epochs", "1", "--out", "run", "--quiet"]) == 0
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["table"] == str(tmp_path / "t.csv")

@@ -35,6 +35,7 @@ def make_mnist_folder(folder, n_train=50, n_test=20, compress=True) -> tuple[np.
 
 @pytest.mark.parametrize("compress", [True, False])
 @pytest.mark.parametrize("name", ["mnist", "fashion-mnist", "kmnist"])
+@pytest.mark.filterwarnings("ignore:.*match no published checksum")
 def test_idx_family(tmp_path, compress: bool, name: str) -> None:
     labels, _ = make_mnist_folder(tmp_path, compress=compress)
     data = load_dataset(name, tmp_path)
@@ -156,3 +157,33 @@ def test_dataset_validation(change, message) -> None:
     arrays.update(change)
     with pytest.raises(ValueError, match=message):
         LabeledDataset("t", num_classes=3, **arrays)
+
+
+def test_idx_files_of_another_dataset_are_recognised(tmp_path, monkeypatch) -> None:
+    """The MNIST family share file names; the published checksums tell them apart: MNIST's files
+    loaded as Fashion-MNIST are an error, not mislabelled results."""
+    import hashlib
+
+    import labeldp.data.idx as idx
+    from labeldp.errors import DataError
+    make_mnist_folder(tmp_path, compress=True)
+    sums = {key: (hashlib.md5((tmp_path / f"{stem}.gz").read_bytes()).hexdigest(),) for key, stem in idx.FILES.items()}
+    monkeypatch.setitem(idx.CHECKSUMS, "mnist", sums)  # pretend these are the published MNIST files
+    assert load_dataset("mnist", tmp_path).num_classes == 10
+    with pytest.raises(DataError, match="are the published mnist files, not fashion-mnist's"):
+        load_dataset("fashion-mnist", tmp_path)
+
+
+def test_a_download_without_network_is_a_clear_error(tmp_path, monkeypatch, capsys) -> None:
+    import urllib.error
+    import urllib.request
+
+    from labeldp.cli import main
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("Name or service not known")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    assert main(["download", "mnist", "--data-dir", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert "could not download" in error and "Traceback" not in error and not list(tmp_path.iterdir())

@@ -168,3 +168,10 @@ def test_sweep_of_profiles_refuses_a_base(tmp_path, capsys) -> None:
 def test_report_without_results_is_a_clear_error(tmp_path, capsys) -> None:
     assert main(["report", str(tmp_path)]) == 2
     assert "results.csv does not exist" in capsys.readouterr().err
+
+
+def test_profiles_are_selected_by_key_or_prefix() -> None:
+    mnist = [p.key for p in list_profiles("mnist/")]
+    assert mnist and all(key.startswith("mnist/") for key in mnist)  # not fashion-mnist/...
+    assert [p.key for p in list_profiles("mnist/e2/lp-2st/run0")] == ["mnist/e2/lp-2st/run0"]
+    assert all(p.key.startswith("mnist/e2/") for p in list_profiles("mnist/e2/"))

@@ -11,7 +11,7 @@ from pathlib import Path
 from labeldp import __version__, runtime
 from labeldp.accounting import PrivacyLedger
 from labeldp.audit import audit_run, membership_audit
-from labeldp.audit.label_inference import audit_folder
+from labeldp.audit.label_inference import audit_folder, audited_config
 from labeldp.audit.membership import check_membership_options
 from labeldp.audit.spend import folder_epsilon
 from labeldp.data import FOLDER_DATASETS, download_dataset
@@ -60,8 +60,10 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="runs/demo", help="folder for the demo's run directories (default %(default)s)")
 
     profiles = commands.add_parser("profiles", help="list named recipes",
-                                   description="List the registered recipes whose key matches REGEX.")
-    profiles.add_argument("pattern", nargs="?", metavar="REGEX", help="regular expression searched in the keys")
+                                   description="List the registered recipes whose key starts with PREFIX.")
+    profiles.add_argument("pattern", nargs="?", metavar="PREFIX",
+                          help="a key, its start (mnist/ or mnist/e2), or a regular expression matched from the "
+                               "start of the keys (mnist/e(1|2)/lp-2st)")
     profiles.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
 
     sweep = commands.add_parser(
@@ -70,7 +72,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     "runs are skipped, unfinished ones resume, a failed run is recorded and the others go on. "
                     "Writes OUT/results.csv, prints the report and writes OUT/privacy_utility.png.")
     chosen = sweep.add_mutually_exclusive_group(required=True)
-    chosen.add_argument("--profiles", metavar="REGEX", help="run the profiles whose key matches REGEX")
+    chosen.add_argument("--profiles", metavar="PREFIX",
+                        help="run the profiles whose key starts with PREFIX (a regular expression matched from the "
+                             "start of the keys)")
     chosen.add_argument("--grid", nargs="+", metavar="NAME=V1,V2",
                         help="e.g. method=lp-1st,lp-2st epsilon=1,2,4 seed=0,1 (fields of the run or training config)")
     sweep.add_argument("--base", metavar="KEY", help="profile whose recipe the --grid starts from")
@@ -103,7 +107,8 @@ def _build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--membership", action="store_true",
                        help="also run membership inference (loss threshold and offline LiRA with shadow models), "
                             "the audit for recipes that protect whole examples")
-    audit.add_argument("--targets", type=int, default=1000, help="with --membership: targets, half of them members (default %(default)s)")
+    audit.add_argument("--targets", type=int, help="with --membership: targets, half of them members (default: 1000, "
+                                                   "or fewer on a small dataset: half the training set less one)")
     audit.add_argument("--shadows", type=int, default=4, help="with --membership: shadow models for LiRA (default %(default)s)")
 
     download = commands.add_parser("download", help="fetch a dataset's standard files (needs internet)")
@@ -198,9 +203,7 @@ def _audit(args: argparse.Namespace) -> None:
     run_dir = Path(args.run_dir)
     if not args.membership and (changed := _changed_options(args, ["audit", args.run_dir], {"targets", "shadows"})):
         raise ConfigError(f"{', '.join(changed)} apply only with --membership")
-    if not (run_dir / "config.json").exists():
-        raise RunDirectoryError(f"{run_dir} has no config.json: not a labeldp run directory")
-    config = RunConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+    config = audited_config(run_dir)
     if args.membership:  # refuse what cannot run before the label audit spends its minutes
         check_membership_options(len(config_dataset(config.resolved()).y_train), args.targets, args.shadows)
     result = audit_run(run_dir, num_canaries=args.canaries, confidence=args.confidence, seed=args.seed,
@@ -264,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
     except LabelDPError as error:
         print(f"labeldp: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        again = " Run the same command again to continue where it stopped." if args.command in ("train", "sweep") else ""
+        print(f"\nlabeldp: interrupted.{again}", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -154,7 +154,7 @@ def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, 
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
             raise RunDirectoryError(f"{path} is damaged ({error}); delete it: the teachers it holds (raw votes, "
                                     "nothing released yet) are trained again") from None
-    bar = tqdm(range(done, teachers), desc="teachers", unit="teacher", disable=not progress,
+    bar = tqdm(range(done, teachers), desc="teachers", unit="teacher", disable=None if progress else True,
                initial=done, total=teachers)
     for teacher in bar:
         part = np.flatnonzero(teacher_of == teacher)

@@ -20,7 +20,7 @@
 
 What an audit of a recipe costs: its canary run (and its reference run, when it trains one) releases
 the real training labels of every example that is not a canary once more, with fresh noise (never the
-audited run's). Their ledgers, on the audited examples, are written to ``audit/ledger.json`` and
+audited run's). Their ledgers, on the audited examples, are written to ``audit_ledger.json`` and
 composed with the audited run's (:mod:`labeldp.audit.spend`); the attacker reads nothing else of the
 true labels (the label it rules out is the reference model's prediction, not the true one).
 """
@@ -28,7 +28,6 @@ true labels (the label it rules out is the reference model's prediction, not the
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -43,7 +42,7 @@ from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.files import write_json_atomic
 from labeldp.randomness import RandomSource, as_generator, public_rng
-from labeldp.runs import RunConfig, config_dataset, load_run_model, train_run
+from labeldp.runs import RunConfig, RunDirectory, config_dataset, load_run_model, train_run
 from labeldp.training import predict_proba
 
 #: The attacker answers only its most confident guesses: these fractions of the canaries.
@@ -140,7 +139,7 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
 
     The reference model is the finished run in ``reference_dir`` (same recipe, no canaries; e.g.
     the audited run itself), else one trained in ``out_dir/reference_run``. Finished runs in
-    ``out_dir`` are read back. Writes ``out_dir/audit.json`` and ``out_dir/ledger.json`` (what the
+    ``out_dir`` are read back. Writes ``out_dir/audit.json`` and ``out_dir/audit_ledger.json`` (what the
     audit's runs released); nothing else is touched.
     """
     config = config.resolved()
@@ -156,7 +155,7 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
         reference_dir = out / "reference_run"
         train_run(audit_run_config(config, seed, 0), reference_dir, device=device, progress=progress, dataset=data)
         spend.add_run(reference_dir, "reference")
-    reference_model = load_run_model(reference_dir, config, data)
+    reference_model = load_run_model(reference_dir)
     rng = public_rng(seed, "audit")
     if canaries == "mislabeled":
         indices = np.sort(rng.choice(len(data.y_train), num_canaries, replace=False))
@@ -177,7 +176,7 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
     summary = train_run(audit_run_config(config, seed, 1), out / "canary_run", device=device, progress=progress,
                         dataset=canary_data)
     spend.add_run(out / "canary_run", "canary", positions)
-    probabilities = _predict(out / "canary_run", config, data, canary_inputs)
+    probabilities = predict_proba(load_run_model(out / "canary_run"), canary_inputs)
     reference = predict_proba(reference_model, canary_inputs)
     guesses, scores = guess_canary_labels(probabilities, original, reference)
     result = audit_guesses(guesses, secrets, scores, num_options, confidence)
@@ -211,18 +210,27 @@ def audit_folder(run_dir: str | Path, kind: str, **settings: Any) -> Path:
 
 
 def audit_run(run_dir: str | Path, *, num_canaries: int = 1000, seed: int = 0, canaries: str = "mislabeled",
-              **kwargs: Any) -> dict[str, Any]:
+              dataset: LabeledDataset | None = None, **kwargs: Any) -> dict[str, Any]:
     """Audit the recipe of an existing run (its ``config.json``) with the run itself as the reference
     model once it has finished; results go to a folder of ``run_dir/audit`` named by the settings
-    (:func:`audit_folder`)."""
-    config_path = Path(run_dir) / "config.json"
-    if not config_path.exists():
-        raise RunDirectoryError(f"{run_dir} has no config.json: not a labeldp run directory")
-    config = RunConfig.from_dict(json.loads(config_path.read_text()))
+    (:func:`audit_folder`). A run trained on a dataset passed in memory needs it again: ``dataset``."""
+    config = audited_config(run_dir, dataset)
     out = audit_folder(run_dir, canaries, canaries=num_canaries, seed=seed)
     return {**audit_config(config, out, reference_dir=run_dir, num_canaries=num_canaries, seed=seed,
-                           canaries=canaries, **kwargs), "folder": str(out)}
+                           canaries=canaries, dataset=dataset, **kwargs), "folder": str(out)}
 
 
-def _predict(run_dir: Path, config: RunConfig, data: LabeledDataset, inputs: np.ndarray) -> np.ndarray:
-    return predict_proba(load_run_model(run_dir, config, data), inputs)
+def audited_config(run_dir: str | Path, dataset: LabeledDataset | None = None) -> RunConfig:
+    """The configuration of the run to audit; a clear error when its data cannot be found again."""
+    out = RunDirectory(run_dir)
+    saved, facts = out.read_config(), out.read_data_facts()
+    if saved is None:
+        raise RunDirectoryError(f"{run_dir} has no config.json: not a labeldp run directory")
+    if dataset is None and facts is not None and facts["source"] == "in-memory":
+        raise ConfigError(f"{run_dir} was trained on a dataset passed in memory ({facts['name']!r}), which its folder "
+                          "does not hold (its labels are private): audit it from Python with "
+                          "labeldp.audit.audit_run(run_dir, dataset=...)")
+    return RunConfig.from_dict(saved)
+
+
+

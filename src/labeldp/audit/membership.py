@@ -72,8 +72,8 @@ def attack_metrics(scores: np.ndarray, is_member: np.ndarray, confidence: float 
     }
 
 
-def _true_label_confidence(run_dir: Path, config: RunConfig, data: LabeledDataset, targets: np.ndarray) -> np.ndarray:
-    probs = predict_proba(load_run_model(run_dir, config, data), data.x_train[targets])
+def _true_label_confidence(run_dir: Path, data: LabeledDataset, targets: np.ndarray) -> np.ndarray:
+    probs = predict_proba(load_run_model(run_dir), data.x_train[targets])
     return np.clip(probs[np.arange(targets.size), data.y_train[targets]], 1e-12, 1 - 1e-12)
 
 
@@ -81,9 +81,15 @@ def _subset(data: LabeledDataset, indices: np.ndarray) -> LabeledDataset:
     return dataclasses.replace(data, x_train=data.x_train[indices], y_train=data.y_train[indices])
 
 
-def check_membership_options(num_examples: int, num_targets: int, num_shadows: int) -> None:
+def default_targets(num_examples: int) -> int:
+    """Targets when none are given: 1000, or as many as leave room for the shadows' other half."""
+    return max(2, min(1000, num_examples // 2 - 1))
+
+
+def check_membership_options(num_examples: int, num_targets: int | None, num_shadows: int) -> None:
     """Refuse a membership audit that cannot run on ``num_examples`` training examples (before any
     training)."""
+    num_targets = default_targets(num_examples) if num_targets is None else num_targets
     if not 2 <= num_targets < num_examples // 2:
         raise ConfigError(f"num_targets (--targets) must lie in [2, {num_examples // 2}) for a dataset of "
                           f"{num_examples} training examples, got {num_targets}")
@@ -91,12 +97,13 @@ def check_membership_options(num_examples: int, num_targets: int, num_shadows: i
         raise ConfigError(f"num_shadows (--shadows) must be at least 1, got {num_shadows}")
 
 
-def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int = 1000, num_shadows: int = 4,
+def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int | None = None, num_shadows: int = 4,
                      confidence: float = 0.95, delta: float = 0.0, seed: int = 0,
                      dataset: LabeledDataset | None = None, device: str = "auto",
                      audited_ledger: PrivacyLedger | None = None) -> dict[str, Any]:
     """Train ``config`` on a dataset where a random half of ``num_targets`` targets are members, train
-    ``num_shadows`` shadow models on random halves of the non-target examples, and attack the targets.
+    ``num_shadows`` shadow models on random halves of the non-target examples, and attack the targets
+    (``num_targets`` None: :func:`default_targets`).
 
     Every one of these runs releases the labels (and, for DP-SGD, the inputs) of the examples it
     trains on again: their ledgers, on the audited examples, go to ``out_dir/audit_ledger.json`` and
@@ -108,6 +115,7 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
     data = dataset if dataset is not None else config_dataset(config)
     n = len(data.y_train)
     check_membership_options(n, num_targets, num_shadows)
+    num_targets = default_targets(n) if num_targets is None else num_targets
     spend = AuditLedger(n, DPSGD_RELATION if config.method == "dp-sgd" else NEIGHBORING_RELATION)
     rng = public_rng(seed, "membership")
     order = rng.permutation(n)
@@ -120,7 +128,7 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
     train_run(audit_run_config(config, seed, 0), target_dir, device=device, progress=False,
               dataset=_subset(data, trained_on))
     spend.add_run(target_dir, "target", trained_on)
-    phi = _true_label_confidence(target_dir, config, data, targets)
+    phi = _true_label_confidence(target_dir, data, targets)
     losses = -np.log(phi)
     phi = np.log(phi) - np.log1p(-phi)
     shadow_phi = []
@@ -130,7 +138,7 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
         shadow_config = dataclasses.replace(audit_run_config(config, seed, 1 + index), seed=config.seed + 1 + index)
         train_run(shadow_config, shadow_dir, device=device, progress=False, dataset=_subset(data, half))
         spend.add_run(shadow_dir, f"shadow{index}", half)
-        p = _true_label_confidence(shadow_dir, shadow_config, data, targets)
+        p = _true_label_confidence(shadow_dir, data, targets)
         shadow_phi.append(np.log(p) - np.log1p(-p))
     shadow_phi = np.stack(shadow_phi)
     mean, std = shadow_phi.mean(axis=0), shadow_phi.std(axis=0) + 1e-3

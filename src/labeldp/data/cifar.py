@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pickle
 import tarfile
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 
 from labeldp.data.dataset import LabeledDataset, standardize_images
+from labeldp.data.idx import fetch
 from labeldp.errors import DataError, MissingFileError
 
 _LAYOUT = {
@@ -46,7 +46,7 @@ def download_cifar(num_classes: int, data_dir: str | Path) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     archive = data_dir / Path(_LAYOUT[num_classes]["url"]).name
     if not archive.exists():
-        urllib.request.urlretrieve(_LAYOUT[num_classes]["url"], archive)
+        fetch(_LAYOUT[num_classes]["url"], archive)
     with tarfile.open(archive) as tar:
         tar.extractall(data_dir, filter="data")
 

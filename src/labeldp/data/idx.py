@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import gzip
-import shutil
+import hashlib
+import urllib.error
 import urllib.request
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from labeldp.data.dataset import LabeledDataset, standardize_images
 from labeldp.errors import DataError, MissingFileError
+from labeldp.files import write_atomic
 
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
                0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
@@ -26,6 +29,22 @@ MIRRORS = {
     "mnist": "https://ossci-datasets.s3.amazonaws.com/mnist/",
     "fashion-mnist": "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
     "kmnist": "http://codh.rois.ac.jp/kmnist/dataset/kmnist/",
+}
+#: The published MD5 checksums of each dataset's four files, gzip-compressed (as distributed) and, for
+#: MNIST, uncompressed: they tell the datasets apart, since all three use the same file names.
+CHECKSUMS = {
+    "mnist": {"train_images": ("f68b3c2dcbeaaa9fbdd348bbdeb94873", "6bbc9ace898e44ae57da46a324031adb"),
+              "train_labels": ("d53e105ee54ea40749a09fcbcd1e9432", "a25bea736e30d166cdddb491f175f624"),
+              "test_images": ("9fb629c4189551a2d022fa330f9573f3", "2646ac647ad5339dbf082846283269ea"),
+              "test_labels": ("ec29112dd5afa0611ce80d1b7f02629c", "27ae3e4e09519cfbb04c329615203637")},
+    "fashion-mnist": {"train_images": ("8d4fb7e6c68d591d4c3dfef9ec88bf0d",),
+                      "train_labels": ("25c81989df183df01b3e8a0aad5dffbe",),
+                      "test_images": ("bef4ecab320f06d8554ea6380940ec79",),
+                      "test_labels": ("bb300cfdad3c16e7a12a480ee83cd310",)},
+    "kmnist": {"train_images": ("bdb82020997e1d708af4cf47b453dcf7",),
+               "train_labels": ("e144d726b3acfaa3e44228e80efcd344",),
+               "test_images": ("5c965bf0a639b31b8f53240b1b52f4d7",),
+               "test_labels": ("7320c461ea6c1c855c0b718fb2a4b134",)},
 }
 CLASS_NAMES = {
     "mnist": [str(d) for d in range(10)],
@@ -60,6 +79,22 @@ def _find(data_dir: Path, stem: str) -> Path:
     raise MissingFileError(f"data folder {data_dir} has no {stem} or {stem}.gz")
 
 
+def recognise(name: str, files: dict[str, Path]) -> None:
+    """Check the files of IDX dataset ``name`` against the published checksums: files of another of
+    the datasets (they share file names) are an error; files that match no published checksum (a
+    copy of one's own, say) pass with a warning."""
+    found = {key: hashlib.md5(path.read_bytes()).hexdigest() for key, path in files.items()}
+    owners = {dataset for dataset, sums in CHECKSUMS.items() for key, digest in found.items() if digest in sums[key]}
+    if owners and name not in owners:
+        raise DataError(f"the files in {next(iter(files.values())).parent} are the published {' and '.join(sorted(owners))} "
+                        f"files, not {name}'s: point --data-dir at {name}'s files, or name the dataset they hold")
+    judged = [key for key, path in files.items() if path.suffix == ".gz" or name == "mnist"]  # published sums
+    unknown = [files[key].name for key in judged if found[key] not in CHECKSUMS[name][key]]
+    if unknown:
+        warnings.warn(f"{', '.join(unknown)} in {next(iter(files.values())).parent} match no published checksum of "
+                      f"{name}: loaded as {name} all the same", stacklevel=3)
+
+
 def download_idx(name: str, data_dir: str | Path) -> None:
     """Download the four gzip files of ``name`` into ``data_dir`` (needs internet)."""
     data_dir = Path(data_dir)
@@ -67,8 +102,18 @@ def download_idx(name: str, data_dir: str | Path) -> None:
     for stem in FILES.values():
         target = data_dir / f"{stem}.gz"
         if not target.exists():
-            with urllib.request.urlopen(MIRRORS[name] + target.name) as response, open(target, "wb") as out:
-                shutil.copyfileobj(response, out)
+            fetch(MIRRORS[name] + target.name, target)
+
+
+def fetch(url: str, target: Path) -> None:
+    """Download ``url`` to ``target`` (written whole or not at all); a failure is a clear error."""
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            write_atomic(target, lambda tmp: tmp.write_bytes(response.read()))
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise DataError(f"could not download {url} ({reason}); without a network, copy the dataset's standard "
+                        f"files into {target.parent} yourself") from None
 
 
 def load_idx_dataset(name: str, data_dir: str | Path) -> LabeledDataset:
@@ -78,7 +123,9 @@ def load_idx_dataset(name: str, data_dir: str | Path) -> LabeledDataset:
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise MissingFileError(f"data folder {data_dir} does not exist (download with: labeldp download {name} --data-dir {data_dir})")
-    arrays = {key: read_idx(_find(data_dir, stem)) for key, stem in FILES.items()}
+    files = {key: _find(data_dir, stem) for key, stem in FILES.items()}
+    recognise(name, files)
+    arrays = {key: read_idx(path) for key, path in files.items()}
     for split in ("train", "test"):
         if arrays[f"{split}_images"].ndim != 3 or arrays[f"{split}_labels"].ndim != 1:
             raise DataError(f"{data_dir}: {split} images must be 3-d and labels 1-d")

@@ -171,7 +171,7 @@ def train_dpsgd(
         sampler = PoissonSampler(len(x), q, steps_per_epoch, sampling_generator(noise, epoch))
         noise_rng = noise_generator(noise, "dpsgd-noise", epoch, device=device)
         for step in tqdm(range(steps_per_epoch), desc=f"dp-sgd epoch {epoch}/{config.epochs}", leave=False,
-                         disable=not progress, unit="step"):
+                         disable=None if progress else True, unit="step"):
             batch = sampler.sample()
             augment_rng = torch.Generator().manual_seed(public_seed(seed, "dpsgd-augment", epoch, step))
             xb = x[batch]

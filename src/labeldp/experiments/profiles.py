@@ -52,13 +52,15 @@ def get_profile(key: str) -> Profile:
 
 
 def list_profiles(pattern: str | None = None) -> list[Profile]:
-    """Profiles whose key matches the regular expression ``pattern`` (searched), sorted by key."""
+    """Profiles whose key starts with a match of the regular expression ``pattern`` (a full key, a
+    prefix such as ``mnist/`` or ``mnist/e2``, or a pattern such as ``mnist/e(1|2)/lp-2st``), sorted
+    by key. ``mnist/`` does not match ``fashion-mnist/...``: keys are matched from their start."""
     _load_builtin()
     try:
         regex = re.compile(pattern or "")
     except re.error as error:
         raise ConfigError(f"invalid profile pattern {pattern!r}: {error}") from None
-    return [p for key, p in sorted(_REGISTRY.items()) if regex.search(key)]
+    return [p for key, p in sorted(_REGISTRY.items()) if regex.match(key)]
 
 
 def load_recipes(path: str | Path) -> None:

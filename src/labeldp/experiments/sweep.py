@@ -156,7 +156,8 @@ def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device
         else:  # unfinished, damaged or another configuration's run (train_run says which, as the job's error)
             pending.append(job)
     threads = max(1, (os.cpu_count() or 1) // workers)
-    bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc="sweep", unit="run", disable=not progress)
+    bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc="sweep", unit="run",
+               disable=None if progress else True)
     if pending:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(threads,)) as pool:

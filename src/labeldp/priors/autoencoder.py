@@ -37,7 +37,7 @@ def autoencoder_codes(inputs: np.ndarray, code_dim: int = 32, epochs: int = 10, 
         model = Autoencoder(flat.shape[1], code_dim)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
-    for _ in tqdm(range(epochs), desc="autoencoder", unit="epoch", disable=not progress):
+    for _ in tqdm(range(epochs), desc="autoencoder", unit="epoch", disable=None if progress else True):
         for batch in torch.randperm(len(flat), generator=generator).split(batch_size):
             loss = nn.functional.mse_loss(model(flat[batch]), flat[batch])
             optimizer.zero_grad(set_to_none=True)

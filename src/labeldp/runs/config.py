@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -117,10 +118,16 @@ class RunConfig:
         self._check_choices()
         self.train.validate()
         resolved = dataclasses.replace(self, epsilon=epsilon, delta=delta, stages=stages, prior_epsilon=prior_epsilon,
-                                       classes=tuple(map(str, self.classes)) if self.classes is not None else None)
+                                       classes=tuple(map(str, self.classes)) if self.classes is not None else None,
+                                       **self._absolute_paths())
         if method.check is not None:
             method.check(resolved)
         return resolved
+
+    def _absolute_paths(self) -> dict[str, str]:
+        """The data paths made absolute, so that config.json names the same files from any folder."""
+        return {name: str(Path(value).expanduser().resolve()) for name in ("data_dir", "table", "test_table")
+                if (value := getattr(self, name)) is not None}
 
     def _budget(self, method: Method) -> tuple[float | None, float | None]:
         epsilon = delta = None

@@ -11,6 +11,7 @@ import torch
 from tqdm.auto import tqdm
 
 from labeldp.data import LabeledDataset, load_dataset
+from labeldp.files import write_json_atomic
 from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.models import build_model
 from labeldp.runs.config import RunConfig, split_stages
@@ -25,13 +26,25 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
                         test_table=config.test_table, classes=config.classes, split_seed=config.seed)
 
 
-def load_run_model(run_dir: str | Path, config: RunConfig, data: LabeledDataset) -> torch.nn.Module:
-    """The final model of a finished run (its ``model.pt``), on the CPU."""
-    path = Path(run_dir) / "model.pt"
-    if not path.exists():
-        raise MissingFileError(f"{path} does not exist: the run has not finished")
-    model = build_model(config.model, data.input_shape, data.num_classes)
-    model.load_state_dict(load_torch(path))
+def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:
+    """The public facts of a run's dataset that its model needs (``data.json``): the inputs' shape, the
+    label domain, the sizes, and whether it came from files the configuration names or from memory."""
+    return {"name": data.name, "input_shape": list(data.input_shape), "num_classes": data.num_classes,
+            "class_names": list(data.class_names), "num_train": int(len(data.y_train)),
+            "num_test": int(len(data.y_test)), "source": "in-memory" if in_memory else "files"}
+
+
+def load_run_model(run_dir: str | Path) -> torch.nn.Module:
+    """The final model of a finished run (its ``model.pt``), on the CPU, built from the run's own record
+    (no dataset needed)."""
+    out = RunDirectory(run_dir)
+    facts, saved = out.read_data_facts(), out.read_config()
+    if saved is None or facts is None:
+        raise RunDirectoryError(f"{run_dir} has no config.json and data.json: not a labeldp run directory")
+    if not out.model_path.exists():
+        raise MissingFileError(f"{out.model_path} does not exist: the run has not finished")
+    model = build_model(saved.get("model"), tuple(facts["input_shape"]), facts["num_classes"])
+    model.load_state_dict(load_torch(out.model_path))
     return model
 
 
@@ -60,10 +73,23 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", p
             return finished
         out.create()
         out.write_config(config.to_dict())
+        write_json_atomic(out.data_path, data_facts(data, in_memory=dataset is not None))
         out.keep_metrics_of_checkpoints(len(config.stages), strict=config.method_spec.training_releases)
+        if saved is not None and progress:
+            tqdm.write(_resume_message(out))
         context = RunContext(config, out, data, resolve_device(device), progress)
         model, facts = config.method_spec.run(context)
         return context.finish(model, facts)
+
+
+def _resume_message(out: RunDirectory) -> str:
+    """What a resumed run continues from: its saved releases (read back, not drawn) and its last epoch."""
+    releases = sorted(out.release_inputs())
+    rows = out.read_metrics()
+    where = f"after stage {rows[-1]['stage']} epoch {rows[-1]['epoch']}" if rows else "from the start of training"
+    read_back = (f"the saved releases ({', '.join(releases)}) are read back, no label is drawn again" if releases
+                 else "nothing had been released yet")
+    return f"resuming {out.root}: {read_back}; training continues {where}"
 
 
 def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) -> None:

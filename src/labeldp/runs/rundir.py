@@ -40,6 +40,7 @@ class RunDirectory:
     summary_path = property(lambda self: self.root / "summary.json")
     model_path = property(lambda self: self.root / "model.pt")
     elapsed_path = property(lambda self: self.root / "elapsed.json")
+    data_path = property(lambda self: self.root / "data.json")
 
     def create(self) -> None:
         (self.root / "noisy_labels").mkdir(parents=True, exist_ok=True)
@@ -169,6 +170,10 @@ class RunDirectory:
         if not self.metrics_path.exists():
             return []
         return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
+
+    def read_data_facts(self) -> dict[str, Any] | None:
+        """What the run knows of its dataset's public shape (:func:`labeldp.runs.run.data_facts`)."""
+        return self._read_json(self.data_path) if self.data_path.exists() else None
 
     def read_summary(self) -> dict[str, Any] | None:
         return self._read_json(self.summary_path) if self.summary_path.exists() else None

@@ -269,7 +269,7 @@ def train_stage(
         order = torch.randperm(len(x), generator=generator)
         total_loss = 0.0
         bar = tqdm(range(steps_per_epoch), desc=f"{description} epoch {epoch}/{config.epochs}",
-                   leave=False, disable=not progress, unit="batch")
+                   leave=False, disable=None if progress else True, unit="batch")
         for step in bar:
             batch = order[step * config.batch_size:(step + 1) * config.batch_size]
             loss = _batch_loss(model, x[batch], log_likelihood[batch].to(device), config, augmentation, generator,
