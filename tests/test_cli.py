@@ -172,3 +172,28 @@ def test_config_names_data_by_absolute_path(tmp_path, monkeypatch) -> None:
     assert main(["train", "--dataset", "csv", "--table", "t.csv", "--classes", "0", "1", "--method", "lp-1st",
                  "--epsilon", "1", "--epochs", "1", "--out", "run", "--quiet"]) == 0
     assert json.loads((tmp_path / "run" / "config.json").read_text())["table"] == str(tmp_path / "t.csv")
+
+
+def test_train_then_predict_new_rows_of_a_table(tmp_path, capsys) -> None:
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"id": np.arange(200), "x": rng.normal(size=200), "kind": rng.choice(["a", "b"], 200)})
+    frame["label"] = np.where(frame["x"] > 0, "high", "low")
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    assert main(["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--classes", "low", "high",
+                 "--id-column", "id", "--method", "lp-1st", "--epsilon", "4", "--epochs", "5",
+                 "--out", str(tmp_path / "run")]) == 0
+    assert "no tuned recipe for lp-1st on csv: the library's defaults with --epochs" in capsys.readouterr().out
+    frame.drop(columns="label").head(5).to_parquet(tmp_path / "new.parquet")
+    assert main(["predict", str(tmp_path / "run"), "--table", str(tmp_path / "new.parquet"), "--out",
+                 str(tmp_path / "scores.csv"), "--id-column", "id"]) == 0
+    scores = pd.read_csv(tmp_path / "scores.csv")
+    assert list(scores.columns) == ["id", "p_low", "p_high", "predicted"] and len(scores) == 5
+
+
+def test_no_training_options_means_the_best_recipe(tmp_path, capsys) -> None:
+    assert main(["train", "--method", "alibi", "--epsilon", "2", "--lr", "0.03", "--out", str(tmp_path / "run"),
+                 "--quiet", "--epochs", "1"]) == 0
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["train"]["batch_size"] == 32 and config["train"]["lr"] == 0.03  # the digits recipe, your lr

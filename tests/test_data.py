@@ -187,3 +187,25 @@ def test_a_download_without_network_is_a_clear_error(tmp_path, monkeypatch, caps
     assert main(["download", "mnist", "--data-dir", str(tmp_path)]) == 2
     error = capsys.readouterr().err
     assert "could not download" in error and "Traceback" not in error and not list(tmp_path.iterdir())
+
+
+def test_tables_as_they_come(tmp_path) -> None:
+    """Categorical, boolean and numeric columns with missing values, a gzip CSV, explicit features and
+    dropped columns, an id: encoded by the fitted preprocessing, which the dataset carries."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"id": np.arange(60), "age": rng.integers(18, 90, 60).astype(float),
+                          "job": rng.choice(["a", "b", None], 60), "member": rng.choice([True, False], 60),
+                          "spend": rng.random(60), "label": rng.choice(["no", "yes"], 60)})
+    frame.loc[3, "age"] = np.nan
+    frame.to_csv(tmp_path / "t.csv.gz", index=False)
+    data = load_dataset("csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"),
+                        drop=("spend",), id_column="id")
+    names = data.preprocessor.encoded_names
+    assert "spend" not in " ".join(names) and "id" not in names and any(n.startswith("job_") for n in names)
+    assert any("missingindicator" in n for n in names) and np.isfinite(data.x_train).all()
+    only = load_dataset("csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"),
+                        features=("age",))
+    assert only.input_shape == (2,)  # age and its missing indicator
+    with pytest.raises(ValueError, match=r"columns \['salary'\] are not in the table"):
+        load_dataset("csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"),
+                     drop=("salary",))

@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from labeldp import __version__, runtime
@@ -19,7 +20,12 @@ from labeldp.experiments import format_epsilon, get_profile, list_profiles, load
 from labeldp.experiments.report import aggregate, format_report, report
 from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
 from labeldp.errors import ConfigError, LabelDPError, RunDirectoryError
+from labeldp.dpsgd.trainer import DPSGDConfig
+from labeldp.pate import PATEConfig
 from labeldp.runs import RunConfig, config_dataset, train_run
+from labeldp.runs.predict import predict_table
+from labeldp.runs.recipes import recipe_for, with_recipe
+from labeldp.training import TrainConfig
 from labeldp.options import add_dataclass_arguments, dataclass_from_args
 
 #: The demo: the embedded digits profiles (recipe in labeldp.experiments.recipes).
@@ -111,6 +117,16 @@ def _build_parser() -> argparse.ArgumentParser:
                                                    "or fewer on a small dataset: half the training set less one)")
     audit.add_argument("--shadows", type=int, default=4, help="with --membership: shadow models for LiRA (default %(default)s)")
 
+    predict = commands.add_parser(
+        "predict", help="score new rows with a finished run's model",
+        description="Score the rows of a table with the model of RUNDIR and its fitted preprocessing; write the "
+                    "probability of each class and the predicted class per row (CSV or Parquet, by --out's suffix). "
+                    "Predictions are post-processing: they cost no privacy.")
+    predict.add_argument("run_dir", metavar="RUNDIR")
+    predict.add_argument("--table", required=True, help="CSV or Parquet file with the run's feature columns")
+    predict.add_argument("--out", required=True, help="scores file, .csv or .parquet")
+    predict.add_argument("--id-column", help="a column of --table to write beside the scores")
+
     download = commands.add_parser("download", help="fetch a dataset's standard files (needs internet)")
     download.add_argument("dataset", choices=FOLDER_DATASETS)
     download.add_argument("--data-dir", required=True)
@@ -140,6 +156,32 @@ def _changed_options(args: argparse.Namespace, required: list[str], names: set[s
     return sorted(flags[name] for name in names if getattr(args, name) != defaults[name])
 
 
+#: the options that a recipe sets (``model`` and the fields of the training, DP-SGD and PATE settings)
+_RECIPE_OPTIONS = {"model"} | {f.name for cls in (TrainConfig, DPSGDConfig, PATEConfig) for f in fields(cls)}
+
+
+def _with_best_recipe(config: RunConfig, args: argparse.Namespace) -> RunConfig:
+    """The best known recipe of the dataset and method (:mod:`labeldp.runs.recipes`) under the training
+    options the user gave; the library's defaults where there is none. Says which it used."""
+    recipe = recipe_for(config.dataset, config.method)
+    given = _changed_options(args, ["train", "--out", args.out], _RECIPE_OPTIONS)
+    if recipe is None:
+        if not args.quiet:
+            print(f"no tuned recipe for {config.method} on {config.dataset}: the library's defaults"
+                  f"{' with ' + ', '.join(given) if given else ''}")
+        return config
+    if not args.quiet:
+        print(f"recipe for {config.method} on {config.dataset}: {recipe.describe()}"
+              f"{' (' + recipe.source + ')' if recipe.source else ''}{'; with your ' + ', '.join(given) if given else ''}")
+    flags = {action.option_strings[0]: action.dest for action in _train_parser()._actions if action.option_strings}
+    return with_recipe(config, recipe, keep={flags[flag] for flag in given})
+
+
+def _train_parser() -> argparse.ArgumentParser:
+    parser = _build_parser()
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["train"]
+
+
 def _train(args: argparse.Namespace) -> None:
     if args.recipes:
         load_recipes(args.recipes)
@@ -151,7 +193,7 @@ def _train(args: argparse.Namespace) -> None:
                               "`labeldp sweep --base PROFILE --grid NAME=VALUE` or register a recipe (--recipes)")
         config = get_profile(args.profile).config.with_overrides(data_dir=args.data_dir)
     else:
-        config = dataclass_from_args(RunConfig, args)
+        config = _with_best_recipe(dataclass_from_args(RunConfig, args), args)
     summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
     _print_summary(summary)
     print(f"run directory: {args.out}")
@@ -261,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
             _report(args)
         elif args.command == "audit":
             _audit(args)
+        elif args.command == "predict":
+            print(f"scores written: {predict_table(args.run_dir, args.table, args.out, args.id_column)}")
         elif args.command == "download":
             download_dataset(args.dataset, args.data_dir)
             print(f"{args.dataset} saved in {args.data_dir}")

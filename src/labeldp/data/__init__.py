@@ -19,14 +19,17 @@ FOLDER_DATASETS = ("mnist", "fashion-mnist", "kmnist", "cifar10", "cifar100")
 
 def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | Path | None = None,
                  label_column: str = "label", test_table: str | Path | None = None,
-                 classes: tuple[str, ...] | None = None, test_fraction: float = 0.2,
+                 classes: tuple[str, ...] | None = None, features: tuple[str, ...] | None = None,
+                 drop: tuple[str, ...] = (), id_column: str | None = None, test_fraction: float = 0.2,
                  split_seed: int = 0) -> LabeledDataset:
     """Load a dataset by name. ``digits`` is embedded; the others read files from ``data_dir``
     (``csv`` reads ``table``, a CSV or Parquet file)."""
     if name not in DATASETS:
         raise ConfigError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
-    if name != "csv" and (table is not None or test_table is not None or label_column != "label"):
-        raise ConfigError(f"--table, --test-table and --label-column are for dataset 'csv', not {name!r}")
+    if name != "csv" and (table is not None or test_table is not None or label_column != "label" or features
+                          or drop or id_column):
+        raise ConfigError(f"--table, --test-table, --label-column, --features, --drop and --id-column are for dataset "
+                          f"'csv', not {name!r}")
     if name not in FOLDER_DATASETS and data_dir is not None:
         source = "is embedded" if name == "digits" else "reads --table"
         raise ConfigError(f"dataset {name!r} {source}: it takes no --data-dir (for a dataset in that folder, name "
@@ -36,7 +39,8 @@ def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | 
     if name == "csv":
         if table is None:
             raise ConfigError("dataset 'csv' needs a table file (--table PATH)")
-        return load_table_dataset(table, label_column, test_table, test_fraction, split_seed, classes=classes)
+        return load_table_dataset(table, label_column, test_table, test_fraction, split_seed, features=features,
+                                  drop=drop, id_column=id_column, classes=classes)
     if data_dir is None:
         raise ConfigError(f"dataset {name!r} needs a data folder (--data-dir DIR)")
     if name.startswith("cifar"):

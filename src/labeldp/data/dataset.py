@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +30,7 @@ class LabeledDataset:
     num_classes: int
     augmentation: str = "none"
     class_names: list[str] = field(default_factory=list)
+    preprocessor: Any = None  # the fitted encoding of raw rows into inputs (tables), public
 
     def __post_init__(self) -> None:
         self.num_classes = check_num_classes(self.num_classes)

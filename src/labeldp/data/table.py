@@ -1,25 +1,54 @@
-"""Tables (CSV or Parquet): numeric feature columns and one label column."""
+"""Tables as they come (CSV, TSV or Parquet, gzip-compressed or not): numeric, categorical and boolean
+columns, missing values, a declared label column and label domain.
+
+The inputs are public, so their preprocessing is fitted on them freely: scikit-learn's
+``ColumnTransformer`` imputes and standardises the numeric columns (adding a missing-value indicator
+where values are missing) and one-hot encodes the others (missing as a category of its own, categories
+unseen in training ignored). The fitted :class:`TablePreprocessor` goes with the dataset, and a run
+saves it beside its model, so that new rows are encoded exactly as the training rows were. Which
+columns are features is the user's to say (``features``, ``drop``, ``id_column``): a column that is
+another outcome (``spend`` beside ``conversion``) would otherwise leak the label into the inputs.
+
+The label domain is declared (``classes``), never read off the private labels.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from sklearn.compose import ColumnTransformer
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from labeldp.data.dataset import LabeledDataset
 from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.randomness import public_rng
 
+#: suffixes of the files read as CSV (with ``.gz`` after any of them) and as Parquet
+CSV_SUFFIXES = (".csv", ".txt", ".tsv")
+PARQUET_SUFFIXES = (".parquet", ".pq")
 
-def _read(path: Path) -> pd.DataFrame:
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """A CSV, TSV or Parquet file (``.gz`` after the CSV suffixes too) as a DataFrame; empty fields are
+    missing values."""
+    path = Path(path)
     if not path.exists():
         raise MissingFileError(f"table file {path} does not exist")
-    if path.suffix.lower() in (".parquet", ".pq"):
-        return pd.read_parquet(path)
-    if path.suffix.lower() in (".csv", ".gz", ".txt", ".tsv"):
-        return pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",")
-    raise DataError(f"table file {path} must be .csv, .tsv or .parquet")
+    suffixes = [s.lower() for s in path.suffixes[-2:]]
+    stem_suffix = suffixes[-2] if suffixes[-1:] == [".gz"] and len(suffixes) == 2 else suffixes[-1] if suffixes else ""
+    try:
+        if stem_suffix in PARQUET_SUFFIXES:
+            return pd.read_parquet(path)
+        if stem_suffix in CSV_SUFFIXES:
+            return pd.read_csv(path, sep="\t" if stem_suffix == ".tsv" else ",", skipinitialspace=True)
+    except (ValueError, OSError, pd.errors.ParserError) as error:
+        raise DataError(f"cannot read the table {path}: {error}") from None
+    raise DataError(f"table file {path} must be .csv, .tsv or .parquet (optionally .csv.gz, .tsv.gz)")
 
 
 def _canonical(value: str) -> str:
@@ -37,55 +66,107 @@ def _canonical(value: str) -> str:
 
 def label_indices(values: pd.Series, classes: tuple[str, ...], where: str) -> np.ndarray:
     """The position of each label value in the declared ``classes``; a value outside them, or a missing
-    one, is an error (raised before anything is released)."""
-    if values.isna().any():
-        raise DataError(f"the label column of the {where} has {int(values.isna().sum())} missing values")
+    one, is an error (raised before anything is released). The error says neither which labels nor how
+    many: both are private."""
     lookup = {_canonical(c): index for index, c in enumerate(classes)}
-    canonical = values.map(_canonical)
-    if not canonical.isin(list(lookup)).all():  # which labels, and how many, is private: neither is printed
-        raise DataError(f"the {where} has labels outside the declared classes {list(classes)}; declare every "
-                        "label value with --classes (classes=...)")
+    canonical = values.map(_canonical, na_action="ignore")
+    if values.isna().any() or not canonical.isin(list(lookup)).all():
+        raise DataError(f"the {where} has labels missing or outside the declared classes {list(classes)}; declare "
+                        "every label value with --classes (classes=...)")
     return canonical.map(lookup).to_numpy(np.int64)
 
 
-def load_table_dataset(path: str | Path, label_column: str, test_path: str | Path | None = None,
-                       test_fraction: float = 0.2, seed: int = 0,
-                       feature_columns: list[str] | None = None, classes: tuple[str, ...] | None = None
-                       ) -> LabeledDataset:
-    """Load a table; features are standardised with training statistics.
+@dataclass
+class TablePreprocessor:
+    """The fitted encoding of a table's feature columns (public), kept with the model."""
 
-    ``classes`` is the label domain, in order: public, declared by the user, never read off the
-    private labels (whose distinct values, K, and the model's output size would otherwise depend on
-    them). Label values are matched to it as text (``1``, ``1.0`` and ``true`` are one value).
-    Without ``test_path``, a random ``test_fraction`` of the rows (fixed by ``seed``) becomes the test set.
+    features: list[str]
+    transformer: ColumnTransformer
+
+    @classmethod
+    def fit(cls, frame: pd.DataFrame, features: list[str]) -> TablePreprocessor:
+        numeric = [c for c in features if pd.api.types.is_numeric_dtype(frame[c])
+                   and not pd.api.types.is_bool_dtype(frame[c])]
+        other = [c for c in features if c not in numeric]
+        transformer = ColumnTransformer([
+            ("numeric", make_pipeline(SimpleImputer(strategy="median", add_indicator=True), StandardScaler()),
+             numeric),
+            ("categorical", make_pipeline(SimpleImputer(strategy="constant", fill_value="(missing)"),
+                                          OneHotEncoder(handle_unknown="ignore", sparse_output=False)), other),
+        ], sparse_threshold=0.0, verbose_feature_names_out=False)
+        transformer.fit(_as_features(frame, numeric, other))
+        return cls(list(features), transformer)
+
+    def transform(self, frame: pd.DataFrame) -> np.ndarray:
+        missing = [c for c in self.features if c not in frame.columns]
+        if missing:
+            raise DataError(f"the table lacks the feature columns {missing}")
+        numeric, other = (list(columns) for _, _, columns in self.transformer.transformers_[:2])
+        values = self.transformer.transform(_as_features(frame, numeric, other))
+        return np.asarray(values, dtype=np.float32)
+
+    @property
+    def encoded_names(self) -> list[str]:
+        return list(self.transformer.get_feature_names_out())
+
+
+def _as_features(frame: pd.DataFrame, numeric: list[str], other: list[str]) -> pd.DataFrame:
+    """The feature columns, the non-numeric ones as text (booleans, categories and strings alike)."""
+    part = frame[numeric + other].copy()
+    for column in other:
+        part[column] = part[column].astype(object).map(lambda v: np.nan if pd.isna(v) else str(v))
+    return part
+
+
+def feature_columns(frame: pd.DataFrame, label_column: str, features: tuple[str, ...] | None,
+                    drop: tuple[str, ...], id_column: str | None) -> list[str]:
+    """The declared feature columns, or every column but the label, the dropped ones and the id."""
+    named = [label_column, *drop, *([id_column] if id_column else []), *(features or ())]
+    unknown = [c for c in named if c not in frame.columns]
+    if unknown:
+        raise DataError(f"columns {unknown} are not in the table; its columns are {list(frame.columns)}")
+    if features:
+        overlap = {label_column, id_column} & set(features)
+        if overlap:
+            raise ConfigError(f"the label or id column cannot be a feature: {sorted(overlap)}")
+        return list(features)
+    excluded = {label_column, id_column, *drop}
+    chosen = [c for c in frame.columns if c not in excluded]
+    if not chosen:
+        raise ConfigError("no feature column is left")
+    return chosen
+
+
+def load_table_dataset(path: str | Path, label_column: str, test_path: str | Path | None = None,
+                       test_fraction: float = 0.2, seed: int = 0, *, features: tuple[str, ...] | None = None,
+                       drop: tuple[str, ...] = (), id_column: str | None = None,
+                       classes: tuple[str, ...] | None = None) -> LabeledDataset:
+    """Load a table with a declared label domain ``classes``; the features are encoded by a
+    :class:`TablePreprocessor` fitted on the training rows (``dataset.preprocessor``).
+
+    Without ``test_path``, a random ``test_fraction`` of the rows (drawn from the seed's public stream:
+    it depends on the rows' positions only) becomes the test set.
     """
     if classes is None or len(classes) < 2:
         raise ConfigError("a table's label domain must be declared: --classes V1 V2 ... (classes=...), the "
                           "label values in order; it is public and never taken from the private labels")
-    frame = _read(Path(path))
+    frame = read_table(path)
     if label_column not in frame.columns:
         raise DataError(f"label column {label_column!r} not found; columns are {list(frame.columns)}")
     if test_path is None:
         if not 0.0 < test_fraction < 1.0:
-            raise DataError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+            raise ConfigError(f"test_fraction must lie in (0, 1), got {test_fraction}")
         order = public_rng(seed, "table-split").permutation(len(frame))
         n_test = max(1, int(round(test_fraction * len(frame))))
         train, test = frame.iloc[order[n_test:]], frame.iloc[order[:n_test]]
     else:
-        train, test = frame, _read(Path(test_path))
-    features = feature_columns or [c for c in frame.columns if c != label_column]
-    missing = [c for c in features + [label_column] if c not in test.columns]
+        train, test = frame, read_table(test_path)
+    columns = feature_columns(frame, label_column, features, drop, id_column)
+    missing = [c for c in columns + [label_column] if c not in test.columns]
     if missing:
-        raise DataError(f"test table lacks columns {missing}")
-    non_numeric = [c for c in features if not pd.api.types.is_numeric_dtype(frame[c])]
-    if non_numeric:
-        raise DataError(f"feature columns must be numeric; encode these first: {non_numeric}")
-    y_train = label_indices(train[label_column], classes, "training table")
-    y_test = label_indices(test[label_column], classes, "test table")
-    x_train = train[features].to_numpy(np.float64)
-    x_test = test[features].to_numpy(np.float64)
-    if not (np.isfinite(x_train).all() and np.isfinite(x_test).all()):
-        raise DataError("feature columns contain NaN or infinite values")
-    mean, std = x_train.mean(axis=0), x_train.std(axis=0) + 1e-8
-    return LabeledDataset(Path(path).stem, (x_train - mean) / std, y_train, (x_test - mean) / std, y_test,
-                          num_classes=len(classes), class_names=[str(c) for c in classes])
+        raise DataError(f"the test table lacks columns {missing}")
+    preprocessor = TablePreprocessor.fit(train, columns)
+    return LabeledDataset(Path(path).name.split(".")[0], preprocessor.transform(train),
+                          label_indices(train[label_column], classes, "training table"), preprocessor.transform(test),
+                          label_indices(test[label_column], classes, "test table"), num_classes=len(classes),
+                          class_names=[str(c) for c in classes], preprocessor=preprocessor)

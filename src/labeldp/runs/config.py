@@ -44,6 +44,14 @@ class RunConfig:
     table: str | None = option(None, help="CSV or Parquet file (dataset csv)")
     label_column: str = option("label", help="label column of --table")
     test_table: str | None = option(None, help="separate test table (default: 20% of --table's rows)")
+    features: tuple[str, ...] | None = option(None, metavar="COLUMN",
+                                              help="dataset csv: the feature columns (default: every column but the "
+                                                   "label, --drop and --id-column)")
+    drop: tuple[str, ...] | None = option(None, metavar="COLUMN",
+                                          help="dataset csv: columns that are not features (another outcome, a "
+                                               "leak of the label)")
+    id_column: str | None = option(None, help="dataset csv: a row identifier, never a feature (labeldp predict "
+                                              "writes it beside the scores)")
     classes: tuple[str, ...] | None = option(None, metavar="VALUE",
                                              help="dataset csv: the label values, in order (the label domain is "
                                                   "public and must be declared; a training label outside it is an "
@@ -230,7 +238,7 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for name in ("stages", "classes"):
+        for name in ("stages", "classes", "features", "drop"):
             data[name] = list(data[name]) if data[name] is not None else None
         return data
 
@@ -240,7 +248,7 @@ class RunConfig:
         data["train"] = TrainConfig(**data.get("train", {}))
         data["dpsgd"] = DPSGDConfig(**data.get("dpsgd", {}))
         data["pate"] = PATEConfig(**data.get("pate", {}))
-        for name in ("stages", "classes"):
+        for name in ("stages", "classes", "features", "drop"):
             if data.get(name) is not None:
                 data[name] = tuple(data[name])
         return cls(**data)

@@ -7,11 +7,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import joblib
 import torch
 from tqdm.auto import tqdm
 
 from labeldp.data import LabeledDataset, load_dataset
-from labeldp.files import write_json_atomic
+from labeldp.files import write_atomic, write_json_atomic
 from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.models import build_model
 from labeldp.runs.config import RunConfig, split_stages
@@ -23,7 +24,8 @@ from labeldp.training.stage import check_amp, load_torch, resolve_device
 def config_dataset(config: RunConfig) -> LabeledDataset:
     """The dataset a run configuration names (loaded from its files)."""
     return load_dataset(config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
-                        test_table=config.test_table, classes=config.classes, split_seed=config.seed)
+                        test_table=config.test_table, classes=config.classes, features=config.features,
+                        drop=config.drop or (), id_column=config.id_column, split_seed=config.seed)
 
 
 def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:
@@ -74,6 +76,8 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", p
         out.create()
         out.write_config(config.to_dict())
         write_json_atomic(out.data_path, data_facts(data, in_memory=dataset is not None))
+        if data.preprocessor is not None:
+            write_atomic(out.preprocessor_path, lambda tmp: joblib.dump(data.preprocessor, tmp))
         out.keep_metrics_of_checkpoints(len(config.stages), strict=config.method_spec.training_releases)
         if saved is not None and progress:
             tqdm.write(_resume_message(out))

@@ -41,6 +41,7 @@ class RunDirectory:
     model_path = property(lambda self: self.root / "model.pt")
     elapsed_path = property(lambda self: self.root / "elapsed.json")
     data_path = property(lambda self: self.root / "data.json")
+    preprocessor_path = property(lambda self: self.root / "preprocessor.joblib")
 
     def create(self) -> None:
         (self.root / "noisy_labels").mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,285 @@
+"""scikit-learn estimators that learn from labels released under label differential privacy.
+
+:class:`LabelDPClassifier` wraps any scikit-learn classifier (by default histogram gradient boosting).
+``fit(X, y)`` with *true* labels releases them once (randomized response, or RR-with-prior in later
+stages with ``stages`` > 1, the prior being the wrapped classifier's ``predict_proba`` on the other
+stages' releases), records the spend in ``ledger_`` and, when given, charges a shared
+:class:`LabelBudget`, which refuses a fit that would take the rows past their cap: cross-validation on
+true labels pays per fit and cannot silently multiply epsilon by the number of folds.
+``fit(X, released)`` with :class:`ReleasedLabels` (labels released once, e.g. by ``labeldp
+privatize``) spends nothing: tuning on a release (``GridSearchCV``, cross-validation) is
+post-processing.
+
+What the estimator predicts is the *clean* label: the released labels' noise channel is public. With
+randomized response the wrapped classifier learns the released labels and ``predict_proba`` inverts
+the channel (exact in expectation); with per-example channels (RR-with-prior) each example enters the
+fit once per class, weighted by the posterior of that class given what was released, the prior being
+the model's own estimate (expectation-maximisation). ``predict_proba`` is an estimate of
+Pr[clean label | x]. ``score`` on released labels is an unbiased estimate of the accuracy
+on the clean labels (randomized response: agreement with a released label is an affine function of
+it).
+
+Privacy: epsilon-label-DP per fit on true labels for the rows it reads (replace-one-label
+neighbours), as ``ledger_`` computes; inputs are public. Noise as in runs: fresh OS entropy by
+default, ChaCha20 with ``secure_rng``, never ``random_state``, which controls only the public parts
+(the split into stages, the wrapped estimator's own randomness).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.pipeline import Pipeline
+from sklearn.utils.validation import check_is_fitted
+
+import pandas as pd
+
+from labeldp.accounting import PrivacyLedger, randomized_response_event
+from labeldp.data.table import label_indices
+from labeldp.errors import BudgetError, ConfigError
+from labeldp.randomness import NoiseSource
+from labeldp.release import release_randomized_response, release_rr_with_prior
+
+
+class LabelBudget:
+    """A cap on what fits on the same rows may spend together.
+
+    Every fit on true labels charges its event here before it draws; the fits compose sequentially
+    (each may read every row), and a fit that would take the composition past ``epsilon`` (at
+    ``delta``) is refused with a :class:`~labeldp.errors.BudgetError` before anything is released.
+    A budget is shared, never copied: ``sklearn.base.clone`` (which ``GridSearchCV`` and
+    ``cross_val_score`` apply to an estimator and its parameters) keeps the same object.
+    """
+
+    def __init__(self, epsilon: float, delta: float = 0.0):
+        if not epsilon > 0:
+            raise ConfigError(f"the budget's epsilon must be > 0, got {epsilon}")
+        self.epsilon, self.delta = float(epsilon), float(delta)
+        self.ledger = PrivacyLedger(1)  # one member: the rows every fit may read
+
+    @property
+    def spent(self) -> float:
+        return self.ledger.epsilon(self.delta)
+
+    def __deepcopy__(self, memo) -> LabelBudget:
+        return self
+
+    def charge(self, event, description: str) -> None:
+        trial = PrivacyLedger(1)
+        for entry in self.ledger.entries:
+            trial.record(entry.event, entry.members, entry.description, entry.tag)
+        trial.record(event, np.array([True]), description)
+        after = trial.epsilon(self.delta)
+        if after > self.epsilon + 1e-9:
+            raise BudgetError(f"this fit would spend epsilon {after - self.spent:.3g} more on rows that have spent "
+                              f"{self.spent:.3g} of their budget {self.epsilon:g}: refused before any release. "
+                              "Release the labels once (labeldp.privatize) and fit on the release as often as you "
+                              "like")
+        self.ledger.record(event, np.array([True]), description)
+
+
+class ReleasedLabels:
+    """Labels released once, with their noise channel: ``labels`` (n,) class indices into ``classes``,
+    ``likelihood`` (n, K) with Pr[release i | class k], and the ``ledger`` of the release. Indexable by
+    rows like an array (scikit-learn's cross-validation splits it with the features), and an array of
+    the released labels to whoever asks for one (stratification on released labels is public)."""
+
+    def __init__(self, labels, likelihood, classes, ledger: PrivacyLedger | None = None):
+        self.labels = np.asarray(labels, dtype=np.int64)
+        self.likelihood = np.asarray(likelihood, dtype=np.float64)
+        self.classes = np.asarray(classes, dtype=object)
+        self.ledger = ledger
+        if self.likelihood.shape != (len(self.labels), len(self.classes)):
+            raise ConfigError(f"likelihood must have shape ({len(self.labels)}, {len(self.classes)}), "
+                              f"got {self.likelihood.shape}")
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self.labels),)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, rows) -> ReleasedLabels:
+        return ReleasedLabels(self.labels[rows], self.likelihood[rows], self.classes, self.ledger)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        return np.asarray(self.classes[self.labels], dtype=dtype)
+
+
+class LabelDPClassifier(ClassifierMixin, BaseEstimator):
+    """A scikit-learn classifier trained on labels released under label DP (see the module docstring).
+
+    Parameters:
+        estimator: any classifier with ``fit(X, y, sample_weight=...)`` and ``predict_proba``
+            (default: ``HistGradientBoostingClassifier``, native categorical support for pandas
+            category columns).
+        epsilon: the label-DP budget of one fit on true labels.
+        classes: the label domain, in order (public: required with true labels; a release carries its
+            own).
+        stages: 1 (randomized response on every label) or more (the paper's LP-MST: stage t releases
+            its labels by RR-with-prior under the model trained on the earlier stages).
+        em_iterations: rounds of posterior weighting after the first fit (default: none when every row
+            shares one randomized response channel, which is inverted exactly; else 2).
+        budget: a :class:`LabelBudget` shared by fits on the same rows, or None.
+        secure_rng, insecure_noise_seed: the noise source (see :class:`labeldp.randomness.NoiseSource`;
+            the seed makes the noise reproducible and the fit NOT private: tests only).
+        random_state: the public randomness (stages, the wrapped estimator's seed).
+    """
+
+    def __init__(self, estimator=None, *, epsilon: float = 1.0, classes=None, stages: int = 1,
+                 em_iterations: int | None = None, budget: LabelBudget | None = None, secure_rng: bool = False,
+                 insecure_noise_seed: int | None = None, random_state: int | None = None):
+        self.estimator = estimator
+        self.epsilon = epsilon
+        self.classes = classes
+        self.stages = stages
+        self.em_iterations = em_iterations
+        self.budget = budget
+        self.secure_rng = secure_rng
+        self.insecure_noise_seed = insecure_noise_seed
+        self.random_state = random_state
+
+    # -- fitting ------------------------------------------------------------------------------------
+    def fit(self, X, y, sample_weight=None) -> LabelDPClassifier:
+        if isinstance(y, ReleasedLabels):
+            self.classes_, self.ledger_ = y.classes, y.ledger
+            self._fit_released(X, y.labels, y.likelihood, sample_weight)
+            return self
+        true = self._check(y)
+        self.classes_ = np.asarray(self.classes, dtype=object)
+        labels, likelihood = self._release(X, true, sample_weight)
+        self._fit_released(X, labels, likelihood, sample_weight)
+        return self
+
+    def _check(self, y) -> np.ndarray:
+        if self.classes is None or len(self.classes) < 2:
+            raise ConfigError("fitting on true labels needs the label domain: classes=[...] (public, declared, "
+                              "never read off the labels)")
+        if not self.epsilon > 0:
+            raise ConfigError(f"epsilon must be > 0, got {self.epsilon}")
+        if int(self.stages) != self.stages or self.stages < 1:
+            raise ConfigError(f"stages must be a positive integer, got {self.stages}")
+        return label_indices(pd.Series(np.asarray(y, dtype=object)), tuple(map(str, self.classes)), "labels")
+
+    def _release(self, X, true: np.ndarray, sample_weight) -> tuple[np.ndarray, np.ndarray]:
+        """Release the true labels (RR, then RR-with-prior per stage): the released labels and their
+        (n, K) noise channel."""
+        n, num_classes = len(true), len(self.classes)
+        if self.budget is not None:  # every row is read once at epsilon: RR over K dominates RR-with-prior
+            self.budget.charge(randomized_response_event(self.epsilon, num_classes),
+                               f"{type(self).__name__}.fit, epsilon {self.epsilon:g}")
+        noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
+        ledger = PrivacyLedger(n)
+        parts = np.array_split(np.random.default_rng(self.random_state).permutation(n), self.stages)
+        labels, likelihood = np.empty(n, dtype=np.int64), np.empty((n, num_classes))
+        for stage, members in enumerate(parts, start=1):
+            members, rng = np.sort(members), noise.generator("label-release", stage)
+            if stage == 1:
+                release = release_randomized_response(ledger, true[members], members, num_classes, self.epsilon, rng,
+                                                      f"stage{stage}")
+            else:
+                done = np.sort(np.concatenate(parts[:stage - 1]))
+                self._fit_released(_rows(X, done), labels[done], likelihood[done], _rows(sample_weight, done))
+                release = release_rr_with_prior(ledger, true[members], members, self.predict_proba(_rows(X, members)),
+                                                self.epsilon, rng, f"stage{stage}")
+            labels[members], likelihood[members] = release.labels, release.likelihood
+        self.ledger_ = ledger
+        return labels, likelihood
+
+    def _fit_released(self, X, labels: np.ndarray, likelihood: np.ndarray, sample_weight) -> None:
+        """Learn Pr[clean label | x] from released labels. When every row shares one randomized
+        response channel, the classifier learns the released labels and ``predict_proba`` inverts the
+        channel, which is exact in expectation. Otherwise (RR-with-prior's per-example channels), or
+        with ``em_iterations``, rounds of expectation-maximisation follow: each example enters once per
+        class, weighted by the posterior of the class given its release, prior(class | x) x
+        Pr[release | class], the prior being the model's last estimate."""
+        self.estimator_ = _fit_weighted(self._base(), X, labels, sample_weight)
+        self.channel_ = _shared_rr_channel(labels, likelihood)
+        rounds = self.em_iterations if self.em_iterations is not None else (0 if self.channel_ else 2)
+        n, num_classes = likelihood.shape
+        stacked_X, stacked_y = _stack(X, num_classes), np.repeat(np.arange(num_classes), n)
+        extra = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        for _ in range(rounds):
+            posterior = np.clip(self.predict_proba(X), 1e-6, 1.0) * likelihood
+            weights = (posterior / posterior.sum(axis=1, keepdims=True) * extra[:, None]).T.ravel()
+            keep = weights > 1e-12
+            self.estimator_ = _fit_weighted(self._base(), _rows(stacked_X, keep), stacked_y[keep], weights[keep])
+            self.channel_ = None  # the weighted fit learns the clean labels itself
+
+    def _base(self):
+        base = clone(self.estimator) if self.estimator is not None else HistGradientBoostingClassifier(
+            categorical_features="from_dtype")
+        if "random_state" in base.get_params():
+            base.set_params(random_state=self.random_state)
+        return base
+
+    # -- predicting ---------------------------------------------------------------------------------
+    def predict_proba(self, X) -> np.ndarray:
+        """An estimate of Pr[clean label | x], one column per class of ``classes_``."""
+        check_is_fitted(self, "estimator_")
+        raw = self.estimator_.predict_proba(X)
+        probabilities = np.zeros((raw.shape[0], len(self.classes_)))
+        probabilities[:, self.estimator_.classes_.astype(int)] = raw
+        if self.channel_ is not None:  # Pr[released k | x] = keep p_k + other (1 - p_k), solved for p_k
+            keep, other = self.channel_
+            probabilities = np.clip((probabilities - other) / (keep - other), 0.0, None)
+            probabilities /= np.maximum(probabilities.sum(axis=1, keepdims=True), 1e-12)
+        return probabilities
+
+    def predict(self, X) -> np.ndarray:
+        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Accuracy on ``y``: true labels (a public test set), or released labels, on which it is an
+        unbiased estimate of the accuracy on their clean labels (randomized response only)."""
+        if not isinstance(y, ReleasedLabels):
+            return super().score(X, y, sample_weight)
+        return clean_accuracy_estimate(self.predict_proba(X).argmax(axis=1), y)
+
+
+def clean_accuracy_estimate(predictions: np.ndarray, released: ReleasedLabels) -> float:
+    """Unbiased estimate of the accuracy of ``predictions`` on the clean labels behind a randomized
+    response release: with keep probability p and K classes, the agreement a with the released labels
+    has expectation p acc + (1 - p) / (K - 1) (1 - acc), so acc = (a - r) / (p - r), r = (1 - p) / (K - 1).
+    The channel is read off the release (every row must share the RR channel)."""
+    likelihood, labels = released.likelihood, released.labels
+    num_classes = likelihood.shape[1]
+    keep = likelihood[np.arange(len(labels)), labels]
+    other = (likelihood.sum(axis=1) - keep) / (num_classes - 1)
+    if not (np.allclose(keep, keep[0]) and np.allclose(other, other[0])) or not keep[0] > other[0]:
+        raise ConfigError("the clean-accuracy estimate needs a randomized response release (one channel for all "
+                          "rows)")
+    agreement = float(np.mean(np.asarray(predictions) == labels))
+    return (agreement - other[0]) / (keep[0] - other[0])
+
+
+def _shared_rr_channel(labels: np.ndarray, likelihood: np.ndarray) -> tuple[float, float] | None:
+    """(keep, other) when every row's channel is one randomized response's, else None."""
+    rows = np.arange(len(labels))
+    keep = likelihood[rows, labels]
+    other = (likelihood.sum(axis=1) - keep) / max(likelihood.shape[1] - 1, 1)
+    if len(labels) and np.allclose(keep, keep[0]) and np.allclose(other, other[0]) and keep[0] > other[0]:
+        if np.allclose(likelihood, np.where(np.eye(likelihood.shape[1], dtype=bool)[labels], keep[0], other[0])):
+            return float(keep[0]), float(other[0])
+    return None
+
+
+def _fit_weighted(model, X, y: np.ndarray, weights: np.ndarray | None):
+    """``model.fit`` with sample weights (a Pipeline takes them for its last step); the fitted model."""
+    if weights is None:
+        return model.fit(X, y)
+    if isinstance(model, Pipeline):
+        return model.fit(X, y, **{f"{model.steps[-1][0]}__sample_weight": weights})
+    return model.fit(X, y, sample_weight=weights)
+
+
+def _rows(X, rows):
+    if X is None:
+        return None
+    return X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows]
+
+
+def _stack(X, copies: int):
+    return pd.concat([X] * copies, ignore_index=True) if hasattr(X, "iloc") else np.concatenate([np.asarray(X)] * copies)

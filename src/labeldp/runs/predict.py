@@ -1,0 +1,77 @@
+"""A finished run as a predictor: its model with the preprocessing of its inputs, in one call.
+
+Predictions are post-processing of the run's releases (the model) and of new, public inputs: they
+cost no privacy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import joblib
+import numpy as np
+import pandas as pd
+from torch import nn
+
+from labeldp.data.table import read_table
+from labeldp.errors import ConfigError, DataError
+from labeldp.files import write_atomic
+from labeldp.runs.rundir import RunDirectory
+from labeldp.runs.run import load_run_model
+from labeldp.training.stage import predict_proba
+
+
+class Predictor:
+    """The model of a finished run and, for a table, its fitted preprocessing; :func:`load_predictor`
+    makes one."""
+
+    def __init__(self, model: nn.Module, class_names: list[str], preprocessor=None):
+        self.model, self.class_names, self.preprocessor = model, class_names, preprocessor
+
+    def inputs(self, rows: pd.DataFrame | np.ndarray) -> np.ndarray:
+        """The model's inputs: a table's raw rows encoded as in training, or inputs already encoded."""
+        if isinstance(rows, pd.DataFrame):
+            if self.preprocessor is None:
+                raise ConfigError("this run was not trained on a table: give its inputs as an array")
+            return self.preprocessor.transform(rows)
+        return np.asarray(rows, dtype=np.float32)
+
+    def predict_proba(self, rows: pd.DataFrame | np.ndarray) -> np.ndarray:
+        """(n, K) class probabilities, columns in the order of ``class_names``."""
+        return predict_proba(self.model, self.inputs(rows))
+
+    def predict(self, rows: pd.DataFrame | np.ndarray) -> np.ndarray:
+        """The most probable class of each row, by name."""
+        return np.asarray(self.class_names, dtype=object)[self.predict_proba(rows).argmax(axis=1)]
+
+
+def load_predictor(run_dir: str | Path) -> Predictor:
+    """The model of the finished run in ``run_dir``, with its preprocessing (``preprocessor.joblib``)."""
+    out = RunDirectory(run_dir)
+    model = load_run_model(run_dir)
+    facts = out.read_data_facts()
+    preprocessor = joblib.load(out.preprocessor_path) if out.preprocessor_path.exists() else None
+    names = facts["class_names"] or [str(k) for k in range(facts["num_classes"])]
+    return Predictor(model, names, preprocessor)
+
+
+def predict_table(run_dir: str | Path, table: str | Path, out: str | Path, id_column: str | None = None) -> Path:
+    """Score the rows of ``table`` with the run's model and write, per row, its id (if any), the
+    probability of each class (``p_<class>``) and the predicted class, as CSV or Parquet by ``out``'s
+    suffix."""
+    predictor = load_predictor(run_dir)
+    rows = read_table(table)
+    probabilities = predictor.predict_proba(rows)
+    scores = pd.DataFrame(probabilities, columns=[f"p_{name}" for name in predictor.class_names])
+    scores["predicted"] = np.asarray(predictor.class_names, dtype=object)[probabilities.argmax(axis=1)]
+    if id_column is not None:
+        if id_column not in rows.columns:
+            raise DataError(f"id column {id_column!r} is not in {table}")
+        scores.insert(0, id_column, rows[id_column].to_numpy())
+    out = Path(out)
+    suffix = out.suffix.lower()
+    if suffix not in (".csv", ".parquet", ".pq"):
+        raise ConfigError(f"--out must end in .csv or .parquet, got {out.name}")
+    write_atomic(out, lambda tmp: scores.to_parquet(tmp, index=False) if suffix != ".csv"
+                 else scores.to_csv(tmp, index=False))
+    return out
