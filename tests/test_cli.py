@@ -49,7 +49,7 @@ def test_help_explains_every_command(capsys) -> None:
     (["--data-dir", "/data/mnist", "--method", "lp-2st", "--epsilon", "1"],
      "dataset 'digits' is embedded: it takes no --data-dir"),
     (["--dataset", "mnist", "--data-dir", "/data/mnist", "--table", "t.csv", "--epsilon", "1"],
-     "--table, --test-table and --label-column are for dataset 'csv', not 'mnist'"),
+     "--table, --test-table, --label-column, --features, --drop and --id-column are for dataset 'csv', not 'mnist'"),
 ])
 def test_bad_arguments_exit_with_a_clear_message(tmp_path, capsys, args, message) -> None:
     assert main(["train", *args, "--out", str(tmp_path / "run"), "--quiet"]) == 2
