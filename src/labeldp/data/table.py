@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from labeldp._validation import canonical_label as _canonical
 from labeldp.data.dataset import LabeledDataset
 from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.randomness import public_rng
@@ -20,19 +21,6 @@ def _read(path: Path) -> pd.DataFrame:
     if path.suffix.lower() in (".csv", ".gz", ".txt", ".tsv"):
         return pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",")
     raise DataError(f"table file {path} must be .csv, .tsv or .parquet")
-
-
-def _canonical(value: str) -> str:
-    """One spelling per label value: ``1``, ``1.0`` and `` 1`` are the same class, so are
-    ``True``, ``true`` and ``1``."""
-    text = str(value).strip()
-    if text.lower() in ("true", "false"):
-        return "1" if text.lower() == "true" else "0"
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return str(int(number)) if number.is_integer() else repr(number)
 
 
 def label_indices(values: pd.Series, classes: tuple[str, ...], where: str) -> np.ndarray:
