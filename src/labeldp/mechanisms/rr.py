@@ -155,7 +155,7 @@ def _top_k_columns(priors_t: np.ndarray, epsilon: float) -> tuple[np.ndarray, np
     # The first k whose objective is strictly the largest so far: the smallest maximiser (argmax's rule).
     mass = descending[0].copy()
     best = mass * weights[0]
-    k = np.ones(m, dtype=np.int64)
+    k = np.ones(m, dtype=np.min_scalar_type(num_classes))  # small while it is updated in place
     threshold = descending[0]  # the k-th largest entry
     objective = np.empty(m)
     better = np.empty(m, dtype=bool)
@@ -166,6 +166,7 @@ def _top_k_columns(priors_t: np.ndarray, epsilon: float) -> tuple[np.ndarray, np
         np.maximum(best, objective, out=best)
         np.copyto(k, row + 1, where=better)
         np.copyto(threshold, descending[row], where=better)
+    k = k.astype(np.int64)
     member = np.greater_equal(priors_t, threshold, order="C")  # C order: rr_with_prior flattens it
     tied = np.flatnonzero(member.sum(axis=0) != k)  # entries equal to the threshold beyond the k-th
     if tied.size:
@@ -241,8 +242,10 @@ def rr_with_prior(labels, priors, epsilon: float, rng: RandomSource = None) -> t
         # The candidates of a changed label are the top k without the true label; the released one
         # is the candidate of the drawn rank: its class is the number of classes before it.
         flat_member[true_cell] = False
-        seen = np.zeros(m, dtype=np.int64)
-        position = np.zeros(m, dtype=np.int64)
+        small = np.min_scalar_type(-num_classes)  # ranks, counts and classes all lie in [-1, K]
+        rank = rank.astype(small)
+        seen = np.zeros(m, dtype=small)
+        position = np.zeros(m, dtype=small)
         for label in range(num_classes):
             seen += member[label]
             position += seen <= rank
