@@ -477,35 +477,52 @@ def _batches(datasets: list[ds.Dataset], schema: pa.Schema) -> Iterator[pa.Recor
             yield batch
 
 
-def _blocks(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
-    """The stream regrouped into tables of exactly ``rows`` rows (the last one shorter), each one
-    contiguous: the blocks, hence the draws, do not depend on how the files are cut."""
-    pending: list[pa.RecordBatch] = []
-    count = 0
+@dataclass
+class _Block:
+    """``rows`` consecutive rows of the table, ready for the mechanism: the ids (Arrow), the labels'
+    class positions and the prior rows (float64, each class a contiguous column, which is how
+    RR-with-prior reads them). The arrays are views of buffers reused by the next block."""
+
+    ids: pa.ChunkedArray
+    positions: np.ndarray
+    prior: np.ndarray | None
+
+    @property
+    def rows(self) -> int:
+        return self.positions.size
+
+
+def _blocks(batches: Iterator[pa.RecordBatch], rows: int, domain: _Domain, label_column: str, id_column: str,
+            prior_columns: tuple[str, ...] | None) -> Iterator[_Block]:
+    """The stream cut into blocks of exactly ``rows`` rows (the last one shorter), whatever the
+    batches' sizes, so that the draws do not depend on how the files are cut. Each batch is
+    converted straight into buffers allocated once: memory stays that of one block."""
+    positions = np.empty(rows, dtype=np.int64)
+    prior = np.empty((rows, len(prior_columns)), dtype=np.float64, order="F") if prior_columns else None
+    ids: list[pa.Array] = []
+    filled = 0
+    where = f"label column {label_column!r}"
     for batch in batches:
-        pending.append(batch)
-        count += batch.num_rows
-        while count >= rows:
-            table = pa.Table.from_batches(pending)
-            yield table.slice(0, rows).combine_chunks()
-            rest = table.slice(rows)
-            pending, count = rest.to_batches(), rest.num_rows
-    if count:
-        yield pa.Table.from_batches(pending).combine_chunks()
-
-
-def _prior_block(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray:
-    """The block's prior rows, (m, K) float64 in column-major order (each class a contiguous column,
-    which is how RR-with-prior reads them)."""
-    block = np.empty((table.num_rows, len(columns)), dtype=np.float64, order="F")
-    for position, name in enumerate(columns):
-        column = table.column(name)
-        if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
-            raise DataError(f"prior column {name!r} must be numeric, got {column.type}")
-        if column.null_count:
-            raise DataError(f"prior column {name!r} has missing values")
-        block[:, position] = column.to_numpy()
-    return block
+        offset = 0
+        while offset < batch.num_rows:
+            piece = batch.slice(offset, min(rows - filled, batch.num_rows - offset))
+            stop = filled + piece.num_rows
+            positions[filled:stop] = domain.arrow_indices(piece.column(label_column), where)
+            identifiers = piece.column(id_column)
+            if identifiers.null_count:
+                raise DataError(f"id column {id_column!r} has missing values")
+            ids.append(identifiers)
+            for position, name in enumerate(prior_columns or ()):
+                column = piece.column(name)
+                if column.null_count:
+                    raise DataError(f"prior column {name!r} has missing values")
+                prior[filled:stop, position] = column.to_numpy(zero_copy_only=False)
+            filled, offset = stop, offset + piece.num_rows
+            if filled == rows:
+                yield _Block(pa.chunked_array(ids, type=identifiers.type), positions, prior)
+                ids, filled = [], 0
+    if filled:
+        yield _Block(pa.chunked_array(ids), positions[:filled], prior[:filled] if prior is not None else None)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -585,6 +602,9 @@ def privatize_table(source, out, *, label_column: str, id_column: str, classes: 
     datasets, described = _datasets(source)
     schema = _schema(datasets, needed)
     class_values = domain.arrow_values(schema.field(label_column).type, label_column)
+    for name in columns_of_priors or ():
+        if not (pa.types.is_floating(schema.field(name).type) or pa.types.is_integer(schema.field(name).type)):
+            raise DataError(f"prior column {name!r} must be numeric, got {schema.field(name).type}")
     # Every label is checked before anything is drawn or written (one pass over the label column).
     rows = 0
     for batch in _batches(datasets, pa.schema([schema.field(label_column)])):
@@ -633,26 +653,20 @@ def _write_release(folder: Path, datasets, schema: pa.Schema, label_column: str,
     written = 0
     labels_path = folder / LABELS_FILE
     with pq.ParquetWriter(labels_path, out_schema, use_dictionary=[RELEASED_COLUMN, K_COLUMN]) as writer:
-        for table in _blocks(_batches(datasets, schema), block_rows):
-            positions = domain.arrow_indices(table.column(label_column), f"label column {label_column!r}")
-            if table.column(id_column).null_count:
-                raise DataError(f"id column {id_column!r} has missing values")
-            prior = None
-            if prior_columns is not None:
-                prior = _prior_block(table, prior_columns)
-            elif shared is not None:
-                prior = np.broadcast_to(shared, (table.num_rows, num_classes))
-            noisy, k = draws.draw(positions, prior)
-            arrays = [table.column(id_column).chunk(0) if table.column(id_column).num_chunks == 1
-                      else table.column(id_column).combine_chunks(), class_values.take(pa.array(noisy))]
+        for block in _blocks(_batches(datasets, schema), block_rows, domain, label_column, id_column, prior_columns):
+            prior = block.prior
+            if shared is not None:
+                prior = np.broadcast_to(shared, (block.rows, num_classes))
+            noisy, k = draws.draw(block.positions, prior)
+            arrays = [block.ids, class_values.take(pa.array(noisy))]
             if with_prior:
                 arrays.append(pa.array(k.astype(k_type.to_pandas_dtype())))
             if write_channel:
                 likelihood = (rr_with_prior_likelihood(noisy, prior, epsilon) if with_prior
                               else randomized_response_likelihood(noisy, num_classes, epsilon))
                 arrays += [pa.array(likelihood[:, j]) for j in range(num_classes)]
-            writer.write_table(pa.Table.from_arrays(arrays, schema=out_schema), row_group_size=table.num_rows)
-            written += table.num_rows
+            writer.write_table(pa.Table.from_arrays(arrays, schema=out_schema), row_group_size=block.rows)
+            written += block.rows
     if written != rows:
         raise DataError(f"{described} changed while it was being released ({rows} rows, then {written})")
     ledger = draws.ledger(rows)
