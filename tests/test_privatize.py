@@ -295,3 +295,37 @@ def test_cli_privatize(tmp_path, capsys) -> None:
     assert "already exists" in capsys.readouterr().err
     assert main(command[:-4] + ["--secure-rng", "--out", str(tmp_path / "secure")]) == 0
     assert read_sidecar(tmp_path / "secure")["noise"]["secure"]
+
+
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside dask's Parquet writer, with pandas 3
+def test_the_dask_example_releases_per_partition_with_one_ledger(tmp_path) -> None:
+    """examples/privatize_with_dask.py: the mechanisms applied per partition, one ledger over all rows."""
+    pytest.importorskip("dask.dataframe")
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "examples" / "privatize_with_dask.py"
+    spec = importlib.util.spec_from_file_location("privatize_with_dask", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    labels = rr_fixture(1200)
+    folder = tmp_path / "table"
+    folder.mkdir()
+    table = make_table(labels, np.tile(PRIORS, (labels.size // 4, 1)), ids=np.arange(labels.size))
+    for part, start in enumerate(range(0, labels.size, 1700)):
+        pq.write_table(table.slice(start, 1700), folder / f"part-{part}.parquet")
+    result = example.privatize_with_dask(str(folder), str(tmp_path / "rr"), label_column="y", id_column="id",
+                                         classes=["0", "1", "2", "3"], epsilon=1.0, noise=SEED)
+    released = pq.read_table(tmp_path / "rr" / "labels").to_pandas().sort_values("id")
+    assert result["rows"] == labels.size and np.array_equal(released["id"], np.arange(labels.size))
+    samples = released["released_label"].to_numpy().reshape(-1, 4)  # (draws, true label)
+    assert frequencies_match(samples, randomized_response_probabilities(4, 1.0)).all()
+    assert PrivacyLedger.load(tmp_path / "rr" / "ledger.json").epsilon() == pytest.approx(1.0, abs=1e-3)
+    result = example.privatize_with_dask(str(folder), str(tmp_path / "prior"), label_column="y", id_column="id",
+                                         classes=[0, 1, 2, 3], epsilon=1.0, prior_columns=PRIOR_COLUMNS)
+    assert result["k_range"] == [1, 4]
+    with pytest.raises(ReleaseExistsError):
+        example.privatize_with_dask(str(folder), str(tmp_path / "prior"), label_column="y", id_column="id",
+                                    classes=[0, 1, 2, 3], epsilon=1.0)
+    with pytest.raises(DataError, match="outside"):
+        example.privatize_with_dask(str(folder), str(tmp_path / "bad"), label_column="y", id_column="id",
+                                    classes=[0, 1, 2], epsilon=1.0)
+    assert not (tmp_path / "bad").exists()
