@@ -113,3 +113,19 @@ def test_release_records_exactly_the_members() -> None:
     release_randomized_response(ledger, [1, 2, 3], members, 4, 2.0)
     assert np.array_equal(np.flatnonzero(ledger.entries[0].members), members)
     assert ledger.entries[0].event == randomized_response_event(2.0, 4)
+
+
+def test_groups_by_counting_match_the_distinct_columns(monkeypatch) -> None:
+    """The linear-time grouping (up to 16 entries) finds the same sets of entries as the general one."""
+    from labeldp.accounting import ledger as ledger_module
+    rng = np.random.default_rng(5)
+    for entries in (1, 3, 9, 16):
+        ledger = PrivacyLedger(5000)
+        for index in range(entries):
+            ledger.record(randomized_response_event(1.0 + index, 4), rng.random(5000) < 0.4, "rr")
+        monkeypatch.setattr(ledger_module, "_SLICE", 777)  # several slices
+        counted = sorted(ledger._groups())
+        monkeypatch.setattr(ledger_module, "_COUNTED_ENTRIES", 0)
+        assert counted == sorted(ledger._groups())
+        monkeypatch.undo()
+    assert PrivacyLedger(10)._groups() == []

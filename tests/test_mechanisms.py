@@ -266,3 +266,31 @@ def test_geometric_noise_is_never_truncated_nor_identically_zero() -> None:
     assert geometric(800.0, 3, ZerosThenHalf(5)).tolist() == [4, 4, 4]  # blocks of 1, passed 4 times
     assert geometric(0.01, 2, ZerosThenHalf(3)).tolist() == [200, 200]  # blocks of 100, passed twice
     assert geometric(800.0, 1, rng=0).tolist() == [0]
+
+
+@pytest.mark.parametrize("num_classes", range(2, 18))
+def test_sorting_network_sorts_every_zero_one_input(num_classes: int) -> None:
+    """A comparator network sorts every input iff it sorts every 0-1 input (Knuth's 0-1 principle)."""
+    from labeldp.mechanisms.rr import _descending_rows
+    bits = (np.arange(2**num_classes)[None, :] >> np.arange(num_classes)[:, None]) & 1
+    rows = np.stack(_descending_rows(bits.astype(np.float64)))
+    np.testing.assert_array_equal(rows, -np.sort(-bits, axis=0))
+
+
+def test_rr_with_prior_block_size_and_sorting_path_do_not_change_seeded_releases(monkeypatch) -> None:
+    """Blocks of any size (in whole runs of draws) and np.sort instead of the network give the same k,
+    the same top-k sets and, with one seed, the same releases."""
+    from labeldp.mechanisms import rr
+    rng = np.random.default_rng(11)
+    priors = rng.dirichlet(np.full(10, 0.3), size=3 * rr._CHUNK_ROWS + 17)
+    priors[:500] = np.round(priors[:500] * 4)  # ties at the threshold
+    priors[:500, 0] += priors[:500].sum(axis=1) == 0
+    priors[:500] /= priors[:500].sum(axis=1, keepdims=True)
+    labels = rng.integers(0, 10, len(priors))
+    reference = rr_with_prior(labels, priors, 1.0, rng=3)
+    top = prior_top_k(priors, 1.0)
+    for entries, network in ((0, 32), (rr._CHUNK_ROWS * 20, 32), (1 << 30, 0)):
+        monkeypatch.setattr(rr, "_CHUNK_ENTRIES", entries)
+        monkeypatch.setattr(rr, "_NETWORK_CLASSES", network)
+        for got, want in zip(rr_with_prior(labels, priors, 1.0, rng=3) + prior_top_k(priors, 1.0), reference + top):
+            np.testing.assert_array_equal(got, want)

@@ -27,6 +27,8 @@ from labeldp.runs.predict import predict_table
 from labeldp.runs.recipes import recipe_for, with_recipe
 from labeldp.training import TrainConfig
 from labeldp.options import add_dataclass_arguments, dataclass_from_args
+from labeldp.privatize import DEFAULT_BATCH_ROWS, privatize_table
+from labeldp.randomness import NoiseSource
 
 #: The demo: the embedded digits profiles (recipe in labeldp.experiments.recipes).
 DEMO_PROFILES = r"^digits/(non-private|e(1|2|4|8)/lp-(1|2)st)/run0$"
@@ -126,6 +128,39 @@ def _build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--table", required=True, help="CSV or Parquet file with the run's feature columns")
     predict.add_argument("--out", required=True, help="scores file, .csv or .parquet")
     predict.add_argument("--id-column", help="a column of --table to write beside the scores")
+    privatize = commands.add_parser(
+        "privatize", help="release a label column once, for any learner to train on",
+        description="Release the label column of a Parquet or CSV table (a file or a folder of files), streamed in "
+                    "blocks, by randomized response or, with a prior, RR-with-prior: epsilon-label-DP per row, "
+                    "once. OUT (a new folder) receives labels.parquet (the id column, released_label, k), "
+                    "release.json (classes, mechanism, epsilon, noise channel, noise source, the ledger's "
+                    "epsilon) and ledger.json. Training on the release, any number of times, costs no more "
+                    "privacy. An existing OUT is never overwritten.")
+    privatize.add_argument("--table", required=True, metavar="PATH",
+                           help="Parquet or CSV file, or a folder of them (read in sorted order)")
+    privatize.add_argument("--label-column", required=True, metavar="COL", help="the private labels")
+    privatize.add_argument("--id-column", required=True, metavar="COL",
+                           help="a public row identifier, written next to each released label")
+    privatize.add_argument("--classes", required=True, nargs="+", metavar="VALUE",
+                           help="the label values, in order (the label domain is public and must be declared; a "
+                                "label outside it is an error before anything is released)")
+    privatize.add_argument("--epsilon", required=True, type=float, help="privacy budget of each label (> 0)")
+    prior = privatize.add_mutually_exclusive_group()
+    prior.add_argument("--prior-columns", nargs="+", metavar="COL",
+                       help="RR-with-prior: one prior column per class, in the classes' order; each row's prior "
+                            "must not depend on its own label")
+    prior.add_argument("--prior", nargs="+", type=float, metavar="P",
+                       help="RR-with-prior with one prior shared by every row: a probability per class")
+    privatize.add_argument("--write-channel", action="store_true",
+                           help="also write each row's noise channel, channel_j = Pr[released label | class j]")
+    privatize.add_argument("--batch-rows", type=int, default=DEFAULT_BATCH_ROWS,
+                           help="rows drawn and written at a time; they bound the memory (default %(default)s)")
+    noise = privatize.add_mutually_exclusive_group()
+    noise.add_argument("--secure-rng", action="store_true",
+                       help="draw the noise from ChaCha20 keyed from the OS (a cryptographically secure generator)")
+    noise.add_argument("--insecure-noise-seed", type=int, metavar="SEED",
+                       help="reproducible noise for tests: NOT PRIVATE (the seed is written in release.json)")
+    privatize.add_argument("--out", required=True, help="the release folder to create")
 
     download = commands.add_parser("download", help="fetch a dataset's standard files (needs internet)")
     download.add_argument("dataset", choices=FOLDER_DATASETS)
@@ -277,6 +312,24 @@ def _audit(args: argparse.Namespace) -> None:
           f"{format_epsilon(result['claimed_epsilon'])}. Delete {run_dir / 'audit'} before you share the run folder.")
 
 
+def _privatize(args: argparse.Namespace) -> None:
+    noise = NoiseSource(secure=args.secure_rng, insecure_seed=args.insecure_noise_seed)
+    sidecar = privatize_table(args.table, args.out, label_column=args.label_column, id_column=args.id_column,
+                              classes=args.classes, epsilon=args.epsilon, prior_columns=args.prior_columns,
+                              prior=args.prior, write_channel=args.write_channel, batch_rows=args.batch_rows,
+                              noise=noise)
+    rows, seconds = sidecar["rows"], sidecar["seconds"]
+    mechanism = {"randomized-response": "randomized response", "rr-with-prior": "RR-with-prior"}[sidecar["mechanism"]]
+    print(f"released {rows:,} labels of {args.label_column!r} by {mechanism} (K={len(sidecar['classes'])}, epsilon "
+          f"{sidecar['epsilon']:g}; the ledger's epsilon {format_epsilon(sidecar['ledger']['epsilon'])}) in "
+          f"{seconds:.1f} s ({rows / seconds:,.0f} labels/s)")
+    columns = [c for c in (sidecar["columns"]["id"], sidecar["columns"]["released_label"], sidecar["columns"]["k"]) if c]
+    print(f"written: {Path(args.out) / 'labels.parquet'} ({', '.join(columns + sidecar['columns']['channel'])}), "
+          f"{Path(args.out) / 'release.json'}, {Path(args.out) / 'ledger.json'}")
+    if not sidecar["noise"]["private"]:
+        print(f"NOT PRIVATE: the noise is {sidecar['noise']['description']}")
+
+
 def _finite(value: float) -> float | None:
     return None if math.isinf(value) else value
 
@@ -305,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
             _audit(args)
         elif args.command == "predict":
             print(f"scores written: {predict_table(args.run_dir, args.table, args.out, args.id_column)}")
+        elif args.command == "privatize":
+            _privatize(args)
         elif args.command == "download":
             download_dataset(args.dataset, args.data_dir)
             print(f"{args.dataset} saved in {args.data_dir}")

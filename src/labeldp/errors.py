@@ -38,6 +38,11 @@ class RunLockedError(RunDirectoryError):
     """The run folder is in use by another process."""
 
 
+class ReleaseExistsError(LabelDPError, FileExistsError):
+    """A label release is already where a new one would be written: releasing the labels again would
+    spend their privacy budget a second time."""
+
+
 class InsecureNoiseWarning(UserWarning):
     """A run whose noise can be regenerated from its configuration (``insecure_noise_seed``): its
     epsilon does not hold against anyone who reads that configuration."""

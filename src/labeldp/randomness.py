@@ -52,7 +52,7 @@ PUBLIC_STREAMS = {"stage-split": 0, "model-init": 1, "training": 2, "pate-teache
                   "table-split": 5, "encoder": 6, "clusters": 7, "audit": 8, "membership": 9,
                   "dpsgd-augment": 10, "pate-partition": 11, "pate-training": 12}
 NOISE_STREAMS = {"label-release": 100, "histogram": 101, "pate-votes": 102, "dpsgd-sampling": 103,
-                 "dpsgd-noise": 104}
+                 "dpsgd-noise": 104, "table-release": 105}
 
 
 def _sequence(seed: int, streams: dict[str, int], purpose: str, ids: tuple[int, ...]) -> np.random.SeedSequence:

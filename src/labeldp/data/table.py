@@ -24,6 +24,7 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
+from labeldp._validation import canonical_label as _canonical
 from labeldp.data.dataset import LabeledDataset
 from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.randomness import public_rng
@@ -49,19 +50,6 @@ def read_table(path: str | Path) -> pd.DataFrame:
     except (ValueError, OSError, pd.errors.ParserError) as error:
         raise DataError(f"cannot read the table {path}: {error}") from None
     raise DataError(f"table file {path} must be .csv, .tsv or .parquet (optionally .csv.gz, .tsv.gz)")
-
-
-def _canonical(value: str) -> str:
-    """One spelling per label value: ``1``, ``1.0`` and `` 1`` are the same class, so are
-    ``True``, ``true`` and ``1``."""
-    text = str(value).strip()
-    if text.lower() in ("true", "false"):
-        return "1" if text.lower() == "true" else "0"
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return str(int(number)) if number.is_integer() else repr(number)
 
 
 def label_indices(values: pd.Series, classes: tuple[str, ...], where: str) -> np.ndarray:

@@ -12,6 +12,8 @@ All functions are vectorised over examples; there is no per-example Python loop.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from labeldp._validation import (
@@ -24,8 +26,12 @@ from labeldp._validation import (
 from labeldp.errors import ConfigError
 from labeldp.randomness import RandomSource, as_generator
 
-# Rows processed at a time by RR-with-prior: bounds memory at K=100 and keeps work in cache.
+# Rows processed at a time by RR-with-prior: at least _CHUNK_ROWS, about _CHUNK_ENTRIES prior
+# entries (a 4 MiB block: memory stays bounded at any K, and per-block overheads stay small at K = 10).
 _CHUNK_ROWS = 1 << 13
+_CHUNK_ENTRIES = 1 << 19
+#: the largest K sorted by a sorting network (beyond it, np.sort along the class axis)
+_NETWORK_CLASSES = 32
 #: the smallest positive float (a uniform on the 2^-53 grid falls below it with probability 2^-53)
 _TINY = np.nextafter(0.0, 1.0)
 
@@ -96,8 +102,47 @@ def _cumsum_down(block: np.ndarray, dtype=None) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _sorting_network(num_classes: int) -> tuple[tuple[int, int], ...]:
+    """Batcher's odd-even merge sort on ``num_classes`` inputs: comparators (i, j), i < j, applied in
+    order. Built for the next power of two and restricted to the first ``num_classes`` wires (the
+    others hold -inf for a descending sort, so their comparators never exchange)."""
+    size = 1 << max(num_classes - 1, 0).bit_length()
+    pairs = []
+    merge = 1
+    while merge < size:
+        step = merge
+        while step >= 1:
+            for j in range(step % merge, size - step, 2 * step):
+                for i in range(min(step, size - j - step)):
+                    if (i + j) // (2 * merge) == (i + j + step) // (2 * merge) and i + j + step < num_classes:
+                        pairs.append((i + j, i + j + step))
+            step //= 2
+        merge *= 2
+    return tuple(pairs)
+
+
+def _descending_rows(priors_t: np.ndarray) -> list[np.ndarray]:
+    """The columns of a (K, m) block sorted in descending order, as K row arrays (row 0 the largest).
+
+    For K up to :data:`_NETWORK_CLASSES` a sorting network of elementwise maxima and minima over
+    whole rows (K = 10: 32 comparators), several times faster than ``np.sort`` along a short axis;
+    the sorted values are the same either way."""
+    num_classes = priors_t.shape[0]
+    if num_classes > _NETWORK_CLASSES:
+        return list(np.sort(priors_t, axis=0)[::-1])
+    rows = [np.array(row) for row in priors_t]  # copies, contiguous whatever the block's layout
+    spare = np.empty_like(rows[0])
+    for high, low in _sorting_network(num_classes):
+        np.maximum(rows[high], rows[low], out=spare)
+        np.minimum(rows[high], rows[low], out=rows[low])
+        rows[high], spare = spare, rows[high]
+    return rows
+
+
 def _top_k_columns(priors_t: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
-    """Algorithm 2's choice of k and the top-k label set, on a (K, m) column-major block of priors.
+    """Algorithm 2's choice of k and the top-k label set, on a (K, m) block of priors (one column per
+    example; any memory layout).
 
     k maximises keep_probability(eps, k) * (mass of the k largest prior entries); ties go to the
     smallest k. Among equal prior entries, lower label indices rank first (a fixed, public order).
@@ -105,12 +150,24 @@ def _top_k_columns(priors_t: np.ndarray, epsilon: float) -> tuple[np.ndarray, np
     Returns (k of shape (m,), member mask of shape (K, m)).
     """
     num_classes, m = priors_t.shape
-    descending = np.sort(priors_t, axis=0)[::-1]
-    objective = _cumsum_down(descending)
-    objective *= keep_probability(epsilon, np.arange(1, num_classes + 1))[:, None]
-    k = objective.argmax(axis=0) + 1  # argmax returns the first maximum: the smallest k
-    threshold = descending[k - 1, np.arange(m)]
-    member = priors_t >= threshold
+    descending = _descending_rows(priors_t)
+    weights = keep_probability(epsilon, np.arange(1, num_classes + 1))
+    # The first k whose objective is strictly the largest so far: the smallest maximiser (argmax's rule).
+    mass = descending[0].copy()
+    best = mass * weights[0]
+    k = np.ones(m, dtype=np.min_scalar_type(num_classes))  # small while it is updated in place
+    threshold = descending[0]  # the k-th largest entry
+    objective = np.empty(m)
+    better = np.empty(m, dtype=bool)
+    for row in range(1, num_classes):
+        mass += descending[row]
+        np.multiply(mass, weights[row], out=objective)
+        np.greater(objective, best, out=better)
+        np.maximum(best, objective, out=best)
+        np.copyto(k, row + 1, where=better)
+        np.copyto(threshold, descending[row], where=better)
+    k = k.astype(np.int64)
+    member = np.greater_equal(priors_t, threshold, order="C")  # C order: rr_with_prior flattens it
     tied = np.flatnonzero(member.sum(axis=0) != k)  # entries equal to the threshold beyond the k-th
     if tied.size:
         block, limit = priors_t[:, tied], threshold[tied]
@@ -118,6 +175,12 @@ def _top_k_columns(priors_t: np.ndarray, epsilon: float) -> tuple[np.ndarray, np
         room = k[tied] - greater.sum(axis=0)
         member[:, tied] = greater | (equal & (_cumsum_down(equal, np.int32) <= room))
     return k, member
+
+
+def _chunk_rows(num_classes: int) -> int:
+    """Rows per block of RR-with-prior: about :data:`_CHUNK_ENTRIES` prior entries, a multiple of
+    :data:`_CHUNK_ROWS` rows."""
+    return _CHUNK_ROWS * max(1, _CHUNK_ENTRIES // (num_classes * _CHUNK_ROWS))
 
 
 def prior_top_k(priors, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
@@ -131,9 +194,10 @@ def prior_top_k(priors, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
     n = prior.shape[0]
     k = np.empty(n, dtype=np.int64)
     members = np.empty(prior.shape, dtype=bool)
-    for start in range(0, n, _CHUNK_ROWS):
-        stop = min(start + _CHUNK_ROWS, n)
-        k[start:stop], member_t = _top_k_columns(np.ascontiguousarray(prior[start:stop].T), eps)
+    chunk = _chunk_rows(prior.shape[1])
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        k[start:stop], member_t = _top_k_columns(prior[start:stop].T, eps)
         members[start:stop] = member_t.T
     return k, members
 
@@ -161,26 +225,50 @@ def rr_with_prior(labels, priors, epsilon: float, rng: RandomSource = None) -> t
     true = check_labels(labels, prior.shape[1])
     n = check_same_length(labels=true, priors=prior)
     gen = as_generator(rng)
+    num_classes = prior.shape[1]
     noisy = np.empty(n, dtype=np.int64)
     ks = np.empty(n, dtype=np.int64)
-    for start in range(0, n, _CHUNK_ROWS):
-        stop = min(start + _CHUNK_ROWS, n)
+    change = change_probability(eps, np.arange(num_classes + 1))  # by k
+    block = _chunk_rows(num_classes)
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        m = stop - start
         y = true[start:stop]
-        cols = np.arange(stop - start)
-        k, member = _top_k_columns(np.ascontiguousarray(prior[start:stop].T), eps)
-        true_in_top_k = member[y, cols]
-        keep = true_in_top_k & ~_changed(gen, change_probability(eps, k))
-        out = y.copy()
-        redraw = np.flatnonzero(~keep)
-        if redraw.size:
-            candidates = member[:, redraw]
-            candidates[y[redraw], np.arange(redraw.size)] = False
-            count = k[redraw] - true_in_top_k[redraw]
-            rank = gen.integers(0, count)
-            out[redraw] = (_cumsum_down(candidates, np.int32) > rank).argmax(axis=0)
-        noisy[start:stop] = out
+        k, member = _top_k_columns(prior[start:stop].T, eps)
+        true_cell = y * m + np.arange(m)  # (y[i], i) in the flattened (K, m) member mask
+        flat_member = member.reshape(-1)
+        true_in_top_k = flat_member[true_cell]
+        rank = _released_ranks(gen, true_in_top_k, k, change)
+        # The candidates of a changed label are the top k without the true label; the released one
+        # is the candidate of the drawn rank: its class is the number of classes before it.
+        flat_member[true_cell] = False
+        small = np.min_scalar_type(-num_classes)  # ranks, counts and classes all lie in [-1, K]
+        rank = rank.astype(small)
+        seen = np.zeros(m, dtype=small)
+        position = np.zeros(m, dtype=small)
+        for label in range(num_classes):
+            seen += member[label]
+            position += seen <= rank
+        noisy[start:stop] = np.where(rank < 0, y, position)
         ks[start:stop] = k
     return noisy, ks
+
+
+def _released_ranks(gen, true_in_top_k: np.ndarray, k: np.ndarray, change: np.ndarray) -> np.ndarray:
+    """RR-with-prior's draws for one block: -1 where the true label is kept, else the rank of the
+    released label among the top k without the true label (uniform).
+
+    The draws go in runs of :data:`_CHUNK_ROWS` rows (the uniforms of a run, then the ranks of its
+    changed labels), so a seeded generator gives the same releases whatever the block size."""
+    rank = np.full(k.size, -1, dtype=np.int64)
+    for start in range(0, k.size, _CHUNK_ROWS):
+        stop = min(start + _CHUNK_ROWS, k.size)
+        in_top = true_in_top_k[start:stop]
+        keep = in_top & ~_changed(gen, change[k[start:stop]])
+        redraw = np.flatnonzero(~keep)
+        if redraw.size:
+            rank[start + redraw] = gen.integers(0, k[start:stop][redraw] - in_top[redraw])
+    return rank
 
 
 def rr_with_prior_probabilities(priors, epsilon: float) -> np.ndarray:
