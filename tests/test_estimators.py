@@ -87,6 +87,16 @@ def test_grid_search_on_a_release_costs_nothing() -> None:
     assert 0.5 < search.best_score_ < 1.0
 
 
+def test_fits_on_a_release_of_labeldp_privatize() -> None:
+    from labeldp.privatize import privatize
+    from labeldp.randomness import NoiseSource
+    frame, labels = _table()
+    release = privatize(labels, classes=CLASSES, epsilon=2.0, noise=NoiseSource(insecure_seed=1))
+    model = LabelDPClassifier(_logistic()).fit(frame, release)
+    assert list(model.classes_) == CLASSES and model.ledger_ is release.ledger
+    assert model.score(frame, labels) > 0.7
+
+
 def test_clean_accuracy_estimate_is_unbiased() -> None:
     """Over many RR releases of the same labels, the estimate averages to the accuracy on the clean
     labels (and the agreement with the released labels does not)."""

@@ -13,7 +13,7 @@ import pytest
 
 from labeldp.cli import main
 from labeldp.experiments import get_profile, list_profiles, load_recipes, register
-from labeldp.experiments.report import aggregate
+from labeldp.experiments.report import aggregate, format_report
 from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
 from labeldp.runs import RunConfig
 from labeldp.training import TrainConfig
@@ -175,3 +175,12 @@ def test_profiles_are_selected_by_key_or_prefix() -> None:
     assert mnist and all(key.startswith("mnist/") for key in mnist)  # not fashion-mnist/...
     assert [p.key for p in list_profiles("mnist/e2/lp-2st/run0")] == ["mnist/e2/lp-2st/run0"]
     assert all(p.key.startswith("mnist/e2/") for p in list_profiles("mnist/e2/"))
+
+
+def test_reports_show_auc_and_log_loss() -> None:
+    rows = [{"key": f"t/e1/lp-1st/run{s}", "status": "done", "dataset": "t", "method": "lp-1st", "target_epsilon": "1",
+             "test_accuracy": "0.9", "test_auc": str(0.8 + 0.02 * s), "test_log_loss": "0.3"} for s in range(2)]
+    text = format_report(aggregate(rows, "auc"), metric="auc")
+    assert "t: test AUC" in text and "0.8100 ± 0.0141 (2)" in text
+    with pytest.raises(ValueError, match="metric must be one of"):
+        aggregate(rows, "f1")

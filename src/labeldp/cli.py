@@ -17,7 +17,7 @@ from labeldp.audit.membership import check_membership_options
 from labeldp.audit.spend import folder_epsilon
 from labeldp.data import FOLDER_DATASETS, download_dataset
 from labeldp.experiments import format_epsilon, get_profile, list_profiles, load_recipes
-from labeldp.experiments.report import aggregate, format_report, report
+from labeldp.experiments.report import METRICS, aggregate, format_report, report
 from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
 from labeldp.errors import ConfigError, LabelDPError, RunDirectoryError
 from labeldp.dpsgd.trainer import DPSGDConfig
@@ -94,9 +94,11 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", required=True, help="sweep folder")
 
     report_parser = commands.add_parser("report", help="table and privacy-utility plot of a sweep",
-                                        description="Print mean ± std test accuracy by method and epsilon from "
+                                        description="Print mean ± std of a test metric by method and epsilon from "
                                                     "DIR/results.csv and write DIR/privacy_utility.png.")
     report_parser.add_argument("dir", metavar="DIR")
+    report_parser.add_argument("--metric", choices=tuple(METRICS), default="accuracy",
+                               help="what the table and the plot show (auc: two classes; default %(default)s)")
 
     audit = commands.add_parser(
         "audit", help="empirical epsilon lower bound for a run's recipe",
@@ -267,11 +269,11 @@ def _sweep(args: argparse.Namespace) -> None:
                      progress=not args.quiet)
     done = sum(r["status"] == "done" for r in rows)
     print(f"{done}/{len(rows)} runs finished; results in {Path(args.out) / 'results.csv'}\n")
-    _report(argparse.Namespace(dir=args.out))
+    _report(argparse.Namespace(dir=args.out, metric="accuracy"))
 
 
 def _report(args: argparse.Namespace) -> None:
-    text, plot = report(args.dir)
+    text, plot = report(args.dir, args.metric)
     print(text)
     print(f"plot: {plot}")
 

@@ -38,6 +38,7 @@ import pandas as pd
 from labeldp.accounting import PrivacyLedger, randomized_response_event
 from labeldp.data.table import label_indices
 from labeldp.errors import BudgetError, ConfigError
+from labeldp.privatize import LabelRelease
 from labeldp.randomness import NoiseSource
 from labeldp.release import release_randomized_response, release_rr_with_prior
 
@@ -104,6 +105,12 @@ class ReleasedLabels:
     def __getitem__(self, rows) -> ReleasedLabels:
         return ReleasedLabels(self.labels[rows], self.likelihood[rows], self.classes, self.ledger)
 
+    @classmethod
+    def from_release(cls, release: LabelRelease, priors=None) -> ReleasedLabels:
+        """The labels of a release made by :func:`labeldp.privatize.privatize` or ``labeldp privatize``
+        (``priors``: the rows' priors, when each had its own)."""
+        return cls(release.labels, release.channel(priors), [str(c) for c in release.classes], release.ledger)
+
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         return np.asarray(self.classes[self.labels], dtype=dtype)
 
@@ -143,6 +150,9 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
 
     # -- fitting ------------------------------------------------------------------------------------
     def fit(self, X, y, sample_weight=None) -> LabelDPClassifier:
+        """Fit on true labels (released here, and charged) or on released labels (free)."""
+        if isinstance(y, LabelRelease):
+            y = ReleasedLabels.from_release(y)
         if isinstance(y, ReleasedLabels):
             self.classes_, self.ledger_ = y.classes, y.ledger
             self._fit_released(X, y.labels, y.likelihood, sample_weight)

@@ -39,13 +39,19 @@ def variant(row: dict[str, str]) -> tuple[str, ...]:
     return (row["method"],)
 
 
-def aggregate(rows: list[dict[str, str]]) -> list[dict]:
-    """Mean and standard deviation of test accuracy per dataset, :func:`variant` and target epsilon,
+#: what a report can show: name -> (results.csv column, heading, scale of the printed numbers)
+METRICS = {"accuracy": ("test_accuracy", "test accuracy %", 100.0), "auc": ("test_auc", "test AUC", 1.0),
+           "log-loss": ("test_log_loss", "test log-loss", 1.0)}
+
+
+def aggregate(rows: list[dict[str, str]], metric: str = "accuracy") -> list[dict]:
+    """Mean and standard deviation of a test ``metric`` per dataset, :func:`variant` and target epsilon,
     done runs only: only runs that differ in nothing but their seed are averaged together. A variant
     is named by its parts, less those that every run of the dataset shares after the first (a grid
     value that did not vary). A run whose noise was reproducible (``--insecure-noise-seed``) is its
     own variant, marked NOT PRIVATE."""
-    done = [row for row in rows if row["status"] == "done" and row["test_accuracy"] != ""]
+    column = _metric(metric)[0]
+    done = [row for row in rows if row["status"] == "done" and row.get(column, "") not in ("", None)]
     shared = {}
     for dataset in {row["dataset"] for row in done}:
         shared[dataset] = set.intersection(*(set(variant(row)[1:]) for row in done if row["dataset"] == dataset))
@@ -56,30 +62,39 @@ def aggregate(rows: list[dict[str, str]]) -> list[dict]:
         if row.get("noise_private") == "False":
             name += " (NOT PRIVATE)"
         epsilon = float(row["target_epsilon"]) if row["target_epsilon"] else None
-        groups[(row["dataset"], name, epsilon)].append(float(row["test_accuracy"]))
+        groups[(row["dataset"], name, epsilon)].append(float(row[column]))
     return [{"dataset": d, "method": m, "epsilon": e, "mean": mean(v), "std": stdev(v) if len(v) > 1 else 0.0,
              "runs": len(v)} for (d, m, e), v in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))]
+
+
+def _metric(name: str) -> tuple[str, str, float]:
+    if name not in METRICS:
+        raise ConfigError(f"metric must be one of {', '.join(METRICS)}, got {name!r}")
+    return METRICS[name]
 
 
 def format_epsilon(epsilon: float | None) -> str:
     return "inf" if epsilon is None else f"{epsilon:.3g}"
 
 
-def format_report(stats: list[dict], failed: int = 0, spread: bool = True) -> str:
-    """A table per dataset: methods as rows, epsilons as columns, cells 'mean ± std (runs)' in %
-    (just the mean with ``spread=False``)."""
+def format_report(stats: list[dict], failed: int = 0, spread: bool = True, metric: str = "accuracy") -> str:
+    """A table per dataset: methods as rows, epsilons as columns, cells 'mean ± std (runs)' of the
+    metric (just the mean with ``spread=False``)."""
+    _, heading, scale = _metric(metric)
+    digits = 2 if scale == 100.0 else 4
     lines = []
     for dataset in dict.fromkeys(s["dataset"] for s in stats):
         part = [s for s in stats if s["dataset"] == dataset]
         epsilons = sorted({s["epsilon"] for s in part if s["epsilon"] is not None})
         has_reference = any(s["epsilon"] is None for s in part)
         header = ["method"] + [f"eps={e:g}" for e in epsilons] + (["non-private"] if has_reference else [])
-        cells = {(s["method"], s["epsilon"]): (f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f} ({s['runs']})" if spread
-                                               else f"{100 * s['mean']:.1f}") for s in part}
+        cells = {(s["method"], s["epsilon"]): (f"{scale * s['mean']:.{digits}f} ± {scale * s['std']:.{digits}f} "
+                                               f"({s['runs']})" if spread else f"{scale * s['mean']:.{digits - 1}f}")
+                 for s in part}
         table = [header] + [[m] + [cells.get((m, e), "") for e in epsilons] + ([cells.get((m, None), "")] if has_reference else [])
                             for m in dict.fromkeys(s["method"] for s in part)]
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-        lines.append(f"{dataset}: test accuracy %" + (", mean ± std (runs)" if spread else ""))
+        lines.append(f"{dataset}: {heading}" + (", mean ± std (runs)" if spread else ""))
         for index, row in enumerate(table):
             lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
             if index == 0:
@@ -90,29 +105,31 @@ def format_report(stats: list[dict], failed: int = 0, spread: bool = True) -> st
     return "\n".join(lines).rstrip() + "\n"
 
 
-def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
-    """Accuracy against epsilon (log scale), one line with error bars per method, one panel per
+def plot_privacy_utility(stats: list[dict], path: str | Path, metric: str = "accuracy") -> Path:
+    """The metric against epsilon (log scale), one line with error bars per method, one panel per
     dataset; the non-private reference is a dashed horizontal line with its std as a band."""
+    _, heading, scale = _metric(metric)
     datasets = list(dict.fromkeys(s["dataset"] for s in stats))
     figure, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4.5), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
         part = [s for s in stats if s["dataset"] == dataset]
         for method in dict.fromkeys(s["method"] for s in part if s["epsilon"] is not None):
             points = sorted((s for s in part if s["method"] == method and s["epsilon"] is not None), key=lambda s: s["epsilon"])
-            ax.errorbar([p["epsilon"] for p in points], [100 * p["mean"] for p in points],
-                        yerr=[100 * p["std"] for p in points], marker="o", capsize=4, label=method)
+            ax.errorbar([p["epsilon"] for p in points], [scale * p["mean"] for p in points],
+                        yerr=[scale * p["std"] for p in points], marker="o", capsize=4, label=method)
         for reference in (s for s in part if s["epsilon"] is None):
-            ax.axhline(100 * reference["mean"], color="black", linestyle="--", label=f"{reference['method']} (no privacy)")
-            ax.axhspan(100 * (reference["mean"] - reference["std"]), 100 * (reference["mean"] + reference["std"]),
+            ax.axhline(scale * reference["mean"], color="black", linestyle="--",
+                       label=f"{reference['method']} (no privacy)")
+            ax.axhspan(scale * (reference["mean"] - reference["std"]), scale * (reference["mean"] + reference["std"]),
                        color="black", alpha=0.08)
         ax.set_xscale("log", base=2)
         ticks = sorted({s["epsilon"] for s in part if s["epsilon"] is not None})
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.minorticks_off()
         ax.set_xlabel("label-DP epsilon (log scale)")
-        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylabel(heading)
         runs = max(s["runs"] for s in part)
-        ax.set_title(f"{dataset}: accuracy vs privacy (mean ± std, up to {runs} run{'s' if runs > 1 else ''} per point)")
+        ax.set_title(f"{dataset}: {metric} vs privacy (mean ± std, up to {runs} run{'s' if runs > 1 else ''} per point)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="lower right")
     figure.tight_layout()
@@ -122,11 +139,13 @@ def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
     return path
 
 
-def report(sweep_dir: str | Path) -> tuple[str, Path]:
-    """Table text and plot path for a sweep folder (its ``results.csv``)."""
+def report(sweep_dir: str | Path, metric: str = "accuracy") -> tuple[str, Path]:
+    """Table text and plot path for a sweep folder (its ``results.csv``), by ``metric`` (the plot is
+    ``privacy_utility.png``, or ``privacy_utility_<metric>.png`` for another metric)."""
     rows = read_results(sweep_dir)
-    stats = aggregate(rows)
+    stats = aggregate(rows, metric)
     if not stats:
-        raise ConfigError(f"{sweep_dir} has no finished runs to report")
+        raise ConfigError(f"{sweep_dir} has no finished runs with a {metric} to report")
     failed = sum(1 for r in rows if r["status"] == "failed")
-    return format_report(stats, failed), plot_privacy_utility(stats, Path(sweep_dir) / "privacy_utility.png")
+    name = "privacy_utility.png" if metric == "accuracy" else f"privacy_utility_{metric}.png"
+    return format_report(stats, failed, metric=metric), plot_privacy_utility(stats, Path(sweep_dir) / name, metric)
