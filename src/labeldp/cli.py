@@ -7,6 +7,8 @@ import json
 import math
 import sys
 from dataclasses import fields
+
+import torch
 from pathlib import Path
 
 from labeldp import __version__, runtime
@@ -53,12 +55,14 @@ def _build_parser() -> argparse.ArgumentParser:
                     "the noisy labels of each stage, metrics.jsonl and summary.json. Running the same "
                     "command again resumes an interrupted run without drawing new noisy labels.")
     train.add_argument("--profile", metavar="KEY",
-                       help="run a named recipe (see `labeldp profiles`); only --data-dir, --device and --quiet "
+                       help="run a named recipe (see `labeldp profiles`); only --data-dir, --device, --threads and --quiet "
                             "apply on top of it, other options are refused")
     train.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
     add_dataclass_arguments(train, RunConfig, _OPTION_GROUPS)
     train.add_argument("--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 "
                                                         "(default %(default)s)")
+    train.add_argument("--threads", type=int, help="CPU threads of torch (default: 1 for tables, whose small models "
+                                                   "run faster on one, else every core)")
     train.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
     train.add_argument("--out", required=True, help="run directory (created, or resumed if it exists)")
 
@@ -179,7 +183,7 @@ def _print_summary(summary: dict) -> None:
 
 
 #: the train options that apply on top of --profile (besides --profile itself and --recipes)
-_PROFILE_OPTIONS = {"command", "profile", "recipes", "data_dir", "device", "quiet", "out"}
+_PROFILE_OPTIONS = {"command", "profile", "recipes", "data_dir", "device", "quiet", "out", "threads"}
 
 
 def _changed_options(args: argparse.Namespace, required: list[str], names: set[str]) -> list[str]:
@@ -226,11 +230,14 @@ def _train(args: argparse.Namespace) -> None:
         ignored = _changed_options(args, ["train", "--out", args.out], set(vars(args)) - _PROFILE_OPTIONS)
         if ignored:
             raise ConfigError(f"--profile runs its recipe as registered; {', '.join(ignored)} would not apply to it "
-                              "(only --data-dir, --device and --quiet do). For other settings use "
+                              "(only --data-dir, --device, --threads and --quiet do). For other settings use "
                               "`labeldp sweep --base PROFILE --grid NAME=VALUE` or register a recipe (--recipes)")
         config = get_profile(args.profile).config.with_overrides(data_dir=args.data_dir)
     else:
         config = _with_best_recipe(dataclass_from_args(RunConfig, args), args)
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads must be at least 1, got {args.threads}")
+    torch.set_num_threads(args.threads or runtime.default_threads(config.dataset))
     summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
     _print_summary(summary)
     print(f"run directory: {args.out}")
