@@ -20,8 +20,8 @@ from labeldp.training import TrainConfig
 
 
 def sweep_command(out, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "labeldp.cli", "sweep", "--grid", "method=lp-1st,lp-2st,lp-mst",
-            "epsilon=1,2,4,8", "seed=0,1", "epochs=6", "--base", "digits/e1/lp-1st/run0", "--workers", "2",
+    return [sys.executable, "-m", "labeldp.cli", "sweep", "--grid", "method=lp-1st,lp-2st",
+            "epsilon=1,8", "seed=0,1", "epochs=3", "--base", "digits/e1/lp-1st/run0", "--workers", "2",
             "--quiet", "--out", str(out), *extra]
 
 
@@ -91,26 +91,26 @@ def test_sweep_is_parallel_resumable_and_reports(tmp_path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(sweep_command(out), env=env, start_new_session=True)
     deadline = time.time() + 240
-    while len(list(out.glob("*/summary.json"))) < 6:
+    while len(list(out.glob("*/summary.json"))) < 3:
         assert time.time() < deadline and process.poll() is None, "sweep ended or stalled before the interruption"
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)  # the sweep and its workers, mid-way
     process.wait()
     finished = {p: p.stat().st_mtime_ns for p in out.glob("*/summary.json")}
-    assert 6 <= len(finished) < 24
+    assert 3 <= len(finished) < 8
 
     again = subprocess.run(sweep_command(out), env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in finished.items()), "a finished run was run again"
     with open(out / "results.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 24 and all(r["status"] == "done" for r in rows)
-    assert {r["method"] for r in rows} == {"lp-1st", "lp-2st", "lp-mst"}
-    assert {float(r["target_epsilon"]) for r in rows} == {1.0, 2.0, 4.0, 8.0}
+    assert len(rows) == 8 and all(r["status"] == "done" for r in rows)
+    assert {r["method"] for r in rows} == {"lp-1st", "lp-2st"}
+    assert {float(r["target_epsilon"]) for r in rows} == {1.0, 8.0}
     assert all(abs(float(r["epsilon"]) - float(r["target_epsilon"])) < 1e-3 for r in rows)
     png = (out / "privacy_utility.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
-    assert "lp-mst" in again.stdout and "± " in again.stdout
+    assert "lp-2st" in again.stdout and "± " in again.stdout
 
 
 def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys) -> None:

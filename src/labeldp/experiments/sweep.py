@@ -141,7 +141,8 @@ def _finished_as_configured(folder: RunDirectory, config: RunConfig) -> bool:
 
 def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device: str = "auto",
               data_dir: str | None = None, progress: bool = True) -> list[dict[str, Any]]:
-    """Run ``jobs`` with ``workers`` processes into ``out/<key>/`` and write ``out/results.csv``."""
+    """Run ``jobs`` into ``out/<key>/`` and write ``out/results.csv``: one after the other in this
+    process with one worker, else in ``workers`` processes."""
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
     out = Path(out)
@@ -159,16 +160,21 @@ def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device
     threads = max(1, (os.cpu_count() or 1) // workers)
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc="sweep", unit="run",
                disable=None if progress else True)
-    if pending:
+    def finished(job: SweepJob, outcome: dict[str, Any]) -> None:
+        outcomes[job.key] = outcome
+        if outcome["status"] != "done":
+            tqdm.write(f"run {job.key} failed: {outcome['error']}")
+        bar.update()
+
+    if workers == 1:
+        for job in pending:
+            finished(job, _run_job(job.config, str(out / job.folder), device))
+    elif pending:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(threads,)) as pool:
             futures = {pool.submit(_run_job, job.config, str(out / job.folder), device): job for job in pending}
             for future in as_completed(futures):
-                job = futures[future]
-                outcomes[job.key] = future.result()
-                if outcomes[job.key]["status"] != "done":
-                    tqdm.write(f"run {job.key} failed: {outcomes[job.key]['error']}")
-                bar.update()
+                finished(futures[future], future.result())
     bar.close()
     rows = [_row(job, out / job.folder, outcomes[job.key]) for job in jobs]
     write_results(rows, out / "results.csv")
