@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from sklearn.base import clone
 from sklearn.compose import ColumnTransformer
+from sklearn.dummy import DummyClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
@@ -18,7 +19,13 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.errors import BudgetError
-from labeldp.estimators import LabelBudget, LabelDPClassifier, ReleasedLabels, clean_accuracy_estimate
+from labeldp.estimators import (
+    LabelBudget,
+    LabelDPClassifier,
+    ReleasedLabels,
+    clean_accuracy_estimate,
+    released_log_likelihood,
+)
 from labeldp.mechanisms import keep_probability, randomized_response, randomized_response_likelihood
 
 CLASSES = ["no", "yes"]
@@ -85,6 +92,25 @@ def test_grid_search_on_a_release_costs_nothing() -> None:
     search.fit(frame, release)
     assert search.best_estimator_.ledger_ is ledger and ledger.entries == ()
     assert 0.5 < search.best_score_ < 1.0
+
+
+def test_released_log_likelihood_scores_a_release_through_its_channel() -> None:
+    """The score is the log-likelihood of the released labels under the model's clean probabilities
+    pushed through the channel: a constant model's score is computable by hand, an informative
+    model scores higher, and a grid search with it as the scorer runs on the release alone."""
+    frame, labels = _table(2000, seed=4)
+    noisy = randomized_response((labels == "yes").astype(int), 2, 1.0, rng=5)
+    release = ReleasedLabels(noisy, randomized_response_likelihood(noisy, 2, 1.0), CLASSES, PrivacyLedger(2000))
+    informative = LabelDPClassifier(_logistic(), classes=CLASSES).fit(frame, release)
+    constant = LabelDPClassifier(DummyClassifier(strategy="prior"), classes=CLASSES, em_iterations=0)
+    constant.fit(frame, release)
+    prior = constant.predict_proba(frame[:1])[0]
+    by_hand = np.mean(np.log(release.likelihood @ prior))
+    assert released_log_likelihood(constant, frame, release) == pytest.approx(by_hand)
+    assert released_log_likelihood(informative, frame, release) > by_hand + 0.02
+    search = GridSearchCV(LabelDPClassifier(_logistic(), classes=CLASSES), {"em_iterations": [0, 2]},
+                          scoring=released_log_likelihood, cv=3).fit(frame, release)
+    assert np.isfinite(search.best_score_) and search.best_score_ < 0
 
 
 def test_fits_on_a_release_of_labeldp_privatize() -> None:
