@@ -16,7 +16,7 @@ from labeldp.audit.membership import check_membership_options
 from labeldp.audit.spend import folder_epsilon
 from labeldp.data import FOLDER_DATASETS, download_dataset
 from labeldp.experiments import format_epsilon, get_profile, list_profiles, load_recipes
-from labeldp.experiments.report import aggregate, format_report, report
+from labeldp.experiments.report import METRICS, aggregate, format_report, report
 from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
 from labeldp.errors import ConfigError, LabelDPError, RunDirectoryError
 from labeldp.runs import RunConfig, config_dataset, train_run
@@ -82,9 +82,12 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", required=True, help="sweep folder")
 
     report_parser = commands.add_parser("report", help="table and privacy-utility plot of a sweep",
-                                        description="Print mean ± std test accuracy by method and epsilon from "
-                                                    "DIR/results.csv and write DIR/privacy_utility.png.")
+                                        description="Print mean ± std test accuracy (test RMSE for numeric labels) "
+                                                    "by method and epsilon from DIR/results.csv and write "
+                                                    "DIR/privacy_utility.png.")
     report_parser.add_argument("dir", metavar="DIR")
+    report_parser.add_argument("--metric", choices=tuple(METRICS),
+                               help="the metric to show (default: test_accuracy, or test_rmse for numeric labels)")
 
     audit = commands.add_parser(
         "audit", help="empirical epsilon lower bound for a run's recipe",
@@ -106,14 +109,19 @@ def _build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--targets", type=int, default=1000, help="with --membership: targets, half of them members (default %(default)s)")
     audit.add_argument("--shadows", type=int, default=4, help="with --membership: shadow models for LiRA (default %(default)s)")
 
-    download = commands.add_parser("download", help="fetch a dataset's standard files (needs internet)")
+    download = commands.add_parser("download", help="fetch a dataset's standard files (needs internet)",
+                                   description="Fetch a dataset's standard files into --data-dir. MovieLens 100K "
+                                               "comes from GroupLens under its research-only licence (read its "
+                                               "README; do not redistribute it).")
     download.add_argument("dataset", choices=FOLDER_DATASETS)
     download.add_argument("--data-dir", required=True)
     return parser
 
 
 def _print_summary(summary: dict) -> None:
-    print(f"{summary['method']} on {summary['dataset']}: test accuracy {100 * summary['test_accuracy']:.2f}%  "
+    metric = (f"test RMSE {summary['test_rmse']:.4g} (MAE {summary['test_mae']:.4g})" if "test_rmse" in summary
+              else f"test accuracy {100 * summary['test_accuracy']:.2f}%")
+    print(f"{summary['method']} on {summary['dataset']}: {metric}  "
           f"epsilon {format_epsilon(summary['epsilon'])} (delta {summary['delta']:g}, {summary['neighboring_relation']})  "
           f"{summary['seconds']:.1f}s")
     if not summary.get("noise_private", True):
@@ -185,11 +193,11 @@ def _sweep(args: argparse.Namespace) -> None:
                      progress=not args.quiet)
     done = sum(r["status"] == "done" for r in rows)
     print(f"{done}/{len(rows)} runs finished; results in {Path(args.out) / 'results.csv'}\n")
-    _report(argparse.Namespace(dir=args.out))
+    _report(argparse.Namespace(dir=args.out, metric=None))
 
 
 def _report(args: argparse.Namespace) -> None:
-    text, plot = report(args.dir)
+    text, plot = report(args.dir, args.metric)
     print(text)
     print(f"plot: {plot}")
 
