@@ -180,7 +180,7 @@ def test_profiles_are_selected_by_key_or_prefix() -> None:
 def test_reports_show_auc_and_log_loss() -> None:
     rows = [{"key": f"t/e1/lp-1st/run{s}", "status": "done", "dataset": "t", "method": "lp-1st", "target_epsilon": "1",
              "test_accuracy": "0.9", "test_auc": str(0.8 + 0.02 * s), "test_log_loss": "0.3"} for s in range(2)]
-    text = format_report(aggregate(rows, "auc"), metric="auc")
+    text = format_report(aggregate(rows, "auc"))
     assert "t: test AUC" in text and "0.8100 ± 0.0141 (2)" in text
     with pytest.raises(ValueError, match="metric must be one of"):
         aggregate(rows, "f1")

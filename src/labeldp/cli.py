@@ -101,8 +101,9 @@ def _build_parser() -> argparse.ArgumentParser:
                                         description="Print mean ± std of a test metric by method and epsilon from "
                                                     "DIR/results.csv and write DIR/privacy_utility.png.")
     report_parser.add_argument("dir", metavar="DIR")
-    report_parser.add_argument("--metric", choices=tuple(METRICS), default="accuracy",
-                               help="what the table and the plot show (auc: two classes; default %(default)s)")
+    report_parser.add_argument("--metric", choices=tuple(METRICS),
+                               help="what the table and the plot show (auc: two classes; default: accuracy, or rmse "
+                                    "for numeric labels)")
 
     audit = commands.add_parser(
         "audit", help="empirical epsilon lower bound for a run's recipe",
@@ -168,14 +169,19 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="reproducible noise for tests: NOT PRIVATE (the seed is written in release.json)")
     privatize.add_argument("--out", required=True, help="the release folder to create")
 
-    download = commands.add_parser("download", help="fetch a dataset's standard files (needs internet)")
+    download = commands.add_parser("download", help="fetch a dataset's standard files (needs internet)",
+                                   description="Fetch a dataset's standard files into --data-dir. MovieLens 100K "
+                                               "comes from GroupLens under its research-only licence (read its "
+                                               "README; do not redistribute it).")
     download.add_argument("dataset", choices=FOLDER_DATASETS)
     download.add_argument("--data-dir", required=True)
     return parser
 
 
 def _print_summary(summary: dict) -> None:
-    print(f"{summary['method']} on {summary['dataset']}: test accuracy {100 * summary['test_accuracy']:.2f}%  "
+    metric = (f"test RMSE {summary['test_rmse']:.4g} (MAE {summary['test_mae']:.4g})" if "test_rmse" in summary
+              else f"test accuracy {100 * summary['test_accuracy']:.2f}%")
+    print(f"{summary['method']} on {summary['dataset']}: {metric}  "
           f"epsilon {format_epsilon(summary['epsilon'])} (delta {summary['delta']:g}, {summary['neighboring_relation']})  "
           f"{summary['seconds']:.1f}s")
     if not summary.get("noise_private", True):
@@ -276,7 +282,7 @@ def _sweep(args: argparse.Namespace) -> None:
                      progress=not args.quiet)
     done = sum(r["status"] == "done" for r in rows)
     print(f"{done}/{len(rows)} runs finished; results in {Path(args.out) / 'results.csv'}\n")
-    _report(argparse.Namespace(dir=args.out, metric="accuracy"))
+    _report(argparse.Namespace(dir=args.out, metric=None))
 
 
 def _report(args: argparse.Namespace) -> None:

@@ -2,8 +2,10 @@
 
 Accuracy alone hides what matters for rare positives (a model that always predicts the majority class
 of a 1 %-positive table is 99 % accurate), so binary tasks also get the ROC AUC, the log-loss, the
-Brier score and the expected calibration error; every task gets the log-loss. Computed on the test
-set, which is public by assumption; it reads no training label.
+Brier score and the expected calibration error; every task gets the log-loss. A regression (numeric
+labels on a public grid) is measured by the squared and absolute errors of the expected value under
+the predicted distribution over the grid, against the raw test values. Computed on the test set,
+which is public by assumption; it reads no training label.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from sklearn.metrics import log_loss, roc_auc_score
 #: equal-width bins of the predicted positive probability for the expected calibration error
 CALIBRATION_BINS = 10
 #: the metric each kind of task is compared by, and whether larger is better
-PRIMARY_METRICS = {"test_accuracy": True, "test_auc": True, "test_log_loss": False}
+PRIMARY_METRICS = {"test_accuracy": True, "test_auc": True, "test_log_loss": False, "test_rmse": False,
+                   "test_mse": False, "test_mae": False}
 
 
 def expected_calibration_error(positive_probability: np.ndarray, labels: np.ndarray,
@@ -45,3 +48,17 @@ def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dic
         metrics["test_brier"] = float(np.mean((positive - labels) ** 2))
         metrics["test_ece"] = expected_calibration_error(positive, labels)
     return metrics
+
+
+def regression_metrics(probabilities: np.ndarray, label_values: np.ndarray, values: np.ndarray) -> dict[str, float]:
+    """``test_rmse``, ``test_mse`` and ``test_mae`` of the predictions probabilities @ label_values (the
+    expected value under each predicted distribution over the grid) against the test ``values``."""
+    predictions = np.asarray(probabilities, dtype=np.float64) @ np.asarray(label_values, dtype=np.float64)
+    errors = predictions - np.asarray(values, dtype=np.float64)
+    mse = float(np.mean(errors ** 2))
+    return {"test_rmse": float(np.sqrt(mse)), "test_mse": mse, "test_mae": float(np.mean(np.abs(errors)))}
+
+
+def primary_metric(summary: dict) -> str:
+    """The metric a run is compared by: test RMSE for a regression, else test accuracy."""
+    return "test_rmse" if summary.get("test_rmse") is not None else "test_accuracy"

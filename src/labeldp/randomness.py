@@ -50,7 +50,8 @@ _UINT64_RANGE = 2**64
 #: are seeded only in the insecure mode. The numbers are disjoint, so no two purposes draw alike.
 PUBLIC_STREAMS = {"stage-split": 0, "model-init": 1, "training": 2, "pate-teachers": 3, "pate-queries": 4,
                   "table-split": 5, "encoder": 6, "clusters": 7, "audit": 8, "membership": 9,
-                  "dpsgd-augment": 10, "pate-partition": 11, "pate-training": 12}
+                  "dpsgd-augment": 10, "pate-partition": 11, "pate-training": 12,
+                  "ratings-split": 13, "validation-split": 14}
 NOISE_STREAMS = {"label-release": 100, "histogram": 101, "pate-votes": 102, "dpsgd-sampling": 103,
                  "dpsgd-noise": 104, "table-release": 105}
 

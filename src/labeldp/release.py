@@ -19,13 +19,14 @@ import numpy as np
 from dp_accounting import dp_event
 
 from labeldp._validation import check_epsilon, check_labels, check_priors, check_same_length
-from labeldp.accounting.events import (histogram_event, laplace_one_hot_event, non_private_event, pate_event,
-                                       randomized_response_event)
+from labeldp.accounting.events import (histogram_event, laplace_one_hot_event, laplace_value_event, non_private_event,
+                                       pate_event, randomized_response_event, rr_on_bins_event)
 from labeldp.accounting.ledger import PrivacyLedger, event_from_dict, event_to_dict
 from labeldp.errors import ConfigError
-from labeldp.mechanisms import (confident_gnmax, gnmax, laplace_one_hot, laplace_one_hot_likelihood, noisy_histogram,
-                                randomized_response, randomized_response_likelihood, rr_with_prior,
-                                rr_with_prior_likelihood, teacher_votes)
+from labeldp.mechanisms import (confident_gnmax, gnmax, laplace_one_hot, laplace_one_hot_likelihood, laplace_value,
+                                laplace_value_likelihood, noisy_histogram, optimal_bins, randomized_response,
+                                randomized_response_likelihood, released_values, rr_on_bins, rr_on_bins_likelihood,
+                                rr_with_prior, rr_with_prior_likelihood, teacher_votes)
 from labeldp.randomness import RandomSource
 
 
@@ -34,10 +35,11 @@ class Release:
     """What one mechanism released about the examples ``members``, and what the ledger recorded.
 
     ``labels`` holds one released label per member (class indices; ALIBI's arg-max; -1 for a PATE
-    query left unanswered), ``likelihood`` the noise channel L[i, y] = Pr[member i's release | its
-    label is y] (from public parameters and released values: free to use). ``arrays`` holds the rest
-    of what was released (RR-with-prior's k, ALIBI's noisy vectors, a histogram's counts, PATE's
-    answered queries) and what a method derived from it, which it saves alongside.
+    query left unanswered; RR-on-bins' released bin), ``likelihood`` the noise channel
+    L[i, y] = Pr[member i's release | its label is y] (from public parameters and released values:
+    free to use). ``arrays`` holds the rest of what was released (RR-with-prior's k, ALIBI's noisy
+    vectors, a histogram's counts, PATE's answered queries, a regression's released ``values``) and
+    what a method derived from it, which it saves alongside.
     """
 
     members: np.ndarray
@@ -120,6 +122,55 @@ def release_rr_with_prior(ledger: PrivacyLedger, labels, members, priors, epsilo
         indices, randomized_response_event(eps, k_event),
         f"RR-with-prior, K={prior.shape[1]}, epsilon={eps:g}, k in [{k.min()}, {k.max()}]",
         noisy, rr_with_prior_likelihood(noisy, prior, eps), {"k": k}))
+
+
+def release_rr_on_bins(ledger: PrivacyLedger, labels, members, grid, priors, epsilon: float, rng: RandomSource = None,
+                       tag: str | None = None, prior_index=None) -> Release:
+    """RR-on-bins (Ghazi et al. 2023) on ``labels``, grid indices of the members' numeric labels (in
+    index order), recorded on ``ledger``.
+
+    ``priors`` over the public ``grid``: one (G,) row shared by every member, (m, G) rows chosen by
+    ``prior_index``, or (n, G) rows, one per member. A row must not depend on the labels of the members
+    that use it (a noisy histogram released beforehand and recorded, a model trained on other
+    examples' released labels). The optimal maps are solved once per row, then each label is released
+    as a bin value by RR over its map's d bins. Accounting (:func:`~labeldp.accounting.events.rr_on_bins_event`):
+    RR over the smallest d >= 2 among the members, which dominates every member; nothing if every map
+    has one bin. The release's ``labels`` are the released bins, ``arrays["values"]`` the released
+    values, ``arrays["k"]`` each member's d, ``arrays["bin_of"]`` each member's map (its grid points'
+    bins), and its likelihood the channel over the grid.
+    """
+    eps = check_epsilon(epsilon)
+    true = check_labels(labels, np.asarray(grid).size)
+    indices = _recorded(ledger, members, tag, labels=true)
+    maps = optimal_bins(priors, grid, eps)
+    values, bins, d = rr_on_bins(true, grid, maps, eps, rng, prior_index)
+    bin_of = maps.bin_of if prior_index is None and len(maps.d) == true.size else maps.bin_of[
+        np.zeros(true.size, dtype=np.int64) if prior_index is None else np.asarray(prior_index)]
+    return _release(ledger, tag, Release(
+        indices, rr_on_bins_event(eps, d),
+        f"RR-on-bins, G={np.asarray(grid).size}, epsilon={eps:g}, d in [{d.min()}, {d.max()}]", bins,
+        rr_on_bins_likelihood(bins, grid, maps, eps, prior_index),
+        {"values": values, "k": d, "bin_of": bin_of.astype(np.int16)}))
+
+
+def release_laplace_value(ledger: PrivacyLedger, labels, members, grid, epsilon: float, rng: RandomSource = None,
+                          tag: str | None = None) -> Release:
+    """The Laplace mechanism on numeric labels (grid indices of the members' values on the evenly spaced
+    public ``grid``), on the exact integer lattice of the grid's step
+    (:mod:`labeldp.mechanisms.laplace_value`): epsilon-DP per member, recorded as
+    ``DiscreteLaplaceDpEvent(epsilon / (G - 1), G - 1)``. ``arrays["noisy_steps"]`` is the release (in
+    grid steps from grid[0]), ``arrays["values"]`` its label values; ``labels`` the grid point nearest
+    each released value."""
+    eps = check_epsilon(epsilon)
+    points = np.asarray(grid, dtype=np.float64)
+    true = check_labels(labels, points.size)
+    indices = _recorded(ledger, members, tag, labels=true)
+    noisy = laplace_value(true, points, eps, rng)
+    return _release(ledger, tag, Release(
+        indices, laplace_value_event(eps, points.size - 1),
+        f"Laplace value, G={points.size} grid over [{points[0]:g}, {points[-1]:g}], epsilon={eps:g}",
+        np.clip(noisy, 0, points.size - 1), laplace_value_likelihood(noisy, points, eps),
+        {"noisy_steps": noisy, "values": released_values(noisy, points)}))
 
 
 def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int, tag: str | None = None) -> Release:

@@ -14,9 +14,11 @@ from labeldp.accounting.events import (
     dpsgd_event,
     histogram_event,
     laplace_one_hot_event,
+    laplace_value_event,
     non_private_event,
     pate_event,
     randomized_response_event,
+    rr_on_bins_event,
 )
 from labeldp.accounting.ledger import LedgerEntry, PrivacyLedger, event_from_dict, event_to_dict
 
@@ -33,9 +35,11 @@ __all__ = [
     "event_to_dict",
     "histogram_event",
     "laplace_one_hot_event",
+    "laplace_value_event",
     "max_queries",
     "non_private_event",
     "pate_epsilon",
     "pate_event",
     "randomized_response_event",
+    "rr_on_bins_event",
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import dp_accounting
+import numpy as np
 from dp_accounting import dp_event
 
 from labeldp.errors import ConfigError
@@ -42,6 +43,26 @@ def laplace_one_hot_event(epsilon: float) -> dp_event.DpEvent:
     coordinate; replacing the label shifts two coordinates by m, two independent shifts."""
     return dp_event.SelfComposedDpEvent(
         dp_event.DiscreteLaplaceDpEvent(laplace_parameter(epsilon), LAPLACE_GRID), 2)
+
+
+def laplace_value_event(epsilon: float, steps: int) -> dp_event.DpEvent:
+    """A numeric label released on a grid of ``steps`` + 1 evenly spaced values with discrete Laplace
+    noise of parameter epsilon / steps per step: replacing the label moves the value by at most
+    ``steps`` steps (:mod:`labeldp.mechanisms.laplace_value`), so the release is epsilon-DP."""
+    steps = int(steps)
+    if steps < 1:
+        raise ConfigError(f"a label range spans at least one grid step, got {steps}")
+    return dp_event.DiscreteLaplaceDpEvent(epsilon / steps, steps)
+
+
+def rr_on_bins_event(epsilon: float, bins) -> dp_event.DpEvent:
+    """RR-on-bins over examples whose maps have ``bins`` bins each (one number, or one per example): every
+    example's pair of output distributions is dominated by RR over its own d bins, and RR's privacy
+    profile decreases in the number of buckets, so the event is RR over the smallest d >= 2 (no event
+    if every example releases a constant, d = 1)."""
+    d = np.atleast_1d(np.asarray(bins, dtype=np.int64))
+    informative = d[d >= 2]
+    return randomized_response_event(epsilon, int(informative.min())) if informative.size else dp_event.NoOpDpEvent()
 
 
 def randomized_response_event(epsilon: float, num_buckets: int) -> dp_event.DpEvent:

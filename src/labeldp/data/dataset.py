@@ -20,6 +20,17 @@ class LabeledDataset:
 
     ``x_*`` are float32 arrays, (n, C, H, W) for images and (n, d) for tables, already normalised.
     ``y_train`` holds the *private* labels: only :mod:`labeldp.release` should read them.
+
+    A **regression** (numeric labels) has ``label_values``: the public grid of G label values,
+    strictly increasing, declared by the dataset or the user and never read off the labels. Its
+    ``y_train`` and ``y_test`` are then grid indices (each private value clipped to the grid's range
+    and snapped to the nearest point, :func:`labeldp.data.regression.snap_to_grid`), ``num_classes``
+    is G, and ``y_test_values`` may keep the raw test values, so that the test error is measured
+    against them rather than against their grid points.
+
+    ``categorical`` gives, for the first ``len(categorical)`` input columns, the number of values of
+    each (the columns hold integer codes in [0, size), e.g. user and item ids): embedding models
+    (``recommender``) look them up, the other models read them as numbers.
     """
 
     name: str
@@ -31,6 +42,9 @@ class LabeledDataset:
     augmentation: str = "none"
     class_names: list[str] = field(default_factory=list)
     preprocessor: Any = None  # the fitted encoding of raw rows into inputs (tables), public
+    label_values: np.ndarray | None = None
+    y_test_values: np.ndarray | None = None
+    categorical: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         self.num_classes = check_num_classes(self.num_classes)
@@ -44,14 +58,62 @@ class LabeledDataset:
             raise DataError(f"x_train and x_test shapes differ: {self.x_train.shape[1:]} vs {self.x_test.shape[1:]}")
         if self.augmentation not in AUGMENTATIONS:
             raise DataError(f"augmentation must be one of {AUGMENTATIONS}, got {self.augmentation!r}")
+        self._check_regression()
+        self._check_categorical()
+
+    def _check_regression(self) -> None:
+        if self.label_values is None:
+            if self.y_test_values is not None:
+                raise DataError("y_test_values are the raw test values of a regression: give label_values too")
+            return
+        grid = np.asarray(self.label_values, dtype=np.float64)
+        if grid.ndim != 1 or grid.size != self.num_classes:
+            raise DataError(f"label_values must be a 1-d grid of num_classes ({self.num_classes}) values, got shape "
+                            f"{grid.shape}")
+        if not np.all(np.isfinite(grid)) or np.any(np.diff(grid) <= 0):
+            raise DataError("label_values must be finite and strictly increasing")
+        self.label_values = grid
+        if self.y_test_values is not None:
+            values = np.asarray(self.y_test_values, dtype=np.float64)
+            if values.shape != self.y_test.shape or not np.all(np.isfinite(values)):
+                raise DataError(f"y_test_values must be {len(self.y_test)} finite values, one per test example")
+            self.y_test_values = values
+
+    def _check_categorical(self) -> None:
+        sizes = tuple(int(size) for size in self.categorical)
+        if not sizes:
+            self.categorical = ()
+            return
+        if self.x_train.ndim != 2 or len(sizes) > self.x_train.shape[1] or min(sizes) < 1:
+            raise DataError(f"categorical sizes {list(sizes)} must be positive and cover leading columns of a "
+                            f"(n, d) table, inputs have shape {self.input_shape}")
+        for name, x in (("x_train", self.x_train), ("x_test", self.x_test)):
+            codes = x[:, :len(sizes)]
+            if np.any(codes != np.round(codes)) or np.any(codes < 0) or np.any(codes >= np.array(sizes)):
+                raise DataError(f"the categorical columns of {name} must hold integer codes in [0, size) for sizes "
+                                f"{list(sizes)}")
+        self.categorical = sizes
+
+    @property
+    def is_regression(self) -> bool:
+        """Numeric labels on a public grid (``label_values``), measured by squared error."""
+        return self.label_values is not None
+
+    @property
+    def test_values(self) -> np.ndarray:
+        """A regression's test labels as values: the raw ones if kept, else their grid points."""
+        if self.label_values is None:
+            raise DataError(f"dataset {self.name!r} is a classification: its labels have no values")
+        return self.y_test_values if self.y_test_values is not None else self.label_values[self.y_test]
 
     @property
     def input_shape(self) -> tuple[int, ...]:
         return tuple(self.x_train.shape[1:])
 
     def __repr__(self) -> str:
+        grid = f", label_values=[{self.label_values[0]:g} .. {self.label_values[-1]:g}]" if self.is_regression else ""
         return (f"LabeledDataset({self.name!r}, train={len(self.y_train)}, test={len(self.y_test)}, "
-                f"input_shape={self.input_shape}, num_classes={self.num_classes})")
+                f"input_shape={self.input_shape}, num_classes={self.num_classes}{grid})")
 
 
 def standardize_images(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

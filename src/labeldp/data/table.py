@@ -26,6 +26,7 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from labeldp._validation import canonical_label as _canonical
 from labeldp.data.dataset import LabeledDataset
+from labeldp.data.regression import regression_dataset
 from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.randomness import public_rng
 
@@ -128,16 +129,19 @@ def feature_columns(frame: pd.DataFrame, label_column: str, features: tuple[str,
 def load_table_dataset(path: str | Path, label_column: str, test_path: str | Path | None = None,
                        test_fraction: float = 0.2, seed: int = 0, *, features: tuple[str, ...] | None = None,
                        drop: tuple[str, ...] = (), id_column: str | None = None,
-                       classes: tuple[str, ...] | None = None) -> LabeledDataset:
-    """Load a table with a declared label domain ``classes``; the features are encoded by a
-    :class:`TablePreprocessor` fitted on the training rows (``dataset.preprocessor``).
+                       classes: tuple[str, ...] | None = None, grid: np.ndarray | None = None) -> LabeledDataset:
+    """Load a table with a declared label domain: the ``classes`` of a classification, or the ``grid``
+    of numeric labels (:mod:`labeldp.data.regression`: values snapped to it, raw test values kept).
+    The features are encoded by a :class:`TablePreprocessor` fitted on the training rows
+    (``dataset.preprocessor``).
 
     Without ``test_path``, a random ``test_fraction`` of the rows (drawn from the seed's public stream:
     it depends on the rows' positions only) becomes the test set.
     """
-    if classes is None or len(classes) < 2:
+    if grid is None and (classes is None or len(classes) < 2):
         raise ConfigError("a table's label domain must be declared: --classes V1 V2 ... (classes=...), the "
-                          "label values in order; it is public and never taken from the private labels")
+                          "label values in order, or --label-range LOW HIGH for numbers; it is public and never "
+                          "taken from the private labels")
     frame = read_table(path)
     if label_column not in frame.columns:
         raise DataError(f"label column {label_column!r} not found; columns are {list(frame.columns)}")
@@ -154,7 +158,19 @@ def load_table_dataset(path: str | Path, label_column: str, test_path: str | Pat
     if missing:
         raise DataError(f"the test table lacks columns {missing}")
     preprocessor = TablePreprocessor.fit(train, columns)
-    return LabeledDataset(Path(path).name.split(".")[0], preprocessor.transform(train),
+    name = Path(path).name.split(".")[0]
+    if grid is not None:
+        return regression_dataset(name, preprocessor.transform(train), numeric_labels(train[label_column]),
+                                  preprocessor.transform(test), numeric_labels(test[label_column]), grid,
+                                  preprocessor=preprocessor)
+    return LabeledDataset(name, preprocessor.transform(train),
                           label_indices(train[label_column], classes, "training table"), preprocessor.transform(test),
                           label_indices(test[label_column], classes, "test table"), num_classes=len(classes),
                           class_names=[str(c) for c in classes], preprocessor=preprocessor)
+
+
+def numeric_labels(values: pd.Series) -> np.ndarray:
+    """A numeric label column as floats; any other column is an error that shows none of its values."""
+    if not pd.api.types.is_numeric_dtype(values):
+        raise DataError(f"the label column {values.name!r} of a regression must be numeric")
+    return values.to_numpy(np.float64)

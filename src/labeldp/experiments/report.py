@@ -1,4 +1,7 @@
-"""Summaries of a sweep: mean/std table by method and epsilon, and the privacy-utility plot."""
+"""Summaries of a sweep: mean/std table by method and epsilon, and the privacy-utility plot.
+
+Each dataset is compared by its task's metric (test accuracy for classes, test RMSE for numeric
+labels), or by one named with ``metric``; accuracy is shown in %, errors in the label's units."""
 
 from __future__ import annotations
 
@@ -39,19 +42,31 @@ def variant(row: dict[str, str]) -> tuple[str, ...]:
     return (row["method"],)
 
 
-#: what a report can show: name -> (results.csv column, heading, scale of the printed numbers)
-METRICS = {"accuracy": ("test_accuracy", "test accuracy %", 100.0), "auc": ("test_auc", "test AUC", 1.0),
-           "log-loss": ("test_log_loss", "test log-loss", 1.0)}
+#: what a report can show: name -> (results.csv column, heading, scale of the printed numbers, larger is better)
+METRICS = {"accuracy": ("test_accuracy", "test accuracy %", 100.0, True), "auc": ("test_auc", "test AUC", 1.0, True),
+           "log-loss": ("test_log_loss", "test log-loss", 1.0, False), "rmse": ("test_rmse", "test RMSE", 1.0, False),
+           "mse": ("test_mse", "test MSE", 1.0, False), "mae": ("test_mae", "test MAE", 1.0, False)}
 
 
-def aggregate(rows: list[dict[str, str]], metric: str = "accuracy") -> list[dict]:
-    """Mean and standard deviation of a test ``metric`` per dataset, :func:`variant` and target epsilon,
-    done runs only: only runs that differ in nothing but their seed are averaged together. A variant
-    is named by its parts, less those that every run of the dataset shares after the first (a grid
-    value that did not vary). A run whose noise was reproducible (``--insecure-noise-seed``) is its
-    own variant, marked NOT PRIVATE."""
-    column = _metric(metric)[0]
-    done = [row for row in rows if row["status"] == "done" and row.get(column, "") not in ("", None)]
+def dataset_metric(rows: list[dict[str, str]], dataset: str) -> str:
+    """The metric ``dataset``'s runs are compared by unless one is named: ``rmse`` if they report it
+    (numeric labels), else ``accuracy``."""
+    return "rmse" if any(row.get("test_rmse") not in (None, "") for row in rows
+                         if row["dataset"] == dataset and row["status"] == "done") else "accuracy"
+
+
+def aggregate(rows: list[dict[str, str]], metric: str | None = None) -> list[dict]:
+    """Mean and standard deviation of a test ``metric`` (default: each dataset's own,
+    :func:`dataset_metric`) per dataset, :func:`variant` and target epsilon, done runs only: only runs
+    that differ in nothing but their seed are averaged together. A variant is named by its parts,
+    less those that every run of the dataset shares after the first (a grid value that did not vary).
+    A run whose noise was reproducible (``--insecure-noise-seed``) is its own variant, marked NOT
+    PRIVATE."""
+    if metric is not None:
+        _metric(metric)
+    chosen = {dataset: metric or dataset_metric(rows, dataset) for dataset in {row["dataset"] for row in rows}}
+    column = {dataset: METRICS[name][0] for dataset, name in chosen.items()}
+    done = [row for row in rows if row["status"] == "done" and row.get(column[row["dataset"]]) not in (None, "")]
     shared = {}
     for dataset in {row["dataset"] for row in done}:
         shared[dataset] = set.intersection(*(set(variant(row)[1:]) for row in done if row["dataset"] == dataset))
@@ -62,12 +77,13 @@ def aggregate(rows: list[dict[str, str]], metric: str = "accuracy") -> list[dict
         if row.get("noise_private") == "False":
             name += " (NOT PRIVATE)"
         epsilon = float(row["target_epsilon"]) if row["target_epsilon"] else None
-        groups[(row["dataset"], name, epsilon)].append(float(row[column]))
+        groups[(row["dataset"], name, epsilon)].append(float(row[column[row["dataset"]]]))
     return [{"dataset": d, "method": m, "epsilon": e, "mean": mean(v), "std": stdev(v) if len(v) > 1 else 0.0,
-             "runs": len(v)} for (d, m, e), v in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))]
+             "runs": len(v), "metric": chosen[d]}
+            for (d, m, e), v in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))]
 
 
-def _metric(name: str) -> tuple[str, str, float]:
+def _metric(name: str) -> tuple[str, str, float, bool]:
     if name not in METRICS:
         raise ConfigError(f"metric must be one of {', '.join(METRICS)}, got {name!r}")
     return METRICS[name]
@@ -77,24 +93,30 @@ def format_epsilon(epsilon: float | None) -> str:
     return "inf" if epsilon is None else f"{epsilon:.3g}"
 
 
-def format_report(stats: list[dict], failed: int = 0, spread: bool = True, metric: str = "accuracy") -> str:
-    """A table per dataset: methods as rows, epsilons as columns, cells 'mean ± std (runs)' of the
-    metric (just the mean with ``spread=False``)."""
-    _, heading, scale = _metric(metric)
+def _cell(stat: dict, spread: bool) -> str:
+    _, _, scale, _ = METRICS[stat["metric"]]
     digits = 2 if scale == 100.0 else 4
+    if not spread:
+        return f"{scale * stat['mean']:.{digits - 1}f}"
+    return f"{scale * stat['mean']:.{digits}f} ± {scale * stat['std']:.{digits}f} ({stat['runs']})"
+
+
+def format_report(stats: list[dict], failed: int = 0, spread: bool = True) -> str:
+    """A table per dataset: methods as rows, epsilons as columns, cells 'mean ± std (runs)' of the
+    dataset's metric, accuracy in % (just the mean with ``spread=False``)."""
     lines = []
     for dataset in dict.fromkeys(s["dataset"] for s in stats):
         part = [s for s in stats if s["dataset"] == dataset]
+        _, heading, _, larger_is_better = METRICS[part[0]["metric"]]
         epsilons = sorted({s["epsilon"] for s in part if s["epsilon"] is not None})
         has_reference = any(s["epsilon"] is None for s in part)
         header = ["method"] + [f"eps={e:g}" for e in epsilons] + (["non-private"] if has_reference else [])
-        cells = {(s["method"], s["epsilon"]): (f"{scale * s['mean']:.{digits}f} ± {scale * s['std']:.{digits}f} "
-                                               f"({s['runs']})" if spread else f"{scale * s['mean']:.{digits - 1}f}")
-                 for s in part}
+        cells = {(s["method"], s["epsilon"]): _cell(s, spread) for s in part}
         table = [header] + [[m] + [cells.get((m, e), "") for e in epsilons] + ([cells.get((m, None), "")] if has_reference else [])
                             for m in dict.fromkeys(s["method"] for s in part)]
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-        lines.append(f"{dataset}: {heading}" + (", mean ± std (runs)" if spread else ""))
+        lines.append(f"{dataset}: {heading}" + ("" if larger_is_better else " (lower is better)")
+                     + (", mean ± std (runs)" if spread else ""))
         for index, row in enumerate(table):
             lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
             if index == 0:
@@ -105,14 +127,14 @@ def format_report(stats: list[dict], failed: int = 0, spread: bool = True, metri
     return "\n".join(lines).rstrip() + "\n"
 
 
-def plot_privacy_utility(stats: list[dict], path: str | Path, metric: str = "accuracy") -> Path:
-    """The metric against epsilon (log scale), one line with error bars per method, one panel per
-    dataset; the non-private reference is a dashed horizontal line with its std as a band."""
-    _, heading, scale = _metric(metric)
+def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
+    """Each dataset's metric against epsilon (log scale), one line with error bars per method, one
+    panel per dataset; the non-private reference is a dashed horizontal line with its std as a band."""
     datasets = list(dict.fromkeys(s["dataset"] for s in stats))
     figure, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4.5), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
         part = [s for s in stats if s["dataset"] == dataset]
+        _, heading, scale, larger_is_better = METRICS[part[0]["metric"]]
         for method in dict.fromkeys(s["method"] for s in part if s["epsilon"] is not None):
             points = sorted((s for s in part if s["method"] == method and s["epsilon"] is not None), key=lambda s: s["epsilon"])
             ax.errorbar([p["epsilon"] for p in points], [scale * p["mean"] for p in points],
@@ -127,11 +149,13 @@ def plot_privacy_utility(stats: list[dict], path: str | Path, metric: str = "acc
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.minorticks_off()
         ax.set_xlabel("label-DP epsilon (log scale)")
-        ax.set_ylabel(heading)
+        name = heading.replace(" %", " (%)")
+        ax.set_ylabel(name + ("" if larger_is_better else ", lower is better"))
         runs = max(s["runs"] for s in part)
-        ax.set_title(f"{dataset}: {metric} vs privacy (mean ± std, up to {runs} run{'s' if runs > 1 else ''} per point)")
+        ax.set_title(f"{dataset}: {name.removeprefix('test ')} vs privacy (mean ± std, up to {runs} "
+                     f"run{'s' if runs > 1 else ''} per point)")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(loc="lower right")
+        ax.legend(loc="lower right" if larger_is_better else "upper right")
     figure.tight_layout()
     path = Path(path)
     figure.savefig(path, dpi=120)
@@ -139,13 +163,14 @@ def plot_privacy_utility(stats: list[dict], path: str | Path, metric: str = "acc
     return path
 
 
-def report(sweep_dir: str | Path, metric: str = "accuracy") -> tuple[str, Path]:
-    """Table text and plot path for a sweep folder (its ``results.csv``), by ``metric`` (the plot is
-    ``privacy_utility.png``, or ``privacy_utility_<metric>.png`` for another metric)."""
+def report(sweep_dir: str | Path, metric: str | None = None) -> tuple[str, Path]:
+    """Table text and plot path for a sweep folder (its ``results.csv``), by ``metric`` (default: each
+    dataset's own; the plot is ``privacy_utility.png``, or ``privacy_utility_<metric>.png`` for a
+    named metric)."""
     rows = read_results(sweep_dir)
     stats = aggregate(rows, metric)
     if not stats:
-        raise ConfigError(f"{sweep_dir} has no finished runs with a {metric} to report")
+        raise ConfigError(f"{sweep_dir} has no finished runs to report" + (f" with a {metric}" if metric else ""))
     failed = sum(1 for r in rows if r["status"] == "failed")
-    name = "privacy_utility.png" if metric == "accuracy" else f"privacy_utility_{metric}.png"
-    return format_report(stats, failed, metric=metric), plot_privacy_utility(stats, Path(sweep_dir) / name, metric)
+    name = "privacy_utility.png" if metric is None else f"privacy_utility_{metric}.png"
+    return format_report(stats, failed), plot_privacy_utility(stats, Path(sweep_dir) / name)

@@ -31,7 +31,8 @@ from labeldp.training import TrainConfig
 from labeldp.runs.config import options_unused_by
 
 RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "delta", "seed", "test_accuracy",
-                  "test_auc", "test_log_loss", "seconds", "noise_private", "run_dir", "error")
+                  "test_auc", "test_log_loss", "test_rmse", "test_mse", "test_mae", "seconds", "noise_private",
+                  "run_dir", "error")
 _RUN_FIELDS = {f.name for f in fields(RunConfig)} - {"train"}
 _TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
 
@@ -125,7 +126,7 @@ def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any
             "method": job.config.method, "target_epsilon": job.config.epsilon if job.config.epsilon is not None else "",
             "epsilon": outcome.get("epsilon") if outcome.get("epsilon") is not None else ("" if outcome.get("status") != "done" else "inf"),
             "delta": outcome.get("delta", ""), "seed": job.config.seed, "test_accuracy": outcome.get("test_accuracy", ""),
-            "test_auc": outcome.get("test_auc", ""), "test_log_loss": outcome.get("test_log_loss", ""),
+            **{name: outcome.get(name, "") for name in ("test_auc", "test_log_loss", "test_rmse", "test_mse", "test_mae")},
             "seconds": outcome.get("seconds", ""), "noise_private": outcome.get("noise_private", ""),
             "run_dir": str(run_dir), "error": outcome.get("error", "")}
 

@@ -15,6 +15,14 @@ from labeldp.mechanisms.gnmax import (
 from labeldp.mechanisms.discrete_laplace import discrete_laplace, discrete_laplace_pmf, geometric
 from labeldp.mechanisms.histogram import noisy_histogram
 from labeldp.mechanisms.laplace import LAPLACE_GRID, laplace_one_hot, laplace_one_hot_likelihood, laplace_parameter
+from labeldp.mechanisms.laplace_value import (
+    grid_step,
+    laplace_value,
+    laplace_value_likelihood,
+    laplace_value_log_probabilities,
+    laplace_value_parameter,
+    released_values,
+)
 from labeldp.mechanisms.rr import (
     change_probability,
     keep_probability,
@@ -46,6 +54,12 @@ __all__ = [
     "laplace_one_hot",
     "laplace_one_hot_likelihood",
     "laplace_parameter",
+    "grid_step",
+    "laplace_value",
+    "laplace_value_likelihood",
+    "laplace_value_log_probabilities",
+    "laplace_value_parameter",
+    "released_values",
     "change_probability",
     "keep_probability",
     "prior_top_k",

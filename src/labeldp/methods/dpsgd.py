@@ -61,7 +61,8 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
     (:func:`check_training_options`), or a given noise multiplier that spends more than the budget."""
     q, steps, _ = sampling_plan(len(data.y_train), config.train)
     try:
-        check_per_example_model(build_model(config.model, data.input_shape, data.num_classes))
+        check_per_example_model(build_model(config.model, data.input_shape, data.num_classes,
+                                            categorical=data.categorical))
     except ValueError as error:
         raise ConfigError(f"{error} (in the CLI: choose a --model without BatchNorm, e.g. wrn16-4 for 32x32 "
                           "images)") from None

@@ -35,7 +35,7 @@ def run_pate(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
 
     def teacher(t: int) -> nn.Module:
         seed = public_seed(config.seed, "pate-teachers", t)
-        return build_model(config.model, data.input_shape, data.num_classes, seed).to(context.device)
+        return build_model(config.model, data.input_shape, data.num_classes, seed, data.categorical).to(context.device)
 
     def draw(ledger: PrivacyLedger) -> Release:
         predictions = train_teachers(teacher, data.x_train, data.y_train, teacher_of, data.x_train[queries],

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # only for type hints: runs import this registry
 METHOD_OPTIONS = ("temperature", "reuse_labels", "warm_start", "combine_priors", "loss", "prior", "secure_rng",
                   "insecure_noise_seed", "delta", "dpsgd", "pate")
 #: The modules that register labeldp's own methods (under ``labeldp.methods``).
-BUILTIN_MODULES = ("stages", "alibi", "pate", "dpsgd")
+BUILTIN_MODULES = ("stages", "regression", "alibi", "pate", "dpsgd")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class Method:
     options (``train.lr``, ``model``, ...) that release does not depend on: an unfinished run may
     continue from it when only those changed. ``training_releases`` marks a method whose training
     steps are themselves releases (DP-SGD): its checkpoints and metrics are then part of the record.
+    ``default_prior`` is the stage-1 prior it uses when none is named (``histogram`` for RR-on-bins).
     """
 
     name: str
@@ -62,6 +63,7 @@ class Method:
     plan: Callable[[RunConfig, LabeledDataset], None] | None = None
     independent_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     training_releases: bool = False
+    default_prior: str = "uniform"
 
     def __post_init__(self) -> None:
         unknown = set(self.uses) - set(METHOD_OPTIONS)

@@ -8,7 +8,9 @@
   model trained so far, then trains on them, optionally warm-started and optionally reusing earlier
   stages' noisy labels.
 
-Loss (``loss``): ``forward`` (default) fits the model to what was released about each example:
+Loss (``loss``; for numeric labels, a regression on a grid, also ``mse``: squared error of the
+model's expected value against the released labels' values): ``forward`` (default) fits the model
+to what was released about each example:
 the loss is -log sum_y p_model(y | x) w(y) with w(y) = Pr[z | y], the noise channel of its noisy
 label z, which the mechanism's public parameters determine (forward correction, Patrini et al. 2017).
 The model then estimates the *clean* class posterior, which makes it a calibrated prior for the
@@ -19,11 +21,12 @@ is not folded in: it is built from earlier noisy labels that are reused anyway. 
 paper's plain cross-entropy on the noisy labels; earlier labels are then reused only where they fall
 inside the new prior's top k. Both are post-processing of released labels and public inputs.
 
-Prior of stage 1 (``prior``): ``uniform`` (plain RR), or ``cluster`` (Algorithm 4): public inputs
-are encoded (``encoder``: PCA, or an autoencoder trained on the public inputs) and clustered with
-k-means; ``prior_epsilon`` (default a tenth of ``epsilon``) buys a noisy label histogram per cluster
-over the whole training set, which (tempered by ``prior_temperature``) is every stage-1 example's
-prior. With ``combine_priors``, later stages use the product of the model prior and the cluster prior
+Prior of stage 1 (``prior``): ``uniform`` (plain RR), ``histogram`` (one noisy label histogram of
+the whole training set as every example's prior) or ``cluster`` (Algorithm 4): public inputs are
+encoded (``encoder``: PCA, or an autoencoder trained on the public inputs) and clustered with
+k-means. ``prior_epsilon`` (default a tenth of ``epsilon``) buys the noisy label histogram (per
+cluster) over the whole training set, which (tempered by ``prior_temperature``) is every stage-1
+example's prior. With ``combine_priors``, later stages use the product of the model prior and the cluster prior
 (renormalised), and fold the cluster prior into their training targets as stage 1 does. Every
 stage's RR then uses ``epsilon - prior_epsilon``, so each label's total stays ``epsilon``
 (sequential composition, which the ledger checks).
@@ -59,21 +62,36 @@ TRAINING_OPTIONS = ("train", "model", "loss", "reuse_labels", "warm_start", "tem
 _FIRST_RELEASES = {"stage1": TRAINING_OPTIONS, "prior": TRAINING_OPTIONS}
 
 
-def cluster_prior_rows(context: RunContext) -> np.ndarray:
-    """Every training example's cluster prior; its noisy histogram is released once, on all labels."""
+def noisy_histogram_prior(context: RunContext, members: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The stage-1 prior of ``prior`` cluster or histogram: ``(rows, groups)``, the (groups, K) noisy
+    label histograms as distributions (tempered) and each training example's group. The histogram is
+    released once, on the labels of ``members`` (default: every training example), who pay
+    ``prior_epsilon`` for it; ``cluster`` groups the examples by k-means of public features,
+    ``histogram`` has one group of all of them."""
     config, data = context.config, context.data
+    members = np.arange(len(data.y_train)) if members is None else members
 
     def draw(ledger: PrivacyLedger) -> Release:
-        features = encode(data.x_train, config.encoder, seed=config.seed, progress=context.progress)
-        groups = cluster(features, config.clusters, seed=config.seed)
-        _, release = cluster_priors(ledger, data.y_train, np.arange(len(data.y_train)), groups, config.clusters,
+        if config.prior == "histogram":
+            groups, num_groups = np.zeros(len(data.y_train), dtype=np.int64), 1
+        else:
+            features = encode(data.x_train, config.encoder, seed=config.seed, progress=context.progress)
+            groups, num_groups = cluster(features, config.clusters, seed=config.seed), config.clusters
+        _, release = cluster_priors(ledger, data.y_train[members], members, groups[members], num_groups,
                                     data.num_classes, config.prior_epsilon, config.noise.generator("histogram"),
                                     "prior")
         return release.with_arrays(clusters=groups)
 
     released = context.spend("prior", draw)
     rows = histogram_priors(released.arrays["counts"])
-    return temper(rows, config.prior_temperature)[released.arrays["clusters"]]
+    return temper(rows, config.prior_temperature), released.arrays["clusters"]
+
+
+def cluster_prior_rows(context: RunContext) -> np.ndarray:
+    """Every training example's cluster (or histogram) prior; its noisy histogram is released once, on
+    all labels."""
+    rows, groups = noisy_histogram_prior(context)
+    return rows[groups]
 
 
 def release_stage(context: RunContext, stage: int, members: np.ndarray, model: nn.Module | None,
@@ -118,8 +136,8 @@ def reused(context: RunContext, stage: int, model: nn.Module) -> tuple[np.ndarra
     config = context.config
     earlier = [Release.from_arrays(context.out.load_release(f"stage{s}")) for s in range(1, stage)]
     indices = np.concatenate([e.arrays["indices"] for e in earlier])
-    if config.loss == "forward":
-        return indices, np.concatenate([e.arrays["evidence"] for e in earlier])
+    if config.loss in ("forward", "mse"):
+        return indices, np.concatenate([stage_targets(context, e) for e in earlier])
     labels = np.concatenate([e.labels for e in earlier])
     prior = predict_proba(model, context.data.x_train[indices], config.temperature)
     _, in_top_k = prior_top_k(prior, config.label_epsilon)
@@ -127,11 +145,22 @@ def reused(context: RunContext, stage: int, model: nn.Module) -> tuple[np.ndarra
     return indices[keep], labels[keep]
 
 
+def stage_targets(context: RunContext, released: Release) -> np.ndarray:
+    """What a stage trains on: the evidence (forward loss), the released labels (ce), or for numeric
+    labels the released labels' values (mse)."""
+    if context.config.loss == "forward":
+        return released.arrays["evidence"]
+    if context.config.loss == "mse":
+        return context.data.label_values[released.labels]
+    return released.labels
+
+
 def run_stages(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
     """Release and train stage after stage; the last stage's model is the run's."""
     config, data = context.config, context.data
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
-    public_prior = cluster_prior_rows(context) if config.prior == "cluster" else None  # released before any stage
+    # released before any stage
+    public_prior = cluster_prior_rows(context) if config.prior in ("cluster", "histogram") else None
     model = context.new_model(1)
     summaries = []
     for stage, members in enumerate(members_by_stage, start=1):
@@ -140,7 +169,7 @@ def run_stages(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
             model = context.new_model(stage)
         released = release_stage(context, stage, members, prior_model, public_prior)
         indices = members
-        targets = released.arrays["evidence"] if config.loss == "forward" else released.labels
+        targets = stage_targets(context, released)
         if stage > 1 and config.reuse_labels:
             more_indices, more_targets = reused(context, stage, prior_model)
             indices, targets = np.concatenate([indices, more_indices]), np.concatenate([targets, more_targets])

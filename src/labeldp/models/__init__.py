@@ -9,14 +9,18 @@ from labeldp.errors import ConfigError
 from labeldp.models.cnn import SmallCNN, TanhCNN
 from labeldp.models.mlp import MLP
 from labeldp.models.pooling import MaxPool2d
+from labeldp.models.recommender import RecommenderMLP
 from labeldp.models.resnet import ResNet18
 from labeldp.models.wideresnet import WideResNet, WSConv2d
 
-MODELS = ("mlp", "cnn", "tanh-cnn", "resnet18", "wrn16-4")
+MODELS = ("mlp", "cnn", "tanh-cnn", "resnet18", "wrn16-4", "recommender")
 
 
-def default_model_name(input_shape: tuple[int, ...]) -> str:
-    """The model used when none is named: CNN for 28x28 images, ResNet-18 for 32x32, else MLP."""
+def default_model_name(input_shape: tuple[int, ...], categorical: tuple[int, ...] = ()) -> str:
+    """The model used when none is named: the recommender for tables with categorical columns, CNN for
+    28x28 images, ResNet-18 for 32x32, else MLP."""
+    if categorical:
+        return "recommender"
     if len(input_shape) == 3 and input_shape[1:] == (28, 28):
         return "cnn"
     if len(input_shape) == 3 and input_shape[1:] == (32, 32):
@@ -24,19 +28,26 @@ def default_model_name(input_shape: tuple[int, ...]) -> str:
     return "mlp"
 
 
-def build_model(name: str | None, input_shape: tuple[int, ...], num_classes: int, seed: int | None = None
-                ) -> nn.Module:
+def build_model(name: str | None, input_shape: tuple[int, ...], num_classes: int, seed: int | None = None,
+                categorical: tuple[int, ...] = ()) -> nn.Module:
     """Build model ``name`` (or the default for ``input_shape``) with ``num_classes`` outputs, on the
-    CPU. With ``seed``, its initial weights come from that seed, and torch's global random state is
-    left as it was."""
+    CPU. ``categorical`` are the sizes of the leading integer-coded input columns
+    (:attr:`labeldp.data.LabeledDataset.categorical`). With ``seed``, its initial weights come from
+    that seed, and torch's global random state is left as it was."""
+    name = name or default_model_name(input_shape, categorical)
     if seed is None:
-        return _build(name or default_model_name(input_shape), input_shape, num_classes)
+        return _build(name, input_shape, num_classes, tuple(categorical))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return _build(name or default_model_name(input_shape), input_shape, num_classes)
+        return _build(name, input_shape, num_classes, tuple(categorical))
 
 
-def _build(name: str, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+def _build(name: str, input_shape: tuple[int, ...], num_classes: int, categorical: tuple[int, ...]) -> nn.Module:
+    if name == "recommender":
+        if len(input_shape) != 1 or not categorical:
+            raise ConfigError(f"model 'recommender' needs a table whose leading columns are categorical codes "
+                              f"(e.g. movielens), got inputs of shape {input_shape}")
+        return RecommenderMLP(categorical, input_shape[0] - len(categorical), num_classes)
     if name == "mlp":
         return MLP(input_shape, num_classes)
     if name == "cnn":
@@ -58,4 +69,5 @@ def _build(name: str, input_shape: tuple[int, ...], num_classes: int) -> nn.Modu
     raise ConfigError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
 
 
-__all__ = ["MLP", "MODELS", "MaxPool2d", "ResNet18", "SmallCNN", "TanhCNN", "WSConv2d", "WideResNet", "build_model", "default_model_name"]
+__all__ = ["MLP", "MODELS", "MaxPool2d", "RecommenderMLP", "ResNet18", "SmallCNN", "TanhCNN", "WSConv2d", "WideResNet",
+           "build_model", "default_model_name"]

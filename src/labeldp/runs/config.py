@@ -17,6 +17,7 @@ import numpy as np
 
 from labeldp._validation import check_epsilon
 from labeldp.data import DATASETS
+from labeldp.data.regression import DEFAULT_GRID_SIZE, label_grid
 from labeldp.dpsgd.trainer import DPSGDConfig
 from labeldp.errors import ConfigError
 from labeldp.methods.registry import METHOD_OPTIONS, Method, get_method, method_names, methods_using
@@ -28,10 +29,12 @@ from labeldp.randomness import NoiseSource, public_rng
 from labeldp.training.stage import TrainConfig
 
 DEFAULT_DELTA = 1e-5
-LOSSES = ("forward", "ce")
-PRIORS = ("uniform", "cluster")
-#: Options of the cluster prior, refused with prior 'uniform' unless at their defaults.
+LOSSES = ("forward", "ce", "mse")
+PRIORS = ("uniform", "histogram", "cluster")
+#: Options of the noisy-histogram priors (cluster, histogram), refused with prior 'uniform' unless at their defaults.
 CLUSTER_PRIOR_OPTIONS = ("prior_epsilon", "prior_temperature", "encoder", "clusters", "combine_priors")
+#: Options of the cluster prior only: the histogram prior is one group of all examples.
+CLUSTERING_OPTIONS = ("encoder", "clusters")
 
 
 @dataclass
@@ -56,12 +59,20 @@ class RunConfig:
                                              help="dataset csv: the label values, in order (the label domain is "
                                                   "public and must be declared; a training label outside it is an "
                                                   "error)")
+    label_range: tuple[float, ...] | None = option(None, metavar="BOUND",
+                                                   help="dataset csv with a numeric label: LOW HIGH, the public "
+                                                        "range it is clipped to (declared, never read off the "
+                                                        "labels); makes the task a regression")
+    label_grid: int | None = option(None, help="grid points over --label-range that the labels are snapped to "
+                                               f"(default {DEFAULT_GRID_SIZE})")
     method: str = option("lp-2st", choices=method_names,
                          help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
                               "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
                               "alibi: Laplace noise on the one-hot label; pate: teachers on disjoint parts of the data "
                               "vote, noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
-                              "private)")
+                              "private); for numeric labels also rr-on-bins (RR over the optimal bins of a noisy "
+                              "histogram prior), rr-on-bins-mst (later stages' prior from the model) and "
+                              "laplace-regression (Laplace noise on the clipped value)")
     epsilon: float | None = option(None, help="privacy budget epsilon (> 0); required for private methods")
     delta: float | None = option(None, help="delta of --method pate or dp-sgd (default 1e-5); the other methods are "
                                             "pure epsilon-DP")
@@ -71,12 +82,15 @@ class RunConfig:
     model: str | None = option(None, choices=MODELS, help="network (default: cnn for 28x28, resnet18 for 32x32, "
                                                           "else mlp)")
     temperature: float = option(1.0, help="lp-2st, lp-mst: later stages' prior = softmax(logits / T)")
-    prior: str = option("uniform", choices=PRIORS,
-                        help="stage-1 prior: uniform (plain RR) or cluster: k-means of public features of the "
-                             "inputs with a noisy label histogram per cluster")
-    prior_epsilon: float | None = option(None, help="part of --epsilon spent on the cluster histogram (default: a "
-                                                    "tenth); the label releases use the rest, so every label's "
-                                                    "total is --epsilon")
+    prior: str | None = option(None, choices=PRIORS,
+                               help="stage-1 prior: uniform (plain RR; the default, except for rr-on-bins and "
+                                    "rr-on-bins-mst), histogram (a noisy histogram of the training labels, stage 1's "
+                                    "for rr-on-bins-mst, bought with --prior-epsilon; their default) or cluster: "
+                                    "k-means of public features of the inputs with a noisy label histogram per "
+                                    "cluster")
+    prior_epsilon: float | None = option(None, help="part of --epsilon spent on the histogram of --prior cluster or "
+                                                    "histogram (default: a tenth); the label releases use the rest, "
+                                                    "so every label's total is --epsilon")
     prior_temperature: float = option(1.0, help="cluster prior ^ (1 / T), renormalised: above 1 flatter, so "
                                                 "RR-with-prior keeps more candidate labels")
     clusters: int = option(100, help="k-means clusters for --prior cluster")
@@ -87,7 +101,8 @@ class RunConfig:
                                               "prior times the cluster prior")
     loss: str = option("forward", choices=LOSSES,
                        help="forward: likelihood of each noisy label through its known noise channel (the model "
-                            "learns clean posteriors); ce: plain cross-entropy on noisy labels; not for alibi, pate "
+                            "learns clean posteriors); ce: plain cross-entropy on noisy labels; mse (numeric labels): "
+                            "squared error of the predicted mean against the released values; not for alibi, pate "
                             "or dp-sgd")
     reuse_labels: bool = option(True, help="lp-2st, lp-mst: train each stage on its own noisy labels only (default: "
                                            "earlier stages' labels too; with --loss ce only those inside the new "
@@ -121,11 +136,14 @@ class RunConfig:
             raise ConfigError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
         epsilon, delta = self._budget(method)
         stages = self._stages(method)
-        prior_epsilon = self._prior(epsilon)
+        prior = self.prior if self.prior is not None else method.default_prior
+        prior_epsilon = self._prior(prior, epsilon)
         self._check_method_options(method)
         self._check_choices()
+        label_range, grid_size = self._label_grid()
         self.train.validate()
-        resolved = dataclasses.replace(self, epsilon=epsilon, delta=delta, stages=stages, prior_epsilon=prior_epsilon,
+        resolved = dataclasses.replace(self, epsilon=epsilon, delta=delta, stages=stages, prior=prior,
+                                       prior_epsilon=prior_epsilon, label_range=label_range, label_grid=grid_size,
                                        classes=tuple(map(str, self.classes)) if self.classes is not None else None,
                                        **self._absolute_paths())
         if method.check is not None:
@@ -165,18 +183,23 @@ class RunConfig:
             raise ConfigError(f"method {self.method!r} needs at least two stages")
         return stages
 
-    def _prior(self, epsilon: float | None) -> float | None:
-        """The cluster prior's share of the budget (None without a cluster prior)."""
-        if self.prior not in PRIORS:
-            raise ConfigError(f"prior must be one of {PRIORS}, got {self.prior!r}")
-        if self.prior != "cluster":
+    def _prior(self, prior: str, epsilon: float | None) -> float | None:
+        """The histogram's share of the budget (None without a cluster or histogram prior)."""
+        if prior not in PRIORS:
+            raise ConfigError(f"prior must be one of {PRIORS}, got {prior!r}")
+        if prior == "uniform":
             changed = [name for name in CLUSTER_PRIOR_OPTIONS if getattr(self, name) != getattr(RunConfig, name)]
             if changed:
                 raise ConfigError(f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
-                                  "prior 'cluster'")
+                                  "prior 'cluster' or 'histogram'")
             return None
+        if prior == "histogram":
+            changed = [name for name in CLUSTERING_OPTIONS if getattr(self, name) != getattr(RunConfig, name)]
+            if changed:
+                raise ConfigError(f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
+                                  "prior 'cluster' (the histogram prior is one group of all training examples)")
         if epsilon is None:
-            raise ConfigError("prior 'cluster' spends privacy budget: it needs a private method and --epsilon")
+            raise ConfigError(f"prior {prior!r} spends privacy budget: it needs a private method and --epsilon")
         prior_epsilon = check_epsilon(self.prior_epsilon if self.prior_epsilon is not None else epsilon / 10,
                                       "prior_epsilon")
         if prior_epsilon >= epsilon:
@@ -195,7 +218,7 @@ class RunConfig:
         defaults, unused = RunConfig(), []
         for name in options_unused_by(self.method):
             value, default = getattr(self, name), getattr(defaults, name)
-            if value == default:
+            if value == default or (name == "prior" and value == method.default_prior):  # a resolved configuration
                 continue
             if dataclasses.is_dataclass(value):  # a method's own settings: name those that were changed
                 unused += [f"{name}.{f.name}" for f in dataclasses.fields(value)
@@ -210,6 +233,8 @@ class RunConfig:
         if self.secure_rng and self.insecure_noise_seed is not None:
             raise ConfigError("secure_rng draws the noise from a CSPRNG and insecure_noise_seed makes it reproducible: "
                               "choose one")
+        if self.label_range is not None and self.classes is not None:
+            raise ConfigError("a table's labels are classes (classes) or numbers (label_range), not both")
         if self.classes is not None:
             if self.dataset != "csv":
                 raise ConfigError(f"classes are declared for dataset 'csv'; dataset {self.dataset!r} defines its own")
@@ -219,6 +244,28 @@ class RunConfig:
             raise ConfigError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if not self.temperature > 0 or not math.isfinite(self.temperature):
             raise ConfigError(f"temperature must be a finite number > 0, got {self.temperature}")
+
+    def _label_grid(self) -> tuple[tuple[float, float] | None, int | None]:
+        """The declared label range and grid size of a numeric label (None, None for classes)."""
+        if self.label_range is None:
+            if self.label_grid is not None:
+                raise ConfigError("label_grid needs label_range LOW HIGH")
+            return None, None
+        if self.dataset != "csv":
+            raise ConfigError(f"label_range and label_grid declare a table's numeric label (dataset 'csv'); dataset "
+                              f"{self.dataset!r} defines its own labels")
+        if len(self.label_range) != 2:
+            raise ConfigError(f"label_range is two numbers LOW HIGH, got {list(self.label_range)}")
+        size = DEFAULT_GRID_SIZE if self.label_grid is None else self.label_grid
+        label_grid(*self.label_range, size)  # checks them
+        return (float(self.label_range[0]), float(self.label_range[1])), int(size)
+
+    @property
+    def label_values(self) -> np.ndarray | None:
+        """The declared grid of a numeric label (None unless label_range is declared)."""
+        if self.label_range is None:
+            return None
+        return label_grid(*self.label_range, self.label_grid or DEFAULT_GRID_SIZE)
 
     @property
     def label_epsilon(self) -> float | None:
@@ -238,7 +285,7 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for name in ("stages", "classes", "features", "drop"):
+        for name in ("stages", "classes", "features", "drop", "label_range"):
             data[name] = list(data[name]) if data[name] is not None else None
         return data
 
@@ -248,7 +295,7 @@ class RunConfig:
         data["train"] = TrainConfig(**data.get("train", {}))
         data["dpsgd"] = DPSGDConfig(**data.get("dpsgd", {}))
         data["pate"] = PATEConfig(**data.get("pate", {}))
-        for name in ("stages", "classes", "features", "drop"):
+        for name in ("stages", "classes", "features", "drop", "label_range"):
             if data.get(name) is not None:
                 data[name] = tuple(data[name])
         return cls(**data)

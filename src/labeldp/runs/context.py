@@ -16,10 +16,10 @@ from tqdm.auto import tqdm
 from labeldp.accounting import PrivacyLedger
 from labeldp.data import LabeledDataset
 from labeldp.errors import RunDirectoryError
-from labeldp.evaluation import classification_metrics
+from labeldp.evaluation import classification_metrics, regression_metrics
 from labeldp.files import write_json_atomic
 from labeldp.models import build_model
-from labeldp.randomness import public_seed
+from labeldp.randomness import public_rng, public_seed
 from labeldp.release import Release
 from labeldp.runs.config import RunConfig
 from labeldp.runs.rundir import RunDirectory
@@ -83,7 +83,8 @@ class RunContext:
     def new_model(self, stage: int) -> nn.Module:
         """The model of ``stage``, initialised from the seed's stream for it, on the run's device."""
         seed = public_seed(self.config.seed, "model-init", stage)
-        return build_model(self.config.model, self.data.input_shape, self.data.num_classes, seed).to(self.device)
+        return build_model(self.config.model, self.data.input_shape, self.data.num_classes, seed,
+                           self.data.categorical).to(self.device)
 
     def on_epoch_end(self, stage: int, stages: int) -> Callable[[EpochRecord], None]:
         """The callback that writes an epoch's metrics (and prints them, with progress)."""
@@ -92,6 +93,7 @@ class RunContext:
             self.out.write_elapsed(self.seconds())
             if self.progress:
                 acc = f"  test accuracy {row.test_accuracy:.4f}" if row.test_accuracy is not None else ""
+                acc += f"  test RMSE {row.test_rmse:.4f}" if row.test_rmse is not None else ""
                 loss = f"  loss {row.train_loss:.4f}" if row.train_loss is not None else ""
                 tqdm.write(f"stage {stage}/{stages} epoch {row.epoch}/{self.config.train.epochs}:{loss}{acc}  "
                            f"({row.seconds:.1f}s)")
@@ -100,13 +102,22 @@ class RunContext:
     def train(self, model: nn.Module, stage: int, stages: int, indices: np.ndarray, targets: np.ndarray,
               description: str | None = None) -> None:
         """Train ``model`` on the training inputs ``indices`` with released ``targets`` (labels or
-        likelihoods), checkpointed as ``stage``."""
-        data = self.data
+        likelihoods; for a regression also released values), checkpointed as ``stage``."""
+        data, fraction = self.data, self.config.train.validation
+        test = (data.x_test, data.test_values if data.is_regression else data.y_test)
+        validation = None
+        if fraction > 0:  # held out by position, from the seed: the validation examples' releases score epochs
+            order = public_rng(self.config.seed, "validation-split", stage).permutation(len(indices))
+            held = order[:max(1, int(round(fraction * len(indices))))]
+            kept = np.setdiff1d(np.arange(len(indices)), held)
+            validation = (data.x_train[indices[held]], np.asarray(targets)[held])
+            indices, targets = indices[kept], np.asarray(targets)[kept]
         train_stage(model, data.x_train[indices], targets, data.num_classes, self.config.train,
-                    augmentation=data.augmentation, test=(data.x_test, data.y_test),
+                    augmentation=data.augmentation, test=test,
                     seed=public_seed(self.config.seed, "training", stage), checkpoint=self.out.checkpoint_path(stage),
                     on_epoch_end=self.on_epoch_end(stage, stages), progress=self.progress,
-                    description=description or f"stage {stage}/{stages}")
+                    description=description or f"stage {stage}/{stages}", label_values=data.label_values,
+                    validation=validation)
 
     def finish(self, model: nn.Module, facts: dict[str, Any]) -> dict[str, Any]:
         """Save the final model and the run's summary (epsilon from the ledger, plus ``facts``)."""
@@ -114,14 +125,20 @@ class RunContext:
         delta = config.delta or 0.0
         save_atomic(model.state_dict(), self.out.model_path)
         epsilon = self.ledger.epsilon(delta)
+        probabilities = predict_proba(model, data.x_test, batch_size=config.train.eval_batch_size)
+        if data.is_regression:
+            metrics = {**regression_metrics(probabilities, data.label_values, data.test_values),
+                       "label_range": [float(data.label_values[0]), float(data.label_values[-1])],
+                       "label_grid": int(data.num_classes)}
+        else:
+            metrics = classification_metrics(probabilities, data.y_test)
         summary = {
             "dataset": config.dataset,
             "method": config.method,
             "epsilon": None if not np.isfinite(epsilon) else round(epsilon, 6),
             "delta": delta,
             "neighboring_relation": self.ledger.relation_name,
-            **classification_metrics(predict_proba(model, data.x_test, batch_size=config.train.eval_batch_size),
-                                     data.y_test),
+            **metrics,
             "seconds": round(self.seconds(), 2),
             "seed": config.seed,
             "num_train": int(len(data.y_train)),

@@ -25,8 +25,10 @@ class Predictor:
     """The model of a finished run and, for a table, its fitted preprocessing; :func:`load_predictor`
     makes one."""
 
-    def __init__(self, model: nn.Module, class_names: list[str], preprocessor=None):
+    def __init__(self, model: nn.Module, class_names: list[str], preprocessor=None,
+                 label_values: np.ndarray | None = None):
         self.model, self.class_names, self.preprocessor = model, class_names, preprocessor
+        self.label_values = label_values  # the public grid of a regression's labels, else None
 
     def inputs(self, rows: pd.DataFrame | np.ndarray) -> np.ndarray:
         """The model's inputs: a table's raw rows encoded as in training, or inputs already encoded."""
@@ -41,8 +43,12 @@ class Predictor:
         return predict_proba(self.model, self.inputs(rows))
 
     def predict(self, rows: pd.DataFrame | np.ndarray) -> np.ndarray:
-        """The most probable class of each row, by name."""
-        return np.asarray(self.class_names, dtype=object)[self.predict_proba(rows).argmax(axis=1)]
+        """The most probable class of each row, by name; for numeric labels, the expected value under
+        the predicted distribution over the grid (what the run's test RMSE measures)."""
+        probabilities = self.predict_proba(rows)
+        if self.label_values is not None:
+            return probabilities @ self.label_values
+        return np.asarray(self.class_names, dtype=object)[probabilities.argmax(axis=1)]
 
 
 def load_predictor(run_dir: str | Path) -> Predictor:
@@ -52,18 +58,22 @@ def load_predictor(run_dir: str | Path) -> Predictor:
     facts = out.read_data_facts()
     preprocessor = joblib.load(out.preprocessor_path) if out.preprocessor_path.exists() else None
     names = facts["class_names"] or [str(k) for k in range(facts["num_classes"])]
-    return Predictor(model, names, preprocessor)
+    grid = facts.get("label_values")
+    return Predictor(model, names, preprocessor, None if grid is None else np.asarray(grid, dtype=np.float64))
 
 
 def predict_table(run_dir: str | Path, table: str | Path, out: str | Path, id_column: str | None = None) -> Path:
     """Score the rows of ``table`` with the run's model and write, per row, its id (if any), the
-    probability of each class (``p_<class>``) and the predicted class, as CSV or Parquet by ``out``'s
-    suffix."""
+    probability of each class (``p_<class>``) and the predicted class, or for numeric labels the
+    predicted value alone, as CSV or Parquet by ``out``'s suffix."""
     predictor = load_predictor(run_dir)
     rows = read_table(table)
-    probabilities = predictor.predict_proba(rows)
-    scores = pd.DataFrame(probabilities, columns=[f"p_{name}" for name in predictor.class_names])
-    scores["predicted"] = np.asarray(predictor.class_names, dtype=object)[probabilities.argmax(axis=1)]
+    if predictor.label_values is not None:
+        scores = pd.DataFrame({"predicted": predictor.predict(rows)})
+    else:
+        probabilities = predictor.predict_proba(rows)
+        scores = pd.DataFrame(probabilities, columns=[f"p_{name}" for name in predictor.class_names])
+        scores["predicted"] = np.asarray(predictor.class_names, dtype=object)[probabilities.argmax(axis=1)]
     if id_column is not None:
         if id_column not in rows.columns:
             raise DataError(f"id column {id_column!r} is not in {table}")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import joblib
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -25,7 +26,8 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
     """The dataset a run configuration names (loaded from its files)."""
     return load_dataset(config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
                         test_table=config.test_table, classes=config.classes, features=config.features,
-                        drop=config.drop or (), id_column=config.id_column, split_seed=config.seed)
+                        drop=config.drop or (), id_column=config.id_column, split_seed=config.seed,
+                        label_range=config.label_range, label_grid_size=config.label_grid)
 
 
 def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:
@@ -33,7 +35,9 @@ def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:
     label domain, the sizes, and whether it came from files the configuration names or from memory."""
     return {"name": data.name, "input_shape": list(data.input_shape), "num_classes": data.num_classes,
             "class_names": list(data.class_names), "num_train": int(len(data.y_train)),
-            "num_test": int(len(data.y_test)), "source": "in-memory" if in_memory else "files"}
+            "num_test": int(len(data.y_test)), "source": "in-memory" if in_memory else "files",
+            "categorical": list(data.categorical),
+            "label_values": data.label_values.tolist() if data.label_values is not None else None}
 
 
 def load_run_model(run_dir: str | Path) -> torch.nn.Module:
@@ -45,7 +49,8 @@ def load_run_model(run_dir: str | Path) -> torch.nn.Module:
         raise RunDirectoryError(f"{run_dir} has no config.json and data.json: not a labeldp run directory")
     if not out.model_path.exists():
         raise MissingFileError(f"{out.model_path} does not exist: the run has not finished")
-    model = build_model(saved.get("model"), tuple(facts["input_shape"]), facts["num_classes"])
+    model = build_model(saved.get("model"), tuple(facts["input_shape"]), facts["num_classes"],
+                        categorical=tuple(facts.get("categorical", ())))
     model.load_state_dict(load_torch(out.model_path))
     return model
 
@@ -108,13 +113,28 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
         raise ConfigError(f"stages {list(config.stages)} leave stage {sizes.index(0) + 1} without any of the {n} "
                           "training examples")
     try:
-        build_model(config.model, data.input_shape, data.num_classes)
+        build_model(config.model, data.input_shape, data.num_classes, categorical=data.categorical)
     except ValueError as error:
         raise ConfigError(f"{error} (the dataset's inputs have shape {data.input_shape})") from None
     if config.prior == "cluster" and config.clusters > n:
         raise ConfigError(f"clusters ({config.clusters}) exceeds the {n} training examples")
+    check_label_domain(config, data)
     if config.method_spec.plan is not None:
         config.method_spec.plan(config, data)
+
+
+def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:
+    """A declared label range must be the dataset's grid, and the squared loss needs numeric labels."""
+    declared = config.label_values
+    tolerance = 0.0 if declared is None else 1e-12 * np.ptp(declared)
+    if declared is not None and (not data.is_regression or data.label_values.shape != declared.shape
+                                 or not np.allclose(data.label_values, declared, rtol=0, atol=tolerance)):
+        have = (f"the grid of {data.num_classes} points over [{data.label_values[0]:g}, {data.label_values[-1]:g}]"
+                if data.is_regression else f"{data.num_classes} classes")
+        raise ConfigError(f"the run declares a grid of {declared.size} points over [{declared[0]:g}, {declared[-1]:g}]"
+                          f", the dataset has {have}")
+    if config.loss == "mse" and not data.is_regression:
+        raise ConfigError("loss 'mse' fits released values: it needs numeric labels (a regression dataset)")
 
 
 def _accept_changed_config(saved: dict[str, Any], config: RunConfig, out: RunDirectory, progress: bool) -> None:

@@ -13,8 +13,11 @@ from labeldp.training.stage import (
     accuracy,
     predict_logits,
     predict_proba,
+    predict_values,
     resolve_device,
+    rmse,
     train_stage,
 )
 
-__all__ = ["EpochRecord", "TrainConfig", "accuracy", "predict_logits", "predict_proba", "resolve_device", "train_stage"]
+__all__ = ["EpochRecord", "TrainConfig", "accuracy", "predict_logits", "predict_proba", "predict_values",
+           "resolve_device", "rmse", "train_stage"]

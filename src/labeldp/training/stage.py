@@ -43,6 +43,9 @@ class TrainConfig:
     schedule: str = option("cosine", choices=SCHEDULES, help="learning-rate schedule")
     warmup_epochs: float = option(0.0, help="linear warm-up length in epochs")
     mixup_alpha: float = option(0.0, flag="--mixup", metavar="ALPHA", help="mixup Beta(alpha, alpha); 0 disables it")
+    validation: float = option(0.0, help="fraction of each stage's training examples held out (chosen from the seed) "
+                                         "to keep the epoch whose model best fits their released labels (early "
+                                         "stopping on released labels only); 0: train on all, keep the last epoch")
     augment: bool = option(True, help="disable the dataset's data augmentation")
     amp: bool = option(False, help="bf16 automatic mixed precision on CUDA GPUs (label-DP methods; dp-sgd runs "
                                    "in float32)")
@@ -54,7 +57,7 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer of at least 1, got {value!r}")
-        for name in ("lr", "momentum", "weight_decay", "warmup_epochs", "mixup_alpha"):
+        for name in ("lr", "momentum", "weight_decay", "warmup_epochs", "mixup_alpha", "validation"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ConfigError(f"{name} must be a finite number, got {value!r}")
@@ -62,6 +65,8 @@ class TrainConfig:
             raise ConfigError(f"lr must be > 0, got {self.lr}")
         if not 0 <= self.momentum < 1:
             raise ConfigError(f"momentum must lie in [0, 1), got {self.momentum}")
+        if not 0 <= self.validation < 1:
+            raise ConfigError(f"validation must lie in [0, 1), got {self.validation}")
         if self.mixup_alpha < 0 or self.weight_decay < 0 or self.warmup_epochs < 0:
             raise ConfigError("mixup_alpha, weight_decay and warmup_epochs must be >= 0")
         if self.warmup_epochs > self.epochs:
@@ -92,13 +97,17 @@ def check_amp(config: TrainConfig, device: torch.device) -> None:
 @dataclass
 class EpochRecord:
     """One epoch's figures. ``train_loss`` is the mean loss on the released labels the stage trained
-    on; None for trainers whose loss would depend on private labels without noise (DP-SGD)."""
+    on; None for trainers whose loss would depend on private labels without noise (DP-SGD). A
+    regression reports ``test_rmse`` (of the predicted expected values) instead of ``test_accuracy``.
+    ``validation_loss`` is the loss on held-out released labels, when some are held out."""
 
     epoch: int
     train_loss: float | None
     test_accuracy: float | None
     lr: float
     seconds: float
+    test_rmse: float | None = None
+    validation_loss: float | None = None
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
@@ -150,6 +159,25 @@ def accuracy(model: nn.Module, inputs: np.ndarray | torch.Tensor, labels: np.nda
     return float((predictions == np.asarray(labels)).mean())
 
 
+def expected_values(probabilities: np.ndarray, label_values: np.ndarray) -> np.ndarray:
+    """A regression's predictions: the expected label value under each row's distribution over the grid
+    (the prediction that minimises the expected squared error)."""
+    return np.asarray(probabilities, dtype=np.float64) @ np.asarray(label_values, dtype=np.float64)
+
+
+def predict_values(model: nn.Module, inputs: np.ndarray | torch.Tensor, label_values: np.ndarray,
+                   batch_size: int = 1000) -> np.ndarray:
+    """The expected label value under the model's distribution over the grid ``label_values``."""
+    return expected_values(predict_proba(model, inputs, batch_size=batch_size), label_values)
+
+
+def rmse(model: nn.Module, inputs: np.ndarray | torch.Tensor, values: np.ndarray, label_values: np.ndarray,
+         batch_size: int = 1000) -> float:
+    """Root mean squared error of :func:`predict_values` against ``values``."""
+    errors = predict_values(model, inputs, label_values, batch_size) - np.asarray(values, dtype=np.float64)
+    return float(np.sqrt(np.mean(errors ** 2)))
+
+
 def likelihood_loss(logits: torch.Tensor, log_likelihood: torch.Tensor) -> torch.Tensor:
     """Per-example -log sum_y softmax(logits)_y * L[y]: the negative log-likelihood of an observed
     (possibly noisy) label whose noise channel is L[y] = Pr[observed label | true class y].
@@ -158,6 +186,86 @@ def likelihood_loss(logits: torch.Tensor, log_likelihood: torch.Tensor) -> torch
     cross-entropy (Patrini et al. 2017), whose minimiser is the *clean* class posterior.
     """
     return -torch.logsumexp(F.log_softmax(logits, dim=1) + log_likelihood, dim=1)
+
+
+def binned_likelihood_loss(logits: torch.Tensor, evidence: torch.Tensor) -> torch.Tensor:
+    """Per-example loss for releases that tell in which *bin* of the grid a label lies (RR-on-bins).
+
+    ``evidence`` is (n, 3, K): the noise channel L[y] = Pr[release | label y] (constant inside a bin),
+    the split of each bin's probability among its grid points in the prior the bins were chosen for
+    (``within``, summing to 1 over each bin), and each grid point's bin. The loss is the cross-entropy
+    of the model to the soft target r(y) = R(b(y)) within(y), where R(b) = Q(b) L(b) / sum Q L is the
+    posterior of bin b under the model's bin probabilities Q (held fixed): on the bins it has the
+    gradient of the forward loss -log sum_y q(y) L(y) (EM), and inside a bin it pulls the model to the
+    prior's split. The release does not identify that split, and the forward loss alone drifts it
+    towards the bin's ends (its logit gradient is proportional to q(y) inside a bin).
+    """
+    log_q = F.log_softmax(logits, dim=1)
+    likelihood, within, bins = evidence[:, 0], evidence[:, 1], evidence[:, 2].long()
+    with torch.no_grad():
+        q = log_q.exp()
+        mass = torch.zeros_like(q).scatter_add_(1, bins, q)  # Q(b) at index b
+        joint = mass.gather(1, bins) * likelihood  # Q(b(y)) L(y)
+        target = joint / (q * likelihood).sum(dim=1, keepdim=True) * within
+    return -(target * log_q).sum(dim=1)
+
+
+def squared_error_loss(logits: torch.Tensor, values: torch.Tensor, label_values: torch.Tensor) -> torch.Tensor:
+    """Per-example squared error of the expected value sum_y softmax(logits)_y v_y against ``values``,
+    in units of the grid's range (so that its scale does not depend on the label's units)."""
+    scale = label_values[-1] - label_values[0]
+    return ((F.softmax(logits, dim=1) @ label_values - values) / scale) ** 2
+
+
+def _training_targets(targets: np.ndarray, num_classes: int, label_values: np.ndarray | None
+                      ) -> tuple[torch.Tensor, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
+    """The targets as a tensor and the per-example loss that fits them: labels and likelihoods by
+    :func:`likelihood_loss`, a regression's float values by :func:`squared_error_loss`."""
+    array = np.asarray(targets)
+    if array.ndim == 3:
+        return _binned_targets(array, num_classes), binned_likelihood_loss
+    if array.ndim == 1 and array.dtype.kind == "f" and label_values is not None:
+        if not np.all(np.isfinite(array)):
+            raise ConfigError("value targets must be finite")
+        grid = torch.as_tensor(np.asarray(label_values), dtype=torch.float32)
+        return (torch.as_tensor(array, dtype=torch.float32),
+                lambda logits, values: squared_error_loss(logits, values, grid.to(logits.device)))
+    return _log_likelihood_targets(array, num_classes), likelihood_loss
+
+
+def _held_out_loss(loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+                   ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The loss that scores a model on held-out targets: the training loss, except for binned evidence,
+    scored by the likelihood of the releases (:func:`likelihood_loss` of the channel alone)."""
+    if loss_of is binned_likelihood_loss:
+        return lambda logits, evidence: likelihood_loss(logits, evidence[:, 0].log())
+    return loss_of
+
+
+@torch.no_grad()
+def held_out_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
+                  loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], batch_size: int = 1000) -> float:
+    """Mean of ``loss_of`` over held-out examples (eval mode, in batches)."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    total = 0.0
+    for i in range(0, len(inputs), batch_size):
+        logits = model(inputs[i:i + batch_size].to(device)).float()
+        total += float(loss_of(logits, targets[i:i + batch_size].to(device)).double().sum())
+    model.train(was_training)
+    return total / len(inputs)
+
+
+def _binned_targets(array: np.ndarray, num_classes: int) -> torch.Tensor:
+    if array.shape[1:] != (3, num_classes):
+        raise ConfigError(f"binned evidence must have shape (n, 3, {num_classes}), got {array.shape}")
+    likelihood, within, bins = array[:, 0], array[:, 1], array[:, 2]
+    if not np.all(np.isfinite(array)) or likelihood.min() < 0 or not np.all(likelihood.max(axis=1) > 0):
+        raise ConfigError("binned evidence: likelihoods must be finite, non-negative, with a positive entry per row")
+    if within.min() < 0 or bins.min() < 0 or bins.max() >= num_classes or np.any(bins != np.round(bins)):
+        raise ConfigError("binned evidence: within-bin shares must be >= 0 and bins integers in [0, K)")
+    return torch.as_tensor(array, dtype=torch.float32)
 
 
 def _log_likelihood_targets(targets: np.ndarray, num_classes: int) -> torch.Tensor:
@@ -200,10 +308,13 @@ def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.opt
     return state, [EpochRecord(**row) for row in state["history"]]
 
 
-def _batch_loss(model: nn.Module, xb: torch.Tensor, log_lik: torch.Tensor, config: TrainConfig, augmentation: str,
-                generator: torch.Generator, np_rng: np.random.Generator) -> torch.Tensor:
-    """One batch's mean loss, after augmentation and mixup (both drawn from the stage's generators)."""
-    device = log_lik.device
+def _batch_loss(model: nn.Module, xb: torch.Tensor, targets: torch.Tensor, config: TrainConfig, augmentation: str,
+                generator: torch.Generator, np_rng: np.random.Generator,
+                loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = likelihood_loss) -> torch.Tensor:
+    """One batch's mean loss, after augmentation and mixup (both drawn from the stage's generators);
+    ``loss_of(logits, targets)`` is the per-example loss (default: :func:`likelihood_loss` of the
+    targets' log-likelihoods)."""
+    device = targets.device
     if config.augment:
         xb = augment(xb, augmentation, generator)
     lam, perm = 1.0, None
@@ -213,9 +324,9 @@ def _batch_loss(model: nn.Module, xb: torch.Tensor, log_lik: torch.Tensor, confi
     # bf16 autocast on GPUs when asked (no loss scaling needed); the loss itself in float32
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.amp):
         logits = model(xb.to(device, non_blocking=True))
-    loss = likelihood_loss(logits.float(), log_lik)
+    loss = loss_of(logits.float(), targets)
     if perm is not None:
-        loss = lam * loss + (1 - lam) * likelihood_loss(logits.float(), log_lik[perm])
+        loss = lam * loss + (1 - lam) * loss_of(logits.float(), targets[perm])
     return loss.mean()
 
 
@@ -233,12 +344,21 @@ def train_stage(
     on_epoch_end: Callable[[EpochRecord], None] | None = None,
     progress: bool = True,
     description: str = "train",
+    label_values: np.ndarray | None = None,
+    validation: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[EpochRecord]:
     """Train ``model`` in place on (``inputs``, ``targets``) for ``config.epochs`` epochs.
 
     ``targets`` are either integer labels (cross-entropy) or an (n, K) matrix of label likelihoods
     L[i, y] = Pr[observed label of i | class y], e.g. a mechanism's noise channel (forward-corrected
-    cross-entropy, see :func:`likelihood_loss`).
+    cross-entropy, see :func:`likelihood_loss`), or (n, 3, K) binned evidence of releases that tell a
+    label's bin (:func:`binned_likelihood_loss`). For a regression on the grid ``label_values`` they
+    may also be float values (squared error of the expected value, :func:`squared_error_loss`); the
+    ``test`` pair then holds the test *values*, and each epoch reports the test RMSE.
+
+    With ``validation`` (held-out inputs and targets of the same kind), each epoch also scores the
+    model on them (:func:`held_out_loss`), and the model ends with the weights of the epoch that
+    scored best (early stopping).
 
     If ``checkpoint`` is given, the full training state (model, optimiser, schedule, random
     generators, history) is written there after every epoch, and an existing checkpoint is resumed
@@ -247,9 +367,15 @@ def train_stage(
     """
     config.validate()
     x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
-    log_likelihood = _log_likelihood_targets(targets, num_classes)
-    if len(x) != len(log_likelihood) or len(x) == 0:
-        raise ConfigError(f"inputs and targets must be non-empty and of equal length, got {len(x)} and {len(log_likelihood)}")
+    fitted, loss_of = _training_targets(targets, num_classes, label_values)
+    if len(x) != len(fitted) or len(x) == 0:
+        raise ConfigError(f"inputs and targets must be non-empty and of equal length, got {len(x)} and {len(fitted)}")
+    if validation is not None:
+        x_held = torch.as_tensor(np.asarray(validation[0], dtype=np.float32))
+        held, held_loss_of = _training_targets(validation[1], num_classes, label_values)
+        held_loss_of = _held_out_loss(held_loss_of)
+        if len(x_held) != len(held) or len(x_held) == 0:
+            raise ConfigError("validation inputs and targets must be non-empty and of equal length")
     device = next(model.parameters()).device
     check_amp(config, device)
     steps_per_epoch = math.ceil(len(x) / config.batch_size)
@@ -259,9 +385,11 @@ def train_stage(
     np_rng = np.random.default_rng(seed)
     path = Path(checkpoint) if checkpoint is not None else None
     state, history = restore_checkpoint(path, model, optimizer, scheduler)
+    best = None  # the best epoch on the validation examples so far: (loss, epoch, weights)
     if state is not None:
         generator.set_state(state["torch_rng"])
         np_rng.bit_generator.state = state["numpy_rng"]
+        best = state.get("best")
 
     model.train()
     for epoch in range(len(history) + 1, config.epochs + 1):
@@ -272,8 +400,8 @@ def train_stage(
                    leave=False, disable=None if progress else True, unit="batch")
         for step in bar:
             batch = order[step * config.batch_size:(step + 1) * config.batch_size]
-            loss = _batch_loss(model, x[batch], log_likelihood[batch].to(device), config, augmentation, generator,
-                               np_rng)
+            loss = _batch_loss(model, x[batch], fitted[batch].to(device), config, augmentation, generator,
+                               np_rng, loss_of)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -281,15 +409,26 @@ def train_stage(
             total_loss += loss.detach().double() * len(batch)  # summed on the device: no wait for a GPU per batch
             if step % 20 == 0:
                 bar.set_postfix(loss=f"{loss.item():.3f}")
-        test_accuracy = accuracy(model, *test, config.eval_batch_size) if test is not None else None
+        test_accuracy = test_rmse = None
+        if test is not None and label_values is not None:
+            test_rmse = rmse(model, *test, label_values, config.eval_batch_size)
+        elif test is not None:
+            test_accuracy = accuracy(model, *test, config.eval_batch_size)
+        validation_loss = None
+        if validation is not None:
+            validation_loss = held_out_loss(model, x_held, held, held_loss_of, config.eval_batch_size)
+            if best is None or validation_loss < best[0]:
+                best = (validation_loss, epoch, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
         record = EpochRecord(epoch, float(total_loss) / len(x), test_accuracy, optimizer.param_groups[0]["lr"],
-                             time.perf_counter() - start)
+                             time.perf_counter() - start, test_rmse, validation_loss)
         history.append(record)
         if path is not None:
             save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                           "scheduler": scheduler.state_dict(), "torch_rng": generator.get_state(),
-                          "numpy_rng": np_rng.bit_generator.state,
+                          "numpy_rng": np_rng.bit_generator.state, "best": best,
                           "history": [asdict(r) for r in history]}, path)
         if on_epoch_end is not None:
             on_epoch_end(record)
+    if validation is not None and best is not None:
+        model.load_state_dict(best[2])
     return history

@@ -1,0 +1,137 @@
+"""MovieLens in the GroupLens folder format (``u.data``, ``u.item``, ``u.user``): ratings as private
+numeric labels on the public grid 1..5.
+
+Under label DP the *rating* is private; who rated which movie is public (the paper's MovieLens task),
+and so are the users' demographics, the movies' genres and release years, and how many ratings each
+user and movie has (over all pairs, training and test: it is who rated what). The inputs are one
+float32 row per (user, item) pair: four integer codes first (user, item, occupation, gender; float32
+holds integers exactly up to 2^24), then numeric side features: age, release year (and whether it is
+missing), the 19 genre flags, and the log number of ratings of the user and of the movie,
+standardised. ``LabeledDataset.categorical`` gives the codes' sizes, which the ``recommender`` model
+embeds.
+
+The test set is a fraction of the (user, item) pairs chosen from the seed's public stream after
+sorting the pairs, so it depends neither on the ratings nor on the file's order.
+
+MovieLens is licensed for research use only and may not be redistributed: users download it
+themselves (``labeldp download movielens --data-dir DIR`` fetches ml-100k from GroupLens).
+"""
+
+from __future__ import annotations
+
+import io
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from labeldp.data.dataset import LabeledDataset
+from labeldp.errors import DataError, MissingFileError
+from labeldp.randomness import public_rng
+
+#: The rating grid of MovieLens: whole stars 1 to 5.
+RATINGS = np.arange(1.0, 6.0)
+GENRES = 19
+#: the public codes before the numeric features: user, item, occupation, gender
+CODE_COLUMNS = ("user", "item", "occupation", "gender")
+URL = "https://files.grouplens.org/datasets/movielens/ml-100k.zip"
+TEST_FRACTION = 0.2
+
+
+def _folder(data_dir: Path) -> Path:
+    for candidate in (data_dir, data_dir / "ml-100k"):
+        if (candidate / "u.data").exists():
+            return candidate
+    if not data_dir.is_dir():
+        raise MissingFileError(f"data folder {data_dir} does not exist (download with: labeldp download movielens "
+                               f"--data-dir {data_dir})")
+    raise MissingFileError(f"data folder {data_dir} has no u.data (nor ml-100k/u.data): not a MovieLens folder "
+                           f"(download with: labeldp download movielens --data-dir {data_dir})")
+
+
+def _read(path: Path, separator: str, names: list[str]) -> pd.DataFrame:
+    if not path.exists():
+        raise MissingFileError(f"MovieLens file {path} does not exist")
+    try:
+        return pd.read_csv(path, sep=separator, header=None, names=names, encoding="latin-1", engine="python")
+    except (pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise DataError(f"{path} is not in the MovieLens format ({error})") from None
+
+
+def _codes(values: pd.Series, known: list) -> np.ndarray:
+    """Position of each value in ``known``; values not in it get the extra code len(known)."""
+    lookup = {value: index for index, value in enumerate(known)}
+    return values.map(lambda v: lookup.get(v, len(known))).to_numpy(np.int64)
+
+
+def _standardised(values: np.ndarray) -> np.ndarray:
+    return (values - values.mean()) / (values.std() + 1e-8)
+
+
+def read_ratings(folder: Path) -> pd.DataFrame:
+    ratings = _read(folder / "u.data", "\t", ["user", "item", "rating", "timestamp"])
+    if ratings.empty or ratings[["user", "item", "rating"]].isna().any().any():
+        raise DataError(f"{folder / 'u.data'} must hold user, item, rating, timestamp on every line")
+    return ratings
+
+
+def load_movielens_dataset(data_dir: str | Path, split_seed: int = 0, test_fraction: float = TEST_FRACTION
+                           ) -> LabeledDataset:
+    """MovieLens (100K's folder format) as a regression on the ratings 1..5; see the module docstring."""
+    folder = _folder(Path(data_dir))
+    ratings = read_ratings(folder)
+    users = _read(folder / "u.user", "|", ["user", "age", "gender", "occupation", "zip"]).set_index("user")
+    item_columns = ["item", "title", "date", "video_date", "url"] + [f"genre{g}" for g in range(GENRES)]
+    items = _read(folder / "u.item", "|", item_columns).set_index("item")
+    if not 0.0 < test_fraction < 1.0:
+        raise DataError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    # The ratings are checked against the public grid before anything else reads them.
+    rating = ratings["rating"].to_numpy(np.float64)
+    if not np.isin(rating, RATINGS).all():
+        raise DataError(f"{folder / 'u.data'} has ratings outside the MovieLens grid 1..5")
+
+    user_ids = np.union1d(users.index.to_numpy(), ratings["user"].to_numpy())
+    item_ids = np.union1d(items.index.to_numpy(), ratings["item"].to_numpy())
+    occupations = (_read(folder / "u.occupation", "|", ["name"])["name"].tolist()
+                   if (folder / "u.occupation").exists() else sorted(users["occupation"].dropna().unique()))
+    user = np.searchsorted(user_ids, ratings["user"].to_numpy())
+    item = np.searchsorted(item_ids, ratings["item"].to_numpy())
+    person = users.reindex(ratings["user"].to_numpy())
+    movie = items.reindex(ratings["item"].to_numpy())
+    occupation = _codes(person["occupation"], occupations)
+    gender = _codes(person["gender"], ["F", "M"])
+    age = person["age"].fillna(users["age"].mean()).to_numpy(np.float64)
+    year = pd.to_numeric(movie["date"].astype(str).str[-4:], errors="coerce").to_numpy(np.float64)
+    year_missing = np.isnan(year)
+    year = np.where(year_missing, np.nanmean(year) if (~year_missing).any() else 0.0, year)
+    genres = movie[[f"genre{g}" for g in range(GENRES)]].fillna(0).to_numpy(np.float64)
+    # how many ratings each user and movie has: public (who rated what), over all pairs
+    user_count = np.bincount(user, minlength=user_ids.size)[user]
+    item_count = np.bincount(item, minlength=item_ids.size)[item]
+    numeric = np.column_stack([_standardised(age), _standardised(year), year_missing.astype(np.float64), genres,
+                               _standardised(np.log(user_count)), _standardised(np.log(item_count))])
+    codes = np.column_stack([user, item, occupation, gender]).astype(np.float64)
+    inputs = np.concatenate([codes, numeric], axis=1).astype(np.float32)
+    sizes = (user_ids.size, item_ids.size, len(occupations) + 1, 3)
+
+    # the test pairs: sorted by (user, item), then a public permutation; never by rating or file order
+    by_pair = np.lexsort((ratings["item"].to_numpy(), ratings["user"].to_numpy()))
+    order = by_pair[public_rng(split_seed, "ratings-split").permutation(len(ratings))]
+    n_test = max(1, int(round(test_fraction * len(ratings))))
+    test, train = np.sort(order[:n_test]), np.sort(order[n_test:])
+    labels = (rating - 1).astype(np.int64)
+    return LabeledDataset("movielens", inputs[train], labels[train], inputs[test], labels[test], num_classes=5,
+                          class_names=[f"{r:g}" for r in RATINGS], label_values=RATINGS.copy(),
+                          y_test_values=rating[test], categorical=sizes)
+
+
+def download_movielens(data_dir: str | Path) -> None:
+    """Download MovieLens 100K from GroupLens into ``data_dir/ml-100k`` (needs internet; research use
+    only, see its README)."""
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with urllib.request.urlopen(URL) as response:
+        archive = zipfile.ZipFile(io.BytesIO(response.read()))
+    archive.extractall(data_dir)

@@ -1,0 +1,201 @@
+"""Label DP for numeric labels (a regression on a public grid of G values): ``rr-on-bins``,
+``rr-on-bins-mst`` and ``laplace-regression``. ``non-private`` and ``lp-1st`` (plain RR over the G
+grid values) run on the same datasets through :mod:`labeldp.methods.stages`.
+
+- ``rr-on-bins`` (Ghazi et al., "Regression with Label Differential Privacy", ICLR 2023): stage 1's
+  prior (``prior``, default ``histogram``) is a noisy histogram of the training labels over the grid
+  bought with ``prior_epsilon`` (one group of all examples; ``cluster``: one per k-means cluster of
+  public features; ``uniform``: none), and every label is released by RR-on-bins under it with the
+  rest of epsilon: the monotone map of the grid onto d bins and the bin values that minimise the
+  expected squared error of the released value under the prior
+  (:func:`labeldp.mechanisms.optimal_bins`), then RR over the d bin values.
+- ``rr-on-bins-mst``: the training set is split into stages (default 0.4, 0.6); stage 1 is
+  ``rr-on-bins`` on its own examples, whose histogram is bought from them alone (so later stages'
+  examples spend all of epsilon on their labels); stage t's prior for each example is the predictive
+  distribution over the grid (softmax(logits / temperature)) of the model trained on the earlier
+  stages' releases, as LP-MST does for classes, so the bins are chosen per example.
+- ``laplace-regression``: the Laplace mechanism on the clipped label, exact on the grid's lattice
+  (:mod:`labeldp.mechanisms.laplace_value`), one stage.
+
+Every model predicts a distribution over the grid; its prediction is the expected value, which
+minimises the expected squared error. ``loss``: ``forward`` (default) fits that distribution through
+each release's known noise channel over the grid (for RR-on-bins the RR channel of the example's
+bins, for Laplace the exact discrete Laplace probabilities), so the model estimates the distribution
+of the *clean* label; ``mse`` is the squared error of the expected value against the released
+values (the paper's training).
+
+Privacy: each label is released once, by an epsilon-DP mechanism (after the histogram, which its
+examples pay for with ``prior_epsilon`` out of epsilon) whose prior does not depend on that label
+(a histogram released beforehand, or a model trained on other examples' releases); the ledger
+composes what was recorded per example.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from labeldp.accounting import PrivacyLedger
+from labeldp.data import LabeledDataset
+from labeldp.errors import ConfigError
+from labeldp.methods.registry import Method, register_method
+from labeldp.methods.stages import TRAINING_OPTIONS, noisy_histogram_prior
+from labeldp.priors import release_evidence
+from labeldp.release import Release, release_laplace_value, release_rr_on_bins
+from labeldp.runs.config import RunConfig, split_stages
+from labeldp.runs.context import RunContext
+from labeldp.training.stage import predict_proba
+
+_PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
+_MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "combine_priors"})
+_FIRST_RELEASES = {"stage1": TRAINING_OPTIONS, "prior": TRAINING_OPTIONS}
+
+
+def _targets(context: RunContext, released: Release) -> np.ndarray:
+    """The forward loss's evidence, or the released values for ``mse``."""
+    return released.arrays["values"] if context.config.loss == "mse" else released.arrays["evidence"]
+
+
+def within_bins(priors: np.ndarray, bin_of: np.ndarray, floor: float = 1e-6) -> np.ndarray:
+    """Each grid point's share of its bin's probability under the prior its bins were chosen for (n, G);
+    a bin the prior gives no mass is split evenly."""
+    weights = np.maximum(priors, floor)
+    totals = np.zeros_like(weights)
+    for b in range(priors.shape[1]):
+        inside = bin_of == b
+        totals[:, b] = np.where(inside, weights, 0.0).sum(axis=1)
+    return weights / np.take_along_axis(totals, bin_of.astype(np.int64), axis=1)
+
+
+def binned_evidence(likelihood: np.ndarray, priors: np.ndarray, bin_of: np.ndarray) -> np.ndarray:
+    """The (n, 3, G) targets of :func:`labeldp.training.stage.binned_likelihood_loss`: the channel, the
+    prior's split inside each bin, and the bins."""
+    return np.stack([likelihood, within_bins(priors, bin_of), bin_of], axis=1).astype(np.float32)
+
+
+def release_bins_stage(context: RunContext, stage: int, members: np.ndarray, model: nn.Module | None,
+                       histogram: tuple[np.ndarray, np.ndarray] | None, epsilon: float) -> Release:
+    """Stage ``stage``'s RR-on-bins release of its ``members``' labels with ``epsilon``. Stage 1's prior
+    is the noisy ``histogram`` (rows and each example's group; None: uniform), shared by the examples
+    of a group; a later stage's is ``model``'s predictive distribution per example (times the
+    histogram's with ``combine_priors``). The evidence is binned (:func:`binned_evidence`): the forward
+    loss on the bins, the prior's split inside them (an example whose map has one bin teaches its
+    prior, which carries a cluster histogram's knowledge into the model as LP-2ST's folding does)."""
+    config, data = context.config, context.data
+    grid, tag = data.label_values, f"stage{stage}"
+
+    def draw(ledger: PrivacyLedger) -> Release:
+        true, rng = data.y_train[members], config.noise.generator("label-release", stage)
+        rows = groups = None
+        if histogram is not None:
+            rows, groups = histogram[0], histogram[1][members]
+        if stage == 1:
+            if rows is None:
+                rows, groups = np.full((1, grid.size), 1.0 / grid.size), np.zeros(members.size, dtype=np.int64)
+            release = release_rr_on_bins(ledger, true, members, grid, rows, epsilon, rng, tag, groups)
+            priors = rows[groups]
+        else:
+            priors = predict_proba(model, data.x_train[members], config.temperature)
+            if config.combine_priors and rows is not None:
+                priors = release_evidence(rows[groups], priors)
+            release = release_rr_on_bins(ledger, true, members, grid, priors, epsilon, rng, tag)
+        evidence = binned_evidence(release.likelihood, priors, release.arrays["bin_of"])
+        return release.with_arrays(indices=members, evidence=evidence)
+
+    return context.spend(tag, draw)
+
+
+def start_from_prior(model: nn.Module, prior: np.ndarray, floor: float = 1e-3) -> None:
+    """Set the bias of ``model``'s last linear layer to log ``prior`` (floored), so that the untrained
+    model predicts the prior. RR-on-bins releases say in which bin a label lies, not where in the bin:
+    the forward loss moves probability between bins, and the split inside a bin starts from the
+    prior's instead of from a uniform one (post-processing of the released histogram)."""
+    linear = [module for module in model.modules() if isinstance(module, nn.Linear)]
+    if not linear or linear[-1].bias is None or linear[-1].out_features != prior.size:
+        return
+    logits = np.log(np.maximum(prior, floor))
+    with torch.no_grad():
+        linear[-1].bias.copy_(torch.as_tensor(logits - logits.mean(), dtype=linear[-1].bias.dtype))
+
+
+def run_rr_on_bins(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+    """One stage (``rr-on-bins``) or several (``rr-on-bins-mst``) of RR-on-bins releases and training."""
+    config, data = context.config, context.data
+    members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
+    histogram = None
+    paying = None  # the examples that pay for the histogram: all of them, or stage 1's alone
+    if config.prior != "uniform":
+        multi = len(members_by_stage) > 1 and not config.combine_priors
+        paying = members_by_stage[0] if multi else np.arange(len(data.y_train))
+        histogram = noisy_histogram_prior(context, paying)
+    model = context.new_model(1)
+    if histogram is not None:
+        start_from_prior(model, np.bincount(histogram[1][paying], minlength=len(histogram[0])) @ histogram[0]
+                         / paying.size)
+    summaries, earlier = [], []
+    for stage, members in enumerate(members_by_stage, start=1):
+        prior_model = model
+        if stage > 1 and not config.warm_start:
+            model = context.new_model(stage)
+        epsilon = config.epsilon - (config.prior_epsilon if paying is not None and np.isin(members, paying).all()
+                                    else 0.0)
+        released = release_bins_stage(context, stage, members, prior_model, histogram, epsilon)
+        indices, targets = members, _targets(context, released)
+        if stage > 1 and config.reuse_labels:
+            indices = np.concatenate([members, *(e.arrays["indices"] for e in earlier)])
+            targets = np.concatenate([targets, *(_targets(context, e) for e in earlier)])
+        earlier.append(released)
+        context.train(model, stage, len(members_by_stage), indices, targets)
+        summaries.append({"stage": stage, "released": int(members.size), "reused": int(indices.size - members.size),
+                          "epsilon": epsilon, "mean_bins": float(np.mean(released.arrays["k"])),
+                          "constant_releases": int(np.sum(released.arrays["k"] == 1))})
+    return model, {"stages": summaries}
+
+
+def run_laplace(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+    """Every label released once with discrete Laplace noise on the grid's lattice, then one stage."""
+    config, data = context.config, context.data
+    members = np.arange(len(data.y_train))
+
+    def draw(ledger: PrivacyLedger) -> Release:
+        release = release_laplace_value(ledger, data.y_train, members, data.label_values, config.epsilon,
+                                        config.noise.generator("label-release", 1), "stage1")
+        return release.with_arrays(indices=members, evidence=release.likelihood.astype(np.float32))
+
+    released = context.spend("stage1", draw)
+    model = context.new_model(1)
+    context.train(model, 1, 1, members, _targets(context, released))
+    values = released.arrays["values"]
+    inside = (values >= data.label_values[0]) & (values <= data.label_values[-1])
+    return model, {"stages": [{"stage": 1, "released": int(members.size), "reused": 0,
+                               "released_inside_range": float(inside.mean())}]}
+
+
+def _check(config: RunConfig) -> None:
+    if config.loss == "ce":
+        raise ConfigError(f"method {config.method!r} releases values, not labels: use loss 'forward' (the noise "
+                          "channel over the grid) or 'mse' (squared error against the released values)")
+
+
+def _plan(config: RunConfig, data: LabeledDataset) -> None:
+    if not data.is_regression:
+        raise ConfigError(f"method {config.method!r} is for numeric labels (a regression dataset such as movielens, "
+                          f"or a table with --label-range); dataset {data.name!r} has classes")
+    if config.method == "laplace-regression":
+        from labeldp.mechanisms import grid_step
+        grid_step(data.label_values)
+
+
+register_method(Method("rr-on-bins", "numeric labels: RR over the optimal bins of a noisy histogram prior, one stage",
+                       run_rr_on_bins, uses=_PRIVATE_OPTIONS | {"loss", "prior"}, check=_check, plan=_plan,
+                       independent_of=_FIRST_RELEASES, default_prior="histogram"))
+register_method(Method("rr-on-bins-mst", "numeric labels: RR-on-bins in stages, later stages' priors from the model",
+                       run_rr_on_bins, uses=_PRIVATE_OPTIONS | {"loss", "prior"} | _MULTI_STAGE_OPTIONS, stages=None,
+                       default_stages=(0.4, 0.6), check=_check, plan=_plan, independent_of=_FIRST_RELEASES,
+                       default_prior="histogram"))
+register_method(Method("laplace-regression", "numeric labels: discrete Laplace noise on the clipped value",
+                       run_laplace, uses=_PRIVATE_OPTIONS | {"loss"}, check=_check, plan=_plan,
+                       independent_of={"stage1": TRAINING_OPTIONS}))
