@@ -62,6 +62,12 @@ TRAINING_OPTIONS = ("train", "model", "loss", "reuse_labels", "warm_start", "tem
 _FIRST_RELEASES = {"stage1": TRAINING_OPTIONS, "prior": TRAINING_OPTIONS}
 
 
+def stage_releases(config) -> tuple[str, ...]:
+    """The releases of a staged run: the noisy histogram of a cluster or histogram prior, then one per stage."""
+    prior = ("prior",) if config.prior in ("cluster", "histogram") else ()
+    return prior + tuple(f"stage{t}" for t in range(1, len(config.stages) + 1))
+
+
 def noisy_histogram_prior(context: RunContext, members: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The stage-1 prior of ``prior`` cluster or histogram: ``(rows, groups)``, the (groups, K) noisy
     label histograms as distributions (tempered) and each training example's group. The histogram is
@@ -180,12 +186,12 @@ def run_stages(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
 
 
 register_method(Method("non-private", "true labels (a reference; epsilon infinite)", run_stages,
-                       uses=frozenset({"loss"}), private=False, independent_of=_FIRST_RELEASES))
+                       uses=frozenset({"loss"}), private=False, independent_of=_FIRST_RELEASES, releases=stage_releases))
 register_method(Method("lp-1st", "randomized response on every label, one stage", run_stages,
-                       uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS, independent_of=_FIRST_RELEASES), "rr")
+                       uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS, independent_of=_FIRST_RELEASES, releases=stage_releases), "rr")
 register_method(Method("lp-2st", "two stages; the second releases by RR-with-prior from the first's model",
                        run_stages, uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS, stages=2,
-                       default_stages=(0.4, 0.6), independent_of=_FIRST_RELEASES))
+                       default_stages=(0.4, 0.6), independent_of=_FIRST_RELEASES, releases=stage_releases))
 register_method(Method("lp-mst", "any number of stages, each releasing by RR-with-prior from the model so far",
                        run_stages, uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS, stages=None,
-                       default_stages=(0.3, 0.3, 0.4), independent_of=_FIRST_RELEASES))
+                       default_stages=(0.3, 0.3, 0.4), independent_of=_FIRST_RELEASES, releases=stage_releases))

@@ -1,0 +1,399 @@
+"""Tuning on released labels (``labeldp tune``): release the labels once, choose training options on
+the release, train the final run with the best of them.
+
+1. Before anything is spent, every candidate configuration is resolved and checked, and each release
+   the method makes (``Method.releases``) must be one that no candidate changes: its inputs
+   (:func:`labeldp.runs.context.release_inputs`, which drops what ``Method.independent_of`` names)
+   are the same for every candidate. LP-1ST (with any prior) and ALIBI release before they train, so
+   every training option can be tried; a release drawn after training (LP-2ST's second stage, whose
+   prior is the first stage's model) or made of the training steps (DP-SGD) is refused.
+2. The method runs once in the tune folder until it first trains: its releases are drawn, saved and
+   recorded on the folder's one ledger (read back, never drawn again, when the tune is repeated).
+3. A held-out part of the training examples (``holdout``, chosen from the public seed) is set aside.
+   Every candidate runs the method on a copy of the data without its true training labels, reading
+   the saved releases, training on the released labels of the other examples, and is scored on the
+   held-out examples' *released* labels by an estimate of its clean accuracy from their noise channel
+   (:func:`labeldp.estimators.clean_accuracy_terms`; ALIBI: the noisy one-hot vector's entry at the
+   prediction, whose expectation is the clean indicator), with its standard error. Neither the true
+   labels nor the test set choose anything.
+4. The best candidate's configuration becomes the run of the tune folder, trained on every released
+   label (:func:`labeldp.runs.train_run`, which reads the releases back).
+
+The tune folder is a run folder (config.json of the chosen configuration, ledger.json with the one
+release, noisy_labels/, model.pt, summary.json) plus ``tune.json`` and ``tune.csv`` (the candidates,
+their estimates and standard errors) and ``candidates/<key>/`` (each candidate's configuration,
+metrics and checkpoints: no release, no ledger). Tuning spends nothing beyond the one release:
+everything after it is post-processing of released labels and public inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import itertools
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from labeldp.data import LabeledDataset
+from labeldp.errors import ConfigError, RunDirectoryError
+from labeldp.estimators import clean_accuracy_terms
+from labeldp.experiments.sweep import _RUN_FIELDS, _TRAIN_FIELDS, _parse_value
+from labeldp.files import write_atomic, write_json_atomic
+from labeldp.randomness import public_rng
+from labeldp.release import Release
+from labeldp.runs.config import RunConfig
+from labeldp.runs.context import RunContext, release_inputs
+from labeldp.runs.rundir import RunDirectory
+from labeldp.runs.run import _accept_changed_config, check_plan, config_dataset, data_facts, train_run
+from labeldp.training.stage import predict_proba, resolve_device
+
+TUNE_FILE = "tune.json"
+TUNE_TABLE = "tune.csv"
+CANDIDATES_FOLDER = "candidates"
+DEFAULT_HOLDOUT = 0.2
+_TABLE_COLUMNS = ("key", "estimated_clean_accuracy", "standard_error", "held_out", "seconds", "chosen")
+
+
+def candidate_options(grid: Mapping[str, Sequence[Any]], *, trials: int | None = None,
+                      seed: int = 0) -> list[dict[str, Any]]:
+    """The candidates' options: every combination of ``grid``'s values (names are fields of RunConfig
+    or TrainConfig, values typed or as in ``labeldp sweep --grid``: ``0.01``, ``true``, ``0.3:0.7``),
+    or, with ``trials``, that many of the combinations drawn without replacement from the public
+    stream ``tune-search`` of ``seed`` (a random search)."""
+    if not grid:
+        raise ConfigError("the tuning grid is empty: give options with values to try, e.g. lr=0.01,0.03")
+    unknown = sorted(set(grid) - _RUN_FIELDS - _TRAIN_FIELDS)
+    if unknown:
+        raise ConfigError(f"unknown tuning options {unknown}; use fields of RunConfig or TrainConfig")
+    types = ({f.name: str(f.type) for f in dataclasses.fields(RunConfig)}
+             | {f.name: str(f.type) for f in dataclasses.fields(RunConfig().train)})
+    values: dict[str, list[Any]] = {}
+    for name, given in grid.items():
+        given = [given] if isinstance(given, (str, int, float, bool)) or given is None else list(given)
+        if not given:
+            raise ConfigError(f"tuning option {name!r} has no values")
+        parsed = [_parse_value(name, v, types[name]) if isinstance(v, str) else v for v in given]
+        values[name] = list(dict.fromkeys(tuple(v) if isinstance(v, list) else v for v in parsed))
+    combinations = [dict(zip(values, chosen)) for chosen in itertools.product(*values.values())]
+    if trials is not None:
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+            raise ConfigError(f"trials must be a positive integer, got {trials!r}")
+        if trials < len(combinations):
+            picked = public_rng(seed, "tune-search").choice(len(combinations), trials, replace=False)
+            combinations = [combinations[i] for i in sorted(picked)]
+    if len(combinations) < 2:
+        raise ConfigError("tuning needs at least two candidates (give some option two or more values)")
+    return combinations
+
+
+def candidate_key(options: Mapping[str, Any]) -> str:
+    """A candidate's name, also its folder: ``lr=0.01,epochs=10``."""
+    def text(value: Any) -> str:
+        return ":".join(map(str, value)) if isinstance(value, tuple) else str(value)
+    return ",".join(f"{name}={text(value)}" for name, value in options.items())
+
+
+def candidate_config(base: RunConfig, options: Mapping[str, Any]) -> RunConfig:
+    """``base`` with a candidate's options, resolved (every error before any spend)."""
+    run_part = {k: v for k, v in options.items() if k in _RUN_FIELDS}
+    train_part = {k: v for k, v in options.items() if k in _TRAIN_FIELDS}
+    try:
+        config = dataclasses.replace(base, **run_part, train=dataclasses.replace(base.train, **train_part))
+    except TypeError as error:
+        raise ConfigError(f"candidate {candidate_key(options)}: {error}") from None
+    try:
+        return config.resolved()
+    except ConfigError as error:
+        raise ConfigError(f"candidate {candidate_key(options)}: {error}") from None
+
+
+def _flat(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name, value in values.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{name}."))
+        else:
+            flat[f"{prefix}{name}"] = value
+    return flat
+
+
+def check_tunable(base: RunConfig, candidates: Sequence[RunConfig], data: LabeledDataset | None = None) -> tuple[str, ...]:
+    """Refuse, before any spend, a tune whose candidates would need releases of their own; returns the
+    names of the one set of releases every candidate shares."""
+    method = base.method_spec
+    if method.training_releases:
+        raise ConfigError(f"method {base.method!r} releases through its training steps: every candidate would be a "
+                          "new release, so tuning it needs private selection (a random number of repetitions, "
+                          "accounted by dp_accounting's RepeatAndSelectDpEvent), which labeldp tune does not "
+                          "implement yet")
+    if method.releases is None:
+        raise ConfigError(f"method {base.method!r} does not declare its releases (Method.releases): tune cannot check "
+                          "that its candidates share them")
+    if base.label_range is not None or (data is not None and data.is_regression):
+        raise ConfigError("tune scores candidates by their estimated clean accuracy over classes; numeric labels "
+                          "(a regression) are not supported yet")
+    names = method.releases(base)
+    for candidate in candidates:
+        if candidate.method != base.method or method.releases(candidate) != names:
+            raise ConfigError("every candidate must run the same method with the same releases; tune the training "
+                              "options of one method")
+        for name in names:
+            shared, own = _flat(release_inputs(base, name)), _flat(release_inputs(candidate, name))
+            if shared != own:
+                changed = sorted(k for k in set(shared) | set(own) if shared.get(k) != own.get(k))
+                free = method.independent_of.get(name, ())
+                can = (f"it does not depend on {', '.join(free)}" if free
+                       else "it depends on every option (drawn after training, from a model trained with them)")
+                raise ConfigError(f"method {base.method!r}: release {name!r} depends on {', '.join(changed)}, so "
+                                  f"each candidate would need a release of its own (a new spend); {can}. Tune options "
+                                  "that act only after every release (e.g. the training options of lp-1st or alibi)")
+    return names
+
+
+def holdout_split(num_examples: int, fraction: float, seed: int) -> np.ndarray:
+    """The held-out training examples, sorted: ``fraction`` of them, from the public stream
+    ``tune-holdout`` of ``seed`` (positions only, never labels)."""
+    if isinstance(fraction, bool) or not 0 < fraction < 1:
+        raise ConfigError(f"holdout must lie in (0, 1), got {fraction!r}")
+    size = int(round(fraction * num_examples))
+    if not 1 <= size < num_examples:
+        raise ConfigError(f"holdout {fraction:g} of {num_examples} training examples leaves none to "
+                          f"{'score on' if size < 1 else 'train on'}")
+    return np.sort(public_rng(seed, "tune-holdout").permutation(num_examples)[:size])
+
+
+class _Released(Exception):
+    """The method asked to train: every release before training has been made."""
+
+
+class _ReleaseContext(RunContext):
+    """Runs a method until it first trains: its releases are drawn, saved and recorded."""
+
+    def train(self, *args: Any, **kwargs: Any) -> None:
+        raise _Released
+
+
+class _CandidateContext(RunContext):
+    """One candidate: reads the tune's releases (never draws), trains without the held-out examples,
+    and evaluates no epoch on the test set."""
+
+    def __init__(self, config: RunConfig, out: RunDirectory, data: LabeledDataset, device, releases: dict[str, Release],
+                 held_out: np.ndarray):
+        super().__init__(config, out, data, device, progress=False)
+        self.releases, self.held_out = releases, held_out
+
+    def spend(self, name, draw) -> Release:
+        if name not in self.releases:
+            raise RunDirectoryError(f"a tuning candidate asked for release {name!r}, which the tune did not make: it "
+                                    "would be a second spend")
+        return self.releases[name]
+
+    def training_part(self, indices: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        keep = ~np.isin(indices, self.held_out)
+        return indices[keep], targets[keep]
+
+    def evaluation_set(self) -> None:
+        return None
+
+
+def sealed(data: LabeledDataset) -> LabeledDataset:
+    """``data`` without its true training labels (every one -1): what candidates train with."""
+    blind = copy.copy(data)  # not dataclasses.replace: -1 is no label, which the dataset's checks refuse
+    blind.y_train = np.full(len(data.y_train), -1, dtype=np.int64)
+    return blind
+
+
+class HeldOutScorer:
+    """Estimates a model's clean accuracy on the held-out examples from their releases alone."""
+
+    def __init__(self, releases: Mapping[str, Release], held_out: np.ndarray, num_examples: int, num_classes: int):
+        labels = np.full(num_examples, -1, dtype=np.int64)
+        likelihood = np.full((num_examples, num_classes), np.nan)
+        vectors = np.full((num_examples, num_classes), np.nan)
+        for release in releases.values():
+            if release.labels is None or release.likelihood is None:
+                continue  # a histogram, not a label release
+            members = np.asarray(release.members)
+            labels[members], likelihood[members] = release.labels, release.likelihood
+            if "noisy_one_hot" in release.arrays:  # ALIBI: the noisy vector itself
+                vectors[members] = release.arrays["noisy_one_hot"]
+        missing = held_out[labels[held_out] < 0]
+        if missing.size:
+            raise ConfigError(f"{missing.size} held-out examples have no released label to be scored on")
+        self.held_out = held_out
+        self.labels, self.likelihood, self.vectors = labels[held_out], likelihood[held_out], vectors[held_out]
+        self.alibi = ~np.isnan(self.vectors[:, 0])
+
+    def terms(self, predictions: np.ndarray) -> np.ndarray:
+        """Per held-out example, a term whose expectation is its clean-label indicator 1[y = prediction]
+        (RR-with-prior: when y lies in the example's top-k set; see clean_accuracy_terms)."""
+        rows = np.arange(predictions.size)
+        terms = np.zeros(predictions.size)
+        channel = ~self.alibi
+        if channel.any():
+            terms[channel] = clean_accuracy_terms(predictions[channel], self.labels[channel], self.likelihood[channel])
+        terms[self.alibi] = self.vectors[rows[self.alibi], predictions[self.alibi]]
+        return terms
+
+    def score(self, model, inputs: np.ndarray, batch_size: int) -> tuple[float, float]:
+        """(estimate, standard error) of ``model``'s clean accuracy on the held-out ``inputs``."""
+        predictions = predict_proba(model, inputs, batch_size=batch_size).argmax(axis=1)
+        terms = self.terms(predictions)
+        return float(terms.mean()), float(terms.std(ddof=1) / math.sqrt(terms.size))
+
+
+def _release_once(config: RunConfig, out: RunDirectory, data: LabeledDataset, device, progress: bool,
+                  in_memory: bool, names: tuple[str, ...]) -> dict[str, Release]:
+    """Run the method in ``out`` until it first trains; returns its (saved) releases."""
+    with out.lock():
+        saved = out.read_config()
+        if saved is not None:
+            _accept_changed_config(saved, config, out, progress)
+        out.create()
+        out.write_config(config.to_dict())
+        write_json_atomic(out.data_path, data_facts(data, in_memory=in_memory))
+        try:
+            config.method_spec.run(_ReleaseContext(config, out, data, device, progress))
+        except _Released:
+            pass
+        missing = [name for name in names if out.load_release(name) is None]
+        if missing:
+            raise RunDirectoryError(f"method {config.method!r} did not make its releases {', '.join(missing)} before "
+                                    "training: tune cannot share them between candidates")
+        return {name: Release.from_arrays(out.load_release(name)) for name in names}
+
+
+def _run_candidate(config: RunConfig, options: dict[str, Any], folder: RunDirectory, data: LabeledDataset, device,
+                   releases: dict[str, Release], held_out: np.ndarray, scorer: HeldOutScorer) -> dict[str, Any]:
+    """Train one candidate on the released labels of the examples not held out and score it; a
+    candidate scored before under the same configuration is read back."""
+    result_path = folder.root / "result.json"
+    if result_path.exists():
+        saved = json.loads(result_path.read_text())
+        if saved.get("config") == config.to_dict() and saved.get("held_out") == int(held_out.size):
+            return saved
+    with folder.lock():
+        previous = folder.read_config()
+        if previous is not None and previous != config.to_dict():
+            folder.discard_training()
+        (folder.root / "checkpoints").mkdir(exist_ok=True)
+        folder.write_config(config.to_dict())
+        context = _CandidateContext(config, folder, data, device, releases, held_out)
+        model, _ = config.method_spec.run(context)
+        estimate, error = scorer.score(model, data.x_train[held_out], config.train.eval_batch_size)
+        result = {"key": candidate_key(options), "options": _jsonable(options), "estimated_clean_accuracy": estimate,
+                  "standard_error": error, "held_out": int(held_out.size), "seconds": round(context.seconds(), 2),
+                  "config": config.to_dict()}
+        write_json_atomic(result_path, result)
+        return result
+
+
+def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: list(value) if isinstance(value, tuple) else value for name, value in options.items()}
+
+
+def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, *, holdout: float = DEFAULT_HOLDOUT,
+         trials: int | None = None, device: str = "auto", progress: bool = True,
+         dataset: LabeledDataset | None = None) -> dict[str, Any]:
+    """Tune ``config``'s training options over ``grid`` on one release of the labels; the tune folder
+    ``out`` ends as the run of the best candidate (see the module docstring). Returns what
+    ``tune.json`` holds: the candidates with their estimated clean accuracy and its standard error
+    on the held-out released labels, the chosen key, and the final run's summary."""
+    base = config.resolved()
+    options = candidate_options(grid, trials=trials, seed=base.seed)
+    candidates = [candidate_config(base, chosen) for chosen in options]
+    keys = [candidate_key(chosen) for chosen in options]
+    names = check_tunable(base, candidates)
+    data = dataset if dataset is not None else config_dataset(base)
+    check_tunable(base, candidates, data)
+    torch_device = resolve_device(device)
+    for candidate in candidates:
+        check_plan(candidate, data, torch_device)
+    held_out = holdout_split(len(data.y_train), holdout, base.seed)
+    folder = RunDirectory(out)
+    record = {"base": base.to_dict(), "candidates": keys, "holdout": holdout,
+              "search": "random" if trials is not None else "grid"}
+    done = _finished(folder, record)
+    if done is not None:
+        return done
+
+    releases = _release_once(base, folder, data, torch_device, progress, dataset is not None, names)
+    scorer = HeldOutScorer(releases, held_out, len(data.y_train), data.num_classes)
+    blind = sealed(data)
+    results = []
+    bar = tqdm(total=len(candidates), desc="tune", unit="candidate", disable=None if progress else True)
+    for key, chosen, candidate in zip(keys, options, candidates):
+        bar.set_postfix_str(key)
+        results.append(_run_candidate(candidate, chosen, RunDirectory(folder.root / CANDIDATES_FOLDER / key), blind,
+                                      torch_device, releases, held_out, scorer))
+        bar.update()
+    bar.close()
+    best = max(range(len(results)), key=lambda i: (results[i]["estimated_clean_accuracy"], -i))
+    if progress:
+        tqdm.write(f"best candidate {keys[best]}: estimated clean accuracy "
+                   f"{results[best]['estimated_clean_accuracy']:.4f} +- {results[best]['standard_error']:.4f}; "
+                   "training it on every released label")
+    summary = train_run(candidates[best], folder.root, device=device, progress=progress, dataset=dataset)
+    outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
+               "releases": list(names), "held_out": int(held_out.size), "num_train": int(len(data.y_train)),
+               "results": [{k: v for k, v in r.items() if k != "config"} for r in results],
+               "chosen": keys[best], "chosen_options": _jsonable(options[best]),
+               "ledger_epsilon": summary.get("epsilon"), "final": summary}
+    write_json_atomic(folder.root / TUNE_FILE, outcome)
+    _write_table(outcome, folder.root / TUNE_TABLE)
+    return outcome
+
+
+def _finished(folder: RunDirectory, record: dict[str, Any]) -> dict[str, Any] | None:
+    """The saved outcome of the same tune, finished; a different tune's finished folder is refused."""
+    path = folder.root / TUNE_FILE
+    if not path.exists():
+        if folder.read_summary() is not None:
+            raise RunDirectoryError(f"{folder.root} holds a finished run: choose another folder for the tune")
+        return None
+    saved = json.loads(path.read_text())
+    if all(saved.get(name) == value for name, value in record.items()):
+        return saved
+    raise RunDirectoryError(f"{folder.root} holds a finished tune of other candidates or another configuration; "
+                            "choose another folder (a new release)")
+
+
+def _write_table(outcome: dict[str, Any], path: Path) -> None:
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=_TABLE_COLUMNS)
+            writer.writeheader()
+            for row in outcome["results"]:
+                writer.writerow({**{name: row[name] for name in _TABLE_COLUMNS[:-1]},
+                                 "chosen": row["key"] == outcome["chosen"]})
+
+    write_atomic(path, write)
+
+
+def format_tune(outcome: dict[str, Any]) -> str:
+    """The candidates as a table, best marked, then the final run and its ledger."""
+    width = max(len("candidate"), *(len(r["key"]) for r in outcome["results"]))
+    lines = [f"{'candidate':<{width}}  estimated clean accuracy (held-out released labels)",
+             f"{'-' * width}  {'-' * 24}"]
+    for row in outcome["results"]:
+        mark = "  <- chosen" if row["key"] == outcome["chosen"] else ""
+        lines.append(f"{row['key']:<{width}}  {100 * row['estimated_clean_accuracy']:6.2f}% +- "
+                     f"{100 * row['standard_error']:5.2f}{mark}")
+    final = outcome["final"]
+    epsilon = "inf" if outcome["ledger_epsilon"] is None else f"{outcome['ledger_epsilon']:g}"
+    lines.append(f"\n{outcome['held_out']} of {outcome['num_train']} training examples held out; the final run "
+                 f"({outcome['chosen']}) trained on every released label: test accuracy "
+                 f"{100 * final['test_accuracy']:.2f}%; the tune folder's ledger: epsilon {epsilon} (one release: "
+                 f"{', '.join(outcome['releases'])})")
+    return "\n".join(lines)
+
+
+__all__ = ["DEFAULT_HOLDOUT", "HeldOutScorer", "candidate_config", "candidate_key", "candidate_options",
+           "check_tunable", "format_tune", "holdout_split", "sealed", "tune"]
