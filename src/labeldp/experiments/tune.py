@@ -58,6 +58,10 @@ TUNE_FILE = "tune.json"
 TUNE_TABLE = "tune.csv"
 CANDIDATES_FOLDER = "candidates"
 DEFAULT_HOLDOUT = 0.2
+#: options named by their command-line flag where it differs from the field (mixup: mixup_alpha)
+_FLAG_NAMES = {f.metadata["flag"].lstrip("-").replace("-", "_"): f.name
+               for cls in (RunConfig, type(RunConfig().train)) for f in dataclasses.fields(cls)
+               if f.metadata.get("flag")}
 _TABLE_COLUMNS = ("key", "estimated_clean_accuracy", "standard_error", "held_out", "seconds", "chosen")
 
 
@@ -69,6 +73,7 @@ def candidate_options(grid: Mapping[str, Sequence[Any]], *, trials: int | None =
     stream ``tune-search`` of ``seed`` (a random search)."""
     if not grid:
         raise ConfigError("the tuning grid is empty: give options with values to try, e.g. lr=0.01,0.03")
+    grid = {_FLAG_NAMES.get(name, name): values for name, values in grid.items()}
     unknown = sorted(set(grid) - _RUN_FIELDS - _TRAIN_FIELDS)
     if unknown:
         raise ConfigError(f"unknown tuning options {unknown}; use fields of RunConfig or TrainConfig")
