@@ -135,6 +135,8 @@ def test_tune_spends_one_release_and_reads_no_true_label_after_it(tmp_path, monk
     assert clean["ledger_epsilon"] == single["epsilon"] == pytest.approx(2.0)
     best = max(clean["results"], key=lambda r: r["estimated_clean_accuracy"])
     assert clean["chosen"] == best["key"] == "lr=0.05,mixup_alpha=0.0"
+    assert best["difference"] == 0 and all(r["difference"] <= 0 and r["difference_error"] >= 0
+                                           for r in clean["results"])
     assert folder.read_config()["train"]["lr"] == 0.05
     assert clean["held_out"] == round(0.2 * len(data.y_train)) and all(
         r["held_out"] == clean["held_out"] for r in clean["results"])

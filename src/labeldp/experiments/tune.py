@@ -62,7 +62,8 @@ DEFAULT_HOLDOUT = 0.2
 _FLAG_NAMES = {f.metadata["flag"].lstrip("-").replace("-", "_"): f.name
                for cls in (RunConfig, type(RunConfig().train)) for f in dataclasses.fields(cls)
                if f.metadata.get("flag")}
-_TABLE_COLUMNS = ("key", "estimated_clean_accuracy", "standard_error", "held_out", "seconds", "chosen")
+_TABLE_COLUMNS = ("key", "estimated_clean_accuracy", "standard_error", "difference", "difference_error", "held_out",
+                  "seconds", "chosen")
 
 
 def candidate_options(grid: Mapping[str, Sequence[Any]], *, trials: int | None = None,
@@ -247,11 +248,16 @@ class HeldOutScorer:
         terms[self.alibi] = self.vectors[rows[self.alibi], predictions[self.alibi]]
         return terms
 
-    def score(self, model, inputs: np.ndarray, batch_size: int) -> tuple[float, float]:
-        """(estimate, standard error) of ``model``'s clean accuracy on the held-out ``inputs``."""
-        predictions = predict_proba(model, inputs, batch_size=batch_size).argmax(axis=1)
-        terms = self.terms(predictions)
-        return float(terms.mean()), float(terms.std(ddof=1) / math.sqrt(terms.size))
+    def score(self, model, inputs: np.ndarray, batch_size: int) -> np.ndarray:
+        """The per-example terms of ``model``'s clean accuracy on the held-out ``inputs``: their mean
+        estimates it, their spread gives its standard error (:func:`mean_and_error`)."""
+        return self.terms(predict_proba(model, inputs, batch_size=batch_size).argmax(axis=1))
+
+
+def mean_and_error(terms: np.ndarray) -> tuple[float, float]:
+    """The mean of per-example terms and its standard error."""
+    terms = np.asarray(terms, dtype=np.float64)
+    return float(terms.mean()), float(terms.std(ddof=1) / math.sqrt(terms.size))
 
 
 def _release_once(config: RunConfig, out: RunDirectory, data: LabeledDataset, device, progress: bool,
@@ -282,7 +288,8 @@ def _run_candidate(config: RunConfig, options: dict[str, Any], folder: RunDirect
     result_path = folder.root / "result.json"
     if result_path.exists():
         saved = json.loads(result_path.read_text())
-        if saved.get("config") == config.to_dict() and saved.get("held_out") == int(held_out.size):
+        if (saved.get("config") == config.to_dict() and saved.get("held_out") == int(held_out.size)
+                and len(saved.get("terms", ())) == held_out.size):
             return saved
     with folder.lock():
         previous = folder.read_config()
@@ -292,10 +299,11 @@ def _run_candidate(config: RunConfig, options: dict[str, Any], folder: RunDirect
         folder.write_config(config.to_dict())
         context = _CandidateContext(config, folder, data, device, releases, held_out)
         model, _ = config.method_spec.run(context)
-        estimate, error = scorer.score(model, data.x_train[held_out], config.train.eval_batch_size)
+        terms = scorer.score(model, data.x_train[held_out], config.train.eval_batch_size)
+        estimate, error = mean_and_error(terms)
         result = {"key": candidate_key(options), "options": _jsonable(options), "estimated_clean_accuracy": estimate,
                   "standard_error": error, "held_out": int(held_out.size), "seconds": round(context.seconds(), 2),
-                  "config": config.to_dict()}
+                  "config": config.to_dict(), "terms": terms.tolist()}
         write_json_atomic(result_path, result)
         return result
 
@@ -341,6 +349,9 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
         bar.update()
     bar.close()
     best = max(range(len(results)), key=lambda i: (results[i]["estimated_clean_accuracy"], -i))
+    for result in results:  # paired on the same held-out releases: their shared noise cancels
+        result["difference"], result["difference_error"] = mean_and_error(
+            np.subtract(result["terms"], results[best]["terms"]))
     if progress:
         tqdm.write(f"best candidate {keys[best]}: estimated clean accuracy "
                    f"{results[best]['estimated_clean_accuracy']:.4f} +- {results[best]['standard_error']:.4f}; "
@@ -348,7 +359,7 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
     summary = train_run(candidates[best], folder.root, device=device, progress=progress, dataset=dataset)
     outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
                "releases": list(names), "held_out": int(held_out.size), "num_train": int(len(data.y_train)),
-               "results": [{k: v for k, v in r.items() if k != "config"} for r in results],
+               "results": [{k: v for k, v in r.items() if k not in ("config", "terms")} for r in results],
                "chosen": keys[best], "chosen_options": _jsonable(options[best]),
                "ledger_epsilon": summary.get("epsilon"), "final": summary}
     write_json_atomic(folder.root / TUNE_FILE, outcome)
@@ -385,12 +396,16 @@ def _write_table(outcome: dict[str, Any], path: Path) -> None:
 def format_tune(outcome: dict[str, Any]) -> str:
     """The candidates as a table, best marked, then the final run and its ledger."""
     width = max(len("candidate"), *(len(r["key"]) for r in outcome["results"]))
-    lines = [f"{'candidate':<{width}}  estimated clean accuracy (held-out released labels)",
-             f"{'-' * width}  {'-' * 24}"]
+    lines = [f"{'candidate':<{width}}  estimated clean accuracy   minus the chosen's (same releases)",
+             f"{'-' * width}  {'-' * 24}   {'-' * 35}"]
     for row in outcome["results"]:
-        mark = "  <- chosen" if row["key"] == outcome["chosen"] else ""
+        if row["key"] == outcome["chosen"]:
+            versus = "chosen"
+        else:
+            versus = f"{100 * row['difference']:+6.2f} +- {100 * row['difference_error']:5.2f}"
         lines.append(f"{row['key']:<{width}}  {100 * row['estimated_clean_accuracy']:6.2f}% +- "
-                     f"{100 * row['standard_error']:5.2f}{mark}")
+                     f"{100 * row['standard_error']:5.2f}        {versus}")
+    lines.append("(percentage points +- one standard error, on the held-out examples' released labels)")
     final = outcome["final"]
     epsilon = "inf" if outcome["ledger_epsilon"] is None else f"{outcome['ledger_epsilon']:g}"
     lines.append(f"\n{outcome['held_out']} of {outcome['num_train']} training examples held out; the final run "
@@ -401,4 +416,4 @@ def format_tune(outcome: dict[str, Any]) -> str:
 
 
 __all__ = ["DEFAULT_HOLDOUT", "HeldOutScorer", "candidate_config", "candidate_key", "candidate_options",
-           "check_tunable", "format_tune", "holdout_split", "sealed", "tune"]
+           "check_tunable", "mean_and_error", "format_tune", "holdout_split", "sealed", "tune"]
