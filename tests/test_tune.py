@@ -183,7 +183,7 @@ def test_tune_command_with_alibi_and_a_yaml_grid(tmp_path, capsys) -> None:
                  "--grid-file", str(grid), "--threads", "1", "--quiet", "--out", str(tmp_path / "tuned")])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "  chosen" in out and "epsilon 2 (one release: stage1)" in out
+    assert "  chosen" in out and "epsilon 2 (one run's releases: stage1)" in out
     saved = json.loads((tmp_path / "tuned" / "tune.json").read_text())
     assert [r["key"] for r in saved["results"]] == ["lr=0.01,weight_decay=0.001", "lr=0.05,weight_decay=0.001"]
     assert RunDirectory(tmp_path / "tuned").read_ledger().epsilon(0.0) == pytest.approx(2.0)

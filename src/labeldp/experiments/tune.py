@@ -410,7 +410,7 @@ def format_tune(outcome: dict[str, Any]) -> str:
     epsilon = "inf" if outcome["ledger_epsilon"] is None else f"{outcome['ledger_epsilon']:g}"
     lines.append(f"\n{outcome['held_out']} of {outcome['num_train']} training examples held out; the final run "
                  f"({outcome['chosen']}) trained on every released label: test accuracy "
-                 f"{100 * final['test_accuracy']:.2f}%; the tune folder's ledger: epsilon {epsilon} (one release: "
+                 f"{100 * final['test_accuracy']:.2f}%; the tune folder's ledger: epsilon {epsilon} (one run's releases: "
                  f"{', '.join(outcome['releases'])})")
     return "\n".join(lines)
 
