@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from labeldp.cli import main
-from labeldp.errors import ConfigError
+from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.estimators import clean_accuracy_terms
 from labeldp.experiments import tune as tuning
 from labeldp.experiments.tune import HeldOutScorer, candidate_options, tune
@@ -187,3 +187,25 @@ def test_tune_command_with_alibi_and_a_yaml_grid(tmp_path, capsys) -> None:
     saved = json.loads((tmp_path / "tuned" / "tune.json").read_text())
     assert [r["key"] for r in saved["results"]] == ["lr=0.01,weight_decay=0.001", "lr=0.05,weight_decay=0.001"]
     assert RunDirectory(tmp_path / "tuned").read_ledger().epsilon(0.0) == pytest.approx(2.0)
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_an_interrupted_tune_reads_its_release_and_candidates_back(tmp_path) -> None:
+    """A tune stopped during its final run continues from the saved release (never drawn again: the
+    ledger and the release file stay as they were) and the scored candidates (not trained again)."""
+    import labeldp
+
+    config, out = _config(), tmp_path / "tune"
+    first = labeldp.tune(config, GRID, out, progress=False)
+    release = (out / "noisy_labels" / "stage1.npz").read_bytes()
+    ledger = (out / "ledger.json").read_text()
+    metrics = {r["key"]: (out / "candidates" / r["key"] / "metrics.jsonl").read_text() for r in first["results"]}
+    for name in ("tune.json", "summary.json", "model.pt"):
+        (out / name).unlink()
+    again = labeldp.tune(config, GRID, out, progress=False)
+    assert (out / "noisy_labels" / "stage1.npz").read_bytes() == release
+    assert (out / "ledger.json").read_text() == ledger
+    assert {k: (out / "candidates" / k / "metrics.jsonl").read_text() for k in metrics} == metrics
+    assert again["results"] == first["results"] and again["chosen"] == first["chosen"]
+    with pytest.raises(RunDirectoryError, match="finished tune of other candidates"):
+        labeldp.tune(config, {"lr": ["0.01", "0.02"]}, out, progress=False)
