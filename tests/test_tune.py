@@ -156,7 +156,8 @@ def test_tune_spends_one_release_and_reads_no_true_label_after_it(tmp_path, monk
     ({"method": "lp-2st"}, {"lr": ["0.01", "0.05"]}, "release 'stage2' depends on train.lr"),
     ({}, {"epsilon": ["1", "2"]}, "release 'stage1' depends on epsilon"),
     ({"method": "alibi"}, {"seed": ["0", "1"]}, "release 'stage1' depends on seed"),
-    ({"method": "dp-sgd", "insecure_noise_seed": None}, {"lr": ["0.1", "0.2"]}, "private selection"),
+    ({"method": "dp-sgd"}, {"epochs": ["1", "2"]}, "must share epochs and batch size"),
+    ({"method": "pate"}, {"lr": ["0.1", "0.2"]}, "release 'pate' depends on train.lr"),
     ({}, {"lr": ["0.01"]}, "at least two candidates"),
     ({}, {"momentum": ["0.5", "2"]}, "momentum must lie in"),
 ])
@@ -209,3 +210,45 @@ def test_an_interrupted_tune_reads_its_release_and_candidates_back(tmp_path) -> 
     assert again["results"] == first["results"] and again["chosen"] == first["chosen"]
     with pytest.raises(RunDirectoryError, match="finished tune of other candidates"):
         labeldp.tune(config, {"lr": ["0.01", "0.02"]}, out, progress=False)
+
+
+
+def test_the_number_of_selection_trials_has_the_accounted_mean() -> None:
+    rng = np.random.default_rng(0)
+    for shape in (1.0, 0.5, math.inf):
+        draws = np.array([tuning.draw_trials(rng, 3.0, shape) for _ in range(3000)])
+        assert abs(draws.mean() - 3.0) < 5 * draws.std() / math.sqrt(draws.size)
+        assert draws.min() >= (0 if math.isinf(shape) else 1)
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_dpsgd_is_tuned_by_private_selection_with_one_accounted_event(tmp_path) -> None:
+    """DP-SGD's tune records one RepeatAndSelectDpEvent before its first trial, calibrated so that the
+    ledger's epsilon (dp_accounting's RDP accountant) meets the budget; only the chosen trial is kept;
+    an unfinished selection is not resumed (its trials are gone)."""
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    from labeldp.accounting import DPSGD_RELATION
+
+    config = RunConfig(method="dp-sgd", epsilon=4.0, insecure_noise_seed=2,
+                       train=TrainConfig(epochs=1, batch_size=128, lr=0.5))
+    grid = {"lr": ["0.5", "1"], "max_grad_norm": ["1"]}
+    outcome = tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0})
+    ledger = RunDirectory(tmp_path / "sel").read_ledger()
+    (entry,) = ledger.entries
+    assert entry.tag == "selection" and isinstance(entry.event, dp_event.RepeatAndSelectDpEvent)
+    assert entry.event.mean == 2.0 and entry.event.shape == 1.0 and entry.members.all()
+    accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=DPSGD_RELATION)
+    expected = accountant.compose(entry.event).get_epsilon(1e-5)
+    assert ledger.epsilon(1e-5) == pytest.approx(expected) and expected <= 4.0 + 1e-9 and expected > 3.5
+    assert outcome["ledger_epsilon"] == pytest.approx(expected, abs=1e-6)
+    assert outcome["chosen"] in ("lr=0.5,max_grad_norm=1.0", "lr=1.0,max_grad_norm=1.0")
+    saved = RunDirectory(tmp_path / "sel").read_config()
+    assert saved["train"]["lr"] == outcome["chosen_options"]["lr"] and saved["dpsgd"]["noise_multiplier"] is None
+    assert not (tmp_path / "sel" / "candidates").exists() and not (tmp_path / "sel" / "private").exists()
+    assert tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0}) == outcome
+    (tmp_path / "sel" / "tune.json").unlink()
+    (tmp_path / "sel" / "summary.json").unlink()
+    with pytest.raises(RunDirectoryError, match="cannot be resumed"):
+        tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0})

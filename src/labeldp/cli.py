@@ -119,6 +119,16 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--holdout", type=float, default=0.2,
                       help="fraction of the training examples whose released labels score the candidates (chosen "
                            "from --seed; default %(default)s)")
+    selection = tune.add_argument_group("dp-sgd: private selection", "a secret random number of DP-SGD trials, each "
+                                        "with a candidate drawn at random and scored by a noisy held-out count; "
+                                        "only the best leaves (RepeatAndSelectDpEvent)")
+    selection.add_argument("--selection-mean", type=float, help="mean number of trials (default 3)")
+    selection.add_argument("--selection-shape", type=float,
+                           help="distribution of the number of trials: 1 geometric (default), inf Poisson, else "
+                                "truncated negative binomial")
+    selection.add_argument("--score-noise", type=float,
+                           help="standard deviation of the noise on each trial's held-out count of correct "
+                                "predictions (default 10)")
     tune.add_argument("--device", default="auto", help="torch device (default %(default)s)")
     tune.add_argument("--threads", type=int, help="CPU threads of torch (default as labeldp train)")
     tune.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -342,10 +352,13 @@ def _tune(args: argparse.Namespace) -> None:
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
     torch.set_num_threads(args.threads or runtime.default_threads(config.dataset))
+    selection = {name: value for name, value in (("mean", args.selection_mean), ("shape", args.selection_shape),
+                                                 ("score_noise", args.score_noise)) if value is not None}
     outcome = tune(config, grid, args.out, holdout=args.holdout, trials=args.trials, device=args.device,
-                   progress=not args.quiet)
+                   progress=not args.quiet, selection=selection)
     print(format_tune(outcome))
-    print(f"tune folder: {args.out} (tune.json, tune.csv; the final run's summary.json and ledger.json)")
+    tables = "tune.json" if outcome.get("search") == "private selection" else "tune.json, tune.csv"
+    print(f"tune folder: {args.out} ({tables}; the final run's summary.json and ledger.json)")
 
 
 def _report(args: argparse.Namespace) -> None:

@@ -53,7 +53,7 @@ PUBLIC_STREAMS = {"stage-split": 0, "model-init": 1, "training": 2, "pate-teache
                   "dpsgd-augment": 10, "pate-partition": 11, "pate-training": 12,
                   "ratings-split": 13, "validation-split": 14, "tune-holdout": 15, "tune-search": 16}
 NOISE_STREAMS = {"label-release": 100, "histogram": 101, "pate-votes": 102, "dpsgd-sampling": 103,
-                 "dpsgd-noise": 104, "table-release": 105}
+                 "dpsgd-noise": 104, "table-release": 105, "tune-selection": 106}
 
 
 def _sequence(seed: int, streams: dict[str, int], purpose: str, ids: tuple[int, ...]) -> np.random.SeedSequence:

@@ -58,9 +58,12 @@ TUNE_FILE = "tune.json"
 TUNE_TABLE = "tune.csv"
 CANDIDATES_FOLDER = "candidates"
 DEFAULT_HOLDOUT = 0.2
+#: DP-SGD's settings a tune may try (the clipping bound, the EMA; not the noise, which it calibrates)
+_DPSGD_FIELDS = {f.name for f in dataclasses.fields(RunConfig().dpsgd)} - _RUN_FIELDS - _TRAIN_FIELDS
 #: options named by their command-line flag where it differs from the field (mixup: mixup_alpha)
 _FLAG_NAMES = {f.metadata["flag"].lstrip("-").replace("-", "_"): f.name
-               for cls in (RunConfig, type(RunConfig().train)) for f in dataclasses.fields(cls)
+               for cls in (RunConfig, type(RunConfig().train), type(RunConfig().dpsgd))
+               for f in dataclasses.fields(cls)
                if f.metadata.get("flag")}
 _TABLE_COLUMNS = ("key", "estimated_clean_accuracy", "standard_error", "difference", "difference_error", "held_out",
                   "seconds", "chosen")
@@ -75,10 +78,11 @@ def candidate_options(grid: Mapping[str, Sequence[Any]], *, trials: int | None =
     if not grid:
         raise ConfigError("the tuning grid is empty: give options with values to try, e.g. lr=0.01,0.03")
     grid = {_FLAG_NAMES.get(name, name): values for name, values in grid.items()}
-    unknown = sorted(set(grid) - _RUN_FIELDS - _TRAIN_FIELDS)
+    unknown = sorted(set(grid) - _RUN_FIELDS - _TRAIN_FIELDS - _DPSGD_FIELDS)
     if unknown:
-        raise ConfigError(f"unknown tuning options {unknown}; use fields of RunConfig or TrainConfig")
+        raise ConfigError(f"unknown tuning options {unknown}; use fields of RunConfig, TrainConfig or DPSGDConfig")
     types = ({f.name: str(f.type) for f in dataclasses.fields(RunConfig)}
+             | {f.name: str(f.type) for f in dataclasses.fields(RunConfig().dpsgd)}
              | {f.name: str(f.type) for f in dataclasses.fields(RunConfig().train)})
     values: dict[str, list[Any]] = {}
     for name, given in grid.items():
@@ -110,8 +114,10 @@ def candidate_config(base: RunConfig, options: Mapping[str, Any]) -> RunConfig:
     """``base`` with a candidate's options, resolved (every error before any spend)."""
     run_part = {k: v for k, v in options.items() if k in _RUN_FIELDS}
     train_part = {k: v for k, v in options.items() if k in _TRAIN_FIELDS}
+    dpsgd_part = {k: v for k, v in options.items() if k in _DPSGD_FIELDS}
     try:
-        config = dataclasses.replace(base, **run_part, train=dataclasses.replace(base.train, **train_part))
+        config = dataclasses.replace(base, **run_part, train=dataclasses.replace(base.train, **train_part),
+                                     dpsgd=dataclasses.replace(base.dpsgd, **dpsgd_part))
     except TypeError as error:
         raise ConfigError(f"candidate {candidate_key(options)}: {error}") from None
     try:
@@ -134,11 +140,9 @@ def check_tunable(base: RunConfig, candidates: Sequence[RunConfig], data: Labele
     """Refuse, before any spend, a tune whose candidates would need releases of their own; returns the
     names of the one set of releases every candidate shares."""
     method = base.method_spec
-    if method.training_releases:
+    if method.training_releases and base.method != "dp-sgd":
         raise ConfigError(f"method {base.method!r} releases through its training steps: every candidate would be a "
-                          "new release, so tuning it needs private selection (a random number of repetitions, "
-                          "accounted by dp_accounting's RepeatAndSelectDpEvent), which labeldp tune does not "
-                          "implement yet")
+                          "new release, and tune's private selection is implemented for dp-sgd only")
     if method.releases is None:
         raise ConfigError(f"method {base.method!r} does not declare its releases (Method.releases): tune cannot check "
                           "that its candidates share them")
@@ -314,15 +318,23 @@ def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, *, holdout: float = DEFAULT_HOLDOUT,
          trials: int | None = None, device: str = "auto", progress: bool = True,
-         dataset: LabeledDataset | None = None) -> dict[str, Any]:
+         dataset: LabeledDataset | None = None, selection: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Tune ``config``'s training options over ``grid`` on one release of the labels; the tune folder
     ``out`` ends as the run of the best candidate (see the module docstring). Returns what
     ``tune.json`` holds: the candidates with their estimated clean accuracy and its standard error
-    on the held-out released labels, the chosen key, and the final run's summary."""
+    on the held-out released labels, the chosen key, and the final run's summary. ``dp-sgd``, whose
+    steps are its release, is tuned by private selection instead (:func:`select_dpsgd`, with the
+    settings ``selection``: ``mean``, ``shape``, ``score_noise``)."""
     base = config.resolved()
     options = candidate_options(grid, trials=trials, seed=base.seed)
     candidates = [candidate_config(base, chosen) for chosen in options]
     keys = [candidate_key(chosen) for chosen in options]
+    if base.method_spec.training_releases and base.method == "dp-sgd":
+        return select_dpsgd(base, candidates, options, out, holdout=holdout, device=device, progress=progress,
+                            dataset=dataset, **(selection or {}))
+    if selection:
+        raise ConfigError("the selection's settings (mean number of trials, shape, score noise) apply to dp-sgd only: "
+                          f"method {base.method!r} is tuned on one release of its labels")
     names = check_tunable(base, candidates)
     data = dataset if dataset is not None else config_dataset(base)
     check_tunable(base, candidates, data)
@@ -395,6 +407,8 @@ def _write_table(outcome: dict[str, Any], path: Path) -> None:
 
 def format_tune(outcome: dict[str, Any]) -> str:
     """The candidates as a table, best marked, then the final run and its ledger."""
+    if outcome.get("search") == "private selection":
+        return format_selection(outcome)
     width = max(len("candidate"), *(len(r["key"]) for r in outcome["results"]))
     lines = [f"{'candidate':<{width}}  estimated clean accuracy   minus the chosen's (same releases)",
              f"{'-' * width}  {'-' * 24}   {'-' * 35}"]
@@ -415,5 +429,156 @@ def format_tune(outcome: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["DEFAULT_HOLDOUT", "HeldOutScorer", "candidate_config", "candidate_key", "candidate_options",
+__all__ = ["DEFAULT_HOLDOUT", "select_dpsgd", "HeldOutScorer", "candidate_config", "candidate_key", "candidate_options",
            "check_tunable", "mean_and_error", "format_tune", "holdout_split", "sealed", "tune"]
+
+
+# -- DP-SGD: private selection ------------------------------------------------------------------------
+
+#: Defaults of the private selection: geometric number of trials (shape 1) with mean 3, and the noise of
+#: the held-out count of correct predictions that scores each trial.
+SELECTION_DEFAULTS = {"mean": 3.0, "shape": 1.0, "score_noise": 10.0}
+
+
+def draw_trials(rng, mean: float, shape: float) -> int:
+    """The number of trials of a private selection, from the noise generator ``rng`` (never saved or shown):
+    Poisson(``mean``) for ``shape`` inf, else the truncated negative binomial of Papernot & Steinke (2022)
+    whose mean is ``mean`` (shape 1: geometric on 1, 2, ...), P[k] proportional to C(k + shape - 1, k)
+    (1 - gamma)^k for k >= 1."""
+    from dp_accounting.rdp.rdp_privacy_accountant import _gamma_truncated_negative_binomial
+
+    if math.isinf(shape):
+        u, k, term = float(rng.random()), 0, math.exp(-mean)  # inverse CDF of Poisson(mean)
+        total = term
+        while u > total and term > 0:
+            k += 1
+            term *= mean / k
+            total += term
+        return k
+    gamma = _gamma_truncated_negative_binomial(shape, mean)
+    u = float(rng.random())  # inverse CDF over k >= 1
+    k = 1
+    probability = shape * gamma ** shape * (1 - gamma) / (1 - gamma ** shape)  # P[1]
+    total = probability
+    while u > total and probability > 0:
+        probability *= (k + shape) / (k + 1) * (1 - gamma)  # P[k + 1] / P[k]
+        k += 1
+        total += probability
+    return k
+
+
+def select_dpsgd(base: RunConfig, candidates: Sequence[RunConfig], options: Sequence[Mapping[str, Any]],
+                 out: str | Path, *, holdout: float = DEFAULT_HOLDOUT, device: str = "auto", progress: bool = True,
+                 dataset: LabeledDataset | None = None, mean: float = SELECTION_DEFAULTS["mean"],
+                 shape: float = SELECTION_DEFAULTS["shape"],
+                 score_noise: float = SELECTION_DEFAULTS["score_noise"]) -> dict[str, Any]:
+    """Tune DP-SGD by private selection (Papernot & Steinke 2022): a secret random number of trials
+    (:func:`draw_trials`), each DP-SGD with a candidate drawn at random, trained on the examples not held
+    out and scored by its held-out count of correct predictions plus N(0, ``score_noise``^2); only the
+    best trial leaves the mechanism (its model, options and noisy score). The ledger of ``out`` records
+    one ``RepeatAndSelectDpEvent`` over every example, whose trial is the DP-SGD steps composed with the
+    score (both charged to every example), with the noise multiplier calibrated so that the whole
+    selection meets the budget (dp_accounting's RDP accountant). The trials, their number and the other
+    scores are never written (only ``private/`` holds a trial while it runs)."""
+    import warnings
+
+    from labeldp.accounting import DPSGD_RELATION, PrivacyLedger
+    from labeldp.accounting.calibration import calibrate_selection_noise, selection_trial_event
+    from labeldp.accounting.events import selection_event
+    from labeldp.dpsgd.trainer import sampling_plan, train_dpsgd
+    from labeldp.errors import InsecureNoiseWarning
+    from labeldp.randomness import NoiseSource, public_seed
+
+    folder = RunDirectory(out)
+    keys = [candidate_key(chosen) for chosen in options]
+    record = {"base": base.to_dict(), "candidates": keys, "holdout": holdout, "search": "private selection",
+              "mean": float(mean), "shape": float(shape), "score_noise": float(score_noise)}
+    done = _finished(folder, record)
+    if done is not None:
+        return done
+    if folder.ledger_path.exists():
+        raise RunDirectoryError(f"{folder.root} records a private selection that did not finish: its trials are not "
+                                "kept, so it cannot be resumed without spending again; start again in a new folder "
+                                "(a new spend, with its own ledger)")
+    if base.dpsgd.noise_multiplier is not None:
+        raise ConfigError("tune calibrates DP-SGD's noise multiplier to the whole selection: leave --noise-multiplier "
+                          "out")
+    data = dataset if dataset is not None else config_dataset(base)
+    torch_device = resolve_device(device)
+    for candidate in candidates:
+        check_plan(candidate, data, torch_device)
+    held_out = holdout_split(len(data.y_train), holdout, base.seed)
+    kept = np.setdiff1d(np.arange(len(data.y_train)), held_out)
+    plans = {sampling_plan(kept.size, candidate.train)[:2] for candidate in candidates}
+    if len(plans) > 1:
+        raise ConfigError("dp-sgd candidates must share epochs and batch size (the sampling plan): the selection "
+                          "accounts every trial as one event; tune the learning rate, momentum, weight decay, "
+                          "clipping norm, ...")
+    (q, steps), = plans
+    sigma = calibrate_selection_noise(base.epsilon, base.delta, q, steps, score_noise, mean, shape, tolerance=1e-2)
+    trial_event = selection_trial_event(sigma, q, steps, score_noise)
+    event = selection_event(trial_event, mean, shape)
+    if not base.noise.private:
+        warnings.warn(f"the selection's noise is {base.noise.describe()}", InsecureNoiseWarning, stacklevel=2)
+    with folder.lock():
+        folder.create()
+        folder.write_config(base.to_dict())
+        write_json_atomic(folder.data_path, data_facts(data, in_memory=dataset is not None))
+        ledger = PrivacyLedger(len(data.y_train), DPSGD_RELATION)
+        description = (f"private selection over {len(candidates)} DP-SGD candidates: trials ~ "
+                       f"{'Poisson' if math.isinf(shape) else f'truncated negative binomial (shape {shape:g})'} with "
+                       f"mean {mean:g}; each DP-SGD (noise multiplier {sigma:.4f}, Poisson rate {q:.5g}, {steps} "
+                       f"steps) and a held-out count with noise {score_noise:g}")
+        ledger.record(event, np.ones(len(data.y_train), dtype=bool), description, "selection")
+        ledger.save(folder.ledger_path, base.delta)  # recorded before the first trial
+        rng = base.noise.generator("tune-selection")
+        trials = draw_trials(rng, mean, shape)
+        best = None
+        x_kept, y_kept = data.x_train[kept], data.y_train[kept]
+        x_held, y_held = data.x_train[held_out], data.y_train[held_out]
+        if progress:
+            tqdm.write("private selection: the trials run in secret (their number is part of the noise)")
+        for trial in range(trials):
+            index = int(rng.integers(len(candidates)))
+            config = candidates[index]
+            noise = (config.noise if config.noise.private
+                     else NoiseSource(insecure_seed=int(config.noise.seed("tune-selection", trial + 1))))
+            model = RunContext(config, folder, data, torch_device, False).new_model(1)
+            evaluated, _ = train_dpsgd(model, x_kept, y_kept, config.train, config.dpsgd, sigma,
+                                       augmentation=data.augmentation, seed=config.seed, noise=noise,
+                                       checkpoint=None, progress=False)
+            predictions = predict_proba(evaluated, x_held, batch_size=config.train.eval_batch_size).argmax(axis=1)
+            score = float(np.sum(predictions == y_held)) + float(rng.normal(0.0, score_noise))
+            if best is None or score > best[0]:
+                best = (score, index, evaluated.cpu())
+        if best is None:
+            raise RunDirectoryError("the selection drew no trial (a Poisson number of trials can be 0): nothing is "
+                                    "output; the spend is recorded in the ledger")
+        score, index, model = best
+        chosen = candidates[index]
+        folder.write_config(chosen.to_dict())
+        context = RunContext(chosen, folder, data, torch_device, progress)
+        facts = {"noise_multiplier": sigma, "sampling_probability": q, "steps": steps,
+                 "selection": {"chosen": keys[index], "noisy_held_out_accuracy": score / held_out.size,
+                               "held_out": int(held_out.size), "mean": float(mean), "shape": float(shape),
+                               "score_noise": float(score_noise)}}
+        summary = context.finish(model, facts)
+    outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
+               "delta": base.delta, "noise_multiplier": sigma, "held_out": int(held_out.size),
+               "num_train": int(len(data.y_train)), "chosen": keys[index], "chosen_options": _jsonable(options[index]),
+               "noisy_held_out_accuracy": score / held_out.size, "ledger_epsilon": summary.get("epsilon"),
+               "final": summary}
+    write_json_atomic(folder.root / TUNE_FILE, outcome)
+    return outcome
+
+
+def format_selection(outcome: dict[str, Any]) -> str:
+    final = outcome["final"]
+    shape = "Poisson" if math.isinf(outcome["shape"]) else f"shape {outcome['shape']:g}"
+    return (f"private selection over {len(outcome['candidates'])} candidates ({', '.join(outcome['candidates'])}); "
+            f"trials: {shape}, mean {outcome['mean']:g} (their number and the other trials stay secret)\n"
+            f"chosen: {outcome['chosen']}, noisy held-out accuracy {100 * outcome['noisy_held_out_accuracy']:.2f}% "
+            f"({outcome['held_out']} examples, count noise {outcome['score_noise']:g}); DP-SGD noise multiplier "
+            f"{outcome['noise_multiplier']:.4f}\n"
+            f"the chosen trial's model: test accuracy {100 * final['test_accuracy']:.2f}%; the tune folder's ledger: "
+            f"epsilon {outcome['ledger_epsilon']:g} at delta {outcome['delta']:g} (one RepeatAndSelectDpEvent, RDP)")
