@@ -6,7 +6,8 @@ the release, train the final run with the best of them.
    (:func:`labeldp.runs.context.release_inputs`, which drops what ``Method.independent_of`` names)
    are the same for every candidate. LP-1ST (with any prior) and ALIBI release before they train, so
    every training option can be tried; a release drawn after training (LP-2ST's second stage, whose
-   prior is the first stage's model) or made of the training steps (DP-SGD) is refused.
+   prior is the first stage's model) is refused. DP-SGD, whose training steps are the release, is
+   tuned by private selection instead (:func:`select_dpsgd`).
 2. The method runs once in the tune folder until it first trains: its releases are drawn, saved and
    recorded on the folder's one ledger (read back, never drawn again, when the tune is repeated).
 3. A held-out part of the training examples (``holdout``, chosen from the public seed) is set aside.
@@ -479,7 +480,8 @@ def select_dpsgd(base: RunConfig, candidates: Sequence[RunConfig], options: Sequ
     one ``RepeatAndSelectDpEvent`` over every example, whose trial is the DP-SGD steps composed with the
     score (both charged to every example), with the noise multiplier calibrated so that the whole
     selection meets the budget (dp_accounting's RDP accountant). The trials, their number and the other
-    scores are never written (only ``private/`` holds a trial while it runs)."""
+    scores are never written (trials train in memory, without checkpoints). An interrupted selection is
+    not resumed: its event is recorded before the first trial, and repeating it would spend again."""
     import warnings
 
     from labeldp.accounting import DPSGD_RELATION, PrivacyLedger
