@@ -174,9 +174,9 @@ def holdout_split(num_examples: int, fraction: float, seed: int) -> np.ndarray:
     if isinstance(fraction, bool) or not 0 < fraction < 1:
         raise ConfigError(f"holdout must lie in (0, 1), got {fraction!r}")
     size = int(round(fraction * num_examples))
-    if not 1 <= size < num_examples:
-        raise ConfigError(f"holdout {fraction:g} of {num_examples} training examples leaves none to "
-                          f"{'score on' if size < 1 else 'train on'}")
+    if not 2 <= size < num_examples:
+        raise ConfigError(f"holdout {fraction:g} of {num_examples} training examples leaves "
+                          f"{'fewer than two to score on' if size < 2 else 'none to train on'}")
     return np.sort(public_rng(seed, "tune-holdout").permutation(num_examples)[:size])
 
 
@@ -330,6 +330,9 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
     options = candidate_options(grid, trials=trials, seed=base.seed)
     candidates = [candidate_config(base, chosen) for chosen in options]
     keys = [candidate_key(chosen) for chosen in options]
+    unknown = sorted(set(selection or {}) - set(SELECTION_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"unknown selection settings {unknown}; known: {', '.join(SELECTION_DEFAULTS)}")
     if base.method_spec.training_releases and base.method == "dp-sgd":
         return select_dpsgd(base, candidates, options, out, holdout=holdout, device=device, progress=progress,
                             dataset=dataset, **(selection or {}))
