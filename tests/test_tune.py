@@ -95,8 +95,8 @@ def test_alibi_scorer_is_unbiased() -> None:
 
 
 def _config(**fields) -> RunConfig:
-    return RunConfig(method="lp-1st", epsilon=2.0, insecure_noise_seed=5,
-                     train=TrainConfig(epochs=2, batch_size=64, lr=0.02), **fields)
+    return RunConfig(**{"method": "lp-1st", "epsilon": 2.0, "insecure_noise_seed": 5,
+                        "train": TrainConfig(epochs=2, batch_size=64, lr=0.02), **fields})
 
 
 GRID = {"lr": ["0.005", "0.05"], "mixup": [0.0]}
@@ -252,3 +252,22 @@ def test_dpsgd_is_tuned_by_private_selection_with_one_accounted_event(tmp_path) 
     (tmp_path / "sel" / "summary.json").unlink()
     with pytest.raises(RunDirectoryError, match="cannot be resumed"):
         tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0})
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_lp2st_tunes_what_acts_after_its_second_release(tmp_path) -> None:
+    """LP-2ST's second release needs the first stage's model: the tune trains it once, as the run
+    would, draws both releases, then tries what acts only after them (reusing stage 1's labels,
+    warm starting); the ledger holds the two releases at the run's epsilon."""
+    config = _config(method="lp-2st")
+    outcome = tune(config, {"reuse_labels": ["true", "false"], "warm_start": ["false"]}, tmp_path / "t",
+                   progress=False)
+    ledger = RunDirectory(tmp_path / "t").read_ledger()
+    assert [entry.tag for entry in ledger.entries] == ["stage1", "stage2"]
+    assert outcome["ledger_epsilon"] == pytest.approx(2.0)
+    assert len(outcome["results"]) == 2 and outcome["final"]["test_accuracy"] > 0.3
+    train_run(config, tmp_path / "single", progress=False)  # the release a run of the base configuration draws
+    for stage in ("stage1", "stage2"):
+        with np.load(tmp_path / "t" / "noisy_labels" / f"{stage}.npz") as tuned, \
+                np.load(tmp_path / "single" / "noisy_labels" / f"{stage}.npz") as single:
+            assert np.array_equal(tuned["labels"], single["labels"]) and np.array_equal(tuned["k"], single["k"])

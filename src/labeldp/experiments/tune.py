@@ -5,11 +5,12 @@ the release, train the final run with the best of them.
    the method makes (``Method.releases``) must be one that no candidate changes: its inputs
    (:func:`labeldp.runs.context.release_inputs`, which drops what ``Method.independent_of`` names)
    are the same for every candidate. LP-1ST (with any prior) and ALIBI release before they train, so
-   every training option can be tried; a release drawn after training (LP-2ST's second stage, whose
-   prior is the first stage's model) is refused. DP-SGD, whose training steps are the release, is
+   every training option can be tried; LP-2ST's second release is drawn with the first stage's model
+   as its prior, so only what acts after it (``reuse_labels``, ``warm_start``) can be. DP-SGD, whose training steps are the release, is
    tuned by private selection instead (:func:`select_dpsgd`).
-2. The method runs once in the tune folder until it first trains: its releases are drawn, saved and
-   recorded on the folder's one ledger (read back, never drawn again, when the tune is repeated).
+2. The method runs once in the tune folder until its last release (training before it where a release
+   needs a model, as the run would): its releases are drawn, saved and recorded on the folder's one
+   ledger (read back, never drawn again, when the tune is repeated).
 3. A held-out part of the training examples (``holdout``, chosen from the public seed) is set aside.
    Every candidate runs the method on a copy of the data without its true training labels, reading
    the saved releases, training on the released labels of the other examples, and is scored on the
@@ -185,10 +186,18 @@ class _Released(Exception):
 
 
 class _ReleaseContext(RunContext):
-    """Runs a method until it first trains: its releases are drawn, saved and recorded."""
+    """Runs a method until every release ``names`` is drawn, saved and recorded: a release drawn after
+    training (LP-2ST's second stage, with the first stage's model as its prior) trains before it as
+    the run would."""
+
+    def __init__(self, *args: Any, names: tuple[str, ...], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.names = names
 
     def train(self, *args: Any, **kwargs: Any) -> None:
-        raise _Released
+        if all(self.out.load_release(name) is not None for name in self.names):
+            raise _Released
+        super().train(*args, **kwargs)
 
 
 class _CandidateContext(RunContext):
@@ -205,6 +214,9 @@ class _CandidateContext(RunContext):
             raise RunDirectoryError(f"a tuning candidate asked for release {name!r}, which the tune did not make: it "
                                     "would be a second spend")
         return self.releases[name]
+
+    def saved_release(self, name: str) -> Release:
+        return self.spend(name, None)
 
     def training_part(self, indices: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keep = ~np.isin(indices, self.held_out)
@@ -276,7 +288,7 @@ def _release_once(config: RunConfig, out: RunDirectory, data: LabeledDataset, de
         out.write_config(config.to_dict())
         write_json_atomic(out.data_path, data_facts(data, in_memory=in_memory))
         try:
-            config.method_spec.run(_ReleaseContext(config, out, data, device, progress))
+            config.method_spec.run(_ReleaseContext(config, out, data, device, progress, names=names))
         except _Released:
             pass
         missing = [name for name in names if out.load_release(name) is None]

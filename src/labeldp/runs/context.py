@@ -80,6 +80,13 @@ class RunContext:
         self.ledger.save(self.out.ledger_path, self.config.delta or 0.0)
         return release
 
+    def saved_release(self, name: str) -> Release:
+        """Release ``name`` as saved by :meth:`spend` (an earlier stage's labels, to train on again)."""
+        saved = self.out.load_release(name)
+        if saved is None:
+            raise RunDirectoryError(f"{self.out.release_path(name)} is missing: the run has not released {name!r}")
+        return Release.from_arrays(saved)
+
     def new_model(self, stage: int) -> nn.Module:
         """The model of ``stage``, initialised from the seed's stream for it, on the run's device."""
         seed = public_seed(self.config.seed, "model-init", stage)
