@@ -149,7 +149,8 @@ def _build_parser() -> argparse.ArgumentParser:
                     "calibrated by RUNDIR's own model, and turn the guesses into an epsilon lower bound with a "
                     "Clopper-Pearson interval. The run itself and its ledger are not touched.")
     audit.add_argument("run_dir", metavar="RUNDIR")
-    audit.add_argument("--canaries", type=int, default=1000, help="number of canaries (default %(default)s)")
+    audit.add_argument("--canaries", type=int, help="number of canaries (default: 1000, or half the training set "
+                                                    "when it is smaller)")
     audit.add_argument("--canary-kind", choices=("mislabeled", "noise"), default="mislabeled",
                        help="mislabeled: training examples given a random wrong label; noise: extra random-noise "
                             "inputs with random labels (default %(default)s)")
@@ -217,7 +218,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _print_summary(summary: dict) -> None:
     metric = (f"test RMSE {summary['test_rmse']:.4g} (MAE {summary['test_mae']:.4g})" if "test_rmse" in summary
-              else f"test accuracy {100 * summary['test_accuracy']:.2f}%")
+              else f"test accuracy {100 * summary['test_accuracy']:.2f}%"
+              + (f", AUC {summary['test_auc']:.4f}" if summary.get("test_auc") is not None else ""))
     print(f"{summary['method']} on {summary['dataset']}: {metric}  "
           f"epsilon {format_epsilon(summary['epsilon'])} (delta {summary['delta']:g}, {summary['neighboring_relation']})  "
           f"{summary['seconds']:.1f}s")

@@ -29,9 +29,18 @@ from typing import Callable
 
 import dp_accounting
 from dp_accounting import dp_event
+from dp_accounting.pld import accountant as pld_accountant_module
+from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import pld_privacy_accountant
 
-from labeldp.accounting.events import DPSGD_RELATION, GAUSSIAN_SHIFT_RELATION, check_queries, dpsgd_event, pate_event
+from labeldp.accounting.events import (
+    DPSGD_RELATION,
+    GAUSSIAN_SHIFT_RELATION,
+    check_queries,
+    dpsgd_event,
+    gaussian_equivalent,
+    pate_event,
+)
 from labeldp.accounting.ledger import VALUE_DISCRETIZATION
 from labeldp.errors import ConfigError
 
@@ -42,9 +51,10 @@ def pld_accountant(relation: dp_accounting.NeighboringRelation) -> pld_privacy_a
 
 
 def accountant_epsilon(event: dp_event.DpEvent, delta: float, relation: dp_accounting.NeighboringRelation) -> float:
-    """Epsilon of ``event`` at ``delta`` under ``relation``, from dp_accounting's PLD accountant."""
+    """Epsilon of ``event`` at ``delta`` under ``relation``, from dp_accounting's PLD accountant (a
+    composition of Gaussians as the one Gaussian it equals, :func:`gaussian_equivalent`)."""
     accountant = pld_accountant(relation)
-    accountant.compose(event)
+    accountant.compose(gaussian_equivalent(event) or event)
     return accountant.get_epsilon(delta)
 
 
@@ -82,8 +92,11 @@ def smallest_noise(make_event: Callable[[float], dp_event.DpEvent], epsilon: flo
             if high > maximum:
                 raise ConfigError(f"no noise below {maximum:g} reaches epsilon {epsilon} at delta {delta}")
         low, high = high, 2 * high
+    def simplest_event(noise: float) -> dp_event.DpEvent:
+        return gaussian_equivalent(make_event(noise)) or make_event(noise)
+
     noise = dp_accounting.calibrate_dp_mechanism(
-        lambda: pld_accountant(relation), make_event, epsilon, delta,
+        lambda: pld_accountant(relation), simplest_event, epsilon, delta,
         bracket_interval=dp_accounting.ExplicitBracketInterval(low, high), tol=tolerance * low)
     return float(noise)
 
@@ -145,10 +158,17 @@ def calibrate_vote_noise(epsilon: float, delta: float, queries: int, threshold_n
     def event(sigma: float) -> dp_event.DpEvent:
         return pate_event(queries, sigma, None if threshold_noise_ratio is None else threshold_noise_ratio * sigma)
 
-    # Start where the composition equals one Gaussian with noise multiplier 1.
+    # The queries compose into one Gaussian with noise multiplier sigma / sqrt(queries * per_query).
+    # dp_accounting's analytic calibration of that Gaussian is a lower bound (the PLD accountant is
+    # pessimistic): when the PLD accepts it, or it raised by the tolerance, no bisection is needed.
     per_query = 2.0 + (0.0 if threshold_noise_ratio is None else threshold_noise_ratio**-2)
+    scale = math.sqrt(queries * per_query)
+    exact = pld_accountant_module.get_smallest_gaussian_noise(pld_common.DifferentialPrivacyParameters(epsilon, delta))
+    for candidate in (scale * exact, scale * exact * (1 + tolerance)):
+        if accountant_epsilon(event(candidate), delta, GAUSSIAN_SHIFT_RELATION) <= epsilon:
+            return float(candidate)
     return smallest_noise(event, epsilon, delta, GAUSSIAN_SHIFT_RELATION, minimum=NOISE_RANGE[0],
-                          maximum=NOISE_RANGE[1], start=math.sqrt(queries * per_query), tolerance=tolerance)
+                          maximum=NOISE_RANGE[1], start=scale * exact, tolerance=tolerance)
 
 
 def max_queries(epsilon: float, delta: float, noise_std: float, threshold_noise_ratio: float | None = None) -> int:

@@ -59,7 +59,8 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from labeldp.errors import ConfigError
 from labeldp.files import write_text_atomic
-from labeldp.accounting.events import DPSGD_RELATION, GAUSSIAN_SHIFT_RELATION, NEIGHBORING_RELATION, RELATION_NAMES
+from labeldp.accounting.events import (DPSGD_RELATION, GAUSSIAN_SHIFT_RELATION, NEIGHBORING_RELATION, RELATION_NAMES,
+                                       gaussian_equivalent)
 
 #: Discretisation of privacy losses: reported epsilons are pessimistic by at most about this much.
 VALUE_DISCRETIZATION = 1e-4
@@ -77,16 +78,38 @@ def event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelati
     """The pessimistic PLD of ``event`` under neighbouring ``relation`` (None for no loss).
 
     Raises ``NonPrivateRelease`` for non-private events and ``ValueError`` for unsupported ones.
+    A run asks for the same event's PLD several times (recording, saving, summarising), and a
+    subsampled Gaussian's takes about a second: they are kept, by the event's full ``repr`` (events
+    are immutable, their composition returns new distributions).
     """
+    key = (repr(event), relation)
+    if key not in _PLD_CACHE:
+        if len(_PLD_CACHE) >= _PLD_CACHE_SIZE:
+            _PLD_CACHE.pop(next(iter(_PLD_CACHE)))
+        try:
+            _PLD_CACHE[key] = (_event_pld(event, relation), None)
+        except NonPrivateRelease as error:
+            _PLD_CACHE[key] = (None, error)
+    pld, non_private = _PLD_CACHE[key]
+    if non_private is not None:
+        raise NonPrivateRelease
+    return pld
+
+
+_PLD_CACHE: dict[tuple[str, Any], tuple[pld_lib.PrivacyLossDistribution | None, NonPrivateRelease | None]] = {}
+_PLD_CACHE_SIZE = 64
+
+
+def _event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelation
+               ) -> pld_lib.PrivacyLossDistribution | None:
     if isinstance(event, dp_event.NoOpDpEvent):
         return None
     if isinstance(event, dp_event.NonPrivateDpEvent):
         raise NonPrivateRelease
+    equivalent = gaussian_equivalent(event)
+    if equivalent is not None and equivalent != event:
+        return event_pld(equivalent, relation)
     if isinstance(event, dp_event.SelfComposedDpEvent):
-        if isinstance(event.event, dp_event.GaussianDpEvent) and event.count > 0:
-            # n Gaussian mechanisms with multiplier s are exactly one with s / sqrt(n) (as in dp_accounting).
-            return event_pld(dp_event.GaussianDpEvent(event.event.noise_multiplier / math.sqrt(event.count)),
-                             relation)
         inner = event_pld(event.event, relation)
         return None if inner is None or event.count == 0 else inner.self_compose(event.count)
     if isinstance(event, dp_event.ComposedDpEvent):
