@@ -145,6 +145,9 @@ def check_tunable(base: RunConfig, candidates: Sequence[RunConfig], data: Labele
     if method.training_releases and base.method != "dp-sgd":
         raise ConfigError(f"method {base.method!r} releases through its training steps: every candidate would be a "
                           "new release, and tune's private selection is implemented for dp-sgd only")
+    if base.method == "pate":
+        raise ConfigError("method 'pate' releases labels only for the student's queries: held-out training examples "
+                          "have no released label to score candidates on, so tune does not take it")
     if method.releases is None:
         raise ConfigError(f"method {base.method!r} does not declare its releases (Method.releases): tune cannot check "
                           "that its candidates share them")
