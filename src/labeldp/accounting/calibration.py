@@ -21,6 +21,9 @@ builds it.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
 import math
 from typing import Callable
 
@@ -183,3 +186,68 @@ def max_queries(epsilon: float, delta: float, noise_std: float, threshold_noise_
     while queries > 0 and pate_epsilon(queries, noise_std, delta, threshold) > epsilon:
         queries -= 1
     return queries
+
+
+def selection_trial_event(noise_multiplier: float, sampling_probability: float, steps: int,
+                          score_noise: float) -> dp_event.DpEvent:
+    """One trial of a DP-SGD private selection: the DP-SGD steps, then a held-out count of correct
+    predictions (sensitivity 1) with N(0, ``score_noise``^2) noise."""
+    return dp_event.ComposedDpEvent([dpsgd_event(noise_multiplier, sampling_probability, steps),
+                                     dp_event.GaussianDpEvent(score_noise)])
+
+
+def calibrate_selection_noise(epsilon: float, delta: float, sampling_probability: float, steps: int,
+                              score_noise: float, mean: float, shape: float, tolerance: float = 1e-3) -> float:
+    """The smallest DP-SGD noise multiplier (to a relative ``tolerance``) for which the private selection
+    of :func:`~labeldp.accounting.events.selection_event` over trials of :func:`selection_trial_event`
+    is (``epsilon``, ``delta``)-DP by dp_accounting's RDP accountant (bisection with its
+    ``calibrate_dp_mechanism``); the returned value always meets the target."""
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    from labeldp.accounting.events import selection_event
+
+    check_target(epsilon, delta)
+    _check(sampling_probability, steps, delta)
+    if not score_noise > 0:
+        raise ConfigError(f"the score's noise must be > 0, got {score_noise}")
+
+    def make_event(sigma: float) -> dp_event.DpEvent:
+        return selection_event(selection_trial_event(sigma, sampling_probability, steps, score_noise), mean, shape)
+
+    def accountant():
+        return rdp_privacy_accountant.RdpAccountant(neighboring_relation=DPSGD_RELATION)
+
+    def spent(sigma: float) -> float:
+        with quiet_rdp():
+            return accountant().compose(make_event(sigma)).get_epsilon(delta)
+
+    largest = 1e3
+    if spent(largest) > epsilon:
+        raise ConfigError(f"epsilon {epsilon:g} at delta {delta:g} cannot pay for this selection: with the score's "
+                          f"noise {score_noise:g} and {mean:g} trials on average it spends more even without "
+                          "DP-SGD; raise the score's noise or epsilon, or lower the mean number of trials")
+    low, high = 0.5, 1.0
+    while spent(high) > epsilon:
+        low, high = high, 2 * high
+    while spent(low) <= epsilon:
+        if low <= MIN_NOISE_MULTIPLIER:
+            return MIN_NOISE_MULTIPLIER
+        low, high = low / 2, low
+    with quiet_rdp():
+        sigma = dp_accounting.calibrate_dp_mechanism(
+            accountant, make_event, epsilon, delta, bracket_interval=dp_accounting.ExplicitBracketInterval(low, high),
+            tol=tolerance * low)
+    return float(sigma)
+
+
+@contextlib.contextmanager
+def quiet_rdp():
+    """dp_accounting's RDP accountant logs a warning for every Renyi order it leaves out of a bound
+    (which only loosens it): silenced while it computes."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

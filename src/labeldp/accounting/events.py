@@ -130,3 +130,14 @@ def dpsgd_event(noise_multiplier: float, sampling_probability: float, steps: int
         raise ConfigError(f"noise_multiplier must be >= 0, got {noise_multiplier}")
     step = dp_event.PoissonSampledDpEvent(sampling_probability, dp_event.GaussianDpEvent(noise_multiplier))
     return dp_event.SelfComposedDpEvent(step, int(steps))
+
+
+def selection_event(trial: dp_event.DpEvent, mean: float, shape: float) -> dp_event.DpEvent:
+    """Private selection (Papernot & Steinke 2022): ``trial`` repeated a random number of times (mean
+    ``mean``; ``shape`` inf: Poisson, 1: geometric, otherwise truncated negative binomial), only the best
+    output kept. Accounted with Renyi DP (dp_accounting's RDP accountant)."""
+    if not math.isfinite(mean) or mean < 1:
+        raise ConfigError(f"the selection's mean number of trials must be a finite number >= 1, got {mean}")
+    if not shape > 0:
+        raise ConfigError(f"the selection's shape must be > 0 (inf: Poisson, 1: geometric), got {shape}")
+    return dp_event.RepeatAndSelectDpEvent(trial, float(mean), float(shape))
