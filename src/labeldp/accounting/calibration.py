@@ -45,15 +45,17 @@ from labeldp.accounting.ledger import VALUE_DISCRETIZATION
 from labeldp.errors import ConfigError
 
 
-def pld_accountant(relation: dp_accounting.NeighboringRelation) -> pld_privacy_accountant.PLDAccountant:
-    """dp_accounting's PLD accountant with the ledger's discretisation."""
-    return pld_privacy_accountant.PLDAccountant(relation, value_discretization_interval=VALUE_DISCRETIZATION)
+def pld_accountant(relation: dp_accounting.NeighboringRelation, discretization: float = VALUE_DISCRETIZATION
+                   ) -> pld_privacy_accountant.PLDAccountant:
+    """dp_accounting's PLD accountant, by default with the ledger's discretisation."""
+    return pld_privacy_accountant.PLDAccountant(relation, value_discretization_interval=discretization)
 
 
-def accountant_epsilon(event: dp_event.DpEvent, delta: float, relation: dp_accounting.NeighboringRelation) -> float:
+def accountant_epsilon(event: dp_event.DpEvent, delta: float, relation: dp_accounting.NeighboringRelation,
+                       discretization: float = VALUE_DISCRETIZATION) -> float:
     """Epsilon of ``event`` at ``delta`` under ``relation``, from dp_accounting's PLD accountant (a
     composition of Gaussians as the one Gaussian it equals, :func:`gaussian_equivalent`)."""
-    accountant = pld_accountant(relation)
+    accountant = pld_accountant(relation, discretization)
     accountant.compose(gaussian_equivalent(event) or event)
     return accountant.get_epsilon(delta)
 
@@ -65,19 +67,29 @@ def check_target(epsilon: float, delta: float) -> None:
         raise ConfigError(f"delta must lie in (0, 1), got {delta}")
 
 
+#: Calibration first searches with PLDs this much coarser than the ledger's (about 100x cheaper), then
+#: refines within this relative span below the coarse answer at the ledger's resolution.
+COARSE_DISCRETIZATION = 1e-2
+_REFINE_SPAN = 0.02
+
+
 def smallest_noise(make_event: Callable[[float], dp_event.DpEvent], epsilon: float, delta: float,
                    relation: dp_accounting.NeighboringRelation, *, minimum: float, maximum: float,
                    start: float = 1.0, tolerance: float = 1e-3) -> float:
     """The smallest noise parameter s (to a relative ``tolerance``) with ``make_event(s)``
-    (epsilon, delta)-DP; epsilon must decrease as s grows. The returned value always meets the target.
+    (epsilon, delta)-DP at the ledger's discretisation; epsilon must decrease as s grows. The
+    returned value always meets the target.
 
     The answer is bracketed by doubling or halving from ``start`` within [``minimum``, ``maximum``]
-    (tiny noise makes huge, slow PLDs: start near the answer), then found by dp_accounting's ``calibrate_dp_mechanism`` (bisection).
+    (tiny noise makes huge, slow PLDs: start near the answer) and found by dp_accounting's
+    ``calibrate_dp_mechanism`` with coarse PLDs. A coarse PLD's epsilon is pessimistic too, so that
+    answer meets the target at the ledger's resolution as well, and the smallest noise that does lies
+    at most a little below it: bisection there, every epsilon from dp_accounting, finishes the search.
     """
     check_target(epsilon, delta)
 
-    def meets(noise: float) -> bool:
-        return accountant_epsilon(make_event(noise), delta, relation) <= epsilon
+    def meets(noise: float, discretization: float = COARSE_DISCRETIZATION) -> bool:
+        return accountant_epsilon(make_event(noise), delta, relation, discretization) <= epsilon
 
     low, high = start / 2, start
     if meets(high):
@@ -92,13 +104,20 @@ def smallest_noise(make_event: Callable[[float], dp_event.DpEvent], epsilon: flo
             if high > maximum:
                 raise ConfigError(f"no noise below {maximum:g} reaches epsilon {epsilon} at delta {delta}")
         low, high = high, 2 * high
+
     def simplest_event(noise: float) -> dp_event.DpEvent:
         return gaussian_equivalent(make_event(noise)) or make_event(noise)
 
-    noise = dp_accounting.calibrate_dp_mechanism(
-        lambda: pld_accountant(relation), simplest_event, epsilon, delta,
-        bracket_interval=dp_accounting.ExplicitBracketInterval(low, high), tol=tolerance * low)
-    return float(noise)
+    high = float(dp_accounting.calibrate_dp_mechanism(
+        lambda: pld_accountant(relation, COARSE_DISCRETIZATION), simplest_event, epsilon, delta,
+        bracket_interval=dp_accounting.ExplicitBracketInterval(low, high), tol=tolerance * low))
+    low = high * (1 - _REFINE_SPAN)
+    while meets(low, VALUE_DISCRETIZATION):  # rare: the coarse answer was more than the span too high
+        low, high = low * (1 - _REFINE_SPAN), low
+    while high - low > tolerance * low:
+        middle = (low + high) / 2
+        low, high = (low, middle) if meets(middle, VALUE_DISCRETIZATION) else (middle, high)
+    return high
 
 
 MIN_NOISE_MULTIPLIER = 1 / 16
