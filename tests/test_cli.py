@@ -197,3 +197,21 @@ def test_no_training_options_means_the_best_recipe(tmp_path, capsys) -> None:
                  "--quiet", "--epochs", "1"]) == 0
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["train"]["batch_size"] == 32 and config["train"]["lr"] == 0.03  # the digits recipe, your lr
+
+
+@pytest.mark.parametrize("method", ["lp-1st", "lp-2st", "alibi", "dp-sgd"])
+def test_mnist_defaults_are_the_profile_recipe(method) -> None:
+    """`labeldp train --dataset mnist --method M --epsilon 2` with no training option trains exactly as
+    the profile mnist/e2/M/run0, whose accuracy the README reports."""
+    import dataclasses
+
+    from labeldp.cli import _build_parser, _with_best_recipe
+    from labeldp.experiments.profiles import get_profile
+    from labeldp.options import dataclass_from_args
+    from labeldp.runs import RunConfig
+
+    args = _build_parser().parse_args(["train", "--dataset", "mnist", "--data-dir", "m", "--method", method,
+                                       "--epsilon", "2", "--out", "o", "--quiet"])
+    default = _with_best_recipe(dataclass_from_args(RunConfig, args), args)
+    profile = get_profile(f"mnist/e2/{method}/run0").config
+    assert dataclasses.replace(default, data_dir=None).resolved() == dataclasses.replace(profile, data_dir=None).resolved()
