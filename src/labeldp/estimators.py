@@ -278,11 +278,15 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
     - ``mechanism="laplace"``: the Laplace mechanism on the clipped value, exact on the lattice of an
       evenly spaced grid (the usual baseline; noise of scale (high - low) / epsilon).
 
-    The wrapped regressor is fitted on the released values. RR-on-bins' releases are shrunk towards
-    the mean of the bin values: E[release | y] = (p - q) v(y) + q S, where v(y) is the value of y's
-    bin, S the sum of the d bin values, p the probability of keeping the bin and q that of each other
-    one. With ``debias`` (default) the targets are (release - q S) / (p - q), whose expectation is
-    v(y), so the regressor estimates E[v(y) | x]; predictions are clipped to the range.
+    The wrapped regressor is fitted on the released values, or with ``debias`` (default) on targets
+    that undo RR-on-bins' shrinkage. For any values g(1..d) of the bins, a release in bin r has
+    E[g(r) | y] = (p - q) g(b(y)) + q sum(g), where b(y) is y's bin, p the probability of keeping it
+    and q that of each other bin; so the target (g(r) - q sum(g)) / (p - q) has expectation g(b(y)).
+    With g(b) = m(b), the prior's mean of the label inside bin b (not the bin's released value, which
+    the optimal map shrinks towards the prior's mean), the regressor estimates E[m(b(y)) | x]: the
+    best prediction of y that the bins allow. The targets are noisier (by 1 / (p - q)), so a learner
+    that averages over many rows suits them. Predictions are clipped to the range. With
+    ``debias=False`` the targets are the released values (the paper's training).
 
     Parameters:
         estimator: any regressor with ``fit(X, y, sample_weight=...)`` and ``predict`` (default:
@@ -294,7 +298,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         mechanism: ``"rr-on-bins"`` or ``"laplace"``.
         prior: ``"histogram"``, ``"uniform"`` or a (G,) array over the grid (RR-on-bins only).
         prior_epsilon: the histogram's share of epsilon (default epsilon / 10).
-        debias: undo RR-on-bins' shrinkage in the targets (see above).
+        debias: fit on targets that undo RR-on-bins' shrinkage (see above), else on the released values.
         budget: a :class:`LabelBudget` shared by fits on the same rows, or None.
         secure_rng, insecure_noise_seed: the noise source (the seed makes the noise reproducible and
             the fit NOT private: tests only).
