@@ -19,6 +19,11 @@ Pr[clean label | x]. ``score`` on released labels is an unbiased estimate of the
 on the clean labels (randomized response: agreement with a released label is an affine function of
 it).
 
+:class:`LabelDPRegressor` does the same for a numeric label on a declared, public range and grid: it
+releases the values once by RR-on-bins (Ghazi et al. 2023) under a noisy histogram prior over the
+grid (or a prior the user gives, or the Laplace mechanism on the clipped value, the baseline) and
+fits any scikit-learn regressor on the released values.
+
 Privacy: epsilon-label-DP per fit on true labels for the rows it reads (replace-one-label
 neighbours), as ``ledger_`` computes; inputs are public. Noise as in runs: fresh OS entropy by
 default, ChaCha20 with ``secure_rng``, never ``random_state``, which controls only the public parts
@@ -27,20 +32,27 @@ default, ChaCha20 with ``secure_rng``, never ``random_state``, which controls on
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.ensemble import HistGradientBoostingClassifier
+from dp_accounting import dp_event
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 import pandas as pd
 
 from labeldp.accounting import PrivacyLedger, randomized_response_event
+from labeldp.accounting.events import histogram_event, laplace_value_event
+from labeldp.data.regression import DEFAULT_GRID_SIZE, label_grid, snap_to_grid
 from labeldp.data.table import label_indices
 from labeldp.errors import BudgetError, ConfigError
+from labeldp.mechanisms import optimal_bins
 from labeldp.privatize import LabelRelease
 from labeldp.randomness import NoiseSource
-from labeldp.release import release_randomized_response, release_rr_with_prior
+from labeldp.release import (release_laplace_value, release_noisy_histogram, release_randomized_response,
+                             release_rr_on_bins, release_rr_with_prior)
 
 
 class LabelBudget:
@@ -247,6 +259,178 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         if not isinstance(y, ReleasedLabels):
             return super().score(X, y, sample_weight)
         return clean_accuracy_estimate(self.predict_proba(X).argmax(axis=1), y)
+
+
+class LabelDPRegressor(RegressorMixin, BaseEstimator):
+    """A scikit-learn regressor trained on numeric labels released under label DP.
+
+    The label domain is public and declared: a range ``label_range = (low, high)`` and a grid in it
+    (``grid`` evenly spaced points, or the grid's values), never read off the labels. ``fit(X, y)``
+    clips each true value to the range and snaps it to the nearest grid point (a fixed function of
+    that value alone), then releases it once:
+
+    - ``mechanism="rr-on-bins"`` (default): RR-on-bins (Ghazi et al., "Regression with Label
+      Differential Privacy", ICLR 2023) under one prior over the grid: a noisy histogram of the labels
+      bought with ``prior_epsilon`` out of epsilon (``prior="histogram"``), a uniform prior, or a
+      (G,) array the user gives (public: it must not be computed from these labels; it costs
+      nothing). The optimal bins of that prior and the rest of epsilon cut the grid into d intervals,
+      each released as its value by RR over the d values.
+    - ``mechanism="laplace"``: the Laplace mechanism on the clipped value, exact on the lattice of an
+      evenly spaced grid (the usual baseline; noise of scale (high - low) / epsilon).
+
+    The wrapped regressor is fitted on the released values, or with ``debias`` (default) on targets
+    that undo RR-on-bins' shrinkage. For any values g(1..d) of the bins, a release in bin r has
+    E[g(r) | y] = (p - q) g(b(y)) + q sum(g), where b(y) is y's bin, p the probability of keeping it
+    and q that of each other bin; so the target (g(r) - q sum(g)) / (p - q) has expectation g(b(y)).
+    With g(b) = m(b), the prior's mean of the label inside bin b (not the bin's released value, which
+    the optimal map shrinks towards the prior's mean), the regressor estimates E[m(b(y)) | x]: the
+    best prediction of y that the bins allow. The targets are noisier (by 1 / (p - q)), so a learner
+    that averages over many rows suits them. Predictions are clipped to the range. With
+    ``debias=False`` the targets are the released values (the paper's training).
+
+    Parameters:
+        estimator: any regressor with ``fit(X, y, sample_weight=...)`` and ``predict`` (default:
+            ``HistGradientBoostingRegressor``, native categorical support for pandas category columns).
+        epsilon: the label-DP budget of one fit.
+        label_range: ``(low, high)``, public; required unless ``grid`` gives the grid's values.
+        grid: the number of evenly spaced grid points in ``label_range`` (default 50), or the grid's
+            strictly increasing values.
+        mechanism: ``"rr-on-bins"`` or ``"laplace"``.
+        prior: ``"histogram"``, ``"uniform"`` or a (G,) array over the grid (RR-on-bins only).
+        prior_epsilon: the histogram's share of epsilon (default epsilon / 10).
+        debias: fit on targets that undo RR-on-bins' shrinkage (see above), else on the released values.
+        budget: a :class:`LabelBudget` shared by fits on the same rows, or None.
+        secure_rng, insecure_noise_seed: the noise source (the seed makes the noise reproducible and
+            the fit NOT private: tests only).
+        random_state: the wrapped estimator's seed (public).
+
+    Attributes after ``fit``: ``grid_``, ``ledger_`` (epsilon per row), ``released_`` (the released
+    values), ``prior_`` (the prior row, RR-on-bins), ``bin_values_`` (the d bin values), ``estimator_``.
+    """
+
+    def __init__(self, estimator=None, *, epsilon: float = 1.0, label_range=None, grid=DEFAULT_GRID_SIZE,
+                 mechanism: str = "rr-on-bins", prior="histogram", prior_epsilon: float | None = None,
+                 debias: bool = True, budget: LabelBudget | None = None, secure_rng: bool = False,
+                 insecure_noise_seed: int | None = None, random_state: int | None = None):
+        self.estimator = estimator
+        self.epsilon = epsilon
+        self.label_range = label_range
+        self.grid = grid
+        self.mechanism = mechanism
+        self.prior = prior
+        self.prior_epsilon = prior_epsilon
+        self.debias = debias
+        self.budget = budget
+        self.secure_rng = secure_rng
+        self.insecure_noise_seed = insecure_noise_seed
+        self.random_state = random_state
+
+    # -- the declared domain and the plan -------------------------------------------------------------
+    def _grid(self) -> np.ndarray:
+        if np.ndim(self.grid) == 0:
+            if self.label_range is None or len(self.label_range) != 2:
+                raise ConfigError("fitting on true values needs the label domain: label_range=(low, high) (public, "
+                                  "declared, never read off the labels)")
+            return label_grid(self.label_range[0], self.label_range[1], self.grid)
+        values = np.asarray(self.grid, dtype=np.float64)
+        if values.ndim != 1 or values.size < 2 or not np.all(np.isfinite(values)) or not np.all(np.diff(values) > 0):
+            raise ConfigError("grid must be a number of points or at least 2 strictly increasing finite values")
+        if self.label_range is not None and (values[0] != self.label_range[0] or values[-1] != self.label_range[1]):
+            raise ConfigError(f"the grid runs from {values[0]:g} to {values[-1]:g}, not over label_range "
+                              f"{tuple(self.label_range)}")
+        return values
+
+    def _plan(self, grid: np.ndarray) -> tuple[float, np.ndarray | None]:
+        """The histogram's epsilon (0 without one) and the given prior row, checked before any spend."""
+        if not self.epsilon > 0 or not np.isfinite(self.epsilon):
+            raise ConfigError(f"epsilon must be a finite number > 0, got {self.epsilon}")
+        if self.mechanism == "laplace":
+            from labeldp.mechanisms import grid_step
+            grid_step(grid)
+            return 0.0, None
+        if self.mechanism != "rr-on-bins":
+            raise ConfigError(f"mechanism must be 'rr-on-bins' or 'laplace', got {self.mechanism!r}")
+        if isinstance(self.prior, str):
+            if self.prior == "uniform":
+                return 0.0, np.full(grid.size, 1.0 / grid.size)
+            if self.prior != "histogram":
+                raise ConfigError(f"prior must be 'histogram', 'uniform' or an array over the grid, got {self.prior!r}")
+            share = self.epsilon / 10 if self.prior_epsilon is None else float(self.prior_epsilon)
+            if not 0 < share < self.epsilon:
+                raise ConfigError(f"prior_epsilon must lie in (0, epsilon = {self.epsilon:g}), got {share:g}")
+            return share, None
+        row = np.asarray(self.prior, dtype=np.float64)
+        if row.shape != grid.shape or not np.all(np.isfinite(row)) or np.any(row < 0) or not row.sum() > 0:
+            raise ConfigError(f"a given prior must be {grid.size} non-negative weights over the grid, not all zero")
+        return 0.0, row / row.sum()
+
+    def _event(self, grid: np.ndarray, share: float) -> dp_event.DpEvent:
+        """What one fit may spend on every row (dominating the actual release)."""
+        if self.mechanism == "laplace":
+            return laplace_value_event(self.epsilon, grid.size - 1)
+        rest = randomized_response_event(self.epsilon - share, 2)  # RR over 2 bins dominates any d >= 2
+        return dp_event.ComposedDpEvent([histogram_event(share), rest]) if share > 0 else rest
+
+    # -- fitting ------------------------------------------------------------------------------------
+    def fit(self, X, y, sample_weight=None) -> LabelDPRegressor:
+        """Release the true values ``y`` once (charged to ``budget``) and fit on the released values."""
+        grid = self._grid()
+        share, given = self._plan(grid)
+        true = snap_to_grid(np.asarray(y, dtype=np.float64), grid, "labels")
+        if len(true) != (len(X) if hasattr(X, "__len__") else np.shape(X)[0]):
+            raise ConfigError(f"X has {len(X)} rows but y has {len(true)} values")
+        if self.budget is not None:
+            self.budget.charge(self._event(grid, share), f"{type(self).__name__}.fit, epsilon {self.epsilon:g}")
+        noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
+        ledger, members = PrivacyLedger(true.size), np.arange(true.size)
+        self.grid_, self.prior_, self.bin_values_ = grid, None, None
+        if self.mechanism == "laplace":
+            release = release_laplace_value(ledger, true, members, grid, self.epsilon,
+                                            noise.generator("label-release", 1), "labels")
+            targets = release.arrays["values"]
+        else:
+            prior = given
+            if prior is None:
+                histogram = release_noisy_histogram(ledger, true, members, np.zeros(true.size, dtype=np.int64), 1,
+                                                    grid.size, share, noise.generator("histogram"), "prior")
+                counts = np.clip(histogram.arrays["counts"][0].astype(np.float64), 0.0, None)
+                prior = counts / counts.sum() if counts.sum() > 0 else np.full(grid.size, 1.0 / grid.size)
+            rest = self.epsilon - share
+            release = release_rr_on_bins(ledger, true, members, grid, prior, rest,
+                                         noise.generator("label-release", 1), "labels")
+            maps = optimal_bins(prior, grid, rest)  # public: the prior's map, the one the release used
+            d = int(maps.d[0])
+            self.prior_, self.bin_values_ = prior, maps.values[0, :d].copy()
+            targets = release.arrays["values"]
+            if self.debias and d >= 2:
+                means = _bin_means(prior, grid, maps.bin_of[0], d)
+                keep_minus_other = -math.expm1(-rest) / (1.0 + (d - 1) * math.exp(-rest))  # p - q
+                other = math.exp(-rest) / (1.0 + (d - 1) * math.exp(-rest))  # q
+                targets = (means[release.labels] - other * means.sum()) / keep_minus_other
+        self.ledger_, self.released_ = ledger, release.arrays["values"]
+        self.estimator_ = _fit_weighted(self._base(), X, targets, sample_weight)
+        return self
+
+    def _base(self):
+        base = clone(self.estimator) if self.estimator is not None else HistGradientBoostingRegressor(
+            categorical_features="from_dtype")
+        if "random_state" in base.get_params():
+            base.set_params(random_state=self.random_state)
+        return base
+
+    def predict(self, X) -> np.ndarray:
+        """The regressor's predictions, clipped to the declared range."""
+        check_is_fitted(self, "estimator_")
+        return np.clip(np.asarray(self.estimator_.predict(X), dtype=np.float64), self.grid_[0], self.grid_[-1])
+
+
+def _bin_means(prior: np.ndarray, grid: np.ndarray, bin_of: np.ndarray, d: int) -> np.ndarray:
+    """E[y | y in bin b] under ``prior`` for each of the d bins of a map (a bin the prior gives no mass:
+    the mean of its grid points). Public: a function of the prior and the grid."""
+    mass = np.bincount(bin_of, weights=prior, minlength=d)
+    first = np.bincount(bin_of, weights=prior * grid, minlength=d)
+    plain = np.bincount(bin_of, weights=grid, minlength=d) / np.bincount(bin_of, minlength=d)
+    return np.where(mass > 0, first / np.where(mass > 0, mass, 1.0), plain)
 
 
 def released_log_likelihood(estimator: LabelDPClassifier, X, released: ReleasedLabels) -> float:
