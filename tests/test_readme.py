@@ -28,6 +28,7 @@ import torch
 from labeldp.cli import main
 from labeldp.runs import RunConfig
 from test_data import make_mnist_folder
+from test_regression_data import write_movielens
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -38,6 +39,7 @@ NOT_RUN = {
     ". .venv/bin/activate": "the installation this suite runs in",
     "pip install": "the installation this suite runs in",
     ".venv/bin/python -m pytest": "this suite",
+    "labeldp download": "needs the network (tests/test_data.py checks its error without one)",
     "python benchmarks/": "benchmarks, on the full datasets",
 }
 
@@ -105,6 +107,15 @@ def reader(tmp_path, monkeypatch):
     ads = pd.DataFrame({"impressions": rng.poisson(3, 400), "channel": rng.choice(["web", "mail"], 400)})
     ads["converted"] = (rng.random(400) < 0.1 + 0.05 * ads["impressions"].clip(0, 5)).astype(int)
     ads.to_parquet(work / "conversions.parquet")
+    write_movielens(home / "data" / "movielens", users=20, items=25, ratings=300)
+    customers = pd.DataFrame({"recency": rng.integers(1, 13, 500), "history": rng.gamma(2, 120, 500).round(2),
+                              "mens": rng.integers(0, 2, 500), "zip_code": rng.choice(["Urban", "Rural"], 500),
+                              "channel": rng.choice(["Web", "Phone"], 500)})
+    bought = rng.random(500) < 0.05
+    customers.to_csv(work / "customers.csv", index=False)
+    customers.assign(visit=(rng.random(500) < 0.15) | bought, conversion=bought,
+                     spend=np.where(bought, rng.gamma(2, 60, 500).round(2), 0.0)).to_csv(work / "hillstrom.csv.gz",
+                                                                                     index=False)
 
     resolved = RunConfig.resolved
 
@@ -135,7 +146,7 @@ def test_every_readme_command_and_snippet_runs(reader, capsys) -> None:
         where = f"README.md block at line {line}"
         if language == "bash":
             for command in commands(block):
-                if not command.startswith("labeldp "):
+                if not command.startswith("labeldp ") or any(command.startswith(p) for p in NOT_RUN):
                     continue
                 argv = shrunk([str(Path(arg).expanduser()) if arg.startswith("~") else arg
                                for arg in shlex.split(command)[1:]])
