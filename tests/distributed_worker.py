@@ -1,0 +1,76 @@
+"""Run under ``torchrun --nproc_per_node 2`` by tests/test_distributed.py (not a test module itself).
+
+Every rank runs the same two runs (lp-1st and dp-sgd on digits) and then repeats one DP-SGD step's
+privatised gradient many times. Ranks other than 0 are given their own ``--out`` folders, which must
+never appear, and an audit hook records every file they open, create, move or delete under the runs'
+root. Each rank writes what it saw to ``RESULTS/rank{r}.json`` at the end (outside the runs' root).
+
+usage: distributed_worker.py ROOT RESULTS
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+torch.set_num_threads(1)
+root, results = Path(sys.argv[1]).resolve(), Path(sys.argv[2])
+rank = int(os.environ["RANK"])
+touched: list[str] = []
+
+_EVENTS = {"open", "os.rename", "os.mkdir", "os.remove", "os.rmdir", "shutil.rmtree", "os.truncate", "os.chmod",
+           "os.link", "os.symlink", "os.utime"}
+
+
+def _hook(event: str, args: tuple) -> None:
+    if event in _EVENTS and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        path = os.fsdecode(args[0])
+        if os.path.abspath(path).startswith(str(root)):
+            touched.append(f"{event} {path}")
+
+
+if rank != 0:  # the other ranks must not touch the run folders at all: rank 0 reads and writes them
+    sys.addaudithook(_hook)
+
+from labeldp import distributed  # noqa: E402
+from labeldp.dpsgd.trainer import DPSGDConfig  # noqa: E402
+from labeldp.dpsgd.trainer import private_gradient  # noqa: E402
+from labeldp.runs import RunConfig, train_run  # noqa: E402
+from labeldp.training import TrainConfig  # noqa: E402
+
+
+def out(name: str) -> Path:
+    return root / (name if rank == 0 else f"{name}-rank{rank}")
+
+
+report: dict = {"rank": rank}
+started = time.perf_counter()
+lp = RunConfig(dataset="digits", method="lp-1st", epsilon=2.0, insecure_noise_seed=7, seed=1,
+               train=TrainConfig(epochs=3, batch_size=64, lr=0.05))
+report["lp-1st"] = train_run(lp, out("lp-1st"), device="cpu", progress=False)
+dpsgd = RunConfig(dataset="digits", method="dp-sgd", epsilon=8.0, delta=1e-5, model="mlp", seed=1,
+                  train=TrainConfig(epochs=1, batch_size=128, lr=1.0, momentum=0.0, optimizer="sgd"),
+                  dpsgd=DPSGDConfig(noise_multiplier=0.9, ema_decay=0.0))
+report["dp-sgd"] = train_run(dpsgd, out("dp-sgd"), device="cpu", progress=False)
+report["runs_seconds"] = time.perf_counter() - started
+
+# One DP-SGD step repeated: every rank takes its share of a fixed batch, rank 0 adds the noise.
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 4)
+x, y = torch.randn(16, 8), torch.randint(0, 4, (16,))
+dp = DPSGDConfig(max_grad_norm=1.0)
+mine = slice(rank, None, distributed.world_size())
+samples = []
+for _ in range(int(os.environ.get("REPEATS", "300"))):
+    private_gradient(model, x[mine], y[mine], dp, 1.0, 16.0, "secure" if rank == 0 else None, parallel=True)
+    samples.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]).clone())
+report["gradients"] = torch.stack(samples).tolist()
+report["touched"] = touched
+distributed.stop()
+results.mkdir(parents=True, exist_ok=True)
+(results / f"rank{rank}.json").write_text(json.dumps(report))

@@ -1,0 +1,119 @@
+"""Runs under torchrun: two processes on digits give the ledger and (within noise) the accuracy of one;
+only rank 0 touches the run folder; DP-SGD's noise enters the privatised gradient once.
+
+One ``torchrun --nproc_per_node 2`` launch (tests/distributed_worker.py) serves every test here."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from labeldp.dpsgd.trainer import DPSGDConfig
+from labeldp.dpsgd.trainer import private_gradient
+from labeldp.runs import RunConfig, train_run
+from labeldp.training import TrainConfig
+
+pytestmark = pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+                                reason="needs torch.distributed with gloo")
+
+WORKER = Path(__file__).with_name("distributed_worker.py")
+REPEATS = 200
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory) -> dict:
+    """What each rank of one two-process torchrun launch of the worker reported, and its folders."""
+    base = tmp_path_factory.mktemp("ddp")
+    root, results = base / "runs", base / "results"
+    root.mkdir()
+    source = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "REPEATS": str(REPEATS),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")]))}
+    launch = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                               str(WORKER), str(root), str(results)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = launch.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(launch.pid, signal.SIGKILL)  # torchrun and the workers it started
+        output, _ = launch.communicate()
+        pytest.fail(f"torchrun did not finish in 180 s:\n{output[-3000:]}")
+    assert launch.returncode == 0, output[-5000:]
+    ranks = [json.loads((results / f"rank{r}.json").read_text()) for r in range(2)]
+    return {"root": root, "ranks": ranks}
+
+
+def _one_process(tmp_path: Path, name: str) -> dict:
+    """The same run as the worker's, in this one process."""
+    if name == "lp-1st":
+        config = RunConfig(dataset="digits", method="lp-1st", epsilon=2.0, insecure_noise_seed=7, seed=1,
+                           train=TrainConfig(epochs=3, batch_size=64, lr=0.05))
+    else:
+        config = RunConfig(dataset="digits", method="dp-sgd", epsilon=8.0, delta=1e-5, model="mlp", seed=1,
+                           train=TrainConfig(epochs=1, batch_size=128, lr=1.0, momentum=0.0, optimizer="sgd"),
+                           dpsgd=DPSGDConfig(noise_multiplier=0.9, ema_decay=0.0))
+    with pytest.warns(Warning) if config.insecure_noise_seed is not None else _nothing():
+        return train_run(config, tmp_path / name, device="cpu", progress=False)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("method", ["lp-1st", "dp-sgd"])
+def test_two_processes_match_one(two_ranks, tmp_path, method) -> None:
+    zero, one = (rank[method] for rank in two_ranks["ranks"])
+    assert zero == one  # every rank returns rank 0's summary
+    assert zero["processes"] == 2
+    alone = _one_process(tmp_path, method)
+    assert "processes" not in alone
+    assert zero["epsilon"] == alone["epsilon"] and zero["delta"] == alone["delta"]
+    ledger = json.loads((two_ranks["root"] / method / "ledger.json").read_text())
+    assert ledger == json.loads((tmp_path / method / "ledger.json").read_text())
+    # lp-1st: the same (reproducible) release, so only float sums differ; dp-sgd: fresh noise and batches
+    assert abs(zero["test_accuracy"] - alone["test_accuracy"]) < (0.03 if method == "lp-1st" else 0.15)
+    assert zero["test_accuracy"] > (0.5 if method == "lp-1st" else 0.2)
+    rows = [json.loads(line) for line in (two_ranks["root"] / method / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == (3 if method == "lp-1st" else 1)  # one row per epoch: rank 1 wrote none
+
+
+def test_only_rank_zero_touches_the_run_folder(two_ranks) -> None:
+    root = two_ranks["root"]
+    assert sorted(p.name for p in root.iterdir()) == ["dp-sgd", "lp-1st"]  # rank 1's own --out never appears
+    assert two_ranks["ranks"][1]["touched"] == []  # no open, mkdir, rename or delete under the root
+    assert (root / "lp-1st" / "noisy_labels" / "stage1.npz").exists() and (root / "dp-sgd" / "model.pt").exists()
+
+
+def test_dpsgd_noise_enters_once(two_ranks) -> None:
+    """The privatised gradient of a fixed batch split over two ranks has the variance (sigma C / B)^2 of
+    one process, not twice it, and the mean of the whole batch's clipped sum / B."""
+    gradients = [np.array(rank["gradients"]) for rank in two_ranks["ranks"]]
+    np.testing.assert_array_equal(gradients[0], gradients[1])  # every rank steps with the same gradient
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4)
+    x, y = torch.randn(16, 8), torch.randint(0, 4, (16,))
+    dp = DPSGDConfig(max_grad_norm=1.0)
+    private_gradient(model, x, y, dp, 0.0, 16.0, None)
+    clean = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).numpy()
+    alone = []
+    for _ in range(REPEATS):
+        private_gradient(model, x, y, dp, 1.0, 16.0, "secure")
+        alone.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]).numpy())
+    expected = (1.0 * 1.0 / 16.0) ** 2
+    for samples in (gradients[0], np.array(alone)):
+        ratio = samples.var(axis=0, ddof=1).mean() / expected
+        assert 0.9 < ratio < 1.1, ratio  # relative error ~ sqrt(2 / (200 * 36)) = 1.7%; noise twice: 2
+        se = np.sqrt(expected / len(samples))
+        assert np.all(np.abs(samples.mean(axis=0) - clean) < 5 * se)
