@@ -1,7 +1,8 @@
 """Run under ``torchrun --nproc_per_node 2`` by tests/test_distributed.py (not a test module itself).
 
-Every rank runs the same two runs (lp-1st and dp-sgd on digits) and then repeats one DP-SGD step's
-privatised gradient many times. Ranks other than 0 are given their own ``--out`` folders, which must
+Every rank runs the same two runs (lp-2st and dp-sgd on digits), resumes the first after rank 0 has
+deleted its end (stage 2's checkpoint, the model and the summary), and then repeats one DP-SGD
+step's privatised gradient many times. Ranks other than 0 are given their own ``--out`` folders, which must
 never appear, and an audit hook records every file they open, create, move or delete under the runs'
 root. Each rank writes what it saw to ``RESULTS/rank{r}.json`` at the end (outside the runs' root).
 
@@ -50,9 +51,21 @@ def out(name: str) -> Path:
 
 report: dict = {"rank": rank}
 started = time.perf_counter()
-lp = RunConfig(dataset="digits", method="lp-1st", epsilon=2.0, insecure_noise_seed=7, seed=1,
+lp = RunConfig(dataset="digits", method="lp-2st", epsilon=2.0, insecure_noise_seed=7, seed=1,
                train=TrainConfig(epochs=3, batch_size=64, lr=0.05))
-report["lp-1st"] = train_run(lp, out("lp-1st"), device="cpu", progress=False)
+report["lp-2st"] = train_run(lp, out("lp-2st"), device="cpu", progress=False)
+folder = root / "lp-2st"
+torch.distributed.barrier()
+if rank == 0:  # an interrupted stage 2: its checkpoint, the model and the summary are gone
+    before = {p.name: p.stat().st_mtime_ns for p in [folder / "ledger.json", *(folder / "noisy_labels").iterdir()]}
+    ledger = (folder / "ledger.json").read_text()
+    for name in ("summary.json", "model.pt", "checkpoints/stage2.pt"):
+        (folder / name).unlink()
+torch.distributed.barrier()
+report["lp-2st-resumed"] = train_run(lp, out("lp-2st"), device="cpu", progress=False)
+if rank == 0:
+    after = {p.name: p.stat().st_mtime_ns for p in [folder / "ledger.json", *(folder / "noisy_labels").iterdir()]}
+    report["resume_kept_releases"] = before == after and ledger == (folder / "ledger.json").read_text()
 dpsgd = RunConfig(dataset="digits", method="dp-sgd", epsilon=8.0, delta=1e-5, model="mlp", seed=1,
                   train=TrainConfig(epochs=1, batch_size=128, lr=1.0, momentum=0.0, optimizer="sgd"),
                   dpsgd=DPSGDConfig(noise_multiplier=0.9, ema_decay=0.0))
