@@ -246,10 +246,9 @@ def _train(args: argparse.Namespace) -> None:
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
     torch.set_num_threads(args.threads or runtime.default_threads(config.dataset))
-    try:
-        summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
-    finally:
-        distributed.stop()
+    summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
+    # after an error a rank leaves without waiting for the others: torchrun then stops them all
+    distributed.stop()
     if distributed.env_rank() == 0:
         _print_summary(summary)
         print(f"run directory: {args.out}")

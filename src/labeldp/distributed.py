@@ -135,10 +135,13 @@ def on_main(step: Callable[[], T]) -> T:
 
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
-    """The sum over ranks of ``tensor`` (in place on every rank; the tensor itself when alone)."""
-    if active():
-        torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM)
-    return tensor
+    """The sum over ranks of ``tensor``, on its device (the tensor itself when alone). Every rank
+    receives the same values (the backend reduces each element once and shares the result)."""
+    if not active():
+        return tensor
+    moved = tensor.to(communication_device())
+    torch.distributed.all_reduce(moved, op=torch.distributed.ReduceOp.SUM)
+    return moved.to(tensor.device)
 
 
 def shard(count: int) -> slice:

@@ -145,7 +145,7 @@ def private_gradient(model: nn.Module, inputs: torch.Tensor, labels: torch.Tenso
     if parallel:
         params = [p for p in model.parameters() if p.requires_grad]
         flat = torch.cat([p.grad.reshape(-1) for p in params])
-        flat = distributed.all_reduce_sum(flat.to(distributed.communication_device())).to(flat.device)
+        flat = distributed.all_reduce_sum(flat)
         offset = 0
         for param in params:
             param.grad.copy_(flat[offset:offset + param.numel()].view_as(param.grad))

@@ -464,7 +464,7 @@ def train_stage(
             if step % 20 == 0:
                 bar.set_postfix(loss=f"{loss.item():.3f}")
         if parallel:
-            total_loss = distributed.all_reduce_sum(total_loss.to(distributed.communication_device())).to(device)
+            total_loss = distributed.all_reduce_sum(total_loss)
             for buffer in model.buffers():  # rank 0's BatchNorm statistics everywhere, as DDP does at each step
                 torch.distributed.broadcast(buffer, 0)
         test_accuracy = test_rmse = None
