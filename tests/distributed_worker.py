@@ -2,7 +2,7 @@
 
 Every rank runs the same runs (lp-2st, dp-sgd and pate on digits), resumes the first after rank 0 has
 deleted its end (stage 2's checkpoint, the model and the summary), and then repeats one DP-SGD
-step's privatised gradient many times. Ranks other than 0 are given their own ``--out`` folders, which must
+step's privatised gradient many times, and finally runs `labeldp train` (lp-1st). Ranks other than 0 are given their own ``--out`` folders, which must
 never appear, and an audit hook records every file they open, create, move or delete under the runs'
 root. Each rank writes what it saw to ``RESULTS/rank{r}.json`` at the end (outside the runs' root).
 
@@ -87,7 +87,11 @@ for _ in range(int(os.environ.get("REPEATS", "300"))):
     private_gradient(model, x[mine], y[mine], dp, 1.0, 16.0, "secure" if rank == 0 else None, parallel=True)
     samples.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]).clone())
 report["gradients"] = torch.stack(samples).tolist()
+# last, the command line (its train command leaves the process group at its end)
+from labeldp.cli import main  # noqa: E402
+
+report["cli"] = main(["train", "--dataset", "digits", "--method", "lp-1st", "--epsilon", "2", "--epochs", "1",
+                      "--threads", "1", "--quiet", "--out", str(out("cli"))])
 report["touched"] = touched
-distributed.stop()
 results.mkdir(parents=True, exist_ok=True)
 (results / f"rank{rank}.json").write_text(json.dumps(report))

@@ -120,7 +120,9 @@ def test_pate_teachers_shared_among_ranks(two_ranks, tmp_path) -> None:
 
 def test_only_rank_zero_touches_the_run_folder(two_ranks) -> None:
     root = two_ranks["root"]
-    assert sorted(p.name for p in root.iterdir()) == ["dp-sgd", "lp-2st", "pate"]  # rank 1's own --out never appears
+    assert [rank["cli"] for rank in two_ranks["ranks"]] == [0, 0]
+    assert (root / "cli" / "summary.json").exists()
+    assert sorted(p.name for p in root.iterdir()) == ["cli", "dp-sgd", "lp-2st", "pate"]  # rank 1's own --out never appears
     assert two_ranks["ranks"][1]["touched"] == []  # no open, mkdir, rename or delete under the root
     assert (root / "lp-2st" / "noisy_labels" / "stage2.npz").exists() and (root / "dp-sgd" / "model.pt").exists()
 
