@@ -148,3 +148,24 @@ def test_dpsgd_noise_enters_once(two_ranks) -> None:
         assert 0.9 < ratio < 1.1, ratio  # relative error ~ sqrt(2 / (200 * 36)) = 1.7%; noise twice: 2
         se = np.sqrt(expected / len(samples))
         assert np.all(np.abs(samples.mean(axis=0) - clean) < 5 * se)
+
+
+def test_one_process_is_unchanged(tmp_path) -> None:
+    """Without torchrun the collectives are the identity, and a read-only run folder refuses every write."""
+    from labeldp import distributed
+    from labeldp.errors import RunDirectoryError
+    from labeldp.runs.rundir import RunDirectory
+
+    assert not distributed.active() and distributed.world_size() == 1 and distributed.is_main()
+    assert distributed.shard(7) == slice(0, 7)
+    rows = torch.arange(6.0).reshape(3, 2)
+    assert distributed.gather_rows(rows, 3) is rows and distributed.all_reduce_sum(rows) is rows
+    assert distributed.on_main(lambda: 5) == 5 and distributed.broadcast("x") == "x"
+    folder = RunDirectory(tmp_path / "run", read_only=True)
+    for write in (folder.create, lambda: folder.save_release("stage1", labels=np.zeros(2)),
+                  lambda: folder.append_metrics({}), lambda: folder.write_config({}), folder.discard_private):
+        with pytest.raises(RunDirectoryError, match="only rank 0"):
+            write()
+    with pytest.raises(RunDirectoryError, match="only rank 0"), folder.lock():
+        pass
+    assert not (tmp_path / "run").exists()
