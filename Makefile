@@ -4,13 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The CPU build of torch is pinned first; the package then asks for a range 2.13.0 satisfies.
 TORCH := torch==2.13.0
+# Where pip looks for torch: e.g. https://download.pytorch.org/whl/cpu for the CPU build anywhere.
+TORCH_INDEX ?=
 
 .PHONY: install demo test bench bench-dpsgd clean
 
 $(BIN)/labeldp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 

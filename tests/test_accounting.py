@@ -129,3 +129,23 @@ def test_groups_by_counting_match_the_distinct_columns(monkeypatch) -> None:
         assert counted == sorted(ledger._groups())
         monkeypatch.undo()
     assert PrivacyLedger(10)._groups() == []
+
+
+def test_a_composition_of_gaussians_is_accounted_as_the_one_gaussian_it_equals() -> None:
+    """PATE's hundreds of Gaussian queries are accounted as one Gaussian; the epsilon is that of
+    composing the discretised parts in dp_accounting (to its discretisation), at a fraction of the cost."""
+    from dp_accounting import dp_event
+
+    from labeldp.accounting.calibration import accountant_epsilon
+    from labeldp.accounting.events import GAUSSIAN_SHIFT_RELATION, gaussian_equivalent, pate_event
+
+    event = pate_event(40, 30.0, 60.0)
+    equivalent = gaussian_equivalent(event)
+    assert equivalent.noise_multiplier == pytest.approx((40 * (2 / 30.0**2 + 1 / 60.0**2)) ** -0.5)
+    composed = pld_privacy_accountant.PLDAccountant(GAUSSIAN_SHIFT_RELATION, value_discretization_interval=1e-4)
+    composed.compose(event)
+    assert accountant_epsilon(event, 1e-5, GAUSSIAN_SHIFT_RELATION) == pytest.approx(composed.get_epsilon(1e-5),
+                                                                                     abs=2e-3)
+    sampled = dp_event.PoissonSampledDpEvent(0.1, dp_event.GaussianDpEvent(1.0))
+    assert gaussian_equivalent(sampled) is None and gaussian_equivalent(dp_event.GaussianDpEvent(0.0)) is None
+    assert gaussian_equivalent(dp_event.ComposedDpEvent([dp_event.GaussianDpEvent(1.0), sampled])) is None

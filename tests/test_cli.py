@@ -71,7 +71,7 @@ def test_dpsgd_on_digits(tmp_path, capsys) -> None:
     # augmentation multiplicity needs augmentations; the digits have none
     assert main(["train", "--dataset", "digits", "--method", "dp-sgd", "--epsilon", "3", "--augmult", "2",
                  "--out", str(tmp_path / "augmult"), "--quiet"]) != 0
-    assert "has no augmentation" in capsys.readouterr().err
+    assert "augmentation is off" in capsys.readouterr().err  # the digits recipe turns it off: they have none
     assert not (tmp_path / "augmult" / "ledger.json").exists()
 
 
@@ -95,12 +95,12 @@ def _wait_for(predicate, timeout: float) -> None:
 
 def test_killed_run_resumes_without_spending_again(tmp_path) -> None:
     # reproducible noise, so that the resumed run can be compared with an uninterrupted one
-    args = ["train", "--dataset", "digits", "--method", "lp-2st", "--epsilon", "2", "--epochs", "20",
-            "--batch-size", "32", "--quiet", "--insecure-noise-seed", "5"]
+    args = ["train", "--dataset", "digits", "--method", "lp-2st", "--epsilon", "2", "--epochs", "8",
+            "--batch-size", "32", "--threads", "1", "--quiet", "--insecure-noise-seed", "5"]
     out = tmp_path / "killed"
     process = subprocess.Popen([sys.executable, "-m", "labeldp.cli", *args, "--out", str(out)])
     metrics = out / "metrics.jsonl"
-    _wait_for(lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= 5, timeout=120)
+    _wait_for(lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= 3, timeout=120)
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert not (out / "summary.json").exists(), "the run finished before it could be killed"
@@ -117,7 +117,7 @@ def test_killed_run_resumes_without_spending_again(tmp_path) -> None:
     with np.load(out / "noisy_labels" / "stage1.npz") as data:
         assert np.array_equal(data["labels"], stage1_before)
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
-    assert [(r["stage"], r["epoch"]) for r in rows] == [(s, e) for s in (1, 2) for e in range(1, 21)]
+    assert [(r["stage"], r["epoch"]) for r in rows] == [(s, e) for s in (1, 2) for e in range(1, 9)]
 
     # The resumed run ends exactly where an uninterrupted one does.
     straight = labeldp(*args, "--out", str(tmp_path / "straight"))

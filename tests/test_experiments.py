@@ -21,7 +21,7 @@ from labeldp.training import TrainConfig
 
 def sweep_command(out, *extra: str) -> list[str]:
     return [sys.executable, "-m", "labeldp.cli", "sweep", "--grid", "method=lp-1st,lp-2st",
-            "epsilon=1,8", "seed=0,1", "epochs=3", "--base", "digits/e1/lp-1st/run0", "--workers", "2",
+            "epsilon=1,8", "epochs=2", "--base", "digits/e1/lp-1st/run0", "--workers", "2",
             "--quiet", "--out", str(out), *extra]
 
 
@@ -91,20 +91,20 @@ def test_sweep_is_parallel_resumable_and_reports(tmp_path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(sweep_command(out), env=env, start_new_session=True)
     deadline = time.time() + 240
-    while len(list(out.glob("*/summary.json"))) < 3:
+    while len(list(out.glob("*/summary.json"))) < 2:
         assert time.time() < deadline and process.poll() is None, "sweep ended or stalled before the interruption"
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)  # the sweep and its workers, mid-way
     process.wait()
     finished = {p: p.stat().st_mtime_ns for p in out.glob("*/summary.json")}
-    assert 3 <= len(finished) < 8
+    assert 2 <= len(finished) < 4
 
     again = subprocess.run(sweep_command(out), env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in finished.items()), "a finished run was run again"
     with open(out / "results.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 8 and all(r["status"] == "done" for r in rows)
+    assert len(rows) == 4 and all(r["status"] == "done" for r in rows)
     assert {r["method"] for r in rows} == {"lp-1st", "lp-2st"}
     assert {float(r["target_epsilon"]) for r in rows} == {1.0, 8.0}
     assert all(abs(float(r["epsilon"]) - float(r["target_epsilon"])) < 1e-3 for r in rows)

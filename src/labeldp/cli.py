@@ -97,6 +97,43 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     sweep.add_argument("--out", required=True, help="sweep folder")
 
+    tune = commands.add_parser(
+        "tune", help="choose training options on one release of the labels",
+        description="Release the labels once (one ledger entry per release, as one run), train a candidate for "
+                    "every combination of --grid on the released labels of most training examples, score each on "
+                    "the held-out rest's released labels by an estimate of its clean accuracy from their noise "
+                    "channel (never the true labels, never the test set), then train the best on every released "
+                    "label. OUT is the final run's folder (its ledger: the one release) with tune.json, tune.csv "
+                    "and candidates/. For methods whose releases do not depend on the tried options (lp-1st, "
+                    "alibi: every training option); others are refused before anything is spent.")
+    tune.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
+    add_dataclass_arguments(tune, RunConfig, _OPTION_GROUPS)
+    searched = tune.add_mutually_exclusive_group(required=True)
+    searched.add_argument("--grid", nargs="+", metavar="NAME=V1,V2",
+                          help="the candidates, as labeldp sweep --grid takes them: e.g. lr=0.01,0.03 epochs=10,20 "
+                               "(fields of the run or training config); every combination is one candidate")
+    searched.add_argument("--grid-file", metavar="FILE",
+                          help="JSON or YAML mapping of each option to its values, e.g. {lr: [0.01, 0.03]}")
+    tune.add_argument("--trials", type=int, metavar="N",
+                      help="random search: N of the grid's combinations, drawn from --seed (default: all of them)")
+    tune.add_argument("--holdout", type=float, default=0.2,
+                      help="fraction of the training examples whose released labels score the candidates (chosen "
+                           "from --seed; default %(default)s)")
+    selection = tune.add_argument_group("dp-sgd: private selection", "a secret random number of DP-SGD trials, each "
+                                        "with a candidate drawn at random and scored by a noisy held-out count; "
+                                        "only the best leaves (RepeatAndSelectDpEvent)")
+    selection.add_argument("--selection-mean", type=float, help="mean number of trials (default 3)")
+    selection.add_argument("--selection-shape", type=float,
+                           help="distribution of the number of trials: 1 geometric (default), inf Poisson, else "
+                                "truncated negative binomial")
+    selection.add_argument("--score-noise", type=float,
+                           help="standard deviation of the noise on each trial's held-out count of correct "
+                                "predictions (default 10)")
+    tune.add_argument("--device", default="auto", help="torch device (default %(default)s)")
+    tune.add_argument("--threads", type=int, help="CPU threads of torch (default as labeldp train)")
+    tune.add_argument("--quiet", action="store_true", help="no progress bars")
+    tune.add_argument("--out", required=True, help="tune folder (the final run's folder; resumed if it exists)")
+
     report_parser = commands.add_parser("report", help="table and privacy-utility plot of a sweep",
                                         description="Print mean ± std of a test metric by method and epsilon from "
                                                     "DIR/results.csv and write DIR/privacy_utility.png.")
@@ -112,7 +149,8 @@ def _build_parser() -> argparse.ArgumentParser:
                     "calibrated by RUNDIR's own model, and turn the guesses into an epsilon lower bound with a "
                     "Clopper-Pearson interval. The run itself and its ledger are not touched.")
     audit.add_argument("run_dir", metavar="RUNDIR")
-    audit.add_argument("--canaries", type=int, default=1000, help="number of canaries (default %(default)s)")
+    audit.add_argument("--canaries", type=int, help="number of canaries (default: 1000, or half the training set "
+                                                    "when it is smaller)")
     audit.add_argument("--canary-kind", choices=("mislabeled", "noise"), default="mislabeled",
                        help="mislabeled: training examples given a random wrong label; noise: extra random-noise "
                             "inputs with random labels (default %(default)s)")
@@ -180,7 +218,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _print_summary(summary: dict) -> None:
     metric = (f"test RMSE {summary['test_rmse']:.4g} (MAE {summary['test_mae']:.4g})" if "test_rmse" in summary
-              else f"test accuracy {100 * summary['test_accuracy']:.2f}%")
+              else f"test accuracy {100 * summary['test_accuracy']:.2f}%"
+              + (f", AUC {summary['test_auc']:.4f}" if summary.get("test_auc") is not None else ""))
     print(f"{summary['method']} on {summary['dataset']}: {metric}  "
           f"epsilon {format_epsilon(summary['epsilon'])} (delta {summary['delta']:g}, {summary['neighboring_relation']})  "
           f"{summary['seconds']:.1f}s")
@@ -276,18 +315,57 @@ def _sweep(args: argparse.Namespace) -> None:
         if not jobs:
             raise ConfigError(f"no profile matches {args.profiles!r}; see `labeldp profiles`")
     else:
-        grid = {}
-        for item in args.grid:
-            name, sep, values = item.partition("=")
-            if not sep or not values:
-                raise ConfigError(f"grid item {item!r} must look like name=value1,value2")
-            grid[name.replace("-", "_")] = values.split(",")
-        jobs = grid_jobs(grid, get_profile(args.base).config if args.base else None)
+        jobs = grid_jobs(_parse_grid(args.grid), get_profile(args.base).config if args.base else None)
     rows = run_sweep(jobs, args.out, workers=args.workers, device=args.device, data_dir=args.data_dir,
                      progress=not args.quiet)
     done = sum(r["status"] == "done" for r in rows)
     print(f"{done}/{len(rows)} runs finished; results in {Path(args.out) / 'results.csv'}\n")
     _report(argparse.Namespace(dir=args.out, metric=None))
+
+
+def _parse_grid(items: list[str]) -> dict[str, list[str]]:
+    """``NAME=V1,V2`` items as {name: [values]} (names with - or _)."""
+    grid = {}
+    for item in items:
+        name, sep, values = item.partition("=")
+        if not sep or not values:
+            raise ConfigError(f"grid item {item!r} must look like name=value1,value2")
+        grid[name.replace("-", "_")] = values.split(",")
+    return grid
+
+
+def _read_grid_file(path: str) -> dict:
+    """A JSON or YAML file holding a mapping of option names to their values."""
+    import yaml  # YAML is a superset of JSON
+
+    try:
+        grid = yaml.safe_load(Path(path).read_text())
+    except OSError as error:
+        raise ConfigError(f"cannot read the grid file {path}: {error}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"the grid file {path} is neither JSON nor YAML: {error}") from None
+    if not isinstance(grid, dict) or not all(isinstance(name, str) for name in grid):
+        raise ConfigError(f"the grid file {path} must hold a mapping of option names to lists of values")
+    return {name.replace("-", "_"): values for name, values in grid.items()}
+
+
+def _tune(args: argparse.Namespace) -> None:
+    from labeldp.experiments.tune import format_tune, tune
+
+    if args.recipes:
+        load_recipes(args.recipes)
+    grid = _parse_grid(args.grid) if args.grid else _read_grid_file(args.grid_file)
+    config = _with_best_recipe(dataclass_from_args(RunConfig, args), args)
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads must be at least 1, got {args.threads}")
+    torch.set_num_threads(args.threads or runtime.default_threads(config.dataset))
+    selection = {name: value for name, value in (("mean", args.selection_mean), ("shape", args.selection_shape),
+                                                 ("score_noise", args.score_noise)) if value is not None}
+    outcome = tune(config, grid, args.out, holdout=args.holdout, trials=args.trials, device=args.device,
+                   progress=not args.quiet, selection=selection)
+    print(format_tune(outcome))
+    tables = "tune.json" if outcome.get("search") == "private selection" else "tune.json, tune.csv"
+    print(f"tune folder: {args.out} ({tables}; the final run's summary.json and ledger.json)")
 
 
 def _report(args: argparse.Namespace) -> None:
@@ -372,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{c.train.epochs} epochs/stage  seed {c.seed}")
         elif args.command == "sweep":
             _sweep(args)
+        elif args.command == "tune":
+            _tune(args)
         elif args.command == "report":
             _report(args)
         elif args.command == "audit":
@@ -387,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"labeldp: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        again = " Run the same command again to continue where it stopped." if args.command in ("train", "sweep") else ""
+        again = (" Run the same command again to continue where it stopped."
+                 if args.command in ("train", "sweep", "tune") else "")
         print(f"\nlabeldp: interrupted.{again}", file=sys.stderr)
         return 130
     return 0

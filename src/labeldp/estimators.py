@@ -260,20 +260,55 @@ def released_log_likelihood(estimator: LabelDPClassifier, X, released: ReleasedL
     return float(np.mean(np.log(np.maximum((probabilities * released.likelihood).sum(axis=1), 1e-12))))
 
 
+def clean_accuracy_terms(predictions, labels, likelihood) -> np.ndarray:
+    """Per-example channel-corrected indicators t_i whose mean estimates the accuracy of
+    ``predictions`` on the clean labels behind released ``labels`` with noise channel ``likelihood``
+    (L[i, y] = Pr[release i | clean label y]; randomized response, RR-with-prior, or true labels).
+
+    Each row of an RR-with-prior release is randomized response over the example's top-k set S_i
+    (keep probability p_i, any other member of S_i with probability r_i; a clean label outside S_i
+    releases a uniform member of S_i, probability 1/k_i), all read off the row. With
+    t_i = (1[z_i = pred_i] - r_i) / (p_i - r_i) when pred_i lies in S_i and 0 otherwise,
+    E[t_i] = 1[y_i = pred_i] whenever the clean label y_i lies in S_i: the estimate is unbiased for
+    randomized response (S_i is every class) and for RR-with-prior whenever the clean labels lie in
+    their top-k sets. A clean label outside S_i releases the same distribution whatever it is, so no
+    estimate can tell it apart: such an example adds 1/k_i (pred_i in S_i) or 0 to the expectation
+    instead of 1[y_i = pred_i], the same for every candidate that predicts inside S_i.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    likelihood = np.asarray(likelihood, dtype=np.float64)
+    predictions = np.asarray(predictions, dtype=np.int64)
+    n, num_classes = likelihood.shape
+    if labels.shape != (n,) or predictions.shape != (n,):
+        raise ConfigError(f"predictions and labels must have one entry per likelihood row ({n}), got "
+                          f"{predictions.shape} and {labels.shape}")
+    rows = np.arange(n)
+    keep = likelihood[rows, labels]
+    others = likelihood.copy()
+    others[rows, labels] = np.inf
+    other = others.min(axis=1)  # r_i: the lowest probability is another member of S_i
+    in_set = np.isclose(likelihood, other[:, None], rtol=1e-9, atol=1e-12)
+    in_set[rows, labels] = True
+    k = in_set.sum(axis=1)
+    outside = np.where(in_set, np.nan, likelihood)
+    # every row: keep >= 1/k >= other, the outside entries all 1/k
+    consistent = np.all(np.isnan(outside) | np.isclose(outside, 1.0 / k[:, None], rtol=1e-9, atol=1e-12), axis=1)
+    if not consistent.all() or np.any(keep < other - 1e-12):
+        raise ConfigError("the clean-accuracy estimate needs a randomized response or RR-with-prior channel "
+                          f"(row {int(np.flatnonzero(~consistent | (keep < other - 1e-12))[0])} is neither)")
+    hit = (predictions == labels).astype(np.float64)
+    informative = keep - other > 1e-12
+    terms = np.where(informative, (hit - other) / np.where(informative, keep - other, 1.0), hit)
+    return np.where(in_set[rows, predictions], terms, 0.0)
+
+
 def clean_accuracy_estimate(predictions: np.ndarray, released: ReleasedLabels) -> float:
-    """Unbiased estimate of the accuracy of ``predictions`` on the clean labels behind a randomized
-    response release: with keep probability p and K classes, the agreement a with the released labels
-    has expectation p acc + (1 - p) / (K - 1) (1 - acc), so acc = (a - r) / (p - r), r = (1 - p) / (K - 1).
-    The channel is read off the release (every row must share the RR channel)."""
-    likelihood, labels = released.likelihood, released.labels
-    num_classes = likelihood.shape[1]
-    keep = likelihood[np.arange(len(labels)), labels]
-    other = (likelihood.sum(axis=1) - keep) / (num_classes - 1)
-    if not (np.allclose(keep, keep[0]) and np.allclose(other, other[0])) or not keep[0] > other[0]:
-        raise ConfigError("the clean-accuracy estimate needs a randomized response release (one channel for all "
-                          "rows)")
-    agreement = float(np.mean(np.asarray(predictions) == labels))
-    return (agreement - other[0]) / (keep[0] - other[0])
+    """Estimate of the accuracy of ``predictions`` on the clean labels behind a release, from its noise
+    channel: with randomized response (keep probability p, K classes) the agreement a with the released
+    labels has expectation p acc + (1 - p) / (K - 1) (1 - acc), so acc = (a - r) / (p - r),
+    r = (1 - p) / (K - 1); per-example channels (RR-with-prior) are corrected row by row
+    (:func:`clean_accuracy_terms`, which says when it is unbiased)."""
+    return float(np.mean(clean_accuracy_terms(predictions, released.labels, released.likelihood)))
 
 
 def _shared_rr_channel(labels: np.ndarray, likelihood: np.ndarray) -> tuple[float, float] | None:

@@ -51,9 +51,9 @@ _UINT64_RANGE = 2**64
 PUBLIC_STREAMS = {"stage-split": 0, "model-init": 1, "training": 2, "pate-teachers": 3, "pate-queries": 4,
                   "table-split": 5, "encoder": 6, "clusters": 7, "audit": 8, "membership": 9,
                   "dpsgd-augment": 10, "pate-partition": 11, "pate-training": 12,
-                  "ratings-split": 13, "validation-split": 14}
+                  "ratings-split": 13, "validation-split": 14, "tune-holdout": 15, "tune-search": 16}
 NOISE_STREAMS = {"label-release": 100, "histogram": 101, "pate-votes": 102, "dpsgd-sampling": 103,
-                 "dpsgd-noise": 104, "table-release": 105}
+                 "dpsgd-noise": 104, "table-release": 105, "tune-selection": 106}
 
 
 def _sequence(seed: int, streams: dict[str, int], purpose: str, ids: tuple[int, ...]) -> np.random.SeedSequence:

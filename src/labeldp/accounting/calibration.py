@@ -21,27 +21,42 @@ builds it.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
 import math
 from typing import Callable
 
 import dp_accounting
 from dp_accounting import dp_event
+from dp_accounting.pld import accountant as pld_accountant_module
+from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import pld_privacy_accountant
 
-from labeldp.accounting.events import DPSGD_RELATION, GAUSSIAN_SHIFT_RELATION, check_queries, dpsgd_event, pate_event
+from labeldp.accounting.events import (
+    DPSGD_RELATION,
+    GAUSSIAN_SHIFT_RELATION,
+    check_queries,
+    dpsgd_event,
+    gaussian_equivalent,
+    pate_event,
+)
 from labeldp.accounting.ledger import VALUE_DISCRETIZATION
 from labeldp.errors import ConfigError
 
 
-def pld_accountant(relation: dp_accounting.NeighboringRelation) -> pld_privacy_accountant.PLDAccountant:
-    """dp_accounting's PLD accountant with the ledger's discretisation."""
-    return pld_privacy_accountant.PLDAccountant(relation, value_discretization_interval=VALUE_DISCRETIZATION)
+def pld_accountant(relation: dp_accounting.NeighboringRelation, discretization: float = VALUE_DISCRETIZATION
+                   ) -> pld_privacy_accountant.PLDAccountant:
+    """dp_accounting's PLD accountant, by default with the ledger's discretisation."""
+    return pld_privacy_accountant.PLDAccountant(relation, value_discretization_interval=discretization)
 
 
-def accountant_epsilon(event: dp_event.DpEvent, delta: float, relation: dp_accounting.NeighboringRelation) -> float:
-    """Epsilon of ``event`` at ``delta`` under ``relation``, from dp_accounting's PLD accountant."""
-    accountant = pld_accountant(relation)
-    accountant.compose(event)
+def accountant_epsilon(event: dp_event.DpEvent, delta: float, relation: dp_accounting.NeighboringRelation,
+                       discretization: float = VALUE_DISCRETIZATION) -> float:
+    """Epsilon of ``event`` at ``delta`` under ``relation``, from dp_accounting's PLD accountant (a
+    composition of Gaussians as the one Gaussian it equals, :func:`gaussian_equivalent`)."""
+    accountant = pld_accountant(relation, discretization)
+    accountant.compose(gaussian_equivalent(event) or event)
     return accountant.get_epsilon(delta)
 
 
@@ -52,19 +67,29 @@ def check_target(epsilon: float, delta: float) -> None:
         raise ConfigError(f"delta must lie in (0, 1), got {delta}")
 
 
+#: Calibration first searches with PLDs this much coarser than the ledger's (about 100x cheaper), then
+#: refines within this relative span below the coarse answer at the ledger's resolution.
+COARSE_DISCRETIZATION = 1e-2
+_REFINE_SPAN = 0.02
+
+
 def smallest_noise(make_event: Callable[[float], dp_event.DpEvent], epsilon: float, delta: float,
                    relation: dp_accounting.NeighboringRelation, *, minimum: float, maximum: float,
                    start: float = 1.0, tolerance: float = 1e-3) -> float:
     """The smallest noise parameter s (to a relative ``tolerance``) with ``make_event(s)``
-    (epsilon, delta)-DP; epsilon must decrease as s grows. The returned value always meets the target.
+    (epsilon, delta)-DP at the ledger's discretisation; epsilon must decrease as s grows. The
+    returned value always meets the target.
 
     The answer is bracketed by doubling or halving from ``start`` within [``minimum``, ``maximum``]
-    (tiny noise makes huge, slow PLDs: start near the answer), then found by dp_accounting's ``calibrate_dp_mechanism`` (bisection).
+    (tiny noise makes huge, slow PLDs: start near the answer) and found by dp_accounting's
+    ``calibrate_dp_mechanism`` with coarse PLDs. A coarse PLD's epsilon is pessimistic too, so that
+    answer meets the target at the ledger's resolution as well, and the smallest noise that does lies
+    at most a little below it: bisection there, every epsilon from dp_accounting, finishes the search.
     """
     check_target(epsilon, delta)
 
-    def meets(noise: float) -> bool:
-        return accountant_epsilon(make_event(noise), delta, relation) <= epsilon
+    def meets(noise: float, discretization: float = COARSE_DISCRETIZATION) -> bool:
+        return accountant_epsilon(make_event(noise), delta, relation, discretization) <= epsilon
 
     low, high = start / 2, start
     if meets(high):
@@ -79,10 +104,20 @@ def smallest_noise(make_event: Callable[[float], dp_event.DpEvent], epsilon: flo
             if high > maximum:
                 raise ConfigError(f"no noise below {maximum:g} reaches epsilon {epsilon} at delta {delta}")
         low, high = high, 2 * high
-    noise = dp_accounting.calibrate_dp_mechanism(
-        lambda: pld_accountant(relation), make_event, epsilon, delta,
-        bracket_interval=dp_accounting.ExplicitBracketInterval(low, high), tol=tolerance * low)
-    return float(noise)
+
+    def simplest_event(noise: float) -> dp_event.DpEvent:
+        return gaussian_equivalent(make_event(noise)) or make_event(noise)
+
+    high = float(dp_accounting.calibrate_dp_mechanism(
+        lambda: pld_accountant(relation, COARSE_DISCRETIZATION), simplest_event, epsilon, delta,
+        bracket_interval=dp_accounting.ExplicitBracketInterval(low, high), tol=tolerance * low))
+    low = high * (1 - _REFINE_SPAN)
+    while meets(low, VALUE_DISCRETIZATION):  # rare: the coarse answer was more than the span too high
+        low, high = low * (1 - _REFINE_SPAN), low
+    while high - low > tolerance * low:
+        middle = (low + high) / 2
+        low, high = (low, middle) if meets(middle, VALUE_DISCRETIZATION) else (middle, high)
+    return high
 
 
 MIN_NOISE_MULTIPLIER = 1 / 16
@@ -142,10 +177,17 @@ def calibrate_vote_noise(epsilon: float, delta: float, queries: int, threshold_n
     def event(sigma: float) -> dp_event.DpEvent:
         return pate_event(queries, sigma, None if threshold_noise_ratio is None else threshold_noise_ratio * sigma)
 
-    # Start where the composition equals one Gaussian with noise multiplier 1.
+    # The queries compose into one Gaussian with noise multiplier sigma / sqrt(queries * per_query).
+    # dp_accounting's analytic calibration of that Gaussian is a lower bound (the PLD accountant is
+    # pessimistic): when the PLD accepts it, or it raised by the tolerance, no bisection is needed.
     per_query = 2.0 + (0.0 if threshold_noise_ratio is None else threshold_noise_ratio**-2)
+    scale = math.sqrt(queries * per_query)
+    exact = pld_accountant_module.get_smallest_gaussian_noise(pld_common.DifferentialPrivacyParameters(epsilon, delta))
+    for candidate in (scale * exact, scale * exact * (1 + tolerance)):
+        if accountant_epsilon(event(candidate), delta, GAUSSIAN_SHIFT_RELATION) <= epsilon:
+            return float(candidate)
     return smallest_noise(event, epsilon, delta, GAUSSIAN_SHIFT_RELATION, minimum=NOISE_RANGE[0],
-                          maximum=NOISE_RANGE[1], start=math.sqrt(queries * per_query), tolerance=tolerance)
+                          maximum=NOISE_RANGE[1], start=scale * exact, tolerance=tolerance)
 
 
 def max_queries(epsilon: float, delta: float, noise_std: float, threshold_noise_ratio: float | None = None) -> int:
@@ -163,3 +205,68 @@ def max_queries(epsilon: float, delta: float, noise_std: float, threshold_noise_
     while queries > 0 and pate_epsilon(queries, noise_std, delta, threshold) > epsilon:
         queries -= 1
     return queries
+
+
+def selection_trial_event(noise_multiplier: float, sampling_probability: float, steps: int,
+                          score_noise: float) -> dp_event.DpEvent:
+    """One trial of a DP-SGD private selection: the DP-SGD steps, then a held-out count of correct
+    predictions (sensitivity 1) with N(0, ``score_noise``^2) noise."""
+    return dp_event.ComposedDpEvent([dpsgd_event(noise_multiplier, sampling_probability, steps),
+                                     dp_event.GaussianDpEvent(score_noise)])
+
+
+def calibrate_selection_noise(epsilon: float, delta: float, sampling_probability: float, steps: int,
+                              score_noise: float, mean: float, shape: float, tolerance: float = 1e-3) -> float:
+    """The smallest DP-SGD noise multiplier (to a relative ``tolerance``) for which the private selection
+    of :func:`~labeldp.accounting.events.selection_event` over trials of :func:`selection_trial_event`
+    is (``epsilon``, ``delta``)-DP by dp_accounting's RDP accountant (bisection with its
+    ``calibrate_dp_mechanism``); the returned value always meets the target."""
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    from labeldp.accounting.events import selection_event
+
+    check_target(epsilon, delta)
+    _check(sampling_probability, steps, delta)
+    if not score_noise > 0:
+        raise ConfigError(f"the score's noise must be > 0, got {score_noise}")
+
+    def make_event(sigma: float) -> dp_event.DpEvent:
+        return selection_event(selection_trial_event(sigma, sampling_probability, steps, score_noise), mean, shape)
+
+    def accountant():
+        return rdp_privacy_accountant.RdpAccountant(neighboring_relation=DPSGD_RELATION)
+
+    def spent(sigma: float) -> float:
+        with quiet_rdp():
+            return accountant().compose(make_event(sigma)).get_epsilon(delta)
+
+    largest = 1e3
+    if spent(largest) > epsilon:
+        raise ConfigError(f"epsilon {epsilon:g} at delta {delta:g} cannot pay for this selection: with the score's "
+                          f"noise {score_noise:g} and {mean:g} trials on average it spends more even without "
+                          "DP-SGD; raise the score's noise or epsilon, or lower the mean number of trials")
+    low, high = 0.5, 1.0
+    while spent(high) > epsilon:
+        low, high = high, 2 * high
+    while spent(low) <= epsilon:
+        if low <= MIN_NOISE_MULTIPLIER:
+            return MIN_NOISE_MULTIPLIER
+        low, high = low / 2, low
+    with quiet_rdp():
+        sigma = dp_accounting.calibrate_dp_mechanism(
+            accountant, make_event, epsilon, delta, bracket_interval=dp_accounting.ExplicitBracketInterval(low, high),
+            tol=tolerance * low)
+    return float(sigma)
+
+
+@contextlib.contextmanager
+def quiet_rdp():
+    """dp_accounting's RDP accountant logs a warning for every Renyi order it leaves out of a bound
+    (which only loosens it): silenced while it computes."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

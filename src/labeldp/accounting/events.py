@@ -90,8 +90,9 @@ def check_queries(queries: int) -> int:
 
 
 def pate_event(queries: int, noise_std: float, threshold_noise_std: float | None = None) -> dp_event.DpEvent:
-    """PATE's aggregator (:mod:`labeldp.accounting.calibration` explains the charge): the dp_accounting event of ``queries`` GNMax answers with vote noise ``noise_std`` (and, for
-    the confident variant, as many threshold checks with noise ``threshold_noise_std``)."""
+    """PATE's aggregator (:mod:`labeldp.accounting.calibration` explains the charge): the dp_accounting
+    event of ``queries`` GNMax answers with vote noise ``noise_std`` (and, for the confident variant, as
+    many threshold checks with noise ``threshold_noise_std``)."""
     count = check_queries(queries)
     if not noise_std > 0:
         raise ConfigError(f"noise_std must be > 0, got {noise_std}")
@@ -104,9 +105,39 @@ def pate_event(queries: int, noise_std: float, threshold_noise_std: float | None
     return dp_event.ComposedDpEvent([checks, answers])
 
 
+def gaussian_equivalent(event: dp_event.DpEvent) -> dp_event.GaussianDpEvent | None:
+    """The one Gaussian mechanism that a composition of (unsampled) Gaussian mechanisms equals, or
+    None for any other event. Gaussians with noise multipliers s_i compose into exactly one with
+    multiplier (sum_i s_i^-2)^(-1/2): their privacy loss distributions are Gaussian, and means and
+    variances add. One PLD of it is far cheaper than composing the parts' discretised PLDs (PATE's
+    hundreds of queries) and no less exact."""
+    if isinstance(event, dp_event.GaussianDpEvent):
+        return event if event.noise_multiplier > 0 else None
+    if isinstance(event, dp_event.SelfComposedDpEvent) and event.count > 0:
+        inner = gaussian_equivalent(event.event)
+        return None if inner is None else dp_event.GaussianDpEvent(inner.noise_multiplier / math.sqrt(event.count))
+    if isinstance(event, dp_event.ComposedDpEvent) and event.events:
+        parts = [gaussian_equivalent(part) for part in event.events]
+        if any(part is None for part in parts):
+            return None
+        return dp_event.GaussianDpEvent(math.fsum(part.noise_multiplier ** -2 for part in parts) ** -0.5)
+    return None
+
+
 def dpsgd_event(noise_multiplier: float, sampling_probability: float, steps: int) -> dp_event.DpEvent:
     """The dp_accounting event of ``steps`` Poisson-sampled Gaussian steps."""
     if not noise_multiplier >= 0:
         raise ConfigError(f"noise_multiplier must be >= 0, got {noise_multiplier}")
     step = dp_event.PoissonSampledDpEvent(sampling_probability, dp_event.GaussianDpEvent(noise_multiplier))
     return dp_event.SelfComposedDpEvent(step, int(steps))
+
+
+def selection_event(trial: dp_event.DpEvent, mean: float, shape: float) -> dp_event.DpEvent:
+    """Private selection (Papernot & Steinke 2022): ``trial`` repeated a random number of times (mean
+    ``mean``; ``shape`` inf: Poisson, 1: geometric, otherwise truncated negative binomial), only the best
+    output kept. Accounted with Renyi DP (dp_accounting's RDP accountant)."""
+    if not math.isfinite(mean) or mean < 1:
+        raise ConfigError(f"the selection's mean number of trials must be a finite number >= 1, got {mean}")
+    if not shape > 0:
+        raise ConfigError(f"the selection's shape must be > 0 (inf: Poisson, 1: geometric), got {shape}")
+    return dp_event.RepeatAndSelectDpEvent(trial, float(mean), float(shape))

@@ -31,6 +31,10 @@ Events and their meaning under replace-one-label neighbours:
   sampled Gaussian PLD (the clipping bound folded into the noise multiplier), as its ``PLDAccountant``
   builds it.
 - ``SelfComposedDpEvent``, ``ComposedDpEvent``, ``NoOpDpEvent``; ``NonPrivateDpEvent`` makes epsilon infinite.
+- ``RepeatAndSelectDpEvent`` (private selection: a random number of repetitions of a mechanism, the best
+  output kept; Papernot & Steinke 2022), under add-or-remove only: it has no PLD, so the examples it
+  touched are accounted with dp_accounting's RDP accountant over all their events (a bound from
+  Renyi DP, looser than the PLD's).
 
 The label mechanisms (RR, discrete Laplace histograms) are accounted under replace-one only.
 """
@@ -51,10 +55,12 @@ import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.rdp import rdp_privacy_accountant
 
 from labeldp.errors import ConfigError
 from labeldp.files import write_text_atomic
-from labeldp.accounting.events import GAUSSIAN_SHIFT_RELATION, NEIGHBORING_RELATION, RELATION_NAMES
+from labeldp.accounting.events import (DPSGD_RELATION, GAUSSIAN_SHIFT_RELATION, NEIGHBORING_RELATION, RELATION_NAMES,
+                                       gaussian_equivalent)
 
 #: Discretisation of privacy losses: reported epsilons are pessimistic by at most about this much.
 VALUE_DISCRETIZATION = 1e-4
@@ -72,16 +78,38 @@ def event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelati
     """The pessimistic PLD of ``event`` under neighbouring ``relation`` (None for no loss).
 
     Raises ``NonPrivateRelease`` for non-private events and ``ValueError`` for unsupported ones.
+    A run asks for the same event's PLD several times (recording, saving, summarising), and a
+    subsampled Gaussian's takes about a second: they are kept, by the event's full ``repr`` (events
+    are immutable, their composition returns new distributions).
     """
+    key = (repr(event), relation)
+    if key not in _PLD_CACHE:
+        if len(_PLD_CACHE) >= _PLD_CACHE_SIZE:
+            _PLD_CACHE.pop(next(iter(_PLD_CACHE)))
+        try:
+            _PLD_CACHE[key] = (_event_pld(event, relation), None)
+        except NonPrivateRelease as error:
+            _PLD_CACHE[key] = (None, error)
+    pld, non_private = _PLD_CACHE[key]
+    if non_private is not None:
+        raise NonPrivateRelease
+    return pld
+
+
+_PLD_CACHE: dict[tuple[str, Any], tuple[pld_lib.PrivacyLossDistribution | None, NonPrivateRelease | None]] = {}
+_PLD_CACHE_SIZE = 64
+
+
+def _event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelation
+               ) -> pld_lib.PrivacyLossDistribution | None:
     if isinstance(event, dp_event.NoOpDpEvent):
         return None
     if isinstance(event, dp_event.NonPrivateDpEvent):
         raise NonPrivateRelease
+    equivalent = gaussian_equivalent(event)
+    if equivalent is not None and equivalent != event:
+        return event_pld(equivalent, relation)
     if isinstance(event, dp_event.SelfComposedDpEvent):
-        if isinstance(event.event, dp_event.GaussianDpEvent) and event.count > 0:
-            # n Gaussian mechanisms with multiplier s are exactly one with s / sqrt(n) (as in dp_accounting).
-            return event_pld(dp_event.GaussianDpEvent(event.event.noise_multiplier / math.sqrt(event.count)),
-                             relation)
         inner = event_pld(event.event, relation)
         return None if inner is None or event.count == 0 else inner.self_compose(event.count)
     if isinstance(event, dp_event.ComposedDpEvent):
@@ -114,6 +142,29 @@ def event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelati
     if isinstance(event, dp_event.LaplaceDpEvent):  # ledgers of runs made before releases were discrete
         return _pure_dp_pld(1.0 / event.noise_multiplier)
     raise ConfigError(f"the ledger cannot account {type(event).__name__}")
+
+
+def needs_rdp(event: dp_event.DpEvent) -> bool:
+    """Whether ``event`` holds a private selection (``RepeatAndSelectDpEvent``), which has no PLD."""
+    if isinstance(event, dp_event.RepeatAndSelectDpEvent):
+        return True
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return needs_rdp(event.event)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return any(needs_rdp(e) for e in event.events)
+    return False
+
+
+def rdp_epsilon(events: list[dp_event.DpEvent], delta: float,
+                relation: dp_accounting.NeighboringRelation = DPSGD_RELATION) -> float:
+    """Epsilon at ``delta`` of ``events`` composed, from dp_accounting's RDP accountant."""
+    from labeldp.accounting.calibration import quiet_rdp  # calibration imports this module
+
+    accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
+    with quiet_rdp():
+        for event in events:
+            accountant.compose(event)
+        return float(accountant.get_epsilon(delta))
 
 
 def _pure_dp_pld(epsilon: float) -> pld_lib.PrivacyLossDistribution:
@@ -229,6 +280,13 @@ class PrivacyLedger:
         return entry
 
     def _check_supported(self, event: dp_event.DpEvent) -> None:
+        if needs_rdp(event):
+            if self.neighboring_relation != DPSGD_RELATION:
+                raise ConfigError("the ledger accounts private selection (RepeatAndSelectDpEvent) under "
+                                  "add-or-remove only")
+            if not rdp_privacy_accountant.RdpAccountant(neighboring_relation=DPSGD_RELATION).supports(event):
+                raise ConfigError(f"dp_accounting's RDP accountant cannot account {event}")
+            return
         try:
             event_pld(event, self.neighboring_relation)
         except NonPrivateRelease:
@@ -266,6 +324,10 @@ class PrivacyLedger:
             raise ConfigError(f"delta must lie in [0, 1), got {delta}")
         worst = 0.0
         for group in self._groups():
+            events = [self._entries[index].event for index in group]
+            if any(needs_rdp(event) for event in events):
+                worst = max(worst, rdp_epsilon(events, delta, self.neighboring_relation))
+                continue
             try:
                 composed = _compose([event_pld(self._entries[index].event, self.neighboring_relation)
                                      for index in group])

@@ -209,12 +209,20 @@ def audit_folder(run_dir: str | Path, kind: str, **settings: Any) -> Path:
     return Path(run_dir) / "audit" / "-".join([kind, *(f"{name}{value}" for name, value in sorted(settings.items()))])
 
 
-def audit_run(run_dir: str | Path, *, num_canaries: int = 1000, seed: int = 0, canaries: str = "mislabeled",
+def default_canaries(num_examples: int) -> int:
+    """Canaries when none are given: 1000, or half the training set when it is smaller than 2000."""
+    return max(1, min(1000, num_examples // 2))
+
+
+def audit_run(run_dir: str | Path, *, num_canaries: int | None = None, seed: int = 0, canaries: str = "mislabeled",
               dataset: LabeledDataset | None = None, **kwargs: Any) -> dict[str, Any]:
     """Audit the recipe of an existing run (its ``config.json``) with the run itself as the reference
     model once it has finished; results go to a folder of ``run_dir/audit`` named by the settings
-    (:func:`audit_folder`). A run trained on a dataset passed in memory needs it again: ``dataset``."""
+    (:func:`audit_folder`). A run trained on a dataset passed in memory needs it again: ``dataset``.
+    ``num_canaries`` defaults to :func:`default_canaries` of the run's training set."""
     config = audited_config(run_dir, dataset)
+    if num_canaries is None:
+        num_canaries = default_canaries(RunDirectory(run_dir).read_data_facts()["num_train"])
     out = audit_folder(run_dir, canaries, canaries=num_canaries, seed=seed)
     return {**audit_config(config, out, reference_dir=run_dir, num_canaries=num_canaries, seed=seed,
                            canaries=canaries, dataset=dataset, **kwargs), "folder": str(out)}

@@ -17,6 +17,7 @@ from labeldp.errors import ConfigError, MissingFileError
 from labeldp.runs import RunConfig
 
 _REGISTRY: dict[str, Profile] = {}
+_LOADED_RECIPES: set[Path] = set()
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,14 @@ def list_profiles(pattern: str | None = None) -> list[Profile]:
 
 
 def load_recipes(path: str | Path) -> None:
-    """Execute a user's recipe file, which registers profiles with :func:`register`."""
+    """Execute a user's recipe file, which registers profiles with :func:`register`; once per
+    process, as an import is (a second call with the same file does nothing)."""
     path = Path(path)
     if not path.is_file():
         raise MissingFileError(f"recipe file {path} does not exist")
+    if path.resolve() in _LOADED_RECIPES:
+        return
+    _LOADED_RECIPES.add(path.resolve())
     spec = importlib.util.spec_from_file_location(f"labeldp_user_recipes_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -38,4 +38,4 @@ def run_alibi(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
 
 register_method(Method("alibi", "Laplace noise on the one-hot label; trains on the Bayesian soft labels", run_alibi,
                        uses=frozenset({"secure_rng", "insecure_noise_seed"}),
-                       independent_of={"stage1": ("train", "model")}))
+                       independent_of={"stage1": ("train", "model")}, releases=lambda config: ("stage1",)))

@@ -79,4 +79,5 @@ register_method(Method("dp-sgd", "the full-DP baseline (inputs and labels privat
                        relation=DPSGD_RELATION, check=_check, plan=_plan, training_releases=True,
                        # how the steps are computed, not what they release
                        independent_of={"dp-sgd": ("dpsgd.physical_batch_size", "dpsgd.clipping",
-                                                  "train.eval_batch_size")}))
+                                                  "train.eval_batch_size")},
+                       releases=lambda config: ("dp-sgd",)))

@@ -79,4 +79,5 @@ register_method(Method("pate", "teachers on disjoint parts of the data vote, noi
                        plan=_plan,
                        # the student's own settings: the teachers train with PATE's epochs and batch size, no mixup
                        independent_of={"pate": ("train.epochs", "train.batch_size", "train.mixup_alpha",
-                                                "train.eval_batch_size")}))
+                                                "train.eval_batch_size")},
+                       releases=lambda config: ("pate",)))

@@ -48,6 +48,8 @@ class Method:
     continue from it when only those changed. ``training_releases`` marks a method whose training
     steps are themselves releases (DP-SGD): its checkpoints and metrics are then part of the record.
     ``default_prior`` is the stage-1 prior it uses when none is named (``histogram`` for RR-on-bins).
+    ``releases(config)`` names the releases a run of ``config`` makes (``labeldp tune`` checks with it,
+    before any spend, that none of them depends on the options it tries); None: not declared.
     """
 
     name: str
@@ -64,6 +66,7 @@ class Method:
     independent_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     training_releases: bool = False
     default_prior: str = "uniform"
+    releases: Callable[[RunConfig], tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.uses) - set(METHOD_OPTIONS)

@@ -59,6 +59,16 @@ _MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "
 #: cluster histogram do not depend on them (later stages' priors do: they come from the trained model).
 TRAINING_OPTIONS = ("train", "model", "loss", "reuse_labels", "warm_start", "temperature", "combine_priors")
 _FIRST_RELEASES = {"stage1": TRAINING_OPTIONS, "prior": TRAINING_OPTIONS}
+#: LP-2ST's second release is drawn with the prior of the first stage's model, before the second stage
+#: trains: it does not depend on how that stage trains (whether it reuses stage 1's labels, whether it
+#: starts from the first model). Later stages of LP-MST do (through the models before them).
+_TWO_STAGE_RELEASES = {**_FIRST_RELEASES, "stage2": ("reuse_labels", "warm_start")}
+
+
+def stage_releases(config) -> tuple[str, ...]:
+    """The releases of a staged run: the noisy histogram of a cluster or histogram prior, then one per stage."""
+    prior = ("prior",) if config.prior in ("cluster", "histogram") else ()
+    return prior + tuple(f"stage{t}" for t in range(1, len(config.stages) + 1))
 
 
 def noisy_histogram_prior(context: RunContext, members: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +148,7 @@ def reused(context: RunContext, stage: int, model: nn.Module) -> tuple[np.ndarra
     only those inside the current prior's top k (the paper's filter).
     """
     config = context.config
-    earlier = [context.released(f"stage{s}") for s in range(1, stage)]
+    earlier = [context.saved_release(f"stage{s}") for s in range(1, stage)]
     indices = np.concatenate([e.arrays["indices"] for e in earlier])
     if config.loss in ("forward", "mse"):
         return indices, np.concatenate([stage_targets(context, e) for e in earlier])
@@ -184,12 +194,12 @@ def run_stages(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
 
 
 register_method(Method("non-private", "true labels (a reference; epsilon infinite)", run_stages,
-                       uses=frozenset({"loss"}), private=False, independent_of=_FIRST_RELEASES))
+                       uses=frozenset({"loss"}), private=False, independent_of=_FIRST_RELEASES, releases=stage_releases))
 register_method(Method("lp-1st", "randomized response on every label, one stage", run_stages,
-                       uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS, independent_of=_FIRST_RELEASES), "rr")
+                       uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS, independent_of=_FIRST_RELEASES, releases=stage_releases), "rr")
 register_method(Method("lp-2st", "two stages; the second releases by RR-with-prior from the first's model",
                        run_stages, uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS, stages=2,
-                       default_stages=(0.4, 0.6), independent_of=_FIRST_RELEASES))
+                       default_stages=(0.4, 0.6), independent_of=_TWO_STAGE_RELEASES, releases=stage_releases))
 register_method(Method("lp-mst", "any number of stages, each releasing by RR-with-prior from the model so far",
                        run_stages, uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS, stages=None,
-                       default_stages=(0.3, 0.3, 0.4), independent_of=_FIRST_RELEASES))
+                       default_stages=(0.3, 0.3, 0.4), independent_of=_FIRST_RELEASES, releases=stage_releases))

@@ -87,10 +87,6 @@ class RunContext:
         self._releases[name] = release
         return release
 
-    def released(self, name: str) -> Release:
-        """Release ``name``, which this run has spent (or read back) already."""
-        return self._releases[name]
-
     def will_draw(self, name: str) -> bool:
         """Whether :meth:`spend` of ``name`` would draw it (it is not saved yet): work that only a draw
         needs (a prior's inference) is then shared among the ranks before it."""
@@ -126,6 +122,16 @@ class RunContext:
         self.ledger.save(self.out.ledger_path, self.config.delta or 0.0)
         return release
 
+    def saved_release(self, name: str) -> Release:
+        """Release ``name`` as saved by :meth:`spend` (an earlier stage's labels, to train on again): as
+        :meth:`spend` returned it in this run (under torchrun, every rank has it so), else read back."""
+        if name in self._releases:
+            return self._releases[name]
+        saved = self.out.load_release(name)
+        if saved is None:
+            raise RunDirectoryError(f"{self.out.release_path(name)} is missing: the run has not released {name!r}")
+        return Release.from_arrays(saved)
+
     def new_model(self, stage: int) -> nn.Module:
         """The model of ``stage``, initialised from the seed's stream for it, on the run's device."""
         seed = public_seed(self.config.seed, "model-init", stage)
@@ -150,7 +156,8 @@ class RunContext:
         """Train ``model`` on the training inputs ``indices`` with released ``targets`` (labels or
         likelihoods; for a regression also released values), checkpointed as ``stage``."""
         data, fraction = self.data, self.config.train.validation
-        test = (data.x_test, data.test_values if data.is_regression else data.y_test)
+        indices, targets = self.training_part(np.asarray(indices), np.asarray(targets))
+        test = self.evaluation_set()
         validation = None
         if fraction > 0:  # held out by position, from the seed: the validation examples' releases score epochs
             order = public_rng(self.config.seed, "validation-split", stage).permutation(len(indices))
@@ -164,6 +171,15 @@ class RunContext:
                     on_epoch_end=self.on_epoch_end(stage, stages), progress=self.progress,
                     description=description or f"stage {stage}/{stages}", label_values=data.label_values,
                     validation=validation, data_parallel=self.parallel)
+
+    def training_part(self, indices: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The training inputs and targets a stage trains on (a tuning candidate holds some out)."""
+        return indices, targets
+
+    def evaluation_set(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The inputs and labels (values) each epoch is evaluated on: the public test set."""
+        data = self.data
+        return data.x_test, data.test_values if data.is_regression else data.y_test
 
     def finish(self, model: nn.Module, facts: dict[str, Any]) -> dict[str, Any]:
         """Save the final model and the run's summary (epsilon from the ledger, plus ``facts``); under

@@ -1,0 +1,604 @@
+"""Tuning on released labels (``labeldp tune``): release the labels once, choose training options on
+the release, train the final run with the best of them.
+
+1. Before anything is spent, every candidate configuration is resolved and checked, and each release
+   the method makes (``Method.releases``) must be one that no candidate changes: its inputs
+   (:func:`labeldp.runs.context.release_inputs`, which drops what ``Method.independent_of`` names)
+   are the same for every candidate. LP-1ST (with any prior) and ALIBI release before they train, so
+   every training option can be tried; LP-2ST's second release is drawn with the first stage's model
+   as its prior, so only what acts after it (``reuse_labels``, ``warm_start``) can be. DP-SGD, whose training steps are the release, is
+   tuned by private selection instead (:func:`select_dpsgd`).
+2. The method runs once in the tune folder until its last release (training before it where a release
+   needs a model, as the run would): its releases are drawn, saved and recorded on the folder's one
+   ledger (read back, never drawn again, when the tune is repeated).
+3. A held-out part of the training examples (``holdout``, chosen from the public seed) is set aside.
+   Every candidate runs the method on a copy of the data without its true training labels, reading
+   the saved releases, training on the released labels of the other examples, and is scored on the
+   held-out examples' *released* labels by an estimate of its clean accuracy from their noise channel
+   (:func:`labeldp.estimators.clean_accuracy_terms`; ALIBI: the noisy one-hot vector's entry at the
+   prediction, whose expectation is the clean indicator), with its standard error. Neither the true
+   labels nor the test set choose anything.
+4. The best candidate's configuration becomes the run of the tune folder, trained on every released
+   label (:func:`labeldp.runs.train_run`, which reads the releases back).
+
+The tune folder is a run folder (config.json of the chosen configuration, ledger.json with the one
+release, noisy_labels/, model.pt, summary.json) plus ``tune.json`` and ``tune.csv`` (the candidates,
+their estimates and standard errors) and ``candidates/<key>/`` (each candidate's configuration,
+metrics and checkpoints: no release, no ledger). Tuning spends nothing beyond the one release:
+everything after it is post-processing of released labels and public inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import itertools
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from labeldp.data import LabeledDataset
+from labeldp.errors import ConfigError, RunDirectoryError
+from labeldp.estimators import clean_accuracy_terms
+from labeldp.experiments.sweep import _RUN_FIELDS, _TRAIN_FIELDS, _parse_value
+from labeldp.files import write_atomic, write_json_atomic
+from labeldp.randomness import public_rng
+from labeldp.release import Release
+from labeldp.runs.config import RunConfig
+from labeldp.runs.context import RunContext, release_inputs
+from labeldp.runs.rundir import RunDirectory
+from labeldp.runs.run import _accept_changed_config, check_plan, config_dataset, data_facts, train_run
+from labeldp.training.stage import predict_proba, resolve_device
+
+TUNE_FILE = "tune.json"
+TUNE_TABLE = "tune.csv"
+CANDIDATES_FOLDER = "candidates"
+DEFAULT_HOLDOUT = 0.2
+#: DP-SGD's settings a tune may try (the clipping bound, the EMA; not the noise, which it calibrates)
+_DPSGD_FIELDS = {f.name for f in dataclasses.fields(RunConfig().dpsgd)} - _RUN_FIELDS - _TRAIN_FIELDS
+#: options named by their command-line flag where it differs from the field (mixup: mixup_alpha)
+_FLAG_NAMES = {f.metadata["flag"].lstrip("-").replace("-", "_"): f.name
+               for cls in (RunConfig, type(RunConfig().train), type(RunConfig().dpsgd))
+               for f in dataclasses.fields(cls)
+               if f.metadata.get("flag")}
+_TABLE_COLUMNS = ("key", "estimated_clean_accuracy", "standard_error", "difference", "difference_error", "held_out",
+                  "seconds", "chosen")
+
+
+def candidate_options(grid: Mapping[str, Sequence[Any]], *, trials: int | None = None,
+                      seed: int = 0) -> list[dict[str, Any]]:
+    """The candidates' options: every combination of ``grid``'s values (names are fields of RunConfig
+    or TrainConfig, values typed or as in ``labeldp sweep --grid``: ``0.01``, ``true``, ``0.3:0.7``),
+    or, with ``trials``, that many of the combinations drawn without replacement from the public
+    stream ``tune-search`` of ``seed`` (a random search)."""
+    if not grid:
+        raise ConfigError("the tuning grid is empty: give options with values to try, e.g. lr=0.01,0.03")
+    grid = {_FLAG_NAMES.get(name, name): values for name, values in grid.items()}
+    unknown = sorted(set(grid) - _RUN_FIELDS - _TRAIN_FIELDS - _DPSGD_FIELDS)
+    if unknown:
+        raise ConfigError(f"unknown tuning options {unknown}; use fields of RunConfig, TrainConfig or DPSGDConfig")
+    types = ({f.name: str(f.type) for f in dataclasses.fields(RunConfig)}
+             | {f.name: str(f.type) for f in dataclasses.fields(RunConfig().dpsgd)}
+             | {f.name: str(f.type) for f in dataclasses.fields(RunConfig().train)})
+    values: dict[str, list[Any]] = {}
+    for name, given in grid.items():
+        given = [given] if isinstance(given, (str, int, float, bool)) or given is None else list(given)
+        if not given:
+            raise ConfigError(f"tuning option {name!r} has no values")
+        parsed = [_parse_value(name, v, types[name]) if isinstance(v, str) else v for v in given]
+        values[name] = list(dict.fromkeys(tuple(v) if isinstance(v, list) else v for v in parsed))
+    combinations = [dict(zip(values, chosen)) for chosen in itertools.product(*values.values())]
+    if trials is not None:
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+            raise ConfigError(f"trials must be a positive integer, got {trials!r}")
+        if trials < len(combinations):
+            picked = public_rng(seed, "tune-search").choice(len(combinations), trials, replace=False)
+            combinations = [combinations[i] for i in sorted(picked)]
+    if len(combinations) < 2:
+        raise ConfigError("tuning needs at least two candidates (give some option two or more values)")
+    return combinations
+
+
+def candidate_key(options: Mapping[str, Any]) -> str:
+    """A candidate's name, also its folder: ``lr=0.01,epochs=10``."""
+    def text(value: Any) -> str:
+        return ":".join(map(str, value)) if isinstance(value, tuple) else str(value)
+    return ",".join(f"{name}={text(value)}" for name, value in options.items())
+
+
+def candidate_config(base: RunConfig, options: Mapping[str, Any]) -> RunConfig:
+    """``base`` with a candidate's options, resolved (every error before any spend)."""
+    run_part = {k: v for k, v in options.items() if k in _RUN_FIELDS}
+    train_part = {k: v for k, v in options.items() if k in _TRAIN_FIELDS}
+    dpsgd_part = {k: v for k, v in options.items() if k in _DPSGD_FIELDS}
+    try:
+        config = dataclasses.replace(base, **run_part, train=dataclasses.replace(base.train, **train_part),
+                                     dpsgd=dataclasses.replace(base.dpsgd, **dpsgd_part))
+    except TypeError as error:
+        raise ConfigError(f"candidate {candidate_key(options)}: {error}") from None
+    try:
+        return config.resolved()
+    except ConfigError as error:
+        raise ConfigError(f"candidate {candidate_key(options)}: {error}") from None
+
+
+def _flat(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name, value in values.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{name}."))
+        else:
+            flat[f"{prefix}{name}"] = value
+    return flat
+
+
+def check_tunable(base: RunConfig, candidates: Sequence[RunConfig], data: LabeledDataset | None = None) -> tuple[str, ...]:
+    """Refuse, before any spend, a tune whose candidates would need releases of their own; returns the
+    names of the one set of releases every candidate shares."""
+    method = base.method_spec
+    if method.training_releases and base.method != "dp-sgd":
+        raise ConfigError(f"method {base.method!r} releases through its training steps: every candidate would be a "
+                          "new release, and tune's private selection is implemented for dp-sgd only")
+    if base.method == "pate":
+        raise ConfigError("method 'pate' releases labels only for the student's queries: held-out training examples "
+                          "have no released label to score candidates on, so tune does not take it")
+    if method.releases is None:
+        raise ConfigError(f"method {base.method!r} does not declare its releases (Method.releases): tune cannot check "
+                          "that its candidates share them")
+    if base.label_range is not None or (data is not None and data.is_regression):
+        raise ConfigError("tune scores candidates by their estimated clean accuracy over classes; numeric labels "
+                          "(a regression) are not supported yet")
+    names = method.releases(base)
+    for candidate in candidates:
+        if candidate.method != base.method or method.releases(candidate) != names:
+            raise ConfigError("every candidate must run the same method with the same releases; tune the training "
+                              "options of one method")
+        for name in names:
+            shared, own = _flat(release_inputs(base, name)), _flat(release_inputs(candidate, name))
+            if shared != own:
+                changed = sorted(k for k in set(shared) | set(own) if shared.get(k) != own.get(k))
+                free = method.independent_of.get(name, ())
+                can = (f"it does not depend on {', '.join(free)}" if free
+                       else "it depends on every option (drawn after training, from a model trained with them)")
+                raise ConfigError(f"method {base.method!r}: release {name!r} depends on {', '.join(changed)}, so "
+                                  f"each candidate would need a release of its own (a new spend); {can}. Tune options "
+                                  "that act only after every release (e.g. the training options of lp-1st or alibi)")
+    return names
+
+
+def holdout_split(num_examples: int, fraction: float, seed: int) -> np.ndarray:
+    """The held-out training examples, sorted: ``fraction`` of them, from the public stream
+    ``tune-holdout`` of ``seed`` (positions only, never labels)."""
+    if isinstance(fraction, bool) or not 0 < fraction < 1:
+        raise ConfigError(f"holdout must lie in (0, 1), got {fraction!r}")
+    size = int(round(fraction * num_examples))
+    if not 2 <= size < num_examples:
+        raise ConfigError(f"holdout {fraction:g} of {num_examples} training examples leaves "
+                          f"{'fewer than two to score on' if size < 2 else 'none to train on'}")
+    return np.sort(public_rng(seed, "tune-holdout").permutation(num_examples)[:size])
+
+
+class _Released(Exception):
+    """The method asked to train: every release before training has been made."""
+
+
+class _ReleaseContext(RunContext):
+    """Runs a method until every release ``names`` is drawn, saved and recorded: a release drawn after
+    training (LP-2ST's second stage, with the first stage's model as its prior) trains before it as
+    the run would."""
+
+    def __init__(self, *args: Any, names: tuple[str, ...], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.names = names
+
+    def train(self, *args: Any, **kwargs: Any) -> None:
+        if all(self.out.load_release(name) is not None for name in self.names):
+            raise _Released
+        super().train(*args, **kwargs)
+
+
+class _CandidateContext(RunContext):
+    """One candidate: reads the tune's releases (never draws), trains without the held-out examples,
+    and evaluates no epoch on the test set."""
+
+    def __init__(self, config: RunConfig, out: RunDirectory, data: LabeledDataset, device, releases: dict[str, Release],
+                 held_out: np.ndarray):
+        super().__init__(config, out, data, device, progress=False)
+        self.releases, self.held_out = releases, held_out
+
+    def spend(self, name, draw) -> Release:
+        if name not in self.releases:
+            raise RunDirectoryError(f"a tuning candidate asked for release {name!r}, which the tune did not make: it "
+                                    "would be a second spend")
+        return self.releases[name]
+
+    def saved_release(self, name: str) -> Release:
+        return self.spend(name, None)
+
+    def training_part(self, indices: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        keep = ~np.isin(indices, self.held_out)
+        return indices[keep], targets[keep]
+
+    def evaluation_set(self) -> None:
+        return None
+
+
+def sealed(data: LabeledDataset) -> LabeledDataset:
+    """``data`` without its true training labels (every one -1): what candidates train with."""
+    blind = copy.copy(data)  # not dataclasses.replace: -1 is no label, which the dataset's checks refuse
+    blind.y_train = np.full(len(data.y_train), -1, dtype=np.int64)
+    return blind
+
+
+class HeldOutScorer:
+    """Estimates a model's clean accuracy on the held-out examples from their releases alone."""
+
+    def __init__(self, releases: Mapping[str, Release], held_out: np.ndarray, num_examples: int, num_classes: int):
+        labels = np.full(num_examples, -1, dtype=np.int64)
+        likelihood = np.full((num_examples, num_classes), np.nan)
+        vectors = np.full((num_examples, num_classes), np.nan)
+        for release in releases.values():
+            if release.labels is None or release.likelihood is None:
+                continue  # a histogram, not a label release
+            members = np.asarray(release.members)
+            labels[members], likelihood[members] = release.labels, release.likelihood
+            if "noisy_one_hot" in release.arrays:  # ALIBI: the noisy vector itself
+                vectors[members] = release.arrays["noisy_one_hot"]
+        missing = held_out[labels[held_out] < 0]
+        if missing.size:
+            raise ConfigError(f"{missing.size} held-out examples have no released label to be scored on")
+        self.held_out = held_out
+        self.labels, self.likelihood, self.vectors = labels[held_out], likelihood[held_out], vectors[held_out]
+        self.alibi = ~np.isnan(self.vectors[:, 0])
+
+    def terms(self, predictions: np.ndarray) -> np.ndarray:
+        """Per held-out example, a term whose expectation is its clean-label indicator 1[y = prediction]
+        (RR-with-prior: when y lies in the example's top-k set; see clean_accuracy_terms)."""
+        rows = np.arange(predictions.size)
+        terms = np.zeros(predictions.size)
+        channel = ~self.alibi
+        if channel.any():
+            terms[channel] = clean_accuracy_terms(predictions[channel], self.labels[channel], self.likelihood[channel])
+        terms[self.alibi] = self.vectors[rows[self.alibi], predictions[self.alibi]]
+        return terms
+
+    def score(self, model, inputs: np.ndarray, batch_size: int) -> np.ndarray:
+        """The per-example terms of ``model``'s clean accuracy on the held-out ``inputs``: their mean
+        estimates it, their spread gives its standard error (:func:`mean_and_error`)."""
+        return self.terms(predict_proba(model, inputs, batch_size=batch_size).argmax(axis=1))
+
+
+def mean_and_error(terms: np.ndarray) -> tuple[float, float]:
+    """The mean of per-example terms and its standard error."""
+    terms = np.asarray(terms, dtype=np.float64)
+    return float(terms.mean()), float(terms.std(ddof=1) / math.sqrt(terms.size))
+
+
+def _release_once(config: RunConfig, out: RunDirectory, data: LabeledDataset, device, progress: bool,
+                  in_memory: bool, names: tuple[str, ...]) -> dict[str, Release]:
+    """Run the method in ``out`` until it first trains; returns its (saved) releases."""
+    with out.lock():
+        saved = out.read_config()
+        if saved is not None:
+            _accept_changed_config(saved, config, out, progress)
+        out.create()
+        out.write_config(config.to_dict())
+        write_json_atomic(out.data_path, data_facts(data, in_memory=in_memory))
+        try:
+            config.method_spec.run(_ReleaseContext(config, out, data, device, progress, names=names))
+        except _Released:
+            pass
+        missing = [name for name in names if out.load_release(name) is None]
+        if missing:
+            raise RunDirectoryError(f"method {config.method!r} did not make its releases {', '.join(missing)} before "
+                                    "training: tune cannot share them between candidates")
+        return {name: Release.from_arrays(out.load_release(name)) for name in names}
+
+
+def _run_candidate(config: RunConfig, options: dict[str, Any], folder: RunDirectory, data: LabeledDataset, device,
+                   releases: dict[str, Release], held_out: np.ndarray, scorer: HeldOutScorer) -> dict[str, Any]:
+    """Train one candidate on the released labels of the examples not held out and score it; a
+    candidate scored before under the same configuration is read back."""
+    result_path = folder.root / "result.json"
+    if result_path.exists():
+        saved = json.loads(result_path.read_text())
+        if (saved.get("config") == config.to_dict() and saved.get("held_out") == int(held_out.size)
+                and len(saved.get("terms", ())) == held_out.size):
+            return saved
+    with folder.lock():
+        previous = folder.read_config()
+        if previous is not None and previous != config.to_dict():
+            folder.discard_training()
+        (folder.root / "checkpoints").mkdir(exist_ok=True)
+        folder.write_config(config.to_dict())
+        context = _CandidateContext(config, folder, data, device, releases, held_out)
+        model, _ = config.method_spec.run(context)
+        terms = scorer.score(model, data.x_train[held_out], config.train.eval_batch_size)
+        estimate, error = mean_and_error(terms)
+        result = {"key": candidate_key(options), "options": _jsonable(options), "estimated_clean_accuracy": estimate,
+                  "standard_error": error, "held_out": int(held_out.size), "seconds": round(context.seconds(), 2),
+                  "config": config.to_dict(), "terms": terms.tolist()}
+        write_json_atomic(result_path, result)
+        return result
+
+
+def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: list(value) if isinstance(value, tuple) else value for name, value in options.items()}
+
+
+def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, *, holdout: float = DEFAULT_HOLDOUT,
+         trials: int | None = None, device: str = "auto", progress: bool = True,
+         dataset: LabeledDataset | None = None, selection: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Tune ``config``'s training options over ``grid`` on one release of the labels; the tune folder
+    ``out`` ends as the run of the best candidate (see the module docstring). Returns what
+    ``tune.json`` holds: the candidates with their estimated clean accuracy and its standard error
+    on the held-out released labels, the chosen key, and the final run's summary. ``dp-sgd``, whose
+    steps are its release, is tuned by private selection instead (:func:`select_dpsgd`, with the
+    settings ``selection``: ``mean``, ``shape``, ``score_noise``)."""
+    base = config.resolved()
+    options = candidate_options(grid, trials=trials, seed=base.seed)
+    candidates = [candidate_config(base, chosen) for chosen in options]
+    keys = [candidate_key(chosen) for chosen in options]
+    unknown = sorted(set(selection or {}) - set(SELECTION_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"unknown selection settings {unknown}; known: {', '.join(SELECTION_DEFAULTS)}")
+    if base.method_spec.training_releases and base.method == "dp-sgd":
+        return select_dpsgd(base, candidates, options, out, holdout=holdout, device=device, progress=progress,
+                            dataset=dataset, **(selection or {}))
+    if selection:
+        raise ConfigError("the selection's settings (mean number of trials, shape, score noise) apply to dp-sgd only: "
+                          f"method {base.method!r} is tuned on one release of its labels")
+    names = check_tunable(base, candidates)
+    data = dataset if dataset is not None else config_dataset(base)
+    check_tunable(base, candidates, data)
+    torch_device = resolve_device(device)
+    for candidate in candidates:
+        check_plan(candidate, data, torch_device)
+    held_out = holdout_split(len(data.y_train), holdout, base.seed)
+    folder = RunDirectory(out)
+    record = {"base": base.to_dict(), "candidates": keys, "holdout": holdout,
+              "search": "random" if trials is not None else "grid"}
+    done = _finished(folder, record)
+    if done is not None:
+        return done
+
+    releases = _release_once(base, folder, data, torch_device, progress, dataset is not None, names)
+    scorer = HeldOutScorer(releases, held_out, len(data.y_train), data.num_classes)
+    blind = sealed(data)
+    results = []
+    bar = tqdm(total=len(candidates), desc="tune", unit="candidate", disable=None if progress else True)
+    for key, chosen, candidate in zip(keys, options, candidates):
+        bar.set_postfix_str(key)
+        results.append(_run_candidate(candidate, chosen, RunDirectory(folder.root / CANDIDATES_FOLDER / key), blind,
+                                      torch_device, releases, held_out, scorer))
+        bar.update()
+    bar.close()
+    best = max(range(len(results)), key=lambda i: (results[i]["estimated_clean_accuracy"], -i))
+    for result in results:  # paired on the same held-out releases: their shared noise cancels
+        result["difference"], result["difference_error"] = mean_and_error(
+            np.subtract(result["terms"], results[best]["terms"]))
+    if progress:
+        tqdm.write(f"best candidate {keys[best]}: estimated clean accuracy "
+                   f"{results[best]['estimated_clean_accuracy']:.4f} +- {results[best]['standard_error']:.4f}; "
+                   "training it on every released label")
+    summary = train_run(candidates[best], folder.root, device=device, progress=progress, dataset=dataset)
+    outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
+               "releases": list(names), "held_out": int(held_out.size), "num_train": int(len(data.y_train)),
+               "results": [{k: v for k, v in r.items() if k not in ("config", "terms")} for r in results],
+               "chosen": keys[best], "chosen_options": _jsonable(options[best]),
+               "ledger_epsilon": summary.get("epsilon"), "final": summary}
+    write_json_atomic(folder.root / TUNE_FILE, outcome)
+    _write_table(outcome, folder.root / TUNE_TABLE)
+    return outcome
+
+
+def _finished(folder: RunDirectory, record: dict[str, Any]) -> dict[str, Any] | None:
+    """The saved outcome of the same tune, finished; a different tune's finished folder is refused."""
+    path = folder.root / TUNE_FILE
+    if not path.exists():
+        if folder.read_summary() is not None:
+            raise RunDirectoryError(f"{folder.root} holds a finished run: choose another folder for the tune")
+        return None
+    saved = json.loads(path.read_text())
+    if all(saved.get(name) == value for name, value in record.items()):
+        return saved
+    raise RunDirectoryError(f"{folder.root} holds a finished tune of other candidates or another configuration; "
+                            "choose another folder (a new release)")
+
+
+def _write_table(outcome: dict[str, Any], path: Path) -> None:
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=_TABLE_COLUMNS)
+            writer.writeheader()
+            for row in outcome["results"]:
+                writer.writerow({**{name: row[name] for name in _TABLE_COLUMNS[:-1]},
+                                 "chosen": row["key"] == outcome["chosen"]})
+
+    write_atomic(path, write)
+
+
+def format_tune(outcome: dict[str, Any]) -> str:
+    """The candidates as a table, best marked, then the final run and its ledger."""
+    if outcome.get("search") == "private selection":
+        return format_selection(outcome)
+    width = max(len("candidate"), *(len(r["key"]) for r in outcome["results"]))
+    lines = [f"{'candidate':<{width}}  estimated clean accuracy   minus the chosen's (same releases)",
+             f"{'-' * width}  {'-' * 24}   {'-' * 35}"]
+    for row in outcome["results"]:
+        if row["key"] == outcome["chosen"]:
+            versus = "chosen"
+        else:
+            versus = f"{100 * row['difference']:+6.2f} +- {100 * row['difference_error']:5.2f}"
+        lines.append(f"{row['key']:<{width}}  {100 * row['estimated_clean_accuracy']:6.2f}% +- "
+                     f"{100 * row['standard_error']:5.2f}        {versus}")
+    lines.append("(percentage points +- one standard error, on the held-out examples' released labels)")
+    final = outcome["final"]
+    epsilon = "inf" if outcome["ledger_epsilon"] is None else f"{outcome['ledger_epsilon']:g}"
+    lines.append(f"\n{outcome['held_out']} of {outcome['num_train']} training examples held out; the final run "
+                 f"({outcome['chosen']}) trained on every released label: test accuracy "
+                 f"{100 * final['test_accuracy']:.2f}%; the tune folder's ledger: epsilon {epsilon} (one run's releases: "
+                 f"{', '.join(outcome['releases'])})")
+    return "\n".join(lines)
+
+
+__all__ = ["DEFAULT_HOLDOUT", "select_dpsgd", "HeldOutScorer", "candidate_config", "candidate_key", "candidate_options",
+           "check_tunable", "mean_and_error", "format_tune", "holdout_split", "sealed", "tune"]
+
+
+# -- DP-SGD: private selection ------------------------------------------------------------------------
+
+#: Defaults of the private selection: geometric number of trials (shape 1) with mean 3, and the noise of
+#: the held-out count of correct predictions that scores each trial.
+SELECTION_DEFAULTS = {"mean": 3.0, "shape": 1.0, "score_noise": 10.0}
+
+
+def draw_trials(rng, mean: float, shape: float) -> int:
+    """The number of trials of a private selection, from the noise generator ``rng`` (never saved or shown):
+    Poisson(``mean``) for ``shape`` inf, else the truncated negative binomial of Papernot & Steinke (2022)
+    whose mean is ``mean`` (shape 1: geometric on 1, 2, ...), P[k] proportional to C(k + shape - 1, k)
+    (1 - gamma)^k for k >= 1."""
+    from dp_accounting.rdp.rdp_privacy_accountant import _gamma_truncated_negative_binomial
+
+    if math.isinf(shape):
+        u, k, term = float(rng.random()), 0, math.exp(-mean)  # inverse CDF of Poisson(mean)
+        total = term
+        while u > total and term > 0:
+            k += 1
+            term *= mean / k
+            total += term
+        return k
+    gamma = _gamma_truncated_negative_binomial(shape, mean)
+    u = float(rng.random())  # inverse CDF over k >= 1
+    k = 1
+    probability = shape * gamma ** shape * (1 - gamma) / (1 - gamma ** shape)  # P[1]
+    total = probability
+    while u > total and probability > 0:
+        probability *= (k + shape) / (k + 1) * (1 - gamma)  # P[k + 1] / P[k]
+        k += 1
+        total += probability
+    return k
+
+
+def select_dpsgd(base: RunConfig, candidates: Sequence[RunConfig], options: Sequence[Mapping[str, Any]],
+                 out: str | Path, *, holdout: float = DEFAULT_HOLDOUT, device: str = "auto", progress: bool = True,
+                 dataset: LabeledDataset | None = None, mean: float = SELECTION_DEFAULTS["mean"],
+                 shape: float = SELECTION_DEFAULTS["shape"],
+                 score_noise: float = SELECTION_DEFAULTS["score_noise"]) -> dict[str, Any]:
+    """Tune DP-SGD by private selection (Papernot & Steinke 2022): a secret random number of trials
+    (:func:`draw_trials`), each DP-SGD with a candidate drawn at random, trained on the examples not held
+    out and scored by its held-out count of correct predictions plus N(0, ``score_noise``^2); only the
+    best trial leaves the mechanism (its model, options and noisy score). The ledger of ``out`` records
+    one ``RepeatAndSelectDpEvent`` over every example, whose trial is the DP-SGD steps composed with the
+    score (both charged to every example), with the noise multiplier calibrated so that the whole
+    selection meets the budget (dp_accounting's RDP accountant). The trials, their number and the other
+    scores are never written (trials train in memory, without checkpoints). An interrupted selection is
+    not resumed: its event is recorded before the first trial, and repeating it would spend again."""
+    import warnings
+
+    from labeldp.accounting import DPSGD_RELATION, PrivacyLedger
+    from labeldp.accounting.calibration import calibrate_selection_noise, selection_trial_event
+    from labeldp.accounting.events import selection_event
+    from labeldp.dpsgd.trainer import sampling_plan, train_dpsgd
+    from labeldp.errors import InsecureNoiseWarning
+    from labeldp.randomness import NoiseSource, public_seed
+
+    folder = RunDirectory(out)
+    keys = [candidate_key(chosen) for chosen in options]
+    record = {"base": base.to_dict(), "candidates": keys, "holdout": holdout, "search": "private selection",
+              "mean": float(mean), "shape": float(shape), "score_noise": float(score_noise)}
+    done = _finished(folder, record)
+    if done is not None:
+        return done
+    if folder.ledger_path.exists():
+        raise RunDirectoryError(f"{folder.root} records a private selection that did not finish: its trials are not "
+                                "kept, so it cannot be resumed without spending again; start again in a new folder "
+                                "(a new spend, with its own ledger)")
+    if base.dpsgd.noise_multiplier is not None:
+        raise ConfigError("tune calibrates DP-SGD's noise multiplier to the whole selection: leave --noise-multiplier "
+                          "out")
+    data = dataset if dataset is not None else config_dataset(base)
+    torch_device = resolve_device(device)
+    for candidate in candidates:
+        check_plan(candidate, data, torch_device)
+    held_out = holdout_split(len(data.y_train), holdout, base.seed)
+    kept = np.setdiff1d(np.arange(len(data.y_train)), held_out)
+    plans = {sampling_plan(kept.size, candidate.train)[:2] for candidate in candidates}
+    if len(plans) > 1:
+        raise ConfigError("dp-sgd candidates must share epochs and batch size (the sampling plan): the selection "
+                          "accounts every trial as one event; tune the learning rate, momentum, weight decay, "
+                          "clipping norm, ...")
+    (q, steps), = plans
+    sigma = calibrate_selection_noise(base.epsilon, base.delta, q, steps, score_noise, mean, shape, tolerance=1e-2)
+    trial_event = selection_trial_event(sigma, q, steps, score_noise)
+    event = selection_event(trial_event, mean, shape)
+    if not base.noise.private:
+        warnings.warn(f"the selection's noise is {base.noise.describe()}", InsecureNoiseWarning, stacklevel=2)
+    with folder.lock():
+        folder.create()
+        folder.write_config(base.to_dict())
+        write_json_atomic(folder.data_path, data_facts(data, in_memory=dataset is not None))
+        ledger = PrivacyLedger(len(data.y_train), DPSGD_RELATION)
+        description = (f"private selection over {len(candidates)} DP-SGD candidates: trials ~ "
+                       f"{'Poisson' if math.isinf(shape) else f'truncated negative binomial (shape {shape:g})'} with "
+                       f"mean {mean:g}; each DP-SGD (noise multiplier {sigma:.4f}, Poisson rate {q:.5g}, {steps} "
+                       f"steps) and a held-out count with noise {score_noise:g}")
+        ledger.record(event, np.ones(len(data.y_train), dtype=bool), description, "selection")
+        ledger.save(folder.ledger_path, base.delta)  # recorded before the first trial
+        rng = base.noise.generator("tune-selection")
+        trials = draw_trials(rng, mean, shape)
+        best = None
+        x_kept, y_kept = data.x_train[kept], data.y_train[kept]
+        x_held, y_held = data.x_train[held_out], data.y_train[held_out]
+        if progress:
+            tqdm.write("private selection: the trials run in secret (their number is part of the noise)")
+        for trial in range(trials):
+            index = int(rng.integers(len(candidates)))
+            config = candidates[index]
+            noise = (config.noise if config.noise.private
+                     else NoiseSource(insecure_seed=int(config.noise.seed("tune-selection", trial + 1))))
+            model = RunContext(config, folder, data, torch_device, False).new_model(1)
+            evaluated, _ = train_dpsgd(model, x_kept, y_kept, config.train, config.dpsgd, sigma,
+                                       augmentation=data.augmentation, seed=config.seed, noise=noise,
+                                       checkpoint=None, progress=False)
+            predictions = predict_proba(evaluated, x_held, batch_size=config.train.eval_batch_size).argmax(axis=1)
+            score = float(np.sum(predictions == y_held)) + float(rng.normal(0.0, score_noise))
+            if best is None or score > best[0]:
+                best = (score, index, evaluated.cpu())
+        if best is None:
+            raise RunDirectoryError("the selection drew no trial (a Poisson number of trials can be 0): nothing is "
+                                    "output; the spend is recorded in the ledger")
+        score, index, model = best
+        chosen = candidates[index]
+        folder.write_config(chosen.to_dict())
+        context = RunContext(chosen, folder, data, torch_device, progress)
+        facts = {"noise_multiplier": sigma, "sampling_probability": q, "steps": steps,
+                 "selection": {"chosen": keys[index], "noisy_held_out_accuracy": score / held_out.size,
+                               "held_out": int(held_out.size), "mean": float(mean), "shape": float(shape),
+                               "score_noise": float(score_noise)}}
+        summary = context.finish(model, facts)
+    outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
+               "delta": base.delta, "noise_multiplier": sigma, "held_out": int(held_out.size),
+               "num_train": int(len(data.y_train)), "chosen": keys[index], "chosen_options": _jsonable(options[index]),
+               "noisy_held_out_accuracy": score / held_out.size, "ledger_epsilon": summary.get("epsilon"),
+               "final": summary}
+    write_json_atomic(folder.root / TUNE_FILE, outcome)
+    return outcome
+
+
+def format_selection(outcome: dict[str, Any]) -> str:
+    final = outcome["final"]
+    shape = "Poisson" if math.isinf(outcome["shape"]) else f"shape {outcome['shape']:g}"
+    return (f"private selection over {len(outcome['candidates'])} candidates ({', '.join(outcome['candidates'])}); "
+            f"trials: {shape}, mean {outcome['mean']:g} (their number and the other trials stay secret)\n"
+            f"chosen: {outcome['chosen']}, noisy held-out accuracy {100 * outcome['noisy_held_out_accuracy']:.2f}% "
+            f"({outcome['held_out']} examples, count noise {outcome['score_noise']:g}); DP-SGD noise multiplier "
+            f"{outcome['noise_multiplier']:.4f}\n"
+            f"the chosen trial's model: test accuracy {100 * final['test_accuracy']:.2f}%; the tune folder's ledger: "
+            f"epsilon {outcome['ledger_epsilon']:g} at delta {outcome['delta']:g} (one RepeatAndSelectDpEvent, RDP)")

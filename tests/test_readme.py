@@ -1,0 +1,162 @@
+"""README.md, run: every `labeldp` command of its bash blocks and every Python block, in the order a
+reader meets them, on small fixtures in the places the README names (``~/data/mnist``,
+``~/data/adult``, ``conversions.parquet``...), so that the README cannot drift from the code.
+
+To stay fast, every run trains one epoch per stage in batches of at most 64 (the README shows what
+the real settings give),
+a sweep runs its jobs in this process, and a grid's seeds and epsilons and an audit's canaries are thinned (:data:`FLAG_VALUES`,
+:data:`GRID_VALUES`).
+A Python block's ``# -> VALUE`` comments are checked, in order, against what it prints. A block that
+starts with ``# NAME.py`` is a file the README asks the reader to save: it is written, not run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import re
+import shlex
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from labeldp.cli import main
+from labeldp.runs import RunConfig
+from test_data import make_mnist_folder
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+#: the beginnings of README command lines the suite does not run itself, and why
+NOT_RUN = {
+    "make ": "make demo and make test install, then run the demo or this suite",
+    "python3 -m venv": "the installation this suite runs in",
+    ". .venv/bin/activate": "the installation this suite runs in",
+    "pip install": "the installation this suite runs in",
+    ".venv/bin/python -m pytest": "this suite",
+    "python benchmarks/": "benchmarks, on the full datasets",
+    "torchrun ": "several processes: tests/test_distributed.py runs labeldp under torchrun",
+}
+
+#: rewrites that keep the README's commands small: flags whose value is replaced (None: the flag is
+#: dropped, so a sweep runs its jobs in this process), and grid arguments replaced whole
+FLAG_VALUES = {"--workers": None, "--canaries": "50"}
+GRID_VALUES = [(r"^seed=.*$", "seed=0"), (r"^epsilon=1,2,4,8$", "epsilon=1,8")]
+
+
+def readme_blocks() -> list[tuple[str, int, str]]:
+    """(language, first line, text) of each fenced bash or python block of the README."""
+    text = README.read_text()
+    return [(m.group(1), text[:m.start()].count("\n") + 2, m.group(2))
+            for m in re.finditer(r"^```(bash|python)\n(.*?)^```", text, re.S | re.M)]
+
+
+def commands(block: str) -> list[str]:
+    """The command lines of a bash block, continuation lines joined and comments dropped."""
+    joined = re.sub(r"\\\n\s*", " ", block)
+    return [line.split(" #")[0].strip() for line in joined.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def shrunk(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for index, arg in enumerate(argv):
+        flag = argv[index - 1] if index else ""
+        if arg in FLAG_VALUES and FLAG_VALUES[arg] is None:
+            continue
+        if flag in FLAG_VALUES:
+            if FLAG_VALUES[flag] is not None:
+                out.append(FLAG_VALUES[flag])
+            continue
+        out.append(next((new for pattern, new in GRID_VALUES if re.match(pattern, arg)), arg))
+    return out
+
+
+def expected_outputs(block: str) -> list[str]:
+    return [m.group(1).split(" (")[0].strip() for m in re.finditer(r"#\s*->\s*(.+)$", block, re.M)]
+
+
+@pytest.fixture
+def reader(tmp_path, monkeypatch):
+    """A reader's machine: HOME and the working folder hold the data the README names."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    monkeypatch.setenv("HOME", str(home))
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for folder in (home / "data" / "mnist", work / "data" / "mnist"):
+        make_mnist_folder(folder, n_train=300, n_test=60)
+    rng = np.random.default_rng(0)
+
+    def survey(n: int) -> pd.DataFrame:
+        age = rng.integers(17, 90, n)
+        education = rng.choice(["Bachelors", "HS-grad", "Masters", "Some-college"], n)
+        hours = rng.integers(10, 80, n)
+        rich = rng.random(n) < 1 / (1 + np.exp(-(age - 40) / 10 - (education == "Masters") - (hours - 40) / 20))
+        return pd.DataFrame({"age": age, "workclass": rng.choice(["Private", "State-gov", None], n),
+                             "education": education, "hours-per-week": hours,
+                             "income": np.where(rich, ">50K", "<=50K")})
+
+    (home / "data" / "adult").mkdir(parents=True)
+    survey(600).to_csv(home / "data" / "adult" / "adult-train.csv.gz", index=False)
+    survey(150).to_csv(home / "data" / "adult" / "adult-test.csv.gz", index=False)
+    ads = pd.DataFrame({"impressions": rng.poisson(3, 400), "channel": rng.choice(["web", "mail"], 400)})
+    ads["converted"] = (rng.random(400) < 0.1 + 0.05 * ads["impressions"].clip(0, 5)).astype(int)
+    ads.to_parquet(work / "conversions.parquet")
+
+    resolved = RunConfig.resolved
+
+    def one_epoch(config: RunConfig) -> RunConfig:
+        config = resolved(config)
+        config = dataclasses.replace(config, train=dataclasses.replace(config.train, epochs=1,
+                                                                       batch_size=min(config.train.batch_size, 64)))
+        if config.method == "pate":
+            config = dataclasses.replace(config, pate=dataclasses.replace(config.pate, teacher_epochs=1))
+        return config
+
+    monkeypatch.setattr(RunConfig, "resolved", one_epoch)
+    yield work
+    torch.set_num_threads(1)  # as conftest sets it; `labeldp train` sets its own
+
+
+def test_the_readme_lists_only_commands_it_can_run() -> None:
+    for language, line, block in readme_blocks():
+        if language == "bash":
+            for command in commands(block):
+                assert command.startswith("labeldp ") or any(command.startswith(p) for p in NOT_RUN), (
+                    f"README.md line {line}: {command!r} is neither a labeldp command nor in NOT_RUN")
+
+
+@pytest.mark.filterwarnings("ignore:.*match no published checksum")
+def test_every_readme_command_and_snippet_runs(reader, capsys) -> None:
+    for language, line, block in readme_blocks():
+        where = f"README.md block at line {line}"
+        if language == "bash":
+            for command in commands(block):
+                if not command.startswith("labeldp "):
+                    continue
+                argv = shrunk([str(Path(arg).expanduser()) if arg.startswith("~") else arg
+                               for arg in shlex.split(command)[1:]])
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    try:
+                        code = main(argv)
+                    except SystemExit as exit_:  # --help
+                        code = exit_.code
+                printed = capsys.readouterr()
+                assert code == 0, f"{where}: `{command}` exited {code}:\n{printed.err[-2000:]}"
+        else:
+            first = block.splitlines()[0]
+            if re.fullmatch(r"# [\w.]+\.py", first):
+                Path(first[2:]).write_text(block)
+                continue
+            stdout = io.StringIO()
+            with contextlib.redirect_stdout(stdout), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                exec(compile(block, where, "exec"), {"__name__": "__readme__"})
+            expected = expected_outputs(block)
+            printed = stdout.getvalue().split()[-len(expected):] if expected else []
+            assert printed == expected, f"{where} printed {stdout.getvalue()!r}, the README says {expected}"

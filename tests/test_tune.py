@@ -1,0 +1,273 @@
+"""Tuning on released labels: the clean-accuracy estimates behind it, one release per tune, no true
+label read after it, refusals before any spend."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from labeldp.cli import main
+from labeldp.errors import ConfigError, RunDirectoryError
+from labeldp.estimators import clean_accuracy_terms
+from labeldp.experiments import tune as tuning
+from labeldp.experiments.tune import HeldOutScorer, candidate_options, tune
+from labeldp.mechanisms import (laplace_one_hot, laplace_one_hot_likelihood, prior_top_k, rr_with_prior,
+                                rr_with_prior_likelihood)
+from labeldp.release import Release
+from labeldp.runs import RunConfig, RunDirectory, config_dataset, train_run
+from labeldp.training import TrainConfig
+
+EPSILON = 1.0
+
+
+def _rr_with_prior_case(outside: float, seed: int = 0):
+    """Labels, priors whose top-k sets hold each label except for a fraction ``outside``, and predictions."""
+    rng = np.random.default_rng(seed)
+    n, k = 2000, 5
+    true = rng.integers(0, k, n)
+    other = (true + rng.integers(1, k, n)) % k
+    far = (true + rng.integers(1, k, n)) % k  # a third label, outside the top two where it differs from other
+    far = np.where(far == other, (other + 1) % k, far)
+    far = np.where(far == true, (far + 1) % k, far)
+    moved = rng.random(n) < outside  # the prior's two heavy labels miss the true one
+    first = np.where(moved, far, true)
+    priors = np.full((n, k), 0.1 / 3)
+    priors[np.arange(n), first] = 0.45
+    priors[np.arange(n), other] = 0.45
+    u = rng.random(n)
+    predictions = np.where(u < 0.6, true, np.where(u < 0.8, other, (true + other + 1) % k))
+    return true, priors, predictions
+
+
+def _mean_estimate(true, priors, predictions, releases=300):
+    estimates = []
+    for seed in range(releases):
+        noisy, _ = rr_with_prior(true, priors, EPSILON, seed)
+        terms = clean_accuracy_terms(predictions, noisy, rr_with_prior_likelihood(noisy, priors, EPSILON))
+        estimates.append(terms.mean())
+    return float(np.mean(estimates)), float(np.std(estimates) / math.sqrt(releases)), terms
+
+
+def test_clean_accuracy_estimate_is_unbiased_for_rr_with_prior() -> None:
+    """With every clean label in its top-k set, the per-example channel-corrected indicators average
+    to the clean accuracy over many RR-with-prior releases, and their standard error is the spread's."""
+    true, priors, predictions = _rr_with_prior_case(outside=0.0)
+    k, member = prior_top_k(priors, EPSILON)
+    assert np.all(k == 2) and member[np.arange(true.size), true].all()
+    accuracy = float(np.mean(predictions == true))
+    mean, spread, terms = _mean_estimate(true, priors, predictions)
+    assert abs(mean - accuracy) < 4 * spread
+    one_release_error = terms.std(ddof=1) / math.sqrt(terms.size)
+    assert 0.5 < one_release_error / (spread * math.sqrt(300)) < 2
+
+
+def test_clean_accuracy_estimate_outside_the_top_k_is_as_documented() -> None:
+    """A clean label outside its top-k set releases the same thing whatever it is: such an example adds
+    1/k (prediction inside the set) or 0 to the expectation, as clean_accuracy_terms says."""
+    true, priors, predictions = _rr_with_prior_case(outside=0.3, seed=1)
+    k, member = prior_top_k(priors, EPSILON)
+    rows = np.arange(true.size)
+    inside, predicted_inside = member[rows, true], member[rows, predictions]
+    expected = np.mean(np.where(inside, predictions == true, predicted_inside / k))
+    mean, spread, _ = _mean_estimate(true, priors, predictions)
+    assert abs(mean - expected) < 4 * spread
+    assert abs(mean - np.mean(predictions == true)) > 10 * spread  # not the clean accuracy: not identifiable
+
+
+def test_alibi_scorer_is_unbiased() -> None:
+    """ALIBI's held-out score, the noisy one-hot vector's entry at the prediction, averages to the clean
+    accuracy."""
+    rng = np.random.default_rng(2)
+    n, k = 1000, 10
+    true = rng.integers(0, k, n)
+    predictions = np.where(rng.random(n) < 0.7, true, (true + 1) % k)
+    held = np.arange(n)
+    estimates = []
+    for seed in range(200):
+        noisy = laplace_one_hot(true, k, 2.0, seed)
+        release = Release(held, None, "alibi", noisy.argmax(axis=1), laplace_one_hot_likelihood(noisy, 2.0),
+                          {"noisy_one_hot": noisy})
+        estimates.append(HeldOutScorer({"stage1": release}, held, n, k).terms(predictions).mean())
+    assert abs(np.mean(estimates) - np.mean(predictions == true)) < 4 * np.std(estimates) / math.sqrt(200)
+
+
+def _config(**fields) -> RunConfig:
+    return RunConfig(**{"method": "lp-1st", "epsilon": 2.0, "insecure_noise_seed": 5,
+                        "train": TrainConfig(epochs=2, batch_size=64, lr=0.02), **fields})
+
+
+GRID = {"lr": ["0.005", "0.05"], "mixup": [0.0]}
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_tune_spends_one_release_and_reads_no_true_label_after_it(tmp_path, monkeypatch) -> None:
+    """The tune folder's ledger is one run's; poisoning the true training labels right after the
+    release changes nothing (the candidates' scores, the choice, the final model); the best candidate
+    is the final run; the candidates' folders hold no release and no ledger; repeating the tune reads
+    it back."""
+    config = _config()
+    data = config_dataset(config.resolved())
+    clean = tune(config, GRID, tmp_path / "clean", progress=False, dataset=data)
+
+    release_once = tuning._release_once
+
+    def release_then_poison(*args, **kwargs):
+        releases = release_once(*args, **kwargs)
+        data.y_train[:] = np.random.default_rng(0).permutation(data.y_train)  # in place: every holder sees it
+        return releases
+
+    monkeypatch.setattr(tuning, "_release_once", release_then_poison)
+    original = data.y_train.copy()
+    poisoned = tune(config, GRID, tmp_path / "poisoned", progress=False, dataset=data)
+    assert np.mean(data.y_train != original) > 0.5
+    for a, b in zip(clean["results"], poisoned["results"]):
+        assert a["estimated_clean_accuracy"] == b["estimated_clean_accuracy"]
+        assert a["standard_error"] == b["standard_error"]
+    assert clean["final"]["test_accuracy"] == poisoned["final"]["test_accuracy"]
+
+    single = train_run(config, tmp_path / "single", progress=False, dataset=config_dataset(config.resolved()))
+    folder = RunDirectory(tmp_path / "clean")
+    ledger = folder.read_ledger()
+    assert [entry.tag for entry in ledger.entries] == ["stage1"]
+    assert clean["ledger_epsilon"] == single["epsilon"] == pytest.approx(2.0)
+    best = max(clean["results"], key=lambda r: r["estimated_clean_accuracy"])
+    assert clean["chosen"] == best["key"] == "lr=0.05,mixup_alpha=0.0"
+    assert best["difference"] == 0 and all(r["difference"] <= 0 and r["difference_error"] >= 0
+                                           for r in clean["results"])
+    assert folder.read_config()["train"]["lr"] == 0.05
+    assert clean["held_out"] == round(0.2 * len(data.y_train)) and all(
+        r["held_out"] == clean["held_out"] for r in clean["results"])
+    for result in clean["results"]:
+        candidate = tmp_path / "clean" / "candidates" / result["key"]
+        assert (candidate / "result.json").exists()
+        assert not (candidate / "ledger.json").exists() and not (candidate / "noisy_labels").exists()
+        rows = [json.loads(line) for line in (candidate / "metrics.jsonl").read_text().splitlines()]
+        assert all(row["test_accuracy"] is None for row in rows)  # the test set is not looked at
+    table = (tmp_path / "clean" / "tune.csv").read_text().splitlines()
+    assert table[0].startswith("key,estimated_clean_accuracy,standard_error") and len(table) == 3
+    assert tune(config, GRID, tmp_path / "clean", progress=False, dataset=data) == clean
+    assert RunDirectory(tmp_path / "clean").read_ledger().epsilon(0.0) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("fields, grid, message", [
+    ({"method": "lp-2st"}, {"lr": ["0.01", "0.05"]}, "release 'stage2' depends on train.lr"),
+    ({}, {"epsilon": ["1", "2"]}, "release 'stage1' depends on epsilon"),
+    ({"method": "alibi"}, {"seed": ["0", "1"]}, "release 'stage1' depends on seed"),
+    ({"method": "dp-sgd"}, {"epochs": ["1", "2"]}, "must share epochs and batch size"),
+    ({"method": "pate"}, {"epochs": ["1", "2"]}, "held-out training examples have no released label"),
+    ({}, {"lr": ["0.01"]}, "at least two candidates"),
+    ({}, {"momentum": ["0.5", "2"]}, "momentum must lie in"),
+])
+def test_tune_refuses_before_any_spend(tmp_path, fields, grid, message) -> None:
+    base = dict(method="lp-1st", epsilon=2.0, insecure_noise_seed=5, train=TrainConfig(epochs=1))
+    with pytest.raises(ConfigError, match=message):
+        tune(RunConfig(**{**base, **fields}), grid, tmp_path / "tune", progress=False)
+    assert not (tmp_path / "tune").exists()
+
+
+def test_random_search_draws_distinct_combinations_from_the_seed() -> None:
+    grid = {"lr": ["0.01", "0.02", "0.05"], "epochs": ["1", "2"]}
+    picked = candidate_options(grid, trials=3, seed=4)
+    assert len(picked) == 3 and len({tuple(c.items()) for c in picked}) == 3
+    assert picked == candidate_options(grid, trials=3, seed=4)
+    assert len(candidate_options(grid)) == 6
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_tune_command_with_alibi_and_a_yaml_grid(tmp_path, capsys) -> None:
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("lr: [0.01, 0.05]\nweight-decay: [0.001]\n")
+    code = main(["tune", "--method", "alibi", "--epsilon", "2", "--epochs", "2", "--insecure-noise-seed", "1",
+                 "--grid-file", str(grid), "--threads", "1", "--quiet", "--out", str(tmp_path / "tuned")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "  chosen" in out and "epsilon 2 (one run's releases: stage1)" in out
+    saved = json.loads((tmp_path / "tuned" / "tune.json").read_text())
+    assert [r["key"] for r in saved["results"]] == ["lr=0.01,weight_decay=0.001", "lr=0.05,weight_decay=0.001"]
+    assert RunDirectory(tmp_path / "tuned").read_ledger().epsilon(0.0) == pytest.approx(2.0)
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_an_interrupted_tune_reads_its_release_and_candidates_back(tmp_path) -> None:
+    """A tune stopped during its final run continues from the saved release (never drawn again: the
+    ledger and the release file stay as they were) and the scored candidates (not trained again)."""
+    import labeldp
+
+    config, out = _config(), tmp_path / "tune"
+    first = labeldp.tune(config, GRID, out, progress=False)
+    release = (out / "noisy_labels" / "stage1.npz").read_bytes()
+    ledger = (out / "ledger.json").read_text()
+    metrics = {r["key"]: (out / "candidates" / r["key"] / "metrics.jsonl").read_text() for r in first["results"]}
+    for name in ("tune.json", "summary.json", "model.pt"):
+        (out / name).unlink()
+    again = labeldp.tune(config, GRID, out, progress=False)
+    assert (out / "noisy_labels" / "stage1.npz").read_bytes() == release
+    assert (out / "ledger.json").read_text() == ledger
+    assert {k: (out / "candidates" / k / "metrics.jsonl").read_text() for k in metrics} == metrics
+    assert again["results"] == first["results"] and again["chosen"] == first["chosen"]
+    with pytest.raises(RunDirectoryError, match="finished tune of other candidates"):
+        labeldp.tune(config, {"lr": ["0.01", "0.02"]}, out, progress=False)
+
+
+
+def test_the_number_of_selection_trials_has_the_accounted_mean() -> None:
+    rng = np.random.default_rng(0)
+    for shape in (1.0, 0.5, math.inf):
+        draws = np.array([tuning.draw_trials(rng, 3.0, shape) for _ in range(3000)])
+        assert abs(draws.mean() - 3.0) < 5 * draws.std() / math.sqrt(draws.size)
+        assert draws.min() >= (0 if math.isinf(shape) else 1)
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_dpsgd_is_tuned_by_private_selection_with_one_accounted_event(tmp_path) -> None:
+    """DP-SGD's tune records one RepeatAndSelectDpEvent before its first trial, calibrated so that the
+    ledger's epsilon (dp_accounting's RDP accountant) meets the budget; only the chosen trial is kept;
+    an unfinished selection is not resumed (its trials are gone)."""
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    from labeldp.accounting import DPSGD_RELATION
+
+    config = RunConfig(method="dp-sgd", epsilon=4.0, insecure_noise_seed=2,
+                       train=TrainConfig(epochs=1, batch_size=128, lr=0.5))
+    grid = {"lr": ["0.5", "1"], "max_grad_norm": ["1"]}
+    outcome = tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0})
+    ledger = RunDirectory(tmp_path / "sel").read_ledger()
+    (entry,) = ledger.entries
+    assert entry.tag == "selection" and isinstance(entry.event, dp_event.RepeatAndSelectDpEvent)
+    assert entry.event.mean == 2.0 and entry.event.shape == 1.0 and entry.members.all()
+    accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=DPSGD_RELATION)
+    expected = accountant.compose(entry.event).get_epsilon(1e-5)
+    assert ledger.epsilon(1e-5) == pytest.approx(expected) and expected <= 4.0 + 1e-9 and expected > 3.5
+    assert outcome["ledger_epsilon"] == pytest.approx(expected, abs=1e-6)
+    assert outcome["chosen"] in ("lr=0.5,max_grad_norm=1.0", "lr=1.0,max_grad_norm=1.0")
+    saved = RunDirectory(tmp_path / "sel").read_config()
+    assert saved["train"]["lr"] == outcome["chosen_options"]["lr"] and saved["dpsgd"]["noise_multiplier"] is None
+    assert not (tmp_path / "sel" / "candidates").exists() and not (tmp_path / "sel" / "private").exists()
+    assert tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0}) == outcome
+    (tmp_path / "sel" / "tune.json").unlink()
+    (tmp_path / "sel" / "summary.json").unlink()
+    with pytest.raises(RunDirectoryError, match="cannot be resumed"):
+        tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0})
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_lp2st_tunes_what_acts_after_its_second_release(tmp_path) -> None:
+    """LP-2ST's second release needs the first stage's model: the tune trains it once, as the run
+    would, draws both releases, then tries what acts only after them (reusing stage 1's labels,
+    warm starting); the ledger holds the two releases at the run's epsilon."""
+    config = _config(method="lp-2st")
+    outcome = tune(config, {"reuse_labels": ["true", "false"], "warm_start": ["false"]}, tmp_path / "t",
+                   progress=False)
+    ledger = RunDirectory(tmp_path / "t").read_ledger()
+    assert [entry.tag for entry in ledger.entries] == ["stage1", "stage2"]
+    assert outcome["ledger_epsilon"] == pytest.approx(2.0)
+    assert len(outcome["results"]) == 2 and outcome["final"]["test_accuracy"] > 0.3
+    train_run(config, tmp_path / "single", progress=False)  # the release a run of the base configuration draws
+    for stage in ("stage1", "stage2"):
+        with np.load(tmp_path / "t" / "noisy_labels" / f"{stage}.npz") as tuned, \
+                np.load(tmp_path / "single" / "noisy_labels" / f"{stage}.npz") as single:
+            assert np.array_equal(tuned["labels"], single["labels"]) and np.array_equal(tuned["k"], single["k"])
