@@ -169,3 +169,11 @@ def test_one_process_is_unchanged(tmp_path) -> None:
     with pytest.raises(RunDirectoryError, match="only rank 0"), folder.lock():
         pass
     assert not (tmp_path / "run").exists()
+
+
+def test_under_torchrun_only_train_runs(monkeypatch, capsys) -> None:
+    from labeldp.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["profiles"]) == 2
+    assert "only `labeldp train` runs" in capsys.readouterr().err

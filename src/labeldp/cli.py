@@ -436,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     runtime.reuse_freed_memory()
     try:
+        if distributed.requested() and args.command != "train":
+            raise ConfigError(f"`labeldp {args.command}` runs in one process; under torchrun only `labeldp train` "
+                              "runs (data-parallel)")
         if args.command == "train":
             _train(args)
         elif args.command == "demo":
