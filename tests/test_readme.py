@@ -41,6 +41,7 @@ NOT_RUN = {
     ".venv/bin/python -m pytest": "this suite",
     "labeldp download": "needs the network (tests/test_data.py checks its error without one)",
     "python benchmarks/": "benchmarks, on the full datasets",
+    "torchrun ": "several processes: tests/test_distributed.py runs labeldp under torchrun",
 }
 
 #: rewrites that keep the README's commands small: flags whose value is replaced (None: the flag is

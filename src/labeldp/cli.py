@@ -11,7 +11,7 @@ from dataclasses import fields
 import torch
 from pathlib import Path
 
-from labeldp import __version__, runtime
+from labeldp import __version__, distributed, runtime
 from labeldp.accounting import PrivacyLedger
 from labeldp.audit import audit_run, membership_audit
 from labeldp.audit.label_inference import audit_folder, audited_config
@@ -269,6 +269,8 @@ def _train_parser() -> argparse.ArgumentParser:
 
 
 def _train(args: argparse.Namespace) -> None:
+    if distributed.env_rank() != 0:  # under torchrun rank 0 speaks for the run
+        args.quiet = True
     if args.recipes:
         load_recipes(args.recipes)
     if args.profile:
@@ -284,8 +286,11 @@ def _train(args: argparse.Namespace) -> None:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
     torch.set_num_threads(args.threads or runtime.default_threads(config.dataset))
     summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
-    _print_summary(summary)
-    print(f"run directory: {args.out}")
+    # after an error a rank leaves without waiting for the others: torchrun then stops them all
+    distributed.stop()
+    if distributed.env_rank() == 0:
+        _print_summary(summary)
+        print(f"run directory: {args.out}")
 
 
 def _demo(args: argparse.Namespace) -> None:
@@ -431,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     runtime.reuse_freed_memory()
     try:
+        if distributed.requested() and args.command != "train":
+            raise ConfigError(f"`labeldp {args.command}` runs in one process; under torchrun only `labeldp train` "
+                              "runs (data-parallel)")
         if args.command == "train":
             _train(args)
         elif args.command == "demo":

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from labeldp import distributed
 from labeldp.accounting.calibration import calibrate_vote_noise, max_queries, pate_epsilon
 from labeldp.errors import BudgetError, ConfigError, RunDirectoryError
 from labeldp.files import write_atomic
@@ -134,26 +135,41 @@ def _save_predictions(path: Path, predictions: np.ndarray, done: int) -> None:
 def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, labels: np.ndarray,
                    teacher_of: np.ndarray, query_inputs: np.ndarray, num_classes: int, config: TrainConfig, *,
                    augmentation: str = "none", seed: int = 0, checkpoint: str | os.PathLike | None = None,
-                   progress: bool = True) -> np.ndarray:
+                   progress: bool = True, parallel: bool = False) -> np.ndarray | None:
     """Train one teacher per part of (``inputs``, ``labels``) and return their votes on ``query_inputs``,
     a (teachers, queries) array of class indices.
 
     ``build_model(t)`` returns teacher t's fresh model (initialised from a seed of its own); it trains with ``config`` on the examples with
     ``teacher_of == t`` only. With ``checkpoint``, the votes of finished teachers are saved after each
     one and a rerun continues with the next teacher.
+
+    With ``parallel`` (a collective call of every rank of a torchrun group; ignored in one process)
+    the ranks train the teachers in rounds, one each per round; rank 0 alone reads and writes the
+    ``checkpoint``, collects the votes and returns them (the other ranks return None). The votes are
+    computed from true labels without noise: they leave a rank only for rank 0's memory.
     """
     teachers = int(teacher_of.max()) + 1
     predictions = np.zeros((teachers, len(query_inputs)), dtype=np.int16)
-    done = 0
     path = Path(checkpoint) if checkpoint is not None else None
-    if path is not None and path.exists():
-        try:
-            with np.load(path) as saved:
-                if saved["predictions"].shape == predictions.shape:
-                    predictions, done = saved["predictions"], int(saved["done"])
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
-            raise RunDirectoryError(f"{path} is damaged ({error}); delete it: the teachers it holds (raw votes, "
-                                    "nothing released yet) are trained again") from None
+
+    def resume() -> int:
+        nonlocal predictions
+        if path is not None and path.exists():
+            try:
+                with np.load(path) as saved:
+                    if saved["predictions"].shape == predictions.shape:
+                        predictions = saved["predictions"]
+                        return int(saved["done"])
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+                raise RunDirectoryError(f"{path} is damaged ({error}); delete it: the teachers it holds (raw votes, "
+                                        "nothing released yet) are trained again") from None
+        return 0
+
+    if parallel and distributed.active():
+        return _train_teachers_in_rounds(build_model, inputs, labels, teacher_of, query_inputs, num_classes, config,
+                                         augmentation, seed, path, progress, predictions,
+                                         distributed.on_main(resume))
+    done = resume()
     bar = tqdm(range(done, teachers), desc="teachers", unit="teacher", disable=None if progress else True,
                initial=done, total=teachers)
     for teacher in bar:
@@ -165,6 +181,32 @@ def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, 
         if path is not None:
             _save_predictions(path, predictions, teacher + 1)
     return predictions
+
+
+def _train_teachers_in_rounds(build_model: Callable[[int], nn.Module], inputs: np.ndarray, labels: np.ndarray,
+                              teacher_of: np.ndarray, query_inputs: np.ndarray, num_classes: int, config: TrainConfig,
+                              augmentation: str, seed: int, path: Path | None, progress: bool,
+                              predictions: np.ndarray, done: int) -> np.ndarray | None:
+    """:func:`train_teachers` across the ranks: teacher ``done + round * ranks + rank`` on each rank."""
+    teachers, ranks, me = len(predictions), distributed.world_size(), distributed.rank()
+    rounds = tqdm(range(done, teachers, ranks), desc="teachers", unit="round", disable=None if progress else True)
+    for first in rounds:
+        teacher, votes = first + me, None
+        if teacher < teachers:
+            part = np.flatnonzero(teacher_of == teacher)
+            model = build_model(teacher)
+            train_stage(model, inputs[part], labels[part], num_classes, config, augmentation=augmentation,
+                        seed=public_seed(seed, "pate-training", teacher), progress=False)
+            votes = predict_logits(model, query_inputs).argmax(dim=1).numpy().astype(np.int16)
+        collected = [None] * ranks if distributed.is_main() else None
+        torch.distributed.gather_object((teacher, votes), collected, dst=0)
+        if distributed.is_main():
+            for teacher, votes in collected:
+                if votes is not None:
+                    predictions[teacher] = votes
+            if path is not None:
+                _save_predictions(path, predictions, min(first + ranks, teachers))
+    return predictions if distributed.is_main() else None
 
 
 def teacher_train_config(student: TrainConfig, config: PATEConfig) -> TrainConfig:

@@ -17,6 +17,13 @@ the sampled examples: the augmentation of each step draws from a generator seede
 unpredictable to the adversary: both come from ``noise`` (a :class:`~labeldp.randomness.NoiseSource`,
 fresh OS entropy by default), each epoch from generators of its own that are never saved, so a
 resumed run draws its remaining steps afresh.
+
+Across processes (``torchrun``, ``data_parallel``; :mod:`labeldp.distributed`) the mechanism is the
+same one: rank 0 alone samples each epoch's batches (Poisson over the whole dataset, with its
+generator) and hands them to the others; each rank sums the clipped gradients of its share of the
+batch; rank 0 alone adds the Gaussian noise, to its share; the shares are summed across the ranks
+(all-reduce) and divided by the expected batch size. The privatised gradient is therefore
+distributed exactly as in one process (:func:`private_gradient`).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel
 from tqdm.auto import tqdm
 
+from labeldp import distributed
 from labeldp.errors import ConfigError
 from labeldp.options import option
 from labeldp.randomness import NoiseSource, public_seed
@@ -41,8 +49,8 @@ from labeldp.training.augment import augment
 from labeldp.dpsgd.clipping import METHODS, check_per_example_model, clipped_gradient_sum
 from labeldp.dpsgd.noise import noise_generator, privatize_gradients
 from labeldp.dpsgd.sampling import PoissonSampler, sampling_generator
-from labeldp.training.stage import (EpochRecord, TrainConfig, accuracy, lr_schedule, make_optimizer,
-                                    restore_checkpoint, save_atomic)
+from labeldp.training.stage import (EpochRecord, TrainConfig, accuracy, apply_checkpoint, load_torch, lr_schedule,
+                                    make_optimizer, restore_checkpoint, save_atomic)
 
 
 @dataclass
@@ -121,6 +129,29 @@ def sampling_plan(num_examples: int, config: TrainConfig) -> tuple[float, int, i
     return q, config.epochs * steps_per_epoch, steps_per_epoch
 
 
+def private_gradient(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, dp: DPSGDConfig,
+                     noise_multiplier: float, expected_batch_size: float, noise_rng, parallel: bool = False) -> None:
+    """Set ``model``'s gradients to one DP-SGD step's privatised gradient: (the sum of the clipped
+    per-example gradients of ``inputs`` + N(0, (sigma C)^2)) / ``expected_batch_size``.
+
+    With ``parallel`` (a collective call of every rank of the process group), ``inputs`` are this
+    rank's share of the batch: rank 0 adds the noise to its share only (``noise_rng`` is used there
+    alone), and the shares are summed across the ranks, so that the noise enters once."""
+    clipped = clipped_gradient_sum(model, inputs, labels, dp.max_grad_norm, method=dp.clipping,
+                                   physical_batch_size=dp.physical_batch_size, multiple_views=dp.augmult > 1)
+    noisy = not parallel or distributed.is_main()
+    privatize_gradients(model, clipped, noise_multiplier if noisy else 0.0, dp.max_grad_norm, expected_batch_size,
+                        noise_rng if noisy else None)
+    if parallel:
+        params = [p for p in model.parameters() if p.requires_grad]
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        flat = distributed.all_reduce_sum(flat)
+        offset = 0
+        for param in params:
+            param.grad.copy_(flat[offset:offset + param.numel()].view_as(param.grad))
+            offset += param.numel()
+
+
 def train_dpsgd(
     model: nn.Module,
     inputs: np.ndarray,
@@ -136,6 +167,7 @@ def train_dpsgd(
     checkpoint: str | os.PathLike | None = None,
     on_epoch_end: Callable[[EpochRecord], None] | None = None,
     progress: bool = True,
+    data_parallel: bool = False,
 ) -> tuple[nn.Module, list[EpochRecord]]:
     """Train ``model`` in place with DP-SGD; returns (the model to evaluate -- the EMA when kept --, history).
 
@@ -143,6 +175,10 @@ def train_dpsgd(
     ``noise`` gives the batches and the Gaussian noise (:class:`~labeldp.randomness.NoiseSource`);
     ``seed`` only the augmentation, which is public. A ``checkpoint`` is written after every epoch
     (model, optimiser, schedule, EMA) and resumed from.
+
+    With ``data_parallel`` (every rank of a ``torchrun`` group calls it; ignored in one process) the
+    ranks share each step as the module docstring says; only rank 0 samples, draws noise, reads and
+    writes the checkpoint and calls ``on_epoch_end``.
     """
     config.validate()
     dp.validate()
@@ -160,7 +196,13 @@ def train_dpsgd(
     ema = AveragedModel(model, multi_avg_fn=_ema_with_warmup(dp.ema_decay), use_buffers=True) \
         if dp.ema_decay > 0 else None
     path = Path(checkpoint) if checkpoint is not None else None
-    state, history = restore_checkpoint(path, model, optimizer, scheduler)
+    parallel = data_parallel and distributed.active()
+    main, ranks, me = distributed.is_main(), distributed.world_size(), distributed.rank()
+    if parallel:  # rank 0 reads the checkpoint, every rank resumes from it
+        saved = distributed.on_main(lambda: load_torch(path) if path is not None and path.exists() else None)
+        state, history = apply_checkpoint(saved, model, optimizer, scheduler)
+    else:
+        state, history = restore_checkpoint(path, model, optimizer, scheduler)
     if state is not None and ema is not None:
         ema.load_state_dict(state["ema"])
 
@@ -168,32 +210,39 @@ def train_dpsgd(
     model.train()
     for epoch in range(len(history) + 1, config.epochs + 1):
         start = time.perf_counter()
-        sampler = PoissonSampler(len(x), q, steps_per_epoch, sampling_generator(noise, epoch))
-        noise_rng = noise_generator(noise, "dpsgd-noise", epoch, device=device)
+        noise_rng = next_batch = None
+        if main:  # the secret batches and noise: rank 0 alone draws them
+            sampler = PoissonSampler(len(x), q, steps_per_epoch, sampling_generator(noise, epoch))
+            noise_rng = noise_generator(noise, "dpsgd-noise", epoch, device=device)
+            next_batch = sampler.sample
+        if parallel:  # the epoch's batches, sampled over the whole dataset on rank 0, for every rank
+            next_batch = iter(distributed.on_main(lambda: [sampler.sample() for _ in range(steps_per_epoch)])).__next__
         for step in tqdm(range(steps_per_epoch), desc=f"dp-sgd epoch {epoch}/{config.epochs}", leave=False,
                          disable=None if progress else True, unit="step"):
-            batch = sampler.sample()
-            augment_rng = torch.Generator().manual_seed(public_seed(seed, "dpsgd-augment", epoch, step))
+            batch = next_batch()
+            stream = (epoch, step, me) if parallel else (epoch, step)
+            augment_rng = torch.Generator().manual_seed(public_seed(seed, "dpsgd-augment", *stream))
+            if parallel:
+                batch = batch[me::ranks]
             xb = x[batch]
             if dp.augmult > 1:
                 xb = torch.stack([augment(xb, augmentation, augment_rng) for _ in range(dp.augmult)], dim=1)
             elif config.augment:
                 xb = augment(xb, augmentation, augment_rng)
-            clipped = clipped_gradient_sum(model, xb.to(device), y[batch].to(device), dp.max_grad_norm,
-                                           method=dp.clipping, physical_batch_size=dp.physical_batch_size,
-                                           multiple_views=dp.augmult > 1)
-            privatize_gradients(model, clipped, noise_multiplier, dp.max_grad_norm, q * len(x), noise_rng)
+            private_gradient(model, xb.to(device), y[batch].to(device), dp, noise_multiplier, q * len(x), noise_rng,
+                             parallel)
             optimizer.step()
             scheduler.step()
             if ema is not None:
                 ema.update_parameters(model)
-        test_accuracy = accuracy(evaluated, *test, config.eval_batch_size) if test is not None else None
+        test_accuracy = (accuracy(evaluated, *test, config.eval_batch_size, sharded=parallel)
+                         if test is not None else None)
         record = EpochRecord(epoch, None, test_accuracy, optimizer.param_groups[0]["lr"], time.perf_counter() - start)
         history.append(record)
-        if path is not None:
+        if path is not None and main:
             save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                          "scheduler": scheduler.state_dict(), "ema": ema.state_dict() if ema is not None else None,
                          "history": [asdict(r) for r in history]}, path)
-        if on_epoch_end is not None:
+        if on_epoch_end is not None and main:
             on_epoch_end(record)
     return evaluated, history

@@ -46,7 +46,7 @@ def run_dpsgd(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
                                augmentation=data.augmentation, test=(data.x_test, data.y_test),
                                seed=config.seed, noise=config.noise,
                                checkpoint=context.out.checkpoint_path(1), on_epoch_end=context.on_epoch_end(1, 1),
-                               progress=context.progress)
+                               progress=context.progress, data_parallel=context.parallel)
     return evaluated.cpu(), {"noise_multiplier": sigma, "sampling_probability": q, "steps": steps}
 
 

@@ -37,11 +37,17 @@ def run_pate(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
         seed = public_seed(config.seed, "pate-teachers", t)
         return build_model(config.model, data.input_shape, data.num_classes, seed, data.categorical).to(context.device)
 
+    def votes() -> np.ndarray | None:
+        return train_teachers(teacher, data.x_train, data.y_train, teacher_of, data.x_train[queries], data.num_classes,
+                              teacher_train_config(config.train, pate), augmentation=data.augmentation,
+                              seed=config.seed, progress=context.progress, parallel=context.parallel,
+                              checkpoint=context.out.private_path("teachers.npz") if context.main else None)
+
+    # under torchrun the ranks share the teachers (their votes gathered on rank 0) before rank 0 draws
+    shared = votes() if context.parallel and context.will_draw("pate") else None
+
     def draw(ledger: PrivacyLedger) -> Release:
-        predictions = train_teachers(teacher, data.x_train, data.y_train, teacher_of, data.x_train[queries],
-                                     data.num_classes, teacher_train_config(config.train, pate),
-                                     augmentation=data.augmentation, seed=config.seed,
-                                     checkpoint=context.out.private_path("teachers.npz"), progress=context.progress)
+        predictions = shared if shared is not None else votes()
         threshold = pate.threshold * pate.teachers if pate.confident else None
         release = release_pate_labels(ledger, predictions, teacher_of, np.arange(n), data.num_classes, noise_std,
                                       threshold, None if ratio is None else ratio * noise_std,
@@ -49,7 +55,7 @@ def run_pate(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
         return release.with_arrays(queries=queries, noise_std=np.array(noise_std))
 
     released = context.spend("pate", draw)
-    context.out.discard_private()  # the teachers' raw votes are not private: gone once the answers are released
+    context.discard_private()  # the teachers' raw votes are not private: gone once the answers are released
     answered = released.arrays["answered"]
     if not answered.any():
         raise BudgetError("no query was answered: lower --threshold or raise --queries (the budget is spent)")

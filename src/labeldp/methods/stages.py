@@ -51,7 +51,6 @@ from labeldp.priors import cluster, cluster_priors, encode, histogram_priors, re
 from labeldp.release import Release, release_randomized_response, release_rr_with_prior, release_true_labels
 from labeldp.runs.config import split_stages
 from labeldp.runs.context import RunContext
-from labeldp.training.stage import predict_proba
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
 _LABEL_OPTIONS = frozenset({"loss", "prior"})
@@ -112,6 +111,11 @@ def release_stage(context: RunContext, stage: int, members: np.ndarray, model: n
     the forward loss trains on."""
     config, data = context.config, context.data
     tag, epsilon = f"stage{stage}", config.label_epsilon
+    # the model's prior is public (post-processing of earlier releases): under torchrun every rank
+    # predicts its share of it, before rank 0 draws
+    model_prior = None
+    if stage > 1 and config.method != "non-private" and context.will_draw(tag):
+        model_prior = context.predict_proba(model, data.x_train[members], config.temperature)
 
     def draw(ledger: PrivacyLedger) -> Release:
         true, rng = data.y_train[members], config.noise.generator("label-release", stage)
@@ -127,7 +131,7 @@ def release_stage(context: RunContext, stage: int, members: np.ndarray, model: n
         if stage == 1:
             prior = public_prior[members]
         else:
-            prior = predict_proba(model, data.x_train[members], config.temperature)
+            prior = model_prior
             if config.combine_priors:
                 prior = release_evidence(fold, prior)
         release = release_rr_with_prior(ledger, true, members, prior, epsilon, rng, tag)
@@ -149,7 +153,7 @@ def reused(context: RunContext, stage: int, model: nn.Module) -> tuple[np.ndarra
     if config.loss in ("forward", "mse"):
         return indices, np.concatenate([stage_targets(context, e) for e in earlier])
     labels = np.concatenate([e.labels for e in earlier])
-    prior = predict_proba(model, context.data.x_train[indices], config.temperature)
+    prior = context.predict_proba(model, context.data.x_train[indices], config.temperature)
     _, in_top_k = prior_top_k(prior, config.label_epsilon)
     keep = in_top_k[np.arange(indices.size), labels]
     return indices[keep], labels[keep]

@@ -1,5 +1,10 @@
 """What a method works with while a run executes: the data, the run folder, the ledger, and the one
-way to release (:meth:`RunContext.spend`), which never draws the same release twice."""
+way to release (:meth:`RunContext.spend`), which never draws the same release twice.
+
+Under ``torchrun`` (:mod:`labeldp.distributed`) every process holds a context: rank 0's draws the
+releases, keeps the ledger and writes the run folder; the others receive each release from it and
+share the training (:meth:`RunContext.train`), the predictions (:meth:`RunContext.predict_proba`) and
+the final evaluation."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
 from labeldp.data import LabeledDataset
 from labeldp.errors import RunDirectoryError
@@ -46,21 +52,57 @@ class RunContext:
     def __init__(self, config: RunConfig, out: RunDirectory, data: LabeledDataset, device: torch.device,
                  progress: bool):
         self.config, self.out, self.data, self.device, self.progress = config, out, data, device, progress
-        self.ledger = out.read_ledger(len(data.y_train), config.method_spec.relation)
+        #: whether this process is one of several (torchrun), and whether it is the one that releases and writes
+        self.parallel, self.main = distributed.active(), distributed.is_main()
         self.started = time.perf_counter()
-        self.elapsed_before = out.elapsed()
+        if self.main:
+            self.ledger = out.read_ledger(len(data.y_train), config.method_spec.relation)
+            self.elapsed_before = out.elapsed()
+        else:  # rank 0 keeps the ledger; the other ranks never read nor write the run folder
+            self.ledger = PrivacyLedger(len(data.y_train), config.method_spec.relation)
+            self.elapsed_before = 0.0
+        self._releases: dict[str, Release] = {}
 
     def seconds(self) -> float:
         return self.elapsed_before + time.perf_counter() - self.started
 
     def spend(self, name: str, draw: Callable[[PrivacyLedger], Release]) -> Release:
         """Release ``name``: read back if saved, else drawn once, saved, then recorded on the ledger.
+        Under torchrun, rank 0 alone releases (``draw`` runs there only, so it must not call
+        collective operations) and every rank receives the release.
 
         ``draw(scratch_ledger)`` releases through :mod:`labeldp.release` (recording one entry on the
         scratch ledger) and returns the :class:`Release`. The release is saved before it is used;
         a crash between saving and recording is recorded from the saved file on the next run; a
         recorded release whose file is missing is an error, never a second draw.
         """
+        if self.parallel:
+            def release_on_main() -> dict[str, np.ndarray]:
+                self._releases[name] = self._spend(name, draw)
+                return self._releases[name].to_arrays()
+            arrays = distributed.on_main(release_on_main)
+            release = self._releases[name] if self.main else Release.from_arrays(arrays)
+        else:
+            release = self._spend(name, draw)
+        self._releases[name] = release
+        return release
+
+    def will_draw(self, name: str) -> bool:
+        """Whether :meth:`spend` of ``name`` would draw it (it is not saved yet): work that only a draw
+        needs (a prior's inference) is then shared among the ranks before it."""
+        return distributed.on_main(lambda: not self.out.release_path(name).exists())
+
+    def predict_proba(self, model: nn.Module, inputs: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+        """:func:`~labeldp.training.stage.predict_proba` of ``model`` on ``inputs`` (under torchrun each
+        rank computes its share: call it on every rank)."""
+        return predict_proba(model, inputs, temperature, sharded=self.parallel)
+
+    def discard_private(self) -> None:
+        """Delete the run's ``private/`` folder (rank 0)."""
+        if self.main:
+            self.out.discard_private()
+
+    def _spend(self, name: str, draw: Callable[[PrivacyLedger], Release]) -> Release:
         saved = self.out.load_release(name)
         if saved is not None:
             release = Release.from_arrays(saved)
@@ -81,7 +123,10 @@ class RunContext:
         return release
 
     def saved_release(self, name: str) -> Release:
-        """Release ``name`` as saved by :meth:`spend` (an earlier stage's labels, to train on again)."""
+        """Release ``name`` as saved by :meth:`spend` (an earlier stage's labels, to train on again): as
+        :meth:`spend` returned it in this run (under torchrun, every rank has it so), else read back."""
+        if name in self._releases:
+            return self._releases[name]
         saved = self.out.load_release(name)
         if saved is None:
             raise RunDirectoryError(f"{self.out.release_path(name)} is missing: the run has not released {name!r}")
@@ -125,7 +170,7 @@ class RunContext:
                     seed=public_seed(self.config.seed, "training", stage), checkpoint=self.out.checkpoint_path(stage),
                     on_epoch_end=self.on_epoch_end(stage, stages), progress=self.progress,
                     description=description or f"stage {stage}/{stages}", label_values=data.label_values,
-                    validation=validation)
+                    validation=validation, data_parallel=self.parallel)
 
     def training_part(self, indices: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The training inputs and targets a stage trains on (a tuning candidate holds some out)."""
@@ -137,12 +182,17 @@ class RunContext:
         return data.x_test, data.test_values if data.is_regression else data.y_test
 
     def finish(self, model: nn.Module, facts: dict[str, Any]) -> dict[str, Any]:
-        """Save the final model and the run's summary (epsilon from the ledger, plus ``facts``)."""
+        """Save the final model and the run's summary (epsilon from the ledger, plus ``facts``); under
+        torchrun the ranks share the evaluation, rank 0 writes, and every rank returns the summary."""
+        probabilities = predict_proba(model, self.data.x_test, batch_size=self.config.train.eval_batch_size,
+                                      sharded=self.parallel)
+        return distributed.on_main(lambda: self._summarise(model, probabilities, facts))
+
+    def _summarise(self, model: nn.Module, probabilities: np.ndarray, facts: dict[str, Any]) -> dict[str, Any]:
         config, data = self.config, self.data
         delta = config.delta or 0.0
         save_atomic(model.state_dict(), self.out.model_path)
         epsilon = self.ledger.epsilon(delta)
-        probabilities = predict_proba(model, data.x_test, batch_size=config.train.eval_batch_size)
         if data.is_regression:
             metrics = {**regression_metrics(probabilities, data.label_values, data.test_values),
                        "label_range": [float(data.label_values[0]), float(data.label_values[-1])],
@@ -158,6 +208,7 @@ class RunContext:
             **metrics,
             "seconds": round(self.seconds(), 2),
             "seed": config.seed,
+            **({"processes": distributed.world_size()} if self.parallel else {}),
             "num_train": int(len(data.y_train)),
             "num_test": int(len(data.y_test)),
             **facts,

@@ -3,6 +3,8 @@ its method (:mod:`labeldp.methods`)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from labeldp import distributed
 from labeldp.data import LabeledDataset, load_dataset
 from labeldp.files import write_atomic, write_json_atomic
 from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
@@ -64,31 +67,52 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", p
     directory holding a run with a different configuration is refused, unless the run is unfinished
     and its saved releases do not depend on what changed: training then restarts from them.
     Everything that can be checked is checked before the run directory is written.
+
+    Under ``torchrun`` (``WORLD_SIZE`` > 1) every process calls it with the same configuration: they
+    join one process group (:mod:`labeldp.distributed`) and train data-parallel; rank 0 alone checks,
+    locks, reads and writes the run folder and releases, and hands its decisions and releases to the
+    others. Every rank returns the summary.
     """
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
-    check_plan(config, data, resolve_device(device))
-    if not config.noise.private and config.method_spec.private:
+    run_device = distributed.local_device(resolve_device(device))
+    if distributed.start(run_device):
+        distributed.check_same((json.dumps(config.to_dict(), sort_keys=True), len(data.y_train), len(data.y_test),
+                                tuple(data.input_shape)), "the run's configuration and dataset")
+        progress = progress and distributed.is_main()
+    distributed.on_main(lambda: check_plan(config, data, run_device))
+    if not config.noise.private and config.method_spec.private and distributed.is_main():
         warnings.warn(f"the run's noise is {config.noise.describe()}", InsecureNoiseWarning, stacklevel=2)
-    out = RunDirectory(out_dir)
-    with out.lock():
-        saved = out.read_config()
-        if saved is not None:
-            _accept_changed_config(saved, config, out, progress)
-        finished = out.read_summary()
+    out = RunDirectory(out_dir, read_only=not distributed.is_main())
+    with contextlib.ExitStack() as held:
+        finished = distributed.on_main(lambda: _open_run(config, data, out, held, progress, dataset is not None))
         if finished is not None:
             return finished
-        out.create()
-        out.write_config(config.to_dict())
-        write_json_atomic(out.data_path, data_facts(data, in_memory=dataset is not None))
-        if data.preprocessor is not None:
-            write_atomic(out.preprocessor_path, lambda tmp: joblib.dump(data.preprocessor, tmp))
-        out.keep_metrics_of_checkpoints(len(config.stages), strict=config.method_spec.training_releases)
-        if saved is not None and progress:
-            tqdm.write(_resume_message(out))
-        context = RunContext(config, out, data, resolve_device(device), progress)
+        context = RunContext(config, out, data, run_device, progress)
         model, facts = config.method_spec.run(context)
         return context.finish(model, facts)
+
+
+def _open_run(config: RunConfig, data: LabeledDataset, out: RunDirectory, held: contextlib.ExitStack,
+              progress: bool, in_memory: bool) -> dict[str, Any] | None:
+    """Lock the run folder (for as long as ``held`` lasts), and either return the summary of the run it
+    holds when finished, or prepare it for the run to start or resume (None)."""
+    held.enter_context(out.lock())
+    saved = out.read_config()
+    if saved is not None:
+        _accept_changed_config(saved, config, out, progress)
+    finished = out.read_summary()
+    if finished is not None:
+        return finished
+    out.create()
+    out.write_config(config.to_dict())
+    write_json_atomic(out.data_path, data_facts(data, in_memory=in_memory))
+    if data.preprocessor is not None:
+        write_atomic(out.preprocessor_path, lambda tmp: joblib.dump(data.preprocessor, tmp))
+    out.keep_metrics_of_checkpoints(len(config.stages), strict=config.method_spec.training_releases)
+    if saved is not None and progress:
+        tqdm.write(_resume_message(out))
+    return None
 
 
 def _resume_message(out: RunDirectory) -> str:

@@ -29,10 +29,16 @@ from labeldp.training.stage import load_torch
 
 
 class RunDirectory:
-    """Paths and readers/writers for one run's folder."""
+    """Paths and readers/writers for one run's folder. ``read_only`` (the ranks other than 0 of a
+    ``torchrun`` run, which never write) turns every writer into an error."""
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, read_only: bool = False):
         self.root = Path(root)
+        self.read_only = read_only
+
+    def _writing(self) -> None:
+        if self.read_only:
+            raise RunDirectoryError(f"this process may not write to {self.root}: only rank 0 of a torchrun run writes")
 
     config_path = property(lambda self: self.root / "config.json")
     ledger_path = property(lambda self: self.root / "ledger.json")
@@ -44,6 +50,7 @@ class RunDirectory:
     preprocessor_path = property(lambda self: self.root / "preprocessor.joblib")
 
     def create(self) -> None:
+        self._writing()
         (self.root / "noisy_labels").mkdir(parents=True, exist_ok=True)
         (self.root / "checkpoints").mkdir(exist_ok=True)
 
@@ -51,6 +58,7 @@ class RunDirectory:
     def lock(self) -> Iterator[None]:
         """Hold an exclusive lock on the run for the duration (two processes on one run could
         otherwise both draw noisy labels: a double spend). Raises ``RunLockedError`` if taken."""
+        self._writing()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
@@ -73,16 +81,19 @@ class RunDirectory:
 
     def private_path(self, name: str) -> Path:
         """A file in ``private/`` (created, readable by the owner only)."""
+        self._writing()
         folder = self.root / "private"
         folder.mkdir(mode=0o700, exist_ok=True)
         return folder / name
 
     def discard_private(self) -> None:
+        self._writing()
         shutil.rmtree(self.root / "private", ignore_errors=True)
 
     def discard_training(self) -> None:
         """Forget the training state (checkpoints, metrics, ``private/``) but keep every release and the
         ledger."""
+        self._writing()
         shutil.rmtree(self.root / "checkpoints", ignore_errors=True)
         self.metrics_path.unlink(missing_ok=True)
         self.discard_private()
@@ -97,6 +108,7 @@ class RunDirectory:
         return self._read_json(self.config_path) if self.config_path.exists() else None
 
     def write_config(self, config: dict[str, Any]) -> None:
+        self._writing()
         write_json_atomic(self.config_path, config)
 
     def read_ledger(self, dataset_size: int | None = None, neighboring_relation=NEIGHBORING_RELATION) -> PrivacyLedger:
@@ -117,6 +129,7 @@ class RunDirectory:
 
     def save_release(self, name: str, **arrays: np.ndarray) -> None:
         """Save a release (e.g. a stage's noisy labels with their indices) before it is used."""
+        self._writing()
         write_atomic(self.release_path(name), lambda tmp: np.savez(tmp, **arrays))
 
     def load_release(self, name: str) -> dict[str, np.ndarray] | None:
@@ -161,9 +174,11 @@ class RunDirectory:
         return load_torch(self.checkpoint_path(stage))
 
     def rewrite_metrics(self, rows: list[dict[str, Any]]) -> None:
+        self._writing()
         write_text_atomic(self.metrics_path, "".join(json.dumps(row) + "\n" for row in rows))
 
     def append_metrics(self, row: dict[str, Any]) -> None:
+        self._writing()
         with open(self.metrics_path, "a") as handle:
             handle.write(json.dumps(row) + "\n")
 
@@ -183,4 +198,5 @@ class RunDirectory:
         return self._read_json(self.elapsed_path)["seconds"] if self.elapsed_path.exists() else 0.0
 
     def write_elapsed(self, seconds: float) -> None:
+        self._writing()
         write_json_atomic(self.elapsed_path, {"seconds": seconds})

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from labeldp import distributed
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.files import write_atomic
 from labeldp.options import option
@@ -133,29 +134,37 @@ def lr_schedule(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], fl
 
 
 @torch.no_grad()
-def predict_logits(model: nn.Module, inputs: np.ndarray | torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
-    """Logits of ``model`` on ``inputs`` (eval mode, in batches)."""
+def predict_logits(model: nn.Module, inputs: np.ndarray | torch.Tensor, batch_size: int = 1000,
+                   sharded: bool = False) -> torch.Tensor:
+    """Logits of ``model`` on ``inputs`` (eval mode, in batches). With ``sharded``, a collective call
+    of every process of a data-parallel run (:mod:`labeldp.distributed`; the same model on each):
+    each computes its share of the rows, and every one returns all of them."""
     was_training = model.training
     model.eval()
     x = torch.as_tensor(inputs)
+    rows = distributed.shard(len(x)) if sharded else slice(0, len(x))
+    part = x[rows]
     device = next(model.parameters()).device
-    out = torch.cat([model(x[i:i + batch_size].to(device)).float().cpu() for i in range(0, len(x), batch_size)])
+    out = [model(part[i:i + batch_size].to(device)).float().cpu() for i in range(0, len(part), batch_size)]
+    out = torch.cat(out) if out else model(x[:1].to(device)).float().cpu()[:0]
     model.train(was_training)
-    return out
+    return distributed.gather_rows(out, len(x)) if sharded else out
 
 
 def predict_proba(model: nn.Module, inputs: np.ndarray | torch.Tensor, temperature: float = 1.0,
-                  batch_size: int = 1000) -> np.ndarray:
+                  batch_size: int = 1000, sharded: bool = False) -> np.ndarray:
     """softmax(logits / temperature) as a float64 numpy array whose rows sum to 1."""
     if not temperature > 0:
         raise ConfigError(f"temperature must be > 0, got {temperature}")
-    probs = torch.softmax(predict_logits(model, inputs, batch_size).double() / temperature, dim=1).numpy()
+    logits = predict_logits(model, inputs, batch_size, sharded)
+    probs = torch.softmax(logits.double() / temperature, dim=1).numpy()
     return probs / probs.sum(axis=1, keepdims=True)
 
 
-def accuracy(model: nn.Module, inputs: np.ndarray | torch.Tensor, labels: np.ndarray, batch_size: int = 1000) -> float:
+def accuracy(model: nn.Module, inputs: np.ndarray | torch.Tensor, labels: np.ndarray, batch_size: int = 1000,
+             sharded: bool = False) -> float:
     """Fraction of ``labels`` equal to the model's arg-max prediction."""
-    predictions = predict_logits(model, inputs, batch_size).argmax(dim=1).numpy()
+    predictions = predict_logits(model, inputs, batch_size, sharded).argmax(dim=1).numpy()
     return float((predictions == np.asarray(labels)).mean())
 
 
@@ -166,15 +175,15 @@ def expected_values(probabilities: np.ndarray, label_values: np.ndarray) -> np.n
 
 
 def predict_values(model: nn.Module, inputs: np.ndarray | torch.Tensor, label_values: np.ndarray,
-                   batch_size: int = 1000) -> np.ndarray:
+                   batch_size: int = 1000, sharded: bool = False) -> np.ndarray:
     """The expected label value under the model's distribution over the grid ``label_values``."""
-    return expected_values(predict_proba(model, inputs, batch_size=batch_size), label_values)
+    return expected_values(predict_proba(model, inputs, batch_size=batch_size, sharded=sharded), label_values)
 
 
 def rmse(model: nn.Module, inputs: np.ndarray | torch.Tensor, values: np.ndarray, label_values: np.ndarray,
-         batch_size: int = 1000) -> float:
+         batch_size: int = 1000, sharded: bool = False) -> float:
     """Root mean squared error of :func:`predict_values` against ``values``."""
-    errors = predict_values(model, inputs, label_values, batch_size) - np.asarray(values, dtype=np.float64)
+    errors = predict_values(model, inputs, label_values, batch_size, sharded) - np.asarray(values, dtype=np.float64)
     return float(np.sqrt(np.mean(errors ** 2)))
 
 
@@ -244,17 +253,23 @@ def _held_out_loss(loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 @torch.no_grad()
 def held_out_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
-                  loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], batch_size: int = 1000) -> float:
-    """Mean of ``loss_of`` over held-out examples (eval mode, in batches)."""
+                  loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], batch_size: int = 1000,
+                  sharded: bool = False) -> float:
+    """Mean of ``loss_of`` over held-out examples (eval mode, in batches; ``sharded``: each process of
+    a data-parallel run scores its share, a collective call)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    total = 0.0
-    for i in range(0, len(inputs), batch_size):
-        logits = model(inputs[i:i + batch_size].to(device)).float()
-        total += float(loss_of(logits, targets[i:i + batch_size].to(device)).double().sum())
+    rows = distributed.shard(len(inputs)) if sharded else slice(0, len(inputs))
+    part, part_targets = inputs[rows], targets[rows]
+    total = torch.zeros((), dtype=torch.float64)
+    for i in range(0, len(part), batch_size):
+        logits = model(part[i:i + batch_size].to(device)).float()
+        total += loss_of(logits, part_targets[i:i + batch_size].to(device)).double().sum().cpu()
     model.train(was_training)
-    return total / len(inputs)
+    if sharded:
+        total = distributed.all_reduce_sum(total)
+    return float(total) / len(inputs)
 
 
 def _binned_targets(array: np.ndarray, num_classes: int) -> torch.Tensor:
@@ -301,7 +316,14 @@ def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.opt
     (for the caller's own generators) and the epoch history, or (None, []) when there is none."""
     if path is None or not path.exists():
         return None, []
-    state = load_torch(path)
+    return apply_checkpoint(load_torch(path), model, optimizer, scheduler)
+
+
+def apply_checkpoint(state: dict | None, model: nn.Module, optimizer: torch.optim.Optimizer,
+                     scheduler: torch.optim.lr_scheduler.LRScheduler) -> tuple[dict | None, list[EpochRecord]]:
+    """:func:`restore_checkpoint` from a state already read (None: start afresh)."""
+    if state is None:
+        return None, []
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
@@ -346,6 +368,7 @@ def train_stage(
     description: str = "train",
     label_values: np.ndarray | None = None,
     validation: tuple[np.ndarray, np.ndarray] | None = None,
+    data_parallel: bool = False,
 ) -> list[EpochRecord]:
     """Train ``model`` in place on (``inputs``, ``targets``) for ``config.epochs`` epochs.
 
@@ -364,8 +387,19 @@ def train_stage(
     generators, history) is written there after every epoch, and an existing checkpoint is resumed
     from: a stage interrupted at any point continues where its last epoch ended, with the same
     random stream as an uninterrupted run. Returns the per-epoch history.
+
+    With ``data_parallel`` (a collective call of every process of a ``torchrun`` group, see
+    :mod:`labeldp.distributed`; ignored in a single process) the model trains inside
+    ``DistributedDataParallel`` (``model`` itself is left unwrapped and ends with the trained weights
+    on every rank): every rank shuffles the same order (the public ``seed``), takes a disjoint share
+    of each batch, and the gradients are averaged so that each step follows the whole batch's mean
+    loss, as in one process. Augmentation draws from a stream of each rank's own. Evaluation is
+    shared among the ranks; only rank 0 reads and writes the ``checkpoint`` and calls
+    ``on_epoch_end``, the others receive the checkpoint's state from it.
     """
     config.validate()
+    parallel = data_parallel and distributed.active()
+    main = distributed.is_main()
     x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
     fitted, loss_of = _training_targets(targets, num_classes, label_values)
     if len(x) != len(fitted) or len(x) == 0:
@@ -384,50 +418,75 @@ def train_stage(
     generator = torch.Generator().manual_seed(seed)
     np_rng = np.random.default_rng(seed)
     path = Path(checkpoint) if checkpoint is not None else None
-    state, history = restore_checkpoint(path, model, optimizer, scheduler)
+    if parallel:  # rank 0 reads the checkpoint, every rank resumes from it
+        saved = distributed.on_main(lambda: load_torch(path) if path is not None and path.exists() else None)
+        state, history = apply_checkpoint(saved, model, optimizer, scheduler)
+    else:
+        state, history = restore_checkpoint(path, model, optimizer, scheduler)
     best = None  # the best epoch on the validation examples so far: (loss, epoch, weights)
     if state is not None:
         generator.set_state(state["torch_rng"])
         np_rng.bit_generator.state = state["numpy_rng"]
         best = state.get("best")
 
+    net: nn.Module = model
+    if parallel:  # wrapped for the steps only: the caller's model object stays as it is
+        net = nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+    ranks, me = distributed.world_size(), distributed.rank()
     model.train()
     for epoch in range(len(history) + 1, config.epochs + 1):
         start = time.perf_counter()
         order = torch.randperm(len(x), generator=generator)
-        total_loss = 0.0
+        # in parallel the shared generator draws only the order (the same on every rank); each rank
+        # augments its share from a stream of its own
+        augment_rng = torch.Generator().manual_seed(distributed.seed_of_rank(seed, epoch)) if parallel else generator
+        total_loss = torch.zeros((), dtype=torch.float64, device=device)
         bar = tqdm(range(steps_per_epoch), desc=f"{description} epoch {epoch}/{config.epochs}",
                    leave=False, disable=None if progress else True, unit="batch")
         for step in bar:
             batch = order[step * config.batch_size:(step + 1) * config.batch_size]
-            loss = _batch_loss(model, x[batch], fitted[batch].to(device), config, augmentation, generator,
+            weight = 1.0
+            if parallel:
+                size, batch = len(batch), batch[me::ranks]
+                # the mean over the whole batch once DDP averages the ranks' gradients; a rank left
+                # without examples (a last batch smaller than the ranks) steps with weight 0
+                weight = ranks * len(batch) / size
+                if len(batch) == 0:
+                    batch = order[step * config.batch_size:][:1]
+            loss = _batch_loss(net, x[batch], fitted[batch].to(device), config, augmentation, augment_rng,
                                np_rng, loss_of)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            (loss * weight if parallel else loss).backward()
             optimizer.step()
             scheduler.step()
-            total_loss += loss.detach().double() * len(batch)  # summed on the device: no wait for a GPU per batch
+            # summed on the device: no wait for a GPU per batch
+            total_loss += loss.detach().double() * (len(batch) if weight else 0)
             if step % 20 == 0:
                 bar.set_postfix(loss=f"{loss.item():.3f}")
+        if parallel:
+            total_loss = distributed.all_reduce_sum(total_loss)
+            for buffer in model.buffers():  # rank 0's BatchNorm statistics everywhere, as DDP does at each step
+                torch.distributed.broadcast(buffer, 0)
         test_accuracy = test_rmse = None
         if test is not None and label_values is not None:
-            test_rmse = rmse(model, *test, label_values, config.eval_batch_size)
+            test_rmse = rmse(model, *test, label_values, config.eval_batch_size, sharded=parallel)
         elif test is not None:
-            test_accuracy = accuracy(model, *test, config.eval_batch_size)
+            test_accuracy = accuracy(model, *test, config.eval_batch_size, sharded=parallel)
         validation_loss = None
         if validation is not None:
-            validation_loss = held_out_loss(model, x_held, held, held_loss_of, config.eval_batch_size)
+            validation_loss = held_out_loss(model, x_held, held, held_loss_of, config.eval_batch_size,
+                                            sharded=parallel)
             if best is None or validation_loss < best[0]:
                 best = (validation_loss, epoch, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
         record = EpochRecord(epoch, float(total_loss) / len(x), test_accuracy, optimizer.param_groups[0]["lr"],
                              time.perf_counter() - start, test_rmse, validation_loss)
         history.append(record)
-        if path is not None:
+        if path is not None and main:
             save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                           "scheduler": scheduler.state_dict(), "torch_rng": generator.get_state(),
                           "numpy_rng": np_rng.bit_generator.state, "best": best,
                           "history": [asdict(r) for r in history]}, path)
-        if on_epoch_end is not None:
+        if on_epoch_end is not None and main:
             on_epoch_end(record)
     if validation is not None and best is not None:
         model.load_state_dict(best[2])

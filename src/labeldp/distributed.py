@@ -1,0 +1,185 @@
+"""Data-parallel runs under ``torchrun``: the process group, and the few collective operations a run uses.
+
+``torchrun --nproc_per_node N -m labeldp train ...`` starts N processes whose environment names
+their place (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT``).
+:func:`start` joins them into one process group (gloo on the CPU, nccl on CUDA GPUs, chosen by the
+run's device); without that environment, or with one process, nothing changes: every function here
+then acts as for a single process.
+
+Rank 0 is the only process that touches the privacy boundary and the run folder: it draws every
+release (with the run's :class:`~labeldp.randomness.NoiseSource`), keeps the ledger and writes every
+file. The other ranks receive what they need by :func:`broadcast` and only compute: their shares of
+each training batch, of each evaluation and of each prior's inference. :func:`on_main` runs a step on
+rank 0 and hands its result, or its error, to every rank.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import os
+from typing import Any, Callable, TypeVar
+
+import numpy as np
+import torch
+
+from labeldp import errors
+
+T = TypeVar("T")
+
+#: how long a rank waits for the others at a collective: rank 0 may release or write for long
+#: (PATE's teachers train on rank 0 alone) while the others wait for its broadcast
+TIMEOUT = datetime.timedelta(hours=24)
+
+
+def requested() -> bool:
+    """Whether the environment asks for more than one process (``torchrun`` with N > 1)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def available() -> bool:
+    return torch.distributed.is_available()
+
+
+def active() -> bool:
+    """Whether this process belongs to a process group of more than one process."""
+    return (torch.distributed.is_available() and torch.distributed.is_initialized()
+            and torch.distributed.get_world_size() > 1)
+
+
+def rank() -> int:
+    return torch.distributed.get_rank() if active() else 0
+
+
+def world_size() -> int:
+    return torch.distributed.get_world_size() if active() else 1
+
+
+def is_main() -> bool:
+    return rank() == 0
+
+
+def env_rank() -> int:
+    """This process's rank as the environment states it (before any process group exists)."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def local_device(device: torch.device) -> torch.device:
+    """The device of this process: on CUDA the GPU ``LOCAL_RANK`` (one per process), else ``device``."""
+    if device.type == "cuda" and requested() and device.index is None:
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return device
+
+
+def start(device: torch.device) -> bool:
+    """Join the process group that the environment describes (once; nccl for CUDA, gloo otherwise).
+    Returns whether this process now runs data-parallel."""
+    if active() or not requested():
+        return active()
+    if not available():
+        raise errors.ConfigError("WORLD_SIZE asks for several processes, but this torch has no torch.distributed")
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    torch.distributed.init_process_group(backend, timeout=TIMEOUT)
+    return True
+
+
+def stop() -> None:
+    """Leave the process group (at the end of the command that started it)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        gc.collect()  # the training's DistributedDataParallel reducers go before their process group
+        torch.distributed.barrier()  # no rank leaves while another still talks to it (gloo aborts otherwise)
+        torch.distributed.destroy_process_group()
+
+
+def communication_device() -> torch.device:
+    """Where collective operations take their tensors: the current GPU under nccl, else the CPU."""
+    if not active():
+        return torch.device("cpu")
+    if torch.distributed.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def broadcast(value: Any = None) -> Any:
+    """Rank 0's ``value`` on every rank (pickled; the others' ``value`` is ignored)."""
+    if not active():
+        return value
+    box = [value if is_main() else None]
+    torch.distributed.broadcast_object_list(box, src=0, device=communication_device())
+    return box[0]
+
+
+def on_main(step: Callable[[], T]) -> T:
+    """Run ``step`` on rank 0 alone and return its result on every rank. An error raised by ``step`` is
+    raised on every rank (a :class:`~labeldp.errors.LabelDPError` as its own class), so that no rank
+    waits for a result that never comes."""
+    if not active():
+        return step()
+    if is_main():
+        try:
+            result = step()
+        except BaseException as error:
+            broadcast(("error", type(error).__name__, str(error)))
+            raise
+        broadcast(("ok", result))
+        return result
+    outcome = broadcast()
+    if outcome[0] == "error":
+        kind = getattr(errors, outcome[1], None)
+        if isinstance(kind, type) and issubclass(kind, errors.LabelDPError):
+            raise kind(outcome[2])
+        raise RuntimeError(f"rank 0 failed: {outcome[1]}: {outcome[2]}")
+    return outcome[1]
+
+
+def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
+    """The sum over ranks of ``tensor``, on its device (the tensor itself when alone). Every rank
+    receives the same values (the backend reduces each element once and shares the result)."""
+    if not active():
+        return tensor
+    moved = tensor.to(communication_device())
+    torch.distributed.all_reduce(moved, op=torch.distributed.ReduceOp.SUM)
+    return moved.to(tensor.device)
+
+
+def shard(count: int) -> slice:
+    """This rank's contiguous share of ``count`` rows (the first ranks take one more when it does not
+    divide): with :func:`gather_rows`, evaluation over ``count`` examples split among the ranks."""
+    size, ranks, me = count, world_size(), rank()
+    base, extra = divmod(size, ranks)
+    begin = me * base + min(me, extra)
+    return slice(begin, begin + base + (me < extra))
+
+
+def gather_rows(local: torch.Tensor, count: int) -> torch.Tensor:
+    """Every rank's :func:`shard` of rows, concatenated in rank order (``count`` rows), on every rank."""
+    if not active():
+        return local
+    ranks = world_size()
+    longest = -(-count // ranks)
+    device = communication_device()
+    padded = torch.zeros((longest, *local.shape[1:]), dtype=local.dtype, device=device)
+    padded[:len(local)] = local.to(device)
+    parts = [torch.empty_like(padded) for _ in range(ranks)]
+    torch.distributed.all_gather(parts, padded)
+    base, extra = divmod(count, ranks)
+    return torch.cat([part[:base + (r < extra)] for r, part in enumerate(parts)]).to(local.device)
+
+
+def check_same(value: Any, what: str) -> None:
+    """Refuse to go on when the ranks disagree on ``value`` (e.g. the configuration each was started with)."""
+    if not active():
+        return
+    values: list[Any] = [None] * world_size()
+    torch.distributed.all_gather_object(values, value)
+    differ = [r for r, v in enumerate(values) if v != values[0]]
+    if differ:
+        raise errors.ConfigError(f"the processes of this run disagree on {what} (ranks {differ} differ from rank 0); "
+                                 "start every process with the same command")
+
+
+def seed_of_rank(seed: int, *ids: int) -> int:
+    """A seed for this rank's own public stream (its augmentation), distinct per rank and ``ids``."""
+    return int(np.random.SeedSequence([int(seed), 0x6464, rank(), *map(int, ids)]).generate_state(1, np.uint64)[0] >> 1)
