@@ -123,7 +123,7 @@ def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys) -> No
     assert main(["sweep", "--profiles", "^t/", "--recipes", str(recipes), "--out", str(tmp_path / "s"), "--quiet"]) == 0
     with open(tmp_path / "s" / "results.csv", newline="") as handle:
         rows = {r["key"]: r for r in csv.DictReader(handle)}
-    assert rows["t/ok"]["status"] == "done"
+    assert rows["t/ok"]["status"] == "done" and rows["t/ok"]["neighboring_relation"] == "replace-one label"
     assert rows["t/bad"]["status"] == "failed" and "does not exist" in rows["t/bad"]["error"]
     assert (tmp_path / "s" / "t__bad" / "error.txt").exists()
     assert "1 run(s) failed" in capsys.readouterr().out

@@ -252,6 +252,22 @@ def test_dpsgd_is_tuned_by_private_selection_with_one_accounted_event(tmp_path) 
     (tmp_path / "sel" / "summary.json").unlink()
     with pytest.raises(RunDirectoryError, match="cannot be resumed"):
         tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0})
+    times = {path.stat().st_mtime_ns for path in (tmp_path / "sel").rglob("*") if path.name != "tune.json"}
+    assert len(times) == 1  # every file has the ledger's time: none tells how long the secret trials took
+
+
+@pytest.mark.parametrize("grid", [{"delta": ["0.1", "0.2"]}, {"epsilon": ["1", "50"]},
+                                  {"insecure_noise_seed": ["7", "8"]}, {"noise_multiplier": ["1", "2"]}])
+def test_a_private_selection_varies_training_options_only(tmp_path, grid) -> None:
+    """A candidate's delta would make the printed epsilon another delta's, its epsilon another budget, its
+    noise seed reproducible noise inside the selection, its noise multiplier one never used: refused
+    before anything is written."""
+    config = RunConfig(method="dp-sgd", epsilon=4.0, train=TrainConfig(epochs=1, batch_size=128, lr=0.5))
+    with pytest.raises(ConfigError):
+        tune(config, {"lr": ["0.5", "1"], **grid}, tmp_path / "sel", progress=False)
+    with pytest.raises(ConfigError, match="mean number of trials"):
+        tune(config, {"lr": ["0.5", "1"]}, tmp_path / "sel", progress=False, selection={"mean": 1.0})
+    assert not (tmp_path / "sel").exists()
 
 
 @pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")

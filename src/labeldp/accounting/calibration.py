@@ -111,6 +111,8 @@ def smallest_noise(make_event: Callable[[float], dp_event.DpEvent], epsilon: flo
     high = float(dp_accounting.calibrate_dp_mechanism(
         lambda: pld_accountant(relation, COARSE_DISCRETIZATION), simplest_event, epsilon, delta,
         bracket_interval=dp_accounting.ExplicitBracketInterval(low, high), tol=tolerance * low))
+    while not meets(high, VALUE_DISCRETIZATION):  # a coarse PLD is pessimistic: this should never loop
+        high *= 1 + _REFINE_SPAN
     low = high * (1 - _REFINE_SPAN)
     while meets(low, VALUE_DISCRETIZATION):  # rare: the coarse answer was more than the span too high
         low, high = low * (1 - _REFINE_SPAN), low

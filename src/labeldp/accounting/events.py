@@ -136,8 +136,9 @@ def selection_event(trial: dp_event.DpEvent, mean: float, shape: float) -> dp_ev
     """Private selection (Papernot & Steinke 2022): ``trial`` repeated a random number of times (mean
     ``mean``; ``shape`` inf: Poisson, 1: geometric, otherwise truncated negative binomial), only the best
     output kept. Accounted with Renyi DP (dp_accounting's RDP accountant)."""
-    if not math.isfinite(mean) or mean < 1:
-        raise ConfigError(f"the selection's mean number of trials must be a finite number >= 1, got {mean}")
+    if not math.isfinite(mean) or mean <= 1:
+        raise ConfigError(f"the selection's mean number of trials must be a finite number > 1 (a mean of 1 is a "
+                          f"single trial: no selection), got {mean}")
     if not shape > 0:
         raise ConfigError(f"the selection's shape must be > 0 (inf: Poisson, 1: geometric), got {shape}")
     return dp_event.RepeatAndSelectDpEvent(trial, float(mean), float(shape))

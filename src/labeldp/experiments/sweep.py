@@ -30,7 +30,8 @@ from labeldp.runs import RunConfig, RunDirectory, train_run
 from labeldp.training import TrainConfig
 from labeldp.runs.config import options_unused_by
 
-RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "delta", "seed", "test_accuracy",
+RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "delta", "neighboring_relation",
+                  "seed", "test_accuracy",
                   "test_auc", "test_log_loss", "test_rmse", "test_mse", "test_mae", "seconds", "noise_private",
                   "run_dir", "error")
 _RUN_FIELDS = {f.name for f in fields(RunConfig)} - {"train"}
@@ -125,7 +126,8 @@ def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any
     return {"key": job.key, "status": outcome.get("status"), "dataset": job.config.dataset,
             "method": job.config.method, "target_epsilon": job.config.epsilon if job.config.epsilon is not None else "",
             "epsilon": outcome.get("epsilon") if outcome.get("epsilon") is not None else ("" if outcome.get("status") != "done" else "inf"),
-            "delta": outcome.get("delta", ""), "seed": job.config.seed, "test_accuracy": outcome.get("test_accuracy", ""),
+            "delta": outcome.get("delta", ""),
+            "neighboring_relation": outcome.get("neighboring_relation", ""), "seed": job.config.seed, "test_accuracy": outcome.get("test_accuracy", ""),
             **{name: outcome.get(name, "") for name in ("test_auc", "test_log_loss", "test_rmse", "test_mse", "test_mae")},
             "seconds": outcome.get("seconds", ""), "noise_private": outcome.get("noise_private", ""),
             "run_dir": str(run_dir), "error": outcome.get("error", "")}

@@ -36,6 +36,7 @@ import dataclasses
 import itertools
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -61,7 +62,7 @@ TUNE_TABLE = "tune.csv"
 CANDIDATES_FOLDER = "candidates"
 DEFAULT_HOLDOUT = 0.2
 #: DP-SGD's settings a tune may try (the clipping bound, the EMA; not the noise, which it calibrates)
-_DPSGD_FIELDS = {f.name for f in dataclasses.fields(RunConfig().dpsgd)} - _RUN_FIELDS - _TRAIN_FIELDS
+_DPSGD_FIELDS = {f.name for f in dataclasses.fields(RunConfig().dpsgd)} - _RUN_FIELDS - _TRAIN_FIELDS - {"noise_multiplier"}
 #: options named by their command-line flag where it differs from the field (mixup: mixup_alpha)
 _FLAG_NAMES = {f.metadata["flag"].lstrip("-").replace("-", "_"): f.name
                for cls in (RunConfig, type(RunConfig().train), type(RunConfig().dpsgd))
@@ -523,6 +524,13 @@ def select_dpsgd(base: RunConfig, candidates: Sequence[RunConfig], options: Sequ
     if base.dpsgd.noise_multiplier is not None:
         raise ConfigError("tune calibrates DP-SGD's noise multiplier to the whole selection: leave --noise-multiplier "
                           "out")
+    for candidate in candidates:  # only the training and the clipping may vary: never the budget or the noise
+        differs = sorted(name for name in _RUN_FIELDS - {"dpsgd"} if getattr(candidate, name) != getattr(base, name))
+        if candidate.dpsgd.noise_multiplier != base.dpsgd.noise_multiplier:
+            differs.append("noise_multiplier")
+        if differs:
+            raise ConfigError(f"a private selection's candidates may vary training and clipping options only, not "
+                              f"{', '.join(differs)}: the budget, the noise and the data are the selection's own")
     data = dataset if dataset is not None else config_dataset(base)
     torch_device = resolve_device(device)
     for candidate in candidates:
@@ -549,10 +557,11 @@ def select_dpsgd(base: RunConfig, candidates: Sequence[RunConfig], options: Sequ
                        f"{'Poisson' if math.isinf(shape) else f'truncated negative binomial (shape {shape:g})'} with "
                        f"mean {mean:g}; each DP-SGD (noise multiplier {sigma:.4f}, Poisson rate {q:.5g}, {steps} "
                        f"steps) and a held-out count with noise {score_noise:g}")
+        rng = base.noise.generator("tune-selection")
+        trials = draw_trials(rng, mean, shape)  # drawn before the spend: it does not depend on the data
         ledger.record(event, np.ones(len(data.y_train), dtype=bool), description, "selection")
         ledger.save(folder.ledger_path, base.delta)  # recorded before the first trial
-        rng = base.noise.generator("tune-selection")
-        trials = draw_trials(rng, mean, shape)
+        recorded = folder.ledger_path.stat().st_mtime_ns
         best = None
         x_kept, y_kept = data.x_train[kept], data.y_train[kept]
         x_held, y_held = data.x_train[held_out], data.y_train[held_out]
@@ -583,12 +592,16 @@ def select_dpsgd(base: RunConfig, candidates: Sequence[RunConfig], options: Sequ
                                "held_out": int(held_out.size), "mean": float(mean), "shape": float(shape),
                                "score_noise": float(score_noise)}}
         summary = context.finish(model, facts)
-    outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
-               "delta": base.delta, "noise_multiplier": sigma, "held_out": int(held_out.size),
-               "num_train": int(len(data.y_train)), "chosen": keys[index], "chosen_options": _jsonable(options[index]),
-               "noisy_held_out_accuracy": score / held_out.size, "ledger_epsilon": summary.get("epsilon"),
-               "final": summary}
-    write_json_atomic(folder.root / TUNE_FILE, outcome)
+        outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
+                   "delta": base.delta, "noise_multiplier": sigma, "held_out": int(held_out.size),
+                   "num_train": int(len(data.y_train)), "chosen": keys[index],
+                   "chosen_options": _jsonable(options[index]), "noisy_held_out_accuracy": score / held_out.size,
+                   "ledger_epsilon": math.ceil(ledger.epsilon(base.delta) * 1e6) / 1e6, "final": summary}
+        write_json_atomic(folder.root / TUNE_FILE, outcome)
+    # The files' times would show how long the trials took, so their number: all take the ledger's. (The
+    # wall time of the command itself shows it to whoever watches it run.)
+    for path in [*folder.root.rglob("*"), folder.root]:
+        os.utime(path, ns=(recorded, recorded), follow_symlinks=False)
     return outcome
 
 

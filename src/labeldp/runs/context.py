@@ -8,6 +8,8 @@ the final evaluation."""
 
 from __future__ import annotations
 
+import math
+
 import json
 import time
 from dataclasses import asdict
@@ -202,7 +204,7 @@ class RunContext:
         summary = {
             "dataset": config.dataset,
             "method": config.method,
-            "epsilon": None if not np.isfinite(epsilon) else round(epsilon, 6),
+            "epsilon": None if not np.isfinite(epsilon) else math.ceil(epsilon * 1e6) / 1e6,  # rounded up
             "delta": delta,
             "neighboring_relation": self.ledger.relation_name,
             **metrics,
