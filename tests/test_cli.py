@@ -15,10 +15,6 @@ from labeldp.accounting import PrivacyLedger
 from labeldp.cli import main
 
 
-def labeldp(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "labeldp.cli", *args], capture_output=True, text=True, timeout=300)
-
-
 def test_help_explains_every_command(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
@@ -108,8 +104,7 @@ def test_killed_run_resumes_without_spending_again(tmp_path) -> None:
     with np.load(out / "noisy_labels" / "stage1.npz") as data:
         stage1_before = data["labels"].copy()
 
-    resumed = labeldp(*args, "--out", str(out))
-    assert resumed.returncode == 0, resumed.stderr
+    assert main([*args, "--out", str(out)]) == 0  # resumed, in this process
     ledger_after = PrivacyLedger.load(out / "ledger.json")
     assert ledger_after.entries[0].event == ledger_before.entries[0].event
     assert np.array_equal(ledger_after.entries[0].members, ledger_before.entries[0].members)
@@ -120,8 +115,7 @@ def test_killed_run_resumes_without_spending_again(tmp_path) -> None:
     assert [(r["stage"], r["epoch"]) for r in rows] == [(s, e) for s in (1, 2) for e in range(1, 9)]
 
     # The resumed run ends exactly where an uninterrupted one does.
-    straight = labeldp(*args, "--out", str(tmp_path / "straight"))
-    assert straight.returncode == 0, straight.stderr
+    assert main([*args, "--out", str(tmp_path / "straight")]) == 0
     final = json.loads((out / "summary.json").read_text())
     reference = json.loads((tmp_path / "straight" / "summary.json").read_text())
     assert final["test_accuracy"] == reference["test_accuracy"]

@@ -83,8 +83,9 @@ def test_two_processes_match_one(two_ranks, tmp_path, method) -> None:
     assert zero["epsilon"] == alone["epsilon"] and zero["delta"] == alone["delta"]
     ledger = json.loads((two_ranks["root"] / method / "ledger.json").read_text())
     assert ledger == json.loads((tmp_path / method / "ledger.json").read_text())
-    # lp-2st: reproducible noise (stage 2's prior differs by float sums only); dp-sgd: fresh noise and batches
-    assert abs(zero["test_accuracy"] - alone["test_accuracy"]) < (0.05 if method == "lp-2st" else 0.15)
+    # lp-2st: reproducible noise (stage 2's prior differs by float sums only); dp-sgd: fresh noise and batches,
+    # whose one-epoch accuracy spreads over 0.56-0.73 between runs of one process (8 runs): 0.3 is over 4 sigma
+    assert abs(zero["test_accuracy"] - alone["test_accuracy"]) < (0.05 if method == "lp-2st" else 0.3)
     assert zero["test_accuracy"] > 0.2  # far above chance (0.1)
     rows = [json.loads(line) for line in (two_ranks["root"] / method / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == (4 if method == "lp-2st" else 1)  # one row per epoch: rank 1 wrote none
