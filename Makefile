@@ -11,7 +11,6 @@ TORCH_INDEX ?=
 
 $(BIN)/labeldp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
@@ -22,7 +21,7 @@ demo: install
 	$(BIN)/labeldp demo
 
 test: install
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 --dist worksteal
 
 bench: install
 	$(BIN)/python benchmarks/mechanisms_speed.py

@@ -93,7 +93,7 @@ def test_attacker_rules_out_the_given_label_and_calibrates() -> None:
 
 @pytest.mark.parametrize("canaries, options", [("noise", 10), ("mislabeled", 9)])
 def test_model_level_audit_separates_private_from_non_private(blobs, tmp_path, canaries, options) -> None:
-    train = TrainConfig(epochs=60, batch_size=32, lr=0.05, weight_decay=0.0, augment=False)
+    train = TrainConfig(epochs=30, batch_size=32, lr=0.05, weight_decay=0.0, augment=False)
     leaky = audit_config(RunConfig(dataset="csv", method="non-private", train=train), tmp_path / "np",
                          num_canaries=150, dataset=blobs, canaries=canaries)
     private = audit_config(RunConfig(dataset="csv", method="lp-1st", epsilon=0.5, train=train, insecure_noise_seed=0),
