@@ -1,4 +1,5 @@
 import ctypes
+import os
 
 import pytest
 import torch
@@ -36,3 +37,13 @@ def test_reuse_freed_memory_does_nothing_without_glibc(monkeypatch):
 
     monkeypatch.setattr(runtime.ctypes, "CDLL", NoMallopt)
     assert runtime.reuse_freed_memory() is False
+
+
+def test_default_threads_respect_the_environment(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert runtime.default_threads("csv") == 1
+    assert runtime.default_threads("mnist") == (os.cpu_count() or 1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a scheduler's share of the machine, or pytest-xdist's
+    assert runtime.default_threads("mnist") == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
+    assert runtime.default_threads("mnist") == (os.cpu_count() or 1)

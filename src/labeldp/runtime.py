@@ -45,5 +45,8 @@ def reuse_freed_memory() -> bool:
 def default_threads(dataset: str) -> int:
     """Threads for torch when none are asked for: one for tables, whose small MLP steps are too short
     to share between cores (two threads were several times slower than one on a busy 2-core machine),
-    every core for images."""
-    return 1 if dataset == "csv" else os.cpu_count() or 1
+    every core for images; at most ``OMP_NUM_THREADS`` where the environment sets it (as torch
+    itself reads it: a job scheduler's or a test runner's share of the machine)."""
+    wanted = 1 if dataset == "csv" else os.cpu_count() or 1
+    limit = os.environ.get("OMP_NUM_THREADS", "")
+    return min(wanted, int(limit)) if limit.isdigit() and int(limit) > 0 else wanted
