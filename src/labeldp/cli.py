@@ -62,7 +62,8 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 "
                                                         "(default %(default)s)")
     train.add_argument("--threads", type=int, help="CPU threads of torch (default: 1 for tables, whose small models "
-                                                   "run faster on one, else every core; at most OMP_NUM_THREADS where it is set)")
+                                                   "run faster on one, else every core; at most OMP_NUM_THREADS "
+                                                   "where it is set)")
     train.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
     train.add_argument("--out", required=True, help="run directory (created, or resumed if it exists)")
 
