@@ -161,3 +161,31 @@ def test_tempering_flattens_the_prior_and_widens_rr_with_prior(blobs, tmp_path) 
 def test_bad_prior_configuration(changes, message) -> None:
     with pytest.raises(ValueError, match=message):
         RunConfig(**{"method": "lp-1st", **changes}).resolved()
+
+
+def test_a_users_own_encoder_file_gives_the_cluster_features(blobs, tmp_path) -> None:
+    """An encoder saved with torch.export.save is loaded from its path, applied in batches to the
+    inputs in their shape, and its features are clustered; the run records its absolute path and spends
+    exactly epsilon (the encoder is public computation)."""
+    import torch
+
+    weights = torch.randn(20, 4, generator=torch.Generator().manual_seed(0))
+
+    class Projection(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.tanh(x @ weights)
+
+    path = tmp_path / "encoder.pt2"
+    torch.export.save(torch.export.export(Projection(), (torch.zeros(3, 20),),
+                                          dynamic_shapes=({0: torch.export.Dim("batch")},)), path)
+    features = encode(blobs.x_train, str(path))
+    expected = torch.tanh(torch.from_numpy(blobs.x_train.astype(np.float32)) @ weights).numpy()
+    np.testing.assert_allclose(features, expected, rtol=1e-5, atol=1e-6)
+    config = RunConfig(dataset="csv", method="lp-1st", epsilon=2.0, prior="cluster", clusters=10,
+                       encoder=str(path), train=TrainConfig(epochs=1))
+    summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
+    assert summary["epsilon"] == pytest.approx(2.0, abs=1e-3)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        RunConfig(method="lp-1st", epsilon=1.0, prior="cluster", encoder=str(tmp_path / "missing.pt2")).resolved()
+    with pytest.raises(ValueError, match="torch.export.save"):
+        RunConfig(method="lp-1st", epsilon=1.0, prior="cluster", encoder="simclr").resolved()

@@ -7,7 +7,16 @@
 The other prior, a model's predicted probabilities, is :func:`labeldp.training.predict_proba`.
 """
 
-from labeldp.priors.cluster import ENCODERS, cluster, cluster_priors, encode, histogram_priors
+from labeldp.priors.cluster import (
+    ENCODER_FILE_SUFFIX,
+    ENCODERS,
+    cluster,
+    cluster_priors,
+    encode,
+    histogram_priors,
+    is_encoder_file,
+)
 from labeldp.priors.combine import release_evidence, temper
 
-__all__ = ["ENCODERS", "cluster", "cluster_priors", "encode", "histogram_priors", "release_evidence", "temper"]
+__all__ = ["ENCODERS", "ENCODER_FILE_SUFFIX", "cluster", "cluster_priors", "encode", "histogram_priors", "is_encoder_file", "release_evidence",
+           "temper"]

@@ -18,14 +18,26 @@ from labeldp.priors.autoencoder import autoencoder_codes
 from labeldp.randomness import RandomSource
 
 ENCODERS = ("pca", "autoencoder", "raw")
+#: the suffix of a user's own encoder: a module saved with ``torch.export.save``
+ENCODER_FILE_SUFFIX = ".pt2"
+
+
+def is_encoder_file(encoder: str) -> bool:
+    return encoder.endswith(ENCODER_FILE_SUFFIX)
 
 
 def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, seed: int = 0,
            progress: bool = False) -> np.ndarray:
     """Public representations of ``inputs``: flattened, then PCA-whitened to ``n_components`` (``pca``),
     the codes of an autoencoder trained on them (``autoencoder``, ``n_components`` code dimensions;
-    :mod:`labeldp.priors.autoencoder`) or left as they are (``raw``). Any (n, d) array a user computes
-    with their own encoder works too."""
+    :mod:`labeldp.priors.autoencoder`), left as they are (``raw``), or the outputs of a user's own
+    encoder saved with ``torch.export.save`` (a path ending in ``.pt2``; it receives the inputs in
+    their shape, in batches, and must return one row of features per input). An encoder is public
+    computation only if it was fitted without the private labels (on the public inputs, or on other
+    data): one trained on these labels would carry them into the prior uncounted. Any (n, d) array a
+    user computes with their own encoder works too."""
+    if is_encoder_file(encoder):
+        return _encoder_file_features(encoder, np.asarray(inputs, dtype=np.float32))
     flat = np.asarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
     if encoder == "raw":
         return flat
@@ -34,7 +46,24 @@ def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, see
     if encoder == "pca":
         components = min(n_components, flat.shape[1], flat.shape[0])
         return PCA(components, whiten=True, random_state=seed).fit_transform(flat).astype(np.float32)
-    raise ConfigError(f"unknown encoder {encoder!r}; choose one of {ENCODERS}")
+    raise ConfigError(f"unknown encoder {encoder!r}; choose one of {ENCODERS} or a {ENCODER_FILE_SUFFIX} file")
+
+
+def _encoder_file_features(path: str, inputs: np.ndarray, batch_size: int = 1024) -> np.ndarray:
+    """Features of ``inputs`` from the exported module at ``path`` (batches of at most ``batch_size``)."""
+    import torch
+
+    try:
+        module = torch.export.load(path).module()
+    except (OSError, RuntimeError, ValueError) as error:
+        raise ConfigError(f"cannot load the encoder {path} (a module saved with torch.export.save): {error}") from None
+    with torch.no_grad():
+        parts = [module(torch.from_numpy(inputs[start:start + batch_size]))
+                 for start in range(0, len(inputs), batch_size)]
+    features = torch.cat(parts).reshape(len(inputs), -1).numpy().astype(np.float32)
+    if not np.isfinite(features).all():
+        raise ConfigError(f"the encoder {path} returned values that are not finite")
+    return features
 
 
 def cluster(representations: np.ndarray, n_clusters: int, seed: int = 0) -> np.ndarray:

@@ -19,12 +19,12 @@ from labeldp._validation import check_epsilon
 from labeldp.data import DATASETS
 from labeldp.data.regression import DEFAULT_GRID_SIZE, label_grid
 from labeldp.dpsgd.trainer import DPSGDConfig
-from labeldp.errors import ConfigError
+from labeldp.errors import ConfigError, MissingFileError
 from labeldp.methods.registry import METHOD_OPTIONS, Method, get_method, method_names, methods_using
 from labeldp.models import MODELS
 from labeldp.options import option
 from labeldp.pate import PATEConfig
-from labeldp.priors import ENCODERS
+from labeldp.priors import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_file
 from labeldp.randomness import NoiseSource, public_rng
 from labeldp.training.stage import TrainConfig
 
@@ -94,9 +94,10 @@ class RunConfig:
     prior_temperature: float = option(1.0, help="cluster prior ^ (1 / T), renormalised: above 1 flatter, so "
                                                 "RR-with-prior keeps more candidate labels")
     clusters: int = option(100, help="k-means clusters for --prior cluster")
-    encoder: str = option("pca", choices=ENCODERS,
+    encoder: str = option("pca", metavar="{pca,autoencoder,raw,FILE.pt2}",
                           help="public features clustered for --prior cluster: PCA-whitened inputs, the codes of an "
-                               "autoencoder trained on the public inputs, or the raw inputs")
+                               "autoencoder trained on the public inputs, the raw inputs, or your own encoder saved "
+                               "with torch.export.save (fitted without the private labels)")
     combine_priors: bool = option(False, help="lp-2st, lp-mst with --prior cluster: later stages' prior is the model "
                                               "prior times the cluster prior")
     loss: str = option("forward", choices=LOSSES,
@@ -152,8 +153,11 @@ class RunConfig:
 
     def _absolute_paths(self) -> dict[str, str]:
         """The data paths made absolute, so that config.json names the same files from any folder."""
-        return {name: str(Path(value).expanduser().resolve()) for name in ("data_dir", "table", "test_table")
-                if (value := getattr(self, name)) is not None}
+        paths = {name: str(Path(value).expanduser().resolve()) for name in ("data_dir", "table", "test_table")
+                 if (value := getattr(self, name)) is not None}
+        if is_encoder_file(self.encoder):
+            paths["encoder"] = str(Path(self.encoder).expanduser().resolve())
+        return paths
 
     def _budget(self, method: Method) -> tuple[float | None, float | None]:
         epsilon = delta = None
@@ -206,8 +210,12 @@ class RunConfig:
             raise ConfigError(f"prior_epsilon ({prior_epsilon:g}) must be smaller than epsilon ({epsilon:g})")
         if self.clusters < 1:
             raise ConfigError(f"clusters must be at least 1, got {self.clusters}")
-        if self.encoder not in ENCODERS:
-            raise ConfigError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
+        if is_encoder_file(self.encoder):
+            if not Path(self.encoder).expanduser().is_file():
+                raise MissingFileError(f"encoder file {self.encoder} does not exist")
+        elif self.encoder not in ENCODERS:
+            raise ConfigError(f"encoder must be one of {ENCODERS} or a {ENCODER_FILE_SUFFIX} file saved with "
+                              f"torch.export.save, got {self.encoder!r}")
         if not self.prior_temperature > 0:
             raise ConfigError(f"prior_temperature must be > 0, got {self.prior_temperature}")
         return prior_epsilon
