@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 torch.set_num_threads(1)
@@ -41,7 +42,7 @@ if rank != 0:  # the other ranks must not touch the run folders at all: rank 0 r
 from labeldp import distributed  # noqa: E402
 from labeldp.dpsgd.trainer import DPSGDConfig  # noqa: E402
 from labeldp.dpsgd.trainer import private_gradient  # noqa: E402
-from labeldp.pate import PATEConfig  # noqa: E402
+from labeldp.pate import PATEConfig, train_teachers  # noqa: E402
 from labeldp.runs import RunConfig, train_run  # noqa: E402
 from labeldp.training import TrainConfig  # noqa: E402
 
@@ -74,6 +75,16 @@ report["dp-sgd"] = train_run(dpsgd, out("dp-sgd"), device="cpu", progress=False)
 pate = RunConfig(dataset="digits", method="pate", epsilon=4.0, delta=1e-5, insecure_noise_seed=3, seed=1,
                  model="mlp", train=TrainConfig(epochs=1), pate=PATEConfig(teachers=5, teacher_epochs=1, queries=100))
 report["pate"] = train_run(pate, out("pate"), device="cpu", progress=False)
+# PATE's teachers resumed across ranks after every one of them had voted: their saved votes come back
+saved_votes = results / "teachers.npz"  # outside the runs' root, written by rank 0
+if rank == 0:
+    results.mkdir(parents=True, exist_ok=True)
+    np.savez(saved_votes, predictions=np.full((4, 5), 7, dtype=np.int16), done=np.array(4))
+torch.distributed.barrier()
+votes = train_teachers(lambda teacher: torch.nn.Linear(2, 10), np.zeros((8, 2), np.float32), np.zeros(8, np.int64),
+                       np.arange(8) % 4, np.zeros((5, 2), np.float32), 10, TrainConfig(epochs=1, batch_size=2),
+                       checkpoint=saved_votes if rank == 0 else None, progress=False, parallel=True)
+report["pate_resumed_votes"] = votes.tolist() if rank == 0 else None
 report["runs_seconds"] = time.perf_counter() - started
 
 # One DP-SGD step repeated: every rank takes its share of a fixed batch, rank 0 adds the noise.

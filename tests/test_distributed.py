@@ -113,6 +113,7 @@ def test_pate_teachers_shared_among_ranks(two_ranks, tmp_path) -> None:
     assert zero == one and zero["epsilon"] == alone["epsilon"] and zero["answered"] == alone["answered"]
     folder = two_ranks["root"] / "pate"
     assert not (folder / "private").exists()
+    assert two_ranks["ranks"][0]["pate_resumed_votes"] == [[7] * 5] * 4  # resumed teachers keep their saved votes
     with np.load(folder / "noisy_labels" / "pate.npz") as shared, \
             np.load(tmp_path / "pate" / "noisy_labels" / "pate.npz") as single:
         for key in ("labels", "answered", "queries", "members"):

@@ -166,9 +166,9 @@ def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, 
         return 0
 
     if parallel and distributed.active():
+        done = distributed.on_main(resume)  # first: it replaces ``predictions`` with the saved votes on rank 0
         return _train_teachers_in_rounds(build_model, inputs, labels, teacher_of, query_inputs, num_classes, config,
-                                         augmentation, seed, path, progress, predictions,
-                                         distributed.on_main(resume))
+                                         augmentation, seed, path, progress, predictions, done)
     done = resume()
     bar = tqdm(range(done, teachers), desc="teachers", unit="teacher", disable=None if progress else True,
                initial=done, total=teachers)
