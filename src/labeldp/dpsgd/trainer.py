@@ -220,15 +220,16 @@ def train_dpsgd(
         for step in tqdm(range(steps_per_epoch), desc=f"dp-sgd epoch {epoch}/{config.epochs}", leave=False,
                          disable=None if progress else True, unit="step"):
             batch = next_batch()
-            stream = (epoch, step, me) if parallel else (epoch, step)
-            augment_rng = torch.Generator().manual_seed(public_seed(seed, "dpsgd-augment", *stream))
+            # Each example's views depend on (epoch, step, its index) only, not on the others in the batch.
+            augment_rng = torch.Generator().manual_seed(public_seed(seed, "dpsgd-augment", epoch, step))
             if parallel:
                 batch = batch[me::ranks]
             xb = x[batch]
             if dp.augmult > 1:
-                xb = torch.stack([augment(xb, augmentation, augment_rng) for _ in range(dp.augmult)], dim=1)
+                xb = torch.stack([augment(xb, augmentation, augment_rng, batch, len(x)) for _ in range(dp.augmult)],
+                                 dim=1)
             elif config.augment:
-                xb = augment(xb, augmentation, augment_rng)
+                xb = augment(xb, augmentation, augment_rng, batch, len(x))
             private_gradient(model, xb.to(device), y[batch].to(device), dp, noise_multiplier, q * len(x), noise_rng,
                              parallel)
             optimizer.step()

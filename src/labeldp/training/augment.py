@@ -7,12 +7,23 @@ import torch.nn.functional as F
 from labeldp.errors import ConfigError
 
 
-def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
-    """Zero-pad by ``padding`` and cut a random window of the original size from each image."""
+def _draws(sample, batch: int, examples: torch.Tensor | None, population: int | None) -> torch.Tensor:
+    """One random draw per image: ``sample(count)`` for the batch, or, given the images' dataset indices
+    ``examples`` among ``population`` examples, drawn for every example and taken at those indices, so
+    that an image's draw depends on its own index only, not on which others share its batch."""
+    if examples is None:
+        return sample(batch)
+    return sample(population)[examples]
+
+
+def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator, examples: torch.Tensor | None = None,
+                population: int | None = None) -> torch.Tensor:
+    """Zero-pad by ``padding`` and cut a random window of the original size from each image (per example
+    of a population with ``examples`` and ``population``, see :func:`_draws`)."""
     batch, _, height, width = images.shape
     padded = F.pad(images, (padding,) * 4)
-    dy = torch.randint(0, 2 * padding + 1, (batch,), generator=generator)
-    dx = torch.randint(0, 2 * padding + 1, (batch,), generator=generator)
+    dy = _draws(lambda n: torch.randint(0, 2 * padding + 1, (n,), generator=generator), batch, examples, population)
+    dx = _draws(lambda n: torch.randint(0, 2 * padding + 1, (n,), generator=generator), batch, examples, population)
     rows = (dy[:, None] + torch.arange(height))[:, None, :, None]
     cols = (dx[:, None] + torch.arange(width))[:, None, None, :]
     index = torch.arange(batch)[:, None, None, None]
@@ -20,20 +31,29 @@ def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator) 
     return padded[index, channels, rows, cols]
 
 
-def random_flip(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Mirror each image left-right with probability 1/2."""
-    flip = torch.rand(images.shape[0], generator=generator) < 0.5
+def random_flip(images: torch.Tensor, generator: torch.Generator, examples: torch.Tensor | None = None,
+                population: int | None = None) -> torch.Tensor:
+    """Mirror each image left-right with probability 1/2 (per example of a population with
+    ``examples`` and ``population``, see :func:`_draws`)."""
+    flip = _draws(lambda n: torch.rand(n, generator=generator), images.shape[0], examples, population) < 0.5
     return torch.where(flip[:, None, None, None], images.flip(-1), images)
 
 
-def augment(images: torch.Tensor, policy: str, generator: torch.Generator) -> torch.Tensor:
-    """Apply a dataset's augmentation ``policy``: ``none``, ``translate`` (+-2 px) or ``crop-flip``."""
+def augment(images: torch.Tensor, policy: str, generator: torch.Generator, examples: torch.Tensor | None = None,
+            population: int | None = None) -> torch.Tensor:
+    """Apply a dataset's augmentation ``policy``: ``none``, ``translate`` (+-2 px) or ``crop-flip``.
+
+    With ``examples`` (the images' indices in a dataset of ``population`` examples) each image's
+    augmentation depends on its own index and the generator only. DP-SGD needs that: its augmentation
+    stream is public (from the seed), and an image augmented by its position in a Poisson batch would
+    change with the presence of another example, so that example would move more than its own clipped
+    gradient."""
     if policy == "none" or images.dim() != 4:
         return images
     if policy == "translate":
-        return random_crop(images, 2, generator)
+        return random_crop(images, 2, generator, examples, population)
     if policy == "crop-flip":
-        return random_flip(random_crop(images, 4, generator), generator)
+        return random_flip(random_crop(images, 4, generator, examples, population), generator, examples, population)
     raise ConfigError(f"unknown augmentation policy {policy!r}")
 
 
