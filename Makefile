@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # The CPU build of torch is pinned first; the package then asks for a range 2.13.0 satisfies.
+# --no-compile: Python compiles the modules it imports on first use, not all of them at install.
 TORCH := torch==2.13.0
 # Where pip looks for torch: e.g. https://download.pytorch.org/whl/cpu for the CPU build anywhere.
 TORCH_INDEX ?=
@@ -11,8 +12,8 @@ TORCH_INDEX ?=
 
 $(BIN)/labeldp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --no-compile $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/pip install --quiet --no-compile -e '.[test]'
 	touch $@
 
 install: $(BIN)/labeldp
