@@ -1,15 +1,15 @@
 """Cluster purity of the public representations a cluster prior can use, on MNIST's training images.
 
-For each encoder (PCA-whitened pixels, the codes of an autoencoder trained on the images, the raw
-pixels, or your own encoder saved with ``torch.export.save``), the images are clustered by k-means as
-``--prior cluster`` clusters them, and the purity is the share of images whose label is their
-cluster's most frequent one: an upper bound on how often a cluster's (noise-free) histogram would name
-the right label with k = 1. Purity reads the true labels: it is a measurement of the encoders, not
-something a private run computes or writes. Prints the purity and the seconds of encoding and
-clustering, with the machine's load.
+For each encoder (PCA-whitened pixels, a neighbour-graph embedding, the codes of an autoencoder
+trained on the images, the raw pixels, or your own encoder saved with ``torch.export.save``), the
+images are clustered by k-means as ``--prior cluster`` clusters them, and the purity is the share of
+images whose label is their cluster's most frequent one: an upper bound on how often a cluster's
+(noise-free) histogram would name the right label with k = 1. Purity reads the true labels: it is a
+measurement of the encoders, not something a private run computes or writes. Prints the purity and
+the seconds of encoding and clustering, with the machine's load.
 
     python benchmarks/cluster_purity.py --data-dir ../shared/datasets/mnist [--clusters 100] \\
-        [--encoders pca autoencoder raw my_encoder.pt2]
+        [--encoders pca spectral autoencoder raw my_encoder.pt2]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default="../shared/datasets/mnist")
     parser.add_argument("--dataset", default="mnist")
     parser.add_argument("--clusters", type=int, default=100)
-    parser.add_argument("--encoders", nargs="+", default=["pca", "autoencoder", "raw"])
+    parser.add_argument("--encoders", nargs="+", default=["pca", "spectral", "autoencoder", "raw"])
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)

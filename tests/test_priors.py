@@ -189,3 +189,35 @@ def test_a_users_own_encoder_file_gives_the_cluster_features(blobs, tmp_path) ->
         RunConfig(method="lp-1st", epsilon=1.0, prior="cluster", encoder=str(tmp_path / "missing.pt2")).resolved()
     with pytest.raises(ValueError, match="torch.export.save"):
         RunConfig(method="lp-1st", epsilon=1.0, prior="cluster", encoder="simclr").resolved()
+
+
+def test_the_spectral_encoder_follows_curved_clusters() -> None:
+    """Two concentric rings: k-means on PCA features cuts across them, k-means on the neighbour-graph
+    embedding keeps each cluster on one ring."""
+    from sklearn.datasets import make_circles
+
+    inputs, rings = make_circles(2000, noise=0.05, factor=0.5, random_state=0)
+    inputs = inputs.astype(np.float32)
+
+    def purity(features: np.ndarray) -> float:
+        counts = np.zeros((8, 2), dtype=np.int64)
+        np.add.at(counts, (cluster(features, 8, seed=0), rings), 1)
+        return counts.max(axis=1).sum() / len(rings)
+
+    features = encode(inputs, "spectral")
+    assert features.shape == (2000, 20) and features.dtype == np.float32
+    assert purity(encode(inputs, "pca")) < 0.9
+    assert purity(features) > 0.99
+
+
+def test_the_histogram_share_keeps_a_counts_noise_small_and_leaves_half_for_the_labels() -> None:
+    from labeldp.mechanisms import discrete_laplace
+    from labeldp.priors import histogram_epsilon
+
+    share = histogram_epsilon(2.0, examples=60_000, clusters=50)
+    assert share == pytest.approx(0.047, abs=1e-3)
+    noise = discrete_laplace(share / 2, 200_000, np.random.default_rng(0))  # the histogram's noise
+    assert noise.std() == pytest.approx(0.05 * 60_000 / 50, rel=0.03)
+    assert histogram_epsilon(0.05, examples=60_000, clusters=50) == 0.025  # at most half the budget
+    assert histogram_epsilon(2.0, examples=600_000, clusters=50) < share  # more examples per cluster: less
+

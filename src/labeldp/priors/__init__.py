@@ -13,10 +13,11 @@ from labeldp.priors.cluster import (
     cluster,
     cluster_priors,
     encode,
+    histogram_epsilon,
     histogram_priors,
     is_encoder_file,
 )
 from labeldp.priors.combine import release_evidence, temper
 
-__all__ = ["ENCODERS", "ENCODER_FILE_SUFFIX", "cluster", "cluster_priors", "encode", "histogram_priors", "is_encoder_file", "release_evidence",
+__all__ = ["ENCODERS", "ENCODER_FILE_SUFFIX", "cluster", "cluster_priors", "encode", "histogram_epsilon", "histogram_priors", "is_encoder_file", "release_evidence",
            "temper"]

@@ -7,9 +7,14 @@ records its epsilon); the representations and clusters come from public inputs a
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
+from sklearn.manifold import SpectralEmbedding
+from sklearn.neighbors import kneighbors_graph
+from sklearn.preprocessing import normalize
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.release import Release, release_noisy_histogram
@@ -17,7 +22,7 @@ from labeldp.errors import ConfigError
 from labeldp.priors.autoencoder import autoencoder_codes
 from labeldp.randomness import RandomSource
 
-ENCODERS = ("pca", "autoencoder", "raw")
+ENCODERS = ("pca", "spectral", "autoencoder", "raw")
 #: the suffix of a user's own encoder: a module saved with ``torch.export.save``
 ENCODER_FILE_SUFFIX = ".pt2"
 
@@ -29,7 +34,7 @@ def is_encoder_file(encoder: str) -> bool:
 def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, seed: int = 0,
            progress: bool = False) -> np.ndarray:
     """Public representations of ``inputs``: flattened, then PCA-whitened to ``n_components`` (``pca``),
-    the codes of an autoencoder trained on them (``autoencoder``, ``n_components`` code dimensions;
+    a neighbour-graph embedding of them (``spectral``: :func:`spectral_embedding`), the codes of an autoencoder trained on them (``autoencoder``, ``n_components`` code dimensions;
     :mod:`labeldp.priors.autoencoder`), left as they are (``raw``), or the outputs of a user's own
     encoder saved with ``torch.export.save`` (a path ending in ``.pt2``; it receives the inputs in
     their shape, in batches, and must return one row of features per input). An encoder is public
@@ -43,10 +48,40 @@ def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, see
         return flat
     if encoder == "autoencoder":
         return autoencoder_codes(flat, code_dim=n_components, seed=seed, progress=progress)
+    if encoder == "spectral":
+        return spectral_embedding(flat, seed=seed)
     if encoder == "pca":
         components = min(n_components, flat.shape[1], flat.shape[0])
         return PCA(components, whiten=True, random_state=seed).fit_transform(flat).astype(np.float32)
     raise ConfigError(f"unknown encoder {encoder!r}; choose one of {ENCODERS} or a {ENCODER_FILE_SUFFIX} file")
+
+
+def spectral_embedding(flat: np.ndarray, n_components: int = 20, n_neighbors: int = 10, pca_components: int = 50,
+                       seed: int = 0) -> np.ndarray:
+    """A neighbour-graph embedding of the rows of ``flat`` (Laplacian eigenmaps, as in spectral
+    clustering): PCA to ``pca_components`` dimensions, the symmetrised graph of each row's
+    ``n_neighbors`` nearest neighbours, the ``n_components`` leading eigenvectors of its normalised
+    Laplacian (scikit-learn's ``SpectralEmbedding``, LOBPCG), each row scaled to unit length.
+
+    Rows close along the data's manifold land close together even where the manifold curves away
+    in pixel space, so k-means on the embedding finds purer clusters than on PCA features (MNIST,
+    100 clusters: 96.4 % against 82.3 %; ``benchmarks/cluster_purity.py``). It reads the inputs
+    only, so it is public computation; about 15 s for MNIST's 60,000 images on 2 cores."""
+    n = len(flat)
+    pca_components = min(pca_components, flat.shape[1], n)
+    reduced = PCA(pca_components, random_state=seed).fit_transform(flat) if flat.shape[1] > pca_components else flat
+    n_neighbors = min(n_neighbors, n - 1)
+    n_components = min(n_components, n - 2)
+    if n_neighbors < 1 or n_components < 1:
+        raise ConfigError(f"the spectral encoder needs at least 3 examples, got {n}")
+    graph = kneighbors_graph(reduced, n_neighbors, include_self=False)
+    with warnings.catch_warnings():
+        # a graph of several components is what well-separated groups give: each component's rows
+        # then share an embedding, which is what clustering needs
+        warnings.filterwarnings("ignore", "Graph is not fully connected", UserWarning)
+        embedding = SpectralEmbedding(n_components, affinity="precomputed_nearest_neighbors", n_neighbors=n_neighbors,
+                                      eigen_solver="lobpcg", random_state=seed).fit_transform(graph)
+    return normalize(embedding).astype(np.float32)
 
 
 def _encoder_file_features(path: str, inputs: np.ndarray, batch_size: int = 1024) -> np.ndarray:
@@ -71,6 +106,20 @@ def cluster(representations: np.ndarray, n_clusters: int, seed: int = 0) -> np.n
     if not 1 <= n_clusters <= len(representations):
         raise ConfigError(f"n_clusters must lie in [1, {len(representations)}], got {n_clusters}")
     return KMeans(n_clusters, n_init=1, random_state=seed).fit_predict(representations)
+
+
+def histogram_epsilon(epsilon: float, examples: int, clusters: int, relative_noise: float = 0.05) -> float:
+    """A split of ``epsilon`` for a cluster prior: the histogram's share.
+
+    The share is the smallest epsilon at which a noisy count's standard deviation (discrete Laplace of
+    scale 2 / epsilon_h: about 2 sqrt(2) / epsilon_h) is ``relative_noise`` of an average cluster's
+    size, ``examples / clusters``, but never more than half of ``epsilon``. Every cluster's shares
+    are then known to within a few percentage points, and the rest of the budget goes to the labels.
+    The rule reads only public quantities (the number of training examples, the number of
+    clusters). MNIST, 60,000 examples in 50 clusters: 0.047 (rounded to 3 decimals), or half the budget below 0.094.
+    """
+    share = 2 * np.sqrt(2) * clusters / (relative_noise * examples)
+    return float(min(round(share, 3), epsilon / 2))
 
 
 def histogram_priors(noisy_counts: np.ndarray) -> np.ndarray:

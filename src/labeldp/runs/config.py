@@ -94,9 +94,10 @@ class RunConfig:
     prior_temperature: float = option(1.0, help="cluster prior ^ (1 / T), renormalised: above 1 flatter, so "
                                                 "RR-with-prior keeps more candidate labels")
     clusters: int = option(100, help="k-means clusters for --prior cluster")
-    encoder: str = option("pca", metavar="{pca,autoencoder,raw,FILE.pt2}",
-                          help="public features clustered for --prior cluster: PCA-whitened inputs, the codes of an "
-                               "autoencoder trained on the public inputs, the raw inputs, or your own encoder saved "
+    encoder: str = option("pca", metavar="{pca,spectral,autoencoder,raw,FILE.pt2}",
+                          help="public features clustered for --prior cluster: PCA-whitened inputs, a neighbour-graph "
+                               "(spectral) embedding of them (purer clusters; its exact nearest-neighbour graph "
+                               "costs time quadratic in the examples), the codes of an autoencoder trained on the public inputs, the raw inputs, or your own encoder saved "
                                "with torch.export.save (fitted without the private labels)")
     combine_priors: bool = option(False, help="lp-2st, lp-mst with --prior cluster: later stages' prior is the model "
                                               "prior times the cluster prior")
