@@ -221,3 +221,20 @@ def test_the_histogram_share_keeps_a_counts_noise_small_and_leaves_half_for_the_
     assert histogram_epsilon(0.05, examples=60_000, clusters=50) == 0.025  # at most half the budget
     assert histogram_epsilon(2.0, examples=600_000, clusters=50) < share  # more examples per cluster: less
 
+
+def test_stage_one_under_a_cluster_prior_trains_on_the_posterior(blobs, tmp_path, monkeypatch) -> None:
+    import labeldp.runs.context as context
+
+    soft_labels = []
+    real_train_stage = context.train_stage
+
+    def recording(*args, **kwargs):
+        soft_labels.append(kwargs["soft_labels"])
+        return real_train_stage(*args, **kwargs)
+
+    monkeypatch.setattr(context, "train_stage", recording)
+    for prior in ("cluster", None):
+        config = RunConfig(dataset="csv", method="lp-2st", epsilon=0.5, prior=prior, clusters=10 if prior else 100,
+                           train=TrainConfig(epochs=1, batch_size=64))
+        train_run(config, tmp_path / f"run-{prior}", progress=False, dataset=blobs)
+    assert soft_labels == [True, False, False, False]  # stage 1 under the prior only; later stages: forward loss

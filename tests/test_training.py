@@ -152,3 +152,23 @@ def test_split_stages_is_a_deterministic_partition() -> None:
     assert sorted(np.concatenate(parts).tolist()) == list(range(1001))
     assert all(abs(p.size - f * 1001) < 1 for p, f in zip(parts, (0.3, 0.3, 0.4)))
     assert all(np.array_equal(a, b) for a, b in zip(parts, split_stages(1001, (0.3, 0.3, 0.4), seed=4)))
+
+
+def test_the_posterior_loss_pulls_back_a_confidently_wrong_model() -> None:
+    """A cluster prior says class 1 (0.95), the model says class 0 with logit gap 10: the forward
+    loss's gradient has all but vanished, the posterior loss's has not."""
+    import torch
+
+    from labeldp.training.stage import likelihood_loss, posterior_loss
+
+    log_evidence = torch.tensor([[0.05, 0.95]]).log()
+    gradients = {}
+    for name, loss_of in (("forward", likelihood_loss), ("posterior", posterior_loss)):
+        logits = torch.tensor([[10.0, 0.0]], requires_grad=True)
+        loss_of(logits, log_evidence).sum().backward()
+        gradients[name] = logits.grad.abs().max().item()
+    assert gradients["forward"] < 1e-2
+    assert gradients["posterior"] == pytest.approx(0.95, abs=1e-3)
+    # right where the model agrees with the evidence: both losses are at a minimum direction-wise
+    logits = torch.tensor([[-3.0, 3.0]])
+    assert posterior_loss(logits, log_evidence) < posterior_loss(-logits, log_evidence)

@@ -16,7 +16,10 @@ label z, which the mechanism's public parameters determine (forward correction, 
 The model then estimates the *clean* class posterior, which makes it a calibrated prior for the
 next stage, and all earlier noisy labels can be reused unfiltered. When stage 1 uses a cluster
 prior pi, that prior holds label information the model cannot see otherwise, so it is folded in:
-w(y) = pi(y) Pr[z | y] (a release with k = 1 then still teaches the cluster's belief). A model prior
+w(y) = pi(y) Pr[z | y] (a release with k = 1 then still teaches the cluster's belief), and stage 1
+trains by cross-entropy to that posterior, w / sum w (``posterior_loss``): the forward loss weighs
+w by the model's own belief, so where the model is confidently wrong its gradient vanishes, and on
+MNIST with a 96 %-pure prior a digit missed in the first epoch stayed missed. A model prior
 is not folded in: it is built from earlier noisy labels that are reused anyway. ``ce`` is the
 paper's plain cross-entropy on the noisy labels; earlier labels are then reused only where they fall
 inside the new prior's top k. Both are post-processing of released labels and public inputs.
@@ -187,7 +190,11 @@ def run_stages(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
         if stage > 1 and config.reuse_labels:
             more_indices, more_targets = reused(context, stage, prior_model)
             indices, targets = np.concatenate([indices, more_indices]), np.concatenate([targets, more_targets])
-        context.train(model, stage, len(members_by_stage), indices, targets)
+        # stage 1's evidence under a cluster prior is the prior times the channel: train on its
+        # posterior (the forward loss's gradient vanishes where the model is confidently wrong, and
+        # with a peaked prior and k = 1 nearly everywhere a class missed early stays missed)
+        soft = stage == 1 and public_prior is not None and config.loss == "forward"
+        context.train(model, stage, len(members_by_stage), indices, targets, soft_labels=soft)
         summaries.append({"stage": stage, "released": int(members.size), "reused": int(indices.size - members.size),
                           "mean_k": float(np.mean(released.arrays["k"]))})
     return model, {"stages": summaries}

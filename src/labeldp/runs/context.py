@@ -154,9 +154,10 @@ class RunContext:
         return record
 
     def train(self, model: nn.Module, stage: int, stages: int, indices: np.ndarray, targets: np.ndarray,
-              description: str | None = None) -> None:
+              description: str | None = None, soft_labels: bool = False) -> None:
         """Train ``model`` on the training inputs ``indices`` with released ``targets`` (labels or
-        likelihoods; for a regression also released values), checkpointed as ``stage``."""
+        likelihoods; for a regression also released values), checkpointed as ``stage``;
+        ``soft_labels``: see :func:`labeldp.training.train_stage`."""
         data, fraction = self.data, self.config.train.validation
         indices, targets = self.training_part(np.asarray(indices), np.asarray(targets))
         test = self.evaluation_set()
@@ -172,7 +173,7 @@ class RunContext:
                     seed=public_seed(self.config.seed, "training", stage), checkpoint=self.out.checkpoint_path(stage),
                     on_epoch_end=self.on_epoch_end(stage, stages), progress=self.progress,
                     description=description or f"stage {stage}/{stages}", label_values=data.label_values,
-                    validation=validation, data_parallel=self.parallel)
+                    validation=validation, data_parallel=self.parallel, soft_labels=soft_labels)
 
     def training_part(self, indices: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The training inputs and targets a stage trains on (a tuning candidate holds some out)."""

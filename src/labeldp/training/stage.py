@@ -197,6 +197,18 @@ def likelihood_loss(logits: torch.Tensor, log_likelihood: torch.Tensor) -> torch
     return -torch.logsumexp(F.log_softmax(logits, dim=1) + log_likelihood, dim=1)
 
 
+def posterior_loss(logits: torch.Tensor, log_evidence: torch.Tensor) -> torch.Tensor:
+    """Per-example cross-entropy of the model to the posterior of the label, evidence / sum(evidence),
+    held fixed: for evidence that includes a prior (a cluster prior times a release's noise channel)
+    this is the Bayesian soft label.
+
+    Unlike :func:`likelihood_loss`, whose gradient vanishes where the model is confidently wrong
+    (it weighs the evidence by the model's own belief), this pulls every example towards its
+    posterior whatever the model says, so a class the model misses early is learned back.
+    """
+    return -(torch.softmax(log_evidence, dim=1) * F.log_softmax(logits, dim=1)).sum(dim=1)
+
+
 def binned_likelihood_loss(logits: torch.Tensor, evidence: torch.Tensor) -> torch.Tensor:
     """Per-example loss for releases that tell in which *bin* of the grid a label lies (RR-on-bins).
 
@@ -369,6 +381,7 @@ def train_stage(
     label_values: np.ndarray | None = None,
     validation: tuple[np.ndarray, np.ndarray] | None = None,
     data_parallel: bool = False,
+    soft_labels: bool = False,
 ) -> list[EpochRecord]:
     """Train ``model`` in place on (``inputs``, ``targets``) for ``config.epochs`` epochs.
 
@@ -378,6 +391,9 @@ def train_stage(
     label's bin (:func:`binned_likelihood_loss`). For a regression on the grid ``label_values`` they
     may also be float values (squared error of the expected value, :func:`squared_error_loss`); the
     ``test`` pair then holds the test *values*, and each epoch reports the test RMSE.
+
+    With ``soft_labels``, (n, K) likelihood targets are trained on by :func:`posterior_loss`
+    (cross-entropy to each row normalised) instead of :func:`likelihood_loss`.
 
     With ``validation`` (held-out inputs and targets of the same kind), each epoch also scores the
     model on them (:func:`held_out_loss`), and the model ends with the weights of the epoch that
@@ -402,6 +418,10 @@ def train_stage(
     main = distributed.is_main()
     x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
     fitted, loss_of = _training_targets(targets, num_classes, label_values)
+    if soft_labels:
+        if loss_of is not likelihood_loss:
+            raise ConfigError("soft_labels needs (n, K) likelihood targets")
+        loss_of = posterior_loss
     if len(x) != len(fitted) or len(x) == 0:
         raise ConfigError(f"inputs and targets must be non-empty and of equal length, got {len(x)} and {len(fitted)}")
     if validation is not None:
