@@ -10,6 +10,7 @@ from __future__ import annotations
 from labeldp.experiments.profiles import register
 from labeldp.priors import histogram_epsilon
 from labeldp.runs import RunConfig
+from labeldp.runs.recipes import recipe_for
 from labeldp.training import TrainConfig
 from labeldp.dpsgd.trainer import DPSGDConfig
 
@@ -87,8 +88,10 @@ def _register_dataset(dataset: str, train: TrainConfig, epsilons, methods, runs:
                                                                 seed=seed, train=train))
         for epsilon in epsilons:
             for method in methods:
+                recipe = recipe_for(dataset, method)  # a method's own recipe where it has one (MNIST's ALIBI)
                 register(f"{dataset}/e{epsilon:g}/{method}/run{seed}",
-                         RunConfig(dataset=dataset, method=method, epsilon=float(epsilon), seed=seed, train=train))
+                         RunConfig(dataset=dataset, method=method, epsilon=float(epsilon), seed=seed,
+                                   train=recipe.train if recipe is not None else train))
 
 
 _register_dataset("digits", DIGITS_TRAIN, (1, 2, 4, 8), ("lp-1st", "lp-2st"), runs=RUNS)
