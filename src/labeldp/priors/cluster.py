@@ -34,7 +34,8 @@ def is_encoder_file(encoder: str) -> bool:
 def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, seed: int = 0,
            progress: bool = False) -> np.ndarray:
     """Public representations of ``inputs``: flattened, then PCA-whitened to ``n_components`` (``pca``),
-    a neighbour-graph embedding of them (``spectral``: :func:`spectral_embedding`), the codes of an autoencoder trained on them (``autoencoder``, ``n_components`` code dimensions;
+    a neighbour-graph embedding of them (``spectral``: :func:`spectral_embedding`), the codes of an
+    autoencoder trained on them (``autoencoder``, ``n_components`` code dimensions;
     :mod:`labeldp.priors.autoencoder`), left as they are (``raw``), or the outputs of a user's own
     encoder saved with ``torch.export.save`` (a path ending in ``.pt2``; it receives the inputs in
     their shape, in batches, and must return one row of features per input). An encoder is public
