@@ -231,11 +231,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             self.channel_ = None  # the weighted fit learns the clean labels itself
 
     def _base(self):
-        base = clone(self.estimator) if self.estimator is not None else HistGradientBoostingClassifier(
-            categorical_features="from_dtype")
-        if "random_state" in base.get_params():
-            base.set_params(random_state=self.random_state)
-        return base
+        return _base_estimator(self.estimator, HistGradientBoostingClassifier, self.random_state)
 
     # -- predicting ---------------------------------------------------------------------------------
     def predict_proba(self, X) -> np.ndarray:
@@ -412,11 +408,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def _base(self):
-        base = clone(self.estimator) if self.estimator is not None else HistGradientBoostingRegressor(
-            categorical_features="from_dtype")
-        if "random_state" in base.get_params():
-            base.set_params(random_state=self.random_state)
-        return base
+        return _base_estimator(self.estimator, HistGradientBoostingRegressor, self.random_state)
 
     def predict(self, X) -> np.ndarray:
         """The regressor's predictions, clipped to the declared range."""
@@ -504,6 +496,15 @@ def _shared_rr_channel(labels: np.ndarray, likelihood: np.ndarray) -> tuple[floa
         if np.allclose(likelihood, np.where(np.eye(likelihood.shape[1], dtype=bool)[labels], keep[0], other[0])):
             return float(keep[0]), float(other[0])
     return None
+
+
+def _base_estimator(estimator, default, random_state):
+    """A fresh clone of the user's ``estimator`` (else ``default`` with native categorical support),
+    with ``random_state`` where it takes one."""
+    base = clone(estimator) if estimator is not None else default(categorical_features="from_dtype")
+    if "random_state" in base.get_params():
+        base.set_params(random_state=random_state)
+    return base
 
 
 def _fit_weighted(model, X, y: np.ndarray, weights: np.ndarray | None):

@@ -10,32 +10,20 @@ from __future__ import annotations
 from labeldp.experiments.profiles import register
 from labeldp.priors import histogram_epsilon
 from labeldp.runs import RunConfig
-from labeldp.runs.recipes import recipe_for
+from labeldp.runs.recipes import (CIFAR_TRAIN, DIGITS_TRAIN, DPSGD_MNIST, DPSGD_MNIST_TRAIN, MNIST_TRAIN,
+                                  PATE_STUDENT_TRAIN, recipe_for)
 from labeldp.training import TrainConfig
-from labeldp.dpsgd.trainer import DPSGDConfig
 
-#: Embedded digits: the MLP, small batches, about a second per run on a CPU.
-DIGITS_TRAIN = TrainConfig(epochs=40, batch_size=32, lr=0.02, weight_decay=1e-3)
-#: MNIST family: the default small CNN, SGD with Nesterov momentum, cosine schedule, +-2 px shifts.
-MNIST_TRAIN = TrainConfig(epochs=12, batch_size=128, lr=0.05, weight_decay=5e-4)
-#: CIFAR-10: ResNet-18 with crop+flip and mixup, as in the paper (a GPU job: --device cuda).
-CIFAR_TRAIN = TrainConfig(epochs=200, batch_size=128, lr=0.1, weight_decay=5e-4, mixup_alpha=8.0)
+# The training settings are the methods' recipes (labeldp.runs.recipes), which also say how each was chosen.
 
 #: MNIST without privacy, trained to fit its training set (no augmentation or weight decay): the
 #: reference a label-inference audit should find leaking.
 MNIST_FIT_TRAIN = TrainConfig(epochs=15, batch_size=128, lr=0.05, weight_decay=0.0, augment=False)
 
-#: MNIST DP-SGD (full DP, delta 1e-5): the tanh CNN of Tramer & Boneh (2021), expected batch 512,
-#: clipping 0.1, SGD with momentum, 40 epochs, parameter EMA for evaluation.
-DPSGD_MNIST_TRAIN = TrainConfig(epochs=40, batch_size=512, lr=0.5, weight_decay=0.0, augment=False)
-DPSGD_MNIST = DPSGDConfig(max_grad_norm=0.1, ema_decay=0.999)
-
 #: MNIST label-DP comparison at small epsilons: LP-2ST with a cluster prior (100 clusters of PCA
 #: features, a tenth of epsilon on the histogram, tempered at 4), and PATE (250 teachers, vote noise
-#: 62.5, as many queries as (epsilon, 1e-5) pays for) whose student sees only its answered queries,
-#: hence more epochs on small batches.
+#: 62.5, as many queries as (epsilon, 1e-5) pays for) whose student sees only its answered queries.
 CLUSTER_PRIOR = {"prior": "cluster", "prior_temperature": 4.0}
-PATE_STUDENT_TRAIN = TrainConfig(epochs=100, batch_size=32, lr=0.05, weight_decay=5e-4)
 METHODS_EPSILONS = (0.1, 0.5, 1, 2)
 
 #: MNIST at small budgets: LP-2ST whose stage-1 prior is 50 k-means clusters of a neighbour-graph
