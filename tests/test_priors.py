@@ -11,7 +11,7 @@ from conftest import frequencies_match
 from labeldp.accounting import PrivacyLedger, histogram_event
 from labeldp.release import release_noisy_histogram
 from labeldp.mechanisms import discrete_laplace, discrete_laplace_pmf, keep_probability, noisy_histogram
-from labeldp.priors import cluster, cluster_priors, encode, histogram_priors
+from labeldp.priors import cluster, cluster_priors, consistent_counts, encode, histogram_priors
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
 from labeldp.priors import temper
@@ -77,8 +77,41 @@ def test_release_and_sequential_composition() -> None:
     assert len(ledger.entries) == 1
 
 
+def test_consistent_counts_are_the_projection_onto_the_groups_sizes() -> None:
+    rng = np.random.default_rng(3)
+    noisy = rng.laplace(0, 20, size=(200, 7)) + rng.integers(0, 50, size=(200, 7))
+    totals = rng.integers(0, 300, size=200)
+    counts = consistent_counts(noisy, totals)
+    assert counts.min() >= 0
+    np.testing.assert_allclose(counts.sum(axis=1), totals, atol=1e-9)
+    # the Euclidean projection: no point of the feasible set is closer (checked against random ones)
+    for row in range(0, 200, 20):
+        if totals[row] == 0:
+            continue
+        others = rng.dirichlet(np.full(7, 0.3), size=2000) * totals[row]
+        assert np.linalg.norm(others - noisy[row], axis=1).min() >= np.linalg.norm(counts[row] - noisy[row]) - 1e-9
+    # the optimality conditions: one shift per row on the cells kept, the cells set to zero below it
+    for row in np.flatnonzero(totals > 0):
+        kept = counts[row] > 0
+        shift = noisy[row, kept] - counts[row, kept]
+        np.testing.assert_allclose(shift, shift[0])
+        assert np.all(noisy[row, ~kept] <= shift[0] + 1e-9)
+
+
+def test_consistent_counts_undo_the_floor_that_clipping_adds_to_empty_cells() -> None:
+    """A zero-inflated histogram, 1 full cell and 50 empty ones at epsilon 0.1: clipping the noise at
+    zero puts ~10 counts into each empty cell, the projection almost none."""
+    true = np.zeros((400, 51)); true[:, 0] = 10_000; true[:, 1] = 100
+    noisy = true + discrete_laplace(0.05, true.shape, np.random.default_rng(0))
+    clipped = np.clip(noisy, 0, None)
+    projected = consistent_counts(noisy, true.sum(axis=1))
+    assert clipped[:, 2:].sum(axis=1).mean() > 400
+    assert projected[:, 2:].sum(axis=1).mean() < 0.25 * clipped[:, 2:].sum(axis=1).mean()
+
+
 def test_histogram_priors_and_clusters() -> None:
-    priors = histogram_priors(np.array([[3, -2, 1], [-1, -5, 0]]))
+    # the rows' public sizes 4 and 0: the first keeps its noisy shape, the empty group is uniform
+    priors = histogram_priors(np.array([[3, -2, 1], [-1, -5, 0]]), [4, 0])
     np.testing.assert_allclose(priors, [[0.75, 0.0, 0.25], [1 / 3, 1 / 3, 1 / 3]])
     rng = np.random.default_rng(0)
     points = np.concatenate([rng.normal(-5, 1, (50, 2)), rng.normal(5, 1, (50, 2))])

@@ -49,6 +49,7 @@ from labeldp.data.regression import DEFAULT_GRID_SIZE, label_grid, snap_to_grid
 from labeldp.data.table import label_indices
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.mechanisms import optimal_bins
+from labeldp.priors import histogram_priors
 from labeldp.privatize import LabelRelease
 from labeldp.randomness import NoiseSource
 from labeldp.release import (release_laplace_value, release_noisy_histogram, release_randomized_response,
@@ -389,8 +390,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
             if prior is None:
                 histogram = release_noisy_histogram(ledger, true, members, np.zeros(true.size, dtype=np.int64), 1,
                                                     grid.size, share, noise.generator("histogram"), "prior")
-                counts = np.clip(histogram.arrays["counts"][0].astype(np.float64), 0.0, None)
-                prior = counts / counts.sum() if counts.sum() > 0 else np.full(grid.size, 1.0 / grid.size)
+                prior = histogram_priors(histogram.arrays["counts"], [true.size])[0]
             rest = self.epsilon - share
             release = release_rr_on_bins(ledger, true, members, grid, prior, rest,
                                          noise.generator("label-release", 1), "labels")

@@ -95,8 +95,9 @@ def noisy_histogram_prior(context: RunContext, members: np.ndarray | None = None
         return release.with_arrays(clusters=groups)
 
     released = context.spend("prior", draw)
-    rows = histogram_priors(released.arrays["counts"])
-    return temper(rows, config.prior_temperature), released.arrays["clusters"]
+    counts, groups = released.arrays["counts"], released.arrays["clusters"]
+    rows = histogram_priors(counts, np.bincount(groups[members], minlength=len(counts)))  # sizes: public
+    return temper(rows, config.prior_temperature), groups
 
 
 def cluster_prior_rows(context: RunContext) -> np.ndarray:

@@ -12,6 +12,7 @@ from labeldp.priors.cluster import (
     ENCODERS,
     cluster,
     cluster_priors,
+    consistent_counts,
     encode,
     histogram_epsilon,
     histogram_priors,
@@ -19,5 +20,5 @@ from labeldp.priors.cluster import (
 )
 from labeldp.priors.combine import release_evidence, temper
 
-__all__ = ["ENCODERS", "ENCODER_FILE_SUFFIX", "cluster", "cluster_priors", "encode", "histogram_epsilon", "histogram_priors", "is_encoder_file", "release_evidence",
-           "temper"]
+__all__ = ["ENCODERS", "ENCODER_FILE_SUFFIX", "cluster", "cluster_priors", "consistent_counts", "encode",
+           "histogram_epsilon", "histogram_priors", "is_encoder_file", "release_evidence", "temper"]

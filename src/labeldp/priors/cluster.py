@@ -123,12 +123,39 @@ def histogram_epsilon(epsilon: float, examples: int, clusters: int, relative_noi
     return float(min(round(share, 3), epsilon / 2))
 
 
-def histogram_priors(noisy_counts: np.ndarray) -> np.ndarray:
-    """Rows of probabilities from noisy counts: clipped at zero and normalised (uniform if all zero)."""
-    counts = np.clip(np.asarray(noisy_counts, dtype=np.float64), 0.0, None)
-    totals = counts.sum(axis=1, keepdims=True)
+def consistent_counts(noisy_counts: np.ndarray, totals: np.ndarray) -> np.ndarray:
+    """The non-negative counts closest to ``noisy_counts`` (Euclidean distance, row by row) whose rows
+    sum to ``totals``: the projection onto the scaled simplex, which subtracts one constant per row and
+    clips at zero (Duchi et al. 2008; "Norm-Sub" in Wang et al., NDSS 2020).
+
+    The totals are public: each row is a group of examples chosen from public inputs, and every
+    example has exactly one label, so a group's true counts sum to its size. Using them is
+    post-processing of the noisy counts and costs nothing. It matters where most cells are empty:
+    clipping noise at zero there adds about half the noise's scale to every empty cell (for MNIST's
+    clusters at epsilon 0.047, a 96 % share shrinks to 85 %; for a zero-inflated numeric label, the
+    rare large values swell), while the projection takes that floor away again. A row whose total is
+    zero stays zero."""
+    counts = np.asarray(noisy_counts, dtype=np.float64)
+    totals = np.asarray(totals, dtype=np.float64).reshape(-1)
+    if counts.ndim != 2 or totals.shape != (counts.shape[0],) or np.any(totals < 0):
+        raise ValueError(f"need (groups, K) counts and one total >= 0 per group, got {counts.shape} and "
+                         f"{totals.shape}")
+    descending = -np.sort(-counts, axis=1)
+    excess = np.cumsum(descending, axis=1) - totals[:, None]  # over the total, keeping the j largest
+    kept = np.arange(1, counts.shape[1] + 1)
+    positive = descending - excess / kept > 0  # true for j = 1..rho, false after
+    rho = positive.sum(axis=1)
+    shift = np.take_along_axis(excess, np.maximum(rho - 1, 0)[:, None], axis=1)[:, 0] / np.maximum(rho, 1)
+    return np.where(totals[:, None] > 0, np.maximum(counts - shift[:, None], 0.0), 0.0)
+
+
+def histogram_priors(noisy_counts: np.ndarray, totals: np.ndarray) -> np.ndarray:
+    """Rows of probabilities from noisy counts: :func:`consistent_counts` with the groups' public
+    sizes ``totals``, normalised (uniform for an empty group)."""
+    counts = consistent_counts(noisy_counts, totals)
+    sums = counts.sum(axis=1, keepdims=True)
     uniform = np.full_like(counts, 1.0 / counts.shape[1])
-    return np.where(totals > 0, counts / np.where(totals > 0, totals, 1.0), uniform)
+    return np.where(sums > 0, counts / np.where(sums > 0, sums, 1.0), uniform)
 
 
 def cluster_priors(ledger: PrivacyLedger, labels: np.ndarray, members: np.ndarray, clusters: np.ndarray,
@@ -140,4 +167,5 @@ def cluster_priors(ledger: PrivacyLedger, labels: np.ndarray, members: np.ndarra
     shape (n_clusters, K), are ``release.arrays["counts"]``.
     """
     release = release_noisy_histogram(ledger, labels, members, clusters, n_clusters, num_classes, epsilon, rng, tag)
-    return histogram_priors(release.arrays["counts"])[clusters], release
+    sizes = np.bincount(np.asarray(clusters), minlength=n_clusters)  # public: clusters of public inputs
+    return histogram_priors(release.arrays["counts"], sizes)[clusters], release
