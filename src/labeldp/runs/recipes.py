@@ -46,6 +46,9 @@ MNIST_TRAIN = TrainConfig(epochs=12, batch_size=128, lr=0.05, weight_decay=5e-4)
 #: MNIST ALIBI: the same at learning rate 0.1, chosen by ``labeldp tune`` on one release at epsilon 1
 #: (lr 0.05 or 0.1 x 8 or 12 epochs, scored on 12,000 held-out released labels; test accuracy 98.50 %).
 MNIST_ALIBI_TRAIN = TrainConfig(epochs=12, batch_size=128, lr=0.1, weight_decay=5e-4)
+#: MNIST LP-1ST: learning rate 0.1 for 8 epochs, chosen by ``labeldp tune`` on one release at epsilon 2
+#: (the same 4 candidates; test accuracy 99.12 %, as the 12-epoch recipe's, in two thirds of its time).
+MNIST_LP1ST_TRAIN = TrainConfig(epochs=8, batch_size=128, lr=0.1, weight_decay=5e-4)
 #: CIFAR: ResNet-18 with crop+flip and mixup, as in the paper (a GPU job: --device cuda).
 CIFAR_TRAIN = TrainConfig(epochs=200, batch_size=128, lr=0.1, weight_decay=5e-4, mixup_alpha=8.0)
 #: MNIST DP-SGD (full DP): the tanh CNN of Tramer & Boneh (2021), expected batch 512, clipping 0.1,
@@ -68,6 +71,7 @@ RECIPES: dict[tuple[str, str], Recipe] = {
     **{(d, m): Recipe(CIFAR_TRAIN, source="the paper's CIFAR-10 setting") for d in ("cifar10", "cifar100")
        for m in _LABEL_METHODS},
     ("mnist", "alibi"): Recipe(MNIST_ALIBI_TRAIN, source="chosen by labeldp tune on released labels (epsilon 1)"),
+    ("mnist", "lp-1st"): Recipe(MNIST_LP1ST_TRAIN, source="chosen by labeldp tune on released labels (epsilon 2)"),
     ("digits", "dp-sgd"): Recipe(DPSGD_DIGITS_TRAIN, "mlp", DPSGD_DIGITS, source=_BY_TEST_ACCURACY),
     ("mnist", "dp-sgd"): Recipe(DPSGD_MNIST_TRAIN, "tanh-cnn", DPSGD_MNIST,
                                 source="Tramer & Boneh (2021) and De et al. (2022), checked by test accuracy"),
