@@ -99,7 +99,7 @@ def test_consistent_counts_are_the_projection_onto_the_groups_sizes() -> None:
 
 
 def test_consistent_counts_undo_the_floor_that_clipping_adds_to_empty_cells() -> None:
-    """A zero-inflated histogram, 1 full cell and 50 empty ones at epsilon 0.1: clipping the noise at
+    """A zero-inflated histogram, 2 full cells and 49 empty ones at epsilon 0.1: clipping the noise at
     zero puts ~10 counts into each empty cell, the projection almost none."""
     true = np.zeros((400, 51)); true[:, 0] = 10_000; true[:, 1] = 100
     noisy = true + discrete_laplace(0.05, true.shape, np.random.default_rng(0))

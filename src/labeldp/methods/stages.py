@@ -50,8 +50,9 @@ from torch import nn
 from labeldp.accounting import PrivacyLedger
 from labeldp.mechanisms import prior_top_k
 from labeldp.methods.registry import Method, register_method
-from labeldp.priors import cluster, cluster_priors, encode, histogram_priors, release_evidence, temper
-from labeldp.release import Release, release_randomized_response, release_rr_with_prior, release_true_labels
+from labeldp.priors import cluster, encode, histogram_priors, release_evidence, temper
+from labeldp.release import (Release, release_noisy_histogram, release_randomized_response, release_rr_with_prior,
+                             release_true_labels)
 from labeldp.runs.config import split_stages
 from labeldp.runs.context import RunContext
 
@@ -89,9 +90,9 @@ def noisy_histogram_prior(context: RunContext, members: np.ndarray | None = None
         else:
             features = encode(data.x_train, config.encoder, seed=config.seed, progress=context.progress)
             groups, num_groups = cluster(features, config.clusters, seed=config.seed), config.clusters
-        _, release = cluster_priors(ledger, data.y_train[members], members, groups[members], num_groups,
-                                    data.num_classes, config.prior_epsilon, config.noise.generator("histogram"),
-                                    "prior")
+        release = release_noisy_histogram(ledger, data.y_train[members], members, groups[members], num_groups,
+                                          data.num_classes, config.prior_epsilon, config.noise.generator("histogram"),
+                                          "prior")
         return release.with_arrays(clusters=groups)
 
     released = context.spend("prior", draw)
