@@ -7,7 +7,10 @@ trained on labels flipped by randomized response); ``labeldp`` is :class:`LabelD
 regularised gradient boosting, whose probabilities are the clean labels' (the RR
 channel inverted); ``labeldp-tuned`` (with ``--tuned``) releases the labels once and lets
 ``GridSearchCV`` choose the trees' size on the release, scored by ``released_log_likelihood`` (free:
-post-processing); ``non-private`` is the baseline's learner on the true labels. Each cell is the mean
+post-processing); ``marginals`` is :class:`LabelDPLogisticRegression`, a logistic regression over
+the features' bins fitted from noisy label marginals (noise on sums over rows, not on each label);
+``non-private`` is the baseline's learner on the true labels, and ``marginals`` without an epsilon the
+marginals' model on the exact counts (its ceiling). Each cell is the mean
 and spread over seeds of accuracy, ROC AUC and log-loss on the public test rows, with the seconds of a
 run (release and fit). The noise is drawn from fresh OS entropy, as a private run draws it.
 
@@ -26,8 +29,12 @@ import pandas as pd
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 from sklearn.model_selection import GridSearchCV
+from scipy.special import softmax
 
 from labeldp.estimators import LabelDPClassifier, ReleasedLabels, released_log_likelihood
+from labeldp.marginals import (DEFAULT_L2, LabelDPLogisticRegression, PublicBins, bin_indicators,
+                               fit_from_marginals)
+from labeldp.mechanisms.marginals import marginal_counts
 from labeldp.mechanisms import randomized_response
 from labeldp.privatize import privatize
 
@@ -73,6 +80,13 @@ def run(method: str, epsilon: float | None, x, y, x_test, seed: int) -> np.ndarr
         flipped = randomized_response(y, 2, epsilon)
         return HistGradientBoostingClassifier(categorical_features="from_dtype", random_state=seed).fit(
             x, flipped).predict_proba(x_test)[:, 1]
+    if method == "marginals" and epsilon is None:  # the same model on the exact marginals: its ceiling
+        bins = PublicBins().fit(x)
+        codes, sizes = bins.transform(x), bins.bins_per_feature_
+        coef, intercept = fit_from_marginals(codes, sizes, marginal_counts(y, codes, sizes, 2).astype(float), DEFAULT_L2)
+        return softmax(bin_indicators(bins.transform(x_test), sizes) @ coef + intercept, axis=1)[:, 1]
+    if method == "marginals":
+        return LabelDPLogisticRegression(epsilon=epsilon, classes=[0, 1]).fit(x, y).predict_proba(x_test)[:, 1]
     learner = HistGradientBoostingClassifier(categorical_features="from_dtype", **REGULARISED)
     if method == "labeldp-tuned":
         release = ReleasedLabels.from_release(privatize(y, classes=[0, 1], epsilon=epsilon))
@@ -90,14 +104,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--tasks", nargs="+", help="a subset of adult/income, hillstrom/visit, hillstrom/conversion")
     parser.add_argument("--tuned", action="store_true", help="also the labeldp-tuned row (about 10x the time)")
+    parser.add_argument("--methods", nargs="+", help="a subset of baseline, labeldp, marginals, labeldp-tuned")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"{'task':<22} {'method':<13} {'epsilon':>7}  {'accuracy %':>14}  {'AUC':>15}  {'log-loss':>15}  seconds")
     for name, (x, y, x_test, y_test) in tasks(args.data_dir).items():
         if args.tasks and name not in args.tasks:
             continue
-        methods = ("baseline", "labeldp", "labeldp-tuned") if args.tuned else ("baseline", "labeldp")
-        plan = [("non-private", None)] + [(m, e) for e in args.epsilons for m in methods]
+        methods = ("baseline", "labeldp", "marginals") + (("labeldp-tuned",) if args.tuned else ())
+        methods = [m for m in methods if not args.methods or m in args.methods]
+        plan = [("non-private", None)] + [("marginals", None)] * ("marginals" in methods) + [
+            (m, e) for e in args.epsilons for m in methods]
         for method, epsilon in plan:
             results, seconds = [], []
             for seed in range(args.seeds):

@@ -24,6 +24,10 @@ releases the values once by RR-on-bins (Ghazi et al. 2023) under a noisy histogr
 grid (or a prior the user gives, or the Laplace mechanism on the clipped value, the baseline) and
 fits any scikit-learn regressor on the released values.
 
+:class:`~labeldp.marginals.LabelDPLogisticRegression` (importable from here too) releases no labels
+at all: noisy label counts per bin of every public feature, from which it fits a logistic
+regression; for rare positives and small budgets.
+
 Privacy: epsilon-label-DP per fit on true labels for the rows it reads (replace-one-label
 neighbours), as ``ledger_`` computes; inputs are public. Noise as in runs: fresh OS entropy by
 default, ChaCha20 with ``secure_rng``, never ``random_state``, which controls only the public parts
@@ -48,6 +52,7 @@ from labeldp.accounting.events import histogram_event, laplace_value_event
 from labeldp.data.regression import DEFAULT_GRID_SIZE, label_grid, snap_to_grid
 from labeldp.data.table import label_indices
 from labeldp.errors import BudgetError, ConfigError
+from labeldp.marginals import LabelDPLogisticRegression  # noqa: F401  (re-exported: the estimator from noisy marginals)
 from labeldp.mechanisms import optimal_bins
 from labeldp.priors import histogram_priors
 from labeldp.privatize import LabelRelease

@@ -19,14 +19,15 @@ import numpy as np
 from dp_accounting import dp_event
 
 from labeldp._validation import check_epsilon, check_labels, check_priors, check_same_length
-from labeldp.accounting.events import (histogram_event, laplace_one_hot_event, laplace_value_event, non_private_event,
-                                       pate_event, randomized_response_event, rr_on_bins_event)
+from labeldp.accounting.events import (histogram_event, laplace_one_hot_event, laplace_value_event, marginals_event,
+                                       non_private_event, pate_event, randomized_response_event, rr_on_bins_event)
 from labeldp.accounting.ledger import PrivacyLedger, event_from_dict, event_to_dict
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import (confident_gnmax, gnmax, laplace_one_hot, laplace_one_hot_likelihood, laplace_value,
-                                laplace_value_likelihood, noisy_histogram, optimal_bins, randomized_response,
-                                randomized_response_likelihood, released_values, rr_on_bins, rr_on_bins_likelihood,
-                                rr_with_prior, rr_with_prior_likelihood, teacher_votes)
+                                laplace_value_likelihood, noisy_histogram, noisy_marginals, optimal_bins,
+                                randomized_response, randomized_response_likelihood, released_values, rr_on_bins,
+                                rr_on_bins_likelihood, rr_with_prior, rr_with_prior_likelihood, teacher_votes)
+from labeldp.mechanisms.marginals import check_bins
 from labeldp.randomness import RandomSource
 
 
@@ -202,6 +203,27 @@ def release_noisy_histogram(ledger: PrivacyLedger, labels, members, groups, num_
         indices, histogram_event(eps),
         f"noisy label histogram, {num_groups} groups x {num_classes} classes, epsilon={eps:g}",
         arrays={"counts": counts, "groups": np.asarray(groups)}))
+
+
+def release_label_marginals(ledger: PrivacyLedger, labels, members, bins, bins_per_feature, num_classes: int,
+                            epsilon: float, rng: RandomSource = None, tag: str | None = None) -> Release:
+    """The label counts in every bin of every public feature, noised (epsilon-label-DP), recorded;
+    the (sum of bins, num_classes) counts are the release's ``arrays["counts"]``.
+
+    ``bins`` (members x features) must be public (bins of public inputs). Every member's label is
+    read once per feature, all inside one release: the ledger records the marginals' event
+    (:func:`labeldp.accounting.events.marginals_event`) once for all members.
+    """
+    eps = check_epsilon(epsilon)
+    true = check_labels(labels, num_classes)
+    codes, sizes = check_bins(bins, bins_per_feature)
+    indices = _recorded(ledger, members, tag, labels=true, bins=codes)
+    counts = noisy_marginals(true, codes, sizes, num_classes, eps, rng)
+    return _release(ledger, tag, Release(
+        indices, marginals_event(eps, sizes.size, num_classes),
+        f"noisy label marginals, {sizes.size} features ({int(sizes.sum())} bins) x {num_classes} classes, "
+        f"epsilon={eps:g}",
+        arrays={"counts": counts}))
 
 
 def release_laplace_one_hot(ledger: PrivacyLedger, labels, members, num_classes: int, epsilon: float,

@@ -19,6 +19,7 @@ from dp_accounting import dp_event
 
 from labeldp.errors import ConfigError
 from labeldp.mechanisms.laplace import LAPLACE_GRID, laplace_parameter
+from labeldp.mechanisms.marginals import moved_cells
 
 NEIGHBORING_RELATION = dp_accounting.NeighboringRelation.REPLACE_ONE
 DPSGD_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -36,6 +37,17 @@ def histogram_event(epsilon: float) -> dp_event.DpEvent:
     """A per-group label histogram with discrete Laplace(epsilon / 2) noise on every cell: replacing
     one label moves two cells by one, two independent unit shifts."""
     return dp_event.SelfComposedDpEvent(dp_event.DiscreteLaplaceDpEvent(epsilon / 2.0, 1), 2)
+
+
+def marginals_event(epsilon: float, num_features: int, num_classes: int) -> dp_event.DpEvent:
+    """Noisy label marginals over ``num_features`` public features
+    (:mod:`labeldp.mechanisms.marginals`): a table of counts whose L1 sensitivity is m (one replaced
+    label moves m cells by one: m = B with two classes, 2B with more) with discrete Laplace(epsilon /
+    m) noise on every cell. The ledger accounts discrete Laplace as the pure epsilon-DP guarantee
+    (parameter x sensitivity), which holds for the whole table; recorded as m unit shifts composed,
+    its PLD would lose epsilon at delta = 0 to truncation on a wide table (tens of cells)."""
+    cells = moved_cells(num_features, num_classes)
+    return dp_event.DiscreteLaplaceDpEvent(epsilon / cells, cells)
 
 
 def laplace_one_hot_event(epsilon: float) -> dp_event.DpEvent:

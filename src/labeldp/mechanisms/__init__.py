@@ -14,6 +14,7 @@ from labeldp.mechanisms.gnmax import (
 )
 from labeldp.mechanisms.discrete_laplace import discrete_laplace, discrete_laplace_pmf, geometric
 from labeldp.mechanisms.histogram import noisy_histogram
+from labeldp.mechanisms.marginals import noisy_marginals
 from labeldp.mechanisms.laplace import LAPLACE_GRID, laplace_one_hot, laplace_one_hot_likelihood, laplace_parameter
 from labeldp.mechanisms.laplace_value import (
     grid_step,
@@ -49,6 +50,7 @@ __all__ = [
     "discrete_laplace",
     "discrete_laplace_pmf",
     "noisy_histogram",
+    "noisy_marginals",
     "geometric",
     "LAPLACE_GRID",
     "laplace_one_hot",

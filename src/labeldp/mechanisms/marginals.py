@@ -1,0 +1,78 @@
+"""Noisy label marginals: for each of B public features, the label counts in each of its bins.
+
+Privacy guarantee (label DP, replace one label): the bins are public (computed from public inputs)
+and every example lies in exactly one bin of every feature, so replacing one example's label moves,
+in each of the B features, the counts of one bin. With two classes only the positive count of each
+bin is released (the bin's size is public, so its negatives are the size minus it): one cell per
+feature moves by one, L1 sensitivity B. With K >= 3 classes two cells per feature move (one down,
+one up), L1 sensitivity 2B. Discrete Laplace noise with parameter a = epsilon / (cells moved) on
+every cell (Pr[X = x] proportional to e^(-a |x|)) makes the whole table epsilon-DP; the table is B
+histograms (:mod:`labeldp.mechanisms.histogram`) at epsilon / B each, cheaper for two classes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from labeldp._validation import check_epsilon, check_labels, check_num_classes, check_same_length
+from labeldp.errors import ConfigError
+from labeldp.mechanisms.discrete_laplace import discrete_laplace
+from labeldp.randomness import RandomSource
+
+
+def moved_cells(num_features: int, num_classes: int) -> int:
+    """How many cells of the marginals one replaced label moves, each by one."""
+    return int(num_features) * (1 if num_classes == 2 else 2)
+
+
+def check_bins(bins, bins_per_feature) -> tuple[np.ndarray, np.ndarray]:
+    """``bins`` as an (n, B) int64 array of bin indices and ``bins_per_feature`` as B positive ints,
+    every index inside its feature's bins."""
+    codes = np.asarray(bins)
+    sizes = np.asarray(bins_per_feature, dtype=np.int64).reshape(-1)
+    if codes.ndim != 2 or codes.shape[1] != sizes.size or sizes.size == 0:
+        raise ConfigError(f"bins must be an (n, B) array with B = {sizes.size} features, got shape {codes.shape}")
+    if not np.issubdtype(codes.dtype, np.integer) or np.any(sizes < 1):
+        raise ConfigError("bins must be integer indices and every feature must have at least one bin")
+    if codes.size and (codes.min() < 0 or np.any(codes.max(axis=0) >= sizes)):
+        raise ConfigError("every bin index must lie in [0, bins of its feature)")
+    return codes.astype(np.int64), sizes
+
+
+def marginal_counts(labels, bins, bins_per_feature, num_classes: int) -> np.ndarray:
+    """The exact (sum(bins_per_feature), num_classes) label counts per bin of every feature, feature 0's
+    bins first (not private: :func:`noisy_marginals` releases them)."""
+    num_classes = check_num_classes(num_classes)
+    true = check_labels(labels, num_classes)
+    codes, sizes = check_bins(bins, bins_per_feature)
+    check_same_length(labels=true, bins=codes)
+    rows = (codes + np.concatenate([[0], np.cumsum(sizes)[:-1]])).ravel()
+    counts = np.zeros((int(sizes.sum()), num_classes), dtype=np.int64)
+    np.add.at(counts, (rows, np.repeat(true, codes.shape[1])), 1)
+    return counts
+
+
+def noisy_marginals(labels, bins, bins_per_feature, num_classes: int, epsilon: float,
+                    rng: RandomSource = None) -> np.ndarray:
+    """(sum(bins_per_feature), num_classes) label counts per bin of every feature, noised so that the
+    table is epsilon-label-DP (see the module docstring). Rows are the features' bins in order
+    (feature 0's bins first).
+
+    Args:
+        labels: true labels, length n, in [0, num_classes).
+        bins: (n, B) public bin of each example in each of the B features.
+        bins_per_feature: the number of bins of each feature (public).
+        epsilon: privacy parameter of the whole table, > 0.
+
+    Returns:
+        int64 noisy counts. With two classes column 1 is noised and column 0 is the bin's size minus
+        it; with more, every cell is noised. They may be negative:
+        :func:`labeldp.priors.consistent_counts` projects them onto the bins' sizes.
+    """
+    eps = check_epsilon(epsilon)
+    counts = marginal_counts(labels, bins, bins_per_feature, num_classes)
+    parameter = eps / moved_cells(np.size(bins_per_feature), num_classes)
+    if num_classes == 2:
+        positives = counts[:, 1] + discrete_laplace(parameter, counts.shape[0], rng)
+        return np.stack([counts.sum(axis=1) - positives, positives], axis=1)
+    return counts + discrete_laplace(parameter, counts.shape, rng)
