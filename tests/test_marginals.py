@@ -18,9 +18,10 @@ from sklearn.preprocessing import OneHotEncoder
 from labeldp.accounting import PrivacyLedger, marginals_event
 from labeldp.accounting.ledger import event_pld
 from labeldp.errors import BudgetError, ConfigError, DataError
-from labeldp.estimators import LabelBudget, ReleasedLabels
+from labeldp.estimators import LabelBudget, LabelDPClassifier, LabelDPRegressor, ReleasedLabels
 from labeldp.marginals import LabelDPLogisticRegression, PublicBins, fit_from_marginals
 from labeldp.mechanisms import discrete_laplace_pmf, noisy_marginals, randomized_response
+from labeldp.mechanisms.marginals import marginal_counts, moved_cells
 from labeldp.release import release_label_marginals
 
 LABELS = np.array([0, 1, 1, 0, 1, 1])
@@ -57,19 +58,22 @@ def test_the_check_rejects_a_wrong_scale() -> None:
     assert not frequencies_match(np.clip(noise, -12, 12) + 12, np.tile(expected, (noise.shape[1], 1))).all()
 
 
-@pytest.mark.parametrize("epsilon", [0.3, 1.0])
-def test_likelihood_ratio_of_whole_tables_is_bounded_by_e_eps(epsilon: float) -> None:
-    """Replacing one label moves one positive count per feature: over every table of positive counts
-    near the truth, the exact pmf ratio of the two neighbours' releases is at most e^eps, and reaches it."""
-    changed = LABELS.copy()
-    changed[0] = 1  # row 0 lies in bin 0 of feature 0 and bin 1 of feature 1
-    a = epsilon / len(SIZES)
-    before = noisy_marginals(LABELS, BINS, SIZES, 2, 1e6, rng=0)[:, 1]
-    after = noisy_marginals(changed, BINS, SIZES, 2, 1e6, rng=0)[:, 1]
-    assert np.abs(after - before).sum() == len(SIZES)
-    grid = np.stack(np.meshgrid(*[np.arange(c - 4, c + 5) for c in before], indexing="ij"), -1).reshape(-1, 5)
-    log_ratio = (np.log(discrete_laplace_pmf(grid - before, a)) - np.log(discrete_laplace_pmf(grid - after, a))).sum(1)
-    assert np.abs(log_ratio).max() == pytest.approx(epsilon)
+@pytest.mark.parametrize("num_classes", [2, 3])
+def test_every_replaced_label_moves_the_cells_the_noise_is_calibrated_to(num_classes: int) -> None:
+    """The noise's parameter is epsilon / moved_cells (checked above); the table is epsilon-DP because
+    replacing any one label, by any other, moves at most that many cells, each by one."""
+    rng = np.random.default_rng(0)
+    bins = np.stack([rng.integers(0, 4, 40), rng.integers(0, 2, 40), rng.integers(0, 7, 40)], axis=1)
+    labels = rng.integers(0, num_classes, 40)
+    exact = marginal_counts(labels, bins, [4, 2, 7], num_classes)
+    released_cells = exact[:, 1] if num_classes == 2 else exact  # two classes: the positives only
+    for row in range(len(labels)):
+        for other in set(range(num_classes)) - {labels[row]}:
+            changed = labels.copy()
+            changed[row] = other
+            after = marginal_counts(changed, bins, [4, 2, 7], num_classes)
+            moved = np.abs((after[:, 1] if num_classes == 2 else after) - released_cells)
+            assert moved.max() == 1 and moved.sum() == moved_cells(3, num_classes)
 
 
 @pytest.mark.parametrize("features, num_classes", [(2, 2), (2, 4), (30, 2), (60, 5)])
@@ -136,6 +140,10 @@ def test_public_bins_put_missing_and_unseen_values_in_bin_zero() -> None:
     assert codes.tolist() == [[0, 0, 1], [1, 1, 2], [2, 0, 0]]
     with pytest.raises(ConfigError, match="lacks the fitted feature columns"):
         bins.transform(train.drop(columns="c"))
+    mixed = PublicBins().fit(pd.DataFrame({"c": [1, "1", "a", None]}, dtype=object))
+    assert list(mixed.bins_per_feature_) == [3]  # 1 and "1" are one category
+    assert mixed.transform(pd.DataFrame({"c": ["1", 1, "a"]}, dtype=object)).ravel().tolist() == [1, 1, 2]
+    assert bins.transform(pd.DataFrame({"x": [2.0], "c": ["a"], "flag": [1]})).tolist() == [[1, 1, 2]]  # 1 is True
 
 
 def test_estimator_follows_scikit_learns_conventions_and_charges_its_budget() -> None:
@@ -168,6 +176,46 @@ def test_bad_input_is_refused_before_any_spend(bad, error, message) -> None:
     with pytest.raises(error, match=message):
         LabelDPLogisticRegression(**options).fit(frame, labels)
     assert budget.spent == 0.0
+
+
+@pytest.mark.parametrize("bad, error, message", [
+    (dict(secure_rng=True, insecure_noise_seed=0), ConfigError, "secure"),
+    ("empty", ConfigError, "positive|non-empty"),
+])
+@pytest.mark.parametrize("estimator", ["marginals", "classifier", "regressor"])
+def test_a_fit_that_cannot_release_spends_nothing(estimator, bad, error, message) -> None:
+    """Checks that come with the noise source and the ledger (conflicting noise options, no rows) run
+    before the budget is charged, in every estimator."""
+    frame, labels = _table(200, 0.3, seed=8)
+    if bad == "empty":
+        frame, labels, bad = frame.iloc[:0], labels[:0], {}
+    budget = LabelBudget(epsilon=5.0)
+    make = {"marginals": lambda: LabelDPLogisticRegression(classes=[0, 1], budget=budget, **bad),
+            "classifier": lambda: LabelDPClassifier(classes=[0, 1], budget=budget, **bad),
+            "regressor": lambda: LabelDPRegressor(label_range=(0, 1), prior="uniform", budget=budget, **bad)}[estimator]
+    with pytest.raises((error, DataError), match=message):
+        make().fit(frame.assign(region=frame.region.astype("category")), labels)
+    assert budget.spent == 0.0
+
+
+def test_a_table_without_features_is_refused() -> None:
+    with pytest.raises(ConfigError, match="no feature columns"):
+        LabelDPLogisticRegression(classes=[0, 1]).fit(pd.DataFrame(index=range(3)), [0, 1, 0])
+
+
+def test_three_classes_come_out_in_the_declared_order() -> None:
+    """K = 3 through the estimator: the released counts sum to the bins' sizes and predict_proba's
+    columns follow ``classes`` (here not sorted): at a large epsilon the model finds the class that
+    age decides."""
+    frame, _ = _table(6000, 0.3, seed=9)
+    labels = np.where(frame.age < 40, "young", np.where(frame.age < 60, "middle", "old"))
+    model = LabelDPLogisticRegression(epsilon=50.0, classes=["old", "young", "middle"], insecure_noise_seed=0)
+    model.fit(frame, labels)
+    assert list(model.classes_) == ["old", "young", "middle"]
+    assert model.predict_proba(frame).shape == (len(frame), 3)
+    assert np.mean(model.predict(frame) == labels) > 0.9
+    assert np.allclose(model.counts_.sum(axis=1).reshape(-1)[:5], np.bincount(model.bins_.transform(frame)[:, 0],
+                                                                               minlength=model.bins_.bins_per_feature_[0])[:5])
 
 
 def test_released_labels_are_refused() -> None:

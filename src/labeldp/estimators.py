@@ -195,11 +195,11 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         """Release the true labels (RR, then RR-with-prior per stage): the released labels and their
         (n, K) noise channel."""
         n, num_classes = len(true), len(self.classes)
+        noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
+        ledger = PrivacyLedger(n)  # both check their arguments: before the charge
         if self.budget is not None:  # every row is read once at epsilon: RR over K dominates RR-with-prior
             self.budget.charge(randomized_response_event(self.epsilon, num_classes),
                                f"{type(self).__name__}.fit, epsilon {self.epsilon:g}")
-        noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
-        ledger = PrivacyLedger(n)
         parts = np.array_split(np.random.default_rng(self.random_state).permutation(n), self.stages)
         labels, likelihood = np.empty(n, dtype=np.int64), np.empty((n, num_classes))
         for stage, members in enumerate(parts, start=1):
@@ -381,10 +381,10 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         true = snap_to_grid(np.asarray(y, dtype=np.float64), grid, "labels")
         if len(true) != (len(X) if hasattr(X, "__len__") else np.shape(X)[0]):
             raise ConfigError(f"X has {len(X)} rows but y has {len(true)} values")
+        noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
+        ledger, members = PrivacyLedger(true.size), np.arange(true.size)  # both checked before the charge
         if self.budget is not None:
             self.budget.charge(self._event(grid, share), f"{type(self).__name__}.fit, epsilon {self.epsilon:g}")
-        noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
-        ledger, members = PrivacyLedger(true.size), np.arange(true.size)
         self.grid_, self.prior_, self.bin_values_ = grid, None, None
         if self.mechanism == "laplace":
             release = release_laplace_value(ledger, true, members, grid, self.epsilon,

@@ -11,10 +11,10 @@ marginals once with discrete Laplace noise (:func:`labeldp.release.release_label
 projects each feature's noisy counts onto its bins' public sizes
 (:func:`labeldp.priors.consistent_counts`) and maximises the penalised likelihood with them in place
 of the true ones. The noise is added to sums over many rows, not to each label: on a table with B
-features it is about B / epsilon per bin count whatever the number of rows, where randomized
-response flips a share e^-epsilon of all labels. That makes it the method for rare positives and
-small budgets (an ads table at epsilon 1 keeps its conversions), at the price of a model that is
-additive in the features' bins.
+features it is about B / epsilon per bin count with two classes (2B / epsilon with more) whatever
+the number of rows, where randomized response flips a share 1 / (1 + e^epsilon) of all binary
+labels. That makes it the method for rare positives and small budgets (an ads table at epsilon 1
+keeps its conversions), at the price of a model that is additive in the features' bins.
 
 Privacy: epsilon-label-DP per fit (replace-one-label neighbours), as ``ledger_`` records; the bins
 come from the public inputs alone, and everything after the release (projection, fit, predictions)
@@ -23,6 +23,8 @@ reproducible only with ``insecure_noise_seed`` (tests).
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -47,9 +49,10 @@ DEFAULT_L2 = 100.0
 
 
 class PublicBins(TransformerMixin, BaseEstimator):
-    """Bins of public features, one integer per feature: numeric columns cut at the quantiles of the
-    fitted rows (``n_bins`` bins at most), every other column (categorical, boolean, text) by its
-    categories. Bin 0 of every feature holds missing values and categories not seen in ``fit``.
+    """Bins of public features, one integer per feature: numeric and boolean columns cut at the
+    quantiles of the fitted rows (``n_bins`` bins at most; integer codes count as numbers: give a
+    pandas ``category`` column to bin them by value), every other column (categorical, text) by its
+    categories, compared as text. Bin 0 of every feature holds missing values and categories not seen in ``fit``.
     Computed from the inputs alone, never from labels.
 
     Attributes after ``fit``: ``columns_``, ``edges_`` (numeric columns' cut points),
@@ -63,6 +66,8 @@ class PublicBins(TransformerMixin, BaseEstimator):
         if int(self.n_bins) != self.n_bins or self.n_bins < 2:
             raise ConfigError(f"n_bins must be an integer >= 2, got {self.n_bins}")
         frame = _frame(X)
+        if frame.shape[1] == 0:
+            raise ConfigError("the table has no feature columns")
         self.columns_, self.edges_, self.categories_ = list(frame.columns), {}, {}
         sizes = []
         for column in self.columns_:
@@ -75,7 +80,7 @@ class PublicBins(TransformerMixin, BaseEstimator):
                 sizes.append(self.edges_[column].size + 2)
             else:
                 known = values.cat.categories if isinstance(values.dtype, pd.CategoricalDtype) else values.dropna().unique()
-                self.categories_[column] = pd.Index(sorted(map(str, known)))
+                self.categories_[column] = pd.Index(sorted(set(map(str, known))))  # 1 and "1" are one category
                 sizes.append(self.categories_[column].size + 1)
         self.bins_per_feature_ = np.array(sizes, dtype=np.int64)
         return self
@@ -148,11 +153,11 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         if len(codes) != true.size:
             raise ConfigError(f"X has {len(codes)} rows but y has {true.size} labels")
         num_classes, sizes = len(self.classes), bins.bins_per_feature_
+        noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
+        ledger = PrivacyLedger(true.size)  # both check their arguments: before the charge
         if self.budget is not None:
             self.budget.charge(marginals_event(self.epsilon, sizes.size, num_classes),
                                f"{type(self).__name__}.fit, epsilon {self.epsilon:g}")
-        ledger = PrivacyLedger(true.size)
-        noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
         release = release_label_marginals(ledger, true, np.arange(true.size), codes, sizes, num_classes,
                                           self.epsilon, noise.generator("histogram"), "marginals")
         self.counts_ = project_marginals(release.arrays["counts"], codes, sizes)
@@ -206,6 +211,8 @@ def fit_from_marginals(bins: np.ndarray, bins_per_feature: np.ndarray, counts: n
     start = np.zeros(num_bins * num_classes + num_classes)
     start[-num_classes:] = np.log(np.maximum(totals, 0.5) / weights.sum())
     result = minimize(objective, start, jac=True, method="L-BFGS-B", options={"maxiter": 5000})
+    if not result.success:
+        warnings.warn(f"the fit from the marginals did not converge: {result.message}", RuntimeWarning, stacklevel=3)
     return result.x[:-num_classes].reshape(num_bins, num_classes), result.x[-num_classes:]
 
 
@@ -227,4 +234,6 @@ def _frame(X) -> pd.DataFrame:
 
 
 def _numeric(values: pd.Series) -> bool:
-    return pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+    """Numbers and booleans are cut at quantiles (a boolean's two values land in two bins, whether
+    given later as True/False or 1/0); every other column is categorical."""
+    return pd.api.types.is_numeric_dtype(values)
