@@ -50,7 +50,7 @@ import pandas as pd
 from labeldp.accounting import PrivacyLedger, randomized_response_event
 from labeldp.accounting.events import histogram_event, laplace_value_event
 from labeldp.data.regression import DEFAULT_GRID_SIZE, label_grid, snap_to_grid
-from labeldp.data.table import label_indices
+from labeldp.data.table import declared_classes, label_indices
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.marginals import LabelDPLogisticRegression  # noqa: F401  (re-exported: the estimator from noisy marginals)
 from labeldp.mechanisms import optimal_bins
@@ -182,14 +182,12 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def _check(self, y) -> np.ndarray:
-        if self.classes is None or len(self.classes) < 2:
-            raise ConfigError("fitting on true labels needs the label domain: classes=[...] (public, declared, "
-                              "never read off the labels)")
+        classes = declared_classes(self.classes)
         if not self.epsilon > 0:
             raise ConfigError(f"epsilon must be > 0, got {self.epsilon}")
         if int(self.stages) != self.stages or self.stages < 1:
             raise ConfigError(f"stages must be a positive integer, got {self.stages}")
-        return label_indices(pd.Series(np.asarray(y, dtype=object)), tuple(map(str, self.classes)), "labels")
+        return label_indices(pd.Series(np.asarray(y, dtype=object)), classes, "labels")
 
     def _release(self, X, true: np.ndarray, sample_weight) -> tuple[np.ndarray, np.ndarray]:
         """Release the true labels (RR, then RR-with-prior per stage): the released labels and their

@@ -35,10 +35,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from labeldp.accounting import PrivacyLedger, marginals_event
-from labeldp.data.table import label_indices
+from labeldp.data.table import declared_classes, label_indices
 from labeldp.errors import ConfigError
 from labeldp.priors import consistent_counts
 from labeldp.randomness import NoiseSource
+from labeldp.mechanisms.marginals import flat_bins
 from labeldp.release import release_label_marginals
 
 #: quantile bins per numeric feature
@@ -140,14 +141,12 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         if hasattr(y, "likelihood"):
             raise ConfigError(f"{type(self).__name__} releases label marginals, not labels: fit it on the true labels "
                               "(it spends epsilon), or fit LabelDPClassifier on released labels")
-        if self.classes is None or len(self.classes) < 2:
-            raise ConfigError("fitting on true labels needs the label domain: classes=[...] (public, declared, "
-                              "never read off the labels)")
+        classes = declared_classes(self.classes)
         if not self.epsilon > 0 or not np.isfinite(self.epsilon):
             raise ConfigError(f"epsilon must be a finite number > 0, got {self.epsilon}")
         if not self.l2_regularization > 0:
             raise ConfigError(f"l2_regularization must be > 0, got {self.l2_regularization}")
-        true = label_indices(pd.Series(np.asarray(y, dtype=object)), tuple(map(str, self.classes)), "labels")
+        true = label_indices(pd.Series(np.asarray(y, dtype=object)), classes, "labels")
         bins = PublicBins(self.n_bins).fit(X)
         codes = bins.transform(X)
         if len(codes) != true.size:
@@ -182,8 +181,7 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
 def project_marginals(counts: np.ndarray, bins: np.ndarray, bins_per_feature: np.ndarray) -> np.ndarray:
     """Noisy marginals made consistent with the public bin sizes: each bin's counts become the
     non-negative counts closest to them that sum to the bin's size (post-processing)."""
-    offsets = np.concatenate([[0], np.cumsum(bins_per_feature)[:-1]])
-    sizes = np.bincount((bins + offsets).ravel(), minlength=int(bins_per_feature.sum()))
+    sizes = np.bincount(flat_bins(bins, bins_per_feature).ravel(), minlength=int(bins_per_feature.sum()))
     return consistent_counts(counts, sizes)
 
 
@@ -219,7 +217,7 @@ def fit_from_marginals(bins: np.ndarray, bins_per_feature: np.ndarray, counts: n
 def bin_indicators(bins: np.ndarray, bins_per_feature: np.ndarray) -> sp.csr_matrix:
     """The rows' bin indicators: one column per bin of every feature."""
     rows, features = bins.shape
-    columns = (bins + np.concatenate([[0], np.cumsum(bins_per_feature)[:-1]])).ravel()
+    columns = flat_bins(bins, bins_per_feature).ravel()
     return sp.csr_matrix((np.ones(rows * features), (np.repeat(np.arange(rows), features), columns)),
                          shape=(rows, int(bins_per_feature.sum())))
 

@@ -53,6 +53,15 @@ def read_table(path: str | Path) -> pd.DataFrame:
     raise DataError(f"table file {path} must be .csv, .tsv or .parquet (optionally .csv.gz, .tsv.gz)")
 
 
+def declared_classes(classes) -> tuple[str, ...]:
+    """An estimator's declared label domain as text, refused when missing: fitting on true labels must
+    never read the domain off them."""
+    if classes is None or len(classes) < 2:
+        raise ConfigError("fitting on true labels needs the label domain: classes=[...] (public, declared, "
+                          "never read off the labels)")
+    return tuple(map(str, classes))
+
+
 def label_indices(values: pd.Series, classes: tuple[str, ...], where: str) -> np.ndarray:
     """The position of each label value in the declared ``classes``; a value outside them, or a missing
     one, is an error (raised before anything is released). The error says neither which labels nor how

@@ -39,6 +39,11 @@ def check_bins(bins, bins_per_feature) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), sizes
 
 
+def flat_bins(bins: np.ndarray, bins_per_feature) -> np.ndarray:
+    """Each (row, feature) bin as its row in the marginals' table: feature j's bins follow feature j - 1's."""
+    return bins + np.concatenate([[0], np.cumsum(bins_per_feature)[:-1]]).astype(np.int64)
+
+
 def marginal_counts(labels, bins, bins_per_feature, num_classes: int) -> np.ndarray:
     """The exact (sum(bins_per_feature), num_classes) label counts per bin of every feature, feature 0's
     bins first (not private: :func:`noisy_marginals` releases them)."""
@@ -46,7 +51,7 @@ def marginal_counts(labels, bins, bins_per_feature, num_classes: int) -> np.ndar
     true = check_labels(labels, num_classes)
     codes, sizes = check_bins(bins, bins_per_feature)
     check_same_length(labels=true, bins=codes)
-    rows = (codes + np.concatenate([[0], np.cumsum(sizes)[:-1]])).ravel()
+    rows = flat_bins(codes, sizes).ravel()
     counts = np.zeros((int(sizes.sum()), num_classes), dtype=np.int64)
     np.add.at(counts, (rows, np.repeat(true, codes.shape[1])), 1)
     return counts
