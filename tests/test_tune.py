@@ -13,7 +13,7 @@ from labeldp.cli import main
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.estimators import clean_accuracy_terms
 from labeldp.experiments import tune as tuning
-from labeldp.experiments.tune import HeldOutScorer, candidate_options, tune
+from labeldp.experiments.tune import HeldOutScorer, candidate_config, candidate_options, tune
 from labeldp.mechanisms import (laplace_one_hot, laplace_one_hot_likelihood, prior_top_k, rr_with_prior,
                                 rr_with_prior_likelihood)
 from labeldp.release import Release
@@ -153,7 +153,10 @@ def test_tune_spends_one_release_and_reads_no_true_label_after_it(tmp_path, monk
 
 
 @pytest.mark.parametrize("fields, grid, message", [
-    ({"method": "lp-2st"}, {"lr": ["0.01", "0.05"]}, "release 'stage2' depends on train.lr"),
+    ({"method": "lp-2st"}, {"lr": ["0.01", "0.05"], "reuse_labels": ["true", "false"]},
+     "reuse_labels act only after it"),
+    ({"method": "lp-2st"}, {"stages": ["0.3:0.7", "0.5:0.5"]}, "release 'stage1' depends on stages"),
+    ({"method": "lp-2st", "stages": (0.005, 0.995)}, {"lr": ["0.01", "0.05"]}, "leaves fewer than two to score on"),
     ({}, {"epsilon": ["1", "2"]}, "release 'stage1' depends on epsilon"),
     ({"method": "alibi"}, {"seed": ["0", "1"]}, "release 'stage1' depends on seed"),
     ({"method": "dp-sgd"}, {"epochs": ["1", "2"]}, "must share epochs and batch size"),
@@ -287,3 +290,51 @@ def test_lp2st_tunes_what_acts_after_its_second_release(tmp_path) -> None:
         with np.load(tmp_path / "t" / "noisy_labels" / f"{stage}.npz") as tuned, \
                 np.load(tmp_path / "single" / "noisy_labels" / f"{stage}.npz") as single:
             assert np.array_equal(tuned["labels"], single["labels"]) and np.array_equal(tuned["k"], single["k"])
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_lp2st_chooses_its_training_options_on_the_first_release(tmp_path, monkeypatch) -> None:
+    """LP-2ST's second release depends on how its first stage trains: each candidate is scored by its
+    first-stage model on held-out examples of stage 1's release, chosen without any true label (they
+    are poisoned right after that release), and the second release is drawn once, by the final run
+    under the chosen options, exactly as a run of them would draw it; the ledger is one run's."""
+    config = _config(method="lp-2st")
+    data = config_dataset(config.resolved())
+    grid = {"lr": ["0.005", "0.05"]}
+    clean = tune(config, grid, tmp_path / "clean", progress=False, dataset=data)
+
+    release_once = tuning._release_once
+
+    def release_then_poison(*args, **kwargs):
+        releases = release_once(*args, **kwargs)
+        data.y_train[:] = np.random.default_rng(0).permutation(data.y_train)
+        return releases
+
+    monkeypatch.setattr(tuning, "_release_once", release_then_poison)
+    original = data.y_train.copy()
+    poisoned = tune(config, grid, tmp_path / "poisoned", progress=False, dataset=data)
+    assert np.mean(data.y_train != original) > 0.5
+    assert [r["estimated_clean_accuracy"] for r in clean["results"]] == \
+        [r["estimated_clean_accuracy"] for r in poisoned["results"]]
+    assert clean["chosen"] == poisoned["chosen"] == "lr=0.05"
+    data.y_train[:] = original
+
+    stage1 = np.load(tmp_path / "clean" / "noisy_labels" / "stage1.npz")["members"]
+    assert clean["scored_on"] == ["stage1"] and clean["releases"] == ["stage1", "stage2"]
+    assert clean["held_out"] == round(0.2 * stage1.size)
+    for result in clean["results"]:
+        candidate = tmp_path / "clean" / "candidates" / result["key"]
+        assert not (candidate / "ledger.json").exists() and not (candidate / "noisy_labels").exists()
+        rows = [json.loads(line) for line in (candidate / "metrics.jsonl").read_text().splitlines()]
+        assert {row["stage"] for row in rows} == {1}  # stopped before the second release
+
+    chosen = candidate_config(config.resolved(), {"lr": 0.05})
+    single = train_run(chosen, tmp_path / "single", progress=False, dataset=data)
+    ledger = RunDirectory(tmp_path / "clean").read_ledger()
+    assert [entry.tag for entry in ledger.entries] == ["stage1", "stage2"]
+    assert clean["ledger_epsilon"] == single["epsilon"] == pytest.approx(2.0)
+    for stage in ("stage1", "stage2"):
+        with np.load(tmp_path / "clean" / "noisy_labels" / f"{stage}.npz") as tuned, \
+                np.load(tmp_path / "single" / "noisy_labels" / f"{stage}.npz") as run:
+            assert np.array_equal(tuned["labels"], run["labels"]) and np.array_equal(tuned["k"], run["k"])
+    assert clean["final"]["test_accuracy"] == single["test_accuracy"]

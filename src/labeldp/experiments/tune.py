@@ -5,27 +5,35 @@ the release, train the final run with the best of them.
    the method makes (``Method.releases``) must be one that no candidate changes: its inputs
    (:func:`labeldp.runs.context.release_inputs`, which drops what ``Method.independent_of`` names)
    are the same for every candidate. LP-1ST (with any prior) and ALIBI release before they train, so
-   every training option can be tried; LP-2ST's second release is drawn with the first stage's model
-   as its prior, so only what acts after it (``reuse_labels``, ``warm_start``) can be. DP-SGD, whose training steps are the release, is
+   every training option can be tried. One exception: a multi-stage method's later releases are
+   drawn with the first stage's model as their prior, so they depend on how it trains; options that
+   act on that model only through its training (``Method.first_stage_options``: LP-2ST's and
+   LP-MST's ``train``, ``model``, ``loss``) are then chosen *on the first stage's release*, scoring
+   each candidate's first-stage model, and the later releases are drawn once, by the final run under
+   the chosen options: a function of the first release only, so the run's adaptive composition
+   covers it. What acts only after LP-2ST's second release (``reuse_labels``, ``warm_start``) is
+   tried on both releases, in a tune of its own. DP-SGD, whose training steps are the release, is
    tuned by private selection instead (:func:`select_dpsgd`).
-2. The method runs once in the tune folder until its last release (training before it where a release
-   needs a model, as the run would): its releases are drawn, saved and recorded on the folder's one
-   ledger (read back, never drawn again, when the tune is repeated).
-3. A held-out part of the training examples (``holdout``, chosen from the public seed) is set aside.
-   Every candidate runs the method on a copy of the data without its true training labels, reading
-   the saved releases, training on the released labels of the other examples, and is scored on the
+2. The method runs once in the tune folder until the releases the candidates share are made
+   (training before one where it needs a model, as the run would): they are drawn, saved and
+   recorded on the folder's one ledger (read back, never drawn again, when the tune is repeated).
+3. A held-out part of the training examples with a shared release (``holdout``, chosen from the
+   public seed) is set aside. Every candidate runs the method on a copy of the data without its true
+   training labels, reading the saved releases, training on the released labels of the other
+   examples (up to its first stage where later releases depend on its options), and is scored on the
    held-out examples' *released* labels by an estimate of its clean accuracy from their noise channel
    (:func:`labeldp.estimators.clean_accuracy_terms`; ALIBI: the noisy one-hot vector's entry at the
    prediction, whose expectation is the clean indicator), with its standard error. Neither the true
    labels nor the test set choose anything.
 4. The best candidate's configuration becomes the run of the tune folder, trained on every released
-   label (:func:`labeldp.runs.train_run`, which reads the releases back).
+   label (:func:`labeldp.runs.train_run`, which reads the shared releases back and draws the later
+   ones).
 
 The tune folder is a run folder (config.json of the chosen configuration, ledger.json with the one
-release, noisy_labels/, model.pt, summary.json) plus ``tune.json`` and ``tune.csv`` (the candidates,
-their estimates and standard errors) and ``candidates/<key>/`` (each candidate's configuration,
-metrics and checkpoints: no release, no ledger). Tuning spends nothing beyond the one release:
-everything after it is post-processing of released labels and public inputs.
+run's releases, noisy_labels/, model.pt, summary.json) plus ``tune.json`` and ``tune.csv`` (the
+candidates, their estimates and standard errors) and ``candidates/<key>/`` (each candidate's
+configuration, metrics and checkpoints: no release, no ledger). Tuning spends nothing beyond one
+run's releases: everything else is post-processing of released labels and public inputs.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ from labeldp.experiments.sweep import _RUN_FIELDS, _TRAIN_FIELDS, _parse_value
 from labeldp.files import write_atomic, write_json_atomic
 from labeldp.randomness import public_rng
 from labeldp.release import Release
-from labeldp.runs.config import RunConfig
+from labeldp.runs.config import RunConfig, split_stages
 from labeldp.runs.context import RunContext, release_inputs
 from labeldp.runs.rundir import RunDirectory
 from labeldp.runs.run import _accept_changed_config, check_plan, config_dataset, data_facts, train_run
@@ -139,9 +147,13 @@ def _flat(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def check_tunable(base: RunConfig, candidates: Sequence[RunConfig], data: LabeledDataset | None = None) -> tuple[str, ...]:
-    """Refuse, before any spend, a tune whose candidates would need releases of their own; returns the
-    names of the one set of releases every candidate shares."""
+def check_tunable(base: RunConfig, candidates: Sequence[RunConfig],
+                  data: LabeledDataset | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Refuse, before any spend, a tune whose candidates would need releases of their own. Returns
+    ``(shared, later)``: the releases every candidate shares, and those drawn after the first stage
+    with its model as their prior, which depend on the options tried (empty unless the candidates
+    vary only ``Method.first_stage_options``: they are then scored on the first stage's model, and
+    the later releases are drawn once, by the final run)."""
     method = base.method_spec
     if method.training_releases and base.method != "dp-sgd":
         raise ConfigError(f"method {base.method!r} releases through its training steps: every candidate would be a "
@@ -160,17 +172,34 @@ def check_tunable(base: RunConfig, candidates: Sequence[RunConfig], data: Labele
         if candidate.method != base.method or method.releases(candidate) != names:
             raise ConfigError("every candidate must run the same method with the same releases; tune the training "
                               "options of one method")
-        for name in names:
-            shared, own = _flat(release_inputs(base, name)), _flat(release_inputs(candidate, name))
-            if shared != own:
-                changed = sorted(k for k in set(shared) | set(own) if shared.get(k) != own.get(k))
-                free = method.independent_of.get(name, ())
-                can = (f"it does not depend on {', '.join(free)}" if free
-                       else "it depends on every option (drawn after training, from a model trained with them)")
-                raise ConfigError(f"method {base.method!r}: release {name!r} depends on {', '.join(changed)}, so "
-                                  f"each candidate would need a release of its own (a new spend); {can}. Tune options "
-                                  "that act only after every release (e.g. the training options of lp-1st or alibi)")
-    return names
+    for position, name in enumerate(names):
+        changed = sorted({key for candidate in candidates for key in _changed(release_inputs(base, name),
+                                                                              release_inputs(candidate, name))})
+        if not changed:
+            continue
+        shared, later = names[:position], names[position:]
+        if "stage1" in shared and method.first_stage_options:
+            varied = sorted({key for candidate in candidates for key in _changed(base.to_dict(), candidate.to_dict())})
+            after = [key for key in varied if key.split(".")[0] not in method.first_stage_options]
+            if after:
+                raise ConfigError(
+                    f"method {base.method!r}: release {name!r} depends on {', '.join(changed)}, so these options are "
+                    f"chosen on the first stage's release, by the first stage's model; {', '.join(after)} act only "
+                    "after it and cannot be told apart there. Tune them in a tune of their own")
+            return shared, later
+        free = method.independent_of.get(name, ())
+        can = (f"it does not depend on {', '.join(free)}" if free
+               else "it depends on every option (drawn after training, from a model trained with them)")
+        raise ConfigError(f"method {base.method!r}: release {name!r} depends on {', '.join(changed)}, so "
+                          f"each candidate would need a release of its own (a new spend); {can}. Tune options "
+                          "that act only after every release (e.g. the training options of lp-1st or alibi)")
+    return names, ()
+
+
+def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The flattened names (``train.lr``) whose values differ between two configuration dictionaries."""
+    old, new = _flat(old), _flat(new)
+    return [key for key in set(old) | set(new) if old.get(key) != new.get(key)]
 
 
 def holdout_split(num_examples: int, fraction: float, seed: int) -> np.ndarray:
@@ -187,6 +216,10 @@ def holdout_split(num_examples: int, fraction: float, seed: int) -> np.ndarray:
 
 class _Released(Exception):
     """The method asked to train: every release before training has been made."""
+
+
+class _FirstStageTrained(Exception):
+    """A candidate asked for a release drawn after its first stage (scored on that stage's model)."""
 
 
 class _ReleaseContext(RunContext):
@@ -206,21 +239,34 @@ class _ReleaseContext(RunContext):
 
 class _CandidateContext(RunContext):
     """One candidate: reads the tune's releases (never draws), trains without the held-out examples,
-    and evaluates no epoch on the test set."""
+    and evaluates no epoch on the test set. Where the releases ``later`` than the first stage depend
+    on the candidate's options, it stops when it would need one: its first stage's model is scored."""
 
     def __init__(self, config: RunConfig, out: RunDirectory, data: LabeledDataset, device, releases: dict[str, Release],
-                 held_out: np.ndarray):
+                 held_out: np.ndarray, later: tuple[str, ...]):
         super().__init__(config, out, data, device, progress=False)
-        self.releases, self.held_out = releases, held_out
+        self.releases, self.held_out, self.later = releases, held_out, later
+        self.trained = None
 
     def spend(self, name, draw) -> Release:
+        if name in self.later:
+            raise _FirstStageTrained
         if name not in self.releases:
             raise RunDirectoryError(f"a tuning candidate asked for release {name!r}, which the tune did not make: it "
                                     "would be a second spend")
         return self.releases[name]
 
+    def will_draw(self, name: str) -> bool:
+        if name in self.later:  # before the prior's inference that only the draw needs
+            raise _FirstStageTrained
+        return False
+
     def saved_release(self, name: str) -> Release:
         return self.spend(name, None)
+
+    def train(self, model, *args: Any, **kwargs: Any) -> None:
+        super().train(model, *args, **kwargs)
+        self.trained = model
 
     def training_part(self, indices: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keep = ~np.isin(indices, self.held_out)
@@ -303,9 +349,11 @@ def _release_once(config: RunConfig, out: RunDirectory, data: LabeledDataset, de
 
 
 def _run_candidate(config: RunConfig, options: dict[str, Any], folder: RunDirectory, data: LabeledDataset, device,
-                   releases: dict[str, Release], held_out: np.ndarray, scorer: HeldOutScorer) -> dict[str, Any]:
-    """Train one candidate on the released labels of the examples not held out and score it; a
-    candidate scored before under the same configuration is read back."""
+                   releases: dict[str, Release], held_out: np.ndarray, scorer: HeldOutScorer,
+                   later: tuple[str, ...]) -> dict[str, Any]:
+    """Train one candidate on the released labels of the examples not held out (up to its first stage
+    when releases ``later`` depend on its options) and score it; a candidate scored before under the
+    same configuration is read back."""
     result_path = folder.root / "result.json"
     if result_path.exists():
         saved = json.loads(result_path.read_text())
@@ -318,8 +366,11 @@ def _run_candidate(config: RunConfig, options: dict[str, Any], folder: RunDirect
             folder.discard_training()
         (folder.root / "checkpoints").mkdir(exist_ok=True)
         folder.write_config(config.to_dict())
-        context = _CandidateContext(config, folder, data, device, releases, held_out)
-        model, _ = config.method_spec.run(context)
+        context = _CandidateContext(config, folder, data, device, releases, held_out, later)
+        try:
+            model, _ = config.method_spec.run(context)
+        except _FirstStageTrained:
+            model = context.trained
         terms = scorer.score(model, data.x_train[held_out], config.train.eval_batch_size)
         estimate, error = mean_and_error(terms)
         result = {"key": candidate_key(options), "options": _jsonable(options), "estimated_clean_accuracy": estimate,
@@ -327,6 +378,15 @@ def _run_candidate(config: RunConfig, options: dict[str, Any], folder: RunDirect
                   "config": config.to_dict(), "terms": terms.tolist()}
         write_json_atomic(result_path, result)
         return result
+
+
+def _labelled(releases: Mapping[str, Release], num_examples: int) -> np.ndarray:
+    """The training examples (sorted positions) that ``releases`` released a label of."""
+    labelled = np.zeros(num_examples, dtype=bool)
+    for release in releases.values():
+        if release.labels is not None:
+            labelled[np.asarray(release.members)] = True
+    return np.flatnonzero(labelled)
 
 
 def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -355,13 +415,15 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
     if selection:
         raise ConfigError("the selection's settings (mean number of trials, shape, score noise) apply to dp-sgd only: "
                           f"method {base.method!r} is tuned on one release of its labels")
-    names = check_tunable(base, candidates)
+    check_tunable(base, candidates)
     data = dataset if dataset is not None else config_dataset(base)
-    check_tunable(base, candidates, data)
+    names, later = check_tunable(base, candidates, data)
     torch_device = resolve_device(device)
     for candidate in candidates:
         check_plan(candidate, data, torch_device)
-    held_out = holdout_split(len(data.y_train), holdout, base.seed)
+    # scored on the first stage's examples when later releases depend on the options (sizes: public)
+    scored = len(split_stages(len(data.y_train), base.stages, base.seed)[0]) if later else len(data.y_train)
+    holdout_split(scored, holdout, base.seed)  # its refusals, before any spend
     folder = RunDirectory(out)
     record = {"base": base.to_dict(), "candidates": keys, "holdout": holdout,
               "search": "random" if trials is not None else "grid"}
@@ -370,6 +432,8 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
         return done
 
     releases = _release_once(base, folder, data, torch_device, progress, dataset is not None, names)
+    labelled = _labelled(releases, len(data.y_train))
+    held_out = labelled[holdout_split(labelled.size, holdout, base.seed)]
     scorer = HeldOutScorer(releases, held_out, len(data.y_train), data.num_classes)
     blind = sealed(data)
     results = []
@@ -377,7 +441,7 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
     for key, chosen, candidate in zip(keys, options, candidates):
         bar.set_postfix_str(key)
         results.append(_run_candidate(candidate, chosen, RunDirectory(folder.root / CANDIDATES_FOLDER / key), blind,
-                                      torch_device, releases, held_out, scorer))
+                                      torch_device, releases, held_out, scorer, later))
         bar.update()
     bar.close()
     best = max(range(len(results)), key=lambda i: (results[i]["estimated_clean_accuracy"], -i))
@@ -385,12 +449,14 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
         result["difference"], result["difference_error"] = mean_and_error(
             np.subtract(result["terms"], results[best]["terms"]))
     if progress:
+        then = f"; its run draws {', '.join(later)}" if later else ""
         tqdm.write(f"best candidate {keys[best]}: estimated clean accuracy "
                    f"{results[best]['estimated_clean_accuracy']:.4f} +- {results[best]['standard_error']:.4f}; "
-                   "training it on every released label")
+                   f"training it on every released label{then}")
     summary = train_run(candidates[best], folder.root, device=device, progress=progress, dataset=dataset)
     outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
-               "releases": list(names), "held_out": int(held_out.size), "num_train": int(len(data.y_train)),
+               "releases": list(names + later), "scored_on": list(names) if later else None,
+               "held_out": int(held_out.size), "num_train": int(len(data.y_train)),
                "results": [{k: v for k, v in r.items() if k not in ("config", "terms")} for r in results],
                "chosen": keys[best], "chosen_options": _jsonable(options[best]),
                "ledger_epsilon": summary.get("epsilon"), "final": summary}
@@ -440,6 +506,10 @@ def format_tune(outcome: dict[str, Any]) -> str:
         lines.append(f"{row['key']:<{width}}  {100 * row['estimated_clean_accuracy']:6.2f}% +- "
                      f"{100 * row['standard_error']:5.2f}        {versus}")
     lines.append("(percentage points +- one standard error, on the held-out examples' released labels)")
+    if outcome.get("scored_on"):
+        later = [name for name in outcome["releases"] if name not in outcome["scored_on"]]
+        lines.append(f"(each candidate's first-stage model, scored on {', '.join(outcome['scored_on'])}; the later "
+                     f"releases ({', '.join(later)}) depend on the options: drawn once, by the final run)")
     final = outcome["final"]
     epsilon = "inf" if outcome["ledger_epsilon"] is None else f"{outcome['ledger_epsilon']:g}"
     lines.append(f"\n{outcome['held_out']} of {outcome['num_train']} training examples held out; the final run "

@@ -50,6 +50,10 @@ class Method:
     ``default_prior`` is the stage-1 prior it uses when none is named (``histogram`` for RR-on-bins).
     ``releases(config)`` names the releases a run of ``config`` makes (``labeldp tune`` checks with it,
     before any spend, that none of them depends on the options it tries); None: not declared.
+    ``first_stage_options`` names the options (``train`` for all of its fields) that act on the first
+    stage's model only through its training, after the first stage's release (named ``stage1``): where
+    a later release depends on them (drawn with that model as its prior), ``labeldp tune`` chooses them
+    on the first stage's release alone, before any later release is drawn.
     """
 
     name: str
@@ -67,6 +71,7 @@ class Method:
     training_releases: bool = False
     default_prior: str = "uniform"
     releases: Callable[[RunConfig], tuple[str, ...]] | None = None
+    first_stage_options: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = set(self.uses) - set(METHOD_OPTIONS)

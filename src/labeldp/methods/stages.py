@@ -67,6 +67,8 @@ _FIRST_RELEASES = {"stage1": TRAINING_OPTIONS, "prior": TRAINING_OPTIONS}
 #: trains: it does not depend on how that stage trains (whether it reuses stage 1's labels, whether it
 #: starts from the first model). Later stages of LP-MST do (through the models before them).
 _TWO_STAGE_RELEASES = {**_FIRST_RELEASES, "stage2": ("reuse_labels", "warm_start")}
+#: What shapes the first stage's model: how it trains. (The multi-stage options act from stage 2 on.)
+_FIRST_STAGE_OPTIONS = ("train", "model", "loss")
 
 
 def stage_releases(config) -> tuple[str, ...]:
@@ -208,7 +210,9 @@ register_method(Method("lp-1st", "randomized response on every label, one stage"
                        uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS, independent_of=_FIRST_RELEASES, releases=stage_releases), "rr")
 register_method(Method("lp-2st", "two stages; the second releases by RR-with-prior from the first's model",
                        run_stages, uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS, stages=2,
-                       default_stages=(0.4, 0.6), independent_of=_TWO_STAGE_RELEASES, releases=stage_releases))
+                       default_stages=(0.4, 0.6), independent_of=_TWO_STAGE_RELEASES, releases=stage_releases,
+                       first_stage_options=_FIRST_STAGE_OPTIONS))
 register_method(Method("lp-mst", "any number of stages, each releasing by RR-with-prior from the model so far",
                        run_stages, uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS, stages=None,
-                       default_stages=(0.3, 0.3, 0.4), independent_of=_FIRST_RELEASES, releases=stage_releases))
+                       default_stages=(0.3, 0.3, 0.4), independent_of=_FIRST_RELEASES, releases=stage_releases,
+                       first_stage_options=_FIRST_STAGE_OPTIONS))
