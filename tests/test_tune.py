@@ -94,6 +94,22 @@ def test_alibi_scorer_is_unbiased() -> None:
     assert abs(np.mean(estimates) - np.mean(predictions == true)) < 4 * np.std(estimates) / math.sqrt(200)
 
 
+def test_the_scorer_counts_releases_that_do_not_depend_on_the_label() -> None:
+    """RR-with-prior with k = 1 releases the prior's top class whatever the label: the scorer reports
+    the share of such held-out examples (a tune warns above half), and plain RR has none."""
+    rng = np.random.default_rng(0)
+    n, k = 400, 10
+    true = rng.integers(0, k, n)
+    priors = np.full((n, k), 0.01 / (k - 1))
+    priors[np.arange(n), true] = 0.99
+    priors[:100] = 1.0 / k  # a quarter with a flat prior: randomized response over every class
+    noisy, _ = rr_with_prior(true, priors, 0.5, 1)
+    release = Release(np.arange(n), None, "rr-with-prior", noisy, rr_with_prior_likelihood(noisy, priors, 0.5))
+    scorer = HeldOutScorer({"stage1": release}, np.arange(n), n, k)
+    assert scorer.uninformative == pytest.approx(0.75)
+    assert "75% of the held-out examples were released with k = 1" in tuning._uninformative_message(0.75)
+
+
 def _config(**fields) -> RunConfig:
     return RunConfig(**{"method": "lp-1st", "epsilon": 2.0, "insecure_noise_seed": 5,
                         "train": TrainConfig(epochs=2, batch_size=64, lr=0.02), **fields})

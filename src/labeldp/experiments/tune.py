@@ -46,6 +46,7 @@ import json
 import math
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -69,6 +70,8 @@ TUNE_FILE = "tune.json"
 TUNE_TABLE = "tune.csv"
 CANDIDATES_FOLDER = "candidates"
 DEFAULT_HOLDOUT = 0.2
+#: the share of held-out releases that do not depend on their label above which a tune warns
+UNINFORMATIVE_WARNING = 0.5
 #: DP-SGD's settings a tune may try (the clipping bound, the EMA; not the noise, which it calibrates)
 _DPSGD_FIELDS = {f.name for f in dataclasses.fields(RunConfig().dpsgd)} - _RUN_FIELDS - _TRAIN_FIELDS - {"noise_multiplier"}
 #: options named by their command-line flag where it differs from the field (mixup: mixup_alpha)
@@ -303,6 +306,10 @@ class HeldOutScorer:
         self.held_out = held_out
         self.labels, self.likelihood, self.vectors = labels[held_out], likelihood[held_out], vectors[held_out]
         self.alibi = ~np.isnan(self.vectors[:, 0])
+        #: the share of held-out examples whose release does not depend on their label (RR-with-prior with
+        #: k = 1: the prior's top class whatever the label); their terms measure agreement with the prior
+        rows = self.likelihood[~self.alibi]
+        self.uninformative = float(np.mean(np.ptp(rows, axis=1) < 1e-12)) if rows.size else 0.0
 
     def terms(self, predictions: np.ndarray) -> np.ndarray:
         """Per held-out example, a term whose expectation is its clean-label indicator 1[y = prediction]
@@ -380,6 +387,12 @@ def _run_candidate(config: RunConfig, options: dict[str, Any], folder: RunDirect
         return result
 
 
+def _uninformative_message(share: float) -> str:
+    return (f"warning: {100 * share:.0f}% of the held-out examples were released with k = 1 (the prior's top "
+            "class, whatever their label): their estimate measures how well a candidate agrees with the prior, "
+            "not its clean accuracy")
+
+
 def _labelled(releases: Mapping[str, Release], num_examples: int) -> np.ndarray:
     """The training examples (sorted positions) that ``releases`` released a label of."""
     labelled = np.zeros(num_examples, dtype=bool)
@@ -435,6 +448,8 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
     labelled = _labelled(releases, len(data.y_train))
     held_out = labelled[holdout_split(labelled.size, holdout, base.seed)]
     scorer = HeldOutScorer(releases, held_out, len(data.y_train), data.num_classes)
+    if scorer.uninformative > UNINFORMATIVE_WARNING:
+        warnings.warn(_uninformative_message(scorer.uninformative), UserWarning, stacklevel=2)
     blind = sealed(data)
     results = []
     bar = tqdm(total=len(candidates), desc="tune", unit="candidate", disable=None if progress else True)
@@ -456,7 +471,8 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
     summary = train_run(candidates[best], folder.root, device=device, progress=progress, dataset=dataset)
     outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
                "releases": list(names + later), "scored_on": list(names) if later else None,
-               "held_out": int(held_out.size), "num_train": int(len(data.y_train)),
+               "held_out": int(held_out.size), "uninformative_share": scorer.uninformative,
+               "num_train": int(len(data.y_train)),
                "results": [{k: v for k, v in r.items() if k not in ("config", "terms")} for r in results],
                "chosen": keys[best], "chosen_options": _jsonable(options[best]),
                "ledger_epsilon": summary.get("epsilon"), "final": summary}
@@ -510,6 +526,8 @@ def format_tune(outcome: dict[str, Any]) -> str:
         later = [name for name in outcome["releases"] if name not in outcome["scored_on"]]
         lines.append(f"(each candidate's first-stage model, scored on {', '.join(outcome['scored_on'])}; the later "
                      f"releases ({', '.join(later)}) depend on the options: drawn once, by the final run)")
+    if outcome.get("uninformative_share", 0.0) > UNINFORMATIVE_WARNING:
+        lines.append(_uninformative_message(outcome["uninformative_share"]))
     final = outcome["final"]
     epsilon = "inf" if outcome["ledger_epsilon"] is None else f"{outcome['ledger_epsilon']:g}"
     lines.append(f"\n{outcome['held_out']} of {outcome['num_train']} training examples held out; the final run "
@@ -571,8 +589,6 @@ def select_dpsgd(base: RunConfig, candidates: Sequence[RunConfig], options: Sequ
     selection meets the budget (dp_accounting's RDP accountant). The trials, their number and the other
     scores are never written (trials train in memory, without checkpoints). An interrupted selection is
     not resumed: its event is recorded before the first trial, and repeating it would spend again."""
-    import warnings
-
     from labeldp.accounting import DPSGD_RELATION, PrivacyLedger
     from labeldp.accounting.calibration import calibrate_selection_noise, selection_trial_event
     from labeldp.accounting.events import selection_event
