@@ -170,7 +170,10 @@ def test_tune_spends_one_release_and_reads_no_true_label_after_it(tmp_path, monk
 
 @pytest.mark.parametrize("fields, grid, message", [
     ({"method": "lp-2st"}, {"lr": ["0.01", "0.05"], "reuse_labels": ["true", "false"]},
-     "reuse_labels act only after it"),
+     "reuse_labels act only after every release"),
+    ({"method": "lp-2st"}, {"temperature": ["1", "2"]}, r"later releases \(stage2\) depend on temperature"),
+    ({"method": "lp-mst"}, {"lr": ["0.01", "0.05"], "warm_start": ["true", "false"]},
+     r"later releases \(stage2, stage3\) depend on warm_start"),
     ({"method": "lp-2st"}, {"stages": ["0.3:0.7", "0.5:0.5"]}, "release 'stage1' depends on stages"),
     ({"method": "lp-2st", "stages": (0.005, 0.995)}, {"lr": ["0.01", "0.05"]}, "leaves fewer than two to score on"),
     ({}, {"epsilon": ["1", "2"]}, "release 'stage1' depends on epsilon"),
@@ -354,3 +357,59 @@ def test_lp2st_chooses_its_training_options_on_the_first_release(tmp_path, monke
                 np.load(tmp_path / "single" / "noisy_labels" / f"{stage}.npz") as run:
             assert np.array_equal(tuned["labels"], run["labels"]) and np.array_equal(tuned["k"], run["k"])
     assert clean["final"]["test_accuracy"] == single["test_accuracy"]
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_first_stage_candidates_never_train_on_the_held_out_examples(tmp_path, monkeypatch) -> None:
+    """LP-MST with a histogram prior, options chosen on the first stage: the shared releases are the
+    histogram and stage 1; each candidate trains stage 1 on its members minus the held-out fifth (and
+    on nothing else), is scored on stage 1's labels only, and the final run draws stages 2 and 3."""
+    import labeldp.runs.context as context
+
+    trained: list[np.ndarray] = []
+    original = context.train_stage
+
+    def recording(model, inputs, *args, **kwargs):
+        trained.append(np.asarray(inputs).reshape(len(inputs), -1).copy())
+        return original(model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(context, "train_stage", recording)
+    config = _config(method="lp-mst", prior="histogram", train=TrainConfig(epochs=1, batch_size=64, lr=0.02))
+    outcome = tune(config, {"lr": ["0.01", "0.05"]}, tmp_path / "t", progress=False)
+    folder = RunDirectory(tmp_path / "t")
+    assert [entry.tag for entry in folder.read_ledger().entries] == ["prior", "stage1", "stage2", "stage3"]
+    assert outcome["scored_on"] == ["stage1"] and outcome["ledger_epsilon"] == pytest.approx(2.0)
+    assert len(trained) == 2 + 3  # one first stage per candidate, then the final run's three stages
+    x = config_dataset(config.resolved()).x_train.reshape(-1, 64)
+    members = np.load(tmp_path / "t" / "noisy_labels" / "stage1.npz")["members"]
+    held_out = members[tuning.holdout_split(members.size, 0.2, 0)]
+    rows = {row.tobytes() for row in x[held_out]}
+    allowed = {row.tobytes() for row in x[np.setdiff1d(members, held_out)]}
+    for inputs in trained[:2]:
+        seen = {row.tobytes() for row in inputs}
+        assert not seen & rows and seen == allowed
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_a_first_stage_tune_interrupted_in_its_final_run_continues(tmp_path, monkeypatch) -> None:
+    """The final run drew stage 2 under the chosen options, then stopped: the tune run again reads
+    both releases back (the ledger and the stage-2 file stay as they were) and finishes."""
+    from labeldp.runs.context import RunContext
+
+    config, grid, out = _config(method="lp-2st"), {"lr": ["0.005", "0.05"]}, tmp_path / "t"
+    train = RunContext.train
+
+    def stop_in_stage_two(self, model, stage, *args, **kwargs):
+        if type(self) is RunContext and stage == 2:
+            raise KeyboardInterrupt
+        return train(self, model, stage, *args, **kwargs)
+
+    monkeypatch.setattr(RunContext, "train", stop_in_stage_two)
+    with pytest.raises(KeyboardInterrupt):
+        tune(config, grid, out, progress=False)
+    release, ledger = (out / "noisy_labels" / "stage2.npz").read_bytes(), (out / "ledger.json").read_text()
+    monkeypatch.setattr(RunContext, "train", train)
+    outcome = tune(config, grid, out, progress=False)
+    assert (out / "noisy_labels" / "stage2.npz").read_bytes() == release
+    assert (out / "ledger.json").read_text() == ledger
+    assert outcome["chosen"] == "lr=0.05" and outcome["ledger_epsilon"] == pytest.approx(2.0)

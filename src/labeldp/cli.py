@@ -104,9 +104,12 @@ def _build_parser() -> argparse.ArgumentParser:
                     "every combination of --grid on the released labels of most training examples, score each on "
                     "the held-out rest's released labels by an estimate of its clean accuracy from their noise "
                     "channel (never the true labels, never the test set), then train the best on every released "
-                    "label. OUT is the final run's folder (its ledger: the one release) with tune.json, tune.csv "
-                    "and candidates/. For methods whose releases do not depend on the tried options (lp-1st, "
-                    "alibi: every training option); others are refused before anything is spent.")
+                    "label. OUT is the final run's folder (its ledger: one run's releases) with tune.json, "
+                    "tune.csv and candidates/. lp-1st and alibi: every training option. lp-2st and lp-mst: their "
+                    "training options are chosen on the first stage's release (each candidate's first-stage model "
+                    "is scored), and the later releases are drawn once, by the final run; what acts only after "
+                    "lp-2st's second release (reuse-labels, warm-start) in a tune of its own. dp-sgd: private "
+                    "selection. Anything else that a release depends on is refused before anything is spent.")
     tune.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
     add_dataclass_arguments(tune, RunConfig, _OPTION_GROUPS)
     searched = tune.add_mutually_exclusive_group(required=True)
@@ -118,8 +121,9 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--trials", type=int, metavar="N",
                       help="random search: N of the grid's combinations, drawn from --seed (default: all of them)")
     tune.add_argument("--holdout", type=float, default=0.2,
-                      help="fraction of the training examples whose released labels score the candidates (chosen "
-                           "from --seed; default %(default)s)")
+                      help="fraction of the training examples (of the first stage's, where the options are chosen "
+                           "on it) whose released labels score the candidates (chosen from --seed; default "
+                           "%(default)s)")
     selection = tune.add_argument_group("dp-sgd: private selection", "a secret random number of DP-SGD trials, each "
                                         "with a candidate drawn at random and scored by a noisy held-out count; "
                                         "only the best leaves (RepeatAndSelectDpEvent)")

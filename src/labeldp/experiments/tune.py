@@ -182,14 +182,21 @@ def check_tunable(base: RunConfig, candidates: Sequence[RunConfig],
             continue
         shared, later = names[:position], names[position:]
         if "stage1" in shared and method.first_stage_options:
-            varied = sorted({key for candidate in candidates for key in _changed(base.to_dict(), candidate.to_dict())})
+            varied = sorted({key for candidate in candidates[1:]
+                             for key in _changed(candidates[0].to_dict(), candidate.to_dict())})
             after = [key for key in varied if key.split(".")[0] not in method.first_stage_options]
-            if after:
+            if not after:
+                return shared, later
+            apart = [key for key in after if all(key in method.independent_of.get(n, ()) for n in later)]
+            if apart == after:
                 raise ConfigError(
                     f"method {base.method!r}: release {name!r} depends on {', '.join(changed)}, so these options are "
                     f"chosen on the first stage's release, by the first stage's model; {', '.join(after)} act only "
-                    "after it and cannot be told apart there. Tune them in a tune of their own")
-            return shared, later
+                    "after every release and cannot be told apart there. Tune them in a tune of their own")
+            changed = [key for key in after if key not in apart]
+            raise ConfigError(f"method {base.method!r}: its later releases ({', '.join(later)}) depend on "
+                              f"{', '.join(changed)}, which the first stage's model cannot tell apart: each candidate "
+                              "would need releases of its own (a new spend)")
         free = method.independent_of.get(name, ())
         can = (f"it does not depend on {', '.join(free)}" if free
                else "it depends on every option (drawn after training, from a model trained with them)")
@@ -336,9 +343,20 @@ def mean_and_error(terms: np.ndarray) -> tuple[float, float]:
 
 def _release_once(config: RunConfig, out: RunDirectory, data: LabeledDataset, device, progress: bool,
                   in_memory: bool, names: tuple[str, ...]) -> dict[str, Release]:
-    """Run the method in ``out`` until it first trains; returns its (saved) releases."""
+    """Run the method in ``out`` until the releases ``names`` are made; returns them (as saved).
+
+    A folder whose final run was interrupted after it drew later releases (under the chosen options,
+    which its config.json holds) is left as it is: the shared releases are read back, and the final
+    run continues it."""
     with out.lock():
         saved = out.read_config()
+        inputs = out.release_inputs()
+        if saved is not None and set(inputs) - set(names):
+            stale = [name for name in names if inputs.get(name) != release_inputs(config, name)]
+            if stale:
+                raise RunDirectoryError(f"{out.root} holds releases {', '.join(stale)} of another configuration: "
+                                        "choose another folder for the tune (a new release)")
+            return {name: Release.from_arrays(out.load_release(name)) for name in names}
         if saved is not None:
             _accept_changed_config(saved, config, out, progress)
         out.create()
@@ -470,7 +488,7 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
                    f"training it on every released label{then}")
     summary = train_run(candidates[best], folder.root, device=device, progress=progress, dataset=dataset)
     outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
-               "releases": list(names + later), "scored_on": list(names) if later else None,
+               "releases": list(names + later), "scored_on": [n for n in names if releases[n].labels is not None] if later else None,
                "held_out": int(held_out.size), "uninformative_share": scorer.uninformative,
                "num_train": int(len(data.y_train)),
                "results": [{k: v for k, v in r.items() if k not in ("config", "terms")} for r in results],

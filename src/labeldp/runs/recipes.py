@@ -5,7 +5,10 @@ A recipe is the training side of a run (model, optimiser and schedule, the DP-SG
 the budget, the method and the seed stay the user's. Where no recipe exists (a table of one's own),
 the library's defaults apply: the MLP, 10 epochs of SGD (batch 128, learning rate 0.05, cosine
 schedule, weight decay 5e-4). How each recipe was chosen is in its ``source``: most were chosen by
-test accuracy, as the paper chose its own; that is evidence for that dataset only.
+test accuracy, as the paper chose its own; that is evidence for that dataset only. Those chosen by
+``labeldp tune`` were chosen on a release of that dataset's own training labels: a run that takes
+them on that dataset inherits a choice its ledger does not count (a tune on the run's own release
+counts everything).
 """
 
 from __future__ import annotations
