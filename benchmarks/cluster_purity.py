@@ -37,14 +37,14 @@ def purity(clusters: np.ndarray, labels: np.ndarray) -> float:
     return float(counts.max(axis=1).sum() / len(labels))
 
 
-def noisy_prior_accuracy(clusters: np.ndarray, labels: np.ndarray, num_clusters: int, epsilon: float,
-                         draws: int) -> float:
+def noisy_prior_accuracy(clusters: np.ndarray, labels: np.ndarray, num_clusters: int, num_classes: int,
+                         epsilon: float, draws: int) -> float:
     """How often the top class of the cluster prior from a histogram released at ``epsilon`` (projected
     onto the clusters' sizes) is an image's label, mean over ``draws`` draws of the noise."""
     sizes = np.bincount(clusters, minlength=num_clusters)
     hits = []
     for draw in range(draws):
-        counts = noisy_histogram(labels, clusters, num_clusters, labels.max() + 1, epsilon,
+        counts = noisy_histogram(labels, clusters, num_clusters, num_classes, epsilon,
                                  np.random.default_rng(draw))
         hits.append(np.mean(histogram_priors(counts, sizes)[clusters].argmax(axis=1) == labels))
     return float(np.mean(hits))
@@ -75,8 +75,9 @@ def main() -> None:
             start = time.perf_counter()
             assignment = cluster(features, clusters, seed=args.seed)
             clustered = time.perf_counter() - start
-            shares = "".join(f"{100 * noisy_prior_accuracy(assignment, labels, clusters, e, args.draws):19.2f}"
-                             for e in args.histogram_epsilons)
+            shares = "".join(
+                f"{100 * noisy_prior_accuracy(assignment, labels, clusters, data.num_classes, e, args.draws):19.2f}"
+                for e in args.histogram_epsilons)
             print(f"{encoder:<24} {clusters:>8} {100 * purity(assignment, labels):9.2f} {encoded:9.1f} "
                   f"{clustered:10.1f}{shares}", flush=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")

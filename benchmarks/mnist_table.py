@@ -75,12 +75,12 @@ def tuned_table(args: argparse.Namespace) -> None:
         for epsilon in args.epsilons:
             for seed in args.seeds:
                 folder = out / f"{method}-e{epsilon:g}-seed{seed}"
-                started = time.perf_counter()
-                if not (folder / "tune.json").exists():
+                started, ran = time.perf_counter(), not (folder / "tune.json").exists()
+                if ran:
                     subprocess.run([sys.executable, "-m", "labeldp", "tune", "--dataset", "mnist", "--data-dir",
                                     args.data_dir, "--method", method, "--epsilon", f"{epsilon:g}", "--seed",
                                     str(seed), "--grid", *args.grid, "--quiet", "--out", str(folder)], check=True)
-                seconds = time.perf_counter() - started
+                seconds = time.perf_counter() - started if ran else 0.0
                 outcome = json.loads((folder / "tune.json").read_text())
                 rows.append((method, epsilon, seed, outcome, seconds))
     print(f"\nMNIST, each row tuned on its own release over {' '.join(args.grid)}; epsilon from the tune folder's "
@@ -94,9 +94,8 @@ def tuned_table(args: argparse.Namespace) -> None:
         paper = PAPER[method].get(float(epsilon))
         diff = f"{ours - paper:+.2f}" if paper is not None else ""
         chosen = ",".join(f"{k}={v}" for k, v in outcome["chosen_options"].items())
-        tuned = seconds if seconds > 1 else 0
         print(f"{method:<8}{outcome['ledger_epsilon']:>8.3g}{seed:>6}  {chosen:<18}{ours:>10.2f}"
-              f"{paper if paper is not None else '-':>9}{diff:>7}{tuned:>8.0f}{float(final['seconds']):>7.0f}")
+              f"{paper if paper is not None else '-':>9}{diff:>7}{seconds:>8.0f}{float(final['seconds']):>7.0f}")
 
 
 if __name__ == "__main__":

@@ -488,7 +488,8 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
                    f"training it on every released label{then}")
     summary = train_run(candidates[best], folder.root, device=device, progress=progress, dataset=dataset)
     outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
-               "releases": list(names + later), "scored_on": [n for n in names if releases[n].labels is not None] if later else None,
+               "releases": list(names + later),
+               "scored_on": [name for name in names if releases[name].labels is not None] if later else None,
                "held_out": int(held_out.size), "uninformative_share": scorer.uninformative,
                "num_train": int(len(data.y_train)),
                "results": [{k: v for k, v in r.items() if k not in ("config", "terms")} for r in results],
