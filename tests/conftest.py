@@ -49,3 +49,10 @@ def blobs() -> LabeledDataset:
     x_train = centers[y_train] + rng.normal(size=(600, 20))
     x_test = centers[y_test] + rng.normal(size=(200, 20))
     return LabeledDataset("blobs", x_train, y_train, x_test, y_test, num_classes=10)
+
+
+def poison_in_place(labels) -> None:
+    """Permute private labels where they are kept (every holder of them sees the change): an attack on
+    code that should have stopped reading them."""
+    values = labels._root.values
+    values[:] = np.random.default_rng(0).permutation(values)

@@ -18,7 +18,8 @@ from sklearn.preprocessing import OneHotEncoder
 from labeldp.accounting import PrivacyLedger, marginals_event
 from labeldp.accounting.ledger import event_pld
 from labeldp.errors import BudgetError, ConfigError, DataError
-from labeldp.estimators import LabelBudget, LabelDPClassifier, LabelDPRegressor, ReleasedLabels
+from labeldp.estimators import LabelDPClassifier, LabelDPRegressor, ReleasedLabels
+from labeldp.private_labels import LabelBudget, PrivateLabelAccessError, PrivateLabels
 from labeldp.marginals import LabelDPLogisticRegression, PublicBins, fit_from_marginals
 from labeldp.mechanisms import discrete_laplace_pmf, noisy_marginals, randomized_response
 from labeldp.mechanisms.marginals import marginal_counts, moved_cells
@@ -150,21 +151,38 @@ def test_estimator_follows_scikit_learns_conventions_and_charges_its_budget() ->
     frame, labels = _table(4000, 0.2, seed=3)
     model = LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1], insecure_noise_seed=0)
     assert clone(model).get_params() == model.get_params()
-    model.fit(frame, labels)
+    model.fit(frame, PrivateLabels(labels, [0, 1]))
     probabilities = model.predict_proba(frame)
     assert probabilities.shape == (len(frame), 2) and np.allclose(probabilities.sum(1), 1.0)
     assert set(model.predict(frame)) <= {0, 1} and model.ledger_.epsilon() == pytest.approx(1.0, abs=1e-3)
     assert model.counts_.min() >= 0  # projected onto the bins' sizes
     budget = LabelBudget(epsilon=1.5)
-    LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1], budget=budget).fit(frame, labels)
-    with pytest.raises(BudgetError, match="refused before any release"):
-        LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1], budget=budget).fit(frame, labels)
+    private = PrivateLabels(labels, [0, 1], budget=budget)
+    LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1]).fit(frame, private)
+    with pytest.raises(BudgetError, match="refused before anything was drawn"):
+        LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1]).fit(frame, private)
     assert budget.spent == pytest.approx(1.0, abs=1e-3)
+    with pytest.raises(PrivateLabelAccessError, match="released already"):  # without a budget: once
+        unbudgeted = PrivateLabels(labels, [0, 1])
+        for _ in range(2):
+            LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1]).fit(frame, unbudgeted)
+
+
+def test_folds_on_disjoint_rows_compose_in_parallel() -> None:
+    """Each fit releases the marginals of its own rows: two fits on disjoint halves spend epsilon 1 on
+    every row, which the labels' ledger computes row by row."""
+    frame, labels = _table(2000, 0.2, seed=3)
+    private = PrivateLabels(labels, [0, 1])
+    LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1]).fit(frame[:1000], private[:1000])
+    LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1]).fit(frame[1000:], private[1000:])
+    assert private.ledger.epsilon() == pytest.approx(1.0, abs=1e-3) and len(private.ledger.entries) == 2
+    with pytest.raises(ConfigError, match="counts, not labels"):  # nothing released to score on
+        LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1]).fit(frame[:10], PrivateLabels(labels[:10], [0, 1])
+                                                                   ).score(frame[:10], private[:10])
 
 
 @pytest.mark.parametrize("bad, error, message", [
-    (dict(classes=None), ConfigError, "label domain"),
-    (dict(classes=[0, 2]), DataError, "outside the declared classes"),
+    (dict(classes=[0, 2]), ConfigError, "differ"),
     (dict(epsilon=0.0), ConfigError, "epsilon"),
     (dict(l2_regularization=0.0), ConfigError, "l2_regularization"),
     (dict(n_bins=1), ConfigError, "n_bins"),
@@ -172,35 +190,41 @@ def test_estimator_follows_scikit_learns_conventions_and_charges_its_budget() ->
 def test_bad_input_is_refused_before_any_spend(bad, error, message) -> None:
     frame, labels = _table(200, 0.3, seed=4)
     budget = LabelBudget(epsilon=5.0)
-    options = dict(epsilon=1.0, classes=[0, 1], budget=budget) | bad
+    options = dict(epsilon=1.0, classes=[0, 1]) | bad
+    private = PrivateLabels(labels, [0, 1], budget=budget)
     with pytest.raises(error, match=message):
-        LabelDPLogisticRegression(**options).fit(frame, labels)
-    assert budget.spent == 0.0
+        LabelDPLogisticRegression(**options).fit(frame, private)
+    assert budget.spent == 0.0 and private.ledger.entries == ()
+
+
+def test_labels_outside_the_domain_are_refused_without_saying_which() -> None:
+    with pytest.raises(DataError, match="outside the declared classes") as refused:
+        PrivateLabels(np.array([0, 1, 7, 1]), [0, 1])
+    assert "7" not in str(refused.value) and "2" not in str(refused.value)  # neither the value nor its row
 
 
 @pytest.mark.parametrize("bad, error, message", [
     (dict(secure_rng=True, insecure_noise_seed=0), ConfigError, "secure"),
-    ("empty", ConfigError, "positive|non-empty"),
 ])
 @pytest.mark.parametrize("estimator", ["marginals", "classifier", "regressor"])
 def test_a_fit_that_cannot_release_spends_nothing(estimator, bad, error, message) -> None:
-    """Checks that come with the noise source and the ledger (conflicting noise options, no rows) run
-    before the budget is charged, in every estimator."""
+    """Checks that come with the noise source (conflicting noise options) run before anything is
+    recorded, in every estimator."""
     frame, labels = _table(200, 0.3, seed=8)
-    if bad == "empty":
-        frame, labels, bad = frame.iloc[:0], labels[:0], {}
     budget = LabelBudget(epsilon=5.0)
-    make = {"marginals": lambda: LabelDPLogisticRegression(classes=[0, 1], budget=budget, **bad),
-            "classifier": lambda: LabelDPClassifier(classes=[0, 1], budget=budget, **bad),
-            "regressor": lambda: LabelDPRegressor(label_range=(0, 1), prior="uniform", budget=budget, **bad)}[estimator]
+    private = (PrivateLabels(labels.astype(float), budget=budget) if estimator == "regressor"
+               else PrivateLabels(labels, [0, 1], budget=budget))
+    make = {"marginals": lambda: LabelDPLogisticRegression(classes=[0, 1], **bad),
+            "classifier": lambda: LabelDPClassifier(classes=[0, 1], **bad),
+            "regressor": lambda: LabelDPRegressor(label_range=(0, 1), prior="uniform", **bad)}[estimator]
     with pytest.raises((error, DataError), match=message):
-        make().fit(frame.assign(region=frame.region.astype("category")), labels)
-    assert budget.spent == 0.0
+        make().fit(frame.assign(region=frame.region.astype("category")), private)
+    assert budget.spent == 0.0 and private.ledger.entries == ()
 
 
 def test_a_table_without_features_is_refused() -> None:
     with pytest.raises(ConfigError, match="no feature columns"):
-        LabelDPLogisticRegression(classes=[0, 1]).fit(pd.DataFrame(index=range(3)), [0, 1, 0])
+        LabelDPLogisticRegression(classes=[0, 1]).fit(pd.DataFrame(index=range(3)), PrivateLabels([0, 1, 0], [0, 1]))
 
 
 def test_three_classes_come_out_in_the_declared_order() -> None:
@@ -210,7 +234,7 @@ def test_three_classes_come_out_in_the_declared_order() -> None:
     frame, _ = _table(6000, 0.3, seed=9)
     labels = np.where(frame.age < 40, "young", np.where(frame.age < 60, "middle", "old"))
     model = LabelDPLogisticRegression(epsilon=50.0, classes=["old", "young", "middle"], insecure_noise_seed=0)
-    model.fit(frame, labels)
+    model.fit(frame, PrivateLabels(labels, ["old", "young", "middle"]))
     assert list(model.classes_) == ["old", "young", "middle"]
     assert model.predict_proba(frame).shape == (len(frame), 3)
     assert np.mean(model.predict(frame) == labels) > 0.9
@@ -233,7 +257,8 @@ def test_rare_positives_survive_where_randomized_response_drowns_them() -> None:
     test, test_labels = _table(20_000, 0.003, seed=7)
     ours, flipped = [], []
     for draw in range(3):
-        model = LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1], insecure_noise_seed=draw).fit(frame, labels)
+        model = LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1], insecure_noise_seed=draw).fit(
+            frame, PrivateLabels(labels, [0, 1]))
         ours.append(roc_auc_score(test_labels, model.predict_proba(test)[:, 1]))
         noisy = randomized_response(labels, 2, 1.0, rng=draw)
         boosted = HistGradientBoostingClassifier(max_iter=50).fit(frame.assign(region=frame.region.astype("category")),

@@ -11,6 +11,7 @@ import torch
 from labeldp.data import LabeledDataset, label_grid, load_dataset, regression_dataset, snap_to_grid
 from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.models import RecommenderMLP, build_model, default_model_name
+from labeldp.private_labels import unseal
 
 OCCUPATIONS = ["administrator", "artist", "student", "other"]
 
@@ -56,7 +57,7 @@ def test_regression_dataset_keeps_the_raw_test_values() -> None:
     x = np.zeros((4, 2))
     data = regression_dataset("r", x, [0.0, 3.2, 11.0, 5.0], x, [1.4, 2.6, -1.0, 7.5], label_grid(0, 10, 6))
     assert data.is_regression and data.num_classes == 6
-    assert data.y_train.tolist() == [0, 2, 5, 2] and data.y_test.tolist() == [1, 1, 0, 4]
+    assert unseal(data.y_train).tolist() == [0, 2, 5, 2] and data.y_test.tolist() == [1, 1, 0, 4]
     assert data.test_values.tolist() == [1.4, 2.6, -1.0, 7.5]
     assert "label_values=[0 .. 10]" in repr(data)
     plain = LabeledDataset("c", x, [0, 1, 0, 1], x, [1, 0, 1, 0], num_classes=2)
@@ -109,7 +110,7 @@ def test_movielens_folder(tmp_path) -> None:
     assert default_model_name(data.input_shape, data.categorical) == "recommender"
     # every pair's rating comes back at its pair, as a grid index; the raw test values too
     rating_of = {(u, i): r for u, i, r in ratings[["user", "item", "rating"]].itertuples(index=False)}
-    for x, y in zip(data.x_train, data.y_train):
+    for x, y in zip(data.x_train, unseal(data.y_train)):
         assert rating_of[(int(x[0]) + 1, int(x[1]) + 1)] == y + 1
     assert [rating_of[(int(x[0]) + 1, int(x[1]) + 1)] for x in data.x_test] == data.test_values.tolist()
     first_user = data.x_train[data.x_train[:, 0] == 0]

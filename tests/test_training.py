@@ -16,6 +16,7 @@ from labeldp.runs import RunConfig, split_stages, train_run
 from labeldp.training import TrainConfig, train_stage
 from labeldp.dpsgd.trainer import DPSGDConfig
 from labeldp.pate import PATEConfig
+from labeldp.private_labels import unseal
 
 FAST = TrainConfig(epochs=3, batch_size=64, lr=0.05)
 
@@ -70,7 +71,7 @@ def test_trainer_only_sees_released_labels(blobs, tmp_path, monkeypatch, loss) -
     # stage 1 has a uniform prior: its evidence is the normalised channel
     np.testing.assert_allclose(stage1["evidence"], stage1["likelihood"] / stage1["likelihood"].sum(1, keepdims=True), rtol=1e-5)
     # at epsilon 0.5 the released labels differ from the truth for most examples
-    assert np.mean(stage1["labels"] != blobs.y_train[stage1["indices"]]) > 0.5
+    assert np.mean(stage1["labels"] != unseal(blobs.y_train)[stage1["indices"]]) > 0.5
 
 
 def test_non_private_reference_reports_infinite_epsilon(blobs, tmp_path) -> None:
@@ -113,7 +114,7 @@ def test_amp_off_a_gpu_is_refused_before_anything_is_written(blobs, tmp_path) ->
         train_run(config, tmp_path / "run", device="cpu", progress=False, dataset=blobs)
     assert not (tmp_path / "run").exists()
     with pytest.raises(ValueError, match="is for CUDA GPUs"):  # the library function too
-        train_stage(torch.nn.Linear(blobs.x_train.shape[1], blobs.num_classes), blobs.x_train, blobs.y_train,
+        train_stage(torch.nn.Linear(blobs.x_train.shape[1], blobs.num_classes), blobs.x_train, unseal(blobs.y_train),
                     blobs.num_classes, config.train, progress=False)
 
 

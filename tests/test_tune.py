@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import poison_in_place
 
 from labeldp.cli import main
 from labeldp.errors import ConfigError, RunDirectoryError
@@ -19,6 +20,7 @@ from labeldp.mechanisms import (laplace_one_hot, laplace_one_hot_likelihood, pri
 from labeldp.release import Release
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, train_run
 from labeldp.training import TrainConfig
+from labeldp.private_labels import unseal
 
 EPSILON = 1.0
 
@@ -132,13 +134,13 @@ def test_tune_spends_one_release_and_reads_no_true_label_after_it(tmp_path, monk
 
     def release_then_poison(*args, **kwargs):
         releases = release_once(*args, **kwargs)
-        data.y_train[:] = np.random.default_rng(0).permutation(data.y_train)  # in place: every holder sees it
+        poison_in_place(data.y_train)  # in place: every holder sees it
         return releases
 
     monkeypatch.setattr(tuning, "_release_once", release_then_poison)
-    original = data.y_train.copy()
+    original = unseal(data.y_train).copy()
     poisoned = tune(config, GRID, tmp_path / "poisoned", progress=False, dataset=data)
-    assert np.mean(data.y_train != original) > 0.5
+    assert np.mean(unseal(data.y_train) != original) > 0.5
     for a, b in zip(clean["results"], poisoned["results"]):
         assert a["estimated_clean_accuracy"] == b["estimated_clean_accuracy"]
         assert a["standard_error"] == b["standard_error"]
@@ -326,17 +328,17 @@ def test_lp2st_chooses_its_training_options_on_the_first_release(tmp_path, monke
 
     def release_then_poison(*args, **kwargs):
         releases = release_once(*args, **kwargs)
-        data.y_train[:] = np.random.default_rng(0).permutation(data.y_train)
+        poison_in_place(data.y_train)
         return releases
 
     monkeypatch.setattr(tuning, "_release_once", release_then_poison)
-    original = data.y_train.copy()
+    original = unseal(data.y_train).copy()
     poisoned = tune(config, grid, tmp_path / "poisoned", progress=False, dataset=data)
-    assert np.mean(data.y_train != original) > 0.5
+    assert np.mean(unseal(data.y_train) != original) > 0.5
     assert [r["estimated_clean_accuracy"] for r in clean["results"]] == \
         [r["estimated_clean_accuracy"] for r in poisoned["results"]]
     assert clean["chosen"] == poisoned["chosen"] == "lr=0.05"
-    data.y_train[:] = original
+    data.y_train._root.values[:] = original
 
     stage1 = np.load(tmp_path / "clean" / "noisy_labels" / "stage1.npz")["members"]
     assert clean["scored_on"] == ["stage1"] and clean["releases"] == ["stage1", "stage2"]

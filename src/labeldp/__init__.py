@@ -1,6 +1,43 @@
-"""labeldp: deep learning with label differential privacy (public inputs, private labels)."""
+"""labeldp: deep learning with label differential privacy (public inputs, private labels).
+
+The names below are imported on first use, so that ``import labeldp`` (and ``labeldp --help``) stays
+light: ``labeldp.PrivateLabels`` loads :mod:`labeldp.private_labels`, ``labeldp.LabelDPClassifier``
+the estimators.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it
+_EXPORTS = {
+    "PrivateLabels": "labeldp.private_labels",
+    "LabelBudget": "labeldp.private_labels",
+    "PrivateLabelAccessError": "labeldp.private_labels",
+    "LabelDPClassifier": "labeldp.estimators",
+    "LabelDPRegressor": "labeldp.estimators",
+    "LabelDPLogisticRegression": "labeldp.marginals",
+    "ReleasedLabels": "labeldp.estimators",
+    "released_log_likelihood": "labeldp.estimators",
+    "released_scorer": "labeldp.released_metrics",
+    "load_release": "labeldp.privatize",
+    "privatize_table": "labeldp.privatize",
+    "RunConfig": "labeldp.runs",
+    "train_run": "labeldp.runs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'labeldp' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
 
 
 def tune(config, grid, out, **options):
@@ -9,3 +46,6 @@ def tune(config, grid, out, **options):
     from labeldp.experiments.tune import tune as tune_on_release
 
     return tune_on_release(config, grid, out, **options)
+
+
+__all__ = ["__version__", "tune", *_EXPORTS]

@@ -56,14 +56,13 @@ def check_labels(labels, num_classes: int, name: str = "labels") -> np.ndarray:
         if not np.all(np.isfinite(array)):
             raise ConfigError(f"{name} contains NaN or infinite values")
         if not np.all(array == np.round(array)):
-            raise ConfigError(f"{name} must be integers, got non-integer values such as {array[array != np.round(array)][0]}")
+            raise ConfigError(f"{name} must be integers (which are not is not said: labels may be private)")
     elif array.dtype.kind not in "iu":
         raise ConfigError(f"{name} must be integer class indices, got dtype {array.dtype}")
     array = array.astype(np.int64)
-    low, high = array.min(), array.max()
-    if low < 0 or high >= num_classes:
-        bad = low if low < 0 else high
-        raise ConfigError(f"{name} must lie in [0, {num_classes}), found {bad}")
+    if array.min() < 0 or array.max() >= num_classes:
+        raise ConfigError(f"{name} must lie in [0, {num_classes}); some do not (which, and how many, is not said: "
+                          "labels may be private)")
     return array
 
 

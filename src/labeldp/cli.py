@@ -407,7 +407,7 @@ def _audit(args: argparse.Namespace) -> None:
             m = mia[name]
             print(f"membership ({name}): AUC {m['auc']:.3f}, TPR at 1% FPR {m['tpr_at_fpr']['0.01']:.3f}, "
                   f"epsilon lower bound {m['epsilon_lower_bound']:.3f}")
-        print(f"written: {folder / 'membership.json'} (computed from the targets' true labels: keep it private)")
+        print(f"written: {folder / 'membership.json'}")
     delta = result["spent"]["delta"]
     print(f"The audit trained on the run's labels again, with noise of its own (each audit's ledger: "
           f"audit_ledger.json in its folder). Everything in {run_dir} together is epsilon "

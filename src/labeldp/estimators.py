@@ -1,42 +1,52 @@
 """scikit-learn estimators that learn from labels released under label differential privacy.
 
 :class:`LabelDPClassifier` wraps any scikit-learn classifier (by default histogram gradient boosting).
-``fit(X, y)`` with *true* labels releases them once (randomized response, or RR-with-prior in later
-stages with ``stages`` > 1, the prior being the wrapped classifier's ``predict_proba`` on the other
-stages' releases), records the spend in ``ledger_`` and, when given, charges a shared
-:class:`LabelBudget`, which refuses a fit that would take the rows past their cap: cross-validation on
-true labels pays per fit and cannot silently multiply epsilon by the number of folds.
-``fit(X, released)`` with :class:`ReleasedLabels` (labels released once, e.g. by ``labeldp
-privatize``) spends nothing: tuning on a release (``GridSearchCV``, cross-validation) is
-post-processing.
+It fits on one of two things, never on a plain array of true labels (a plain array is public to
+labeldp: a fit on it could not tell whether those labels were released before):
+
+- :class:`~labeldp.private_labels.PrivateLabels`, the true labels wrapped once
+  (``PrivateLabels(y, classes=[...])``). The fit releases them by randomized response through the
+  release boundary, recording the spend in ``ledger_``. Every fit, fold and candidate on the same
+  labels shares that one release (``labels[rows]``, as scikit-learn's cross-validation takes them, are
+  views of the same labels): a grid search or cross-validation on them spends epsilon once, and each
+  fold's model trains on the released labels of its rows. With ``stages`` > 1 (the paper's LP-MST:
+  stage t releases its labels by RR-with-prior under the model trained on the earlier stages) the
+  release depends on the model, so it is the fit's own: a second one on the same rows needs a
+  :class:`~labeldp.private_labels.LabelBudget`.
+- labels released once (:class:`ReleasedLabels`, or a release of :func:`labeldp.privatize`): the
+  fit spends nothing.
+
+``score(X, y)`` and :func:`~labeldp.released_metrics.released_scorer` score on released labels
+through their noise channel (an unbiased estimate of the accuracy on the clean labels); given
+private labels, they use the release the fit made of them, and never the private labels. A plain
+array given to ``score`` is taken as public test labels.
 
 What the estimator predicts is the *clean* label: the released labels' noise channel is public. With
 randomized response the wrapped classifier learns the released labels and ``predict_proba`` inverts
 the channel (exact in expectation); with per-example channels (RR-with-prior) each example enters the
 fit once per class, weighted by the posterior of that class given what was released, the prior being
 the model's own estimate (expectation-maximisation). ``predict_proba`` is an estimate of
-Pr[clean label | x]. ``score`` on released labels is an unbiased estimate of the accuracy
-on the clean labels (randomized response: agreement with a released label is an affine function of
-it).
+Pr[clean label | x].
 
 :class:`LabelDPRegressor` does the same for a numeric label on a declared, public range and grid: it
 releases the values once by RR-on-bins (Ghazi et al. 2023) under a noisy histogram prior over the
 grid (or a prior the user gives, or the Laplace mechanism on the clipped value, the baseline) and
-fits any scikit-learn regressor on the released values.
+fits any scikit-learn regressor on the released values. Its release is shared like the classifier's.
 
 :class:`~labeldp.marginals.LabelDPLogisticRegression` (importable from here too) releases no labels
 at all: noisy label counts per bin of every public feature, from which it fits a logistic
 regression; for rare positives and small budgets.
 
-Privacy: epsilon-label-DP per fit on true labels for the rows it reads (replace-one-label
-neighbours), as ``ledger_`` computes; inputs are public. Noise as in runs: fresh OS entropy by
-default, ChaCha20 with ``secure_rng``, never ``random_state``, which controls only the public parts
-(the split into stages, the wrapped estimator's own randomness).
+Privacy: epsilon-label-DP for the rows of the private labels (replace-one-label neighbours), as
+``ledger_`` computes; inputs are public. Noise as in runs: fresh OS entropy by default, ChaCha20 with
+``secure_rng``, never ``random_state``, which controls only the public parts (the split into stages,
+the wrapped estimator's own randomness).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any, Hashable
 
 import numpy as np
 from dp_accounting import dp_event
@@ -49,53 +59,18 @@ import pandas as pd
 
 from labeldp.accounting import PrivacyLedger, randomized_response_event
 from labeldp.accounting.events import histogram_event, laplace_value_event
-from labeldp.data.regression import DEFAULT_GRID_SIZE, label_grid, snap_to_grid
-from labeldp.data.table import declared_classes, label_indices
-from labeldp.errors import BudgetError, ConfigError
+from labeldp.data.regression import DEFAULT_GRID_SIZE, label_grid
+from labeldp.data.table import declared_classes
+from labeldp.errors import ConfigError
 from labeldp.marginals import LabelDPLogisticRegression  # noqa: F401  (re-exported: the estimator from noisy marginals)
 from labeldp.mechanisms import optimal_bins
 from labeldp.priors import histogram_priors
+from labeldp.private_labels import RELEASE_ONCE_ROUTE, LabelBudget, PrivateLabels  # noqa: F401  (LabelBudget: re-exported)
 from labeldp.privatize import LabelRelease
 from labeldp.randomness import NoiseSource
 from labeldp.release import (release_laplace_value, release_noisy_histogram, release_randomized_response,
                              release_rr_on_bins, release_rr_with_prior)
-
-
-class LabelBudget:
-    """A cap on what fits on the same rows may spend together.
-
-    Every fit on true labels charges its event here before it draws; the fits compose sequentially
-    (each may read every row), and a fit that would take the composition past ``epsilon`` (at
-    ``delta``) is refused with a :class:`~labeldp.errors.BudgetError` before anything is released.
-    A budget is shared, never copied: ``sklearn.base.clone`` (which ``GridSearchCV`` and
-    ``cross_val_score`` apply to an estimator and its parameters) keeps the same object.
-    """
-
-    def __init__(self, epsilon: float, delta: float = 0.0):
-        if not epsilon > 0:
-            raise ConfigError(f"the budget's epsilon must be > 0, got {epsilon}")
-        self.epsilon, self.delta = float(epsilon), float(delta)
-        self.ledger = PrivacyLedger(1)  # one member: the rows every fit may read
-
-    @property
-    def spent(self) -> float:
-        return self.ledger.epsilon(self.delta)
-
-    def __deepcopy__(self, memo) -> LabelBudget:
-        return self
-
-    def charge(self, event, description: str) -> None:
-        trial = PrivacyLedger(1)
-        for entry in self.ledger.entries:
-            trial.record(entry.event, entry.members, entry.description, entry.tag)
-        trial.record(event, np.array([True]), description)
-        after = trial.epsilon(self.delta)
-        if after > self.epsilon + 1e-9:
-            raise BudgetError(f"this fit would spend epsilon {after - self.spent:.3g} more on rows that have spent "
-                              f"{self.spent:.3g} of their budget {self.epsilon:g}: refused before any release. "
-                              "Release the labels once (labeldp.privatize) and fit on the release as often as you "
-                              "like")
-        self.ledger.record(event, np.array([True]), description)
+from labeldp.released_metrics import channel_weights
 
 
 class ReleasedLabels:
@@ -133,6 +108,48 @@ class ReleasedLabels:
         return np.asarray(self.classes[self.labels], dtype=dtype)
 
 
+def _fit_labels(y, estimator: BaseEstimator) -> PrivateLabels | ReleasedLabels:
+    """What a fit takes: private labels (released by the fit) or released ones; a plain array is refused."""
+    if isinstance(y, LabelRelease):
+        return ReleasedLabels.from_release(y)
+    if isinstance(y, (PrivateLabels, ReleasedLabels)):
+        return y
+    name = type(estimator).__name__
+    raise ConfigError(
+        f"{name}.fit takes private labels or released ones, not a plain array: labeldp treats plain arrays as "
+        "public, and a fit on one could not know whether those labels were released before (a search would release "
+        f"them once per fold). Wrap the true labels once: {name}(...).fit(X, labeldp.PrivateLabels(y, classes=[...]))"
+        " (every fit and fold on them then shares one release); or fit on labels released once "
+        "(labeldp.privatize.privatize(y, classes=..., epsilon=...)).")
+
+
+def _noise_key(secure_rng: bool, insecure_noise_seed: int | None) -> Hashable:
+    """What a shared release's noise depends on: fresh entropy is as good as any other fresh entropy."""
+    return ("insecure", int(insecure_noise_seed)) if insecure_noise_seed is not None else ("secure" if secure_rng
+                                                                                            else "fresh")
+
+
+def released_labels_for(estimator: Any, y: Any) -> ReleasedLabels:
+    """The released labels to score ``estimator`` on for the rows ``y``: ``y`` itself when it holds
+    released labels; for private labels, the release the estimator's fit made of them (a search's
+    folds share it). Private labels are never read."""
+    if isinstance(y, LabelRelease):
+        return ReleasedLabels.from_release(y)
+    if isinstance(y, ReleasedLabels):
+        return y
+    if isinstance(y, PrivateLabels):
+        final = estimator.steps[-1][1] if isinstance(estimator, Pipeline) else estimator
+        key = getattr(final, "release_key_", None)
+        released = y.shared_release(key) if key is not None else None
+        if released is None:
+            raise ConfigError("scoring on private labels reads the release the model's fit made of them; this model "
+                              "was not fitted on these labels (or its release gives no labels to score on). Score on "
+                              "a public test set, or on labels released once. " + RELEASE_ONCE_ROUTE)
+        return released[y.positions]
+    raise ConfigError("released labels are needed here (ReleasedLabels, a release of labeldp.privatize, or private "
+                      "labels the model's fit released), not a plain array")
+
+
 class LabelDPClassifier(ClassifierMixin, BaseEstimator):
     """A scikit-learn classifier trained on labels released under label DP (see the module docstring).
 
@@ -140,79 +157,124 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         estimator: any classifier with ``fit(X, y, sample_weight=...)`` and ``predict_proba``
             (default: ``HistGradientBoostingClassifier``, native categorical support for pandas
             category columns).
-        epsilon: the label-DP budget of one fit on true labels.
-        classes: the label domain, in order (public: required with true labels; a release carries its
-            own).
-        stages: 1 (randomized response on every label) or more (the paper's LP-MST: stage t releases
-            its labels by RR-with-prior under the model trained on the earlier stages).
+        epsilon: the label-DP budget of the release of private labels.
+        classes: the label domain, in order (public; optional: private labels and releases carry their
+            own, which must then be these).
+        stages: 1 (randomized response on every label, shared by every fit on the same labels) or
+            more (the paper's LP-MST: stage t releases its labels by RR-with-prior under the model
+            trained on the earlier stages; the fit's own release, on every row of the labels).
         em_iterations: rounds of posterior weighting after the first fit (default: none when every row
             shares one randomized response channel, which is inverted exactly; else 2).
-        budget: a :class:`LabelBudget` shared by fits on the same rows, or None.
         secure_rng, insecure_noise_seed: the noise source (see :class:`labeldp.randomness.NoiseSource`;
             the seed makes the noise reproducible and the fit NOT private: tests only).
         random_state: the public randomness (stages, the wrapped estimator's seed).
+
+    Attributes after ``fit``: ``classes_``, ``ledger_`` (the release's, per row of the labels),
+    ``release_key_`` (which release of the private labels it trained on; None on released labels),
+    ``estimator_``.
     """
 
     def __init__(self, estimator=None, *, epsilon: float = 1.0, classes=None, stages: int = 1,
-                 em_iterations: int | None = None, budget: LabelBudget | None = None, secure_rng: bool = False,
+                 em_iterations: int | None = None, secure_rng: bool = False,
                  insecure_noise_seed: int | None = None, random_state: int | None = None):
         self.estimator = estimator
         self.epsilon = epsilon
         self.classes = classes
         self.stages = stages
         self.em_iterations = em_iterations
-        self.budget = budget
         self.secure_rng = secure_rng
         self.insecure_noise_seed = insecure_noise_seed
         self.random_state = random_state
 
     # -- fitting ------------------------------------------------------------------------------------
     def fit(self, X, y, sample_weight=None) -> LabelDPClassifier:
-        """Fit on true labels (released here, and charged) or on released labels (free)."""
-        if isinstance(y, LabelRelease):
-            y = ReleasedLabels.from_release(y)
-        if isinstance(y, ReleasedLabels):
-            self.classes_, self.ledger_ = y.classes, y.ledger
-            self._fit_released(X, y.labels, y.likelihood, sample_weight)
+        """Fit on private labels (released here once, shared by every fit on them) or on released
+        labels (free)."""
+        labels = _fit_labels(y, self)
+        if isinstance(labels, ReleasedLabels):
+            self.classes_, self.ledger_, self.release_key_ = self._classes(labels.classes), labels.ledger, None
+            self._fit_released(X, labels.labels, labels.likelihood, sample_weight)
             return self
-        true = self._check(y)
-        self.classes_ = np.asarray(self.classes, dtype=object)
-        labels, likelihood = self._release(X, true, sample_weight)
-        self._fit_released(X, labels, likelihood, sample_weight)
+        self.classes_ = self._classes(labels.classes)
+        self._check(labels)
+        if _num_rows(X) != len(labels):
+            raise ConfigError(f"X has {_num_rows(X)} rows but y has {len(labels)} labels")
+        if self.stages == 1:
+            released = self._release_once(labels)
+        else:
+            released = self._release_in_stages(X, labels, sample_weight)
+        self.ledger_ = released.ledger
+        rows = labels.positions
+        self._fit_released(X, released.labels[rows], released.likelihood[rows], sample_weight)
         return self
 
-    def _check(self, y) -> np.ndarray:
-        classes = declared_classes(self.classes)
-        if not self.epsilon > 0:
-            raise ConfigError(f"epsilon must be > 0, got {self.epsilon}")
+    def _classes(self, given) -> np.ndarray:
+        """The label domain: the declared ``classes``, or those the labels carry (which must agree)."""
+        carried = None if given is None else [str(c) for c in given]
+        declared = None if self.classes is None else [str(c) for c in declared_classes(self.classes)]
+        if declared is not None and carried is not None and declared != carried:
+            raise ConfigError(f"classes {declared} differ from the labels' own {carried}")
+        if declared is None and carried is None:
+            raise ConfigError("the label domain must be declared: PrivateLabels(y, classes=[...]) or classes=[...]")
+        return np.asarray(self.classes if declared is not None else given, dtype=object)
+
+    def _check(self, labels: PrivateLabels) -> None:
+        if not self.epsilon > 0 or not np.isfinite(self.epsilon):
+            raise ConfigError(f"epsilon must be a finite number > 0, got {self.epsilon}")
         if int(self.stages) != self.stages or self.stages < 1:
             raise ConfigError(f"stages must be a positive integer, got {self.stages}")
-        return label_indices(pd.Series(np.asarray(y, dtype=object)), classes, "labels")
+        if labels.is_numeric:
+            raise ConfigError("LabelDPClassifier needs labels over classes: PrivateLabels(y, classes=[...])")
+        if labels.num_classes != len(self.classes_):
+            raise ConfigError(f"the labels have {labels.num_classes} classes, the estimator {len(self.classes_)}")
+        if self.stages > 1 and not labels.covers_all:
+            raise ConfigError(
+                "a multi-stage fit releases every row of the labels in stages, each under the model trained on the "
+                "stages before: it cannot be shared by the folds of a search or fitted on a part of the labels. Fit "
+                "it on all of them, or search with stages=1 (one release shared by every fold). " + RELEASE_ONCE_ROUTE)
 
-    def _release(self, X, true: np.ndarray, sample_weight) -> tuple[np.ndarray, np.ndarray]:
-        """Release the true labels (RR, then RR-with-prior per stage): the released labels and their
-        (n, K) noise channel."""
-        n, num_classes = len(true), len(self.classes)
-        noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
-        ledger = PrivacyLedger(n)  # both check their arguments: before the charge
-        if self.budget is not None:  # every row is read once at epsilon: RR over K dominates RR-with-prior
-            self.budget.charge(randomized_response_event(self.epsilon, num_classes),
-                               f"{type(self).__name__}.fit, epsilon {self.epsilon:g}")
-        parts = np.array_split(np.random.default_rng(self.random_state).permutation(n), self.stages)
-        labels, likelihood = np.empty(n, dtype=np.int64), np.empty((n, num_classes))
-        for stage, members in enumerate(parts, start=1):
-            members, rng = np.sort(members), noise.generator("label-release", stage)
-            if stage == 1:
-                release = release_randomized_response(ledger, true[members], members, num_classes, self.epsilon, rng,
-                                                      f"stage{stage}")
-            else:
-                done = np.sort(np.concatenate(parts[:stage - 1]))
-                self._fit_released(_rows(X, done), labels[done], likelihood[done], _rows(sample_weight, done))
-                release = release_rr_with_prior(ledger, true[members], members, self.predict_proba(_rows(X, members)),
-                                                self.epsilon, rng, f"stage{stage}")
-            labels[members], likelihood[members] = release.labels, release.likelihood
-        self.ledger_ = ledger
-        return labels, likelihood
+    def _noise(self) -> NoiseSource:
+        return NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
+
+    def _release_once(self, labels: PrivateLabels) -> ReleasedLabels:
+        """Randomized response on every row of the labels, drawn the first time any fit asks for it."""
+        num_classes, epsilon, noise = len(self.classes_), float(self.epsilon), self._noise()
+        key = ("randomized-response", epsilon, num_classes, _noise_key(self.secure_rng, self.insecure_noise_seed))
+
+        def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> ReleasedLabels:
+            release = release_randomized_response(ledger, everything, np.arange(len(everything)), num_classes,
+                                                  epsilon, noise.generator("label-release", 1), "stage1")
+            return ReleasedLabels(release.labels, release.likelihood, self.classes_, ledger)
+
+        self.release_key_ = key
+        return labels.release_once(key, randomized_response_event(epsilon, num_classes), draw)
+
+    def _release_in_stages(self, X, labels: PrivateLabels, sample_weight) -> ReleasedLabels:
+        """LP-MST on every row: RR, then RR-with-prior per stage under the model of the stages before.
+        The release is this fit's own (its key is new); it is kept with the labels for scoring."""
+        num_classes, epsilon, noise = len(self.classes_), float(self.epsilon), self._noise()
+
+        def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> ReleasedLabels:
+            n = len(everything)
+            parts = np.array_split(np.random.default_rng(self.random_state).permutation(n), self.stages)
+            released, likelihood = np.empty(n, dtype=np.int64), np.empty((n, num_classes))
+            for stage, members in enumerate(parts, start=1):
+                members, rng = np.sort(members), noise.generator("label-release", stage)
+                if stage == 1:
+                    release = release_randomized_response(ledger, everything[members], members, num_classes, epsilon,
+                                                          rng, f"stage{stage}")
+                else:
+                    done = np.sort(np.concatenate(parts[:stage - 1]))
+                    self._fit_released(_take(X, done), released[done], likelihood[done], _take(sample_weight, done))
+                    release = release_rr_with_prior(ledger, everything[members], members,
+                                                    self.predict_proba(_take(X, members)), epsilon, rng,
+                                                    f"stage{stage}")
+                released[members], likelihood[members] = release.labels, release.likelihood
+            return ReleasedLabels(released, likelihood, self.classes_, ledger)
+
+        self.release_key_ = ("stages", object())  # nothing else asks for this release: it is never shared
+        # RR over 2 classes dominates RR over any k >= 2 (and k = 1 releases nothing)
+        return labels.release_once(self.release_key_, randomized_response_event(epsilon, 2), draw)
 
     def _fit_released(self, X, labels: np.ndarray, likelihood: np.ndarray, sample_weight) -> None:
         """Learn Pr[clean label | x] from released labels. When every row shares one randomized
@@ -231,7 +293,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             posterior = np.clip(self.predict_proba(X), 1e-6, 1.0) * likelihood
             weights = (posterior / posterior.sum(axis=1, keepdims=True) * extra[:, None]).T.ravel()
             keep = weights > 1e-12
-            self.estimator_ = _fit_weighted(self._base(), _rows(stacked_X, keep), stacked_y[keep], weights[keep])
+            self.estimator_ = _fit_weighted(self._base(), _take(stacked_X, keep), stacked_y[keep], weights[keep])
             self.channel_ = None  # the weighted fit learns the clean labels itself
 
     def _base(self):
@@ -254,19 +316,23 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         return self.classes_[self.predict_proba(X).argmax(axis=1)]
 
     def score(self, X, y, sample_weight=None) -> float:
-        """Accuracy on ``y``: true labels (a public test set), or released labels, on which it is an
-        unbiased estimate of the accuracy on their clean labels (randomized response only)."""
-        if not isinstance(y, ReleasedLabels):
-            return super().score(X, y, sample_weight)
-        return clean_accuracy_estimate(self.predict_proba(X).argmax(axis=1), y)
+        """Accuracy: on released labels (or on private labels, through the release the fit made of
+        them), an unbiased estimate of the accuracy on their clean labels; on a plain array, which
+        labeldp takes as public test labels, the exact accuracy."""
+        if isinstance(y, (PrivateLabels, ReleasedLabels, LabelRelease)):
+            if sample_weight is not None:
+                raise ConfigError("the accuracy estimated from released labels does not weight rows")
+            released = released_labels_for(self, y)
+            return clean_accuracy_estimate(self.predict_proba(X).argmax(axis=1), released)
+        return super().score(X, y, sample_weight)
 
 
 class LabelDPRegressor(RegressorMixin, BaseEstimator):
     """A scikit-learn regressor trained on numeric labels released under label DP.
 
     The label domain is public and declared: a range ``label_range = (low, high)`` and a grid in it
-    (``grid`` evenly spaced points, or the grid's values), never read off the labels. ``fit(X, y)``
-    clips each true value to the range and snaps it to the nearest grid point (a fixed function of
+    (``grid`` evenly spaced points, or the grid's values), never read off the labels. ``fit(X, y)``,
+    ``y`` the private values (``PrivateLabels(values)``), clips each true value to the range and snaps it to the nearest grid point (a fixed function of
     that value alone), then releases it once:
 
     - ``mechanism="rr-on-bins"`` (default): RR-on-bins (Ghazi et al., "Regression with Label
@@ -291,7 +357,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
     Parameters:
         estimator: any regressor with ``fit(X, y, sample_weight=...)`` and ``predict`` (default:
             ``HistGradientBoostingRegressor``, native categorical support for pandas category columns).
-        epsilon: the label-DP budget of one fit.
+        epsilon: the label-DP budget of the release.
         label_range: ``(low, high)``, public; required unless ``grid`` gives the grid's values.
         grid: the number of evenly spaced grid points in ``label_range`` (default 50), or the grid's
             strictly increasing values.
@@ -299,19 +365,19 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         prior: ``"histogram"``, ``"uniform"`` or a (G,) array over the grid (RR-on-bins only).
         prior_epsilon: the histogram's share of epsilon (default epsilon / 10).
         debias: fit on targets that undo RR-on-bins' shrinkage (see above), else on the released values.
-        budget: a :class:`LabelBudget` shared by fits on the same rows, or None.
         secure_rng, insecure_noise_seed: the noise source (the seed makes the noise reproducible and
             the fit NOT private: tests only).
         random_state: the wrapped estimator's seed (public).
 
-    Attributes after ``fit``: ``grid_``, ``ledger_`` (epsilon per row), ``released_`` (the released
-    values), ``prior_`` (the prior row, RR-on-bins), ``bin_values_`` (the d bin values), ``estimator_``.
+    Attributes after ``fit``: ``grid_``, ``ledger_`` (the release's, per row of the labels), ``released_``
+    (the released values of the fit's rows), ``prior_`` (the prior row, RR-on-bins), ``bin_values_``
+    (the d bin values), ``release_key_``, ``estimator_``.
     """
 
     def __init__(self, estimator=None, *, epsilon: float = 1.0, label_range=None, grid=DEFAULT_GRID_SIZE,
                  mechanism: str = "rr-on-bins", prior="histogram", prior_epsilon: float | None = None,
-                 debias: bool = True, budget: LabelBudget | None = None, secure_rng: bool = False,
-                 insecure_noise_seed: int | None = None, random_state: int | None = None):
+                 debias: bool = True, secure_rng: bool = False, insecure_noise_seed: int | None = None,
+                 random_state: int | None = None):
         self.estimator = estimator
         self.epsilon = epsilon
         self.label_range = label_range
@@ -320,7 +386,6 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         self.prior = prior
         self.prior_epsilon = prior_epsilon
         self.debias = debias
-        self.budget = budget
         self.secure_rng = secure_rng
         self.insecure_noise_seed = insecure_noise_seed
         self.random_state = random_state
@@ -373,42 +438,63 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
 
     # -- fitting ------------------------------------------------------------------------------------
     def fit(self, X, y, sample_weight=None) -> LabelDPRegressor:
-        """Release the true values ``y`` once (charged to ``budget``) and fit on the released values."""
+        """Release the private values ``y`` once (shared by every fit on them with the same release
+        settings: mechanism, epsilon, grid, prior, noise) and fit on the released values."""
+        if not isinstance(y, PrivateLabels) or not y.is_numeric:
+            raise ConfigError("LabelDPRegressor.fit takes private numeric labels: fit(X, labeldp.PrivateLabels(y)) "
+                              "(no classes: numbers). A plain array is public to labeldp, and a fit on it could not "
+                              "know whether its values were released before (a search would release them once per "
+                              "fold)")
         grid = self._grid()
         share, given = self._plan(grid)
-        true = snap_to_grid(np.asarray(y, dtype=np.float64), grid, "labels")
-        if len(true) != (len(X) if hasattr(X, "__len__") else np.shape(X)[0]):
-            raise ConfigError(f"X has {len(X)} rows but y has {len(true)} values")
-        noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
-        ledger, members = PrivacyLedger(true.size), np.arange(true.size)  # both checked before the charge
-        if self.budget is not None:
-            self.budget.charge(self._event(grid, share), f"{type(self).__name__}.fit, epsilon {self.epsilon:g}")
-        self.grid_, self.prior_, self.bin_values_ = grid, None, None
-        if self.mechanism == "laplace":
-            release = release_laplace_value(ledger, true, members, grid, self.epsilon,
-                                            noise.generator("label-release", 1), "labels")
-            targets = release.arrays["values"]
-        else:
+        if _num_rows(X) != len(y):
+            raise ConfigError(f"X has {_num_rows(X)} rows but y has {len(y)} values")
+        released = self._release_once(y.on_grid(grid), grid, share, given)
+        rows = y.positions
+        self.grid_, self.ledger_ = grid, released["ledger"]
+        self.released_ = released["values"][rows]
+        self.prior_, self.bin_values_ = released.get("prior"), released.get("bin_values")
+        targets = released["debiased" if self.debias and "debiased" in released else "values"][rows]
+        self.estimator_ = _fit_weighted(self._base(), X, targets, sample_weight)
+        return self
+
+    def _release_once(self, labels: PrivateLabels, grid: np.ndarray, share: float,
+                      given: np.ndarray | None) -> dict[str, Any]:
+        """The release of every row's value, drawn the first time a fit with these settings asks:
+        its ``values``, ``ledger``, and for RR-on-bins the ``prior``, the ``bin_values`` and the
+        ``debiased`` targets (module docstring)."""
+        epsilon, noise = float(self.epsilon), NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
+        prior_key = None if given is None else tuple(np.round(given, 12))
+        key = (self.mechanism, epsilon, tuple(grid), share, prior_key,
+               _noise_key(self.secure_rng, self.insecure_noise_seed))
+
+        def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> dict[str, Any]:
+            members = np.arange(len(everything))
+            if self.mechanism == "laplace":
+                release = release_laplace_value(ledger, everything, members, grid, epsilon,
+                                                noise.generator("label-release", 1), "labels")
+                return {"values": release.arrays["values"], "ledger": ledger}
             prior = given
             if prior is None:
-                histogram = release_noisy_histogram(ledger, true, members, np.zeros(true.size, dtype=np.int64), 1,
-                                                    grid.size, share, noise.generator("histogram"), "prior")
-                prior = histogram_priors(histogram.arrays["counts"], [true.size])[0]
-            rest = self.epsilon - share
-            release = release_rr_on_bins(ledger, true, members, grid, prior, rest,
+                histogram = release_noisy_histogram(ledger, everything, members, np.zeros(members.size, dtype=np.int64),
+                                                    1, grid.size, share, noise.generator("histogram"), "prior")
+                prior = histogram_priors(histogram.arrays["counts"], [members.size])[0]
+            rest = epsilon - share
+            release = release_rr_on_bins(ledger, everything, members, grid, prior, rest,
                                          noise.generator("label-release", 1), "labels")
             maps = optimal_bins(prior, grid, rest)  # public: the prior's map, the one the release used
             d = int(maps.d[0])
-            self.prior_, self.bin_values_ = prior, maps.values[0, :d].copy()
-            targets = release.arrays["values"]
-            if self.debias and d >= 2:
+            out = {"values": release.arrays["values"], "ledger": ledger, "prior": prior,
+                   "bin_values": maps.values[0, :d].copy()}
+            if d >= 2:
                 means = _bin_means(prior, grid, maps.bin_of[0], d)
                 keep_minus_other = -math.expm1(-rest) / (1.0 + (d - 1) * math.exp(-rest))  # p - q
                 other = math.exp(-rest) / (1.0 + (d - 1) * math.exp(-rest))  # q
-                targets = (means[release.labels] - other * means.sum()) / keep_minus_other
-        self.ledger_, self.released_ = ledger, release.arrays["values"]
-        self.estimator_ = _fit_weighted(self._base(), X, targets, sample_weight)
-        return self
+                out["debiased"] = (means[release.labels] - other * means.sum()) / keep_minus_other
+            return out
+
+        self.release_key_ = key
+        return labels.release_once(key, self._event(grid, share), draw)
 
     def _base(self):
         return _base_estimator(self.estimator, HistGradientBoostingRegressor, self.random_state)
@@ -428,13 +514,13 @@ def _bin_means(prior: np.ndarray, grid: np.ndarray, bin_of: np.ndarray, d: int) 
     return np.where(mass > 0, first / np.where(mass > 0, mass, 1.0), plain)
 
 
-def released_log_likelihood(estimator: LabelDPClassifier, X, released: ReleasedLabels) -> float:
+def released_log_likelihood(estimator: Any, X, released) -> float:
     """Mean log-probability the model gives to the *released* labels through their channel,
     log sum_y p(y | x_i) Pr[release i | y]: a proper score of the released labels, so a scorer for
     tuning on a release (``GridSearchCV(..., scoring=released_log_likelihood)``) that rewards
-    calibrated clean probabilities, where accuracy only looks at the arg-max."""
-    if isinstance(released, LabelRelease):
-        released = ReleasedLabels.from_release(released)
+    calibrated clean probabilities, where accuracy only looks at the arg-max. ``released``: released
+    labels, or private labels the model's fit released (their release is used)."""
+    released = released_labels_for(estimator, released)
     probabilities = estimator.predict_proba(X)
     return float(np.mean(np.log(np.maximum((probabilities * released.likelihood).sum(axis=1), 1e-12))))
 
@@ -442,7 +528,8 @@ def released_log_likelihood(estimator: LabelDPClassifier, X, released: ReleasedL
 def clean_accuracy_terms(predictions, labels, likelihood) -> np.ndarray:
     """Per-example channel-corrected indicators t_i whose mean estimates the accuracy of
     ``predictions`` on the clean labels behind released ``labels`` with noise channel ``likelihood``
-    (L[i, y] = Pr[release i | clean label y]; randomized response, RR-with-prior, or true labels).
+    (L[i, y] = Pr[release i | clean label y]; randomized response, RR-with-prior, or true labels):
+    t_i = W[i, pred_i] with the weights of :func:`labeldp.released_metrics.channel_weights`.
 
     Each row of an RR-with-prior release is randomized response over the example's top-k set S_i
     (keep probability p_i, any other member of S_i with probability r_i; a clean label outside S_i
@@ -454,31 +541,12 @@ def clean_accuracy_terms(predictions, labels, likelihood) -> np.ndarray:
     estimate can tell it apart: such an example adds 1/k_i (pred_i in S_i) or 0 to the expectation
     instead of 1[y_i = pred_i], the same for every candidate that predicts inside S_i.
     """
-    labels = np.asarray(labels, dtype=np.int64)
-    likelihood = np.asarray(likelihood, dtype=np.float64)
     predictions = np.asarray(predictions, dtype=np.int64)
-    n, num_classes = likelihood.shape
-    if labels.shape != (n,) or predictions.shape != (n,):
-        raise ConfigError(f"predictions and labels must have one entry per likelihood row ({n}), got "
-                          f"{predictions.shape} and {labels.shape}")
-    rows = np.arange(n)
-    keep = likelihood[rows, labels]
-    others = likelihood.copy()
-    others[rows, labels] = np.inf
-    other = others.min(axis=1)  # r_i: the lowest probability is another member of S_i
-    in_set = np.isclose(likelihood, other[:, None], rtol=1e-9, atol=1e-12)
-    in_set[rows, labels] = True
-    k = in_set.sum(axis=1)
-    outside = np.where(in_set, np.nan, likelihood)
-    # every row: keep >= 1/k >= other, the outside entries all 1/k
-    consistent = np.all(np.isnan(outside) | np.isclose(outside, 1.0 / k[:, None], rtol=1e-9, atol=1e-12), axis=1)
-    if not consistent.all() or np.any(keep < other - 1e-12):
-        raise ConfigError("the clean-accuracy estimate needs a randomized response or RR-with-prior channel "
-                          f"(row {int(np.flatnonzero(~consistent | (keep < other - 1e-12))[0])} is neither)")
-    hit = (predictions == labels).astype(np.float64)
-    informative = keep - other > 1e-12
-    terms = np.where(informative, (hit - other) / np.where(informative, keep - other, 1.0), hit)
-    return np.where(in_set[rows, predictions], terms, 0.0)
+    weights = channel_weights(labels, likelihood)
+    if predictions.shape != (len(weights),):
+        raise ConfigError(f"predictions must have one entry per likelihood row ({len(weights)}), got "
+                          f"{predictions.shape}")
+    return weights[np.arange(len(weights)), predictions]
 
 
 def clean_accuracy_estimate(predictions: np.ndarray, released: ReleasedLabels) -> float:
@@ -519,10 +587,14 @@ def _fit_weighted(model, X, y: np.ndarray, weights: np.ndarray | None):
     return model.fit(X, y, sample_weight=weights)
 
 
-def _rows(X, rows):
+def _take(X, rows):
     if X is None:
         return None
     return X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows]
+
+
+def _num_rows(X) -> int:
+    return len(X) if hasattr(X, "__len__") else int(np.shape(X)[0])
 
 
 def _stack(X, copies: int):

@@ -35,10 +35,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from labeldp.accounting import PrivacyLedger, marginals_event
-from labeldp.data.table import declared_classes, label_indices
+from labeldp.data.table import declared_classes
 from labeldp.errors import ConfigError
 from labeldp.priors import consistent_counts
+from labeldp.private_labels import PrivateLabels
 from labeldp.randomness import NoiseSource
+from labeldp.released_metrics import channel_weights
 from labeldp.mechanisms.marginals import flat_bins
 from labeldp.release import release_label_marginals
 
@@ -108,15 +110,14 @@ class PublicBins(TransformerMixin, BaseEstimator):
 
 class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
     """Multinomial logistic regression over public feature bins, fitted from noisy label marginals
-    (see the module docstring): ``fit(X, y)`` releases the marginals of the true labels once and
-    spends ``epsilon`` on every row.
+    (see the module docstring): ``fit(X, y)`` releases the marginals of the private labels ``y``
+    (``PrivateLabels(y, classes=...)``) once and spends ``epsilon`` on every row.
 
     Parameters:
         epsilon: the label-DP budget of one fit.
         classes: the label domain, in order (public: declared, never read off the labels).
         n_bins: quantile bins per numeric feature (:class:`PublicBins`).
         l2_regularization: the ridge penalty on the bins' coefficients (the intercepts are free).
-        budget: a :class:`labeldp.estimators.LabelBudget` shared by fits on the same rows, or None.
         secure_rng, insecure_noise_seed: the noise source (see :class:`labeldp.randomness.NoiseSource`;
             the seed makes the noise reproducible and the fit NOT private: tests only).
 
@@ -126,44 +127,64 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, *, epsilon: float = 1.0, classes=None, n_bins: int = DEFAULT_BINS,
-                 l2_regularization: float = DEFAULT_L2, budget=None, secure_rng: bool = False,
+                 l2_regularization: float = DEFAULT_L2, secure_rng: bool = False,
                  insecure_noise_seed: int | None = None):
         self.epsilon = epsilon
         self.classes = classes
         self.n_bins = n_bins
         self.l2_regularization = l2_regularization
-        self.budget = budget
         self.secure_rng = secure_rng
         self.insecure_noise_seed = insecure_noise_seed
 
     def fit(self, X, y) -> LabelDPLogisticRegression:
-        """Release the label marginals of ``y`` (true labels; charged to ``budget``) and fit on them."""
-        if hasattr(y, "likelihood"):
-            raise ConfigError(f"{type(self).__name__} releases label marginals, not labels: fit it on the true labels "
-                              "(it spends epsilon), or fit LabelDPClassifier on released labels")
-        classes = declared_classes(self.classes)
+        """Release the label marginals of the private labels ``y`` (``PrivateLabels(y, classes=...)``)
+        over the bins of the rows ``X``, and fit on them. The release is this fit's own (its bins come
+        from these rows): a second fit on the same rows needs the labels' budget."""
+        if hasattr(y, "likelihood") or hasattr(y, "channel"):
+            raise ConfigError(f"{type(self).__name__} releases label marginals, not labels: fit it on the private "
+                              "labels (it spends epsilon), or fit LabelDPClassifier on released labels")
+        if not isinstance(y, PrivateLabels):
+            raise ConfigError(f"{type(self).__name__}.fit takes private labels: fit(X, labeldp.PrivateLabels(y, "
+                              "classes=[...])). A plain array is public to labeldp, and a fit on one could not know "
+                              "whether those labels were released before")
+        classes = self._classes(y)
         if not self.epsilon > 0 or not np.isfinite(self.epsilon):
             raise ConfigError(f"epsilon must be a finite number > 0, got {self.epsilon}")
         if not self.l2_regularization > 0:
             raise ConfigError(f"l2_regularization must be > 0, got {self.l2_regularization}")
-        true = label_indices(pd.Series(np.asarray(y, dtype=object)), classes, "labels")
         bins = PublicBins(self.n_bins).fit(X)
         codes = bins.transform(X)
-        if len(codes) != true.size:
-            raise ConfigError(f"X has {len(codes)} rows but y has {true.size} labels")
-        num_classes, sizes = len(self.classes), bins.bins_per_feature_
+        if len(codes) != len(y):
+            raise ConfigError(f"X has {len(codes)} rows but y has {len(y)} labels")
+        num_classes, sizes = len(classes), bins.bins_per_feature_
         noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
-        ledger = PrivacyLedger(true.size)  # both check their arguments: before the charge
-        if self.budget is not None:
-            self.budget.charge(marginals_event(self.epsilon, sizes.size, num_classes),
-                               f"{type(self).__name__}.fit, epsilon {self.epsilon:g}")
-        release = release_label_marginals(ledger, true, np.arange(true.size), codes, sizes, num_classes,
-                                          self.epsilon, noise.generator("histogram"), "marginals")
+        epsilon = float(self.epsilon)
+
+        def draw(labels: PrivateLabels, ledger: PrivacyLedger):
+            release = release_label_marginals(ledger, labels, np.arange(len(labels)), codes, sizes, num_classes,
+                                              epsilon, noise.generator("histogram"), "marginals")
+            return release, ledger
+
+        release, self.ledger_ = y.release_new(marginals_event(epsilon, sizes.size, num_classes), draw)
         self.counts_ = project_marginals(release.arrays["counts"], codes, sizes)
         self.coef_, self.intercept_ = fit_from_marginals(codes, sizes, self.counts_, self.l2_regularization)
-        self.classes_ = np.asarray(self.classes, dtype=object)
-        self.bins_, self.ledger_ = bins, ledger
+        self.classes_ = np.asarray(classes, dtype=object)
+        self.bins_ = bins
         return self
+
+    def _classes(self, labels: PrivateLabels) -> tuple:
+        """The declared classes, or the labels' own (which must agree)."""
+        if labels.is_numeric:
+            raise ConfigError(f"{type(self).__name__} needs labels over classes: PrivateLabels(y, classes=[...])")
+        declared = None if self.classes is None else declared_classes(self.classes)
+        carried = None if labels.classes is None else tuple(map(str, labels.classes))
+        if declared is not None and carried is not None and declared != carried:
+            raise ConfigError(f"classes {list(declared)} differ from the labels' own {list(carried)}")
+        if declared is None and carried is None:
+            raise ConfigError("the label domain must be declared: PrivateLabels(y, classes=[...]) or classes=[...]")
+        if labels.num_classes != len(declared or carried):
+            raise ConfigError(f"the labels have {labels.num_classes} classes, the estimator {len(declared or carried)}")
+        return tuple(self.classes) if declared is not None else tuple(labels.classes)
 
     def decision_function(self, X) -> np.ndarray:
         """(n, classes) logits."""
@@ -176,6 +197,20 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         return self.classes_[self.decision_function(X).argmax(axis=1)]
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Accuracy on a plain array (public test labels: exact), or estimated on released labels
+        (``ReleasedLabels``) through their channel. Private labels cannot be scored: the fit released
+        counts, not labels."""
+        if isinstance(y, PrivateLabels):
+            raise ConfigError(f"{type(self).__name__} released label counts, not labels: there is no released label "
+                              "to score on. Score it on a public test set, or on labels released once "
+                              "(labeldp.privatize) of rows it was not fitted on")
+        if hasattr(y, "likelihood"):
+            predictions = self.decision_function(X).argmax(axis=1)
+            weights = channel_weights(y.labels, y.likelihood)
+            return float(np.mean(weights[np.arange(len(weights)), predictions]))
+        return super().score(X, y, sample_weight)
 
 
 def project_marginals(counts: np.ndarray, bins: np.ndarray, bins_per_feature: np.ndarray) -> np.ndarray:

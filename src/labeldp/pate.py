@@ -31,6 +31,7 @@ from labeldp.accounting.calibration import calibrate_vote_noise, max_queries, pa
 from labeldp.errors import BudgetError, ConfigError, RunDirectoryError
 from labeldp.files import write_atomic
 from labeldp.options import option
+from labeldp.private_labels import PrivateLabels, unseal
 from labeldp.randomness import public_rng, public_seed
 from labeldp.training.stage import TrainConfig, predict_logits, train_stage
 
@@ -132,7 +133,7 @@ def _save_predictions(path: Path, predictions: np.ndarray, done: int) -> None:
     write_atomic(path, lambda tmp: np.savez(tmp, predictions=predictions, done=np.array(done)))
 
 
-def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, labels: np.ndarray,
+def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, labels: PrivateLabels | np.ndarray,
                    teacher_of: np.ndarray, query_inputs: np.ndarray, num_classes: int, config: TrainConfig, *,
                    augmentation: str = "none", seed: int = 0, checkpoint: str | os.PathLike | None = None,
                    progress: bool = True, parallel: bool = False) -> np.ndarray | None:
@@ -148,6 +149,7 @@ def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, 
     ``checkpoint``, collects the votes and returns them (the other ranks return None). The votes are
     computed from true labels without noise: they leave a rank only for rank 0's memory.
     """
+    labels = unseal(labels)  # the teachers read the true labels: their votes leave only through GNMax's noise
     teachers = int(teacher_of.max()) + 1
     predictions = np.zeros((teachers, len(query_inputs)), dtype=np.int16)
     path = Path(checkpoint) if checkpoint is not None else None

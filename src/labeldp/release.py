@@ -28,6 +28,7 @@ from labeldp.mechanisms import (confident_gnmax, gnmax, laplace_one_hot, laplace
                                 randomized_response, randomized_response_likelihood, released_values, rr_on_bins,
                                 rr_on_bins_likelihood, rr_with_prior, rr_with_prior_likelihood, teacher_votes)
 from labeldp.mechanisms.marginals import check_bins
+from labeldp.private_labels import PrivateLabels, unseal
 from labeldp.randomness import RandomSource
 
 
@@ -72,6 +73,11 @@ class Release:
                    str(arrays["description"]), arrays.get("labels"), arrays.get("likelihood"), rest)
 
 
+def _true_labels(labels: PrivateLabels | np.ndarray, num_classes: int) -> np.ndarray:
+    """The true labels of a release (class or grid positions), read here: the boundary."""
+    return check_labels(unseal(labels), num_classes)
+
+
 def _recorded(ledger: PrivacyLedger, members, tag: str | None, **arrays) -> np.ndarray:
     """The members as sorted indices, after checking that every per-member array matches them in
     length and that ``tag`` is new: all before anything is drawn."""
@@ -93,7 +99,7 @@ def release_randomized_response(ledger: PrivacyLedger, labels, members, num_clas
     """K-ary RR on ``labels`` (the true labels of ``members``, in index order): epsilon-label-DP per
     member, recorded as one ``RandomizedResponseDpEvent`` over K buckets."""
     eps = check_epsilon(epsilon)
-    true = check_labels(labels, num_classes)
+    true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true)
     noisy = randomized_response(true, num_classes, eps, rng)
     return _release(ledger, tag, Release(
@@ -114,7 +120,7 @@ def release_rr_with_prior(ledger: PrivacyLedger, labels, members, priors, epsilo
     """
     eps = check_epsilon(epsilon)
     prior = check_priors(priors)
-    true = check_labels(labels, prior.shape[1])
+    true = _true_labels(labels, prior.shape[1])
     indices = _recorded(ledger, members, tag, labels=true, priors=prior)
     noisy, k = rr_with_prior(true, prior, eps, rng)
     informative = k[k >= 2]
@@ -141,7 +147,7 @@ def release_rr_on_bins(ledger: PrivacyLedger, labels, members, grid, priors, eps
     bins), and its likelihood the channel over the grid.
     """
     eps = check_epsilon(epsilon)
-    true = check_labels(labels, np.asarray(grid).size)
+    true = _true_labels(labels, np.asarray(grid).size)
     indices = _recorded(ledger, members, tag, labels=true)
     maps = optimal_bins(priors, grid, eps)
     values, bins, d = rr_on_bins(true, grid, maps, eps, rng, prior_index)
@@ -164,7 +170,7 @@ def release_laplace_value(ledger: PrivacyLedger, labels, members, grid, epsilon:
     each released value."""
     eps = check_epsilon(epsilon)
     points = np.asarray(grid, dtype=np.float64)
-    true = check_labels(labels, points.size)
+    true = _true_labels(labels, points.size)
     indices = _recorded(ledger, members, tag, labels=true)
     noisy = laplace_value(true, points, eps, rng)
     return _release(ledger, tag, Release(
@@ -180,7 +186,7 @@ def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int
     Recorded as a ``NonPrivateDpEvent``, so the ledger's epsilon becomes infinite: a run that uses
     this can never be reported as private.
     """
-    true = check_labels(labels, num_classes)
+    true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true)
     return _release(ledger, tag, Release(indices, non_private_event(), "true labels (non-private)", true.copy(),
                                          np.eye(num_classes)[true], {"k": np.full(true.size, num_classes)}))
@@ -196,7 +202,7 @@ def release_noisy_histogram(ledger: PrivacyLedger, labels, members, groups, num_
     compose sequentially with it.
     """
     eps = check_epsilon(epsilon)
-    true = check_labels(labels, num_classes)
+    true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true, groups=np.asarray(groups))
     counts = noisy_histogram(true, groups, num_groups, num_classes, eps, rng)
     return _release(ledger, tag, Release(
@@ -215,7 +221,7 @@ def release_label_marginals(ledger: PrivacyLedger, labels, members, bins, bins_p
     (:func:`labeldp.accounting.events.marginals_event`) once for all members.
     """
     eps = check_epsilon(epsilon)
-    true = check_labels(labels, num_classes)
+    true = _true_labels(labels, num_classes)
     codes, sizes = check_bins(bins, bins_per_feature)
     indices = _recorded(ledger, members, tag, labels=true, bins=codes)
     counts = noisy_marginals(true, codes, sizes, num_classes, eps, rng)
@@ -231,7 +237,7 @@ def release_laplace_one_hot(ledger: PrivacyLedger, labels, members, num_classes:
     """ALIBI's release: each member's one-hot label plus discrete Laplace noise of scale 2 / epsilon per
     coordinate (epsilon-label-DP), recorded on ``ledger``; ``arrays["noisy_one_hot"]`` is the release."""
     eps = check_epsilon(epsilon)
-    true = check_labels(labels, num_classes)
+    true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true)
     noisy = laplace_one_hot(true, num_classes, eps, rng)
     return _release(ledger, tag, Release(

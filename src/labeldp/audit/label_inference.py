@@ -41,6 +41,7 @@ from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, audit_run_config
 from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.files import write_json_atomic
+from labeldp.private_labels import PrivateLabels
 from labeldp.randomness import RandomSource, as_generator, public_rng
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, load_run_model, train_run
 from labeldp.training import predict_proba
@@ -162,15 +163,14 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
         canary_inputs = data.x_train[indices]
         original = predict_proba(reference_model, canary_inputs).argmax(axis=1)  # public: no true label read
         secrets = (original + rng.integers(1, data.num_classes, size=num_canaries)) % data.num_classes
-        planted = data.y_train.copy()
-        planted[indices] = secrets
-        canary_data, positions = dataclasses.replace(data, y_train=planted), None
+        canary_data, positions = dataclasses.replace(data, y_train=data.y_train.replaced(indices, secrets)), None
         num_options = data.num_classes - 1
     else:
         canary_inputs = noise_canaries(data.input_shape, num_canaries, rng)
         secrets = rng.integers(0, data.num_classes, num_canaries)
         canary_data = dataclasses.replace(data, x_train=np.concatenate([data.x_train, canary_inputs]),
-                                          y_train=np.concatenate([data.y_train, secrets]))
+                                          y_train=PrivateLabels.concatenate(
+                                              [data.y_train, PrivateLabels.public(secrets, data.num_classes)]))
         positions = np.concatenate([np.arange(len(data.y_train)), np.full(num_canaries, -1)])
         original, num_options = None, data.num_classes
     summary = train_run(audit_run_config(config, seed, 1), out / "canary_run", device=device, progress=progress,

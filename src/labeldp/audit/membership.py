@@ -1,9 +1,12 @@
 """Membership inference: was a given example in the training set? (For full-DP training, e.g. DP-SGD.)
 
 Label DP protects labels only, so membership of a *public* input is not what it hides; these attacks
-audit recipes that claim to protect whole examples. The game: targets are split at random into
-members (trained on) and non-members; an attacker scores each target, and a threshold on the score
-gives a (false positive rate, true positive rate) pair. For an (eps, delta)-DP training algorithm
+audit recipes that claim to protect whole examples. The game: targets are training inputs given labels
+the auditor draws (uniformly, from its public stream), split at random into members (trained on, with
+the planted label) and non-members (left out); an attacker scores each target by the model's
+confidence in its planted label, and a threshold on the score gives a (false positive rate, true
+positive rate) pair. The attack reads no true label: what the audit writes depends on the private
+labels only through the runs it trains, whose releases its ledger records. For an (eps, delta)-DP training algorithm
 (add/remove-one neighbours), TPR <= e^eps FPR + delta and 1 - FPR <= e^eps (1 - TPR) + delta, so
 confidence intervals on TPR and FPR give an epsilon lower bound (Jagielski et al. 2020), Bonferroni-
 corrected over the thresholds tried.
@@ -72,9 +75,10 @@ def attack_metrics(scores: np.ndarray, is_member: np.ndarray, confidence: float 
     }
 
 
-def _true_label_confidence(run_dir: Path, data: LabeledDataset, targets: np.ndarray) -> np.ndarray:
-    probs = predict_proba(load_run_model(run_dir), data.x_train[targets])
-    return np.clip(probs[np.arange(targets.size), data.y_train[targets]], 1e-12, 1 - 1e-12)
+def _planted_confidence(run_dir: Path, inputs: np.ndarray, planted: np.ndarray) -> np.ndarray:
+    """The model's probability of each target's planted label."""
+    probs = predict_proba(load_run_model(run_dir), inputs)
+    return np.clip(probs[np.arange(planted.size), planted], 1e-12, 1 - 1e-12)
 
 
 def _subset(data: LabeledDataset, indices: np.ndarray) -> LabeledDataset:
@@ -108,9 +112,9 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
     Every one of these runs releases the labels (and, for DP-SGD, the inputs) of the examples it
     trains on again: their ledgers, on the audited examples, go to ``out_dir/audit_ledger.json`` and
     the report gives the audit's epsilon and, with ``audited_ledger``, its composition with the
-    audited run's. The attack scores each target by the model's confidence in its *true* label (the
-    game gives the attacker the targets), so ``membership.json`` depends on the targets' labels
-    without noise: keep it private. Writes ``out_dir/membership.json``."""
+    audited run's. Each target carries a label the auditor planted (drawn from the public stream
+    ``membership``), and the attack scores it by the model's confidence in that label, so no true
+    label is read outside the runs. Writes ``out_dir/membership.json``."""
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
     n = len(data.y_train)
@@ -121,14 +125,16 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
     order = rng.permutation(n)
     targets, pool = np.sort(order[:num_targets]), order[num_targets:]
     is_member = rng.permutation(np.arange(num_targets) < num_targets // 2)
+    planted = rng.integers(0, data.num_classes, num_targets)  # the auditor's labels, not the true ones
+    with_canaries = dataclasses.replace(data, y_train=data.y_train.replaced(targets, planted))
     out = Path(out_dir)
     start = time.perf_counter()
     target_dir = out / "target_run"
     trained_on = np.concatenate([pool, targets[is_member]])
     train_run(audit_run_config(config, seed, 0), target_dir, device=device, progress=False,
-              dataset=_subset(data, trained_on))
+              dataset=_subset(with_canaries, trained_on))
     spend.add_run(target_dir, "target", trained_on)
-    phi = _true_label_confidence(target_dir, data, targets)
+    phi = _planted_confidence(target_dir, data.x_train[targets], planted)
     losses = -np.log(phi)
     phi = np.log(phi) - np.log1p(-phi)
     shadow_phi = []
@@ -138,7 +144,7 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
         shadow_config = dataclasses.replace(audit_run_config(config, seed, 1 + index), seed=config.seed + 1 + index)
         train_run(shadow_config, shadow_dir, device=device, progress=False, dataset=_subset(data, half))
         spend.add_run(shadow_dir, f"shadow{index}", half)
-        p = _true_label_confidence(shadow_dir, data, targets)
+        p = _planted_confidence(shadow_dir, data.x_train[targets], planted)
         shadow_phi.append(np.log(p) - np.log1p(-p))
     shadow_phi = np.stack(shadow_phi)
     mean, std = shadow_phi.mean(axis=0), shadow_phi.std(axis=0) + 1e-3

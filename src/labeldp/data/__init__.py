@@ -24,10 +24,14 @@ def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | 
                  classes: tuple[str, ...] | None = None, features: tuple[str, ...] | None = None,
                  drop: tuple[str, ...] = (), id_column: str | None = None, test_fraction: float = 0.2,
                  split_seed: int = 0, label_range: tuple[float, float] | None = None,
-                 label_grid_size: int | None = None) -> LabeledDataset:
+                 label_grid_size: int | None = None, public_test_split: bool = False) -> LabeledDataset:
     """Load a dataset by name. ``digits`` is embedded; the others read files from ``data_dir``
     (``csv`` reads ``table``, a CSV or Parquet file: a classification over the declared ``classes``,
-    or a regression on the grid of ``label_grid_size`` points over the declared ``label_range``)."""
+    or a regression on the grid of ``label_grid_size`` points over the declared ``label_range``).
+
+    Where the test rows are held out of the private label column (``csv`` without ``test_table``,
+    ``movielens``), their labels are private (:class:`~labeldp.private_labels.PrivateLabels`) unless
+    ``public_test_split`` treats them as public."""
     if name not in DATASETS:
         raise ConfigError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
     if name != "csv" and (table is not None or test_table is not None or label_column != "label" or features
@@ -55,11 +59,12 @@ def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | 
         else:
             grid = None
         return load_table_dataset(table, label_column, test_table, test_fraction, split_seed, features=features,
-                                  drop=drop, id_column=id_column, classes=classes, grid=grid)
+                                  drop=drop, id_column=id_column, classes=classes, grid=grid,
+                                  public_test_split=public_test_split)
     if data_dir is None:
         raise ConfigError(f"dataset {name!r} needs a data folder (--data-dir DIR)")
     if name == "movielens":
-        return load_movielens_dataset(data_dir, split_seed)
+        return load_movielens_dataset(data_dir, split_seed, public_test_split=public_test_split)
     if name.startswith("cifar"):
         return load_cifar_dataset(int(name[5:]), data_dir)
     return load_idx_dataset(name, data_dir)

@@ -9,6 +9,7 @@ import numpy as np
 
 from labeldp._validation import check_finite_features, check_labels, check_num_classes, check_same_length
 from labeldp.errors import DataError
+from labeldp.private_labels import PrivateLabels
 
 #: Augmentation policies the trainer knows: none, small translations (digits), crop+flip (CIFAR).
 AUGMENTATIONS = ("none", "translate", "crop-flip")
@@ -19,7 +20,11 @@ class LabeledDataset:
     """Train/test arrays of one dataset.
 
     ``x_*`` are float32 arrays, (n, C, H, W) for images and (n, d) for tables, already normalised.
-    ``y_train`` holds the *private* labels: only :mod:`labeldp.release` should read them.
+    ``y_train`` holds the *private* labels, as :class:`~labeldp.private_labels.PrivateLabels` (class
+    positions given as an array are wrapped): only the release boundary and the private-side trainers
+    read them. ``y_test`` holds the test labels: public (an array: a test set published as such, e.g.
+    MNIST's) or private (``PrivateLabels``: held-out rows of a private label column, e.g. a table
+    without a separate test file, whose metrics come from a release of them; see ``public_test``).
 
     A **regression** (numeric labels) has ``label_values``: the public grid of G label values,
     strictly increasing, declared by the dataset or the user and never read off the labels. Its
@@ -50,8 +55,13 @@ class LabeledDataset:
         self.num_classes = check_num_classes(self.num_classes)
         self.x_train = check_finite_features(self.x_train, "x_train").astype(np.float32, copy=False)
         self.x_test = check_finite_features(self.x_test, "x_test").astype(np.float32, copy=False)
-        self.y_train = check_labels(self.y_train, self.num_classes, "y_train")
-        self.y_test = check_labels(self.y_test, self.num_classes, "y_test")
+        self.y_train = self._private(self.y_train, "y_train")
+        if isinstance(self.y_test, PrivateLabels):
+            self.y_test = self._private(self.y_test, "y_test")
+            if self.y_test_values is not None:
+                raise DataError("the raw test values of private test labels are private too: give no y_test_values")
+        else:
+            self.y_test = check_labels(self.y_test, self.num_classes, "y_test")
         check_same_length(x_train=self.x_train, y_train=self.y_train)
         check_same_length(x_test=self.x_test, y_test=self.y_test)
         if self.x_train.shape[1:] != self.x_test.shape[1:]:
@@ -60,6 +70,19 @@ class LabeledDataset:
             raise DataError(f"augmentation must be one of {AUGMENTATIONS}, got {self.augmentation!r}")
         self._check_regression()
         self._check_categorical()
+
+    def _private(self, labels, name: str) -> PrivateLabels:
+        if not isinstance(labels, PrivateLabels):
+            return PrivateLabels.from_indices(labels, self.num_classes)
+        if labels.num_classes != self.num_classes:
+            raise DataError(f"{name} has {labels.num_classes} classes, the dataset {self.num_classes}")
+        return labels
+
+    @property
+    def public_test(self) -> bool:
+        """Whether the test labels are public (exact test metrics), or private held-out rows whose
+        metrics are estimated from a release of them."""
+        return not isinstance(self.y_test, PrivateLabels)
 
     def _check_regression(self) -> None:
         if self.label_values is None:
@@ -104,6 +127,8 @@ class LabeledDataset:
         """A regression's test labels as values: the raw ones if kept, else their grid points."""
         if self.label_values is None:
             raise DataError(f"dataset {self.name!r} is a classification: its labels have no values")
+        if not self.public_test:
+            raise DataError(f"dataset {self.name!r} has private test labels: their metrics come from a release")
         return self.y_test_values if self.y_test_values is not None else self.label_values[self.y_test]
 
     @property
@@ -112,7 +137,8 @@ class LabeledDataset:
 
     def __repr__(self) -> str:
         grid = f", label_values=[{self.label_values[0]:g} .. {self.label_values[-1]:g}]" if self.is_regression else ""
-        return (f"LabeledDataset({self.name!r}, train={len(self.y_train)}, test={len(self.y_test)}, "
+        return (f"LabeledDataset({self.name!r}, train={len(self.y_train)}, test={len(self.y_test)}"
+                f"{'' if self.public_test else ' (private labels)'}, "
                 f"input_shape={self.input_shape}, num_classes={self.num_classes}{grid})")
 
 

@@ -11,7 +11,9 @@ standardised. ``LabeledDataset.categorical`` gives the codes' sizes, which the `
 embeds.
 
 The test set is a fraction of the (user, item) pairs chosen from the seed's public stream after
-sorting the pairs, so it depends neither on the ratings nor on the file's order.
+sorting the pairs, so it depends neither on the ratings nor on the file's order. Its ratings are as
+private as the others: a run estimates its test error from a release of them (``public_test_split``
+treats them as public instead, as published comparisons do).
 
 MovieLens is licensed for research use only and may not be redistributed: users download it
 themselves (``labeldp download movielens --data-dir DIR`` fetches ml-100k from GroupLens).
@@ -29,6 +31,7 @@ import pandas as pd
 
 from labeldp.data.dataset import LabeledDataset
 from labeldp.errors import DataError, MissingFileError
+from labeldp.private_labels import PrivateLabels
 from labeldp.randomness import public_rng
 
 #: The rating grid of MovieLens: whole stars 1 to 5.
@@ -77,9 +80,11 @@ def read_ratings(folder: Path) -> pd.DataFrame:
     return ratings
 
 
-def load_movielens_dataset(data_dir: str | Path, split_seed: int = 0, test_fraction: float = TEST_FRACTION
-                           ) -> LabeledDataset:
-    """MovieLens (100K's folder format) as a regression on the ratings 1..5; see the module docstring."""
+def load_movielens_dataset(data_dir: str | Path, split_seed: int = 0, test_fraction: float = TEST_FRACTION,
+                           public_test_split: bool = False) -> LabeledDataset:
+    """MovieLens (100K's folder format) as a regression on the ratings 1..5; see the module docstring.
+    The test pairs' ratings are private like every rating (a run estimates its test error from a
+    release of them), unless ``public_test_split`` treats them as public."""
     folder = _folder(Path(data_dir))
     ratings = read_ratings(folder)
     users = _read(folder / "u.user", "|", ["user", "age", "gender", "occupation", "zip"]).set_index("user")
@@ -122,9 +127,11 @@ def load_movielens_dataset(data_dir: str | Path, split_seed: int = 0, test_fract
     n_test = max(1, int(round(test_fraction * len(ratings))))
     test, train = np.sort(order[:n_test]), np.sort(order[n_test:])
     labels = (rating - 1).astype(np.int64)
-    return LabeledDataset("movielens", inputs[train], labels[train], inputs[test], labels[test], num_classes=5,
-                          class_names=[f"{r:g}" for r in RATINGS], label_values=RATINGS.copy(),
-                          y_test_values=rating[test], categorical=sizes)
+    public = public_test_split
+    return LabeledDataset("movielens", inputs[train], labels[train], inputs[test],
+                          labels[test] if public else PrivateLabels.from_indices(labels[test], RATINGS.size),
+                          num_classes=5, class_names=[f"{r:g}" for r in RATINGS], label_values=RATINGS.copy(),
+                          y_test_values=rating[test] if public else None, categorical=sizes)
 
 
 def download_movielens(data_dir: str | Path) -> None:

@@ -28,6 +28,7 @@ from labeldp._validation import canonical_label as _canonical
 from labeldp.data.dataset import LabeledDataset
 from labeldp.data.regression import regression_dataset
 from labeldp.errors import ConfigError, DataError, MissingFileError
+from labeldp.private_labels import PrivateLabels
 from labeldp.randomness import public_rng
 
 #: suffixes of the files read as CSV (with ``.gz`` after any of them) and as Parquet
@@ -138,14 +139,17 @@ def feature_columns(frame: pd.DataFrame, label_column: str, features: tuple[str,
 def load_table_dataset(path: str | Path, label_column: str, test_path: str | Path | None = None,
                        test_fraction: float = 0.2, seed: int = 0, *, features: tuple[str, ...] | None = None,
                        drop: tuple[str, ...] = (), id_column: str | None = None,
-                       classes: tuple[str, ...] | None = None, grid: np.ndarray | None = None) -> LabeledDataset:
+                       classes: tuple[str, ...] | None = None, grid: np.ndarray | None = None,
+                       public_test_split: bool = False) -> LabeledDataset:
     """Load a table with a declared label domain: the ``classes`` of a classification, or the ``grid``
     of numeric labels (:mod:`labeldp.data.regression`: values snapped to it, raw test values kept).
     The features are encoded by a :class:`TablePreprocessor` fitted on the training rows
     (``dataset.preprocessor``).
 
     Without ``test_path``, a random ``test_fraction`` of the rows (drawn from the seed's public stream:
-    it depends on the rows' positions only) becomes the test set.
+    it depends on the rows' positions only) becomes the test set. Its labels come from the private
+    label column, so they stay private (:class:`~labeldp.private_labels.PrivateLabels`: a run estimates
+    its test metrics from a release of them), unless ``public_test_split`` treats them as public.
     """
     if grid is None and (classes is None or len(classes) < 2):
         raise ConfigError("a table's label domain must be declared: --classes V1 V2 ... (classes=...), the "
@@ -168,14 +172,16 @@ def load_table_dataset(path: str | Path, label_column: str, test_path: str | Pat
         raise DataError(f"the test table lacks columns {missing}")
     preprocessor = TablePreprocessor.fit(train, columns)
     name = Path(path).name.split(".")[0]
+    private_test = test_path is None and not public_test_split
     if grid is not None:
         return regression_dataset(name, preprocessor.transform(train), numeric_labels(train[label_column]),
                                   preprocessor.transform(test), numeric_labels(test[label_column]), grid,
-                                  preprocessor=preprocessor)
+                                  private_test=private_test, preprocessor=preprocessor)
+    test_labels = label_indices(test[label_column], classes, "test table")
     return LabeledDataset(name, preprocessor.transform(train),
                           label_indices(train[label_column], classes, "training table"), preprocessor.transform(test),
-                          label_indices(test[label_column], classes, "test table"), num_classes=len(classes),
-                          class_names=[str(c) for c in classes], preprocessor=preprocessor)
+                          PrivateLabels.from_indices(test_labels, len(classes)) if private_test else test_labels,
+                          num_classes=len(classes), class_names=[str(c) for c in classes], preprocessor=preprocessor)
 
 
 def numeric_labels(values: pd.Series) -> np.ndarray:

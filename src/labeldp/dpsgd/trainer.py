@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 from labeldp import distributed
 from labeldp.errors import ConfigError
 from labeldp.options import option
+from labeldp.private_labels import PrivateLabels, unseal
 from labeldp.randomness import NoiseSource, public_seed
 from labeldp.training.augment import augment
 from labeldp.dpsgd.clipping import METHODS, check_per_example_model, clipped_gradient_sum
@@ -155,7 +156,7 @@ def private_gradient(model: nn.Module, inputs: torch.Tensor, labels: torch.Tenso
 def train_dpsgd(
     model: nn.Module,
     inputs: np.ndarray,
-    labels: np.ndarray,
+    labels: PrivateLabels | np.ndarray,
     config: TrainConfig,
     dp: DPSGDConfig,
     noise_multiplier: float,
@@ -185,7 +186,7 @@ def train_dpsgd(
     check_training_options(config, dp, augmentation)
     check_per_example_model(model)
     x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
-    y = torch.as_tensor(np.asarray(labels), dtype=torch.int64)
+    y = torch.from_numpy(unseal(labels).astype(np.int64))  # read inside the mechanism: clipped, noised steps
     if len(x) != len(y) or len(x) == 0:
         raise ConfigError(f"inputs and labels must be non-empty and of equal length, got {len(x)} and {len(y)}")
     q, steps, steps_per_epoch = sampling_plan(len(x), config)

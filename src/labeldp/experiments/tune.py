@@ -38,7 +38,6 @@ run's releases: everything else is post-processing of released labels and public
 
 from __future__ import annotations
 
-import copy
 import csv
 import dataclasses
 import itertools
@@ -58,6 +57,7 @@ from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.estimators import clean_accuracy_terms
 from labeldp.experiments.sweep import _RUN_FIELDS, _TRAIN_FIELDS, _parse_value
 from labeldp.files import write_atomic, write_json_atomic
+from labeldp.private_labels import PrivateLabels
 from labeldp.randomness import public_rng
 from labeldp.release import Release
 from labeldp.runs.config import RunConfig, split_stages
@@ -287,10 +287,9 @@ class _CandidateContext(RunContext):
 
 
 def sealed(data: LabeledDataset) -> LabeledDataset:
-    """``data`` without its true training labels (every one -1): what candidates train with."""
-    blind = copy.copy(data)  # not dataclasses.replace: -1 is no label, which the dataset's checks refuse
-    blind.y_train = np.full(len(data.y_train), -1, dtype=np.int64)
-    return blind
+    """``data`` with its true training labels withheld (nothing, not even the boundary, can read them):
+    what candidates train with."""
+    return dataclasses.replace(data, y_train=PrivateLabels.withheld(len(data.y_train), data.num_classes))
 
 
 class HeldOutScorer:

@@ -31,6 +31,8 @@ from labeldp.training.stage import TrainConfig
 DEFAULT_DELTA = 1e-5
 LOSSES = ("forward", "ce", "mse")
 PRIORS = ("uniform", "histogram", "cluster")
+#: where the test metrics of held-out rows of the private label column come from (``test_labels``)
+TEST_LABELS = ("released", "public", "none")
 #: Options of the noisy-histogram priors (cluster, histogram), refused with prior 'uniform' unless at their defaults.
 CLUSTER_PRIOR_OPTIONS = ("prior_epsilon", "prior_temperature", "encoder", "clusters", "combine_priors")
 #: Options of the cluster prior only: the histogram prior is one group of all examples.
@@ -46,7 +48,8 @@ class RunConfig:
     data_dir: str | None = option(None, help="folder with the dataset's standard files")
     table: str | None = option(None, help="CSV or Parquet file (dataset csv)")
     label_column: str = option("label", help="label column of --table")
-    test_table: str | None = option(None, help="separate test table (default: 20% of --table's rows)")
+    test_table: str | None = option(None, help="separate test table, public (default: 20% of --table's rows, whose "
+                                               "labels are private: see --test-labels)")
     features: tuple[str, ...] | None = option(None, metavar="COLUMN",
                                               help="dataset csv: the feature columns (default: every column but the "
                                                    "label, --drop and --id-column)")
@@ -65,6 +68,14 @@ class RunConfig:
                                                         "labels); makes the task a regression")
     label_grid: int | None = option(None, help="grid points over --label-range that the labels are snapped to "
                                                f"(default {DEFAULT_GRID_SIZE})")
+    test_labels: str = option("released", choices=TEST_LABELS,
+                              help="test rows held out of the private label column (a table without --test-table, "
+                                   "MovieLens's split): released (their labels are released once at --epsilon, as "
+                                   "the training labels are, and the test metrics are estimated from that release, "
+                                   "with standard errors), public (exact metrics on their true labels, which the "
+                                   "epsilon does NOT cover: for comparisons with published figures; the summary "
+                                   "says so) or none (no test metrics). A public test set (--test-table, MNIST's) "
+                                   "is measured exactly")
     method: str = option("lp-2st", choices=method_names,
                          help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
                               "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
@@ -249,6 +260,13 @@ class RunConfig:
                 raise ConfigError(f"classes are declared for dataset 'csv'; dataset {self.dataset!r} defines its own")
             if len(self.classes) < 2 or len(set(self.classes)) != len(self.classes):
                 raise ConfigError(f"classes must be at least two distinct values, got {list(self.classes)}")
+        if self.test_labels not in TEST_LABELS:
+            raise ConfigError(f"test_labels must be one of {TEST_LABELS}, got {self.test_labels!r}")
+        held_out = self.dataset == "movielens" or (self.dataset == "csv" and self.test_table is None)
+        if self.test_labels != "released" and not held_out:
+            raise ConfigError("test_labels applies to test rows held out of the private label column (a table without "
+                              f"--test-table, movielens); the test set of {self.dataset!r} is public and measured "
+                              "exactly")
         if self.loss not in LOSSES:
             raise ConfigError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if not self.temperature > 0 or not math.isfinite(self.temperature):

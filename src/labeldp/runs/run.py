@@ -30,7 +30,8 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
     return load_dataset(config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
                         test_table=config.test_table, classes=config.classes, features=config.features,
                         drop=config.drop or (), id_column=config.id_column, split_seed=config.seed,
-                        label_range=config.label_range, label_grid_size=config.label_grid)
+                        label_range=config.label_range, label_grid_size=config.label_grid,
+                        public_test_split=config.test_labels == "public")
 
 
 def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:

@@ -1,0 +1,455 @@
+"""Private labels as a type: true labels that only the release boundary and the private-side trainers open.
+
+The true labels of a dataset enter labeldp wrapped in a :class:`PrivateLabels`. It knows its length,
+its public label domain and which rows it holds, and nothing else can be read from it: turning it into
+an array (``numpy.asarray``, which every numpy, pandas and scikit-learn function calls), iterating,
+comparing, converting to a number or pickling it raises :class:`PrivateLabelAccessError`. So a metric,
+a scorer, a stratified split or a worker process that tries to compute on private labels fails loudly
+instead of computing on them.
+
+Exactly one function reads them: :func:`unseal`. It is called by the release boundary
+(:mod:`labeldp.release`, :mod:`labeldp.privatize`), which randomises the labels and records the spend,
+and by the private-side trainers, which read them inside the mechanism they implement (DP-SGD's noised
+gradient steps, PATE's teachers, DP-SGD's private selection). ``tests/test_private_labels.py`` lists
+every call and fails when a new one appears elsewhere.
+
+**Release once, shared.** Every view of the same labels (``labels[rows]``, as scikit-learn's
+cross-validation takes them) shares one *root*: the labels as they entered, the releases made of them,
+their ledger and their budget. :meth:`PrivateLabels.release_once` draws a release of the root's rows
+the first time a given release is asked for and returns the same release to every later fit, fold or
+candidate that asks for it (what a search's folds share). A release that cannot be shared is drawn by
+:meth:`PrivateLabels.release_new`. Without a :class:`LabelBudget`, no row is released twice; with one,
+a release is drawn only if the composition of what the root's rows have spent (per row, with
+dp_accounting) stays within it.
+
+The labels never leave the process they entered: a copy in another process would release them again
+with a ledger and budget of its own, so pickling is refused (joblib's process workers, ``n_jobs`` > 1
+with the default backend, cannot receive them; its threading backend shares them, and the root's lock
+makes each release happen once).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Hashable, Iterable, Sequence, TypeVar
+
+import numpy as np
+import pandas as pd
+from dp_accounting import dp_event
+
+from labeldp._validation import canonical_label
+from labeldp.accounting import PrivacyLedger
+from labeldp.errors import BudgetError, ConfigError, DataError
+
+T = TypeVar("T")
+
+#: how to release labels once and search on the release: shown wherever code tries to read private labels
+RELEASE_ONCE_ROUTE = (
+    "Release them once and compute on the release, which is free (labeldp.privatize.privatize, "
+    "labeldp.released_metrics.released_scorer):\n"
+    "    released = privatize(y, classes=classes, epsilon=1.0)   # one release, one spend\n"
+    "    GridSearchCV(LabelDPClassifier(...), grid, scoring=released_scorer('roc_auc')).fit(X, released)")
+
+
+class PrivateLabelAccessError(BaseException):
+    """Code tried to compute on private labels outside the release boundary.
+
+    A ``BaseException`` (like ``KeyboardInterrupt`` and pytest's outcomes), not an ``Exception``: code
+    that catches ``Exception`` and carries on (scikit-learn's ``error_score``, which turns a failed
+    scorer into a NaN score) cannot swallow it. ``labeldp`` on the command line reports it as an error.
+    """
+
+
+class LabelBudget:
+    """A cap on what the releases of one set of private labels may spend together.
+
+    Given to :class:`PrivateLabels` (``PrivateLabels(y, classes=..., budget=LabelBudget(3))``), it lets
+    more than one release of the same rows happen, each refused with a :class:`~labeldp.errors.BudgetError`
+    before anything is drawn when the per-row composition (dp_accounting, at ``delta``) of everything
+    the rows have spent and what the new release may spend would exceed ``epsilon``. What is charged
+    is what the release records: the event of each row's release, composed row by row (rows released
+    by different fits compose in parallel). Without a budget, each row is released at most once.
+
+    ``spent`` is the epsilon at ``delta`` that the labels' releases have spent together.
+    """
+
+    def __init__(self, epsilon: float, delta: float = 0.0):
+        if not epsilon > 0 or not np.isfinite(epsilon):
+            raise ConfigError(f"the budget's epsilon must be a finite number > 0, got {epsilon}")
+        if not 0.0 <= delta < 1.0:
+            raise ConfigError(f"the budget's delta must lie in [0, 1), got {delta}")
+        self.epsilon, self.delta = float(epsilon), float(delta)
+        self._ledger: PrivacyLedger | None = None
+
+    @property
+    def spent(self) -> float:
+        """The epsilon (at ``delta``) spent so far by the releases of the labels it caps."""
+        return 0.0 if self._ledger is None else self._ledger.epsilon(self.delta)
+
+    def _bind(self, ledger: PrivacyLedger) -> None:
+        if self._ledger is not None and self._ledger is not ledger:
+            raise ConfigError("a LabelBudget caps one set of private labels: give each PrivateLabels its own")
+        self._ledger = ledger
+
+    def __repr__(self) -> str:
+        return f"LabelBudget(epsilon={self.epsilon:g}, delta={self.delta:g}, spent={self.spent:.4g})"
+
+
+class _Root:
+    """The labels as they entered, and what has been released of them: shared by every view."""
+
+    def __init__(self, values: np.ndarray, budget: LabelBudget | None):
+        self.values = values
+        self.ledger = PrivacyLedger(values.size)
+        self.budget = budget
+        if budget is not None:
+            budget._bind(self.ledger)
+        self.shared: dict[Hashable, Any] = {}
+        self.lock = threading.RLock()
+        self.withheld = False
+
+
+class PrivateLabels:
+    """True labels of ``n`` rows over a public label domain, readable only through :func:`unseal`.
+
+    Args:
+        labels: the true labels, one per row (numpy, pandas or a list).
+        classes: the label domain, in order (public: declared, never read off the labels). Each label is
+            matched to it as text (``1``, ``1.0`` and ``true`` are one value); a label outside it, or a
+            missing one, is an error that names neither the label, nor its row, nor how many there are.
+            Leave it out for numeric labels (a regression), which are kept as finite numbers.
+        budget: a :class:`LabelBudget` that lets the labels be released more than once, up to its
+            epsilon; without one, each row is released at most once.
+
+    What can be read: ``len(labels)``, ``labels.shape``, ``labels.classes``, ``labels.num_classes``
+    (public) and ``labels.positions`` (which rows of the labels as they entered a view holds).
+    ``labels[rows]`` (indices, a slice or a boolean mask) is a view of the same labels.
+    """
+
+    __slots__ = ("_root", "_rows", "_classes", "_num_classes", "_grid")
+
+    def __init__(self, labels, classes: Sequence[Any] | None = None, *, budget: LabelBudget | None = None):
+        if isinstance(labels, PrivateLabels):
+            raise ConfigError("these labels are private already: use them as they are")
+        if classes is None:
+            values = _numeric_values(labels)
+            num_classes = None
+        else:
+            classes = _declared(classes)
+            values = _class_positions(labels, classes)
+            num_classes = len(classes)
+        self._init(_Root(values, budget), None, classes, num_classes, None)
+
+    def _init(self, root: _Root, rows: np.ndarray | None, classes: tuple | None, num_classes: int | None,
+              grid: np.ndarray | None) -> None:
+        self._root, self._rows, self._classes, self._num_classes, self._grid = root, rows, classes, num_classes, grid
+
+    @classmethod
+    def _make(cls, root: _Root, rows: np.ndarray | None, classes: tuple | None, num_classes: int | None,
+              grid: np.ndarray | None = None) -> PrivateLabels:
+        labels = object.__new__(cls)
+        labels._init(root, rows, classes, num_classes, grid)
+        return labels
+
+    @classmethod
+    def from_indices(cls, indices, num_classes: int, classes: Sequence[Any] | None = None) -> PrivateLabels:
+        """Labels given as class positions in [0, ``num_classes``) (what a dataset loader reads)."""
+        array = np.asarray(indices)
+        if array.ndim != 1 or array.size == 0:
+            raise DataError("labels must be a non-empty 1-d array")
+        if array.dtype.kind == "f":
+            if not (np.all(np.isfinite(array)) and np.all(array == np.round(array))):
+                raise DataError("labels must be whole numbers (class positions)")
+        elif array.dtype.kind not in "iu":
+            raise DataError(f"class positions must be integers, got dtype {array.dtype}")
+        positions = array.astype(np.int64)
+        if positions.min() < 0 or positions.max() >= num_classes:
+            raise DataError(f"labels must lie in [0, {num_classes}) (class positions); some do not (which, and how "
+                            "many, is not said: the labels are private)")
+        return cls._make(_Root(positions, None), None, None if classes is None else tuple(classes), int(num_classes))
+
+    @classmethod
+    def withheld(cls, size: int, num_classes: int) -> PrivateLabels:
+        """Labels nobody can open, not even the boundary: ``size`` rows whose true labels were held back
+        (what a tuning candidate holds: it may only read releases)."""
+        root = _Root(np.zeros(int(size), dtype=np.int64), None)
+        root.withheld = True
+        return cls._make(root, None, None, int(num_classes))
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[PrivateLabels]) -> PrivateLabels:
+        """New labels: the rows of ``parts``, one after the other (e.g. the training labels and an
+        auditor's canaries). The result is a new set of labels, with no release and no budget."""
+        parts = list(parts)
+        if not parts or any(not isinstance(part, PrivateLabels) for part in parts):
+            raise ConfigError("concatenate takes a non-empty sequence of PrivateLabels")
+        if len({part._num_classes for part in parts}) != 1 or any(part._grid is not None for part in parts):
+            raise ConfigError("only labels over the same classes can be concatenated")
+        return cls._make(_Root(np.concatenate([_open(part) for part in parts]), None), None, parts[0]._classes,
+                         parts[0]._num_classes)
+
+    @classmethod
+    def public(cls, indices, num_classes: int) -> PrivateLabels:
+        """Labels that are not private (an auditor's planted canary labels) in the same type, so that
+        they can be concatenated with private ones."""
+        return cls.from_indices(indices, num_classes)
+
+    def replaced(self, rows, indices) -> PrivateLabels:
+        """New labels: these, with the rows ``rows`` given the class positions ``indices`` (an auditor's
+        planted labels, which are the auditor's own). A new set of labels, with no release."""
+        values = _open(self).copy()
+        planted = PrivateLabels.from_indices(indices, self._num_classes or 0)
+        values[np.asarray(rows, dtype=np.int64)] = _open(planted)
+        return PrivateLabels._make(_Root(values, None), None, self._classes, self._num_classes)
+
+    # -- what is public --------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._root.values.size if self._rows is None else self._rows.size
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self),)
+
+    @property
+    def size(self) -> int:
+        return len(self)
+
+    @property
+    def ndim(self) -> int:
+        return 1
+
+    @property
+    def num_classes(self) -> int | None:
+        """The size of the label domain (None for numeric labels not yet put on a grid)."""
+        return self._num_classes
+
+    @property
+    def classes(self) -> tuple | None:
+        """The declared label values, in order (None when the labels were given as positions)."""
+        return self._classes
+
+    @property
+    def is_numeric(self) -> bool:
+        return self._num_classes is None
+
+    @property
+    def positions(self) -> np.ndarray:
+        """Which rows of the labels as they entered this view holds (public: row numbers, no label)."""
+        return np.arange(self._root.values.size) if self._rows is None else self._rows.copy()
+
+    @property
+    def covers_all(self) -> bool:
+        """Whether this view holds every row of the labels as they entered, in order."""
+        return self._rows is None or np.array_equal(self._rows, np.arange(self._root.values.size))
+
+    @property
+    def ledger(self) -> PrivacyLedger:
+        """What the releases of these labels have spent, per row of the labels as they entered."""
+        return self._root.ledger
+
+    @property
+    def budget(self) -> LabelBudget | None:
+        return self._root.budget
+
+    def __getitem__(self, rows) -> PrivateLabels:
+        if isinstance(rows, tuple) and rows and all(part is Ellipsis for part in rows[1:]):
+            rows = rows[0]  # labels[rows, ...], as scikit-learn indexes arrays
+        selected = np.arange(len(self))[rows] if isinstance(rows, slice) else np.asarray(rows)
+        if selected.dtype == bool:
+            if selected.shape != (len(self),):
+                raise ConfigError(f"a row mask must have shape ({len(self)},), got {selected.shape}")
+            selected = np.flatnonzero(selected)
+        if selected.ndim != 1 or (selected.size and selected.dtype.kind not in "iu"):
+            raise PrivateLabelAccessError("private labels are indexed by rows only (an index array, a slice or a "
+                                          "boolean mask); a single label cannot be read. " + RELEASE_ONCE_ROUTE)
+        selected = selected.astype(np.int64)
+        if selected.size and (selected.min() < -len(self) or selected.max() >= len(self)):
+            raise ConfigError(f"row indices must lie in [0, {len(self)})")
+        selected = np.where(selected < 0, selected + len(self), selected)
+        rows_of_root = selected if self._rows is None else self._rows[selected]
+        return PrivateLabels._make(self._root, rows_of_root, self._classes, self._num_classes, self._grid)
+
+    def on_grid(self, grid) -> PrivateLabels:
+        """Numeric labels as positions on a public grid: each value clipped to the grid's range and
+        snapped to its nearest point (ties to the lower), a view of the same labels (their releases
+        are releases of these labels)."""
+        if not self.is_numeric:
+            raise ConfigError("only numeric labels (PrivateLabels without classes) are put on a grid")
+        points = np.asarray(grid, dtype=np.float64)
+        if points.ndim != 1 or points.size < 2 or not np.all(np.diff(points) > 0) or not np.all(np.isfinite(points)):
+            raise ConfigError("a grid must be at least 2 strictly increasing finite values")
+        return PrivateLabels._make(self._root, self._rows, None, int(points.size), points)
+
+    def __repr__(self) -> str:
+        domain = (f"classes {list(self._classes)}" if self._classes is not None
+                  else "numeric" if self.is_numeric else f"{self._num_classes} classes")
+        view = "" if self._rows is None else f" of {self._root.values.size:,}"
+        return f"PrivateLabels({len(self):,} rows{view}, {domain})"
+
+    # -- what is refused ---------------------------------------------------------------------------
+    def _refuse(self, *args: Any, **kwargs: Any):
+        raise PrivateLabelAccessError(
+            "this code tried to compute on private labels (an array conversion, a comparison, iteration or "
+            "pickling: a metric, a scorer, a stratified split or a worker process). Only the release "
+            "boundary reads them. " + RELEASE_ONCE_ROUTE)
+
+    def _refuse_to_leave(self, *args: Any, **kwargs: Any):
+        raise PrivateLabelAccessError(
+            "private labels do not leave the process they entered (pickling them for a worker process, e.g. "
+            "n_jobs > 1 in scikit-learn): a copy would release them again with a ledger of its own. Use n_jobs=1, or "
+            "joblib's threading backend (with joblib.parallel_backend('threading'): the threads share one release), "
+            "or release once and hand the release to the workers. " + RELEASE_ONCE_ROUTE)
+
+    __array__ = __iter__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+    __bool__ = __int__ = __float__ = __index__ = __contains__ = _refuse
+    __reduce__ = __reduce_ex__ = __getstate__ = _refuse_to_leave
+    __hash__ = object.__hash__
+
+    def __array_ufunc__(self, *args: Any, **kwargs: Any):
+        self._refuse()
+
+    def __array_function__(self, *args: Any, **kwargs: Any):
+        self._refuse()
+
+    def __copy__(self) -> PrivateLabels:  # immutable: a copy is the same labels (and the same root)
+        return self
+
+    def __deepcopy__(self, memo: dict) -> PrivateLabels:
+        return self
+
+    # -- releasing -----------------------------------------------------------------------------------
+    def release_once(self, key: Hashable, bound: dp_event.DpEvent, draw: Callable[[PrivateLabels, PrivacyLedger], T]
+                     ) -> T:
+        """The release ``key`` of every row of these labels as they entered: drawn by ``draw(labels,
+        ledger)`` the first time it is asked for (``labels`` all rows, in order; ``ledger`` one over
+        them, on which the release records its events), the same object every later time, whichever view
+        asks. ``key`` must name everything the release depends on (mechanism, epsilon, prior, noise
+        source), so that two requests with one key may share it. ``bound`` is an event that dominates
+        what the release records on each row, checked against the budget before anything is drawn."""
+        root = self._root
+        with root.lock:
+            if key not in root.shared:
+                everything = PrivateLabels._make(root, None, self._classes, self._num_classes, self._grid)
+                root.shared[key] = everything._draw(bound, np.arange(root.values.size), draw)
+            return root.shared[key]
+
+    def release_new(self, bound: dp_event.DpEvent, draw: Callable[[PrivateLabels, PrivacyLedger], T]) -> T:
+        """A release of this view's rows that nothing else shares (it depends on more than public
+        settings, e.g. on a model trained on an earlier part of it): drawn by ``draw(labels, ledger)``
+        with ``ledger`` over this view's rows; checked first, with ``bound``, against the budget."""
+        with self._root.lock:
+            return self._draw(bound, self.positions, draw)
+
+    def shared_release(self, key: Hashable) -> Any | None:
+        """The release ``key`` drawn by :meth:`release_once` (None if there is none yet)."""
+        return self._root.shared.get(key)
+
+    def _draw(self, bound: dp_event.DpEvent, members: np.ndarray, draw: Callable[[PrivateLabels, PrivacyLedger], T]
+              ) -> T:
+        root = self._root
+        self._check_spend(bound, members)
+        ledger = PrivacyLedger(members.size)
+        result = draw(self, ledger)
+        for entry in ledger.entries:  # the rows' spend, in the numbering of the labels as they entered
+            mask = np.zeros(root.values.size, dtype=bool)
+            mask[members[entry.members]] = True
+            root.ledger.record(entry.event, mask, entry.description)
+        return result
+
+    def _check_spend(self, bound: dp_event.DpEvent, members: np.ndarray) -> None:
+        """Refuse, before anything is drawn, a release that rows already released may not pay for."""
+        root = self._root
+        if root.withheld:
+            raise PrivateLabelAccessError("these labels were withheld: they can be read only through the releases "
+                                          "made before (a tuning candidate never releases)")
+        touched = np.zeros(root.values.size, dtype=bool)
+        for entry in root.ledger.entries:
+            touched |= entry.members
+        if not touched[members].any():
+            return
+        if root.budget is None:  # loud: a search must stop here, not score the rest of its grid as NaN
+            raise PrivateLabelAccessError(
+                f"{int(touched[members].sum()):,} of these {members.size:,} rows were released already, and "
+                "another release would spend their budget again. Fits and folds that can share one release do so "
+                "(LabelDPClassifier with stages=1, LabelDPRegressor, with the same epsilon and noise settings); a "
+                "release that depends on the model, on the rows of a fit or on a searched epsilon cannot be shared. "
+                "To allow more releases of the same labels, cap them: PrivateLabels(y, classes=..., "
+                "budget=LabelBudget(total_epsilon)). " + RELEASE_ONCE_ROUTE)
+        trial = PrivacyLedger(root.values.size)
+        for entry in root.ledger.entries:
+            trial.record(entry.event, entry.members, entry.description)
+        mask = np.zeros(root.values.size, dtype=bool)
+        mask[members] = True
+        trial.record(bound, mask, "the new release")
+        after = trial.epsilon(root.budget.delta)
+        if after > root.budget.epsilon + 1e-9:
+            raise BudgetError(f"this release could take these labels to epsilon {after:.4g}, past their budget "
+                              f"{root.budget.epsilon:g} (spent: {root.budget.spent:.4g}): refused before anything "
+                              "was drawn. " + RELEASE_ONCE_ROUTE)
+
+
+def unseal(labels: PrivateLabels | np.ndarray) -> np.ndarray:
+    """The true values behind ``labels`` (class positions, grid positions, or numbers), in the view's
+    row order; a plain array is returned as it is (taken as true labels).
+
+    The one way to read private labels. Call it only in the release boundary or a private-side trainer
+    (see the module docstring); ``tests/test_private_labels.py`` lists the places that do."""
+    if not isinstance(labels, PrivateLabels):
+        return np.asarray(labels)
+    if labels._root.withheld:
+        raise PrivateLabelAccessError("these labels were withheld: they can be read only through the releases made "
+                                      "before (a tuning candidate never releases)")
+    return _open(labels)
+
+
+def _open(labels: PrivateLabels) -> np.ndarray:
+    """The view's values, read-only (the labels as they entered are never changed)."""
+    values = labels._root.values if labels._rows is None else labels._root.values[labels._rows]
+    if labels._grid is not None:
+        grid = labels._grid  # as labeldp.data.regression.snap_to_grid: clipped, nearest point, ties to the lower
+        midpoints = (grid[1:] + grid[:-1]) / 2
+        values = np.searchsorted(midpoints, np.clip(values, grid[0], grid[-1]), side="left").astype(np.int64)
+    values = values.view()
+    values.flags.writeable = False
+    return values
+
+
+def _declared(classes: Iterable[Any]) -> tuple:
+    if isinstance(classes, (str, bytes)):
+        raise ConfigError("classes must be a sequence of label values (the public label domain, in order)")
+    declared = tuple(value.item() if isinstance(value, np.generic) else value for value in classes)
+    spellings = [canonical_label(value) for value in declared]
+    if len(spellings) < 2 or len(set(spellings)) != len(spellings):
+        raise ConfigError(f"classes must be at least two distinct label values, got {list(declared)}")
+    return declared
+
+
+def _class_positions(labels, classes: tuple) -> np.ndarray:
+    """Each label's position in ``classes``; a missing label or one outside them is an error that says
+    neither which, nor where, nor how many (all private)."""
+    series = labels if isinstance(labels, pd.Series) else pd.Series(np.asarray(labels, dtype=object))
+    if series.ndim != 1 or len(series) == 0:
+        raise DataError("labels must be a non-empty 1-d array or Series")
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    lookup = {canonical_label(value): position for position, value in enumerate(classes)}
+    positions = np.array([lookup.get(canonical_label(value), -1) for value in uniques], dtype=np.int64)
+    if (codes < 0).any() or (positions < 0).any():
+        raise DataError(f"the labels have values missing or outside the declared classes {list(classes)}; declare "
+                        "every label value (which values, where, and how many are not said: the labels are private)")
+    return positions[codes]
+
+
+def _numeric_values(labels) -> np.ndarray:
+    try:
+        values = np.asarray(labels, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError("labels without declared classes must be numbers (a regression); for classes give "
+                        "classes=[...]") from None
+    if values.ndim != 1 or values.size == 0:
+        raise DataError("labels must be a non-empty 1-d array or Series")
+    if not np.all(np.isfinite(values)):
+        raise DataError("numeric labels must be finite (some are missing or infinite; which is not said)")
+    return values
+
+
+__all__ = ["LabelBudget", "PrivateLabelAccessError", "PrivateLabels", "RELEASE_ONCE_ROUTE", "unseal"]
