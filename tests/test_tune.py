@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from labeldp.cli import main
+from labeldp.dpsgd import selection
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.estimators import clean_accuracy_terms
 from labeldp.experiments import tune as tuning
@@ -238,7 +239,7 @@ def test_an_interrupted_tune_reads_its_release_and_candidates_back(tmp_path) -> 
 def test_the_number_of_selection_trials_has_the_accounted_mean() -> None:
     rng = np.random.default_rng(0)
     for shape in (1.0, 0.5, math.inf):
-        draws = np.array([tuning.draw_trials(rng, 3.0, shape) for _ in range(3000)])
+        draws = np.array([selection.draw_trials(rng, 3.0, shape) for _ in range(3000)])
         assert abs(draws.mean() - 3.0) < 5 * draws.std() / math.sqrt(draws.size)
         assert draws.min() >= (0 if math.isinf(shape) else 1)
 
