@@ -246,9 +246,9 @@ def test_the_number_of_selection_trials_has_the_accounted_mean() -> None:
 
 @pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
 def test_dpsgd_is_tuned_by_private_selection_with_one_accounted_event(tmp_path) -> None:
-    """DP-SGD's tune records one RepeatAndSelectDpEvent before its first trial, calibrated so that the
-    ledger's epsilon (dp_accounting's RDP accountant) meets the budget; only the chosen trial is kept;
-    an unfinished selection is not resumed (its trials are gone)."""
+    """DP-SGD's tune records one RepeatAndSelectDpEvent, calibrated so that the ledger's epsilon
+    (dp_accounting's RDP accountant) meets the budget; only the chosen trial is kept; a finished tune is
+    read back, and a damaged one is not selected again in its folder."""
     from dp_accounting import dp_event
     from dp_accounting.rdp import rdp_privacy_accountant
 
@@ -271,12 +271,64 @@ def test_dpsgd_is_tuned_by_private_selection_with_one_accounted_event(tmp_path) 
     assert saved["train"]["lr"] == outcome["chosen_options"]["lr"] and saved["dpsgd"]["noise_multiplier"] is None
     assert not (tmp_path / "sel" / "candidates").exists() and not (tmp_path / "sel" / "private").exists()
     assert tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0}) == outcome
+    assert outcome["final"]["seconds"] is None  # the trials' duration would tell their number
+    assert not selection.scratch_folder(tmp_path / "sel").exists()
     (tmp_path / "sel" / "tune.json").unlink()
     (tmp_path / "sel" / "summary.json").unlink()
-    with pytest.raises(RunDirectoryError, match="cannot be resumed"):
+    with pytest.raises(RunDirectoryError, match="is in the way"):
         tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0})
-    times = {path.stat().st_mtime_ns for path in (tmp_path / "sel").rglob("*") if path.name != "tune.json"}
-    assert len(times) == 1  # every file has the ledger's time: none tells how long the secret trials took
+
+
+DPSGD_CONFIG = RunConfig(method="dp-sgd", epsilon=4.0, insecure_noise_seed=2,
+                         train=TrainConfig(epochs=1, batch_size=128, lr=0.5))
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_a_private_selection_writes_its_folder_after_the_last_trial(tmp_path, monkeypatch) -> None:
+    """Nothing in the tune folder was written before the secret trials ended (their duration would tell
+    their number): every file's and folder's mtime and ctime come after a file written once the last
+    trial was over; the summary holds no duration; no metrics or checkpoints are written."""
+    trial, marker = selection._trial, tmp_path / "after-the-trials"
+
+    def timed(*args, **kwargs):
+        result = trial(*args, **kwargs)
+        marker.write_text("")  # the filesystem's clock, after this trial
+        return result
+
+    monkeypatch.setattr(selection, "_trial", timed)
+    out = tmp_path / "sel"
+    outcome = tune(DPSGD_CONFIG, {"lr": ["0.5", "1"]}, out, progress=False, selection={"mean": 2.0})
+    after = marker.stat().st_mtime_ns
+    written = [out, *out.rglob("*")]
+    assert {path.name for path in written} >= {"config.json", "ledger.json", "model.pt", "summary.json", "tune.json"}
+    for path in written:
+        status = path.lstat()
+        assert status.st_mtime_ns >= after and status.st_ctime_ns >= after, path
+    assert not any(path.name in ("metrics.jsonl", "checkpoints", "elapsed.json") for path in written)
+    assert outcome["final"]["seconds"] is None and json.loads((out / "summary.json").read_text())["seconds"] is None
+    assert not selection.scratch_folder(out).exists()
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_an_interrupted_private_selection_stays_accounted_and_is_refused(tmp_path, monkeypatch) -> None:
+    """A selection stopped during its trials leaves no tune folder, only its recorded ledger in the
+    owner-only scratch folder beside it; running it again is refused (it cannot be resumed without a
+    second spend) by a message that says where that ledger is."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(selection, "_trial", interrupted)
+    out = tmp_path / "sel"
+    with pytest.raises(KeyboardInterrupt):
+        tune(DPSGD_CONFIG, {"lr": ["0.5", "1"]}, out, progress=False, selection={"mean": 2.0})
+    scratch = selection.scratch_folder(out)
+    assert not out.exists() and scratch.stat().st_mode & 0o777 == 0o700
+    (entry,) = RunDirectory(scratch).read_ledger().entries
+    assert entry.tag == "selection"
+    monkeypatch.undo()
+    with pytest.raises(RunDirectoryError, match="cannot be resumed") as refused:
+        tune(DPSGD_CONFIG, {"lr": ["0.5", "1"]}, out, progress=False, selection={"mean": 2.0})
+    assert str(scratch / "ledger.json") in str(refused.value) and not out.exists()
 
 
 @pytest.mark.parametrize("grid", [{"delta": ["0.1", "0.2"]}, {"epsilon": ["1", "50"]},

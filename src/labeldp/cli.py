@@ -137,7 +137,8 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--device", default="auto", help="torch device (default %(default)s)")
     tune.add_argument("--threads", type=int, help="CPU threads of torch (default as labeldp train)")
     tune.add_argument("--quiet", action="store_true", help="no progress bars")
-    tune.add_argument("--out", required=True, help="tune folder (the final run's folder; resumed if it exists)")
+    tune.add_argument("--out", required=True, help="tune folder (the final run's folder; resumed if it exists; "
+                                                    "dp-sgd: a new folder, written whole once the trials are over)")
 
     report_parser = commands.add_parser("report", help="table and privacy-utility plot of a sweep",
                                         description="Print mean ± std of a test metric by method and epsilon from "

@@ -10,16 +10,23 @@ Privacy: (epsilon, delta)-DP for add-or-remove-one-example neighbours, where eps
 dp_accounting's RDP accountant gives for the one ``RepeatAndSelectDpEvent`` the ledger records
 (each trial: the DP-SGD steps composed with the Gaussian count of sensitivity 1, both charged to
 every example), the noise multiplier being calibrated so that the whole selection meets the budget.
-The held-out examples are chosen from the public seed. The number of trials, the batches and all
-noise come from the noise source and are never saved or shown, nor are the trials other than the
-chosen one; the output's files all take the time of the ledger, recorded before the first trial, so
-that none tells how long the trials took (which would tell their number).
+It assumes:
+
+- The held-out examples are chosen from the public seed.
+- The number of trials, the batches and all noise come from the noise source and are never saved
+  or shown, nor are the trials other than the chosen one. Nothing written tells how long the trials
+  took (which would tell their number): the selection's working files (its ledger, recorded before
+  the first trial, so that an interrupted selection stays accounted) are kept in a scratch folder
+  beside the output, ``.OUT.selection/`` (owner only), and every file of the output is written
+  after the last trial, into a folder renamed into place as ``OUT``; the scratch folder is then
+  removed. (Whoever watches the command run sees its duration.)
 """
 
 from __future__ import annotations
 
 import math
 import os
+import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +50,8 @@ from labeldp.training.stage import TrainConfig, predict_proba
 #: Defaults of the private selection: geometric number of trials (shape 1) with mean 3, and the noise of
 #: the held-out count of correct predictions that scores each trial.
 SELECTION_DEFAULTS = {"mean": 3.0, "shape": 1.0, "score_noise": 10.0}
-#: the ledger's name in the output folder
-LEDGER = "ledger.json"
+#: the recorded ledger's name in the scratch folder
+SCRATCH_LEDGER = "ledger.json"
 
 
 def draw_trials(rng, mean: float, shape: float) -> int:
@@ -127,8 +134,8 @@ class Selected:
         return self.noisy_count / self.plan.held_out.size
 
 
-#: Writes the output's files into the folder it is given from the recorded ledger and what leaves the
-#: selection; returns the outcome.
+#: Writes the output's files into the folder it is given (renamed into place as the output afterwards) from
+#: the recorded ledger and what leaves the selection; returns the outcome.
 WriteOutput = Callable[[Path, PrivacyLedger, Selected], dict[str, Any]]
 
 
@@ -155,6 +162,26 @@ def plan_selection(candidates: Sequence[SelectionCandidate], num_examples: int, 
     return SelectionPlan(held_out, kept, q, steps, sigma, float(mean), float(shape), float(score_noise))
 
 
+def scratch_folder(out: str | os.PathLike) -> Path:
+    """The hidden folder beside ``out`` that holds a selection's working files while it runs."""
+    out = Path(out).resolve()
+    return out.with_name(f".{out.name}.selection")
+
+
+def _check_unspent(out: Path) -> None:
+    """Refuse an output whose selection was recorded but did not finish (it cannot be resumed: its trials
+    are gone) and an output folder that is not empty (the output is written whole, at the end)."""
+    ledger = scratch_folder(out) / SCRATCH_LEDGER
+    if ledger.exists():
+        raise RunDirectoryError(f"{ledger} records the spend of a private selection for {out} that did not finish: "
+                                "its trials are not kept, so it cannot be resumed without spending again. Keep that "
+                                "ledger (it accounts for the spend) and start again in a new folder (a new spend, "
+                                "with its own ledger)")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise RunDirectoryError(f"{out} is in the way: a private selection writes its folder whole, once its trials "
+                                "are over; choose a new folder")
+
+
 def select_dpsgd(candidates: Sequence[SelectionCandidate], data: LabeledDataset, out: str | os.PathLike,
                  write: WriteOutput, *, epsilon: float, delta: float, noise: NoiseSource, seed: int, holdout: float,
                  mean: float = SELECTION_DEFAULTS["mean"], shape: float = SELECTION_DEFAULTS["shape"],
@@ -162,35 +189,36 @@ def select_dpsgd(candidates: Sequence[SelectionCandidate], data: LabeledDataset,
     """Select one of ``candidates`` privately on ``data`` (see the module docstring) and write the output
     folder ``out`` with ``write`` once the trials are over; returns what ``write`` returns.
 
-    ``seed`` is public (the held-out examples, the augmentation); ``noise`` gives the number of trials,
-    the draw of each trial's candidate, the batches and every noise. Every refusal comes before the
-    spend; the ledger of the spend (``out/ledger.json``) is recorded before the first trial, and a
-    selection interrupted after it is refused when repeated."""
-    out = Path(out)
+    ``seed`` is public (the held-out examples, the augmentation); ``noise`` gives the number of trials, the
+    draw of each trial's candidate, the batches and every noise. Every refusal comes before the spend;
+    the ledger of the spend is recorded in the scratch folder before the first trial, and a selection
+    interrupted after it is refused when repeated (:func:`scratch_folder` says where its ledger is)."""
+    out = Path(out).resolve()
     plan = plan_selection(candidates, len(data.y_train), epsilon=epsilon, delta=delta, seed=seed, holdout=holdout,
                           mean=mean, shape=shape, score_noise=score_noise)
-    if (out / LEDGER).exists():
-        raise RunDirectoryError(f"{out} records a private selection that did not finish: its trials are not kept, so "
-                                "it cannot be resumed without spending again; start again in a new folder (a new "
-                                "spend, with its own ledger)")
+    _check_unspent(out)
     if not noise.private:
         warnings.warn(f"the selection's noise is {noise.describe()}", InsecureNoiseWarning, stacklevel=3)
-    out.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(out / ".lock", f"the run directory {out}"):
+    scratch = scratch_folder(out)
+    scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+    scratch.chmod(0o700)
+    with exclusive_lock(scratch / ".lock", f"the private selection of {out}"):
+        _check_unspent(out)
         rng = noise.generator("tune-selection")
         trials = draw_trials(rng, plan.mean, plan.shape)  # drawn before the spend: it does not depend on the data
         ledger = PrivacyLedger(len(data.y_train), DPSGD_RELATION)
         ledger.record(plan.event(), np.ones(len(data.y_train), dtype=bool), plan.describe(len(candidates)),
                       "selection")
-        ledger.save(out / LEDGER, delta)  # recorded before the first trial
-        recorded = (out / LEDGER).stat().st_mtime_ns
+        ledger.save(scratch / SCRATCH_LEDGER, delta)  # recorded before the first trial
         selected = _run_trials(candidates, plan, data, noise, seed, rng, trials, progress)
         if selected is None:
-            raise RunDirectoryError("the selection drew no trial (a Poisson number of trials can be 0): nothing is "
-                                    "output; the spend is recorded in the ledger")
-        outcome = write(out, ledger, selected)
-    for path in [*out.rglob("*"), out]:  # the files' times would show how long the trials took
-        os.utime(path, ns=(recorded, recorded), follow_symlinks=False)
+            raise RunDirectoryError(f"the selection drew no trial (a Poisson number of trials can be 0): nothing is "
+                                    f"output; the spend is recorded in {scratch / SCRATCH_LEDGER}")
+        staging = scratch / "output"
+        staging.mkdir()
+        outcome = write(staging, ledger, selected)
+        staging.rename(out)  # replaces an empty folder
+        shutil.rmtree(scratch)
     return outcome
 
 
@@ -238,4 +266,4 @@ def format_selection(outcome: dict[str, Any]) -> str:
 
 
 __all__ = ["SELECTION_DEFAULTS", "SelectionCandidate", "SelectionPlan", "Selected", "WriteOutput", "draw_trials",
-           "format_selection", "plan_selection", "select_dpsgd"]
+           "format_selection", "plan_selection", "scratch_folder", "select_dpsgd"]

@@ -430,8 +430,8 @@ def _select_dpsgd(base: RunConfig, candidates: Sequence[RunConfig], options: Seq
                   settings: Mapping[str, float]) -> dict[str, Any]:
     """Tune DP-SGD by private selection (:func:`labeldp.dpsgd.selection.select_dpsgd`, with ``settings``
     over :data:`~labeldp.dpsgd.selection.SELECTION_DEFAULTS`): the tune folder is the chosen trial's
-    run folder (config.json, data.json, ledger.json, model.pt, summary.json) with ``tune.json``. A
-    finished selection is read back; everything the run's
+    run folder (config.json, data.json, ledger.json, model.pt, summary.json) with ``tune.json``, all
+    written once the trials are over. A finished selection is read back; everything the run's
     configuration can refuse is refused before the spend."""
     settings = {name: float(value) for name, value in {**SELECTION_DEFAULTS, **settings}.items()}
     keys = [candidate_key(chosen) for chosen in options]
@@ -473,14 +473,14 @@ def _write_selection(root: Path, ledger: PrivacyLedger, selected: Selected, *, b
                      candidates: Sequence[RunConfig], options: Sequence[Mapping[str, Any]], record: dict[str, Any],
                      data: LabeledDataset, device, in_memory: bool, progress: bool) -> dict[str, Any]:
     """Write a private selection's tune folder into ``root``: the chosen trial's run folder and
-    ``tune.json``."""
+    ``tune.json``. Its summary has no duration (``seconds`` null): the trials' would tell their number."""
     chosen, plan = candidates[selected.index], selected.plan
     folder = RunDirectory(root)
     folder.write_config(chosen.to_dict())
     write_json_atomic(folder.data_path, data_facts(data, in_memory=in_memory))
     ledger.save(folder.ledger_path, base.delta)
     key = record["candidates"][selected.index]
-    facts = {"noise_multiplier": plan.noise_multiplier,
+    facts = {"seconds": None, "noise_multiplier": plan.noise_multiplier,
              "sampling_probability": plan.sampling_probability, "steps": plan.steps,
              "selection": {"chosen": key, "noisy_held_out_accuracy": selected.noisy_accuracy,
                            "held_out": int(plan.held_out.size), "mean": plan.mean, "shape": plan.shape,
