@@ -3,6 +3,7 @@ label read after it, refusals before any spend."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from labeldp.cli import main
+from labeldp.data import LabeledDataset
 from labeldp.dpsgd import selection
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.estimators import clean_accuracy_terms
@@ -17,6 +19,7 @@ from labeldp.experiments import tune as tuning
 from labeldp.experiments.tune import HeldOutScorer, candidate_config, candidate_options, tune
 from labeldp.mechanisms import (laplace_one_hot, laplace_one_hot_likelihood, prior_top_k, rr_with_prior,
                                 rr_with_prior_likelihood)
+from labeldp.randomness import public_rng
 from labeldp.release import Release
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, train_run
 from labeldp.training import TrainConfig
@@ -283,6 +286,43 @@ DPSGD_CONFIG = RunConfig(method="dp-sgd", epsilon=4.0, insecure_noise_seed=2,
                          train=TrainConfig(epochs=1, batch_size=128, lr=0.5))
 
 
+def test_holdout_coins_depend_on_the_position_alone() -> None:
+    """The first n uniforms of numpy's Generator do not depend on how many are drawn, so each example's
+    held-out coin depends on its position only: the coins of n examples are those of n + k cut to n."""
+    for n in (1, 7, 64, 1000, 4097):
+        uniforms = public_rng(3, "tune-holdout").random(n)
+        for more in (1, 2, 1000):
+            assert np.array_equal(public_rng(3, "tune-holdout").random(n + more)[:n], uniforms)
+            assert np.array_equal(selection.holdout_coins(n + more, 0.2, 3)[:n], selection.holdout_coins(n, 0.2, 3))
+
+
+def _numbered(data: LabeledDataset, extra: int = 0) -> LabeledDataset:
+    """``data`` with its first ``extra`` training examples appended again at its end, and every training
+    input's first entry set to its position (to tell which examples a trial trains on)."""
+    x = np.concatenate([data.x_train, data.x_train[:extra]])
+    x.reshape(len(x), -1)[:, 0] = np.arange(len(x))
+    return dataclasses.replace(data, x_train=x, y_train=np.concatenate([data.y_train, data.y_train[:extra]]))
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_appending_an_example_moves_no_other_between_training_and_scoring(tmp_path, monkeypatch) -> None:
+    """Add-or-remove neighbours: with one example appended, every trial trains on the same examples of
+    the original dataset (plus, maybe, the new one), so every other example stays held out or not."""
+    data = config_dataset(DPSGD_CONFIG.resolved())
+    trained: dict[str, set[int]] = {}
+
+    def recording(model, inputs, *args, **kwargs):
+        trained.setdefault(name, set()).update(np.asarray(inputs).reshape(len(inputs), -1)[:, 0].astype(int).tolist())
+        return model, []
+
+    monkeypatch.setattr(selection, "train_dpsgd", recording)
+    for name, extra in (("d", 0), ("d+1", 1)):
+        tune(DPSGD_CONFIG, {"lr": ["0.5", "1"]}, tmp_path / name, progress=False, dataset=_numbered(data, extra),
+             selection={"mean": 2.0})
+    n = len(data.y_train)
+    assert trained["d+1"] - {n} == trained["d"] and 0 < len(trained["d"]) < n
+
+
 @pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
 def test_a_private_selection_writes_its_folder_after_the_last_trial(tmp_path, monkeypatch) -> None:
     """Nothing in the tune folder was written before the secret trials ended (their duration would tell
@@ -329,6 +369,14 @@ def test_an_interrupted_private_selection_stays_accounted_and_is_refused(tmp_pat
     with pytest.raises(RunDirectoryError, match="cannot be resumed") as refused:
         tune(DPSGD_CONFIG, {"lr": ["0.5", "1"]}, out, progress=False, selection={"mean": 2.0})
     assert str(scratch / "ledger.json") in str(refused.value) and not out.exists()
+
+
+@pytest.mark.parametrize("holdout, message", [(1e-6, "fewer than two to score on"), (1 - 1e-6, "none to train on")])
+def test_a_private_selection_refuses_a_holdout_that_leaves_nothing(tmp_path, holdout, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        tune(DPSGD_CONFIG, {"lr": ["0.5", "1"]}, tmp_path / "sel", holdout=holdout, progress=False,
+             selection={"mean": 2.0})
+    assert not (tmp_path / "sel").exists() and not selection.scratch_folder(tmp_path / "sel").exists()
 
 
 @pytest.mark.parametrize("grid", [{"delta": ["0.1", "0.2"]}, {"epsilon": ["1", "50"]},

@@ -122,8 +122,8 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="random search: N of the grid's combinations, drawn from --seed (default: all of them)")
     tune.add_argument("--holdout", type=float, default=0.2,
                       help="fraction of the training examples (of the first stage's, where the options are chosen "
-                           "on it) whose released labels score the candidates (chosen from --seed; default "
-                           "%(default)s)")
+                           "on it) whose released labels score the candidates (chosen from --seed; dp-sgd: each "
+                           "example is held out with this probability, by a coin of its own; default %(default)s)")
     selection = tune.add_argument_group("dp-sgd: private selection", "a secret random number of DP-SGD trials, each "
                                         "with a candidate drawn at random and scored by a noisy held-out count; "
                                         "only the best leaves (RepeatAndSelectDpEvent)")

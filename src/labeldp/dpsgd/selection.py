@@ -12,7 +12,13 @@ dp_accounting's RDP accountant gives for the one ``RepeatAndSelectDpEvent`` the 
 every example), the noise multiplier being calibrated so that the whole selection meets the budget.
 It assumes:
 
-- The held-out examples are chosen from the public seed.
+- Datasets are ordered and an added example is appended: its position is its id. Each example is
+  held out by a public coin of its own position (:func:`holdout_coins`), so adding one changes no
+  other example's assignment: neighbouring datasets give neighbouring training sets and
+  neighbouring held-out sets.
+- The number of training examples n is public, as in every DP-SGD implementation (whose sampling
+  rate is q = batch / n): the number held out, the sampling rate and the number of steps are
+  functions of n and the seed, and are written.
 - The number of trials, the batches and all noise come from the noise source and are never saved
   or shown, nor are the trials other than the chosen one. Nothing written tells how long the trials
   took (which would tell their number): the selection's working files (its ledger, recorded before
@@ -81,6 +87,19 @@ def draw_trials(rng, mean: float, shape: float) -> int:
     return k
 
 
+def holdout_coins(num_examples: int, fraction: float, seed: int) -> np.ndarray:
+    """Which training examples a private selection holds out (a boolean mask): example i when the i-th
+    uniform of the public stream ``tune-holdout`` of ``seed`` is below ``fraction``.
+
+    The first n uniforms of a stream do not depend on how many are drawn, so an example's coin depends
+    on its position alone: appending an example (the add-or-remove convention of this module) changes
+    no other example's assignment. The number held out is Binomial(n, ``fraction``), a function of the
+    public n and seed."""
+    if isinstance(fraction, bool) or not 0 < fraction < 1:
+        raise ConfigError(f"holdout must lie in (0, 1), got {fraction!r}")
+    return public_rng(seed, "tune-holdout").random(num_examples) < fraction
+
+
 @dataclass(frozen=True)
 class SelectionCandidate:
     """One candidate: DP-SGD's settings and a builder of its initial model (from public randomness only),
@@ -141,17 +160,15 @@ WriteOutput = Callable[[Path, PrivacyLedger, Selected], dict[str, Any]]
 
 def plan_selection(candidates: Sequence[SelectionCandidate], num_examples: int, *, epsilon: float, delta: float,
                    seed: int, holdout: float, mean: float, shape: float, score_noise: float) -> SelectionPlan:
-    """The selection's plan (:class:`SelectionPlan`); every refusal comes before any spend: a holdout that
-    leaves fewer than two examples to score on or none to train on, candidates with different sampling plans, settings or a budget that
+    """The selection's plan (:class:`SelectionPlan`); every refusal comes before any spend: fewer than two
+    examples held out or none kept, candidates with different sampling plans, settings or a budget that
     cannot pay (:func:`~labeldp.accounting.calibration.calibrate_selection_noise`)."""
-    if isinstance(holdout, bool) or not 0 < holdout < 1:
-        raise ConfigError(f"holdout must lie in (0, 1), got {holdout!r}")
-    size = int(round(holdout * num_examples))
-    if not 2 <= size < num_examples:
-        raise ConfigError(f"holdout {holdout:g} of {num_examples} training examples leaves "
-                          f"{'fewer than two to score on' if size < 2 else 'none to train on'}")
-    held_out = np.sort(public_rng(seed, "tune-holdout").permutation(num_examples)[:size])
-    kept = np.setdiff1d(np.arange(num_examples), held_out)
+    held = holdout_coins(num_examples, holdout, seed)
+    held_out, kept = np.flatnonzero(held), np.flatnonzero(~held)
+    if held_out.size < 2 or kept.size == 0:
+        lack = "fewer than two to score on: raise it" if held_out.size < 2 else "none to train on: lower it"
+        raise ConfigError(f"holdout {holdout:g} holds out {held_out.size} of {num_examples} training examples (a "
+                          f"public coin each, from the seed): {lack}")
     plans = {sampling_plan(kept.size, candidate.train)[:2] for candidate in candidates}
     if len(plans) > 1:
         raise ConfigError("dp-sgd candidates must share epochs and batch size (the sampling plan): the selection "
@@ -189,7 +206,7 @@ def select_dpsgd(candidates: Sequence[SelectionCandidate], data: LabeledDataset,
     """Select one of ``candidates`` privately on ``data`` (see the module docstring) and write the output
     folder ``out`` with ``write`` once the trials are over; returns what ``write`` returns.
 
-    ``seed`` is public (the held-out examples, the augmentation); ``noise`` gives the number of trials, the
+    ``seed`` is public (the held-out coins, the augmentation); ``noise`` gives the number of trials, the
     draw of each trial's candidate, the batches and every noise. Every refusal comes before the spend;
     the ledger of the spend is recorded in the scratch folder before the first trial, and a selection
     interrupted after it is refused when repeated (:func:`scratch_folder` says where its ledger is)."""
@@ -266,4 +283,4 @@ def format_selection(outcome: dict[str, Any]) -> str:
 
 
 __all__ = ["SELECTION_DEFAULTS", "SelectionCandidate", "SelectionPlan", "Selected", "WriteOutput", "draw_trials",
-           "format_selection", "plan_selection", "scratch_folder", "select_dpsgd"]
+           "format_selection", "holdout_coins", "plan_selection", "scratch_folder", "select_dpsgd"]
