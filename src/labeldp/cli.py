@@ -122,8 +122,8 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="random search: N of the grid's combinations, drawn from --seed (default: all of them)")
     tune.add_argument("--holdout", type=float, default=0.2,
                       help="fraction of the training examples (of the first stage's, where the options are chosen "
-                           "on it) whose released labels score the candidates (chosen from --seed; default "
-                           "%(default)s)")
+                           "on it) whose released labels score the candidates (chosen from --seed; dp-sgd: each "
+                           "example is held out with this probability, by a coin of its own; default %(default)s)")
     selection = tune.add_argument_group("dp-sgd: private selection", "a secret random number of DP-SGD trials, each "
                                         "with a candidate drawn at random and scored by a noisy held-out count; "
                                         "only the best leaves (RepeatAndSelectDpEvent)")
@@ -137,7 +137,8 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--device", default="auto", help="torch device (default %(default)s)")
     tune.add_argument("--threads", type=int, help="CPU threads of torch (default as labeldp train)")
     tune.add_argument("--quiet", action="store_true", help="no progress bars")
-    tune.add_argument("--out", required=True, help="tune folder (the final run's folder; resumed if it exists)")
+    tune.add_argument("--out", required=True, help="tune folder (the final run's folder; resumed if it exists; "
+                                                    "dp-sgd: a new folder, written whole once the trials are over)")
 
     report_parser = commands.add_parser("report", help="table and privacy-utility plot of a sweep",
                                         description="Print mean ± std of a test metric by method and epsilon from "

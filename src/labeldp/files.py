@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+
+from labeldp.errors import RunLockedError
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
@@ -29,3 +33,18 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
 def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
     """``data`` as indented JSON with sorted keys and a final newline."""
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | os.PathLike, holder: str) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (created if missing) for the duration, so that two
+    processes never work on ``holder`` at once; raises ``RunLockedError`` if another process holds it."""
+    with open(path, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunLockedError(f"another process is using {holder}") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -13,7 +13,7 @@ the release, train the final run with the best of them.
    the chosen options: a function of the first release only, so the run's adaptive composition
    covers it. What acts only after LP-2ST's second release (``reuse_labels``, ``warm_start``) is
    tried on both releases, in a tune of its own. DP-SGD, whose training steps are the release, is
-   tuned by private selection instead (:func:`select_dpsgd`).
+   tuned by private selection instead (:mod:`labeldp.dpsgd.selection`).
 2. The method runs once in the tune folder until the releases the candidates share are made
    (training before one where it needs a model, as the run would): they are drawn, saved and
    recorded on the folder's one ledger (read back, never drawn again, when the tune is repeated).
@@ -40,11 +40,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import itertools
 import json
 import math
-import os
-import time
 import warnings
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -52,7 +51,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from labeldp.accounting import PrivacyLedger
 from labeldp.data import LabeledDataset
+from labeldp.dpsgd.selection import SELECTION_DEFAULTS, Selected, SelectionCandidate, format_selection, select_dpsgd
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.estimators import clean_accuracy_terms
 from labeldp.experiments.sweep import _RUN_FIELDS, _TRAIN_FIELDS, _parse_value
@@ -61,7 +62,7 @@ from labeldp.private_labels import PrivateLabels
 from labeldp.randomness import public_rng
 from labeldp.release import Release
 from labeldp.runs.config import RunConfig, split_stages
-from labeldp.runs.context import RunContext, release_inputs
+from labeldp.runs.context import RunContext, initial_model, release_inputs
 from labeldp.runs.rundir import RunDirectory
 from labeldp.runs.run import _accept_changed_config, check_plan, config_dataset, data_facts, train_run
 from labeldp.training.stage import predict_proba, resolve_device
@@ -423,6 +424,77 @@ def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
     return {name: list(value) if isinstance(value, tuple) else value for name, value in options.items()}
 
 
+def _select_dpsgd(base: RunConfig, candidates: Sequence[RunConfig], options: Sequence[Mapping[str, Any]],
+                  out: str | Path, *, holdout: float, device: str, progress: bool, dataset: LabeledDataset | None,
+                  settings: Mapping[str, float]) -> dict[str, Any]:
+    """Tune DP-SGD by private selection (:func:`labeldp.dpsgd.selection.select_dpsgd`, with ``settings``
+    over :data:`~labeldp.dpsgd.selection.SELECTION_DEFAULTS`): the tune folder is the chosen trial's
+    run folder (config.json, data.json, ledger.json, model.pt, summary.json) with ``tune.json``, all
+    written once the trials are over. A finished selection is read back; everything the run's
+    configuration can refuse is refused before the spend."""
+    settings = {name: float(value) for name, value in {**SELECTION_DEFAULTS, **settings}.items()}
+    keys = [candidate_key(chosen) for chosen in options]
+    record = {"base": base.to_dict(), "candidates": keys, "holdout": holdout, "search": "private selection",
+              **settings}
+    done = _finished(RunDirectory(out), record)
+    if done is not None:
+        return done
+    _check_selection_candidates(base, candidates)
+    data = dataset if dataset is not None else config_dataset(base)
+    torch_device = resolve_device(device)
+    for candidate in candidates:
+        check_plan(candidate, data, torch_device)
+    trials = [SelectionCandidate(candidate.train, candidate.dpsgd,
+                                 functools.partial(initial_model, candidate, data, 1, torch_device))
+              for candidate in candidates]
+    write = functools.partial(_write_selection, base=base, candidates=candidates, options=options, record=record,
+                              data=data, device=torch_device, in_memory=dataset is not None, progress=progress)
+    return select_dpsgd(trials, data, out, write, epsilon=base.epsilon, delta=base.delta, noise=base.noise,
+                        seed=base.seed, holdout=holdout, progress=progress, **settings)
+
+
+def _check_selection_candidates(base: RunConfig, candidates: Sequence[RunConfig]) -> None:
+    """Refuse candidates that vary more than training and clipping options (the budget, the noise and the
+    data are the selection's own), and a given noise multiplier (the selection calibrates its own)."""
+    if base.dpsgd.noise_multiplier is not None:
+        raise ConfigError("tune calibrates DP-SGD's noise multiplier to the whole selection: leave --noise-multiplier "
+                          "out")
+    for candidate in candidates:
+        differs = sorted(name for name in _RUN_FIELDS - {"dpsgd"} if getattr(candidate, name) != getattr(base, name))
+        if candidate.dpsgd.noise_multiplier != base.dpsgd.noise_multiplier:
+            differs.append("noise_multiplier")
+        if differs:
+            raise ConfigError(f"a private selection's candidates may vary training and clipping options only, not "
+                              f"{', '.join(differs)}: the budget, the noise and the data are the selection's own")
+
+
+def _write_selection(root: Path, ledger: PrivacyLedger, selected: Selected, *, base: RunConfig,
+                     candidates: Sequence[RunConfig], options: Sequence[Mapping[str, Any]], record: dict[str, Any],
+                     data: LabeledDataset, device, in_memory: bool, progress: bool) -> dict[str, Any]:
+    """Write a private selection's tune folder into ``root``: the chosen trial's run folder and
+    ``tune.json``. Its summary has no duration (``seconds`` null): the trials' would tell their number."""
+    chosen, plan = candidates[selected.index], selected.plan
+    folder = RunDirectory(root)
+    folder.write_config(chosen.to_dict())
+    write_json_atomic(folder.data_path, data_facts(data, in_memory=in_memory))
+    ledger.save(folder.ledger_path, base.delta)
+    key = record["candidates"][selected.index]
+    facts = {"seconds": None, "noise_multiplier": plan.noise_multiplier,
+             "sampling_probability": plan.sampling_probability, "steps": plan.steps,
+             "selection": {"chosen": key, "noisy_held_out_accuracy": selected.noisy_accuracy,
+                           "held_out": int(plan.held_out.size), "mean": plan.mean, "shape": plan.shape,
+                           "score_noise": plan.score_noise}}
+    summary = RunContext(chosen, folder, data, device, progress).finish(selected.model, facts)
+    outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
+               "delta": base.delta, "noise_multiplier": plan.noise_multiplier, "held_out": int(plan.held_out.size),
+               "num_train": int(len(data.y_train)), "chosen": key,
+               "chosen_options": _jsonable(options[selected.index]),
+               "noisy_held_out_accuracy": selected.noisy_accuracy,
+               "ledger_epsilon": math.ceil(ledger.epsilon(base.delta) * 1e6) / 1e6, "final": summary}
+    write_json_atomic(folder.root / TUNE_FILE, outcome)
+    return outcome
+
+
 def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, *, holdout: float = DEFAULT_HOLDOUT,
          trials: int | None = None, device: str = "auto", progress: bool = True,
          dataset: LabeledDataset | None = None, selection: Mapping[str, float] | None = None) -> dict[str, Any]:
@@ -430,8 +502,8 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
     ``out`` ends as the run of the best candidate (see the module docstring). Returns what
     ``tune.json`` holds: the candidates with their estimated clean accuracy and its standard error
     on the held-out released labels, the chosen key, and the final run's summary. ``dp-sgd``, whose
-    steps are its release, is tuned by private selection instead (:func:`select_dpsgd`, with the
-    settings ``selection``: ``mean``, ``shape``, ``score_noise``)."""
+    steps are its release, is tuned by private selection instead (:mod:`labeldp.dpsgd.selection`,
+    with the settings ``selection``: ``mean``, ``shape``, ``score_noise``)."""
     base = config.resolved()
     options = candidate_options(grid, trials=trials, seed=base.seed)
     candidates = [candidate_config(base, chosen) for chosen in options]
@@ -440,8 +512,8 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
     if unknown:
         raise ConfigError(f"unknown selection settings {unknown}; known: {', '.join(SELECTION_DEFAULTS)}")
     if base.method_spec.training_releases and base.method == "dp-sgd":
-        return select_dpsgd(base, candidates, options, out, holdout=holdout, device=device, progress=progress,
-                            dataset=dataset, **(selection or {}))
+        return _select_dpsgd(base, candidates, options, out, holdout=holdout, device=device, progress=progress,
+                             dataset=dataset, settings=selection or {})
     if selection:
         raise ConfigError("the selection's settings (mean number of trials, shape, score noise) apply to dp-sgd only: "
                           f"method {base.method!r} is tuned on one release of its labels")
@@ -555,167 +627,5 @@ def format_tune(outcome: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["DEFAULT_HOLDOUT", "select_dpsgd", "HeldOutScorer", "candidate_config", "candidate_key", "candidate_options",
+__all__ = ["DEFAULT_HOLDOUT", "HeldOutScorer", "candidate_config", "candidate_key", "candidate_options",
            "check_tunable", "mean_and_error", "format_tune", "holdout_split", "sealed", "tune"]
-
-
-# -- DP-SGD: private selection ------------------------------------------------------------------------
-
-#: Defaults of the private selection: geometric number of trials (shape 1) with mean 3, and the noise of
-#: the held-out count of correct predictions that scores each trial.
-SELECTION_DEFAULTS = {"mean": 3.0, "shape": 1.0, "score_noise": 10.0}
-
-
-def draw_trials(rng, mean: float, shape: float) -> int:
-    """The number of trials of a private selection, from the noise generator ``rng`` (never saved or shown):
-    Poisson(``mean``) for ``shape`` inf, else the truncated negative binomial of Papernot & Steinke (2022)
-    whose mean is ``mean`` (shape 1: geometric on 1, 2, ...), P[k] proportional to C(k + shape - 1, k)
-    (1 - gamma)^k for k >= 1."""
-    from dp_accounting.rdp.rdp_privacy_accountant import _gamma_truncated_negative_binomial
-
-    if math.isinf(shape):
-        u, k, term = float(rng.random()), 0, math.exp(-mean)  # inverse CDF of Poisson(mean)
-        total = term
-        while u > total and term > 0:
-            k += 1
-            term *= mean / k
-            total += term
-        return k
-    gamma = _gamma_truncated_negative_binomial(shape, mean)
-    u = float(rng.random())  # inverse CDF over k >= 1
-    k = 1
-    probability = shape * gamma ** shape * (1 - gamma) / (1 - gamma ** shape)  # P[1]
-    total = probability
-    while u > total and probability > 0:
-        probability *= (k + shape) / (k + 1) * (1 - gamma)  # P[k + 1] / P[k]
-        k += 1
-        total += probability
-    return k
-
-
-def select_dpsgd(base: RunConfig, candidates: Sequence[RunConfig], options: Sequence[Mapping[str, Any]],
-                 out: str | Path, *, holdout: float = DEFAULT_HOLDOUT, device: str = "auto", progress: bool = True,
-                 dataset: LabeledDataset | None = None, mean: float = SELECTION_DEFAULTS["mean"],
-                 shape: float = SELECTION_DEFAULTS["shape"],
-                 score_noise: float = SELECTION_DEFAULTS["score_noise"]) -> dict[str, Any]:
-    """Tune DP-SGD by private selection (Papernot & Steinke 2022): a secret random number of trials
-    (:func:`draw_trials`), each DP-SGD with a candidate drawn at random, trained on the examples not held
-    out and scored by its held-out count of correct predictions plus N(0, ``score_noise``^2); only the
-    best trial leaves the mechanism (its model, options and noisy score). The ledger of ``out`` records
-    one ``RepeatAndSelectDpEvent`` over every example, whose trial is the DP-SGD steps composed with the
-    score (both charged to every example), with the noise multiplier calibrated so that the whole
-    selection meets the budget (dp_accounting's RDP accountant). The trials, their number and the other
-    scores are never written (trials train in memory, without checkpoints). An interrupted selection is
-    not resumed: its event is recorded before the first trial, and repeating it would spend again."""
-    from labeldp.accounting import DPSGD_RELATION, PrivacyLedger
-    from labeldp.accounting.calibration import calibrate_selection_noise, selection_trial_event
-    from labeldp.accounting.events import selection_event
-    from labeldp.dpsgd.trainer import sampling_plan, train_dpsgd
-    from labeldp.errors import InsecureNoiseWarning
-    from labeldp.randomness import NoiseSource, public_seed
-
-    folder = RunDirectory(out)
-    keys = [candidate_key(chosen) for chosen in options]
-    record = {"base": base.to_dict(), "candidates": keys, "holdout": holdout, "search": "private selection",
-              "mean": float(mean), "shape": float(shape), "score_noise": float(score_noise)}
-    done = _finished(folder, record)
-    if done is not None:
-        return done
-    if folder.ledger_path.exists():
-        raise RunDirectoryError(f"{folder.root} records a private selection that did not finish: its trials are not "
-                                "kept, so it cannot be resumed without spending again; start again in a new folder "
-                                "(a new spend, with its own ledger)")
-    if base.dpsgd.noise_multiplier is not None:
-        raise ConfigError("tune calibrates DP-SGD's noise multiplier to the whole selection: leave --noise-multiplier "
-                          "out")
-    for candidate in candidates:  # only the training and the clipping may vary: never the budget or the noise
-        differs = sorted(name for name in _RUN_FIELDS - {"dpsgd"} if getattr(candidate, name) != getattr(base, name))
-        if candidate.dpsgd.noise_multiplier != base.dpsgd.noise_multiplier:
-            differs.append("noise_multiplier")
-        if differs:
-            raise ConfigError(f"a private selection's candidates may vary training and clipping options only, not "
-                              f"{', '.join(differs)}: the budget, the noise and the data are the selection's own")
-    data = dataset if dataset is not None else config_dataset(base)
-    torch_device = resolve_device(device)
-    for candidate in candidates:
-        check_plan(candidate, data, torch_device)
-    held_out = holdout_split(len(data.y_train), holdout, base.seed)
-    kept = np.setdiff1d(np.arange(len(data.y_train)), held_out)
-    plans = {sampling_plan(kept.size, candidate.train)[:2] for candidate in candidates}
-    if len(plans) > 1:
-        raise ConfigError("dp-sgd candidates must share epochs and batch size (the sampling plan): the selection "
-                          "accounts every trial as one event; tune the learning rate, momentum, weight decay, "
-                          "clipping norm, ...")
-    (q, steps), = plans
-    sigma = calibrate_selection_noise(base.epsilon, base.delta, q, steps, score_noise, mean, shape, tolerance=1e-2)
-    trial_event = selection_trial_event(sigma, q, steps, score_noise)
-    event = selection_event(trial_event, mean, shape)
-    if not base.noise.private:
-        warnings.warn(f"the selection's noise is {base.noise.describe()}", InsecureNoiseWarning, stacklevel=2)
-    with folder.lock():
-        folder.create()
-        folder.write_config(base.to_dict())
-        write_json_atomic(folder.data_path, data_facts(data, in_memory=dataset is not None))
-        ledger = PrivacyLedger(len(data.y_train), DPSGD_RELATION)
-        description = (f"private selection over {len(candidates)} DP-SGD candidates: trials ~ "
-                       f"{'Poisson' if math.isinf(shape) else f'truncated negative binomial (shape {shape:g})'} with "
-                       f"mean {mean:g}; each DP-SGD (noise multiplier {sigma:.4f}, Poisson rate {q:.5g}, {steps} "
-                       f"steps) and a held-out count with noise {score_noise:g}")
-        rng = base.noise.generator("tune-selection")
-        trials = draw_trials(rng, mean, shape)  # drawn before the spend: it does not depend on the data
-        ledger.record(event, np.ones(len(data.y_train), dtype=bool), description, "selection")
-        ledger.save(folder.ledger_path, base.delta)  # recorded before the first trial
-        recorded = folder.ledger_path.stat().st_mtime_ns
-        best = None
-        x_kept, y_kept = data.x_train[kept], data.y_train[kept]
-        x_held, y_held = data.x_train[held_out], data.y_train[held_out]
-        if progress:
-            tqdm.write("private selection: the trials run in secret (their number is part of the noise)")
-        for trial in range(trials):
-            index = int(rng.integers(len(candidates)))
-            config = candidates[index]
-            noise = (config.noise if config.noise.private
-                     else NoiseSource(insecure_seed=int(config.noise.seed("tune-selection", trial + 1))))
-            model = RunContext(config, folder, data, torch_device, False).new_model(1)
-            evaluated, _ = train_dpsgd(model, x_kept, y_kept, config.train, config.dpsgd, sigma,
-                                       augmentation=data.augmentation, seed=config.seed, noise=noise,
-                                       checkpoint=None, progress=False)
-            predictions = predict_proba(evaluated, x_held, batch_size=config.train.eval_batch_size).argmax(axis=1)
-            score = float(np.sum(predictions == y_held)) + float(rng.normal(0.0, score_noise))
-            if best is None or score > best[0]:
-                best = (score, index, evaluated.cpu())
-        if best is None:
-            raise RunDirectoryError("the selection drew no trial (a Poisson number of trials can be 0): nothing is "
-                                    "output; the spend is recorded in the ledger")
-        score, index, model = best
-        chosen = candidates[index]
-        folder.write_config(chosen.to_dict())
-        context = RunContext(chosen, folder, data, torch_device, progress)
-        facts = {"noise_multiplier": sigma, "sampling_probability": q, "steps": steps,
-                 "selection": {"chosen": keys[index], "noisy_held_out_accuracy": score / held_out.size,
-                               "held_out": int(held_out.size), "mean": float(mean), "shape": float(shape),
-                               "score_noise": float(score_noise)}}
-        summary = context.finish(model, facts)
-        outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
-                   "delta": base.delta, "noise_multiplier": sigma, "held_out": int(held_out.size),
-                   "num_train": int(len(data.y_train)), "chosen": keys[index],
-                   "chosen_options": _jsonable(options[index]), "noisy_held_out_accuracy": score / held_out.size,
-                   "ledger_epsilon": math.ceil(ledger.epsilon(base.delta) * 1e6) / 1e6, "final": summary}
-        write_json_atomic(folder.root / TUNE_FILE, outcome)
-    # The files' times would show how long the trials took, so their number: all take the ledger's. (The
-    # wall time of the command itself shows it to whoever watches it run.)
-    for path in [*folder.root.rglob("*"), folder.root]:
-        os.utime(path, ns=(recorded, recorded), follow_symlinks=False)
-    return outcome
-
-
-def format_selection(outcome: dict[str, Any]) -> str:
-    final = outcome["final"]
-    shape = "Poisson" if math.isinf(outcome["shape"]) else f"shape {outcome['shape']:g}"
-    return (f"private selection over {len(outcome['candidates'])} candidates ({', '.join(outcome['candidates'])}); "
-            f"trials: {shape}, mean {outcome['mean']:g} (their number and the other trials stay secret)\n"
-            f"chosen: {outcome['chosen']}, noisy held-out accuracy {100 * outcome['noisy_held_out_accuracy']:.2f}% "
-            f"({outcome['held_out']} examples, count noise {outcome['score_noise']:g}); DP-SGD noise multiplier "
-            f"{outcome['noise_multiplier']:.4f}\n"
-            f"the chosen trial's model: test accuracy {100 * final['test_accuracy']:.2f}%; the tune folder's ledger: "
-            f"epsilon {outcome['ledger_epsilon']:g} at delta {outcome['delta']:g} (one RepeatAndSelectDpEvent, RDP)")

@@ -47,6 +47,13 @@ def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
     return inputs
 
 
+def initial_model(config: RunConfig, data: LabeledDataset, stage: int, device: torch.device) -> nn.Module:
+    """The model of ``stage`` of a run of ``config`` on ``data``, initialised from the public stream
+    ``model-init`` of its seed, on ``device``."""
+    seed = public_seed(config.seed, "model-init", stage)
+    return build_model(config.model, data.input_shape, data.num_classes, seed, data.categorical).to(device)
+
+
 class RunContext:
     """One run while it executes: its resolved ``config``, ``data``, folder ``out``, ``device`` and
     ``ledger`` (read back when resuming)."""
@@ -136,9 +143,7 @@ class RunContext:
 
     def new_model(self, stage: int) -> nn.Module:
         """The model of ``stage``, initialised from the seed's stream for it, on the run's device."""
-        seed = public_seed(self.config.seed, "model-init", stage)
-        return build_model(self.config.model, self.data.input_shape, self.data.num_classes, seed,
-                           self.data.categorical).to(self.device)
+        return initial_model(self.config, self.data, stage, self.device)
 
     def on_epoch_end(self, stage: int, stages: int) -> Callable[[EpochRecord], None]:
         """The callback that writes an epoch's metrics (and prints them, with progress)."""

@@ -13,7 +13,6 @@ crash at any moment leaves a directory that a resumed run can continue from.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import shutil
 import zipfile
@@ -23,8 +22,8 @@ from typing import Any, Iterator
 import numpy as np
 
 from labeldp.accounting import NEIGHBORING_RELATION, PrivacyLedger
-from labeldp.errors import RunDirectoryError, RunLockedError
-from labeldp.files import write_atomic, write_json_atomic, write_text_atomic
+from labeldp.errors import RunDirectoryError
+from labeldp.files import exclusive_lock, write_atomic, write_json_atomic, write_text_atomic
 from labeldp.training.stage import load_torch
 
 
@@ -63,15 +62,8 @@ class RunDirectory:
             self.root.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
             raise RunDirectoryError(f"cannot create the run folder {self.root}: a file is in the way") from None
-        with open(self.root / ".lock", "w") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise RunLockedError(f"another process is using the run directory {self.root}") from None
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with exclusive_lock(self.root / ".lock", f"the run directory {self.root}"):
+            yield
 
     def release_path(self, name: str) -> Path:
         return self.root / "noisy_labels" / f"{name}.npz"
