@@ -22,6 +22,7 @@ from labeldp.experiments import format_epsilon, get_profile, list_profiles, load
 from labeldp.experiments.report import METRICS, aggregate, format_report, report
 from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
 from labeldp.errors import ConfigError, LabelDPError, RunDirectoryError
+from labeldp.evaluation import describe_test_metrics
 from labeldp.dpsgd.trainer import DPSGDConfig
 from labeldp.pate import PATEConfig
 from labeldp.runs import RunConfig, config_dataset, train_run
@@ -223,9 +224,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _print_summary(summary: dict) -> None:
-    metric = (f"test RMSE {summary['test_rmse']:.4g} (MAE {summary['test_mae']:.4g})" if "test_rmse" in summary
-              else f"test accuracy {100 * summary['test_accuracy']:.2f}%"
-              + (f", AUC {summary['test_auc']:.4f}" if summary.get("test_auc") is not None else ""))
+    metric = describe_test_metrics(summary)
     print(f"{summary['method']} on {summary['dataset']}: {metric}  "
           f"epsilon {format_epsilon(summary['epsilon'])} (delta {summary['delta']:g}, {summary['neighboring_relation']})  "
           f"{summary['seconds']:.1f}s")

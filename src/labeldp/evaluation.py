@@ -62,3 +62,27 @@ def regression_metrics(probabilities: np.ndarray, label_values: np.ndarray, valu
 def primary_metric(summary: dict) -> str:
     """The metric a run is compared by: test RMSE for a regression, else test accuracy."""
     return "test_rmse" if summary.get("test_rmse") is not None else "test_accuracy"
+
+
+def describe_test_metrics(summary: dict) -> str:
+    """A run summary's test metrics in a few words: exact on public labels, or estimated from released
+    ones (with one standard error), or that there are none."""
+    estimated = str(summary.get("test_labels", "")).startswith("estimated")
+
+    def shown(name: str, scale: float, digits: int, unit: str = "") -> str:
+        value, error = summary[name], summary.get(f"{name}_se")
+        text = f"{scale * value:.{digits}f}{unit}"
+        return text + (f" +- {scale * error:.{digits}f}" if estimated and error is not None else "")
+
+    if summary.get("test_rmse") is not None:
+        text = f"test RMSE {shown('test_rmse', 1.0, 4)}" if not estimated else \
+            f"test MSE {shown('test_mse', 1.0, 4)} (RMSE {summary['test_rmse']:.4f})"
+        if summary.get("test_mae") is not None:
+            text += f" (MAE {summary['test_mae']:.4g})"
+    elif summary.get("test_accuracy") is not None:
+        text = f"test accuracy {shown('test_accuracy', 100.0, 2, '%')}"
+        if summary.get("test_auc") is not None:
+            text += f", AUC {shown('test_auc', 1.0, 4)}"
+    else:
+        return "no test metric (the test labels are private and were not released)"
+    return text + (" (estimated from the released test labels)" if estimated else "")

@@ -190,7 +190,7 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
     report = {"method": config.method, "dataset": config.dataset, "claimed_epsilon": claimed,
               "claimed_label_epsilon": label_epsilon,
               "canaries": canaries, "reference_run": str(reference_dir),
-              "canary_run_test_accuracy": summary["test_accuracy"], "canary_run_seconds": summary["seconds"],
+              "canary_run_test_accuracy": summary.get("test_accuracy"), "canary_run_seconds": summary["seconds"],
               "seconds": round(time.perf_counter() - start, 2), "spent": spent,
               "seed": seed, **result.to_dict()}
     out.mkdir(parents=True, exist_ok=True)

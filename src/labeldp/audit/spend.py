@@ -24,8 +24,12 @@ from labeldp.runs import RunConfig
 
 def audit_run_config(config: RunConfig, seed: int, index: int) -> RunConfig:
     """The configuration of the audit's ``index``-th run: the audited recipe, with noise that is not
-    the audited run's. Fresh or secure noise never repeats; an insecure noise seed is replaced by
-    one derived from it, the audit's seed and ``index``, so that tests stay reproducible."""
+    the audited run's, and no release of private test labels (the audit measures labels leaked, not
+    accuracy: its runs release the training labels only, which its ledger maps onto the audited
+    examples). Fresh or secure noise never repeats; an insecure noise seed is replaced by one derived
+    from it, the audit's seed and ``index``, so that tests stay reproducible."""
+    if config.test_held_out and config.test_labels == "released":
+        config = dataclasses.replace(config, test_labels="none")
     if config.insecure_noise_seed is None:
         return config
     return dataclasses.replace(config, insecure_noise_seed=public_seed(config.insecure_noise_seed, "audit", seed,

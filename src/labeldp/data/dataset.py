@@ -79,6 +79,12 @@ class LabeledDataset:
         return labels
 
     @property
+    def private_rows(self) -> int:
+        """The rows whose labels are private: the training rows, then the test rows where their labels
+        are private too (a run's ledger covers them in that order)."""
+        return len(self.y_train) + (0 if self.public_test else len(self.y_test))
+
+    @property
     def public_test(self) -> bool:
         """Whether the test labels are public (exact test metrics), or private held-out rows whose
         metrics are estimated from a release of them."""

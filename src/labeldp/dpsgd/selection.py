@@ -49,7 +49,9 @@ from labeldp.accounting.events import selection_event
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.trainer import DPSGDConfig, sampling_plan, train_dpsgd
 from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
+from labeldp.evaluation import describe_test_metrics
 from labeldp.files import exclusive_lock
+from labeldp.private_labels import unseal
 from labeldp.randomness import NoiseSource, public_rng
 from labeldp.training.stage import TrainConfig, predict_proba
 
@@ -264,7 +266,7 @@ def _trial(candidate: SelectionCandidate, plan: SelectionPlan, data: LabeledData
                            noise=noise, checkpoint=None, progress=False)
     predictions = predict_proba(model, data.x_train[plan.held_out],
                                 batch_size=candidate.train.eval_batch_size).argmax(axis=1)
-    count = float(np.sum(predictions == data.y_train[plan.held_out]))
+    count = float(np.sum(predictions == unseal(data.y_train[plan.held_out])))  # inside the mechanism: noised below
     return count + float(rng.normal(0.0, plan.score_noise)), model
 
 
@@ -278,7 +280,7 @@ def format_selection(outcome: dict[str, Any]) -> str:
             f"chosen: {outcome['chosen']}, noisy held-out accuracy {100 * outcome['noisy_held_out_accuracy']:.2f}% "
             f"({outcome['held_out']} examples, count noise {outcome['score_noise']:g}); DP-SGD noise multiplier "
             f"{outcome['noise_multiplier']:.4f}\n"
-            f"the chosen trial's model: test accuracy {100 * final['test_accuracy']:.2f}%; the tune folder's ledger: "
+            f"the chosen trial's model: {describe_test_metrics(final)}; the tune folder's ledger: "
             f"epsilon {outcome['ledger_epsilon']:g} at delta {outcome['delta']:g} (one RepeatAndSelectDpEvent, RDP)")
 
 

@@ -57,6 +57,7 @@ from labeldp.dpsgd.selection import SELECTION_DEFAULTS, Selected, SelectionCandi
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.estimators import clean_accuracy_terms
 from labeldp.experiments.sweep import _RUN_FIELDS, _TRAIN_FIELDS, _parse_value
+from labeldp.evaluation import describe_test_metrics
 from labeldp.files import write_atomic, write_json_atomic
 from labeldp.private_labels import PrivateLabels
 from labeldp.randomness import public_rng
@@ -621,9 +622,8 @@ def format_tune(outcome: dict[str, Any]) -> str:
     final = outcome["final"]
     epsilon = "inf" if outcome["ledger_epsilon"] is None else f"{outcome['ledger_epsilon']:g}"
     lines.append(f"\n{outcome['held_out']} of {outcome['num_train']} training examples held out; the final run "
-                 f"({outcome['chosen']}) trained on every released label: test accuracy "
-                 f"{100 * final['test_accuracy']:.2f}%; the tune folder's ledger: epsilon {epsilon} (one run's releases: "
-                 f"{', '.join(outcome['releases'])})")
+                 f"({outcome['chosen']}) trained on every released label: {describe_test_metrics(final)}; the tune "
+                 f"folder's ledger: epsilon {epsilon} (one run's releases: {', '.join(outcome['releases'])})")
     return "\n".join(lines)
 
 

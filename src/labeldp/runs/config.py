@@ -262,8 +262,7 @@ class RunConfig:
                 raise ConfigError(f"classes must be at least two distinct values, got {list(self.classes)}")
         if self.test_labels not in TEST_LABELS:
             raise ConfigError(f"test_labels must be one of {TEST_LABELS}, got {self.test_labels!r}")
-        held_out = self.dataset == "movielens" or (self.dataset == "csv" and self.test_table is None)
-        if self.test_labels != "released" and not held_out:
+        if self.test_labels != "released" and not self.test_held_out:
             raise ConfigError("test_labels applies to test rows held out of the private label column (a table without "
                               f"--test-table, movielens); the test set of {self.dataset!r} is public and measured "
                               "exactly")
@@ -293,6 +292,12 @@ class RunConfig:
         if self.label_range is None:
             return None
         return label_grid(*self.label_range, self.label_grid or DEFAULT_GRID_SIZE)
+
+    @property
+    def test_held_out(self) -> bool:
+        """Whether the test rows are held out of the private label column (a table without a test
+        table, MovieLens's split), so that their labels are private too."""
+        return self.dataset == "movielens" or (self.dataset == "csv" and self.test_table is None)
 
     @property
     def label_epsilon(self) -> float | None:

@@ -8,9 +8,8 @@ the final evaluation."""
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 import time
 from dataclasses import asdict
 from typing import Any, Callable
@@ -28,7 +27,8 @@ from labeldp.evaluation import classification_metrics, regression_metrics
 from labeldp.files import write_json_atomic
 from labeldp.models import build_model
 from labeldp.randomness import public_rng, public_seed
-from labeldp.release import Release
+from labeldp.release import Release, release_randomized_response, release_true_labels
+from labeldp.released_metrics import estimated_classification_metrics, estimated_regression_metrics
 from labeldp.runs.config import RunConfig
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import EpochRecord, predict_proba, save_atomic, train_stage
@@ -64,11 +64,11 @@ class RunContext:
         #: whether this process is one of several (torchrun), and whether it is the one that releases and writes
         self.parallel, self.main = distributed.active(), distributed.is_main()
         self.started = time.perf_counter()
-        if self.main:
-            self.ledger = out.read_ledger(len(data.y_train), config.method_spec.relation)
+        if self.main:  # over the training rows, then the test rows where their labels are private
+            self.ledger = out.read_ledger(data.private_rows, config.method_spec.relation)
             self.elapsed_before = out.elapsed()
         else:  # rank 0 keeps the ledger; the other ranks never read nor write the run folder
-            self.ledger = PrivacyLedger(len(data.y_train), config.method_spec.relation)
+            self.ledger = PrivacyLedger(data.private_rows, config.method_spec.relation)
             self.elapsed_before = 0.0
         self._releases: dict[str, Release] = {}
 
@@ -185,28 +185,72 @@ class RunContext:
         return indices, targets
 
     def evaluation_set(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The inputs and labels (values) each epoch is evaluated on: the public test set."""
+        """The inputs and labels (values) each epoch is evaluated on: the public test set (none where
+        the test labels are private: their release is made once, by :meth:`finish`)."""
         data = self.data
+        if not data.public_test:
+            return None
         return data.x_test, data.test_values if data.is_regression else data.y_test
 
     def finish(self, model: nn.Module, facts: dict[str, Any]) -> dict[str, Any]:
         """Save the final model and the run's summary (epsilon from the ledger, plus ``facts``); under
-        torchrun the ranks share the evaluation, rank 0 writes, and every rank returns the summary."""
+        torchrun the ranks share the evaluation, rank 0 writes, and every rank returns the summary.
+        Private test labels are released first (:meth:`test_release`) and the metrics estimated from
+        that release."""
         probabilities = predict_proba(model, self.data.x_test, batch_size=self.config.train.eval_batch_size,
                                       sharded=self.parallel)
-        return distributed.on_main(lambda: self._summarise(model, probabilities, facts))
+        released = self.test_release()
+        return distributed.on_main(lambda: self._summarise(model, probabilities, facts, released))
 
-    def _summarise(self, model: nn.Module, probabilities: np.ndarray, facts: dict[str, Any]) -> dict[str, Any]:
+    def test_release(self) -> Release | None:
+        """The release ``test`` of private test labels, once, by randomized response at the run's
+        epsilon (the test rows pay it as the training rows do, in parallel with them: the run's epsilon
+        is unchanged), or their true labels for a non-private run. None where the test labels are
+        public, where ``test_labels`` is ``none``, or for DP-SGD, whose ledger counts examples added or
+        removed, not labels replaced."""
+        config, data = self.config, self.data
+        if data.public_test or config.test_labels == "none" or config.method_spec.training_releases:
+            return None
+        members = len(data.y_train) + np.arange(len(data.y_test))
+
+        def draw(ledger: PrivacyLedger) -> Release:
+            if not config.method_spec.private:
+                return release_true_labels(ledger, data.y_test, members, data.num_classes, "test")
+            return release_randomized_response(ledger, data.y_test, members, data.num_classes, config.epsilon,
+                                               config.noise.generator("label-release", 0), "test")
+
+        return self.spend("test", draw)
+
+    def _test_metrics(self, probabilities: np.ndarray, released: Release | None) -> dict[str, Any]:
+        """Exact metrics on a public test set, or estimated from the release of private test labels."""
+        config, data = self.config, self.data
+        if data.public_test:
+            source = ("public (held out of the label column and treated as public: NOT covered by the epsilon)"
+                      if config.test_labels == "public" else "public test set")
+            if data.is_regression:
+                return {**regression_metrics(probabilities, data.label_values, data.test_values), "test_labels": source}
+            return {**classification_metrics(probabilities, data.y_test), "test_labels": source}
+        if released is None:
+            why = "dp-sgd releases no label" if config.method_spec.training_releases else "test_labels none"
+            return {"test_labels": f"private: not measured ({why})"}
+        source = (f"estimated from their release ({released.description}; each metric with its standard error "
+                  "'_se')")
+        if data.is_regression:
+            return {**estimated_regression_metrics(probabilities, released.labels, released.likelihood,
+                                                   data.label_values), "test_labels": source}
+        return {**estimated_classification_metrics(probabilities, released.labels, released.likelihood),
+                "test_labels": source}
+
+    def _summarise(self, model: nn.Module, probabilities: np.ndarray, facts: dict[str, Any],
+                   released: Release | None) -> dict[str, Any]:
         config, data = self.config, self.data
         delta = config.delta or 0.0
         save_atomic(model.state_dict(), self.out.model_path)
         epsilon = self.ledger.epsilon(delta)
+        metrics = self._test_metrics(probabilities, released)
         if data.is_regression:
-            metrics = {**regression_metrics(probabilities, data.label_values, data.test_values),
-                       "label_range": [float(data.label_values[0]), float(data.label_values[-1])],
-                       "label_grid": int(data.num_classes)}
-        else:
-            metrics = classification_metrics(probabilities, data.y_test)
+            metrics |= {"label_range": [float(data.label_values[0]), float(data.label_values[-1])],
+                        "label_grid": int(data.num_classes)}
         summary = {
             "dataset": config.dataset,
             "method": config.method,
