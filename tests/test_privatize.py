@@ -140,7 +140,7 @@ def test_a_release_is_never_overwritten(tmp_path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(ReleaseExistsError):
         privatize_table(tmp_path / "t.parquet", tmp_path / "empty", **arguments)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "out", "t.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.lock", "empty", "out", "t.parquet"]
 
 
 def test_labels_outside_the_classes_are_refused_before_anything_is_written(tmp_path) -> None:
@@ -218,7 +218,7 @@ def test_an_interrupted_release_leaves_nothing_that_reads_as_one(tmp_path, monke
     monkeypatch.setattr(privatize_module, "randomized_response", fail_on_the_third_block)
     with pytest.raises(KeyboardInterrupt):
         privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]  # the drawn blocks are gone with it
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.lock", "t.parquet"]  # the drawn blocks are gone
     monkeypatch.undo()
     privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
     assert load_release(tmp_path / "out").labels.size == 2000
@@ -329,3 +329,25 @@ def test_the_dask_example_releases_per_partition_with_one_ledger(tmp_path) -> No
         example.privatize_with_dask(str(folder), str(tmp_path / "bad"), label_column="y", id_column="id",
                                     classes=[0, 1, 2], epsilon=1.0)
     assert not (tmp_path / "bad").exists()
+
+
+# ----------------------------------------------------------------------------------------------------
+# The lock
+
+
+def test_the_lock_keeps_a_second_release_out_even_after_a_failed_one(tmp_path, monkeypatch) -> None:
+    """The lock file is never unlinked: a process that opened it before a failed release and locks it
+    afterwards still keeps every other release into the same folder out."""
+    pq.write_table(make_table(rr_fixture(10)), tmp_path / "t.parquet")
+    arguments = dict(label_column="y", id_column="id", classes=range(4), epsilon=1.0)
+    with open(tmp_path / ".out.lock", "a") as handle:  # process A opens the lock file
+        monkeypatch.setattr(privatize_module, "randomized_response", lambda *args: 1 / 0)
+        with pytest.raises(ZeroDivisionError):  # a release into out takes the lock, fails, lets it go
+            privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
+        monkeypatch.undo()
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # A holds the lock
+        with pytest.raises(RunLockedError, match="another process"):
+            privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
+    assert not (tmp_path / "out").exists()
+    privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
+    assert (tmp_path / ".out.lock").exists()  # stays beside the release, empty and harmless

@@ -30,7 +30,9 @@ row's (public) prior and its released label: :meth:`LabelRelease.channel` recomp
 **Release once.** A release folder is never overwritten (:class:`~labeldp.errors.ReleaseExistsError`):
 releasing the labels again would spend their budget a second time. The folder is written under a
 hidden name (``.OUT.partial``, readable by its owner only) and renamed into place, complete, after its
-files are flushed to disk; a lock keeps a second process out meanwhile. An error or an interrupt
+files are flushed to disk; a lock (``.OUT.lock`` beside ``out``) keeps a second process out meanwhile.
+The lock file is never removed (removing it while held would let two processes lock two files of the
+same name, and both draw): empty, it stays beside the release, harmless. An error or an interrupt
 removes the partial folder; a process killed outright leaves it behind, unreadable as a release (no
 ``release.json``, a Parquet file without its footer), and the next ``privatize_table`` to the same
 ``out`` deletes it unread before it draws.
@@ -552,17 +554,17 @@ def _system_allocator() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _locked(out: Path) -> Iterator[None]:
-    """Hold ``.OUT.lock`` beside ``out`` (two processes releasing into one folder would draw twice)."""
-    path = out.parent / f".{out.name}.lock"
-    with open(path, "w") as handle:
+    """Hold ``.OUT.lock`` beside ``out`` (two processes releasing into one folder would draw twice).
+
+    The file is never removed. Removed while held, a process that had opened it could lock the removed
+    file while another locks a new one under the same name, and both would draw. Empty, it stays
+    beside the release, harmless."""
+    with open(out.parent / f".{out.name}.lock", "a") as handle:  # released when closed
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise RunLockedError(f"another process is writing the release {out}") from None
-        try:
-            yield
-        finally:
-            path.unlink(missing_ok=True)  # while still held: a later process locks a new file
+        yield
 
 
 def _refuse_existing(out: Path) -> None:
