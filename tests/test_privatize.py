@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -104,7 +105,9 @@ def test_a_folder_of_parquet_and_csv_files_is_one_release_whatever_its_cut(tmp_p
     from_folder, from_file = load_release(tmp_path / "from_folder"), load_release(tmp_path / "from_file")
     assert np.array_equal(from_folder.labels, from_file.labels)
     assert list(from_folder.ids) == [f"row{i}" for i in range(labels.size)]
-    assert from_folder.classes == (0, 1, 2) and read_sidecar(tmp_path / "from_folder")["label_type"] == "int64"
+    # a folder holding a CSV file releases its labels as text; Parquet files alone, in their declared type
+    assert from_folder.classes == ("0", "1", "2") and read_sidecar(tmp_path / "from_folder")["label_type"] == "string"
+    assert from_file.classes == (0, 1, 2) and read_sidecar(tmp_path / "from_file")["label_type"] == "int64"
 
 
 def test_memory_is_bounded_by_blocks_of_batch_rows(tmp_path, monkeypatch) -> None:
@@ -351,3 +354,46 @@ def test_the_lock_keeps_a_second_release_out_even_after_a_failed_one(tmp_path, m
     assert not (tmp_path / "out").exists()
     privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
     assert (tmp_path / ".out.lock").exists()  # stays beside the release, empty and harmless
+
+
+# ----------------------------------------------------------------------------------------------------
+# CSV labels are text: their type never depends on a label
+
+
+def _write_csv(path: Path, labels: list[str]) -> None:
+    path.write_text("id,y\n" + "".join(f"{i},{label}\n" for i, label in enumerate(labels)))
+
+
+BIG = 200_000  # rows: more than pyarrow's first CSV block (1 MiB), from which it infers a column's type
+
+
+def test_csv_labels_are_read_as_text_whatever_the_first_block_holds(tmp_path) -> None:
+    """pyarrow infers a CSV column's type from the file's first block: which labels are in it (a
+    refusal, a 1.0) must decide neither whether the release works nor the type it is written in."""
+    labels = [str(i % 2) for i in range(BIG)]
+    files = {"refused_first": ["refused"] + labels[1:], "refused_last": labels[:-1] + ["refused"],
+             "float_first": ["1.0"] + labels[1:], "int_first": ["1"] + labels[1:]}
+    for name, column in files.items():
+        _write_csv(tmp_path / f"{name}.csv", column)
+        sidecar = privatize_table(tmp_path / f"{name}.csv", tmp_path / name, label_column="y", id_column="id",
+                                  classes=[0, 1, "refused"], epsilon=1.0, noise=SEED)
+        assert sidecar["label_type"] == "string" and sidecar["classes"] == ["0", "1", "refused"]
+        assert pq.read_schema(tmp_path / name / "labels.parquet").field("released_label").type == pa.string()
+    # 1.0 and 1 are one class: the same labels, the same noise, the same release
+    assert np.array_equal(load_release(tmp_path / "float_first").labels, load_release(tmp_path / "int_first").labels)
+
+
+def test_a_label_outside_the_classes_in_a_later_csv_block_names_nothing(tmp_path) -> None:
+    labels = [str(i % 2) for i in range(BIG)]
+    _write_csv(tmp_path / "late.csv", labels[:-1] + ["refused"])
+    with pytest.raises(DataError, match="outside the declared classes") as error:
+        privatize_table(tmp_path / "late.csv", tmp_path / "out", label_column="y", id_column="id", classes=[0, 1],
+                        epsilon=1.0, noise=SEED)
+    message = str(error.value)
+    assert "refused" not in message and not re.search(r"\d{3,}", message)  # neither the value nor its row
+    (tmp_path / "ragged.csv").write_text("id,y\n0,1\n1,refused,extra\n2,0\n")  # a malformed row quotes itself
+    with pytest.raises(DataError) as error:
+        privatize_table(tmp_path / "ragged.csv", tmp_path / "out", label_column="y", id_column="id",
+                        classes=[0, 1, "refused"], epsilon=1.0, noise=SEED)
+    assert "refused" not in str(error.value) and "extra" not in str(error.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["late.csv", "ragged.csv"]

@@ -12,8 +12,8 @@ tuning, cross-validation, any number of times) is post-processing and costs no m
 
   ``labels.parquet``
       one row per input row, in input order: the id column (copied), ``released_label`` (a value of
-      the declared classes, in the label column's type), ``k`` (RR-with-prior) and, on request,
-      ``channel_0 .. channel_{K-1}`` (the row's noise channel, below);
+      the declared classes), ``k`` (RR-with-prior) and, on request, ``channel_0 .. channel_{K-1}``
+      (the row's noise channel, below);
   ``release.json``
       the sidecar: classes, mechanism, epsilon, the prior's columns (or the shared prior), the noise
       channel (the K x K matrix where it is one), the noise source, the ledger's epsilon and entry;
@@ -21,6 +21,18 @@ tuning, cross-validation, any number of times) is post-processing and costs no m
       the :class:`~labeldp.accounting.PrivacyLedger` (members: row positions in ``labels.parquet``).
 
 - :func:`load_release` reads a release folder back as a :class:`LabelRelease`.
+
+**Label types.** Labels are matched to the declared classes as text (``1``, ``1.0`` and ``true`` are
+one class), each file's labels in their own type: they are never cast to another file's type. A CSV
+or TSV file's label column is read as text, as written: pyarrow would otherwise infer its type from
+the first block's values, so that one private label could decide it (and a later label that does not
+fit would fail the read, quoted in the error). ``released_label`` is written in one type that depends
+on no label value: the label column's declared type when every file declares one (Parquet files; an
+in-memory table or pyarrow dataset: its schema's; a DataFrame: its dtype's, a column of Python objects
+being read as text), and string as soon as one file is CSV or TSV (the classes in ``release.json``
+are then strings too). A pyarrow Dataset is read with its own schema: over CSV files, give its label
+column the string type (``ConvertOptions(column_types=...)``). pyarrow's own message for a CSV file
+it cannot read is withheld (it can quote a row, its label included).
 
 The noise channel of row i is L[i, y] = Pr[the released label of row i | its true label is class y].
 For RR it is the same for every row, :meth:`LabelRelease.matrix`; for RR-with-prior it depends on the
@@ -238,9 +250,7 @@ class _Domain:
         return self.positions(list(uniques), where)[codes]
 
     def arrow_values(self, value_type: pa.DataType, column: str) -> pa.Array:
-        """The classes as values of the label column's type (what ``released_label`` holds)."""
-        if pa.types.is_dictionary(value_type):
-            value_type = value_type.value_type
+        """The classes as values of ``value_type``, the type ``released_label`` is written in."""
         values = []
         for declared in self.declared:
             spelling = canonical_label(declared)
@@ -412,10 +422,10 @@ def _noise_text(noise: NoiseSource) -> str:
 # Out of core: reading
 
 
-def _datasets(source) -> tuple[list[ds.Dataset], str]:
+def _datasets(source, label_column: str) -> tuple[list[ds.Dataset], str]:
     """The source as datasets to scan in order, and a description of it."""
     if isinstance(source, pd.DataFrame):
-        return [ds.dataset(pa.Table.from_pandas(source, preserve_index=False))], "an in-memory table"
+        return [ds.dataset(_frame_table(source, label_column))], "an in-memory table"
     if isinstance(source, pa.Table):
         return [ds.dataset(source)], "an in-memory table"
     if isinstance(source, ds.Dataset):
@@ -431,34 +441,79 @@ def _datasets(source) -> tuple[list[ds.Dataset], str]:
                        if f.is_file() and not any(part.startswith((".", "_")) for part in f.relative_to(path).parts))
         if not files:
             raise DataError(f"folder {path} holds no data files")
-    return [ds.dataset(f, format=_file_format(f)) for f in files], str(path)
+    return [_open(f, label_column) for f in files], str(path)
 
 
-def _file_format(path: Path) -> ds.FileFormat | str:
+def _frame_table(frame: pd.DataFrame, label_column: str) -> pa.Table:
+    """A DataFrame as an Arrow table. A label column of Python objects becomes text first: Arrow
+    would infer its type from the labels, and quote the first label that does not fit it."""
+    if label_column in frame.columns and frame[label_column].dtype == object:
+        frame = frame.assign(**{label_column: frame[label_column].astype("string")})
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise DataError("the DataFrame cannot be converted to an Arrow table: a column of mixed Python objects? "
+                        "(pyarrow's message is withheld: it may quote a value)") from None
+
+
+def _open(path: Path, label_column: str) -> ds.Dataset:
+    file_format = _file_format(path, label_column)
+    with _reading(str(path), isinstance(file_format, ds.CsvFileFormat)):  # CSV: reads the first block
+        return ds.dataset(path, format=file_format)
+
+
+def _file_format(path: Path, label_column: str) -> ds.FileFormat:
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] in (".gz", ".bz2") and len(suffixes) > 1:
         suffixes = suffixes[:-1]  # compressed CSV: pyarrow reads it by its extension
     kind = _FORMATS.get(suffixes[-1] if suffixes else "")
     if kind is None:
         raise DataError(f"{path} is not a Parquet (.parquet, .pq) or CSV (.csv, .tsv, optionally .gz) file")
-    if kind == "tsv":
-        return ds.CsvFileFormat(parse_options=pa_csv.ParseOptions(delimiter="\t"))
     if kind == "parquet":
         # Pages read through a 1 MiB buffer, not whole column chunks read ahead ("pre-buffering", which
         # helps on object stores): bounded memory, and on a local disk a scan in a third of the CPU time.
         return ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(
             pre_buffer=False, use_buffered_stream=True, buffer_size=1 << 20))
-    return kind
+    # The labels are read as text. Left to itself, pyarrow infers a column's type from the values of the
+    # file's first block: a private label would decide it, and a later label that does not fit it would
+    # fail the read with an error quoting it.
+    return ds.CsvFileFormat(parse_options=pa_csv.ParseOptions(delimiter="\t" if kind == "tsv" else ","),
+                            convert_options=pa_csv.ConvertOptions(column_types={label_column: pa.string()}))
+
+
+def _is_csv(dataset: ds.Dataset) -> bool:
+    return isinstance(getattr(dataset, "format", None), ds.CsvFileFormat)
+
+
+@contextlib.contextmanager
+def _reading(where: str, csv: bool) -> Iterator[None]:
+    """pyarrow's read errors as DataErrors. A CSV reader's message can quote a row, its label
+    included, so it is withheld; a Parquet reader's is kept."""
+    try:
+        yield
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+        detail = ("pyarrow's message is withheld: it may quote a row, its label included" if csv
+                  else f"{type(error).__name__}: {error}")
+        raise DataError(f"{where} cannot be read ({detail})") from None
 
 
 def _schema(datasets: list[ds.Dataset], columns: list[str]) -> pa.Schema:
-    """The needed columns' types, from the first file; later files are cast to them."""
+    """The needed columns' types, from the first file (dictionary-encoded columns as their values);
+    later files' ids and priors are cast to them, their labels never (:func:`_batches`)."""
     for dataset in datasets:
         missing = [c for c in columns if c not in dataset.schema.names]
         if missing:
             raise DataError(f"columns {missing} not found in {_describe(dataset)}; its columns are {dataset.schema.names}")
-    first = datasets[0].schema
-    return pa.schema([first.field(c) for c in columns])
+    fields = [datasets[0].schema.field(c) for c in columns]
+    return pa.schema([field.with_type(field.type.value_type) if pa.types.is_dictionary(field.type) else field
+                      for field in fields])
+
+
+def _released_type(datasets: list[ds.Dataset], label_type: pa.DataType) -> pa.DataType:
+    """The type of ``released_label``, never a function of a label value: the label column's
+    declared type (the first file's Parquet schema, an in-memory table's), or string when any file
+    is CSV, which declares no types (its labels are read as text)."""
+    return pa.string() if any(_is_csv(dataset) for dataset in datasets) else label_type
 
 
 def _describe(dataset: ds.Dataset) -> str:
@@ -466,22 +521,36 @@ def _describe(dataset: ds.Dataset) -> str:
     return files[0] if files else "the table"
 
 
-def _batches(datasets: list[ds.Dataset], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _batches(datasets: list[ds.Dataset], schema: pa.Schema, label_column: str | None = None
+             ) -> Iterator[pa.RecordBatch]:
     """Record batches of the columns in ``schema``, file after file, each batch in file order;
-    the read-ahead is bounded (a few batches of at most ``_READ_ROWS`` rows)."""
+    the read-ahead is bounded (a few batches of at most ``_READ_ROWS`` rows). Every column but
+    ``label_column`` is cast to ``schema``'s type: each file's labels keep their own type and are
+    matched to the classes as text (a cast would fail on a label that does not fit, and quote it)."""
     for dataset in datasets:
-        for batch in dataset.to_batches(columns=schema.names, batch_size=_READ_ROWS, batch_readahead=2,
-                                        fragment_readahead=1):
-            if batch.num_rows == 0:
-                continue
-            if batch.schema != schema:
-                try:
-                    batch = pa.RecordBatch.from_arrays(
-                        [batch.column(i).cast(schema.field(i).type) for i in range(len(schema))], schema=schema)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-                    raise DataError(f"{_describe(dataset)}: its columns do not have the types of the first file's "
-                                    f"({error})") from None
-            yield batch
+        with _reading(_describe(dataset), _is_csv(dataset)):
+            for batch in dataset.to_batches(columns=schema.names, batch_size=_READ_ROWS, batch_readahead=2,
+                                            fragment_readahead=1):
+                if batch.num_rows:
+                    yield _conformed(batch, schema, label_column, dataset)
+
+
+def _conformed(batch: pa.RecordBatch, schema: pa.Schema, label_column: str | None,
+               dataset: ds.Dataset) -> pa.RecordBatch:
+    """``batch`` with its columns but the label column cast to ``schema``'s types (public columns:
+    an error may quote their values)."""
+    if batch.schema == schema:
+        return batch
+    columns = []
+    for field, column in zip(schema, batch.columns):
+        if field.name != label_column and column.type != field.type:
+            try:
+                column = column.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+                raise DataError(f"{_describe(dataset)}: column {field.name!r} does not have the first file's type "
+                                f"{field.type} ({error})") from None
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, names=schema.names)
 
 
 @dataclass
@@ -593,7 +662,8 @@ def privatize_table(source, out, *, label_column: str, id_column: str, classes: 
         source: a Parquet or CSV file, a folder of them (read in the order of their sorted paths;
             names starting with ``.`` or ``_`` are skipped), a pyarrow Table or Dataset, or a DataFrame.
         out: the release folder; it must not exist.
-        label_column: the private labels.
+        label_column: the private labels (of a CSV file: read as text; see the module docstring for
+            the type ``released_label`` is written in).
         id_column: a public row identifier, copied next to each released label.
         classes: the label domain, in order (public, declared; a label outside it, or a missing one,
             is an error before anything is written or drawn).
@@ -629,15 +699,15 @@ def privatize_table(source, out, *, label_column: str, id_column: str, classes: 
 def _privatize_table(source, out: Path, started: float, domain: _Domain, eps: float, block_rows: int,
                      columns_of_priors, shared, needed: list[str], label_column: str, id_column: str,
                      write_channel: bool, noise: NoiseSource) -> dict[str, Any]:
-    datasets, described = _datasets(source)
+    datasets, described = _datasets(source, label_column)
     schema = _schema(datasets, needed)
-    class_values = domain.arrow_values(schema.field(label_column).type, label_column)
+    class_values = domain.arrow_values(_released_type(datasets, schema.field(label_column).type), label_column)
     for name in columns_of_priors or ():
         if not (pa.types.is_floating(schema.field(name).type) or pa.types.is_integer(schema.field(name).type)):
             raise DataError(f"prior column {name!r} must be numeric, got {schema.field(name).type}")
     # Every label is checked before anything is drawn or written (one pass over the label column).
     rows = 0
-    for batch in _batches(datasets, pa.schema([schema.field(label_column)])):
+    for batch in _batches(datasets, pa.schema([schema.field(label_column)]), label_column):
         domain.arrow_indices(batch.column(0), f"label column {label_column!r}")
         rows += batch.num_rows
     if rows == 0:
@@ -683,7 +753,8 @@ def _write_release(folder: Path, datasets, schema: pa.Schema, label_column: str,
     written = 0
     labels_path = folder / LABELS_FILE
     with pq.ParquetWriter(labels_path, out_schema, use_dictionary=[RELEASED_COLUMN, K_COLUMN]) as writer:
-        for block in _blocks(_batches(datasets, schema), block_rows, domain, label_column, id_column, prior_columns):
+        batches = _batches(datasets, schema, label_column)
+        for block in _blocks(batches, block_rows, domain, label_column, id_column, prior_columns):
             prior = block.prior
             if shared is not None:
                 prior = np.broadcast_to(shared, (block.rows, num_classes))
