@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from conftest import frequencies_match
@@ -397,3 +398,78 @@ def test_a_label_outside_the_classes_in_a_later_csv_block_names_nothing(tmp_path
                         classes=[0, 1, "refused"], epsilon=1.0, noise=SEED)
     assert "refused" not in str(error.value) and "extra" not in str(error.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["late.csv", "ragged.csv"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Each row once: duplicated ids are refused before anything is drawn
+
+
+def _no_draws(monkeypatch) -> None:
+    def draw(*args):
+        raise AssertionError("a label was drawn")
+    monkeypatch.setattr(privatize_module, "randomized_response", draw)
+    monkeypatch.setattr(privatize_module, "rr_with_prior", draw)
+
+
+def _stray_copy_folder(tmp_path: Path, ids) -> Path:
+    """A folder holding events.parquet and its CSV conversion: every row twice."""
+    labels = np.where(np.arange(len(ids)) % 3 == 0, "lion", "tiger")
+    folder = tmp_path / "events"
+    folder.mkdir()
+    table = pa.table({"id": ids, "y": labels})
+    pq.write_table(table, folder / "events.parquet")
+    table.to_pandas().to_csv(folder / "events.csv", index=False)
+    return folder
+
+
+@pytest.mark.parametrize("ids", [np.arange(300) * 7, [f"user{i}" for i in range(300)]], ids=["integer", "string"])
+def test_a_folder_holding_a_file_twice_is_refused_before_anything_is_drawn(tmp_path, monkeypatch, ids) -> None:
+    folder = _stray_copy_folder(tmp_path, ids)
+    _no_draws(monkeypatch)
+    with pytest.raises(DataError, match="duplicated values") as error:
+        privatize_table(folder, tmp_path / "out", label_column="y", id_column="id", classes=["lion", "tiger"],
+                        epsilon=1.0, noise=SEED)
+    message = str(error.value)
+    assert "copy" in message and "second format" in message
+    assert any(repr(identifier.item() if isinstance(identifier, np.generic) else identifier) in message
+               for identifier in ids)  # one duplicated id, public
+    assert "lion" not in message and "tiger" not in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["events"]  # nothing written, no lock taken
+
+
+def _length_hash(column: pa.Array) -> np.ndarray:
+    """A deliberately poor hash of string ids: their length (every id of one length collides)."""
+    return pc.utf8_length(column).to_numpy().astype(np.int64)
+
+
+def test_hash_collisions_of_ids_are_checked_exactly(tmp_path, monkeypatch) -> None:
+    """Ids that are not integers are compared by a 64-bit hash, then exactly where hashes collide: a
+    collision alone never refuses a table."""
+    monkeypatch.setattr(privatize_module, "_hash_ids", _length_hash)  # many collisions
+    monkeypatch.setattr(privatize_module, "_COLLISIONS_PER_SCAN", 1)  # one scan per colliding hash
+    monkeypatch.setattr(privatize_module, "_READ_ROWS", 64)  # duplicates in different batches
+    ids = [f"u{i}" for i in range(1000)]
+    labels = np.arange(1000) % 2
+    pq.write_table(pa.table({"id": ids, "y": labels}), tmp_path / "valid.parquet")
+    privatize_table(tmp_path / "valid.parquet", tmp_path / "out", label_column="y", id_column="id", classes=[0, 1],
+                    epsilon=1.0, noise=SEED)
+    assert list(load_release(tmp_path / "out").ids) == ids
+    ids[900] = "u77"
+    pq.write_table(pa.table({"id": ids, "y": labels}), tmp_path / "twice.parquet")
+    with pytest.raises(DataError, match="'u77'"):
+        privatize_table(tmp_path / "twice.parquet", tmp_path / "out2", label_column="y", id_column="id",
+                        classes=[0, 1], epsilon=1.0, noise=SEED)
+    assert not (tmp_path / "out2").exists()
+
+
+def test_in_memory_ids_must_be_distinct(monkeypatch) -> None:
+    labels = np.array([0, 1, 1, 0])
+    _no_draws(monkeypatch)
+    with pytest.raises(DataError, match="duplicated values.*'b'"):
+        privatize(labels, classes=[0, 1], epsilon=1.0, ids=["a", "b", "c", "b"])
+    series = pd.Series(labels, index=[10, 11, 10, 12])
+    with pytest.raises(DataError, match="ids="):
+        privatize(series, classes=[0, 1], epsilon=1.0)
+    monkeypatch.undo()
+    release = privatize(series, classes=[0, 1], epsilon=1.0, ids=["a", "b", "c", "d"])
+    assert list(release.ids) == ["a", "b", "c", "d"]

@@ -7,8 +7,9 @@ tuning, cross-validation, any number of times) is post-processing and costs no m
 
 - :func:`privatize` releases labels held in memory (numpy or pandas) and returns a :class:`LabelRelease`.
 - :func:`privatize_table` streams a Parquet file, a Parquet dataset folder or a folder of Parquet and
-  CSV files in blocks of ``batch_rows`` rows (one pass for the release, after one pass over the label
-  column alone that checks every label against the declared classes) and writes a release folder:
+  CSV files in blocks of ``batch_rows`` rows (one pass for the release, after a first pass over the
+  label and id columns that checks every label against the declared classes and every id for
+  duplicates) and writes a release folder:
 
   ``labels.parquet``
       one row per input row, in input order: the id column (copied), ``released_label`` (a value of
@@ -33,6 +34,15 @@ being read as text), and string as soon as one file is CSV or TSV (the classes i
 are then strings too). A pyarrow Dataset is read with its own schema: over CSV files, give its label
 column the string type (``ConvertOptions(column_types=...)``). pyarrow's own message for a CSV file
 it cannot read is withheld (it can quote a row, its label included).
+
+**Each row once.** Every row must have an id of its own: a duplicated id (a stray copy of a part file,
+or ``events.csv`` beside its Parquet conversion, in the folder) would release that row's label twice,
+with independent noise, under a ledger that shows one release. The first pass refuses it
+(:class:`~labeldp.errors.DataError`, naming one duplicated id: ids are public), keeping 8 bytes a row:
+integer ids as int64, compared exactly, other ids as 64-bit hashes, where hashes collide compared
+exactly by a further scan of the id column, so that a collision never refuses a valid table.
+:func:`privatize` refuses duplicated ids too (and a pandas index with duplicates, when it stands for
+the ids).
 
 The noise channel of row i is L[i, y] = Pr[the released label of row i | its true label is class y].
 For RR it is the same for every row, :meth:`LabelRelease.matrix`; for RR-with-prior it depends on the
@@ -103,12 +113,14 @@ K_COLUMN = "k"
 CHANNEL_PREFIX = "channel_"
 RR = "randomized-response"
 RR_WITH_PRIOR = "rr-with-prior"
-#: rows drawn (and written, as one Parquet row group) at a time; they set the memory used, about
-#: 60 bytes a row plus 8 a class for RR-with-prior's priors
+#: rows drawn (and written, as one Parquet row group) at a time; they set the memory the release
+#: pass uses, about 60 bytes a row plus 8 a class for RR-with-prior's priors (the first pass keeps 8
+#: bytes for every row of the table, to check that the ids are distinct)
 DEFAULT_BATCH_ROWS = 1 << 20
 #: the noise stream of a table release (in the insecure mode, seeded from the insecure seed)
 NOISE_STREAM = "table-release"
 _READ_ROWS = 1 << 16  # rows per batch read from a file
+_COLLISIONS_PER_SCAN = 1 << 10  # colliding id hashes checked exactly per scan of the id column
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".parq": "parquet", ".csv": "csv", ".tsv": "tsv"}
 
 
@@ -334,6 +346,22 @@ def table_ledger(rows: int, epsilon: float, num_classes: int, smallest_k: int | 
     return ledger
 
 
+def _refuse_duplicated(ids: np.ndarray, where: str, after: str = "; nothing was released") -> None:
+    """Refuse ids held in memory (exact comparison) if one occurs twice."""
+    index = pd.Index(ids)
+    if not index.is_unique:
+        raise _duplicated_ids_error(where, index[index.duplicated()][0], after)
+
+
+def _duplicated_ids_error(where: str, example: Any, after: str = "; nothing was released") -> DataError:
+    """The error for a duplicated id; it names that id (ids are public), never a label."""
+    return DataError(
+        f"{where} has duplicated values ({_plain(example)!r} at least twice): each row needs an id of its own, or its "
+        "label would be released twice, with independent noise, under a ledger that shows one release. Rows read "
+        "twice usually come from a stray copy of a file, or the same file in a second format (events.csv beside "
+        f"events.parquet), in the table's folder: remove it{after}")
+
+
 def _prior_spec(num_classes: int, prior_columns, prior) -> tuple[tuple[str, ...] | None, np.ndarray | None]:
     if prior_columns is not None and prior is not None:
         raise ConfigError("give the prior either as prior columns (one per class) or as one shared prior, not both")
@@ -367,7 +395,7 @@ def privatize(labels, *, classes: Sequence[Any], epsilon: float, priors=None, id
             array or DataFrame), each a distribution over ``classes`` that does not depend on the
             row's own label (e.g. computed from public inputs, or a model trained on other rows).
         ids: row identifiers to keep beside the released labels (default: the Series' index, or the
-            positions).
+            positions), one distinct id per label: a duplicated id (or index value) is refused.
         noise: the noise source (fresh OS entropy by default).
         batch_rows: rows drawn at a time; with an insecure seed, :func:`privatize_table` with the
             same ``batch_rows`` draws the same labels.
@@ -376,11 +404,7 @@ def privatize(labels, *, classes: Sequence[Any], epsilon: float, priors=None, id
     eps = check_epsilon(epsilon)
     positions = domain.array_indices(labels, "labels")
     rows = positions.size
-    if ids is None:
-        ids = labels.index.to_numpy() if isinstance(labels, pd.Series) else np.arange(rows)
-    ids = np.asarray(ids)
-    if ids.shape != (rows,):
-        raise ConfigError(f"ids must have one value per label ({rows}), got shape {ids.shape}")
+    ids = _row_ids(labels, ids, rows)
     shared, per_row = None, None
     if priors is not None:
         array = np.asarray(priors.to_numpy() if isinstance(priors, pd.DataFrame) else priors, dtype=np.float64)
@@ -403,6 +427,23 @@ def privatize(labels, *, classes: Sequence[Any], epsilon: float, priors=None, id
             k[start:stop] = drawn_k
     return LabelRelease(noisy, domain.declared, eps, RR_WITH_PRIOR if priors is not None else RR, draws.ledger(rows),
                         ids, k, shared, None, _noise_text(noise), noise.private)
+
+
+def _row_ids(labels, ids, rows: int) -> np.ndarray:
+    """The released rows' ids: ``ids``, else the labels' pandas index, else their positions. Each row
+    must have its own (a duplicated id is refused: that row would be released twice)."""
+    if ids is None:
+        if not isinstance(labels, pd.Series):
+            return np.arange(rows)
+        if not labels.index.is_unique:
+            raise DataError("the labels' index, which would be their ids, has duplicated values: pass ids=, one "
+                            "distinct id per label; nothing was released")
+        return labels.index.to_numpy()
+    array = np.asarray(ids)
+    if array.shape != (rows,):
+        raise ConfigError(f"ids must have one value per label ({rows}), got shape {array.shape}")
+    _refuse_duplicated(array, "ids")
+    return array
 
 
 def _check_batch_rows(batch_rows: int) -> int:
@@ -553,6 +594,94 @@ def _conformed(batch: pa.RecordBatch, schema: pa.Schema, label_column: str | Non
     return pa.RecordBatch.from_arrays(columns, names=schema.names)
 
 
+# ----------------------------------------------------------------------------------------------------
+# Out of core: the first pass, before anything is drawn or written
+
+
+def _check_rows(datasets: list[ds.Dataset], schema: pa.Schema, domain: _Domain, label_column: str,
+                id_column: str, described: str) -> int:
+    """Read the label and id columns once: every label must be one of the classes (the error says
+    neither which nor how many are not), every id present and distinct. Returns the number of rows.
+
+    The ids are checked with 8 bytes a row: each row's 64-bit key (:func:`_id_keys`)."""
+    where = f"label column {label_column!r}"
+    keys: list[np.ndarray] = []
+    for batch in _batches(datasets, pa.schema([schema.field(label_column), schema.field(id_column)]), label_column):
+        domain.arrow_indices(batch.column(0), where)
+        if batch.column(1).null_count:
+            raise DataError(f"id column {id_column!r} has missing values")
+        keys.append(_id_keys(batch.column(1)))
+    rows = sum(chunk.size for chunk in keys)
+    if rows == 0:
+        raise DataError(f"{described} has no rows")
+    _refuse_duplicated_ids(datasets, schema.field(id_column), _joined(keys))
+    return rows
+
+
+def _id_keys(ids: pa.Array) -> np.ndarray:
+    """Each id as a 64-bit key (int64): an integer id itself (uint64 wraps around, still one to one),
+    any other id its hash."""
+    if pa.types.is_integer(ids.type):
+        return ids.to_numpy(zero_copy_only=False).astype(np.int64)
+    return _hash_ids(ids)
+
+
+def _hash_ids(ids: pa.Array) -> np.ndarray:
+    """64-bit hashes of ids (pandas' ``hash_array``, one vectorised call), as int64."""
+    return pd.util.hash_array(ids.to_numpy(zero_copy_only=False), categorize=False).view(np.int64)
+
+
+def _joined(chunks: list[np.ndarray]) -> np.ndarray:
+    """The chunks as one int64 array, each chunk freed once copied: the peak is about the total, not
+    twice it. Empties ``chunks``."""
+    joined = np.empty(sum(chunk.size for chunk in chunks), dtype=np.int64)
+    stop = joined.size
+    while chunks:
+        chunk = chunks.pop()
+        joined[stop - chunk.size:stop] = chunk
+        stop -= chunk.size
+    return joined
+
+
+def _refuse_duplicated_ids(datasets: list[ds.Dataset], field: pa.Field, keys: np.ndarray) -> None:
+    """Refuse a table in which an id occurs twice, from every row's key (sorted here, in place).
+    Integer keys are the ids: a repeated key is a repeated id. Other keys are hashes: the ids of the
+    repeated ones are compared exactly (:func:`_duplicated_id`), so that a collision never refuses a
+    valid table."""
+    keys.sort()
+    repeated = keys[1:][keys[1:] == keys[:-1]]
+    if not repeated.size:
+        return
+    if pa.types.is_integer(field.type):
+        example = repeated[:1].astype(field.type.to_pandas_dtype())[0]  # back from int64 (uint64 wraps back)
+    else:
+        example = _duplicated_id(datasets, field, np.unique(repeated))
+        if example is None:
+            return
+    raise _duplicated_ids_error(f"id column {field.name!r}", example)
+
+
+def _duplicated_id(datasets: list[ds.Dataset], field: pa.Field, hashes: np.ndarray) -> Any:
+    """An id that occurs twice among the rows whose id hash is in ``hashes`` (sorted, distinct), or
+    None: the hash collisions compared exactly. One scan of the id column per ``_COLLISIONS_PER_SCAN``
+    hashes (a valid table has almost never any; in a table with a duplicated id the first scan finds
+    one), keeping the distinct ids of those hashes met so far, and stopping at the first repeat."""
+    for start in range(0, hashes.size, _COLLISIONS_PER_SCAN):
+        chosen = hashes[start:start + _COLLISIONS_PER_SCAN]
+        met = pa.array([], type=field.type)
+        for batch in _batches(datasets, pa.schema([field])):
+            ids = batch.column(0)
+            found = ids.filter(pa.array(np.isin(_hash_ids(ids), chosen)))
+            if not len(found):
+                continue
+            met = pa.concat_arrays([met, found])
+            counts = pc.value_counts(met)
+            repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+            if len(repeated):
+                return repeated[0].as_py()
+    return None
+
+
 @dataclass
 class _Block:
     """``rows`` consecutive rows of the table, ready for the mechanism: the ids (Arrow), the labels'
@@ -664,7 +793,8 @@ def privatize_table(source, out, *, label_column: str, id_column: str, classes: 
         out: the release folder; it must not exist.
         label_column: the private labels (of a CSV file: read as text; see the module docstring for
             the type ``released_label`` is written in).
-        id_column: a public row identifier, copied next to each released label.
+        id_column: a public row identifier, copied next to each released label; one distinct value
+            a row (a duplicated id is an error before anything is drawn).
         classes: the label domain, in order (public, declared; a label outside it, or a missing one,
             is an error before anything is written or drawn).
         epsilon: each label's privacy budget.
@@ -672,7 +802,8 @@ def privatize_table(source, out, *, label_column: str, id_column: str, classes: 
             classes' order, each row a distribution not depending on that row's own label.
         prior: RR-with-prior with one (K,) prior shared by every row.
         write_channel: also write each row's channel, ``channel_j`` = Pr[released | true class j].
-        batch_rows: rows drawn and written at a time (one Parquet row group); memory is bounded by it.
+        batch_rows: rows drawn and written at a time (one Parquet row group); the release pass's memory is
+            bounded by it (the first pass, checking the ids, keeps 8 bytes a row).
         noise: the noise source.
 
     Returns the sidecar (the content of ``release.json``) with ``seconds``, the time it took.
@@ -705,13 +836,10 @@ def _privatize_table(source, out: Path, started: float, domain: _Domain, eps: fl
     for name in columns_of_priors or ():
         if not (pa.types.is_floating(schema.field(name).type) or pa.types.is_integer(schema.field(name).type)):
             raise DataError(f"prior column {name!r} must be numeric, got {schema.field(name).type}")
-    # Every label is checked before anything is drawn or written (one pass over the label column).
-    rows = 0
-    for batch in _batches(datasets, pa.schema([schema.field(label_column)]), label_column):
-        domain.arrow_indices(batch.column(0), f"label column {label_column!r}")
-        rows += batch.num_rows
-    if rows == 0:
-        raise DataError(f"{described} has no rows")
+    if pa.types.is_nested(schema.field(id_column).type):
+        raise DataError(f"id column {id_column!r} must hold one value a row (a number, a string, a date), got "
+                        f"{schema.field(id_column).type}")
+    rows = _check_rows(datasets, schema, domain, label_column, id_column, described)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with _locked(out):
