@@ -301,15 +301,21 @@ def test_cli_privatize(tmp_path, capsys) -> None:
     assert read_sidecar(tmp_path / "secure")["noise"]["secure"]
 
 
-@pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside dask's Parquet writer, with pandas 3
-def test_the_dask_example_releases_per_partition_with_one_ledger(tmp_path) -> None:
-    """examples/privatize_with_dask.py: the mechanisms applied per partition, one ledger over all rows."""
+def _dask_example():
+    """examples/privatize_with_dask.py as a module (skips the test without dask)."""
     pytest.importorskip("dask.dataframe")
     import importlib.util
     path = Path(__file__).resolve().parents[1] / "examples" / "privatize_with_dask.py"
     spec = importlib.util.spec_from_file_location("privatize_with_dask", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
+    return example
+
+
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside dask's Parquet writer, with pandas 3
+def test_the_dask_example_releases_per_partition_with_one_ledger(tmp_path) -> None:
+    """examples/privatize_with_dask.py: the mechanisms applied per partition, one ledger over all rows."""
+    example = _dask_example()
     labels = rr_fixture(1200)
     folder = tmp_path / "table"
     folder.mkdir()
@@ -473,3 +479,45 @@ def test_in_memory_ids_must_be_distinct(monkeypatch) -> None:
     monkeypatch.undo()
     release = privatize(series, classes=[0, 1], epsilon=1.0, ids=["a", "b", "c", "d"])
     assert list(release.ids) == ["a", "b", "c", "d"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# The ledger of a release drawn elsewhere
+
+
+def test_table_ledger_records_the_event_that_dominates_every_row() -> None:
+    from dp_accounting import dp_event
+    from labeldp.accounting.events import randomized_response_event
+    ids = np.arange(5) * 3
+    ledger = privatize_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 4]))
+    assert ledger.dataset_size == 5 and ledger.entries[0].members.all()
+    assert ledger.entries[0].event == randomized_response_event(1.0, 2)
+    assert ledger.epsilon() == pytest.approx(1.0, abs=1e-3) and "k in [1, 4]" in ledger.entries[0].description
+    constant = privatize_module.table_ledger(ids, 1.0, 4, np.ones(5, dtype=np.int8))
+    assert isinstance(constant.entries[0].event, dp_event.NoOpDpEvent) and constant.epsilon() == 0
+    assert "does not depend on any label" in constant.entries[0].description
+    rr = privatize_module.table_ledger(ids, 1.0, 4)
+    assert rr.entries[0].event == randomized_response_event(1.0, 4)
+    with pytest.raises(DataError, match="duplicated values.*5"):
+        privatize_module.table_ledger(np.array([5, 6, 5]), 1.0, 2)
+    with pytest.raises(ConfigError, match="one k per row"):
+        privatize_module.table_ledger(ids, 1.0, 4, np.array([2, 2]))
+    with pytest.raises(ConfigError, match="between 1 and 4"):
+        privatize_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 5]))
+
+
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside dask's Parquet reader, with pandas 3
+def test_the_dask_example_refuses_a_stray_copy_before_drawing(tmp_path, monkeypatch) -> None:
+    example = _dask_example()
+    folder = tmp_path / "table"
+    folder.mkdir()
+    table = make_table(rr_fixture(100), np.tile(PRIORS, (100, 1)))
+    pq.write_table(table, folder / "part-0.parquet")
+    pq.write_table(table.slice(0, 50), folder / "part-0 copy.parquet")  # a stray copy of some of its rows
+    monkeypatch.setattr(example, "randomized_response", lambda *args: pytest.fail("a label was drawn"))
+    monkeypatch.setattr(example, "rr_with_prior", lambda *args: pytest.fail("a label was drawn"))
+    for prior_columns in (None, PRIOR_COLUMNS):
+        with pytest.raises(DataError, match="duplicated values"):
+            example.privatize_with_dask(str(folder), str(tmp_path / "out"), label_column="y", id_column="id",
+                                        classes=[0, 1, 2, 3], epsilon=1.0, prior_columns=prior_columns)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table"]

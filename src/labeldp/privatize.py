@@ -41,8 +41,8 @@ with independent noise, under a ledger that shows one release. The first pass re
 (:class:`~labeldp.errors.DataError`, naming one duplicated id: ids are public), keeping 8 bytes a row:
 integer ids as int64, compared exactly, other ids as 64-bit hashes, where hashes collide compared
 exactly by a further scan of the id column, so that a collision never refuses a valid table.
-:func:`privatize` refuses duplicated ids too (and a pandas index with duplicates, when it stands for
-the ids).
+:func:`privatize` and :func:`table_ledger` refuse duplicated ids too (and :func:`privatize` a pandas
+index with duplicates, when it stands for the ids).
 
 The noise channel of row i is L[i, y] = Pr[the released label of row i | its true label is class y].
 For RR it is the same for every row, :meth:`LabelRelease.matrix`; for RR-with-prior it depends on the
@@ -66,7 +66,8 @@ other statistic of the labels is computed or written, and the error for a label 
 says neither which label nor how many.
 
 A Spark or Dask job can apply the same mechanisms per partition instead (``examples/privatize_with_dask.py``):
-the release is then one ledger entry over all rows, which :func:`table_ledger` records.
+the release is then one ledger entry over all rows, which :func:`table_ledger` records from the rows'
+ids and, for RR-with-prior, their k (RR over the smallest k >= 2, which dominates every row).
 """
 
 from __future__ import annotations
@@ -89,9 +90,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+from dp_accounting import dp_event
 
 from labeldp import __version__
-from labeldp._validation import canonical_label, check_epsilon, check_priors
+from labeldp._validation import canonical_label, check_epsilon, check_num_classes, check_priors
 from labeldp.accounting.events import randomized_response_event
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.errors import ConfigError, DataError, MissingFileError, ReleaseExistsError, RunLockedError
@@ -296,52 +298,106 @@ def _plain(value: Any) -> Any:
 # Drawing: the one place the true labels meet the noise
 
 
+class _KSpread:
+    """RR-with-prior's k over the rows drawn so far, all that its ledger event needs: k is a function
+    of the row's (public) prior, never of its label."""
+
+    def __init__(self) -> None:
+        self.range: list[int] | None = None
+        self.smallest_informative: int | None = None  # the smallest k >= 2
+
+    def add(self, k: np.ndarray) -> None:
+        low, high = int(k.min()), int(k.max())
+        self.range = [low, high] if self.range is None else [min(low, self.range[0]), max(high, self.range[1])]
+        informative = k[k >= 2]
+        if informative.size:
+            smallest = int(informative.min())
+            self.smallest_informative = (smallest if self.smallest_informative is None
+                                         else min(smallest, self.smallest_informative))
+
+    def event(self, epsilon: float) -> dp_event.DpEvent:
+        """RR over the smallest k >= 2, which dominates every row: RR's privacy loss at a fixed epsilon
+        decreases in k (the accounting of :func:`labeldp.release.release_rr_with_prior`). Without a
+        k >= 2 every released label is its prior's top class, a function of no label: no event."""
+        return randomized_response_event(epsilon, self.smallest_informative or 1)
+
+    def describe(self, num_classes: int, epsilon: float) -> str:
+        text = f"RR-with-prior, K={num_classes}, epsilon={epsilon:g}, k in [{self.range[0]}, {self.range[1]}]"
+        if self.smallest_informative is None:
+            text += (": k = 1 for every row, each released label is its prior's top class, so the release does not "
+                     "depend on any label (no privacy spent)")
+        return text
+
+
 class _Draws:
-    """Draws block after block from one generator and remembers what the ledger needs (the k range,
-    which depends on the public priors only)."""
+    """Draws block after block from one generator and remembers what the ledger needs (the spread of
+    k, which depends on the public priors only)."""
 
     def __init__(self, num_classes: int, epsilon: float, with_prior: bool, noise: NoiseSource):
         if not isinstance(noise, NoiseSource):
             raise ConfigError(f"noise must be a labeldp.randomness.NoiseSource, got {type(noise).__name__}")
-        self.num_classes, self.epsilon, self.with_prior = num_classes, epsilon, with_prior
+        self.num_classes, self.epsilon = num_classes, epsilon
         self.generator = noise.generator(NOISE_STREAM)
-        self.k_min_informative: int | None = None  # the smallest k >= 2 drawn
-        self.k_range: list[int] | None = None
+        self.k_spread = _KSpread() if with_prior else None
 
     def draw(self, positions: np.ndarray, priors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-        if not self.with_prior:
+        if self.k_spread is None:
             return randomized_response(positions, self.num_classes, self.epsilon, self.generator), None
         noisy, k = rr_with_prior(positions, priors, self.epsilon, self.generator)
-        low, high = int(k.min()), int(k.max())
-        self.k_range = [low, high] if self.k_range is None else [min(low, self.k_range[0]), max(high, self.k_range[1])]
-        informative = k[k >= 2]
-        if informative.size:
-            smallest = int(informative.min())
-            self.k_min_informative = smallest if self.k_min_informative is None else min(smallest, self.k_min_informative)
+        self.k_spread.add(k)
         return noisy, k
 
     def ledger(self, rows: int) -> PrivacyLedger:
-        return table_ledger(rows, self.epsilon, self.num_classes,
-                            None if not self.with_prior else (self.k_min_informative or 1), self.k_range)
+        return _release_ledger(rows, self.epsilon, self.num_classes, self.k_spread)
 
 
-def table_ledger(rows: int, epsilon: float, num_classes: int, smallest_k: int | None = None,
-                 k_range: Sequence[int] | None = None) -> PrivacyLedger:
-    """The ledger of one label column released once: one entry over all ``rows`` rows.
+def table_ledger(ids, epsilon: float, num_classes: int, k=None) -> PrivacyLedger:
+    """The ledger of one label column released once: one entry over every row. Use it for a release
+    drawn elsewhere, e.g. per partition in Spark or Dask, and build it before anything is drawn: it
+    reads public data only, and refuses what would make the release a double spend.
 
-    RR (``smallest_k`` None) is recorded as RR over the K classes. RR-with-prior is recorded as RR over
-    ``smallest_k``, the smallest k >= 2 of any row (1 if every row had k = 1, which releases
-    nothing): RR's privacy loss at a fixed epsilon decreases in k, so that event dominates every row
-    (see :func:`labeldp.release.release_rr_with_prior`). Use it for a release drawn elsewhere, e.g. per
-    partition in Spark or Dask, with the smallest k >= 2 over all partitions."""
+    Args:
+        ids: (n,) the rows' ids, one per released label. A duplicated id is refused
+            (:class:`~labeldp.errors.DataError`): that row's label would be released twice, with
+            independent noise, under a ledger that shows one release.
+        epsilon: each label's privacy budget.
+        num_classes: K, the number of declared classes.
+        k: None for RR, recorded as RR over the K classes. For RR-with-prior, (n,) each row's k, as
+            :func:`~labeldp.mechanisms.rr_with_prior` returns it (or
+            :func:`~labeldp.mechanisms.prior_top_k` computes it from the priors, before drawing). The
+            event is computed from it: RR over the smallest k >= 2, which dominates every row; when
+            every k is 1 no released label depends on a label, and the entry says so (a no-op event).
+    """
     eps = check_epsilon(epsilon)
+    classes = check_num_classes(num_classes)
+    identifiers = np.asarray(ids)
+    if identifiers.ndim != 1 or identifiers.size == 0:
+        raise ConfigError(f"ids must be a non-empty 1-d array (one id per row), got shape {identifiers.shape}")
+    _refuse_duplicated(identifiers, "ids", after="")
+    spread = None
+    if k is not None:
+        spread = _KSpread()
+        spread.add(_check_k(k, identifiers.size, classes))
+    return _release_ledger(identifiers.size, eps, classes, spread)
+
+
+def _check_k(k, rows: int, num_classes: int) -> np.ndarray:
+    array = np.asarray(k)
+    if array.shape != (rows,) or not np.issubdtype(array.dtype, np.integer):
+        raise ConfigError(f"k must hold one k per row ({rows} integers), got {array.dtype} of shape {array.shape}")
+    if array.min() < 1 or array.max() > num_classes:
+        raise ConfigError(f"each k must lie between 1 and {num_classes} (the number of classes)")
+    return array
+
+
+def _release_ledger(rows: int, epsilon: float, num_classes: int, k_spread: _KSpread | None) -> PrivacyLedger:
+    """One entry over all ``rows`` rows: RR over the K classes, or RR-with-prior's event (``k_spread``)."""
     ledger = PrivacyLedger(rows)
-    if smallest_k is None:
-        event, description = randomized_response_event(eps, num_classes), f"randomized response, K={num_classes}, epsilon={eps:g}"
+    if k_spread is None:
+        event, description = (randomized_response_event(epsilon, num_classes),
+                              f"randomized response, K={num_classes}, epsilon={epsilon:g}")
     else:
-        spread = f", k in [{k_range[0]}, {k_range[1]}]" if k_range else ""
-        event = randomized_response_event(eps, int(smallest_k))
-        description = f"RR-with-prior, K={num_classes}, epsilon={eps:g}{spread}"
+        event, description = k_spread.event(epsilon), k_spread.describe(num_classes, epsilon)
     ledger.record(event, np.ones(rows, dtype=bool), description, "release")
     return ledger
 
@@ -925,7 +981,7 @@ def _write_release(folder: Path, datasets, schema: pa.Schema, label_column: str,
         "epsilon": epsilon,
         "prior": ({"columns": list(prior_columns)} if prior_columns is not None
                   else {"shared": shared.tolist()} if shared is not None else None),
-        "k_range": draws.k_range,
+        "k_range": draws.k_spread.range if draws.k_spread else None,
         "channel": channel,
         "columns": {"id": id_column, "released_label": RELEASED_COLUMN, "k": K_COLUMN if with_prior else None,
                     "channel": channel_names},
