@@ -1,7 +1,7 @@
 """Release a label column with Dask, partition by partition, and account for it with one ledger.
 
 labeldp's mechanisms are numpy functions over arrays, so a Dask (or Spark) job can apply them to each
-partition where it lies; the driver then records the release once, over every row, with
+partition where it lies; the driver records the release once, over every row, with
 :func:`labeldp.privatize.table_ledger`. This script is the whole route, runnable:
 
     python examples/privatize_with_dask.py --table data/ --label-column y --id-column id \\
@@ -21,9 +21,12 @@ It writes ``release/labels/`` (Parquet files: id, released_label, and k with a p
    recomputation after a lost worker.
 4. **Release once**: the output folder must not exist; the partitions are written under a
    temporary name and renamed when all are there.
-5. **The ledger is recorded on the driver** over all n rows. For RR-with-prior its event is RR over
-   the smallest k >= 2 of any row, which depends on the (public) priors only: it is read from the
-   written k column.
+5. **The ledger is built on the driver before anything is drawn**, over all n rows, from public data
+   only: the rows' ids and, for RR-with-prior, each row's k (a function of its prior alone,
+   ``prior_top_k``; its event is RR over the smallest k >= 2 of any row). ``table_ledger`` refuses a
+   duplicated id: a stray copy of a part file, or the same table in a second format, in the folder
+   would release those rows twice under a ledger showing one release. The driver holds the ids and k
+   (their own size and 8 bytes a row).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from labeldp.errors import DataError, ReleaseExistsError
-from labeldp.mechanisms import randomized_response, rr_with_prior
+from labeldp.mechanisms import prior_top_k, randomized_response, rr_with_prior
 from labeldp.privatize import table_ledger
 from labeldp.randomness import NoiseSource
 
@@ -64,6 +67,12 @@ def release_partition(frame: pd.DataFrame, *, label_column: str, id_column: str,
     return out
 
 
+def partition_k(priors: pd.DataFrame, *, epsilon: float) -> pd.Series:
+    """RR-with-prior's k for each row of one partition: a function of its prior alone, the k that
+    ``rr_with_prior`` draws with."""
+    return pd.Series(prior_top_k(priors.to_numpy(np.float64), epsilon)[0], index=priors.index)
+
+
 def privatize_with_dask(table: str, out: str, *, label_column: str, id_column: str, classes: list, epsilon: float,
                         prior_columns: list[str] | None = None, noise: NoiseSource = NoiseSource()) -> dict:
     out_path = Path(out)
@@ -76,6 +85,10 @@ def privatize_with_dask(table: str, out: str, *, label_column: str, id_column: s
     labels = frame[label_column]
     if not labels.isin(classes).all().compute():  # a missing label is not in the classes either
         raise DataError("labels outside the declared classes (or missing); nothing was released")
+    ids = frame[id_column].compute().to_numpy()  # public
+    k = (frame[prior_columns].map_partitions(partition_k, epsilon=epsilon, meta=pd.Series(dtype=np.int64))
+         .compute().to_numpy() if prior_columns else None)
+    ledger = table_ledger(ids, epsilon, len(classes), k)  # refuses a duplicated id, before any draw
 
     meta = pd.DataFrame({id_column: pd.Series(dtype=frame[id_column].dtype),
                          "released_label": pd.Series(dtype=label_type)})
@@ -91,20 +104,14 @@ def privatize_with_dask(table: str, out: str, *, label_column: str, id_column: s
     partial.chmod(0o700)  # an unfinished release is its owner's only
     try:
         released.to_parquet(partial / "labels", write_index=False)  # the one computation that draws
-        rows = len(frame)  # public: the number of rows
-        smallest_k, k_range = None, None
-        if prior_columns:
-            k = dd.read_parquet(partial / "labels", columns=["k"])["k"]  # public: a function of the priors
-            smallest_k = int(k[k >= 2].min().compute()) if (k >= 2).any().compute() else 1
-            k_range = [int(k.min().compute()), int(k.max().compute())]
-        ledger = table_ledger(rows, epsilon, len(classes), smallest_k, k_range)
         ledger.save(partial / "ledger.json")
         partial.chmod(mode)
         os.rename(partial, out_path)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    return {"rows": rows, "epsilon": ledger.epsilon(), "k_range": k_range}
+    return {"rows": ids.size, "epsilon": ledger.epsilon(),
+            "k_range": [int(k.min()), int(k.max())] if k is not None else None}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from conftest import frequencies_match
@@ -104,7 +106,9 @@ def test_a_folder_of_parquet_and_csv_files_is_one_release_whatever_its_cut(tmp_p
     from_folder, from_file = load_release(tmp_path / "from_folder"), load_release(tmp_path / "from_file")
     assert np.array_equal(from_folder.labels, from_file.labels)
     assert list(from_folder.ids) == [f"row{i}" for i in range(labels.size)]
-    assert from_folder.classes == (0, 1, 2) and read_sidecar(tmp_path / "from_folder")["label_type"] == "int64"
+    # a folder holding a CSV file releases its labels as text; Parquet files alone, in their declared type
+    assert from_folder.classes == ("0", "1", "2") and read_sidecar(tmp_path / "from_folder")["label_type"] == "string"
+    assert from_file.classes == (0, 1, 2) and read_sidecar(tmp_path / "from_file")["label_type"] == "int64"
 
 
 def test_memory_is_bounded_by_blocks_of_batch_rows(tmp_path, monkeypatch) -> None:
@@ -140,7 +144,7 @@ def test_a_release_is_never_overwritten(tmp_path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(ReleaseExistsError):
         privatize_table(tmp_path / "t.parquet", tmp_path / "empty", **arguments)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "out", "t.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.lock", "empty", "out", "t.parquet"]
 
 
 def test_labels_outside_the_classes_are_refused_before_anything_is_written(tmp_path) -> None:
@@ -218,7 +222,7 @@ def test_an_interrupted_release_leaves_nothing_that_reads_as_one(tmp_path, monke
     monkeypatch.setattr(privatize_module, "randomized_response", fail_on_the_third_block)
     with pytest.raises(KeyboardInterrupt):
         privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]  # the drawn blocks are gone with it
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.lock", "t.parquet"]  # the drawn blocks are gone
     monkeypatch.undo()
     privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
     assert load_release(tmp_path / "out").labels.size == 2000
@@ -297,15 +301,21 @@ def test_cli_privatize(tmp_path, capsys) -> None:
     assert read_sidecar(tmp_path / "secure")["noise"]["secure"]
 
 
-@pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside dask's Parquet writer, with pandas 3
-def test_the_dask_example_releases_per_partition_with_one_ledger(tmp_path) -> None:
-    """examples/privatize_with_dask.py: the mechanisms applied per partition, one ledger over all rows."""
+def _dask_example():
+    """examples/privatize_with_dask.py as a module (skips the test without dask)."""
     pytest.importorskip("dask.dataframe")
     import importlib.util
     path = Path(__file__).resolve().parents[1] / "examples" / "privatize_with_dask.py"
     spec = importlib.util.spec_from_file_location("privatize_with_dask", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
+    return example
+
+
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside dask's Parquet writer, with pandas 3
+def test_the_dask_example_releases_per_partition_with_one_ledger(tmp_path) -> None:
+    """examples/privatize_with_dask.py: the mechanisms applied per partition, one ledger over all rows."""
+    example = _dask_example()
     labels = rr_fixture(1200)
     folder = tmp_path / "table"
     folder.mkdir()
@@ -329,3 +339,185 @@ def test_the_dask_example_releases_per_partition_with_one_ledger(tmp_path) -> No
         example.privatize_with_dask(str(folder), str(tmp_path / "bad"), label_column="y", id_column="id",
                                     classes=[0, 1, 2], epsilon=1.0)
     assert not (tmp_path / "bad").exists()
+
+
+# ----------------------------------------------------------------------------------------------------
+# The lock
+
+
+def test_the_lock_keeps_a_second_release_out_even_after_a_failed_one(tmp_path, monkeypatch) -> None:
+    """The lock file is never unlinked: a process that opened it before a failed release and locks it
+    afterwards still keeps every other release into the same folder out."""
+    pq.write_table(make_table(rr_fixture(10)), tmp_path / "t.parquet")
+    arguments = dict(label_column="y", id_column="id", classes=range(4), epsilon=1.0)
+    with open(tmp_path / ".out.lock", "a") as handle:  # process A opens the lock file
+        monkeypatch.setattr(privatize_module, "randomized_response", lambda *args: 1 / 0)
+        with pytest.raises(ZeroDivisionError):  # a release into out takes the lock, fails, lets it go
+            privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
+        monkeypatch.undo()
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # A holds the lock
+        with pytest.raises(RunLockedError, match="another process"):
+            privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
+    assert not (tmp_path / "out").exists()
+    privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
+    assert (tmp_path / ".out.lock").exists()  # stays beside the release, empty and harmless
+
+
+# ----------------------------------------------------------------------------------------------------
+# CSV labels are text: their type never depends on a label
+
+
+def _write_csv(path: Path, labels: list[str]) -> None:
+    path.write_text("id,y\n" + "".join(f"{i},{label}\n" for i, label in enumerate(labels)))
+
+
+BIG = 200_000  # rows: more than pyarrow's first CSV block (1 MiB), from which it infers a column's type
+
+
+def test_csv_labels_are_read_as_text_whatever_the_first_block_holds(tmp_path) -> None:
+    """pyarrow infers a CSV column's type from the file's first block: which labels are in it (a
+    refusal, a 1.0) must decide neither whether the release works nor the type it is written in."""
+    labels = [str(i % 2) for i in range(BIG)]
+    files = {"refused_first": ["refused"] + labels[1:], "refused_last": labels[:-1] + ["refused"],
+             "float_first": ["1.0"] + labels[1:], "int_first": ["1"] + labels[1:]}
+    for name, column in files.items():
+        _write_csv(tmp_path / f"{name}.csv", column)
+        sidecar = privatize_table(tmp_path / f"{name}.csv", tmp_path / name, label_column="y", id_column="id",
+                                  classes=[0, 1, "refused"], epsilon=1.0, noise=SEED)
+        assert sidecar["label_type"] == "string" and sidecar["classes"] == ["0", "1", "refused"]
+        assert pq.read_schema(tmp_path / name / "labels.parquet").field("released_label").type == pa.string()
+    # 1.0 and 1 are one class: the same labels, the same noise, the same release
+    assert np.array_equal(load_release(tmp_path / "float_first").labels, load_release(tmp_path / "int_first").labels)
+
+
+def test_a_label_outside_the_classes_in_a_later_csv_block_names_nothing(tmp_path) -> None:
+    labels = [str(i % 2) for i in range(BIG)]
+    _write_csv(tmp_path / "late.csv", labels[:-1] + ["refused"])
+    with pytest.raises(DataError, match="outside the declared classes") as error:
+        privatize_table(tmp_path / "late.csv", tmp_path / "out", label_column="y", id_column="id", classes=[0, 1],
+                        epsilon=1.0, noise=SEED)
+    message = str(error.value)
+    assert "refused" not in message and not re.search(r"\d{3,}", message)  # neither the value nor its row
+    (tmp_path / "ragged.csv").write_text("id,y\n0,1\n1,refused,extra\n2,0\n")  # a malformed row quotes itself
+    with pytest.raises(DataError) as error:
+        privatize_table(tmp_path / "ragged.csv", tmp_path / "out", label_column="y", id_column="id",
+                        classes=[0, 1, "refused"], epsilon=1.0, noise=SEED)
+    assert "refused" not in str(error.value) and "extra" not in str(error.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["late.csv", "ragged.csv"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Each row once: duplicated ids are refused before anything is drawn
+
+
+def _no_draws(monkeypatch) -> None:
+    def draw(*args):
+        raise AssertionError("a label was drawn")
+    monkeypatch.setattr(privatize_module, "randomized_response", draw)
+    monkeypatch.setattr(privatize_module, "rr_with_prior", draw)
+
+
+def _stray_copy_folder(tmp_path: Path, ids) -> Path:
+    """A folder holding events.parquet and its CSV conversion: every row twice."""
+    labels = np.where(np.arange(len(ids)) % 3 == 0, "lion", "tiger")
+    folder = tmp_path / "events"
+    folder.mkdir()
+    table = pa.table({"id": ids, "y": labels})
+    pq.write_table(table, folder / "events.parquet")
+    table.to_pandas().to_csv(folder / "events.csv", index=False)
+    return folder
+
+
+@pytest.mark.parametrize("ids", [np.arange(300) * 7, [f"user{i}" for i in range(300)]], ids=["integer", "string"])
+def test_a_folder_holding_a_file_twice_is_refused_before_anything_is_drawn(tmp_path, monkeypatch, ids) -> None:
+    folder = _stray_copy_folder(tmp_path, ids)
+    _no_draws(monkeypatch)
+    with pytest.raises(DataError, match="duplicated values") as error:
+        privatize_table(folder, tmp_path / "out", label_column="y", id_column="id", classes=["lion", "tiger"],
+                        epsilon=1.0, noise=SEED)
+    message = str(error.value)
+    assert "copy" in message and "second format" in message
+    assert any(repr(identifier.item() if isinstance(identifier, np.generic) else identifier) in message
+               for identifier in ids)  # one duplicated id, public
+    assert "lion" not in message and "tiger" not in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["events"]  # nothing written, no lock taken
+
+
+def _length_hash(column: pa.Array) -> np.ndarray:
+    """A deliberately poor hash of string ids: their length (every id of one length collides)."""
+    return pc.utf8_length(column).to_numpy().astype(np.int64)
+
+
+def test_hash_collisions_of_ids_are_checked_exactly(tmp_path, monkeypatch) -> None:
+    """Ids that are not integers are compared by a 64-bit hash, then exactly where hashes collide: a
+    collision alone never refuses a table."""
+    monkeypatch.setattr(privatize_module, "_hash_ids", _length_hash)  # many collisions
+    monkeypatch.setattr(privatize_module, "_COLLISIONS_PER_SCAN", 1)  # one scan per colliding hash
+    monkeypatch.setattr(privatize_module, "_READ_ROWS", 64)  # duplicates in different batches
+    ids = [f"u{i}" for i in range(1000)]
+    labels = np.arange(1000) % 2
+    pq.write_table(pa.table({"id": ids, "y": labels}), tmp_path / "valid.parquet")
+    privatize_table(tmp_path / "valid.parquet", tmp_path / "out", label_column="y", id_column="id", classes=[0, 1],
+                    epsilon=1.0, noise=SEED)
+    assert list(load_release(tmp_path / "out").ids) == ids
+    ids[900] = "u77"
+    pq.write_table(pa.table({"id": ids, "y": labels}), tmp_path / "twice.parquet")
+    with pytest.raises(DataError, match="'u77'"):
+        privatize_table(tmp_path / "twice.parquet", tmp_path / "out2", label_column="y", id_column="id",
+                        classes=[0, 1], epsilon=1.0, noise=SEED)
+    assert not (tmp_path / "out2").exists()
+
+
+def test_in_memory_ids_must_be_distinct(monkeypatch) -> None:
+    labels = np.array([0, 1, 1, 0])
+    _no_draws(monkeypatch)
+    with pytest.raises(DataError, match="duplicated values.*'b'"):
+        privatize(labels, classes=[0, 1], epsilon=1.0, ids=["a", "b", "c", "b"])
+    series = pd.Series(labels, index=[10, 11, 10, 12])
+    with pytest.raises(DataError, match="ids="):
+        privatize(series, classes=[0, 1], epsilon=1.0)
+    monkeypatch.undo()
+    release = privatize(series, classes=[0, 1], epsilon=1.0, ids=["a", "b", "c", "d"])
+    assert list(release.ids) == ["a", "b", "c", "d"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# The ledger of a release drawn elsewhere
+
+
+def test_table_ledger_records_the_event_that_dominates_every_row() -> None:
+    from dp_accounting import dp_event
+    from labeldp.accounting.events import randomized_response_event
+    ids = np.arange(5) * 3
+    ledger = privatize_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 4]))
+    assert ledger.dataset_size == 5 and ledger.entries[0].members.all()
+    assert ledger.entries[0].event == randomized_response_event(1.0, 2)
+    assert ledger.epsilon() == pytest.approx(1.0, abs=1e-3) and "k in [1, 4]" in ledger.entries[0].description
+    constant = privatize_module.table_ledger(ids, 1.0, 4, np.ones(5, dtype=np.int8))
+    assert isinstance(constant.entries[0].event, dp_event.NoOpDpEvent) and constant.epsilon() == 0
+    assert "does not depend on any label" in constant.entries[0].description
+    rr = privatize_module.table_ledger(ids, 1.0, 4)
+    assert rr.entries[0].event == randomized_response_event(1.0, 4)
+    with pytest.raises(DataError, match="duplicated values.*5"):
+        privatize_module.table_ledger(np.array([5, 6, 5]), 1.0, 2)
+    with pytest.raises(ConfigError, match="one k per row"):
+        privatize_module.table_ledger(ids, 1.0, 4, np.array([2, 2]))
+    with pytest.raises(ConfigError, match="between 1 and 4"):
+        privatize_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 5]))
+
+
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside dask's Parquet reader, with pandas 3
+def test_the_dask_example_refuses_a_stray_copy_before_drawing(tmp_path, monkeypatch) -> None:
+    example = _dask_example()
+    folder = tmp_path / "table"
+    folder.mkdir()
+    table = make_table(rr_fixture(100), np.tile(PRIORS, (100, 1)))
+    pq.write_table(table, folder / "part-0.parquet")
+    pq.write_table(table.slice(0, 50), folder / "part-0 copy.parquet")  # a stray copy of some of its rows
+    monkeypatch.setattr(example, "randomized_response", lambda *args: pytest.fail("a label was drawn"))
+    monkeypatch.setattr(example, "rr_with_prior", lambda *args: pytest.fail("a label was drawn"))
+    for prior_columns in (None, PRIOR_COLUMNS):
+        with pytest.raises(DataError, match="duplicated values"):
+            example.privatize_with_dask(str(folder), str(tmp_path / "out"), label_column="y", id_column="id",
+                                        classes=[0, 1, 2, 3], epsilon=1.0, prior_columns=prior_columns)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table"]

@@ -192,7 +192,8 @@ def _build_parser() -> argparse.ArgumentParser:
                            help="Parquet or CSV file, or a folder of them (read in sorted order)")
     privatize.add_argument("--label-column", required=True, metavar="COL", help="the private labels")
     privatize.add_argument("--id-column", required=True, metavar="COL",
-                           help="a public row identifier, written next to each released label")
+                           help="a public row identifier, one distinct value per row, written next to each "
+                                "released label (a duplicated id is an error before anything is released)")
     privatize.add_argument("--classes", required=True, nargs="+", metavar="VALUE",
                            help="the label values, in order (the label domain is public and must be declared; a "
                                 "label outside it is an error before anything is released)")

@@ -7,13 +7,14 @@ tuning, cross-validation, any number of times) is post-processing and costs no m
 
 - :func:`privatize` releases labels held in memory (numpy or pandas) and returns a :class:`LabelRelease`.
 - :func:`privatize_table` streams a Parquet file, a Parquet dataset folder or a folder of Parquet and
-  CSV files in blocks of ``batch_rows`` rows (one pass for the release, after one pass over the label
-  column alone that checks every label against the declared classes) and writes a release folder:
+  CSV files in blocks of ``batch_rows`` rows (one pass for the release, after a first pass over the
+  label and id columns that checks every label against the declared classes and every id for
+  duplicates) and writes a release folder:
 
   ``labels.parquet``
       one row per input row, in input order: the id column (copied), ``released_label`` (a value of
-      the declared classes, in the label column's type), ``k`` (RR-with-prior) and, on request,
-      ``channel_0 .. channel_{K-1}`` (the row's noise channel, below);
+      the declared classes), ``k`` (RR-with-prior) and, on request, ``channel_0 .. channel_{K-1}``
+      (the row's noise channel, below);
   ``release.json``
       the sidecar: classes, mechanism, epsilon, the prior's columns (or the shared prior), the noise
       channel (the K x K matrix where it is one), the noise source, the ledger's epsilon and entry;
@@ -21,6 +22,27 @@ tuning, cross-validation, any number of times) is post-processing and costs no m
       the :class:`~labeldp.accounting.PrivacyLedger` (members: row positions in ``labels.parquet``).
 
 - :func:`load_release` reads a release folder back as a :class:`LabelRelease`.
+
+**Label types.** Labels are matched to the declared classes as text (``1``, ``1.0`` and ``true`` are
+one class), each file's labels in their own type: they are never cast to another file's type. A CSV
+or TSV file's label column is read as text, as written: pyarrow would otherwise infer its type from
+the first block's values, so that one private label could decide it (and a later label that does not
+fit would fail the read, quoted in the error). ``released_label`` is written in one type that depends
+on no label value: the label column's declared type when every file declares one (Parquet files; an
+in-memory table or pyarrow dataset: its schema's; a DataFrame: its dtype's, a column of Python objects
+being read as text), and string as soon as one file is CSV or TSV (the classes in ``release.json``
+are then strings too). A pyarrow Dataset is read with its own schema: over CSV files, give its label
+column the string type (``ConvertOptions(column_types=...)``). pyarrow's own message for a CSV file
+it cannot read is withheld (it can quote a row, its label included).
+
+**Each row once.** Every row must have an id of its own: a duplicated id (a stray copy of a part file,
+or ``events.csv`` beside its Parquet conversion, in the folder) would release that row's label twice,
+with independent noise, under a ledger that shows one release. The first pass refuses it
+(:class:`~labeldp.errors.DataError`, naming one duplicated id: ids are public), keeping 8 bytes a row:
+integer ids as int64, compared exactly, other ids as 64-bit hashes, where hashes collide compared
+exactly by a further scan of the id column, so that a collision never refuses a valid table.
+:func:`privatize` and :func:`table_ledger` refuse duplicated ids too (and :func:`privatize` a pandas
+index with duplicates, when it stands for the ids).
 
 The noise channel of row i is L[i, y] = Pr[the released label of row i | its true label is class y].
 For RR it is the same for every row, :meth:`LabelRelease.matrix`; for RR-with-prior it depends on the
@@ -30,7 +52,9 @@ row's (public) prior and its released label: :meth:`LabelRelease.channel` recomp
 **Release once.** A release folder is never overwritten (:class:`~labeldp.errors.ReleaseExistsError`):
 releasing the labels again would spend their budget a second time. The folder is written under a
 hidden name (``.OUT.partial``, readable by its owner only) and renamed into place, complete, after its
-files are flushed to disk; a lock keeps a second process out meanwhile. An error or an interrupt
+files are flushed to disk; a lock (``.OUT.lock`` beside ``out``) keeps a second process out meanwhile.
+The lock file is never removed (removing it while held would let two processes lock two files of the
+same name, and both draw): empty, it stays beside the release, harmless. An error or an interrupt
 removes the partial folder; a process killed outright leaves it behind, unreadable as a release (no
 ``release.json``, a Parquet file without its footer), and the next ``privatize_table`` to the same
 ``out`` deletes it unread before it draws.
@@ -42,7 +66,8 @@ other statistic of the labels is computed or written, and the error for a label 
 says neither which label nor how many.
 
 A Spark or Dask job can apply the same mechanisms per partition instead (``examples/privatize_with_dask.py``):
-the release is then one ledger entry over all rows, which :func:`table_ledger` records.
+the release is then one ledger entry over all rows, which :func:`table_ledger` records from the rows'
+ids and, for RR-with-prior, their k (RR over the smallest k >= 2, which dominates every row).
 """
 
 from __future__ import annotations
@@ -65,9 +90,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+from dp_accounting import dp_event
 
 from labeldp import __version__
-from labeldp._validation import canonical_label, check_epsilon, check_priors
+from labeldp._validation import canonical_label, check_epsilon, check_num_classes, check_priors
 from labeldp.accounting.events import randomized_response_event
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.errors import ConfigError, DataError, MissingFileError, ReleaseExistsError, RunLockedError
@@ -89,12 +115,14 @@ K_COLUMN = "k"
 CHANNEL_PREFIX = "channel_"
 RR = "randomized-response"
 RR_WITH_PRIOR = "rr-with-prior"
-#: rows drawn (and written, as one Parquet row group) at a time; they set the memory used, about
-#: 60 bytes a row plus 8 a class for RR-with-prior's priors
+#: rows drawn (and written, as one Parquet row group) at a time; they set the memory the release
+#: pass uses, about 60 bytes a row plus 8 a class for RR-with-prior's priors (the first pass keeps 8
+#: bytes for every row of the table, to check that the ids are distinct)
 DEFAULT_BATCH_ROWS = 1 << 20
 #: the noise stream of a table release (in the insecure mode, seeded from the insecure seed)
 NOISE_STREAM = "table-release"
 _READ_ROWS = 1 << 16  # rows per batch read from a file
+_COLLISIONS_PER_SCAN = 1 << 10  # colliding id hashes checked exactly per scan of the id column
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".parq": "parquet", ".csv": "csv", ".tsv": "tsv"}
 
 
@@ -236,9 +264,7 @@ class _Domain:
         return self.positions(list(uniques), where)[codes]
 
     def arrow_values(self, value_type: pa.DataType, column: str) -> pa.Array:
-        """The classes as values of the label column's type (what ``released_label`` holds)."""
-        if pa.types.is_dictionary(value_type):
-            value_type = value_type.value_type
+        """The classes as values of ``value_type``, the type ``released_label`` is written in."""
         values = []
         for declared in self.declared:
             spelling = canonical_label(declared)
@@ -272,54 +298,124 @@ def _plain(value: Any) -> Any:
 # Drawing: the one place the true labels meet the noise
 
 
+class _KSpread:
+    """RR-with-prior's k over the rows drawn so far, all that its ledger event needs: k is a function
+    of the row's (public) prior, never of its label."""
+
+    def __init__(self) -> None:
+        self.range: list[int] | None = None
+        self.smallest_informative: int | None = None  # the smallest k >= 2
+
+    def add(self, k: np.ndarray) -> None:
+        low, high = int(k.min()), int(k.max())
+        self.range = [low, high] if self.range is None else [min(low, self.range[0]), max(high, self.range[1])]
+        informative = k[k >= 2]
+        if informative.size:
+            smallest = int(informative.min())
+            self.smallest_informative = (smallest if self.smallest_informative is None
+                                         else min(smallest, self.smallest_informative))
+
+    def event(self, epsilon: float) -> dp_event.DpEvent:
+        """RR over the smallest k >= 2, which dominates every row: RR's privacy loss at a fixed epsilon
+        decreases in k (the accounting of :func:`labeldp.release.release_rr_with_prior`). Without a
+        k >= 2 every released label is its prior's top class, a function of no label: no event."""
+        return randomized_response_event(epsilon, self.smallest_informative or 1)
+
+    def describe(self, num_classes: int, epsilon: float) -> str:
+        text = f"RR-with-prior, K={num_classes}, epsilon={epsilon:g}, k in [{self.range[0]}, {self.range[1]}]"
+        if self.smallest_informative is None:
+            text += (": k = 1 for every row, each released label is its prior's top class, so the release does not "
+                     "depend on any label (no privacy spent)")
+        return text
+
+
 class _Draws:
-    """Draws block after block from one generator and remembers what the ledger needs (the k range,
-    which depends on the public priors only)."""
+    """Draws block after block from one generator and remembers what the ledger needs (the spread of
+    k, which depends on the public priors only)."""
 
     def __init__(self, num_classes: int, epsilon: float, with_prior: bool, noise: NoiseSource):
         if not isinstance(noise, NoiseSource):
             raise ConfigError(f"noise must be a labeldp.randomness.NoiseSource, got {type(noise).__name__}")
-        self.num_classes, self.epsilon, self.with_prior = num_classes, epsilon, with_prior
+        self.num_classes, self.epsilon = num_classes, epsilon
         self.generator = noise.generator(NOISE_STREAM)
-        self.k_min_informative: int | None = None  # the smallest k >= 2 drawn
-        self.k_range: list[int] | None = None
+        self.k_spread = _KSpread() if with_prior else None
 
     def draw(self, positions: np.ndarray, priors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-        if not self.with_prior:
+        if self.k_spread is None:
             return randomized_response(positions, self.num_classes, self.epsilon, self.generator), None
         noisy, k = rr_with_prior(positions, priors, self.epsilon, self.generator)
-        low, high = int(k.min()), int(k.max())
-        self.k_range = [low, high] if self.k_range is None else [min(low, self.k_range[0]), max(high, self.k_range[1])]
-        informative = k[k >= 2]
-        if informative.size:
-            smallest = int(informative.min())
-            self.k_min_informative = smallest if self.k_min_informative is None else min(smallest, self.k_min_informative)
+        self.k_spread.add(k)
         return noisy, k
 
     def ledger(self, rows: int) -> PrivacyLedger:
-        return table_ledger(rows, self.epsilon, self.num_classes,
-                            None if not self.with_prior else (self.k_min_informative or 1), self.k_range)
+        return _release_ledger(rows, self.epsilon, self.num_classes, self.k_spread)
 
 
-def table_ledger(rows: int, epsilon: float, num_classes: int, smallest_k: int | None = None,
-                 k_range: Sequence[int] | None = None) -> PrivacyLedger:
-    """The ledger of one label column released once: one entry over all ``rows`` rows.
+def table_ledger(ids, epsilon: float, num_classes: int, k=None) -> PrivacyLedger:
+    """The ledger of one label column released once: one entry over every row. Use it for a release
+    drawn elsewhere, e.g. per partition in Spark or Dask, and build it before anything is drawn: it
+    reads public data only, and refuses what would make the release a double spend.
 
-    RR (``smallest_k`` None) is recorded as RR over the K classes. RR-with-prior is recorded as RR over
-    ``smallest_k``, the smallest k >= 2 of any row (1 if every row had k = 1, which releases
-    nothing): RR's privacy loss at a fixed epsilon decreases in k, so that event dominates every row
-    (see :func:`labeldp.release.release_rr_with_prior`). Use it for a release drawn elsewhere, e.g. per
-    partition in Spark or Dask, with the smallest k >= 2 over all partitions."""
+    Args:
+        ids: (n,) the rows' ids, one per released label. A duplicated id is refused
+            (:class:`~labeldp.errors.DataError`): that row's label would be released twice, with
+            independent noise, under a ledger that shows one release.
+        epsilon: each label's privacy budget.
+        num_classes: K, the number of declared classes.
+        k: None for RR, recorded as RR over the K classes. For RR-with-prior, (n,) each row's k, as
+            :func:`~labeldp.mechanisms.rr_with_prior` returns it (or
+            :func:`~labeldp.mechanisms.prior_top_k` computes it from the priors, before drawing). The
+            event is computed from it: RR over the smallest k >= 2, which dominates every row; when
+            every k is 1 no released label depends on a label, and the entry says so (a no-op event).
+    """
     eps = check_epsilon(epsilon)
+    classes = check_num_classes(num_classes)
+    identifiers = np.asarray(ids)
+    if identifiers.ndim != 1 or identifiers.size == 0:
+        raise ConfigError(f"ids must be a non-empty 1-d array (one id per row), got shape {identifiers.shape}")
+    _refuse_duplicated(identifiers, "ids", after="")
+    spread = None
+    if k is not None:
+        spread = _KSpread()
+        spread.add(_check_k(k, identifiers.size, classes))
+    return _release_ledger(identifiers.size, eps, classes, spread)
+
+
+def _check_k(k, rows: int, num_classes: int) -> np.ndarray:
+    array = np.asarray(k)
+    if array.shape != (rows,) or not np.issubdtype(array.dtype, np.integer):
+        raise ConfigError(f"k must hold one k per row ({rows} integers), got {array.dtype} of shape {array.shape}")
+    if array.min() < 1 or array.max() > num_classes:
+        raise ConfigError(f"each k must lie between 1 and {num_classes} (the number of classes)")
+    return array
+
+
+def _release_ledger(rows: int, epsilon: float, num_classes: int, k_spread: _KSpread | None) -> PrivacyLedger:
+    """One entry over all ``rows`` rows: RR over the K classes, or RR-with-prior's event (``k_spread``)."""
     ledger = PrivacyLedger(rows)
-    if smallest_k is None:
-        event, description = randomized_response_event(eps, num_classes), f"randomized response, K={num_classes}, epsilon={eps:g}"
+    if k_spread is None:
+        event, description = (randomized_response_event(epsilon, num_classes),
+                              f"randomized response, K={num_classes}, epsilon={epsilon:g}")
     else:
-        spread = f", k in [{k_range[0]}, {k_range[1]}]" if k_range else ""
-        event = randomized_response_event(eps, int(smallest_k))
-        description = f"RR-with-prior, K={num_classes}, epsilon={eps:g}{spread}"
+        event, description = k_spread.event(epsilon), k_spread.describe(num_classes, epsilon)
     ledger.record(event, np.ones(rows, dtype=bool), description, "release")
     return ledger
+
+
+def _refuse_duplicated(ids: np.ndarray, where: str, after: str = "; nothing was released") -> None:
+    """Refuse ids held in memory (exact comparison) if one occurs twice."""
+    index = pd.Index(ids)
+    if not index.is_unique:
+        raise _duplicated_ids_error(where, index[index.duplicated()][0], after)
+
+
+def _duplicated_ids_error(where: str, example: Any, after: str = "; nothing was released") -> DataError:
+    """The error for a duplicated id; it names that id (ids are public), never a label."""
+    return DataError(
+        f"{where} has duplicated values ({_plain(example)!r} at least twice): each row needs an id of its own, or its "
+        "label would be released twice, with independent noise, under a ledger that shows one release. Rows read "
+        "twice usually come from a stray copy of a file, or the same file in a second format (events.csv beside "
+        f"events.parquet), in the table's folder: remove it{after}")
 
 
 def _prior_spec(num_classes: int, prior_columns, prior) -> tuple[tuple[str, ...] | None, np.ndarray | None]:
@@ -355,7 +451,7 @@ def privatize(labels, *, classes: Sequence[Any], epsilon: float, priors=None, id
             array or DataFrame), each a distribution over ``classes`` that does not depend on the
             row's own label (e.g. computed from public inputs, or a model trained on other rows).
         ids: row identifiers to keep beside the released labels (default: the Series' index, or the
-            positions).
+            positions), one distinct id per label: a duplicated id (or index value) is refused.
         noise: the noise source (fresh OS entropy by default).
         batch_rows: rows drawn at a time; with an insecure seed, :func:`privatize_table` with the
             same ``batch_rows`` draws the same labels.
@@ -364,11 +460,7 @@ def privatize(labels, *, classes: Sequence[Any], epsilon: float, priors=None, id
     eps = check_epsilon(epsilon)
     positions = domain.array_indices(labels, "labels")
     rows = positions.size
-    if ids is None:
-        ids = labels.index.to_numpy() if isinstance(labels, pd.Series) else np.arange(rows)
-    ids = np.asarray(ids)
-    if ids.shape != (rows,):
-        raise ConfigError(f"ids must have one value per label ({rows}), got shape {ids.shape}")
+    ids = _row_ids(labels, ids, rows)
     shared, per_row = None, None
     if priors is not None:
         array = np.asarray(priors.to_numpy() if isinstance(priors, pd.DataFrame) else priors, dtype=np.float64)
@@ -393,6 +485,23 @@ def privatize(labels, *, classes: Sequence[Any], epsilon: float, priors=None, id
                         ids, k, shared, None, _noise_text(noise), noise.private)
 
 
+def _row_ids(labels, ids, rows: int) -> np.ndarray:
+    """The released rows' ids: ``ids``, else the labels' pandas index, else their positions. Each row
+    must have its own (a duplicated id is refused: that row would be released twice)."""
+    if ids is None:
+        if not isinstance(labels, pd.Series):
+            return np.arange(rows)
+        if not labels.index.is_unique:
+            raise DataError("the labels' index, which would be their ids, has duplicated values: pass ids=, one "
+                            "distinct id per label; nothing was released")
+        return labels.index.to_numpy()
+    array = np.asarray(ids)
+    if array.shape != (rows,):
+        raise ConfigError(f"ids must have one value per label ({rows}), got shape {array.shape}")
+    _refuse_duplicated(array, "ids")
+    return array
+
+
 def _check_batch_rows(batch_rows: int) -> int:
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1:
         raise ConfigError(f"batch_rows must be a positive integer, got {batch_rows!r}")
@@ -410,10 +519,10 @@ def _noise_text(noise: NoiseSource) -> str:
 # Out of core: reading
 
 
-def _datasets(source) -> tuple[list[ds.Dataset], str]:
+def _datasets(source, label_column: str) -> tuple[list[ds.Dataset], str]:
     """The source as datasets to scan in order, and a description of it."""
     if isinstance(source, pd.DataFrame):
-        return [ds.dataset(pa.Table.from_pandas(source, preserve_index=False))], "an in-memory table"
+        return [ds.dataset(_frame_table(source, label_column))], "an in-memory table"
     if isinstance(source, pa.Table):
         return [ds.dataset(source)], "an in-memory table"
     if isinstance(source, ds.Dataset):
@@ -429,34 +538,79 @@ def _datasets(source) -> tuple[list[ds.Dataset], str]:
                        if f.is_file() and not any(part.startswith((".", "_")) for part in f.relative_to(path).parts))
         if not files:
             raise DataError(f"folder {path} holds no data files")
-    return [ds.dataset(f, format=_file_format(f)) for f in files], str(path)
+    return [_open(f, label_column) for f in files], str(path)
 
 
-def _file_format(path: Path) -> ds.FileFormat | str:
+def _frame_table(frame: pd.DataFrame, label_column: str) -> pa.Table:
+    """A DataFrame as an Arrow table. A label column of Python objects becomes text first: Arrow
+    would infer its type from the labels, and quote the first label that does not fit it."""
+    if label_column in frame.columns and frame[label_column].dtype == object:
+        frame = frame.assign(**{label_column: frame[label_column].astype("string")})
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise DataError("the DataFrame cannot be converted to an Arrow table: a column of mixed Python objects? "
+                        "(pyarrow's message is withheld: it may quote a value)") from None
+
+
+def _open(path: Path, label_column: str) -> ds.Dataset:
+    file_format = _file_format(path, label_column)
+    with _reading(str(path), isinstance(file_format, ds.CsvFileFormat)):  # CSV: reads the first block
+        return ds.dataset(path, format=file_format)
+
+
+def _file_format(path: Path, label_column: str) -> ds.FileFormat:
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] in (".gz", ".bz2") and len(suffixes) > 1:
         suffixes = suffixes[:-1]  # compressed CSV: pyarrow reads it by its extension
     kind = _FORMATS.get(suffixes[-1] if suffixes else "")
     if kind is None:
         raise DataError(f"{path} is not a Parquet (.parquet, .pq) or CSV (.csv, .tsv, optionally .gz) file")
-    if kind == "tsv":
-        return ds.CsvFileFormat(parse_options=pa_csv.ParseOptions(delimiter="\t"))
     if kind == "parquet":
         # Pages read through a 1 MiB buffer, not whole column chunks read ahead ("pre-buffering", which
         # helps on object stores): bounded memory, and on a local disk a scan in a third of the CPU time.
         return ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(
             pre_buffer=False, use_buffered_stream=True, buffer_size=1 << 20))
-    return kind
+    # The labels are read as text. Left to itself, pyarrow infers a column's type from the values of the
+    # file's first block: a private label would decide it, and a later label that does not fit it would
+    # fail the read with an error quoting it.
+    return ds.CsvFileFormat(parse_options=pa_csv.ParseOptions(delimiter="\t" if kind == "tsv" else ","),
+                            convert_options=pa_csv.ConvertOptions(column_types={label_column: pa.string()}))
+
+
+def _is_csv(dataset: ds.Dataset) -> bool:
+    return isinstance(getattr(dataset, "format", None), ds.CsvFileFormat)
+
+
+@contextlib.contextmanager
+def _reading(where: str, csv: bool) -> Iterator[None]:
+    """pyarrow's read errors as DataErrors. A CSV reader's message can quote a row, its label
+    included, so it is withheld; a Parquet reader's is kept."""
+    try:
+        yield
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+        detail = ("pyarrow's message is withheld: it may quote a row, its label included" if csv
+                  else f"{type(error).__name__}: {error}")
+        raise DataError(f"{where} cannot be read ({detail})") from None
 
 
 def _schema(datasets: list[ds.Dataset], columns: list[str]) -> pa.Schema:
-    """The needed columns' types, from the first file; later files are cast to them."""
+    """The needed columns' types, from the first file (dictionary-encoded columns as their values);
+    later files' ids and priors are cast to them, their labels never (:func:`_batches`)."""
     for dataset in datasets:
         missing = [c for c in columns if c not in dataset.schema.names]
         if missing:
             raise DataError(f"columns {missing} not found in {_describe(dataset)}; its columns are {dataset.schema.names}")
-    first = datasets[0].schema
-    return pa.schema([first.field(c) for c in columns])
+    fields = [datasets[0].schema.field(c) for c in columns]
+    return pa.schema([field.with_type(field.type.value_type) if pa.types.is_dictionary(field.type) else field
+                      for field in fields])
+
+
+def _released_type(datasets: list[ds.Dataset], label_type: pa.DataType) -> pa.DataType:
+    """The type of ``released_label``, never a function of a label value: the label column's
+    declared type (the first file's Parquet schema, an in-memory table's), or string when any file
+    is CSV, which declares no types (its labels are read as text)."""
+    return pa.string() if any(_is_csv(dataset) for dataset in datasets) else label_type
 
 
 def _describe(dataset: ds.Dataset) -> str:
@@ -464,22 +618,124 @@ def _describe(dataset: ds.Dataset) -> str:
     return files[0] if files else "the table"
 
 
-def _batches(datasets: list[ds.Dataset], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _batches(datasets: list[ds.Dataset], schema: pa.Schema, label_column: str | None = None
+             ) -> Iterator[pa.RecordBatch]:
     """Record batches of the columns in ``schema``, file after file, each batch in file order;
-    the read-ahead is bounded (a few batches of at most ``_READ_ROWS`` rows)."""
+    the read-ahead is bounded (a few batches of at most ``_READ_ROWS`` rows). Every column but
+    ``label_column`` is cast to ``schema``'s type: each file's labels keep their own type and are
+    matched to the classes as text (a cast would fail on a label that does not fit, and quote it)."""
     for dataset in datasets:
-        for batch in dataset.to_batches(columns=schema.names, batch_size=_READ_ROWS, batch_readahead=2,
-                                        fragment_readahead=1):
-            if batch.num_rows == 0:
+        with _reading(_describe(dataset), _is_csv(dataset)):
+            for batch in dataset.to_batches(columns=schema.names, batch_size=_READ_ROWS, batch_readahead=2,
+                                            fragment_readahead=1):
+                if batch.num_rows:
+                    yield _conformed(batch, schema, label_column, dataset)
+
+
+def _conformed(batch: pa.RecordBatch, schema: pa.Schema, label_column: str | None,
+               dataset: ds.Dataset) -> pa.RecordBatch:
+    """``batch`` with its columns but the label column cast to ``schema``'s types (public columns:
+    an error may quote their values)."""
+    if batch.schema == schema:
+        return batch
+    columns = []
+    for field, column in zip(schema, batch.columns):
+        if field.name != label_column and column.type != field.type:
+            try:
+                column = column.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+                raise DataError(f"{_describe(dataset)}: column {field.name!r} does not have the first file's type "
+                                f"{field.type} ({error})") from None
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, names=schema.names)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Out of core: the first pass, before anything is drawn or written
+
+
+def _check_rows(datasets: list[ds.Dataset], schema: pa.Schema, domain: _Domain, label_column: str,
+                id_column: str, described: str) -> int:
+    """Read the label and id columns once: every label must be one of the classes (the error says
+    neither which nor how many are not), every id present and distinct. Returns the number of rows.
+
+    The ids are checked with 8 bytes a row: each row's 64-bit key (:func:`_id_keys`)."""
+    where = f"label column {label_column!r}"
+    keys: list[np.ndarray] = []
+    for batch in _batches(datasets, pa.schema([schema.field(label_column), schema.field(id_column)]), label_column):
+        domain.arrow_indices(batch.column(0), where)
+        if batch.column(1).null_count:
+            raise DataError(f"id column {id_column!r} has missing values")
+        keys.append(_id_keys(batch.column(1)))
+    rows = sum(chunk.size for chunk in keys)
+    if rows == 0:
+        raise DataError(f"{described} has no rows")
+    _refuse_duplicated_ids(datasets, schema.field(id_column), _joined(keys))
+    return rows
+
+
+def _id_keys(ids: pa.Array) -> np.ndarray:
+    """Each id as a 64-bit key (int64): an integer id itself (uint64 wraps around, still one to one),
+    any other id its hash."""
+    if pa.types.is_integer(ids.type):
+        return ids.to_numpy(zero_copy_only=False).astype(np.int64)
+    return _hash_ids(ids)
+
+
+def _hash_ids(ids: pa.Array) -> np.ndarray:
+    """64-bit hashes of ids (pandas' ``hash_array``, one vectorised call), as int64."""
+    return pd.util.hash_array(ids.to_numpy(zero_copy_only=False), categorize=False).view(np.int64)
+
+
+def _joined(chunks: list[np.ndarray]) -> np.ndarray:
+    """The chunks as one int64 array, each chunk freed once copied: the peak is about the total, not
+    twice it. Empties ``chunks``."""
+    joined = np.empty(sum(chunk.size for chunk in chunks), dtype=np.int64)
+    stop = joined.size
+    while chunks:
+        chunk = chunks.pop()
+        joined[stop - chunk.size:stop] = chunk
+        stop -= chunk.size
+    return joined
+
+
+def _refuse_duplicated_ids(datasets: list[ds.Dataset], field: pa.Field, keys: np.ndarray) -> None:
+    """Refuse a table in which an id occurs twice, from every row's key (sorted here, in place).
+    Integer keys are the ids: a repeated key is a repeated id. Other keys are hashes: the ids of the
+    repeated ones are compared exactly (:func:`_duplicated_id`), so that a collision never refuses a
+    valid table."""
+    keys.sort()
+    repeated = keys[1:][keys[1:] == keys[:-1]]
+    if not repeated.size:
+        return
+    if pa.types.is_integer(field.type):
+        example = repeated[:1].astype(field.type.to_pandas_dtype())[0]  # back from int64 (uint64 wraps back)
+    else:
+        example = _duplicated_id(datasets, field, np.unique(repeated))
+        if example is None:
+            return
+    raise _duplicated_ids_error(f"id column {field.name!r}", example)
+
+
+def _duplicated_id(datasets: list[ds.Dataset], field: pa.Field, hashes: np.ndarray) -> Any:
+    """An id that occurs twice among the rows whose id hash is in ``hashes`` (sorted, distinct), or
+    None: the hash collisions compared exactly. One scan of the id column per ``_COLLISIONS_PER_SCAN``
+    hashes (a valid table has almost never any; in a table with a duplicated id the first scan finds
+    one), keeping the distinct ids of those hashes met so far, and stopping at the first repeat."""
+    for start in range(0, hashes.size, _COLLISIONS_PER_SCAN):
+        chosen = hashes[start:start + _COLLISIONS_PER_SCAN]
+        met = pa.array([], type=field.type)
+        for batch in _batches(datasets, pa.schema([field])):
+            ids = batch.column(0)
+            found = ids.filter(pa.array(np.isin(_hash_ids(ids), chosen)))
+            if not len(found):
                 continue
-            if batch.schema != schema:
-                try:
-                    batch = pa.RecordBatch.from_arrays(
-                        [batch.column(i).cast(schema.field(i).type) for i in range(len(schema))], schema=schema)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-                    raise DataError(f"{_describe(dataset)}: its columns do not have the types of the first file's "
-                                    f"({error})") from None
-            yield batch
+            met = pa.concat_arrays([met, found])
+            counts = pc.value_counts(met)
+            repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+            if len(repeated):
+                return repeated[0].as_py()
+    return None
 
 
 @dataclass
@@ -552,17 +808,17 @@ def _system_allocator() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _locked(out: Path) -> Iterator[None]:
-    """Hold ``.OUT.lock`` beside ``out`` (two processes releasing into one folder would draw twice)."""
-    path = out.parent / f".{out.name}.lock"
-    with open(path, "w") as handle:
+    """Hold ``.OUT.lock`` beside ``out`` (two processes releasing into one folder would draw twice).
+
+    The file is never removed. Removed while held, a process that had opened it could lock the removed
+    file while another locks a new one under the same name, and both would draw. Empty, it stays
+    beside the release, harmless."""
+    with open(out.parent / f".{out.name}.lock", "a") as handle:  # released when closed
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise RunLockedError(f"another process is writing the release {out}") from None
-        try:
-            yield
-        finally:
-            path.unlink(missing_ok=True)  # while still held: a later process locks a new file
+        yield
 
 
 def _refuse_existing(out: Path) -> None:
@@ -591,8 +847,10 @@ def privatize_table(source, out, *, label_column: str, id_column: str, classes: 
         source: a Parquet or CSV file, a folder of them (read in the order of their sorted paths;
             names starting with ``.`` or ``_`` are skipped), a pyarrow Table or Dataset, or a DataFrame.
         out: the release folder; it must not exist.
-        label_column: the private labels.
-        id_column: a public row identifier, copied next to each released label.
+        label_column: the private labels (of a CSV file: read as text; see the module docstring for
+            the type ``released_label`` is written in).
+        id_column: a public row identifier, copied next to each released label; one distinct value
+            a row (a duplicated id is an error before anything is drawn).
         classes: the label domain, in order (public, declared; a label outside it, or a missing one,
             is an error before anything is written or drawn).
         epsilon: each label's privacy budget.
@@ -600,7 +858,8 @@ def privatize_table(source, out, *, label_column: str, id_column: str, classes: 
             classes' order, each row a distribution not depending on that row's own label.
         prior: RR-with-prior with one (K,) prior shared by every row.
         write_channel: also write each row's channel, ``channel_j`` = Pr[released | true class j].
-        batch_rows: rows drawn and written at a time (one Parquet row group); memory is bounded by it.
+        batch_rows: rows drawn and written at a time (one Parquet row group); the release pass's memory is
+            bounded by it (the first pass, checking the ids, keeps 8 bytes a row).
         noise: the noise source.
 
     Returns the sidecar (the content of ``release.json``) with ``seconds``, the time it took.
@@ -627,19 +886,16 @@ def privatize_table(source, out, *, label_column: str, id_column: str, classes: 
 def _privatize_table(source, out: Path, started: float, domain: _Domain, eps: float, block_rows: int,
                      columns_of_priors, shared, needed: list[str], label_column: str, id_column: str,
                      write_channel: bool, noise: NoiseSource) -> dict[str, Any]:
-    datasets, described = _datasets(source)
+    datasets, described = _datasets(source, label_column)
     schema = _schema(datasets, needed)
-    class_values = domain.arrow_values(schema.field(label_column).type, label_column)
+    class_values = domain.arrow_values(_released_type(datasets, schema.field(label_column).type), label_column)
     for name in columns_of_priors or ():
         if not (pa.types.is_floating(schema.field(name).type) or pa.types.is_integer(schema.field(name).type)):
             raise DataError(f"prior column {name!r} must be numeric, got {schema.field(name).type}")
-    # Every label is checked before anything is drawn or written (one pass over the label column).
-    rows = 0
-    for batch in _batches(datasets, pa.schema([schema.field(label_column)])):
-        domain.arrow_indices(batch.column(0), f"label column {label_column!r}")
-        rows += batch.num_rows
-    if rows == 0:
-        raise DataError(f"{described} has no rows")
+    if pa.types.is_nested(schema.field(id_column).type):
+        raise DataError(f"id column {id_column!r} must hold one value a row (a number, a string, a date), got "
+                        f"{schema.field(id_column).type}")
+    rows = _check_rows(datasets, schema, domain, label_column, id_column, described)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with _locked(out):
@@ -681,7 +937,8 @@ def _write_release(folder: Path, datasets, schema: pa.Schema, label_column: str,
     written = 0
     labels_path = folder / LABELS_FILE
     with pq.ParquetWriter(labels_path, out_schema, use_dictionary=[RELEASED_COLUMN, K_COLUMN]) as writer:
-        for block in _blocks(_batches(datasets, schema), block_rows, domain, label_column, id_column, prior_columns):
+        batches = _batches(datasets, schema, label_column)
+        for block in _blocks(batches, block_rows, domain, label_column, id_column, prior_columns):
             prior = block.prior
             if shared is not None:
                 prior = np.broadcast_to(shared, (block.rows, num_classes))
@@ -724,7 +981,7 @@ def _write_release(folder: Path, datasets, schema: pa.Schema, label_column: str,
         "epsilon": epsilon,
         "prior": ({"columns": list(prior_columns)} if prior_columns is not None
                   else {"shared": shared.tolist()} if shared is not None else None),
-        "k_range": draws.k_range,
+        "k_range": draws.k_spread.range if draws.k_spread else None,
         "channel": channel,
         "columns": {"id": id_column, "released_label": RELEASED_COLUMN, "k": K_COLUMN if with_prior else None,
                     "channel": channel_names},
