@@ -97,7 +97,8 @@ def test_tables(tmp_path, suffix: str) -> None:
     data = load_dataset("csv", table=path, label_column="outcome", classes=("yes", "no", "maybe"))
     assert data.num_classes == 3 and data.class_names == ["yes", "no", "maybe"]  # the declared order
     assert len(data.y_train) == 80 and len(data.y_test) == 20 and data.input_shape == (2,)
-    names = np.array(["yes", "no", "maybe"])[np.concatenate([unseal(data.y_train), data.y_test])]
+    assert not data.public_test and data.private_rows == 100  # held out of the private column: private too
+    names = np.array(["yes", "no", "maybe"])[np.concatenate([unseal(data.y_train), unseal(data.y_test)])]
     assert sorted(names) == sorted(frame["outcome"])
     with pytest.raises(ValueError, match="label column 'y' not found"):
         load_dataset("csv", table=path, label_column="y", classes=("yes", "no"))
@@ -120,7 +121,10 @@ def test_the_label_domain_is_declared_never_read_off_the_private_labels(tmp_path
     frame = pd.DataFrame({"a": np.arange(4.0), "label": [1.0, 0.0, 1.0, 0.0]})
     frame.to_csv(tmp_path / "f.csv", index=False)
     data = load_dataset("csv", table=tmp_path / "f.csv", classes=("false", "true"), test_fraction=0.5)
-    assert sorted(np.concatenate([unseal(data.y_train), data.y_test]).tolist()) == [0, 0, 1, 1]
+    assert sorted(np.concatenate([unseal(data.y_train), unseal(data.y_test)]).tolist()) == [0, 0, 1, 1]
+    public = load_dataset("csv", table=tmp_path / "f.csv", classes=("false", "true"), test_fraction=0.5,
+                          public_test_split=True)
+    assert public.public_test and public.y_test.tolist() == unseal(data.y_test).tolist()
 
 
 def test_embedded_digits_is_fixed_and_split_without_looking_at_labels(monkeypatch) -> None:

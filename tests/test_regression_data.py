@@ -87,7 +87,7 @@ def test_regression_table(tmp_path) -> None:
                           "id": np.arange(50), "spend": rng.uniform(-5, 120, 50)})
     frame.to_csv(tmp_path / "t.csv", index=False)
     data = load_dataset("csv", table=tmp_path / "t.csv", label_column="spend", label_range=(0, 100), label_grid_size=11,
-                        id_column="id")
+                        id_column="id", public_test_split=True)
     assert data.x_train.shape[1] == 1 + 3 and data.preprocessor is not None  # categories one-hot, the id left out
     assert data.is_regression and np.array_equal(data.label_values, np.arange(0, 101, 10.0))
     assert np.isin(data.test_values, frame["spend"].to_numpy()).all()  # the raw values, not clipped or snapped
@@ -102,7 +102,7 @@ def test_regression_table(tmp_path) -> None:
 
 def test_movielens_folder(tmp_path) -> None:
     ratings = write_movielens(tmp_path)
-    data = load_dataset("movielens", tmp_path, split_seed=3)
+    data = load_dataset("movielens", tmp_path, split_seed=3, public_test_split=True)
     assert data.is_regression and data.label_values.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert len(data.y_train) == 120 and len(data.y_test) == 30
     assert data.categorical == (12, 15, 5, 3)  # users, items, 4 occupations + unknown, F / M / other
@@ -115,6 +115,9 @@ def test_movielens_folder(tmp_path) -> None:
     assert [rating_of[(int(x[0]) + 1, int(x[1]) + 1)] for x in data.x_test] == data.test_values.tolist()
     first_user = data.x_train[data.x_train[:, 0] == 0]
     assert first_user.size == 0 or (first_user[:, 2] == 4).all() and (first_user[:, 3] == 2).all()
+    private = load_dataset("movielens", tmp_path, split_seed=3)  # by default the test ratings are private too
+    assert not private.public_test and private.y_test_values is None
+    assert unseal(private.y_test).tolist() == data.y_test.tolist()
 
 
 def test_movielens_split_depends_on_the_pairs_only(tmp_path) -> None:

@@ -247,3 +247,50 @@ def test_a_damaged_checkpoint_is_named(tmp_path) -> None:
     (run / "checkpoints" / "stage1.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(RunDirectoryError, match="stage1.pt is damaged"):
         train_run(config, run, progress=False)
+
+
+def test_a_table_without_a_test_file_writes_no_metric_of_a_private_label(tmp_path, monkeypatch) -> None:
+    """The held-out fifth of a table's rows has private labels: the run releases them once (RR at its
+    epsilon, on its ledger beside the training rows) and estimates its test metrics from that release.
+    An attacker who knows every other label can no longer read a test row's label off an exact
+    log-loss: poisoning the true test labels right after their release changes nothing the run
+    writes, no epoch reports a test metric, and the run's epsilon stays the one it was given."""
+    import pandas as pd
+    from conftest import poison_in_place
+
+    from labeldp.runs import config_dataset
+    from labeldp.runs.context import RunContext
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 3))
+    frame = pd.DataFrame(x, columns=["a", "b", "c"]).assign(y=(x[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(int))
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    config = RunConfig(dataset="csv", table=str(tmp_path / "t.csv"), label_column="y", classes=("0", "1"),
+                       method="lp-1st", epsilon=2.0, insecure_noise_seed=3, train=TrainConfig(epochs=2, batch_size=32))
+    clean = train_run(config, tmp_path / "clean", progress=False, dataset=config_dataset(config.resolved()))
+
+    release_once = RunContext.test_release
+
+    def release_then_poison(self):
+        released = release_once(self)
+        poison_in_place(self.data.y_test)  # every holder of the true test labels sees it
+        return released
+
+    monkeypatch.setattr(RunContext, "test_release", release_then_poison)
+    poisoned = train_run(config, tmp_path / "poisoned", progress=False, dataset=config_dataset(config.resolved()))
+    monkeypatch.undo()
+    metrics = {name: value for name, value in clean.items() if name.startswith("test_")}
+    assert {"test_accuracy", "test_accuracy_se", "test_log_loss", "test_auc", "test_brier"} <= set(metrics)
+    assert metrics == {name: poisoned[name] for name in metrics}
+    assert clean["test_labels"].startswith("estimated from their release")
+    rows = [json.loads(line) for line in (tmp_path / "clean" / "metrics.jsonl").read_text().splitlines()]
+    assert rows and all(row["test_accuracy"] is None for row in rows)
+    ledger = PrivacyLedger.load(tmp_path / "clean" / "ledger.json")
+    assert [entry.tag for entry in ledger.entries] == ["stage1", "test"] and ledger.dataset_size == 400
+    assert np.flatnonzero(ledger.entries[1].members).tolist() == list(range(320, 400))
+    assert clean["epsilon"] == pytest.approx(2.0, abs=1e-3)
+
+    public = train_run(dataclasses.replace(config, test_labels="public"), tmp_path / "public", progress=False)
+    assert "NOT covered by the epsilon" in public["test_labels"] and "test_accuracy_se" not in public
+    with pytest.raises(ConfigError, match="test set of 'digits' is public"):
+        RunConfig(method="lp-1st", epsilon=1.0, test_labels="public").resolved()

@@ -24,7 +24,7 @@ from labeldp.randomness import public_rng
 from labeldp.release import Release
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, train_run
 from labeldp.training import TrainConfig
-from labeldp.private_labels import unseal
+from labeldp.private_labels import PrivateLabels, unseal
 
 EPSILON = 1.0
 
@@ -303,7 +303,7 @@ def _numbered(data: LabeledDataset, extra: int = 0) -> LabeledDataset:
     input's first entry set to its position (to tell which examples a trial trains on)."""
     x = np.concatenate([data.x_train, data.x_train[:extra]])
     x.reshape(len(x), -1)[:, 0] = np.arange(len(x))
-    return dataclasses.replace(data, x_train=x, y_train=np.concatenate([data.y_train, data.y_train[:extra]]))
+    return dataclasses.replace(data, x_train=x, y_train=PrivateLabels.concatenate([data.y_train, data.y_train[:extra]]))
 
 
 @pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")

@@ -75,8 +75,9 @@ def describe_test_metrics(summary: dict) -> str:
         return text + (f" +- {scale * error:.{digits}f}" if estimated and error is not None else "")
 
     if summary.get("test_rmse") is not None:
-        text = f"test RMSE {shown('test_rmse', 1.0, 4)}" if not estimated else \
-            f"test MSE {shown('test_mse', 1.0, 4)} (RMSE {summary['test_rmse']:.4f})"
+        text = f"test RMSE {summary['test_rmse']:.4f}"
+        if estimated:
+            text += f" (MSE {shown('test_mse', 1.0, 4)})"
         if summary.get("test_mae") is not None:
             text += f" (MAE {summary['test_mae']:.4g})"
     elif summary.get("test_accuracy") is not None:

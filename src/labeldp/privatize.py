@@ -102,6 +102,7 @@ from labeldp.mechanisms import (randomized_response, randomized_response_likelih
                                 randomized_response_probabilities, rr_with_prior, rr_with_prior_likelihood,
                                 rr_with_prior_probabilities)
 from labeldp.mechanisms.rr import prior_top_k
+from labeldp.private_labels import PrivateLabels, unseal
 from labeldp.randomness import NoiseSource
 
 FORMAT = "labeldp label release"
@@ -441,7 +442,8 @@ def _prior_spec(num_classes: int, prior_columns, prior) -> tuple[tuple[str, ...]
 
 def privatize(labels, *, classes: Sequence[Any], epsilon: float, priors=None, ids=None,
               noise: NoiseSource = NoiseSource(), batch_rows: int = DEFAULT_BATCH_ROWS) -> LabelRelease:
-    """Release ``labels`` (class values; numpy, pandas or a list) once, by RR or RR-with-prior.
+    """Release ``labels`` once, by RR or RR-with-prior: :class:`~labeldp.private_labels.PrivateLabels`,
+    or the true labels as class values (numpy, pandas or a list), which are read here and nowhere else.
 
     Args:
         classes: the label domain, in order: public, declared, never read off the labels. A label
@@ -455,12 +457,34 @@ def privatize(labels, *, classes: Sequence[Any], epsilon: float, priors=None, id
         noise: the noise source (fresh OS entropy by default).
         batch_rows: rows drawn at a time; with an insecure seed, :func:`privatize_table` with the
             same ``batch_rows`` draws the same labels.
+
+    Private labels record the release on their own ledger too, and are refused (before anything is
+    drawn) if their rows were released before, unless their budget allows it.
     """
     domain = _Domain(classes)
     eps = check_epsilon(epsilon)
-    positions = domain.array_indices(labels, "labels")
+    if not isinstance(labels, PrivateLabels):
+        return _privatize_positions(domain.array_indices(labels, "labels"), domain, eps, priors,
+                                    _row_ids(labels, ids, len(labels)), noise, batch_rows)
+    if labels.is_numeric or labels.num_classes != domain.size or (
+            labels.classes is not None and list(map(canonical_label, labels.classes)) != list(domain.lookup)):
+        raise ConfigError(f"the private labels' classes are not {list(domain.declared)}")
+    row_ids = _row_ids(None, ids, len(labels))
+    bound = randomized_response_event(eps, domain.size if priors is None else 2)  # RR over 2 dominates any k >= 2
+
+    def draw(view: PrivateLabels, ledger: PrivacyLedger) -> LabelRelease:
+        release = _privatize_positions(unseal(view), domain, eps, priors, row_ids, noise, batch_rows)
+        for entry in release.ledger.entries:
+            ledger.record(entry.event, entry.members, entry.description, entry.tag)
+        return release
+
+    return labels.release_new(bound, draw)
+
+
+def _privatize_positions(positions: np.ndarray, domain: _Domain, eps: float, priors, ids: np.ndarray,
+                         noise: NoiseSource, batch_rows: int) -> LabelRelease:
+    """:func:`privatize` on the labels' class positions."""
     rows = positions.size
-    ids = _row_ids(labels, ids, rows)
     shared, per_row = None, None
     if priors is not None:
         array = np.asarray(priors.to_numpy() if isinstance(priors, pd.DataFrame) else priors, dtype=np.float64)
