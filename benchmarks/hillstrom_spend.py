@@ -49,6 +49,7 @@ from labeldp.estimators import LabelDPRegressor
 from labeldp.randomness import public_rng
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
+from labeldp.private_labels import PrivateLabels
 
 LABEL_RANGE, GRID = (0.0, 500.0), 51
 OUTCOMES = ("visit", "conversion", "spend")
@@ -64,7 +65,7 @@ def frames(table: Path, seed: int = 0):
     """The training and test features (categories typed) and spend, split as the runs split the table."""
     frame = pd.read_csv(table)
     data = load_dataset("csv", table=table, label_column="spend", drop=("visit", "conversion"), split_seed=seed,
-                        label_range=LABEL_RANGE, label_grid_size=GRID)
+                        label_range=LABEL_RANGE, label_grid_size=GRID, public_test_split=True)  # a comparison
     features = frame.drop(columns=list(OUTCOMES))
     for column in features.columns:
         if not pd.api.types.is_numeric_dtype(features[column]):
@@ -81,7 +82,7 @@ def run_method(method: str, epsilon: float | None, data, table: Path, out: Path,
     extra = {"prior_epsilon": epsilon / 10} if method == "rr-on-bins" else {}
     config = RunConfig(dataset="csv", table=str(table), label_column="spend", drop=("visit", "conversion"),
                        label_range=LABEL_RANGE, label_grid=GRID, method=method, epsilon=epsilon, seed=0,
-                       train=TABLE_TRAIN, **extra)
+                       train=TABLE_TRAIN, test_labels="public", **extra)
     start = time.perf_counter()
     summary = train_run(config, out / method / f"e{epsilon}" / f"r{repeat}", device="cpu", progress=False,
                         dataset=data)
@@ -95,7 +96,7 @@ def run_sklearn(mechanism: str, epsilon: float | None, x, y, x_test, y_test) -> 
         predictions = np.clip(learner.fit(x, np.clip(y, *LABEL_RANGE)).predict(x_test), *LABEL_RANGE)
     else:
         model = LabelDPRegressor(learner, epsilon=epsilon, label_range=LABEL_RANGE, grid=GRID, mechanism=mechanism,
-                                 random_state=0).fit(x, y)
+                                 random_state=0).fit(x, PrivateLabels(y))
         predictions = model.predict(x_test)
     return float(np.mean((predictions - y_test) ** 2)), time.perf_counter() - start
 

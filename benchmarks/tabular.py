@@ -37,6 +37,7 @@ from labeldp.marginals import (DEFAULT_L2, LabelDPLogisticRegression, PublicBins
 from labeldp.mechanisms.marginals import marginal_counts
 from labeldp.mechanisms import randomized_response
 from labeldp.privatize import privatize
+from labeldp.private_labels import PrivateLabels
 
 #: the regularised learner: smaller trees, more leaves' support, a slower rate, early stopping on the
 #: released labels' log-loss (a proper score for them); chosen on Adult at epsilon 1 with released labels
@@ -86,14 +87,14 @@ def run(method: str, epsilon: float | None, x, y, x_test, seed: int) -> np.ndarr
         coef, intercept = fit_from_marginals(codes, sizes, marginal_counts(y, codes, sizes, 2).astype(float), DEFAULT_L2)
         return softmax(bin_indicators(bins.transform(x_test), sizes) @ coef + intercept, axis=1)[:, 1]
     if method == "marginals":
-        return LabelDPLogisticRegression(epsilon=epsilon, classes=[0, 1]).fit(x, y).predict_proba(x_test)[:, 1]
+        return LabelDPLogisticRegression(epsilon=epsilon).fit(x, PrivateLabels(y, [0, 1])).predict_proba(x_test)[:, 1]
     learner = HistGradientBoostingClassifier(categorical_features="from_dtype", **REGULARISED)
     if method == "labeldp-tuned":
         release = ReleasedLabels.from_release(privatize(y, classes=[0, 1], epsilon=epsilon))
         search = GridSearchCV(LabelDPClassifier(learner, random_state=seed), TUNED_GRID,
                               scoring=released_log_likelihood, cv=3)
         return search.fit(x, release).predict_proba(x_test)[:, 1]
-    model = LabelDPClassifier(learner, epsilon=epsilon, classes=[0, 1], random_state=seed).fit(x, y)
+    model = LabelDPClassifier(learner, epsilon=epsilon, random_state=seed).fit(x, PrivateLabels(y, [0, 1]))
     return model.predict_proba(x_test)[:, 1]
 
 

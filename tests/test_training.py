@@ -114,7 +114,7 @@ def test_amp_off_a_gpu_is_refused_before_anything_is_written(blobs, tmp_path) ->
         train_run(config, tmp_path / "run", device="cpu", progress=False, dataset=blobs)
     assert not (tmp_path / "run").exists()
     with pytest.raises(ValueError, match="is for CUDA GPUs"):  # the library function too
-        train_stage(torch.nn.Linear(blobs.x_train.shape[1], blobs.num_classes), blobs.x_train, unseal(blobs.y_train),
+        train_stage(torch.nn.Linear(blobs.x_train.shape[1], blobs.num_classes), blobs.x_train, unseal(blobs.y_train).copy(),
                     blobs.num_classes, config.train, progress=False)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from labeldp import __version__, distributed, runtime
 from labeldp.accounting import PrivacyLedger
+from labeldp.accounting.rounding import format_lower_bound
 from labeldp.audit import audit_run, membership_audit
 from labeldp.audit.label_inference import audit_folder, audited_config
 from labeldp.audit.membership import check_membership_options
@@ -393,11 +394,11 @@ def _audit(args: argparse.Namespace) -> None:
     if result["claimed_label_epsilon"] != result["claimed_epsilon"]:
         claimed += f" per example, {format_epsilon(result['claimed_label_epsilon'])} per replaced label"
     print(f"{result['method']} on {result['dataset']}: claimed epsilon {claimed}, "
-          f"empirical epsilon lower bound {result['epsilon_lower_bound']:.3f} "
+          f"empirical epsilon lower bound {format_lower_bound(result['epsilon_lower_bound'])} "
           f"({100 * result['confidence']:g}% confidence, {result['num_canaries']} canaries)")
     for t in result["thresholds"]:
         print(f"  answering top {100 * t['answer_fraction']:g}%: {t['correct']}/{t['answered']} correct "
-              f"-> epsilon >= {t['epsilon_lower_bound']:.3f}")
+              f"-> epsilon >= {format_lower_bound(t['epsilon_lower_bound'])}")
     print(f"written: {Path(result['folder']) / 'audit.json'}")
     if args.membership:
         audited = PrivacyLedger.load(run_dir / "ledger.json")
@@ -407,7 +408,7 @@ def _audit(args: argparse.Namespace) -> None:
         for name in ("loss_threshold", "lira_offline"):
             m = mia[name]
             print(f"membership ({name}): AUC {m['auc']:.3f}, TPR at 1% FPR {m['tpr_at_fpr']['0.01']:.3f}, "
-                  f"epsilon lower bound {m['epsilon_lower_bound']:.3f}")
+                  f"epsilon lower bound {format_lower_bound(m['epsilon_lower_bound'])}")
         print(f"written: {folder / 'membership.json'}")
     delta = result["spent"]["delta"]
     print(f"The audit trained on the run's labels again, with noise of its own (each audit's ledger: "

@@ -39,6 +39,7 @@ from dp_accounting import dp_event
 
 from labeldp._validation import canonical_label
 from labeldp.accounting import PrivacyLedger
+from labeldp.accounting.rounding import format_epsilon
 from labeldp.errors import BudgetError, ConfigError, DataError
 
 T = TypeVar("T")
@@ -92,7 +93,7 @@ class LabelBudget:
         self._ledger = ledger
 
     def __repr__(self) -> str:
-        return f"LabelBudget(epsilon={self.epsilon:g}, delta={self.delta:g}, spent={self.spent:.4g})"
+        return f"LabelBudget(epsilon={self.epsilon:g}, delta={self.delta:g}, spent={format_epsilon(self.spent, 4)})"
 
 
 class _Root:
@@ -383,9 +384,9 @@ class PrivateLabels:
         trial.record(bound, mask, "the new release")
         after = trial.epsilon(root.budget.delta)
         if after > root.budget.epsilon + 1e-9:
-            raise BudgetError(f"this release could take these labels to epsilon {after:.4g}, past their budget "
-                              f"{root.budget.epsilon:g} (spent: {root.budget.spent:.4g}): refused before anything "
-                              "was drawn. " + RELEASE_ONCE_ROUTE)
+            raise BudgetError(f"this release could take these labels to epsilon {format_epsilon(after, 4)}, past their "
+                              f"budget {root.budget.epsilon:g} (spent: {format_epsilon(root.budget.spent, 4)}): "
+                              "refused before anything was drawn. " + RELEASE_ONCE_ROUTE)
 
 
 def unseal(labels: PrivateLabels | np.ndarray) -> np.ndarray:

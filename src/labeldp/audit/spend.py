@@ -56,8 +56,8 @@ class AuditLedger:
 
     def report(self, delta: float, audited_ledger: PrivacyLedger | None = None) -> dict[str, Any]:
         """The audit's own epsilon and, given the audited run's ledger, the run's and their composition."""
-        def rounded(value: float) -> float | None:
-            return None if math.isinf(value) else round(value, 6)
+        def rounded(value: float) -> float | None:  # up: a printed epsilon is never below the true one
+            return None if math.isinf(value) else math.ceil(value * 1e6) / 1e6
 
         report = {"audit_epsilon": rounded(self.ledger.epsilon(delta)), "delta": delta}
         if audited_ledger is not None:

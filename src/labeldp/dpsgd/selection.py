@@ -46,6 +46,7 @@ from tqdm.auto import tqdm
 from labeldp.accounting import DPSGD_RELATION, PrivacyLedger
 from labeldp.accounting.calibration import calibrate_selection_noise, selection_trial_event
 from labeldp.accounting.events import selection_event
+from labeldp.accounting.rounding import format_epsilon
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.trainer import DPSGDConfig, sampling_plan, train_dpsgd
 from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
@@ -281,7 +282,8 @@ def format_selection(outcome: dict[str, Any]) -> str:
             f"({outcome['held_out']} examples, count noise {outcome['score_noise']:g}); DP-SGD noise multiplier "
             f"{outcome['noise_multiplier']:.4f}\n"
             f"the chosen trial's model: {describe_test_metrics(final)}; the tune folder's ledger: "
-            f"epsilon {outcome['ledger_epsilon']:g} at delta {outcome['delta']:g} (one RepeatAndSelectDpEvent, RDP)")
+            f"epsilon {format_epsilon(outcome['ledger_epsilon'])} at delta {outcome['delta']:g} (one "
+            "RepeatAndSelectDpEvent, RDP)")
 
 
 __all__ = ["SELECTION_DEFAULTS", "SelectionCandidate", "SelectionPlan", "Selected", "WriteOutput", "draw_trials",

@@ -16,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 from labeldp.errors import ConfigError, MissingFileError
+from labeldp.accounting.rounding import format_epsilon  # noqa: F401  (re-exported)
 
 
 def read_results(path: str | Path) -> list[dict[str, str]]:
@@ -87,10 +88,6 @@ def _metric(name: str) -> tuple[str, str, float, bool]:
     if name not in METRICS:
         raise ConfigError(f"metric must be one of {', '.join(METRICS)}, got {name!r}")
     return METRICS[name]
-
-
-def format_epsilon(epsilon: float | None) -> str:
-    return "inf" if epsilon is None else f"{epsilon:.3g}"
 
 
 def _cell(stat: dict, spread: bool) -> str:

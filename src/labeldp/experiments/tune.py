@@ -57,6 +57,7 @@ from labeldp.dpsgd.selection import SELECTION_DEFAULTS, Selected, SelectionCandi
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.estimators import clean_accuracy_terms
 from labeldp.experiments.sweep import _RUN_FIELDS, _TRAIN_FIELDS, _parse_value
+from labeldp.accounting.rounding import format_epsilon
 from labeldp.evaluation import describe_test_metrics
 from labeldp.files import write_atomic, write_json_atomic
 from labeldp.private_labels import PrivateLabels
@@ -620,7 +621,7 @@ def format_tune(outcome: dict[str, Any]) -> str:
     if outcome.get("uninformative_share", 0.0) > UNINFORMATIVE_WARNING:
         lines.append(_uninformative_message(outcome["uninformative_share"]))
     final = outcome["final"]
-    epsilon = "inf" if outcome["ledger_epsilon"] is None else f"{outcome['ledger_epsilon']:g}"
+    epsilon = format_epsilon(outcome["ledger_epsilon"])
     lines.append(f"\n{outcome['held_out']} of {outcome['num_train']} training examples held out; the final run "
                  f"({outcome['chosen']}) trained on every released label: {describe_test_metrics(final)}; the tune "
                  f"folder's ledger: epsilon {epsilon} (one run's releases: {', '.join(outcome['releases'])})")
