@@ -49,7 +49,7 @@ from labeldp.estimators import LabelDPRegressor
 from labeldp.randomness import public_rng
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
-from labeldp.private_labels import PrivateLabels
+from labeldp.boundary import PrivateLabels
 
 LABEL_RANGE, GRID = (0.0, 500.0), 51
 OUTCOMES = ("visit", "conversion", "spend")

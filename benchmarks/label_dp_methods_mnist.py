@@ -28,7 +28,7 @@ from labeldp.data import load_dataset
 from labeldp.experiments.recipes import CLUSTER_PRIOR, METHODS_EPSILONS, MNIST_TRAIN, PATE_STUDENT_TRAIN
 from labeldp.experiments.sweep import SweepJob, run_sweep
 from labeldp.runs import RunConfig
-from labeldp.private_labels import unseal
+from labeldp.boundary import unseal
 
 #: method name in the table -> RunConfig fields
 METHODS = {

@@ -64,8 +64,9 @@ def child(arguments: dict) -> None:
 
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
-    from labeldp import privatize as privatize_module
     from labeldp import runtime
+    from labeldp.boundary import column as column_module
+    from labeldp.boundary import privatize_table
 
     runtime.reuse_freed_memory()  # as the labeldp command does at start
 
@@ -80,11 +81,11 @@ def child(arguments: dict) -> None:
                 mechanism_seconds[0] += time.perf_counter() - start
         return wrapper
 
-    privatize_module.randomized_response = timed(privatize_module.randomized_response)
-    privatize_module.rr_with_prior = timed(privatize_module.rr_with_prior)
+    column_module.randomized_response = timed(column_module.randomized_response)
+    column_module.rr_with_prior = timed(column_module.rr_with_prior)
     prior_columns = [f"p{j}" for j in range(NUM_CLASSES)] if arguments["prior"] else None
     cpu_start, start = time.process_time(), time.perf_counter()
-    sidecar = privatize_module.privatize_table(
+    sidecar = privatize_table(
         arguments["table"], arguments["out"], label_column="label", id_column="id", classes=range(NUM_CLASSES),
         epsilon=arguments["epsilon"], prior_columns=prior_columns, batch_rows=arguments["batch_rows"])
     seconds = time.perf_counter() - start
@@ -119,7 +120,7 @@ def main() -> None:
     if args.child:
         child(json.loads(args.child))
         return
-    from labeldp.privatize import DEFAULT_BATCH_ROWS
+    from labeldp.boundary import DEFAULT_BATCH_ROWS
 
     batch_rows = args.batch_rows or DEFAULT_BATCH_ROWS
     rows = args.rows

@@ -36,8 +36,8 @@ from labeldp.marginals import (DEFAULT_L2, LabelDPLogisticRegression, PublicBins
                                fit_from_marginals)
 from labeldp.mechanisms.marginals import marginal_counts
 from labeldp.mechanisms import randomized_response
-from labeldp.privatize import privatize
-from labeldp.private_labels import PrivateLabels
+from labeldp.boundary import privatize
+from labeldp.boundary import PrivateLabels
 
 #: the regularised learner: smaller trees, more leaves' support, a slower rate, early stopping on the
 #: released labels' log-loss (a proper score for them); chosen on Adult at epsilon 1 with released labels

@@ -2,7 +2,7 @@
 
 labeldp's mechanisms are numpy functions over arrays, so a Dask (or Spark) job can apply them to each
 partition where it lies; the driver records the release once, over every row, with
-:func:`labeldp.privatize.table_ledger`. This script is the whole route, runnable:
+:func:`labeldp.boundary.table_ledger`. This script is the whole route, runnable:
 
     python examples/privatize_with_dask.py --table data/ --label-column y --id-column id \\
         --classes 0 1 2 --epsilon 1 [--prior-columns p0 p1 p2] --out release/
@@ -42,7 +42,7 @@ import pandas as pd
 
 from labeldp.errors import DataError, ReleaseExistsError
 from labeldp.mechanisms import prior_top_k, randomized_response, rr_with_prior
-from labeldp.privatize import table_ledger
+from labeldp.boundary import table_ledger
 from labeldp.randomness import NoiseSource
 
 

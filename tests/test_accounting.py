@@ -16,7 +16,7 @@ from labeldp.accounting import (
     event_to_dict,
     randomized_response_event,
 )
-from labeldp.release import release_randomized_response, release_rr_with_prior, release_true_labels
+from labeldp.boundary import release_randomized_response, release_rr_with_prior, release_true_labels
 from labeldp.mechanisms import randomized_response_probabilities, rr_with_prior_probabilities
 
 

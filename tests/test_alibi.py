@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from labeldp.accounting import PrivacyLedger, laplace_one_hot_event
-from labeldp.release import release_laplace_one_hot
+from labeldp.boundary import release_laplace_one_hot
 from labeldp.audit import clopper_pearson_lower
 from labeldp.mechanisms import (LAPLACE_GRID, discrete_laplace, discrete_laplace_pmf, keep_probability,
                                 laplace_one_hot, laplace_one_hot_likelihood, laplace_parameter)

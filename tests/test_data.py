@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from labeldp.data import LabeledDataset, load_dataset, read_idx
-from labeldp.private_labels import unseal
+from labeldp.boundary import unseal
 
 
 def write_idx(path, array: np.ndarray, compress: bool) -> None:

@@ -20,7 +20,7 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from labeldp.accounting import PrivacyLedger
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.estimators import LabelDPClassifier, ReleasedLabels, clean_accuracy_estimate, released_log_likelihood
-from labeldp.private_labels import LabelBudget, PrivateLabelAccessError, PrivateLabels
+from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels
 from labeldp.released_metrics import released_scorer
 from labeldp.mechanisms import keep_probability, randomized_response, randomized_response_likelihood
 
@@ -203,7 +203,7 @@ def test_released_log_likelihood_scores_a_release_through_its_channel() -> None:
 
 
 def test_fits_on_a_release_of_labeldp_privatize() -> None:
-    from labeldp.privatize import privatize
+    from labeldp.boundary import privatize
     from labeldp.randomness import NoiseSource
     frame, labels = _table()
     release = privatize(labels, classes=CLASSES, epsilon=2.0, noise=NoiseSource(insecure_seed=1))

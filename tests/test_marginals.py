@@ -19,11 +19,11 @@ from labeldp.accounting import PrivacyLedger, marginals_event
 from labeldp.accounting.ledger import event_pld
 from labeldp.errors import BudgetError, ConfigError, DataError
 from labeldp.estimators import LabelDPClassifier, LabelDPRegressor, ReleasedLabels
-from labeldp.private_labels import LabelBudget, PrivateLabelAccessError, PrivateLabels
+from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels
 from labeldp.marginals import LabelDPLogisticRegression, PublicBins, fit_from_marginals
 from labeldp.mechanisms import discrete_laplace_pmf, noisy_marginals, randomized_response
 from labeldp.mechanisms.marginals import marginal_counts, moved_cells
-from labeldp.release import release_label_marginals
+from labeldp.boundary import release_label_marginals
 
 LABELS = np.array([0, 1, 1, 0, 1, 1])
 BINS = np.array([[0, 1], [1, 0], [1, 1], [0, 0], [0, 1], [1, 2]])  # two features, with 2 and 3 bins

@@ -11,7 +11,7 @@ from scipy import stats
 from scipy.optimize import brentq
 
 from labeldp.accounting import PrivacyLedger, calibrate_vote_noise, max_queries, pate_epsilon, pate_event
-from labeldp.release import release_pate_labels
+from labeldp.boundary import release_pate_labels
 from labeldp.mechanisms import answer_probability, confident_gnmax, gnmax, gnmax_probabilities, teacher_votes
 from labeldp.randomness import SecureGenerator
 from labeldp.runs import RunConfig, train_run

@@ -9,13 +9,13 @@ import pytest
 from conftest import frequencies_match
 
 from labeldp.accounting import PrivacyLedger, histogram_event
-from labeldp.release import release_noisy_histogram
+from labeldp.boundary import release_noisy_histogram
 from labeldp.mechanisms import discrete_laplace, discrete_laplace_pmf, keep_probability, noisy_histogram
 from labeldp.priors import cluster, cluster_priors, consistent_counts, encode, histogram_priors
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
 from labeldp.priors import temper
-from labeldp.private_labels import unseal
+from labeldp.boundary import unseal
 
 
 @pytest.mark.parametrize("parameter", [0.05, 0.5, 2.0])

@@ -16,13 +16,13 @@ from sklearn.metrics import accuracy_score
 from labeldp.accounting import randomized_response_event
 from labeldp.data.regression import snap_to_grid
 from labeldp.errors import BudgetError, DataError
-from labeldp.private_labels import LabelBudget, PrivateLabelAccessError, PrivateLabels, unseal
-from labeldp.release import release_randomized_response
+from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels, unseal
+from labeldp.boundary import release_randomized_response
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "labeldp"
 #: the only modules that read private labels: the release boundary, and the private-side trainers,
 #: which read them inside the mechanism they implement (docs/ARCHITECTURE.md says why each one)
-UNSEALED_IN = {"release.py", "privatize.py", "dpsgd/trainer.py", "dpsgd/selection.py", "pate.py"}
+UNSEALED_IN = {"boundary/release.py", "boundary/column.py", "dpsgd/trainer.py", "dpsgd/selection.py", "pate.py"}
 
 
 def _calls(tree: ast.AST, name: str) -> list[int]:
@@ -40,7 +40,7 @@ def test_only_the_boundary_and_the_private_side_trainers_unseal_labels() -> None
         module = path.relative_to(PACKAGE).as_posix()
         source = path.read_text()
         tree = ast.parse(source)
-        if module == "private_labels.py":
+        if module == "boundary/labels.py":  # the type itself
             continue
         lines = _calls(tree, "unseal")
         if lines:
@@ -157,3 +157,12 @@ def test_numeric_labels_on_a_grid_snap_as_the_datasets_do() -> None:
     assert unseal(planted).tolist() == [0, 0, 2]
     joined = PrivateLabels.concatenate([planted, PrivateLabels.public([2, 2], 3)])
     assert unseal(joined).tolist() == [0, 0, 2, 2, 2] and joined.ledger.entries == ()
+
+
+def test_a_label_outside_its_range_is_refused_without_naming_it() -> None:
+    from labeldp._validation import check_labels
+
+    for bad in ([0, 1, 7], [0, -3, 1], [0.0, 1.5, 1.0]):
+        with pytest.raises(ValueError) as refused:
+            check_labels(np.array(bad), 2)
+        assert not any(str(value) in str(refused.value) for value in (7, -3, 1.5))

@@ -21,14 +21,16 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import frequencies_match
 
-from labeldp import privatize as privatize_module
+from labeldp.boundary import column as column_module
+from labeldp.boundary import release_folder as folder_module
+from labeldp.boundary import table_source as source_module
 from labeldp.accounting import PrivacyLedger
 from labeldp.cli import main
 from labeldp.errors import ConfigError, DataError, MissingFileError, ReleaseExistsError, RunLockedError
 from labeldp.mechanisms import randomized_response_probabilities, rr_with_prior_probabilities
-from labeldp.privatize import load_release, privatize, privatize_table, read_sidecar
+from labeldp.boundary import load_release, privatize, privatize_table, read_sidecar
 from labeldp.randomness import NoiseSource
-from labeldp.release import release_rr_with_prior
+from labeldp.boundary import release_rr_with_prior
 
 SEED = NoiseSource(insecure_seed=7)
 PRIORS = np.array([[0.25] * 4, [0.7, 0.1, 0.1, 0.1], [0.45, 0.45, 0.05, 0.05], [1.0, 0.0, 0.0, 0.0]],
@@ -117,14 +119,14 @@ def test_memory_is_bounded_by_blocks_of_batch_rows(tmp_path, monkeypatch) -> Non
     labels = rr_fixture(800)  # 3200 rows
     pq.write_table(make_table(labels), tmp_path / "t.parquet", row_group_size=3200)
     seen: list[int] = []
-    mechanism = privatize_module.randomized_response
-    monkeypatch.setattr(privatize_module, "randomized_response",
+    mechanism = column_module.randomized_response
+    monkeypatch.setattr(column_module, "randomized_response",
                         lambda true, *args: seen.append(true.size) or mechanism(true, *args))
     read: list[int] = []
-    batches = privatize_module._batches
-    monkeypatch.setattr(privatize_module, "_READ_ROWS", 256)
-    monkeypatch.setattr(privatize_module, "_batches",
-                        lambda *args: (read.append(b.num_rows) or b for b in batches(*args)))
+    batches = source_module.read_batches
+    monkeypatch.setattr(source_module, "_READ_ROWS", 256)
+    for module in (source_module, folder_module):
+        monkeypatch.setattr(module, "read_batches", lambda *args: (read.append(b.num_rows) or b for b in batches(*args)))
     privatize_table(tmp_path / "t.parquet", tmp_path / "out", label_column="y", id_column="id", classes=range(4),
                     epsilon=1.0, batch_rows=1000, noise=SEED)
     assert seen == [1000, 1000, 1000, 200]
@@ -158,7 +160,7 @@ def test_labels_outside_the_classes_are_refused_before_anything_is_written(tmp_p
     assert "7" not in str(error.value).replace("[0, 1, 2, 3]", "")  # which label, and how many: private
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parts"]  # no release, no partial folder, no lock
     pq.write_table(pa.table({"id": [1, 2], "y": pa.array([1, None], pa.int64())}), tmp_path / "null.parquet")
-    with pytest.raises(DataError, match="missing labels"):
+    with pytest.raises(DataError, match="labels missing or outside the declared classes"):
         privatize_table(tmp_path / "null.parquet", tmp_path / "out", classes=range(4), **arguments)
     with pytest.raises(ConfigError, match="not a value of label column"):
         privatize_table(folder, tmp_path / "out", classes=["0", "1", "x"], **arguments)
@@ -210,7 +212,7 @@ def test_nothing_written_depends_on_the_labels_but_the_released_column(tmp_path)
 def test_an_interrupted_release_leaves_nothing_that_reads_as_one(tmp_path, monkeypatch) -> None:
     pq.write_table(make_table(rr_fixture(500)), tmp_path / "t.parquet")
     arguments = dict(label_column="y", id_column="id", classes=range(4), epsilon=1.0, batch_rows=500)
-    mechanism = privatize_module.randomized_response
+    mechanism = column_module.randomized_response
     calls = []
 
     def fail_on_the_third_block(*args):
@@ -219,7 +221,7 @@ def test_an_interrupted_release_leaves_nothing_that_reads_as_one(tmp_path, monke
             raise KeyboardInterrupt
         return mechanism(*args)
 
-    monkeypatch.setattr(privatize_module, "randomized_response", fail_on_the_third_block)
+    monkeypatch.setattr(column_module, "randomized_response", fail_on_the_third_block)
     with pytest.raises(KeyboardInterrupt):
         privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".out.lock", "t.parquet"]  # the drawn blocks are gone
@@ -234,7 +236,8 @@ def test_a_killed_release_is_not_a_release_and_the_next_run_starts_over(tmp_path
     pq.write_table(make_table(rr_fixture(500)), tmp_path / "t.parquet")
     script = textwrap.dedent(f"""
         import os, signal
-        from labeldp import privatize as p
+        from labeldp.boundary import column as p
+        from labeldp.boundary import privatize_table
         mechanism, calls = p.randomized_response, []
         def draw(*args):
             calls.append(1)
@@ -242,7 +245,7 @@ def test_a_killed_release_is_not_a_release_and_the_next_run_starts_over(tmp_path
                 os.kill(os.getpid(), signal.SIGKILL)
             return mechanism(*args)
         p.randomized_response = draw
-        p.privatize_table({str(tmp_path / 't.parquet')!r}, {str(tmp_path / 'out')!r}, label_column="y",
+        privatize_table({str(tmp_path / 't.parquet')!r}, {str(tmp_path / 'out')!r}, label_column="y",
                           id_column="id", classes=range(4), epsilon=1.0, batch_rows=500)
     """)
     result = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -351,7 +354,7 @@ def test_the_lock_keeps_a_second_release_out_even_after_a_failed_one(tmp_path, m
     pq.write_table(make_table(rr_fixture(10)), tmp_path / "t.parquet")
     arguments = dict(label_column="y", id_column="id", classes=range(4), epsilon=1.0)
     with open(tmp_path / ".out.lock", "a") as handle:  # process A opens the lock file
-        monkeypatch.setattr(privatize_module, "randomized_response", lambda *args: 1 / 0)
+        monkeypatch.setattr(column_module, "randomized_response", lambda *args: 1 / 0)
         with pytest.raises(ZeroDivisionError):  # a release into out takes the lock, fails, lets it go
             privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
         monkeypatch.undo()
@@ -413,8 +416,8 @@ def test_a_label_outside_the_classes_in_a_later_csv_block_names_nothing(tmp_path
 def _no_draws(monkeypatch) -> None:
     def draw(*args):
         raise AssertionError("a label was drawn")
-    monkeypatch.setattr(privatize_module, "randomized_response", draw)
-    monkeypatch.setattr(privatize_module, "rr_with_prior", draw)
+    monkeypatch.setattr(column_module, "randomized_response", draw)
+    monkeypatch.setattr(column_module, "rr_with_prior", draw)
 
 
 def _stray_copy_folder(tmp_path: Path, ids) -> Path:
@@ -451,9 +454,9 @@ def _length_hash(column: pa.Array) -> np.ndarray:
 def test_hash_collisions_of_ids_are_checked_exactly(tmp_path, monkeypatch) -> None:
     """Ids that are not integers are compared by a 64-bit hash, then exactly where hashes collide: a
     collision alone never refuses a table."""
-    monkeypatch.setattr(privatize_module, "_hash_ids", _length_hash)  # many collisions
-    monkeypatch.setattr(privatize_module, "_COLLISIONS_PER_SCAN", 1)  # one scan per colliding hash
-    monkeypatch.setattr(privatize_module, "_READ_ROWS", 64)  # duplicates in different batches
+    monkeypatch.setattr(source_module, "_hash_ids", _length_hash)  # many collisions
+    monkeypatch.setattr(source_module, "_COLLISIONS_PER_SCAN", 1)  # one scan per colliding hash
+    monkeypatch.setattr(source_module, "_READ_ROWS", 64)  # duplicates in different batches
     ids = [f"u{i}" for i in range(1000)]
     labels = np.arange(1000) % 2
     pq.write_table(pa.table({"id": ids, "y": labels}), tmp_path / "valid.parquet")
@@ -489,21 +492,21 @@ def test_table_ledger_records_the_event_that_dominates_every_row() -> None:
     from dp_accounting import dp_event
     from labeldp.accounting.events import randomized_response_event
     ids = np.arange(5) * 3
-    ledger = privatize_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 4]))
+    ledger = column_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 4]))
     assert ledger.dataset_size == 5 and ledger.entries[0].members.all()
     assert ledger.entries[0].event == randomized_response_event(1.0, 2)
     assert ledger.epsilon() == pytest.approx(1.0, abs=1e-3) and "k in [1, 4]" in ledger.entries[0].description
-    constant = privatize_module.table_ledger(ids, 1.0, 4, np.ones(5, dtype=np.int8))
+    constant = column_module.table_ledger(ids, 1.0, 4, np.ones(5, dtype=np.int8))
     assert isinstance(constant.entries[0].event, dp_event.NoOpDpEvent) and constant.epsilon() == 0
     assert "does not depend on any label" in constant.entries[0].description
-    rr = privatize_module.table_ledger(ids, 1.0, 4)
+    rr = column_module.table_ledger(ids, 1.0, 4)
     assert rr.entries[0].event == randomized_response_event(1.0, 4)
     with pytest.raises(DataError, match="duplicated values.*5"):
-        privatize_module.table_ledger(np.array([5, 6, 5]), 1.0, 2)
+        column_module.table_ledger(np.array([5, 6, 5]), 1.0, 2)
     with pytest.raises(ConfigError, match="one k per row"):
-        privatize_module.table_ledger(ids, 1.0, 4, np.array([2, 2]))
+        column_module.table_ledger(ids, 1.0, 4, np.array([2, 2]))
     with pytest.raises(ConfigError, match="between 1 and 4"):
-        privatize_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 5]))
+        column_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 5]))
 
 
 @pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside dask's Parquet reader, with pandas 3

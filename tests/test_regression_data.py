@@ -11,7 +11,7 @@ import torch
 from labeldp.data import LabeledDataset, label_grid, load_dataset, regression_dataset, snap_to_grid
 from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.models import RecommenderMLP, build_model, default_model_name
-from labeldp.private_labels import unseal
+from labeldp.boundary import unseal
 
 OCCUPATIONS = ["administrator", "artist", "student", "other"]
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from conftest import frequencies_match
 
-from labeldp.accounting import PrivacyLedger, laplace_value_event, rr_on_bins_event
+from labeldp.accounting import PrivacyLedger, laplace_value_event, rr_on_sets_event
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import (grid_step, laplace_value, laplace_value_likelihood, laplace_value_log_probabilities,
                                 optimal_bins, released_values, rr_on_bins_probabilities)
 from labeldp.randomness import SecureGenerator
-from labeldp.release import release_laplace_value, release_rr_on_bins
+from labeldp.boundary import release_laplace_value, release_rr_on_bins
 
 GRID = np.arange(1.0, 6.0)
 PRIOR = np.array([0.06, 0.11, 0.27, 0.34, 0.22])
@@ -99,7 +99,7 @@ def test_rr_on_bins_release_records_rr_over_the_smallest_d() -> None:
     maps = optimal_bins(priors, GRID, epsilon)
     d = release.arrays["k"]
     assert np.array_equal(d, maps.d) and d[1] == 1 and d.max() >= 2
-    assert release.event == rr_on_bins_event(epsilon, d)
+    assert release.event == rr_on_sets_event(epsilon, d)
     assert release.event.num_buckets == d[d >= 2].min()
     assert ledger.epsilon() == pytest.approx(epsilon, abs=1e-3)
     assert np.array_equal(release.arrays["bin_of"], maps.bin_of)
@@ -121,7 +121,7 @@ def test_rr_on_bins_release_with_shared_rows_and_constant_maps() -> None:
     only_constant = PrivacyLedger(2)
     release = release_rr_on_bins(only_constant, [0, 4], np.arange(2), GRID, np.eye(5)[2], 1.0, 0, "c")
     assert type(release.event).__name__ == "NoOpDpEvent" and only_constant.epsilon() == 0.0
-    assert math.isclose(rr_on_bins_event(1.0, [1, 3, 2]).noise_parameter, 2 / (math.e + 1))
+    assert math.isclose(rr_on_sets_event(1.0, [1, 3, 2]).noise_parameter, 2 / (math.e + 1))
 
 
 def test_rr_on_bins_release_refuses_bad_input_before_recording() -> None:

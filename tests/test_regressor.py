@@ -14,7 +14,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 from labeldp.errors import ConfigError, DataError
 from labeldp.estimators import LabelDPRegressor
-from labeldp.private_labels import LabelBudget, PrivateLabelAccessError, PrivateLabels
+from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels
 
 RANGE = (0.0, 100.0)
 

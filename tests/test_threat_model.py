@@ -27,7 +27,7 @@ from labeldp.pate import PATEConfig
 from labeldp.randomness import NoiseSource, SecureGenerator
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
-from labeldp.private_labels import unseal
+from labeldp.boundary import unseal
 
 ONE_EPOCH = TrainConfig(epochs=1, batch_size=64)
 

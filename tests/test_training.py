@@ -16,7 +16,7 @@ from labeldp.runs import RunConfig, split_stages, train_run
 from labeldp.training import TrainConfig, train_stage
 from labeldp.dpsgd.trainer import DPSGDConfig
 from labeldp.pate import PATEConfig
-from labeldp.private_labels import unseal
+from labeldp.boundary import unseal
 
 FAST = TrainConfig(epochs=3, batch_size=64, lr=0.05)
 

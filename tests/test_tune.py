@@ -21,10 +21,10 @@ from labeldp.experiments.tune import HeldOutScorer, candidate_config, candidate_
 from labeldp.mechanisms import (laplace_one_hot, laplace_one_hot_likelihood, prior_top_k, rr_with_prior,
                                 rr_with_prior_likelihood)
 from labeldp.randomness import public_rng
-from labeldp.release import Release
+from labeldp.boundary import Release
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, train_run
 from labeldp.training import TrainConfig
-from labeldp.private_labels import PrivateLabels, unseal
+from labeldp.boundary import PrivateLabels, unseal
 
 EPSILON = 1.0
 

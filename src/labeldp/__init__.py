@@ -1,7 +1,7 @@
 """labeldp: deep learning with label differential privacy (public inputs, private labels).
 
 The names below are imported on first use, so that ``import labeldp`` (and ``labeldp --help``) stays
-light: ``labeldp.PrivateLabels`` loads :mod:`labeldp.private_labels`, ``labeldp.LabelDPClassifier``
+light: ``labeldp.PrivateLabels`` loads :mod:`labeldp.boundary`, ``labeldp.LabelDPClassifier``
 the estimators.
 """
 
@@ -14,17 +14,18 @@ __version__ = "0.1.0"
 
 #: public name -> the module that defines it
 _EXPORTS = {
-    "PrivateLabels": "labeldp.private_labels",
-    "LabelBudget": "labeldp.private_labels",
-    "PrivateLabelAccessError": "labeldp.private_labels",
+    "PrivateLabels": "labeldp.boundary",
+    "LabelBudget": "labeldp.boundary",
+    "PrivateLabelAccessError": "labeldp.boundary",
+    "privatize": "labeldp.boundary",
     "LabelDPClassifier": "labeldp.estimators",
     "LabelDPRegressor": "labeldp.estimators",
     "LabelDPLogisticRegression": "labeldp.marginals",
-    "ReleasedLabels": "labeldp.estimators",
+    "ReleasedLabels": "labeldp.boundary",
     "released_log_likelihood": "labeldp.estimators",
     "released_scorer": "labeldp.released_metrics",
-    "load_release": "labeldp.privatize",
-    "privatize_table": "labeldp.privatize",
+    "load_release": "labeldp.boundary",
+    "privatize_table": "labeldp.boundary",
     "RunConfig": "labeldp.runs",
     "train_run": "labeldp.runs",
 }

@@ -12,19 +12,6 @@ import numpy as np
 from labeldp.errors import ConfigError
 
 
-def canonical_label(value) -> str:
-    """One spelling per label value, for matching labels to a declared label domain: ``1``, ``1.0``
-    and `` 1`` are the same class, so are ``True``, ``true`` and ``1``."""
-    text = str(value).strip()
-    if text.lower() in ("true", "false"):
-        return "1" if text.lower() == "true" else "0"
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return str(int(number)) if number.is_integer() else repr(number)
-
-
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     """Return ``epsilon`` as a float after checking it is a finite number > 0."""
     try:

@@ -31,7 +31,7 @@ from labeldp.runs.predict import predict_table
 from labeldp.runs.recipes import recipe_for, with_recipe
 from labeldp.training import TrainConfig
 from labeldp.options import add_dataclass_arguments, dataclass_from_args
-from labeldp.privatize import DEFAULT_BATCH_ROWS, privatize_table
+from labeldp.boundary import DEFAULT_BATCH_ROWS, privatize_table
 from labeldp.randomness import NoiseSource
 
 #: The demo: the embedded digits profiles (recipe in labeldp.experiments.recipes).

@@ -4,7 +4,7 @@
 It fits on one of two things, never on a plain array of true labels (a plain array is public to
 labeldp: a fit on it could not tell whether those labels were released before):
 
-- :class:`~labeldp.private_labels.PrivateLabels`, the true labels wrapped once
+- :class:`~labeldp.boundary.PrivateLabels`, the true labels wrapped once
   (``PrivateLabels(y, classes=[...])``). The fit releases them by randomized response through the
   release boundary, recording the spend in ``ledger_``. Every fit, fold and candidate on the same
   labels shares that one release (``labels[rows]``, as scikit-learn's cross-validation takes them, are
@@ -12,7 +12,7 @@ labeldp: a fit on it could not tell whether those labels were released before):
   fold's model trains on the released labels of its rows. With ``stages`` > 1 (the paper's LP-MST:
   stage t releases its labels by RR-with-prior under the model trained on the earlier stages) the
   release depends on the model, so it is the fit's own: a second one on the same rows needs a
-  :class:`~labeldp.private_labels.LabelBudget`.
+  :class:`~labeldp.boundary.LabelBudget`.
 - labels released once (:class:`ReleasedLabels`, or a release of :func:`labeldp.privatize`): the
   fit spends nothing.
 
@@ -60,58 +60,19 @@ import pandas as pd
 from labeldp.accounting import PrivacyLedger, randomized_response_event
 from labeldp.accounting.events import histogram_event, laplace_value_event
 from labeldp.data.regression import DEFAULT_GRID_SIZE, label_grid
-from labeldp.data.table import declared_classes
 from labeldp.errors import ConfigError
 from labeldp.marginals import LabelDPLogisticRegression  # noqa: F401  (re-exported: the estimator from noisy marginals)
 from labeldp.mechanisms import optimal_bins
 from labeldp.priors import histogram_priors
-from labeldp.private_labels import RELEASE_ONCE_ROUTE, LabelBudget, PrivateLabels  # noqa: F401  (LabelBudget: re-exported)
-from labeldp.privatize import LabelRelease
+from labeldp.boundary import RELEASE_ONCE_ROUTE, PrivateLabels, ReleasedLabels, fit_classes
 from labeldp.randomness import NoiseSource
-from labeldp.release import (release_laplace_value, release_noisy_histogram, release_randomized_response,
+from labeldp.boundary import (release_laplace_value, release_noisy_histogram, release_randomized_response,
                              release_rr_on_bins, release_rr_with_prior)
 from labeldp.released_metrics import channel_weights
 
 
-class ReleasedLabels:
-    """Labels released once, with their noise channel: ``labels`` (n,) class indices into ``classes``,
-    ``likelihood`` (n, K) with Pr[release i | class k], and the ``ledger`` of the release. Indexable by
-    rows like an array (scikit-learn's cross-validation splits it with the features), and an array of
-    the released labels to whoever asks for one (stratification on released labels is public)."""
-
-    def __init__(self, labels, likelihood, classes, ledger: PrivacyLedger | None = None):
-        self.labels = np.asarray(labels, dtype=np.int64)
-        self.likelihood = np.asarray(likelihood, dtype=np.float64)
-        self.classes = np.asarray(classes, dtype=object)
-        self.ledger = ledger
-        if self.likelihood.shape != (len(self.labels), len(self.classes)):
-            raise ConfigError(f"likelihood must have shape ({len(self.labels)}, {len(self.classes)}), "
-                              f"got {self.likelihood.shape}")
-
-    @property
-    def shape(self) -> tuple[int]:
-        return (len(self.labels),)
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, rows) -> ReleasedLabels:
-        return ReleasedLabels(self.labels[rows], self.likelihood[rows], self.classes, self.ledger)
-
-    @classmethod
-    def from_release(cls, release: LabelRelease, priors=None) -> ReleasedLabels:
-        """The labels of a release made by :func:`labeldp.privatize.privatize` or ``labeldp privatize``
-        (``priors``: the rows' priors, when each had its own)."""
-        return cls(release.labels, release.channel(priors), [str(c) for c in release.classes], release.ledger)
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        return np.asarray(self.classes[self.labels], dtype=dtype)
-
-
 def _fit_labels(y, estimator: BaseEstimator) -> PrivateLabels | ReleasedLabels:
     """What a fit takes: private labels (released by the fit) or released ones; a plain array is refused."""
-    if isinstance(y, LabelRelease):
-        return ReleasedLabels.from_release(y)
     if isinstance(y, (PrivateLabels, ReleasedLabels)):
         return y
     name = type(estimator).__name__
@@ -120,7 +81,7 @@ def _fit_labels(y, estimator: BaseEstimator) -> PrivateLabels | ReleasedLabels:
         "public, and a fit on one could not know whether those labels were released before (a search would release "
         f"them once per fold). Wrap the true labels once: {name}(...).fit(X, labeldp.PrivateLabels(y, classes=[...]))"
         " (every fit and fold on them then shares one release); or fit on labels released once "
-        "(labeldp.privatize.privatize(y, classes=..., epsilon=...)).")
+        "(labeldp.privatize(y, classes=..., epsilon=...)).")
 
 
 def _noise_key(secure_rng: bool, insecure_noise_seed: int | None) -> Hashable:
@@ -133,8 +94,6 @@ def released_labels_for(estimator: Any, y: Any) -> ReleasedLabels:
     """The released labels to score ``estimator`` on for the rows ``y``: ``y`` itself when it holds
     released labels; for private labels, the release the estimator's fit made of them (a search's
     folds share it). Private labels are never read."""
-    if isinstance(y, LabelRelease):
-        return ReleasedLabels.from_release(y)
     if isinstance(y, ReleasedLabels):
         return y
     if isinstance(y, PrivateLabels):
@@ -193,7 +152,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         labels = _fit_labels(y, self)
         if isinstance(labels, ReleasedLabels):
             self.classes_, self.ledger_, self.release_key_ = self._classes(labels.classes), labels.ledger, None
-            self._fit_released(X, labels.labels, labels.likelihood, sample_weight)
+            self._fit_released(X, labels.labels, labels.channel(), sample_weight)
             return self
         self.classes_ = self._classes(labels.classes)
         self._check(labels)
@@ -204,19 +163,13 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         else:
             released = self._release_in_stages(X, labels, sample_weight)
         self.ledger_ = released.ledger
-        rows = labels.positions
-        self._fit_released(X, released.labels[rows], released.likelihood[rows], sample_weight)
+        mine = released[labels.positions]
+        self._fit_released(X, mine.labels, mine.channel(), sample_weight)
         return self
 
     def _classes(self, given) -> np.ndarray:
         """The label domain: the declared ``classes``, or those the labels carry (which must agree)."""
-        carried = None if given is None else [str(c) for c in given]
-        declared = None if self.classes is None else [str(c) for c in declared_classes(self.classes)]
-        if declared is not None and carried is not None and declared != carried:
-            raise ConfigError(f"classes {declared} differ from the labels' own {carried}")
-        if declared is None and carried is None:
-            raise ConfigError("the label domain must be declared: PrivateLabels(y, classes=[...]) or classes=[...]")
-        return np.asarray(self.classes if declared is not None else given, dtype=object)
+        return np.asarray(fit_classes(self.classes, given), dtype=object)
 
     def _check(self, labels: PrivateLabels) -> None:
         if not self.epsilon > 0 or not np.isfinite(self.epsilon):
@@ -319,7 +272,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         """Accuracy: on released labels (or on private labels, through the release the fit made of
         them), an unbiased estimate of the accuracy on their clean labels; on a plain array, which
         labeldp takes as public test labels, the exact accuracy."""
-        if isinstance(y, (PrivateLabels, ReleasedLabels, LabelRelease)):
+        if isinstance(y, (PrivateLabels, ReleasedLabels)):
             if sample_weight is not None:
                 raise ConfigError("the accuracy estimated from released labels does not weight rows")
             released = released_labels_for(self, y)
@@ -522,7 +475,7 @@ def released_log_likelihood(estimator: Any, X, released) -> float:
     labels, or private labels the model's fit released (their release is used)."""
     released = released_labels_for(estimator, released)
     probabilities = estimator.predict_proba(X)
-    return float(np.mean(np.log(np.maximum((probabilities * released.likelihood).sum(axis=1), 1e-12))))
+    return float(np.mean(np.log(np.maximum((probabilities * released.channel()).sum(axis=1), 1e-12))))
 
 
 def clean_accuracy_terms(predictions, labels, likelihood) -> np.ndarray:
@@ -555,7 +508,7 @@ def clean_accuracy_estimate(predictions: np.ndarray, released: ReleasedLabels) -
     labels has expectation p acc + (1 - p) / (K - 1) (1 - acc), so acc = (a - r) / (p - r),
     r = (1 - p) / (K - 1); per-example channels (RR-with-prior) are corrected row by row
     (:func:`clean_accuracy_terms`, which says when it is unbiased)."""
-    return float(np.mean(clean_accuracy_terms(predictions, released.labels, released.likelihood)))
+    return float(np.mean(clean_accuracy_terms(predictions, released.labels, released.channel())))
 
 
 def _shared_rr_channel(labels: np.ndarray, likelihood: np.ndarray) -> tuple[float, float] | None:

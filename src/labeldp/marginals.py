@@ -7,7 +7,7 @@ quantiles, categorical ones by category), the log-likelihood of the training row
 
 and the labels enter it only through S_k, the number of rows of class k in every bin of every feature
 (the label marginals), and N_k, the class totals. :class:`LabelDPLogisticRegression` releases the
-marginals once with discrete Laplace noise (:func:`labeldp.release.release_label_marginals`),
+marginals once with discrete Laplace noise (:func:`labeldp.boundary.release.release_label_marginals`),
 projects each feature's noisy counts onto its bins' public sizes
 (:func:`labeldp.priors.consistent_counts`) and maximises the penalised likelihood with them in place
 of the true ones. The noise is added to sums over many rows, not to each label: on a table with B
@@ -35,14 +35,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from labeldp.accounting import PrivacyLedger, marginals_event
-from labeldp.data.table import declared_classes
 from labeldp.errors import ConfigError
 from labeldp.priors import consistent_counts
-from labeldp.private_labels import PrivateLabels
+from labeldp.boundary import PrivateLabels, fit_classes
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import channel_weights
 from labeldp.mechanisms.marginals import flat_bins
-from labeldp.release import release_label_marginals
+from labeldp.boundary import release_label_marginals
 
 #: quantile bins per numeric feature
 DEFAULT_BINS = 16
@@ -176,15 +175,10 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         """The declared classes, or the labels' own (which must agree)."""
         if labels.is_numeric:
             raise ConfigError(f"{type(self).__name__} needs labels over classes: PrivateLabels(y, classes=[...])")
-        declared = None if self.classes is None else declared_classes(self.classes)
-        carried = None if labels.classes is None else tuple(map(str, labels.classes))
-        if declared is not None and carried is not None and declared != carried:
-            raise ConfigError(f"classes {list(declared)} differ from the labels' own {list(carried)}")
-        if declared is None and carried is None:
-            raise ConfigError("the label domain must be declared: PrivateLabels(y, classes=[...]) or classes=[...]")
-        if labels.num_classes != len(declared or carried):
-            raise ConfigError(f"the labels have {labels.num_classes} classes, the estimator {len(declared or carried)}")
-        return tuple(self.classes) if declared is not None else tuple(labels.classes)
+        classes = fit_classes(self.classes, labels.classes)
+        if labels.num_classes != len(classes):
+            raise ConfigError(f"the labels have {labels.num_classes} classes, the estimator {len(classes)}")
+        return classes
 
     def decision_function(self, X) -> np.ndarray:
         """(n, classes) logits."""

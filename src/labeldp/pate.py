@@ -31,7 +31,7 @@ from labeldp.accounting.calibration import calibrate_vote_noise, max_queries, pa
 from labeldp.errors import BudgetError, ConfigError, RunDirectoryError
 from labeldp.files import write_atomic
 from labeldp.options import option
-from labeldp.private_labels import PrivateLabels, unseal
+from labeldp.boundary import PrivateLabels, unseal
 from labeldp.randomness import public_rng, public_seed
 from labeldp.training.stage import TrainConfig, predict_logits, train_stage
 

@@ -171,7 +171,7 @@ def released_scorer(metric: str = "accuracy") -> Callable[..., float]:
     ``neg_brier_score``, each an estimate of the metric on the clean labels.
 
     ``y`` may be labels released once (:class:`labeldp.estimators.ReleasedLabels`, or a release of
-    :func:`labeldp.privatize`), or :class:`~labeldp.private_labels.PrivateLabels` that the model's
+    :func:`labeldp.privatize`), or :class:`~labeldp.boundary.PrivateLabels` that the model's
     fit released (every fold of a search on them shares that release): their released labels are
     used, never the private ones."""
     if metric not in SCORERS:
@@ -185,7 +185,7 @@ def released_scorer(metric: str = "accuracy") -> Callable[..., float]:
             raise ConfigError("released_scorer does not weight rows")
         released = released_labels_for(estimator, y)
         probabilities = np.asarray(estimator.predict_proba(X), dtype=np.float64)
-        weights = channel_weights(released.labels, released.likelihood)
+        weights = channel_weights(released.labels, released.channel())
         if metric in ("roc_auc", "neg_brier_score") and probabilities.shape[1] != 2:
             raise ConfigError(f"released_scorer({metric!r}) needs two classes, got {probabilities.shape[1]}")
         return estimate(probabilities, weights)

@@ -19,7 +19,7 @@ from labeldp.accounting.events import (
     non_private_event,
     pate_event,
     randomized_response_event,
-    rr_on_bins_event,
+    rr_on_sets_event,
 )
 from labeldp.accounting.ledger import LedgerEntry, PrivacyLedger, event_from_dict, event_to_dict
 
@@ -43,5 +43,5 @@ __all__ = [
     "pate_epsilon",
     "pate_event",
     "randomized_response_event",
-    "rr_on_bins_event",
+    "rr_on_sets_event",
 ]

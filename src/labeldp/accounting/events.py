@@ -67,12 +67,28 @@ def laplace_value_event(epsilon: float, steps: int) -> dp_event.DpEvent:
     return dp_event.DiscreteLaplaceDpEvent(epsilon / steps, steps)
 
 
-def rr_on_bins_event(epsilon: float, bins) -> dp_event.DpEvent:
-    """RR-on-bins over examples whose maps have ``bins`` bins each (one number, or one per example): every
-    example's pair of output distributions is dominated by RR over its own d bins, and RR's privacy
-    profile decreases in the number of buckets, so the event is RR over the smallest d >= 2 (no event
-    if every example releases a constant, d = 1)."""
-    d = np.atleast_1d(np.asarray(bins, dtype=np.int64))
+def rr_on_sets_event(epsilon: float, sizes) -> dp_event.DpEvent:
+    """RR inside a public set of each example's own: RR-with-prior's top k classes, RR-on-bins' d bins.
+
+    Every example's pair of output distributions under two labels is dominated by RR over its own set
+    (two labels inside it are exactly RR; a label outside releases a uniform member, a mixture of RR
+    outputs; two labels outside release the same distribution), and RR's privacy profile at a fixed
+    epsilon decreases in the number of buckets, so the event is RR over the smallest size >= 2. If
+    every set has one member, no release depends on a label: no event.
+
+    Parameters
+    ----------
+    epsilon : float
+        The mechanism's epsilon.
+    sizes : int or array-like of int
+        The sets' sizes (k or d), one number or one per example. They depend on public priors only.
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        ``RandomizedResponseDpEvent`` over the smallest size >= 2, or ``NoOpDpEvent``.
+    """
+    d = np.atleast_1d(np.asarray(sizes, dtype=np.int64))
     informative = d[d >= 2]
     return randomized_response_event(epsilon, int(informative.min())) if informative.size else dp_event.NoOpDpEvent()
 

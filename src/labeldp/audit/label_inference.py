@@ -41,7 +41,7 @@ from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, audit_run_config
 from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.files import write_json_atomic
-from labeldp.private_labels import PrivateLabels
+from labeldp.boundary import PrivateLabels
 from labeldp.randomness import RandomSource, as_generator, public_rng
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, load_run_model, train_run
 from labeldp.training import predict_proba

@@ -30,7 +30,7 @@ def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | 
     or a regression on the grid of ``label_grid_size`` points over the declared ``label_range``).
 
     Where the test rows are held out of the private label column (``csv`` without ``test_table``,
-    ``movielens``), their labels are private (:class:`~labeldp.private_labels.PrivateLabels`) unless
+    ``movielens``), their labels are private (:class:`~labeldp.boundary.PrivateLabels`) unless
     ``public_test_split`` treats them as public."""
     if name not in DATASETS:
         raise ConfigError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")

@@ -9,7 +9,7 @@ import numpy as np
 
 from labeldp._validation import check_finite_features, check_labels, check_num_classes, check_same_length
 from labeldp.errors import DataError
-from labeldp.private_labels import PrivateLabels
+from labeldp.boundary import PrivateLabels
 
 #: Augmentation policies the trainer knows: none, small translations (digits), crop+flip (CIFAR).
 AUGMENTATIONS = ("none", "translate", "crop-flip")
@@ -20,7 +20,7 @@ class LabeledDataset:
     """Train/test arrays of one dataset.
 
     ``x_*`` are float32 arrays, (n, C, H, W) for images and (n, d) for tables, already normalised.
-    ``y_train`` holds the *private* labels, as :class:`~labeldp.private_labels.PrivateLabels` (class
+    ``y_train`` holds the *private* labels, as :class:`~labeldp.boundary.PrivateLabels` (class
     positions given as an array are wrapped): only the release boundary and the private-side trainers
     read them. ``y_test`` holds the test labels: public (an array: a test set published as such, e.g.
     MNIST's) or private (``PrivateLabels``: held-out rows of a private label column, e.g. a table

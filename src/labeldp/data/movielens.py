@@ -31,7 +31,7 @@ import pandas as pd
 
 from labeldp.data.dataset import LabeledDataset
 from labeldp.errors import DataError, MissingFileError
-from labeldp.private_labels import PrivateLabels
+from labeldp.boundary import PrivateLabels
 from labeldp.randomness import public_rng
 
 #: The rating grid of MovieLens: whole stars 1 to 5.

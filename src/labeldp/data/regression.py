@@ -15,7 +15,7 @@ import numpy as np
 
 from labeldp.data.dataset import LabeledDataset
 from labeldp.errors import ConfigError, DataError
-from labeldp.private_labels import PrivateLabels
+from labeldp.boundary import PrivateLabels
 
 #: grid points of a declared label range when --label-grid is not given
 DEFAULT_GRID_SIZE = 50

@@ -24,11 +24,10 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from labeldp._validation import canonical_label as _canonical
 from labeldp.data.dataset import LabeledDataset
 from labeldp.data.regression import regression_dataset
 from labeldp.errors import ConfigError, DataError, MissingFileError
-from labeldp.private_labels import PrivateLabels
+from labeldp.boundary import LabelDomain, PrivateLabels
 from labeldp.randomness import public_rng
 
 #: suffixes of the files read as CSV (with ``.gz`` after any of them) and as Parquet
@@ -52,27 +51,6 @@ def read_table(path: str | Path) -> pd.DataFrame:
     except (ValueError, OSError, pd.errors.ParserError) as error:
         raise DataError(f"cannot read the table {path}: {error}") from None
     raise DataError(f"table file {path} must be .csv, .tsv or .parquet (optionally .csv.gz, .tsv.gz)")
-
-
-def declared_classes(classes) -> tuple[str, ...]:
-    """An estimator's declared label domain as text, refused when missing: fitting on true labels must
-    never read the domain off them."""
-    if classes is None or len(classes) < 2:
-        raise ConfigError("fitting on true labels needs the label domain: classes=[...] (public, declared, "
-                          "never read off the labels)")
-    return tuple(map(str, classes))
-
-
-def label_indices(values: pd.Series, classes: tuple[str, ...], where: str) -> np.ndarray:
-    """The position of each label value in the declared ``classes``; a value outside them, or a missing
-    one, is an error (raised before anything is released). The error says neither which labels nor how
-    many: both are private."""
-    lookup = {_canonical(c): index for index, c in enumerate(classes)}
-    canonical = values.map(_canonical, na_action="ignore")
-    if values.isna().any() or not canonical.isin(list(lookup)).all():
-        raise DataError(f"the {where} has labels missing or outside the declared classes {list(classes)}; declare "
-                        "every label value with --classes (classes=...)")
-    return canonical.map(lookup).to_numpy(np.int64)
 
 
 @dataclass
@@ -148,7 +126,7 @@ def load_table_dataset(path: str | Path, label_column: str, test_path: str | Pat
 
     Without ``test_path``, a random ``test_fraction`` of the rows (drawn from the seed's public stream:
     it depends on the rows' positions only) becomes the test set. Its labels come from the private
-    label column, so they stay private (:class:`~labeldp.private_labels.PrivateLabels`: a run estimates
+    label column, so they stay private (:class:`~labeldp.boundary.PrivateLabels`: a run estimates
     its test metrics from a release of them), unless ``public_test_split`` treats them as public.
     """
     if grid is None and (classes is None or len(classes) < 2):
@@ -177,9 +155,10 @@ def load_table_dataset(path: str | Path, label_column: str, test_path: str | Pat
         return regression_dataset(name, preprocessor.transform(train), numeric_labels(train[label_column]),
                                   preprocessor.transform(test), numeric_labels(test[label_column]), grid,
                                   private_test=private_test, preprocessor=preprocessor)
-    test_labels = label_indices(test[label_column], classes, "test table")
+    domain = LabelDomain(classes)
+    test_labels = domain.positions(test[label_column], "the test table")
     return LabeledDataset(name, preprocessor.transform(train),
-                          label_indices(train[label_column], classes, "training table"), preprocessor.transform(test),
+                          domain.positions(train[label_column], "the training table"), preprocessor.transform(test),
                           PrivateLabels.from_indices(test_labels, len(classes)) if private_test else test_labels,
                           num_classes=len(classes), class_names=[str(c) for c in classes], preprocessor=preprocessor)
 

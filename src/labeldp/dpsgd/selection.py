@@ -52,7 +52,7 @@ from labeldp.dpsgd.trainer import DPSGDConfig, sampling_plan, train_dpsgd
 from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
 from labeldp.evaluation import describe_test_metrics
 from labeldp.files import exclusive_lock
-from labeldp.private_labels import unseal
+from labeldp.boundary import unseal
 from labeldp.randomness import NoiseSource, public_rng
 from labeldp.training.stage import TrainConfig, predict_proba
 

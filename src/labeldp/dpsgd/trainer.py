@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 from labeldp import distributed
 from labeldp.errors import ConfigError
 from labeldp.options import option
-from labeldp.private_labels import PrivateLabels, unseal
+from labeldp.boundary import PrivateLabels, unseal
 from labeldp.randomness import NoiseSource, public_seed
 from labeldp.training.augment import augment
 from labeldp.dpsgd.clipping import METHODS, check_per_example_model, clipped_gradient_sum

@@ -60,9 +60,9 @@ from labeldp.experiments.sweep import _RUN_FIELDS, _TRAIN_FIELDS, _parse_value
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.evaluation import describe_test_metrics
 from labeldp.files import write_atomic, write_json_atomic
-from labeldp.private_labels import PrivateLabels
+from labeldp.boundary import PrivateLabels
 from labeldp.randomness import public_rng
-from labeldp.release import Release
+from labeldp.boundary import Release
 from labeldp.runs.config import RunConfig, split_stages
 from labeldp.runs.context import RunContext, initial_model, release_inputs
 from labeldp.runs.rundir import RunDirectory

@@ -1,7 +1,7 @@
 """Label randomisers: pure, vectorised numpy functions (no torch, no accounting).
 
 The true labels of a training set are read by these functions only. To record the privacy cost of a
-release, call them through :mod:`labeldp.release`, which writes each spend to a ledger.
+release, call them through :mod:`labeldp.boundary.release`, which writes each spend to a ledger.
 """
 
 from labeldp.mechanisms.bins import BinMaps, optimal_bins, rr_on_bins, rr_on_bins_likelihood, rr_on_bins_probabilities

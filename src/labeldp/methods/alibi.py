@@ -16,7 +16,7 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.methods.registry import Method, register_method
-from labeldp.release import Release, release_laplace_one_hot
+from labeldp.boundary import Release, release_laplace_one_hot
 from labeldp.runs.context import RunContext
 
 

@@ -19,7 +19,7 @@ from labeldp.dpsgd.trainer import check_training_options, sampling_plan, train_d
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.methods.registry import Method, register_method
 from labeldp.models import build_model
-from labeldp.release import Release
+from labeldp.boundary import Release
 from labeldp.runs.config import RunConfig
 from labeldp.runs.context import RunContext
 

@@ -19,7 +19,7 @@ from labeldp.methods.registry import Method, register_method
 from labeldp.models import build_model
 from labeldp.pate import partition_teachers, select_queries, teacher_train_config, train_teachers
 from labeldp.randomness import public_seed
-from labeldp.release import Release, release_pate_labels
+from labeldp.boundary import Release, release_pate_labels
 from labeldp.runs.config import RunConfig
 from labeldp.runs.context import RunContext
 

@@ -44,7 +44,7 @@ from labeldp.errors import ConfigError
 from labeldp.methods.registry import Method, register_method
 from labeldp.methods.stages import TRAINING_OPTIONS, noisy_histogram_prior
 from labeldp.priors import release_evidence
-from labeldp.release import Release, release_laplace_value, release_rr_on_bins
+from labeldp.boundary import Release, release_laplace_value, release_rr_on_bins
 from labeldp.runs.config import RunConfig, split_stages
 from labeldp.runs.context import RunContext
 from labeldp.training.stage import predict_proba

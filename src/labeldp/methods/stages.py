@@ -51,7 +51,7 @@ from labeldp.accounting import PrivacyLedger
 from labeldp.mechanisms import prior_top_k
 from labeldp.methods.registry import Method, register_method
 from labeldp.priors import cluster, encode, histogram_priors, release_evidence, temper
-from labeldp.release import (Release, release_noisy_histogram, release_randomized_response, release_rr_with_prior,
+from labeldp.boundary import (Release, release_noisy_histogram, release_randomized_response, release_rr_with_prior,
                              release_true_labels)
 from labeldp.runs.config import split_stages
 from labeldp.runs.context import RunContext

@@ -1,7 +1,7 @@
 """Producers of (n, K) prior matrices for RR-with-prior, and how priors meet released labels.
 
 - :mod:`~labeldp.priors.cluster`: cluster histograms over public features (Algorithm 4 of Ghazi et
-  al. 2021), the histogram released through :mod:`labeldp.release`;
+  al. 2021), the histogram released through :mod:`labeldp.boundary.release`;
 - :mod:`~labeldp.priors.combine`: tempering, and the posterior weight of a release under a prior.
 
 The other prior, a model's predicted probabilities, is :func:`labeldp.training.predict_proba`.

@@ -17,7 +17,7 @@ from sklearn.neighbors import kneighbors_graph
 from sklearn.preprocessing import normalize
 
 from labeldp.accounting import PrivacyLedger
-from labeldp.release import Release, release_noisy_histogram
+from labeldp.boundary import Release, release_noisy_histogram
 from labeldp.errors import ConfigError
 from labeldp.priors.autoencoder import autoencoder_codes
 from labeldp.randomness import RandomSource

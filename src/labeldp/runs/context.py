@@ -27,7 +27,7 @@ from labeldp.evaluation import classification_metrics, regression_metrics
 from labeldp.files import write_json_atomic
 from labeldp.models import build_model
 from labeldp.randomness import public_rng, public_seed
-from labeldp.release import Release, release_randomized_response, release_true_labels
+from labeldp.boundary import Release, release_randomized_response, release_true_labels
 from labeldp.released_metrics import estimated_classification_metrics, estimated_regression_metrics
 from labeldp.runs.config import RunConfig
 from labeldp.runs.rundir import RunDirectory
@@ -80,7 +80,7 @@ class RunContext:
         Under torchrun, rank 0 alone releases (``draw`` runs there only, so it must not call
         collective operations) and every rank receives the release.
 
-        ``draw(scratch_ledger)`` releases through :mod:`labeldp.release` (recording one entry on the
+        ``draw(scratch_ledger)`` releases through :mod:`labeldp.boundary.release` (recording one entry on the
         scratch ledger) and returns the :class:`Release`. The release is saved before it is used;
         a crash between saving and recording is recorded from the saved file on the next run; a
         recorded release whose file is missing is an error, never a second draw.

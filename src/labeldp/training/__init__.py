@@ -1,5 +1,5 @@
 """Supervised training after the privacy boundary: one stage of plain learning on labels a method
-released (:mod:`labeldp.release`), with augmentation, mixup, schedules, checkpoints and evaluation.
+released (:mod:`labeldp.boundary.release`), with augmentation, mixup, schedules, checkpoints and evaluation.
 
 :func:`train_stage` learns from whatever targets it is given: in a run, the label-DP methods give it
 released labels and their noise channels. The private-side trainers are elsewhere: DP-SGD in

@@ -2,7 +2,8 @@
 
 These functions are the one place where labeldp reads true training labels on the way to a model
 (the other readers are the private-side trainers, :mod:`labeldp.dpsgd` and :mod:`labeldp.pate`'s
-teachers, whose outputs are noised there). Each validates its arguments, draws with a mechanism from
+teachers, whose outputs are noised there, and :mod:`labeldp.boundary.column` for a label column
+released once). Each validates its arguments, draws with a mechanism from
 :mod:`labeldp.mechanisms`, records the matching dp_accounting event (:mod:`labeldp.accounting.events`)
 on the ledger for exactly the examples it read, and returns a :class:`Release`: everything that left
 the boundary, with its noise channel, so that nothing after it needs to recompute the mechanism.
@@ -19,8 +20,9 @@ import numpy as np
 from dp_accounting import dp_event
 
 from labeldp._validation import check_epsilon, check_labels, check_priors, check_same_length
-from labeldp.accounting.events import (histogram_event, laplace_one_hot_event, laplace_value_event, marginals_event,
-                                       non_private_event, pate_event, randomized_response_event, rr_on_bins_event)
+from labeldp.accounting.events import (dpsgd_event, histogram_event, laplace_one_hot_event, laplace_value_event,
+                                       marginals_event, non_private_event, pate_event, randomized_response_event,
+                                       rr_on_sets_event)
 from labeldp.accounting.ledger import PrivacyLedger, event_from_dict, event_to_dict
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import (confident_gnmax, gnmax, laplace_one_hot, laplace_one_hot_likelihood, laplace_value,
@@ -28,7 +30,7 @@ from labeldp.mechanisms import (confident_gnmax, gnmax, laplace_one_hot, laplace
                                 randomized_response, randomized_response_likelihood, released_values, rr_on_bins,
                                 rr_on_bins_likelihood, rr_with_prior, rr_with_prior_likelihood, teacher_votes)
 from labeldp.mechanisms.marginals import check_bins
-from labeldp.private_labels import PrivateLabels, unseal
+from labeldp.boundary.labels import PrivateLabels, unseal
 from labeldp.randomness import RandomSource
 
 
@@ -123,10 +125,8 @@ def release_rr_with_prior(ledger: PrivacyLedger, labels, members, priors, epsilo
     true = _true_labels(labels, prior.shape[1])
     indices = _recorded(ledger, members, tag, labels=true, priors=prior)
     noisy, k = rr_with_prior(true, prior, eps, rng)
-    informative = k[k >= 2]
-    k_event = int(informative.min()) if informative.size else 1
     return _release(ledger, tag, Release(
-        indices, randomized_response_event(eps, k_event),
+        indices, rr_on_sets_event(eps, k),
         f"RR-with-prior, K={prior.shape[1]}, epsilon={eps:g}, k in [{k.min()}, {k.max()}]",
         noisy, rr_with_prior_likelihood(noisy, prior, eps), {"k": k}))
 
@@ -140,7 +140,7 @@ def release_rr_on_bins(ledger: PrivacyLedger, labels, members, grid, priors, eps
     ``prior_index``, or (n, G) rows, one per member. A row must not depend on the labels of the members
     that use it (a noisy histogram released beforehand and recorded, a model trained on other
     examples' released labels). The optimal maps are solved once per row, then each label is released
-    as a bin value by RR over its map's d bins. Accounting (:func:`~labeldp.accounting.events.rr_on_bins_event`):
+    as a bin value by RR over its map's d bins. Accounting (:func:`~labeldp.accounting.events.rr_on_sets_event`):
     RR over the smallest d >= 2 among the members, which dominates every member; nothing if every map
     has one bin. The release's ``labels`` are the released bins, ``arrays["values"]`` the released
     values, ``arrays["k"]`` each member's d, ``arrays["bin_of"]`` each member's map (its grid points'
@@ -154,7 +154,7 @@ def release_rr_on_bins(ledger: PrivacyLedger, labels, members, grid, priors, eps
     bin_of = maps.bin_of if prior_index is None and len(maps.d) == true.size else maps.bin_of[
         np.zeros(true.size, dtype=np.int64) if prior_index is None else np.asarray(prior_index)]
     return _release(ledger, tag, Release(
-        indices, rr_on_bins_event(eps, d),
+        indices, rr_on_sets_event(eps, d),
         f"RR-on-bins, G={np.asarray(grid).size}, epsilon={eps:g}, d in [{d.min()}, {d.max()}]", bins,
         rr_on_bins_likelihood(bins, grid, maps, eps, prior_index),
         {"values": values, "k": d, "bin_of": bin_of.astype(np.int16)}))
@@ -285,3 +285,36 @@ def release_pate_labels(ledger: PrivacyLedger, teacher_predictions, teacher_of, 
     return _release(ledger, tag, Release(
         indices, event, f"PATE {kind}, {teachers} teachers, {queries} queries, vote noise {noise_std:.4g}",
         labels, arrays={"answered": answered}))
+
+
+def release_dpsgd_plan(ledger: PrivacyLedger, members, noise_multiplier: float, sampling_probability: float,
+                       steps: int, max_grad_norm: float, tag: str | None = None) -> Release:
+    """Record DP-SGD's spend before its first step: its steps are the release (Poisson-sampled,
+    clipped gradients with Gaussian noise, accounted under add-or-remove-one), so what is recorded is
+    the plan, on every member, and ``arrays["noise_multiplier"]`` carries it to the trainer.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        An add-or-remove ledger (``DPSGD_RELATION``).
+    members : array-like
+        The examples DP-SGD trains on (indices or a mask).
+    noise_multiplier, sampling_probability : float
+        The Gaussian noise's standard deviation over the clipping bound, and the Poisson rate.
+    steps : int
+        The number of steps.
+    max_grad_norm : float
+        The clipping bound (for the description; the event does not depend on it).
+    tag : str, optional
+        The ledger entry's tag.
+
+    Returns
+    -------
+    Release
+        The recorded plan.
+    """
+    indices = _recorded(ledger, members, tag)
+    return _release(ledger, tag, Release(
+        indices, dpsgd_event(noise_multiplier, sampling_probability, steps),
+        f"DP-SGD, noise multiplier {noise_multiplier:.4f}, Poisson rate {sampling_probability:.5g}, {steps} steps, "
+        f"clipping {max_grad_norm:g}", arrays={"noise_multiplier": np.array(noise_multiplier)}))

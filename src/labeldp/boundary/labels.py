@@ -8,9 +8,9 @@ a scorer, a stratified split or a worker process that tries to compute on privat
 instead of computing on them.
 
 Exactly one function reads them: :func:`unseal`. It is called by the release boundary
-(:mod:`labeldp.release`, :mod:`labeldp.privatize`), which randomises the labels and records the spend,
+(:mod:`labeldp.boundary`: its releases), which randomises the labels and records the spend,
 and by the private-side trainers, which read them inside the mechanism they implement (DP-SGD's noised
-gradient steps, PATE's teachers, DP-SGD's private selection). ``tests/test_private_labels.py`` lists
+gradient steps, PATE's teachers, DP-SGD's private selection). ``tests/boundary/test_labels.py`` lists
 every call and fails when a new one appears elsewhere.
 
 **Release once, shared.** Every view of the same labels (``labels[rows]``, as scikit-learn's
@@ -31,25 +31,24 @@ makes each release happen once).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Hashable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Hashable, Sequence, TypeVar
 
 import numpy as np
-import pandas as pd
 from dp_accounting import dp_event
 
-from labeldp._validation import canonical_label
 from labeldp.accounting import PrivacyLedger
 from labeldp.accounting.rounding import format_epsilon
+from labeldp.boundary.budget import LabelBudget
+from labeldp.boundary.domain import LabelDomain
 from labeldp.errors import BudgetError, ConfigError, DataError
 
 T = TypeVar("T")
 
 #: how to release labels once and search on the release: shown wherever code tries to read private labels
 RELEASE_ONCE_ROUTE = (
-    "Release them once and compute on the release, which is free (labeldp.privatize.privatize, "
-    "labeldp.released_metrics.released_scorer):\n"
-    "    released = privatize(y, classes=classes, epsilon=1.0)   # one release, one spend\n"
-    "    GridSearchCV(LabelDPClassifier(...), grid, scoring=released_scorer('roc_auc')).fit(X, released)")
+    "Release them once and compute on the release, which is free:\n"
+    "    released = labeldp.privatize(y, classes=classes, epsilon=1.0)   # one release, one spend\n"
+    "    GridSearchCV(LabelDPClassifier(...), grid, scoring=labeldp.released_scorer('roc_auc')).fit(X, released)")
 
 
 class PrivateLabelAccessError(BaseException):
@@ -59,41 +58,6 @@ class PrivateLabelAccessError(BaseException):
     that catches ``Exception`` and carries on (scikit-learn's ``error_score``, which turns a failed
     scorer into a NaN score) cannot swallow it. ``labeldp`` on the command line reports it as an error.
     """
-
-
-class LabelBudget:
-    """A cap on what the releases of one set of private labels may spend together.
-
-    Given to :class:`PrivateLabels` (``PrivateLabels(y, classes=..., budget=LabelBudget(3))``), it lets
-    more than one release of the same rows happen, each refused with a :class:`~labeldp.errors.BudgetError`
-    before anything is drawn when the per-row composition (dp_accounting, at ``delta``) of everything
-    the rows have spent and what the new release may spend would exceed ``epsilon``. What is charged
-    is what the release records: the event of each row's release, composed row by row (rows released
-    by different fits compose in parallel). Without a budget, each row is released at most once.
-
-    ``spent`` is the epsilon at ``delta`` that the labels' releases have spent together.
-    """
-
-    def __init__(self, epsilon: float, delta: float = 0.0):
-        if not epsilon > 0 or not np.isfinite(epsilon):
-            raise ConfigError(f"the budget's epsilon must be a finite number > 0, got {epsilon}")
-        if not 0.0 <= delta < 1.0:
-            raise ConfigError(f"the budget's delta must lie in [0, 1), got {delta}")
-        self.epsilon, self.delta = float(epsilon), float(delta)
-        self._ledger: PrivacyLedger | None = None
-
-    @property
-    def spent(self) -> float:
-        """The epsilon (at ``delta``) spent so far by the releases of the labels it caps."""
-        return 0.0 if self._ledger is None else self._ledger.epsilon(self.delta)
-
-    def _bind(self, ledger: PrivacyLedger) -> None:
-        if self._ledger is not None and self._ledger is not ledger:
-            raise ConfigError("a LabelBudget caps one set of private labels: give each PrivateLabels its own")
-        self._ledger = ledger
-
-    def __repr__(self) -> str:
-        return f"LabelBudget(epsilon={self.epsilon:g}, delta={self.delta:g}, spent={format_epsilon(self.spent, 4)})"
 
 
 class _Root:
@@ -136,9 +100,10 @@ class PrivateLabels:
             values = _numeric_values(labels)
             num_classes = None
         else:
-            classes = _declared(classes)
-            values = _class_positions(labels, classes)
-            num_classes = len(classes)
+            domain = LabelDomain(classes)
+            classes = domain.declared
+            values = domain.positions(labels, "the labels")
+            num_classes = domain.size
         self._init(_Root(values, budget), None, classes, num_classes, None)
 
     def _init(self, root: _Root, rows: np.ndarray | None, classes: tuple | None, num_classes: int | None,
@@ -394,7 +359,7 @@ def unseal(labels: PrivateLabels | np.ndarray) -> np.ndarray:
     row order; a plain array is returned as it is (taken as true labels).
 
     The one way to read private labels. Call it only in the release boundary or a private-side trainer
-    (see the module docstring); ``tests/test_private_labels.py`` lists the places that do."""
+    (see the module docstring); ``tests/boundary/test_labels.py`` lists the places that do."""
     if not isinstance(labels, PrivateLabels):
         return np.asarray(labels)
     if labels._root.withheld:
@@ -415,31 +380,6 @@ def _open(labels: PrivateLabels) -> np.ndarray:
     return values
 
 
-def _declared(classes: Iterable[Any]) -> tuple:
-    if isinstance(classes, (str, bytes)):
-        raise ConfigError("classes must be a sequence of label values (the public label domain, in order)")
-    declared = tuple(value.item() if isinstance(value, np.generic) else value for value in classes)
-    spellings = [canonical_label(value) for value in declared]
-    if len(spellings) < 2 or len(set(spellings)) != len(spellings):
-        raise ConfigError(f"classes must be at least two distinct label values, got {list(declared)}")
-    return declared
-
-
-def _class_positions(labels, classes: tuple) -> np.ndarray:
-    """Each label's position in ``classes``; a missing label or one outside them is an error that says
-    neither which, nor where, nor how many (all private)."""
-    series = labels if isinstance(labels, pd.Series) else pd.Series(np.asarray(labels, dtype=object))
-    if series.ndim != 1 or len(series) == 0:
-        raise DataError("labels must be a non-empty 1-d array or Series")
-    codes, uniques = pd.factorize(series, use_na_sentinel=True)
-    lookup = {canonical_label(value): position for position, value in enumerate(classes)}
-    positions = np.array([lookup.get(canonical_label(value), -1) for value in uniques], dtype=np.int64)
-    if (codes < 0).any() or (positions < 0).any():
-        raise DataError(f"the labels have values missing or outside the declared classes {list(classes)}; declare "
-                        "every label value (which values, where, and how many are not said: the labels are private)")
-    return positions[codes]
-
-
 def _numeric_values(labels) -> np.ndarray:
     try:
         values = np.asarray(labels, dtype=np.float64)
@@ -453,4 +393,4 @@ def _numeric_values(labels) -> np.ndarray:
     return values
 
 
-__all__ = ["LabelBudget", "PrivateLabelAccessError", "PrivateLabels", "RELEASE_ONCE_ROUTE", "unseal"]
+__all__ = ["PrivateLabelAccessError", "PrivateLabels", "RELEASE_ONCE_ROUTE", "unseal"]

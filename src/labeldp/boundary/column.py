@@ -1,0 +1,287 @@
+"""A label column released once, in memory, and the ledger of one released elsewhere.
+
+"Release once, then tune for free": :func:`privatize` reads the true labels here once, randomises them
+by RR or RR-with-prior (:mod:`labeldp.mechanisms`) in blocks of ``batch_rows`` rows, and records one
+entry over every row on the release's :class:`~labeldp.accounting.PrivacyLedger`. Everything computed
+from the :class:`~labeldp.boundary.released.ReleasedLabels` afterwards (training any model, tuning,
+cross-validation, any number of times) is post-processing and costs no more privacy.
+
+**Each row once.** Every row must have an id of its own: a duplicated id would release that row's
+label twice, with independent noise, under a ledger that shows one release. :func:`privatize` and
+:func:`table_ledger` refuse duplicated ids (and :func:`privatize` a pandas index with duplicates, when
+it stands for the ids), naming one (ids are public), never a label.
+
+**Noise** comes only from a :class:`~labeldp.randomness.NoiseSource`: fresh OS entropy by default,
+ChaCha20 with ``secure=True``, or ``insecure_seed`` (tests only: the release then says NOT PRIVATE).
+
+A Spark or Dask job can apply the same mechanisms per partition instead (``examples/privatize_with_dask.py``):
+the release is then one ledger entry over all rows, which :func:`table_ledger` records from the rows'
+ids and, for RR-with-prior, their k (RR over the smallest k >= 2, which dominates every row).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from dp_accounting import dp_event
+
+from labeldp._validation import check_epsilon, check_num_classes, check_priors
+from labeldp.accounting.events import randomized_response_event, rr_on_sets_event
+from labeldp.accounting.ledger import PrivacyLedger
+from labeldp.boundary.domain import LabelDomain
+from labeldp.boundary.labels import PrivateLabels, unseal
+from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
+from labeldp.errors import ConfigError, DataError
+from labeldp.mechanisms import randomized_response, rr_with_prior
+from labeldp.randomness import NoiseSource
+
+#: rows drawn (and written, as one Parquet row group) at a time; they set the memory used, about
+#: 60 bytes a row plus 8 a class for RR-with-prior's priors
+DEFAULT_BATCH_ROWS = 1 << 20
+#: the noise stream of a label column's release (in the insecure mode, seeded from the insecure seed)
+NOISE_STREAM = "table-release"
+
+
+class KSpread:
+    """RR-with-prior's k over the rows drawn so far, all that its ledger event needs: k is a function
+    of the row's (public) prior, never of its label."""
+
+    def __init__(self) -> None:
+        self.range: list[int] | None = None
+        self.smallest_informative: int | None = None  # the smallest k >= 2
+
+    def add(self, k: np.ndarray) -> None:
+        low, high = int(k.min()), int(k.max())
+        self.range = [low, high] if self.range is None else [min(low, self.range[0]), max(high, self.range[1])]
+        informative = k[k >= 2]
+        if informative.size:
+            smallest = int(informative.min())
+            self.smallest_informative = (smallest if self.smallest_informative is None
+                                         else min(smallest, self.smallest_informative))
+
+    def event(self, epsilon: float) -> dp_event.DpEvent:
+        """RR over the smallest k >= 2, which dominates every row (:func:`~labeldp.accounting.events.rr_on_sets_event`,
+        as :func:`labeldp.boundary.release.release_rr_with_prior` records it). Without a k >= 2 every
+        released label is its prior's top class, a function of no label: no event."""
+        return rr_on_sets_event(epsilon, self.smallest_informative or 1)
+
+    def describe(self, num_classes: int, epsilon: float) -> str:
+        text = f"RR-with-prior, K={num_classes}, epsilon={epsilon:g}, k in [{self.range[0]}, {self.range[1]}]"
+        if self.smallest_informative is None:
+            text += (": k = 1 for every row, each released label is its prior's top class, so the release does not "
+                     "depend on any label (no privacy spent)")
+        return text
+
+
+class Draws:
+    """Draws block after block from one generator and remembers what the ledger needs (the spread of
+    k, which depends on the public priors only)."""
+
+    def __init__(self, num_classes: int, epsilon: float, with_prior: bool, noise: NoiseSource):
+        if not isinstance(noise, NoiseSource):
+            raise ConfigError(f"noise must be a labeldp.randomness.NoiseSource, got {type(noise).__name__}")
+        self.num_classes, self.epsilon = num_classes, epsilon
+        self.generator = noise.generator(NOISE_STREAM)
+        self.k_spread = KSpread() if with_prior else None
+
+    def draw(self, positions: np.ndarray, priors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        if self.k_spread is None:
+            return randomized_response(positions, self.num_classes, self.epsilon, self.generator), None
+        noisy, k = rr_with_prior(positions, priors, self.epsilon, self.generator)
+        self.k_spread.add(k)
+        return noisy, k
+
+    def ledger(self, rows: int) -> PrivacyLedger:
+        return release_ledger(rows, self.epsilon, self.num_classes, self.k_spread)
+
+
+def table_ledger(ids, epsilon: float, num_classes: int, k=None) -> PrivacyLedger:
+    """The ledger of one label column released once: one entry over every row. Use it for a release
+    drawn elsewhere, e.g. per partition in Spark or Dask, and build it before anything is drawn: it
+    reads public data only, and refuses what would make the release a double spend.
+
+    Args:
+        ids: (n,) the rows' ids, one per released label. A duplicated id is refused
+            (:class:`~labeldp.errors.DataError`): that row's label would be released twice, with
+            independent noise, under a ledger that shows one release.
+        epsilon: each label's privacy budget.
+        num_classes: K, the number of declared classes.
+        k: None for RR, recorded as RR over the K classes. For RR-with-prior, (n,) each row's k, as
+            :func:`~labeldp.mechanisms.rr_with_prior` returns it (or
+            :func:`~labeldp.mechanisms.prior_top_k` computes it from the priors, before drawing). The
+            event is computed from it: RR over the smallest k >= 2, which dominates every row; when
+            every k is 1 no released label depends on a label, and the entry says so (a no-op event).
+    """
+    eps = check_epsilon(epsilon)
+    classes = check_num_classes(num_classes)
+    identifiers = np.asarray(ids)
+    if identifiers.ndim != 1 or identifiers.size == 0:
+        raise ConfigError(f"ids must be a non-empty 1-d array (one id per row), got shape {identifiers.shape}")
+    refuse_duplicated(identifiers, "ids", after="")
+    spread = None
+    if k is not None:
+        spread = KSpread()
+        spread.add(_check_k(k, identifiers.size, classes))
+    return release_ledger(identifiers.size, eps, classes, spread)
+
+
+def _check_k(k, rows: int, num_classes: int) -> np.ndarray:
+    array = np.asarray(k)
+    if array.shape != (rows,) or not np.issubdtype(array.dtype, np.integer):
+        raise ConfigError(f"k must hold one k per row ({rows} integers), got {array.dtype} of shape {array.shape}")
+    if array.min() < 1 or array.max() > num_classes:
+        raise ConfigError(f"each k must lie between 1 and {num_classes} (the number of classes)")
+    return array
+
+
+def release_ledger(rows: int, epsilon: float, num_classes: int, k_spread: KSpread | None) -> PrivacyLedger:
+    """One entry over all ``rows`` rows: RR over the K classes, or RR-with-prior's event (``k_spread``)."""
+    ledger = PrivacyLedger(rows)
+    if k_spread is None:
+        event, description = (randomized_response_event(epsilon, num_classes),
+                              f"randomized response, K={num_classes}, epsilon={epsilon:g}")
+    else:
+        event, description = k_spread.event(epsilon), k_spread.describe(num_classes, epsilon)
+    ledger.record(event, np.ones(rows, dtype=bool), description, "release")
+    return ledger
+
+
+def refuse_duplicated(ids: np.ndarray, where: str, after: str = "; nothing was released") -> None:
+    """Refuse ids held in memory (exact comparison) if one occurs twice."""
+    index = pd.Index(ids)
+    if not index.is_unique:
+        raise duplicated_ids_error(where, index[index.duplicated()][0], after)
+
+
+def duplicated_ids_error(where: str, example: Any, after: str = "; nothing was released") -> DataError:
+    """The error for a duplicated id; it names that id (ids are public), never a label."""
+    return DataError(
+        f"{where} has duplicated values ({example.item() if isinstance(example, np.generic) else example!r} at least twice): each row needs an id of its own, or its "
+        "label would be released twice, with independent noise, under a ledger that shows one release. Rows read "
+        "twice usually come from a stray copy of a file, or the same file in a second format (events.csv beside "
+        f"events.parquet), in the table's folder: remove it{after}")
+
+
+def prior_spec(num_classes: int, prior_columns, prior) -> tuple[tuple[str, ...] | None, np.ndarray | None]:
+    if prior_columns is not None and prior is not None:
+        raise ConfigError("give the prior either as prior columns (one per class) or as one shared prior, not both")
+    if prior_columns is not None:
+        columns = (prior_columns,) if isinstance(prior_columns, str) else tuple(prior_columns)
+        if len(columns) != num_classes or len(set(columns)) != num_classes:
+            raise ConfigError(f"prior columns must be {num_classes} distinct columns, one per class in the classes' "
+                              f"order; got {list(columns)}")
+        return columns, None
+    if prior is not None:
+        shared = np.asarray(prior, dtype=np.float64)
+        if shared.shape != (num_classes,):
+            raise ConfigError(f"a shared prior must have one probability per class ({num_classes}), got shape {shared.shape}")
+        return None, check_priors(shared[None, :])[0]
+    return None, None
+
+
+def privatize(labels, *, classes: Sequence[Any], epsilon: float, priors=None, ids=None,
+              noise: NoiseSource = NoiseSource(), batch_rows: int = DEFAULT_BATCH_ROWS) -> ReleasedLabels:
+    """Release ``labels`` once, by RR or RR-with-prior: :class:`~labeldp.private_labels.PrivateLabels`,
+    or the true labels as class values (numpy, pandas or a list), which are read here and nowhere else.
+
+    Args:
+        classes: the label domain, in order: public, declared, never read off the labels. A label
+            outside it (or a missing one) is an error raised before anything is drawn.
+        epsilon: each label's privacy budget.
+        priors: None for RR; for RR-with-prior a (K,) prior shared by every row or (n, K) rows (an
+            array or DataFrame), each a distribution over ``classes`` that does not depend on the
+            row's own label (e.g. computed from public inputs, or a model trained on other rows).
+        ids: row identifiers to keep beside the released labels (default: the Series' index, or the
+            positions), one distinct id per label: a duplicated id (or index value) is refused.
+        noise: the noise source (fresh OS entropy by default).
+        batch_rows: rows drawn at a time; with an insecure seed, :func:`privatize_table` with the
+            same ``batch_rows`` draws the same labels.
+
+    Private labels record the release on their own ledger too, and are refused (before anything is
+    drawn) if their rows were released before, unless their budget allows it.
+    """
+    domain = LabelDomain(classes)
+    eps = check_epsilon(epsilon)
+    if not isinstance(labels, PrivateLabels):
+        return _privatize_positions(domain.positions(labels, "the labels"), domain, eps, priors,
+                                    _row_ids(labels, ids, len(labels)), noise, batch_rows)
+    if labels.is_numeric or labels.num_classes != domain.size or (
+            labels.classes is not None and not domain.same_as(labels.classes)):
+        raise ConfigError(f"the private labels' classes are not {list(domain.declared)}")
+    row_ids = _row_ids(None, ids, len(labels))
+    bound = randomized_response_event(eps, domain.size if priors is None else 2)  # RR over 2 dominates any k >= 2
+
+    def draw(view: PrivateLabels, ledger: PrivacyLedger) -> ReleasedLabels:
+        release = _privatize_positions(unseal(view), domain, eps, priors, row_ids, noise, batch_rows)
+        for entry in release.ledger.entries:
+            ledger.record(entry.event, entry.members, entry.description, entry.tag)
+        return release
+
+    return labels.release_new(bound, draw)
+
+
+def _privatize_positions(positions: np.ndarray, domain: LabelDomain, eps: float, priors, ids: np.ndarray,
+                         noise: NoiseSource, batch_rows: int) -> ReleasedLabels:
+    """:func:`privatize` on the labels' class positions."""
+    rows = positions.size
+    shared, per_row = None, None
+    if priors is not None:
+        array = np.asarray(priors.to_numpy() if isinstance(priors, pd.DataFrame) else priors, dtype=np.float64)
+        if array.ndim == 1:
+            shared = prior_spec(domain.size, None, array)[1]
+        else:
+            per_row = check_priors(array)
+            if per_row.shape != (rows, domain.size):
+                raise ConfigError(f"priors must have shape ({rows}, {domain.size}) (rows, classes), got {per_row.shape}")
+    block = check_batch_rows(batch_rows)
+    draws = Draws(domain.size, eps, priors is not None, noise)
+    noisy = np.empty(rows, dtype=np.int64)
+    k = np.empty(rows, dtype=np.int64) if priors is not None else None
+    for start in range(0, rows, block):
+        stop = min(start + block, rows)
+        prior = per_row[start:stop] if per_row is not None else (
+            np.broadcast_to(shared, (stop - start, domain.size)) if shared is not None else None)
+        noisy[start:stop], drawn_k = draws.draw(positions[start:stop], prior)
+        if k is not None:
+            k[start:stop] = drawn_k
+    mechanism = RR_WITH_PRIOR if priors is not None else RR
+    released = ReleasedLabels(noisy, None, domain.declared, draws.ledger(rows), mechanism=mechanism, epsilon=eps,
+                              ids=ids, k=k, shared_prior=shared, noise=noise_text(noise), private=noise.private)
+    # the channel where it needs no per-row prior (RR, a shared prior): kept, for the estimators
+    return released if per_row is not None else dataclasses.replace(released, likelihood=released.channel())
+
+
+def _row_ids(labels, ids, rows: int) -> np.ndarray:
+    """The released rows' ids: ``ids``, else the labels' pandas index, else their positions. Each row
+    must have its own (a duplicated id is refused: that row would be released twice)."""
+    if ids is None:
+        if not isinstance(labels, pd.Series):
+            return np.arange(rows)
+        if not labels.index.is_unique:
+            raise DataError("the labels' index, which would be their ids, has duplicated values: pass ids=, one "
+                            "distinct id per label; nothing was released")
+        return labels.index.to_numpy()
+    array = np.asarray(ids)
+    if array.shape != (rows,):
+        raise ConfigError(f"ids must have one value per label ({rows}), got shape {array.shape}")
+    refuse_duplicated(array, "ids")
+    return array
+
+
+def check_batch_rows(batch_rows: int) -> int:
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1:
+        raise ConfigError(f"batch_rows must be a positive integer, got {batch_rows!r}")
+    return int(batch_rows)
+
+
+def noise_text(noise: NoiseSource) -> str:
+    if not noise.private:
+        return (f"reproducible from insecure_noise_seed {noise.insecure_seed} (written beside the release): NOT "
+                "PRIVATE, anyone who reads it can regenerate the noise and recover the true labels")
+    return noise.describe()
+
+
+__all__ = ["DEFAULT_BATCH_ROWS", "privatize", "table_ledger"]

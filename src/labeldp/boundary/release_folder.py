@@ -1,0 +1,344 @@
+"""A label column released once into a folder, and read back.
+
+:func:`privatize_table` streams a Parquet file, a Parquet dataset folder, a folder of Parquet and CSV
+files, an Arrow table or a DataFrame (:mod:`labeldp.boundary.table_source`) in blocks of
+``batch_rows`` rows, one pass for the release after a first pass over the label and id columns, and
+writes a release folder:
+
+``labels.parquet``
+    one row per input row, in input order: the id column (copied), ``released_label`` (a value of the
+    declared classes), ``k`` (RR-with-prior) and, on request, ``channel_0 .. channel_{K-1}`` (the
+    row's noise channel);
+``release.json``
+    the sidecar: classes, mechanism, epsilon, the prior's columns (or the shared prior), the noise
+    channel (the K x K matrix where it is one), the noise source, the ledger's epsilon and entry;
+``ledger.json``
+    the :class:`~labeldp.accounting.PrivacyLedger` (members: row positions in ``labels.parquet``).
+
+:func:`load_release` reads it back as :class:`~labeldp.boundary.released.ReleasedLabels`.
+
+**Release once.** A release folder is never overwritten (:class:`~labeldp.errors.ReleaseExistsError`):
+releasing the labels again would spend their budget a second time. The folder is written under a
+hidden name (``.OUT.partial``, readable by its owner only) and renamed into place, complete, after its
+files are flushed to disk; a lock (``.OUT.lock`` beside ``out``) keeps a second process out meanwhile.
+The lock file is never removed (removing it while held would let two processes lock two files of the
+same name, and both draw): empty, it stays beside the release, harmless. An error or an interrupt
+removes the partial folder; a process killed outright leaves it behind, unreadable as a release (no
+``release.json``, a Parquet file without its footer), and the next ``privatize_table`` to the same
+``out`` deletes it unread before it draws.
+
+What is written depends on the labels only through the mechanism's output: no count, histogram or
+other statistic of the labels is computed or written, and the error for a label outside the classes
+says neither which label nor how many.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import shutil
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from labeldp import __version__
+from labeldp._validation import check_epsilon
+from labeldp.accounting.ledger import PrivacyLedger
+from labeldp.boundary.column import DEFAULT_BATCH_ROWS, Draws, check_batch_rows, noise_text, prior_spec
+from labeldp.boundary.domain import LabelDomain
+from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
+from labeldp.boundary.table_source import (arrow_class_values, arrow_positions, check_rows, open_source, read_batches,
+                                           read_blocks, released_type, source_schema)
+from labeldp.errors import ConfigError, DataError, MissingFileError, ReleaseExistsError, RunLockedError
+from labeldp.files import write_json_atomic
+from labeldp.mechanisms import (randomized_response_likelihood, randomized_response_probabilities,
+                                rr_with_prior_likelihood, rr_with_prior_probabilities)
+from labeldp.randomness import NoiseSource
+
+FORMAT = "labeldp label release"
+FORMAT_VERSION = 1
+LABELS_FILE = "labels.parquet"
+SIDECAR_FILE = "release.json"
+LEDGER_FILE = "ledger.json"
+#: the columns of ``labels.parquet`` besides the id column
+RELEASED_COLUMN = "released_label"
+K_COLUMN = "k"
+CHANNEL_PREFIX = "channel_"
+RR = "randomized-response"
+RR_WITH_PRIOR = "rr-with-prior"
+
+
+@contextlib.contextmanager
+def _system_allocator() -> Iterator[None]:
+    """Arrow allocates from the C library's malloc meanwhile (pyarrow's default pool is restored after).
+
+    pyarrow's default, mimalloc, hands freed memory back to the operating system, so every block of
+    a release pays its page faults again: on the 2-core development machine that was about 40% of
+    RR-with-prior's time end to end. Buffers remember their pool, so the switch is safe; it is
+    process-wide while it lasts (other threads' Arrow allocations use malloc too)."""
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(previous)
+
+
+@contextlib.contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """Hold ``.OUT.lock`` beside ``out`` (two processes releasing into one folder would draw twice).
+
+    The file is never removed. Removed while held, a process that had opened it could lock the removed
+    file while another locks a new one under the same name, and both would draw. Empty, it stays
+    beside the release, harmless."""
+    with open(out.parent / f".{out.name}.lock", "a") as handle:  # released when closed
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunLockedError(f"another process is writing the release {out}") from None
+        yield
+
+
+def _refuse_existing(out: Path) -> None:
+    if out.exists() or out.is_symlink():
+        raise ReleaseExistsError(
+            f"{out} already exists. A label column is released once: releasing it again would spend its privacy "
+            "budget a second time. Train on the release that is there (labeldp.load_release), or write "
+            "a release of other labels to a new folder")
+
+
+def _fsync(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def privatize_table(source, out, *, label_column: str, id_column: str, classes: Sequence[Any], epsilon: float,
+                    prior_columns: Sequence[str] | None = None, prior=None, write_channel: bool = False,
+                    batch_rows: int = DEFAULT_BATCH_ROWS, noise: NoiseSource = NoiseSource()) -> dict[str, Any]:
+    """Release the label column of a table once, streamed in blocks of ``batch_rows`` rows, into the
+    new folder ``out`` (``labels.parquet``, ``release.json``, ``ledger.json``; see the module docstring).
+
+    Args:
+        source: a Parquet or CSV file, a folder of them (read in the order of their sorted paths;
+            names starting with ``.`` or ``_`` are skipped), a pyarrow Table or Dataset, or a DataFrame.
+        out: the release folder; it must not exist.
+        label_column: the private labels (of a CSV file: read as text; see the module docstring for
+            the type ``released_label`` is written in).
+        id_column: a public row identifier, copied next to each released label; one distinct value
+            a row (a duplicated id is an error before anything is drawn).
+        classes: the label domain, in order (public, declared; a label outside it, or a missing one,
+            is an error before anything is written or drawn).
+        epsilon: each label's privacy budget.
+        prior_columns: RR-with-prior with a per-row prior: K numeric columns, one per class in the
+            classes' order, each row a distribution not depending on that row's own label.
+        prior: RR-with-prior with one (K,) prior shared by every row.
+        write_channel: also write each row's channel, ``channel_j`` = Pr[released | true class j].
+        batch_rows: rows drawn and written at a time (one Parquet row group); the release pass's memory is
+            bounded by it (the first pass, checking the ids, keeps 8 bytes a row).
+        noise: the noise source.
+
+    Returns the sidecar (the content of ``release.json``) with ``seconds``, the time it took.
+    """
+    started = time.perf_counter()
+    out = Path(out)
+    _refuse_existing(out)
+    domain = LabelDomain(classes)
+    eps = check_epsilon(epsilon)
+    block_rows = check_batch_rows(batch_rows)
+    columns_of_priors, shared = prior_spec(domain.size, prior_columns, prior)
+    if not isinstance(noise, NoiseSource):
+        raise ConfigError(f"noise must be a labeldp.randomness.NoiseSource, got {type(noise).__name__}")
+    needed = [id_column, label_column, *(columns_of_priors or ())]
+    if len(set(needed)) != len(needed):
+        raise ConfigError(f"the id, label and prior columns must be distinct, got {needed}")
+    if id_column in (RELEASED_COLUMN, K_COLUMN) or id_column.startswith(CHANNEL_PREFIX):
+        raise ConfigError(f"id column {id_column!r} would clash with a column of the release; rename it first")
+    with _system_allocator():
+        return _privatize_table(source, out, started, domain, eps, block_rows, columns_of_priors, shared, needed,
+                                label_column, id_column, write_channel, noise)
+
+
+def _privatize_table(source, out: Path, started: float, domain: LabelDomain, eps: float, block_rows: int,
+                     columns_of_priors, shared, needed: list[str], label_column: str, id_column: str,
+                     write_channel: bool, noise: NoiseSource) -> dict[str, Any]:
+    datasets, described = open_source(source, label_column)
+    schema = source_schema(datasets, needed)
+    class_values = arrow_class_values(domain, released_type(datasets, schema.field(label_column).type), label_column)
+    for name in columns_of_priors or ():
+        if not (pa.types.is_floating(schema.field(name).type) or pa.types.is_integer(schema.field(name).type)):
+            raise DataError(f"prior column {name!r} must be numeric, got {schema.field(name).type}")
+    if pa.types.is_nested(schema.field(id_column).type):
+        raise DataError(f"id column {id_column!r} must hold one value a row (a number, a string, a date), got "
+                        f"{schema.field(id_column).type}")
+    rows = check_rows(datasets, schema, domain, label_column, id_column, described)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(out):
+        _refuse_existing(out)
+        partial = out.parent / f".{out.name}.partial"
+        if partial.exists():
+            warnings.warn(f"removed {partial}, left by a release into {out} that did not finish; its labels were "
+                          "never published", stacklevel=2)
+            shutil.rmtree(partial)
+        partial.mkdir()
+        mode = partial.stat().st_mode & 0o777
+        partial.chmod(0o700)  # the noisy labels of an unfinished release are its owner's only
+        try:
+            sidecar = _write_release(partial, datasets, schema, label_column, id_column, domain, class_values, eps,
+                                     columns_of_priors, shared, write_channel, block_rows, noise, rows, described)
+            partial.chmod(mode)
+            _refuse_existing(out)
+            os.rename(partial, out)
+            _fsync(out.parent)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+    return {**sidecar, "seconds": time.perf_counter() - started}
+
+
+def _write_release(folder: Path, datasets, schema: pa.Schema, label_column: str, id_column: str, domain: LabelDomain,
+                   class_values: pa.Array, epsilon: float, prior_columns, shared, write_channel: bool,
+                   block_rows: int, noise: NoiseSource, rows: int, described: str) -> dict[str, Any]:
+    num_classes = domain.size
+    with_prior = prior_columns is not None or shared is not None
+    draws = Draws(num_classes, epsilon, with_prior, noise)
+    k_type = pa.int8() if num_classes < 128 else pa.int32()
+    fields = [schema.field(id_column), pa.field(RELEASED_COLUMN, class_values.type, nullable=False)]
+    if with_prior:
+        fields.append(pa.field(K_COLUMN, k_type, nullable=False))
+    channel_names = [f"{CHANNEL_PREFIX}{j}" for j in range(num_classes)] if write_channel else []
+    fields += [pa.field(name, pa.float64(), nullable=False) for name in channel_names]
+    out_schema = pa.schema(fields)
+    written = 0
+    labels_path = folder / LABELS_FILE
+    with pq.ParquetWriter(labels_path, out_schema, use_dictionary=[RELEASED_COLUMN, K_COLUMN]) as writer:
+        for block in read_blocks(read_batches(datasets, schema, label_column), block_rows, domain, label_column, id_column, prior_columns):
+            prior = block.prior
+            if shared is not None:
+                prior = np.broadcast_to(shared, (block.rows, num_classes))
+            noisy, k = draws.draw(block.positions, prior)
+            arrays = [block.ids, class_values.take(pa.array(noisy))]
+            if with_prior:
+                arrays.append(pa.array(k.astype(k_type.to_pandas_dtype())))
+            if write_channel:
+                likelihood = (rr_with_prior_likelihood(noisy, prior, epsilon) if with_prior
+                              else randomized_response_likelihood(noisy, num_classes, epsilon))
+                arrays += [pa.array(likelihood[:, j]) for j in range(num_classes)]
+            writer.write_table(pa.Table.from_arrays(arrays, schema=out_schema), row_group_size=block.rows)
+            written += block.rows
+    if written != rows:
+        raise DataError(f"{described} changed while it was being released ({rows} rows, then {written})")
+    ledger = draws.ledger(rows)
+    ledger.save(folder / LEDGER_FILE)
+    ledger_data = ledger.to_dict()
+    channel: dict[str, Any] = {"meaning": "Pr[released label | true label]: matrix[y][z] for true class y and "
+                                          "released class z; a row's channel L[y] = Pr[its released label | y]"}
+    if not with_prior or shared is not None:
+        matrix = (randomized_response_probabilities(num_classes, epsilon) if not with_prior
+                  else rr_with_prior_probabilities(shared[None, :], epsilon)[0])
+        channel["matrix"] = matrix.tolist()
+    else:
+        channel["per_row"] = ("depends on the row's prior and released label: "
+                              "labeldp.mechanisms.rr_with_prior_likelihood(released positions, prior rows, epsilon), "
+                              "or LabelRelease.channel(priors)")
+    if channel_names:
+        channel["columns"] = channel_names
+    sidecar = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "labeldp_version": __version__,
+        "rows": rows,
+        "source": {"table": described, "label_column": label_column, "id_column": id_column},
+        "classes": class_values.to_pylist(),
+        "label_type": str(class_values.type),
+        "mechanism": RR_WITH_PRIOR if with_prior else RR,
+        "epsilon": epsilon,
+        "prior": ({"columns": list(prior_columns)} if prior_columns is not None
+                  else {"shared": shared.tolist()} if shared is not None else None),
+        "k_range": draws.k_spread.range if draws.k_spread else None,
+        "channel": channel,
+        "columns": {"id": id_column, "released_label": RELEASED_COLUMN, "k": K_COLUMN if with_prior else None,
+                    "channel": channel_names},
+        "files": {"labels": LABELS_FILE, "ledger": LEDGER_FILE},
+        "batch_rows": block_rows,
+        "ledger": {"file": LEDGER_FILE, "epsilon": ledger_data["epsilon"], "delta": ledger_data["delta"],
+                   "neighboring_relation": ledger_data["neighboring_relation"],
+                   "entries": [{key: entry[key] for key in ("tag", "description", "event", "num_members")}
+                               for entry in ledger_data["entries"]]},
+        "noise": {"description": noise_text(noise), "private": noise.private,
+                  "insecure_noise_seed": noise.insecure_seed, "secure": noise.secure},
+    }
+    if not noise.private:
+        sidecar["warning"] = (f"NOT PRIVATE: the noise can be regenerated from insecure_noise_seed {noise.insecure_seed}; "
+                              "for tests only, never share this release")
+    write_json_atomic(folder / SIDECAR_FILE, sidecar)
+    for name in (LABELS_FILE, LEDGER_FILE, SIDECAR_FILE):
+        _fsync(folder / name)
+    _fsync(folder)
+    return sidecar
+
+
+def read_sidecar(path) -> dict[str, Any]:
+    """The sidecar of the release folder ``path`` (classes, mechanism, epsilon, channel, noise, ledger)."""
+    folder = Path(path)
+    sidecar_path = folder / SIDECAR_FILE
+    if not sidecar_path.is_file():
+        if folder.parent.joinpath(f".{folder.name}.partial").exists():
+            raise MissingFileError(f"{folder} is not a finished release: a release into it did not finish")
+        raise MissingFileError(f"{sidecar_path} does not exist: {folder} is not a label release folder")
+    try:
+        sidecar = json.loads(sidecar_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise DataError(f"{sidecar_path} is damaged ({error})") from None
+    if sidecar.get("format") != FORMAT or sidecar.get("format_version") != FORMAT_VERSION:
+        raise DataError(f"{sidecar_path} is not a labeldp label release (format {FORMAT!r} version {FORMAT_VERSION})")
+    return sidecar
+
+
+def load_release(path) -> ReleasedLabels:
+    """Read the release folder ``path`` written by :func:`privatize_table`, all of it, in memory (the
+    result takes 8 bytes a row for the labels, 8 for k and the ids' own size; reading takes about
+    twice that at its peak). For releases larger than memory, read ``labels.parquet`` in batches and
+    :func:`read_sidecar`."""
+    folder = Path(path)
+    sidecar = read_sidecar(folder)
+    ledger = PrivacyLedger.load(folder / sidecar["files"]["ledger"])
+    table = pq.read_table(folder / sidecar["files"]["labels"])
+    rows = sidecar["rows"]
+    if table.num_rows != rows or ledger.dataset_size != rows:
+        raise DataError(f"{folder}: {table.num_rows} released labels and a ledger of {ledger.dataset_size} rows, "
+                        f"the sidecar says {rows}")
+    domain = LabelDomain(sidecar["classes"])
+    names = sidecar["columns"]
+    labels = np.empty(rows, dtype=np.int64)
+    offset = 0
+    for chunk in table.column(names["released_label"]).chunks:  # a row group at a time
+        labels[offset:offset + len(chunk)] = arrow_positions(domain, chunk, f"{folder / LABELS_FILE}")
+        offset += len(chunk)
+    k = table.column(names["k"]).to_numpy().astype(np.int64) if names.get("k") else None
+    likelihood = (np.stack([table.column(name).to_numpy() for name in names["channel"]], axis=1)
+                  if names.get("channel") else None)
+    prior = sidecar.get("prior") or {}
+    released = ReleasedLabels(
+        labels, likelihood, tuple(sidecar["classes"]), ledger, mechanism=sidecar["mechanism"],
+        epsilon=float(sidecar["epsilon"]), ids=table.column(names["id"]).to_numpy(), k=k,
+        shared_prior=np.asarray(prior["shared"]) if "shared" in prior else None,
+        prior_columns=tuple(prior["columns"]) if "columns" in prior else None,
+        noise=sidecar["noise"]["description"], private=bool(sidecar["noise"]["private"]))
+    if likelihood is None and "columns" not in prior:  # the channel needs no per-row prior: kept, for the estimators
+        released = dataclasses.replace(released, likelihood=released.channel())
+    return released
+
+
+__all__ = ["CHANNEL_PREFIX", "K_COLUMN", "RELEASED_COLUMN", "load_release", "privatize_table", "read_sidecar"]

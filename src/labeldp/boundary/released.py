@@ -1,0 +1,188 @@
+"""Released labels: what a learner trains on once the true labels have crossed the boundary.
+
+:class:`ReleasedLabels` is the one released-labels type: the rows' released labels, their declared
+classes, the ledger of the release, and the noise channel of each row, L[i, y] = Pr[row i's released
+label | its label is class y], which the release's public parameters determine. It comes from a
+release of a label column (:func:`~labeldp.boundary.column.privatize`, a release folder read by
+:func:`~labeldp.boundary.release_folder.load_release`), from an estimator's release of private
+labels, or from any :class:`~labeldp.boundary.release.Release` of labels. Everything in it is free to
+use: training on it, tuning on it, scoring on it, any number of times, is post-processing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from labeldp._validation import check_priors
+from labeldp.accounting.ledger import PrivacyLedger
+from labeldp.errors import ConfigError
+from labeldp.mechanisms import (randomized_response_likelihood, randomized_response_probabilities,
+                                rr_with_prior_likelihood, rr_with_prior_probabilities)
+from labeldp.mechanisms.rr import prior_top_k
+
+#: the mechanisms of a label column released once
+RR = "randomized-response"
+RR_WITH_PRIOR = "rr-with-prior"
+
+
+@dataclass(frozen=True, eq=False)
+class ReleasedLabels:
+    """Labels released once, with what is needed to learn from them.
+
+    Parameters
+    ----------
+    labels : numpy.ndarray
+        (n,) each row's released label, as a position in ``classes``.
+    likelihood : numpy.ndarray or None
+        (n, K) each row's noise channel, where it is known without the rows' priors (see :meth:`channel`).
+    classes : sequence
+        The declared label domain, in order.
+    ledger : PrivacyLedger, optional
+        The release's ledger.
+    mechanism : str, optional
+        ``"randomized-response"`` or ``"rr-with-prior"`` for a label column released once.
+    epsilon : float, optional
+        The mechanism's epsilon (the ledger's, from dp_accounting, is ``ledger.epsilon()``).
+    ids : numpy.ndarray, optional
+        (n,) the rows' identifiers.
+    k : numpy.ndarray, optional
+        (n,) RR-with-prior's k per row (the size of the prior's top set the label was released in).
+    shared_prior : numpy.ndarray, optional
+        (K,) the prior of every row, when one prior was shared.
+    prior_columns : tuple of str, optional
+        The prior's columns in the source table, when each row had its own.
+    noise : str
+        Where the noise came from.
+    private : bool
+        False for noise reproducible from an insecure seed (NOT PRIVATE).
+
+    Rows are selected like an array's (``released[rows]``: scikit-learn's cross-validation splits it
+    with the features), and ``numpy.asarray(released)`` gives the released label values, which are
+    public (a stratified split on them reads no private label).
+    """
+
+    labels: np.ndarray
+    likelihood: np.ndarray | None
+    classes: tuple
+    ledger: PrivacyLedger | None = None
+    mechanism: str | None = None
+    epsilon: float | None = None
+    ids: np.ndarray | None = None
+    k: np.ndarray | None = None
+    shared_prior: np.ndarray | None = None
+    prior_columns: tuple[str, ...] | None = None
+    noise: str = ""
+    private: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", np.asarray(self.labels, dtype=np.int64))
+        object.__setattr__(self, "classes", tuple(self.classes))
+        if self.likelihood is not None:
+            likelihood = np.asarray(self.likelihood, dtype=np.float64)
+            if likelihood.shape != (self.labels.size, len(self.classes)):
+                raise ConfigError(f"likelihood must have shape ({self.labels.size}, {len(self.classes)}), got "
+                                  f"{likelihood.shape}")
+            object.__setattr__(self, "likelihood", likelihood)
+
+    # -- an array of released labels ----------------------------------------------------------------
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.labels.size,)
+
+    def __len__(self) -> int:
+        return self.labels.size
+
+    @property
+    def values(self) -> np.ndarray:
+        """The released labels as class values (``classes[labels]``)."""
+        return np.asarray(self.classes, dtype=object)[self.labels]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self.values, dtype=dtype)
+
+    def __getitem__(self, rows: Any) -> ReleasedLabels:
+        if isinstance(rows, tuple) and rows and all(part is Ellipsis for part in rows[1:]):
+            rows = rows[0]  # released[rows, ...], as scikit-learn indexes arrays
+
+        def taken(array: np.ndarray | None) -> np.ndarray | None:
+            return None if array is None else array[rows]
+
+        return dataclasses.replace(self, labels=self.labels[rows], likelihood=taken(self.likelihood),
+                                   ids=taken(self.ids), k=taken(self.k))
+
+    # -- the noise channel ----------------------------------------------------------------------------
+    def matrix(self) -> np.ndarray:
+        """The (K, K) channel P[y, z] = Pr[release z | label y] shared by every row: RR's, or
+        RR-with-prior's under a shared prior. Per-row priors have per-row channels: :meth:`channel`."""
+        if self.mechanism == RR:
+            return randomized_response_probabilities(self.num_classes, self.epsilon)
+        if self.mechanism == RR_WITH_PRIOR and self.shared_prior is not None:
+            return rr_with_prior_probabilities(self.shared_prior[None, :], self.epsilon)[0]
+        raise ConfigError("the rows do not share one channel: use channel()")
+
+    def channel(self, priors: Any = None, rows: Any = None) -> np.ndarray:
+        """L[i, y] = Pr[row i's released label | its label is class y], shape (m, K), for ``rows`` (an
+        index or a slice; all by default).
+
+        Parameters
+        ----------
+        priors : array-like, optional
+            RR-with-prior with a prior per row: the (m, K) prior rows of these rows (the
+            ``prior_columns`` of the source table, in this release's order); their k is checked
+            against the released k. Not needed for RR, a shared prior, or a known ``likelihood``.
+        rows : index or slice, optional
+            The rows.
+
+        Returns
+        -------
+        numpy.ndarray
+            (m, K) float64.
+
+        Raises
+        ------
+        ConfigError
+            When the rows' priors are needed and not given, or do not give the released k.
+        """
+        selected = slice(None) if rows is None else rows
+        labels = self.labels[selected]
+        if priors is None and self.likelihood is not None:
+            return self.likelihood[selected]
+        if self.mechanism == RR:
+            return randomized_response_likelihood(labels, self.num_classes, self.epsilon)
+        if self.mechanism != RR_WITH_PRIOR:
+            raise ConfigError("these released labels carry no channel")
+        if priors is None:
+            if self.shared_prior is None:
+                raise ConfigError(f"RR-with-prior's channel depends on each row's prior: pass the prior columns "
+                                  f"{list(self.prior_columns or ())} of these rows as priors (with_priors)")
+            priors = np.broadcast_to(self.shared_prior, (labels.size, self.num_classes))
+        prior = check_priors(priors)
+        if prior.shape != (labels.size, self.num_classes):
+            raise ConfigError(f"priors must have shape ({labels.size}, {self.num_classes}), got {prior.shape}")
+        if self.k is not None and not np.array_equal(prior_top_k(prior, self.epsilon)[0], self.k[selected]):
+            raise ConfigError("these priors give other k than the release's: not the priors of these rows, or not "
+                              "in this release's order")
+        return rr_with_prior_likelihood(labels, prior, self.epsilon)
+
+    def with_priors(self, priors: Any) -> ReleasedLabels:
+        """These labels with each row's channel computed from its prior (RR-with-prior with a prior per row)."""
+        return dataclasses.replace(self, likelihood=self.channel(priors))
+
+    @classmethod
+    def from_release(cls, release: Any, classes: Sequence[Any], ledger: PrivacyLedger | None = None
+                     ) -> ReleasedLabels:
+        """The labels and channel of a :class:`~labeldp.boundary.release.Release` of labels."""
+        if release.labels is None or release.likelihood is None:
+            raise ConfigError(f"this release holds no labels with a channel: {release.description}")
+        return cls(release.labels, release.likelihood, classes, ledger, k=release.arrays.get("k"))
+
+
+__all__ = ["RR", "RR_WITH_PRIOR", "ReleasedLabels"]
