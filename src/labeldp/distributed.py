@@ -33,39 +33,96 @@ TIMEOUT = datetime.timedelta(hours=24)
 
 
 def requested() -> bool:
-    """Whether the environment asks for more than one process (``torchrun`` with N > 1)."""
+    """Whether the environment asks for more than one process (``torchrun`` with N > 1).
+
+    Returns
+    -------
+    bool
+        True when ``WORLD_SIZE`` is above 1.
+    """
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def available() -> bool:
+    """Whether this torch has ``torch.distributed``.
+
+    Returns
+    -------
+    bool
+        ``torch.distributed.is_available()``.
+    """
     return torch.distributed.is_available()
 
 
 def active() -> bool:
-    """Whether this process belongs to a process group of more than one process."""
+    """Whether this process belongs to a process group of more than one process.
+
+    Returns
+    -------
+    bool
+        True once :func:`start` joined a group of several processes.
+    """
     return (torch.distributed.is_available() and torch.distributed.is_initialized()
             and torch.distributed.get_world_size() > 1)
 
 
 def rank() -> int:
+    """This process's rank in the process group (0 when not data-parallel).
+
+    Returns
+    -------
+    int
+        The rank.
+    """
     return torch.distributed.get_rank() if active() else 0
 
 
 def world_size() -> int:
+    """Number of processes in the process group (1 when not data-parallel).
+
+    Returns
+    -------
+    int
+        The number of processes.
+    """
     return torch.distributed.get_world_size() if active() else 1
 
 
 def is_main() -> bool:
+    """Whether this process is rank 0, the only one that touches the privacy boundary and the run folder.
+
+    Returns
+    -------
+    bool
+        True on rank 0 and when not data-parallel.
+    """
     return rank() == 0
 
 
 def env_rank() -> int:
-    """This process's rank as the environment states it (before any process group exists)."""
+    """This process's rank as the environment states it (before any process group exists).
+
+    Returns
+    -------
+    int
+        ``RANK``, 0 when unset.
+    """
     return int(os.environ.get("RANK", "0"))
 
 
 def local_device(device: torch.device) -> torch.device:
-    """The device of this process: on CUDA the GPU ``LOCAL_RANK`` (one per process), else ``device``."""
+    """The device of this process: on CUDA the GPU ``LOCAL_RANK`` (one per process), else ``device``.
+
+    Parameters
+    ----------
+    device : torch.device
+        The run's device.
+
+    Returns
+    -------
+    torch.device
+        ``cuda:LOCAL_RANK`` for a CUDA device without an index in a multi-process run, else ``device``.
+    """
     if device.type == "cuda" and requested() and device.index is None:
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     return device
@@ -73,7 +130,22 @@ def local_device(device: torch.device) -> torch.device:
 
 def start(device: torch.device) -> bool:
     """Join the process group that the environment describes (once; nccl for CUDA, gloo otherwise).
-    Returns whether this process now runs data-parallel."""
+
+    Parameters
+    ----------
+    device : torch.device
+        This process's device (see :func:`local_device`); it chooses the backend.
+
+    Returns
+    -------
+    bool
+        Whether this process now runs data-parallel.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the environment asks for several processes but this torch has no ``torch.distributed``.
+    """
     if active() or not requested():
         return active()
     if not available():
@@ -86,7 +158,15 @@ def start(device: torch.device) -> bool:
 
 
 def stop() -> None:
-    """Leave the process group (at the end of the command that started it)."""
+    """Leave the process group (at the end of the command that started it).
+
+    Waits at a barrier first, so that no rank leaves while another still talks to it. Does nothing
+    without a process group.
+
+    Returns
+    -------
+    None
+    """
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         gc.collect()  # the training's DistributedDataParallel reducers go before their process group
         torch.distributed.barrier()  # no rank leaves while another still talks to it (gloo aborts otherwise)
@@ -94,7 +174,13 @@ def stop() -> None:
 
 
 def communication_device() -> torch.device:
-    """Where collective operations take their tensors: the current GPU under nccl, else the CPU."""
+    """Where collective operations take their tensors: the current GPU under nccl, else the CPU.
+
+    Returns
+    -------
+    torch.device
+        The device.
+    """
     if not active():
         return torch.device("cpu")
     if torch.distributed.get_backend() == "nccl":
@@ -103,7 +189,20 @@ def communication_device() -> torch.device:
 
 
 def broadcast(value: Any = None) -> Any:
-    """Rank 0's ``value`` on every rank (pickled; the others' ``value`` is ignored)."""
+    """Rank 0's ``value`` on every rank (pickled; the others' ``value`` is ignored).
+
+    Every rank must call it.
+
+    Parameters
+    ----------
+    value : object, optional
+        The value to send, read on rank 0 only.
+
+    Returns
+    -------
+    object
+        Rank 0's value (``value`` itself when not data-parallel).
+    """
     if not active():
         return value
     box = [value if is_main() else None]
@@ -112,9 +211,27 @@ def broadcast(value: Any = None) -> Any:
 
 
 def on_main(step: Callable[[], T]) -> T:
-    """Run ``step`` on rank 0 alone and return its result on every rank. An error raised by ``step`` is
-    raised on every rank (a :class:`~labeldp.errors.LabelDPError` as its own class), so that no rank
-    waits for a result that never comes."""
+    """Run ``step`` on rank 0 alone and return its result on every rank.
+
+    An error raised by ``step`` is raised on every rank (a :class:`~labeldp.errors.LabelDPError` as its
+    own class), so that no rank waits for a result that never comes.
+
+    Parameters
+    ----------
+    step : callable
+        A function of no arguments; its result must be picklable.
+
+    Returns
+    -------
+    object
+        ``step``'s result.
+
+    Raises
+    ------
+    labeldp.errors.LabelDPError
+        The error ``step`` raised on rank 0, of the same class on every rank; any other error is raised
+        as itself on rank 0 and as ``RuntimeError`` on the others.
+    """
     if not active():
         return step()
     if is_main():
@@ -135,8 +252,20 @@ def on_main(step: Callable[[], T]) -> T:
 
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
-    """The sum over ranks of ``tensor``, on its device (the tensor itself when alone). Every rank
-    receives the same values (the backend reduces each element once and shares the result)."""
+    """The sum over ranks of ``tensor``, on its device (the tensor itself when alone).
+
+    Every rank receives the same values (the backend reduces each element once and shares the result).
+
+    Parameters
+    ----------
+    tensor : torch.Tensor
+        This rank's part, the same shape on every rank.
+
+    Returns
+    -------
+    torch.Tensor
+        The sum, on ``tensor``'s device.
+    """
     if not active():
         return tensor
     moved = tensor.to(communication_device())
@@ -145,8 +274,20 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def shard(count: int) -> slice:
-    """This rank's contiguous share of ``count`` rows (the first ranks take one more when it does not
-    divide): with :func:`gather_rows`, evaluation over ``count`` examples split among the ranks."""
+    """This rank's contiguous share of ``count`` rows (the first ranks take one more when it does not divide).
+
+    With :func:`gather_rows`, evaluation over ``count`` examples split among the ranks.
+
+    Parameters
+    ----------
+    count : int
+        Number of rows.
+
+    Returns
+    -------
+    slice
+        This rank's rows.
+    """
     size, ranks, me = count, world_size(), rank()
     base, extra = divmod(size, ranks)
     begin = me * base + min(me, extra)
@@ -154,7 +295,20 @@ def shard(count: int) -> slice:
 
 
 def gather_rows(local: torch.Tensor, count: int) -> torch.Tensor:
-    """Every rank's :func:`shard` of rows, concatenated in rank order (``count`` rows), on every rank."""
+    """Every rank's :func:`shard` of rows, concatenated in rank order (``count`` rows), on every rank.
+
+    Parameters
+    ----------
+    local : torch.Tensor
+        This rank's rows, shape (len(shard), ...).
+    count : int
+        Total number of rows.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape (count, ...), on ``local``'s device.
+    """
     if not active():
         return local
     ranks = world_size()
@@ -169,7 +323,24 @@ def gather_rows(local: torch.Tensor, count: int) -> torch.Tensor:
 
 
 def check_same(value: Any, what: str) -> None:
-    """Refuse to go on when the ranks disagree on ``value`` (e.g. the configuration each was started with)."""
+    """Refuse to go on when the ranks disagree on ``value`` (e.g. the configuration each was started with).
+
+    Parameters
+    ----------
+    value : object
+        This rank's value (picklable, comparable with ``==``).
+    what : str
+        What it is, for the message.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If some rank's value differs from rank 0's.
+    """
     if not active():
         return
     values: list[Any] = [None] * world_size()
@@ -181,5 +352,18 @@ def check_same(value: Any, what: str) -> None:
 
 
 def seed_of_rank(seed: int, *ids: int) -> int:
-    """A seed for this rank's own public stream (its augmentation), distinct per rank and ``ids``."""
+    """A seed for this rank's own public stream (its augmentation), distinct per rank and ``ids``.
+
+    Parameters
+    ----------
+    seed : int
+        The run's public seed.
+    *ids : int
+        Further identifiers of the stream (e.g. an epoch).
+
+    Returns
+    -------
+    int
+        A seed in [0, 2^63).
+    """
     return int(np.random.SeedSequence([int(seed), 0x6464, rank(), *map(int, ids)]).generate_state(1, np.uint64)[0] >> 1)

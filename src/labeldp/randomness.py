@@ -63,22 +63,83 @@ def _sequence(seed: int, streams: dict[str, int], purpose: str, ids: tuple[int, 
 
 
 def public_rng(seed: int, purpose: str, *ids: int) -> np.random.Generator:
-    """The reproducible generator of public stream ``purpose`` (a key of :data:`PUBLIC_STREAMS`)."""
+    """The reproducible generator of public stream ``purpose`` (a key of :data:`PUBLIC_STREAMS`).
+
+    Public streams control only what depends on no label; they are not noise.
+
+    Parameters
+    ----------
+    seed : int
+        The run's public seed (``--seed``).
+    purpose : str
+        A key of :data:`PUBLIC_STREAMS`.
+    *ids : int
+        Further identifiers of the stream (e.g. a fold or an epoch).
+
+    Returns
+    -------
+    numpy.random.Generator
+        A generator seeded from ``SeedSequence([seed, number, *ids])``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``purpose`` is not a public stream.
+    """
     return np.random.default_rng(_sequence(seed, PUBLIC_STREAMS, purpose, ids))
 
 
 def public_seed(seed: int, purpose: str, *ids: int) -> int:
-    """A 63-bit integer seed of public stream ``purpose``, for ``torch.Generator.manual_seed``."""
+    """A 63-bit integer seed of public stream ``purpose``, for ``torch.Generator.manual_seed``.
+
+    Parameters
+    ----------
+    seed : int
+        The run's public seed (``--seed``).
+    purpose : str
+        A key of :data:`PUBLIC_STREAMS`.
+    *ids : int
+        Further identifiers of the stream.
+
+    Returns
+    -------
+    int
+        A seed in [0, 2^63).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``purpose`` is not a public stream.
+    """
     return int(_sequence(seed, PUBLIC_STREAMS, purpose, ids).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 def box_muller(radius_uniforms, angle_uniforms, count: int, xp: Any = np):
-    """``count`` standard normal deviates from ``ceil(count / 2)`` uniforms in [0, 1) for the radii and
-    as many for the angles: the Box-Muller transform. The radius uniforms set the tails: on the 2^-53
-    grid (float64) no deviate is cut off before 8.57 standard deviations (5.77 on float32's 2^-24
-    grid); the angles only need the precision of the result. ``xp`` is the array module (numpy, or
-    torch for tensors: torch's vectorised cos and sin are several times faster than numpy's). Like
-    every floating-point Gaussian sampler it is not an exact discrete Gaussian."""
+    """Standard normal deviates from uniforms: the Box-Muller transform.
+
+    ``count`` standard normal deviates from ``ceil(count / 2)`` uniforms in [0, 1) for the radii and
+    as many for the angles. The radius uniforms set the tails: on the 2^-53 grid (float64) no deviate
+    is cut off before 8.57 standard deviations (5.77 on float32's 2^-24 grid); the angles only need the
+    precision of the result. ``xp`` is the array module (numpy, or torch for tensors: torch's
+    vectorised cos and sin are several times faster than numpy's). Like every floating-point Gaussian
+    sampler it is not an exact discrete Gaussian.
+
+    Parameters
+    ----------
+    radius_uniforms : numpy.ndarray or torch.Tensor
+        ``ceil(count / 2)`` uniforms in [0, 1), 1-d.
+    angle_uniforms : numpy.ndarray or torch.Tensor
+        As many uniforms in [0, 1), 1-d; their dtype is the result's.
+    count : int
+        Number of deviates.
+    xp : module, optional
+        ``numpy`` (default) or ``torch``.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        ``count`` deviates, 1-d, in the dtype of ``angle_uniforms``.
+    """
     radius = xp.sqrt(-2.0 * xp.log1p(-radius_uniforms))  # log(1 - u) with u in [0, 1): finite
     angle = (2 * math.pi) * angle_uniforms
     radius = radius.astype(angle.dtype) if xp is np else radius.to(angle.dtype)  # the result's precision
@@ -86,31 +147,72 @@ def box_muller(radius_uniforms, angle_uniforms, count: int, xp: Any = np):
 
 
 class SecureGenerator:
-    """A cryptographically secure generator with the part of ``numpy.random.Generator``'s interface that
-    labeldp uses: 64-bit words from the ChaCha20 keystream (the ``cryptography`` package, i.e.
-    OpenSSL), under a key and nonce of 384 bits from ``os.urandom`` drawn when it is created.
+    """A cryptographically secure generator with the part of ``numpy.random.Generator``'s interface that labeldp uses.
+
+    64-bit words from the ChaCha20 keystream (the ``cryptography`` package, i.e. OpenSSL), under a key
+    and nonce of 384 bits from ``os.urandom`` drawn when it is created.
 
     ``random`` gives floats on the 2^-53 grid of [0, 1) (the top 53 bits of a word); ``integers`` is
     exactly uniform (rejection sampling on words, no modulo bias); ``normal`` is :func:`box_muller`
     in float64. On the 2-core development machine the keystream runs at about 5 GB/s, 13 times the
     speed of reading ``os.urandom``.
+
+    The constructor takes no parameters; nothing of the key is ever saved.
     """
 
     def __init__(self) -> None:
         self._stream = Cipher(algorithms.ChaCha20(os.urandom(32), os.urandom(16)), mode=None).encryptor()
 
     def words(self, count: int) -> np.ndarray:
-        """``count`` uniformly random 64-bit words."""
+        """``count`` uniformly random 64-bit words.
+
+        Parameters
+        ----------
+        count : int
+            Number of words.
+
+        Returns
+        -------
+        numpy.ndarray
+            uint64 array of shape (count,).
+        """
         return np.frombuffer(self._stream.update(bytes(8 * count)), dtype=np.uint64)
 
     def random(self, size: int | tuple[int, ...] | None = None) -> np.ndarray | float:
+        """Uniform floats on the 2^-53 grid of [0, 1) (numpy's signature).
+
+        Parameters
+        ----------
+        size : int, tuple of int or None, optional
+            Shape of the result; None (default) for one float.
+
+        Returns
+        -------
+        numpy.ndarray or float
+            float64 values of shape ``size``, or a float.
+        """
         shape = () if size is None else size
         values = (self.words(int(np.prod(shape))) >> np.uint64(11)).astype(np.float64) * 2.0**-53
         return float(values[0]) if size is None else values.reshape(shape)
 
     def normal(self, loc: float = 0.0, scale: float = 1.0, size: int | tuple[int, ...] | None = None
                ) -> np.ndarray | float:
-        """Normal deviates N(loc, scale^2) (numpy's signature)."""
+        """Normal deviates N(loc, scale^2) (numpy's signature).
+
+        Parameters
+        ----------
+        loc : float, optional
+            Mean (default 0).
+        scale : float, optional
+            Standard deviation (default 1).
+        size : int, tuple of int or None, optional
+            Shape of the result; None (default) for one float.
+
+        Returns
+        -------
+        numpy.ndarray or float
+            float64 deviates of shape ``size``, or a float.
+        """
         shape = () if size is None else ((size,) if np.isscalar(size) else tuple(size))
         count = int(np.prod(shape))
         pairs = (count + 1) // 2
@@ -118,7 +220,27 @@ class SecureGenerator:
         return float(values[0]) if size is None else values.reshape(shape)
 
     def integers(self, low, high=None, size=None) -> np.ndarray:
-        """Uniform integers in [low, high) (numpy's convention: one argument means [0, low))."""
+        """Uniform integers in [low, high) (numpy's convention: one argument means [0, low)).
+
+        Parameters
+        ----------
+        low : int or array_like of int
+            Lowest value (or, without ``high``, the exclusive upper bound).
+        high : int or array_like of int, optional
+            Exclusive upper bound, broadcast against ``low``.
+        size : int, tuple of int or None, optional
+            Shape of the result; None for the broadcast shape of ``low`` and ``high``.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 array.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If some ``high`` is not greater than its ``low``.
+        """
         if high is None:
             low, high = 0, low
         low_arr = np.asarray(low, dtype=np.int64)
@@ -145,9 +267,26 @@ RandomSource = Union[None, int, np.random.Generator, SecureGenerator, str]
 
 
 def as_generator(rng: RandomSource) -> np.random.Generator | SecureGenerator:
-    """Turn any accepted ``rng`` argument into an object with ``random``, ``integers`` and ``normal``:
+    """Turn any accepted ``rng`` argument into an object with ``random``, ``integers`` and ``normal``.
+
     None -> fresh OS entropy, ``"secure"`` -> a new :class:`SecureGenerator`, an int -> a seeded
-    (reproducible, not private) generator; generators are used as they are."""
+    (reproducible, not private) generator; generators are used as they are.
+
+    Parameters
+    ----------
+    rng : None, int, str, numpy.random.Generator or SecureGenerator
+        The source.
+
+    Returns
+    -------
+    numpy.random.Generator or SecureGenerator
+        The generator.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``rng`` is none of the accepted kinds (a string other than ``"secure"``, a bool, ...).
+    """
     if isinstance(rng, (np.random.Generator, SecureGenerator)):
         return rng
     if isinstance(rng, str):
@@ -160,14 +299,44 @@ def as_generator(rng: RandomSource) -> np.random.Generator | SecureGenerator:
 
 
 def fresh_seed() -> int:
-    """63 bits of operating-system entropy, for a torch generator that must be unpredictable."""
+    """63 bits of operating-system entropy, for a torch generator that must be unpredictable.
+
+    Returns
+    -------
+    int
+        A seed in [0, 2^63).
+    """
     return int.from_bytes(os.urandom(8), "little") >> 1
 
 
 @dataclass(frozen=True)
 class NoiseSource:
-    """Where a run's noise comes from (see the module docstring): fresh OS entropy by default,
-    ChaCha20 with ``secure``, or an explicitly insecure, reproducible seed."""
+    """Where a run's noise comes from (see the module docstring).
+
+    Fresh OS entropy by default, ChaCha20 with ``secure``, or an explicitly insecure, reproducible
+    seed.
+
+    Parameters
+    ----------
+    secure : bool, optional
+        Draw everything from :class:`SecureGenerator` (default False).
+    insecure_seed : int or None, optional
+        Derive every draw from this seed: reproducible and **not private** (default None).
+
+    Attributes
+    ----------
+    secure : bool
+        Whether the noise comes from ChaCha20.
+    insecure_seed : int or None
+        The insecure seed, if any.
+    private : bool
+        False when the noise can be regenerated from the run's configuration.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If both ``secure`` and ``insecure_seed`` are given.
+    """
 
     secure: bool = False
     insecure_seed: int | None = None
@@ -178,27 +347,78 @@ class NoiseSource:
 
     @property
     def private(self) -> bool:
-        """False when the noise can be regenerated from the run's configuration."""
+        """False when the noise can be regenerated from the run's configuration.
+
+        Returns
+        -------
+        bool
+            True unless an insecure seed is set.
+        """
         return self.insecure_seed is None
 
     def generator(self, purpose: str, *ids: int) -> np.random.Generator | SecureGenerator:
-        """A generator for noise stream ``purpose`` (a key of :data:`NOISE_STREAMS`)."""
+        """A generator for noise stream ``purpose`` (a key of :data:`NOISE_STREAMS`).
+
+        Parameters
+        ----------
+        purpose : str
+            A key of :data:`NOISE_STREAMS`.
+        *ids : int
+            Further identifiers of the stream.
+
+        Returns
+        -------
+        numpy.random.Generator or SecureGenerator
+            Seeded from the insecure seed in that mode; otherwise a :class:`SecureGenerator` (``secure``)
+            or a generator seeded with fresh OS entropy.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If ``purpose`` is not a noise stream (checked in every mode).
+        """
         if self.insecure_seed is not None:
             return np.random.default_rng(_sequence(self.insecure_seed, NOISE_STREAMS, purpose, ids))
         _sequence(0, NOISE_STREAMS, purpose, ids)  # the same check of the name in every mode
         return SecureGenerator() if self.secure else np.random.default_rng()
 
     def seed(self, purpose: str, *ids: int) -> int | None:
-        """A 63-bit seed for a torch generator of noise stream ``purpose``: fresh entropy by default,
-        derived from the insecure seed in that mode; None when the noise must come from a
-        :class:`SecureGenerator`. (torch's CPU generator keeps only the low 32 bits of a seed: use a
-        fresh seed only for CUDA generators, :func:`labeldp.dpsgd.noise.noise_generator` does.)"""
+        """A 63-bit seed for a torch generator of noise stream ``purpose``.
+
+        Fresh entropy by default, derived from the insecure seed in that mode; None when the noise must come
+        from a :class:`SecureGenerator`. (torch's CPU generator keeps only the low 32 bits of a seed: use a
+        fresh seed only for CUDA generators, :func:`labeldp.dpsgd.noise.noise_generator` does.)
+
+        Parameters
+        ----------
+        purpose : str
+            A key of :data:`NOISE_STREAMS`.
+        *ids : int
+            Further identifiers of the stream.
+
+        Returns
+        -------
+        int or None
+            A seed in [0, 2^63), or None in the secure mode.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If ``purpose`` is not a noise stream.
+        """
         if self.insecure_seed is not None:
             return int(_sequence(self.insecure_seed, NOISE_STREAMS, purpose, ids).generate_state(1, np.uint64)[0] >> 1)
         _sequence(0, NOISE_STREAMS, purpose, ids)
         return None if self.secure else fresh_seed()
 
     def describe(self) -> str:
+        """Where the noise comes from, in words, for logs and summaries.
+
+        Returns
+        -------
+        str
+            A sentence; in the insecure mode it says the noise is not private.
+        """
         if self.insecure_seed is not None:
             return (f"reproducible from insecure_noise_seed {self.insecure_seed} in config.json: NOT PRIVATE, "
                     "anyone who reads the configuration can regenerate the noise")

@@ -31,8 +31,13 @@ def reuse_freed_memory() -> bool:
     Blocks up to 2 GB are then taken from the heap (not mapped afresh), and up to 2 GB of free heap
     memory is kept. The cost: the process's resident memory stays near its peak until it exits
     (memory freed by one step is reused by the next, as with jemalloc or tcmalloc). It changes
-    nothing that is computed. Returns True when applied, False where the C library is not glibc
-    (e.g. macOS, musl, Windows), where it does nothing.
+    nothing that is computed.
+
+    Returns
+    -------
+    bool
+        True when applied, False where the C library is not glibc (e.g. macOS, musl, Windows), where it
+        does nothing.
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the C library the process runs with
@@ -43,10 +48,23 @@ def reuse_freed_memory() -> bool:
 
 
 def default_threads(dataset: str) -> int:
-    """Threads for torch when none are asked for: one for tables, whose small MLP steps are too short
-    to share between cores (two threads were several times slower than one on a busy 2-core machine),
-    every core for images; at most ``OMP_NUM_THREADS`` where the environment sets it (as torch
-    itself reads it: a job scheduler's or a test runner's share of the machine)."""
+    """Threads for torch when none are asked for.
+
+    One for tables, whose small MLP steps are too short to share between cores (two threads were
+    several times slower than one on a busy 2-core machine), every core for images; at most
+    ``OMP_NUM_THREADS`` where the environment sets it (as torch itself reads it: a job scheduler's or a
+    test runner's share of the machine).
+
+    Parameters
+    ----------
+    dataset : str
+        The run's dataset name; ``"csv"`` means a table.
+
+    Returns
+    -------
+    int
+        The number of threads, >= 1.
+    """
     wanted = 1 if dataset == "csv" else os.cpu_count() or 1
     limit = os.environ.get("OMP_NUM_THREADS", "")
     return min(wanted, int(limit)) if limit.isdigit() and int(limit) > 0 else wanted

@@ -34,33 +34,101 @@ GAUSSIAN_SHIFT_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 
 
 def histogram_event(epsilon: float) -> dp_event.DpEvent:
-    """A per-group label histogram with discrete Laplace(epsilon / 2) noise on every cell: replacing
-    one label moves two cells by one, two independent unit shifts."""
+    """The event of a per-group label histogram with discrete Laplace(epsilon / 2) noise on every cell.
+
+    Replacing one label moves two cells by one, two independent unit shifts: the table is epsilon-DP
+    under replace-one-label neighbours when its groups are public.
+
+    Parameters
+    ----------
+    epsilon : float
+        The privacy parameter the histogram was released with.
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(epsilon / 2, 1), 2)``.
+    """
     return dp_event.SelfComposedDpEvent(dp_event.DiscreteLaplaceDpEvent(epsilon / 2.0, 1), 2)
 
 
 def marginals_event(epsilon: float, num_features: int, num_classes: int) -> dp_event.DpEvent:
-    """Noisy label marginals over ``num_features`` public features
-    (:mod:`labeldp.mechanisms.marginals`): a table of counts whose L1 sensitivity is m (one replaced
-    label moves m cells by one: m = B with two classes, 2B with more) with discrete Laplace(epsilon /
-    m) noise on every cell. The ledger accounts discrete Laplace as the pure epsilon-DP guarantee
-    (parameter x sensitivity), which holds for the whole table; recorded as m unit shifts composed,
-    its PLD would lose epsilon at delta = 0 to truncation on a wide table (tens of cells)."""
+    """The event of noisy label marginals over ``num_features`` public features.
+
+    Noisy label marginals (:mod:`labeldp.mechanisms.marginals`): a table of counts whose L1 sensitivity
+    is m (one replaced label moves m cells by one: m = B with two classes, 2B with more) with discrete
+    Laplace(epsilon / m) noise on every cell. The ledger accounts discrete Laplace as the pure
+    epsilon-DP guarantee (parameter x sensitivity), which holds for the whole table; recorded as m unit
+    shifts composed, its PLD would lose epsilon at delta = 0 to truncation on a wide table (tens of
+    cells).
+
+    Parameters
+    ----------
+    epsilon : float
+        The privacy parameter the table was released with.
+    num_features : int
+        B, the number of binned public features.
+    num_classes : int
+        K, the number of classes.
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        ``DiscreteLaplaceDpEvent(epsilon / m, m)``.
+    """
     cells = moved_cells(num_features, num_classes)
     return dp_event.DiscreteLaplaceDpEvent(epsilon / cells, cells)
 
 
 def laplace_one_hot_event(epsilon: float) -> dp_event.DpEvent:
-    """ALIBI's release on the grid (1/m) Z: m onehot(y) plus discrete Laplace(epsilon / (2m)) per
-    coordinate; replacing the label shifts two coordinates by m, two independent shifts."""
+    """The event of ALIBI's release on the grid (1/m) Z.
+
+    The release is m onehot(y) plus discrete Laplace(epsilon / (2m)) per coordinate; replacing the
+    label shifts two coordinates by m, two independent shifts, so it is epsilon-label-DP.
+
+    Parameters
+    ----------
+    epsilon : float
+        The privacy parameter the vectors were released with, > 0.
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(epsilon / (2m), m), 2)``, m = ``LAPLACE_GRID``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0.
+    """
     return dp_event.SelfComposedDpEvent(
         dp_event.DiscreteLaplaceDpEvent(laplace_parameter(epsilon), LAPLACE_GRID), 2)
 
 
 def laplace_value_event(epsilon: float, steps: int) -> dp_event.DpEvent:
-    """A numeric label released on a grid of ``steps`` + 1 evenly spaced values with discrete Laplace
+    """The event of a numeric label released with discrete Laplace noise on an evenly spaced grid.
+
+    A numeric label released on a grid of ``steps`` + 1 evenly spaced values with discrete Laplace
     noise of parameter epsilon / steps per step: replacing the label moves the value by at most
-    ``steps`` steps (:mod:`labeldp.mechanisms.laplace_value`), so the release is epsilon-DP."""
+    ``steps`` steps (:mod:`labeldp.mechanisms.laplace_value`), so the release is epsilon-DP.
+
+    Parameters
+    ----------
+    epsilon : float
+        The privacy parameter the labels were released with.
+    steps : int
+        G - 1, the number of grid steps the label range spans (>= 1).
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        ``DiscreteLaplaceDpEvent(epsilon / steps, steps)``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``steps`` is below 1.
+    """
     steps = int(steps)
     if steps < 1:
         raise ConfigError(f"a label range spans at least one grid step, got {steps}")
@@ -98,6 +166,18 @@ def randomized_response_event(epsilon: float, num_buckets: int) -> dp_event.DpEv
 
     dp_accounting's RR keeps the input with probability 1 - p and otherwise outputs a uniform bucket
     (possibly the input), so p = k / (e^eps + k - 1) gives the same distribution.
+
+    Parameters
+    ----------
+    epsilon : float
+        The privacy parameter of the release.
+    num_buckets : int
+        k, the number of values RR chooses among (1: a constant, no privacy cost).
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        ``RandomizedResponseDpEvent(p, k)``, or ``NoOpDpEvent`` for k = 1.
     """
     k = int(num_buckets)
     if k == 1:
@@ -107,20 +187,67 @@ def randomized_response_event(epsilon: float, num_buckets: int) -> dp_event.DpEv
 
 
 def non_private_event() -> dp_event.DpEvent:
-    """True labels handed out without noise: the ledger's epsilon becomes infinite."""
+    """True labels handed out without noise: the ledger's epsilon becomes infinite.
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        A ``NonPrivateDpEvent``.
+    """
     return dp_event.NonPrivateDpEvent()
 
 
 def check_queries(queries: int) -> int:
+    """Check that ``queries`` is a positive integer.
+
+    Parameters
+    ----------
+    queries : int
+        A number of queries.
+
+    Returns
+    -------
+    int
+        ``queries`` as an int.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``queries`` is not a positive integer.
+    """
     if int(queries) != queries or queries < 1:
         raise ConfigError(f"queries must be a positive integer, got {queries}")
     return int(queries)
 
 
 def pate_event(queries: int, noise_std: float, threshold_noise_std: float | None = None) -> dp_event.DpEvent:
-    """PATE's aggregator (:mod:`labeldp.accounting.calibration` explains the charge): the dp_accounting
-    event of ``queries`` GNMax answers with vote noise ``noise_std`` (and, for the confident variant, as
-    many threshold checks with noise ``threshold_noise_std``)."""
+    """The dp_accounting event of PATE's aggregator.
+
+    :mod:`labeldp.accounting.calibration` explains the charge: ``queries`` GNMax answers with vote
+    noise ``noise_std``, each a ``GaussianDpEvent(noise_std / sqrt(2))`` (and, for the confident
+    variant, as many threshold checks with noise ``threshold_noise_std``, each a
+    ``GaussianDpEvent(threshold_noise_std)``). It holds under replace-one-label neighbours when every
+    teacher was trained on its own disjoint part of the labels.
+
+    Parameters
+    ----------
+    queries : int
+        Number of queries, fixed before any vote is seen; each is charged whether or not it is answered.
+    noise_std : float
+        Standard deviation of the GNMax vote noise, > 0.
+    threshold_noise_std : float or None, optional
+        Standard deviation of the confident variant's threshold noise, > 0; None for plain GNMax.
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        A ``SelfComposedDpEvent`` of the answers, composed with one of the checks if there are any.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``queries`` is not a positive integer or a noise standard deviation is not > 0.
+    """
     count = check_queries(queries)
     if not noise_std > 0:
         raise ConfigError(f"noise_std must be > 0, got {noise_std}")
@@ -134,11 +261,23 @@ def pate_event(queries: int, noise_std: float, threshold_noise_std: float | None
 
 
 def gaussian_equivalent(event: dp_event.DpEvent) -> dp_event.GaussianDpEvent | None:
-    """The one Gaussian mechanism that a composition of (unsampled) Gaussian mechanisms equals, or
-    None for any other event. Gaussians with noise multipliers s_i compose into exactly one with
-    multiplier (sum_i s_i^-2)^(-1/2): their privacy loss distributions are Gaussian, and means and
-    variances add. One PLD of it is far cheaper than composing the parts' discretised PLDs (PATE's
-    hundreds of queries) and no less exact."""
+    """The one Gaussian mechanism that a composition of (unsampled) Gaussian mechanisms equals.
+
+    Gaussians with noise multipliers s_i compose into exactly one with multiplier
+    (sum_i s_i^-2)^(-1/2): their privacy loss distributions are Gaussian, and means and variances add.
+    One PLD of it is far cheaper than composing the parts' discretised PLDs (PATE's hundreds of
+    queries) and no less exact.
+
+    Parameters
+    ----------
+    event : dp_accounting.dp_event.DpEvent
+        Any event.
+
+    Returns
+    -------
+    dp_accounting.dp_event.GaussianDpEvent or None
+        The equivalent Gaussian, or None for any other event (including a Gaussian without noise).
+    """
     if isinstance(event, dp_event.GaussianDpEvent):
         return event if event.noise_multiplier > 0 else None
     if isinstance(event, dp_event.SelfComposedDpEvent) and event.count > 0:
@@ -153,7 +292,30 @@ def gaussian_equivalent(event: dp_event.DpEvent) -> dp_event.GaussianDpEvent | N
 
 
 def dpsgd_event(noise_multiplier: float, sampling_probability: float, steps: int) -> dp_event.DpEvent:
-    """The dp_accounting event of ``steps`` Poisson-sampled Gaussian steps."""
+    """The dp_accounting event of ``steps`` Poisson-sampled Gaussian steps.
+
+    Stated under add-or-remove-one-example neighbours (:data:`DPSGD_RELATION`), the clipping bound
+    folded into the noise multiplier.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        The ratio sigma of the noise's standard deviation to the clipping bound, >= 0 (0: no privacy).
+    sampling_probability : float
+        The Poisson sampling rate q of each step.
+    steps : int
+        Number of steps.
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)), steps)``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``noise_multiplier`` is negative or NaN.
+    """
     if not noise_multiplier >= 0:
         raise ConfigError(f"noise_multiplier must be >= 0, got {noise_multiplier}")
     step = dp_event.PoissonSampledDpEvent(sampling_probability, dp_event.GaussianDpEvent(noise_multiplier))
@@ -161,9 +323,31 @@ def dpsgd_event(noise_multiplier: float, sampling_probability: float, steps: int
 
 
 def selection_event(trial: dp_event.DpEvent, mean: float, shape: float) -> dp_event.DpEvent:
-    """Private selection (Papernot & Steinke 2022): ``trial`` repeated a random number of times (mean
-    ``mean``; ``shape`` inf: Poisson, 1: geometric, otherwise truncated negative binomial), only the best
-    output kept. Accounted with Renyi DP (dp_accounting's RDP accountant)."""
+    """The event of a private selection over repetitions of ``trial``.
+
+    Private selection (Papernot & Steinke 2022): ``trial`` repeated a random number of times (mean
+    ``mean``; ``shape`` inf: Poisson, 1: geometric, otherwise truncated negative binomial), only the
+    best output kept. Accounted with Renyi DP (dp_accounting's RDP accountant).
+
+    Parameters
+    ----------
+    trial : dp_accounting.dp_event.DpEvent
+        The event of one trial.
+    mean : float
+        The mean number of trials, a finite number > 1.
+    shape : float
+        The shape of the distribution of the number of trials, > 0 (inf: Poisson, 1: geometric).
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        ``RepeatAndSelectDpEvent(trial, mean, shape)``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``mean`` is not a finite number > 1 or ``shape`` is not > 0.
+    """
     if not math.isfinite(mean) or mean <= 1:
         raise ConfigError(f"the selection's mean number of trials must be a finite number > 1 (a mean of 1 is a "
                           f"single trial: no selection), got {mean}")

@@ -77,10 +77,28 @@ def event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelati
               ) -> pld_lib.PrivacyLossDistribution | None:
     """The pessimistic PLD of ``event`` under neighbouring ``relation`` (None for no loss).
 
-    Raises ``NonPrivateRelease`` for non-private events and ``ValueError`` for unsupported ones.
     A run asks for the same event's PLD several times (recording, saving, summarising), and a
     subsampled Gaussian's takes about a second: they are kept, by the event's full ``repr`` (events
     are immutable, their composition returns new distributions).
+
+    Parameters
+    ----------
+    event : dp_accounting.dp_event.DpEvent
+        The event, one of those the module docstring lists (nested compositions included).
+    relation : dp_accounting.NeighboringRelation, optional
+        The neighbouring relation (default ``REPLACE_ONE``, label DP).
+
+    Returns
+    -------
+    dp_accounting.pld.privacy_loss_distribution.PrivacyLossDistribution or None
+        The privacy loss distribution, or None when the event loses no privacy.
+
+    Raises
+    ------
+    NonPrivateRelease
+        For non-private events.
+    labeldp.errors.ConfigError
+        A ``ValueError``, for unsupported events or events not accounted under ``relation``.
     """
     key = (repr(event), relation)
     if key not in _PLD_CACHE:
@@ -145,7 +163,18 @@ def _event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelat
 
 
 def needs_rdp(event: dp_event.DpEvent) -> bool:
-    """Whether ``event`` holds a private selection (``RepeatAndSelectDpEvent``), which has no PLD."""
+    """Whether ``event`` holds a private selection (``RepeatAndSelectDpEvent``), which has no PLD.
+
+    Parameters
+    ----------
+    event : dp_accounting.dp_event.DpEvent
+        The event, searched through nested compositions.
+
+    Returns
+    -------
+    bool
+        True if a ``RepeatAndSelectDpEvent`` occurs in it.
+    """
     if isinstance(event, dp_event.RepeatAndSelectDpEvent):
         return True
     if isinstance(event, dp_event.SelfComposedDpEvent):
@@ -157,7 +186,22 @@ def needs_rdp(event: dp_event.DpEvent) -> bool:
 
 def rdp_epsilon(events: list[dp_event.DpEvent], delta: float,
                 relation: dp_accounting.NeighboringRelation = DPSGD_RELATION) -> float:
-    """Epsilon at ``delta`` of ``events`` composed, from dp_accounting's RDP accountant."""
+    """Epsilon at ``delta`` of ``events`` composed, from dp_accounting's RDP accountant.
+
+    Parameters
+    ----------
+    events : list of dp_accounting.dp_event.DpEvent
+        The events, composed in order.
+    delta : float
+        The target delta.
+    relation : dp_accounting.NeighboringRelation, optional
+        The neighbouring relation (default ``ADD_OR_REMOVE_ONE``).
+
+    Returns
+    -------
+    float
+        The epsilon, a bound from Renyi DP (looser than a PLD's).
+    """
     from labeldp.accounting.calibration import quiet_rdp  # calibration imports this module
 
     accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
@@ -183,7 +227,18 @@ def _compose(plds: list) -> pld_lib.PrivacyLossDistribution | None:
 
 
 def event_to_dict(event: dp_event.DpEvent) -> dict[str, Any]:
-    """Serialise a dp_accounting event (nested events included) to plain JSON types."""
+    """Serialise a dp_accounting event (nested events included) to plain JSON types.
+
+    Parameters
+    ----------
+    event : dp_accounting.dp_event.DpEvent
+        The event.
+
+    Returns
+    -------
+    dict
+        ``{"type": class name, field: value, ...}``, nested events as such dicts.
+    """
     out: dict[str, Any] = {"type": type(event).__name__}
     for attribute in attr.fields(type(event)):
         value = getattr(event, attribute.name)
@@ -196,7 +251,18 @@ def event_to_dict(event: dp_event.DpEvent) -> dict[str, Any]:
 
 
 def event_from_dict(data: dict[str, Any]) -> dp_event.DpEvent:
-    """Inverse of :func:`event_to_dict`."""
+    """Inverse of :func:`event_to_dict`.
+
+    Parameters
+    ----------
+    data : dict
+        A dict written by :func:`event_to_dict`.
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        The event.
+    """
     fields = dict(data)
     cls = getattr(dp_event, fields.pop("type"))
     for name, value in fields.items():
@@ -209,7 +275,26 @@ def event_from_dict(data: dict[str, Any]) -> dp_event.DpEvent:
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One randomisation of private labels: what ran (``event``) and on which examples."""
+    """One randomisation of private labels: what ran (``event``) and on which examples.
+
+    Parameters
+    ----------
+    tag, description, event, members
+        The attributes of the same names.
+
+    Attributes
+    ----------
+    tag : str
+        The entry's name, unique within its ledger.
+    description : str
+        What was released, in words.
+    event : dp_accounting.dp_event.DpEvent
+        The event applied (independently) to the label of each member.
+    members : numpy.ndarray
+        Boolean mask of shape (dataset_size,) over the ledger's dataset.
+    num_members : int
+        The number of members.
+    """
 
     tag: str
     description: str
@@ -218,15 +303,47 @@ class LedgerEntry:
 
     @property
     def num_members(self) -> int:
+        """The number of examples the entry touched.
+
+        Returns
+        -------
+        int
+            ``members.sum()``.
+        """
         return int(self.members.sum())
 
 
 class PrivacyLedger:
     """Records every spend of a dataset's label privacy and computes the total epsilon.
 
-    Args:
-        dataset_size: number of examples whose labels are protected; members are indices into them.
-        neighboring_relation: ``REPLACE_ONE`` (label DP, the default) or ``ADD_OR_REMOVE_ONE`` (full DP).
+    Each entry is an event applied independently to the labels of a set of examples. An example's
+    privacy loss is the (adaptive, sequential) composition of the events that touched it, events on
+    disjoint examples compose in parallel, and :meth:`epsilon` reports the worst example (see the
+    module docstring). The guarantee covers the releases recorded on the ledger, under its neighbouring
+    relation, and holds only if each recorded event is the mechanism that actually ran.
+
+    Parameters
+    ----------
+    dataset_size : int
+        Number of examples whose labels are protected; members are indices into them.
+    neighboring_relation : dp_accounting.NeighboringRelation, optional
+        ``REPLACE_ONE`` (label DP, the default) or ``ADD_OR_REMOVE_ONE`` (full DP).
+
+    Attributes
+    ----------
+    dataset_size : int
+        Number of examples whose labels are protected.
+    neighboring_relation : dp_accounting.NeighboringRelation
+        The relation every epsilon of the ledger is stated under.
+    relation_name : str
+        The relation in words.
+    entries : tuple of LedgerEntry
+        The entries recorded so far, in order.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``dataset_size`` is not positive or the relation is not one of the two above.
     """
 
     def __init__(self, dataset_size: int,
@@ -241,17 +358,60 @@ class PrivacyLedger:
 
     @property
     def relation_name(self) -> str:
+        """The neighbouring relation in words (``"replace-one label"`` or ``"add-or-remove one example"``).
+
+        Returns
+        -------
+        str
+            The relation's name.
+        """
         return RELATION_NAMES[self.neighboring_relation]
 
     @property
     def entries(self) -> tuple[LedgerEntry, ...]:
+        """The entries recorded so far, in order.
+
+        Returns
+        -------
+        tuple of LedgerEntry
+            A copy: recording later does not change it.
+        """
         return tuple(self._entries)
 
     def has(self, tag: str) -> bool:
+        """Whether the ledger has an entry tagged ``tag``.
+
+        Parameters
+        ----------
+        tag : str
+            The tag to look for.
+
+        Returns
+        -------
+        bool
+            True if some entry has that tag.
+        """
         return any(entry.tag == tag for entry in self._entries)
 
     def members_mask(self, members) -> np.ndarray:
-        """Validate ``members`` (indices or a boolean mask) and return it as a boolean mask."""
+        """Validate ``members`` (indices or a boolean mask) and return it as a boolean mask.
+
+        Parameters
+        ----------
+        members : array_like
+            1-d array of distinct example indices in [0, dataset_size), or a boolean mask of shape
+            (dataset_size,).
+
+        Returns
+        -------
+        numpy.ndarray
+            A new boolean mask of shape (dataset_size,).
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If a mask has the wrong shape, or indices are not 1-d integers in range without repeats.
+        """
         array = np.asarray(members)
         if array.dtype == bool:
             if array.shape != (self.dataset_size,):
@@ -268,7 +428,30 @@ class PrivacyLedger:
         return mask
 
     def record(self, event: dp_event.DpEvent, members, description: str, tag: str | None = None) -> LedgerEntry:
-        """Add one spend: ``event`` was applied (independently) to the labels of ``members``."""
+        """Add one spend: ``event`` was applied (independently) to the labels of ``members``.
+
+        Parameters
+        ----------
+        event : dp_accounting.dp_event.DpEvent
+            What ran on each member's label, under the ledger's neighbouring relation.
+        members : array_like
+            The examples whose labels it read: indices or a boolean mask (see :meth:`members_mask`).
+        description : str
+            What was released, in words.
+        tag : str or None, optional
+            A unique name for the entry (default ``"entry<N>"``).
+
+        Returns
+        -------
+        LedgerEntry
+            The entry recorded.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If ``event`` is not a DpEvent or cannot be accounted under the ledger's relation, the tag is
+            already used, or ``members`` is invalid.
+        """
         if not isinstance(event, dp_event.DpEvent):
             raise ConfigError(f"event must be a dp_accounting DpEvent, got {type(event).__name__}")
         tag = tag or f"entry{len(self._entries) + 1}"
@@ -319,7 +502,28 @@ class PrivacyLedger:
         return groups
 
     def epsilon(self, delta: float = 0.0) -> float:
-        """Smallest epsilon (from dp_accounting's PLDs) such that the run is (eps, delta)-label-DP."""
+        """Smallest epsilon (from dp_accounting's PLDs) such that the run is (eps, delta)-label-DP.
+
+        Examples are grouped by the exact set of entries that touched them; each group's events are
+        composed as PLDs (with dp_accounting's RDP accountant where a private selection has no PLD) and
+        the worst group is reported. Reported epsilons are pessimistic by at most about
+        ``VALUE_DISCRETIZATION``. Under ``ADD_OR_REMOVE_ONE`` the guarantee is full DP rather than label DP.
+
+        Parameters
+        ----------
+        delta : float, optional
+            Target delta, in [0, 1) (default 0).
+
+        Returns
+        -------
+        float
+            The epsilon; 0 for an empty ledger, ``math.inf`` if a non-private release was recorded.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If ``delta`` is not in [0, 1).
+        """
         if not 0.0 <= delta < 1.0:
             raise ConfigError(f"delta must lie in [0, 1), got {delta}")
         worst = 0.0
@@ -338,6 +542,24 @@ class PrivacyLedger:
         return worst
 
     def to_dict(self, delta: float = 0.0) -> dict[str, Any]:
+        """The ledger and its epsilon at ``delta`` as plain JSON types.
+
+        Parameters
+        ----------
+        delta : float, optional
+            The delta at which the epsilon is reported (default 0).
+
+        Returns
+        -------
+        dict
+            The relation, dataset size, delta, epsilon and entries (each event as :func:`event_to_dict`
+            writes it, the members packed as base64 bits).
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If ``delta`` is not in [0, 1).
+        """
         return {
             "neighboring_relation": self.neighboring_relation.name,
             "dataset_size": self.dataset_size,
@@ -357,6 +579,25 @@ class PrivacyLedger:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
+        """Rebuild a ledger from :meth:`to_dict`'s output, recording its entries again.
+
+        Files written before ledgers had a relation are read as ``REPLACE_ONE``.
+
+        Parameters
+        ----------
+        data : dict
+            A dict written by :meth:`to_dict` (the stored epsilon is not read: it is computed again).
+
+        Returns
+        -------
+        PrivacyLedger
+            The ledger.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If an entry cannot be recorded (a repeated tag, invalid members, an unsupported event).
+        """
         relation = data.get("neighboring_relation", NEIGHBORING_RELATION.name)
         if relation not in dp_accounting.NeighboringRelation.__members__:  # files written before relations
             relation = NEIGHBORING_RELATION.name
@@ -368,11 +609,45 @@ class PrivacyLedger:
         return ledger
 
     def save(self, path: str | os.PathLike, delta: float = 0.0) -> None:
-        """Write the ledger as JSON atomically (a crash never leaves a half-written file)."""
+        """Write the ledger as JSON atomically (a crash never leaves a half-written file).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file to write.
+        delta : float, optional
+            The delta at which the stored epsilon is reported (default 0).
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If ``delta`` is not in [0, 1).
+        """
         write_text_atomic(path, json.dumps(self.to_dict(delta), indent=2))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PrivacyLedger:
+        """Read a ledger written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The JSON file.
+
+        Returns
+        -------
+        PrivacyLedger
+            The ledger, its entries recorded again.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If an entry cannot be recorded (see :meth:`from_dict`).
+        """
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def __repr__(self) -> str:

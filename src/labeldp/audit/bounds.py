@@ -22,7 +22,27 @@ from labeldp.errors import ConfigError
 
 
 def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:
-    """One-sided lower confidence bound at level 1 - alpha for a binomial proportion."""
+    """One-sided lower confidence bound at level 1 - alpha for a binomial proportion.
+
+    Parameters
+    ----------
+    successes : int
+        Number of successes, in [0, trials].
+    trials : int
+        Number of trials, >= 0.
+    alpha : float
+        The probability that the bound exceeds the true proportion, in (0, 1).
+
+    Returns
+    -------
+    float
+        The Clopper-Pearson lower bound; 0 when there is no success.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If not 0 <= successes <= trials.
+    """
     if trials < 0 or not 0 <= successes <= trials:
         raise ConfigError(f"need 0 <= successes <= trials, got {successes} of {trials}")
     if successes == 0:
@@ -31,7 +51,27 @@ def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:
 
 
 def clopper_pearson_upper(successes: int, trials: int, alpha: float) -> float:
-    """One-sided upper confidence bound at level 1 - alpha for a binomial proportion."""
+    """One-sided upper confidence bound at level 1 - alpha for a binomial proportion.
+
+    Parameters
+    ----------
+    successes : int
+        Number of successes, in [0, trials].
+    trials : int
+        Number of trials, >= 0.
+    alpha : float
+        The probability that the bound falls below the true proportion, in (0, 1).
+
+    Returns
+    -------
+    float
+        The Clopper-Pearson upper bound; 1 when every trial succeeded.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If not 0 <= successes <= trials.
+    """
     if trials < 0 or not 0 <= successes <= trials:
         raise ConfigError(f"need 0 <= successes <= trials, got {successes} of {trials}")
     if successes == trials:
@@ -40,7 +80,20 @@ def clopper_pearson_upper(successes: int, trials: int, alpha: float) -> float:
 
 
 def epsilon_from_precision(precision: float, num_options: int) -> float:
-    """The epsilon at which e^eps / (e^eps + num_options - 1) equals ``precision`` (0 below chance)."""
+    """The epsilon at which e^eps / (e^eps + num_options - 1) equals ``precision`` (0 below chance).
+
+    Parameters
+    ----------
+    precision : float
+        The fraction of answered guesses that are right.
+    num_options : int
+        Number of values the secret is uniform over.
+
+    Returns
+    -------
+    float
+        The epsilon: 0 at or below chance (1 / num_options), ``math.inf`` at precision 1.
+    """
     if precision <= 1.0 / num_options:
         return 0.0
     if precision >= 1.0:
@@ -50,8 +103,35 @@ def epsilon_from_precision(precision: float, num_options: int) -> float:
 
 def epsilon_lower_bound(correct: int, answered: int, num_options: int, confidence: float = 0.95,
                         num_tests: int = 1) -> float:
-    """Epsilon lower bound, valid with probability >= ``confidence``, from ``correct`` of ``answered``
-    guesses of secrets uniform over ``num_options`` values (Bonferroni over ``num_tests`` thresholds)."""
+    """Epsilon lower bound, valid with probability >= ``confidence``, from ``correct`` of ``answered`` guesses.
+
+    The secrets are uniform over ``num_options`` values; the bound is Bonferroni-corrected over
+    ``num_tests`` thresholds. It holds for a pure epsilon-DP release (see the module docstring).
+
+    Parameters
+    ----------
+    correct : int
+        Number of right guesses.
+    answered : int
+        Number of guesses made (the attacker abstained on the rest).
+    num_options : int
+        Number of values each secret is uniform over, >= 2.
+    confidence : float, optional
+        Probability that the bound holds, in (0, 1) (default 0.95).
+    num_tests : int, optional
+        Number of bounds tried, of which the best is kept (default 1).
+
+    Returns
+    -------
+    float
+        The lower bound on epsilon, >= 0; 0 when nothing was answered.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``confidence`` is not in (0, 1), ``num_options`` is below 2, or ``correct`` is not in
+        [0, answered].
+    """
     if not 0.0 < confidence < 1.0:
         raise ConfigError(f"confidence must lie in (0, 1), got {confidence}")
     if num_options < 2:

@@ -56,6 +56,26 @@ _PROBABILITY_FLOOR = 1e-6
 
 @dataclass
 class ThresholdResult:
+    """What the attacker achieved when answering one fraction of the canaries.
+
+    Parameters
+    ----------
+    answer_fraction, answered, correct, precision, epsilon_lower_bound
+        The attributes of the same names.
+
+    Attributes
+    ----------
+    answer_fraction : float
+        The fraction of canaries the attacker answered (its most confident guesses).
+    answered : int
+        Number of guesses made.
+    correct : int
+        Number of right guesses.
+    precision : float
+        ``correct / answered``.
+    epsilon_lower_bound : float
+        The bound at this threshold, already at the Bonferroni-corrected level.
+    """
     answer_fraction: float
     answered: int
     correct: int
@@ -65,7 +85,26 @@ class ThresholdResult:
 
 @dataclass
 class AuditResult:
-    """The best bound over thresholds (already corrected for trying them all) and each threshold's."""
+    """The best bound over thresholds (already corrected for trying them all) and each threshold's.
+
+    Parameters
+    ----------
+    epsilon_lower_bound, confidence, num_canaries, num_options, thresholds
+        The attributes of the same names.
+
+    Attributes
+    ----------
+    epsilon_lower_bound : float
+        The largest bound over the thresholds, valid with probability >= ``confidence``.
+    confidence : float
+        The confidence of the bound.
+    num_canaries : int
+        Number of canaries guessed.
+    num_options : int
+        Number of values each secret was uniform over.
+    thresholds : list of ThresholdResult
+        Each threshold's result.
+    """
 
     epsilon_lower_bound: float
     confidence: float
@@ -74,6 +113,13 @@ class AuditResult:
     thresholds: list[ThresholdResult]
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as plain types, for JSON.
+
+        Returns
+        -------
+        dict
+            The fields, the thresholds as a list of dicts.
+        """
         return asdict(self)
 
 
@@ -83,6 +129,32 @@ def audit_guesses(guesses: np.ndarray, secrets: np.ndarray, scores: np.ndarray, 
 
     At each answer fraction f the attacker answers its ceil(f * n) highest-``scores`` guesses; the
     reported bound is the largest over fractions, each computed at level (1 - confidence) / #fractions.
+
+    Parameters
+    ----------
+    guesses : numpy.ndarray
+        The attacker's guess for each of the n canaries, shape (n,).
+    secrets : numpy.ndarray
+        The canaries' secret labels, shape (n,).
+    scores : numpy.ndarray
+        The attacker's confidence in each guess, shape (n,) (higher: answered first).
+    num_options : int
+        Number of values each secret was uniform over, >= 2.
+    confidence : float, optional
+        Probability that the bound holds, in (0, 1) (default 0.95).
+    answer_fractions : sequence of float, optional
+        Fractions of the canaries answered (default :data:`ANSWER_FRACTIONS`).
+
+    Returns
+    -------
+    AuditResult
+        The best bound and each fraction's.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the three arrays are not non-empty 1-d arrays of one length, ``confidence`` is not in
+        (0, 1), or ``num_options`` is below 2.
     """
     guesses, secrets, scores = np.asarray(guesses), np.asarray(secrets), np.asarray(scores, dtype=float)
     if not (guesses.shape == secrets.shape == scores.shape) or guesses.ndim != 1 or guesses.size == 0:
@@ -104,6 +176,30 @@ def audit_mechanism(mechanism: Callable[[np.ndarray], np.ndarray], num_classes: 
     """Audit ``mechanism`` (true labels -> released labels) on ``num_canaries`` uniform canary labels.
 
     The attacker guesses the released label for every canary; the bound uses num_options = K.
+
+    Parameters
+    ----------
+    mechanism : callable
+        Maps a 1-d integer array of labels in [0, num_classes) to the released labels, same shape.
+    num_classes : int
+        K, the number of classes.
+    num_canaries : int
+        Number of canary labels.
+    confidence : float, optional
+        Probability that the bound holds, in (0, 1) (default 0.95).
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        Source of the canary labels (see :mod:`labeldp.randomness`).
+
+    Returns
+    -------
+    AuditResult
+        The bound, with one threshold (every canary answered).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``confidence`` is not in (0, 1), ``num_classes`` is below 2, ``num_canaries`` is 0, or ``rng``
+        is not an accepted source.
     """
     secrets = as_generator(rng).integers(0, num_classes, size=num_canaries)
     released = np.asarray(mechanism(secrets))
@@ -111,7 +207,22 @@ def audit_mechanism(mechanism: Callable[[np.ndarray], np.ndarray], num_classes: 
 
 
 def noise_canaries(input_shape: tuple[int, ...], count: int, rng: np.random.Generator) -> np.ndarray:
-    """Standard-normal noise inputs; images get 4x4-pixel blocks (robust to small translations)."""
+    """Standard-normal noise inputs; images get 4x4-pixel blocks (robust to small translations).
+
+    Parameters
+    ----------
+    input_shape : tuple of int
+        Shape of one input; (C, H, W) is treated as an image.
+    count : int
+        Number of inputs.
+    rng : numpy.random.Generator
+        The (public) generator.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 array of shape (count, *input_shape).
+    """
     if len(input_shape) != 3:
         return rng.normal(size=(count,) + tuple(input_shape)).astype(np.float32)
     channels, height, width = input_shape
@@ -121,8 +232,28 @@ def noise_canaries(input_shape: tuple[int, ...], count: int, rng: np.random.Gene
 
 def guess_canary_labels(probabilities: np.ndarray, original_labels: np.ndarray | None = None,
                         reference_probabilities: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The attacker: the label with the highest log-probability (minus the reference model's, if
-    given), excluding each example's original label when ``original_labels`` is given."""
+    """The attacker: the label with the highest log-probability (minus the reference model's, if given).
+
+    Each example's original label is excluded when ``original_labels`` is given. Probabilities are
+    clipped below at 1e-6 before their logs are taken.
+
+    Parameters
+    ----------
+    probabilities : numpy.ndarray
+        The audited model's class probabilities, shape (n, K).
+    original_labels : numpy.ndarray or None, optional
+        Labels the attacker rules out, shape (n,) (for mislabeled canaries, the reference model's
+        predictions).
+    reference_probabilities : numpy.ndarray or None, optional
+        The reference model's class probabilities, shape (n, K).
+
+    Returns
+    -------
+    guesses : numpy.ndarray
+        The guessed label of each example, shape (n,).
+    scores : numpy.ndarray
+        The score of each guess, shape (n,) (higher: more confident).
+    """
     scores = np.log(np.clip(probabilities, _PROBABILITY_FLOOR, None))
     if reference_probabilities is not None:
         scores = scores - np.log(np.clip(reference_probabilities, _PROBABILITY_FLOOR, None))
@@ -140,8 +271,51 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
 
     The reference model is the finished run in ``reference_dir`` (same recipe, no canaries; e.g.
     the audited run itself), else one trained in ``out_dir/reference_run``. Finished runs in
-    ``out_dir`` are read back. Writes ``out_dir/audit.json`` and ``out_dir/audit_ledger.json`` (what the
-    audit's runs released); nothing else is touched.
+    ``out_dir`` are read back. Writes ``out_dir/audit.json`` and ``out_dir/audit_ledger.json`` (what
+    the audit's runs released); nothing else is touched.
+
+    The audit's runs release the real training labels again, with fresh noise (see the module
+    docstring): the report's ``spent`` gives the audit's epsilon and, when the reference is the audited
+    run, their composition.
+
+    Parameters
+    ----------
+    config : labeldp.runs.RunConfig
+        The recipe to audit.
+    out_dir : str or pathlib.Path
+        The audit's folder.
+    num_canaries : int, optional
+        Number of canaries, in [1, number of training examples] (default 1000).
+    confidence : float, optional
+        Probability that the bound holds, in (0, 1) (default 0.95).
+    seed : int, optional
+        Seed of the audit's public stream (which examples become canaries, their planted labels); with a
+        recipe's insecure noise seed it also enters the audit runs' derived noise seeds (default 0).
+    dataset : labeldp.data.LabeledDataset or None, optional
+        The dataset, if not the one ``config`` names.
+    device : str, optional
+        Where to train (default ``"auto"``).
+    progress : bool, optional
+        Show progress bars (default False).
+    reference_dir : str or pathlib.Path or None, optional
+        A finished run of the same recipe to use as the reference model.
+    canaries : str, optional
+        ``"mislabeled"`` (default) or ``"noise"`` (see the module docstring).
+
+    Returns
+    -------
+    dict
+        The report written to ``audit.json``: the method, dataset, claimed epsilon (and its label-DP
+        equivalent), the canary kind, the reference run, the canary run's test accuracy and time, the
+        audit's spending (``spent``), the seed, and the fields of :class:`AuditResult`.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``canaries`` or ``num_canaries`` is invalid, or the recipe cannot run.
+    labeldp.errors.LabelDPError
+        Any other error a run raises (e.g. :class:`~labeldp.errors.RunDirectoryError` for a folder in an
+        unexpected state).
     """
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
@@ -204,22 +378,81 @@ def _relation(config: RunConfig):
 
 
 def audit_folder(run_dir: str | Path, kind: str, **settings: Any) -> Path:
-    """Where an audit of ``run_dir`` with these settings keeps its runs: one folder per setting, so a
-    second audit with other canaries never reads the first one's runs back as its own."""
+    """Where an audit of ``run_dir`` with these settings keeps its runs.
+
+    One folder per setting, so a second audit with other canaries never reads the first one's runs back
+    as its own.
+
+    Parameters
+    ----------
+    run_dir : str or pathlib.Path
+        The audited run's folder.
+    kind : str
+        The kind of audit (for a label audit, its canary kind).
+    **settings
+        The settings that name the folder.
+
+    Returns
+    -------
+    pathlib.Path
+        ``run_dir/audit/<kind>-<name><value>-...``, the settings sorted by name.
+    """
     return Path(run_dir) / "audit" / "-".join([kind, *(f"{name}{value}" for name, value in sorted(settings.items()))])
 
 
 def default_canaries(num_examples: int) -> int:
-    """Canaries when none are given: 1000, or half the training set when it is smaller than 2000."""
+    """Canaries when none are given: 1000, or half the training set when it is smaller than 2000.
+
+    Parameters
+    ----------
+    num_examples : int
+        Number of training examples.
+
+    Returns
+    -------
+    int
+        The number of canaries, at least 1.
+    """
     return max(1, min(1000, num_examples // 2))
 
 
 def audit_run(run_dir: str | Path, *, num_canaries: int | None = None, seed: int = 0, canaries: str = "mislabeled",
               dataset: LabeledDataset | None = None, **kwargs: Any) -> dict[str, Any]:
-    """Audit the recipe of an existing run (its ``config.json``) with the run itself as the reference
-    model once it has finished; results go to a folder of ``run_dir/audit`` named by the settings
-    (:func:`audit_folder`). A run trained on a dataset passed in memory needs it again: ``dataset``.
-    ``num_canaries`` defaults to :func:`default_canaries` of the run's training set."""
+    """Audit the recipe of an existing run (its ``config.json``).
+
+    The run itself is the reference model once it has finished; results go to a folder of
+    ``run_dir/audit`` named by the settings (:func:`audit_folder`). A run trained on a dataset passed
+    in memory needs it again: ``dataset``. ``num_canaries`` defaults to :func:`default_canaries` of the
+    run's training set.
+
+    Parameters
+    ----------
+    run_dir : str or pathlib.Path
+        The run's folder.
+    num_canaries : int or None, optional
+        Number of canaries.
+    seed : int, optional
+        Seed of the audit (default 0).
+    canaries : str, optional
+        ``"mislabeled"`` (default) or ``"noise"``.
+    dataset : labeldp.data.LabeledDataset or None, optional
+        The run's dataset, needed when it was passed in memory.
+    **kwargs
+        Further keyword arguments of :func:`audit_config`.
+
+    Returns
+    -------
+    dict
+        :func:`audit_config`'s report, with the audit's ``folder``.
+
+    Raises
+    ------
+    labeldp.errors.RunDirectoryError
+        If ``run_dir`` has no ``config.json``.
+    labeldp.errors.ConfigError
+        If the run was trained on an in-memory dataset and ``dataset`` is not given, or as
+        :func:`audit_config`.
+    """
     config = audited_config(run_dir, dataset)
     if num_canaries is None:
         num_canaries = default_canaries(RunDirectory(run_dir).read_data_facts()["num_train"])
@@ -229,7 +462,27 @@ def audit_run(run_dir: str | Path, *, num_canaries: int | None = None, seed: int
 
 
 def audited_config(run_dir: str | Path, dataset: LabeledDataset | None = None) -> RunConfig:
-    """The configuration of the run to audit; a clear error when its data cannot be found again."""
+    """The configuration of the run to audit; a clear error when its data cannot be found again.
+
+    Parameters
+    ----------
+    run_dir : str or pathlib.Path
+        The run's folder.
+    dataset : labeldp.data.LabeledDataset or None, optional
+        The run's dataset, when it was passed in memory.
+
+    Returns
+    -------
+    labeldp.runs.RunConfig
+        The run's saved configuration.
+
+    Raises
+    ------
+    labeldp.errors.RunDirectoryError
+        If ``run_dir`` has no ``config.json``.
+    labeldp.errors.ConfigError
+        If the run was trained on an in-memory dataset and ``dataset`` is None.
+    """
     out = RunDirectory(run_dir)
     saved, facts = out.read_config(), out.read_data_facts()
     if saved is None:

@@ -45,7 +45,32 @@ FPR_POINTS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5)
 
 def membership_epsilon_lower_bound(scores: np.ndarray, is_member: np.ndarray, confidence: float = 0.95,
                                    delta: float = 0.0, fpr_points=FPR_POINTS) -> float:
-    """Epsilon lower bound from attack ``scores`` (higher = member), with Clopper-Pearson intervals."""
+    """Epsilon lower bound from attack ``scores`` (higher = member), with Clopper-Pearson intervals.
+
+    For an (eps, delta)-DP algorithm under add/remove-one neighbours, TPR <= e^eps FPR + delta and
+    1 - FPR <= e^eps (1 - TPR) + delta (see the module docstring). At each target false-positive rate a
+    threshold is set on the non-members' scores, and both inequalities are tried with the lower bound on
+    TPR and the upper bound on FPR; all intervals together hold with probability >= ``confidence``
+    (Bonferroni, two intervals per threshold).
+
+    Parameters
+    ----------
+    scores : numpy.ndarray
+        The attack's score of each target, shape (n,).
+    is_member : numpy.ndarray
+        Whether each target was trained on, boolean, shape (n,).
+    confidence : float, optional
+        Probability that the bound holds (default 0.95).
+    delta : float, optional
+        The delta of the guarantee being audited (default 0).
+    fpr_points : sequence of float, optional
+        The false-positive rates at which thresholds are tried (default :data:`FPR_POINTS`).
+
+    Returns
+    -------
+    float
+        The lower bound on epsilon, >= 0.
+    """
     scores, is_member = np.asarray(scores, dtype=float), np.asarray(is_member, dtype=bool)
     members, others = np.sort(scores[is_member])[::-1], np.sort(scores[~is_member])[::-1]
     alpha = (1 - confidence) / (2 * len(fpr_points))  # two intervals per threshold
@@ -66,7 +91,24 @@ def membership_epsilon_lower_bound(scores: np.ndarray, is_member: np.ndarray, co
 
 
 def attack_metrics(scores: np.ndarray, is_member: np.ndarray, confidence: float = 0.95, delta: float = 0.0) -> dict[str, Any]:
-    """AUC, TPR at each FPR in :data:`FPR_POINTS`, and the implied epsilon lower bound."""
+    """AUC, TPR at each FPR in :data:`FPR_POINTS`, and the implied epsilon lower bound.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray
+        The attack's score of each target, shape (n,).
+    is_member : numpy.ndarray
+        Whether each target was trained on, boolean, shape (n,).
+    confidence : float, optional
+        Probability that the bound holds (default 0.95).
+    delta : float, optional
+        The delta of the guarantee being audited (default 0).
+
+    Returns
+    -------
+    dict
+        ``{"auc": float, "tpr_at_fpr": {fpr: tpr}, "epsilon_lower_bound": float}``.
+    """
     fpr, tpr, _ = roc_curve(is_member, scores)
     return {
         "auc": float(roc_auc_score(is_member, scores)),
@@ -86,13 +128,42 @@ def _subset(data: LabeledDataset, indices: np.ndarray) -> LabeledDataset:
 
 
 def default_targets(num_examples: int) -> int:
-    """Targets when none are given: 1000, or as many as leave room for the shadows' other half."""
+    """Targets when none are given: 1000, or as many as leave room for the shadows' other half.
+
+    Parameters
+    ----------
+    num_examples : int
+        Number of training examples.
+
+    Returns
+    -------
+    int
+        ``max(2, min(1000, num_examples // 2 - 1))``.
+    """
     return max(2, min(1000, num_examples // 2 - 1))
 
 
 def check_membership_options(num_examples: int, num_targets: int | None, num_shadows: int) -> None:
-    """Refuse a membership audit that cannot run on ``num_examples`` training examples (before any
-    training)."""
+    """Refuse a membership audit that cannot run on ``num_examples`` training examples (before any training).
+
+    Parameters
+    ----------
+    num_examples : int
+        Number of training examples.
+    num_targets : int or None
+        Number of targets (None: :func:`default_targets`).
+    num_shadows : int
+        Number of shadow models.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``num_targets`` is not in [2, num_examples // 2) or ``num_shadows`` is below 1.
+    """
     num_targets = default_targets(num_examples) if num_targets is None else num_targets
     if not 2 <= num_targets < num_examples // 2:
         raise ConfigError(f"num_targets (--targets) must lie in [2, {num_examples // 2}) for a dataset of "
@@ -105,7 +176,9 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
                      confidence: float = 0.95, delta: float = 0.0, seed: int = 0,
                      dataset: LabeledDataset | None = None, device: str = "auto",
                      audited_ledger: PrivacyLedger | None = None) -> dict[str, Any]:
-    """Train ``config`` on a dataset where a random half of ``num_targets`` targets are members, train
+    """Audit a recipe by membership inference on targets of which a random half are members.
+
+    Train ``config`` on a dataset where a random half of ``num_targets`` targets are members, train
     ``num_shadows`` shadow models on random halves of the non-target examples, and attack the targets
     (``num_targets`` None: :func:`default_targets`).
 
@@ -114,7 +187,46 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
     the report gives the audit's epsilon and, with ``audited_ledger``, its composition with the
     audited run's. Each target carries a label the auditor planted (drawn from the public stream
     ``membership``), and the attack scores it by the model's confidence in that label, so no true
-    label is read outside the runs. Writes ``out_dir/membership.json``."""
+    label is read outside the runs. Writes ``out_dir/membership.json``.
+
+    Parameters
+    ----------
+    config : labeldp.runs.RunConfig
+        The recipe to audit.
+    out_dir : str or pathlib.Path
+        The audit's folder.
+    num_targets : int or None, optional
+        Number of targets, in [2, n // 2) (default :func:`default_targets`).
+    num_shadows : int, optional
+        Number of shadow models, >= 1 (default 4).
+    confidence : float, optional
+        Probability that each bound holds (default 0.95).
+    delta : float, optional
+        The delta of the guarantee being audited (default 0).
+    seed : int, optional
+        Seed of the audit's public stream (targets, members, planted labels, shadow subsets); with a
+        recipe's insecure noise seed it also enters the audit runs' derived noise seeds (default 0).
+    dataset : labeldp.data.LabeledDataset or None, optional
+        The dataset, if not the one ``config`` names.
+    device : str, optional
+        Where to train (default ``"auto"``).
+    audited_ledger : labeldp.accounting.PrivacyLedger or None, optional
+        The audited run's ledger, to report the composition with it.
+
+    Returns
+    -------
+    dict
+        The report written to ``membership.json``: the settings, :func:`attack_metrics` of the
+        loss-threshold attack and of offline LiRA, the time taken and the audit's spending (``spent``).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``num_targets`` or ``num_shadows`` is invalid (checked before any training), or the recipe
+        cannot run.
+    labeldp.errors.LabelDPError
+        Any other error a run raises.
+    """
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
     n = len(data.y_train)

@@ -23,11 +23,28 @@ from labeldp.runs import RunConfig
 
 
 def audit_run_config(config: RunConfig, seed: int, index: int) -> RunConfig:
-    """The configuration of the audit's ``index``-th run: the audited recipe, with noise that is not
-    the audited run's, and no release of private test labels (the audit measures labels leaked, not
-    accuracy: its runs release the training labels only, which its ledger maps onto the audited
-    examples). Fresh or secure noise never repeats; an insecure noise seed is replaced by one derived
-    from it, the audit's seed and ``index``, so that tests stay reproducible."""
+    """The configuration of the audit's ``index``-th run.
+
+    The audited recipe, with noise that is not the audited run's, and no release of private test
+    labels (the audit measures labels leaked, not accuracy: its runs release the training labels only,
+    which its ledger maps onto the audited examples). Fresh or secure noise never repeats; an insecure
+    noise seed is replaced by one derived from it, the audit's seed and ``index``, so that tests stay
+    reproducible.
+
+    Parameters
+    ----------
+    config : labeldp.runs.RunConfig
+        The audited recipe.
+    seed : int
+        The audit's seed.
+    index : int
+        The run's index within the audit.
+
+    Returns
+    -------
+    labeldp.runs.RunConfig
+        The run's configuration (``config`` itself when nothing needs to change).
+    """
     if config.test_held_out and config.test_labels == "released":
         config = dataclasses.replace(config, test_labels="none")
     if config.insecure_noise_seed is None:
@@ -37,15 +54,53 @@ def audit_run_config(config: RunConfig, seed: int, index: int) -> RunConfig:
 
 
 class AuditLedger:
-    """The audit runs' spending, on the audited dataset's ``num_examples`` examples."""
+    """The audit runs' spending, on the audited dataset's ``num_examples`` examples.
+
+    Parameters
+    ----------
+    num_examples : int
+        Number of examples of the audited dataset.
+    relation : dp_accounting.NeighboringRelation
+        The neighbouring relation of the audited run's ledger.
+
+    Attributes
+    ----------
+    ledger : labeldp.accounting.PrivacyLedger
+        The audit runs' entries, mapped onto the audited examples.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``num_examples`` is not positive or the relation is not supported.
+    """
 
     def __init__(self, num_examples: int, relation):
         self.ledger = PrivacyLedger(num_examples, relation)
 
     def add_run(self, run_dir: str | Path, name: str, positions: np.ndarray | None = None) -> None:
-        """Add the ledger of the audit run in ``run_dir``, which trained on the audited examples
-        ``positions`` (one per example of its dataset; -1 for a synthetic canary, which is no one's
-        label; None: the audited examples themselves, in order)."""
+        """Add the ledger of the audit run in ``run_dir``, which trained on the audited examples ``positions``.
+
+        ``positions`` holds one entry per example of its dataset; -1 for a synthetic canary, which is no
+        one's label; None: the audited examples themselves, in order.
+
+        Parameters
+        ----------
+        run_dir : str or pathlib.Path
+            The audit run's folder, holding its ``ledger.json``.
+        name : str
+            The run's name, prefixed to its entries' tags and descriptions.
+        positions : numpy.ndarray or None, optional
+            The audited example of each of the run's examples, shape (run's dataset size,), or None.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If an entry cannot be recorded (a tag already used, or members outside the audited dataset).
+        """
         run_ledger = PrivacyLedger.load(Path(run_dir) / "ledger.json")
         for entry in run_ledger.entries:
             touched = np.flatnonzero(entry.members)
@@ -55,7 +110,28 @@ class AuditLedger:
             self.ledger.record(entry.event, touched, f"{name}: {entry.description}", f"{name}/{entry.tag}")
 
     def report(self, delta: float, audited_ledger: PrivacyLedger | None = None) -> dict[str, Any]:
-        """The audit's own epsilon and, given the audited run's ledger, the run's and their composition."""
+        """The audit's own epsilon and, given the audited run's ledger, the run's and their composition.
+
+        Epsilons are rounded up to 6 decimals; an infinite one is None.
+
+        Parameters
+        ----------
+        delta : float
+            The delta at which epsilons are reported, in [0, 1).
+        audited_ledger : labeldp.accounting.PrivacyLedger or None, optional
+            The audited run's ledger, on the same examples.
+
+        Returns
+        -------
+        dict
+            ``audit_epsilon`` and ``delta``; with ``audited_ledger`` also ``run_epsilon`` and
+            ``run_and_audit_epsilon``.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If ``delta`` is not in [0, 1), or ``audited_ledger`` covers another number of examples.
+        """
         def rounded(value: float) -> float | None:  # up: a printed epsilon is never below the true one
             return None if math.isinf(value) else math.ceil(value * 1e6) / 1e6
 
@@ -77,8 +153,28 @@ AUDIT_LEDGER = "audit_ledger.json"
 
 
 def folder_epsilon(run_dir: str | Path, delta: float = 0.0) -> float:
-    """Epsilon of everything a run folder holds: the run's ledger composed with the ledgers of every
-    audit kept in its ``audit/`` folder."""
+    """Epsilon of everything a run folder holds.
+
+    The run's ledger composed with the ledgers of every audit kept in its ``audit/`` folder.
+
+    Parameters
+    ----------
+    run_dir : str or pathlib.Path
+        The run's folder.
+    delta : float, optional
+        The delta at which the epsilon is reported, in [0, 1) (default 0).
+
+    Returns
+    -------
+    float
+        The epsilon of the composition (``math.inf`` if a release was not private).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``delta`` is not in [0, 1), or an entry of a ledger cannot be recorded (see
+        :meth:`labeldp.accounting.PrivacyLedger.from_dict`).
+    """
     run_dir = Path(run_dir)
     combined = PrivacyLedger.load(run_dir / "ledger.json")
     for path in sorted((run_dir / "audit").rglob(AUDIT_LEDGER)):

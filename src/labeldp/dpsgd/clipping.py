@@ -58,7 +58,20 @@ _NORM_EPSILON = 1e-6
 
 
 def cross_entropy_per_example(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy of each example (the default per-example loss)."""
+    """Cross-entropy of each example (the default per-example loss).
+
+    Parameters
+    ----------
+    outputs : torch.Tensor
+        Logits of shape (N, K).
+    targets : torch.Tensor
+        Class indices of shape (N,) (or class probabilities of shape (N, K)).
+
+    Returns
+    -------
+    torch.Tensor
+        Losses of shape (N,).
+    """
     return F.cross_entropy(outputs, targets, reduction="none")
 
 
@@ -71,12 +84,36 @@ class ClippedGradients:
     each example's gradient norm before clipping. Only the sums, once noised, are private; the norms
     (like the losses, which are not returned) depend on the examples without noise and must not be
     logged or written.
+
+    Parameters
+    ----------
+    sums, norms
+        The attributes of the same names.
+
+    Attributes
+    ----------
+    sums : list of torch.Tensor
+        One tensor per trainable parameter, with its shape.
+    norms : torch.Tensor
+        Shape (B,): each example's gradient norm before clipping (not private).
     """
 
     sums: list[torch.Tensor]
     norms: torch.Tensor
 
     def add_(self, other: ClippedGradients) -> ClippedGradients:
+        """Add ``other``'s sums to these in place and append its norms (for a batch processed in chunks).
+
+        Parameters
+        ----------
+        other : ClippedGradients
+            The result of another chunk, for the same parameters.
+
+        Returns
+        -------
+        ClippedGradients
+            ``self``.
+        """
         for total, part in zip(self.sums, other.sums):
             total.add_(part)
         self.norms = torch.cat([self.norms, other.norms])
@@ -88,7 +125,22 @@ class UnsupportedModelError(ValueError):
 
 
 def check_per_example_model(model: nn.Module) -> None:
-    """Refuse modules whose output for one example depends on other examples of the batch."""
+    """Refuse modules whose output for one example depends on other examples of the batch.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model, searched through all its submodules.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    UnsupportedModelError
+        (a ``ValueError``) If the model holds a BatchNorm layer; the message says how to replace it.
+    """
     for name, module in model.named_modules():
         if isinstance(module, _CROSS_EXAMPLE):
             raise UnsupportedModelError(
@@ -98,8 +150,22 @@ def check_per_example_model(model: nn.Module) -> None:
 
 
 def replace_batchnorm(model: nn.Module, max_groups: int = 32) -> nn.Module:
-    """Replace every BatchNorm layer of ``model`` (in place) by a GroupNorm over the same channels, with
-    the largest number of groups <= ``max_groups`` that divides the channel count. Returns ``model``."""
+    """Replace every BatchNorm layer of ``model`` (in place) by a GroupNorm over the same channels.
+
+    The GroupNorm has the largest number of groups <= ``max_groups`` that divides the channel count.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model, changed in place.
+    max_groups : int, optional
+        The most groups a GroupNorm gets (default 32).
+
+    Returns
+    -------
+    torch.nn.Module
+        ``model``.
+    """
     for name, child in model.named_children():
         if isinstance(child, _CROSS_EXAMPLE):
             channels = child.num_features
@@ -111,11 +177,35 @@ def replace_batchnorm(model: nn.Module, max_groups: int = 32) -> nn.Module:
 
 
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """The parameters of ``model`` that require gradients, in ``model.parameters()`` order.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model.
+
+    Returns
+    -------
+    list of torch.nn.Parameter
+        The trainable parameters.
+    """
     return [p for p in model.parameters() if p.requires_grad]
 
 
 def fast_path_unsupported(model: nn.Module) -> str | None:
-    """Why the fast path cannot handle ``model`` (None when it can)."""
+    """Why the fast path cannot handle ``model`` (None when it can).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model.
+
+    Returns
+    -------
+    str or None
+        The first module with trainable parameters that no layer rule supports, and why; None if
+        every one is supported.
+    """
     for name, module in model.named_modules():
         if any(p.requires_grad for p in module.parameters(recurse=False)):
             reason = layer_rules.unsupported(module)
@@ -125,7 +215,22 @@ def fast_path_unsupported(model: nn.Module) -> str | None:
 
 
 def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
-    """min(1, C / ||g_i||): the scale that brings each per-example gradient to norm at most C."""
+    """min(1, C / ||g_i||): the scale that brings each per-example gradient to norm at most C.
+
+    A small constant (1e-6) is added to each norm, so a factor never exceeds C / ||g_i||.
+
+    Parameters
+    ----------
+    norms : torch.Tensor
+        Per-example gradient norms, shape (B,).
+    max_grad_norm : float
+        The clipping bound C (``math.inf``: no clipping, every factor 1).
+
+    Returns
+    -------
+    torch.Tensor
+        Factors in (0, 1], shape (B,).
+    """
     if math.isinf(max_grad_norm):
         return torch.ones_like(norms)
     return (max_grad_norm / (norms + _NORM_EPSILON)).clamp(max=1.0)
@@ -144,19 +249,49 @@ def clipped_gradient_sum(
 ) -> ClippedGradients:
     """Sum over the batch of per-example gradients of ``loss_fn``, each clipped to ``max_grad_norm``.
 
-    Args:
-        model: any module of per-example layers (BatchNorm is refused). It is not modified; its
-            ``.grad`` fields are left untouched.
-        inputs: (B, ...) one input per example, or with ``multiple_views`` (B, M, ...): M augmentations
-            of each example (augmentation multiplicity). B may be 0. Taken as constants, even if they
-            require gradients.
-        targets: (B, ...) per-example targets for ``loss_fn``.
-        max_grad_norm: the clipping bound C > 0 (``math.inf`` for no clipping).
-        loss_fn: per-example loss, (outputs, targets) -> (N,).
-        method: ``"auto"``, ``"fast"`` or ``"vmap"`` (see the module docstring).
-        physical_batch_size: examples per forward/backward pass; a larger batch is processed in
-            chunks of this size (same result, bounded memory).
-        multiple_views: ``inputs`` has an augmentation axis after the batch axis.
+    Each example's contribution to the sum has norm at most C (up to float32 rounding; see the module
+    docstring): adding or removing one example moves the sum by at most C, the sensitivity that
+    DP-SGD's Gaussian noise is calibrated to. With ``multiple_views`` the unit is still the example,
+    its views clipped together. The guarantee needs a model whose output for one example does not
+    depend on the others (BatchNorm is refused).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Any module of per-example layers (BatchNorm is refused). It is not modified; its
+        ``.grad`` fields are left untouched.
+    inputs : torch.Tensor
+        (B, ...) one input per example, or with ``multiple_views`` (B, M, ...): M augmentations
+        of each example (augmentation multiplicity). B may be 0. Taken as constants, even if they
+        require gradients.
+    targets : torch.Tensor
+        (B, ...) per-example targets for ``loss_fn``.
+    max_grad_norm : float
+        The clipping bound C > 0 (``math.inf`` for no clipping).
+    loss_fn : callable, optional
+        Per-example loss, (outputs, targets) -> (N,) (default :func:`cross_entropy_per_example`).
+    method : str, optional
+        ``"auto"`` (default), ``"fast"`` or ``"vmap"`` (see the module docstring).
+    physical_batch_size : int or None, optional
+        Examples per forward/backward pass; a larger batch is processed in
+        chunks of this size (same result, bounded memory).
+    multiple_views : bool, optional
+        ``inputs`` has an augmentation axis after the batch axis (default False).
+
+    Returns
+    -------
+    ClippedGradients
+        The clipped sums, one per trainable parameter, and the per-example norms before clipping.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``method``, ``max_grad_norm`` or ``physical_batch_size`` is invalid, the model has no
+        trainable parameters, ``inputs`` and ``targets`` differ in length, or ``multiple_views`` is
+        set without an augmentation axis.
+    UnsupportedModelError
+        If the model holds a BatchNorm layer, or ``method="fast"`` is asked for a model it cannot handle
+        (including a layer called more than once per forward pass).
     """
     if method not in METHODS:
         raise ConfigError(f"method must be one of {METHODS}, got {method!r}")

@@ -28,9 +28,24 @@ STRATEGIES = (*ROWS_PER_CALL, "patches", "grouped")
 
 
 def patches(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
-    """(N, T, d) input patches of ``conv`` (im2col), each patch's entries in (kh, kw, C) order -- the
-    kernel's (C, kh, kw) with the channels last. Copied from a strided view of the channels-last
-    input: contiguous runs of C values, several times faster than ``F.unfold`` on small layers."""
+    """(N, T, d) input patches of ``conv`` (im2col), each patch's entries in (kh, kw, C) order.
+
+    That is the kernel's (C, kh, kw) with the channels last. Copied from a strided view of the
+    channels-last input: contiguous runs of C values, several times faster than ``F.unfold`` on small
+    layers.
+
+    Parameters
+    ----------
+    conv : torch.nn.Conv2d
+        The layer (its kernel size, stride, padding and dilation are read).
+    x : torch.Tensor
+        The layer's input, shape (N, C, H, W).
+
+    Returns
+    -------
+    torch.Tensor
+        Patches of shape (N, T, d).
+    """
     padded = _padded(conv, x).contiguous(memory_format=torch.channels_last)
     oh, ow = _output_size(conv, x)
     (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
@@ -59,6 +74,24 @@ def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, 
     All run on the calling thread with torch's intra-op threads. (Splitting rows across Python
     threads was tried and dropped: right after a parallel op the idle OpenMP workers spin for
     milliseconds, and the Python threads ran about half as fast as they did when timed alone.)
+
+    Parameters
+    ----------
+    conv : torch.nn.Conv2d
+        The layer.
+    x : torch.Tensor
+        The layer's input, shape (N, C, H, W).
+    g : torch.Tensor
+        The gradient of the layer's output, shape (N, p, oh, ow).
+    examples : int
+        Number of examples; N / examples views each.
+    out : torch.Tensor or None, optional
+        Where the per-row gradients are written, shape (N, *conv.weight.shape).
+
+    Returns
+    -------
+    torch.Tensor
+        Per-example kernel gradients, shape (examples, *conv.weight.shape).
     """
     key = ("kernel_grads", *configuration(conv, examples, x, g), torch.get_num_threads())
     return fastest(key, {name: partial(kernel_grads, name, conv, x, g, examples, out) for name in STRATEGIES})
@@ -66,11 +99,27 @@ def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, 
 
 def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]],
             trials: dict[str, Callable[[], object]] | None = None) -> torch.Tensor:
-    """The result of the fastest of ``candidates`` (interchangeable exact computations). The first call
-    for a ``key`` runs each candidate once untimed (first allocations, nested autotuning), then times
-    them in turn, twice, and remembers the one with the shortest run for later calls. ``trials``, if
-    given, is what is run for each candidate (e.g. the candidate and the later work that choosing it
-    implies). On a GPU each timing waits for the queued kernels to finish."""
+    """The result of the fastest of ``candidates`` (interchangeable exact computations).
+
+    The first call for a ``key`` runs each candidate once untimed (first allocations, nested
+    autotuning), then times them in turn, twice, and remembers the one with the shortest run for later
+    calls. ``trials``, if given, is what is run for each candidate (e.g. the candidate and the later
+    work that choosing it implies). On a GPU each timing waits for the queued kernels to finish.
+
+    Parameters
+    ----------
+    key : tuple
+        What the choice depends on (see :func:`configuration`).
+    candidates : dict of str to callable
+        The computations by name, each returning the same result.
+    trials : dict of str to callable or None, optional
+        What to time for each candidate, by the same names (default: the candidates).
+
+    Returns
+    -------
+    torch.Tensor
+        The chosen candidate's result.
+    """
     name = _FASTEST.get(key)
     if name is None:
         run = trials or candidates
@@ -96,9 +145,26 @@ def _wait_for_gpu() -> None:
 
 
 def configuration(conv: nn.Conv2d, examples: int, *tensors: torch.Tensor) -> tuple:
-    """What decides which candidate is fastest for a call of ``conv``: the per-row shapes, the views
-    per example and the example count rounded up to a power of two (Poisson-sampled batches differ in
-    size at every step; timing the candidates for each size would cost more than it saves)."""
+    """What decides which candidate is fastest for a call of ``conv``.
+
+    The per-row shapes, the views per example and the example count rounded up to a power of two
+    (Poisson-sampled batches differ in size at every step; timing the candidates for each size would
+    cost more than it saves).
+
+    Parameters
+    ----------
+    conv : torch.nn.Conv2d
+        The layer (its kernel size, stride, padding and dilation enter the key).
+    examples : int
+        Number of examples.
+    *tensors : torch.Tensor
+        The tensors of the call (the first sets the views, the dtype and the device).
+
+    Returns
+    -------
+    tuple
+        A hashable key for :func:`fastest`.
+    """
     shapes = tuple(tuple(tensor.shape[1:]) for tensor in tensors)
     views = len(tensors[0]) // max(examples, 1)
     return (*shapes, views, 1 << (examples - 1).bit_length(), conv.kernel_size, conv.stride, conv.padding,
@@ -107,7 +173,33 @@ def configuration(conv: nn.Conv2d, examples: int, *tensors: torch.Tensor) -> tup
 
 def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int,
                  out: torch.Tensor | None = None) -> torch.Tensor:
-    """:func:`per_example_kernel_grads` with a given strategy (one of :data:`STRATEGIES`)."""
+    """:func:`per_example_kernel_grads` with a given strategy (one of :data:`STRATEGIES`).
+
+    Parameters
+    ----------
+    strategy : str
+        One of :data:`STRATEGIES`.
+    conv : torch.nn.Conv2d
+        The layer.
+    x : torch.Tensor
+        The layer's input, shape (N, C, H, W).
+    g : torch.Tensor
+        The gradient of the layer's output, shape (N, p, oh, ow).
+    examples : int
+        Number of examples; N / examples views each.
+    out : torch.Tensor or None, optional
+        Where the per-row gradients are written, shape (N, *conv.weight.shape).
+
+    Returns
+    -------
+    torch.Tensor
+        Per-example kernel gradients, shape (examples, *conv.weight.shape).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``strategy`` is unknown.
+    """
     n, out_channels = g.shape[:2]
     grads = g.new_empty(n, *conv.weight.shape) if out is None else out
     if strategy in ROWS_PER_CALL:
@@ -139,7 +231,22 @@ def _stacked_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor) -> 
 
 
 def batch_kernel_grad(conv: nn.Conv2d, x: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
-    """The kernel gradient of the whole batch for output gradient ``grad_output`` (one fused kernel)."""
+    """The kernel gradient of the whole batch for output gradient ``grad_output`` (one fused kernel).
+
+    Parameters
+    ----------
+    conv : torch.nn.Conv2d
+        The layer.
+    x : torch.Tensor
+        The layer's input, shape (N, C, H, W).
+    grad_output : torch.Tensor
+        The gradient of its output, shape (N, p, oh, ow).
+
+    Returns
+    -------
+    torch.Tensor
+        The summed kernel gradient, shape ``conv.weight.shape``.
+    """
     return torch.ops.aten.convolution_backward(
         grad_output, x, conv.weight.detach(), None, conv.stride, conv.padding, conv.dilation, False, [0, 0],
         conv.groups, [False, True, False])[1]
@@ -156,6 +263,27 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
     padded pixel Gram matrix has at most 4 times the entries of the patch Gram matrix: on strided
     layers it has many more (a 3x3/2 convolution of a 32x32 map: 18 times), and it takes seconds
     and gigabytes to form.
+
+    Parameters
+    ----------
+    conv : torch.nn.Conv2d
+        The layer.
+    x : torch.Tensor
+        The layer's input, shape (N, C, H, W).
+    examples : int
+        Number of examples; V = N / examples views each.
+    method : str, optional
+        ``"auto"`` (default), ``"patches"`` or ``"pixels"``.
+
+    Returns
+    -------
+    torch.Tensor
+        Gram matrices of shape (examples, V T, V T).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``method`` is unknown.
     """
     if method == "auto":
         oh, ow = _output_size(conv, x)
@@ -192,16 +320,47 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
 
 
 def ghost_norms2(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
-    """(examples,): the squared norm of each example's kernel gradient, from Gram matrices ("ghost"
-    norms, forming nothing of the kernel's size per example): ||sum_t g_t patch_t^T||^2 =
-    sum_{t,s} (patch_t . patch_s)(g_t . g_s) over the positions t, s of the example's views."""
+    """(examples,): the squared norm of each example's kernel gradient, from Gram matrices.
+
+    "Ghost" norms, forming nothing of the kernel's size per example: ||sum_t g_t patch_t^T||^2 =
+    sum_{t,s} (patch_t . patch_s)(g_t . g_s) over the positions t, s of the example's views.
+
+    Parameters
+    ----------
+    conv : torch.nn.Conv2d
+        The layer.
+    x : torch.Tensor
+        The layer's input, shape (N, C, H, W).
+    g : torch.Tensor
+        The gradient of the layer's output, shape (N, p, oh, ow).
+    examples : int
+        Number of examples; N / examples views each.
+
+    Returns
+    -------
+    torch.Tensor
+        Squared norms of shape (examples,).
+    """
     flat = g.flatten(2).view(examples, -1, g.shape[1], g.shape[2] * g.shape[3])  # (examples, V, p, T)
     flat = flat.transpose(1, 2).reshape(examples, g.shape[1], -1)  # (examples, p, V T)
     return (patch_gram(conv, x, examples) * torch.bmm(flat.transpose(1, 2), flat)).sum((1, 2))
 
 
 def patch_sums(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
-    """(N, T): the sum of each input patch's entries (a convolution of the channel sum with ones)."""
+    """(N, T): the sum of each input patch's entries (a convolution of the channel sum with ones).
+
+    Parameters
+    ----------
+    conv : torch.nn.Conv2d
+        The layer.
+    x : torch.Tensor
+        The layer's input, shape (N, C, H, W).
+
+    Returns
+    -------
+    torch.Tensor
+        Patch sums of shape (N, T).
+    """
     ones = x.new_ones(1, 1, *conv.kernel_size)
     summed = F.conv2d(x.sum(1, keepdim=True), ones, stride=conv.stride, padding=conv.padding, dilation=conv.dilation)
     return summed.flatten(1)

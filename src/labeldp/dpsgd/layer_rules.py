@@ -38,7 +38,18 @@ _RULES: dict[type[nn.Module], type[LayerCall]] = {}
 
 
 def rule(*module_types: type[nn.Module]) -> Callable[[type[LayerCall]], type[LayerCall]]:
-    """Register the decorated :class:`LayerCall` subclass as the rule of ``module_types``."""
+    """Register the decorated :class:`LayerCall` subclass as the rule of ``module_types``.
+
+    Parameters
+    ----------
+    *module_types : type
+        The ``torch.nn.Module`` subclasses the rule handles.
+
+    Returns
+    -------
+    callable
+        The class decorator; it returns the class unchanged.
+    """
     def register(cls: type[LayerCall]) -> type[LayerCall]:
         for module_type in module_types:
             _RULES[module_type] = cls
@@ -47,16 +58,46 @@ def rule(*module_types: type[nn.Module]) -> Callable[[type[LayerCall]], type[Lay
 
 
 def rule_for(module: nn.Module) -> type[LayerCall] | None:
-    """The rule of ``module``'s most specific registered type (a subclass's own rule first)."""
+    """The rule of ``module``'s most specific registered type (a subclass's own rule first).
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        Any module.
+
+    Returns
+    -------
+    type or None
+        The :class:`LayerCall` subclass registered for the first class of ``type(module).__mro__`` that
+        has one, or None.
+    """
     return next((_RULES[cls] for cls in type(module).__mro__ if cls in _RULES), None)
 
 
 def supported_layers() -> tuple[type[nn.Module], ...]:
+    """The module types that have a fast per-example rule.
+
+    Returns
+    -------
+    tuple of type
+        The registered ``torch.nn.Module`` subclasses, in registration order.
+    """
     return tuple(_RULES)
 
 
 def unsupported(module: nn.Module) -> str | None:
-    """Why the fast path cannot take ``module``, a module with trainable parameters (None when it can)."""
+    """Why the fast path cannot take ``module``, a module with trainable parameters (None when it can).
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        A module with trainable parameters of its own.
+
+    Returns
+    -------
+    str or None
+        The reason, or None.
+    """
     cls = rule_for(module)
     if cls is None:
         return f"{type(module).__name__} has parameters and no fast per-example rule"
@@ -68,6 +109,36 @@ class LayerCall:
 
     Subclasses implement :meth:`norms2` and, when they do not keep ``per_example`` gradients in the
     order of :meth:`params`, :meth:`clipped_sums`.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The layer called.
+    activation : torch.Tensor
+        Its input in this call, detached; its first dimension holds the rows (N = examples x views).
+    output : torch.Tensor
+        Its output in this call (only its shape and dtype are kept).
+    examples : int
+        Number of examples in the batch; N / examples views each.
+
+    Attributes
+    ----------
+    module : torch.nn.Module
+        The layer.
+    examples : int
+        Number of examples.
+    activation : torch.Tensor or None
+        The layer's input, released once the per-example gradients are formed.
+    output_shape : torch.Size
+        Shape of the layer's output.
+    output_dtype : torch.dtype
+        Dtype of the layer's output.
+    output_grad : torch.Tensor or None
+        The gradient of the output, once received (released once the per-example gradients are formed).
+    per_example : list of torch.Tensor or None
+        Materialised per-example gradients, (examples, *shape) each, in the order of :meth:`params`.
+    sq_norms : torch.Tensor or None
+        Per-example squared gradient norms, shape (examples,), once received.
     """
 
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
@@ -80,39 +151,106 @@ class LayerCall:
 
     @classmethod
     def unsupported(cls, module: nn.Module) -> str | None:
-        """Why this rule cannot take ``module`` (None when it can)."""
+        """Why this rule cannot take ``module`` (None when it can).
+
+        Parameters
+        ----------
+        module : torch.nn.Module
+            A module of one of the rule's types.
+
+        Returns
+        -------
+        str or None
+            The reason, or None.
+        """
         return None
 
     def params(self) -> list[nn.Parameter]:
+        """The layer's own trainable parameters, in ``module.parameters()`` order.
+
+        Returns
+        -------
+        list of torch.nn.Parameter
+            The parameters that require gradients.
+        """
         return [p for p in self.module.parameters(recurse=False) if p.requires_grad]
 
     def receive(self, output_grad: torch.Tensor) -> None:
-        """Take the output gradient, compute the per-example squared norms, release what is not needed."""
+        """Take the output gradient, compute the per-example squared norms, release what is not needed.
+
+        Registered as a hook on the layer's output during backward.
+
+        Parameters
+        ----------
+        output_grad : torch.Tensor
+            The gradient of the loss with respect to the layer's output, shape ``output_shape``.
+
+        Returns
+        -------
+        None
+        """
         self.output_grad = output_grad
         self.sq_norms = self.norms2()
         if self.per_example is not None:  # the clipped sum needs only these
             self.activation = self.output_grad = None
 
     def norms2(self) -> torch.Tensor:
-        """Squared norm of each example's gradient with respect to this layer's trainable parameters."""
+        """Squared norm of each example's gradient with respect to this layer's trainable parameters.
+
+        Returns
+        -------
+        torch.Tensor
+            Shape (examples,).
+        """
         raise NotImplementedError
 
     def clipped_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
-        """Sum over examples of factor_i x (example i's gradient), for each trainable parameter."""
+        """Sum over examples of factor_i x (example i's gradient), for each trainable parameter.
+
+        Parameters
+        ----------
+        factors : torch.Tensor
+            Clipping factors, shape (examples,).
+
+        Returns
+        -------
+        list of torch.Tensor
+            One sum per parameter of :meth:`params`, with the parameter's shape.
+        """
         return [torch.einsum("b,b...->...", factors, g) for g in self.per_example]
 
 
 @rule(nn.Linear)
 class LinearCall(LayerCall):
-    """y = x W^T + b over T positions per example: per-example weight gradients g^T a, formed when
+    """The per-example rule of ``torch.nn.Linear``.
+
+    y = x W^T + b over T positions per example: per-example weight gradients g^T a, formed when
     they cost less than the ghost Gram matrices (T (d + p) >= d p), else norms by the ghost identity
-    ||sum_t g_t a_t^T||^2 = sum_{t,s} (a_t . a_s)(g_t . g_s) and the clipped sum as one product."""
+    ||sum_t g_t a_t^T||^2 = sum_{t,s} (a_t . a_s)(g_t . g_s) and the clipped sum as one product.
+
+    Parameters
+    ----------
+    module, activation, output, examples
+        As for :class:`LayerCall`.
+
+    Attributes
+    ----------
+    bias_grads : torch.Tensor or None
+        (examples, p) per-example bias gradients, once received.
+    """
 
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
         super().__init__(module, activation, output, examples)
         self.bias_grads: torch.Tensor | None = None  # (B, p) per-example bias gradients
 
     def norms2(self) -> torch.Tensor:
+        """Squared norm of each example's gradient with respect to the layer's weight and bias.
+
+        Returns
+        -------
+        torch.Tensor
+            Shape (examples,).
+        """
         module = self.module
         total = torch.zeros(self.examples, dtype=self.output_grad.dtype, device=self.output_grad.device)
         if module.bias is not None and module.bias.requires_grad:
@@ -124,6 +262,18 @@ class LinearCall(LayerCall):
         return total + self._weight_norms2()
 
     def clipped_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
+        """Sum over examples of the clipped weight and bias gradients.
+
+        Parameters
+        ----------
+        factors : torch.Tensor
+            Clipping factors, shape (examples,).
+
+        Returns
+        -------
+        list of torch.Tensor
+            The weight's sum (if it is trainable), then the bias's (if it is), with their shapes.
+        """
         module, sums = self.module, []
         if module.weight.requires_grad:
             sums.append(self._weight_sum(factors).reshape(module.weight.shape))
@@ -162,15 +312,35 @@ class LinearCall(LayerCall):
 
 @rule(nn.Conv2d)
 class ConvCall(LinearCall):
-    """A convolution's kernel gradient by the faster of two exact paths for the layer's configuration
+    """The per-example rule of ``torch.nn.Conv2d``.
+
+    A convolution's kernel gradient by the faster of two exact paths for the layer's configuration
     (:func:`conv_grads.fastest` times each path's norms together with its part of the clipped sum):
     ``materialise`` forms the per-example kernel gradients (cost ~ T d p per example), ``ghost``
     takes the norms from the patch Gram matrix (~ T^2 (d + p)) and the clipped sum from one weighted
     kernel gradient. A path whose cost estimate exceeds the other's by more than
-    :data:`_TIMED_COST_RATIO` is not tried."""
+    :data:`_TIMED_COST_RATIO` is not tried.
+
+    Parameters
+    ----------
+    module, activation, output, examples
+        As for :class:`LayerCall`.
+    """
 
     @classmethod
     def unsupported(cls, module: nn.Module) -> str | None:
+        """Why this rule cannot take ``module``: groups, a padding mode other than zeros, or string padding.
+
+        Parameters
+        ----------
+        module : torch.nn.Conv2d
+            The convolution.
+
+        Returns
+        -------
+        str or None
+            The reason, or None.
+        """
         if module.groups != 1 or module.padding_mode != "zeros" or isinstance(module.padding, str):
             return "a convolution uses groups, a non-zero padding mode or string padding"
         return None
@@ -225,10 +395,32 @@ class ConvCall(LinearCall):
 
 @rule(WSConv2d)
 class WeightStandardizedConvCall(ConvCall):
-    """A weight-standardised convolution (:class:`labeldp.models.WSConv2d`): both kernel paths give
-    the gradients G with respect to the standardised kernel, mapped to the raw weight by
-    :meth:`WSConv2d.weight_gradient_norms2` (norms) and :meth:`WSConv2d.weight_gradient` (the sum:
-    the chain rule is linear, so it is applied once, to the sum)."""
+    """The per-example rule of a weight-standardised convolution (:class:`labeldp.models.WSConv2d`).
+
+    Both kernel paths give the gradients G with respect to the standardised kernel, mapped to the raw
+    weight by :meth:`WSConv2d.weight_gradient_norms2` (norms) and :meth:`WSConv2d.weight_gradient` (the
+    sum: the chain rule is linear, so it is applied once, to the sum).
+
+    Parameters
+    ----------
+    module : labeldp.models.WSConv2d
+        The layer called.
+    activation : torch.Tensor
+        Its input in this call, detached.
+    output : torch.Tensor
+        Its output in this call, kept (detached) for the gradient statistics.
+    examples : int
+        Number of examples in the batch.
+
+    Attributes
+    ----------
+    output : torch.Tensor or None
+        The detached output, released once the output gradient is received.
+    output_version : int
+        The output's version counter at the call, to detect later in-place changes.
+    standardization : tuple of torch.Tensor
+        The standardised kernel and the channels' scales (:meth:`WSConv2d.standardization`).
+    """
 
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
         super().__init__(module, activation, output, examples)
@@ -239,6 +431,17 @@ class WeightStandardizedConvCall(ConvCall):
         self.standardization = module.standardization()
 
     def receive(self, output_grad: torch.Tensor) -> None:
+        """As :meth:`LayerCall.receive`, then release the kept output.
+
+        Parameters
+        ----------
+        output_grad : torch.Tensor
+            The gradient of the loss with respect to the layer's output.
+
+        Returns
+        -------
+        None
+        """
         super().receive(output_grad)
         self.output = None
 
@@ -287,10 +490,25 @@ class WeightStandardizedConvCall(ConvCall):
 
 @rule(nn.LayerNorm)
 class LayerNormCall(LayerCall):
-    """Per-example weight and bias gradients: the normalised input times the output gradient, and the
-    output gradient, summed over each example's positions."""
+    """The per-example rule of ``torch.nn.LayerNorm``.
+
+    Per-example weight and bias gradients: the normalised input times the output gradient, and the
+    output gradient, summed over each example's positions.
+
+    Parameters
+    ----------
+    module, activation, output, examples
+        As for :class:`LayerCall`.
+    """
 
     def norms2(self) -> torch.Tensor:
+        """Squared norm of each example's weight and bias gradients (which are kept in ``per_example``).
+
+        Returns
+        -------
+        torch.Tensor
+            Shape (examples,).
+        """
         module, a, g, B = self.module, self.activation, self.output_grad, self.examples
         normalized = F.layer_norm(a, module.normalized_shape, eps=module.eps)
         channel_dims = tuple(range(a.dim() - len(module.normalized_shape), a.dim()))
@@ -310,17 +528,37 @@ class LayerNormCall(LayerCall):
 
 @rule(nn.GroupNorm)
 class GroupNormCall(LayerCall):
-    """Per-example GroupNorm gradients from one call of GroupNorm's own backward kernel, the one
-    autograd runs: the N rows side by side are one row of N C channels in N G groups -- the same
-    groups, hence the same statistics -- whose per-channel weight and bias gradients are the
-    per-row ones. The statistics are those of the forward pass (recomputed by the same kernel if
-    autograd did not keep them)."""
+    """The per-example rule of ``torch.nn.GroupNorm``.
+
+    Per-example GroupNorm gradients from one call of GroupNorm's own backward kernel, the one autograd
+    runs: the N rows side by side are one row of N C channels in N G groups -- the same groups, hence
+    the same statistics -- whose per-channel weight and bias gradients are the per-row ones. The
+    statistics are those of the forward pass (recomputed by the same kernel if autograd did not keep
+    them).
+
+    Parameters
+    ----------
+    module, activation, output, examples
+        As for :class:`LayerCall`.
+
+    Attributes
+    ----------
+    group_stats : tuple of torch.Tensor or None
+        The (rows, groups) means and inverse standard deviations autograd saved, or None.
+    """
 
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
         super().__init__(module, activation, output, examples)
         self.group_stats = _saved_group_stats(output)
 
     def norms2(self) -> torch.Tensor:
+        """Squared norm of each example's weight and bias gradients (which are kept in ``per_example``).
+
+        Returns
+        -------
+        torch.Tensor
+            Shape (examples,).
+        """
         module, x, B = self.module, self.activation, self.examples
         rows, channels = x.shape[:2]
         positions = x[0, 0].numel()
@@ -338,19 +576,59 @@ class GroupNormCall(LayerCall):
 
 @rule(nn.Embedding)
 class EmbeddingCall(LayerCall):
-    """An example's embedding gradient adds its output gradients at the rows it looked up: the norm
-    counts the products of gradients that share a row; the clipped sum is one ``index_add_``."""
+    """The per-example rule of ``torch.nn.Embedding``.
+
+    An example's embedding gradient adds its output gradients at the rows it looked up: the norm
+    counts the products of gradients that share a row; the clipped sum is one ``index_add_``.
+    Lookups of ``padding_idx`` contribute nothing.
+
+    Parameters
+    ----------
+    module, activation, output, examples
+        As for :class:`LayerCall`.
+    """
 
     @classmethod
     def unsupported(cls, module: nn.Module) -> str | None:
+        """Why this rule cannot take ``module``: a sparse embedding.
+
+        Parameters
+        ----------
+        module : torch.nn.Embedding
+            The embedding.
+
+        Returns
+        -------
+        str or None
+            The reason, or None.
+        """
         return "an embedding is sparse" if module.sparse else None
 
     def norms2(self) -> torch.Tensor:
+        """Squared norm of each example's embedding gradient.
+
+        Returns
+        -------
+        torch.Tensor
+            Shape (examples,).
+        """
         index, g = self._rows()
         same = (index.unsqueeze(2) == index.unsqueeze(1)).to(g.dtype)  # (B, T, T)
         return (same * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
 
     def clipped_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
+        """Sum over examples of the clipped embedding gradients.
+
+        Parameters
+        ----------
+        factors : torch.Tensor
+            Clipping factors, shape (examples,).
+
+        Returns
+        -------
+        list of torch.Tensor
+            One tensor with the shape of the embedding's weight.
+        """
         index, g = self._rows()
         weight = torch.zeros_like(self.module.weight)
         weight.index_add_(0, index.flatten(), (g * factors[:, None, None]).flatten(0, 1))

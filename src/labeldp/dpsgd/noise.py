@@ -36,9 +36,32 @@ NoiseGenerator = Union[torch.Generator, str, None]
 
 def noise_generator(source: NoiseSource, purpose: str, *ids: int,
                     device: torch.device | str = "cpu") -> torch.Generator | str:
-    """The generator of noise stream ``purpose`` under ``source``: in the insecure mode a torch
-    generator on ``device`` seeded from it; otherwise ``"secure"`` on the CPU or when asked, and a
-    generator seeded with fresh entropy on a CUDA device."""
+    """The generator of noise stream ``purpose`` under ``source``.
+
+    In the insecure mode a torch generator on ``device`` seeded from it; otherwise ``"secure"`` on the
+    CPU or when asked, and a generator seeded with fresh entropy on a CUDA device.
+
+    Parameters
+    ----------
+    source : labeldp.randomness.NoiseSource
+        The run's noise source.
+    purpose : str
+        A key of :data:`labeldp.randomness.NOISE_STREAMS` (e.g. ``"dpsgd-noise"``).
+    *ids : int
+        Further identifiers of the stream (e.g. a step).
+    device : torch.device or str, optional
+        The device the noise is drawn on (default ``"cpu"``).
+
+    Returns
+    -------
+    torch.Generator or str
+        A generator, or ``"secure"`` for :func:`secure_normal`.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``purpose`` is not a noise stream.
+    """
     seed = source.seed(purpose, *ids)
     if source.private and (seed is None or torch.device(device).type == "cpu"):
         return "secure"
@@ -47,9 +70,26 @@ def noise_generator(source: NoiseSource, purpose: str, *ids: int,
 
 def secure_normal(shape: torch.Size | tuple[int, ...], dtype: torch.dtype = torch.float32,
                   device: torch.device | str = "cpu") -> torch.Tensor:
-    """Standard normal deviates from the ChaCha20 CSPRNG: :func:`~labeldp.randomness.box_muller` with
-    torch's vectorised kernels, the radii from 53-bit uniforms (the tails), the angles from 24-bit
-    uniforms in float32 (53-bit ones for ``dtype`` float64)."""
+    """Standard normal deviates from the ChaCha20 CSPRNG.
+
+    :func:`~labeldp.randomness.box_muller` with torch's vectorised kernels, the radii from 53-bit
+    uniforms (the tails), the angles from 24-bit uniforms in float32 (53-bit ones for ``dtype``
+    float64). A new :class:`~labeldp.randomness.SecureGenerator` is keyed for every call.
+
+    Parameters
+    ----------
+    shape : torch.Size or tuple of int
+        Shape of the result.
+    dtype : torch.dtype, optional
+        Dtype of the result (default ``torch.float32``).
+    device : torch.device or str, optional
+        Device of the result (default ``"cpu"``; the deviates are drawn on the CPU and moved).
+
+    Returns
+    -------
+    torch.Tensor
+        Deviates of the given shape, dtype and device.
+    """
     count = math.prod(shape)
     pairs = (count + 1) // 2
     generator = SecureGenerator()
@@ -62,7 +102,28 @@ def secure_normal(shape: torch.Size | tuple[int, ...], dtype: torch.dtype = torc
 
 
 def gaussian_noise(like: torch.Tensor, std: float, generator: NoiseGenerator = None) -> torch.Tensor:
-    """N(0, std^2) noise shaped like ``like`` from ``generator`` (see the module docstring)."""
+    """N(0, std^2) noise shaped like ``like`` from ``generator`` (see the module docstring).
+
+    Parameters
+    ----------
+    like : torch.Tensor
+        The tensor whose shape, dtype and device the noise takes.
+    std : float
+        Standard deviation.
+    generator : torch.Generator, str or None, optional
+        ``"secure"``, a ``torch.Generator`` (sampled in float64, then cast), or None for a fresh
+        source (ChaCha20 on the CPU, a generator seeded with fresh entropy elsewhere).
+
+    Returns
+    -------
+    torch.Tensor
+        Noise like ``like``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``generator`` is a string other than ``"secure"``.
+    """
     if generator == "secure":
         return secure_normal(like.shape, like.dtype, like.device) * std
     if isinstance(generator, str):
@@ -84,6 +145,37 @@ def privatize_gradients(model: nn.Module, clipped: ClippedGradients, noise_multi
     Dividing by the *expected* batch size q n (not the realised one, which depends on who was
     sampled) keeps the update a post-processing of the Gaussian mechanism. Call the optimiser's
     ``step()`` afterwards. With ``generator=None`` one fresh source serves all parameters.
+
+    With each example's share of the sum clipped to norm C (:func:`~labeldp.dpsgd.clipping.clipped_gradient_sum`),
+    the noisy sum is a Gaussian mechanism with noise multiplier sigma under add-or-remove-one-example
+    neighbours, as :func:`~labeldp.accounting.events.dpsgd_event` accounts it, provided the batch was
+    Poisson-sampled in secret and the noise is unpredictable to the adversary (see the module
+    docstring).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model whose trainable parameters get gradients.
+    clipped : labeldp.dpsgd.clipping.ClippedGradients
+        The clipped sums, one per trainable parameter in ``model.parameters()`` order.
+    noise_multiplier : float
+        sigma, the ratio of the noise's standard deviation to C (0: no noise, no privacy).
+    max_grad_norm : float
+        The clipping bound C the sums were clipped to.
+    expected_batch_size : float
+        q n, > 0.
+    generator : torch.Generator, str or None, optional
+        Source of the noise (see :func:`gaussian_noise`).
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``expected_batch_size`` is not > 0, noise is asked with an infinite ``max_grad_norm``, or
+        ``generator`` is a string other than ``"secure"``.
     """
     if not expected_batch_size > 0:
         raise ConfigError(f"expected_batch_size must be > 0, got {expected_batch_size}")

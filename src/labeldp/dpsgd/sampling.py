@@ -29,9 +29,41 @@ class PoissonSampler:
     """Index batches for ``steps`` steps of Poisson sampling at rate ``sampling_probability``.
 
     ``generator``: a ``torch.Generator`` or a :class:`~labeldp.randomness.SecureGenerator` (the
-    default, a new one). Usable as a ``torch.utils.data.DataLoader``
-    ``batch_sampler``. The realised inclusion probability is q rounded down to the 2^-53 grid, never
-    above the q the accounting uses.
+    default, a new one). Usable as a ``torch.utils.data.DataLoader`` ``batch_sampler``. The realised
+    inclusion probability is q rounded down to the 2^-53 grid, never above the q the accounting uses.
+
+    The amplification by sampling that the accounting counts on holds only while the batches stay
+    secret (see the module docstring).
+
+    Parameters
+    ----------
+    num_examples : int
+        n, the number of examples, >= 1.
+    sampling_probability : float
+        q, in (0, 1].
+    steps : int
+        Number of batches an iteration yields, >= 0.
+    generator : torch.Generator or labeldp.randomness.SecureGenerator or None, optional
+        Source of the sampling (default a new SecureGenerator).
+
+    Attributes
+    ----------
+    num_examples : int
+        n.
+    sampling_probability : float
+        q.
+    steps : int
+        Number of batches per iteration.
+    generator : torch.Generator or labeldp.randomness.SecureGenerator
+        Source of the sampling (never saved).
+    expected_batch_size : float
+        q n.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``num_examples`` is below 1, ``sampling_probability`` is not in (0, 1], or ``steps`` is
+        negative.
     """
 
     def __init__(self, num_examples: int, sampling_probability: float, steps: int,
@@ -48,10 +80,23 @@ class PoissonSampler:
 
     @property
     def expected_batch_size(self) -> float:
+        """q n, the expected number of examples in a batch.
+
+        Returns
+        -------
+        float
+            ``num_examples * sampling_probability``.
+        """
         return self.num_examples * self.sampling_probability
 
     def sample(self) -> torch.Tensor:
-        """One step's batch: the sorted indices of the examples drawn (possibly none)."""
+        """One step's batch: the sorted indices of the examples drawn (possibly none).
+
+        Returns
+        -------
+        torch.Tensor
+            int64 indices in [0, num_examples), shape (batch size,).
+        """
         if isinstance(self.generator, SecureGenerator):
             uniforms = torch.from_numpy(self.generator.random(self.num_examples))
         else:
@@ -67,7 +112,21 @@ class PoissonSampler:
 
 
 def sampling_generator(source: NoiseSource, *ids: int) -> torch.Generator | SecureGenerator:
-    """The generator of the batches of stream ``ids`` (e.g. an epoch) under ``source``: ChaCha20,
-    or in the insecure mode a torch generator seeded from it."""
+    """The generator of the batches of stream ``ids`` (e.g. an epoch) under ``source``.
+
+    ChaCha20, or in the insecure mode a torch generator seeded from it.
+
+    Parameters
+    ----------
+    source : labeldp.randomness.NoiseSource
+        The run's noise source.
+    *ids : int
+        Identifiers of the stream.
+
+    Returns
+    -------
+    torch.Generator or labeldp.randomness.SecureGenerator
+        The generator for :class:`PoissonSampler`.
+    """
     seed = source.seed("dpsgd-sampling", *ids)
     return torch.Generator().manual_seed(seed) if not source.private else SecureGenerator()

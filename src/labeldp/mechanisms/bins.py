@@ -65,14 +65,31 @@ _CHUNK_ENTRIES = 1 << 21
 class BinMaps:
     """The optimal RR-on-bins maps of m priors over a grid of G points (arrays are read-only).
 
-    Attributes:
-        bin_of: (m, G) int64, the bin of every grid point: non-decreasing along the grid, from 0 to
-            ``d[i] - 1``, every bin non-empty.
-        values: (m, G) float64, the released value of each bin; entries from ``d[i]`` on are NaN.
-        d: (m,) int64, the number of bins.
-        expected_loss: (m,) float64, E[(release - y)^2] with y drawn from the prior (the optimum).
-        grid: (G,) float64, the grid the maps were computed for.
-        epsilon: the privacy parameter the maps were computed for.
+    Usually built by :func:`optimal_bins`; :func:`rr_on_bins` and the probability functions accept one
+    in place of the priors it was computed from.
+
+    Parameters
+    ----------
+    bin_of, values, d, expected_loss, grid : numpy.ndarray
+        The attributes of the same names. The arrays are made read-only in place (not copied).
+    epsilon : float
+        The privacy parameter the maps were computed for.
+
+    Attributes
+    ----------
+    bin_of : numpy.ndarray
+        (m, G) int64, the bin of every grid point: non-decreasing along the grid, from 0 to
+        ``d[i] - 1``, every bin non-empty.
+    values : numpy.ndarray
+        (m, G) float64, the released value of each bin; entries from ``d[i]`` on are NaN.
+    d : numpy.ndarray
+        (m,) int64, the number of bins.
+    expected_loss : numpy.ndarray
+        (m,) float64, E[(release - y)^2] with y drawn from the prior (the optimum).
+    grid : numpy.ndarray
+        (G,) float64, the grid the maps were computed for.
+    epsilon : float
+        The privacy parameter the maps were computed for.
     """
 
     bin_of: np.ndarray
@@ -252,14 +269,27 @@ def optimal_bins(priors, grid, epsilon: float) -> BinMaps:
     then, for that d, the last bin starts at the smallest grid index that still allows an optimal
     partition, then the bin before it, and so on (the later bins are as wide as possible).
 
-    Args:
-        priors: (m, G) array, each row a distribution over the G grid points (zeros allowed), or a
-            single (G,) prior (m = 1). Reads no labels: free of privacy cost.
-        grid: (G,) strictly increasing finite label values, G >= 2.
-        epsilon: privacy parameter, > 0.
+    Parameters
+    ----------
+    priors : array_like
+        (m, G) array, each row a distribution over the G grid points (zeros allowed), or a
+        single (G,) prior (m = 1). Reads no labels: free of privacy cost.
+    grid : array_like
+        (G,) strictly increasing finite label values, G >= 2.
+    epsilon : float
+        Privacy parameter, > 0.
 
-    Returns:
-        A :class:`BinMaps`. Cost: about m G^3 / 6 vectorised operations (see the module docstring).
+    Returns
+    -------
+    BinMaps
+        The maps of the m priors. Cost: about m G^3 / 6 vectorised operations (see the module
+        docstring).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0, ``grid`` is not a 1-d array of at least 2 finite,
+        strictly increasing values, or ``priors`` is not an (m, G) array of distributions over the grid.
     """
     eps = check_epsilon(epsilon)
     points = _check_grid(grid)
@@ -294,25 +324,47 @@ def rr_on_bins(labels, grid, priors, epsilon: float, rng: RandomSource = None,
                prior_index=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Release each label by RR-on-bins with the optimal map for its prior (epsilon-label-DP each).
 
-    Args:
-        labels: 1-d integer array of true labels as grid indices in [0, G), length n.
-        grid: (G,) strictly increasing finite label values.
-        priors: the public priors over the grid: (G,) shared by every example; (m, G) with
-            ``prior_index``; or (n, G), one row per example, without it. A :class:`BinMaps` from
-            :func:`optimal_bins` (same grid and epsilon) may stand for its priors, to reuse the solve.
-            A row must not depend on the label of an example that uses it.
-        epsilon: privacy parameter, > 0.
-        rng: seed, ``numpy.random.Generator``, ``"secure"`` or None (see :mod:`labeldp.randomness`).
-        prior_index: optional (n,) integers in [0, m): the prior row of each example. Examples
-            sharing a row share one solve of the dynamic programme.
+    Each release is epsilon-DP with respect to the example's true label provided its prior row and the
+    grid do not depend on that label (see the module docstring).
 
     Everything is checked before any randomness is drawn. Draws ``gen.random(n)``, then
     ``gen.integers`` for the examples whose true bin was dropped.
 
-    Returns:
-        ``(values, bins, d)``: the released values (float64), the released bin indices (int64, what
-        :func:`rr_on_bins_likelihood` takes) and each example's number of bins (int64), all (n,).
-        The accounting event is RR over ``d[d >= 2].min()`` buckets (see the module docstring).
+    Parameters
+    ----------
+    labels : array_like of int
+        1-d integer array of true labels as grid indices in [0, G), length n.
+    grid : array_like
+        (G,) strictly increasing finite label values.
+    priors : array_like or BinMaps
+        The public priors over the grid: (G,) shared by every example; (m, G) with
+        ``prior_index``; or (n, G), one row per example, without it. A :class:`BinMaps` from
+        :func:`optimal_bins` (same grid and epsilon) may stand for its priors, to reuse the solve.
+        A row must not depend on the label of an example that uses it.
+    epsilon : float
+        Privacy parameter, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        Seed, ``numpy.random.Generator``, ``"secure"`` or None (see :mod:`labeldp.randomness`).
+    prior_index : array_like of int, optional
+        (n,) integers in [0, m): the prior row of each example. Examples
+        sharing a row share one solve of the dynamic programme.
+
+    Returns
+    -------
+    values : numpy.ndarray
+        (n,) float64, the released values.
+    bins : numpy.ndarray
+        (n,) int64, the released bin indices (what :func:`rr_on_bins_likelihood` takes).
+    d : numpy.ndarray
+        (n,) int64, each example's number of bins. The accounting event is RR over
+        ``d[d >= 2].min()`` buckets (see the module docstring).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon``, ``grid``, ``priors`` (or a :class:`BinMaps` computed for another grid or
+        epsilon), ``labels``, ``prior_index`` or ``rng`` is invalid, or the number of prior rows does
+        not match the number of examples.
     """
     eps = check_epsilon(epsilon)
     points = _check_grid(grid)
@@ -333,8 +385,32 @@ def rr_on_bins(labels, grid, priors, epsilon: float, rng: RandomSource = None,
 
 
 def rr_on_bins_probabilities(priors, grid, epsilon: float) -> np.ndarray:
-    """Exact release probabilities: P[i, y, b] = Pr[a label at grid index y is released as bin b]
-    under prior row i (or a :class:`BinMaps`). Shape (m, G, G); bins b >= d[i] have probability 0."""
+    """Exact release probabilities of RR-on-bins under each prior row.
+
+    P[i, y, b] = Pr[a label at grid index y is released as bin b] under prior row i (or a
+    :class:`BinMaps`). Bins b >= d[i] have probability 0.
+
+    Parameters
+    ----------
+    priors : array_like or BinMaps
+        (m, G) priors over the grid, a single (G,) prior, or a :class:`BinMaps` computed for the same
+        grid and epsilon.
+    grid : array_like
+        (G,) strictly increasing finite label values.
+    epsilon : float
+        Privacy parameter, > 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array P of shape (m, G, G).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon``, ``grid`` or ``priors`` is invalid, or a :class:`BinMaps` was computed for
+        another grid or epsilon.
+    """
     eps = check_epsilon(epsilon)
     points = _check_grid(grid)
     maps = _resolve_maps(priors, points, eps)
@@ -352,6 +428,30 @@ def rr_on_bins_likelihood(released_bins, grid, priors, epsilon: float, prior_ind
     its released bins; equal to ``rr_on_bins_probabilities(...)[row_i, :, released_bins[i]]``
     without building the (m, G, G) array. Shape (n, G). Uses only released values and public priors,
     so it costs no privacy: the per-example noise channel a trainer needs.
+
+    Parameters
+    ----------
+    released_bins : array_like of int
+        (n,) bin indices released by :func:`rr_on_bins`.
+    grid : array_like
+        (G,) strictly increasing finite label values.
+    priors : array_like or BinMaps
+        The priors (or maps) the release used, as for :func:`rr_on_bins`.
+    epsilon : float
+        The privacy parameter of the release, > 0.
+    prior_index : array_like of int, optional
+        (n,) integers in [0, m): the prior row of each example, as for :func:`rr_on_bins`.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array L of shape (n, G).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If an argument is invalid as for :func:`rr_on_bins`, or a released bin is not below its map's
+        number of bins (not an RR-on-bins release under these priors).
     """
     eps = check_epsilon(epsilon)
     points = _check_grid(grid)

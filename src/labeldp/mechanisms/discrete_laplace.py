@@ -37,7 +37,29 @@ def _check_parameter(parameter: float) -> float:
 
 
 def geometric(parameter: float, count: int, rng: RandomSource = None) -> np.ndarray:
-    """``count`` samples of G on {0, 1, ...} with Pr[G >= g] = e^(-parameter g) (int64)."""
+    """``count`` samples of G on {0, 1, ...} with Pr[G >= g] = e^(-parameter g) (int64).
+
+    Drawn exactly, without truncation, as described in the module docstring.
+
+    Parameters
+    ----------
+    parameter : float
+        The decay a > 0 of the distribution.
+    count : int
+        Number of samples.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        Source of the noise (see :mod:`labeldp.randomness`).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 array of shape (count,).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``parameter`` is not a finite number > 0, or ``rng`` is not an accepted source.
+    """
     a = _check_parameter(parameter)
     gen = as_generator(rng)
     block = max(1, int(np.ceil(1.0 / a)))
@@ -54,8 +76,29 @@ def geometric(parameter: float, count: int, rng: RandomSource = None) -> np.ndar
 
 
 def discrete_laplace(parameter: float, size: int | tuple[int, ...], rng: RandomSource = None) -> np.ndarray:
-    """Samples of the discrete Laplace distribution Pr[X = x] = tanh(a/2) e^(-a |x|) on the integers,
-    ``a = parameter`` (int64), as the difference of two :func:`geometric` samples."""
+    """Samples of the discrete Laplace distribution Pr[X = x] = tanh(a/2) e^(-a |x|) on the integers.
+
+    ``a = parameter`` (int64 samples), drawn as the difference of two :func:`geometric` samples.
+
+    Parameters
+    ----------
+    parameter : float
+        The decay a > 0 of the distribution.
+    size : int or tuple of int
+        Shape of the output.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        Source of the noise (see :mod:`labeldp.randomness`).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 array of shape ``size``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``parameter`` is not a finite number > 0, or ``rng`` is not an accepted source.
+    """
     gen = as_generator(rng)
     shape = (size,) if np.isscalar(size) else tuple(size)
     count = int(np.prod(shape))
@@ -64,6 +107,24 @@ def discrete_laplace(parameter: float, size: int | tuple[int, ...], rng: RandomS
 
 
 def discrete_laplace_pmf(values, parameter: float) -> np.ndarray:
-    """Exact probabilities of :func:`discrete_laplace` at integer ``values``."""
+    """Exact probabilities of :func:`discrete_laplace` at integer ``values``.
+
+    Parameters
+    ----------
+    values : array_like
+        Integers at which to evaluate the distribution, any shape.
+    parameter : float
+        The decay a > 0 of the distribution.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array tanh(a/2) e^(-a |x|), with the shape of ``values``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``parameter`` is not a finite number > 0.
+    """
     a = _check_parameter(parameter)
     return np.tanh(a / 2) * np.exp(-a * np.abs(np.asarray(values, dtype=np.float64)))

@@ -33,7 +33,23 @@ def _check_std(value: float, name: str) -> float:
 
 
 def check_votes(votes) -> np.ndarray:
-    """``votes`` as a non-empty (queries, classes) integer array of non-negative counts."""
+    """``votes`` as a non-empty (queries, classes) integer array of non-negative counts.
+
+    Parameters
+    ----------
+    votes : array_like of int
+        Vote histogram of shape (queries, classes), at least 2 classes.
+
+    Returns
+    -------
+    numpy.ndarray
+        The votes as an int64 array of shape (queries, classes).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``votes`` is not a non-empty 2-d array of non-negative integer counts with at least 2 classes.
+    """
     array = np.asarray(votes)
     if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] < 2:
         raise ConfigError(f"votes must have shape (queries, classes) with at least 2 classes, got {array.shape}")
@@ -43,7 +59,26 @@ def check_votes(votes) -> np.ndarray:
 
 
 def teacher_votes(predictions, num_classes: int) -> np.ndarray:
-    """The vote histogram: ``predictions`` (teachers, queries) of class indices -> (queries, classes) counts."""
+    """The vote histogram: ``predictions`` (teachers, queries) of class indices -> (queries, classes) counts.
+
+    Parameters
+    ----------
+    predictions : array_like of int
+        (teachers, queries) array: the class each teacher predicts for each query.
+    num_classes : int
+        K, the number of classes (>= 2).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 array of shape (queries, K): how many teachers voted for each class on each query.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``num_classes`` is not an integer >= 2, or ``predictions`` is not a non-empty 2-d integer
+        array of class indices in [0, num_classes).
+    """
     num_classes = check_num_classes(num_classes)
     array = np.asarray(predictions)
     if array.ndim != 2 or array.size == 0 or array.dtype.kind not in "iu":
@@ -56,7 +91,32 @@ def teacher_votes(predictions, num_classes: int) -> np.ndarray:
 
 
 def gnmax(votes, noise_std: float, rng: RandomSource = None) -> np.ndarray:
-    """GNMax: for every query the arg-max of its votes plus independent N(0, noise_std^2) per class."""
+    """GNMax: for every query the arg-max of its votes plus independent N(0, noise_std^2) per class.
+
+    Post-processing of a Gaussian mechanism with noise multiplier noise_std / sqrt(2) per query,
+    provided each teacher was trained on its own disjoint part of the labels (see the module
+    docstring).
+
+    Parameters
+    ----------
+    votes : array_like of int
+        (queries, classes) vote histogram of non-negative counts.
+    noise_std : float
+        Standard deviation sigma of the Gaussian noise added to each count, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        Source of the noise (see :mod:`labeldp.randomness`).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 array of shape (queries,): the answered class of each query.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``votes`` is not a valid vote histogram, ``noise_std`` is not a finite number > 0, or ``rng``
+        is not an accepted source.
+    """
     counts = check_votes(votes)
     sigma = _check_std(noise_std, "noise_std")
     noisy = counts + as_generator(rng).normal(0.0, sigma, size=counts.shape)
@@ -65,11 +125,39 @@ def gnmax(votes, noise_std: float, rng: RandomSource = None) -> np.ndarray:
 
 def confident_gnmax(votes, threshold: float, threshold_noise_std: float, noise_std: float,
                     rng: RandomSource = None) -> tuple[np.ndarray, np.ndarray]:
-    """Confident GNMax: answer a query only when max(votes) + N(0, threshold_noise_std^2) >= threshold,
-    then with GNMax. Returns (answered mask, labels), the label being -1 where not answered.
+    """Confident GNMax: answer a query only when max(votes) + N(0, threshold_noise_std^2) >= threshold.
+
+    Answered queries are then answered with GNMax. The check is a Gaussian mechanism with noise
+    multiplier threshold_noise_std per query (see the module docstring).
 
     The GNMax noise is drawn for every query, answered or not, so the randomness consumed does not
     depend on the data.
+
+    Parameters
+    ----------
+    votes : array_like of int
+        (queries, classes) vote histogram of non-negative counts.
+    threshold : float
+        The noisy largest vote count a query needs to be answered.
+    threshold_noise_std : float
+        Standard deviation sigma_1 of the noise of the check, > 0.
+    noise_std : float
+        Standard deviation sigma of the GNMax noise, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        Source of the noise (see :mod:`labeldp.randomness`).
+
+    Returns
+    -------
+    answered : numpy.ndarray
+        Boolean mask of shape (queries,).
+    labels : numpy.ndarray
+        int64 array of shape (queries,): the GNMax label, -1 where not answered.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``votes`` is not a valid vote histogram, a noise standard deviation is not a finite number
+        > 0, or ``rng`` is not an accepted source.
     """
     counts = check_votes(votes)
     sigma1 = _check_std(threshold_noise_std, "threshold_noise_std")
@@ -85,6 +173,25 @@ def gnmax_probabilities(votes, noise_std: float, grid_points: int = 4001) -> np.
     Pr[answer j] = E_Z [ prod_{i != j} Phi((v_j - v_i) / sigma + Z) ], Z ~ N(0, 1), integrated on a
     uniform grid over [-12, 12] (the integrand is smooth; error far below 1e-9). For tests and
     analysis of small histograms: memory grows as queries x classes^2 x grid_points.
+
+    Parameters
+    ----------
+    votes : array_like of int
+        (queries, classes) vote histogram of non-negative counts.
+    noise_std : float
+        Standard deviation sigma of the GNMax noise, > 0.
+    grid_points : int, optional
+        Number of points of the integration grid (default 4001).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape (queries, classes); each row sums to 1.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``votes`` is not a valid vote histogram or ``noise_std`` is not a finite number > 0.
     """
     counts = check_votes(votes).astype(np.float64)
     sigma = _check_std(noise_std, "noise_std")
@@ -99,7 +206,27 @@ def gnmax_probabilities(votes, noise_std: float, grid_points: int = 4001) -> np.
 
 
 def answer_probability(votes, threshold: float, threshold_noise_std: float) -> np.ndarray:
-    """Exact probability that :func:`confident_gnmax` answers each query: Phi((max - threshold) / sigma_1)."""
+    """Exact probability that :func:`confident_gnmax` answers each query: Phi((max - threshold) / sigma_1).
+
+    Parameters
+    ----------
+    votes : array_like of int
+        (queries, classes) vote histogram of non-negative counts.
+    threshold : float
+        The threshold of the check.
+    threshold_noise_std : float
+        Standard deviation sigma_1 of the noise of the check, > 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape (queries,).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``votes`` is not a valid vote histogram or ``threshold_noise_std`` is not a finite number > 0.
+    """
     counts = check_votes(votes)
     sigma1 = _check_std(threshold_noise_std, "threshold_noise_std")
     return ndtr((counts.max(axis=1) - float(threshold)) / sigma1)

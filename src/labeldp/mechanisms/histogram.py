@@ -20,13 +20,36 @@ def noisy_histogram(labels, groups, num_groups: int, num_classes: int, epsilon: 
                     rng: RandomSource = None) -> np.ndarray:
     """(num_groups, num_classes) label counts per group plus discrete Laplace noise (epsilon-label-DP).
 
-    Args:
-        labels: true labels, length n.
-        groups: public group of each example (e.g. its cluster), integers in [0, num_groups).
-        epsilon: privacy parameter of the whole table, > 0.
+    Each cell gets discrete Laplace noise with parameter epsilon / 2, which makes the table epsilon-DP
+    provided the groups are public, computed without the labels (see the module docstring).
 
-    Returns:
-        int64 noisy counts (may be negative; clip and normalise to use them as priors).
+    Parameters
+    ----------
+    labels : array_like of int
+        True labels, length n, in [0, num_classes).
+    groups : array_like of int
+        Public group of each example (e.g. its cluster), integers in [0, num_groups), length n.
+    num_groups : int
+        Number of groups (rows of the table).
+    num_classes : int
+        K, the number of classes (>= 2).
+    epsilon : float
+        Privacy parameter of the whole table, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        Source of the noise (see :mod:`labeldp.randomness`).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 noisy counts of shape (num_groups, num_classes) (may be negative; clip and normalise to
+        use them as priors).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0, ``num_classes`` is not an integer >= 2, ``labels``
+        or ``groups`` holds values outside their range, their lengths differ, or ``rng`` is not an
+        accepted source.
     """
     eps = check_epsilon(epsilon)
     num_classes = check_num_classes(num_classes)

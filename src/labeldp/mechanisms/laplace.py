@@ -27,13 +27,54 @@ LAPLACE_GRID = 1024
 
 
 def laplace_parameter(epsilon: float) -> float:
-    """The discrete Laplace parameter a = epsilon / (2 m) of each coordinate of m z."""
+    """The discrete Laplace parameter a = epsilon / (2 m) of each coordinate of m z.
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy parameter, > 0.
+
+    Returns
+    -------
+    float
+        The parameter a, with m = :data:`LAPLACE_GRID`.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0.
+    """
     return check_epsilon(epsilon) / (2 * LAPLACE_GRID)
 
 
 def laplace_one_hot(labels, num_classes: int, epsilon: float, rng: RandomSource = None) -> np.ndarray:
-    """(n, K) noisy one-hot vectors on the grid (1/m) Z: onehot(label) + discrete Laplace / m, noise
-    of scale 2 / epsilon per coordinate (float64, exact)."""
+    """(n, K) noisy one-hot vectors on the grid (1/m) Z: onehot(label) + discrete Laplace / m.
+
+    The noise has scale 2 / epsilon per coordinate (float64, exact). Each released vector is
+    epsilon-label-DP (see the module docstring).
+
+    Parameters
+    ----------
+    labels : array_like of int
+        1-d integer array of true labels in [0, num_classes), shape (n,).
+    num_classes : int
+        K, the number of classes (>= 2).
+    epsilon : float
+        Privacy parameter, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        Source of the noise (see :mod:`labeldp.randomness`).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array z of shape (n, K), every entry a multiple of 1 / :data:`LAPLACE_GRID`.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``num_classes`` is not an integer >= 2, ``labels`` is not a 1-d array of integers in
+        [0, num_classes), ``epsilon`` is not a finite number > 0, or ``rng`` is not an accepted source.
+    """
     k = check_num_classes(num_classes)
     true = check_labels(labels, k)
     counts = discrete_laplace(laplace_parameter(epsilon), (true.size, k), rng)
@@ -42,8 +83,29 @@ def laplace_one_hot(labels, num_classes: int, epsilon: float, rng: RandomSource 
 
 
 def laplace_one_hot_likelihood(noisy, epsilon: float) -> np.ndarray:
-    """Pr[z | y] for every class y, normalised over y: exp(epsilon (|z_y| - |z_y - 1|) / 2) up to a
-    factor common to all classes (only coordinate y differs between the candidate one-hot vectors)."""
+    """Pr[z | y] for every class y, normalised over y.
+
+    Equal to exp(epsilon (|z_y| - |z_y - 1|) / 2) up to a factor common to all classes (only
+    coordinate y differs between the candidate one-hot vectors). Uses only released values and public
+    parameters.
+
+    Parameters
+    ----------
+    noisy : array_like
+        (n, K) vectors released by :func:`laplace_one_hot`.
+    epsilon : float
+        The privacy parameter of the release, > 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape (n, K); each row sums to 1.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``noisy`` is not a finite (n, K) array or ``epsilon`` is not a finite number > 0.
+    """
     z = np.asarray(noisy, dtype=np.float64)
     if z.ndim != 2 or not np.all(np.isfinite(z)):
         raise ConfigError("noisy must be a finite (n, K) array")

@@ -40,14 +40,40 @@ def keep_probability(epsilon: float, k) -> np.ndarray | float:
     """Probability e^eps / (e^eps + k - 1) that RR over k candidates releases the true label.
 
     Computed as 1 / (1 + (k - 1) e^-eps), which does not overflow for large epsilon.
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy parameter (not checked here).
+    k : int or numpy.ndarray
+        Number of candidate labels, a scalar or an integer array of any shape.
+
+    Returns
+    -------
+    numpy.ndarray or float
+        The keep probability, float64, with the shape of ``k``.
     """
     return 1.0 / (1.0 + (np.asarray(k, dtype=np.float64) - 1.0) * np.exp(-epsilon))
 
 
 def change_probability(epsilon: float, k) -> np.ndarray | float:
-    """Probability (k - 1) / (e^eps + k - 1) that RR over k candidates releases another label,
-    computed without the cancellation of 1 - :func:`keep_probability`. Where e^-eps underflows
-    (epsilon above about 745) it is the smallest positive float, not 0, while k > 1."""
+    """Probability (k - 1) / (e^eps + k - 1) that RR over k candidates releases another label.
+
+    Computed without the cancellation of 1 - :func:`keep_probability`. Where e^-eps underflows
+    (epsilon above about 745) it is the smallest positive float, not 0, while k > 1.
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy parameter (not checked here).
+    k : int or numpy.ndarray
+        Number of candidate labels, a scalar or an integer array of any shape.
+
+    Returns
+    -------
+    numpy.ndarray or float
+        The change probability, float64, with the shape of ``k``; 0 where k <= 1.
+    """
     candidates = np.asarray(k, dtype=np.float64)
     others = (candidates - 1.0) * np.exp(-epsilon)
     return np.where(candidates > 1, np.maximum(others / (1.0 + others), _TINY), 0.0)
@@ -72,14 +98,27 @@ def randomized_response(labels, num_classes: int, epsilon: float, rng: RandomSou
     *other* labels is released uniformly at random. The likelihood ratio between any two true labels
     for any released label is exactly e^eps (the realised one at most that: see :func:`_changed`).
 
-    Args:
-        labels: 1-d integer array of true labels in [0, num_classes).
-        num_classes: K, the number of classes (>= 2).
-        epsilon: privacy parameter, > 0.
-        rng: seed, ``numpy.random.Generator``, ``"secure"`` or None (see :mod:`labeldp.randomness`).
+    Parameters
+    ----------
+    labels : array_like of int
+        1-d integer array of true labels in [0, num_classes), shape (n,).
+    num_classes : int
+        K, the number of classes (>= 2).
+    epsilon : float
+        Privacy parameter, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        Seed, ``numpy.random.Generator``, ``"secure"`` or None (see :mod:`labeldp.randomness`).
 
-    Returns:
+    Returns
+    -------
+    numpy.ndarray
         int64 array of released labels, same shape as ``labels``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0, ``num_classes`` is not an integer >= 2, ``labels``
+        is not a 1-d array of integers in [0, num_classes), or ``rng`` is not an accepted source.
     """
     eps = check_epsilon(epsilon)
     num_classes = check_num_classes(num_classes)
@@ -186,8 +225,27 @@ def _chunk_rows(num_classes: int) -> int:
 def prior_top_k(priors, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
     """The k and the top-k label set that RR-with-prior uses for each row of ``priors``.
 
-    Returns ``(k, in_top_k)``: int64 array of shape (n,) and boolean mask of shape (n, K). Reads no
-    labels, so it is free of privacy cost.
+    Reads no labels, so it is free of privacy cost.
+
+    Parameters
+    ----------
+    priors : array_like
+        (n, K) array; each row a probability distribution over the K classes.
+    epsilon : float
+        Privacy parameter, > 0.
+
+    Returns
+    -------
+    k : numpy.ndarray
+        int64 array of shape (n,).
+    in_top_k : numpy.ndarray
+        Boolean mask of shape (n, K).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0 or ``priors`` is not an (n, K) array of
+        probability distributions.
     """
     eps = check_epsilon(epsilon)
     prior = check_priors(priors)
@@ -211,14 +269,30 @@ def rr_with_prior(labels, priors, epsilon: float, rng: RandomSource = None) -> t
     among them, a uniform label from the k is released. Each release is epsilon-label-DP as long as
     the prior row does not depend on that example's own label.
 
-    Args:
-        labels: 1-d integer array of true labels, length n.
-        priors: (n, K) array; each row a probability distribution over the K classes.
-        epsilon: privacy parameter, > 0.
-        rng: seed, ``numpy.random.Generator``, ``"secure"`` or None.
+    Parameters
+    ----------
+    labels : array_like of int
+        1-d integer array of true labels, length n.
+    priors : array_like
+        (n, K) array; each row a probability distribution over the K classes.
+    epsilon : float
+        Privacy parameter, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        Seed, ``numpy.random.Generator``, ``"secure"`` or None.
 
-    Returns:
-        ``(noisy_labels, k)``: int64 arrays of shape (n,).
+    Returns
+    -------
+    noisy_labels : numpy.ndarray
+        int64 array of shape (n,), the released labels.
+    k : numpy.ndarray
+        int64 array of shape (n,), the size of each example's top-k set.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0, ``priors`` is not an (n, K) array of distributions,
+        ``labels`` is not a 1-d array of integers in [0, K), their lengths differ, or ``rng`` is not an
+        accepted source.
     """
     eps = check_epsilon(epsilon)
     prior = check_priors(priors)
@@ -274,8 +348,25 @@ def _released_ranks(gen, true_in_top_k: np.ndarray, k: np.ndarray, change: np.nd
 def rr_with_prior_probabilities(priors, epsilon: float) -> np.ndarray:
     """Exact release probabilities of :func:`rr_with_prior`.
 
-    Returns P of shape (n, K, K) with P[i, y, z] = Pr[example i with true label y is released as z].
     With a uniform prior this is exactly K-ary randomized response.
+
+    Parameters
+    ----------
+    priors : array_like
+        (n, K) array; each row a probability distribution over the K classes.
+    epsilon : float
+        Privacy parameter, > 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        P of shape (n, K, K) with P[i, y, z] = Pr[example i with true label y is released as z].
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0 or ``priors`` is not an (n, K) array of
+        probability distributions.
     """
     eps = check_epsilon(epsilon)
     k, member = prior_top_k(priors, eps)
@@ -290,7 +381,25 @@ def rr_with_prior_probabilities(priors, epsilon: float) -> np.ndarray:
 
 
 def randomized_response_probabilities(num_classes: int, epsilon: float) -> np.ndarray:
-    """Exact (K, K) release probabilities of :func:`randomized_response`: P[y, z] = Pr[y -> z]."""
+    """Exact (K, K) release probabilities of :func:`randomized_response`: P[y, z] = Pr[y -> z].
+
+    Parameters
+    ----------
+    num_classes : int
+        K, the number of classes (>= 2).
+    epsilon : float
+        Privacy parameter, > 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape (K, K); row y is the distribution of the release of true label y.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0 or ``num_classes`` is not an integer >= 2.
+    """
     eps = check_epsilon(epsilon)
     num_classes = check_num_classes(num_classes)
     keep = keep_probability(eps, num_classes)
@@ -304,6 +413,26 @@ def randomized_response_likelihood(noisy_labels, num_classes: int, epsilon: floa
 
     Depends only on released values and public parameters, so using it costs no privacy. It is the
     per-example noise channel that forward-corrected training needs.
+
+    Parameters
+    ----------
+    noisy_labels : array_like of int
+        1-d integer array of released labels in [0, num_classes), shape (n,).
+    num_classes : int
+        K, the number of classes (>= 2).
+    epsilon : float
+        The privacy parameter the labels were released with, > 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape (n, K).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0, ``num_classes`` is not an integer >= 2, or
+        ``noisy_labels`` is not a 1-d array of integers in [0, num_classes).
     """
     eps = check_epsilon(epsilon)
     num_classes = check_num_classes(num_classes)
@@ -319,6 +448,27 @@ def rr_with_prior_likelihood(noisy_labels, priors, epsilon: float) -> np.ndarray
 
     Equal to ``rr_with_prior_probabilities(priors, epsilon)[i, :, noisy_labels[i]]`` without building
     the (n, K, K) array. Uses only released values and the (public) priors: free of privacy cost.
+
+    Parameters
+    ----------
+    noisy_labels : array_like of int
+        1-d integer array of labels released by :func:`rr_with_prior`, shape (n,).
+    priors : array_like
+        The (n, K) priors the labels were released with.
+    epsilon : float
+        The privacy parameter the labels were released with, > 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape (n, K).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0, ``priors`` is not an (n, K) array of distributions,
+        ``noisy_labels`` is not a 1-d array of integers in [0, K) of length n, or a released label lies
+        outside its prior's top k (not an RR-with-prior release).
     """
     eps = check_epsilon(epsilon)
     k, member = prior_top_k(priors, eps)

@@ -17,8 +17,23 @@ MODELS = ("mlp", "cnn", "tanh-cnn", "resnet18", "wrn16-4", "recommender")
 
 
 def default_model_name(input_shape: tuple[int, ...], categorical: tuple[int, ...] = ()) -> str:
-    """The model used when none is named: the recommender for tables with categorical columns, CNN for
-    28x28 images, ResNet-18 for 32x32, else MLP."""
+    """The model used when none is named.
+
+    The recommender for tables with categorical columns, CNN for 28x28 images, ResNet-18 for 32x32,
+    else MLP.
+
+    Parameters
+    ----------
+    input_shape : tuple of int
+        Shape of one input, without the batch dimension: (C, H, W) for images, (D,) for tables.
+    categorical : tuple of int, optional
+        Sizes of the leading integer-coded input columns (default none).
+
+    Returns
+    -------
+    str
+        One of :data:`MODELS`.
+    """
     if categorical:
         return "recommender"
     if len(input_shape) == 3 and input_shape[1:] == (28, 28):
@@ -30,10 +45,36 @@ def default_model_name(input_shape: tuple[int, ...], categorical: tuple[int, ...
 
 def build_model(name: str | None, input_shape: tuple[int, ...], num_classes: int, seed: int | None = None,
                 categorical: tuple[int, ...] = ()) -> nn.Module:
-    """Build model ``name`` (or the default for ``input_shape``) with ``num_classes`` outputs, on the
-    CPU. ``categorical`` are the sizes of the leading integer-coded input columns
+    """Build model ``name`` (or the default for ``input_shape``) with ``num_classes`` outputs, on the CPU.
+
+    ``categorical`` are the sizes of the leading integer-coded input columns
     (:attr:`labeldp.data.LabeledDataset.categorical`). With ``seed``, its initial weights come from
-    that seed, and torch's global random state is left as it was."""
+    that seed, and torch's global random state is left as it was.
+
+    Parameters
+    ----------
+    name : str or None
+        One of :data:`MODELS`, or None for :func:`default_model_name`'s choice.
+    input_shape : tuple of int
+        Shape of one input, without the batch dimension: (C, H, W) for images, (D,) for tables.
+    num_classes : int
+        Number of outputs (logits).
+    seed : int or None, optional
+        Seed of the initial weights (default None: torch's global random state).
+    categorical : tuple of int, optional
+        Sizes of the leading integer-coded input columns (default none).
+
+    Returns
+    -------
+    torch.nn.Module
+        The model, on the CPU; it maps a batch (B, *input_shape) to logits (B, num_classes).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``name`` is unknown, or the model does not fit ``input_shape`` (e.g. ``"cnn"`` needs square
+        images with a side divisible by 4, ``"recommender"`` a table with categorical columns).
+    """
     name = name or default_model_name(input_shape, categorical)
     if seed is None:
         return _build(name, input_shape, num_classes, tuple(categorical))

@@ -13,6 +13,21 @@ class SmallCNN(nn.Sequential):
     Sized for CPUs: about 7 s per MNIST epoch on two cores, ~99.3 % test accuracy with clean labels.
 
     Uses no batch statistics, so the same network also works with per-example gradients (DP-SGD).
+
+    Maps images (B, in_channels, image_size, image_size) to logits (B, num_classes).
+
+    Parameters
+    ----------
+    in_channels : int, optional
+        Channels of the input images (default 1).
+    num_classes : int, optional
+        Number of outputs (default 10).
+    image_size : int, optional
+        Side of the square input images, divisible by 4 (default 28).
+    channels : tuple of int, optional
+        Channels of the two conv blocks (default (16, 32)).
+    hidden : int, optional
+        Width of the hidden layer (default 256).
     """
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10, image_size: int = 28,
@@ -28,9 +43,20 @@ class SmallCNN(nn.Sequential):
 
 
 class TanhCNN(nn.Sequential):
-    """The DP-SGD network for 28x28 images of Papernot et al. (2021) and Tramer & Boneh (2021):
+    """The DP-SGD network for 28x28 images of Papernot et al. (2021) and Tramer & Boneh (2021).
+
     8x8/2 conv (16), 4x4/2 conv (32), each with tanh and a 2x2 max-pool of stride 1, a 32-unit
-    tanh layer; 26k parameters. Bounded activations suit clipped, noisy gradients."""
+    tanh layer; 26k parameters. Bounded activations suit clipped, noisy gradients.
+
+    Maps images (B, in_channels, 28, 28) to logits (B, num_classes).
+
+    Parameters
+    ----------
+    in_channels : int, optional
+        Channels of the input images (default 1).
+    num_classes : int, optional
+        Number of outputs (default 10).
+    """
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10):
         super().__init__(

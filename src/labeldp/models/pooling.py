@@ -49,11 +49,29 @@ class _ChannelsLastMaxPool(torch.autograd.Function):
 
 
 class MaxPool2d(nn.MaxPool2d):
-    """:class:`torch.nn.MaxPool2d` (same arguments, values and gradients) that on CPU pools in
-    channels-last order, several times faster there (see the module docstring). Elsewhere it is
-    ``nn.MaxPool2d``."""
+    """:class:`torch.nn.MaxPool2d` (same arguments, values and gradients) that on CPU pools in channels-last order.
+
+    Several times faster there (see the module docstring). Elsewhere it is ``nn.MaxPool2d``.
+
+    Parameters
+    ----------
+    kernel_size, stride, padding, dilation, return_indices, ceil_mode
+        As for :class:`torch.nn.MaxPool2d`.
+    """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Pool ``x`` as :func:`torch.nn.functional.max_pool2d` does.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Input of shape (N, C, H, W) or (C, H, W).
+
+        Returns
+        -------
+        torch.Tensor or tuple of torch.Tensor
+            The pooled values, and with ``return_indices`` also the flat positions of the maxima.
+        """
         if x.device.type != "cpu" or x.dim() not in (3, 4):
             return super().forward(x)
         values, indices = _ChannelsLastMaxPool.apply(

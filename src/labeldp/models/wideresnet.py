@@ -20,30 +20,89 @@ def _standardize(kernel: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.
 
 
 class WSConv2d(nn.Conv2d):
-    """A convolution whose kernel is standardised per output channel (zero mean, unit variance over
-    its fan-in) on every call (Qiao et al. 2019). ``weight`` holds the raw parameters."""
+    """A convolution whose kernel is standardised per output channel on every call (Qiao et al. 2019).
+
+    Each channel's kernel has zero mean and unit variance over its fan-in. ``weight`` holds the raw
+    parameters.
+
+    Parameters
+    ----------
+    *args
+        Positional arguments of :class:`torch.nn.Conv2d`.
+    eps : float, optional
+        Added to each channel's variance before its square root (default 1e-5).
+    **kwargs
+        Keyword arguments of :class:`torch.nn.Conv2d`.
+
+    Attributes
+    ----------
+    eps : float
+        The variance offset.
+    """
 
     def __init__(self, *args, eps: float = 1e-5, **kwargs):
         super().__init__(*args, **kwargs)
         self.eps = eps
 
     def standardized_weight(self) -> torch.Tensor:
+        """The standardised kernel, with the shape of ``weight`` and differentiable with respect to it.
+
+        Returns
+        -------
+        torch.Tensor
+            Tensor of shape (out_channels, in_channels / groups, kH, kW).
+        """
         return _standardize(self.weight.flatten(1), self.eps)[0].view_as(self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The convolution of ``x`` with the standardised kernel.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Input of shape (B, in_channels, H, W).
+
+        Returns
+        -------
+        torch.Tensor
+            Output of shape (B, out_channels, H', W').
+        """
         return self._conv_forward(x, self.standardized_weight(), self.bias)
 
     def standardization(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(y, s), detached: the standardised kernel (out_channels, fan_in) and each channel's scale s
-        (out_channels, 1). Per-example gradient rules compute it once per step and pass it below."""
+        """(y, s), detached: the standardised kernel and each channel's scale s.
+
+        Per-example gradient rules compute it once per step and pass it below.
+
+        Returns
+        -------
+        standardized : torch.Tensor
+            The standardised kernel y, shape (out_channels, fan_in).
+        scale : torch.Tensor
+            Each channel's scale s = sqrt(var + eps), shape (out_channels, 1).
+        """
         return _standardize(self.weight.detach().flatten(1), self.eps)
 
     def weight_gradient(self, standardized_grads: torch.Tensor,
                         standardization: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        """Map gradients G (B, *weight.shape) with respect to the standardised kernel y = (w - mean) / s
-        to gradients with respect to ``weight``: per output channel (G - mean(G) - y mean(G y)) / s,
-        the chain rule through the standardisation (means over the fan-in). The map is linear in G.
-        ``standardization``: :meth:`standardization`'s result, if already at hand."""
+        """Map gradients G with respect to the standardised kernel to gradients with respect to ``weight``.
+
+        G has shape (B, *weight.shape) and is taken with respect to y = (w - mean) / s. Per output channel
+        the result is (G - mean(G) - y mean(G y)) / s, the chain rule through the standardisation (means
+        over the fan-in). The map is linear in G.
+
+        Parameters
+        ----------
+        standardized_grads : torch.Tensor
+            Gradients G of shape (B, *weight.shape).
+        standardization : tuple of torch.Tensor, optional
+            :meth:`standardization`'s result, if already at hand.
+
+        Returns
+        -------
+        torch.Tensor
+            Gradients with respect to ``weight``, shape (B, *weight.shape).
+        """
         standardized, scale = standardization or self.standardization()
         grads = standardized_grads.flatten(2)
         centred = grads - grads.mean(dim=2, keepdim=True)
@@ -52,11 +111,29 @@ class WSConv2d(nn.Conv2d):
 
     def weight_gradient_norms2(self, scaled_norms2: torch.Tensor, sums: torch.Tensor, dots: torch.Tensor,
                                standardization: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        """Squared norms (B,) of :meth:`weight_gradient` of gradients G (B, *weight.shape), from three
-        statistics of G, without forming either: ``scaled_norms2`` (B,) = sum_r |G_r|^2 / s_r^2 over
-        output channels r, and per channel (B, out_channels) ``sums`` = sum(G_r) and ``dots`` = G_r . y_r.
-        With n the fan-in and m = dots / n, channel r contributes
-        (|G_r|^2 - sums^2 / n - 2 n m^2 + m^2 |y_r|^2) / s_r^2."""
+        """Squared norms (B,) of :meth:`weight_gradient` of gradients G (B, *weight.shape).
+
+        Computed from three statistics of G, without forming either: ``scaled_norms2`` (B,) =
+        sum_r |G_r|^2 / s_r^2 over output channels r, and per channel (B, out_channels) ``sums`` = sum(G_r)
+        and ``dots`` = G_r . y_r. With n the fan-in and m = dots / n, channel r contributes
+        (|G_r|^2 - sums^2 / n - 2 n m^2 + m^2 |y_r|^2) / s_r^2.
+
+        Parameters
+        ----------
+        scaled_norms2 : torch.Tensor
+            (B,) sum over output channels r of |G_r|^2 / s_r^2.
+        sums : torch.Tensor
+            (B, out_channels) sum of the entries of each G_r.
+        dots : torch.Tensor
+            (B, out_channels) dot product G_r . y_r.
+        standardization : tuple of torch.Tensor, optional
+            :meth:`standardization`'s result, if already at hand.
+
+        Returns
+        -------
+        torch.Tensor
+            Squared norms of shape (B,).
+        """
         standardized, scale = standardization or self.standardization()
         fan_in = standardized.shape[1]
         m = dots / fan_in
@@ -89,10 +166,42 @@ class _Block(nn.Module):
 
 
 class WideResNet(nn.Module):
-    """WRN-``depth``-``width`` for 32x32 images: a 16-channel stem, three stages of (depth-4)/6 blocks
-    with 16w, 32w and 64w channels, GroupNorm with ``groups`` groups, global average pooling.
+    """WRN-``depth``-``width`` for 32x32 images.
 
-    WRN-16-4 (the default) has 2.7M parameters."""
+    A 16-channel stem, three stages of (depth-4)/6 blocks with 16w, 32w and 64w channels, GroupNorm
+    with ``groups`` groups, global average pooling.
+
+    WRN-16-4 (the default) has 2.7M parameters.
+
+    Parameters
+    ----------
+    in_channels : int, optional
+        Channels of the input images (default 3).
+    num_classes : int, optional
+        Number of outputs (default 10).
+    depth : int, optional
+        Depth, of the form 6n + 4 (default 16).
+    width : int, optional
+        Width multiplier w (default 4).
+    groups : int, optional
+        GroupNorm groups (at most the channels of a layer; default 16).
+
+    Attributes
+    ----------
+    stem : WSConv2d
+        The 3x3 stem convolution.
+    blocks : torch.nn.Sequential
+        The residual blocks.
+    norm : torch.nn.GroupNorm
+        The final normalisation.
+    head : torch.nn.Linear
+        The classifier.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``depth`` is not of the form 6n + 4.
+    """
 
     def __init__(self, in_channels: int = 3, num_classes: int = 10, depth: int = 16, width: int = 4,
                  groups: int = 16):
@@ -112,5 +221,17 @@ class WideResNet(nn.Module):
         self.head = nn.Linear(planes, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits of a batch of images.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Images of shape (B, in_channels, H, W), 32x32 for the design.
+
+        Returns
+        -------
+        torch.Tensor
+            Logits of shape (B, num_classes).
+        """
         out = F.relu(self.norm(self.blocks(self.stem(x))))
         return self.head(out.mean(dim=(2, 3)))

@@ -13,7 +13,24 @@ from tqdm.auto import tqdm
 
 
 class Autoencoder(nn.Module):
-    """A fully connected autoencoder: d -> 512 -> 128 -> code_dim -> 128 -> 512 -> d."""
+    """A fully connected autoencoder: d -> 512 -> 128 -> code_dim -> 128 -> 512 -> d.
+
+    Trained on public inputs only (:func:`autoencoder_codes`), so its codes are public.
+
+    Parameters
+    ----------
+    input_dim : int
+        d, the width of a flattened input.
+    code_dim : int, optional
+        Width of the code (default 32).
+
+    Attributes
+    ----------
+    encoder : torch.nn.Sequential
+        d -> 512 -> 128 -> code_dim, with ReLUs between.
+    decoder : torch.nn.Sequential
+        code_dim -> 128 -> 512 -> d, with ReLUs between.
+    """
 
     def __init__(self, input_dim: int, code_dim: int = 32):
         super().__init__()
@@ -23,13 +40,51 @@ class Autoencoder(nn.Module):
                                      nn.Linear(512, input_dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The reconstruction of ``x``.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Inputs of shape (B, input_dim).
+
+        Returns
+        -------
+        torch.Tensor
+            Reconstructions of shape (B, input_dim).
+        """
         return self.decoder(self.encoder(x))
 
 
 def autoencoder_codes(inputs: np.ndarray, code_dim: int = 32, epochs: int = 10, batch_size: int = 256,
                       lr: float = 1e-3, seed: int = 0, progress: bool = False) -> np.ndarray:
-    """Train an :class:`Autoencoder` on the flattened, standardised ``inputs`` (mean squared error,
-    Adam) and return their codes, standardised per dimension, as float32 (n, code_dim)."""
+    """Train an :class:`Autoencoder` on ``inputs`` and return their codes.
+
+    The inputs are flattened and standardised, the loss is the mean squared error, the optimiser
+    Adam. It reads inputs, never labels, so the codes are public. torch's global random state is left
+    as it was.
+
+    Parameters
+    ----------
+    inputs : numpy.ndarray
+        Public inputs of shape (n, ...); each is flattened.
+    code_dim : int, optional
+        Width of the code (default 32).
+    epochs : int, optional
+        Training epochs (default 10).
+    batch_size : int, optional
+        Examples per step (default 256).
+    lr : float, optional
+        Adam's learning rate (default 1e-3).
+    seed : int, optional
+        Seed of the initialisation and of the data order (default 0).
+    progress : bool, optional
+        Show a progress bar over the epochs (default False).
+
+    Returns
+    -------
+    numpy.ndarray
+        The codes, standardised per dimension, as float32 (n, code_dim).
+    """
     flat = torch.as_tensor(np.asarray(inputs, dtype=np.float32).reshape(len(inputs), -1))
     flat = (flat - flat.mean(0)) / (flat.std(0) + 1e-6)
     with torch.random.fork_rng(devices=[]):  # the initialisation from the seed, leaving torch's global state alone
