@@ -15,7 +15,7 @@ from pathlib import Path
 
 from labeldp.audit import audit_config
 from labeldp.data import load_dataset
-from labeldp.experiments import get_profile
+from labeldp.recipes import get_profile
 
 
 def main() -> None:

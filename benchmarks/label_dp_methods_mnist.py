@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from labeldp.data import load_dataset
-from labeldp.experiments.recipes import CLUSTER_PRIOR, METHODS_EPSILONS, MNIST_TRAIN, PATE_STUDENT_TRAIN
+from labeldp.recipes.builtin import CLUSTER_PRIOR, METHODS_EPSILONS, MNIST_TRAIN, PATE_STUDENT_TRAIN
 from labeldp.experiments.sweep import SweepJob, run_sweep
 from labeldp.runs import RunConfig
 from labeldp.boundary import unseal

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from labeldp.experiments import get_profile
+from labeldp.recipes import get_profile
 from labeldp.experiments.sweep import SweepJob, run_sweep
 
 #: Test accuracy (%) reported by Ghazi et al. (NeurIPS 2021) for MNIST.

@@ -6,7 +6,7 @@ stage has a cluster prior: k-means on a neighbour-graph embedding of the public 
 histogram's share of epsilon by :func:`labeldp.priors.histogram_epsilon`) executed by the sweep runner,
 exactly as ``labeldp sweep --profiles 'mnist/e.*/lp-2st-spectral/run0' --data-dir ...`` would;
 finished runs in --out are read back. How the recipe was chosen is in
-:func:`labeldp.experiments.recipes.mnist_spectral_config`.
+:func:`labeldp.recipes.builtin.mnist_spectral_config`.
 
 At epsilon 1 and above a prior this peaked costs more than it brings (RR-with-prior keeps k = 1 for
 most examples, whose releases then carry nothing), so the benchmark also runs the best earlier
@@ -28,8 +28,8 @@ import platform
 
 import torch
 
-from labeldp.experiments import get_profile
-from labeldp.experiments.recipes import SMALL_EPSILONS
+from labeldp.recipes import get_profile
+from labeldp.recipes.builtin import SMALL_EPSILONS
 from labeldp.experiments.sweep import SweepJob, run_sweep
 
 #: MNIST test accuracy (%) of LabelDP-Pro (ICLR 2024) by epsilon.

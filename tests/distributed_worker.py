@@ -40,9 +40,10 @@ if rank != 0:  # the other ranks must not touch the run folders at all: rank 0 r
     sys.addaudithook(_hook)
 
 from labeldp import distributed  # noqa: E402
-from labeldp.dpsgd.trainer import DPSGDConfig  # noqa: E402
+from labeldp.config.dpsgd import DPSGDConfig  # noqa: E402
 from labeldp.dpsgd.trainer import private_gradient  # noqa: E402
-from labeldp.pate import PATEConfig, train_teachers  # noqa: E402
+from labeldp.config.pate import PATEConfig
+from labeldp.teachers import train_teachers  # noqa: E402
 from labeldp.runs import RunConfig, train_run  # noqa: E402
 from labeldp.training import TrainConfig  # noqa: E402
 

@@ -45,7 +45,7 @@ def test_help_explains_every_command(capsys) -> None:
     (["--data-dir", "/data/mnist", "--method", "lp-2st", "--epsilon", "1"],
      "dataset 'digits' is embedded: it takes no --data-dir"),
     (["--dataset", "mnist", "--data-dir", "/data/mnist", "--table", "t.csv", "--epsilon", "1"],
-     "--table, --test-table, --label-column, --features, --drop and --id-column are for dataset 'csv', not 'mnist'"),
+     "are for a table (dataset 'csv'), not 'mnist'"),
 ])
 def test_bad_arguments_exit_with_a_clear_message(tmp_path, capsys, args, message) -> None:
     assert main(["train", *args, "--out", str(tmp_path / "run"), "--quiet"]) == 2
@@ -199,13 +199,31 @@ def test_mnist_defaults_are_the_profile_recipe(method) -> None:
     the profile mnist/e2/M/run0, whose accuracy the README reports."""
     import dataclasses
 
-    from labeldp.cli import _build_parser, _with_best_recipe
-    from labeldp.experiments.profiles import get_profile
-    from labeldp.options import dataclass_from_args
-    from labeldp.runs import RunConfig
+    from labeldp.cli import build_parser
+    from labeldp.cli.common import config_with_recipe
+    from labeldp.recipes.profiles import get_profile
 
-    args = _build_parser().parse_args(["train", "--dataset", "mnist", "--data-dir", "m", "--method", method,
-                                       "--epsilon", "2", "--out", "o", "--quiet"])
-    default = _with_best_recipe(dataclass_from_args(RunConfig, args), args)
+    args = build_parser("train").parse_args(["train", "--dataset", "mnist", "--data-dir", "m", "--method", method,
+                                             "--epsilon", "2", "--out", "o", "--quiet"])
+    default = config_with_recipe(args)
     profile = get_profile(f"mnist/e2/{method}/run0").config
     assert dataclasses.replace(default, data_dir=None).resolved() == dataclasses.replace(profile, data_dir=None).resolved()
+
+
+@pytest.mark.parametrize("typed, expected", [
+    ([], {"lr": 0.1, "epochs": 12}),  # MNIST's LP-2ST recipe
+    (["--lr", "0.05"], {"lr": 0.05, "epochs": 12}),  # 0.05 is the library's default, and what the user typed
+    (["--epochs", "10", "--lr", "0.1"], {"lr": 0.1, "epochs": 10}),
+    (["--model", "mlp", "--batch-size", "128"], {"model": "mlp", "batch_size": 128, "lr": 0.1}),
+])
+def test_every_option_typed_wins_over_the_recipe_and_every_other_takes_it(typed, expected) -> None:
+    """The command line knows what was typed (a flag not typed sets nothing), so an option typed at its
+    library default is not mistaken for one left out: `--lr 0.05` trains at 0.05, not at the recipe's 0.1."""
+    from labeldp.cli import build_parser
+    from labeldp.cli.common import config_with_recipe
+
+    args = build_parser("train").parse_args(["train", "--dataset", "mnist", "--data-dir", "m", "--method", "lp-2st",
+                                             "--epsilon", "2", "--out", "o", "--quiet", *typed])
+    config = config_with_recipe(args)
+    for name, value in expected.items():
+        assert (config.model if name == "model" else getattr(config.train, name)) == value

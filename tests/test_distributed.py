@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from labeldp.dpsgd.trainer import DPSGDConfig
+from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.dpsgd.trainer import private_gradient
-from labeldp.pate import PATEConfig
+from labeldp.config.pate import PATEConfig
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
 

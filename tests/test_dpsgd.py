@@ -38,7 +38,8 @@ from labeldp.dpsgd import (
     secure_normal,
 )
 from labeldp.dpsgd import clipping, conv_grads, layer_rules
-from labeldp.dpsgd.trainer import DPSGDConfig, _ema_with_warmup, train_dpsgd
+from labeldp.config.dpsgd import DPSGDConfig
+from labeldp.dpsgd.trainer import _ema_with_warmup, train_dpsgd
 
 
 @pytest.fixture(autouse=True)

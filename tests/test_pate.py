@@ -16,7 +16,8 @@ from labeldp.mechanisms import answer_probability, confident_gnmax, gnmax, gnmax
 from labeldp.randomness import SecureGenerator
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
-from labeldp.pate import PATEConfig, partition_teachers, select_queries, train_teachers
+from labeldp.config.pate import PATEConfig
+from labeldp.teachers import partition_teachers, select_queries, train_teachers
 
 VOTES = np.array([[10, 8, 0, 3], [5, 5, 5, 5], [0, 1, 2, 18], [7, 0, 6, 8]])
 

@@ -14,7 +14,7 @@ import pytest
 from sklearn.metrics import accuracy_score
 
 from labeldp.accounting import randomized_response_event
-from labeldp.data.regression import snap_to_grid
+from labeldp.data.grid import snap_to_grid
 from labeldp.errors import BudgetError, DataError
 from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels, unseal
 from labeldp.boundary import release_randomized_response
@@ -22,7 +22,7 @@ from labeldp.boundary import release_randomized_response
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "labeldp"
 #: the only modules that read private labels: the release boundary, and the private-side trainers,
 #: which read them inside the mechanism they implement (docs/ARCHITECTURE.md says why each one)
-UNSEALED_IN = {"boundary/release.py", "boundary/column.py", "dpsgd/trainer.py", "dpsgd/selection.py", "pate.py"}
+UNSEALED_IN = {"boundary/release.py", "boundary/column.py", "dpsgd/trainer.py", "dpsgd/selection.py", "teachers.py"}
 
 
 def _calls(tree: ast.AST, name: str) -> list[int]:

@@ -19,7 +19,7 @@ from labeldp.data import label_grid, regression_dataset
 from labeldp.errors import ConfigError
 from labeldp.evaluation import primary_metric, regression_metrics
 from labeldp.experiments.report import aggregate, format_report
-from labeldp.methods.regression import binned_evidence, within_bins
+from labeldp.methods.numeric import binned_evidence, within_bins
 from labeldp.models import MLP
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig, train_stage

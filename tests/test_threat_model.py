@@ -23,7 +23,7 @@ from labeldp.mechanisms import change_probability, keep_probability
 from labeldp.dpsgd import PoissonSampler, gaussian_noise
 from labeldp.dpsgd.noise import noise_generator
 from labeldp.dpsgd.sampling import sampling_generator
-from labeldp.pate import PATEConfig
+from labeldp.config.pate import PATEConfig
 from labeldp.randomness import NoiseSource, SecureGenerator
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
@@ -205,7 +205,7 @@ def test_dpsgd_noise_and_batches_come_from_a_source_no_seed_search_finds() -> No
 def test_pate_votes_of_another_configuration_are_never_reused(tmp_path, monkeypatch) -> None:
     """Teachers trained under one partition (seed) must not vote beside teachers of another: a run
     continued under a changed configuration trains all its teachers afresh."""
-    import labeldp.pate as pate_module
+    import labeldp.teachers as pate_module
     config = RunConfig(method="pate", epsilon=8.0, train=ONE_EPOCH,
                        pate=PATEConfig(teachers=4, teacher_epochs=1, queries=50))
     real, calls = pate_module.train_stage, []

@@ -14,8 +14,8 @@ from labeldp.accounting import PrivacyLedger
 from labeldp.errors import RunDirectoryError
 from labeldp.runs import RunConfig, split_stages, train_run
 from labeldp.training import TrainConfig, train_stage
-from labeldp.dpsgd.trainer import DPSGDConfig
-from labeldp.pate import PATEConfig
+from labeldp.config.dpsgd import DPSGDConfig
+from labeldp.config.pate import PATEConfig
 from labeldp.boundary import unseal
 
 FAST = TrainConfig(epochs=3, batch_size=64, lr=0.05)

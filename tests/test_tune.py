@@ -17,7 +17,8 @@ from labeldp.dpsgd import selection
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.estimators import clean_accuracy_terms
 from labeldp.experiments import tune as tuning
-from labeldp.experiments.tune import HeldOutScorer, candidate_config, candidate_options, tune
+from labeldp.experiments.held_out import HeldOutScorer, uninformative_message
+from labeldp.experiments.tune import candidate_config, candidate_options, tune
 from labeldp.mechanisms import (laplace_one_hot, laplace_one_hot_likelihood, prior_top_k, rr_with_prior,
                                 rr_with_prior_likelihood)
 from labeldp.randomness import public_rng
@@ -113,7 +114,7 @@ def test_the_scorer_counts_releases_that_do_not_depend_on_the_label() -> None:
     release = Release(np.arange(n), None, "rr-with-prior", noisy, rr_with_prior_likelihood(noisy, priors, 0.5))
     scorer = HeldOutScorer({"stage1": release}, np.arange(n), n, k)
     assert scorer.uninformative == pytest.approx(0.75)
-    assert "75% of the held-out examples were released with k = 1" in tuning._uninformative_message(0.75)
+    assert "75% of the held-out examples were released with k = 1" in uninformative_message(0.75)
 
 
 def _config(**fields) -> RunConfig:

@@ -24,23 +24,13 @@ import numpy as np
 import torch
 
 from labeldp import errors
+from labeldp.runtime import env_rank, requested  # noqa: F401  (what the environment asks, read before torch)
 
 T = TypeVar("T")
 
 #: how long a rank waits for the others at a collective: rank 0 may release or write for long
 #: (PATE's teachers train on rank 0 alone) while the others wait for its broadcast
 TIMEOUT = datetime.timedelta(hours=24)
-
-
-def requested() -> bool:
-    """Whether the environment asks for more than one process (``torchrun`` with N > 1).
-
-    Returns
-    -------
-    bool
-        True when ``WORLD_SIZE`` is above 1.
-    """
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def available() -> bool:
@@ -97,17 +87,6 @@ def is_main() -> bool:
         True on rank 0 and when not data-parallel.
     """
     return rank() == 0
-
-
-def env_rank() -> int:
-    """This process's rank as the environment states it (before any process group exists).
-
-    Returns
-    -------
-    int
-        ``RANK``, 0 when unset.
-    """
-    return int(os.environ.get("RANK", "0"))
 
 
 def local_device(device: torch.device) -> torch.device:

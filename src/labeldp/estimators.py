@@ -59,7 +59,7 @@ import pandas as pd
 
 from labeldp.accounting import PrivacyLedger, randomized_response_event
 from labeldp.accounting.events import histogram_event, laplace_value_event
-from labeldp.data.regression import DEFAULT_GRID_SIZE, label_grid
+from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
 from labeldp.errors import ConfigError
 from labeldp.marginals import LabelDPLogisticRegression  # noqa: F401  (re-exported: the estimator from noisy marginals)
 from labeldp.mechanisms import optimal_bins

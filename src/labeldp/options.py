@@ -18,10 +18,35 @@ _MISSING = dataclasses.MISSING
 
 def option(default: Any = _MISSING, *, help: str, flag: str | None = None,
            choices: Iterable[str] | Callable[[], Iterable[str]] | None = None, metavar: str | None = None,
-           default_factory: Any = _MISSING) -> Any:
-    """A dataclass field with its command-line help. ``choices`` may be a function, called when the
-    parser is built (so that a registry filled on import can supply them)."""
-    metadata = {"help": help, "flag": flag, "choices": choices, "metavar": metavar}
+           default_factory: Any = _MISSING, method_specific: bool = False) -> Any:
+    """A dataclass field with its command-line help.
+
+    Parameters
+    ----------
+    default : object
+        The default value, stated here once.
+    help : str
+        The help text of its flag.
+    flag : str, optional
+        The flag, when not ``--its-name``.
+    choices : iterable or callable, optional
+        The allowed values, or a function returning them, called when the parser is built (so that a
+        registry filled on import can supply them).
+    metavar : str, optional
+        The flag's metavar.
+    default_factory : callable, optional
+        For a mutable default (a nested settings dataclass).
+    method_specific : bool
+        An option that only some methods use (they name it in ``Method.uses``): with a method that
+        does not, a value other than the default is refused rather than ignored.
+
+    Returns
+    -------
+    dataclasses.Field
+        The field.
+    """
+    metadata = {"help": help, "flag": flag, "choices": choices, "metavar": metavar,
+                "method_specific": method_specific}
     if default_factory is not _MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -45,7 +70,12 @@ def _help(field: dataclasses.Field, default: Any) -> str:
 def add_dataclass_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
                             groups: dict[str, tuple[str, str]] | None = None) -> None:
     """Add a flag for every :func:`option` field of dataclass ``cls``; a field holding a dataclass
-    becomes an argument group (``groups`` gives its title and description by field name)."""
+    becomes an argument group (``groups`` gives its title and description by field name).
+
+    A flag the user does not type sets nothing (``argparse.SUPPRESS``): the parsed namespace holds
+    exactly what was typed (:func:`typed_options`), and :func:`dataclass_from_args` fills in the rest
+    from the dataclass's defaults, stated once in its fields. The help shows each default.
+    """
     groups = groups or {}
     defaults = cls()
     for field in dataclasses.fields(cls):
@@ -58,21 +88,63 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser | argparse._Argument
             continue
         meta = field.metadata
         flag = meta["flag"] or f"--{'no-' if default is True else ''}{field.name.replace('_', '-')}"
-        kwargs: dict[str, Any] = {"dest": field.name, "help": _help(field, default)}
+        kwargs: dict[str, Any] = {"dest": field.name, "help": _help(field, default), "default": argparse.SUPPRESS}
         if isinstance(default, bool):
             kwargs.update(action="store_false" if default else "store_true")
         else:
             element, is_tuple = annotation_type(str(field.type))
             choices = meta["choices"]() if callable(meta["choices"]) else meta["choices"]
             metavar = meta["metavar"] or (meta["flag"].lstrip("-").replace("-", "_").upper() if meta["flag"] else None)
-            kwargs.update(type=element, default=default, choices=choices, metavar=metavar)
+            kwargs.update(type=element, choices=choices, metavar=metavar)
             if is_tuple:
                 kwargs.update(nargs="+")
         parser.add_argument(flag, **kwargs)
 
 
+def flag_of(cls: type, name: str) -> str:
+    """The command-line flag of field ``name`` of dataclass ``cls`` (or of a settings dataclass it nests),
+    as :func:`add_dataclass_arguments` names it (``--no-augment`` for a switch that defaults to True)."""
+    defaults = cls()
+    for field in dataclasses.fields(cls):
+        default = getattr(defaults, field.name)
+        if dataclasses.is_dataclass(default):
+            try:
+                return flag_of(type(default), name)
+            except KeyError:
+                continue
+        if field.name == name:
+            return field.metadata.get("flag") or f"--{'no-' if default is True else ''}{name.replace('_', '-')}"
+    raise KeyError(name)
+
+
+def typed_options(args: argparse.Namespace, cls: type) -> set[str]:
+    """The fields of dataclass ``cls`` (and of the settings it nests) that the user typed a flag for.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        What :func:`add_dataclass_arguments`' flags parsed.
+    cls : type
+        The dataclass.
+
+    Returns
+    -------
+    set of str
+        Field names (a nested setting's fields by their own names).
+    """
+    typed, defaults = set(), cls()
+    for field in dataclasses.fields(cls):
+        default = getattr(defaults, field.name)
+        if dataclasses.is_dataclass(default):
+            typed |= typed_options(args, type(default))
+        elif "help" in field.metadata and hasattr(args, field.name):
+            typed.add(field.name)
+    return typed
+
+
 def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:
-    """An instance of ``cls`` from the parsed flags of :func:`add_dataclass_arguments`."""
+    """An instance of ``cls`` from the parsed flags of :func:`add_dataclass_arguments`: what was typed,
+    the defaults for the rest."""
     values, defaults = {}, cls()
     for field in dataclasses.fields(cls):
         default = getattr(defaults, field.name)

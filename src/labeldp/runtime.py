@@ -68,3 +68,25 @@ def default_threads(dataset: str) -> int:
     wanted = 1 if dataset == "csv" else os.cpu_count() or 1
     limit = os.environ.get("OMP_NUM_THREADS", "")
     return min(wanted, int(limit)) if limit.isdigit() and int(limit) > 0 else wanted
+
+
+def requested() -> bool:
+    """Whether the environment asks for more than one process (``torchrun`` with N > 1).
+
+    Returns
+    -------
+    bool
+        True when ``WORLD_SIZE`` is above 1.
+    """
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def env_rank() -> int:
+    """This process's rank as the environment states it (before any process group exists).
+
+    Returns
+    -------
+    int
+        ``RANK``, 0 when unset.
+    """
+    return int(os.environ.get("RANK", "0"))

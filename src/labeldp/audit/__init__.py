@@ -1,16 +1,19 @@
 """Audits: what an attacker can learn about training labels, as empirical epsilon lower bounds."""
 
-from labeldp.audit.bounds import clopper_pearson_lower, epsilon_from_precision, epsilon_lower_bound
-from labeldp.audit.label_inference import (
-    ANSWER_FRACTIONS,
-    AuditResult,
-    audit_config,
-    audit_guesses,
-    audit_mechanism,
-    audit_run,
-    guess_canary_labels,
-)
-from labeldp.audit.membership import attack_metrics, membership_audit, membership_epsilon_lower_bound
+from labeldp._lazy import lazy_exports
 
-__all__ = ["ANSWER_FRACTIONS", "AuditResult", "attack_metrics", "membership_audit", "membership_epsilon_lower_bound", "audit_config", "audit_guesses", "audit_mechanism", "audit_run",
-           "clopper_pearson_lower", "epsilon_from_precision", "epsilon_lower_bound", "guess_canary_labels"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "clopper_pearson_lower": "labeldp.audit.bounds",
+    "epsilon_from_precision": "labeldp.audit.bounds",
+    "epsilon_lower_bound": "labeldp.audit.bounds",
+    "ANSWER_FRACTIONS": "labeldp.audit.label_inference",
+    "AuditResult": "labeldp.audit.label_inference",
+    "audit_config": "labeldp.audit.label_inference",
+    "audit_guesses": "labeldp.audit.label_inference",
+    "audit_mechanism": "labeldp.audit.label_inference",
+    "audit_run": "labeldp.audit.label_inference",
+    "guess_canary_labels": "labeldp.audit.label_inference",
+    "attack_metrics": "labeldp.audit.membership",
+    "membership_audit": "labeldp.audit.membership",
+    "membership_epsilon_lower_bound": "labeldp.audit.membership",
+})

@@ -35,7 +35,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from labeldp.accounting import DPSGD_RELATION, NEIGHBORING_RELATION, PrivacyLedger
+from labeldp.config.auditing import CANARY_KINDS, DEFAULT_CONFIDENCE
+from labeldp.accounting import PrivacyLedger
 from labeldp.audit.bounds import epsilon_lower_bound
 from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, audit_run_config
 from labeldp.data import LabeledDataset
@@ -48,7 +49,6 @@ from labeldp.training import predict_proba
 
 #: The attacker answers only its most confident guesses: these fractions of the canaries.
 ANSWER_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
-CANARY_KINDS = ("mislabeled", "noise")
 #: Probabilities are clipped here before taking logs: far-tail probabilities of two models differ
 #: by orders of magnitude at random, and their ratio would drown the memorisation signal.
 _PROBABILITY_FLOOR = 1e-6
@@ -124,7 +124,7 @@ class AuditResult:
 
 
 def audit_guesses(guesses: np.ndarray, secrets: np.ndarray, scores: np.ndarray, num_options: int,
-                  confidence: float = 0.95, answer_fractions=ANSWER_FRACTIONS) -> AuditResult:
+                  confidence: float = DEFAULT_CONFIDENCE, answer_fractions=ANSWER_FRACTIONS) -> AuditResult:
     """Bound epsilon from guesses of secrets uniform over ``num_options`` values.
 
     At each answer fraction f the attacker answers its ceil(f * n) highest-``scores`` guesses; the
@@ -172,7 +172,7 @@ def audit_guesses(guesses: np.ndarray, secrets: np.ndarray, scores: np.ndarray, 
 
 
 def audit_mechanism(mechanism: Callable[[np.ndarray], np.ndarray], num_classes: int, num_canaries: int,
-                    confidence: float = 0.95, rng: RandomSource = None) -> AuditResult:
+                    confidence: float = DEFAULT_CONFIDENCE, rng: RandomSource = None) -> AuditResult:
     """Audit ``mechanism`` (true labels -> released labels) on ``num_canaries`` uniform canary labels.
 
     The attacker guesses the released label for every canary; the bound uses num_options = K.
@@ -263,10 +263,10 @@ def guess_canary_labels(probabilities: np.ndarray, original_labels: np.ndarray |
     return guesses, scores[np.arange(len(scores)), guesses]
 
 
-def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 1000, confidence: float = 0.95,
+def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 1000, confidence: float = DEFAULT_CONFIDENCE,
                  seed: int = 0, dataset: LabeledDataset | None = None, device: str = "auto",
                  progress: bool = False, reference_dir: str | Path | None = None,
-                 canaries: str = "mislabeled") -> dict[str, Any]:
+                 canaries: str = CANARY_KINDS[0]) -> dict[str, Any]:
     """Train ``config`` with planted canaries in ``out_dir/canary_run`` and audit the model.
 
     The reference model is the finished run in ``reference_dir`` (same recipe, no canaries; e.g.
@@ -357,7 +357,7 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
     claimed = summary["epsilon"]
     # Replacing a label is removing the example and adding it back relabelled: an add-or-remove
     # (eps, delta) guarantee (DP-SGD) gives (2 eps, (1 + e^eps) delta) for a replaced label.
-    label_epsilon = 2 * claimed if claimed is not None and config.method == "dp-sgd" else claimed
+    label_epsilon = 2 * claimed if claimed is not None and config.method_spec.protects_examples else claimed
     audited_ledger = Path(reference_dir) / "ledger.json"
     spent = spend.report(config.delta or 0.0, PrivacyLedger.load(audited_ledger)
                          if Path(reference_dir) != out / "reference_run" and audited_ledger.exists() else None)
@@ -374,7 +374,7 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
 
 
 def _relation(config: RunConfig):
-    return DPSGD_RELATION if config.method == "dp-sgd" else NEIGHBORING_RELATION
+    return config.method_spec.neighboring_relation
 
 
 def audit_folder(run_dir: str | Path, kind: str, **settings: Any) -> Path:
@@ -416,7 +416,7 @@ def default_canaries(num_examples: int) -> int:
     return max(1, min(1000, num_examples // 2))
 
 
-def audit_run(run_dir: str | Path, *, num_canaries: int | None = None, seed: int = 0, canaries: str = "mislabeled",
+def audit_run(run_dir: str | Path, *, num_canaries: int | None = None, seed: int = 0, canaries: str = CANARY_KINDS[0],
               dataset: LabeledDataset | None = None, **kwargs: Any) -> dict[str, Any]:
     """Audit the recipe of an existing run (its ``config.json``).
 

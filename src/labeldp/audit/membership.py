@@ -29,7 +29,8 @@ import numpy as np
 from scipy.stats import norm
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from labeldp.accounting import DPSGD_RELATION, NEIGHBORING_RELATION, PrivacyLedger
+from labeldp.config.auditing import DEFAULT_CONFIDENCE, DEFAULT_SHADOWS
+from labeldp.accounting import PrivacyLedger
 from labeldp.audit.bounds import clopper_pearson_lower, clopper_pearson_upper
 from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, audit_run_config
 from labeldp.data import LabeledDataset
@@ -43,7 +44,7 @@ from labeldp.files import write_json_atomic
 FPR_POINTS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5)
 
 
-def membership_epsilon_lower_bound(scores: np.ndarray, is_member: np.ndarray, confidence: float = 0.95,
+def membership_epsilon_lower_bound(scores: np.ndarray, is_member: np.ndarray, confidence: float = DEFAULT_CONFIDENCE,
                                    delta: float = 0.0, fpr_points=FPR_POINTS) -> float:
     """Epsilon lower bound from attack ``scores`` (higher = member), with Clopper-Pearson intervals.
 
@@ -90,7 +91,7 @@ def membership_epsilon_lower_bound(scores: np.ndarray, is_member: np.ndarray, co
     return best
 
 
-def attack_metrics(scores: np.ndarray, is_member: np.ndarray, confidence: float = 0.95, delta: float = 0.0) -> dict[str, Any]:
+def attack_metrics(scores: np.ndarray, is_member: np.ndarray, confidence: float = DEFAULT_CONFIDENCE, delta: float = 0.0) -> dict[str, Any]:
     """AUC, TPR at each FPR in :data:`FPR_POINTS`, and the implied epsilon lower bound.
 
     Parameters
@@ -172,8 +173,8 @@ def check_membership_options(num_examples: int, num_targets: int | None, num_sha
         raise ConfigError(f"num_shadows (--shadows) must be at least 1, got {num_shadows}")
 
 
-def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int | None = None, num_shadows: int = 4,
-                     confidence: float = 0.95, delta: float = 0.0, seed: int = 0,
+def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int | None = None, num_shadows: int = DEFAULT_SHADOWS,
+                     confidence: float = DEFAULT_CONFIDENCE, delta: float = 0.0, seed: int = 0,
                      dataset: LabeledDataset | None = None, device: str = "auto",
                      audited_ledger: PrivacyLedger | None = None) -> dict[str, Any]:
     """Audit a recipe by membership inference on targets of which a random half are members.
@@ -232,7 +233,7 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
     n = len(data.y_train)
     check_membership_options(n, num_targets, num_shadows)
     num_targets = default_targets(n) if num_targets is None else num_targets
-    spend = AuditLedger(n, DPSGD_RELATION if config.method == "dp-sgd" else NEIGHBORING_RELATION)
+    spend = AuditLedger(n, config.method_spec.neighboring_relation)
     rng = public_rng(seed, "membership")
     order = rng.permutation(n)
     targets, pool = np.sort(order[:num_targets]), order[num_targets:]

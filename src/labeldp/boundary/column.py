@@ -32,15 +32,13 @@ from labeldp._validation import check_epsilon, check_num_classes, check_priors
 from labeldp.accounting.events import randomized_response_event, rr_on_sets_event
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.domain import LabelDomain
+from labeldp.config.release import DEFAULT_BATCH_ROWS
 from labeldp.boundary.labels import PrivateLabels, unseal
 from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
 from labeldp.errors import ConfigError, DataError
 from labeldp.mechanisms import randomized_response, rr_with_prior
 from labeldp.randomness import NoiseSource
 
-#: rows drawn (and written, as one Parquet row group) at a time; they set the memory used, about
-#: 60 bytes a row plus 8 a class for RR-with-prior's priors
-DEFAULT_BATCH_ROWS = 1 << 20
 #: the noise stream of a label column's release (in the insecure mode, seeded from the insecure seed)
 NOISE_STREAM = "table-release"
 

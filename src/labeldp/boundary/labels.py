@@ -372,7 +372,7 @@ def _open(labels: PrivateLabels) -> np.ndarray:
     """The view's values, read-only (the labels as they entered are never changed)."""
     values = labels._root.values if labels._rows is None else labels._root.values[labels._rows]
     if labels._grid is not None:
-        grid = labels._grid  # as labeldp.data.regression.snap_to_grid: clipped, nearest point, ties to the lower
+        grid = labels._grid  # as labeldp.data.grid.snap_to_grid: clipped, nearest point, ties to the lower
         midpoints = (grid[1:] + grid[:-1]) / 2
         values = np.searchsorted(midpoints, np.clip(values, grid[0], grid[-1]), side="left").astype(np.int64)
     values = values.view()

@@ -1,7 +1,7 @@
 """The privacy boundary: release noisy labels *and* record the spend, in one call.
 
 These functions are the one place where labeldp reads true training labels on the way to a model
-(the other readers are the private-side trainers, :mod:`labeldp.dpsgd` and :mod:`labeldp.pate`'s
+(the other readers are the private-side trainers, :mod:`labeldp.dpsgd` and :mod:`labeldp.teachers`'s
 teachers, whose outputs are noised there, and :mod:`labeldp.boundary.column` for a label column
 released once). Each validates its arguments, draws with a mechanism from
 :mod:`labeldp.mechanisms`, records the matching dp_accounting event (:mod:`labeldp.accounting.events`)

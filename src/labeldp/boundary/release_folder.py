@@ -72,8 +72,6 @@ LEDGER_FILE = "ledger.json"
 RELEASED_COLUMN = "released_label"
 K_COLUMN = "k"
 CHANNEL_PREFIX = "channel_"
-RR = "randomized-response"
-RR_WITH_PRIOR = "rr-with-prior"
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from labeldp._validation import check_finite_features, check_labels, check_num_classes, check_same_length
+from labeldp.data.grid import snap_to_grid
 from labeldp.errors import DataError
 from labeldp.boundary import PrivateLabels
 
@@ -29,7 +30,7 @@ class LabeledDataset:
     A **regression** (numeric labels) has ``label_values``: the public grid of G label values,
     strictly increasing, declared by the dataset or the user and never read off the labels. Its
     ``y_train`` and ``y_test`` are then grid indices (each private value clipped to the grid's range
-    and snapped to the nearest point, :func:`labeldp.data.regression.snap_to_grid`), ``num_classes``
+    and snapped to the nearest point, :func:`labeldp.data.grid.snap_to_grid`), ``num_classes``
     is G, and ``y_test_values`` may keep the raw test values, so that the test error is measured
     against them rather than against their grid points.
 
@@ -155,3 +156,18 @@ def standardize_images(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray,
     mean = train.mean(axis=(0, 2, 3), keepdims=True)
     std = train.std(axis=(0, 2, 3), keepdims=True) + 1e-6
     return (train - mean) / std, (test - mean) / std
+
+
+def regression_dataset(name: str, x_train, values_train, x_test, values_test, grid, *, private_test: bool = False,
+                       **extra) -> LabeledDataset:
+    """A regression dataset from raw values: labels snapped to ``grid`` (public, declared), the raw test
+    values kept for the test error, unless ``private_test`` (test rows held out of the private label
+    column: their grid positions are private, their raw values dropped). ``extra`` goes to
+    :class:`LabeledDataset` (``categorical``...)."""
+    grid = np.asarray(grid, dtype=np.float64)
+    test = snap_to_grid(values_test, grid, "test labels")
+    return LabeledDataset(name, x_train, snap_to_grid(values_train, grid, "training labels"), x_test,
+                          PrivateLabels.from_indices(test, grid.size) if private_test else test, num_classes=grid.size,
+                          label_values=grid,
+                          y_test_values=None if private_test else np.asarray(values_test, dtype=np.float64),
+                          class_names=[f"{v:g}" for v in grid], **extra)

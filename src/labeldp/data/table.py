@@ -25,7 +25,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from labeldp.data.dataset import LabeledDataset
-from labeldp.data.regression import regression_dataset
+from labeldp.data.dataset import regression_dataset
 from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.boundary import LabelDomain, PrivateLabels
 from labeldp.randomness import public_rng
@@ -120,7 +120,7 @@ def load_table_dataset(path: str | Path, label_column: str, test_path: str | Pat
                        classes: tuple[str, ...] | None = None, grid: np.ndarray | None = None,
                        public_test_split: bool = False) -> LabeledDataset:
     """Load a table with a declared label domain: the ``classes`` of a classification, or the ``grid``
-    of numeric labels (:mod:`labeldp.data.regression`: values snapped to it, raw test values kept).
+    of numeric labels (:mod:`labeldp.data.grid`: values snapped to it, raw test values kept).
     The features are encoded by a :class:`TablePreprocessor` fitted on the training rows
     (``dataset.preprocessor``).
 

@@ -11,26 +11,17 @@
 Accounting (events, epsilon, calibration) lives in :mod:`labeldp.accounting.events` and :mod:`labeldp.accounting.calibration`.
 """
 
-from labeldp.dpsgd.clipping import (
-    ClippedGradients,
-    UnsupportedModelError,
-    check_per_example_model,
-    clipped_gradient_sum,
-    cross_entropy_per_example,
-    replace_batchnorm,
-)
-from labeldp.dpsgd.noise import gaussian_noise, privatize_gradients, secure_normal
-from labeldp.dpsgd.sampling import PoissonSampler
+from labeldp._lazy import lazy_exports
 
-__all__ = [
-    "ClippedGradients",
-    "PoissonSampler",
-    "UnsupportedModelError",
-    "check_per_example_model",
-    "clipped_gradient_sum",
-    "cross_entropy_per_example",
-    "gaussian_noise",
-    "privatize_gradients",
-    "replace_batchnorm",
-    "secure_normal",
-]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "ClippedGradients": "labeldp.dpsgd.clipping",
+    "UnsupportedModelError": "labeldp.dpsgd.clipping",
+    "check_per_example_model": "labeldp.dpsgd.clipping",
+    "clipped_gradient_sum": "labeldp.dpsgd.clipping",
+    "cross_entropy_per_example": "labeldp.dpsgd.clipping",
+    "replace_batchnorm": "labeldp.dpsgd.clipping",
+    "gaussian_noise": "labeldp.dpsgd.noise",
+    "privatize_gradients": "labeldp.dpsgd.noise",
+    "secure_normal": "labeldp.dpsgd.noise",
+    "PoissonSampler": "labeldp.dpsgd.sampling",
+})

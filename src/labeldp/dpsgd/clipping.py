@@ -49,10 +49,11 @@ from torch.func import functional_call, grad, vmap
 
 from labeldp.dpsgd import layer_rules
 from labeldp.errors import ConfigError
+from labeldp.config.dpsgd import CLIPPING_METHODS
 
 #: per-example loss: (outputs (N, ...), targets (N, ...)) -> losses (N,)
 PerExampleLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-METHODS = ("auto", "fast", "vmap")
+METHODS = CLIPPING_METHODS  # where DPSGDConfig declares them
 _CROSS_EXAMPLE = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
 _NORM_EPSILON = 1e-6
 

@@ -47,6 +47,7 @@ from labeldp.accounting import DPSGD_RELATION, PrivacyLedger
 from labeldp.accounting.calibration import calibrate_selection_noise, selection_trial_event
 from labeldp.accounting.events import selection_event
 from labeldp.accounting.rounding import format_epsilon
+from labeldp.config.tuning import SELECTION_DEFAULTS
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.trainer import DPSGDConfig, sampling_plan, train_dpsgd
 from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
@@ -55,10 +56,6 @@ from labeldp.files import exclusive_lock
 from labeldp.boundary import unseal
 from labeldp.randomness import NoiseSource, public_rng
 from labeldp.training.stage import TrainConfig, predict_proba
-
-#: Defaults of the private selection: geometric number of trials (shape 1) with mean 3, and the noise of
-#: the held-out count of correct predictions that scores each trial.
-SELECTION_DEFAULTS = {"mean": 3.0, "shape": 1.0, "score_noise": 10.0}
 #: the recorded ledger's name in the scratch folder
 SCRATCH_LEDGER = "ledger.json"
 

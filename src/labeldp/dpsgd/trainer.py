@@ -28,10 +28,9 @@ distributed exactly as in one process (:func:`private_gradient`).
 
 from __future__ import annotations
 
-import math
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
@@ -42,52 +41,16 @@ from torch.optim.swa_utils import AveragedModel
 from tqdm.auto import tqdm
 
 from labeldp import distributed
+from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.errors import ConfigError
-from labeldp.options import option
 from labeldp.boundary import PrivateLabels, unseal
 from labeldp.randomness import NoiseSource, public_seed
 from labeldp.training.augment import augment
-from labeldp.dpsgd.clipping import METHODS, check_per_example_model, clipped_gradient_sum
+from labeldp.dpsgd.clipping import check_per_example_model, clipped_gradient_sum
 from labeldp.dpsgd.noise import noise_generator, privatize_gradients
 from labeldp.dpsgd.sampling import PoissonSampler, sampling_generator
 from labeldp.training.stage import (EpochRecord, TrainConfig, accuracy, apply_checkpoint, load_torch, lr_schedule,
                                     make_optimizer, restore_checkpoint, save_atomic)
-
-
-@dataclass
-class DPSGDConfig:
-    """DP-SGD's own settings (epochs, expected batch size, optimiser and schedule are in TrainConfig).
-
-    ``noise_multiplier`` None means: calibrate it to the run's (epsilon, delta). ``ema_decay`` 0
-    means: no EMA.
-    """
-
-    max_grad_norm: float = option(1.0, help="per-example clipping bound C")
-    noise_multiplier: float | None = option(None, help="sigma (noise std / C); default: the smallest that meets "
-                                                       "--epsilon and --delta (a given one that spends more is refused)")
-    augmult: int = option(1, help="augmentations per example averaged before clipping")
-    ema_decay: float = option(0.999, help="decay of the parameter EMA used for evaluation; 0 turns it off")
-    physical_batch_size: int | None = option(512, help="examples per forward/backward pass; bounds memory, same "
-                                                       "result")
-    clipping: str = option("auto", choices=METHODS, help="per-example gradient path")
-
-    def __post_init__(self) -> None:
-        if self.ema_decay is None:  # configurations written when "no EMA" was None
-            self.ema_decay = 0.0
-
-    def validate(self) -> None:
-        if not self.max_grad_norm > 0 or not math.isfinite(self.max_grad_norm):
-            raise ConfigError(f"max_grad_norm must be a finite number > 0, got {self.max_grad_norm}")
-        if self.noise_multiplier is not None and not self.noise_multiplier > 0:
-            raise ConfigError(f"noise_multiplier must be > 0, got {self.noise_multiplier}")
-        if self.augmult < 1:
-            raise ConfigError(f"augmult must be at least 1, got {self.augmult}")
-        if not 0.0 <= self.ema_decay < 1.0:
-            raise ConfigError(f"ema_decay must lie in [0, 1) (0: no EMA), got {self.ema_decay}")
-        if self.physical_batch_size is not None and self.physical_batch_size < 1:
-            raise ConfigError(f"physical_batch_size must be at least 1, got {self.physical_batch_size}")
-        if self.clipping not in METHODS:
-            raise ConfigError(f"clipping must be one of {METHODS}, got {self.clipping!r}")
 
 
 def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: str | None = None) -> None:

@@ -15,27 +15,24 @@ import os
 import signal
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from labeldp import runtime
-from labeldp.data import FOLDER_DATASETS
+from labeldp.data import folder_datasets
 from labeldp.errors import ConfigError, LabelDPError
 from labeldp.files import write_atomic
-from labeldp.options import annotation_type
+from labeldp.config.overrides import apply_overrides, parse_value
 from labeldp.runs import RunConfig, RunDirectory, train_run
-from labeldp.training import TrainConfig
-from labeldp.runs.config import options_unused_by
+from labeldp.config.run import options_unused_by
 
 RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "delta", "neighboring_relation",
                   "seed", "test_accuracy",
                   "test_auc", "test_log_loss", "test_rmse", "test_mse", "test_mae", "seconds", "noise_private",
                   "run_dir", "error")
-_RUN_FIELDS = {f.name for f in fields(RunConfig)} - {"train"}
-_TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
 
 
 @dataclass(frozen=True)
@@ -48,42 +45,21 @@ class SweepJob:
         return self.key.replace("/", "__")
 
 
-def _parse_value(name: str, text: str, annotation: str) -> Any:
-    """Convert one grid value by its dataclass field's annotation (a string under postponed annotations):
-    tuples as ``0.3:0.7``, ``none`` for an optional field left out."""
-    if annotation == "bool":
-        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise ConfigError(f"grid value {name}={text!r} is not a boolean")
-        return text.lower() in ("true", "1", "yes")
-    if "None" in annotation and text.lower() == "none":
-        return None
-    element, is_tuple = annotation_type(annotation)
-    try:
-        return tuple(element(v) for v in text.split(":")) if is_tuple else element(text)
-    except ValueError:
-        raise ConfigError(f"grid value {name}={text!r} is not of type {element.__name__}") from None
-
-
 def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list[SweepJob]:
     """Jobs for every combination of the grid's values, each overriding ``base`` (default: the
-    library defaults). Names are RunConfig or TrainConfig fields (``epsilon``, ``method``, ``seed``,
-    ``epochs``, ``lr``, ``stages`` as ``0.3:0.7`` ...). A method's runs leave the options it does not
-    use at their defaults (``temperature`` for ``lp-1st``, the base's DP-SGD settings for ``lp-2st``),
-    as ``non-private`` runs have no epsilon, so such a combination is one run, not several."""
+    library defaults). Names and values are parsed as every override is (:mod:`labeldp.config.overrides`:
+    ``epsilon``, ``method``, ``seed``, ``epochs``, ``lr``, ``stages`` as ``0.3:0.7`` ...). A method's
+    runs leave the options it does not use at their defaults (``temperature`` for ``lp-1st``, the base's
+    DP-SGD settings for ``lp-2st``), as a non-private method's runs have no epsilon, so such a
+    combination is one run, not several."""
     base = base or RunConfig()
-    unknown = sorted(set(grid) - _RUN_FIELDS - _TRAIN_FIELDS)
-    if unknown:
-        raise ConfigError(f"unknown grid parameters {unknown}; use fields of RunConfig or TrainConfig")
-    types = {f.name: str(f.type) for f in fields(RunConfig)} | {f.name: str(f.type) for f in fields(TrainConfig)}
     names = list(grid)
     defaults = RunConfig()
     jobs: dict[str, SweepJob] = {}
     for values in itertools.product(*(grid[name] for name in names)):
-        chosen = {name: _parse_value(name, value, types[name]) for name, value in zip(names, values)}
-        run_part = {k: v for k, v in chosen.items() if k in _RUN_FIELDS}
-        train_part = {k: v for k, v in chosen.items() if k in _TRAIN_FIELDS}
-        config = replace(base, **run_part, train=replace(base.train, **train_part))
-        if config.method == "non-private":
+        chosen = {name: parse_value(name, value) for name, value in zip(names, values)}
+        config = apply_overrides(base, chosen)
+        if not config.method_spec.private:
             config = replace(config, epsilon=None)
         unused = options_unused_by(config.method)  # e.g. temperature for lp-1st: it runs once, with the default
         config = replace(config, **{name: getattr(defaults, name) for name in unused})
@@ -95,7 +71,7 @@ def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list
 
 
 def _grid_key(config: RunConfig, extra: dict[str, Any]) -> str:
-    budget = "non-private" if config.method == "non-private" else f"e{config.epsilon:g}/{config.method}"
+    budget = config.method if not config.method_spec.private else f"e{config.epsilon:g}/{config.method}"
     suffix = "".join(f"/{name}{':'.join(map(str, v)) if isinstance(v, tuple) else v}" for name, v in sorted(extra.items()))
     return f"{config.dataset}/{budget}{suffix}/run{config.seed}"
 
@@ -151,7 +127,7 @@ def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if data_dir is not None:  # for the runs whose dataset reads a folder
-        jobs = [replace(job, config=replace(job.config, data_dir=data_dir)) if job.config.dataset in FOLDER_DATASETS
+        jobs = [replace(job, config=replace(job.config, data_dir=data_dir)) if job.config.dataset in folder_datasets()
                 else job for job in jobs]
     outcomes: dict[str, dict[str, Any]] = {}
     pending = []

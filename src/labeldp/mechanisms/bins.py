@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from labeldp._validation import check_epsilon, check_labels, check_priors, check_same_length
+from labeldp._validation import check_epsilon, check_labels, check_priors
 from labeldp.errors import ConfigError
 from labeldp.randomness import RandomSource, as_generator
 

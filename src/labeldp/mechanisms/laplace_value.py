@@ -1,7 +1,7 @@
 """The Laplace mechanism on a numeric label, on an exact grid: the regression baseline.
 
 Labels are indices into a public, evenly spaced grid of G values (a clipped, declared range, see
-:mod:`labeldp.data.regression`). The grid's points sit at integer positions p_y = y on the lattice
+:mod:`labeldp.data.grid`). The grid's points sit at integer positions p_y = y on the lattice
 of its step; the release is the integer z = p_y + X with X discrete Laplace, Pr[X = x] proportional
 to e^(-a |x|) (:mod:`labeldp.mechanisms.discrete_laplace`), and the released value is
 grid[0] + z * step (z may fall outside the range: the noise is never truncated or clamped).

@@ -17,10 +17,10 @@ from torch import nn
 from labeldp.accounting import PrivacyLedger
 from labeldp.methods.registry import Method, register_method
 from labeldp.boundary import Release, release_laplace_one_hot
-from labeldp.runs.context import RunContext
+from labeldp.methods.protocol import MethodContext
 
 
-def run_alibi(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+def run_alibi(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     config, data = context.config, context.data
     members = np.arange(len(data.y_train))
 

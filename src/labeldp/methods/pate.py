@@ -1,7 +1,7 @@
 """``pate`` (Papernot et al. 2017, 2018): teachers trained on disjoint parts of the labelled data vote
 on public inputs; GNMax (or its confident variant) answers each query with noisy votes, and the
 student trains on the answers. (epsilon, delta)-label-DP: Gaussian noise has no pure-epsilon
-guarantee (:mod:`labeldp.pate` trains the teachers, :mod:`labeldp.accounting.calibration` plans the
+guarantee (:mod:`labeldp.teachers` trains the teachers, :mod:`labeldp.accounting.calibration` plans the
 queries and the noise).
 """
 
@@ -17,14 +17,14 @@ from labeldp.data import LabeledDataset
 from labeldp.errors import BudgetError
 from labeldp.methods.registry import Method, register_method
 from labeldp.models import build_model
-from labeldp.pate import partition_teachers, select_queries, teacher_train_config, train_teachers
+from labeldp.teachers import partition_teachers, select_queries, teacher_train_config, train_teachers
 from labeldp.randomness import public_seed
 from labeldp.boundary import Release, release_pate_labels
-from labeldp.runs.config import RunConfig
-from labeldp.runs.context import RunContext
+from labeldp.config.run import RunConfig
+from labeldp.methods.protocol import MethodContext
 
 
-def run_pate(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     """Teachers (resumable), one recorded release of the aggregated answers, then the student."""
     config, data = context.config, context.data
     pate, n = config.pate, len(data.y_train)
@@ -41,7 +41,7 @@ def run_pate(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
         return train_teachers(teacher, data.x_train, data.y_train, teacher_of, data.x_train[queries], data.num_classes,
                               teacher_train_config(config.train, pate), augmentation=data.augmentation,
                               seed=config.seed, progress=context.progress, parallel=context.parallel,
-                              checkpoint=context.out.private_path("teachers.npz") if context.main else None)
+                              checkpoint=context.private_path("teachers.npz"))
 
     # under torchrun the ranks share the teachers (their votes gathered on rank 0) before rank 0 draws
     shared = votes() if context.parallel and context.will_draw("pate") else None
@@ -80,4 +80,6 @@ register_method(Method("pate", "teachers on disjoint parts of the data vote, noi
                        # the student's own settings: the teachers train with PATE's epochs and batch size, no mixup
                        independent_of={"pate": ("train.epochs", "train.batch_size", "train.mixup_alpha",
                                                 "train.eval_batch_size")},
-                       releases=lambda config: ("pate",)))
+                       releases=lambda config: ("pate",), tuning=None,
+                       untunable="PATE releases labels only for the student's queries: held-out training examples have "
+                                 "no released label to score candidates on"))

@@ -53,8 +53,8 @@ from labeldp.methods.registry import Method, register_method
 from labeldp.priors import cluster, encode, histogram_priors, release_evidence, temper
 from labeldp.boundary import (Release, release_noisy_histogram, release_randomized_response, release_rr_with_prior,
                              release_true_labels)
-from labeldp.runs.config import split_stages
-from labeldp.runs.context import RunContext
+from labeldp.data.splits import split_stages
+from labeldp.methods.protocol import MethodContext
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
 _LABEL_OPTIONS = frozenset({"loss", "prior"})
@@ -77,7 +77,7 @@ def stage_releases(config) -> tuple[str, ...]:
     return prior + tuple(f"stage{t}" for t in range(1, len(config.stages) + 1))
 
 
-def noisy_histogram_prior(context: RunContext, members: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def noisy_histogram_prior(context: MethodContext, members: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The stage-1 prior of ``prior`` cluster or histogram: ``(rows, groups)``, the (groups, K) noisy
     label histograms as distributions (tempered) and each training example's group. The histogram is
     released once, on the labels of ``members`` (default: every training example), who pay
@@ -103,14 +103,14 @@ def noisy_histogram_prior(context: RunContext, members: np.ndarray | None = None
     return temper(rows, config.prior_temperature), groups
 
 
-def cluster_prior_rows(context: RunContext) -> np.ndarray:
+def cluster_prior_rows(context: MethodContext) -> np.ndarray:
     """Every training example's cluster (or histogram) prior; its noisy histogram is released once, on
     all labels."""
     rows, groups = noisy_histogram_prior(context)
     return rows[groups]
 
 
-def release_stage(context: RunContext, stage: int, members: np.ndarray, model: nn.Module | None,
+def release_stage(context: MethodContext, stage: int, members: np.ndarray, model: nn.Module | None,
                   public_prior: np.ndarray | None) -> Release:
     """Stage ``stage``'s release of its ``members``' labels: true labels (non-private), RR with a
     uniform prior, else RR-with-prior (stage 1: the cluster prior ``public_prior``; later stages:
@@ -148,7 +148,7 @@ def release_stage(context: RunContext, stage: int, members: np.ndarray, model: n
     return context.spend(tag, draw)
 
 
-def reused(context: RunContext, stage: int, model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
+def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
     """Earlier stages' inputs and targets to train on again (post-processing only).
 
     With the forward loss all of them, each with its own noise channel; with plain cross-entropy
@@ -166,7 +166,7 @@ def reused(context: RunContext, stage: int, model: nn.Module) -> tuple[np.ndarra
     return indices[keep], labels[keep]
 
 
-def stage_targets(context: RunContext, released: Release) -> np.ndarray:
+def stage_targets(context: MethodContext, released: Release) -> np.ndarray:
     """What a stage trains on: the evidence (forward loss), the released labels (ce), or for numeric
     labels the released labels' values (mse)."""
     if context.config.loss == "forward":
@@ -176,7 +176,7 @@ def stage_targets(context: RunContext, released: Release) -> np.ndarray:
     return released.labels
 
 
-def run_stages(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+def run_stages(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     """Release and train stage after stage; the last stage's model is the run's."""
     config, data = context.config, context.data
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)

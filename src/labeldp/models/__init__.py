@@ -1,114 +1,18 @@
-"""Torch modules for each kind of data, and :func:`build_model` to pick one by name."""
+"""Torch modules for each kind of data, and :func:`build_model` to pick one by name. Names are
+imported on first use (the model names and the default rule need no torch: :mod:`labeldp.models.names`)."""
 
-from __future__ import annotations
+from labeldp._lazy import lazy_exports
 
-import torch
-from torch import nn
-
-from labeldp.errors import ConfigError
-from labeldp.models.cnn import SmallCNN, TanhCNN
-from labeldp.models.mlp import MLP
-from labeldp.models.pooling import MaxPool2d
-from labeldp.models.recommender import RecommenderMLP
-from labeldp.models.resnet import ResNet18
-from labeldp.models.wideresnet import WideResNet, WSConv2d
-
-MODELS = ("mlp", "cnn", "tanh-cnn", "resnet18", "wrn16-4", "recommender")
-
-
-def default_model_name(input_shape: tuple[int, ...], categorical: tuple[int, ...] = ()) -> str:
-    """The model used when none is named.
-
-    The recommender for tables with categorical columns, CNN for 28x28 images, ResNet-18 for 32x32,
-    else MLP.
-
-    Parameters
-    ----------
-    input_shape : tuple of int
-        Shape of one input, without the batch dimension: (C, H, W) for images, (D,) for tables.
-    categorical : tuple of int, optional
-        Sizes of the leading integer-coded input columns (default none).
-
-    Returns
-    -------
-    str
-        One of :data:`MODELS`.
-    """
-    if categorical:
-        return "recommender"
-    if len(input_shape) == 3 and input_shape[1:] == (28, 28):
-        return "cnn"
-    if len(input_shape) == 3 and input_shape[1:] == (32, 32):
-        return "resnet18"
-    return "mlp"
-
-
-def build_model(name: str | None, input_shape: tuple[int, ...], num_classes: int, seed: int | None = None,
-                categorical: tuple[int, ...] = ()) -> nn.Module:
-    """Build model ``name`` (or the default for ``input_shape``) with ``num_classes`` outputs, on the CPU.
-
-    ``categorical`` are the sizes of the leading integer-coded input columns
-    (:attr:`labeldp.data.LabeledDataset.categorical`). With ``seed``, its initial weights come from
-    that seed, and torch's global random state is left as it was.
-
-    Parameters
-    ----------
-    name : str or None
-        One of :data:`MODELS`, or None for :func:`default_model_name`'s choice.
-    input_shape : tuple of int
-        Shape of one input, without the batch dimension: (C, H, W) for images, (D,) for tables.
-    num_classes : int
-        Number of outputs (logits).
-    seed : int or None, optional
-        Seed of the initial weights (default None: torch's global random state).
-    categorical : tuple of int, optional
-        Sizes of the leading integer-coded input columns (default none).
-
-    Returns
-    -------
-    torch.nn.Module
-        The model, on the CPU; it maps a batch (B, *input_shape) to logits (B, num_classes).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``name`` is unknown, or the model does not fit ``input_shape`` (e.g. ``"cnn"`` needs square
-        images with a side divisible by 4, ``"recommender"`` a table with categorical columns).
-    """
-    name = name or default_model_name(input_shape, categorical)
-    if seed is None:
-        return _build(name, input_shape, num_classes, tuple(categorical))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return _build(name, input_shape, num_classes, tuple(categorical))
-
-
-def _build(name: str, input_shape: tuple[int, ...], num_classes: int, categorical: tuple[int, ...]) -> nn.Module:
-    if name == "recommender":
-        if len(input_shape) != 1 or not categorical:
-            raise ConfigError(f"model 'recommender' needs a table whose leading columns are categorical codes "
-                              f"(e.g. movielens), got inputs of shape {input_shape}")
-        return RecommenderMLP(categorical, input_shape[0] - len(categorical), num_classes)
-    if name == "mlp":
-        return MLP(input_shape, num_classes)
-    if name == "cnn":
-        if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4:
-            raise ConfigError(f"model 'cnn' needs square images with side divisible by 4, got {input_shape}")
-        return SmallCNN(input_shape[0], num_classes, input_shape[1])
-    if name == "tanh-cnn":
-        if len(input_shape) != 3 or input_shape[1:] != (28, 28):
-            raise ConfigError(f"model 'tanh-cnn' needs 28x28 images, got {input_shape}")
-        return TanhCNN(input_shape[0], num_classes)
-    if name == "resnet18":
-        if len(input_shape) != 3:
-            raise ConfigError(f"model 'resnet18' needs images (C, H, W), got {input_shape}")
-        return ResNet18(input_shape[0], num_classes)
-    if name == "wrn16-4":
-        if len(input_shape) != 3:
-            raise ConfigError(f"model 'wrn16-4' needs images (C, H, W), got {input_shape}")
-        return WideResNet(input_shape[0], num_classes, depth=16, width=4)
-    raise ConfigError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
-
-
-__all__ = ["MLP", "MODELS", "MaxPool2d", "RecommenderMLP", "ResNet18", "SmallCNN", "TanhCNN", "WSConv2d", "WideResNet",
-           "build_model", "default_model_name"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "MLP": "labeldp.models.mlp",
+    "MODELS": "labeldp.models.names",
+    "MaxPool2d": "labeldp.models.pooling",
+    "RecommenderMLP": "labeldp.models.recommender",
+    "ResNet18": "labeldp.models.resnet",
+    "SmallCNN": "labeldp.models.cnn",
+    "TanhCNN": "labeldp.models.cnn",
+    "WSConv2d": "labeldp.models.wideresnet",
+    "WideResNet": "labeldp.models.wideresnet",
+    "build_model": "labeldp.models.build",
+    "default_model_name": "labeldp.models.names",
+})

@@ -1,24 +1,24 @@
 """Producers of (n, K) prior matrices for RR-with-prior, and how priors meet released labels.
 
-- :mod:`~labeldp.priors.cluster`: cluster histograms over public features (Algorithm 4 of Ghazi et
+- :mod:`~labeldp.priors.clustering`: cluster histograms over public features (Algorithm 4 of Ghazi et
   al. 2021), the histogram released through :mod:`labeldp.boundary.release`;
 - :mod:`~labeldp.priors.combine`: tempering, and the posterior weight of a release under a prior.
 
 The other prior, a model's predicted probabilities, is :func:`labeldp.training.predict_proba`.
 """
 
-from labeldp.priors.cluster import (
-    ENCODER_FILE_SUFFIX,
-    ENCODERS,
-    cluster,
-    cluster_priors,
-    consistent_counts,
-    encode,
-    histogram_epsilon,
-    histogram_priors,
-    is_encoder_file,
-)
-from labeldp.priors.combine import release_evidence, temper
+from labeldp._lazy import lazy_exports
 
-__all__ = ["ENCODERS", "ENCODER_FILE_SUFFIX", "cluster", "cluster_priors", "consistent_counts", "encode",
-           "histogram_epsilon", "histogram_priors", "is_encoder_file", "release_evidence", "temper"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "ENCODER_FILE_SUFFIX": "labeldp.priors.encoders",
+    "ENCODERS": "labeldp.priors.encoders",
+    "cluster": "labeldp.priors.clustering",
+    "cluster_priors": "labeldp.priors.clustering",
+    "consistent_counts": "labeldp.priors.clustering",
+    "encode": "labeldp.priors.clustering",
+    "histogram_epsilon": "labeldp.priors.clustering",
+    "histogram_priors": "labeldp.priors.clustering",
+    "is_encoder_file": "labeldp.priors.encoders",
+    "release_evidence": "labeldp.priors.combine",
+    "temper": "labeldp.priors.combine",
+})

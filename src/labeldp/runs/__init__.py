@@ -2,12 +2,20 @@
 context a method runs in, which releases each thing once (:mod:`~labeldp.runs.context`), and
 :func:`train_run`, which checks it all and starts or resumes it (:mod:`~labeldp.runs.run`)."""
 
-from labeldp.runs.config import RunConfig, split_stages
-from labeldp.runs.context import RunContext
-from labeldp.runs.predict import Predictor, load_predictor, predict_table
-from labeldp.runs.recipes import Recipe, recipe_for
-from labeldp.runs.rundir import RunDirectory
-from labeldp.runs.run import check_plan, config_dataset, load_run_model, train_run
+from labeldp._lazy import lazy_exports
 
-__all__ = ["Predictor", "Recipe", "RunConfig", "RunContext", "RunDirectory", "check_plan", "config_dataset",
-           "load_predictor", "load_run_model", "predict_table", "recipe_for", "split_stages", "train_run"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "RunConfig": "labeldp.config.run",
+    "split_stages": "labeldp.data.splits",
+    "RunContext": "labeldp.runs.context",
+    "Predictor": "labeldp.runs.predict",
+    "load_predictor": "labeldp.runs.predict",
+    "predict_table": "labeldp.runs.predict",
+    "Recipe": "labeldp.recipes.training",
+    "recipe_for": "labeldp.recipes.training",
+    "RunDirectory": "labeldp.runs.rundir",
+    "check_plan": "labeldp.runs.run",
+    "config_dataset": "labeldp.runs.run",
+    "load_run_model": "labeldp.runs.run",
+    "train_run": "labeldp.runs.run",
+})

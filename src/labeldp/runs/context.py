@@ -12,6 +12,7 @@ import json
 import math
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -29,7 +30,7 @@ from labeldp.models import build_model
 from labeldp.randomness import public_rng, public_seed
 from labeldp.boundary import Release, release_randomized_response, release_true_labels
 from labeldp.released_metrics import estimated_classification_metrics, estimated_regression_metrics
-from labeldp.runs.config import RunConfig
+from labeldp.config.run import RunConfig
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import EpochRecord, predict_proba, save_atomic, train_stage
 
@@ -65,10 +66,10 @@ class RunContext:
         self.parallel, self.main = distributed.active(), distributed.is_main()
         self.started = time.perf_counter()
         if self.main:  # over the training rows, then the test rows where their labels are private
-            self.ledger = out.read_ledger(data.private_rows, config.method_spec.relation)
+            self.ledger = out.read_ledger(data.private_rows, config.method_spec.neighboring_relation)
             self.elapsed_before = out.elapsed()
         else:  # rank 0 keeps the ledger; the other ranks never read nor write the run folder
-            self.ledger = PrivacyLedger(data.private_rows, config.method_spec.relation)
+            self.ledger = PrivacyLedger(data.private_rows, config.method_spec.neighboring_relation)
             self.elapsed_before = 0.0
         self._releases: dict[str, Release] = {}
 
@@ -80,10 +81,11 @@ class RunContext:
         Under torchrun, rank 0 alone releases (``draw`` runs there only, so it must not call
         collective operations) and every rank receives the release.
 
-        ``draw(scratch_ledger)`` releases through :mod:`labeldp.boundary.release` (recording one entry on the
-        scratch ledger) and returns the :class:`Release`. The release is saved before it is used;
-        a crash between saving and recording is recorded from the saved file on the next run; a
-        recorded release whose file is missing is an error, never a second draw.
+        ``draw(ledger)`` releases through :mod:`labeldp.boundary.release`, recording one entry tagged
+        ``name`` on the run's ledger, and returns the :class:`Release`. The release is saved before
+        it is used and before the ledger file is written; a crash between the two is recorded from
+        the saved release on the next run; a recorded release whose file is missing is an error,
+        never a second draw.
         """
         if self.parallel:
             def release_on_main() -> dict[str, np.ndarray]:
@@ -111,6 +113,14 @@ class RunContext:
         if self.main:
             self.out.discard_private()
 
+    def checkpoint_path(self, stage: int) -> Path:
+        """Where the training of ``stage`` keeps its checkpoint."""
+        return self.out.checkpoint_path(stage)
+
+    def private_path(self, name: str) -> Path | None:
+        """A file of the run's ``private/`` folder, on rank 0 (None on the other ranks)."""
+        return self.out.private_path(name) if self.main else None
+
     def _spend(self, name: str, draw: Callable[[PrivacyLedger], Release]) -> Release:
         saved = self.out.load_release(name)
         if saved is not None:
@@ -124,10 +134,12 @@ class RunContext:
                 f"{self.out.ledger_path} records the release {name!r}, but {self.out.release_path(name)} is missing. "
                 "Drawing those labels again would spend their budget a second time: restore the file from a copy "
                 "of the run folder, or start again in a new folder (a new release, with its own ledger)")
-        release = draw(PrivacyLedger(self.ledger.dataset_size, self.ledger.neighboring_relation))
+        release = draw(self.ledger)  # recorded here, in memory: the ledger file is written after the release's
+        if not self.ledger.has(name):
+            raise RunDirectoryError(f"release {name!r} was not recorded under its name: its draw must pass {name!r} "
+                                    "as the tag of its release_* call")
         self.out.save_release(name, **release.to_arrays(),
                               config=np.array(json.dumps(release_inputs(self.config, name), sort_keys=True)))
-        release.record(self.ledger, name)
         self.ledger.save(self.out.ledger_path, self.config.delta or 0.0)
         return release
 

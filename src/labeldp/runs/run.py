@@ -19,7 +19,8 @@ from labeldp.data import LabeledDataset, load_dataset
 from labeldp.files import write_atomic, write_json_atomic
 from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.models import build_model
-from labeldp.runs.config import RunConfig, split_stages
+from labeldp.config.run import RunConfig
+from labeldp.data.splits import split_stages
 from labeldp.runs.context import RunContext, release_inputs
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import check_amp, load_torch, resolve_device

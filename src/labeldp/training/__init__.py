@@ -3,21 +3,20 @@ released (:mod:`labeldp.boundary.release`), with augmentation, mixup, schedules,
 
 :func:`train_stage` learns from whatever targets it is given: in a run, the label-DP methods give it
 released labels and their noise channels. The private-side trainers are elsewhere: DP-SGD in
-:mod:`labeldp.dpsgd`, and PATE's teachers in :mod:`labeldp.pate` (which train with
+:mod:`labeldp.dpsgd`, and PATE's teachers in :mod:`labeldp.teachers` (which train with
 :func:`train_stage` on their own disjoint parts of the true labels, inside the mechanism).
 """
 
-from labeldp.training.stage import (
-    EpochRecord,
-    TrainConfig,
-    accuracy,
-    predict_logits,
-    predict_proba,
-    predict_values,
-    resolve_device,
-    rmse,
-    train_stage,
-)
+from labeldp._lazy import lazy_exports
 
-__all__ = ["EpochRecord", "TrainConfig", "accuracy", "predict_logits", "predict_proba", "predict_values",
-           "resolve_device", "rmse", "train_stage"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "EpochRecord": "labeldp.training.stage",
+    "TrainConfig": "labeldp.config.train",
+    "accuracy": "labeldp.training.stage",
+    "predict_logits": "labeldp.training.stage",
+    "predict_proba": "labeldp.training.stage",
+    "predict_values": "labeldp.training.stage",
+    "resolve_device": "labeldp.training.stage",
+    "rmse": "labeldp.training.stage",
+    "train_stage": "labeldp.training.stage",
+})

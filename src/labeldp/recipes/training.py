@@ -16,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from labeldp.dpsgd.trainer import DPSGDConfig
-from labeldp.pate import PATEConfig
-from labeldp.training.stage import TrainConfig
+from labeldp.config.dpsgd import DPSGDConfig
+from labeldp.config.pate import PATEConfig
+from labeldp.config.train import TrainConfig
 
 
 @dataclass(frozen=True)

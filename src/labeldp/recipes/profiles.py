@@ -1,7 +1,7 @@
 """A registry of named, versioned recipes ("profiles"), looked up by keys like ``mnist/e2/lp-2st/run0``.
 
-A profile is a :class:`~labeldp.training.RunConfig` under a key. Built-in recipes live in
-:mod:`labeldp.experiments.recipes`; a user adds their own in one small Python file that calls
+A profile is a :class:`~labeldp.config.run.RunConfig` under a key. Built-in profiles live in
+:mod:`labeldp.recipes.builtin`; a user adds their own in one small Python file that calls
 :func:`register` and passes it with ``--recipes FILE`` (or imports it before using the registry).
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labeldp.errors import ConfigError, MissingFileError
-from labeldp.runs import RunConfig
+from labeldp.config.run import RunConfig
 
 _REGISTRY: dict[str, Profile] = {}
 _LOADED_RECIPES: set[Path] = set()
@@ -79,4 +79,4 @@ def load_recipes(path: str | Path) -> None:
 
 
 def _load_builtin() -> None:
-    import labeldp.experiments.recipes  # noqa: F401  (registers on first import)
+    import labeldp.recipes.builtin  # noqa: F401  (registers on first import)

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from labeldp.data.dataset import LabeledDataset
 from labeldp.errors import ConfigError, DataError
-from labeldp.boundary import PrivateLabels
 
 #: grid points of a declared label range when --label-grid is not given
 DEFAULT_GRID_SIZE = 50
@@ -45,16 +43,4 @@ def snap_to_grid(values, grid: np.ndarray, where: str = "labels") -> np.ndarray:
     return np.searchsorted(midpoints, np.clip(array, grid[0], grid[-1]), side="left").astype(np.int64)
 
 
-def regression_dataset(name: str, x_train, values_train, x_test, values_test, grid, *, private_test: bool = False,
-                       **extra) -> LabeledDataset:
-    """A regression dataset from raw values: labels snapped to ``grid`` (public, declared), the raw test
-    values kept for the test error, unless ``private_test`` (test rows held out of the private label
-    column: their grid positions are private, their raw values dropped). ``extra`` goes to
-    :class:`LabeledDataset` (``categorical``...)."""
-    grid = np.asarray(grid, dtype=np.float64)
-    test = snap_to_grid(values_test, grid, "test labels")
-    return LabeledDataset(name, x_train, snap_to_grid(values_train, grid, "training labels"), x_test,
-                          PrivateLabels.from_indices(test, grid.size) if private_test else test, num_classes=grid.size,
-                          label_values=grid,
-                          y_test_values=None if private_test else np.asarray(values_test, dtype=np.float64),
-                          class_names=[f"{v:g}" for v in grid], **extra)
+__all__ = ["DEFAULT_GRID_SIZE", "label_grid", "snap_to_grid"]

@@ -7,14 +7,14 @@ reference). Datasets that need files take ``--data-dir`` at run time.
 
 from __future__ import annotations
 
-from labeldp.experiments.profiles import register
-from labeldp.priors import histogram_epsilon
-from labeldp.runs import RunConfig
-from labeldp.runs.recipes import (CIFAR_TRAIN, DIGITS_TRAIN, DPSGD_MNIST, DPSGD_MNIST_TRAIN, MNIST_TRAIN,
+from labeldp.recipes.profiles import register
+from labeldp.priors.clustering import histogram_epsilon
+from labeldp.config.run import RunConfig
+from labeldp.recipes.training import (CIFAR_TRAIN, DIGITS_TRAIN, DPSGD_MNIST, DPSGD_MNIST_TRAIN, MNIST_TRAIN,
                                   PATE_STUDENT_TRAIN, recipe_for)
-from labeldp.training import TrainConfig
+from labeldp.config.train import TrainConfig
 
-# The training settings are the methods' recipes (labeldp.runs.recipes), which also say how each was chosen.
+# The training settings are the methods' recipes (labeldp.recipes.training), which also say how each was chosen.
 
 #: MNIST without privacy, trained to fit its training set (no augmentation or weight decay): the
 #: reference a label-inference audit should find leaking.

@@ -19,29 +19,9 @@ from sklearn.preprocessing import normalize
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_noisy_histogram
 from labeldp.errors import ConfigError
+from labeldp.priors.encoders import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_file
 from labeldp.priors.autoencoder import autoencoder_codes
 from labeldp.randomness import RandomSource
-
-ENCODERS = ("pca", "spectral", "autoencoder", "raw")
-#: the suffix of a user's own encoder: a module saved with ``torch.export.save``
-ENCODER_FILE_SUFFIX = ".pt2"
-
-
-def is_encoder_file(encoder: str) -> bool:
-    """Whether ``encoder`` names a user's own encoder file (a path ending in :data:`ENCODER_FILE_SUFFIX`).
-
-    Parameters
-    ----------
-    encoder : str
-        An encoder name or a path.
-
-    Returns
-    -------
-    bool
-        True for a path ending in ``.pt2``.
-    """
-    return encoder.endswith(ENCODER_FILE_SUFFIX)
-
 
 def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, seed: int = 0,
            progress: bool = False) -> np.ndarray:

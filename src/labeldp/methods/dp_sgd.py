@@ -12,19 +12,19 @@ import numpy as np
 from torch import nn
 from tqdm.auto import tqdm
 
-from labeldp.accounting import DPSGD_RELATION, PrivacyLedger, calibrate_noise_multiplier, dpsgd_epsilon, dpsgd_event
+from labeldp.accounting import PrivacyLedger, calibrate_noise_multiplier, dpsgd_epsilon
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.clipping import check_per_example_model
 from labeldp.dpsgd.trainer import check_training_options, sampling_plan, train_dpsgd
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.methods.registry import Method, register_method
 from labeldp.models import build_model
-from labeldp.boundary import Release
-from labeldp.runs.config import RunConfig
-from labeldp.runs.context import RunContext
+from labeldp.boundary import Release, release_dpsgd_plan
+from labeldp.config.run import RunConfig
+from labeldp.methods.protocol import MethodContext
 
 
-def run_dpsgd(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+def run_dpsgd(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     """Record DP-SGD's event with its plan (once), then train with it."""
     config, data = context.config, context.data
     n = len(data.y_train)
@@ -35,17 +35,13 @@ def run_dpsgd(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
             tqdm.write(f"calibrating the noise multiplier for epsilon {config.epsilon:g} at delta {config.delta:g} "
                        f"({steps} steps at Poisson rate {q:.4g}) with dp_accounting's PLD accountant")
         sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(config.epsilon, config.delta, q, steps)
-        release = Release(np.arange(n), dpsgd_event(sigma, q, steps),
-                          f"DP-SGD, noise multiplier {sigma:.4f}, Poisson rate {q:.5g}, {steps} steps, "
-                          f"clipping {config.dpsgd.max_grad_norm:g}", arrays={"noise_multiplier": np.array(sigma)})
-        release.record(ledger, "dp-sgd")
-        return release
+        return release_dpsgd_plan(ledger, np.arange(n), sigma, q, steps, config.dpsgd.max_grad_norm, "dp-sgd")
 
     sigma = float(context.spend("dp-sgd", plan).arrays["noise_multiplier"])
     evaluated, _ = train_dpsgd(context.new_model(1), data.x_train, data.y_train, config.train, config.dpsgd, sigma,
                                augmentation=data.augmentation, test=(data.x_test, data.y_test),
                                seed=config.seed, noise=config.noise,
-                               checkpoint=context.out.checkpoint_path(1), on_epoch_end=context.on_epoch_end(1, 1),
+                               checkpoint=context.checkpoint_path(1), on_epoch_end=context.on_epoch_end(1, 1),
                                progress=context.progress, data_parallel=context.parallel)
     return evaluated.cpu(), {"noise_multiplier": sigma, "sampling_probability": q, "steps": steps}
 
@@ -76,7 +72,8 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
 
 register_method(Method("dp-sgd", "the full-DP baseline (inputs and labels private)", run_dpsgd,
                        uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "dpsgd"}), gaussian=True,
-                       relation=DPSGD_RELATION, check=_check, plan=_plan, training_releases=True,
+                       relation="ADD_OR_REMOVE_ONE", check=_check, plan=_plan, training_releases=True,
+                       tuning="private-selection",
                        # how the steps are computed, not what they release
                        independent_of={"dp-sgd": ("dpsgd.physical_batch_size", "dpsgd.clipping",
                                                   "train.eval_batch_size")},

@@ -45,8 +45,9 @@ from labeldp.methods.registry import Method, register_method
 from labeldp.methods.stages import TRAINING_OPTIONS, noisy_histogram_prior
 from labeldp.priors import release_evidence
 from labeldp.boundary import Release, release_laplace_value, release_rr_on_bins
-from labeldp.runs.config import RunConfig, split_stages
-from labeldp.runs.context import RunContext
+from labeldp.config.run import RunConfig
+from labeldp.data.splits import split_stages
+from labeldp.methods.protocol import MethodContext
 from labeldp.training.stage import predict_proba
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
@@ -54,7 +55,7 @@ _MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "
 _FIRST_RELEASES = {"stage1": TRAINING_OPTIONS, "prior": TRAINING_OPTIONS}
 
 
-def _targets(context: RunContext, released: Release) -> np.ndarray:
+def _targets(context: MethodContext, released: Release) -> np.ndarray:
     """The forward loss's evidence, or the released values for ``mse``."""
     return released.arrays["values"] if context.config.loss == "mse" else released.arrays["evidence"]
 
@@ -76,7 +77,7 @@ def binned_evidence(likelihood: np.ndarray, priors: np.ndarray, bin_of: np.ndarr
     return np.stack([likelihood, within_bins(priors, bin_of), bin_of], axis=1).astype(np.float32)
 
 
-def release_bins_stage(context: RunContext, stage: int, members: np.ndarray, model: nn.Module | None,
+def release_bins_stage(context: MethodContext, stage: int, members: np.ndarray, model: nn.Module | None,
                        histogram: tuple[np.ndarray, np.ndarray] | None, epsilon: float) -> Release:
     """Stage ``stage``'s RR-on-bins release of its ``members``' labels with ``epsilon``. Stage 1's prior
     is the noisy ``histogram`` (rows and each example's group; None: uniform), shared by the examples
@@ -121,7 +122,7 @@ def start_from_prior(model: nn.Module, prior: np.ndarray, floor: float = 1e-3) -
         linear[-1].bias.copy_(torch.as_tensor(logits - logits.mean(), dtype=linear[-1].bias.dtype))
 
 
-def run_rr_on_bins(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+def run_rr_on_bins(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     """One stage (``rr-on-bins``) or several (``rr-on-bins-mst``) of RR-on-bins releases and training."""
     config, data = context.config, context.data
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
@@ -155,7 +156,7 @@ def run_rr_on_bins(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
     return model, {"stages": summaries}
 
 
-def run_laplace(context: RunContext) -> tuple[nn.Module, dict[str, Any]]:
+def run_laplace(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     """Every label released once with discrete Laplace noise on the grid's lattice, then one stage."""
     config, data = context.config, context.data
     members = np.arange(len(data.y_train))

@@ -16,17 +16,17 @@ from typing import Any
 import numpy as np
 
 from labeldp._validation import check_epsilon
-from labeldp.data import DATASETS
-from labeldp.data.regression import DEFAULT_GRID_SIZE, label_grid
-from labeldp.dpsgd.trainer import DPSGDConfig
+from labeldp.config.dpsgd import DPSGDConfig
+from labeldp.config.pate import PATEConfig
+from labeldp.config.train import TrainConfig
+from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
+from labeldp.data.registry import dataset_names, get_dataset
 from labeldp.errors import ConfigError, MissingFileError
-from labeldp.methods.registry import METHOD_OPTIONS, Method, get_method, method_names, methods_using
-from labeldp.models import MODELS
+from labeldp.methods.registry import Method, get_method, method_names, methods_using
+from labeldp.models.names import MODELS
 from labeldp.options import option
-from labeldp.pate import PATEConfig
-from labeldp.priors import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_file
-from labeldp.randomness import NoiseSource, public_rng
-from labeldp.training.stage import TrainConfig
+from labeldp.priors.encoders import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_file
+from labeldp.randomness import NoiseSource
 
 DEFAULT_DELTA = 1e-5
 LOSSES = ("forward", "ce", "mse")
@@ -43,7 +43,7 @@ CLUSTERING_OPTIONS = ("encoder", "clusters")
 class RunConfig:
     """Everything needed to repeat a run. Written to ``config.json``."""
 
-    dataset: str = option("digits", choices=DATASETS,
+    dataset: str = option("digits", choices=dataset_names,
                           help="digits is embedded; the MNIST family and CIFAR read --data-dir; csv reads --table")
     data_dir: str | None = option(None, help="folder with the dataset's standard files")
     table: str | None = option(None, help="CSV or Parquet file (dataset csv)")
@@ -86,19 +86,19 @@ class RunConfig:
                               "laplace-regression (Laplace noise on the clipped value)")
     epsilon: float | None = option(None, help="privacy budget epsilon (> 0); required for private methods")
     delta: float | None = option(None, help="delta of --method pate or dp-sgd (default 1e-5); the other methods are "
-                                            "pure epsilon-DP")
+                                            "pure epsilon-DP", method_specific=True)
     stages: tuple[float, ...] | None = option(None, metavar="FRACTION",
                                               help="fractions of the training set per stage, summing to 1 (default: "
                                                    "0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)")
     model: str | None = option(None, choices=MODELS, help="network (default: cnn for 28x28, resnet18 for 32x32, "
                                                           "else mlp)")
-    temperature: float = option(1.0, help="lp-2st, lp-mst: later stages' prior = softmax(logits / T)")
+    temperature: float = option(1.0, help="lp-2st, lp-mst: later stages' prior = softmax(logits / T)", method_specific=True)
     prior: str | None = option(None, choices=PRIORS,
                                help="stage-1 prior: uniform (plain RR; the default, except for rr-on-bins and "
                                     "rr-on-bins-mst), histogram (a noisy histogram of the training labels, stage 1's "
                                     "for rr-on-bins-mst, bought with --prior-epsilon; their default) or cluster: "
                                     "k-means of public features of the inputs with a noisy label histogram per "
-                                    "cluster")
+                                    "cluster", method_specific=True)
     prior_epsilon: float | None = option(None, help="part of --epsilon spent on the histogram of --prior cluster or "
                                                     "histogram (default: a tenth); the label releases use the rest, "
                                                     "so every label's total is --epsilon")
@@ -111,30 +111,30 @@ class RunConfig:
                                "costs time quadratic in the examples), the codes of an autoencoder trained on the public inputs, the raw inputs, or your own encoder saved "
                                "with torch.export.save (fitted without the private labels)")
     combine_priors: bool = option(False, help="lp-2st, lp-mst with --prior cluster: later stages' prior is the model "
-                                              "prior times the cluster prior")
+                                              "prior times the cluster prior", method_specific=True)
     loss: str = option("forward", choices=LOSSES,
                        help="forward: likelihood of each noisy label through its known noise channel (the model "
                             "learns clean posteriors); ce: plain cross-entropy on noisy labels; mse (numeric labels): "
                             "squared error of the predicted mean against the released values; not for alibi, pate "
-                            "or dp-sgd")
+                            "or dp-sgd", method_specific=True)
     reuse_labels: bool = option(True, help="lp-2st, lp-mst: train each stage on its own noisy labels only (default: "
                                            "earlier stages' labels too; with --loss ce only those inside the new "
-                                           "prior's top k)")
-    warm_start: bool = option(True, help="lp-2st, lp-mst: train each stage's model from scratch")
+                                           "prior's top k)", method_specific=True)
+    warm_start: bool = option(True, help="lp-2st, lp-mst: train each stage's model from scratch", method_specific=True)
     seed: int = option(0, help="seed of everything that is not private: splits, initialisation, data order, "
                                "augmentation (never the noise)")
     secure_rng: bool = option(False, help="draw the noise (noisy labels, histograms, PATE's vote noise, DP-SGD's "
                                           "batches and gradient noise) from ChaCha20 keyed by the OS, a "
                                           "cryptographically secure generator (default: generators seeded with "
-                                          "fresh OS entropy, never saved)")
+                                          "fresh OS entropy, never saved)", method_specific=True)
     insecure_noise_seed: int | None = option(None, metavar="SEED",
                                              help="NOT PRIVATE: derive all the noise from SEED, which config.json "
                                                   "records, so the run can be repeated exactly (for tests and "
                                                   "debugging; anyone with the config can regenerate the noise and "
-                                                  "undo it)")
+                                                  "undo it)", method_specific=True)
     train: TrainConfig = option(default_factory=TrainConfig, help="training of each stage")
-    dpsgd: DPSGDConfig = option(default_factory=DPSGDConfig, help="DP-SGD's settings")
-    pate: PATEConfig = option(default_factory=PATEConfig, help="PATE's settings")
+    dpsgd: DPSGDConfig = option(default_factory=DPSGDConfig, help="DP-SGD's settings", method_specific=True)
+    pate: PATEConfig = option(default_factory=PATEConfig, help="PATE's settings", method_specific=True)
 
     @property
     def method_spec(self) -> Method:
@@ -142,8 +142,7 @@ class RunConfig:
 
     def resolved(self) -> RunConfig:
         """Validate every field and fill in what depends on the method; raises ``ConfigError``."""
-        if self.dataset not in DATASETS:
-            raise ConfigError(f"unknown dataset {self.dataset!r}; choose one of {', '.join(DATASETS)}")
+        get_dataset(self.dataset)  # refuses an unknown name
         method = self.method_spec
         if self.model is not None and self.model not in MODELS:
             raise ConfigError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
@@ -235,6 +234,10 @@ class RunConfig:
     def _check_method_options(self, method: Method) -> None:
         """Refuse options the method does not use that were changed from their defaults: a user who
         sets one expects it to act."""
+        unknown = sorted(set(method.uses) - set(METHOD_OPTIONS))
+        if unknown:
+            raise ConfigError(f"method {self.method!r} uses unknown options {unknown}; the method-specific options "
+                              f"are {METHOD_OPTIONS}")
         defaults, unused = RunConfig(), []
         for name in options_unused_by(self.method):
             value, default = getattr(self, name), getattr(defaults, name)
@@ -256,8 +259,9 @@ class RunConfig:
         if self.label_range is not None and self.classes is not None:
             raise ConfigError("a table's labels are classes (classes) or numbers (label_range), not both")
         if self.classes is not None:
-            if self.dataset != "csv":
-                raise ConfigError(f"classes are declared for dataset 'csv'; dataset {self.dataset!r} defines its own")
+            if get_dataset(self.dataset).source != "table":
+                raise ConfigError(f"classes are declared for a table (dataset 'csv'); dataset {self.dataset!r} defines "
+                                  "its own")
             if len(self.classes) < 2 or len(set(self.classes)) != len(self.classes):
                 raise ConfigError(f"classes must be at least two distinct values, got {list(self.classes)}")
         if self.test_labels not in TEST_LABELS:
@@ -277,7 +281,7 @@ class RunConfig:
             if self.label_grid is not None:
                 raise ConfigError("label_grid needs label_range LOW HIGH")
             return None, None
-        if self.dataset != "csv":
+        if get_dataset(self.dataset).source != "table":
             raise ConfigError(f"label_range and label_grid declare a table's numeric label (dataset 'csv'); dataset "
                               f"{self.dataset!r} defines its own labels")
         if len(self.label_range) != 2:
@@ -297,7 +301,8 @@ class RunConfig:
     def test_held_out(self) -> bool:
         """Whether the test rows are held out of the private label column (a table without a test
         table, MovieLens's split), so that their labels are private too."""
-        return self.dataset == "movielens" or (self.dataset == "csv" and self.test_table is None)
+        dataset = get_dataset(self.dataset)
+        return dataset.held_out_test or (dataset.source == "table" and self.test_table is None)
 
     @property
     def label_epsilon(self) -> float | None:
@@ -333,14 +338,12 @@ class RunConfig:
         return cls(**data)
 
 
-def split_stages(num_examples: int, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
-    """Disjoint random index sets with the given size fractions: the examples of each stage, drawn
-    from the seed's public stream (they depend on positions only, never on labels)."""
-    order = public_rng(seed, "stage-split").permutation(num_examples)
-    bounds = np.round(np.cumsum((0.0,) + fractions) * num_examples).astype(int)
-    return [np.sort(order[bounds[i]:bounds[i + 1]]) for i in range(len(fractions))]
-
-
 def options_unused_by(method: str) -> tuple[str, ...]:
-    """The RunConfig fields among :data:`METHOD_OPTIONS` that ``method`` does not use."""
+    """The method-specific RunConfig fields (:data:`METHOD_OPTIONS`) that ``method`` does not use."""
     return tuple(name for name in METHOD_OPTIONS if method not in methods_using(name))
+
+
+#: The RunConfig options that only some methods use (declared ``method_specific`` with the options):
+#: with a method that does not use one, a value other than the default is refused, and a sweep's grid
+#: resets it.
+METHOD_OPTIONS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.metadata.get("method_specific"))

@@ -1,0 +1,88 @@
+"""``labeldp`` on the command line: one module per command, each with ``HELP``, ``DESCRIPTION``,
+``add_arguments(parser)`` and ``run(args)``.
+
+Only the command being run has its arguments built, and a command imports the library (torch,
+scikit-learn, dp_accounting) inside ``run``: ``labeldp --help``, a command's ``--help`` and every
+argument error answer before any of it is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from labeldp import __version__, runtime
+
+#: command -> (its module, one line of help), in the order ``labeldp --help`` lists them
+COMMANDS = {
+    "train": ("labeldp.cli.train", "train one model and write a run directory"),
+    "demo": ("labeldp.cli.demo", "privacy/accuracy table on the embedded digits dataset"),
+    "profiles": ("labeldp.cli.profiles", "list named recipes"),
+    "sweep": ("labeldp.cli.sweep", "run many runs in parallel, resumably"),
+    "tune": ("labeldp.cli.tune", "choose training options on one release of the labels"),
+    "report": ("labeldp.cli.report", "table and privacy-utility plot of a sweep"),
+    "audit": ("labeldp.cli.audit", "empirical epsilon lower bound for a run's recipe"),
+    "predict": ("labeldp.cli.predict", "score new rows with a finished run's model"),
+    "privatize": ("labeldp.cli.privatize", "release a label column once, for any learner to train on"),
+    "download": ("labeldp.cli.download", "fetch a dataset's standard files (needs internet)"),
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``labeldp`` parser: every command listed, ``command``'s arguments built (the others' not).
+
+    Parameters
+    ----------
+    command : str, optional
+        The command whose arguments to build.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The parser.
+    """
+    parser = argparse.ArgumentParser(
+        prog="labeldp",
+        description="Train models whose labels are private (label differential privacy); inputs are public.")
+    parser.add_argument("--version", action="version", version=f"labeldp {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        if name == command:
+            module = importlib.import_module(module_name)
+            module.add_arguments(commands.add_parser(name, help=help_text, description=module.DESCRIPTION))
+        else:
+            commands.add_parser(name, help=help_text)
+    return parser
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command ``argv`` names (its first word that is a command), if any."""
+    return next((word for word in argv if word in COMMANDS), None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``labeldp`` with ``argv`` (default: the process's arguments); returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command(argv)).parse_args(argv)
+    runtime.reuse_freed_memory()
+    from labeldp.boundary.labels import PrivateLabelAccessError
+    from labeldp.errors import ConfigError, LabelDPError
+
+    try:
+        if runtime.requested() and args.command != "train":
+            raise ConfigError(f"`labeldp {args.command}` runs in one process; under torchrun only `labeldp train` "
+                              "runs (data-parallel)")
+        importlib.import_module(COMMANDS[args.command][0]).run(args)
+    except (LabelDPError, PrivateLabelAccessError) as error:
+        print(f"labeldp: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        again = (" Run the same command again to continue where it stopped."
+                 if args.command in ("train", "sweep", "tune") else "")
+        print(f"\nlabeldp: interrupted.{again}", file=sys.stderr)
+        return 130
+    return 0
+
+
+__all__ = ["COMMANDS", "build_parser", "main"]

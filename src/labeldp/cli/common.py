@@ -1,0 +1,67 @@
+"""What ``labeldp train`` and ``labeldp tune`` share: the run options' flags, the recipe applied to
+what the user did not type, and torch's threads."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from labeldp.config.run import RunConfig
+from labeldp.errors import ConfigError
+from labeldp.options import add_dataclass_arguments, dataclass_from_args, flag_of, typed_options
+
+#: titles of the argument groups generated from RunConfig's nested settings
+OPTION_GROUPS = {"train": ("training (per stage)", None),
+                 "dpsgd": ("dp-sgd", "options of --method dp-sgd (--batch-size is the expected Poisson batch size)"),
+                 "pate": ("pate", "options of --method pate (the training options are the student's)")}
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of every RunConfig option, and --recipes, --device, --threads, --quiet."""
+    parser.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
+    add_dataclass_arguments(parser, RunConfig, OPTION_GROUPS)
+    parser.add_argument("--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 "
+                                                         "(default %(default)s)")
+    parser.add_argument("--threads", type=int, help="CPU threads of torch (default: 1 for tables, whose small models "
+                                                    "run faster on one, else every core; at most OMP_NUM_THREADS "
+                                                    "where it is set)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
+
+
+def recipe_options() -> set[str]:
+    """The options a recipe sets: ``model`` and the fields of the training, DP-SGD and PATE settings."""
+    defaults = RunConfig()
+    return {"model"} | {field.name for section in ("train", "dpsgd", "pate")
+                        for field in dataclasses.fields(getattr(defaults, section))}
+
+
+def config_with_recipe(args: argparse.Namespace) -> RunConfig:
+    """The run the flags describe: every option the user typed as typed, every other option of a
+    recipe from the best known recipe of the dataset and method (:mod:`labeldp.recipes.training`),
+    the library's defaults where there is none. Says which it used."""
+    from labeldp.recipes.training import recipe_for, with_recipe
+
+    config = dataclass_from_args(RunConfig, args)
+    given = typed_options(args, RunConfig) & recipe_options()
+    flags = ", ".join(sorted(flag_of(RunConfig, name) for name in given))
+    recipe = recipe_for(config.dataset, config.method)
+    if recipe is None:
+        if not args.quiet:
+            print(f"no tuned recipe for {config.method} on {config.dataset}: the library's defaults"
+                  f"{' with ' + flags if flags else ''}")
+        return config
+    if not args.quiet:
+        print(f"recipe for {config.method} on {config.dataset}: {recipe.describe()}"
+              f"{' (' + recipe.source + ')' if recipe.source else ''}{'; with your ' + flags if flags else ''}")
+    return with_recipe(config, recipe, keep=given)
+
+
+def set_threads(args: argparse.Namespace, dataset: str) -> None:
+    """torch's CPU threads: ``--threads``, else :func:`labeldp.runtime.default_threads`."""
+    import torch
+
+    from labeldp import runtime
+
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads must be at least 1, got {args.threads}")
+    torch.set_num_threads(args.threads or runtime.default_threads(dataset))

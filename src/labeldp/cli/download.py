@@ -1,0 +1,22 @@
+"""``labeldp download``: a dataset's standard files (needs internet)."""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = ("Fetch a dataset's standard files into --data-dir. MovieLens 100K comes from GroupLens under its "
+               "research-only licence (read its README; do not redistribute it).")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from labeldp.data.loading import folder_datasets
+
+    parser.add_argument("dataset", choices=folder_datasets())
+    parser.add_argument("--data-dir", required=True)
+
+
+def run(args: argparse.Namespace) -> None:
+    from labeldp.data import download_dataset
+
+    download_dataset(args.dataset, args.data_dir)
+    print(f"{args.dataset} saved in {args.data_dir}")

@@ -1,0 +1,22 @@
+"""``labeldp predict``: scores of new rows by a finished run's model (post-processing: free)."""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = ("Score the rows of a table with the model of RUNDIR and its fitted preprocessing; write the probability "
+               "of each class and the predicted class per row (CSV or Parquet, by --out's suffix). Predictions are "
+               "post-processing: they cost no privacy.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUNDIR")
+    parser.add_argument("--table", required=True, help="CSV or Parquet file with the run's feature columns")
+    parser.add_argument("--out", required=True, help="scores file, .csv or .parquet")
+    parser.add_argument("--id-column", help="a column of --table to write beside the scores")
+
+
+def run(args: argparse.Namespace) -> None:
+    from labeldp.runs.predict import predict_table
+
+    print(f"scores written: {predict_table(args.run_dir, args.table, args.out, args.id_column)}")

@@ -1,0 +1,89 @@
+"""Loading a dataset by name (:mod:`labeldp.data.registry`), its options checked first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from labeldp.data.registry import DatasetRequest, dataset_names, get_dataset
+from labeldp.errors import ConfigError
+
+if TYPE_CHECKING:
+    from labeldp.data.dataset import LabeledDataset
+
+
+def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | Path | None = None,
+                 label_column: str = "label", test_table: str | Path | None = None,
+                 classes: tuple[str, ...] | None = None, features: tuple[str, ...] | None = None,
+                 drop: tuple[str, ...] = (), id_column: str | None = None, test_fraction: float = 0.2,
+                 split_seed: int = 0, label_range: tuple[float, float] | None = None,
+                 label_grid_size: int | None = None, public_test_split: bool = False) -> LabeledDataset:
+    """Load the dataset registered as ``name``.
+
+    ``digits`` is embedded; the folder datasets read their standard files from ``data_dir``; ``csv``
+    reads ``table``, a CSV or Parquet file: a classification over the declared ``classes``, or a
+    regression on the grid of ``label_grid_size`` points over the declared ``label_range``. Where
+    the test rows are held out of the private label column (``csv`` without ``test_table``,
+    ``movielens``), their labels are private (:class:`~labeldp.boundary.PrivateLabels`) unless
+    ``public_test_split`` treats them as public.
+
+    Parameters
+    ----------
+    name : str
+        A registered dataset (:func:`labeldp.data.registry.dataset_names`).
+    data_dir, table, label_column, test_table, classes, features, drop, id_column, test_fraction, split_seed, \
+label_range, label_grid_size, public_test_split
+        See :class:`labeldp.data.registry.DatasetRequest`; the table's options only for a ``table`` dataset.
+
+    Returns
+    -------
+    LabeledDataset
+        Public inputs, private training labels, and the test set.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown dataset, or options the dataset does not take, before anything is read.
+    """
+    dataset = get_dataset(name)
+    table_options = (table is not None or test_table is not None or label_column != "label" or features or drop
+                     or id_column or label_range is not None or label_grid_size is not None)
+    if dataset.source != "table" and table_options:
+        raise ConfigError(f"--table, --test-table, --label-column, --features, --drop, --id-column, --label-range and "
+                          f"--label-grid are for a table (dataset 'csv'), not {name!r}, which defines its own labels")
+    folders = [other for other in dataset_names() if get_dataset(other).source == "folder"]
+    if dataset.source != "folder" and data_dir is not None:
+        source = "is embedded" if dataset.source == "embedded" else "reads --table"
+        raise ConfigError(f"dataset {name!r} {source}: it takes no --data-dir (for a dataset in that folder, name "
+                          f"it with --dataset: {', '.join(folders)})")
+    if dataset.source == "folder" and data_dir is None:
+        raise ConfigError(f"dataset {name!r} needs a data folder (--data-dir DIR)")
+    request = DatasetRequest(Path(data_dir) if data_dir is not None else None,
+                             Path(table) if table is not None else None,
+                             Path(test_table) if test_table is not None else None, label_column,
+                             tuple(classes) if classes is not None else None,
+                             tuple(features) if features else None, tuple(drop), id_column, test_fraction, split_seed,
+                             tuple(label_range) if label_range is not None else None, label_grid_size,
+                             public_test_split)
+    return dataset.load(request)
+
+
+def download_dataset(name: str, data_dir: str | Path) -> None:
+    """Fetch a dataset's standard files into ``data_dir`` (needs internet; not used by tests).
+
+    Parameters
+    ----------
+    name : str
+        A registered dataset with a download.
+    data_dir : str or pathlib.Path
+        Where to put the files.
+    """
+    get_dataset(name).fetch(Path(data_dir))
+
+
+def folder_datasets() -> tuple[str, ...]:
+    """The datasets read from a folder of their standard files (``--data-dir``)."""
+    return tuple(name for name in dataset_names() if get_dataset(name).source == "folder")
+
+
+__all__ = ["download_dataset", "folder_datasets", "load_dataset"]

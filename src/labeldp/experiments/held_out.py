@@ -1,0 +1,87 @@
+"""The held-out examples that score a tune's candidates, and the estimate of a candidate's clean accuracy
+from their released labels (never their true ones)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from labeldp.boundary import Release
+from labeldp.errors import ConfigError
+from labeldp.randomness import public_rng
+from labeldp.estimators import clean_accuracy_terms
+from labeldp.training.stage import predict_proba
+
+
+#: the share of held-out releases that do not depend on their label above which a tune warns
+UNINFORMATIVE_WARNING = 0.5
+
+
+def holdout_split(num_examples: int, fraction: float, seed: int) -> np.ndarray:
+    """The held-out training examples, sorted: ``fraction`` of them, from the public stream
+    ``tune-holdout`` of ``seed`` (positions only, never labels)."""
+    if isinstance(fraction, bool) or not 0 < fraction < 1:
+        raise ConfigError(f"holdout must lie in (0, 1), got {fraction!r}")
+    size = int(round(fraction * num_examples))
+    if not 2 <= size < num_examples:
+        raise ConfigError(f"holdout {fraction:g} of {num_examples} training examples leaves "
+                          f"{'fewer than two to score on' if size < 2 else 'none to train on'}")
+    return np.sort(public_rng(seed, "tune-holdout").permutation(num_examples)[:size])
+
+
+class HeldOutScorer:
+    """Estimates a model's clean accuracy on the held-out examples from their releases alone."""
+
+    def __init__(self, releases: Mapping[str, Release], held_out: np.ndarray, num_examples: int, num_classes: int):
+        labels = np.full(num_examples, -1, dtype=np.int64)
+        likelihood = np.full((num_examples, num_classes), np.nan)
+        vectors = np.full((num_examples, num_classes), np.nan)
+        for release in releases.values():
+            if release.labels is None or release.likelihood is None:
+                continue  # a histogram, not a label release
+            members = np.asarray(release.members)
+            labels[members], likelihood[members] = release.labels, release.likelihood
+            if "noisy_one_hot" in release.arrays:  # ALIBI: the noisy vector itself
+                vectors[members] = release.arrays["noisy_one_hot"]
+        missing = held_out[labels[held_out] < 0]
+        if missing.size:
+            raise ConfigError(f"{missing.size} held-out examples have no released label to be scored on")
+        self.held_out = held_out
+        self.labels, self.likelihood, self.vectors = labels[held_out], likelihood[held_out], vectors[held_out]
+        self.alibi = ~np.isnan(self.vectors[:, 0])
+        #: the share of held-out examples whose release does not depend on their label (RR-with-prior with
+        #: k = 1: the prior's top class whatever the label); their terms measure agreement with the prior
+        rows = self.likelihood[~self.alibi]
+        self.uninformative = float(np.mean(np.ptp(rows, axis=1) < 1e-12)) if rows.size else 0.0
+
+    def terms(self, predictions: np.ndarray) -> np.ndarray:
+        """Per held-out example, a term whose expectation is its clean-label indicator 1[y = prediction]
+        (RR-with-prior: when y lies in the example's top-k set; see clean_accuracy_terms)."""
+        rows = np.arange(predictions.size)
+        terms = np.zeros(predictions.size)
+        channel = ~self.alibi
+        if channel.any():
+            terms[channel] = clean_accuracy_terms(predictions[channel], self.labels[channel], self.likelihood[channel])
+        terms[self.alibi] = self.vectors[rows[self.alibi], predictions[self.alibi]]
+        return terms
+
+    def score(self, model, inputs: np.ndarray, batch_size: int) -> np.ndarray:
+        """The per-example terms of ``model``'s clean accuracy on the held-out ``inputs``: their mean
+        estimates it, their spread gives its standard error (:func:`mean_and_error`)."""
+        return self.terms(predict_proba(model, inputs, batch_size=batch_size).argmax(axis=1))
+
+
+def uninformative_message(share: float) -> str:
+    return (f"warning: {100 * share:.0f}% of the held-out examples were released with k = 1 (the prior's top "
+            "class, whatever their label): their estimate measures how well a candidate agrees with the prior, "
+            "not its clean accuracy")
+
+
+def labelled(releases: Mapping[str, Release], num_examples: int) -> np.ndarray:
+    """The training examples (sorted positions) that ``releases`` released a label of."""
+    labelled = np.zeros(num_examples, dtype=bool)
+    for release in releases.values():
+        if release.labels is not None:
+            labelled[np.asarray(release.members)] = True
+    return np.flatnonzero(labelled)
