@@ -20,7 +20,7 @@ _EXPORTS = {
     "privatize": "labeldp.boundary",
     "LabelDPClassifier": "labeldp.estimators",
     "LabelDPRegressor": "labeldp.estimators",
-    "LabelDPLogisticRegression": "labeldp.marginals",
+    "LabelDPLogisticRegression": "labeldp.estimators",
     "ReleasedLabels": "labeldp.boundary",
     "released_log_likelihood": "labeldp.estimators",
     "released_scorer": "labeldp.released_metrics",

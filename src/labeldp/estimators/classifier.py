@@ -33,7 +33,7 @@ releases the values once by RR-on-bins (Ghazi et al. 2023) under a noisy histogr
 grid (or a prior the user gives, or the Laplace mechanism on the clipped value, the baseline) and
 fits any scikit-learn regressor on the released values. Its release is shared like the classifier's.
 
-:class:`~labeldp.marginals.LabelDPLogisticRegression` (importable from here too) releases no labels
+:class:`~labeldp.estimators.logistic.LabelDPLogisticRegression` (importable from here too) releases no labels
 at all: noisy label counts per bin of every public feature, from which it fits a logistic
 regression; for rare positives and small budgets.
 
@@ -61,7 +61,6 @@ from labeldp.accounting import PrivacyLedger, randomized_response_event
 from labeldp.accounting.events import histogram_event, laplace_value_event
 from labeldp.data.regression import DEFAULT_GRID_SIZE, label_grid
 from labeldp.errors import ConfigError
-from labeldp.marginals import LabelDPLogisticRegression  # noqa: F401  (re-exported: the estimator from noisy marginals)
 from labeldp.mechanisms import optimal_bins
 from labeldp.priors import histogram_priors
 from labeldp.boundary import RELEASE_ONCE_ROUTE, PrivateLabels, ReleasedLabels, fit_classes
