@@ -22,7 +22,7 @@ _EXPORTS = {
     "LabelDPRegressor": "labeldp.estimators",
     "LabelDPLogisticRegression": "labeldp.estimators",
     "ReleasedLabels": "labeldp.boundary",
-    "released_log_likelihood": "labeldp.estimators",
+    "released_log_likelihood": "labeldp.released_metrics",
     "released_scorer": "labeldp.released_metrics",
     "load_release": "labeldp.boundary",
     "privatize_table": "labeldp.boundary",

@@ -67,7 +67,7 @@ from labeldp.boundary import RELEASE_ONCE_ROUTE, PrivateLabels, ReleasedLabels, 
 from labeldp.randomness import NoiseSource
 from labeldp.boundary import (release_laplace_value, release_noisy_histogram, release_randomized_response,
                              release_rr_on_bins, release_rr_with_prior)
-from labeldp.released_metrics import channel_weights
+from labeldp.released_metrics import clean_accuracy_estimate, released_labels_for
 
 
 def _fit_labels(y, estimator: BaseEstimator) -> PrivateLabels | ReleasedLabels:
@@ -87,25 +87,6 @@ def _noise_key(secure_rng: bool, insecure_noise_seed: int | None) -> Hashable:
     """What a shared release's noise depends on: fresh entropy is as good as any other fresh entropy."""
     return ("insecure", int(insecure_noise_seed)) if insecure_noise_seed is not None else ("secure" if secure_rng
                                                                                             else "fresh")
-
-
-def released_labels_for(estimator: Any, y: Any) -> ReleasedLabels:
-    """The released labels to score ``estimator`` on for the rows ``y``: ``y`` itself when it holds
-    released labels; for private labels, the release the estimator's fit made of them (a search's
-    folds share it). Private labels are never read."""
-    if isinstance(y, ReleasedLabels):
-        return y
-    if isinstance(y, PrivateLabels):
-        final = estimator.steps[-1][1] if isinstance(estimator, Pipeline) else estimator
-        key = getattr(final, "release_key_", None)
-        released = y.shared_release(key) if key is not None else None
-        if released is None:
-            raise ConfigError("scoring on private labels reads the release the model's fit made of them; this model "
-                              "was not fitted on these labels (or its release gives no labels to score on). Score on "
-                              "a public test set, or on labels released once. " + RELEASE_ONCE_ROUTE)
-        return released[y.positions]
-    raise ConfigError("released labels are needed here (ReleasedLabels, a release of labeldp.privatize, or private "
-                      "labels the model's fit released), not a plain array")
 
 
 class LabelDPClassifier(ClassifierMixin, BaseEstimator):
@@ -464,50 +445,6 @@ def _bin_means(prior: np.ndarray, grid: np.ndarray, bin_of: np.ndarray, d: int) 
     first = np.bincount(bin_of, weights=prior * grid, minlength=d)
     plain = np.bincount(bin_of, weights=grid, minlength=d) / np.bincount(bin_of, minlength=d)
     return np.where(mass > 0, first / np.where(mass > 0, mass, 1.0), plain)
-
-
-def released_log_likelihood(estimator: Any, X, released) -> float:
-    """Mean log-probability the model gives to the *released* labels through their channel,
-    log sum_y p(y | x_i) Pr[release i | y]: a proper score of the released labels, so a scorer for
-    tuning on a release (``GridSearchCV(..., scoring=released_log_likelihood)``) that rewards
-    calibrated clean probabilities, where accuracy only looks at the arg-max. ``released``: released
-    labels, or private labels the model's fit released (their release is used)."""
-    released = released_labels_for(estimator, released)
-    probabilities = estimator.predict_proba(X)
-    return float(np.mean(np.log(np.maximum((probabilities * released.channel()).sum(axis=1), 1e-12))))
-
-
-def clean_accuracy_terms(predictions, labels, likelihood) -> np.ndarray:
-    """Per-example channel-corrected indicators t_i whose mean estimates the accuracy of
-    ``predictions`` on the clean labels behind released ``labels`` with noise channel ``likelihood``
-    (L[i, y] = Pr[release i | clean label y]; randomized response, RR-with-prior, or true labels):
-    t_i = W[i, pred_i] with the weights of :func:`labeldp.released_metrics.channel_weights`.
-
-    Each row of an RR-with-prior release is randomized response over the example's top-k set S_i
-    (keep probability p_i, any other member of S_i with probability r_i; a clean label outside S_i
-    releases a uniform member of S_i, probability 1/k_i), all read off the row. With
-    t_i = (1[z_i = pred_i] - r_i) / (p_i - r_i) when pred_i lies in S_i and 0 otherwise,
-    E[t_i] = 1[y_i = pred_i] whenever the clean label y_i lies in S_i: the estimate is unbiased for
-    randomized response (S_i is every class) and for RR-with-prior whenever the clean labels lie in
-    their top-k sets. A clean label outside S_i releases the same distribution whatever it is, so no
-    estimate can tell it apart: such an example adds 1/k_i (pred_i in S_i) or 0 to the expectation
-    instead of 1[y_i = pred_i], the same for every candidate that predicts inside S_i.
-    """
-    predictions = np.asarray(predictions, dtype=np.int64)
-    weights = channel_weights(labels, likelihood)
-    if predictions.shape != (len(weights),):
-        raise ConfigError(f"predictions must have one entry per likelihood row ({len(weights)}), got "
-                          f"{predictions.shape}")
-    return weights[np.arange(len(weights)), predictions]
-
-
-def clean_accuracy_estimate(predictions: np.ndarray, released: ReleasedLabels) -> float:
-    """Estimate of the accuracy of ``predictions`` on the clean labels behind a release, from its noise
-    channel: with randomized response (keep probability p, K classes) the agreement a with the released
-    labels has expectation p acc + (1 - p) / (K - 1) (1 - acc), so acc = (a - r) / (p - r),
-    r = (1 - p) / (K - 1); per-example channels (RR-with-prior) are corrected row by row
-    (:func:`clean_accuracy_terms`, which says when it is unbiased)."""
-    return float(np.mean(clean_accuracy_terms(predictions, released.labels, released.channel())))
 
 
 def _shared_rr_channel(labels: np.ndarray, likelihood: np.ndarray) -> tuple[float, float] | None:

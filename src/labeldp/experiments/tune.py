@@ -22,7 +22,7 @@ the release, train the final run with the best of them.
    training labels, reading the saved releases, training on the released labels of the other
    examples (up to its first stage where later releases depend on its options), and is scored on the
    held-out examples' *released* labels by an estimate of its clean accuracy from their noise channel
-   (:func:`labeldp.estimators.clean_accuracy_terms`; ALIBI: the noisy one-hot vector's entry at the
+   (:func:`labeldp.released_metrics.clean_accuracy_terms`; ALIBI: the noisy one-hot vector's entry at the
    prediction, whose expectation is the clean indicator), with its standard error. Neither the true
    labels nor the test set choose anything.
 4. The best candidate's configuration becomes the run of the tune folder, trained on every released
@@ -55,13 +55,13 @@ from labeldp.accounting import PrivacyLedger
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.selection import SELECTION_DEFAULTS, Selected, SelectionCandidate, format_selection, select_dpsgd
 from labeldp.errors import ConfigError, RunDirectoryError
-from labeldp.estimators import clean_accuracy_terms
 from labeldp.experiments.sweep import _RUN_FIELDS, _TRAIN_FIELDS, _parse_value
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.evaluation import describe_test_metrics
 from labeldp.files import write_atomic, write_json_atomic
 from labeldp.boundary import PrivateLabels
 from labeldp.randomness import public_rng
+from labeldp.released_metrics import clean_accuracy_terms
 from labeldp.boundary import Release
 from labeldp.runs.config import RunConfig, split_stages
 from labeldp.runs.context import RunContext, initial_model, release_inputs
