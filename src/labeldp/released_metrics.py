@@ -160,7 +160,25 @@ def estimated_regression_metrics(probabilities: np.ndarray, labels, likelihood,
 def released_labels_for(estimator: Any, y: Any) -> ReleasedLabels:
     """The released labels to score ``estimator`` on for the rows ``y``: ``y`` itself when it holds
     released labels; for private labels, the release the estimator's fit made of them (a search's
-    folds share it). Private labels are never read."""
+    folds share it). Private labels are never read.
+
+    Parameters
+    ----------
+    estimator : estimator or sklearn.pipeline.Pipeline
+        A fitted model; for private labels, one whose fit (the last step's, in a Pipeline) released them.
+    y : ReleasedLabels or PrivateLabels
+        Labels released once, or private labels the model's fit released.
+
+    Returns
+    -------
+    ReleasedLabels
+        The released labels of the rows of ``y``.
+
+    Raises
+    ------
+    ConfigError
+        For a plain array, or private labels of which the model's fit made no release.
+    """
     if isinstance(y, ReleasedLabels):
         return y
     if isinstance(y, PrivateLabels):
@@ -191,6 +209,25 @@ def clean_accuracy_terms(predictions, labels, likelihood) -> np.ndarray:
     their top-k sets. A clean label outside S_i releases the same distribution whatever it is, so no
     estimate can tell it apart: such an example adds 1/k_i (pred_i in S_i) or 0 to the expectation
     instead of 1[y_i = pred_i], the same for every candidate that predicts inside S_i.
+
+    Parameters
+    ----------
+    predictions : array-like
+        (n,) the predicted classes, as positions in the label domain.
+    labels : array-like
+        (n,) the released labels, as positions in the label domain.
+    likelihood : array-like
+        (n, K) the noise channel L of the released labels.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) the terms t_i.
+
+    Raises
+    ------
+    ConfigError
+        If the shapes disagree, or a row's channel is neither randomized response nor RR-with-prior.
     """
     predictions = np.asarray(predictions, dtype=np.int64)
     weights = channel_weights(labels, likelihood)
@@ -205,7 +242,25 @@ def clean_accuracy_estimate(predictions: np.ndarray, released: ReleasedLabels) -
     channel: with randomized response (keep probability p, K classes) the agreement a with the released
     labels has expectation p acc + (1 - p) / (K - 1) (1 - acc), so acc = (a - r) / (p - r),
     r = (1 - p) / (K - 1); per-example channels (RR-with-prior) are corrected row by row
-    (:func:`clean_accuracy_terms`, which says when it is unbiased)."""
+    (:func:`clean_accuracy_terms`, which says when it is unbiased).
+
+    Parameters
+    ----------
+    predictions : numpy.ndarray
+        (n,) the predicted classes, as positions in the release's classes.
+    released : ReleasedLabels
+        The release of the same n rows.
+
+    Returns
+    -------
+    float
+        The estimated accuracy (not clipped to [0, 1]).
+
+    Raises
+    ------
+    ConfigError
+        If the shapes disagree, or the release's channel is not known without the rows' priors.
+    """
     return float(np.mean(clean_accuracy_terms(predictions, released.labels, released.channel())))
 
 
@@ -214,7 +269,27 @@ def released_log_likelihood(estimator: Any, X, released) -> float:
     log sum_y p(y | x_i) Pr[release i | y]: a proper score of the released labels, so a scorer for
     tuning on a release (``GridSearchCV(..., scoring=released_log_likelihood)``) that rewards
     calibrated clean probabilities, where accuracy only looks at the arg-max. ``released``: released
-    labels, or private labels the model's fit released (their release is used)."""
+    labels, or private labels the model's fit released (their release is used).
+
+    Parameters
+    ----------
+    estimator : estimator
+        A fitted model with ``predict_proba`` (a probability per class of the release, in its order).
+    X : array-like or pandas.DataFrame
+        The public inputs of the rows.
+    released : ReleasedLabels or PrivateLabels
+        Their released labels, or private labels the model's fit released.
+
+    Returns
+    -------
+    float
+        The mean log-probability (probabilities floored at 1e-12).
+
+    Raises
+    ------
+    ConfigError
+        For a plain array, or private labels of which the model's fit made no release.
+    """
     released = released_labels_for(estimator, released)
     probabilities = estimator.predict_proba(X)
     return float(np.mean(np.log(np.maximum((probabilities * released.channel()).sum(axis=1), 1e-12))))

@@ -1,5 +1,6 @@
-"""Private helpers shared by the estimators of :mod:`labeldp.estimators`: what a fit takes, the key of a
-shared release's noise, the wrapped estimator and its weighted fit, and rows of a table or an array."""
+"""Private helpers of the estimators of :mod:`labeldp.estimators`: what a fit takes, the key of a shared
+release's noise, whether released labels share one randomized response channel, the wrapped estimator and
+its weighted fit, and rows of a table or an array."""
 
 from __future__ import annotations
 
@@ -63,14 +64,19 @@ def _fit_weighted(model, X, y: np.ndarray, weights: np.ndarray | None):
 
 
 def _take(X, rows):
+    """The rows ``rows`` of a table or an array (None stays None)."""
     if X is None:
         return None
     return X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows]
 
 
 def _num_rows(X) -> int:
+    """The number of rows of a table or an array."""
     return len(X) if hasattr(X, "__len__") else int(np.shape(X)[0])
 
 
 def _stack(X, copies: int):
-    return pd.concat([X] * copies, ignore_index=True) if hasattr(X, "iloc") else np.concatenate([np.asarray(X)] * copies)
+    """``copies`` copies of a table's or an array's rows, one after the other."""
+    if hasattr(X, "iloc"):
+        return pd.concat([X] * copies, ignore_index=True)
+    return np.concatenate([np.asarray(X)] * copies)

@@ -1,4 +1,38 @@
-"""LabelDPClassifier: any scikit-learn classifier trained on labels released under label DP."""
+"""LabelDPClassifier: any scikit-learn classifier trained on labels released under label DP.
+
+:class:`LabelDPClassifier` wraps any scikit-learn classifier (by default histogram gradient boosting).
+It fits on one of two things, never on a plain array of true labels (a plain array is public to
+labeldp: a fit on it could not tell whether those labels were released before):
+
+- :class:`~labeldp.boundary.PrivateLabels`, the true labels wrapped once
+  (``PrivateLabels(y, classes=[...])``). The fit releases them by randomized response through the
+  release boundary, recording the spend in ``ledger_``. Every fit, fold and candidate on the same
+  labels shares that one release (``labels[rows]``, as scikit-learn's cross-validation takes them, are
+  views of the same labels): a grid search or cross-validation on them spends epsilon once, and each
+  fold's model trains on the released labels of its rows. With ``stages`` > 1 (the paper's LP-MST:
+  stage t releases its labels by RR-with-prior under the model trained on the earlier stages) the
+  release depends on the model, so it is the fit's own: a second one on the same rows needs a
+  :class:`~labeldp.boundary.LabelBudget`.
+- labels released once (:class:`~labeldp.boundary.ReleasedLabels`, or a release of
+  :func:`labeldp.privatize`): the fit spends nothing.
+
+``score(X, y)`` and :func:`~labeldp.released_metrics.released_scorer` score on released labels
+through their noise channel (an unbiased estimate of the accuracy on the clean labels); given
+private labels, they use the release the fit made of them, and never the private labels. A plain
+array given to ``score`` is taken as public test labels.
+
+What the estimator predicts is the *clean* label: the released labels' noise channel is public. With
+randomized response the wrapped classifier learns the released labels and ``predict_proba`` inverts
+the channel (exact in expectation); with per-example channels (RR-with-prior) each example enters the
+fit once per class, weighted by the posterior of that class given what was released, the prior being
+the model's own estimate (expectation-maximisation). ``predict_proba`` is an estimate of
+Pr[clean label | x].
+
+Privacy: epsilon-label-DP for the rows of the private labels (replace-one-label neighbours), as
+``ledger_`` computes; inputs are public. Noise as in runs: fresh OS entropy by default, ChaCha20 with
+``secure_rng``, never ``random_state``, which controls only the public parts (the split into stages,
+the wrapped estimator's own randomness).
+"""
 
 from __future__ import annotations
 
@@ -20,25 +54,42 @@ from labeldp.released_metrics import clean_accuracy_estimate, released_labels_fo
 class LabelDPClassifier(ClassifierMixin, BaseEstimator):
     """A scikit-learn classifier trained on labels released under label DP (see the module docstring).
 
-    Parameters:
-        estimator: any classifier with ``fit(X, y, sample_weight=...)`` and ``predict_proba``
-            (default: ``HistGradientBoostingClassifier``, native categorical support for pandas
-            category columns).
-        epsilon: the label-DP budget of the release of private labels.
-        classes: the label domain, in order (public; optional: private labels and releases carry their
-            own, which must then be these).
-        stages: 1 (randomized response on every label, shared by every fit on the same labels) or
-            more (the paper's LP-MST: stage t releases its labels by RR-with-prior under the model
-            trained on the earlier stages; the fit's own release, on every row of the labels).
-        em_iterations: rounds of posterior weighting after the first fit (default: none when every row
-            shares one randomized response channel, which is inverted exactly; else 2).
-        secure_rng, insecure_noise_seed: the noise source (see :class:`labeldp.randomness.NoiseSource`;
-            the seed makes the noise reproducible and the fit NOT private: tests only).
-        random_state: the public randomness (stages, the wrapped estimator's seed).
+    Parameters
+    ----------
+    estimator : classifier, optional
+        Any classifier with ``fit(X, y, sample_weight=...)`` and ``predict_proba`` (default:
+        ``HistGradientBoostingClassifier``, native categorical support for pandas category columns).
+    epsilon : float
+        The label-DP budget of the release of private labels.
+    classes : sequence, optional
+        The label domain, in order (public; optional: private labels and releases carry their own,
+        which must then be these).
+    stages : int
+        1 (randomized response on every label, shared by every fit on the same labels) or more (the
+        paper's LP-MST: stage t releases its labels by RR-with-prior under the model trained on the
+        earlier stages; the fit's own release, on every row of the labels).
+    em_iterations : int, optional
+        Rounds of posterior weighting after the first fit (default: none when every row shares one
+        randomized response channel, which is inverted exactly; else 2).
+    secure_rng : bool
+        The noise source: ChaCha20 (see :class:`labeldp.randomness.NoiseSource`), else fresh OS entropy.
+    insecure_noise_seed : int, optional
+        Makes the noise reproducible and the fit NOT private: tests only.
+    random_state : int, optional
+        The public randomness (stages, the wrapped estimator's seed).
 
-    Attributes after ``fit``: ``classes_``, ``ledger_`` (the release's, per row of the labels),
-    ``release_key_`` (which release of the private labels it trained on; None on released labels),
-    ``estimator_``.
+    Attributes
+    ----------
+    classes_ : numpy.ndarray
+        The label domain, in order (object array).
+    ledger_ : PrivacyLedger
+        The release's, per row of the labels.
+    release_key_ : tuple or None
+        Which release of the private labels it trained on; None on released labels.
+    estimator_ : classifier
+        The fitted clone of ``estimator``.
+    channel_ : tuple of float or None
+        (keep, other) of the randomized response that ``predict_proba`` inverts; None after a weighted fit.
     """
 
     def __init__(self, estimator=None, *, epsilon: float = 1.0, classes=None, stages: int = 1,
@@ -56,7 +107,32 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
     # -- fitting ------------------------------------------------------------------------------------
     def fit(self, X, y, sample_weight=None) -> LabelDPClassifier:
         """Fit on private labels (released here once, shared by every fit on them) or on released
-        labels (free)."""
+        labels (free).
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame
+            The public inputs, one row per label.
+        y : PrivateLabels or ReleasedLabels
+            The true labels, wrapped (released here, or the release every fit on them shares), or
+            labels released once. A plain array is refused.
+        sample_weight : array-like, optional
+            Public weights of the rows.
+
+        Returns
+        -------
+        LabelDPClassifier
+            This estimator, fitted.
+
+        Raises
+        ------
+        ConfigError
+            For a plain array, bad settings, numeric labels, or a mismatch of classes or rows (before any release).
+        PrivateLabelAccessError
+            For another release of rows released already, without a :class:`~labeldp.boundary.LabelBudget`.
+        BudgetError
+            For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
+        """
         labels = _fit_labels(y, self)
         if isinstance(labels, ReleasedLabels):
             self.classes_, self.ledger_, self.release_key_ = self._classes(labels.classes), labels.ledger, None
@@ -162,7 +238,18 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
 
     # -- predicting ---------------------------------------------------------------------------------
     def predict_proba(self, X) -> np.ndarray:
-        """An estimate of Pr[clean label | x], one column per class of ``classes_``."""
+        """An estimate of Pr[clean label | x], one column per class of ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame
+            The public inputs.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, classes) probabilities.
+        """
         check_is_fitted(self, "estimator_")
         raw = self.estimator_.predict_proba(X)
         probabilities = np.zeros((raw.shape[0], len(self.classes_)))
@@ -174,12 +261,44 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         return probabilities
 
     def predict(self, X) -> np.ndarray:
+        """The most probable clean label of each row.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame
+            The public inputs.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) class values of ``classes_``.
+        """
         return self.classes_[self.predict_proba(X).argmax(axis=1)]
 
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy: on released labels (or on private labels, through the release the fit made of
         them), an unbiased estimate of the accuracy on their clean labels; on a plain array, which
-        labeldp takes as public test labels, the exact accuracy."""
+        labeldp takes as public test labels, the exact accuracy.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame
+            The public inputs.
+        y : ReleasedLabels, PrivateLabels or array-like
+            Released labels, private labels this model's fit released, or public test labels.
+        sample_weight : array-like, optional
+            Row weights: public test labels only.
+
+        Returns
+        -------
+        float
+            The accuracy, or its estimate (:func:`~labeldp.released_metrics.clean_accuracy_estimate`).
+
+        Raises
+        ------
+        ConfigError
+            For row weights with released labels, or private labels the fit did not release.
+        """
         if isinstance(y, (PrivateLabels, ReleasedLabels)):
             if sample_weight is not None:
                 raise ConfigError("the accuracy estimated from released labels does not weight rows")

@@ -1,4 +1,16 @@
-"""LabelDPRegressor: any scikit-learn regressor trained on numeric labels released under label DP."""
+"""LabelDPRegressor: any scikit-learn regressor trained on numeric labels released under label DP.
+
+:class:`LabelDPRegressor` does for a numeric label on a declared, public range and grid what
+:class:`~labeldp.estimators.LabelDPClassifier` does for classes: it releases the values once by RR-on-bins
+(Ghazi et al. 2023) under a noisy histogram prior over the grid (or a prior the user gives, or the Laplace
+mechanism on the clipped value, the baseline) and fits any scikit-learn regressor on the released values. Its
+release is shared like the classifier's: every fit and fold on the same private values with the same release
+settings trains on the one release.
+
+Privacy: epsilon-label-DP for the rows of the private values (replace-one-label neighbours), as ``ledger_``
+computes; inputs are public. Noise: fresh OS entropy by default, ChaCha20 with ``secure_rng``, never
+``random_state``, which controls only the wrapped estimator's own randomness (public).
+"""
 
 from __future__ import annotations
 
@@ -27,8 +39,8 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
 
     The label domain is public and declared: a range ``label_range = (low, high)`` and a grid in it
     (``grid`` evenly spaced points, or the grid's values), never read off the labels. ``fit(X, y)``,
-    ``y`` the private values (``PrivateLabels(values)``), clips each true value to the range and snaps it to the nearest grid point (a fixed function of
-    that value alone), then releases it once:
+    ``y`` the private values (``PrivateLabels(values)``), clips each true value to the range and snaps
+    it to the nearest grid point (a fixed function of that value alone), then releases it once:
 
     - ``mechanism="rr-on-bins"`` (default): RR-on-bins (Ghazi et al., "Regression with Label
       Differential Privacy", ICLR 2023) under one prior over the grid: a noisy histogram of the labels
@@ -49,24 +61,49 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
     that averages over many rows suits them. Predictions are clipped to the range. With
     ``debias=False`` the targets are the released values (the paper's training).
 
-    Parameters:
-        estimator: any regressor with ``fit(X, y, sample_weight=...)`` and ``predict`` (default:
-            ``HistGradientBoostingRegressor``, native categorical support for pandas category columns).
-        epsilon: the label-DP budget of the release.
-        label_range: ``(low, high)``, public; required unless ``grid`` gives the grid's values.
-        grid: the number of evenly spaced grid points in ``label_range`` (default 50), or the grid's
-            strictly increasing values.
-        mechanism: ``"rr-on-bins"`` or ``"laplace"``.
-        prior: ``"histogram"``, ``"uniform"`` or a (G,) array over the grid (RR-on-bins only).
-        prior_epsilon: the histogram's share of epsilon (default epsilon / 10).
-        debias: fit on targets that undo RR-on-bins' shrinkage (see above), else on the released values.
-        secure_rng, insecure_noise_seed: the noise source (the seed makes the noise reproducible and
-            the fit NOT private: tests only).
-        random_state: the wrapped estimator's seed (public).
+    Parameters
+    ----------
+    estimator : regressor, optional
+        Any regressor with ``fit(X, y, sample_weight=...)`` and ``predict`` (default:
+        ``HistGradientBoostingRegressor``, native categorical support for pandas category columns).
+    epsilon : float
+        The label-DP budget of the release.
+    label_range : tuple of float, optional
+        ``(low, high)``, public; required unless ``grid`` gives the grid's values.
+    grid : int or array-like
+        The number of evenly spaced grid points in ``label_range`` (default 50), or the grid's strictly
+        increasing values.
+    mechanism : str
+        ``"rr-on-bins"`` or ``"laplace"``.
+    prior : str or array-like
+        ``"histogram"``, ``"uniform"`` or a (G,) array over the grid (RR-on-bins only).
+    prior_epsilon : float, optional
+        The histogram's share of epsilon (default epsilon / 10).
+    debias : bool
+        Fit on targets that undo RR-on-bins' shrinkage (see above), else on the released values.
+    secure_rng : bool
+        The noise source: ChaCha20 (see :class:`labeldp.randomness.NoiseSource`), else fresh OS entropy.
+    insecure_noise_seed : int, optional
+        Makes the noise reproducible and the fit NOT private: tests only.
+    random_state : int, optional
+        The wrapped estimator's seed (public).
 
-    Attributes after ``fit``: ``grid_``, ``ledger_`` (the release's, per row of the labels), ``released_``
-    (the released values of the fit's rows), ``prior_`` (the prior row, RR-on-bins), ``bin_values_``
-    (the d bin values), ``release_key_``, ``estimator_``.
+    Attributes
+    ----------
+    grid_ : numpy.ndarray
+        The grid's values.
+    ledger_ : PrivacyLedger
+        The release's, per row of the labels.
+    released_ : numpy.ndarray
+        The released values of the fit's rows.
+    prior_ : numpy.ndarray or None
+        The prior row (RR-on-bins).
+    bin_values_ : numpy.ndarray or None
+        The d bin values (RR-on-bins).
+    release_key_ : tuple
+        Which release of the private values it trained on.
+    estimator_ : regressor
+        The fitted clone of ``estimator``.
     """
 
     def __init__(self, estimator=None, *, epsilon: float = 1.0, label_range=None, grid=DEFAULT_GRID_SIZE,
@@ -134,7 +171,32 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
     # -- fitting ------------------------------------------------------------------------------------
     def fit(self, X, y, sample_weight=None) -> LabelDPRegressor:
         """Release the private values ``y`` once (shared by every fit on them with the same release
-        settings: mechanism, epsilon, grid, prior, noise) and fit on the released values."""
+        settings: mechanism, epsilon, grid, prior, noise) and fit on the released values.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame
+            The public inputs, one row per value.
+        y : PrivateLabels
+            The true values, wrapped without classes (``PrivateLabels(values)``). A plain array is refused.
+        sample_weight : array-like, optional
+            Public weights of the rows.
+
+        Returns
+        -------
+        LabelDPRegressor
+            This estimator, fitted.
+
+        Raises
+        ------
+        ConfigError
+            For a plain array or labels over classes, an undeclared range, a bad grid, prior or mechanism,
+            or another number of rows than ``X`` (before any release).
+        PrivateLabelAccessError
+            For another release of rows released already, without a :class:`~labeldp.boundary.LabelBudget`.
+        BudgetError
+            For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
+        """
         if not isinstance(y, PrivateLabels) or not y.is_numeric:
             raise ConfigError("LabelDPRegressor.fit takes private numeric labels: fit(X, labeldp.PrivateLabels(y)) "
                               "(no classes: numbers). A plain array is public to labeldp, and a fit on it could not "
@@ -157,8 +219,9 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
                       given: np.ndarray | None) -> dict[str, Any]:
         """The release of every row's value, drawn the first time a fit with these settings asks:
         its ``values``, ``ledger``, and for RR-on-bins the ``prior``, the ``bin_values`` and the
-        ``debiased`` targets (module docstring)."""
-        epsilon, noise = float(self.epsilon), NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
+        ``debiased`` targets (class docstring)."""
+        epsilon = float(self.epsilon)
+        noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
         prior_key = None if given is None else tuple(np.round(given, 12))
         key = (self.mechanism, epsilon, tuple(grid), share, prior_key,
                _noise_key(self.secure_rng, self.insecure_noise_seed))
@@ -171,8 +234,9 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
                 return {"values": release.arrays["values"], "ledger": ledger}
             prior = given
             if prior is None:
-                histogram = release_noisy_histogram(ledger, everything, members, np.zeros(members.size, dtype=np.int64),
-                                                    1, grid.size, share, noise.generator("histogram"), "prior")
+                histogram = release_noisy_histogram(ledger, everything, members,
+                                                    np.zeros(members.size, dtype=np.int64), 1, grid.size, share,
+                                                    noise.generator("histogram"), "prior")
                 prior = histogram_priors(histogram.arrays["counts"], [members.size])[0]
             rest = epsilon - share
             release = release_rr_on_bins(ledger, everything, members, grid, prior, rest,
@@ -195,7 +259,18 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         return _base_estimator(self.estimator, HistGradientBoostingRegressor, self.random_state)
 
     def predict(self, X) -> np.ndarray:
-        """The regressor's predictions, clipped to the declared range."""
+        """The regressor's predictions, clipped to the declared range.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame
+            The public inputs.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) predictions in ``[grid_[0], grid_[-1]]``.
+        """
         check_is_fitted(self, "estimator_")
         return np.clip(np.asarray(self.estimator_.predict(X), dtype=np.float64), self.grid_[0], self.grid_[-1])
 
