@@ -32,8 +32,8 @@ from sklearn.model_selection import GridSearchCV
 from scipy.special import softmax
 
 from labeldp.estimators import LabelDPClassifier, ReleasedLabels, released_log_likelihood
-from labeldp.marginals import (DEFAULT_L2, LabelDPLogisticRegression, PublicBins, bin_indicators,
-                               fit_from_marginals)
+from labeldp.estimators.logistic import DEFAULT_L2, LabelDPLogisticRegression, fit_from_marginals
+from labeldp.estimators.public_bins import PublicBins, bin_indicators
 from labeldp.mechanisms.marginals import marginal_counts
 from labeldp.mechanisms import randomized_response
 from labeldp.boundary import privatize

@@ -56,9 +56,9 @@ def test_follows_scikit_learn_conventions() -> None:
 def test_true_labels_as_a_plain_array_are_refused_before_any_release(monkeypatch) -> None:
     """A plain array is public to labeldp: a fit cannot tell whether it was released before (every fold
     of a search would release it again), so it is refused and shows the route."""
-    import labeldp.estimators as estimators
+    import labeldp.estimators.classifier as classifier
 
-    monkeypatch.setattr(estimators, "release_randomized_response", None)  # any release would fail loudly
+    monkeypatch.setattr(classifier, "release_randomized_response", None)  # any release would fail loudly
     frame, labels = _table()
     with pytest.raises(ConfigError, match="PrivateLabels"):
         LabelDPClassifier(_logistic(), classes=CLASSES).fit(frame, labels)

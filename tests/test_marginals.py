@@ -20,7 +20,8 @@ from labeldp.accounting.ledger import event_pld
 from labeldp.errors import BudgetError, ConfigError, DataError
 from labeldp.estimators import LabelDPClassifier, LabelDPRegressor, ReleasedLabels
 from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels
-from labeldp.marginals import LabelDPLogisticRegression, PublicBins, fit_from_marginals
+from labeldp.estimators.logistic import LabelDPLogisticRegression, fit_from_marginals
+from labeldp.estimators.public_bins import PublicBins
 from labeldp.mechanisms import discrete_laplace_pmf, noisy_marginals, randomized_response
 from labeldp.mechanisms.marginals import marginal_counts, moved_cells
 from labeldp.boundary import release_label_marginals

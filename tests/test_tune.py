@@ -15,7 +15,7 @@ from labeldp.cli import main
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd import selection
 from labeldp.errors import ConfigError, RunDirectoryError
-from labeldp.estimators import clean_accuracy_terms
+from labeldp.released_metrics import clean_accuracy_terms
 from labeldp.experiments import tune as tuning
 from labeldp.experiments.held_out import HeldOutScorer, uninformative_message
 from labeldp.experiments.tune import candidate_config, candidate_options, tune

@@ -31,7 +31,9 @@ import math
 from typing import Any, Callable
 
 import numpy as np
+from sklearn.pipeline import Pipeline
 
+from labeldp.boundary import RELEASE_ONCE_ROUTE, PrivateLabels, ReleasedLabels
 from labeldp.errors import ConfigError
 
 #: groups of rows of the AUC's jackknife
@@ -155,6 +157,144 @@ def estimated_regression_metrics(probabilities: np.ndarray, labels, likelihood,
     return {"test_mse": mse, "test_mse_se": error, "test_rmse": math.sqrt(max(mse, 0.0))}
 
 
+def released_labels_for(estimator: Any, y: Any) -> ReleasedLabels:
+    """The released labels to score ``estimator`` on for the rows ``y``: ``y`` itself when it holds
+    released labels; for private labels, the release the estimator's fit made of them (a search's
+    folds share it). Private labels are never read.
+
+    Parameters
+    ----------
+    estimator : estimator or sklearn.pipeline.Pipeline
+        A fitted model; for private labels, one whose fit (the last step's, in a Pipeline) released them.
+    y : ReleasedLabels or PrivateLabels
+        Labels released once, or private labels the model's fit released.
+
+    Returns
+    -------
+    ReleasedLabels
+        The released labels of the rows of ``y``.
+
+    Raises
+    ------
+    ConfigError
+        For a plain array, or private labels of which the model's fit made no release.
+    """
+    if isinstance(y, ReleasedLabels):
+        return y
+    if isinstance(y, PrivateLabels):
+        final = estimator.steps[-1][1] if isinstance(estimator, Pipeline) else estimator
+        key = getattr(final, "release_key_", None)
+        released = y.shared_release(key) if key is not None else None
+        if released is None:
+            raise ConfigError("scoring on private labels reads the release the model's fit made of them; this model "
+                              "was not fitted on these labels (or its release gives no labels to score on). Score on "
+                              "a public test set, or on labels released once. " + RELEASE_ONCE_ROUTE)
+        return released[y.positions]
+    raise ConfigError("released labels are needed here (ReleasedLabels, a release of labeldp.privatize, or private "
+                      "labels the model's fit released), not a plain array")
+
+
+def clean_accuracy_terms(predictions, labels, likelihood) -> np.ndarray:
+    """Per-example channel-corrected indicators t_i whose mean estimates the accuracy of
+    ``predictions`` on the clean labels behind released ``labels`` with noise channel ``likelihood``
+    (L[i, y] = Pr[release i | clean label y]; randomized response, RR-with-prior, or true labels):
+    t_i = W[i, pred_i] with the weights of :func:`channel_weights`.
+
+    Each row of an RR-with-prior release is randomized response over the example's top-k set S_i
+    (keep probability p_i, any other member of S_i with probability r_i; a clean label outside S_i
+    releases a uniform member of S_i, probability 1/k_i), all read off the row. With
+    t_i = (1[z_i = pred_i] - r_i) / (p_i - r_i) when pred_i lies in S_i and 0 otherwise,
+    E[t_i] = 1[y_i = pred_i] whenever the clean label y_i lies in S_i: the estimate is unbiased for
+    randomized response (S_i is every class) and for RR-with-prior whenever the clean labels lie in
+    their top-k sets. A clean label outside S_i releases the same distribution whatever it is, so no
+    estimate can tell it apart: such an example adds 1/k_i (pred_i in S_i) or 0 to the expectation
+    instead of 1[y_i = pred_i], the same for every candidate that predicts inside S_i.
+
+    Parameters
+    ----------
+    predictions : array-like
+        (n,) the predicted classes, as positions in the label domain.
+    labels : array-like
+        (n,) the released labels, as positions in the label domain.
+    likelihood : array-like
+        (n, K) the noise channel L of the released labels.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) the terms t_i.
+
+    Raises
+    ------
+    ConfigError
+        If the shapes disagree, or a row's channel is neither randomized response nor RR-with-prior.
+    """
+    predictions = np.asarray(predictions, dtype=np.int64)
+    weights = channel_weights(labels, likelihood)
+    if predictions.shape != (len(weights),):
+        raise ConfigError(f"predictions must have one entry per likelihood row ({len(weights)}), got "
+                          f"{predictions.shape}")
+    return weights[np.arange(len(weights)), predictions]
+
+
+def clean_accuracy_estimate(predictions: np.ndarray, released: ReleasedLabels) -> float:
+    """Estimate of the accuracy of ``predictions`` on the clean labels behind a release, from its noise
+    channel: with randomized response (keep probability p, K classes) the agreement a with the released
+    labels has expectation p acc + (1 - p) / (K - 1) (1 - acc), so acc = (a - r) / (p - r),
+    r = (1 - p) / (K - 1); per-example channels (RR-with-prior) are corrected row by row
+    (:func:`clean_accuracy_terms`, which says when it is unbiased).
+
+    Parameters
+    ----------
+    predictions : numpy.ndarray
+        (n,) the predicted classes, as positions in the release's classes.
+    released : ReleasedLabels
+        The release of the same n rows.
+
+    Returns
+    -------
+    float
+        The estimated accuracy (not clipped to [0, 1]).
+
+    Raises
+    ------
+    ConfigError
+        If the shapes disagree, or the release's channel is not known without the rows' priors.
+    """
+    return float(np.mean(clean_accuracy_terms(predictions, released.labels, released.channel())))
+
+
+def released_log_likelihood(estimator: Any, X, released) -> float:
+    """Mean log-probability the model gives to the *released* labels through their channel,
+    log sum_y p(y | x_i) Pr[release i | y]: a proper score of the released labels, so a scorer for
+    tuning on a release (``GridSearchCV(..., scoring=released_log_likelihood)``) that rewards
+    calibrated clean probabilities, where accuracy only looks at the arg-max. ``released``: released
+    labels, or private labels the model's fit released (their release is used).
+
+    Parameters
+    ----------
+    estimator : estimator
+        A fitted model with ``predict_proba`` (a probability per class of the release, in its order).
+    X : array-like or pandas.DataFrame
+        The public inputs of the rows.
+    released : ReleasedLabels or PrivateLabels
+        Their released labels, or private labels the model's fit released.
+
+    Returns
+    -------
+    float
+        The mean log-probability (probabilities floored at 1e-12).
+
+    Raises
+    ------
+    ConfigError
+        For a plain array, or private labels of which the model's fit made no release.
+    """
+    released = released_labels_for(estimator, released)
+    probabilities = estimator.predict_proba(X)
+    return float(np.mean(np.log(np.maximum((probabilities * released.channel()).sum(axis=1), 1e-12))))
+
+
 #: what :func:`released_scorer` can estimate, and whether larger is better
 SCORERS: dict[str, tuple[Callable[[np.ndarray, np.ndarray], float], bool]] = {
     "accuracy": (lambda p, w: float(np.mean(accuracy_terms(p, w))), True),
@@ -170,7 +310,7 @@ def released_scorer(metric: str = "accuracy") -> Callable[..., float]:
     docstring): ``accuracy``, ``neg_log_loss``, and for two classes ``roc_auc`` and
     ``neg_brier_score``, each an estimate of the metric on the clean labels.
 
-    ``y`` may be labels released once (:class:`labeldp.estimators.ReleasedLabels`, or a release of
+    ``y`` may be labels released once (:class:`labeldp.boundary.ReleasedLabels`, or a release of
     :func:`labeldp.privatize`), or :class:`~labeldp.boundary.PrivateLabels` that the model's
     fit released (every fold of a search on them shares that release): their released labels are
     used, never the private ones."""
@@ -179,8 +319,6 @@ def released_scorer(metric: str = "accuracy") -> Callable[..., float]:
     estimate, _ = SCORERS[metric]
 
     def score(estimator: Any, X: Any, y: Any, sample_weight: Any = None) -> float:
-        from labeldp.estimators import released_labels_for
-
         if sample_weight is not None:
             raise ConfigError("released_scorer does not weight rows")
         released = released_labels_for(estimator, y)
@@ -194,5 +332,6 @@ def released_scorer(metric: str = "accuracy") -> Callable[..., float]:
     return score
 
 
-__all__ = ["SCORERS", "channel_weights", "estimated_auc", "estimated_classification_metrics",
-           "estimated_regression_metrics", "mean_and_error", "released_scorer"]
+__all__ = ["SCORERS", "channel_weights", "clean_accuracy_estimate", "clean_accuracy_terms", "estimated_auc",
+           "estimated_classification_metrics", "estimated_regression_metrics", "mean_and_error", "released_labels_for",
+           "released_log_likelihood", "released_scorer"]

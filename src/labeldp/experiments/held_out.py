@@ -10,7 +10,7 @@ import numpy as np
 from labeldp.boundary import Release
 from labeldp.errors import ConfigError
 from labeldp.randomness import public_rng
-from labeldp.estimators import clean_accuracy_terms
+from labeldp.released_metrics import clean_accuracy_terms
 from labeldp.training.stage import predict_proba
 
 

@@ -22,7 +22,7 @@ the release, train the final run with the best of them.
    training labels, reading the saved releases, training on the released labels of the other
    examples (up to its first stage where later releases depend on its options), and is scored on the
    held-out examples' *released* labels by an estimate of its clean accuracy from their noise channel
-   (:func:`labeldp.estimators.clean_accuracy_terms`; ALIBI: the noisy one-hot vector's entry at the
+   (:func:`labeldp.released_metrics.clean_accuracy_terms`; ALIBI: the noisy one-hot vector's entry at the
    prediction, whose expectation is the clean indicator), with its standard error. Neither the true
    labels nor the test set choose anything.
 4. The best candidate's configuration becomes the run of the tune folder, trained on every released

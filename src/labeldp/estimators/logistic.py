@@ -27,84 +27,23 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import pandas as pd
-import scipy.sparse as sp
 from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
-from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from labeldp.accounting import PrivacyLedger, marginals_event
+from labeldp.boundary import PrivateLabels, fit_classes, release_label_marginals
 from labeldp.errors import ConfigError
+from labeldp.estimators.public_bins import DEFAULT_BINS, PublicBins, bin_indicators
+from labeldp.mechanisms.marginals import flat_bins
 from labeldp.priors import consistent_counts
-from labeldp.boundary import PrivateLabels, fit_classes
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import channel_weights
-from labeldp.mechanisms.marginals import flat_bins
-from labeldp.boundary import release_label_marginals
 
-#: quantile bins per numeric feature
-DEFAULT_BINS = 16
 #: the ridge penalty on the bins' coefficients, in units of the summed log-likelihood: the noise on a
 #: bin's count does not shrink with the number of rows, so neither does the penalty that tames it
 DEFAULT_L2 = 100.0
-
-
-class PublicBins(TransformerMixin, BaseEstimator):
-    """Bins of public features, one integer per feature: numeric and boolean columns cut at the
-    quantiles of the fitted rows (``n_bins`` bins at most; integer codes count as numbers: give a
-    pandas ``category`` column to bin them by value), every other column (categorical, text) by its
-    categories, compared as text. Bin 0 of every feature holds missing values and categories not seen in ``fit``.
-    Computed from the inputs alone, never from labels.
-
-    Attributes after ``fit``: ``columns_``, ``edges_`` (numeric columns' cut points),
-    ``categories_`` (the other columns' categories), ``bins_per_feature_``.
-    """
-
-    def __init__(self, n_bins: int = DEFAULT_BINS):
-        self.n_bins = n_bins
-
-    def fit(self, X, y=None) -> PublicBins:
-        if int(self.n_bins) != self.n_bins or self.n_bins < 2:
-            raise ConfigError(f"n_bins must be an integer >= 2, got {self.n_bins}")
-        frame = _frame(X)
-        if frame.shape[1] == 0:
-            raise ConfigError("the table has no feature columns")
-        self.columns_, self.edges_, self.categories_ = list(frame.columns), {}, {}
-        sizes = []
-        for column in self.columns_:
-            values = frame[column]
-            if _numeric(values):
-                finite = values.to_numpy(np.float64)
-                finite = finite[np.isfinite(finite)]
-                cuts = np.linspace(0.0, 1.0, int(self.n_bins) + 1)[1:-1]
-                self.edges_[column] = np.unique(np.quantile(finite, cuts)) if finite.size else np.empty(0)
-                sizes.append(self.edges_[column].size + 2)
-            else:
-                known = values.cat.categories if isinstance(values.dtype, pd.CategoricalDtype) else values.dropna().unique()
-                self.categories_[column] = pd.Index(sorted(set(map(str, known))))  # 1 and "1" are one category
-                sizes.append(self.categories_[column].size + 1)
-        self.bins_per_feature_ = np.array(sizes, dtype=np.int64)
-        return self
-
-    def transform(self, X) -> np.ndarray:
-        """(n, features) bin indices."""
-        check_is_fitted(self, "bins_per_feature_")
-        frame = _frame(X)
-        missing = [column for column in self.columns_ if column not in frame.columns]
-        if missing:
-            raise ConfigError(f"the table lacks the fitted feature columns {missing}")
-        codes = np.empty((len(frame), len(self.columns_)), dtype=np.int64)
-        for j, column in enumerate(self.columns_):
-            values = frame[column]
-            if column in self.edges_:
-                numbers = pd.to_numeric(values, errors="coerce").to_numpy(np.float64)
-                codes[:, j] = np.where(np.isfinite(numbers),
-                                       1 + np.searchsorted(self.edges_[column], numbers, side="right"), 0)
-            else:
-                position = self.categories_[column].get_indexer(values.astype(object).map(str, na_action="ignore"))
-                codes[:, j] = np.where(values.isna().to_numpy(), 0, position + 1)
-        return codes
 
 
 class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -112,17 +51,35 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
     (see the module docstring): ``fit(X, y)`` releases the marginals of the private labels ``y``
     (``PrivateLabels(y, classes=...)``) once and spends ``epsilon`` on every row.
 
-    Parameters:
-        epsilon: the label-DP budget of one fit.
-        classes: the label domain, in order (public: declared, never read off the labels).
-        n_bins: quantile bins per numeric feature (:class:`PublicBins`).
-        l2_regularization: the ridge penalty on the bins' coefficients (the intercepts are free).
-        secure_rng, insecure_noise_seed: the noise source (see :class:`labeldp.randomness.NoiseSource`;
-            the seed makes the noise reproducible and the fit NOT private: tests only).
+    Parameters
+    ----------
+    epsilon : float
+        The label-DP budget of one fit.
+    classes : sequence, optional
+        The label domain, in order (public: declared, never read off the labels).
+    n_bins : int
+        Quantile bins per numeric feature (:class:`~labeldp.estimators.public_bins.PublicBins`).
+    l2_regularization : float
+        The ridge penalty on the bins' coefficients (the intercepts are free).
+    secure_rng : bool
+        The noise source: ChaCha20 (see :class:`labeldp.randomness.NoiseSource`), else fresh OS entropy.
+    insecure_noise_seed : int, optional
+        Makes the noise reproducible and the fit NOT private: tests only.
 
-    Attributes after ``fit``: ``classes_``, ``bins_`` (the fitted :class:`PublicBins`), ``counts_``
-    (the released marginals after projection, one row per bin), ``coef_`` (bins x classes),
-    ``intercept_``, ``ledger_``.
+    Attributes
+    ----------
+    classes_ : numpy.ndarray
+        The label domain, in order (object array).
+    bins_ : PublicBins
+        The fitted bins of the features.
+    counts_ : numpy.ndarray
+        The released marginals after projection, one row per bin (bins x classes).
+    coef_ : numpy.ndarray
+        (bins, classes) the coefficients of the bins' indicators.
+    intercept_ : numpy.ndarray
+        (classes,) the intercepts.
+    ledger_ : PrivacyLedger
+        The release's, per row of the labels.
     """
 
     def __init__(self, *, epsilon: float = 1.0, classes=None, n_bins: int = DEFAULT_BINS,
@@ -138,7 +95,30 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
     def fit(self, X, y) -> LabelDPLogisticRegression:
         """Release the label marginals of the private labels ``y`` (``PrivateLabels(y, classes=...)``)
         over the bins of the rows ``X``, and fit on them. The release is this fit's own (its bins come
-        from these rows): a second fit on the same rows needs the labels' budget."""
+        from these rows): a second fit on the same rows needs the labels' budget.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like
+            The public inputs, one row per label.
+        y : PrivateLabels
+            The true labels, wrapped with their classes. A plain array or released labels are refused.
+
+        Returns
+        -------
+        LabelDPLogisticRegression
+            This estimator, fitted.
+
+        Raises
+        ------
+        ConfigError
+            For released labels, a plain array, numeric labels, bad settings or features, or another number
+            of rows than ``X`` (before any release).
+        PrivateLabelAccessError
+            For another release of rows released already, without a :class:`~labeldp.boundary.LabelBudget`.
+        BudgetError
+            For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
+        """
         if hasattr(y, "likelihood") or hasattr(y, "channel"):
             raise ConfigError(f"{type(self).__name__} releases label marginals, not labels: fit it on the private "
                               "labels (it spends epsilon), or fit LabelDPClassifier on released labels")
@@ -181,21 +161,75 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         return classes
 
     def decision_function(self, X) -> np.ndarray:
-        """(n, classes) logits."""
+        """The model's logits.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like
+            Public inputs with the fitted feature columns.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, classes) logits.
+        """
         check_is_fitted(self, "coef_")
         return bin_indicators(self.bins_.transform(X), self.bins_.bins_per_feature_) @ self.coef_ + self.intercept_
 
     def predict_proba(self, X) -> np.ndarray:
-        """Pr[label | x] under the fitted model, one column per class of ``classes_``."""
+        """Pr[label | x] under the fitted model, one column per class of ``classes_``.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like
+            Public inputs with the fitted feature columns.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, classes) probabilities.
+        """
         return softmax(self.decision_function(X), axis=1)
 
     def predict(self, X) -> np.ndarray:
+        """The most probable label of each row.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like
+            Public inputs with the fitted feature columns.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) class values of ``classes_``.
+        """
         return self.classes_[self.decision_function(X).argmax(axis=1)]
 
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy on a plain array (public test labels: exact), or estimated on released labels
         (``ReleasedLabels``) through their channel. Private labels cannot be scored: the fit released
-        counts, not labels."""
+        counts, not labels.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like
+            Public inputs with the fitted feature columns.
+        y : ReleasedLabels or array-like
+            Labels released once, or public test labels.
+        sample_weight : array-like, optional
+            Row weights: public test labels only.
+
+        Returns
+        -------
+        float
+            The accuracy, or its estimate through the released labels' channel.
+
+        Raises
+        ------
+        ConfigError
+            For private labels.
+        """
         if isinstance(y, PrivateLabels):
             raise ConfigError(f"{type(self).__name__} released label counts, not labels: there is no released label "
                               "to score on. Score it on a public test set, or on labels released once "
@@ -209,7 +243,22 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
 
 def project_marginals(counts: np.ndarray, bins: np.ndarray, bins_per_feature: np.ndarray) -> np.ndarray:
     """Noisy marginals made consistent with the public bin sizes: each bin's counts become the
-    non-negative counts closest to them that sum to the bin's size (post-processing)."""
+    non-negative counts closest to them that sum to the bin's size (post-processing).
+
+    Parameters
+    ----------
+    counts : numpy.ndarray
+        (bins, classes) the noisy marginals, feature 0's bins first.
+    bins : numpy.ndarray
+        (n, features) the rows' bin indices (public).
+    bins_per_feature : numpy.ndarray
+        (features,) the number of bins of each feature.
+
+    Returns
+    -------
+    numpy.ndarray
+        (bins, classes) the projected counts (:func:`labeldp.priors.consistent_counts`).
+    """
     sizes = np.bincount(flat_bins(bins, bins_per_feature).ravel(), minlength=int(bins_per_feature.sum()))
     return consistent_counts(counts, sizes)
 
@@ -219,7 +268,31 @@ def fit_from_marginals(bins: np.ndarray, bins_per_feature: np.ndarray, counts: n
     """The multinomial logistic model over bin indicators that maximises the rows' log-likelihood
     written with the marginals ``counts`` (bins x classes) in place of the labels, minus
     l2 / 2 |coef|^2. The class totals are each feature's counts summed, averaged over the features.
-    Rows with the same bins are fitted once, weighted by their number. Returns (coef, intercept)."""
+    Rows with the same bins are fitted once, weighted by their number.
+
+    Parameters
+    ----------
+    bins : numpy.ndarray
+        (n, features) the rows' bin indices (public).
+    bins_per_feature : numpy.ndarray
+        (features,) the number of bins of each feature.
+    counts : numpy.ndarray
+        (bins, classes) the label marginals, feature 0's bins first.
+    l2 : float
+        The ridge penalty on the coefficients (the intercepts are free).
+
+    Returns
+    -------
+    coef : numpy.ndarray
+        (bins, classes) the coefficients of the bins' indicators.
+    intercept : numpy.ndarray
+        (classes,) the intercepts.
+
+    Warns
+    -----
+    RuntimeWarning
+        If L-BFGS-B did not converge.
+    """
     unique, weights = np.unique(bins, axis=0, return_counts=True)
     design = bin_indicators(unique, bins_per_feature)
     num_bins, num_classes = counts.shape
@@ -241,26 +314,3 @@ def fit_from_marginals(bins: np.ndarray, bins_per_feature: np.ndarray, counts: n
     if not result.success:
         warnings.warn(f"the fit from the marginals did not converge: {result.message}", RuntimeWarning, stacklevel=3)
     return result.x[:-num_classes].reshape(num_bins, num_classes), result.x[-num_classes:]
-
-
-def bin_indicators(bins: np.ndarray, bins_per_feature: np.ndarray) -> sp.csr_matrix:
-    """The rows' bin indicators: one column per bin of every feature."""
-    rows, features = bins.shape
-    columns = flat_bins(bins, bins_per_feature).ravel()
-    return sp.csr_matrix((np.ones(rows * features), (np.repeat(np.arange(rows), features), columns)),
-                         shape=(rows, int(bins_per_feature.sum())))
-
-
-def _frame(X) -> pd.DataFrame:
-    if isinstance(X, pd.DataFrame):
-        return X
-    array = np.asarray(X)
-    if array.ndim != 2:
-        raise ConfigError(f"X must be a table or a 2-d array, got shape {array.shape}")
-    return pd.DataFrame(array)
-
-
-def _numeric(values: pd.Series) -> bool:
-    """Numbers and booleans are cut at quantiles (a boolean's two values land in two bins, whether
-    given later as True/False or 1/0); every other column is categorical."""
-    return pd.api.types.is_numeric_dtype(values)

@@ -1,0 +1,307 @@
+"""LabelDPClassifier: any scikit-learn classifier trained on labels released under label DP.
+
+:class:`LabelDPClassifier` wraps any scikit-learn classifier (by default histogram gradient boosting).
+It fits on one of two things, never on a plain array of true labels (a plain array is public to
+labeldp: a fit on it could not tell whether those labels were released before):
+
+- :class:`~labeldp.boundary.PrivateLabels`, the true labels wrapped once
+  (``PrivateLabels(y, classes=[...])``). The fit releases them by randomized response through the
+  release boundary, recording the spend in ``ledger_``. Every fit, fold and candidate on the same
+  labels shares that one release (``labels[rows]``, as scikit-learn's cross-validation takes them, are
+  views of the same labels): a grid search or cross-validation on them spends epsilon once, and each
+  fold's model trains on the released labels of its rows. With ``stages`` > 1 (the paper's LP-MST:
+  stage t releases its labels by RR-with-prior under the model trained on the earlier stages) the
+  release depends on the model, so it is the fit's own: a second one on the same rows needs a
+  :class:`~labeldp.boundary.LabelBudget`.
+- labels released once (:class:`~labeldp.boundary.ReleasedLabels`, or a release of
+  :func:`labeldp.privatize`): the fit spends nothing.
+
+``score(X, y)`` and :func:`~labeldp.released_metrics.released_scorer` score on released labels
+through their noise channel (an unbiased estimate of the accuracy on the clean labels); given
+private labels, they use the release the fit made of them, and never the private labels. A plain
+array given to ``score`` is taken as public test labels.
+
+What the estimator predicts is the *clean* label: the released labels' noise channel is public. With
+randomized response the wrapped classifier learns the released labels and ``predict_proba`` inverts
+the channel (exact in expectation); with per-example channels (RR-with-prior) each example enters the
+fit once per class, weighted by the posterior of that class given what was released, the prior being
+the model's own estimate (expectation-maximisation). ``predict_proba`` is an estimate of
+Pr[clean label | x].
+
+Privacy: epsilon-label-DP for the rows of the private labels (replace-one-label neighbours), as
+``ledger_`` computes; inputs are public. Noise as in runs: fresh OS entropy by default, ChaCha20 with
+``secure_rng``, never ``random_state``, which controls only the public parts (the split into stages,
+the wrapped estimator's own randomness).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.utils.validation import check_is_fitted
+
+from labeldp.accounting import PrivacyLedger, randomized_response_event
+from labeldp.boundary import (RELEASE_ONCE_ROUTE, PrivateLabels, ReleasedLabels, fit_classes,
+                              release_randomized_response, release_rr_with_prior)
+from labeldp.errors import ConfigError
+from labeldp.estimators._common import (_base_estimator, _fit_labels, _fit_weighted, _noise_key, _num_rows,
+                                        _shared_rr_channel, _stack, _take)
+from labeldp.randomness import NoiseSource
+from labeldp.released_metrics import clean_accuracy_estimate, released_labels_for
+
+
+class LabelDPClassifier(ClassifierMixin, BaseEstimator):
+    """A scikit-learn classifier trained on labels released under label DP (see the module docstring).
+
+    Parameters
+    ----------
+    estimator : classifier, optional
+        Any classifier with ``fit(X, y, sample_weight=...)`` and ``predict_proba`` (default:
+        ``HistGradientBoostingClassifier``, native categorical support for pandas category columns).
+    epsilon : float
+        The label-DP budget of the release of private labels.
+    classes : sequence, optional
+        The label domain, in order (public; optional: private labels and releases carry their own,
+        which must then be these).
+    stages : int
+        1 (randomized response on every label, shared by every fit on the same labels) or more (the
+        paper's LP-MST: stage t releases its labels by RR-with-prior under the model trained on the
+        earlier stages; the fit's own release, on every row of the labels).
+    em_iterations : int, optional
+        Rounds of posterior weighting after the first fit (default: none when every row shares one
+        randomized response channel, which is inverted exactly; else 2).
+    secure_rng : bool
+        The noise source: ChaCha20 (see :class:`labeldp.randomness.NoiseSource`), else fresh OS entropy.
+    insecure_noise_seed : int, optional
+        Makes the noise reproducible and the fit NOT private: tests only.
+    random_state : int, optional
+        The public randomness (stages, the wrapped estimator's seed).
+
+    Attributes
+    ----------
+    classes_ : numpy.ndarray
+        The label domain, in order (object array).
+    ledger_ : PrivacyLedger
+        The release's, per row of the labels.
+    release_key_ : tuple or None
+        Which release of the private labels it trained on; None on released labels.
+    estimator_ : classifier
+        The fitted clone of ``estimator``.
+    channel_ : tuple of float or None
+        (keep, other) of the randomized response that ``predict_proba`` inverts; None after a weighted fit.
+    """
+
+    def __init__(self, estimator=None, *, epsilon: float = 1.0, classes=None, stages: int = 1,
+                 em_iterations: int | None = None, secure_rng: bool = False,
+                 insecure_noise_seed: int | None = None, random_state: int | None = None):
+        self.estimator = estimator
+        self.epsilon = epsilon
+        self.classes = classes
+        self.stages = stages
+        self.em_iterations = em_iterations
+        self.secure_rng = secure_rng
+        self.insecure_noise_seed = insecure_noise_seed
+        self.random_state = random_state
+
+    # -- fitting ------------------------------------------------------------------------------------
+    def fit(self, X, y, sample_weight=None) -> LabelDPClassifier:
+        """Fit on private labels (released here once, shared by every fit on them) or on released
+        labels (free).
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame
+            The public inputs, one row per label.
+        y : PrivateLabels or ReleasedLabels
+            The true labels, wrapped (released here, or the release every fit on them shares), or
+            labels released once. A plain array is refused.
+        sample_weight : array-like, optional
+            Public weights of the rows.
+
+        Returns
+        -------
+        LabelDPClassifier
+            This estimator, fitted.
+
+        Raises
+        ------
+        ConfigError
+            For a plain array, bad settings, numeric labels, or a mismatch of classes or rows (before any release).
+        PrivateLabelAccessError
+            For another release of rows released already, without a :class:`~labeldp.boundary.LabelBudget`.
+        BudgetError
+            For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
+        """
+        labels = _fit_labels(y, self)
+        if isinstance(labels, ReleasedLabels):
+            self.classes_, self.ledger_, self.release_key_ = self._classes(labels.classes), labels.ledger, None
+            self._fit_released(X, labels.labels, labels.channel(), sample_weight)
+            return self
+        self.classes_ = self._classes(labels.classes)
+        self._check(labels)
+        if _num_rows(X) != len(labels):
+            raise ConfigError(f"X has {_num_rows(X)} rows but y has {len(labels)} labels")
+        if self.stages == 1:
+            released = self._release_once(labels)
+        else:
+            released = self._release_in_stages(X, labels, sample_weight)
+        self.ledger_ = released.ledger
+        mine = released[labels.positions]
+        self._fit_released(X, mine.labels, mine.channel(), sample_weight)
+        return self
+
+    def _classes(self, given) -> np.ndarray:
+        """The label domain: the declared ``classes``, or those the labels carry (which must agree)."""
+        return np.asarray(fit_classes(self.classes, given), dtype=object)
+
+    def _check(self, labels: PrivateLabels) -> None:
+        if not self.epsilon > 0 or not np.isfinite(self.epsilon):
+            raise ConfigError(f"epsilon must be a finite number > 0, got {self.epsilon}")
+        if int(self.stages) != self.stages or self.stages < 1:
+            raise ConfigError(f"stages must be a positive integer, got {self.stages}")
+        if labels.is_numeric:
+            raise ConfigError("LabelDPClassifier needs labels over classes: PrivateLabels(y, classes=[...])")
+        if labels.num_classes != len(self.classes_):
+            raise ConfigError(f"the labels have {labels.num_classes} classes, the estimator {len(self.classes_)}")
+        if self.stages > 1 and not labels.covers_all:
+            raise ConfigError(
+                "a multi-stage fit releases every row of the labels in stages, each under the model trained on the "
+                "stages before: it cannot be shared by the folds of a search or fitted on a part of the labels. Fit "
+                "it on all of them, or search with stages=1 (one release shared by every fold). " + RELEASE_ONCE_ROUTE)
+
+    def _noise(self) -> NoiseSource:
+        return NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
+
+    def _release_once(self, labels: PrivateLabels) -> ReleasedLabels:
+        """Randomized response on every row of the labels, drawn the first time any fit asks for it."""
+        num_classes, epsilon, noise = len(self.classes_), float(self.epsilon), self._noise()
+        key = ("randomized-response", epsilon, num_classes, _noise_key(self.secure_rng, self.insecure_noise_seed))
+
+        def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> ReleasedLabels:
+            release = release_randomized_response(ledger, everything, np.arange(len(everything)), num_classes,
+                                                  epsilon, noise.generator("label-release", 1), "stage1")
+            return ReleasedLabels(release.labels, release.likelihood, self.classes_, ledger)
+
+        self.release_key_ = key
+        return labels.release_once(key, randomized_response_event(epsilon, num_classes), draw)
+
+    def _release_in_stages(self, X, labels: PrivateLabels, sample_weight) -> ReleasedLabels:
+        """LP-MST on every row: RR, then RR-with-prior per stage under the model of the stages before.
+        The release is this fit's own (its key is new); it is kept with the labels for scoring."""
+        num_classes, epsilon, noise = len(self.classes_), float(self.epsilon), self._noise()
+
+        def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> ReleasedLabels:
+            n = len(everything)
+            parts = np.array_split(np.random.default_rng(self.random_state).permutation(n), self.stages)
+            released, likelihood = np.empty(n, dtype=np.int64), np.empty((n, num_classes))
+            for stage, members in enumerate(parts, start=1):
+                members, rng = np.sort(members), noise.generator("label-release", stage)
+                if stage == 1:
+                    release = release_randomized_response(ledger, everything[members], members, num_classes, epsilon,
+                                                          rng, f"stage{stage}")
+                else:
+                    done = np.sort(np.concatenate(parts[:stage - 1]))
+                    self._fit_released(_take(X, done), released[done], likelihood[done], _take(sample_weight, done))
+                    release = release_rr_with_prior(ledger, everything[members], members,
+                                                    self.predict_proba(_take(X, members)), epsilon, rng,
+                                                    f"stage{stage}")
+                released[members], likelihood[members] = release.labels, release.likelihood
+            return ReleasedLabels(released, likelihood, self.classes_, ledger)
+
+        self.release_key_ = ("stages", object())  # nothing else asks for this release: it is never shared
+        # RR over 2 classes dominates RR over any k >= 2 (and k = 1 releases nothing)
+        return labels.release_once(self.release_key_, randomized_response_event(epsilon, 2), draw)
+
+    def _fit_released(self, X, labels: np.ndarray, likelihood: np.ndarray, sample_weight) -> None:
+        """Learn Pr[clean label | x] from released labels. When every row shares one randomized
+        response channel, the classifier learns the released labels and ``predict_proba`` inverts the
+        channel, which is exact in expectation. Otherwise (RR-with-prior's per-example channels), or
+        with ``em_iterations``, rounds of expectation-maximisation follow: each example enters once per
+        class, weighted by the posterior of the class given its release, prior(class | x) x
+        Pr[release | class], the prior being the model's last estimate."""
+        self.estimator_ = _fit_weighted(self._base(), X, labels, sample_weight)
+        self.channel_ = _shared_rr_channel(labels, likelihood)
+        rounds = self.em_iterations if self.em_iterations is not None else (0 if self.channel_ else 2)
+        n, num_classes = likelihood.shape
+        stacked_X, stacked_y = _stack(X, num_classes), np.repeat(np.arange(num_classes), n)
+        extra = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        for _ in range(rounds):
+            posterior = np.clip(self.predict_proba(X), 1e-6, 1.0) * likelihood
+            weights = (posterior / posterior.sum(axis=1, keepdims=True) * extra[:, None]).T.ravel()
+            keep = weights > 1e-12
+            self.estimator_ = _fit_weighted(self._base(), _take(stacked_X, keep), stacked_y[keep], weights[keep])
+            self.channel_ = None  # the weighted fit learns the clean labels itself
+
+    def _base(self):
+        return _base_estimator(self.estimator, HistGradientBoostingClassifier, self.random_state)
+
+    # -- predicting ---------------------------------------------------------------------------------
+    def predict_proba(self, X) -> np.ndarray:
+        """An estimate of Pr[clean label | x], one column per class of ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame
+            The public inputs.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, classes) probabilities.
+        """
+        check_is_fitted(self, "estimator_")
+        raw = self.estimator_.predict_proba(X)
+        probabilities = np.zeros((raw.shape[0], len(self.classes_)))
+        probabilities[:, self.estimator_.classes_.astype(int)] = raw
+        if self.channel_ is not None:  # Pr[released k | x] = keep p_k + other (1 - p_k), solved for p_k
+            keep, other = self.channel_
+            probabilities = np.clip((probabilities - other) / (keep - other), 0.0, None)
+            probabilities /= np.maximum(probabilities.sum(axis=1, keepdims=True), 1e-12)
+        return probabilities
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable clean label of each row.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame
+            The public inputs.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) class values of ``classes_``.
+        """
+        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Accuracy: on released labels (or on private labels, through the release the fit made of
+        them), an unbiased estimate of the accuracy on their clean labels; on a plain array, which
+        labeldp takes as public test labels, the exact accuracy.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame
+            The public inputs.
+        y : ReleasedLabels, PrivateLabels or array-like
+            Released labels, private labels this model's fit released, or public test labels.
+        sample_weight : array-like, optional
+            Row weights: public test labels only.
+
+        Returns
+        -------
+        float
+            The accuracy, or its estimate (:func:`~labeldp.released_metrics.clean_accuracy_estimate`).
+
+        Raises
+        ------
+        ConfigError
+            For row weights with released labels, or private labels the fit did not release.
+        """
+        if isinstance(y, (PrivateLabels, ReleasedLabels)):
+            if sample_weight is not None:
+                raise ConfigError("the accuracy estimated from released labels does not weight rows")
+            released = released_labels_for(self, y)
+            return clean_accuracy_estimate(self.predict_proba(X).argmax(axis=1), released)
+        return super().score(X, y, sample_weight)

@@ -1,0 +1,164 @@
+"""Bins of public features, in which :class:`~labeldp.estimators.logistic.LabelDPLogisticRegression`
+counts the labels.
+
+:class:`PublicBins` cuts every feature of a table into bins, one integer per feature, from the inputs alone
+(never from labels); :func:`bin_indicators` turns the bins into the rows' one-hot bin indicators, the design of
+the logistic regression fitted from noisy label marginals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from labeldp.errors import ConfigError
+from labeldp.mechanisms.marginals import flat_bins
+
+#: quantile bins per numeric feature
+DEFAULT_BINS = 16
+
+
+class PublicBins(TransformerMixin, BaseEstimator):
+    """Bins of public features, one integer per feature: numeric and boolean columns cut at the
+    quantiles of the fitted rows (``n_bins`` bins at most; integer codes count as numbers: give a
+    pandas ``category`` column to bin them by value), every other column (categorical, text) by its
+    categories, compared as text. Bin 0 of every feature holds missing values and categories not seen
+    in ``fit``. Computed from the inputs alone, never from labels.
+
+    Parameters
+    ----------
+    n_bins : int
+        The most bins of a numeric feature, besides bin 0 (its quantiles cut the fitted rows).
+
+    Attributes
+    ----------
+    columns_ : list
+        The fitted feature columns, in order.
+    edges_ : dict
+        Numeric columns' cut points.
+    categories_ : dict
+        The other columns' categories (as text, sorted).
+    bins_per_feature_ : numpy.ndarray
+        (features,) the number of bins of each feature, bin 0 included.
+    """
+
+    def __init__(self, n_bins: int = DEFAULT_BINS):
+        self.n_bins = n_bins
+
+    def fit(self, X, y=None) -> PublicBins:
+        """Cut every feature of ``X`` into bins.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like
+            The public inputs (a 2-d array's columns are numbered).
+        y : None
+            Ignored: the bins never depend on labels.
+
+        Returns
+        -------
+        PublicBins
+            This transformer, fitted.
+
+        Raises
+        ------
+        ConfigError
+            If ``n_bins`` is not an integer >= 2, or ``X`` is not a table with feature columns.
+        """
+        if int(self.n_bins) != self.n_bins or self.n_bins < 2:
+            raise ConfigError(f"n_bins must be an integer >= 2, got {self.n_bins}")
+        frame = _frame(X)
+        if frame.shape[1] == 0:
+            raise ConfigError("the table has no feature columns")
+        self.columns_, self.edges_, self.categories_ = list(frame.columns), {}, {}
+        sizes = []
+        for column in self.columns_:
+            values = frame[column]
+            if _numeric(values):
+                finite = values.to_numpy(np.float64)
+                finite = finite[np.isfinite(finite)]
+                cuts = np.linspace(0.0, 1.0, int(self.n_bins) + 1)[1:-1]
+                self.edges_[column] = np.unique(np.quantile(finite, cuts)) if finite.size else np.empty(0)
+                sizes.append(self.edges_[column].size + 2)
+            else:
+                categorical = isinstance(values.dtype, pd.CategoricalDtype)
+                known = values.cat.categories if categorical else values.dropna().unique()
+                self.categories_[column] = pd.Index(sorted(set(map(str, known))))  # 1 and "1" are one category
+                sizes.append(self.categories_[column].size + 1)
+        self.bins_per_feature_ = np.array(sizes, dtype=np.int64)
+        return self
+
+    def transform(self, X) -> np.ndarray:
+        """The bin of every feature of every row.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame or array-like
+            Public inputs with the fitted feature columns.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, features) bin indices (int64; 0 for a missing value or an unseen category).
+
+        Raises
+        ------
+        ConfigError
+            If ``X`` lacks a fitted feature column or is not a table.
+        """
+        check_is_fitted(self, "bins_per_feature_")
+        frame = _frame(X)
+        missing = [column for column in self.columns_ if column not in frame.columns]
+        if missing:
+            raise ConfigError(f"the table lacks the fitted feature columns {missing}")
+        codes = np.empty((len(frame), len(self.columns_)), dtype=np.int64)
+        for j, column in enumerate(self.columns_):
+            values = frame[column]
+            if column in self.edges_:
+                numbers = pd.to_numeric(values, errors="coerce").to_numpy(np.float64)
+                codes[:, j] = np.where(np.isfinite(numbers),
+                                       1 + np.searchsorted(self.edges_[column], numbers, side="right"), 0)
+            else:
+                position = self.categories_[column].get_indexer(values.astype(object).map(str, na_action="ignore"))
+                codes[:, j] = np.where(values.isna().to_numpy(), 0, position + 1)
+        return codes
+
+
+def bin_indicators(bins: np.ndarray, bins_per_feature: np.ndarray) -> sp.csr_matrix:
+    """The rows' bin indicators: one column per bin of every feature.
+
+    Parameters
+    ----------
+    bins : numpy.ndarray
+        (n, features) bin indices, as :meth:`PublicBins.transform` gives them.
+    bins_per_feature : numpy.ndarray
+        (features,) the number of bins of each feature.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        (n, sum(bins_per_feature)) ones at each row's bins, feature 0's bins first.
+    """
+    rows, features = bins.shape
+    columns = flat_bins(bins, bins_per_feature).ravel()
+    return sp.csr_matrix((np.ones(rows * features), (np.repeat(np.arange(rows), features), columns)),
+                         shape=(rows, int(bins_per_feature.sum())))
+
+
+def _frame(X) -> pd.DataFrame:
+    """``X`` as a table (a 2-d array's columns numbered)."""
+    if isinstance(X, pd.DataFrame):
+        return X
+    array = np.asarray(X)
+    if array.ndim != 2:
+        raise ConfigError(f"X must be a table or a 2-d array, got shape {array.shape}")
+    return pd.DataFrame(array)
+
+
+def _numeric(values: pd.Series) -> bool:
+    """Numbers and booleans are cut at quantiles (a boolean's two values land in two bins, whether
+    given later as True/False or 1/0); every other column is categorical."""
+    return pd.api.types.is_numeric_dtype(values)

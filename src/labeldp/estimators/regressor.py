@@ -1,0 +1,284 @@
+"""LabelDPRegressor: any scikit-learn regressor trained on numeric labels released under label DP.
+
+:class:`LabelDPRegressor` does for a numeric label on a declared, public range and grid what
+:class:`~labeldp.estimators.LabelDPClassifier` does for classes: it releases the values once by RR-on-bins
+(Ghazi et al. 2023) under a noisy histogram prior over the grid (or a prior the user gives, or the Laplace
+mechanism on the clipped value, the baseline) and fits any scikit-learn regressor on the released values. Its
+release is shared like the classifier's: every fit and fold on the same private values with the same release
+settings trains on the one release.
+
+Privacy: epsilon-label-DP for the rows of the private values (replace-one-label neighbours), as ``ledger_``
+computes; inputs are public. Noise: fresh OS entropy by default, ChaCha20 with ``secure_rng``, never
+``random_state``, which controls only the wrapped estimator's own randomness (public).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from dp_accounting import dp_event
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.utils.validation import check_is_fitted
+
+from labeldp.accounting import PrivacyLedger, randomized_response_event
+from labeldp.accounting.events import histogram_event, laplace_value_event
+from labeldp.boundary import PrivateLabels, release_laplace_value, release_noisy_histogram, release_rr_on_bins
+from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
+from labeldp.errors import ConfigError
+from labeldp.estimators._common import _base_estimator, _fit_weighted, _noise_key, _num_rows
+from labeldp.mechanisms import optimal_bins
+from labeldp.priors import histogram_priors
+from labeldp.randomness import NoiseSource
+
+
+class LabelDPRegressor(RegressorMixin, BaseEstimator):
+    """A scikit-learn regressor trained on numeric labels released under label DP.
+
+    The label domain is public and declared: a range ``label_range = (low, high)`` and a grid in it
+    (``grid`` evenly spaced points, or the grid's values), never read off the labels. ``fit(X, y)``,
+    ``y`` the private values (``PrivateLabels(values)``), clips each true value to the range and snaps
+    it to the nearest grid point (a fixed function of that value alone), then releases it once:
+
+    - ``mechanism="rr-on-bins"`` (default): RR-on-bins (Ghazi et al., "Regression with Label
+      Differential Privacy", ICLR 2023) under one prior over the grid: a noisy histogram of the labels
+      bought with ``prior_epsilon`` out of epsilon (``prior="histogram"``), a uniform prior, or a
+      (G,) array the user gives (public: it must not be computed from these labels; it costs
+      nothing). The optimal bins of that prior and the rest of epsilon cut the grid into d intervals,
+      each released as its value by RR over the d values.
+    - ``mechanism="laplace"``: the Laplace mechanism on the clipped value, exact on the lattice of an
+      evenly spaced grid (the usual baseline; noise of scale (high - low) / epsilon).
+
+    The wrapped regressor is fitted on the released values, or with ``debias`` (default) on targets
+    that undo RR-on-bins' shrinkage. For any values g(1..d) of the bins, a release in bin r has
+    E[g(r) | y] = (p - q) g(b(y)) + q sum(g), where b(y) is y's bin, p the probability of keeping it
+    and q that of each other bin; so the target (g(r) - q sum(g)) / (p - q) has expectation g(b(y)).
+    With g(b) = m(b), the prior's mean of the label inside bin b (not the bin's released value, which
+    the optimal map shrinks towards the prior's mean), the regressor estimates E[m(b(y)) | x]: the
+    best prediction of y that the bins allow. The targets are noisier (by 1 / (p - q)), so a learner
+    that averages over many rows suits them. Predictions are clipped to the range. With
+    ``debias=False`` the targets are the released values (the paper's training).
+
+    Parameters
+    ----------
+    estimator : regressor, optional
+        Any regressor with ``fit(X, y, sample_weight=...)`` and ``predict`` (default:
+        ``HistGradientBoostingRegressor``, native categorical support for pandas category columns).
+    epsilon : float
+        The label-DP budget of the release.
+    label_range : tuple of float, optional
+        ``(low, high)``, public; required unless ``grid`` gives the grid's values.
+    grid : int or array-like
+        The number of evenly spaced grid points in ``label_range`` (default 50), or the grid's strictly
+        increasing values.
+    mechanism : str
+        ``"rr-on-bins"`` or ``"laplace"``.
+    prior : str or array-like
+        ``"histogram"``, ``"uniform"`` or a (G,) array over the grid (RR-on-bins only).
+    prior_epsilon : float, optional
+        The histogram's share of epsilon (default epsilon / 10).
+    debias : bool
+        Fit on targets that undo RR-on-bins' shrinkage (see above), else on the released values.
+    secure_rng : bool
+        The noise source: ChaCha20 (see :class:`labeldp.randomness.NoiseSource`), else fresh OS entropy.
+    insecure_noise_seed : int, optional
+        Makes the noise reproducible and the fit NOT private: tests only.
+    random_state : int, optional
+        The wrapped estimator's seed (public).
+
+    Attributes
+    ----------
+    grid_ : numpy.ndarray
+        The grid's values.
+    ledger_ : PrivacyLedger
+        The release's, per row of the labels.
+    released_ : numpy.ndarray
+        The released values of the fit's rows.
+    prior_ : numpy.ndarray or None
+        The prior row (RR-on-bins).
+    bin_values_ : numpy.ndarray or None
+        The d bin values (RR-on-bins).
+    release_key_ : tuple
+        Which release of the private values it trained on.
+    estimator_ : regressor
+        The fitted clone of ``estimator``.
+    """
+
+    def __init__(self, estimator=None, *, epsilon: float = 1.0, label_range=None, grid=DEFAULT_GRID_SIZE,
+                 mechanism: str = "rr-on-bins", prior="histogram", prior_epsilon: float | None = None,
+                 debias: bool = True, secure_rng: bool = False, insecure_noise_seed: int | None = None,
+                 random_state: int | None = None):
+        self.estimator = estimator
+        self.epsilon = epsilon
+        self.label_range = label_range
+        self.grid = grid
+        self.mechanism = mechanism
+        self.prior = prior
+        self.prior_epsilon = prior_epsilon
+        self.debias = debias
+        self.secure_rng = secure_rng
+        self.insecure_noise_seed = insecure_noise_seed
+        self.random_state = random_state
+
+    # -- the declared domain and the plan -------------------------------------------------------------
+    def _grid(self) -> np.ndarray:
+        if np.ndim(self.grid) == 0:
+            if self.label_range is None or len(self.label_range) != 2:
+                raise ConfigError("fitting on true values needs the label domain: label_range=(low, high) (public, "
+                                  "declared, never read off the labels)")
+            return label_grid(self.label_range[0], self.label_range[1], self.grid)
+        values = np.asarray(self.grid, dtype=np.float64)
+        if values.ndim != 1 or values.size < 2 or not np.all(np.isfinite(values)) or not np.all(np.diff(values) > 0):
+            raise ConfigError("grid must be a number of points or at least 2 strictly increasing finite values")
+        if self.label_range is not None and (values[0] != self.label_range[0] or values[-1] != self.label_range[1]):
+            raise ConfigError(f"the grid runs from {values[0]:g} to {values[-1]:g}, not over label_range "
+                              f"{tuple(self.label_range)}")
+        return values
+
+    def _plan(self, grid: np.ndarray) -> tuple[float, np.ndarray | None]:
+        """The histogram's epsilon (0 without one) and the given prior row, checked before any spend."""
+        if not self.epsilon > 0 or not np.isfinite(self.epsilon):
+            raise ConfigError(f"epsilon must be a finite number > 0, got {self.epsilon}")
+        if self.mechanism == "laplace":
+            from labeldp.mechanisms import grid_step
+            grid_step(grid)
+            return 0.0, None
+        if self.mechanism != "rr-on-bins":
+            raise ConfigError(f"mechanism must be 'rr-on-bins' or 'laplace', got {self.mechanism!r}")
+        if isinstance(self.prior, str):
+            if self.prior == "uniform":
+                return 0.0, np.full(grid.size, 1.0 / grid.size)
+            if self.prior != "histogram":
+                raise ConfigError(f"prior must be 'histogram', 'uniform' or an array over the grid, got {self.prior!r}")
+            share = self.epsilon / 10 if self.prior_epsilon is None else float(self.prior_epsilon)
+            if not 0 < share < self.epsilon:
+                raise ConfigError(f"prior_epsilon must lie in (0, epsilon = {self.epsilon:g}), got {share:g}")
+            return share, None
+        row = np.asarray(self.prior, dtype=np.float64)
+        if row.shape != grid.shape or not np.all(np.isfinite(row)) or np.any(row < 0) or not row.sum() > 0:
+            raise ConfigError(f"a given prior must be {grid.size} non-negative weights over the grid, not all zero")
+        return 0.0, row / row.sum()
+
+    def _event(self, grid: np.ndarray, share: float) -> dp_event.DpEvent:
+        """What one fit may spend on every row (dominating the actual release)."""
+        if self.mechanism == "laplace":
+            return laplace_value_event(self.epsilon, grid.size - 1)
+        rest = randomized_response_event(self.epsilon - share, 2)  # RR over 2 bins dominates any d >= 2
+        return dp_event.ComposedDpEvent([histogram_event(share), rest]) if share > 0 else rest
+
+    # -- fitting ------------------------------------------------------------------------------------
+    def fit(self, X, y, sample_weight=None) -> LabelDPRegressor:
+        """Release the private values ``y`` once (shared by every fit on them with the same release
+        settings: mechanism, epsilon, grid, prior, noise) and fit on the released values.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame
+            The public inputs, one row per value.
+        y : PrivateLabels
+            The true values, wrapped without classes (``PrivateLabels(values)``). A plain array is refused.
+        sample_weight : array-like, optional
+            Public weights of the rows.
+
+        Returns
+        -------
+        LabelDPRegressor
+            This estimator, fitted.
+
+        Raises
+        ------
+        ConfigError
+            For a plain array or labels over classes, an undeclared range, a bad grid, prior or mechanism,
+            or another number of rows than ``X`` (before any release).
+        PrivateLabelAccessError
+            For another release of rows released already, without a :class:`~labeldp.boundary.LabelBudget`.
+        BudgetError
+            For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
+        """
+        if not isinstance(y, PrivateLabels) or not y.is_numeric:
+            raise ConfigError("LabelDPRegressor.fit takes private numeric labels: fit(X, labeldp.PrivateLabels(y)) "
+                              "(no classes: numbers). A plain array is public to labeldp, and a fit on it could not "
+                              "know whether its values were released before (a search would release them once per "
+                              "fold)")
+        grid = self._grid()
+        share, given = self._plan(grid)
+        if _num_rows(X) != len(y):
+            raise ConfigError(f"X has {_num_rows(X)} rows but y has {len(y)} values")
+        released = self._release_once(y.on_grid(grid), grid, share, given)
+        rows = y.positions
+        self.grid_, self.ledger_ = grid, released["ledger"]
+        self.released_ = released["values"][rows]
+        self.prior_, self.bin_values_ = released.get("prior"), released.get("bin_values")
+        targets = released["debiased" if self.debias and "debiased" in released else "values"][rows]
+        self.estimator_ = _fit_weighted(self._base(), X, targets, sample_weight)
+        return self
+
+    def _release_once(self, labels: PrivateLabels, grid: np.ndarray, share: float,
+                      given: np.ndarray | None) -> dict[str, Any]:
+        """The release of every row's value, drawn the first time a fit with these settings asks:
+        its ``values``, ``ledger``, and for RR-on-bins the ``prior``, the ``bin_values`` and the
+        ``debiased`` targets (class docstring)."""
+        epsilon = float(self.epsilon)
+        noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
+        prior_key = None if given is None else tuple(np.round(given, 12))
+        key = (self.mechanism, epsilon, tuple(grid), share, prior_key,
+               _noise_key(self.secure_rng, self.insecure_noise_seed))
+
+        def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> dict[str, Any]:
+            members = np.arange(len(everything))
+            if self.mechanism == "laplace":
+                release = release_laplace_value(ledger, everything, members, grid, epsilon,
+                                                noise.generator("label-release", 1), "labels")
+                return {"values": release.arrays["values"], "ledger": ledger}
+            prior = given
+            if prior is None:
+                histogram = release_noisy_histogram(ledger, everything, members,
+                                                    np.zeros(members.size, dtype=np.int64), 1, grid.size, share,
+                                                    noise.generator("histogram"), "prior")
+                prior = histogram_priors(histogram.arrays["counts"], [members.size])[0]
+            rest = epsilon - share
+            release = release_rr_on_bins(ledger, everything, members, grid, prior, rest,
+                                         noise.generator("label-release", 1), "labels")
+            maps = optimal_bins(prior, grid, rest)  # public: the prior's map, the one the release used
+            d = int(maps.d[0])
+            out = {"values": release.arrays["values"], "ledger": ledger, "prior": prior,
+                   "bin_values": maps.values[0, :d].copy()}
+            if d >= 2:
+                means = _bin_means(prior, grid, maps.bin_of[0], d)
+                keep_minus_other = -math.expm1(-rest) / (1.0 + (d - 1) * math.exp(-rest))  # p - q
+                other = math.exp(-rest) / (1.0 + (d - 1) * math.exp(-rest))  # q
+                out["debiased"] = (means[release.labels] - other * means.sum()) / keep_minus_other
+            return out
+
+        self.release_key_ = key
+        return labels.release_once(key, self._event(grid, share), draw)
+
+    def _base(self):
+        return _base_estimator(self.estimator, HistGradientBoostingRegressor, self.random_state)
+
+    def predict(self, X) -> np.ndarray:
+        """The regressor's predictions, clipped to the declared range.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame
+            The public inputs.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) predictions in ``[grid_[0], grid_[-1]]``.
+        """
+        check_is_fitted(self, "estimator_")
+        return np.clip(np.asarray(self.estimator_.predict(X), dtype=np.float64), self.grid_[0], self.grid_[-1])
+
+
+def _bin_means(prior: np.ndarray, grid: np.ndarray, bin_of: np.ndarray, d: int) -> np.ndarray:
+    """E[y | y in bin b] under ``prior`` for each of the d bins of a map (a bin the prior gives no mass:
+    the mean of its grid points). Public: a function of the prior and the grid."""
+    mass = np.bincount(bin_of, weights=prior, minlength=d)
+    first = np.bincount(bin_of, weights=prior * grid, minlength=d)
+    plain = np.bincount(bin_of, weights=grid, minlength=d) / np.bincount(bin_of, minlength=d)
+    return np.where(mass > 0, first / np.where(mass > 0, mass, 1.0), plain)
