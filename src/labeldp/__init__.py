@@ -2,7 +2,8 @@
 
 The names below are imported on first use, so that ``import labeldp`` (and ``labeldp --help``) stays
 light: ``labeldp.PrivateLabels`` loads :mod:`labeldp.boundary`, ``labeldp.LabelDPClassifier``
-the estimators.
+the estimators, ``labeldp.tune(RunConfig(method="lp-1st", epsilon=2), {"lr": [0.01, 0.03]}, "runs/tuned")``
+the tuning on one release.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _EXPORTS = {
     "privatize_table": "labeldp.boundary",
     "RunConfig": "labeldp.runs",
     "train_run": "labeldp.runs",
+    "tune": "labeldp.experiments.tune",
 }
 
 
@@ -41,12 +43,4 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_EXPORTS])
 
 
-def tune(config, grid, out, **options):
-    """Tune a run's training options on one release of its labels (:func:`labeldp.experiments.tune.tune`):
-    ``labeldp.tune(RunConfig(method="lp-1st", epsilon=2), {"lr": [0.01, 0.03]}, "runs/tuned")``."""
-    from labeldp.experiments.tune import tune as tune_on_release
-
-    return tune_on_release(config, grid, out, **options)
-
-
-__all__ = ["__version__", "tune", *_EXPORTS]
+__all__ = ["__version__", *_EXPORTS]

@@ -21,8 +21,6 @@ builds it.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 
 import math
 from typing import Callable
@@ -41,7 +39,7 @@ from labeldp.accounting.events import (
     gaussian_equivalent,
     pate_event,
 )
-from labeldp.accounting.ledger import VALUE_DISCRETIZATION
+from labeldp.accounting.ledger import VALUE_DISCRETIZATION, quiet_rdp
 from labeldp.errors import ConfigError
 
 
@@ -522,22 +520,3 @@ def calibrate_selection_noise(epsilon: float, delta: float, sampling_probability
     return float(sigma)
 
 
-@contextlib.contextmanager
-def quiet_rdp():
-    """Silence dp_accounting's RDP accountant while it computes.
-
-    dp_accounting's RDP accountant logs a warning for every Renyi order it leaves out of a bound
-    (which only loosens it): silenced while it computes.
-
-    Returns
-    -------
-    contextlib.AbstractContextManager
-        A context manager that raises the ``absl`` logger's level to ERROR and restores it on exit.
-    """
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)

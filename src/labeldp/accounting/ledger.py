@@ -42,7 +42,9 @@ The label mechanisms (RR, discrete Laplace histograms) are accounted under repla
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -202,8 +204,6 @@ def rdp_epsilon(events: list[dp_event.DpEvent], delta: float,
     float
         The epsilon, a bound from Renyi DP (looser than a PLD's).
     """
-    from labeldp.accounting.calibration import quiet_rdp  # calibration imports this module
-
     accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
     with quiet_rdp():
         for event in events:
@@ -653,3 +653,24 @@ class PrivacyLedger:
     def __repr__(self) -> str:
         return (f"PrivacyLedger(dataset_size={self.dataset_size}, relation={self.relation_name!r}, "
                 f"entries={len(self._entries)})")
+
+
+@contextlib.contextmanager
+def quiet_rdp():
+    """Silence dp_accounting's RDP accountant while it computes.
+
+    dp_accounting's RDP accountant logs a warning for every Renyi order it leaves out of a bound
+    (which only loosens it): silenced while it computes.
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        A context manager that raises the ``absl`` logger's level to ERROR and restores it on exit.
+    """
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -208,37 +208,61 @@ def _privatize_table(source, out: Path, started: float, domain: LabelDomain, eps
 def _write_release(folder: Path, datasets, schema: pa.Schema, label_column: str, id_column: str, domain: LabelDomain,
                    class_values: pa.Array, epsilon: float, prior_columns, shared, write_channel: bool,
                    block_rows: int, noise: NoiseSource, rows: int, described: str) -> dict[str, Any]:
-    num_classes = domain.size
+    """Draw the release block by block into ``folder`` (``labels.parquet``), then write its ledger and
+    sidecar and flush the folder to disk. Returns the sidecar."""
     with_prior = prior_columns is not None or shared is not None
-    draws = Draws(num_classes, epsilon, with_prior, noise)
+    draws = Draws(domain.size, epsilon, with_prior, noise)
+    channel_names = [f"{CHANNEL_PREFIX}{j}" for j in range(domain.size)] if write_channel else []
+    batches = read_batches(datasets, schema, label_column)
+    written = _write_labels(folder / LABELS_FILE, read_blocks(batches, block_rows, domain, label_column, id_column,
+                                                              prior_columns),
+                            schema.field(id_column), class_values, draws, shared, channel_names)
+    if written != rows:
+        raise DataError(f"{described} changed while it was being released ({rows} rows, then {written})")
+    ledger = draws.ledger(rows)
+    ledger.save(folder / LEDGER_FILE)
+    sidecar = _sidecar(ledger, draws, rows, described, label_column, id_column, class_values, epsilon, prior_columns,
+                       shared, channel_names, block_rows, noise)
+    write_json_atomic(folder / SIDECAR_FILE, sidecar)
+    for name in (LABELS_FILE, LEDGER_FILE, SIDECAR_FILE):
+        _fsync(folder / name)
+    _fsync(folder)
+    return sidecar
+
+
+def _write_labels(path: Path, blocks: Iterator, id_field: pa.Field, class_values: pa.Array, draws: Draws,
+                  shared: np.ndarray | None, channel_names: list[str]) -> int:
+    """Draw each block's released labels and write them as one row group of ``labels.parquet`` (the id,
+    the released label, k with a prior, the channel columns on request). Returns the rows written."""
+    num_classes, epsilon, with_prior = draws.num_classes, draws.epsilon, draws.k_spread is not None
     k_type = pa.int8() if num_classes < 128 else pa.int32()
-    fields = [schema.field(id_column), pa.field(RELEASED_COLUMN, class_values.type, nullable=False)]
+    fields = [id_field, pa.field(RELEASED_COLUMN, class_values.type, nullable=False)]
     if with_prior:
         fields.append(pa.field(K_COLUMN, k_type, nullable=False))
-    channel_names = [f"{CHANNEL_PREFIX}{j}" for j in range(num_classes)] if write_channel else []
     fields += [pa.field(name, pa.float64(), nullable=False) for name in channel_names]
     out_schema = pa.schema(fields)
     written = 0
-    labels_path = folder / LABELS_FILE
-    with pq.ParquetWriter(labels_path, out_schema, use_dictionary=[RELEASED_COLUMN, K_COLUMN]) as writer:
-        for block in read_blocks(read_batches(datasets, schema, label_column), block_rows, domain, label_column, id_column, prior_columns):
-            prior = block.prior
-            if shared is not None:
-                prior = np.broadcast_to(shared, (block.rows, num_classes))
+    with pq.ParquetWriter(path, out_schema, use_dictionary=[RELEASED_COLUMN, K_COLUMN]) as writer:
+        for block in blocks:
+            prior = block.prior if shared is None else np.broadcast_to(shared, (block.rows, num_classes))
             noisy, k = draws.draw(block.positions, prior)
             arrays = [block.ids, class_values.take(pa.array(noisy))]
             if with_prior:
                 arrays.append(pa.array(k.astype(k_type.to_pandas_dtype())))
-            if write_channel:
+            if channel_names:
                 likelihood = (rr_with_prior_likelihood(noisy, prior, epsilon) if with_prior
                               else randomized_response_likelihood(noisy, num_classes, epsilon))
                 arrays += [pa.array(likelihood[:, j]) for j in range(num_classes)]
             writer.write_table(pa.Table.from_arrays(arrays, schema=out_schema), row_group_size=block.rows)
             written += block.rows
-    if written != rows:
-        raise DataError(f"{described} changed while it was being released ({rows} rows, then {written})")
-    ledger = draws.ledger(rows)
-    ledger.save(folder / LEDGER_FILE)
+    return written
+
+
+def _sidecar(ledger: PrivacyLedger, draws: Draws, rows: int, described: str, label_column: str, id_column: str,
+             class_values: pa.Array, epsilon: float, prior_columns, shared, channel_names: list[str], block_rows: int,
+             noise: NoiseSource) -> dict[str, Any]:
+    """``release.json``: what a reader needs to use the release, and the ledger's figures."""
+    num_classes, with_prior = draws.num_classes, draws.k_spread is not None
     ledger_data = ledger.to_dict()
     channel: dict[str, Any] = {"meaning": "Pr[released label | true label]: matrix[y][z] for true class y and "
                                           "released class z; a row's channel L[y] = Pr[its released label | y]"}
@@ -249,7 +273,7 @@ def _write_release(folder: Path, datasets, schema: pa.Schema, label_column: str,
     else:
         channel["per_row"] = ("depends on the row's prior and released label: "
                               "labeldp.mechanisms.rr_with_prior_likelihood(released positions, prior rows, epsilon), "
-                              "or LabelRelease.channel(priors)")
+                              "or ReleasedLabels.channel(priors)")
     if channel_names:
         channel["columns"] = channel_names
     sidecar = {
@@ -278,12 +302,8 @@ def _write_release(folder: Path, datasets, schema: pa.Schema, label_column: str,
                   "insecure_noise_seed": noise.insecure_seed, "secure": noise.secure},
     }
     if not noise.private:
-        sidecar["warning"] = (f"NOT PRIVATE: the noise can be regenerated from insecure_noise_seed {noise.insecure_seed}; "
-                              "for tests only, never share this release")
-    write_json_atomic(folder / SIDECAR_FILE, sidecar)
-    for name in (LABELS_FILE, LEDGER_FILE, SIDECAR_FILE):
-        _fsync(folder / name)
-    _fsync(folder)
+        sidecar["warning"] = (f"NOT PRIVATE: the noise can be regenerated from insecure_noise_seed "
+                              f"{noise.insecure_seed}; for tests only, never share this release")
     return sidecar
 
 

@@ -29,6 +29,8 @@ from labeldp.priors.encoders import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_fi
 from labeldp.randomness import NoiseSource
 
 DEFAULT_DELTA = 1e-5
+#: the share of epsilon a noisy histogram prior buys when none is given (the labels get the rest)
+DEFAULT_PRIOR_SHARE = 0.1
 LOSSES = ("forward", "ce", "mse")
 PRIORS = ("uniform", "histogram", "cluster")
 #: where the test metrics of held-out rows of the private label column come from (``test_labels``)
@@ -85,7 +87,7 @@ class RunConfig:
                               "histogram prior), rr-on-bins-mst (later stages' prior from the model) and "
                               "laplace-regression (Laplace noise on the clipped value)")
     epsilon: float | None = option(None, help="privacy budget epsilon (> 0); required for private methods")
-    delta: float | None = option(None, help="delta of --method pate or dp-sgd (default 1e-5); the other methods are "
+    delta: float | None = option(None, help=f"delta of --method pate or dp-sgd (default {DEFAULT_DELTA:g}); the other methods are "
                                             "pure epsilon-DP", method_specific=True)
     stages: tuple[float, ...] | None = option(None, metavar="FRACTION",
                                               help="fractions of the training set per stage, summing to 1 (default: "
@@ -215,7 +217,7 @@ class RunConfig:
                                   "prior 'cluster' (the histogram prior is one group of all training examples)")
         if epsilon is None:
             raise ConfigError(f"prior {prior!r} spends privacy budget: it needs a private method and --epsilon")
-        prior_epsilon = check_epsilon(self.prior_epsilon if self.prior_epsilon is not None else epsilon / 10,
+        prior_epsilon = check_epsilon(self.prior_epsilon if self.prior_epsilon is not None else epsilon * DEFAULT_PRIOR_SHARE,
                                       "prior_epsilon")
         if prior_epsilon >= epsilon:
             raise ConfigError(f"prior_epsilon ({prior_epsilon:g}) must be smaller than epsilon ({epsilon:g})")

@@ -25,10 +25,21 @@ from sklearn.utils.validation import check_is_fitted
 
 from labeldp.accounting import PrivacyLedger, randomized_response_event
 from labeldp.accounting.events import histogram_event, laplace_value_event
-from labeldp.boundary import PrivateLabels, release_laplace_value, release_noisy_histogram, release_rr_on_bins
+from labeldp.boundary import (
+    PrivateLabels,
+    release_laplace_value,
+    release_noisy_histogram,
+    release_rr_on_bins,
+)
+from labeldp.config.run import DEFAULT_PRIOR_SHARE
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
 from labeldp.errors import ConfigError
-from labeldp.estimators._common import _base_estimator, _fit_weighted, _noise_key, _num_rows
+from labeldp.estimators._common import (
+    _base_estimator,
+    _fit_weighted,
+    _noise_key,
+    _num_rows,
+)
 from labeldp.mechanisms import optimal_bins
 from labeldp.priors import histogram_priors
 from labeldp.randomness import NoiseSource
@@ -78,7 +89,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
     prior : str or array-like
         ``"histogram"``, ``"uniform"`` or a (G,) array over the grid (RR-on-bins only).
     prior_epsilon : float, optional
-        The histogram's share of epsilon (default epsilon / 10).
+        The histogram's share of epsilon (default: ``DEFAULT_PRIOR_SHARE`` of it, a tenth).
     debias : bool
         Fit on targets that undo RR-on-bins' shrinkage (see above), else on the released values.
     secure_rng : bool
@@ -152,7 +163,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
                 return 0.0, np.full(grid.size, 1.0 / grid.size)
             if self.prior != "histogram":
                 raise ConfigError(f"prior must be 'histogram', 'uniform' or an array over the grid, got {self.prior!r}")
-            share = self.epsilon / 10 if self.prior_epsilon is None else float(self.prior_epsilon)
+            share = self.epsilon * DEFAULT_PRIOR_SHARE if self.prior_epsilon is None else float(self.prior_epsilon)
             if not 0 < share < self.epsilon:
                 raise ConfigError(f"prior_epsilon must lie in (0, epsilon = {self.epsilon:g}), got {share:g}")
             return share, None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from labeldp.recipes.profiles import register
 from labeldp.priors.clustering import histogram_epsilon
-from labeldp.config.run import RunConfig
+from labeldp.config.run import DEFAULT_DELTA, DEFAULT_PRIOR_SHARE, RunConfig
 from labeldp.recipes.training import (CIFAR_TRAIN, DIGITS_TRAIN, DPSGD_MNIST, DPSGD_MNIST_TRAIN, MNIST_TRAIN,
                                   PATE_STUDENT_TRAIN, recipe_for)
 from labeldp.config.train import TrainConfig
@@ -59,9 +59,9 @@ MOVIELENS_METHODS = ("lp-1st", "rr-on-bins", "rr-on-bins-mst", "laplace-regressi
 
 
 def movielens_config(method: str, epsilon: float | None, seed: int = 0) -> RunConfig:
-    """The MovieLens recipe; RR-on-bins buys its histogram prior with epsilon / 10, at most 0.05
+    """The MovieLens recipe; RR-on-bins buys its histogram prior with the default share of epsilon, at most 0.05
     (80,000 ratings: a count's noise is then a few % of the smallest of the five counts)."""
-    extra = {"prior_epsilon": min(0.05, epsilon / 10)} if method.startswith("rr-on-bins") else {}
+    extra = {"prior_epsilon": min(0.05, epsilon * DEFAULT_PRIOR_SHARE)} if method.startswith("rr-on-bins") else {}
     return RunConfig(dataset="movielens", method=method, epsilon=epsilon, seed=seed, train=MOVIELENS_TRAIN, **extra)
 
 
@@ -96,7 +96,7 @@ for _seed in range(RUNS):
              description="no privacy, fitted to the training set (no augmentation, no weight decay)")
     for _epsilon in (1, 2, 4):
         register(f"mnist/e{_epsilon}/dp-sgd/run{_seed}",
-                 RunConfig(dataset="mnist", method="dp-sgd", epsilon=float(_epsilon), delta=1e-5, model="tanh-cnn",
+                 RunConfig(dataset="mnist", method="dp-sgd", epsilon=float(_epsilon), delta=DEFAULT_DELTA, model="tanh-cnn",
                            seed=_seed, train=DPSGD_MNIST_TRAIN, dpsgd=DPSGD_MNIST),
                  description="full-DP baseline: DP-SGD, (epsilon, 1e-5)-DP for add-or-remove one example")
     for _epsilon in METHODS_EPSILONS:
@@ -105,7 +105,7 @@ for _seed in range(RUNS):
                            **CLUSTER_PRIOR),
                  description="LP-2ST with a tempered cluster prior from PCA features")
         register(f"mnist/e{_epsilon:g}/pate/run{_seed}",
-                 RunConfig(dataset="mnist", method="pate", epsilon=float(_epsilon), delta=1e-5, seed=_seed,
+                 RunConfig(dataset="mnist", method="pate", epsilon=float(_epsilon), delta=DEFAULT_DELTA, seed=_seed,
                            train=PATE_STUDENT_TRAIN),
                  description="PATE: 250 teachers, GNMax, (epsilon, 1e-5)-label-DP")
     for _epsilon in SMALL_EPSILONS:

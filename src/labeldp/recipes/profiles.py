@@ -79,4 +79,4 @@ def load_recipes(path: str | Path) -> None:
 
 
 def _load_builtin() -> None:
-    import labeldp.recipes.builtin  # noqa: F401  (registers on first import)
+    importlib.import_module("labeldp.recipes.builtin")  # registers labeldp's own profiles on first import
