@@ -61,13 +61,32 @@ def _command(argv: list[str]) -> str | None:
     return next((word for word in argv if word in COMMANDS), None)
 
 
+def _load_user_recipes(argv: list[str]) -> None:
+    """Execute the ``--recipes`` file before the parser is built, so that the methods, datasets and
+    profiles it registers are choices of ``--method``, ``--dataset`` and ``--profile`` (and listed by
+    ``--help``)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--recipes")
+    path = pre.parse_known_args(argv)[0].recipes
+    if path:
+        from labeldp.recipes import load_recipes
+
+        load_recipes(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``labeldp`` with ``argv`` (default: the process's arguments); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    from labeldp.errors import ConfigError, LabelDPError
+
+    try:
+        _load_user_recipes(argv)
+    except LabelDPError as error:
+        print(f"labeldp: error: {error}", file=sys.stderr)
+        return 2
     args = build_parser(_command(argv)).parse_args(argv)
     runtime.reuse_freed_memory()
     from labeldp.boundary.labels import PrivateLabelAccessError
-    from labeldp.errors import ConfigError, LabelDPError
 
     try:
         if runtime.requested() and args.command != "train":

@@ -18,7 +18,7 @@ OPTION_GROUPS = {"train": ("training (per stage)", None),
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of every RunConfig option, and --recipes, --device, --threads, --quiet."""
-    parser.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
+    parser.add_argument("--recipes", metavar="FILE", help="Python file to execute first: it registers profiles, methods or datasets of your own")
     add_dataclass_arguments(parser, RunConfig, OPTION_GROUPS)
     parser.add_argument("--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 "
                                                          "(default %(default)s)")

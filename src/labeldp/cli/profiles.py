@@ -11,14 +11,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pattern", nargs="?", metavar="PREFIX",
                         help="a key, its start (mnist/ or mnist/e2), or a regular expression matched from the start "
                              "of the keys (mnist/e(1|2)/lp-2st)")
-    parser.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
+    parser.add_argument("--recipes", metavar="FILE", help="Python file to execute first: it registers profiles, methods or datasets of your own")
 
 
 def run(args: argparse.Namespace) -> None:
-    from labeldp.recipes import list_profiles, load_recipes
+    from labeldp.recipes import list_profiles
 
-    if args.recipes:
-        load_recipes(args.recipes)
     for profile in list_profiles(args.pattern):
         c = profile.config
         budget = "no privacy" if c.epsilon is None else f"epsilon {c.epsilon:g}"

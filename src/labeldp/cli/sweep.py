@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="e.g. method=lp-1st,lp-2st epsilon=1,2,4 seed=0,1 (options of the run, its training, "
                              "DP-SGD or PATE)")
     parser.add_argument("--base", metavar="KEY", help="profile whose recipe the --grid starts from")
-    parser.add_argument("--recipes", metavar="FILE", help="Python file that registers extra profiles")
+    parser.add_argument("--recipes", metavar="FILE", help="Python file to execute first: it registers profiles, methods or datasets of your own")
     parser.add_argument("--workers", type=int, default=1, help="parallel worker processes (default %(default)s)")
     parser.add_argument("--data-dir", help="data folder for every run whose dataset reads one (MNIST family, CIFAR)")
     parser.add_argument("--device", default="auto", help="torch device for every run (default %(default)s)")
@@ -32,10 +32,8 @@ def run(args: argparse.Namespace) -> None:
     from labeldp.config.overrides import parse_assignments
     from labeldp.errors import ConfigError
     from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
-    from labeldp.recipes import get_profile, list_profiles, load_recipes
+    from labeldp.recipes import get_profile, list_profiles
 
-    if args.recipes:
-        load_recipes(args.recipes)
     if args.profiles:
         if args.base:
             raise ConfigError("--base is the recipe a --grid starts from; --profiles runs its profiles as registered")

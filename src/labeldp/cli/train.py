@@ -28,13 +28,11 @@ def run(args: argparse.Namespace) -> None:
     from labeldp.config.run import RunConfig
     from labeldp.errors import ConfigError
     from labeldp.options import flag_of, typed_options
-    from labeldp.recipes import get_profile, load_recipes
+    from labeldp.recipes import get_profile
     from labeldp.runs import train_run
 
     if distributed.env_rank() != 0:  # under torchrun rank 0 speaks for the run
         args.quiet = True
-    if args.recipes:
-        load_recipes(args.recipes)
     if args.profile:
         ignored = sorted(flag_of(RunConfig, name) for name in typed_options(args, RunConfig) - PROFILE_OPTIONS)
         if ignored:

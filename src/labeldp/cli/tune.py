@@ -68,10 +68,7 @@ def read_grid_file(path: str) -> dict:
 def run(args: argparse.Namespace) -> None:
     from labeldp.config.overrides import parse_assignments
     from labeldp.experiments.tune import format_tune, tune
-    from labeldp.recipes import load_recipes
 
-    if args.recipes:
-        load_recipes(args.recipes)
     grid = parse_assignments(args.grid) if args.grid else read_grid_file(args.grid_file)
     config = config_with_recipe(args)
     set_threads(args, config.dataset)

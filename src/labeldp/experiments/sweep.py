@@ -28,6 +28,7 @@ from labeldp.files import write_atomic
 from labeldp.config.overrides import apply_overrides, parse_value
 from labeldp.runs import RunConfig, RunDirectory, train_run
 from labeldp.config.run import options_unused_by
+from labeldp.recipes.profiles import load_recipes, loaded_recipes
 
 RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "delta", "neighboring_relation",
                   "seed", "test_accuracy",
@@ -76,11 +77,14 @@ def _grid_key(config: RunConfig, extra: dict[str, Any]) -> str:
     return f"{config.dataset}/{budget}{suffix}/run{config.seed}"
 
 
-def _worker_init(threads: int) -> None:
-    """Each worker uses ``threads`` torch threads, reuses freed memory (:mod:`labeldp.runtime`) and
-    dies with the sweep process (Linux)."""
+def _worker_init(threads: int, recipes: tuple[Path, ...]) -> None:
+    """Each worker uses ``threads`` torch threads, knows the methods, datasets and profiles of the
+    ``recipes`` files the sweep executed, reuses freed memory (:mod:`labeldp.runtime`) and dies with the
+    sweep process (Linux)."""
     import torch
 
+    for path in recipes:
+        load_recipes(path)
     torch.set_num_threads(threads)
     runtime.reuse_freed_memory()
     try:
@@ -150,7 +154,7 @@ def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device
             finished(job, _run_job(job.config, str(out / job.folder), device))
     elif pending:
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(threads,)) as pool:
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(threads, loaded_recipes())) as pool:
             futures = {pool.submit(_run_job, job.config, str(out / job.folder), device): job for job in pending}
             for future in as_completed(futures):
                 finished(futures[future], future.result())

@@ -11,6 +11,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "get_profile": "labeldp.recipes.profiles",
     "list_profiles": "labeldp.recipes.profiles",
     "load_recipes": "labeldp.recipes.profiles",
+    "loaded_recipes": "labeldp.recipes.profiles",
     "recipe_for": "labeldp.recipes.training",
     "register": "labeldp.recipes.profiles",
     "with_recipe": "labeldp.recipes.training",

@@ -78,5 +78,10 @@ def load_recipes(path: str | Path) -> None:
     spec.loader.exec_module(module)
 
 
+def loaded_recipes() -> tuple[Path, ...]:
+    """The recipe files this process has executed (a sweep's worker processes execute them too)."""
+    return tuple(sorted(_LOADED_RECIPES))
+
+
 def _load_builtin() -> None:
     importlib.import_module("labeldp.recipes.builtin")  # registers labeldp's own profiles on first import
