@@ -32,7 +32,8 @@ from labeldp.config.pate import PATEConfig
 from labeldp.boundary import PrivateLabels, unseal
 from labeldp.randomness import public_rng, public_seed
 from labeldp.config.train import TrainConfig
-from labeldp.training.stage import predict_logits, train_stage
+from labeldp.training.predict import predict_logits
+from labeldp.training.stage import train_stage
 
 def partition_teachers(num_examples: int, teachers: int, seed: int) -> np.ndarray:
     """Each example's teacher: a random split into ``teachers`` parts whose sizes differ by at most one."""

@@ -49,8 +49,10 @@ from labeldp.training.augment import augment
 from labeldp.dpsgd.clipping import check_per_example_model, clipped_gradient_sum
 from labeldp.dpsgd.noise import noise_generator, privatize_gradients
 from labeldp.dpsgd.sampling import PoissonSampler, sampling_generator
-from labeldp.training.stage import (EpochRecord, TrainConfig, accuracy, apply_checkpoint, load_torch, lr_schedule,
-                                    make_optimizer, restore_checkpoint, save_atomic)
+from labeldp.config.train import TrainConfig
+from labeldp.training.predict import accuracy
+from labeldp.training.stage import (EpochRecord, apply_checkpoint, load_torch, lr_schedule, make_optimizer,
+                                    restore_checkpoint, save_atomic)
 
 
 def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: str | None = None) -> None:

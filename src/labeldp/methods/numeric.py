@@ -48,7 +48,7 @@ from labeldp.boundary import Release, release_laplace_value, release_rr_on_bins
 from labeldp.config.run import RunConfig
 from labeldp.data.splits import split_stages
 from labeldp.methods.protocol import MethodContext
-from labeldp.training.stage import predict_proba
+from labeldp.training.predict import predict_proba
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
 _MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "combine_priors"})

@@ -12,11 +12,11 @@ from labeldp._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "EpochRecord": "labeldp.training.stage",
     "TrainConfig": "labeldp.config.train",
-    "accuracy": "labeldp.training.stage",
-    "predict_logits": "labeldp.training.stage",
-    "predict_proba": "labeldp.training.stage",
-    "predict_values": "labeldp.training.stage",
+    "accuracy": "labeldp.training.predict",
+    "predict_logits": "labeldp.training.predict",
+    "predict_proba": "labeldp.training.predict",
+    "predict_values": "labeldp.training.predict",
     "resolve_device": "labeldp.training.stage",
-    "rmse": "labeldp.training.stage",
+    "rmse": "labeldp.training.predict",
     "train_stage": "labeldp.training.stage",
 })

@@ -26,6 +26,7 @@ from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.files import write_atomic
 from labeldp.config.train import TrainConfig
 from labeldp.training.augment import augment, mixup
+from labeldp.training.predict import accuracy, rmse
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """``auto`` means the GPU when torch sees one, else the CPU; anything else is passed to torch."""
@@ -80,60 +81,6 @@ def lr_schedule(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], fl
         return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
     return factor
-
-
-@torch.no_grad()
-def predict_logits(model: nn.Module, inputs: np.ndarray | torch.Tensor, batch_size: int = 1000,
-                   sharded: bool = False) -> torch.Tensor:
-    """Logits of ``model`` on ``inputs`` (eval mode, in batches). With ``sharded``, a collective call
-    of every process of a data-parallel run (:mod:`labeldp.distributed`; the same model on each):
-    each computes its share of the rows, and every one returns all of them."""
-    was_training = model.training
-    model.eval()
-    x = torch.as_tensor(inputs)
-    rows = distributed.shard(len(x)) if sharded else slice(0, len(x))
-    part = x[rows]
-    device = next(model.parameters()).device
-    out = [model(part[i:i + batch_size].to(device)).float().cpu() for i in range(0, len(part), batch_size)]
-    out = torch.cat(out) if out else model(x[:1].to(device)).float().cpu()[:0]
-    model.train(was_training)
-    return distributed.gather_rows(out, len(x)) if sharded else out
-
-
-def predict_proba(model: nn.Module, inputs: np.ndarray | torch.Tensor, temperature: float = 1.0,
-                  batch_size: int = 1000, sharded: bool = False) -> np.ndarray:
-    """softmax(logits / temperature) as a float64 numpy array whose rows sum to 1."""
-    if not temperature > 0:
-        raise ConfigError(f"temperature must be > 0, got {temperature}")
-    logits = predict_logits(model, inputs, batch_size, sharded)
-    probs = torch.softmax(logits.double() / temperature, dim=1).numpy()
-    return probs / probs.sum(axis=1, keepdims=True)
-
-
-def accuracy(model: nn.Module, inputs: np.ndarray | torch.Tensor, labels: np.ndarray, batch_size: int = 1000,
-             sharded: bool = False) -> float:
-    """Fraction of ``labels`` equal to the model's arg-max prediction."""
-    predictions = predict_logits(model, inputs, batch_size, sharded).argmax(dim=1).numpy()
-    return float((predictions == np.asarray(labels)).mean())
-
-
-def expected_values(probabilities: np.ndarray, label_values: np.ndarray) -> np.ndarray:
-    """A regression's predictions: the expected label value under each row's distribution over the grid
-    (the prediction that minimises the expected squared error)."""
-    return np.asarray(probabilities, dtype=np.float64) @ np.asarray(label_values, dtype=np.float64)
-
-
-def predict_values(model: nn.Module, inputs: np.ndarray | torch.Tensor, label_values: np.ndarray,
-                   batch_size: int = 1000, sharded: bool = False) -> np.ndarray:
-    """The expected label value under the model's distribution over the grid ``label_values``."""
-    return expected_values(predict_proba(model, inputs, batch_size=batch_size, sharded=sharded), label_values)
-
-
-def rmse(model: nn.Module, inputs: np.ndarray | torch.Tensor, values: np.ndarray, label_values: np.ndarray,
-         batch_size: int = 1000, sharded: bool = False) -> float:
-    """Root mean squared error of :func:`predict_values` against ``values``."""
-    errors = predict_values(model, inputs, label_values, batch_size, sharded) - np.asarray(values, dtype=np.float64)
-    return float(np.sqrt(np.mean(errors ** 2)))
 
 
 def likelihood_loss(logits: torch.Tensor, log_likelihood: torch.Tensor) -> torch.Tensor:
