@@ -51,8 +51,8 @@ from labeldp.dpsgd.noise import noise_generator, privatize_gradients
 from labeldp.dpsgd.sampling import PoissonSampler, sampling_generator
 from labeldp.config.train import TrainConfig
 from labeldp.training.predict import accuracy
-from labeldp.training.stage import (EpochRecord, apply_checkpoint, load_torch, lr_schedule, make_optimizer,
-                                    restore_checkpoint, save_atomic)
+from labeldp.training.checkpoint import apply_checkpoint, load_torch, restore_checkpoint, save_atomic
+from labeldp.training.stage import EpochRecord, lr_schedule, make_optimizer
 
 
 def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: str | None = None) -> None:

@@ -33,7 +33,8 @@ from labeldp.released_metrics import estimated_classification_metrics, estimated
 from labeldp.config.run import RunConfig
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.predict import predict_proba
-from labeldp.training.stage import EpochRecord, save_atomic, train_stage
+from labeldp.training.checkpoint import save_atomic
+from labeldp.training.stage import EpochRecord, train_stage
 
 def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
     """The configuration that release ``name`` of a run depended on: all of it but the options its

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import math
 import os
-import pickle
 import time
-import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import torch
@@ -21,10 +19,10 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from labeldp import distributed
-from labeldp.errors import ConfigError, RunDirectoryError
-from labeldp.files import write_atomic
+from labeldp.errors import ConfigError
 from labeldp.config.train import TrainConfig
 from labeldp.training.augment import augment, mixup
+from labeldp.training.checkpoint import apply_checkpoint, load_torch, restore_checkpoint, save_atomic
 from labeldp.training.losses import (_held_out_loss, _training_targets, held_out_loss, likelihood_loss,
                                      posterior_loss)
 from labeldp.training.predict import accuracy, rmse
@@ -82,38 +80,6 @@ def lr_schedule(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], fl
         return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
     return factor
-
-
-def save_atomic(state: dict, path: Path) -> None:
-    write_atomic(path, lambda tmp: torch.save(state, tmp))
-
-
-def load_torch(path: Path) -> Any:
-    """A file saved by ``torch.save`` (a checkpoint, a model), or an error that names it."""
-    try:
-        return torch.load(path, weights_only=False)
-    except (OSError, RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError) as error:
-        raise RunDirectoryError(f"{path} is damaged ({error}); restore it from a copy of the run folder") from None
-
-
-def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.optim.Optimizer,
-                       scheduler: torch.optim.lr_scheduler.LRScheduler) -> tuple[dict | None, list[EpochRecord]]:
-    """Load ``path`` (if it exists) into the model, optimiser and schedule; return the whole saved state
-    (for the caller's own generators) and the epoch history, or (None, []) when there is none."""
-    if path is None or not path.exists():
-        return None, []
-    return apply_checkpoint(load_torch(path), model, optimizer, scheduler)
-
-
-def apply_checkpoint(state: dict | None, model: nn.Module, optimizer: torch.optim.Optimizer,
-                     scheduler: torch.optim.lr_scheduler.LRScheduler) -> tuple[dict | None, list[EpochRecord]]:
-    """:func:`restore_checkpoint` from a state already read (None: start afresh)."""
-    if state is None:
-        return None, []
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    return state, [EpochRecord(**row) for row in state["history"]]
 
 
 def _batch_loss(model: nn.Module, xb: torch.Tensor, targets: torch.Tensor, config: TrainConfig, augmentation: str,

@@ -1,0 +1,124 @@
+"""Checkpoints of a training loop, shared by :func:`~labeldp.training.stage.train_stage` and DP-SGD's
+:func:`~labeldp.dpsgd.trainer.train_dpsgd`: the files (written atomically, read with an error that
+names a damaged one) and the state they hold.
+
+A checkpoint is a dict: ``model``, ``optimizer``, ``scheduler``, then each trainer's own entries (the
+stage's random generators and best validation epoch; DP-SGD's EMA, and never its sampling or noise
+generators), then ``history``, the epochs so far.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from labeldp.errors import RunDirectoryError
+from labeldp.files import write_atomic
+
+if TYPE_CHECKING:
+    from labeldp.training.stage import EpochRecord
+
+
+def save_atomic(state: dict, path: Path) -> None:
+    """Write ``state`` with ``torch.save`` to ``path`` atomically (a reader sees the old file or the new one).
+
+    Parameters
+    ----------
+    state : dict
+        What to save: a checkpoint, a model's state dict.
+    path : pathlib.Path
+        The file.
+    """
+    write_atomic(path, lambda tmp: torch.save(state, tmp))
+
+
+def load_torch(path: Path) -> Any:
+    """A file saved by ``torch.save`` (a checkpoint, a model), or an error that names it.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file.
+
+    Returns
+    -------
+    object
+        What the file holds.
+
+    Raises
+    ------
+    labeldp.errors.RunDirectoryError
+        If the file cannot be read or unpickled.
+    """
+    try:
+        return torch.load(path, weights_only=False)
+    except (OSError, RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError) as error:
+        raise RunDirectoryError(f"{path} is damaged ({error}); restore it from a copy of the run folder") from None
+
+
+def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.optim.Optimizer,
+                       scheduler: torch.optim.lr_scheduler.LRScheduler) -> tuple[dict | None, list[EpochRecord]]:
+    """Load ``path`` (if it exists) into the model, optimiser and schedule; return the whole saved state
+    (for the caller's own generators) and the epoch history, or (None, []) when there is none.
+
+    Parameters
+    ----------
+    path : pathlib.Path or None
+        The checkpoint file (None: no checkpoint).
+    model : torch.nn.Module
+        Receives the saved weights.
+    optimizer : torch.optim.Optimizer
+        Receives the saved optimiser state.
+    scheduler : torch.optim.lr_scheduler.LRScheduler
+        Receives the saved schedule state.
+
+    Returns
+    -------
+    tuple
+        The saved state (a dict, or None) and the epochs it records (a list of
+        :class:`~labeldp.training.stage.EpochRecord`).
+
+    Raises
+    ------
+    labeldp.errors.RunDirectoryError
+        If the file is damaged.
+    """
+    if path is None or not path.exists():
+        return None, []
+    return apply_checkpoint(load_torch(path), model, optimizer, scheduler)
+
+
+def apply_checkpoint(state: dict | None, model: nn.Module, optimizer: torch.optim.Optimizer,
+                     scheduler: torch.optim.lr_scheduler.LRScheduler) -> tuple[dict | None, list[EpochRecord]]:
+    """:func:`restore_checkpoint` from a state already read (None: start afresh).
+
+    Parameters
+    ----------
+    state : dict or None
+        A checkpoint's state, as read by :func:`load_torch`.
+    model : torch.nn.Module
+        Receives the saved weights.
+    optimizer : torch.optim.Optimizer
+        Receives the saved optimiser state.
+    scheduler : torch.optim.lr_scheduler.LRScheduler
+        Receives the saved schedule state.
+
+    Returns
+    -------
+    tuple
+        ``state`` and the epochs it records (a list of :class:`~labeldp.training.stage.EpochRecord`),
+        or (None, []).
+    """
+    from labeldp.training.stage import EpochRecord  # stage.py imports this module
+
+    if state is None:
+        return None, []
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    return state, [EpochRecord(**row) for row in state["history"]]
