@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
@@ -51,7 +50,7 @@ from labeldp.dpsgd.noise import noise_generator, privatize_gradients
 from labeldp.dpsgd.sampling import PoissonSampler, sampling_generator
 from labeldp.config.train import TrainConfig
 from labeldp.training.predict import accuracy
-from labeldp.training.checkpoint import apply_checkpoint, load_torch, restore_checkpoint, save_atomic
+from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
 from labeldp.training.stage import EpochRecord, lr_schedule, make_optimizer
 
 
@@ -164,11 +163,7 @@ def train_dpsgd(
     path = Path(checkpoint) if checkpoint is not None else None
     parallel = data_parallel and distributed.active()
     main, ranks, me = distributed.is_main(), distributed.world_size(), distributed.rank()
-    if parallel:  # rank 0 reads the checkpoint, every rank resumes from it
-        saved = distributed.on_main(lambda: load_torch(path) if path is not None and path.exists() else None)
-        state, history = apply_checkpoint(saved, model, optimizer, scheduler)
-    else:
-        state, history = restore_checkpoint(path, model, optimizer, scheduler)
+    state, history = restore_checkpoint(path, model, optimizer, scheduler, parallel=parallel)
     if state is not None and ema is not None:
         ema.load_state_dict(state["ema"])
 
@@ -206,10 +201,7 @@ def train_dpsgd(
                          if test is not None else None)
         record = EpochRecord(epoch, None, test_accuracy, optimizer.param_groups[0]["lr"], time.perf_counter() - start)
         history.append(record)
-        if path is not None and main:
-            save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                         "scheduler": scheduler.state_dict(), "ema": ema.state_dict() if ema is not None else None,
-                         "history": [asdict(r) for r in history]}, path)
+        save_checkpoint(path, model, optimizer, scheduler, history, ema=ema.state_dict() if ema is not None else None)
         if on_epoch_end is not None and main:
             on_epoch_end(record)
     return evaluated, history

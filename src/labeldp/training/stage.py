@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -22,7 +22,7 @@ from labeldp import distributed
 from labeldp.errors import ConfigError
 from labeldp.config.train import TrainConfig
 from labeldp.training.augment import augment, mixup
-from labeldp.training.checkpoint import apply_checkpoint, load_torch, restore_checkpoint, save_atomic
+from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
 from labeldp.training.losses import (_held_out_loss, _training_targets, held_out_loss, likelihood_loss,
                                      posterior_loss)
 from labeldp.training.predict import accuracy, rmse
@@ -180,11 +180,7 @@ def train_stage(
     generator = torch.Generator().manual_seed(seed)
     np_rng = np.random.default_rng(seed)
     path = Path(checkpoint) if checkpoint is not None else None
-    if parallel:  # rank 0 reads the checkpoint, every rank resumes from it
-        saved = distributed.on_main(lambda: load_torch(path) if path is not None and path.exists() else None)
-        state, history = apply_checkpoint(saved, model, optimizer, scheduler)
-    else:
-        state, history = restore_checkpoint(path, model, optimizer, scheduler)
+    state, history = restore_checkpoint(path, model, optimizer, scheduler, parallel=parallel)
     best = None  # the best epoch on the validation examples so far: (loss, epoch, weights)
     if state is not None:
         generator.set_state(state["torch_rng"])
@@ -243,11 +239,8 @@ def train_stage(
         record = EpochRecord(epoch, float(total_loss) / len(x), test_accuracy, optimizer.param_groups[0]["lr"],
                              time.perf_counter() - start, test_rmse, validation_loss)
         history.append(record)
-        if path is not None and main:
-            save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                          "scheduler": scheduler.state_dict(), "torch_rng": generator.get_state(),
-                          "numpy_rng": np_rng.bit_generator.state, "best": best,
-                          "history": [asdict(r) for r in history]}, path)
+        save_checkpoint(path, model, optimizer, scheduler, history, torch_rng=generator.get_state(),
+                        numpy_rng=np_rng.bit_generator.state, best=best)
         if on_epoch_end is not None and main:
             on_epoch_end(record)
     if validation is not None and best is not None:
