@@ -13,7 +13,7 @@ from labeldp.models import MLP, ResNet18, SmallCNN, WSConv2d, build_model, defau
 from labeldp.models.pooling import MaxPool2d
 from labeldp.training import TrainConfig, accuracy, predict_proba, train_stage
 from labeldp.training.augment import augment, mixup, random_crop
-from labeldp.training.stage import likelihood_loss
+from labeldp.training.losses import likelihood_loss
 
 
 @pytest.mark.parametrize("shape, name, model_type", [

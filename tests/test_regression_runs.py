@@ -23,7 +23,7 @@ from labeldp.methods.numeric import binned_evidence, within_bins
 from labeldp.models import MLP
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig, train_stage
-from labeldp.training.stage import binned_likelihood_loss, likelihood_loss
+from labeldp.training.losses import binned_likelihood_loss, likelihood_loss
 from labeldp.boundary import unseal
 
 GRID = label_grid(0, 20, 11)

@@ -160,7 +160,7 @@ def test_the_posterior_loss_pulls_back_a_confidently_wrong_model() -> None:
     loss's gradient has all but vanished, the posterior loss's has not."""
     import torch
 
-    from labeldp.training.stage import likelihood_loss, posterior_loss
+    from labeldp.training.losses import likelihood_loss, posterior_loss
 
     log_evidence = torch.tensor([[0.05, 0.95]]).log()
     gradients = {}

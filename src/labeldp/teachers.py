@@ -32,7 +32,8 @@ from labeldp.config.pate import PATEConfig
 from labeldp.boundary import PrivateLabels, unseal
 from labeldp.randomness import public_rng, public_seed
 from labeldp.config.train import TrainConfig
-from labeldp.training.stage import predict_logits, train_stage
+from labeldp.training.predict import predict_logits
+from labeldp.training.stage import train_stage
 
 def partition_teachers(num_examples: int, teachers: int, seed: int) -> np.ndarray:
     """Each example's teacher: a random split into ``teachers`` parts whose sizes differ by at most one."""
@@ -58,9 +59,9 @@ def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, 
     """Train one teacher per part of (``inputs``, ``labels``) and return their votes on ``query_inputs``,
     a (teachers, queries) array of class indices.
 
-    ``build_model(t)`` returns teacher t's fresh model (initialised from a seed of its own); it trains with ``config`` on the examples with
-    ``teacher_of == t`` only. With ``checkpoint``, the votes of finished teachers are saved after each
-    one and a rerun continues with the next teacher.
+    ``build_model(t)`` returns teacher t's fresh model (initialised from a seed of its own); it trains
+    with ``config`` on the examples with ``teacher_of == t`` only. With ``checkpoint``, the votes of
+    finished teachers are saved after each one and a rerun continues with the next teacher.
 
     With ``parallel`` (a collective call of every rank of a torchrun group; ignored in one process)
     the ranks train the teachers in rounds, one each per round; rank 0 alone reads and writes the

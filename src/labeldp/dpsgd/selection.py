@@ -55,7 +55,8 @@ from labeldp.evaluation import describe_test_metrics
 from labeldp.files import exclusive_lock
 from labeldp.boundary import unseal
 from labeldp.randomness import NoiseSource, public_rng
-from labeldp.training.stage import TrainConfig, predict_proba
+from labeldp.config.train import TrainConfig
+from labeldp.training.predict import predict_proba
 #: the recorded ledger's name in the scratch folder
 SCRATCH_LEDGER = "ledger.json"
 

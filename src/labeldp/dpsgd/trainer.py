@@ -13,10 +13,10 @@ event on its ledger before training starts. The guarantee covers everything the 
 shows, which is a function of the privatised gradients and public data only: the final and every
 intermediate model, the checkpoints (model, optimiser, schedule, EMA), test accuracy on the public
 test set, the learning rate. It writes no training loss and no batch size, nor anything that counts
-the sampled examples: the augmentation of each step draws from a generator seeded for that step. It assumes the batches and the noise are
-unpredictable to the adversary: both come from ``noise`` (a :class:`~labeldp.randomness.NoiseSource`,
-fresh OS entropy by default), each epoch from generators of its own that are never saved, so a
-resumed run draws its remaining steps afresh.
+the sampled examples: the augmentation of each step draws from a generator seeded for that step. It
+assumes the batches and the noise are unpredictable to the adversary: both come from ``noise`` (a
+:class:`~labeldp.randomness.NoiseSource`, fresh OS entropy by default), each epoch from generators of
+its own that are never saved, so a resumed run draws its remaining steps afresh.
 
 Across processes (``torchrun``, ``data_parallel``; :mod:`labeldp.distributed`) the mechanism is the
 same one: rank 0 alone samples each epoch's batches (Poisson over the whole dataset, with its
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -49,14 +49,31 @@ from labeldp.training.augment import augment
 from labeldp.dpsgd.clipping import check_per_example_model, clipped_gradient_sum
 from labeldp.dpsgd.noise import noise_generator, privatize_gradients
 from labeldp.dpsgd.sampling import PoissonSampler, sampling_generator
-from labeldp.training.stage import (EpochRecord, TrainConfig, accuracy, apply_checkpoint, load_torch, lr_schedule,
-                                    make_optimizer, restore_checkpoint, save_atomic)
+from labeldp.config.train import TrainConfig
+from labeldp.training.predict import accuracy
+from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
+from labeldp.training.stage import EpochRecord, lr_schedule, make_optimizer
 
 
 def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: str | None = None) -> None:
     """Refuse training settings that DP-SGD cannot honour: mixup (it mixes examples), amp (bf16 norms
     under the clipping bound), augmentation multiplicity without augmentation (K identical views).
-    ``augmentation`` is the dataset's policy, None while it is not known yet."""
+    ``augmentation`` is the dataset's policy, None while it is not known yet.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        The training settings.
+    dp : DPSGDConfig
+        The DP-SGD settings.
+    augmentation : str or None, optional
+        The dataset's augmentation policy (None: not known yet).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``config`` asks for mixup or amp, or ``dp.augmult`` > 1 without augmentation.
+    """
     if config.mixup_alpha > 0:
         raise ConfigError("DP-SGD cannot use mixup: it mixes examples, which breaks per-example clipping; "
                          "use mixup_alpha=0")
@@ -85,7 +102,26 @@ def _ema_with_warmup(decay: float) -> Callable[[list[torch.Tensor], list[torch.T
 
 
 def sampling_plan(num_examples: int, config: TrainConfig) -> tuple[float, int, int]:
-    """(q, steps, steps per epoch) for ``config.epochs`` epochs at expected batch size ``config.batch_size``."""
+    """(q, steps, steps per epoch) for ``config.epochs`` epochs at expected batch size ``config.batch_size``.
+
+    Parameters
+    ----------
+    num_examples : int
+        n, the number of training examples.
+    config : TrainConfig
+        The training settings (epochs, expected batch size).
+
+    Returns
+    -------
+    tuple
+        q = batch_size / n (float), the number of steps, epochs x round(1/q) (int), and the steps per
+        epoch (int).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the batch size exceeds n.
+    """
     if config.batch_size > num_examples:
         raise ConfigError(f"batch_size ({config.batch_size}) exceeds the number of training examples ({num_examples})")
     q = config.batch_size / num_examples
@@ -100,7 +136,29 @@ def private_gradient(model: nn.Module, inputs: torch.Tensor, labels: torch.Tenso
 
     With ``parallel`` (a collective call of every rank of the process group), ``inputs`` are this
     rank's share of the batch: rank 0 adds the noise to its share only (``noise_rng`` is used there
-    alone), and the shares are summed across the ranks, so that the noise enters once."""
+    alone), and the shares are summed across the ranks, so that the noise enters once.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A per-example model (:func:`~labeldp.dpsgd.clipping.check_per_example_model`); its ``.grad``
+        are set.
+    inputs : torch.Tensor
+        The batch's inputs (with augmentation multiplicity, (b, M, ...) views).
+    labels : torch.Tensor
+        Their labels.
+    dp : DPSGDConfig
+        The DP-SGD settings (clipping bound C, clipping method, micro-batch size).
+    noise_multiplier : float
+        sigma.
+    expected_batch_size : float
+        q n, the divisor of the noisy sum.
+    noise_rng : torch.Generator or str or None
+        The generator of the Gaussian noise (:func:`~labeldp.dpsgd.noise.noise_generator`); used on rank
+        0 only under ``parallel``.
+    parallel : bool, optional
+        Sum the ranks' shares (a collective call).
+    """
     clipped = clipped_gradient_sum(model, inputs, labels, dp.max_grad_norm, method=dp.clipping,
                                    physical_batch_size=dp.physical_batch_size, multiple_views=dp.augmult > 1)
     noisy = not parallel or distributed.is_main()
@@ -114,6 +172,114 @@ def private_gradient(model: nn.Module, inputs: torch.Tensor, labels: torch.Tenso
         for param in params:
             param.grad.copy_(flat[offset:offset + param.numel()].view_as(param.grad))
             offset += param.numel()
+
+
+@dataclass
+class _DPSGDRun:
+    """What the epochs of one :func:`train_dpsgd` call share. ``y`` are the true labels, read inside the
+    mechanism; ``noise`` gives each epoch's batches and Gaussian noise (never saved); ``ema`` is the
+    parameters' moving average, when kept."""
+
+    model: nn.Module
+    x: torch.Tensor
+    y: torch.Tensor
+    config: TrainConfig
+    dp: DPSGDConfig
+    noise_multiplier: float
+    q: float
+    steps_per_epoch: int
+    noise: NoiseSource
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    ema: AveragedModel | None
+    augmentation: str
+    seed: int
+    parallel: bool
+    device: torch.device
+    checkpoint: Path | None
+
+    @property
+    def evaluated(self) -> nn.Module:
+        """The model to evaluate and return: the EMA when kept, else the trained model."""
+        return self.ema.module if self.ema is not None else self.model
+
+
+def _resume(run: _DPSGDRun) -> list[EpochRecord]:
+    """Restore ``run`` from its checkpoint, when there is one (under ``parallel`` rank 0 reads it and
+    every rank resumes from it), the EMA included; the history so far. No sampling or noise state is
+    restored: none is saved."""
+    state, history = restore_checkpoint(run.checkpoint, run.model, run.optimizer, run.scheduler,
+                                        parallel=run.parallel)
+    if state is not None and run.ema is not None:
+        run.ema.load_state_dict(state["ema"])
+    return history
+
+
+def _save(run: _DPSGDRun, history: list[EpochRecord]) -> None:
+    """Checkpoint ``run`` after an epoch (rank 0 writes): the model, optimiser, schedule, EMA and
+    ``history``, nothing of the sampling or the noise."""
+    save_checkpoint(run.checkpoint, run.model, run.optimizer, run.scheduler, history,
+                    ema=run.ema.state_dict() if run.ema is not None else None)
+
+
+def _step(run: _DPSGDRun, epoch: int, step: int, batch: torch.Tensor, noise_rng) -> None:
+    """One DP-SGD step on ``batch`` (in parallel, this rank's share of it): augmentation, the privatised
+    gradient, the optimiser step and the EMA's update."""
+    # Each example's views depend on (epoch, step, its index) only, not on the others in the batch.
+    augment_rng = torch.Generator().manual_seed(public_seed(run.seed, "dpsgd-augment", epoch, step))
+    if run.parallel:
+        batch = batch[distributed.rank()::distributed.world_size()]
+    n = len(run.x)
+    xb = run.x[batch]
+    if run.dp.augmult > 1:
+        xb = torch.stack([augment(xb, run.augmentation, augment_rng, batch, n) for _ in range(run.dp.augmult)], dim=1)
+    elif run.config.augment:
+        xb = augment(xb, run.augmentation, augment_rng, batch, n)
+    private_gradient(run.model, xb.to(run.device), run.y[batch].to(run.device), run.dp, run.noise_multiplier,
+                     run.q * n, noise_rng, run.parallel)
+    run.optimizer.step()
+    run.scheduler.step()
+    if run.ema is not None:
+        run.ema.update_parameters(run.model)
+
+
+def _epoch(run: _DPSGDRun, epoch: int, progress: bool) -> None:
+    """The steps of one epoch. Its Poisson batches and Gaussian noise come from generators of its own
+    (from ``run.noise``), drawn on rank 0 alone; in parallel rank 0 samples the epoch's batches over the
+    whole dataset and hands them to every rank."""
+    noise_rng = next_batch = None
+    if distributed.is_main():  # the secret batches and noise: rank 0 alone draws them
+        sampler = PoissonSampler(len(run.x), run.q, run.steps_per_epoch, sampling_generator(run.noise, epoch))
+        noise_rng = noise_generator(run.noise, "dpsgd-noise", epoch, device=run.device)
+        next_batch = sampler.sample
+    if run.parallel:  # the epoch's batches, sampled over the whole dataset on rank 0, for every rank
+        next_batch = iter(distributed.on_main(lambda: [sampler.sample() for _ in range(run.steps_per_epoch)])).__next__
+    for step in tqdm(range(run.steps_per_epoch), desc=f"dp-sgd epoch {epoch}/{run.config.epochs}", leave=False,
+                     disable=None if progress else True, unit="step"):
+        _step(run, epoch, step, next_batch(), noise_rng)
+
+
+def _end_of_epoch(run: _DPSGDRun, epoch: int, start: float, test: tuple[np.ndarray, np.ndarray] | None
+                  ) -> EpochRecord:
+    """The record of ``epoch``: the evaluated model's accuracy on the public test set (shared among the
+    ranks in parallel) and the learning rate; no training loss."""
+    test_accuracy = (accuracy(run.evaluated, *test, run.config.eval_batch_size, sharded=run.parallel)
+                     if test is not None else None)
+    return EpochRecord(epoch, None, test_accuracy, run.optimizer.param_groups[0]["lr"], time.perf_counter() - start)
+
+
+def _epochs(run: _DPSGDRun, history: list[EpochRecord], test: tuple[np.ndarray, np.ndarray] | None,
+            on_epoch_end: Callable[[EpochRecord], None] | None, progress: bool) -> None:
+    """The epochs after the last one in ``history``, up to ``config.epochs``: each trains, is evaluated,
+    appended to ``history``, checkpointed, and reported to ``on_epoch_end`` (on rank 0)."""
+    for epoch in range(len(history) + 1, run.config.epochs + 1):
+        start = time.perf_counter()
+        _epoch(run, epoch, progress)
+        record = _end_of_epoch(run, epoch, start, test)
+        history.append(record)
+        _save(run, history)
+        if on_epoch_end is not None and distributed.is_main():
+            on_epoch_end(record)
 
 
 def train_dpsgd(
@@ -143,6 +309,52 @@ def train_dpsgd(
     With ``data_parallel`` (every rank of a ``torchrun`` group calls it; ignored in one process) the
     ranks share each step as the module docstring says; only rank 0 samples, draws noise, reads and
     writes the checkpoint and calls ``on_epoch_end``.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A per-example model (no BatchNorm), trained in place.
+    inputs : numpy.ndarray
+        The training inputs, one row per example.
+    labels : PrivateLabels or numpy.ndarray
+        The true training labels, read inside the mechanism only.
+    config : TrainConfig
+        The training settings (``batch_size`` is the expected Poisson batch size).
+    dp : DPSGDConfig
+        The DP-SGD settings (clipping, micro-batches, augmentation multiplicity, EMA).
+    noise_multiplier : float
+        sigma, calibrated by the caller for the target epsilon.
+    augmentation : str, optional
+        The dataset's augmentation policy.
+    test : tuple of numpy.ndarray, optional
+        Public test inputs and labels, scored after every epoch.
+    seed : int, optional
+        The public seed of the augmentation.
+    noise : NoiseSource, optional
+        The source of the batches and the noise (default fresh OS entropy).
+    checkpoint : str or os.PathLike, optional
+        The checkpoint file, written after every epoch and resumed from.
+    on_epoch_end : callable, optional
+        Called with each epoch's :class:`~labeldp.training.stage.EpochRecord` (on rank 0).
+    progress : bool, optional
+        Show a progress bar.
+    data_parallel : bool, optional
+        Share each step across the processes of a ``torchrun`` group (a collective call).
+
+    Returns
+    -------
+    tuple
+        The model to evaluate (the EMA's module when kept, else ``model``) and the per-epoch history.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the settings cannot train privately (:func:`check_training_options`, the batch size), or the
+        inputs and labels are empty or of different lengths.
+    labeldp.dpsgd.clipping.UnsupportedModelError
+        If ``model`` is not a per-example model.
+    labeldp.errors.RunDirectoryError
+        If the checkpoint is damaged.
     """
     config.validate()
     dp.validate()
@@ -152,62 +364,17 @@ def train_dpsgd(
     y = torch.from_numpy(unseal(labels).astype(np.int64))  # read inside the mechanism: clipped, noised steps
     if len(x) != len(y) or len(x) == 0:
         raise ConfigError(f"inputs and labels must be non-empty and of equal length, got {len(x)} and {len(y)}")
-    q, steps, steps_per_epoch = sampling_plan(len(x), config)
+    q, _, steps_per_epoch = sampling_plan(len(x), config)
     device = next(model.parameters()).device
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, steps_per_epoch))
     noise = noise or NoiseSource()
     ema = AveragedModel(model, multi_avg_fn=_ema_with_warmup(dp.ema_decay), use_buffers=True) \
         if dp.ema_decay > 0 else None
-    path = Path(checkpoint) if checkpoint is not None else None
-    parallel = data_parallel and distributed.active()
-    main, ranks, me = distributed.is_main(), distributed.world_size(), distributed.rank()
-    if parallel:  # rank 0 reads the checkpoint, every rank resumes from it
-        saved = distributed.on_main(lambda: load_torch(path) if path is not None and path.exists() else None)
-        state, history = apply_checkpoint(saved, model, optimizer, scheduler)
-    else:
-        state, history = restore_checkpoint(path, model, optimizer, scheduler)
-    if state is not None and ema is not None:
-        ema.load_state_dict(state["ema"])
-
-    evaluated = ema.module if ema is not None else model
+    run = _DPSGDRun(model, x, y, config, dp, noise_multiplier, q, steps_per_epoch, noise, optimizer, scheduler, ema,
+                    augmentation, seed, data_parallel and distributed.active(), device,
+                    Path(checkpoint) if checkpoint is not None else None)
+    history = _resume(run)
     model.train()
-    for epoch in range(len(history) + 1, config.epochs + 1):
-        start = time.perf_counter()
-        noise_rng = next_batch = None
-        if main:  # the secret batches and noise: rank 0 alone draws them
-            sampler = PoissonSampler(len(x), q, steps_per_epoch, sampling_generator(noise, epoch))
-            noise_rng = noise_generator(noise, "dpsgd-noise", epoch, device=device)
-            next_batch = sampler.sample
-        if parallel:  # the epoch's batches, sampled over the whole dataset on rank 0, for every rank
-            next_batch = iter(distributed.on_main(lambda: [sampler.sample() for _ in range(steps_per_epoch)])).__next__
-        for step in tqdm(range(steps_per_epoch), desc=f"dp-sgd epoch {epoch}/{config.epochs}", leave=False,
-                         disable=None if progress else True, unit="step"):
-            batch = next_batch()
-            # Each example's views depend on (epoch, step, its index) only, not on the others in the batch.
-            augment_rng = torch.Generator().manual_seed(public_seed(seed, "dpsgd-augment", epoch, step))
-            if parallel:
-                batch = batch[me::ranks]
-            xb = x[batch]
-            if dp.augmult > 1:
-                xb = torch.stack([augment(xb, augmentation, augment_rng, batch, len(x)) for _ in range(dp.augmult)],
-                                 dim=1)
-            elif config.augment:
-                xb = augment(xb, augmentation, augment_rng, batch, len(x))
-            private_gradient(model, xb.to(device), y[batch].to(device), dp, noise_multiplier, q * len(x), noise_rng,
-                             parallel)
-            optimizer.step()
-            scheduler.step()
-            if ema is not None:
-                ema.update_parameters(model)
-        test_accuracy = (accuracy(evaluated, *test, config.eval_batch_size, sharded=parallel)
-                         if test is not None else None)
-        record = EpochRecord(epoch, None, test_accuracy, optimizer.param_groups[0]["lr"], time.perf_counter() - start)
-        history.append(record)
-        if path is not None and main:
-            save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                         "scheduler": scheduler.state_dict(), "ema": ema.state_dict() if ema is not None else None,
-                         "history": [asdict(r) for r in history]}, path)
-        if on_epoch_end is not None and main:
-            on_epoch_end(record)
-    return evaluated, history
+    _epochs(run, history, test, on_epoch_end, progress)
+    return run.evaluated, history

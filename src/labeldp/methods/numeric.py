@@ -48,7 +48,7 @@ from labeldp.boundary import Release, release_laplace_value, release_rr_on_bins
 from labeldp.config.run import RunConfig
 from labeldp.data.splits import split_stages
 from labeldp.methods.protocol import MethodContext
-from labeldp.training.stage import predict_proba
+from labeldp.training.predict import predict_proba
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
 _MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "combine_priors"})
@@ -72,7 +72,7 @@ def within_bins(priors: np.ndarray, bin_of: np.ndarray, floor: float = 1e-6) -> 
 
 
 def binned_evidence(likelihood: np.ndarray, priors: np.ndarray, bin_of: np.ndarray) -> np.ndarray:
-    """The (n, 3, G) targets of :func:`labeldp.training.stage.binned_likelihood_loss`: the channel, the
+    """The (n, 3, G) targets of :func:`labeldp.training.losses.binned_likelihood_loss`: the channel, the
     prior's split inside each bin, and the bins."""
     return np.stack([likelihood, within_bins(priors, bin_of), bin_of], axis=1).astype(np.float32)
 

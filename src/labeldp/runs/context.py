@@ -32,7 +32,9 @@ from labeldp.boundary import Release, release_randomized_response, release_true_
 from labeldp.released_metrics import estimated_classification_metrics, estimated_regression_metrics
 from labeldp.config.run import RunConfig
 from labeldp.runs.rundir import RunDirectory
-from labeldp.training.stage import EpochRecord, predict_proba, save_atomic, train_stage
+from labeldp.training.predict import predict_proba
+from labeldp.training.checkpoint import save_atomic
+from labeldp.training.stage import EpochRecord, train_stage
 
 def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
     """The configuration that release ``name`` of a run depended on: all of it but the options its
@@ -104,7 +106,7 @@ class RunContext:
         return distributed.on_main(lambda: not self.out.release_path(name).exists())
 
     def predict_proba(self, model: nn.Module, inputs: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-        """:func:`~labeldp.training.stage.predict_proba` of ``model`` on ``inputs`` (under torchrun each
+        """:func:`~labeldp.training.predict.predict_proba` of ``model`` on ``inputs`` (under torchrun each
         rank computes its share: call it on every rank)."""
         return predict_proba(model, inputs, temperature, sharded=self.parallel)
 

@@ -18,7 +18,7 @@ from labeldp.errors import ConfigError, DataError
 from labeldp.files import write_atomic
 from labeldp.runs.rundir import RunDirectory
 from labeldp.runs.run import load_run_model
-from labeldp.training.stage import predict_proba
+from labeldp.training.predict import predict_proba
 
 
 class Predictor:

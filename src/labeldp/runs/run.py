@@ -23,7 +23,8 @@ from labeldp.config.run import RunConfig
 from labeldp.data.splits import split_stages
 from labeldp.runs.context import RunContext, release_inputs
 from labeldp.runs.rundir import RunDirectory
-from labeldp.training.stage import check_amp, load_torch, resolve_device
+from labeldp.training.checkpoint import load_torch
+from labeldp.training.stage import check_amp, resolve_device
 
 
 def config_dataset(config: RunConfig) -> LabeledDataset:

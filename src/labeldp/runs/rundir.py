@@ -24,7 +24,7 @@ import numpy as np
 from labeldp.accounting import NEIGHBORING_RELATION, PrivacyLedger
 from labeldp.errors import RunDirectoryError
 from labeldp.files import exclusive_lock, write_atomic, write_json_atomic, write_text_atomic
-from labeldp.training.stage import load_torch
+from labeldp.training.checkpoint import load_torch
 
 
 class RunDirectory:

@@ -5,6 +5,11 @@ released (:mod:`labeldp.boundary.release`), with augmentation, mixup, schedules,
 released labels and their noise channels. The private-side trainers are elsewhere: DP-SGD in
 :mod:`labeldp.dpsgd`, and PATE's teachers in :mod:`labeldp.teachers` (which train with
 :func:`train_stage` on their own disjoint parts of the true labels, inside the mechanism).
+
+One module per job: :mod:`~labeldp.training.stage` (:func:`train_stage`, the optimiser and schedule),
+:mod:`~labeldp.training.losses` (the losses and the preparation of the targets),
+:mod:`~labeldp.training.predict` (predictions and test metrics), :mod:`~labeldp.training.checkpoint`
+(checkpoints, shared with DP-SGD's trainer) and :mod:`~labeldp.training.augment` (augmentation, mixup).
 """
 
 from labeldp._lazy import lazy_exports
@@ -12,11 +17,11 @@ from labeldp._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "EpochRecord": "labeldp.training.stage",
     "TrainConfig": "labeldp.config.train",
-    "accuracy": "labeldp.training.stage",
-    "predict_logits": "labeldp.training.stage",
-    "predict_proba": "labeldp.training.stage",
-    "predict_values": "labeldp.training.stage",
+    "accuracy": "labeldp.training.predict",
+    "predict_logits": "labeldp.training.predict",
+    "predict_proba": "labeldp.training.predict",
+    "predict_values": "labeldp.training.predict",
     "resolve_device": "labeldp.training.stage",
-    "rmse": "labeldp.training.stage",
+    "rmse": "labeldp.training.predict",
     "train_stage": "labeldp.training.stage",
 })

@@ -2,33 +2,55 @@
 
 Everything here runs *after* the privacy boundary: it never sees true training labels, only the
 noisy labels a mechanism released, so any model, optimiser or augmentation is allowed.
+
+This module holds the optimiser, the learning-rate schedule, the epoch record and :func:`train_stage`
+(its epochs, steps and end-of-epoch evaluation); the losses and the preparation of the targets are in
+:mod:`labeldp.training.losses`, the predictions and metrics in :mod:`labeldp.training.predict`, and the
+checkpoints (shared with DP-SGD's trainer) in :mod:`labeldp.training.checkpoint`.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import pickle
 import time
-import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
 from labeldp import distributed
-from labeldp.errors import ConfigError, RunDirectoryError
-from labeldp.files import write_atomic
+from labeldp.errors import ConfigError
 from labeldp.config.train import TrainConfig
 from labeldp.training.augment import augment, mixup
+from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
+from labeldp.training.losses import (PerExampleLoss, _held_out_loss, _training_targets, held_out_loss,
+                                     likelihood_loss, posterior_loss)
+from labeldp.training.predict import accuracy, rmse
+
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``auto`` means the GPU when torch sees one, else the CPU; anything else is passed to torch."""
+    """``auto`` means the GPU when torch sees one, else the CPU; anything else is passed to torch.
+
+    Parameters
+    ----------
+    device : str or torch.device, optional
+        ``"auto"``, or a device torch knows (``"cpu"``, ``"cuda:1"``, ...).
+
+    Returns
+    -------
+    torch.device
+        The device.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If a CUDA device is asked for and torch sees no CUDA GPU.
+    """
     if str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     resolved = torch.device(device)
@@ -39,7 +61,20 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
 
 def check_amp(config: TrainConfig, device: torch.device) -> None:
     """Refuse ``amp`` off CUDA GPUs: it is bf16 autocast there, and elsewhere the run would silently
-    train in float32."""
+    train in float32.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        The training settings.
+    device : torch.device
+        The device the model trains on.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``config.amp`` is set and ``device`` is not a CUDA GPU.
+    """
     if config.amp and device.type != "cuda":
         raise ConfigError(f"amp (bf16 autocast) is for CUDA GPUs; this run is on {device.type}: leave amp off")
 
@@ -49,7 +84,25 @@ class EpochRecord:
     """One epoch's figures. ``train_loss`` is the mean loss on the released labels the stage trained
     on; None for trainers whose loss would depend on private labels without noise (DP-SGD). A
     regression reports ``test_rmse`` (of the predicted expected values) instead of ``test_accuracy``.
-    ``validation_loss`` is the loss on held-out released labels, when some are held out."""
+    ``validation_loss`` is the loss on held-out released labels, when some are held out.
+
+    Attributes
+    ----------
+    epoch : int
+        The epoch, counted from 1.
+    train_loss : float or None
+        Mean training loss on the released labels (None for DP-SGD).
+    test_accuracy : float or None
+        Accuracy on the public test set (None without one, or for a regression).
+    lr : float
+        The learning rate at the end of the epoch.
+    seconds : float
+        Wall-clock time of the epoch, evaluation included.
+    test_rmse : float or None
+        A regression's RMSE on the public test set.
+    validation_loss : float or None
+        Mean loss on the held-out released labels.
+    """
 
     epoch: int
     train_loss: float | None
@@ -61,6 +114,21 @@ class EpochRecord:
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """The optimiser ``config`` names for ``model``'s parameters: AdamW, or SGD (Nesterov momentum when
+    ``config.momentum`` > 0), with ``config``'s learning rate and weight decay.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model to train.
+    config : TrainConfig
+        The training settings.
+
+    Returns
+    -------
+    torch.optim.Optimizer
+        The optimiser.
+    """
     if config.optimizer == "adam":
         return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
@@ -68,6 +136,21 @@ def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimiz
 
 
 def lr_schedule(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], float]:
+    """The learning-rate factor of each step (for ``torch.optim.lr_scheduler.LambdaLR``): a linear
+    warm-up over ``config.warmup_epochs``, then constant or a cosine decay to 0 at the last step.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        The training settings (epochs, warm-up, schedule).
+    steps_per_epoch : int
+        Optimiser steps per epoch.
+
+    Returns
+    -------
+    callable
+        Step index -> factor of the peak learning rate.
+    """
     total = config.epochs * steps_per_epoch
     warmup = int(config.warmup_epochs * steps_per_epoch)
 
@@ -82,221 +165,12 @@ def lr_schedule(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], fl
     return factor
 
 
-@torch.no_grad()
-def predict_logits(model: nn.Module, inputs: np.ndarray | torch.Tensor, batch_size: int = 1000,
-                   sharded: bool = False) -> torch.Tensor:
-    """Logits of ``model`` on ``inputs`` (eval mode, in batches). With ``sharded``, a collective call
-    of every process of a data-parallel run (:mod:`labeldp.distributed`; the same model on each):
-    each computes its share of the rows, and every one returns all of them."""
-    was_training = model.training
-    model.eval()
-    x = torch.as_tensor(inputs)
-    rows = distributed.shard(len(x)) if sharded else slice(0, len(x))
-    part = x[rows]
-    device = next(model.parameters()).device
-    out = [model(part[i:i + batch_size].to(device)).float().cpu() for i in range(0, len(part), batch_size)]
-    out = torch.cat(out) if out else model(x[:1].to(device)).float().cpu()[:0]
-    model.train(was_training)
-    return distributed.gather_rows(out, len(x)) if sharded else out
-
-
-def predict_proba(model: nn.Module, inputs: np.ndarray | torch.Tensor, temperature: float = 1.0,
-                  batch_size: int = 1000, sharded: bool = False) -> np.ndarray:
-    """softmax(logits / temperature) as a float64 numpy array whose rows sum to 1."""
-    if not temperature > 0:
-        raise ConfigError(f"temperature must be > 0, got {temperature}")
-    logits = predict_logits(model, inputs, batch_size, sharded)
-    probs = torch.softmax(logits.double() / temperature, dim=1).numpy()
-    return probs / probs.sum(axis=1, keepdims=True)
-
-
-def accuracy(model: nn.Module, inputs: np.ndarray | torch.Tensor, labels: np.ndarray, batch_size: int = 1000,
-             sharded: bool = False) -> float:
-    """Fraction of ``labels`` equal to the model's arg-max prediction."""
-    predictions = predict_logits(model, inputs, batch_size, sharded).argmax(dim=1).numpy()
-    return float((predictions == np.asarray(labels)).mean())
-
-
-def expected_values(probabilities: np.ndarray, label_values: np.ndarray) -> np.ndarray:
-    """A regression's predictions: the expected label value under each row's distribution over the grid
-    (the prediction that minimises the expected squared error)."""
-    return np.asarray(probabilities, dtype=np.float64) @ np.asarray(label_values, dtype=np.float64)
-
-
-def predict_values(model: nn.Module, inputs: np.ndarray | torch.Tensor, label_values: np.ndarray,
-                   batch_size: int = 1000, sharded: bool = False) -> np.ndarray:
-    """The expected label value under the model's distribution over the grid ``label_values``."""
-    return expected_values(predict_proba(model, inputs, batch_size=batch_size, sharded=sharded), label_values)
-
-
-def rmse(model: nn.Module, inputs: np.ndarray | torch.Tensor, values: np.ndarray, label_values: np.ndarray,
-         batch_size: int = 1000, sharded: bool = False) -> float:
-    """Root mean squared error of :func:`predict_values` against ``values``."""
-    errors = predict_values(model, inputs, label_values, batch_size, sharded) - np.asarray(values, dtype=np.float64)
-    return float(np.sqrt(np.mean(errors ** 2)))
-
-
-def likelihood_loss(logits: torch.Tensor, log_likelihood: torch.Tensor) -> torch.Tensor:
-    """Per-example -log sum_y softmax(logits)_y * L[y]: the negative log-likelihood of an observed
-    (possibly noisy) label whose noise channel is L[y] = Pr[observed label | true class y].
-
-    With one-hot L this is ordinary cross-entropy; with a mechanism's channel it is forward-corrected
-    cross-entropy (Patrini et al. 2017), whose minimiser is the *clean* class posterior.
-    """
-    return -torch.logsumexp(F.log_softmax(logits, dim=1) + log_likelihood, dim=1)
-
-
-def posterior_loss(logits: torch.Tensor, log_evidence: torch.Tensor) -> torch.Tensor:
-    """Per-example cross-entropy of the model to the posterior of the label, evidence / sum(evidence),
-    held fixed: for evidence that includes a prior (a cluster prior times a release's noise channel)
-    this is the Bayesian soft label.
-
-    Unlike :func:`likelihood_loss`, whose gradient vanishes where the model is confidently wrong
-    (it weighs the evidence by the model's own belief), this pulls every example towards its
-    posterior whatever the model says, so a class the model misses early is learned back.
-    """
-    return -(torch.softmax(log_evidence, dim=1) * F.log_softmax(logits, dim=1)).sum(dim=1)
-
-
-def binned_likelihood_loss(logits: torch.Tensor, evidence: torch.Tensor) -> torch.Tensor:
-    """Per-example loss for releases that tell in which *bin* of the grid a label lies (RR-on-bins).
-
-    ``evidence`` is (n, 3, K): the noise channel L[y] = Pr[release | label y] (constant inside a bin),
-    the split of each bin's probability among its grid points in the prior the bins were chosen for
-    (``within``, summing to 1 over each bin), and each grid point's bin. The loss is the cross-entropy
-    of the model to the soft target r(y) = R(b(y)) within(y), where R(b) = Q(b) L(b) / sum Q L is the
-    posterior of bin b under the model's bin probabilities Q (held fixed): on the bins it has the
-    gradient of the forward loss -log sum_y q(y) L(y) (EM), and inside a bin it pulls the model to the
-    prior's split. The release does not identify that split, and the forward loss alone drifts it
-    towards the bin's ends (its logit gradient is proportional to q(y) inside a bin).
-    """
-    log_q = F.log_softmax(logits, dim=1)
-    likelihood, within, bins = evidence[:, 0], evidence[:, 1], evidence[:, 2].long()
-    with torch.no_grad():
-        q = log_q.exp()
-        mass = torch.zeros_like(q).scatter_add_(1, bins, q)  # Q(b) at index b
-        joint = mass.gather(1, bins) * likelihood  # Q(b(y)) L(y)
-        target = joint / (q * likelihood).sum(dim=1, keepdim=True) * within
-    return -(target * log_q).sum(dim=1)
-
-
-def squared_error_loss(logits: torch.Tensor, values: torch.Tensor, label_values: torch.Tensor) -> torch.Tensor:
-    """Per-example squared error of the expected value sum_y softmax(logits)_y v_y against ``values``,
-    in units of the grid's range (so that its scale does not depend on the label's units)."""
-    scale = label_values[-1] - label_values[0]
-    return ((F.softmax(logits, dim=1) @ label_values - values) / scale) ** 2
-
-
-def _training_targets(targets: np.ndarray, num_classes: int, label_values: np.ndarray | None
-                      ) -> tuple[torch.Tensor, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
-    """The targets as a tensor and the per-example loss that fits them: labels and likelihoods by
-    :func:`likelihood_loss`, a regression's float values by :func:`squared_error_loss`."""
-    array = np.asarray(targets)
-    if array.ndim == 3:
-        return _binned_targets(array, num_classes), binned_likelihood_loss
-    if array.ndim == 1 and array.dtype.kind == "f" and label_values is not None:
-        if not np.all(np.isfinite(array)):
-            raise ConfigError("value targets must be finite")
-        grid = torch.as_tensor(np.asarray(label_values), dtype=torch.float32)
-        return (torch.as_tensor(array, dtype=torch.float32),
-                lambda logits, values: squared_error_loss(logits, values, grid.to(logits.device)))
-    return _log_likelihood_targets(array, num_classes), likelihood_loss
-
-
-def _held_out_loss(loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-                   ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """The loss that scores a model on held-out targets: the training loss, except for binned evidence,
-    scored by the likelihood of the releases (:func:`likelihood_loss` of the channel alone)."""
-    if loss_of is binned_likelihood_loss:
-        return lambda logits, evidence: likelihood_loss(logits, evidence[:, 0].log())
-    return loss_of
-
-
-@torch.no_grad()
-def held_out_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
-                  loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], batch_size: int = 1000,
-                  sharded: bool = False) -> float:
-    """Mean of ``loss_of`` over held-out examples (eval mode, in batches; ``sharded``: each process of
-    a data-parallel run scores its share, a collective call)."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    rows = distributed.shard(len(inputs)) if sharded else slice(0, len(inputs))
-    part, part_targets = inputs[rows], targets[rows]
-    total = torch.zeros((), dtype=torch.float64)
-    for i in range(0, len(part), batch_size):
-        logits = model(part[i:i + batch_size].to(device)).float()
-        total += loss_of(logits, part_targets[i:i + batch_size].to(device)).double().sum().cpu()
-    model.train(was_training)
-    if sharded:
-        total = distributed.all_reduce_sum(total)
-    return float(total) / len(inputs)
-
-
-def _binned_targets(array: np.ndarray, num_classes: int) -> torch.Tensor:
-    if array.shape[1:] != (3, num_classes):
-        raise ConfigError(f"binned evidence must have shape (n, 3, {num_classes}), got {array.shape}")
-    likelihood, within, bins = array[:, 0], array[:, 1], array[:, 2]
-    if not np.all(np.isfinite(array)) or likelihood.min() < 0 or not np.all(likelihood.max(axis=1) > 0):
-        raise ConfigError("binned evidence: likelihoods must be finite, non-negative, with a positive entry per row")
-    if within.min() < 0 or bins.min() < 0 or bins.max() >= num_classes or np.any(bins != np.round(bins)):
-        raise ConfigError("binned evidence: within-bin shares must be >= 0 and bins integers in [0, K)")
-    return torch.as_tensor(array, dtype=torch.float32)
-
-
-def _log_likelihood_targets(targets: np.ndarray, num_classes: int) -> torch.Tensor:
-    array = np.asarray(targets)
-    if array.ndim == 1:
-        if array.dtype.kind not in "iu" or array.min() < 0 or array.max() >= num_classes:
-            raise ConfigError(f"integer targets must be class indices in [0, {num_classes})")
-        likelihood = F.one_hot(torch.as_tensor(array, dtype=torch.int64), num_classes).float()
-    elif array.ndim == 2 and array.shape[1] == num_classes:
-        if not np.all(np.isfinite(array)) or array.min() < 0 or not np.all(array.max(axis=1) > 0):
-            raise ConfigError("likelihood targets must be finite, non-negative, with a positive entry per row")
-        likelihood = torch.as_tensor(array, dtype=torch.float32)
-    else:
-        raise ConfigError(f"targets must be labels of shape (n,) or likelihoods of shape (n, {num_classes}), got {array.shape}")
-    return likelihood.log()
-
-
-def save_atomic(state: dict, path: Path) -> None:
-    write_atomic(path, lambda tmp: torch.save(state, tmp))
-
-
-def load_torch(path: Path) -> Any:
-    """A file saved by ``torch.save`` (a checkpoint, a model), or an error that names it."""
-    try:
-        return torch.load(path, weights_only=False)
-    except (OSError, RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError) as error:
-        raise RunDirectoryError(f"{path} is damaged ({error}); restore it from a copy of the run folder") from None
-
-
-def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.optim.Optimizer,
-                       scheduler: torch.optim.lr_scheduler.LRScheduler) -> tuple[dict | None, list[EpochRecord]]:
-    """Load ``path`` (if it exists) into the model, optimiser and schedule; return the whole saved state
-    (for the caller's own generators) and the epoch history, or (None, []) when there is none."""
-    if path is None or not path.exists():
-        return None, []
-    return apply_checkpoint(load_torch(path), model, optimizer, scheduler)
-
-
-def apply_checkpoint(state: dict | None, model: nn.Module, optimizer: torch.optim.Optimizer,
-                     scheduler: torch.optim.lr_scheduler.LRScheduler) -> tuple[dict | None, list[EpochRecord]]:
-    """:func:`restore_checkpoint` from a state already read (None: start afresh)."""
-    if state is None:
-        return None, []
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    return state, [EpochRecord(**row) for row in state["history"]]
-
-
 def _batch_loss(model: nn.Module, xb: torch.Tensor, targets: torch.Tensor, config: TrainConfig, augmentation: str,
                 generator: torch.Generator, np_rng: np.random.Generator,
-                loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = likelihood_loss) -> torch.Tensor:
+                loss_of: PerExampleLoss = likelihood_loss) -> torch.Tensor:
     """One batch's mean loss, after augmentation and mixup (both drawn from the stage's generators);
-    ``loss_of(logits, targets)`` is the per-example loss (default: :func:`likelihood_loss` of the
-    targets' log-likelihoods)."""
+    ``loss_of(logits, targets)`` is the per-example loss (default:
+    :func:`~labeldp.training.losses.likelihood_loss` of the targets' log-likelihoods)."""
     device = targets.device
     if config.augment:
         xb = augment(xb, augmentation, generator)
@@ -311,6 +185,159 @@ def _batch_loss(model: nn.Module, xb: torch.Tensor, targets: torch.Tensor, confi
     if perm is not None:
         loss = lam * loss + (1 - lam) * loss_of(logits.float(), targets[perm])
     return loss.mean()
+
+
+@dataclass
+class _StageRun:
+    """What the epochs of one :func:`train_stage` call share. ``net`` is ``model``, or its
+    ``DistributedDataParallel`` wrapper for the steps of a data-parallel run; ``held`` the validation
+    inputs, targets and loss; ``best`` the best epoch on them so far: (loss, epoch, weights)."""
+
+    model: nn.Module
+    net: nn.Module
+    x: torch.Tensor
+    fitted: torch.Tensor
+    loss_of: PerExampleLoss
+    config: TrainConfig
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    generator: torch.Generator
+    np_rng: np.random.Generator
+    augmentation: str
+    seed: int
+    parallel: bool
+    device: torch.device
+    steps_per_epoch: int
+    checkpoint: Path | None
+    held: tuple[torch.Tensor, torch.Tensor, PerExampleLoss] | None = None
+    best: tuple[float, int, dict] | None = None
+
+
+def _fitted_targets(inputs: np.ndarray, targets: np.ndarray, num_classes: int, label_values: np.ndarray | None,
+                    soft_labels: bool) -> tuple[torch.Tensor, torch.Tensor, PerExampleLoss]:
+    """The training inputs, the targets as a tensor, and the per-example loss that fits them."""
+    x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
+    fitted, loss_of = _training_targets(targets, num_classes, label_values)
+    if soft_labels:
+        if loss_of is not likelihood_loss:
+            raise ConfigError("soft_labels needs (n, K) likelihood targets")
+        loss_of = posterior_loss
+    if len(x) != len(fitted) or len(x) == 0:
+        raise ConfigError(f"inputs and targets must be non-empty and of equal length, got {len(x)} and {len(fitted)}")
+    return x, fitted, loss_of
+
+
+def _held_out_targets(validation: tuple[np.ndarray, np.ndarray], num_classes: int, label_values: np.ndarray | None
+                      ) -> tuple[torch.Tensor, torch.Tensor, PerExampleLoss]:
+    """The validation inputs, their targets as a tensor, and the loss that scores a model on them."""
+    x_held = torch.as_tensor(np.asarray(validation[0], dtype=np.float32))
+    held, held_loss_of = _training_targets(validation[1], num_classes, label_values)
+    held_loss_of = _held_out_loss(held_loss_of)
+    if len(x_held) != len(held) or len(x_held) == 0:
+        raise ConfigError("validation inputs and targets must be non-empty and of equal length")
+    return x_held, held, held_loss_of
+
+
+def _resume(run: _StageRun) -> list[EpochRecord]:
+    """Restore ``run`` from its checkpoint, when there is one (under ``parallel`` rank 0 reads it and
+    every rank resumes from it), the stage's generators and best epoch included; the history so far."""
+    state, history = restore_checkpoint(run.checkpoint, run.model, run.optimizer, run.scheduler,
+                                        parallel=run.parallel)
+    if state is not None:
+        run.generator.set_state(state["torch_rng"])
+        run.np_rng.bit_generator.state = state["numpy_rng"]
+        run.best = state.get("best")
+    return history
+
+
+def _save(run: _StageRun, history: list[EpochRecord]) -> None:
+    """Checkpoint ``run`` after an epoch (rank 0 writes): the model, optimiser, schedule, the stage's
+    generators and best epoch, and ``history``."""
+    save_checkpoint(run.checkpoint, run.model, run.optimizer, run.scheduler, history,
+                    torch_rng=run.generator.get_state(), numpy_rng=run.np_rng.bit_generator.state, best=run.best)
+
+
+def _step(run: _StageRun, order: torch.Tensor, step: int, augment_rng: torch.Generator) -> tuple[torch.Tensor, int]:
+    """One optimiser step on batch ``step`` of ``order`` (in parallel, this rank's share of it); returns
+    the batch's mean loss and the number of examples it stands for in the epoch's loss."""
+    batch_size = run.config.batch_size
+    batch = order[step * batch_size:(step + 1) * batch_size]
+    weight = 1.0
+    if run.parallel:
+        ranks = distributed.world_size()
+        size, batch = len(batch), batch[distributed.rank()::ranks]
+        # the mean over the whole batch once DDP averages the ranks' gradients; a rank left
+        # without examples (a last batch smaller than the ranks) steps with weight 0
+        weight = ranks * len(batch) / size
+        if len(batch) == 0:
+            batch = order[step * batch_size:][:1]
+    loss = _batch_loss(run.net, run.x[batch], run.fitted[batch].to(run.device), run.config, run.augmentation,
+                       augment_rng, run.np_rng, run.loss_of)
+    run.optimizer.zero_grad(set_to_none=True)
+    (loss * weight if run.parallel else loss).backward()
+    run.optimizer.step()
+    run.scheduler.step()
+    return loss, (len(batch) if weight else 0)
+
+
+def _epoch(run: _StageRun, epoch: int, bar: tqdm) -> torch.Tensor:
+    """The steps of one epoch over a fresh shuffle (``bar`` iterates over the steps); returns the sum of
+    the examples' losses over every rank."""
+    order = torch.randperm(len(run.x), generator=run.generator)
+    # in parallel the shared generator draws only the order (the same on every rank); each rank
+    # augments its share from a stream of its own
+    augment_rng = (torch.Generator().manual_seed(distributed.seed_of_rank(run.seed, epoch)) if run.parallel
+                   else run.generator)
+    total_loss = torch.zeros((), dtype=torch.float64, device=run.device)
+    for step in bar:
+        loss, examples = _step(run, order, step, augment_rng)
+        # summed on the device: no wait for a GPU per batch
+        total_loss += loss.detach().double() * examples
+        if step % 20 == 0:
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+    if run.parallel:
+        total_loss = distributed.all_reduce_sum(total_loss)
+        for buffer in run.model.buffers():  # rank 0's BatchNorm statistics everywhere, as DDP does at each step
+            torch.distributed.broadcast(buffer, 0)
+    return total_loss
+
+
+def _end_of_epoch(run: _StageRun, epoch: int, total_loss: torch.Tensor, start: float,
+                  test: tuple[np.ndarray, np.ndarray] | None, label_values: np.ndarray | None) -> EpochRecord:
+    """Evaluate the model after ``epoch`` (shared among the ranks in parallel): on the public test set,
+    and on the validation examples, whose best epoch ``run`` keeps; the epoch's record."""
+    sharded, batch_size = run.parallel, run.config.eval_batch_size
+    test_accuracy = test_rmse = None
+    if test is not None and label_values is not None:
+        test_rmse = rmse(run.model, *test, label_values, batch_size, sharded=sharded)
+    elif test is not None:
+        test_accuracy = accuracy(run.model, *test, batch_size, sharded=sharded)
+    validation_loss = None
+    if run.held is not None:
+        validation_loss = held_out_loss(run.model, *run.held, batch_size, sharded=sharded)
+        if run.best is None or validation_loss < run.best[0]:
+            weights = {k: v.detach().cpu().clone() for k, v in run.model.state_dict().items()}
+            run.best = (validation_loss, epoch, weights)
+    return EpochRecord(epoch, float(total_loss) / len(run.x), test_accuracy, run.optimizer.param_groups[0]["lr"],
+                       time.perf_counter() - start, test_rmse, validation_loss)
+
+
+def _epochs(run: _StageRun, history: list[EpochRecord], test: tuple[np.ndarray, np.ndarray] | None,
+            label_values: np.ndarray | None, on_epoch_end: Callable[[EpochRecord], None] | None, progress: bool,
+            description: str) -> None:
+    """The epochs after the last one in ``history``, up to ``config.epochs``: each trains, is evaluated,
+    appended to ``history``, checkpointed, and reported to ``on_epoch_end`` (on rank 0)."""
+    epochs = run.config.epochs
+    for epoch in range(len(history) + 1, epochs + 1):
+        start = time.perf_counter()
+        bar = tqdm(range(run.steps_per_epoch), desc=f"{description} epoch {epoch}/{epochs}",
+                   leave=False, disable=None if progress else True, unit="batch")
+        total_loss = _epoch(run, epoch, bar)
+        record = _end_of_epoch(run, epoch, total_loss, start, test, label_values)
+        history.append(record)
+        _save(run, history)
+        if on_epoch_end is not None and distributed.is_main():
+            on_epoch_end(record)
 
 
 def train_stage(
@@ -336,17 +363,19 @@ def train_stage(
 
     ``targets`` are either integer labels (cross-entropy) or an (n, K) matrix of label likelihoods
     L[i, y] = Pr[observed label of i | class y], e.g. a mechanism's noise channel (forward-corrected
-    cross-entropy, see :func:`likelihood_loss`), or (n, 3, K) binned evidence of releases that tell a
-    label's bin (:func:`binned_likelihood_loss`). For a regression on the grid ``label_values`` they
-    may also be float values (squared error of the expected value, :func:`squared_error_loss`); the
-    ``test`` pair then holds the test *values*, and each epoch reports the test RMSE.
+    cross-entropy, see :func:`~labeldp.training.losses.likelihood_loss`), or (n, 3, K) binned evidence
+    of releases that tell a label's bin (:func:`~labeldp.training.losses.binned_likelihood_loss`). For a
+    regression on the grid ``label_values`` they may also be float values (squared error of the
+    expected value, :func:`~labeldp.training.losses.squared_error_loss`); the ``test`` pair then holds
+    the test *values*, and each epoch reports the test RMSE.
 
-    With ``soft_labels``, (n, K) likelihood targets are trained on by :func:`posterior_loss`
-    (cross-entropy to each row normalised) instead of :func:`likelihood_loss`.
+    With ``soft_labels``, (n, K) likelihood targets are trained on by
+    :func:`~labeldp.training.losses.posterior_loss` (cross-entropy to each row normalised) instead of
+    :func:`~labeldp.training.losses.likelihood_loss`.
 
     With ``validation`` (held-out inputs and targets of the same kind), each epoch also scores the
-    model on them (:func:`held_out_loss`), and the model ends with the weights of the epoch that
-    scored best (early stopping).
+    model on them (:func:`~labeldp.training.losses.held_out_loss`), and the model ends with the weights
+    of the epoch that scored best (early stopping).
 
     If ``checkpoint`` is given, the full training state (model, optimiser, schedule, random
     generators, history) is written there after every epoch, and an existing checkpoint is resumed
@@ -361,102 +390,74 @@ def train_stage(
     loss, as in one process. Augmentation draws from a stream of each rank's own. Evaluation is
     shared among the ranks; only rank 0 reads and writes the ``checkpoint`` and calls
     ``on_epoch_end``, the others receive the checkpoint's state from it.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model, trained in place (its outputs are the K classes, or the grid's points).
+    inputs : numpy.ndarray
+        The training inputs, one row per example.
+    targets : numpy.ndarray
+        Released targets: (n,) labels, (n, K) likelihoods, (n, 3, K) binned evidence, or (n,) float
+        values of a regression.
+    num_classes : int
+        K, the number of classes (or grid points).
+    config : TrainConfig
+        The training settings.
+    augmentation : str, optional
+        The dataset's augmentation policy (:func:`~labeldp.training.augment.augment`).
+    test : tuple of numpy.ndarray, optional
+        Public test inputs and labels (or values), scored after every epoch.
+    seed : int, optional
+        The public seed of the shuffles, augmentation and mixup.
+    checkpoint : str or os.PathLike, optional
+        The checkpoint file, written after every epoch and resumed from.
+    on_epoch_end : callable, optional
+        Called with each epoch's :class:`EpochRecord` (on rank 0).
+    progress : bool, optional
+        Show a progress bar.
+    description : str, optional
+        The progress bar's label.
+    label_values : numpy.ndarray, optional
+        The grid of a regression's label values.
+    validation : tuple of numpy.ndarray, optional
+        Held-out inputs and released targets, for early stopping.
+    data_parallel : bool, optional
+        Train data-parallel across the processes of a ``torchrun`` group (a collective call).
+    soft_labels : bool, optional
+        Train (n, K) likelihood targets by the posterior loss.
+
+    Returns
+    -------
+    list of EpochRecord
+        The per-epoch history, resumed epochs included.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``config`` cannot train, the targets (or validation targets) are malformed or do not match
+        the inputs, ``soft_labels`` is given targets other than likelihoods, or ``amp`` is asked for off
+        a CUDA GPU.
+    labeldp.errors.RunDirectoryError
+        If the checkpoint is damaged.
     """
     config.validate()
     parallel = data_parallel and distributed.active()
-    main = distributed.is_main()
-    x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
-    fitted, loss_of = _training_targets(targets, num_classes, label_values)
-    if soft_labels:
-        if loss_of is not likelihood_loss:
-            raise ConfigError("soft_labels needs (n, K) likelihood targets")
-        loss_of = posterior_loss
-    if len(x) != len(fitted) or len(x) == 0:
-        raise ConfigError(f"inputs and targets must be non-empty and of equal length, got {len(x)} and {len(fitted)}")
-    if validation is not None:
-        x_held = torch.as_tensor(np.asarray(validation[0], dtype=np.float32))
-        held, held_loss_of = _training_targets(validation[1], num_classes, label_values)
-        held_loss_of = _held_out_loss(held_loss_of)
-        if len(x_held) != len(held) or len(x_held) == 0:
-            raise ConfigError("validation inputs and targets must be non-empty and of equal length")
+    x, fitted, loss_of = _fitted_targets(inputs, targets, num_classes, label_values, soft_labels)
+    held = _held_out_targets(validation, num_classes, label_values) if validation is not None else None
     device = next(model.parameters()).device
     check_amp(config, device)
     steps_per_epoch = math.ceil(len(x) / config.batch_size)
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, steps_per_epoch))
-    generator = torch.Generator().manual_seed(seed)
-    np_rng = np.random.default_rng(seed)
-    path = Path(checkpoint) if checkpoint is not None else None
-    if parallel:  # rank 0 reads the checkpoint, every rank resumes from it
-        saved = distributed.on_main(lambda: load_torch(path) if path is not None and path.exists() else None)
-        state, history = apply_checkpoint(saved, model, optimizer, scheduler)
-    else:
-        state, history = restore_checkpoint(path, model, optimizer, scheduler)
-    best = None  # the best epoch on the validation examples so far: (loss, epoch, weights)
-    if state is not None:
-        generator.set_state(state["torch_rng"])
-        np_rng.bit_generator.state = state["numpy_rng"]
-        best = state.get("best")
-
-    net: nn.Module = model
+    run = _StageRun(model, model, x, fitted, loss_of, config, optimizer, scheduler, torch.Generator().manual_seed(seed),
+                    np.random.default_rng(seed), augmentation, seed, parallel, device, steps_per_epoch,
+                    Path(checkpoint) if checkpoint is not None else None, held)
+    history = _resume(run)
     if parallel:  # wrapped for the steps only: the caller's model object stays as it is
-        net = nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
-    ranks, me = distributed.world_size(), distributed.rank()
+        run.net = nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
     model.train()
-    for epoch in range(len(history) + 1, config.epochs + 1):
-        start = time.perf_counter()
-        order = torch.randperm(len(x), generator=generator)
-        # in parallel the shared generator draws only the order (the same on every rank); each rank
-        # augments its share from a stream of its own
-        augment_rng = torch.Generator().manual_seed(distributed.seed_of_rank(seed, epoch)) if parallel else generator
-        total_loss = torch.zeros((), dtype=torch.float64, device=device)
-        bar = tqdm(range(steps_per_epoch), desc=f"{description} epoch {epoch}/{config.epochs}",
-                   leave=False, disable=None if progress else True, unit="batch")
-        for step in bar:
-            batch = order[step * config.batch_size:(step + 1) * config.batch_size]
-            weight = 1.0
-            if parallel:
-                size, batch = len(batch), batch[me::ranks]
-                # the mean over the whole batch once DDP averages the ranks' gradients; a rank left
-                # without examples (a last batch smaller than the ranks) steps with weight 0
-                weight = ranks * len(batch) / size
-                if len(batch) == 0:
-                    batch = order[step * config.batch_size:][:1]
-            loss = _batch_loss(net, x[batch], fitted[batch].to(device), config, augmentation, augment_rng,
-                               np_rng, loss_of)
-            optimizer.zero_grad(set_to_none=True)
-            (loss * weight if parallel else loss).backward()
-            optimizer.step()
-            scheduler.step()
-            # summed on the device: no wait for a GPU per batch
-            total_loss += loss.detach().double() * (len(batch) if weight else 0)
-            if step % 20 == 0:
-                bar.set_postfix(loss=f"{loss.item():.3f}")
-        if parallel:
-            total_loss = distributed.all_reduce_sum(total_loss)
-            for buffer in model.buffers():  # rank 0's BatchNorm statistics everywhere, as DDP does at each step
-                torch.distributed.broadcast(buffer, 0)
-        test_accuracy = test_rmse = None
-        if test is not None and label_values is not None:
-            test_rmse = rmse(model, *test, label_values, config.eval_batch_size, sharded=parallel)
-        elif test is not None:
-            test_accuracy = accuracy(model, *test, config.eval_batch_size, sharded=parallel)
-        validation_loss = None
-        if validation is not None:
-            validation_loss = held_out_loss(model, x_held, held, held_loss_of, config.eval_batch_size,
-                                            sharded=parallel)
-            if best is None or validation_loss < best[0]:
-                best = (validation_loss, epoch, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
-        record = EpochRecord(epoch, float(total_loss) / len(x), test_accuracy, optimizer.param_groups[0]["lr"],
-                             time.perf_counter() - start, test_rmse, validation_loss)
-        history.append(record)
-        if path is not None and main:
-            save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                          "scheduler": scheduler.state_dict(), "torch_rng": generator.get_state(),
-                          "numpy_rng": np_rng.bit_generator.state, "best": best,
-                          "history": [asdict(r) for r in history]}, path)
-        if on_epoch_end is not None and main:
-            on_epoch_end(record)
-    if validation is not None and best is not None:
-        model.load_state_dict(best[2])
+    _epochs(run, history, test, label_values, on_epoch_end, progress, description)
+    if held is not None and run.best is not None:
+        model.load_state_dict(run.best[2])
     return history
