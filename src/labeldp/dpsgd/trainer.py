@@ -52,7 +52,8 @@ from labeldp.dpsgd.sampling import PoissonSampler, sampling_generator
 from labeldp.config.train import TrainConfig
 from labeldp.training.predict import accuracy
 from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
-from labeldp.training.stage import EpochRecord, lr_schedule, make_optimizer
+from labeldp.training.records import EpochRecord
+from labeldp.training.stage import lr_schedule, make_optimizer
 
 
 def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: str | None = None) -> None:
@@ -335,7 +336,7 @@ def train_dpsgd(
     checkpoint : str or os.PathLike, optional
         The checkpoint file, written after every epoch and resumed from.
     on_epoch_end : callable, optional
-        Called with each epoch's :class:`~labeldp.training.stage.EpochRecord` (on rank 0).
+        Called with each epoch's :class:`~labeldp.training.records.EpochRecord` (on rank 0).
     progress : bool, optional
         Show a progress bar.
     data_parallel : bool, optional

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from labeldp.boundary import Release
     from labeldp.config.run import RunConfig
     from labeldp.data.dataset import LabeledDataset
-    from labeldp.training.stage import EpochRecord
+    from labeldp.training.records import EpochRecord
 
 
 class MethodContext(Protocol):

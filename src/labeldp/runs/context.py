@@ -34,7 +34,8 @@ from labeldp.config.run import RunConfig
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.predict import predict_proba
 from labeldp.training.checkpoint import save_atomic
-from labeldp.training.stage import EpochRecord, train_stage
+from labeldp.training.records import EpochRecord
+from labeldp.training.stage import train_stage
 
 def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
     """The configuration that release ``name`` of a run depended on: all of it but the options its

@@ -22,9 +22,8 @@ from torch import nn
 from labeldp import distributed
 from labeldp.errors import RunDirectoryError
 from labeldp.files import write_atomic
+from labeldp.training.records import EpochRecord
 
-if TYPE_CHECKING:
-    from labeldp.training.stage import EpochRecord
 
 
 def save_atomic(state: dict, path: Path) -> None:
@@ -114,7 +113,7 @@ def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.opt
     -------
     tuple
         The saved state (a dict, or None) and the epochs it records (a list of
-        :class:`~labeldp.training.stage.EpochRecord`).
+        :class:`~labeldp.training.records.EpochRecord`).
 
     Raises
     ------
@@ -142,11 +141,9 @@ def apply_checkpoint(state: dict | None, model: nn.Module, optimizer: torch.opti
     Returns
     -------
     tuple
-        ``state`` and the epochs it records (a list of :class:`~labeldp.training.stage.EpochRecord`),
+        ``state`` and the epochs it records (a list of :class:`~labeldp.training.records.EpochRecord`),
         or (None, []).
     """
-    from labeldp.training.stage import EpochRecord  # stage.py imports this module
-
     if state is None:
         return None, []
     model.load_state_dict(state["model"])

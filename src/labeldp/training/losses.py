@@ -123,7 +123,7 @@ def squared_error_loss(logits: torch.Tensor, values: torch.Tensor, label_values:
     return ((F.softmax(logits, dim=1) @ label_values - values) / scale) ** 2
 
 
-def _training_targets(targets: np.ndarray, num_classes: int, label_values: np.ndarray | None
+def prepare_targets(targets: np.ndarray, num_classes: int, label_values: np.ndarray | None
                       ) -> tuple[torch.Tensor, PerExampleLoss]:
     """The targets as a tensor and the per-example loss that fits them: labels and likelihoods by
     :func:`likelihood_loss`, a regression's float values by :func:`squared_error_loss`."""
@@ -139,7 +139,7 @@ def _training_targets(targets: np.ndarray, num_classes: int, label_values: np.nd
     return _log_likelihood_targets(array, num_classes), likelihood_loss
 
 
-def _held_out_loss(loss_of: PerExampleLoss) -> PerExampleLoss:
+def held_out_loss_of(loss_of: PerExampleLoss) -> PerExampleLoss:
     """The loss that scores a model on held-out targets: the training loss, except for binned evidence,
     scored by the likelihood of the releases (:func:`likelihood_loss` of the channel alone)."""
     if loss_of is binned_likelihood_loss:

@@ -27,8 +27,9 @@ from labeldp import distributed
 from labeldp.errors import ConfigError
 from labeldp.config.train import TrainConfig
 from labeldp.training.augment import augment, mixup
+from labeldp.training.records import EpochRecord
 from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
-from labeldp.training.losses import (PerExampleLoss, _held_out_loss, _training_targets, held_out_loss,
+from labeldp.training.losses import (PerExampleLoss, held_out_loss_of, prepare_targets, held_out_loss,
                                      likelihood_loss, posterior_loss)
 from labeldp.training.predict import accuracy, rmse
 
@@ -77,40 +78,6 @@ def check_amp(config: TrainConfig, device: torch.device) -> None:
     """
     if config.amp and device.type != "cuda":
         raise ConfigError(f"amp (bf16 autocast) is for CUDA GPUs; this run is on {device.type}: leave amp off")
-
-
-@dataclass
-class EpochRecord:
-    """One epoch's figures. ``train_loss`` is the mean loss on the released labels the stage trained
-    on; None for trainers whose loss would depend on private labels without noise (DP-SGD). A
-    regression reports ``test_rmse`` (of the predicted expected values) instead of ``test_accuracy``.
-    ``validation_loss`` is the loss on held-out released labels, when some are held out.
-
-    Attributes
-    ----------
-    epoch : int
-        The epoch, counted from 1.
-    train_loss : float or None
-        Mean training loss on the released labels (None for DP-SGD).
-    test_accuracy : float or None
-        Accuracy on the public test set (None without one, or for a regression).
-    lr : float
-        The learning rate at the end of the epoch.
-    seconds : float
-        Wall-clock time of the epoch, evaluation included.
-    test_rmse : float or None
-        A regression's RMSE on the public test set.
-    validation_loss : float or None
-        Mean loss on the held-out released labels.
-    """
-
-    epoch: int
-    train_loss: float | None
-    test_accuracy: float | None
-    lr: float
-    seconds: float
-    test_rmse: float | None = None
-    validation_loss: float | None = None
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
@@ -217,7 +184,7 @@ def _fitted_targets(inputs: np.ndarray, targets: np.ndarray, num_classes: int, l
                     soft_labels: bool) -> tuple[torch.Tensor, torch.Tensor, PerExampleLoss]:
     """The training inputs, the targets as a tensor, and the per-example loss that fits them."""
     x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
-    fitted, loss_of = _training_targets(targets, num_classes, label_values)
+    fitted, loss_of = prepare_targets(targets, num_classes, label_values)
     if soft_labels:
         if loss_of is not likelihood_loss:
             raise ConfigError("soft_labels needs (n, K) likelihood targets")
@@ -231,8 +198,8 @@ def _held_out_targets(validation: tuple[np.ndarray, np.ndarray], num_classes: in
                       ) -> tuple[torch.Tensor, torch.Tensor, PerExampleLoss]:
     """The validation inputs, their targets as a tensor, and the loss that scores a model on them."""
     x_held = torch.as_tensor(np.asarray(validation[0], dtype=np.float32))
-    held, held_loss_of = _training_targets(validation[1], num_classes, label_values)
-    held_loss_of = _held_out_loss(held_loss_of)
+    held, held_loss_of = prepare_targets(validation[1], num_classes, label_values)
+    held_loss_of = held_out_loss_of(held_loss_of)
     if len(x_held) != len(held) or len(x_held) == 0:
         raise ConfigError("validation inputs and targets must be non-empty and of equal length")
     return x_held, held, held_loss_of
