@@ -21,7 +21,10 @@ install: $(BIN)/labeldp
 demo: install
 	$(BIN)/labeldp demo
 
+# ruff first: the lint and the format are checked in seconds, before the suite's minutes
 test: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2 --dist worksteal
 
 bench: install

@@ -21,8 +21,11 @@ import time
 from pathlib import Path
 
 #: the installed ``labeldp`` script beside this Python, else ``python -m labeldp``
-LABELDP = ([str(Path(sys.executable).with_name("labeldp"))] if Path(sys.executable).with_name("labeldp").exists()
-           else [sys.executable, "-m", "labeldp"])
+LABELDP = (
+    [str(Path(sys.executable).with_name("labeldp"))]
+    if Path(sys.executable).with_name("labeldp").exists()
+    else [sys.executable, "-m", "labeldp"]
+)
 COMMANDS = {
     'python -c "pass"': [sys.executable, "-c", "pass"],
     'python -c "import torch"': [sys.executable, "-c", "import torch"],
@@ -52,8 +55,10 @@ def main() -> None:
         for name, command in COMMANDS.items():
             times[name].append(wall_time(command))
     medians = {name: statistics.median(values) for name, values in times.items()}
-    print(f"median of {args.repeats} fresh processes each; load average {load_before[0]:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after, {os.cpu_count()} cores\n")
+    print(
+        f"median of {args.repeats} fresh processes each; load average {load_before[0]:.2f} before, "
+        f"{os.getloadavg()[0]:.2f} after, {os.cpu_count()} cores\n"
+    )
     print(f"{'command':<34}{'median s':>10}{'min s':>8}{'/ import torch':>16}")
     for name, values in times.items():
         print(f"{name:<34}{medians[name]:>10.3f}{min(values):>8.3f}{medians[name] / medians[TORCH]:>16.2f}")

@@ -37,15 +37,15 @@ def purity(clusters: np.ndarray, labels: np.ndarray) -> float:
     return float(counts.max(axis=1).sum() / len(labels))
 
 
-def noisy_prior_accuracy(clusters: np.ndarray, labels: np.ndarray, num_clusters: int, num_classes: int,
-                         epsilon: float, draws: int) -> float:
+def noisy_prior_accuracy(
+    clusters: np.ndarray, labels: np.ndarray, num_clusters: int, num_classes: int, epsilon: float, draws: int
+) -> float:
     """How often the top class of the cluster prior from a histogram released at ``epsilon`` (projected
     onto the clusters' sizes) is an image's label, mean over ``draws`` draws of the noise."""
     sizes = np.bincount(clusters, minlength=num_clusters)
     hits = []
     for draw in range(draws):
-        counts = noisy_histogram(labels, clusters, num_clusters, num_classes, epsilon,
-                                 np.random.default_rng(draw))
+        counts = noisy_histogram(labels, clusters, num_clusters, num_classes, epsilon, np.random.default_rng(draw))
         hits.append(np.mean(histogram_priors(counts, sizes)[clusters].argmax(axis=1) == labels))
     return float(np.mean(hits))
 
@@ -63,8 +63,10 @@ def main() -> None:
     torch.set_num_threads(os.cpu_count() or 1)
     data = load_dataset(args.dataset, args.data_dir)
     labels = np.asarray(data.y_train)
-    print(f"{args.dataset}: {len(labels)} training images; load average at start {os.getloadavg()[0]:.2f} on "
-          f"{os.cpu_count()} cores")
+    print(
+        f"{args.dataset}: {len(labels)} training images; load average at start {os.getloadavg()[0]:.2f} on "
+        f"{os.cpu_count()} cores"
+    )
     noisy = "".join(f"  top-1 % at e={e:g}" for e in args.histogram_epsilons)
     print(f"{'encoder':<24} {'clusters':>8} {'purity %':>9} {'encode s':>9} {'k-means s':>10}{noisy}")
     for encoder in args.encoders:
@@ -77,9 +79,13 @@ def main() -> None:
             clustered = time.perf_counter() - start
             shares = "".join(
                 f"{100 * noisy_prior_accuracy(assignment, labels, clusters, data.num_classes, e, args.draws):19.2f}"
-                for e in args.histogram_epsilons)
-            print(f"{encoder:<24} {clusters:>8} {100 * purity(assignment, labels):9.2f} {encoded:9.1f} "
-                  f"{clustered:10.1f}{shares}", flush=True)
+                for e in args.histogram_epsilons
+            )
+            print(
+                f"{encoder:<24} {clusters:>8} {100 * purity(assignment, labels):9.2f} {encoded:9.1f} "
+                f"{clustered:10.1f}{shares}",
+                flush=True,
+            )
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 

@@ -33,27 +33,29 @@ import copy
 import statistics
 import time
 import warnings
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from labeldp import runtime
+from labeldp.dpsgd import clipped_gradient_sum, conv_grads, gaussian_noise, privatize_gradients
 from labeldp.models import build_model
 from labeldp.training import resolve_device
-from labeldp.dpsgd import clipped_gradient_sum, conv_grads, gaussian_noise, privatize_gradients
 
 SHAPES = {"tanh-cnn": (1, 28, 28), "cnn": (1, 28, 28), "wrn16-4": (3, 32, 32)}
 OPACUS_MODES = ("hooks", "functorch", "ew", "ghost")
 NOISE, CLIP, LR = 1.0, 1.0, 0.1
 
 
-def interleaved_medians(steps: dict[str, Callable[[], None]], repeats: int, warmup: int,
-                        device: torch.device) -> dict[str, float]:
+def interleaved_medians(
+    steps: dict[str, Callable[[], None]], repeats: int, warmup: int, device: torch.device
+) -> dict[str, float]:
     """Median seconds per step of each variant, timed round-robin (one step of each variant per round)
     so that a machine whose speed drifts during the run slows every variant alike."""
+
     def finish() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -79,15 +81,18 @@ def non_private(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[
         optimizer.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
         optimizer.step()
+
     return step
 
 
 def labeldp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, method: str) -> Callable[[], None]:
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+
     def step() -> None:
         clipped = clipped_gradient_sum(model, x, y, CLIP, method=method)
         privatize_gradients(model, clipped, NOISE, CLIP, len(x))  # the default noise, as a run draws it
         optimizer.step()
+
     return step
 
 
@@ -99,8 +104,15 @@ def opacus(model: nn.Module, x: torch.Tensor, y: torch.Tensor, mode: str) -> Cal
     engine = PrivacyEngine(accountant="prv")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        made = engine.make_private(module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=NOISE,
-                                   max_grad_norm=CLIP, grad_sample_mode=mode, criterion=nn.CrossEntropyLoss())
+        made = engine.make_private(
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            noise_multiplier=NOISE,
+            max_grad_norm=CLIP,
+            grad_sample_mode=mode,
+            criterion=nn.CrossEntropyLoss(),
+        )
     private_model, private_optimizer = made[0], made[1]
     criterion = made[2] if mode == "ghost" else nn.CrossEntropyLoss()
 
@@ -108,11 +120,19 @@ def opacus(model: nn.Module, x: torch.Tensor, y: torch.Tensor, mode: str) -> Cal
         private_optimizer.zero_grad(set_to_none=True)
         criterion(private_model(x), y).backward()
         private_optimizer.step()
+
     return step
 
 
-def run(model_name: str, batch_size: int, repeats: int, warmup: int, with_opacus: bool, with_vmap: bool,
-        device: torch.device) -> list[tuple[str, float]]:
+def run(
+    model_name: str,
+    batch_size: int,
+    repeats: int,
+    warmup: int,
+    with_opacus: bool,
+    with_vmap: bool,
+    device: torch.device,
+) -> list[tuple[str, float]]:
     torch.manual_seed(0)
     reference = build_model(model_name, SHAPES[model_name], 10).to(device)
     x = torch.randn(batch_size, *SHAPES[model_name]).to(device)
@@ -168,15 +188,21 @@ def extra_time_floor(model_name: str, batch_size: int, repeats: int, warmup: int
     y = torch.randint(0, 10, (batch_size,)).to(device)
     base = interleaved_medians({"step": non_private(model, x, y)}, repeats, warmup, device)["step"]
     print(f"  non-private step: {base * 1000:.1f} ms")
-    print(f"  {'convolution (x calls)':<38} {'batched':>8} {'per-example (fastest)':>28} {'ghost Grams':>12} "
-          f"{'extra >=':>9}")
+    print(
+        f"  {'convolution (x calls)':<38} {'batched':>8} {'per-example (fastest)':>28} {'ghost Grams':>12} "
+        f"{'extra >=':>9}"
+    )
     total = 0.0
     for calls, conv, inputs, grad in conv_inputs(model, x):
         out = grad.new_empty(len(inputs), *conv.weight.shape)
-        variants = {"batched": lambda: conv_grads.batch_kernel_grad(conv, inputs, grad),
-                    "ghost": lambda: conv_grads.ghost_norms2(conv, inputs, grad, len(inputs))}
-        variants |= {name: partial(conv_grads.kernel_grads, name, conv, inputs, grad, len(inputs), out)
-                     for name in conv_grads.STRATEGIES}
+        variants = {
+            "batched": lambda: conv_grads.batch_kernel_grad(conv, inputs, grad),
+            "ghost": lambda: conv_grads.ghost_norms2(conv, inputs, grad, len(inputs)),
+        }
+        variants |= {
+            name: partial(conv_grads.kernel_grads, name, conv, inputs, grad, len(inputs), out)
+            for name in conv_grads.STRATEGIES
+        }
         times = interleaved_medians(variants, repeats, warmup, device)
         fastest = min(conv_grads.STRATEGIES, key=times.get)
         extra = max(0.0, min(times[fastest] - times["batched"], times["ghost"]))
@@ -184,15 +210,20 @@ def extra_time_floor(model_name: str, batch_size: int, repeats: int, warmup: int
         (kh, kw), (sh, sw), (h, w) = conv.kernel_size, conv.stride, inputs.shape[2:]
         stride = sh if sh == sw else f"({sh},{sw})"
         name = f"{conv.in_channels}->{conv.out_channels} {kh}x{kw}/{stride} on {h}x{w} (x{calls})"
-        print(f"  {name:<38} {times['batched'] * 1000:>5.1f} ms {times[fastest] * 1000:>8.1f} ms ({fastest:<13}) "
-              f"{times['ghost'] * 1000:>9.1f} ms {extra * 1000:>6.1f} ms", flush=True)
+        print(
+            f"  {name:<38} {times['batched'] * 1000:>5.1f} ms {times[fastest] * 1000:>8.1f} ms ({fastest:<13}) "
+            f"{times['ghost'] * 1000:>9.1f} ms {extra * 1000:>6.1f} ms",
+            flush=True,
+        )
     parameters = sum(p.numel() for p in model.parameters())
     like = torch.zeros(parameters, device=device)
     noise = interleaved_medians({"noise": lambda: gaussian_noise(like, 1.0)}, repeats, warmup, device)["noise"]
     print(f"  noise, {parameters:,} normal deviates: {noise * 1000:.1f} ms")
     total += noise
-    print(f"  extra time of a private step, at least: {total * 1000:.1f} ms, {total / base:.2f}x the non-private "
-          f"step (a step of at most 1.1x allows 0.10x)")
+    print(
+        f"  extra time of a private step, at least: {total * 1000:.1f} ms, {total / base:.2f}x the non-private "
+        f"step (a step of at most 1.1x allows 0.10x)"
+    )
 
 
 def main() -> None:
@@ -202,19 +233,30 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=None, help="timed steps per variant (default 20, 3 for wrn16-4)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per variant (default %(default)s)")
     parser.add_argument("--no-opacus", action="store_true", help="skip Opacus (e.g. when it is not installed)")
-    parser.add_argument("--no-vmap", action="store_true",
-                        help="skip labeldp's vmap path (on wrn16-4 it needs tens of GB and slows the steps timed after it)")
-    parser.add_argument("--layers", action="store_true",
-                        help="time what exact per-example clipping adds to each convolution (see above) instead")
+    parser.add_argument(
+        "--no-vmap",
+        action="store_true",
+        help="skip labeldp's vmap path (on wrn16-4 it needs tens of GB and slows the steps timed after it)",
+    )
+    parser.add_argument(
+        "--layers",
+        action="store_true",
+        help="time what exact per-example clipping adds to each convolution (see above) instead",
+    )
     parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 or auto (default %(default)s)")
-    parser.add_argument("--default-allocator", action="store_true",
-                        help="keep glibc's default allocator settings (freed large blocks go back to the system)")
+    parser.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="keep glibc's default allocator settings (freed large blocks go back to the system)",
+    )
     args = parser.parse_args()
     device = resolve_device(args.device)
     reused = not args.default_allocator and runtime.reuse_freed_memory()
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU threads"
-    print(f"torch {torch.__version__}, {where}, batch {args.batch_size}, "
-          f"allocator: {'reuses freed memory' if reused else 'default'}")
+    print(
+        f"torch {torch.__version__}, {where}, batch {args.batch_size}, "
+        f"allocator: {'reuses freed memory' if reused else 'default'}"
+    )
     tables = {}
     for model_name in args.models:
         print(f"{model_name}:", flush=True)
@@ -222,8 +264,9 @@ def main() -> None:
         if args.layers:
             extra_time_floor(model_name, args.batch_size, repeats, args.warmup, device)
             continue
-        tables[model_name] = run(model_name, args.batch_size, repeats, args.warmup, not args.no_opacus,
-                                 not args.no_vmap, device)
+        tables[model_name] = run(
+            model_name, args.batch_size, repeats, args.warmup, not args.no_opacus, not args.no_vmap, device
+        )
     if not tables:
         return
     print()

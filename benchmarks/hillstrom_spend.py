@@ -44,28 +44,42 @@ import pandas as pd
 import torch
 from sklearn.ensemble import HistGradientBoostingRegressor
 
+from labeldp.boundary import PrivateLabels
 from labeldp.data import load_dataset
 from labeldp.estimators import LabelDPRegressor
 from labeldp.randomness import public_rng
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
-from labeldp.boundary import PrivateLabels
 
 LABEL_RANGE, GRID = (0.0, 500.0), 51
 OUTCOMES = ("visit", "conversion", "spend")
 #: the table MLP's recipe (chosen by hand, not tuned on the test rows)
 TABLE_TRAIN = TrainConfig(epochs=8, batch_size=512, optimizer="adam", lr=0.003, weight_decay=1e-4, validation=0.1)
 #: gradient boosting, regularised for noisy targets (the tabular benchmark's settings, squared error)
-BOOSTING = dict(learning_rate=0.03, max_iter=300, max_leaf_nodes=15, min_samples_leaf=200, l2_regularization=1.0,
-                early_stopping=True)
+BOOSTING = dict(
+    learning_rate=0.03,
+    max_iter=300,
+    max_leaf_nodes=15,
+    min_samples_leaf=200,
+    l2_regularization=1.0,
+    early_stopping=True,
+)
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets" / "hillstrom"
 
 
 def frames(table: Path, seed: int = 0):
     """The training and test features (categories typed) and spend, split as the runs split the table."""
     frame = pd.read_csv(table)
-    data = load_dataset("csv", table=table, label_column="spend", drop=("visit", "conversion"), split_seed=seed,
-                        label_range=LABEL_RANGE, label_grid_size=GRID, public_test_split=True)  # a comparison
+    data = load_dataset(
+        "csv",
+        table=table,
+        label_column="spend",
+        drop=("visit", "conversion"),
+        split_seed=seed,
+        label_range=LABEL_RANGE,
+        label_grid_size=GRID,
+        public_test_split=True,
+    )  # a comparison
     features = frame.drop(columns=list(OUTCOMES))
     for column in features.columns:
         if not pd.api.types.is_numeric_dtype(features[column]):
@@ -80,12 +94,22 @@ def frames(table: Path, seed: int = 0):
 
 def run_method(method: str, epsilon: float | None, data, table: Path, out: Path, repeat: int) -> tuple[float, float]:
     extra = {"prior_epsilon": epsilon / 10} if method == "rr-on-bins" else {}
-    config = RunConfig(dataset="csv", table=str(table), label_column="spend", drop=("visit", "conversion"),
-                       label_range=LABEL_RANGE, label_grid=GRID, method=method, epsilon=epsilon, seed=0,
-                       train=TABLE_TRAIN, test_labels="public", **extra)
+    config = RunConfig(
+        dataset="csv",
+        table=str(table),
+        label_column="spend",
+        drop=("visit", "conversion"),
+        label_range=LABEL_RANGE,
+        label_grid=GRID,
+        method=method,
+        epsilon=epsilon,
+        seed=0,
+        train=TABLE_TRAIN,
+        test_labels="public",
+        **extra,
+    )
     start = time.perf_counter()
-    summary = train_run(config, out / method / f"e{epsilon}" / f"r{repeat}", device="cpu", progress=False,
-                        dataset=data)
+    summary = train_run(config, out / method / f"e{epsilon}" / f"r{repeat}", device="cpu", progress=False, dataset=data)
     return summary["test_mse"], time.perf_counter() - start
 
 
@@ -95,14 +119,16 @@ def run_sklearn(mechanism: str, epsilon: float | None, x, y, x_test, y_test) -> 
     if mechanism == "non-private":
         predictions = np.clip(learner.fit(x, np.clip(y, *LABEL_RANGE)).predict(x_test), *LABEL_RANGE)
     else:
-        model = LabelDPRegressor(learner, epsilon=epsilon, label_range=LABEL_RANGE, grid=GRID, mechanism=mechanism,
-                                 random_state=0).fit(x, PrivateLabels(y))
+        model = LabelDPRegressor(
+            learner, epsilon=epsilon, label_range=LABEL_RANGE, grid=GRID, mechanism=mechanism, random_state=0
+        ).fit(x, PrivateLabels(y))
         predictions = model.predict(x_test)
     return float(np.mean((predictions - y_test) ** 2)), time.perf_counter() - start
 
 
 def conclusions(results: dict, mean_mse: float, epsilons: list[float], y: np.ndarray, y_test: np.ndarray) -> str:
     """What the figures say about a zero-inflated label (MSE relative to predicting the training mean)."""
+
     def worst(name: str, low: float) -> float:
         return max(100 * (results[(name, e)] / mean_mse - 1) for e in epsilons if e >= low)
 
@@ -120,13 +146,14 @@ What this shows for a zero-inflated label (MSE relative to predicting the traini
   not make it worse.
 - RR-on-bins under a noisy histogram prior: the optimal map has 2 bins (no purchase vs a purchase,
   each released as one value), so a label costs one bit of RR. From epsilon {second:g} the run and
-  LabelDPRegressor stay within {bins:+.1f} % of the mean. At epsilon {low:g}: run {at('run rr-on-bins', low):+.1f} %,
-  LabelDPRegressor {at('sklearn rr-on-bins', low):+.1f} % (undoing the shrinkage amplifies the targets' noise by
+  LabelDPRegressor stay within {bins:+.1f} % of the mean. At epsilon {low:g}: run {at("run rr-on-bins", low):+.1f} %,
+  LabelDPRegressor {at("sklearn rr-on-bins", low):+.1f} % (undoing the shrinkage amplifies the targets' noise by
   1 / (p - q), about 2.4 with 2 bins at epsilon 0.9).
 - The Laplace mechanism on the value does not work: its noise has scale 500 / epsilon dollars,
   {500 / np.std(y):.0f} / epsilon times spend's standard deviation. Gradient boosting fits the noise
-  ({at('sklearn laplace', low):+.1f} % at epsilon {low:g}), and the run's forward loss through the Laplace channel
-  collapses to predicting 0 for everyone (MSE {results[('run laplace', low)]:.2f} at epsilon {low:g}; predict-0's {np.mean(y_test ** 2):.2f}).
+  ({at("sklearn laplace", low):+.1f} % at epsilon {low:g}), and the run's forward loss through the Laplace channel
+  collapses to predicting 0 for everyone (MSE {results[("run laplace", low)]:.2f} at epsilon {low:g};
+  predict-0's {np.mean(y_test**2):.2f}).
 - The noisy histogram prior over a fine grid: its ~50 nearly empty cells each get noise of scale
   2 / prior_epsilon. Clipped at zero, that noise used to put mass on amounts nobody spent (a prior's
   mean of $2.3 to $5.0 against $1.04 in the data at epsilon 1) and made single draws of the run's
@@ -145,23 +172,31 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     table = args.data_dir / "hillstrom.csv.gz"
-    print(f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) on "
-          f"{os.cpu_count()} cores; {args.threads} torch thread(s); one split (seed 0), one run at a time; private rows: mean ± sd over "
-          f"{args.repeats} fresh noise draws")
+    print(
+        f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) on "
+        f"{os.cpu_count()} cores; {args.threads} torch thread(s); one split (seed 0), one run at a time; "
+        "private rows: mean ± sd over "
+        f"{args.repeats} fresh noise draws"
+    )
     data, x, y, x_test, y_test = frames(table)
-    print(f"spend: {len(y)} training rows, {np.mean(y > 0):.2%} non-zero; declared range {LABEL_RANGE[0]:g}.."
-          f"{LABEL_RANGE[1]:g}, grid of {GRID} points (step {(LABEL_RANGE[1] - LABEL_RANGE[0]) / (GRID - 1):g})")
+    print(
+        f"spend: {len(y)} training rows, {np.mean(y > 0):.2%} non-zero; declared range {LABEL_RANGE[0]:g}.."
+        f"{LABEL_RANGE[1]:g}, grid of {GRID} points (step {(LABEL_RANGE[1] - LABEL_RANGE[0]) / (GRID - 1):g})"
+    )
     print(f"test: {len(y_test)} rows, variance of spend {np.var(y_test):.1f}\n")
     print(f"{'row':<22}{'epsilon':>8}{'test MSE':>16}{'seconds':>9}  vs the mean")
-    print(f"{'predict 0':<22}{'-':>8}{np.mean(y_test ** 2):>16.2f}{'-':>9}")
+    print(f"{'predict 0':<22}{'-':>8}{np.mean(y_test**2):>16.2f}{'-':>9}")
     print(f"{'predict train mean':<22}{'-':>8}{np.mean((y_test - y.mean()) ** 2):>16.2f}{'-':>9}", flush=True)
     mean_mse = float(np.mean((y_test - y.mean()) ** 2))
     results = {}
     with tempfile.TemporaryDirectory() as folder:
         plan = [("run", "non-private", None), ("sklearn", "non-private", None)]
-        plan += [(kind, m, e) for e in args.epsilons for kind, methods in
-                 (("run", ("rr-on-bins", "laplace-regression")), ("sklearn", ("rr-on-bins", "laplace")))
-                 for m in methods]
+        plan += [
+            (kind, m, e)
+            for e in args.epsilons
+            for kind, methods in (("run", ("rr-on-bins", "laplace-regression")), ("sklearn", ("rr-on-bins", "laplace")))
+            for m in methods
+        ]
         for kind, method, epsilon in plan:
             draws = []
             for repeat in range(1 if epsilon is None else args.repeats):
@@ -172,8 +207,11 @@ def main() -> None:
             mses, seconds = np.array(draws).T
             name = f"{kind} {method.replace('-regression', '')}"
             mse = results[(name, epsilon)] = float(mses.mean())
-            print(f"{name:<22}{'-' if epsilon is None else f'{epsilon:g}':>8}{f'{mse:.2f} ± {mses.std():.2f}':>16}"
-                  f"{seconds.mean():>9.1f}{100 * (mse / mean_mse - 1):>+8.1f}%", flush=True)
+            print(
+                f"{name:<22}{'-' if epsilon is None else f'{epsilon:g}':>8}{f'{mse:.2f} ± {mses.std():.2f}':>16}"
+                f"{seconds.mean():>9.1f}{100 * (mse / mean_mse - 1):>+8.1f}%",
+                flush=True,
+            )
 
     print(conclusions(results, mean_mse, args.epsilons, y, y_test))
     print(f"\nload average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")

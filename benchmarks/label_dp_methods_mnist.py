@@ -5,7 +5,8 @@ All runs use the MNIST recipe of the built-in profiles (small CNN, 12 epochs per
 only in the method; they run through the sweep runner, so finished runs in --out are read back.
 The cluster prior is 100 k-means clusters of PCA features, a tenth of epsilon on their noisy
 histograms, tempered with temperature 4 (the untempered prior puts 93 % of stage-1 examples at k = 1,
-whose errors are systematic). PATE (250 teachers of 240 examples, 20 epochs each; GNMax with vote noise 62.5 and as many queries
+whose errors are systematic). PATE (250 teachers of 240 examples, 20 epochs each; GNMax with vote noise
+62.5 and as many queries
 as the budget pays for, delta 1e-5) trains its student for 100 epochs at batch 32, because it
 sees only its few answered queries. For PATE the table also gives the share of correct answers
 (read from the run's release and the true labels: a diagnostic, not something a private run shows).
@@ -24,11 +25,11 @@ import platform
 import numpy as np
 import torch
 
-from labeldp.data import load_dataset
-from labeldp.recipes.builtin import CLUSTER_PRIOR, METHODS_EPSILONS, MNIST_TRAIN, PATE_STUDENT_TRAIN
-from labeldp.experiments.sweep import SweepJob, run_sweep
-from labeldp.runs import RunConfig
 from labeldp.boundary import unseal
+from labeldp.data import load_dataset
+from labeldp.experiments.sweep import SweepJob, run_sweep
+from labeldp.recipes.builtin import CLUSTER_PRIOR, METHODS_EPSILONS, MNIST_TRAIN, PATE_STUDENT_TRAIN
+from labeldp.runs import RunConfig
 
 #: method name in the table -> RunConfig fields
 METHODS = {
@@ -59,8 +60,10 @@ def main() -> None:
             config = RunConfig(dataset="mnist", epsilon=epsilon, seed=args.seed, data_dir=args.data_dir, **fields)
             jobs.append(SweepJob(f"mnist/e{epsilon:g}/{name}/run{args.seed}", config))
     rows = run_sweep(jobs, args.out, workers=args.workers, data_dir=args.data_dir)
-    print(f"\nMNIST test accuracy by label-DP method; epsilon from each run's ledger; seconds = wall time on "
-          f"{torch.get_num_threads()} CPU threads ({platform.machine()}), {args.workers} run(s) at a time:\n")
+    print(
+        f"\nMNIST test accuracy by label-DP method; epsilon from each run's ledger; seconds = wall time on "
+        f"{torch.get_num_threads()} CPU threads ({platform.machine()}), {args.workers} run(s) at a time:\n"
+    )
     # MNIST's labels are public research data: this diagnostic of PATE's answers reads them on purpose
     labels = unseal(load_dataset("mnist", args.data_dir).y_train) if "pate" in args.methods else None
     print(f"{'method':<16}{'epsilon':>8}{'delta':>7}{'accuracy %':>12}{'published %':>13}{'seconds':>9}  notes")
@@ -70,9 +73,12 @@ def main() -> None:
             print(f"{name:<16}{row['target_epsilon']:>8}  failed: {row['error']}")
             continue
         published = PUBLISHED.get((name, float(row["target_epsilon"])))
-        print(f"{name:<16}{float(row['epsilon']):>8.3g}{float(row['delta']):>7.0e}{100 * float(row['test_accuracy']):>12.2f}"
-              f"{published if published is not None else '-':>13}{float(row['seconds']):>9.0f}  "
-              f"{_pate_notes(row['run_dir'], labels) if name == 'pate' else ''}")
+        print(
+            f"{name:<16}{float(row['epsilon']):>8.3g}{float(row['delta']):>7.0e}"
+            f"{100 * float(row['test_accuracy']):>12.2f}"
+            f"{published if published is not None else '-':>13}{float(row['seconds']):>9.0f}  "
+            f"{_pate_notes(row['run_dir'], labels) if name == 'pate' else ''}"
+        )
 
 
 def _pate_notes(run_dir: str, labels: np.ndarray) -> str:
@@ -81,6 +87,7 @@ def _pate_notes(run_dir: str, labels: np.ndarray) -> str:
         noise = float(released["noise_std"])
     correct = (answers[answered] == labels[queries[answered]]).mean()
     return f"{queries.size} queries, vote noise {noise:.1f}, {100 * correct:.1f}% answers correct"
+
 
 if __name__ == "__main__":
     main()

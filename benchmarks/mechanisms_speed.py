@@ -23,8 +23,9 @@ def per_example_rr(labels: np.ndarray, num_classes: int, epsilon: float, rng: np
     return out
 
 
-def per_example_rr_with_prior(labels: np.ndarray, priors: np.ndarray, epsilon: float,
-                              rng: np.random.Generator) -> np.ndarray:
+def per_example_rr_with_prior(
+    labels: np.ndarray, priors: np.ndarray, epsilon: float, rng: np.random.Generator
+) -> np.ndarray:
     num_classes = priors.shape[1]
     weights = math.exp(epsilon) / (math.exp(epsilon) + np.arange(num_classes))
     out = np.empty_like(labels)
@@ -63,19 +64,25 @@ def main() -> None:
         priors = rng.dirichlet(np.full(num_classes, 0.3), size=args.n)  # peaked priors, as a model gives
         small = slice(0, args.n_loop)
         for name, ours, loop in (
-            ("randomized_response",
-             lambda: randomized_response(labels, num_classes, args.epsilon, rng),
-             lambda: per_example_rr(labels[small], num_classes, args.epsilon, rng)),
-            ("rr_with_prior",
-             lambda: rr_with_prior(labels, priors, args.epsilon, rng),
-             lambda: per_example_rr_with_prior(labels[small], priors[small], args.epsilon, rng)),
+            (
+                "randomized_response",
+                lambda: randomized_response(labels, num_classes, args.epsilon, rng),
+                lambda: per_example_rr(labels[small], num_classes, args.epsilon, rng),
+            ),
+            (
+                "rr_with_prior",
+                lambda: rr_with_prior(labels, priors, args.epsilon, rng),
+                lambda: per_example_rr_with_prior(labels[small], priors[small], args.epsilon, rng),
+            ),
         ):
             fast = rate(ours, args.n, args.repeats)
             slow = rate(loop, args.n_loop, 1)
             rows.append((name, num_classes, fast, slow, fast / slow))
             print(f"  measured {name} K={num_classes}", flush=True)
-    print(f"\nLabels per second, epsilon={args.epsilon:g}, one process (numpy is single-threaded here); "
-          f"ours on {args.n:,} labels, per-example loop on {args.n_loop:,}:\n")
+    print(
+        f"\nLabels per second, epsilon={args.epsilon:g}, one process (numpy is single-threaded here); "
+        f"ours on {args.n:,} labels, per-example loop on {args.n_loop:,}:\n"
+    )
     print(f"{'mechanism':<22}{'K':>5}{'ours (labels/s)':>18}{'per-example (labels/s)':>25}{'speed-up':>11}")
     for name, num_classes, fast, slow, ratio in rows:
         print(f"{name:<22}{num_classes:>5}{fast:>18,.0f}{slow:>25,.0f}{ratio:>10,.0f}x")

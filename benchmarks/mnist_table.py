@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch
 
-from labeldp.recipes import get_profile
 from labeldp.experiments.sweep import SweepJob, run_sweep
+from labeldp.recipes import get_profile
 
 #: Test accuracy (%) reported by Ghazi et al. (NeurIPS 2021) for MNIST.
 PAPER = {
@@ -53,8 +53,10 @@ def main() -> None:
     keys = [f"mnist/e{e:g}/{m}/run{s}" for m in args.methods for e in args.epsilons for s in args.seeds]
     jobs = [SweepJob(key, get_profile(key).config) for key in keys]
     rows = run_sweep(jobs, args.out, workers=args.workers, data_dir=args.data_dir)
-    print(f"\nMNIST test accuracy; epsilon from each run's ledger; seconds = wall time of the run on "
-          f"{torch.get_num_threads()} CPU threads ({platform.machine()}), {args.workers} run(s) at a time:\n")
+    print(
+        f"\nMNIST test accuracy; epsilon from each run's ledger; seconds = wall time of the run on "
+        f"{torch.get_num_threads()} CPU threads ({platform.machine()}), {args.workers} run(s) at a time:\n"
+    )
     print(f"{'method':<8}{'epsilon':>8}{'seed':>6}{'labeldp %':>11}{'paper %':>9}{'diff':>7}{'seconds':>9}")
     for row in rows:
         if row["status"] != "done":
@@ -63,8 +65,10 @@ def main() -> None:
         ours = 100 * float(row["test_accuracy"])
         paper = PAPER[row["method"]].get(float(row["target_epsilon"]))
         diff = f"{ours - paper:+.2f}" if paper is not None else ""
-        print(f"{row['method']:<8}{float(row['epsilon']):>8.3g}{row['seed']:>6}{ours:>11.2f}"
-              f"{paper if paper is not None else '-':>9}{diff:>7}{float(row['seconds']):>9.0f}")
+        print(
+            f"{row['method']:<8}{float(row['epsilon']):>8.3g}{row['seed']:>6}{ours:>11.2f}"
+            f"{paper if paper is not None else '-':>9}{diff:>7}{float(row['seconds']):>9.0f}"
+        )
 
 
 def tuned_table(args: argparse.Namespace) -> None:
@@ -77,25 +81,52 @@ def tuned_table(args: argparse.Namespace) -> None:
                 folder = out / f"{method}-e{epsilon:g}-seed{seed}"
                 started, ran = time.perf_counter(), not (folder / "tune.json").exists()
                 if ran:
-                    subprocess.run([sys.executable, "-m", "labeldp", "tune", "--dataset", "mnist", "--data-dir",
-                                    args.data_dir, "--method", method, "--epsilon", f"{epsilon:g}", "--seed",
-                                    str(seed), "--grid", *args.grid, "--quiet", "--out", str(folder)], check=True)
+                    subprocess.run(
+                        [
+                            sys.executable,
+                            "-m",
+                            "labeldp",
+                            "tune",
+                            "--dataset",
+                            "mnist",
+                            "--data-dir",
+                            args.data_dir,
+                            "--method",
+                            method,
+                            "--epsilon",
+                            f"{epsilon:g}",
+                            "--seed",
+                            str(seed),
+                            "--grid",
+                            *args.grid,
+                            "--quiet",
+                            "--out",
+                            str(folder),
+                        ],
+                        check=True,
+                    )
                 seconds = time.perf_counter() - started if ran else 0.0
                 outcome = json.loads((folder / "tune.json").read_text())
                 rows.append((method, epsilon, seed, outcome, seconds))
-    print(f"\nMNIST, each row tuned on its own release over {' '.join(args.grid)}; epsilon from the tune folder's "
-          f"ledger (everything the row did); seconds: the whole tune (0: read back), and its final run, on "
-          f"{torch.get_num_threads()} CPU threads ({platform.machine()}):\n")
-    print(f"{'method':<8}{'epsilon':>8}{'seed':>6}  {'chosen':<18}{'labeldp %':>10}{'paper %':>9}{'diff':>7}"
-          f"{'tune s':>8}{'run s':>7}")
+    print(
+        f"\nMNIST, each row tuned on its own release over {' '.join(args.grid)}; epsilon from the tune folder's "
+        f"ledger (everything the row did); seconds: the whole tune (0: read back), and its final run, on "
+        f"{torch.get_num_threads()} CPU threads ({platform.machine()}):\n"
+    )
+    print(
+        f"{'method':<8}{'epsilon':>8}{'seed':>6}  {'chosen':<18}{'labeldp %':>10}{'paper %':>9}{'diff':>7}"
+        f"{'tune s':>8}{'run s':>7}"
+    )
     for method, epsilon, seed, outcome, seconds in rows:
         final = outcome["final"]
         ours = 100 * float(final["test_accuracy"])
         paper = PAPER[method].get(float(epsilon))
         diff = f"{ours - paper:+.2f}" if paper is not None else ""
         chosen = ",".join(f"{k}={v}" for k, v in outcome["chosen_options"].items())
-        print(f"{method:<8}{outcome['ledger_epsilon']:>8.3g}{seed:>6}  {chosen:<18}{ours:>10.2f}"
-              f"{paper if paper is not None else '-':>9}{diff:>7}{seconds:>8.0f}{float(final['seconds']):>7.0f}")
+        print(
+            f"{method:<8}{outcome['ledger_epsilon']:>8.3g}{seed:>6}  {chosen:<18}{ours:>10.2f}"
+            f"{paper if paper is not None else '-':>9}{diff:>7}{seconds:>8.0f}{float(final['seconds']):>7.0f}"
+        )
 
 
 if __name__ == "__main__":

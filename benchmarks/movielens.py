@@ -41,11 +41,21 @@ from labeldp.recipes.builtin import movielens_config
 from labeldp.runs import train_run
 
 #: table name -> method
-METHODS = {"rr": "lp-1st", "rr-on-bins": "rr-on-bins", "rr-on-bins-mst": "rr-on-bins-mst",
-           "laplace": "laplace-regression"}
+METHODS = {
+    "rr": "lp-1st",
+    "rr-on-bins": "rr-on-bins",
+    "rr-on-bins-mst": "rr-on-bins-mst",
+    "laplace": "laplace-regression",
+}
 #: the paper's MovieLens-1M relative RMSE increases (%) over non-private, by (method, epsilon)
-PAPER = {("LP-2ST", 1.0): 19.0, ("LP-2ST", 2.0): 6.9, ("LP-2ST", 4.0): 0.7,
-         ("LP-1ST", 1.0): 29.0, ("LP-1ST", 2.0): 13.0, ("LP-1ST", 4.0): 1.0}
+PAPER = {
+    ("LP-2ST", 1.0): 19.0,
+    ("LP-2ST", 2.0): 6.9,
+    ("LP-2ST", 4.0): 0.7,
+    ("LP-1ST", 1.0): 29.0,
+    ("LP-1ST", 2.0): 13.0,
+    ("LP-1ST", 4.0): 1.0,
+}
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets" / "movielens-100k"
 
 
@@ -70,11 +80,16 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     temporary = tempfile.TemporaryDirectory() if args.out is None else None
     out = Path(args.out or temporary.name)
-    print(f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) on "
-          f"{os.cpu_count()} cores; {args.threads} torch thread(s), one run at a time; {args.seeds} seed(s)"
-          + (" (one seed: no spread)" if args.seeds == 1 else ""), flush=True)
-    datasets = {seed: load_dataset("movielens", args.data_dir, split_seed=seed, public_test_split=True)
-                for seed in range(args.seeds)}
+    print(
+        f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) on "
+        f"{os.cpu_count()} cores; {args.threads} torch thread(s), one run at a time; {args.seeds} seed(s)"
+        + (" (one seed: no spread)" if args.seeds == 1 else ""),
+        flush=True,
+    )
+    datasets = {
+        seed: load_dataset("movielens", args.data_dir, split_seed=seed, public_test_split=True)
+        for seed in range(args.seeds)
+    }
     first = datasets[0]
     print(f"MovieLens: {len(first.y_train)} training and {len(first.y_test)} test ratings\n", flush=True)
 
@@ -86,13 +101,18 @@ def main() -> None:
         for seed in range(args.seeds):
             row = run_one(method, epsilon, seed, datasets[seed], args.data_dir, out)
             results.setdefault((name, epsilon), []).append(row)
-            print(f"{name:<16}{'-' if epsilon is None else f'{epsilon:g}':>8}"
-                  f"{'-' if row['epsilon'] is None else format(row['epsilon'], '.3g'):>11}{row['test_rmse']:>9.4f}"
-                  f"{row['test_mae']:>8.4f}{row['wall']:>9.1f}{os.getloadavg()[0]:>6.2f}", flush=True)
+            print(
+                f"{name:<16}{'-' if epsilon is None else f'{epsilon:g}':>8}"
+                f"{'-' if row['epsilon'] is None else format(row['epsilon'], '.3g'):>11}{row['test_rmse']:>9.4f}"
+                f"{row['test_mae']:>8.4f}{row['wall']:>9.1f}{os.getloadavg()[0]:>6.2f}",
+                flush=True,
+            )
 
     reference = np.mean([r["test_rmse"] for r in results[("non-private", None)]])
-    print(f"\nTest RMSE (mean over {args.seeds} seed(s)) and relative increase over our non-private model "
-          f"(RMSE {reference:.4f}):\n")
+    print(
+        f"\nTest RMSE (mean over {args.seeds} seed(s)) and relative increase over our non-private model "
+        f"(RMSE {reference:.4f}):\n"
+    )
     header = f"{'method':<16}" + "".join(f"{f'eps {e:g}':>16}" for e in args.epsilons)
     print(header)
     for name in args.methods:
@@ -108,8 +128,11 @@ def main() -> None:
 
     targets = [e for e in args.epsilons if ("LP-2ST", e) in PAPER]
     if targets:
-        print("\nTarget: a smaller relative increase than the paper's LP-2ST at epsilon "
-              + ", ".join(f"{e:g}" for e in targets) + ", each run under 10 minutes:")
+        print(
+            "\nTarget: a smaller relative increase than the paper's LP-2ST at epsilon "
+            + ", ".join(f"{e:g}" for e in targets)
+            + ", each run under 10 minutes:"
+        )
         for name in args.methods:
             verdicts = []
             for epsilon in targets:

@@ -79,6 +79,7 @@ def child(arguments: dict) -> None:
                 return function(*args, **kwargs)
             finally:
                 mechanism_seconds[0] += time.perf_counter() - start
+
         return wrapper
 
     column_module.randomized_response = timed(column_module.randomized_response)
@@ -86,22 +87,39 @@ def child(arguments: dict) -> None:
     prior_columns = [f"p{j}" for j in range(NUM_CLASSES)] if arguments["prior"] else None
     cpu_start, start = time.process_time(), time.perf_counter()
     sidecar = privatize_table(
-        arguments["table"], arguments["out"], label_column="label", id_column="id", classes=range(NUM_CLASSES),
-        epsilon=arguments["epsilon"], prior_columns=prior_columns, batch_rows=arguments["batch_rows"])
+        arguments["table"],
+        arguments["out"],
+        label_column="label",
+        id_column="id",
+        classes=range(NUM_CLASSES),
+        epsilon=arguments["epsilon"],
+        prior_columns=prior_columns,
+        batch_rows=arguments["batch_rows"],
+    )
     seconds = time.perf_counter() - start
-    print(json.dumps({"rows": sidecar["rows"], "seconds": seconds, "cpu_seconds": time.process_time() - cpu_start,
-                      "mechanism_seconds": mechanism_seconds[0], "cpu": cpu,
-                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                      "ledger_epsilon": sidecar["ledger"]["epsilon"],
-                      "output_bytes": sum(f.stat().st_size for f in Path(arguments["out"]).iterdir())}))
+    print(
+        json.dumps(
+            {
+                "rows": sidecar["rows"],
+                "seconds": seconds,
+                "cpu_seconds": time.process_time() - cpu_start,
+                "mechanism_seconds": mechanism_seconds[0],
+                "cpu": cpu,
+                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                "ledger_epsilon": sidecar["ledger"]["epsilon"],
+                "output_bytes": sum(f.stat().st_size for f in Path(arguments["out"]).iterdir()),
+            }
+        )
+    )
 
 
 def run(table: Path, out: Path, prior: bool, epsilon: float, batch_rows: int) -> dict:
     arguments = {"table": str(table), "out": str(out), "prior": prior, "epsilon": epsilon, "batch_rows": batch_rows}
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     load_before = os.getloadavg()
-    result = subprocess.run([sys.executable, __file__, "--child", json.dumps(arguments)], env=environment,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(arguments)], env=environment, capture_output=True, text=True
+    )
     if result.returncode:
         sys.exit(f"the release failed:\n{result.stderr}")
     figures = json.loads(result.stdout.strip().splitlines()[-1])
@@ -111,7 +129,9 @@ def run(table: Path, out: Path, prior: bool, epsilon: float, batch_rows: int) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10**8, help="rows of the synthetic dataset (default 10^8)")
-    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the temporary dataset goes (default %(default)s)")
+    parser.add_argument(
+        "--dir", default=tempfile.gettempdir(), help="where the temporary dataset goes (default %(default)s)"
+    )
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--batch-rows", type=int, default=None, help="rows drawn at a time (default: the library's)")
     parser.add_argument("--keep", action="store_true", help="keep the dataset and the releases")
@@ -127,16 +147,23 @@ def main() -> None:
     free = shutil.disk_usage(args.dir).free
     if rows * BYTES_PER_ROW > 0.8 * free:
         scaled = int(0.8 * free / BYTES_PER_ROW) // GENERATE_ROWS * GENERATE_ROWS
-        print(f"{args.dir} has {free / 1e9:.1f} GB free, too little for {rows:,} rows (~{rows * BYTES_PER_ROW / 1e9:.1f} GB): "
-              f"scaled down to {scaled:,} rows")
+        print(
+            f"{args.dir} has {free / 1e9:.1f} GB free, too little for {rows:,} rows "
+            f"(~{rows * BYTES_PER_ROW / 1e9:.1f} GB): "
+            f"scaled down to {scaled:,} rows"
+        )
         rows = scaled
     folder = Path(tempfile.mkdtemp(prefix="labeldp-privatize-bench-", dir=args.dir))
     try:
         table = folder / "synthetic.parquet"
         start = time.perf_counter()
         generate(table, rows)
-        print(f"generated {rows:,} rows ({table.stat().st_size / 1e9:.2f} GB of Parquet) in {time.perf_counter() - start:.0f} s "
-              f"in {folder}", flush=True)
+        print(
+            f"generated {rows:,} rows ({table.stat().st_size / 1e9:.2f} GB of Parquet) "
+            f"in {time.perf_counter() - start:.0f} s "
+            f"in {folder}",
+            flush=True,
+        )
         results = []
         for name, prior in (("RR", False), ("RR-with-prior", True)):
             results.append((name, run(table, folder / f"release-{name}", prior, args.epsilon, batch_rows)))
@@ -144,23 +171,31 @@ def main() -> None:
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
-    print(f"\nprivatize_table end to end (read, check every label, draw, write, flush to disk) on one core "
-          f"(pinned; OMP_NUM_THREADS=1; Arrow pools of 1 thread; freed memory reused, as by the labeldp command), "
-          f"{os.cpu_count()} cores on the machine.\n"
-          f"{rows:,} rows, K = {NUM_CLASSES}, epsilon = {args.epsilon:g}, blocks of {batch_rows:,} rows; input: id "
-          f"int64, label int64, prior 10 x float32 (RR-with-prior reads them, RR does not).\n")
-    print(f"{'mechanism':<15}{'seconds':>9}{'labels/s':>13}{'labels/cpu-s':>14}{'mechanism s':>13}{'peak RSS':>11}"
-          f"{'cpu/wall':>10}{'output':>9}   load average (1, 5, 15 min) before -> after")
+    print(
+        f"\nprivatize_table end to end (read, check every label, draw, write, flush to disk) on one core "
+        f"(pinned; OMP_NUM_THREADS=1; Arrow pools of 1 thread; freed memory reused, as by the labeldp command), "
+        f"{os.cpu_count()} cores on the machine.\n"
+        f"{rows:,} rows, K = {NUM_CLASSES}, epsilon = {args.epsilon:g}, blocks of {batch_rows:,} rows; input: id "
+        f"int64, label int64, prior 10 x float32 (RR-with-prior reads them, RR does not).\n"
+    )
+    print(
+        f"{'mechanism':<15}{'seconds':>9}{'labels/s':>13}{'labels/cpu-s':>14}{'mechanism s':>13}{'peak RSS':>11}"
+        f"{'cpu/wall':>10}{'output':>9}   load average (1, 5, 15 min) before -> after"
+    )
     for name, r in results:
         before = ", ".join(f"{x:.2f}" for x in r["load_before"])
         after = ", ".join(f"{x:.2f}" for x in r["load_after"])
-        print(f"{name:<15}{r['seconds']:>9.1f}{r['rows'] / r['seconds']:>13,.0f}{r['rows'] / r['cpu_seconds']:>14,.0f}"
-              f"{r['mechanism_seconds']:>13.1f}{r['peak_rss_bytes'] / 2**30:>8.2f} GiB"
-              f"{r['cpu_seconds'] / r['seconds']:>10.2f}{r['output_bytes'] / 1e9:>6.2f} GB   {before} -> {after}")
-    print("\nlabels/s: rows over wall-clock seconds; labels/cpu-s: over the process's CPU seconds (user + system), "
-          "what an unshared core would give when cpu/wall is below 1 because other processes took turns on it.\n"
-          "mechanism s: wall time inside randomized_response / rr_with_prior; the rest is reading, matching labels "
-          "to the classes (both passes), converting, writing and flushing.")
+        print(
+            f"{name:<15}{r['seconds']:>9.1f}{r['rows'] / r['seconds']:>13,.0f}{r['rows'] / r['cpu_seconds']:>14,.0f}"
+            f"{r['mechanism_seconds']:>13.1f}{r['peak_rss_bytes'] / 2**30:>8.2f} GiB"
+            f"{r['cpu_seconds'] / r['seconds']:>10.2f}{r['output_bytes'] / 1e9:>6.2f} GB   {before} -> {after}"
+        )
+    print(
+        "\nlabels/s: rows over wall-clock seconds; labels/cpu-s: over the process's CPU seconds (user + system), "
+        "what an unshared core would give when cpu/wall is below 1 because other processes took turns on it.\n"
+        "mechanism s: wall time inside randomized_response / rr_with_prior; the rest is reading, matching labels "
+        "to the classes (both passes), converting, writing and flushing."
+    )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.model_selection import cross_val_predict
-
 from tabular import scores, tasks
 
 
@@ -41,16 +40,21 @@ def main() -> None:
     ratio = (1 - 2 * q) ** 2 * p * (1 - p) / (r * (1 - r))
     share = float(np.average(ratio, weights=p * (1 - p)))
     rows = int(share * len(y))
-    print(f"{args.task} at epsilon {args.epsilon:g}: (1 - 2q)^2 = {(1 - 2 * q) ** 2:.3f}, mean ratio {ratio.mean():.3f}, "
-          f"information-weighted share {share:.3f} = {rows} of {len(y)} rows")
+    print(
+        f"{args.task} at epsilon {args.epsilon:g}: (1 - 2q)^2 = {(1 - 2 * q) ** 2:.3f}, mean ratio {ratio.mean():.3f}, "
+        f"information-weighted share {share:.3f} = {rows} of {len(y)} rows"
+    )
     results = []
     for repeat in range(args.repeats):
         chosen = np.random.default_rng(repeat).choice(len(y), rows, replace=False)
         model = HistGradientBoostingClassifier(categorical_features="from_dtype", random_state=repeat)
         results.append(scores(y_test, model.fit(x.iloc[chosen], y[chosen]).predict_proba(x_test)[:, 1]))
     mean, spread = np.mean(results, axis=0), np.std(results, axis=0)
-    print(f"yardstick over {args.repeats} draws of {rows} clean rows: accuracy {100 * mean[0]:.2f} ± {100 * spread[0]:.2f} %, "
-          f"AUC {mean[1]:.4f} ± {spread[1]:.4f}, log-loss {mean[2]:.4f} ± {spread[2]:.4f}")
+    print(
+        f"yardstick over {args.repeats} draws of {rows} clean rows: "
+        f"accuracy {100 * mean[0]:.2f} ± {100 * spread[0]:.2f} %, "
+        f"AUC {mean[1]:.4f} ± {spread[1]:.4f}, log-loss {mean[2]:.4f} ± {spread[2]:.4f}"
+    )
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 

@@ -28,9 +28,9 @@ import platform
 
 import torch
 
+from labeldp.experiments.sweep import SweepJob, run_sweep
 from labeldp.recipes import get_profile
 from labeldp.recipes.builtin import SMALL_EPSILONS
-from labeldp.experiments.sweep import SweepJob, run_sweep
 
 #: MNIST test accuracy (%) of LabelDP-Pro (ICLR 2024) by epsilon.
 LABELDP_PRO = {0.1: 91.1, 0.5: 94.1, 1.0: 94.3}
@@ -48,28 +48,41 @@ def main() -> None:
     parser.add_argument("--out", default="runs/small-epsilons-mnist")
     args = parser.parse_args()
 
-    keys = [f"mnist/e{e:g}/{method}/run{s}" for e in args.epsilons for s in args.seeds
-            for method in ("lp-2st-spectral", *([EARLIER[e]] if e in EARLIER else []))]
+    keys = [
+        f"mnist/e{e:g}/{method}/run{s}"
+        for e in args.epsilons
+        for s in args.seeds
+        for method in ("lp-2st-spectral", *([EARLIER[e]] if e in EARLIER else []))
+    ]
     jobs = [SweepJob(key, get_profile(key).config) for key in keys]
     load = os.getloadavg()[0]
     rows = run_sweep(jobs, args.out, workers=1, data_dir=args.data_dir)
-    print(f"\nMNIST test accuracy by label-DP recipe; epsilon from each run's ledger; seconds = wall time of the "
-          f"run, encoder included, on {torch.get_num_threads()} CPU threads ({platform.machine()}); load average "
-          f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; * the best of its epsilon and seed:\n")
+    print(
+        f"\nMNIST test accuracy by label-DP recipe; epsilon from each run's ledger; seconds = wall time of the "
+        f"run, encoder included, on {torch.get_num_threads()} CPU threads ({platform.machine()}); load average "
+        f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; * the best of its epsilon and seed:\n"
+    )
     accuracy = {key: float(row["test_accuracy"]) for key, row in zip(keys, rows) if row["status"] == "done"}
-    print(f"{'recipe':<17}{'epsilon':>8}{'seed':>6}{'labeldp %':>11}{'LabelDP-Pro %':>15}{'before %':>10}{'seconds':>9}")
+    print(
+        f"{'recipe':<17}{'epsilon':>8}{'seed':>6}{'labeldp %':>11}{'LabelDP-Pro %':>15}{'before %':>10}{'seconds':>9}"
+    )
     for key, row in zip(keys, rows):
         config = get_profile(key).config
         target, recipe = float(config.epsilon), key.split("/")[2]
         if row["status"] != "done":
             print(f"{recipe:<17}{target:>8g}{config.seed:>6}  failed: {row['error']}")
             continue
-        rivals = [accuracy.get(k, 0.0) for k in keys if get_profile(k).config.epsilon == config.epsilon
-                  and get_profile(k).config.seed == config.seed]
+        rivals = [
+            accuracy.get(k, 0.0)
+            for k in keys
+            if get_profile(k).config.epsilon == config.epsilon and get_profile(k).config.seed == config.seed
+        ]
         best = "*" if accuracy[key] == max(rivals) else " "
         published, before = LABELDP_PRO.get(target, "-"), BEFORE.get(target, "-")
-        print(f"{recipe:<17}{float(row['epsilon']):>8.3g}{config.seed:>6}{100 * accuracy[key]:>10.2f}{best}"
-              f"{published:>15}{before:>10}{float(row['seconds']):>9.0f}")
+        print(
+            f"{recipe:<17}{float(row['epsilon']):>8.3g}{config.seed:>6}{100 * accuracy[key]:>10.2f}{best}"
+            f"{published:>15}{before:>10}{float(row['seconds']):>9.0f}"
+        )
 
 
 if __name__ == "__main__":

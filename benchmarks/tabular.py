@@ -26,18 +26,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.special import softmax
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 from sklearn.model_selection import GridSearchCV
-from scipy.special import softmax
 
+from labeldp.boundary import PrivateLabels, privatize
 from labeldp.estimators import LabelDPClassifier, ReleasedLabels, released_log_likelihood
 from labeldp.estimators.logistic import DEFAULT_L2, LabelDPLogisticRegression, fit_from_marginals
 from labeldp.estimators.public_bins import PublicBins, bin_indicators
-from labeldp.mechanisms.marginals import marginal_counts
 from labeldp.mechanisms import randomized_response
-from labeldp.boundary import privatize
-from labeldp.boundary import PrivateLabels
+from labeldp.mechanisms.marginals import marginal_counts
 
 #: the regularised learner: smaller trees, more leaves' support, a slower rate, early stopping on the
 #: released labels' log-loss (a proper score for them); chosen on Adult at epsilon 1 with released labels
@@ -57,15 +56,25 @@ def _categorical(frame: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
 def tasks(data_dir: Path) -> dict[str, tuple]:
     adult_train = pd.read_csv(data_dir / "adult" / "adult-train.csv.gz")
     adult_test = pd.read_csv(data_dir / "adult" / "adult-test.csv.gz")
-    found = {"adult/income": (adult_train.drop(columns="income"), (adult_train["income"] == ">50K").to_numpy(int),
-                              adult_test.drop(columns="income"), (adult_test["income"] == ">50K").to_numpy(int))}
+    found = {
+        "adult/income": (
+            adult_train.drop(columns="income"),
+            (adult_train["income"] == ">50K").to_numpy(int),
+            adult_test.drop(columns="income"),
+            (adult_test["income"] == ">50K").to_numpy(int),
+        )
+    }
     hillstrom = pd.read_csv(data_dir / "hillstrom" / "hillstrom.csv.gz")
     order = np.random.default_rng(0).permutation(len(hillstrom))  # a split by position: public
     test, train = hillstrom.iloc[order[:16000]], hillstrom.iloc[order[16000:]]
     features = [c for c in hillstrom.columns if c not in ("visit", "conversion", "spend")]
     for label in ("visit", "conversion"):
-        found[f"hillstrom/{label}"] = (train[features], train[label].to_numpy(int), test[features],
-                                       test[label].to_numpy(int))
+        found[f"hillstrom/{label}"] = (
+            train[features],
+            train[label].to_numpy(int),
+            test[features],
+            test[label].to_numpy(int),
+        )
     return {name: (_categorical(x, x), y, _categorical(xt, x), yt) for name, (x, y, xt, yt) in found.items()}
 
 
@@ -75,24 +84,33 @@ def scores(y: np.ndarray, p: np.ndarray) -> tuple[float, float, float]:
 
 def run(method: str, epsilon: float | None, x, y, x_test, seed: int) -> np.ndarray:
     if method == "non-private":
-        return HistGradientBoostingClassifier(categorical_features="from_dtype", random_state=seed).fit(
-            x, y).predict_proba(x_test)[:, 1]
+        return (
+            HistGradientBoostingClassifier(categorical_features="from_dtype", random_state=seed)
+            .fit(x, y)
+            .predict_proba(x_test)[:, 1]
+        )
     if method == "baseline":
         flipped = randomized_response(y, 2, epsilon)
-        return HistGradientBoostingClassifier(categorical_features="from_dtype", random_state=seed).fit(
-            x, flipped).predict_proba(x_test)[:, 1]
+        return (
+            HistGradientBoostingClassifier(categorical_features="from_dtype", random_state=seed)
+            .fit(x, flipped)
+            .predict_proba(x_test)[:, 1]
+        )
     if method == "marginals" and epsilon is None:  # the same model on the exact marginals: its ceiling
         bins = PublicBins().fit(x)
         codes, sizes = bins.transform(x), bins.bins_per_feature_
-        coef, intercept = fit_from_marginals(codes, sizes, marginal_counts(y, codes, sizes, 2).astype(float), DEFAULT_L2)
+        coef, intercept = fit_from_marginals(
+            codes, sizes, marginal_counts(y, codes, sizes, 2).astype(float), DEFAULT_L2
+        )
         return softmax(bin_indicators(bins.transform(x_test), sizes) @ coef + intercept, axis=1)[:, 1]
     if method == "marginals":
         return LabelDPLogisticRegression(epsilon=epsilon).fit(x, PrivateLabels(y, [0, 1])).predict_proba(x_test)[:, 1]
     learner = HistGradientBoostingClassifier(categorical_features="from_dtype", **REGULARISED)
     if method == "labeldp-tuned":
         release = ReleasedLabels.from_release(privatize(y, classes=[0, 1], epsilon=epsilon))
-        search = GridSearchCV(LabelDPClassifier(learner, random_state=seed), TUNED_GRID,
-                              scoring=released_log_likelihood, cv=3)
+        search = GridSearchCV(
+            LabelDPClassifier(learner, random_state=seed), TUNED_GRID, scoring=released_log_likelihood, cv=3
+        )
         return search.fit(x, release).predict_proba(x_test)[:, 1]
     model = LabelDPClassifier(learner, epsilon=epsilon, random_state=seed).fit(x, PrivateLabels(y, [0, 1]))
     return model.predict_proba(x_test)[:, 1]
@@ -114,8 +132,11 @@ def main() -> None:
             continue
         methods = ("baseline", "labeldp", "marginals") + (("labeldp-tuned",) if args.tuned else ())
         methods = [m for m in methods if not args.methods or m in args.methods]
-        plan = [("non-private", None)] + [("marginals", None)] * ("marginals" in methods) + [
-            (m, e) for e in args.epsilons for m in methods]
+        plan = (
+            [("non-private", None)]
+            + [("marginals", None)] * ("marginals" in methods)
+            + [(m, e) for e in args.epsilons for m in methods]
+        )
         for method, epsilon in plan:
             results, seconds = [], []
             for seed in range(args.seeds):
@@ -123,10 +144,16 @@ def main() -> None:
                 results.append(scores(y_test, run(method, epsilon, x, y, x_test, seed)))
                 seconds.append(time.perf_counter() - start)
             mean, spread = np.mean(results, axis=0), np.std(results, axis=0)
-            cells = [f"{100 * mean[0]:6.2f} ± {100 * spread[0]:4.2f}", f"{mean[1]:.4f} ± {spread[1]:.4f}",
-                     f"{mean[2]:.4f} ± {spread[2]:.4f}"]
-            print(f"{name:<22} {method:<13} {'-' if epsilon is None else f'{epsilon:g}':>7}  {cells[0]:>14}  "
-                  f"{cells[1]:>15}  {cells[2]:>15}  {np.mean(seconds):7.1f}", flush=True)
+            cells = [
+                f"{100 * mean[0]:6.2f} ± {100 * spread[0]:4.2f}",
+                f"{mean[1]:.4f} ± {spread[1]:.4f}",
+                f"{mean[2]:.4f} ± {spread[2]:.4f}",
+            ]
+            print(
+                f"{name:<22} {method:<13} {'-' if epsilon is None else f'{epsilon:g}':>7}  {cells[0]:>14}  "
+                f"{cells[1]:>15}  {cells[2]:>15}  {np.mean(seconds):7.1f}",
+                flush=True,
+            )
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 

@@ -36,13 +36,42 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
-    train = ["-m", "labeldp", "train", "--dataset", args.dataset, "--method", "lp-1st", "--epsilon", "4",
-             "--epochs", str(args.epochs), "--threads", "1", "--quiet", "--device", "cpu"]
+    train = [
+        "-m",
+        "labeldp",
+        "train",
+        "--dataset",
+        args.dataset,
+        "--method",
+        "lp-1st",
+        "--epsilon",
+        "4",
+        "--epochs",
+        str(args.epochs),
+        "--threads",
+        "1",
+        "--quiet",
+        "--device",
+        "cpu",
+    ]
     train += ["--data-dir", args.data_dir] if args.data_dir else []
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, *train, "--out", str(out / "1")], check=True, env=env)
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-                    str(args.processes), *train, "--out", str(out / str(args.processes))], check=True, env=env)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(args.processes),
+            *train,
+            "--out",
+            str(out / str(args.processes)),
+        ],
+        check=True,
+        env=env,
+    )
     alone, shared = epoch_seconds(out / "1"), epoch_seconds(out / str(args.processes))
     print(f"{args.dataset} lp-1st, median epoch time with {args.processes} processes / with 1: {shared / alone:.2f}")
 

@@ -32,8 +32,9 @@ def load_blobs(request) -> LabeledDataset:
     centres = rng.normal(scale=2.0, size=(3, 5))
     labels = rng.integers(0, 3, size=900)
     inputs = (centres[labels] + rng.normal(size=(900, 5))).astype(np.float32)
-    return LabeledDataset("blobs", inputs[:600], labels[:600], inputs[600:], labels[600:], num_classes=3,
-                          class_names=["a", "b", "c"])
+    return LabeledDataset(
+        "blobs", inputs[:600], labels[:600], inputs[600:], labels[600:], num_classes=3, class_names=["a", "b", "c"]
+    )
 
 
 def run_rr_ce(context):
@@ -43,8 +44,15 @@ def run_rr_ce(context):
     members = np.arange(len(data.y_train))
 
     def draw(ledger):
-        return release_randomized_response(ledger, data.y_train, members, data.num_classes, config.epsilon,
-                                           config.noise.generator("label-release", 1), "stage1")
+        return release_randomized_response(
+            ledger,
+            data.y_train,
+            members,
+            data.num_classes,
+            config.epsilon,
+            config.noise.generator("label-release", 1),
+            "stage1",
+        )
 
     released = context.spend("stage1", draw)
     model = context.new_model(1)
@@ -53,6 +61,13 @@ def run_rr_ce(context):
 
 
 register_dataset(Dataset("blobs", "embedded", load_blobs, help="three Gaussian blobs (an example)"))
-register_method(Method("rr-ce", "randomized response, trained with plain cross-entropy (an example)", run_rr_ce,
-                       uses=frozenset({"secure_rng", "insecure_noise_seed"}),
-                       independent_of={"stage1": ("train", "model")}, releases=lambda config: ("stage1",)))
+register_method(
+    Method(
+        "rr-ce",
+        "randomized response, trained with plain cross-entropy (an example)",
+        run_rr_ce,
+        uses=frozenset({"secure_rng", "insecure_noise_seed"}),
+        independent_of={"stage1": ("train", "model")},
+        releases=lambda config: ("stage1",),
+    )
+)

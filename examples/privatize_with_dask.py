@@ -40,14 +40,23 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
+from labeldp.boundary import table_ledger
 from labeldp.errors import DataError, ReleaseExistsError
 from labeldp.mechanisms import prior_top_k, randomized_response, rr_with_prior
-from labeldp.boundary import table_ledger
 from labeldp.randomness import NoiseSource
 
 
-def release_partition(frame: pd.DataFrame, *, label_column: str, id_column: str, classes: list, epsilon: float,
-                      prior_columns: list[str] | None, noise: NoiseSource, partition_info=None) -> pd.DataFrame:
+def release_partition(
+    frame: pd.DataFrame,
+    *,
+    label_column: str,
+    id_column: str,
+    classes: list,
+    epsilon: float,
+    prior_columns: list[str] | None,
+    noise: NoiseSource,
+    partition_info=None,
+) -> pd.DataFrame:
     """One partition's release: plain numpy on its arrays. Labels are matched to the classes as
     their pandas values (use the column's own type for the classes)."""
     positions = pd.Categorical(frame[label_column], categories=classes).codes.astype(np.int64)
@@ -73,8 +82,17 @@ def partition_k(priors: pd.DataFrame, *, epsilon: float) -> pd.Series:
     return pd.Series(prior_top_k(priors.to_numpy(np.float64), epsilon)[0], index=priors.index)
 
 
-def privatize_with_dask(table: str, out: str, *, label_column: str, id_column: str, classes: list, epsilon: float,
-                        prior_columns: list[str] | None = None, noise: NoiseSource = NoiseSource()) -> dict:
+def privatize_with_dask(
+    table: str,
+    out: str,
+    *,
+    label_column: str,
+    id_column: str,
+    classes: list,
+    epsilon: float,
+    prior_columns: list[str] | None = None,
+    noise: NoiseSource = NoiseSource(),
+) -> dict:
     out_path = Path(out)
     if out_path.exists():
         raise ReleaseExistsError(f"{out_path} exists: the labels would be released a second time")
@@ -86,17 +104,31 @@ def privatize_with_dask(table: str, out: str, *, label_column: str, id_column: s
     if not labels.isin(classes).all().compute():  # a missing label is not in the classes either
         raise DataError("labels outside the declared classes (or missing); nothing was released")
     ids = frame[id_column].compute().to_numpy()  # public
-    k = (frame[prior_columns].map_partitions(partition_k, epsilon=epsilon, meta=pd.Series(dtype=np.int64))
-         .compute().to_numpy() if prior_columns else None)
+    k = (
+        frame[prior_columns]
+        .map_partitions(partition_k, epsilon=epsilon, meta=pd.Series(dtype=np.int64))
+        .compute()
+        .to_numpy()
+        if prior_columns
+        else None
+    )
     ledger = table_ledger(ids, epsilon, len(classes), k)  # refuses a duplicated id, before any draw
 
-    meta = pd.DataFrame({id_column: pd.Series(dtype=frame[id_column].dtype),
-                         "released_label": pd.Series(dtype=label_type)})
+    meta = pd.DataFrame(
+        {id_column: pd.Series(dtype=frame[id_column].dtype), "released_label": pd.Series(dtype=label_type)}
+    )
     if prior_columns:
         meta["k"] = pd.Series(dtype=np.int8)
-    released = frame.map_partitions(release_partition, label_column=label_column, id_column=id_column,
-                                    classes=classes, epsilon=epsilon, prior_columns=prior_columns, noise=noise,
-                                    meta=meta)
+    released = frame.map_partitions(
+        release_partition,
+        label_column=label_column,
+        id_column=id_column,
+        classes=classes,
+        epsilon=epsilon,
+        prior_columns=prior_columns,
+        noise=noise,
+        meta=meta,
+    )
     partial = out_path.parent / f".{out_path.name}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -110,8 +142,11 @@ def privatize_with_dask(table: str, out: str, *, label_column: str, id_column: s
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    return {"rows": ids.size, "epsilon": ledger.epsilon(),
-            "k_range": [int(k.min()), int(k.max())] if k is not None else None}
+    return {
+        "rows": ids.size,
+        "epsilon": ledger.epsilon(),
+        "k_range": [int(k.min()), int(k.max())] if k is not None else None,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -125,9 +160,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--secure-rng", action="store_true")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    result = privatize_with_dask(args.table, args.out, label_column=args.label_column, id_column=args.id_column,
-                                 classes=args.classes, epsilon=args.epsilon, prior_columns=args.prior_columns,
-                                 noise=NoiseSource(secure=args.secure_rng))
+    result = privatize_with_dask(
+        args.table,
+        args.out,
+        label_column=args.label_column,
+        id_column=args.id_column,
+        classes=args.classes,
+        epsilon=args.epsilon,
+        prior_columns=args.prior_columns,
+        noise=NoiseSource(secure=args.secure_rng),
+    )
     print(f"released {result['rows']:,} labels; the ledger's epsilon {result['epsilon']:.4g}; written {args.out}")
 
 

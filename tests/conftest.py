@@ -19,8 +19,10 @@ from labeldp.data import LabeledDataset  # noqa: E402
 
 #: devices for tests that check a computation on each: the CPU, and a CUDA GPU where torch sees one
 #: (skipped elsewhere, e.g. in CI; runs that leave the device on "auto" use the GPU there anyway)
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
-                                                                reason="needs a CUDA GPU"))]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")),
+]
 
 
 def frequencies_match(samples: np.ndarray, expected: np.ndarray, sigmas: float = 5.0) -> np.ndarray:

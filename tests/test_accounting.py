@@ -43,13 +43,17 @@ def test_rr_with_prior_event_dominates_every_example() -> None:
     labels = rng.integers(0, 10, 200)
     for epsilon in (0.5, 1.0, 2.0):
         ledger = PrivacyLedger(200)
-        k = release_rr_with_prior(ledger, labels, np.arange(200), priors, epsilon, rng=0).arrays["k"]
+        release_rr_with_prior(ledger, labels, np.arange(200), priors, epsilon, rng=0)
         accountant = pld_privacy_accountant.PLDAccountant(NEIGHBORING_RELATION)
         accountant.compose(ledger.entries[0].event)
         probs = rr_with_prior_probabilities(priors, epsilon)
         for eps_prime in (0.0, 0.3 * epsilon, 0.8 * epsilon):
-            worst = max(hockey_stick(probs[i, y], probs[i, y2], eps_prime)
-                        for i in range(0, 200, 7) for y in range(10) for y2 in range(10))
+            worst = max(
+                hockey_stick(probs[i, y], probs[i, y2], eps_prime)
+                for i in range(0, 200, 7)
+                for y in range(10)
+                for y2 in range(10)
+            )
             assert accountant.get_delta(eps_prime) >= worst - 1e-4
         assert ledger.epsilon() == pytest.approx(epsilon, abs=2e-4)
 
@@ -76,15 +80,24 @@ def test_json_round_trip_and_save(tmp_path) -> None:
     ledger = PrivacyLedger(1000)
     rng = np.random.default_rng(0)
     release_randomized_response(ledger, rng.integers(0, 10, 300), np.arange(300), 10, 1.0, rng=0, tag="stage1")
-    release_rr_with_prior(ledger, rng.integers(0, 10, 700), np.arange(300, 1000),
-                          rng.dirichlet(np.ones(10), size=700), 1.0, rng=0, tag="stage2")
+    release_rr_with_prior(
+        ledger,
+        rng.integers(0, 10, 700),
+        np.arange(300, 1000),
+        rng.dirichlet(np.ones(10), size=700),
+        1.0,
+        rng=0,
+        tag="stage2",
+    )
     ledger.save(tmp_path / "ledger.json")
     loaded = PrivacyLedger.load(tmp_path / "ledger.json")
     assert [e.tag for e in loaded.entries] == ["stage1", "stage2"]
     assert all(np.array_equal(a.members, b.members) for a, b in zip(ledger.entries, loaded.entries))
     assert loaded.entries[1].event == ledger.entries[1].event
     assert loaded.epsilon() == ledger.epsilon()
-    nested = dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1)), 100)
+    nested = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1)), 100
+    )
     assert event_from_dict(event_to_dict(nested)) == nested
 
 
@@ -118,6 +131,7 @@ def test_release_records_exactly_the_members() -> None:
 def test_groups_by_counting_match_the_distinct_columns(monkeypatch) -> None:
     """The linear-time grouping (up to 16 entries) finds the same sets of entries as the general one."""
     from labeldp.accounting import ledger as ledger_module
+
     rng = np.random.default_rng(5)
     for entries in (1, 3, 9, 16):
         ledger = PrivacyLedger(5000)
@@ -144,8 +158,9 @@ def test_a_composition_of_gaussians_is_accounted_as_the_one_gaussian_it_equals()
     assert equivalent.noise_multiplier == pytest.approx((40 * (2 / 30.0**2 + 1 / 60.0**2)) ** -0.5)
     composed = pld_privacy_accountant.PLDAccountant(GAUSSIAN_SHIFT_RELATION, value_discretization_interval=1e-4)
     composed.compose(event)
-    assert accountant_epsilon(event, 1e-5, GAUSSIAN_SHIFT_RELATION) == pytest.approx(composed.get_epsilon(1e-5),
-                                                                                     abs=2e-3)
+    assert accountant_epsilon(event, 1e-5, GAUSSIAN_SHIFT_RELATION) == pytest.approx(
+        composed.get_epsilon(1e-5), abs=2e-3
+    )
     sampled = dp_event.PoissonSampledDpEvent(0.1, dp_event.GaussianDpEvent(1.0))
     assert gaussian_equivalent(sampled) is None and gaussian_equivalent(dp_event.GaussianDpEvent(0.0)) is None
     assert gaussian_equivalent(dp_event.ComposedDpEvent([dp_event.GaussianDpEvent(1.0), sampled])) is None

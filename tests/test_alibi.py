@@ -10,10 +10,17 @@ import pytest
 from scipy import stats
 
 from labeldp.accounting import PrivacyLedger, laplace_one_hot_event
-from labeldp.boundary import release_laplace_one_hot
 from labeldp.audit import clopper_pearson_lower
-from labeldp.mechanisms import (LAPLACE_GRID, discrete_laplace, discrete_laplace_pmf, keep_probability,
-                                laplace_one_hot, laplace_one_hot_likelihood, laplace_parameter)
+from labeldp.boundary import release_laplace_one_hot
+from labeldp.mechanisms import (
+    LAPLACE_GRID,
+    discrete_laplace,
+    discrete_laplace_pmf,
+    keep_probability,
+    laplace_one_hot,
+    laplace_one_hot_likelihood,
+    laplace_parameter,
+)
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
 
@@ -94,7 +101,9 @@ def test_likelihood_is_the_exact_probability_ratio():
 
 def test_release_records_epsilon_on_the_ledger():
     ledger = PrivacyLedger(10)
-    noisy = release_laplace_one_hot(ledger, np.arange(10) % 3, np.arange(10), 3, 0.8, rng=0, tag="alibi").arrays["noisy_one_hot"]
+    noisy = release_laplace_one_hot(ledger, np.arange(10) % 3, np.arange(10), 3, 0.8, rng=0, tag="alibi").arrays[
+        "noisy_one_hot"
+    ]
     assert noisy.shape == (10, 3)
     assert ledger.epsilon() == pytest.approx(0.8, abs=1e-3)
     assert ledger.epsilon() >= 0.8 - 1e-9
@@ -105,8 +114,12 @@ def test_release_records_epsilon_on_the_ledger():
 
 
 def test_alibi_run_on_digits(tmp_path):
-    config = RunConfig(dataset="digits", method="alibi", epsilon=4.0, train=TrainConfig(epochs=20, batch_size=32,
-                                                                                         lr=0.02, weight_decay=1e-3))
+    config = RunConfig(
+        dataset="digits",
+        method="alibi",
+        epsilon=4.0,
+        train=TrainConfig(epochs=20, batch_size=32, lr=0.02, weight_decay=1e-3),
+    )
     summary = train_run(config, tmp_path / "run", progress=False)
     assert summary["epsilon"] == pytest.approx(4.0, abs=1e-3)
     assert summary["test_accuracy"] > 0.6

@@ -9,19 +9,19 @@ import math
 import numpy as np
 import pytest
 
+from labeldp.accounting import PrivacyLedger
 from labeldp.audit import (
+    attack_metrics,
     audit_config,
     audit_guesses,
     audit_mechanism,
     clopper_pearson_lower,
     epsilon_from_precision,
     epsilon_lower_bound,
-    attack_metrics,
     guess_canary_labels,
     membership_audit,
     membership_epsilon_lower_bound,
 )
-from labeldp.accounting import PrivacyLedger
 from labeldp.cli import main
 from labeldp.mechanisms import keep_probability, randomized_response
 from labeldp.runs import RunConfig
@@ -49,8 +49,9 @@ def test_audit_of_rr_is_sound_over_repeated_trials(epsilon: float) -> None:
     bounds = [audit_mechanism(rr(epsilon, 1000 + t), 10, 5000, rng=t).epsilon_lower_bound for t in range(100)]
     assert sum(b > epsilon for b in bounds) <= 12
     # At 99.9 % confidence no trial exceeds it.
-    strict = [audit_mechanism(rr(epsilon, 2000 + t), 10, 5000, confidence=0.999, rng=t).epsilon_lower_bound
-              for t in range(30)]
+    strict = [
+        audit_mechanism(rr(epsilon, 2000 + t), 10, 5000, confidence=0.999, rng=t).epsilon_lower_bound for t in range(30)
+    ]
     assert max(strict) <= epsilon
 
 
@@ -85,7 +86,9 @@ def test_attacker_rules_out_the_given_label_and_calibrates() -> None:
     probs = np.full((2, 3), 0.1)
     probs[0] = [0.8, 0.15, 0.05]
     guesses, scores = guess_canary_labels(probs, np.array([0, 1]))
-    calibrated, _ = guess_canary_labels(probs, np.array([0, 1]), reference_probabilities=np.array([[0.1, 0.8, 0.1]] * 2))
+    calibrated, _ = guess_canary_labels(
+        probs, np.array([0, 1]), reference_probabilities=np.array([[0.1, 0.8, 0.1]] * 2)
+    )
     assert guesses[0] == 1 and scores[0] == pytest.approx(np.log(0.15))
     assert guess_canary_labels(probs)[0][0] == 0  # without original labels every class is a candidate
     assert calibrated[0] == 2  # 0.05 / 0.1 beats 0.15 / 0.8
@@ -94,10 +97,20 @@ def test_attacker_rules_out_the_given_label_and_calibrates() -> None:
 @pytest.mark.parametrize("canaries, options", [("noise", 10), ("mislabeled", 9)])
 def test_model_level_audit_separates_private_from_non_private(blobs, tmp_path, canaries, options) -> None:
     train = TrainConfig(epochs=30, batch_size=32, lr=0.05, weight_decay=0.0, augment=False)
-    leaky = audit_config(RunConfig(dataset="csv", method="non-private", train=train), tmp_path / "np",
-                         num_canaries=150, dataset=blobs, canaries=canaries)
-    private = audit_config(RunConfig(dataset="csv", method="lp-1st", epsilon=0.5, train=train, insecure_noise_seed=0),
-                           tmp_path / "e05", num_canaries=150, dataset=blobs, canaries=canaries)
+    leaky = audit_config(
+        RunConfig(dataset="csv", method="non-private", train=train),
+        tmp_path / "np",
+        num_canaries=150,
+        dataset=blobs,
+        canaries=canaries,
+    )
+    private = audit_config(
+        RunConfig(dataset="csv", method="lp-1st", epsilon=0.5, train=train, insecure_noise_seed=0),
+        tmp_path / "e05",
+        num_canaries=150,
+        dataset=blobs,
+        canaries=canaries,
+    )
     assert leaky["epsilon_lower_bound"] > 2.0
     assert private["epsilon_lower_bound"] <= 0.5
     saved = json.loads((tmp_path / "np" / "audit.json").read_text())
@@ -106,14 +119,22 @@ def test_model_level_audit_separates_private_from_non_private(blobs, tmp_path, c
     # the canary and reference runs each released the 600 examples' labels at epsilon 0.5 once more
     assert private["spent"]["audit_epsilon"] == pytest.approx(1.0, abs=1e-3)
     with pytest.raises(ValueError, match="canaries must be one of"):
-        audit_config(RunConfig(dataset="csv", method="non-private", train=train), tmp_path / "x", dataset=blobs,
-                     canaries="poison")
+        audit_config(
+            RunConfig(dataset="csv", method="non-private", train=train),
+            tmp_path / "x",
+            dataset=blobs,
+            canaries="poison",
+        )
 
 
 def test_dpsgd_runs_are_audited_against_their_label_guarantee(blobs, tmp_path) -> None:
     train = TrainConfig(epochs=5, batch_size=64, lr=0.5, weight_decay=0.0, augment=False)
-    report = audit_config(RunConfig(dataset="csv", method="dp-sgd", epsilon=1.0, train=train), tmp_path / "dp",
-                          num_canaries=100, dataset=blobs)
+    report = audit_config(
+        RunConfig(dataset="csv", method="dp-sgd", epsilon=1.0, train=train),
+        tmp_path / "dp",
+        num_canaries=100,
+        dataset=blobs,
+    )
     assert report["claimed_epsilon"] == pytest.approx(1.0, abs=0.01)
     assert report["claimed_label_epsilon"] == pytest.approx(2 * report["claimed_epsilon"])
     assert report["epsilon_lower_bound"] <= report["claimed_label_epsilon"]
@@ -123,8 +144,25 @@ def test_audit_command_leaves_the_run_alone_and_shows_what_it_spent(tmp_path, ca
     """The audit re-releases the real labels: its spend is recorded on the run's examples and the total
     over the run folder is shown; its noise is not the run's (even when the run's noise is seeded)."""
     run = tmp_path / "run"
-    assert main(["train", "--method", "lp-1st", "--epsilon", "2", "--epochs", "3", "--out", str(run), "--quiet",
-                 "--insecure-noise-seed", "3"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--method",
+                "lp-1st",
+                "--epsilon",
+                "2",
+                "--epochs",
+                "3",
+                "--out",
+                str(run),
+                "--quiet",
+                "--insecure-noise-seed",
+                "3",
+            ]
+        )
+        == 0
+    )
     ledger = (run / "ledger.json").read_bytes()
     labels = (run / "noisy_labels" / "stage1.npz").read_bytes()
     assert main(["audit", str(run), "--canaries", "100"]) == 0
@@ -138,8 +176,10 @@ def test_audit_command_leaves_the_run_alone_and_shows_what_it_spent(tmp_path, ca
     assert f"Everything in {run} together is epsilon 4" in printed and f"Delete {run / 'audit'}" in printed
     report = json.loads((folder / "audit.json").read_text())
     assert report["spent"]["run_and_audit_epsilon"] == pytest.approx(4.0, abs=1e-3)
-    with np.load(run / "noisy_labels" / "stage1.npz") as original, \
-            np.load(folder / "canary_run" / "noisy_labels" / "stage1.npz") as audit:
+    with (
+        np.load(run / "noisy_labels" / "stage1.npz") as original,
+        np.load(folder / "canary_run" / "noisy_labels" / "stage1.npz") as audit,
+    ):
         assert np.mean(original["labels"] == audit["labels"]) < 0.9  # fresh noise: not the run's flips
     # a second audit with other canaries trains its own canary run, and the folder's total grows
     assert main(["audit", str(run), "--canaries", "100", "--seed", "1"]) == 0
@@ -163,15 +203,23 @@ def test_membership_bound_is_sound_for_random_scores_and_detects_separation() ->
 
 def test_membership_audit_of_an_overfit_model(blobs, tmp_path) -> None:
     train = TrainConfig(epochs=25, batch_size=32, lr=0.05, weight_decay=0.0, augment=False)
-    noisy_blobs = dataclasses.replace(blobs, x_train=blobs.x_train + np.random.default_rng(1).normal(0, 8, blobs.x_train.shape).astype(np.float32))
-    report = membership_audit(RunConfig(dataset="csv", method="non-private", train=train), tmp_path / "mia",
-                              num_targets=200, num_shadows=2, dataset=noisy_blobs)
+    noisy_blobs = dataclasses.replace(
+        blobs, x_train=blobs.x_train + np.random.default_rng(1).normal(0, 8, blobs.x_train.shape).astype(np.float32)
+    )
+    report = membership_audit(
+        RunConfig(dataset="csv", method="non-private", train=train),
+        tmp_path / "mia",
+        num_targets=200,
+        num_shadows=2,
+        dataset=noisy_blobs,
+    )
     assert report["loss_threshold"]["auc"] > 0.7 and report["lira_offline"]["auc"] > 0.7
     assert (tmp_path / "mia" / "membership.json").exists()
 
 
 def test_membership_defaults_fit_a_small_dataset() -> None:
     from labeldp.audit.membership import check_membership_options, default_targets
+
     assert default_targets(1347) == 672 and default_targets(60000) == 1000
     check_membership_options(1347, None, 4)  # the embedded digits: the default targets fit
     with pytest.raises(ValueError, match="--targets"):

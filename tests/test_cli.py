@@ -27,26 +27,38 @@ def test_help_explains_every_command(capsys) -> None:
         assert flag in text
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--method", "lp-2st", "--epsilon", "0"], "epsilon must be a finite number > 0"),
-    (["--method", "lp-2st", "--epsilon", "nan"], "epsilon must be a finite number > 0"),
-    (["--method", "lp-2st"], "needs --epsilon"),
-    (["--dataset", "mnist", "--data-dir", "/nonexistent/mnist", "--epsilon", "1"], "does not exist"),
-    (["--dataset", "mnist", "--epsilon", "1"], "needs a data folder"),
-    (["--dataset", "csv", "--epsilon", "1"], "needs a table file"),
-    (["--method", "lp-1st", "--epsilon", "1", "--delta", "1e-5"], "delta applies only to methods pate and dp-sgd"),
-    (["--method", "dp-sgd", "--epsilon", "1", "--delta", "0"], "delta must lie in (0, 1)"),
-    (["--method", "dp-sgd", "--epsilon", "1", "--mixup", "1"], "cannot use mixup"),
-    (["--method", "dp-sgd", "--epsilon", "1", "--model", "resnet18", "--dataset", "digits"], "choose a --model without BatchNorm"),
-    (["--method", "dp-sgd", "--epsilon", "1", "--temperature", "2"], "'dp-sgd' does not use temperature"),
-    (["--method", "lp-2st", "--epsilon", "1", "--max-grad-norm", "2"], "does not use dpsgd.max_grad_norm"),
-    (["--profile", "digits/e1/lp-1st/run0", "--epochs", "5", "--no-augment"],
-     "--epochs, --no-augment would not apply to it"),
-    (["--data-dir", "/data/mnist", "--method", "lp-2st", "--epsilon", "1"],
-     "dataset 'digits' is embedded: it takes no --data-dir"),
-    (["--dataset", "mnist", "--data-dir", "/data/mnist", "--table", "t.csv", "--epsilon", "1"],
-     "are for a table (dataset 'csv'), not 'mnist'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--method", "lp-2st", "--epsilon", "0"], "epsilon must be a finite number > 0"),
+        (["--method", "lp-2st", "--epsilon", "nan"], "epsilon must be a finite number > 0"),
+        (["--method", "lp-2st"], "needs --epsilon"),
+        (["--dataset", "mnist", "--data-dir", "/nonexistent/mnist", "--epsilon", "1"], "does not exist"),
+        (["--dataset", "mnist", "--epsilon", "1"], "needs a data folder"),
+        (["--dataset", "csv", "--epsilon", "1"], "needs a table file"),
+        (["--method", "lp-1st", "--epsilon", "1", "--delta", "1e-5"], "delta applies only to methods pate and dp-sgd"),
+        (["--method", "dp-sgd", "--epsilon", "1", "--delta", "0"], "delta must lie in (0, 1)"),
+        (["--method", "dp-sgd", "--epsilon", "1", "--mixup", "1"], "cannot use mixup"),
+        (
+            ["--method", "dp-sgd", "--epsilon", "1", "--model", "resnet18", "--dataset", "digits"],
+            "choose a --model without BatchNorm",
+        ),
+        (["--method", "dp-sgd", "--epsilon", "1", "--temperature", "2"], "'dp-sgd' does not use temperature"),
+        (["--method", "lp-2st", "--epsilon", "1", "--max-grad-norm", "2"], "does not use dpsgd.max_grad_norm"),
+        (
+            ["--profile", "digits/e1/lp-1st/run0", "--epochs", "5", "--no-augment"],
+            "--epochs, --no-augment would not apply to it",
+        ),
+        (
+            ["--data-dir", "/data/mnist", "--method", "lp-2st", "--epsilon", "1"],
+            "dataset 'digits' is embedded: it takes no --data-dir",
+        ),
+        (
+            ["--dataset", "mnist", "--data-dir", "/data/mnist", "--table", "t.csv", "--epsilon", "1"],
+            "are for a table (dataset 'csv'), not 'mnist'",
+        ),
+    ],
+)
 def test_bad_arguments_exit_with_a_clear_message(tmp_path, capsys, args, message) -> None:
     assert main(["train", *args, "--out", str(tmp_path / "run"), "--quiet"]) == 2
     assert message in capsys.readouterr().err
@@ -60,21 +72,76 @@ def test_unknown_dataset_is_an_argparse_error(capsys) -> None:
 
 
 def test_dpsgd_on_digits(tmp_path, capsys) -> None:
-    assert main(["train", "--dataset", "digits", "--method", "dp-sgd", "--epsilon", "3", "--model", "mlp",
-                 "--epochs", "1", "--batch-size", "64", "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "digits",
+                "--method",
+                "dp-sgd",
+                "--epsilon",
+                "3",
+                "--model",
+                "mlp",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "64",
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "epsilon 3 (delta 1e-05, add-or-remove one example)" in printed
     # augmentation multiplicity needs augmentations; the digits have none
-    assert main(["train", "--dataset", "digits", "--method", "dp-sgd", "--epsilon", "3", "--augmult", "2",
-                 "--out", str(tmp_path / "augmult"), "--quiet"]) != 0
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "digits",
+                "--method",
+                "dp-sgd",
+                "--epsilon",
+                "3",
+                "--augmult",
+                "2",
+                "--out",
+                str(tmp_path / "augmult"),
+                "--quiet",
+            ]
+        )
+        != 0
+    )
     assert "augmentation is off" in capsys.readouterr().err  # the digits recipe turns it off: they have none
     assert not (tmp_path / "augmult" / "ledger.json").exists()
 
 
 def test_train_on_digits(tmp_path, capsys) -> None:
     out = tmp_path / "run"
-    assert main(["train", "--dataset", "digits", "--method", "lp-2st", "--epsilon", "4", "--epochs", "2",
-                 "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "digits",
+                "--method",
+                "lp-2st",
+                "--epsilon",
+                "4",
+                "--epochs",
+                "2",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "test accuracy" in printed and "epsilon 4" in printed
     summary = json.loads((out / "summary.json").read_text())
@@ -91,8 +158,24 @@ def _wait_for(predicate, timeout: float) -> None:
 
 def test_killed_run_resumes_without_spending_again(tmp_path) -> None:
     # reproducible noise, so that the resumed run can be compared with an uninterrupted one
-    args = ["train", "--dataset", "digits", "--method", "lp-2st", "--epsilon", "2", "--epochs", "8",
-            "--batch-size", "32", "--threads", "1", "--quiet", "--insecure-noise-seed", "5"]
+    args = [
+        "train",
+        "--dataset",
+        "digits",
+        "--method",
+        "lp-2st",
+        "--epsilon",
+        "2",
+        "--epochs",
+        "8",
+        "--batch-size",
+        "32",
+        "--threads",
+        "1",
+        "--quiet",
+        "--insecure-noise-seed",
+        "5",
+    ]
     out = tmp_path / "killed"
     process = subprocess.Popen([sys.executable, "-m", "labeldp.cli", *args, "--out", str(out)])
     metrics = out / "metrics.jsonl"
@@ -142,16 +225,22 @@ def test_ctrl_c_is_a_message_and_the_rerun_says_what_it_resumes(tmp_path, capsys
     monkeypatch.undo()
     assert main(args) == 0
     printed = capsys.readouterr()
-    assert ("the saved releases (stage1, stage2) are read back, no label is drawn again; training continues "
-            "after stage 1 epoch 2") in printed.out + printed.err
+    assert (
+        "the saved releases (stage1, stage2) are read back, no label is drawn again; training continues "
+        "after stage 1 epoch 2"
+    ) in printed.out + printed.err
 
 
 def test_a_run_on_a_dataset_in_memory_reloads_and_says_how_to_audit_it(blobs, tmp_path, capsys) -> None:
     from labeldp.runs import RunConfig, load_run_model, train_run
     from labeldp.training import TrainConfig, accuracy
 
-    summary = train_run(RunConfig(dataset="csv", method="lp-1st", epsilon=4.0, train=TrainConfig(epochs=2)),
-                        tmp_path / "run", progress=False, dataset=blobs)
+    summary = train_run(
+        RunConfig(dataset="csv", method="lp-1st", epsilon=4.0, train=TrainConfig(epochs=2)),
+        tmp_path / "run",
+        progress=False,
+        dataset=blobs,
+    )
     model = load_run_model(tmp_path / "run")  # no dataset needed
     assert accuracy(model, blobs.x_test, blobs.y_test) == summary["test_accuracy"]
     assert main(["audit", str(tmp_path / "run")]) == 2
@@ -163,8 +252,30 @@ def test_config_names_data_by_absolute_path(tmp_path, monkeypatch) -> None:
 
     monkeypatch.chdir(tmp_path)
     pd.DataFrame({"a": np.arange(20.0), "label": [0, 1] * 10}).to_csv("t.csv", index=False)
-    assert main(["train", "--dataset", "csv", "--table", "t.csv", "--classes", "0", "1", "--method", "lp-1st",
-                 "--epsilon", "1", "--epochs", "1", "--out", "run", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "csv",
+                "--table",
+                "t.csv",
+                "--classes",
+                "0",
+                "1",
+                "--method",
+                "lp-1st",
+                "--epsilon",
+                "1",
+                "--epochs",
+                "1",
+                "--out",
+                "run",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "run" / "config.json").read_text())["table"] == str(tmp_path / "t.csv")
 
 
@@ -175,20 +286,72 @@ def test_train_then_predict_new_rows_of_a_table(tmp_path, capsys) -> None:
     frame = pd.DataFrame({"id": np.arange(200), "x": rng.normal(size=200), "kind": rng.choice(["a", "b"], 200)})
     frame["label"] = np.where(frame["x"] > 0, "high", "low")
     frame.to_csv(tmp_path / "t.csv", index=False)
-    assert main(["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--classes", "low", "high",
-                 "--id-column", "id", "--method", "lp-1st", "--epsilon", "4", "--epochs", "5",
-                 "--out", str(tmp_path / "run")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "csv",
+                "--table",
+                str(tmp_path / "t.csv"),
+                "--classes",
+                "low",
+                "high",
+                "--id-column",
+                "id",
+                "--method",
+                "lp-1st",
+                "--epsilon",
+                "4",
+                "--epochs",
+                "5",
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 0
+    )
     assert "no tuned recipe for lp-1st on csv: the library's defaults with --epochs" in capsys.readouterr().out
     frame.drop(columns="label").head(5).to_parquet(tmp_path / "new.parquet")
-    assert main(["predict", str(tmp_path / "run"), "--table", str(tmp_path / "new.parquet"), "--out",
-                 str(tmp_path / "scores.csv"), "--id-column", "id"]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                str(tmp_path / "run"),
+                "--table",
+                str(tmp_path / "new.parquet"),
+                "--out",
+                str(tmp_path / "scores.csv"),
+                "--id-column",
+                "id",
+            ]
+        )
+        == 0
+    )
     scores = pd.read_csv(tmp_path / "scores.csv")
     assert list(scores.columns) == ["id", "p_low", "p_high", "predicted"] and len(scores) == 5
 
 
 def test_no_training_options_means_the_best_recipe(tmp_path, capsys) -> None:
-    assert main(["train", "--method", "alibi", "--epsilon", "2", "--lr", "0.03", "--out", str(tmp_path / "run"),
-                 "--quiet", "--epochs", "1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--method",
+                "alibi",
+                "--epsilon",
+                "2",
+                "--lr",
+                "0.03",
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+                "--epochs",
+                "1",
+            ]
+        )
+        == 0
+    )
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["train"]["batch_size"] == 32 and config["train"]["lr"] == 0.03  # the digits recipe, your lr
 
@@ -203,27 +366,61 @@ def test_mnist_defaults_are_the_profile_recipe(method) -> None:
     from labeldp.cli.common import config_with_recipe
     from labeldp.recipes.profiles import get_profile
 
-    args = build_parser("train").parse_args(["train", "--dataset", "mnist", "--data-dir", "m", "--method", method,
-                                             "--epsilon", "2", "--out", "o", "--quiet"])
+    args = build_parser("train").parse_args(
+        [
+            "train",
+            "--dataset",
+            "mnist",
+            "--data-dir",
+            "m",
+            "--method",
+            method,
+            "--epsilon",
+            "2",
+            "--out",
+            "o",
+            "--quiet",
+        ]
+    )
     default = config_with_recipe(args)
     profile = get_profile(f"mnist/e2/{method}/run0").config
-    assert dataclasses.replace(default, data_dir=None).resolved() == dataclasses.replace(profile, data_dir=None).resolved()
+    assert (
+        dataclasses.replace(default, data_dir=None).resolved() == dataclasses.replace(profile, data_dir=None).resolved()
+    )
 
 
-@pytest.mark.parametrize("typed, expected", [
-    ([], {"lr": 0.1, "epochs": 12}),  # MNIST's LP-2ST recipe
-    (["--lr", "0.05"], {"lr": 0.05, "epochs": 12}),  # 0.05 is the library's default, and what the user typed
-    (["--epochs", "10", "--lr", "0.1"], {"lr": 0.1, "epochs": 10}),
-    (["--model", "mlp", "--batch-size", "128"], {"model": "mlp", "batch_size": 128, "lr": 0.1}),
-])
+@pytest.mark.parametrize(
+    "typed, expected",
+    [
+        ([], {"lr": 0.1, "epochs": 12}),  # MNIST's LP-2ST recipe
+        (["--lr", "0.05"], {"lr": 0.05, "epochs": 12}),  # 0.05 is the library's default, and what the user typed
+        (["--epochs", "10", "--lr", "0.1"], {"lr": 0.1, "epochs": 10}),
+        (["--model", "mlp", "--batch-size", "128"], {"model": "mlp", "batch_size": 128, "lr": 0.1}),
+    ],
+)
 def test_every_option_typed_wins_over_the_recipe_and_every_other_takes_it(typed, expected) -> None:
     """The command line knows what was typed (a flag not typed sets nothing), so an option typed at its
     library default is not mistaken for one left out: `--lr 0.05` trains at 0.05, not at the recipe's 0.1."""
     from labeldp.cli import build_parser
     from labeldp.cli.common import config_with_recipe
 
-    args = build_parser("train").parse_args(["train", "--dataset", "mnist", "--data-dir", "m", "--method", "lp-2st",
-                                             "--epsilon", "2", "--out", "o", "--quiet", *typed])
+    args = build_parser("train").parse_args(
+        [
+            "train",
+            "--dataset",
+            "mnist",
+            "--data-dir",
+            "m",
+            "--method",
+            "lp-2st",
+            "--epsilon",
+            "2",
+            "--out",
+            "o",
+            "--quiet",
+            *typed,
+        ]
+    )
     config = config_with_recipe(args)
     for name, value in expected.items():
         assert (config.model if name == "model" else getattr(config.train, name)) == value

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from labeldp.data import LabeledDataset, load_dataset, read_idx
 from labeldp.boundary import unseal
+from labeldp.data import LabeledDataset, load_dataset, read_idx
 
 
 def write_idx(path, array: np.ndarray, compress: bool) -> None:
@@ -90,8 +90,9 @@ def test_cifar_pickles(tmp_path, num_classes: int) -> None:
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_tables(tmp_path, suffix: str) -> None:
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"a": rng.normal(size=100), "b": rng.normal(size=100),
-                          "outcome": rng.choice(["no", "yes", "maybe"], 100)})
+    frame = pd.DataFrame(
+        {"a": rng.normal(size=100), "b": rng.normal(size=100), "outcome": rng.choice(["no", "yes", "maybe"], 100)}
+    )
     path = tmp_path / f"table{suffix}"
     frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
     data = load_dataset("csv", table=path, label_column="outcome", classes=("yes", "no", "maybe"))
@@ -122,8 +123,9 @@ def test_the_label_domain_is_declared_never_read_off_the_private_labels(tmp_path
     frame.to_csv(tmp_path / "f.csv", index=False)
     data = load_dataset("csv", table=tmp_path / "f.csv", classes=("false", "true"), test_fraction=0.5)
     assert sorted(np.concatenate([unseal(data.y_train), unseal(data.y_test)]).tolist()) == [0, 0, 1, 1]
-    public = load_dataset("csv", table=tmp_path / "f.csv", classes=("false", "true"), test_fraction=0.5,
-                          public_test_split=True)
+    public = load_dataset(
+        "csv", table=tmp_path / "f.csv", classes=("false", "true"), test_fraction=0.5, public_test_split=True
+    )
     assert public.public_test and public.y_test.tolist() == unseal(data.y_test).tolist()
 
 
@@ -133,6 +135,7 @@ def test_embedded_digits_is_fixed_and_split_without_looking_at_labels(monkeypatc
     assert np.array_equal(unseal(first.y_train), unseal(second.y_train))
     # the split depends on the images' positions only: other labels give the same split of the images
     import sklearn.datasets
+
     real = sklearn.datasets.load_digits
 
     def relabelled():
@@ -144,14 +147,19 @@ def test_embedded_digits_is_fixed_and_split_without_looking_at_labels(monkeypatc
     assert np.array_equal(load_dataset("digits").x_test, first.x_test)
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(x_train=np.full((3, 2), np.nan)), "NaN"),
-    (dict(y_train=np.array([0, 1])), "length mismatch"),
-    (dict(y_train=np.array([0, 1, 5])), "must lie in"),
-    (dict(x_train=np.zeros((0, 2)), y_train=np.zeros(0, dtype=int)), "empty"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(x_train=np.full((3, 2), np.nan)), "NaN"),
+        (dict(y_train=np.array([0, 1])), "length mismatch"),
+        (dict(y_train=np.array([0, 1, 5])), "must lie in"),
+        (dict(x_train=np.zeros((0, 2)), y_train=np.zeros(0, dtype=int)), "empty"),
+    ],
+)
 def test_dataset_validation(change, message) -> None:
-    arrays = dict(x_train=np.zeros((3, 2)), y_train=np.array([0, 1, 2]), x_test=np.zeros((2, 2)), y_test=np.array([0, 1]))
+    arrays = dict(
+        x_train=np.zeros((3, 2)), y_train=np.array([0, 1, 2]), x_test=np.zeros((2, 2)), y_test=np.array([0, 1])
+    )
     arrays.update(change)
     with pytest.raises(ValueError, match=message):
         LabeledDataset("t", num_classes=3, **arrays)
@@ -164,6 +172,7 @@ def test_idx_files_of_another_dataset_are_recognised(tmp_path, monkeypatch) -> N
 
     import labeldp.data.idx as idx
     from labeldp.errors import DataError
+
     make_mnist_folder(tmp_path, compress=True)
     sums = {key: (hashlib.md5((tmp_path / f"{stem}.gz").read_bytes()).hexdigest(),) for key, stem in idx.FILES.items()}
     monkeypatch.setitem(idx.CHECKSUMS, "mnist", sums)  # pretend these are the published MNIST files
@@ -191,19 +200,27 @@ def test_tables_as_they_come(tmp_path) -> None:
     """Categorical, boolean and numeric columns with missing values, a gzip CSV, explicit features and
     dropped columns, an id: encoded by the fitted preprocessing, which the dataset carries."""
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"id": np.arange(60), "age": rng.integers(18, 90, 60).astype(float),
-                          "job": rng.choice(["a", "b", None], 60), "member": rng.choice([True, False], 60),
-                          "spend": rng.random(60), "label": rng.choice(["no", "yes"], 60)})
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(60),
+            "age": rng.integers(18, 90, 60).astype(float),
+            "job": rng.choice(["a", "b", None], 60),
+            "member": rng.choice([True, False], 60),
+            "spend": rng.random(60),
+            "label": rng.choice(["no", "yes"], 60),
+        }
+    )
     frame.loc[3, "age"] = np.nan
     frame.to_csv(tmp_path / "t.csv.gz", index=False)
-    data = load_dataset("csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"),
-                        drop=("spend",), id_column="id")
+    data = load_dataset(
+        "csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"), drop=("spend",), id_column="id"
+    )
     names = data.preprocessor.encoded_names
     assert "spend" not in " ".join(names) and "id" not in names and any(n.startswith("job_") for n in names)
     assert any("missingindicator" in n for n in names) and np.isfinite(data.x_train).all()
-    only = load_dataset("csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"),
-                        features=("age",))
+    only = load_dataset(
+        "csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"), features=("age",)
+    )
     assert only.input_shape == (2,)  # age and its missing indicator
     with pytest.raises(ValueError, match=r"columns \['salary'\] are not in the table"):
-        load_dataset("csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"),
-                     drop=("salary",))
+        load_dataset("csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"), drop=("salary",))

@@ -17,13 +17,15 @@ import pytest
 import torch
 
 from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.dpsgd.trainer import private_gradient
 from labeldp.config.pate import PATEConfig
+from labeldp.dpsgd.trainer import private_gradient
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
 
-pytestmark = pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
-                                reason="needs torch.distributed with gloo")
+pytestmark = pytest.mark.skipif(
+    not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+    reason="needs torch.distributed with gloo",
+)
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 REPEATS = 200
@@ -36,11 +38,30 @@ def two_ranks(tmp_path_factory) -> dict:
     root, results = base / "runs", base / "results"
     root.mkdir()
     source = Path(__file__).resolve().parents[1] / "src"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "REPEATS": str(REPEATS),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")]))}
-    launch = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
-                               str(WORKER), str(root), str(results)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "REPEATS": str(REPEATS),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")])),
+    }
+    launch = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--standalone",
+            str(WORKER),
+            str(root),
+            str(results),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         output, _ = launch.communicate(timeout=180)
     except subprocess.TimeoutExpired:
@@ -55,12 +76,25 @@ def two_ranks(tmp_path_factory) -> dict:
 def _one_process(tmp_path: Path, name: str) -> dict:
     """The same run as the worker's, in this one process."""
     if name == "lp-2st":
-        config = RunConfig(dataset="digits", method="lp-2st", epsilon=2.0, insecure_noise_seed=7, seed=1,
-                           train=TrainConfig(epochs=2, batch_size=64, lr=0.05))
+        config = RunConfig(
+            dataset="digits",
+            method="lp-2st",
+            epsilon=2.0,
+            insecure_noise_seed=7,
+            seed=1,
+            train=TrainConfig(epochs=2, batch_size=64, lr=0.05),
+        )
     else:
-        config = RunConfig(dataset="digits", method="dp-sgd", epsilon=8.0, delta=1e-5, model="mlp", seed=1,
-                           train=TrainConfig(epochs=1, batch_size=128, lr=1.0, momentum=0.0, optimizer="sgd"),
-                           dpsgd=DPSGDConfig(noise_multiplier=0.9, ema_decay=0.0))
+        config = RunConfig(
+            dataset="digits",
+            method="dp-sgd",
+            epsilon=8.0,
+            delta=1e-5,
+            model="mlp",
+            seed=1,
+            train=TrainConfig(epochs=1, batch_size=128, lr=1.0, momentum=0.0, optimizer="sgd"),
+            dpsgd=DPSGDConfig(noise_multiplier=0.9, ema_decay=0.0),
+        )
     with pytest.warns(Warning) if config.insecure_noise_seed is not None else _nothing():
         return train_run(config, tmp_path / name, device="cpu", progress=False)
 
@@ -105,8 +139,17 @@ def test_resume_under_torchrun(two_ranks) -> None:
 def test_pate_teachers_shared_among_ranks(two_ranks, tmp_path) -> None:
     """Teachers trained in rounds across two ranks vote as in one process: with the same (reproducible)
     vote noise the release is the same, and rank 0 removed the teachers' raw votes."""
-    config = RunConfig(dataset="digits", method="pate", epsilon=4.0, delta=1e-5, insecure_noise_seed=3, seed=1,
-                       model="mlp", train=TrainConfig(epochs=1), pate=PATEConfig(teachers=5, teacher_epochs=1, queries=100))
+    config = RunConfig(
+        dataset="digits",
+        method="pate",
+        epsilon=4.0,
+        delta=1e-5,
+        insecure_noise_seed=3,
+        seed=1,
+        model="mlp",
+        train=TrainConfig(epochs=1),
+        pate=PATEConfig(teachers=5, teacher_epochs=1, queries=100),
+    )
     with pytest.warns(Warning):
         alone = train_run(config, tmp_path / "pate", device="cpu", progress=False)
     zero, one = (rank["pate"] for rank in two_ranks["ranks"])
@@ -114,8 +157,10 @@ def test_pate_teachers_shared_among_ranks(two_ranks, tmp_path) -> None:
     folder = two_ranks["root"] / "pate"
     assert not (folder / "private").exists()
     assert two_ranks["ranks"][0]["pate_resumed_votes"] == [[7] * 5] * 4  # resumed teachers keep their saved votes
-    with np.load(folder / "noisy_labels" / "pate.npz") as shared, \
-            np.load(tmp_path / "pate" / "noisy_labels" / "pate.npz") as single:
+    with (
+        np.load(folder / "noisy_labels" / "pate.npz") as shared,
+        np.load(tmp_path / "pate" / "noisy_labels" / "pate.npz") as single,
+    ):
         for key in ("labels", "answered", "queries", "members"):
             np.testing.assert_array_equal(shared[key], single[key])
 
@@ -124,7 +169,12 @@ def test_only_rank_zero_touches_the_run_folder(two_ranks) -> None:
     root = two_ranks["root"]
     assert [rank["cli"] for rank in two_ranks["ranks"]] == [0, 0]
     assert (root / "cli" / "summary.json").exists()
-    assert sorted(p.name for p in root.iterdir()) == ["cli", "dp-sgd", "lp-2st", "pate"]  # rank 1's own --out never appears
+    assert sorted(p.name for p in root.iterdir()) == [
+        "cli",
+        "dp-sgd",
+        "lp-2st",
+        "pate",
+    ]  # rank 1's own --out never appears
     assert two_ranks["ranks"][1]["touched"] == []  # no open, mkdir, rename or delete under the root
     assert (root / "lp-2st" / "noisy_labels" / "stage2.npz").exists() and (root / "dp-sgd" / "model.pt").exists()
 
@@ -164,8 +214,13 @@ def test_one_process_is_unchanged(tmp_path) -> None:
     assert distributed.gather_rows(rows, 3) is rows and distributed.all_reduce_sum(rows) is rows
     assert distributed.on_main(lambda: 5) == 5 and distributed.broadcast("x") == "x"
     folder = RunDirectory(tmp_path / "run", read_only=True)
-    for write in (folder.create, lambda: folder.save_release("stage1", labels=np.zeros(2)),
-                  lambda: folder.append_metrics({}), lambda: folder.write_config({}), folder.discard_private):
+    for write in (
+        folder.create,
+        lambda: folder.save_release("stage1", labels=np.zeros(2)),
+        lambda: folder.append_metrics({}),
+        lambda: folder.write_config({}),
+        folder.discard_private,
+    ):
         with pytest.raises(RunDirectoryError, match="only rank 0"):
             write()
     with pytest.raises(RunDirectoryError, match="only rank 0"), folder.lock():

@@ -23,23 +23,25 @@ from labeldp.accounting import (
     dpsgd_event,
     randomized_response_event,
 )
-from labeldp.models import SmallCNN, TanhCNN, WideResNet, WSConv2d
-from labeldp.randomness import NoiseSource, SecureGenerator
-from labeldp.runs import RunConfig, train_run
-from labeldp.training import TrainConfig
+from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.dpsgd import (
     PoissonSampler,
     UnsupportedModelError,
     clipped_gradient_sum,
+    clipping,
+    conv_grads,
     cross_entropy_per_example,
     gaussian_noise,
+    layer_rules,
     privatize_gradients,
     replace_batchnorm,
     secure_normal,
 )
-from labeldp.dpsgd import clipping, conv_grads, layer_rules
-from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.dpsgd.trainer import _ema_with_warmup, train_dpsgd
+from labeldp.models import SmallCNN, TanhCNN, WideResNet, WSConv2d
+from labeldp.randomness import NoiseSource, SecureGenerator
+from labeldp.runs import RunConfig, train_run
+from labeldp.training import TrainConfig
 
 
 @pytest.fixture(autouse=True)
@@ -55,8 +57,8 @@ def loop_reference(model, x, y, max_grad_norm, views=False):
     params = [p for p in model.parameters() if p.requires_grad]
     sums, norms = [torch.zeros_like(p) for p in params], []
     for i in range(len(x)):
-        xi = x[i] if views else x[i:i + 1]
-        yi = y[i:i + 1].repeat(len(xi))
+        xi = x[i] if views else x[i : i + 1]
+        yi = y[i : i + 1].repeat(len(xi))
         grads = torch.autograd.grad(cross_entropy_per_example(model(xi), yi).mean(), params)
         norm = torch.sqrt(sum(g.pow(2).sum() for g in grads))
         norms.append(norm)
@@ -110,11 +112,21 @@ class StandardizedInPlace(nn.Module):
 def _cases():
     torch.manual_seed(0)
     return {
-        "mlp": (nn.Sequential(nn.Flatten(), nn.Linear(12, 7), nn.Tanh(), nn.Linear(7, 3)),
-                torch.randn(6, 3, 4), torch.randint(0, 3, (6,))),
-        "sequence-linear": (nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3), nn.Flatten(), nn.Linear(15, 3)),
-                            torch.randn(6, 5, 4), torch.randint(0, 3, (6,))),
-        "cnn-inplace-relu": (SmallCNN(channels=(4, 6), hidden=16), torch.randn(5, 1, 28, 28), torch.randint(0, 10, (5,))),
+        "mlp": (
+            nn.Sequential(nn.Flatten(), nn.Linear(12, 7), nn.Tanh(), nn.Linear(7, 3)),
+            torch.randn(6, 3, 4),
+            torch.randint(0, 3, (6,)),
+        ),
+        "sequence-linear": (
+            nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3), nn.Flatten(), nn.Linear(15, 3)),
+            torch.randn(6, 5, 4),
+            torch.randint(0, 3, (6,)),
+        ),
+        "cnn-inplace-relu": (
+            SmallCNN(channels=(4, 6), hidden=16),
+            torch.randn(5, 1, 28, 28),
+            torch.randint(0, 10, (5,)),
+        ),
         "tanh-cnn": (TanhCNN(), torch.randn(5, 1, 28, 28), torch.randint(0, 10, (5,))),
         "embedding-layernorm": (EmbeddingText(), torch.randint(0, 20, (6, 7)), torch.randint(0, 5, (6,))),
         "ws-groupnorm-conv": (ConvGroupNorm(), torch.randn(5, 3, 9, 9), torch.randint(0, 5, (5,))),
@@ -141,8 +153,13 @@ def test_clipped_sum_matches_per_example_loop(case, max_grad_norm, method, devic
 
 def convolutions() -> tuple[nn.Conv2d, ...]:
     """Strided, dilated, rectangular, padded, 1x1 and non-overlapping convolutions (default dtype)."""
-    return (nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.Conv2d(2, 5, (3, 2), padding=(2, 1), dilation=2),
-            nn.Conv2d(1, 3, 8, stride=2, padding=3), nn.Conv2d(2, 3, 1), nn.Conv2d(2, 3, 3, stride=3))
+    return (
+        nn.Conv2d(3, 4, 3, stride=2, padding=1),
+        nn.Conv2d(2, 5, (3, 2), padding=(2, 1), dilation=2),
+        nn.Conv2d(1, 3, 8, stride=2, padding=3),
+        nn.Conv2d(2, 3, 1),
+        nn.Conv2d(2, 3, 3, stride=3),
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -155,7 +172,9 @@ def test_every_convolution_strategy_is_exact(strategy, device):
         x = torch.randn(rows, conv.in_channels, 11, 11, device=device)
         out = conv(x)
         g = torch.randn_like(out)
-        expected = torch.stack([torch.autograd.grad(conv(x[i:i + 1]), conv.weight, g[i:i + 1])[0] for i in range(rows)])
+        expected = torch.stack(
+            [torch.autograd.grad(conv(x[i : i + 1]), conv.weight, g[i : i + 1])[0] for i in range(rows)]
+        )
         torch.testing.assert_close(conv_grads.kernel_grads(strategy, conv, x, g, rows), expected)
 
 
@@ -189,6 +208,7 @@ def test_patch_gram_tries_pixels_only_where_their_gram_matrix_is_not_much_larger
     def recording(key, candidates, trials=None):
         timed.append((key[0], sorted(candidates)))
         return original(key, candidates, trials)
+
     monkeypatch.setattr(conv_grads, "fastest", recording)
     x = torch.randn(2, 4, 16, 16)
     conv_grads.patch_gram(nn.Conv2d(4, 4, 3, stride=2, padding=1), x, 2)  # pixel Gram 17^4 vs 8^4 entries
@@ -281,6 +301,7 @@ def _force_conv_path(monkeypatch, path: str) -> None:
 
     def forced(key, candidates, trials=None):
         return candidates[path]() if key[0] == "conv_path" else original(key, candidates, trials)
+
     monkeypatch.setattr(conv_grads, "fastest", forced)
 
 
@@ -314,6 +335,7 @@ def test_a_path_far_costlier_than_the_other_is_not_tried(untried, monkeypatch):
 
     def refuse(*args, **kwargs):
         raise AssertionError(f"the {untried} path was tried")
+
     monkeypatch.setattr(conv_grads, "patch_gram" if untried == "ghost" else "per_example_kernel_grads", refuse)
     got = clipped_gradient_sum(model, x, y, 0.05, method="fast")
     for ours, reference in zip(got.sums, expected):
@@ -359,6 +381,7 @@ def test_autotuning_is_shared_by_batch_sizes_up_to_the_same_power_of_two(monkeyp
         if key not in conv_grads._FASTEST:
             timed.append(key)
         return original(key, candidates)
+
     monkeypatch.setattr(conv_grads, "fastest", recording)
     for batch in (9, 12, 16, 17):
         x = torch.randn(batch, 3, 6, 6)
@@ -388,8 +411,7 @@ def test_fastest_runs_the_faster_candidate_and_remembers_it():
 
 def _tf32_settings() -> tuple:
     backends = torch.backends
-    return (backends.cudnn.conv.fp32_precision, backends.cudnn.rnn.fp32_precision,
-            backends.cuda.matmul.fp32_precision)
+    return (backends.cudnn.conv.fp32_precision, backends.cudnn.rnn.fp32_precision, backends.cuda.matmul.fp32_precision)
 
 
 @pytest.mark.skipif(not hasattr(torch.backends.cuda.matmul, "fp32_precision"), reason="torch < 2.9: no fp32_precision")
@@ -402,6 +424,7 @@ def test_clipped_sum_runs_without_tf32_and_restores_the_settings(method, user_se
     def recording_loss(outputs, targets):
         seen.append(_tf32_settings())
         return cross_entropy_per_example(outputs, targets)
+
     backends, before = torch.backends, _tf32_settings()
     try:
         if user_setting == "legacy":
@@ -416,8 +439,9 @@ def test_clipped_sum_runs_without_tf32_and_restores_the_settings(method, user_se
         if user_setting == "legacy":
             assert backends.cudnn.allow_tf32 and backends.cuda.matmul.allow_tf32
     finally:
-        backends.cudnn.conv.fp32_precision, backends.cudnn.rnn.fp32_precision, \
-            backends.cuda.matmul.fp32_precision = before
+        backends.cudnn.conv.fp32_precision, backends.cudnn.rnn.fp32_precision, backends.cuda.matmul.fp32_precision = (
+            before
+        )
 
 
 def test_no_noise_and_no_clipping_is_plain_sgd():
@@ -445,8 +469,9 @@ def test_noise_scale(source, device):
     model = nn.Linear(100, 100).to(device)
     zero = clipping.ClippedGradients([torch.zeros_like(p) for p in model.parameters()], torch.zeros(0))
     generator = {"secure": "secure", "fresh": None}.get(source, torch.Generator(device=device).manual_seed(3))
-    privatize_gradients(model, zero, noise_multiplier=1.5, max_grad_norm=0.4, expected_batch_size=8.0,
-                        generator=generator)
+    privatize_gradients(
+        model, zero, noise_multiplier=1.5, max_grad_norm=0.4, expected_batch_size=8.0, generator=generator
+    )
     assert all(p.grad.device == p.device for p in model.parameters())
     noise = torch.cat([p.grad.flatten() for p in model.parameters()]).cpu().numpy()
     std = 1.5 * 0.4 / 8.0
@@ -513,8 +538,7 @@ def test_default_dpsgd_runs_with_the_same_seed_sample_different_batches(monkeypa
     for noise in (None, None, NoiseSource(secure=True), NoiseSource(insecure_seed=4), NoiseSource(insecure_seed=4)):
         drawn.append([])
         torch.manual_seed(0)
-        train_dpsgd(nn.Linear(5, 2), x, y, config, DPSGDConfig(ema_decay=0.0), 1.0, seed=1, noise=noise,
-                    progress=False)
+        train_dpsgd(nn.Linear(5, 2), x, y, config, DPSGDConfig(ema_decay=0.0), 1.0, seed=1, noise=noise, progress=False)
     assert drawn[0] != drawn[1] and drawn[0] != drawn[2] and drawn[1] != drawn[2]
     assert drawn[3] == drawn[4]
     assert len(drawn[0]) == 2 * 10
@@ -608,8 +632,9 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
 
     noise = NoiseSource(insecure_seed=1)  # reproducible noise, so that the resumed run can be compared
     full_model = fresh()
-    evaluated, history = train_dpsgd(full_model, x, y, config, dp, 0.5, test=(x, y), seed=1, noise=noise,
-                                     progress=False)
+    evaluated, history = train_dpsgd(
+        full_model, x, y, config, dp, 0.5, test=(x, y), seed=1, noise=noise, progress=False
+    )
     assert history[-1].test_accuracy > 0.85
     assert any(not torch.equal(a, b) for a, b in zip(evaluated.parameters(), full_model.parameters()))
 
@@ -623,8 +648,19 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
 
     path = tmp_path / "checkpoint.pt"
     with pytest.raises(Crash):
-        train_dpsgd(fresh(), x, y, config, dp, 0.5, seed=1, noise=noise, checkpoint=path, progress=False,
-                    on_epoch_end=crash_after_two)
+        train_dpsgd(
+            fresh(),
+            x,
+            y,
+            config,
+            dp,
+            0.5,
+            seed=1,
+            noise=noise,
+            checkpoint=path,
+            progress=False,
+            on_epoch_end=crash_after_two,
+        )
     saved = torch.load(path, weights_only=False)
     assert all(row["train_loss"] is None for row in saved["history"])  # no loss on true labels is written
     assert set(saved) == {"model", "optimizer", "scheduler", "ema", "history"}  # no noise or sampling state
@@ -642,9 +678,18 @@ def test_trainer_averages_augmented_views():
     def trained(augmult: int) -> list[torch.Tensor]:
         torch.manual_seed(0)
         model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.Flatten(), nn.Linear(256, 2))
-        evaluated, _ = train_dpsgd(model, x, y, config, DPSGDConfig(augmult=augmult, ema_decay=0.0), 0.5,
-                                   augmentation="translate", seed=3, noise=NoiseSource(insecure_seed=3),
-                                   progress=False)
+        evaluated, _ = train_dpsgd(
+            model,
+            x,
+            y,
+            config,
+            DPSGDConfig(augmult=augmult, ema_decay=0.0),
+            0.5,
+            augmentation="translate",
+            seed=3,
+            noise=NoiseSource(insecure_seed=3),
+            progress=False,
+        )
         return [p.detach().clone() for p in evaluated.parameters()]
 
     two_views = trained(2)
@@ -674,16 +719,22 @@ def test_ema_follows_its_warm_up_formula(device):
 
 def test_dpsgd_run_records_its_event_before_training(tmp_path):
     torch.set_default_dtype(torch.float32)
-    config = RunConfig(dataset="digits", method="dp-sgd", epsilon=2.0, model="mlp",
-                       train=TrainConfig(epochs=2, batch_size=64, lr=0.5, weight_decay=0.0))
+    config = RunConfig(
+        dataset="digits",
+        method="dp-sgd",
+        epsilon=2.0,
+        model="mlp",
+        train=TrainConfig(epochs=2, batch_size=64, lr=0.5, weight_decay=0.0),
+    )
     summary = train_run(config, tmp_path / "run", progress=False)
     assert summary["epsilon"] == pytest.approx(2.0, abs=0.01) and summary["epsilon"] <= 2.0
     assert summary["delta"] == 1e-5 and summary["neighboring_relation"] == "add-or-remove one example"
     assert summary["test_accuracy"] > 0.3
     ledger = PrivacyLedger.load(tmp_path / "run" / "ledger.json")
     assert ledger.neighboring_relation == DPSGD_RELATION and [e.tag for e in ledger.entries] == ["dp-sgd"]
-    assert ledger.epsilon(1e-5) == pytest.approx(dpsgd_epsilon(summary["noise_multiplier"],
-                                                               summary["sampling_probability"], summary["steps"], 1e-5))
+    assert ledger.epsilon(1e-5) == pytest.approx(
+        dpsgd_epsilon(summary["noise_multiplier"], summary["sampling_probability"], summary["steps"], 1e-5)
+    )
 
 
 def test_dpsgd_config_errors_before_any_spend(tmp_path):
@@ -694,22 +745,45 @@ def test_dpsgd_config_errors_before_any_spend(tmp_path):
     with pytest.raises(ValueError, match="amp"):
         RunConfig(method="dp-sgd", epsilon=1.0, train=TrainConfig(amp=True)).resolved()
     with pytest.raises(ValueError, match="amp"):
-        train_dpsgd(nn.Linear(4, 2), np.zeros((8, 4), np.float32), np.zeros(8, np.int64),
-                    TrainConfig(batch_size=4, amp=True), DPSGDConfig(), 1.0, progress=False)
+        train_dpsgd(
+            nn.Linear(4, 2),
+            np.zeros((8, 4), np.float32),
+            np.zeros(8, np.int64),
+            TrainConfig(batch_size=4, amp=True),
+            DPSGDConfig(),
+            1.0,
+            progress=False,
+        )
     with pytest.raises(ValueError, match="max_grad_norm"):
         RunConfig(method="dp-sgd", epsilon=1.0, dpsgd=DPSGDConfig(max_grad_norm=0)).resolved()
     with pytest.raises(ValueError, match="augmult"):
-        RunConfig(method="dp-sgd", epsilon=1.0, train=TrainConfig(augment=False), dpsgd=DPSGDConfig(augmult=2)).resolved()
+        RunConfig(
+            method="dp-sgd", epsilon=1.0, train=TrainConfig(augment=False), dpsgd=DPSGDConfig(augmult=2)
+        ).resolved()
     with pytest.raises(ValueError, match="batch_size"):
-        train_run(RunConfig(method="dp-sgd", epsilon=1.0, train=TrainConfig(batch_size=5000)), tmp_path / "r",
-                  progress=False)
+        train_run(
+            RunConfig(method="dp-sgd", epsilon=1.0, train=TrainConfig(batch_size=5000)), tmp_path / "r", progress=False
+        )
     with pytest.raises(ValueError, match="no augmentation"):  # the digits have none
         train_run(RunConfig(method="dp-sgd", epsilon=1.0, dpsgd=DPSGDConfig(augmult=2)), tmp_path / "a", progress=False)
     with pytest.raises(ValueError, match="augmult"):
-        train_dpsgd(nn.Linear(4, 2), np.zeros((8, 4), np.float32), np.zeros(8, np.int64), TrainConfig(batch_size=4),
-                    DPSGDConfig(augmult=2), 1.0, augmentation="none", progress=False)
-    given = RunConfig(method="dp-sgd", epsilon=1.0, model="mlp", train=TrainConfig(epochs=1, batch_size=64),
-                      dpsgd=DPSGDConfig(noise_multiplier=0.8))
+        train_dpsgd(
+            nn.Linear(4, 2),
+            np.zeros((8, 4), np.float32),
+            np.zeros(8, np.int64),
+            TrainConfig(batch_size=4),
+            DPSGDConfig(augmult=2),
+            1.0,
+            augmentation="none",
+            progress=False,
+        )
+    given = RunConfig(
+        method="dp-sgd",
+        epsilon=1.0,
+        model="mlp",
+        train=TrainConfig(epochs=1, batch_size=64),
+        dpsgd=DPSGDConfig(noise_multiplier=0.8),
+    )
     with pytest.raises(ValueError, match="more than the budget"):  # sigma 0.8 spends epsilon ~3.3 here
         train_run(given, tmp_path / "s", progress=False)
     # nothing was written: the same folder takes the corrected run

@@ -18,11 +18,11 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.estimators import LabelDPClassifier, ReleasedLabels, clean_accuracy_estimate, released_log_likelihood
-from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels
-from labeldp.released_metrics import released_scorer
 from labeldp.mechanisms import keep_probability, randomized_response, randomized_response_likelihood
+from labeldp.released_metrics import released_scorer
 
 CLASSES = ["no", "yes"]
 
@@ -65,8 +65,9 @@ def test_true_labels_as_a_plain_array_are_refused_before_any_release(monkeypatch
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match="fits failed"):  # every fold refused, before any release
-            GridSearchCV(LabelDPClassifier(_logistic(), classes=CLASSES), {"em_iterations": [0, 1]},
-                         cv=KFold(3)).fit(frame, labels)
+            GridSearchCV(LabelDPClassifier(_logistic(), classes=CLASSES), {"em_iterations": [0, 1]}, cv=KFold(3)).fit(
+                frame, labels
+            )
 
 
 def test_a_search_on_private_labels_shares_one_release_and_scores_on_it() -> None:
@@ -82,16 +83,20 @@ def test_a_search_on_private_labels_shares_one_release_and_scores_on_it() -> Non
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()
     scored = GridSearchCV(model, grid, cv=KFold(3), scoring=released_scorer("roc_auc")).fit(frame, private)
     assert 0.6 < scored.best_score_ < 1.1 and len(private.ledger.entries) == 1
-    folds = cross_validate(model, frame, private, cv=KFold(5), scoring={"acc": released_scorer("accuracy"),
-                                                                          "ll": released_log_likelihood})
+    folds = cross_validate(
+        model, frame, private, cv=KFold(5), scoring={"acc": released_scorer("accuracy"), "ll": released_log_likelihood}
+    )
     assert np.isfinite(folds["test_acc"]).all() and len(private.ledger.entries) == 1
 
 
-@pytest.mark.parametrize("search", [
-    lambda model, grid: GridSearchCV(model, grid),  # stratified folds: the split would read the labels
-    lambda model, grid: GridSearchCV(model, grid, cv=KFold(3), scoring="roc_auc"),  # a scorer on the labels
-    lambda model, grid: GridSearchCV(model, grid, cv=KFold(3), scoring="accuracy"),
-])
+@pytest.mark.parametrize(
+    "search",
+    [
+        lambda model, grid: GridSearchCV(model, grid),  # stratified folds: the split would read the labels
+        lambda model, grid: GridSearchCV(model, grid, cv=KFold(3), scoring="roc_auc"),  # a scorer on the labels
+        lambda model, grid: GridSearchCV(model, grid, cv=KFold(3), scoring="accuracy"),
+    ],
+)
 def test_no_scorer_or_split_of_a_search_ever_sees_private_labels(search) -> None:
     frame, labels = _table()
     private = PrivateLabels(labels, CLASSES)
@@ -100,10 +105,13 @@ def test_no_scorer_or_split_of_a_search_ever_sees_private_labels(search) -> None
     assert len(private.ledger.entries) <= 1  # refused before a release, or after the one shared release
 
 
-@pytest.mark.parametrize("run", [
-    lambda model, X, y: GridSearchCV(model, {"em_iterations": [0, 1]}, cv=KFold(5), n_jobs=2).fit(X, y),
-    lambda model, X, y: cross_validate(model, X, y, cv=KFold(3), n_jobs=2),
-])
+@pytest.mark.parametrize(
+    "run",
+    [
+        lambda model, X, y: GridSearchCV(model, {"em_iterations": [0, 1]}, cv=KFold(5), n_jobs=2).fit(X, y),
+        lambda model, X, y: cross_validate(model, X, y, cv=KFold(3), n_jobs=2),
+    ],
+)
 def test_worker_processes_never_receive_private_labels(run) -> None:
     """With n_jobs > 1 joblib copies the estimator and the labels into each worker, where each copy
     would release them again with its own ledger and budget: refused, nothing spent."""
@@ -126,8 +134,9 @@ def test_threads_share_the_labels_and_the_budget_reports_the_true_composition() 
     budget = LabelBudget(3.0)
     private = PrivateLabels(labels, CLASSES, budget=budget)
     with parallel_backend("threading"):
-        GridSearchCV(LabelDPClassifier(_logistic(), classes=CLASSES), {"em_iterations": [0, 1]}, cv=KFold(5),
-                     n_jobs=2).fit(frame, private)
+        GridSearchCV(
+            LabelDPClassifier(_logistic(), classes=CLASSES), {"em_iterations": [0, 1]}, cv=KFold(5), n_jobs=2
+        ).fit(frame, private)
     assert len(private.ledger.entries) == 1 and budget.spent == pytest.approx(1.0, abs=1e-3)
 
 
@@ -142,8 +151,11 @@ def test_a_budget_charges_what_multi_stage_fits_record() -> None:
     fits = []
     with pytest.raises(BudgetError, match="refused before anything was drawn"):
         for seed in range(20):
-            fits.append(LabelDPClassifier(_logistic(), epsilon=1.0, stages=2, random_state=seed,
-                                          classes=["no", "yes", "maybe"]).fit(frame, private))
+            fits.append(
+                LabelDPClassifier(
+                    _logistic(), epsilon=1.0, stages=2, random_state=seed, classes=["no", "yes", "maybe"]
+                ).fit(frame, private)
+            )
     composed = PrivacyLedger(400)
     for fit in fits:
         for entry in fit.ledger_.entries:
@@ -197,14 +209,19 @@ def test_released_log_likelihood_scores_a_release_through_its_channel() -> None:
     by_hand = np.mean(np.log(release.likelihood @ prior))
     assert released_log_likelihood(constant, frame, release) == pytest.approx(by_hand)
     assert released_log_likelihood(informative, frame, release) > by_hand + 0.02
-    search = GridSearchCV(LabelDPClassifier(_logistic(), classes=CLASSES), {"em_iterations": [0, 2]},
-                          scoring=released_log_likelihood, cv=3).fit(frame, release)
+    search = GridSearchCV(
+        LabelDPClassifier(_logistic(), classes=CLASSES),
+        {"em_iterations": [0, 2]},
+        scoring=released_log_likelihood,
+        cv=3,
+    ).fit(frame, release)
     assert np.isfinite(search.best_score_) and search.best_score_ < 0
 
 
 def test_fits_on_a_release_of_labeldp_privatize() -> None:
     from labeldp.boundary import privatize
     from labeldp.randomness import NoiseSource
+
     frame, labels = _table()
     release = privatize(labels, classes=CLASSES, epsilon=2.0, noise=NoiseSource(insecure_seed=1))
     model = LabelDPClassifier(_logistic()).fit(frame, release)

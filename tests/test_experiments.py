@@ -12,23 +12,43 @@ import time
 import pytest
 
 from labeldp.cli import main
-from labeldp.recipes import get_profile, list_profiles, load_recipes, register
 from labeldp.experiments.report import aggregate, format_report
 from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
+from labeldp.recipes import get_profile, list_profiles, load_recipes, register
 from labeldp.runs import RunConfig
 from labeldp.training import TrainConfig
 
 
 def sweep_command(out, workers: int = 2) -> list[str]:
-    return [sys.executable, "-m", "labeldp.cli", "sweep", "--grid", "method=lp-1st,lp-2st",
-            "epsilon=1,8", "epochs=2", "--base", "digits/e1/lp-1st/run0", "--workers", str(workers),
-            "--quiet", "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "labeldp.cli",
+        "sweep",
+        "--grid",
+        "method=lp-1st,lp-2st",
+        "epsilon=1,8",
+        "epochs=2",
+        "--base",
+        "digits/e1/lp-1st/run0",
+        "--workers",
+        str(workers),
+        "--quiet",
+        "--out",
+        str(out),
+    ]
 
 
 def test_paper_profiles_exist_and_resolve() -> None:
     keys = [p.key for p in list_profiles(r"^mnist/e(1|2|4)/lp-(1|2)st/run0$")]
-    assert keys == ["mnist/e1/lp-1st/run0", "mnist/e1/lp-2st/run0", "mnist/e2/lp-1st/run0",
-                    "mnist/e2/lp-2st/run0", "mnist/e4/lp-1st/run0", "mnist/e4/lp-2st/run0"]
+    assert keys == [
+        "mnist/e1/lp-1st/run0",
+        "mnist/e1/lp-2st/run0",
+        "mnist/e2/lp-1st/run0",
+        "mnist/e2/lp-2st/run0",
+        "mnist/e4/lp-1st/run0",
+        "mnist/e4/lp-2st/run0",
+    ]
     for dataset in ("mnist", "fashion-mnist", "cifar10", "digits"):
         assert list_profiles(f"^{dataset}/")
     for every in list_profiles("."):  # no recipe sets an option its method does not use
@@ -38,7 +58,9 @@ def test_paper_profiles_exist_and_resolve() -> None:
     pate = get_profile("mnist/e0.5/pate/run1").config.resolved()
     assert pate.method == "pate" and pate.delta == 1e-5 and pate.seed == 1 and pate.train.epochs == 100
     cluster = get_profile("mnist/e0.1/lp-2st-cluster/run0").config.resolved()
-    assert cluster.prior == "cluster" and cluster.prior_temperature == 4.0 and cluster.prior_epsilon == pytest.approx(0.01)
+    assert (
+        cluster.prior == "cluster" and cluster.prior_temperature == 4.0 and cluster.prior_epsilon == pytest.approx(0.01)
+    )
     with pytest.raises(ValueError, match="did you mean"):
         get_profile("mnist/e2/lp-2st/run9")
     with pytest.raises(ValueError, match="already registered"):
@@ -52,7 +74,8 @@ def test_user_recipe_file(tmp_path, capsys) -> None:
     recipes.write_text(
         "from labeldp.recipes import register\n"
         "from labeldp.runs import RunConfig\nfrom labeldp.training import TrainConfig\n"
-        "register('mine/digits/e3', RunConfig(method='lp-1st', epsilon=3.0, train=TrainConfig(epochs=2)))\n")
+        "register('mine/digits/e3', RunConfig(method='lp-1st', epsilon=3.0, train=TrainConfig(epochs=2)))\n"
+    )
     assert main(["profiles", "mine/", "--recipes", str(recipes)]) == 0
     assert "mine/digits/e3" in capsys.readouterr().out
     assert main(["train", "--profile", "mine/digits/e3", "--out", str(tmp_path / "run"), "--quiet"]) == 0
@@ -63,13 +86,19 @@ def test_user_recipe_file(tmp_path, capsys) -> None:
 
 def test_grid_expansion() -> None:
     jobs = grid_jobs({"method": ["lp-1st", "non-private"], "epsilon": ["1", "2"], "seed": ["0"], "lr": ["0.1"]})
-    assert [j.key for j in jobs] == ["digits/e1/lp-1st/lr0.1/run0", "digits/e2/lp-1st/lr0.1/run0",
-                                     "digits/non-private/lr0.1/run0"]
+    assert [j.key for j in jobs] == [
+        "digits/e1/lp-1st/lr0.1/run0",
+        "digits/e2/lp-1st/lr0.1/run0",
+        "digits/non-private/lr0.1/run0",
+    ]
     assert jobs[0].config.train.lr == 0.1
     # an option that one of the methods does not use: that method runs once, at the default
     jobs = grid_jobs({"method": ["lp-1st", "lp-2st"], "epsilon": ["1"], "temperature": ["1", "2"]})
-    assert [j.key for j in jobs] == ["digits/e1/lp-1st/run0", "digits/e1/lp-2st/temperature1.0/run0",
-                                     "digits/e1/lp-2st/temperature2.0/run0"]
+    assert [j.key for j in jobs] == [
+        "digits/e1/lp-1st/run0",
+        "digits/e1/lp-2st/temperature1.0/run0",
+        "digits/e1/lp-2st/temperature2.0/run0",
+    ]
     assert [j.config.temperature for j in jobs] == [1.0, 1.0, 2.0]
     dpsgd_base = get_profile("mnist/e2/dp-sgd/run0").config
     (lp2st,) = grid_jobs({"method": ["lp-2st"]}, dpsgd_base)
@@ -81,8 +110,17 @@ def test_grid_expansion() -> None:
     # optional fields: a number, or none; a seeded (not private) run is reported as such
     seeded, fresh = grid_jobs({"method": ["lp-1st"], "epsilon": ["1"], "insecure_noise_seed": ["7", "none"]})
     assert seeded.config.insecure_noise_seed == 7 and fresh.config.insecure_noise_seed is None
-    rows = [{"key": "digits/e1/lp-1st/insecure_noise_seed7/run0", "status": "done", "dataset": "digits",
-             "method": "lp-1st", "target_epsilon": "1", "test_accuracy": "0.9", "noise_private": "False"}]
+    rows = [
+        {
+            "key": "digits/e1/lp-1st/insecure_noise_seed7/run0",
+            "status": "done",
+            "dataset": "digits",
+            "method": "lp-1st",
+            "target_epsilon": "1",
+            "test_accuracy": "0.9",
+            "noise_private": "False",
+        }
+    ]
     assert aggregate(rows)[0]["method"].endswith("(NOT PRIVATE)")
 
 
@@ -119,7 +157,9 @@ def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys) -> No
         "from labeldp.recipes import register\n"
         "from labeldp.runs import RunConfig\nfrom labeldp.training import TrainConfig\n"
         "register('t/ok', RunConfig(method='lp-1st', epsilon=2.0, train=TrainConfig(epochs=2)))\n"
-        f"register('t/bad', RunConfig(dataset='csv', table={str(tmp_path / 'missing.csv')!r}, classes=('0', '1'), method='lp-1st', epsilon=2.0))\n")
+        f"register('t/bad', RunConfig(dataset='csv', table={str(tmp_path / 'missing.csv')!r}, classes=('0', '1'),"
+        " method='lp-1st', epsilon=2.0))\n"
+    )
     assert main(["sweep", "--profiles", "^t/", "--recipes", str(recipes), "--out", str(tmp_path / "s"), "--quiet"]) == 0
     with open(tmp_path / "s" / "results.csv", newline="") as handle:
         rows = {r["key"]: r for r in csv.DictReader(handle)}
@@ -131,29 +171,43 @@ def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys) -> No
 
 def test_report_averages_only_runs_that_differ_in_their_seed() -> None:
     def row(key, dataset, method, epsilon, accuracy):
-        return {"key": key, "status": "done", "dataset": dataset, "method": method,
-                "target_epsilon": epsilon, "test_accuracy": accuracy}
+        return {
+            "key": key,
+            "status": "done",
+            "dataset": dataset,
+            "method": method,
+            "target_epsilon": epsilon,
+            "test_accuracy": accuracy,
+        }
 
-    rows = [row("mnist/e1/lp-2st/run0", "mnist", "lp-2st", "1.0", "0.90"),
-            row("mnist/e1/lp-2st/run1", "mnist", "lp-2st", "1.0", "0.92"),
-            row("mnist/e1/lp-2st-cluster/run0", "mnist", "lp-2st", "1.0", "0.97"),
-            row("mnist/non-private-fit/run0", "mnist", "non-private", "", "0.99"),
-            row("digits/e1/lp-2st/epochs6/temperature1.0/run0", "digits", "lp-2st", "1", "0.80"),
-            row("digits/e1/lp-2st/epochs6/temperature2.0/run0", "digits", "lp-2st", "1", "0.70"),
-            row("digits/e1e-05/lp-1st/epochs6/run0", "digits", "lp-1st", "1e-05", "0.10"),
-            {**row("t/custom", "digits", "alibi", "1", "0.5"), "status": "failed"},
-            {"status": "done", "dataset": "csv", "method": "rr", "target_epsilon": "2", "test_accuracy": "0.6"}]
+    rows = [
+        row("mnist/e1/lp-2st/run0", "mnist", "lp-2st", "1.0", "0.90"),
+        row("mnist/e1/lp-2st/run1", "mnist", "lp-2st", "1.0", "0.92"),
+        row("mnist/e1/lp-2st-cluster/run0", "mnist", "lp-2st", "1.0", "0.97"),
+        row("mnist/non-private-fit/run0", "mnist", "non-private", "", "0.99"),
+        row("digits/e1/lp-2st/epochs6/temperature1.0/run0", "digits", "lp-2st", "1", "0.80"),
+        row("digits/e1/lp-2st/epochs6/temperature2.0/run0", "digits", "lp-2st", "1", "0.70"),
+        row("digits/e1e-05/lp-1st/epochs6/run0", "digits", "lp-1st", "1e-05", "0.10"),
+        {**row("t/custom", "digits", "alibi", "1", "0.5"), "status": "failed"},
+        {"status": "done", "dataset": "csv", "method": "rr", "target_epsilon": "2", "test_accuracy": "0.6"},
+    ]
     stats = {(s["dataset"], s["method"], s["epsilon"]): (round(s["mean"], 4), s["runs"]) for s in aggregate(rows)}
-    assert stats == {("mnist", "lp-2st", 1.0): (0.91, 2), ("mnist", "lp-2st-cluster", 1.0): (0.97, 1),
-                     ("mnist", "non-private-fit", None): (0.99, 1),
-                     ("digits", "lp-2st/temperature1.0", 1.0): (0.8, 1),
-                     ("digits", "lp-2st/temperature2.0", 1.0): (0.7, 1),
-                     ("digits", "lp-1st", 1e-05): (0.1, 1), ("csv", "rr", 2.0): (0.6, 1)}
+    assert stats == {
+        ("mnist", "lp-2st", 1.0): (0.91, 2),
+        ("mnist", "lp-2st-cluster", 1.0): (0.97, 1),
+        ("mnist", "non-private-fit", None): (0.99, 1),
+        ("digits", "lp-2st/temperature1.0", 1.0): (0.8, 1),
+        ("digits", "lp-2st/temperature2.0", 1.0): (0.7, 1),
+        ("digits", "lp-1st", 1e-05): (0.1, 1),
+        ("csv", "rr", 2.0): (0.6, 1),
+    }
 
 
 def test_sweep_data_dir_goes_to_the_runs_that_read_a_folder(tmp_path) -> None:
-    jobs = [SweepJob("digits", get_profile("digits/e1/lp-1st/run0").config.with_overrides(train=TrainConfig(epochs=1))),
-            SweepJob("mnist", get_profile("mnist/e1/lp-1st/run0").config)]
+    jobs = [
+        SweepJob("digits", get_profile("digits/e1/lp-1st/run0").config.with_overrides(train=TrainConfig(epochs=1))),
+        SweepJob("mnist", get_profile("mnist/e1/lp-1st/run0").config),
+    ]
     rows = {row["key"]: row for row in run_sweep(jobs, tmp_path, data_dir=str(tmp_path / "no-mnist"), progress=False)}
     assert rows["digits"]["status"] == "done"  # the embedded digits take no folder
     assert rows["mnist"]["status"] == "failed" and "no-mnist" in rows["mnist"]["error"]
@@ -178,8 +232,19 @@ def test_profiles_are_selected_by_key_or_prefix() -> None:
 
 
 def test_reports_show_auc_and_log_loss() -> None:
-    rows = [{"key": f"t/e1/lp-1st/run{s}", "status": "done", "dataset": "t", "method": "lp-1st", "target_epsilon": "1",
-             "test_accuracy": "0.9", "test_auc": str(0.8 + 0.02 * s), "test_log_loss": "0.3"} for s in range(2)]
+    rows = [
+        {
+            "key": f"t/e1/lp-1st/run{s}",
+            "status": "done",
+            "dataset": "t",
+            "method": "lp-1st",
+            "target_epsilon": "1",
+            "test_accuracy": "0.9",
+            "test_auc": str(0.8 + 0.02 * s),
+            "test_log_loss": "0.3",
+        }
+        for s in range(2)
+    ]
     text = format_report(aggregate(rows, "auc"))
     assert "t: test AUC" in text and "0.8100 ± 0.0141 (2)" in text
     with pytest.raises(ValueError, match="metric must be one of"):

@@ -8,23 +8,22 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import frequencies_match
 from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import OneHotEncoder
 
+from conftest import frequencies_match
 from labeldp.accounting import PrivacyLedger, marginals_event
 from labeldp.accounting.ledger import event_pld
+from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels, release_label_marginals
 from labeldp.errors import BudgetError, ConfigError, DataError
 from labeldp.estimators import LabelDPClassifier, LabelDPRegressor, ReleasedLabels
-from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels
 from labeldp.estimators.logistic import LabelDPLogisticRegression, fit_from_marginals
 from labeldp.estimators.public_bins import PublicBins
 from labeldp.mechanisms import discrete_laplace_pmf, noisy_marginals, randomized_response
 from labeldp.mechanisms.marginals import marginal_counts, moved_cells
-from labeldp.boundary import release_label_marginals
 
 LABELS = np.array([0, 1, 1, 0, 1, 1])
 BINS = np.array([[0, 1], [1, 0], [1, 1], [0, 0], [0, 1], [1, 2]])  # two features, with 2 and 3 bins
@@ -110,10 +109,19 @@ def _table(n: int, positive_rate: float, seed: int) -> tuple[pd.DataFrame, np.nd
     """Public features (numeric, categorical with missing values, boolean) and a label whose log-odds
     are additive in them."""
     rng = np.random.default_rng(seed)
-    frame = pd.DataFrame({"age": rng.uniform(18, 80, n), "region": rng.choice(["north", "south", "east", None], n),
-                          "member": rng.random(n) < 0.3})
-    logit = (np.log(positive_rate / (1 - positive_rate)) + 1.5 * ((frame.age - 18) / 62) ** 2
-             + frame.region.map({"north": 1.0, "south": -0.5, "east": 0.0}).fillna(0.5) + 1.0 * frame.member)
+    frame = pd.DataFrame(
+        {
+            "age": rng.uniform(18, 80, n),
+            "region": rng.choice(["north", "south", "east", None], n),
+            "member": rng.random(n) < 0.3,
+        }
+    )
+    logit = (
+        np.log(positive_rate / (1 - positive_rate))
+        + 1.5 * ((frame.age - 18) / 62) ** 2
+        + frame.region.map({"north": 1.0, "south": -0.5, "east": 0.0}).fillna(0.5)
+        + 1.0 * frame.member
+    )
     return frame, (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
 
 
@@ -134,8 +142,9 @@ def test_with_exact_marginals_the_fit_is_scikit_learns_penalised_logistic_regres
 
 
 def test_public_bins_put_missing_and_unseen_values_in_bin_zero() -> None:
-    train = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0, np.nan], "c": ["a", "b", "a", None, "b"],
-                          "flag": [True, False, True, True, False]})
+    train = pd.DataFrame(
+        {"x": [1.0, 2.0, 3.0, 4.0, np.nan], "c": ["a", "b", "a", None, "b"], "flag": [True, False, True, True, False]}
+    )
     bins = PublicBins(2).fit(train)
     assert list(bins.bins_per_feature_) == [3, 3, 3]  # x: missing, <= median, > median; c: missing, a, b
     codes = bins.transform(pd.DataFrame({"x": [np.nan, 1.0, 9.0], "c": ["z", "a", None], "flag": [False, True, None]}))
@@ -178,16 +187,20 @@ def test_folds_on_disjoint_rows_compose_in_parallel() -> None:
     LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1]).fit(frame[1000:], private[1000:])
     assert private.ledger.epsilon() == pytest.approx(1.0, abs=1e-3) and len(private.ledger.entries) == 2
     with pytest.raises(ConfigError, match="counts, not labels"):  # nothing released to score on
-        LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1]).fit(frame[:10], PrivateLabels(labels[:10], [0, 1])
-                                                                   ).score(frame[:10], private[:10])
+        LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1]).fit(
+            frame[:10], PrivateLabels(labels[:10], [0, 1])
+        ).score(frame[:10], private[:10])
 
 
-@pytest.mark.parametrize("bad, error, message", [
-    (dict(classes=[0, 2]), ConfigError, "differ"),
-    (dict(epsilon=0.0), ConfigError, "epsilon"),
-    (dict(l2_regularization=0.0), ConfigError, "l2_regularization"),
-    (dict(n_bins=1), ConfigError, "n_bins"),
-])
+@pytest.mark.parametrize(
+    "bad, error, message",
+    [
+        (dict(classes=[0, 2]), ConfigError, "differ"),
+        (dict(epsilon=0.0), ConfigError, "epsilon"),
+        (dict(l2_regularization=0.0), ConfigError, "l2_regularization"),
+        (dict(n_bins=1), ConfigError, "n_bins"),
+    ],
+)
 def test_bad_input_is_refused_before_any_spend(bad, error, message) -> None:
     frame, labels = _table(200, 0.3, seed=4)
     budget = LabelBudget(epsilon=5.0)
@@ -204,20 +217,28 @@ def test_labels_outside_the_domain_are_refused_without_saying_which() -> None:
     assert "7" not in str(refused.value) and "2" not in str(refused.value)  # neither the value nor its row
 
 
-@pytest.mark.parametrize("bad, error, message", [
-    (dict(secure_rng=True, insecure_noise_seed=0), ConfigError, "secure"),
-])
+@pytest.mark.parametrize(
+    "bad, error, message",
+    [
+        (dict(secure_rng=True, insecure_noise_seed=0), ConfigError, "secure"),
+    ],
+)
 @pytest.mark.parametrize("estimator", ["marginals", "classifier", "regressor"])
 def test_a_fit_that_cannot_release_spends_nothing(estimator, bad, error, message) -> None:
     """Checks that come with the noise source (conflicting noise options) run before anything is
     recorded, in every estimator."""
     frame, labels = _table(200, 0.3, seed=8)
     budget = LabelBudget(epsilon=5.0)
-    private = (PrivateLabels(labels.astype(float), budget=budget) if estimator == "regressor"
-               else PrivateLabels(labels, [0, 1], budget=budget))
-    make = {"marginals": lambda: LabelDPLogisticRegression(classes=[0, 1], **bad),
-            "classifier": lambda: LabelDPClassifier(classes=[0, 1], **bad),
-            "regressor": lambda: LabelDPRegressor(label_range=(0, 1), prior="uniform", **bad)}[estimator]
+    private = (
+        PrivateLabels(labels.astype(float), budget=budget)
+        if estimator == "regressor"
+        else PrivateLabels(labels, [0, 1], budget=budget)
+    )
+    make = {
+        "marginals": lambda: LabelDPLogisticRegression(classes=[0, 1], **bad),
+        "classifier": lambda: LabelDPClassifier(classes=[0, 1], **bad),
+        "regressor": lambda: LabelDPRegressor(label_range=(0, 1), prior="uniform", **bad),
+    }[estimator]
     with pytest.raises((error, DataError), match=message):
         make().fit(frame.assign(region=frame.region.astype("category")), private)
     assert budget.spent == 0.0 and private.ledger.entries == ()
@@ -239,8 +260,10 @@ def test_three_classes_come_out_in_the_declared_order() -> None:
     assert list(model.classes_) == ["old", "young", "middle"]
     assert model.predict_proba(frame).shape == (len(frame), 3)
     assert np.mean(model.predict(frame) == labels) > 0.9
-    assert np.allclose(model.counts_.sum(axis=1).reshape(-1)[:5], np.bincount(model.bins_.transform(frame)[:, 0],
-                                                                               minlength=model.bins_.bins_per_feature_[0])[:5])
+    assert np.allclose(
+        model.counts_.sum(axis=1).reshape(-1)[:5],
+        np.bincount(model.bins_.transform(frame)[:, 0], minlength=model.bins_.bins_per_feature_[0])[:5],
+    )
 
 
 def test_released_labels_are_refused() -> None:
@@ -259,12 +282,15 @@ def test_rare_positives_survive_where_randomized_response_drowns_them() -> None:
     ours, flipped = [], []
     for draw in range(3):
         model = LabelDPLogisticRegression(epsilon=1.0, classes=[0, 1], insecure_noise_seed=draw).fit(
-            frame, PrivateLabels(labels, [0, 1]))
+            frame, PrivateLabels(labels, [0, 1])
+        )
         ours.append(roc_auc_score(test_labels, model.predict_proba(test)[:, 1]))
         noisy = randomized_response(labels, 2, 1.0, rng=draw)
-        boosted = HistGradientBoostingClassifier(max_iter=50).fit(frame.assign(region=frame.region.astype("category")),
-                                                                  noisy)
-        flipped.append(roc_auc_score(test_labels, boosted.predict_proba(test.assign(
-            region=test.region.astype("category")))[:, 1]))
+        boosted = HistGradientBoostingClassifier(max_iter=50).fit(
+            frame.assign(region=frame.region.astype("category")), noisy
+        )
+        flipped.append(
+            roc_auc_score(test_labels, boosted.predict_proba(test.assign(region=test.region.astype("category")))[:, 1])
+        )
     assert np.mean(ours) > np.mean(flipped) + 0.1, (ours, flipped)
     assert np.mean(ours) > 0.70, ours

@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 import pytest
-from conftest import frequencies_match
 from scipy import stats
 
+from conftest import frequencies_match
 from labeldp.mechanisms import (
     change_probability,
     discrete_laplace,
@@ -33,7 +33,9 @@ def reference_rr_with_prior_probabilities(prior: np.ndarray, epsilon: float) -> 
     """Algorithm 2 written out for one prior row, straight from the paper (independent of the library)."""
     num_classes = prior.size
     order = sorted(range(num_classes), key=lambda label: (-prior[label], label))
-    scores = [math.exp(epsilon) / (math.exp(epsilon) + k - 1) * sum(prior[order[:k]]) for k in range(1, num_classes + 1)]
+    scores = [
+        math.exp(epsilon) / (math.exp(epsilon) + k - 1) * sum(prior[order[:k]]) for k in range(1, num_classes + 1)
+    ]
     k = 1 + max(range(num_classes), key=lambda i: (scores[i], -i))
     top = order[:k]
     probs = np.zeros((num_classes, num_classes))
@@ -47,15 +49,15 @@ def reference_rr_with_prior_probabilities(prior: np.ndarray, epsilon: float) -> 
     return probs
 
 
-
-
-PRIORS = np.array([
-    [0.1] * 10,                                          # uniform: plain RR over 10
-    [1.0] + [0.0] * 9,                                   # certain prior: k = 1
-    [0.45, 0.45] + [0.1 / 8] * 8,                        # a tie at the top
-    [0.3, 0.3, 0.3, 0.1] + [0.0] * 6,                    # a three-way tie
-    *np.random.default_rng(7).dirichlet(np.full(10, 0.3), size=6),
-])
+PRIORS = np.array(
+    [
+        [0.1] * 10,  # uniform: plain RR over 10
+        [1.0] + [0.0] * 9,  # certain prior: k = 1
+        [0.45, 0.45] + [0.1 / 8] * 8,  # a tie at the top
+        [0.3, 0.3, 0.3, 0.1] + [0.0] * 6,  # a three-way tie
+        *np.random.default_rng(7).dirichlet(np.full(10, 0.3), size=6),
+    ]
+)
 
 
 @pytest.mark.parametrize("epsilon", EPSILONS)
@@ -153,23 +155,26 @@ def test_secure_integers_are_uniform() -> None:
     assert 0 <= values.min() and values.max() < 1 and abs(values.mean() - 0.5) < 0.02
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: randomized_response([0, 10], 10, 1.0), "labels must lie in"),
-    (lambda: randomized_response([-1, 0], 10, 1.0), "labels must lie in"),
-    (lambda: randomized_response([0.5, 1.0], 10, 1.0), "must be integers"),
-    (lambda: randomized_response([0, 1], 10, 0.0), "epsilon must be a finite number > 0"),
-    (lambda: randomized_response([0, 1], 10, float("nan")), "epsilon must be a finite number > 0"),
-    (lambda: randomized_response([0, 1], 10, -1), "epsilon"),
-    (lambda: randomized_response([], 10, 1.0), "labels is empty"),
-    (lambda: randomized_response([0, 1], 1, 1.0), "num_classes must be at least 2"),
-    (lambda: rr_with_prior([0], [[0.5, 0.6]], 1.0), "sum to 1"),
-    (lambda: rr_with_prior([0], [[1.5, -0.5]], 1.0), "non-negative"),
-    (lambda: rr_with_prior([0], [[np.nan, 1.0]], 1.0), "NaN"),
-    (lambda: rr_with_prior([0, 1], [[0.5, 0.5]], 1.0), "length mismatch"),
-    (lambda: rr_with_prior([2], [[0.5, 0.5]], 1.0), "labels must lie in"),
-    (lambda: rr_with_prior([0], [0.5, 0.5], 1.0), "2-d"),
-    (lambda: as_generator("fast"), "rng must be"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: randomized_response([0, 10], 10, 1.0), "labels must lie in"),
+        (lambda: randomized_response([-1, 0], 10, 1.0), "labels must lie in"),
+        (lambda: randomized_response([0.5, 1.0], 10, 1.0), "must be integers"),
+        (lambda: randomized_response([0, 1], 10, 0.0), "epsilon must be a finite number > 0"),
+        (lambda: randomized_response([0, 1], 10, float("nan")), "epsilon must be a finite number > 0"),
+        (lambda: randomized_response([0, 1], 10, -1), "epsilon"),
+        (lambda: randomized_response([], 10, 1.0), "labels is empty"),
+        (lambda: randomized_response([0, 1], 1, 1.0), "num_classes must be at least 2"),
+        (lambda: rr_with_prior([0], [[0.5, 0.6]], 1.0), "sum to 1"),
+        (lambda: rr_with_prior([0], [[1.5, -0.5]], 1.0), "non-negative"),
+        (lambda: rr_with_prior([0], [[np.nan, 1.0]], 1.0), "NaN"),
+        (lambda: rr_with_prior([0, 1], [[0.5, 0.5]], 1.0), "length mismatch"),
+        (lambda: rr_with_prior([2], [[0.5, 0.5]], 1.0), "labels must lie in"),
+        (lambda: rr_with_prior([0], [0.5, 0.5], 1.0), "2-d"),
+        (lambda: as_generator("fast"), "rng must be"),
+    ],
+)
 def test_bad_input_is_refused_with_a_clear_message(call, message) -> None:
     with pytest.raises((ValueError, TypeError), match=message):
         call()
@@ -181,11 +186,14 @@ def test_likelihoods_are_columns_of_the_exact_probabilities(epsilon: float) -> N
     labels = np.tile(np.arange(10), len(PRIORS))
     noisy, _ = rr_with_prior(labels, PRIORS[rows], epsilon, rng=0)
     exact = rr_with_prior_probabilities(PRIORS[rows], epsilon)
-    np.testing.assert_allclose(rr_with_prior_likelihood(noisy, PRIORS[rows], epsilon),
-                               exact[np.arange(rows.size), :, noisy], atol=1e-12)
+    np.testing.assert_allclose(
+        rr_with_prior_likelihood(noisy, PRIORS[rows], epsilon), exact[np.arange(rows.size), :, noisy], atol=1e-12
+    )
     rr_noisy = randomized_response(labels, 10, epsilon, rng=0)
-    np.testing.assert_allclose(randomized_response_likelihood(rr_noisy, 10, epsilon),
-                               randomized_response_probabilities(10, epsilon)[:, rr_noisy].T)
+    np.testing.assert_allclose(
+        randomized_response_likelihood(rr_noisy, 10, epsilon),
+        randomized_response_probabilities(10, epsilon)[:, rr_noisy].T,
+    )
     with pytest.raises(ValueError, match="outside its prior's top k"):
         rr_with_prior_likelihood([5], [[1.0] + [0.0] * 9], epsilon)
 
@@ -234,17 +242,25 @@ def test_discrete_laplace_matches_its_exact_distribution(parameter: float) -> No
     width = max(1, int(3 / parameter))
     support = np.arange(-width, width + 1)
     pmf = discrete_laplace_pmf(support, parameter)
-    observed = np.concatenate([[np.sum(samples < -width)],
-                               np.bincount(samples[np.abs(samples) <= width] + width, minlength=support.size),
-                               [np.sum(samples > width)]])
+    observed = np.concatenate(
+        [
+            [np.sum(samples < -width)],
+            np.bincount(samples[np.abs(samples) <= width] + width, minlength=support.size),
+            [np.sum(samples > width)],
+        ]
+    )
     tails = (1 - pmf.sum()) / 2
     expected = np.concatenate([[tails], pmf, [tails]]) * samples.size
     assert stats.chisquare(observed, expected).pvalue > 1e-4
     # the same check rejects a parameter 10% off
     wrong = discrete_laplace(parameter * 1.1, 200_000, rng=4)
-    observed = np.concatenate([[np.sum(wrong < -width)],
-                               np.bincount(wrong[np.abs(wrong) <= width] + width, minlength=support.size),
-                               [np.sum(wrong > width)]])
+    observed = np.concatenate(
+        [
+            [np.sum(wrong < -width)],
+            np.bincount(wrong[np.abs(wrong) <= width] + width, minlength=support.size),
+            [np.sum(wrong > width)],
+        ]
+    )
     assert stats.chisquare(observed, expected).pvalue < 1e-4
 
 
@@ -272,6 +288,7 @@ def test_geometric_noise_is_never_truncated_nor_identically_zero() -> None:
 def test_sorting_network_sorts_every_zero_one_input(num_classes: int) -> None:
     """A comparator network sorts every input iff it sorts every 0-1 input (Knuth's 0-1 principle)."""
     from labeldp.mechanisms.rr import _descending_rows
+
     bits = (np.arange(2**num_classes)[None, :] >> np.arange(num_classes)[:, None]) & 1
     rows = np.stack(_descending_rows(bits.astype(np.float64)))
     np.testing.assert_array_equal(rows, -np.sort(-bits, axis=0))
@@ -281,6 +298,7 @@ def test_rr_with_prior_block_size_and_sorting_path_do_not_change_seeded_releases
     """Blocks of any size (in whole runs of draws) and np.sort instead of the network give the same k,
     the same top-k sets and, with one seed, the same releases."""
     from labeldp.mechanisms import rr
+
     rng = np.random.default_rng(11)
     priors = rng.dirichlet(np.full(10, 0.3), size=3 * rr._CHUNK_ROWS + 17)
     priors[:500] = np.round(priors[:500] * 4)  # ties at the threshold

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.func import grad as grad_of, vmap
+from torch.func import grad as grad_of
+from torch.func import vmap
 
 from labeldp.mechanisms import randomized_response, randomized_response_likelihood
 from labeldp.models import MLP, ResNet18, SmallCNN, WSConv2d, build_model, default_model_name
@@ -16,9 +17,15 @@ from labeldp.training.augment import augment, mixup, random_crop
 from labeldp.training.losses import likelihood_loss
 
 
-@pytest.mark.parametrize("shape, name, model_type", [
-    ((1, 28, 28), "cnn", SmallCNN), ((3, 32, 32), "resnet18", ResNet18), ((20,), "mlp", MLP), ((1, 8, 8), "mlp", MLP),
-])
+@pytest.mark.parametrize(
+    "shape, name, model_type",
+    [
+        ((1, 28, 28), "cnn", SmallCNN),
+        ((3, 32, 32), "resnet18", ResNet18),
+        ((20,), "mlp", MLP),
+        ((1, 8, 8), "mlp", MLP),
+    ],
+)
 def test_default_models_produce_logits(shape, name, model_type) -> None:
     assert default_model_name(shape) == name
     model = build_model(None, shape, 7)
@@ -45,13 +52,20 @@ def test_weight_standardisation_is_per_output_channel() -> None:
     torch.testing.assert_close(standardized.double(), expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(scale.double().squeeze(1), torch.sqrt(weight.var(1, unbiased=False) + 1e-5))
     x = torch.randn(2, 6, 7, 7)
-    torch.testing.assert_close(conv(x), F.conv2d(x, expected.float().view_as(conv.weight), conv.bias), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        conv(x), F.conv2d(x, expected.float().view_as(conv.weight), conv.bias), rtol=1e-4, atol=1e-5
+    )
 
 
-@pytest.mark.parametrize("settings", [
-    dict(kernel_size=2), dict(kernel_size=2, stride=1), dict(kernel_size=3, stride=2, padding=1),
-    dict(kernel_size=(2, 3), stride=(1, 2), dilation=2, ceil_mode=True),
-])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(kernel_size=2),
+        dict(kernel_size=2, stride=1),
+        dict(kernel_size=3, stride=2, padding=1),
+        dict(kernel_size=(2, 3), stride=(1, 2), dilation=2, ceil_mode=True),
+    ],
+)
 @pytest.mark.parametrize("shape", [(4, 3, 9, 11), (3, 9, 11)])
 def test_max_pool_matches_torch_bit_for_bit(settings, shape) -> None:
     torch.manual_seed(0)
@@ -63,12 +77,17 @@ def test_max_pool_matches_torch_bit_for_bit(settings, shape) -> None:
     assert torch.equal(values.isnan(), expected_values.isnan()) and values.isnan().any()
     assert torch.equal(values.nan_to_num(), expected_values.nan_to_num()) and torch.equal(indices, expected_indices)
     grad_output = torch.randn_like(values)
-    (grad,), (expected_grad,) = torch.autograd.grad(values, x, grad_output), torch.autograd.grad(expected_values, x, grad_output)
+    (grad,), (expected_grad,) = (
+        torch.autograd.grad(values, x, grad_output),
+        torch.autograd.grad(expected_values, x, grad_output),
+    )
     assert torch.equal(grad, expected_grad) and grad.is_contiguous()
     # per-example gradients through torch.func, as the general DP-SGD clipping path takes them
     batch = torch.randn(5, *shape)
+
     def squares(pool):
         return lambda t: pool(t)[0].pow(2).sum()
+
     assert torch.equal(vmap(grad_of(squares(ours)))(batch), vmap(grad_of(squares(theirs)))(batch))
 
 
@@ -81,7 +100,7 @@ def test_random_crop_is_a_translation() -> None:
         for dy in range(-2, 3):
             for dx in range(-2, 3):
                 padded = F.pad(images[i, 0], (2, 2, 2, 2))
-                shifted = padded[2 + dy:8 + dy, 2 + dx:8 + dx]
+                shifted = padded[2 + dy : 8 + dy, 2 + dx : 8 + dx]
                 found |= torch.equal(shifted, out[i, 0])
         assert found
     flipped = augment(images, "crop-flip", torch.Generator().manual_seed(1))
@@ -148,12 +167,15 @@ def test_stage_resumes_from_its_checkpoint(tmp_path) -> None:
     short = TrainConfig(**{**config.__dict__, "epochs": 4})
     calls = []
     with pytest.raises(KeyboardInterrupt):
+
         def stop_after_two(record):
             calls.append(record)
             if record.epoch == 2:
                 raise KeyboardInterrupt
-        train_stage(first, x, y, 3, short, progress=False, seed=3, checkpoint=tmp_path / "c.pt",
-                    on_epoch_end=stop_after_two)
+
+        train_stage(
+            first, x, y, 3, short, progress=False, seed=3, checkpoint=tmp_path / "c.pt", on_epoch_end=stop_after_two
+        )
     resumed = MLP((4,), 3)
     history = train_stage(resumed, x, y, 3, config, progress=False, seed=3, checkpoint=tmp_path / "c.pt")
     assert [r.epoch for r in history] == [1, 2, 3, 4]

@@ -12,12 +12,12 @@ from scipy.optimize import brentq
 
 from labeldp.accounting import PrivacyLedger, calibrate_vote_noise, max_queries, pate_epsilon, pate_event
 from labeldp.boundary import release_pate_labels
+from labeldp.config.pate import PATEConfig
 from labeldp.mechanisms import answer_probability, confident_gnmax, gnmax, gnmax_probabilities, teacher_votes
 from labeldp.randomness import SecureGenerator
 from labeldp.runs import RunConfig, train_run
-from labeldp.training import TrainConfig
-from labeldp.config.pate import PATEConfig
 from labeldp.teachers import partition_teachers, select_queries, train_teachers
+from labeldp.training import TrainConfig
 
 VOTES = np.array([[10, 8, 0, 3], [5, 5, 5, 5], [0, 1, 2, 18], [7, 0, 6, 8]])
 
@@ -41,11 +41,14 @@ def test_teacher_votes_counts_each_teachers_vote():
 
 def test_exact_probabilities_match_a_direct_integration():
     from scipy import integrate
+
     sigma, row = 4.0, VOTES[0].astype(float)
     for j in range(4):
-        def integrand(x):
+
+        def integrand(x, j=j):
             others = np.delete(row, j)
             return stats.norm.pdf(x, row[j], sigma) * np.prod(stats.norm.cdf(x, others, sigma))
+
         expected = integrate.quad(integrand, -60, 80, limit=200)[0]
         assert gnmax_probabilities(VOTES[:1], sigma)[0, j] == pytest.approx(expected, abs=1e-8)
 
@@ -118,8 +121,10 @@ def test_confident_query_is_within_its_recorded_epsilon_and_delta():
 
 def _analytic_gaussian_epsilon(mu: float, delta: float) -> float:
     """Epsilon of a Gaussian mechanism with sensitivity/noise ratio mu (Balle & Wang 2018, Thm 8)."""
+
     def excess(eps):
         return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2) - delta
+
     return brentq(excess, 0.0, 100.0)
 
 
@@ -163,8 +168,9 @@ def test_release_records_every_query_on_every_member():
     with pytest.raises(ValueError, match="teacher_of"):
         release_pate_labels(PrivacyLedger(6), predictions, teacher_of + 1, np.arange(6), 3, 0.5)
     with pytest.raises(ValueError, match="threshold must lie"):
-        release_pate_labels(PrivacyLedger(6), predictions, teacher_of, np.arange(6), 3, 0.5, threshold=4,
-                            threshold_noise_std=1.0)
+        release_pate_labels(
+            PrivacyLedger(6), predictions, teacher_of, np.arange(6), 3, 0.5, threshold=4, threshold_noise_std=1.0
+        )
 
 
 def test_partition_is_disjoint_and_balanced_and_queries_are_fixed():
@@ -196,7 +202,9 @@ def _small_teacher_problem():
 
 def test_teachers_resume_after_a_crash(tmp_path):
     import torch
+
     from labeldp.models import build_model
+
     x, y, teacher_of = _small_teacher_problem()
     config = TrainConfig(epochs=3, batch_size=16)
 
@@ -214,12 +222,23 @@ def test_teachers_resume_after_a_crash(tmp_path):
         return build(t)
 
     with pytest.raises(KeyboardInterrupt):
-        train_teachers(crash_after_two, x, y, teacher_of, x[:20], 2, config, seed=1, checkpoint=checkpoint,
-                       progress=False)
+        train_teachers(
+            crash_after_two, x, y, teacher_of, x[:20], 2, config, seed=1, checkpoint=checkpoint, progress=False
+        )
     calls.clear()
     torch.randn(5)  # move the global generator: the teachers must not depend on its state
-    resumed = train_teachers(lambda t: calls.append(t) or build(t), x, y, teacher_of, x[:20], 2, config, seed=1,
-                             checkpoint=checkpoint, progress=False)
+    resumed = train_teachers(
+        lambda t: calls.append(t) or build(t),
+        x,
+        y,
+        teacher_of,
+        x[:20],
+        2,
+        config,
+        seed=1,
+        checkpoint=checkpoint,
+        progress=False,
+    )
     assert calls == [2, 3]
     assert np.array_equal(resumed, full)
 
@@ -245,8 +264,11 @@ def test_pate_run_on_digits_records_what_it_released(tmp_path, aggregator):
 
 def test_pate_run_refuses_bad_settings_before_writing_anything(tmp_path):
     with pytest.raises(ValueError, match="cannot exceed"):
-        train_run(RunConfig(dataset="digits", method="pate", epsilon=1.0, pate=PATEConfig(queries=5000)),
-                  tmp_path / "a", progress=False)
+        train_run(
+            RunConfig(dataset="digits", method="pate", epsilon=1.0, pate=PATEConfig(queries=5000)),
+            tmp_path / "a",
+            progress=False,
+        )
     assert not (tmp_path / "a").exists()
     with pytest.raises(ValueError, match="does not use prior"):
         RunConfig(dataset="digits", method="pate", epsilon=1.0, prior="cluster").resolved()

@@ -6,16 +6,14 @@ import math
 
 import numpy as np
 import pytest
-from conftest import frequencies_match
 
+from conftest import frequencies_match
 from labeldp.accounting import PrivacyLedger, histogram_event
-from labeldp.boundary import release_noisy_histogram
+from labeldp.boundary import release_noisy_histogram, unseal
 from labeldp.mechanisms import discrete_laplace, discrete_laplace_pmf, keep_probability, noisy_histogram
-from labeldp.priors import cluster, cluster_priors, consistent_counts, encode, histogram_priors
+from labeldp.priors import cluster, cluster_priors, consistent_counts, encode, histogram_priors, temper
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
-from labeldp.priors import temper
-from labeldp.boundary import unseal
 
 
 @pytest.mark.parametrize("parameter", [0.05, 0.5, 2.0])
@@ -42,8 +40,9 @@ def test_histogram_likelihood_ratio_and_counts(epsilon: float) -> None:
     a = epsilon / 2
     values = np.arange(-30, 31)
     # cell A holds count c or c+1, cell B holds c'+1 or c'; noise independent per cell
-    ratio = (discrete_laplace_pmf(values[:, None] - 1, a) * discrete_laplace_pmf(values[None, :], a)) / \
-            (discrete_laplace_pmf(values[:, None], a) * discrete_laplace_pmf(values[None, :] - 1, a))
+    ratio = (discrete_laplace_pmf(values[:, None] - 1, a) * discrete_laplace_pmf(values[None, :], a)) / (
+        discrete_laplace_pmf(values[:, None], a) * discrete_laplace_pmf(values[None, :] - 1, a)
+    )
     assert ratio.max() == pytest.approx(math.exp(epsilon))
     labels = np.array([0, 1, 1, 2, 2, 2])
     groups = np.array([0, 0, 1, 1, 1, 0])
@@ -60,7 +59,7 @@ def test_histogram_event_matches_the_mechanism() -> None:
     values = np.arange(-200, 201)
     p1 = discrete_laplace_pmf(values, a)
     p_shift = discrete_laplace_pmf(values - 1, a)
-    joint_p = np.outer(p1, p1)            # (A, B) = (c, c') + noise
+    joint_p = np.outer(p1, p1)  # (A, B) = (c, c') + noise
     joint_q = np.outer(p_shift, p_shift)  # (c + 1, c' + 1): one cell each way, same law by symmetry
     pld = event_pld(histogram_event(epsilon))
     for eps_prime in (0.0, 0.2, 0.4):
@@ -102,7 +101,9 @@ def test_consistent_counts_are_the_projection_onto_the_groups_sizes() -> None:
 def test_consistent_counts_undo_the_floor_that_clipping_adds_to_empty_cells() -> None:
     """A zero-inflated histogram, 2 full cells and 49 empty ones at epsilon 0.1: clipping the noise at
     zero puts ~10 counts into each empty cell, the projection almost none."""
-    true = np.zeros((400, 51)); true[:, 0] = 10_000; true[:, 1] = 100
+    true = np.zeros((400, 51))
+    true[:, 0] = 10_000
+    true[:, 1] = 100
     noisy = true + discrete_laplace(0.05, true.shape, np.random.default_rng(0))
     clipped = np.clip(noisy, 0, None)
     projected = consistent_counts(noisy, true.sum(axis=1))
@@ -127,8 +128,15 @@ def test_histogram_priors_and_clusters() -> None:
 
 
 def test_cluster_prior_run_spends_exactly_epsilon(blobs, tmp_path) -> None:
-    config = RunConfig(dataset="csv", method="lp-2st", epsilon=0.5, prior="cluster", clusters=10,
-                       train=TrainConfig(epochs=3, batch_size=64), insecure_noise_seed=0)  # a reproducible outcome
+    config = RunConfig(
+        dataset="csv",
+        method="lp-2st",
+        epsilon=0.5,
+        prior="cluster",
+        clusters=10,
+        train=TrainConfig(epochs=3, batch_size=64),
+        insecure_noise_seed=0,
+    )  # a reproducible outcome
     summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
     ledger = PrivacyLedger.load(tmp_path / "run" / "ledger.json")
     assert [e.tag for e in ledger.entries] == ["prior", "stage1", "stage2"]
@@ -153,8 +161,15 @@ def test_autoencoder_codes_separate_public_clusters(blobs) -> None:
 
 
 def test_combined_priors_spend_the_same_budget(blobs, tmp_path) -> None:
-    config = RunConfig(dataset="csv", method="lp-2st", epsilon=0.5, prior="cluster", clusters=10, combine_priors=True,
-                       train=TrainConfig(epochs=2, batch_size=64))
+    config = RunConfig(
+        dataset="csv",
+        method="lp-2st",
+        epsilon=0.5,
+        prior="cluster",
+        clusters=10,
+        combine_priors=True,
+        train=TrainConfig(epochs=2, batch_size=64),
+    )
     summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
     # the histogram's 0.05 plus, where some example's k >= 2, the labels' 0.45: with clusters this pure
     # every k can be 1 (the release then says nothing), so the total lies between the two, never above
@@ -176,26 +191,39 @@ def test_tempering_flattens_the_prior_and_widens_rr_with_prior(blobs, tmp_path) 
     assert np.allclose(temper(rows, 0.5)[0], rows[0] ** 2 / (rows[0] ** 2).sum())
     mean_k = {}
     for temperature in (1.0, 4.0):
-        config = RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, prior="cluster", clusters=10,
-                           prior_temperature=temperature, train=TrainConfig(epochs=1, batch_size=64))
+        config = RunConfig(
+            dataset="csv",
+            method="lp-1st",
+            epsilon=1.0,
+            prior="cluster",
+            clusters=10,
+            prior_temperature=temperature,
+            train=TrainConfig(epochs=1, batch_size=64),
+        )
         summary = train_run(config, tmp_path / f"t{temperature}", progress=False, dataset=blobs)
         mean_k[temperature] = summary["stages"][0]["mean_k"]
     assert mean_k[4.0] > mean_k[1.0]
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(prior="cluster", method="non-private", epsilon=None), "needs a private method"),
-    (dict(prior="cluster", epsilon=1.0, prior_epsilon=1.0), "must be smaller than epsilon"),
-    (dict(prior="uniform", epsilon=1.0, prior_epsilon=0.1), "only with prior 'cluster'"),
-    (dict(prior="knn", epsilon=1.0), "prior must be one of"),
-    (dict(prior="uniform", epsilon=1.0, prior_temperature=2.0), "only with prior 'cluster'"),
-    (dict(prior="uniform", epsilon=1.0, encoder="autoencoder"), "only with prior 'cluster'"),
-    (dict(prior="uniform", epsilon=1.0, combine_priors=True), "only with prior 'cluster'"),
-    (dict(prior="uniform", epsilon=1.0, clusters=50), "clusters applies only with prior 'cluster'"),
-    (dict(prior="cluster", method="lp-1st", epsilon=1.0, combine_priors=True), "'lp-1st' does not use combine_priors"),
-    (dict(prior="cluster", epsilon=1.0, encoder="vae"), "encoder must be one of"),
-    (dict(prior="cluster", epsilon=1.0, prior_temperature=0.0), "prior_temperature must be > 0"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(prior="cluster", method="non-private", epsilon=None), "needs a private method"),
+        (dict(prior="cluster", epsilon=1.0, prior_epsilon=1.0), "must be smaller than epsilon"),
+        (dict(prior="uniform", epsilon=1.0, prior_epsilon=0.1), "only with prior 'cluster'"),
+        (dict(prior="knn", epsilon=1.0), "prior must be one of"),
+        (dict(prior="uniform", epsilon=1.0, prior_temperature=2.0), "only with prior 'cluster'"),
+        (dict(prior="uniform", epsilon=1.0, encoder="autoencoder"), "only with prior 'cluster'"),
+        (dict(prior="uniform", epsilon=1.0, combine_priors=True), "only with prior 'cluster'"),
+        (dict(prior="uniform", epsilon=1.0, clusters=50), "clusters applies only with prior 'cluster'"),
+        (
+            dict(prior="cluster", method="lp-1st", epsilon=1.0, combine_priors=True),
+            "'lp-1st' does not use combine_priors",
+        ),
+        (dict(prior="cluster", epsilon=1.0, encoder="vae"), "encoder must be one of"),
+        (dict(prior="cluster", epsilon=1.0, prior_temperature=0.0), "prior_temperature must be > 0"),
+    ],
+)
 def test_bad_prior_configuration(changes, message) -> None:
     with pytest.raises(ValueError, match=message):
         RunConfig(**{"method": "lp-1st", **changes}).resolved()
@@ -214,13 +242,21 @@ def test_a_users_own_encoder_file_gives_the_cluster_features(blobs, tmp_path) ->
             return torch.tanh(x @ weights)
 
     path = tmp_path / "encoder.pt2"
-    torch.export.save(torch.export.export(Projection(), (torch.zeros(3, 20),),
-                                          dynamic_shapes=({0: torch.export.Dim("batch")},)), path)
+    torch.export.save(
+        torch.export.export(Projection(), (torch.zeros(3, 20),), dynamic_shapes=({0: torch.export.Dim("batch")},)), path
+    )
     features = encode(blobs.x_train, str(path))
     expected = torch.tanh(torch.from_numpy(blobs.x_train.astype(np.float32)) @ weights).numpy()
     np.testing.assert_allclose(features, expected, rtol=1e-5, atol=1e-6)
-    config = RunConfig(dataset="csv", method="lp-1st", epsilon=2.0, prior="cluster", clusters=10,
-                       encoder=str(path), train=TrainConfig(epochs=1))
+    config = RunConfig(
+        dataset="csv",
+        method="lp-1st",
+        epsilon=2.0,
+        prior="cluster",
+        clusters=10,
+        encoder=str(path),
+        train=TrainConfig(epochs=1),
+    )
     summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
     assert summary["epsilon"] == pytest.approx(2.0, abs=1e-3)
     with pytest.raises(FileNotFoundError, match="does not exist"):
@@ -272,7 +308,13 @@ def test_stage_one_under_a_cluster_prior_trains_on_the_posterior(blobs, tmp_path
 
     monkeypatch.setattr(context, "train_stage", recording)
     for prior in ("cluster", None):
-        config = RunConfig(dataset="csv", method="lp-2st", epsilon=0.5, prior=prior, clusters=10 if prior else 100,
-                           train=TrainConfig(epochs=1, batch_size=64))
+        config = RunConfig(
+            dataset="csv",
+            method="lp-2st",
+            epsilon=0.5,
+            prior=prior,
+            clusters=10 if prior else 100,
+            train=TrainConfig(epochs=1, batch_size=64),
+        )
         train_run(config, tmp_path / f"run-{prior}", progress=False, dataset=blobs)
     assert soft_labels == [True, False, False, False]  # stage 1 under the prior only; later stages: forward loss

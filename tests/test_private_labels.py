@@ -14,10 +14,9 @@ import pytest
 from sklearn.metrics import accuracy_score
 
 from labeldp.accounting import randomized_response_event
+from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels, release_randomized_response, unseal
 from labeldp.data.grid import snap_to_grid
 from labeldp.errors import BudgetError, DataError
-from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels, unseal
-from labeldp.boundary import release_randomized_response
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "labeldp"
 #: the only modules that read private labels: the release boundary, and the private-side trainers,
@@ -27,8 +26,12 @@ UNSEALED_IN = {"boundary/release.py", "boundary/column.py", "dpsgd/trainer.py", 
 
 def _calls(tree: ast.AST, name: str) -> list[int]:
     """Lines that call ``name`` (as a name or an attribute)."""
-    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and (getattr(node.func, "id", None) == name or getattr(node.func, "attr", None) == name)]
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) == name or getattr(node.func, "attr", None) == name)
+    ]
 
 
 def test_only_the_boundary_and_the_private_side_trainers_unseal_labels() -> None:
@@ -45,17 +48,32 @@ def test_only_the_boundary_and_the_private_side_trainers_unseal_labels() -> None
         lines = _calls(tree, "unseal")
         if lines:
             callers[module] = lines
-        reaching_in += [f"{module}:{node.lineno}" for node in ast.walk(tree)
-                        if isinstance(node, ast.Attribute) and node.attr == "_root"]
+        reaching_in += [
+            f"{module}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == "_root"
+        ]
     assert set(callers) == UNSEALED_IN, callers
     assert reaching_in == []
 
 
-@pytest.mark.parametrize("compute", [
-    np.asarray, np.mean, lambda y: y == 1, list, bool, lambda y: y[0] + 1, pd.Series, pickle.dumps,
-    lambda y: accuracy_score(y, np.zeros(len(y))), lambda y: np.concatenate([y, y]), lambda y: 1 in y,
-    lambda y: np.asarray(y[:3]),
-])
+@pytest.mark.parametrize(
+    "compute",
+    [
+        np.asarray,
+        np.mean,
+        lambda y: y == 1,
+        list,
+        bool,
+        lambda y: y[0] + 1,
+        pd.Series,
+        pickle.dumps,
+        lambda y: accuracy_score(y, np.zeros(len(y))),
+        lambda y: np.concatenate([y, y]),
+        lambda y: 1 in y,
+        lambda y: np.asarray(y[:3]),
+    ],
+)
 def test_any_computation_on_private_labels_fails_loudly(compute) -> None:
     labels = PrivateLabels(np.array([0, 1, 1, 0]), [0, 1])
     with pytest.raises(PrivateLabelAccessError):
@@ -110,8 +128,14 @@ def test_threads_asking_at_once_draw_once() -> None:
         draws.append(1)
         return release_randomized_response(ledger, everything, np.arange(len(everything)), 2, 1.0).labels
 
-    threads = [threading.Thread(target=lambda i=i: results.append(
-        labels[i * 100:(i + 1) * 100].release_once("rr", randomized_response_event(1.0, 2), draw))) for i in range(8)]
+    threads = [
+        threading.Thread(
+            target=lambda i=i: results.append(
+                labels[i * 100 : (i + 1) * 100].release_once("rr", randomized_response_event(1.0, 2), draw)
+            )
+        )
+        for i in range(8)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

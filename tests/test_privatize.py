@@ -19,22 +19,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import frequencies_match
 
+from conftest import frequencies_match
+from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import column as column_module
+from labeldp.boundary import load_release, privatize, privatize_table, read_sidecar, release_rr_with_prior
 from labeldp.boundary import release_folder as folder_module
 from labeldp.boundary import table_source as source_module
-from labeldp.accounting import PrivacyLedger
 from labeldp.cli import main
 from labeldp.errors import ConfigError, DataError, MissingFileError, ReleaseExistsError, RunLockedError
 from labeldp.mechanisms import randomized_response_probabilities, rr_with_prior_probabilities
-from labeldp.boundary import load_release, privatize, privatize_table, read_sidecar
 from labeldp.randomness import NoiseSource
-from labeldp.boundary import release_rr_with_prior
 
 SEED = NoiseSource(insecure_seed=7)
-PRIORS = np.array([[0.25] * 4, [0.7, 0.1, 0.1, 0.1], [0.45, 0.45, 0.05, 0.05], [1.0, 0.0, 0.0, 0.0]],
-                  dtype=np.float32).astype(np.float64)  # values exact in float32, as the table stores them
+PRIORS = np.array(
+    [[0.25] * 4, [0.7, 0.1, 0.1, 0.1], [0.45, 0.45, 0.05, 0.05], [1.0, 0.0, 0.0, 0.0]], dtype=np.float32
+).astype(np.float64)  # values exact in float32, as the table stores them
 PRIOR_COLUMNS = [f"p{j}" for j in range(4)]
 
 
@@ -54,8 +54,16 @@ def rr_fixture(draws: int = 1500, num_classes: int = 4) -> np.ndarray:
 def test_streamed_rr_follows_its_exact_distribution_and_equals_the_in_memory_release(tmp_path) -> None:
     labels = rr_fixture()
     pq.write_table(make_table(labels), tmp_path / "t.parquet", row_group_size=1000)
-    sidecar = privatize_table(tmp_path / "t.parquet", tmp_path / "out", label_column="y", id_column="id",
-                              classes=[0, 1, 2, 3], epsilon=1.0, batch_rows=1024, noise=SEED)
+    sidecar = privatize_table(
+        tmp_path / "t.parquet",
+        tmp_path / "out",
+        label_column="y",
+        id_column="id",
+        classes=[0, 1, 2, 3],
+        epsilon=1.0,
+        batch_rows=1024,
+        noise=SEED,
+    )
     release = load_release(tmp_path / "out")
     assert sidecar["rows"] == labels.size and release.mechanism == "randomized-response"
     assert np.array_equal(release.ids, np.arange(labels.size) * 10 + 3)
@@ -73,15 +81,30 @@ def test_streamed_rr_with_prior_follows_its_exact_distribution(tmp_path) -> None
     draws = 1500
     table = make_table(np.tile(labels, draws), np.tile(PRIORS[rows], (draws, 1)))
     pq.write_table(table, tmp_path / "t.parquet", row_group_size=5000)
-    sidecar = privatize_table(tmp_path / "t.parquet", tmp_path / "out", label_column="y", id_column="id",
-                              classes=[0, 1, 2, 3], epsilon=1.0, prior_columns=PRIOR_COLUMNS, batch_rows=4096,
-                              noise=SEED, write_channel=True)
+    sidecar = privatize_table(
+        tmp_path / "t.parquet",
+        tmp_path / "out",
+        label_column="y",
+        id_column="id",
+        classes=[0, 1, 2, 3],
+        epsilon=1.0,
+        prior_columns=PRIOR_COLUMNS,
+        batch_rows=4096,
+        noise=SEED,
+        write_channel=True,
+    )
     release = load_release(tmp_path / "out")
     expected = rr_with_prior_probabilities(PRIORS, 1.0)[rows, labels]
     assert frequencies_match(release.labels.reshape(draws, -1), expected).all()
     assert sidecar["k_range"] == [1, 4] and "per_row" in sidecar["channel"]
-    in_memory = privatize(table.column("y").to_numpy(), classes=[0, 1, 2, 3], epsilon=1.0,
-                          priors=np.tile(PRIORS[rows], (draws, 1)), batch_rows=4096, noise=SEED)
+    in_memory = privatize(
+        table.column("y").to_numpy(),
+        classes=[0, 1, 2, 3],
+        epsilon=1.0,
+        priors=np.tile(PRIORS[rows], (draws, 1)),
+        batch_rows=4096,
+        noise=SEED,
+    )
     assert np.array_equal(in_memory.labels, release.labels) and np.array_equal(in_memory.k, release.k)
     # the written channel columns are what the prior columns give back
     priors = np.stack([table.column(c).to_numpy() for c in PRIOR_COLUMNS], axis=1)
@@ -103,8 +126,16 @@ def test_a_folder_of_parquet_and_csv_files_is_one_release_whatever_its_cut(tmp_p
     (folder / ".part-0.parquet.crc").write_text("")
     pq.write_table(table, tmp_path / "whole.parquet")
     for source, out in ((folder, "from_folder"), (tmp_path / "whole.parquet", "from_file")):
-        privatize_table(source, tmp_path / out, label_column="y", id_column="id", classes=["0", "1", "2"], epsilon=2.0,
-                        batch_rows=512, noise=SEED)
+        privatize_table(
+            source,
+            tmp_path / out,
+            label_column="y",
+            id_column="id",
+            classes=["0", "1", "2"],
+            epsilon=2.0,
+            batch_rows=512,
+            noise=SEED,
+        )
     from_folder, from_file = load_release(tmp_path / "from_folder"), load_release(tmp_path / "from_file")
     assert np.array_equal(from_folder.labels, from_file.labels)
     assert list(from_folder.ids) == [f"row{i}" for i in range(labels.size)]
@@ -120,15 +151,26 @@ def test_memory_is_bounded_by_blocks_of_batch_rows(tmp_path, monkeypatch) -> Non
     pq.write_table(make_table(labels), tmp_path / "t.parquet", row_group_size=3200)
     seen: list[int] = []
     mechanism = column_module.randomized_response
-    monkeypatch.setattr(column_module, "randomized_response",
-                        lambda true, *args: seen.append(true.size) or mechanism(true, *args))
+    monkeypatch.setattr(
+        column_module, "randomized_response", lambda true, *args: seen.append(true.size) or mechanism(true, *args)
+    )
     read: list[int] = []
     batches = source_module.read_batches
     monkeypatch.setattr(source_module, "_READ_ROWS", 256)
     for module in (source_module, folder_module):
-        monkeypatch.setattr(module, "read_batches", lambda *args: (read.append(b.num_rows) or b for b in batches(*args)))
-    privatize_table(tmp_path / "t.parquet", tmp_path / "out", label_column="y", id_column="id", classes=range(4),
-                    epsilon=1.0, batch_rows=1000, noise=SEED)
+        monkeypatch.setattr(
+            module, "read_batches", lambda *args: (read.append(b.num_rows) or b for b in batches(*args))
+        )
+    privatize_table(
+        tmp_path / "t.parquet",
+        tmp_path / "out",
+        label_column="y",
+        id_column="id",
+        classes=range(4),
+        epsilon=1.0,
+        batch_rows=1000,
+        noise=SEED,
+    )
     assert seen == [1000, 1000, 1000, 200]
     assert max(read) <= 256 and sum(read) == 2 * labels.size  # the label check's pass, then the release's
     metadata = pq.ParquetFile(tmp_path / "out" / "labels.parquet").metadata
@@ -178,15 +220,26 @@ def test_the_ledger_records_one_release_over_every_row(tmp_path) -> None:
     priors /= priors.sum(axis=1, keepdims=True)
     labels = np.random.default_rng(2).integers(0, 4, 600)
     pq.write_table(make_table(labels, priors), tmp_path / "t.parquet")
-    sidecar = privatize_table(tmp_path / "t.parquet", tmp_path / "out", label_column="y", id_column="id",
-                              classes=range(4), epsilon=0.7, prior_columns=PRIOR_COLUMNS, batch_rows=128)
+    sidecar = privatize_table(
+        tmp_path / "t.parquet",
+        tmp_path / "out",
+        label_column="y",
+        id_column="id",
+        classes=range(4),
+        epsilon=0.7,
+        prior_columns=PRIOR_COLUMNS,
+        batch_rows=128,
+    )
     ledger = PrivacyLedger.load(tmp_path / "out" / "ledger.json")
     assert ledger.dataset_size == 600 and len(ledger.entries) == 1 and ledger.entries[0].members.all()
     reference = PrivacyLedger(600)  # release.py's accounting of the same priors, in one call
     release_rr_with_prior(reference, labels, np.arange(600), priors.astype(np.float32), 0.7, rng=0)
     assert ledger.entries[0].event == reference.entries[0].event
     assert ledger.epsilon() == pytest.approx(reference.epsilon()) and ledger.epsilon() <= 0.7 + 1e-3
-    assert sidecar["ledger"]["epsilon"] == ledger.epsilon() and load_release(tmp_path / "out").ledger.epsilon() == ledger.epsilon()
+    assert (
+        sidecar["ledger"]["epsilon"] == ledger.epsilon()
+        and load_release(tmp_path / "out").ledger.epsilon() == ledger.epsilon()
+    )
     rr = privatize(labels, classes=range(4), epsilon=0.7)
     assert rr.ledger.epsilon() == pytest.approx(0.7, abs=1e-3) and rr.private
 
@@ -197,8 +250,16 @@ def test_nothing_written_depends_on_the_labels_but_the_released_column(tmp_path)
     priors = np.tile(PRIORS, (50, 1))
     for name, labels in (("a", rng.integers(0, 4, 200)), ("b", np.zeros(200, dtype=int))):
         pq.write_table(make_table(labels, priors), tmp_path / f"{name}.parquet")
-        privatize_table(tmp_path / f"{name}.parquet", tmp_path / f"out_{name}", label_column="y", id_column="id",
-                        classes=range(4), epsilon=1.0, prior_columns=PRIOR_COLUMNS, noise=SEED)
+        privatize_table(
+            tmp_path / f"{name}.parquet",
+            tmp_path / f"out_{name}",
+            label_column="y",
+            id_column="id",
+            classes=range(4),
+            epsilon=1.0,
+            prior_columns=PRIOR_COLUMNS,
+            noise=SEED,
+        )
     sidecars = [json.loads((tmp_path / f"out_{name}" / "release.json").read_text()) for name in "ab"]
     for sidecar in sidecars:
         sidecar["source"].pop("table")
@@ -245,7 +306,7 @@ def test_a_killed_release_is_not_a_release_and_the_next_run_starts_over(tmp_path
                 os.kill(os.getpid(), signal.SIGKILL)
             return mechanism(*args)
         p.randomized_response = draw
-        privatize_table({str(tmp_path / 't.parquet')!r}, {str(tmp_path / 'out')!r}, label_column="y",
+        privatize_table({str(tmp_path / "t.parquet")!r}, {str(tmp_path / "out")!r}, label_column="y",
                           id_column="id", classes=range(4), epsilon=1.0, batch_rows=500)
     """)
     result = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -258,8 +319,9 @@ def test_a_killed_release_is_not_a_release_and_the_next_run_starts_over(tmp_path
     with pytest.raises(MissingFileError, match="did not finish"):
         load_release(tmp_path / "out")
     with pytest.warns(UserWarning, match="never published"):
-        privatize_table(tmp_path / "t.parquet", tmp_path / "out", label_column="y", id_column="id", classes=range(4),
-                        epsilon=1.0)
+        privatize_table(
+            tmp_path / "t.parquet", tmp_path / "out", label_column="y", id_column="id", classes=range(4), epsilon=1.0
+        )
     assert not partial.exists() and load_release(tmp_path / "out").labels.size == 2000
 
 
@@ -268,15 +330,23 @@ def test_a_second_process_cannot_write_the_same_release(tmp_path) -> None:
     with open(tmp_path / ".out.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         with pytest.raises(RunLockedError, match="another process"):
-            privatize_table(tmp_path / "t.parquet", tmp_path / "out", label_column="y", id_column="id",
-                            classes=range(4), epsilon=1.0)
+            privatize_table(
+                tmp_path / "t.parquet",
+                tmp_path / "out",
+                label_column="y",
+                id_column="id",
+                classes=range(4),
+                epsilon=1.0,
+            )
     assert not (tmp_path / "out").exists()
 
 
 def test_in_memory_release_of_pandas_labels_with_a_shared_prior() -> None:
     labels = pd.Series(["no", "yes", "yes", "maybe"] * 50, index=[f"user{i}" for i in range(200)])
     prior = [0.2, 0.5, 0.3]
-    release = privatize(labels, classes=["maybe", "no", "yes"], epsilon=1.5, priors=prior, noise=NoiseSource(secure=True))
+    release = privatize(
+        labels, classes=["maybe", "no", "yes"], epsilon=1.5, priors=prior, noise=NoiseSource(secure=True)
+    )
     assert release.ids[0] == "user0" and set(release.values) <= {"maybe", "no", "yes"}
     assert release.mechanism == "rr-with-prior" and np.all(release.k == release.k[0])
     matrix = rr_with_prior_probabilities(np.array([prior]), 1.5)[0]
@@ -287,12 +357,36 @@ def test_in_memory_release_of_pandas_labels_with_a_shared_prior() -> None:
 
 
 def test_cli_privatize(tmp_path, capsys) -> None:
-    frame = pd.DataFrame({"user": np.arange(400), "answer": np.tile(["yes", "no"], 200),
-                          "p_yes": np.full(400, 0.6), "p_no": np.full(400, 0.4)})
+    frame = pd.DataFrame(
+        {
+            "user": np.arange(400),
+            "answer": np.tile(["yes", "no"], 200),
+            "p_yes": np.full(400, 0.6),
+            "p_no": np.full(400, 0.4),
+        }
+    )
     frame.to_csv(tmp_path / "survey.csv", index=False)
-    command = ["privatize", "--table", str(tmp_path / "survey.csv"), "--label-column", "answer", "--id-column", "user",
-               "--classes", "yes", "no", "--epsilon", "1", "--prior-columns", "p_yes", "p_no", "--out",
-               str(tmp_path / "release"), "--insecure-noise-seed", "3"]
+    command = [
+        "privatize",
+        "--table",
+        str(tmp_path / "survey.csv"),
+        "--label-column",
+        "answer",
+        "--id-column",
+        "user",
+        "--classes",
+        "yes",
+        "no",
+        "--epsilon",
+        "1",
+        "--prior-columns",
+        "p_yes",
+        "p_no",
+        "--out",
+        str(tmp_path / "release"),
+        "--insecure-noise-seed",
+        "3",
+    ]
     assert main(command) == 0
     printed = capsys.readouterr().out
     assert "released 400 labels of 'answer' by RR-with-prior" in printed and "NOT PRIVATE" in printed
@@ -308,6 +402,7 @@ def _dask_example():
     """examples/privatize_with_dask.py as a module (skips the test without dask)."""
     pytest.importorskip("dask.dataframe")
     import importlib.util
+
     path = Path(__file__).resolve().parents[1] / "examples" / "privatize_with_dask.py"
     spec = importlib.util.spec_from_file_location("privatize_with_dask", path)
     example = importlib.util.module_from_spec(spec)
@@ -325,22 +420,38 @@ def test_the_dask_example_releases_per_partition_with_one_ledger(tmp_path) -> No
     table = make_table(labels, np.tile(PRIORS, (labels.size // 4, 1)), ids=np.arange(labels.size))
     for part, start in enumerate(range(0, labels.size, 1700)):
         pq.write_table(table.slice(start, 1700), folder / f"part-{part}.parquet")
-    result = example.privatize_with_dask(str(folder), str(tmp_path / "rr"), label_column="y", id_column="id",
-                                         classes=["0", "1", "2", "3"], epsilon=1.0, noise=SEED)
+    result = example.privatize_with_dask(
+        str(folder),
+        str(tmp_path / "rr"),
+        label_column="y",
+        id_column="id",
+        classes=["0", "1", "2", "3"],
+        epsilon=1.0,
+        noise=SEED,
+    )
     released = pq.read_table(tmp_path / "rr" / "labels").to_pandas().sort_values("id")
     assert result["rows"] == labels.size and np.array_equal(released["id"], np.arange(labels.size))
     samples = released["released_label"].to_numpy().reshape(-1, 4)  # (draws, true label)
     assert frequencies_match(samples, randomized_response_probabilities(4, 1.0)).all()
     assert PrivacyLedger.load(tmp_path / "rr" / "ledger.json").epsilon() == pytest.approx(1.0, abs=1e-3)
-    result = example.privatize_with_dask(str(folder), str(tmp_path / "prior"), label_column="y", id_column="id",
-                                         classes=[0, 1, 2, 3], epsilon=1.0, prior_columns=PRIOR_COLUMNS)
+    result = example.privatize_with_dask(
+        str(folder),
+        str(tmp_path / "prior"),
+        label_column="y",
+        id_column="id",
+        classes=[0, 1, 2, 3],
+        epsilon=1.0,
+        prior_columns=PRIOR_COLUMNS,
+    )
     assert result["k_range"] == [1, 4]
     with pytest.raises(ReleaseExistsError):
-        example.privatize_with_dask(str(folder), str(tmp_path / "prior"), label_column="y", id_column="id",
-                                    classes=[0, 1, 2, 3], epsilon=1.0)
+        example.privatize_with_dask(
+            str(folder), str(tmp_path / "prior"), label_column="y", id_column="id", classes=[0, 1, 2, 3], epsilon=1.0
+        )
     with pytest.raises(DataError, match="outside"):
-        example.privatize_with_dask(str(folder), str(tmp_path / "bad"), label_column="y", id_column="id",
-                                    classes=[0, 1, 2], epsilon=1.0)
+        example.privatize_with_dask(
+            str(folder), str(tmp_path / "bad"), label_column="y", id_column="id", classes=[0, 1, 2], epsilon=1.0
+        )
     assert not (tmp_path / "bad").exists()
 
 
@@ -381,12 +492,23 @@ def test_csv_labels_are_read_as_text_whatever_the_first_block_holds(tmp_path) ->
     """pyarrow infers a CSV column's type from the file's first block: which labels are in it (a
     refusal, a 1.0) must decide neither whether the release works nor the type it is written in."""
     labels = [str(i % 2) for i in range(BIG)]
-    files = {"refused_first": ["refused"] + labels[1:], "refused_last": labels[:-1] + ["refused"],
-             "float_first": ["1.0"] + labels[1:], "int_first": ["1"] + labels[1:]}
+    files = {
+        "refused_first": ["refused"] + labels[1:],
+        "refused_last": labels[:-1] + ["refused"],
+        "float_first": ["1.0"] + labels[1:],
+        "int_first": ["1"] + labels[1:],
+    }
     for name, column in files.items():
         _write_csv(tmp_path / f"{name}.csv", column)
-        sidecar = privatize_table(tmp_path / f"{name}.csv", tmp_path / name, label_column="y", id_column="id",
-                                  classes=[0, 1, "refused"], epsilon=1.0, noise=SEED)
+        sidecar = privatize_table(
+            tmp_path / f"{name}.csv",
+            tmp_path / name,
+            label_column="y",
+            id_column="id",
+            classes=[0, 1, "refused"],
+            epsilon=1.0,
+            noise=SEED,
+        )
         assert sidecar["label_type"] == "string" and sidecar["classes"] == ["0", "1", "refused"]
         assert pq.read_schema(tmp_path / name / "labels.parquet").field("released_label").type == pa.string()
     # 1.0 and 1 are one class: the same labels, the same noise, the same release
@@ -397,14 +519,28 @@ def test_a_label_outside_the_classes_in_a_later_csv_block_names_nothing(tmp_path
     labels = [str(i % 2) for i in range(BIG)]
     _write_csv(tmp_path / "late.csv", labels[:-1] + ["refused"])
     with pytest.raises(DataError, match="outside the declared classes") as error:
-        privatize_table(tmp_path / "late.csv", tmp_path / "out", label_column="y", id_column="id", classes=[0, 1],
-                        epsilon=1.0, noise=SEED)
+        privatize_table(
+            tmp_path / "late.csv",
+            tmp_path / "out",
+            label_column="y",
+            id_column="id",
+            classes=[0, 1],
+            epsilon=1.0,
+            noise=SEED,
+        )
     message = str(error.value)
     assert "refused" not in message and not re.search(r"\d{3,}", message)  # neither the value nor its row
     (tmp_path / "ragged.csv").write_text("id,y\n0,1\n1,refused,extra\n2,0\n")  # a malformed row quotes itself
     with pytest.raises(DataError) as error:
-        privatize_table(tmp_path / "ragged.csv", tmp_path / "out", label_column="y", id_column="id",
-                        classes=[0, 1, "refused"], epsilon=1.0, noise=SEED)
+        privatize_table(
+            tmp_path / "ragged.csv",
+            tmp_path / "out",
+            label_column="y",
+            id_column="id",
+            classes=[0, 1, "refused"],
+            epsilon=1.0,
+            noise=SEED,
+        )
     assert "refused" not in str(error.value) and "extra" not in str(error.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["late.csv", "ragged.csv"]
 
@@ -416,6 +552,7 @@ def test_a_label_outside_the_classes_in_a_later_csv_block_names_nothing(tmp_path
 def _no_draws(monkeypatch) -> None:
     def draw(*args):
         raise AssertionError("a label was drawn")
+
     monkeypatch.setattr(column_module, "randomized_response", draw)
     monkeypatch.setattr(column_module, "rr_with_prior", draw)
 
@@ -436,12 +573,20 @@ def test_a_folder_holding_a_file_twice_is_refused_before_anything_is_drawn(tmp_p
     folder = _stray_copy_folder(tmp_path, ids)
     _no_draws(monkeypatch)
     with pytest.raises(DataError, match="duplicated values") as error:
-        privatize_table(folder, tmp_path / "out", label_column="y", id_column="id", classes=["lion", "tiger"],
-                        epsilon=1.0, noise=SEED)
+        privatize_table(
+            folder,
+            tmp_path / "out",
+            label_column="y",
+            id_column="id",
+            classes=["lion", "tiger"],
+            epsilon=1.0,
+            noise=SEED,
+        )
     message = str(error.value)
     assert "copy" in message and "second format" in message
-    assert any(repr(identifier.item() if isinstance(identifier, np.generic) else identifier) in message
-               for identifier in ids)  # one duplicated id, public
+    assert any(
+        repr(identifier.item() if isinstance(identifier, np.generic) else identifier) in message for identifier in ids
+    )  # one duplicated id, public
     assert "lion" not in message and "tiger" not in message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["events"]  # nothing written, no lock taken
 
@@ -460,14 +605,28 @@ def test_hash_collisions_of_ids_are_checked_exactly(tmp_path, monkeypatch) -> No
     ids = [f"u{i}" for i in range(1000)]
     labels = np.arange(1000) % 2
     pq.write_table(pa.table({"id": ids, "y": labels}), tmp_path / "valid.parquet")
-    privatize_table(tmp_path / "valid.parquet", tmp_path / "out", label_column="y", id_column="id", classes=[0, 1],
-                    epsilon=1.0, noise=SEED)
+    privatize_table(
+        tmp_path / "valid.parquet",
+        tmp_path / "out",
+        label_column="y",
+        id_column="id",
+        classes=[0, 1],
+        epsilon=1.0,
+        noise=SEED,
+    )
     assert list(load_release(tmp_path / "out").ids) == ids
     ids[900] = "u77"
     pq.write_table(pa.table({"id": ids, "y": labels}), tmp_path / "twice.parquet")
     with pytest.raises(DataError, match="'u77'"):
-        privatize_table(tmp_path / "twice.parquet", tmp_path / "out2", label_column="y", id_column="id",
-                        classes=[0, 1], epsilon=1.0, noise=SEED)
+        privatize_table(
+            tmp_path / "twice.parquet",
+            tmp_path / "out2",
+            label_column="y",
+            id_column="id",
+            classes=[0, 1],
+            epsilon=1.0,
+            noise=SEED,
+        )
     assert not (tmp_path / "out2").exists()
 
 
@@ -490,7 +649,9 @@ def test_in_memory_ids_must_be_distinct(monkeypatch) -> None:
 
 def test_table_ledger_records_the_event_that_dominates_every_row() -> None:
     from dp_accounting import dp_event
+
     from labeldp.accounting.events import randomized_response_event
+
     ids = np.arange(5) * 3
     ledger = column_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 4]))
     assert ledger.dataset_size == 5 and ledger.entries[0].members.all()
@@ -521,6 +682,13 @@ def test_the_dask_example_refuses_a_stray_copy_before_drawing(tmp_path, monkeypa
     monkeypatch.setattr(example, "rr_with_prior", lambda *args: pytest.fail("a label was drawn"))
     for prior_columns in (None, PRIOR_COLUMNS):
         with pytest.raises(DataError, match="duplicated values"):
-            example.privatize_with_dask(str(folder), str(tmp_path / "out"), label_column="y", id_column="id",
-                                        classes=[0, 1, 2, 3], epsilon=1.0, prior_columns=prior_columns)
+            example.privatize_with_dask(
+                str(folder),
+                str(tmp_path / "out"),
+                label_column="y",
+                id_column="id",
+                classes=[0, 1, 2, 3],
+                epsilon=1.0,
+                prior_columns=prior_columns,
+            )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["table"]

@@ -4,7 +4,8 @@ reader meets them, on small fixtures in the places the README names (``~/data/mn
 
 To stay fast, every run trains one epoch per stage in batches of at most 64 (the README shows what
 the real settings give),
-a sweep runs its jobs in this process, and a grid's seeds and epsilons and an audit's canaries are thinned (:data:`FLAG_VALUES`,
+a sweep runs its jobs in this process, and a grid's seeds and epsilons and an audit's canaries are thinned
+(:data:`FLAG_VALUES`,
 :data:`GRID_VALUES`).
 A Python block's ``# -> VALUE`` comments are checked, in order, against what it prints. A block that
 starts with ``# NAME.py`` is a file the README asks the reader to save: it is written, not run.
@@ -53,15 +54,20 @@ GRID_VALUES = [(r"^seed=.*$", "seed=0"), (r"^epsilon=1,2,4,8$", "epsilon=1,8")]
 def readme_blocks() -> list[tuple[str, int, str]]:
     """(language, first line, text) of each fenced bash or python block of the README."""
     text = README.read_text()
-    return [(m.group(1), text[:m.start()].count("\n") + 2, m.group(2))
-            for m in re.finditer(r"^```(bash|python)\n(.*?)^```", text, re.S | re.M)]
+    return [
+        (m.group(1), text[: m.start()].count("\n") + 2, m.group(2))
+        for m in re.finditer(r"^```(bash|python)\n(.*?)^```", text, re.S | re.M)
+    ]
 
 
 def commands(block: str) -> list[str]:
     """The command lines of a bash block, continuation lines joined and comments dropped."""
     joined = re.sub(r"\\\n\s*", " ", block)
-    return [line.split(" #")[0].strip() for line in joined.splitlines()
-            if line.strip() and not line.lstrip().startswith("#")]
+    return [
+        line.split(" #")[0].strip()
+        for line in joined.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
 
 
 def shrunk(argv: list[str]) -> list[str]:
@@ -98,9 +104,15 @@ def reader(tmp_path, monkeypatch):
         education = rng.choice(["Bachelors", "HS-grad", "Masters", "Some-college"], n)
         hours = rng.integers(10, 80, n)
         rich = rng.random(n) < 1 / (1 + np.exp(-(age - 40) / 10 - (education == "Masters") - (hours - 40) / 20))
-        return pd.DataFrame({"age": age, "workclass": rng.choice(["Private", "State-gov", None], n),
-                             "education": education, "hours-per-week": hours,
-                             "income": np.where(rich, ">50K", "<=50K")})
+        return pd.DataFrame(
+            {
+                "age": age,
+                "workclass": rng.choice(["Private", "State-gov", None], n),
+                "education": education,
+                "hours-per-week": hours,
+                "income": np.where(rich, ">50K", "<=50K"),
+            }
+        )
 
     (home / "data" / "adult").mkdir(parents=True)
     survey(600).to_csv(home / "data" / "adult" / "adult-train.csv.gz", index=False)
@@ -109,21 +121,30 @@ def reader(tmp_path, monkeypatch):
     ads["converted"] = (rng.random(400) < 0.1 + 0.05 * ads["impressions"].clip(0, 5)).astype(int)
     ads.to_parquet(work / "conversions.parquet")
     write_movielens(home / "data" / "movielens", users=20, items=25, ratings=300)
-    customers = pd.DataFrame({"recency": rng.integers(1, 13, 500), "history": rng.gamma(2, 120, 500).round(2),
-                              "mens": rng.integers(0, 2, 500), "zip_code": rng.choice(["Urban", "Rural"], 500),
-                              "channel": rng.choice(["Web", "Phone"], 500)})
+    customers = pd.DataFrame(
+        {
+            "recency": rng.integers(1, 13, 500),
+            "history": rng.gamma(2, 120, 500).round(2),
+            "mens": rng.integers(0, 2, 500),
+            "zip_code": rng.choice(["Urban", "Rural"], 500),
+            "channel": rng.choice(["Web", "Phone"], 500),
+        }
+    )
     bought = rng.random(500) < 0.05
     customers.to_csv(work / "customers.csv", index=False)
-    customers.assign(visit=(rng.random(500) < 0.15) | bought, conversion=bought,
-                     spend=np.where(bought, rng.gamma(2, 60, 500).round(2), 0.0)).to_csv(work / "hillstrom.csv.gz",
-                                                                                     index=False)
+    customers.assign(
+        visit=(rng.random(500) < 0.15) | bought,
+        conversion=bought,
+        spend=np.where(bought, rng.gamma(2, 60, 500).round(2), 0.0),
+    ).to_csv(work / "hillstrom.csv.gz", index=False)
 
     resolved = RunConfig.resolved
 
     def one_epoch(config: RunConfig) -> RunConfig:
         config = resolved(config)
-        config = dataclasses.replace(config, train=dataclasses.replace(config.train, epochs=1,
-                                                                       batch_size=min(config.train.batch_size, 64)))
+        config = dataclasses.replace(
+            config, train=dataclasses.replace(config.train, epochs=1, batch_size=min(config.train.batch_size, 64))
+        )
         if config.method == "pate":
             config = dataclasses.replace(config, pate=dataclasses.replace(config.pate, teacher_epochs=1))
         return config
@@ -138,7 +159,8 @@ def test_the_readme_lists_only_commands_it_can_run() -> None:
         if language == "bash":
             for command in commands(block):
                 assert command.startswith("labeldp ") or any(command.startswith(p) for p in NOT_RUN), (
-                    f"README.md line {line}: {command!r} is neither a labeldp command nor in NOT_RUN")
+                    f"README.md line {line}: {command!r} is neither a labeldp command nor in NOT_RUN"
+                )
 
 
 @pytest.mark.filterwarnings("ignore:.*match no published checksum")
@@ -149,8 +171,9 @@ def test_every_readme_command_and_snippet_runs(reader, capsys) -> None:
             for command in commands(block):
                 if not command.startswith("labeldp ") or any(command.startswith(p) for p in NOT_RUN):
                     continue
-                argv = shrunk([str(Path(arg).expanduser()) if arg.startswith("~") else arg
-                               for arg in shlex.split(command)[1:]])
+                argv = shrunk(
+                    [str(Path(arg).expanduser()) if arg.startswith("~") else arg for arg in shlex.split(command)[1:]]
+                )
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     try:
@@ -169,5 +192,5 @@ def test_every_readme_command_and_snippet_runs(reader, capsys) -> None:
                 warnings.simplefilter("ignore")
                 exec(compile(block, where, "exec"), {"__name__": "__readme__"})
             expected = expected_outputs(block)
-            printed = stdout.getvalue().split()[-len(expected):] if expected else []
+            printed = stdout.getvalue().split()[-len(expected) :] if expected else []
             assert printed == expected, f"{where} printed {stdout.getvalue()!r}, the README says {expected}"

@@ -8,23 +8,35 @@ import pandas as pd
 import pytest
 import torch
 
+from labeldp.boundary import unseal
 from labeldp.data import LabeledDataset, label_grid, load_dataset, regression_dataset, snap_to_grid
 from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.models import RecommenderMLP, build_model, default_model_name
-from labeldp.boundary import unseal
 
 OCCUPATIONS = ["administrator", "artist", "student", "other"]
 
 
-def write_movielens(folder, users: int = 12, items: int = 15, ratings: int = 150, seed: int = 0,
-                    shuffle: int | None = None, rating_offset: int = 0) -> pd.DataFrame:
+def write_movielens(
+    folder,
+    users: int = 12,
+    items: int = 15,
+    ratings: int = 150,
+    seed: int = 0,
+    shuffle: int | None = None,
+    rating_offset: int = 0,
+) -> pd.DataFrame:
     """A small MovieLens folder: u.data (tab-separated), u.item and u.user ('|'), u.occupation."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     pairs = rng.choice(users * items, size=ratings, replace=False)
-    data = pd.DataFrame({"user": pairs // items + 1, "item": pairs % items + 1,
-                         "rating": (rng.integers(1, 6, ratings) + rating_offset - 1) % 5 + 1,
-                         "timestamp": rng.integers(8e8, 9e8, ratings)})
+    data = pd.DataFrame(
+        {
+            "user": pairs // items + 1,
+            "item": pairs % items + 1,
+            "rating": (rng.integers(1, 6, ratings) + rating_offset - 1) % 5 + 1,
+            "timestamp": rng.integers(8e8, 9e8, ratings),
+        }
+    )
     if shuffle is not None:
         data = data.sample(frac=1.0, random_state=shuffle)
     data.to_csv(folder / "u.data", sep="\t", header=False, index=False)
@@ -66,28 +78,48 @@ def test_regression_dataset_keeps_the_raw_test_values() -> None:
         plain.test_values  # noqa: B018
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(label_values=[1.0, 2.0]), "num_classes"),
-    (dict(label_values=[1.0, 3.0, 2.0]), "strictly increasing"),
-    (dict(y_test_values=[1.0, 2.0]), "give label_values too"),
-    (dict(label_values=[1.0, 2.0, 3.0], y_test_values=[1.0]), "one per test example"),
-    (dict(categorical=(2, 9, 9)), "cover leading columns"),
-    (dict(categorical=(1,)), "integer codes"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(label_values=[1.0, 2.0]), "num_classes"),
+        (dict(label_values=[1.0, 3.0, 2.0]), "strictly increasing"),
+        (dict(y_test_values=[1.0, 2.0]), "give label_values too"),
+        (dict(label_values=[1.0, 2.0, 3.0], y_test_values=[1.0]), "one per test example"),
+        (dict(categorical=(2, 9, 9)), "cover leading columns"),
+        (dict(categorical=(1,)), "integer codes"),
+    ],
+)
 def test_dataset_refuses_inconsistent_regression_fields(change, message) -> None:
-    arrays = dict(x_train=np.array([[0.0, 1.5], [1.0, 0.0], [1.0, 2.0]]), y_train=np.array([0, 1, 2]),
-                  x_test=np.zeros((2, 2)), y_test=np.array([0, 1]))
+    arrays = dict(
+        x_train=np.array([[0.0, 1.5], [1.0, 0.0], [1.0, 2.0]]),
+        y_train=np.array([0, 1, 2]),
+        x_test=np.zeros((2, 2)),
+        y_test=np.array([0, 1]),
+    )
     with pytest.raises(DataError, match=message):
         LabeledDataset("t", num_classes=3, **arrays, **change)
 
 
 def test_regression_table(tmp_path) -> None:
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"a": rng.normal(size=50), "channel": rng.choice(["web", "mail", "phone"], 50),
-                          "id": np.arange(50), "spend": rng.uniform(-5, 120, 50)})
+    frame = pd.DataFrame(
+        {
+            "a": rng.normal(size=50),
+            "channel": rng.choice(["web", "mail", "phone"], 50),
+            "id": np.arange(50),
+            "spend": rng.uniform(-5, 120, 50),
+        }
+    )
     frame.to_csv(tmp_path / "t.csv", index=False)
-    data = load_dataset("csv", table=tmp_path / "t.csv", label_column="spend", label_range=(0, 100), label_grid_size=11,
-                        id_column="id", public_test_split=True)
+    data = load_dataset(
+        "csv",
+        table=tmp_path / "t.csv",
+        label_column="spend",
+        label_range=(0, 100),
+        label_grid_size=11,
+        id_column="id",
+        public_test_split=True,
+    )
     assert data.x_train.shape[1] == 1 + 3 and data.preprocessor is not None  # categories one-hot, the id left out
     assert data.is_regression and np.array_equal(data.label_values, np.arange(0, 101, 10.0))
     assert np.isin(data.test_values, frame["spend"].to_numpy()).all()  # the raw values, not clipped or snapped

@@ -7,14 +7,21 @@ import math
 
 import numpy as np
 import pytest
-from conftest import frequencies_match
 
+from conftest import frequencies_match
 from labeldp.accounting import PrivacyLedger, laplace_value_event, rr_on_sets_event
-from labeldp.errors import ConfigError
-from labeldp.mechanisms import (grid_step, laplace_value, laplace_value_likelihood, laplace_value_log_probabilities,
-                                optimal_bins, released_values, rr_on_bins_probabilities)
-from labeldp.randomness import SecureGenerator
 from labeldp.boundary import release_laplace_value, release_rr_on_bins
+from labeldp.errors import ConfigError
+from labeldp.mechanisms import (
+    grid_step,
+    laplace_value,
+    laplace_value_likelihood,
+    laplace_value_log_probabilities,
+    optimal_bins,
+    released_values,
+    rr_on_bins_probabilities,
+)
+from labeldp.randomness import SecureGenerator
 
 GRID = np.arange(1.0, 6.0)
 PRIOR = np.array([0.06, 0.11, 0.27, 0.34, 0.22])

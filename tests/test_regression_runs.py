@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_regression_data import write_movielens
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import unseal
 from labeldp.cli import main
 from labeldp.data import label_grid, regression_dataset
 from labeldp.errors import ConfigError
@@ -24,7 +24,7 @@ from labeldp.models import MLP
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig, train_stage
 from labeldp.training.losses import binned_likelihood_loss, likelihood_loss
-from labeldp.boundary import unseal
+from test_regression_data import write_movielens
 
 GRID = label_grid(0, 20, 11)
 FAST = TrainConfig(epochs=3, batch_size=64, optimizer="adam", lr=0.01, weight_decay=1e-4)
@@ -77,22 +77,37 @@ def test_value_targets_and_early_stopping(toy) -> None:
     torch.manual_seed(0)
     model = MLP((4,), 11)
     states = []
-    history = train_stage(model, toy.x_train[:300], GRID[unseal(toy.y_train)[:300]], 11,
-                          TrainConfig(epochs=30, batch_size=32, optimizer="adam", lr=0.005, weight_decay=0.0),
-                          test=(toy.x_test, toy.test_values), label_values=GRID, progress=False,
-                          validation=(toy.x_train[300:], GRID[unseal(toy.y_train)[300:]]),
-                          on_epoch_end=lambda r: states.append(copy.deepcopy(model.state_dict())))
+    history = train_stage(
+        model,
+        toy.x_train[:300],
+        GRID[unseal(toy.y_train)[:300]],
+        11,
+        TrainConfig(epochs=30, batch_size=32, optimizer="adam", lr=0.005, weight_decay=0.0),
+        test=(toy.x_test, toy.test_values),
+        label_values=GRID,
+        progress=False,
+        validation=(toy.x_train[300:], GRID[unseal(toy.y_train)[300:]]),
+        on_epoch_end=lambda r: states.append(copy.deepcopy(model.state_dict())),
+    )
     assert all(r.test_rmse is not None and r.test_accuracy is None and r.validation_loss is not None for r in history)
     assert history[-1].test_rmse < 0.4 * np.std(toy.test_values)
     best = int(np.argmin([r.validation_loss for r in history]))
     assert all(torch.equal(v, states[best][k]) for k, v in model.state_dict().items())
 
 
-@pytest.mark.parametrize("method, fields", [
-    ("non-private", {}), ("lp-1st", {}), ("rr-on-bins", {}), ("rr-on-bins", {"loss": "mse", "prior": "uniform"}),
-    ("rr-on-bins-mst", {}), ("laplace-regression", {}), ("laplace-regression", {"loss": "mse"}),
-    ("lp-1st", {"loss": "mse"}),
-])
+@pytest.mark.parametrize(
+    "method, fields",
+    [
+        ("non-private", {}),
+        ("lp-1st", {}),
+        ("rr-on-bins", {}),
+        ("rr-on-bins", {"loss": "mse", "prior": "uniform"}),
+        ("rr-on-bins-mst", {}),
+        ("laplace-regression", {}),
+        ("laplace-regression", {"loss": "mse"}),
+        ("lp-1st", {"loss": "mse"}),
+    ],
+)
 def test_regression_methods_run_and_record_their_releases(tmp_path, toy, method: str, fields: dict) -> None:
     summary = train_run(config(method, **fields), tmp_path, dataset=toy, progress=False)
     assert 0 < summary["test_rmse"] < 8 and summary["test_mse"] == pytest.approx(summary["test_rmse"] ** 2)
@@ -130,20 +145,27 @@ def test_rr_on_bins_ledgers_the_histogram_and_spends_the_rest(tmp_path, toy) -> 
 def test_the_noise_does_not_come_from_the_seed(tmp_path, toy, method: str) -> None:
     released = []
     for run in ("a", "b"):
-        train_run(config(method, insecure_noise_seed=None, train=TrainConfig(epochs=1)), tmp_path / run, dataset=toy,
-                  progress=False)
+        train_run(
+            config(method, insecure_noise_seed=None, train=TrainConfig(epochs=1)),
+            tmp_path / run,
+            dataset=toy,
+            progress=False,
+        )
         with np.load(tmp_path / run / "noisy_labels" / "stage1.npz") as saved:
             released.append(saved["values"])
     assert not np.array_equal(*released)  # same configuration and seed, fresh noise
 
 
-@pytest.mark.parametrize("method, fields, message", [
-    ("rr-on-bins", {"loss": "ce"}, "releases values, not labels"),
-    ("rr-on-bins", {"clusters": 5, "prior": "histogram"}, "only with prior 'cluster'"),
-    ("laplace-regression", {"prior": "histogram"}, "does not use prior"),
-    ("rr-on-bins", {"label_range": (0, 10)}, "the dataset has the grid of 11 points over \\[0, 20\\]"),
-    ("rr-on-bins", {"label_grid": None, "label_range": None}, None),
-])
+@pytest.mark.parametrize(
+    "method, fields, message",
+    [
+        ("rr-on-bins", {"loss": "ce"}, "releases values, not labels"),
+        ("rr-on-bins", {"clusters": 5, "prior": "histogram"}, "only with prior 'cluster'"),
+        ("laplace-regression", {"prior": "histogram"}, "does not use prior"),
+        ("rr-on-bins", {"label_range": (0, 10)}, "the dataset has the grid of 11 points over \\[0, 20\\]"),
+        ("rr-on-bins", {"label_grid": None, "label_range": None}, None),
+    ],
+)
 def test_regression_configurations_are_checked_before_any_release(tmp_path, toy, method, fields, message) -> None:
     if message is None:  # an in-memory dataset need not restate its grid
         assert train_run(config(method, **fields), tmp_path, dataset=toy, progress=False)["test_rmse"] > 0
@@ -154,9 +176,11 @@ def test_regression_configurations_are_checked_before_any_release(tmp_path, toy,
 
 
 def test_numeric_methods_and_options_refuse_classes(tmp_path) -> None:
-    for fields, message in (({"method": "rr-on-bins", "epsilon": 1.0}, "for numeric labels"),
-                            ({"method": "laplace-regression", "epsilon": 1.0}, "for numeric labels"),
-                            ({"method": "lp-1st", "epsilon": 1.0, "loss": "mse"}, "needs numeric labels")):
+    for fields, message in (
+        ({"method": "rr-on-bins", "epsilon": 1.0}, "for numeric labels"),
+        ({"method": "laplace-regression", "epsilon": 1.0}, "for numeric labels"),
+        ({"method": "lp-1st", "epsilon": 1.0, "loss": "mse"}, "needs numeric labels"),
+    ):
         with pytest.raises(ConfigError, match=message):
             train_run(RunConfig(**fields), tmp_path / "run", progress=False)
         assert not (tmp_path / "run" / "ledger.json").exists()
@@ -171,26 +195,52 @@ def test_uneven_grids_refuse_the_laplace_mechanism(tmp_path) -> None:
     x = np.random.default_rng(0).normal(size=(40, 3))
     data = regression_dataset("uneven", x, np.arange(40) % 10, x[:10], np.arange(10.0), grid)
     with pytest.raises(ConfigError, match="evenly spaced"):
-        train_run(RunConfig(dataset="csv", method="laplace-regression", epsilon=1.0), tmp_path, dataset=data,
-                  progress=False)
-    assert train_run(RunConfig(dataset="csv", method="rr-on-bins", epsilon=1.0, train=FAST), tmp_path / "bins",
-                     dataset=data, progress=False)["test_rmse"] > 0
+        train_run(
+            RunConfig(dataset="csv", method="laplace-regression", epsilon=1.0), tmp_path, dataset=data, progress=False
+        )
+    assert (
+        train_run(
+            RunConfig(dataset="csv", method="rr-on-bins", epsilon=1.0, train=FAST),
+            tmp_path / "bins",
+            dataset=data,
+            progress=False,
+        )["test_rmse"]
+        > 0
+    )
 
 
 def test_regression_metrics_and_the_report() -> None:
-    metrics = regression_metrics(np.array([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]), np.array([1.0, 2.0, 4.0]),
-                                 np.array([2.5, 2.0]))  # predictions 1.5 and 4
+    metrics = regression_metrics(
+        np.array([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]), np.array([1.0, 2.0, 4.0]), np.array([2.5, 2.0])
+    )  # predictions 1.5 and 4
     assert metrics == pytest.approx({"test_rmse": np.sqrt(2.5), "test_mse": 2.5, "test_mae": 1.5})
 
     def row(key, method, epsilon, rmse):
-        return {"key": key, "status": "done", "dataset": "movielens", "method": method, "target_epsilon": epsilon,
-                "test_accuracy": "", "test_rmse": rmse, "test_mse": str(float(rmse) ** 2), "test_mae": "0.7"}
+        return {
+            "key": key,
+            "status": "done",
+            "dataset": "movielens",
+            "method": method,
+            "target_epsilon": epsilon,
+            "test_accuracy": "",
+            "test_rmse": rmse,
+            "test_mse": str(float(rmse) ** 2),
+            "test_mae": "0.7",
+        }
 
-    rows = [row("movielens/e1/rr-on-bins/run0", "rr-on-bins", "1.0", "1.00"),
-            row("movielens/e1/rr-on-bins/run1", "rr-on-bins", "1.0", "0.98"),
-            row("movielens/non-private/run0", "non-private", "", "0.91"),
-            {"key": "digits/e1/lp-1st/run0", "status": "done", "dataset": "digits", "method": "lp-1st",
-             "target_epsilon": "1", "test_accuracy": "0.8"}]
+    rows = [
+        row("movielens/e1/rr-on-bins/run0", "rr-on-bins", "1.0", "1.00"),
+        row("movielens/e1/rr-on-bins/run1", "rr-on-bins", "1.0", "0.98"),
+        row("movielens/non-private/run0", "non-private", "", "0.91"),
+        {
+            "key": "digits/e1/lp-1st/run0",
+            "status": "done",
+            "dataset": "digits",
+            "method": "lp-1st",
+            "target_epsilon": "1",
+            "test_accuracy": "0.8",
+        },
+    ]
     stats = aggregate(rows)
     assert {(s["dataset"], s["metric"]) for s in stats} == {("movielens", "rmse"), ("digits", "accuracy")}
     text = format_report(stats)
@@ -201,23 +251,101 @@ def test_regression_metrics_and_the_report() -> None:
 
 def test_cli_trains_on_movielens_and_a_regression_table(tmp_path, capsys) -> None:
     write_movielens(tmp_path / "ml", users=20, items=25, ratings=300)
-    assert main(["train", "--dataset", "movielens", "--data-dir", str(tmp_path / "ml"), "--method", "rr-on-bins-mst",
-                 "--epsilon", "2", "--epochs", "2", "--validation", "0.2", "--quiet", "--insecure-noise-seed", "0",
-                 "--out", str(tmp_path / "run")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "movielens",
+                "--data-dir",
+                str(tmp_path / "ml"),
+                "--method",
+                "rr-on-bins-mst",
+                "--epsilon",
+                "2",
+                "--epochs",
+                "2",
+                "--validation",
+                "0.2",
+                "--quiet",
+                "--insecure-noise-seed",
+                "0",
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "rr-on-bins-mst on movielens: test RMSE" in out and "epsilon 2" in out
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["label_range"] == [1.0, 5.0] and summary["label_grid"] == 5
     rng = np.random.default_rng(0)
     pd.DataFrame({"a": rng.normal(size=80), "spend": rng.uniform(0, 50, 80)}).to_csv(tmp_path / "t.csv", index=False)
-    assert main(["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--label-column", "spend",
-                 "--label-range", "0", "40", "--label-grid", "9", "--method", "laplace-regression", "--epsilon", "1",
-                 "--epochs", "1", "--quiet", "--out", str(tmp_path / "table")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "csv",
+                "--table",
+                str(tmp_path / "t.csv"),
+                "--label-column",
+                "spend",
+                "--label-range",
+                "0",
+                "40",
+                "--label-grid",
+                "9",
+                "--method",
+                "laplace-regression",
+                "--epsilon",
+                "1",
+                "--epochs",
+                "1",
+                "--quiet",
+                "--out",
+                str(tmp_path / "table"),
+            ]
+        )
+        == 0
+    )
     assert "laplace-regression on csv: test RMSE" in capsys.readouterr().out
-    assert main(["predict", str(tmp_path / "table"), "--table", str(tmp_path / "t.csv"),
-                 "--out", str(tmp_path / "scores.csv")]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                str(tmp_path / "table"),
+                "--table",
+                str(tmp_path / "t.csv"),
+                "--out",
+                str(tmp_path / "scores.csv"),
+            ]
+        )
+        == 0
+    )
     predicted = pd.read_csv(tmp_path / "scores.csv")["predicted"]
     assert len(predicted) == 80 and predicted.between(0, 40).all()  # expected values on the declared range
-    assert main(["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--label-column", "spend",
-                 "--label-range", "0", "--method", "rr-on-bins", "--epsilon", "1", "--out", str(tmp_path / "bad")]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "csv",
+                "--table",
+                str(tmp_path / "t.csv"),
+                "--label-column",
+                "spend",
+                "--label-range",
+                "0",
+                "--method",
+                "rr-on-bins",
+                "--epsilon",
+                "1",
+                "--out",
+                str(tmp_path / "bad"),
+            ]
+        )
+        == 2
+    )
     assert "two numbers LOW HIGH" in capsys.readouterr().err

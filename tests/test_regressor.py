@@ -12,9 +12,9 @@ from sklearn.model_selection import KFold, cross_val_score
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.tree import DecisionTreeRegressor
 
+from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels
 from labeldp.errors import ConfigError, DataError
 from labeldp.estimators import LabelDPRegressor
-from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels
 
 RANGE = (0.0, 100.0)
 
@@ -42,11 +42,13 @@ def test_follows_scikit_learn_conventions_and_spends_the_requested_epsilon() -> 
     assert model.grid_.size == 21 and model.ledger_.epsilon() == pytest.approx(2.0, abs=1e-3)
     assert model.prior_.sum() == pytest.approx(1.0) and model.bin_values_.size >= 2
     assert np.isin(model.released_, model.bin_values_).all()
-    laplace = LabelDPRegressor(_tree(), epsilon=2.0, label_range=RANGE, grid=21, mechanism="laplace",
-                               insecure_noise_seed=0).fit(x, PrivateLabels(y))
+    laplace = LabelDPRegressor(
+        _tree(), epsilon=2.0, label_range=RANGE, grid=21, mechanism="laplace", insecure_noise_seed=0
+    ).fit(x, PrivateLabels(y))
     assert laplace.ledger_.epsilon() == pytest.approx(2.0, abs=1e-3)
-    given = LabelDPRegressor(_tree(), epsilon=2.0, grid=np.linspace(0, 100, 11), prior=np.ones(11),
-                             insecure_noise_seed=0).fit(x, PrivateLabels(y))  # a public prior costs nothing
+    given = LabelDPRegressor(
+        _tree(), epsilon=2.0, grid=np.linspace(0, 100, 11), prior=np.ones(11), insecure_noise_seed=0
+    ).fit(x, PrivateLabels(y))  # a public prior costs nothing
     assert given.ledger_.epsilon() == pytest.approx(2.0, abs=1e-3) and given.prior_ == pytest.approx(np.ones(11) / 11)
 
 
@@ -54,11 +56,13 @@ def test_refuses_what_it_cannot_do_before_any_release() -> None:
     x, y = _problem(200, 0)
     budget = LabelBudget(epsilon=10.0)
     private = PrivateLabels(y, budget=budget)
-    for bad, match in (({"label_range": None}, "needs the label domain"),
-                       ({"prior_epsilon": 1.0}, "prior_epsilon"),
-                       ({"mechanism": "gaussian"}, "mechanism"),
-                       ({"prior": np.ones(3)}, "non-negative weights over the grid"),
-                       ({"grid": np.array([0.0, 10.0, 100.0]), "mechanism": "laplace"}, "evenly spaced")):
+    for bad, match in (
+        ({"label_range": None}, "needs the label domain"),
+        ({"prior_epsilon": 1.0}, "prior_epsilon"),
+        ({"mechanism": "gaussian"}, "mechanism"),
+        ({"prior": np.ones(3)}, "non-negative weights over the grid"),
+        ({"grid": np.array([0.0, 10.0, 100.0]), "mechanism": "laplace"}, "evenly spaced"),
+    ):
         model = LabelDPRegressor(_tree(), **{"epsilon": 1.0, "label_range": RANGE, **bad})
         with pytest.raises(ValueError, match=match):
             model.fit(x, private)
@@ -103,9 +107,22 @@ def test_rr_on_bins_beats_the_laplace_mechanism_at_epsilon_1(learner) -> None:
     x_test, y_test = _problem(1000, 1)
     errors = {}
     for name, options in (("bins", {}), ("laplace", {"mechanism": "laplace"}), ("shrunk", {"debias": False})):
-        errors[name] = np.mean([np.mean((LabelDPRegressor(learner, epsilon=1.0, label_range=RANGE, grid=21,
-                                                          insecure_noise_seed=seed, **options).fit(x, PrivateLabels(y))
-                                         .predict(x_test) - y_test) ** 2) for seed in range(3)])
+        errors[name] = np.mean(
+            [
+                np.mean(
+                    (
+                        LabelDPRegressor(
+                            learner, epsilon=1.0, label_range=RANGE, grid=21, insecure_noise_seed=seed, **options
+                        )
+                        .fit(x, PrivateLabels(y))
+                        .predict(x_test)
+                        - y_test
+                    )
+                    ** 2
+                )
+                for seed in range(3)
+            ]
+        )
     variance = y_test.var()
     assert errors["bins"] < 0.5 * variance and errors["bins"] < 0.75 * errors["laplace"]
     assert errors["bins"] < 0.5 * errors["shrunk"]

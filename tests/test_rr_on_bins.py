@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 import pytest
-from conftest import frequencies_match
 
+from conftest import frequencies_match
 from labeldp.mechanisms import bins as bins_module
 from labeldp.mechanisms.bins import (
     BinMaps,
@@ -81,8 +81,14 @@ def brute_force_cases():
         point[rng.integers(num_points)] = 1.0
         ends = np.zeros(num_points)
         ends[[0, -1]] = 0.5
-        priors = [random, with_zeros / with_zeros.sum(), (symmetric + symmetric[::-1]) / 2,
-                  np.full(num_points, 1 / num_points), point, ends]
+        priors = [
+            random,
+            with_zeros / with_zeros.sum(),
+            (symmetric + symmetric[::-1]) / 2,
+            np.full(num_points, 1 / num_points),
+            point,
+            ends,
+        ]
         cases.append((np.arange(num_points, dtype=float), np.array(priors)))  # evenly spaced: symmetric ties
         cases.append((grid, np.array(priors)))
     return cases
@@ -103,8 +109,10 @@ def test_dynamic_programme_matches_brute_force(epsilon: float) -> None:
             # The map found is the documented choice, and its loss from the definition is the optimum.
             np.testing.assert_array_equal(maps.bin_of[row], bin_of[chosen])
             assert maps.d[row] == d[chosen]
-            np.testing.assert_allclose(maps.values[row, :d[chosen]], values[chosen, :d[chosen]], rtol=1e-10, atol=1e-10)
-            assert np.all(np.isnan(maps.values[row, d[chosen]:]))
+            np.testing.assert_allclose(
+                maps.values[row, : d[chosen]], values[chosen, : d[chosen]], rtol=1e-10, atol=1e-10
+            )
+            assert np.all(np.isnan(maps.values[row, d[chosen] :]))
             order = np.sort(loss)
             if len(order) > 1 and order[1] > order[0] + 1e-6 * (variance + 1e-300):
                 unique_checked += 1
@@ -155,13 +163,15 @@ def test_translation_and_scale_of_the_grid() -> None:
     np.testing.assert_allclose(moved.expected_loss, base.expected_loss * 9.0, rtol=1e-6)
 
 
-PRIORS6 = np.array([
-    [0.05, 0.1, 0.3, 0.25, 0.2, 0.1],
-    [0.4, 0.0, 0.0, 0.1, 0.0, 0.5],     # zeros
-    [0.0, 0.0, 0.0, 1.0, 0.0, 0.0],     # one point: d = 1
-    [1 / 6] * 6,
-    [0.02, 0.03, 0.05, 0.1, 0.3, 0.5],
-])
+PRIORS6 = np.array(
+    [
+        [0.05, 0.1, 0.3, 0.25, 0.2, 0.1],
+        [0.4, 0.0, 0.0, 0.1, 0.0, 0.5],  # zeros
+        [0.0, 0.0, 0.0, 1.0, 0.0, 0.0],  # one point: d = 1
+        [1 / 6] * 6,
+        [0.02, 0.03, 0.05, 0.1, 0.3, 0.5],
+    ]
+)
 
 
 def definition_probabilities(maps: BinMaps, epsilon: float) -> np.ndarray:
@@ -199,7 +209,7 @@ def test_likelihood_ratio_is_bounded_by_e_eps_and_attained(epsilon: float) -> No
         assert np.all(exact[:, y, :] <= bound * exact[:, y2, :])
     assert np.any(d >= 2) and np.any(d == 1)
     for i in np.flatnonzero(d >= 2):
-        column = exact[i, :, :d[i]]
+        column = exact[i, :, : d[i]]
         np.testing.assert_allclose(column.max(axis=0) / column.min(axis=0), math.exp(epsilon), rtol=1e-12)
     assert np.all(exact[d == 1, :, 0] == 1.0)
 
@@ -219,8 +229,11 @@ def test_empirical_distribution_matches_exact_probabilities(epsilon: float) -> N
     assert np.all(values[rows == 2] == 2.0)  # the one-point prior releases its point
     # Power: the same check rejects a sampler whose keep probability belongs to a 50% larger epsilon.
     keep, other = bins_module._keep_and_other(epsilon * 1.5, maps.d.astype(float))
-    wrong = np.where(maps.bin_of[:, :, None] == np.arange(6), keep[:, None, None],
-                     np.where(np.arange(6) < maps.d[:, None, None], other[:, None, None], 0.0))
+    wrong = np.where(
+        maps.bin_of[:, :, None] == np.arange(6),
+        keep[:, None, None],
+        np.where(np.arange(6) < maps.d[:, None, None], other[:, None, None], 0.0),
+    )
     assert not frequencies_match(cells, wrong.reshape(-1, 6)).all()
 
 
@@ -280,32 +293,38 @@ class Tripwire(SecureGenerator):
 MAPS_EPS1 = optimal_bins(PRIORS6, GRID6, 1.0)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda rng: rr_on_bins([0, 6], GRID6, PRIORS6[0], 1.0, rng), r"labels must lie in \[0, 6\)"),
-    (lambda rng: rr_on_bins([-1, 0], GRID6, PRIORS6[0], 1.0, rng), "labels must lie in"),
-    (lambda rng: rr_on_bins([0.5], GRID6, PRIORS6[0], 1.0, rng), "labels must be integers"),
-    (lambda rng: rr_on_bins([0, 1], GRID6[::-1], PRIORS6[0], 1.0, rng), "grid must be strictly increasing"),
-    (lambda rng: rr_on_bins([0, 1], [0, 1, 1, 2, 3, 4], PRIORS6[0], 1.0, rng), "grid must be strictly increasing"),
-    (lambda rng: rr_on_bins([0, 1], [0, 1, np.nan, 3, 4, 5], PRIORS6[0], 1.0, rng), "grid contains NaN"),
-    (lambda rng: rr_on_bins([0], [[0, 1]], [0.5, 0.5], 1.0, rng), "grid must be a 1-d"),
-    (lambda rng: rr_on_bins([0], [0.0], [1.0], 1.0, rng), "grid must have at least 2"),
-    (lambda rng: rr_on_bins([0, 1], GRID6, PRIORS6[0] * 0.9, 1.0, rng), "priors must sum to 1|sum to 1"),
-    (lambda rng: rr_on_bins([0, 1], GRID6, [1.5, -0.5, 0, 0, 0, 0], 1.0, rng), "non-negative"),
-    (lambda rng: rr_on_bins([0, 1], GRID6, [0.5, 0.5], 1.0, rng), r"one entry per grid point \(6\)"),
-    (lambda rng: rr_on_bins([0, 1, 2], GRID6, PRIORS6[:2], 1.0, rng), "length mismatch"),
-    (lambda rng: rr_on_bins([0, 1, 2], GRID6, PRIORS6, 1.0, rng, prior_index=[0, 1]), "length mismatch"),
-    (lambda rng: rr_on_bins([0, 1], GRID6, PRIORS6, 1.0, rng, prior_index=[0, 5]), r"prior_index must lie in \[0, 5\)"),
-    (lambda rng: rr_on_bins([0, 1], GRID6, PRIORS6[0], 0.0, rng), "epsilon must be a finite number > 0"),
-    (lambda rng: rr_on_bins([0, 1], GRID6, PRIORS6[0], -1.0, rng), "epsilon must be a finite number > 0"),
-    (lambda rng: rr_on_bins([0, 1], GRID6, PRIORS6[0], float("nan"), rng), "epsilon must be a finite number > 0"),
-    (lambda rng: rr_on_bins([0, 1], GRID6, MAPS_EPS1, 2.0, rng, prior_index=[0, 1]), "computed for epsilon=1"),
-    (lambda rng: rr_on_bins([0, 1], GRID6 + 1, MAPS_EPS1, 1.0, rng, prior_index=[0, 1]), "different grid"),
-    (lambda rng: optimal_bins(PRIORS6, GRID6, float("inf")), "epsilon must be a finite number > 0"),
-    (lambda rng: rr_on_bins_probabilities(PRIORS6[:, :5], GRID6, 1.0), "one entry per grid point"),
-    (lambda rng: rr_on_bins_likelihood([1], GRID6, PRIORS6[2], 1.0), "not an RR-on-bins release"),
-    (lambda rng: rr_on_bins_likelihood([0, 6], GRID6, PRIORS6[0], 1.0), "released_bins must lie in"),
-    (lambda rng: rr_on_bins_likelihood([0, 1], GRID6, PRIORS6, 1.0, prior_index=[0]), "length mismatch"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda rng: rr_on_bins([0, 6], GRID6, PRIORS6[0], 1.0, rng), r"labels must lie in \[0, 6\)"),
+        (lambda rng: rr_on_bins([-1, 0], GRID6, PRIORS6[0], 1.0, rng), "labels must lie in"),
+        (lambda rng: rr_on_bins([0.5], GRID6, PRIORS6[0], 1.0, rng), "labels must be integers"),
+        (lambda rng: rr_on_bins([0, 1], GRID6[::-1], PRIORS6[0], 1.0, rng), "grid must be strictly increasing"),
+        (lambda rng: rr_on_bins([0, 1], [0, 1, 1, 2, 3, 4], PRIORS6[0], 1.0, rng), "grid must be strictly increasing"),
+        (lambda rng: rr_on_bins([0, 1], [0, 1, np.nan, 3, 4, 5], PRIORS6[0], 1.0, rng), "grid contains NaN"),
+        (lambda rng: rr_on_bins([0], [[0, 1]], [0.5, 0.5], 1.0, rng), "grid must be a 1-d"),
+        (lambda rng: rr_on_bins([0], [0.0], [1.0], 1.0, rng), "grid must have at least 2"),
+        (lambda rng: rr_on_bins([0, 1], GRID6, PRIORS6[0] * 0.9, 1.0, rng), "priors must sum to 1|sum to 1"),
+        (lambda rng: rr_on_bins([0, 1], GRID6, [1.5, -0.5, 0, 0, 0, 0], 1.0, rng), "non-negative"),
+        (lambda rng: rr_on_bins([0, 1], GRID6, [0.5, 0.5], 1.0, rng), r"one entry per grid point \(6\)"),
+        (lambda rng: rr_on_bins([0, 1, 2], GRID6, PRIORS6[:2], 1.0, rng), "length mismatch"),
+        (lambda rng: rr_on_bins([0, 1, 2], GRID6, PRIORS6, 1.0, rng, prior_index=[0, 1]), "length mismatch"),
+        (
+            lambda rng: rr_on_bins([0, 1], GRID6, PRIORS6, 1.0, rng, prior_index=[0, 5]),
+            r"prior_index must lie in \[0, 5\)",
+        ),
+        (lambda rng: rr_on_bins([0, 1], GRID6, PRIORS6[0], 0.0, rng), "epsilon must be a finite number > 0"),
+        (lambda rng: rr_on_bins([0, 1], GRID6, PRIORS6[0], -1.0, rng), "epsilon must be a finite number > 0"),
+        (lambda rng: rr_on_bins([0, 1], GRID6, PRIORS6[0], float("nan"), rng), "epsilon must be a finite number > 0"),
+        (lambda rng: rr_on_bins([0, 1], GRID6, MAPS_EPS1, 2.0, rng, prior_index=[0, 1]), "computed for epsilon=1"),
+        (lambda rng: rr_on_bins([0, 1], GRID6 + 1, MAPS_EPS1, 1.0, rng, prior_index=[0, 1]), "different grid"),
+        (lambda rng: optimal_bins(PRIORS6, GRID6, float("inf")), "epsilon must be a finite number > 0"),
+        (lambda rng: rr_on_bins_probabilities(PRIORS6[:, :5], GRID6, 1.0), "one entry per grid point"),
+        (lambda rng: rr_on_bins_likelihood([1], GRID6, PRIORS6[2], 1.0), "not an RR-on-bins release"),
+        (lambda rng: rr_on_bins_likelihood([0, 6], GRID6, PRIORS6[0], 1.0), "released_bins must lie in"),
+        (lambda rng: rr_on_bins_likelihood([0, 1], GRID6, PRIORS6, 1.0, prior_index=[0]), "length mismatch"),
+    ],
+)
 def test_bad_input_is_refused_before_any_randomness(call, message) -> None:
     with pytest.raises(ValueError, match=message):
         call(Tripwire())
@@ -338,7 +357,8 @@ def test_shared_per_example_and_indexed_priors_agree(monkeypatch) -> None:
     likelihood = rr_on_bins_likelihood(released, GRID6, PRIORS6, 1.2, prior_index=rows)
     np.testing.assert_array_equal(likelihood, exact[rows, :, released])
     np.testing.assert_array_equal(
-        rr_on_bins_likelihood(released, GRID6, optimal_bins(PRIORS6, GRID6, 1.2), 1.2, prior_index=rows), likelihood)
+        rr_on_bins_likelihood(released, GRID6, optimal_bins(PRIORS6, GRID6, 1.2), 1.2, prior_index=rows), likelihood
+    )
     np.testing.assert_array_equal(d, optimal_bins(PRIORS6, GRID6, 1.2).d[rows])
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "labeldp"
-#: lines of code of a module, and of a function, at most
-MODULE_LINES, FUNCTION_LINES = 300, 80
+#: lines of code (as ruff formats them) of a module, and of a function, at most
+MODULE_LINES, FUNCTION_LINES = 400, 80
 #: functions allowed to be longer, each with its reason
 LONG_FUNCTIONS: dict[str, str] = {}
 
@@ -51,7 +51,9 @@ def _imports(module: str, path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             for alias in node.names:  # a name that is a submodule is an import of that submodule
                 found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base)
     return {name for name in found if name in MODULES and name != module}
@@ -95,17 +97,24 @@ def test_imports_never_run_in_a_circle() -> None:
 
 
 def _code_lines(lines: list[str], first: int, last: int, documentation: set[int]) -> int:
-    return sum(1 for number in range(first, last + 1)
-               if lines[number - 1].strip() and not lines[number - 1].strip().startswith("#")
-               and number not in documentation)
+    return sum(
+        1
+        for number in range(first, last + 1)
+        if lines[number - 1].strip() and not lines[number - 1].strip().startswith("#") and number not in documentation
+    )
 
 
 def _docstring_lines(tree: ast.AST) -> set[int]:
     lines: set[int] = set()
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(getattr(body[0], "value", None), ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             lines.update(range(body[0].lineno, body[0].end_lineno + 1))
     return lines
 
@@ -129,15 +138,21 @@ def test_each_default_is_stated_once() -> None:
     needs one reads it from there: the options' defaults in their dataclass fields, the rest here."""
     from labeldp.config.auditing import DEFAULT_SHADOWS
     from labeldp.config.release import DEFAULT_BATCH_ROWS
-    from labeldp.config.run import DEFAULT_DELTA, RunConfig
+    from labeldp.config.run import RunConfig
     from labeldp.config.tuning import DEFAULT_HOLDOUT, SELECTION_DEFAULTS
 
     sources = {module: path.read_text() for module, path in MODULES.items()}
-    for literal, home in (("DEFAULT_DELTA = 1e-5", "labeldp.config.run"), ("delta=1e-5", None),
-                          ("DEFAULT_BATCH_ROWS = 1 << 20", "labeldp.config.release"),
-                          ("DEFAULT_HOLDOUT = 0.2", "labeldp.config.tuning"), ("holdout: float = 0.2", None),
-                          ("DEFAULT_SHADOWS = 4", "labeldp.config.auditing"), ("num_shadows: int = 4", None),
-                          ('"score_noise": 10.0', "labeldp.config.tuning"), ("epsilon / 10", None)):
+    for literal, home in (
+        ("DEFAULT_DELTA = 1e-5", "labeldp.config.run"),
+        ("delta=1e-5", None),
+        ("DEFAULT_BATCH_ROWS = 1 << 20", "labeldp.config.release"),
+        ("DEFAULT_HOLDOUT = 0.2", "labeldp.config.tuning"),
+        ("holdout: float = 0.2", None),
+        ("DEFAULT_SHADOWS = 4", "labeldp.config.auditing"),
+        ("num_shadows: int = 4", None),
+        ('"score_noise": 10.0', "labeldp.config.tuning"),
+        ("epsilon / 10", None),
+    ):
         stated = [module for module, text in sources.items() if literal in text]
         assert stated == ([home] if home else []), (literal, stated)
     assert DEFAULT_BATCH_ROWS and DEFAULT_HOLDOUT and DEFAULT_SHADOWS and SELECTION_DEFAULTS

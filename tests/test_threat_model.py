@@ -15,19 +15,19 @@ import torch
 
 import labeldp.runs.context as run_module
 from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import unseal
 from labeldp.cli import main
+from labeldp.config.pate import PATEConfig
 from labeldp.data import load_dataset
-from labeldp.experiments.sweep import SweepJob, run_sweep
-from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
-from labeldp.mechanisms import change_probability, keep_probability
 from labeldp.dpsgd import PoissonSampler, gaussian_noise
 from labeldp.dpsgd.noise import noise_generator
 from labeldp.dpsgd.sampling import sampling_generator
-from labeldp.config.pate import PATEConfig
+from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
+from labeldp.experiments.sweep import SweepJob, run_sweep
+from labeldp.mechanisms import change_probability, keep_probability
 from labeldp.randomness import NoiseSource, SecureGenerator
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
-from labeldp.boundary import unseal
 
 ONE_EPOCH = TrainConfig(epochs=1, batch_size=64)
 
@@ -43,8 +43,11 @@ def _replay_rr(generator, released: np.ndarray, num_classes: int, epsilon: float
 def _generators_from_the_folder(seed: int, stage: int) -> list:
     """Every generator an attacker can derive from the run folder's seed: labeldp's old stream, the
     seed itself, and the noise stream the insecure mode would derive from it."""
-    return [np.random.default_rng([seed, 1, stage]), np.random.default_rng(seed),
-            NoiseSource(insecure_seed=seed).generator("label-release", stage)]
+    return [
+        np.random.default_rng([seed, 1, stage]),
+        np.random.default_rng(seed),
+        NoiseSource(insecure_seed=seed).generator("label-release", stage),
+    ]
 
 
 def test_an_attacker_who_reads_the_run_folder_cannot_regenerate_the_noise(tmp_path) -> None:
@@ -57,17 +60,25 @@ def test_an_attacker_who_reads_the_run_folder_cannot_regenerate_the_noise(tmp_pa
     train_run(RunConfig(method="lp-1st", epsilon=1.0, train=ONE_EPOCH), default_run, progress=False)
     insecure_run = tmp_path / "insecure"
     with pytest.warns(InsecureNoiseWarning, match="NOT PRIVATE"):
-        train_run(RunConfig(method="lp-1st", epsilon=1.0, train=ONE_EPOCH, insecure_noise_seed=0), insecure_run,
-                  progress=False)
+        train_run(
+            RunConfig(method="lp-1st", epsilon=1.0, train=ONE_EPOCH, insecure_noise_seed=0),
+            insecure_run,
+            progress=False,
+        )
 
     bound = keep_probability(1.0, 10) + 5 * math.sqrt(0.25 / truth.size)
     for folder, leaks in ((default_run, False), (insecure_run, True)):
         config = json.loads((folder / "config.json").read_text())
         with np.load(folder / "noisy_labels" / "stage1.npz") as release:
             indices, released = release["indices"], release["labels"]
-        seeds = {config["seed"]} | ({config["insecure_noise_seed"]} if config["insecure_noise_seed"] is not None else set())
-        best = max(np.mean(_replay_rr(generator, released, 10, 1.0) == truth[indices])
-                   for seed in seeds for generator in _generators_from_the_folder(seed, 1))
+        seeds = {config["seed"]} | (
+            {config["insecure_noise_seed"]} if config["insecure_noise_seed"] is not None else set()
+        )
+        best = max(
+            np.mean(_replay_rr(generator, released, 10, 1.0) == truth[indices])
+            for seed in seeds
+            for generator in _generators_from_the_folder(seed, 1)
+        )
         if leaks:
             assert best == 1.0
         else:
@@ -77,11 +88,44 @@ def test_an_attacker_who_reads_the_run_folder_cannot_regenerate_the_noise(tmp_pa
 
 
 def test_the_cli_says_when_a_run_is_not_private(tmp_path, capsys) -> None:
-    assert main(["train", "--method", "lp-1st", "--epsilon", "2", "--epochs", "1", "--insecure-noise-seed", "1",
-                 "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--method",
+                "lp-1st",
+                "--epsilon",
+                "2",
+                "--epochs",
+                "1",
+                "--insecure-noise-seed",
+                "1",
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert "NOT PRIVATE: the noise is reproducible from insecure_noise_seed 1" in capsys.readouterr().out
-    assert main(["train", "--method", "lp-1st", "--epsilon", "2", "--secure-rng", "--insecure-noise-seed", "1",
-                 "--out", str(tmp_path / "both"), "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--method",
+                "lp-1st",
+                "--epsilon",
+                "2",
+                "--secure-rng",
+                "--insecure-noise-seed",
+                "1",
+                "--out",
+                str(tmp_path / "both"),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     assert "choose one" in capsys.readouterr().err
 
 
@@ -131,14 +175,17 @@ def test_changed_training_options_continue_from_the_saved_release(tmp_path, monk
         train_run(RunConfig(method="lp-2st", epsilon=2.0, train=ONE_EPOCH), run, progress=False)
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(train=TrainConfig(momentum=-1.0)), "momentum must lie in"),
-    (dict(train=TrainConfig(weight_decay=float("nan"))), "weight_decay must be a finite number"),
-    (dict(train=TrainConfig(lr=float("inf"))), "lr must be a finite number"),
-    (dict(stages=(0.9999, 0.0001)), "leave stage 2 without any of the 1347"),
-    (dict(model="tanh-cnn"), "model 'tanh-cnn' needs 28x28 images"),
-    (dict(prior="cluster", clusters=5000), "clusters .* exceeds"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(train=TrainConfig(momentum=-1.0)), "momentum must lie in"),
+        (dict(train=TrainConfig(weight_decay=float("nan"))), "weight_decay must be a finite number"),
+        (dict(train=TrainConfig(lr=float("inf"))), "lr must be a finite number"),
+        (dict(stages=(0.9999, 0.0001)), "leave stage 2 without any of the 1347"),
+        (dict(model="tanh-cnn"), "model 'tanh-cnn' needs 28x28 images"),
+        (dict(prior="cluster", clusters=5000), "clusters .* exceeds"),
+    ],
+)
 def test_options_that_cannot_train_are_refused_before_the_first_release(tmp_path, changes, message) -> None:
     with pytest.raises(ConfigError, match=message):
         train_run(RunConfig(method="lp-2st", epsilon=1.0, **changes), tmp_path / "run", progress=False)
@@ -172,10 +219,14 @@ def test_damaged_files_are_named_not_tracebacks(tmp_path, capsys) -> None:
 def test_a_sweep_does_not_take_another_configuration_for_done(tmp_path) -> None:
     """A recipe changed between two sweeps into the same folder: the finished run of the old recipe
     is not reported as the new one's result."""
-    train_run(RunConfig(method="lp-1st", epsilon=2.0, train=TrainConfig(epochs=1)), tmp_path / "s" / "t__run0",
-              progress=False)  # what an earlier sweep of the old recipe left
-    row, = run_sweep([SweepJob("t/run0", RunConfig(method="lp-1st", epsilon=2.0, train=TrainConfig(epochs=2)))],
-                     tmp_path / "s", progress=False)
+    train_run(
+        RunConfig(method="lp-1st", epsilon=2.0, train=TrainConfig(epochs=1)), tmp_path / "s" / "t__run0", progress=False
+    )  # what an earlier sweep of the old recipe left
+    (row,) = run_sweep(
+        [SweepJob("t/run0", RunConfig(method="lp-1st", epsilon=2.0, train=TrainConfig(epochs=2)))],
+        tmp_path / "s",
+        progress=False,
+    )
     assert row["status"] == "failed" and "holds a finished run with a different configuration" in row["error"]
     assert "differs in: train" in row["error"]
 
@@ -183,6 +234,7 @@ def test_a_sweep_does_not_take_another_configuration_for_done(tmp_path) -> None:
 def test_models_are_initialised_without_touching_global_state() -> None:
     state = torch.random.get_rng_state()
     from labeldp.models import build_model
+
     first = build_model("mlp", (4,), 3, seed=5)
     assert torch.equal(torch.random.get_rng_state(), state)
     assert all(torch.equal(a, b) for a, b in zip(first.parameters(), build_model("mlp", (4,), 3, seed=5).parameters()))
@@ -206,8 +258,10 @@ def test_pate_votes_of_another_configuration_are_never_reused(tmp_path, monkeypa
     """Teachers trained under one partition (seed) must not vote beside teachers of another: a run
     continued under a changed configuration trains all its teachers afresh."""
     import labeldp.teachers as pate_module
-    config = RunConfig(method="pate", epsilon=8.0, train=ONE_EPOCH,
-                       pate=PATEConfig(teachers=4, teacher_epochs=1, queries=50))
+
+    config = RunConfig(
+        method="pate", epsilon=8.0, train=ONE_EPOCH, pate=PATEConfig(teachers=4, teacher_epochs=1, queries=50)
+    )
     real, calls = pate_module.train_stage, []
 
     def crash_after_two(*args, **kwargs):
@@ -256,8 +310,8 @@ def test_a_table_without_a_test_file_writes_no_metric_of_a_private_label(tmp_pat
     log-loss: poisoning the true test labels right after their release changes nothing the run
     writes, no epoch reports a test metric, and the run's epsilon stays the one it was given."""
     import pandas as pd
-    from conftest import poison_in_place
 
+    from conftest import poison_in_place
     from labeldp.runs import config_dataset
     from labeldp.runs.context import RunContext
 
@@ -265,8 +319,16 @@ def test_a_table_without_a_test_file_writes_no_metric_of_a_private_label(tmp_pat
     x = rng.normal(size=(400, 3))
     frame = pd.DataFrame(x, columns=["a", "b", "c"]).assign(y=(x[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(int))
     frame.to_csv(tmp_path / "t.csv", index=False)
-    config = RunConfig(dataset="csv", table=str(tmp_path / "t.csv"), label_column="y", classes=("0", "1"),
-                       method="lp-1st", epsilon=2.0, insecure_noise_seed=3, train=TrainConfig(epochs=2, batch_size=32))
+    config = RunConfig(
+        dataset="csv",
+        table=str(tmp_path / "t.csv"),
+        label_column="y",
+        classes=("0", "1"),
+        method="lp-1st",
+        epsilon=2.0,
+        insecure_noise_seed=3,
+        train=TrainConfig(epochs=2, batch_size=32),
+    )
     clean = train_run(config, tmp_path / "clean", progress=False, dataset=config_dataset(config.resolved()))
 
     release_once = RunContext.test_release

@@ -11,12 +11,12 @@ import torch
 
 import labeldp.runs.context as run_module
 from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import unseal
+from labeldp.config.dpsgd import DPSGDConfig
+from labeldp.config.pate import PATEConfig
 from labeldp.errors import RunDirectoryError
 from labeldp.runs import RunConfig, split_stages, train_run
 from labeldp.training import TrainConfig, train_stage
-from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.config.pate import PATEConfig
-from labeldp.boundary import unseal
 
 FAST = TrainConfig(epochs=3, batch_size=64, lr=0.05)
 
@@ -24,8 +24,15 @@ FAST = TrainConfig(epochs=3, batch_size=64, lr=0.05)
 def test_lp2st_run_writes_everything(blobs, tmp_path) -> None:
     config = RunConfig(dataset="csv", method="lp-2st", epsilon=2.0, train=FAST)
     summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
-    for name in ("config.json", "ledger.json", "metrics.jsonl", "summary.json", "model.pt",
-                 "noisy_labels/stage1.npz", "noisy_labels/stage2.npz"):
+    for name in (
+        "config.json",
+        "ledger.json",
+        "metrics.jsonl",
+        "summary.json",
+        "model.pt",
+        "noisy_labels/stage1.npz",
+        "noisy_labels/stage2.npz",
+    ):
         assert (tmp_path / "run" / name).exists(), name
     assert {"test_accuracy", "epsilon", "method", "dataset", "seconds"} <= set(summary)
     assert summary["epsilon"] == pytest.approx(2.0, abs=2e-4)
@@ -60,7 +67,7 @@ def test_trainer_only_sees_released_labels(blobs, tmp_path, monkeypatch, loss) -
         own = released[stage - 1][key]
         assert np.array_equal(seen[stage - 1][: len(own)], own)  # its own noisy labels first
         earlier = [r[key] for r in released[: stage - 1]]
-        rest = seen[stage - 1][len(own):]
+        rest = seen[stage - 1][len(own) :]
         if loss == "forward":  # every earlier release, unfiltered, in stage order
             assert np.array_equal(rest, np.concatenate(earlier) if earlier else rest)
         else:  # a filtered subset of the earlier noisy labels
@@ -69,39 +76,49 @@ def test_trainer_only_sees_released_labels(blobs, tmp_path, monkeypatch, loss) -
     stage1 = released[0]
     assert np.array_equal(stage1["likelihood"].argmax(axis=1), stage1["labels"])
     # stage 1 has a uniform prior: its evidence is the normalised channel
-    np.testing.assert_allclose(stage1["evidence"], stage1["likelihood"] / stage1["likelihood"].sum(1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(
+        stage1["evidence"], stage1["likelihood"] / stage1["likelihood"].sum(1, keepdims=True), rtol=1e-5
+    )
     # at epsilon 0.5 the released labels differ from the truth for most examples
     assert np.mean(stage1["labels"] != unseal(blobs.y_train)[stage1["indices"]]) > 0.5
 
 
 def test_non_private_reference_reports_infinite_epsilon(blobs, tmp_path) -> None:
-    summary = train_run(RunConfig(dataset="csv", method="non-private", train=FAST), tmp_path / "np",
-                        progress=False, dataset=blobs)
+    summary = train_run(
+        RunConfig(dataset="csv", method="non-private", train=FAST), tmp_path / "np", progress=False, dataset=blobs
+    )
     assert summary["epsilon"] is None
     assert PrivacyLedger.load(tmp_path / "np" / "ledger.json").epsilon() == math.inf
     assert summary["test_accuracy"] > 0.9
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(method="lp-2st"), "needs --epsilon"),
-    (dict(method="lp-2st", epsilon=0.0), "epsilon must be a finite number > 0"),
-    (dict(method="lp-2st", epsilon=float("nan")), "epsilon must be a finite number > 0"),
-    (dict(method="lp-mst", epsilon=1.0, stages=(0.5, 0.6)), "summing to 1"),
-    (dict(method="lp-2st", epsilon=1.0, stages=(0.2, 0.3, 0.5)), "has 2 stage"),
-    (dict(method="non-private", epsilon=1.0), "takes no epsilon"),
-    (dict(method="dp-magic", epsilon=1.0), "unknown method"),
-    (dict(dataset="imagenet", epsilon=1.0), "unknown dataset"),
-    (dict(epsilon=1.0, temperature=0.0), "temperature"),
-    (dict(epsilon=1.0, train=TrainConfig(epochs=0)), "epochs"),
-    (dict(method="dp-sgd", epsilon=1.0, temperature=2.0), "'dp-sgd' does not use temperature; leave it"),
-    (dict(method="lp-1st", epsilon=1.0, reuse_labels=False, warm_start=False),
-     "'lp-1st' does not use reuse_labels, warm_start; leave them"),
-    (dict(method="pate", epsilon=1.0, loss="ce"), "'pate' does not use loss"),
-    (dict(method="non-private", secure_rng=True), "'non-private' does not use secure_rng"),
-    (dict(method="lp-2st", epsilon=1.0, dpsgd=DPSGDConfig(max_grad_norm=0.1)), "does not use dpsgd.max_grad_norm;"),
-    (dict(method="dp-sgd", epsilon=1.0, pate=PATEConfig(teachers=10, queries=5)),
-     "does not use pate.teachers, pate.queries;"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(method="lp-2st"), "needs --epsilon"),
+        (dict(method="lp-2st", epsilon=0.0), "epsilon must be a finite number > 0"),
+        (dict(method="lp-2st", epsilon=float("nan")), "epsilon must be a finite number > 0"),
+        (dict(method="lp-mst", epsilon=1.0, stages=(0.5, 0.6)), "summing to 1"),
+        (dict(method="lp-2st", epsilon=1.0, stages=(0.2, 0.3, 0.5)), "has 2 stage"),
+        (dict(method="non-private", epsilon=1.0), "takes no epsilon"),
+        (dict(method="dp-magic", epsilon=1.0), "unknown method"),
+        (dict(dataset="imagenet", epsilon=1.0), "unknown dataset"),
+        (dict(epsilon=1.0, temperature=0.0), "temperature"),
+        (dict(epsilon=1.0, train=TrainConfig(epochs=0)), "epochs"),
+        (dict(method="dp-sgd", epsilon=1.0, temperature=2.0), "'dp-sgd' does not use temperature; leave it"),
+        (
+            dict(method="lp-1st", epsilon=1.0, reuse_labels=False, warm_start=False),
+            "'lp-1st' does not use reuse_labels, warm_start; leave them",
+        ),
+        (dict(method="pate", epsilon=1.0, loss="ce"), "'pate' does not use loss"),
+        (dict(method="non-private", secure_rng=True), "'non-private' does not use secure_rng"),
+        (dict(method="lp-2st", epsilon=1.0, dpsgd=DPSGDConfig(max_grad_norm=0.1)), "does not use dpsgd.max_grad_norm;"),
+        (
+            dict(method="dp-sgd", epsilon=1.0, pate=PATEConfig(teachers=10, queries=5)),
+            "does not use pate.teachers, pate.queries;",
+        ),
+    ],
+)
 def test_bad_configuration_is_refused_before_anything_is_written(blobs, tmp_path, changes, message) -> None:
     with pytest.raises((ValueError, TypeError), match=message):
         train_run(RunConfig(**{"dataset": "csv", **changes}), tmp_path / "run", progress=False, dataset=blobs)
@@ -114,16 +131,30 @@ def test_amp_off_a_gpu_is_refused_before_anything_is_written(blobs, tmp_path) ->
         train_run(config, tmp_path / "run", device="cpu", progress=False, dataset=blobs)
     assert not (tmp_path / "run").exists()
     with pytest.raises(ValueError, match="is for CUDA GPUs"):  # the library function too
-        train_stage(torch.nn.Linear(blobs.x_train.shape[1], blobs.num_classes), blobs.x_train, unseal(blobs.y_train).copy(),
-                    blobs.num_classes, config.train, progress=False)
+        train_stage(
+            torch.nn.Linear(blobs.x_train.shape[1], blobs.num_classes),
+            blobs.x_train,
+            unseal(blobs.y_train).copy(),
+            blobs.num_classes,
+            config.train,
+            progress=False,
+        )
 
 
 def test_existing_directory_with_other_config_is_refused(blobs, tmp_path) -> None:
-    train_run(RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, train=FAST), tmp_path / "run",
-              progress=False, dataset=blobs)
+    train_run(
+        RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, train=FAST),
+        tmp_path / "run",
+        progress=False,
+        dataset=blobs,
+    )
     with pytest.raises(RunDirectoryError, match="differs in: epsilon"):
-        train_run(RunConfig(dataset="csv", method="lp-1st", epsilon=2.0, train=FAST), tmp_path / "run",
-                  progress=False, dataset=blobs)
+        train_run(
+            RunConfig(dataset="csv", method="lp-1st", epsilon=2.0, train=FAST),
+            tmp_path / "run",
+            progress=False,
+            dataset=blobs,
+        )
 
 
 def test_finished_run_is_not_repeated(blobs, tmp_path, monkeypatch) -> None:

@@ -9,23 +9,27 @@ import math
 
 import numpy as np
 import pytest
-from conftest import poison_in_place
 
+from conftest import poison_in_place
+from labeldp.boundary import PrivateLabels, Release, unseal
 from labeldp.cli import main
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd import selection
 from labeldp.errors import ConfigError, RunDirectoryError
-from labeldp.released_metrics import clean_accuracy_terms
 from labeldp.experiments import tune as tuning
 from labeldp.experiments.held_out import HeldOutScorer, uninformative_message
 from labeldp.experiments.tune import candidate_config, candidate_options, tune
-from labeldp.mechanisms import (laplace_one_hot, laplace_one_hot_likelihood, prior_top_k, rr_with_prior,
-                                rr_with_prior_likelihood)
+from labeldp.mechanisms import (
+    laplace_one_hot,
+    laplace_one_hot_likelihood,
+    prior_top_k,
+    rr_with_prior,
+    rr_with_prior_likelihood,
+)
 from labeldp.randomness import public_rng
-from labeldp.boundary import Release
+from labeldp.released_metrics import clean_accuracy_terms
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, train_run
 from labeldp.training import TrainConfig
-from labeldp.boundary import PrivateLabels, unseal
 
 EPSILON = 1.0
 
@@ -95,8 +99,9 @@ def test_alibi_scorer_is_unbiased() -> None:
     estimates = []
     for seed in range(200):
         noisy = laplace_one_hot(true, k, 2.0, seed)
-        release = Release(held, None, "alibi", noisy.argmax(axis=1), laplace_one_hot_likelihood(noisy, 2.0),
-                          {"noisy_one_hot": noisy})
+        release = Release(
+            held, None, "alibi", noisy.argmax(axis=1), laplace_one_hot_likelihood(noisy, 2.0), {"noisy_one_hot": noisy}
+        )
         estimates.append(HeldOutScorer({"stage1": release}, held, n, k).terms(predictions).mean())
     assert abs(np.mean(estimates) - np.mean(predictions == true)) < 4 * np.std(estimates) / math.sqrt(200)
 
@@ -118,8 +123,15 @@ def test_the_scorer_counts_releases_that_do_not_depend_on_the_label() -> None:
 
 
 def _config(**fields) -> RunConfig:
-    return RunConfig(**{"method": "lp-1st", "epsilon": 2.0, "insecure_noise_seed": 5,
-                        "train": TrainConfig(epochs=2, batch_size=64, lr=0.02), **fields})
+    return RunConfig(
+        **{
+            "method": "lp-1st",
+            "epsilon": 2.0,
+            "insecure_noise_seed": 5,
+            "train": TrainConfig(epochs=2, batch_size=64, lr=0.02),
+            **fields,
+        }
+    )
 
 
 GRID = {"lr": ["0.005", "0.05"], "mixup": [0.0]}
@@ -158,11 +170,13 @@ def test_tune_spends_one_release_and_reads_no_true_label_after_it(tmp_path, monk
     assert clean["ledger_epsilon"] == single["epsilon"] == pytest.approx(2.0)
     best = max(clean["results"], key=lambda r: r["estimated_clean_accuracy"])
     assert clean["chosen"] == best["key"] == "lr=0.05,mixup_alpha=0.0"
-    assert best["difference"] == 0 and all(r["difference"] <= 0 and r["difference_error"] >= 0
-                                           for r in clean["results"])
+    assert best["difference"] == 0 and all(
+        r["difference"] <= 0 and r["difference_error"] >= 0 for r in clean["results"]
+    )
     assert folder.read_config()["train"]["lr"] == 0.05
     assert clean["held_out"] == round(0.2 * len(data.y_train)) and all(
-        r["held_out"] == clean["held_out"] for r in clean["results"])
+        r["held_out"] == clean["held_out"] for r in clean["results"]
+    )
     for result in clean["results"]:
         candidate = tmp_path / "clean" / "candidates" / result["key"]
         assert (candidate / "result.json").exists()
@@ -175,21 +189,30 @@ def test_tune_spends_one_release_and_reads_no_true_label_after_it(tmp_path, monk
     assert RunDirectory(tmp_path / "clean").read_ledger().epsilon(0.0) == pytest.approx(2.0)
 
 
-@pytest.mark.parametrize("fields, grid, message", [
-    ({"method": "lp-2st"}, {"lr": ["0.01", "0.05"], "reuse_labels": ["true", "false"]},
-     "reuse_labels act only after every release"),
-    ({"method": "lp-2st"}, {"temperature": ["1", "2"]}, r"later releases \(stage2\) depend on temperature"),
-    ({"method": "lp-mst"}, {"lr": ["0.01", "0.05"], "warm_start": ["true", "false"]},
-     r"later releases \(stage2, stage3\) depend on warm_start"),
-    ({"method": "lp-2st"}, {"stages": ["0.3:0.7", "0.5:0.5"]}, "release 'stage1' depends on stages"),
-    ({"method": "lp-2st", "stages": (0.005, 0.995)}, {"lr": ["0.01", "0.05"]}, "leaves fewer than two to score on"),
-    ({}, {"epsilon": ["1", "2"]}, "release 'stage1' depends on epsilon"),
-    ({"method": "alibi"}, {"seed": ["0", "1"]}, "release 'stage1' depends on seed"),
-    ({"method": "dp-sgd"}, {"epochs": ["1", "2"]}, "must share epochs and batch size"),
-    ({"method": "pate"}, {"epochs": ["1", "2"]}, "held-out training examples have no released label"),
-    ({}, {"lr": ["0.01"]}, "at least two candidates"),
-    ({}, {"momentum": ["0.5", "2"]}, "momentum must lie in"),
-])
+@pytest.mark.parametrize(
+    "fields, grid, message",
+    [
+        (
+            {"method": "lp-2st"},
+            {"lr": ["0.01", "0.05"], "reuse_labels": ["true", "false"]},
+            "reuse_labels act only after every release",
+        ),
+        ({"method": "lp-2st"}, {"temperature": ["1", "2"]}, r"later releases \(stage2\) depend on temperature"),
+        (
+            {"method": "lp-mst"},
+            {"lr": ["0.01", "0.05"], "warm_start": ["true", "false"]},
+            r"later releases \(stage2, stage3\) depend on warm_start",
+        ),
+        ({"method": "lp-2st"}, {"stages": ["0.3:0.7", "0.5:0.5"]}, "release 'stage1' depends on stages"),
+        ({"method": "lp-2st", "stages": (0.005, 0.995)}, {"lr": ["0.01", "0.05"]}, "leaves fewer than two to score on"),
+        ({}, {"epsilon": ["1", "2"]}, "release 'stage1' depends on epsilon"),
+        ({"method": "alibi"}, {"seed": ["0", "1"]}, "release 'stage1' depends on seed"),
+        ({"method": "dp-sgd"}, {"epochs": ["1", "2"]}, "must share epochs and batch size"),
+        ({"method": "pate"}, {"epochs": ["1", "2"]}, "held-out training examples have no released label"),
+        ({}, {"lr": ["0.01"]}, "at least two candidates"),
+        ({}, {"momentum": ["0.5", "2"]}, "momentum must lie in"),
+    ],
+)
 def test_tune_refuses_before_any_spend(tmp_path, fields, grid, message) -> None:
     base = dict(method="lp-1st", epsilon=2.0, insecure_noise_seed=5, train=TrainConfig(epochs=1))
     with pytest.raises(ConfigError, match=message):
@@ -209,8 +232,26 @@ def test_random_search_draws_distinct_combinations_from_the_seed() -> None:
 def test_tune_command_with_alibi_and_a_yaml_grid(tmp_path, capsys) -> None:
     grid = tmp_path / "grid.yaml"
     grid.write_text("lr: [0.01, 0.05]\nweight-decay: [0.001]\n")
-    code = main(["tune", "--method", "alibi", "--epsilon", "2", "--epochs", "2", "--insecure-noise-seed", "1",
-                 "--grid-file", str(grid), "--threads", "1", "--quiet", "--out", str(tmp_path / "tuned")])
+    code = main(
+        [
+            "tune",
+            "--method",
+            "alibi",
+            "--epsilon",
+            "2",
+            "--epochs",
+            "2",
+            "--insecure-noise-seed",
+            "1",
+            "--grid-file",
+            str(grid),
+            "--threads",
+            "1",
+            "--quiet",
+            "--out",
+            str(tmp_path / "tuned"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "  chosen" in out and "epsilon 2 (one run's releases: stage1)" in out
@@ -241,7 +282,6 @@ def test_an_interrupted_tune_reads_its_release_and_candidates_back(tmp_path) -> 
         labeldp.tune(config, {"lr": ["0.01", "0.02"]}, out, progress=False)
 
 
-
 def test_the_number_of_selection_trials_has_the_accounted_mean() -> None:
     rng = np.random.default_rng(0)
     for shape in (1.0, 0.5, math.inf):
@@ -260,8 +300,9 @@ def test_dpsgd_is_tuned_by_private_selection_with_one_accounted_event(tmp_path) 
 
     from labeldp.accounting import DPSGD_RELATION
 
-    config = RunConfig(method="dp-sgd", epsilon=4.0, insecure_noise_seed=2,
-                       train=TrainConfig(epochs=1, batch_size=128, lr=0.5))
+    config = RunConfig(
+        method="dp-sgd", epsilon=4.0, insecure_noise_seed=2, train=TrainConfig(epochs=1, batch_size=128, lr=0.5)
+    )
     grid = {"lr": ["0.5", "1"], "max_grad_norm": ["1"]}
     outcome = tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0})
     ledger = RunDirectory(tmp_path / "sel").read_ledger()
@@ -285,8 +326,9 @@ def test_dpsgd_is_tuned_by_private_selection_with_one_accounted_event(tmp_path) 
         tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0})
 
 
-DPSGD_CONFIG = RunConfig(method="dp-sgd", epsilon=4.0, insecure_noise_seed=2,
-                         train=TrainConfig(epochs=1, batch_size=128, lr=0.5))
+DPSGD_CONFIG = RunConfig(
+    method="dp-sgd", epsilon=4.0, insecure_noise_seed=2, train=TrainConfig(epochs=1, batch_size=128, lr=0.5)
+)
 
 
 def test_holdout_coins_depend_on_the_position_alone() -> None:
@@ -320,8 +362,14 @@ def test_appending_an_example_moves_no_other_between_training_and_scoring(tmp_pa
 
     monkeypatch.setattr(selection, "train_dpsgd", recording)
     for name, extra in (("d", 0), ("d+1", 1)):
-        tune(DPSGD_CONFIG, {"lr": ["0.5", "1"]}, tmp_path / name, progress=False, dataset=_numbered(data, extra),
-             selection={"mean": 2.0})
+        tune(
+            DPSGD_CONFIG,
+            {"lr": ["0.5", "1"]},
+            tmp_path / name,
+            progress=False,
+            dataset=_numbered(data, extra),
+            selection={"mean": 2.0},
+        )
     n = len(data.y_train)
     assert trained["d+1"] - {n} == trained["d"] and 0 < len(trained["d"]) < n
 
@@ -357,6 +405,7 @@ def test_an_interrupted_private_selection_stays_accounted_and_is_refused(tmp_pat
     """A selection stopped during its trials leaves no tune folder, only its recorded ledger in the
     owner-only scratch folder beside it; running it again is refused (it cannot be resumed without a
     second spend) by a message that says where that ledger is."""
+
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
@@ -377,13 +426,26 @@ def test_an_interrupted_private_selection_stays_accounted_and_is_refused(tmp_pat
 @pytest.mark.parametrize("holdout, message", [(1e-6, "fewer than two to score on"), (1 - 1e-6, "none to train on")])
 def test_a_private_selection_refuses_a_holdout_that_leaves_nothing(tmp_path, holdout, message) -> None:
     with pytest.raises(ConfigError, match=message):
-        tune(DPSGD_CONFIG, {"lr": ["0.5", "1"]}, tmp_path / "sel", holdout=holdout, progress=False,
-             selection={"mean": 2.0})
+        tune(
+            DPSGD_CONFIG,
+            {"lr": ["0.5", "1"]},
+            tmp_path / "sel",
+            holdout=holdout,
+            progress=False,
+            selection={"mean": 2.0},
+        )
     assert not (tmp_path / "sel").exists() and not selection.scratch_folder(tmp_path / "sel").exists()
 
 
-@pytest.mark.parametrize("grid", [{"delta": ["0.1", "0.2"]}, {"epsilon": ["1", "50"]},
-                                  {"insecure_noise_seed": ["7", "8"]}, {"noise_multiplier": ["1", "2"]}])
+@pytest.mark.parametrize(
+    "grid",
+    [
+        {"delta": ["0.1", "0.2"]},
+        {"epsilon": ["1", "50"]},
+        {"insecure_noise_seed": ["7", "8"]},
+        {"noise_multiplier": ["1", "2"]},
+    ],
+)
 def test_a_private_selection_varies_training_options_only(tmp_path, grid) -> None:
     """A candidate's delta would make the printed epsilon another delta's, its epsilon another budget, its
     noise seed reproducible noise inside the selection, its noise multiplier one never used: refused
@@ -402,16 +464,17 @@ def test_lp2st_tunes_what_acts_after_its_second_release(tmp_path) -> None:
     would, draws both releases, then tries what acts only after them (reusing stage 1's labels,
     warm starting); the ledger holds the two releases at the run's epsilon."""
     config = _config(method="lp-2st")
-    outcome = tune(config, {"reuse_labels": ["true", "false"], "warm_start": ["false"]}, tmp_path / "t",
-                   progress=False)
+    outcome = tune(config, {"reuse_labels": ["true", "false"], "warm_start": ["false"]}, tmp_path / "t", progress=False)
     ledger = RunDirectory(tmp_path / "t").read_ledger()
     assert [entry.tag for entry in ledger.entries] == ["stage1", "stage2"]
     assert outcome["ledger_epsilon"] == pytest.approx(2.0)
     assert len(outcome["results"]) == 2 and outcome["final"]["test_accuracy"] > 0.3
     train_run(config, tmp_path / "single", progress=False)  # the release a run of the base configuration draws
     for stage in ("stage1", "stage2"):
-        with np.load(tmp_path / "t" / "noisy_labels" / f"{stage}.npz") as tuned, \
-                np.load(tmp_path / "single" / "noisy_labels" / f"{stage}.npz") as single:
+        with (
+            np.load(tmp_path / "t" / "noisy_labels" / f"{stage}.npz") as tuned,
+            np.load(tmp_path / "single" / "noisy_labels" / f"{stage}.npz") as single,
+        ):
             assert np.array_equal(tuned["labels"], single["labels"]) and np.array_equal(tuned["k"], single["k"])
 
 
@@ -437,8 +500,9 @@ def test_lp2st_chooses_its_training_options_on_the_first_release(tmp_path, monke
     original = unseal(data.y_train).copy()
     poisoned = tune(config, grid, tmp_path / "poisoned", progress=False, dataset=data)
     assert np.mean(unseal(data.y_train) != original) > 0.5
-    assert [r["estimated_clean_accuracy"] for r in clean["results"]] == \
-        [r["estimated_clean_accuracy"] for r in poisoned["results"]]
+    assert [r["estimated_clean_accuracy"] for r in clean["results"]] == [
+        r["estimated_clean_accuracy"] for r in poisoned["results"]
+    ]
     assert clean["chosen"] == poisoned["chosen"] == "lr=0.05"
     data.y_train._root.values[:] = original
 
@@ -457,8 +521,10 @@ def test_lp2st_chooses_its_training_options_on_the_first_release(tmp_path, monke
     assert [entry.tag for entry in ledger.entries] == ["stage1", "stage2"]
     assert clean["ledger_epsilon"] == single["epsilon"] == pytest.approx(2.0)
     for stage in ("stage1", "stage2"):
-        with np.load(tmp_path / "clean" / "noisy_labels" / f"{stage}.npz") as tuned, \
-                np.load(tmp_path / "single" / "noisy_labels" / f"{stage}.npz") as run:
+        with (
+            np.load(tmp_path / "clean" / "noisy_labels" / f"{stage}.npz") as tuned,
+            np.load(tmp_path / "single" / "noisy_labels" / f"{stage}.npz") as run,
+        ):
             assert np.array_equal(tuned["labels"], run["labels"]) and np.array_equal(tuned["k"], run["k"])
     assert clean["final"]["test_accuracy"] == single["test_accuracy"]
 

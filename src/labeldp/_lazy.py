@@ -5,11 +5,13 @@ dp_accounting through the package's ``__init__``."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
-def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]],
-                                                                 list[str]]:
+def lazy_exports(
+    package: str, exports: dict[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
     """``(__getattr__, __dir__, __all__)`` for ``package``, whose public names live in the modules
     ``exports`` maps them to (a name -> the module that defines it).
 
@@ -25,6 +27,7 @@ def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str],
     tuple
         The module-level ``__getattr__`` and ``__dir__`` functions, and ``__all__``.
     """
+
     def __getattr__(name: str) -> Any:
         if name in exports:
             return getattr(importlib.import_module(exports[name]), name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from labeldp.errors import ConfigError
 
 
@@ -48,8 +49,10 @@ def check_labels(labels, num_classes: int, name: str = "labels") -> np.ndarray:
         raise ConfigError(f"{name} must be integer class indices, got dtype {array.dtype}")
     array = array.astype(np.int64)
     if array.min() < 0 or array.max() >= num_classes:
-        raise ConfigError(f"{name} must lie in [0, {num_classes}); some do not (which, and how many, is not said: "
-                          "labels may be private)")
+        raise ConfigError(
+            f"{name} must lie in [0, {num_classes}); some do not (which, and how many, is not said: "
+            "labels may be private)"
+        )
     return array
 
 

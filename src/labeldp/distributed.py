@@ -18,7 +18,8 @@ from __future__ import annotations
 import datetime
 import gc
 import os
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -52,8 +53,11 @@ def active() -> bool:
     bool
         True once :func:`start` joined a group of several processes.
     """
-    return (torch.distributed.is_available() and torch.distributed.is_initialized()
-            and torch.distributed.get_world_size() > 1)
+    return (
+        torch.distributed.is_available()
+        and torch.distributed.is_initialized()
+        and torch.distributed.get_world_size() > 1
+    )
 
 
 def rank() -> int:
@@ -294,11 +298,11 @@ def gather_rows(local: torch.Tensor, count: int) -> torch.Tensor:
     longest = -(-count // ranks)
     device = communication_device()
     padded = torch.zeros((longest, *local.shape[1:]), dtype=local.dtype, device=device)
-    padded[:len(local)] = local.to(device)
+    padded[: len(local)] = local.to(device)
     parts = [torch.empty_like(padded) for _ in range(ranks)]
     torch.distributed.all_gather(parts, padded)
     base, extra = divmod(count, ranks)
-    return torch.cat([part[:base + (r < extra)] for r, part in enumerate(parts)]).to(local.device)
+    return torch.cat([part[: base + (r < extra)] for r, part in enumerate(parts)]).to(local.device)
 
 
 def check_same(value: Any, what: str) -> None:
@@ -326,8 +330,10 @@ def check_same(value: Any, what: str) -> None:
     torch.distributed.all_gather_object(values, value)
     differ = [r for r, v in enumerate(values) if v != values[0]]
     if differ:
-        raise errors.ConfigError(f"the processes of this run disagree on {what} (ranks {differ} differ from rank 0); "
-                                 "start every process with the same command")
+        raise errors.ConfigError(
+            f"the processes of this run disagree on {what} (ranks {differ} differ from rank 0); "
+            "start every process with the same command"
+        )
 
 
 def seed_of_rank(seed: int, *ids: int) -> int:

@@ -16,12 +16,19 @@ from sklearn.metrics import log_loss, roc_auc_score
 #: equal-width bins of the predicted positive probability for the expected calibration error
 CALIBRATION_BINS = 10
 #: the metric each kind of task is compared by, and whether larger is better
-PRIMARY_METRICS = {"test_accuracy": True, "test_auc": True, "test_log_loss": False, "test_rmse": False,
-                   "test_mse": False, "test_mae": False}
+PRIMARY_METRICS = {
+    "test_accuracy": True,
+    "test_auc": True,
+    "test_log_loss": False,
+    "test_rmse": False,
+    "test_mse": False,
+    "test_mae": False,
+}
 
 
-def expected_calibration_error(positive_probability: np.ndarray, labels: np.ndarray,
-                               bins: int = CALIBRATION_BINS) -> float:
+def expected_calibration_error(
+    positive_probability: np.ndarray, labels: np.ndarray, bins: int = CALIBRATION_BINS
+) -> float:
     """Mean over equal-width bins of |observed positive rate - mean predicted probability|, weighted by
     the bins' shares of the examples."""
     which = np.minimum((positive_probability * bins).astype(int), bins - 1)
@@ -39,9 +46,10 @@ def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dic
     probabilities = np.asarray(probabilities, dtype=np.float64)
     labels = np.asarray(labels)
     num_classes = probabilities.shape[1]
-    metrics = {"test_accuracy": float((probabilities.argmax(axis=1) == labels).mean()),
-               "test_log_loss": float(log_loss(labels, np.clip(probabilities, 1e-15, 1.0),
-                                               labels=np.arange(num_classes)))}
+    metrics = {
+        "test_accuracy": float((probabilities.argmax(axis=1) == labels).mean()),
+        "test_log_loss": float(log_loss(labels, np.clip(probabilities, 1e-15, 1.0), labels=np.arange(num_classes))),
+    }
     if num_classes == 2:
         positive = probabilities[:, 1]
         metrics["test_auc"] = float(roc_auc_score(labels, positive)) if len(np.unique(labels)) == 2 else None
@@ -55,7 +63,7 @@ def regression_metrics(probabilities: np.ndarray, label_values: np.ndarray, valu
     expected value under each predicted distribution over the grid) against the test ``values``."""
     predictions = np.asarray(probabilities, dtype=np.float64) @ np.asarray(label_values, dtype=np.float64)
     errors = predictions - np.asarray(values, dtype=np.float64)
-    mse = float(np.mean(errors ** 2))
+    mse = float(np.mean(errors**2))
     return {"test_rmse": float(np.sqrt(mse)), "test_mse": mse, "test_mae": float(np.mean(np.abs(errors)))}
 
 

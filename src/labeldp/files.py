@@ -6,8 +6,9 @@ import contextlib
 import fcntl
 import json
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from labeldp.errors import RunLockedError
 

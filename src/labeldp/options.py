@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 _MISSING = dataclasses.MISSING
 
 
-def option(default: Any = _MISSING, *, help: str, flag: str | None = None,
-           choices: Iterable[str] | Callable[[], Iterable[str]] | None = None, metavar: str | None = None,
-           default_factory: Any = _MISSING, method_specific: bool = False) -> Any:
+def option(
+    default: Any = _MISSING,
+    *,
+    help: str,
+    flag: str | None = None,
+    choices: Iterable[str] | Callable[[], Iterable[str]] | None = None,
+    metavar: str | None = None,
+    default_factory: Any = _MISSING,
+    method_specific: bool = False,
+) -> Any:
     """A dataclass field with its command-line help.
 
     Parameters
@@ -45,8 +53,7 @@ def option(default: Any = _MISSING, *, help: str, flag: str | None = None,
     dataclasses.Field
         The field.
     """
-    metadata = {"help": help, "flag": flag, "choices": choices, "metavar": metavar,
-                "method_specific": method_specific}
+    metadata = {"help": help, "flag": flag, "choices": choices, "metavar": metavar, "method_specific": method_specific}
     if default_factory is not _MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -67,8 +74,11 @@ def _help(field: dataclasses.Field, default: Any) -> str:
     return text.replace("%", "%%") + (f" (default {default})" if shown else "")
 
 
-def add_dataclass_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
-                            groups: dict[str, tuple[str, str]] | None = None) -> None:
+def add_dataclass_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    cls: type,
+    groups: dict[str, tuple[str, str]] | None = None,
+) -> None:
     """Add a flag for every :func:`option` field of dataclass ``cls``; a field holding a dataclass
     becomes an argument group (``groups`` gives its title and description by field name).
 

@@ -37,10 +37,11 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
 from labeldp.errors import ConfigError
 
 _UINT64_RANGE = 2**64
@@ -48,12 +49,34 @@ _UINT64_RANGE = 2**64
 #: Every seeded stream labeldp uses, by purpose: stream ``name`` with ``ids`` draws from
 #: ``SeedSequence([seed, number, *ids])``. Public streams take the run's ``--seed``; noise streams
 #: are seeded only in the insecure mode. The numbers are disjoint, so no two purposes draw alike.
-PUBLIC_STREAMS = {"stage-split": 0, "model-init": 1, "training": 2, "pate-teachers": 3, "pate-queries": 4,
-                  "table-split": 5, "encoder": 6, "clusters": 7, "audit": 8, "membership": 9,
-                  "dpsgd-augment": 10, "pate-partition": 11, "pate-training": 12,
-                  "ratings-split": 13, "validation-split": 14, "tune-holdout": 15, "tune-search": 16}
-NOISE_STREAMS = {"label-release": 100, "histogram": 101, "pate-votes": 102, "dpsgd-sampling": 103,
-                 "dpsgd-noise": 104, "table-release": 105, "tune-selection": 106}
+PUBLIC_STREAMS = {
+    "stage-split": 0,
+    "model-init": 1,
+    "training": 2,
+    "pate-teachers": 3,
+    "pate-queries": 4,
+    "table-split": 5,
+    "encoder": 6,
+    "clusters": 7,
+    "audit": 8,
+    "membership": 9,
+    "dpsgd-augment": 10,
+    "pate-partition": 11,
+    "pate-training": 12,
+    "ratings-split": 13,
+    "validation-split": 14,
+    "tune-holdout": 15,
+    "tune-search": 16,
+}
+NOISE_STREAMS = {
+    "label-release": 100,
+    "histogram": 101,
+    "pate-votes": 102,
+    "dpsgd-sampling": 103,
+    "dpsgd-noise": 104,
+    "table-release": 105,
+    "tune-selection": 106,
+}
 
 
 def _sequence(seed: int, streams: dict[str, int], purpose: str, ids: tuple[int, ...]) -> np.random.SeedSequence:
@@ -195,8 +218,9 @@ class SecureGenerator:
         values = (self.words(int(np.prod(shape))) >> np.uint64(11)).astype(np.float64) * 2.0**-53
         return float(values[0]) if size is None else values.reshape(shape)
 
-    def normal(self, loc: float = 0.0, scale: float = 1.0, size: int | tuple[int, ...] | None = None
-               ) -> np.ndarray | float:
+    def normal(
+        self, loc: float = 0.0, scale: float = 1.0, size: int | tuple[int, ...] | None = None
+    ) -> np.ndarray | float:
         """Normal deviates N(loc, scale^2) (numpy's signature).
 
         Parameters
@@ -245,8 +269,11 @@ class SecureGenerator:
             low, high = 0, low
         low_arr = np.asarray(low, dtype=np.int64)
         high_arr = np.asarray(high, dtype=np.int64)
-        shape = np.broadcast_shapes(low_arr.shape, high_arr.shape) if size is None else (
-            (size,) if np.isscalar(size) else tuple(size))
+        shape = (
+            np.broadcast_shapes(low_arr.shape, high_arr.shape)
+            if size is None
+            else ((size,) if np.isscalar(size) else tuple(size))
+        )
         difference = np.broadcast_to(high_arr - low_arr, shape)
         if np.any(difference <= 0):
             raise ConfigError("integers: high must be greater than low")
@@ -260,10 +287,10 @@ class SecureGenerator:
             ok = words < limit[pending]
             out[pending[ok]] = words[ok] % span[pending[ok]]
             pending = pending[~ok]
-        return (out.astype(np.int64).reshape(shape) + np.broadcast_to(low_arr, shape))
+        return out.astype(np.int64).reshape(shape) + np.broadcast_to(low_arr, shape)
 
 
-RandomSource = Union[None, int, np.random.Generator, SecureGenerator, str]
+RandomSource = None | int | np.random.Generator | SecureGenerator | str
 
 
 def as_generator(rng: RandomSource) -> np.random.Generator | SecureGenerator:
@@ -420,8 +447,10 @@ class NoiseSource:
             A sentence; in the insecure mode it says the noise is not private.
         """
         if self.insecure_seed is not None:
-            return (f"reproducible from insecure_noise_seed {self.insecure_seed} in config.json: NOT PRIVATE, "
-                    "anyone who reads the configuration can regenerate the noise")
+            return (
+                f"reproducible from insecure_noise_seed {self.insecure_seed} in config.json: NOT PRIVATE, "
+                "anyone who reads the configuration can regenerate the noise"
+            )
         if self.secure:
             return "ChaCha20 keyed from OS entropy (cryptographically secure), never saved"
         return "generators seeded with fresh OS entropy, never saved"

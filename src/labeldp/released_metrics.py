@@ -28,7 +28,8 @@ metric's range: an estimate above 1 is an honest one.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from sklearn.pipeline import Pipeline
@@ -60,8 +61,9 @@ def channel_weights(labels, likelihood) -> np.ndarray:
     outside = np.where(in_set, np.nan, likelihood)
     consistent = np.all(np.isnan(outside) | np.isclose(outside, 1.0 / k[:, None], rtol=1e-9, atol=1e-12), axis=1)
     if not consistent.all() or np.any(keep < other - 1e-12):
-        raise ConfigError("estimates from released labels need a randomized response or RR-with-prior channel; "
-                          "some rows have another")
+        raise ConfigError(
+            "estimates from released labels need a randomized response or RR-with-prior channel; some rows have another"
+        )
     hit = np.zeros((n, num_classes))
     hit[rows, labels] = 1.0
     informative = keep - other > 1e-12
@@ -88,7 +90,7 @@ def log_loss_terms(probabilities: np.ndarray, weights: np.ndarray) -> np.ndarray
 def brier_terms(probabilities: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Two classes: (p_i - 1[y_i = 1])^2 with p_i the predicted probability of the second class."""
     positive = np.asarray(probabilities)[:, 1]
-    return weights[:, 0] * positive ** 2 + weights[:, 1] * (1.0 - positive) ** 2
+    return weights[:, 0] * positive**2 + weights[:, 1] * (1.0 - positive) ** 2
 
 
 def squared_error_terms(probabilities: np.ndarray, weights: np.ndarray, label_values: np.ndarray) -> np.ndarray:
@@ -133,8 +135,10 @@ def estimated_classification_metrics(probabilities: np.ndarray, labels, likeliho
     probabilities = np.asarray(probabilities, dtype=np.float64)
     weights = channel_weights(labels, likelihood)
     metrics: dict[str, float] = {}
-    for name, terms in (("test_accuracy", accuracy_terms(probabilities, weights)),
-                        ("test_log_loss", log_loss_terms(probabilities, weights))):
+    for name, terms in (
+        ("test_accuracy", accuracy_terms(probabilities, weights)),
+        ("test_log_loss", log_loss_terms(probabilities, weights)),
+    ):
         metrics[name], metrics[f"{name}_se"] = mean_and_error(terms)
     if probabilities.shape[1] == 2:
         metrics["test_brier"], metrics["test_brier_se"] = mean_and_error(brier_terms(probabilities, weights))
@@ -147,8 +151,9 @@ def estimated_classification_metrics(probabilities: np.ndarray, labels, likeliho
     return metrics
 
 
-def estimated_regression_metrics(probabilities: np.ndarray, labels, likelihood,
-                                 label_values: np.ndarray) -> dict[str, float]:
+def estimated_regression_metrics(
+    probabilities: np.ndarray, labels, likelihood, label_values: np.ndarray
+) -> dict[str, float]:
     """``test_mse`` and ``test_rmse`` (the square root of the MSE's estimate, clipped at 0) on the grid
     ``label_values``, estimated from released ``labels`` (grid positions) and their channel, with
     ``test_mse_se``."""
@@ -186,12 +191,16 @@ def released_labels_for(estimator: Any, y: Any) -> ReleasedLabels:
         key = getattr(final, "release_key_", None)
         released = y.shared_release(key) if key is not None else None
         if released is None:
-            raise ConfigError("scoring on private labels reads the release the model's fit made of them; this model "
-                              "was not fitted on these labels (or its release gives no labels to score on). Score on "
-                              "a public test set, or on labels released once. " + RELEASE_ONCE_ROUTE)
+            raise ConfigError(
+                "scoring on private labels reads the release the model's fit made of them; this model "
+                "was not fitted on these labels (or its release gives no labels to score on). Score on "
+                "a public test set, or on labels released once. " + RELEASE_ONCE_ROUTE
+            )
         return released[y.positions]
-    raise ConfigError("released labels are needed here (ReleasedLabels, a release of labeldp.privatize, or private "
-                      "labels the model's fit released), not a plain array")
+    raise ConfigError(
+        "released labels are needed here (ReleasedLabels, a release of labeldp.privatize, or private "
+        "labels the model's fit released), not a plain array"
+    )
 
 
 def clean_accuracy_terms(predictions, labels, likelihood) -> np.ndarray:
@@ -232,8 +241,9 @@ def clean_accuracy_terms(predictions, labels, likelihood) -> np.ndarray:
     predictions = np.asarray(predictions, dtype=np.int64)
     weights = channel_weights(labels, likelihood)
     if predictions.shape != (len(weights),):
-        raise ConfigError(f"predictions must have one entry per likelihood row ({len(weights)}), got "
-                          f"{predictions.shape}")
+        raise ConfigError(
+            f"predictions must have one entry per likelihood row ({len(weights)}), got {predictions.shape}"
+        )
     return weights[np.arange(len(weights)), predictions]
 
 
@@ -332,6 +342,16 @@ def released_scorer(metric: str = "accuracy") -> Callable[..., float]:
     return score
 
 
-__all__ = ["SCORERS", "channel_weights", "clean_accuracy_estimate", "clean_accuracy_terms", "estimated_auc",
-           "estimated_classification_metrics", "estimated_regression_metrics", "mean_and_error", "released_labels_for",
-           "released_log_likelihood", "released_scorer"]
+__all__ = [
+    "SCORERS",
+    "channel_weights",
+    "clean_accuracy_estimate",
+    "clean_accuracy_terms",
+    "estimated_auc",
+    "estimated_classification_metrics",
+    "estimated_regression_metrics",
+    "mean_and_error",
+    "released_labels_for",
+    "released_log_likelihood",
+    "released_scorer",
+]

@@ -17,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -26,14 +26,15 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from labeldp import distributed
+from labeldp.boundary import PrivateLabels, unseal
+from labeldp.config.pate import PATEConfig
+from labeldp.config.train import TrainConfig
 from labeldp.errors import RunDirectoryError
 from labeldp.files import write_atomic
-from labeldp.config.pate import PATEConfig
-from labeldp.boundary import PrivateLabels, unseal
 from labeldp.randomness import public_rng, public_seed
-from labeldp.config.train import TrainConfig
 from labeldp.training.predict import predict_logits
 from labeldp.training.stage import train_stage
+
 
 def partition_teachers(num_examples: int, teachers: int, seed: int) -> np.ndarray:
     """Each example's teacher: a random split into ``teachers`` parts whose sizes differ by at most one."""
@@ -52,10 +53,21 @@ def _save_predictions(path: Path, predictions: np.ndarray, done: int) -> None:
     write_atomic(path, lambda tmp: np.savez(tmp, predictions=predictions, done=np.array(done)))
 
 
-def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, labels: PrivateLabels | np.ndarray,
-                   teacher_of: np.ndarray, query_inputs: np.ndarray, num_classes: int, config: TrainConfig, *,
-                   augmentation: str = "none", seed: int = 0, checkpoint: str | os.PathLike | None = None,
-                   progress: bool = True, parallel: bool = False) -> np.ndarray | None:
+def train_teachers(
+    build_model: Callable[[int], nn.Module],
+    inputs: np.ndarray,
+    labels: PrivateLabels | np.ndarray,
+    teacher_of: np.ndarray,
+    query_inputs: np.ndarray,
+    num_classes: int,
+    config: TrainConfig,
+    *,
+    augmentation: str = "none",
+    seed: int = 0,
+    checkpoint: str | os.PathLike | None = None,
+    progress: bool = True,
+    parallel: bool = False,
+) -> np.ndarray | None:
     """Train one teacher per part of (``inputs``, ``labels``) and return their votes on ``query_inputs``,
     a (teachers, queries) array of class indices.
 
@@ -82,32 +94,72 @@ def train_teachers(build_model: Callable[[int], nn.Module], inputs: np.ndarray, 
                         predictions = saved["predictions"]
                         return int(saved["done"])
             except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
-                raise RunDirectoryError(f"{path} is damaged ({error}); delete it: the teachers it holds (raw votes, "
-                                        "nothing released yet) are trained again") from None
+                raise RunDirectoryError(
+                    f"{path} is damaged ({error}); delete it: the teachers it holds (raw votes, "
+                    "nothing released yet) are trained again"
+                ) from None
         return 0
 
     if parallel and distributed.active():
         done = distributed.on_main(resume)  # first: it replaces ``predictions`` with the saved votes on rank 0
-        return _train_teachers_in_rounds(build_model, inputs, labels, teacher_of, query_inputs, num_classes, config,
-                                         augmentation, seed, path, progress, predictions, done)
+        return _train_teachers_in_rounds(
+            build_model,
+            inputs,
+            labels,
+            teacher_of,
+            query_inputs,
+            num_classes,
+            config,
+            augmentation,
+            seed,
+            path,
+            progress,
+            predictions,
+            done,
+        )
     done = resume()
-    bar = tqdm(range(done, teachers), desc="teachers", unit="teacher", disable=None if progress else True,
-               initial=done, total=teachers)
+    bar = tqdm(
+        range(done, teachers),
+        desc="teachers",
+        unit="teacher",
+        disable=None if progress else True,
+        initial=done,
+        total=teachers,
+    )
     for teacher in bar:
         part = np.flatnonzero(teacher_of == teacher)
         model = build_model(teacher)
-        train_stage(model, inputs[part], labels[part], num_classes, config, augmentation=augmentation,
-                    seed=public_seed(seed, "pate-training", teacher), progress=False)
+        train_stage(
+            model,
+            inputs[part],
+            labels[part],
+            num_classes,
+            config,
+            augmentation=augmentation,
+            seed=public_seed(seed, "pate-training", teacher),
+            progress=False,
+        )
         predictions[teacher] = predict_logits(model, query_inputs).argmax(dim=1).numpy()
         if path is not None:
             _save_predictions(path, predictions, teacher + 1)
     return predictions
 
 
-def _train_teachers_in_rounds(build_model: Callable[[int], nn.Module], inputs: np.ndarray, labels: np.ndarray,
-                              teacher_of: np.ndarray, query_inputs: np.ndarray, num_classes: int, config: TrainConfig,
-                              augmentation: str, seed: int, path: Path | None, progress: bool,
-                              predictions: np.ndarray, done: int) -> np.ndarray | None:
+def _train_teachers_in_rounds(
+    build_model: Callable[[int], nn.Module],
+    inputs: np.ndarray,
+    labels: np.ndarray,
+    teacher_of: np.ndarray,
+    query_inputs: np.ndarray,
+    num_classes: int,
+    config: TrainConfig,
+    augmentation: str,
+    seed: int,
+    path: Path | None,
+    progress: bool,
+    predictions: np.ndarray,
+    done: int,
+) -> np.ndarray | None:
     """:func:`train_teachers` across the ranks: teacher ``done + round * ranks + rank`` on each rank."""
     teachers, ranks, me = len(predictions), distributed.world_size(), distributed.rank()
     rounds = tqdm(range(done, teachers, ranks), desc="teachers", unit="round", disable=None if progress else True)
@@ -116,8 +168,16 @@ def _train_teachers_in_rounds(build_model: Callable[[int], nn.Module], inputs: n
         if teacher < teachers:
             part = np.flatnonzero(teacher_of == teacher)
             model = build_model(teacher)
-            train_stage(model, inputs[part], labels[part], num_classes, config, augmentation=augmentation,
-                        seed=public_seed(seed, "pate-training", teacher), progress=False)
+            train_stage(
+                model,
+                inputs[part],
+                labels[part],
+                num_classes,
+                config,
+                augmentation=augmentation,
+                seed=public_seed(seed, "pate-training", teacher),
+                progress=False,
+            )
             votes = predict_logits(model, query_inputs).argmax(dim=1).numpy().astype(np.int16)
         collected = [None] * ranks if distributed.is_main() else None
         torch.distributed.gather_object((teacher, votes), collected, dst=0)
@@ -132,6 +192,6 @@ def _train_teachers_in_rounds(build_model: Callable[[int], nn.Module], inputs: n
 
 def teacher_train_config(student: TrainConfig, config: PATEConfig) -> TrainConfig:
     """The teachers' training settings: the student's, with PATE's own epochs and batch size."""
-    return dataclasses.replace(student, epochs=config.teacher_epochs, batch_size=config.teacher_batch_size,
-                               mixup_alpha=0.0)
-
+    return dataclasses.replace(
+        student, epochs=config.teacher_epochs, batch_size=config.teacher_batch_size, mixup_alpha=0.0
+    )

@@ -21,9 +21,8 @@ builds it.
 
 from __future__ import annotations
 
-
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import dp_accounting
 from dp_accounting import dp_event
@@ -43,8 +42,9 @@ from labeldp.accounting.ledger import VALUE_DISCRETIZATION, quiet_rdp
 from labeldp.errors import ConfigError
 
 
-def pld_accountant(relation: dp_accounting.NeighboringRelation, discretization: float = VALUE_DISCRETIZATION
-                   ) -> pld_privacy_accountant.PLDAccountant:
+def pld_accountant(
+    relation: dp_accounting.NeighboringRelation, discretization: float = VALUE_DISCRETIZATION
+) -> pld_privacy_accountant.PLDAccountant:
     """dp_accounting's PLD accountant, by default with the ledger's discretisation.
 
     Parameters
@@ -63,8 +63,12 @@ def pld_accountant(relation: dp_accounting.NeighboringRelation, discretization: 
     return pld_privacy_accountant.PLDAccountant(relation, value_discretization_interval=discretization)
 
 
-def accountant_epsilon(event: dp_event.DpEvent, delta: float, relation: dp_accounting.NeighboringRelation,
-                       discretization: float = VALUE_DISCRETIZATION) -> float:
+def accountant_epsilon(
+    event: dp_event.DpEvent,
+    delta: float,
+    relation: dp_accounting.NeighboringRelation,
+    discretization: float = VALUE_DISCRETIZATION,
+) -> float:
     """Epsilon of ``event`` at ``delta`` under ``relation``, from dp_accounting's PLD accountant.
 
     A composition of Gaussians is accounted as the one Gaussian it equals
@@ -123,9 +127,17 @@ COARSE_DISCRETIZATION = 1e-2
 _REFINE_SPAN = 0.02
 
 
-def smallest_noise(make_event: Callable[[float], dp_event.DpEvent], epsilon: float, delta: float,
-                   relation: dp_accounting.NeighboringRelation, *, minimum: float, maximum: float,
-                   start: float = 1.0, tolerance: float = 1e-3) -> float:
+def smallest_noise(
+    make_event: Callable[[float], dp_event.DpEvent],
+    epsilon: float,
+    delta: float,
+    relation: dp_accounting.NeighboringRelation,
+    *,
+    minimum: float,
+    maximum: float,
+    start: float = 1.0,
+    tolerance: float = 1e-3,
+) -> float:
     """The smallest noise parameter s with ``make_event(s)`` (epsilon, delta)-DP.
 
     The noise is found to a relative ``tolerance``, at the ledger's discretisation; epsilon must
@@ -176,8 +188,9 @@ def smallest_noise(make_event: Callable[[float], dp_event.DpEvent], epsilon: flo
     if meets(high):
         while meets(low):
             if low <= minimum:
-                raise ConfigError(f"epsilon {epsilon} at delta {delta} allows noise below {minimum}; "
-                                 "give the noise explicitly")
+                raise ConfigError(
+                    f"epsilon {epsilon} at delta {delta} allows noise below {minimum}; give the noise explicitly"
+                )
             low, high = low / 2, low
     else:
         while not meets(2 * high):
@@ -189,9 +202,16 @@ def smallest_noise(make_event: Callable[[float], dp_event.DpEvent], epsilon: flo
     def simplest_event(noise: float) -> dp_event.DpEvent:
         return gaussian_equivalent(make_event(noise)) or make_event(noise)
 
-    high = float(dp_accounting.calibrate_dp_mechanism(
-        lambda: pld_accountant(relation, COARSE_DISCRETIZATION), simplest_event, epsilon, delta,
-        bracket_interval=dp_accounting.ExplicitBracketInterval(low, high), tol=tolerance * low))
+    high = float(
+        dp_accounting.calibrate_dp_mechanism(
+            lambda: pld_accountant(relation, COARSE_DISCRETIZATION),
+            simplest_event,
+            epsilon,
+            delta,
+            bracket_interval=dp_accounting.ExplicitBracketInterval(low, high),
+            tol=tolerance * low,
+        )
+    )
     while not meets(high, VALUE_DISCRETIZATION):  # a coarse PLD is pessimistic: this should never loop
         high *= 1 + _REFINE_SPAN
     low = high * (1 - _REFINE_SPAN)
@@ -246,8 +266,9 @@ def dpsgd_epsilon(noise_multiplier: float, sampling_probability: float, steps: i
     return accountant_epsilon(dpsgd_event(noise_multiplier, sampling_probability, steps), delta, DPSGD_RELATION)
 
 
-def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_probability: float, steps: int,
-                               tolerance: float = 1e-3) -> float:
+def calibrate_noise_multiplier(
+    epsilon: float, delta: float, sampling_probability: float, steps: int, tolerance: float = 1e-3
+) -> float:
     """The smallest noise multiplier for which DP-SGD's steps are (``epsilon``, ``delta``)-DP.
 
     The multiplier is found to a relative ``tolerance``, for ``steps`` Poisson-sampled Gaussian steps
@@ -281,8 +302,15 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_probabilit
         :data:`MIN_NOISE_MULTIPLIER` or needs one above 1e4.
     """
     _check(sampling_probability, steps, delta)
-    return smallest_noise(lambda sigma: dpsgd_event(sigma, sampling_probability, steps), epsilon, delta,
-                          DPSGD_RELATION, minimum=MIN_NOISE_MULTIPLIER, maximum=1e4, tolerance=tolerance)
+    return smallest_noise(
+        lambda sigma: dpsgd_event(sigma, sampling_probability, steps),
+        epsilon,
+        delta,
+        DPSGD_RELATION,
+        minimum=MIN_NOISE_MULTIPLIER,
+        maximum=1e4,
+        tolerance=tolerance,
+    )
 
 
 #: Noise standard deviations are in votes; calibration looks for them in this range.
@@ -319,8 +347,9 @@ def pate_epsilon(queries: int, noise_std: float, delta: float, threshold_noise_s
     return accountant_epsilon(pate_event(queries, noise_std, threshold_noise_std), delta, GAUSSIAN_SHIFT_RELATION)
 
 
-def calibrate_vote_noise(epsilon: float, delta: float, queries: int, threshold_noise_ratio: float | None = None,
-                         tolerance: float = 1e-3) -> float:
+def calibrate_vote_noise(
+    epsilon: float, delta: float, queries: int, threshold_noise_ratio: float | None = None, tolerance: float = 1e-3
+) -> float:
     """The smallest GNMax vote noise sigma for which ``queries`` answers are (``epsilon``, ``delta``)-label-DP.
 
     The noise is found to a relative ``tolerance``, with threshold checks of noise
@@ -366,8 +395,16 @@ def calibrate_vote_noise(epsilon: float, delta: float, queries: int, threshold_n
     for candidate in (scale * exact, scale * exact * (1 + tolerance)):
         if accountant_epsilon(event(candidate), delta, GAUSSIAN_SHIFT_RELATION) <= epsilon:
             return float(candidate)
-    return smallest_noise(event, epsilon, delta, GAUSSIAN_SHIFT_RELATION, minimum=NOISE_RANGE[0],
-                          maximum=NOISE_RANGE[1], start=scale * exact, tolerance=tolerance)
+    return smallest_noise(
+        event,
+        epsilon,
+        delta,
+        GAUSSIAN_SHIFT_RELATION,
+        minimum=NOISE_RANGE[0],
+        maximum=NOISE_RANGE[1],
+        start=scale * exact,
+        tolerance=tolerance,
+    )
 
 
 def max_queries(epsilon: float, delta: float, noise_std: float, threshold_noise_ratio: float | None = None) -> int:
@@ -410,8 +447,9 @@ def max_queries(epsilon: float, delta: float, noise_std: float, threshold_noise_
     return queries
 
 
-def selection_trial_event(noise_multiplier: float, sampling_probability: float, steps: int,
-                          score_noise: float) -> dp_event.DpEvent:
+def selection_trial_event(
+    noise_multiplier: float, sampling_probability: float, steps: int, score_noise: float
+) -> dp_event.DpEvent:
     """One trial of a DP-SGD private selection.
 
     The DP-SGD steps, then a held-out count of correct predictions (sensitivity 1) with
@@ -438,12 +476,21 @@ def selection_trial_event(noise_multiplier: float, sampling_probability: float, 
     labeldp.errors.ConfigError
         If ``noise_multiplier`` is negative.
     """
-    return dp_event.ComposedDpEvent([dpsgd_event(noise_multiplier, sampling_probability, steps),
-                                     dp_event.GaussianDpEvent(score_noise)])
+    return dp_event.ComposedDpEvent(
+        [dpsgd_event(noise_multiplier, sampling_probability, steps), dp_event.GaussianDpEvent(score_noise)]
+    )
 
 
-def calibrate_selection_noise(epsilon: float, delta: float, sampling_probability: float, steps: int,
-                              score_noise: float, mean: float, shape: float, tolerance: float = 1e-3) -> float:
+def calibrate_selection_noise(
+    epsilon: float,
+    delta: float,
+    sampling_probability: float,
+    steps: int,
+    score_noise: float,
+    mean: float,
+    shape: float,
+    tolerance: float = 1e-3,
+) -> float:
     """The smallest DP-SGD noise multiplier for which a private selection is (``epsilon``, ``delta``)-DP.
 
     The multiplier is found to a relative ``tolerance``. The selection is that of
@@ -503,9 +550,11 @@ def calibrate_selection_noise(epsilon: float, delta: float, sampling_probability
 
     largest = 1e3
     if spent(largest) > epsilon:
-        raise ConfigError(f"epsilon {epsilon:g} at delta {delta:g} cannot pay for this selection: with the score's "
-                          f"noise {score_noise:g} and {mean:g} trials on average it spends more even without "
-                          "DP-SGD; raise the score's noise or epsilon, or lower the mean number of trials")
+        raise ConfigError(
+            f"epsilon {epsilon:g} at delta {delta:g} cannot pay for this selection: with the score's "
+            f"noise {score_noise:g} and {mean:g} trials on average it spends more even without "
+            "DP-SGD; raise the score's noise or epsilon, or lower the mean number of trials"
+        )
     low, high = 0.5, 1.0
     while spent(high) > epsilon:
         low, high = high, 2 * high
@@ -515,8 +564,11 @@ def calibrate_selection_noise(epsilon: float, delta: float, sampling_probability
         low, high = low / 2, low
     with quiet_rdp():
         sigma = dp_accounting.calibrate_dp_mechanism(
-            accountant, make_event, epsilon, delta, bracket_interval=dp_accounting.ExplicitBracketInterval(low, high),
-            tol=tolerance * low)
+            accountant,
+            make_event,
+            epsilon,
+            delta,
+            bracket_interval=dp_accounting.ExplicitBracketInterval(low, high),
+            tol=tolerance * low,
+        )
     return float(sigma)
-
-

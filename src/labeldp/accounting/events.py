@@ -101,8 +101,7 @@ def laplace_one_hot_event(epsilon: float) -> dp_event.DpEvent:
     labeldp.errors.ConfigError
         If ``epsilon`` is not a finite number > 0.
     """
-    return dp_event.SelfComposedDpEvent(
-        dp_event.DiscreteLaplaceDpEvent(laplace_parameter(epsilon), LAPLACE_GRID), 2)
+    return dp_event.SelfComposedDpEvent(dp_event.DiscreteLaplaceDpEvent(laplace_parameter(epsilon), LAPLACE_GRID), 2)
 
 
 def laplace_value_event(epsilon: float, steps: int) -> dp_event.DpEvent:
@@ -287,7 +286,7 @@ def gaussian_equivalent(event: dp_event.DpEvent) -> dp_event.GaussianDpEvent | N
         parts = [gaussian_equivalent(part) for part in event.events]
         if any(part is None for part in parts):
             return None
-        return dp_event.GaussianDpEvent(math.fsum(part.noise_multiplier ** -2 for part in parts) ** -0.5)
+        return dp_event.GaussianDpEvent(math.fsum(part.noise_multiplier**-2 for part in parts) ** -0.5)
     return None
 
 
@@ -349,8 +348,10 @@ def selection_event(trial: dp_event.DpEvent, mean: float, shape: float) -> dp_ev
         If ``mean`` is not a finite number > 1 or ``shape`` is not > 0.
     """
     if not math.isfinite(mean) or mean <= 1:
-        raise ConfigError(f"the selection's mean number of trials must be a finite number > 1 (a mean of 1 is a "
-                          f"single trial: no selection), got {mean}")
+        raise ConfigError(
+            f"the selection's mean number of trials must be a finite number > 1 (a mean of 1 is a "
+            f"single trial: no selection), got {mean}"
+        )
     if not shape > 0:
         raise ConfigError(f"the selection's shape must be > 0 (inf: Poisson, 1: geometric), got {shape}")
     return dp_event.RepeatAndSelectDpEvent(trial, float(mean), float(shape))

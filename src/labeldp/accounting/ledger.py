@@ -59,10 +59,15 @@ from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from labeldp.accounting.events import (
+    DPSGD_RELATION,
+    GAUSSIAN_SHIFT_RELATION,
+    NEIGHBORING_RELATION,
+    RELATION_NAMES,
+    gaussian_equivalent,
+)
 from labeldp.errors import ConfigError
 from labeldp.files import write_text_atomic
-from labeldp.accounting.events import (DPSGD_RELATION, GAUSSIAN_SHIFT_RELATION, NEIGHBORING_RELATION, RELATION_NAMES,
-                                       gaussian_equivalent)
 
 #: Discretisation of privacy losses: reported epsilons are pessimistic by at most about this much.
 VALUE_DISCRETIZATION = 1e-4
@@ -75,8 +80,9 @@ class NonPrivateRelease(Exception):
     """Raised while composing when an event releases labels without privacy."""
 
 
-def event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelation = NEIGHBORING_RELATION
-              ) -> pld_lib.PrivacyLossDistribution | None:
+def event_pld(
+    event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelation = NEIGHBORING_RELATION
+) -> pld_lib.PrivacyLossDistribution | None:
     """The pessimistic PLD of ``event`` under neighbouring ``relation`` (None for no loss).
 
     A run asks for the same event's PLD several times (recording, saving, summarising), and a
@@ -120,8 +126,9 @@ _PLD_CACHE: dict[tuple[str, Any], tuple[pld_lib.PrivacyLossDistribution | None, 
 _PLD_CACHE_SIZE = 64
 
 
-def _event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelation
-               ) -> pld_lib.PrivacyLossDistribution | None:
+def _event_pld(
+    event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelation
+) -> pld_lib.PrivacyLossDistribution | None:
     if isinstance(event, dp_event.NoOpDpEvent):
         return None
     if isinstance(event, dp_event.NonPrivateDpEvent):
@@ -142,9 +149,12 @@ def _event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelat
             raise NonPrivateRelease
         if relation == NEIGHBORING_RELATION and sampling_prob != 1.0:
             raise ConfigError("the ledger accounts Poisson-sampled Gaussian events under add-or-remove only")
-        return pld_lib.from_gaussian_mechanism(gaussian.noise_multiplier, sampling_prob=sampling_prob,
-                                               value_discretization_interval=VALUE_DISCRETIZATION,
-                                               neighboring_relation=GAUSSIAN_SHIFT_RELATION)
+        return pld_lib.from_gaussian_mechanism(
+            gaussian.noise_multiplier,
+            sampling_prob=sampling_prob,
+            value_discretization_interval=VALUE_DISCRETIZATION,
+            neighboring_relation=GAUSSIAN_SHIFT_RELATION,
+        )
     if relation != NEIGHBORING_RELATION:
         raise ConfigError(f"the ledger accounts {type(event).__name__} under the replace-one-label relation only")
     if isinstance(event, dp_event.RandomizedResponseDpEvent):
@@ -152,9 +162,12 @@ def _event_pld(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelat
             return None
         if event.noise_parameter == 0:
             raise NonPrivateRelease
-        return pld_lib.from_randomized_response(event.noise_parameter, event.num_buckets,
-                                                value_discretization_interval=VALUE_DISCRETIZATION,
-                                                neighboring_relation=NEIGHBORING_RELATION)
+        return pld_lib.from_randomized_response(
+            event.noise_parameter,
+            event.num_buckets,
+            value_discretization_interval=VALUE_DISCRETIZATION,
+            neighboring_relation=NEIGHBORING_RELATION,
+        )
     if isinstance(event, dp_event.DiscreteLaplaceDpEvent):
         if event.noise_parameter == 0:
             raise NonPrivateRelease
@@ -186,8 +199,9 @@ def needs_rdp(event: dp_event.DpEvent) -> bool:
     return False
 
 
-def rdp_epsilon(events: list[dp_event.DpEvent], delta: float,
-                relation: dp_accounting.NeighboringRelation = DPSGD_RELATION) -> float:
+def rdp_epsilon(
+    events: list[dp_event.DpEvent], delta: float, relation: dp_accounting.NeighboringRelation = DPSGD_RELATION
+) -> float:
     """Epsilon at ``delta`` of ``events`` composed, from dp_accounting's RDP accountant.
 
     Parameters
@@ -214,8 +228,9 @@ def rdp_epsilon(events: list[dp_event.DpEvent], delta: float,
 def _pure_dp_pld(epsilon: float) -> pld_lib.PrivacyLossDistribution:
     """The PLD of an (epsilon, 0)-DP guarantee: it dominates every epsilon-DP mechanism's PLD and
     keeps delta = 0 exact."""
-    return pld_lib.from_privacy_parameters(pld_common.DifferentialPrivacyParameters(epsilon, 0.0),
-                                           value_discretization_interval=VALUE_DISCRETIZATION)
+    return pld_lib.from_privacy_parameters(
+        pld_common.DifferentialPrivacyParameters(epsilon, 0.0), value_discretization_interval=VALUE_DISCRETIZATION
+    )
 
 
 def _compose(plds: list) -> pld_lib.PrivacyLossDistribution | None:
@@ -346,8 +361,9 @@ class PrivacyLedger:
         If ``dataset_size`` is not positive or the relation is not one of the two above.
     """
 
-    def __init__(self, dataset_size: int,
-                 neighboring_relation: dp_accounting.NeighboringRelation = NEIGHBORING_RELATION):
+    def __init__(
+        self, dataset_size: int, neighboring_relation: dp_accounting.NeighboringRelation = NEIGHBORING_RELATION
+    ):
         if int(dataset_size) <= 0:
             raise ConfigError(f"dataset_size must be positive, got {dataset_size}")
         if neighboring_relation not in RELATION_NAMES:
@@ -465,8 +481,9 @@ class PrivacyLedger:
     def _check_supported(self, event: dp_event.DpEvent) -> None:
         if needs_rdp(event):
             if self.neighboring_relation != DPSGD_RELATION:
-                raise ConfigError("the ledger accounts private selection (RepeatAndSelectDpEvent) under "
-                                  "add-or-remove only")
+                raise ConfigError(
+                    "the ledger accounts private selection (RepeatAndSelectDpEvent) under add-or-remove only"
+                )
             if not rdp_privacy_accountant.RdpAccountant(neighboring_relation=DPSGD_RELATION).supports(event):
                 raise ConfigError(f"dp_accounting's RDP accountant cannot account {event}")
             return
@@ -488,10 +505,13 @@ class PrivacyLedger:
             for start in range(0, self.dataset_size, _SLICE):
                 code = np.zeros(min(_SLICE, self.dataset_size - start), dtype=np.uint16)
                 for bit, entry in enumerate(self._entries):
-                    code |= entry.members[start:start + _SLICE].astype(np.uint16) << bit
+                    code |= entry.members[start : start + _SLICE].astype(np.uint16) << bit
                 present |= np.bincount(code, minlength=present.size) > 0
-            return [[bit for bit in range(len(self._entries)) if code >> bit & 1]
-                    for code in np.flatnonzero(present) if code]
+            return [
+                [bit for bit in range(len(self._entries)) if code >> bit & 1]
+                for code in np.flatnonzero(present)
+                if code
+            ]
         masks = np.stack([entry.members for entry in self._entries])
         signatures = np.unique(np.packbits(masks, axis=0), axis=1)
         groups = []
@@ -533,8 +553,9 @@ class PrivacyLedger:
                 worst = max(worst, rdp_epsilon(events, delta, self.neighboring_relation))
                 continue
             try:
-                composed = _compose([event_pld(self._entries[index].event, self.neighboring_relation)
-                                     for index in group])
+                composed = _compose(
+                    [event_pld(self._entries[index].event, self.neighboring_relation) for index in group]
+                )
             except NonPrivateRelease:
                 return math.inf
             if composed is not None:
@@ -651,8 +672,10 @@ class PrivacyLedger:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def __repr__(self) -> str:
-        return (f"PrivacyLedger(dataset_size={self.dataset_size}, relation={self.relation_name!r}, "
-                f"entries={len(self._entries)})")
+        return (
+            f"PrivacyLedger(dataset_size={self.dataset_size}, relation={self.relation_name!r}, "
+            f"entries={len(self._entries)})"
+        )
 
 
 @contextlib.contextmanager

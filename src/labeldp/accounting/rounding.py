@@ -68,7 +68,7 @@ def format_lower_bound(value: float, decimals: int = 3) -> str:
     str
         ``value`` rounded down (towards -inf), with exactly ``decimals`` decimals.
     """
-    return f"{math.floor(value * 10 ** decimals) / 10 ** decimals:.{decimals}f}"
+    return f"{math.floor(value * 10**decimals) / 10**decimals:.{decimals}f}"
 
 
 __all__ = ["EPSILON_DIGITS", "format_epsilon", "format_lower_bound", "round_up"]

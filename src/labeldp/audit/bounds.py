@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from scipy.stats import beta
+
 from labeldp.config.auditing import DEFAULT_CONFIDENCE
 from labeldp.errors import ConfigError
 
@@ -102,8 +103,9 @@ def epsilon_from_precision(precision: float, num_options: int) -> float:
     return math.log((num_options - 1) * precision / (1.0 - precision))
 
 
-def epsilon_lower_bound(correct: int, answered: int, num_options: int, confidence: float = DEFAULT_CONFIDENCE,
-                        num_tests: int = 1) -> float:
+def epsilon_lower_bound(
+    correct: int, answered: int, num_options: int, confidence: float = DEFAULT_CONFIDENCE, num_tests: int = 1
+) -> float:
     """Epsilon lower bound, valid with probability >= ``confidence``, from ``correct`` of ``answered`` guesses.
 
     The secrets are uniform over ``num_options`` values; the bound is Bonferroni-corrected over

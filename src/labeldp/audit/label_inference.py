@@ -13,7 +13,8 @@
   uniform over the K classes (no natural class, so a model that memorises labels shows it); for
   images the noise is drawn at a quarter of the resolution and upsampled, so that it survives the
   small translations of data augmentation. A well-regularised model mostly generalises past both
-  kinds (on MNIST the non-private recipe audits at about 1.4 with mislabeled canaries, 0.6 with noise). Confidence is calibrated by a *reference* model
+  kinds (on MNIST the non-private recipe audits at about 1.4 with mislabeled canaries, 0.6 with noise).
+  Confidence is calibrated by a *reference* model
   trained by the same recipe without canaries (as LiRA calibrates membership scores): a candidate
   label scores log p_audited(c | x) - log p_reference(c | x), so a planted label the model memorised
   stands out from labels that are merely easy to confuse with the true one.
@@ -29,20 +30,21 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from labeldp.config.auditing import CANARY_KINDS, DEFAULT_CONFIDENCE
 from labeldp.accounting import PrivacyLedger
 from labeldp.audit.bounds import epsilon_lower_bound
 from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, audit_run_config
+from labeldp.boundary import PrivateLabels
+from labeldp.config.auditing import CANARY_KINDS, DEFAULT_CONFIDENCE
 from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.files import write_json_atomic
-from labeldp.boundary import PrivateLabels
 from labeldp.randomness import RandomSource, as_generator, public_rng
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, load_run_model, train_run
 from labeldp.training import predict_proba
@@ -76,6 +78,7 @@ class ThresholdResult:
     epsilon_lower_bound : float
         The bound at this threshold, already at the Bonferroni-corrected level.
     """
+
     answer_fraction: float
     answered: int
     correct: int
@@ -123,8 +126,14 @@ class AuditResult:
         return asdict(self)
 
 
-def audit_guesses(guesses: np.ndarray, secrets: np.ndarray, scores: np.ndarray, num_options: int,
-                  confidence: float = DEFAULT_CONFIDENCE, answer_fractions=ANSWER_FRACTIONS) -> AuditResult:
+def audit_guesses(
+    guesses: np.ndarray,
+    secrets: np.ndarray,
+    scores: np.ndarray,
+    num_options: int,
+    confidence: float = DEFAULT_CONFIDENCE,
+    answer_fractions=ANSWER_FRACTIONS,
+) -> AuditResult:
     """Bound epsilon from guesses of secrets uniform over ``num_options`` values.
 
     At each answer fraction f the attacker answers its ceil(f * n) highest-``scores`` guesses; the
@@ -167,12 +176,16 @@ def audit_guesses(guesses: np.ndarray, secrets: np.ndarray, scores: np.ndarray, 
         correct = int(hits[:answered].sum())
         bound = epsilon_lower_bound(correct, answered, num_options, confidence, len(answer_fractions))
         results.append(ThresholdResult(fraction, answered, correct, correct / answered, bound))
-    return AuditResult(max(r.epsilon_lower_bound for r in results), confidence, int(guesses.size),
-                       num_options, results)
+    return AuditResult(max(r.epsilon_lower_bound for r in results), confidence, int(guesses.size), num_options, results)
 
 
-def audit_mechanism(mechanism: Callable[[np.ndarray], np.ndarray], num_classes: int, num_canaries: int,
-                    confidence: float = DEFAULT_CONFIDENCE, rng: RandomSource = None) -> AuditResult:
+def audit_mechanism(
+    mechanism: Callable[[np.ndarray], np.ndarray],
+    num_classes: int,
+    num_canaries: int,
+    confidence: float = DEFAULT_CONFIDENCE,
+    rng: RandomSource = None,
+) -> AuditResult:
     """Audit ``mechanism`` (true labels -> released labels) on ``num_canaries`` uniform canary labels.
 
     The attacker guesses the released label for every canary; the bound uses num_options = K.
@@ -230,8 +243,11 @@ def noise_canaries(input_shape: tuple[int, ...], count: int, rng: np.random.Gene
     return low.repeat(4, axis=2).repeat(4, axis=3)[:, :, :height, :width].astype(np.float32)
 
 
-def guess_canary_labels(probabilities: np.ndarray, original_labels: np.ndarray | None = None,
-                        reference_probabilities: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def guess_canary_labels(
+    probabilities: np.ndarray,
+    original_labels: np.ndarray | None = None,
+    reference_probabilities: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """The attacker: the label with the highest log-probability (minus the reference model's, if given).
 
     Each example's original label is excluded when ``original_labels`` is given. Probabilities are
@@ -263,10 +279,19 @@ def guess_canary_labels(probabilities: np.ndarray, original_labels: np.ndarray |
     return guesses, scores[np.arange(len(scores)), guesses]
 
 
-def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 1000, confidence: float = DEFAULT_CONFIDENCE,
-                 seed: int = 0, dataset: LabeledDataset | None = None, device: str = "auto",
-                 progress: bool = False, reference_dir: str | Path | None = None,
-                 canaries: str = CANARY_KINDS[0]) -> dict[str, Any]:
+def audit_config(
+    config: RunConfig,
+    out_dir: str | Path,
+    *,
+    num_canaries: int = 1000,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+    dataset: LabeledDataset | None = None,
+    device: str = "auto",
+    progress: bool = False,
+    reference_dir: str | Path | None = None,
+    canaries: str = CANARY_KINDS[0],
+) -> dict[str, Any]:
     """Train ``config`` with planted canaries in ``out_dir/canary_run`` and audit the model.
 
     The reference model is the finished run in ``reference_dir`` (same recipe, no canaries; e.g.
@@ -342,13 +367,16 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
     else:
         canary_inputs = noise_canaries(data.input_shape, num_canaries, rng)
         secrets = rng.integers(0, data.num_classes, num_canaries)
-        canary_data = dataclasses.replace(data, x_train=np.concatenate([data.x_train, canary_inputs]),
-                                          y_train=PrivateLabels.concatenate(
-                                              [data.y_train, PrivateLabels.public(secrets, data.num_classes)]))
+        canary_data = dataclasses.replace(
+            data,
+            x_train=np.concatenate([data.x_train, canary_inputs]),
+            y_train=PrivateLabels.concatenate([data.y_train, PrivateLabels.public(secrets, data.num_classes)]),
+        )
         positions = np.concatenate([np.arange(len(data.y_train)), np.full(num_canaries, -1)])
         original, num_options = None, data.num_classes
-    summary = train_run(audit_run_config(config, seed, 1), out / "canary_run", device=device, progress=progress,
-                        dataset=canary_data)
+    summary = train_run(
+        audit_run_config(config, seed, 1), out / "canary_run", device=device, progress=progress, dataset=canary_data
+    )
     spend.add_run(out / "canary_run", "canary", positions)
     probabilities = predict_proba(load_run_model(out / "canary_run"), canary_inputs)
     reference = predict_proba(reference_model, canary_inputs)
@@ -359,14 +387,26 @@ def audit_config(config: RunConfig, out_dir: str | Path, *, num_canaries: int = 
     # (eps, delta) guarantee (DP-SGD) gives (2 eps, (1 + e^eps) delta) for a replaced label.
     label_epsilon = 2 * claimed if claimed is not None and config.method_spec.protects_examples else claimed
     audited_ledger = Path(reference_dir) / "ledger.json"
-    spent = spend.report(config.delta or 0.0, PrivacyLedger.load(audited_ledger)
-                         if Path(reference_dir) != out / "reference_run" and audited_ledger.exists() else None)
-    report = {"method": config.method, "dataset": config.dataset, "claimed_epsilon": claimed,
-              "claimed_label_epsilon": label_epsilon,
-              "canaries": canaries, "reference_run": str(reference_dir),
-              "canary_run_test_accuracy": summary.get("test_accuracy"), "canary_run_seconds": summary["seconds"],
-              "seconds": round(time.perf_counter() - start, 2), "spent": spent,
-              "seed": seed, **result.to_dict()}
+    spent = spend.report(
+        config.delta or 0.0,
+        PrivacyLedger.load(audited_ledger)
+        if Path(reference_dir) != out / "reference_run" and audited_ledger.exists()
+        else None,
+    )
+    report = {
+        "method": config.method,
+        "dataset": config.dataset,
+        "claimed_epsilon": claimed,
+        "claimed_label_epsilon": label_epsilon,
+        "canaries": canaries,
+        "reference_run": str(reference_dir),
+        "canary_run_test_accuracy": summary.get("test_accuracy"),
+        "canary_run_seconds": summary["seconds"],
+        "seconds": round(time.perf_counter() - start, 2),
+        "spent": spent,
+        "seed": seed,
+        **result.to_dict(),
+    }
     out.mkdir(parents=True, exist_ok=True)
     spend.ledger.save(out / AUDIT_LEDGER, config.delta or 0.0)
     write_json_atomic(out / "audit.json", report)
@@ -416,8 +456,15 @@ def default_canaries(num_examples: int) -> int:
     return max(1, min(1000, num_examples // 2))
 
 
-def audit_run(run_dir: str | Path, *, num_canaries: int | None = None, seed: int = 0, canaries: str = CANARY_KINDS[0],
-              dataset: LabeledDataset | None = None, **kwargs: Any) -> dict[str, Any]:
+def audit_run(
+    run_dir: str | Path,
+    *,
+    num_canaries: int | None = None,
+    seed: int = 0,
+    canaries: str = CANARY_KINDS[0],
+    dataset: LabeledDataset | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
     """Audit the recipe of an existing run (its ``config.json``).
 
     The run itself is the reference model once it has finished; results go to a folder of
@@ -457,8 +504,19 @@ def audit_run(run_dir: str | Path, *, num_canaries: int | None = None, seed: int
     if num_canaries is None:
         num_canaries = default_canaries(RunDirectory(run_dir).read_data_facts()["num_train"])
     out = audit_folder(run_dir, canaries, canaries=num_canaries, seed=seed)
-    return {**audit_config(config, out, reference_dir=run_dir, num_canaries=num_canaries, seed=seed,
-                           canaries=canaries, dataset=dataset, **kwargs), "folder": str(out)}
+    return {
+        **audit_config(
+            config,
+            out,
+            reference_dir=run_dir,
+            num_canaries=num_canaries,
+            seed=seed,
+            canaries=canaries,
+            dataset=dataset,
+            **kwargs,
+        ),
+        "folder": str(out),
+    }
 
 
 def audited_config(run_dir: str | Path, dataset: LabeledDataset | None = None) -> RunConfig:
@@ -488,10 +546,9 @@ def audited_config(run_dir: str | Path, dataset: LabeledDataset | None = None) -
     if saved is None:
         raise RunDirectoryError(f"{run_dir} has no config.json: not a labeldp run directory")
     if dataset is None and facts is not None and facts["source"] == "in-memory":
-        raise ConfigError(f"{run_dir} was trained on a dataset passed in memory ({facts['name']!r}), which its folder "
-                          "does not hold (its labels are private): audit it from Python with "
-                          "labeldp.audit.audit_run(run_dir, dataset=...)")
+        raise ConfigError(
+            f"{run_dir} was trained on a dataset passed in memory ({facts['name']!r}), which its folder "
+            "does not hold (its labels are private): audit it from Python with "
+            "labeldp.audit.audit_run(run_dir, dataset=...)"
+        )
     return RunConfig.from_dict(saved)
-
-
-

@@ -29,23 +29,28 @@ import numpy as np
 from scipy.stats import norm
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from labeldp.config.auditing import DEFAULT_CONFIDENCE, DEFAULT_SHADOWS
 from labeldp.accounting import PrivacyLedger
 from labeldp.audit.bounds import clopper_pearson_lower, clopper_pearson_upper
 from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, audit_run_config
+from labeldp.config.auditing import DEFAULT_CONFIDENCE, DEFAULT_SHADOWS
 from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError
+from labeldp.files import write_json_atomic
 from labeldp.randomness import public_rng
 from labeldp.runs import RunConfig, config_dataset, load_run_model, train_run
 from labeldp.training import predict_proba
-from labeldp.files import write_json_atomic
 
 #: False-positive rates at which the TPR is reported and thresholds are tried for the bound.
 FPR_POINTS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5)
 
 
-def membership_epsilon_lower_bound(scores: np.ndarray, is_member: np.ndarray, confidence: float = DEFAULT_CONFIDENCE,
-                                   delta: float = 0.0, fpr_points=FPR_POINTS) -> float:
+def membership_epsilon_lower_bound(
+    scores: np.ndarray,
+    is_member: np.ndarray,
+    confidence: float = DEFAULT_CONFIDENCE,
+    delta: float = 0.0,
+    fpr_points=FPR_POINTS,
+) -> float:
     """Epsilon lower bound from attack ``scores`` (higher = member), with Clopper-Pearson intervals.
 
     For an (eps, delta)-DP algorithm under add/remove-one neighbours, TPR <= e^eps FPR + delta and
@@ -91,7 +96,9 @@ def membership_epsilon_lower_bound(scores: np.ndarray, is_member: np.ndarray, co
     return best
 
 
-def attack_metrics(scores: np.ndarray, is_member: np.ndarray, confidence: float = DEFAULT_CONFIDENCE, delta: float = 0.0) -> dict[str, Any]:
+def attack_metrics(
+    scores: np.ndarray, is_member: np.ndarray, confidence: float = DEFAULT_CONFIDENCE, delta: float = 0.0
+) -> dict[str, Any]:
     """AUC, TPR at each FPR in :data:`FPR_POINTS`, and the implied epsilon lower bound.
 
     Parameters
@@ -167,16 +174,27 @@ def check_membership_options(num_examples: int, num_targets: int | None, num_sha
     """
     num_targets = default_targets(num_examples) if num_targets is None else num_targets
     if not 2 <= num_targets < num_examples // 2:
-        raise ConfigError(f"num_targets (--targets) must lie in [2, {num_examples // 2}) for a dataset of "
-                          f"{num_examples} training examples, got {num_targets}")
+        raise ConfigError(
+            f"num_targets (--targets) must lie in [2, {num_examples // 2}) for a dataset of "
+            f"{num_examples} training examples, got {num_targets}"
+        )
     if num_shadows < 1:
         raise ConfigError(f"num_shadows (--shadows) must be at least 1, got {num_shadows}")
 
 
-def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int | None = None, num_shadows: int = DEFAULT_SHADOWS,
-                     confidence: float = DEFAULT_CONFIDENCE, delta: float = 0.0, seed: int = 0,
-                     dataset: LabeledDataset | None = None, device: str = "auto",
-                     audited_ledger: PrivacyLedger | None = None) -> dict[str, Any]:
+def membership_audit(
+    config: RunConfig,
+    out_dir: str | Path,
+    *,
+    num_targets: int | None = None,
+    num_shadows: int = DEFAULT_SHADOWS,
+    confidence: float = DEFAULT_CONFIDENCE,
+    delta: float = 0.0,
+    seed: int = 0,
+    dataset: LabeledDataset | None = None,
+    device: str = "auto",
+    audited_ledger: PrivacyLedger | None = None,
+) -> dict[str, Any]:
     """Audit a recipe by membership inference on targets of which a random half are members.
 
     Train ``config`` on a dataset where a random half of ``num_targets`` targets are members, train
@@ -244,8 +262,13 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
     start = time.perf_counter()
     target_dir = out / "target_run"
     trained_on = np.concatenate([pool, targets[is_member]])
-    train_run(audit_run_config(config, seed, 0), target_dir, device=device, progress=False,
-              dataset=_subset(with_canaries, trained_on))
+    train_run(
+        audit_run_config(config, seed, 0),
+        target_dir,
+        device=device,
+        progress=False,
+        dataset=_subset(with_canaries, trained_on),
+    )
     spend.add_run(target_dir, "target", trained_on)
     phi = _planted_confidence(target_dir, data.x_train[targets], planted)
     losses = -np.log(phi)
@@ -263,8 +286,13 @@ def membership_audit(config: RunConfig, out_dir: str | Path, *, num_targets: int
     mean, std = shadow_phi.mean(axis=0), shadow_phi.std(axis=0) + 1e-3
     lira_scores = norm.logcdf(phi, loc=mean, scale=std)  # offline LiRA: one-sided test against OUT
     report = {
-        "method": config.method, "dataset": config.dataset, "num_targets": num_targets,
-        "num_members": int(is_member.sum()), "num_shadows": num_shadows, "confidence": confidence, "delta": delta,
+        "method": config.method,
+        "dataset": config.dataset,
+        "num_targets": num_targets,
+        "num_members": int(is_member.sum()),
+        "num_shadows": num_shadows,
+        "confidence": confidence,
+        "delta": delta,
         "loss_threshold": attack_metrics(-losses, is_member, confidence, delta),
         "lira_offline": attack_metrics(lira_scores, is_member, confidence, delta),
         "seconds": round(time.perf_counter() - start, 2),

@@ -49,8 +49,9 @@ def audit_run_config(config: RunConfig, seed: int, index: int) -> RunConfig:
         config = dataclasses.replace(config, test_labels="none")
     if config.insecure_noise_seed is None:
         return config
-    return dataclasses.replace(config, insecure_noise_seed=public_seed(config.insecure_noise_seed, "audit", seed,
-                                                                       index))
+    return dataclasses.replace(
+        config, insecure_noise_seed=public_seed(config.insecure_noise_seed, "audit", seed, index)
+    )
 
 
 class AuditLedger:
@@ -132,6 +133,7 @@ class AuditLedger:
         labeldp.errors.ConfigError
             If ``delta`` is not in [0, 1), or ``audited_ledger`` covers another number of examples.
         """
+
         def rounded(value: float) -> float | None:  # up: a printed epsilon is never below the true one
             return None if math.isinf(value) else math.ceil(value * 1e6) / 1e6
 

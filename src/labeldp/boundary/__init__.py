@@ -17,18 +17,52 @@
 from labeldp.boundary.budget import LabelBudget
 from labeldp.boundary.column import DEFAULT_BATCH_ROWS, privatize, table_ledger
 from labeldp.boundary.domain import LabelDomain, canonical_label, fit_classes
+from labeldp.boundary.folder_format import CHANNEL_PREFIX, K_COLUMN, RELEASED_COLUMN, load_release, read_sidecar
 from labeldp.boundary.labels import RELEASE_ONCE_ROUTE, PrivateLabelAccessError, PrivateLabels, unseal
-from labeldp.boundary.release import (Release, release_dpsgd_plan, release_label_marginals, release_laplace_one_hot,
-                                      release_laplace_value, release_noisy_histogram, release_pate_labels,
-                                      release_randomized_response, release_rr_on_bins, release_rr_with_prior,
-                                      release_true_labels)
-from labeldp.boundary.release_folder import (CHANNEL_PREFIX, K_COLUMN, RELEASED_COLUMN, load_release, privatize_table,
-                                             read_sidecar)
+from labeldp.boundary.release import (
+    Release,
+    release_dpsgd_plan,
+    release_label_marginals,
+    release_laplace_one_hot,
+    release_laplace_value,
+    release_noisy_histogram,
+    release_pate_labels,
+    release_randomized_response,
+    release_rr_on_bins,
+    release_rr_with_prior,
+    release_true_labels,
+)
+from labeldp.boundary.release_folder import privatize_table
 from labeldp.boundary.released import ReleasedLabels
 
-__all__ = ["CHANNEL_PREFIX", "DEFAULT_BATCH_ROWS", "K_COLUMN", "LabelBudget", "LabelDomain", "PrivateLabelAccessError",
-           "PrivateLabels", "RELEASED_COLUMN", "RELEASE_ONCE_ROUTE", "Release", "ReleasedLabels", "canonical_label", "fit_classes",
-           "load_release", "privatize", "privatize_table", "read_sidecar", "release_dpsgd_plan",
-           "release_label_marginals", "release_laplace_one_hot", "release_laplace_value", "release_noisy_histogram",
-           "release_pate_labels", "release_randomized_response", "release_rr_on_bins", "release_rr_with_prior",
-           "release_true_labels", "table_ledger", "unseal"]
+__all__ = [
+    "CHANNEL_PREFIX",
+    "DEFAULT_BATCH_ROWS",
+    "K_COLUMN",
+    "LabelBudget",
+    "LabelDomain",
+    "PrivateLabelAccessError",
+    "PrivateLabels",
+    "RELEASED_COLUMN",
+    "RELEASE_ONCE_ROUTE",
+    "Release",
+    "ReleasedLabels",
+    "canonical_label",
+    "fit_classes",
+    "load_release",
+    "privatize",
+    "privatize_table",
+    "read_sidecar",
+    "release_dpsgd_plan",
+    "release_label_marginals",
+    "release_laplace_one_hot",
+    "release_laplace_value",
+    "release_noisy_histogram",
+    "release_pate_labels",
+    "release_randomized_response",
+    "release_rr_on_bins",
+    "release_rr_with_prior",
+    "release_true_labels",
+    "table_ledger",
+    "unseal",
+]

@@ -22,7 +22,8 @@ ids and, for RR-with-prior, their k (RR over the smallest k >= 2, which dominate
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,9 +33,9 @@ from labeldp._validation import check_epsilon, check_num_classes, check_priors
 from labeldp.accounting.events import randomized_response_event, rr_on_sets_event
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.domain import LabelDomain
-from labeldp.config.release import DEFAULT_BATCH_ROWS
 from labeldp.boundary.labels import PrivateLabels, unseal
 from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
+from labeldp.config.release import DEFAULT_BATCH_ROWS
 from labeldp.errors import ConfigError, DataError
 from labeldp.mechanisms import randomized_response, rr_with_prior
 from labeldp.randomness import NoiseSource
@@ -57,8 +58,9 @@ class KSpread:
         informative = k[k >= 2]
         if informative.size:
             smallest = int(informative.min())
-            self.smallest_informative = (smallest if self.smallest_informative is None
-                                         else min(smallest, self.smallest_informative))
+            self.smallest_informative = (
+                smallest if self.smallest_informative is None else min(smallest, self.smallest_informative)
+            )
 
     def event(self, epsilon: float) -> dp_event.DpEvent:
         """RR over the smallest k >= 2, which dominates every row (:func:`~labeldp.accounting.events.rr_on_sets_event`,
@@ -69,8 +71,10 @@ class KSpread:
     def describe(self, num_classes: int, epsilon: float) -> str:
         text = f"RR-with-prior, K={num_classes}, epsilon={epsilon:g}, k in [{self.range[0]}, {self.range[1]}]"
         if self.smallest_informative is None:
-            text += (": k = 1 for every row, each released label is its prior's top class, so the release does not "
-                     "depend on any label (no privacy spent)")
+            text += (
+                ": k = 1 for every row, each released label is its prior's top class, so the release does not "
+                "depend on any label (no privacy spent)"
+            )
         return text
 
 
@@ -139,8 +143,10 @@ def release_ledger(rows: int, epsilon: float, num_classes: int, k_spread: KSprea
     """One entry over all ``rows`` rows: RR over the K classes, or RR-with-prior's event (``k_spread``)."""
     ledger = PrivacyLedger(rows)
     if k_spread is None:
-        event, description = (randomized_response_event(epsilon, num_classes),
-                              f"randomized response, K={num_classes}, epsilon={epsilon:g}")
+        event, description = (
+            randomized_response_event(epsilon, num_classes),
+            f"randomized response, K={num_classes}, epsilon={epsilon:g}",
+        )
     else:
         event, description = k_spread.event(epsilon), k_spread.describe(num_classes, epsilon)
     ledger.record(event, np.ones(rows, dtype=bool), description, "release")
@@ -157,10 +163,12 @@ def refuse_duplicated(ids: np.ndarray, where: str, after: str = "; nothing was r
 def duplicated_ids_error(where: str, example: Any, after: str = "; nothing was released") -> DataError:
     """The error for a duplicated id; it names that id (ids are public), never a label."""
     return DataError(
-        f"{where} has duplicated values ({example.item() if isinstance(example, np.generic) else example!r} at least twice): each row needs an id of its own, or its "
+        f"{where} has duplicated values ({example.item() if isinstance(example, np.generic) else example!r} at least "
+        "twice): each row needs an id of its own, or its "
         "label would be released twice, with independent noise, under a ledger that shows one release. Rows read "
         "twice usually come from a stray copy of a file, or the same file in a second format (events.csv beside "
-        f"events.parquet), in the table's folder: remove it{after}")
+        f"events.parquet), in the table's folder: remove it{after}"
+    )
 
 
 def prior_spec(num_classes: int, prior_columns, prior) -> tuple[tuple[str, ...] | None, np.ndarray | None]:
@@ -169,19 +177,31 @@ def prior_spec(num_classes: int, prior_columns, prior) -> tuple[tuple[str, ...] 
     if prior_columns is not None:
         columns = (prior_columns,) if isinstance(prior_columns, str) else tuple(prior_columns)
         if len(columns) != num_classes or len(set(columns)) != num_classes:
-            raise ConfigError(f"prior columns must be {num_classes} distinct columns, one per class in the classes' "
-                              f"order; got {list(columns)}")
+            raise ConfigError(
+                f"prior columns must be {num_classes} distinct columns, one per class in the classes' "
+                f"order; got {list(columns)}"
+            )
         return columns, None
     if prior is not None:
         shared = np.asarray(prior, dtype=np.float64)
         if shared.shape != (num_classes,):
-            raise ConfigError(f"a shared prior must have one probability per class ({num_classes}), got shape {shared.shape}")
+            raise ConfigError(
+                f"a shared prior must have one probability per class ({num_classes}), got shape {shared.shape}"
+            )
         return None, check_priors(shared[None, :])[0]
     return None, None
 
 
-def privatize(labels, *, classes: Sequence[Any], epsilon: float, priors=None, ids=None,
-              noise: NoiseSource = NoiseSource(), batch_rows: int = DEFAULT_BATCH_ROWS) -> ReleasedLabels:
+def privatize(
+    labels,
+    *,
+    classes: Sequence[Any],
+    epsilon: float,
+    priors=None,
+    ids=None,
+    noise: NoiseSource = NoiseSource(),
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> ReleasedLabels:
     """Release ``labels`` once, by RR or RR-with-prior: :class:`~labeldp.private_labels.PrivateLabels`,
     or the true labels as class values (numpy, pandas or a list), which are read here and nowhere else.
 
@@ -204,10 +224,20 @@ def privatize(labels, *, classes: Sequence[Any], epsilon: float, priors=None, id
     domain = LabelDomain(classes)
     eps = check_epsilon(epsilon)
     if not isinstance(labels, PrivateLabels):
-        return _privatize_positions(domain.positions(labels, "the labels"), domain, eps, priors,
-                                    _row_ids(labels, ids, len(labels)), noise, batch_rows)
-    if labels.is_numeric or labels.num_classes != domain.size or (
-            labels.classes is not None and not domain.same_as(labels.classes)):
+        return _privatize_positions(
+            domain.positions(labels, "the labels"),
+            domain,
+            eps,
+            priors,
+            _row_ids(labels, ids, len(labels)),
+            noise,
+            batch_rows,
+        )
+    if (
+        labels.is_numeric
+        or labels.num_classes != domain.size
+        or (labels.classes is not None and not domain.same_as(labels.classes))
+    ):
         raise ConfigError(f"the private labels' classes are not {list(domain.declared)}")
     row_ids = _row_ids(None, ids, len(labels))
     bound = randomized_response_event(eps, domain.size if priors is None else 2)  # RR over 2 dominates any k >= 2
@@ -221,8 +251,9 @@ def privatize(labels, *, classes: Sequence[Any], epsilon: float, priors=None, id
     return labels.release_new(bound, draw)
 
 
-def _privatize_positions(positions: np.ndarray, domain: LabelDomain, eps: float, priors, ids: np.ndarray,
-                         noise: NoiseSource, batch_rows: int) -> ReleasedLabels:
+def _privatize_positions(
+    positions: np.ndarray, domain: LabelDomain, eps: float, priors, ids: np.ndarray, noise: NoiseSource, batch_rows: int
+) -> ReleasedLabels:
     """:func:`privatize` on the labels' class positions."""
     rows = positions.size
     shared, per_row = None, None
@@ -233,21 +264,37 @@ def _privatize_positions(positions: np.ndarray, domain: LabelDomain, eps: float,
         else:
             per_row = check_priors(array)
             if per_row.shape != (rows, domain.size):
-                raise ConfigError(f"priors must have shape ({rows}, {domain.size}) (rows, classes), got {per_row.shape}")
+                raise ConfigError(
+                    f"priors must have shape ({rows}, {domain.size}) (rows, classes), got {per_row.shape}"
+                )
     block = check_batch_rows(batch_rows)
     draws = Draws(domain.size, eps, priors is not None, noise)
     noisy = np.empty(rows, dtype=np.int64)
     k = np.empty(rows, dtype=np.int64) if priors is not None else None
     for start in range(0, rows, block):
         stop = min(start + block, rows)
-        prior = per_row[start:stop] if per_row is not None else (
-            np.broadcast_to(shared, (stop - start, domain.size)) if shared is not None else None)
+        prior = (
+            per_row[start:stop]
+            if per_row is not None
+            else (np.broadcast_to(shared, (stop - start, domain.size)) if shared is not None else None)
+        )
         noisy[start:stop], drawn_k = draws.draw(positions[start:stop], prior)
         if k is not None:
             k[start:stop] = drawn_k
     mechanism = RR_WITH_PRIOR if priors is not None else RR
-    released = ReleasedLabels(noisy, None, domain.declared, draws.ledger(rows), mechanism=mechanism, epsilon=eps,
-                              ids=ids, k=k, shared_prior=shared, noise=noise_text(noise), private=noise.private)
+    released = ReleasedLabels(
+        noisy,
+        None,
+        domain.declared,
+        draws.ledger(rows),
+        mechanism=mechanism,
+        epsilon=eps,
+        ids=ids,
+        k=k,
+        shared_prior=shared,
+        noise=noise_text(noise),
+        private=noise.private,
+    )
     # the channel where it needs no per-row prior (RR, a shared prior): kept, for the estimators
     return released if per_row is not None else dataclasses.replace(released, likelihood=released.channel())
 
@@ -259,8 +306,10 @@ def _row_ids(labels, ids, rows: int) -> np.ndarray:
         if not isinstance(labels, pd.Series):
             return np.arange(rows)
         if not labels.index.is_unique:
-            raise DataError("the labels' index, which would be their ids, has duplicated values: pass ids=, one "
-                            "distinct id per label; nothing was released")
+            raise DataError(
+                "the labels' index, which would be their ids, has duplicated values: pass ids=, one "
+                "distinct id per label; nothing was released"
+            )
         return labels.index.to_numpy()
     array = np.asarray(ids)
     if array.shape != (rows,):
@@ -277,8 +326,10 @@ def check_batch_rows(batch_rows: int) -> int:
 
 def noise_text(noise: NoiseSource) -> str:
     if not noise.private:
-        return (f"reproducible from insecure_noise_seed {noise.insecure_seed} (written beside the release): NOT "
-                "PRIVATE, anyone who reads it can regenerate the noise and recover the true labels")
+        return (
+            f"reproducible from insecure_noise_seed {noise.insecure_seed} (written beside the release): NOT "
+            "PRIVATE, anyone who reads it can regenerate the noise and recover the true labels"
+        )
     return noise.describe()
 
 

@@ -9,7 +9,8 @@ nor where, nor how many there are: all three depend on private labels.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -108,8 +109,11 @@ class LabelDomain:
         DataError
             If a label is missing or outside the classes (neither named nor counted).
         """
-        series = labels if isinstance(labels, pd.Series) else pd.Series(np.asarray(labels, dtype=object)
-                                                                         if np.ndim(labels) == 1 else labels)
+        series = (
+            labels
+            if isinstance(labels, pd.Series)
+            else pd.Series(np.asarray(labels, dtype=object) if np.ndim(labels) == 1 else labels)
+        )
         if series.ndim != 1 or len(series) == 0:
             raise DataError(f"{where}: labels must be a non-empty 1-d array or Series")
         codes, uniques = pd.factorize(series, use_na_sentinel=True)
@@ -119,9 +123,11 @@ class LabelDomain:
 
     def refusal(self, where: str) -> DataError:
         """The error for labels missing or outside the classes: it says neither which, nor where, nor how many."""
-        return DataError(f"{where} has labels missing or outside the declared classes {list(self.declared)}; declare "
-                         "every label value (--classes, classes=...). Which values, where and how many are not said: "
-                         "the labels are private; nothing was released")
+        return DataError(
+            f"{where} has labels missing or outside the declared classes {list(self.declared)}; declare "
+            "every label value (--classes, classes=...). Which values, where and how many are not said: "
+            "the labels are private; nothing was released"
+        )
 
 
 def fit_classes(declared: Iterable[Any] | None, carried: Iterable[Any] | None) -> tuple:
@@ -146,8 +152,10 @@ def fit_classes(declared: Iterable[Any] | None, carried: Iterable[Any] | None) -
         If neither is given, or the two differ.
     """
     if declared is None and carried is None:
-        raise ConfigError("the label domain must be declared: PrivateLabels(y, classes=[...]) or classes=[...] (public, "
-                          "never read off the labels)")
+        raise ConfigError(
+            "the label domain must be declared: PrivateLabels(y, classes=[...]) or classes=[...] (public, "
+            "never read off the labels)"
+        )
     if declared is not None and carried is not None and not LabelDomain(declared).same_as(carried):
         raise ConfigError(f"classes {list(declared)} differ from the labels' own {list(carried)}")
     return LabelDomain(declared if declared is not None else carried).declared

@@ -31,7 +31,8 @@ makes each release happen once).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Hashable, Sequence, TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 from dp_accounting import dp_event
@@ -48,7 +49,8 @@ T = TypeVar("T")
 RELEASE_ONCE_ROUTE = (
     "Release them once and compute on the release, which is free:\n"
     "    released = labeldp.privatize(y, classes=classes, epsilon=1.0)   # one release, one spend\n"
-    "    GridSearchCV(LabelDPClassifier(...), grid, scoring=labeldp.released_scorer('roc_auc')).fit(X, released)")
+    "    GridSearchCV(LabelDPClassifier(...), grid, scoring=labeldp.released_scorer('roc_auc')).fit(X, released)"
+)
 
 
 class PrivateLabelAccessError(BaseException):
@@ -106,13 +108,25 @@ class PrivateLabels:
             num_classes = domain.size
         self._init(_Root(values, budget), None, classes, num_classes, None)
 
-    def _init(self, root: _Root, rows: np.ndarray | None, classes: tuple | None, num_classes: int | None,
-              grid: np.ndarray | None) -> None:
+    def _init(
+        self,
+        root: _Root,
+        rows: np.ndarray | None,
+        classes: tuple | None,
+        num_classes: int | None,
+        grid: np.ndarray | None,
+    ) -> None:
         self._root, self._rows, self._classes, self._num_classes, self._grid = root, rows, classes, num_classes, grid
 
     @classmethod
-    def _make(cls, root: _Root, rows: np.ndarray | None, classes: tuple | None, num_classes: int | None,
-              grid: np.ndarray | None = None) -> PrivateLabels:
+    def _make(
+        cls,
+        root: _Root,
+        rows: np.ndarray | None,
+        classes: tuple | None,
+        num_classes: int | None,
+        grid: np.ndarray | None = None,
+    ) -> PrivateLabels:
         labels = object.__new__(cls)
         labels._init(root, rows, classes, num_classes, grid)
         return labels
@@ -130,8 +144,10 @@ class PrivateLabels:
             raise DataError(f"class positions must be integers, got dtype {array.dtype}")
         positions = array.astype(np.int64)
         if positions.min() < 0 or positions.max() >= num_classes:
-            raise DataError(f"labels must lie in [0, {num_classes}) (class positions); some do not (which, and how "
-                            "many, is not said: the labels are private)")
+            raise DataError(
+                f"labels must lie in [0, {num_classes}) (class positions); some do not (which, and how "
+                "many, is not said: the labels are private)"
+            )
         return cls._make(_Root(positions, None), None, None if classes is None else tuple(classes), int(num_classes))
 
     @classmethod
@@ -151,8 +167,9 @@ class PrivateLabels:
             raise ConfigError("concatenate takes a non-empty sequence of PrivateLabels")
         if len({part._num_classes for part in parts}) != 1 or any(part._grid is not None for part in parts):
             raise ConfigError("only labels over the same classes can be concatenated")
-        return cls._make(_Root(np.concatenate([_open(part) for part in parts]), None), None, parts[0]._classes,
-                         parts[0]._num_classes)
+        return cls._make(
+            _Root(np.concatenate([_open(part) for part in parts]), None), None, parts[0]._classes, parts[0]._num_classes
+        )
 
     @classmethod
     def public(cls, indices, num_classes: int) -> PrivateLabels:
@@ -226,8 +243,10 @@ class PrivateLabels:
                 raise ConfigError(f"a row mask must have shape ({len(self)},), got {selected.shape}")
             selected = np.flatnonzero(selected)
         if selected.ndim != 1 or (selected.size and selected.dtype.kind not in "iu"):
-            raise PrivateLabelAccessError("private labels are indexed by rows only (an index array, a slice or a "
-                                          "boolean mask); a single label cannot be read. " + RELEASE_ONCE_ROUTE)
+            raise PrivateLabelAccessError(
+                "private labels are indexed by rows only (an index array, a slice or a "
+                "boolean mask); a single label cannot be read. " + RELEASE_ONCE_ROUTE
+            )
         selected = selected.astype(np.int64)
         if selected.size and (selected.min() < -len(self) or selected.max() >= len(self)):
             raise ConfigError(f"row indices must lie in [0, {len(self)})")
@@ -247,8 +266,13 @@ class PrivateLabels:
         return PrivateLabels._make(self._root, self._rows, None, int(points.size), points)
 
     def __repr__(self) -> str:
-        domain = (f"classes {list(self._classes)}" if self._classes is not None
-                  else "numeric" if self.is_numeric else f"{self._num_classes} classes")
+        domain = (
+            f"classes {list(self._classes)}"
+            if self._classes is not None
+            else "numeric"
+            if self.is_numeric
+            else f"{self._num_classes} classes"
+        )
         view = "" if self._rows is None else f" of {self._root.values.size:,}"
         return f"PrivateLabels({len(self):,} rows{view}, {domain})"
 
@@ -257,14 +281,16 @@ class PrivateLabels:
         raise PrivateLabelAccessError(
             "this code tried to compute on private labels (an array conversion, a comparison, iteration or "
             "pickling: a metric, a scorer, a stratified split or a worker process). Only the release "
-            "boundary reads them. " + RELEASE_ONCE_ROUTE)
+            "boundary reads them. " + RELEASE_ONCE_ROUTE
+        )
 
     def _refuse_to_leave(self, *args: Any, **kwargs: Any):
         raise PrivateLabelAccessError(
             "private labels do not leave the process they entered (pickling them for a worker process, e.g. "
             "n_jobs > 1 in scikit-learn): a copy would release them again with a ledger of its own. Use n_jobs=1, or "
             "joblib's threading backend (with joblib.parallel_backend('threading'): the threads share one release), "
-            "or release once and hand the release to the workers. " + RELEASE_ONCE_ROUTE)
+            "or release once and hand the release to the workers. " + RELEASE_ONCE_ROUTE
+        )
 
     __array__ = __iter__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
     __bool__ = __int__ = __float__ = __index__ = __contains__ = _refuse
@@ -284,8 +310,9 @@ class PrivateLabels:
         return self
 
     # -- releasing -----------------------------------------------------------------------------------
-    def release_once(self, key: Hashable, bound: dp_event.DpEvent, draw: Callable[[PrivateLabels, PrivacyLedger], T]
-                     ) -> T:
+    def release_once(
+        self, key: Hashable, bound: dp_event.DpEvent, draw: Callable[[PrivateLabels, PrivacyLedger], T]
+    ) -> T:
         """The release ``key`` of every row of these labels as they entered: drawn by ``draw(labels,
         ledger)`` the first time it is asked for (``labels`` all rows, in order; ``ledger`` one over
         them, on which the release records its events), the same object every later time, whichever view
@@ -310,8 +337,9 @@ class PrivateLabels:
         """The release ``key`` drawn by :meth:`release_once` (None if there is none yet)."""
         return self._root.shared.get(key)
 
-    def _draw(self, bound: dp_event.DpEvent, members: np.ndarray, draw: Callable[[PrivateLabels, PrivacyLedger], T]
-              ) -> T:
+    def _draw(
+        self, bound: dp_event.DpEvent, members: np.ndarray, draw: Callable[[PrivateLabels, PrivacyLedger], T]
+    ) -> T:
         root = self._root
         self._check_spend(bound, members)
         ledger = PrivacyLedger(members.size)
@@ -326,8 +354,10 @@ class PrivateLabels:
         """Refuse, before anything is drawn, a release that rows already released may not pay for."""
         root = self._root
         if root.withheld:
-            raise PrivateLabelAccessError("these labels were withheld: they can be read only through the releases "
-                                          "made before (a tuning candidate never releases)")
+            raise PrivateLabelAccessError(
+                "these labels were withheld: they can be read only through the releases "
+                "made before (a tuning candidate never releases)"
+            )
         touched = np.zeros(root.values.size, dtype=bool)
         for entry in root.ledger.entries:
             touched |= entry.members
@@ -340,7 +370,8 @@ class PrivateLabels:
                 "(LabelDPClassifier with stages=1, LabelDPRegressor, with the same epsilon and noise settings); a "
                 "release that depends on the model, on the rows of a fit or on a searched epsilon cannot be shared. "
                 "To allow more releases of the same labels, cap them: PrivateLabels(y, classes=..., "
-                "budget=LabelBudget(total_epsilon)). " + RELEASE_ONCE_ROUTE)
+                "budget=LabelBudget(total_epsilon)). " + RELEASE_ONCE_ROUTE
+            )
         trial = PrivacyLedger(root.values.size)
         for entry in root.ledger.entries:
             trial.record(entry.event, entry.members, entry.description)
@@ -349,9 +380,11 @@ class PrivateLabels:
         trial.record(bound, mask, "the new release")
         after = trial.epsilon(root.budget.delta)
         if after > root.budget.epsilon + 1e-9:
-            raise BudgetError(f"this release could take these labels to epsilon {format_epsilon(after, 4)}, past their "
-                              f"budget {root.budget.epsilon:g} (spent: {format_epsilon(root.budget.spent, 4)}): "
-                              "refused before anything was drawn. " + RELEASE_ONCE_ROUTE)
+            raise BudgetError(
+                f"this release could take these labels to epsilon {format_epsilon(after, 4)}, past their "
+                f"budget {root.budget.epsilon:g} (spent: {format_epsilon(root.budget.spent, 4)}): "
+                "refused before anything was drawn. " + RELEASE_ONCE_ROUTE
+            )
 
 
 def unseal(labels: PrivateLabels | np.ndarray) -> np.ndarray:
@@ -363,8 +396,10 @@ def unseal(labels: PrivateLabels | np.ndarray) -> np.ndarray:
     if not isinstance(labels, PrivateLabels):
         return np.asarray(labels)
     if labels._root.withheld:
-        raise PrivateLabelAccessError("these labels were withheld: they can be read only through the releases made "
-                                      "before (a tuning candidate never releases)")
+        raise PrivateLabelAccessError(
+            "these labels were withheld: they can be read only through the releases made "
+            "before (a tuning candidate never releases)"
+        )
     return _open(labels)
 
 
@@ -384,8 +419,9 @@ def _numeric_values(labels) -> np.ndarray:
     try:
         values = np.asarray(labels, dtype=np.float64)
     except (TypeError, ValueError):
-        raise DataError("labels without declared classes must be numbers (a regression); for classes give "
-                        "classes=[...]") from None
+        raise DataError(
+            "labels without declared classes must be numbers (a regression); for classes give classes=[...]"
+        ) from None
     if values.ndim != 1 or values.size == 0:
         raise DataError("labels must be a non-empty 1-d array or Series")
     if not np.all(np.isfinite(values)):

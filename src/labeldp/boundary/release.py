@@ -13,24 +13,47 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 from dp_accounting import dp_event
 
 from labeldp._validation import check_epsilon, check_labels, check_priors, check_same_length
-from labeldp.accounting.events import (dpsgd_event, histogram_event, laplace_one_hot_event, laplace_value_event,
-                                       marginals_event, non_private_event, pate_event, randomized_response_event,
-                                       rr_on_sets_event)
+from labeldp.accounting.events import (
+    dpsgd_event,
+    histogram_event,
+    laplace_one_hot_event,
+    laplace_value_event,
+    marginals_event,
+    non_private_event,
+    pate_event,
+    randomized_response_event,
+    rr_on_sets_event,
+)
 from labeldp.accounting.ledger import PrivacyLedger, event_from_dict, event_to_dict
-from labeldp.errors import ConfigError
-from labeldp.mechanisms import (confident_gnmax, gnmax, laplace_one_hot, laplace_one_hot_likelihood, laplace_value,
-                                laplace_value_likelihood, noisy_histogram, noisy_marginals, optimal_bins,
-                                randomized_response, randomized_response_likelihood, released_values, rr_on_bins,
-                                rr_on_bins_likelihood, rr_with_prior, rr_with_prior_likelihood, teacher_votes)
-from labeldp.mechanisms.marginals import check_bins
 from labeldp.boundary.labels import PrivateLabels, unseal
+from labeldp.errors import ConfigError
+from labeldp.mechanisms import (
+    confident_gnmax,
+    gnmax,
+    laplace_one_hot,
+    laplace_one_hot_likelihood,
+    laplace_value,
+    laplace_value_likelihood,
+    noisy_histogram,
+    noisy_marginals,
+    optimal_bins,
+    randomized_response,
+    randomized_response_likelihood,
+    released_values,
+    rr_on_bins,
+    rr_on_bins_likelihood,
+    rr_with_prior,
+    rr_with_prior_likelihood,
+    teacher_votes,
+)
+from labeldp.mechanisms.marginals import check_bins
 from labeldp.randomness import RandomSource
 
 
@@ -62,17 +85,34 @@ class Release:
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Everything, as arrays for ``numpy.savez`` (:meth:`from_arrays` reads them back)."""
-        optional = {name: value for name, value in (("labels", self.labels), ("likelihood", self.likelihood))
-                    if value is not None}
-        return {**self.arrays, **optional, "members": self.members, "description": np.array(self.description),
-                "event": np.array(json.dumps(event_to_dict(self.event)))}
+        optional = {
+            name: value
+            for name, value in (("labels", self.labels), ("likelihood", self.likelihood))
+            if value is not None
+        }
+        return {
+            **self.arrays,
+            **optional,
+            "members": self.members,
+            "description": np.array(self.description),
+            "event": np.array(json.dumps(event_to_dict(self.event))),
+        }
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> Release:
-        rest = {key: value for key, value in arrays.items()
-                if key not in ("members", "event", "description", "labels", "likelihood")}
-        return cls(np.asarray(arrays["members"]), event_from_dict(json.loads(str(arrays["event"]))),
-                   str(arrays["description"]), arrays.get("labels"), arrays.get("likelihood"), rest)
+        rest = {
+            key: value
+            for key, value in arrays.items()
+            if key not in ("members", "event", "description", "labels", "likelihood")
+        }
+        return cls(
+            np.asarray(arrays["members"]),
+            event_from_dict(json.loads(str(arrays["event"]))),
+            str(arrays["description"]),
+            arrays.get("labels"),
+            arrays.get("likelihood"),
+            rest,
+        )
 
 
 def _true_labels(labels: PrivateLabels | np.ndarray, num_classes: int) -> np.ndarray:
@@ -96,21 +136,38 @@ def _release(ledger: PrivacyLedger, tag: str | None, release: Release) -> Releas
     return release
 
 
-def release_randomized_response(ledger: PrivacyLedger, labels, members, num_classes: int, epsilon: float,
-                                rng: RandomSource = None, tag: str | None = None) -> Release:
+def release_randomized_response(
+    ledger: PrivacyLedger,
+    labels,
+    members,
+    num_classes: int,
+    epsilon: float,
+    rng: RandomSource = None,
+    tag: str | None = None,
+) -> Release:
     """K-ary RR on ``labels`` (the true labels of ``members``, in index order): epsilon-label-DP per
     member, recorded as one ``RandomizedResponseDpEvent`` over K buckets."""
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true)
     noisy = randomized_response(true, num_classes, eps, rng)
-    return _release(ledger, tag, Release(
-        indices, randomized_response_event(eps, num_classes), f"randomized response, K={num_classes}, epsilon={eps:g}",
-        noisy, randomized_response_likelihood(noisy, num_classes, eps), {"k": np.full(true.size, num_classes)}))
+    return _release(
+        ledger,
+        tag,
+        Release(
+            indices,
+            randomized_response_event(eps, num_classes),
+            f"randomized response, K={num_classes}, epsilon={eps:g}",
+            noisy,
+            randomized_response_likelihood(noisy, num_classes, eps),
+            {"k": np.full(true.size, num_classes)},
+        ),
+    )
 
 
-def release_rr_with_prior(ledger: PrivacyLedger, labels, members, priors, epsilon: float, rng: RandomSource = None,
-                          tag: str | None = None) -> Release:
+def release_rr_with_prior(
+    ledger: PrivacyLedger, labels, members, priors, epsilon: float, rng: RandomSource = None, tag: str | None = None
+) -> Release:
     """RR-with-prior on ``labels`` (of ``members``, in index order), recorded on ``ledger``.
 
     The priors must not depend on these examples' own labels (e.g. a model trained on other examples'
@@ -125,14 +182,31 @@ def release_rr_with_prior(ledger: PrivacyLedger, labels, members, priors, epsilo
     true = _true_labels(labels, prior.shape[1])
     indices = _recorded(ledger, members, tag, labels=true, priors=prior)
     noisy, k = rr_with_prior(true, prior, eps, rng)
-    return _release(ledger, tag, Release(
-        indices, rr_on_sets_event(eps, k),
-        f"RR-with-prior, K={prior.shape[1]}, epsilon={eps:g}, k in [{k.min()}, {k.max()}]",
-        noisy, rr_with_prior_likelihood(noisy, prior, eps), {"k": k}))
+    return _release(
+        ledger,
+        tag,
+        Release(
+            indices,
+            rr_on_sets_event(eps, k),
+            f"RR-with-prior, K={prior.shape[1]}, epsilon={eps:g}, k in [{k.min()}, {k.max()}]",
+            noisy,
+            rr_with_prior_likelihood(noisy, prior, eps),
+            {"k": k},
+        ),
+    )
 
 
-def release_rr_on_bins(ledger: PrivacyLedger, labels, members, grid, priors, epsilon: float, rng: RandomSource = None,
-                       tag: str | None = None, prior_index=None) -> Release:
+def release_rr_on_bins(
+    ledger: PrivacyLedger,
+    labels,
+    members,
+    grid,
+    priors,
+    epsilon: float,
+    rng: RandomSource = None,
+    tag: str | None = None,
+    prior_index=None,
+) -> Release:
     """RR-on-bins (Ghazi et al. 2023) on ``labels``, grid indices of the members' numeric labels (in
     index order), recorded on ``ledger``.
 
@@ -151,17 +225,28 @@ def release_rr_on_bins(ledger: PrivacyLedger, labels, members, grid, priors, eps
     indices = _recorded(ledger, members, tag, labels=true)
     maps = optimal_bins(priors, grid, eps)
     values, bins, d = rr_on_bins(true, grid, maps, eps, rng, prior_index)
-    bin_of = maps.bin_of if prior_index is None and len(maps.d) == true.size else maps.bin_of[
-        np.zeros(true.size, dtype=np.int64) if prior_index is None else np.asarray(prior_index)]
-    return _release(ledger, tag, Release(
-        indices, rr_on_sets_event(eps, d),
-        f"RR-on-bins, G={np.asarray(grid).size}, epsilon={eps:g}, d in [{d.min()}, {d.max()}]", bins,
-        rr_on_bins_likelihood(bins, grid, maps, eps, prior_index),
-        {"values": values, "k": d, "bin_of": bin_of.astype(np.int16)}))
+    bin_of = (
+        maps.bin_of
+        if prior_index is None and len(maps.d) == true.size
+        else maps.bin_of[np.zeros(true.size, dtype=np.int64) if prior_index is None else np.asarray(prior_index)]
+    )
+    return _release(
+        ledger,
+        tag,
+        Release(
+            indices,
+            rr_on_sets_event(eps, d),
+            f"RR-on-bins, G={np.asarray(grid).size}, epsilon={eps:g}, d in [{d.min()}, {d.max()}]",
+            bins,
+            rr_on_bins_likelihood(bins, grid, maps, eps, prior_index),
+            {"values": values, "k": d, "bin_of": bin_of.astype(np.int16)},
+        ),
+    )
 
 
-def release_laplace_value(ledger: PrivacyLedger, labels, members, grid, epsilon: float, rng: RandomSource = None,
-                          tag: str | None = None) -> Release:
+def release_laplace_value(
+    ledger: PrivacyLedger, labels, members, grid, epsilon: float, rng: RandomSource = None, tag: str | None = None
+) -> Release:
     """The Laplace mechanism on numeric labels (grid indices of the members' values on the evenly spaced
     public ``grid``), on the exact integer lattice of the grid's step
     (:mod:`labeldp.mechanisms.laplace_value`): epsilon-DP per member, recorded as
@@ -173,11 +258,18 @@ def release_laplace_value(ledger: PrivacyLedger, labels, members, grid, epsilon:
     true = _true_labels(labels, points.size)
     indices = _recorded(ledger, members, tag, labels=true)
     noisy = laplace_value(true, points, eps, rng)
-    return _release(ledger, tag, Release(
-        indices, laplace_value_event(eps, points.size - 1),
-        f"Laplace value, G={points.size} grid over [{points[0]:g}, {points[-1]:g}], epsilon={eps:g}",
-        np.clip(noisy, 0, points.size - 1), laplace_value_likelihood(noisy, points, eps),
-        {"noisy_steps": noisy, "values": released_values(noisy, points)}))
+    return _release(
+        ledger,
+        tag,
+        Release(
+            indices,
+            laplace_value_event(eps, points.size - 1),
+            f"Laplace value, G={points.size} grid over [{points[0]:g}, {points[-1]:g}], epsilon={eps:g}",
+            np.clip(noisy, 0, points.size - 1),
+            laplace_value_likelihood(noisy, points, eps),
+            {"noisy_steps": noisy, "values": released_values(noisy, points)},
+        ),
+    )
 
 
 def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int, tag: str | None = None) -> Release:
@@ -188,12 +280,31 @@ def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int
     """
     true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true)
-    return _release(ledger, tag, Release(indices, non_private_event(), "true labels (non-private)", true.copy(),
-                                         np.eye(num_classes)[true], {"k": np.full(true.size, num_classes)}))
+    return _release(
+        ledger,
+        tag,
+        Release(
+            indices,
+            non_private_event(),
+            "true labels (non-private)",
+            true.copy(),
+            np.eye(num_classes)[true],
+            {"k": np.full(true.size, num_classes)},
+        ),
+    )
 
 
-def release_noisy_histogram(ledger: PrivacyLedger, labels, members, groups, num_groups: int, num_classes: int,
-                            epsilon: float, rng: RandomSource = None, tag: str | None = None) -> Release:
+def release_noisy_histogram(
+    ledger: PrivacyLedger,
+    labels,
+    members,
+    groups,
+    num_groups: int,
+    num_classes: int,
+    epsilon: float,
+    rng: RandomSource = None,
+    tag: str | None = None,
+) -> Release:
     """Per-group label counts of ``members`` with discrete Laplace noise (epsilon-label-DP), recorded;
     the counts are the release's ``arrays["counts"]``, the groups its ``arrays["groups"]``.
 
@@ -205,14 +316,29 @@ def release_noisy_histogram(ledger: PrivacyLedger, labels, members, groups, num_
     true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true, groups=np.asarray(groups))
     counts = noisy_histogram(true, groups, num_groups, num_classes, eps, rng)
-    return _release(ledger, tag, Release(
-        indices, histogram_event(eps),
-        f"noisy label histogram, {num_groups} groups x {num_classes} classes, epsilon={eps:g}",
-        arrays={"counts": counts, "groups": np.asarray(groups)}))
+    return _release(
+        ledger,
+        tag,
+        Release(
+            indices,
+            histogram_event(eps),
+            f"noisy label histogram, {num_groups} groups x {num_classes} classes, epsilon={eps:g}",
+            arrays={"counts": counts, "groups": np.asarray(groups)},
+        ),
+    )
 
 
-def release_label_marginals(ledger: PrivacyLedger, labels, members, bins, bins_per_feature, num_classes: int,
-                            epsilon: float, rng: RandomSource = None, tag: str | None = None) -> Release:
+def release_label_marginals(
+    ledger: PrivacyLedger,
+    labels,
+    members,
+    bins,
+    bins_per_feature,
+    num_classes: int,
+    epsilon: float,
+    rng: RandomSource = None,
+    tag: str | None = None,
+) -> Release:
     """The label counts in every bin of every public feature, noised (epsilon-label-DP), recorded;
     the (sum of bins, num_classes) counts are the release's ``arrays["counts"]``.
 
@@ -225,30 +351,60 @@ def release_label_marginals(ledger: PrivacyLedger, labels, members, bins, bins_p
     codes, sizes = check_bins(bins, bins_per_feature)
     indices = _recorded(ledger, members, tag, labels=true, bins=codes)
     counts = noisy_marginals(true, codes, sizes, num_classes, eps, rng)
-    return _release(ledger, tag, Release(
-        indices, marginals_event(eps, sizes.size, num_classes),
-        f"noisy label marginals, {sizes.size} features ({int(sizes.sum())} bins) x {num_classes} classes, "
-        f"epsilon={eps:g}",
-        arrays={"counts": counts}))
+    return _release(
+        ledger,
+        tag,
+        Release(
+            indices,
+            marginals_event(eps, sizes.size, num_classes),
+            f"noisy label marginals, {sizes.size} features ({int(sizes.sum())} bins) x {num_classes} classes, "
+            f"epsilon={eps:g}",
+            arrays={"counts": counts},
+        ),
+    )
 
 
-def release_laplace_one_hot(ledger: PrivacyLedger, labels, members, num_classes: int, epsilon: float,
-                            rng: RandomSource = None, tag: str | None = None) -> Release:
+def release_laplace_one_hot(
+    ledger: PrivacyLedger,
+    labels,
+    members,
+    num_classes: int,
+    epsilon: float,
+    rng: RandomSource = None,
+    tag: str | None = None,
+) -> Release:
     """ALIBI's release: each member's one-hot label plus discrete Laplace noise of scale 2 / epsilon per
     coordinate (epsilon-label-DP), recorded on ``ledger``; ``arrays["noisy_one_hot"]`` is the release."""
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true)
     noisy = laplace_one_hot(true, num_classes, eps, rng)
-    return _release(ledger, tag, Release(
-        indices, laplace_one_hot_event(eps), f"Laplace one-hot (ALIBI), K={num_classes}, epsilon={eps:g}",
-        noisy.argmax(axis=1), laplace_one_hot_likelihood(noisy, eps),
-        {"noisy_one_hot": noisy.astype(np.float32), "k": np.full(true.size, num_classes)}))
+    return _release(
+        ledger,
+        tag,
+        Release(
+            indices,
+            laplace_one_hot_event(eps),
+            f"Laplace one-hot (ALIBI), K={num_classes}, epsilon={eps:g}",
+            noisy.argmax(axis=1),
+            laplace_one_hot_likelihood(noisy, eps),
+            {"noisy_one_hot": noisy.astype(np.float32), "k": np.full(true.size, num_classes)},
+        ),
+    )
 
 
-def release_pate_labels(ledger: PrivacyLedger, teacher_predictions, teacher_of, members, num_classes: int,
-                        noise_std: float, threshold: float | None = None, threshold_noise_std: float | None = None,
-                        rng: RandomSource = None, tag: str | None = None) -> Release:
+def release_pate_labels(
+    ledger: PrivacyLedger,
+    teacher_predictions,
+    teacher_of,
+    members,
+    num_classes: int,
+    noise_std: float,
+    threshold: float | None = None,
+    threshold_noise_std: float | None = None,
+    rng: RandomSource = None,
+    tag: str | None = None,
+) -> Release:
     """PATE's aggregated answers to every query, recorded on ``ledger``.
 
     Args:
@@ -282,13 +438,28 @@ def release_pate_labels(ledger: PrivacyLedger, teacher_predictions, teacher_of, 
             raise ConfigError(f"threshold must lie in (0, {teachers}] votes, got {threshold}")
         answered, labels = confident_gnmax(votes, threshold, threshold_noise_std, noise_std, rng)
         kind = f"confident GNMax (threshold {threshold:g}, noise {threshold_noise_std:.4g})"
-    return _release(ledger, tag, Release(
-        indices, event, f"PATE {kind}, {teachers} teachers, {queries} queries, vote noise {noise_std:.4g}",
-        labels, arrays={"answered": answered}))
+    return _release(
+        ledger,
+        tag,
+        Release(
+            indices,
+            event,
+            f"PATE {kind}, {teachers} teachers, {queries} queries, vote noise {noise_std:.4g}",
+            labels,
+            arrays={"answered": answered},
+        ),
+    )
 
 
-def release_dpsgd_plan(ledger: PrivacyLedger, members, noise_multiplier: float, sampling_probability: float,
-                       steps: int, max_grad_norm: float, tag: str | None = None) -> Release:
+def release_dpsgd_plan(
+    ledger: PrivacyLedger,
+    members,
+    noise_multiplier: float,
+    sampling_probability: float,
+    steps: int,
+    max_grad_norm: float,
+    tag: str | None = None,
+) -> Release:
     """Record DP-SGD's spend before its first step: its steps are the release (Poisson-sampled,
     clipped gradients with Gaussian noise, accounted under add-or-remove-one), so what is recorded is
     the plan, on every member, and ``arrays["noise_multiplier"]`` carries it to the trainer.
@@ -314,7 +485,14 @@ def release_dpsgd_plan(ledger: PrivacyLedger, members, noise_multiplier: float, 
         The recorded plan.
     """
     indices = _recorded(ledger, members, tag)
-    return _release(ledger, tag, Release(
-        indices, dpsgd_event(noise_multiplier, sampling_probability, steps),
-        f"DP-SGD, noise multiplier {noise_multiplier:.4f}, Poisson rate {sampling_probability:.5g}, {steps} steps, "
-        f"clipping {max_grad_norm:g}", arrays={"noise_multiplier": np.array(noise_multiplier)}))
+    return _release(
+        ledger,
+        tag,
+        Release(
+            indices,
+            dpsgd_event(noise_multiplier, sampling_probability, steps),
+            f"DP-SGD, noise multiplier {noise_multiplier:.4f}, Poisson rate {sampling_probability:.5g}, {steps} steps, "
+            f"clipping {max_grad_norm:g}",
+            arrays={"noise_multiplier": np.array(noise_multiplier)},
+        ),
+    )

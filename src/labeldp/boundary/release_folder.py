@@ -15,7 +15,9 @@ writes a release folder:
 ``ledger.json``
     the :class:`~labeldp.accounting.PrivacyLedger` (members: row positions in ``labels.parquet``).
 
-:func:`load_release` reads it back as :class:`~labeldp.boundary.released.ReleasedLabels`.
+:func:`~labeldp.boundary.folder_format.load_release` reads it back as
+:class:`~labeldp.boundary.released.ReleasedLabels`; the folder's format (its files, columns and sidecar) is
+:mod:`labeldp.boundary.folder_format`'s.
 
 **Release once.** A release folder is never overwritten (:class:`~labeldp.errors.ReleaseExistsError`):
 releasing the labels again would spend their budget a second time. The folder is written under a
@@ -35,43 +37,47 @@ says neither which label nor how many.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
-import json
 import os
 import shutil
 import time
 import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labeldp import __version__
 from labeldp._validation import check_epsilon
-from labeldp.accounting.ledger import PrivacyLedger
-from labeldp.boundary.column import DEFAULT_BATCH_ROWS, Draws, check_batch_rows, noise_text, prior_spec
+from labeldp.boundary.column import DEFAULT_BATCH_ROWS, Draws, check_batch_rows, prior_spec
 from labeldp.boundary.domain import LabelDomain
-from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
-from labeldp.boundary.table_source import (arrow_class_values, arrow_positions, check_rows, open_source, read_batches,
-                                           read_blocks, released_type, source_schema)
-from labeldp.errors import ConfigError, DataError, MissingFileError, ReleaseExistsError, RunLockedError
+from labeldp.boundary.folder_format import (
+    CHANNEL_PREFIX,
+    K_COLUMN,
+    LABELS_FILE,
+    LEDGER_FILE,
+    RELEASED_COLUMN,
+    SIDECAR_FILE,
+    describe_release,
+)
+from labeldp.boundary.table_source import (
+    arrow_class_values,
+    check_rows,
+    open_source,
+    read_batches,
+    read_blocks,
+    released_type,
+    source_schema,
+)
+from labeldp.errors import ConfigError, DataError, ReleaseExistsError, RunLockedError
 from labeldp.files import write_json_atomic
-from labeldp.mechanisms import (randomized_response_likelihood, randomized_response_probabilities,
-                                rr_with_prior_likelihood, rr_with_prior_probabilities)
+from labeldp.mechanisms import (
+    randomized_response_likelihood,
+    rr_with_prior_likelihood,
+)
 from labeldp.randomness import NoiseSource
-
-FORMAT = "labeldp label release"
-FORMAT_VERSION = 1
-LABELS_FILE = "labels.parquet"
-SIDECAR_FILE = "release.json"
-LEDGER_FILE = "ledger.json"
-#: the columns of ``labels.parquet`` besides the id column
-RELEASED_COLUMN = "released_label"
-K_COLUMN = "k"
-CHANNEL_PREFIX = "channel_"
 
 
 @contextlib.contextmanager
@@ -110,7 +116,8 @@ def _refuse_existing(out: Path) -> None:
         raise ReleaseExistsError(
             f"{out} already exists. A label column is released once: releasing it again would spend its privacy "
             "budget a second time. Train on the release that is there (labeldp.load_release), or write "
-            "a release of other labels to a new folder")
+            "a release of other labels to a new folder"
+        )
 
 
 def _fsync(path: Path) -> None:
@@ -121,9 +128,20 @@ def _fsync(path: Path) -> None:
         os.close(descriptor)
 
 
-def privatize_table(source, out, *, label_column: str, id_column: str, classes: Sequence[Any], epsilon: float,
-                    prior_columns: Sequence[str] | None = None, prior=None, write_channel: bool = False,
-                    batch_rows: int = DEFAULT_BATCH_ROWS, noise: NoiseSource = NoiseSource()) -> dict[str, Any]:
+def privatize_table(
+    source,
+    out,
+    *,
+    label_column: str,
+    id_column: str,
+    classes: Sequence[Any],
+    epsilon: float,
+    prior_columns: Sequence[str] | None = None,
+    prior=None,
+    write_channel: bool = False,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    noise: NoiseSource = NoiseSource(),
+) -> dict[str, Any]:
     """Release the label column of a table once, streamed in blocks of ``batch_rows`` rows, into the
     new folder ``out`` (``labels.parquet``, ``release.json``, ``ledger.json``; see the module docstring).
 
@@ -163,13 +181,38 @@ def privatize_table(source, out, *, label_column: str, id_column: str, classes: 
     if id_column in (RELEASED_COLUMN, K_COLUMN) or id_column.startswith(CHANNEL_PREFIX):
         raise ConfigError(f"id column {id_column!r} would clash with a column of the release; rename it first")
     with _system_allocator():
-        return _privatize_table(source, out, started, domain, eps, block_rows, columns_of_priors, shared, needed,
-                                label_column, id_column, write_channel, noise)
+        return _privatize_table(
+            source,
+            out,
+            started,
+            domain,
+            eps,
+            block_rows,
+            columns_of_priors,
+            shared,
+            needed,
+            label_column,
+            id_column,
+            write_channel,
+            noise,
+        )
 
 
-def _privatize_table(source, out: Path, started: float, domain: LabelDomain, eps: float, block_rows: int,
-                     columns_of_priors, shared, needed: list[str], label_column: str, id_column: str,
-                     write_channel: bool, noise: NoiseSource) -> dict[str, Any]:
+def _privatize_table(
+    source,
+    out: Path,
+    started: float,
+    domain: LabelDomain,
+    eps: float,
+    block_rows: int,
+    columns_of_priors,
+    shared,
+    needed: list[str],
+    label_column: str,
+    id_column: str,
+    write_channel: bool,
+    noise: NoiseSource,
+) -> dict[str, Any]:
     datasets, described = open_source(source, label_column)
     schema = source_schema(datasets, needed)
     class_values = arrow_class_values(domain, released_type(datasets, schema.field(label_column).type), label_column)
@@ -177,8 +220,10 @@ def _privatize_table(source, out: Path, started: float, domain: LabelDomain, eps
         if not (pa.types.is_floating(schema.field(name).type) or pa.types.is_integer(schema.field(name).type)):
             raise DataError(f"prior column {name!r} must be numeric, got {schema.field(name).type}")
     if pa.types.is_nested(schema.field(id_column).type):
-        raise DataError(f"id column {id_column!r} must hold one value a row (a number, a string, a date), got "
-                        f"{schema.field(id_column).type}")
+        raise DataError(
+            f"id column {id_column!r} must hold one value a row (a number, a string, a date), got "
+            f"{schema.field(id_column).type}"
+        )
     rows = check_rows(datasets, schema, domain, label_column, id_column, described)
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -186,15 +231,32 @@ def _privatize_table(source, out: Path, started: float, domain: LabelDomain, eps
         _refuse_existing(out)
         partial = out.parent / f".{out.name}.partial"
         if partial.exists():
-            warnings.warn(f"removed {partial}, left by a release into {out} that did not finish; its labels were "
-                          "never published", stacklevel=2)
+            warnings.warn(
+                f"removed {partial}, left by a release into {out} that did not finish; its labels were never published",
+                stacklevel=2,
+            )
             shutil.rmtree(partial)
         partial.mkdir()
         mode = partial.stat().st_mode & 0o777
         partial.chmod(0o700)  # the noisy labels of an unfinished release are its owner's only
         try:
-            sidecar = _write_release(partial, datasets, schema, label_column, id_column, domain, class_values, eps,
-                                     columns_of_priors, shared, write_channel, block_rows, noise, rows, described)
+            sidecar = _write_release(
+                partial,
+                datasets,
+                schema,
+                label_column,
+                id_column,
+                domain,
+                class_values,
+                eps,
+                columns_of_priors,
+                shared,
+                write_channel,
+                block_rows,
+                noise,
+                rows,
+                described,
+            )
             partial.chmod(mode)
             _refuse_existing(out)
             os.rename(partial, out)
@@ -205,24 +267,57 @@ def _privatize_table(source, out: Path, started: float, domain: LabelDomain, eps
     return {**sidecar, "seconds": time.perf_counter() - started}
 
 
-def _write_release(folder: Path, datasets, schema: pa.Schema, label_column: str, id_column: str, domain: LabelDomain,
-                   class_values: pa.Array, epsilon: float, prior_columns, shared, write_channel: bool,
-                   block_rows: int, noise: NoiseSource, rows: int, described: str) -> dict[str, Any]:
+def _write_release(
+    folder: Path,
+    datasets,
+    schema: pa.Schema,
+    label_column: str,
+    id_column: str,
+    domain: LabelDomain,
+    class_values: pa.Array,
+    epsilon: float,
+    prior_columns,
+    shared,
+    write_channel: bool,
+    block_rows: int,
+    noise: NoiseSource,
+    rows: int,
+    described: str,
+) -> dict[str, Any]:
     """Draw the release block by block into ``folder`` (``labels.parquet``), then write its ledger and
     sidecar and flush the folder to disk. Returns the sidecar."""
     with_prior = prior_columns is not None or shared is not None
     draws = Draws(domain.size, epsilon, with_prior, noise)
     channel_names = [f"{CHANNEL_PREFIX}{j}" for j in range(domain.size)] if write_channel else []
     batches = read_batches(datasets, schema, label_column)
-    written = _write_labels(folder / LABELS_FILE, read_blocks(batches, block_rows, domain, label_column, id_column,
-                                                              prior_columns),
-                            schema.field(id_column), class_values, draws, shared, channel_names)
+    written = _write_labels(
+        folder / LABELS_FILE,
+        read_blocks(batches, block_rows, domain, label_column, id_column, prior_columns),
+        schema.field(id_column),
+        class_values,
+        draws,
+        shared,
+        channel_names,
+    )
     if written != rows:
         raise DataError(f"{described} changed while it was being released ({rows} rows, then {written})")
     ledger = draws.ledger(rows)
     ledger.save(folder / LEDGER_FILE)
-    sidecar = _sidecar(ledger, draws, rows, described, label_column, id_column, class_values, epsilon, prior_columns,
-                       shared, channel_names, block_rows, noise)
+    sidecar = describe_release(
+        ledger,
+        draws,
+        rows,
+        described,
+        label_column,
+        id_column,
+        class_values,
+        epsilon,
+        prior_columns,
+        shared,
+        channel_names,
+        block_rows,
+        noise,
+    )
     write_json_atomic(folder / SIDECAR_FILE, sidecar)
     for name in (LABELS_FILE, LEDGER_FILE, SIDECAR_FILE):
         _fsync(folder / name)
@@ -230,8 +325,15 @@ def _write_release(folder: Path, datasets, schema: pa.Schema, label_column: str,
     return sidecar
 
 
-def _write_labels(path: Path, blocks: Iterator, id_field: pa.Field, class_values: pa.Array, draws: Draws,
-                  shared: np.ndarray | None, channel_names: list[str]) -> int:
+def _write_labels(
+    path: Path,
+    blocks: Iterator,
+    id_field: pa.Field,
+    class_values: pa.Array,
+    draws: Draws,
+    shared: np.ndarray | None,
+    channel_names: list[str],
+) -> int:
     """Draw each block's released labels and write them as one row group of ``labels.parquet`` (the id,
     the released label, k with a prior, the channel columns on request). Returns the rows written."""
     num_classes, epsilon, with_prior = draws.num_classes, draws.epsilon, draws.k_spread is not None
@@ -250,113 +352,15 @@ def _write_labels(path: Path, blocks: Iterator, id_field: pa.Field, class_values
             if with_prior:
                 arrays.append(pa.array(k.astype(k_type.to_pandas_dtype())))
             if channel_names:
-                likelihood = (rr_with_prior_likelihood(noisy, prior, epsilon) if with_prior
-                              else randomized_response_likelihood(noisy, num_classes, epsilon))
+                likelihood = (
+                    rr_with_prior_likelihood(noisy, prior, epsilon)
+                    if with_prior
+                    else randomized_response_likelihood(noisy, num_classes, epsilon)
+                )
                 arrays += [pa.array(likelihood[:, j]) for j in range(num_classes)]
             writer.write_table(pa.Table.from_arrays(arrays, schema=out_schema), row_group_size=block.rows)
             written += block.rows
     return written
 
 
-def _sidecar(ledger: PrivacyLedger, draws: Draws, rows: int, described: str, label_column: str, id_column: str,
-             class_values: pa.Array, epsilon: float, prior_columns, shared, channel_names: list[str], block_rows: int,
-             noise: NoiseSource) -> dict[str, Any]:
-    """``release.json``: what a reader needs to use the release, and the ledger's figures."""
-    num_classes, with_prior = draws.num_classes, draws.k_spread is not None
-    ledger_data = ledger.to_dict()
-    channel: dict[str, Any] = {"meaning": "Pr[released label | true label]: matrix[y][z] for true class y and "
-                                          "released class z; a row's channel L[y] = Pr[its released label | y]"}
-    if not with_prior or shared is not None:
-        matrix = (randomized_response_probabilities(num_classes, epsilon) if not with_prior
-                  else rr_with_prior_probabilities(shared[None, :], epsilon)[0])
-        channel["matrix"] = matrix.tolist()
-    else:
-        channel["per_row"] = ("depends on the row's prior and released label: "
-                              "labeldp.mechanisms.rr_with_prior_likelihood(released positions, prior rows, epsilon), "
-                              "or ReleasedLabels.channel(priors)")
-    if channel_names:
-        channel["columns"] = channel_names
-    sidecar = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "labeldp_version": __version__,
-        "rows": rows,
-        "source": {"table": described, "label_column": label_column, "id_column": id_column},
-        "classes": class_values.to_pylist(),
-        "label_type": str(class_values.type),
-        "mechanism": RR_WITH_PRIOR if with_prior else RR,
-        "epsilon": epsilon,
-        "prior": ({"columns": list(prior_columns)} if prior_columns is not None
-                  else {"shared": shared.tolist()} if shared is not None else None),
-        "k_range": draws.k_spread.range if draws.k_spread else None,
-        "channel": channel,
-        "columns": {"id": id_column, "released_label": RELEASED_COLUMN, "k": K_COLUMN if with_prior else None,
-                    "channel": channel_names},
-        "files": {"labels": LABELS_FILE, "ledger": LEDGER_FILE},
-        "batch_rows": block_rows,
-        "ledger": {"file": LEDGER_FILE, "epsilon": ledger_data["epsilon"], "delta": ledger_data["delta"],
-                   "neighboring_relation": ledger_data["neighboring_relation"],
-                   "entries": [{key: entry[key] for key in ("tag", "description", "event", "num_members")}
-                               for entry in ledger_data["entries"]]},
-        "noise": {"description": noise_text(noise), "private": noise.private,
-                  "insecure_noise_seed": noise.insecure_seed, "secure": noise.secure},
-    }
-    if not noise.private:
-        sidecar["warning"] = (f"NOT PRIVATE: the noise can be regenerated from insecure_noise_seed "
-                              f"{noise.insecure_seed}; for tests only, never share this release")
-    return sidecar
-
-
-def read_sidecar(path) -> dict[str, Any]:
-    """The sidecar of the release folder ``path`` (classes, mechanism, epsilon, channel, noise, ledger)."""
-    folder = Path(path)
-    sidecar_path = folder / SIDECAR_FILE
-    if not sidecar_path.is_file():
-        if folder.parent.joinpath(f".{folder.name}.partial").exists():
-            raise MissingFileError(f"{folder} is not a finished release: a release into it did not finish")
-        raise MissingFileError(f"{sidecar_path} does not exist: {folder} is not a label release folder")
-    try:
-        sidecar = json.loads(sidecar_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise DataError(f"{sidecar_path} is damaged ({error})") from None
-    if sidecar.get("format") != FORMAT or sidecar.get("format_version") != FORMAT_VERSION:
-        raise DataError(f"{sidecar_path} is not a labeldp label release (format {FORMAT!r} version {FORMAT_VERSION})")
-    return sidecar
-
-
-def load_release(path) -> ReleasedLabels:
-    """Read the release folder ``path`` written by :func:`privatize_table`, all of it, in memory (the
-    result takes 8 bytes a row for the labels, 8 for k and the ids' own size; reading takes about
-    twice that at its peak). For releases larger than memory, read ``labels.parquet`` in batches and
-    :func:`read_sidecar`."""
-    folder = Path(path)
-    sidecar = read_sidecar(folder)
-    ledger = PrivacyLedger.load(folder / sidecar["files"]["ledger"])
-    table = pq.read_table(folder / sidecar["files"]["labels"])
-    rows = sidecar["rows"]
-    if table.num_rows != rows or ledger.dataset_size != rows:
-        raise DataError(f"{folder}: {table.num_rows} released labels and a ledger of {ledger.dataset_size} rows, "
-                        f"the sidecar says {rows}")
-    domain = LabelDomain(sidecar["classes"])
-    names = sidecar["columns"]
-    labels = np.empty(rows, dtype=np.int64)
-    offset = 0
-    for chunk in table.column(names["released_label"]).chunks:  # a row group at a time
-        labels[offset:offset + len(chunk)] = arrow_positions(domain, chunk, f"{folder / LABELS_FILE}")
-        offset += len(chunk)
-    k = table.column(names["k"]).to_numpy().astype(np.int64) if names.get("k") else None
-    likelihood = (np.stack([table.column(name).to_numpy() for name in names["channel"]], axis=1)
-                  if names.get("channel") else None)
-    prior = sidecar.get("prior") or {}
-    released = ReleasedLabels(
-        labels, likelihood, tuple(sidecar["classes"]), ledger, mechanism=sidecar["mechanism"],
-        epsilon=float(sidecar["epsilon"]), ids=table.column(names["id"]).to_numpy(), k=k,
-        shared_prior=np.asarray(prior["shared"]) if "shared" in prior else None,
-        prior_columns=tuple(prior["columns"]) if "columns" in prior else None,
-        noise=sidecar["noise"]["description"], private=bool(sidecar["noise"]["private"]))
-    if likelihood is None and "columns" not in prior:  # the channel needs no per-row prior: kept, for the estimators
-        released = dataclasses.replace(released, likelihood=released.channel())
-    return released
-
-
-__all__ = ["CHANNEL_PREFIX", "K_COLUMN", "RELEASED_COLUMN", "load_release", "privatize_table", "read_sidecar"]
+__all__ = ["privatize_table"]

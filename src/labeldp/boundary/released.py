@@ -12,16 +12,21 @@ use: training on it, tuning on it, scoring on it, any number of times, is post-p
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from labeldp._validation import check_priors
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.errors import ConfigError
-from labeldp.mechanisms import (randomized_response_likelihood, randomized_response_probabilities,
-                                rr_with_prior_likelihood, rr_with_prior_probabilities)
+from labeldp.mechanisms import (
+    randomized_response_likelihood,
+    randomized_response_probabilities,
+    rr_with_prior_likelihood,
+    rr_with_prior_probabilities,
+)
 from labeldp.mechanisms.rr import prior_top_k
 
 #: the mechanisms of a label column released once
@@ -84,8 +89,9 @@ class ReleasedLabels:
         if self.likelihood is not None:
             likelihood = np.asarray(self.likelihood, dtype=np.float64)
             if likelihood.shape != (self.labels.size, len(self.classes)):
-                raise ConfigError(f"likelihood must have shape ({self.labels.size}, {len(self.classes)}), got "
-                                  f"{likelihood.shape}")
+                raise ConfigError(
+                    f"likelihood must have shape ({self.labels.size}, {len(self.classes)}), got {likelihood.shape}"
+                )
             object.__setattr__(self, "likelihood", likelihood)
 
     # -- an array of released labels ----------------------------------------------------------------
@@ -115,8 +121,9 @@ class ReleasedLabels:
         def taken(array: np.ndarray | None) -> np.ndarray | None:
             return None if array is None else array[rows]
 
-        return dataclasses.replace(self, labels=self.labels[rows], likelihood=taken(self.likelihood),
-                                   ids=taken(self.ids), k=taken(self.k))
+        return dataclasses.replace(
+            self, labels=self.labels[rows], likelihood=taken(self.likelihood), ids=taken(self.ids), k=taken(self.k)
+        )
 
     # -- the noise channel ----------------------------------------------------------------------------
     def matrix(self) -> np.ndarray:
@@ -161,15 +168,19 @@ class ReleasedLabels:
             raise ConfigError("these released labels carry no channel")
         if priors is None:
             if self.shared_prior is None:
-                raise ConfigError(f"RR-with-prior's channel depends on each row's prior: pass the prior columns "
-                                  f"{list(self.prior_columns or ())} of these rows as priors (with_priors)")
+                raise ConfigError(
+                    f"RR-with-prior's channel depends on each row's prior: pass the prior columns "
+                    f"{list(self.prior_columns or ())} of these rows as priors (with_priors)"
+                )
             priors = np.broadcast_to(self.shared_prior, (labels.size, self.num_classes))
         prior = check_priors(priors)
         if prior.shape != (labels.size, self.num_classes):
             raise ConfigError(f"priors must have shape ({labels.size}, {self.num_classes}), got {prior.shape}")
         if self.k is not None and not np.array_equal(prior_top_k(prior, self.epsilon)[0], self.k[selected]):
-            raise ConfigError("these priors give other k than the release's: not the priors of these rows, or not "
-                              "in this release's order")
+            raise ConfigError(
+                "these priors give other k than the release's: not the priors of these rows, or not "
+                "in this release's order"
+            )
         return rr_with_prior_likelihood(labels, prior, self.epsilon)
 
     def with_priors(self, priors: Any) -> ReleasedLabels:
@@ -177,8 +188,7 @@ class ReleasedLabels:
         return dataclasses.replace(self, likelihood=self.channel(priors))
 
     @classmethod
-    def from_release(cls, release: Any, classes: Sequence[Any], ledger: PrivacyLedger | None = None
-                     ) -> ReleasedLabels:
+    def from_release(cls, release: Any, classes: Sequence[Any], ledger: PrivacyLedger | None = None) -> ReleasedLabels:
         """The labels and channel of a :class:`~labeldp.boundary.release.Release` of labels."""
         if release.labels is None or release.likelihood is None:
             raise ConfigError(f"this release holds no labels with a channel: {release.description}")

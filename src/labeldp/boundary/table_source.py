@@ -22,9 +22,10 @@ that a collision never refuses a valid table; a duplicated id is refused naming 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -70,8 +71,10 @@ def arrow_class_values(domain: LabelDomain, value_type: pa.DataType, column: str
             elif pa.types.is_string(value_type) or pa.types.is_large_string(value_type):
                 value = str(declared)
             else:
-                raise ConfigError(f"label column {column!r} has type {value_type}: privatize releases integer, "
-                                  "floating-point, boolean or string labels")
+                raise ConfigError(
+                    f"label column {column!r} has type {value_type}: privatize releases integer, "
+                    "floating-point, boolean or string labels"
+                )
             values.append(value)
         except (ValueError, KeyError):
             raise ConfigError(f"class {declared!r} is not a value of label column {column!r} ({value_type})") from None
@@ -96,8 +99,11 @@ def open_source(source, label_column: str) -> tuple[list[ds.Dataset], str]:
         files = [path]
     else:
         # Hidden and underscore names (.crc, _SUCCESS, _metadata) are not data, as for pyarrow and Spark.
-        files = sorted(f for f in path.rglob("*")
-                       if f.is_file() and not any(part.startswith((".", "_")) for part in f.relative_to(path).parts))
+        files = sorted(
+            f
+            for f in path.rglob("*")
+            if f.is_file() and not any(part.startswith((".", "_")) for part in f.relative_to(path).parts)
+        )
         if not files:
             raise DataError(f"folder {path} holds no data files")
     return [_open(f, label_column) for f in files], str(path)
@@ -111,8 +117,10 @@ def _frame_table(frame: pd.DataFrame, label_column: str) -> pa.Table:
     try:
         return pa.Table.from_pandas(frame, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise DataError("the DataFrame cannot be converted to an Arrow table: a column of mixed Python objects? "
-                        "(pyarrow's message is withheld: it may quote a value)") from None
+        raise DataError(
+            "the DataFrame cannot be converted to an Arrow table: a column of mixed Python objects? "
+            "(pyarrow's message is withheld: it may quote a value)"
+        ) from None
 
 
 def _open(path: Path, label_column: str) -> ds.Dataset:
@@ -131,13 +139,18 @@ def _file_format(path: Path, label_column: str) -> ds.FileFormat:
     if kind == "parquet":
         # Pages read through a 1 MiB buffer, not whole column chunks read ahead ("pre-buffering", which
         # helps on object stores): bounded memory, and on a local disk a scan in a third of the CPU time.
-        return ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(
-            pre_buffer=False, use_buffered_stream=True, buffer_size=1 << 20))
+        return ds.ParquetFileFormat(
+            default_fragment_scan_options=ds.ParquetFragmentScanOptions(
+                pre_buffer=False, use_buffered_stream=True, buffer_size=1 << 20
+            )
+        )
     # The labels are read as text. Left to itself, pyarrow infers a column's type from the values of the
     # file's first block: a private label would decide it, and a later label that does not fit it would
     # fail the read with an error quoting it.
-    return ds.CsvFileFormat(parse_options=pa_csv.ParseOptions(delimiter="\t" if kind == "tsv" else ","),
-                            convert_options=pa_csv.ConvertOptions(column_types={label_column: pa.string()}))
+    return ds.CsvFileFormat(
+        parse_options=pa_csv.ParseOptions(delimiter="\t" if kind == "tsv" else ","),
+        convert_options=pa_csv.ConvertOptions(column_types={label_column: pa.string()}),
+    )
 
 
 def _is_csv(dataset: ds.Dataset) -> bool:
@@ -151,8 +164,11 @@ def _reading(where: str, csv: bool) -> Iterator[None]:
     try:
         yield
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
-        detail = ("pyarrow's message is withheld: it may quote a row, its label included" if csv
-                  else f"{type(error).__name__}: {error}")
+        detail = (
+            "pyarrow's message is withheld: it may quote a row, its label included"
+            if csv
+            else f"{type(error).__name__}: {error}"
+        )
         raise DataError(f"{where} cannot be read ({detail})") from None
 
 
@@ -162,10 +178,13 @@ def source_schema(datasets: list[ds.Dataset], columns: list[str]) -> pa.Schema:
     for dataset in datasets:
         missing = [c for c in columns if c not in dataset.schema.names]
         if missing:
-            raise DataError(f"columns {missing} not found in {_describe(dataset)}; its columns are {dataset.schema.names}")
+            raise DataError(
+                f"columns {missing} not found in {_describe(dataset)}; its columns are {dataset.schema.names}"
+            )
     fields = [datasets[0].schema.field(c) for c in columns]
-    return pa.schema([field.with_type(field.type.value_type) if pa.types.is_dictionary(field.type) else field
-                      for field in fields])
+    return pa.schema(
+        [field.with_type(field.type.value_type) if pa.types.is_dictionary(field.type) else field for field in fields]
+    )
 
 
 def released_type(datasets: list[ds.Dataset], label_type: pa.DataType) -> pa.DataType:
@@ -180,22 +199,25 @@ def _describe(dataset: ds.Dataset) -> str:
     return files[0] if files else "the table"
 
 
-def read_batches(datasets: list[ds.Dataset], schema: pa.Schema, label_column: str | None = None
-             ) -> Iterator[pa.RecordBatch]:
+def read_batches(
+    datasets: list[ds.Dataset], schema: pa.Schema, label_column: str | None = None
+) -> Iterator[pa.RecordBatch]:
     """Record batches of the columns in ``schema``, file after file, each batch in file order;
     the read-ahead is bounded (a few batches of at most ``_READ_ROWS`` rows). Every column but
     ``label_column`` is cast to ``schema``'s type: each file's labels keep their own type and are
     matched to the classes as text (a cast would fail on a label that does not fit, and quote it)."""
     for dataset in datasets:
         with _reading(_describe(dataset), _is_csv(dataset)):
-            for batch in dataset.to_batches(columns=schema.names, batch_size=_READ_ROWS, batch_readahead=2,
-                                            fragment_readahead=1):
+            for batch in dataset.to_batches(
+                columns=schema.names, batch_size=_READ_ROWS, batch_readahead=2, fragment_readahead=1
+            ):
                 if batch.num_rows:
                     yield _conformed(batch, schema, label_column, dataset)
 
 
-def _conformed(batch: pa.RecordBatch, schema: pa.Schema, label_column: str | None,
-               dataset: ds.Dataset) -> pa.RecordBatch:
+def _conformed(
+    batch: pa.RecordBatch, schema: pa.Schema, label_column: str | None, dataset: ds.Dataset
+) -> pa.RecordBatch:
     """``batch`` with its columns but the label column cast to ``schema``'s types (public columns:
     an error may quote their values)."""
     if batch.schema == schema:
@@ -206,8 +228,10 @@ def _conformed(batch: pa.RecordBatch, schema: pa.Schema, label_column: str | Non
             try:
                 column = column.cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-                raise DataError(f"{_describe(dataset)}: column {field.name!r} does not have the first file's type "
-                                f"{field.type} ({error})") from None
+                raise DataError(
+                    f"{_describe(dataset)}: column {field.name!r} does not have the first file's type "
+                    f"{field.type} ({error})"
+                ) from None
         columns.append(column)
     return pa.RecordBatch.from_arrays(columns, names=schema.names)
 
@@ -216,8 +240,14 @@ def _conformed(batch: pa.RecordBatch, schema: pa.Schema, label_column: str | Non
 # Out of core: the first pass, before anything is drawn or written
 
 
-def check_rows(datasets: list[ds.Dataset], schema: pa.Schema, domain: LabelDomain, label_column: str,
-                id_column: str, described: str) -> int:
+def check_rows(
+    datasets: list[ds.Dataset],
+    schema: pa.Schema,
+    domain: LabelDomain,
+    label_column: str,
+    id_column: str,
+    described: str,
+) -> int:
     """Read the label and id columns once: every label must be one of the classes (the error says
     neither which nor how many are not), every id present and distinct. Returns the number of rows.
 
@@ -256,7 +286,7 @@ def _joined(chunks: list[np.ndarray]) -> np.ndarray:
     stop = joined.size
     while chunks:
         chunk = chunks.pop()
-        joined[stop - chunk.size:stop] = chunk
+        joined[stop - chunk.size : stop] = chunk
         stop -= chunk.size
     return joined
 
@@ -285,7 +315,7 @@ def _duplicated_id(datasets: list[ds.Dataset], field: pa.Field, hashes: np.ndarr
     hashes (a valid table has almost never any; in a table with a duplicated id the first scan finds
     one), keeping the distinct ids of those hashes met so far, and stopping at the first repeat."""
     for start in range(0, hashes.size, _COLLISIONS_PER_SCAN):
-        chosen = hashes[start:start + _COLLISIONS_PER_SCAN]
+        chosen = hashes[start : start + _COLLISIONS_PER_SCAN]
         met = pa.array([], type=field.type)
         for batch in read_batches(datasets, pa.schema([field])):
             ids = batch.column(0)
@@ -315,8 +345,14 @@ class _Block:
         return self.positions.size
 
 
-def read_blocks(batches: Iterator[pa.RecordBatch], rows: int, domain: LabelDomain, label_column: str, id_column: str,
-            prior_columns: tuple[str, ...] | None) -> Iterator[_Block]:
+def read_blocks(
+    batches: Iterator[pa.RecordBatch],
+    rows: int,
+    domain: LabelDomain,
+    label_column: str,
+    id_column: str,
+    prior_columns: tuple[str, ...] | None,
+) -> Iterator[_Block]:
     """The stream cut into blocks of exactly ``rows`` rows (the last one shorter), whatever the
     batches' sizes, so that the draws do not depend on how the files are cut. Each batch is
     converted straight into buffers allocated once: memory stays that of one block."""

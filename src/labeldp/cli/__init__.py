@@ -44,7 +44,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """
     parser = argparse.ArgumentParser(
         prog="labeldp",
-        description="Train models whose labels are private (label differential privacy); inputs are public.")
+        description="Train models whose labels are private (label differential privacy); inputs are public.",
+    )
     parser.add_argument("--version", action="version", version=f"labeldp {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
@@ -90,15 +91,20 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if runtime.requested() and args.command != "train":
-            raise ConfigError(f"`labeldp {args.command}` runs in one process; under torchrun only `labeldp train` "
-                              "runs (data-parallel)")
+            raise ConfigError(
+                f"`labeldp {args.command}` runs in one process; under torchrun only `labeldp train` "
+                "runs (data-parallel)"
+            )
         importlib.import_module(COMMANDS[args.command][0]).run(args)
     except (LabelDPError, PrivateLabelAccessError) as error:
         print(f"labeldp: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        again = (" Run the same command again to continue where it stopped."
-                 if args.command in ("train", "sweep", "tune") else "")
+        again = (
+            " Run the same command again to continue where it stopped."
+            if args.command in ("train", "sweep", "tune")
+            else ""
+        )
         print(f"\nlabeldp: interrupted.{again}", file=sys.stderr)
         return 130
     return 0

@@ -8,31 +8,50 @@ from pathlib import Path
 
 from labeldp.config.auditing import CANARY_KINDS, DEFAULT_CONFIDENCE, DEFAULT_SHADOWS
 
-DESCRIPTION = ("Retrain RUNDIR's recipe with canaries (random-noise inputs with random labels, or training examples "
-               "given random wrong labels) in RUNDIR/audit, guess each canary's label from the model calibrated by "
-               "RUNDIR's own model, and turn the guesses into an epsilon lower bound with a Clopper-Pearson interval. "
-               "The run itself and its ledger are not touched.")
+DESCRIPTION = (
+    "Retrain RUNDIR's recipe with canaries (random-noise inputs with random labels, or training examples "
+    "given random wrong labels) in RUNDIR/audit, guess each canary's label from the model calibrated by "
+    "RUNDIR's own model, and turn the guesses into an epsilon lower bound with a Clopper-Pearson interval. "
+    "The run itself and its ledger are not touched."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUNDIR")
-    parser.add_argument("--canaries", type=int, help="number of canaries (default: 1000, or half the training set "
-                                                     "when it is smaller)")
-    parser.add_argument("--canary-kind", choices=CANARY_KINDS, default=CANARY_KINDS[0],
-                        help="mislabeled: training examples given a random wrong label; noise: extra random-noise "
-                             "inputs with random labels (default %(default)s)")
-    parser.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
-                        help="confidence of the bound (default %(default)s)")
+    parser.add_argument(
+        "--canaries", type=int, help="number of canaries (default: 1000, or half the training set when it is smaller)"
+    )
+    parser.add_argument(
+        "--canary-kind",
+        choices=CANARY_KINDS,
+        default=CANARY_KINDS[0],
+        help="mislabeled: training examples given a random wrong label; noise: extra random-noise "
+        "inputs with random labels (default %(default)s)",
+    )
+    parser.add_argument(
+        "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="confidence of the bound (default %(default)s)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed for choosing canaries (default %(default)s)")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--membership", action="store_true",
-                        help="also run membership inference (loss threshold and offline LiRA with shadow models), "
-                             "the audit for recipes that protect whole examples")
-    parser.add_argument("--targets", type=int, default=argparse.SUPPRESS,
-                        help="with --membership: targets, half of them members (default: 1000, or fewer on a small "
-                             "dataset: half the training set less one)")
-    parser.add_argument("--shadows", type=int, default=argparse.SUPPRESS,
-                        help=f"with --membership: shadow models for LiRA (default {DEFAULT_SHADOWS})")
+    parser.add_argument(
+        "--membership",
+        action="store_true",
+        help="also run membership inference (loss threshold and offline LiRA with shadow models), "
+        "the audit for recipes that protect whole examples",
+    )
+    parser.add_argument(
+        "--targets",
+        type=int,
+        default=argparse.SUPPRESS,
+        help="with --membership: targets, half of them members (default: 1000, or fewer on a small "
+        "dataset: half the training set less one)",
+    )
+    parser.add_argument(
+        "--shadows",
+        type=int,
+        default=argparse.SUPPRESS,
+        help=f"with --membership: shadow models for LiRA (default {DEFAULT_SHADOWS})",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -53,31 +72,53 @@ def run(args: argparse.Namespace) -> None:
     config = audited_config(run_dir)
     if args.membership:  # refuse what cannot run before the label audit spends its minutes
         check_membership_options(len(config_dataset(config.resolved()).y_train), targets, shadows)
-    result = audit_run(run_dir, num_canaries=args.canaries, confidence=args.confidence, seed=args.seed,
-                       device=args.device, canaries=args.canary_kind)
+    result = audit_run(
+        run_dir,
+        num_canaries=args.canaries,
+        confidence=args.confidence,
+        seed=args.seed,
+        device=args.device,
+        canaries=args.canary_kind,
+    )
     claimed = format_epsilon(result["claimed_epsilon"])
     if result["claimed_label_epsilon"] != result["claimed_epsilon"]:
         claimed += f" per example, {format_epsilon(result['claimed_label_epsilon'])} per replaced label"
-    print(f"{result['method']} on {result['dataset']}: claimed epsilon {claimed}, "
-          f"empirical epsilon lower bound {format_lower_bound(result['epsilon_lower_bound'])} "
-          f"({100 * result['confidence']:g}% confidence, {result['num_canaries']} canaries)")
+    print(
+        f"{result['method']} on {result['dataset']}: claimed epsilon {claimed}, "
+        f"empirical epsilon lower bound {format_lower_bound(result['epsilon_lower_bound'])} "
+        f"({100 * result['confidence']:g}% confidence, {result['num_canaries']} canaries)"
+    )
     for t in result["thresholds"]:
-        print(f"  answering top {100 * t['answer_fraction']:g}%: {t['correct']}/{t['answered']} correct "
-              f"-> epsilon >= {format_lower_bound(t['epsilon_lower_bound'])}")
+        print(
+            f"  answering top {100 * t['answer_fraction']:g}%: {t['correct']}/{t['answered']} correct "
+            f"-> epsilon >= {format_lower_bound(t['epsilon_lower_bound'])}"
+        )
     print(f"written: {Path(result['folder']) / 'audit.json'}")
     if args.membership:
         audited = PrivacyLedger.load(run_dir / "ledger.json")
         folder = audit_folder(run_dir, "membership", targets=targets, shadows=shadows, seed=args.seed)
-        mia = membership_audit(config, folder, num_targets=targets, num_shadows=shadows,
-                               confidence=args.confidence, seed=args.seed, device=args.device, audited_ledger=audited)
+        mia = membership_audit(
+            config,
+            folder,
+            num_targets=targets,
+            num_shadows=shadows,
+            confidence=args.confidence,
+            seed=args.seed,
+            device=args.device,
+            audited_ledger=audited,
+        )
         for name in ("loss_threshold", "lira_offline"):
             m = mia[name]
-            print(f"membership ({name}): AUC {m['auc']:.3f}, TPR at 1% FPR {m['tpr_at_fpr']['0.01']:.3f}, "
-                  f"epsilon lower bound {format_lower_bound(m['epsilon_lower_bound'])}")
+            print(
+                f"membership ({name}): AUC {m['auc']:.3f}, TPR at 1% FPR {m['tpr_at_fpr']['0.01']:.3f}, "
+                f"epsilon lower bound {format_lower_bound(m['epsilon_lower_bound'])}"
+            )
         print(f"written: {folder / 'membership.json'}")
     delta = result["spent"]["delta"]
     total = folder_epsilon(run_dir, delta)
-    print(f"The audit trained on the run's labels again, with noise of its own (each audit's ledger: "
-          f"audit_ledger.json in its folder). Everything in {run_dir} together is epsilon "
-          f"{format_epsilon(None if math.isinf(total) else total)}; the run alone is epsilon "
-          f"{format_epsilon(result['claimed_epsilon'])}. Delete {run_dir / 'audit'} before you share the run folder.")
+    print(
+        f"The audit trained on the run's labels again, with noise of its own (each audit's ledger: "
+        f"audit_ledger.json in its folder). Everything in {run_dir} together is epsilon "
+        f"{format_epsilon(None if math.isinf(total) else total)}; the run alone is epsilon "
+        f"{format_epsilon(result['claimed_epsilon'])}. Delete {run_dir / 'audit'} before you share the run folder."
+    )

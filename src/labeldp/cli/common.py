@@ -11,28 +11,40 @@ from labeldp.errors import ConfigError
 from labeldp.options import add_dataclass_arguments, dataclass_from_args, flag_of, typed_options
 
 #: titles of the argument groups generated from RunConfig's nested settings
-OPTION_GROUPS = {"train": ("training (per stage)", None),
-                 "dpsgd": ("dp-sgd", "options of --method dp-sgd (--batch-size is the expected Poisson batch size)"),
-                 "pate": ("pate", "options of --method pate (the training options are the student's)")}
+OPTION_GROUPS = {
+    "train": ("training (per stage)", None),
+    "dpsgd": ("dp-sgd", "options of --method dp-sgd (--batch-size is the expected Poisson batch size)"),
+    "pate": ("pate", "options of --method pate (the training options are the student's)"),
+}
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of every RunConfig option, and --recipes, --device, --threads, --quiet."""
-    parser.add_argument("--recipes", metavar="FILE", help="Python file to execute first: it registers profiles, methods or datasets of your own")
+    parser.add_argument(
+        "--recipes",
+        metavar="FILE",
+        help="Python file to execute first: it registers profiles, methods or datasets of your own",
+    )
     add_dataclass_arguments(parser, RunConfig, OPTION_GROUPS)
-    parser.add_argument("--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 "
-                                                         "(default %(default)s)")
-    parser.add_argument("--threads", type=int, help="CPU threads of torch (default: 1 for tables, whose small models "
-                                                    "run faster on one, else every core; at most OMP_NUM_THREADS "
-                                                    "where it is set)")
+    parser.add_argument(
+        "--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 (default %(default)s)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads of torch (default: 1 for tables, whose small models "
+        "run faster on one, else every core; at most OMP_NUM_THREADS "
+        "where it is set)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
 
 
 def recipe_options() -> set[str]:
     """The options a recipe sets: ``model`` and the fields of the training, DP-SGD and PATE settings."""
     defaults = RunConfig()
-    return {"model"} | {field.name for section in ("train", "dpsgd", "pate")
-                        for field in dataclasses.fields(getattr(defaults, section))}
+    return {"model"} | {
+        field.name for section in ("train", "dpsgd", "pate") for field in dataclasses.fields(getattr(defaults, section))
+    }
 
 
 def config_with_recipe(args: argparse.Namespace) -> RunConfig:
@@ -47,12 +59,16 @@ def config_with_recipe(args: argparse.Namespace) -> RunConfig:
     recipe = recipe_for(config.dataset, config.method)
     if recipe is None:
         if not args.quiet:
-            print(f"no tuned recipe for {config.method} on {config.dataset}: the library's defaults"
-                  f"{' with ' + flags if flags else ''}")
+            print(
+                f"no tuned recipe for {config.method} on {config.dataset}: the library's defaults"
+                f"{' with ' + flags if flags else ''}"
+            )
         return config
     if not args.quiet:
-        print(f"recipe for {config.method} on {config.dataset}: {recipe.describe()}"
-              f"{' (' + recipe.source + ')' if recipe.source else ''}{'; with your ' + flags if flags else ''}")
+        print(
+            f"recipe for {config.method} on {config.dataset}: {recipe.describe()}"
+            f"{' (' + recipe.source + ')' if recipe.source else ''}{'; with your ' + flags if flags else ''}"
+        )
     return with_recipe(config, recipe, keep=given)
 
 

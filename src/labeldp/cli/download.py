@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-DESCRIPTION = ("Fetch a dataset's standard files into --data-dir. MovieLens 100K comes from GroupLens under its "
-               "research-only licence (read its README; do not redistribute it).")
+DESCRIPTION = (
+    "Fetch a dataset's standard files into --data-dir. MovieLens 100K comes from GroupLens under its "
+    "research-only licence (read its README; do not redistribute it)."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

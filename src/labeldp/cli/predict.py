@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-DESCRIPTION = ("Score the rows of a table with the model of RUNDIR and its fitted preprocessing; write the probability "
-               "of each class and the predicted class per row (CSV or Parquet, by --out's suffix). Predictions are "
-               "post-processing: they cost no privacy.")
+DESCRIPTION = (
+    "Score the rows of a table with the model of RUNDIR and its fitted preprocessing; write the probability "
+    "of each class and the predicted class per row (CSV or Parquet, by --out's suffix). Predictions are "
+    "post-processing: they cost no privacy."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

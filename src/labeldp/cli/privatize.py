@@ -7,39 +7,74 @@ from pathlib import Path
 
 from labeldp.config.release import DEFAULT_BATCH_ROWS
 
-DESCRIPTION = ("Release the label column of a Parquet or CSV table (a file or a folder of files), streamed in blocks, by "
-               "randomized response or, with a prior, RR-with-prior: epsilon-label-DP per row, once. OUT (a new folder) "
-               "receives labels.parquet (the id column, released_label, k), release.json (classes, mechanism, epsilon, "
-               "noise channel, noise source, the ledger's epsilon) and ledger.json. Training on the release, any number "
-               "of times, costs no more privacy. An existing OUT is never overwritten.")
+DESCRIPTION = (
+    "Release the label column of a Parquet or CSV table (a file or a folder of files), streamed in blocks, by "
+    "randomized response or, with a prior, RR-with-prior: epsilon-label-DP per row, once. OUT (a new folder) "
+    "receives labels.parquet (the id column, released_label, k), release.json (classes, mechanism, epsilon, "
+    "noise channel, noise source, the ledger's epsilon) and ledger.json. Training on the release, any number "
+    "of times, costs no more privacy. An existing OUT is never overwritten."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--table", required=True, metavar="PATH",
-                           help="Parquet or CSV file, or a folder of them (read in sorted order)")
+    parser.add_argument(
+        "--table", required=True, metavar="PATH", help="Parquet or CSV file, or a folder of them (read in sorted order)"
+    )
     parser.add_argument("--label-column", required=True, metavar="COL", help="the private labels")
-    parser.add_argument("--id-column", required=True, metavar="COL",
-                           help="a public row identifier, one distinct value per row, written next to each "
-                                "released label (a duplicated id is an error before anything is released)")
-    parser.add_argument("--classes", required=True, nargs="+", metavar="VALUE",
-                           help="the label values, in order (the label domain is public and must be declared; a "
-                                "label outside it is an error before anything is released)")
+    parser.add_argument(
+        "--id-column",
+        required=True,
+        metavar="COL",
+        help="a public row identifier, one distinct value per row, written next to each "
+        "released label (a duplicated id is an error before anything is released)",
+    )
+    parser.add_argument(
+        "--classes",
+        required=True,
+        nargs="+",
+        metavar="VALUE",
+        help="the label values, in order (the label domain is public and must be declared; a "
+        "label outside it is an error before anything is released)",
+    )
     parser.add_argument("--epsilon", required=True, type=float, help="privacy budget of each label (> 0)")
     prior = parser.add_mutually_exclusive_group()
-    prior.add_argument("--prior-columns", nargs="+", metavar="COL",
-                       help="RR-with-prior: one prior column per class, in the classes' order; each row's prior "
-                            "must not depend on its own label")
-    prior.add_argument("--prior", nargs="+", type=float, metavar="P",
-                       help="RR-with-prior with one prior shared by every row: a probability per class")
-    parser.add_argument("--write-channel", action="store_true",
-                           help="also write each row's noise channel, channel_j = Pr[released label | class j]")
-    parser.add_argument("--batch-rows", type=int, default=DEFAULT_BATCH_ROWS,
-                           help="rows drawn and written at a time; they bound the memory (default %(default)s)")
+    prior.add_argument(
+        "--prior-columns",
+        nargs="+",
+        metavar="COL",
+        help="RR-with-prior: one prior column per class, in the classes' order; each row's prior "
+        "must not depend on its own label",
+    )
+    prior.add_argument(
+        "--prior",
+        nargs="+",
+        type=float,
+        metavar="P",
+        help="RR-with-prior with one prior shared by every row: a probability per class",
+    )
+    parser.add_argument(
+        "--write-channel",
+        action="store_true",
+        help="also write each row's noise channel, channel_j = Pr[released label | class j]",
+    )
+    parser.add_argument(
+        "--batch-rows",
+        type=int,
+        default=DEFAULT_BATCH_ROWS,
+        help="rows drawn and written at a time; they bound the memory (default %(default)s)",
+    )
     noise = parser.add_mutually_exclusive_group()
-    noise.add_argument("--secure-rng", action="store_true",
-                       help="draw the noise from ChaCha20 keyed from the OS (a cryptographically secure generator)")
-    noise.add_argument("--insecure-noise-seed", type=int, metavar="SEED",
-                       help="reproducible noise for tests: NOT PRIVATE (the seed is written in release.json)")
+    noise.add_argument(
+        "--secure-rng",
+        action="store_true",
+        help="draw the noise from ChaCha20 keyed from the OS (a cryptographically secure generator)",
+    )
+    noise.add_argument(
+        "--insecure-noise-seed",
+        type=int,
+        metavar="SEED",
+        help="reproducible noise for tests: NOT PRIVATE (the seed is written in release.json)",
+    )
     parser.add_argument("--out", required=True, help="the release folder to create")
 
 
@@ -49,17 +84,32 @@ def run(args: argparse.Namespace) -> None:
     from labeldp.randomness import NoiseSource
 
     noise = NoiseSource(secure=args.secure_rng, insecure_seed=args.insecure_noise_seed)
-    sidecar = privatize_table(args.table, args.out, label_column=args.label_column, id_column=args.id_column,
-                              classes=args.classes, epsilon=args.epsilon, prior_columns=args.prior_columns,
-                              prior=args.prior, write_channel=args.write_channel, batch_rows=args.batch_rows,
-                              noise=noise)
+    sidecar = privatize_table(
+        args.table,
+        args.out,
+        label_column=args.label_column,
+        id_column=args.id_column,
+        classes=args.classes,
+        epsilon=args.epsilon,
+        prior_columns=args.prior_columns,
+        prior=args.prior,
+        write_channel=args.write_channel,
+        batch_rows=args.batch_rows,
+        noise=noise,
+    )
     rows, seconds = sidecar["rows"], sidecar["seconds"]
     mechanism = {"randomized-response": "randomized response", "rr-with-prior": "RR-with-prior"}[sidecar["mechanism"]]
-    print(f"released {rows:,} labels of {args.label_column!r} by {mechanism} (K={len(sidecar['classes'])}, epsilon "
-          f"{sidecar['epsilon']:g}; the ledger's epsilon {format_epsilon(sidecar['ledger']['epsilon'])}) in "
-          f"{seconds:.1f} s ({rows / seconds:,.0f} labels/s)")
-    columns = [c for c in (sidecar["columns"]["id"], sidecar["columns"]["released_label"], sidecar["columns"]["k"]) if c]
-    print(f"written: {Path(args.out) / 'labels.parquet'} ({', '.join(columns + sidecar['columns']['channel'])}), "
-          f"{Path(args.out) / 'release.json'}, {Path(args.out) / 'ledger.json'}")
+    print(
+        f"released {rows:,} labels of {args.label_column!r} by {mechanism} (K={len(sidecar['classes'])}, epsilon "
+        f"{sidecar['epsilon']:g}; the ledger's epsilon {format_epsilon(sidecar['ledger']['epsilon'])}) in "
+        f"{seconds:.1f} s ({rows / seconds:,.0f} labels/s)"
+    )
+    columns = [
+        c for c in (sidecar["columns"]["id"], sidecar["columns"]["released_label"], sidecar["columns"]["k"]) if c
+    ]
+    print(
+        f"written: {Path(args.out) / 'labels.parquet'} ({', '.join(columns + sidecar['columns']['channel'])}), "
+        f"{Path(args.out) / 'release.json'}, {Path(args.out) / 'ledger.json'}"
+    )
     if not sidecar["noise"]["private"]:
         print(f"NOT PRIVATE: the noise is {sidecar['noise']['description']}")

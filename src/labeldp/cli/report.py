@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-DESCRIPTION = ("Print mean ± std of a test metric by method and epsilon from DIR/results.csv and write "
-               "DIR/privacy_utility.png.")
+DESCRIPTION = (
+    "Print mean ± std of a test metric by method and epsilon from DIR/results.csv and write DIR/privacy_utility.png."
+)
 #: the metrics a report can show (labeldp.experiments.report.METRICS' keys)
 METRIC_NAMES = ("accuracy", "auc", "log-loss", "rmse", "mse", "mae")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", metavar="DIR")
-    parser.add_argument("--metric", choices=METRIC_NAMES,
-                        help="what the table and the plot show (auc: two classes; default: accuracy, or rmse for "
-                             "numeric labels)")
+    parser.add_argument(
+        "--metric",
+        choices=METRIC_NAMES,
+        help="what the table and the plot show (auc: two classes; default: accuracy, or rmse for numeric labels)",
+    )
 
 
 def print_report(folder: str, metric: str | None) -> None:

@@ -9,8 +9,10 @@ from labeldp.evaluation import describe_test_metrics
 def print_summary(summary: dict) -> None:
     """One line: the method, the dataset, the test metrics, the ledger's epsilon, the time; NOT PRIVATE
     where the noise can be regenerated."""
-    print(f"{summary['method']} on {summary['dataset']}: {describe_test_metrics(summary)}  "
-          f"epsilon {format_epsilon(summary['epsilon'])} (delta {summary['delta']:g}, "
-          f"{summary['neighboring_relation']})  {summary['seconds']:.1f}s")
+    print(
+        f"{summary['method']} on {summary['dataset']}: {describe_test_metrics(summary)}  "
+        f"epsilon {format_epsilon(summary['epsilon'])} (delta {summary['delta']:g}, "
+        f"{summary['neighboring_relation']})  {summary['seconds']:.1f}s"
+    )
     if not summary.get("noise_private", True):
         print(f"NOT PRIVATE: the noise is {summary['noise']}")

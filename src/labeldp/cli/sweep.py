@@ -5,21 +5,32 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-DESCRIPTION = ("Run every matching profile, or every combination of a grid, into OUT/<key>/. Finished runs are skipped, "
-               "unfinished ones resume, a failed run is recorded and the others go on. Writes OUT/results.csv, prints "
-               "the report and writes OUT/privacy_utility.png.")
+DESCRIPTION = (
+    "Run every matching profile, or every combination of a grid, into OUT/<key>/. Finished runs are skipped, "
+    "unfinished ones resume, a failed run is recorded and the others go on. Writes OUT/results.csv, prints "
+    "the report and writes OUT/privacy_utility.png."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     chosen = parser.add_mutually_exclusive_group(required=True)
-    chosen.add_argument("--profiles", metavar="PREFIX",
-                        help="run the profiles whose key starts with PREFIX (a regular expression matched from the "
-                             "start of the keys)")
-    chosen.add_argument("--grid", nargs="+", metavar="NAME=V1,V2",
-                        help="e.g. method=lp-1st,lp-2st epsilon=1,2,4 seed=0,1 (options of the run, its training, "
-                             "DP-SGD or PATE)")
+    chosen.add_argument(
+        "--profiles",
+        metavar="PREFIX",
+        help="run the profiles whose key starts with PREFIX (a regular expression matched from the start of the keys)",
+    )
+    chosen.add_argument(
+        "--grid",
+        nargs="+",
+        metavar="NAME=V1,V2",
+        help="e.g. method=lp-1st,lp-2st epsilon=1,2,4 seed=0,1 (options of the run, its training, DP-SGD or PATE)",
+    )
     parser.add_argument("--base", metavar="KEY", help="profile whose recipe the --grid starts from")
-    parser.add_argument("--recipes", metavar="FILE", help="Python file to execute first: it registers profiles, methods or datasets of your own")
+    parser.add_argument(
+        "--recipes",
+        metavar="FILE",
+        help="Python file to execute first: it registers profiles, methods or datasets of your own",
+    )
     parser.add_argument("--workers", type=int, default=1, help="parallel worker processes (default %(default)s)")
     parser.add_argument("--data-dir", help="data folder for every run whose dataset reads one (MNIST family, CIFAR)")
     parser.add_argument("--device", default="auto", help="torch device for every run (default %(default)s)")
@@ -42,8 +53,9 @@ def run(args: argparse.Namespace) -> None:
             raise ConfigError(f"no profile matches {args.profiles!r}; see `labeldp profiles`")
     else:
         jobs = grid_jobs(parse_assignments(args.grid), get_profile(args.base).config if args.base else None)
-    rows = run_sweep(jobs, args.out, workers=args.workers, device=args.device, data_dir=args.data_dir,
-                     progress=not args.quiet)
+    rows = run_sweep(
+        jobs, args.out, workers=args.workers, device=args.device, data_dir=args.data_dir, progress=not args.quiet
+    )
     done = sum(r["status"] == "done" for r in rows)
     print(f"{done}/{len(rows)} runs finished; results in {Path(args.out) / 'results.csv'}\n")
     print_report(args.out, None)

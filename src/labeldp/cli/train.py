@@ -6,18 +6,23 @@ import argparse
 
 from labeldp.cli.common import add_run_arguments, config_with_recipe, set_threads
 
-DESCRIPTION = ("Train one model with label DP. The run directory receives config.json, ledger.json, the noisy labels "
-               "of each stage, metrics.jsonl and summary.json. Running the same command again resumes an interrupted "
-               "run without drawing new noisy labels. Every option you type is used as typed; the others take the "
-               "dataset's recipe for the method where there is one, else the library's defaults.")
+DESCRIPTION = (
+    "Train one model with label DP. The run directory receives config.json, ledger.json, the noisy labels "
+    "of each stage, metrics.jsonl and summary.json. Running the same command again resumes an interrupted "
+    "run without drawing new noisy labels. Every option you type is used as typed; the others take the "
+    "dataset's recipe for the method where there is one, else the library's defaults."
+)
 #: the options that apply on top of --profile
 PROFILE_OPTIONS = {"data_dir"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", metavar="KEY",
-                        help="run a named recipe (see `labeldp profiles`); only --data-dir, --device, --threads and "
-                             "--quiet apply on top of it, other options are refused")
+    parser.add_argument(
+        "--profile",
+        metavar="KEY",
+        help="run a named recipe (see `labeldp profiles`); only --data-dir, --device, --threads and "
+        "--quiet apply on top of it, other options are refused",
+    )
     add_run_arguments(parser)
     parser.add_argument("--out", required=True, help="run directory (created, or resumed if it exists)")
 
@@ -37,9 +42,11 @@ def run(args: argparse.Namespace) -> None:
         ignored = sorted(flag_of(RunConfig, name) for name in typed_options(args, RunConfig) - PROFILE_OPTIONS)
         if ignored:
             flags = ", ".join(ignored)
-            raise ConfigError(f"--profile runs its recipe as registered; {flags} would not apply to it (only "
-                              "--data-dir, --device, --threads and --quiet do). For other settings use "
-                              "`labeldp sweep --base PROFILE --grid NAME=VALUE` or register a recipe (--recipes)")
+            raise ConfigError(
+                f"--profile runs its recipe as registered; {flags} would not apply to it (only "
+                "--data-dir, --device, --threads and --quiet do). For other settings use "
+                "`labeldp sweep --base PROFILE --grid NAME=VALUE` or register a recipe (--recipes)"
+            )
         config = get_profile(args.profile).config.with_overrides(data_dir=getattr(args, "data_dir", None))
     else:
         config = config_with_recipe(args)

@@ -8,43 +8,68 @@ from pathlib import Path
 from labeldp.cli.common import add_run_arguments, config_with_recipe, set_threads
 from labeldp.config.tuning import DEFAULT_HOLDOUT, SELECTION_DEFAULTS
 
-DESCRIPTION = ("Release the labels once (one ledger entry per release, as one run), train a candidate for every "
-               "combination of --grid on the released labels of most training examples, score each on the held-out "
-               "rest's released labels by an estimate of its clean accuracy from their noise channel (never the true "
-               "labels, never the test set), then train the best on every released label. OUT is the final run's "
-               "folder (its ledger: one run's releases) with tune.json, tune.csv and candidates/. lp-1st and alibi: "
-               "every training option. lp-2st and lp-mst: their training options are chosen on the first stage's "
-               "release (each candidate's first-stage model is scored), and the later releases are drawn once, by the "
-               "final run; what acts only after lp-2st's second release (reuse-labels, warm-start) in a tune of its "
-               "own. dp-sgd: private selection. Anything else that a release depends on is refused before anything "
-               "is spent.")
+DESCRIPTION = (
+    "Release the labels once (one ledger entry per release, as one run), train a candidate for every "
+    "combination of --grid on the released labels of most training examples, score each on the held-out "
+    "rest's released labels by an estimate of its clean accuracy from their noise channel (never the true "
+    "labels, never the test set), then train the best on every released label. OUT is the final run's "
+    "folder (its ledger: one run's releases) with tune.json, tune.csv and candidates/. lp-1st and alibi: "
+    "every training option. lp-2st and lp-mst: their training options are chosen on the first stage's "
+    "release (each candidate's first-stage model is scored), and the later releases are drawn once, by the "
+    "final run; what acts only after lp-2st's second release (reuse-labels, warm-start) in a tune of its "
+    "own. dp-sgd: private selection. Anything else that a release depends on is refused before anything "
+    "is spent."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser)
     searched = parser.add_mutually_exclusive_group(required=True)
-    searched.add_argument("--grid", nargs="+", metavar="NAME=V1,V2",
-                          help="the candidates, as labeldp sweep --grid takes them: e.g. lr=0.01,0.03 epochs=10,20 "
-                               "(options of the run, its training or DP-SGD); every combination is one candidate")
-    searched.add_argument("--grid-file", metavar="FILE",
-                          help="JSON or YAML mapping of each option to its values, e.g. {lr: [0.01, 0.03]}")
-    parser.add_argument("--trials", type=int, metavar="N",
-                        help="random search: N of the grid's combinations, drawn from --seed (default: all of them)")
-    parser.add_argument("--holdout", type=float, default=DEFAULT_HOLDOUT,
-                        help="fraction of the training examples (of the first stage's, where the options are chosen "
-                             "on it) whose released labels score the candidates (chosen from --seed; dp-sgd: each "
-                             "example is held out with this probability, by a coin of its own; default %(default)s)")
-    selection = parser.add_argument_group("dp-sgd: private selection", "a secret random number of DP-SGD trials, each "
-                                          "with a candidate drawn at random and scored by a noisy held-out count; "
-                                          "only the best leaves (RepeatAndSelectDpEvent)")
-    selection.add_argument("--selection-mean", type=float,
-                           help=f"mean number of trials (default {SELECTION_DEFAULTS['mean']:g})")
-    selection.add_argument("--selection-shape", type=float,
-                           help="distribution of the number of trials: 1 geometric (default), inf Poisson, else "
-                                "truncated negative binomial")
-    selection.add_argument("--score-noise", type=float,
-                           help="standard deviation of the noise on each trial's held-out count of correct "
-                                f"predictions (default {SELECTION_DEFAULTS['score_noise']:g})")
+    searched.add_argument(
+        "--grid",
+        nargs="+",
+        metavar="NAME=V1,V2",
+        help="the candidates, as labeldp sweep --grid takes them: e.g. lr=0.01,0.03 epochs=10,20 "
+        "(options of the run, its training or DP-SGD); every combination is one candidate",
+    )
+    searched.add_argument(
+        "--grid-file", metavar="FILE", help="JSON or YAML mapping of each option to its values, e.g. {lr: [0.01, 0.03]}"
+    )
+    parser.add_argument(
+        "--trials",
+        type=int,
+        metavar="N",
+        help="random search: N of the grid's combinations, drawn from --seed (default: all of them)",
+    )
+    parser.add_argument(
+        "--holdout",
+        type=float,
+        default=DEFAULT_HOLDOUT,
+        help="fraction of the training examples (of the first stage's, where the options are chosen "
+        "on it) whose released labels score the candidates (chosen from --seed; dp-sgd: each "
+        "example is held out with this probability, by a coin of its own; default %(default)s)",
+    )
+    selection = parser.add_argument_group(
+        "dp-sgd: private selection",
+        "a secret random number of DP-SGD trials, each "
+        "with a candidate drawn at random and scored by a noisy held-out count; "
+        "only the best leaves (RepeatAndSelectDpEvent)",
+    )
+    selection.add_argument(
+        "--selection-mean", type=float, help=f"mean number of trials (default {SELECTION_DEFAULTS['mean']:g})"
+    )
+    selection.add_argument(
+        "--selection-shape",
+        type=float,
+        help="distribution of the number of trials: 1 geometric (default), inf Poisson, else "
+        "truncated negative binomial",
+    )
+    selection.add_argument(
+        "--score-noise",
+        type=float,
+        help="standard deviation of the noise on each trial's held-out count of correct "
+        f"predictions (default {SELECTION_DEFAULTS['score_noise']:g})",
+    )
     parser.add_argument("--out", required=True, help="tune folder (the final run's folder; resumed if it exists)")
 
 
@@ -72,10 +97,25 @@ def run(args: argparse.Namespace) -> None:
     grid = parse_assignments(args.grid) if args.grid else read_grid_file(args.grid_file)
     config = config_with_recipe(args)
     set_threads(args, config.dataset)
-    selection = {name: value for name, value in (("mean", args.selection_mean), ("shape", args.selection_shape),
-                                                 ("score_noise", args.score_noise)) if value is not None}
-    outcome = tune(config, grid, args.out, holdout=args.holdout, trials=args.trials, device=args.device,
-                   progress=not args.quiet, selection=selection)
+    selection = {
+        name: value
+        for name, value in (
+            ("mean", args.selection_mean),
+            ("shape", args.selection_shape),
+            ("score_noise", args.score_noise),
+        )
+        if value is not None
+    }
+    outcome = tune(
+        config,
+        grid,
+        args.out,
+        holdout=args.holdout,
+        trials=args.trials,
+        device=args.device,
+        progress=not args.quiet,
+        selection=selection,
+    )
     print(format_tune(outcome))
     tables = "tune.json" if outcome.get("search") == "private selection" else "tune.json, tune.csv"
     print(f"tune folder: {args.out} ({tables}; the final run's summary.json and ledger.json)")

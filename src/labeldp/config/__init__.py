@@ -9,9 +9,12 @@ option's default and command-line help stated once, in its dataclass field (:fun
 
 from labeldp._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "DPSGDConfig": "labeldp.config.dpsgd",
-    "PATEConfig": "labeldp.config.pate",
-    "RunConfig": "labeldp.config.run",
-    "TrainConfig": "labeldp.config.train",
-})
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "DPSGDConfig": "labeldp.config.dpsgd",
+        "PATEConfig": "labeldp.config.pate",
+        "RunConfig": "labeldp.config.run",
+        "TrainConfig": "labeldp.config.train",
+    },
+)

@@ -21,12 +21,14 @@ class DPSGDConfig:
     """
 
     max_grad_norm: float = option(1.0, help="per-example clipping bound C")
-    noise_multiplier: float | None = option(None, help="sigma (noise std / C); default: the smallest that meets "
-                                                       "--epsilon and --delta (a given one that spends more is refused)")
+    noise_multiplier: float | None = option(
+        None,
+        help="sigma (noise std / C); default: the smallest that meets "
+        "--epsilon and --delta (a given one that spends more is refused)",
+    )
     augmult: int = option(1, help="augmentations per example averaged before clipping")
     ema_decay: float = option(0.999, help="decay of the parameter EMA used for evaluation; 0 turns it off")
-    physical_batch_size: int | None = option(512, help="examples per forward/backward pass; bounds memory, same "
-                                                       "result")
+    physical_batch_size: int | None = option(512, help="examples per forward/backward pass; bounds memory, same result")
     clipping: str = option("auto", choices=CLIPPING_METHODS, help="per-example gradient path")
 
     def __post_init__(self) -> None:

@@ -11,7 +11,8 @@ tuple as ``0.3:0.7``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from labeldp.config.run import RunConfig
 from labeldp.errors import ConfigError
@@ -31,7 +32,7 @@ def _fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
                 found[inner.name] = (field.name, inner)
         else:
             found[field.name] = (None, field)
-    for name, (section, field) in list(found.items()):
+    for section, field in list(found.values()):
         flag = field.metadata.get("flag")
         if flag:
             found.setdefault(flag.lstrip("-").replace("-", "_"), (section, field))
@@ -50,8 +51,10 @@ def resolve_name(name: str) -> tuple[str | None, str]:
     fields = _fields()
     key = name.replace("-", "_")
     if key not in fields:
-        raise ConfigError(f"unknown option {name!r}; use a field of the run, training, DP-SGD or PATE settings "
-                          "(e.g. epsilon, lr, epochs, max-grad-norm)")
+        raise ConfigError(
+            f"unknown option {name!r}; use a field of the run, training, DP-SGD or PATE settings "
+            "(e.g. epsilon, lr, epochs, max-grad-norm)"
+        )
     section, field = fields[key]
     return section, field.name
 
@@ -65,8 +68,11 @@ def parse_value(name: str, text: str) -> Any:
         When ``text`` is not a value of the field's type.
     """
     section, field_name = resolve_name(name)
-    field = next(f for f in dataclasses.fields(RunConfig if section is None else type(getattr(RunConfig(), section)))
-                 if f.name == field_name)
+    field = next(
+        f
+        for f in dataclasses.fields(RunConfig if section is None else type(getattr(RunConfig(), section)))
+        if f.name == field_name
+    )
     annotation = str(field.type)
     if annotation == "bool":
         if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
@@ -90,8 +96,9 @@ def apply_overrides(config: RunConfig, overrides: Mapping[str, Any]) -> RunConfi
         section, field_name = resolve_name(name)
         value = parse_value(name, value) if isinstance(value, str) else value
         (top if section is None else nested[section])[field_name] = value
-    sections = {section: dataclasses.replace(getattr(config, section), **values)
-                for section, values in nested.items() if values}
+    sections = {
+        section: dataclasses.replace(getattr(config, section), **values) for section, values in nested.items() if values
+    }
     try:
         return dataclasses.replace(config, **top, **sections)
     except TypeError as error:

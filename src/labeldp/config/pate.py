@@ -24,12 +24,17 @@ class PATEConfig:
     """
 
     teachers: int = option(250, help="teachers, each on its own part of the data")
-    queries: int | None = option(None, help="public inputs the teachers vote on (default: as many as the budget "
-                                            "pays for at --vote-noise)")
-    aggregator: str = option("gnmax", choices=AGGREGATORS, help="confident: answer only queries whose noisy top "
-                                                                "vote reaches --threshold")
-    noise_std: float | None = option(None, flag="--vote-noise", help="GNMax noise std in votes (default: teachers "
-                                                                     "/ 4, or the smallest that pays for --queries)")
+    queries: int | None = option(
+        None, help="public inputs the teachers vote on (default: as many as the budget pays for at --vote-noise)"
+    )
+    aggregator: str = option(
+        "gnmax", choices=AGGREGATORS, help="confident: answer only queries whose noisy top vote reaches --threshold"
+    )
+    noise_std: float | None = option(
+        None,
+        flag="--vote-noise",
+        help="GNMax noise std in votes (default: teachers / 4, or the smallest that pays for --queries)",
+    )
     threshold: float = option(0.6, help="confident GNMax's threshold, a fraction of the teachers")
     threshold_noise_ratio: float = option(2.0, help="threshold check noise / vote noise")
     teacher_epochs: int = option(20, help="epochs of each teacher")
@@ -75,16 +80,20 @@ class PATEConfig:
         if self.queries is not None and self.noise_std is not None:
             spent = pate_epsilon(self.queries, self.noise_std, delta, None if ratio is None else ratio * self.noise_std)
             if spent > epsilon:
-                raise BudgetError(f"{self.queries} queries at vote noise {self.noise_std:g} cost epsilon "
-                                 f"{spent:.4g} > {epsilon:g}; give fewer queries or more noise")
+                raise BudgetError(
+                    f"{self.queries} queries at vote noise {self.noise_std:g} cost epsilon "
+                    f"{spent:.4g} > {epsilon:g}; give fewer queries or more noise"
+                )
             return self.queries, self.noise_std
         if self.queries is not None:
             return self.queries, calibrate_vote_noise(epsilon, delta, self.queries, ratio)
         noise_std = self.noise_std if self.noise_std is not None else self.teachers / 4
         queries = max_queries(epsilon, delta, noise_std, ratio)
         if queries == 0:
-            raise BudgetError(f"epsilon {epsilon:g} at delta {delta:g} does not pay for one query at vote noise "
-                             f"{noise_std:g}; use more teachers, a larger epsilon or give --queries")
+            raise BudgetError(
+                f"epsilon {epsilon:g} at delta {delta:g} does not pay for one query at vote noise "
+                f"{noise_std:g}; use more teachers, a larger epsilon or give --queries"
+            )
         if queries > num_train:
             return num_train, calibrate_vote_noise(epsilon, delta, num_train, ratio)
         return queries, noise_std

@@ -45,95 +45,160 @@ CLUSTERING_OPTIONS = ("encoder", "clusters")
 class RunConfig:
     """Everything needed to repeat a run. Written to ``config.json``."""
 
-    dataset: str = option("digits", choices=dataset_names,
-                          help="digits is embedded; the MNIST family and CIFAR read --data-dir; csv reads --table")
+    dataset: str = option(
+        "digits",
+        choices=dataset_names,
+        help="digits is embedded; the MNIST family and CIFAR read --data-dir; csv reads --table",
+    )
     data_dir: str | None = option(None, help="folder with the dataset's standard files")
     table: str | None = option(None, help="CSV or Parquet file (dataset csv)")
     label_column: str = option("label", help="label column of --table")
-    test_table: str | None = option(None, help="separate test table, public (default: 20% of --table's rows, whose "
-                                               "labels are private: see --test-labels)")
-    features: tuple[str, ...] | None = option(None, metavar="COLUMN",
-                                              help="dataset csv: the feature columns (default: every column but the "
-                                                   "label, --drop and --id-column)")
-    drop: tuple[str, ...] | None = option(None, metavar="COLUMN",
-                                          help="dataset csv: columns that are not features (another outcome, a "
-                                               "leak of the label)")
-    id_column: str | None = option(None, help="dataset csv: a row identifier, never a feature (labeldp predict "
-                                              "writes it beside the scores)")
-    classes: tuple[str, ...] | None = option(None, metavar="VALUE",
-                                             help="dataset csv: the label values, in order (the label domain is "
-                                                  "public and must be declared; a training label outside it is an "
-                                                  "error)")
-    label_range: tuple[float, ...] | None = option(None, metavar="BOUND",
-                                                   help="dataset csv with a numeric label: LOW HIGH, the public "
-                                                        "range it is clipped to (declared, never read off the "
-                                                        "labels); makes the task a regression")
-    label_grid: int | None = option(None, help="grid points over --label-range that the labels are snapped to "
-                                               f"(default {DEFAULT_GRID_SIZE})")
-    test_labels: str = option("released", choices=TEST_LABELS,
-                              help="test rows held out of the private label column (a table without --test-table, "
-                                   "MovieLens's split): released (their labels are released once at --epsilon, as "
-                                   "the training labels are, and the test metrics are estimated from that release, "
-                                   "with standard errors), public (exact metrics on their true labels, which the "
-                                   "epsilon does NOT cover: for comparisons with published figures; the summary "
-                                   "says so) or none (no test metrics). A public test set (--test-table, MNIST's) "
-                                   "is measured exactly")
-    method: str = option("lp-2st", choices=method_names,
-                         help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
-                              "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
-                              "alibi: Laplace noise on the one-hot label; pate: teachers on disjoint parts of the data "
-                              "vote, noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
-                              "private); for numeric labels also rr-on-bins (RR over the optimal bins of a noisy "
-                              "histogram prior), rr-on-bins-mst (later stages' prior from the model) and "
-                              "laplace-regression (Laplace noise on the clipped value)")
+    test_table: str | None = option(
+        None,
+        help="separate test table, public (default: 20% of --table's rows, whose "
+        "labels are private: see --test-labels)",
+    )
+    features: tuple[str, ...] | None = option(
+        None,
+        metavar="COLUMN",
+        help="dataset csv: the feature columns (default: every column but the label, --drop and --id-column)",
+    )
+    drop: tuple[str, ...] | None = option(
+        None, metavar="COLUMN", help="dataset csv: columns that are not features (another outcome, a leak of the label)"
+    )
+    id_column: str | None = option(
+        None, help="dataset csv: a row identifier, never a feature (labeldp predict writes it beside the scores)"
+    )
+    classes: tuple[str, ...] | None = option(
+        None,
+        metavar="VALUE",
+        help="dataset csv: the label values, in order (the label domain is "
+        "public and must be declared; a training label outside it is an "
+        "error)",
+    )
+    label_range: tuple[float, ...] | None = option(
+        None,
+        metavar="BOUND",
+        help="dataset csv with a numeric label: LOW HIGH, the public "
+        "range it is clipped to (declared, never read off the "
+        "labels); makes the task a regression",
+    )
+    label_grid: int | None = option(
+        None, help=f"grid points over --label-range that the labels are snapped to (default {DEFAULT_GRID_SIZE})"
+    )
+    test_labels: str = option(
+        "released",
+        choices=TEST_LABELS,
+        help="test rows held out of the private label column (a table without --test-table, "
+        "MovieLens's split): released (their labels are released once at --epsilon, as "
+        "the training labels are, and the test metrics are estimated from that release, "
+        "with standard errors), public (exact metrics on their true labels, which the "
+        "epsilon does NOT cover: for comparisons with published figures; the summary "
+        "says so) or none (no test metrics). A public test set (--test-table, MNIST's) "
+        "is measured exactly",
+    )
+    method: str = option(
+        "lp-2st",
+        choices=method_names,
+        help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
+        "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
+        "alibi: Laplace noise on the one-hot label; pate: teachers on disjoint parts of the data "
+        "vote, noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
+        "private); for numeric labels also rr-on-bins (RR over the optimal bins of a noisy "
+        "histogram prior), rr-on-bins-mst (later stages' prior from the model) and "
+        "laplace-regression (Laplace noise on the clipped value)",
+    )
     epsilon: float | None = option(None, help="privacy budget epsilon (> 0); required for private methods")
-    delta: float | None = option(None, help=f"delta of --method pate or dp-sgd (default {DEFAULT_DELTA:g}); the other methods are "
-                                            "pure epsilon-DP", method_specific=True)
-    stages: tuple[float, ...] | None = option(None, metavar="FRACTION",
-                                              help="fractions of the training set per stage, summing to 1 (default: "
-                                                   "0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)")
-    model: str | None = option(None, choices=MODELS, help="network (default: cnn for 28x28, resnet18 for 32x32, "
-                                                          "else mlp)")
-    temperature: float = option(1.0, help="lp-2st, lp-mst: later stages' prior = softmax(logits / T)", method_specific=True)
-    prior: str | None = option(None, choices=PRIORS,
-                               help="stage-1 prior: uniform (plain RR; the default, except for rr-on-bins and "
-                                    "rr-on-bins-mst), histogram (a noisy histogram of the training labels, stage 1's "
-                                    "for rr-on-bins-mst, bought with --prior-epsilon; their default) or cluster: "
-                                    "k-means of public features of the inputs with a noisy label histogram per "
-                                    "cluster", method_specific=True)
-    prior_epsilon: float | None = option(None, help="part of --epsilon spent on the histogram of --prior cluster or "
-                                                    "histogram (default: a tenth); the label releases use the rest, "
-                                                    "so every label's total is --epsilon")
-    prior_temperature: float = option(1.0, help="cluster prior ^ (1 / T), renormalised: above 1 flatter, so "
-                                                "RR-with-prior keeps more candidate labels")
+    delta: float | None = option(
+        None,
+        help=f"delta of --method pate or dp-sgd (default {DEFAULT_DELTA:g}); the other methods are pure epsilon-DP",
+        method_specific=True,
+    )
+    stages: tuple[float, ...] | None = option(
+        None,
+        metavar="FRACTION",
+        help="fractions of the training set per stage, summing to 1 (default: "
+        "0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)",
+    )
+    model: str | None = option(
+        None, choices=MODELS, help="network (default: cnn for 28x28, resnet18 for 32x32, else mlp)"
+    )
+    temperature: float = option(
+        1.0, help="lp-2st, lp-mst: later stages' prior = softmax(logits / T)", method_specific=True
+    )
+    prior: str | None = option(
+        None,
+        choices=PRIORS,
+        help="stage-1 prior: uniform (plain RR; the default, except for rr-on-bins and "
+        "rr-on-bins-mst), histogram (a noisy histogram of the training labels, stage 1's "
+        "for rr-on-bins-mst, bought with --prior-epsilon; their default) or cluster: "
+        "k-means of public features of the inputs with a noisy label histogram per "
+        "cluster",
+        method_specific=True,
+    )
+    prior_epsilon: float | None = option(
+        None,
+        help="part of --epsilon spent on the histogram of --prior cluster or "
+        "histogram (default: a tenth); the label releases use the rest, "
+        "so every label's total is --epsilon",
+    )
+    prior_temperature: float = option(
+        1.0, help="cluster prior ^ (1 / T), renormalised: above 1 flatter, so RR-with-prior keeps more candidate labels"
+    )
     clusters: int = option(100, help="k-means clusters for --prior cluster")
-    encoder: str = option("pca", metavar="{pca,spectral,autoencoder,raw,FILE.pt2}",
-                          help="public features clustered for --prior cluster: PCA-whitened inputs, a neighbour-graph "
-                               "(spectral) embedding of them (purer clusters; its exact nearest-neighbour graph "
-                               "costs time quadratic in the examples), the codes of an autoencoder trained on the public inputs, the raw inputs, or your own encoder saved "
-                               "with torch.export.save (fitted without the private labels)")
-    combine_priors: bool = option(False, help="lp-2st, lp-mst with --prior cluster: later stages' prior is the model "
-                                              "prior times the cluster prior", method_specific=True)
-    loss: str = option("forward", choices=LOSSES,
-                       help="forward: likelihood of each noisy label through its known noise channel (the model "
-                            "learns clean posteriors); ce: plain cross-entropy on noisy labels; mse (numeric labels): "
-                            "squared error of the predicted mean against the released values; not for alibi, pate "
-                            "or dp-sgd", method_specific=True)
-    reuse_labels: bool = option(True, help="lp-2st, lp-mst: train each stage on its own noisy labels only (default: "
-                                           "earlier stages' labels too; with --loss ce only those inside the new "
-                                           "prior's top k)", method_specific=True)
+    encoder: str = option(
+        "pca",
+        metavar="{pca,spectral,autoencoder,raw,FILE.pt2}",
+        help="public features clustered for --prior cluster: PCA-whitened inputs, a neighbour-graph "
+        "(spectral) embedding of them (purer clusters; its exact nearest-neighbour graph "
+        "costs time quadratic in the examples), the codes of an autoencoder trained on the public inputs, the raw "
+        "inputs, or your own encoder saved "
+        "with torch.export.save (fitted without the private labels)",
+    )
+    combine_priors: bool = option(
+        False,
+        help="lp-2st, lp-mst with --prior cluster: later stages' prior is the model prior times the cluster prior",
+        method_specific=True,
+    )
+    loss: str = option(
+        "forward",
+        choices=LOSSES,
+        help="forward: likelihood of each noisy label through its known noise channel (the model "
+        "learns clean posteriors); ce: plain cross-entropy on noisy labels; mse (numeric labels): "
+        "squared error of the predicted mean against the released values; not for alibi, pate "
+        "or dp-sgd",
+        method_specific=True,
+    )
+    reuse_labels: bool = option(
+        True,
+        help="lp-2st, lp-mst: train each stage on its own noisy labels only (default: "
+        "earlier stages' labels too; with --loss ce only those inside the new "
+        "prior's top k)",
+        method_specific=True,
+    )
     warm_start: bool = option(True, help="lp-2st, lp-mst: train each stage's model from scratch", method_specific=True)
-    seed: int = option(0, help="seed of everything that is not private: splits, initialisation, data order, "
-                               "augmentation (never the noise)")
-    secure_rng: bool = option(False, help="draw the noise (noisy labels, histograms, PATE's vote noise, DP-SGD's "
-                                          "batches and gradient noise) from ChaCha20 keyed by the OS, a "
-                                          "cryptographically secure generator (default: generators seeded with "
-                                          "fresh OS entropy, never saved)", method_specific=True)
-    insecure_noise_seed: int | None = option(None, metavar="SEED",
-                                             help="NOT PRIVATE: derive all the noise from SEED, which config.json "
-                                                  "records, so the run can be repeated exactly (for tests and "
-                                                  "debugging; anyone with the config can regenerate the noise and "
-                                                  "undo it)", method_specific=True)
+    seed: int = option(
+        0,
+        help="seed of everything that is not private: splits, initialisation, data order, "
+        "augmentation (never the noise)",
+    )
+    secure_rng: bool = option(
+        False,
+        help="draw the noise (noisy labels, histograms, PATE's vote noise, DP-SGD's "
+        "batches and gradient noise) from ChaCha20 keyed by the OS, a "
+        "cryptographically secure generator (default: generators seeded with "
+        "fresh OS entropy, never saved)",
+        method_specific=True,
+    )
+    insecure_noise_seed: int | None = option(
+        None,
+        metavar="SEED",
+        help="NOT PRIVATE: derive all the noise from SEED, which config.json "
+        "records, so the run can be repeated exactly (for tests and "
+        "debugging; anyone with the config can regenerate the noise and "
+        "undo it)",
+        method_specific=True,
+    )
     train: TrainConfig = option(default_factory=TrainConfig, help="training of each stage")
     dpsgd: DPSGDConfig = option(default_factory=DPSGDConfig, help="DP-SGD's settings", method_specific=True)
     pate: PATEConfig = option(default_factory=PATEConfig, help="PATE's settings", method_specific=True)
@@ -156,18 +221,29 @@ class RunConfig:
         self._check_choices()
         label_range, grid_size = self._label_grid()
         self.train.validate()
-        resolved = dataclasses.replace(self, epsilon=epsilon, delta=delta, stages=stages, prior=prior,
-                                       prior_epsilon=prior_epsilon, label_range=label_range, label_grid=grid_size,
-                                       classes=tuple(map(str, self.classes)) if self.classes is not None else None,
-                                       **self._absolute_paths())
+        resolved = dataclasses.replace(
+            self,
+            epsilon=epsilon,
+            delta=delta,
+            stages=stages,
+            prior=prior,
+            prior_epsilon=prior_epsilon,
+            label_range=label_range,
+            label_grid=grid_size,
+            classes=tuple(map(str, self.classes)) if self.classes is not None else None,
+            **self._absolute_paths(),
+        )
         if method.check is not None:
             method.check(resolved)
         return resolved
 
     def _absolute_paths(self) -> dict[str, str]:
         """The data paths made absolute, so that config.json names the same files from any folder."""
-        paths = {name: str(Path(value).expanduser().resolve()) for name in ("data_dir", "table", "test_table")
-                 if (value := getattr(self, name)) is not None}
+        paths = {
+            name: str(Path(value).expanduser().resolve())
+            for name in ("data_dir", "table", "test_table")
+            if (value := getattr(self, name)) is not None
+        }
         if is_encoder_file(self.encoder):
             paths["encoder"] = str(Path(self.encoder).expanduser().resolve())
         return paths
@@ -186,8 +262,9 @@ class RunConfig:
                 raise ConfigError(f"delta must lie in (0, 1), got {delta}")
         elif self.delta is not None:
             gaussian = " and ".join(name for name in method_names() if get_method(name).gaussian)
-            raise ConfigError(f"delta applies only to methods {gaussian} (the other label-DP methods are pure "
-                              "epsilon-DP)")
+            raise ConfigError(
+                f"delta applies only to methods {gaussian} (the other label-DP methods are pure epsilon-DP)"
+            )
         return epsilon, delta
 
     def _stages(self, method: Method) -> tuple[float, ...]:
@@ -207,18 +284,23 @@ class RunConfig:
         if prior == "uniform":
             changed = [name for name in CLUSTER_PRIOR_OPTIONS if getattr(self, name) != getattr(RunConfig, name)]
             if changed:
-                raise ConfigError(f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
-                                  "prior 'cluster' or 'histogram'")
+                raise ConfigError(
+                    f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
+                    "prior 'cluster' or 'histogram'"
+                )
             return None
         if prior == "histogram":
             changed = [name for name in CLUSTERING_OPTIONS if getattr(self, name) != getattr(RunConfig, name)]
             if changed:
-                raise ConfigError(f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
-                                  "prior 'cluster' (the histogram prior is one group of all training examples)")
+                raise ConfigError(
+                    f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
+                    "prior 'cluster' (the histogram prior is one group of all training examples)"
+                )
         if epsilon is None:
             raise ConfigError(f"prior {prior!r} spends privacy budget: it needs a private method and --epsilon")
-        prior_epsilon = check_epsilon(self.prior_epsilon if self.prior_epsilon is not None else epsilon * DEFAULT_PRIOR_SHARE,
-                                      "prior_epsilon")
+        prior_epsilon = check_epsilon(
+            self.prior_epsilon if self.prior_epsilon is not None else epsilon * DEFAULT_PRIOR_SHARE, "prior_epsilon"
+        )
         if prior_epsilon >= epsilon:
             raise ConfigError(f"prior_epsilon ({prior_epsilon:g}) must be smaller than epsilon ({epsilon:g})")
         if self.clusters < 1:
@@ -227,8 +309,10 @@ class RunConfig:
             if not Path(self.encoder).expanduser().is_file():
                 raise MissingFileError(f"encoder file {self.encoder} does not exist")
         elif self.encoder not in ENCODERS:
-            raise ConfigError(f"encoder must be one of {ENCODERS} or a {ENCODER_FILE_SUFFIX} file saved with "
-                              f"torch.export.save, got {self.encoder!r}")
+            raise ConfigError(
+                f"encoder must be one of {ENCODERS} or a {ENCODER_FILE_SUFFIX} file saved with "
+                f"torch.export.save, got {self.encoder!r}"
+            )
         if not self.prior_temperature > 0:
             raise ConfigError(f"prior_temperature must be > 0, got {self.prior_temperature}")
         return prior_epsilon
@@ -238,40 +322,51 @@ class RunConfig:
         sets one expects it to act."""
         unknown = sorted(set(method.uses) - set(METHOD_OPTIONS))
         if unknown:
-            raise ConfigError(f"method {self.method!r} uses unknown options {unknown}; the method-specific options "
-                              f"are {METHOD_OPTIONS}")
+            raise ConfigError(
+                f"method {self.method!r} uses unknown options {unknown}; the method-specific options "
+                f"are {METHOD_OPTIONS}"
+            )
         defaults, unused = RunConfig(), []
         for name in options_unused_by(self.method):
             value, default = getattr(self, name), getattr(defaults, name)
             if value == default or (name == "prior" and value == method.default_prior):  # a resolved configuration
                 continue
             if dataclasses.is_dataclass(value):  # a method's own settings: name those that were changed
-                unused += [f"{name}.{f.name}" for f in dataclasses.fields(value)
-                           if getattr(value, f.name) != getattr(default, f.name)]
+                unused += [
+                    f"{name}.{f.name}"
+                    for f in dataclasses.fields(value)
+                    if getattr(value, f.name) != getattr(default, f.name)
+                ]
             else:
                 unused.append(name)
         if unused:
-            raise ConfigError(f"method {self.method!r} does not use {', '.join(unused)}; leave "
-                              f"{'it' if len(unused) == 1 else 'them'} at the default")
+            raise ConfigError(
+                f"method {self.method!r} does not use {', '.join(unused)}; leave "
+                f"{'it' if len(unused) == 1 else 'them'} at the default"
+            )
 
     def _check_choices(self) -> None:
         if self.secure_rng and self.insecure_noise_seed is not None:
-            raise ConfigError("secure_rng draws the noise from a CSPRNG and insecure_noise_seed makes it reproducible: "
-                              "choose one")
+            raise ConfigError(
+                "secure_rng draws the noise from a CSPRNG and insecure_noise_seed makes it reproducible: choose one"
+            )
         if self.label_range is not None and self.classes is not None:
             raise ConfigError("a table's labels are classes (classes) or numbers (label_range), not both")
         if self.classes is not None:
             if get_dataset(self.dataset).source != "table":
-                raise ConfigError(f"classes are declared for a table (dataset 'csv'); dataset {self.dataset!r} defines "
-                                  "its own")
+                raise ConfigError(
+                    f"classes are declared for a table (dataset 'csv'); dataset {self.dataset!r} defines its own"
+                )
             if len(self.classes) < 2 or len(set(self.classes)) != len(self.classes):
                 raise ConfigError(f"classes must be at least two distinct values, got {list(self.classes)}")
         if self.test_labels not in TEST_LABELS:
             raise ConfigError(f"test_labels must be one of {TEST_LABELS}, got {self.test_labels!r}")
         if self.test_labels != "released" and not self.test_held_out:
-            raise ConfigError("test_labels applies to test rows held out of the private label column (a table without "
-                              f"--test-table, movielens); the test set of {self.dataset!r} is public and measured "
-                              "exactly")
+            raise ConfigError(
+                "test_labels applies to test rows held out of the private label column (a table without "
+                f"--test-table, movielens); the test set of {self.dataset!r} is public and measured "
+                "exactly"
+            )
         if self.loss not in LOSSES:
             raise ConfigError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if not self.temperature > 0 or not math.isfinite(self.temperature):
@@ -284,8 +379,10 @@ class RunConfig:
                 raise ConfigError("label_grid needs label_range LOW HIGH")
             return None, None
         if get_dataset(self.dataset).source != "table":
-            raise ConfigError(f"label_range and label_grid declare a table's numeric label (dataset 'csv'); dataset "
-                              f"{self.dataset!r} defines its own labels")
+            raise ConfigError(
+                f"label_range and label_grid declare a table's numeric label (dataset 'csv'); dataset "
+                f"{self.dataset!r} defines its own labels"
+            )
         if len(self.label_range) != 2:
             raise ConfigError(f"label_range is two numbers LOW HIGH, got {list(self.label_range)}")
         size = DEFAULT_GRID_SIZE if self.label_grid is None else self.label_grid

@@ -25,12 +25,16 @@ class TrainConfig:
     schedule: str = option("cosine", choices=SCHEDULES, help="learning-rate schedule")
     warmup_epochs: float = option(0.0, help="linear warm-up length in epochs")
     mixup_alpha: float = option(0.0, flag="--mixup", metavar="ALPHA", help="mixup Beta(alpha, alpha); 0 disables it")
-    validation: float = option(0.0, help="fraction of each stage's training examples held out (chosen from the seed) "
-                                         "to keep the epoch whose model best fits their released labels (early "
-                                         "stopping on released labels only); 0: train on all, keep the last epoch")
+    validation: float = option(
+        0.0,
+        help="fraction of each stage's training examples held out (chosen from the seed) "
+        "to keep the epoch whose model best fits their released labels (early "
+        "stopping on released labels only); 0: train on all, keep the last epoch",
+    )
     augment: bool = option(True, help="disable the dataset's data augmentation")
-    amp: bool = option(False, help="bf16 automatic mixed precision on CUDA GPUs (label-DP methods; dp-sgd runs "
-                                   "in float32)")
+    amp: bool = option(
+        False, help="bf16 automatic mixed precision on CUDA GPUs (label-DP methods; dp-sgd runs in float32)"
+    )
     eval_batch_size: int = option(1000, help="batch size of evaluation")
 
     def validate(self) -> None:

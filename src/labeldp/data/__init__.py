@@ -4,24 +4,27 @@ formats. Names are imported on first use."""
 
 from labeldp._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "Dataset": "labeldp.data.registry",
-    "DatasetRequest": "labeldp.data.registry",
-    "LabeledDataset": "labeldp.data.dataset",
-    "dataset_names": "labeldp.data.registry",
-    "download_dataset": "labeldp.data.loading",
-    "folder_datasets": "labeldp.data.loading",
-    "get_dataset": "labeldp.data.registry",
-    "label_grid": "labeldp.data.grid",
-    "load_cifar_dataset": "labeldp.data.cifar",
-    "load_dataset": "labeldp.data.loading",
-    "load_digits_dataset": "labeldp.data.digits",
-    "load_idx_dataset": "labeldp.data.idx",
-    "load_movielens_dataset": "labeldp.data.movielens",
-    "load_table_dataset": "labeldp.data.table",
-    "read_idx": "labeldp.data.idx",
-    "register_dataset": "labeldp.data.registry",
-    "regression_dataset": "labeldp.data.dataset",
-    "snap_to_grid": "labeldp.data.grid",
-    "split_stages": "labeldp.data.splits",
-})
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "Dataset": "labeldp.data.registry",
+        "DatasetRequest": "labeldp.data.registry",
+        "LabeledDataset": "labeldp.data.dataset",
+        "dataset_names": "labeldp.data.registry",
+        "download_dataset": "labeldp.data.loading",
+        "folder_datasets": "labeldp.data.loading",
+        "get_dataset": "labeldp.data.registry",
+        "label_grid": "labeldp.data.grid",
+        "load_cifar_dataset": "labeldp.data.cifar",
+        "load_dataset": "labeldp.data.loading",
+        "load_digits_dataset": "labeldp.data.digits",
+        "load_idx_dataset": "labeldp.data.idx",
+        "load_movielens_dataset": "labeldp.data.movielens",
+        "load_table_dataset": "labeldp.data.table",
+        "read_idx": "labeldp.data.idx",
+        "register_dataset": "labeldp.data.registry",
+        "regression_dataset": "labeldp.data.dataset",
+        "snap_to_grid": "labeldp.data.grid",
+        "split_stages": "labeldp.data.splits",
+    },
+)

@@ -63,10 +63,19 @@ def load_table(request: DatasetRequest):
         grid = label_grid(*request.label_range, **size)
     elif request.label_grid_size is not None:
         raise ConfigError("--label-grid needs --label-range LOW HIGH")
-    return load_table_dataset(request.table, request.label_column, request.test_table, request.test_fraction,
-                              request.split_seed, features=request.features, drop=request.drop,
-                              id_column=request.id_column, classes=request.classes, grid=grid,
-                              public_test_split=request.public_test_split)
+    return load_table_dataset(
+        request.table,
+        request.label_column,
+        request.test_table,
+        request.test_fraction,
+        request.split_seed,
+        features=request.features,
+        drop=request.drop,
+        id_column=request.id_column,
+        classes=request.classes,
+        grid=grid,
+        public_test_split=request.public_test_split,
+    )
 
 
 register_dataset(Dataset("digits", "embedded", load_digits, help="scikit-learn's 8x8 digits, embedded"))
@@ -76,6 +85,14 @@ for _name in ("mnist", "fashion-mnist", "kmnist"):
 for _classes in (10, 100):
     _load, _download = _cifar(_classes)
     register_dataset(Dataset(f"cifar{_classes}", "folder", _load, _download, help="the python pickle batches"))
-register_dataset(Dataset("movielens", "folder", load_movielens, "labeldp.data.movielens:download_movielens",
-                         held_out_test=True, help="MovieLens 100K's GroupLens folder: ratings 1..5"))
+register_dataset(
+    Dataset(
+        "movielens",
+        "folder",
+        load_movielens,
+        "labeldp.data.movielens:download_movielens",
+        held_out_test=True,
+        help="MovieLens 100K's GroupLens folder: ratings 1..5",
+    )
+)
 register_dataset(Dataset("csv", "table", load_table, help="a CSV or Parquet table (--table)"))

@@ -13,11 +13,22 @@ from labeldp.data.idx import fetch
 from labeldp.errors import DataError, MissingFileError
 
 _LAYOUT = {
-    10: {"folder": "cifar-10-batches-py", "train": [f"data_batch_{i}" for i in range(1, 6)],
-         "test": ["test_batch"], "labels": b"labels", "meta": ("batches.meta", b"label_names"),
-         "url": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"},
-    100: {"folder": "cifar-100-python", "train": ["train"], "test": ["test"], "labels": b"fine_labels",
-          "meta": ("meta", b"fine_label_names"), "url": "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"},
+    10: {
+        "folder": "cifar-10-batches-py",
+        "train": [f"data_batch_{i}" for i in range(1, 6)],
+        "test": ["test_batch"],
+        "labels": b"labels",
+        "meta": ("batches.meta", b"label_names"),
+        "url": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+    },
+    100: {
+        "folder": "cifar-100-python",
+        "train": ["train"],
+        "test": ["test"],
+        "labels": b"fine_labels",
+        "meta": ("meta", b"fine_label_names"),
+        "url": "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
+    },
 }
 
 
@@ -26,8 +37,10 @@ def _folder(data_dir: Path, num_classes: int) -> Path:
     for candidate in (data_dir / layout["folder"], data_dir):
         if (candidate / layout["train"][0]).exists():
             return candidate
-    raise MissingFileError(f"data folder {data_dir} has no {layout['folder']}/{layout['train'][0]} "
-                            f"(download with: labeldp download cifar{num_classes} --data-dir {data_dir})")
+    raise MissingFileError(
+        f"data folder {data_dir} has no {layout['folder']}/{layout['train'][0]} "
+        f"(download with: labeldp download cifar{num_classes} --data-dir {data_dir})"
+    )
 
 
 def _read_batches(folder: Path, names: list[str], label_key: bytes) -> tuple[np.ndarray, np.ndarray]:
@@ -68,5 +81,13 @@ def load_cifar_dataset(num_classes: int, data_dir: str | Path) -> LabeledDataset
         with open(folder / meta_file, "rb") as handle:
             names = [n.decode() for n in pickle.load(handle, encoding="bytes")[meta_key]]
     x_train, x_test = standardize_images(x_train, x_test)
-    return LabeledDataset(f"cifar{num_classes}", x_train, y_train, x_test, y_test, num_classes=num_classes,
-                          augmentation="crop-flip", class_names=names)
+    return LabeledDataset(
+        f"cifar{num_classes}",
+        x_train,
+        y_train,
+        x_test,
+        y_test,
+        num_classes=num_classes,
+        augmentation="crop-flip",
+        class_names=names,
+    )

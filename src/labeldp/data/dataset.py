@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from labeldp._validation import check_finite_features, check_labels, check_num_classes, check_same_length
+from labeldp.boundary import PrivateLabels
 from labeldp.data.grid import snap_to_grid
 from labeldp.errors import DataError
-from labeldp.boundary import PrivateLabels
 
 #: Augmentation policies the trainer knows: none, small translations (digits), crop+flip (CIFAR).
 AUGMENTATIONS = ("none", "translate", "crop-flip")
@@ -98,8 +98,9 @@ class LabeledDataset:
             return
         grid = np.asarray(self.label_values, dtype=np.float64)
         if grid.ndim != 1 or grid.size != self.num_classes:
-            raise DataError(f"label_values must be a 1-d grid of num_classes ({self.num_classes}) values, got shape "
-                            f"{grid.shape}")
+            raise DataError(
+                f"label_values must be a 1-d grid of num_classes ({self.num_classes}) values, got shape {grid.shape}"
+            )
         if not np.all(np.isfinite(grid)) or np.any(np.diff(grid) <= 0):
             raise DataError("label_values must be finite and strictly increasing")
         self.label_values = grid
@@ -115,13 +116,16 @@ class LabeledDataset:
             self.categorical = ()
             return
         if self.x_train.ndim != 2 or len(sizes) > self.x_train.shape[1] or min(sizes) < 1:
-            raise DataError(f"categorical sizes {list(sizes)} must be positive and cover leading columns of a "
-                            f"(n, d) table, inputs have shape {self.input_shape}")
+            raise DataError(
+                f"categorical sizes {list(sizes)} must be positive and cover leading columns of a "
+                f"(n, d) table, inputs have shape {self.input_shape}"
+            )
         for name, x in (("x_train", self.x_train), ("x_test", self.x_test)):
-            codes = x[:, :len(sizes)]
+            codes = x[:, : len(sizes)]
             if np.any(codes != np.round(codes)) or np.any(codes < 0) or np.any(codes >= np.array(sizes)):
-                raise DataError(f"the categorical columns of {name} must hold integer codes in [0, size) for sizes "
-                                f"{list(sizes)}")
+                raise DataError(
+                    f"the categorical columns of {name} must hold integer codes in [0, size) for sizes {list(sizes)}"
+                )
         self.categorical = sizes
 
     @property
@@ -144,9 +148,11 @@ class LabeledDataset:
 
     def __repr__(self) -> str:
         grid = f", label_values=[{self.label_values[0]:g} .. {self.label_values[-1]:g}]" if self.is_regression else ""
-        return (f"LabeledDataset({self.name!r}, train={len(self.y_train)}, test={len(self.y_test)}"
-                f"{'' if self.public_test else ' (private labels)'}, "
-                f"input_shape={self.input_shape}, num_classes={self.num_classes}{grid})")
+        return (
+            f"LabeledDataset({self.name!r}, train={len(self.y_train)}, test={len(self.y_test)}"
+            f"{'' if self.public_test else ' (private labels)'}, "
+            f"input_shape={self.input_shape}, num_classes={self.num_classes}{grid})"
+        )
 
 
 def standardize_images(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -158,16 +164,24 @@ def standardize_images(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray,
     return (train - mean) / std, (test - mean) / std
 
 
-def regression_dataset(name: str, x_train, values_train, x_test, values_test, grid, *, private_test: bool = False,
-                       **extra) -> LabeledDataset:
+def regression_dataset(
+    name: str, x_train, values_train, x_test, values_test, grid, *, private_test: bool = False, **extra
+) -> LabeledDataset:
     """A regression dataset from raw values: labels snapped to ``grid`` (public, declared), the raw test
     values kept for the test error, unless ``private_test`` (test rows held out of the private label
     column: their grid positions are private, their raw values dropped). ``extra`` goes to
     :class:`LabeledDataset` (``categorical``...)."""
     grid = np.asarray(grid, dtype=np.float64)
     test = snap_to_grid(values_test, grid, "test labels")
-    return LabeledDataset(name, x_train, snap_to_grid(values_train, grid, "training labels"), x_test,
-                          PrivateLabels.from_indices(test, grid.size) if private_test else test, num_classes=grid.size,
-                          label_values=grid,
-                          y_test_values=None if private_test else np.asarray(values_test, dtype=np.float64),
-                          class_names=[f"{v:g}" for v in grid], **extra)
+    return LabeledDataset(
+        name,
+        x_train,
+        snap_to_grid(values_train, grid, "training labels"),
+        x_test,
+        PrivateLabels.from_indices(test, grid.size) if private_test else test,
+        num_classes=grid.size,
+        label_values=grid,
+        y_test_values=None if private_test else np.asarray(values_test, dtype=np.float64),
+        class_names=[f"{v:g}" for v in grid],
+        **extra,
+    )

@@ -21,6 +21,13 @@ def load_digits_dataset() -> LabeledDataset:
     test, train = order[:TEST_SIZE], order[TEST_SIZE:]
     x_train, x_test = images[train], images[test]
     mean, std = x_train.mean(), x_train.std()
-    return LabeledDataset("digits", (x_train - mean) / std, bunch.target[train], (x_test - mean) / std,
-                          bunch.target[test], num_classes=10, augmentation="none",
-                          class_names=[str(d) for d in range(10)])
+    return LabeledDataset(
+        "digits",
+        (x_train - mean) / std,
+        bunch.target[train],
+        (x_test - mean) / std,
+        bunch.target[test],
+        num_classes=10,
+        augmentation="none",
+        class_names=[str(d) for d in range(10)],
+    )

@@ -12,12 +12,23 @@ if TYPE_CHECKING:
     from labeldp.data.dataset import LabeledDataset
 
 
-def load_dataset(name: str, data_dir: str | Path | None = None, *, table: str | Path | None = None,
-                 label_column: str = "label", test_table: str | Path | None = None,
-                 classes: tuple[str, ...] | None = None, features: tuple[str, ...] | None = None,
-                 drop: tuple[str, ...] = (), id_column: str | None = None, test_fraction: float = 0.2,
-                 split_seed: int = 0, label_range: tuple[float, float] | None = None,
-                 label_grid_size: int | None = None, public_test_split: bool = False) -> LabeledDataset:
+def load_dataset(
+    name: str,
+    data_dir: str | Path | None = None,
+    *,
+    table: str | Path | None = None,
+    label_column: str = "label",
+    test_table: str | Path | None = None,
+    classes: tuple[str, ...] | None = None,
+    features: tuple[str, ...] | None = None,
+    drop: tuple[str, ...] = (),
+    id_column: str | None = None,
+    test_fraction: float = 0.2,
+    split_seed: int = 0,
+    label_range: tuple[float, float] | None = None,
+    label_grid_size: int | None = None,
+    public_test_split: bool = False,
+) -> LabeledDataset:
     """Load the dataset registered as ``name``.
 
     ``digits`` is embedded; the folder datasets read their standard files from ``data_dir``; ``csv``
@@ -46,25 +57,45 @@ label_range, label_grid_size, public_test_split
         For an unknown dataset, or options the dataset does not take, before anything is read.
     """
     dataset = get_dataset(name)
-    table_options = (table is not None or test_table is not None or label_column != "label" or features or drop
-                     or id_column or label_range is not None or label_grid_size is not None)
+    table_options = (
+        table is not None
+        or test_table is not None
+        or label_column != "label"
+        or features
+        or drop
+        or id_column
+        or label_range is not None
+        or label_grid_size is not None
+    )
     if dataset.source != "table" and table_options:
-        raise ConfigError(f"--table, --test-table, --label-column, --features, --drop, --id-column, --label-range and "
-                          f"--label-grid are for a table (dataset 'csv'), not {name!r}, which defines its own labels")
+        raise ConfigError(
+            f"--table, --test-table, --label-column, --features, --drop, --id-column, --label-range and "
+            f"--label-grid are for a table (dataset 'csv'), not {name!r}, which defines its own labels"
+        )
     folders = [other for other in dataset_names() if get_dataset(other).source == "folder"]
     if dataset.source != "folder" and data_dir is not None:
         source = "is embedded" if dataset.source == "embedded" else "reads --table"
-        raise ConfigError(f"dataset {name!r} {source}: it takes no --data-dir (for a dataset in that folder, name "
-                          f"it with --dataset: {', '.join(folders)})")
+        raise ConfigError(
+            f"dataset {name!r} {source}: it takes no --data-dir (for a dataset in that folder, name "
+            f"it with --dataset: {', '.join(folders)})"
+        )
     if dataset.source == "folder" and data_dir is None:
         raise ConfigError(f"dataset {name!r} needs a data folder (--data-dir DIR)")
-    request = DatasetRequest(Path(data_dir) if data_dir is not None else None,
-                             Path(table) if table is not None else None,
-                             Path(test_table) if test_table is not None else None, label_column,
-                             tuple(classes) if classes is not None else None,
-                             tuple(features) if features else None, tuple(drop), id_column, test_fraction, split_seed,
-                             tuple(label_range) if label_range is not None else None, label_grid_size,
-                             public_test_split)
+    request = DatasetRequest(
+        Path(data_dir) if data_dir is not None else None,
+        Path(table) if table is not None else None,
+        Path(test_table) if test_table is not None else None,
+        label_column,
+        tuple(classes) if classes is not None else None,
+        tuple(features) if features else None,
+        tuple(drop),
+        id_column,
+        test_fraction,
+        split_seed,
+        tuple(label_range) if label_range is not None else None,
+        label_grid_size,
+        public_test_split,
+    )
     return dataset.load(request)
 
 

@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from labeldp.boundary import PrivateLabels
 from labeldp.data.dataset import LabeledDataset
 from labeldp.errors import DataError, MissingFileError
-from labeldp.boundary import PrivateLabels
 from labeldp.randomness import public_rng
 
 #: The rating grid of MovieLens: whole stars 1 to 5.
@@ -48,10 +48,13 @@ def _folder(data_dir: Path) -> Path:
         if (candidate / "u.data").exists():
             return candidate
     if not data_dir.is_dir():
-        raise MissingFileError(f"data folder {data_dir} does not exist (download with: labeldp download movielens "
-                               f"--data-dir {data_dir})")
-    raise MissingFileError(f"data folder {data_dir} has no u.data (nor ml-100k/u.data): not a MovieLens folder "
-                           f"(download with: labeldp download movielens --data-dir {data_dir})")
+        raise MissingFileError(
+            f"data folder {data_dir} does not exist (download with: labeldp download movielens --data-dir {data_dir})"
+        )
+    raise MissingFileError(
+        f"data folder {data_dir} has no u.data (nor ml-100k/u.data): not a MovieLens folder "
+        f"(download with: labeldp download movielens --data-dir {data_dir})"
+    )
 
 
 def _read(path: Path, separator: str, names: list[str]) -> pd.DataFrame:
@@ -80,8 +83,9 @@ def read_ratings(folder: Path) -> pd.DataFrame:
     return ratings
 
 
-def load_movielens_dataset(data_dir: str | Path, split_seed: int = 0, test_fraction: float = TEST_FRACTION,
-                           public_test_split: bool = False) -> LabeledDataset:
+def load_movielens_dataset(
+    data_dir: str | Path, split_seed: int = 0, test_fraction: float = TEST_FRACTION, public_test_split: bool = False
+) -> LabeledDataset:
     """MovieLens (100K's folder format) as a regression on the ratings 1..5; see the module docstring.
     The test pairs' ratings are private like every rating (a run estimates its test error from a
     release of them), unless ``public_test_split`` treats them as public."""
@@ -99,8 +103,11 @@ def load_movielens_dataset(data_dir: str | Path, split_seed: int = 0, test_fract
 
     user_ids = np.union1d(users.index.to_numpy(), ratings["user"].to_numpy())
     item_ids = np.union1d(items.index.to_numpy(), ratings["item"].to_numpy())
-    occupations = (_read(folder / "u.occupation", "|", ["name"])["name"].tolist()
-                   if (folder / "u.occupation").exists() else sorted(users["occupation"].dropna().unique()))
+    occupations = (
+        _read(folder / "u.occupation", "|", ["name"])["name"].tolist()
+        if (folder / "u.occupation").exists()
+        else sorted(users["occupation"].dropna().unique())
+    )
     user = np.searchsorted(user_ids, ratings["user"].to_numpy())
     item = np.searchsorted(item_ids, ratings["item"].to_numpy())
     person = users.reindex(ratings["user"].to_numpy())
@@ -115,8 +122,16 @@ def load_movielens_dataset(data_dir: str | Path, split_seed: int = 0, test_fract
     # how many ratings each user and movie has: public (who rated what), over all pairs
     user_count = np.bincount(user, minlength=user_ids.size)[user]
     item_count = np.bincount(item, minlength=item_ids.size)[item]
-    numeric = np.column_stack([_standardised(age), _standardised(year), year_missing.astype(np.float64), genres,
-                               _standardised(np.log(user_count)), _standardised(np.log(item_count))])
+    numeric = np.column_stack(
+        [
+            _standardised(age),
+            _standardised(year),
+            year_missing.astype(np.float64),
+            genres,
+            _standardised(np.log(user_count)),
+            _standardised(np.log(item_count)),
+        ]
+    )
     codes = np.column_stack([user, item, occupation, gender]).astype(np.float64)
     inputs = np.concatenate([codes, numeric], axis=1).astype(np.float32)
     sizes = (user_ids.size, item_ids.size, len(occupations) + 1, 3)
@@ -128,10 +143,18 @@ def load_movielens_dataset(data_dir: str | Path, split_seed: int = 0, test_fract
     test, train = np.sort(order[:n_test]), np.sort(order[n_test:])
     labels = (rating - 1).astype(np.int64)
     public = public_test_split
-    return LabeledDataset("movielens", inputs[train], labels[train], inputs[test],
-                          labels[test] if public else PrivateLabels.from_indices(labels[test], RATINGS.size),
-                          num_classes=5, class_names=[f"{r:g}" for r in RATINGS], label_values=RATINGS.copy(),
-                          y_test_values=rating[test] if public else None, categorical=sizes)
+    return LabeledDataset(
+        "movielens",
+        inputs[train],
+        labels[train],
+        inputs[test],
+        labels[test] if public else PrivateLabels.from_indices(labels[test], RATINGS.size),
+        num_classes=5,
+        class_names=[f"{r:g}" for r in RATINGS],
+        label_values=RATINGS.copy(),
+        y_test_values=rating[test] if public else None,
+        categorical=sizes,
+    )
 
 
 def download_movielens(data_dir: str | Path) -> None:

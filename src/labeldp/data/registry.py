@@ -10,9 +10,10 @@ command line lists the datasets without importing torch or scikit-learn.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from labeldp.errors import ConfigError
 

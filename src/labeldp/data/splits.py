@@ -12,7 +12,7 @@ def split_stages(num_examples: int, fractions: tuple[float, ...], seed: int) -> 
     from the seed's public stream (they depend on positions only, never on labels)."""
     order = public_rng(seed, "stage-split").permutation(num_examples)
     bounds = np.round(np.cumsum((0.0,) + fractions) * num_examples).astype(int)
-    return [np.sort(order[bounds[i]:bounds[i + 1]]) for i in range(len(fractions))]
+    return [np.sort(order[bounds[i] : bounds[i + 1]]) for i in range(len(fractions))]
 
 
 __all__ = ["split_stages"]

@@ -24,10 +24,9 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from labeldp.data.dataset import LabeledDataset
-from labeldp.data.dataset import regression_dataset
-from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.boundary import LabelDomain, PrivateLabels
+from labeldp.data.dataset import LabeledDataset, regression_dataset
+from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.randomness import public_rng
 
 #: suffixes of the files read as CSV (with ``.gz`` after any of them) and as Parquet
@@ -62,15 +61,29 @@ class TablePreprocessor:
 
     @classmethod
     def fit(cls, frame: pd.DataFrame, features: list[str]) -> TablePreprocessor:
-        numeric = [c for c in features if pd.api.types.is_numeric_dtype(frame[c])
-                   and not pd.api.types.is_bool_dtype(frame[c])]
+        numeric = [
+            c for c in features if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+        ]
         other = [c for c in features if c not in numeric]
-        transformer = ColumnTransformer([
-            ("numeric", make_pipeline(SimpleImputer(strategy="median", add_indicator=True), StandardScaler()),
-             numeric),
-            ("categorical", make_pipeline(SimpleImputer(strategy="constant", fill_value="(missing)"),
-                                          OneHotEncoder(handle_unknown="ignore", sparse_output=False)), other),
-        ], sparse_threshold=0.0, verbose_feature_names_out=False)
+        transformer = ColumnTransformer(
+            [
+                (
+                    "numeric",
+                    make_pipeline(SimpleImputer(strategy="median", add_indicator=True), StandardScaler()),
+                    numeric,
+                ),
+                (
+                    "categorical",
+                    make_pipeline(
+                        SimpleImputer(strategy="constant", fill_value="(missing)"),
+                        OneHotEncoder(handle_unknown="ignore", sparse_output=False),
+                    ),
+                    other,
+                ),
+            ],
+            sparse_threshold=0.0,
+            verbose_feature_names_out=False,
+        )
         transformer.fit(_as_features(frame, numeric, other))
         return cls(list(features), transformer)
 
@@ -95,8 +108,13 @@ def _as_features(frame: pd.DataFrame, numeric: list[str], other: list[str]) -> p
     return part
 
 
-def feature_columns(frame: pd.DataFrame, label_column: str, features: tuple[str, ...] | None,
-                    drop: tuple[str, ...], id_column: str | None) -> list[str]:
+def feature_columns(
+    frame: pd.DataFrame,
+    label_column: str,
+    features: tuple[str, ...] | None,
+    drop: tuple[str, ...],
+    id_column: str | None,
+) -> list[str]:
     """The declared feature columns, or every column but the label, the dropped ones and the id."""
     named = [label_column, *drop, *([id_column] if id_column else []), *(features or ())]
     unknown = [c for c in named if c not in frame.columns]
@@ -114,11 +132,20 @@ def feature_columns(frame: pd.DataFrame, label_column: str, features: tuple[str,
     return chosen
 
 
-def load_table_dataset(path: str | Path, label_column: str, test_path: str | Path | None = None,
-                       test_fraction: float = 0.2, seed: int = 0, *, features: tuple[str, ...] | None = None,
-                       drop: tuple[str, ...] = (), id_column: str | None = None,
-                       classes: tuple[str, ...] | None = None, grid: np.ndarray | None = None,
-                       public_test_split: bool = False) -> LabeledDataset:
+def load_table_dataset(
+    path: str | Path,
+    label_column: str,
+    test_path: str | Path | None = None,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    *,
+    features: tuple[str, ...] | None = None,
+    drop: tuple[str, ...] = (),
+    id_column: str | None = None,
+    classes: tuple[str, ...] | None = None,
+    grid: np.ndarray | None = None,
+    public_test_split: bool = False,
+) -> LabeledDataset:
     """Load a table with a declared label domain: the ``classes`` of a classification, or the ``grid``
     of numeric labels (:mod:`labeldp.data.grid`: values snapped to it, raw test values kept).
     The features are encoded by a :class:`TablePreprocessor` fitted on the training rows
@@ -130,9 +157,11 @@ def load_table_dataset(path: str | Path, label_column: str, test_path: str | Pat
     its test metrics from a release of them), unless ``public_test_split`` treats them as public.
     """
     if grid is None and (classes is None or len(classes) < 2):
-        raise ConfigError("a table's label domain must be declared: --classes V1 V2 ... (classes=...), the "
-                          "label values in order, or --label-range LOW HIGH for numbers; it is public and never "
-                          "taken from the private labels")
+        raise ConfigError(
+            "a table's label domain must be declared: --classes V1 V2 ... (classes=...), the "
+            "label values in order, or --label-range LOW HIGH for numbers; it is public and never "
+            "taken from the private labels"
+        )
     frame = read_table(path)
     if label_column not in frame.columns:
         raise DataError(f"label column {label_column!r} not found; columns are {list(frame.columns)}")
@@ -152,15 +181,28 @@ def load_table_dataset(path: str | Path, label_column: str, test_path: str | Pat
     name = Path(path).name.split(".")[0]
     private_test = test_path is None and not public_test_split
     if grid is not None:
-        return regression_dataset(name, preprocessor.transform(train), numeric_labels(train[label_column]),
-                                  preprocessor.transform(test), numeric_labels(test[label_column]), grid,
-                                  private_test=private_test, preprocessor=preprocessor)
+        return regression_dataset(
+            name,
+            preprocessor.transform(train),
+            numeric_labels(train[label_column]),
+            preprocessor.transform(test),
+            numeric_labels(test[label_column]),
+            grid,
+            private_test=private_test,
+            preprocessor=preprocessor,
+        )
     domain = LabelDomain(classes)
     test_labels = domain.positions(test[label_column], "the test table")
-    return LabeledDataset(name, preprocessor.transform(train),
-                          domain.positions(train[label_column], "the training table"), preprocessor.transform(test),
-                          PrivateLabels.from_indices(test_labels, len(classes)) if private_test else test_labels,
-                          num_classes=len(classes), class_names=[str(c) for c in classes], preprocessor=preprocessor)
+    return LabeledDataset(
+        name,
+        preprocessor.transform(train),
+        domain.positions(train[label_column], "the training table"),
+        preprocessor.transform(test),
+        PrivateLabels.from_indices(test_labels, len(classes)) if private_test else test_labels,
+        num_classes=len(classes),
+        class_names=[str(c) for c in classes],
+        preprocessor=preprocessor,
+    )
 
 
 def numeric_labels(values: pd.Series) -> np.ndarray:

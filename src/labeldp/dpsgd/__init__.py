@@ -8,20 +8,24 @@
 - :mod:`~labeldp.dpsgd.trainer`: a resumable DP-SGD training loop with micro-batches,
   augmentation multiplicity and a parameter EMA.
 
-Accounting (events, epsilon, calibration) lives in :mod:`labeldp.accounting.events` and :mod:`labeldp.accounting.calibration`.
+Accounting (events, epsilon, calibration) lives in :mod:`labeldp.accounting.events` and
+:mod:`labeldp.accounting.calibration`.
 """
 
 from labeldp._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "ClippedGradients": "labeldp.dpsgd.clipping",
-    "UnsupportedModelError": "labeldp.dpsgd.clipping",
-    "check_per_example_model": "labeldp.dpsgd.clipping",
-    "clipped_gradient_sum": "labeldp.dpsgd.clipping",
-    "cross_entropy_per_example": "labeldp.dpsgd.clipping",
-    "replace_batchnorm": "labeldp.dpsgd.clipping",
-    "gaussian_noise": "labeldp.dpsgd.noise",
-    "privatize_gradients": "labeldp.dpsgd.noise",
-    "secure_normal": "labeldp.dpsgd.noise",
-    "PoissonSampler": "labeldp.dpsgd.sampling",
-})
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "ClippedGradients": "labeldp.dpsgd.clipping",
+        "UnsupportedModelError": "labeldp.dpsgd.clipping",
+        "check_per_example_model": "labeldp.dpsgd.clipping",
+        "clipped_gradient_sum": "labeldp.dpsgd.clipping",
+        "cross_entropy_per_example": "labeldp.dpsgd.clipping",
+        "replace_batchnorm": "labeldp.dpsgd.clipping",
+        "gaussian_noise": "labeldp.dpsgd.noise",
+        "privatize_gradients": "labeldp.dpsgd.noise",
+        "secure_normal": "labeldp.dpsgd.noise",
+        "PoissonSampler": "labeldp.dpsgd.sampling",
+    },
+)

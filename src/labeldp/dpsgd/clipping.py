@@ -38,18 +38,18 @@ cuDNN and cuBLAS, and the previous settings are restored afterwards.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from labeldp.config.dpsgd import CLIPPING_METHODS
 from labeldp.dpsgd import layer_rules
 from labeldp.errors import ConfigError
-from labeldp.config.dpsgd import CLIPPING_METHODS
 
 #: per-example loss: (outputs (N, ...), targets (N, ...)) -> losses (N,)
 PerExampleLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -147,7 +147,8 @@ def check_per_example_model(model: nn.Module) -> None:
             raise UnsupportedModelError(
                 f"module {name or type(model).__name__!r} ({type(module).__name__}) mixes the examples of a batch, "
                 "so per-example gradients (and DP-SGD's guarantee) are undefined; replace it with GroupNorm, "
-                "e.g. model = labeldp.dpsgd.replace_batchnorm(model)")
+                "e.g. model = labeldp.dpsgd.replace_batchnorm(model)"
+            )
 
 
 def replace_batchnorm(model: nn.Module, max_groups: int = 32) -> nn.Module:
@@ -319,8 +320,17 @@ def clipped_gradient_sum(
             return compute(model, params, inputs, targets, max_grad_norm, loss_fn, multiple_views)
         total = ClippedGradients([torch.zeros_like(p) for p in params], inputs.new_zeros(0))
         for start in range(0, len(inputs), chunk):
-            total.add_(compute(model, params, inputs[start:start + chunk], targets[start:start + chunk],
-                               max_grad_norm, loss_fn, multiple_views))
+            total.add_(
+                compute(
+                    model,
+                    params,
+                    inputs[start : start + chunk],
+                    targets[start : start + chunk],
+                    max_grad_norm,
+                    loss_fn,
+                    multiple_views,
+                )
+            )
         return total
 
 
@@ -332,8 +342,11 @@ def _float32_without_tf32() -> Iterator[None]:
     the new ones), else through ``allow_tf32``."""
     backends = torch.backends
     if hasattr(backends.cuda.matmul, "fp32_precision") and hasattr(backends.cudnn, "conv"):
-        settings = [(backends.cudnn.conv, "fp32_precision", "ieee"), (backends.cudnn.rnn, "fp32_precision", "ieee"),
-                    (backends.cuda.matmul, "fp32_precision", "ieee")]
+        settings = [
+            (backends.cudnn.conv, "fp32_precision", "ieee"),
+            (backends.cudnn.rnn, "fp32_precision", "ieee"),
+            (backends.cuda.matmul, "fp32_precision", "ieee"),
+        ]
     else:
         settings = [(backends.cudnn, "allow_tf32", False), (backends.cuda.matmul, "allow_tf32", False)]
     saved = [getattr(owner, name) for owner, name, _ in settings]
@@ -367,8 +380,7 @@ def _vmap_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
 
     trainable = {name: p.detach() for name, p in zip(names, params)}
     with torch.no_grad():  # grad() still differentiates; the results carry no graph to other tensors
-        per_example = vmap(grad(example_loss), in_dims=(None, 0, 0),
-                           randomness="different")(trainable, inputs, targets)
+        per_example = vmap(grad(example_loss), in_dims=(None, 0, 0), randomness="different")(trainable, inputs, targets)
     grads = [per_example[name] for name in names]
     norms = torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in grads))
     factors = clip_factors(norms, max_grad_norm)
@@ -412,8 +424,9 @@ def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
         if not any(p.requires_grad for p in module.parameters(recurse=False)):
             return
         if module in layers:
-            raise UnsupportedModelError(f"{type(module).__name__} is called more than once per forward pass; "
-                                        "use method='vmap'")
+            raise UnsupportedModelError(
+                f"{type(module).__name__} is called more than once per forward pass; use method='vmap'"
+            )
         layer = layers[module] = layer_rules.rule_for(module)(module, args[0].detach(), output, examples)
         if not _reaches(args[0], outputs):
             roots.append(torch.autograd.graph.get_gradient_edge(output))

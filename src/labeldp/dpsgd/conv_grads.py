@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
 from labeldp.errors import ConfigError
 
 #: the fastest candidate of :func:`fastest` for each computation and layer configuration
@@ -51,13 +52,15 @@ def patches(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
     n, channels = padded.shape[:2]
     row, channel, height, width = padded.stride()
-    windows = padded.as_strided((n, oh, ow, kh, kw, channels),
-                                (row, height * sh, width * sw, height * dh, width * dw, channel))
+    windows = padded.as_strided(
+        (n, oh, ow, kh, kw, channels), (row, height * sh, width * sw, height * dh, width * dw, channel)
+    )
     return windows.reshape(n, oh * ow, kh * kw * channels)
 
 
-def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int,
-                             out: torch.Tensor | None = None) -> torch.Tensor:
+def per_example_kernel_grads(
+    conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """(examples, *conv.weight.shape): each example's kernel gradient, summed over its views.
 
     ``out`` (N, *conv.weight.shape), optional, receives the per-row gradients (e.g. memory reused
@@ -97,8 +100,9 @@ def per_example_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, 
     return fastest(key, {name: partial(kernel_grads, name, conv, x, g, examples, out) for name in STRATEGIES})
 
 
-def fastest(key: tuple, candidates: dict[str, Callable[[], torch.Tensor]],
-            trials: dict[str, Callable[[], object]] | None = None) -> torch.Tensor:
+def fastest(
+    key: tuple, candidates: dict[str, Callable[[], torch.Tensor]], trials: dict[str, Callable[[], object]] | None = None
+) -> torch.Tensor:
     """The result of the fastest of ``candidates`` (interchangeable exact computations).
 
     The first call for a ``key`` runs each candidate once untimed (first allocations, nested
@@ -167,12 +171,22 @@ def configuration(conv: nn.Conv2d, examples: int, *tensors: torch.Tensor) -> tup
     """
     shapes = tuple(tuple(tensor.shape[1:]) for tensor in tensors)
     views = len(tensors[0]) // max(examples, 1)
-    return (*shapes, views, 1 << (examples - 1).bit_length(), conv.kernel_size, conv.stride, conv.padding,
-            conv.dilation, tensors[0].dtype, tensors[0].device.type)
+    return (
+        *shapes,
+        views,
+        1 << (examples - 1).bit_length(),
+        conv.kernel_size,
+        conv.stride,
+        conv.padding,
+        conv.dilation,
+        tensors[0].dtype,
+        tensors[0].device.type,
+    )
 
 
-def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int,
-                 out: torch.Tensor | None = None) -> torch.Tensor:
+def kernel_grads(
+    strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """:func:`per_example_kernel_grads` with a given strategy (one of :data:`STRATEGIES`).
 
     Parameters
@@ -205,15 +219,21 @@ def kernel_grads(strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tenso
     if strategy in ROWS_PER_CALL:
         size = ROWS_PER_CALL[strategy]
         for start in range(0, n, size):
-            grads[start:start + size] = _stacked_kernel_grads(conv, x[start:start + size], g[start:start + size])
+            grads[start : start + size] = _stacked_kernel_grads(conv, x[start : start + size], g[start : start + size])
     elif strategy == "patches":
         kh, kw = conv.kernel_size
         channels_last = torch.bmm(g.flatten(2), patches(conv, x)).view(n, out_channels, kh, kw, -1)
         grads.copy_(channels_last.permute(0, 1, 4, 2, 3))
     elif strategy == "grouped":
         kh, kw = conv.kernel_size
-        full = F.conv2d(x.transpose(0, 1), g.reshape(n * out_channels, 1, *g.shape[2:]), padding=conv.padding,
-                        stride=conv.dilation, dilation=conv.stride, groups=n)[..., :kh, :kw]  # (C, N*p, kh, kw)
+        full = F.conv2d(
+            x.transpose(0, 1),
+            g.reshape(n * out_channels, 1, *g.shape[2:]),
+            padding=conv.padding,
+            stride=conv.dilation,
+            dilation=conv.stride,
+            groups=n,
+        )[..., :kh, :kw]  # (C, N*p, kh, kw)
         grads.copy_(full.reshape(x.shape[1], n, out_channels, kh, kw).permute(1, 2, 0, 3, 4))
     else:
         raise ConfigError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -225,9 +245,18 @@ def _stacked_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor) -> 
     along the channels as the m groups of a grouped convolution."""
     m, shape = len(x), conv.weight.shape
     return torch.ops.aten.convolution_backward(
-        g.reshape(1, m * shape[0], *g.shape[2:]), x.reshape(1, m * shape[1], *x.shape[2:]),
+        g.reshape(1, m * shape[0], *g.shape[2:]),
+        x.reshape(1, m * shape[1], *x.shape[2:]),
         conv.weight.new_empty(m * shape[0], *shape[1:]),  # only its shape is read: no input gradient is asked for
-        None, conv.stride, conv.padding, conv.dilation, False, [0, 0], m, [False, True, False])[1].view(m, *shape)
+        None,
+        conv.stride,
+        conv.padding,
+        conv.dilation,
+        False,
+        [0, 0],
+        m,
+        [False, True, False],
+    )[1].view(m, *shape)
 
 
 def batch_kernel_grad(conv: nn.Conv2d, x: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
@@ -248,8 +277,18 @@ def batch_kernel_grad(conv: nn.Conv2d, x: torch.Tensor, grad_output: torch.Tenso
         The summed kernel gradient, shape ``conv.weight.shape``.
     """
     return torch.ops.aten.convolution_backward(
-        grad_output, x, conv.weight.detach(), None, conv.stride, conv.padding, conv.dilation, False, [0, 0],
-        conv.groups, [False, True, False])[1]
+        grad_output,
+        x,
+        conv.weight.detach(),
+        None,
+        conv.stride,
+        conv.padding,
+        conv.dilation,
+        False,
+        [0, 0],
+        conv.groups,
+        [False, True, False],
+    )[1]
 
 
 def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "auto") -> torch.Tensor:
@@ -309,7 +348,8 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
     pixel_gram = x.new_zeros(examples, views, used_h, used_w, views, used_h, used_w)
     inner_rows, inner_cols = slice(ph, ph + height), slice(pw, pw + width)  # the input's pixels, padded coordinates
     pixel_gram[:, :, inner_rows, inner_cols, :, inner_rows, inner_cols] = torch.bmm(flat.transpose(1, 2), flat).view(
-        examples, views, height, width, views, height, width)
+        examples, views, height, width, views, height, width
+    )
     gram = None
     for i in range(0, kh * dh, dh):
         for j in range(0, kw * dw, dw):

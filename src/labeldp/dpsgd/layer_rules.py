@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -50,10 +50,12 @@ def rule(*module_types: type[nn.Module]) -> Callable[[type[LayerCall]], type[Lay
     callable
         The class decorator; it returns the class unchanged.
     """
+
     def register(cls: type[LayerCall]) -> type[LayerCall]:
         for module_type in module_types:
             _RULES[module_type] = cls
         return cls
+
     return register
 
 
@@ -349,10 +351,12 @@ class ConvCall(LinearCall):
         module, g, B = self.module, self.output_grad, self.examples
         positions = len(g) // B * g[0, 0].numel()  # V T: an example's output positions over its views
         d, p = module.weight[0].numel(), module.out_channels
-        costs = {"materialise": positions * d * p, "ghost": positions ** 2 * (d + p)}  # multiply-adds
-        paths = {name: path for name, path in
-                 (("materialise", self._materialised_kernel_norms2), ("ghost", self._ghost_kernel_norms2))
-                 if costs[name] <= _TIMED_COST_RATIO * min(costs.values())}
+        costs = {"materialise": positions * d * p, "ghost": positions**2 * (d + p)}  # multiply-adds
+        paths = {
+            name: path
+            for name, path in (("materialise", self._materialised_kernel_norms2), ("ghost", self._ghost_kernel_norms2))
+            if costs[name] <= _TIMED_COST_RATIO * min(costs.values())
+        }
         if len(paths) == 1:
             return next(iter(paths.values()))()
         key = ("conv_path", *conv_grads.configuration(module, B, self.activation, g))
@@ -360,6 +364,7 @@ class ConvCall(LinearCall):
 
         def with_clipped_sum(path: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
             return lambda: (path(), self.clipped_sums(ones))[0]
+
         return conv_grads.fastest(key, paths, {name: with_clipped_sum(path) for name, path in paths.items()})
 
     def _materialised_kernel_norms2(self) -> torch.Tensor:
@@ -475,7 +480,7 @@ class WeightStandardizedConvCall(ConvCall):
         if self.per_example and self.per_example[0][0].numel() <= g[0].numel() * (len(g) // B):
             grads, standardized = self.per_example[0].flatten(2), self.standardization[0]
             chunk = max(1, _CACHE_ELEMENTS // grads[0].numel())
-            dots = [(grads[start:start + chunk] * standardized).sum(2) for start in range(0, B, chunk)]
+            dots = [(grads[start : start + chunk] * standardized).sum(2) for start in range(0, B, chunk)]
             return grads.sum(2), torch.cat(dots)
         output = self.output
         if output._version != self.output_version:  # modified in place later in the forward pass
@@ -562,13 +567,25 @@ class GroupNormCall(LayerCall):
         module, x, B = self.module, self.activation, self.examples
         rows, channels = x.shape[:2]
         positions = x[0, 0].numel()
-        mean, inv_std = self.group_stats or torch.ops.aten.native_group_norm(
-            x, None, None, rows, channels, positions, module.num_groups, module.eps)[1:]
+        mean, inv_std = (
+            self.group_stats
+            or torch.ops.aten.native_group_norm(
+                x, None, None, rows, channels, positions, module.num_groups, module.eps
+            )[1:]
+        )
         wanted = [p is not None and p.requires_grad for p in (module.weight, module.bias)]
         _, weight, bias = torch.ops.aten.native_group_norm_backward(
-            self.output_grad.reshape(1, rows * channels, positions), x.reshape(1, rows * channels, positions),
-            mean.reshape(1, -1), inv_std.reshape(1, -1), x.new_ones(1).expand(rows * channels),  # (unused) weight
-            1, rows * channels, positions, rows * module.num_groups, [False, *wanted])
+            self.output_grad.reshape(1, rows * channels, positions),
+            x.reshape(1, rows * channels, positions),
+            mean.reshape(1, -1),
+            inv_std.reshape(1, -1),
+            x.new_ones(1).expand(rows * channels),  # (unused) weight
+            1,
+            rows * channels,
+            positions,
+            rows * module.num_groups,
+            [False, *wanted],
+        )
         grads = [grad for grad, want in zip((weight, bias), wanted) if want]
         self.per_example = [grad.view(B, -1, channels).sum(1) for grad in grads]
         return sum(_squared_norms(grad) for grad in self.per_example)

@@ -21,21 +21,21 @@ ideal Gaussian. :func:`noise_generator` chooses for a run's :class:`~labeldp.ran
 from __future__ import annotations
 
 import math
-from typing import Union
 
 import numpy as np
 import torch
 from torch import nn
 
+from labeldp.dpsgd.clipping import ClippedGradients, trainable_parameters
 from labeldp.errors import ConfigError
 from labeldp.randomness import NoiseSource, SecureGenerator, box_muller, fresh_seed
-from labeldp.dpsgd.clipping import ClippedGradients, trainable_parameters
 
-NoiseGenerator = Union[torch.Generator, str, None]
+NoiseGenerator = torch.Generator | str | None
 
 
-def noise_generator(source: NoiseSource, purpose: str, *ids: int,
-                    device: torch.device | str = "cpu") -> torch.Generator | str:
+def noise_generator(
+    source: NoiseSource, purpose: str, *ids: int, device: torch.device | str = "cpu"
+) -> torch.Generator | str:
     """The generator of noise stream ``purpose`` under ``source``.
 
     In the insecure mode a torch generator on ``device`` seeded from it; otherwise ``"secure"`` on the
@@ -68,8 +68,9 @@ def noise_generator(source: NoiseSource, purpose: str, *ids: int,
     return torch.Generator(device=device).manual_seed(seed)
 
 
-def secure_normal(shape: torch.Size | tuple[int, ...], dtype: torch.dtype = torch.float32,
-                  device: torch.device | str = "cpu") -> torch.Tensor:
+def secure_normal(
+    shape: torch.Size | tuple[int, ...], dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """Standard normal deviates from the ChaCha20 CSPRNG.
 
     :func:`~labeldp.randomness.box_muller` with torch's vectorised kernels, the radii from 53-bit
@@ -138,8 +139,14 @@ def _fresh_generator(device: torch.device) -> torch.Generator | str:
     return "secure" if device.type == "cpu" else torch.Generator(device=device).manual_seed(fresh_seed())
 
 
-def privatize_gradients(model: nn.Module, clipped: ClippedGradients, noise_multiplier: float, max_grad_norm: float,
-                        expected_batch_size: float, generator: NoiseGenerator = None) -> None:
+def privatize_gradients(
+    model: nn.Module,
+    clipped: ClippedGradients,
+    noise_multiplier: float,
+    max_grad_norm: float,
+    expected_batch_size: float,
+    generator: NoiseGenerator = None,
+) -> None:
     """Set ``p.grad`` of each trainable parameter to (clipped sum + N(0, (sigma C)^2)) / (q n).
 
     Dividing by the *expected* batch size q n (not the realised one, which depends on who was

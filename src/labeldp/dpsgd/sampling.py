@@ -14,7 +14,7 @@ remaining steps afresh, which has the same distribution.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -66,8 +66,13 @@ class PoissonSampler:
         negative.
     """
 
-    def __init__(self, num_examples: int, sampling_probability: float, steps: int,
-                 generator: torch.Generator | SecureGenerator | None = None):
+    def __init__(
+        self,
+        num_examples: int,
+        sampling_probability: float,
+        steps: int,
+        generator: torch.Generator | SecureGenerator | None = None,
+    ):
         if num_examples < 1:
             raise ConfigError(f"num_examples must be at least 1, got {num_examples}")
         if not 0.0 < sampling_probability <= 1.0:

@@ -34,9 +34,10 @@ import math
 import os
 import shutil
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 from dp_accounting import dp_event
@@ -47,16 +48,17 @@ from labeldp.accounting import DPSGD_RELATION, PrivacyLedger
 from labeldp.accounting.calibration import calibrate_selection_noise, selection_trial_event
 from labeldp.accounting.events import selection_event
 from labeldp.accounting.rounding import format_epsilon
+from labeldp.boundary import unseal
+from labeldp.config.train import TrainConfig
 from labeldp.config.tuning import SELECTION_DEFAULTS
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.trainer import DPSGDConfig, sampling_plan, train_dpsgd
 from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
 from labeldp.evaluation import describe_test_metrics
 from labeldp.files import exclusive_lock
-from labeldp.boundary import unseal
 from labeldp.randomness import NoiseSource, public_rng
-from labeldp.config.train import TrainConfig
 from labeldp.training.predict import predict_proba
+
 #: the recorded ledger's name in the scratch folder
 SCRATCH_LEDGER = "ledger.json"
 
@@ -79,7 +81,7 @@ def draw_trials(rng, mean: float, shape: float) -> int:
     gamma = _gamma_truncated_negative_binomial(shape, mean)
     u = float(rng.random())  # inverse CDF over k >= 1
     k = 1
-    probability = shape * gamma ** shape * (1 - gamma) / (1 - gamma ** shape)  # P[1]
+    probability = shape * gamma**shape * (1 - gamma) / (1 - gamma**shape)  # P[1]
     total = probability
     while u > total and probability > 0:
         probability *= (k + shape) / (k + 1) * (1 - gamma)  # P[k + 1] / P[k]
@@ -133,10 +135,12 @@ class SelectionPlan:
 
     def describe(self, candidates: int) -> str:
         trials = "Poisson" if math.isinf(self.shape) else f"truncated negative binomial (shape {self.shape:g})"
-        return (f"private selection over {candidates} DP-SGD candidates: trials ~ {trials} with mean {self.mean:g}; "
-                f"each DP-SGD (noise multiplier {self.noise_multiplier:.4f}, Poisson rate "
-                f"{self.sampling_probability:.5g}, {self.steps} steps) and a held-out count with noise "
-                f"{self.score_noise:g}")
+        return (
+            f"private selection over {candidates} DP-SGD candidates: trials ~ {trials} with mean {self.mean:g}; "
+            f"each DP-SGD (noise multiplier {self.noise_multiplier:.4f}, Poisson rate "
+            f"{self.sampling_probability:.5g}, {self.steps} steps) and a held-out count with noise "
+            f"{self.score_noise:g}"
+        )
 
 
 @dataclass(frozen=True)
@@ -159,8 +163,18 @@ class Selected:
 WriteOutput = Callable[[Path, PrivacyLedger, Selected], dict[str, Any]]
 
 
-def plan_selection(candidates: Sequence[SelectionCandidate], num_examples: int, *, epsilon: float, delta: float,
-                   seed: int, holdout: float, mean: float, shape: float, score_noise: float) -> SelectionPlan:
+def plan_selection(
+    candidates: Sequence[SelectionCandidate],
+    num_examples: int,
+    *,
+    epsilon: float,
+    delta: float,
+    seed: int,
+    holdout: float,
+    mean: float,
+    shape: float,
+    score_noise: float,
+) -> SelectionPlan:
     """The selection's plan (:class:`SelectionPlan`); every refusal comes before any spend: fewer than two
     examples held out or none kept, candidates with different sampling plans, settings or a budget that
     cannot pay (:func:`~labeldp.accounting.calibration.calibrate_selection_noise`)."""
@@ -168,14 +182,18 @@ def plan_selection(candidates: Sequence[SelectionCandidate], num_examples: int, 
     held_out, kept = np.flatnonzero(held), np.flatnonzero(~held)
     if held_out.size < 2 or kept.size == 0:
         lack = "fewer than two to score on: raise it" if held_out.size < 2 else "none to train on: lower it"
-        raise ConfigError(f"holdout {holdout:g} holds out {held_out.size} of {num_examples} training examples (a "
-                          f"public coin each, from the seed): {lack}")
+        raise ConfigError(
+            f"holdout {holdout:g} holds out {held_out.size} of {num_examples} training examples (a "
+            f"public coin each, from the seed): {lack}"
+        )
     plans = {sampling_plan(kept.size, candidate.train)[:2] for candidate in candidates}
     if len(plans) > 1:
-        raise ConfigError("dp-sgd candidates must share epochs and batch size (the sampling plan): the selection "
-                          "accounts every trial as one event; tune the learning rate, momentum, weight decay, "
-                          "clipping norm, ...")
-    (q, steps), = plans
+        raise ConfigError(
+            "dp-sgd candidates must share epochs and batch size (the sampling plan): the selection "
+            "accounts every trial as one event; tune the learning rate, momentum, weight decay, "
+            "clipping norm, ..."
+        )
+    ((q, steps),) = plans
     sigma = calibrate_selection_noise(epsilon, delta, q, steps, score_noise, mean, shape, tolerance=1e-2)
     return SelectionPlan(held_out, kept, q, steps, sigma, float(mean), float(shape), float(score_noise))
 
@@ -191,19 +209,35 @@ def _check_unspent(out: Path) -> None:
     are gone) and an output folder that is not empty (the output is written whole, at the end)."""
     ledger = scratch_folder(out) / SCRATCH_LEDGER
     if ledger.exists():
-        raise RunDirectoryError(f"{ledger} records the spend of a private selection for {out} that did not finish: "
-                                "its trials are not kept, so it cannot be resumed without spending again. Keep that "
-                                "ledger (it accounts for the spend) and start again in a new folder (a new spend, "
-                                "with its own ledger)")
+        raise RunDirectoryError(
+            f"{ledger} records the spend of a private selection for {out} that did not finish: "
+            "its trials are not kept, so it cannot be resumed without spending again. Keep that "
+            "ledger (it accounts for the spend) and start again in a new folder (a new spend, "
+            "with its own ledger)"
+        )
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise RunDirectoryError(f"{out} is in the way: a private selection writes its folder whole, once its trials "
-                                "are over; choose a new folder")
+        raise RunDirectoryError(
+            f"{out} is in the way: a private selection writes its folder whole, once its trials "
+            "are over; choose a new folder"
+        )
 
 
-def select_dpsgd(candidates: Sequence[SelectionCandidate], data: LabeledDataset, out: str | os.PathLike,
-                 write: WriteOutput, *, epsilon: float, delta: float, noise: NoiseSource, seed: int, holdout: float,
-                 mean: float = SELECTION_DEFAULTS["mean"], shape: float = SELECTION_DEFAULTS["shape"],
-                 score_noise: float = SELECTION_DEFAULTS["score_noise"], progress: bool = True) -> dict[str, Any]:
+def select_dpsgd(
+    candidates: Sequence[SelectionCandidate],
+    data: LabeledDataset,
+    out: str | os.PathLike,
+    write: WriteOutput,
+    *,
+    epsilon: float,
+    delta: float,
+    noise: NoiseSource,
+    seed: int,
+    holdout: float,
+    mean: float = SELECTION_DEFAULTS["mean"],
+    shape: float = SELECTION_DEFAULTS["shape"],
+    score_noise: float = SELECTION_DEFAULTS["score_noise"],
+    progress: bool = True,
+) -> dict[str, Any]:
     """Select one of ``candidates`` privately on ``data`` (see the module docstring) and write the output
     folder ``out`` with ``write`` once the trials are over; returns what ``write`` returns.
 
@@ -212,8 +246,17 @@ def select_dpsgd(candidates: Sequence[SelectionCandidate], data: LabeledDataset,
     the ledger of the spend is recorded in the scratch folder before the first trial, and a selection
     interrupted after it is refused when repeated (:func:`scratch_folder` says where its ledger is)."""
     out = Path(out).resolve()
-    plan = plan_selection(candidates, len(data.y_train), epsilon=epsilon, delta=delta, seed=seed, holdout=holdout,
-                          mean=mean, shape=shape, score_noise=score_noise)
+    plan = plan_selection(
+        candidates,
+        len(data.y_train),
+        epsilon=epsilon,
+        delta=delta,
+        seed=seed,
+        holdout=holdout,
+        mean=mean,
+        shape=shape,
+        score_noise=score_noise,
+    )
     _check_unspent(out)
     if not noise.private:
         warnings.warn(f"the selection's noise is {noise.describe()}", InsecureNoiseWarning, stacklevel=3)
@@ -225,13 +268,14 @@ def select_dpsgd(candidates: Sequence[SelectionCandidate], data: LabeledDataset,
         rng = noise.generator("tune-selection")
         trials = draw_trials(rng, plan.mean, plan.shape)  # drawn before the spend: it does not depend on the data
         ledger = PrivacyLedger(len(data.y_train), DPSGD_RELATION)
-        ledger.record(plan.event(), np.ones(len(data.y_train), dtype=bool), plan.describe(len(candidates)),
-                      "selection")
+        ledger.record(plan.event(), np.ones(len(data.y_train), dtype=bool), plan.describe(len(candidates)), "selection")
         ledger.save(scratch / SCRATCH_LEDGER, delta)  # recorded before the first trial
         selected = _run_trials(candidates, plan, data, noise, seed, rng, trials, progress)
         if selected is None:
-            raise RunDirectoryError(f"the selection drew no trial (a Poisson number of trials can be 0): nothing is "
-                                    f"output; the spend is recorded in {scratch / SCRATCH_LEDGER}")
+            raise RunDirectoryError(
+                f"the selection drew no trial (a Poisson number of trials can be 0): nothing is "
+                f"output; the spend is recorded in {scratch / SCRATCH_LEDGER}"
+            )
         staging = scratch / "output"
         staging.mkdir()
         outcome = write(staging, ledger, selected)
@@ -240,31 +284,52 @@ def select_dpsgd(candidates: Sequence[SelectionCandidate], data: LabeledDataset,
     return outcome
 
 
-def _run_trials(candidates: Sequence[SelectionCandidate], plan: SelectionPlan, data: LabeledDataset,
-                noise: NoiseSource, seed: int, rng, trials: int, progress: bool) -> Selected | None:
+def _run_trials(
+    candidates: Sequence[SelectionCandidate],
+    plan: SelectionPlan,
+    data: LabeledDataset,
+    noise: NoiseSource,
+    seed: int,
+    rng,
+    trials: int,
+    progress: bool,
+) -> Selected | None:
     """Run ``trials`` trials in memory (no file, no checkpoint) and keep the best; None if there are none."""
     if progress:
         tqdm.write("private selection: the trials run in secret (their number is part of the noise)")
     best = None
     for trial in range(trials):
         index = int(rng.integers(len(candidates)))
-        trial_noise = noise if noise.private else NoiseSource(insecure_seed=int(noise.seed("tune-selection",
-                                                                                             trial + 1)))
+        trial_noise = (
+            noise if noise.private else NoiseSource(insecure_seed=int(noise.seed("tune-selection", trial + 1)))
+        )
         score, model = _trial(candidates[index], plan, data, trial_noise, seed, rng)
         if best is None or score > best.noisy_count:
             best = Selected(index, model.cpu(), score, plan)
     return best
 
 
-def _trial(candidate: SelectionCandidate, plan: SelectionPlan, data: LabeledDataset, noise: NoiseSource, seed: int,
-           rng) -> tuple[float, nn.Module]:
+def _trial(
+    candidate: SelectionCandidate, plan: SelectionPlan, data: LabeledDataset, noise: NoiseSource, seed: int, rng
+) -> tuple[float, nn.Module]:
     """One trial: DP-SGD of ``candidate`` on the kept examples, then its held-out count of correct
     predictions plus N(0, score_noise^2) from ``rng``. Returns (the noisy count, the model to evaluate)."""
-    model, _ = train_dpsgd(candidate.new_model(), data.x_train[plan.kept], data.y_train[plan.kept], candidate.train,
-                           candidate.dp, plan.noise_multiplier, augmentation=data.augmentation, seed=seed,
-                           noise=noise, checkpoint=None, progress=False)
-    predictions = predict_proba(model, data.x_train[plan.held_out],
-                                batch_size=candidate.train.eval_batch_size).argmax(axis=1)
+    model, _ = train_dpsgd(
+        candidate.new_model(),
+        data.x_train[plan.kept],
+        data.y_train[plan.kept],
+        candidate.train,
+        candidate.dp,
+        plan.noise_multiplier,
+        augmentation=data.augmentation,
+        seed=seed,
+        noise=noise,
+        checkpoint=None,
+        progress=False,
+    )
+    predictions = predict_proba(model, data.x_train[plan.held_out], batch_size=candidate.train.eval_batch_size).argmax(
+        axis=1
+    )
     count = float(np.sum(predictions == unseal(data.y_train[plan.held_out])))  # inside the mechanism: noised below
     return count + float(rng.normal(0.0, plan.score_noise)), model
 
@@ -274,15 +339,28 @@ def format_selection(outcome: dict[str, Any]) -> str:
     noisy score, the final model's test accuracy and the ledger."""
     final = outcome["final"]
     shape = "Poisson" if math.isinf(outcome["shape"]) else f"shape {outcome['shape']:g}"
-    return (f"private selection over {len(outcome['candidates'])} candidates ({', '.join(outcome['candidates'])}); "
-            f"trials: {shape}, mean {outcome['mean']:g} (their number and the other trials stay secret)\n"
-            f"chosen: {outcome['chosen']}, noisy held-out accuracy {100 * outcome['noisy_held_out_accuracy']:.2f}% "
-            f"({outcome['held_out']} examples, count noise {outcome['score_noise']:g}); DP-SGD noise multiplier "
-            f"{outcome['noise_multiplier']:.4f}\n"
-            f"the chosen trial's model: {describe_test_metrics(final)}; the tune folder's ledger: "
-            f"epsilon {format_epsilon(outcome['ledger_epsilon'])} at delta {outcome['delta']:g} (one "
-            "RepeatAndSelectDpEvent, RDP)")
+    return (
+        f"private selection over {len(outcome['candidates'])} candidates ({', '.join(outcome['candidates'])}); "
+        f"trials: {shape}, mean {outcome['mean']:g} (their number and the other trials stay secret)\n"
+        f"chosen: {outcome['chosen']}, noisy held-out accuracy {100 * outcome['noisy_held_out_accuracy']:.2f}% "
+        f"({outcome['held_out']} examples, count noise {outcome['score_noise']:g}); DP-SGD noise multiplier "
+        f"{outcome['noise_multiplier']:.4f}\n"
+        f"the chosen trial's model: {describe_test_metrics(final)}; the tune folder's ledger: "
+        f"epsilon {format_epsilon(outcome['ledger_epsilon'])} at delta {outcome['delta']:g} (one "
+        "RepeatAndSelectDpEvent, RDP)"
+    )
 
 
-__all__ = ["SELECTION_DEFAULTS", "SelectionCandidate", "SelectionPlan", "Selected", "WriteOutput", "draw_trials",
-           "format_selection", "holdout_coins", "plan_selection", "scratch_folder", "select_dpsgd"]
+__all__ = [
+    "SELECTION_DEFAULTS",
+    "SelectionCandidate",
+    "SelectionPlan",
+    "Selected",
+    "WriteOutput",
+    "draw_trials",
+    "format_selection",
+    "holdout_coins",
+    "plan_selection",
+    "scratch_folder",
+    "select_dpsgd",
+]

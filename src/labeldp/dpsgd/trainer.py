@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -41,17 +41,17 @@ from torch.optim.swa_utils import AveragedModel
 from tqdm.auto import tqdm
 
 from labeldp import distributed
-from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.errors import ConfigError
 from labeldp.boundary import PrivateLabels, unseal
-from labeldp.randomness import NoiseSource, public_seed
-from labeldp.training.augment import augment
+from labeldp.config.dpsgd import DPSGDConfig
+from labeldp.config.train import TrainConfig
 from labeldp.dpsgd.clipping import check_per_example_model, clipped_gradient_sum
 from labeldp.dpsgd.noise import noise_generator, privatize_gradients
 from labeldp.dpsgd.sampling import PoissonSampler, sampling_generator
-from labeldp.config.train import TrainConfig
-from labeldp.training.predict import accuracy
+from labeldp.errors import ConfigError
+from labeldp.randomness import NoiseSource, public_seed
+from labeldp.training.augment import augment
 from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
+from labeldp.training.predict import accuracy
 from labeldp.training.records import EpochRecord
 from labeldp.training.stage import lr_schedule, make_optimizer
 
@@ -76,15 +76,20 @@ def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: s
         If ``config`` asks for mixup or amp, or ``dp.augmult`` > 1 without augmentation.
     """
     if config.mixup_alpha > 0:
-        raise ConfigError("DP-SGD cannot use mixup: it mixes examples, which breaks per-example clipping; "
-                         "use mixup_alpha=0")
+        raise ConfigError(
+            "DP-SGD cannot use mixup: it mixes examples, which breaks per-example clipping; use mixup_alpha=0"
+        )
     if config.amp:
-        raise ConfigError("DP-SGD runs in float32: amp (bf16 autocast) would compute the per-example gradient norms "
-                         "that the clipping bound rests on in bf16; use amp=False")
+        raise ConfigError(
+            "DP-SGD runs in float32: amp (bf16 autocast) would compute the per-example gradient norms "
+            "that the clipping bound rests on in bf16; use amp=False"
+        )
     if dp.augmult > 1 and (not config.augment or augmentation == "none"):
         reason = "augmentation is off" if not config.augment else "the dataset has no augmentation"
-        raise ConfigError(f"augmult {dp.augmult} averages the gradients of augmented views of each example, but "
-                         f"{reason}; use augmult 1")
+        raise ConfigError(
+            f"augmult {dp.augmult} averages the gradients of augmented views of each example, but "
+            f"{reason}; use augmult 1"
+        )
 
 
 def _ema_with_warmup(decay: float) -> Callable[[list[torch.Tensor], list[torch.Tensor], torch.Tensor], None]:
@@ -93,12 +98,14 @@ def _ema_with_warmup(decay: float) -> Callable[[list[torch.Tensor], list[torch.T
     initial weights. The rate is computed on the parameters' device, in float64 (float32 on Apple's
     MPS, which has no float64): the update never waits for a GPU to report t, and its arithmetic is
     that of a Python-float rate."""
+
     def average(averaged: list[torch.Tensor], current: list[torch.Tensor], updates: torch.Tensor) -> None:
         t = updates.to(torch.float32 if updates.device.type == "mps" else torch.float64)
         rate = torch.clamp((1.0 + t) / (10.0 + t), max=decay)
         scaled = torch._foreach_mul(current, 1.0 - rate)
         torch._foreach_mul_(averaged, rate)
         torch._foreach_add_(averaged, scaled)
+
     return average
 
 
@@ -130,8 +137,16 @@ def sampling_plan(num_examples: int, config: TrainConfig) -> tuple[float, int, i
     return q, config.epochs * steps_per_epoch, steps_per_epoch
 
 
-def private_gradient(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, dp: DPSGDConfig,
-                     noise_multiplier: float, expected_batch_size: float, noise_rng, parallel: bool = False) -> None:
+def private_gradient(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    dp: DPSGDConfig,
+    noise_multiplier: float,
+    expected_batch_size: float,
+    noise_rng,
+    parallel: bool = False,
+) -> None:
     """Set ``model``'s gradients to one DP-SGD step's privatised gradient: (the sum of the clipped
     per-example gradients of ``inputs`` + N(0, (sigma C)^2)) / ``expected_batch_size``.
 
@@ -160,18 +175,31 @@ def private_gradient(model: nn.Module, inputs: torch.Tensor, labels: torch.Tenso
     parallel : bool, optional
         Sum the ranks' shares (a collective call).
     """
-    clipped = clipped_gradient_sum(model, inputs, labels, dp.max_grad_norm, method=dp.clipping,
-                                   physical_batch_size=dp.physical_batch_size, multiple_views=dp.augmult > 1)
+    clipped = clipped_gradient_sum(
+        model,
+        inputs,
+        labels,
+        dp.max_grad_norm,
+        method=dp.clipping,
+        physical_batch_size=dp.physical_batch_size,
+        multiple_views=dp.augmult > 1,
+    )
     noisy = not parallel or distributed.is_main()
-    privatize_gradients(model, clipped, noise_multiplier if noisy else 0.0, dp.max_grad_norm, expected_batch_size,
-                        noise_rng if noisy else None)
+    privatize_gradients(
+        model,
+        clipped,
+        noise_multiplier if noisy else 0.0,
+        dp.max_grad_norm,
+        expected_batch_size,
+        noise_rng if noisy else None,
+    )
     if parallel:
         params = [p for p in model.parameters() if p.requires_grad]
         flat = torch.cat([p.grad.reshape(-1) for p in params])
         flat = distributed.all_reduce_sum(flat)
         offset = 0
         for param in params:
-            param.grad.copy_(flat[offset:offset + param.numel()].view_as(param.grad))
+            param.grad.copy_(flat[offset : offset + param.numel()].view_as(param.grad))
             offset += param.numel()
 
 
@@ -209,8 +237,7 @@ def _resume(run: _DPSGDRun) -> list[EpochRecord]:
     """Restore ``run`` from its checkpoint, when there is one (under ``parallel`` rank 0 reads it and
     every rank resumes from it), the EMA included; the history so far. No sampling or noise state is
     restored: none is saved."""
-    state, history = restore_checkpoint(run.checkpoint, run.model, run.optimizer, run.scheduler,
-                                        parallel=run.parallel)
+    state, history = restore_checkpoint(run.checkpoint, run.model, run.optimizer, run.scheduler, parallel=run.parallel)
     if state is not None and run.ema is not None:
         run.ema.load_state_dict(state["ema"])
     return history
@@ -219,8 +246,14 @@ def _resume(run: _DPSGDRun) -> list[EpochRecord]:
 def _save(run: _DPSGDRun, history: list[EpochRecord]) -> None:
     """Checkpoint ``run`` after an epoch (rank 0 writes): the model, optimiser, schedule, EMA and
     ``history``, nothing of the sampling or the noise."""
-    save_checkpoint(run.checkpoint, run.model, run.optimizer, run.scheduler, history,
-                    ema=run.ema.state_dict() if run.ema is not None else None)
+    save_checkpoint(
+        run.checkpoint,
+        run.model,
+        run.optimizer,
+        run.scheduler,
+        history,
+        ema=run.ema.state_dict() if run.ema is not None else None,
+    )
 
 
 def _step(run: _DPSGDRun, epoch: int, step: int, batch: torch.Tensor, noise_rng) -> None:
@@ -229,15 +262,23 @@ def _step(run: _DPSGDRun, epoch: int, step: int, batch: torch.Tensor, noise_rng)
     # Each example's views depend on (epoch, step, its index) only, not on the others in the batch.
     augment_rng = torch.Generator().manual_seed(public_seed(run.seed, "dpsgd-augment", epoch, step))
     if run.parallel:
-        batch = batch[distributed.rank()::distributed.world_size()]
+        batch = batch[distributed.rank() :: distributed.world_size()]
     n = len(run.x)
     xb = run.x[batch]
     if run.dp.augmult > 1:
         xb = torch.stack([augment(xb, run.augmentation, augment_rng, batch, n) for _ in range(run.dp.augmult)], dim=1)
     elif run.config.augment:
         xb = augment(xb, run.augmentation, augment_rng, batch, n)
-    private_gradient(run.model, xb.to(run.device), run.y[batch].to(run.device), run.dp, run.noise_multiplier,
-                     run.q * n, noise_rng, run.parallel)
+    private_gradient(
+        run.model,
+        xb.to(run.device),
+        run.y[batch].to(run.device),
+        run.dp,
+        run.noise_multiplier,
+        run.q * n,
+        noise_rng,
+        run.parallel,
+    )
     run.optimizer.step()
     run.scheduler.step()
     if run.ema is not None:
@@ -255,22 +296,32 @@ def _epoch(run: _DPSGDRun, epoch: int, progress: bool) -> None:
         next_batch = sampler.sample
     if run.parallel:  # the epoch's batches, sampled over the whole dataset on rank 0, for every rank
         next_batch = iter(distributed.on_main(lambda: [sampler.sample() for _ in range(run.steps_per_epoch)])).__next__
-    for step in tqdm(range(run.steps_per_epoch), desc=f"dp-sgd epoch {epoch}/{run.config.epochs}", leave=False,
-                     disable=None if progress else True, unit="step"):
+    for step in tqdm(
+        range(run.steps_per_epoch),
+        desc=f"dp-sgd epoch {epoch}/{run.config.epochs}",
+        leave=False,
+        disable=None if progress else True,
+        unit="step",
+    ):
         _step(run, epoch, step, next_batch(), noise_rng)
 
 
-def _end_of_epoch(run: _DPSGDRun, epoch: int, start: float, test: tuple[np.ndarray, np.ndarray] | None
-                  ) -> EpochRecord:
+def _end_of_epoch(run: _DPSGDRun, epoch: int, start: float, test: tuple[np.ndarray, np.ndarray] | None) -> EpochRecord:
     """The record of ``epoch``: the evaluated model's accuracy on the public test set (shared among the
     ranks in parallel) and the learning rate; no training loss."""
-    test_accuracy = (accuracy(run.evaluated, *test, run.config.eval_batch_size, sharded=run.parallel)
-                     if test is not None else None)
+    test_accuracy = (
+        accuracy(run.evaluated, *test, run.config.eval_batch_size, sharded=run.parallel) if test is not None else None
+    )
     return EpochRecord(epoch, None, test_accuracy, run.optimizer.param_groups[0]["lr"], time.perf_counter() - start)
 
 
-def _epochs(run: _DPSGDRun, history: list[EpochRecord], test: tuple[np.ndarray, np.ndarray] | None,
-            on_epoch_end: Callable[[EpochRecord], None] | None, progress: bool) -> None:
+def _epochs(
+    run: _DPSGDRun,
+    history: list[EpochRecord],
+    test: tuple[np.ndarray, np.ndarray] | None,
+    on_epoch_end: Callable[[EpochRecord], None] | None,
+    progress: bool,
+) -> None:
     """The epochs after the last one in ``history``, up to ``config.epochs``: each trains, is evaluated,
     appended to ``history``, checkpointed, and reported to ``on_epoch_end`` (on rank 0)."""
     for epoch in range(len(history) + 1, run.config.epochs + 1):
@@ -370,11 +421,30 @@ def train_dpsgd(
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, steps_per_epoch))
     noise = noise or NoiseSource()
-    ema = AveragedModel(model, multi_avg_fn=_ema_with_warmup(dp.ema_decay), use_buffers=True) \
-        if dp.ema_decay > 0 else None
-    run = _DPSGDRun(model, x, y, config, dp, noise_multiplier, q, steps_per_epoch, noise, optimizer, scheduler, ema,
-                    augmentation, seed, data_parallel and distributed.active(), device,
-                    Path(checkpoint) if checkpoint is not None else None)
+    ema = (
+        AveragedModel(model, multi_avg_fn=_ema_with_warmup(dp.ema_decay), use_buffers=True)
+        if dp.ema_decay > 0
+        else None
+    )
+    run = _DPSGDRun(
+        model,
+        x,
+        y,
+        config,
+        dp,
+        noise_multiplier,
+        q,
+        steps_per_epoch,
+        noise,
+        optimizer,
+        scheduler,
+        ema,
+        augmentation,
+        seed,
+        data_parallel and distributed.active(),
+        device,
+        Path(checkpoint) if checkpoint is not None else None,
+    )
     history = _resume(run)
     model.train()
     _epochs(run, history, test, on_epoch_end, progress)

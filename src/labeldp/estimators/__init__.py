@@ -35,8 +35,21 @@ from labeldp.estimators.classifier import LabelDPClassifier
 from labeldp.estimators.logistic import LabelDPLogisticRegression
 from labeldp.estimators.public_bins import PublicBins
 from labeldp.estimators.regressor import LabelDPRegressor
-from labeldp.released_metrics import (clean_accuracy_estimate, clean_accuracy_terms, released_labels_for,
-                                      released_log_likelihood)
+from labeldp.released_metrics import (
+    clean_accuracy_estimate,
+    clean_accuracy_terms,
+    released_labels_for,
+    released_log_likelihood,
+)
 
-__all__ = ["LabelDPClassifier", "LabelDPLogisticRegression", "LabelDPRegressor", "PublicBins", "ReleasedLabels",
-           "clean_accuracy_estimate", "clean_accuracy_terms", "released_labels_for", "released_log_likelihood"]
+__all__ = [
+    "LabelDPClassifier",
+    "LabelDPLogisticRegression",
+    "LabelDPRegressor",
+    "PublicBins",
+    "ReleasedLabels",
+    "clean_accuracy_estimate",
+    "clean_accuracy_terms",
+    "released_labels_for",
+    "released_log_likelihood",
+]

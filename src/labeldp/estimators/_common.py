@@ -4,7 +4,7 @@ its weighted fit, and rows of a table or an array."""
 
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 import numpy as np
 import pandas as pd
@@ -25,13 +25,17 @@ def _fit_labels(y, estimator: BaseEstimator) -> PrivateLabels | ReleasedLabels:
         "public, and a fit on one could not know whether those labels were released before (a search would release "
         f"them once per fold). Wrap the true labels once: {name}(...).fit(X, labeldp.PrivateLabels(y, classes=[...]))"
         " (every fit and fold on them then shares one release); or fit on labels released once "
-        "(labeldp.privatize(y, classes=..., epsilon=...)).")
+        "(labeldp.privatize(y, classes=..., epsilon=...))."
+    )
 
 
 def _noise_key(secure_rng: bool, insecure_noise_seed: int | None) -> Hashable:
     """What a shared release's noise depends on: fresh entropy is as good as any other fresh entropy."""
-    return ("insecure", int(insecure_noise_seed)) if insecure_noise_seed is not None else ("secure" if secure_rng
-                                                                                            else "fresh")
+    return (
+        ("insecure", int(insecure_noise_seed))
+        if insecure_noise_seed is not None
+        else ("secure" if secure_rng else "fresh")
+    )
 
 
 def _shared_rr_channel(labels: np.ndarray, likelihood: np.ndarray) -> tuple[float, float] | None:

@@ -42,11 +42,25 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.utils.validation import check_is_fitted
 
 from labeldp.accounting import PrivacyLedger, randomized_response_event
-from labeldp.boundary import (RELEASE_ONCE_ROUTE, PrivateLabels, ReleasedLabels, fit_classes,
-                              release_randomized_response, release_rr_with_prior)
+from labeldp.boundary import (
+    RELEASE_ONCE_ROUTE,
+    PrivateLabels,
+    ReleasedLabels,
+    fit_classes,
+    release_randomized_response,
+    release_rr_with_prior,
+)
 from labeldp.errors import ConfigError
-from labeldp.estimators._common import (_base_estimator, _fit_labels, _fit_weighted, _noise_key, _num_rows,
-                                        _shared_rr_channel, _stack, _take)
+from labeldp.estimators._common import (
+    _base_estimator,
+    _fit_labels,
+    _fit_weighted,
+    _noise_key,
+    _num_rows,
+    _shared_rr_channel,
+    _stack,
+    _take,
+)
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import clean_accuracy_estimate, released_labels_for
 
@@ -92,9 +106,18 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         (keep, other) of the randomized response that ``predict_proba`` inverts; None after a weighted fit.
     """
 
-    def __init__(self, estimator=None, *, epsilon: float = 1.0, classes=None, stages: int = 1,
-                 em_iterations: int | None = None, secure_rng: bool = False,
-                 insecure_noise_seed: int | None = None, random_state: int | None = None):
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        epsilon: float = 1.0,
+        classes=None,
+        stages: int = 1,
+        em_iterations: int | None = None,
+        secure_rng: bool = False,
+        insecure_noise_seed: int | None = None,
+        random_state: int | None = None,
+    ):
         self.estimator = estimator
         self.epsilon = epsilon
         self.classes = classes
@@ -168,7 +191,8 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             raise ConfigError(
                 "a multi-stage fit releases every row of the labels in stages, each under the model trained on the "
                 "stages before: it cannot be shared by the folds of a search or fitted on a part of the labels. Fit "
-                "it on all of them, or search with stages=1 (one release shared by every fold). " + RELEASE_ONCE_ROUTE)
+                "it on all of them, or search with stages=1 (one release shared by every fold). " + RELEASE_ONCE_ROUTE
+            )
 
     def _noise(self) -> NoiseSource:
         return NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
@@ -179,8 +203,15 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         key = ("randomized-response", epsilon, num_classes, _noise_key(self.secure_rng, self.insecure_noise_seed))
 
         def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> ReleasedLabels:
-            release = release_randomized_response(ledger, everything, np.arange(len(everything)), num_classes,
-                                                  epsilon, noise.generator("label-release", 1), "stage1")
+            release = release_randomized_response(
+                ledger,
+                everything,
+                np.arange(len(everything)),
+                num_classes,
+                epsilon,
+                noise.generator("label-release", 1),
+                "stage1",
+            )
             return ReleasedLabels(release.labels, release.likelihood, self.classes_, ledger)
 
         self.release_key_ = key
@@ -198,14 +229,21 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             for stage, members in enumerate(parts, start=1):
                 members, rng = np.sort(members), noise.generator("label-release", stage)
                 if stage == 1:
-                    release = release_randomized_response(ledger, everything[members], members, num_classes, epsilon,
-                                                          rng, f"stage{stage}")
+                    release = release_randomized_response(
+                        ledger, everything[members], members, num_classes, epsilon, rng, f"stage{stage}"
+                    )
                 else:
-                    done = np.sort(np.concatenate(parts[:stage - 1]))
+                    done = np.sort(np.concatenate(parts[: stage - 1]))
                     self._fit_released(_take(X, done), released[done], likelihood[done], _take(sample_weight, done))
-                    release = release_rr_with_prior(ledger, everything[members], members,
-                                                    self.predict_proba(_take(X, members)), epsilon, rng,
-                                                    f"stage{stage}")
+                    release = release_rr_with_prior(
+                        ledger,
+                        everything[members],
+                        members,
+                        self.predict_proba(_take(X, members)),
+                        epsilon,
+                        rng,
+                        f"stage{stage}",
+                    )
                 released[members], likelihood[members] = release.labels, release.likelihood
             return ReleasedLabels(released, likelihood, self.classes_, ledger)
 

@@ -82,9 +82,16 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         The release's, per row of the labels.
     """
 
-    def __init__(self, *, epsilon: float = 1.0, classes=None, n_bins: int = DEFAULT_BINS,
-                 l2_regularization: float = DEFAULT_L2, secure_rng: bool = False,
-                 insecure_noise_seed: int | None = None):
+    def __init__(
+        self,
+        *,
+        epsilon: float = 1.0,
+        classes=None,
+        n_bins: int = DEFAULT_BINS,
+        l2_regularization: float = DEFAULT_L2,
+        secure_rng: bool = False,
+        insecure_noise_seed: int | None = None,
+    ):
         self.epsilon = epsilon
         self.classes = classes
         self.n_bins = n_bins
@@ -120,12 +127,16 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
             For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
         """
         if hasattr(y, "likelihood") or hasattr(y, "channel"):
-            raise ConfigError(f"{type(self).__name__} releases label marginals, not labels: fit it on the private "
-                              "labels (it spends epsilon), or fit LabelDPClassifier on released labels")
+            raise ConfigError(
+                f"{type(self).__name__} releases label marginals, not labels: fit it on the private "
+                "labels (it spends epsilon), or fit LabelDPClassifier on released labels"
+            )
         if not isinstance(y, PrivateLabels):
-            raise ConfigError(f"{type(self).__name__}.fit takes private labels: fit(X, labeldp.PrivateLabels(y, "
-                              "classes=[...])). A plain array is public to labeldp, and a fit on one could not know "
-                              "whether those labels were released before")
+            raise ConfigError(
+                f"{type(self).__name__}.fit takes private labels: fit(X, labeldp.PrivateLabels(y, "
+                "classes=[...])). A plain array is public to labeldp, and a fit on one could not know "
+                "whether those labels were released before"
+            )
         classes = self._classes(y)
         if not self.epsilon > 0 or not np.isfinite(self.epsilon):
             raise ConfigError(f"epsilon must be a finite number > 0, got {self.epsilon}")
@@ -140,8 +151,17 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         epsilon = float(self.epsilon)
 
         def draw(labels: PrivateLabels, ledger: PrivacyLedger):
-            release = release_label_marginals(ledger, labels, np.arange(len(labels)), codes, sizes, num_classes,
-                                              epsilon, noise.generator("histogram"), "marginals")
+            release = release_label_marginals(
+                ledger,
+                labels,
+                np.arange(len(labels)),
+                codes,
+                sizes,
+                num_classes,
+                epsilon,
+                noise.generator("histogram"),
+                "marginals",
+            )
             return release, ledger
 
         release, self.ledger_ = y.release_new(marginals_event(epsilon, sizes.size, num_classes), draw)
@@ -231,9 +251,11 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
             For private labels.
         """
         if isinstance(y, PrivateLabels):
-            raise ConfigError(f"{type(self).__name__} released label counts, not labels: there is no released label "
-                              "to score on. Score it on a public test set, or on labels released once "
-                              "(labeldp.privatize) of rows it was not fitted on")
+            raise ConfigError(
+                f"{type(self).__name__} released label counts, not labels: there is no released label "
+                "to score on. Score it on a public test set, or on labels released once "
+                "(labeldp.privatize) of rows it was not fitted on"
+            )
         if hasattr(y, "likelihood"):
             predictions = self.decision_function(X).argmax(axis=1)
             weights = channel_weights(y.labels, y.likelihood)
@@ -263,8 +285,9 @@ def project_marginals(counts: np.ndarray, bins: np.ndarray, bins_per_feature: np
     return consistent_counts(counts, sizes)
 
 
-def fit_from_marginals(bins: np.ndarray, bins_per_feature: np.ndarray, counts: np.ndarray, l2: float
-                       ) -> tuple[np.ndarray, np.ndarray]:
+def fit_from_marginals(
+    bins: np.ndarray, bins_per_feature: np.ndarray, counts: np.ndarray, l2: float
+) -> tuple[np.ndarray, np.ndarray]:
     """The multinomial logistic model over bin indicators that maximises the rows' log-likelihood
     written with the marginals ``counts`` (bins x classes) in place of the labels, minus
     l2 / 2 |coef|^2. The class totals are each feature's counts summed, averaged over the features.
@@ -304,7 +327,7 @@ def fit_from_marginals(bins: np.ndarray, bins_per_feature: np.ndarray, counts: n
         logits = design @ coef + intercept
         normaliser = logsumexp(logits, axis=1)
         expected = np.exp(logits - normaliser[:, None]) * weights[:, None]
-        value = weights @ normaliser - np.sum(coef * counts) - intercept @ totals + 0.5 * l2 * np.sum(coef ** 2)
+        value = weights @ normaliser - np.sum(coef * counts) - intercept @ totals + 0.5 * l2 * np.sum(coef**2)
         gradient = np.concatenate([(design.T @ expected - counts + l2 * coef).ravel(), expected.sum(0) - totals])
         return value, gradient
 

@@ -119,8 +119,9 @@ class PublicBins(TransformerMixin, BaseEstimator):
             values = frame[column]
             if column in self.edges_:
                 numbers = pd.to_numeric(values, errors="coerce").to_numpy(np.float64)
-                codes[:, j] = np.where(np.isfinite(numbers),
-                                       1 + np.searchsorted(self.edges_[column], numbers, side="right"), 0)
+                codes[:, j] = np.where(
+                    np.isfinite(numbers), 1 + np.searchsorted(self.edges_[column], numbers, side="right"), 0
+                )
             else:
                 position = self.categories_[column].get_indexer(values.astype(object).map(str, na_action="ignore"))
                 codes[:, j] = np.where(values.isna().to_numpy(), 0, position + 1)
@@ -144,8 +145,10 @@ def bin_indicators(bins: np.ndarray, bins_per_feature: np.ndarray) -> sp.csr_mat
     """
     rows, features = bins.shape
     columns = flat_bins(bins, bins_per_feature).ravel()
-    return sp.csr_matrix((np.ones(rows * features), (np.repeat(np.arange(rows), features), columns)),
-                         shape=(rows, int(bins_per_feature.sum())))
+    return sp.csr_matrix(
+        (np.ones(rows * features), (np.repeat(np.arange(rows), features), columns)),
+        shape=(rows, int(bins_per_feature.sum())),
+    )
 
 
 def _frame(X) -> pd.DataFrame:

@@ -117,10 +117,21 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         The fitted clone of ``estimator``.
     """
 
-    def __init__(self, estimator=None, *, epsilon: float = 1.0, label_range=None, grid=DEFAULT_GRID_SIZE,
-                 mechanism: str = "rr-on-bins", prior="histogram", prior_epsilon: float | None = None,
-                 debias: bool = True, secure_rng: bool = False, insecure_noise_seed: int | None = None,
-                 random_state: int | None = None):
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        epsilon: float = 1.0,
+        label_range=None,
+        grid=DEFAULT_GRID_SIZE,
+        mechanism: str = "rr-on-bins",
+        prior="histogram",
+        prior_epsilon: float | None = None,
+        debias: bool = True,
+        secure_rng: bool = False,
+        insecure_noise_seed: int | None = None,
+        random_state: int | None = None,
+    ):
         self.estimator = estimator
         self.epsilon = epsilon
         self.label_range = label_range
@@ -137,15 +148,18 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
     def _grid(self) -> np.ndarray:
         if np.ndim(self.grid) == 0:
             if self.label_range is None or len(self.label_range) != 2:
-                raise ConfigError("fitting on true values needs the label domain: label_range=(low, high) (public, "
-                                  "declared, never read off the labels)")
+                raise ConfigError(
+                    "fitting on true values needs the label domain: label_range=(low, high) (public, "
+                    "declared, never read off the labels)"
+                )
             return label_grid(self.label_range[0], self.label_range[1], self.grid)
         values = np.asarray(self.grid, dtype=np.float64)
         if values.ndim != 1 or values.size < 2 or not np.all(np.isfinite(values)) or not np.all(np.diff(values) > 0):
             raise ConfigError("grid must be a number of points or at least 2 strictly increasing finite values")
         if self.label_range is not None and (values[0] != self.label_range[0] or values[-1] != self.label_range[1]):
-            raise ConfigError(f"the grid runs from {values[0]:g} to {values[-1]:g}, not over label_range "
-                              f"{tuple(self.label_range)}")
+            raise ConfigError(
+                f"the grid runs from {values[0]:g} to {values[-1]:g}, not over label_range {tuple(self.label_range)}"
+            )
         return values
 
     def _plan(self, grid: np.ndarray) -> tuple[float, np.ndarray | None]:
@@ -154,6 +168,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
             raise ConfigError(f"epsilon must be a finite number > 0, got {self.epsilon}")
         if self.mechanism == "laplace":
             from labeldp.mechanisms import grid_step
+
             grid_step(grid)
             return 0.0, None
         if self.mechanism != "rr-on-bins":
@@ -209,10 +224,12 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
             For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
         """
         if not isinstance(y, PrivateLabels) or not y.is_numeric:
-            raise ConfigError("LabelDPRegressor.fit takes private numeric labels: fit(X, labeldp.PrivateLabels(y)) "
-                              "(no classes: numbers). A plain array is public to labeldp, and a fit on it could not "
-                              "know whether its values were released before (a search would release them once per "
-                              "fold)")
+            raise ConfigError(
+                "LabelDPRegressor.fit takes private numeric labels: fit(X, labeldp.PrivateLabels(y)) "
+                "(no classes: numbers). A plain array is public to labeldp, and a fit on it could not "
+                "know whether its values were released before (a search would release them once per "
+                "fold)"
+            )
         grid = self._grid()
         share, given = self._plan(grid)
         if _num_rows(X) != len(y):
@@ -226,36 +243,57 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         self.estimator_ = _fit_weighted(self._base(), X, targets, sample_weight)
         return self
 
-    def _release_once(self, labels: PrivateLabels, grid: np.ndarray, share: float,
-                      given: np.ndarray | None) -> dict[str, Any]:
+    def _release_once(
+        self, labels: PrivateLabels, grid: np.ndarray, share: float, given: np.ndarray | None
+    ) -> dict[str, Any]:
         """The release of every row's value, drawn the first time a fit with these settings asks:
         its ``values``, ``ledger``, and for RR-on-bins the ``prior``, the ``bin_values`` and the
         ``debiased`` targets (class docstring)."""
         epsilon = float(self.epsilon)
         noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
         prior_key = None if given is None else tuple(np.round(given, 12))
-        key = (self.mechanism, epsilon, tuple(grid), share, prior_key,
-               _noise_key(self.secure_rng, self.insecure_noise_seed))
+        key = (
+            self.mechanism,
+            epsilon,
+            tuple(grid),
+            share,
+            prior_key,
+            _noise_key(self.secure_rng, self.insecure_noise_seed),
+        )
 
         def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> dict[str, Any]:
             members = np.arange(len(everything))
             if self.mechanism == "laplace":
-                release = release_laplace_value(ledger, everything, members, grid, epsilon,
-                                                noise.generator("label-release", 1), "labels")
+                release = release_laplace_value(
+                    ledger, everything, members, grid, epsilon, noise.generator("label-release", 1), "labels"
+                )
                 return {"values": release.arrays["values"], "ledger": ledger}
             prior = given
             if prior is None:
-                histogram = release_noisy_histogram(ledger, everything, members,
-                                                    np.zeros(members.size, dtype=np.int64), 1, grid.size, share,
-                                                    noise.generator("histogram"), "prior")
+                histogram = release_noisy_histogram(
+                    ledger,
+                    everything,
+                    members,
+                    np.zeros(members.size, dtype=np.int64),
+                    1,
+                    grid.size,
+                    share,
+                    noise.generator("histogram"),
+                    "prior",
+                )
                 prior = histogram_priors(histogram.arrays["counts"], [members.size])[0]
             rest = epsilon - share
-            release = release_rr_on_bins(ledger, everything, members, grid, prior, rest,
-                                         noise.generator("label-release", 1), "labels")
+            release = release_rr_on_bins(
+                ledger, everything, members, grid, prior, rest, noise.generator("label-release", 1), "labels"
+            )
             maps = optimal_bins(prior, grid, rest)  # public: the prior's map, the one the release used
             d = int(maps.d[0])
-            out = {"values": release.arrays["values"], "ledger": ledger, "prior": prior,
-                   "bin_values": maps.values[0, :d].copy()}
+            out = {
+                "values": release.arrays["values"],
+                "ledger": ledger,
+                "prior": prior,
+                "bin_values": maps.values[0, :d].copy(),
+            }
             if d >= 2:
                 means = _bin_means(prior, grid, maps.bin_of[0], d)
                 keep_minus_other = -math.expm1(-rest) / (1.0 + (d - 1) * math.exp(-rest))  # p - q

@@ -4,8 +4,8 @@ spend, that they share the releases they will be scored on."""
 from __future__ import annotations
 
 import itertools
-from typing import Any, Mapping, Sequence
-
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from labeldp.config.overrides import apply_overrides, parse_value, resolve_name
 from labeldp.config.run import RunConfig
@@ -14,13 +14,13 @@ from labeldp.errors import ConfigError
 from labeldp.randomness import public_rng
 from labeldp.runs.context import release_inputs
 
-
 #: what a tune never tries: DP-SGD's noise multiplier, which the selection calibrates
 UNTUNABLE = ("noise_multiplier",)
 
 
-def candidate_options(grid: Mapping[str, Sequence[Any]], *, trials: int | None = None,
-                      seed: int = 0) -> list[dict[str, Any]]:
+def candidate_options(
+    grid: Mapping[str, Sequence[Any]], *, trials: int | None = None, seed: int = 0
+) -> list[dict[str, Any]]:
     """The candidates' options: every combination of ``grid``'s values (names and values as every
     override takes them, :mod:`labeldp.config.overrides`: ``0.01``, ``true``, ``0.3:0.7``), or, with
     ``trials``, that many of the combinations drawn without replacement from the public stream
@@ -51,8 +51,10 @@ def candidate_options(grid: Mapping[str, Sequence[Any]], *, trials: int | None =
 
 def candidate_key(options: Mapping[str, Any]) -> str:
     """A candidate's name, also its folder: ``lr=0.01,epochs=10``."""
+
     def text(value: Any) -> str:
         return ":".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
     return ",".join(f"{name}={text(value)}" for name, value in options.items())
 
 
@@ -74,8 +76,9 @@ def _flat(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def check_tunable(base: RunConfig, candidates: Sequence[RunConfig],
-                  data: LabeledDataset | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def check_tunable(
+    base: RunConfig, candidates: Sequence[RunConfig], data: LabeledDataset | None = None
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Refuse, before any spend, a tune whose candidates would need releases of their own. Returns
     ``(shared, later)``: the releases every candidate shares, and those drawn after the first stage
     with its model as their prior, which depend on the options tried (empty unless the candidates
@@ -87,25 +90,37 @@ def check_tunable(base: RunConfig, candidates: Sequence[RunConfig],
     if method.tuning != "release":
         raise ConfigError(f"method {base.method!r} is tuned by {method.tuning}, not on shared releases")
     if method.releases is None:
-        raise ConfigError(f"method {base.method!r} does not declare its releases (Method.releases): tune cannot check "
-                          "that its candidates share them")
+        raise ConfigError(
+            f"method {base.method!r} does not declare its releases (Method.releases): tune cannot check "
+            "that its candidates share them"
+        )
     if base.label_range is not None or (data is not None and data.is_regression):
-        raise ConfigError("tune scores candidates by their estimated clean accuracy over classes; numeric labels "
-                          "(a regression) are not supported yet")
+        raise ConfigError(
+            "tune scores candidates by their estimated clean accuracy over classes; numeric labels "
+            "(a regression) are not supported yet"
+        )
     names = method.releases(base)
     for candidate in candidates:
         if candidate.method != base.method or method.releases(candidate) != names:
-            raise ConfigError("every candidate must run the same method with the same releases; tune the training "
-                              "options of one method")
+            raise ConfigError(
+                "every candidate must run the same method with the same releases; tune the training "
+                "options of one method"
+            )
     for position, name in enumerate(names):
-        changed = sorted({key for candidate in candidates for key in _changed(release_inputs(base, name),
-                                                                              release_inputs(candidate, name))})
+        changed = sorted(
+            {
+                key
+                for candidate in candidates
+                for key in _changed(release_inputs(base, name), release_inputs(candidate, name))
+            }
+        )
         if not changed:
             continue
         shared, later = names[:position], names[position:]
         if "stage1" in shared and method.first_stage_options:
-            varied = sorted({key for candidate in candidates[1:]
-                             for key in _changed(candidates[0].to_dict(), candidate.to_dict())})
+            varied = sorted(
+                {key for candidate in candidates[1:] for key in _changed(candidates[0].to_dict(), candidate.to_dict())}
+            )
             after = [key for key in varied if key.split(".")[0] not in method.first_stage_options]
             if not after:
                 return shared, later
@@ -114,17 +129,25 @@ def check_tunable(base: RunConfig, candidates: Sequence[RunConfig],
                 raise ConfigError(
                     f"method {base.method!r}: release {name!r} depends on {', '.join(changed)}, so these options are "
                     f"chosen on the first stage's release, by the first stage's model; {', '.join(after)} act only "
-                    "after every release and cannot be told apart there. Tune them in a tune of their own")
+                    "after every release and cannot be told apart there. Tune them in a tune of their own"
+                )
             changed = [key for key in after if key not in apart]
-            raise ConfigError(f"method {base.method!r}: its later releases ({', '.join(later)}) depend on "
-                              f"{', '.join(changed)}, which the first stage's model cannot tell apart: each candidate "
-                              "would need releases of its own (a new spend)")
+            raise ConfigError(
+                f"method {base.method!r}: its later releases ({', '.join(later)}) depend on "
+                f"{', '.join(changed)}, which the first stage's model cannot tell apart: each candidate "
+                "would need releases of its own (a new spend)"
+            )
         free = method.independent_of.get(name, ())
-        can = (f"it does not depend on {', '.join(free)}" if free
-               else "it depends on every option (drawn after training, from a model trained with them)")
-        raise ConfigError(f"method {base.method!r}: release {name!r} depends on {', '.join(changed)}, so "
-                          f"each candidate would need a release of its own (a new spend); {can}. Tune options "
-                          "that act only after every release (e.g. the training options of lp-1st or alibi)")
+        can = (
+            f"it does not depend on {', '.join(free)}"
+            if free
+            else "it depends on every option (drawn after training, from a model trained with them)"
+        )
+        raise ConfigError(
+            f"method {base.method!r}: release {name!r} depends on {', '.join(changed)}, so "
+            f"each candidate would need a release of its own (a new spend); {can}. Tune options "
+            "that act only after every release (e.g. the training options of lp-1st or alibi)"
+        )
     return names, ()
 
 

@@ -3,7 +3,7 @@ from their released labels (never their true ones)."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -12,7 +12,6 @@ from labeldp.errors import ConfigError
 from labeldp.randomness import public_rng
 from labeldp.released_metrics import clean_accuracy_terms
 from labeldp.training.predict import predict_proba
-
 
 #: the share of held-out releases that do not depend on their label above which a tune warns
 UNINFORMATIVE_WARNING = 0.5
@@ -25,8 +24,10 @@ def holdout_split(num_examples: int, fraction: float, seed: int) -> np.ndarray:
         raise ConfigError(f"holdout must lie in (0, 1), got {fraction!r}")
     size = int(round(fraction * num_examples))
     if not 2 <= size < num_examples:
-        raise ConfigError(f"holdout {fraction:g} of {num_examples} training examples leaves "
-                          f"{'fewer than two to score on' if size < 2 else 'none to train on'}")
+        raise ConfigError(
+            f"holdout {fraction:g} of {num_examples} training examples leaves "
+            f"{'fewer than two to score on' if size < 2 else 'none to train on'}"
+        )
     return np.sort(public_rng(seed, "tune-holdout").permutation(num_examples)[:size])
 
 
@@ -73,9 +74,11 @@ class HeldOutScorer:
 
 
 def uninformative_message(share: float) -> str:
-    return (f"warning: {100 * share:.0f}% of the held-out examples were released with k = 1 (the prior's top "
-            "class, whatever their label): their estimate measures how well a candidate agrees with the prior, "
-            "not its clean accuracy")
+    return (
+        f"warning: {100 * share:.0f}% of the held-out examples were released with k = 1 (the prior's top "
+        "class, whatever their label): their estimate measures how well a candidate agrees with the prior, "
+        "not its clean accuracy"
+    )
 
 
 def labelled(releases: Mapping[str, Release], num_examples: int) -> np.ndarray:

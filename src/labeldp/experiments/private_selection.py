@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
-
+from typing import Any
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.config.run import RunConfig
@@ -16,18 +16,27 @@ from labeldp.config.tuning import SELECTION_DEFAULTS
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.selection import Selected, SelectionCandidate, select_dpsgd
 from labeldp.errors import ConfigError
-from labeldp.experiments.candidates import (candidate_key, jsonable)
+from labeldp.experiments.candidates import candidate_key, jsonable
 from labeldp.experiments.tune_folder import TUNE_FILE, finished
 from labeldp.files import write_json_atomic
 from labeldp.runs.context import RunContext, initial_model
-from labeldp.runs.rundir import RunDirectory
 from labeldp.runs.run import check_plan, config_dataset, data_facts
+from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import resolve_device
 
 
-def select_with_folder(base: RunConfig, candidates: Sequence[RunConfig], options: Sequence[Mapping[str, Any]],
-                  out: str | Path, *, holdout: float, device: str, progress: bool, dataset: LabeledDataset | None,
-                  settings: Mapping[str, float]) -> dict[str, Any]:
+def select_with_folder(
+    base: RunConfig,
+    candidates: Sequence[RunConfig],
+    options: Sequence[Mapping[str, Any]],
+    out: str | Path,
+    *,
+    holdout: float,
+    device: str,
+    progress: bool,
+    dataset: LabeledDataset | None,
+    settings: Mapping[str, float],
+) -> dict[str, Any]:
     """Tune DP-SGD by private selection (:func:`labeldp.dpsgd.selection.select_dpsgd`, with ``settings``
     over :data:`~labeldp.dpsgd.selection.SELECTION_DEFAULTS`): the tune folder is the chosen trial's
     run folder (config.json, data.json, ledger.json, model.pt, summary.json) with ``tune.json``, all
@@ -35,8 +44,7 @@ def select_with_folder(base: RunConfig, candidates: Sequence[RunConfig], options
     configuration can refuse is refused before the spend."""
     settings = {name: float(value) for name, value in {**SELECTION_DEFAULTS, **settings}.items()}
     keys = [candidate_key(chosen) for chosen in options]
-    record = {"base": base.to_dict(), "candidates": keys, "holdout": holdout, "search": "private selection",
-              **settings}
+    record = {"base": base.to_dict(), "candidates": keys, "holdout": holdout, "search": "private selection", **settings}
     done = finished(RunDirectory(out), record)
     if done is not None:
         return done
@@ -45,34 +53,74 @@ def select_with_folder(base: RunConfig, candidates: Sequence[RunConfig], options
     torch_device = resolve_device(device)
     for candidate in candidates:
         check_plan(candidate, data, torch_device)
-    trials = [SelectionCandidate(candidate.train, candidate.dpsgd,
-                                 functools.partial(initial_model, candidate, data, 1, torch_device))
-              for candidate in candidates]
-    write = functools.partial(_write_selection, base=base, candidates=candidates, options=options, record=record,
-                              data=data, device=torch_device, in_memory=dataset is not None, progress=progress)
-    return select_dpsgd(trials, data, out, write, epsilon=base.epsilon, delta=base.delta, noise=base.noise,
-                        seed=base.seed, holdout=holdout, progress=progress, **settings)
+    trials = [
+        SelectionCandidate(
+            candidate.train, candidate.dpsgd, functools.partial(initial_model, candidate, data, 1, torch_device)
+        )
+        for candidate in candidates
+    ]
+    write = functools.partial(
+        _write_selection,
+        base=base,
+        candidates=candidates,
+        options=options,
+        record=record,
+        data=data,
+        device=torch_device,
+        in_memory=dataset is not None,
+        progress=progress,
+    )
+    return select_dpsgd(
+        trials,
+        data,
+        out,
+        write,
+        epsilon=base.epsilon,
+        delta=base.delta,
+        noise=base.noise,
+        seed=base.seed,
+        holdout=holdout,
+        progress=progress,
+        **settings,
+    )
 
 
 def _check_selection_candidates(base: RunConfig, candidates: Sequence[RunConfig]) -> None:
     """Refuse candidates that vary more than training and clipping options (the budget, the noise and the
     data are the selection's own), and a given noise multiplier (the selection calibrates its own)."""
     if base.dpsgd.noise_multiplier is not None:
-        raise ConfigError("tune calibrates DP-SGD's noise multiplier to the whole selection: leave --noise-multiplier "
-                          "out")
+        raise ConfigError(
+            "tune calibrates DP-SGD's noise multiplier to the whole selection: leave --noise-multiplier out"
+        )
     for candidate in candidates:
-        differs = sorted(field.name for field in dataclasses.fields(RunConfig) if field.name not in ("train", "dpsgd")
-                         and getattr(candidate, field.name) != getattr(base, field.name))
+        differs = sorted(
+            field.name
+            for field in dataclasses.fields(RunConfig)
+            if field.name not in ("train", "dpsgd") and getattr(candidate, field.name) != getattr(base, field.name)
+        )
         if candidate.dpsgd.noise_multiplier != base.dpsgd.noise_multiplier:
             differs.append("noise_multiplier")
         if differs:
-            raise ConfigError(f"a private selection's candidates may vary training and clipping options only, not "
-                              f"{', '.join(differs)}: the budget, the noise and the data are the selection's own")
+            raise ConfigError(
+                f"a private selection's candidates may vary training and clipping options only, not "
+                f"{', '.join(differs)}: the budget, the noise and the data are the selection's own"
+            )
 
 
-def _write_selection(root: Path, ledger: PrivacyLedger, selected: Selected, *, base: RunConfig,
-                     candidates: Sequence[RunConfig], options: Sequence[Mapping[str, Any]], record: dict[str, Any],
-                     data: LabeledDataset, device, in_memory: bool, progress: bool) -> dict[str, Any]:
+def _write_selection(
+    root: Path,
+    ledger: PrivacyLedger,
+    selected: Selected,
+    *,
+    base: RunConfig,
+    candidates: Sequence[RunConfig],
+    options: Sequence[Mapping[str, Any]],
+    record: dict[str, Any],
+    data: LabeledDataset,
+    device,
+    in_memory: bool,
+    progress: bool,
+) -> dict[str, Any]:
     """Write a private selection's tune folder into ``root``: the chosen trial's run folder and
     ``tune.json``. Its summary has no duration (``seconds`` null): the trials' would tell their number."""
     chosen, plan = candidates[selected.index], selected.plan
@@ -81,17 +129,35 @@ def _write_selection(root: Path, ledger: PrivacyLedger, selected: Selected, *, b
     write_json_atomic(folder.data_path, data_facts(data, in_memory=in_memory))
     ledger.save(folder.ledger_path, base.delta)
     key = record["candidates"][selected.index]
-    facts = {"seconds": None, "noise_multiplier": plan.noise_multiplier,
-             "sampling_probability": plan.sampling_probability, "steps": plan.steps,
-             "selection": {"chosen": key, "noisy_held_out_accuracy": selected.noisy_accuracy,
-                           "held_out": int(plan.held_out.size), "mean": plan.mean, "shape": plan.shape,
-                           "score_noise": plan.score_noise}}
+    facts = {
+        "seconds": None,
+        "noise_multiplier": plan.noise_multiplier,
+        "sampling_probability": plan.sampling_probability,
+        "steps": plan.steps,
+        "selection": {
+            "chosen": key,
+            "noisy_held_out_accuracy": selected.noisy_accuracy,
+            "held_out": int(plan.held_out.size),
+            "mean": plan.mean,
+            "shape": plan.shape,
+            "score_noise": plan.score_noise,
+        },
+    }
     summary = RunContext(chosen, folder, data, device, progress).finish(selected.model, facts)
-    outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
-               "delta": base.delta, "noise_multiplier": plan.noise_multiplier, "held_out": int(plan.held_out.size),
-               "num_train": int(len(data.y_train)), "chosen": key,
-               "chosen_options": jsonable(options[selected.index]),
-               "noisy_held_out_accuracy": selected.noisy_accuracy,
-               "ledger_epsilon": math.ceil(ledger.epsilon(base.delta) * 1e6) / 1e6, "final": summary}
+    outcome = {
+        **record,
+        "method": base.method,
+        "dataset": base.dataset,
+        "epsilon": base.epsilon,
+        "delta": base.delta,
+        "noise_multiplier": plan.noise_multiplier,
+        "held_out": int(plan.held_out.size),
+        "num_train": int(len(data.y_train)),
+        "chosen": key,
+        "chosen_options": jsonable(options[selected.index]),
+        "noisy_held_out_accuracy": selected.noisy_accuracy,
+        "ledger_epsilon": math.ceil(ledger.epsilon(base.delta) * 1e6) / 1e6,
+        "final": summary,
+    }
     write_json_atomic(folder.root / TUNE_FILE, outcome)
     return outcome

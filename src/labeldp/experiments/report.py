@@ -15,8 +15,9 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt  # noqa: E402
-from labeldp.errors import ConfigError, MissingFileError
+
 from labeldp.accounting.rounding import format_epsilon  # noqa: F401  (re-exported)
+from labeldp.errors import ConfigError, MissingFileError
 
 
 def read_results(path: str | Path) -> list[dict[str, str]]:
@@ -44,16 +45,28 @@ def variant(row: dict[str, str]) -> tuple[str, ...]:
 
 
 #: what a report can show: name -> (results.csv column, heading, scale of the printed numbers, larger is better)
-METRICS = {"accuracy": ("test_accuracy", "test accuracy %", 100.0, True), "auc": ("test_auc", "test AUC", 1.0, True),
-           "log-loss": ("test_log_loss", "test log-loss", 1.0, False), "rmse": ("test_rmse", "test RMSE", 1.0, False),
-           "mse": ("test_mse", "test MSE", 1.0, False), "mae": ("test_mae", "test MAE", 1.0, False)}
+METRICS = {
+    "accuracy": ("test_accuracy", "test accuracy %", 100.0, True),
+    "auc": ("test_auc", "test AUC", 1.0, True),
+    "log-loss": ("test_log_loss", "test log-loss", 1.0, False),
+    "rmse": ("test_rmse", "test RMSE", 1.0, False),
+    "mse": ("test_mse", "test MSE", 1.0, False),
+    "mae": ("test_mae", "test MAE", 1.0, False),
+}
 
 
 def dataset_metric(rows: list[dict[str, str]], dataset: str) -> str:
     """The metric ``dataset``'s runs are compared by unless one is named: ``rmse`` if they report it
     (numeric labels), else ``accuracy``."""
-    return "rmse" if any(row.get("test_rmse") not in (None, "") for row in rows
-                         if row["dataset"] == dataset and row["status"] == "done") else "accuracy"
+    return (
+        "rmse"
+        if any(
+            row.get("test_rmse") not in (None, "")
+            for row in rows
+            if row["dataset"] == dataset and row["status"] == "done"
+        )
+        else "accuracy"
+    )
 
 
 def aggregate(rows: list[dict[str, str]], metric: str | None = None) -> list[dict]:
@@ -79,9 +92,18 @@ def aggregate(rows: list[dict[str, str]], metric: str | None = None) -> list[dic
             name += " (NOT PRIVATE)"
         epsilon = float(row["target_epsilon"]) if row["target_epsilon"] else None
         groups[(row["dataset"], name, epsilon)].append(float(row[column[row["dataset"]]]))
-    return [{"dataset": d, "method": m, "epsilon": e, "mean": mean(v), "std": stdev(v) if len(v) > 1 else 0.0,
-             "runs": len(v), "metric": chosen[d]}
-            for (d, m, e), v in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))]
+    return [
+        {
+            "dataset": d,
+            "method": m,
+            "epsilon": e,
+            "mean": mean(v),
+            "std": stdev(v) if len(v) > 1 else 0.0,
+            "runs": len(v),
+            "metric": chosen[d],
+        }
+        for (d, m, e), v in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))
+    ]
 
 
 def _metric(name: str) -> tuple[str, str, float, bool]:
@@ -109,11 +131,16 @@ def format_report(stats: list[dict], failed: int = 0, spread: bool = True) -> st
         has_reference = any(s["epsilon"] is None for s in part)
         header = ["method"] + [f"eps={e:g}" for e in epsilons] + (["non-private"] if has_reference else [])
         cells = {(s["method"], s["epsilon"]): _cell(s, spread) for s in part}
-        table = [header] + [[m] + [cells.get((m, e), "") for e in epsilons] + ([cells.get((m, None), "")] if has_reference else [])
-                            for m in dict.fromkeys(s["method"] for s in part)]
+        table = [header] + [
+            [m] + [cells.get((m, e), "") for e in epsilons] + ([cells.get((m, None), "")] if has_reference else [])
+            for m in dict.fromkeys(s["method"] for s in part)
+        ]
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-        lines.append(f"{dataset}: {heading}" + ("" if larger_is_better else " (lower is better)")
-                     + (", mean ± std (runs)" if spread else ""))
+        lines.append(
+            f"{dataset}: {heading}"
+            + ("" if larger_is_better else " (lower is better)")
+            + (", mean ± std (runs)" if spread else "")
+        )
         for index, row in enumerate(table):
             lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
             if index == 0:
@@ -133,14 +160,27 @@ def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
         part = [s for s in stats if s["dataset"] == dataset]
         _, heading, scale, larger_is_better = METRICS[part[0]["metric"]]
         for method in dict.fromkeys(s["method"] for s in part if s["epsilon"] is not None):
-            points = sorted((s for s in part if s["method"] == method and s["epsilon"] is not None), key=lambda s: s["epsilon"])
-            ax.errorbar([p["epsilon"] for p in points], [scale * p["mean"] for p in points],
-                        yerr=[scale * p["std"] for p in points], marker="o", capsize=4, label=method)
+            points = sorted(
+                (s for s in part if s["method"] == method and s["epsilon"] is not None), key=lambda s: s["epsilon"]
+            )
+            ax.errorbar(
+                [p["epsilon"] for p in points],
+                [scale * p["mean"] for p in points],
+                yerr=[scale * p["std"] for p in points],
+                marker="o",
+                capsize=4,
+                label=method,
+            )
         for reference in (s for s in part if s["epsilon"] is None):
-            ax.axhline(scale * reference["mean"], color="black", linestyle="--",
-                       label=f"{reference['method']} (no privacy)")
-            ax.axhspan(scale * (reference["mean"] - reference["std"]), scale * (reference["mean"] + reference["std"]),
-                       color="black", alpha=0.08)
+            ax.axhline(
+                scale * reference["mean"], color="black", linestyle="--", label=f"{reference['method']} (no privacy)"
+            )
+            ax.axhspan(
+                scale * (reference["mean"] - reference["std"]),
+                scale * (reference["mean"] + reference["std"]),
+                color="black",
+                alpha=0.08,
+            )
         ax.set_xscale("log", base=2)
         ticks = sorted({s["epsilon"] for s in part if s["epsilon"] is not None})
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
@@ -149,8 +189,10 @@ def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
         name = heading.replace(" %", " (%)")
         ax.set_ylabel(name + ("" if larger_is_better else ", lower is better"))
         runs = max(s["runs"] for s in part)
-        ax.set_title(f"{dataset}: {name.removeprefix('test ')} vs privacy (mean ± std, up to {runs} "
-                     f"run{'s' if runs > 1 else ''} per point)")
+        ax.set_title(
+            f"{dataset}: {name.removeprefix('test ')} vs privacy (mean ± std, up to {runs} "
+            f"run{'s' if runs > 1 else ''} per point)"
+        )
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="lower right" if larger_is_better else "upper right")
     figure.tight_layout()

@@ -22,18 +22,35 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from labeldp import runtime
+from labeldp.config.overrides import apply_overrides, parse_value
+from labeldp.config.run import options_unused_by
 from labeldp.data import folder_datasets
 from labeldp.errors import ConfigError, LabelDPError
 from labeldp.files import write_atomic
-from labeldp.config.overrides import apply_overrides, parse_value
-from labeldp.runs import RunConfig, RunDirectory, train_run
-from labeldp.config.run import options_unused_by
 from labeldp.recipes.profiles import load_recipes, loaded_recipes
+from labeldp.runs import RunConfig, RunDirectory, train_run
 
-RESULT_COLUMNS = ("key", "status", "dataset", "method", "target_epsilon", "epsilon", "delta", "neighboring_relation",
-                  "seed", "test_accuracy",
-                  "test_auc", "test_log_loss", "test_rmse", "test_mse", "test_mae", "seconds", "noise_private",
-                  "run_dir", "error")
+RESULT_COLUMNS = (
+    "key",
+    "status",
+    "dataset",
+    "method",
+    "target_epsilon",
+    "epsilon",
+    "delta",
+    "neighboring_relation",
+    "seed",
+    "test_accuracy",
+    "test_auc",
+    "test_log_loss",
+    "test_rmse",
+    "test_mse",
+    "test_mae",
+    "seconds",
+    "noise_private",
+    "run_dir",
+    "error",
+)
 
 
 @dataclass(frozen=True)
@@ -65,15 +82,18 @@ def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list
         unused = options_unused_by(config.method)  # e.g. temperature for lp-1st: it runs once, with the default
         config = replace(config, **{name: getattr(defaults, name) for name in unused})
         config.resolved()
-        key = _grid_key(config, {k: v for k, v in chosen.items()
-                                 if k not in ("dataset", "method", "epsilon", "seed", *unused)})
+        key = _grid_key(
+            config, {k: v for k, v in chosen.items() if k not in ("dataset", "method", "epsilon", "seed", *unused)}
+        )
         jobs.setdefault(key, SweepJob(key, config))
     return list(jobs.values())
 
 
 def _grid_key(config: RunConfig, extra: dict[str, Any]) -> str:
     budget = config.method if not config.method_spec.private else f"e{config.epsilon:g}/{config.method}"
-    suffix = "".join(f"/{name}{':'.join(map(str, v)) if isinstance(v, tuple) else v}" for name, v in sorted(extra.items()))
+    suffix = "".join(
+        f"/{name}{':'.join(map(str, v)) if isinstance(v, tuple) else v}" for name, v in sorted(extra.items())
+    )
     return f"{config.dataset}/{budget}{suffix}/run{config.seed}"
 
 
@@ -103,27 +123,48 @@ def _run_job(config: RunConfig, run_dir: str, device: str) -> dict[str, Any]:
 
 
 def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any]:
-    return {"key": job.key, "status": outcome.get("status"), "dataset": job.config.dataset,
-            "method": job.config.method, "target_epsilon": job.config.epsilon if job.config.epsilon is not None else "",
-            "epsilon": outcome.get("epsilon") if outcome.get("epsilon") is not None else ("" if outcome.get("status") != "done" else "inf"),
-            "delta": outcome.get("delta", ""),
-            "neighboring_relation": outcome.get("neighboring_relation", ""), "seed": job.config.seed, "test_accuracy": outcome.get("test_accuracy", ""),
-            **{name: outcome.get(name, "") for name in ("test_auc", "test_log_loss", "test_rmse", "test_mse", "test_mae")},
-            "seconds": outcome.get("seconds", ""), "noise_private": outcome.get("noise_private", ""),
-            "run_dir": str(run_dir), "error": outcome.get("error", "")}
+    return {
+        "key": job.key,
+        "status": outcome.get("status"),
+        "dataset": job.config.dataset,
+        "method": job.config.method,
+        "target_epsilon": job.config.epsilon if job.config.epsilon is not None else "",
+        "epsilon": outcome.get("epsilon")
+        if outcome.get("epsilon") is not None
+        else ("" if outcome.get("status") != "done" else "inf"),
+        "delta": outcome.get("delta", ""),
+        "neighboring_relation": outcome.get("neighboring_relation", ""),
+        "seed": job.config.seed,
+        "test_accuracy": outcome.get("test_accuracy", ""),
+        **{name: outcome.get(name, "") for name in ("test_auc", "test_log_loss", "test_rmse", "test_mse", "test_mae")},
+        "seconds": outcome.get("seconds", ""),
+        "noise_private": outcome.get("noise_private", ""),
+        "run_dir": str(run_dir),
+        "error": outcome.get("error", ""),
+    }
 
 
 def _finished_as_configured(folder: RunDirectory, config: RunConfig) -> bool:
     try:
         summary, saved = folder.read_summary(), folder.read_config()
-        return (summary is not None and saved is not None
-                and RunConfig.from_dict(saved).to_dict() == config.resolved().to_dict())
+        return (
+            summary is not None
+            and saved is not None
+            and RunConfig.from_dict(saved).to_dict() == config.resolved().to_dict()
+        )
     except (LabelDPError, TypeError, KeyError):  # a damaged folder: the job reports it
         return False
 
 
-def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device: str = "auto",
-              data_dir: str | None = None, progress: bool = True) -> list[dict[str, Any]]:
+def run_sweep(
+    jobs: list[SweepJob],
+    out: str | Path,
+    *,
+    workers: int = 1,
+    device: str = "auto",
+    data_dir: str | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
     """Run ``jobs`` into ``out/<key>/`` and write ``out/results.csv``: one after the other in this
     process with one worker, else in ``workers`` processes."""
     if workers < 1:
@@ -131,8 +172,12 @@ def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if data_dir is not None:  # for the runs whose dataset reads a folder
-        jobs = [replace(job, config=replace(job.config, data_dir=data_dir)) if job.config.dataset in folder_datasets()
-                else job for job in jobs]
+        jobs = [
+            replace(job, config=replace(job.config, data_dir=data_dir))
+            if job.config.dataset in folder_datasets()
+            else job
+            for job in jobs
+        ]
     outcomes: dict[str, dict[str, Any]] = {}
     pending = []
     for job in jobs:
@@ -141,8 +186,10 @@ def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device
         else:  # unfinished, damaged or another configuration's run (train_run says which, as the job's error)
             pending.append(job)
     threads = max(1, (os.cpu_count() or 1) // workers)
-    bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc="sweep", unit="run",
-               disable=None if progress else True)
+    bar = tqdm(
+        total=len(jobs), initial=len(jobs) - len(pending), desc="sweep", unit="run", disable=None if progress else True
+    )
+
     def finished(job: SweepJob, outcome: dict[str, Any]) -> None:
         outcomes[job.key] = outcome
         if outcome["status"] != "done":
@@ -154,7 +201,9 @@ def run_sweep(jobs: list[SweepJob], out: str | Path, *, workers: int = 1, device
             finished(job, _run_job(job.config, str(out / job.folder), device))
     elif pending:
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(threads, loaded_recipes())) as pool:
+        with ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_worker_init, initargs=(threads, loaded_recipes())
+        ) as pool:
             futures = {pool.submit(_run_job, job.config, str(out / job.folder), device): job for job in pending}
             for future in as_completed(futures):
                 finished(futures[future], future.result())

@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -55,23 +56,34 @@ from labeldp.data.splits import split_stages
 from labeldp.dpsgd.selection import format_selection
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.evaluation import describe_test_metrics
-from labeldp.experiments.candidates import (candidate_config, candidate_key, candidate_options, check_tunable,
-                                            jsonable)
-from labeldp.experiments.held_out import (UNINFORMATIVE_WARNING, HeldOutScorer, holdout_split, labelled,
-                                          uninformative_message)
-from labeldp.experiments.tune_contexts import CandidateContext, FirstStageTrained, ReleaseContext, Released, sealed
+from labeldp.experiments.candidates import candidate_config, candidate_key, candidate_options, check_tunable, jsonable
+from labeldp.experiments.held_out import (
+    UNINFORMATIVE_WARNING,
+    HeldOutScorer,
+    holdout_split,
+    labelled,
+    uninformative_message,
+)
 from labeldp.experiments.private_selection import select_with_folder
+from labeldp.experiments.tune_contexts import CandidateContext, FirstStageTrained, ReleaseContext, Released, sealed
 from labeldp.experiments.tune_folder import CANDIDATES_FOLDER, TUNE_FILE, TUNE_TABLE, finished, write_table
 from labeldp.files import write_json_atomic
 from labeldp.released_metrics import mean_and_error
 from labeldp.runs.context import release_inputs
-from labeldp.runs.rundir import RunDirectory
 from labeldp.runs.run import _accept_changed_config, check_plan, config_dataset, data_facts, train_run
+from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import resolve_device
 
 
-def _release_once(config: RunConfig, out: RunDirectory, data: LabeledDataset, device, progress: bool,
-                  in_memory: bool, names: tuple[str, ...]) -> dict[str, Release]:
+def _release_once(
+    config: RunConfig,
+    out: RunDirectory,
+    data: LabeledDataset,
+    device,
+    progress: bool,
+    in_memory: bool,
+    names: tuple[str, ...],
+) -> dict[str, Release]:
     """Run the method in ``out`` until the releases ``names`` are made; returns them (as saved).
 
     A folder whose final run was interrupted after it drew later releases (under the chosen options,
@@ -83,8 +95,10 @@ def _release_once(config: RunConfig, out: RunDirectory, data: LabeledDataset, de
         if saved is not None and set(inputs) - set(names):
             stale = [name for name in names if inputs.get(name) != release_inputs(config, name)]
             if stale:
-                raise RunDirectoryError(f"{out.root} holds releases {', '.join(stale)} of another configuration: "
-                                        "choose another folder for the tune (a new release)")
+                raise RunDirectoryError(
+                    f"{out.root} holds releases {', '.join(stale)} of another configuration: "
+                    "choose another folder for the tune (a new release)"
+                )
             return {name: Release.from_arrays(out.load_release(name)) for name in names}
         if saved is not None:
             _accept_changed_config(saved, config, out, progress)
@@ -97,22 +111,35 @@ def _release_once(config: RunConfig, out: RunDirectory, data: LabeledDataset, de
             pass
         missing = [name for name in names if out.load_release(name) is None]
         if missing:
-            raise RunDirectoryError(f"method {config.method!r} did not make its releases {', '.join(missing)} before "
-                                    "training: tune cannot share them between candidates")
+            raise RunDirectoryError(
+                f"method {config.method!r} did not make its releases {', '.join(missing)} before "
+                "training: tune cannot share them between candidates"
+            )
         return {name: Release.from_arrays(out.load_release(name)) for name in names}
 
 
-def _run_candidate(config: RunConfig, options: dict[str, Any], folder: RunDirectory, data: LabeledDataset, device,
-                   releases: dict[str, Release], held_out: np.ndarray, scorer: HeldOutScorer,
-                   later: tuple[str, ...]) -> dict[str, Any]:
+def _run_candidate(
+    config: RunConfig,
+    options: dict[str, Any],
+    folder: RunDirectory,
+    data: LabeledDataset,
+    device,
+    releases: dict[str, Release],
+    held_out: np.ndarray,
+    scorer: HeldOutScorer,
+    later: tuple[str, ...],
+) -> dict[str, Any]:
     """Train one candidate on the released labels of the examples not held out (up to its first stage
     when releases ``later`` depend on its options) and score it; a candidate scored before under the
     same configuration is read back."""
     result_path = folder.root / "result.json"
     if result_path.exists():
         saved = json.loads(result_path.read_text())
-        if (saved.get("config") == config.to_dict() and saved.get("held_out") == int(held_out.size)
-                and len(saved.get("terms", ())) == held_out.size):
+        if (
+            saved.get("config") == config.to_dict()
+            and saved.get("held_out") == int(held_out.size)
+            and len(saved.get("terms", ())) == held_out.size
+        ):
             return saved
     with folder.lock():
         previous = folder.read_config()
@@ -127,16 +154,92 @@ def _run_candidate(config: RunConfig, options: dict[str, Any], folder: RunDirect
             model = context.trained
         terms = scorer.score(model, data.x_train[held_out], config.train.eval_batch_size)
         estimate, error = mean_and_error(terms)
-        result = {"key": candidate_key(options), "options": jsonable(options), "estimated_clean_accuracy": estimate,
-                  "standard_error": error, "held_out": int(held_out.size), "seconds": round(context.seconds(), 2),
-                  "config": config.to_dict(), "terms": terms.tolist()}
+        result = {
+            "key": candidate_key(options),
+            "options": jsonable(options),
+            "estimated_clean_accuracy": estimate,
+            "standard_error": error,
+            "held_out": int(held_out.size),
+            "seconds": round(context.seconds(), 2),
+            "config": config.to_dict(),
+            "terms": terms.tolist(),
+        }
         write_json_atomic(result_path, result)
         return result
 
 
-def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, *, holdout: float = DEFAULT_HOLDOUT,
-         trials: int | None = None, device: str = "auto", progress: bool = True,
-         dataset: LabeledDataset | None = None, selection: Mapping[str, float] | None = None) -> dict[str, Any]:
+def _checked(
+    base: RunConfig, candidates: list[RunConfig], dataset: LabeledDataset | None, device: str, holdout: float
+) -> tuple[LabeledDataset, tuple[str, ...], tuple[str, ...], Any]:
+    """Every refusal of a tune on one release, before anything is written or drawn; returns the data,
+    the releases the candidates share and those that depend on their options, and the torch device."""
+    check_tunable(base, candidates)
+    data = dataset if dataset is not None else config_dataset(base)
+    names, later = check_tunable(base, candidates, data)
+    torch_device = resolve_device(device)
+    for candidate in candidates:
+        check_plan(candidate, data, torch_device)
+    # scored on the first stage's examples when later releases depend on the options (sizes: public)
+    scored = len(split_stages(len(data.y_train), base.stages, base.seed)[0]) if later else len(data.y_train)
+    holdout_split(scored, holdout, base.seed)  # its refusals, before any spend
+    return data, names, later, torch_device
+
+
+def _check_selection(base: RunConfig, selection: Mapping[str, float] | None) -> None:
+    """Settings of a private selection are known ones, and only given for a method tuned by one."""
+    unknown = sorted(set(selection or {}) - set(SELECTION_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"unknown selection settings {unknown}; known: {', '.join(SELECTION_DEFAULTS)}")
+    if selection and base.method_spec.tuning != "private-selection":
+        raise ConfigError(
+            "the selection's settings (mean number of trials, shape, score noise) apply to a private "
+            f"selection only: method {base.method!r} is tuned on one release of its labels"
+        )
+
+
+def _held_out(
+    releases: dict[str, Release], data: LabeledDataset, holdout: float, seed: int
+) -> tuple[np.ndarray, HeldOutScorer]:
+    """The held-out examples among those the releases label (a public split), and their scorer."""
+    labelled_examples = labelled(releases, len(data.y_train))
+    held_out = labelled_examples[holdout_split(labelled_examples.size, holdout, seed)]
+    scorer = HeldOutScorer(releases, held_out, len(data.y_train), data.num_classes)
+    if scorer.uninformative > UNINFORMATIVE_WARNING:
+        warnings.warn(uninformative_message(scorer.uninformative), UserWarning, stacklevel=3)
+    return held_out, scorer
+
+
+def _announce(key: str, result: dict[str, Any], later: tuple[str, ...]) -> str:
+    then = f"; its run draws {', '.join(later)}" if later else ""
+    return (
+        f"best candidate {key}: estimated clean accuracy {result['estimated_clean_accuracy']:.4f} "
+        f"+- {result['standard_error']:.4f}; training it on every released label{then}"
+    )
+
+
+def _compare(results: list[dict[str, Any]]) -> int:
+    """The best candidate's position (the first of equals), each result given its difference from the
+    best, paired on the same held-out releases (their shared noise cancels)."""
+    best = max(range(len(results)), key=lambda i: (results[i]["estimated_clean_accuracy"], -i))
+    for result in results:
+        result["difference"], result["difference_error"] = mean_and_error(
+            np.subtract(result["terms"], results[best]["terms"])
+        )
+    return best
+
+
+def tune(
+    config: RunConfig,
+    grid: Mapping[str, Sequence[Any]],
+    out: str | Path,
+    *,
+    holdout: float = DEFAULT_HOLDOUT,
+    trials: int | None = None,
+    device: str = "auto",
+    progress: bool = True,
+    dataset: LabeledDataset | None = None,
+    selection: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
     """Tune ``config``'s training options over ``grid`` on one release of the labels; the tune folder
     ``out`` ends as the run of the best candidate (see the module docstring). Returns what
     ``tune.json`` holds: the candidates with their estimated clean accuracy and its standard error
@@ -147,64 +250,65 @@ def tune(config: RunConfig, grid: Mapping[str, Sequence[Any]], out: str | Path, 
     options = candidate_options(grid, trials=trials, seed=base.seed)
     candidates = [candidate_config(base, chosen) for chosen in options]
     keys = [candidate_key(chosen) for chosen in options]
-    unknown = sorted(set(selection or {}) - set(SELECTION_DEFAULTS))
-    if unknown:
-        raise ConfigError(f"unknown selection settings {unknown}; known: {', '.join(SELECTION_DEFAULTS)}")
+    _check_selection(base, selection)
     if base.method_spec.tuning == "private-selection":
-        return select_with_folder(base, candidates, options, out, holdout=holdout, device=device, progress=progress,
-                             dataset=dataset, settings=selection or {})
-    if selection:
-        raise ConfigError("the selection's settings (mean number of trials, shape, score noise) apply to a private "
-                          f"selection only: method {base.method!r} is tuned on one release of its labels")
-    check_tunable(base, candidates)
-    data = dataset if dataset is not None else config_dataset(base)
-    names, later = check_tunable(base, candidates, data)
-    torch_device = resolve_device(device)
-    for candidate in candidates:
-        check_plan(candidate, data, torch_device)
-    # scored on the first stage's examples when later releases depend on the options (sizes: public)
-    scored = len(split_stages(len(data.y_train), base.stages, base.seed)[0]) if later else len(data.y_train)
-    holdout_split(scored, holdout, base.seed)  # its refusals, before any spend
+        return select_with_folder(
+            base,
+            candidates,
+            options,
+            out,
+            holdout=holdout,
+            device=device,
+            progress=progress,
+            dataset=dataset,
+            settings=selection or {},
+        )
+    data, names, later, torch_device = _checked(base, candidates, dataset, device, holdout)
     folder = RunDirectory(out)
-    record = {"base": base.to_dict(), "candidates": keys, "holdout": holdout,
-              "search": "random" if trials is not None else "grid"}
+    record = {
+        "base": base.to_dict(),
+        "candidates": keys,
+        "holdout": holdout,
+        "search": "random" if trials is not None else "grid",
+    }
     done = finished(folder, record)
     if done is not None:
         return done
 
     releases = _release_once(base, folder, data, torch_device, progress, dataset is not None, names)
-    labelled_examples = labelled(releases, len(data.y_train))
-    held_out = labelled_examples[holdout_split(labelled_examples.size, holdout, base.seed)]
-    scorer = HeldOutScorer(releases, held_out, len(data.y_train), data.num_classes)
-    if scorer.uninformative > UNINFORMATIVE_WARNING:
-        warnings.warn(uninformative_message(scorer.uninformative), UserWarning, stacklevel=2)
-    blind = sealed(data)
-    results = []
+    held_out, scorer = _held_out(releases, data, holdout, base.seed)
     bar = tqdm(total=len(candidates), desc="tune", unit="candidate", disable=None if progress else True)
+    results = []
     for key, chosen, candidate in zip(keys, options, candidates):
         bar.set_postfix_str(key)
-        results.append(_run_candidate(candidate, chosen, RunDirectory(folder.root / CANDIDATES_FOLDER / key), blind,
-                                      torch_device, releases, held_out, scorer, later))
+        candidate_folder = RunDirectory(folder.root / CANDIDATES_FOLDER / key)
+        results.append(
+            _run_candidate(
+                candidate, chosen, candidate_folder, sealed(data), torch_device, releases, held_out, scorer, later
+            )
+        )
         bar.update()
     bar.close()
-    best = max(range(len(results)), key=lambda i: (results[i]["estimated_clean_accuracy"], -i))
-    for result in results:  # paired on the same held-out releases: their shared noise cancels
-        result["difference"], result["difference_error"] = mean_and_error(
-            np.subtract(result["terms"], results[best]["terms"]))
+    best = _compare(results)
     if progress:
-        then = f"; its run draws {', '.join(later)}" if later else ""
-        tqdm.write(f"best candidate {keys[best]}: estimated clean accuracy "
-                   f"{results[best]['estimated_clean_accuracy']:.4f} +- {results[best]['standard_error']:.4f}; "
-                   f"training it on every released label{then}")
+        tqdm.write(_announce(keys[best], results[best], later))
     summary = train_run(candidates[best], folder.root, device=device, progress=progress, dataset=dataset)
-    outcome = {**record, "method": base.method, "dataset": base.dataset, "epsilon": base.epsilon,
-               "releases": list(names + later),
-               "scored_on": [name for name in names if releases[name].labels is not None] if later else None,
-               "held_out": int(held_out.size), "uninformative_share": scorer.uninformative,
-               "num_train": int(len(data.y_train)),
-               "results": [{k: v for k, v in r.items() if k not in ("config", "terms")} for r in results],
-               "chosen": keys[best], "chosen_options": jsonable(options[best]),
-               "ledger_epsilon": summary.get("epsilon"), "final": summary}
+    outcome = {
+        **record,
+        "method": base.method,
+        "dataset": base.dataset,
+        "epsilon": base.epsilon,
+        "releases": list(names + later),
+        "scored_on": [name for name in names if releases[name].labels is not None] if later else None,
+        "held_out": int(held_out.size),
+        "uninformative_share": scorer.uninformative,
+        "num_train": int(len(data.y_train)),
+        "results": [{k: v for k, v in r.items() if k not in ("config", "terms")} for r in results],
+        "chosen": keys[best],
+        "chosen_options": jsonable(options[best]),
+        "ledger_epsilon": summary.get("epsilon"),
+        "final": summary,
+    }
     write_json_atomic(folder.root / TUNE_FILE, outcome)
     write_table(outcome, folder.root / TUNE_TABLE)
     return outcome
@@ -215,29 +319,44 @@ def format_tune(outcome: dict[str, Any]) -> str:
     if outcome.get("search") == "private selection":
         return format_selection(outcome)
     width = max(len("candidate"), *(len(r["key"]) for r in outcome["results"]))
-    lines = [f"{'candidate':<{width}}  estimated clean accuracy   minus the chosen's (same releases)",
-             f"{'-' * width}  {'-' * 24}   {'-' * 35}"]
+    lines = [
+        f"{'candidate':<{width}}  estimated clean accuracy   minus the chosen's (same releases)",
+        f"{'-' * width}  {'-' * 24}   {'-' * 35}",
+    ]
     for row in outcome["results"]:
         if row["key"] == outcome["chosen"]:
             versus = "chosen"
         else:
             versus = f"{100 * row['difference']:+6.2f} +- {100 * row['difference_error']:5.2f}"
-        lines.append(f"{row['key']:<{width}}  {100 * row['estimated_clean_accuracy']:6.2f}% +- "
-                     f"{100 * row['standard_error']:5.2f}        {versus}")
+        lines.append(
+            f"{row['key']:<{width}}  {100 * row['estimated_clean_accuracy']:6.2f}% +- "
+            f"{100 * row['standard_error']:5.2f}        {versus}"
+        )
     lines.append("(percentage points +- one standard error, on the held-out examples' released labels)")
     if outcome.get("scored_on"):
         later = [name for name in outcome["releases"] if name not in outcome["scored_on"]]
-        lines.append(f"(each candidate's first-stage model, scored on {', '.join(outcome['scored_on'])}; the later "
-                     f"releases ({', '.join(later)}) depend on the options: drawn once, by the final run)")
+        lines.append(
+            f"(each candidate's first-stage model, scored on {', '.join(outcome['scored_on'])}; the later "
+            f"releases ({', '.join(later)}) depend on the options: drawn once, by the final run)"
+        )
     if outcome.get("uninformative_share", 0.0) > UNINFORMATIVE_WARNING:
         lines.append(uninformative_message(outcome["uninformative_share"]))
     final = outcome["final"]
     epsilon = format_epsilon(outcome["ledger_epsilon"])
-    lines.append(f"\n{outcome['held_out']} of {outcome['num_train']} training examples held out; the final run "
-                 f"({outcome['chosen']}) trained on every released label: {describe_test_metrics(final)}; the tune "
-                 f"folder's ledger: epsilon {epsilon} (one run's releases: {', '.join(outcome['releases'])})")
+    lines.append(
+        f"\n{outcome['held_out']} of {outcome['num_train']} training examples held out; the final run "
+        f"({outcome['chosen']}) trained on every released label: {describe_test_metrics(final)}; the tune "
+        f"folder's ledger: epsilon {epsilon} (one run's releases: {', '.join(outcome['releases'])})"
+    )
     return "\n".join(lines)
 
 
-__all__ = ["candidate_config", "candidate_key", "candidate_options", "check_tunable", "format_tune", "holdout_split",
-           "tune"]
+__all__ = [
+    "candidate_config",
+    "candidate_key",
+    "candidate_options",
+    "check_tunable",
+    "format_tune",
+    "holdout_split",
+    "tune",
+]

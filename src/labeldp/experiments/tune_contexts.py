@@ -44,8 +44,16 @@ class CandidateContext(RunContext):
     and evaluates no epoch on the test set. Where the releases ``later`` than the first stage depend
     on the candidate's options, it stops when it would need one: its first stage's model is scored."""
 
-    def __init__(self, config: RunConfig, out: RunDirectory, data: LabeledDataset, device, releases: dict[str, Release],
-                 held_out: np.ndarray, later: tuple[str, ...]):
+    def __init__(
+        self,
+        config: RunConfig,
+        out: RunDirectory,
+        data: LabeledDataset,
+        device,
+        releases: dict[str, Release],
+        held_out: np.ndarray,
+        later: tuple[str, ...],
+    ):
         super().__init__(config, out, data, device, progress=False)
         self.releases, self.held_out, self.later = releases, held_out, later
         self.trained = None
@@ -54,8 +62,10 @@ class CandidateContext(RunContext):
         if name in self.later:
             raise FirstStageTrained
         if name not in self.releases:
-            raise RunDirectoryError(f"a tuning candidate asked for release {name!r}, which the tune did not make: it "
-                                    "would be a second spend")
+            raise RunDirectoryError(
+                f"a tuning candidate asked for release {name!r}, which the tune did not make: it "
+                "would be a second spend"
+            )
         return self.releases[name]
 
     def will_draw(self, name: str) -> bool:

@@ -7,17 +7,23 @@ import json
 from pathlib import Path
 from typing import Any
 
-
 from labeldp.errors import RunDirectoryError
 from labeldp.files import write_atomic
 from labeldp.runs.rundir import RunDirectory
 
-
 TUNE_FILE = "tune.json"
 TUNE_TABLE = "tune.csv"
 CANDIDATES_FOLDER = "candidates"
-TABLE_COLUMNS = ("key", "estimated_clean_accuracy", "standard_error", "difference", "difference_error", "held_out",
-                 "seconds", "chosen")
+TABLE_COLUMNS = (
+    "key",
+    "estimated_clean_accuracy",
+    "standard_error",
+    "difference",
+    "difference_error",
+    "held_out",
+    "seconds",
+    "chosen",
+)
 
 
 def finished(folder: RunDirectory, record: dict[str, Any]) -> dict[str, Any] | None:
@@ -30,10 +36,10 @@ def finished(folder: RunDirectory, record: dict[str, Any]) -> dict[str, Any] | N
     saved = json.loads(path.read_text())
     if all(saved.get(name) == value for name, value in record.items()):
         return saved
-    raise RunDirectoryError(f"{folder.root} holds a finished tune of other candidates or another configuration; "
-                            "choose another folder (a new release)")
-
-
+    raise RunDirectoryError(
+        f"{folder.root} holds a finished tune of other candidates or another configuration; "
+        "choose another folder (a new release)"
+    )
 
 
 def write_table(outcome: dict[str, Any], path: Path) -> None:
@@ -42,7 +48,8 @@ def write_table(outcome: dict[str, Any], path: Path) -> None:
             writer = csv.DictWriter(handle, fieldnames=TABLE_COLUMNS)
             writer.writeheader()
             for row in outcome["results"]:
-                writer.writerow({**{name: row[name] for name in TABLE_COLUMNS[:-1]},
-                                 "chosen": row["key"] == outcome["chosen"]})
+                writer.writerow(
+                    {**{name: row[name] for name in TABLE_COLUMNS[:-1]}, "chosen": row["key"] == outcome["chosen"]}
+                )
 
     write_atomic(path, write)

@@ -5,6 +5,7 @@ release, call them through :mod:`labeldp.boundary.release`, which writes each sp
 """
 
 from labeldp.mechanisms.bins import BinMaps, optimal_bins, rr_on_bins, rr_on_bins_likelihood, rr_on_bins_probabilities
+from labeldp.mechanisms.discrete_laplace import discrete_laplace, discrete_laplace_pmf, geometric
 from labeldp.mechanisms.gnmax import (
     answer_probability,
     confident_gnmax,
@@ -12,9 +13,7 @@ from labeldp.mechanisms.gnmax import (
     gnmax_probabilities,
     teacher_votes,
 )
-from labeldp.mechanisms.discrete_laplace import discrete_laplace, discrete_laplace_pmf, geometric
 from labeldp.mechanisms.histogram import noisy_histogram
-from labeldp.mechanisms.marginals import noisy_marginals
 from labeldp.mechanisms.laplace import LAPLACE_GRID, laplace_one_hot, laplace_one_hot_likelihood, laplace_parameter
 from labeldp.mechanisms.laplace_value import (
     grid_step,
@@ -24,6 +23,7 @@ from labeldp.mechanisms.laplace_value import (
     laplace_value_parameter,
     released_values,
 )
+from labeldp.mechanisms.marginals import noisy_marginals
 from labeldp.mechanisms.rr import (
     change_probability,
     keep_probability,

@@ -133,8 +133,9 @@ def _check_grid(grid) -> np.ndarray:
     bad = np.flatnonzero(np.diff(array) <= 0)
     if bad.size:
         i = int(bad[0])
-        raise ConfigError(f"grid must be strictly increasing, grid[{i + 1}] = {array[i + 1]:g} "
-                         f"follows grid[{i}] = {array[i]:g}")
+        raise ConfigError(
+            f"grid must be strictly increasing, grid[{i + 1}] = {array[i + 1]:g} follows grid[{i}] = {array[i]:g}"
+        )
     return array
 
 
@@ -153,8 +154,12 @@ def _check_maps(maps: BinMaps, grid: np.ndarray, epsilon: float) -> BinMaps:
         raise ConfigError(f"priors is a BinMaps computed for epsilon={maps.epsilon:g}, not {epsilon:g}")
     if not np.array_equal(maps.grid, grid):
         raise ConfigError("priors is a BinMaps computed for a different grid")
-    if maps.bin_of.ndim != 2 or maps.bin_of.shape[1] != grid.size or np.any(maps.bin_of < 0) or np.any(
-            maps.bin_of >= maps.d[:, None]):
+    if (
+        maps.bin_of.ndim != 2
+        or maps.bin_of.shape[1] != grid.size
+        or np.any(maps.bin_of < 0)
+        or np.any(maps.bin_of >= maps.d[:, None])
+    ):
         raise ConfigError("priors is a malformed BinMaps: bin_of must be (m, G) with entries in [0, d)")
     return maps
 
@@ -165,8 +170,10 @@ def _example_rows(num_examples: int, num_priors: int, prior_index) -> np.ndarray
         if num_priors == 1:
             return np.zeros(num_examples, dtype=np.int64)
         if num_priors != num_examples:
-            raise ConfigError(f"length mismatch: {num_examples} examples but {num_priors} prior rows "
-                             "(pass prior_index to share rows, or one row per example)")
+            raise ConfigError(
+                f"length mismatch: {num_examples} examples but {num_priors} prior rows "
+                "(pass prior_index to share rows, or one row per example)"
+            )
         return np.arange(num_examples)
     rows = check_labels(prior_index, num_priors, "prior_index")
     if rows.size != num_examples:
@@ -225,7 +232,7 @@ def _solve_chunk(prior: np.ndarray, grid: np.ndarray, epsilon: float):
         _, cost = _interval_cost(tuple(x[b] for x in prefixes), tuple(x[:b] for x in prefixes), totals, t, s)
         best[1, b] = cost[0]
         for j in range(2, b + 1):
-            candidates = np.add(best[j - 1, j - 1:b], cost[j - 1:b], out=scratch[:b - j + 1])
+            candidates = np.add(best[j - 1, j - 1 : b], cost[j - 1 : b], out=scratch[: b - j + 1])
             np.min(candidates, axis=0, out=best[j, b])
 
     bins = np.arange(1, num_points + 1)
@@ -241,8 +248,13 @@ def _solve_chunk(prior: np.ndarray, grid: np.ndarray, epsilon: float):
     for _ in range(int(d.max())):
         act = np.flatnonzero(j >= 1)
         ja, ba = j[act], end[act]
-        value, cost = _interval_cost(tuple(x[ba, act] for x in prefixes), tuple(x[:num_points, act] for x in prefixes),
-                                     tuple(x[act] for x in totals), t, s)
+        value, cost = _interval_cost(
+            tuple(x[ba, act] for x in prefixes),
+            tuple(x[:num_points, act] for x in prefixes),
+            tuple(x[act] for x in totals),
+            t,
+            s,
+        )
         total = best[ja - 1, :num_points, act].T + cost  # (G, active): cut a, then the best before it
         feasible = (cut >= ja - 1) & (cut < ba)
         within = feasible & (total <= best[ja, ba, act] + tolerance[act])
@@ -303,7 +315,8 @@ def optimal_bins(priors, grid, epsilon: float) -> BinMaps:
     for start in range(0, m, step):
         stop = min(start + step, m)
         bin_of[start:stop], values[start:stop], d[start:stop], loss[start:stop] = _solve_chunk(
-            prior[start:stop], points, eps)
+            prior[start:stop], points, eps
+        )
     return BinMaps(bin_of=bin_of, values=values, d=d, expected_loss=loss, grid=points.copy(), epsilon=eps)
 
 
@@ -320,8 +333,9 @@ def _resolve_maps(priors, grid: np.ndarray, epsilon: float) -> BinMaps:
     return checked if isinstance(checked, BinMaps) else optimal_bins(checked, grid, epsilon)
 
 
-def rr_on_bins(labels, grid, priors, epsilon: float, rng: RandomSource = None,
-               prior_index=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def rr_on_bins(
+    labels, grid, priors, epsilon: float, rng: RandomSource = None, prior_index=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Release each label by RR-on-bins with the optimal map for its prior (epsilon-label-DP each).
 
     Each release is epsilon-DP with respect to the example's true label provided its prior row and the
@@ -462,8 +476,10 @@ def rr_on_bins_likelihood(released_bins, grid, priors, epsilon: float, prior_ind
     d = maps.d[rows]
     if np.any(released >= d):
         i = int(np.flatnonzero(released >= d)[0])
-        raise ConfigError(f"released_bins[{i}] = {released[i]} but its map has only {d[i]} bins: "
-                         "not an RR-on-bins release under these priors")
+        raise ConfigError(
+            f"released_bins[{i}] = {released[i]} but its map has only {d[i]} bins: "
+            "not an RR-on-bins release under these priors"
+        )
     keep, other = _keep_and_other(eps, d.astype(np.float64))
     same = maps.bin_of[rows] == released[:, None]
     return np.where(same, keep[:, None], other[:, None])

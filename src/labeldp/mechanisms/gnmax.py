@@ -123,8 +123,9 @@ def gnmax(votes, noise_std: float, rng: RandomSource = None) -> np.ndarray:
     return noisy.argmax(axis=1)
 
 
-def confident_gnmax(votes, threshold: float, threshold_noise_std: float, noise_std: float,
-                    rng: RandomSource = None) -> tuple[np.ndarray, np.ndarray]:
+def confident_gnmax(
+    votes, threshold: float, threshold_noise_std: float, noise_std: float, rng: RandomSource = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Confident GNMax: answer a query only when max(votes) + N(0, threshold_noise_std^2) >= threshold.
 
     Answered queries are then answered with GNMax. The check is a Gaussian mechanism with noise

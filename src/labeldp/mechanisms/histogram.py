@@ -16,8 +16,9 @@ from labeldp.mechanisms.discrete_laplace import discrete_laplace
 from labeldp.randomness import RandomSource
 
 
-def noisy_histogram(labels, groups, num_groups: int, num_classes: int, epsilon: float,
-                    rng: RandomSource = None) -> np.ndarray:
+def noisy_histogram(
+    labels, groups, num_groups: int, num_classes: int, epsilon: float, rng: RandomSource = None
+) -> np.ndarray:
     """(num_groups, num_classes) label counts per group plus discrete Laplace noise (epsilon-label-DP).
 
     Each cell gets discrete Laplace noise with parameter epsilon / 2, which makes the table epsilon-DP

@@ -57,8 +57,10 @@ def grid_step(grid) -> float:
     steps = np.diff(array)
     step = (array[-1] - array[0]) / (array.size - 1)
     if not step > 0 or np.any(np.abs(steps - step) > _SPACING_RTOL * (array[-1] - array[0])):
-        raise ConfigError("the Laplace mechanism on a label needs an evenly spaced, increasing grid "
-                          "(e.g. --label-range LOW HIGH --label-grid G)")
+        raise ConfigError(
+            "the Laplace mechanism on a label needs an evenly spaced, increasing grid "
+            "(e.g. --label-range LOW HIGH --label-grid G)"
+        )
     return float(step)
 
 

@@ -129,8 +129,9 @@ def marginal_counts(labels, bins, bins_per_feature, num_classes: int) -> np.ndar
     return counts
 
 
-def noisy_marginals(labels, bins, bins_per_feature, num_classes: int, epsilon: float,
-                    rng: RandomSource = None) -> np.ndarray:
+def noisy_marginals(
+    labels, bins, bins_per_feature, num_classes: int, epsilon: float, rng: RandomSource = None
+) -> np.ndarray:
     """Label counts per bin of every feature, noised so that the table is epsilon-label-DP.
 
     See the module docstring for the guarantee: it holds when the bins are public, computed from

@@ -141,7 +141,7 @@ def _cumsum_down(block: np.ndarray, dtype=None) -> np.ndarray:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sorting_network(num_classes: int) -> tuple[tuple[int, int], ...]:
     """Batcher's odd-even merge sort on ``num_classes`` inputs: comparators (i, j), i < j, applied in
     order. Built for the next power of two and restricted to the first ``num_classes`` wires (the

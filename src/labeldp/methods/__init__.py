@@ -11,10 +11,13 @@ a method runs against the small protocol of :mod:`labeldp.methods.protocol`, nev
 
 from labeldp._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "Method": "labeldp.methods.registry",
-    "get_method": "labeldp.methods.registry",
-    "method_names": "labeldp.methods.registry",
-    "methods_using": "labeldp.methods.registry",
-    "register_method": "labeldp.methods.registry",
-})
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "Method": "labeldp.methods.registry",
+        "get_method": "labeldp.methods.registry",
+        "method_names": "labeldp.methods.registry",
+        "methods_using": "labeldp.methods.registry",
+        "register_method": "labeldp.methods.registry",
+    },
+)

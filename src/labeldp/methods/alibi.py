@@ -15,9 +15,9 @@ import numpy as np
 from torch import nn
 
 from labeldp.accounting import PrivacyLedger
-from labeldp.methods.registry import Method, register_method
 from labeldp.boundary import Release, release_laplace_one_hot
 from labeldp.methods.protocol import MethodContext
+from labeldp.methods.registry import Method, register_method
 
 
 def run_alibi(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
@@ -25,17 +25,34 @@ def run_alibi(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     members = np.arange(len(data.y_train))
 
     def draw(ledger: PrivacyLedger) -> Release:
-        release = release_laplace_one_hot(ledger, data.y_train, members, data.num_classes, config.epsilon,
-                                          config.noise.generator("label-release", 1), "stage1")
+        release = release_laplace_one_hot(
+            ledger,
+            data.y_train,
+            members,
+            data.num_classes,
+            config.epsilon,
+            config.noise.generator("label-release", 1),
+            "stage1",
+        )
         return release.with_arrays(indices=members, evidence=release.likelihood.astype(np.float32))
 
     released = context.spend("stage1", draw)
     model = context.new_model(1)
     context.train(model, 1, 1, members, released.arrays["evidence"])
-    return model, {"stages": [{"stage": 1, "released": int(members.size), "reused": 0,
-                               "mean_k": float(np.mean(released.arrays["k"]))}]}
+    return model, {
+        "stages": [
+            {"stage": 1, "released": int(members.size), "reused": 0, "mean_k": float(np.mean(released.arrays["k"]))}
+        ]
+    }
 
 
-register_method(Method("alibi", "Laplace noise on the one-hot label; trains on the Bayesian soft labels", run_alibi,
-                       uses=frozenset({"secure_rng", "insecure_noise_seed"}),
-                       independent_of={"stage1": ("train", "model")}, releases=lambda config: ("stage1",)))
+register_method(
+    Method(
+        "alibi",
+        "Laplace noise on the one-hot label; trains on the Bayesian soft labels",
+        run_alibi,
+        uses=frozenset({"secure_rng", "insecure_noise_seed"}),
+        independent_of={"stage1": ("train", "model")},
+        releases=lambda config: ("stage1",),
+    )
+)

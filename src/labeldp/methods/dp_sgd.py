@@ -13,15 +13,15 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from labeldp.accounting import PrivacyLedger, calibrate_noise_multiplier, dpsgd_epsilon
+from labeldp.boundary import Release, release_dpsgd_plan
+from labeldp.config.run import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.clipping import check_per_example_model
 from labeldp.dpsgd.trainer import check_training_options, sampling_plan, train_dpsgd
 from labeldp.errors import BudgetError, ConfigError
+from labeldp.methods.protocol import MethodContext
 from labeldp.methods.registry import Method, register_method
 from labeldp.models import build_model
-from labeldp.boundary import Release, release_dpsgd_plan
-from labeldp.config.run import RunConfig
-from labeldp.methods.protocol import MethodContext
 
 
 def run_dpsgd(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
@@ -32,17 +32,30 @@ def run_dpsgd(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
 
     def plan(ledger: PrivacyLedger) -> Release:
         if config.dpsgd.noise_multiplier is None and context.progress:  # seconds of PLD accounting
-            tqdm.write(f"calibrating the noise multiplier for epsilon {config.epsilon:g} at delta {config.delta:g} "
-                       f"({steps} steps at Poisson rate {q:.4g}) with dp_accounting's PLD accountant")
+            tqdm.write(
+                f"calibrating the noise multiplier for epsilon {config.epsilon:g} at delta {config.delta:g} "
+                f"({steps} steps at Poisson rate {q:.4g}) with dp_accounting's PLD accountant"
+            )
         sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(config.epsilon, config.delta, q, steps)
         return release_dpsgd_plan(ledger, np.arange(n), sigma, q, steps, config.dpsgd.max_grad_norm, "dp-sgd")
 
     sigma = float(context.spend("dp-sgd", plan).arrays["noise_multiplier"])
-    evaluated, _ = train_dpsgd(context.new_model(1), data.x_train, data.y_train, config.train, config.dpsgd, sigma,
-                               augmentation=data.augmentation, test=(data.x_test, data.y_test),
-                               seed=config.seed, noise=config.noise,
-                               checkpoint=context.checkpoint_path(1), on_epoch_end=context.on_epoch_end(1, 1),
-                               progress=context.progress, data_parallel=context.parallel)
+    evaluated, _ = train_dpsgd(
+        context.new_model(1),
+        data.x_train,
+        data.y_train,
+        config.train,
+        config.dpsgd,
+        sigma,
+        augmentation=data.augmentation,
+        test=(data.x_test, data.y_test),
+        seed=config.seed,
+        noise=config.noise,
+        checkpoint=context.checkpoint_path(1),
+        on_epoch_end=context.on_epoch_end(1, 1),
+        progress=context.progress,
+        data_parallel=context.parallel,
+    )
     return evaluated.cpu(), {"noise_multiplier": sigma, "sampling_probability": q, "steps": steps}
 
 
@@ -57,24 +70,37 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
     (:func:`check_training_options`), or a given noise multiplier that spends more than the budget."""
     q, steps, _ = sampling_plan(len(data.y_train), config.train)
     try:
-        check_per_example_model(build_model(config.model, data.input_shape, data.num_classes,
-                                            categorical=data.categorical))
+        check_per_example_model(
+            build_model(config.model, data.input_shape, data.num_classes, categorical=data.categorical)
+        )
     except ValueError as error:
-        raise ConfigError(f"{error} (in the CLI: choose a --model without BatchNorm, e.g. wrn16-4 for 32x32 "
-                          "images)") from None
+        raise ConfigError(
+            f"{error} (in the CLI: choose a --model without BatchNorm, e.g. wrn16-4 for 32x32 images)"
+        ) from None
     check_training_options(config.train, config.dpsgd, data.augmentation)
     sigma = config.dpsgd.noise_multiplier
     if sigma is not None and (spent := dpsgd_epsilon(sigma, q, steps, config.delta)) > config.epsilon:
-        raise BudgetError(f"noise multiplier {sigma:g} ({steps} steps at Poisson rate {q:.4g}) spends epsilon "
-                          f"{spent:.3g} at delta {config.delta:g}, more than the budget {config.epsilon:g}; "
-                          "raise it, raise --epsilon, or leave the noise multiplier out to calibrate it")
+        raise BudgetError(
+            f"noise multiplier {sigma:g} ({steps} steps at Poisson rate {q:.4g}) spends epsilon "
+            f"{spent:.3g} at delta {config.delta:g}, more than the budget {config.epsilon:g}; "
+            "raise it, raise --epsilon, or leave the noise multiplier out to calibrate it"
+        )
 
 
-register_method(Method("dp-sgd", "the full-DP baseline (inputs and labels private)", run_dpsgd,
-                       uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "dpsgd"}), gaussian=True,
-                       relation="ADD_OR_REMOVE_ONE", check=_check, plan=_plan, training_releases=True,
-                       tuning="private-selection",
-                       # how the steps are computed, not what they release
-                       independent_of={"dp-sgd": ("dpsgd.physical_batch_size", "dpsgd.clipping",
-                                                  "train.eval_batch_size")},
-                       releases=lambda config: ("dp-sgd",)))
+register_method(
+    Method(
+        "dp-sgd",
+        "the full-DP baseline (inputs and labels private)",
+        run_dpsgd,
+        uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "dpsgd"}),
+        gaussian=True,
+        relation="ADD_OR_REMOVE_ONE",
+        check=_check,
+        plan=_plan,
+        training_releases=True,
+        tuning="private-selection",
+        # how the steps are computed, not what they release
+        independent_of={"dp-sgd": ("dpsgd.physical_batch_size", "dpsgd.clipping", "train.eval_batch_size")},
+        releases=lambda config: ("dp-sgd",),
+    )
+)

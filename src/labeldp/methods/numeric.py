@@ -39,15 +39,15 @@ import torch
 from torch import nn
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import Release, release_laplace_value, release_rr_on_bins
+from labeldp.config.run import RunConfig
 from labeldp.data import LabeledDataset
+from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
+from labeldp.methods.protocol import MethodContext
 from labeldp.methods.registry import Method, register_method
 from labeldp.methods.stages import TRAINING_OPTIONS, noisy_histogram_prior
 from labeldp.priors import release_evidence
-from labeldp.boundary import Release, release_laplace_value, release_rr_on_bins
-from labeldp.config.run import RunConfig
-from labeldp.data.splits import split_stages
-from labeldp.methods.protocol import MethodContext
 from labeldp.training.predict import predict_proba
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
@@ -77,8 +77,14 @@ def binned_evidence(likelihood: np.ndarray, priors: np.ndarray, bin_of: np.ndarr
     return np.stack([likelihood, within_bins(priors, bin_of), bin_of], axis=1).astype(np.float32)
 
 
-def release_bins_stage(context: MethodContext, stage: int, members: np.ndarray, model: nn.Module | None,
-                       histogram: tuple[np.ndarray, np.ndarray] | None, epsilon: float) -> Release:
+def release_bins_stage(
+    context: MethodContext,
+    stage: int,
+    members: np.ndarray,
+    model: nn.Module | None,
+    histogram: tuple[np.ndarray, np.ndarray] | None,
+    epsilon: float,
+) -> Release:
     """Stage ``stage``'s RR-on-bins release of its ``members``' labels with ``epsilon``. Stage 1's prior
     is the noisy ``histogram`` (rows and each example's group; None: uniform), shared by the examples
     of a group; a later stage's is ``model``'s predictive distribution per example (times the
@@ -134,15 +140,17 @@ def run_rr_on_bins(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         histogram = noisy_histogram_prior(context, paying)
     model = context.new_model(1)
     if histogram is not None:
-        start_from_prior(model, np.bincount(histogram[1][paying], minlength=len(histogram[0])) @ histogram[0]
-                         / paying.size)
+        start_from_prior(
+            model, np.bincount(histogram[1][paying], minlength=len(histogram[0])) @ histogram[0] / paying.size
+        )
     summaries, earlier = [], []
     for stage, members in enumerate(members_by_stage, start=1):
         prior_model = model
         if stage > 1 and not config.warm_start:
             model = context.new_model(stage)
-        epsilon = config.epsilon - (config.prior_epsilon if paying is not None and np.isin(members, paying).all()
-                                    else 0.0)
+        epsilon = config.epsilon - (
+            config.prior_epsilon if paying is not None and np.isin(members, paying).all() else 0.0
+        )
         released = release_bins_stage(context, stage, members, prior_model, histogram, epsilon)
         indices, targets = members, _targets(context, released)
         if stage > 1 and config.reuse_labels:
@@ -150,9 +158,16 @@ def run_rr_on_bins(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
             targets = np.concatenate([targets, *(_targets(context, e) for e in earlier)])
         earlier.append(released)
         context.train(model, stage, len(members_by_stage), indices, targets)
-        summaries.append({"stage": stage, "released": int(members.size), "reused": int(indices.size - members.size),
-                          "epsilon": epsilon, "mean_bins": float(np.mean(released.arrays["k"])),
-                          "constant_releases": int(np.sum(released.arrays["k"] == 1))})
+        summaries.append(
+            {
+                "stage": stage,
+                "released": int(members.size),
+                "reused": int(indices.size - members.size),
+                "epsilon": epsilon,
+                "mean_bins": float(np.mean(released.arrays["k"])),
+                "constant_releases": int(np.sum(released.arrays["k"] == 1)),
+            }
+        )
     return model, {"stages": summaries}
 
 
@@ -162,8 +177,15 @@ def run_laplace(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     members = np.arange(len(data.y_train))
 
     def draw(ledger: PrivacyLedger) -> Release:
-        release = release_laplace_value(ledger, data.y_train, members, data.label_values, config.epsilon,
-                                        config.noise.generator("label-release", 1), "stage1")
+        release = release_laplace_value(
+            ledger,
+            data.y_train,
+            members,
+            data.label_values,
+            config.epsilon,
+            config.noise.generator("label-release", 1),
+            "stage1",
+        )
         return release.with_arrays(indices=members, evidence=release.likelihood.astype(np.float32))
 
     released = context.spend("stage1", draw)
@@ -171,32 +193,67 @@ def run_laplace(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     context.train(model, 1, 1, members, _targets(context, released))
     values = released.arrays["values"]
     inside = (values >= data.label_values[0]) & (values <= data.label_values[-1])
-    return model, {"stages": [{"stage": 1, "released": int(members.size), "reused": 0,
-                               "released_inside_range": float(inside.mean())}]}
+    return model, {
+        "stages": [
+            {"stage": 1, "released": int(members.size), "reused": 0, "released_inside_range": float(inside.mean())}
+        ]
+    }
 
 
 def _check(config: RunConfig) -> None:
     if config.loss == "ce":
-        raise ConfigError(f"method {config.method!r} releases values, not labels: use loss 'forward' (the noise "
-                          "channel over the grid) or 'mse' (squared error against the released values)")
+        raise ConfigError(
+            f"method {config.method!r} releases values, not labels: use loss 'forward' (the noise "
+            "channel over the grid) or 'mse' (squared error against the released values)"
+        )
 
 
 def _plan(config: RunConfig, data: LabeledDataset) -> None:
     if not data.is_regression:
-        raise ConfigError(f"method {config.method!r} is for numeric labels (a regression dataset such as movielens, "
-                          f"or a table with --label-range); dataset {data.name!r} has classes")
+        raise ConfigError(
+            f"method {config.method!r} is for numeric labels (a regression dataset such as movielens, "
+            f"or a table with --label-range); dataset {data.name!r} has classes"
+        )
     if config.method == "laplace-regression":
         from labeldp.mechanisms import grid_step
+
         grid_step(data.label_values)
 
 
-register_method(Method("rr-on-bins", "numeric labels: RR over the optimal bins of a noisy histogram prior, one stage",
-                       run_rr_on_bins, uses=_PRIVATE_OPTIONS | {"loss", "prior"}, check=_check, plan=_plan,
-                       independent_of=_FIRST_RELEASES, default_prior="histogram"))
-register_method(Method("rr-on-bins-mst", "numeric labels: RR-on-bins in stages, later stages' priors from the model",
-                       run_rr_on_bins, uses=_PRIVATE_OPTIONS | {"loss", "prior"} | _MULTI_STAGE_OPTIONS, stages=None,
-                       default_stages=(0.4, 0.6), check=_check, plan=_plan, independent_of=_FIRST_RELEASES,
-                       default_prior="histogram"))
-register_method(Method("laplace-regression", "numeric labels: discrete Laplace noise on the clipped value",
-                       run_laplace, uses=_PRIVATE_OPTIONS | {"loss"}, check=_check, plan=_plan,
-                       independent_of={"stage1": TRAINING_OPTIONS}))
+register_method(
+    Method(
+        "rr-on-bins",
+        "numeric labels: RR over the optimal bins of a noisy histogram prior, one stage",
+        run_rr_on_bins,
+        uses=_PRIVATE_OPTIONS | {"loss", "prior"},
+        check=_check,
+        plan=_plan,
+        independent_of=_FIRST_RELEASES,
+        default_prior="histogram",
+    )
+)
+register_method(
+    Method(
+        "rr-on-bins-mst",
+        "numeric labels: RR-on-bins in stages, later stages' priors from the model",
+        run_rr_on_bins,
+        uses=_PRIVATE_OPTIONS | {"loss", "prior"} | _MULTI_STAGE_OPTIONS,
+        stages=None,
+        default_stages=(0.4, 0.6),
+        check=_check,
+        plan=_plan,
+        independent_of=_FIRST_RELEASES,
+        default_prior="histogram",
+    )
+)
+register_method(
+    Method(
+        "laplace-regression",
+        "numeric labels: discrete Laplace noise on the clipped value",
+        run_laplace,
+        uses=_PRIVATE_OPTIONS | {"loss"},
+        check=_check,
+        plan=_plan,
+        independent_of={"stage1": TRAINING_OPTIONS},
+    )
+)

@@ -13,15 +13,15 @@ import numpy as np
 from torch import nn
 
 from labeldp.accounting import PrivacyLedger
-from labeldp.data import LabeledDataset
-from labeldp.errors import BudgetError
-from labeldp.methods.registry import Method, register_method
-from labeldp.models import build_model
-from labeldp.teachers import partition_teachers, select_queries, teacher_train_config, train_teachers
-from labeldp.randomness import public_seed
 from labeldp.boundary import Release, release_pate_labels
 from labeldp.config.run import RunConfig
+from labeldp.data import LabeledDataset
+from labeldp.errors import BudgetError
 from labeldp.methods.protocol import MethodContext
+from labeldp.methods.registry import Method, register_method
+from labeldp.models import build_model
+from labeldp.randomness import public_seed
+from labeldp.teachers import partition_teachers, select_queries, teacher_train_config, train_teachers
 
 
 def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
@@ -38,10 +38,20 @@ def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         return build_model(config.model, data.input_shape, data.num_classes, seed, data.categorical).to(context.device)
 
     def votes() -> np.ndarray | None:
-        return train_teachers(teacher, data.x_train, data.y_train, teacher_of, data.x_train[queries], data.num_classes,
-                              teacher_train_config(config.train, pate), augmentation=data.augmentation,
-                              seed=config.seed, progress=context.progress, parallel=context.parallel,
-                              checkpoint=context.private_path("teachers.npz"))
+        return train_teachers(
+            teacher,
+            data.x_train,
+            data.y_train,
+            teacher_of,
+            data.x_train[queries],
+            data.num_classes,
+            teacher_train_config(config.train, pate),
+            augmentation=data.augmentation,
+            seed=config.seed,
+            progress=context.progress,
+            parallel=context.parallel,
+            checkpoint=context.private_path("teachers.npz"),
+        )
 
     # under torchrun the ranks share the teachers (their votes gathered on rank 0) before rank 0 draws
     shared = votes() if context.parallel and context.will_draw("pate") else None
@@ -49,9 +59,18 @@ def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     def draw(ledger: PrivacyLedger) -> Release:
         predictions = shared if shared is not None else votes()
         threshold = pate.threshold * pate.teachers if pate.confident else None
-        release = release_pate_labels(ledger, predictions, teacher_of, np.arange(n), data.num_classes, noise_std,
-                                      threshold, None if ratio is None else ratio * noise_std,
-                                      config.noise.generator("pate-votes"), "pate")
+        release = release_pate_labels(
+            ledger,
+            predictions,
+            teacher_of,
+            np.arange(n),
+            data.num_classes,
+            noise_std,
+            threshold,
+            None if ratio is None else ratio * noise_std,
+            config.noise.generator("pate-votes"),
+            "pate",
+        )
         return release.with_arrays(queries=queries, noise_std=np.array(noise_std))
 
     released = context.spend("pate", draw)
@@ -61,8 +80,12 @@ def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         raise BudgetError("no query was answered: lower --threshold or raise --queries (the budget is spent)")
     model = context.new_model(1)
     context.train(model, 1, 1, released.arrays["queries"][answered], released.labels[answered], "student")
-    return model, {"teachers": pate.teachers, "queries": num_queries, "answered": int(answered.sum()),
-                   "noise_std": float(released.arrays["noise_std"])}
+    return model, {
+        "teachers": pate.teachers,
+        "queries": num_queries,
+        "answered": int(answered.sum()),
+        "noise_std": float(released.arrays["noise_std"]),
+    }
 
 
 def _check(config: RunConfig) -> None:
@@ -74,12 +97,20 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
     config.pate.plan(config.epsilon, config.delta, len(data.y_train))
 
 
-register_method(Method("pate", "teachers on disjoint parts of the data vote, noisily, on a student's queries", run_pate,
-                       uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "pate"}), gaussian=True, check=_check,
-                       plan=_plan,
-                       # the student's own settings: the teachers train with PATE's epochs and batch size, no mixup
-                       independent_of={"pate": ("train.epochs", "train.batch_size", "train.mixup_alpha",
-                                                "train.eval_batch_size")},
-                       releases=lambda config: ("pate",), tuning=None,
-                       untunable="PATE releases labels only for the student's queries: held-out training examples have "
-                                 "no released label to score candidates on"))
+register_method(
+    Method(
+        "pate",
+        "teachers on disjoint parts of the data vote, noisily, on a student's queries",
+        run_pate,
+        uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "pate"}),
+        gaussian=True,
+        check=_check,
+        plan=_plan,
+        # the student's own settings: the teachers train with PATE's epochs and batch size, no mixup
+        independent_of={"pate": ("train.epochs", "train.batch_size", "train.mixup_alpha", "train.eval_batch_size")},
+        releases=lambda config: ("pate",),
+        tuning=None,
+        untunable="PATE releases labels only for the student's queries: held-out training examples have "
+        "no released label to score candidates on",
+    )
+)

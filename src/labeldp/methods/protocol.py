@@ -8,8 +8,9 @@ made). A method imports this protocol, the boundary and the layers below; never 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,8 +62,16 @@ class MethodContext(Protocol):
     def new_model(self, stage: int) -> nn.Module:
         """The model of ``stage``, initialised from the seed's public stream for it."""
 
-    def train(self, model: nn.Module, stage: int, stages: int, indices: np.ndarray, targets: np.ndarray,
-              description: str | None = None, soft_labels: bool = False) -> None:
+    def train(
+        self,
+        model: nn.Module,
+        stage: int,
+        stages: int,
+        indices: np.ndarray,
+        targets: np.ndarray,
+        description: str | None = None,
+        soft_labels: bool = False,
+    ) -> None:
         """Train ``model`` on the inputs ``indices`` with released ``targets``, checkpointed as ``stage``."""
 
     def predict_proba(self, model: nn.Module, inputs: np.ndarray, temperature: float = 1.0) -> np.ndarray:

@@ -15,15 +15,26 @@ of your own is registered by calling :func:`register_method` in a module you imp
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from labeldp.errors import ConfigError
 
 #: labeldp's own methods: name -> the module of ``labeldp.methods`` that registers it
-BUILTIN_METHODS = {"non-private": "stages", "lp-1st": "stages", "rr": "stages", "lp-2st": "stages",
-                   "lp-mst": "stages", "rr-on-bins": "numeric", "rr-on-bins-mst": "numeric",
-                   "laplace-regression": "numeric", "alibi": "alibi", "pate": "pate", "dp-sgd": "dp_sgd"}
+BUILTIN_METHODS = {
+    "non-private": "stages",
+    "lp-1st": "stages",
+    "rr": "stages",
+    "lp-2st": "stages",
+    "lp-mst": "stages",
+    "rr-on-bins": "numeric",
+    "rr-on-bins-mst": "numeric",
+    "laplace-regression": "numeric",
+    "alibi": "alibi",
+    "pate": "pate",
+    "dp-sgd": "dp_sgd",
+}
 #: the neighbouring relations a method's ledger may be kept under (dp_accounting's names)
 RELATIONS = ("REPLACE_ONE", "ADD_OR_REMOVE_ONE")
 #: how ``labeldp tune`` tunes a method: on the releases its candidates share, or by private selection
@@ -169,5 +180,13 @@ def methods_using(option: str) -> tuple[str, ...]:
     return tuple(name for name in method_names() if option in get_method(name).uses)
 
 
-__all__ = ["BUILTIN_METHODS", "Method", "RELATIONS", "TUNINGS", "get_method", "method_names", "methods_using",
-           "register_method"]
+__all__ = [
+    "BUILTIN_METHODS",
+    "Method",
+    "RELATIONS",
+    "TUNINGS",
+    "get_method",
+    "method_names",
+    "methods_using",
+    "register_method",
+]

@@ -48,13 +48,18 @@ import numpy as np
 from torch import nn
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import (
+    Release,
+    release_noisy_histogram,
+    release_randomized_response,
+    release_rr_with_prior,
+    release_true_labels,
+)
+from labeldp.data.splits import split_stages
 from labeldp.mechanisms import prior_top_k
+from labeldp.methods.protocol import MethodContext
 from labeldp.methods.registry import Method, register_method
 from labeldp.priors import cluster, encode, histogram_priors, release_evidence, temper
-from labeldp.boundary import (Release, release_noisy_histogram, release_randomized_response, release_rr_with_prior,
-                             release_true_labels)
-from labeldp.data.splits import split_stages
-from labeldp.methods.protocol import MethodContext
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
 _LABEL_OPTIONS = frozenset({"loss", "prior"})
@@ -92,9 +97,17 @@ def noisy_histogram_prior(context: MethodContext, members: np.ndarray | None = N
         else:
             features = encode(data.x_train, config.encoder, seed=config.seed, progress=context.progress)
             groups, num_groups = cluster(features, config.clusters, seed=config.seed), config.clusters
-        release = release_noisy_histogram(ledger, data.y_train[members], members, groups[members], num_groups,
-                                          data.num_classes, config.prior_epsilon, config.noise.generator("histogram"),
-                                          "prior")
+        release = release_noisy_histogram(
+            ledger,
+            data.y_train[members],
+            members,
+            groups[members],
+            num_groups,
+            data.num_classes,
+            config.prior_epsilon,
+            config.noise.generator("histogram"),
+            "prior",
+        )
         return release.with_arrays(clusters=groups)
 
     released = context.spend("prior", draw)
@@ -110,8 +123,9 @@ def cluster_prior_rows(context: MethodContext) -> np.ndarray:
     return rows[groups]
 
 
-def release_stage(context: MethodContext, stage: int, members: np.ndarray, model: nn.Module | None,
-                  public_prior: np.ndarray | None) -> Release:
+def release_stage(
+    context: MethodContext, stage: int, members: np.ndarray, model: nn.Module | None, public_prior: np.ndarray | None
+) -> Release:
     """Stage ``stage``'s release of its ``members``' labels: true labels (non-private), RR with a
     uniform prior, else RR-with-prior (stage 1: the cluster prior ``public_prior``; later stages:
     ``model``'s prediction, times the cluster prior with ``combine_priors``). Its ``evidence`` is what
@@ -199,20 +213,62 @@ def run_stages(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         # with a peaked prior and k = 1 nearly everywhere a class missed early stays missed)
         soft = stage == 1 and public_prior is not None and config.loss == "forward"
         context.train(model, stage, len(members_by_stage), indices, targets, soft_labels=soft)
-        summaries.append({"stage": stage, "released": int(members.size), "reused": int(indices.size - members.size),
-                          "mean_k": float(np.mean(released.arrays["k"]))})
+        summaries.append(
+            {
+                "stage": stage,
+                "released": int(members.size),
+                "reused": int(indices.size - members.size),
+                "mean_k": float(np.mean(released.arrays["k"])),
+            }
+        )
     return model, {"stages": summaries}
 
 
-register_method(Method("non-private", "true labels (a reference; epsilon infinite)", run_stages,
-                       uses=frozenset({"loss"}), private=False, independent_of=_FIRST_RELEASES, releases=stage_releases))
-register_method(Method("lp-1st", "randomized response on every label, one stage", run_stages,
-                       uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS, independent_of=_FIRST_RELEASES, releases=stage_releases), "rr")
-register_method(Method("lp-2st", "two stages; the second releases by RR-with-prior from the first's model",
-                       run_stages, uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS, stages=2,
-                       default_stages=(0.4, 0.6), independent_of=_TWO_STAGE_RELEASES, releases=stage_releases,
-                       first_stage_options=_FIRST_STAGE_OPTIONS))
-register_method(Method("lp-mst", "any number of stages, each releasing by RR-with-prior from the model so far",
-                       run_stages, uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS, stages=None,
-                       default_stages=(0.3, 0.3, 0.4), independent_of=_FIRST_RELEASES, releases=stage_releases,
-                       first_stage_options=_FIRST_STAGE_OPTIONS))
+register_method(
+    Method(
+        "non-private",
+        "true labels (a reference; epsilon infinite)",
+        run_stages,
+        uses=frozenset({"loss"}),
+        private=False,
+        independent_of=_FIRST_RELEASES,
+        releases=stage_releases,
+    )
+)
+register_method(
+    Method(
+        "lp-1st",
+        "randomized response on every label, one stage",
+        run_stages,
+        uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS,
+        independent_of=_FIRST_RELEASES,
+        releases=stage_releases,
+    ),
+    "rr",
+)
+register_method(
+    Method(
+        "lp-2st",
+        "two stages; the second releases by RR-with-prior from the first's model",
+        run_stages,
+        uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS,
+        stages=2,
+        default_stages=(0.4, 0.6),
+        independent_of=_TWO_STAGE_RELEASES,
+        releases=stage_releases,
+        first_stage_options=_FIRST_STAGE_OPTIONS,
+    )
+)
+register_method(
+    Method(
+        "lp-mst",
+        "any number of stages, each releasing by RR-with-prior from the model so far",
+        run_stages,
+        uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS,
+        stages=None,
+        default_stages=(0.3, 0.3, 0.4),
+        independent_of=_FIRST_RELEASES,
+        releases=stage_releases,
+        first_stage_options=_FIRST_STAGE_OPTIONS,
+    )
+)

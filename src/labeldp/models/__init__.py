@@ -3,16 +3,19 @@ imported on first use (the model names and the default rule need no torch: :mod:
 
 from labeldp._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "MLP": "labeldp.models.mlp",
-    "MODELS": "labeldp.models.names",
-    "MaxPool2d": "labeldp.models.pooling",
-    "RecommenderMLP": "labeldp.models.recommender",
-    "ResNet18": "labeldp.models.resnet",
-    "SmallCNN": "labeldp.models.cnn",
-    "TanhCNN": "labeldp.models.cnn",
-    "WSConv2d": "labeldp.models.wideresnet",
-    "WideResNet": "labeldp.models.wideresnet",
-    "build_model": "labeldp.models.build",
-    "default_model_name": "labeldp.models.names",
-})
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "MLP": "labeldp.models.mlp",
+        "MODELS": "labeldp.models.names",
+        "MaxPool2d": "labeldp.models.pooling",
+        "RecommenderMLP": "labeldp.models.recommender",
+        "ResNet18": "labeldp.models.resnet",
+        "SmallCNN": "labeldp.models.cnn",
+        "TanhCNN": "labeldp.models.cnn",
+        "WSConv2d": "labeldp.models.wideresnet",
+        "WideResNet": "labeldp.models.wideresnet",
+        "build_model": "labeldp.models.build",
+        "default_model_name": "labeldp.models.names",
+    },
+)

@@ -14,8 +14,13 @@ from labeldp.models.resnet import ResNet18
 from labeldp.models.wideresnet import WideResNet
 
 
-def build_model(name: str | None, input_shape: tuple[int, ...], num_classes: int, seed: int | None = None,
-                categorical: tuple[int, ...] = ()) -> nn.Module:
+def build_model(
+    name: str | None,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    seed: int | None = None,
+    categorical: tuple[int, ...] = (),
+) -> nn.Module:
     """Build model ``name`` (or the default for ``input_shape``) with ``num_classes`` outputs, on the CPU.
 
     ``categorical`` are the sizes of the leading integer-coded input columns
@@ -57,8 +62,10 @@ def build_model(name: str | None, input_shape: tuple[int, ...], num_classes: int
 def _build(name: str, input_shape: tuple[int, ...], num_classes: int, categorical: tuple[int, ...]) -> nn.Module:
     if name == "recommender":
         if len(input_shape) != 1 or not categorical:
-            raise ConfigError(f"model 'recommender' needs a table whose leading columns are categorical codes "
-                              f"(e.g. movielens), got inputs of shape {input_shape}")
+            raise ConfigError(
+                f"model 'recommender' needs a table whose leading columns are categorical codes "
+                f"(e.g. movielens), got inputs of shape {input_shape}"
+            )
         return RecommenderMLP(categorical, input_shape[0] - len(categorical), num_classes)
     if name == "mlp":
         return MLP(input_shape, num_classes)

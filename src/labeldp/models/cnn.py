@@ -30,14 +30,25 @@ class SmallCNN(nn.Sequential):
         Width of the hidden layer (default 256).
     """
 
-    def __init__(self, in_channels: int = 1, num_classes: int = 10, image_size: int = 28,
-                 channels: tuple[int, int] = (16, 32), hidden: int = 256):
+    def __init__(
+        self,
+        in_channels: int = 1,
+        num_classes: int = 10,
+        image_size: int = 28,
+        channels: tuple[int, int] = (16, 32),
+        hidden: int = 256,
+    ):
         feature_size = image_size // 4
         super().__init__(
-            nn.Conv2d(in_channels, channels[0], 5, padding=2), nn.ReLU(inplace=True), MaxPool2d(2),
-            nn.Conv2d(channels[0], channels[1], 5, padding=2), nn.ReLU(inplace=True), MaxPool2d(2),
+            nn.Conv2d(in_channels, channels[0], 5, padding=2),
+            nn.ReLU(inplace=True),
+            MaxPool2d(2),
+            nn.Conv2d(channels[0], channels[1], 5, padding=2),
+            nn.ReLU(inplace=True),
+            MaxPool2d(2),
             nn.Flatten(),
-            nn.Linear(channels[1] * feature_size * feature_size, hidden), nn.ReLU(inplace=True),
+            nn.Linear(channels[1] * feature_size * feature_size, hidden),
+            nn.ReLU(inplace=True),
             nn.Linear(hidden, num_classes),
         )
 
@@ -60,9 +71,14 @@ class TanhCNN(nn.Sequential):
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10):
         super().__init__(
-            nn.Conv2d(in_channels, 16, 8, stride=2, padding=3), nn.Tanh(), MaxPool2d(2, 1),
-            nn.Conv2d(16, 32, 4, stride=2), nn.Tanh(), MaxPool2d(2, 1),
+            nn.Conv2d(in_channels, 16, 8, stride=2, padding=3),
+            nn.Tanh(),
+            MaxPool2d(2, 1),
+            nn.Conv2d(16, 32, 4, stride=2),
+            nn.Tanh(),
+            MaxPool2d(2, 1),
             nn.Flatten(),
-            nn.Linear(32 * 4 * 4, 32), nn.Tanh(),
+            nn.Linear(32 * 4 * 4, 32),
+            nn.Tanh(),
             nn.Linear(32, num_classes),
         )

@@ -24,8 +24,9 @@ class MLP(nn.Sequential):
         Dropout probability after each hidden layer; 0 (the default) adds no dropout layer.
     """
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (256, 256),
-                 dropout: float = 0.0):
+    def __init__(
+        self, input_shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (256, 256), dropout: float = 0.0
+    ):
         layers: list[nn.Module] = [nn.Flatten()]
         width = math.prod(input_shape)
         for size in hidden:

@@ -32,7 +32,8 @@ class _ChannelsLastMaxPool(torch.autograd.Function):
     @staticmethod
     def forward(x, kernel_size, stride, padding, dilation, ceil_mode):
         values, indices = torch.ops.aten.max_pool2d_with_indices(
-            _channels_last(x), kernel_size, stride, padding, dilation, ceil_mode)
+            _channels_last(x), kernel_size, stride, padding, dilation, ceil_mode
+        )
         return values.contiguous(), indices.contiguous()
 
     @staticmethod
@@ -75,5 +76,6 @@ class MaxPool2d(nn.MaxPool2d):
         if x.device.type != "cpu" or x.dim() not in (3, 4):
             return super().forward(x)
         values, indices = _ChannelsLastMaxPool.apply(
-            x, _pair(self.kernel_size), _pair(self.stride), _pair(self.padding), _pair(self.dilation), self.ceil_mode)
+            x, _pair(self.kernel_size), _pair(self.stride), _pair(self.padding), _pair(self.dilation), self.ceil_mode
+        )
         return (values, indices) if self.return_indices else values

@@ -26,7 +26,7 @@ def embedding_width(size: int, cap: int) -> int:
     int
         The width.
     """
-    return max(2, min(cap, round(1.6 * size ** 0.56)))
+    return max(2, min(cap, round(1.6 * size**0.56)))
 
 
 class RecommenderMLP(nn.Module):
@@ -71,8 +71,15 @@ class RecommenderMLP(nn.Module):
         If ``categorical`` is empty.
     """
 
-    def __init__(self, categorical: tuple[int, ...], num_numeric: int, num_outputs: int, dim: int = 32,
-                 hidden: tuple[int, ...] = (128, 64), dropout: float = 0.2):
+    def __init__(
+        self,
+        categorical: tuple[int, ...],
+        num_numeric: int,
+        num_outputs: int,
+        dim: int = 32,
+        hidden: tuple[int, ...] = (128, 64),
+        dropout: float = 0.2,
+    ):
         super().__init__()
         if not categorical:
             raise ValueError("model 'recommender' needs categorical input columns (e.g. user and item ids)")
@@ -105,8 +112,8 @@ class RecommenderMLP(nn.Module):
         torch.Tensor
             Logits of shape (B, num_outputs).
         """
-        codes = x[:, :self.num_codes].long()
+        codes = x[:, : self.num_codes].long()
         vectors = [embedding(codes[:, i]) for i, embedding in enumerate(self.embeddings)]
         parts = vectors + ([vectors[0] * vectors[1]] if self.interaction else [])
-        features = torch.cat([self.embedding_dropout(torch.cat(parts, dim=1)), x[:, self.num_codes:]], dim=1)
+        features = torch.cat([self.embedding_dropout(torch.cat(parts, dim=1)), x[:, self.num_codes :]], dim=1)
         return self.head(features)

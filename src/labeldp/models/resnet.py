@@ -28,6 +28,7 @@ class BasicBlock(nn.Module):
     shortcut : torch.nn.Sequential
         The shortcut (empty for the identity).
     """
+
     def __init__(self, in_planes: int, planes: int, stride: int):
         super().__init__()
         self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
@@ -81,7 +82,9 @@ class ResNet18(nn.Module):
 
     def __init__(self, in_channels: int = 3, num_classes: int = 10):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True))
+        self.stem = nn.Sequential(
+            nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True)
+        )
         blocks, in_planes = [], 64
         for planes, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
             blocks += [BasicBlock(in_planes, planes, stride), BasicBlock(planes, planes, 1)]

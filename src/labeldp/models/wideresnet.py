@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+
 from labeldp.errors import ConfigError
 
 
@@ -83,8 +84,9 @@ class WSConv2d(nn.Conv2d):
         """
         return _standardize(self.weight.detach().flatten(1), self.eps)
 
-    def weight_gradient(self, standardized_grads: torch.Tensor,
-                        standardization: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def weight_gradient(
+        self, standardized_grads: torch.Tensor, standardization: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> torch.Tensor:
         """Map gradients G with respect to the standardised kernel to gradients with respect to ``weight``.
 
         G has shape (B, *weight.shape) and is taken with respect to y = (w - mean) / s. Per output channel
@@ -109,8 +111,13 @@ class WSConv2d(nn.Conv2d):
         projected = centred - standardized * (grads * standardized).mean(dim=2, keepdim=True)
         return (projected / scale).view_as(standardized_grads)
 
-    def weight_gradient_norms2(self, scaled_norms2: torch.Tensor, sums: torch.Tensor, dots: torch.Tensor,
-                               standardization: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def weight_gradient_norms2(
+        self,
+        scaled_norms2: torch.Tensor,
+        sums: torch.Tensor,
+        dots: torch.Tensor,
+        standardization: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """Squared norms (B,) of :meth:`weight_gradient` of gradients G (B, *weight.shape).
 
         Computed from three statistics of G, without forming either: ``scaled_norms2`` (B,) =
@@ -154,8 +161,9 @@ class _Block(nn.Module):
         self.conv1 = WSConv2d(in_planes, planes, 3, stride, 1, bias=False)
         self.norm2 = _group_norm(planes, groups)
         self.conv2 = WSConv2d(planes, planes, 3, 1, 1, bias=False)
-        self.shortcut = (WSConv2d(in_planes, planes, 1, stride, bias=False)
-                         if stride != 1 or in_planes != planes else None)
+        self.shortcut = (
+            WSConv2d(in_planes, planes, 1, stride, bias=False) if stride != 1 or in_planes != planes else None
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.norm1(x))
@@ -203,8 +211,7 @@ class WideResNet(nn.Module):
         If ``depth`` is not of the form 6n + 4.
     """
 
-    def __init__(self, in_channels: int = 3, num_classes: int = 10, depth: int = 16, width: int = 4,
-                 groups: int = 16):
+    def __init__(self, in_channels: int = 3, num_classes: int = 10, depth: int = 16, width: int = 4, groups: int = 16):
         super().__init__()
         if (depth - 4) % 6:
             raise ConfigError(f"WideResNet depth must be 6n + 4, got {depth}")

@@ -34,10 +34,12 @@ class Autoencoder(nn.Module):
 
     def __init__(self, input_dim: int, code_dim: int = 32):
         super().__init__()
-        self.encoder = nn.Sequential(nn.Linear(input_dim, 512), nn.ReLU(), nn.Linear(512, 128), nn.ReLU(),
-                                     nn.Linear(128, code_dim))
-        self.decoder = nn.Sequential(nn.Linear(code_dim, 128), nn.ReLU(), nn.Linear(128, 512), nn.ReLU(),
-                                     nn.Linear(512, input_dim))
+        self.encoder = nn.Sequential(
+            nn.Linear(input_dim, 512), nn.ReLU(), nn.Linear(512, 128), nn.ReLU(), nn.Linear(128, code_dim)
+        )
+        self.decoder = nn.Sequential(
+            nn.Linear(code_dim, 128), nn.ReLU(), nn.Linear(128, 512), nn.ReLU(), nn.Linear(512, input_dim)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The reconstruction of ``x``.
@@ -55,8 +57,15 @@ class Autoencoder(nn.Module):
         return self.decoder(self.encoder(x))
 
 
-def autoencoder_codes(inputs: np.ndarray, code_dim: int = 32, epochs: int = 10, batch_size: int = 256,
-                      lr: float = 1e-3, seed: int = 0, progress: bool = False) -> np.ndarray:
+def autoencoder_codes(
+    inputs: np.ndarray,
+    code_dim: int = 32,
+    epochs: int = 10,
+    batch_size: int = 256,
+    lr: float = 1e-3,
+    seed: int = 0,
+    progress: bool = False,
+) -> np.ndarray:
     """Train an :class:`Autoencoder` on ``inputs`` and return their codes.
 
     The inputs are flattened and standardised, the loss is the mean squared error, the optimiser

@@ -19,12 +19,14 @@ from sklearn.preprocessing import normalize
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_noisy_histogram
 from labeldp.errors import ConfigError
-from labeldp.priors.encoders import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_file
 from labeldp.priors.autoencoder import autoencoder_codes
+from labeldp.priors.encoders import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_file
 from labeldp.randomness import RandomSource
 
-def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, seed: int = 0,
-           progress: bool = False) -> np.ndarray:
+
+def encode(
+    inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, seed: int = 0, progress: bool = False
+) -> np.ndarray:
     """Public representations of ``inputs``.
 
     The inputs, flattened, then PCA-whitened to ``n_components`` (``pca``), a neighbour-graph
@@ -76,8 +78,9 @@ def encode(inputs: np.ndarray, encoder: str = "pca", n_components: int = 50, see
     raise ConfigError(f"unknown encoder {encoder!r}; choose one of {ENCODERS} or a {ENCODER_FILE_SUFFIX} file")
 
 
-def spectral_embedding(flat: np.ndarray, n_components: int = 20, n_neighbors: int = 10, pca_components: int = 50,
-                       seed: int = 0) -> np.ndarray:
+def spectral_embedding(
+    flat: np.ndarray, n_components: int = 20, n_neighbors: int = 10, pca_components: int = 50, seed: int = 0
+) -> np.ndarray:
     """A neighbour-graph embedding of the rows of ``flat`` (Laplacian eigenmaps, as in spectral clustering).
 
     PCA to ``pca_components`` dimensions, the symmetrised graph of each row's ``n_neighbors`` nearest
@@ -124,8 +127,13 @@ def spectral_embedding(flat: np.ndarray, n_components: int = 20, n_neighbors: in
         # a graph of several components is what well-separated groups give: each component's rows
         # then share an embedding, which is what clustering needs
         warnings.filterwarnings("ignore", "Graph is not fully connected", UserWarning)
-        embedding = SpectralEmbedding(n_components, affinity="precomputed_nearest_neighbors", n_neighbors=n_neighbors,
-                                      eigen_solver="lobpcg", random_state=seed).fit_transform(graph)
+        embedding = SpectralEmbedding(
+            n_components,
+            affinity="precomputed_nearest_neighbors",
+            n_neighbors=n_neighbors,
+            eigen_solver="lobpcg",
+            random_state=seed,
+        ).fit_transform(graph)
     return normalize(embedding).astype(np.float32)
 
 
@@ -138,8 +146,9 @@ def _encoder_file_features(path: str, inputs: np.ndarray, batch_size: int = 1024
     except (OSError, RuntimeError, ValueError) as error:
         raise ConfigError(f"cannot load the encoder {path} (a module saved with torch.export.save): {error}") from None
     with torch.no_grad():
-        parts = [module(torch.from_numpy(inputs[start:start + batch_size]))
-                 for start in range(0, len(inputs), batch_size)]
+        parts = [
+            module(torch.from_numpy(inputs[start : start + batch_size])) for start in range(0, len(inputs), batch_size)
+        ]
     features = torch.cat(parts).reshape(len(inputs), -1).numpy().astype(np.float32)
     if not np.isfinite(features).all():
         raise ConfigError(f"the encoder {path} returned values that are not finite")
@@ -239,8 +248,7 @@ def consistent_counts(noisy_counts: np.ndarray, totals: np.ndarray) -> np.ndarra
     counts = np.asarray(noisy_counts, dtype=np.float64)
     totals = np.asarray(totals, dtype=np.float64).reshape(-1)
     if counts.ndim != 2 or totals.shape != (counts.shape[0],) or np.any(totals < 0):
-        raise ValueError(f"need (groups, K) counts and one total >= 0 per group, got {counts.shape} and "
-                         f"{totals.shape}")
+        raise ValueError(f"need (groups, K) counts and one total >= 0 per group, got {counts.shape} and {totals.shape}")
     descending = -np.sort(-counts, axis=1)
     excess = np.cumsum(descending, axis=1) - totals[:, None]  # over the total, keeping the j largest
     kept = np.arange(1, counts.shape[1] + 1)
@@ -279,9 +287,17 @@ def histogram_priors(noisy_counts: np.ndarray, totals: np.ndarray) -> np.ndarray
     return np.where(sums > 0, counts / np.where(sums > 0, sums, 1.0), uniform)
 
 
-def cluster_priors(ledger: PrivacyLedger, labels: np.ndarray, members: np.ndarray, clusters: np.ndarray,
-                   n_clusters: int, num_classes: int, epsilon: float, rng: RandomSource = None,
-                   tag: str | None = None) -> tuple[np.ndarray, Release]:
+def cluster_priors(
+    ledger: PrivacyLedger,
+    labels: np.ndarray,
+    members: np.ndarray,
+    clusters: np.ndarray,
+    n_clusters: int,
+    num_classes: int,
+    epsilon: float,
+    rng: RandomSource = None,
+    tag: str | None = None,
+) -> tuple[np.ndarray, Release]:
     """Each member's prior: its cluster's noisy label histogram (epsilon-label-DP, recorded on ``ledger``).
 
     The histogram is epsilon-DP provided the clusters come from public inputs only; every member's

@@ -5,14 +5,17 @@ own in :mod:`~labeldp.recipes.builtin`)."""
 
 from labeldp._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "Profile": "labeldp.recipes.profiles",
-    "Recipe": "labeldp.recipes.training",
-    "get_profile": "labeldp.recipes.profiles",
-    "list_profiles": "labeldp.recipes.profiles",
-    "load_recipes": "labeldp.recipes.profiles",
-    "loaded_recipes": "labeldp.recipes.profiles",
-    "recipe_for": "labeldp.recipes.training",
-    "register": "labeldp.recipes.profiles",
-    "with_recipe": "labeldp.recipes.training",
-})
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "Profile": "labeldp.recipes.profiles",
+        "Recipe": "labeldp.recipes.training",
+        "get_profile": "labeldp.recipes.profiles",
+        "list_profiles": "labeldp.recipes.profiles",
+        "load_recipes": "labeldp.recipes.profiles",
+        "loaded_recipes": "labeldp.recipes.profiles",
+        "recipe_for": "labeldp.recipes.training",
+        "register": "labeldp.recipes.profiles",
+        "with_recipe": "labeldp.recipes.training",
+    },
+)

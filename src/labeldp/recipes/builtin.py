@@ -7,12 +7,19 @@ reference). Datasets that need files take ``--data-dir`` at run time.
 
 from __future__ import annotations
 
-from labeldp.recipes.profiles import register
-from labeldp.priors.clustering import histogram_epsilon
 from labeldp.config.run import DEFAULT_DELTA, DEFAULT_PRIOR_SHARE, RunConfig
-from labeldp.recipes.training import (CIFAR_TRAIN, DIGITS_TRAIN, DPSGD_MNIST, DPSGD_MNIST_TRAIN, MNIST_TRAIN,
-                                  PATE_STUDENT_TRAIN, recipe_for)
 from labeldp.config.train import TrainConfig
+from labeldp.priors.clustering import histogram_epsilon
+from labeldp.recipes.profiles import register
+from labeldp.recipes.training import (
+    CIFAR_TRAIN,
+    DIGITS_TRAIN,
+    DPSGD_MNIST,
+    DPSGD_MNIST_TRAIN,
+    MNIST_TRAIN,
+    PATE_STUDENT_TRAIN,
+    recipe_for,
+)
 
 # The training settings are the methods' recipes (labeldp.recipes.training), which also say how each was chosen.
 
@@ -41,9 +48,17 @@ def mnist_spectral_config(epsilon: float, seed: int = 0) -> RunConfig:
     with twice the examples per noisy count), the untempered prior, LP-2ST's training options
     unchanged. Variants compared on MNIST's test accuracy at epsilon 0.5 (seed 0), the model prior at
     temperature 3 (97.32 %) and combined priors (97.12 %), were no better than this (97.26 %)."""
-    return RunConfig(dataset="mnist", method="lp-2st", epsilon=epsilon, seed=seed, train=MNIST_TRAIN,
-                     prior="cluster", encoder="spectral", clusters=SPECTRAL_CLUSTERS,
-                     prior_epsilon=histogram_epsilon(epsilon, MNIST_EXAMPLES, SPECTRAL_CLUSTERS))
+    return RunConfig(
+        dataset="mnist",
+        method="lp-2st",
+        epsilon=epsilon,
+        seed=seed,
+        train=MNIST_TRAIN,
+        prior="cluster",
+        encoder="spectral",
+        clusters=SPECTRAL_CLUSTERS,
+        prior_epsilon=histogram_epsilon(epsilon, MNIST_EXAMPLES, SPECTRAL_CLUSTERS),
+    )
 
 
 #: MovieLens (100K's folder format): the recommender model, AdamW with strong decoupled weight decay on
@@ -72,14 +87,22 @@ RUNS = 3
 
 def _register_dataset(dataset: str, train: TrainConfig, epsilons, methods, runs: int) -> None:
     for seed in range(runs):
-        register(f"{dataset}/non-private/run{seed}", RunConfig(dataset=dataset, method="non-private",
-                                                                seed=seed, train=train))
+        register(
+            f"{dataset}/non-private/run{seed}", RunConfig(dataset=dataset, method="non-private", seed=seed, train=train)
+        )
         for epsilon in epsilons:
             for method in methods:
                 recipe = recipe_for(dataset, method)  # a method's own recipe where it has one (MNIST's ALIBI)
-                register(f"{dataset}/e{epsilon:g}/{method}/run{seed}",
-                         RunConfig(dataset=dataset, method=method, epsilon=float(epsilon), seed=seed,
-                                   train=recipe.train if recipe is not None else train))
+                register(
+                    f"{dataset}/e{epsilon:g}/{method}/run{seed}",
+                    RunConfig(
+                        dataset=dataset,
+                        method=method,
+                        epsilon=float(epsilon),
+                        seed=seed,
+                        train=recipe.train if recipe is not None else train,
+                    ),
+                )
 
 
 _register_dataset("digits", DIGITS_TRAIN, (1, 2, 4, 8), ("lp-1st", "lp-2st"), runs=RUNS)
@@ -91,23 +114,54 @@ for _seed in range(RUNS):
         for _method in MOVIELENS_METHODS:
             register(f"movielens/e{_epsilon:g}/{_method}/run{_seed}", movielens_config(_method, float(_epsilon), _seed))
 for _seed in range(RUNS):
-    register(f"mnist/non-private-fit/run{_seed}", RunConfig(dataset="mnist", method="non-private", seed=_seed,
-                                                            train=MNIST_FIT_TRAIN),
-             description="no privacy, fitted to the training set (no augmentation, no weight decay)")
+    register(
+        f"mnist/non-private-fit/run{_seed}",
+        RunConfig(dataset="mnist", method="non-private", seed=_seed, train=MNIST_FIT_TRAIN),
+        description="no privacy, fitted to the training set (no augmentation, no weight decay)",
+    )
     for _epsilon in (1, 2, 4):
-        register(f"mnist/e{_epsilon}/dp-sgd/run{_seed}",
-                 RunConfig(dataset="mnist", method="dp-sgd", epsilon=float(_epsilon), delta=DEFAULT_DELTA, model="tanh-cnn",
-                           seed=_seed, train=DPSGD_MNIST_TRAIN, dpsgd=DPSGD_MNIST),
-                 description="full-DP baseline: DP-SGD, (epsilon, 1e-5)-DP for add-or-remove one example")
+        register(
+            f"mnist/e{_epsilon}/dp-sgd/run{_seed}",
+            RunConfig(
+                dataset="mnist",
+                method="dp-sgd",
+                epsilon=float(_epsilon),
+                delta=DEFAULT_DELTA,
+                model="tanh-cnn",
+                seed=_seed,
+                train=DPSGD_MNIST_TRAIN,
+                dpsgd=DPSGD_MNIST,
+            ),
+            description="full-DP baseline: DP-SGD, (epsilon, 1e-5)-DP for add-or-remove one example",
+        )
     for _epsilon in METHODS_EPSILONS:
-        register(f"mnist/e{_epsilon:g}/lp-2st-cluster/run{_seed}",
-                 RunConfig(dataset="mnist", method="lp-2st", epsilon=float(_epsilon), seed=_seed, train=MNIST_TRAIN,
-                           **CLUSTER_PRIOR),
-                 description="LP-2ST with a tempered cluster prior from PCA features")
-        register(f"mnist/e{_epsilon:g}/pate/run{_seed}",
-                 RunConfig(dataset="mnist", method="pate", epsilon=float(_epsilon), delta=DEFAULT_DELTA, seed=_seed,
-                           train=PATE_STUDENT_TRAIN),
-                 description="PATE: 250 teachers, GNMax, (epsilon, 1e-5)-label-DP")
+        register(
+            f"mnist/e{_epsilon:g}/lp-2st-cluster/run{_seed}",
+            RunConfig(
+                dataset="mnist",
+                method="lp-2st",
+                epsilon=float(_epsilon),
+                seed=_seed,
+                train=MNIST_TRAIN,
+                **CLUSTER_PRIOR,
+            ),
+            description="LP-2ST with a tempered cluster prior from PCA features",
+        )
+        register(
+            f"mnist/e{_epsilon:g}/pate/run{_seed}",
+            RunConfig(
+                dataset="mnist",
+                method="pate",
+                epsilon=float(_epsilon),
+                delta=DEFAULT_DELTA,
+                seed=_seed,
+                train=PATE_STUDENT_TRAIN,
+            ),
+            description="PATE: 250 teachers, GNMax, (epsilon, 1e-5)-label-DP",
+        )
     for _epsilon in SMALL_EPSILONS:
-        register(f"mnist/e{_epsilon:g}/lp-2st-spectral/run{_seed}", mnist_spectral_config(float(_epsilon), _seed),
-                 description="LP-2ST with a cluster prior from a neighbour-graph embedding of the public images")
+        register(
+            f"mnist/e{_epsilon:g}/lp-2st-spectral/run{_seed}",
+            mnist_spectral_config(float(_epsilon), _seed),
+            description="LP-2ST with a cluster prior from a neighbour-graph embedding of the public images",
+        )

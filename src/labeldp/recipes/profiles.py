@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from labeldp.errors import ConfigError, MissingFileError
 from labeldp.config.run import RunConfig
+from labeldp.errors import ConfigError, MissingFileError
 
 _REGISTRY: dict[str, Profile] = {}
 _LOADED_RECIPES: set[Path] = set()
@@ -28,7 +28,6 @@ class Profile:
     config: RunConfig
     version: int = 1
     description: str = ""
-
 
 
 def register(key: str, config: RunConfig, *, version: int = 1, description: str = "") -> Profile:

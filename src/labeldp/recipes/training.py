@@ -33,8 +33,13 @@ class Recipe:
 
     def describe(self) -> str:
         t = self.train
-        parts = [f"model {self.model or 'default for the inputs'}", f"{t.epochs} epochs", f"batch {t.batch_size}",
-                 f"{t.optimizer} lr {t.lr:g}", f"weight decay {t.weight_decay:g}"]
+        parts = [
+            f"model {self.model or 'default for the inputs'}",
+            f"{t.epochs} epochs",
+            f"batch {t.batch_size}",
+            f"{t.optimizer} lr {t.lr:g}",
+            f"weight decay {t.weight_decay:g}",
+        ]
         if t.mixup_alpha:
             parts.append(f"mixup {t.mixup_alpha:g}")
         if not t.augment:
@@ -71,19 +76,31 @@ _LABEL_METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "alibi")
 _BY_TEST_ACCURACY = "chosen by test accuracy on this dataset"
 RECIPES: dict[tuple[str, str], Recipe] = {
     **{("digits", m): Recipe(DIGITS_TRAIN, source=_BY_TEST_ACCURACY) for m in _LABEL_METHODS},
-    **{(d, m): Recipe(MNIST_TRAIN, source="the paper's MNIST setting, lengths by test accuracy")
-       for d in ("mnist", "fashion-mnist", "kmnist") for m in _LABEL_METHODS},
-    **{(d, m): Recipe(CIFAR_TRAIN, source="the paper's CIFAR-10 setting") for d in ("cifar10", "cifar100")
-       for m in _LABEL_METHODS},
+    **{
+        (d, m): Recipe(MNIST_TRAIN, source="the paper's MNIST setting, lengths by test accuracy")
+        for d in ("mnist", "fashion-mnist", "kmnist")
+        for m in _LABEL_METHODS
+    },
+    **{
+        (d, m): Recipe(CIFAR_TRAIN, source="the paper's CIFAR-10 setting")
+        for d in ("cifar10", "cifar100")
+        for m in _LABEL_METHODS
+    },
     ("mnist", "alibi"): Recipe(MNIST_TUNED_TRAIN, source="chosen by labeldp tune on released labels (epsilon 1)"),
-    ("mnist", "lp-2st"): Recipe(MNIST_TUNED_TRAIN, source="chosen by labeldp tune on the first stage's released "
-                                                          "labels (epsilon 2)"),
+    ("mnist", "lp-2st"): Recipe(
+        MNIST_TUNED_TRAIN, source="chosen by labeldp tune on the first stage's released labels (epsilon 2)"
+    ),
     ("mnist", "lp-1st"): Recipe(MNIST_LP1ST_TRAIN, source="chosen by labeldp tune on released labels (epsilon 2)"),
     ("digits", "dp-sgd"): Recipe(DPSGD_DIGITS_TRAIN, "mlp", DPSGD_DIGITS, source=_BY_TEST_ACCURACY),
-    ("mnist", "dp-sgd"): Recipe(DPSGD_MNIST_TRAIN, "tanh-cnn", DPSGD_MNIST,
-                                source="Tramer & Boneh (2021) and De et al. (2022), checked by test accuracy"),
-    ("mnist", "pate"): Recipe(PATE_STUDENT_TRAIN, source="Papernot et al. (2018)'s 250 teachers, the student's "
-                                                         "length by test accuracy"),
+    ("mnist", "dp-sgd"): Recipe(
+        DPSGD_MNIST_TRAIN,
+        "tanh-cnn",
+        DPSGD_MNIST,
+        source="Tramer & Boneh (2021) and De et al. (2022), checked by test accuracy",
+    ),
+    ("mnist", "pate"): Recipe(
+        PATE_STUDENT_TRAIN, source="Papernot et al. (2018)'s 250 teachers, the student's length by test accuracy"
+    ),
 }
 
 
@@ -96,10 +113,16 @@ def with_recipe(config, recipe: Recipe, keep: set[str] = frozenset()):
     """``config`` (a RunConfig) with its training settings taken from ``recipe``, except the fields named
     in ``keep`` (the options a user gave: ``epochs``, ``lr``, ``model``, ``max_grad_norm``, ...),
     which stay as ``config`` has them."""
+
     def merged(recipe_part, given):
-        return dataclasses.replace(recipe_part, **{f.name: getattr(given, f.name)
-                                                   for f in dataclasses.fields(given) if f.name in keep})
+        return dataclasses.replace(
+            recipe_part, **{f.name: getattr(given, f.name) for f in dataclasses.fields(given) if f.name in keep}
+        )
 
     return dataclasses.replace(
-        config, model=config.model if "model" in keep else recipe.model, train=merged(recipe.train, config.train),
-        dpsgd=merged(recipe.dpsgd, config.dpsgd), pate=merged(recipe.pate, config.pate))
+        config,
+        model=config.model if "model" in keep else recipe.model,
+        train=merged(recipe.train, config.train),
+        dpsgd=merged(recipe.dpsgd, config.dpsgd),
+        pate=merged(recipe.pate, config.pate),
+    )

@@ -4,18 +4,21 @@ context a method runs in, which releases each thing once (:mod:`~labeldp.runs.co
 
 from labeldp._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "RunConfig": "labeldp.config.run",
-    "split_stages": "labeldp.data.splits",
-    "RunContext": "labeldp.runs.context",
-    "Predictor": "labeldp.runs.predict",
-    "load_predictor": "labeldp.runs.predict",
-    "predict_table": "labeldp.runs.predict",
-    "Recipe": "labeldp.recipes.training",
-    "recipe_for": "labeldp.recipes.training",
-    "RunDirectory": "labeldp.runs.rundir",
-    "check_plan": "labeldp.runs.run",
-    "config_dataset": "labeldp.runs.run",
-    "load_run_model": "labeldp.runs.run",
-    "train_run": "labeldp.runs.run",
-})
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "RunConfig": "labeldp.config.run",
+        "split_stages": "labeldp.data.splits",
+        "RunContext": "labeldp.runs.context",
+        "Predictor": "labeldp.runs.predict",
+        "load_predictor": "labeldp.runs.predict",
+        "predict_table": "labeldp.runs.predict",
+        "Recipe": "labeldp.recipes.training",
+        "recipe_for": "labeldp.recipes.training",
+        "RunDirectory": "labeldp.runs.rundir",
+        "check_plan": "labeldp.runs.run",
+        "config_dataset": "labeldp.runs.run",
+        "load_run_model": "labeldp.runs.run",
+        "train_run": "labeldp.runs.run",
+    },
+)

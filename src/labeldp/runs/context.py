@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,20 +23,21 @@ from tqdm.auto import tqdm
 
 from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import Release, release_randomized_response, release_true_labels
+from labeldp.config.run import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.errors import RunDirectoryError
 from labeldp.evaluation import classification_metrics, regression_metrics
 from labeldp.files import write_json_atomic
 from labeldp.models import build_model
 from labeldp.randomness import public_rng, public_seed
-from labeldp.boundary import Release, release_randomized_response, release_true_labels
 from labeldp.released_metrics import estimated_classification_metrics, estimated_regression_metrics
-from labeldp.config.run import RunConfig
 from labeldp.runs.rundir import RunDirectory
-from labeldp.training.predict import predict_proba
 from labeldp.training.checkpoint import save_atomic
+from labeldp.training.predict import predict_proba
 from labeldp.training.records import EpochRecord
 from labeldp.training.stage import train_stage
+
 
 def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
     """The configuration that release ``name`` of a run depended on: all of it but the options its
@@ -62,8 +64,9 @@ class RunContext:
     """One run while it executes: its resolved ``config``, ``data``, folder ``out``, ``device`` and
     ``ledger`` (read back when resuming)."""
 
-    def __init__(self, config: RunConfig, out: RunDirectory, data: LabeledDataset, device: torch.device,
-                 progress: bool):
+    def __init__(
+        self, config: RunConfig, out: RunDirectory, data: LabeledDataset, device: torch.device, progress: bool
+    ):
         self.config, self.out, self.data, self.device, self.progress = config, out, data, device, progress
         #: whether this process is one of several (torchrun), and whether it is the one that releases and writes
         self.parallel, self.main = distributed.active(), distributed.is_main()
@@ -91,9 +94,11 @@ class RunContext:
         never a second draw.
         """
         if self.parallel:
+
             def release_on_main() -> dict[str, np.ndarray]:
                 self._releases[name] = self._spend(name, draw)
                 return self._releases[name].to_arrays()
+
             arrays = distributed.on_main(release_on_main)
             release = self._releases[name] if self.main else Release.from_arrays(arrays)
         else:
@@ -136,13 +141,17 @@ class RunContext:
             raise RunDirectoryError(
                 f"{self.out.ledger_path} records the release {name!r}, but {self.out.release_path(name)} is missing. "
                 "Drawing those labels again would spend their budget a second time: restore the file from a copy "
-                "of the run folder, or start again in a new folder (a new release, with its own ledger)")
+                "of the run folder, or start again in a new folder (a new release, with its own ledger)"
+            )
         release = draw(self.ledger)  # recorded here, in memory: the ledger file is written after the release's
         if not self.ledger.has(name):
-            raise RunDirectoryError(f"release {name!r} was not recorded under its name: its draw must pass {name!r} "
-                                    "as the tag of its release_* call")
-        self.out.save_release(name, **release.to_arrays(),
-                              config=np.array(json.dumps(release_inputs(self.config, name), sort_keys=True)))
+            raise RunDirectoryError(
+                f"release {name!r} was not recorded under its name: its draw must pass {name!r} "
+                "as the tag of its release_* call"
+            )
+        self.out.save_release(
+            name, **release.to_arrays(), config=np.array(json.dumps(release_inputs(self.config, name), sort_keys=True))
+        )
         self.ledger.save(self.out.ledger_path, self.config.delta or 0.0)
         return release
 
@@ -162,6 +171,7 @@ class RunContext:
 
     def on_epoch_end(self, stage: int, stages: int) -> Callable[[EpochRecord], None]:
         """The callback that writes an epoch's metrics (and prints them, with progress)."""
+
         def record(row: EpochRecord) -> None:
             self.out.append_metrics({"stage": stage, **asdict(row)})
             self.out.write_elapsed(self.seconds())
@@ -169,12 +179,23 @@ class RunContext:
                 acc = f"  test accuracy {row.test_accuracy:.4f}" if row.test_accuracy is not None else ""
                 acc += f"  test RMSE {row.test_rmse:.4f}" if row.test_rmse is not None else ""
                 loss = f"  loss {row.train_loss:.4f}" if row.train_loss is not None else ""
-                tqdm.write(f"stage {stage}/{stages} epoch {row.epoch}/{self.config.train.epochs}:{loss}{acc}  "
-                           f"({row.seconds:.1f}s)")
+                tqdm.write(
+                    f"stage {stage}/{stages} epoch {row.epoch}/{self.config.train.epochs}:{loss}{acc}  "
+                    f"({row.seconds:.1f}s)"
+                )
+
         return record
 
-    def train(self, model: nn.Module, stage: int, stages: int, indices: np.ndarray, targets: np.ndarray,
-              description: str | None = None, soft_labels: bool = False) -> None:
+    def train(
+        self,
+        model: nn.Module,
+        stage: int,
+        stages: int,
+        indices: np.ndarray,
+        targets: np.ndarray,
+        description: str | None = None,
+        soft_labels: bool = False,
+    ) -> None:
         """Train ``model`` on the training inputs ``indices`` with released ``targets`` (labels or
         likelihoods; for a regression also released values), checkpointed as ``stage``;
         ``soft_labels``: see :func:`labeldp.training.train_stage`."""
@@ -184,16 +205,28 @@ class RunContext:
         validation = None
         if fraction > 0:  # held out by position, from the seed: the validation examples' releases score epochs
             order = public_rng(self.config.seed, "validation-split", stage).permutation(len(indices))
-            held = order[:max(1, int(round(fraction * len(indices))))]
+            held = order[: max(1, int(round(fraction * len(indices))))]
             kept = np.setdiff1d(np.arange(len(indices)), held)
             validation = (data.x_train[indices[held]], np.asarray(targets)[held])
             indices, targets = indices[kept], np.asarray(targets)[kept]
-        train_stage(model, data.x_train[indices], targets, data.num_classes, self.config.train,
-                    augmentation=data.augmentation, test=test,
-                    seed=public_seed(self.config.seed, "training", stage), checkpoint=self.out.checkpoint_path(stage),
-                    on_epoch_end=self.on_epoch_end(stage, stages), progress=self.progress,
-                    description=description or f"stage {stage}/{stages}", label_values=data.label_values,
-                    validation=validation, data_parallel=self.parallel, soft_labels=soft_labels)
+        train_stage(
+            model,
+            data.x_train[indices],
+            targets,
+            data.num_classes,
+            self.config.train,
+            augmentation=data.augmentation,
+            test=test,
+            seed=public_seed(self.config.seed, "training", stage),
+            checkpoint=self.out.checkpoint_path(stage),
+            on_epoch_end=self.on_epoch_end(stage, stages),
+            progress=self.progress,
+            description=description or f"stage {stage}/{stages}",
+            label_values=data.label_values,
+            validation=validation,
+            data_parallel=self.parallel,
+            soft_labels=soft_labels,
+        )
 
     def training_part(self, indices: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The training inputs and targets a stage trains on (a tuning candidate holds some out)."""
@@ -212,8 +245,9 @@ class RunContext:
         torchrun the ranks share the evaluation, rank 0 writes, and every rank returns the summary.
         Private test labels are released first (:meth:`test_release`) and the metrics estimated from
         that release."""
-        probabilities = predict_proba(model, self.data.x_test, batch_size=self.config.train.eval_batch_size,
-                                      sharded=self.parallel)
+        probabilities = predict_proba(
+            model, self.data.x_test, batch_size=self.config.train.eval_batch_size, sharded=self.parallel
+        )
         released = self.test_release()
         return distributed.on_main(lambda: self._summarise(model, probabilities, facts, released))
 
@@ -231,8 +265,15 @@ class RunContext:
         def draw(ledger: PrivacyLedger) -> Release:
             if not config.method_spec.private:
                 return release_true_labels(ledger, data.y_test, members, data.num_classes, "test")
-            return release_randomized_response(ledger, data.y_test, members, data.num_classes, config.epsilon,
-                                               config.noise.generator("label-release", 0), "test")
+            return release_randomized_response(
+                ledger,
+                data.y_test,
+                members,
+                data.num_classes,
+                config.epsilon,
+                config.noise.generator("label-release", 0),
+                "test",
+            )
 
         return self.spend("test", draw)
 
@@ -240,32 +281,41 @@ class RunContext:
         """Exact metrics on a public test set, or estimated from the release of private test labels."""
         config, data = self.config, self.data
         if data.public_test:
-            source = ("public (held out of the label column and treated as public: NOT covered by the epsilon)"
-                      if config.test_labels == "public" else "public test set")
+            source = (
+                "public (held out of the label column and treated as public: NOT covered by the epsilon)"
+                if config.test_labels == "public"
+                else "public test set"
+            )
             if data.is_regression:
                 return {**regression_metrics(probabilities, data.label_values, data.test_values), "test_labels": source}
             return {**classification_metrics(probabilities, data.y_test), "test_labels": source}
         if released is None:
             why = "dp-sgd releases no label" if config.method_spec.training_releases else "test_labels none"
             return {"test_labels": f"private: not measured ({why})"}
-        source = (f"estimated from their release ({released.description}; each metric with its standard error "
-                  "'_se')")
+        source = f"estimated from their release ({released.description}; each metric with its standard error '_se')"
         if data.is_regression:
-            return {**estimated_regression_metrics(probabilities, released.labels, released.likelihood,
-                                                   data.label_values), "test_labels": source}
-        return {**estimated_classification_metrics(probabilities, released.labels, released.likelihood),
-                "test_labels": source}
+            return {
+                **estimated_regression_metrics(probabilities, released.labels, released.likelihood, data.label_values),
+                "test_labels": source,
+            }
+        return {
+            **estimated_classification_metrics(probabilities, released.labels, released.likelihood),
+            "test_labels": source,
+        }
 
-    def _summarise(self, model: nn.Module, probabilities: np.ndarray, facts: dict[str, Any],
-                   released: Release | None) -> dict[str, Any]:
+    def _summarise(
+        self, model: nn.Module, probabilities: np.ndarray, facts: dict[str, Any], released: Release | None
+    ) -> dict[str, Any]:
         config, data = self.config, self.data
         delta = config.delta or 0.0
         save_atomic(model.state_dict(), self.out.model_path)
         epsilon = self.ledger.epsilon(delta)
         metrics = self._test_metrics(probabilities, released)
         if data.is_regression:
-            metrics |= {"label_range": [float(data.label_values[0]), float(data.label_values[-1])],
-                        "label_grid": int(data.num_classes)}
+            metrics |= {
+                "label_range": [float(data.label_values[0]), float(data.label_values[-1])],
+                "label_grid": int(data.num_classes),
+            }
         summary = {
             "dataset": config.dataset,
             "method": config.method,

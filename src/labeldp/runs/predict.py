@@ -16,8 +16,8 @@ from torch import nn
 from labeldp.data.table import read_table
 from labeldp.errors import ConfigError, DataError
 from labeldp.files import write_atomic
-from labeldp.runs.rundir import RunDirectory
 from labeldp.runs.run import load_run_model
+from labeldp.runs.rundir import RunDirectory
 from labeldp.training.predict import predict_proba
 
 
@@ -25,8 +25,9 @@ class Predictor:
     """The model of a finished run and, for a table, its fitted preprocessing; :func:`load_predictor`
     makes one."""
 
-    def __init__(self, model: nn.Module, class_names: list[str], preprocessor=None,
-                 label_values: np.ndarray | None = None):
+    def __init__(
+        self, model: nn.Module, class_names: list[str], preprocessor=None, label_values: np.ndarray | None = None
+    ):
         self.model, self.class_names, self.preprocessor = model, class_names, preprocessor
         self.label_values = label_values  # the public grid of a regression's labels, else None
 
@@ -82,6 +83,7 @@ def predict_table(run_dir: str | Path, table: str | Path, out: str | Path, id_co
     suffix = out.suffix.lower()
     if suffix not in (".csv", ".parquet", ".pq"):
         raise ConfigError(f"--out must end in .csv or .parquet, got {out.name}")
-    write_atomic(out, lambda tmp: scores.to_parquet(tmp, index=False) if suffix != ".csv"
-                 else scores.to_csv(tmp, index=False))
+    write_atomic(
+        out, lambda tmp: scores.to_parquet(tmp, index=False) if suffix != ".csv" else scores.to_csv(tmp, index=False)
+    )
     return out

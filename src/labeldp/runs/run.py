@@ -15,12 +15,12 @@ import torch
 from tqdm.auto import tqdm
 
 from labeldp import distributed
-from labeldp.data import LabeledDataset, load_dataset
-from labeldp.files import write_atomic, write_json_atomic
-from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
-from labeldp.models import build_model
 from labeldp.config.run import RunConfig
+from labeldp.data import LabeledDataset, load_dataset
 from labeldp.data.splits import split_stages
+from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
+from labeldp.files import write_atomic, write_json_atomic
+from labeldp.models import build_model
 from labeldp.runs.context import RunContext, release_inputs
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import load_torch
@@ -29,21 +29,37 @@ from labeldp.training.stage import check_amp, resolve_device
 
 def config_dataset(config: RunConfig) -> LabeledDataset:
     """The dataset a run configuration names (loaded from its files)."""
-    return load_dataset(config.dataset, config.data_dir, table=config.table, label_column=config.label_column,
-                        test_table=config.test_table, classes=config.classes, features=config.features,
-                        drop=config.drop or (), id_column=config.id_column, split_seed=config.seed,
-                        label_range=config.label_range, label_grid_size=config.label_grid,
-                        public_test_split=config.test_labels == "public")
+    return load_dataset(
+        config.dataset,
+        config.data_dir,
+        table=config.table,
+        label_column=config.label_column,
+        test_table=config.test_table,
+        classes=config.classes,
+        features=config.features,
+        drop=config.drop or (),
+        id_column=config.id_column,
+        split_seed=config.seed,
+        label_range=config.label_range,
+        label_grid_size=config.label_grid,
+        public_test_split=config.test_labels == "public",
+    )
 
 
 def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:
     """The public facts of a run's dataset that its model needs (``data.json``): the inputs' shape, the
     label domain, the sizes, and whether it came from files the configuration names or from memory."""
-    return {"name": data.name, "input_shape": list(data.input_shape), "num_classes": data.num_classes,
-            "class_names": list(data.class_names), "num_train": int(len(data.y_train)),
-            "num_test": int(len(data.y_test)), "source": "in-memory" if in_memory else "files",
-            "categorical": list(data.categorical),
-            "label_values": data.label_values.tolist() if data.label_values is not None else None}
+    return {
+        "name": data.name,
+        "input_shape": list(data.input_shape),
+        "num_classes": data.num_classes,
+        "class_names": list(data.class_names),
+        "num_train": int(len(data.y_train)),
+        "num_test": int(len(data.y_test)),
+        "source": "in-memory" if in_memory else "files",
+        "categorical": list(data.categorical),
+        "label_values": data.label_values.tolist() if data.label_values is not None else None,
+    }
 
 
 def load_run_model(run_dir: str | Path) -> torch.nn.Module:
@@ -55,14 +71,24 @@ def load_run_model(run_dir: str | Path) -> torch.nn.Module:
         raise RunDirectoryError(f"{run_dir} has no config.json and data.json: not a labeldp run directory")
     if not out.model_path.exists():
         raise MissingFileError(f"{out.model_path} does not exist: the run has not finished")
-    model = build_model(saved.get("model"), tuple(facts["input_shape"]), facts["num_classes"],
-                        categorical=tuple(facts.get("categorical", ())))
+    model = build_model(
+        saved.get("model"),
+        tuple(facts["input_shape"]),
+        facts["num_classes"],
+        categorical=tuple(facts.get("categorical", ())),
+    )
     model.load_state_dict(load_torch(out.model_path))
     return model
 
 
-def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", progress: bool = True,
-              dataset: LabeledDataset | None = None) -> dict[str, Any]:
+def train_run(
+    config: RunConfig,
+    out_dir: str | Path,
+    *,
+    device: str = "auto",
+    progress: bool = True,
+    dataset: LabeledDataset | None = None,
+) -> dict[str, Any]:
     """Run (or resume) ``config`` in ``out_dir`` and return its summary.
 
     Running again on an existing directory continues from the last completed epoch, reuses the saved
@@ -80,8 +106,15 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", p
     data = dataset if dataset is not None else config_dataset(config)
     run_device = distributed.local_device(resolve_device(device))
     if distributed.start(run_device):
-        distributed.check_same((json.dumps(config.to_dict(), sort_keys=True), len(data.y_train), len(data.y_test),
-                                tuple(data.input_shape)), "the run's configuration and dataset")
+        distributed.check_same(
+            (
+                json.dumps(config.to_dict(), sort_keys=True),
+                len(data.y_train),
+                len(data.y_test),
+                tuple(data.input_shape),
+            ),
+            "the run's configuration and dataset",
+        )
         progress = progress and distributed.is_main()
     distributed.on_main(lambda: check_plan(config, data, run_device))
     if not config.noise.private and config.method_spec.private and distributed.is_main():
@@ -96,8 +129,14 @@ def train_run(config: RunConfig, out_dir: str | Path, *, device: str = "auto", p
         return context.finish(model, facts)
 
 
-def _open_run(config: RunConfig, data: LabeledDataset, out: RunDirectory, held: contextlib.ExitStack,
-              progress: bool, in_memory: bool) -> dict[str, Any] | None:
+def _open_run(
+    config: RunConfig,
+    data: LabeledDataset,
+    out: RunDirectory,
+    held: contextlib.ExitStack,
+    progress: bool,
+    in_memory: bool,
+) -> dict[str, Any] | None:
     """Lock the run folder (for as long as ``held`` lasts), and either return the summary of the run it
     holds when finished, or prepare it for the run to start or resume (None)."""
     held.enter_context(out.lock())
@@ -123,8 +162,11 @@ def _resume_message(out: RunDirectory) -> str:
     releases = sorted(out.release_inputs())
     rows = out.read_metrics()
     where = f"after stage {rows[-1]['stage']} epoch {rows[-1]['epoch']}" if rows else "from the start of training"
-    read_back = (f"the saved releases ({', '.join(releases)}) are read back, no label is drawn again" if releases
-                 else "nothing had been released yet")
+    read_back = (
+        f"the saved releases ({', '.join(releases)}) are read back, no label is drawn again"
+        if releases
+        else "nothing had been released yet"
+    )
     return f"resuming {out.root}: {read_back}; training continues {where}"
 
 
@@ -137,8 +179,9 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
     n = len(data.y_train)
     sizes = [part.size for part in split_stages(n, config.stages, config.seed)]
     if min(sizes) == 0:
-        raise ConfigError(f"stages {list(config.stages)} leave stage {sizes.index(0) + 1} without any of the {n} "
-                          "training examples")
+        raise ConfigError(
+            f"stages {list(config.stages)} leave stage {sizes.index(0) + 1} without any of the {n} training examples"
+        )
     try:
         build_model(config.model, data.input_shape, data.num_classes, categorical=data.categorical)
     except ValueError as error:
@@ -154,12 +197,20 @@ def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:
     """A declared label range must be the dataset's grid, and the squared loss needs numeric labels."""
     declared = config.label_values
     tolerance = 0.0 if declared is None else 1e-12 * np.ptp(declared)
-    if declared is not None and (not data.is_regression or data.label_values.shape != declared.shape
-                                 or not np.allclose(data.label_values, declared, rtol=0, atol=tolerance)):
-        have = (f"the grid of {data.num_classes} points over [{data.label_values[0]:g}, {data.label_values[-1]:g}]"
-                if data.is_regression else f"{data.num_classes} classes")
-        raise ConfigError(f"the run declares a grid of {declared.size} points over [{declared[0]:g}, {declared[-1]:g}]"
-                          f", the dataset has {have}")
+    if declared is not None and (
+        not data.is_regression
+        or data.label_values.shape != declared.shape
+        or not np.allclose(data.label_values, declared, rtol=0, atol=tolerance)
+    ):
+        have = (
+            f"the grid of {data.num_classes} points over [{data.label_values[0]:g}, {data.label_values[-1]:g}]"
+            if data.is_regression
+            else f"{data.num_classes} classes"
+        )
+        raise ConfigError(
+            f"the run declares a grid of {declared.size} points over [{declared[0]:g}, {declared[-1]:g}]"
+            f", the dataset has {have}"
+        )
     if config.loss == "mse" and not data.is_regression:
         raise ConfigError("loss 'mse' fits released values: it needs numeric labels (a regression dataset)")
 
@@ -175,16 +226,20 @@ def _accept_changed_config(saved: dict[str, Any], config: RunConfig, out: RunDir
         return
     differs = ", ".join(sorted(k for k in set(existing) | set(new) if existing.get(k) != new.get(k)))
     if out.read_summary() is not None:
-        raise RunDirectoryError(f"{out.root} holds a finished run with a different configuration (differs in: "
-                                f"{differs}); choose another output folder")
+        raise RunDirectoryError(
+            f"{out.root} holds a finished run with a different configuration (differs in: "
+            f"{differs}); choose another output folder"
+        )
     saved = out.release_inputs()
     stale = [name for name, inputs in saved.items() if inputs != release_inputs(config, name)]
     if out.ledger_path.exists():  # a recorded release without its file cannot be checked: it stays as it was
         stale += [entry.tag for entry in out.read_ledger().entries if entry.tag not in saved]
     if stale:
-        raise RunDirectoryError(f"{out.root} holds a run with a different configuration (differs in: {differs}) "
-                                f"whose releases {', '.join(stale)} depend on what changed; choose another output "
-                                "folder (a new release), or run the saved configuration to finish this one")
+        raise RunDirectoryError(
+            f"{out.root} holds a run with a different configuration (differs in: {differs}) "
+            f"whose releases {', '.join(stale)} depend on what changed; choose another output "
+            "folder (a new release), or run the saved configuration to finish this one"
+        )
     out.discard_training()
     if progress:
         tqdm.write(f"configuration changed ({differs}); the saved releases still hold: training restarts from them")

@@ -16,8 +16,9 @@ import contextlib
 import json
 import shutil
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -109,11 +110,14 @@ class RunDirectory:
             try:
                 ledger = PrivacyLedger.from_dict(self._read_json(self.ledger_path))
             except (KeyError, TypeError, ValueError) as error:
-                raise RunDirectoryError(f"{self.ledger_path} is damaged (cannot read {error}); restore it from a "
-                                        "copy of the run folder: without it the run's spending is unknown") from None
+                raise RunDirectoryError(
+                    f"{self.ledger_path} is damaged (cannot read {error}); restore it from a "
+                    "copy of the run folder: without it the run's spending is unknown"
+                ) from None
             if dataset_size is not None and ledger.dataset_size != dataset_size:
-                raise RunDirectoryError(f"{self.ledger_path} covers {ledger.dataset_size} examples, the dataset has "
-                                        f"{dataset_size}")
+                raise RunDirectoryError(
+                    f"{self.ledger_path} covers {ledger.dataset_size} examples, the dataset has {dataset_size}"
+                )
             return ledger
         if dataset_size is None:
             raise RunDirectoryError(f"{self.ledger_path} does not exist")
@@ -132,8 +136,10 @@ class RunDirectory:
             with np.load(path) as data:
                 return {key: data[key] for key in data.files}
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-            raise RunDirectoryError(f"{path} is damaged ({error}); restore it from a copy of the run folder "
-                                    "(drawing its labels again would spend their budget twice)") from None
+            raise RunDirectoryError(
+                f"{path} is damaged ({error}); restore it from a copy of the run folder "
+                "(drawing its labels again would spend their budget twice)"
+            ) from None
 
     def release_inputs(self) -> dict[str, dict[str, Any] | None]:
         """For each saved release, the configuration it depended on (None if it was not recorded)."""
@@ -158,7 +164,8 @@ class RunDirectory:
                 raise RunDirectoryError(
                     f"{self.metrics_path} records more epochs of stage {stage} than {self.checkpoint_path(stage)} "
                     "holds: the steps in between were released, and retraining them would release them again. "
-                    "Restore the checkpoint from a copy of the run folder, or start again in a new folder")
+                    "Restore the checkpoint from a copy of the run folder, or start again in a new folder"
+                )
             rows += [{"stage": stage, **row} for row in history]
         self.rewrite_metrics(rows)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
 from labeldp.errors import ConfigError
 
 
@@ -16,8 +17,13 @@ def _draws(sample, batch: int, examples: torch.Tensor | None, population: int | 
     return sample(population)[examples]
 
 
-def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator, examples: torch.Tensor | None = None,
-                population: int | None = None) -> torch.Tensor:
+def random_crop(
+    images: torch.Tensor,
+    padding: int,
+    generator: torch.Generator,
+    examples: torch.Tensor | None = None,
+    population: int | None = None,
+) -> torch.Tensor:
     """Zero-pad by ``padding`` and cut a random window of the original size from each image (per example
     of a population with ``examples`` and ``population``, see :func:`_draws`)."""
     batch, _, height, width = images.shape
@@ -31,16 +37,25 @@ def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator, 
     return padded[index, channels, rows, cols]
 
 
-def random_flip(images: torch.Tensor, generator: torch.Generator, examples: torch.Tensor | None = None,
-                population: int | None = None) -> torch.Tensor:
+def random_flip(
+    images: torch.Tensor,
+    generator: torch.Generator,
+    examples: torch.Tensor | None = None,
+    population: int | None = None,
+) -> torch.Tensor:
     """Mirror each image left-right with probability 1/2 (per example of a population with
     ``examples`` and ``population``, see :func:`_draws`)."""
     flip = _draws(lambda n: torch.rand(n, generator=generator), images.shape[0], examples, population) < 0.5
     return torch.where(flip[:, None, None, None], images.flip(-1), images)
 
 
-def augment(images: torch.Tensor, policy: str, generator: torch.Generator, examples: torch.Tensor | None = None,
-            population: int | None = None) -> torch.Tensor:
+def augment(
+    images: torch.Tensor,
+    policy: str,
+    generator: torch.Generator,
+    examples: torch.Tensor | None = None,
+    population: int | None = None,
+) -> torch.Tensor:
     """Apply a dataset's augmentation ``policy``: ``none``, ``translate`` (+-2 px) or ``crop-flip``.
 
     With ``examples`` (the images' indices in a dataset of ``population`` examples) each image's

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import pickle
 import zipfile
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -23,7 +24,6 @@ from labeldp import distributed
 from labeldp.errors import RunDirectoryError
 from labeldp.files import write_atomic
 from labeldp.training.records import EpochRecord
-
 
 
 def save_atomic(state: dict, path: Path) -> None:
@@ -84,15 +84,21 @@ def read_checkpoint(path: Path | None, *, parallel: bool = False) -> dict | None
     labeldp.errors.RunDirectoryError
         If the file is damaged (on every rank under ``parallel``).
     """
+
     def read() -> dict | None:
         return load_torch(path) if path is not None and path.exists() else None
 
     return distributed.on_main(read) if parallel else read()
 
 
-def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.optim.Optimizer,
-                       scheduler: torch.optim.lr_scheduler.LRScheduler, *, parallel: bool = False
-                       ) -> tuple[dict | None, list[EpochRecord]]:
+def restore_checkpoint(
+    path: Path | None,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    *,
+    parallel: bool = False,
+) -> tuple[dict | None, list[EpochRecord]]:
     """Load ``path`` (if it exists) into the model, optimiser and schedule; return the whole saved state
     (for the caller's own generators) and the epoch history, or (None, []) when there is none.
 
@@ -123,8 +129,12 @@ def restore_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.opt
     return apply_checkpoint(read_checkpoint(path, parallel=parallel), model, optimizer, scheduler)
 
 
-def apply_checkpoint(state: dict | None, model: nn.Module, optimizer: torch.optim.Optimizer,
-                     scheduler: torch.optim.lr_scheduler.LRScheduler) -> tuple[dict | None, list[EpochRecord]]:
+def apply_checkpoint(
+    state: dict | None,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+) -> tuple[dict | None, list[EpochRecord]]:
     """:func:`restore_checkpoint` from a state already read (None: start afresh).
 
     Parameters
@@ -152,9 +162,13 @@ def apply_checkpoint(state: dict | None, model: nn.Module, optimizer: torch.opti
     return state, [EpochRecord(**row) for row in state["history"]]
 
 
-def checkpoint_state(model: nn.Module, optimizer: torch.optim.Optimizer,
-                     scheduler: torch.optim.lr_scheduler.LRScheduler, history: Sequence[EpochRecord],
-                     **extra: Any) -> dict:
+def checkpoint_state(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    history: Sequence[EpochRecord],
+    **extra: Any,
+) -> dict:
     """The state a checkpoint holds: the model, optimiser and schedule, the trainer's own ``extra``
     entries, and the history.
 
@@ -176,13 +190,23 @@ def checkpoint_state(model: nn.Module, optimizer: torch.optim.Optimizer,
     dict
         The state, in the order ``model``, ``optimizer``, ``scheduler``, the extra entries, ``history``.
     """
-    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-            **extra, "history": [asdict(record) for record in history]}
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        **extra,
+        "history": [asdict(record) for record in history],
+    }
 
 
-def save_checkpoint(path: Path | None, model: nn.Module, optimizer: torch.optim.Optimizer,
-                    scheduler: torch.optim.lr_scheduler.LRScheduler, history: Sequence[EpochRecord],
-                    **extra: Any) -> None:
+def save_checkpoint(
+    path: Path | None,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    history: Sequence[EpochRecord],
+    **extra: Any,
+) -> None:
     """Write :func:`checkpoint_state` to ``path`` atomically, on rank 0 only (the other processes of a
     ``torchrun`` group write nothing); nothing when ``path`` is None.
 

@@ -7,7 +7,7 @@ these losses read is on the public side of the privacy boundary.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -123,8 +123,9 @@ def squared_error_loss(logits: torch.Tensor, values: torch.Tensor, label_values:
     return ((F.softmax(logits, dim=1) @ label_values - values) / scale) ** 2
 
 
-def prepare_targets(targets: np.ndarray, num_classes: int, label_values: np.ndarray | None
-                      ) -> tuple[torch.Tensor, PerExampleLoss]:
+def prepare_targets(
+    targets: np.ndarray, num_classes: int, label_values: np.ndarray | None
+) -> tuple[torch.Tensor, PerExampleLoss]:
     """The targets as a tensor and the per-example loss that fits them: labels and likelihoods by
     :func:`likelihood_loss`, a regression's float values by :func:`squared_error_loss`."""
     array = np.asarray(targets)
@@ -134,8 +135,10 @@ def prepare_targets(targets: np.ndarray, num_classes: int, label_values: np.ndar
         if not np.all(np.isfinite(array)):
             raise ConfigError("value targets must be finite")
         grid = torch.as_tensor(np.asarray(label_values), dtype=torch.float32)
-        return (torch.as_tensor(array, dtype=torch.float32),
-                lambda logits, values: squared_error_loss(logits, values, grid.to(logits.device)))
+        return (
+            torch.as_tensor(array, dtype=torch.float32),
+            lambda logits, values: squared_error_loss(logits, values, grid.to(logits.device)),
+        )
     return _log_likelihood_targets(array, num_classes), likelihood_loss
 
 
@@ -148,8 +151,14 @@ def held_out_loss_of(loss_of: PerExampleLoss) -> PerExampleLoss:
 
 
 @torch.no_grad()
-def held_out_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, loss_of: PerExampleLoss,
-                  batch_size: int = 1000, sharded: bool = False) -> float:
+def held_out_loss(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    loss_of: PerExampleLoss,
+    batch_size: int = 1000,
+    sharded: bool = False,
+) -> float:
     """Mean of ``loss_of`` over held-out examples (eval mode, in batches; ``sharded``: each process of
     a data-parallel run scores its share, a collective call).
 
@@ -180,8 +189,8 @@ def held_out_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
     part, part_targets = inputs[rows], targets[rows]
     total = torch.zeros((), dtype=torch.float64)
     for i in range(0, len(part), batch_size):
-        logits = model(part[i:i + batch_size].to(device)).float()
-        total += loss_of(logits, part_targets[i:i + batch_size].to(device)).double().sum().cpu()
+        logits = model(part[i : i + batch_size].to(device)).float()
+        total += loss_of(logits, part_targets[i : i + batch_size].to(device)).double().sum().cpu()
     model.train(was_training)
     if sharded:
         total = distributed.all_reduce_sum(total)
@@ -210,6 +219,7 @@ def _log_likelihood_targets(targets: np.ndarray, num_classes: int) -> torch.Tens
             raise ConfigError("likelihood targets must be finite, non-negative, with a positive entry per row")
         likelihood = torch.as_tensor(array, dtype=torch.float32)
     else:
-        raise ConfigError(f"targets must be labels of shape (n,) or likelihoods of shape (n, {num_classes}), "
-                          f"got {array.shape}")
+        raise ConfigError(
+            f"targets must be labels of shape (n,) or likelihoods of shape (n, {num_classes}), got {array.shape}"
+        )
     return likelihood.log()

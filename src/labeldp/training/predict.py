@@ -16,8 +16,9 @@ from labeldp.errors import ConfigError
 
 
 @torch.no_grad()
-def predict_logits(model: nn.Module, inputs: np.ndarray | torch.Tensor, batch_size: int = 1000,
-                   sharded: bool = False) -> torch.Tensor:
+def predict_logits(
+    model: nn.Module, inputs: np.ndarray | torch.Tensor, batch_size: int = 1000, sharded: bool = False
+) -> torch.Tensor:
     """Logits of ``model`` on ``inputs`` (eval mode, in batches). With ``sharded``, a collective call
     of every process of a data-parallel run (:mod:`labeldp.distributed`; the same model on each):
     each computes its share of the rows, and every one returns all of them.
@@ -44,14 +45,19 @@ def predict_logits(model: nn.Module, inputs: np.ndarray | torch.Tensor, batch_si
     rows = distributed.shard(len(x)) if sharded else slice(0, len(x))
     part = x[rows]
     device = next(model.parameters()).device
-    out = [model(part[i:i + batch_size].to(device)).float().cpu() for i in range(0, len(part), batch_size)]
+    out = [model(part[i : i + batch_size].to(device)).float().cpu() for i in range(0, len(part), batch_size)]
     out = torch.cat(out) if out else model(x[:1].to(device)).float().cpu()[:0]
     model.train(was_training)
     return distributed.gather_rows(out, len(x)) if sharded else out
 
 
-def predict_proba(model: nn.Module, inputs: np.ndarray | torch.Tensor, temperature: float = 1.0,
-                  batch_size: int = 1000, sharded: bool = False) -> np.ndarray:
+def predict_proba(
+    model: nn.Module,
+    inputs: np.ndarray | torch.Tensor,
+    temperature: float = 1.0,
+    batch_size: int = 1000,
+    sharded: bool = False,
+) -> np.ndarray:
     """softmax(logits / temperature) as a float64 numpy array whose rows sum to 1.
 
     Parameters
@@ -84,8 +90,13 @@ def predict_proba(model: nn.Module, inputs: np.ndarray | torch.Tensor, temperatu
     return probs / probs.sum(axis=1, keepdims=True)
 
 
-def accuracy(model: nn.Module, inputs: np.ndarray | torch.Tensor, labels: np.ndarray, batch_size: int = 1000,
-             sharded: bool = False) -> float:
+def accuracy(
+    model: nn.Module,
+    inputs: np.ndarray | torch.Tensor,
+    labels: np.ndarray,
+    batch_size: int = 1000,
+    sharded: bool = False,
+) -> float:
     """Fraction of ``labels`` equal to the model's arg-max prediction.
 
     Parameters
@@ -129,8 +140,13 @@ def expected_values(probabilities: np.ndarray, label_values: np.ndarray) -> np.n
     return np.asarray(probabilities, dtype=np.float64) @ np.asarray(label_values, dtype=np.float64)
 
 
-def predict_values(model: nn.Module, inputs: np.ndarray | torch.Tensor, label_values: np.ndarray,
-                   batch_size: int = 1000, sharded: bool = False) -> np.ndarray:
+def predict_values(
+    model: nn.Module,
+    inputs: np.ndarray | torch.Tensor,
+    label_values: np.ndarray,
+    batch_size: int = 1000,
+    sharded: bool = False,
+) -> np.ndarray:
     """The expected label value under the model's distribution over the grid ``label_values``.
 
     Parameters
@@ -154,8 +170,14 @@ def predict_values(model: nn.Module, inputs: np.ndarray | torch.Tensor, label_va
     return expected_values(predict_proba(model, inputs, batch_size=batch_size, sharded=sharded), label_values)
 
 
-def rmse(model: nn.Module, inputs: np.ndarray | torch.Tensor, values: np.ndarray, label_values: np.ndarray,
-         batch_size: int = 1000, sharded: bool = False) -> float:
+def rmse(
+    model: nn.Module,
+    inputs: np.ndarray | torch.Tensor,
+    values: np.ndarray,
+    label_values: np.ndarray,
+    batch_size: int = 1000,
+    sharded: bool = False,
+) -> float:
     """Root mean squared error of :func:`predict_values` against ``values``.
 
     Parameters
@@ -179,4 +201,4 @@ def rmse(model: nn.Module, inputs: np.ndarray | torch.Tensor, values: np.ndarray
         The RMSE, in the labels' units.
     """
     errors = predict_values(model, inputs, label_values, batch_size, sharded) - np.asarray(values, dtype=np.float64)
-    return float(np.sqrt(np.mean(errors ** 2)))
+    return float(np.sqrt(np.mean(errors**2)))

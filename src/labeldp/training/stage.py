@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -24,14 +24,20 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from labeldp import distributed
-from labeldp.errors import ConfigError
 from labeldp.config.train import TrainConfig
+from labeldp.errors import ConfigError
 from labeldp.training.augment import augment, mixup
-from labeldp.training.records import EpochRecord
 from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
-from labeldp.training.losses import (PerExampleLoss, held_out_loss_of, prepare_targets, held_out_loss,
-                                     likelihood_loss, posterior_loss)
+from labeldp.training.losses import (
+    PerExampleLoss,
+    held_out_loss,
+    held_out_loss_of,
+    likelihood_loss,
+    posterior_loss,
+    prepare_targets,
+)
 from labeldp.training.predict import accuracy, rmse
+from labeldp.training.records import EpochRecord
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -98,8 +104,13 @@ def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimiz
     """
     if config.optimizer == "adam":
         return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
-                           weight_decay=config.weight_decay, nesterov=config.momentum > 0)
+    return torch.optim.SGD(
+        model.parameters(),
+        lr=config.lr,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
+        nesterov=config.momentum > 0,
+    )
 
 
 def lr_schedule(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], float]:
@@ -132,9 +143,16 @@ def lr_schedule(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], fl
     return factor
 
 
-def _batch_loss(model: nn.Module, xb: torch.Tensor, targets: torch.Tensor, config: TrainConfig, augmentation: str,
-                generator: torch.Generator, np_rng: np.random.Generator,
-                loss_of: PerExampleLoss = likelihood_loss) -> torch.Tensor:
+def _batch_loss(
+    model: nn.Module,
+    xb: torch.Tensor,
+    targets: torch.Tensor,
+    config: TrainConfig,
+    augmentation: str,
+    generator: torch.Generator,
+    np_rng: np.random.Generator,
+    loss_of: PerExampleLoss = likelihood_loss,
+) -> torch.Tensor:
     """One batch's mean loss, after augmentation and mixup (both drawn from the stage's generators);
     ``loss_of(logits, targets)`` is the per-example loss (default:
     :func:`~labeldp.training.losses.likelihood_loss` of the targets' log-likelihoods)."""
@@ -180,8 +198,9 @@ class _StageRun:
     best: tuple[float, int, dict] | None = None
 
 
-def _fitted_targets(inputs: np.ndarray, targets: np.ndarray, num_classes: int, label_values: np.ndarray | None,
-                    soft_labels: bool) -> tuple[torch.Tensor, torch.Tensor, PerExampleLoss]:
+def _fitted_targets(
+    inputs: np.ndarray, targets: np.ndarray, num_classes: int, label_values: np.ndarray | None, soft_labels: bool
+) -> tuple[torch.Tensor, torch.Tensor, PerExampleLoss]:
     """The training inputs, the targets as a tensor, and the per-example loss that fits them."""
     x = torch.as_tensor(np.asarray(inputs, dtype=np.float32))
     fitted, loss_of = prepare_targets(targets, num_classes, label_values)
@@ -194,8 +213,9 @@ def _fitted_targets(inputs: np.ndarray, targets: np.ndarray, num_classes: int, l
     return x, fitted, loss_of
 
 
-def _held_out_targets(validation: tuple[np.ndarray, np.ndarray], num_classes: int, label_values: np.ndarray | None
-                      ) -> tuple[torch.Tensor, torch.Tensor, PerExampleLoss]:
+def _held_out_targets(
+    validation: tuple[np.ndarray, np.ndarray], num_classes: int, label_values: np.ndarray | None
+) -> tuple[torch.Tensor, torch.Tensor, PerExampleLoss]:
     """The validation inputs, their targets as a tensor, and the loss that scores a model on them."""
     x_held = torch.as_tensor(np.asarray(validation[0], dtype=np.float32))
     held, held_loss_of = prepare_targets(validation[1], num_classes, label_values)
@@ -208,8 +228,7 @@ def _held_out_targets(validation: tuple[np.ndarray, np.ndarray], num_classes: in
 def _resume(run: _StageRun) -> list[EpochRecord]:
     """Restore ``run`` from its checkpoint, when there is one (under ``parallel`` rank 0 reads it and
     every rank resumes from it), the stage's generators and best epoch included; the history so far."""
-    state, history = restore_checkpoint(run.checkpoint, run.model, run.optimizer, run.scheduler,
-                                        parallel=run.parallel)
+    state, history = restore_checkpoint(run.checkpoint, run.model, run.optimizer, run.scheduler, parallel=run.parallel)
     if state is not None:
         run.generator.set_state(state["torch_rng"])
         run.np_rng.bit_generator.state = state["numpy_rng"]
@@ -220,26 +239,42 @@ def _resume(run: _StageRun) -> list[EpochRecord]:
 def _save(run: _StageRun, history: list[EpochRecord]) -> None:
     """Checkpoint ``run`` after an epoch (rank 0 writes): the model, optimiser, schedule, the stage's
     generators and best epoch, and ``history``."""
-    save_checkpoint(run.checkpoint, run.model, run.optimizer, run.scheduler, history,
-                    torch_rng=run.generator.get_state(), numpy_rng=run.np_rng.bit_generator.state, best=run.best)
+    save_checkpoint(
+        run.checkpoint,
+        run.model,
+        run.optimizer,
+        run.scheduler,
+        history,
+        torch_rng=run.generator.get_state(),
+        numpy_rng=run.np_rng.bit_generator.state,
+        best=run.best,
+    )
 
 
 def _step(run: _StageRun, order: torch.Tensor, step: int, augment_rng: torch.Generator) -> tuple[torch.Tensor, int]:
     """One optimiser step on batch ``step`` of ``order`` (in parallel, this rank's share of it); returns
     the batch's mean loss and the number of examples it stands for in the epoch's loss."""
     batch_size = run.config.batch_size
-    batch = order[step * batch_size:(step + 1) * batch_size]
+    batch = order[step * batch_size : (step + 1) * batch_size]
     weight = 1.0
     if run.parallel:
         ranks = distributed.world_size()
-        size, batch = len(batch), batch[distributed.rank()::ranks]
+        size, batch = len(batch), batch[distributed.rank() :: ranks]
         # the mean over the whole batch once DDP averages the ranks' gradients; a rank left
         # without examples (a last batch smaller than the ranks) steps with weight 0
         weight = ranks * len(batch) / size
         if len(batch) == 0:
-            batch = order[step * batch_size:][:1]
-    loss = _batch_loss(run.net, run.x[batch], run.fitted[batch].to(run.device), run.config, run.augmentation,
-                       augment_rng, run.np_rng, run.loss_of)
+            batch = order[step * batch_size :][:1]
+    loss = _batch_loss(
+        run.net,
+        run.x[batch],
+        run.fitted[batch].to(run.device),
+        run.config,
+        run.augmentation,
+        augment_rng,
+        run.np_rng,
+        run.loss_of,
+    )
     run.optimizer.zero_grad(set_to_none=True)
     (loss * weight if run.parallel else loss).backward()
     run.optimizer.step()
@@ -253,8 +288,9 @@ def _epoch(run: _StageRun, epoch: int, bar: tqdm) -> torch.Tensor:
     order = torch.randperm(len(run.x), generator=run.generator)
     # in parallel the shared generator draws only the order (the same on every rank); each rank
     # augments its share from a stream of its own
-    augment_rng = (torch.Generator().manual_seed(distributed.seed_of_rank(run.seed, epoch)) if run.parallel
-                   else run.generator)
+    augment_rng = (
+        torch.Generator().manual_seed(distributed.seed_of_rank(run.seed, epoch)) if run.parallel else run.generator
+    )
     total_loss = torch.zeros((), dtype=torch.float64, device=run.device)
     for step in bar:
         loss, examples = _step(run, order, step, augment_rng)
@@ -269,8 +305,14 @@ def _epoch(run: _StageRun, epoch: int, bar: tqdm) -> torch.Tensor:
     return total_loss
 
 
-def _end_of_epoch(run: _StageRun, epoch: int, total_loss: torch.Tensor, start: float,
-                  test: tuple[np.ndarray, np.ndarray] | None, label_values: np.ndarray | None) -> EpochRecord:
+def _end_of_epoch(
+    run: _StageRun,
+    epoch: int,
+    total_loss: torch.Tensor,
+    start: float,
+    test: tuple[np.ndarray, np.ndarray] | None,
+    label_values: np.ndarray | None,
+) -> EpochRecord:
     """Evaluate the model after ``epoch`` (shared among the ranks in parallel): on the public test set,
     and on the validation examples, whose best epoch ``run`` keeps; the epoch's record."""
     sharded, batch_size = run.parallel, run.config.eval_batch_size
@@ -285,20 +327,38 @@ def _end_of_epoch(run: _StageRun, epoch: int, total_loss: torch.Tensor, start: f
         if run.best is None or validation_loss < run.best[0]:
             weights = {k: v.detach().cpu().clone() for k, v in run.model.state_dict().items()}
             run.best = (validation_loss, epoch, weights)
-    return EpochRecord(epoch, float(total_loss) / len(run.x), test_accuracy, run.optimizer.param_groups[0]["lr"],
-                       time.perf_counter() - start, test_rmse, validation_loss)
+    return EpochRecord(
+        epoch,
+        float(total_loss) / len(run.x),
+        test_accuracy,
+        run.optimizer.param_groups[0]["lr"],
+        time.perf_counter() - start,
+        test_rmse,
+        validation_loss,
+    )
 
 
-def _epochs(run: _StageRun, history: list[EpochRecord], test: tuple[np.ndarray, np.ndarray] | None,
-            label_values: np.ndarray | None, on_epoch_end: Callable[[EpochRecord], None] | None, progress: bool,
-            description: str) -> None:
+def _epochs(
+    run: _StageRun,
+    history: list[EpochRecord],
+    test: tuple[np.ndarray, np.ndarray] | None,
+    label_values: np.ndarray | None,
+    on_epoch_end: Callable[[EpochRecord], None] | None,
+    progress: bool,
+    description: str,
+) -> None:
     """The epochs after the last one in ``history``, up to ``config.epochs``: each trains, is evaluated,
     appended to ``history``, checkpointed, and reported to ``on_epoch_end`` (on rank 0)."""
     epochs = run.config.epochs
     for epoch in range(len(history) + 1, epochs + 1):
         start = time.perf_counter()
-        bar = tqdm(range(run.steps_per_epoch), desc=f"{description} epoch {epoch}/{epochs}",
-                   leave=False, disable=None if progress else True, unit="batch")
+        bar = tqdm(
+            range(run.steps_per_epoch),
+            desc=f"{description} epoch {epoch}/{epochs}",
+            leave=False,
+            disable=None if progress else True,
+            unit="batch",
+        )
         total_loss = _epoch(run, epoch, bar)
         record = _end_of_epoch(run, epoch, total_loss, start, test, label_values)
         history.append(record)
@@ -417,9 +477,25 @@ def train_stage(
     steps_per_epoch = math.ceil(len(x) / config.batch_size)
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, steps_per_epoch))
-    run = _StageRun(model, model, x, fitted, loss_of, config, optimizer, scheduler, torch.Generator().manual_seed(seed),
-                    np.random.default_rng(seed), augmentation, seed, parallel, device, steps_per_epoch,
-                    Path(checkpoint) if checkpoint is not None else None, held)
+    run = _StageRun(
+        model,
+        model,
+        x,
+        fitted,
+        loss_of,
+        config,
+        optimizer,
+        scheduler,
+        torch.Generator().manual_seed(seed),
+        np.random.default_rng(seed),
+        augmentation,
+        seed,
+        parallel,
+        device,
+        steps_per_epoch,
+        Path(checkpoint) if checkpoint is not None else None,
+        held,
+    )
     history = _resume(run)
     if parallel:  # wrapped for the steps only: the caller's model object stays as it is
         run.net = nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)

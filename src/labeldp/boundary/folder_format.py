@@ -1,0 +1,220 @@
+"""The format of a release folder (``labeldp privatize``, :func:`~labeldp.boundary.release_folder.privatize_table`):
+its files and columns, the sidecar ``release.json`` that describes it, and the reading back.
+
+``labels.parquet``
+    one row per input row, in input order: the id column (copied), ``released_label`` (a value of the
+    declared classes), ``k`` (RR-with-prior) and, on request, ``channel_0 .. channel_{K-1}`` (the
+    row's noise channel);
+``release.json``
+    the sidecar: classes, mechanism, epsilon, the prior's columns (or the shared prior), the noise
+    channel (the K x K matrix where it is one), the noise source, the ledger's epsilon and entry;
+``ledger.json``
+    the :class:`~labeldp.accounting.PrivacyLedger` (members: row positions in ``labels.parquet``).
+
+Everything here reads or describes releases only; nothing reads a private label.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from labeldp import __version__
+from labeldp.accounting.ledger import PrivacyLedger
+from labeldp.boundary.column import Draws, noise_text
+from labeldp.boundary.domain import LabelDomain
+from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
+from labeldp.boundary.table_source import arrow_positions
+from labeldp.errors import DataError, MissingFileError
+from labeldp.mechanisms import randomized_response_probabilities, rr_with_prior_probabilities
+from labeldp.randomness import NoiseSource
+
+FORMAT = "labeldp label release"
+FORMAT_VERSION = 1
+LABELS_FILE = "labels.parquet"
+SIDECAR_FILE = "release.json"
+LEDGER_FILE = "ledger.json"
+#: the columns of ``labels.parquet`` besides the id column
+RELEASED_COLUMN = "released_label"
+K_COLUMN = "k"
+CHANNEL_PREFIX = "channel_"
+
+
+def _channel(draws: Draws, epsilon: float, shared, channel_names: list[str]) -> dict[str, Any]:
+    """The sidecar's description of the noise channel: its K x K matrix where every row shares it."""
+    num_classes, with_prior = draws.num_classes, draws.k_spread is not None
+    channel: dict[str, Any] = {
+        "meaning": "Pr[released label | true label]: matrix[y][z] for true class y and "
+        "released class z; a row's channel L[y] = Pr[its released label | y]"
+    }
+    if not with_prior or shared is not None:
+        matrix = (
+            randomized_response_probabilities(num_classes, epsilon)
+            if not with_prior
+            else rr_with_prior_probabilities(shared[None, :], epsilon)[0]
+        )
+        channel["matrix"] = matrix.tolist()
+    else:
+        channel["per_row"] = (
+            "depends on the row's prior and released label: "
+            "labeldp.mechanisms.rr_with_prior_likelihood(released positions, prior rows, epsilon), "
+            "or ReleasedLabels.channel(priors)"
+        )
+    if channel_names:
+        channel["columns"] = channel_names
+    return channel
+
+
+def describe_release(
+    ledger: PrivacyLedger,
+    draws: Draws,
+    rows: int,
+    described: str,
+    label_column: str,
+    id_column: str,
+    class_values: pa.Array,
+    epsilon: float,
+    prior_columns,
+    shared,
+    channel_names: list[str],
+    block_rows: int,
+    noise: NoiseSource,
+) -> dict[str, Any]:
+    """``release.json``: what a reader needs to use the release, and the ledger's figures."""
+    with_prior = draws.k_spread is not None
+    ledger_data = ledger.to_dict()
+    channel = _channel(draws, epsilon, shared, channel_names)
+    sidecar = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "labeldp_version": __version__,
+        "rows": rows,
+        "source": {"table": described, "label_column": label_column, "id_column": id_column},
+        "classes": class_values.to_pylist(),
+        "label_type": str(class_values.type),
+        "mechanism": RR_WITH_PRIOR if with_prior else RR,
+        "epsilon": epsilon,
+        "prior": (
+            {"columns": list(prior_columns)}
+            if prior_columns is not None
+            else {"shared": shared.tolist()}
+            if shared is not None
+            else None
+        ),
+        "k_range": draws.k_spread.range if draws.k_spread else None,
+        "channel": channel,
+        "columns": {
+            "id": id_column,
+            "released_label": RELEASED_COLUMN,
+            "k": K_COLUMN if with_prior else None,
+            "channel": channel_names,
+        },
+        "files": {"labels": LABELS_FILE, "ledger": LEDGER_FILE},
+        "batch_rows": block_rows,
+        "ledger": {
+            "file": LEDGER_FILE,
+            "epsilon": ledger_data["epsilon"],
+            "delta": ledger_data["delta"],
+            "neighboring_relation": ledger_data["neighboring_relation"],
+            "entries": [
+                {key: entry[key] for key in ("tag", "description", "event", "num_members")}
+                for entry in ledger_data["entries"]
+            ],
+        },
+        "noise": {
+            "description": noise_text(noise),
+            "private": noise.private,
+            "insecure_noise_seed": noise.insecure_seed,
+            "secure": noise.secure,
+        },
+    }
+    if not noise.private:
+        sidecar["warning"] = (
+            f"NOT PRIVATE: the noise can be regenerated from insecure_noise_seed "
+            f"{noise.insecure_seed}; for tests only, never share this release"
+        )
+    return sidecar
+
+
+def read_sidecar(path) -> dict[str, Any]:
+    """The sidecar of the release folder ``path`` (classes, mechanism, epsilon, channel, noise, ledger)."""
+    folder = Path(path)
+    sidecar_path = folder / SIDECAR_FILE
+    if not sidecar_path.is_file():
+        if folder.parent.joinpath(f".{folder.name}.partial").exists():
+            raise MissingFileError(f"{folder} is not a finished release: a release into it did not finish")
+        raise MissingFileError(f"{sidecar_path} does not exist: {folder} is not a label release folder")
+    try:
+        sidecar = json.loads(sidecar_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise DataError(f"{sidecar_path} is damaged ({error})") from None
+    if sidecar.get("format") != FORMAT or sidecar.get("format_version") != FORMAT_VERSION:
+        raise DataError(f"{sidecar_path} is not a labeldp label release (format {FORMAT!r} version {FORMAT_VERSION})")
+    return sidecar
+
+
+def load_release(path) -> ReleasedLabels:
+    """Read the release folder ``path`` written by :func:`privatize_table`, all of it, in memory (the
+    result takes 8 bytes a row for the labels, 8 for k and the ids' own size; reading takes about
+    twice that at its peak). For releases larger than memory, read ``labels.parquet`` in batches and
+    :func:`read_sidecar`."""
+    folder = Path(path)
+    sidecar = read_sidecar(folder)
+    ledger = PrivacyLedger.load(folder / sidecar["files"]["ledger"])
+    table = pq.read_table(folder / sidecar["files"]["labels"])
+    rows = sidecar["rows"]
+    if table.num_rows != rows or ledger.dataset_size != rows:
+        raise DataError(
+            f"{folder}: {table.num_rows} released labels and a ledger of {ledger.dataset_size} rows, "
+            f"the sidecar says {rows}"
+        )
+    domain = LabelDomain(sidecar["classes"])
+    names = sidecar["columns"]
+    labels = np.empty(rows, dtype=np.int64)
+    offset = 0
+    for chunk in table.column(names["released_label"]).chunks:  # a row group at a time
+        labels[offset : offset + len(chunk)] = arrow_positions(domain, chunk, f"{folder / LABELS_FILE}")
+        offset += len(chunk)
+    k = table.column(names["k"]).to_numpy().astype(np.int64) if names.get("k") else None
+    likelihood = (
+        np.stack([table.column(name).to_numpy() for name in names["channel"]], axis=1) if names.get("channel") else None
+    )
+    prior = sidecar.get("prior") or {}
+    released = ReleasedLabels(
+        labels,
+        likelihood,
+        tuple(sidecar["classes"]),
+        ledger,
+        mechanism=sidecar["mechanism"],
+        epsilon=float(sidecar["epsilon"]),
+        ids=table.column(names["id"]).to_numpy(),
+        k=k,
+        shared_prior=np.asarray(prior["shared"]) if "shared" in prior else None,
+        prior_columns=tuple(prior["columns"]) if "columns" in prior else None,
+        noise=sidecar["noise"]["description"],
+        private=bool(sidecar["noise"]["private"]),
+    )
+    if likelihood is None and "columns" not in prior:  # the channel needs no per-row prior: kept, for the estimators
+        released = dataclasses.replace(released, likelihood=released.channel())
+    return released
+
+
+__all__ = [
+    "CHANNEL_PREFIX",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "K_COLUMN",
+    "LABELS_FILE",
+    "LEDGER_FILE",
+    "RELEASED_COLUMN",
+    "SIDECAR_FILE",
+    "load_release",
+    "read_sidecar",
+    "describe_release",
+]
