@@ -77,7 +77,14 @@ _SLICE = 1 << 22
 
 
 class NonPrivateRelease(Exception):
-    """Raised while composing when an event releases labels without privacy."""
+    """Raised while composing when an event releases labels without privacy.
+
+    Parameters
+    ----------
+    *args : object
+        The exception's arguments, as for ``Exception``: labeldp raises it with none, and the ledger
+        catches it (an epsilon of inf).
+    """
 
 
 def event_pld(

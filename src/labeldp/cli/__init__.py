@@ -76,7 +76,22 @@ def _load_user_recipes(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``labeldp`` with ``argv`` (default: the process's arguments); returns the exit status."""
+    """Run ``labeldp`` with ``argv`` (default: the process's arguments); returns the exit status.
+
+    A :class:`~labeldp.errors.LabelDPError` (or an attempt to read private labels outside the boundary)
+    is printed as one line, not raised; an argument error exits from argparse (status 2).
+
+    Parameters
+    ----------
+    argv : list of str or None, optional
+        The arguments after the program's name (default None: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 on success, 2 for an error a user can cause (among them a command other than ``train`` run
+        under ``torchrun``), 130 when interrupted.
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     from labeldp.errors import ConfigError, LabelDPError
 

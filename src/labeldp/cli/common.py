@@ -19,7 +19,12 @@ OPTION_GROUPS = {
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of every RunConfig option, and --recipes, --device, --threads, --quiet."""
+    """The flags of every RunConfig option, and --recipes, --device, --threads, --quiet.
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser (``train``'s or ``tune``'s).
+    """
     parser.add_argument(
         "--recipes",
         metavar="FILE",
@@ -40,7 +45,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def recipe_options() -> set[str]:
-    """The options a recipe sets: ``model`` and the fields of the training, DP-SGD and PATE settings."""
+    """The options a recipe sets: ``model`` and the fields of the training, DP-SGD and PATE settings.
+
+    Returns
+    -------
+    set of str
+        The options' names as :class:`~labeldp.config.run.RunConfig` spells them.
+    """
     defaults = RunConfig()
     return {"model"} | {
         field.name for section in ("train", "dpsgd", "pate") for field in dataclasses.fields(getattr(defaults, section))
@@ -50,7 +61,23 @@ def recipe_options() -> set[str]:
 def config_with_recipe(args: argparse.Namespace) -> RunConfig:
     """The run the flags describe: every option the user typed as typed, every other option of a
     recipe from the best known recipe of the dataset and method (:mod:`labeldp.recipes.training`),
-    the library's defaults where there is none. Says which it used."""
+    the library's defaults where there is none. Says which it used.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments of ``train`` or ``tune``; unless ``args.quiet``, the recipe used is printed.
+
+    Returns
+    -------
+    labeldp.config.run.RunConfig
+        The run's configuration.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the flags do not make a valid configuration.
+    """
     from labeldp.recipes.training import recipe_for, with_recipe
 
     config = dataclass_from_args(RunConfig, args)
@@ -73,7 +100,20 @@ def config_with_recipe(args: argparse.Namespace) -> RunConfig:
 
 
 def set_threads(args: argparse.Namespace, dataset: str) -> None:
-    """torch's CPU threads: ``--threads``, else :func:`labeldp.runtime.default_threads`."""
+    """torch's CPU threads: ``--threads``, else :func:`labeldp.runtime.default_threads`.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments (``args.threads``: an int or None).
+    dataset : str
+        The run's dataset, which sets the default.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``--threads`` is less than 1.
+    """
     import torch
 
     from labeldp import runtime

@@ -11,6 +11,13 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``download``'s arguments: the dataset (one read from a folder) and ``--data-dir``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser.
+    """
     from labeldp.data.loading import folder_datasets
 
     parser.add_argument("dataset", choices=folder_datasets())
@@ -18,6 +25,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Download the dataset's standard files into ``--data-dir`` (:func:`labeldp.data.download_dataset`).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments.
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If a download fails.
+    """
     from labeldp.data import download_dataset
 
     download_dataset(args.dataset, args.data_dir)

@@ -8,6 +8,13 @@ DESCRIPTION = "List the registered recipes whose key starts with PREFIX."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``profiles``'s arguments: the key PREFIX and ``--recipes``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser.
+    """
     parser.add_argument(
         "pattern",
         nargs="?",
@@ -23,6 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Print one line per registered profile matching PREFIX: its key, version, method, budget, dataset,
+    epochs and seed.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments.
+    """
     from labeldp.recipes import list_profiles
 
     for profile in list_profiles(args.pattern):

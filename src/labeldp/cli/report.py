@@ -12,6 +12,13 @@ METRIC_NAMES = ("accuracy", "auc", "log-loss", "rmse", "mse", "mae")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``report``'s arguments: the sweep folder DIR and ``--metric``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser.
+    """
     parser.add_argument("dir", metavar="DIR")
     parser.add_argument(
         "--metric",
@@ -21,7 +28,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def print_report(folder: str, metric: str | None) -> None:
-    """Print the report of the sweep in ``folder`` and where its plot is."""
+    """Print the report of the sweep in ``folder`` and where its plot is.
+
+    Parameters
+    ----------
+    folder : str
+        The sweep folder (its ``results.csv``).
+    metric : str or None
+        One of :data:`METRIC_NAMES`, or None for the default (accuracy, or rmse for numeric labels).
+    """
     from labeldp.experiments.report import report
 
     text, plot = report(folder, metric)
@@ -30,4 +45,11 @@ def print_report(folder: str, metric: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Print the sweep's report and write its privacy-utility plot (:func:`print_report`).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments.
+    """
     print_report(args.dir, args.metric)

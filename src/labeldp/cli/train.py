@@ -17,6 +17,14 @@ PROFILE_OPTIONS = {"data_dir"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``train``'s arguments: ``--profile``, every run option (:func:`~labeldp.cli.common.add_run_arguments`)
+    and ``--out``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser.
+    """
     parser.add_argument(
         "--profile",
         metavar="KEY",
@@ -28,6 +36,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Train one run into ``--out`` (resumed if it exists) and print its summary.
+
+    The run reads the dataset's private labels; everything it writes (noisy labels, models, metrics,
+    summary) is released under the label-DP guarantee its ledger (``ledger.json``) accounts, whose
+    epsilon the summary prints (none for a non-private method; NOT PRIVATE where the noise can be
+    regenerated).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``--profile`` is given with options that would not apply to it, or the options cannot work.
+    """
     from labeldp import distributed
     from labeldp.cli.summary import print_summary
     from labeldp.config.run import RunConfig

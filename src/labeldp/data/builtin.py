@@ -9,6 +9,18 @@ _IDX = "the four standard IDX files (.gz or not)"
 
 
 def load_digits(request: DatasetRequest):
+    """The loader of ``digits``: scikit-learn's embedded 8x8 digits (:func:`labeldp.data.digits.load_digits_dataset`).
+
+    Parameters
+    ----------
+    request : labeldp.data.registry.DatasetRequest
+        The run's request; the embedded dataset reads none of it.
+
+    Returns
+    -------
+    labeldp.data.dataset.LabeledDataset
+        The digits: public images, private training labels, a public test set.
+    """
     from labeldp.data.digits import load_digits_dataset
 
     return load_digits_dataset()
@@ -43,12 +55,58 @@ def _cifar(num_classes: int):
 
 
 def load_movielens(request: DatasetRequest):
+    """The loader of ``movielens``: MovieLens 100K from ``request.data_dir``
+    (:func:`labeldp.data.movielens.load_movielens_dataset`).
+
+    Parameters
+    ----------
+    request : labeldp.data.registry.DatasetRequest
+        The run's request: its ``data_dir``, ``split_seed`` and ``public_test_split`` are read (the test
+        share is the loader's default, :data:`labeldp.data.movielens.TEST_FRACTION`).
+
+    Returns
+    -------
+    labeldp.data.dataset.LabeledDataset
+        A regression on the ratings 1..5; the test pairs' ratings private unless ``public_test_split``.
+
+    Raises
+    ------
+    labeldp.errors.MissingFileError
+        If the folder or one of its MovieLens files does not exist.
+    labeldp.errors.DataError
+        If a file is not in the MovieLens format or has ratings outside 1..5.
+    """
     from labeldp.data.movielens import load_movielens_dataset
 
     return load_movielens_dataset(request.data_dir, request.split_seed, public_test_split=request.public_test_split)
 
 
 def load_table(request: DatasetRequest):
+    """The loader of ``csv``: the user's table (:func:`labeldp.data.table.load_table_dataset`), a
+    classification over the declared classes or a regression on the grid over the declared label range.
+
+    Parameters
+    ----------
+    request : labeldp.data.registry.DatasetRequest
+        The run's request: the table, its test table or test fraction, the label column, the declared
+        ``classes`` or ``label_range`` (and ``label_grid_size``), the feature columns and the split.
+
+    Returns
+    -------
+    labeldp.data.dataset.LabeledDataset
+        The table's dataset; without a test table the held-out test rows' labels are private unless
+        ``public_test_split``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If there is no table, both ``classes`` and ``label_range`` are given, ``label_grid_size`` is
+        given without ``label_range``, the range or grid is invalid, or the label domain is not declared.
+    labeldp.errors.MissingFileError
+        If the table file does not exist.
+    labeldp.errors.DataError
+        If the table cannot be read or lacks the named columns, or its labels fall outside the domain.
+    """
     from labeldp.data.grid import label_grid
     from labeldp.data.table import load_table_dataset
     from labeldp.errors import ConfigError

@@ -37,6 +37,50 @@ class LabeledDataset:
     ``categorical`` gives, for the first ``len(categorical)`` input columns, the number of values of
     each (the columns hold integer codes in [0, size), e.g. user and item ids): embedding models
     (``recommender``) look them up, the other models read them as numbers.
+
+    Parameters
+    ----------
+    name : str
+        The dataset's name.
+    x_train : numpy.ndarray
+        The public training inputs, (n, C, H, W) images or (n, d) rows, finite numbers (stored as float32).
+    y_train : labeldp.boundary.PrivateLabels or numpy.ndarray
+        The private training labels: ``PrivateLabels``, or class positions in [0, ``num_classes``) that
+        are wrapped in them.
+    x_test : numpy.ndarray
+        The public test inputs, shaped as ``x_train`` but for the number of rows.
+    y_test : numpy.ndarray or labeldp.boundary.PrivateLabels
+        The test labels: an array of public class positions, or ``PrivateLabels`` for held-out rows of
+        the private label column.
+    num_classes : int
+        The number of classes (at least 2); for a regression, the number G of grid points.
+    augmentation : str, optional
+        One of :data:`AUGMENTATIONS` (default ``"none"``).
+    class_names : list of str, optional
+        One name per class (default: none).
+    preprocessor : object, optional
+        The fitted, public encoding of raw rows into inputs (a table's
+        :class:`~labeldp.data.table.TablePreprocessor`), or None.
+    label_values : numpy.ndarray or None, optional
+        A regression's public grid: ``num_classes`` finite, strictly increasing values (default None: a
+        classification).
+    y_test_values : numpy.ndarray or None, optional
+        A regression's raw test values, one finite value per test row; only with ``label_values`` and
+        public test labels.
+    categorical : tuple of int, optional
+        The number of values of each of the leading input columns that hold integer codes (default: none).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``num_classes`` is not an integer >= 2, the inputs are empty, not numeric or not finite, the
+        public test labels are not class positions in [0, ``num_classes``), or the inputs and labels
+        differ in length.
+    labeldp.errors.DataError
+        If the private labels are not class positions in [0, ``num_classes``) (without saying which), the
+        train and test inputs differ in shape, ``augmentation`` is unknown, ``label_values`` or
+        ``y_test_values`` are malformed or given where they cannot be, or ``categorical`` does not
+        describe leading columns of integer codes.
     """
 
     name: str
@@ -82,13 +126,25 @@ class LabeledDataset:
     @property
     def private_rows(self) -> int:
         """The rows whose labels are private: the training rows, then the test rows where their labels
-        are private too (a run's ledger covers them in that order)."""
+        are private too (a run's ledger covers them in that order).
+
+        Returns
+        -------
+        int
+            The number of rows with private labels.
+        """
         return len(self.y_train) + (0 if self.public_test else len(self.y_test))
 
     @property
     def public_test(self) -> bool:
         """Whether the test labels are public (exact test metrics), or private held-out rows whose
-        metrics are estimated from a release of them."""
+        metrics are estimated from a release of them.
+
+        Returns
+        -------
+        bool
+            True when ``y_test`` is a public array, False when it is ``PrivateLabels``.
+        """
         return not isinstance(self.y_test, PrivateLabels)
 
     def _check_regression(self) -> None:
@@ -130,12 +186,29 @@ class LabeledDataset:
 
     @property
     def is_regression(self) -> bool:
-        """Numeric labels on a public grid (``label_values``), measured by squared error."""
+        """Numeric labels on a public grid (``label_values``), measured by squared error.
+
+        Returns
+        -------
+        bool
+            True when the dataset has ``label_values`` (a regression), False for a classification.
+        """
         return self.label_values is not None
 
     @property
     def test_values(self) -> np.ndarray:
-        """A regression's test labels as values: the raw ones if kept, else their grid points."""
+        """A regression's test labels as values: the raw ones if kept, else their grid points.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n_test,) float64 values of the public test labels.
+
+        Raises
+        ------
+        labeldp.errors.DataError
+            If the dataset is a classification, or its test labels are private.
+        """
         if self.label_values is None:
             raise DataError(f"dataset {self.name!r} is a classification: its labels have no values")
         if not self.public_test:
@@ -144,6 +217,13 @@ class LabeledDataset:
 
     @property
     def input_shape(self) -> tuple[int, ...]:
+        """The shape of one input.
+
+        Returns
+        -------
+        tuple of int
+            ``x_train``'s shape without its first (row) dimension.
+        """
         return tuple(self.x_train.shape[1:])
 
     def __repr__(self) -> str:
@@ -156,7 +236,20 @@ class LabeledDataset:
 
 
 def standardize_images(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Scale uint8 (n, C, H, W) images to [0, 1] and standardise each channel with train statistics."""
+    """Scale uint8 (n, C, H, W) images to [0, 1] and standardise each channel with train statistics.
+
+    Parameters
+    ----------
+    train : numpy.ndarray
+        (n, C, H, W) uint8 training images (public); their per-channel mean and standard deviation are used.
+    test : numpy.ndarray
+        (m, C, H, W) uint8 test images, standardised with the training statistics.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The standardised float32 training and test images.
+    """
     train = train.astype(np.float32) / 255.0
     test = test.astype(np.float32) / 255.0
     mean = train.mean(axis=(0, 2, 3), keepdims=True)
@@ -170,7 +263,41 @@ def regression_dataset(
     """A regression dataset from raw values: labels snapped to ``grid`` (public, declared), the raw test
     values kept for the test error, unless ``private_test`` (test rows held out of the private label
     column: their grid positions are private, their raw values dropped). ``extra`` goes to
-    :class:`LabeledDataset` (``categorical``...)."""
+    :class:`LabeledDataset` (``categorical``...).
+
+    Parameters
+    ----------
+    name : str
+        The dataset's name.
+    x_train : numpy.ndarray
+        The public training inputs.
+    values_train : array-like
+        The private raw training values, one per row; snapped to ``grid`` and wrapped as
+        :class:`~labeldp.boundary.PrivateLabels`.
+    x_test : numpy.ndarray
+        The public test inputs.
+    values_test : array-like
+        The raw test values, one per row (public, unless ``private_test``).
+    grid : array-like
+        The public grid of label values, strictly increasing (:func:`labeldp.data.grid.label_grid`).
+    private_test : bool, optional
+        Whether the test rows are held out of the private label column (default False).
+    **extra
+        Further fields of :class:`LabeledDataset` (``categorical``, ``preprocessor``...).
+
+    Returns
+    -------
+    LabeledDataset
+        A regression with ``num_classes`` the grid's size and the grid's values as class names.
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If the values are not a non-empty 1-d array of finite numbers (without saying which are not), or
+        the grid is not finite and strictly increasing.
+    labeldp.errors.ConfigError
+        If the grid has a single point, or another of :class:`LabeledDataset`'s checks fails.
+    """
     grid = np.asarray(grid, dtype=np.float64)
     test = snap_to_grid(values_test, grid, "test labels")
     return LabeledDataset(

@@ -20,7 +20,25 @@ DEFAULT_GRID_SIZE = 50
 
 
 def label_grid(low: float, high: float, size: int = DEFAULT_GRID_SIZE) -> np.ndarray:
-    """``size`` evenly spaced values from ``low`` to ``high`` (both included)."""
+    """``size`` evenly spaced values from ``low`` to ``high`` (both included).
+
+    Parameters
+    ----------
+    low, high : float
+        The declared (public) label range, finite, ``low < high``.
+    size : int, optional
+        The number of grid points, at least 2 (default :data:`DEFAULT_GRID_SIZE`).
+
+    Returns
+    -------
+    numpy.ndarray
+        (size,) float64 grid values.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the range is not two finite numbers ``low < high``, or ``size`` is not an integer >= 2.
+    """
     low, high = float(low), float(high)
     if not (np.isfinite(low) and np.isfinite(high)) or not low < high:
         raise ConfigError(f"a label range must be two finite numbers LOW < HIGH, got [{low:g}, {high:g}]")
@@ -32,7 +50,27 @@ def label_grid(low: float, high: float, size: int = DEFAULT_GRID_SIZE) -> np.nda
 def snap_to_grid(values, grid: np.ndarray, where: str = "labels") -> np.ndarray:
     """The index of the grid point nearest to each value after clipping it to [grid[0], grid[-1]]
     (ties to the lower point). A missing or infinite value is an error (raised before any release,
-    and without saying which or how many: the values are private)."""
+    and without saying which or how many: the values are private).
+
+    Parameters
+    ----------
+    values : array-like
+        The (private) numeric labels, a non-empty 1-d array.
+    grid : numpy.ndarray
+        The public grid, strictly increasing.
+    where : str, optional
+        What the values are, for the error message (default ``"labels"``).
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) int64 grid indices, one per value.
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If ``values`` is not a non-empty 1-d array, or holds a missing or infinite value.
+    """
     array = np.asarray(values, dtype=np.float64)
     if array.ndim != 1 or array.size == 0:
         raise DataError(f"the {where} must be a non-empty 1-d array of numbers")

@@ -55,6 +55,10 @@ label_range, label_grid_size, public_test_split
     ------
     ConfigError
         For an unknown dataset, or options the dataset does not take, before anything is read.
+    MissingFileError
+        If the data folder, one of its files, or the table does not exist.
+    DataError
+        If a file cannot be read as the dataset's format, or its labels fall outside the declared domain.
     """
     dataset = get_dataset(name)
     table_options = (
@@ -108,12 +112,25 @@ def download_dataset(name: str, data_dir: str | Path) -> None:
         A registered dataset with a download.
     data_dir : str or pathlib.Path
         Where to put the files.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown dataset, or one with nothing to download.
+    DataError
+        If a download fails.
     """
     get_dataset(name).fetch(Path(data_dir))
 
 
 def folder_datasets() -> tuple[str, ...]:
-    """The datasets read from a folder of their standard files (``--data-dir``)."""
+    """The datasets read from a folder of their standard files (``--data-dir``).
+
+    Returns
+    -------
+    tuple of str
+        Their names, in registration order.
+    """
     return tuple(name for name in dataset_names() if get_dataset(name).source == "folder")
 
 

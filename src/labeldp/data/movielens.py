@@ -77,6 +77,28 @@ def _standardised(values: np.ndarray) -> np.ndarray:
 
 
 def read_ratings(folder: Path) -> pd.DataFrame:
+    """Read ``u.data``, the ratings file, checking that every line has a user, an item and a rating.
+
+    The ratings are the private labels: this reads them into memory unreleased (no guarantee applies
+    to what a caller does with them) and its errors show none of them.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The MovieLens folder holding ``u.data``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per rating, columns ``user``, ``item``, ``rating`` (private) and ``timestamp``.
+
+    Raises
+    ------
+    labeldp.errors.MissingFileError
+        If ``u.data`` does not exist.
+    labeldp.errors.DataError
+        If it is not in the MovieLens format, is empty, or lacks a user, item or rating on a line.
+    """
     ratings = _read(folder / "u.data", "\t", ["user", "item", "rating", "timestamp"])
     if ratings.empty or ratings[["user", "item", "rating"]].isna().any().any():
         raise DataError(f"{folder / 'u.data'} must hold user, item, rating, timestamp on every line")
@@ -88,7 +110,36 @@ def load_movielens_dataset(
 ) -> LabeledDataset:
     """MovieLens (100K's folder format) as a regression on the ratings 1..5; see the module docstring.
     The test pairs' ratings are private like every rating (a run estimates its test error from a
-    release of them), unless ``public_test_split`` treats them as public."""
+    release of them), unless ``public_test_split`` treats them as public.
+
+    Parameters
+    ----------
+    data_dir : str or pathlib.Path
+        The folder holding ``u.data``, ``u.user`` and ``u.item`` (directly or in ``ml-100k``).
+    split_seed : int, optional
+        The public seed of the test split (default 0).
+    test_fraction : float, optional
+        The share of the (user, item) pairs in the test set, in (0, 1) (default :data:`TEST_FRACTION`).
+    public_test_split : bool, optional
+        Treat the test pairs' ratings as public: exact test metrics that the epsilon does not cover
+        (default False).
+
+    Returns
+    -------
+    labeldp.data.dataset.LabeledDataset
+        A regression on the grid 1..5 with four categorical code columns (user, item, occupation,
+        gender) and the numeric side features; private training ratings, and test ratings private
+        (:class:`~labeldp.boundary.PrivateLabels`) or, with ``public_test_split``, public with their
+        raw values.
+
+    Raises
+    ------
+    labeldp.errors.MissingFileError
+        If the folder or one of its files does not exist.
+    labeldp.errors.DataError
+        If a file is not in the MovieLens format, ``test_fraction`` is not in (0, 1), or a rating lies
+        outside the grid 1..5 (without saying which).
+    """
     folder = _folder(Path(data_dir))
     ratings = read_ratings(folder)
     users = _read(folder / "u.user", "|", ["user", "age", "gender", "occupation", "zip"]).set_index("user")
@@ -159,7 +210,13 @@ def load_movielens_dataset(
 
 def download_movielens(data_dir: str | Path) -> None:
     """Download MovieLens 100K from GroupLens into ``data_dir/ml-100k`` (needs internet; research use
-    only, see its README)."""
+    only, see its README).
+
+    Parameters
+    ----------
+    data_dir : str or pathlib.Path
+        The folder to unpack the archive into (created if missing).
+    """
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     with urllib.request.urlopen(URL) as response:

@@ -30,27 +30,27 @@ class DatasetRequest:
 
     Parameters
     ----------
-    data_dir : pathlib.Path or None
+    data_dir : pathlib.Path or None, optional
         The folder of a ``folder`` dataset.
-    table, test_table : pathlib.Path or None
+    table, test_table : pathlib.Path or None, optional
         A ``table`` dataset's file, and its public test file.
-    label_column : str
+    label_column : str, optional
         The table's label column.
-    classes : tuple of str or None
+    classes : tuple of str or None, optional
         The declared classes.
-    features, drop : tuple of str or None
+    features, drop : tuple of str or None, optional
         The feature columns, and the columns that are not features.
-    id_column : str or None
+    id_column : str or None, optional
         A row identifier, never a feature.
-    test_fraction : float
+    test_fraction : float, optional
         The share of rows held out as the test set when there is no test file.
-    split_seed : int
+    split_seed : int, optional
         The public seed of the split.
-    label_range : tuple of float or None
+    label_range : tuple of float or None, optional
         A numeric label's declared range.
-    label_grid_size : int or None
+    label_grid_size : int or None, optional
         The number of grid points over the range.
-    public_test_split : bool
+    public_test_split : bool, optional
         Treat the labels of held-out test rows as public (exact test metrics the epsilon does not cover).
     """
 
@@ -83,11 +83,18 @@ class Dataset:
         ``loader(request) -> LabeledDataset``, or ``"module:function"`` naming it (imported on use).
     download : callable or str, optional
         ``download(data_dir)``, fetching the standard files (needs internet), or ``"module:function"``.
-    held_out_test : bool
+    held_out_test : bool, optional
         Whether its test rows are held out of the private label column (their labels are then
         private; a ``table`` dataset's are whenever it has no public test file).
-    help : str
+    help : str, optional
         One line for the command line's help.
+    aliases : tuple of str, optional
+        Other names of the dataset (default: none; not read by the registry).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``source`` is not one of :data:`SOURCES`.
     """
 
     name: str
@@ -103,11 +110,38 @@ class Dataset:
             raise ConfigError(f"dataset {self.name!r}: source must be one of {SOURCES}, got {self.source!r}")
 
     def load(self, request: DatasetRequest) -> LabeledDataset:
-        """The dataset, loaded by its loader."""
+        """The dataset, loaded by its loader.
+
+        Parameters
+        ----------
+        request : DatasetRequest
+            What the run asks of the dataset.
+
+        Returns
+        -------
+        labeldp.data.dataset.LabeledDataset
+            What the loader returns.
+
+        Raises
+        ------
+        labeldp.errors.LabelDPError
+            Whatever the loader raises (a missing file, a file it cannot use, options it refuses).
+        """
         return _resolve(self.loader)(request)
 
     def fetch(self, data_dir: Path) -> None:
-        """Download its standard files into ``data_dir``."""
+        """Download its standard files into ``data_dir``.
+
+        Parameters
+        ----------
+        data_dir : pathlib.Path
+            The folder to download into.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If the dataset has no download.
+        """
         if self.download is None:
             raise ConfigError(f"dataset {self.name!r} has nothing to download")
         _resolve(self.download)(Path(data_dir))
@@ -128,6 +162,11 @@ def register_dataset(dataset: Dataset) -> Dataset:
     -------
     Dataset
         The same dataset.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If a dataset of that name is already registered.
     """
     if dataset.name in _DATASETS:
         raise ConfigError(f"dataset {dataset.name!r} is already registered")
@@ -140,13 +179,35 @@ def _builtin() -> None:
 
 
 def dataset_names() -> tuple[str, ...]:
-    """Every registered dataset's name, labeldp's own first."""
+    """Every registered dataset's name, labeldp's own first.
+
+    Returns
+    -------
+    tuple of str
+        The names, in registration order.
+    """
     _builtin()
     return tuple(_DATASETS)
 
 
 def get_dataset(name: str) -> Dataset:
-    """The dataset registered as ``name``; an unknown name is a :class:`~labeldp.errors.ConfigError`."""
+    """The dataset registered as ``name``; an unknown name is a :class:`~labeldp.errors.ConfigError`.
+
+    Parameters
+    ----------
+    name : str
+        A registered dataset's name.
+
+    Returns
+    -------
+    Dataset
+        The registered dataset.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If no dataset is registered as ``name``.
+    """
     _builtin()
     if name not in _DATASETS:
         raise ConfigError(f"unknown dataset {name!r}; choose one of {', '.join(_DATASETS)}")

@@ -36,7 +36,29 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 
 def read_table(path: str | Path) -> pd.DataFrame:
     """A CSV, TSV or Parquet file (``.gz`` after the CSV suffixes too) as a DataFrame; empty fields are
-    missing values."""
+    missing values.
+
+    The table may hold the private label column: this reads it into memory unreleased (no guarantee
+    applies to what a caller does with it).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file; its suffix (:data:`CSV_SUFFIXES`, optionally followed by ``.gz``, or
+        :data:`PARQUET_SUFFIXES`) says its format.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table, one column per field.
+
+    Raises
+    ------
+    labeldp.errors.MissingFileError
+        If the file does not exist.
+    labeldp.errors.DataError
+        If its suffix is not a table's, or it cannot be read.
+    """
     path = Path(path)
     if not path.exists():
         raise MissingFileError(f"table file {path} does not exist")
@@ -54,13 +76,40 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 @dataclass
 class TablePreprocessor:
-    """The fitted encoding of a table's feature columns (public), kept with the model."""
+    """The fitted encoding of a table's feature columns (public), kept with the model.
+
+    Parameters
+    ----------
+    features : list of str
+        The feature columns, in order.
+    transformer : sklearn.compose.ColumnTransformer
+        The fitted transformer: the numeric columns imputed (median, with missing-value indicators) and
+        standardised, the others one-hot encoded.
+    """
 
     features: list[str]
     transformer: ColumnTransformer
 
     @classmethod
     def fit(cls, frame: pd.DataFrame, features: list[str]) -> TablePreprocessor:
+        """Fit the encoding of ``features`` on the rows of ``frame`` (public inputs only).
+
+        Numeric columns (booleans excepted) are imputed with their median, given missing-value
+        indicators and standardised; the others are read as text, missing values made a category of
+        their own, and one-hot encoded (categories unseen here ignored later).
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            The training rows.
+        features : list of str
+            The feature columns of ``frame`` to encode.
+
+        Returns
+        -------
+        TablePreprocessor
+            The fitted encoding.
+        """
         numeric = [
             c for c in features if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
         ]
@@ -88,6 +137,23 @@ class TablePreprocessor:
         return cls(list(features), transformer)
 
     def transform(self, frame: pd.DataFrame) -> np.ndarray:
+        """Encode the rows of ``frame`` as the training rows were.
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            Rows holding at least the feature columns (others are ignored).
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, d) float32 inputs, one column per name in :attr:`encoded_names`.
+
+        Raises
+        ------
+        labeldp.errors.DataError
+            If ``frame`` lacks a feature column.
+        """
         missing = [c for c in self.features if c not in frame.columns]
         if missing:
             raise DataError(f"the table lacks the feature columns {missing}")
@@ -97,6 +163,13 @@ class TablePreprocessor:
 
     @property
     def encoded_names(self) -> list[str]:
+        """The names of the encoded input columns.
+
+        Returns
+        -------
+        list of str
+            One name per column of :meth:`transform`'s output.
+        """
         return list(self.transformer.get_feature_names_out())
 
 
@@ -115,7 +188,33 @@ def feature_columns(
     drop: tuple[str, ...],
     id_column: str | None,
 ) -> list[str]:
-    """The declared feature columns, or every column but the label, the dropped ones and the id."""
+    """The declared feature columns, or every column but the label, the dropped ones and the id.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The table (only its column names are read).
+    label_column : str
+        The label column, never a feature.
+    features : tuple of str or None
+        The declared feature columns, or None for every column not excluded.
+    drop : tuple of str
+        Columns that are not features.
+    id_column : str or None
+        A row identifier, never a feature.
+
+    Returns
+    -------
+    list of str
+        The feature columns.
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If a named column is not in the table.
+    labeldp.errors.ConfigError
+        If the label or id column is declared a feature, or no feature column is left.
+    """
     named = [label_column, *drop, *([id_column] if id_column else []), *(features or ())]
     unknown = [c for c in named if c not in frame.columns]
     if unknown:
@@ -155,6 +254,50 @@ def load_table_dataset(
     it depends on the rows' positions only) becomes the test set. Its labels come from the private
     label column, so they stay private (:class:`~labeldp.boundary.PrivateLabels`: a run estimates
     its test metrics from a release of them), unless ``public_test_split`` treats them as public.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The table (:func:`read_table`); its name before the first dot names the dataset.
+    label_column : str
+        The label column.
+    test_path : str or pathlib.Path or None, optional
+        A test table with the same columns, whose labels are public (default None: split ``path``).
+    test_fraction : float, optional
+        Without ``test_path``, the share of rows in the test set, in (0, 1) (default 0.2).
+    seed : int, optional
+        The public seed of the split (default 0).
+    features : tuple of str or None, optional
+        The feature columns (default None: every column but the label, ``drop`` and ``id_column``).
+    drop : tuple of str, optional
+        Columns that are not features (default: none).
+    id_column : str or None, optional
+        A row identifier, never a feature (default None).
+    classes : tuple of str or None, optional
+        A classification's declared label values, in order, at least two (default None).
+    grid : numpy.ndarray or None, optional
+        A regression's declared grid of label values (:func:`labeldp.data.grid.label_grid`; default None).
+    public_test_split : bool, optional
+        Treat the held-out test rows' labels as public: exact test metrics that the epsilon does not
+        cover (default False).
+
+    Returns
+    -------
+    labeldp.data.dataset.LabeledDataset
+        The encoded inputs, the private training labels and the test set, with the fitted
+        ``preprocessor``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If neither ``grid`` nor at least two ``classes`` are declared, ``test_fraction`` is not in
+        (0, 1), or the feature columns are declared wrongly.
+    labeldp.errors.MissingFileError
+        If a table file does not exist.
+    labeldp.errors.DataError
+        If a table cannot be read or lacks a column, a regression's label column is not numeric or holds
+        missing values, or a classification's label is missing or outside ``classes`` (neither named nor
+        counted).
     """
     if grid is None and (classes is None or len(classes) < 2):
         raise ConfigError(
@@ -206,7 +349,23 @@ def load_table_dataset(
 
 
 def numeric_labels(values: pd.Series) -> np.ndarray:
-    """A numeric label column as floats; any other column is an error that shows none of its values."""
+    """A numeric label column as floats; any other column is an error that shows none of its values.
+
+    Parameters
+    ----------
+    values : pandas.Series
+        The (private) label column.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) float64 values, unchecked for missing ones (:func:`labeldp.data.grid.snap_to_grid` refuses them).
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If the column is not numeric.
+    """
     if not pd.api.types.is_numeric_dtype(values):
         raise DataError(f"the label column {values.name!r} of a regression must be numeric")
     return values.to_numpy(np.float64)

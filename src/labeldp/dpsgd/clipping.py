@@ -122,7 +122,16 @@ class ClippedGradients:
 
 
 class UnsupportedModelError(ValueError):
-    """The model cannot give per-example gradients (BatchNorm) or not on the requested path."""
+    """The model cannot give per-example gradients (BatchNorm) or not on the requested path.
+
+    A ``ValueError``, not a :class:`~labeldp.errors.LabelDPError`.
+
+    Parameters
+    ----------
+    *args : object
+        The exception's arguments, as for ``ValueError``: labeldp gives one, the message, which names the
+        module and says what to use instead.
+    """
 
 
 def check_per_example_model(model: nn.Module) -> None:

@@ -67,7 +67,22 @@ def draw_trials(rng, mean: float, shape: float) -> int:
     """The number of trials of a private selection, from the noise generator ``rng`` (never saved or shown):
     Poisson(``mean``) for ``shape`` inf, else the truncated negative binomial of Papernot & Steinke (2022)
     whose mean is ``mean`` (shape 1: geometric on 1, 2, ...), P[k] proportional to C(k + shape - 1, k)
-    (1 - gamma)^k for k >= 1."""
+    (1 - gamma)^k for k >= 1.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator or labeldp.randomness.SecureGenerator
+        The selection's noise generator (one uniform is drawn from it).
+    mean : float
+        The mean number of trials.
+    shape : float
+        The distribution's shape, > 0 (inf: Poisson, 1: geometric).
+
+    Returns
+    -------
+    int
+        The number of trials: >= 1 for a finite shape, possibly 0 for Poisson.
+    """
     from dp_accounting.rdp.rdp_privacy_accountant import _gamma_truncated_negative_binomial
 
     if math.isinf(shape):
@@ -97,7 +112,27 @@ def holdout_coins(num_examples: int, fraction: float, seed: int) -> np.ndarray:
     The first n uniforms of a stream do not depend on how many are drawn, so an example's coin depends
     on its position alone: appending an example (the add-or-remove convention of this module) changes
     no other example's assignment. The number held out is Binomial(n, ``fraction``), a function of the
-    public n and seed."""
+    public n and seed.
+
+    Parameters
+    ----------
+    num_examples : int
+        n, the number of training examples.
+    fraction : float
+        The probability of each example being held out, in (0, 1).
+    seed : int
+        The public seed.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) bool mask, True for the examples held out.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``fraction`` is not a number in (0, 1).
+    """
     if isinstance(fraction, bool) or not 0 < fraction < 1:
         raise ConfigError(f"holdout must lie in (0, 1), got {fraction!r}")
     return public_rng(seed, "tune-holdout").random(num_examples) < fraction
@@ -106,7 +141,17 @@ def holdout_coins(num_examples: int, fraction: float, seed: int) -> np.ndarray:
 @dataclass(frozen=True)
 class SelectionCandidate:
     """One candidate: DP-SGD's settings and a builder of its initial model (from public randomness only),
-    called afresh for every trial that draws it."""
+    called afresh for every trial that draws it.
+
+    Parameters
+    ----------
+    train : labeldp.config.train.TrainConfig
+        The training settings (all candidates share ``epochs`` and ``batch_size``, the sampling plan).
+    dp : labeldp.config.dpsgd.DPSGDConfig
+        The DP-SGD settings (clipping bound, clipping method, ...).
+    new_model : callable
+        ``new_model() -> torch.nn.Module``, a fresh initial model.
+    """
 
     train: TrainConfig
     dp: DPSGDConfig
@@ -117,7 +162,27 @@ class SelectionCandidate:
 class SelectionPlan:
     """What a selection fixes before it spends, from public facts (n, the seed, the settings) only: the
     held-out and kept positions (sorted), the trials' sampling rate and steps, and the noise multiplier
-    calibrated to the whole selection."""
+    calibrated to the whole selection.
+
+    Parameters
+    ----------
+    held_out : numpy.ndarray
+        The sorted positions of the examples held out to score the trials.
+    kept : numpy.ndarray
+        The sorted positions of the examples the trials train on.
+    sampling_probability : float
+        q, the Poisson sampling rate of each DP-SGD step.
+    steps : int
+        The number of DP-SGD steps of each trial.
+    noise_multiplier : float
+        sigma, DP-SGD's noise multiplier, calibrated so that the whole selection meets the budget.
+    mean : float
+        The mean number of trials.
+    shape : float
+        The shape of the distribution of the number of trials (inf: Poisson, 1: geometric).
+    score_noise : float
+        The standard deviation of the Gaussian noise on each trial's held-out count.
+    """
 
     held_out: np.ndarray
     kept: np.ndarray
@@ -129,11 +194,30 @@ class SelectionPlan:
     score_noise: float
 
     def event(self) -> dp_event.DpEvent:
-        """The selection's one event: every trial's DP-SGD steps and noisy count, repeated and selected."""
+        """The selection's one event: every trial's DP-SGD steps and noisy count, repeated and selected.
+
+        Returns
+        -------
+        dp_accounting.dp_event.DpEvent
+            A ``RepeatAndSelectDpEvent`` of the trial's composed DP-SGD and Gaussian events.
+        """
         trial = selection_trial_event(self.noise_multiplier, self.sampling_probability, self.steps, self.score_noise)
         return selection_event(trial, self.mean, self.shape)
 
     def describe(self, candidates: int) -> str:
+        """The plan in one line, for the ledger's record of the selection (public facts only).
+
+        Parameters
+        ----------
+        candidates : int
+            The number of candidates.
+
+        Returns
+        -------
+        str
+            The distribution of the number of trials, DP-SGD's noise multiplier, sampling rate and steps,
+            and the score's noise.
+        """
         trials = "Poisson" if math.isinf(self.shape) else f"truncated negative binomial (shape {self.shape:g})"
         return (
             f"private selection over {candidates} DP-SGD candidates: trials ~ {trials} with mean {self.mean:g}; "
@@ -146,7 +230,19 @@ class SelectionPlan:
 @dataclass(frozen=True)
 class Selected:
     """What leaves the selection: the chosen candidate's index, its trial's model (on the CPU), its noisy
-    held-out count of correct predictions, and the plan."""
+    held-out count of correct predictions, and the plan.
+
+    Parameters
+    ----------
+    index : int
+        The chosen candidate's position in the candidates.
+    model : torch.nn.Module
+        The chosen trial's model (its EMA when kept), on the CPU.
+    noisy_count : float
+        Its held-out count of correct predictions plus N(0, ``plan.score_noise``^2).
+    plan : SelectionPlan
+        The selection's plan.
+    """
 
     index: int
     model: nn.Module
@@ -155,6 +251,13 @@ class Selected:
 
     @property
     def noisy_accuracy(self) -> float:
+        """The noisy held-out count divided by the number held out (noisy: it may lie outside [0, 1]).
+
+        Returns
+        -------
+        float
+            ``noisy_count / plan.held_out.size``.
+        """
         return self.noisy_count / self.plan.held_out.size
 
 
@@ -177,7 +280,43 @@ def plan_selection(
 ) -> SelectionPlan:
     """The selection's plan (:class:`SelectionPlan`); every refusal comes before any spend: fewer than two
     examples held out or none kept, candidates with different sampling plans, settings or a budget that
-    cannot pay (:func:`~labeldp.accounting.calibration.calibrate_selection_noise`)."""
+    cannot pay (:func:`~labeldp.accounting.calibration.calibrate_selection_noise`).
+
+    It reads no label: the plan depends on n, the seed and the settings only.
+
+    Parameters
+    ----------
+    candidates : sequence of SelectionCandidate
+        The candidates (their sampling plans must agree).
+    num_examples : int
+        n, the number of training examples.
+    epsilon : float
+        The selection's target epsilon.
+    delta : float
+        The selection's target delta.
+    seed : int
+        The public seed of the held-out coins.
+    holdout : float
+        The probability of each example being held out, in (0, 1).
+    mean : float
+        The mean number of trials, a finite number > 1.
+    shape : float
+        The shape of the distribution of the number of trials, > 0 (inf: Poisson, 1: geometric).
+    score_noise : float
+        The standard deviation of the noise on each trial's held-out count, > 0.
+
+    Returns
+    -------
+    SelectionPlan
+        The plan, its noise multiplier calibrated to (``epsilon``, ``delta``).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``holdout`` is not in (0, 1) or holds out fewer than two examples or all of them, the
+        candidates' sampling plans differ, a candidate's batch size exceeds the kept examples, an
+        argument is out of range, or the budget cannot pay for the selection.
+    """
     held = holdout_coins(num_examples, holdout, seed)
     held_out, kept = np.flatnonzero(held), np.flatnonzero(~held)
     if held_out.size < 2 or kept.size == 0:
@@ -199,7 +338,18 @@ def plan_selection(
 
 
 def scratch_folder(out: str | os.PathLike) -> Path:
-    """The hidden folder beside ``out`` that holds a selection's working files while it runs."""
+    """The hidden folder beside ``out`` that holds a selection's working files while it runs.
+
+    Parameters
+    ----------
+    out : str or os.PathLike
+        The selection's output folder.
+
+    Returns
+    -------
+    pathlib.Path
+        ``.OUT.selection`` beside the resolved ``out``.
+    """
     out = Path(out).resolve()
     return out.with_name(f".{out.name}.selection")
 
@@ -244,7 +394,61 @@ def select_dpsgd(
     ``seed`` is public (the held-out coins, the augmentation); ``noise`` gives the number of trials, the
     draw of each trial's candidate, the batches and every noise. Every refusal comes before the spend;
     the ledger of the spend is recorded in the scratch folder before the first trial, and a selection
-    interrupted after it is refused when repeated (:func:`scratch_folder` says where its ledger is)."""
+    interrupted after it is refused when repeated (:func:`scratch_folder` says where its ledger is).
+
+    It reads the private training labels: the kept examples' inside each trial's DP-SGD, the held-out
+    examples' for each trial's count of correct predictions, which is noised before it is compared.
+    What it releases (to ``write``, and what is returned) is the chosen candidate's index, its trial's
+    model and its noisy count, and the plan: (``epsilon``, ``delta``)-DP for add-or-remove-one-example
+    neighbours under the assumptions of the module docstring, with the noise unpredictable only if
+    ``noise`` is private (an insecure seed is warned about).
+
+    Parameters
+    ----------
+    candidates : sequence of SelectionCandidate
+        The candidates; each trial draws one at random.
+    data : labeldp.data.LabeledDataset
+        The dataset: public inputs, private training labels (the test set is not read here).
+    out : str or os.PathLike
+        The output folder: it must not exist or be empty, and is written whole once the trials are over.
+    write : WriteOutput
+        ``write(folder, ledger, selected) -> dict`` writes the output's files into ``folder`` (renamed
+        into place as ``out``) from the recorded ledger and what leaves the selection.
+    epsilon : float
+        The selection's target epsilon.
+    delta : float
+        The selection's target delta.
+    noise : labeldp.randomness.NoiseSource
+        The source of the number of trials, each trial's candidate, the batches and every noise.
+    seed : int
+        The public seed (held-out coins, augmentation).
+    holdout : float
+        The probability of each training example being held out to score the trials, in (0, 1).
+    mean : float, optional
+        The mean number of trials (default ``SELECTION_DEFAULTS["mean"]``).
+    shape : float, optional
+        The shape of the distribution of the number of trials (default ``SELECTION_DEFAULTS["shape"]``).
+    score_noise : float, optional
+        The standard deviation of the noise on each held-out count (default
+        ``SELECTION_DEFAULTS["score_noise"]``).
+    progress : bool, optional
+        Say that the trials run in secret (default True; the trials themselves show no progress).
+
+    Returns
+    -------
+    dict
+        What ``write`` returns.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Every refusal of :func:`plan_selection`, before any spend.
+    labeldp.errors.RunDirectoryError
+        If ``out`` has an unfinished selection's ledger beside it or is not an empty folder (before the
+        spend), or the selection drew no trial (after the spend, which stays recorded).
+    labeldp.errors.RunLockedError
+        If another process holds the selection's scratch folder.
+    """
     out = Path(out).resolve()
     plan = plan_selection(
         candidates,
@@ -336,7 +540,20 @@ def _trial(
 
 def format_selection(outcome: dict[str, Any]) -> str:
     """A private selection's outcome (``tune.json``) for people: the candidates, the chosen one and its
-    noisy score, the final model's test accuracy and the ledger."""
+    noisy score, the final model's test accuracy and the ledger.
+
+    Parameters
+    ----------
+    outcome : dict
+        The outcome as written to ``tune.json`` (``candidates``, ``chosen``, ``shape``, ``mean``,
+        ``noisy_held_out_accuracy``, ``held_out``, ``score_noise``, ``noise_multiplier``, ``final``,
+        ``ledger_epsilon``, ``delta``).
+
+    Returns
+    -------
+    str
+        Three lines of text.
+    """
     final = outcome["final"]
     shape = "Poisson" if math.isinf(outcome["shape"]) else f"shape {outcome['shape']:g}"
     return (

@@ -229,7 +229,13 @@ class _DPSGDRun:
 
     @property
     def evaluated(self) -> nn.Module:
-        """The model to evaluate and return: the EMA when kept, else the trained model."""
+        """The model to evaluate and return: the EMA when kept, else the trained model.
+
+        Returns
+        -------
+        torch.nn.Module
+            The EMA's module when ``ema`` is kept, else ``model``.
+        """
         return self.ema.module if self.ema is not None else self.model
 
 

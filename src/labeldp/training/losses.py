@@ -127,7 +127,36 @@ def prepare_targets(
     targets: np.ndarray, num_classes: int, label_values: np.ndarray | None
 ) -> tuple[torch.Tensor, PerExampleLoss]:
     """The targets as a tensor and the per-example loss that fits them: labels and likelihoods by
-    :func:`likelihood_loss`, a regression's float values by :func:`squared_error_loss`."""
+    :func:`likelihood_loss`, a regression's float values by :func:`squared_error_loss`.
+
+    Binned evidence (a 3-d array) is fitted by :func:`binned_likelihood_loss`. It reads only the targets
+    it is given, released labels or their noise channels (see the module docstring), and releases nothing.
+
+    Parameters
+    ----------
+    targets : numpy.ndarray
+        (n,) integer class indices; (n, K) likelihoods L[y] of each example's observed label (finite,
+        non-negative, a positive entry per row); (n, 3, K) binned evidence; or, with ``label_values``,
+        (n,) float values.
+    num_classes : int
+        K, the number of classes or grid points.
+    label_values : numpy.ndarray or None
+        A regression's grid of K values, or None for a classification (float targets then need it).
+
+    Returns
+    -------
+    targets : torch.Tensor
+        The targets as ``loss_of`` reads them: float32 values, float32 binned evidence, or (n, K) log
+        likelihoods (of a one-hot for class indices).
+    loss_of : callable
+        The per-example loss, ``loss_of(logits, targets)``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the targets have none of these shapes, or their values are out of range (class indices
+        outside [0, K), likelihoods or values not finite, malformed binned evidence).
+    """
     array = np.asarray(targets)
     if array.ndim == 3:
         return _binned_targets(array, num_classes), binned_likelihood_loss
@@ -144,7 +173,18 @@ def prepare_targets(
 
 def held_out_loss_of(loss_of: PerExampleLoss) -> PerExampleLoss:
     """The loss that scores a model on held-out targets: the training loss, except for binned evidence,
-    scored by the likelihood of the releases (:func:`likelihood_loss` of the channel alone)."""
+    scored by the likelihood of the releases (:func:`likelihood_loss` of the channel alone).
+
+    Parameters
+    ----------
+    loss_of : callable
+        The training loss, as :func:`prepare_targets` returns it.
+
+    Returns
+    -------
+    callable
+        The per-example held-out loss, ``loss(logits, targets)`` on the same targets.
+    """
     if loss_of is binned_likelihood_loss:
         return lambda logits, evidence: likelihood_loss(logits, evidence[:, 0].log())
     return loss_of
