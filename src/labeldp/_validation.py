@@ -14,7 +14,25 @@ from labeldp.errors import ConfigError
 
 
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
-    """Return ``epsilon`` as a float after checking it is a finite number > 0."""
+    """Return ``epsilon`` as a float after checking it is a finite number > 0.
+
+    Parameters
+    ----------
+    epsilon : float
+        The privacy parameter (anything ``float()`` accepts).
+    name : str, optional
+        The argument's name in the error message (default ``"epsilon"``).
+
+    Returns
+    -------
+    float
+        ``epsilon`` as a float.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a number, or is NaN, infinite or <= 0.
+    """
     try:
         value = float(epsilon)
     except (TypeError, ValueError):
@@ -25,7 +43,23 @@ def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
 
 
 def check_num_classes(num_classes: int) -> int:
-    """Return ``num_classes`` as an int after checking it is an integer >= 2."""
+    """Return ``num_classes`` as an int after checking it is an integer >= 2.
+
+    Parameters
+    ----------
+    num_classes : int
+        K, the number of classes (a Python or numpy integer; a bool is refused).
+
+    Returns
+    -------
+    int
+        ``num_classes`` as an int.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``num_classes`` is not an integer, or is less than 2.
+    """
     if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)):
         raise ConfigError(f"num_classes must be an integer, got {num_classes!r}")
     if num_classes < 2:
@@ -34,7 +68,30 @@ def check_num_classes(num_classes: int) -> int:
 
 
 def check_labels(labels, num_classes: int, name: str = "labels") -> np.ndarray:
-    """Return ``labels`` as a 1-d int64 array after checking its values lie in [0, num_classes)."""
+    """Return ``labels`` as a 1-d int64 array after checking its values lie in [0, num_classes).
+
+    The messages never say which labels are wrong, nor how many: the labels may be private.
+
+    Parameters
+    ----------
+    labels : array_like of int
+        The class indices, one per example (integers, or floats holding whole numbers).
+    num_classes : int
+        K: every label must lie in [0, K).
+    name : str, optional
+        The argument's name in the error message (default ``"labels"``).
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) int64 array of the labels.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``labels`` is not 1-d, is empty, holds NaN, infinite or fractional values, is not of a
+        numeric dtype, or has a value outside [0, num_classes).
+    """
     array = np.asarray(labels)
     if array.ndim != 1:
         raise ConfigError(f"{name} must be a 1-d array, got shape {array.shape}")
@@ -57,7 +114,26 @@ def check_labels(labels, num_classes: int, name: str = "labels") -> np.ndarray:
 
 
 def check_priors(priors, atol: float = 1e-6) -> np.ndarray:
-    """Return ``priors`` as an (n, K) float64 array of probability distributions (one per row)."""
+    """Return ``priors`` as an (n, K) float64 array of probability distributions (one per row).
+
+    Parameters
+    ----------
+    priors : array_like
+        (n, K) rows of probabilities, K >= 2.
+    atol : float, optional
+        How far a row's sum may be from 1 (default 1e-6).
+
+    Returns
+    -------
+    numpy.ndarray
+        (n, K) float64 array of the priors.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``priors`` is not 2-d, has no rows or fewer than 2 columns, holds NaN, infinite or negative
+        values, or has a row whose sum is not 1 within ``atol``.
+    """
     array = np.asarray(priors, dtype=np.float64)
     if array.ndim != 2:
         raise ConfigError(f"priors must be a 2-d (n, num_classes) array, got shape {array.shape}")
@@ -80,7 +156,23 @@ def check_priors(priors, atol: float = 1e-6) -> np.ndarray:
 
 
 def check_same_length(**arrays) -> int:
-    """Check that all given arrays have the same first dimension and return it."""
+    """Check that all given arrays have the same first dimension and return it.
+
+    Parameters
+    ----------
+    **arrays : array_like
+        The arrays, by the names the error message gives them (at least one).
+
+    Returns
+    -------
+    int
+        Their common length.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If two of the arrays differ in length.
+    """
     lengths = {name: len(value) for name, value in arrays.items()}
     if len(set(lengths.values())) > 1:
         described = ", ".join(f"{name} has {length}" for name, length in lengths.items())
@@ -89,7 +181,25 @@ def check_same_length(**arrays) -> int:
 
 
 def check_finite_features(features, name: str = "inputs") -> np.ndarray:
-    """Return ``features`` as an array after checking it is non-empty and has no NaN/inf."""
+    """Return ``features`` as an array after checking it is non-empty and has no NaN/inf.
+
+    Parameters
+    ----------
+    features : array_like
+        The (public) inputs, one row per example.
+    name : str, optional
+        The argument's name in the error message (default ``"inputs"``).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``features`` as an array (not copied when it is one already).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``features`` is empty, holds NaN or infinite values, or is not of a numeric or boolean dtype.
+    """
     array = np.asarray(features)
     if array.size == 0 or len(array) == 0:
         raise ConfigError(f"{name} is empty")

@@ -30,7 +30,22 @@ def expected_calibration_error(
     positive_probability: np.ndarray, labels: np.ndarray, bins: int = CALIBRATION_BINS
 ) -> float:
     """Mean over equal-width bins of |observed positive rate - mean predicted probability|, weighted by
-    the bins' shares of the examples."""
+    the bins' shares of the examples.
+
+    Parameters
+    ----------
+    positive_probability : numpy.ndarray
+        (n,) the predicted probability of the positive class, in [0, 1].
+    labels : numpy.ndarray
+        (n,) the (public) test labels, 0 or 1.
+    bins : int, optional
+        The number of equal-width bins of [0, 1] (default :data:`CALIBRATION_BINS`).
+
+    Returns
+    -------
+    float
+        The expected calibration error, in [0, 1].
+    """
     which = np.minimum((positive_probability * bins).astype(int), bins - 1)
     error = 0.0
     for b in range(bins):
@@ -42,7 +57,20 @@ def expected_calibration_error(
 
 def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """``test_accuracy`` and ``test_log_loss``; for two classes also ``test_auc`` (None when the test
-    set holds one class only), ``test_brier`` and ``test_ece``."""
+    set holds one class only), ``test_brier`` and ``test_ece``.
+
+    Parameters
+    ----------
+    probabilities : numpy.ndarray
+        (n, K) the predicted class probabilities.
+    labels : numpy.ndarray
+        (n,) the public test labels, as class positions in [0, K).
+
+    Returns
+    -------
+    dict
+        Metric name -> value (a float, or None for ``test_auc`` on a test set of one class).
+    """
     probabilities = np.asarray(probabilities, dtype=np.float64)
     labels = np.asarray(labels)
     num_classes = probabilities.shape[1]
@@ -60,7 +88,22 @@ def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dic
 
 def regression_metrics(probabilities: np.ndarray, label_values: np.ndarray, values: np.ndarray) -> dict[str, float]:
     """``test_rmse``, ``test_mse`` and ``test_mae`` of the predictions probabilities @ label_values (the
-    expected value under each predicted distribution over the grid) against the test ``values``."""
+    expected value under each predicted distribution over the grid) against the test ``values``.
+
+    Parameters
+    ----------
+    probabilities : numpy.ndarray
+        (n, G) the predicted distributions over the grid.
+    label_values : numpy.ndarray
+        (G,) the public grid of label values.
+    values : numpy.ndarray
+        (n,) the raw (public) test values.
+
+    Returns
+    -------
+    dict
+        ``{"test_rmse": float, "test_mse": float, "test_mae": float}``.
+    """
     predictions = np.asarray(probabilities, dtype=np.float64) @ np.asarray(label_values, dtype=np.float64)
     errors = predictions - np.asarray(values, dtype=np.float64)
     mse = float(np.mean(errors**2))
@@ -68,13 +111,37 @@ def regression_metrics(probabilities: np.ndarray, label_values: np.ndarray, valu
 
 
 def primary_metric(summary: dict) -> str:
-    """The metric a run is compared by: test RMSE for a regression, else test accuracy."""
+    """The metric a run is compared by: test RMSE for a regression, else test accuracy.
+
+    Parameters
+    ----------
+    summary : dict
+        A run's summary (its metrics by name).
+
+    Returns
+    -------
+    str
+        ``"test_rmse"`` when the summary has a test RMSE, else ``"test_accuracy"``.
+    """
     return "test_rmse" if summary.get("test_rmse") is not None else "test_accuracy"
 
 
 def describe_test_metrics(summary: dict) -> str:
     """A run summary's test metrics in a few words: exact on public labels, or estimated from released
-    ones (with one standard error), or that there are none."""
+    ones (with one standard error), or that there are none.
+
+    Parameters
+    ----------
+    summary : dict
+        A run's summary: its test metrics, their ``..._se`` standard errors where estimated, and
+        ``test_labels`` (starting with ``"estimated"`` when the metrics come from released labels).
+
+    Returns
+    -------
+    str
+        The RMSE (with the MSE where estimated, and the MAE) of a regression, else the accuracy (and
+        the AUC, for two classes), or a sentence saying that there is no test metric.
+    """
     estimated = str(summary.get("test_labels", "")).startswith("estimated")
 
     def shown(name: str, scale: float, digits: int, unit: str = "") -> str:

@@ -60,7 +60,25 @@ def option(
 
 
 def annotation_type(annotation: str) -> tuple[type, bool]:
-    """(element type, is a tuple) of an annotation written as a string (postponed annotations)."""
+    """(element type, is a tuple) of an annotation written as a string (postponed annotations).
+
+    Parameters
+    ----------
+    annotation : str
+        A field's annotation, e.g. ``"float | None"`` or ``"tuple[str, ...] | None"``.
+
+    Returns
+    -------
+    element : type
+        ``float``, ``int`` or ``str``: the type of the value, or of each element of a tuple.
+    is_tuple : bool
+        Whether the annotation is a tuple.
+
+    Raises
+    ------
+    TypeError
+        For an annotation with no command-line type (e.g. ``bool``, which is a switch, or a dataclass).
+    """
     text = annotation.replace(" ", "")
     for name, python_type in (("float", float), ("int", int), ("str", str)):
         if text.startswith(f"tuple[{name},") or text.startswith(f"{name}|") or text == name:
@@ -85,6 +103,16 @@ def add_dataclass_arguments(
     A flag the user does not type sets nothing (``argparse.SUPPRESS``): the parsed namespace holds
     exactly what was typed (:func:`typed_options`), and :func:`dataclass_from_args` fills in the rest
     from the dataclass's defaults, stated once in its fields. The help shows each default.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser or argparse._ArgumentGroup
+        Where the flags are added.
+    cls : type
+        A dataclass whose fields are declared with :func:`option` (it must build with no arguments).
+    groups : dict or None, optional
+        Field name -> (title, description) of the argument group of a nested settings dataclass
+        (default: the field's name as the title, no description).
     """
     groups = groups or {}
     defaults = cls()
@@ -113,7 +141,25 @@ def add_dataclass_arguments(
 
 def flag_of(cls: type, name: str) -> str:
     """The command-line flag of field ``name`` of dataclass ``cls`` (or of a settings dataclass it nests),
-    as :func:`add_dataclass_arguments` names it (``--no-augment`` for a switch that defaults to True)."""
+    as :func:`add_dataclass_arguments` names it (``--no-augment`` for a switch that defaults to True).
+
+    Parameters
+    ----------
+    cls : type
+        A dataclass whose fields are declared with :func:`option`.
+    name : str
+        A field's name.
+
+    Returns
+    -------
+    str
+        The flag, e.g. ``"--epsilon"``.
+
+    Raises
+    ------
+    KeyError
+        If neither ``cls`` nor a settings dataclass it nests has a field ``name``.
+    """
     defaults = cls()
     for field in dataclasses.fields(cls):
         default = getattr(defaults, field.name)
@@ -154,7 +200,20 @@ def typed_options(args: argparse.Namespace, cls: type) -> set[str]:
 
 def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:
     """An instance of ``cls`` from the parsed flags of :func:`add_dataclass_arguments`: what was typed,
-    the defaults for the rest."""
+    the defaults for the rest.
+
+    Parameters
+    ----------
+    cls : type
+        The dataclass the flags were added for.
+    args : argparse.Namespace
+        The parsed flags.
+
+    Returns
+    -------
+    object
+        An instance of ``cls`` (nested settings built the same way); a tuple option's list becomes a tuple.
+    """
     values, defaults = {}, cls()
     for field in dataclasses.fields(cls):
         default = getattr(defaults, field.name)

@@ -181,6 +181,11 @@ class SecureGenerator:
     speed of reading ``os.urandom``.
 
     The constructor takes no parameters; nothing of the key is ever saved.
+
+    Attributes
+    ----------
+    None
+        It has no public attributes: the keystream it draws from is held privately.
     """
 
     def __init__(self) -> None:

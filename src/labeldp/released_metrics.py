@@ -44,7 +44,29 @@ _FLOOR = 1e-15
 
 def channel_weights(labels, likelihood) -> np.ndarray:
     """(n, K) weights W[i, y] whose expectation is 1[y = row i's label] (see the module docstring),
-    from released ``labels`` and their channel ``likelihood`` (randomized response or RR-with-prior)."""
+    from released ``labels`` and their channel ``likelihood`` (randomized response or RR-with-prior).
+
+    Post-processing of released labels: no private label is read, no privacy is spent.
+
+    Parameters
+    ----------
+    labels : array_like of int
+        (n,) the released labels, as class positions.
+    likelihood : array_like
+        (n, K) their noise channel L[i, y] = Pr[row i's released label | its label is y].
+
+    Returns
+    -------
+    numpy.ndarray
+        (n, K) float64 weights W, 0 outside each row's set S_i; a row with k_i = 1 gets the
+        indicator of its released label.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``labels`` does not have one entry per row of ``likelihood``, or a row's channel is neither
+        randomized response nor RR-with-prior.
+    """
     labels = np.asarray(labels, dtype=np.int64)
     likelihood = np.asarray(likelihood, dtype=np.float64)
     n, num_classes = likelihood.shape
@@ -73,34 +95,127 @@ def channel_weights(labels, likelihood) -> np.ndarray:
 
 
 def mean_and_error(terms: np.ndarray) -> tuple[float, float]:
-    """The mean of per-row terms and its standard error."""
+    """The mean of per-row terms and its standard error.
+
+    Parameters
+    ----------
+    terms : array_like
+        (n,) per-row terms.
+
+    Returns
+    -------
+    mean : float
+        Their mean.
+    error : float
+        The standard error of the mean (sample standard deviation / sqrt(n)); infinite for one term.
+    """
     terms = np.asarray(terms, dtype=np.float64)
     error = float(terms.std(ddof=1) / math.sqrt(terms.size)) if terms.size > 1 else math.inf
     return float(terms.mean()), error
 
 
 def accuracy_terms(probabilities: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per-row terms whose mean estimates the accuracy of the arg-max predictions: W[i, arg-max_y p_i(y)].
+
+    Parameters
+    ----------
+    probabilities : numpy.ndarray
+        (n, K) the predicted class probabilities.
+    weights : numpy.ndarray
+        (n, K) the weights of :func:`channel_weights`.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) the terms.
+    """
     return weights[np.arange(len(weights)), np.asarray(probabilities).argmax(axis=1)]
 
 
 def log_loss_terms(probabilities: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per-row terms whose mean estimates the log-loss: -sum_y W[i, y] log p_i(y), the probabilities
+    floored at 1e-15.
+
+    Parameters
+    ----------
+    probabilities : numpy.ndarray
+        (n, K) the predicted class probabilities.
+    weights : numpy.ndarray
+        (n, K) the weights of :func:`channel_weights`.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) the terms.
+    """
     return -(weights * np.log(np.clip(probabilities, _FLOOR, 1.0))).sum(axis=1)
 
 
 def brier_terms(probabilities: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Two classes: (p_i - 1[y_i = 1])^2 with p_i the predicted probability of the second class."""
+    """Two classes: (p_i - 1[y_i = 1])^2 with p_i the predicted probability of the second class.
+
+    Per-row terms whose mean estimates the Brier score.
+
+    Parameters
+    ----------
+    probabilities : numpy.ndarray
+        (n, 2) the predicted class probabilities.
+    weights : numpy.ndarray
+        (n, 2) the weights of :func:`channel_weights`.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) the terms.
+    """
     positive = np.asarray(probabilities)[:, 1]
     return weights[:, 0] * positive**2 + weights[:, 1] * (1.0 - positive) ** 2
 
 
 def squared_error_terms(probabilities: np.ndarray, weights: np.ndarray, label_values: np.ndarray) -> np.ndarray:
-    """A regression on a grid: (prediction - value of y_i)^2, the prediction being the expected value."""
+    """A regression on a grid: (prediction - value of y_i)^2, the prediction being the expected value.
+
+    Per-row terms whose mean estimates the mean squared error.
+
+    Parameters
+    ----------
+    probabilities : numpy.ndarray
+        (n, G) the predicted distributions over the grid.
+    weights : numpy.ndarray
+        (n, G) the weights of :func:`channel_weights` (labels are grid positions).
+    label_values : numpy.ndarray
+        (G,) float64, the public grid of label values.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) the terms.
+    """
     predictions = np.asarray(probabilities, dtype=np.float64) @ label_values
     return (weights * (predictions[:, None] - label_values[None, :]) ** 2).sum(axis=1)
 
 
 def estimated_auc(scores: np.ndarray, weights: np.ndarray) -> float:
-    """The ROC AUC of ``scores`` on the clean labels behind a two-class release (module docstring)."""
+    """The ROC AUC of ``scores`` on the clean labels behind a two-class release (module docstring).
+
+    Parameters
+    ----------
+    scores : numpy.ndarray
+        (n,) the model's scores of the second class (ties count half).
+    weights : numpy.ndarray
+        (n, 2) the weights of :func:`channel_weights`.
+
+    Returns
+    -------
+    float
+        The estimated AUC (consistent, not unbiased; not clipped to [0, 1]).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the release gives no estimate of both classes among these rows (the estimate's denominator
+        is not positive).
+    """
     positive = weights[:, 1]
     negative = 1.0 - positive
     order = np.argsort(scores, kind="stable")
@@ -131,7 +246,32 @@ def _jackknife(statistic: Callable[[np.ndarray], float], n: int, groups: int = J
 def estimated_classification_metrics(probabilities: np.ndarray, labels, likelihood) -> dict[str, float]:
     """``test_accuracy`` and ``test_log_loss`` (for two classes also ``test_auc`` and ``test_brier``),
     each estimated from released ``labels`` and their channel ``likelihood``, with ``..._se``, its
-    standard error (the names of :func:`labeldp.evaluation.classification_metrics`)."""
+    standard error (the names of :func:`labeldp.evaluation.classification_metrics`).
+
+    Post-processing of released labels: no private label is read, no privacy is spent.
+
+    Parameters
+    ----------
+    probabilities : numpy.ndarray
+        (n, K) the predicted class probabilities.
+    labels : array_like of int
+        (n,) the released labels, as class positions.
+    likelihood : array_like
+        (n, K) their noise channel.
+
+    Returns
+    -------
+    dict
+        Metric name -> estimate, and ``name_se`` -> its standard error (the AUC's by a grouped
+        jackknife); ``test_auc`` and ``test_auc_se`` are None when the release gives no estimate of
+        both classes.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``labels`` and ``likelihood`` disagree in length, or a row's channel is neither randomized
+        response nor RR-with-prior.
+    """
     probabilities = np.asarray(probabilities, dtype=np.float64)
     weights = channel_weights(labels, likelihood)
     metrics: dict[str, float] = {}
@@ -156,7 +296,32 @@ def estimated_regression_metrics(
 ) -> dict[str, float]:
     """``test_mse`` and ``test_rmse`` (the square root of the MSE's estimate, clipped at 0) on the grid
     ``label_values``, estimated from released ``labels`` (grid positions) and their channel, with
-    ``test_mse_se``."""
+    ``test_mse_se``.
+
+    Post-processing of released labels: no private label is read, no privacy is spent.
+
+    Parameters
+    ----------
+    probabilities : numpy.ndarray
+        (n, G) the predicted distributions over the grid.
+    labels : array_like of int
+        (n,) the released labels, as grid positions.
+    likelihood : array_like
+        (n, G) their noise channel.
+    label_values : numpy.ndarray
+        (G,) the public grid of label values.
+
+    Returns
+    -------
+    dict
+        ``{"test_mse": float, "test_mse_se": float, "test_rmse": float}``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``labels`` and ``likelihood`` disagree in length, or a row's channel is neither randomized
+        response nor RR-with-prior.
+    """
     weights = channel_weights(labels, likelihood)
     mse, error = mean_and_error(squared_error_terms(probabilities, weights, np.asarray(label_values, np.float64)))
     return {"test_mse": mse, "test_mse_se": error, "test_rmse": math.sqrt(max(mse, 0.0))}
@@ -323,7 +488,27 @@ def released_scorer(metric: str = "accuracy") -> Callable[..., float]:
     ``y`` may be labels released once (:class:`labeldp.boundary.ReleasedLabels`, or a release of
     :func:`labeldp.privatize`), or :class:`~labeldp.boundary.PrivateLabels` that the model's
     fit released (every fold of a search on them shares that release): their released labels are
-    used, never the private ones."""
+    used, never the private ones.
+
+    Parameters
+    ----------
+    metric : str, optional
+        A key of :data:`SCORERS`: ``"accuracy"`` (default), ``"neg_log_loss"``, ``"neg_brier_score"`` or
+        ``"roc_auc"``.
+
+    Returns
+    -------
+    callable
+        ``score(estimator, X, y, sample_weight=None) -> float``, named ``released_<metric>``. It raises
+        :class:`~labeldp.errors.ConfigError` for a ``sample_weight``, for ``y`` neither released labels
+        nor private labels the model's fit released, for ``roc_auc`` or ``neg_brier_score`` with other
+        than two classes, and (``roc_auc``) when the release gives no estimate of both classes.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``metric`` is not one of :data:`SCORERS`.
+    """
     if metric not in SCORERS:
         raise ConfigError(f"released_scorer estimates {', '.join(SCORERS)}, not {metric!r}")
     estimate, _ = SCORERS[metric]

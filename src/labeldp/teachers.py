@@ -37,7 +37,24 @@ from labeldp.training.stage import train_stage
 
 
 def partition_teachers(num_examples: int, teachers: int, seed: int) -> np.ndarray:
-    """Each example's teacher: a random split into ``teachers`` parts whose sizes differ by at most one."""
+    """Each example's teacher: a random split into ``teachers`` parts whose sizes differ by at most one.
+
+    The split depends on public settings only (the public stream ``"pate-partition"``), never on a label.
+
+    Parameters
+    ----------
+    num_examples : int
+        The number of training examples.
+    teachers : int
+        The number of teachers (parts).
+    seed : int
+        The run's public seed.
+
+    Returns
+    -------
+    numpy.ndarray
+        (num_examples,) int64, each example's teacher in [0, teachers).
+    """
     order = public_rng(seed, "pate-partition").permutation(num_examples)
     teacher_of = np.empty(num_examples, dtype=np.int64)
     teacher_of[order] = np.arange(num_examples) % teachers
@@ -45,7 +62,22 @@ def partition_teachers(num_examples: int, teachers: int, seed: int) -> np.ndarra
 
 
 def select_queries(num_inputs: int, queries: int, seed: int) -> np.ndarray:
-    """The indices of the public inputs the teachers are asked about (fixed before any vote)."""
+    """The indices of the public inputs the teachers are asked about (fixed before any vote).
+
+    Parameters
+    ----------
+    num_inputs : int
+        The number of public inputs to choose from.
+    queries : int
+        How many to choose (at most ``num_inputs``).
+    seed : int
+        The run's public seed (the public stream ``"pate-queries"``).
+
+    Returns
+    -------
+    numpy.ndarray
+        (queries,) distinct indices in [0, num_inputs), sorted.
+    """
     return np.sort(public_rng(seed, "pate-queries").choice(num_inputs, size=queries, replace=False))
 
 
@@ -79,6 +111,52 @@ def train_teachers(
     the ranks train the teachers in rounds, one each per round; rank 0 alone reads and writes the
     ``checkpoint``, collects the votes and returns them (the other ranks return None). The votes are
     computed from true labels without noise: they leave a rank only for rank 0's memory.
+
+    Reads the private labels (:func:`~labeldp.boundary.unseal`) and releases nothing: the votes are
+    *not* private, and may leave the teachers only through PATE's noisy aggregator
+    (:func:`~labeldp.boundary.release_pate_labels`), which records the spend.
+
+    Parameters
+    ----------
+    build_model : callable
+        ``build_model(t)`` -> teacher t's fresh ``torch.nn.Module``.
+    inputs : numpy.ndarray
+        The training inputs (public), one row per example.
+    labels : PrivateLabels or numpy.ndarray
+        The true training labels, class positions in [0, num_classes).
+    teacher_of : numpy.ndarray
+        (n,) each example's teacher (:func:`partition_teachers`); the number of teachers is its
+        maximum plus one.
+    query_inputs : numpy.ndarray
+        The public inputs the teachers vote on.
+    num_classes : int
+        K, the number of classes.
+    config : TrainConfig
+        The teachers' training settings (:func:`teacher_train_config`).
+    augmentation : str, optional
+        The dataset's data augmentation (default ``"none"``).
+    seed : int, optional
+        The run's public seed; teacher t trains from the public stream ``"pate-training"`` with id t
+        (default 0).
+    checkpoint : str or os.PathLike or None, optional
+        The ``.npz`` file of the finished teachers' votes (default None: none kept).
+    progress : bool, optional
+        Show a progress bar (default True).
+    parallel : bool, optional
+        Train across the ranks of a torchrun group (default False).
+
+    Returns
+    -------
+    numpy.ndarray or None
+        (teachers, queries) int16 class indices, each teacher's vote on each query; None on the ranks
+        other than rank 0 in a parallel run.
+
+    Raises
+    ------
+    labeldp.errors.RunDirectoryError
+        If ``checkpoint`` exists but cannot be read.
+    labeldp.boundary.PrivateLabelAccessError
+        If ``labels`` were withheld (they can be read only through earlier releases).
     """
     labels = unseal(labels)  # the teachers read the true labels: their votes leave only through GNMax's noise
     teachers = int(teacher_of.max()) + 1
@@ -191,7 +269,20 @@ def _train_teachers_in_rounds(
 
 
 def teacher_train_config(student: TrainConfig, config: PATEConfig) -> TrainConfig:
-    """The teachers' training settings: the student's, with PATE's own epochs and batch size."""
+    """The teachers' training settings: the student's, with PATE's own epochs and batch size.
+
+    Parameters
+    ----------
+    student : TrainConfig
+        The student's (the run's) training settings.
+    config : PATEConfig
+        PATE's settings (``teacher_epochs``, ``teacher_batch_size``).
+
+    Returns
+    -------
+    TrainConfig
+        A copy of ``student`` with PATE's teacher epochs and batch size, and mixup turned off.
+    """
     return dataclasses.replace(
         student, epochs=config.teacher_epochs, batch_size=config.teacher_batch_size, mixup_alpha=0.0
     )

@@ -20,6 +20,27 @@ class LabelBudget:
     by different fits compose in parallel). Without a budget, each row is released at most once.
 
     ``spent`` is the epsilon at ``delta`` that the labels' releases have spent together.
+
+    Parameters
+    ----------
+    epsilon : float
+        The cap, a finite number > 0.
+    delta : float, optional
+        The delta at which the composition is measured, in [0, 1) (default 0).
+
+    Attributes
+    ----------
+    epsilon : float
+        The cap.
+    delta : float
+        The delta of the composition.
+    spent : float
+        The epsilon (at ``delta``) spent so far (0 before the budget is given to labels).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0, or ``delta`` is outside [0, 1).
     """
 
     def __init__(self, epsilon: float, delta: float = 0.0):
@@ -32,7 +53,14 @@ class LabelBudget:
 
     @property
     def spent(self) -> float:
-        """The epsilon (at ``delta``) spent so far by the releases of the labels it caps."""
+        """The epsilon (at ``delta``) spent so far by the releases of the labels it caps.
+
+        Returns
+        -------
+        float
+            The worst row's composed epsilon (dp_accounting, at ``delta``); 0 before the budget is given
+            to labels.
+        """
         return 0.0 if self._ledger is None else self._ledger.epsilon(self.delta)
 
     def _bind(self, ledger: PrivacyLedger) -> None:

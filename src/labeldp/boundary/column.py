@@ -46,13 +46,30 @@ NOISE_STREAM = "table-release"
 
 class KSpread:
     """RR-with-prior's k over the rows drawn so far, all that its ledger event needs: k is a function
-    of the row's (public) prior, never of its label."""
+    of the row's (public) prior, never of its label.
+
+    The constructor takes no parameters.
+
+    Attributes
+    ----------
+    range : list of int or None
+        [smallest k, largest k] over the rows added so far (None before any).
+    smallest_informative : int or None
+        The smallest k >= 2 added so far (None while there is none).
+    """
 
     def __init__(self) -> None:
         self.range: list[int] | None = None
         self.smallest_informative: int | None = None  # the smallest k >= 2
 
     def add(self, k: np.ndarray) -> None:
+        """Take in the k of a block of rows.
+
+        Parameters
+        ----------
+        k : numpy.ndarray
+            (rows,) the rows' k, integers >= 1 (at least one row).
+        """
         low, high = int(k.min()), int(k.max())
         self.range = [low, high] if self.range is None else [min(low, self.range[0]), max(high, self.range[1])]
         informative = k[k >= 2]
@@ -65,10 +82,36 @@ class KSpread:
     def event(self, epsilon: float) -> dp_event.DpEvent:
         """RR over the smallest k >= 2, which dominates every row (:func:`~labeldp.accounting.events.rr_on_sets_event`,
         as :func:`labeldp.boundary.release.release_rr_with_prior` records it). Without a k >= 2 every
-        released label is its prior's top class, a function of no label: no event."""
+        released label is its prior's top class, a function of no label: no event.
+
+        Parameters
+        ----------
+        epsilon : float
+            The mechanism's epsilon.
+
+        Returns
+        -------
+        dp_accounting.dp_event.DpEvent
+            ``RandomizedResponseDpEvent`` over the smallest k >= 2, or ``NoOpDpEvent``.
+        """
         return rr_on_sets_event(epsilon, self.smallest_informative or 1)
 
     def describe(self, num_classes: int, epsilon: float) -> str:
+        """The ledger entry's description of the release.
+
+        Parameters
+        ----------
+        num_classes : int
+            K, the number of classes.
+        epsilon : float
+            The mechanism's epsilon.
+
+        Returns
+        -------
+        str
+            The mechanism, K, epsilon and the range of k (after at least one :meth:`add`); it says so when
+            every k is 1 and no privacy is spent.
+        """
         text = f"RR-with-prior, K={num_classes}, epsilon={epsilon:g}, k in [{self.range[0]}, {self.range[1]}]"
         if self.smallest_informative is None:
             text += (
@@ -80,7 +123,35 @@ class KSpread:
 
 class Draws:
     """Draws block after block from one generator and remembers what the ledger needs (the spread of
-    k, which depends on the public priors only)."""
+    k, which depends on the public priors only).
+
+    Parameters
+    ----------
+    num_classes : int
+        K, the number of classes.
+    epsilon : float
+        Each label's epsilon (checked by the caller).
+    with_prior : bool
+        RR-with-prior (True) or RR over the K classes (False).
+    noise : NoiseSource
+        The noise source; the draws come from its stream :data:`NOISE_STREAM`.
+
+    Attributes
+    ----------
+    num_classes : int
+        K.
+    epsilon : float
+        Each label's epsilon.
+    generator : numpy.random.Generator or SecureGenerator
+        The generator every block is drawn from.
+    k_spread : KSpread or None
+        The spread of k drawn so far (None for RR).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``noise`` is not a :class:`~labeldp.randomness.NoiseSource`.
+    """
 
     def __init__(self, num_classes: int, epsilon: float, with_prior: bool, noise: NoiseSource):
         if not isinstance(noise, NoiseSource):
@@ -90,6 +161,25 @@ class Draws:
         self.k_spread = KSpread() if with_prior else None
 
     def draw(self, positions: np.ndarray, priors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Release one block of true labels: RR over the K classes, or RR-with-prior with ``priors``.
+
+        Each released label is epsilon-label-DP (RR-with-prior: when its prior does not depend on its own
+        label); nothing is recorded here: :meth:`ledger` records one entry over every row drawn.
+
+        Parameters
+        ----------
+        positions : numpy.ndarray
+            (rows,) the block's true labels, as class positions in [0, K).
+        priors : numpy.ndarray or None
+            (rows, K) the rows' priors for RR-with-prior; None for RR.
+
+        Returns
+        -------
+        noisy : numpy.ndarray
+            (rows,) the released class positions.
+        k : numpy.ndarray or None
+            (rows,) RR-with-prior's k per row; None for RR.
+        """
         if self.k_spread is None:
             return randomized_response(positions, self.num_classes, self.epsilon, self.generator), None
         noisy, k = rr_with_prior(positions, priors, self.epsilon, self.generator)
@@ -97,6 +187,18 @@ class Draws:
         return noisy, k
 
     def ledger(self, rows: int) -> PrivacyLedger:
+        """The release's ledger, once every block has been drawn (:func:`release_ledger`).
+
+        Parameters
+        ----------
+        rows : int
+            The number of rows drawn.
+
+        Returns
+        -------
+        PrivacyLedger
+            One entry over all ``rows`` rows.
+        """
         return release_ledger(rows, self.epsilon, self.num_classes, self.k_spread)
 
 
@@ -105,17 +207,36 @@ def table_ledger(ids, epsilon: float, num_classes: int, k=None) -> PrivacyLedger
     drawn elsewhere, e.g. per partition in Spark or Dask, and build it before anything is drawn: it
     reads public data only, and refuses what would make the release a double spend.
 
-    Args:
-        ids: (n,) the rows' ids, one per released label. A duplicated id is refused
-            (:class:`~labeldp.errors.DataError`): that row's label would be released twice, with
-            independent noise, under a ledger that shows one release.
-        epsilon: each label's privacy budget.
-        num_classes: K, the number of declared classes.
-        k: None for RR, recorded as RR over the K classes. For RR-with-prior, (n,) each row's k, as
-            :func:`~labeldp.mechanisms.rr_with_prior` returns it (or
-            :func:`~labeldp.mechanisms.prior_top_k` computes it from the priors, before drawing). The
-            event is computed from it: RR over the smallest k >= 2, which dominates every row; when
-            every k is 1 no released label depends on a label, and the entry says so (a no-op event).
+    Parameters
+    ----------
+    ids : array_like
+        (n,) the rows' ids, one per released label. A duplicated id is refused
+        (:class:`~labeldp.errors.DataError`): that row's label would be released twice, with
+        independent noise, under a ledger that shows one release.
+    epsilon : float
+        Each label's privacy budget.
+    num_classes : int
+        K, the number of declared classes.
+    k : array_like of int or None, optional
+        None for RR, recorded as RR over the K classes. For RR-with-prior, (n,) each row's k, as
+        :func:`~labeldp.mechanisms.rr_with_prior` returns it (or
+        :func:`~labeldp.mechanisms.prior_top_k` computes it from the priors, before drawing). The
+        event is computed from it: RR over the smallest k >= 2, which dominates every row; when
+        every k is 1 no released label depends on a label, and the entry says so (a no-op event).
+
+    Returns
+    -------
+    PrivacyLedger
+        A ledger of n rows with one entry over all of them: each label epsilon-label-DP, provided the
+        release drawn elsewhere is the one recorded (each row's label once, by that mechanism).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``epsilon`` is not a finite number > 0, ``num_classes`` is not an integer >= 2, ``ids`` is not
+        a non-empty 1-d array, or ``k`` is not one integer in [1, num_classes] per row.
+    labeldp.errors.DataError
+        If an id occurs twice (the message names it: ids are public).
     """
     eps = check_epsilon(epsilon)
     classes = check_num_classes(num_classes)
@@ -140,7 +261,24 @@ def _check_k(k, rows: int, num_classes: int) -> np.ndarray:
 
 
 def release_ledger(rows: int, epsilon: float, num_classes: int, k_spread: KSpread | None) -> PrivacyLedger:
-    """One entry over all ``rows`` rows: RR over the K classes, or RR-with-prior's event (``k_spread``)."""
+    """One entry over all ``rows`` rows: RR over the K classes, or RR-with-prior's event (``k_spread``).
+
+    Parameters
+    ----------
+    rows : int
+        The number of rows released.
+    epsilon : float
+        Each label's epsilon.
+    num_classes : int
+        K, the number of classes.
+    k_spread : KSpread or None
+        RR-with-prior's spread of k; None for RR.
+
+    Returns
+    -------
+    PrivacyLedger
+        A new ledger of ``rows`` rows with one entry, tagged ``"release"``.
+    """
     ledger = PrivacyLedger(rows)
     if k_spread is None:
         event, description = (
@@ -154,14 +292,44 @@ def release_ledger(rows: int, epsilon: float, num_classes: int, k_spread: KSprea
 
 
 def refuse_duplicated(ids: np.ndarray, where: str, after: str = "; nothing was released") -> None:
-    """Refuse ids held in memory (exact comparison) if one occurs twice."""
+    """Refuse ids held in memory (exact comparison) if one occurs twice.
+
+    Parameters
+    ----------
+    ids : numpy.ndarray
+        The rows' ids (public).
+    where : str
+        What the ids are, for the message (``"ids"``).
+    after : str, optional
+        The end of the message (default: that nothing was released).
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If an id occurs twice (:func:`duplicated_ids_error`).
+    """
     index = pd.Index(ids)
     if not index.is_unique:
         raise duplicated_ids_error(where, index[index.duplicated()][0], after)
 
 
 def duplicated_ids_error(where: str, example: Any, after: str = "; nothing was released") -> DataError:
-    """The error for a duplicated id; it names that id (ids are public), never a label."""
+    """The error for a duplicated id; it names that id (ids are public), never a label.
+
+    Parameters
+    ----------
+    where : str
+        What the ids are (``"id column 'user'"``).
+    example : object
+        One id that occurs twice.
+    after : str, optional
+        The end of the message (default: that nothing was released).
+
+    Returns
+    -------
+    labeldp.errors.DataError
+        The error, to raise.
+    """
     return DataError(
         f"{where} has duplicated values ({example.item() if isinstance(example, np.generic) else example!r} at least "
         "twice): each row needs an id of its own, or its "
@@ -172,6 +340,31 @@ def duplicated_ids_error(where: str, example: Any, after: str = "; nothing was r
 
 
 def prior_spec(num_classes: int, prior_columns, prior) -> tuple[tuple[str, ...] | None, np.ndarray | None]:
+    """RR-with-prior's prior as given to a release: columns of a table (a prior per row), or one shared
+    prior, or neither (RR).
+
+    Parameters
+    ----------
+    num_classes : int
+        K, the number of classes.
+    prior_columns : str or sequence of str or None
+        K distinct columns, one per class in the classes' order.
+    prior : array_like or None
+        (K,) one prior shared by every row.
+
+    Returns
+    -------
+    columns : tuple of str or None
+        The prior columns, where given.
+    shared : numpy.ndarray or None
+        The shared prior (float64), where given.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If both are given, the columns are not K distinct names, or the shared prior is not one
+        distribution over the K classes.
+    """
     if prior_columns is not None and prior is not None:
         raise ConfigError("give the prior either as prior columns (one per class) or as one shared prior, not both")
     if prior_columns is not None:
@@ -202,7 +395,7 @@ def privatize(
     noise: NoiseSource = NoiseSource(),
     batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> ReleasedLabels:
-    """Release ``labels`` once, by RR or RR-with-prior: :class:`~labeldp.private_labels.PrivateLabels`,
+    """Release ``labels`` once, by RR or RR-with-prior: :class:`~labeldp.boundary.labels.PrivateLabels`,
     or the true labels as class values (numpy, pandas or a list), which are read here and nowhere else.
 
     Args:
@@ -220,6 +413,52 @@ def privatize(
 
     Private labels record the release on their own ledger too, and are refused (before anything is
     drawn) if their rows were released before, unless their budget allows it.
+
+    Each label is released once, epsilon-label-DP (RR-with-prior: when the priors do not depend on the
+    rows' own labels), recorded on the release's ledger as one entry over every row; with an insecure
+    seed the release is NOT PRIVATE, and says so.
+
+    Parameters
+    ----------
+    labels : PrivateLabels or array_like or pandas.Series
+        The true labels: :class:`~labeldp.boundary.labels.PrivateLabels` over these classes, or class
+        values, one per row.
+    classes : sequence
+        The label domain, in order: public, declared, never read off the labels. A label
+        outside it (or a missing one) is an error raised before anything is drawn.
+    epsilon : float
+        Each label's privacy budget.
+    priors : array_like or pandas.DataFrame or None, optional
+        None for RR; for RR-with-prior a (K,) prior shared by every row or (n, K) rows (an
+        array or DataFrame), each a distribution over ``classes`` that does not depend on the
+        row's own label (e.g. computed from public inputs, or a model trained on other rows).
+    ids : array_like or None, optional
+        Row identifiers to keep beside the released labels (default: the Series' index, or the
+        positions), one distinct id per label: a duplicated id (or index value) is refused.
+    noise : NoiseSource, optional
+        The noise source (fresh OS entropy by default).
+    batch_rows : int, optional
+        Rows drawn at a time; with an insecure seed, :func:`privatize_table` with the
+        same ``batch_rows`` draws the same labels.
+
+    Returns
+    -------
+    ReleasedLabels
+        The released labels, their ids, k (RR-with-prior) and ledger; their channel too, except with a
+        prior per row (:meth:`~labeldp.boundary.released.ReleasedLabels.with_priors`).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Before anything is drawn: for invalid ``classes``, ``epsilon``, ``priors``, ``ids``, ``noise`` or
+        ``batch_rows``, or private labels over other classes.
+    labeldp.errors.DataError
+        Before anything is drawn: if a label is missing or outside ``classes`` (neither named nor
+        counted), or an id (or the Series' index) is duplicated.
+    labeldp.boundary.PrivateLabelAccessError
+        If private labels were withheld, or (without a budget) some of their rows were released before.
+    labeldp.errors.BudgetError
+        If private labels' budget cannot pay for the release.
     """
     domain = LabelDomain(classes)
     eps = check_epsilon(epsilon)
@@ -319,12 +558,42 @@ def _row_ids(labels, ids, rows: int) -> np.ndarray:
 
 
 def check_batch_rows(batch_rows: int) -> int:
+    """Check the rows drawn at a time.
+
+    Parameters
+    ----------
+    batch_rows : int
+        A positive integer (a bool is refused).
+
+    Returns
+    -------
+    int
+        ``batch_rows`` as an int.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``batch_rows`` is not a positive integer.
+    """
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1:
         raise ConfigError(f"batch_rows must be a positive integer, got {batch_rows!r}")
     return int(batch_rows)
 
 
 def noise_text(noise: NoiseSource) -> str:
+    """Where a release's noise came from, in words, as a release records it.
+
+    Parameters
+    ----------
+    noise : NoiseSource
+        The noise source.
+
+    Returns
+    -------
+    str
+        :meth:`~labeldp.randomness.NoiseSource.describe`'s sentence; with an insecure seed, a warning that
+        the release is NOT PRIVATE (the seed is written beside it).
+    """
     if not noise.private:
         return (
             f"reproducible from insecure_noise_seed {noise.insecure_seed} (written beside the release): NOT "

@@ -74,16 +74,51 @@ class LabelDomain:
 
     @property
     def size(self) -> int:
-        """K, the number of classes."""
+        """K, the number of classes.
+
+        Returns
+        -------
+        int
+            The number of declared classes.
+        """
         return len(self.declared)
 
     def same_as(self, classes: Iterable[Any]) -> bool:
-        """Whether ``classes`` are these classes, in this order (compared as text)."""
+        """Whether ``classes`` are these classes, in this order (compared as text).
+
+        Parameters
+        ----------
+        classes : iterable
+            Label values.
+
+        Returns
+        -------
+        bool
+            True if their canonical spellings are the declared classes', in the same order.
+        """
         return [canonical_label(value) for value in classes] == list(self.lookup)
 
     def value_positions(self, values: Iterable[Any], where: str) -> np.ndarray:
         """The class position of each of a few (distinct) ``values``; a value outside the classes is
-        refused without being named."""
+        refused without being named.
+
+        Parameters
+        ----------
+        values : iterable
+            Label values (e.g. the distinct values of a column).
+        where : str
+            What the labels are, for the error message.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 positions in the declared classes, one per value.
+
+        Raises
+        ------
+        DataError
+            If a value is outside the classes (neither named nor counted).
+        """
         positions = np.array([self.lookup.get(canonical_label(value), -1) for value in values], dtype=np.int64)
         if (positions < 0).any():
             raise self.refusal(where)
@@ -122,7 +157,18 @@ class LabelDomain:
         return self.value_positions(list(uniques), where)[codes]
 
     def refusal(self, where: str) -> DataError:
-        """The error for labels missing or outside the classes: it says neither which, nor where, nor how many."""
+        """The error for labels missing or outside the classes: it says neither which, nor where, nor how many.
+
+        Parameters
+        ----------
+        where : str
+            What the labels are (``"the training table"``), named in the message.
+
+        Returns
+        -------
+        DataError
+            The error, to raise.
+        """
         return DataError(
             f"{where} has labels missing or outside the declared classes {list(self.declared)}; declare "
             "every label value (--classes, classes=...). Which values, where and how many are not said: "

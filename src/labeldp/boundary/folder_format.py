@@ -86,7 +86,46 @@ def describe_release(
     block_rows: int,
     noise: NoiseSource,
 ) -> dict[str, Any]:
-    """``release.json``: what a reader needs to use the release, and the ledger's figures."""
+    """``release.json``: what a reader needs to use the release, and the ledger's figures.
+
+    Describes a release already drawn; reads no label.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The release's ledger.
+    draws : Draws
+        The draws of the release (its number of classes, and RR-with-prior's spread of k).
+    rows : int
+        The number of rows released.
+    described : str
+        The source table, in words.
+    label_column : str
+        The source's label column.
+    id_column : str
+        The source's id column.
+    class_values : pyarrow.Array
+        The classes as values of ``released_label``'s type.
+    epsilon : float
+        Each label's epsilon.
+    prior_columns : sequence of str or None
+        RR-with-prior's prior columns, where each row had its own.
+    shared : numpy.ndarray or None
+        RR-with-prior's shared prior, where there was one.
+    channel_names : list of str
+        The channel columns written (empty when none were).
+    block_rows : int
+        The rows drawn at a time.
+    noise : NoiseSource
+        The noise source.
+
+    Returns
+    -------
+    dict
+        The sidecar: format and versions, rows, source, classes and label type, mechanism, epsilon,
+        prior, k's range, channel, columns, files, batch rows, the ledger's epsilon, delta, relation and
+        entries, the noise (and a NOT PRIVATE ``warning`` with an insecure seed).
+    """
     with_prior = draws.k_spread is not None
     ledger_data = ledger.to_dict()
     channel = _channel(draws, epsilon, shared, channel_names)
@@ -143,7 +182,25 @@ def describe_release(
 
 
 def read_sidecar(path) -> dict[str, Any]:
-    """The sidecar of the release folder ``path`` (classes, mechanism, epsilon, channel, noise, ledger)."""
+    """The sidecar of the release folder ``path`` (classes, mechanism, epsilon, channel, noise, ledger).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The release folder.
+
+    Returns
+    -------
+    dict
+        The content of ``release.json``.
+
+    Raises
+    ------
+    labeldp.errors.MissingFileError
+        If the folder has no ``release.json`` (no release folder, or a release into it did not finish).
+    labeldp.errors.DataError
+        If ``release.json`` is damaged, or is not of this format and version.
+    """
     folder = Path(path)
     sidecar_path = folder / SIDECAR_FILE
     if not sidecar_path.is_file():
@@ -163,7 +220,31 @@ def load_release(path) -> ReleasedLabels:
     """Read the release folder ``path`` written by :func:`privatize_table`, all of it, in memory (the
     result takes 8 bytes a row for the labels, 8 for k and the ids' own size; reading takes about
     twice that at its peak). For releases larger than memory, read ``labels.parquet`` in batches and
-    :func:`read_sidecar`."""
+    :func:`read_sidecar`.
+
+    Reads released labels only: it costs no privacy.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The release folder.
+
+    Returns
+    -------
+    ReleasedLabels
+        The released labels with their ids, k, ledger and noise; their channel where it needs no per-row
+        prior, or was written (``channel_*`` columns).
+
+    Raises
+    ------
+    labeldp.errors.MissingFileError
+        If the folder has no ``release.json``.
+    labeldp.errors.DataError
+        If ``release.json`` is damaged or of another format, the labels, the ledger and the sidecar
+        disagree on the number of rows, or a released label is not one of the classes.
+    labeldp.errors.ConfigError
+        If the ledger's entries cannot be recorded again.
+    """
     folder = Path(path)
     sidecar = read_sidecar(folder)
     ledger = PrivacyLedger.load(folder / sidecar["files"]["ledger"])

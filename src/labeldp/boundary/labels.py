@@ -59,6 +59,12 @@ class PrivateLabelAccessError(BaseException):
     A ``BaseException`` (like ``KeyboardInterrupt`` and pytest's outcomes), not an ``Exception``: code
     that catches ``Exception`` and carries on (scikit-learn's ``error_score``, which turns a failed
     scorer into a NaN score) cannot swallow it. ``labeldp`` on the command line reports it as an error.
+
+    Parameters
+    ----------
+    *args : object
+        As for ``BaseException``: labeldp gives one message, which says what was tried and, where it
+        helps, how to release once and compute on the release (:data:`RELEASE_ONCE_ROUTE`).
     """
 
 
@@ -79,18 +85,31 @@ class _Root:
 class PrivateLabels:
     """True labels of ``n`` rows over a public label domain, readable only through :func:`unseal`.
 
-    Args:
-        labels: the true labels, one per row (numpy, pandas or a list).
-        classes: the label domain, in order (public: declared, never read off the labels). Each label is
-            matched to it as text (``1``, ``1.0`` and ``true`` are one value); a label outside it, or a
-            missing one, is an error that names neither the label, nor its row, nor how many there are.
-            Leave it out for numeric labels (a regression), which are kept as finite numbers.
-        budget: a :class:`LabelBudget` that lets the labels be released more than once, up to its
-            epsilon; without one, each row is released at most once.
-
     What can be read: ``len(labels)``, ``labels.shape``, ``labels.classes``, ``labels.num_classes``
     (public) and ``labels.positions`` (which rows of the labels as they entered a view holds).
     ``labels[rows]`` (indices, a slice or a boolean mask) is a view of the same labels.
+
+    Parameters
+    ----------
+    labels : array_like or pandas.Series
+        The true labels, one per row (numpy, pandas or a list).
+    classes : sequence or None, optional
+        The label domain, in order (public: declared, never read off the labels). Each label is
+        matched to it as text (``1``, ``1.0`` and ``true`` are one value); a label outside it, or a
+        missing one, is an error that names neither the label, nor its row, nor how many there are.
+        Leave it out for numeric labels (a regression), which are kept as finite numbers.
+    budget : LabelBudget or None, optional
+        A :class:`LabelBudget` that lets the labels be released more than once, up to its
+        epsilon; without one, each row is released at most once.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``labels`` are private already, ``classes`` are not at least two distinct values, or
+        ``budget`` caps other labels already.
+    labeldp.errors.DataError
+        If a label is missing or outside ``classes``, or, without ``classes``, the labels are not a
+        non-empty 1-d array of finite numbers.
     """
 
     __slots__ = ("_root", "_rows", "_classes", "_num_classes", "_grid")
@@ -133,7 +152,28 @@ class PrivateLabels:
 
     @classmethod
     def from_indices(cls, indices, num_classes: int, classes: Sequence[Any] | None = None) -> PrivateLabels:
-        """Labels given as class positions in [0, ``num_classes``) (what a dataset loader reads)."""
+        """Labels given as class positions in [0, ``num_classes``) (what a dataset loader reads).
+
+        Parameters
+        ----------
+        indices : array_like of int
+            (n,) the true labels' class positions (integers, or floats holding whole numbers).
+        num_classes : int
+            K, the size of the label domain.
+        classes : sequence or None, optional
+            The declared label values, in order (default None: the labels carry positions only).
+
+        Returns
+        -------
+        PrivateLabels
+            New labels, with no release and no budget.
+
+        Raises
+        ------
+        labeldp.errors.DataError
+            If ``indices`` is not a non-empty 1-d array of whole numbers in [0, num_classes) (which
+            labels are not, and how many, is not said).
+        """
         array = np.asarray(indices)
         if array.ndim != 1 or array.size == 0:
             raise DataError("labels must be a non-empty 1-d array")
@@ -153,7 +193,20 @@ class PrivateLabels:
     @classmethod
     def withheld(cls, size: int, num_classes: int) -> PrivateLabels:
         """Labels nobody can open, not even the boundary: ``size`` rows whose true labels were held back
-        (what a tuning candidate holds: it may only read releases)."""
+        (what a tuning candidate holds: it may only read releases).
+
+        Parameters
+        ----------
+        size : int
+            The number of rows.
+        num_classes : int
+            K, the size of the label domain.
+
+        Returns
+        -------
+        PrivateLabels
+            Labels that :func:`unseal` and every release refuse (:class:`PrivateLabelAccessError`).
+        """
         root = _Root(np.zeros(int(size), dtype=np.int64), None)
         root.withheld = True
         return cls._make(root, None, None, int(num_classes))
@@ -161,7 +214,24 @@ class PrivateLabels:
     @classmethod
     def concatenate(cls, parts: Sequence[PrivateLabels]) -> PrivateLabels:
         """New labels: the rows of ``parts``, one after the other (e.g. the training labels and an
-        auditor's canaries). The result is a new set of labels, with no release and no budget."""
+        auditor's canaries). The result is a new set of labels, with no release and no budget.
+
+        Parameters
+        ----------
+        parts : sequence of PrivateLabels
+            The labels to join; the result takes the first part's classes.
+
+        Returns
+        -------
+        PrivateLabels
+            New labels: what has been released of the parts is not carried over.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If ``parts`` is empty or holds something other than PrivateLabels, or the parts differ in
+            their number of classes, or one of them is on a grid.
+        """
         parts = list(parts)
         if not parts or any(not isinstance(part, PrivateLabels) for part in parts):
             raise ConfigError("concatenate takes a non-empty sequence of PrivateLabels")
@@ -174,12 +244,51 @@ class PrivateLabels:
     @classmethod
     def public(cls, indices, num_classes: int) -> PrivateLabels:
         """Labels that are not private (an auditor's planted canary labels) in the same type, so that
-        they can be concatenated with private ones."""
+        they can be concatenated with private ones.
+
+        Parameters
+        ----------
+        indices : array_like of int
+            (n,) class positions in [0, num_classes).
+        num_classes : int
+            K, the size of the label domain.
+
+        Returns
+        -------
+        PrivateLabels
+            As :meth:`from_indices` returns them (without classes).
+
+        Raises
+        ------
+        labeldp.errors.DataError
+            If ``indices`` is not a non-empty 1-d array of whole numbers in [0, num_classes).
+        """
         return cls.from_indices(indices, num_classes)
 
     def replaced(self, rows, indices) -> PrivateLabels:
         """New labels: these, with the rows ``rows`` given the class positions ``indices`` (an auditor's
-        planted labels, which are the auditor's own). A new set of labels, with no release."""
+        planted labels, which are the auditor's own). A new set of labels, with no release.
+
+        The true labels are copied into the new set, inside the boundary; nothing is released.
+
+        Parameters
+        ----------
+        rows : array_like of int
+            Rows of this view.
+        indices : array_like of int
+            The planted class positions, one per row of ``rows``, in [0, num_classes).
+
+        Returns
+        -------
+        PrivateLabels
+            New labels with this view's classes, no release and no budget.
+
+        Raises
+        ------
+        labeldp.errors.DataError
+            If ``indices`` is not a non-empty 1-d array of whole numbers in [0, num_classes) (always, for
+            numeric labels: class labels only).
+        """
         values = _open(self).copy()
         planted = PrivateLabels.from_indices(indices, self._num_classes or 0)
         values[np.asarray(rows, dtype=np.int64)] = _open(planted)
@@ -191,47 +300,112 @@ class PrivateLabels:
 
     @property
     def shape(self) -> tuple[int]:
+        """The view's shape, as an array's (public).
+
+        Returns
+        -------
+        tuple of int
+            ``(len(self),)``.
+        """
         return (len(self),)
 
     @property
     def size(self) -> int:
+        """The view's number of rows (public).
+
+        Returns
+        -------
+        int
+            ``len(self)``.
+        """
         return len(self)
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions, as an array's.
+
+        Returns
+        -------
+        int
+            1.
+        """
         return 1
 
     @property
     def num_classes(self) -> int | None:
-        """The size of the label domain (None for numeric labels not yet put on a grid)."""
+        """The size of the label domain (None for numeric labels not yet put on a grid).
+
+        Returns
+        -------
+        int or None
+            K, or the number of grid points of labels put on a grid.
+        """
         return self._num_classes
 
     @property
     def classes(self) -> tuple | None:
-        """The declared label values, in order (None when the labels were given as positions)."""
+        """The declared label values, in order (None when the labels were given as positions).
+
+        Returns
+        -------
+        tuple or None
+            The classes (public).
+        """
         return self._classes
 
     @property
     def is_numeric(self) -> bool:
+        """Whether these are numeric labels (a regression) not yet put on a grid.
+
+        Returns
+        -------
+        bool
+            True when the labels have no label domain.
+        """
         return self._num_classes is None
 
     @property
     def positions(self) -> np.ndarray:
-        """Which rows of the labels as they entered this view holds (public: row numbers, no label)."""
+        """Which rows of the labels as they entered this view holds (public: row numbers, no label).
+
+        Returns
+        -------
+        numpy.ndarray
+            (len(self),) int64 row numbers, a copy.
+        """
         return np.arange(self._root.values.size) if self._rows is None else self._rows.copy()
 
     @property
     def covers_all(self) -> bool:
-        """Whether this view holds every row of the labels as they entered, in order."""
+        """Whether this view holds every row of the labels as they entered, in order.
+
+        Returns
+        -------
+        bool
+            True for the labels as they entered, or a view of all their rows in order.
+        """
         return self._rows is None or np.array_equal(self._rows, np.arange(self._root.values.size))
 
     @property
     def ledger(self) -> PrivacyLedger:
-        """What the releases of these labels have spent, per row of the labels as they entered."""
+        """What the releases of these labels have spent, per row of the labels as they entered.
+
+        Returns
+        -------
+        PrivacyLedger
+            The ledger shared by every view of the labels (members: rows of the labels as they entered).
+        """
         return self._root.ledger
 
     @property
     def budget(self) -> LabelBudget | None:
+        """The cap on what the releases of these labels may spend together.
+
+        Returns
+        -------
+        LabelBudget or None
+            The budget given when the labels entered; None: each row is released at most once.
+        """
         return self._root.budget
 
     def __getitem__(self, rows) -> PrivateLabels:
@@ -257,7 +431,24 @@ class PrivateLabels:
     def on_grid(self, grid) -> PrivateLabels:
         """Numeric labels as positions on a public grid: each value clipped to the grid's range and
         snapped to its nearest point (ties to the lower), a view of the same labels (their releases
-        are releases of these labels)."""
+        are releases of these labels).
+
+        Parameters
+        ----------
+        grid : array_like
+            The public grid: at least 2 strictly increasing finite values.
+
+        Returns
+        -------
+        PrivateLabels
+            A view whose values are grid positions, with ``num_classes`` the number of grid points.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If these labels are not numeric, or ``grid`` is not at least 2 strictly increasing finite
+            values.
+        """
         if not self.is_numeric:
             raise ConfigError("only numeric labels (PrivateLabels without classes) are put on a grid")
         points = np.asarray(grid, dtype=np.float64)
@@ -318,7 +509,35 @@ class PrivateLabels:
         them, on which the release records its events), the same object every later time, whichever view
         asks. ``key`` must name everything the release depends on (mechanism, epsilon, prior, noise
         source), so that two requests with one key may share it. ``bound`` is an event that dominates
-        what the release records on each row, checked against the budget before anything is drawn."""
+        what the release records on each row, checked against the budget before anything is drawn.
+
+        Releases what ``draw`` releases of every row's true label, under the guarantee of the events
+        it records: they are recorded, per row, on these labels' ledger (:attr:`ledger`) and charged to
+        their budget. A release shared with an earlier request is returned without a new draw or a new
+        charge.
+
+        Parameters
+        ----------
+        key : hashable
+            Names the release and everything it depends on.
+        bound : dp_accounting.dp_event.DpEvent
+            An event that dominates what ``draw`` records on each row.
+        draw : callable
+            ``draw(labels, ledger)`` -> the release: reads ``labels`` (all rows, in order) with
+            :func:`unseal`, randomises them and records its events on ``ledger``.
+
+        Returns
+        -------
+        object
+            What ``draw`` returned, the first time or any later time.
+
+        Raises
+        ------
+        PrivateLabelAccessError
+            If the labels were withheld, or (without a budget) some of their rows were released before.
+        labeldp.errors.BudgetError
+            If, with a budget, ``bound`` on every row could take the labels past it.
+        """
         root = self._root
         with root.lock:
             if key not in root.shared:
@@ -329,12 +548,51 @@ class PrivateLabels:
     def release_new(self, bound: dp_event.DpEvent, draw: Callable[[PrivateLabels, PrivacyLedger], T]) -> T:
         """A release of this view's rows that nothing else shares (it depends on more than public
         settings, e.g. on a model trained on an earlier part of it): drawn by ``draw(labels, ledger)``
-        with ``ledger`` over this view's rows; checked first, with ``bound``, against the budget."""
+        with ``ledger`` over this view's rows; checked first, with ``bound``, against the budget.
+
+        Releases what ``draw`` releases of this view's true labels, under the guarantee of the events
+        it records: they are recorded, per row, on these labels' ledger (:attr:`ledger`) and charged to
+        their budget.
+
+        Parameters
+        ----------
+        bound : dp_accounting.dp_event.DpEvent
+            An event that dominates what ``draw`` records on each row.
+        draw : callable
+            ``draw(labels, ledger)`` -> the release: reads ``labels`` (this view) with :func:`unseal`,
+            randomises them and records its events on ``ledger`` (members: positions in this view).
+
+        Returns
+        -------
+        object
+            What ``draw`` returned.
+
+        Raises
+        ------
+        PrivateLabelAccessError
+            If the labels were withheld, or (without a budget) some of this view's rows were released
+            before.
+        labeldp.errors.BudgetError
+            If, with a budget, ``bound`` on this view's rows could take the labels past it.
+        """
         with self._root.lock:
             return self._draw(bound, self.positions, draw)
 
     def shared_release(self, key: Hashable) -> Any | None:
-        """The release ``key`` drawn by :meth:`release_once` (None if there is none yet)."""
+        """The release ``key`` drawn by :meth:`release_once` (None if there is none yet).
+
+        Reads no label and releases nothing: it returns what was released before.
+
+        Parameters
+        ----------
+        key : hashable
+            The key the release was drawn under.
+
+        Returns
+        -------
+        object or None
+            The release, or None.
+        """
         return self._root.shared.get(key)
 
     def _draw(
@@ -392,7 +650,27 @@ def unseal(labels: PrivateLabels | np.ndarray) -> np.ndarray:
     row order; a plain array is returned as it is (taken as true labels).
 
     The one way to read private labels. Call it only in the release boundary or a private-side trainer
-    (see the module docstring); ``tests/boundary/test_labels.py`` lists the places that do."""
+    (see the module docstring); ``tests/boundary/test_labels.py`` lists the places that do.
+
+    It releases nothing and records nothing: the caller must randomise what it reads and record the
+    spend (:meth:`PrivateLabels.release_once`, :meth:`PrivateLabels.release_new`).
+
+    Parameters
+    ----------
+    labels : PrivateLabels or numpy.ndarray
+        Private labels (a view), or an array of true labels.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) the true values: for private labels read-only, int64 class or grid positions or float64
+        numbers; a plain array as ``numpy.asarray`` gives it.
+
+    Raises
+    ------
+    PrivateLabelAccessError
+        If the labels were withheld.
+    """
     if not isinstance(labels, PrivateLabels):
         return np.asarray(labels)
     if labels._root.withheld:

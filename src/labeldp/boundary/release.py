@@ -67,6 +67,21 @@ class Release:
     free to use). ``arrays`` holds the rest of what was released (RR-with-prior's k, ALIBI's noisy
     vectors, a histogram's counts, PATE's answered queries, a regression's released ``values``) and
     what a method derived from it, which it saves alongside.
+
+    Attributes
+    ----------
+    members : numpy.ndarray
+        The examples whose labels the mechanism read, sorted indices into the ledger's dataset.
+    event : dp_accounting.dp_event.DpEvent
+        The event recorded for each member.
+    description : str
+        The ledger entry's description.
+    labels : numpy.ndarray or None
+        One released label per member, where the mechanism releases labels.
+    likelihood : numpy.ndarray or None
+        (members, K) the noise channel of the released labels, where it is known.
+    arrays : Mapping of str to numpy.ndarray
+        The rest of what was released, and what a method derived from it.
     """
 
     members: np.ndarray
@@ -77,14 +92,47 @@ class Release:
     arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     def with_arrays(self, **arrays: np.ndarray) -> Release:
-        """This release with more (derived, public) arrays kept beside it."""
+        """This release with more (derived, public) arrays kept beside it.
+
+        Parameters
+        ----------
+        **arrays : numpy.ndarray
+            Name -> array; a name already in :attr:`arrays` is replaced.
+
+        Returns
+        -------
+        Release
+            A new release; nothing is recorded.
+        """
         return dataclasses.replace(self, arrays={**self.arrays, **arrays})
 
     def record(self, ledger: PrivacyLedger, tag: str | None = None) -> None:
+        """Record this release's event on ``ledger`` for its members (the ``release_*`` functions do it).
+
+        Parameters
+        ----------
+        ledger : PrivacyLedger
+            The ledger.
+        tag : str or None, optional
+            The entry's tag, new on the ledger (default None).
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If ``tag`` is on the ledger already, the members do not fit the ledger, or the ledger cannot
+            account the event.
+        """
         ledger.record(self.event, self.members, self.description, tag)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """Everything, as arrays for ``numpy.savez`` (:meth:`from_arrays` reads them back)."""
+        """Everything, as arrays for ``numpy.savez`` (:meth:`from_arrays` reads them back).
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            :attr:`arrays`, ``labels`` and ``likelihood`` where given, ``members``, ``description`` and
+            ``event`` (as JSON text).
+        """
         optional = {
             name: value
             for name, value in (("labels", self.labels), ("likelihood", self.likelihood))
@@ -100,6 +148,18 @@ class Release:
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> Release:
+        """A release from :meth:`to_arrays`' arrays (e.g. read back with ``numpy.load``).
+
+        Parameters
+        ----------
+        arrays : Mapping of str to numpy.ndarray
+            The arrays :meth:`to_arrays` gave.
+
+        Returns
+        -------
+        Release
+            The release; nothing is recorded.
+        """
         rest = {
             key: value
             for key, value in arrays.items()
@@ -146,7 +206,42 @@ def release_randomized_response(
     tag: str | None = None,
 ) -> Release:
     """K-ary RR on ``labels`` (the true labels of ``members``, in index order): epsilon-label-DP per
-    member, recorded as one ``RandomizedResponseDpEvent`` over K buckets."""
+    member, recorded as one ``RandomizedResponseDpEvent`` over K buckets.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The ledger the release is recorded on (under replace-one-label neighbours).
+    labels : PrivateLabels or numpy.ndarray
+        The true labels of ``members``, in index order, as class positions in [0, num_classes); read
+        here (:func:`~labeldp.boundary.labels.unseal`).
+    members : array_like
+        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
+        mask over it.
+    num_classes : int
+        K, the number of classes.
+    epsilon : float
+        The privacy parameter, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
+        generator, or an integer seed (reproducible, hence not private).
+    tag : str or None, optional
+        The ledger entry's tag, new on the ledger (default None).
+
+    Returns
+    -------
+    Release
+        The released labels, their channel, and ``arrays["k"]`` (K for every member).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Before anything is drawn: if ``epsilon`` is not a finite number > 0, a label is outside its range (which,
+        and how many, is not said), ``members`` is invalid or not as long as the per-member arrays, or ``tag`` is on
+        the ledger already.
+    labeldp.boundary.PrivateLabelAccessError
+        If ``labels`` were withheld.
+    """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true)
@@ -176,6 +271,44 @@ def release_rr_with_prior(
     label outside releases the uniform distribution on the top k, a mixture of RR outputs; two labels
     outside release the same distribution). RR's hockey-stick divergence at fixed epsilon decreases in
     k, so the event recorded is RR over the smallest k >= 2 drawn, which dominates every member.
+
+    The release is epsilon-label-DP for each member, recorded on ``ledger``, when the priors do not
+    depend on the members' own labels (nothing is recorded if every k is 1: no released label then
+    depends on a label).
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The ledger the release is recorded on (under replace-one-label neighbours).
+    labels : PrivateLabels or numpy.ndarray
+        The true labels of ``members``, in index order, as class positions in [0, K); read here
+        (:func:`~labeldp.boundary.labels.unseal`).
+    members : array_like
+        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
+        mask over it.
+    priors : array_like
+        (members, K) one prior per member, each a distribution over the K classes.
+    epsilon : float
+        The privacy parameter, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
+        generator, or an integer seed (reproducible, hence not private).
+    tag : str or None, optional
+        The ledger entry's tag, new on the ledger (default None).
+
+    Returns
+    -------
+    Release
+        The released labels, their channel, and ``arrays["k"]`` (each member's k).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Before anything is drawn: if ``epsilon`` is not a finite number > 0, ``priors`` are not distributions, a
+        label is outside its range (which, and how many, is not said), ``members`` is invalid or not as long as the
+        per-member arrays, or ``tag`` is on the ledger already.
+    labeldp.boundary.PrivateLabelAccessError
+        If ``labels`` were withheld.
     """
     eps = check_epsilon(epsilon)
     prior = check_priors(priors)
@@ -219,6 +352,49 @@ def release_rr_on_bins(
     has one bin. The release's ``labels`` are the released bins, ``arrays["values"]`` the released
     values, ``arrays["k"]`` each member's d, ``arrays["bin_of"]`` each member's map (its grid points'
     bins), and its likelihood the channel over the grid.
+
+    The release is epsilon-label-DP for each member, recorded on ``ledger``, when each prior row does
+    not depend on the labels of the members that use it.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The ledger the release is recorded on (under replace-one-label neighbours).
+    labels : PrivateLabels or numpy.ndarray
+        The grid indices of the members' true numeric labels, in index order; read here
+        (:func:`~labeldp.boundary.labels.unseal`).
+    members : array_like
+        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
+        mask over it.
+    grid : array_like
+        (G,) the public grid of label values.
+    priors : array_like
+        Distributions over the grid: (G,) shared by every member, (m, G) rows chosen by
+        ``prior_index``, or (members, G), one row per member.
+    epsilon : float
+        The privacy parameter, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
+        generator, or an integer seed (reproducible, hence not private).
+    tag : str or None, optional
+        The ledger entry's tag, new on the ledger (default None).
+    prior_index : array_like of int or None, optional
+        With (m, G) priors, each member's prior row (default None).
+
+    Returns
+    -------
+    Release
+        The released bins, their channel over the grid, and ``arrays["values"]``, ``arrays["k"]`` and
+        ``arrays["bin_of"]``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Before anything is drawn: if ``epsilon``, ``grid``, ``priors`` or ``prior_index`` is invalid, a label is
+        outside its range (which, and how many, is not said), ``members`` is invalid or not as long as the
+        per-member arrays, or ``tag`` is on the ledger already.
+    labeldp.boundary.PrivateLabelAccessError
+        If ``labels`` were withheld.
     """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, np.asarray(grid).size)
@@ -252,7 +428,42 @@ def release_laplace_value(
     (:mod:`labeldp.mechanisms.laplace_value`): epsilon-DP per member, recorded as
     ``DiscreteLaplaceDpEvent(epsilon / (G - 1), G - 1)``. ``arrays["noisy_steps"]`` is the release (in
     grid steps from grid[0]), ``arrays["values"]`` its label values; ``labels`` the grid point nearest
-    each released value."""
+    each released value.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The ledger the release is recorded on (under replace-one-label neighbours).
+    labels : PrivateLabels or numpy.ndarray
+        The grid indices of the members' true numeric labels, in index order; read here
+        (:func:`~labeldp.boundary.labels.unseal`).
+    members : array_like
+        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
+        mask over it.
+    grid : array_like
+        (G,) the public, evenly spaced grid of label values.
+    epsilon : float
+        The privacy parameter, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
+        generator, or an integer seed (reproducible, hence not private).
+    tag : str or None, optional
+        The ledger entry's tag, new on the ledger (default None).
+
+    Returns
+    -------
+    Release
+        The nearest grid points, their channel, ``arrays["noisy_steps"]`` and ``arrays["values"]``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Before anything is drawn: if ``epsilon`` or ``grid`` is invalid, a label is outside its range (which, and
+        how many, is not said), ``members`` is invalid or not as long as the per-member arrays, or ``tag`` is on the
+        ledger already.
+    labeldp.boundary.PrivateLabelAccessError
+        If ``labels`` were withheld.
+    """
     eps = check_epsilon(epsilon)
     points = np.asarray(grid, dtype=np.float64)
     true = _true_labels(labels, points.size)
@@ -277,6 +488,34 @@ def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int
 
     Recorded as a ``NonPrivateDpEvent``, so the ledger's epsilon becomes infinite: a run that uses
     this can never be reported as private.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The ledger the release is recorded on (under replace-one-label neighbours).
+    labels : PrivateLabels or numpy.ndarray
+        The true labels of ``members``, in index order, as class positions in [0, num_classes); read
+        here (:func:`~labeldp.boundary.labels.unseal`).
+    members : array_like
+        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
+        mask over it.
+    num_classes : int
+        K, the number of classes.
+    tag : str or None, optional
+        The ledger entry's tag, new on the ledger (default None).
+
+    Returns
+    -------
+    Release
+        The true labels, a one-hot channel and ``arrays["k"]`` (K for every member).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Before anything is drawn: if a label is outside its range (which, and how many, is not said), ``members`` is
+        invalid or not as long as the per-member arrays, or ``tag`` is on the ledger already.
+    labeldp.boundary.PrivateLabelAccessError
+        If ``labels`` were withheld.
     """
     true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true)
@@ -311,6 +550,46 @@ def release_noisy_histogram(
     ``groups`` must be public (e.g. k-means clusters of public inputs). Every member's label is read,
     so the ledger records the histogram event for all members; later releases of the same labels
     compose sequentially with it.
+
+    The counts are epsilon-label-DP for each member, recorded on ``ledger``, when the groups are public.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The ledger the release is recorded on (under replace-one-label neighbours).
+    labels : PrivateLabels or numpy.ndarray
+        The true labels of ``members``, in index order, as class positions in [0, num_classes); read
+        here (:func:`~labeldp.boundary.labels.unseal`).
+    members : array_like
+        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
+        mask over it.
+    groups : array_like of int
+        (members,) each member's public group, in [0, num_groups).
+    num_groups : int
+        The number of groups.
+    num_classes : int
+        K, the number of classes.
+    epsilon : float
+        The privacy parameter, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
+        generator, or an integer seed (reproducible, hence not private).
+    tag : str or None, optional
+        The ledger entry's tag, new on the ledger (default None).
+
+    Returns
+    -------
+    Release
+        ``arrays["counts"]`` (num_groups, K), the noisy counts, and ``arrays["groups"]``; no labels.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Before anything is drawn: if ``epsilon`` is not a finite number > 0, a group is outside its range, a label
+        is outside its range (which, and how many, is not said), ``members`` is invalid or not as long as the
+        per-member arrays, or ``tag`` is on the ledger already.
+    labeldp.boundary.PrivateLabelAccessError
+        If ``labels`` were withheld.
     """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
@@ -345,6 +624,46 @@ def release_label_marginals(
     ``bins`` (members x features) must be public (bins of public inputs). Every member's label is
     read once per feature, all inside one release: the ledger records the marginals' event
     (:func:`labeldp.accounting.events.marginals_event`) once for all members.
+
+    The counts are epsilon-label-DP for each member, recorded on ``ledger``, when the bins are public.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The ledger the release is recorded on (under replace-one-label neighbours).
+    labels : PrivateLabels or numpy.ndarray
+        The true labels of ``members``, in index order, as class positions in [0, num_classes); read
+        here (:func:`~labeldp.boundary.labels.unseal`).
+    members : array_like
+        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
+        mask over it.
+    bins : array_like of int
+        (members, features) each member's public bin of each feature.
+    bins_per_feature : array_like of int
+        (features,) the number of bins of each feature.
+    num_classes : int
+        K, the number of classes.
+    epsilon : float
+        The privacy parameter, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
+        generator, or an integer seed (reproducible, hence not private).
+    tag : str or None, optional
+        The ledger entry's tag, new on the ledger (default None).
+
+    Returns
+    -------
+    Release
+        ``arrays["counts"]``, the noisy counts; no labels.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Before anything is drawn: if ``epsilon`` is not a finite number > 0, ``bins`` do not fit
+        ``bins_per_feature``, a label is outside its range (which, and how many, is not said), ``members`` is
+        invalid or not as long as the per-member arrays, or ``tag`` is on the ledger already.
+    labeldp.boundary.PrivateLabelAccessError
+        If ``labels`` were withheld.
     """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
@@ -374,7 +693,43 @@ def release_laplace_one_hot(
     tag: str | None = None,
 ) -> Release:
     """ALIBI's release: each member's one-hot label plus discrete Laplace noise of scale 2 / epsilon per
-    coordinate (epsilon-label-DP), recorded on ``ledger``; ``arrays["noisy_one_hot"]`` is the release."""
+    coordinate (epsilon-label-DP), recorded on ``ledger``; ``arrays["noisy_one_hot"]`` is the release.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The ledger the release is recorded on (under replace-one-label neighbours).
+    labels : PrivateLabels or numpy.ndarray
+        The true labels of ``members``, in index order, as class positions in [0, num_classes); read
+        here (:func:`~labeldp.boundary.labels.unseal`).
+    members : array_like
+        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
+        mask over it.
+    num_classes : int
+        K, the number of classes.
+    epsilon : float
+        The privacy parameter, > 0.
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
+        generator, or an integer seed (reproducible, hence not private).
+    tag : str or None, optional
+        The ledger entry's tag, new on the ledger (default None).
+
+    Returns
+    -------
+    Release
+        The arg-max of each noisy vector as ``labels``, their channel, ``arrays["noisy_one_hot"]``
+        (float32) and ``arrays["k"]`` (K for every member).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Before anything is drawn: if ``epsilon`` is not a finite number > 0, a label is outside its range (which,
+        and how many, is not said), ``members`` is invalid or not as long as the per-member arrays, or ``tag`` is on
+        the ledger already.
+    labeldp.boundary.PrivateLabelAccessError
+        If ``labels`` were withheld.
+    """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true)
@@ -407,20 +762,52 @@ def release_pate_labels(
 ) -> Release:
     """PATE's aggregated answers to every query, recorded on ``ledger``.
 
-    Args:
-        teacher_predictions: (teachers, queries) class votes; teacher t must have been trained on
-            the labels of the members with ``teacher_of == t`` only (and on public inputs).
-        teacher_of: each member's teacher, integers in [0, teachers): the partition is disjoint.
-        noise_std: GNMax vote noise sigma.
-        threshold, threshold_noise_std: both or neither; with them, confident GNMax (answer only if
-            the top vote count plus N(0, threshold_noise_std^2) reaches ``threshold``).
-
-    Returns the release whose ``labels`` are the answers over the queries (-1 where a query was not
-    answered) and ``arrays["answered"]`` the answered mask.
-
     Every member is charged for every query (replacing its label may change its teacher's vote on
     any of them): ``queries`` GNMax answers and, for the confident variant, as many threshold checks
     (:func:`labeldp.accounting.events.pate_event`), whatever the number answered.
+
+    The answers are label-DP for each member with the (epsilon, delta) that the ledger computes for
+    that event (Gaussian noise), when every teacher was trained on its own disjoint part of the labels.
+    No label is read here: the votes are.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The ledger the release is recorded on (under replace-one-label neighbours).
+    teacher_predictions : array_like of int
+        (teachers, queries) class votes; teacher t must have been trained on
+        the labels of the members with ``teacher_of == t`` only (and on public inputs).
+    teacher_of : array_like of int
+        Each member's teacher, integers in [0, teachers): the partition is disjoint.
+    members : array_like
+        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
+        mask over it.
+    num_classes : int
+        K, the number of classes.
+    noise_std : float
+        GNMax vote noise sigma.
+    threshold, threshold_noise_std : float or None, optional
+        Both or neither; with them, confident GNMax (answer only if
+        the top vote count plus N(0, threshold_noise_std^2) reaches ``threshold``), ``threshold`` in
+        votes, in (0, teachers].
+    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
+        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
+        generator, or an integer seed (reproducible, hence not private).
+    tag : str or None, optional
+        The ledger entry's tag, new on the ledger (default None).
+
+    Returns
+    -------
+    Release
+        The release whose ``labels`` are the answers over the queries (-1 where a query was not
+        answered) and ``arrays["answered"]`` the answered mask.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Before anything is drawn: if only one of ``threshold`` and ``threshold_noise_std`` is given, ``threshold``
+        is outside (0, teachers], a noise standard deviation is not > 0, the votes or ``teacher_of`` are outside
+        their range, ``members`` is invalid or not as long as ``teacher_of``, or ``tag`` is on the ledger already.
     """
     if (threshold is None) != (threshold_noise_std is None):
         raise ConfigError("confident GNMax needs both threshold and threshold_noise_std (plain GNMax neither)")

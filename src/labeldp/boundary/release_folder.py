@@ -145,26 +145,65 @@ def privatize_table(
     """Release the label column of a table once, streamed in blocks of ``batch_rows`` rows, into the
     new folder ``out`` (``labels.parquet``, ``release.json``, ``ledger.json``; see the module docstring).
 
-    Args:
-        source: a Parquet or CSV file, a folder of them (read in the order of their sorted paths;
-            names starting with ``.`` or ``_`` are skipped), a pyarrow Table or Dataset, or a DataFrame.
-        out: the release folder; it must not exist.
-        label_column: the private labels (of a CSV file: read as text; see the module docstring for
-            the type ``released_label`` is written in).
-        id_column: a public row identifier, copied next to each released label; one distinct value
-            a row (a duplicated id is an error before anything is drawn).
-        classes: the label domain, in order (public, declared; a label outside it, or a missing one,
-            is an error before anything is written or drawn).
-        epsilon: each label's privacy budget.
-        prior_columns: RR-with-prior with a per-row prior: K numeric columns, one per class in the
-            classes' order, each row a distribution not depending on that row's own label.
-        prior: RR-with-prior with one (K,) prior shared by every row.
-        write_channel: also write each row's channel, ``channel_j`` = Pr[released | true class j].
-        batch_rows: rows drawn and written at a time (one Parquet row group); the release pass's memory is
-            bounded by it (the first pass, checking the ids, keeps 8 bytes a row).
-        noise: the noise source.
+    Each label is released once by RR (or RR-with-prior, given a prior), epsilon-label-DP (RR-with-prior:
+    when the priors do not depend on the rows' own labels), recorded in ``ledger.json`` as one entry over
+    every row; with an insecure seed the release is NOT PRIVATE, and its sidecar says so.
 
-    Returns the sidecar (the content of ``release.json``) with ``seconds``, the time it took.
+    Parameters
+    ----------
+    source : str or os.PathLike or pyarrow.Table or pyarrow.dataset.Dataset or pandas.DataFrame
+        A Parquet or CSV file, a folder of them (read in the order of their sorted paths;
+        names starting with ``.`` or ``_`` are skipped), a pyarrow Table or Dataset, or a DataFrame.
+    out : str or os.PathLike
+        The release folder; it must not exist.
+    label_column : str
+        The private labels (of a CSV file: read as text; see the module docstring for
+        the type ``released_label`` is written in).
+    id_column : str
+        A public row identifier, copied next to each released label; one distinct value
+        a row (a duplicated id is an error before anything is drawn).
+    classes : sequence
+        The label domain, in order (public, declared; a label outside it, or a missing one,
+        is an error before anything is written or drawn).
+    epsilon : float
+        Each label's privacy budget.
+    prior_columns : sequence of str or None, optional
+        RR-with-prior with a per-row prior: K numeric columns, one per class in the
+        classes' order, each row a distribution not depending on that row's own label.
+    prior : array_like or None, optional
+        RR-with-prior with one (K,) prior shared by every row.
+    write_channel : bool, optional
+        Also write each row's channel, ``channel_j`` = Pr[released | true class j] (default False).
+    batch_rows : int, optional
+        Rows drawn and written at a time (one Parquet row group); the release pass's memory is
+        bounded by it (the first pass, checking the ids, keeps 8 bytes a row).
+    noise : NoiseSource, optional
+        The noise source (fresh OS entropy by default).
+
+    Returns
+    -------
+    dict
+        The sidecar (the content of ``release.json``) with ``seconds``, the time it took.
+
+    Raises
+    ------
+    labeldp.errors.ReleaseExistsError
+        If ``out`` exists: releasing the labels again would spend their budget a second time.
+    labeldp.errors.ConfigError
+        Before anything is read: for invalid ``classes``, ``epsilon``, ``batch_rows``, prior or ``noise``,
+        id, label and prior columns that are not distinct, or an id column named like a column of the
+        release; after reading the schema, for classes that are not values of the label column's type;
+        while drawing (nothing is then written to ``out``), for a row of prior columns that is not a
+        distribution.
+    labeldp.errors.MissingFileError
+        If ``source`` does not exist.
+    labeldp.errors.DataError
+        Before anything is drawn: if the source cannot be read, lacks a column or holds no rows, a label
+        is missing or outside ``classes`` (neither named nor counted), an id is missing or duplicated, or
+        a prior column is not numeric; while drawing (nothing is then written to ``out``), if a prior
+        column has missing values or the source changed.
+    labeldp.errors.RunLockedError
+        If another process is writing a release to ``out``.
     """
     started = time.perf_counter()
     out = Path(out)

@@ -38,6 +38,10 @@ RR_WITH_PRIOR = "rr-with-prior"
 class ReleasedLabels:
     """Labels released once, with what is needed to learn from them.
 
+    Rows are selected like an array's (``released[rows]``: scikit-learn's cross-validation splits it
+    with the features), and ``numpy.asarray(released)`` gives the released label values, which are
+    public (a stratified split on them reads no private label).
+
     Parameters
     ----------
     labels : numpy.ndarray
@@ -65,9 +69,10 @@ class ReleasedLabels:
     private : bool
         False for noise reproducible from an insecure seed (NOT PRIVATE).
 
-    Rows are selected like an array's (``released[rows]``: scikit-learn's cross-validation splits it
-    with the features), and ``numpy.asarray(released)`` gives the released label values, which are
-    public (a stratified split on them reads no private label).
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``likelihood`` is given and is not (n, K).
     """
 
     labels: np.ndarray
@@ -97,10 +102,24 @@ class ReleasedLabels:
     # -- an array of released labels ----------------------------------------------------------------
     @property
     def num_classes(self) -> int:
+        """K, the size of the label domain.
+
+        Returns
+        -------
+        int
+            The number of declared classes.
+        """
         return len(self.classes)
 
     @property
     def shape(self) -> tuple[int]:
+        """The shape, as an array's.
+
+        Returns
+        -------
+        tuple of int
+            ``(n,)``.
+        """
         return (self.labels.size,)
 
     def __len__(self) -> int:
@@ -108,7 +127,13 @@ class ReleasedLabels:
 
     @property
     def values(self) -> np.ndarray:
-        """The released labels as class values (``classes[labels]``)."""
+        """The released labels as class values (``classes[labels]``).
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) object array of the released class values (public).
+        """
         return np.asarray(self.classes, dtype=object)[self.labels]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -128,7 +153,18 @@ class ReleasedLabels:
     # -- the noise channel ----------------------------------------------------------------------------
     def matrix(self) -> np.ndarray:
         """The (K, K) channel P[y, z] = Pr[release z | label y] shared by every row: RR's, or
-        RR-with-prior's under a shared prior. Per-row priors have per-row channels: :meth:`channel`."""
+        RR-with-prior's under a shared prior. Per-row priors have per-row channels: :meth:`channel`.
+
+        Returns
+        -------
+        numpy.ndarray
+            (K, K) float64.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If the rows do not share one channel (RR-with-prior with a prior per row, or another mechanism).
+        """
         if self.mechanism == RR:
             return randomized_response_probabilities(self.num_classes, self.epsilon)
         if self.mechanism == RR_WITH_PRIOR and self.shared_prior is not None:
@@ -184,12 +220,48 @@ class ReleasedLabels:
         return rr_with_prior_likelihood(labels, prior, self.epsilon)
 
     def with_priors(self, priors: Any) -> ReleasedLabels:
-        """These labels with each row's channel computed from its prior (RR-with-prior with a prior per row)."""
+        """These labels with each row's channel computed from its prior (RR-with-prior with a prior per row).
+
+        Parameters
+        ----------
+        priors : array_like
+            (n, K) the rows' priors (the ``prior_columns`` of the source table, in this release's order).
+
+        Returns
+        -------
+        ReleasedLabels
+            A copy whose ``likelihood`` is :meth:`channel` of ``priors``.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            As :meth:`channel`: if the priors are not (n, K) distributions, or do not give the released k.
+        """
         return dataclasses.replace(self, likelihood=self.channel(priors))
 
     @classmethod
     def from_release(cls, release: Any, classes: Sequence[Any], ledger: PrivacyLedger | None = None) -> ReleasedLabels:
-        """The labels and channel of a :class:`~labeldp.boundary.release.Release` of labels."""
+        """The labels and channel of a :class:`~labeldp.boundary.release.Release` of labels.
+
+        Parameters
+        ----------
+        release : Release
+            A release whose ``labels`` and ``likelihood`` are given.
+        classes : sequence
+            The declared label domain, in order.
+        ledger : PrivacyLedger or None, optional
+            The release's ledger (default None).
+
+        Returns
+        -------
+        ReleasedLabels
+            The released labels, their channel, and the release's ``arrays["k"]`` where it has one.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If the release holds no labels with a channel, or the channel does not have one column per class.
+        """
         if release.labels is None or release.likelihood is None:
             raise ConfigError(f"this release holds no labels with a channel: {release.description}")
         return cls(release.labels, release.likelihood, classes, ledger, k=release.arrays.get("k"))

@@ -44,7 +44,30 @@ _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".parq": "parquet", ".csv":
 
 
 def arrow_positions(domain: LabelDomain, column: pa.Array | pa.ChunkedArray, where: str) -> np.ndarray:
-    """Class positions (int64) of an Arrow label column, matched as text (:class:`LabelDomain`)."""
+    """Class positions (int64) of an Arrow label column, matched as text (:class:`LabelDomain`).
+
+    Reads the labels it is given (true labels in :func:`check_rows` and :func:`read_blocks`, released
+    ones in :func:`~labeldp.boundary.folder_format.load_release`) and releases nothing.
+
+    Parameters
+    ----------
+    domain : LabelDomain
+        The declared classes.
+    column : pyarrow.Array or pyarrow.ChunkedArray
+        The label column (dictionary-encoded columns are matched by their values).
+    where : str
+        What the labels are, for the error message.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) int64 positions in the declared classes.
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If a label is missing or outside the classes (which, where and how many are not said).
+    """
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if column.null_count:
@@ -57,7 +80,27 @@ def arrow_positions(domain: LabelDomain, column: pa.Array | pa.ChunkedArray, whe
 
 
 def arrow_class_values(domain: LabelDomain, value_type: pa.DataType, column: str) -> pa.Array:
-    """The classes as values of ``value_type``, the type ``released_label`` is written in."""
+    """The classes as values of ``value_type``, the type ``released_label`` is written in.
+
+    Parameters
+    ----------
+    domain : LabelDomain
+        The declared classes.
+    value_type : pyarrow.DataType
+        The type of ``released_label`` (:func:`released_type`).
+    column : str
+        The label column's name, for the error message.
+
+    Returns
+    -------
+    pyarrow.Array
+        The K classes, in order, of type ``value_type``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the type is not integer, floating-point, boolean or string, or a class is not a value of it.
+    """
     values = []
     for declared in domain.declared:
         spelling = canonical_label(declared)
@@ -85,7 +128,31 @@ def arrow_class_values(domain: LabelDomain, value_type: pa.DataType, column: str
 
 
 def open_source(source, label_column: str) -> tuple[list[ds.Dataset], str]:
-    """The source as datasets to scan in order, and a description of it."""
+    """The source as datasets to scan in order, and a description of it.
+
+    Parameters
+    ----------
+    source : str or os.PathLike or pyarrow.Table or pyarrow.dataset.Dataset or pandas.DataFrame
+        A Parquet or CSV file, a folder of them (data files in the order of their sorted paths; names
+        starting with ``.`` or ``_`` are skipped), an Arrow table or dataset, or a DataFrame.
+    label_column : str
+        The label column, read as text from CSV files (and from a DataFrame's column of objects).
+
+    Returns
+    -------
+    datasets : list of pyarrow.dataset.Dataset
+        One dataset per file (one for an in-memory source).
+    described : str
+        The source in words (its path, ``"an in-memory table"`` or ``"a pyarrow dataset"``).
+
+    Raises
+    ------
+    labeldp.errors.MissingFileError
+        If the path does not exist.
+    labeldp.errors.DataError
+        If a folder holds no data files, a file is neither Parquet nor CSV or cannot be read, or a
+        DataFrame cannot be converted to Arrow (pyarrow's message withheld).
+    """
     if isinstance(source, pd.DataFrame):
         return [ds.dataset(_frame_table(source, label_column))], "an in-memory table"
     if isinstance(source, pa.Table):
@@ -174,7 +241,25 @@ def _reading(where: str, csv: bool) -> Iterator[None]:
 
 def source_schema(datasets: list[ds.Dataset], columns: list[str]) -> pa.Schema:
     """The needed columns' types, from the first file (dictionary-encoded columns as their values);
-    later files' ids and priors are cast to them, their labels never (:func:`read_batches`)."""
+    later files' ids and priors are cast to them, their labels never (:func:`read_batches`).
+
+    Parameters
+    ----------
+    datasets : list of pyarrow.dataset.Dataset
+        The source's datasets (:func:`open_source`).
+    columns : list of str
+        The needed columns.
+
+    Returns
+    -------
+    pyarrow.Schema
+        The columns, in the order given, with the first file's types.
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If a file lacks one of the columns.
+    """
     for dataset in datasets:
         missing = [c for c in columns if c not in dataset.schema.names]
         if missing:
@@ -190,7 +275,20 @@ def source_schema(datasets: list[ds.Dataset], columns: list[str]) -> pa.Schema:
 def released_type(datasets: list[ds.Dataset], label_type: pa.DataType) -> pa.DataType:
     """The type of ``released_label``, never a function of a label value: the label column's
     declared type (the first file's Parquet schema, an in-memory table's), or string when any file
-    is CSV, which declares no types (its labels are read as text)."""
+    is CSV, which declares no types (its labels are read as text).
+
+    Parameters
+    ----------
+    datasets : list of pyarrow.dataset.Dataset
+        The source's datasets.
+    label_type : pyarrow.DataType
+        The label column's type in the source's schema (:func:`source_schema`).
+
+    Returns
+    -------
+    pyarrow.DataType
+        ``label_type``, or ``pyarrow.string()`` when a file is CSV.
+    """
     return pa.string() if any(_is_csv(dataset) for dataset in datasets) else label_type
 
 
@@ -205,7 +303,28 @@ def read_batches(
     """Record batches of the columns in ``schema``, file after file, each batch in file order;
     the read-ahead is bounded (a few batches of at most ``_READ_ROWS`` rows). Every column but
     ``label_column`` is cast to ``schema``'s type: each file's labels keep their own type and are
-    matched to the classes as text (a cast would fail on a label that does not fit, and quote it)."""
+    matched to the classes as text (a cast would fail on a label that does not fit, and quote it).
+
+    Parameters
+    ----------
+    datasets : list of pyarrow.dataset.Dataset
+        The source's datasets, read in order.
+    schema : pyarrow.Schema
+        The columns to read and their types.
+    label_column : str or None, optional
+        The column left in each file's own type (default None: every column is cast).
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        Non-empty batches of the columns in ``schema``, in file order.
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If a file cannot be read (a CSV reader's message withheld), or a column other than the labels
+        cannot be cast to the first file's type.
+    """
     for dataset in datasets:
         with _reading(_describe(dataset), _is_csv(dataset)):
             for batch in dataset.to_batches(
@@ -251,7 +370,37 @@ def check_rows(
     """Read the label and id columns once: every label must be one of the classes (the error says
     neither which nor how many are not), every id present and distinct. Returns the number of rows.
 
-    The ids are checked with 8 bytes a row: each row's 64-bit key (:func:`_id_keys`)."""
+    The ids are checked with 8 bytes a row: each row's 64-bit key (:func:`_id_keys`).
+
+    Reads the true labels to check them against the classes, and releases nothing: only the number of
+    rows comes back, and an error says neither which labels nor how many are refused.
+
+    Parameters
+    ----------
+    datasets : list of pyarrow.dataset.Dataset
+        The source's datasets.
+    schema : pyarrow.Schema
+        The source's columns (:func:`source_schema`), the label and id columns among them.
+    domain : LabelDomain
+        The declared classes.
+    label_column : str
+        The label column.
+    id_column : str
+        The id column.
+    described : str
+        The source in words, for the error messages.
+
+    Returns
+    -------
+    int
+        The number of rows.
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If a label is missing or outside the classes, an id is missing or duplicated (the message names
+        it: ids are public), the source holds no rows, or it cannot be read.
+    """
     where = f"label column {label_column!r}"
     keys: list[np.ndarray] = []
     for batch in read_batches(datasets, pa.schema([schema.field(label_column), schema.field(id_column)]), label_column):
@@ -355,7 +504,37 @@ def read_blocks(
 ) -> Iterator[_Block]:
     """The stream cut into blocks of exactly ``rows`` rows (the last one shorter), whatever the
     batches' sizes, so that the draws do not depend on how the files are cut. Each batch is
-    converted straight into buffers allocated once: memory stays that of one block."""
+    converted straight into buffers allocated once: memory stays that of one block.
+
+    Reads the true labels (as class positions) for the draws, and releases nothing: each block is
+    released by :class:`~labeldp.boundary.column.Draws`.
+
+    Parameters
+    ----------
+    batches : iterator of pyarrow.RecordBatch
+        The source's batches (:func:`read_batches`).
+    rows : int
+        The rows of a block (``batch_rows``).
+    domain : LabelDomain
+        The declared classes.
+    label_column : str
+        The label column.
+    id_column : str
+        The id column.
+    prior_columns : tuple of str or None
+        RR-with-prior's prior columns, one per class, or None.
+
+    Yields
+    ------
+    _Block
+        ``rows`` consecutive rows (the last block shorter): their ids, the labels' class positions and
+        the prior rows (float64, or None). Its arrays are reused by the next block.
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If a label is missing or outside the classes, or an id or a prior value is missing.
+    """
     positions = np.empty(rows, dtype=np.int64)
     prior = np.empty((rows, len(prior_columns)), dtype=np.float64, order="F") if prior_columns else None
     ids: list[pa.Array] = []

@@ -43,6 +43,18 @@ def resolve_name(name: str) -> tuple[str | None, str]:
     """``(section, field)`` of an override's name (``lr`` -> ``("train", "lr")``, ``epsilon`` ->
     ``(None, "epsilon")``).
 
+    Parameters
+    ----------
+    name : str
+        A field's name or its flag's name (without ``--``), with ``-`` or ``_``.
+
+    Returns
+    -------
+    section : str or None
+        ``"train"``, ``"dpsgd"`` or ``"pate"`` for a field of those settings, None for RunConfig's own.
+    field : str
+        The field's name.
+
     Raises
     ------
     ConfigError
@@ -62,10 +74,23 @@ def resolve_name(name: str) -> tuple[str | None, str]:
 def parse_value(name: str, text: str) -> Any:
     """The value of option ``name`` written as ``text``, typed by its field.
 
+    Parameters
+    ----------
+    name : str
+        An option's name, as :func:`resolve_name` takes it.
+    text : str
+        Its value as written: a number, ``true``/``false`` (also ``1``/``0``, ``yes``/``no``) for a
+        switch, ``none`` for an optional value left out, ``V1:V2`` for a tuple.
+
+    Returns
+    -------
+    object
+        The value: a bool, an int, a float, a str, a tuple of them, or None.
+
     Raises
     ------
     ConfigError
-        When ``text`` is not a value of the field's type.
+        When ``text`` is not a value of the field's type, or ``name`` is no option.
     """
     section, field_name = resolve_name(name)
     field = next(
@@ -89,7 +114,26 @@ def parse_value(name: str, text: str) -> Any:
 
 def apply_overrides(config: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
     """``config`` with ``overrides`` (name -> value; a string is parsed by :func:`parse_value`) applied
-    at their level, unresolved (call ``resolved()`` to check the result)."""
+    at their level, unresolved (call ``resolved()`` to check the result).
+
+    Parameters
+    ----------
+    config : RunConfig
+        The configuration to start from (not changed).
+    overrides : Mapping
+        Option name (as :func:`resolve_name` takes it) -> value, or its text.
+
+    Returns
+    -------
+    RunConfig
+        A new configuration with the overrides applied.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        For an unknown name, or a text that is not a value of its field's type (values given as
+        objects are not checked here: ``resolved()`` checks them).
+    """
     top: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
     for name, value in overrides.items():
@@ -107,6 +151,17 @@ def apply_overrides(config: RunConfig, overrides: Mapping[str, Any]) -> RunConfi
 
 def parse_assignments(items: Iterable[str]) -> dict[str, list[str]]:
     """``NAME=V1,V2`` items as ``{name: [values]}`` (names with ``-`` or ``_``, checked).
+
+    Parameters
+    ----------
+    items : iterable of str
+        ``NAME=V1,V2`` items, e.g. ``lr=0.05,0.1``.
+
+    Returns
+    -------
+    dict
+        Name (its ``-`` written ``_``) -> the values' texts, in order (a later item with the same name
+        replaces an earlier one).
 
     Raises
     ------

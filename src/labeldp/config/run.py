@@ -43,7 +43,95 @@ CLUSTERING_OPTIONS = ("encoder", "clusters")
 
 @dataclass
 class RunConfig:
-    """Everything needed to repeat a run. Written to ``config.json``."""
+    """Everything needed to repeat a run. Written to ``config.json``.
+
+    Each field's command-line flag, choices and help are its :func:`~labeldp.options.option`'s; the
+    method-specific ones are listed in :data:`METHOD_OPTIONS`.
+
+    Attributes
+    ----------
+    dataset : str
+        The dataset's name (default ``"digits"``, embedded; the MNIST family and CIFAR read
+        ``data_dir``; ``"csv"`` reads ``table``).
+    data_dir : str or None
+        Folder with the dataset's standard files.
+    table : str or None
+        CSV or Parquet file (dataset ``"csv"``).
+    label_column : str
+        The label column of ``table`` (default ``"label"``).
+    test_table : str or None
+        A separate test table, public (default None: 20% of ``table``'s rows, whose labels are private:
+        see ``test_labels``).
+    features : tuple of str or None
+        Dataset ``"csv"``: the feature columns (default: every column but the label, ``drop`` and
+        ``id_column``).
+    drop : tuple of str or None
+        Dataset ``"csv"``: columns that are not features (another outcome, a leak of the label).
+    id_column : str or None
+        Dataset ``"csv"``: a row identifier, never a feature.
+    classes : tuple of str or None
+        Dataset ``"csv"``: the label values, in order (the label domain is public and must be declared).
+    label_range : tuple of float or None
+        Dataset ``"csv"`` with a numeric label: (LOW, HIGH), the public range it is clipped to; makes the
+        task a regression.
+    label_grid : int or None
+        Grid points over ``label_range`` that the labels are snapped to (default None:
+        :data:`~labeldp.data.grid.DEFAULT_GRID_SIZE`).
+    test_labels : str
+        For test rows held out of the private label column: ``"released"`` (default: released once at
+        ``epsilon`` and the test metrics estimated from that release), ``"public"`` (exact metrics on
+        their true labels, which the epsilon does NOT cover) or ``"none"``; one of :data:`TEST_LABELS`.
+    method : str
+        The method's name (default ``"lp-2st"``).
+    epsilon : float or None
+        The privacy budget epsilon (> 0); required for private methods, refused for the others.
+    delta : float or None
+        Delta of the methods accounted with Gaussian noise (PATE, DP-SGD; default None:
+        :data:`DEFAULT_DELTA`); the other methods are pure epsilon-DP and refuse it.
+    stages : tuple of float or None
+        Fractions of the training set per stage, summing to 1 (default: the method's).
+    model : str or None
+        The network (default None: cnn for 28x28 images, resnet18 for 32x32, else mlp).
+    temperature : float
+        LP-2ST, LP-MST: later stages' prior is softmax(logits / temperature) (default 1.0).
+    prior : str or None
+        Stage 1's prior, one of :data:`PRIORS` (default None: the method's).
+    prior_epsilon : float or None
+        The part of ``epsilon`` spent on the noisy histogram of a cluster or histogram prior (default None:
+        a :data:`DEFAULT_PRIOR_SHARE` share); the label releases use the rest.
+    prior_temperature : float
+        The cluster prior raised to 1 / T, renormalised (default 1.0).
+    clusters : int
+        k-means clusters of a cluster prior (default 100).
+    encoder : str
+        The public features clustered for a cluster prior: ``"pca"`` (default), ``"spectral"``,
+        ``"autoencoder"``, ``"raw"``, or a ``.pt2`` file of one's own encoder.
+    combine_priors : bool
+        LP-2ST, LP-MST with a cluster prior: later stages' prior is the model prior times the cluster
+        prior (default False).
+    loss : str
+        ``"forward"`` (default), ``"ce"`` or ``"mse"``; one of :data:`LOSSES`.
+    reuse_labels : bool
+        LP-2ST, LP-MST: train each stage on earlier stages' released labels too (default True; with
+        ``loss`` ``"ce"`` only those inside the new prior's top k); False: on its own released labels only.
+    warm_start : bool
+        LP-2ST, LP-MST: each later stage goes on training the previous stage's model (default True);
+        False: each stage's model starts from scratch.
+    seed : int
+        Seed of everything that is not private: splits, initialisation, data order, augmentation (never
+        the noise; default 0).
+    secure_rng : bool
+        Draw the noise from ChaCha20 keyed by the OS (default False).
+    insecure_noise_seed : int or None
+        NOT PRIVATE: derive all the noise from this seed, recorded in ``config.json`` (tests and
+        debugging only).
+    train : TrainConfig
+        The training of each stage.
+    dpsgd : DPSGDConfig
+        DP-SGD's settings.
+    pate : PATEConfig
+        PATE's settings.
+    """
 
     dataset: str = option(
         "digits",
@@ -205,10 +293,41 @@ class RunConfig:
 
     @property
     def method_spec(self) -> Method:
+        """The registered method named by ``method``.
+
+        Returns
+        -------
+        labeldp.methods.registry.Method
+            The method.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If no method of that name is registered.
+        """
         return get_method(self.method)
 
     def resolved(self) -> RunConfig:
-        """Validate every field and fill in what depends on the method; raises ``ConfigError``."""
+        """Validate every field and fill in what depends on the method; raises ``ConfigError``.
+
+        Public settings only: it is called before anything is written or released.
+
+        Returns
+        -------
+        RunConfig
+            A new configuration with ``epsilon``, ``delta``, ``stages``, ``prior``, ``prior_epsilon``,
+            ``label_range`` and ``label_grid`` filled in, ``classes`` as text, and the data paths (and an
+            encoder file) made absolute.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            For an unknown dataset, method, model or choice, a budget the method does not take or lacks,
+            stages, prior or label-range settings that do not fit, options the method does not use set
+            away from their defaults, invalid training settings, or what the method's own check refuses.
+        labeldp.errors.MissingFileError
+            If ``encoder`` names a file that does not exist.
+        """
         get_dataset(self.dataset)  # refuses an unknown name
         method = self.method_spec
         if self.model is not None and self.model not in MODELS:
@@ -391,7 +510,13 @@ class RunConfig:
 
     @property
     def label_values(self) -> np.ndarray | None:
-        """The declared grid of a numeric label (None unless label_range is declared)."""
+        """The declared grid of a numeric label (None unless label_range is declared).
+
+        Returns
+        -------
+        numpy.ndarray or None
+            The grid's values over ``label_range``, ``label_grid`` points (or the default number).
+        """
         if self.label_range is None:
             return None
         return label_grid(*self.label_range, self.label_grid or DEFAULT_GRID_SIZE)
@@ -399,27 +524,73 @@ class RunConfig:
     @property
     def test_held_out(self) -> bool:
         """Whether the test rows are held out of the private label column (a table without a test
-        table, MovieLens's split), so that their labels are private too."""
+        table, MovieLens's split), so that their labels are private too.
+
+        Returns
+        -------
+        bool
+            True when the test labels are private.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If ``dataset`` is not a registered dataset.
+        """
         dataset = get_dataset(self.dataset)
         return dataset.held_out_test or (dataset.source == "table" and self.test_table is None)
 
     @property
     def label_epsilon(self) -> float | None:
-        """The epsilon of each stage's label release: what is left after the prior's share."""
+        """The epsilon of each stage's label release: what is left after the prior's share.
+
+        Returns
+        -------
+        float or None
+            ``epsilon - prior_epsilon`` (``epsilon`` without a prior's share); None without an epsilon.
+        """
         if self.epsilon is None:
             return None
         return self.epsilon - (self.prior_epsilon or 0.0)
 
     @property
     def noise(self) -> NoiseSource:
-        """Where the run's noise comes from (:mod:`labeldp.randomness`)."""
+        """Where the run's noise comes from (:mod:`labeldp.randomness`).
+
+        Returns
+        -------
+        NoiseSource
+            From ``secure_rng`` and ``insecure_noise_seed``.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If both ``secure_rng`` and ``insecure_noise_seed`` are set.
+        """
         return NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
 
     def with_overrides(self, **fields: Any) -> RunConfig:
-        """This configuration with some fields replaced (those given as None are left alone)."""
+        """This configuration with some fields replaced (those given as None are left alone).
+
+        Parameters
+        ----------
+        **fields : object
+            Field name -> new value; None leaves the field as it is.
+
+        Returns
+        -------
+        RunConfig
+            A new configuration, unresolved.
+        """
         return dataclasses.replace(self, **{k: v for k, v in fields.items() if v is not None})
 
     def to_dict(self) -> dict[str, Any]:
+        """The configuration as JSON-ready data (what ``config.json`` holds).
+
+        Returns
+        -------
+        dict
+            Every field, the nested settings as dicts and the tuples as lists.
+        """
         data = asdict(self)
         for name in ("stages", "classes", "features", "drop", "label_range"):
             data[name] = list(data[name]) if data[name] is not None else None
@@ -427,6 +598,19 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        """A configuration from :meth:`to_dict`'s data (``config.json``), unresolved.
+
+        Parameters
+        ----------
+        data : dict
+            Field name -> value; the nested settings as dicts (missing ones at their defaults), the
+            tuples as lists. Fields left out take their defaults.
+
+        Returns
+        -------
+        RunConfig
+            The configuration.
+        """
         data = dict(data)
         data["train"] = TrainConfig(**data.get("train", {}))
         data["dpsgd"] = DPSGDConfig(**data.get("dpsgd", {}))
@@ -438,7 +622,18 @@ class RunConfig:
 
 
 def options_unused_by(method: str) -> tuple[str, ...]:
-    """The method-specific RunConfig fields (:data:`METHOD_OPTIONS`) that ``method`` does not use."""
+    """The method-specific RunConfig fields (:data:`METHOD_OPTIONS`) that ``method`` does not use.
+
+    Parameters
+    ----------
+    method : str
+        A method's name.
+
+    Returns
+    -------
+    tuple of str
+        The field names, in :data:`METHOD_OPTIONS`' order.
+    """
     return tuple(name for name in METHOD_OPTIONS if method not in methods_using(name))
 
 

@@ -31,19 +31,64 @@ class _ChannelsLastMaxPool(torch.autograd.Function):
 
     @staticmethod
     def forward(x, kernel_size, stride, padding, dilation, ceil_mode):
+        """Each window's maximum and its flat position, found on a channels-last copy of ``x``.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Input of shape (N, C, H, W) or (C, H, W).
+        kernel_size, stride, padding, dilation : tuple of int
+            As for :func:`torch.nn.functional.max_pool2d`, each a pair.
+        ceil_mode : bool
+            As for :func:`torch.nn.functional.max_pool2d`.
+
+        Returns
+        -------
+        values : torch.Tensor
+            The window maxima, contiguous in (N, C, H', W') order.
+        indices : torch.Tensor
+            The flat positions of the maxima in each (H, W) plane (the first maximum of a window).
+        """
         values, indices = torch.ops.aten.max_pool2d_with_indices(
             _channels_last(x), kernel_size, stride, padding, dilation, ceil_mode
         )
         return values.contiguous(), indices.contiguous()
 
     @staticmethod
-    def setup_context(ctx, inputs, output):
+    def setup_context(ctx, inputs, output) -> None:
+        """Save the input and the maxima's positions for :meth:`backward`, and the pooling settings.
+
+        Parameters
+        ----------
+        ctx : torch.autograd.function.FunctionCtx
+            The autograd context.
+        inputs : tuple
+            :meth:`forward`'s arguments.
+        output : tuple of torch.Tensor
+            :meth:`forward`'s result (the positions are marked non-differentiable).
+        """
         x, *ctx.settings = inputs
         ctx.save_for_backward(x, output[1])
         ctx.mark_non_differentiable(output[1])
 
     @staticmethod
     def backward(ctx, grad_values, _grad_indices):
+        """The gradient with respect to the input, by torch's (N, C, H, W) backward kernel.
+
+        Parameters
+        ----------
+        ctx : torch.autograd.function.FunctionCtx
+            The autograd context of :meth:`setup_context`.
+        grad_values : torch.Tensor
+            The gradient with respect to the pooled values.
+        _grad_indices : torch.Tensor or None
+            Unused (the positions are not differentiable).
+
+        Returns
+        -------
+        tuple
+            The input's gradient, then None for each pooling setting.
+        """
         x, indices = ctx.saved_tensors
         grad = torch.ops.aten.max_pool2d_with_indices_backward(grad_values.contiguous(), x, *ctx.settings, indices)
         return grad, None, None, None, None, None

@@ -166,6 +166,18 @@ class _Block(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The block's output: the residual branch plus the input (or its 1x1 projection).
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Input of shape (B, in_planes, H, W).
+
+        Returns
+        -------
+        torch.Tensor
+            Output of shape (B, planes, ceil(H / stride), ceil(W / stride)).
+        """
         out = F.relu(self.norm1(x))
         skip = x if self.shortcut is None else self.shortcut(out)
         out = self.conv1(out)

@@ -47,7 +47,20 @@ def mnist_spectral_config(epsilon: float, seed: int = 0) -> RunConfig:
     (``benchmarks/cluster_purity.py``), 50 clusters rather than 100 (purity 96.2 % against 96.4 %,
     with twice the examples per noisy count), the untempered prior, LP-2ST's training options
     unchanged. Variants compared on MNIST's test accuracy at epsilon 0.5 (seed 0), the model prior at
-    temperature 3 (97.32 %) and combined priors (97.12 %), were no better than this (97.26 %)."""
+    temperature 3 (97.32 %) and combined priors (97.12 %), were no better than this (97.26 %).
+
+    Parameters
+    ----------
+    epsilon : float
+        The run's epsilon; the histogram's share is :func:`labeldp.priors.histogram_epsilon` of it.
+    seed : int, optional
+        The run's public seed (default 0).
+
+    Returns
+    -------
+    RunConfig
+        LP-2ST on MNIST with a cluster prior of 50 clusters of the spectral encoder, unresolved.
+    """
     return RunConfig(
         dataset="mnist",
         method="lp-2st",
@@ -75,7 +88,23 @@ MOVIELENS_METHODS = ("lp-1st", "rr-on-bins", "rr-on-bins-mst", "laplace-regressi
 
 def movielens_config(method: str, epsilon: float | None, seed: int = 0) -> RunConfig:
     """The MovieLens recipe; RR-on-bins buys its histogram prior with the default share of epsilon, at most 0.05
-    (80,000 ratings: a count's noise is then a few % of the smallest of the five counts)."""
+    (80,000 ratings: a count's noise is then a few % of the smallest of the five counts).
+
+    Parameters
+    ----------
+    method : str
+        The method's name.
+    epsilon : float or None
+        The run's epsilon (None for ``"non-private"``; a number for RR-on-bins, whose prior's share is
+        computed from it).
+    seed : int, optional
+        The run's public seed (default 0).
+
+    Returns
+    -------
+    RunConfig
+        The run on MovieLens with :data:`MOVIELENS_TRAIN`, unresolved.
+    """
     extra = {"prior_epsilon": min(0.05, epsilon * DEFAULT_PRIOR_SHARE)} if method.startswith("rr-on-bins") else {}
     return RunConfig(dataset="movielens", method=method, epsilon=epsilon, seed=seed, train=MOVIELENS_TRAIN, **extra)
 

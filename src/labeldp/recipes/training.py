@@ -23,7 +23,21 @@ from labeldp.config.train import TrainConfig
 
 @dataclass(frozen=True)
 class Recipe:
-    """Training settings of one method on one dataset."""
+    """Training settings of one method on one dataset.
+
+    Attributes
+    ----------
+    train : TrainConfig
+        The training settings of each stage.
+    model : str or None
+        The network (default None: the default for the inputs).
+    dpsgd : DPSGDConfig
+        DP-SGD's settings (default: their defaults).
+    pate : PATEConfig
+        PATE's settings (default: their defaults).
+    source : str
+        How the recipe was chosen (default empty).
+    """
 
     train: TrainConfig
     model: str | None = None
@@ -32,6 +46,14 @@ class Recipe:
     source: str = ""
 
     def describe(self) -> str:
+        """The recipe in a few words, as ``labeldp train`` prints it.
+
+        Returns
+        -------
+        str
+            The model, epochs, batch size, optimiser and learning rate, weight decay, and mixup or no
+            augmentation where they apply.
+        """
         t = self.train
         parts = [
             f"model {self.model or 'default for the inputs'}",
@@ -105,14 +127,43 @@ RECIPES: dict[tuple[str, str], Recipe] = {
 
 
 def recipe_for(dataset: str, method: str) -> Recipe | None:
-    """The recipe of ``method`` on ``dataset``, or None where only the library's defaults apply."""
+    """The recipe of ``method`` on ``dataset``, or None where only the library's defaults apply.
+
+    Parameters
+    ----------
+    dataset : str
+        A dataset's name.
+    method : str
+        A method's name.
+
+    Returns
+    -------
+    Recipe or None
+        The recipe, from :data:`RECIPES`.
+    """
     return RECIPES.get((dataset, method))
 
 
 def with_recipe(config, recipe: Recipe, keep: set[str] = frozenset()):
     """``config`` (a RunConfig) with its training settings taken from ``recipe``, except the fields named
     in ``keep`` (the options a user gave: ``epochs``, ``lr``, ``model``, ``max_grad_norm``, ...),
-    which stay as ``config`` has them."""
+    which stay as ``config`` has them.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run's configuration.
+    recipe : Recipe
+        The recipe whose model, training, DP-SGD and PATE settings are taken.
+    keep : set of str, optional
+        Names of the fields (``model``, or of the training, DP-SGD or PATE settings) kept from ``config``
+        (default: none).
+
+    Returns
+    -------
+    RunConfig
+        A new configuration, unresolved; the budget, the method and the seed are ``config``'s.
+    """
 
     def merged(recipe_part, given):
         return dataclasses.replace(
