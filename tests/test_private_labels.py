@@ -16,7 +16,7 @@ from sklearn.metrics import accuracy_score
 from labeldp.accounting import randomized_response_event
 from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels, release_randomized_response, unseal
 from labeldp.data.grid import snap_to_grid
-from labeldp.errors import BudgetError, DataError
+from labeldp.errors import BudgetError, ConfigError, DataError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "labeldp"
 #: the only modules that read private labels: the release boundary, and the private-side trainers,
@@ -190,3 +190,30 @@ def test_a_label_outside_its_range_is_refused_without_naming_it() -> None:
         with pytest.raises(ValueError) as refused:
             check_labels(np.array(bad), 2)
         assert not any(str(value) in str(refused.value) for value in (7, -3, 1.5))
+
+
+def test_nothing_built_from_withheld_labels_can_be_released() -> None:
+    """A copy or a concatenation of withheld labels would be new labels the boundary could release
+    (of placeholder values): both are refused where the values are read."""
+    withheld = PrivateLabels.withheld(10, 3)
+    with pytest.raises(PrivateLabelAccessError):
+        withheld.replaced([0], [1])
+    with pytest.raises(PrivateLabelAccessError):
+        PrivateLabels.concatenate([withheld, PrivateLabels.public(np.zeros(2, dtype=int), 3)])
+
+
+def test_only_labels_over_the_same_classes_are_concatenated() -> None:
+    """Labels over other declared classes, even as many, are not joined under the first part's."""
+    ab = PrivateLabels(np.array(["a", "b"]), classes=["a", "b"])
+    xy = PrivateLabels(np.array(["x", "y"]), classes=["x", "y"])
+    with pytest.raises(ConfigError, match="same classes"):
+        PrivateLabels.concatenate([ab, xy])
+    assert len(PrivateLabels.concatenate([ab, ab[[1]]])) == 3
+
+
+def test_planting_class_labels_needs_class_labels() -> None:
+    """Numeric labels are refused with a sentence, and a domain of fewer than two classes at once."""
+    with pytest.raises(ConfigError, match="class labels"):
+        PrivateLabels(np.array([1.5, 2.5])).replaced([0], [1])
+    with pytest.raises(ConfigError, match="at least 2"):
+        PrivateLabels.from_indices(np.zeros(3, dtype=int), 1)

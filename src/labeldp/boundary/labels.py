@@ -173,7 +173,11 @@ class PrivateLabels:
         labeldp.errors.DataError
             If ``indices`` is not a non-empty 1-d array of whole numbers in [0, num_classes) (which
             labels are not, and how many, is not said).
+        labeldp.errors.ConfigError
+            If ``num_classes`` is not an integer of at least 2.
         """
+        if int(num_classes) != num_classes or num_classes < 2:
+            raise ConfigError(f"num_classes must be an integer of at least 2, got {num_classes!r}")
         array = np.asarray(indices)
         if array.ndim != 1 or array.size == 0:
             raise DataError("labels must be a non-empty 1-d array")
@@ -219,7 +223,7 @@ class PrivateLabels:
         Parameters
         ----------
         parts : sequence of PrivateLabels
-            The labels to join; the result takes the first part's classes.
+            The labels to join, over the same classes.
 
         Returns
         -------
@@ -230,12 +234,15 @@ class PrivateLabels:
         ------
         labeldp.errors.ConfigError
             If ``parts`` is empty or holds something other than PrivateLabels, or the parts differ in
-            their number of classes, or one of them is on a grid.
+            their classes (number or declared values), or one of them is on a grid.
+        PrivateLabelAccessError
+            If a part was withheld.
         """
         parts = list(parts)
         if not parts or any(not isinstance(part, PrivateLabels) for part in parts):
             raise ConfigError("concatenate takes a non-empty sequence of PrivateLabels")
-        if len({part._num_classes for part in parts}) != 1 or any(part._grid is not None for part in parts):
+        domains = {(part._num_classes, part._classes) for part in parts}
+        if len(domains) != 1 or any(part._grid is not None for part in parts):
             raise ConfigError("only labels over the same classes can be concatenated")
         return cls._make(
             _Root(np.concatenate([_open(part) for part in parts]), None), None, parts[0]._classes, parts[0]._num_classes
@@ -286,11 +293,16 @@ class PrivateLabels:
         Raises
         ------
         labeldp.errors.DataError
-            If ``indices`` is not a non-empty 1-d array of whole numbers in [0, num_classes) (always, for
-            numeric labels: class labels only).
+            If ``indices`` is not a non-empty 1-d array of whole numbers in [0, num_classes).
+        labeldp.errors.ConfigError
+            For numeric labels (class labels only).
+        PrivateLabelAccessError
+            If these labels were withheld.
         """
+        if self._num_classes is None:
+            raise ConfigError("replaced plants class labels: these labels are numbers (a regression)")
         values = _open(self).copy()
-        planted = PrivateLabels.from_indices(indices, self._num_classes or 0)
+        planted = PrivateLabels.from_indices(indices, self._num_classes)
         values[np.asarray(rows, dtype=np.int64)] = _open(planted)
         return PrivateLabels._make(_Root(values, None), None, self._classes, self._num_classes)
 
@@ -673,16 +685,17 @@ def unseal(labels: PrivateLabels | np.ndarray) -> np.ndarray:
     """
     if not isinstance(labels, PrivateLabels):
         return np.asarray(labels)
+    return _open(labels)
+
+
+def _open(labels: PrivateLabels) -> np.ndarray:
+    """The view's values, read-only (the labels as they entered are never changed); withheld labels
+    are refused here, so that nothing built from them (a copy, a concatenation) can be released."""
     if labels._root.withheld:
         raise PrivateLabelAccessError(
             "these labels were withheld: they can be read only through the releases made "
             "before (a tuning candidate never releases)"
         )
-    return _open(labels)
-
-
-def _open(labels: PrivateLabels) -> np.ndarray:
-    """The view's values, read-only (the labels as they entered are never changed)."""
     values = labels._root.values if labels._rows is None else labels._root.values[labels._rows]
     if labels._grid is not None:
         grid = labels._grid  # as labeldp.data.grid.snap_to_grid: clipped, nearest point, ties to the lower
