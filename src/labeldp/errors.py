@@ -26,7 +26,11 @@ class MissingFileError(LabelDPError, FileNotFoundError):
 
 
 class BudgetError(LabelDPError, ValueError):
-    """The privacy budget cannot pay for what was asked."""
+    """The privacy budget cannot pay for what was asked.
+
+    Raised before any release where a plan costs more than the budget (PATE's queries, DP-SGD with a
+    given noise multiplier, a release of :class:`~labeldp.boundary.PrivateLabels` beyond their
+    ``LabelBudget``), and by PATE after its release when no query was answered."""
 
 
 class RunDirectoryError(LabelDPError):
@@ -35,14 +39,22 @@ class RunDirectoryError(LabelDPError):
 
 
 class RunLockedError(RunDirectoryError):
-    """The run folder is in use by another process."""
+    """The run folder is in use by another process.
+
+    Raised when another process holds the lock of a run folder (a run, a tune or one of its
+    candidates), of a private selection, or of a release folder being written."""
 
 
 class ReleaseExistsError(LabelDPError, FileExistsError):
     """A label release is already where a new one would be written: releasing the labels again would
-    spend their privacy budget a second time."""
+    spend their privacy budget a second time.
+
+    Raised by :func:`~labeldp.boundary.release_folder.privatize_table` when its output exists."""
 
 
 class InsecureNoiseWarning(UserWarning):
     """A run whose noise can be regenerated from its configuration (``insecure_noise_seed``): its
-    epsilon does not hold against anyone who reads that configuration."""
+    epsilon does not hold against anyone who reads that configuration.
+
+    Issued by :func:`~labeldp.runs.run.train_run` for a private method, and by DP-SGD's private
+    selection (:func:`~labeldp.dpsgd.selection.select_dpsgd`), when their noise is not private."""

@@ -19,7 +19,27 @@ UNINFORMATIVE_WARNING = 0.5
 
 def holdout_split(num_examples: int, fraction: float, seed: int) -> np.ndarray:
     """The held-out training examples, sorted: ``fraction`` of them, from the public stream
-    ``tune-holdout`` of ``seed`` (positions only, never labels)."""
+    ``tune-holdout`` of ``seed`` (positions only, never labels).
+
+    Parameters
+    ----------
+    num_examples : int
+        How many examples to choose from.
+    fraction : float
+        The share held out, in (0, 1).
+    seed : int
+        The public seed.
+
+    Returns
+    -------
+    numpy.ndarray
+        The held-out positions in ``range(num_examples)``, sorted: ``round(fraction * num_examples)`` of them.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``fraction`` is not in (0, 1), or leaves fewer than two examples held out or none to train on.
+    """
     if isinstance(fraction, bool) or not 0 < fraction < 1:
         raise ConfigError(f"holdout must lie in (0, 1), got {fraction!r}")
     size = int(round(fraction * num_examples))
@@ -32,7 +52,39 @@ def holdout_split(num_examples: int, fraction: float, seed: int) -> np.ndarray:
 
 
 class HeldOutScorer:
-    """Estimates a model's clean accuracy on the held-out examples from their releases alone."""
+    """Estimates a model's clean accuracy on the held-out examples from their releases alone.
+
+    Scoring is post-processing of the releases: it reads no true label and spends nothing.
+
+    Parameters
+    ----------
+    releases : mapping of str to Release
+        The tune's releases by name; those without labels or a noise channel (a histogram) are skipped,
+        a later release of an example replaces an earlier one.
+    held_out : numpy.ndarray
+        The held-out training examples' positions.
+    num_examples : int
+        The number of training examples.
+    num_classes : int
+        K, the number of classes.
+
+    Attributes
+    ----------
+    held_out : numpy.ndarray
+        As given.
+    labels, likelihood, vectors : numpy.ndarray
+        Per held-out example, its released label, its noise channel (K,) and, for ALIBI, its noisy
+        one-hot vector (NaN otherwise).
+    alibi : numpy.ndarray
+        Per held-out example, whether it was released by ALIBI (scored by its noisy vector).
+    uninformative : float
+        The share of held-out examples whose release does not depend on their label.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If a held-out example has no released label.
+    """
 
     def __init__(self, releases: Mapping[str, Release], held_out: np.ndarray, num_examples: int, num_classes: int):
         labels = np.full(num_examples, -1, dtype=np.int64)
@@ -58,7 +110,19 @@ class HeldOutScorer:
 
     def terms(self, predictions: np.ndarray) -> np.ndarray:
         """Per held-out example, a term whose expectation is its clean-label indicator 1[y = prediction]
-        (RR-with-prior: when y lies in the example's top-k set; see clean_accuracy_terms)."""
+        (RR-with-prior: when y lies in the example's top-k set; see clean_accuracy_terms).
+
+        Parameters
+        ----------
+        predictions : numpy.ndarray
+            (m,) the predicted class of each held-out example.
+
+        Returns
+        -------
+        numpy.ndarray
+            (m,) the terms (:func:`~labeldp.released_metrics.clean_accuracy_terms`; ALIBI: the noisy
+            vector's entry at the prediction).
+        """
         rows = np.arange(predictions.size)
         terms = np.zeros(predictions.size)
         channel = ~self.alibi
@@ -69,11 +133,38 @@ class HeldOutScorer:
 
     def score(self, model, inputs: np.ndarray, batch_size: int) -> np.ndarray:
         """The per-example terms of ``model``'s clean accuracy on the held-out ``inputs``: their mean
-        estimates it, their spread gives its standard error (:func:`mean_and_error`)."""
+        estimates it, their spread gives its standard error (:func:`~labeldp.released_metrics.mean_and_error`).
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The model scored (its arg-max prediction).
+        inputs : numpy.ndarray
+            The held-out examples' inputs, in the order of ``held_out``.
+        batch_size : int
+            Rows per forward pass.
+
+        Returns
+        -------
+        numpy.ndarray
+            (m,) the terms (:meth:`terms`).
+        """
         return self.terms(predict_proba(model, inputs, batch_size=batch_size).argmax(axis=1))
 
 
 def uninformative_message(share: float) -> str:
+    """The warning that many held-out releases did not depend on their label (RR-with-prior with k = 1).
+
+    Parameters
+    ----------
+    share : float
+        The share of such releases (:attr:`HeldOutScorer.uninformative`).
+
+    Returns
+    -------
+    str
+        The warning's text.
+    """
     return (
         f"warning: {100 * share:.0f}% of the held-out examples were released with k = 1 (the prior's top "
         "class, whatever their label): their estimate measures how well a candidate agrees with the prior, "
@@ -82,7 +173,20 @@ def uninformative_message(share: float) -> str:
 
 
 def labelled(releases: Mapping[str, Release], num_examples: int) -> np.ndarray:
-    """The training examples (sorted positions) that ``releases`` released a label of."""
+    """The training examples (sorted positions) that ``releases`` released a label of.
+
+    Parameters
+    ----------
+    releases : mapping of str to Release
+        The releases by name (those without labels, a histogram, are skipped).
+    num_examples : int
+        The number of training examples.
+
+    Returns
+    -------
+    numpy.ndarray
+        The positions, sorted.
+    """
     labelled = np.zeros(num_examples, dtype=bool)
     for release in releases.values():
         if release.labels is not None:

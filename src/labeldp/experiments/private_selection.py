@@ -41,7 +41,58 @@ def select_with_folder(
     over :data:`~labeldp.dpsgd.selection.SELECTION_DEFAULTS`): the tune folder is the chosen trial's
     run folder (config.json, data.json, ledger.json, model.pt, summary.json) with ``tune.json``, all
     written once the trials are over. A finished selection is read back; everything the run's
-    configuration can refuse is refused before the spend."""
+    configuration can refuse is refused before the spend.
+
+    What is released: the chosen candidate (its key and options), its trained model, its noisy held-out
+    accuracy, and the selection's public plan (noise multiplier, sampling probability, steps, the number
+    held out); the number of trials, the other trials and the trials' duration are not. The spend is
+    recorded as one entry tagged ``selection`` (a ``RepeatAndSelectDpEvent`` charged to every training
+    example, add-or-remove-one relation) on a ledger saved in the scratch folder ``.<out>.selection/``
+    before the first trial, then written as the tune folder's ``ledger.json`` with the output. The
+    final summary is made by :meth:`RunContext.finish <labeldp.runs.context.RunContext.finish>`, which
+    releases no test label for DP-SGD.
+
+    Parameters
+    ----------
+    base : RunConfig
+        The tune's resolved configuration (its budget, noise, seed and data).
+    candidates : sequence of RunConfig
+        The candidates' resolved configurations (they may differ in training and clipping options only).
+    options : sequence of mapping
+        Each candidate's options, in the same order (:func:`~labeldp.experiments.candidates.candidate_options`).
+    out : str or pathlib.Path
+        The tune folder.
+    holdout : float
+        The share of training examples held out to score the trials.
+    device : str
+        ``"auto"`` or a device torch knows.
+    progress : bool
+        Whether to show progress.
+    dataset : LabeledDataset or None
+        The dataset given in memory; None: loaded from the files ``base`` names.
+    settings : mapping of str to float
+        The selection's settings given (``mean``, ``shape``, ``score_noise``), over the defaults.
+
+    Returns
+    -------
+    dict
+        What ``tune.json`` holds: the record (base, candidates, holdout, search, settings), the method,
+        dataset, epsilon and delta, the noise multiplier, the number held out and of training examples,
+        the chosen key and options, its noisy held-out accuracy, the ledger's epsilon and the final
+        run's summary.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If a noise multiplier is given, if candidates vary more than training and clipping options, or a
+        candidate cannot run on the data (:func:`~labeldp.runs.run.check_plan`), or the selection's plan
+        is refused.
+    labeldp.errors.RunDirectoryError
+        If ``out`` holds a finished run, another finished tune, a non-empty folder, or the recorded
+        spend of a selection that did not finish; or if the selection drew no trial (after the spend).
+    labeldp.errors.RunLockedError
+        If another process is running the selection.
+    """
     settings = {name: float(value) for name, value in {**SELECTION_DEFAULTS, **settings}.items()}
     keys = [candidate_key(chosen) for chosen in options]
     record = {"base": base.to_dict(), "candidates": keys, "holdout": holdout, "search": "private selection", **settings}

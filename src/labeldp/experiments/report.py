@@ -21,6 +21,23 @@ from labeldp.errors import ConfigError, MissingFileError
 
 
 def read_results(path: str | Path) -> list[dict[str, str]]:
+    """A sweep's rows, as :func:`~labeldp.experiments.sweep.run_sweep` wrote them.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The sweep folder, or its ``results.csv``.
+
+    Returns
+    -------
+    list of dict of str to str
+        One row per run, every value as text.
+
+    Raises
+    ------
+    labeldp.errors.MissingFileError
+        If the file does not exist.
+    """
     path = Path(path)
     if path.is_dir():
         path = path / "results.csv"
@@ -33,7 +50,18 @@ def read_results(path: str | Path) -> list[dict[str, str]]:
 def variant(row: dict[str, str]) -> tuple[str, ...]:
     """What a result row ran: the parts of its key between the dataset and the seed, without the
     epsilon (``("lp-2st-cluster",)`` for ``mnist/e1/lp-2st-cluster/run0``, ``("lp-2st",
-    "temperature2.0")`` for a grid run); the method alone for a key of another form."""
+    "temperature2.0")`` for a grid run); the method alone for a key of another form.
+
+    Parameters
+    ----------
+    row : dict of str to str
+        A result row (its ``key``, ``dataset`` and ``method``).
+
+    Returns
+    -------
+    tuple of str
+        The variant's parts.
+    """
     parts = (row.get("key") or "").split("/")
     if len(parts) >= 3 and parts[0] == row["dataset"] and re.fullmatch(r"run\d+", parts[-1]):
         middle = parts[1:-1]
@@ -57,7 +85,20 @@ METRICS = {
 
 def dataset_metric(rows: list[dict[str, str]], dataset: str) -> str:
     """The metric ``dataset``'s runs are compared by unless one is named: ``rmse`` if they report it
-    (numeric labels), else ``accuracy``."""
+    (numeric labels), else ``accuracy``.
+
+    Parameters
+    ----------
+    rows : list of dict of str to str
+        The result rows (only ``dataset``'s finished runs are read).
+    dataset : str
+        The dataset.
+
+    Returns
+    -------
+    str
+        ``"rmse"`` or ``"accuracy"``.
+    """
     return (
         "rmse"
         if any(
@@ -75,7 +116,28 @@ def aggregate(rows: list[dict[str, str]], metric: str | None = None) -> list[dic
     that differ in nothing but their seed are averaged together. A variant is named by its parts,
     less those that every run of the dataset shares after the first (a grid value that did not vary).
     A run whose noise was reproducible (``--insecure-noise-seed``) is its own variant, marked NOT
-    PRIVATE."""
+    PRIVATE.
+
+    Parameters
+    ----------
+    rows : list of dict of str to str
+        The result rows (:func:`read_results`).
+    metric : str or None, optional
+        A name of :data:`METRICS` (``accuracy``, ``auc``, ``log-loss``, ``rmse``, ``mse``, ``mae``); None:
+        each dataset's own.
+
+    Returns
+    -------
+    list of dict
+        One per dataset, variant (``method``) and target ``epsilon`` (None for a non-private run): the
+        ``mean``, ``std`` (0.0 for one run) and number of ``runs`` of the metric, and the ``metric``'s
+        name; sorted by dataset, variant and epsilon. Empty if no finished run reports the metric.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``metric`` is not a name of :data:`METRICS`.
+    """
     if metric is not None:
         _metric(metric)
     chosen = {dataset: metric or dataset_metric(rows, dataset) for dataset in {row["dataset"] for row in rows}}
@@ -122,7 +184,22 @@ def _cell(stat: dict, spread: bool) -> str:
 
 def format_report(stats: list[dict], failed: int = 0, spread: bool = True) -> str:
     """A table per dataset: methods as rows, epsilons as columns, cells 'mean ± std (runs)' of the
-    dataset's metric, accuracy in % (just the mean with ``spread=False``)."""
+    dataset's metric, accuracy in % (just the mean with ``spread=False``).
+
+    Parameters
+    ----------
+    stats : list of dict
+        :func:`aggregate`'s statistics.
+    failed : int, optional
+        The number of failed runs, noted below the tables.
+    spread : bool, optional
+        Show the standard deviation and number of runs with each mean (default True).
+
+    Returns
+    -------
+    str
+        The tables, ending with a newline.
+    """
     lines = []
     for dataset in dict.fromkeys(s["dataset"] for s in stats):
         part = [s for s in stats if s["dataset"] == dataset]
@@ -153,7 +230,20 @@ def format_report(stats: list[dict], failed: int = 0, spread: bool = True) -> st
 
 def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
     """Each dataset's metric against epsilon (log scale), one line with error bars per method, one
-    panel per dataset; the non-private reference is a dashed horizontal line with its std as a band."""
+    panel per dataset; the non-private reference is a dashed horizontal line with its std as a band.
+
+    Parameters
+    ----------
+    stats : list of dict
+        :func:`aggregate`'s statistics.
+    path : str or pathlib.Path
+        The image file written (its format by its suffix, e.g. ``.png``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     datasets = list(dict.fromkeys(s["dataset"] for s in stats))
     figure, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4.5), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
@@ -205,7 +295,27 @@ def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
 def report(sweep_dir: str | Path, metric: str | None = None) -> tuple[str, Path]:
     """Table text and plot path for a sweep folder (its ``results.csv``), by ``metric`` (default: each
     dataset's own; the plot is ``privacy_utility.png``, or ``privacy_utility_<metric>.png`` for a
-    named metric)."""
+    named metric).
+
+    Parameters
+    ----------
+    sweep_dir : str or pathlib.Path
+        The sweep folder; the plot is written in it.
+    metric : str or None, optional
+        A name of :data:`METRICS`; None: each dataset's own.
+
+    Returns
+    -------
+    tuple of (str, pathlib.Path)
+        The tables (:func:`format_report`) and the plot's path.
+
+    Raises
+    ------
+    labeldp.errors.MissingFileError
+        If the folder has no ``results.csv``.
+    labeldp.errors.ConfigError
+        If ``metric`` is unknown, or no finished run reports it.
+    """
     rows = read_results(sweep_dir)
     stats = aggregate(rows, metric)
     if not stats:

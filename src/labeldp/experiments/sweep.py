@@ -55,11 +55,34 @@ RESULT_COLUMNS = (
 
 @dataclass(frozen=True)
 class SweepJob:
+    """One run of a sweep.
+
+    Parameters
+    ----------
+    key : str
+        The run's name, ``<dataset>/e<epsilon>/<method>[/<option><value>...]/run<seed>`` for a grid's
+        (the budget part is the method alone for a non-private one).
+    config : RunConfig
+        The run's configuration.
+
+    Attributes
+    ----------
+    folder : str
+        The run's folder under the sweep folder: ``key`` with each ``/`` as ``__``.
+    """
+
     key: str
     config: RunConfig
 
     @property
     def folder(self) -> str:
+        """The run's folder under the sweep folder: ``key`` with each ``/`` as ``__``.
+
+        Returns
+        -------
+        str
+            The folder's name.
+        """
         return self.key.replace("/", "__")
 
 
@@ -69,7 +92,28 @@ def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list
     ``epsilon``, ``method``, ``seed``, ``epochs``, ``lr``, ``stages`` as ``0.3:0.7`` ...). A method's
     runs leave the options it does not use at their defaults (``temperature`` for ``lp-1st``, the base's
     DP-SGD settings for ``lp-2st``), as a non-private method's runs have no epsilon, so such a
-    combination is one run, not several."""
+    combination is one run, not several.
+
+    Parameters
+    ----------
+    grid : dict of str to list of str
+        Each option's name and its values, as text.
+    base : RunConfig or None, optional
+        The configuration the combinations override; None: ``RunConfig()``.
+
+    Returns
+    -------
+    list of SweepJob
+        One job per distinct run, in the order of the combinations (the first of equal keys kept). A
+        key names the dataset, the epsilon (private methods), the method, the other options that were
+        given (those the method uses) and the seed.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If an option is unknown, a value does not parse, or a combination's configuration does not
+        resolve.
+    """
     base = base or RunConfig()
     names = list(grid)
     defaults = RunConfig()
@@ -166,7 +210,39 @@ def run_sweep(
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """Run ``jobs`` into ``out/<key>/`` and write ``out/results.csv``: one after the other in this
-    process with one worker, else in ``workers`` processes."""
+    process with one worker, else in ``workers`` processes.
+
+    Each job is :func:`~labeldp.runs.run.train_run` in its own folder (``out/<job.folder>``), so each
+    releases its labels and records them on its own ledger as a run does; a job already finished
+    under the same configuration is read back, not run again, and an unfinished one is resumed (its
+    saved releases read back). A job that fails is recorded (status ``failed``, its error, and the
+    traceback in its folder's ``error.txt``) and the others go on.
+
+    Parameters
+    ----------
+    jobs : list of SweepJob
+        The runs.
+    out : str or pathlib.Path
+        The sweep folder (created).
+    workers : int, optional
+        Worker processes (default 1: every job in this process); each gets its share of the CPU threads.
+    device : str, optional
+        The device of every run (``"auto"``: the GPU when torch sees one).
+    data_dir : str or None, optional
+        The data folder of the jobs whose dataset is read from a folder (it replaces theirs).
+    progress : bool, optional
+        Show a progress bar.
+
+    Returns
+    -------
+    list of dict
+        One row per job, in the order of ``jobs``, as written to ``results.csv`` (:data:`RESULT_COLUMNS`).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``workers`` is less than 1.
+    """
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
     out = Path(out)
@@ -214,6 +290,16 @@ def run_sweep(
 
 
 def write_results(rows: list[dict[str, Any]], path: Path) -> None:
+    """Write a sweep's rows as CSV (atomically), in :data:`RESULT_COLUMNS`.
+
+    Parameters
+    ----------
+    rows : list of dict
+        The rows (:func:`run_sweep`'s).
+    path : pathlib.Path
+        The file written.
+    """
+
     def write(tmp: Path) -> None:
         with open(tmp, "w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=RESULT_COLUMNS)

@@ -245,7 +245,66 @@ def tune(
     ``tune.json`` holds: the candidates with their estimated clean accuracy and its standard error
     on the held-out released labels, the chosen key, and the final run's summary. ``dp-sgd``, whose
     steps are its release, is tuned by private selection instead (:mod:`labeldp.dpsgd.selection`,
-    with the settings ``selection``: ``mean``, ``shape``, ``score_noise``)."""
+    with the settings ``selection``: ``mean``, ``shape``, ``score_noise``).
+
+    What is released, all recorded on the tune folder's one ledger (``ledger.json``): the releases the
+    candidates share (``Method.releases``), drawn once in ``out`` by the method under the base
+    configuration, each saved in ``noisy_labels/<name>.npz`` and recorded as an entry tagged ``<name>``
+    (:meth:`RunContext.spend <labeldp.runs.context.RunContext.spend>`); then, by the final run
+    (:func:`~labeldp.runs.run.train_run` of the chosen configuration in ``out``), the later releases
+    that depend on the options, under the chosen ones, and the release ``test`` of private test labels,
+    recorded in the same way. The candidates release nothing: they read the shared releases, and their
+    folders hold no release and no ledger. The outcome's ``ledger_epsilon`` is the final run's epsilon.
+    A repeated tune reads every saved release back. DP-SGD's private selection releases and records
+    what :func:`~labeldp.experiments.private_selection.select_with_folder` says.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The base configuration (resolved here); the candidates override it.
+    grid : mapping of str to sequence
+        The options to try and their values (:func:`~labeldp.experiments.candidates.candidate_options`).
+    out : str or pathlib.Path
+        The tune folder.
+    holdout : float, optional
+        The share of the labelled training examples held out to score the candidates
+        (default :data:`~labeldp.config.tuning.DEFAULT_HOLDOUT`).
+    trials : int or None, optional
+        Try that many combinations of ``grid``, drawn from the public seed (a random search); None: all.
+    device : str, optional
+        ``"auto"`` (the GPU when torch sees one, else the CPU) or a device torch knows.
+    progress : bool, optional
+        Show progress.
+    dataset : LabeledDataset or None, optional
+        The dataset given in memory; None: loaded from the files ``config`` names.
+    selection : mapping of str to float, or None, optional
+        The private selection's settings (DP-SGD only).
+
+    Returns
+    -------
+    dict
+        The outcome (``tune.json``): the record (base, candidates, holdout, search), the method, dataset,
+        epsilon, releases, the candidates' ``results`` (estimated clean accuracy, standard error,
+        difference from the chosen one and its error, seconds), the chosen key and options, the number
+        held out, the uninformative share, ``ledger_epsilon`` and the final run's summary (``final``).
+        A finished tune of the same record is read back.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Before any spend: a grid that gives fewer than two candidates, a candidate that does not resolve
+        or cannot run on the data, a method not tuned on shared releases, a release that depends on the
+        options tried, numeric labels, a holdout that leaves too few examples, or selection settings
+        that are unknown or given to a method not tuned by private selection. Also if a held-out example
+        has no released label (checked after the shared releases are made).
+    labeldp.errors.BudgetError
+        If the budget cannot pay for a candidate's plan.
+    labeldp.errors.RunDirectoryError
+        If ``out`` holds a finished run or a finished tune of another record, releases of another
+        configuration, or if the method did not make its shared releases before training.
+    labeldp.errors.RunLockedError
+        If another process is using ``out`` or a candidate's folder.
+    """
     base = config.resolved()
     options = candidate_options(grid, trials=trials, seed=base.seed)
     candidates = [candidate_config(base, chosen) for chosen in options]
@@ -315,7 +374,19 @@ def tune(
 
 
 def format_tune(outcome: dict[str, Any]) -> str:
-    """The candidates as a table, best marked, then the final run and its ledger."""
+    """The candidates as a table, best marked, then the final run and its ledger.
+
+    Parameters
+    ----------
+    outcome : dict
+        What :func:`tune` returns (a private selection's is formatted by
+        :func:`~labeldp.dpsgd.selection.format_selection`).
+
+    Returns
+    -------
+    str
+        The text, in lines.
+    """
     if outcome.get("search") == "private selection":
         return format_selection(outcome)
     width = max(len("candidate"), *(len(r["key"]) for r in outcome["results"]))

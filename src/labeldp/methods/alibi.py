@@ -21,6 +21,25 @@ from labeldp.methods.registry import Method, register_method
 
 
 def run_alibi(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
+    """Release every label once by ALIBI's mechanism, then train one stage on the Laplace likelihoods.
+
+    What is released: every training label as its one-hot vector plus discrete Laplace noise of scale
+    2 / epsilon per coordinate (:func:`~labeldp.boundary.release.release_laplace_one_hot`, noise from
+    the stream ``label-release`` 1); the noisy vectors are saved with their arg-max and likelihoods. It
+    is the release ``stage1`` of :meth:`MethodContext.spend <labeldp.methods.protocol.MethodContext.spend>`:
+    saved, and recorded as one ledger entry tagged ``stage1`` over every training example. Training on
+    it is post-processing.
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run.
+
+    Returns
+    -------
+    tuple of (torch.nn.Module, dict)
+        The model, and the facts for the summary: ``stages`` with the labels released.
+    """
     config, data = context.config, context.data
     members = np.arange(len(data.y_train))
 

@@ -25,7 +25,27 @@ from labeldp.models import build_model
 
 
 def run_dpsgd(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Record DP-SGD's event with its plan (once), then train with it."""
+    """Record DP-SGD's event with its plan (once), then train with it.
+
+    What is released: DP-SGD's training steps, Poisson-sampled, clipped gradients with Gaussian noise
+    (what they produce: the model, its checkpoints and the per-epoch metrics). What is recorded, before
+    the first step, is the plan (:func:`~labeldp.boundary.release.release_dpsgd_plan`: the noise
+    multiplier, given or calibrated to ``epsilon`` and ``delta``, the sampling probability, the steps and
+    the clipping norm) as the release ``dp-sgd`` of :meth:`MethodContext.spend
+    <labeldp.methods.protocol.MethodContext.spend>`: saved, and recorded as one ledger entry tagged
+    ``dp-sgd`` over every training example, under add-or-remove-one.
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run (its ``train`` and ``dpsgd`` settings, ``epsilon`` and ``delta``).
+
+    Returns
+    -------
+    tuple of (torch.nn.Module, dict)
+        The evaluated model, on the CPU, and the facts for the summary: the noise multiplier, the
+        sampling probability and the steps.
+    """
     config, data = context.config, context.data
     n = len(data.y_train)
     q, steps, _ = sampling_plan(n, config.train)

@@ -62,7 +62,22 @@ def _targets(context: MethodContext, released: Release) -> np.ndarray:
 
 def within_bins(priors: np.ndarray, bin_of: np.ndarray, floor: float = 1e-6) -> np.ndarray:
     """Each grid point's share of its bin's probability under the prior its bins were chosen for (n, G);
-    a bin the prior gives no mass is split evenly."""
+    a bin the prior gives no mass is split evenly.
+
+    Parameters
+    ----------
+    priors : numpy.ndarray
+        (n, G) each example's prior over the grid.
+    bin_of : numpy.ndarray
+        (n, G) each grid point's bin under the example's map.
+    floor : float, optional
+        The least weight of a grid point (default 1e-6).
+
+    Returns
+    -------
+    numpy.ndarray
+        (n, G) shares: within each example's bin they sum to 1.
+    """
     weights = np.maximum(priors, floor)
     totals = np.zeros_like(weights)
     for b in range(priors.shape[1]):
@@ -73,7 +88,22 @@ def within_bins(priors: np.ndarray, bin_of: np.ndarray, floor: float = 1e-6) -> 
 
 def binned_evidence(likelihood: np.ndarray, priors: np.ndarray, bin_of: np.ndarray) -> np.ndarray:
     """The (n, 3, G) targets of :func:`labeldp.training.losses.binned_likelihood_loss`: the channel, the
-    prior's split inside each bin, and the bins."""
+    prior's split inside each bin, and the bins.
+
+    Parameters
+    ----------
+    likelihood : numpy.ndarray
+        (n, G) each release's channel over the grid.
+    priors : numpy.ndarray
+        (n, G) the priors the bins were chosen for.
+    bin_of : numpy.ndarray
+        (n, G) each grid point's bin.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n, 3, G) float32 evidence.
+    """
     return np.stack([likelihood, within_bins(priors, bin_of), bin_of], axis=1).astype(np.float32)
 
 
@@ -90,7 +120,38 @@ def release_bins_stage(
     of a group; a later stage's is ``model``'s predictive distribution per example (times the
     histogram's with ``combine_priors``). The evidence is binned (:func:`binned_evidence`): the forward
     loss on the bins, the prior's split inside them (an example whose map has one bin teaches its
-    prior, which carries a cluster histogram's knowledge into the model as LP-2ST's folding does)."""
+    prior, which carries a cluster histogram's knowledge into the model as LP-2ST's folding does).
+
+    What is released: each member's label as a bin value, by RR over the d bins of its map
+    (:func:`~labeldp.boundary.release.release_rr_on_bins`) at ``epsilon``, with noise from the stream
+    ``label-release`` of ``stage``. It is the release ``stage<stage>`` of :meth:`MethodContext.spend
+    <labeldp.methods.protocol.MethodContext.spend>`: saved, with the members' ``indices`` and their
+    ``evidence``, and recorded as one ledger entry tagged ``stage<stage>`` over ``members`` (RR over
+    the smallest d >= 2 among them; nothing if every map has one bin). Read back when it was saved.
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run (its grid ``label_values``, ``temperature``, ``combine_priors``).
+    stage : int
+        The stage, from 1.
+    members : numpy.ndarray
+        The stage's training examples.
+    model : torch.nn.Module or None
+        The model trained so far (a later stage's prior; unused in stage 1).
+    histogram : tuple of numpy.ndarray, or None
+        ``(rows, groups)`` of the released histogram prior (:func:`~labeldp.methods.stages.noisy_histogram_prior`);
+        None: none (uniform in stage 1).
+    epsilon : float
+        The epsilon of the members' label release.
+
+    Returns
+    -------
+    Release
+        The release: ``labels`` the released bins, ``arrays["values"]`` the released values,
+        ``arrays["k"]`` each member's d, ``arrays["bin_of"]``, ``arrays["indices"]`` and
+        ``arrays["evidence"]`` (:func:`binned_evidence`).
+    """
     config, data = context.config, context.data
     grid, tag = data.label_values, f"stage{stage}"
 
@@ -119,7 +180,20 @@ def start_from_prior(model: nn.Module, prior: np.ndarray, floor: float = 1e-3) -
     """Set the bias of ``model``'s last linear layer to log ``prior`` (floored), so that the untrained
     model predicts the prior. RR-on-bins releases say in which bin a label lies, not where in the bin:
     the forward loss moves probability between bins, and the split inside a bin starts from the
-    prior's instead of from a uniform one (post-processing of the released histogram)."""
+    prior's instead of from a uniform one (post-processing of the released histogram).
+
+    Nothing is changed when the model has no linear layer, or its last one has no bias or not one
+    output per grid point.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The untrained model, changed in place.
+    prior : numpy.ndarray
+        (G,) the prior over the grid.
+    floor : float, optional
+        The least probability taken (default 1e-3).
+    """
     linear = [module for module in model.modules() if isinstance(module, nn.Linear)]
     if not linear or linear[-1].bias is None or linear[-1].out_features != prior.size:
         return
@@ -129,7 +203,28 @@ def start_from_prior(model: nn.Module, prior: np.ndarray, floor: float = 1e-3) -
 
 
 def run_rr_on_bins(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """One stage (``rr-on-bins``) or several (``rr-on-bins-mst``) of RR-on-bins releases and training."""
+    """One stage (``rr-on-bins``) or several (``rr-on-bins-mst``) of RR-on-bins releases and training.
+
+    What is released, each through :meth:`MethodContext.spend
+    <labeldp.methods.protocol.MethodContext.spend>` (saved, and recorded as one ledger entry tagged with
+    its name): unless ``prior`` is ``uniform``, first the noisy label histogram ``prior`` at
+    ``prior_epsilon`` (:func:`~labeldp.methods.stages.noisy_histogram_prior`), paid by every training
+    example, or by stage 1's alone when there are several stages without ``combine_priors``; then, for
+    each stage t, its examples' labels, ``stage<t>`` (:func:`release_bins_stage`), at ``epsilon`` less
+    ``prior_epsilon`` for the examples that paid for the histogram, at ``epsilon`` for the others.
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run.
+
+    Returns
+    -------
+    tuple of (torch.nn.Module, dict)
+        The last stage's model, and the facts for the summary: ``stages``, per stage the labels
+        released and reused, its epsilon, the mean number of bins and the number of constant releases
+        (one bin).
+    """
     config, data = context.config, context.data
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
     histogram = None
@@ -172,7 +267,26 @@ def run_rr_on_bins(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
 
 
 def run_laplace(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Every label released once with discrete Laplace noise on the grid's lattice, then one stage."""
+    """Every label released once with discrete Laplace noise on the grid's lattice, then one stage.
+
+    What is released: every training label as a value on the grid's lattice with discrete Laplace noise
+    at ``epsilon`` (:func:`~labeldp.boundary.release.release_laplace_value`, noise from the stream
+    ``label-release`` 1). It is the release ``stage1`` of :meth:`MethodContext.spend
+    <labeldp.methods.protocol.MethodContext.spend>`: saved, with ``indices`` and ``evidence``, and
+    recorded as one ledger entry tagged ``stage1`` over every training example
+    (``DiscreteLaplaceDpEvent``).
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run.
+
+    Returns
+    -------
+    tuple of (torch.nn.Module, dict)
+        The model, and the facts for the summary: ``stages`` with the labels released and the share of
+        released values inside the grid's range.
+    """
     config, data = context.config, context.data
     members = np.arange(len(data.y_train))
 

@@ -25,7 +25,34 @@ from labeldp.teachers import partition_teachers, select_queries, teacher_train_c
 
 
 def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Teachers (resumable), one recorded release of the aggregated answers, then the student."""
+    """Teachers (resumable), one recorded release of the aggregated answers, then the student.
+
+    What is released: the answers to the student's queries (training inputs chosen from the public
+    seed, as many as ``pate.plan`` gives: the ``queries`` given, or the most the budget pays for): the
+    noisy arg-max of the teachers' votes (GNMax, or confident GNMax, which leaves a query unanswered,
+    -1, when its noisy top count falls short of the threshold), with the queries and the noise's
+    standard deviation. It is the release ``pate`` of :meth:`MethodContext.spend
+    <labeldp.methods.protocol.MethodContext.spend>`: saved, and recorded as one ledger entry tagged
+    ``pate`` that charges every training example for every query, answered or not. The teachers' votes
+    are computed from the true labels: kept in ``private/teachers.npz`` while the release is not made
+    (to resume), deleted once it is.
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run (its ``pate`` settings, ``epsilon`` and ``delta``).
+
+    Returns
+    -------
+    tuple of (torch.nn.Module, dict)
+        The student, and the facts for the summary: the number of teachers, of queries and of answers,
+        and the vote noise's standard deviation.
+
+    Raises
+    ------
+    labeldp.errors.BudgetError
+        If no query was answered (after the release: its budget is spent).
+    """
     config, data = context.config, context.data
     pate, n = config.pate, len(data.y_train)
     num_queries, noise_std = pate.plan(config.epsilon, config.delta, n)

@@ -88,6 +88,11 @@ class Method:
         ``private-selection`` (its training is its release: DP-SGD), or None (``untunable`` says why).
     untunable : str
         Why ``labeldp tune`` refuses it, where ``tuning`` is None.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``gaussian`` and the use of ``delta`` disagree, or ``relation`` or ``tuning`` is unknown.
     """
 
     name: str
@@ -119,14 +124,26 @@ class Method:
 
     @property
     def neighboring_relation(self) -> Any:
-        """The relation as dp_accounting's ``NeighboringRelation``."""
+        """The relation as dp_accounting's ``NeighboringRelation``.
+
+        Returns
+        -------
+        dp_accounting.NeighboringRelation
+            ``REPLACE_ONE`` or ``ADD_OR_REMOVE_ONE``.
+        """
         import dp_accounting
 
         return dp_accounting.NeighboringRelation[self.relation]
 
     @property
     def protects_examples(self) -> bool:
-        """Whether its guarantee is for whole examples added or removed (not labels replaced)."""
+        """Whether its guarantee is for whole examples added or removed (not labels replaced).
+
+        Returns
+        -------
+        bool
+            True for ``ADD_OR_REMOVE_ONE`` (DP-SGD).
+        """
         return self.relation == "ADD_OR_REMOVE_ONE"
 
 
@@ -147,6 +164,11 @@ def register_method(method: Method, *aliases: str) -> Method:
     -------
     Method
         The same method.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If a name is registered already.
     """
     for name in (method.name, *aliases):
         if name in _REGISTRY:
@@ -156,12 +178,28 @@ def register_method(method: Method, *aliases: str) -> Method:
 
 
 def method_names() -> tuple[str, ...]:
-    """Every method's name, aliases included: labeldp's own, then those registered since."""
+    """Every method's name, aliases included: labeldp's own, then those registered since.
+
+    Returns
+    -------
+    tuple of str
+        The names (labeldp's own listed without importing them).
+    """
     return tuple(BUILTIN_METHODS) + tuple(name for name in _REGISTRY if name not in BUILTIN_METHODS)
 
 
 def get_method(name: str) -> Method:
     """The method registered as ``name`` (labeldp's own are imported on first use).
+
+    Parameters
+    ----------
+    name : str
+        A method's name or alias.
+
+    Returns
+    -------
+    Method
+        The method.
 
     Raises
     ------
@@ -176,7 +214,20 @@ def get_method(name: str) -> Method:
 
 
 def methods_using(option: str) -> tuple[str, ...]:
-    """The names of the methods that use the method-specific ``option``."""
+    """The names of the methods that use the method-specific ``option``.
+
+    Every method is looked up (labeldp's own are imported).
+
+    Parameters
+    ----------
+    option : str
+        A method-specific option of :class:`~labeldp.config.run.RunConfig` (``temperature``, ``pate``, ...).
+
+    Returns
+    -------
+    tuple of str
+        The names (aliases included) whose ``Method.uses`` holds ``option``, in :func:`method_names`'s order.
+    """
     return tuple(name for name in method_names() if option in get_method(name).uses)
 
 

@@ -77,7 +77,18 @@ _FIRST_STAGE_OPTIONS = ("train", "model", "loss")
 
 
 def stage_releases(config) -> tuple[str, ...]:
-    """The releases of a staged run: the noisy histogram of a cluster or histogram prior, then one per stage."""
+    """The releases of a staged run: the noisy histogram of a cluster or histogram prior, then one per stage.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run's resolved configuration (its ``prior`` and ``stages``).
+
+    Returns
+    -------
+    tuple of str
+        ``("prior",)`` for a cluster or histogram prior, then ``"stage1"``, ``"stage2"``, ...
+    """
     prior = ("prior",) if config.prior in ("cluster", "histogram") else ()
     return prior + tuple(f"stage{t}" for t in range(1, len(config.stages) + 1))
 
@@ -87,7 +98,27 @@ def noisy_histogram_prior(context: MethodContext, members: np.ndarray | None = N
     label histograms as distributions (tempered) and each training example's group. The histogram is
     released once, on the labels of ``members`` (default: every training example), who pay
     ``prior_epsilon`` for it; ``cluster`` groups the examples by k-means of public features,
-    ``histogram`` has one group of all of them."""
+    ``histogram`` has one group of all of them.
+
+    What is released: the (groups, K) label counts of ``members`` per group with discrete Laplace noise
+    at ``prior_epsilon`` (:func:`~labeldp.boundary.release.release_noisy_histogram`), with every training
+    example's group (public). It is the release ``prior`` of :meth:`MethodContext.spend
+    <labeldp.methods.protocol.MethodContext.spend>`: saved, and recorded as one ledger entry tagged
+    ``prior`` over ``members``; read back when it was saved.
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run (its configuration: ``prior``, ``encoder``, ``clusters``, ``prior_epsilon``,
+        ``prior_temperature``).
+    members : numpy.ndarray or None, optional
+        The training examples whose labels are counted, and who pay for it; None: all of them.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(rows, groups)``: the (groups, K) tempered priors and each training example's group.
+    """
     config, data = context.config, context.data
     members = np.arange(len(data.y_train)) if members is None else members
 
@@ -118,7 +149,20 @@ def noisy_histogram_prior(context: MethodContext, members: np.ndarray | None = N
 
 def cluster_prior_rows(context: MethodContext) -> np.ndarray:
     """Every training example's cluster (or histogram) prior; its noisy histogram is released once, on
-    all labels."""
+    all labels.
+
+    The release is :func:`noisy_histogram_prior`'s (``prior``, recorded on every training example).
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n, K) each training example's prior: its group's row.
+    """
     rows, groups = noisy_histogram_prior(context)
     return rows[groups]
 
@@ -129,7 +173,37 @@ def release_stage(
     """Stage ``stage``'s release of its ``members``' labels: true labels (non-private), RR with a
     uniform prior, else RR-with-prior (stage 1: the cluster prior ``public_prior``; later stages:
     ``model``'s prediction, times the cluster prior with ``combine_priors``). Its ``evidence`` is what
-    the forward loss trains on."""
+    the forward loss trains on.
+
+    What is released: one label per member, its true label (``non-private``) or a noisy one at
+    ``label_epsilon`` (``epsilon`` less ``prior_epsilon``) with noise from the stream ``label-release``
+    of ``stage``. It is the release ``stage<stage>`` of
+    :meth:`MethodContext.spend <labeldp.methods.protocol.MethodContext.spend>`: saved, with the
+    members' ``indices`` and their ``evidence``, and recorded as one ledger entry tagged
+    ``stage<stage>`` over ``members`` (``NonPrivateDpEvent`` for true labels, which makes the ledger's
+    epsilon infinite; randomized response over K; or RR over the smallest k >= 2 drawn, for
+    RR-with-prior). Read back, not drawn again, when it was saved.
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run.
+    stage : int
+        The stage, from 1.
+    members : numpy.ndarray
+        The stage's training examples (public positions).
+    model : torch.nn.Module or None
+        The model trained so far, whose prediction is a later stage's prior (unused in stage 1).
+    public_prior : numpy.ndarray or None
+        (n, K) the released cluster or histogram prior of every training example; None for none.
+
+    Returns
+    -------
+    Release
+        The release; ``arrays["indices"]`` its members, ``arrays["evidence"]`` (m, K) what it tells of
+        each label (the channel, times the cluster prior where it is folded in), ``arrays["k"]`` each
+        member's k.
+    """
     config, data = context.config, context.data
     tag, epsilon = f"stage{stage}", config.label_epsilon
     # the model's prior is public (post-processing of earlier releases): under torchrun every rank
@@ -167,6 +241,21 @@ def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.nda
 
     With the forward loss all of them, each with its own noise channel; with plain cross-entropy
     only those inside the current prior's top k (the paper's filter).
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run.
+    stage : int
+        The stage about to train (the releases of stages 1 to ``stage - 1`` are reused).
+    model : torch.nn.Module
+        The model trained so far, whose prediction is the prior of the filter (plain cross-entropy).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(indices, targets)``: the earlier examples' positions and their targets (:func:`stage_targets`,
+        or the released labels kept by the filter).
     """
     config = context.config
     earlier = [context.saved_release(f"stage{s}") for s in range(1, stage)]
@@ -182,7 +271,20 @@ def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.nda
 
 def stage_targets(context: MethodContext, released: Release) -> np.ndarray:
     """What a stage trains on: the evidence (forward loss), the released labels (ce), or for numeric
-    labels the released labels' values (mse)."""
+    labels the released labels' values (mse).
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run (its ``loss``).
+    released : Release
+        A stage's release (:func:`release_stage`).
+
+    Returns
+    -------
+    numpy.ndarray
+        (m, K) evidence, (m,) labels, or (m,) values on the grid.
+    """
     if context.config.loss == "forward":
         return released.arrays["evidence"]
     if context.config.loss == "mse":
@@ -191,7 +293,27 @@ def stage_targets(context: MethodContext, released: Release) -> np.ndarray:
 
 
 def run_stages(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Release and train stage after stage; the last stage's model is the run's."""
+    """Release and train stage after stage; the last stage's model is the run's.
+
+    The driver of ``non-private``, ``lp-1st``, ``lp-2st`` and ``lp-mst``. What is released, each
+    through :meth:`MethodContext.spend <labeldp.methods.protocol.MethodContext.spend>` (saved, and
+    recorded as one ledger entry tagged with its name): with a cluster or histogram prior, first the
+    noisy histogram ``prior`` over every training example (:func:`noisy_histogram_prior`); then, for
+    each stage t, the labels of that stage's examples, ``stage<t>`` (:func:`release_stage`). The stages
+    split the training examples (disjoint, from the public seed), so each label is released once by
+    its stage. Training on the releases is post-processing.
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run.
+
+    Returns
+    -------
+    tuple of (torch.nn.Module, dict)
+        The last stage's model, and the facts for the summary: ``stages``, per stage the number of
+        labels released, the number of earlier ones reused and the mean k.
+    """
     config, data = context.config, context.data
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
     # released before any stage

@@ -1,4 +1,4 @@
-"""Runs: a configuration (:mod:`~labeldp.runs.config`), its folder (:mod:`~labeldp.runs.rundir`), the
+"""Runs: a configuration (:mod:`~labeldp.config.run`), its folder (:mod:`~labeldp.runs.rundir`), the
 context a method runs in, which releases each thing once (:mod:`~labeldp.runs.context`), and
 :func:`train_run`, which checks it all and starts or resumes it (:mod:`~labeldp.runs.run`)."""
 

@@ -42,7 +42,24 @@ from labeldp.training.stage import train_stage
 def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
     """The configuration that release ``name`` of a run depended on: all of it but the options its
     method declares the release independent of (``Method.independent_of``; ``train.lr`` names a
-    field of a nested setting)."""
+    field of a nested setting).
+
+    Saved with each release (its ``config`` array), it lets a run continue from a release under a
+    changed configuration only when the release would be the same, and lets ``labeldp tune`` check that
+    its candidates share a release.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run's resolved configuration.
+    name : str
+        The release's name (``stage1``, ``prior``, ``pate``, ``dp-sgd``, ``test``, ...).
+
+    Returns
+    -------
+    dict
+        ``config.to_dict()`` without the options the method declares ``name`` independent of.
+    """
     inputs = config.to_dict()
     for option in config.method_spec.independent_of.get(name, ()):
         outer, _, inner = option.partition(".")
@@ -55,14 +72,65 @@ def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
 
 def initial_model(config: RunConfig, data: LabeledDataset, stage: int, device: torch.device) -> nn.Module:
     """The model of ``stage`` of a run of ``config`` on ``data``, initialised from the public stream
-    ``model-init`` of its seed, on ``device``."""
+    ``model-init`` of its seed, on ``device``.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run's resolved configuration (its ``model`` and ``seed``).
+    data : LabeledDataset
+        The dataset: its input shape, number of classes and categorical columns (all public).
+    stage : int
+        The stage, from 1: each stage has its own initialisation.
+    device : torch.device
+        Where the model is placed.
+
+    Returns
+    -------
+    torch.nn.Module
+        The untrained model.
+    """
     seed = public_seed(config.seed, "model-init", stage)
     return build_model(config.model, data.input_shape, data.num_classes, seed, data.categorical).to(device)
 
 
 class RunContext:
     """One run while it executes: its resolved ``config``, ``data``, folder ``out``, ``device`` and
-    ``ledger`` (read back when resuming)."""
+    ``ledger`` (read back when resuming).
+
+    It implements :class:`~labeldp.methods.protocol.MethodContext`, what a method may ask of a run.
+    :func:`~labeldp.runs.run.train_run` makes one once the run folder is locked and prepared.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run's resolved configuration.
+    out : RunDirectory
+        The run folder (read-only on the ranks other than 0 of a ``torchrun`` run).
+    data : LabeledDataset
+        The dataset: public inputs, private training labels (and test labels, public or private).
+    device : torch.device
+        Where models train.
+    progress : bool
+        Whether to show progress bars and print each epoch's metrics.
+
+    Attributes
+    ----------
+    config, out, data, device, progress
+        As given.
+    parallel, main : bool
+        Whether this process is one of several (torchrun), and whether it is the one that releases and
+        writes (rank 0; True without torchrun).
+    ledger : PrivacyLedger
+        The run's ledger over its private rows (:attr:`LabeledDataset.private_rows
+        <labeldp.data.LabeledDataset.private_rows>`), under the method's neighbouring relation: on rank 0
+        read back from ``ledger.json`` (empty for a new run), on the other ranks an empty one that is
+        never written.
+    started : float
+        ``time.perf_counter()`` when the context was made.
+    elapsed_before : float
+        The seconds the run spent before this start (0.0 off rank 0).
+    """
 
     def __init__(
         self, config: RunConfig, out: RunDirectory, data: LabeledDataset, device: torch.device, progress: bool
@@ -80,6 +148,13 @@ class RunContext:
         self._releases: dict[str, Release] = {}
 
     def seconds(self) -> float:
+        """The seconds the run has spent: before this start (rank 0) and since.
+
+        Returns
+        -------
+        float
+            ``elapsed_before`` plus the seconds since the context was made.
+        """
         return self.elapsed_before + time.perf_counter() - self.started
 
     def spend(self, name: str, draw: Callable[[PrivacyLedger], Release]) -> Release:
@@ -92,6 +167,34 @@ class RunContext:
         it is used and before the ledger file is written; a crash between the two is recorded from
         the saved release on the next run; a recorded release whose file is missing is an error,
         never a second draw.
+
+        What is released is what ``draw`` releases: the :class:`Release`'s ``members``, its ``labels``
+        and noise channel ``likelihood`` where it has them, and its ``arrays`` (with what the method
+        derived from them). It is saved as ``noisy_labels/<name>.npz`` in the run folder (every array of
+        :meth:`Release.to_arrays`, its event and description included, plus ``config``: the JSON of
+        :func:`release_inputs` of ``name``), and ``ledger.json`` is then written with the run's ``delta``
+        (0 where it has none). A release read back is never drawn again, and is recorded only where the
+        ledger lacks it (the crash above).
+
+        Parameters
+        ----------
+        name : str
+            The release's name, its file's and its ledger entry's tag (``stage1``, ``prior``, ...).
+        draw : callable
+            ``draw(ledger) -> Release``: releases with a ``release_*`` function of
+            :mod:`labeldp.boundary` with the tag ``name``, which records it on ``ledger``. Called at most
+            once, and only when the release was not saved.
+
+        Returns
+        -------
+        Release
+            The release, drawn or read back (the same on every rank).
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the ledger records ``name`` but its file is missing, if the saved file is damaged, or if
+            ``draw`` did not record its release under ``name``.
         """
         if self.parallel:
 
@@ -108,12 +211,40 @@ class RunContext:
 
     def will_draw(self, name: str) -> bool:
         """Whether :meth:`spend` of ``name`` would draw it (it is not saved yet): work that only a draw
-        needs (a prior's inference) is then shared among the ranks before it."""
+        needs (a prior's inference) is then shared among the ranks before it.
+
+        Under torchrun it is a collective call (rank 0 looks, every rank gets its answer).
+
+        Parameters
+        ----------
+        name : str
+            The release's name.
+
+        Returns
+        -------
+        bool
+            True if ``noisy_labels/<name>.npz`` does not exist.
+        """
         return distributed.on_main(lambda: not self.out.release_path(name).exists())
 
     def predict_proba(self, model: nn.Module, inputs: np.ndarray, temperature: float = 1.0) -> np.ndarray:
         """:func:`~labeldp.training.predict.predict_proba` of ``model`` on ``inputs`` (under torchrun each
-        rank computes its share: call it on every rank)."""
+        rank computes its share: call it on every rank).
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The model.
+        inputs : numpy.ndarray
+            The inputs, one row per example.
+        temperature : float, optional
+            The softmax's temperature: softmax(logits / temperature) (default 1.0).
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, K) class probabilities, on every rank.
+        """
         return predict_proba(model, inputs, temperature, sharded=self.parallel)
 
     def discard_private(self) -> None:
@@ -122,11 +253,33 @@ class RunContext:
             self.out.discard_private()
 
     def checkpoint_path(self, stage: int) -> Path:
-        """Where the training of ``stage`` keeps its checkpoint."""
+        """Where the training of ``stage`` keeps its checkpoint.
+
+        Parameters
+        ----------
+        stage : int
+            The stage, from 1.
+
+        Returns
+        -------
+        pathlib.Path
+            ``checkpoints/stage<stage>.pt`` in the run folder.
+        """
         return self.out.checkpoint_path(stage)
 
     def private_path(self, name: str) -> Path | None:
-        """A file of the run's ``private/`` folder, on rank 0 (None on the other ranks)."""
+        """A file of the run's ``private/`` folder, on rank 0 (None on the other ranks).
+
+        Parameters
+        ----------
+        name : str
+            The file's name.
+
+        Returns
+        -------
+        pathlib.Path or None
+            ``private/<name>`` (the folder created, owner only), or None off rank 0.
+        """
         return self.out.private_path(name) if self.main else None
 
     def _spend(self, name: str, draw: Callable[[PrivacyLedger], Release]) -> Release:
@@ -157,7 +310,25 @@ class RunContext:
 
     def saved_release(self, name: str) -> Release:
         """Release ``name`` as saved by :meth:`spend` (an earlier stage's labels, to train on again): as
-        :meth:`spend` returned it in this run (under torchrun, every rank has it so), else read back."""
+        :meth:`spend` returned it in this run (under torchrun, every rank has it so), else read back.
+
+        It releases nothing: the release was made and recorded before.
+
+        Parameters
+        ----------
+        name : str
+            The release's name.
+
+        Returns
+        -------
+        Release
+            The saved release.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the run has not saved ``name``, or its file is damaged.
+        """
         if name in self._releases:
             return self._releases[name]
         saved = self.out.load_release(name)
@@ -166,11 +337,36 @@ class RunContext:
         return Release.from_arrays(saved)
 
     def new_model(self, stage: int) -> nn.Module:
-        """The model of ``stage``, initialised from the seed's stream for it, on the run's device."""
+        """The model of ``stage``, initialised from the seed's stream for it, on the run's device.
+
+        Parameters
+        ----------
+        stage : int
+            The stage, from 1.
+
+        Returns
+        -------
+        torch.nn.Module
+            The untrained model (:func:`initial_model`).
+        """
         return initial_model(self.config, self.data, stage, self.device)
 
     def on_epoch_end(self, stage: int, stages: int) -> Callable[[EpochRecord], None]:
-        """The callback that writes an epoch's metrics (and prints them, with progress)."""
+        """The callback that writes an epoch's metrics (and prints them, with progress).
+
+        Parameters
+        ----------
+        stage : int
+            The stage being trained, from 1.
+        stages : int
+            The run's number of stages (for the printed line).
+
+        Returns
+        -------
+        callable
+            ``record(row)``: appends ``{"stage": stage, **row}`` of the :class:`EpochRecord` ``row`` to
+            ``metrics.jsonl`` and writes ``elapsed.json`` (rank 0 only: the others cannot write).
+        """
 
         def record(row: EpochRecord) -> None:
             self.out.append_metrics({"stage": stage, **asdict(row)})
@@ -198,7 +394,34 @@ class RunContext:
     ) -> None:
         """Train ``model`` on the training inputs ``indices`` with released ``targets`` (labels or
         likelihoods; for a regression also released values), checkpointed as ``stage``;
-        ``soft_labels``: see :func:`labeldp.training.train_stage`."""
+        ``soft_labels``: see :func:`labeldp.training.train_stage`.
+
+        The examples trained on are :meth:`training_part` of ``indices``; with ``train.validation`` > 0
+        that fraction of them is held out, by position from the public stream ``validation-split`` of
+        the seed and stage, to score the epochs on their released targets (early stopping: the model
+        ends with the best epoch's weights). Each epoch is evaluated on
+        :meth:`evaluation_set` and recorded by :meth:`on_epoch_end`. A collective call under torchrun
+        (the ranks train data-parallel). Training is post-processing of released targets: it releases
+        nothing.
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The model, trained in place (resumed from the stage's checkpoint if there is one).
+        stage : int
+            The stage, from 1 (its checkpoint, its seeds).
+        stages : int
+            The run's number of stages (for the progress line).
+        indices : numpy.ndarray
+            The training examples' positions.
+        targets : numpy.ndarray
+            One target per position: released labels, (n, K) likelihoods (evidence), (n, 3, K) binned
+            evidence, or released values.
+        description : str or None, optional
+            The progress bar's label (default ``stage <stage>/<stages>``).
+        soft_labels : bool, optional
+            Train on the normalised likelihoods by cross-entropy instead of the forward loss (default False).
+        """
         data, fraction = self.data, self.config.train.validation
         indices, targets = self.training_part(np.asarray(indices), np.asarray(targets))
         test = self.evaluation_set()
@@ -229,12 +452,32 @@ class RunContext:
         )
 
     def training_part(self, indices: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The training inputs and targets a stage trains on (a tuning candidate holds some out)."""
+        """The training inputs and targets a stage trains on (a tuning candidate holds some out).
+
+        Parameters
+        ----------
+        indices : numpy.ndarray
+            The training examples' positions.
+        targets : numpy.ndarray
+            Their targets, one per position.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``(indices, targets)`` kept: all of them in a run.
+        """
         return indices, targets
 
     def evaluation_set(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The inputs and labels (values) each epoch is evaluated on: the public test set (none where
-        the test labels are private: their release is made once, by :meth:`finish`)."""
+        the test labels are private: their release is made once, by :meth:`finish`).
+
+        Returns
+        -------
+        tuple of numpy.ndarray, or None
+            ``(x_test, y_test)``, the test values for a regression instead of ``y_test``; None when the
+            test labels are private.
+        """
         data = self.data
         if not data.public_test:
             return None
@@ -244,7 +487,31 @@ class RunContext:
         """Save the final model and the run's summary (epsilon from the ledger, plus ``facts``); under
         torchrun the ranks share the evaluation, rank 0 writes, and every rank returns the summary.
         Private test labels are released first (:meth:`test_release`) and the metrics estimated from
-        that release."""
+        that release.
+
+        A collective call under torchrun. Writes ``model.pt`` and ``summary.json`` (rank 0). What it
+        releases, and how it is recorded, is :meth:`test_release`'s; the summary's ``epsilon`` (rounded
+        up to 6 decimals; None if infinite) is the ledger's at the run's ``delta``, every release
+        included.
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The run's final model.
+        facts : dict
+            What the method adds to the summary (its stages, its noise multiplier, ...).
+
+        Returns
+        -------
+        dict
+            The summary: dataset, method, epsilon, delta, the neighbouring relation, the test metrics and
+            where their labels came from, seconds, seed, sizes, ``facts``, and for a private method its noise.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the test release is recorded but its file is missing or damaged (see :meth:`spend`).
+        """
         probabilities = predict_proba(
             model, self.data.x_test, batch_size=self.config.train.eval_batch_size, sharded=self.parallel
         )
@@ -256,7 +523,25 @@ class RunContext:
         epsilon (the test rows pay it as the training rows do, in parallel with them: the run's epsilon
         is unchanged), or their true labels for a non-private run. None where the test labels are
         public, where ``test_labels`` is ``none``, or for DP-SGD, whose ledger counts examples added or
-        removed, not labels replaced."""
+        removed, not labels replaced.
+
+        What is released: one label per test row, by K-ary randomized response at ``epsilon`` (noise from
+        the stream ``label-release`` 0), or the true labels themselves for a non-private method. It is
+        made by :meth:`spend` under the name ``test``: saved as ``noisy_labels/test.npz`` and recorded on
+        the run's ledger as one entry tagged ``test`` over the test rows (members ``num_train`` to
+        ``num_train + num_test - 1``): a ``RandomizedResponseDpEvent``, or a ``NonPrivateDpEvent`` (the
+        ledger's epsilon then infinite). Read back, not drawn again, when the run resumes.
+
+        Returns
+        -------
+        Release or None
+            The release ``test``, or None where nothing is released.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the release is recorded but its file is missing or damaged.
+        """
         config, data = self.config, self.data
         if data.public_test or config.test_labels == "none" or config.method_spec.training_releases:
             return None

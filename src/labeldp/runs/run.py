@@ -28,7 +28,28 @@ from labeldp.training.stage import check_amp, resolve_device
 
 
 def config_dataset(config: RunConfig) -> LabeledDataset:
-    """The dataset a run configuration names (loaded from its files)."""
+    """The dataset a run configuration names (loaded from its files).
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run's configuration: its dataset, data folder or table and their options, and its seed
+        (which splits off test rows where the dataset has no test set of its own).
+
+    Returns
+    -------
+    LabeledDataset
+        The dataset, its training labels private.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        For an unknown dataset, or options the dataset does not take.
+    labeldp.errors.MissingFileError
+        If a file the dataset reads does not exist.
+    labeldp.errors.DataError
+        If a file cannot be used as it is.
+    """
     return load_dataset(
         config.dataset,
         config.data_dir,
@@ -48,7 +69,22 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
 
 def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:
     """The public facts of a run's dataset that its model needs (``data.json``): the inputs' shape, the
-    label domain, the sizes, and whether it came from files the configuration names or from memory."""
+    label domain, the sizes, and whether it came from files the configuration names or from memory.
+
+    Parameters
+    ----------
+    data : LabeledDataset
+        The run's dataset.
+    in_memory : bool
+        Whether it was given in memory (``train_run``'s ``dataset``) rather than read from files.
+
+    Returns
+    -------
+    dict
+        ``name``, ``input_shape``, ``num_classes``, ``class_names``, ``num_train``, ``num_test``,
+        ``source`` (``"in-memory"`` or ``"files"``), ``categorical`` and ``label_values`` (the grid of
+        numeric labels, else None): public facts only, JSON-ready.
+    """
     return {
         "name": data.name,
         "input_shape": list(data.input_shape),
@@ -64,7 +100,27 @@ def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:
 
 def load_run_model(run_dir: str | Path) -> torch.nn.Module:
     """The final model of a finished run (its ``model.pt``), on the CPU, built from the run's own record
-    (no dataset needed)."""
+    (no dataset needed).
+
+    Loading it costs no privacy: the model is post-processing of the run's releases.
+
+    Parameters
+    ----------
+    run_dir : str or pathlib.Path
+        The run folder.
+
+    Returns
+    -------
+    torch.nn.Module
+        The model with the run's final weights.
+
+    Raises
+    ------
+    labeldp.errors.RunDirectoryError
+        If the folder has no ``config.json`` and ``data.json`` (not a run folder), or a file is damaged.
+    labeldp.errors.MissingFileError
+        If ``model.pt`` does not exist (the run has not finished).
+    """
     out = RunDirectory(run_dir)
     facts, saved = out.read_data_facts(), out.read_config()
     if saved is None or facts is None:
@@ -101,6 +157,54 @@ def train_run(
     join one process group (:mod:`labeldp.distributed`) and train data-parallel; rank 0 alone checks,
     locks, reads and writes the run folder and releases, and hands its decisions and releases to the
     others. Every rank returns the summary.
+
+    What is released: whatever the method releases (its ``run``, :class:`~labeldp.methods.registry.Method`,
+    through :meth:`RunContext.spend <labeldp.runs.context.RunContext.spend>`), then, where the test
+    labels are private, their release ``test`` (:meth:`RunContext.test_release
+    <labeldp.runs.context.RunContext.test_release>`; none with ``test_labels`` ``none``, nor for
+    DP-SGD). Each release is saved in ``noisy_labels/<name>.npz`` before it is used and recorded as one
+    entry tagged ``<name>`` on the run's ledger, ``ledger.json``; the summary's epsilon is that ledger's.
+    A resumed run reads its saved releases back and draws none of them again. A private method's run
+    whose noise can be regenerated from the configuration (``insecure_noise_seed``) warns with
+    :class:`~labeldp.errors.InsecureNoiseWarning`.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run's configuration (resolved here).
+    out_dir : str or pathlib.Path
+        The run folder: created, resumed, or (finished) read back.
+    device : str, optional
+        ``"auto"`` (the GPU when torch sees one, else the CPU) or a device torch knows (``"cpu"``,
+        ``"cuda:1"``, ...); under torchrun each process takes its local GPU.
+    progress : bool, optional
+        Show progress bars and each epoch's metrics (rank 0 only under torchrun).
+    dataset : LabeledDataset or None, optional
+        The dataset, given in memory; None: loaded from the files ``config`` names
+        (:func:`config_dataset`).
+
+    Returns
+    -------
+    dict
+        The run's summary (``summary.json``): epsilon from the ledger, delta, the test metrics, sizes,
+        and the method's facts (see :meth:`RunContext.finish <labeldp.runs.context.RunContext.finish>`).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the configuration cannot run on the dataset (:func:`check_plan`), or the device is unavailable.
+    labeldp.errors.BudgetError
+        If the budget cannot pay for the method's plan (checked before any release), or, for PATE, no
+        query was answered (after its release).
+    labeldp.errors.RunDirectoryError
+        If ``out_dir`` holds a finished run of another configuration, an unfinished one whose releases
+        depend on what changed, a damaged file, or a recorded release whose file is missing.
+    labeldp.errors.RunLockedError
+        If another process is using ``out_dir``.
+    labeldp.errors.MissingFileError
+        If a dataset file does not exist.
+    labeldp.errors.DataError
+        If a dataset file cannot be used as it is.
     """
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
@@ -174,7 +278,26 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
     """Refuse, before anything is written or released, a resolved ``config`` that cannot run on
     ``data``: a stage left without examples, a model that does not fit the inputs, more clusters than
     examples, amp off a GPU, and whatever the method refuses (a PATE or DP-SGD plan the budget cannot
-    pay for)."""
+    pay for).
+
+    Parameters
+    ----------
+    config : RunConfig
+        The resolved configuration.
+    data : LabeledDataset
+        The dataset (only its public shape and sizes are read).
+    device : torch.device
+        The device the run would train on.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        For a stage without examples, a model that does not fit the inputs, more clusters than training
+        examples, amp off a GPU, a label domain that does not match (:func:`check_label_domain`), or what
+        the method's ``plan`` refuses.
+    labeldp.errors.BudgetError
+        If the method's plan spends more than the budget (PATE, DP-SGD with a given noise multiplier).
+    """
     check_amp(config.train, device)
     n = len(data.y_train)
     sizes = [part.size for part in split_stages(n, config.stages, config.seed)]
@@ -194,7 +317,21 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
 
 
 def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:
-    """A declared label range must be the dataset's grid, and the squared loss needs numeric labels."""
+    """A declared label range must be the dataset's grid, and the squared loss needs numeric labels.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The resolved configuration (its ``label_values``, the grid it declares, and its ``loss``).
+    data : LabeledDataset
+        The dataset (its public label domain).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the declared grid is not the dataset's (or the dataset has classes), or the loss is ``mse`` on
+        a dataset with classes.
+    """
     declared = config.label_values
     tolerance = 0.0 if declared is None else 1e-12 * np.ptp(declared)
     if declared is not None and (

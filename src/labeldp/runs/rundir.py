@@ -30,7 +30,27 @@ from labeldp.training.checkpoint import load_torch
 
 class RunDirectory:
     """Paths and readers/writers for one run's folder. ``read_only`` (the ranks other than 0 of a
-    ``torchrun`` run, which never write) turns every writer into an error."""
+    ``torchrun`` run, which never write) turns every writer into an error.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The run folder (it need not exist yet).
+    read_only : bool, optional
+        Refuse every writer with :class:`~labeldp.errors.RunDirectoryError` (default False).
+
+    Attributes
+    ----------
+    root : pathlib.Path
+        The run folder.
+    read_only : bool
+        Whether the writers are refused.
+    config_path, ledger_path, metrics_path, summary_path, model_path : pathlib.Path
+        ``config.json``, ``ledger.json``, ``metrics.jsonl``, ``summary.json`` and ``model.pt`` in ``root``.
+    elapsed_path, data_path, preprocessor_path : pathlib.Path
+        ``elapsed.json`` (the seconds spent so far), ``data.json`` (the dataset's public facts) and
+        ``preprocessor.joblib`` (a table's fitted preprocessing) in ``root``.
+    """
 
     def __init__(self, root: str | Path, read_only: bool = False):
         self.root = Path(root)
@@ -50,6 +70,13 @@ class RunDirectory:
     preprocessor_path = property(lambda self: self.root / "preprocessor.joblib")
 
     def create(self) -> None:
+        """Create the folder with its ``noisy_labels/`` and ``checkpoints/`` (kept if they exist).
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the folder is ``read_only``.
+        """
         self._writing()
         (self.root / "noisy_labels").mkdir(parents=True, exist_ok=True)
         (self.root / "checkpoints").mkdir(exist_ok=True)
@@ -57,7 +84,22 @@ class RunDirectory:
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Hold an exclusive lock on the run for the duration (two processes on one run could
-        otherwise both draw noisy labels: a double spend). Raises ``RunLockedError`` if taken."""
+        otherwise both draw noisy labels: a double spend). Raises ``RunLockedError`` if taken.
+
+        The folder is created if it does not exist; the lock is the file ``.lock`` in it.
+
+        Returns
+        -------
+        contextlib.AbstractContextManager
+            A context manager that holds the lock inside its block.
+
+        Raises
+        ------
+        labeldp.errors.RunLockedError
+            If another process holds the lock.
+        labeldp.errors.RunDirectoryError
+            If the folder is ``read_only``, or a file is where the folder would be created.
+        """
         self._writing()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -67,25 +109,79 @@ class RunDirectory:
             yield
 
     def release_path(self, name: str) -> Path:
+        """Where release ``name`` is saved.
+
+        Parameters
+        ----------
+        name : str
+            The release's name (``stage1``, ``prior``, ``pate``, ``test``, ...).
+
+        Returns
+        -------
+        pathlib.Path
+            ``noisy_labels/<name>.npz`` in the folder (it may not exist).
+        """
         return self.root / "noisy_labels" / f"{name}.npz"
 
     def checkpoint_path(self, stage: int) -> Path:
+        """Where the training of ``stage`` keeps its checkpoint.
+
+        Parameters
+        ----------
+        stage : int
+            The stage, from 1.
+
+        Returns
+        -------
+        pathlib.Path
+            ``checkpoints/stage<stage>.pt`` in the folder (it may not exist).
+        """
         return self.root / "checkpoints" / f"stage{stage}.pt"
 
     def private_path(self, name: str) -> Path:
-        """A file in ``private/`` (created, readable by the owner only)."""
+        """A file in ``private/`` (created, readable by the owner only).
+
+        Parameters
+        ----------
+        name : str
+            The file's name.
+
+        Returns
+        -------
+        pathlib.Path
+            ``private/<name>`` in the folder; the folder ``private/`` is created (mode 0o700), the file
+            is not.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the folder is ``read_only``.
+        """
         self._writing()
         folder = self.root / "private"
         folder.mkdir(mode=0o700, exist_ok=True)
         return folder / name
 
     def discard_private(self) -> None:
+        """Delete ``private/`` and everything in it (nothing if it does not exist).
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the folder is ``read_only``.
+        """
         self._writing()
         shutil.rmtree(self.root / "private", ignore_errors=True)
 
     def discard_training(self) -> None:
         """Forget the training state (checkpoints, metrics, ``private/``) but keep every release and the
-        ledger."""
+        ledger.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the folder is ``read_only``.
+        """
         self._writing()
         shutil.rmtree(self.root / "checkpoints", ignore_errors=True)
         self.metrics_path.unlink(missing_ok=True)
@@ -98,14 +194,60 @@ class RunDirectory:
             raise RunDirectoryError(f"{path} is damaged ({error}); restore it from a copy of the run folder") from None
 
     def read_config(self) -> dict[str, Any] | None:
+        """The saved configuration (``config.json``).
+
+        Returns
+        -------
+        dict or None
+            The configuration as written (:meth:`RunConfig.to_dict <labeldp.config.run.RunConfig.to_dict>`),
+            or None if there is none yet.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the file is damaged (not JSON).
+        """
         return self._read_json(self.config_path) if self.config_path.exists() else None
 
     def write_config(self, config: dict[str, Any]) -> None:
+        """Write ``config.json`` (atomically, replacing what was there).
+
+        Parameters
+        ----------
+        config : dict
+            The configuration as a dictionary (:meth:`RunConfig.to_dict <labeldp.config.run.RunConfig.to_dict>`).
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the folder is ``read_only``.
+        """
         self._writing()
         write_json_atomic(self.config_path, config)
 
     def read_ledger(self, dataset_size: int | None = None, neighboring_relation=NEIGHBORING_RELATION) -> PrivacyLedger:
-        """The saved ledger (an empty one if there is none yet, which needs ``dataset_size``)."""
+        """The saved ledger (an empty one if there is none yet, which needs ``dataset_size``).
+
+        Parameters
+        ----------
+        dataset_size : int or None, optional
+            The number of rows whose labels are private (training rows, and test rows whose labels are
+            private): a saved ledger must cover that many, an empty one is made for that many. None: read
+            the saved ledger as it is.
+        neighboring_relation : dp_accounting.NeighboringRelation, optional
+            The relation of an empty ledger (default ``REPLACE_ONE``, label DP); a saved ledger keeps its own.
+
+        Returns
+        -------
+        PrivacyLedger
+            The saved ledger, or an empty one.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If ``ledger.json`` is damaged, covers another number of rows than ``dataset_size``, or does not
+            exist while ``dataset_size`` is None.
+        """
         if self.ledger_path.exists():
             try:
                 ledger = PrivacyLedger.from_dict(self._read_json(self.ledger_path))
@@ -124,11 +266,44 @@ class RunDirectory:
         return PrivacyLedger(dataset_size, neighboring_relation)
 
     def save_release(self, name: str, **arrays: np.ndarray) -> None:
-        """Save a release (e.g. a stage's noisy labels with their indices) before it is used."""
+        """Save a release (e.g. a stage's noisy labels with their indices) before it is used.
+
+        Written atomically to :meth:`release_path`, replacing a file of that name: refusing a second
+        draw is the caller's job (:meth:`RunContext.spend <labeldp.runs.context.RunContext.spend>`).
+
+        Parameters
+        ----------
+        name : str
+            The release's name.
+        **arrays : numpy.ndarray
+            What to save, by name (``numpy.savez``'s keywords).
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the folder is ``read_only``.
+        """
         self._writing()
         write_atomic(self.release_path(name), lambda tmp: np.savez(tmp, **arrays))
 
     def load_release(self, name: str) -> dict[str, np.ndarray] | None:
+        """Release ``name`` as :meth:`save_release` saved it.
+
+        Parameters
+        ----------
+        name : str
+            The release's name.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray, or None
+            The saved arrays by name, or None if the release was not saved.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the file is damaged.
+        """
         path = self.release_path(name)
         if not path.exists():
             return None
@@ -142,7 +317,19 @@ class RunDirectory:
             ) from None
 
     def release_inputs(self) -> dict[str, dict[str, Any] | None]:
-        """For each saved release, the configuration it depended on (None if it was not recorded)."""
+        """For each saved release, the configuration it depended on (None if it was not recorded).
+
+        Returns
+        -------
+        dict
+            Release name -> the configuration dictionary saved with it
+            (:func:`~labeldp.runs.context.release_inputs`), or None; sorted by name.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If a release's file is damaged.
+        """
         folder = self.root / "noisy_labels"
         found = {}
         for path in sorted(folder.glob("*.npz")) if folder.is_dir() else []:
@@ -155,7 +342,24 @@ class RunDirectory:
 
         With ``strict`` (a method whose training steps are releases, DP-SGD), a row beyond its
         checkpoint means the checkpoint was deleted or replaced by an older one after later epochs ran:
-        continuing would repeat steps outside the recorded release, so it is an error."""
+        continuing would repeat steps outside the recorded release, so it is an error.
+
+        ``metrics.jsonl`` is rewritten with the history of each stage's checkpoint (none for a stage
+        without one).
+
+        Parameters
+        ----------
+        stages : int
+            The run's number of stages.
+        strict : bool, optional
+            Refuse metric rows beyond their checkpoint instead of dropping them (default False).
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            With ``strict``, if ``metrics.jsonl`` records more epochs of a stage than its checkpoint holds;
+            if a checkpoint is damaged; if the folder is ``read_only``.
+        """
         written = self.read_metrics()
         rows = []
         for stage in range(1, stages + 1):
@@ -170,32 +374,127 @@ class RunDirectory:
         self.rewrite_metrics(rows)
 
     def load_checkpoint(self, stage: int) -> dict[str, Any]:
+        """The checkpoint of ``stage`` (:meth:`checkpoint_path`).
+
+        Parameters
+        ----------
+        stage : int
+            The stage, from 1.
+
+        Returns
+        -------
+        dict
+            What the checkpoint holds (its ``history``: the metric rows of the epochs it completed, ...).
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the file cannot be read (damaged or missing).
+        """
         return load_torch(self.checkpoint_path(stage))
 
     def rewrite_metrics(self, rows: list[dict[str, Any]]) -> None:
+        """Replace ``metrics.jsonl`` (atomically) with ``rows``.
+
+        Parameters
+        ----------
+        rows : list of dict
+            The metric rows, one JSON line each.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the folder is ``read_only``.
+        """
         self._writing()
         write_text_atomic(self.metrics_path, "".join(json.dumps(row) + "\n" for row in rows))
 
     def append_metrics(self, row: dict[str, Any]) -> None:
+        """Append one row (an epoch's metrics) to ``metrics.jsonl``.
+
+        Parameters
+        ----------
+        row : dict
+            The row, written as one JSON line.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the folder is ``read_only``.
+        """
         self._writing()
         with open(self.metrics_path, "a") as handle:
             handle.write(json.dumps(row) + "\n")
 
     def read_metrics(self) -> list[dict[str, Any]]:
+        """The rows of ``metrics.jsonl``.
+
+        Returns
+        -------
+        list of dict
+            One row per line, in order; empty if there is no file.
+        """
         if not self.metrics_path.exists():
             return []
         return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
 
     def read_data_facts(self) -> dict[str, Any] | None:
-        """What the run knows of its dataset's public shape (:func:`labeldp.runs.run.data_facts`)."""
+        """What the run knows of its dataset's public shape (:func:`labeldp.runs.run.data_facts`).
+
+        Returns
+        -------
+        dict or None
+            The content of ``data.json``, or None if there is none.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the file is damaged (not JSON).
+        """
         return self._read_json(self.data_path) if self.data_path.exists() else None
 
     def read_summary(self) -> dict[str, Any] | None:
+        """The summary of the finished run (``summary.json``).
+
+        Returns
+        -------
+        dict or None
+            The summary, or None while the run is unfinished.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the file is damaged (not JSON).
+        """
         return self._read_json(self.summary_path) if self.summary_path.exists() else None
 
     def elapsed(self) -> float:
+        """The seconds the run has spent so far, over its start and every resume (``elapsed.json``).
+
+        Returns
+        -------
+        float
+            The seconds recorded, 0.0 if none.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the file is damaged (not JSON).
+        """
         return self._read_json(self.elapsed_path)["seconds"] if self.elapsed_path.exists() else 0.0
 
     def write_elapsed(self, seconds: float) -> None:
+        """Record the seconds the run has spent so far (``elapsed.json``, atomically).
+
+        Parameters
+        ----------
+        seconds : float
+            The total so far.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the folder is ``read_only``.
+        """
         self._writing()
         write_json_atomic(self.elapsed_path, {"seconds": seconds})
