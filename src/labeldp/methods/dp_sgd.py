@@ -68,7 +68,7 @@ def run_dpsgd(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         config.dpsgd,
         sigma,
         augmentation=data.augmentation,
-        test=(data.x_test, data.y_test),
+        test=(data.x_test, data.y_test) if data.public_test else None,  # private test labels: no release here
         seed=config.seed,
         noise=config.noise,
         checkpoint=context.checkpoint_path(1),

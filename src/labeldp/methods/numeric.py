@@ -52,7 +52,12 @@ from labeldp.training.predict import predict_proba
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
 _MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "combine_priors"})
-_FIRST_RELEASES = {"stage1": TRAINING_OPTIONS, "prior": TRAINING_OPTIONS}
+#: who pays for the histogram prior of several stages (stage 1's examples, or all of them with
+#: ``combine_priors``) is decided before it is drawn: the prior depends on ``combine_priors``
+_FIRST_RELEASES = {
+    "stage1": TRAINING_OPTIONS,
+    "prior": tuple(option for option in TRAINING_OPTIONS if option != "combine_priors"),
+}
 
 
 def _targets(context: MethodContext, released: Release) -> np.ndarray:
