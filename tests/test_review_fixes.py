@@ -71,3 +71,76 @@ def test_the_histogram_prior_of_several_stages_depends_on_who_pays_for_it(tmp_pa
     monkeypatch.undo()
     with pytest.raises(RunDirectoryError, match="whose releases prior depend"):
         train_run(config(True), tmp_path / "run", dataset=toy, progress=False)
+
+
+def test_a_configuration_with_unknown_options_is_refused_with_a_sentence() -> None:
+    """A config.json written by another version names what this one does not know."""
+    import pytest
+
+    from labeldp.errors import ConfigError
+
+    data = RunConfig(method="lp-1st", epsilon=1.0).to_dict()
+    assert RunConfig.from_dict(data) == RunConfig(method="lp-1st", epsilon=1.0)
+    with pytest.raises(ConfigError, match="does not know: shiny, train.turbo"):
+        RunConfig.from_dict({**data, "shiny": 1, "train": {**data["train"], "turbo": True}})
+
+
+def test_a_method_registered_under_a_taken_alias_registers_nothing() -> None:
+    """An alias that collides leaves neither the method's name nor its other aliases registered."""
+    import pytest
+
+    from labeldp.errors import ConfigError
+    from labeldp.methods import registry
+
+    method = registry.Method("fresh-method", "a test method", lambda context: None)
+    with pytest.raises(ConfigError, match="already registered"):
+        registry.register_method(method, "other-alias", "lp-1st")
+    assert "fresh-method" not in registry.method_names() and "other-alias" not in registry.method_names()
+
+
+def test_labeldps_own_names_are_taken_before_their_modules_are_imported() -> None:
+    """A fresh process registering a method or a dataset under a built-in name is refused at once."""
+    import subprocess
+    import sys
+
+    script = (
+        "import pytest\n"
+        "from labeldp.errors import ConfigError\n"
+        "from labeldp.methods.registry import Method, register_method, get_method\n"
+        "from labeldp.data.registry import Dataset, register_dataset\n"
+        "with pytest.raises(ConfigError):\n"
+        "    register_method(Method('lp-2st', 'mine', lambda context: None))\n"
+        "assert get_method('lp-2st').help.startswith('two stages')\n"
+        "with pytest.raises(ConfigError):\n"
+        "    register_dataset(Dataset('digits', 'embedded', lambda request: None))\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+
+
+def test_a_report_of_a_results_file_plots_beside_it(tmp_path) -> None:
+    """``report`` takes the sweep folder or its results.csv; the plot goes in the folder either way."""
+    import csv
+
+    from labeldp.experiments.report import report
+    from labeldp.experiments.sweep import RESULT_COLUMNS
+
+    rows = [
+        {
+            "key": f"digits/e{e}/lp-1st/run0",
+            "status": "done",
+            "dataset": "digits",
+            "method": "lp-1st",
+            "target_epsilon": e,
+            "epsilon": e,
+            "delta": 0,
+            "seed": 0,
+            "test_accuracy": 0.5 + e / 10,
+        }
+        for e in (1, 2)
+    ]
+    with open(tmp_path / "results.csv", "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=RESULT_COLUMNS, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    _, plot = report(tmp_path / "results.csv")
+    assert plot == tmp_path / "privacy_utility.png" and plot.exists()

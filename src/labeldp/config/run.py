@@ -32,6 +32,8 @@ DEFAULT_DELTA = 1e-5
 #: the share of epsilon a noisy histogram prior buys when none is given (the labels get the rest)
 DEFAULT_PRIOR_SHARE = 0.1
 LOSSES = ("forward", "ce", "mse")
+#: the nested settings of a configuration, by field name
+_SECTIONS = {"train": TrainConfig, "dpsgd": DPSGDConfig, "pate": PATEConfig}
 PRIORS = ("uniform", "histogram", "cluster")
 #: where the test metrics of held-out rows of the private label column come from (``test_labels``)
 TEST_LABELS = ("released", "public", "none")
@@ -610,11 +612,24 @@ class RunConfig:
         -------
         RunConfig
             The configuration.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            For options this version of labeldp does not know.
         """
         data = dict(data)
-        data["train"] = TrainConfig(**data.get("train", {}))
-        data["dpsgd"] = DPSGDConfig(**data.get("dpsgd", {}))
-        data["pate"] = PATEConfig(**data.get("pate", {}))
+        unknown = sorted(set(data) - {field.name for field in dataclasses.fields(cls)})
+        for section, settings in _SECTIONS.items():
+            known = {field.name for field in dataclasses.fields(settings)}
+            unknown += sorted(f"{section}.{name}" for name in set(data.get(section) or {}) - known)
+        if unknown:
+            raise ConfigError(
+                f"the configuration has options this version of labeldp does not know: {', '.join(unknown)} "
+                "(written by another version?)"
+            )
+        for section, settings in _SECTIONS.items():
+            data[section] = settings(**data.get(section, {}))
         for name in ("stages", "classes", "features", "drop", "label_range"):
             if data.get(name) is not None:
                 data[name] = tuple(data[name])

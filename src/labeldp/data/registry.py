@@ -168,6 +168,7 @@ def register_dataset(dataset: Dataset) -> Dataset:
     labeldp.errors.ConfigError
         If a dataset of that name is already registered.
     """
+    _builtin()  # labeldp's own names are taken (a no-op while labeldp.data.builtin registers them)
     if dataset.name in _DATASETS:
         raise ConfigError(f"dataset {dataset.name!r} is already registered")
     _DATASETS[dataset.name] = dataset

@@ -300,7 +300,7 @@ def report(sweep_dir: str | Path, metric: str | None = None) -> tuple[str, Path]
     Parameters
     ----------
     sweep_dir : str or pathlib.Path
-        The sweep folder; the plot is written in it.
+        The sweep folder, or its ``results.csv``; the plot is written in the folder.
     metric : str or None, optional
         A name of :data:`METRICS`; None: each dataset's own.
 
@@ -322,4 +322,5 @@ def report(sweep_dir: str | Path, metric: str | None = None) -> tuple[str, Path]
         raise ConfigError(f"{sweep_dir} has no finished runs to report" + (f" with a {metric}" if metric else ""))
     failed = sum(1 for r in rows if r["status"] == "failed")
     name = "privacy_utility.png" if metric is None else f"privacy_utility_{metric}.png"
-    return format_report(stats, failed), plot_privacy_utility(stats, Path(sweep_dir) / name)
+    folder = Path(sweep_dir) if Path(sweep_dir).is_dir() else Path(sweep_dir).parent  # a results.csv given
+    return format_report(stats, failed), plot_privacy_utility(stats, folder / name)

@@ -38,7 +38,6 @@ run's releases: everything else is post-processing of released labels and public
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -134,7 +133,7 @@ def _run_candidate(
     same configuration is read back."""
     result_path = folder.root / "result.json"
     if result_path.exists():
-        saved = json.loads(result_path.read_text())
+        saved = folder.read_json(result_path)
         if (
             saved.get("config") == config.to_dict()
             and saved.get("held_out") == int(held_out.size)

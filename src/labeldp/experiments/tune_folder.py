@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +50,7 @@ def finished(folder: RunDirectory, record: dict[str, Any]) -> dict[str, Any] | N
         if folder.read_summary() is not None:
             raise RunDirectoryError(f"{folder.root} holds a finished run: choose another folder for the tune")
         return None
-    saved = json.loads(path.read_text())
+    saved = folder.read_json(path)
     if all(saved.get(name) == value for name, value in record.items()):
         return saved
     raise RunDirectoryError(

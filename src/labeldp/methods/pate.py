@@ -101,7 +101,8 @@ def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         return release.with_arrays(queries=queries, noise_std=np.array(noise_std))
 
     released = context.spend("pate", draw)
-    context.discard_private()  # the teachers' raw votes are not private: gone once the answers are released
+    # the teachers' raw votes, computed from true labels without noise: gone once the answers are released
+    context.discard_private()
     answered = released.arrays["answered"]
     if not answered.any():
         raise BudgetError("no query was answered: lower --threshold or raise --queries (the budget is spent)")

@@ -170,9 +170,14 @@ def register_method(method: Method, *aliases: str) -> Method:
     labeldp.errors.ConfigError
         If a name is registered already.
     """
-    for name in (method.name, *aliases):
-        if name in _REGISTRY:
-            raise ConfigError(f"method {name!r} is already registered")
+    names = (method.name, *aliases)
+    for name in names:  # labeldp's own names are taken before their module is imported
+        if name in BUILTIN_METHODS and name not in _REGISTRY:
+            importlib.import_module(f"labeldp.methods.{BUILTIN_METHODS[name]}")  # (itself: no-op)
+    taken = [name for name in names if name in _REGISTRY]
+    if taken or len(set(names)) != len(names):
+        raise ConfigError(f"method {(taken or names)[0]!r} is already registered")  # nothing registered
+    for name in names:
         _REGISTRY[name] = method
     return method
 

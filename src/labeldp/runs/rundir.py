@@ -187,7 +187,24 @@ class RunDirectory:
         self.metrics_path.unlink(missing_ok=True)
         self.discard_private()
 
-    def _read_json(self, path: Path) -> Any:
+    def read_json(self, path: Path) -> Any:
+        """A JSON file of the run folder (or one beside it), read.
+
+        Parameters
+        ----------
+        path : pathlib.Path
+            The file.
+
+        Returns
+        -------
+        Any
+            Its content.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the file is damaged.
+        """
         try:
             return json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -207,7 +224,7 @@ class RunDirectory:
         labeldp.errors.RunDirectoryError
             If the file is damaged (not JSON).
         """
-        return self._read_json(self.config_path) if self.config_path.exists() else None
+        return self.read_json(self.config_path) if self.config_path.exists() else None
 
     def write_config(self, config: dict[str, Any]) -> None:
         """Write ``config.json`` (atomically, replacing what was there).
@@ -250,7 +267,7 @@ class RunDirectory:
         """
         if self.ledger_path.exists():
             try:
-                ledger = PrivacyLedger.from_dict(self._read_json(self.ledger_path))
+                ledger = PrivacyLedger.from_dict(self.read_json(self.ledger_path))
             except (KeyError, TypeError, ValueError) as error:
                 raise RunDirectoryError(
                     f"{self.ledger_path} is damaged (cannot read {error}); restore it from a "
@@ -451,7 +468,7 @@ class RunDirectory:
         labeldp.errors.RunDirectoryError
             If the file is damaged (not JSON).
         """
-        return self._read_json(self.data_path) if self.data_path.exists() else None
+        return self.read_json(self.data_path) if self.data_path.exists() else None
 
     def read_summary(self) -> dict[str, Any] | None:
         """The summary of the finished run (``summary.json``).
@@ -466,7 +483,7 @@ class RunDirectory:
         labeldp.errors.RunDirectoryError
             If the file is damaged (not JSON).
         """
-        return self._read_json(self.summary_path) if self.summary_path.exists() else None
+        return self.read_json(self.summary_path) if self.summary_path.exists() else None
 
     def elapsed(self) -> float:
         """The seconds the run has spent so far, over its start and every resume (``elapsed.json``).
@@ -481,7 +498,7 @@ class RunDirectory:
         labeldp.errors.RunDirectoryError
             If the file is damaged (not JSON).
         """
-        return self._read_json(self.elapsed_path)["seconds"] if self.elapsed_path.exists() else 0.0
+        return self.read_json(self.elapsed_path)["seconds"] if self.elapsed_path.exists() else 0.0
 
     def write_elapsed(self, seconds: float) -> None:
         """Record the seconds the run has spent so far (``elapsed.json``, atomically).
