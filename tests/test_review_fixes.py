@@ -144,3 +144,37 @@ def test_a_report_of_a_results_file_plots_beside_it(tmp_path) -> None:
         writer.writerows(rows)
     _, plot = report(tmp_path / "results.csv")
     assert plot == tmp_path / "privacy_utility.png" and plot.exists()
+
+
+def test_prior_rows_are_checked_before_anything_is_drawn(tmp_path, monkeypatch) -> None:
+    """A table's prior columns are public: a missing value or a row that is not a distribution is
+    refused in the first pass over the table, before the first block is drawn."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import pytest
+
+    from labeldp.boundary import column, privatize_table
+    from labeldp.errors import ConfigError, DataError
+
+    drawn = []
+    monkeypatch.setattr(column.Draws, "draw", lambda self, *args: drawn.append(1))
+    labels = np.arange(300) % 2
+    priors = np.full((300, 2), 0.5)
+    for damaged, error in ((np.where(np.arange(300)[:, None] == 299, 0.9, priors), ConfigError), (None, DataError)):
+        p0 = pa.array(
+            priors[:, 0] if damaged is None else damaged[:, 0], mask=np.arange(300) == 299 if damaged is None else None
+        )
+        table = pa.table({"id": np.arange(300), "y": labels, "p0": p0, "p1": priors[:, 1]})
+        pq.write_table(table, tmp_path / "t.parquet")
+        with pytest.raises(error):
+            privatize_table(
+                tmp_path / "t.parquet",
+                tmp_path / "out",
+                label_column="y",
+                id_column="id",
+                classes=[0, 1],
+                epsilon=1.0,
+                prior_columns=["p0", "p1"],
+                batch_rows=100,
+            )
+    assert drawn == [] and not (tmp_path / "out").exists()

@@ -263,7 +263,7 @@ def _privatize_table(
             f"id column {id_column!r} must hold one value a row (a number, a string, a date), got "
             f"{schema.field(id_column).type}"
         )
-    rows = check_rows(datasets, schema, domain, label_column, id_column, described)
+    rows = check_rows(datasets, schema, domain, label_column, id_column, described, columns_of_priors)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with _locked(out):

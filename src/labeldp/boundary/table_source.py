@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.dataset as ds
 
+from labeldp._validation import check_priors
 from labeldp.boundary.column import duplicated_ids_error
 from labeldp.boundary.domain import LabelDomain, canonical_label
 from labeldp.errors import ConfigError, DataError, MissingFileError
@@ -366,9 +367,11 @@ def check_rows(
     label_column: str,
     id_column: str,
     described: str,
+    prior_columns: tuple[str, ...] | None = None,
 ) -> int:
     """Read the label and id columns once: every label must be one of the classes (the error says
-    neither which nor how many are not), every id present and distinct. Returns the number of rows.
+    neither which nor how many are not), every id present and distinct; and RR-with-prior's prior
+    columns, each row a probability distribution. Returns the number of rows.
 
     The ids are checked with 8 bytes a row: each row's 64-bit key (:func:`_id_keys`).
 
@@ -389,6 +392,8 @@ def check_rows(
         The id column.
     described : str
         The source in words, for the error messages.
+    prior_columns : tuple of str or None, optional
+        RR-with-prior's prior columns, one per class (public), or None.
 
     Returns
     -------
@@ -398,21 +403,36 @@ def check_rows(
     Raises
     ------
     labeldp.errors.DataError
-        If a label is missing or outside the classes, an id is missing or duplicated (the message names
-        it: ids are public), the source holds no rows, or it cannot be read.
+        If a label is missing or outside the classes, an id or a prior value is missing, an id is
+        duplicated (the message names it: ids are public), the source holds no rows, or it cannot be read.
+    labeldp.errors.ConfigError
+        If a prior row is not a probability distribution.
     """
     where = f"label column {label_column!r}"
     keys: list[np.ndarray] = []
-    for batch in read_batches(datasets, pa.schema([schema.field(label_column), schema.field(id_column)]), label_column):
+    prior_columns = tuple(prior_columns or ())
+    fields = [schema.field(name) for name in (label_column, id_column, *prior_columns)]
+    for batch in read_batches(datasets, pa.schema(fields), label_column):
         arrow_positions(domain, batch.column(0), where)
         if batch.column(1).null_count:
             raise DataError(f"id column {id_column!r} has missing values")
         keys.append(_id_keys(batch.column(1)))
+        if prior_columns:  # public: checked before anything is drawn, not block by block while drawing
+            _check_prior_rows(batch, prior_columns)
     rows = sum(chunk.size for chunk in keys)
     if rows == 0:
         raise DataError(f"{described} has no rows")
     _refuse_duplicated_ids(datasets, schema.field(id_column), _joined(keys))
     return rows
+
+
+def _check_prior_rows(batch: pa.RecordBatch, prior_columns: tuple[str, ...]) -> None:
+    """The prior columns of a batch (after its label and id columns): no missing value, and each row
+    a probability distribution over the classes (:func:`labeldp._validation.check_priors`)."""
+    for position, name in enumerate(prior_columns, start=2):
+        if batch.column(position).null_count:
+            raise DataError(f"prior column {name!r} has missing values")
+    check_priors(np.column_stack([batch.column(i).to_numpy(zero_copy_only=False) for i in range(2, batch.num_columns)]))
 
 
 def _id_keys(ids: pa.Array) -> np.ndarray:
