@@ -18,6 +18,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "labeldp"
 MODULE_LINES, FUNCTION_LINES = 400, 80
 #: functions allowed to be longer, each with its reason
 LONG_FUNCTIONS: dict[str, str] = {}
+#: modules allowed to be longer, each with its reason and its own limit
+LONG_MODULES: dict[str, tuple[str, int]] = {
+    "labeldp.config.run": (
+        "every option of a run in one dataclass, each field with its help and its checks: the one place a "
+        "user and the command line read them",
+        500,
+    ),
+}
 
 
 def _module_name(path: Path) -> str:
@@ -125,7 +133,8 @@ def test_a_module_is_read_in_one_sitting_and_a_function_fits_on_a_screen(module:
     text = path.read_text()
     lines, tree = text.split("\n"), ast.parse(text)
     documentation = _docstring_lines(tree)
-    assert _code_lines(lines, 1, len(lines), documentation) <= MODULE_LINES, f"{module}: split it by job"
+    limit = LONG_MODULES.get(module, ("", MODULE_LINES))[1]
+    assert _code_lines(lines, 1, len(lines), documentation) <= limit, f"{module}: split it by job"
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             name = f"{module}.{node.name}"

@@ -13,6 +13,29 @@ import numpy as np
 from labeldp.errors import ConfigError
 
 
+def check_contribution(contribution: int) -> int:
+    """The number of labels one privacy unit changes at most, as a positive int.
+
+    Parameters
+    ----------
+    contribution : int
+        The most labels of one unit among those a release reads.
+
+    Returns
+    -------
+    int
+        ``contribution``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If it is not a whole number of at least 1.
+    """
+    if int(contribution) != contribution or contribution < 1:
+        raise ConfigError(f"contribution must be a whole number of at least 1, got {contribution!r}")
+    return int(contribution)
+
+
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     """Return ``epsilon`` as a float after checking it is a finite number > 0.
 

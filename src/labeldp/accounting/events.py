@@ -33,7 +33,7 @@ RELATION_NAMES = {
 GAUSSIAN_SHIFT_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 
 
-def histogram_event(epsilon: float) -> dp_event.DpEvent:
+def histogram_event(epsilon: float, contribution: int = 1) -> dp_event.DpEvent:
     """The event of a per-group label histogram with discrete Laplace(epsilon / 2) noise on every cell.
 
     Replacing one label moves two cells by one, two independent unit shifts: the table is epsilon-DP
@@ -43,16 +43,23 @@ def histogram_event(epsilon: float) -> dp_event.DpEvent:
     ----------
     epsilon : float
         The privacy parameter the histogram was released with.
+    contribution : int, optional
+        The most labels one privacy unit has among the members (default 1: each row its own unit); they
+        change together between neighbouring datasets, so the noise covers ``contribution`` times the
+        sensitivity of one label.
 
     Returns
     -------
     dp_accounting.dp_event.DpEvent
-        ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(epsilon / 2, 1), 2)``.
+        ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(epsilon / 2, 1), 2)``; for c = ``contribution`` > 1,
+        ``DiscreteLaplaceDpEvent(epsilon / 2c, 2c)`` (c labels replaced move the table by 2c in L1).
     """
+    if contribution > 1:
+        return dp_event.DiscreteLaplaceDpEvent(epsilon / (2.0 * contribution), 2 * int(contribution))
     return dp_event.SelfComposedDpEvent(dp_event.DiscreteLaplaceDpEvent(epsilon / 2.0, 1), 2)
 
 
-def marginals_event(epsilon: float, num_features: int, num_classes: int) -> dp_event.DpEvent:
+def marginals_event(epsilon: float, num_features: int, num_classes: int, contribution: int = 1) -> dp_event.DpEvent:
     """The event of noisy label marginals over ``num_features`` public features.
 
     Noisy label marginals (:mod:`labeldp.mechanisms.marginals`): a table of counts whose L1 sensitivity
@@ -70,13 +77,17 @@ def marginals_event(epsilon: float, num_features: int, num_classes: int) -> dp_e
         B, the number of binned public features.
     num_classes : int
         K, the number of classes.
+    contribution : int, optional
+        The most labels one privacy unit has among the members (default 1: each row its own unit); they
+        change together between neighbouring datasets, so the noise covers ``contribution`` times the
+        sensitivity of one label.
 
     Returns
     -------
     dp_accounting.dp_event.DpEvent
-        ``DiscreteLaplaceDpEvent(epsilon / m, m)``.
+        ``DiscreteLaplaceDpEvent(epsilon / m, m)``, m the cells moved times ``contribution``.
     """
-    cells = moved_cells(num_features, num_classes)
+    cells = moved_cells(num_features, num_classes) * int(contribution)
     return dp_event.DiscreteLaplaceDpEvent(epsilon / cells, cells)
 
 

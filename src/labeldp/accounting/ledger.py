@@ -47,6 +47,7 @@ import json
 import logging
 import math
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -314,6 +315,13 @@ class LedgerEntry:
         The event applied (independently) to the label of each member.
     members : numpy.ndarray
         Boolean mask of shape (dataset_size,) over the ledger's dataset.
+    aggregate : bool
+        Whether ``event`` is a statistic over the members (a histogram, marginals) that covers the rows
+        of each privacy unit together: a unit is charged it once, however many of its rows are members.
+        Otherwise the event ran on each member's label, and a unit is charged it once per member row.
+    row_event : dp_accounting.dp_event.DpEvent or None
+        For an aggregate event calibrated to units of several rows, what it guarantees each row (for the
+        per-row epsilon); None: ``event``.
     num_members : int
         The number of members.
     """
@@ -322,6 +330,8 @@ class LedgerEntry:
     description: str
     event: dp_event.DpEvent
     members: np.ndarray = field(repr=False)  # boolean mask over the ledger's dataset
+    aggregate: bool = False
+    row_event: dp_event.DpEvent | None = None
 
     @property
     def num_members(self) -> int:
@@ -344,17 +354,32 @@ class PrivacyLedger:
     module docstring). The guarantee covers the releases recorded on the ledger, under its neighbouring
     relation, and holds only if each recorded event is the mechanism that actually ran.
 
+    **Privacy units.** With ``units`` (the public unit of each example, e.g. the user who saw an
+    impression), the labels protected together are a unit's: neighbouring datasets differ in the
+    labels of every row of one unit. A unit's privacy loss is then the composition of what touched its
+    rows: an event that ran on each member's label once per member row of the unit (a unit of 5 rows
+    released by randomized response at epsilon composes 5 such releases), an aggregate event (whose
+    sensitivity the release calibrated to the unit's rows) once. :meth:`epsilon` reports the worst
+    unit; :meth:`row_epsilon` the worst row, for information. Without units every row is its own unit.
+
     Parameters
     ----------
     dataset_size : int
         Number of examples whose labels are protected; members are indices into them.
     neighboring_relation : dp_accounting.NeighboringRelation, optional
         ``REPLACE_ONE`` (label DP, the default) or ``ADD_OR_REMOVE_ONE`` (full DP).
+    units : array_like of int or None, optional
+        (dataset_size,) the privacy unit of each example, integers in [0, number of units); public,
+        never derived from a label. None (the default): every example is its own unit.
 
     Attributes
     ----------
     dataset_size : int
         Number of examples whose labels are protected.
+    units : numpy.ndarray or None
+        The privacy unit of each example, or None.
+    num_units : int
+        The number of privacy units (``dataset_size`` without units).
     neighboring_relation : dp_accounting.NeighboringRelation
         The relation every epsilon of the ledger is stated under.
     relation_name : str
@@ -365,11 +390,15 @@ class PrivacyLedger:
     Raises
     ------
     labeldp.errors.ConfigError
-        If ``dataset_size`` is not positive or the relation is not one of the two above.
+        If ``dataset_size`` is not positive, the relation is not one of the two above, or ``units`` is
+        not one non-negative integer per example (or is given for a relation other than ``REPLACE_ONE``).
     """
 
     def __init__(
-        self, dataset_size: int, neighboring_relation: dp_accounting.NeighboringRelation = NEIGHBORING_RELATION
+        self,
+        dataset_size: int,
+        neighboring_relation: dp_accounting.NeighboringRelation = NEIGHBORING_RELATION,
+        units=None,
     ):
         if int(dataset_size) <= 0:
             raise ConfigError(f"dataset_size must be positive, got {dataset_size}")
@@ -377,7 +406,28 @@ class PrivacyLedger:
             raise ConfigError(f"unsupported neighbouring relation {neighboring_relation!r}")
         self.dataset_size = int(dataset_size)
         self.neighboring_relation = neighboring_relation
+        self.units = None if units is None else _check_units(units, self.dataset_size, neighboring_relation)
+        self.num_units = self.dataset_size if self.units is None else int(self.units.max()) + 1
         self._entries: list[LedgerEntry] = []
+
+    def contribution(self, members) -> int:
+        """The most rows one privacy unit has among ``members`` (1 without units): how many labels
+        change together between neighbouring datasets, which an aggregate release's noise must cover.
+
+        Parameters
+        ----------
+        members : array_like
+            Example indices or a boolean mask (see :meth:`members_mask`).
+
+        Returns
+        -------
+        int
+            The largest number of members in one unit; 0 for no members.
+        """
+        mask = self.members_mask(members)
+        if self.units is None:
+            return int(mask.any())
+        return int(np.bincount(self.units[mask], minlength=1).max())
 
     @property
     def relation_name(self) -> str:
@@ -450,19 +500,36 @@ class PrivacyLedger:
         mask[array] = True
         return mask
 
-    def record(self, event: dp_event.DpEvent, members, description: str, tag: str | None = None) -> LedgerEntry:
-        """Add one spend: ``event`` was applied (independently) to the labels of ``members``.
+    def record(
+        self,
+        event: dp_event.DpEvent,
+        members,
+        description: str,
+        tag: str | None = None,
+        *,
+        aggregate: bool = False,
+        row_event: dp_event.DpEvent | None = None,
+    ) -> LedgerEntry:
+        """Add one spend: ``event`` was applied (independently) to the labels of ``members``, or, with
+        ``aggregate``, once to all of them.
 
         Parameters
         ----------
         event : dp_accounting.dp_event.DpEvent
-            What ran on each member's label, under the ledger's neighbouring relation.
+            What ran on each member's label, under the ledger's neighbouring relation; with
+            ``aggregate``, what the whole release guarantees each privacy unit (its sensitivity
+            covering the unit's rows among the members, :meth:`contribution`).
         members : array_like
             The examples whose labels it read: indices or a boolean mask (see :meth:`members_mask`).
         description : str
             What was released, in words.
         tag : str or None, optional
             A unique name for the entry (default ``"entry<N>"``).
+        aggregate : bool, optional
+            Charge each unit ``event`` once, not once per member row (default False).
+        row_event : dp_accounting.dp_event.DpEvent or None, optional
+            What an aggregate release guarantees each row, where it differs from ``event`` (default
+            None: ``event``).
 
         Returns
         -------
@@ -481,7 +548,9 @@ class PrivacyLedger:
         if self.has(tag):
             raise ConfigError(f"the ledger already has an entry tagged {tag!r}")
         self._check_supported(event)
-        entry = LedgerEntry(tag, description, event, self.members_mask(members))
+        if row_event is not None:
+            self._check_supported(row_event)
+        entry = LedgerEntry(tag, description, event, self.members_mask(members), bool(aggregate), row_event)
         self._entries.append(entry)
         return entry
 
@@ -499,14 +568,34 @@ class PrivacyLedger:
         except NonPrivateRelease:
             pass
 
-    def _groups(self) -> list[list[int]]:
+    def _groups(self, per_row: bool = False) -> list[list[tuple[int, int]]]:
+        """Each distinct way entries touch a privacy unit (a row, ``per_row`` or without units): the
+        entries' indices with the number of times each is composed."""
+        if not self._entries:
+            return []
+        if self.units is None or per_row:
+            return [[(index, 1) for index in group] for group in self._row_groups()]
+        counts = np.stack(
+            [
+                np.minimum(np.bincount(self.units[entry.members], minlength=self.num_units), 1)
+                if entry.aggregate
+                else np.bincount(self.units[entry.members], minlength=self.num_units)
+                for entry in self._entries
+            ],
+            axis=1,
+        )
+        return [
+            [(int(index), int(signature[index])) for index in np.flatnonzero(signature)]
+            for signature in np.unique(counts, axis=0)
+            if signature.any()
+        ]
+
+    def _row_groups(self) -> list[list[int]]:
         """Entry indices of each distinct set of entries that touches some example.
 
         Up to :data:`_COUNTED_ENTRIES` entries, each example's set is a bit code counted in slices
         (linear time, memory bounded by a slice: a single release over 10^8 examples takes about a
         second); beyond, the distinct columns of the stacked member masks."""
-        if not self._entries:
-            return []
         if len(self._entries) <= _COUNTED_ENTRIES:
             present = np.zeros(1 << len(self._entries), dtype=bool)
             for start in range(0, self.dataset_size, _SLICE):
@@ -529,12 +618,13 @@ class PrivacyLedger:
         return groups
 
     def epsilon(self, delta: float = 0.0) -> float:
-        """Smallest epsilon (from dp_accounting's PLDs) such that the run is (eps, delta)-label-DP.
+        """Smallest epsilon (from dp_accounting's PLDs) such that the run is (eps, delta)-label-DP, for
+        each privacy unit (each example, without units).
 
-        Examples are grouped by the exact set of entries that touched them; each group's events are
-        composed as PLDs (with dp_accounting's RDP accountant where a private selection has no PLD) and
-        the worst group is reported. Reported epsilons are pessimistic by at most about
-        ``VALUE_DISCRETIZATION``. Under ``ADD_OR_REMOVE_ONE`` the guarantee is full DP rather than label DP.
+        Units are grouped by the exact way entries touched them; each group's events are composed as
+        PLDs (with dp_accounting's RDP accountant where a private selection has no PLD) and the worst
+        group is reported. Reported epsilons are pessimistic by at most about ``VALUE_DISCRETIZATION``
+        per composition. Under ``ADD_OR_REMOVE_ONE`` the guarantee is full DP rather than label DP.
 
         Parameters
         ----------
@@ -551,18 +641,43 @@ class PrivacyLedger:
         labeldp.errors.ConfigError
             If ``delta`` is not in [0, 1).
         """
+        return self._worst(delta, per_row=False)
+
+    def row_epsilon(self, delta: float = 0.0) -> float:
+        """The epsilon of one row's label alone (what :meth:`epsilon` reports without units).
+
+        Parameters
+        ----------
+        delta : float, optional
+            Target delta, in [0, 1) (default 0).
+
+        Returns
+        -------
+        float
+            The epsilon, as :meth:`epsilon` computes it for rows.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If ``delta`` is not in [0, 1).
+        """
+        return self._worst(delta, per_row=True)
+
+    def _worst(self, delta: float, per_row: bool) -> float:
         if not 0.0 <= delta < 1.0:
             raise ConfigError(f"delta must lie in [0, 1), got {delta}")
         worst = 0.0
-        for group in self._groups():
-            events = [self._entries[index].event for index in group]
+        for group in self._groups(per_row):
+            events = []
+            for index, count in group:
+                entry = self._entries[index]
+                event = entry.row_event if per_row and entry.row_event is not None else entry.event
+                events.append(event if count == 1 else dp_event.SelfComposedDpEvent(event, count))
             if any(needs_rdp(event) for event in events):
                 worst = max(worst, rdp_epsilon(events, delta, self.neighboring_relation))
                 continue
             try:
-                composed = _compose(
-                    [event_pld(self._entries[index].event, self.neighboring_relation) for index in group]
-                )
+                composed = _compose([event_pld(event, self.neighboring_relation) for event in events])
             except NonPrivateRelease:
                 return math.inf
             if composed is not None:
@@ -588,22 +703,20 @@ class PrivacyLedger:
         labeldp.errors.ConfigError
             If ``delta`` is not in [0, 1).
         """
-        return {
+        data = {
             "neighboring_relation": self.neighboring_relation.name,
             "dataset_size": self.dataset_size,
             "delta": delta,
             "epsilon": self.epsilon(delta),
-            "entries": [
-                {
-                    "tag": e.tag,
-                    "description": e.description,
-                    "event": event_to_dict(e.event),
-                    "num_members": e.num_members,
-                    "members_packbits_base64": base64.b64encode(np.packbits(e.members).tobytes()).decode(),
-                }
-                for e in self._entries
-            ],
+            "entries": [_entry_to_dict(e) for e in self._entries],
         }
+        if self.units is not None:
+            data["privacy_units"] = {
+                "count": self.num_units,
+                "row_epsilon": self.row_epsilon(delta),
+                "units_int64_zlib_base64": base64.b64encode(zlib.compress(self.units.astype("<i8").tobytes())).decode(),
+            }
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
@@ -629,11 +742,22 @@ class PrivacyLedger:
         relation = data.get("neighboring_relation", NEIGHBORING_RELATION.name)
         if relation not in dp_accounting.NeighboringRelation.__members__:  # files written before relations
             relation = NEIGHBORING_RELATION.name
-        ledger = cls(data["dataset_size"], dp_accounting.NeighboringRelation[relation])
+        units = data.get("privacy_units")
+        if units is not None:
+            units = np.frombuffer(zlib.decompress(base64.b64decode(units["units_int64_zlib_base64"])), dtype="<i8")
+        ledger = cls(data["dataset_size"], dp_accounting.NeighboringRelation[relation], units)
         for item in data["entries"]:
             packed = np.frombuffer(base64.b64decode(item["members_packbits_base64"]), dtype=np.uint8)
             members = np.unpackbits(packed)[: ledger.dataset_size].astype(bool)
-            ledger.record(event_from_dict(item["event"]), members, item["description"], item["tag"])
+            row_event = item.get("row_event")
+            ledger.record(
+                event_from_dict(item["event"]),
+                members,
+                item["description"],
+                item["tag"],
+                aggregate=bool(item.get("aggregate", False)),
+                row_event=None if row_event is None else event_from_dict(row_event),
+            )
         return ledger
 
     def save(self, path: str | os.PathLike, delta: float = 0.0) -> None:
@@ -683,6 +807,31 @@ class PrivacyLedger:
             f"PrivacyLedger(dataset_size={self.dataset_size}, relation={self.relation_name!r}, "
             f"entries={len(self._entries)})"
         )
+
+
+def _entry_to_dict(entry: LedgerEntry) -> dict[str, Any]:
+    data = {
+        "tag": entry.tag,
+        "description": entry.description,
+        "event": event_to_dict(entry.event),
+        "num_members": entry.num_members,
+        "members_packbits_base64": base64.b64encode(np.packbits(entry.members).tobytes()).decode(),
+    }
+    if entry.aggregate:
+        data["aggregate"] = True
+    if entry.row_event is not None:
+        data["row_event"] = event_to_dict(entry.row_event)
+    return data
+
+
+def _check_units(units, dataset_size: int, relation: dp_accounting.NeighboringRelation) -> np.ndarray:
+    """The units as an int64 array of one non-negative integer per example."""
+    if relation != NEIGHBORING_RELATION:
+        raise ConfigError("privacy units are accounted under the replace-one-label relation only")
+    array = np.asarray(units)
+    if array.shape != (dataset_size,) or array.dtype.kind not in "iu" or (array.size and array.min() < 0):
+        raise ConfigError(f"units must be one non-negative integer per example ({dataset_size})")
+    return array.astype(np.int64)
 
 
 @contextlib.contextmanager

@@ -82,6 +82,11 @@ class Release:
         (members, K) the noise channel of the released labels, where it is known.
     arrays : Mapping of str to numpy.ndarray
         The rest of what was released, and what a method derived from it.
+    aggregate : bool
+        Whether ``event`` covers each privacy unit's rows together (a histogram, marginals) rather than
+        each member's label (see :meth:`labeldp.accounting.PrivacyLedger.record`).
+    row_event : dp_accounting.dp_event.DpEvent or None
+        What an aggregate release guarantees one row, where it differs from ``event``.
     """
 
     members: np.ndarray
@@ -90,6 +95,8 @@ class Release:
     labels: np.ndarray | None = None
     likelihood: np.ndarray | None = None
     arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
+    aggregate: bool = False
+    row_event: dp_event.DpEvent | None = None
 
     def with_arrays(self, **arrays: np.ndarray) -> Release:
         """This release with more (derived, public) arrays kept beside it.
@@ -122,7 +129,9 @@ class Release:
             If ``tag`` is on the ledger already, the members do not fit the ledger, or the ledger cannot
             account the event.
         """
-        ledger.record(self.event, self.members, self.description, tag)
+        ledger.record(
+            self.event, self.members, self.description, tag, aggregate=self.aggregate, row_event=self.row_event
+        )
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Everything, as arrays for ``numpy.savez`` (:meth:`from_arrays` reads them back).
@@ -138,12 +147,15 @@ class Release:
             for name, value in (("labels", self.labels), ("likelihood", self.likelihood))
             if value is not None
         }
+        if self.row_event is not None:
+            optional["row_event"] = np.array(json.dumps(event_to_dict(self.row_event)))
         return {
             **self.arrays,
             **optional,
             "members": self.members,
             "description": np.array(self.description),
             "event": np.array(json.dumps(event_to_dict(self.event))),
+            "aggregate": np.array(self.aggregate),
         }
 
     @classmethod
@@ -163,8 +175,9 @@ class Release:
         rest = {
             key: value
             for key, value in arrays.items()
-            if key not in ("members", "event", "description", "labels", "likelihood")
+            if key not in ("members", "event", "description", "labels", "likelihood", "aggregate", "row_event")
         }
+        row_event = arrays.get("row_event")
         return cls(
             np.asarray(arrays["members"]),
             event_from_dict(json.loads(str(arrays["event"]))),
@@ -172,6 +185,8 @@ class Release:
             arrays.get("labels"),
             arrays.get("likelihood"),
             rest,
+            bool(arrays["aggregate"]) if "aggregate" in arrays else False,
+            None if row_event is None else event_from_dict(json.loads(str(row_event))),
         )
 
 
@@ -194,6 +209,16 @@ def _recorded(ledger: PrivacyLedger, members, tag: str | None, **arrays) -> np.n
 def _release(ledger: PrivacyLedger, tag: str | None, release: Release) -> Release:
     release.record(ledger, tag)
     return release
+
+
+def _per_row(ledger: PrivacyLedger, indices: np.ndarray, epsilon: float) -> tuple[float, str]:
+    """The epsilon each row's label is released with, and its words: the release's ``epsilon`` is
+    what it may spend on each privacy unit, so a unit of c rows among the members gives each epsilon / c
+    (c = 1 without units: each row is its own unit)."""
+    units = ledger.contribution(indices)
+    if units <= 1:
+        return epsilon, ""
+    return epsilon / units, f" per row (epsilon={epsilon:g} for a unit of up to {units} rows)"
 
 
 def release_randomized_response(
@@ -245,6 +270,7 @@ def release_randomized_response(
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true)
+    eps, per_unit = _per_row(ledger, indices, eps)
     noisy = randomized_response(true, num_classes, eps, rng)
     return _release(
         ledger,
@@ -252,7 +278,7 @@ def release_randomized_response(
         Release(
             indices,
             randomized_response_event(eps, num_classes),
-            f"randomized response, K={num_classes}, epsilon={eps:g}",
+            f"randomized response, K={num_classes}, epsilon={eps:g}{per_unit}",
             noisy,
             randomized_response_likelihood(noisy, num_classes, eps),
             {"k": np.full(true.size, num_classes)},
@@ -314,6 +340,7 @@ def release_rr_with_prior(
     prior = check_priors(priors)
     true = _true_labels(labels, prior.shape[1])
     indices = _recorded(ledger, members, tag, labels=true, priors=prior)
+    eps, per_unit = _per_row(ledger, indices, eps)
     noisy, k = rr_with_prior(true, prior, eps, rng)
     return _release(
         ledger,
@@ -321,7 +348,7 @@ def release_rr_with_prior(
         Release(
             indices,
             rr_on_sets_event(eps, k),
-            f"RR-with-prior, K={prior.shape[1]}, epsilon={eps:g}, k in [{k.min()}, {k.max()}]",
+            f"RR-with-prior, K={prior.shape[1]}, epsilon={eps:g}{per_unit}, k in [{k.min()}, {k.max()}]",
             noisy,
             rr_with_prior_likelihood(noisy, prior, eps),
             {"k": k},
@@ -399,6 +426,7 @@ def release_rr_on_bins(
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, np.asarray(grid).size)
     indices = _recorded(ledger, members, tag, labels=true)
+    eps, per_unit = _per_row(ledger, indices, eps)
     maps = optimal_bins(priors, grid, eps)
     values, bins, d = rr_on_bins(true, grid, maps, eps, rng, prior_index)
     bin_of = (
@@ -412,7 +440,7 @@ def release_rr_on_bins(
         Release(
             indices,
             rr_on_sets_event(eps, d),
-            f"RR-on-bins, G={np.asarray(grid).size}, epsilon={eps:g}, d in [{d.min()}, {d.max()}]",
+            f"RR-on-bins, G={np.asarray(grid).size}, epsilon={eps:g}{per_unit}, d in [{d.min()}, {d.max()}]",
             bins,
             rr_on_bins_likelihood(bins, grid, maps, eps, prior_index),
             {"values": values, "k": d, "bin_of": bin_of.astype(np.int16)},
@@ -468,6 +496,7 @@ def release_laplace_value(
     points = np.asarray(grid, dtype=np.float64)
     true = _true_labels(labels, points.size)
     indices = _recorded(ledger, members, tag, labels=true)
+    eps, per_unit = _per_row(ledger, indices, eps)
     noisy = laplace_value(true, points, eps, rng)
     return _release(
         ledger,
@@ -475,7 +504,7 @@ def release_laplace_value(
         Release(
             indices,
             laplace_value_event(eps, points.size - 1),
-            f"Laplace value, G={points.size} grid over [{points[0]:g}, {points[-1]:g}], epsilon={eps:g}",
+            f"Laplace value, G={points.size} grid over [{points[0]:g}, {points[-1]:g}], epsilon={eps:g}{per_unit}",
             np.clip(noisy, 0, points.size - 1),
             laplace_value_likelihood(noisy, points, eps),
             {"noisy_steps": noisy, "values": released_values(noisy, points)},
@@ -594,15 +623,19 @@ def release_noisy_histogram(
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true, groups=np.asarray(groups))
-    counts = noisy_histogram(true, groups, num_groups, num_classes, eps, rng)
+    units = max(ledger.contribution(indices), 1)
+    counts = noisy_histogram(true, groups, num_groups, num_classes, eps, rng, units)
     return _release(
         ledger,
         tag,
         Release(
             indices,
-            histogram_event(eps),
-            f"noisy label histogram, {num_groups} groups x {num_classes} classes, epsilon={eps:g}",
+            histogram_event(eps, units),
+            f"noisy label histogram, {num_groups} groups x {num_classes} classes, epsilon={eps:g}"
+            + (f" for a unit of up to {units} rows" if units > 1 else ""),
             arrays={"counts": counts, "groups": np.asarray(groups)},
+            aggregate=True,
+            row_event=histogram_event(eps / units) if units > 1 else None,
         ),
     )
 
@@ -669,16 +702,19 @@ def release_label_marginals(
     true = _true_labels(labels, num_classes)
     codes, sizes = check_bins(bins, bins_per_feature)
     indices = _recorded(ledger, members, tag, labels=true, bins=codes)
-    counts = noisy_marginals(true, codes, sizes, num_classes, eps, rng)
+    units = max(ledger.contribution(indices), 1)
+    counts = noisy_marginals(true, codes, sizes, num_classes, eps, rng, units)
     return _release(
         ledger,
         tag,
         Release(
             indices,
-            marginals_event(eps, sizes.size, num_classes),
+            marginals_event(eps, sizes.size, num_classes, units),
             f"noisy label marginals, {sizes.size} features ({int(sizes.sum())} bins) x {num_classes} classes, "
-            f"epsilon={eps:g}",
+            f"epsilon={eps:g}" + (f" for a unit of up to {units} rows" if units > 1 else ""),
             arrays={"counts": counts},
+            aggregate=True,
+            row_event=marginals_event(eps / units, sizes.size, num_classes) if units > 1 else None,
         ),
     )
 
@@ -733,6 +769,7 @@ def release_laplace_one_hot(
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true)
+    eps, per_unit = _per_row(ledger, indices, eps)
     noisy = laplace_one_hot(true, num_classes, eps, rng)
     return _release(
         ledger,
@@ -740,7 +777,7 @@ def release_laplace_one_hot(
         Release(
             indices,
             laplace_one_hot_event(eps),
-            f"Laplace one-hot (ALIBI), K={num_classes}, epsilon={eps:g}",
+            f"Laplace one-hot (ALIBI), K={num_classes}, epsilon={eps:g}{per_unit}",
             noisy.argmax(axis=1),
             laplace_one_hot_likelihood(noisy, eps),
             {"noisy_one_hot": noisy.astype(np.float32), "k": np.full(true.size, num_classes)},
@@ -815,6 +852,8 @@ def release_pate_labels(
     teachers, queries = np.asarray(teacher_predictions).shape
     assignment = check_labels(teacher_of, teachers, "teacher_of")
     indices = _recorded(ledger, members, tag, teacher_of=assignment)
+    if ledger.contribution(indices) > 1:
+        raise ConfigError("PATE's teachers hold rows, not privacy units: it runs with one row per unit only")
     event = pate_event(queries, noise_std, threshold_noise_std)
     if threshold is None:
         labels = gnmax(votes, noise_std, rng)

@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from labeldp._validation import check_epsilon, check_labels, check_num_classes, check_same_length
+from labeldp._validation import (
+    check_contribution,
+    check_epsilon,
+    check_labels,
+    check_num_classes,
+    check_same_length,
+)
 from labeldp.errors import ConfigError
 from labeldp.mechanisms.discrete_laplace import discrete_laplace
 from labeldp.randomness import RandomSource
@@ -130,7 +136,7 @@ def marginal_counts(labels, bins, bins_per_feature, num_classes: int) -> np.ndar
 
 
 def noisy_marginals(
-    labels, bins, bins_per_feature, num_classes: int, epsilon: float, rng: RandomSource = None
+    labels, bins, bins_per_feature, num_classes: int, epsilon: float, rng: RandomSource = None, contribution: int = 1
 ) -> np.ndarray:
     """Label counts per bin of every feature, noised so that the table is epsilon-label-DP.
 
@@ -151,6 +157,10 @@ def noisy_marginals(
         Privacy parameter of the whole table, > 0.
     rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
         Source of the noise (see :mod:`labeldp.randomness`).
+    contribution : int, optional
+        The most labels one privacy unit has among the labels (default 1: each row its own unit); they
+        change together between neighbouring datasets, so the noise covers ``contribution`` times the
+        sensitivity of one label.
 
     Returns
     -------
@@ -167,7 +177,7 @@ def noisy_marginals(
     """
     eps = check_epsilon(epsilon)
     counts = marginal_counts(labels, bins, bins_per_feature, num_classes)
-    parameter = eps / moved_cells(np.size(bins_per_feature), num_classes)
+    parameter = eps / (moved_cells(np.size(bins_per_feature), num_classes) * check_contribution(contribution))
     if num_classes == 2:
         positives = counts[:, 1] + discrete_laplace(parameter, counts.shape[0], rng)
         return np.stack([counts.sum(axis=1) - positives, positives], axis=1)
