@@ -67,6 +67,8 @@ PUBLIC_STREAMS = {
     "validation-split": 14,
     "tune-holdout": 15,
     "tune-search": 16,
+    "unit-rows": 17,
+    "unit-split": 18,
 }
 NOISE_STREAMS = {
     "label-release": 100,
