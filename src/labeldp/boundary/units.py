@@ -1,0 +1,133 @@
+"""Privacy units: the labels of one person (or any declared id) protected together.
+
+An ads team's unit of privacy is a user with many impressions: a guarantee per impression says little
+about someone who saw 200 ads. With a privacy unit, neighbouring datasets differ in the labels of every
+row of one unit, and the stated epsilon holds for that unit.
+
+The contribution of a unit is bounded by a public rule that never reads a label: at most
+``max_rows`` rows per unit are kept, chosen uniformly at random among the unit's rows by the public
+seed (:func:`bound_contributions`); the other rows are left out of every release. Each kept row is then
+released with epsilon / c, c the most rows a unit has among the rows a release reads
+(:meth:`labeldp.accounting.PrivacyLedger.contribution`), and an aggregate release (a histogram, label
+marginals) calibrates its noise to c rows; the ledger composes per unit (its ``units``) and reports the
+worst unit, with each row's own epsilon beside it.
+
+Everything here reads the unit column and the row positions only, which are public.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from labeldp.errors import ConfigError, DataError
+from labeldp.randomness import public_rng
+
+
+def unit_codes(values) -> np.ndarray:
+    """The unit of each row as an integer in [0, number of units), in order of first appearance.
+
+    Parameters
+    ----------
+    values : array_like
+        (n,) each row's unit (a user id: numbers, strings, any hashable values).
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) int64 codes.
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If a value is missing (a row without a unit cannot be bounded).
+    """
+    codes, _ = pd.factorize(pd.Series(values), sort=False)
+    if codes.size and codes.min() < 0:
+        raise DataError("the privacy unit column has missing values: every row needs its unit")
+    return codes.astype(np.int64)
+
+
+def check_max_rows(max_rows: int) -> int:
+    """``max_rows`` as a positive int.
+
+    Parameters
+    ----------
+    max_rows : int
+        The most rows kept per unit.
+
+    Returns
+    -------
+    int
+        ``max_rows``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If it is not a whole number of at least 1.
+    """
+    if int(max_rows) != max_rows or max_rows < 1:
+        raise ConfigError(f"the most rows per privacy unit must be a whole number of at least 1, got {max_rows!r}")
+    return int(max_rows)
+
+
+def bound_contributions(units: np.ndarray, max_rows: int, seed: int) -> np.ndarray:
+    """The rows kept: at most ``max_rows`` of each unit, chosen uniformly at random among its rows.
+
+    The choice depends on the units, the number of rows and the public ``seed`` only, never on a label.
+
+    Parameters
+    ----------
+    units : numpy.ndarray
+        (n,) each row's unit code (:func:`unit_codes`).
+    max_rows : int
+        The most rows kept per unit.
+    seed : int
+        The public seed.
+
+    Returns
+    -------
+    numpy.ndarray
+        The kept rows' positions, sorted.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``max_rows`` is not a positive whole number.
+    """
+    limit = check_max_rows(max_rows)
+    units = np.asarray(units, dtype=np.int64)
+    order = public_rng(seed, "unit-rows").permutation(units.size)  # a random order of the rows ...
+    by_unit = order[np.argsort(units[order], kind="stable")]  # ... grouped by unit, random within each
+    grouped = units[by_unit]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    rank = np.arange(units.size) - np.repeat(starts, np.diff(np.r_[starts, units.size]))
+    return np.sort(by_unit[rank < limit])
+
+
+def split_by_unit(units: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Whether each row is held out, every row of a unit on the same side: a random ``fraction`` of the
+    units (public seed), so that a unit's test rows and training rows are never released apart.
+
+    Parameters
+    ----------
+    units : numpy.ndarray
+        (n,) each row's unit code.
+    fraction : float
+        The share of units held out, in (0, 1).
+    seed : int
+        The public seed.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) boolean: held out.
+    """
+    count = int(units.max()) + 1
+    held = public_rng(seed, "unit-split").permutation(count)[: max(1, round(fraction * count))]
+    chosen = np.zeros(count, dtype=bool)
+    chosen[held] = True
+    return chosen[units]
+
+
+__all__ = ["bound_contributions", "check_max_rows", "split_by_unit", "unit_codes"]
