@@ -20,6 +20,7 @@ from labeldp.accounting.events import (
     pate_event,
     randomized_response_event,
     rr_on_sets_event,
+    stated_event,
 )
 from labeldp.accounting.ledger import LedgerEntry, PrivacyLedger, event_from_dict, event_to_dict
 
@@ -44,4 +45,5 @@ __all__ = [
     "pate_event",
     "randomized_response_event",
     "rr_on_sets_event",
+    "stated_event",
 ]

@@ -171,6 +171,26 @@ def rr_on_sets_event(epsilon: float, sizes) -> dp_event.DpEvent:
     return randomized_response_event(epsilon, int(informative.min())) if informative.size else dp_event.NoOpDpEvent()
 
 
+def stated_event(epsilon: float) -> dp_event.DpEvent:
+    """The event of a pure epsilon-DP guarantee stated by a source outside labeldp (labels randomized by
+    a browser's or an operating system's measurement API): recorded, never drawn here.
+
+    The ledger accounts ``LaplaceDpEvent(b)`` as the pure (1 / b, 0)-DP guarantee, which is what such a
+    statement gives, whatever the source's mechanism.
+
+    Parameters
+    ----------
+    epsilon : float
+        The epsilon the source states, > 0.
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        ``LaplaceDpEvent(1 / epsilon)``.
+    """
+    return dp_event.LaplaceDpEvent(1.0 / epsilon)
+
+
 def randomized_response_event(epsilon: float, num_buckets: int) -> dp_event.DpEvent:
     """The dp_accounting event of RR over ``num_buckets`` values that keeps with e^eps/(e^eps+k-1).
 

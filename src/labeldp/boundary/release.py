@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -30,13 +31,17 @@ from labeldp.accounting.events import (
     pate_event,
     randomized_response_event,
     rr_on_sets_event,
+    stated_event,
 )
 from labeldp.accounting.ledger import PrivacyLedger, event_from_dict, event_to_dict
 from labeldp.boundary.labels import PrivateLabels, unseal
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import (
+    channel_epsilon,
+    check_channel,
     confident_gnmax,
     gnmax,
+    is_randomized_response,
     laplace_one_hot,
     laplace_one_hot_likelihood,
     laplace_value,
@@ -558,6 +563,81 @@ def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int
             true.copy(),
             np.eye(num_classes)[true],
             {"k": np.full(true.size, num_classes)},
+        ),
+    )
+
+
+def release_external_labels(
+    ledger: PrivacyLedger,
+    labels,
+    members,
+    channel,
+    stated_epsilon: float | None = None,
+    tag: str | None = None,
+) -> Release:
+    """Labels randomized by a source outside labeldp (a browser's or an operating system's measurement
+    API, a survey's randomized answers), passed through with the channel the source publishes.
+
+    Nothing is drawn here: the labels are released as they arrived, and the ledger records the
+    guarantee of the source's channel for each member, so that it composes with labeldp's own releases
+    of the same rows. The channel's own guarantee (:func:`labeldp.mechanisms.channel_epsilon`) is
+    recorded exactly as randomized response where the channel is randomized response; otherwise, or
+    where the source states a larger epsilon (its reports may carry more than the channel shows), as
+    the pure epsilon-DP guarantee stated (:func:`~labeldp.accounting.events.stated_event`). The
+    guarantee holds only if the source's statement is true: labeldp cannot check how the labels were
+    randomized.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The ledger the source's guarantee is recorded on (under replace-one-label neighbours).
+    labels : PrivateLabels or numpy.ndarray
+        The labels as the source reported them, for ``members`` in index order, as class positions.
+    members : array_like
+        The rows whose reports these are: distinct indices into the ledger's dataset, or a boolean mask.
+    channel : array_like
+        (K, K) the source's channel, M[y, z] = Pr[reported z | true y] (:func:`labeldp.mechanisms.parse_channel`
+        reads it from words).
+    stated_epsilon : float or None, optional
+        The epsilon the source states for one label, at least the channel's own (default None: the
+        channel's own).
+    tag : str or None, optional
+        The ledger entry's tag, new on the ledger (default None).
+
+    Returns
+    -------
+    Release
+        The reported labels, their channel per row (``likelihood``) and ``arrays["k"]`` (K for every member).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the channel is invalid, gives no privacy (a report possible under one class only), or the stated
+        epsilon is below the channel's own; ``members`` is invalid; or ``tag`` is on the ledger already.
+    """
+    matrix = check_channel(channel, np.shape(channel)[0])
+    own = channel_epsilon(matrix)
+    if not math.isfinite(own):
+        raise ConfigError("the channel gives no privacy: some report is possible under one true class only")
+    if stated_epsilon is not None and check_epsilon(stated_epsilon) < own - 1e-9:
+        raise ConfigError(f"the source states epsilon {stated_epsilon:g}, but its channel implies {own:.6g} at least")
+    epsilon = own if stated_epsilon is None else float(stated_epsilon)
+    num_classes = matrix.shape[0]
+    reported = _true_labels(labels, num_classes)
+    indices = _recorded(ledger, members, tag, labels=reported)
+    exact = stated_epsilon is None and is_randomized_response(matrix)
+    event = randomized_response_event(own, num_classes) if exact else stated_event(epsilon)
+    return _release(
+        ledger,
+        tag,
+        Release(
+            indices,
+            event,
+            f"labels randomized by an external source, K={num_classes}, epsilon={epsilon:g} as the source's "
+            "channel states (recorded, not drawn by labeldp)",
+            reported.copy(),
+            matrix[:, reported].T.copy(),
+            {"k": np.full(reported.size, num_classes)},
         ),
     )
 

@@ -266,5 +266,72 @@ class ReleasedLabels:
             raise ConfigError(f"this release holds no labels with a channel: {release.description}")
         return cls(release.labels, release.likelihood, classes, ledger, k=release.arrays.get("k"))
 
+    @classmethod
+    def from_noisy_source(
+        cls,
+        labels,
+        *,
+        classes: Sequence[Any],
+        channel,
+        stated_epsilon: float | None = None,
+        ids=None,
+        units=None,
+    ) -> ReleasedLabels:
+        """Labels randomized before labeldp saw them (event-level reports of a browser's or an operating
+        system's measurement API), with the channel the source publishes: released labels any
+        estimator can fit on, their ledger recording the source's guarantee
+        (:func:`~labeldp.boundary.release.release_external_labels`; nothing is drawn here).
+
+        Parameters
+        ----------
+        labels : array_like
+            (n,) the reported labels, values of ``classes``.
+        classes : sequence
+            The label domain, in order (the channel's rows and columns).
+        channel : array_like or str
+            (K, K) M[y, z] = Pr[reported z | true y], or its words (``flip:0.1``, ``rr:1.5``, a JSON matrix;
+            :func:`labeldp.mechanisms.parse_channel`).
+        stated_epsilon : float or None, optional
+            The epsilon the source states per label, at least its channel's (default: the channel's).
+        ids : array_like or None, optional
+            The rows' ids (default: positions).
+        units : array_like or None, optional
+            The privacy unit of each row (a user): the ledger then composes a unit's reports, and its
+            epsilon is the worst unit's.
+
+        Returns
+        -------
+        ReleasedLabels
+            The reports, their channel and a ledger with one entry, tagged ``"source"``.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            For an invalid channel or stated epsilon.
+        labeldp.errors.DataError
+            If a report is not one of ``classes``.
+        """
+        from labeldp.boundary.domain import LabelDomain
+        from labeldp.boundary.release import release_external_labels
+        from labeldp.boundary.units import unit_codes
+        from labeldp.mechanisms import parse_channel
+
+        domain = LabelDomain(classes)
+        matrix = parse_channel(channel, domain.size) if isinstance(channel, str) else channel
+        positions = domain.positions(labels, "the reported labels")
+        ledger = PrivacyLedger(positions.size, units=None if units is None else unit_codes(units))
+        release = release_external_labels(
+            ledger, positions, np.arange(positions.size), matrix, stated_epsilon, "source"
+        )
+        return cls(
+            release.labels,
+            release.likelihood,
+            domain.declared,
+            ledger,
+            mechanism="external",
+            epsilon=ledger.epsilon(),
+            ids=np.arange(positions.size) if ids is None else np.asarray(ids),
+        )
+
 
 __all__ = ["RR", "RR_WITH_PRIOR", "ReleasedLabels"]

@@ -5,6 +5,14 @@ release, call them through :mod:`labeldp.boundary.release`, which writes each sp
 """
 
 from labeldp.mechanisms.bins import BinMaps, optimal_bins, rr_on_bins, rr_on_bins_likelihood, rr_on_bins_probabilities
+from labeldp.mechanisms.channels import (
+    channel_epsilon,
+    check_channel,
+    flip_channel,
+    is_randomized_response,
+    parse_channel,
+    rr_channel,
+)
 from labeldp.mechanisms.discrete_laplace import discrete_laplace, discrete_laplace_pmf, geometric
 from labeldp.mechanisms.gnmax import (
     answer_probability,
@@ -38,6 +46,12 @@ from labeldp.mechanisms.rr import (
 
 __all__ = [
     "BinMaps",
+    "channel_epsilon",
+    "check_channel",
+    "flip_channel",
+    "is_randomized_response",
+    "parse_channel",
+    "rr_channel",
     "optimal_bins",
     "rr_on_bins",
     "rr_on_bins_likelihood",
