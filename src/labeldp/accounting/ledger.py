@@ -20,8 +20,9 @@ Events and their meaning under replace-one-label neighbours:
   (1/m) Z is ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(eps / 2m, m), 2)``. (dp_accounting's
   accountant takes this event only under add/remove relations, and its discrete Laplace PLD reports
   an infinite epsilon at delta 0 for sensitivities of 32 and more.)
-- ``LaplaceDpEvent(b)``: the continuous Laplace mechanism on a unit shift, (1 / b, 0)-DP; read back
-  from ledgers written before labeldp's releases were discrete.
+- ``LaplaceDpEvent(b)``: a pure (1 / b, 0)-DP guarantee: what a source outside labeldp states for the
+  labels it randomized (:func:`~labeldp.accounting.events.stated_event`), and the continuous Laplace
+  mechanism of ledgers written before labeldp's releases were discrete.
 - ``GaussianDpEvent(s)``: a query whose value moves by at most 1 (L2) between neighbours, plus
   N(0, s^2) noise: dp_accounting's Gaussian PLD for a shift of 1. Under add-or-remove this is exactly
   what dp_accounting's ``PLDAccountant`` builds. On the label ledger it is PATE's aggregator (one
