@@ -153,3 +153,19 @@ def test_a_split_by_unit_keeps_each_units_rows_together() -> None:
 def test_a_row_without_a_unit_is_refused() -> None:
     with pytest.raises(DataError, match="missing"):
         unit_codes(np.array(["a", None, "b"], dtype=object))
+
+
+def test_privatize_per_unit_keeps_the_same_rows_whatever_the_labels() -> None:
+    """At most m rows of each user are released, each at epsilon / c; which rows does not depend on the
+    labels; the ledger's epsilon is the user's, each row's is epsilon / c."""
+    from labeldp import privatize
+
+    users = np.repeat(np.arange(40), np.r_[np.full(20, 12), np.full(20, 2)])
+    rng = np.random.default_rng(0)
+    first = privatize(rng.integers(0, 2, users.size), classes=[0, 1], epsilon=2.0, units=users, max_rows_per_unit=4)
+    second = privatize(rng.integers(0, 2, users.size), classes=[0, 1], epsilon=2.0, units=users, max_rows_per_unit=4)
+    assert np.array_equal(first.ids, second.ids) and first.ids.size == 20 * 4 + 20 * 2
+    assert np.bincount(users[first.ids]).max() == 4
+    assert first.epsilon == pytest.approx(0.5) and first.ledger.epsilon() == pytest.approx(2.0, abs=4 * SLACK)
+    with pytest.raises(ConfigError, match="max_rows_per_unit"):
+        privatize(np.zeros(4, int), classes=[0, 1], epsilon=1.0, units=[0, 0, 1, 1])

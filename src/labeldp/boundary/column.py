@@ -35,6 +35,7 @@ from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.labels import PrivateLabels, unseal
 from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
+from labeldp.boundary.units import bound_contributions, unit_codes
 from labeldp.config.release import DEFAULT_BATCH_ROWS
 from labeldp.errors import ConfigError, DataError
 from labeldp.mechanisms import randomized_response, rr_with_prior
@@ -186,20 +187,22 @@ class Draws:
         self.k_spread.add(k)
         return noisy, k
 
-    def ledger(self, rows: int) -> PrivacyLedger:
+    def ledger(self, rows: int, units: np.ndarray | None = None) -> PrivacyLedger:
         """The release's ledger, once every block has been drawn (:func:`release_ledger`).
 
         Parameters
         ----------
         rows : int
             The number of rows drawn.
+        units : numpy.ndarray or None, optional
+            The privacy unit of each row drawn; None: each row its own.
 
         Returns
         -------
         PrivacyLedger
             One entry over all ``rows`` rows.
         """
-        return release_ledger(rows, self.epsilon, self.num_classes, self.k_spread)
+        return release_ledger(rows, self.epsilon, self.num_classes, self.k_spread, units)
 
 
 def table_ledger(ids, epsilon: float, num_classes: int, k=None) -> PrivacyLedger:
@@ -260,7 +263,9 @@ def _check_k(k, rows: int, num_classes: int) -> np.ndarray:
     return array
 
 
-def release_ledger(rows: int, epsilon: float, num_classes: int, k_spread: KSpread | None) -> PrivacyLedger:
+def release_ledger(
+    rows: int, epsilon: float, num_classes: int, k_spread: KSpread | None, units: np.ndarray | None = None
+) -> PrivacyLedger:
     """One entry over all ``rows`` rows: RR over the K classes, or RR-with-prior's event (``k_spread``).
 
     Parameters
@@ -273,13 +278,15 @@ def release_ledger(rows: int, epsilon: float, num_classes: int, k_spread: KSprea
         K, the number of classes.
     k_spread : KSpread or None
         RR-with-prior's spread of k; None for RR.
+    units : numpy.ndarray or None, optional
+        The privacy unit of each row (:mod:`labeldp.boundary.units`); None: each row its own.
 
     Returns
     -------
     PrivacyLedger
         A new ledger of ``rows`` rows with one entry, tagged ``"release"``.
     """
-    ledger = PrivacyLedger(rows)
+    ledger = PrivacyLedger(rows, units=units)
     if k_spread is None:
         event, description = (
             randomized_response_event(epsilon, num_classes),
@@ -394,22 +401,12 @@ def privatize(
     ids=None,
     noise: NoiseSource = NoiseSource(),
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    units=None,
+    max_rows_per_unit: int | None = None,
+    seed: int = 0,
 ) -> ReleasedLabels:
     """Release ``labels`` once, by RR or RR-with-prior: :class:`~labeldp.boundary.labels.PrivateLabels`,
     or the true labels as class values (numpy, pandas or a list), which are read here and nowhere else.
-
-    Args:
-        classes: the label domain, in order: public, declared, never read off the labels. A label
-            outside it (or a missing one) is an error raised before anything is drawn.
-        epsilon: each label's privacy budget.
-        priors: None for RR; for RR-with-prior a (K,) prior shared by every row or (n, K) rows (an
-            array or DataFrame), each a distribution over ``classes`` that does not depend on the
-            row's own label (e.g. computed from public inputs, or a model trained on other rows).
-        ids: row identifiers to keep beside the released labels (default: the Series' index, or the
-            positions), one distinct id per label: a duplicated id (or index value) is refused.
-        noise: the noise source (fresh OS entropy by default).
-        batch_rows: rows drawn at a time; with an insecure seed, :func:`privatize_table` with the
-            same ``batch_rows`` draws the same labels.
 
     Private labels record the release on their own ledger too, and are refused (before anything is
     drawn) if their rows were released before, unless their budget allows it.
@@ -417,6 +414,12 @@ def privatize(
     Each label is released once, epsilon-label-DP (RR-with-prior: when the priors do not depend on the
     rows' own labels), recorded on the release's ledger as one entry over every row; with an insecure
     seed the release is NOT PRIVATE, and says so.
+
+    With ``units`` (a user id per row), epsilon is each unit's: at most ``max_rows_per_unit`` rows of a
+    unit are kept, chosen by the public ``seed`` without reading a label
+    (:func:`~labeldp.boundary.units.bound_contributions`), each released with epsilon / c, c the most
+    rows a unit keeps; the other rows are left out of the release (the result's ``ids`` say which rows
+    it holds), and the ledger composes per unit.
 
     Parameters
     ----------
@@ -440,12 +443,20 @@ def privatize(
     batch_rows : int, optional
         Rows drawn at a time; with an insecure seed, :func:`privatize_table` with the
         same ``batch_rows`` draws the same labels.
+    units : array_like or None, optional
+        The privacy unit of each row (public: a user id, never derived from a label); None: each row is
+        its own unit. Label arrays only.
+    max_rows_per_unit : int or None, optional
+        The most rows of one unit released (required with ``units``).
+    seed : int, optional
+        The public seed of which rows of a larger unit are kept (default 0).
 
     Returns
     -------
     ReleasedLabels
         The released labels, their ids, k (RR-with-prior) and ledger; their channel too, except with a
-        prior per row (:meth:`~labeldp.boundary.released.ReleasedLabels.with_priors`).
+        prior per row (:meth:`~labeldp.boundary.released.ReleasedLabels.with_priors`). With units: of the
+        rows kept, ``epsilon`` each row's, the ledger's epsilon each unit's.
 
     Raises
     ------
@@ -462,6 +473,8 @@ def privatize(
     """
     domain = LabelDomain(classes)
     eps = check_epsilon(epsilon)
+    if units is not None or max_rows_per_unit is not None:
+        return _privatize_units(labels, domain, eps, priors, ids, noise, batch_rows, units, max_rows_per_unit, seed)
     if not isinstance(labels, PrivateLabels):
         return _privatize_positions(
             domain.positions(labels, "the labels"),
@@ -490,10 +503,38 @@ def privatize(
     return labels.release_new(bound, draw)
 
 
-def _privatize_positions(
-    positions: np.ndarray, domain: LabelDomain, eps: float, priors, ids: np.ndarray, noise: NoiseSource, batch_rows: int
+def _privatize_units(
+    labels, domain: LabelDomain, eps: float, priors, ids, noise, batch_rows: int, units, max_rows: int | None, seed: int
 ) -> ReleasedLabels:
-    """:func:`privatize` on the labels' class positions."""
+    """:func:`privatize` with privacy units: the rows kept, each released with epsilon / c."""
+    if units is None or max_rows is None:
+        raise ConfigError("privacy units need both units (one per row) and max_rows_per_unit (the most rows kept)")
+    if isinstance(labels, PrivateLabels):
+        raise ConfigError("privacy units are given with the labels as values: pass the label array, not PrivateLabels")
+    positions = domain.positions(labels, "the labels")
+    row_ids = _row_ids(labels, ids, positions.size)
+    codes = unit_codes(units)
+    if codes.size != positions.size:
+        raise ConfigError(f"units has {codes.size} values for {positions.size} labels")
+    kept = bound_contributions(codes, max_rows, seed)
+    kept_units = unit_codes(codes[kept])
+    per_row = eps / int(np.bincount(kept_units).max())
+    if priors is not None and np.ndim(priors) == 2:
+        priors = priors.iloc[kept] if isinstance(priors, pd.DataFrame) else np.asarray(priors)[kept]
+    return _privatize_positions(positions[kept], domain, per_row, priors, row_ids[kept], noise, batch_rows, kept_units)
+
+
+def _privatize_positions(
+    positions: np.ndarray,
+    domain: LabelDomain,
+    eps: float,
+    priors,
+    ids: np.ndarray,
+    noise: NoiseSource,
+    batch_rows: int,
+    units: np.ndarray | None = None,
+) -> ReleasedLabels:
+    """:func:`privatize` on the labels' class positions (of the units' rows kept, with ``units``)."""
     rows = positions.size
     shared, per_row = None, None
     if priors is not None:
@@ -525,7 +566,7 @@ def _privatize_positions(
         noisy,
         None,
         domain.declared,
-        draws.ledger(rows),
+        draws.ledger(rows, units),
         mechanism=mechanism,
         epsilon=eps,
         ids=ids,
