@@ -16,7 +16,7 @@
 
 from labeldp.boundary.budget import LabelBudget
 from labeldp.boundary.column import DEFAULT_BATCH_ROWS, privatize, table_ledger
-from labeldp.boundary.domain import LabelDomain, canonical_label, fit_classes
+from labeldp.boundary.domain import LabelDomain, canonical_label, class_array, fit_classes
 from labeldp.boundary.folder_format import CHANNEL_PREFIX, K_COLUMN, RELEASED_COLUMN, load_release, read_sidecar
 from labeldp.boundary.labels import RELEASE_ONCE_ROUTE, PrivateLabelAccessError, PrivateLabels, unseal
 from labeldp.boundary.release import (
@@ -49,6 +49,7 @@ __all__ = [
     "Release",
     "ReleasedLabels",
     "canonical_label",
+    "class_array",
     "fit_classes",
     "load_release",
     "privatize",

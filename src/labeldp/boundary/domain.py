@@ -69,7 +69,11 @@ class LabelDomain:
         self.declared = tuple(value.item() if isinstance(value, np.generic) else value for value in classes)
         spellings = [canonical_label(value) for value in self.declared]
         if len(spellings) < 2 or len(set(spellings)) != len(spellings):
-            raise ConfigError(f"classes must be at least two distinct label values, got {list(self.declared)}")
+            distinct = len(set(spellings))
+            raise ConfigError(
+                f"classes must be at least two distinct label values, got {distinct} "
+                f"class{'' if distinct == 1 else 'es'} ({list(self.declared)}, compared as text)"
+            )
         self.lookup = {spelling: position for position, spelling in enumerate(spellings)}
 
     @property
@@ -144,17 +148,31 @@ class LabelDomain:
         DataError
             If a label is missing or outside the classes (neither named nor counted).
         """
-        series = (
-            labels
-            if isinstance(labels, pd.Series)
-            else pd.Series(np.asarray(labels, dtype=object) if np.ndim(labels) == 1 else labels)
-        )
-        if series.ndim != 1 or len(series) == 0:
+        if np.ndim(labels) != 1 or len(labels) == 0:
             raise DataError(f"{where}: labels must be a non-empty 1-d array or Series")
-        codes, uniques = pd.factorize(series, use_na_sentinel=True)
-        if (codes < 0).any():
+        positions = self.matched(labels)
+        if (positions < 0).any():
             raise self.refusal(where)
-        return self.value_positions(list(uniques), where)[codes]
+        return positions
+
+    def matched(self, labels: Any) -> np.ndarray:
+        """The class position of each of a 1-d array of labels, -1 for a missing value or one outside
+        the classes: for public labels (a test set's), where such a value is no class, not an error.
+
+        Parameters
+        ----------
+        labels : array-like
+            One label value per row (numpy, pandas or a list).
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) int64 positions in the declared classes, or -1.
+        """
+        series = labels if isinstance(labels, pd.Series) else pd.Series(np.asarray(labels, dtype=object))
+        codes, uniques = pd.factorize(series, use_na_sentinel=True)
+        found = [self.lookup.get(canonical_label(value), -1) for value in uniques]
+        return np.array(found + [-1], dtype=np.int64)[codes]  # a missing value's code -1 finds the last
 
     def refusal(self, where: str) -> DataError:
         """The error for labels missing or outside the classes: it says neither which, nor where, nor how many.
@@ -174,6 +192,24 @@ class LabelDomain:
             "every label value (--classes, classes=...). Which values, where and how many are not said: "
             "the labels are private; nothing was released"
         )
+
+
+def class_array(classes: Iterable[Any]) -> np.ndarray:
+    """The classes as scikit-learn's ``classes_`` holds them: in their own numeric dtype where they are
+    all numbers or booleans (int64 for integers), else an object array of the values as given.
+
+    Parameters
+    ----------
+    classes : sequence
+        Label values, in order.
+
+    Returns
+    -------
+    numpy.ndarray
+        (K,) the values.
+    """
+    values = np.asarray(list(classes))
+    return values if values.dtype.kind in "biuf" else np.asarray(list(classes), dtype=object)
 
 
 def fit_classes(declared: Iterable[Any] | None, carried: Iterable[Any] | None) -> tuple:
@@ -207,4 +243,4 @@ def fit_classes(declared: Iterable[Any] | None, carried: Iterable[Any] | None) -
     return LabelDomain(declared if declared is not None else carried).declared
 
 
-__all__ = ["LabelDomain", "canonical_label", "fit_classes"]
+__all__ = ["LabelDomain", "canonical_label", "class_array", "fit_classes"]

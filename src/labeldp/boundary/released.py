@@ -20,6 +20,7 @@ import numpy as np
 
 from labeldp._validation import check_priors
 from labeldp.accounting.ledger import PrivacyLedger
+from labeldp.boundary.domain import class_array
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import (
     randomized_response_likelihood,
@@ -127,14 +128,15 @@ class ReleasedLabels:
 
     @property
     def values(self) -> np.ndarray:
-        """The released labels as class values (``classes[labels]``).
+        """The released labels as class values (``classes[labels]``, in the classes' own dtype: int64 for
+        integer classes, as :func:`~labeldp.boundary.domain.class_array` gives them).
 
         Returns
         -------
         numpy.ndarray
-            (n,) object array of the released class values (public).
+            (n,) the released labels' values.
         """
-        return np.asarray(self.classes, dtype=object)[self.labels]
+        return class_array(self.classes)[self.labels]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return np.asarray(self.values, dtype=dtype)

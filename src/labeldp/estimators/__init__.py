@@ -7,17 +7,22 @@ public to labeldp: a fit on it could not tell whether those labels were released
 - :mod:`~labeldp.estimators.classifier`: :class:`LabelDPClassifier` wraps any scikit-learn classifier (by
   default histogram gradient boosting). It releases the labels by randomized response (or in stages by
   RR-with-prior, the paper's LP-MST), once for every fit, fold and candidate on the same labels, or fits on
-  labels released once (:class:`ReleasedLabels`, or a release of :func:`labeldp.privatize`) for free, and
-  predicts the *clean* label: the released labels' noise channel is public.
+  labels released once (:class:`ReleasedLabels`, a :class:`~labeldp.boundary.Release`, or the path of a
+  release folder of ``labeldp privatize``) for free, and predicts the *clean* label: the released labels'
+  noise channel is public. ``classes_`` and its predictions are in the classes' own dtype, so scikit-learn's
+  scorers work on public and released labels (and refuse private ones, loudly).
 - :mod:`~labeldp.estimators.regressor`: :class:`LabelDPRegressor` does the same for a numeric label on a
   declared, public range and grid: it releases the values once by RR-on-bins (Ghazi et al. 2023) under a
   noisy histogram prior over the grid (or a prior the user gives, or the Laplace mechanism on the clipped
   value, the baseline) and fits any scikit-learn regressor on the released values. Its release is shared
-  like the classifier's.
+  like the classifier's; values released once over a grid of numbers fit it for free.
 - :mod:`~labeldp.estimators.logistic`: :class:`LabelDPLogisticRegression` releases no labels at all: noisy
   label counts per bin of every public feature (:mod:`~labeldp.estimators.public_bins`:
   :class:`PublicBins`), from which it fits a logistic regression; for rare positives and small budgets.
 - :mod:`~labeldp.estimators._common`: the private helpers the estimators share.
+
+All follow scikit-learn's estimator conventions (the test suite runs scikit-learn's own estimator
+checks), but one: ``fit`` refuses a plain label array, which labeldp treats as public labels.
 
 Scoring on released labels through their noise channel (:func:`released_labels_for`,
 :func:`released_log_likelihood`, :func:`clean_accuracy_terms`, :func:`clean_accuracy_estimate`) is

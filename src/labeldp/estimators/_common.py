@@ -1,32 +1,125 @@
-"""Private helpers of the estimators of :mod:`labeldp.estimators`: what a fit takes, the key of a shared
-release's noise, whether released labels share one randomized response channel, the wrapped estimator and
-its weighted fit, and rows of a table or an array."""
+"""Private helpers of the estimators of :mod:`labeldp.estimators`: what a fit takes, the classes of a
+classifier, the public inputs and weights checked as scikit-learn checks them, the tags a wrapper takes
+from the estimator it wraps, the key of a shared release's noise, whether released labels share one
+randomized response channel, the wrapped estimator and its weighted fit, and rows of any input."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import os
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
+from sklearn.metrics import accuracy_score
 from sklearn.pipeline import Pipeline
+from sklearn.utils import Tags, _safe_indexing, get_tags
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import _check_sample_weight, _num_samples, column_or_1d, validate_data
 
-from labeldp.boundary import PrivateLabels, ReleasedLabels
+from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import LabelDomain, PrivateLabels, Release, ReleasedLabels, class_array, fit_classes, load_release
 from labeldp.errors import ConfigError
 
 
-def _fit_labels(y, estimator: BaseEstimator) -> PrivateLabels | ReleasedLabels:
-    """What a fit takes: private labels (released by the fit) or released ones; a plain array is refused."""
+def _fit_labels(
+    y,
+    estimator: BaseEstimator,
+    declared: Sequence[Any] | None,
+    wrapped: str = "labeldp.PrivateLabels(y, classes=[...])",
+) -> PrivateLabels | ReleasedLabels:
+    """What a fit takes: private labels (released by the fit) or released ones, as
+    :class:`ReleasedLabels`, a :class:`~labeldp.boundary.Release` of labels (over the ``declared``
+    classes; it carries none) or the path of a release folder. A plain array, or None, is refused with
+    a message that shows how the true labels are ``wrapped``."""
+    name = type(estimator).__name__
     if isinstance(y, (PrivateLabels, ReleasedLabels)):
         return y
-    name = type(estimator).__name__
+    if isinstance(y, (str, os.PathLike)):
+        return load_release(y)
+    if isinstance(y, Release):
+        if declared is None:
+            raise ConfigError(f"a Release carries no classes: declare them, {name}(classes=[...]), to fit on it")
+        rows = np.arange(len(y.members))
+        ledger = PrivacyLedger(rows.size)  # the release's spend, on the rows of the fit
+        ledger.record(y.event, rows, y.description)
+        return ReleasedLabels.from_release(y, declared, ledger)
+    if y is None:
+        raise ConfigError(
+            f"{name} requires y to be passed, but the target y is None: give the true labels wrapped "
+            f"({wrapped}) or labels released once"
+        )
     raise ConfigError(
         f"{name}.fit takes private labels or released ones, not a plain array: labeldp treats plain arrays as "
         "public, and a fit on one could not know whether those labels were released before (a search would release "
-        f"them once per fold). Wrap the true labels once: {name}(...).fit(X, labeldp.PrivateLabels(y, classes=[...]))"
-        " (every fit and fold on them then shares one release); or fit on labels released once "
-        "(labeldp.privatize(y, classes=..., epsilon=...))."
+        f"them once per fold). Wrap the true labels once: {name}(...).fit(X, {wrapped}) (every fit and fold on them "
+        "then shares one release); or fit on labels released once "
+        "(labeldp.privatize(y, classes=..., epsilon=...), a release folder of `labeldp privatize`)."
     )
+
+
+def _fit_classes(estimator: BaseEstimator, labels: PrivateLabels | ReleasedLabels) -> np.ndarray:
+    """A classifier's ``classes_``: its declared ``classes`` or those the labels carry (which must agree),
+    in their own dtype (:func:`~labeldp.boundary.class_array`). Numeric labels and classes that are
+    numbers but not whole ones are a regression's, refused as scikit-learn refuses them."""
+    name = type(estimator).__name__
+    if isinstance(labels, PrivateLabels) and labels.is_numeric:
+        raise ConfigError(
+            f"Unknown label type: continuous (numeric labels, without classes). {name} needs labels over "
+            "classes: PrivateLabels(y, classes=[...]); a numeric label is LabelDPRegressor's"
+        )
+    classes = class_array(fit_classes(estimator.classes, labels.classes))
+    if type_of_target(classes) == "continuous":
+        raise ConfigError(
+            f"Unknown label type: continuous (classes {list(classes)} are numbers that are not whole). {name} "
+            "needs classes; a numeric label is LabelDPRegressor's"
+        )
+    if labels.num_classes != len(classes):
+        raise ConfigError(f"the labels have {labels.num_classes} classes, the estimator {len(classes)}")
+    return classes
+
+
+def _public_accuracy(classes: np.ndarray, predicted: np.ndarray, y, sample_weight) -> float:
+    """The accuracy of ``predicted`` (class positions) on public labels ``y``, each matched to
+    ``classes`` as text (``1``, ``1.0`` and ``"1"`` are one class; a value outside them is no class)."""
+    truth = LabelDomain(classes).matched(column_or_1d(y, warn=True))
+    return float(accuracy_score(truth, predicted, sample_weight=sample_weight))
+
+
+def _inputs(estimator: BaseEstimator, X, *, reset: bool):
+    """The public inputs, checked as scikit-learn checks them, ``n_features_in_`` (and
+    ``feature_names_in_``) recorded by a fit (``reset``) and compared afterwards. A table passes as it is
+    (the wrapped estimator encodes its columns); anything else becomes a 2-d array or a CSR/CSC matrix,
+    not complex, with at least one row and one column. Missing values, sparse matrices and text are the
+    wrapped estimator's to accept or refuse (its tags say which)."""
+    if isinstance(X, pd.DataFrame):
+        validate_data(estimator, X, skip_check_array=True, reset=reset)
+        return X
+    return validate_data(estimator, X, reset=reset, accept_sparse=["csr", "csc"], dtype=None, ensure_all_finite=False)
+
+
+def _weights(sample_weight, X) -> np.ndarray | None:
+    """Public row weights as a float array, checked (one per row, non-negative, not all zero); None stays None."""
+    return None if sample_weight is None else _check_sample_weight(sample_weight, X, ensure_non_negative=True)
+
+
+def _check_rows(X, labels) -> None:
+    if _num_samples(X) != len(labels):
+        raise ConfigError(f"X has {_num_samples(X)} rows but y has {len(labels)} labels")
+
+
+def _wrapper_tags(tags: Tags, wrapped: BaseEstimator, insecure_noise_seed: int | None) -> Tags:
+    """The tags of an estimator that wraps ``wrapped``: the inputs it takes (sparse matrices, missing
+    values) are the wrapped estimator's; a fit draws fresh noise unless its seed is fixed; and its
+    scores on noisy labels are poorer than the wrapped estimator's own."""
+    inner = get_tags(wrapped).input_tags
+    tags.input_tags.sparse, tags.input_tags.allow_nan = inner.sparse, inner.allow_nan
+    tags.non_deterministic = insecure_noise_seed is None
+    for task in (tags.classifier_tags, tags.regressor_tags):
+        if task is not None:
+            task.poor_score = True
+    return tags
 
 
 def _noise_key(secure_rng: bool, insecure_noise_seed: int | None) -> Hashable:
@@ -68,19 +161,11 @@ def _fit_weighted(model, X, y: np.ndarray, weights: np.ndarray | None):
 
 
 def _take(X, rows):
-    """The rows ``rows`` of a table or an array (None stays None)."""
-    if X is None:
-        return None
-    return X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows]
-
-
-def _num_rows(X) -> int:
-    """The number of rows of a table or an array."""
-    return len(X) if hasattr(X, "__len__") else int(np.shape(X)[0])
+    """The rows ``rows`` of a table, an array or a sparse matrix (None stays None)."""
+    return None if X is None else _safe_indexing(X, rows)
 
 
 def _stack(X, copies: int):
-    """``copies`` copies of a table's or an array's rows, one after the other."""
-    if hasattr(X, "iloc"):
-        return pd.concat([X] * copies, ignore_index=True)
-    return np.concatenate([np.asarray(X)] * copies)
+    """``copies`` copies of the rows of a table, an array or a sparse matrix, one after the other."""
+    stacked = _safe_indexing(X, np.tile(np.arange(_num_samples(X)), copies))
+    return stacked.reset_index(drop=True) if isinstance(stacked, pd.DataFrame) else stacked

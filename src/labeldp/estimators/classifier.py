@@ -13,13 +13,18 @@ labeldp: a fit on it could not tell whether those labels were released before):
   stage t releases its labels by RR-with-prior under the model trained on the earlier stages) the
   release depends on the model, so it is the fit's own: a second one on the same rows needs a
   :class:`~labeldp.boundary.LabelBudget`.
-- labels released once (:class:`~labeldp.boundary.ReleasedLabels`, or a release of
-  :func:`labeldp.privatize`): the fit spends nothing.
+- labels released once: :class:`~labeldp.boundary.ReleasedLabels` (a release of
+  :func:`labeldp.privatize`), a :class:`~labeldp.boundary.Release` of the boundary's ``release_*``
+  functions (over the declared ``classes``), or the path of a release folder written by
+  ``labeldp privatize`` (read by :func:`~labeldp.boundary.load_release`): the fit spends nothing.
 
 ``score(X, y)`` and :func:`~labeldp.released_metrics.released_scorer` score on released labels
 through their noise channel (an unbiased estimate of the accuracy on the clean labels); given
 private labels, they use the release the fit made of them, and never the private labels. A plain
-array given to ``score`` is taken as public test labels.
+array given to ``score`` is taken as public test labels, each matched to the classes as text (``1``
+and ``"1"`` are one class). ``classes_`` and the predictions are in the classes' own dtype (int64 for
+integer classes), so scikit-learn's scorers work on public and on released labels; given private
+labels, they fail loudly (:class:`~labeldp.boundary.PrivateLabelAccessError`).
 
 What the estimator predicts is the *clean* label: the released labels' noise channel is public. With
 randomized response the wrapped classifier learns the released labels and ``predict_proba`` inverts
@@ -39,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted
 
 from labeldp.accounting import PrivacyLedger, randomized_response_event
@@ -46,20 +52,24 @@ from labeldp.boundary import (
     RELEASE_ONCE_ROUTE,
     PrivateLabels,
     ReleasedLabels,
-    fit_classes,
     release_randomized_response,
     release_rr_with_prior,
 )
 from labeldp.errors import ConfigError
 from labeldp.estimators._common import (
     _base_estimator,
+    _check_rows,
+    _fit_classes,
     _fit_labels,
     _fit_weighted,
+    _inputs,
     _noise_key,
-    _num_rows,
+    _public_accuracy,
     _shared_rr_channel,
     _stack,
     _take,
+    _weights,
+    _wrapper_tags,
 )
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import clean_accuracy_estimate, released_labels_for
@@ -77,7 +87,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         The label-DP budget of the release of private labels.
     classes : sequence, optional
         The label domain, in order (public; optional: private labels and releases carry their own,
-        which must then be these).
+        which must then be these; required to fit on a :class:`~labeldp.boundary.Release`).
     stages : int
         1 (randomized response on every label, shared by every fit on the same labels) or more (the
         paper's LP-MST: stage t releases its labels by RR-with-prior under the model trained on the
@@ -95,9 +105,13 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     classes_ : numpy.ndarray
-        The label domain, in order (object array).
+        The label domain, in order, in the classes' own dtype (int64 for integers, an object array for text).
+    n_features_in_ : int
+        The number of input columns.
+    feature_names_in_ : numpy.ndarray
+        The input columns' names, when ``X`` was a table with text column names.
     ledger_ : PrivacyLedger
-        The release's, per row of the labels.
+        The release's, per row of the labels (None for released labels that carry no ledger).
     release_key_ : tuple or None
         Which release of the private labels it trained on; None on released labels.
     estimator_ : classifier
@@ -134,13 +148,15 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like or pandas.DataFrame
+        X : array-like, sparse matrix or pandas.DataFrame
             The public inputs, one row per label.
-        y : PrivateLabels or ReleasedLabels
+        y : PrivateLabels, ReleasedLabels, Release, str or os.PathLike
             The true labels, wrapped (released here, or the release every fit on them shares), or
-            labels released once. A plain array is refused.
+            labels released once: :class:`ReleasedLabels`, a :class:`~labeldp.boundary.Release` of
+            labels (over the declared ``classes``), or the path of a release folder written by
+            ``labeldp privatize``. A plain array is refused.
         sample_weight : array-like, optional
-            Public weights of the rows.
+            Public weights of the rows (non-negative, not all zero).
 
         Returns
         -------
@@ -150,43 +166,39 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         Raises
         ------
         ConfigError
-            For a plain array, bad settings, numeric labels, or a mismatch of classes or rows (before any release).
+            For a plain array or None, bad settings, numeric labels or classes that are not whole numbers
+            ("Unknown label type: continuous"), or a mismatch of classes or rows (before any release).
+        ValueError
+            For inputs scikit-learn refuses (not 2-d, complex, no rows), before any release.
         PrivateLabelAccessError
             For another release of rows released already, without a :class:`~labeldp.boundary.LabelBudget`.
         BudgetError
             For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
         """
-        labels = _fit_labels(y, self)
+        X = _inputs(self, X, reset=True)
+        weights = _weights(sample_weight, X)
+        labels = _fit_labels(y, self, self.classes)
+        self.classes_ = _fit_classes(self, labels)
+        _check_rows(X, labels)
         if isinstance(labels, ReleasedLabels):
-            self.classes_, self.ledger_, self.release_key_ = self._classes(labels.classes), labels.ledger, None
-            self._fit_released(X, labels.labels, labels.channel(), sample_weight)
+            self.ledger_, self.release_key_ = labels.ledger, None
+            self._fit_released(X, labels.labels, labels.channel(), weights)
             return self
-        self.classes_ = self._classes(labels.classes)
         self._check(labels)
-        if _num_rows(X) != len(labels):
-            raise ConfigError(f"X has {_num_rows(X)} rows but y has {len(labels)} labels")
         if self.stages == 1:
             released = self._release_once(labels)
         else:
-            released = self._release_in_stages(X, labels, sample_weight)
+            released = self._release_in_stages(X, labels, weights)
         self.ledger_ = released.ledger
         mine = released[labels.positions]
-        self._fit_released(X, mine.labels, mine.channel(), sample_weight)
+        self._fit_released(X, mine.labels, mine.channel(), weights)
         return self
-
-    def _classes(self, given) -> np.ndarray:
-        """The label domain: the declared ``classes``, or those the labels carry (which must agree)."""
-        return np.asarray(fit_classes(self.classes, given), dtype=object)
 
     def _check(self, labels: PrivateLabels) -> None:
         if not self.epsilon > 0 or not np.isfinite(self.epsilon):
             raise ConfigError(f"epsilon must be a finite number > 0, got {self.epsilon}")
         if int(self.stages) != self.stages or self.stages < 1:
             raise ConfigError(f"stages must be a positive integer, got {self.stages}")
-        if labels.is_numeric:
-            raise ConfigError("LabelDPClassifier needs labels over classes: PrivateLabels(y, classes=[...])")
-        if labels.num_classes != len(self.classes_):
-            raise ConfigError(f"the labels have {labels.num_classes} classes, the estimator {len(self.classes_)}")
         if self.stages > 1 and not labels.covers_all:
             raise ConfigError(
                 "a multi-stage fit releases every row of the labels in stages, each under the model trained on the "
@@ -263,7 +275,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         rounds = self.em_iterations if self.em_iterations is not None else (0 if self.channel_ else 2)
         n, num_classes = likelihood.shape
         stacked_X, stacked_y = _stack(X, num_classes), np.repeat(np.arange(num_classes), n)
-        extra = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        extra = np.ones(n) if sample_weight is None else sample_weight
         for _ in range(rounds):
             posterior = np.clip(self.predict_proba(X), 1e-6, 1.0) * likelihood
             weights = (posterior / posterior.sum(axis=1, keepdims=True) * extra[:, None]).T.ravel()
@@ -274,13 +286,17 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
     def _base(self):
         return _base_estimator(self.estimator, HistGradientBoostingClassifier, self.random_state)
 
+    def __sklearn_tags__(self) -> Tags:
+        wrapped = self.estimator if self.estimator is not None else HistGradientBoostingClassifier()
+        return _wrapper_tags(super().__sklearn_tags__(), wrapped, self.insecure_noise_seed)
+
     # -- predicting ---------------------------------------------------------------------------------
     def predict_proba(self, X) -> np.ndarray:
         """An estimate of Pr[clean label | x], one column per class of ``classes_``.
 
         Parameters
         ----------
-        X : array-like or pandas.DataFrame
+        X : array-like, sparse matrix or pandas.DataFrame
             The public inputs.
 
         Returns
@@ -289,7 +305,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             (n, classes) probabilities.
         """
         check_is_fitted(self, "estimator_")
-        raw = self.estimator_.predict_proba(X)
+        raw = self.estimator_.predict_proba(_inputs(self, X, reset=False))
         probabilities = np.zeros((raw.shape[0], len(self.classes_)))
         probabilities[:, self.estimator_.classes_.astype(int)] = raw
         if self.channel_ is not None:  # Pr[released k | x] = keep p_k + other (1 - p_k), solved for p_k
@@ -303,24 +319,26 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like or pandas.DataFrame
+        X : array-like, sparse matrix or pandas.DataFrame
             The public inputs.
 
         Returns
         -------
         numpy.ndarray
-            (n,) class values of ``classes_``.
+            (n,) class values of ``classes_``, in their dtype.
         """
-        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+        positions = self.predict_proba(X).argmax(axis=1)  # NotFittedError before a fit
+        return self.classes_[positions]
 
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy: on released labels (or on private labels, through the release the fit made of
         them), an unbiased estimate of the accuracy on their clean labels; on a plain array, which
-        labeldp takes as public test labels, the exact accuracy.
+        labeldp takes as public test labels, the exact accuracy (each label matched to the classes as
+        text: ``1`` and ``"1"`` are one class; a label outside them counts as a wrong prediction).
 
         Parameters
         ----------
-        X : array-like or pandas.DataFrame
+        X : array-like, sparse matrix or pandas.DataFrame
             The public inputs.
         y : ReleasedLabels, PrivateLabels or array-like
             Released labels, private labels this model's fit released, or public test labels.
@@ -342,4 +360,4 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
                 raise ConfigError("the accuracy estimated from released labels does not weight rows")
             released = released_labels_for(self, y)
             return clean_accuracy_estimate(self.predict_proba(X).argmax(axis=1), released)
-        return super().score(X, y, sample_weight)
+        return _public_accuracy(self.classes_, self.predict_proba(X).argmax(axis=1), y, sample_weight)

@@ -24,17 +24,20 @@ reproducible only with ``insecure_noise_seed`` (tests).
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted
 
 from labeldp.accounting import PrivacyLedger, marginals_event
-from labeldp.boundary import PrivateLabels, fit_classes, release_label_marginals
+from labeldp.boundary import PrivateLabels, Release, ReleasedLabels, release_label_marginals
 from labeldp.errors import ConfigError
+from labeldp.estimators._common import _check_rows, _fit_classes, _fit_labels, _inputs, _public_accuracy
 from labeldp.estimators.public_bins import DEFAULT_BINS, PublicBins, bin_indicators
 from labeldp.mechanisms.marginals import flat_bins
 from labeldp.priors import consistent_counts
@@ -69,7 +72,11 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     classes_ : numpy.ndarray
-        The label domain, in order (object array).
+        The label domain, in order, in the classes' own dtype (int64 for integers, an object array for text).
+    n_features_in_ : int
+        The number of input columns.
+    feature_names_in_ : numpy.ndarray
+        The input columns' names, when ``X`` was a table with text column names.
     bins_ : PublicBins
         The fitted bins of the features.
     counts_ : numpy.ndarray
@@ -106,10 +113,12 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : pandas.DataFrame or array-like
-            The public inputs, one row per label.
+        X : pandas.DataFrame, array-like or sparse matrix
+            The public inputs, one row per label (a sparse matrix is binned column by column, its
+            implicit zeros counted as values).
         y : PrivateLabels
-            The true labels, wrapped with their classes. A plain array or released labels are refused.
+            The true labels, wrapped with their classes. A plain array or released labels (in any form)
+            are refused.
 
         Returns
         -------
@@ -119,33 +128,31 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         Raises
         ------
         ConfigError
-            For released labels, a plain array, numeric labels, bad settings or features, or another number
-            of rows than ``X`` (before any release).
+            For released labels, a plain array or None, numeric labels or classes that are not whole numbers
+            ("Unknown label type: continuous"), bad settings or features, or another number of rows than
+            ``X`` (before any release).
+        ValueError
+            For inputs scikit-learn refuses (not 2-d, complex, no rows), before any release.
         PrivateLabelAccessError
             For another release of rows released already, without a :class:`~labeldp.boundary.LabelBudget`.
         BudgetError
             For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
         """
-        if hasattr(y, "likelihood") or hasattr(y, "channel"):
+        X = _inputs(self, X, reset=True)
+        if isinstance(y, (ReleasedLabels, Release, str, os.PathLike)):
             raise ConfigError(
                 f"{type(self).__name__} releases label marginals, not labels: fit it on the private "
                 "labels (it spends epsilon), or fit LabelDPClassifier on released labels"
             )
-        if not isinstance(y, PrivateLabels):
-            raise ConfigError(
-                f"{type(self).__name__}.fit takes private labels: fit(X, labeldp.PrivateLabels(y, "
-                "classes=[...])). A plain array is public to labeldp, and a fit on one could not know "
-                "whether those labels were released before"
-            )
-        classes = self._classes(y)
+        y = _fit_labels(y, self, self.classes)  # private labels; a plain array or None is refused
+        classes = _fit_classes(self, y)
+        _check_rows(X, y)
         if not self.epsilon > 0 or not np.isfinite(self.epsilon):
             raise ConfigError(f"epsilon must be a finite number > 0, got {self.epsilon}")
         if not self.l2_regularization > 0:
             raise ConfigError(f"l2_regularization must be > 0, got {self.l2_regularization}")
         bins = PublicBins(self.n_bins).fit(X)
         codes = bins.transform(X)
-        if len(codes) != len(y):
-            raise ConfigError(f"X has {len(codes)} rows but y has {len(y)} labels")
         num_classes, sizes = len(classes), bins.bins_per_feature_
         noise = NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
         epsilon = float(self.epsilon)
@@ -167,41 +174,48 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         release, self.ledger_ = y.release_new(marginals_event(epsilon, sizes.size, num_classes), draw)
         self.counts_ = project_marginals(release.arrays["counts"], codes, sizes)
         self.coef_, self.intercept_ = fit_from_marginals(codes, sizes, self.counts_, self.l2_regularization)
-        self.classes_ = np.asarray(classes, dtype=object)
+        self.classes_ = classes
         self.bins_ = bins
         return self
 
-    def _classes(self, labels: PrivateLabels) -> tuple:
-        """The declared classes, or the labels' own (which must agree)."""
-        if labels.is_numeric:
-            raise ConfigError(f"{type(self).__name__} needs labels over classes: PrivateLabels(y, classes=[...])")
-        classes = fit_classes(self.classes, labels.classes)
-        if labels.num_classes != len(classes):
-            raise ConfigError(f"the labels have {labels.num_classes} classes, the estimator {len(classes)}")
-        return classes
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # a missing value has a bin of its own
+        tags.input_tags.sparse = True  # binned column by column
+        tags.input_tags.string = True  # text columns are binned by category
+        tags.non_deterministic = self.insecure_noise_seed is None
+        tags.classifier_tags.poor_score = True  # noisy counts: poorer than a logistic regression on the labels
+        return tags
+
+    def _logits(self, X) -> np.ndarray:
+        """(n, classes) the model's logits."""
+        check_is_fitted(self, "coef_")
+        codes = self.bins_.transform(_inputs(self, X, reset=False))
+        return bin_indicators(codes, self.bins_.bins_per_feature_) @ self.coef_ + self.intercept_
 
     def decision_function(self, X) -> np.ndarray:
-        """The model's logits.
+        """The model's logits; with two classes, as scikit-learn's binary classifiers give them, the
+        second class's logit less the first's (positive where the second class is predicted).
 
         Parameters
         ----------
-        X : pandas.DataFrame or array-like
+        X : pandas.DataFrame, array-like or sparse matrix
             Public inputs with the fitted feature columns.
 
         Returns
         -------
         numpy.ndarray
-            (n, classes) logits.
+            (n, classes) logits, or (n,) with two classes.
         """
-        check_is_fitted(self, "coef_")
-        return bin_indicators(self.bins_.transform(X), self.bins_.bins_per_feature_) @ self.coef_ + self.intercept_
+        logits = self._logits(X)
+        return logits[:, 1] - logits[:, 0] if logits.shape[1] == 2 else logits
 
     def predict_proba(self, X) -> np.ndarray:
         """Pr[label | x] under the fitted model, one column per class of ``classes_``.
 
         Parameters
         ----------
-        X : pandas.DataFrame or array-like
+        X : pandas.DataFrame, array-like or sparse matrix
             Public inputs with the fitted feature columns.
 
         Returns
@@ -209,31 +223,32 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         numpy.ndarray
             (n, classes) probabilities.
         """
-        return softmax(self.decision_function(X), axis=1)
+        return softmax(self._logits(X), axis=1)
 
     def predict(self, X) -> np.ndarray:
         """The most probable label of each row.
 
         Parameters
         ----------
-        X : pandas.DataFrame or array-like
+        X : pandas.DataFrame, array-like or sparse matrix
             Public inputs with the fitted feature columns.
 
         Returns
         -------
         numpy.ndarray
-            (n,) class values of ``classes_``.
+            (n,) class values of ``classes_``, in their dtype.
         """
-        return self.classes_[self.decision_function(X).argmax(axis=1)]
+        positions = self._logits(X).argmax(axis=1)  # NotFittedError before a fit
+        return self.classes_[positions]
 
     def score(self, X, y, sample_weight=None) -> float:
-        """Accuracy on a plain array (public test labels: exact), or estimated on released labels
-        (``ReleasedLabels``) through their channel. Private labels cannot be scored: the fit released
-        counts, not labels.
+        """Accuracy on a plain array (public test labels: exact, each label matched to the classes as
+        text), or estimated on released labels (``ReleasedLabels``) through their channel. Private
+        labels cannot be scored: the fit released counts, not labels.
 
         Parameters
         ----------
-        X : pandas.DataFrame or array-like
+        X : pandas.DataFrame, array-like or sparse matrix
             Public inputs with the fitted feature columns.
         y : ReleasedLabels or array-like
             Labels released once, or public test labels.
@@ -256,11 +271,11 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
                 "to score on. Score it on a public test set, or on labels released once "
                 "(labeldp.privatize) of rows it was not fitted on"
             )
+        predictions = self._logits(X).argmax(axis=1)
         if hasattr(y, "likelihood"):
-            predictions = self.decision_function(X).argmax(axis=1)
             weights = channel_weights(y.labels, y.likelihood)
             return float(np.mean(weights[np.arange(len(weights)), predictions]))
-        return super().score(X, y, sample_weight)
+        return _public_accuracy(self.classes_, predictions, y, sample_weight)
 
 
 def project_marginals(counts: np.ndarray, bins: np.ndarray, bins_per_feature: np.ndarray) -> np.ndarray:

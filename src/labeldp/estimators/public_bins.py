@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from labeldp.errors import ConfigError
 from labeldp.mechanisms.marginals import flat_bins
@@ -53,8 +53,9 @@ class PublicBins(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : pandas.DataFrame or array-like
-            The public inputs (a 2-d array's columns are numbered).
+        X : pandas.DataFrame, array-like or sparse matrix
+            The public inputs (an array's or a matrix's columns are numbered; a sparse column's implicit
+            zeros count as values).
         y : None
             Ignored: the bins never depend on labels.
 
@@ -66,7 +67,9 @@ class PublicBins(TransformerMixin, BaseEstimator):
         Raises
         ------
         ConfigError
-            If ``n_bins`` is not an integer >= 2, or ``X`` is not a table with feature columns.
+            If ``n_bins`` is not an integer >= 2, or ``X`` is a table without feature columns.
+        ValueError
+            If an array ``X`` is not 2-d, is complex, or has no rows or columns (scikit-learn's ``check_array``).
         """
         if int(self.n_bins) != self.n_bins or self.n_bins < 2:
             raise ConfigError(f"n_bins must be an integer >= 2, got {self.n_bins}")
@@ -85,7 +88,7 @@ class PublicBins(TransformerMixin, BaseEstimator):
                 sizes.append(self.edges_[column].size + 2)
             else:
                 categorical = isinstance(values.dtype, pd.CategoricalDtype)
-                known = values.cat.categories if categorical else values.dropna().unique()
+                known = values.cat.categories if categorical else values.dropna().astype(str).unique()
                 self.categories_[column] = pd.Index(sorted(set(map(str, known))))  # 1 and "1" are one category
                 sizes.append(self.categories_[column].size + 1)
         self.bins_per_feature_ = np.array(sizes, dtype=np.int64)
@@ -96,7 +99,7 @@ class PublicBins(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : pandas.DataFrame or array-like
+        X : pandas.DataFrame, array-like or sparse matrix
             Public inputs with the fitted feature columns.
 
         Returns
@@ -107,7 +110,9 @@ class PublicBins(TransformerMixin, BaseEstimator):
         Raises
         ------
         ConfigError
-            If ``X`` lacks a fitted feature column or is not a table.
+            If ``X`` lacks a fitted feature column.
+        ValueError
+            If an array ``X`` is not 2-d, is complex, or has no rows or columns (scikit-learn's ``check_array``).
         """
         check_is_fitted(self, "bins_per_feature_")
         frame = _frame(X)
@@ -152,13 +157,20 @@ def bin_indicators(bins: np.ndarray, bins_per_feature: np.ndarray) -> sp.csr_mat
 
 
 def _frame(X) -> pd.DataFrame:
-    """``X`` as a table (a 2-d array's columns numbered)."""
+    """``X`` as a table: a table as it is; a sparse matrix with its columns numbered, each made dense
+    when it is binned; an array checked as scikit-learn checks it (2-d, not complex), its columns
+    numbered, a column of objects that are all numbers (or missing) taken as numbers."""
     if isinstance(X, pd.DataFrame):
         return X
-    array = np.asarray(X)
-    if array.ndim != 2:
-        raise ConfigError(f"X must be a table or a 2-d array, got shape {array.shape}")
-    return pd.DataFrame(array)
+    if sp.issparse(X):
+        return pd.DataFrame.sparse.from_spmatrix(X)
+    frame = pd.DataFrame(check_array(X, dtype=None, ensure_all_finite=False))
+    for column in frame.columns[frame.dtypes.map(pd.api.types.is_object_dtype)]:
+        try:
+            frame[column] = frame[column].astype(np.float64)
+        except (TypeError, ValueError):  # text (or other objects): binned by category
+            pass
+    return frame
 
 
 def _numeric(values: pd.Series) -> bool:

@@ -5,7 +5,9 @@
 (Ghazi et al. 2023) under a noisy histogram prior over the grid (or a prior the user gives, or the Laplace
 mechanism on the clipped value, the baseline) and fits any scikit-learn regressor on the released values. Its
 release is shared like the classifier's: every fit and fold on the same private values with the same release
-settings trains on the one release.
+settings trains on the one release. It also fits, for free, on values released once as labels over a grid of
+numbers (randomized response over the grid's values: :func:`labeldp.privatize` with the grid as classes, or a
+release folder of ``labeldp privatize``), which scikit-learn's own scorers can then score.
 
 Privacy: epsilon-label-DP for the rows of the private values (replace-one-label neighbours), as ``ledger_``
 computes; inputs are public. Noise: fresh OS entropy by default, ChaCha20 with ``secure_rng``, never
@@ -21,12 +23,15 @@ import numpy as np
 from dp_accounting import dp_event
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted
 
 from labeldp.accounting import PrivacyLedger, randomized_response_event
 from labeldp.accounting.events import histogram_event, laplace_value_event
 from labeldp.boundary import (
     PrivateLabels,
+    Release,
+    ReleasedLabels,
     release_laplace_value,
     release_noisy_histogram,
     release_rr_on_bins,
@@ -36,13 +41,18 @@ from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
 from labeldp.errors import ConfigError
 from labeldp.estimators._common import (
     _base_estimator,
+    _check_rows,
+    _fit_labels,
     _fit_weighted,
+    _inputs,
     _noise_key,
-    _num_rows,
+    _weights,
+    _wrapper_tags,
 )
 from labeldp.mechanisms import optimal_bins
 from labeldp.priors import histogram_priors
 from labeldp.randomness import NoiseSource
+from labeldp.released_metrics import channel_weights
 
 
 class LabelDPRegressor(RegressorMixin, BaseEstimator):
@@ -71,6 +81,12 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
     best prediction of y that the bins allow. The targets are noisier (by 1 / (p - q)), so a learner
     that averages over many rows suits them. Predictions are clipped to the range. With
     ``debias=False`` the targets are the released values (the paper's training).
+
+    On values released once as labels over classes that are the grid's values (in increasing order),
+    the fit spends nothing; the grid is the release's classes (a declared range or grid must be the
+    same), and the debiased target of row i is sum_y W[i, y] y, with the weights of
+    :func:`~labeldp.released_metrics.channel_weights`, whose expectation is the row's clean value
+    (randomized response over the values; RR-with-prior where the value lies in the row's top set).
 
     Parameters
     ----------
@@ -103,16 +119,20 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
     ----------
     grid_ : numpy.ndarray
         The grid's values.
+    n_features_in_ : int
+        The number of input columns.
+    feature_names_in_ : numpy.ndarray
+        The input columns' names, when ``X`` was a table with text column names.
     ledger_ : PrivacyLedger
-        The release's, per row of the labels.
+        The release's, per row of the labels (None for released labels that carry no ledger).
     released_ : numpy.ndarray
         The released values of the fit's rows.
     prior_ : numpy.ndarray or None
         The prior row (RR-on-bins).
     bin_values_ : numpy.ndarray or None
         The d bin values (RR-on-bins).
-    release_key_ : tuple
-        Which release of the private values it trained on.
+    release_key_ : tuple or None
+        Which release of the private values it trained on; None on released labels.
     estimator_ : regressor
         The fitted clone of ``estimator``.
     """
@@ -197,16 +217,20 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
     # -- fitting ------------------------------------------------------------------------------------
     def fit(self, X, y, sample_weight=None) -> LabelDPRegressor:
         """Release the private values ``y`` once (shared by every fit on them with the same release
-        settings: mechanism, epsilon, grid, prior, noise) and fit on the released values.
+        settings: mechanism, epsilon, grid, prior, noise) and fit on the released values; or fit on
+        values released once (free).
 
         Parameters
         ----------
-        X : array-like or pandas.DataFrame
+        X : array-like, sparse matrix or pandas.DataFrame
             The public inputs, one row per value.
-        y : PrivateLabels
-            The true values, wrapped without classes (``PrivateLabels(values)``). A plain array is refused.
+        y : PrivateLabels, ReleasedLabels, Release, str or os.PathLike
+            The true values, wrapped without classes (``PrivateLabels(values)``); or values released
+            once as labels over the grid's values: :class:`ReleasedLabels`, a
+            :class:`~labeldp.boundary.Release` of labels (grid positions of the declared grid), or the
+            path of a release folder written by ``labeldp privatize``. A plain array is refused.
         sample_weight : array-like, optional
-            Public weights of the rows.
+            Public weights of the rows (non-negative, not all zero).
 
         Returns
         -------
@@ -216,32 +240,67 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         Raises
         ------
         ConfigError
-            For a plain array or labels over classes, an undeclared range, a bad grid, prior or mechanism,
-            or another number of rows than ``X`` (before any release).
+            For a plain array or None, private labels over classes, released labels whose classes are not
+            the grid's values, an undeclared range, a bad grid, prior or mechanism, or another number of
+            rows than ``X`` (before any release).
+        ValueError
+            For inputs scikit-learn refuses (not 2-d, complex, no rows), before any release.
         PrivateLabelAccessError
             For another release of rows released already, without a :class:`~labeldp.boundary.LabelBudget`.
         BudgetError
             For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
         """
-        if not isinstance(y, PrivateLabels) or not y.is_numeric:
+        X = _inputs(self, X, reset=True)
+        weights = _weights(sample_weight, X)
+        wrapped = "labeldp.PrivateLabels(values): private numeric labels, no classes"
+        labels = _fit_labels(y, self, self._grid() if isinstance(y, Release) else None, wrapped)
+        _check_rows(X, labels)
+        if isinstance(labels, ReleasedLabels):
+            self._fit_released(X, labels, weights)
+            return self
+        if not labels.is_numeric:
             raise ConfigError(
-                "LabelDPRegressor.fit takes private numeric labels: fit(X, labeldp.PrivateLabels(y)) "
-                "(no classes: numbers). A plain array is public to labeldp, and a fit on it could not "
-                "know whether its values were released before (a search would release them once per "
-                "fold)"
+                "LabelDPRegressor.fit takes private numeric labels: fit(X, labeldp.PrivateLabels(y)) (no classes: "
+                "numbers), or values released once as labels over the grid's values"
             )
         grid = self._grid()
         share, given = self._plan(grid)
-        if _num_rows(X) != len(y):
-            raise ConfigError(f"X has {_num_rows(X)} rows but y has {len(y)} values")
-        released = self._release_once(y.on_grid(grid), grid, share, given)
-        rows = y.positions
+        released = self._release_once(labels.on_grid(grid), grid, share, given)
+        rows = labels.positions
         self.grid_, self.ledger_ = grid, released["ledger"]
         self.released_ = released["values"][rows]
         self.prior_, self.bin_values_ = released.get("prior"), released.get("bin_values")
         targets = released["debiased" if self.debias and "debiased" in released else "values"][rows]
-        self.estimator_ = _fit_weighted(self._base(), X, targets, sample_weight)
+        self.estimator_ = _fit_weighted(self._base(), X, targets, weights)
         return self
+
+    def _fit_released(self, X, labels: ReleasedLabels, weights: np.ndarray | None) -> None:
+        """Fit on values released once as labels over the grid's values (class docstring)."""
+        grid = self._released_grid(labels.classes)
+        self.grid_, self.ledger_, self.release_key_ = grid, labels.ledger, None
+        self.prior_ = self.bin_values_ = None
+        self.released_ = grid[labels.labels]
+        targets = channel_weights(labels.labels, labels.channel()) @ grid if self.debias else self.released_
+        self.estimator_ = _fit_weighted(self._base(), X, targets, weights)
+
+    def _released_grid(self, classes: tuple) -> np.ndarray:
+        """The grid of released labels: their classes, numbers in increasing order (a declared range or
+        grid must give the same values)."""
+        try:
+            values = np.asarray(classes, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"LabelDPRegressor fits released labels whose classes are the grid's values, not {list(classes)}"
+            ) from None
+        if not np.all(np.isfinite(values)) or not np.all(np.diff(values) > 0):
+            raise ConfigError(f"released labels' classes must be increasing numbers (a grid), got {list(classes)}")
+        if self.label_range is not None or np.ndim(self.grid) != 0:
+            declared = self._grid()
+            if declared.shape != values.shape or not np.allclose(declared, values):
+                raise ConfigError(
+                    f"the released labels' classes {list(classes)} are not the declared grid {declared.tolist()}"
+                )
+        return values
 
     def _release_once(
         self, labels: PrivateLabels, grid: np.ndarray, share: float, given: np.ndarray | None
@@ -307,12 +366,16 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
     def _base(self):
         return _base_estimator(self.estimator, HistGradientBoostingRegressor, self.random_state)
 
+    def __sklearn_tags__(self) -> Tags:
+        wrapped = self.estimator if self.estimator is not None else HistGradientBoostingRegressor()
+        return _wrapper_tags(super().__sklearn_tags__(), wrapped, self.insecure_noise_seed)
+
     def predict(self, X) -> np.ndarray:
         """The regressor's predictions, clipped to the declared range.
 
         Parameters
         ----------
-        X : array-like or pandas.DataFrame
+        X : array-like, sparse matrix or pandas.DataFrame
             The public inputs.
 
         Returns
@@ -321,7 +384,8 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
             (n,) predictions in ``[grid_[0], grid_[-1]]``.
         """
         check_is_fitted(self, "estimator_")
-        return np.clip(np.asarray(self.estimator_.predict(X), dtype=np.float64), self.grid_[0], self.grid_[-1])
+        predicted = self.estimator_.predict(_inputs(self, X, reset=False))
+        return np.clip(np.asarray(predicted, dtype=np.float64), self.grid_[0], self.grid_[-1])
 
 
 def _bin_means(prior: np.ndarray, grid: np.ndarray, bin_of: np.ndarray, d: int) -> np.ndarray:
