@@ -169,3 +169,39 @@ def test_privatize_per_unit_keeps_the_same_rows_whatever_the_labels() -> None:
     assert first.epsilon == pytest.approx(0.5) and first.ledger.epsilon() == pytest.approx(2.0, abs=4 * SLACK)
     with pytest.raises(ConfigError, match="max_rows_per_unit"):
         privatize(np.zeros(4, int), classes=[0, 1], epsilon=1.0, units=[0, 0, 1, 1])
+
+
+def _users_dataset(private_test: bool):
+    """300 training rows of 100 users (3 rows each), 60 test rows of 20 other users; classes from x."""
+    from labeldp.boundary import PrivateLabels
+    from labeldp.data import LabeledDataset
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(360, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(int)
+    units = np.repeat(np.arange(120), 3)
+    y_test = PrivateLabels.from_indices(y[300:], 2) if private_test else y[300:]
+    return LabeledDataset(
+        "users", x[:300], y[:300], x[300:], y_test, num_classes=2, units=units if private_test else units[:300]
+    )
+
+
+@pytest.mark.parametrize(("method", "private_test"), [("lp-1st", True), ("lp-2st", False)])
+def test_a_run_spends_its_epsilon_per_unit(tmp_path, method, private_test) -> None:
+    """A run's epsilon is each user's (three rows each): every release gives a row epsilon / 3, stages
+    split whole users, the private test rows are released per user too; the summary shows both."""
+    from labeldp.accounting import PrivacyLedger
+    from labeldp.runs import RunConfig, train_run
+    from labeldp.training import TrainConfig
+
+    config = RunConfig(dataset="csv", method=method, epsilon=1.5, train=TrainConfig(epochs=1, batch_size=64))
+    summary = train_run(config, tmp_path / "run", dataset=_users_dataset(private_test), progress=False)
+    assert summary["epsilon"] == pytest.approx(1.5, abs=3 * SLACK)
+    assert summary["privacy_units"] == {
+        "units": 120 if private_test else 100,
+        "most_rows": 3,
+        "row_epsilon": pytest.approx(0.5, abs=SLACK),
+    }
+    ledger = PrivacyLedger.load(tmp_path / "run" / "ledger.json")
+    assert ledger.units is not None and ledger.epsilon() == pytest.approx(1.5, abs=3 * SLACK)
+    assert all("per row" in entry.description for entry in ledger.entries)

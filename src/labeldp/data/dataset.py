@@ -69,6 +69,10 @@ class LabeledDataset:
         public test labels.
     categorical : tuple of int, optional
         The number of values of each of the leading input columns that hold integer codes (default: none).
+    units : numpy.ndarray or None, optional
+        The privacy unit of each private row (public: a user id's code, :mod:`labeldp.boundary.units`),
+        the training rows then the private test rows, a unit's rows all on one side; None (the default):
+        each row is its own unit.
 
     Raises
     ------
@@ -95,6 +99,7 @@ class LabeledDataset:
     label_values: np.ndarray | None = None
     y_test_values: np.ndarray | None = None
     categorical: tuple[int, ...] = ()
+    units: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.num_classes = check_num_classes(self.num_classes)
@@ -115,6 +120,30 @@ class LabeledDataset:
             raise DataError(f"augmentation must be one of {AUGMENTATIONS}, got {self.augmentation!r}")
         self._check_regression()
         self._check_categorical()
+        self._check_units()
+
+    def _check_units(self) -> None:
+        if self.units is None:
+            return
+        self.units = np.asarray(self.units, dtype=np.int64)
+        if self.units.shape != (self.private_rows,) or self.units.min() < 0:
+            raise DataError(f"units must give each of the {self.private_rows} private rows a unit code >= 0")
+        if (
+            not self.public_test
+            and np.intersect1d(self.units[: len(self.y_train)], self.units[len(self.y_train) :]).size
+        ):
+            raise DataError("a privacy unit's rows must all be training rows or all test rows")
+
+    @property
+    def train_units(self) -> np.ndarray | None:
+        """The privacy unit of each training row (None: each row its own).
+
+        Returns
+        -------
+        numpy.ndarray or None
+            (len(y_train),) unit codes.
+        """
+        return None if self.units is None else self.units[: len(self.y_train)]
 
     def _private(self, labels, name: str) -> PrivateLabels:
         if not isinstance(labels, PrivateLabels):

@@ -7,9 +7,15 @@ import numpy as np
 from labeldp.randomness import public_rng
 
 
-def split_stages(num_examples: int, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
+def split_stages(
+    num_examples: int, fractions: tuple[float, ...], seed: int, units: np.ndarray | None = None
+) -> list[np.ndarray]:
     """Disjoint random index sets with the given size fractions: the examples of each stage, drawn
     from the seed's public stream (they depend on positions only, never on labels).
+
+    With privacy ``units``, whole units are split: a unit's rows all fall in one stage, so that each
+    stage's release spends the run's epsilon on a unit once (the units are taken in a random order
+    until a stage holds its share of the rows).
 
     Parameters
     ----------
@@ -20,15 +26,26 @@ def split_stages(num_examples: int, fractions: tuple[float, ...], seed: int) -> 
         shares' sum belong to no stage).
     seed : int
         The public seed whose ``"stage-split"`` stream draws the permutation.
+    units : numpy.ndarray or None, optional
+        (num_examples,) the privacy unit of each example (public); None: each example is its own.
 
     Returns
     -------
     list of numpy.ndarray
         One sorted array of example indices per stage, disjoint, of about ``fraction * num_examples`` each.
     """
-    order = public_rng(seed, "stage-split").permutation(num_examples)
-    bounds = np.round(np.cumsum((0.0,) + fractions) * num_examples).astype(int)
-    return [np.sort(order[bounds[i] : bounds[i + 1]]) for i in range(len(fractions))]
+    bounds = np.round(np.cumsum((0.0,) + tuple(fractions)) * num_examples).astype(int)
+    if units is None:
+        order = public_rng(seed, "stage-split").permutation(num_examples)
+        return [np.sort(order[bounds[i] : bounds[i + 1]]) for i in range(len(fractions))]
+    units = np.asarray(units, dtype=np.int64)
+    unit_order = public_rng(seed, "stage-split").permutation(int(units.max()) + 1)
+    sizes = np.bincount(units, minlength=unit_order.size)[unit_order]
+    middles = np.cumsum(sizes) - sizes / 2  # each unit's middle row, the units laid out in random order
+    stage_of = np.full(unit_order.size, -1)
+    stage_of[unit_order] = np.searchsorted(bounds, middles, side="right") - 1  # beyond the last bound: none
+    stage = stage_of[units]
+    return [np.flatnonzero(stage == i) for i in range(len(fractions))]
 
 
 __all__ = ["split_stages"]

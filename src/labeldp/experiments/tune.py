@@ -179,7 +179,8 @@ def _checked(
     for candidate in candidates:
         check_plan(candidate, data, torch_device)
     # scored on the first stage's examples when later releases depend on the options (sizes: public)
-    scored = len(split_stages(len(data.y_train), base.stages, base.seed)[0]) if later else len(data.y_train)
+    first = split_stages(len(data.y_train), base.stages, base.seed, data.train_units)[0]
+    scored = len(first) if later else len(data.y_train)
     holdout_split(scored, holdout, base.seed)  # its refusals, before any spend
     return data, names, later, torch_device
 

@@ -231,7 +231,7 @@ def run_rr_on_bins(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         (one bin).
     """
     config, data = context.config, context.data
-    members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
+    members_by_stage = split_stages(len(data.y_train), config.stages, config.seed, data.train_units)
     histogram = None
     paying = None  # the examples that pay for the histogram: all of them, or stage 1's alone
     if config.prior != "uniform":

@@ -315,7 +315,7 @@ def run_stages(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         labels released, the number of earlier ones reused and the mean k.
     """
     config, data = context.config, context.data
-    members_by_stage = split_stages(len(data.y_train), config.stages, config.seed)
+    members_by_stage = split_stages(len(data.y_train), config.stages, config.seed, data.train_units)
     # released before any stage
     public_prior = cluster_prior_rows(context) if config.prior in ("cluster", "histogram") else None
     model = context.new_model(1)

@@ -140,10 +140,10 @@ class RunContext:
         self.parallel, self.main = distributed.active(), distributed.is_main()
         self.started = time.perf_counter()
         if self.main:  # over the training rows, then the test rows where their labels are private
-            self.ledger = out.read_ledger(data.private_rows, config.method_spec.neighboring_relation)
+            self.ledger = out.read_ledger(data.private_rows, config.method_spec.neighboring_relation, data.units)
             self.elapsed_before = out.elapsed()
         else:  # rank 0 keeps the ledger; the other ranks never read nor write the run folder
-            self.ledger = PrivacyLedger(data.private_rows, config.method_spec.neighboring_relation)
+            self.ledger = PrivacyLedger(data.private_rows, config.method_spec.neighboring_relation, data.units)
             self.elapsed_before = 0.0
         self._releases: dict[str, Release] = {}
 
@@ -618,5 +618,12 @@ class RunContext:
         if config.method_spec.private:
             summary["noise"] = config.noise.describe()
             summary["noise_private"] = config.noise.private
+        if self.ledger.units is not None:  # epsilon is each unit's; each row's own, for information
+            row_epsilon = self.ledger.row_epsilon(delta)
+            summary["privacy_units"] = {
+                "units": self.ledger.num_units,
+                "most_rows": int(np.bincount(self.ledger.units).max()),
+                "row_epsilon": None if not np.isfinite(row_epsilon) else math.ceil(row_epsilon * 1e6) / 1e6,
+            }
         write_json_atomic(self.out.summary_path, summary)
         return summary

@@ -300,7 +300,7 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
     """
     check_amp(config.train, device)
     n = len(data.y_train)
-    sizes = [part.size for part in split_stages(n, config.stages, config.seed)]
+    sizes = [part.size for part in split_stages(n, config.stages, config.seed, data.train_units)]
     if min(sizes) == 0:
         raise ConfigError(
             f"stages {list(config.stages)} leave stage {sizes.index(0) + 1} without any of the {n} training examples"

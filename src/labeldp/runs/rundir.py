@@ -242,7 +242,9 @@ class RunDirectory:
         self._writing()
         write_json_atomic(self.config_path, config)
 
-    def read_ledger(self, dataset_size: int | None = None, neighboring_relation=NEIGHBORING_RELATION) -> PrivacyLedger:
+    def read_ledger(
+        self, dataset_size: int | None = None, neighboring_relation=NEIGHBORING_RELATION, units=None
+    ) -> PrivacyLedger:
         """The saved ledger (an empty one if there is none yet, which needs ``dataset_size``).
 
         Parameters
@@ -253,6 +255,8 @@ class RunDirectory:
             the saved ledger as it is.
         neighboring_relation : dp_accounting.NeighboringRelation, optional
             The relation of an empty ledger (default ``REPLACE_ONE``, label DP); a saved ledger keeps its own.
+        units : numpy.ndarray or None, optional
+            The privacy unit of each row (None: each row its own): a saved ledger must have the same.
 
         Returns
         -------
@@ -262,8 +266,8 @@ class RunDirectory:
         Raises
         ------
         labeldp.errors.RunDirectoryError
-            If ``ledger.json`` is damaged, covers another number of rows than ``dataset_size``, or does not
-            exist while ``dataset_size`` is None.
+            If ``ledger.json`` is damaged, covers another number of rows than ``dataset_size`` or other
+            units than ``units``, or does not exist while ``dataset_size`` is None.
         """
         if self.ledger_path.exists():
             try:
@@ -277,10 +281,12 @@ class RunDirectory:
                 raise RunDirectoryError(
                     f"{self.ledger_path} covers {ledger.dataset_size} examples, the dataset has {dataset_size}"
                 )
+            if dataset_size is not None and not _same_units(ledger.units, units):
+                raise RunDirectoryError(f"{self.ledger_path} groups the rows into other privacy units than the run")
             return ledger
         if dataset_size is None:
             raise RunDirectoryError(f"{self.ledger_path} does not exist")
-        return PrivacyLedger(dataset_size, neighboring_relation)
+        return PrivacyLedger(dataset_size, neighboring_relation, units)
 
     def save_release(self, name: str, **arrays: np.ndarray) -> None:
         """Save a release (e.g. a stage's noisy labels with their indices) before it is used.
@@ -515,3 +521,10 @@ class RunDirectory:
         """
         self._writing()
         write_json_atomic(self.elapsed_path, {"seconds": seconds})
+
+
+def _same_units(saved: np.ndarray | None, units: np.ndarray | None) -> bool:
+    """Whether a saved ledger's privacy units are the run's (both none, or the same codes)."""
+    if saved is None or units is None:
+        return saved is None and units is None
+    return np.array_equal(saved, units)
