@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import pickle
 
 import numpy as np
@@ -11,27 +10,7 @@ import pytest
 
 from labeldp.boundary import unseal
 from labeldp.data import LabeledDataset, load_dataset, read_idx
-
-
-def write_idx(path, array: np.ndarray, compress: bool) -> None:
-    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
-    payload = header + array.astype(np.uint8).tobytes()
-    if compress:
-        with gzip.open(str(path) + ".gz", "wb") as handle:
-            handle.write(payload)
-    else:
-        path.write_bytes(payload)
-
-
-def make_mnist_folder(folder, n_train=50, n_test=20, compress=True) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(0)
-    folder.mkdir(parents=True, exist_ok=True)
-    train_labels = rng.integers(0, 10, n_train)
-    write_idx(folder / "train-images-idx3-ubyte", rng.integers(0, 256, (n_train, 28, 28)), compress)
-    write_idx(folder / "train-labels-idx1-ubyte", train_labels, compress)
-    write_idx(folder / "t10k-images-idx3-ubyte", rng.integers(0, 256, (n_test, 28, 28)), compress)
-    write_idx(folder / "t10k-labels-idx1-ubyte", rng.integers(0, 10, n_test), compress)
-    return train_labels, None
+from tests.helpers import make_mnist_folder, write_idx
 
 
 @pytest.mark.parametrize("compress", [True, False])

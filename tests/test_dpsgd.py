@@ -14,7 +14,6 @@ from scipy import stats
 from torch import nn
 from torch.optim.swa_utils import AveragedModel
 
-from conftest import DEVICES
 from labeldp.accounting import (
     DPSGD_RELATION,
     PrivacyLedger,
@@ -42,6 +41,7 @@ from labeldp.models import SmallCNN, TanhCNN, WideResNet, WSConv2d
 from labeldp.randomness import NoiseSource, SecureGenerator
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
+from tests.helpers import DEVICES
 
 
 @pytest.fixture(autouse=True)

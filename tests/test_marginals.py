@@ -14,7 +14,6 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import OneHotEncoder
 
-from conftest import frequencies_match
 from labeldp.accounting import PrivacyLedger, marginals_event
 from labeldp.accounting.ledger import event_pld
 from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels, release_label_marginals
@@ -24,6 +23,7 @@ from labeldp.estimators.logistic import LabelDPLogisticRegression, fit_from_marg
 from labeldp.estimators.public_bins import PublicBins
 from labeldp.mechanisms import discrete_laplace_pmf, noisy_marginals, randomized_response
 from labeldp.mechanisms.marginals import marginal_counts, moved_cells
+from tests.helpers import frequencies_match
 
 LABELS = np.array([0, 1, 1, 0, 1, 1])
 BINS = np.array([[0, 1], [1, 0], [1, 1], [0, 0], [0, 1], [1, 2]])  # two features, with 2 and 3 bins

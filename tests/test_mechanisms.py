@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import frequencies_match
 from labeldp.mechanisms import (
     change_probability,
     discrete_laplace,
@@ -25,6 +24,7 @@ from labeldp.mechanisms import (
     rr_with_prior_probabilities,
 )
 from labeldp.randomness import SecureGenerator, as_generator
+from tests.helpers import frequencies_match
 
 EPSILONS = [0.1, 0.5, 1.0, 2.0, 4.0]
 

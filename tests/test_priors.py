@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from conftest import frequencies_match
 from labeldp.accounting import PrivacyLedger, histogram_event
 from labeldp.boundary import release_noisy_histogram, unseal
 from labeldp.mechanisms import discrete_laplace, discrete_laplace_pmf, keep_probability, noisy_histogram
 from labeldp.priors import cluster, cluster_priors, consistent_counts, encode, histogram_priors, temper
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
+from tests.helpers import frequencies_match
 
 
 @pytest.mark.parametrize("parameter", [0.05, 0.5, 2.0])

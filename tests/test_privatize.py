@@ -20,7 +20,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import frequencies_match
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import column as column_module
 from labeldp.boundary import load_release, privatize, privatize_table, read_sidecar, release_rr_with_prior
@@ -30,6 +29,7 @@ from labeldp.cli import main
 from labeldp.errors import ConfigError, DataError, MissingFileError, ReleaseExistsError, RunLockedError
 from labeldp.mechanisms import randomized_response_probabilities, rr_with_prior_probabilities
 from labeldp.randomness import NoiseSource
+from tests.helpers import frequencies_match
 
 SEED = NoiseSource(insecure_seed=7)
 PRIORS = np.array(

@@ -28,8 +28,7 @@ import torch
 
 from labeldp.cli import main
 from labeldp.runs import RunConfig
-from test_data import make_mnist_folder
-from test_regression_data import write_movielens
+from tests.helpers import make_mnist_folder, write_movielens
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

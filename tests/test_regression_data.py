@@ -12,45 +12,7 @@ from labeldp.boundary import unseal
 from labeldp.data import LabeledDataset, label_grid, load_dataset, regression_dataset, snap_to_grid
 from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.models import RecommenderMLP, build_model, default_model_name
-
-OCCUPATIONS = ["administrator", "artist", "student", "other"]
-
-
-def write_movielens(
-    folder,
-    users: int = 12,
-    items: int = 15,
-    ratings: int = 150,
-    seed: int = 0,
-    shuffle: int | None = None,
-    rating_offset: int = 0,
-) -> pd.DataFrame:
-    """A small MovieLens folder: u.data (tab-separated), u.item and u.user ('|'), u.occupation."""
-    rng = np.random.default_rng(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    pairs = rng.choice(users * items, size=ratings, replace=False)
-    data = pd.DataFrame(
-        {
-            "user": pairs // items + 1,
-            "item": pairs % items + 1,
-            "rating": (rng.integers(1, 6, ratings) + rating_offset - 1) % 5 + 1,
-            "timestamp": rng.integers(8e8, 9e8, ratings),
-        }
-    )
-    if shuffle is not None:
-        data = data.sample(frac=1.0, random_state=shuffle)
-    data.to_csv(folder / "u.data", sep="\t", header=False, index=False)
-    lines = []
-    for item in range(1, items + 1):
-        date = "" if item == 3 else f"01-Jan-{1950 + item}"
-        genres = "|".join(str(int(g)) for g in rng.integers(0, 2, 19))
-        lines.append(f"{item}|Movie {item} ({1950 + item})|{date}||http://example.org/{item}|{genres}")
-    (folder / "u.item").write_text("\n".join(lines) + "\n", encoding="latin-1")
-    people = [f"{u}|{20 + u}|{'MF'[u % 2]}|{OCCUPATIONS[u % 4]}|0000{u}" for u in range(1, users + 1)]
-    people[0] = "1|33|X|astronaut|00001"  # a gender and an occupation outside the lists
-    (folder / "u.user").write_text("\n".join(people) + "\n")
-    (folder / "u.occupation").write_text("\n".join(OCCUPATIONS) + "\n")
-    return data
+from tests.helpers import write_movielens
 
 
 def test_grid_and_snapping() -> None:

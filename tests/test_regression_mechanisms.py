@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 
-from conftest import frequencies_match
 from labeldp.accounting import PrivacyLedger, laplace_value_event, rr_on_sets_event
 from labeldp.boundary import release_laplace_value, release_rr_on_bins
 from labeldp.errors import ConfigError
@@ -22,6 +21,7 @@ from labeldp.mechanisms import (
     rr_on_bins_probabilities,
 )
 from labeldp.randomness import SecureGenerator
+from tests.helpers import frequencies_match
 
 GRID = np.arange(1.0, 6.0)
 PRIOR = np.array([0.06, 0.11, 0.27, 0.34, 0.22])

@@ -24,7 +24,7 @@ from labeldp.models import MLP
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig, train_stage
 from labeldp.training.losses import binned_likelihood_loss, likelihood_loss
-from test_regression_data import write_movielens
+from tests.helpers import write_movielens
 
 GRID = label_grid(0, 20, 11)
 FAST = TrainConfig(epochs=3, batch_size=64, optimizer="adam", lr=0.01, weight_decay=1e-4)

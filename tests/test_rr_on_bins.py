@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pytest
 
-from conftest import frequencies_match
 from labeldp.mechanisms import bins as bins_module
 from labeldp.mechanisms.bins import (
     BinMaps,
@@ -20,6 +19,7 @@ from labeldp.mechanisms.bins import (
     rr_on_bins_probabilities,
 )
 from labeldp.randomness import SecureGenerator
+from tests.helpers import frequencies_match
 
 EPSILONS = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0]
 GRID6 = np.array([0.0, 0.5, 1.0, 2.0, 3.5, 5.0])  # uneven spacing on purpose

@@ -311,9 +311,9 @@ def test_a_table_without_a_test_file_writes_no_metric_of_a_private_label(tmp_pat
     writes, no epoch reports a test metric, and the run's epsilon stays the one it was given."""
     import pandas as pd
 
-    from conftest import poison_in_place
     from labeldp.runs import config_dataset
     from labeldp.runs.context import RunContext
+    from tests.helpers import poison_in_place
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, 3))

@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pytest
 
-from conftest import poison_in_place
 from labeldp.boundary import PrivateLabels, Release, unseal
 from labeldp.cli import main
 from labeldp.data import LabeledDataset
@@ -30,6 +29,7 @@ from labeldp.randomness import public_rng
 from labeldp.released_metrics import clean_accuracy_terms
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, train_run
 from labeldp.training import TrainConfig
+from tests.helpers import poison_in_place
 
 EPSILON = 1.0
 
