@@ -403,7 +403,7 @@ def _dask_example():
     pytest.importorskip("dask.dataframe")
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "examples" / "privatize_with_dask.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "privatize_with_dask.py"
     spec = importlib.util.spec_from_file_location("privatize_with_dask", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)

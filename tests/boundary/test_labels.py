@@ -18,7 +18,7 @@ from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels
 from labeldp.data.grid import snap_to_grid
 from labeldp.errors import BudgetError, DataError
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "labeldp"
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "labeldp"
 #: the only modules that read private labels: the release boundary, and the private-side trainers,
 #: which read them inside the mechanism they implement (docs/ARCHITECTURE.md says why each one)
 UNSEALED_IN = {"boundary/release.py", "boundary/column.py", "dpsgd/trainer.py", "dpsgd/selection.py", "teachers.py"}
