@@ -1,0 +1,48 @@
+"""The release boundary (boundary/release.py): each release validates its input before it spends,
+records exactly its members and event on the ledger (RR, ALIBI's noisy one-hot vector, the noisy
+histogram and marginals, PATE's answers, the Laplace value and RR-on-bins of numeric labels), and a
+non-private release is accounted as infinite epsilon."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from labeldp.accounting import PrivacyLedger, randomized_response_event
+from labeldp.boundary import release_randomized_response, release_rr_with_prior, release_true_labels
+
+
+def test_non_private_release_is_infinite_epsilon() -> None:
+    ledger = PrivacyLedger(10)
+    labels = release_true_labels(ledger, np.arange(10) % 3, np.arange(10), 3).labels
+    assert np.array_equal(labels, np.arange(10) % 3)
+    assert ledger.epsilon() == math.inf
+
+
+def test_release_validates_before_spending() -> None:
+    ledger = PrivacyLedger(10)
+    with pytest.raises(ValueError, match="labels must lie in"):
+        release_randomized_response(ledger, [0, 12], [0, 1], 10, 1.0)
+    with pytest.raises(ValueError, match="members must be indices"):
+        release_randomized_response(ledger, [0, 1], [0, 10], 10, 1.0)
+    with pytest.raises(ValueError, match="length mismatch"):
+        release_randomized_response(ledger, [0, 1, 2], [0, 1], 10, 1.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        release_rr_with_prior(ledger, [0], [0], [[0.5, 0.5]], -1.0)
+    with pytest.raises(ValueError, match="repeated"):
+        release_randomized_response(ledger, [0, 1], [3, 3], 10, 1.0)
+    assert ledger.entries == ()
+    release_randomized_response(ledger, [0, 1], [0, 1], 10, 1.0, tag="stage1")
+    with pytest.raises(ValueError, match="already has an entry"):
+        release_randomized_response(ledger, [0, 1], [2, 3], 10, 1.0, tag="stage1")
+    assert len(ledger.entries) == 1
+
+
+def test_release_records_exactly_the_members() -> None:
+    ledger = PrivacyLedger(20)
+    members = np.array([3, 5, 7])
+    release_randomized_response(ledger, [1, 2, 3], members, 4, 2.0)
+    assert np.array_equal(np.flatnonzero(ledger.entries[0].members), members)
+    assert ledger.entries[0].event == randomized_response_event(2.0, 4)
