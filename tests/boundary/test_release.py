@@ -10,8 +10,14 @@ import math
 import numpy as np
 import pytest
 
-from labeldp.accounting import PrivacyLedger, randomized_response_event
-from labeldp.boundary import release_randomized_response, release_rr_with_prior, release_true_labels
+from labeldp.accounting import PrivacyLedger, laplace_one_hot_event, randomized_response_event
+from labeldp.boundary import (
+    release_laplace_one_hot,
+    release_randomized_response,
+    release_rr_with_prior,
+    release_true_labels,
+)
+from labeldp.mechanisms import LAPLACE_GRID
 
 
 def test_non_private_release_is_infinite_epsilon() -> None:
@@ -46,3 +52,17 @@ def test_release_records_exactly_the_members() -> None:
     release_randomized_response(ledger, [1, 2, 3], members, 4, 2.0)
     assert np.array_equal(np.flatnonzero(ledger.entries[0].members), members)
     assert ledger.entries[0].event == randomized_response_event(2.0, 4)
+
+
+def test_release_records_epsilon_on_the_ledger():
+    ledger = PrivacyLedger(10)
+    noisy = release_laplace_one_hot(ledger, np.arange(10) % 3, np.arange(10), 3, 0.8, rng=0, tag="alibi").arrays[
+        "noisy_one_hot"
+    ]
+    assert noisy.shape == (10, 3)
+    assert ledger.epsilon() == pytest.approx(0.8, abs=1e-3)
+    assert ledger.epsilon() >= 0.8 - 1e-9
+    event = laplace_one_hot_event(0.8)
+    assert event.count == 2 and event.event.sensitivity == LAPLACE_GRID
+    with pytest.raises(ValueError, match="epsilon"):
+        release_laplace_one_hot(ledger, np.zeros(10, int), np.arange(10), 3, 0.0)

@@ -1,5 +1,6 @@
-"""ALIBI: discrete Laplace noise on the one-hot label, its exact distribution, epsilon, likelihood,
-the floating-point attack it resists, and runs."""
+"""ALIBI's mechanism (mechanisms/laplace.py): discrete Laplace noise on the grid around the one-hot
+label, its exact distribution, the likelihood and its e^eps bound, and the floating-point attack it
+resists."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from labeldp.accounting import PrivacyLedger, laplace_one_hot_event
 from labeldp.audit import clopper_pearson_lower
-from labeldp.boundary import release_laplace_one_hot
 from labeldp.mechanisms import (
     LAPLACE_GRID,
     discrete_laplace,
@@ -21,8 +20,6 @@ from labeldp.mechanisms import (
     laplace_one_hot_likelihood,
     laplace_parameter,
 )
-from labeldp.runs import RunConfig, train_run
-from labeldp.training import TrainConfig
 
 
 def _binned_chi_square_pvalue(samples: np.ndarray, parameter: float, bins: int = 40) -> float:
@@ -97,31 +94,3 @@ def test_likelihood_is_the_exact_probability_ratio():
     scaled = np.round(z[0] * LAPLACE_GRID)
     exact = [np.prod(discrete_laplace_pmf(scaled - LAPLACE_GRID * np.eye(3)[y], a)) for y in range(3)]
     np.testing.assert_allclose(laplace_one_hot_likelihood(z, epsilon)[0], np.array(exact) / sum(exact), rtol=1e-9)
-
-
-def test_release_records_epsilon_on_the_ledger():
-    ledger = PrivacyLedger(10)
-    noisy = release_laplace_one_hot(ledger, np.arange(10) % 3, np.arange(10), 3, 0.8, rng=0, tag="alibi").arrays[
-        "noisy_one_hot"
-    ]
-    assert noisy.shape == (10, 3)
-    assert ledger.epsilon() == pytest.approx(0.8, abs=1e-3)
-    assert ledger.epsilon() >= 0.8 - 1e-9
-    event = laplace_one_hot_event(0.8)
-    assert event.count == 2 and event.event.sensitivity == LAPLACE_GRID
-    with pytest.raises(ValueError, match="epsilon"):
-        release_laplace_one_hot(ledger, np.zeros(10, int), np.arange(10), 3, 0.0)
-
-
-def test_alibi_run_on_digits(tmp_path):
-    config = RunConfig(
-        dataset="digits",
-        method="alibi",
-        epsilon=4.0,
-        train=TrainConfig(epochs=20, batch_size=32, lr=0.02, weight_decay=1e-3),
-    )
-    summary = train_run(config, tmp_path / "run", progress=False)
-    assert summary["epsilon"] == pytest.approx(4.0, abs=1e-3)
-    assert summary["test_accuracy"] > 0.6
-    with pytest.raises(ValueError, match="alibi"):
-        RunConfig(method="alibi", epsilon=1.0, loss="ce").resolved()
