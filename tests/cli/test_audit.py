@@ -61,3 +61,19 @@ def test_audit_command_leaves_the_run_alone_and_shows_what_it_spent(tmp_path, ca
     capsys.readouterr()
     assert main(["audit", str(run), "--targets", "50", "--shadows", "2"]) == 2  # options of --membership alone
     assert "--shadows, --targets apply only with --membership" in capsys.readouterr().err
+
+
+def test_a_run_on_a_dataset_in_memory_reloads_and_says_how_to_audit_it(blobs, tmp_path, capsys) -> None:
+    from labeldp.runs import RunConfig, load_run_model, train_run
+    from labeldp.training import TrainConfig, accuracy
+
+    summary = train_run(
+        RunConfig(dataset="csv", method="lp-1st", epsilon=4.0, train=TrainConfig(epochs=2)),
+        tmp_path / "run",
+        progress=False,
+        dataset=blobs,
+    )
+    model = load_run_model(tmp_path / "run")  # no dataset needed
+    assert accuracy(model, blobs.x_test, blobs.y_test) == summary["test_accuracy"]
+    assert main(["audit", str(tmp_path / "run")]) == 2
+    assert "passed in memory" in capsys.readouterr().err
