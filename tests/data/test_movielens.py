@@ -1,97 +1,17 @@
-"""Numeric labels as data: the declared grid, snapping, regression tables, and the MovieLens folder
-format on a small folder written here (never the real dataset)."""
+"""MovieLens 100K (data/movielens.py), read from a small folder in its format written here (never the
+real dataset): the pairs' ratings on the grid, a split that depends on the pairs only, and its errors."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from labeldp.boundary import unseal
-from labeldp.data import LabeledDataset, label_grid, load_dataset, regression_dataset, snap_to_grid
+from labeldp.data import load_dataset
 from labeldp.errors import ConfigError, DataError, MissingFileError
-from labeldp.models import RecommenderMLP, build_model, default_model_name
+from labeldp.models import default_model_name
 from tests.helpers import write_movielens
-
-
-def test_grid_and_snapping() -> None:
-    grid = label_grid(0, 10, 11)
-    assert np.array_equal(grid, np.arange(11.0))
-    assert snap_to_grid([-3.0, 0.4, 0.5, 0.6, 9.7, 42.0], grid).tolist() == [0, 0, 0, 1, 10, 10]
-    with pytest.raises(ConfigError, match="LOW < HIGH"):
-        label_grid(5, 5, 3)
-    with pytest.raises(ConfigError, match="at least 2 points"):
-        label_grid(0, 1, 1)
-    with pytest.raises(DataError, match="missing or infinite"):
-        snap_to_grid([1.0, np.nan], grid)
-
-
-def test_regression_dataset_keeps_the_raw_test_values() -> None:
-    x = np.zeros((4, 2))
-    data = regression_dataset("r", x, [0.0, 3.2, 11.0, 5.0], x, [1.4, 2.6, -1.0, 7.5], label_grid(0, 10, 6))
-    assert data.is_regression and data.num_classes == 6
-    assert unseal(data.y_train).tolist() == [0, 2, 5, 2] and data.y_test.tolist() == [1, 1, 0, 4]
-    assert data.test_values.tolist() == [1.4, 2.6, -1.0, 7.5]
-    assert "label_values=[0 .. 10]" in repr(data)
-    plain = LabeledDataset("c", x, [0, 1, 0, 1], x, [1, 0, 1, 0], num_classes=2)
-    assert not plain.is_regression
-    with pytest.raises(DataError, match="classification"):
-        plain.test_values  # noqa: B018
-
-
-@pytest.mark.parametrize(
-    "change, message",
-    [
-        (dict(label_values=[1.0, 2.0]), "num_classes"),
-        (dict(label_values=[1.0, 3.0, 2.0]), "strictly increasing"),
-        (dict(y_test_values=[1.0, 2.0]), "give label_values too"),
-        (dict(label_values=[1.0, 2.0, 3.0], y_test_values=[1.0]), "one per test example"),
-        (dict(categorical=(2, 9, 9)), "cover leading columns"),
-        (dict(categorical=(1,)), "integer codes"),
-    ],
-)
-def test_dataset_refuses_inconsistent_regression_fields(change, message) -> None:
-    arrays = dict(
-        x_train=np.array([[0.0, 1.5], [1.0, 0.0], [1.0, 2.0]]),
-        y_train=np.array([0, 1, 2]),
-        x_test=np.zeros((2, 2)),
-        y_test=np.array([0, 1]),
-    )
-    with pytest.raises(DataError, match=message):
-        LabeledDataset("t", num_classes=3, **arrays, **change)
-
-
-def test_regression_table(tmp_path) -> None:
-    rng = np.random.default_rng(0)
-    frame = pd.DataFrame(
-        {
-            "a": rng.normal(size=50),
-            "channel": rng.choice(["web", "mail", "phone"], 50),
-            "id": np.arange(50),
-            "spend": rng.uniform(-5, 120, 50),
-        }
-    )
-    frame.to_csv(tmp_path / "t.csv", index=False)
-    data = load_dataset(
-        "csv",
-        table=tmp_path / "t.csv",
-        label_column="spend",
-        label_range=(0, 100),
-        label_grid_size=11,
-        id_column="id",
-        public_test_split=True,
-    )
-    assert data.x_train.shape[1] == 1 + 3 and data.preprocessor is not None  # categories one-hot, the id left out
-    assert data.is_regression and np.array_equal(data.label_values, np.arange(0, 101, 10.0))
-    assert np.isin(data.test_values, frame["spend"].to_numpy()).all()  # the raw values, not clipped or snapped
-    assert np.array_equal(data.y_test, snap_to_grid(data.test_values, data.label_values))
-    with pytest.raises(ConfigError, match="not both"):
-        load_dataset("csv", table=tmp_path / "t.csv", label_column="spend", label_range=(0, 1), classes=("0", "1"))
-    with pytest.raises(ConfigError, match="needs --label-range"):
-        load_dataset("csv", table=tmp_path / "t.csv", label_column="spend", label_grid_size=5)
-    with pytest.raises(ConfigError, match="defines its own labels"):
-        load_dataset("digits", label_range=(0, 1))
 
 
 def test_movielens_folder(tmp_path) -> None:
@@ -141,15 +61,3 @@ def test_movielens_errors(tmp_path) -> None:
     frame.to_csv(tmp_path / "ml-100k" / "u.data", sep="\t", header=False, index=False)
     with pytest.raises(DataError, match="outside the MovieLens grid"):
         load_dataset("movielens", tmp_path)
-
-
-def test_recommender_model(tmp_path) -> None:
-    write_movielens(tmp_path)
-    data = load_dataset("movielens", tmp_path)
-    model = build_model(None, data.input_shape, data.num_classes, seed=0, categorical=data.categorical)
-    assert isinstance(model, RecommenderMLP)
-    assert model(torch.as_tensor(data.x_test)).shape == (30, 5)
-    again = build_model(None, data.input_shape, data.num_classes, seed=0, categorical=data.categorical)
-    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters()))
-    with pytest.raises(ConfigError, match="categorical codes"):
-        build_model("recommender", (10,), 5)

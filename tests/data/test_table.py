@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from labeldp.boundary import unseal
-from labeldp.data import load_dataset
+from labeldp.data import load_dataset, snap_to_grid
+from labeldp.errors import ConfigError
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
@@ -82,3 +83,35 @@ def test_tables_as_they_come(tmp_path) -> None:
     assert only.input_shape == (2,)  # age and its missing indicator
     with pytest.raises(ValueError, match=r"columns \['salary'\] are not in the table"):
         load_dataset("csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"), drop=("salary",))
+
+
+def test_regression_table(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "a": rng.normal(size=50),
+            "channel": rng.choice(["web", "mail", "phone"], 50),
+            "id": np.arange(50),
+            "spend": rng.uniform(-5, 120, 50),
+        }
+    )
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    data = load_dataset(
+        "csv",
+        table=tmp_path / "t.csv",
+        label_column="spend",
+        label_range=(0, 100),
+        label_grid_size=11,
+        id_column="id",
+        public_test_split=True,
+    )
+    assert data.x_train.shape[1] == 1 + 3 and data.preprocessor is not None  # categories one-hot, the id left out
+    assert data.is_regression and np.array_equal(data.label_values, np.arange(0, 101, 10.0))
+    assert np.isin(data.test_values, frame["spend"].to_numpy()).all()  # the raw values, not clipped or snapped
+    assert np.array_equal(data.y_test, snap_to_grid(data.test_values, data.label_values))
+    with pytest.raises(ConfigError, match="not both"):
+        load_dataset("csv", table=tmp_path / "t.csv", label_column="spend", label_range=(0, 1), classes=("0", "1"))
+    with pytest.raises(ConfigError, match="needs --label-range"):
+        load_dataset("csv", table=tmp_path / "t.csv", label_column="spend", label_grid_size=5)
+    with pytest.raises(ConfigError, match="defines its own labels"):
+        load_dataset("digits", label_range=(0, 1))
