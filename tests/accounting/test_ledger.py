@@ -5,11 +5,21 @@ Gaussian (PATE's queries)."""
 
 from __future__ import annotations
 
+import json
+
 import dp_accounting
 import numpy as np
 import pytest
 
-from labeldp.accounting import PrivacyLedger, event_from_dict, event_to_dict, randomized_response_event
+from labeldp.accounting import (
+    DPSGD_RELATION,
+    PrivacyLedger,
+    dpsgd_epsilon,
+    dpsgd_event,
+    event_from_dict,
+    event_to_dict,
+    randomized_response_event,
+)
 from labeldp.boundary import release_randomized_response, release_rr_with_prior
 
 
@@ -64,3 +74,17 @@ def test_groups_by_counting_match_the_distinct_columns(monkeypatch) -> None:
         assert counted == sorted(ledger._groups())
         monkeypatch.undo()
     assert PrivacyLedger(10)._groups() == []
+
+
+def test_ledger_epsilon_equals_dp_accounting_and_survives_json(tmp_path):
+    ledger = PrivacyLedger(1000, DPSGD_RELATION)
+    ledger.record(dpsgd_event(1.1, 0.05, 300), np.arange(1000), "dp-sgd", "dp-sgd")
+    expected = dpsgd_epsilon(1.1, 0.05, 300, 1e-5)
+    assert ledger.epsilon(1e-5) == pytest.approx(expected, rel=1e-9)
+    ledger.save(tmp_path / "ledger.json", 1e-5)
+    loaded = PrivacyLedger.load(tmp_path / "ledger.json")
+    assert loaded.neighboring_relation == DPSGD_RELATION
+    assert loaded.epsilon(1e-5) == pytest.approx(expected, rel=1e-9)
+    assert json.loads((tmp_path / "ledger.json").read_text())["neighboring_relation"] == "ADD_OR_REMOVE_ONE"
+    with pytest.raises(ValueError, match="replace-one"):
+        ledger.record(randomized_response_event(1.0, 10), np.arange(3), "label RR on a full-DP ledger")
