@@ -1,4 +1,6 @@
-"""Profiles, sweeps (parallel, resumable, failure-tolerant), the report and its plot."""
+"""Sweeps (experiments/sweep.py): a grid expanded into jobs, a sweep that runs in parallel, resumes
+after it was killed and reports, a failing run recorded while the others finish, and a data folder
+given only to the runs that read one."""
 
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ import time
 import pytest
 
 from labeldp.cli import main
-from labeldp.experiments.report import aggregate, format_report
+from labeldp.experiments.report import aggregate
 from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
-from labeldp.recipes import get_profile, list_profiles, load_recipes, register
+from labeldp.recipes import get_profile
 from labeldp.runs import RunConfig
 from labeldp.training import TrainConfig
 
@@ -37,51 +39,6 @@ def sweep_command(out, workers: int = 2) -> list[str]:
         "--out",
         str(out),
     ]
-
-
-def test_paper_profiles_exist_and_resolve() -> None:
-    keys = [p.key for p in list_profiles(r"^mnist/e(1|2|4)/lp-(1|2)st/run0$")]
-    assert keys == [
-        "mnist/e1/lp-1st/run0",
-        "mnist/e1/lp-2st/run0",
-        "mnist/e2/lp-1st/run0",
-        "mnist/e2/lp-2st/run0",
-        "mnist/e4/lp-1st/run0",
-        "mnist/e4/lp-2st/run0",
-    ]
-    for dataset in ("mnist", "fashion-mnist", "cifar10", "digits"):
-        assert list_profiles(f"^{dataset}/")
-    for every in list_profiles("."):  # no recipe sets an option its method does not use
-        every.config.resolved()
-    profile = get_profile("cifar10/e8/lp-2st/run2")
-    assert profile.config.epsilon == 8.0 and profile.config.seed == 2 and profile.config.train.mixup_alpha > 0
-    pate = get_profile("mnist/e0.5/pate/run1").config.resolved()
-    assert pate.method == "pate" and pate.delta == 1e-5 and pate.seed == 1 and pate.train.epochs == 100
-    cluster = get_profile("mnist/e0.1/lp-2st-cluster/run0").config.resolved()
-    assert (
-        cluster.prior == "cluster" and cluster.prior_temperature == 4.0 and cluster.prior_epsilon == pytest.approx(0.01)
-    )
-    with pytest.raises(ValueError, match="did you mean"):
-        get_profile("mnist/e2/lp-2st/run9")
-    with pytest.raises(ValueError, match="already registered"):
-        register("mnist/e2/lp-2st/run0", RunConfig(epsilon=2.0))
-    with pytest.raises(ValueError, match="needs --epsilon"):
-        register("broken/recipe", RunConfig(method="lp-1st"))
-
-
-def test_user_recipe_file(tmp_path, capsys) -> None:
-    recipes = tmp_path / "my_recipes.py"
-    recipes.write_text(
-        "from labeldp.recipes import register\n"
-        "from labeldp.runs import RunConfig\nfrom labeldp.training import TrainConfig\n"
-        "register('mine/digits/e3', RunConfig(method='lp-1st', epsilon=3.0, train=TrainConfig(epochs=2)))\n"
-    )
-    assert main(["profiles", "mine/", "--recipes", str(recipes)]) == 0
-    assert "mine/digits/e3" in capsys.readouterr().out
-    assert main(["train", "--profile", "mine/digits/e3", "--out", str(tmp_path / "run"), "--quiet"]) == 0
-    assert "epsilon 3" in capsys.readouterr().out
-    with pytest.raises(FileNotFoundError):
-        load_recipes(tmp_path / "missing.py")
 
 
 def test_grid_expansion() -> None:
@@ -169,40 +126,6 @@ def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path, capsys) -> No
     assert "1 run(s) failed" in capsys.readouterr().out
 
 
-def test_report_averages_only_runs_that_differ_in_their_seed() -> None:
-    def row(key, dataset, method, epsilon, accuracy):
-        return {
-            "key": key,
-            "status": "done",
-            "dataset": dataset,
-            "method": method,
-            "target_epsilon": epsilon,
-            "test_accuracy": accuracy,
-        }
-
-    rows = [
-        row("mnist/e1/lp-2st/run0", "mnist", "lp-2st", "1.0", "0.90"),
-        row("mnist/e1/lp-2st/run1", "mnist", "lp-2st", "1.0", "0.92"),
-        row("mnist/e1/lp-2st-cluster/run0", "mnist", "lp-2st", "1.0", "0.97"),
-        row("mnist/non-private-fit/run0", "mnist", "non-private", "", "0.99"),
-        row("digits/e1/lp-2st/epochs6/temperature1.0/run0", "digits", "lp-2st", "1", "0.80"),
-        row("digits/e1/lp-2st/epochs6/temperature2.0/run0", "digits", "lp-2st", "1", "0.70"),
-        row("digits/e1e-05/lp-1st/epochs6/run0", "digits", "lp-1st", "1e-05", "0.10"),
-        {**row("t/custom", "digits", "alibi", "1", "0.5"), "status": "failed"},
-        {"status": "done", "dataset": "csv", "method": "rr", "target_epsilon": "2", "test_accuracy": "0.6"},
-    ]
-    stats = {(s["dataset"], s["method"], s["epsilon"]): (round(s["mean"], 4), s["runs"]) for s in aggregate(rows)}
-    assert stats == {
-        ("mnist", "lp-2st", 1.0): (0.91, 2),
-        ("mnist", "lp-2st-cluster", 1.0): (0.97, 1),
-        ("mnist", "non-private-fit", None): (0.99, 1),
-        ("digits", "lp-2st/temperature1.0", 1.0): (0.8, 1),
-        ("digits", "lp-2st/temperature2.0", 1.0): (0.7, 1),
-        ("digits", "lp-1st", 1e-05): (0.1, 1),
-        ("csv", "rr", 2.0): (0.6, 1),
-    }
-
-
 def test_sweep_data_dir_goes_to_the_runs_that_read_a_folder(tmp_path) -> None:
     jobs = [
         SweepJob("digits", get_profile("digits/e1/lp-1st/run0").config.with_overrides(train=TrainConfig(epochs=1))),
@@ -211,41 +134,3 @@ def test_sweep_data_dir_goes_to_the_runs_that_read_a_folder(tmp_path) -> None:
     rows = {row["key"]: row for row in run_sweep(jobs, tmp_path, data_dir=str(tmp_path / "no-mnist"), progress=False)}
     assert rows["digits"]["status"] == "done"  # the embedded digits take no folder
     assert rows["mnist"]["status"] == "failed" and "no-mnist" in rows["mnist"]["error"]
-
-
-def test_sweep_of_profiles_refuses_a_base(tmp_path, capsys) -> None:
-    assert main(["sweep", "--profiles", "^digits/e1/", "--base", "digits/e1/lp-1st/run0", "--out", str(tmp_path)]) == 2
-    assert "--base is the recipe a --grid starts from" in capsys.readouterr().err
-    assert not (tmp_path / "results.csv").exists()
-
-
-def test_report_without_results_is_a_clear_error(tmp_path, capsys) -> None:
-    assert main(["report", str(tmp_path)]) == 2
-    assert "results.csv does not exist" in capsys.readouterr().err
-
-
-def test_profiles_are_selected_by_key_or_prefix() -> None:
-    mnist = [p.key for p in list_profiles("mnist/")]
-    assert mnist and all(key.startswith("mnist/") for key in mnist)  # not fashion-mnist/...
-    assert [p.key for p in list_profiles("mnist/e2/lp-2st/run0")] == ["mnist/e2/lp-2st/run0"]
-    assert all(p.key.startswith("mnist/e2/") for p in list_profiles("mnist/e2/"))
-
-
-def test_reports_show_auc_and_log_loss() -> None:
-    rows = [
-        {
-            "key": f"t/e1/lp-1st/run{s}",
-            "status": "done",
-            "dataset": "t",
-            "method": "lp-1st",
-            "target_epsilon": "1",
-            "test_accuracy": "0.9",
-            "test_auc": str(0.8 + 0.02 * s),
-            "test_log_loss": "0.3",
-        }
-        for s in range(2)
-    ]
-    text = format_report(aggregate(rows, "auc"))
-    assert "t: test AUC" in text and "0.8100 ± 0.0141 (2)" in text
-    with pytest.raises(ValueError, match="metric must be one of"):
-        aggregate(rows, "f1")
