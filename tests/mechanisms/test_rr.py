@@ -1,4 +1,6 @@
-"""Statistical tests of the label mechanisms against their exact distributions and the e^eps bound."""
+"""Randomized response and RR-with-prior (mechanisms/rr.py) against their exact distributions and the
+e^eps bound: the probabilities against the paper's algorithm, empirical frequencies, the choice of k,
+likelihoods, the exact change decision at any epsilon, the sorting network, and bad input refused."""
 
 from __future__ import annotations
 
@@ -7,13 +9,9 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from labeldp.mechanisms import (
     change_probability,
-    discrete_laplace,
-    discrete_laplace_pmf,
-    geometric,
     keep_probability,
     prior_top_k,
     randomized_response,
@@ -144,17 +142,6 @@ def test_seeded_rng_reproducible_and_secure_rng_works() -> None:
     assert noisy.shape == (1000,)
 
 
-def test_secure_integers_are_uniform() -> None:
-    gen = as_generator("secure")
-    draws = gen.integers(0, np.array([3, 7] * 20000)).reshape(-1, 2)
-    for column, high in ((0, 3), (1, 7)):
-        counts = np.bincount(draws[:, column], minlength=high)
-        assert counts.size == high
-        assert np.all(np.abs(counts / 20000 - 1 / high) < 5 * np.sqrt((1 / high) / 20000))
-    values = gen.random(10000)
-    assert 0 <= values.min() and values.max() < 1 and abs(values.mean() - 0.5) < 0.02
-
-
 @pytest.mark.parametrize(
     "call, message",
     [
@@ -232,56 +219,6 @@ def test_realised_keep_probability_never_exceeds_the_nominal_one() -> None:
         assert np.array_equal(randomized_response(labels, 10, epsilon, _ConstantUniforms(on_grid)), labels)
         below = randomized_response(labels, 10, epsilon, _ConstantUniforms(on_grid - 2.0**-53))
         assert np.all(below != labels)
-
-
-@pytest.mark.parametrize("parameter", [3.0, 0.5, 0.01])
-def test_discrete_laplace_matches_its_exact_distribution(parameter: float) -> None:
-    """Blocks of one value (large a) and of many (small a): chi-square against the exact pmf on the
-    values of the middle, with both tails pooled."""
-    samples = discrete_laplace(parameter, 200_000, rng=4)
-    width = max(1, int(3 / parameter))
-    support = np.arange(-width, width + 1)
-    pmf = discrete_laplace_pmf(support, parameter)
-    observed = np.concatenate(
-        [
-            [np.sum(samples < -width)],
-            np.bincount(samples[np.abs(samples) <= width] + width, minlength=support.size),
-            [np.sum(samples > width)],
-        ]
-    )
-    tails = (1 - pmf.sum()) / 2
-    expected = np.concatenate([[tails], pmf, [tails]]) * samples.size
-    assert stats.chisquare(observed, expected).pvalue > 1e-4
-    # the same check rejects a parameter 10% off
-    wrong = discrete_laplace(parameter * 1.1, 200_000, rng=4)
-    observed = np.concatenate(
-        [
-            [np.sum(wrong < -width)],
-            np.bincount(wrong[np.abs(wrong) <= width] + width, minlength=support.size),
-            [np.sum(wrong > width)],
-        ]
-    )
-    assert stats.chisquare(observed, expected).pvalue < 1e-4
-
-
-def test_geometric_noise_is_never_truncated_nor_identically_zero() -> None:
-    """Uniforms of 0 continue the geometric forever in floating-point inversion; here every block is
-    passed while they last, and with a parameter so large that e^-a underflows the noise can still
-    move (with probability 2^-53 per block), so no discrete Laplace release becomes an identity."""
-
-    class ZerosThenHalf(SecureGenerator):
-        def __init__(self, zeros: int):
-            super().__init__()
-            self.calls = 0
-            self.zeros = zeros
-
-        def random(self, size=None):
-            self.calls += 1
-            return np.full(size, 0.0 if self.calls <= self.zeros else 0.5)
-
-    assert geometric(800.0, 3, ZerosThenHalf(5)).tolist() == [4, 4, 4]  # blocks of 1, passed 4 times
-    assert geometric(0.01, 2, ZerosThenHalf(3)).tolist() == [200, 200]  # blocks of 100, passed twice
-    assert geometric(800.0, 1, rng=0).tolist() == [0]
 
 
 @pytest.mark.parametrize("num_classes", range(2, 18))
