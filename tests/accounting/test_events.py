@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from dp_accounting.pld import pld_privacy_accountant
 
-from labeldp.accounting import NEIGHBORING_RELATION, PrivacyLedger, randomized_response_event
+from labeldp.accounting import NEIGHBORING_RELATION, PrivacyLedger, marginals_event, randomized_response_event
+from labeldp.accounting.ledger import event_pld
 from labeldp.boundary import release_rr_with_prior
-from labeldp.mechanisms import randomized_response_probabilities, rr_with_prior_probabilities
+from labeldp.mechanisms import discrete_laplace_pmf, randomized_response_probabilities, rr_with_prior_probabilities
 
 
 def hockey_stick(p: np.ndarray, q: np.ndarray, epsilon: float) -> float:
@@ -73,3 +74,21 @@ def test_a_composition_of_gaussians_is_accounted_as_the_one_gaussian_it_equals()
     sampled = dp_event.PoissonSampledDpEvent(0.1, dp_event.GaussianDpEvent(1.0))
     assert gaussian_equivalent(sampled) is None and gaussian_equivalent(dp_event.GaussianDpEvent(0.0)) is None
     assert gaussian_equivalent(dp_event.ComposedDpEvent([dp_event.GaussianDpEvent(1.0), sampled])) is None
+
+
+@pytest.mark.parametrize("features, num_classes", [(2, 2), (2, 4), (30, 2), (60, 5)])
+def test_event_is_epsilon_dp_and_dominates_the_mechanism(features: int, num_classes: int) -> None:
+    """The ledger charges the marginals exactly epsilon at delta = 0, however wide the table; and for
+    two features and two classes its delta(eps') is at least the exact hockey-stick divergence of the
+    mechanism's two unit-shifted cells."""
+    epsilon = 0.8
+    ledger = PrivacyLedger(1)
+    ledger.record(marginals_event(epsilon, features, num_classes), np.array([True]), "marginals")
+    assert ledger.epsilon() == pytest.approx(epsilon, abs=1e-3)
+    if (features, num_classes) == (2, 2):
+        pld = event_pld(marginals_event(epsilon, features, num_classes))
+        values = np.arange(-300, 301)
+        p, q = discrete_laplace_pmf(values, epsilon / 2), discrete_laplace_pmf(values - 1, epsilon / 2)
+        for eps_prime in (0.0, 0.3, 0.6):
+            exact = np.maximum(np.outer(p, p) - math.exp(eps_prime) * np.outer(q, q), 0).sum()
+            assert pld.get_delta_for_epsilon(eps_prime) >= exact - 1e-9

@@ -12,11 +12,13 @@ import pytest
 
 from labeldp.accounting import PrivacyLedger, laplace_one_hot_event, randomized_response_event
 from labeldp.boundary import (
+    release_label_marginals,
     release_laplace_one_hot,
     release_randomized_response,
     release_rr_with_prior,
     release_true_labels,
 )
+from labeldp.errors import ConfigError
 from labeldp.mechanisms import LAPLACE_GRID
 
 
@@ -66,3 +68,22 @@ def test_release_records_epsilon_on_the_ledger():
     assert event.count == 2 and event.event.sensitivity == LAPLACE_GRID
     with pytest.raises(ValueError, match="epsilon"):
         release_laplace_one_hot(ledger, np.zeros(10, int), np.arange(10), 3, 0.0)
+
+
+LABELS = np.array([0, 1, 1, 0, 1, 1])
+
+
+BINS = np.array([[0, 1], [1, 0], [1, 1], [0, 0], [0, 1], [1, 2]])  # two features, with 2 and 3 bins
+
+
+SIZES = [2, 3]
+
+
+def test_release_records_the_marginals_once_for_every_member() -> None:
+    ledger = PrivacyLedger(6)
+    release = release_label_marginals(ledger, LABELS, np.arange(6), BINS, SIZES, 2, 0.5, rng=0, tag="marginals")
+    assert release.arrays["counts"].shape == (5, 2)
+    assert len(ledger.entries) == 1 and ledger.epsilon() == pytest.approx(0.5, abs=1e-3)
+    with pytest.raises(ConfigError, match="bin index"):
+        release_label_marginals(ledger, LABELS, np.arange(6), BINS + 2, SIZES, 2, 0.5, tag="again")
+    assert len(ledger.entries) == 1
