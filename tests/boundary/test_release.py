@@ -71,11 +71,7 @@ def test_release_records_epsilon_on_the_ledger():
 
 
 LABELS = np.array([0, 1, 1, 0, 1, 1])
-
-
 BINS = np.array([[0, 1], [1, 0], [1, 1], [0, 0], [0, 1], [1, 2]])  # two features, with 2 and 3 bins
-
-
 SIZES = [2, 3]
 
 

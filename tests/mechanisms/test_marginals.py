@@ -11,11 +11,7 @@ from labeldp.mechanisms.marginals import marginal_counts, moved_cells
 from tests.helpers import frequencies_match
 
 LABELS = np.array([0, 1, 1, 0, 1, 1])
-
-
 BINS = np.array([[0, 1], [1, 0], [1, 1], [0, 0], [0, 1], [1, 2]])  # two features, with 2 and 3 bins
-
-
 SIZES = [2, 3]
 
 
