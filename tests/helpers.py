@@ -1,16 +1,19 @@
 """Helpers that test modules in several folders import: a statistical check of sampled frequencies
 against their exact probabilities, the devices a computation is checked on, an attack on private
-labels held in memory, and small folders in the real formats of the MNIST family and MovieLens."""
+labels held in memory, small folders in the real formats of the MNIST family and MovieLens, and the
+closed-form epsilon of a Gaussian mechanism."""
 
 from __future__ import annotations
 
 import gzip
+import math
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 from scipy import stats
+from scipy.optimize import brentq
 
 #: devices for tests that check a computation on each: the CPU, and a CUDA GPU where torch sees one
 #: (skipped elsewhere, e.g. in CI; runs that leave the device on "auto" use the GPU there anyway)
@@ -103,3 +106,12 @@ def write_movielens(
     (folder / "u.user").write_text("\n".join(people) + "\n")
     (folder / "u.occupation").write_text("\n".join(OCCUPATIONS) + "\n")
     return data
+
+
+def analytic_gaussian_epsilon(mu: float, delta: float) -> float:
+    """Epsilon of a Gaussian mechanism with sensitivity/noise ratio mu (Balle & Wang 2018, Thm 8)."""
+
+    def excess(eps):
+        return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2) - delta
+
+    return brentq(excess, 0.0, 100.0)

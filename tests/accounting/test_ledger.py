@@ -6,6 +6,7 @@ Gaussian (PATE's queries)."""
 from __future__ import annotations
 
 import json
+import math
 
 import dp_accounting
 import numpy as np
@@ -18,9 +19,12 @@ from labeldp.accounting import (
     dpsgd_event,
     event_from_dict,
     event_to_dict,
+    pate_epsilon,
+    pate_event,
     randomized_response_event,
 )
 from labeldp.boundary import release_randomized_response, release_rr_with_prior
+from tests.helpers import analytic_gaussian_epsilon
 
 
 def test_parallel_and_sequential_composition() -> None:
@@ -88,3 +92,16 @@ def test_ledger_epsilon_equals_dp_accounting_and_survives_json(tmp_path):
     assert json.loads((tmp_path / "ledger.json").read_text())["neighboring_relation"] == "ADD_OR_REMOVE_ONE"
     with pytest.raises(ValueError, match="replace-one"):
         ledger.record(randomized_response_event(1.0, 10), np.arange(3), "label RR on a full-DP ledger")
+
+
+@pytest.mark.parametrize("queries,sigma,sigma1", [(1, 20.0, None), (150, 60.0, None), (400, 80.0, 160.0)])
+def test_ledger_epsilon_equals_the_closed_form(queries, sigma, sigma1):
+    """Q answers (L2 sensitivity sqrt 2) and Q threshold checks (sensitivity 1) compose into one
+    Gaussian with mu^2 = Q (2 / sigma^2 + 1 / sigma1^2); its epsilon has a closed form."""
+    ledger = PrivacyLedger(100)
+    ledger.record(pate_event(queries, sigma, sigma1), np.arange(100), "pate")
+    mu = math.sqrt(queries * (2 / sigma**2 + (0 if sigma1 is None else 1 / sigma1**2)))
+    for delta in (1e-5, 1e-3):
+        exact = analytic_gaussian_epsilon(mu, delta)
+        assert exact <= ledger.epsilon(delta) <= exact + 1e-3
+        assert pate_epsilon(queries, sigma, delta, sigma1) == pytest.approx(ledger.epsilon(delta), abs=1e-6)

@@ -10,10 +10,11 @@ import math
 import numpy as np
 import pytest
 
-from labeldp.accounting import PrivacyLedger, laplace_one_hot_event, randomized_response_event
+from labeldp.accounting import PrivacyLedger, laplace_one_hot_event, pate_event, randomized_response_event
 from labeldp.boundary import (
     release_label_marginals,
     release_laplace_one_hot,
+    release_pate_labels,
     release_randomized_response,
     release_rr_with_prior,
     release_true_labels,
@@ -83,3 +84,22 @@ def test_release_records_the_marginals_once_for_every_member() -> None:
     with pytest.raises(ConfigError, match="bin index"):
         release_label_marginals(ledger, LABELS, np.arange(6), BINS + 2, SIZES, 2, 0.5, tag="again")
     assert len(ledger.entries) == 1
+
+
+def test_release_records_every_query_on_every_member():
+    predictions = np.array([[0, 1, 2], [0, 1, 1], [0, 2, 2]])
+    teacher_of = np.array([0, 1, 2, 0, 1, 2])
+    ledger = PrivacyLedger(6)
+    release = release_pate_labels(ledger, predictions, teacher_of, np.arange(6), 3, 0.5, rng=0, tag="pate")
+    answered, labels = release.arrays["answered"], release.labels
+    assert answered.all() and labels.tolist() == [0, 1, 2]
+    entry = ledger.entries[0]
+    assert entry.num_members == 6 and entry.event == pate_event(3, 0.5)
+    with pytest.raises(ValueError, match="both threshold"):
+        release_pate_labels(PrivacyLedger(6), predictions, teacher_of, np.arange(6), 3, 0.5, threshold=2)
+    with pytest.raises(ValueError, match="teacher_of"):
+        release_pate_labels(PrivacyLedger(6), predictions, teacher_of + 1, np.arange(6), 3, 0.5)
+    with pytest.raises(ValueError, match="threshold must lie"):
+        release_pate_labels(
+            PrivacyLedger(6), predictions, teacher_of, np.arange(6), 3, 0.5, threshold=4, threshold_noise_std=1.0
+        )
