@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 from dp_accounting.pld import pld_privacy_accountant
 
-from labeldp.accounting import NEIGHBORING_RELATION, PrivacyLedger, marginals_event, randomized_response_event
+from labeldp.accounting import (
+    NEIGHBORING_RELATION,
+    PrivacyLedger,
+    histogram_event,
+    marginals_event,
+    randomized_response_event,
+)
 from labeldp.accounting.ledger import event_pld
 from labeldp.boundary import release_rr_with_prior
 from labeldp.mechanisms import discrete_laplace_pmf, randomized_response_probabilities, rr_with_prior_probabilities
@@ -92,3 +98,21 @@ def test_event_is_epsilon_dp_and_dominates_the_mechanism(features: int, num_clas
         for eps_prime in (0.0, 0.3, 0.6):
             exact = np.maximum(np.outer(p, p) - math.exp(eps_prime) * np.outer(q, q), 0).sum()
             assert pld.get_delta_for_epsilon(eps_prime) >= exact - 1e-9
+
+
+def test_histogram_event_matches_the_mechanism() -> None:
+    """The recorded event's delta(eps') equals the exact divergence of two unit-shifted cells."""
+    from labeldp.accounting.ledger import event_pld
+
+    epsilon = 0.6
+    a = epsilon / 2
+    values = np.arange(-200, 201)
+    p1 = discrete_laplace_pmf(values, a)
+    p_shift = discrete_laplace_pmf(values - 1, a)
+    joint_p = np.outer(p1, p1)  # (A, B) = (c, c') + noise
+    joint_q = np.outer(p_shift, p_shift)  # (c + 1, c' + 1): one cell each way, same law by symmetry
+    pld = event_pld(histogram_event(epsilon))
+    for eps_prime in (0.0, 0.2, 0.4):
+        exact = np.maximum(joint_p - math.exp(eps_prime) * joint_q, 0).sum()
+        assert pld.get_delta_for_epsilon(eps_prime) == pytest.approx(exact, abs=2e-3)
+    assert pld.get_epsilon_for_delta(0.0) == pytest.approx(epsilon, abs=1e-3)

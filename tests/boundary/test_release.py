@@ -14,6 +14,7 @@ from labeldp.accounting import PrivacyLedger, laplace_one_hot_event, pate_event,
 from labeldp.boundary import (
     release_label_marginals,
     release_laplace_one_hot,
+    release_noisy_histogram,
     release_pate_labels,
     release_randomized_response,
     release_rr_with_prior,
@@ -103,3 +104,12 @@ def test_release_records_every_query_on_every_member():
         release_pate_labels(
             PrivacyLedger(6), predictions, teacher_of, np.arange(6), 3, 0.5, threshold=4, threshold_noise_std=1.0
         )
+
+
+def test_release_and_sequential_composition() -> None:
+    ledger = PrivacyLedger(6)
+    release_noisy_histogram(ledger, [0, 1, 1, 2, 2, 2], np.arange(6), [0, 0, 1, 1, 1, 0], 2, 3, 0.2, rng=0, tag="prior")
+    assert ledger.epsilon() == pytest.approx(0.2, abs=1e-3)
+    with pytest.raises(ValueError, match="groups must lie in"):
+        release_noisy_histogram(ledger, [0, 1], [0, 1], [0, 5], 2, 3, 0.2)
+    assert len(ledger.entries) == 1

@@ -9,6 +9,7 @@ from scipy import stats
 
 from labeldp.mechanisms import discrete_laplace, discrete_laplace_pmf, geometric
 from labeldp.randomness import SecureGenerator
+from tests.helpers import frequencies_match
 
 
 @pytest.mark.parametrize("parameter", [3.0, 0.5, 0.01])
@@ -59,3 +60,21 @@ def test_geometric_noise_is_never_truncated_nor_identically_zero() -> None:
     assert geometric(800.0, 3, ZerosThenHalf(5)).tolist() == [4, 4, 4]  # blocks of 1, passed 4 times
     assert geometric(0.01, 2, ZerosThenHalf(3)).tolist() == [200, 200]  # blocks of 100, passed twice
     assert geometric(800.0, 1, rng=0).tolist() == [0]
+
+
+@pytest.mark.parametrize("parameter", [0.05, 0.5, 2.0])
+@pytest.mark.parametrize("rng", [0, "secure"])
+def test_discrete_laplace_matches_its_pmf(parameter: float, rng) -> None:
+    width = int(np.ceil(10 / parameter))
+    expected = discrete_laplace_pmf(np.arange(-width, width + 1), parameter)
+    tail = np.tanh(parameter / 2) * np.exp(-parameter * width) / (1 - np.exp(-parameter))  # Pr[X >= width]
+    expected[0] = expected[-1] = tail  # the edge cells collect the tails
+    assert expected.sum() == pytest.approx(1.0, abs=1e-9)
+    samples = np.clip(discrete_laplace(parameter, (20000, 1), rng=rng), -width, width) + width
+    assert frequencies_match(samples, expected[None, :]).all()
+
+
+def test_discrete_laplace_check_rejects_a_wrong_scale() -> None:
+    expected = discrete_laplace_pmf(np.arange(-20, 21), 0.5)[None, :]
+    samples = np.clip(discrete_laplace(0.6, (20000, 1), rng=0), -20, 20) + 20
+    assert not frequencies_match(samples, expected).all()
