@@ -10,18 +10,28 @@ import math
 import numpy as np
 import pytest
 
-from labeldp.accounting import PrivacyLedger, laplace_one_hot_event, pate_event, randomized_response_event
+from labeldp.accounting import (
+    PrivacyLedger,
+    laplace_one_hot_event,
+    laplace_value_event,
+    pate_event,
+    randomized_response_event,
+    rr_on_sets_event,
+)
 from labeldp.boundary import (
     release_label_marginals,
     release_laplace_one_hot,
+    release_laplace_value,
     release_noisy_histogram,
     release_pate_labels,
     release_randomized_response,
+    release_rr_on_bins,
     release_rr_with_prior,
     release_true_labels,
 )
 from labeldp.errors import ConfigError
-from labeldp.mechanisms import LAPLACE_GRID
+from labeldp.mechanisms import LAPLACE_GRID, grid_step, optimal_bins, released_values, rr_on_bins_probabilities
+from labeldp.randomness import SecureGenerator
 
 
 def test_non_private_release_is_infinite_epsilon() -> None:
@@ -113,3 +123,68 @@ def test_release_and_sequential_composition() -> None:
     with pytest.raises(ValueError, match="groups must lie in"):
         release_noisy_histogram(ledger, [0, 1], [0, 1], [0, 5], 2, 3, 0.2)
     assert len(ledger.entries) == 1
+
+
+GRID = np.arange(1.0, 6.0)
+PRIOR = np.array([0.06, 0.11, 0.27, 0.34, 0.22])
+
+
+def test_laplace_value_release_is_exact_and_recorded() -> None:
+    grid = np.linspace(0.0, 10.0, 41)  # step 0.25
+    assert grid_step(grid) == 0.25
+    ledger = PrivacyLedger(300)
+    labels = np.arange(300) % grid.size
+    release = release_laplace_value(ledger, labels, np.arange(300), grid, 2.0, SecureGenerator(), "stage1")
+    steps = release.arrays["noisy_steps"]
+    assert steps.dtype.kind == "i" and not np.array_equal(steps, labels)
+    assert np.array_equal(release.arrays["values"], steps * 0.25)  # on the lattice, exactly
+    assert np.array_equal(released_values(steps, grid), release.arrays["values"])
+    assert release.event == laplace_value_event(2.0, 40) and release.event.sensitivity == 40
+    assert ledger.epsilon() == pytest.approx(2.0, abs=1e-3)
+    assert release.likelihood.shape == (300, 41) and np.array_equal(release.labels, np.clip(steps, 0, 40))
+
+
+def test_rr_on_bins_release_records_rr_over_the_smallest_d() -> None:
+    rng = np.random.default_rng(0)
+    n, epsilon = 400, 2.0
+    labels = rng.integers(0, 5, n)
+    priors = np.vstack([PRIOR, np.eye(5)[3], rng.dirichlet(np.ones(5), n - 2)])  # row 1: a point mass, d = 1
+    ledger = PrivacyLedger(n)
+    release = release_rr_on_bins(ledger, labels, np.arange(n), GRID, priors, epsilon, rng, "stage1")
+    maps = optimal_bins(priors, GRID, epsilon)
+    d = release.arrays["k"]
+    assert np.array_equal(d, maps.d) and d[1] == 1 and d.max() >= 2
+    assert release.event == rr_on_sets_event(epsilon, d)
+    assert release.event.num_buckets == d[d >= 2].min()
+    assert ledger.epsilon() == pytest.approx(epsilon, abs=1e-3)
+    assert np.array_equal(release.arrays["bin_of"], maps.bin_of)
+    assert np.array_equal(release.arrays["values"], maps.values[np.arange(n), release.labels])
+    probabilities = rr_on_bins_probabilities(maps, GRID, epsilon)  # (n, G, G)
+    assert np.allclose(release.likelihood, probabilities[np.arange(n), :, release.labels])
+    assert release.arrays["values"][1] == 4.0  # the point mass releases its value
+
+
+def test_rr_on_bins_release_with_shared_rows_and_constant_maps() -> None:
+    ledger = PrivacyLedger(6)
+    rows = np.vstack([PRIOR, np.eye(5)[0]])
+    groups = np.array([0, 0, 1, 1, 0, 1])
+    release = release_rr_on_bins(ledger, [0, 1, 2, 3, 4, 0], np.arange(6), GRID, rows, 1.0, 0, "s", groups)
+    assert np.array_equal(release.arrays["k"][groups == 1], [1, 1, 1])
+    assert np.all(release.arrays["values"][groups == 1] == 1.0)
+    assert np.array_equal(release.arrays["bin_of"][2], [0, 0, 0, 0, 0])
+    assert release.event.num_buckets == release.arrays["k"][0]
+    only_constant = PrivacyLedger(2)
+    release = release_rr_on_bins(only_constant, [0, 4], np.arange(2), GRID, np.eye(5)[2], 1.0, 0, "c")
+    assert type(release.event).__name__ == "NoOpDpEvent" and only_constant.epsilon() == 0.0
+    assert math.isclose(rr_on_sets_event(1.0, [1, 3, 2]).noise_parameter, 2 / (math.e + 1))
+
+
+def test_rr_on_bins_release_refuses_bad_input_before_recording() -> None:
+    ledger = PrivacyLedger(3)
+    with pytest.raises(ConfigError, match="length mismatch"):
+        release_rr_on_bins(ledger, [0, 1, 2], np.arange(3), GRID, np.tile(PRIOR, (2, 1)), 1.0)
+    with pytest.raises(ConfigError, match="must lie in"):
+        release_rr_on_bins(ledger, [0, 1, 7], np.arange(3), GRID, PRIOR, 1.0)
+    with pytest.raises(ConfigError, match="strictly increasing"):
+        release_rr_on_bins(ledger, [0, 1, 2], np.arange(3), GRID[::-1], PRIOR, 1.0)
+    assert not ledger.entries
