@@ -1,22 +1,21 @@
-"""Releasing a label column once (labeldp.privatize and `labeldp privatize`): the released labels follow
-the mechanisms' exact distributions, streaming equals the in-memory release, a release is written once
-and atomically, and nothing in it depends on the labels except through the mechanism."""
+"""Releasing a label column into a folder (boundary/release_folder.py, the folder's format read back
+by boundary/folder_format.py): the released labels follow the mechanisms' exact distributions,
+streaming equals the in-memory release, a release is written once and atomically under a lock,
+duplicated rows are refused before anything is drawn, nothing written depends on the labels except
+through the mechanism, and examples/privatize_with_dask.py writes the same release per partition."""
 
 from __future__ import annotations
 
 import fcntl
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -25,7 +24,6 @@ from labeldp.boundary import column as column_module
 from labeldp.boundary import load_release, privatize, privatize_table, read_sidecar, release_rr_with_prior
 from labeldp.boundary import release_folder as folder_module
 from labeldp.boundary import table_source as source_module
-from labeldp.cli import main
 from labeldp.errors import ConfigError, DataError, MissingFileError, ReleaseExistsError, RunLockedError
 from labeldp.mechanisms import randomized_response_probabilities, rr_with_prior_probabilities
 from labeldp.randomness import NoiseSource
@@ -341,63 +339,6 @@ def test_a_second_process_cannot_write_the_same_release(tmp_path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_in_memory_release_of_pandas_labels_with_a_shared_prior() -> None:
-    labels = pd.Series(["no", "yes", "yes", "maybe"] * 50, index=[f"user{i}" for i in range(200)])
-    prior = [0.2, 0.5, 0.3]
-    release = privatize(
-        labels, classes=["maybe", "no", "yes"], epsilon=1.5, priors=prior, noise=NoiseSource(secure=True)
-    )
-    assert release.ids[0] == "user0" and set(release.values) <= {"maybe", "no", "yes"}
-    assert release.mechanism == "rr-with-prior" and np.all(release.k == release.k[0])
-    matrix = rr_with_prior_probabilities(np.array([prior]), 1.5)[0]
-    np.testing.assert_allclose(release.matrix(), matrix)
-    np.testing.assert_allclose(release.channel(), matrix[:, release.labels].T)
-    with pytest.raises(ConfigError, match="shape"):
-        privatize(labels, classes=["maybe", "no", "yes"], epsilon=1.0, priors=np.full((3, 3), 1 / 3))
-
-
-def test_cli_privatize(tmp_path, capsys) -> None:
-    frame = pd.DataFrame(
-        {
-            "user": np.arange(400),
-            "answer": np.tile(["yes", "no"], 200),
-            "p_yes": np.full(400, 0.6),
-            "p_no": np.full(400, 0.4),
-        }
-    )
-    frame.to_csv(tmp_path / "survey.csv", index=False)
-    command = [
-        "privatize",
-        "--table",
-        str(tmp_path / "survey.csv"),
-        "--label-column",
-        "answer",
-        "--id-column",
-        "user",
-        "--classes",
-        "yes",
-        "no",
-        "--epsilon",
-        "1",
-        "--prior-columns",
-        "p_yes",
-        "p_no",
-        "--out",
-        str(tmp_path / "release"),
-        "--insecure-noise-seed",
-        "3",
-    ]
-    assert main(command) == 0
-    printed = capsys.readouterr().out
-    assert "released 400 labels of 'answer' by RR-with-prior" in printed and "NOT PRIVATE" in printed
-    release = load_release(tmp_path / "release")
-    assert release.classes == ("yes", "no") and release.prior_columns == ("p_yes", "p_no")
-    assert main(command) == 2
-    assert "already exists" in capsys.readouterr().err
-    assert main(command[:-4] + ["--secure-rng", "--out", str(tmp_path / "secure")]) == 0
-    assert read_sidecar(tmp_path / "secure")["noise"]["secure"]
-
-
 def _dask_example():
     """examples/privatize_with_dask.py as a module (skips the test without dask)."""
     pytest.importorskip("dask.dataframe")
@@ -478,74 +419,6 @@ def test_the_lock_keeps_a_second_release_out_even_after_a_failed_one(tmp_path, m
 
 
 # ----------------------------------------------------------------------------------------------------
-# CSV labels are text: their type never depends on a label
-
-
-def _write_csv(path: Path, labels: list[str]) -> None:
-    path.write_text("id,y\n" + "".join(f"{i},{label}\n" for i, label in enumerate(labels)))
-
-
-BIG = 200_000  # rows: more than pyarrow's first CSV block (1 MiB), from which it infers a column's type
-
-
-def test_csv_labels_are_read_as_text_whatever_the_first_block_holds(tmp_path) -> None:
-    """pyarrow infers a CSV column's type from the file's first block: which labels are in it (a
-    refusal, a 1.0) must decide neither whether the release works nor the type it is written in."""
-    labels = [str(i % 2) for i in range(BIG)]
-    files = {
-        "refused_first": ["refused"] + labels[1:],
-        "refused_last": labels[:-1] + ["refused"],
-        "float_first": ["1.0"] + labels[1:],
-        "int_first": ["1"] + labels[1:],
-    }
-    for name, column in files.items():
-        _write_csv(tmp_path / f"{name}.csv", column)
-        sidecar = privatize_table(
-            tmp_path / f"{name}.csv",
-            tmp_path / name,
-            label_column="y",
-            id_column="id",
-            classes=[0, 1, "refused"],
-            epsilon=1.0,
-            noise=SEED,
-        )
-        assert sidecar["label_type"] == "string" and sidecar["classes"] == ["0", "1", "refused"]
-        assert pq.read_schema(tmp_path / name / "labels.parquet").field("released_label").type == pa.string()
-    # 1.0 and 1 are one class: the same labels, the same noise, the same release
-    assert np.array_equal(load_release(tmp_path / "float_first").labels, load_release(tmp_path / "int_first").labels)
-
-
-def test_a_label_outside_the_classes_in_a_later_csv_block_names_nothing(tmp_path) -> None:
-    labels = [str(i % 2) for i in range(BIG)]
-    _write_csv(tmp_path / "late.csv", labels[:-1] + ["refused"])
-    with pytest.raises(DataError, match="outside the declared classes") as error:
-        privatize_table(
-            tmp_path / "late.csv",
-            tmp_path / "out",
-            label_column="y",
-            id_column="id",
-            classes=[0, 1],
-            epsilon=1.0,
-            noise=SEED,
-        )
-    message = str(error.value)
-    assert "refused" not in message and not re.search(r"\d{3,}", message)  # neither the value nor its row
-    (tmp_path / "ragged.csv").write_text("id,y\n0,1\n1,refused,extra\n2,0\n")  # a malformed row quotes itself
-    with pytest.raises(DataError) as error:
-        privatize_table(
-            tmp_path / "ragged.csv",
-            tmp_path / "out",
-            label_column="y",
-            id_column="id",
-            classes=[0, 1, "refused"],
-            epsilon=1.0,
-            noise=SEED,
-        )
-    assert "refused" not in str(error.value) and "extra" not in str(error.value)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["late.csv", "ragged.csv"]
-
-
-# ----------------------------------------------------------------------------------------------------
 # Each row once: duplicated ids are refused before anything is drawn
 
 
@@ -589,85 +462,6 @@ def test_a_folder_holding_a_file_twice_is_refused_before_anything_is_drawn(tmp_p
     )  # one duplicated id, public
     assert "lion" not in message and "tiger" not in message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["events"]  # nothing written, no lock taken
-
-
-def _length_hash(column: pa.Array) -> np.ndarray:
-    """A deliberately poor hash of string ids: their length (every id of one length collides)."""
-    return pc.utf8_length(column).to_numpy().astype(np.int64)
-
-
-def test_hash_collisions_of_ids_are_checked_exactly(tmp_path, monkeypatch) -> None:
-    """Ids that are not integers are compared by a 64-bit hash, then exactly where hashes collide: a
-    collision alone never refuses a table."""
-    monkeypatch.setattr(source_module, "_hash_ids", _length_hash)  # many collisions
-    monkeypatch.setattr(source_module, "_COLLISIONS_PER_SCAN", 1)  # one scan per colliding hash
-    monkeypatch.setattr(source_module, "_READ_ROWS", 64)  # duplicates in different batches
-    ids = [f"u{i}" for i in range(1000)]
-    labels = np.arange(1000) % 2
-    pq.write_table(pa.table({"id": ids, "y": labels}), tmp_path / "valid.parquet")
-    privatize_table(
-        tmp_path / "valid.parquet",
-        tmp_path / "out",
-        label_column="y",
-        id_column="id",
-        classes=[0, 1],
-        epsilon=1.0,
-        noise=SEED,
-    )
-    assert list(load_release(tmp_path / "out").ids) == ids
-    ids[900] = "u77"
-    pq.write_table(pa.table({"id": ids, "y": labels}), tmp_path / "twice.parquet")
-    with pytest.raises(DataError, match="'u77'"):
-        privatize_table(
-            tmp_path / "twice.parquet",
-            tmp_path / "out2",
-            label_column="y",
-            id_column="id",
-            classes=[0, 1],
-            epsilon=1.0,
-            noise=SEED,
-        )
-    assert not (tmp_path / "out2").exists()
-
-
-def test_in_memory_ids_must_be_distinct(monkeypatch) -> None:
-    labels = np.array([0, 1, 1, 0])
-    _no_draws(monkeypatch)
-    with pytest.raises(DataError, match="duplicated values.*'b'"):
-        privatize(labels, classes=[0, 1], epsilon=1.0, ids=["a", "b", "c", "b"])
-    series = pd.Series(labels, index=[10, 11, 10, 12])
-    with pytest.raises(DataError, match="ids="):
-        privatize(series, classes=[0, 1], epsilon=1.0)
-    monkeypatch.undo()
-    release = privatize(series, classes=[0, 1], epsilon=1.0, ids=["a", "b", "c", "d"])
-    assert list(release.ids) == ["a", "b", "c", "d"]
-
-
-# ----------------------------------------------------------------------------------------------------
-# The ledger of a release drawn elsewhere
-
-
-def test_table_ledger_records_the_event_that_dominates_every_row() -> None:
-    from dp_accounting import dp_event
-
-    from labeldp.accounting.events import randomized_response_event
-
-    ids = np.arange(5) * 3
-    ledger = column_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 4]))
-    assert ledger.dataset_size == 5 and ledger.entries[0].members.all()
-    assert ledger.entries[0].event == randomized_response_event(1.0, 2)
-    assert ledger.epsilon() == pytest.approx(1.0, abs=1e-3) and "k in [1, 4]" in ledger.entries[0].description
-    constant = column_module.table_ledger(ids, 1.0, 4, np.ones(5, dtype=np.int8))
-    assert isinstance(constant.entries[0].event, dp_event.NoOpDpEvent) and constant.epsilon() == 0
-    assert "does not depend on any label" in constant.entries[0].description
-    rr = column_module.table_ledger(ids, 1.0, 4)
-    assert rr.entries[0].event == randomized_response_event(1.0, 4)
-    with pytest.raises(DataError, match="duplicated values.*5"):
-        column_module.table_ledger(np.array([5, 6, 5]), 1.0, 2)
-    with pytest.raises(ConfigError, match="one k per row"):
-        column_module.table_ledger(ids, 1.0, 4, np.array([2, 2]))
-    with pytest.raises(ConfigError, match="between 1 and 4"):
-        column_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 5]))
 
 
 @pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside dask's Parquet reader, with pandas 3
