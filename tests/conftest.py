@@ -1,5 +1,5 @@
-"""Shared fixtures: one torch thread per test process, and a small dataset built in memory (the helpers
-that test modules import are in tests/helpers.py)."""
+"""Shared fixtures: one torch thread per test process, and small datasets built in memory, a
+classification and a regression (the helpers that test modules import are in tests/helpers.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-from labeldp.data import LabeledDataset  # noqa: E402
+from labeldp.data import LabeledDataset, regression_dataset  # noqa: E402
+from tests.helpers import TOY_GRID  # noqa: E402
 
 
 @pytest.fixture
@@ -27,3 +28,12 @@ def blobs() -> LabeledDataset:
     x_train = centers[y_train] + rng.normal(size=(600, 20))
     x_test = centers[y_test] + rng.normal(size=(200, 20))
     return LabeledDataset("blobs", x_train, y_train, x_test, y_test, num_classes=10)
+
+
+@pytest.fixture(scope="module")
+def toy() -> LabeledDataset:
+    """A regression whose label is 10 + 3 x_0 + noise, clipped to [0, 20]; 400 train, 100 test."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(500, 4))
+    values = 10 + 3 * x[:, 0] + rng.normal(size=500)
+    return regression_dataset("toy", x[:400], values[:400], x[400:], values[400:], TOY_GRID)

@@ -15,6 +15,11 @@ import torch
 from scipy import stats
 from scipy.optimize import brentq
 
+from labeldp.data import label_grid
+
+#: the grid of the ``toy`` regression (tests/conftest.py): 11 points over [0, 20]
+TOY_GRID = label_grid(0, 20, 11)
+
 #: devices for tests that check a computation on each: the CPU, and a CUDA GPU where torch sees one
 #: (skipped elsewhere, e.g. in CI; runs that leave the device on "auto" use the GPU there anyway)
 DEVICES = [

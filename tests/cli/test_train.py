@@ -12,10 +12,12 @@ import sys
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.cli import main
+from tests.helpers import write_movielens
 
 
 @pytest.mark.parametrize(
@@ -246,3 +248,105 @@ def test_config_names_data_by_absolute_path(tmp_path, monkeypatch) -> None:
         == 0
     )
     assert json.loads((tmp_path / "run" / "config.json").read_text())["table"] == str(tmp_path / "t.csv")
+
+
+def test_cli_trains_on_movielens_and_a_regression_table(tmp_path, capsys) -> None:
+    write_movielens(tmp_path / "ml", users=20, items=25, ratings=300)
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "movielens",
+                "--data-dir",
+                str(tmp_path / "ml"),
+                "--method",
+                "rr-on-bins-mst",
+                "--epsilon",
+                "2",
+                "--epochs",
+                "2",
+                "--validation",
+                "0.2",
+                "--quiet",
+                "--insecure-noise-seed",
+                "0",
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "rr-on-bins-mst on movielens: test RMSE" in out and "epsilon 2" in out
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["label_range"] == [1.0, 5.0] and summary["label_grid"] == 5
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"a": rng.normal(size=80), "spend": rng.uniform(0, 50, 80)}).to_csv(tmp_path / "t.csv", index=False)
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "csv",
+                "--table",
+                str(tmp_path / "t.csv"),
+                "--label-column",
+                "spend",
+                "--label-range",
+                "0",
+                "40",
+                "--label-grid",
+                "9",
+                "--method",
+                "laplace-regression",
+                "--epsilon",
+                "1",
+                "--epochs",
+                "1",
+                "--quiet",
+                "--out",
+                str(tmp_path / "table"),
+            ]
+        )
+        == 0
+    )
+    assert "laplace-regression on csv: test RMSE" in capsys.readouterr().out
+    assert (
+        main(
+            [
+                "predict",
+                str(tmp_path / "table"),
+                "--table",
+                str(tmp_path / "t.csv"),
+                "--out",
+                str(tmp_path / "scores.csv"),
+            ]
+        )
+        == 0
+    )
+    predicted = pd.read_csv(tmp_path / "scores.csv")["predicted"]
+    assert len(predicted) == 80 and predicted.between(0, 40).all()  # expected values on the declared range
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "csv",
+                "--table",
+                str(tmp_path / "t.csv"),
+                "--label-column",
+                "spend",
+                "--label-range",
+                "0",
+                "--method",
+                "rr-on-bins",
+                "--epsilon",
+                "1",
+                "--out",
+                str(tmp_path / "bad"),
+            ]
+        )
+        == 2
+    )
+    assert "two numbers LOW HIGH" in capsys.readouterr().err

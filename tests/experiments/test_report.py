@@ -3,8 +3,10 @@ AUC and log loss, and regression metrics (evaluation.py's) with their own direct
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from labeldp.evaluation import regression_metrics
 from labeldp.experiments.report import aggregate, format_report
 
 
@@ -60,3 +62,43 @@ def test_reports_show_auc_and_log_loss() -> None:
     assert "t: test AUC" in text and "0.8100 ± 0.0141 (2)" in text
     with pytest.raises(ValueError, match="metric must be one of"):
         aggregate(rows, "f1")
+
+
+def test_regression_metrics_and_the_report() -> None:
+    metrics = regression_metrics(
+        np.array([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]), np.array([1.0, 2.0, 4.0]), np.array([2.5, 2.0])
+    )  # predictions 1.5 and 4
+    assert metrics == pytest.approx({"test_rmse": np.sqrt(2.5), "test_mse": 2.5, "test_mae": 1.5})
+
+    def row(key, method, epsilon, rmse):
+        return {
+            "key": key,
+            "status": "done",
+            "dataset": "movielens",
+            "method": method,
+            "target_epsilon": epsilon,
+            "test_accuracy": "",
+            "test_rmse": rmse,
+            "test_mse": str(float(rmse) ** 2),
+            "test_mae": "0.7",
+        }
+
+    rows = [
+        row("movielens/e1/rr-on-bins/run0", "rr-on-bins", "1.0", "1.00"),
+        row("movielens/e1/rr-on-bins/run1", "rr-on-bins", "1.0", "0.98"),
+        row("movielens/non-private/run0", "non-private", "", "0.91"),
+        {
+            "key": "digits/e1/lp-1st/run0",
+            "status": "done",
+            "dataset": "digits",
+            "method": "lp-1st",
+            "target_epsilon": "1",
+            "test_accuracy": "0.8",
+        },
+    ]
+    stats = aggregate(rows)
+    assert {(s["dataset"], s["metric"]) for s in stats} == {("movielens", "rmse"), ("digits", "accuracy")}
+    text = format_report(stats)
+    assert "movielens: test RMSE (lower is better)" in text and "0.9900 ± 0.0141 (2)" in text
+    assert "digits: test accuracy %" in text and "80.00" in text
+    assert {s["mean"] for s in aggregate(rows, "mae")} == {0.7}
