@@ -10,6 +10,7 @@ import pytest
 from labeldp.boundary import unseal
 from labeldp.data import LabeledDataset, label_grid, regression_dataset
 from labeldp.errors import DataError
+from labeldp.runs import split_stages
 
 
 @pytest.mark.parametrize(
@@ -63,3 +64,10 @@ def test_dataset_refuses_inconsistent_regression_fields(change, message) -> None
     )
     with pytest.raises(DataError, match=message):
         LabeledDataset("t", num_classes=3, **arrays, **change)
+
+
+def test_split_stages_is_a_deterministic_partition() -> None:
+    parts = split_stages(1001, (0.3, 0.3, 0.4), seed=4)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(1001))
+    assert all(abs(p.size - f * 1001) < 1 for p, f in zip(parts, (0.3, 0.3, 0.4)))
+    assert all(np.array_equal(a, b) for a, b in zip(parts, split_stages(1001, (0.3, 0.3, 0.4), seed=4)))

@@ -5,6 +5,7 @@ confidently wrong model."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -38,3 +39,23 @@ def test_forward_loss_recovers_clean_posteriors_from_rr_labels() -> None:
         results[loss] = (predict_proba(model, x).max(axis=1).mean(), accuracy(model, x, y))
     assert results["ce"][0] < 0.6 < 0.9 < results["forward"][0]
     assert results["forward"][1] > 0.95
+
+
+def test_the_posterior_loss_pulls_back_a_confidently_wrong_model() -> None:
+    """A cluster prior says class 1 (0.95), the model says class 0 with logit gap 10: the forward
+    loss's gradient has all but vanished, the posterior loss's has not."""
+    import torch
+
+    from labeldp.training.losses import likelihood_loss, posterior_loss
+
+    log_evidence = torch.tensor([[0.05, 0.95]]).log()
+    gradients = {}
+    for name, loss_of in (("forward", likelihood_loss), ("posterior", posterior_loss)):
+        logits = torch.tensor([[10.0, 0.0]], requires_grad=True)
+        loss_of(logits, log_evidence).sum().backward()
+        gradients[name] = logits.grad.abs().max().item()
+    assert gradients["forward"] < 1e-2
+    assert gradients["posterior"] == pytest.approx(0.95, abs=1e-3)
+    # right where the model agrees with the evidence: both losses are at a minimum direction-wise
+    logits = torch.tensor([[-3.0, 3.0]])
+    assert posterior_loss(logits, log_evidence) < posterior_loss(-logits, log_evidence)
