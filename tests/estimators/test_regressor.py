@@ -1,5 +1,6 @@
-"""LabelDPRegressor: scikit-learn conventions, the ledger and the shared budget, the checks before any
-release, and RR-on-bins beating the Laplace mechanism at epsilon 1 with a flexible learner."""
+"""LabelDPRegressor (estimators/regressor.py): scikit-learn conventions, the ledger and the shared
+budget, the checks before any release, and RR-on-bins beating the Laplace mechanism at epsilon 1 with
+a flexible learner."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""RR-on-bins (regression labels): the optimal maps against a brute force over every monotone
-partition, the exact release probabilities, the e^eps bound, the sampler's empirical distribution,
-the exactness of the drop decision at huge epsilon, and argument checks."""
+"""RR-on-bins for numeric labels (mechanisms/bins.py): the optimal maps against a brute force over
+every monotone partition, the exact release probabilities, the e^eps bound, the sampler's empirical
+distribution, the exactness of the drop decision at huge epsilon, and argument checks."""
 
 from __future__ import annotations
 
