@@ -1,5 +1,6 @@
-"""Shared fixtures: one torch thread per test process, and small datasets built in memory, a
-classification and a regression (the helpers that test modules import are in tests/helpers.py)."""
+"""Shared fixtures: one torch thread per test process, small datasets built in memory (a
+classification and a regression), and methods registered for one test only (the helpers that test
+modules import are in tests/helpers.py)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,22 @@ def toy() -> LabeledDataset:
     x = rng.normal(size=(500, 4))
     values = 10 + 3 * x[:, 0] + rng.normal(size=500)
     return regression_dataset("toy", x[:400], values[:400], x[400:], values[400:], TOY_GRID)
+
+
+@pytest.fixture
+def register_for_test():
+    """``register_method`` for one test: every name it registers (aliases included) is removed from
+    the registry afterwards, so that no other test sees the test's methods. A name is removed only if
+    it still stands for the test's method: a refused registration never takes a built-in with it."""
+    from labeldp.methods import registry
+
+    registered = []
+
+    def register(method, *aliases):
+        registered.extend((name, method) for name in (method.name, *aliases))
+        return registry.register_method(method, *aliases)
+
+    yield register
+    for name, method in registered:
+        if registry._REGISTRY.get(name) is method:
+            del registry._REGISTRY[name]
