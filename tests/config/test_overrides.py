@@ -27,6 +27,7 @@ from labeldp.training import TrainConfig
     ],
 )
 def test_a_name_resolves_to_its_section_and_field(name, expected) -> None:
+    """A name, with ``-`` or ``_``, or a field's own flag, resolves to its settings section and field."""
     assert resolve_name(name) == expected
 
 
@@ -55,6 +56,7 @@ def test_a_name_that_is_no_option_is_refused(name) -> None:
     ],
 )
 def test_a_value_is_typed_by_its_field(name, text, value) -> None:
+    """Text becomes a value of its field's type: numbers, switches, none for an optional field, tuples."""
     parsed = parse_value(name, text)
     assert parsed == value and type(parsed) is type(value)
 
@@ -71,6 +73,7 @@ def test_a_value_is_typed_by_its_field(name, text, value) -> None:
     ],
 )
 def test_a_value_not_of_its_fields_type_is_refused(name, text, message) -> None:
+    """Text that is not a value of its field's type is refused, naming the option and the text."""
     with pytest.raises(ConfigError, match=message):
         parse_value(name, text)
 

@@ -41,6 +41,7 @@ def _never(request):
 
 
 def test_a_name_registered_twice_is_refused(register_dataset_for_test) -> None:
+    """A second dataset under a registered name (one's own or labeldp's) is refused; the first keeps it."""
     first = register_dataset_for_test(Dataset("test-registry-twice", "embedded", _never, help="the first"))
     with pytest.raises(ConfigError, match="dataset 'test-registry-twice' is already registered"):
         register_dataset_for_test(Dataset("test-registry-twice", "table", _never, help="the second"))
@@ -50,11 +51,13 @@ def test_a_name_registered_twice_is_refused(register_dataset_for_test) -> None:
 
 
 def test_a_dataset_declares_where_its_data_comes_from() -> None:
+    """A dataset's source must be embedded, a folder or a table."""
     with pytest.raises(ConfigError, match=r"source must be one of \('embedded', 'folder', 'table'\), got 'web'"):
         Dataset("test-registry-web", "web", _never)
 
 
 def test_labeldps_own_come_first_and_an_unknown_name_lists_every_choice(register_dataset_for_test) -> None:
+    """dataset_names lists labeldp's own first, and an unknown name is an error that lists them all."""
     register_dataset_for_test(Dataset("test-registry-listed", "embedded", _never))
     names = dataset_names()
     assert names[: len(BUILTIN)] == BUILTIN and names[-1] == "test-registry-listed"

@@ -77,6 +77,7 @@ def test_every_builtin_is_registered_by_the_module_it_names() -> None:
 
 
 def test_an_unknown_name_lists_the_choices(register_for_test) -> None:
+    """An unknown name is an error that lists every method's name, a registered one of one's own included."""
     register_for_test(Method("test-registry-listed", "a method of the test's own", _run))
     with pytest.raises(ConfigError, match="unknown method 'lp-9st'; choose one of") as refused:
         get_method("lp-9st")
@@ -85,6 +86,7 @@ def test_an_unknown_name_lists_the_choices(register_for_test) -> None:
 
 
 def test_method_names_list_the_builtins_first_then_the_methods_registered_since(register_for_test) -> None:
+    """method_names lists labeldp's own first, once each, then the names registered since, in their order."""
     for name in BUILTIN_METHODS:  # registered built-ins are listed once, in their place
         get_method(name)
     register_for_test(Method("test-registry-later", "registered after the built-ins", _run), "test-registry-later-2")
