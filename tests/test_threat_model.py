@@ -1,7 +1,8 @@
 """The attacker who reads everything a run writes: what it must not learn, and the run folder's own
 defences (a release is never drawn twice, damaged files are named, nothing is released before every
 option is checked). DP-SGD's batches and logs, ALIBI's grid and RR at huge epsilons have their tests
-next to their mechanisms (test_dpsgd, test_alibi, test_mechanisms)."""
+next to their mechanisms (tests/dpsgd/test_sampling.py and test_trainer.py, tests/mechanisms/test_laplace.py
+and test_rr.py)."""
 
 from __future__ import annotations
 
