@@ -33,6 +33,14 @@ from labeldp.errors import ConfigError
 from labeldp.mechanisms import LAPLACE_GRID, grid_step, optimal_bins, released_values, rr_on_bins_probabilities
 from labeldp.randomness import SecureGenerator
 
+#: the marginals' rows: their labels and their bins of two public features
+LABELS = np.array([0, 1, 1, 0, 1, 1])
+BINS = np.array([[0, 1], [1, 0], [1, 1], [0, 0], [0, 1], [1, 2]])  # two features, with 2 and 3 bins
+SIZES = [2, 3]
+#: a numeric label's grid, and a prior over it
+GRID = np.arange(1.0, 6.0)
+PRIOR = np.array([0.06, 0.11, 0.27, 0.34, 0.22])
+
 
 def test_non_private_release_is_infinite_epsilon() -> None:
     ledger = PrivacyLedger(10)
@@ -82,11 +90,6 @@ def test_release_records_epsilon_on_the_ledger():
         release_laplace_one_hot(ledger, np.zeros(10, int), np.arange(10), 3, 0.0)
 
 
-LABELS = np.array([0, 1, 1, 0, 1, 1])
-BINS = np.array([[0, 1], [1, 0], [1, 1], [0, 0], [0, 1], [1, 2]])  # two features, with 2 and 3 bins
-SIZES = [2, 3]
-
-
 def test_release_records_the_marginals_once_for_every_member() -> None:
     ledger = PrivacyLedger(6)
     release = release_label_marginals(ledger, LABELS, np.arange(6), BINS, SIZES, 2, 0.5, rng=0, tag="marginals")
@@ -123,10 +126,6 @@ def test_release_and_sequential_composition() -> None:
     with pytest.raises(ValueError, match="groups must lie in"):
         release_noisy_histogram(ledger, [0, 1], [0, 1], [0, 5], 2, 3, 0.2)
     assert len(ledger.entries) == 1
-
-
-GRID = np.arange(1.0, 6.0)
-PRIOR = np.array([0.06, 0.11, 0.27, 0.34, 0.22])
 
 
 def test_laplace_value_release_is_exact_and_recorded() -> None:
