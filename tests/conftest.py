@@ -1,4 +1,6 @@
-"""Shared fixtures: small datasets built in memory, and statistical helpers."""
+"""Shared fixtures: one torch thread per test process, small datasets built in memory (a
+classification and a regression), and methods registered for one test only (the helpers that test
+modules import are in tests/helpers.py)."""
 
 from __future__ import annotations
 
@@ -11,35 +13,11 @@ os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the CLI subprocesses the tes
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from scipy import stats  # noqa: E402
 
 torch.set_num_threads(1)
 
-from labeldp.data import LabeledDataset  # noqa: E402
-
-#: devices for tests that check a computation on each: the CPU, and a CUDA GPU where torch sees one
-#: (skipped elsewhere, e.g. in CI; runs that leave the device on "auto" use the GPU there anyway)
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")),
-]
-
-
-def frequencies_match(samples: np.ndarray, expected: np.ndarray, sigmas: float = 5.0) -> np.ndarray:
-    """Boolean array: is each cell's count of ``samples`` outside both tails of its exact
-    Binomial(n_draws, expected probability) distribution that hold less probability than a normal
-    beyond ``sigmas`` standard deviations? ``samples`` has shape (n_draws, m) of values in [0, K);
-    ``expected`` (m, K). Exact tails, not a normal approximation: cells expecting a handful of
-    counts have heavy right tails, where a normal band fails a correct sampler far too often."""
-    draws, m = samples.shape
-    num_classes = expected.shape[1]
-    counts = np.zeros((m, num_classes))
-    np.add.at(counts, (np.broadcast_to(np.arange(m), samples.shape), samples), 1)
-    tail = stats.norm.sf(sigmas)
-    probabilities = np.clip(expected, 0.0, 1.0)
-    at_most = stats.binom.cdf(counts, draws, probabilities)  # P[X <= count]
-    at_least = stats.binom.sf(counts - 1, draws, probabilities)  # P[X >= count]
-    return (at_most > tail) & (at_least > tail)
+from labeldp.data import LabeledDataset, regression_dataset  # noqa: E402
+from tests.helpers import TOY_GRID  # noqa: E402
 
 
 @pytest.fixture
@@ -53,8 +31,29 @@ def blobs() -> LabeledDataset:
     return LabeledDataset("blobs", x_train, y_train, x_test, y_test, num_classes=10)
 
 
-def poison_in_place(labels) -> None:
-    """Permute private labels where they are kept (every holder of them sees the change): an attack on
-    code that should have stopped reading them."""
-    values = labels._root.values
-    values[:] = np.random.default_rng(0).permutation(values)
+@pytest.fixture(scope="module")
+def toy() -> LabeledDataset:
+    """A regression whose label is 10 + 3 x_0 + noise, clipped to [0, 20]; 400 train, 100 test."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(500, 4))
+    values = 10 + 3 * x[:, 0] + rng.normal(size=500)
+    return regression_dataset("toy", x[:400], values[:400], x[400:], values[400:], TOY_GRID)
+
+
+@pytest.fixture
+def register_for_test():
+    """``register_method`` for one test: every name it registers (aliases included) is removed from
+    the registry afterwards, so that no other test sees the test's methods. A name is removed only if
+    it still stands for the test's method: a refused registration never takes a built-in with it."""
+    from labeldp.methods import registry
+
+    registered = []
+
+    def register(method, *aliases):
+        registered.extend((name, method) for name in (method.name, *aliases))
+        return registry.register_method(method, *aliases)
+
+    yield register
+    for name, method in registered:
+        if registry._REGISTRY.get(name) is method:
+            del registry._REGISTRY[name]

@@ -28,8 +28,7 @@ import torch
 
 from labeldp.cli import main
 from labeldp.runs import RunConfig
-from test_data import make_mnist_folder
-from test_regression_data import write_movielens
+from tests.helpers import make_mnist_folder, write_movielens
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -40,7 +39,7 @@ NOT_RUN = {
     ". .venv/bin/activate": "the installation this suite runs in",
     "pip install": "the installation this suite runs in",
     ".venv/bin/python -m pytest": "this suite",
-    "labeldp download": "needs the network (tests/test_data.py checks its error without one)",
+    "labeldp download": "needs the network (tests/data/test_idx.py checks its error without one)",
     "python benchmarks/": "benchmarks, on the full datasets",
     "torchrun ": "several processes: tests/test_distributed.py runs labeldp under torchrun",
 }

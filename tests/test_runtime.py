@@ -1,3 +1,6 @@
+"""The runtime settings (runtime.py): freed memory is reused for large tensors where glibc allows, and
+the default thread count respects the environment."""
+
 import ctypes
 import os
 

@@ -1,7 +1,8 @@
 """The attacker who reads everything a run writes: what it must not learn, and the run folder's own
 defences (a release is never drawn twice, damaged files are named, nothing is released before every
 option is checked). DP-SGD's batches and logs, ALIBI's grid and RR at huge epsilons have their tests
-next to their mechanisms (test_dpsgd, test_alibi, test_mechanisms)."""
+next to their mechanisms (tests/dpsgd/test_sampling.py and test_trainer.py, tests/mechanisms/test_laplace.py
+and test_rr.py)."""
 
 from __future__ import annotations
 
@@ -311,9 +312,9 @@ def test_a_table_without_a_test_file_writes_no_metric_of_a_private_label(tmp_pat
     writes, no epoch reports a test metric, and the run's epsilon stays the one it was given."""
     import pandas as pd
 
-    from conftest import poison_in_place
     from labeldp.runs import config_dataset
     from labeldp.runs.context import RunContext
+    from tests.helpers import poison_in_place
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, 3))

@@ -6,6 +6,9 @@
 - :mod:`~labeldp.boundary.domain`: :class:`LabelDomain`, the declared classes and how values match them.
 - :mod:`~labeldp.boundary.release`: the ``release_*`` functions: a mechanism draws, the ledger records
   the event, a :class:`Release` comes back with its noise channel.
+- :mod:`~labeldp.boundary.release_counts`: the releases of counts over many rows (a noisy label
+  histogram, noisy label marginals), charged once per privacy unit.
+- :mod:`~labeldp.boundary.units`: privacy units, the public rule bounding each unit's rows.
 - :mod:`~labeldp.boundary.released`: :class:`ReleasedLabels`, what a learner trains on.
 - :mod:`~labeldp.boundary.column`: :func:`privatize`, a label column released once in memory, and
   :func:`table_ledger` for one released elsewhere (Spark, Dask).
@@ -23,16 +26,15 @@ from labeldp.boundary.release import (
     Release,
     release_dpsgd_plan,
     release_external_labels,
-    release_label_marginals,
     release_laplace_one_hot,
     release_laplace_value,
-    release_noisy_histogram,
     release_pate_labels,
     release_randomized_response,
     release_rr_on_bins,
     release_rr_with_prior,
     release_true_labels,
 )
+from labeldp.boundary.release_counts import release_label_marginals, release_noisy_histogram
 from labeldp.boundary.release_folder import privatize_table
 from labeldp.boundary.released import ReleasedLabels
 

@@ -1,0 +1,105 @@
+"""The options every training command shares (cli/common.py): with no training option typed a run
+takes the tuned recipe (the profile the README reports), and every option typed wins over the
+recipe, even one typed at the library's default."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from labeldp.cli import main
+
+
+def test_no_training_options_means_the_best_recipe(tmp_path, capsys) -> None:
+    assert (
+        main(
+            [
+                "train",
+                "--method",
+                "alibi",
+                "--epsilon",
+                "2",
+                "--lr",
+                "0.03",
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+                "--epochs",
+                "1",
+            ]
+        )
+        == 0
+    )
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["train"]["batch_size"] == 32 and config["train"]["lr"] == 0.03  # the digits recipe, your lr
+
+
+@pytest.mark.parametrize("method", ["lp-1st", "lp-2st", "alibi", "dp-sgd"])
+def test_mnist_defaults_are_the_profile_recipe(method) -> None:
+    """`labeldp train --dataset mnist --method M --epsilon 2` with no training option trains exactly as
+    the profile mnist/e2/M/run0, whose accuracy the README reports."""
+    import dataclasses
+
+    from labeldp.cli import build_parser
+    from labeldp.cli.common import config_with_recipe
+    from labeldp.recipes.profiles import get_profile
+
+    args = build_parser("train").parse_args(
+        [
+            "train",
+            "--dataset",
+            "mnist",
+            "--data-dir",
+            "m",
+            "--method",
+            method,
+            "--epsilon",
+            "2",
+            "--out",
+            "o",
+            "--quiet",
+        ]
+    )
+    default = config_with_recipe(args)
+    profile = get_profile(f"mnist/e2/{method}/run0").config
+    assert (
+        dataclasses.replace(default, data_dir=None).resolved() == dataclasses.replace(profile, data_dir=None).resolved()
+    )
+
+
+@pytest.mark.parametrize(
+    "typed, expected",
+    [
+        ([], {"lr": 0.1, "epochs": 12}),  # MNIST's LP-2ST recipe
+        (["--lr", "0.05"], {"lr": 0.05, "epochs": 12}),  # 0.05 is the library's default, and what the user typed
+        (["--epochs", "10", "--lr", "0.1"], {"lr": 0.1, "epochs": 10}),
+        (["--model", "mlp", "--batch-size", "128"], {"model": "mlp", "batch_size": 128, "lr": 0.1}),
+    ],
+)
+def test_every_option_typed_wins_over_the_recipe_and_every_other_takes_it(typed, expected) -> None:
+    """The command line knows what was typed (a flag not typed sets nothing), so an option typed at its
+    library default is not mistaken for one left out: `--lr 0.05` trains at 0.05, not at the recipe's 0.1."""
+    from labeldp.cli import build_parser
+    from labeldp.cli.common import config_with_recipe
+
+    args = build_parser("train").parse_args(
+        [
+            "train",
+            "--dataset",
+            "mnist",
+            "--data-dir",
+            "m",
+            "--method",
+            "lp-2st",
+            "--epsilon",
+            "2",
+            "--out",
+            "o",
+            "--quiet",
+            *typed,
+        ]
+    )
+    config = config_with_recipe(args)
+    for name, value in expected.items():
+        assert (config.model if name == "model" else getattr(config.train, name)) == value

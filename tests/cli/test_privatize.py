@@ -1,0 +1,52 @@
+"""`labeldp privatize` (cli/privatize.py): a CSV survey's label column released by RR-with-prior, a
+second release into the same folder refused, and the secure generator on request."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from labeldp.boundary import load_release, read_sidecar
+from labeldp.cli import main
+
+
+def test_cli_privatize(tmp_path, capsys) -> None:
+    frame = pd.DataFrame(
+        {
+            "user": np.arange(400),
+            "answer": np.tile(["yes", "no"], 200),
+            "p_yes": np.full(400, 0.6),
+            "p_no": np.full(400, 0.4),
+        }
+    )
+    frame.to_csv(tmp_path / "survey.csv", index=False)
+    command = [
+        "privatize",
+        "--table",
+        str(tmp_path / "survey.csv"),
+        "--label-column",
+        "answer",
+        "--id-column",
+        "user",
+        "--classes",
+        "yes",
+        "no",
+        "--epsilon",
+        "1",
+        "--prior-columns",
+        "p_yes",
+        "p_no",
+        "--out",
+        str(tmp_path / "release"),
+        "--insecure-noise-seed",
+        "3",
+    ]
+    assert main(command) == 0
+    printed = capsys.readouterr().out
+    assert "released 400 labels of 'answer' by RR-with-prior" in printed and "NOT PRIVATE" in printed
+    release = load_release(tmp_path / "release")
+    assert release.classes == ("yes", "no") and release.prior_columns == ("p_yes", "p_no")
+    assert main(command) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert main(command[:-4] + ["--secure-rng", "--out", str(tmp_path / "secure")]) == 0
+    assert read_sidecar(tmp_path / "secure")["noise"]["secure"]

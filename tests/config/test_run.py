@@ -1,0 +1,229 @@
+"""The configuration of a run (config/run.py): RunConfig.resolved() refuses what cannot run before
+anything is written or released (an option the method does not use left off its default, a missing
+or spare epsilon, a prior's options, conflicting noise options, test labels of a public test set,
+numeric labels declared for a dataset with its own), fills in what depends on the method, and a
+configuration survives its dictionary round trip."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from labeldp.config.dpsgd import DPSGDConfig
+from labeldp.config.pate import PATEConfig
+from labeldp.config.run import DEFAULT_DELTA, METHOD_OPTIONS, options_unused_by
+from labeldp.errors import ConfigError
+from labeldp.methods.registry import BUILTIN_METHODS, Method
+from labeldp.runs import RunConfig, train_run
+from labeldp.training import TrainConfig
+
+#: a value other than the default for each method-specific option (config/run.py's METHOD_OPTIONS)
+CHANGED = {
+    "delta": 1e-3,
+    "temperature": 2.0,
+    "prior": "cluster",
+    "combine_priors": True,
+    "loss": "ce",
+    "reuse_labels": False,
+    "warm_start": False,
+    "secure_rng": True,
+    "insecure_noise_seed": 1,
+    "dpsgd": DPSGDConfig(max_grad_norm=2.0),
+    "pate": PATEConfig(teachers=7),
+}
+
+
+def _valid(method: str) -> RunConfig:
+    """The smallest configuration of a built-in method that resolves: an epsilon for a private method,
+    and a table with a numeric label for the regression methods."""
+    fields = {} if method == "non-private" else {"epsilon": 1.0}
+    if method in ("rr-on-bins", "rr-on-bins-mst", "laplace-regression"):
+        fields.update(dataset="csv", label_range=(0.0, 10.0))
+    return RunConfig(method=method, **fields)
+
+
+def _run(context):
+    raise AssertionError("a method registered by these tests is never run")
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(prior="cluster", method="non-private", epsilon=None), "needs a private method"),
+        (dict(prior="cluster", epsilon=1.0, prior_epsilon=1.0), "must be smaller than epsilon"),
+        (dict(prior="uniform", epsilon=1.0, prior_epsilon=0.1), "only with prior 'cluster'"),
+        (dict(prior="knn", epsilon=1.0), "prior must be one of"),
+        (dict(prior="uniform", epsilon=1.0, prior_temperature=2.0), "only with prior 'cluster'"),
+        (dict(prior="uniform", epsilon=1.0, encoder="autoencoder"), "only with prior 'cluster'"),
+        (dict(prior="uniform", epsilon=1.0, combine_priors=True), "only with prior 'cluster'"),
+        (dict(prior="uniform", epsilon=1.0, clusters=50), "clusters applies only with prior 'cluster'"),
+        (
+            dict(prior="cluster", method="lp-1st", epsilon=1.0, combine_priors=True),
+            "'lp-1st' does not use combine_priors",
+        ),
+        (dict(prior="cluster", epsilon=1.0, encoder="vae"), "encoder must be one of"),
+        (dict(prior="cluster", epsilon=1.0, prior_temperature=0.0), "prior_temperature must be > 0"),
+    ],
+)
+def test_bad_prior_configuration(changes, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        RunConfig(**{"method": "lp-1st", **changes}).resolved()
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(method="lp-2st"), "needs --epsilon"),
+        (dict(method="lp-2st", epsilon=0.0), "epsilon must be a finite number > 0"),
+        (dict(method="lp-2st", epsilon=float("nan")), "epsilon must be a finite number > 0"),
+        (dict(method="lp-mst", epsilon=1.0, stages=(0.5, 0.6)), "summing to 1"),
+        (dict(method="lp-2st", epsilon=1.0, stages=(0.2, 0.3, 0.5)), "has 2 stage"),
+        (dict(method="non-private", epsilon=1.0), "takes no epsilon"),
+        (dict(method="dp-magic", epsilon=1.0), "unknown method"),
+        (dict(dataset="imagenet", epsilon=1.0), "unknown dataset"),
+        (dict(epsilon=1.0, temperature=0.0), "temperature"),
+        (dict(epsilon=1.0, train=TrainConfig(epochs=0)), "epochs"),
+        (dict(method="dp-sgd", epsilon=1.0, temperature=2.0), "'dp-sgd' does not use temperature; leave it"),
+        (
+            dict(method="lp-1st", epsilon=1.0, reuse_labels=False, warm_start=False),
+            "'lp-1st' does not use reuse_labels, warm_start; leave them",
+        ),
+        (dict(method="pate", epsilon=1.0, loss="ce"), "'pate' does not use loss"),
+        (dict(method="non-private", secure_rng=True), "'non-private' does not use secure_rng"),
+        (dict(method="lp-2st", epsilon=1.0, dpsgd=DPSGDConfig(max_grad_norm=0.1)), "does not use dpsgd.max_grad_norm;"),
+        (
+            dict(method="dp-sgd", epsilon=1.0, pate=PATEConfig(teachers=10, queries=5)),
+            "does not use pate.teachers, pate.queries;",
+        ),
+    ],
+)
+def test_bad_configuration_is_refused_before_anything_is_written(blobs, tmp_path, changes, message) -> None:
+    with pytest.raises((ValueError, TypeError), match=message):
+        train_run(RunConfig(**{"dataset": "csv", **changes}), tmp_path / "run", progress=False, dataset=blobs)
+    assert not (tmp_path / "run").exists()
+
+
+def test_every_option_a_method_does_not_use_is_refused_off_its_default() -> None:
+    """For every built-in method, each method-specific option it does not use, set to a value other
+    than its default, is refused (a user who sets one expects it to act); the method's own options are
+    accepted."""
+    assert set(CHANGED) == set(METHOD_OPTIONS)
+    for method in BUILTIN_METHODS:
+        unused = options_unused_by(method)
+        assert unused and set(unused) < set(METHOD_OPTIONS)
+        for name in unused:
+            with pytest.raises(ConfigError):
+                dataclasses.replace(_valid(method), **{name: CHANGED[name]}).resolved()
+        for name in {"secure_rng", "temperature", "reuse_labels", "warm_start", "dpsgd", "pate"} - set(unused):
+            dataclasses.replace(_valid(method), **{name: CHANGED[name]}).resolved()
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(secure_rng=True, insecure_noise_seed=3), "secure_rng draws the noise from a CSPRNG .*: choose one"),
+        (dict(label_grid=5), "label_grid needs label_range LOW HIGH"),
+        (dict(classes=("a", "b")), "classes are declared for a table \\(dataset 'csv'\\); dataset 'digits'"),
+        (dict(dataset="csv", classes=("a",)), "classes must be at least two distinct values"),
+        (dict(dataset="csv", classes=("a", "b", "a")), "classes must be at least two distinct values"),
+        (dict(dataset="csv", label_range=(0.0, 1.0, 2.0)), "label_range is two numbers LOW HIGH"),
+        (dict(dataset="csv", test_labels="secret"), "test_labels must be one of"),
+        (dict(test_labels="none"), "the test set of 'digits' is public and measured exactly"),
+        (dict(dataset="csv", test_table="t.csv", test_labels="public"), "the test set of 'csv' is public"),
+        (dict(loss="hinge"), "loss must be one of"),
+        (dict(model="vit"), "unknown model 'vit'"),
+        (dict(method="lp-2st", temperature=float("inf")), "temperature must be a finite number > 0"),
+        (dict(method="lp-mst", stages=(1.0,)), "'lp-mst' needs at least two stages"),
+        (dict(method="pate", delta=1.5), "delta must lie in \\(0, 1\\)"),
+        (dict(prior="cluster", clusters=0), "clusters must be at least 1"),
+        (dict(prior="cluster", prior_epsilon=-0.1), "prior_epsilon must be a finite number > 0"),
+        (dict(prior="histogram", clusters=5), "clusters applies only with prior 'cluster' \\(the histogram prior"),
+    ],
+)
+def test_resolved_refuses_conflicting_and_undeclared_choices(fields, message) -> None:
+    """Choices that contradict each other or the dataset are refused by resolved(), with a message that
+    names them: the two noise options, classes and numeric labels where the dataset defines its own
+    labels, test labels of a public test set, and values outside an option's range."""
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(**{"method": "lp-1st", "epsilon": 1.0, **fields}).resolved()
+
+
+def test_test_labels_apply_to_test_rows_held_out_of_the_private_column() -> None:
+    """A table without a test file and MovieLens hold their test rows out of the private label column:
+    there their labels may be public or left out."""
+    for dataset in ("csv", "movielens"):
+        for choice in ("released", "public", "none"):
+            config = RunConfig(dataset=dataset, method="lp-1st", epsilon=1.0, test_labels=choice)
+            assert config.test_held_out and config.resolved().test_labels == choice
+    assert not RunConfig().test_held_out and not RunConfig(dataset="csv", test_table="t.csv").test_held_out
+
+
+def test_an_option_a_method_of_ones_own_declares_must_exist(register_for_test) -> None:
+    """A method that declares it uses an option RunConfig does not have is refused when a run names it,
+    with the method-specific options listed."""
+    register_for_test(Method("test-config-unknown", "uses warp_speed", _run, uses=frozenset({"warp_speed"})))
+    with pytest.raises(ConfigError, match=r"uses unknown options \['warp_speed'\]; the method-specific options are"):
+        RunConfig(method="test-config-unknown", epsilon=1.0).resolved()
+
+
+def test_resolved_fills_in_what_depends_on_the_method() -> None:
+    """The defaults that depend on the method are filled in: its stages, its prior (a noisy histogram for
+    RR-on-bins, bought with a tenth of epsilon), delta for the Gaussian methods, the grid of a numeric
+    label; classes become text. The configuration resolved from is left as it was."""
+    two_stages = RunConfig(method="lp-2st", epsilon=2.0)
+    resolved = two_stages.resolved()
+    assert resolved.stages == (0.4, 0.6) and resolved.prior == "uniform" and resolved.prior_epsilon is None
+    assert resolved.delta is None and resolved.label_epsilon == 2.0
+    assert two_stages.stages is None and two_stages.prior is None
+    cluster = RunConfig(method="lp-2st", epsilon=2.0, prior="cluster").resolved()
+    assert cluster.prior_epsilon == pytest.approx(0.2) and cluster.label_epsilon == pytest.approx(1.8)
+    assert RunConfig(method="pate", epsilon=1.0).resolved().delta == DEFAULT_DELTA
+    assert RunConfig(method="dp-sgd", epsilon=1.0, delta=1e-6).resolved().delta == 1e-6
+    bins = RunConfig(dataset="csv", method="rr-on-bins", epsilon=1.0, label_range=(0, 10)).resolved()
+    assert bins.prior == "histogram" and bins.prior_epsilon == pytest.approx(0.1)
+    assert bins.label_range == (0.0, 10.0) and bins.label_grid == 50 and len(bins.label_values) == 50
+    assert RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, classes=(0, 1)).resolved().classes == ("0", "1")
+
+
+def test_a_resolved_configuration_resolves_to_itself() -> None:
+    """Resolving twice changes nothing, for every built-in method: a configuration read back from a run
+    folder (already resolved) is accepted as it was written."""
+    for method in BUILTIN_METHODS:
+        resolved = _valid(method).resolved()
+        assert resolved.resolved() == resolved, method
+
+
+def test_a_configuration_survives_its_dictionary_round_trip() -> None:
+    """to_dict gives what config.json holds (tuples as lists, the settings as dictionaries) and from_dict
+    gives the same configuration back, resolved or not."""
+    config = RunConfig(
+        dataset="csv",
+        table="t.csv",
+        method="lp-2st",
+        epsilon=1.0,
+        stages=(0.3, 0.7),
+        classes=("no", "yes"),
+        features=("a", "b"),
+        drop=("c",),
+        train=TrainConfig(lr=0.2, epochs=3),
+        insecure_noise_seed=4,
+    )
+    written = config.to_dict()
+    assert written["stages"] == [0.3, 0.7] and written["classes"] == ["no", "yes"] and written["train"]["lr"] == 0.2
+    for original in (config, config.resolved()):
+        assert RunConfig.from_dict(json.loads(json.dumps(original.to_dict()))) == original
+    assert RunConfig.from_dict({"method": "alibi"}) == RunConfig(method="alibi")
+
+
+def test_a_configuration_with_unknown_options_is_refused_with_a_sentence() -> None:
+    """A config.json written by another version names what this one does not know."""
+    import pytest
+
+    from labeldp.errors import ConfigError
+
+    data = RunConfig(method="lp-1st", epsilon=1.0).to_dict()
+    assert RunConfig.from_dict(data) == RunConfig(method="lp-1st", epsilon=1.0)
+    with pytest.raises(ConfigError, match="does not know: shiny, train.turbo"):
+        RunConfig.from_dict({**data, "shiny": 1, "train": {**data["train"], "turbo": True}})

@@ -1,0 +1,31 @@
+"""CIFAR-10 and CIFAR-100 (data/cifar.py), read from small pickles in their real format."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from labeldp.boundary import unseal
+from labeldp.data import load_dataset
+
+
+@pytest.mark.parametrize("num_classes", [10, 100])
+def test_cifar_pickles(tmp_path, num_classes: int) -> None:
+    rng = np.random.default_rng(0)
+    key = b"labels" if num_classes == 10 else b"fine_labels"
+    folder = tmp_path / ("cifar-10-batches-py" if num_classes == 10 else "cifar-100-python")
+    folder.mkdir()
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"] if num_classes == 10 else ["train", "test"]
+    written = {}
+    for name in names:
+        labels = rng.integers(0, num_classes, 8).tolist()
+        written[name] = labels
+        batch = {b"data": rng.integers(0, 256, (8, 3072), dtype=np.uint8), key: labels}
+        (folder / name).write_bytes(pickle.dumps(batch))
+    data = load_dataset(f"cifar{num_classes}", tmp_path)
+    train_names = names[:-1]
+    assert data.x_train.shape == (8 * len(train_names), 3, 32, 32)
+    assert unseal(data.y_train).tolist() == sum((written[n] for n in train_names), [])
+    assert data.num_classes == num_classes and data.augmentation == "crop-flip"

@@ -1,0 +1,117 @@
+"""A table of the user's own (data/table.py): CSV and Parquet files, the label domain declared and
+never read off the private labels, columns as they come (categorical, boolean, missing values,
+dropped, an id), and a numeric label on its declared range."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from labeldp.boundary import unseal
+from labeldp.data import load_dataset, snap_to_grid
+from labeldp.errors import ConfigError
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_tables(tmp_path, suffix: str) -> None:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {"a": rng.normal(size=100), "b": rng.normal(size=100), "outcome": rng.choice(["no", "yes", "maybe"], 100)}
+    )
+    path = tmp_path / f"table{suffix}"
+    frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
+    data = load_dataset("csv", table=path, label_column="outcome", classes=("yes", "no", "maybe"))
+    assert data.num_classes == 3 and data.class_names == ["yes", "no", "maybe"]  # the declared order
+    assert len(data.y_train) == 80 and len(data.y_test) == 20 and data.input_shape == (2,)
+    assert not data.public_test and data.private_rows == 100  # held out of the private column: private too
+    names = np.array(["yes", "no", "maybe"])[np.concatenate([unseal(data.y_train), unseal(data.y_test)])]
+    assert sorted(names) == sorted(frame["outcome"])
+    with pytest.raises(ValueError, match="label column 'y' not found"):
+        load_dataset("csv", table=path, label_column="y", classes=("yes", "no"))
+
+
+def test_the_label_domain_is_declared_never_read_off_the_private_labels(tmp_path) -> None:
+    """Replacing one training label by a value no other row has must not change the classes, K or
+    the model's output size: without --classes a table is refused, and an undeclared value is an
+    error before any release (today's loader counted the distinct labels, 2 -> 3)."""
+    frame = pd.DataFrame({"a": np.arange(50.0), "label": [0, 1] * 25})
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(ValueError, match="must be declared: --classes"):
+        load_dataset("csv", table=tmp_path / "t.csv")
+    assert load_dataset("csv", table=tmp_path / "t.csv", classes=("0", "1", "2")).num_classes == 3
+    frame.loc[7, "label"] = 9
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(ValueError, match=r"has labels missing or outside the declared classes \['0', '1'\]; declare"):
+        load_dataset("csv", table=tmp_path / "t.csv", classes=("0", "1"), test_fraction=0.02)
+    # values are matched as text: 1, 1.0 and true are one class
+    frame = pd.DataFrame({"a": np.arange(4.0), "label": [1.0, 0.0, 1.0, 0.0]})
+    frame.to_csv(tmp_path / "f.csv", index=False)
+    data = load_dataset("csv", table=tmp_path / "f.csv", classes=("false", "true"), test_fraction=0.5)
+    assert sorted(np.concatenate([unseal(data.y_train), unseal(data.y_test)]).tolist()) == [0, 0, 1, 1]
+    public = load_dataset(
+        "csv", table=tmp_path / "f.csv", classes=("false", "true"), test_fraction=0.5, public_test_split=True
+    )
+    assert public.public_test and public.y_test.tolist() == unseal(data.y_test).tolist()
+
+
+def test_tables_as_they_come(tmp_path) -> None:
+    """Categorical, boolean and numeric columns with missing values, a gzip CSV, explicit features and
+    dropped columns, an id: encoded by the fitted preprocessing, which the dataset carries."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(60),
+            "age": rng.integers(18, 90, 60).astype(float),
+            "job": rng.choice(["a", "b", None], 60),
+            "member": rng.choice([True, False], 60),
+            "spend": rng.random(60),
+            "label": rng.choice(["no", "yes"], 60),
+        }
+    )
+    frame.loc[3, "age"] = np.nan
+    frame.to_csv(tmp_path / "t.csv.gz", index=False)
+    data = load_dataset(
+        "csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"), drop=("spend",), id_column="id"
+    )
+    names = data.preprocessor.encoded_names
+    assert "spend" not in " ".join(names) and "id" not in names and any(n.startswith("job_") for n in names)
+    assert any("missingindicator" in n for n in names) and np.isfinite(data.x_train).all()
+    only = load_dataset(
+        "csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"), features=("age",)
+    )
+    assert only.input_shape == (2,)  # age and its missing indicator
+    with pytest.raises(ValueError, match=r"columns \['salary'\] are not in the table"):
+        load_dataset("csv", table=tmp_path / "t.csv.gz", label_column="label", classes=("no", "yes"), drop=("salary",))
+
+
+def test_regression_table(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "a": rng.normal(size=50),
+            "channel": rng.choice(["web", "mail", "phone"], 50),
+            "id": np.arange(50),
+            "spend": rng.uniform(-5, 120, 50),
+        }
+    )
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    data = load_dataset(
+        "csv",
+        table=tmp_path / "t.csv",
+        label_column="spend",
+        label_range=(0, 100),
+        label_grid_size=11,
+        id_column="id",
+        public_test_split=True,
+    )
+    assert data.x_train.shape[1] == 1 + 3 and data.preprocessor is not None  # categories one-hot, the id left out
+    assert data.is_regression and np.array_equal(data.label_values, np.arange(0, 101, 10.0))
+    assert np.isin(data.test_values, frame["spend"].to_numpy()).all()  # the raw values, not clipped or snapped
+    assert np.array_equal(data.y_test, snap_to_grid(data.test_values, data.label_values))
+    with pytest.raises(ConfigError, match="not both"):
+        load_dataset("csv", table=tmp_path / "t.csv", label_column="spend", label_range=(0, 1), classes=("0", "1"))
+    with pytest.raises(ConfigError, match="needs --label-range"):
+        load_dataset("csv", table=tmp_path / "t.csv", label_column="spend", label_grid_size=5)
+    with pytest.raises(ConfigError, match="defines its own labels"):
+        load_dataset("digits", label_range=(0, 1))

@@ -1,0 +1,133 @@
+"""The report of a sweep (experiments/report.py): only runs that differ in their seed are averaged,
+AUC and log loss, and regression metrics (evaluation.py's) with their own direction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from labeldp.evaluation import regression_metrics
+from labeldp.experiments.report import aggregate, format_report
+
+
+def test_report_averages_only_runs_that_differ_in_their_seed() -> None:
+    def row(key, dataset, method, epsilon, accuracy):
+        return {
+            "key": key,
+            "status": "done",
+            "dataset": dataset,
+            "method": method,
+            "target_epsilon": epsilon,
+            "test_accuracy": accuracy,
+        }
+
+    rows = [
+        row("mnist/e1/lp-2st/run0", "mnist", "lp-2st", "1.0", "0.90"),
+        row("mnist/e1/lp-2st/run1", "mnist", "lp-2st", "1.0", "0.92"),
+        row("mnist/e1/lp-2st-cluster/run0", "mnist", "lp-2st", "1.0", "0.97"),
+        row("mnist/non-private-fit/run0", "mnist", "non-private", "", "0.99"),
+        row("digits/e1/lp-2st/epochs6/temperature1.0/run0", "digits", "lp-2st", "1", "0.80"),
+        row("digits/e1/lp-2st/epochs6/temperature2.0/run0", "digits", "lp-2st", "1", "0.70"),
+        row("digits/e1e-05/lp-1st/epochs6/run0", "digits", "lp-1st", "1e-05", "0.10"),
+        {**row("t/custom", "digits", "alibi", "1", "0.5"), "status": "failed"},
+        {"status": "done", "dataset": "csv", "method": "rr", "target_epsilon": "2", "test_accuracy": "0.6"},
+    ]
+    stats = {(s["dataset"], s["method"], s["epsilon"]): (round(s["mean"], 4), s["runs"]) for s in aggregate(rows)}
+    assert stats == {
+        ("mnist", "lp-2st", 1.0): (0.91, 2),
+        ("mnist", "lp-2st-cluster", 1.0): (0.97, 1),
+        ("mnist", "non-private-fit", None): (0.99, 1),
+        ("digits", "lp-2st/temperature1.0", 1.0): (0.8, 1),
+        ("digits", "lp-2st/temperature2.0", 1.0): (0.7, 1),
+        ("digits", "lp-1st", 1e-05): (0.1, 1),
+        ("csv", "rr", 2.0): (0.6, 1),
+    }
+
+
+def test_reports_show_auc_and_log_loss() -> None:
+    rows = [
+        {
+            "key": f"t/e1/lp-1st/run{s}",
+            "status": "done",
+            "dataset": "t",
+            "method": "lp-1st",
+            "target_epsilon": "1",
+            "test_accuracy": "0.9",
+            "test_auc": str(0.8 + 0.02 * s),
+            "test_log_loss": "0.3",
+        }
+        for s in range(2)
+    ]
+    text = format_report(aggregate(rows, "auc"))
+    assert "t: test AUC" in text and "0.8100 ± 0.0141 (2)" in text
+    with pytest.raises(ValueError, match="metric must be one of"):
+        aggregate(rows, "f1")
+
+
+def test_regression_metrics_and_the_report() -> None:
+    metrics = regression_metrics(
+        np.array([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]), np.array([1.0, 2.0, 4.0]), np.array([2.5, 2.0])
+    )  # predictions 1.5 and 4
+    assert metrics == pytest.approx({"test_rmse": np.sqrt(2.5), "test_mse": 2.5, "test_mae": 1.5})
+
+    def row(key, method, epsilon, rmse):
+        return {
+            "key": key,
+            "status": "done",
+            "dataset": "movielens",
+            "method": method,
+            "target_epsilon": epsilon,
+            "test_accuracy": "",
+            "test_rmse": rmse,
+            "test_mse": str(float(rmse) ** 2),
+            "test_mae": "0.7",
+        }
+
+    rows = [
+        row("movielens/e1/rr-on-bins/run0", "rr-on-bins", "1.0", "1.00"),
+        row("movielens/e1/rr-on-bins/run1", "rr-on-bins", "1.0", "0.98"),
+        row("movielens/non-private/run0", "non-private", "", "0.91"),
+        {
+            "key": "digits/e1/lp-1st/run0",
+            "status": "done",
+            "dataset": "digits",
+            "method": "lp-1st",
+            "target_epsilon": "1",
+            "test_accuracy": "0.8",
+        },
+    ]
+    stats = aggregate(rows)
+    assert {(s["dataset"], s["metric"]) for s in stats} == {("movielens", "rmse"), ("digits", "accuracy")}
+    text = format_report(stats)
+    assert "movielens: test RMSE (lower is better)" in text and "0.9900 ± 0.0141 (2)" in text
+    assert "digits: test accuracy %" in text and "80.00" in text
+    assert {s["mean"] for s in aggregate(rows, "mae")} == {0.7}
+
+
+def test_a_report_of_a_results_file_plots_beside_it(tmp_path) -> None:
+    """``report`` takes the sweep folder or its results.csv; the plot goes in the folder either way."""
+    import csv
+
+    from labeldp.experiments.report import report
+    from labeldp.experiments.sweep import RESULT_COLUMNS
+
+    rows = [
+        {
+            "key": f"digits/e{e}/lp-1st/run0",
+            "status": "done",
+            "dataset": "digits",
+            "method": "lp-1st",
+            "target_epsilon": e,
+            "epsilon": e,
+            "delta": 0,
+            "seed": 0,
+            "test_accuracy": 0.5 + e / 10,
+        }
+        for e in (1, 2)
+    ]
+    with open(tmp_path / "results.csv", "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=RESULT_COLUMNS, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    _, plot = report(tmp_path / "results.csv")
+    assert plot == tmp_path / "privacy_utility.png" and plot.exists()

@@ -1,0 +1,32 @@
+"""Building a model (models/build.py, and models/names.py, which has little logic and shares this
+module): the default model of each input shape produces logits, and bad names and shapes are refused."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from labeldp.models import MLP, ResNet18, SmallCNN, build_model, default_model_name
+
+
+@pytest.mark.parametrize(
+    "shape, name, model_type",
+    [
+        ((1, 28, 28), "cnn", SmallCNN),
+        ((3, 32, 32), "resnet18", ResNet18),
+        ((20,), "mlp", MLP),
+        ((1, 8, 8), "mlp", MLP),
+    ],
+)
+def test_default_models_produce_logits(shape, name, model_type) -> None:
+    assert default_model_name(shape) == name
+    model = build_model(None, shape, 7)
+    assert isinstance(model, model_type)
+    assert model(torch.zeros(2, *shape)).shape == (2, 7)
+
+
+def test_model_errors() -> None:
+    with pytest.raises(ValueError, match="square images"):
+        build_model("cnn", (1, 30, 30), 10)
+    with pytest.raises(ValueError, match="unknown model"):
+        build_model("vit", (1, 28, 28), 10)

@@ -1,0 +1,109 @@
+"""A run end to end (runs/run.py): what it writes, the non-private reference, refusals before
+anything is written, a folder of another configuration refused, a finished run not repeated, and a
+crash between the labels and the ledger recorded once."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import labeldp.runs.context as run_module
+from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import unseal
+from labeldp.errors import RunDirectoryError
+from labeldp.runs import RunConfig, train_run
+from labeldp.training import TrainConfig, train_stage
+
+FAST = TrainConfig(epochs=3, batch_size=64, lr=0.05)
+
+
+def test_lp2st_run_writes_everything(blobs, tmp_path) -> None:
+    config = RunConfig(dataset="csv", method="lp-2st", epsilon=2.0, train=FAST)
+    summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
+    for name in (
+        "config.json",
+        "ledger.json",
+        "metrics.jsonl",
+        "summary.json",
+        "model.pt",
+        "noisy_labels/stage1.npz",
+        "noisy_labels/stage2.npz",
+    ):
+        assert (tmp_path / "run" / name).exists(), name
+    assert {"test_accuracy", "epsilon", "method", "dataset", "seconds"} <= set(summary)
+    assert summary["epsilon"] == pytest.approx(2.0, abs=2e-4)
+    assert 0.0 <= summary["test_accuracy"] <= 1.0
+    ledger = PrivacyLedger.load(tmp_path / "run" / "ledger.json")
+    assert [e.tag for e in ledger.entries] == ["stage1", "stage2"]
+    assert ledger.entries[0].members.sum() + ledger.entries[1].members.sum() == 600
+    assert not np.any(ledger.entries[0].members & ledger.entries[1].members)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["stage"], r["epoch"]) for r in rows] == [(s, e) for s in (1, 2) for e in (1, 2, 3)]
+    assert json.loads((tmp_path / "run" / "summary.json").read_text()) == summary
+
+
+def test_non_private_reference_reports_infinite_epsilon(blobs, tmp_path) -> None:
+    summary = train_run(
+        RunConfig(dataset="csv", method="non-private", train=FAST), tmp_path / "np", progress=False, dataset=blobs
+    )
+    assert summary["epsilon"] is None
+    assert PrivacyLedger.load(tmp_path / "np" / "ledger.json").epsilon() == math.inf
+    assert summary["test_accuracy"] > 0.9
+
+
+def test_amp_off_a_gpu_is_refused_before_anything_is_written(blobs, tmp_path) -> None:
+    config = RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, train=TrainConfig(epochs=1, amp=True))
+    with pytest.raises(ValueError, match="amp .* is for CUDA GPUs; this run is on cpu"):
+        train_run(config, tmp_path / "run", device="cpu", progress=False, dataset=blobs)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ValueError, match="is for CUDA GPUs"):  # the library function too
+        train_stage(
+            torch.nn.Linear(blobs.x_train.shape[1], blobs.num_classes),
+            blobs.x_train,
+            unseal(blobs.y_train).copy(),
+            blobs.num_classes,
+            config.train,
+            progress=False,
+        )
+
+
+def test_existing_directory_with_other_config_is_refused(blobs, tmp_path) -> None:
+    train_run(
+        RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, train=FAST),
+        tmp_path / "run",
+        progress=False,
+        dataset=blobs,
+    )
+    with pytest.raises(RunDirectoryError, match="differs in: epsilon"):
+        train_run(
+            RunConfig(dataset="csv", method="lp-1st", epsilon=2.0, train=FAST),
+            tmp_path / "run",
+            progress=False,
+            dataset=blobs,
+        )
+
+
+def test_finished_run_is_not_repeated(blobs, tmp_path, monkeypatch) -> None:
+    config = RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, train=FAST)
+    first = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
+    ledger_before = (tmp_path / "run" / "ledger.json").read_bytes()
+    monkeypatch.setattr(run_module, "train_stage", lambda *a, **k: pytest.fail("trained again"))
+    assert train_run(config, tmp_path / "run", progress=False, dataset=blobs) == first
+    assert (tmp_path / "run" / "ledger.json").read_bytes() == ledger_before
+
+
+def test_crash_between_labels_and_ledger_records_the_spend_once(blobs, tmp_path, monkeypatch) -> None:
+    config = RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, train=FAST)
+    monkeypatch.setattr(PrivacyLedger, "save", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        train_run(config, tmp_path / "run", progress=False, dataset=blobs)
+    monkeypatch.undo()
+    assert (tmp_path / "run" / "noisy_labels" / "stage1.npz").exists()
+    assert not (tmp_path / "run" / "ledger.json").exists()
+    summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
+    ledger = PrivacyLedger.load(tmp_path / "run" / "ledger.json")
+    assert [e.tag for e in ledger.entries] == ["stage1"] and summary["epsilon"] == pytest.approx(1.0, abs=2e-4)

@@ -1,0 +1,49 @@
+"""Augmentations (training/augment.py): a random crop is a translation, mixup mixes with a
+permutation, and an example's augmentation does not depend on its batch."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from labeldp.training.augment import augment, mixup, random_crop
+
+
+def test_an_examples_augmentation_does_not_depend_on_its_batch():
+    """DP-SGD's augmentation stream is public (the seed): an example's view must be a function of its
+    own index, or adding another example to a Poisson batch would change the others' gradients too."""
+    from labeldp.training.augment import augment
+
+    images = torch.randn(10, 3, 8, 8)
+
+    def views(indices: list[int]) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(3)
+        return augment(images[indices], "crop-flip", generator, torch.tensor(indices), len(images))
+
+    alone, shared = views([5]), views([1, 5, 7])
+    assert torch.equal(alone[0], shared[1])
+    assert not all(torch.equal(views([i])[0], images[i]) for i in range(10))  # it does augment
+
+
+def test_random_crop_is_a_translation() -> None:
+    images = torch.arange(2 * 1 * 6 * 6, dtype=torch.float32).reshape(2, 1, 6, 6) + 1
+    out = random_crop(images, 2, torch.Generator().manual_seed(0))
+    assert out.shape == images.shape
+    for i in range(2):
+        found = False
+        for dy in range(-2, 3):
+            for dx in range(-2, 3):
+                padded = F.pad(images[i, 0], (2, 2, 2, 2))
+                shifted = padded[2 + dy : 8 + dy, 2 + dx : 8 + dx]
+                found |= torch.equal(shifted, out[i, 0])
+        assert found
+    flipped = augment(images, "crop-flip", torch.Generator().manual_seed(1))
+    assert flipped.shape == images.shape
+    assert torch.equal(augment(images, "none", torch.Generator()), images)
+
+
+def test_mixup_mixes_with_a_permutation() -> None:
+    x = torch.eye(4)
+    mixed, perm = mixup(x, 0.75, torch.Generator().manual_seed(0))
+    assert torch.allclose(mixed, 0.75 * x + 0.25 * x[perm])
+    assert sorted(perm.tolist()) == [0, 1, 2, 3]
