@@ -116,3 +116,9 @@ def test_grid_items_are_parsed_into_names_and_values() -> None:
         parse_assignments(["lr=0.1", "speed=1,2"])
     with pytest.raises(ConfigError, match="unknown option ''"):
         parse_assignments(["=0.1"])
+
+
+def test_an_empty_value_in_a_grid_is_refused_at_once() -> None:
+    """``lr=0.1,,0.2`` names an empty value: refused where the grid is read, not by a run later."""
+    with pytest.raises(ConfigError, match="no empty value"):
+        parse_assignments(["lr=0.1,,0.2"])

@@ -164,3 +164,18 @@ def test_metrics_are_kept_only_where_the_checkpoints_vouch_for_them(tmp_path) ->
     assert folder.read_metrics() == [{"stage": 1, "epoch": 1}, {"stage": 1, "epoch": 2}]
     folder.rewrite_metrics([{"stage": 1, "epoch": 1}])
     assert folder.read_metrics() == [{"stage": 1, "epoch": 1}]
+
+
+def test_metrics_cut_short_by_a_crash_are_read_and_damaged_ones_refused(tmp_path) -> None:
+    """A line cut short by a process killed while appending is left out; a damaged complete line is a
+    RunDirectoryError naming the file, not a traceback."""
+    from labeldp.errors import RunDirectoryError
+    from labeldp.runs import RunDirectory
+
+    folder = RunDirectory(tmp_path / "run")
+    folder.root.mkdir()
+    folder.metrics_path.write_text('{"epoch": 1}\n{"epo')
+    assert folder.read_metrics() == [{"epoch": 1}]
+    folder.metrics_path.write_text('{"epoch": 1}\nnot json\n')
+    with pytest.raises(RunDirectoryError, match="metrics.jsonl is damaged"):
+        folder.read_metrics()

@@ -171,8 +171,8 @@ def parse_assignments(items: Iterable[str]) -> dict[str, list[str]]:
     grid: dict[str, list[str]] = {}
     for item in items:
         name, sep, values = item.partition("=")
-        if not sep or not values:
-            raise ConfigError(f"{item!r} must look like name=value1,value2")
+        if not sep or not values or "" in values.split(","):
+            raise ConfigError(f"{item!r} must look like name=value1,value2 (no empty value)")
         resolve_name(name)
         grid[name.replace("-", "_")] = values.split(",")
     return grid

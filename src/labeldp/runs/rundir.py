@@ -455,11 +455,25 @@ class RunDirectory:
         Returns
         -------
         list of dict
-            One row per line, in order; empty if there is no file.
+            One row per line, in order (a last line cut short by a crash left out); empty if there is no file.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If a complete line is damaged.
         """
         if not self.metrics_path.exists():
             return []
-        return [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
+        text = self.metrics_path.read_text(errors="replace")
+        lines = [line for line in text.split("\n") if line.strip()]
+        if lines and not text.endswith("\n"):  # a process killed while appending: its last line is cut
+            lines.pop()
+        try:
+            return [json.loads(line) for line in lines]
+        except json.JSONDecodeError as error:
+            raise RunDirectoryError(
+                f"{self.metrics_path} is damaged ({error}); restore it from a copy of the run folder"
+            ) from None
 
     def read_data_facts(self) -> dict[str, Any] | None:
         """What the run knows of its dataset's public shape (:func:`labeldp.runs.run.data_facts`).
