@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         under ``torchrun``), 130 when interrupted.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
+    runtime.prefer_passive_waits()  # before torch is imported: idle OpenMP threads sleep, not spin
     from labeldp.errors import ConfigError, LabelDPError
 
     try:

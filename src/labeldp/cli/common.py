@@ -34,13 +34,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 (default %(default)s)"
     )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        help="CPU threads of torch (default: 1 for tables, whose small models "
-        "run faster on one, else every core; at most OMP_NUM_THREADS "
-        "where it is set)",
-    )
+    add_threads_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
 
 
@@ -99,8 +93,47 @@ def config_with_recipe(args: argparse.Namespace) -> RunConfig:
     return with_recipe(config, recipe, keep=given)
 
 
+#: ``--threads``' help, shared by every command that trains
+THREADS_HELP = (
+    "CPU threads of torch (default: 1 for tables and the embedded digits, whose small models run "
+    "faster on one; else the cores free when the run starts, re-checked between epochs, so that a busy "
+    "machine's other processes keep theirs; at most OMP_NUM_THREADS where it is set)"
+)
+
+
+def add_threads_argument(parser: argparse.ArgumentParser, help_text: str = THREADS_HELP) -> None:
+    """Add ``--threads``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser.
+    help_text : str, optional
+        Its help (default :data:`THREADS_HELP`).
+    """
+    parser.add_argument("--threads", type=int, metavar="N", help=help_text)
+
+
+def check_threads(args: argparse.Namespace) -> None:
+    """Refuse ``--threads`` below 1.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments (``args.threads``: an int or None).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``--threads`` is less than 1.
+    """
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads must be at least 1, got {args.threads}")
+
+
 def set_threads(args: argparse.Namespace, dataset: str) -> None:
-    """torch's CPU threads: ``--threads``, else :func:`labeldp.runtime.default_threads`.
+    """torch's CPU threads: ``--threads``, else :func:`labeldp.runtime.default_threads` (re-checked
+    between epochs, :func:`labeldp.runtime.recheck_threads`).
 
     Parameters
     ----------
@@ -114,10 +147,7 @@ def set_threads(args: argparse.Namespace, dataset: str) -> None:
     labeldp.errors.ConfigError
         If ``--threads`` is less than 1.
     """
-    import torch
-
     from labeldp import runtime
 
-    if args.threads is not None and args.threads < 1:
-        raise ConfigError(f"--threads must be at least 1, got {args.threads}")
-    torch.set_num_threads(args.threads or runtime.default_threads(dataset))
+    check_threads(args)
+    runtime.set_threads(args.threads, dataset)

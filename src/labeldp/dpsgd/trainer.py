@@ -40,7 +40,7 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel
 from tqdm.auto import tqdm
 
-from labeldp import distributed
+from labeldp import distributed, runtime
 from labeldp.boundary import PrivateLabels, unseal
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.train import TrainConfig
@@ -331,6 +331,7 @@ def _epochs(
     """The epochs after the last one in ``history``, up to ``config.epochs``: each trains, is evaluated,
     appended to ``history``, checkpointed, and reported to ``on_epoch_end`` (on rank 0)."""
     for epoch in range(len(history) + 1, run.config.epochs + 1):
+        runtime.recheck_threads()  # the command's automatic threads follow the machine's free cores
         start = time.perf_counter()
         _epoch(run, epoch, progress)
         record = _end_of_epoch(run, epoch, start, test)

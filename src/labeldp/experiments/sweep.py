@@ -11,8 +11,8 @@ import csv
 import ctypes
 import itertools
 import multiprocessing
-import os
 import signal
+import sys
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -97,15 +97,11 @@ def _grid_key(config: RunConfig, extra: dict[str, Any]) -> str:
     return f"{config.dataset}/{budget}{suffix}/run{config.seed}"
 
 
-def _worker_init(threads: int, recipes: tuple[Path, ...]) -> None:
-    """Each worker uses ``threads`` torch threads, knows the methods, datasets and profiles of the
-    ``recipes`` files the sweep executed, reuses freed memory (:mod:`labeldp.runtime`) and dies with the
-    sweep process (Linux)."""
-    import torch
-
+def _worker_init(recipes: tuple[Path, ...]) -> None:
+    """Each worker knows the methods, datasets and profiles of the ``recipes`` files the sweep executed,
+    reuses freed memory (:mod:`labeldp.runtime`) and dies with the sweep process (Linux)."""
     for path in recipes:
         load_recipes(path)
-    torch.set_num_threads(threads)
     runtime.reuse_freed_memory()
     try:
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -113,8 +109,11 @@ def _worker_init(threads: int, recipes: tuple[Path, ...]) -> None:
         pass
 
 
-def _run_job(config: RunConfig, run_dir: str, device: str) -> dict[str, Any]:
+def _run_job(config: RunConfig, run_dir: str, device: str, threads: int | None, cores: int) -> dict[str, Any]:
+    """Run one job with ``threads`` torch threads, or the default for its dataset within ``cores``
+    (:func:`labeldp.runtime.set_threads`); its summary, or its error (recorded in ``error.txt``)."""
     try:
+        runtime.set_threads(threads, config.dataset, cores)
         return {"status": "done", **train_run(config, run_dir, device=device, progress=False)}
     except Exception as error:  # recorded; the sweep goes on
         Path(run_dir).mkdir(parents=True, exist_ok=True)
@@ -164,11 +163,17 @@ def run_sweep(
     device: str = "auto",
     data_dir: str | None = None,
     progress: bool = True,
+    threads: int | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``jobs`` into ``out/<key>/`` and write ``out/results.csv``: one after the other in this
-    process with one worker, else in ``workers`` processes."""
+    process with one worker, else in ``workers`` processes. Each run uses ``threads`` torch threads,
+    or by default one for a table and otherwise its worker's share of the cores free when the sweep
+    starts (:func:`labeldp.runtime.free_cores`). With ``progress`` a bar counts the runs on a terminal;
+    elsewhere (a log file, a pipe) one line is printed per finished run."""
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
+    if threads is not None and threads < 1:
+        raise ConfigError(f"threads must be at least 1, got {threads}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if data_dir is not None:  # for the runs whose dataset reads a folder
@@ -185,32 +190,50 @@ def run_sweep(
             outcomes[job.key] = {"status": "done", **RunDirectory(out / job.folder).read_summary()}
         else:  # unfinished, damaged or another configuration's run (train_run says which, as the job's error)
             pending.append(job)
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    bar = tqdm(
-        total=len(jobs), initial=len(jobs) - len(pending), desc="sweep", unit="run", disable=None if progress else True
-    )
-
-    def finished(job: SweepJob, outcome: dict[str, Any]) -> None:
-        outcomes[job.key] = outcome
-        if outcome["status"] != "done":
-            tqdm.write(f"run {job.key} failed: {outcome['error']}")
-        bar.update()
-
+    cores = max(1, runtime.free_cores() // workers) if pending and threads is None else 1
+    finished = _progress(len(jobs), len(jobs) - len(pending), outcomes, progress)
     if workers == 1:
         for job in pending:
-            finished(job, _run_job(job.config, str(out / job.folder), device))
+            finished(job, _run_job(job.config, str(out / job.folder), device, threads, cores))
     elif pending:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_worker_init, initargs=(threads, loaded_recipes())
+            workers, mp_context=context, initializer=_worker_init, initargs=(loaded_recipes(),)
         ) as pool:
-            futures = {pool.submit(_run_job, job.config, str(out / job.folder), device): job for job in pending}
+            futures = {
+                pool.submit(_run_job, job.config, str(out / job.folder), device, threads, cores): job for job in pending
+            }
             for future in as_completed(futures):
                 finished(futures[future], future.result())
-    bar.close()
+    finished(None, None)
     rows = [_row(job, out / job.folder, outcomes[job.key]) for job in jobs]
     write_results(rows, out / "results.csv")
     return rows
+
+
+def _progress(total: int, done: int, outcomes: dict[str, dict[str, Any]], progress: bool):
+    """The callback ``finished(job, outcome)`` that records each finished run in ``outcomes`` and shows it:
+    a bar on a terminal, one line per run elsewhere (nothing but failures without ``progress``);
+    ``finished(None, None)`` closes the bar."""
+    terminal = sys.stderr.isatty()
+    bar = tqdm(total=total, initial=done, desc="sweep", unit="run", disable=not (progress and terminal))
+    count = [done]
+
+    def finished(job: SweepJob | None, outcome: dict[str, Any] | None) -> None:
+        if job is None:
+            bar.close()
+            return
+        outcomes[job.key] = outcome
+        count[0] += 1
+        if outcome["status"] != "done":
+            tqdm.write(f"run {job.key} failed: {outcome['error']}")
+        elif progress and not terminal:
+            seconds = outcome.get("seconds")
+            took = f" in {seconds:.1f}s" if isinstance(seconds, (int, float)) else ""
+            print(f"[{count[0]}/{total}] {job.key} done{took}", flush=True)
+        bar.update()
+
+    return finished
 
 
 def write_results(rows: list[dict[str, Any]], path: Path) -> None:

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from labeldp import distributed
+from labeldp import distributed, runtime
 from labeldp.config.train import TrainConfig
 from labeldp.errors import ConfigError
 from labeldp.training.augment import augment, mixup
@@ -351,6 +351,7 @@ def _epochs(
     appended to ``history``, checkpointed, and reported to ``on_epoch_end`` (on rank 0)."""
     epochs = run.config.epochs
     for epoch in range(len(history) + 1, epochs + 1):
+        runtime.recheck_threads()  # the command's automatic threads follow the machine's free cores
         start = time.perf_counter()
         bar = tqdm(
             range(run.steps_per_epoch),

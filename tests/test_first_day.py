@@ -1,0 +1,134 @@
+"""What a user study's first day with labeldp ran into: threads on a shared machine, the recipes behind
+the defaults, and the command line's footguns."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from labeldp import runtime
+from labeldp.cli import build_parser, main
+from labeldp.config.run import RunConfig
+from labeldp.config.train import TrainConfig
+from labeldp.experiments.sweep import SweepJob, run_sweep
+
+
+def write_table(path, rows: int = 60, **extra) -> None:
+    """A small two-class table: numeric features ``a`` and ``b``, a text column ``c``, label ``label``."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "a": rng.normal(size=rows),
+            "b": rng.normal(size=rows),
+            "c": rng.choice(["x", "y"], size=rows),
+            "label": np.tile([0, 1], rows // 2),
+            **extra,
+        }
+    )
+    frame.to_csv(path, index=False)
+
+
+def table_config(path, **overrides) -> RunConfig:
+    return RunConfig(
+        dataset="csv",
+        table=str(path),
+        classes=("0", "1"),
+        method="lp-1st",
+        epsilon=1.0,
+        train=TrainConfig(epochs=1, batch_size=16),
+        **overrides,
+    )
+
+
+@pytest.fixture
+def restore_threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+    runtime._AUTO = None
+
+
+# A. threads on a shared machine
+
+
+def test_free_cores_leave_a_busy_core_to_its_process(monkeypatch) -> None:
+    monkeypatch.setattr(runtime, "usable_cores", lambda: 2)
+    monkeypatch.setattr(runtime.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runtime, "_runnable_tasks", lambda: 2)  # this thread and one busy process
+    assert runtime.busy_cores(0.02) == 1
+    assert runtime.free_cores(0.02) == 1
+    monkeypatch.setattr(runtime, "_runnable_tasks", lambda: 1)  # this thread alone
+    assert runtime.free_cores(0.02) == 2
+    monkeypatch.setattr(runtime, "_runnable_tasks", lambda: 9)  # a crowd: still one thread
+    assert runtime.free_cores(0.02) == 1
+
+
+def test_free_cores_fall_back_on_the_load_average(monkeypatch) -> None:
+    monkeypatch.setattr(runtime, "_runnable_tasks", lambda: None)  # no /proc/stat (macOS)
+    monkeypatch.setattr(runtime.os, "getloadavg", lambda: (3.0, 1.0, 1.0))
+    assert runtime.busy_cores(0.02) == 3.0
+
+
+def test_on_a_busy_machine_an_image_run_takes_the_free_cores_only(monkeypatch, restore_threads) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runtime, "free_cores", lambda sample_seconds=0: 3)
+    monkeypatch.setattr(runtime, "usable_cores", lambda: 8)
+    assert runtime.default_threads("mnist") == 3
+    assert runtime.default_threads("csv") == runtime.default_threads("digits") == 1
+    assert runtime.set_threads(None, "mnist") == 3 and torch.get_num_threads() == 3
+    assert runtime.set_threads(None, "mnist", cores=2) == 2  # a sweep worker's share
+    assert runtime.set_threads(5, "csv") == 5 and runtime._AUTO is None  # --threads as typed
+
+
+def test_automatic_threads_follow_the_free_cores_between_epochs(monkeypatch, restore_threads) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runtime, "usable_cores", lambda: 4)
+    monkeypatch.setattr(runtime, "free_cores", lambda sample_seconds=0: 4)
+    runtime.set_threads(None, "mnist")
+    assert torch.get_num_threads() == 4
+    monkeypatch.setattr(runtime, "free_cores", lambda sample_seconds=0: 1)  # another process started
+    runtime.recheck_threads()
+    assert torch.get_num_threads() == 4  # not yet: at most one check per interval
+    runtime._AUTO[1] -= runtime.RECHECK_INTERVAL
+    runtime.recheck_threads()
+    assert torch.get_num_threads() == 1
+    runtime.set_threads(2, "mnist")  # threads a user chose are never changed
+    runtime.recheck_threads()
+    assert torch.get_num_threads() == 2
+
+
+def test_the_command_makes_idle_openmp_threads_sleep_unless_told_otherwise(monkeypatch) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    main(["profiles", "^digits/e1/lp-1st/run0$"])
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert runtime.prefer_passive_waits() is False
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+@pytest.mark.parametrize("command", ["train", "sweep", "tune", "audit"])
+def test_every_command_that_trains_takes_threads(command) -> None:
+    assert "--threads" in build_parser(command)._subparsers._group_actions[0].choices[command].format_help()
+
+
+def test_a_sweep_of_tables_runs_on_one_thread_and_logs_each_run_when_not_on_a_terminal(
+    tmp_path, capsys, restore_threads
+) -> None:
+    write_table(tmp_path / "t.csv")
+    jobs = [SweepJob(f"t/run{seed}", table_config(tmp_path / "t.csv", seed=seed)) for seed in (0, 1)]
+    torch.set_num_threads(2)
+    rows = run_sweep(jobs, tmp_path / "sweep")
+    assert [row["status"] for row in rows] == ["done", "done"]
+    assert torch.get_num_threads() == 1
+    err = capsys.readouterr()
+    lines = [line for line in (err.out + err.err).splitlines() if line.startswith("[")]
+    assert [line.split()[:3] for line in lines] == [["[1/2]", "t/run0", "done"], ["[2/2]", "t/run1", "done"]]
+
+
+def test_sweep_refuses_threads_below_one(tmp_path, capsys) -> None:
+    assert main(["sweep", "--grid", "epsilon=1", "--threads", "0", "--out", str(tmp_path)]) == 2
+    assert "--threads must be at least 1" in capsys.readouterr().err
