@@ -14,7 +14,7 @@ The ``labeldp`` command and the processes of a sweep call it at start. Library u
 once at the start of their own training script.
 
 The command also chooses torch's threads for a machine it may share (:func:`set_threads`): the cores
-that are free when a run starts, re-checked between epochs, with OpenMP's idle threads sleeping rather
+that are free when a run starts, re-checked during training, with OpenMP's idle threads sleeping rather
 than spinning (:func:`prefer_passive_waits`), so that a wrong guess costs little.
 """
 
@@ -57,10 +57,11 @@ def reuse_freed_memory() -> bool:
 #: datasets whose small MLP steps run fastest on one thread (tables; the embedded 8x8 digits): two
 #: threads were several times slower than one on a busy 2-core machine
 ONE_THREAD_DATASETS = ("csv", "digits")
-#: seconds over which the runnable tasks are counted, at start and when re-checked between epochs
+#: seconds over which the runnable tasks are counted, at start and when re-checked during training
 SAMPLE_SECONDS, RECHECK_SAMPLE_SECONDS = 0.2, 0.05
-#: at least this many seconds between two re-checks of the free cores during a run
-RECHECK_INTERVAL = 30.0
+#: at least this many seconds between two re-checks of the free cores during a run (a check costs
+#: :data:`RECHECK_SAMPLE_SECONDS`: half a percent of the time)
+RECHECK_INTERVAL = 10.0
 #: the automatic threads of this process while the command line chose them (None: fixed threads):
 #: (the most to use, the time of the last check)
 _AUTO: list[float] | None = None
@@ -243,7 +244,7 @@ def set_threads(threads: int | None, dataset: str, cores: int | None = None) -> 
 
 
 def recheck_threads() -> None:
-    """Between epochs: where the threads were chosen automatically (:func:`set_threads` without
+    """Between training steps: where the threads were chosen automatically (:func:`set_threads` without
     ``threads``) and :data:`RECHECK_INTERVAL` seconds have passed since the last check, count the free
     cores again (briefly) and follow them, within the same limit. Otherwise nothing (a library user's
     threads are never changed)."""

@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="CPU threads of torch in each run (default: 1 for tables and the embedded digits; else "
-        "each worker's share of the cores free when the sweep starts, re-checked between epochs; at most "
+        "each worker's share of the cores free when the sweep starts, re-checked during training; at most "
         "OMP_NUM_THREADS where it is set)",
     )
     parser.add_argument(

@@ -309,6 +309,7 @@ def _epoch(run: _DPSGDRun, epoch: int, progress: bool) -> None:
         disable=None if progress else True,
         unit="step",
     ):
+        runtime.recheck_threads()  # the command's automatic threads follow the machine's free cores
         _step(run, epoch, step, next_batch(), noise_rng)
 
 
@@ -331,7 +332,6 @@ def _epochs(
     """The epochs after the last one in ``history``, up to ``config.epochs``: each trains, is evaluated,
     appended to ``history``, checkpointed, and reported to ``on_epoch_end`` (on rank 0)."""
     for epoch in range(len(history) + 1, run.config.epochs + 1):
-        runtime.recheck_threads()  # the command's automatic threads follow the machine's free cores
         start = time.perf_counter()
         _epoch(run, epoch, progress)
         record = _end_of_epoch(run, epoch, start, test)

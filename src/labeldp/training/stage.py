@@ -293,6 +293,7 @@ def _epoch(run: _StageRun, epoch: int, bar: tqdm) -> torch.Tensor:
     )
     total_loss = torch.zeros((), dtype=torch.float64, device=run.device)
     for step in bar:
+        runtime.recheck_threads()  # the command's automatic threads follow the machine's free cores
         loss, examples = _step(run, order, step, augment_rng)
         # summed on the device: no wait for a GPU per batch
         total_loss += loss.detach().double() * examples
@@ -351,7 +352,6 @@ def _epochs(
     appended to ``history``, checkpointed, and reported to ``on_epoch_end`` (on rank 0)."""
     epochs = run.config.epochs
     for epoch in range(len(history) + 1, epochs + 1):
-        runtime.recheck_threads()  # the command's automatic threads follow the machine's free cores
         start = time.perf_counter()
         bar = tqdm(
             range(run.steps_per_epoch),
