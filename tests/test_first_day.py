@@ -210,3 +210,32 @@ def test_a_table_of_ones_own_says_how_to_tune_it_on_its_own_release(capsys) -> N
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and "no tuned recipe" in lines[0]
     assert "labeldp tune" in lines[1] and "--grid" in lines[1] and "no extra epsilon" in lines[1]
+
+
+# C. footguns
+
+
+def test_a_table_run_shows_and_records_the_columns_it_trains_on(tmp_path, capsys) -> None:
+    import json
+
+    write_table(tmp_path / "t.csv", visit=np.zeros(60))
+    argv = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--classes", "0", "1"]
+    argv += ["--method", "lp-1st", "--epsilon", "1", "--epochs", "1", "--drop", "b", "--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    assert "features (3): a, c, visit" in capsys.readouterr().out
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["features"] == ["a", "c", "visit"]
+
+
+def test_privatize_without_an_id_column_writes_each_rows_position(tmp_path, capsys) -> None:
+    import pyarrow.parquet as pq
+
+    frame = pd.DataFrame({"user": [5, 5, 7, 8], "answer": ["yes", "no", "no", "yes"]})
+    frame.to_csv(tmp_path / "survey.csv", index=False)
+    argv = ["privatize", "--table", str(tmp_path / "survey.csv"), "--label-column", "answer"]
+    argv += ["--classes", "yes", "no", "--epsilon", "1", "--batch-rows", "3"]
+    assert main([*argv, "--out", str(tmp_path / "release")]) == 0
+    labels = pq.read_table(tmp_path / "release" / "labels.parquet").to_pandas()
+    assert list(labels.columns) == ["row", "released_label"] and labels["row"].tolist() == [0, 1, 2, 3]
+    assert "labels.parquet (row, released_label)" in capsys.readouterr().out
+    assert main([*argv, "--id-column", "user", "--out", str(tmp_path / "by-user")]) == 2  # a duplicated id
+    assert "user" in capsys.readouterr().err and not (tmp_path / "by-user").exists()

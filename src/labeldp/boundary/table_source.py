@@ -245,24 +245,30 @@ def check_rows(
     schema: pa.Schema,
     domain: LabelDomain,
     label_column: str,
-    id_column: str,
+    id_column: str | None,
     described: str,
 ) -> int:
     """Read the label and id columns once: every label must be one of the classes (the error says
-    neither which nor how many are not), every id present and distinct. Returns the number of rows.
+    neither which nor how many are not), every id present and distinct (without an id column, the
+    rows' positions are). Returns the number of rows.
 
     The ids are checked with 8 bytes a row: each row's 64-bit key (:func:`_id_keys`)."""
     where = f"label column {label_column!r}"
     keys: list[np.ndarray] = []
-    for batch in read_batches(datasets, pa.schema([schema.field(label_column), schema.field(id_column)]), label_column):
+    fields = [schema.field(label_column), *([schema.field(id_column)] if id_column is not None else [])]
+    rows = 0
+    for batch in read_batches(datasets, pa.schema(fields), label_column):
         arrow_positions(domain, batch.column(0), where)
+        rows += batch.num_rows
+        if id_column is None:
+            continue
         if batch.column(1).null_count:
             raise DataError(f"id column {id_column!r} has missing values")
         keys.append(_id_keys(batch.column(1)))
-    rows = sum(chunk.size for chunk in keys)
     if rows == 0:
         raise DataError(f"{described} has no rows")
-    _refuse_duplicated_ids(datasets, schema.field(id_column), _joined(keys))
+    if id_column is not None:
+        _refuse_duplicated_ids(datasets, schema.field(id_column), _joined(keys))
     return rows
 
 
@@ -350,16 +356,17 @@ def read_blocks(
     rows: int,
     domain: LabelDomain,
     label_column: str,
-    id_column: str,
+    id_column: str | None,
     prior_columns: tuple[str, ...] | None,
 ) -> Iterator[_Block]:
     """The stream cut into blocks of exactly ``rows`` rows (the last one shorter), whatever the
     batches' sizes, so that the draws do not depend on how the files are cut. Each batch is
-    converted straight into buffers allocated once: memory stays that of one block."""
+    converted straight into buffers allocated once: memory stays that of one block. Without an
+    ``id_column`` the ids are the rows' positions in the stream (int64, from 0)."""
     positions = np.empty(rows, dtype=np.int64)
     prior = np.empty((rows, len(prior_columns)), dtype=np.float64, order="F") if prior_columns else None
     ids: list[pa.Array] = []
-    filled = 0
+    filled = seen = 0
     where = f"label column {label_column!r}"
     for batch in batches:
         offset = 0
@@ -367,10 +374,14 @@ def read_blocks(
             piece = batch.slice(offset, min(rows - filled, batch.num_rows - offset))
             stop = filled + piece.num_rows
             positions[filled:stop] = arrow_positions(domain, piece.column(label_column), where)
-            identifiers = piece.column(id_column)
-            if identifiers.null_count:
-                raise DataError(f"id column {id_column!r} has missing values")
+            if id_column is None:
+                identifiers = pa.array(np.arange(seen, seen + piece.num_rows, dtype=np.int64))
+            else:
+                identifiers = piece.column(id_column)
+                if identifiers.null_count:
+                    raise DataError(f"id column {id_column!r} has missing values")
             ids.append(identifiers)
+            seen += piece.num_rows
             for position, name in enumerate(prior_columns or ()):
                 column = piece.column(name)
                 if column.null_count:
