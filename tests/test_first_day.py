@@ -122,7 +122,7 @@ def test_a_sweep_of_tables_runs_on_one_thread_and_logs_each_run_when_not_on_a_te
     jobs = [SweepJob(f"t/run{seed}", table_config(tmp_path / "t.csv", seed=seed)) for seed in (0, 1)]
     torch.set_num_threads(2)
     rows = run_sweep(jobs, tmp_path / "sweep")
-    assert [row["status"] for row in rows] == ["done", "done"]
+    assert [row["status"] for row in rows] == ["done", "done"] and rows[0]["table"] == "t"
     assert torch.get_num_threads() == 1
     err = capsys.readouterr()
     lines = [line for line in (err.out + err.err).splitlines() if line.startswith("[")]
@@ -239,3 +239,33 @@ def test_privatize_without_an_id_column_writes_each_rows_position(tmp_path, caps
     assert "labels.parquet (row, released_label)" in capsys.readouterr().out
     assert main([*argv, "--id-column", "user", "--out", str(tmp_path / "by-user")]) == 2  # a duplicated id
     assert "user" in capsys.readouterr().err and not (tmp_path / "by-user").exists()
+
+
+def test_each_demo_draws_afresh_into_a_new_folder_it_names(tmp_path, monkeypatch, capsys) -> None:
+    from labeldp.cli import demo
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(demo, "DEMO_PROFILES", r"^digits/e8/lp-1st/run[0-1]$")
+    folders = []
+    for _ in range(2):
+        assert main(["demo"]) == 0
+        out = capsys.readouterr().out
+        folder = out.splitlines()[0].removeprefix("demo runs in ").rstrip("/")
+        assert (tmp_path / folder / "digits__e8__lp-1st__run0" / "summary.json").exists()
+        assert f"runs: {folder}/" in out and " ± " in out and "(2)" in out  # mean ± std over the seeds
+        folders.append(folder)
+    assert folders[0] != folders[1]
+
+
+def test_a_report_is_titled_by_the_tables_name_and_shows_no_spread_for_one_run() -> None:
+    from labeldp.experiments.report import aggregate, format_report
+
+    rows = [
+        {"status": "done", "dataset": "csv", "table": "adult-train", "key": f"csv/e1/lp-1st/run{seed}",
+         "method": "lp-1st", "target_epsilon": "1", "test_accuracy": accuracy}
+        for seed, accuracy in ((0, "0.8"), (1, "0.82"))
+    ] + [{"status": "done", "dataset": "csv", "table": "adult-train", "key": "csv/e2/lp-1st/run0",
+          "method": "lp-1st", "target_epsilon": "2", "test_accuracy": "0.84"}]  # fmt: skip
+    text = format_report(aggregate(rows))
+    assert text.startswith("adult-train: test accuracy %") and "csv" not in text
+    assert "81.00 ± 1.41 (2)" in text and "84.00 (1)" in text and "± 0.00" not in text

@@ -231,6 +231,22 @@ def feature_columns(
     return chosen
 
 
+def table_name(path: str | Path) -> str:
+    """A table's name: its file name before the first dot (``adult-train`` for ``adult-train.csv.gz``).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The table's file.
+
+    Returns
+    -------
+    str
+        The name its dataset, runs and reports go by.
+    """
+    return Path(path).name.split(".")[0]
+
+
 def load_table_dataset(
     path: str | Path,
     label_column: str,
@@ -321,7 +337,7 @@ def load_table_dataset(
     if missing:
         raise DataError(f"the test table lacks columns {missing}")
     preprocessor = TablePreprocessor.fit(train, columns)
-    name = Path(path).name.split(".")[0]
+    name = table_name(path)
     private_test = test_path is None and not public_test_split
     if grid is not None:
         return regression_dataset(

@@ -25,6 +25,7 @@ from labeldp import runtime
 from labeldp.config.overrides import apply_overrides, parse_value
 from labeldp.config.run import options_unused_by
 from labeldp.data import folder_datasets
+from labeldp.data.table import table_name
 from labeldp.errors import ConfigError, LabelDPError
 from labeldp.files import write_atomic
 from labeldp.recipes.profiles import load_recipes, loaded_recipes
@@ -34,6 +35,7 @@ RESULT_COLUMNS = (
     "key",
     "status",
     "dataset",
+    "table",
     "method",
     "target_epsilon",
     "epsilon",
@@ -126,6 +128,7 @@ def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any
         "key": job.key,
         "status": outcome.get("status"),
         "dataset": job.config.dataset,
+        "table": table_name(job.config.table) if job.config.dataset == "csv" and job.config.table else "",
         "method": job.config.method,
         "target_epsilon": job.config.epsilon if job.config.epsilon is not None else "",
         "epsilon": outcome.get("epsilon")
