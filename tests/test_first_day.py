@@ -269,3 +269,84 @@ def test_a_report_is_titled_by_the_tables_name_and_shows_no_spread_for_one_run()
     text = format_report(aggregate(rows))
     assert text.startswith("adult-train: test accuracy %") and "csv" not in text
     assert "81.00 ± 1.41 (2)" in text and "84.00 (1)" in text and "± 0.00" not in text
+
+
+def test_downloading_movielens_without_a_network_is_one_line(tmp_path, monkeypatch, capsys) -> None:
+    import urllib.error
+    import urllib.request
+
+    def offline(*args, **kwargs):
+        assert kwargs.get("timeout"), "a download without a timeout can hang forever"
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    assert main(["download", "movielens", "--data-dir", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert "could not download" in error and "Traceback" not in error and len(error.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
+
+
+def test_downloading_movielens_unpacks_it_into_place(tmp_path, monkeypatch) -> None:
+    import io
+    import urllib.request
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("ml-100k/u.data", "1\t1\t5\t0\n")
+        archive.writestr("ml-100k/README", "research use only")
+
+    class Response(io.BytesIO):
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout=None: Response(buffer.getvalue()))
+    assert main(["download", "movielens", "--data-dir", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ml-100k"]
+    assert (tmp_path / "ml-100k" / "u.data").read_text() == "1\t1\t5\t0\n"
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line(monkeypatch, capsys) -> None:
+    import labeldp.cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(labeldp.cli, "build_parser", interrupted)
+    assert main(["train", "--out", "x"]) == 130
+    assert capsys.readouterr().err.strip() == "labeldp: interrupted."
+
+
+# D. review findings
+
+
+@pytest.mark.parametrize("has_filter", [True, False])
+def test_cifar_archives_unpack_safely_with_or_without_tarfiles_filter(tmp_path, monkeypatch, has_filter) -> None:
+    import io
+    import tarfile
+
+    from labeldp.data.cifar import extract_safely
+    from labeldp.errors import DataError
+
+    if not has_filter:  # Python 3.10 and 3.11 releases before the filter argument
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+
+    def archive(name: str) -> tarfile.TarFile:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            member = tarfile.TarInfo(name)
+            member.size = 2
+            tar.addfile(member, io.BytesIO(b"ok"))
+        buffer.seek(0)
+        return tarfile.open(fileobj=buffer)
+
+    (tmp_path / "data").mkdir()
+    with archive("cifar-10-batches-py/data_batch_1") as tar:
+        extract_safely(tar, tmp_path / "data")
+    assert (tmp_path / "data" / "cifar-10-batches-py" / "data_batch_1").read_bytes() == b"ok"
+    with archive("../outside") as tar, pytest.raises(DataError, match="unsafe"):
+        extract_safely(tar, tmp_path / "data")
+    assert not (tmp_path / "outside").exists()
