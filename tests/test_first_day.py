@@ -348,6 +348,15 @@ def test_profiles_stay_in_columns_whatever_the_keys_length(tmp_path, capsys) -> 
     assert lines[0].index("lp-1st  epsilon") == lines[1].index("lp-1st  epsilon")
 
 
+def test_a_missing_label_column_advises_label_column_not_classes(tmp_path, capsys) -> None:
+    pd.DataFrame({"a": [1.0, 2.0], "converted": [0, 1]}).to_csv(tmp_path / "t.csv", index=False)
+    argv = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--method", "lp-1st", "--epsilon", "1"]
+    assert main([*argv, "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "label column 'label' not found" in error and "--label-column" in error and "--classes" not in error
+    assert "'converted'" in error
+
+
 # D. review findings
 
 

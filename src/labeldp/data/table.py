@@ -315,15 +315,18 @@ def load_table_dataset(
         missing values, or a classification's label is missing or outside ``classes`` (neither named nor
         counted).
     """
+    frame = read_table(path)
+    if label_column not in frame.columns:
+        raise DataError(
+            f"label column {label_column!r} not found: name the table's label column with --label-column COL "
+            f"(label_column=...); its columns are {list(frame.columns)}"
+        )
     if grid is None and (classes is None or len(classes) < 2):
         raise ConfigError(
             "a table's label domain must be declared: --classes V1 V2 ... (classes=...), the "
             "label values in order, or --label-range LOW HIGH for numbers; it is public and never "
             "taken from the private labels"
         )
-    frame = read_table(path)
-    if label_column not in frame.columns:
-        raise DataError(f"label column {label_column!r} not found; columns are {list(frame.columns)}")
     if test_path is None:
         if not 0.0 < test_fraction < 1.0:
             raise ConfigError(f"test_fraction must lie in (0, 1), got {test_fraction}")
