@@ -357,6 +357,19 @@ def test_a_missing_label_column_advises_label_column_not_classes(tmp_path, capsy
     assert "'converted'" in error
 
 
+def test_a_run_refuses_a_folder_of_unrelated_files(tmp_path, capsys) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    argv = ["train", "--method", "lp-1st", "--epsilon", "1", "--epochs", "1", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert "not empty and holds no labeldp run (notes.txt)" in error and "new or empty folder" in error
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["notes.txt"]
+    (tmp_path / "empty").mkdir()
+    assert main([*argv, "--out", str(tmp_path / "empty")]) == 0  # an empty folder, then the run's own: fine
+    assert main([*argv, "--out", str(tmp_path / "empty")]) == 0
+
+
 # D. review findings
 
 
