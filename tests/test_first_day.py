@@ -370,6 +370,12 @@ def test_a_run_refuses_a_folder_of_unrelated_files(tmp_path, capsys) -> None:
     assert main([*argv, "--out", str(tmp_path / "empty")]) == 0
 
 
+def test_a_grid_without_an_epsilon_says_how_a_grid_gives_one(tmp_path, capsys) -> None:
+    assert main(["sweep", "--grid", "method=lp-1st,lp-2st", "--out", str(tmp_path / "s")]) == 2
+    error = capsys.readouterr().err
+    assert "epsilon=" in error and "--grid" in error and "--epsilon" not in error
+
+
 # D. review findings
 
 

@@ -81,6 +81,11 @@ def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list
         config = apply_overrides(base, chosen)
         if not config.method_spec.private:
             config = replace(config, epsilon=None)
+        elif config.epsilon is None:  # the grid has no --epsilon flag: say how a grid gives one
+            raise ConfigError(
+                f"method {config.method!r} needs an epsilon: add epsilon=E1,E2,... to the --grid "
+                "(or start from a profile that has one: --base KEY)"
+            )
         unused = options_unused_by(config.method)  # e.g. temperature for lp-1st: it runs once, with the default
         config = replace(config, **{name: getattr(defaults, name) for name in unused})
         config.resolved()
