@@ -376,6 +376,17 @@ def test_a_grid_without_an_epsilon_says_how_a_grid_gives_one(tmp_path, capsys) -
     assert "epsilon=" in error and "--grid" in error and "--epsilon" not in error
 
 
+def test_predict_on_a_run_that_is_no_tables_answers_in_the_command_lines_words(tmp_path, capsys) -> None:
+    run = str(tmp_path / "run")
+    assert main(["train", "--method", "lp-1st", "--epsilon", "1", "--epochs", "1", "--quiet", "--out", run]) == 0
+    write_table(tmp_path / "t.csv")
+    capsys.readouterr()
+    assert main(["predict", run, "--table", str(tmp_path / "t.csv"), "--out", str(tmp_path / "s.csv")]) == 2
+    error = capsys.readouterr().err
+    assert "`labeldp predict` scores the rows of a table" in error and "trained on digits" in error
+    assert "give its inputs as an array" not in error and not (tmp_path / "s.csv").exists()
+
+
 # D. review findings
 
 

@@ -70,7 +70,10 @@ def load_run_model(run_dir: str | Path) -> torch.nn.Module:
     if saved is None or facts is None:
         raise RunDirectoryError(f"{run_dir} has no config.json and data.json: not a labeldp run directory")
     if not out.model_path.exists():
-        raise MissingFileError(f"{out.model_path} does not exist: the run has not finished")
+        raise MissingFileError(
+            f"{out.model_path} does not exist: the run has not finished (run the command that started it "
+            "again: it resumes)"
+        )
     model = build_model(
         saved.get("model"),
         tuple(facts["input_shape"]),
