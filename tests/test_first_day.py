@@ -471,3 +471,36 @@ def test_every_library_the_package_imports_is_installed_with_it() -> None:
         m: providers[m] for m in third_party if not {d.lower().replace("_", "-") for d in providers[m]} & reachable
     }
     assert missing == {}
+
+
+def test_movielens_holds_out_the_test_share_it_is_asked_for(tmp_path) -> None:
+    from labeldp.data import load_dataset
+    from test_regression_data import write_movielens
+
+    write_movielens(tmp_path / "ml", ratings=100)
+    assert len(load_dataset("movielens", tmp_path / "ml").y_test) == 20
+    assert len(load_dataset("movielens", tmp_path / "ml", test_fraction=0.5).y_test) == 50
+
+
+def test_a_test_share_that_leaves_no_training_row_is_a_clear_error(tmp_path) -> None:
+    from labeldp.data import load_dataset
+    from labeldp.errors import DataError
+    from test_regression_data import write_movielens
+
+    pd.DataFrame({"a": [1.0], "label": [0]}).to_csv(tmp_path / "one.csv", index=False)
+    with pytest.raises(DataError, match="leaves none to train on"):
+        load_dataset("csv", table=tmp_path / "one.csv", classes=("0", "1"))
+    write_movielens(tmp_path / "ml", ratings=1)
+    with pytest.raises(DataError, match="leaves none to train on"):
+        load_dataset("movielens", tmp_path / "ml")
+
+
+def test_a_datasets_aliases_name_it_too() -> None:
+    from labeldp.data.registry import Dataset, dataset_names, get_dataset, register_dataset
+    from labeldp.errors import ConfigError
+
+    dataset = register_dataset(Dataset("first-day-blobs", "embedded", "x:y", aliases=("first-day-b",)))
+    assert get_dataset("first-day-b") is dataset and "first-day-b" in dataset_names()
+    with pytest.raises(ConfigError, match="already registered"):
+        register_dataset(Dataset("first-day-other", "embedded", "x:y", aliases=("first-day-b",)))
+    assert "first-day-other" not in dataset_names()

@@ -138,8 +138,8 @@ def load_movielens_dataset(
     labeldp.errors.MissingFileError
         If the folder or one of its files does not exist.
     labeldp.errors.DataError
-        If a file is not in the MovieLens format, ``test_fraction`` is not in (0, 1), or a rating lies
-        outside the grid 1..5 (without saying which).
+        If a file is not in the MovieLens format, ``test_fraction`` is not in (0, 1) or would leave no
+        training pair, or a rating lies outside the grid 1..5 (without saying which).
     """
     folder = _folder(Path(data_dir))
     ratings = read_ratings(folder)
@@ -192,6 +192,11 @@ def load_movielens_dataset(
     by_pair = np.lexsort((ratings["item"].to_numpy(), ratings["user"].to_numpy()))
     order = by_pair[public_rng(split_seed, "ratings-split").permutation(len(ratings))]
     n_test = max(1, int(round(test_fraction * len(ratings))))
+    if n_test >= len(ratings):  # the number of (user, item) pairs is public
+        raise DataError(
+            f"{folder / 'u.data'} has {len(ratings)} rating(s): holding out {n_test} as the test set leaves none "
+            "to train on"
+        )
     test, train = np.sort(order[:n_test]), np.sort(order[n_test:])
     labels = (rating - 1).astype(np.int64)
     public = public_test_split

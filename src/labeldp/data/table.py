@@ -311,8 +311,9 @@ def load_table_dataset(
     labeldp.errors.MissingFileError
         If a table file does not exist.
     labeldp.errors.DataError
-        If a table cannot be read or lacks a column, a regression's label column is not numeric or holds
-        missing values, or a classification's label is missing or outside ``classes`` (neither named nor
+        If a table cannot be read or lacks a column, its test share would leave no training row, a
+        regression's label column is not numeric or holds missing values, or a classification's label is
+        missing or outside ``classes`` (neither named nor
         counted).
     """
     frame = read_table(path)
@@ -332,6 +333,11 @@ def load_table_dataset(
             raise ConfigError(f"test_fraction must lie in (0, 1), got {test_fraction}")
         order = public_rng(seed, "table-split").permutation(len(frame))
         n_test = max(1, int(round(test_fraction * len(frame))))
+        if n_test >= len(frame):  # the number of rows is public
+            raise DataError(
+                f"{path} has {len(frame)} row(s): holding out {n_test} as the test set leaves none to train on; "
+                "use a larger table, or a separate --test-table"
+            )
         train, test = frame.iloc[order[n_test:]], frame.iloc[order[:n_test]]
     else:
         train, test = frame, read_table(test_path)
