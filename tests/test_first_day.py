@@ -495,12 +495,43 @@ def test_a_test_share_that_leaves_no_training_row_is_a_clear_error(tmp_path) -> 
         load_dataset("movielens", tmp_path / "ml")
 
 
-def test_a_datasets_aliases_name_it_too() -> None:
+def test_a_datasets_aliases_name_it_too(monkeypatch) -> None:
+    from labeldp.data import registry
     from labeldp.data.registry import Dataset, dataset_names, get_dataset, register_dataset
     from labeldp.errors import ConfigError
 
+    monkeypatch.setattr(registry, "_DATASETS", dict(registry._DATASETS))  # the registry as it was, afterwards
     dataset = register_dataset(Dataset("first-day-blobs", "embedded", "x:y", aliases=("first-day-b",)))
     assert get_dataset("first-day-b") is dataset and "first-day-b" in dataset_names()
     with pytest.raises(ConfigError, match="already registered"):
         register_dataset(Dataset("first-day-other", "embedded", "x:y", aliases=("first-day-b",)))
     assert "first-day-other" not in dataset_names()
+
+
+def test_an_unknown_augmentation_is_refused_whatever_the_inputs() -> None:
+    from labeldp.errors import ConfigError
+    from labeldp.training.augment import augment
+
+    generator = torch.Generator().manual_seed(0)
+    for inputs in (torch.zeros(4, 10), torch.zeros(4, 1, 8, 8)):
+        with pytest.raises(ConfigError, match="unknown augmentation policy 'flip'"):
+            augment(inputs, "flip", generator)
+    assert augment(torch.ones(4, 10), "translate", generator).equal(torch.ones(4, 10))  # a table: unchanged
+
+
+def test_a_private_selection_without_candidates_is_a_config_error() -> None:
+    from labeldp.dpsgd.selection import plan_selection
+    from labeldp.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="at least one candidate"):
+        plan_selection([], 1000, epsilon=1.0, delta=1e-5, seed=0, holdout=0.2, mean=5.0, shape=1.0, score_noise=10.0)
+
+
+@pytest.mark.parametrize("mean", [3.0, 1000.0])
+def test_a_poisson_number_of_trials_has_its_mean_even_where_exp_underflows(mean) -> None:
+    from labeldp.dpsgd.selection import draw_trials
+
+    rng = np.random.default_rng(0)
+    draws = np.array([draw_trials(rng, mean, float("inf")) for _ in range(400)])
+    assert abs(draws.mean() - mean) < 5 * np.sqrt(mean / draws.size)
+    assert abs(draws.var() - mean) < 0.3 * mean
