@@ -129,6 +129,32 @@ def test_a_sweep_of_tables_runs_on_one_thread_and_logs_each_run_when_not_on_a_te
     assert [line.split()[:3] for line in lines] == [["[1/2]", "t/run0", "done"], ["[2/2]", "t/run1", "done"]]
 
 
+def test_ctrl_c_stops_a_sweeps_workers_rather_than_waiting_for_their_runs(tmp_path, monkeypatch) -> None:
+    import multiprocessing
+    import signal
+    import time
+
+    from labeldp.experiments import sweep
+
+    write_table(tmp_path / "t.csv")
+    jobs = [SweepJob(f"t/run{seed}", table_config(tmp_path / "t.csv", seed=seed)) for seed in (0, 1)]
+    handler = signal.getsignal(signal.SIGINT)
+
+    def interrupted(futures):
+        raise KeyboardInterrupt
+        yield
+
+    monkeypatch.setattr(sweep, "as_completed", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(jobs, tmp_path / "sweep", workers=2, progress=False)
+    assert signal.getsignal(signal.SIGINT) is handler  # ignored only while the workers started
+    deadline = time.monotonic() + 30
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not multiprocessing.active_children()
+    assert not list((tmp_path / "sweep").rglob("summary.json"))  # stopped, not waited for
+
+
 def test_sweep_refuses_threads_below_one(tmp_path, capsys) -> None:
     assert main(["sweep", "--grid", "epsilon=1", "--threads", "0", "--out", str(tmp_path)]) == 2
     assert "--threads must be at least 1" in capsys.readouterr().err

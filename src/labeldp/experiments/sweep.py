@@ -7,13 +7,16 @@ and saved noisy labels. ``results.csv`` collects one row per run.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import ctypes
 import itertools
 import multiprocessing
 import signal
 import sys
+import threading
 import traceback
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -204,19 +207,45 @@ def run_sweep(
         for job in pending:
             finished(job, _run_job(job.config, str(out / job.folder), device, threads, cores))
     elif pending:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_worker_init, initargs=(loaded_recipes(),)
-        ) as pool:
-            futures = {
-                pool.submit(_run_job, job.config, str(out / job.folder), device, threads, cores): job for job in pending
-            }
-            for future in as_completed(futures):
-                finished(futures[future], future.result())
+        _run_in_workers(pending, out, workers, finished, (device, threads, cores))
     finished(None, None)
     rows = [_row(job, out / job.folder, outcomes[job.key]) for job in jobs]
     write_results(rows, out / "results.csv")
     return rows
+
+
+@contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """Ctrl-C ignored meanwhile (in the main thread; elsewhere nothing changes): worker processes started
+    then inherit it, so that the sweep alone answers it, with one line rather than a traceback each."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_in_workers(pending: list[SweepJob], out: Path, workers: int, finished, options: tuple) -> None:
+    """Run ``pending`` in ``workers`` processes (``options``: device, threads, cores), reporting each to
+    ``finished``; on Ctrl-C or an error the workers are stopped (their runs resume when the sweep is run
+    again) rather than waited for."""
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(loaded_recipes(),))
+    try:
+        with _interrupts_ignored():  # the workers start during the submissions
+            futures = {pool.submit(_run_job, job.config, str(out / job.folder), *options): job for job in pending}
+        for future in as_completed(futures):
+            finished(futures[future], future.result())
+    except BaseException:
+        processes = list((pool._processes or {}).values())  # the pool has no public handle on them
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        raise
+    pool.shutdown()
 
 
 def _progress(total: int, done: int, outcomes: dict[str, dict[str, Any]], progress: bool):
