@@ -347,9 +347,9 @@ def test_ctrl_c_while_the_command_starts_is_one_line(monkeypatch, capsys) -> Non
 
 
 def test_profiles_with_no_match_say_so_and_list_the_prefixes(capsys) -> None:
-    assert main(["profiles", "adult"]) == 2
+    assert main(["profiles", "first-day-nothing"]) == 2  # (the README's test registers adult/ profiles)
     error = capsys.readouterr().err
-    assert "no profile matches 'adult'" in error and "digits/" in error and "movielens/" in error
+    assert "no profile matches 'first-day-nothing'" in error and "digits/" in error and "movielens/" in error
     assert "--recipes" in error
 
 
