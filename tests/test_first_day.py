@@ -268,8 +268,16 @@ def test_privatize_without_an_id_column_writes_each_rows_position(tmp_path, caps
 
 
 def test_each_demo_draws_afresh_into_a_new_folder_it_names(tmp_path, monkeypatch, capsys) -> None:
-    from labeldp.cli import demo
+    import dataclasses
 
+    from labeldp.cli import demo
+    from labeldp.recipes import profiles
+
+    def shortened(profile):  # two epochs: the demo's machinery, not its accuracy
+        return dataclasses.replace(profile, config=dataclasses.replace(profile.config, train=TrainConfig(epochs=2)))
+
+    listed = profiles.list_profiles
+    monkeypatch.setattr(profiles, "list_profiles", lambda pattern=None: [shortened(p) for p in listed(pattern)])
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(demo, "DEMO_PROFILES", r"^digits/e8/lp-1st/run[0-1]$")
     folders = []
