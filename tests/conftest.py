@@ -16,6 +16,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
+from labeldp import runtime  # noqa: E402
 from labeldp.data import LabeledDataset, regression_dataset  # noqa: E402
 from tests.helpers import TOY_GRID  # noqa: E402
 
@@ -57,3 +58,11 @@ def register_for_test():
     for name, method in registered:
         if registry._REGISTRY.get(name) is method:
             del registry._REGISTRY[name]
+
+
+@pytest.fixture
+def restore_threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+    runtime._AUTO = None

@@ -15,6 +15,8 @@ import torch
 from scipy import stats
 from scipy.optimize import brentq
 
+from labeldp.config.run import RunConfig
+from labeldp.config.train import TrainConfig
 from labeldp.data import label_grid
 
 #: the grid of the ``toy`` regression (tests/conftest.py): 11 points over [0, 20]
@@ -120,3 +122,30 @@ def analytic_gaussian_epsilon(mu: float, delta: float) -> float:
         return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2) - delta
 
     return brentq(excess, 0.0, 100.0)
+
+
+def write_table(path, rows: int = 60, **extra) -> None:
+    """A small two-class table: numeric features ``a`` and ``b``, a text column ``c``, label ``label``."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "a": rng.normal(size=rows),
+            "b": rng.normal(size=rows),
+            "c": rng.choice(["x", "y"], size=rows),
+            "label": np.tile([0, 1], rows // 2),
+            **extra,
+        }
+    )
+    frame.to_csv(path, index=False)
+
+
+def table_config(path, **overrides) -> RunConfig:
+    return RunConfig(
+        dataset="csv",
+        table=str(path),
+        classes=("0", "1"),
+        method="lp-1st",
+        epsilon=1.0,
+        train=TrainConfig(epochs=1, batch_size=16),
+        **overrides,
+    )

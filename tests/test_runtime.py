@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from labeldp import runtime
+from labeldp.cli import main
 
 
 class _MallInfo2(ctypes.Structure):
@@ -56,9 +57,65 @@ def test_reuse_freed_memory_does_nothing_without_glibc(monkeypatch):
 
 def test_default_threads_respect_the_environment(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runtime, "free_cores", lambda sample_seconds=0: os.cpu_count() or 1)  # an idle machine
     assert runtime.default_threads("csv") == 1
     assert runtime.default_threads("mnist") == (os.cpu_count() or 1)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a scheduler's share of the machine, or pytest-xdist's
     assert runtime.default_threads("mnist") == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
     assert runtime.default_threads("mnist") == (os.cpu_count() or 1)
+
+
+def test_free_cores_leave_a_busy_core_to_its_process(monkeypatch) -> None:
+    monkeypatch.setattr(runtime, "usable_cores", lambda: 2)
+    monkeypatch.setattr(runtime.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runtime, "_runnable_tasks", lambda: 2)  # this thread and one busy process
+    assert runtime.busy_cores(0.02) == 1
+    assert runtime.free_cores(0.02) == 1
+    monkeypatch.setattr(runtime, "_runnable_tasks", lambda: 1)  # this thread alone
+    assert runtime.free_cores(0.02) == 2
+    monkeypatch.setattr(runtime, "_runnable_tasks", lambda: 9)  # a crowd: still one thread
+    assert runtime.free_cores(0.02) == 1
+
+
+def test_free_cores_fall_back_on_the_load_average(monkeypatch) -> None:
+    monkeypatch.setattr(runtime, "_runnable_tasks", lambda: None)  # no /proc/stat (macOS)
+    monkeypatch.setattr(runtime.os, "getloadavg", lambda: (3.0, 1.0, 1.0))
+    assert runtime.busy_cores(0.02) == 3.0
+
+
+def test_on_a_busy_machine_an_image_run_takes_the_free_cores_only(monkeypatch, restore_threads) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runtime, "free_cores", lambda sample_seconds=0: 3)
+    monkeypatch.setattr(runtime, "usable_cores", lambda: 8)
+    assert runtime.default_threads("mnist") == 3
+    assert runtime.default_threads("csv") == runtime.default_threads("digits") == 1
+    assert runtime.set_threads(None, "mnist") == 3 and torch.get_num_threads() == 3
+    assert runtime.set_threads(None, "mnist", cores=2) == 2  # a sweep worker's share
+    assert runtime.set_threads(5, "csv") == 5 and runtime._AUTO is None  # --threads as typed
+
+
+def test_automatic_threads_follow_the_free_cores_during_training(monkeypatch, restore_threads) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runtime, "usable_cores", lambda: 4)
+    monkeypatch.setattr(runtime, "free_cores", lambda sample_seconds=0: 4)
+    runtime.set_threads(None, "mnist")
+    assert torch.get_num_threads() == 4
+    monkeypatch.setattr(runtime, "free_cores", lambda sample_seconds=0: 1)  # another process started
+    runtime.recheck_threads()
+    assert torch.get_num_threads() == 4  # not yet: at most one check per interval
+    runtime._AUTO[1] -= runtime.RECHECK_INTERVAL
+    runtime.recheck_threads()
+    assert torch.get_num_threads() == 1
+    runtime.set_threads(2, "mnist")  # threads a user chose are never changed
+    runtime.recheck_threads()
+    assert torch.get_num_threads() == 2
+
+
+def test_the_command_makes_idle_openmp_threads_sleep_unless_told_otherwise(monkeypatch) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    main(["profiles", "^digits/e1/lp-1st/run0$"])
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert runtime.prefer_passive_waits() is False
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"

@@ -2,7 +2,11 @@
 
 import sys
 
-from labeldp.cli import main
+try:
+    from labeldp.cli import main
+except KeyboardInterrupt:  # Ctrl-C while the command starts: one line, as at any other point
+    print("\nlabeldp: interrupted.", file=sys.stderr)
+    sys.exit(130)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,12 +12,19 @@ process, by making it keep freed memory for the next allocation.
 
 The ``labeldp`` command and the processes of a sweep call it at start. Library users can call it
 once at the start of their own training script.
+
+The command also chooses torch's threads for a machine it may share (:func:`set_threads`): the cores
+that are free when a run starts, re-checked during training, with OpenMP's idle threads sleeping rather
+than spinning (:func:`prefer_passive_waits`), so that a wrong guess costs little.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import os
+import time
+from pathlib import Path
 
 #: ``mallopt`` parameters (glibc's malloc.h)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -47,11 +54,138 @@ def reuse_freed_memory() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST)) and bool(mallopt(_M_TRIM_THRESHOLD, _LARGEST))
 
 
-def default_threads(dataset: str) -> int:
+#: datasets whose small MLP steps run fastest on one thread (tables; the embedded 8x8 digits): two
+#: threads were several times slower than one on a busy 2-core machine
+ONE_THREAD_DATASETS = ("csv", "digits")
+#: seconds over which the runnable tasks are counted, at start and when re-checked during training
+SAMPLE_SECONDS, RECHECK_SAMPLE_SECONDS = 0.2, 0.05
+#: at least this many seconds between two re-checks of the free cores during a run (a check costs
+#: :data:`RECHECK_SAMPLE_SECONDS`: half a percent of the time)
+RECHECK_INTERVAL = 10.0
+#: the automatic threads of this process while the command line chose them (None: fixed threads):
+#: (the most to use, the time of the last check)
+_AUTO: list[float] | None = None
+
+
+def prefer_passive_waits() -> bool:
+    """Make OpenMP's idle threads sleep rather than spin (``OMP_WAIT_POLICY=PASSIVE``), unless the
+    environment already says how they wait.
+
+    Spinning threads that wait for a core another process holds slow a parallel region down several
+    times (an MNIST epoch took ~200 s instead of 17 s beside one busy process); sleeping threads cost
+    little when there are too many of them. It acts only if called before torch is first imported (the
+    OpenMP runtime reads it when it loads); the ``labeldp`` command calls it first thing, and the worker
+    processes of a sweep inherit it.
+
+    Returns
+    -------
+    bool
+        True when set here, False when the environment had set it already.
+    """
+    if "OMP_WAIT_POLICY" in os.environ:
+        return False
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return True
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity, within a cgroup's CPU quota where one is set.
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
+
+
+def _runnable_tasks() -> int | None:
+    """The machine's runnable tasks now (``procs_running`` of ``/proc/stat``, this thread included), or
+    None where the file does not exist."""
+    try:
+        with open("/proc/stat") as handle:
+            for line in handle:
+                if line.startswith("procs_running"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def busy_cores(sample_seconds: float = SAMPLE_SECONDS) -> float:
+    """How many cores other processes keep busy now: the runnable tasks other than this thread,
+    averaged over ``sample_seconds`` (Linux), else the load average of the last minute.
+
+    Parameters
+    ----------
+    sample_seconds : float, optional
+        How long to count them, every 10 ms.
+
+    Returns
+    -------
+    float
+        The mean number of other runnable tasks, >= 0.
+    """
+    counts = []
+    deadline = time.monotonic() + sample_seconds
+    while True:
+        count = _runnable_tasks()
+        if count is None:
+            break
+        counts.append(count - 1)  # this thread is running while it counts
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.01)
+    if counts:
+        return max(0.0, sum(counts) / len(counts))
+    try:
+        return max(0.0, os.getloadavg()[0])
+    except (AttributeError, OSError):  # no load average (Windows): assume an idle machine
+        return 0.0
+
+
+def free_cores(sample_seconds: float = SAMPLE_SECONDS) -> int:
+    """The cores this process can use without waiting for another process: its usable cores
+    (:func:`usable_cores`), less those other processes keep busy (:func:`busy_cores`, rounded) where
+    the machine has no spare ones.
+
+    Parameters
+    ----------
+    sample_seconds : float, optional
+        How long to count the busy cores.
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
+    busy = math.floor(busy_cores(sample_seconds) + 0.5)
+    machine = max(os.cpu_count() or 1, usable_cores())
+    return max(1, min(usable_cores(), machine - busy))
+
+
+def _environment_limit(wanted: int) -> int:
+    """``wanted``, at most ``OMP_NUM_THREADS`` where the environment sets it."""
+    limit = os.environ.get("OMP_NUM_THREADS", "")
+    return min(wanted, int(limit)) if limit.isdigit() and int(limit) > 0 else wanted
+
+
+def default_threads(dataset: str, cores: int | None = None) -> int:
     """Threads for torch when none are asked for.
 
-    One for tables, whose small MLP steps are too short to share between cores (two threads were
-    several times slower than one on a busy 2-core machine), every core for images; at most
+    One for tables and the embedded digits (:data:`ONE_THREAD_DATASETS`), whose small MLP steps are
+    too short to share between cores; for the others the cores that are free when the run starts
+    (:func:`free_cores`: a core another process keeps busy is left to it), or ``cores``; at most
     ``OMP_NUM_THREADS`` where the environment sets it (as torch itself reads it: a job scheduler's or a
     test runner's share of the machine).
 
@@ -59,15 +193,69 @@ def default_threads(dataset: str) -> int:
     ----------
     dataset : str
         The run's dataset name; ``"csv"`` means a table.
+    cores : int, optional
+        The cores to use for a dataset that is not a table (a sweep worker's share); default: the free
+        cores, counted now.
 
     Returns
     -------
     int
         The number of threads, >= 1.
     """
-    wanted = 1 if dataset == "csv" else os.cpu_count() or 1
-    limit = os.environ.get("OMP_NUM_THREADS", "")
-    return min(wanted, int(limit)) if limit.isdigit() and int(limit) > 0 else wanted
+    if dataset in ONE_THREAD_DATASETS:
+        return 1
+    return max(1, _environment_limit(free_cores() if cores is None else cores))
+
+
+def set_threads(threads: int | None, dataset: str, cores: int | None = None) -> int:
+    """Set torch's CPU threads: ``threads`` where given, else :func:`default_threads`, which is then
+    re-checked during the run (:func:`recheck_threads`) within the same limit.
+
+    Parameters
+    ----------
+    threads : int or None
+        The threads asked for (``--threads``), or None for the default.
+    dataset : str
+        The run's dataset, which sets the default.
+    cores : int, optional
+        The most cores the default may take (a sweep worker's share); default: every usable one.
+
+    Returns
+    -------
+    int
+        The threads set.
+    """
+    import torch
+
+    global _AUTO
+    if threads is not None:
+        _AUTO = None
+        torch.set_num_threads(threads)
+        return threads
+    if dataset in ONE_THREAD_DATASETS:
+        _AUTO = None
+        torch.set_num_threads(1)
+        return 1
+    limit = cores or usable_cores()
+    chosen = default_threads(dataset, min(limit, free_cores()))
+    _AUTO = [limit, time.monotonic()]
+    torch.set_num_threads(chosen)
+    return chosen
+
+
+def recheck_threads() -> None:
+    """Between training steps: where the threads were chosen automatically (:func:`set_threads` without
+    ``threads``) and :data:`RECHECK_INTERVAL` seconds have passed since the last check, count the free
+    cores again (briefly) and follow them, within the same limit. Otherwise nothing (a library user's
+    threads are never changed)."""
+    if _AUTO is None or time.monotonic() - _AUTO[1] < RECHECK_INTERVAL:
+        return
+    import torch
+
+    wanted = _environment_limit(min(int(_AUTO[0]), free_cores(RECHECK_SAMPLE_SECONDS)))
+    _AUTO[1] = time.monotonic()
+    if wanted != torch.get_num_threads():
+        torch.set_num_threads(max(1, wanted))
 
 
 def requested() -> bool:

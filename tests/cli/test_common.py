@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from labeldp.cli import main
+from labeldp.cli import build_parser, main
+from labeldp.config.run import RunConfig
 
 
 def test_no_training_options_means_the_best_recipe(tmp_path, capsys) -> None:
@@ -103,3 +104,78 @@ def test_every_option_typed_wins_over_the_recipe_and_every_other_takes_it(typed,
     config = config_with_recipe(args)
     for name, value in expected.items():
         assert (config.model if name == "model" else getattr(config.train, name)) == value
+
+
+def _defaults(*argv: str) -> RunConfig:
+    from labeldp.cli.common import config_with_recipe
+
+    args = build_parser("train").parse_args(["train", *argv, "--out", "o", "--quiet"])
+    return config_with_recipe(args)
+
+
+def _same_run(config: RunConfig, profile_key: str) -> bool:
+    import dataclasses
+
+    from labeldp.recipes import get_profile
+
+    profile = get_profile(profile_key).config
+    return (
+        dataclasses.replace(config, data_dir=None).resolved() == dataclasses.replace(profile, data_dir=None).resolved()
+    )
+
+
+@pytest.mark.parametrize("method", ["lp-1st", "rr-on-bins", "rr-on-bins-mst", "laplace-regression"])
+def test_movielens_defaults_are_its_profiles_recipe(method) -> None:
+    config = _defaults("--dataset", "movielens", "--data-dir", "m", "--method", method, "--epsilon", "1")
+    assert _same_run(config, f"movielens/e1/{method}/run0")
+
+
+def test_movielens_says_which_recipe_it_takes(capsys) -> None:
+    from labeldp.cli.common import config_with_recipe
+
+    args = build_parser("train").parse_args(
+        ["train", "--dataset", "movielens", "--data-dir", "m", "--method", "lp-1st", "--epsilon", "1", "--out", "o"]
+    )
+    config_with_recipe(args)
+    out = capsys.readouterr().out
+    assert "recipe for lp-1st on movielens" in out and "no tuned recipe" not in out
+
+
+def test_a_cluster_prior_takes_the_best_cluster_profiles_encoder() -> None:
+    config = _defaults(
+        "--dataset", "mnist", "--data-dir", "m", "--method", "lp-2st", "--prior", "cluster", "--epsilon", "0.1"
+    )
+    assert config.encoder == "spectral" and config.clusters == 50
+    assert _same_run(config, "mnist/e0.1/lp-2st-spectral/run0")
+    typed = _defaults(
+        "--dataset", "mnist", "--data-dir", "m", "--method", "lp-2st", "--prior", "cluster", "--epsilon", "0.1",
+        "--encoder", "pca",
+    )  # fmt: skip
+    assert typed.encoder == "pca" and typed.clusters == 50  # what is typed wins, the rest is the recipe's
+
+
+def test_a_table_of_ones_own_says_how_to_tune_it_on_its_own_release(capsys) -> None:
+    from labeldp.cli.common import config_with_recipe
+
+    args = build_parser("train").parse_args(
+        [
+            "train",
+            "--dataset",
+            "csv",
+            "--table",
+            "t.csv",
+            "--classes",
+            "0",
+            "1",
+            "--method",
+            "lp-1st",
+            "--epsilon",
+            "1",
+            "--out",
+            "o",
+        ]
+    )
+    config_with_recipe(args)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and "no tuned recipe" in lines[0]
+    assert "labeldp tune" in lines[1] and "--grid" in lines[1] and "no extra epsilon" in lines[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from labeldp.cli import main
+from labeldp.cli import build_parser, main
 
 
 def test_help_explains_every_command(capsys) -> None:
@@ -24,3 +24,19 @@ def test_unknown_dataset_is_an_argparse_error(capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--dataset", "imagenet", "--out", "x"])
     assert exit_info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["train", "sweep", "tune", "audit"])
+def test_every_command_that_trains_takes_threads(command) -> None:
+    assert "--threads" in build_parser(command)._subparsers._group_actions[0].choices[command].format_help()
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line(monkeypatch, capsys) -> None:
+    import labeldp.cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(labeldp.cli, "build_parser", interrupted)
+    assert main(["train", "--out", "x"]) == 130
+    assert capsys.readouterr().err.strip() == "labeldp: interrupted."

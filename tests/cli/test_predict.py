@@ -4,12 +4,13 @@ rows of it, written beside their ids."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from labeldp.cli import main
+from tests.helpers import write_table
 
 
 def test_train_then_predict_new_rows_of_a_table(tmp_path, capsys) -> None:
-    import pandas as pd
 
     rng = np.random.default_rng(0)
     frame = pd.DataFrame({"id": np.arange(200), "x": rng.normal(size=200), "kind": rng.choice(["a", "b"], 200)})
@@ -59,3 +60,14 @@ def test_train_then_predict_new_rows_of_a_table(tmp_path, capsys) -> None:
     )
     scores = pd.read_csv(tmp_path / "scores.csv")
     assert list(scores.columns) == ["id", "p_low", "p_high", "predicted"] and len(scores) == 5
+
+
+def test_predict_on_a_run_that_is_no_tables_answers_in_the_command_lines_words(tmp_path, capsys) -> None:
+    run = str(tmp_path / "run")
+    assert main(["train", "--method", "lp-1st", "--epsilon", "1", "--epochs", "1", "--quiet", "--out", run]) == 0
+    write_table(tmp_path / "t.csv")
+    capsys.readouterr()
+    assert main(["predict", run, "--table", str(tmp_path / "t.csv"), "--out", str(tmp_path / "s.csv")]) == 2
+    error = capsys.readouterr().err
+    assert "`labeldp predict` scores the rows of a table" in error and "trained on digits" in error
+    assert "give its inputs as an array" not in error and not (tmp_path / "s.csv").exists()

@@ -50,3 +50,18 @@ def test_cli_privatize(tmp_path, capsys) -> None:
     assert "already exists" in capsys.readouterr().err
     assert main(command[:-4] + ["--secure-rng", "--out", str(tmp_path / "secure")]) == 0
     assert read_sidecar(tmp_path / "secure")["noise"]["secure"]
+
+
+def test_privatize_without_an_id_column_writes_each_rows_position(tmp_path, capsys) -> None:
+    import pyarrow.parquet as pq
+
+    frame = pd.DataFrame({"user": [5, 5, 7, 8], "answer": ["yes", "no", "no", "yes"]})
+    frame.to_csv(tmp_path / "survey.csv", index=False)
+    argv = ["privatize", "--table", str(tmp_path / "survey.csv"), "--label-column", "answer"]
+    argv += ["--classes", "yes", "no", "--epsilon", "1", "--batch-rows", "3"]
+    assert main([*argv, "--out", str(tmp_path / "release")]) == 0
+    labels = pq.read_table(tmp_path / "release" / "labels.parquet").to_pandas()
+    assert list(labels.columns) == ["row", "released_label"] and labels["row"].tolist() == [0, 1, 2, 3]
+    assert "labels.parquet (row, released_label)" in capsys.readouterr().out
+    assert main([*argv, "--id-column", "user", "--out", str(tmp_path / "by-user")]) == 2  # a duplicated id
+    assert "user" in capsys.readouterr().err and not (tmp_path / "by-user").exists()

@@ -17,7 +17,7 @@ import pytest
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.cli import main
-from tests.helpers import write_movielens
+from tests.helpers import write_movielens, write_table
 
 
 @pytest.mark.parametrize(
@@ -350,3 +350,14 @@ def test_cli_trains_on_movielens_and_a_regression_table(tmp_path, capsys) -> Non
         == 2
     )
     assert "two numbers LOW HIGH" in capsys.readouterr().err
+
+
+def test_a_table_run_shows_and_records_the_columns_it_trains_on(tmp_path, capsys) -> None:
+    import json
+
+    write_table(tmp_path / "t.csv", visit=np.zeros(60))
+    argv = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--classes", "0", "1"]
+    argv += ["--method", "lp-1st", "--epsilon", "1", "--epochs", "1", "--drop", "b", "--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    assert "features (3): a, c, visit" in capsys.readouterr().out
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["features"] == ["a", "c", "visit"]

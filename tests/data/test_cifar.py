@@ -29,3 +29,32 @@ def test_cifar_pickles(tmp_path, num_classes: int) -> None:
     assert data.x_train.shape == (8 * len(train_names), 3, 32, 32)
     assert unseal(data.y_train).tolist() == sum((written[n] for n in train_names), [])
     assert data.num_classes == num_classes and data.augmentation == "crop-flip"
+
+
+@pytest.mark.parametrize("has_filter", [True, False])
+def test_cifar_archives_unpack_safely_with_or_without_tarfiles_filter(tmp_path, monkeypatch, has_filter) -> None:
+    import io
+    import tarfile
+
+    from labeldp.data.cifar import extract_safely
+    from labeldp.errors import DataError
+
+    if not has_filter:  # Python 3.10 and 3.11 releases before the filter argument
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+
+    def archive(name: str) -> tarfile.TarFile:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            member = tarfile.TarInfo(name)
+            member.size = 2
+            tar.addfile(member, io.BytesIO(b"ok"))
+        buffer.seek(0)
+        return tarfile.open(fileobj=buffer)
+
+    (tmp_path / "data").mkdir()
+    with archive("cifar-10-batches-py/data_batch_1") as tar:
+        extract_safely(tar, tmp_path / "data")
+    assert (tmp_path / "data" / "cifar-10-batches-py" / "data_batch_1").read_bytes() == b"ok"
+    with archive("../outside") as tar, pytest.raises(DataError, match="unsafe"):
+        extract_safely(tar, tmp_path / "data")
+    assert not (tmp_path / "outside").exists()

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from labeldp.boundary import unseal
+from labeldp.cli import main
 from labeldp.data import load_dataset
 from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.models import default_model_name
@@ -61,3 +62,50 @@ def test_movielens_errors(tmp_path) -> None:
     frame.to_csv(tmp_path / "ml-100k" / "u.data", sep="\t", header=False, index=False)
     with pytest.raises(DataError, match="outside the MovieLens grid"):
         load_dataset("movielens", tmp_path)
+
+
+def test_downloading_movielens_without_a_network_is_one_line(tmp_path, monkeypatch, capsys) -> None:
+    import urllib.error
+    import urllib.request
+
+    def offline(*args, **kwargs):
+        assert kwargs.get("timeout"), "a download without a timeout can hang forever"
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    assert main(["download", "movielens", "--data-dir", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert "could not download" in error and "Traceback" not in error and len(error.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
+
+
+def test_downloading_movielens_unpacks_it_into_place(tmp_path, monkeypatch) -> None:
+    import io
+    import urllib.request
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("ml-100k/u.data", "1\t1\t5\t0\n")
+        archive.writestr("ml-100k/README", "research use only")
+
+    class Response(io.BytesIO):
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout=None: Response(buffer.getvalue()))
+    assert main(["download", "movielens", "--data-dir", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ml-100k"]
+    assert (tmp_path / "ml-100k" / "u.data").read_text() == "1\t1\t5\t0\n"
+
+
+def test_movielens_holds_out_the_test_share_it_is_asked_for(tmp_path) -> None:
+    from labeldp.data import load_dataset
+    from tests.helpers import write_movielens
+
+    write_movielens(tmp_path / "ml", ratings=100)
+    assert len(load_dataset("movielens", tmp_path / "ml").y_test) == 20
+    assert len(load_dataset("movielens", tmp_path / "ml", test_fraction=0.5).y_test) == 50

@@ -100,3 +100,16 @@ def test_a_dataset_without_a_download_says_so(register_dataset_for_test) -> None
         with pytest.raises(ConfigError, match=f"dataset {name!r} has nothing to download"):
             get_dataset(name).fetch(Path("unused"))
     assert callable(get_dataset("mnist").download)
+
+
+def test_a_datasets_aliases_name_it_too(monkeypatch) -> None:
+    from labeldp.data import registry
+    from labeldp.data.registry import Dataset, dataset_names, get_dataset, register_dataset
+    from labeldp.errors import ConfigError
+
+    monkeypatch.setattr(registry, "_DATASETS", dict(registry._DATASETS))  # the registry as it was, afterwards
+    dataset = register_dataset(Dataset("first-day-blobs", "embedded", "x:y", aliases=("first-day-b",)))
+    assert get_dataset("first-day-b") is dataset and "first-day-b" in dataset_names()
+    with pytest.raises(ConfigError, match="already registered"):
+        register_dataset(Dataset("first-day-other", "embedded", "x:y", aliases=("first-day-b",)))
+    assert "first-day-other" not in dataset_names()

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from labeldp.boundary import unseal
+from labeldp.cli import main
 from labeldp.data import load_dataset, snap_to_grid
 from labeldp.errors import ConfigError
 
@@ -115,3 +116,25 @@ def test_regression_table(tmp_path) -> None:
         load_dataset("csv", table=tmp_path / "t.csv", label_column="spend", label_grid_size=5)
     with pytest.raises(ConfigError, match="defines its own labels"):
         load_dataset("digits", label_range=(0, 1))
+
+
+def test_a_missing_label_column_advises_label_column_not_classes(tmp_path, capsys) -> None:
+    pd.DataFrame({"a": [1.0, 2.0], "converted": [0, 1]}).to_csv(tmp_path / "t.csv", index=False)
+    argv = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--method", "lp-1st", "--epsilon", "1"]
+    assert main([*argv, "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "label column 'label' not found" in error and "--label-column" in error and "--classes" not in error
+    assert "'converted'" in error
+
+
+def test_a_test_share_that_leaves_no_training_row_is_a_clear_error(tmp_path) -> None:
+    from labeldp.data import load_dataset
+    from labeldp.errors import DataError
+    from tests.helpers import write_movielens
+
+    pd.DataFrame({"a": [1.0], "label": [0]}).to_csv(tmp_path / "one.csv", index=False)
+    with pytest.raises(DataError, match="leaves none to train on"):
+        load_dataset("csv", table=tmp_path / "one.csv", classes=("0", "1"))
+    write_movielens(tmp_path / "ml", ratings=1)
+    with pytest.raises(DataError, match="leaves none to train on"):
+        load_dataset("movielens", tmp_path / "ml")

@@ -159,3 +159,11 @@ def test_fast_path_refuses_what_it_cannot_do_and_auto_falls_back():
     reused = nn.Sequential(shared, nn.Tanh(), shared)
     with pytest.raises(UnsupportedModelError, match="more than once"):
         clipped_gradient_sum(reused, torch.randn(2, 4), torch.tensor([0, 1]), 1.0, method="fast")
+
+
+def test_unsupported_models_are_a_labeldp_error_and_still_a_value_error() -> None:
+    from labeldp.dpsgd.clipping import UnsupportedModelError
+    from labeldp.errors import ConfigError, LabelDPError
+
+    assert issubclass(UnsupportedModelError, LabelDPError) and issubclass(UnsupportedModelError, ConfigError)
+    assert issubclass(UnsupportedModelError, ValueError)

@@ -197,3 +197,21 @@ def test_a_private_selection_varies_training_options_only(tmp_path, grid) -> Non
     with pytest.raises(ConfigError, match="mean number of trials"):
         tune(config, {"lr": ["0.5", "1"]}, tmp_path / "sel", progress=False, selection={"mean": 1.0})
     assert not (tmp_path / "sel").exists()
+
+
+def test_a_private_selection_without_candidates_is_a_config_error() -> None:
+    from labeldp.dpsgd.selection import plan_selection
+    from labeldp.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="at least one candidate"):
+        plan_selection([], 1000, epsilon=1.0, delta=1e-5, seed=0, holdout=0.2, mean=5.0, shape=1.0, score_noise=10.0)
+
+
+@pytest.mark.parametrize("mean", [3.0, 1000.0])
+def test_a_poisson_number_of_trials_has_its_mean_even_where_exp_underflows(mean) -> None:
+    from labeldp.dpsgd.selection import draw_trials
+
+    rng = np.random.default_rng(0)
+    draws = np.array([draw_trials(rng, mean, float("inf")) for _ in range(400)])
+    assert abs(draws.mean() - mean) < 5 * np.sqrt(mean / draws.size)
+    assert abs(draws.var() - mean) < 0.3 * mean

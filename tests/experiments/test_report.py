@@ -131,3 +131,17 @@ def test_a_report_of_a_results_file_plots_beside_it(tmp_path) -> None:
         writer.writerows(rows)
     _, plot = report(tmp_path / "results.csv")
     assert plot == tmp_path / "privacy_utility.png" and plot.exists()
+
+
+def test_a_report_is_titled_by_the_tables_name_and_shows_no_spread_for_one_run() -> None:
+    from labeldp.experiments.report import aggregate, format_report
+
+    rows = [
+        {"status": "done", "dataset": "csv", "table": "adult-train", "key": f"csv/e1/lp-1st/run{seed}",
+         "method": "lp-1st", "target_epsilon": "1", "test_accuracy": accuracy}
+        for seed, accuracy in ((0, "0.8"), (1, "0.82"))
+    ] + [{"status": "done", "dataset": "csv", "table": "adult-train", "key": "csv/e2/lp-1st/run0",
+          "method": "lp-1st", "target_epsilon": "2", "test_accuracy": "0.84"}]  # fmt: skip
+    text = format_report(aggregate(rows))
+    assert text.startswith("adult-train: test accuracy %") and "csv" not in text
+    assert "81.00 ± 1.41 (2)" in text and "84.00 (1)" in text and "± 0.00" not in text

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from labeldp.cli import main
 from labeldp.experiments.report import aggregate
@@ -19,6 +20,7 @@ from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
 from labeldp.recipes import get_profile
 from labeldp.runs import RunConfig
 from labeldp.training import TrainConfig
+from tests.helpers import table_config, write_table
 
 
 def sweep_command(out, workers: int = 2) -> list[str]:
@@ -134,3 +136,43 @@ def test_sweep_data_dir_goes_to_the_runs_that_read_a_folder(tmp_path) -> None:
     rows = {row["key"]: row for row in run_sweep(jobs, tmp_path, data_dir=str(tmp_path / "no-mnist"), progress=False)}
     assert rows["digits"]["status"] == "done"  # the embedded digits take no folder
     assert rows["mnist"]["status"] == "failed" and "no-mnist" in rows["mnist"]["error"]
+
+
+def test_a_sweep_of_tables_runs_on_one_thread_and_logs_each_run_when_not_on_a_terminal(
+    tmp_path, capsys, restore_threads
+) -> None:
+    write_table(tmp_path / "t.csv")
+    jobs = [SweepJob(f"t/run{seed}", table_config(tmp_path / "t.csv", seed=seed)) for seed in (0, 1)]
+    torch.set_num_threads(2)
+    rows = run_sweep(jobs, tmp_path / "sweep")
+    assert [row["status"] for row in rows] == ["done", "done"] and rows[0]["table"] == "t"
+    assert torch.get_num_threads() == 1
+    err = capsys.readouterr()
+    lines = [line for line in (err.out + err.err).splitlines() if line.startswith("[")]
+    assert [line.split()[:3] for line in lines] == [["[1/2]", "t/run0", "done"], ["[2/2]", "t/run1", "done"]]
+
+
+def test_ctrl_c_stops_a_sweeps_workers_rather_than_waiting_for_their_runs(tmp_path, monkeypatch) -> None:
+    import multiprocessing
+    import signal
+    import time
+
+    from labeldp.experiments import sweep
+
+    write_table(tmp_path / "t.csv")
+    jobs = [SweepJob(f"t/run{seed}", table_config(tmp_path / "t.csv", seed=seed)) for seed in (0, 1)]
+    handler = signal.getsignal(signal.SIGINT)
+
+    def interrupted(futures):
+        raise KeyboardInterrupt
+        yield
+
+    monkeypatch.setattr(sweep, "as_completed", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(jobs, tmp_path / "sweep", workers=2, progress=False)
+    assert signal.getsignal(signal.SIGINT) is handler  # ignored only while the workers started
+    deadline = time.monotonic() + 30
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not multiprocessing.active_children()
+    assert not list((tmp_path / "sweep").rglob("summary.json"))  # stopped, not waited for

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from labeldp.accounting import DPSGD_RELATION, NEIGHBORING_RELATION, PrivacyLedger, randomized_response_event
+from labeldp.cli import main
 from labeldp.errors import RunDirectoryError, RunLockedError
 from labeldp.runs.rundir import RunDirectory
 
@@ -179,3 +180,16 @@ def test_metrics_cut_short_by_a_crash_are_read_and_damaged_ones_refused(tmp_path
     folder.metrics_path.write_text('{"epoch": 1}\nnot json\n')
     with pytest.raises(RunDirectoryError, match="metrics.jsonl is damaged"):
         folder.read_metrics()
+
+
+def test_a_run_refuses_a_folder_of_unrelated_files(tmp_path, capsys) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    argv = ["train", "--method", "lp-1st", "--epsilon", "1", "--epochs", "1", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert "not empty and holds no labeldp run (notes.txt)" in error and "new or empty folder" in error
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["notes.txt"]
+    (tmp_path / "empty").mkdir()
+    assert main([*argv, "--out", str(tmp_path / "empty")]) == 0  # an empty folder, then the run's own: fine
+    assert main([*argv, "--out", str(tmp_path / "empty")]) == 0

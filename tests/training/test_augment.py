@@ -3,6 +3,7 @@ permutation, and an example's augmentation does not depend on its batch."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -47,3 +48,14 @@ def test_mixup_mixes_with_a_permutation() -> None:
     mixed, perm = mixup(x, 0.75, torch.Generator().manual_seed(0))
     assert torch.allclose(mixed, 0.75 * x + 0.25 * x[perm])
     assert sorted(perm.tolist()) == [0, 1, 2, 3]
+
+
+def test_an_unknown_augmentation_is_refused_whatever_the_inputs() -> None:
+    from labeldp.errors import ConfigError
+    from labeldp.training.augment import augment
+
+    generator = torch.Generator().manual_seed(0)
+    for inputs in (torch.zeros(4, 10), torch.zeros(4, 1, 8, 8)):
+        with pytest.raises(ConfigError, match="unknown augmentation policy 'flip'"):
+            augment(inputs, "flip", generator)
+    assert augment(torch.ones(4, 10), "translate", generator).equal(torch.ones(4, 10))  # a table: unchanged

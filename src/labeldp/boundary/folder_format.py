@@ -43,6 +43,8 @@ LEDGER_FILE = "ledger.json"
 #: the columns of ``labels.parquet`` besides the id column
 RELEASED_COLUMN = "released_label"
 K_COLUMN = "k"
+#: the id column written when the table names none: each row's position in the input (from 0)
+ROW_COLUMN = "row"
 CHANNEL_PREFIX = "channel_"
 
 
@@ -77,7 +79,7 @@ def describe_release(
     rows: int,
     described: str,
     label_column: str,
-    id_column: str,
+    id_column: str | None,
     class_values: pa.Array,
     epsilon: float,
     prior_columns,
@@ -149,7 +151,7 @@ def describe_release(
         "k_range": draws.k_spread.range if draws.k_spread else None,
         "channel": channel,
         "columns": {
-            "id": id_column,
+            "id": id_column or ROW_COLUMN,
             "released_label": RELEASED_COLUMN,
             "k": K_COLUMN if with_prior else None,
             "channel": channel_names,

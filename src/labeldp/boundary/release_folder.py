@@ -6,7 +6,8 @@ files, an Arrow table or a DataFrame (:mod:`labeldp.boundary.table_source`) in b
 writes a release folder:
 
 ``labels.parquet``
-    one row per input row, in input order: the id column (copied), ``released_label`` (a value of the
+    one row per input row, in input order: the id column (copied; without one, ``row``: the row's
+    position in the input, from 0), ``released_label`` (a value of the
     declared classes), ``k`` (RR-with-prior) and, on request, ``channel_0 .. channel_{K-1}`` (the
     row's noise channel);
 ``release.json``
@@ -59,6 +60,7 @@ from labeldp.boundary.folder_format import (
     LABELS_FILE,
     LEDGER_FILE,
     RELEASED_COLUMN,
+    ROW_COLUMN,
     SIDECAR_FILE,
     describe_release,
 )
@@ -133,7 +135,7 @@ def privatize_table(
     out,
     *,
     label_column: str,
-    id_column: str,
+    id_column: str | None = None,
     classes: Sequence[Any],
     epsilon: float,
     prior_columns: Sequence[str] | None = None,
@@ -159,9 +161,10 @@ def privatize_table(
     label_column : str
         The private labels (of a CSV file: read as text; see the module docstring for
         the type ``released_label`` is written in).
-    id_column : str
+    id_column : str or None, optional
         A public row identifier, copied next to each released label; one distinct value
-        a row (a duplicated id is an error before anything is drawn).
+        a row (a duplicated id is an error before anything is drawn). Without one (the default), each
+        row's position in the input, from 0, is written as the column ``row``.
     classes : sequence
         The label domain, in order (public, declared; a label outside it, or a missing one,
         is an error before anything is written or drawn).
@@ -214,10 +217,10 @@ def privatize_table(
     columns_of_priors, shared = prior_spec(domain.size, prior_columns, prior)
     if not isinstance(noise, NoiseSource):
         raise ConfigError(f"noise must be a labeldp.randomness.NoiseSource, got {type(noise).__name__}")
-    needed = [id_column, label_column, *(columns_of_priors or ())]
+    needed = [*([id_column] if id_column is not None else []), label_column, *(columns_of_priors or ())]
     if len(set(needed)) != len(needed):
         raise ConfigError(f"the id, label and prior columns must be distinct, got {needed}")
-    if id_column in (RELEASED_COLUMN, K_COLUMN) or id_column.startswith(CHANNEL_PREFIX):
+    if id_column is not None and (id_column in (RELEASED_COLUMN, K_COLUMN) or id_column.startswith(CHANNEL_PREFIX)):
         raise ConfigError(f"id column {id_column!r} would clash with a column of the release; rename it first")
     with _system_allocator():
         return _privatize_table(
@@ -248,7 +251,7 @@ def _privatize_table(
     shared,
     needed: list[str],
     label_column: str,
-    id_column: str,
+    id_column: str | None,
     write_channel: bool,
     noise: NoiseSource,
 ) -> dict[str, Any]:
@@ -258,7 +261,7 @@ def _privatize_table(
     for name in columns_of_priors or ():
         if not (pa.types.is_floating(schema.field(name).type) or pa.types.is_integer(schema.field(name).type)):
             raise DataError(f"prior column {name!r} must be numeric, got {schema.field(name).type}")
-    if pa.types.is_nested(schema.field(id_column).type):
+    if id_column is not None and pa.types.is_nested(schema.field(id_column).type):
         raise DataError(
             f"id column {id_column!r} must hold one value a row (a number, a string, a date), got "
             f"{schema.field(id_column).type}"
@@ -311,7 +314,7 @@ def _write_release(
     datasets,
     schema: pa.Schema,
     label_column: str,
-    id_column: str,
+    id_column: str | None,
     domain: LabelDomain,
     class_values: pa.Array,
     epsilon: float,
@@ -332,7 +335,7 @@ def _write_release(
     written = _write_labels(
         folder / LABELS_FILE,
         read_blocks(batches, block_rows, domain, label_column, id_column, prior_columns),
-        schema.field(id_column),
+        schema.field(id_column) if id_column is not None else pa.field(ROW_COLUMN, pa.int64(), nullable=False),
         class_values,
         draws,
         shared,

@@ -365,13 +365,14 @@ def check_rows(
     schema: pa.Schema,
     domain: LabelDomain,
     label_column: str,
-    id_column: str,
+    id_column: str | None,
     described: str,
     prior_columns: tuple[str, ...] | None = None,
 ) -> int:
     """Read the label and id columns once: every label must be one of the classes (the error says
-    neither which nor how many are not), every id present and distinct; and RR-with-prior's prior
-    columns, each row a probability distribution. Returns the number of rows.
+    neither which nor how many are not), every id present and distinct (without an id column, the
+    rows' positions are); and RR-with-prior's prior columns, each row a probability distribution.
+    Returns the number of rows.
 
     The ids are checked with 8 bytes a row: each row's 64-bit key (:func:`_id_keys`).
 
@@ -388,8 +389,8 @@ def check_rows(
         The declared classes.
     label_column : str
         The label column.
-    id_column : str
-        The id column.
+    id_column : str or None
+        The id column, or None (the rows' positions are the ids).
     described : str
         The source in words, for the error messages.
     prior_columns : tuple of str or None, optional
@@ -411,28 +412,33 @@ def check_rows(
     where = f"label column {label_column!r}"
     keys: list[np.ndarray] = []
     prior_columns = tuple(prior_columns or ())
-    fields = [schema.field(name) for name in (label_column, id_column, *prior_columns)]
+    ids = [schema.field(id_column)] if id_column is not None else []
+    fields = [schema.field(label_column), *ids, *(schema.field(name) for name in prior_columns)]
+    rows = 0
     for batch in read_batches(datasets, pa.schema(fields), label_column):
         arrow_positions(domain, batch.column(0), where)
+        rows += batch.num_rows
+        if prior_columns:  # public: checked before anything is drawn, not block by block while drawing
+            _check_prior_rows(batch, prior_columns)
+        if id_column is None:
+            continue
         if batch.column(1).null_count:
             raise DataError(f"id column {id_column!r} has missing values")
         keys.append(_id_keys(batch.column(1)))
-        if prior_columns:  # public: checked before anything is drawn, not block by block while drawing
-            _check_prior_rows(batch, prior_columns)
-    rows = sum(chunk.size for chunk in keys)
     if rows == 0:
         raise DataError(f"{described} has no rows")
-    _refuse_duplicated_ids(datasets, schema.field(id_column), _joined(keys))
+    if id_column is not None:
+        _refuse_duplicated_ids(datasets, schema.field(id_column), _joined(keys))
     return rows
 
 
 def _check_prior_rows(batch: pa.RecordBatch, prior_columns: tuple[str, ...]) -> None:
-    """The prior columns of a batch (after its label and id columns): no missing value, and each row
-    a probability distribution over the classes (:func:`labeldp._validation.check_priors`)."""
-    for position, name in enumerate(prior_columns, start=2):
-        if batch.column(position).null_count:
+    """The prior columns of a batch: no missing value, and each row a probability distribution over
+    the classes (:func:`labeldp._validation.check_priors`)."""
+    for name in prior_columns:
+        if batch.column(name).null_count:
             raise DataError(f"prior column {name!r} has missing values")
-    check_priors(np.column_stack([batch.column(i).to_numpy(zero_copy_only=False) for i in range(2, batch.num_columns)]))
+    check_priors(np.column_stack([batch.column(name).to_numpy(zero_copy_only=False) for name in prior_columns]))
 
 
 def _id_keys(ids: pa.Array) -> np.ndarray:
@@ -519,12 +525,13 @@ def read_blocks(
     rows: int,
     domain: LabelDomain,
     label_column: str,
-    id_column: str,
+    id_column: str | None,
     prior_columns: tuple[str, ...] | None,
 ) -> Iterator[_Block]:
     """The stream cut into blocks of exactly ``rows`` rows (the last one shorter), whatever the
     batches' sizes, so that the draws do not depend on how the files are cut. Each batch is
-    converted straight into buffers allocated once: memory stays that of one block.
+    converted straight into buffers allocated once: memory stays that of one block. Without an
+    ``id_column`` the ids are the rows' positions in the stream (int64, from 0).
 
     Reads the true labels (as class positions) for the draws, and releases nothing: each block is
     released by :class:`~labeldp.boundary.column.Draws`.
@@ -539,8 +546,8 @@ def read_blocks(
         The declared classes.
     label_column : str
         The label column.
-    id_column : str
-        The id column.
+    id_column : str or None
+        The id column, or None for the rows' positions.
     prior_columns : tuple of str or None
         RR-with-prior's prior columns, one per class, or None.
 
@@ -558,7 +565,7 @@ def read_blocks(
     positions = np.empty(rows, dtype=np.int64)
     prior = np.empty((rows, len(prior_columns)), dtype=np.float64, order="F") if prior_columns else None
     ids: list[pa.Array] = []
-    filled = 0
+    filled = seen = 0
     where = f"label column {label_column!r}"
     for batch in batches:
         offset = 0
@@ -566,10 +573,14 @@ def read_blocks(
             piece = batch.slice(offset, min(rows - filled, batch.num_rows - offset))
             stop = filled + piece.num_rows
             positions[filled:stop] = arrow_positions(domain, piece.column(label_column), where)
-            identifiers = piece.column(id_column)
-            if identifiers.null_count:
-                raise DataError(f"id column {id_column!r} has missing values")
+            if id_column is None:
+                identifiers = pa.array(np.arange(seen, seen + piece.num_rows, dtype=np.int64))
+            else:
+                identifiers = piece.column(id_column)
+                if identifiers.null_count:
+                    raise DataError(f"id column {id_column!r} has missing values")
             ids.append(identifiers)
+            seen += piece.num_rows
             for position, name in enumerate(prior_columns or ()):
                 column = piece.column(name)
                 if column.null_count:

@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``labeldp`` with ``argv`` (default: the process's arguments); returns the exit status.
 
     A :class:`~labeldp.errors.LabelDPError` (or an attempt to read private labels outside the boundary)
-    is printed as one line, not raised; an argument error exits from argparse (status 2).
+    is printed as one line, not raised; an argument error exits from argparse (status 2); Ctrl-C at any
+    point, start-up included, is one line and status 130.
 
     Parameters
     ----------
@@ -92,7 +93,16 @@ def main(argv: list[str] | None = None) -> int:
         0 on success, 2 for an error a user can cause (among them a command other than ``train`` run
         under ``torchrun``), 130 when interrupted.
     """
-    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:  # before the command started (imports, the parser) or while it said so
+        print("\nlabeldp: interrupted.", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str]) -> int:
+    """:func:`main`, less the interrupts outside the command's run."""
+    runtime.prefer_passive_waits()  # before torch is imported: idle OpenMP threads sleep, not spin
     from labeldp.errors import ConfigError, LabelDPError
 
     try:

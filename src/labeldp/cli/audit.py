@@ -6,6 +6,7 @@ import argparse
 import math
 from pathlib import Path
 
+from labeldp.cli.common import add_threads_argument, set_threads
 from labeldp.config.auditing import CANARY_KINDS, DEFAULT_CONFIDENCE, DEFAULT_SHADOWS
 
 DESCRIPTION = (
@@ -40,7 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="confidence of the bound (default %(default)s)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for choosing canaries (default %(default)s)")
-    parser.add_argument("--device", default="auto")
+    parser.add_argument(
+        "--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda (default %(default)s)"
+    )
+    add_threads_argument(parser)
     parser.add_argument(
         "--membership",
         action="store_true",
@@ -99,6 +103,7 @@ def run(args: argparse.Namespace) -> None:
     if not args.membership and typed:
         raise ConfigError(f"{', '.join(typed)} apply only with --membership")
     config = audited_config(run_dir)
+    set_threads(args, config.dataset)
     if args.membership:  # refuse what cannot run before the label audit spends its minutes
         check_membership_options(len(config_dataset(config.resolved()).y_train), targets, shadows)
     result = audit_run(

@@ -34,13 +34,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 (default %(default)s)"
     )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        help="CPU threads of torch (default: 1 for tables, whose small models "
-        "run faster on one, else every core; at most OMP_NUM_THREADS "
-        "where it is set)",
-    )
+    add_threads_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
 
 
@@ -58,15 +52,19 @@ def recipe_options() -> set[str]:
     }
 
 
-def config_with_recipe(args: argparse.Namespace) -> RunConfig:
+def config_with_recipe(args: argparse.Namespace, command: str = "train") -> RunConfig:
     """The run the flags describe: every option the user typed as typed, every other option of a
-    recipe from the best known recipe of the dataset and method (:mod:`labeldp.recipes.training`),
-    the library's defaults where there is none. Says which it used.
+    recipe from the best known recipe of the dataset and method (:mod:`labeldp.recipes.training`; with
+    ``--prior``, the recipe of that prior where one exists, its settings included), the library's
+    defaults where there is none. Says which it used, and for a table of one's own how to choose its
+    settings on its own release.
 
     Parameters
     ----------
     args : argparse.Namespace
         The parsed arguments of ``train`` or ``tune``; unless ``args.quiet``, the recipe used is printed.
+    command : str, optional
+        The command (``train`` or ``tune``), whose advice it gives.
 
     Returns
     -------
@@ -81,26 +79,72 @@ def config_with_recipe(args: argparse.Namespace) -> RunConfig:
     from labeldp.recipes.training import recipe_for, with_recipe
 
     config = dataclass_from_args(RunConfig, args)
-    given = typed_options(args, RunConfig) & recipe_options()
-    flags = ", ".join(sorted(flag_of(RunConfig, name) for name in given))
-    recipe = recipe_for(config.dataset, config.method)
+    typed = typed_options(args, RunConfig)
+    recipe = recipe_for(config.dataset, config.method, config.prior)
+    recipe_sets = recipe_options() | set(recipe.options_for(config.epsilon) if recipe is not None else ())
+    flags = ", ".join(sorted(flag_of(RunConfig, name) for name in typed & recipe_sets))
     if recipe is None:
         if not args.quiet:
             print(
                 f"no tuned recipe for {config.method} on {config.dataset}: the library's defaults"
                 f"{' with ' + flags if flags else ''}"
             )
+            if config.dataset == "csv" and command == "train":
+                print(
+                    "  to choose them on this table's own release: `labeldp tune` with the same options and "
+                    "e.g. --grid lr=0.01,0.05,0.1 epochs=10,30 (one release of the labels, as this run makes: "
+                    "no extra epsilon)"
+                )
         return config
     if not args.quiet:
         print(
-            f"recipe for {config.method} on {config.dataset}: {recipe.describe()}"
+            f"recipe for {config.method} on {config.dataset}: {recipe.describe(config.epsilon)}"
             f"{' (' + recipe.source + ')' if recipe.source else ''}{'; with your ' + flags if flags else ''}"
         )
-    return with_recipe(config, recipe, keep=given)
+    return with_recipe(config, recipe, keep=typed)
+
+
+#: ``--threads``' help, shared by every command that trains
+THREADS_HELP = (
+    "CPU threads of torch (default: 1 for tables and the embedded digits, whose small models run "
+    "faster on one; else the cores free when the run starts, re-checked during training, so that a busy "
+    "machine's other processes keep theirs; at most OMP_NUM_THREADS where it is set)"
+)
+
+
+def add_threads_argument(parser: argparse.ArgumentParser, help_text: str = THREADS_HELP) -> None:
+    """Add ``--threads``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser.
+    help_text : str, optional
+        Its help (default :data:`THREADS_HELP`).
+    """
+    parser.add_argument("--threads", type=int, metavar="N", help=help_text)
+
+
+def check_threads(args: argparse.Namespace) -> None:
+    """Refuse ``--threads`` below 1.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments (``args.threads``: an int or None).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``--threads`` is less than 1.
+    """
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads must be at least 1, got {args.threads}")
 
 
 def set_threads(args: argparse.Namespace, dataset: str) -> None:
-    """torch's CPU threads: ``--threads``, else :func:`labeldp.runtime.default_threads`.
+    """torch's CPU threads: ``--threads``, else :func:`labeldp.runtime.default_threads` (re-checked
+    during training, :func:`labeldp.runtime.recheck_threads`).
 
     Parameters
     ----------
@@ -114,10 +158,7 @@ def set_threads(args: argparse.Namespace, dataset: str) -> None:
     labeldp.errors.ConfigError
         If ``--threads`` is less than 1.
     """
-    import torch
-
     from labeldp import runtime
 
-    if args.threads is not None and args.threads < 1:
-        raise ConfigError(f"--threads must be at least 1, got {args.threads}")
-    torch.set_num_threads(args.threads or runtime.default_threads(dataset))
+    check_threads(args)
+    runtime.set_threads(args.threads, dataset)

@@ -10,9 +10,9 @@ from labeldp.config.release import DEFAULT_BATCH_ROWS
 DESCRIPTION = (
     "Release the label column of a Parquet or CSV table (a file or a folder of files), streamed in blocks, by "
     "randomized response or, with a prior, RR-with-prior: epsilon-label-DP per row, once. OUT (a new folder) "
-    "receives labels.parquet (the id column, released_label, k), release.json (classes, mechanism, epsilon, "
-    "noise channel, noise source, the ledger's epsilon) and ledger.json. Training on the release, any number "
-    "of times, costs no more privacy. An existing OUT is never overwritten."
+    "receives labels.parquet (the id column or the row's position, released_label, k), release.json (classes, "
+    "mechanism, epsilon, noise channel, noise source, the ledger's epsilon) and ledger.json. Training on the "
+    "release, any number of times, costs no more privacy. An existing OUT is never overwritten."
 )
 
 
@@ -31,10 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label-column", required=True, metavar="COL", help="the private labels")
     parser.add_argument(
         "--id-column",
-        required=True,
         metavar="COL",
         help="a public row identifier, one distinct value per row, written next to each "
-        "released label (a duplicated id is an error before anything is released)",
+        "released label (a duplicated id is an error before anything is released); default: "
+        "none, each row's position in the table (from 0) is written as the column 'row'",
     )
     parser.add_argument(
         "--classes",

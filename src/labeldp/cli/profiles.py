@@ -31,19 +31,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Print one line per registered profile matching PREFIX: its key, version, method, budget, dataset,
-    epochs and seed.
+    epochs and seed, in columns as wide as their longest entry.
 
     Parameters
     ----------
     args : argparse.Namespace
         The parsed arguments.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If no profile matches PREFIX (the message lists the prefixes that do).
     """
+    from labeldp.errors import ConfigError
     from labeldp.recipes import list_profiles
 
-    for profile in list_profiles(args.pattern):
+    profiles = list_profiles(args.pattern)
+    if not profiles:
+        prefixes = sorted({profile.key.split("/")[0] + "/" for profile in list_profiles()})
+        raise ConfigError(
+            f"no profile matches {args.pattern!r}; the profiles' keys start with {', '.join(prefixes)} "
+            "(a file of your own registers more: --recipes FILE)"
+        )
+    rows = []
+    for profile in profiles:
         c = profile.config
         budget = "no privacy" if c.epsilon is None else f"epsilon {c.epsilon:g}"
-        print(
-            f"{profile.key:<34} v{profile.version}  {c.method:<11} {budget:<12} {c.dataset:<13} "
-            f"{c.train.epochs} epochs/stage  seed {c.seed}"
+        rows.append(
+            [profile.key, f"v{profile.version}", c.method, budget, c.dataset, f"{c.train.epochs} epochs/stage"]
+            + [f"seed {c.seed}"]
         )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[-1]]))

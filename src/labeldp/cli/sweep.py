@@ -42,7 +42,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=1, help="parallel worker processes (default %(default)s)")
     parser.add_argument("--data-dir", help="data folder for every run whose dataset reads one (MNIST family, CIFAR)")
     parser.add_argument("--device", default="auto", help="torch device for every run (default %(default)s)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="CPU threads of torch in each run (default: 1 for tables and the embedded digits; else "
+        "each worker's share of the cores free when the sweep starts, re-checked during training; at most "
+        "OMP_NUM_THREADS where it is set)",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress (a bar on a terminal, else one line per finished run)"
+    )
     parser.add_argument("--out", required=True, help="sweep folder")
 
 
@@ -63,6 +73,7 @@ def run(args: argparse.Namespace) -> None:
     labeldp.errors.ConfigError
         If ``--base`` is given with ``--profiles``, no profile matches, or the grid cannot be read.
     """
+    from labeldp.cli.common import check_threads
     from labeldp.cli.report import print_report
     from labeldp.config.overrides import parse_assignments
     from labeldp.errors import ConfigError
@@ -77,8 +88,15 @@ def run(args: argparse.Namespace) -> None:
             raise ConfigError(f"no profile matches {args.profiles!r}; see `labeldp profiles`")
     else:
         jobs = grid_jobs(parse_assignments(args.grid), get_profile(args.base).config if args.base else None)
+    check_threads(args)
     rows = run_sweep(
-        jobs, args.out, workers=args.workers, device=args.device, data_dir=args.data_dir, progress=not args.quiet
+        jobs,
+        args.out,
+        workers=args.workers,
+        device=args.device,
+        data_dir=args.data_dir,
+        progress=not args.quiet,
+        threads=args.threads,
     )
     done = sum(r["status"] == "done" for r in rows)
     print(f"{done}/{len(rows)} runs finished; results in {Path(args.out) / 'results.csv'}\n")

@@ -61,8 +61,8 @@ def load_movielens(request: DatasetRequest):
     Parameters
     ----------
     request : labeldp.data.registry.DatasetRequest
-        The run's request: its ``data_dir``, ``split_seed`` and ``public_test_split`` are read (the test
-        share is the loader's default, :data:`labeldp.data.movielens.TEST_FRACTION`).
+        The run's request: its ``data_dir``, ``test_fraction``, ``split_seed`` and ``public_test_split``
+        are read.
 
     Returns
     -------
@@ -78,7 +78,9 @@ def load_movielens(request: DatasetRequest):
     """
     from labeldp.data.movielens import load_movielens_dataset
 
-    return load_movielens_dataset(request.data_dir, request.split_seed, public_test_split=request.public_test_split)
+    return load_movielens_dataset(
+        request.data_dir, request.split_seed, request.test_fraction, public_test_split=request.public_test_split
+    )
 
 
 def load_table(request: DatasetRequest):

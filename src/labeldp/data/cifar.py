@@ -76,7 +76,38 @@ def download_cifar(num_classes: int, data_dir: str | Path) -> None:
     if not archive.exists():
         fetch(_LAYOUT[num_classes]["url"], archive)
     with tarfile.open(archive) as tar:
-        tar.extractall(data_dir, filter="data")
+        extract_safely(tar, data_dir)
+
+
+def extract_safely(tar: tarfile.TarFile, data_dir: Path) -> None:
+    """Unpack ``tar`` into ``data_dir``, refusing members that would land outside it, links and devices:
+    with the ``data`` filter where this Python has it (3.12, and 3.10.12 or 3.11.4 on), else checked
+    here first.
+
+    Parameters
+    ----------
+    tar : tarfile.TarFile
+        The open archive.
+    data_dir : pathlib.Path
+        The folder to unpack into.
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If a member would be unsafe to unpack.
+    """
+    if hasattr(tarfile, "data_filter"):
+        try:
+            tar.extractall(data_dir, filter="data")
+        except tarfile.FilterError as error:
+            raise DataError(f"{tar.name or 'the archive'} holds a member that is unsafe to unpack ({error})") from None
+        return
+    root = data_dir.resolve()
+    for member in tar.getmembers():
+        target = (root / member.name).resolve()
+        if not (member.isfile() or member.isdir()) or (target != root and root not in target.parents):
+            raise DataError(f"{tar.name or 'the archive'} holds a member that is unsafe to unpack: {member.name!r}")
+    tar.extractall(data_dir)
 
 
 def load_cifar_dataset(num_classes: int, data_dir: str | Path) -> LabeledDataset:

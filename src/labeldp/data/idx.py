@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import http.client
 import urllib.error
 import urllib.request
 import warnings
@@ -200,7 +201,7 @@ def fetch(url: str, target: Path) -> None:
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
             write_atomic(target, lambda tmp: tmp.write_bytes(response.read()))
-    except (urllib.error.URLError, OSError) as error:
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
         reason = getattr(error, "reason", error)
         raise DataError(
             f"could not download {url} ({reason}); without a network, copy the dataset's standard "

@@ -21,8 +21,8 @@ themselves (``labeldp download movielens --data-dir DIR`` fetches ml-100k from G
 
 from __future__ import annotations
 
-import io
-import urllib.request
+import os
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -31,6 +31,7 @@ import pandas as pd
 
 from labeldp.boundary import PrivateLabels
 from labeldp.data.dataset import LabeledDataset
+from labeldp.data.idx import fetch
 from labeldp.errors import DataError, MissingFileError
 from labeldp.randomness import public_rng
 
@@ -137,8 +138,8 @@ def load_movielens_dataset(
     labeldp.errors.MissingFileError
         If the folder or one of its files does not exist.
     labeldp.errors.DataError
-        If a file is not in the MovieLens format, ``test_fraction`` is not in (0, 1), or a rating lies
-        outside the grid 1..5 (without saying which).
+        If a file is not in the MovieLens format, ``test_fraction`` is not in (0, 1) or would leave no
+        training pair, or a rating lies outside the grid 1..5 (without saying which).
     """
     folder = _folder(Path(data_dir))
     ratings = read_ratings(folder)
@@ -191,6 +192,11 @@ def load_movielens_dataset(
     by_pair = np.lexsort((ratings["item"].to_numpy(), ratings["user"].to_numpy()))
     order = by_pair[public_rng(split_seed, "ratings-split").permutation(len(ratings))]
     n_test = max(1, int(round(test_fraction * len(ratings))))
+    if n_test >= len(ratings):  # the number of (user, item) pairs is public
+        raise DataError(
+            f"{folder / 'u.data'} has {len(ratings)} rating(s): holding out {n_test} as the test set leaves none "
+            "to train on"
+        )
     test, train = np.sort(order[:n_test]), np.sort(order[n_test:])
     labels = (rating - 1).astype(np.int64)
     public = public_test_split
@@ -212,13 +218,42 @@ def download_movielens(data_dir: str | Path) -> None:
     """Download MovieLens 100K from GroupLens into ``data_dir/ml-100k`` (needs internet; research use
     only, see its README).
 
+    The archive is downloaded whole or not at all (:func:`labeldp.data.idx.fetch`: a timeout, a clear
+    error without a network), unpacked beside the folder and renamed into place, then removed; a
+    folder already holding ``u.data`` is left as it is.
+
     Parameters
     ----------
     data_dir : str or pathlib.Path
         The folder to unpack the archive into (created if missing).
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If the download fails, or the archive is not MovieLens 100K's.
     """
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    with urllib.request.urlopen(URL) as response:
-        archive = zipfile.ZipFile(io.BytesIO(response.read()))
-    archive.extractall(data_dir)
+    folder = data_dir / "ml-100k"
+    if (folder / "u.data").exists():
+        return
+    archive = data_dir / "ml-100k.zip"
+    if not archive.exists():
+        fetch(URL, archive)
+    partial = data_dir / ".ml-100k.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        with zipfile.ZipFile(archive) as zipped:
+            zipped.extractall(partial)
+        if not (partial / "ml-100k" / "u.data").exists():
+            raise zipfile.BadZipFile("it holds no ml-100k/u.data")
+    except zipfile.BadZipFile as error:
+        shutil.rmtree(partial, ignore_errors=True)
+        archive.unlink(missing_ok=True)
+        raise DataError(
+            f"{archive} is not MovieLens 100K's archive ({error}); it was removed: download again"
+        ) from None
+    shutil.rmtree(folder, ignore_errors=True)  # an unfinished folder without u.data
+    os.rename(partial / "ml-100k", folder)
+    shutil.rmtree(partial)
+    archive.unlink()

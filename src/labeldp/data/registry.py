@@ -89,7 +89,8 @@ class Dataset:
     help : str, optional
         One line for the command line's help.
     aliases : tuple of str, optional
-        Other names of the dataset (default: none; not read by the registry).
+        Other names of the dataset (default: none), registered beside its name: ``--dataset`` and
+        :func:`get_dataset` take them too.
 
     Raises
     ------
@@ -151,7 +152,7 @@ _DATASETS: dict[str, Dataset] = {}
 
 
 def register_dataset(dataset: Dataset) -> Dataset:
-    """Add ``dataset`` under its name; a name registered twice is an error.
+    """Add ``dataset`` under its name and its aliases; a name registered twice is an error.
 
     Parameters
     ----------
@@ -166,12 +167,15 @@ def register_dataset(dataset: Dataset) -> Dataset:
     Raises
     ------
     labeldp.errors.ConfigError
-        If a dataset of that name is already registered.
+        If a dataset of that name, or of one of its aliases, is already registered.
     """
+    names = (dataset.name, *dataset.aliases)
     _builtin()  # labeldp's own names are taken (a no-op while labeldp.data.builtin registers them)
-    if dataset.name in _DATASETS:
-        raise ConfigError(f"dataset {dataset.name!r} is already registered")
-    _DATASETS[dataset.name] = dataset
+    for name in names:
+        if name in _DATASETS or names.count(name) > 1:
+            raise ConfigError(f"dataset {name!r} is already registered")
+    for name in names:
+        _DATASETS[name] = dataset
     return dataset
 
 
@@ -180,7 +184,7 @@ def _builtin() -> None:
 
 
 def dataset_names() -> tuple[str, ...]:
-    """Every registered dataset's name, labeldp's own first.
+    """Every registered dataset's name, aliases included, labeldp's own first.
 
     Returns
     -------
@@ -192,12 +196,13 @@ def dataset_names() -> tuple[str, ...]:
 
 
 def get_dataset(name: str) -> Dataset:
-    """The dataset registered as ``name``; an unknown name is a :class:`~labeldp.errors.ConfigError`.
+    """The dataset registered as ``name`` (its name or an alias); an unknown name is a
+    :class:`~labeldp.errors.ConfigError`.
 
     Parameters
     ----------
     name : str
-        A registered dataset's name.
+        A registered dataset's name or alias.
 
     Returns
     -------

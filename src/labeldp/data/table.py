@@ -231,6 +231,22 @@ def feature_columns(
     return chosen
 
 
+def table_name(path: str | Path) -> str:
+    """A table's name: its file name before the first dot (``adult-train`` for ``adult-train.csv.gz``).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The table's file.
+
+    Returns
+    -------
+    str
+        The name its dataset, runs and reports go by.
+    """
+    return Path(path).name.split(".")[0]
+
+
 def load_table_dataset(
     path: str | Path,
     label_column: str,
@@ -295,24 +311,33 @@ def load_table_dataset(
     labeldp.errors.MissingFileError
         If a table file does not exist.
     labeldp.errors.DataError
-        If a table cannot be read or lacks a column, a regression's label column is not numeric or holds
-        missing values, or a classification's label is missing or outside ``classes`` (neither named nor
+        If a table cannot be read or lacks a column, its test share would leave no training row, a
+        regression's label column is not numeric or holds missing values, or a classification's label is
+        missing or outside ``classes`` (neither named nor
         counted).
     """
+    frame = read_table(path)
+    if label_column not in frame.columns:
+        raise DataError(
+            f"label column {label_column!r} not found: name the table's label column with --label-column COL "
+            f"(label_column=...); its columns are {list(frame.columns)}"
+        )
     if grid is None and (classes is None or len(classes) < 2):
         raise ConfigError(
             "a table's label domain must be declared: --classes V1 V2 ... (classes=...), the "
             "label values in order, or --label-range LOW HIGH for numbers; it is public and never "
             "taken from the private labels"
         )
-    frame = read_table(path)
-    if label_column not in frame.columns:
-        raise DataError(f"label column {label_column!r} not found; columns are {list(frame.columns)}")
     if test_path is None:
         if not 0.0 < test_fraction < 1.0:
             raise ConfigError(f"test_fraction must lie in (0, 1), got {test_fraction}")
         order = public_rng(seed, "table-split").permutation(len(frame))
         n_test = max(1, int(round(test_fraction * len(frame))))
+        if n_test >= len(frame):  # the number of rows is public
+            raise DataError(
+                f"{path} has {len(frame)} row(s): holding out {n_test} as the test set leaves none to train on; "
+                "use a larger table, or a separate --test-table"
+            )
         train, test = frame.iloc[order[n_test:]], frame.iloc[order[:n_test]]
     else:
         train, test = frame, read_table(test_path)
@@ -321,7 +346,7 @@ def load_table_dataset(
     if missing:
         raise DataError(f"the test table lacks columns {missing}")
     preprocessor = TablePreprocessor.fit(train, columns)
-    name = Path(path).name.split(".")[0]
+    name = table_name(path)
     private_test = test_path is None and not public_test_split
     if grid is not None:
         return regression_dataset(

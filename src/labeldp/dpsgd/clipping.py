@@ -121,10 +121,11 @@ class ClippedGradients:
         return self
 
 
-class UnsupportedModelError(ValueError):
+class UnsupportedModelError(ConfigError):
     """The model cannot give per-example gradients (BatchNorm) or not on the requested path.
 
-    A ``ValueError``, not a :class:`~labeldp.errors.LabelDPError`.
+    A :class:`~labeldp.errors.ConfigError` (so the command line prints it as one line), and so also a
+    ``ValueError``, as it used to be.
 
     Parameters
     ----------

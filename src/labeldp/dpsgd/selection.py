@@ -85,13 +85,16 @@ def draw_trials(rng, mean: float, shape: float) -> int:
     """
     from dp_accounting.rdp.rdp_privacy_accountant import _gamma_truncated_negative_binomial
 
-    if math.isinf(shape):
-        u, k, term = float(rng.random()), 0, math.exp(-mean)  # inverse CDF of Poisson(mean)
-        total = term
-        while u > total and term > 0:
+    if math.isinf(shape):  # inverse CDF of Poisson(mean), each term from its logarithm: exp(-mean) underflows
+        u, k = float(rng.random()), 0  # from mean ~745 on, and a running product would stay 0
+        log_mean = math.log(mean) if mean > 0 else -math.inf
+        total = math.exp(-mean)
+        while u > total:
             k += 1
-            term *= mean / k
+            term = math.exp(k * log_mean - mean - math.lgamma(k + 1))
             total += term
+            if term == 0.0 and k > mean:  # past the upper tail: u is above what the sum reaches in floats
+                break
         return k
     gamma = _gamma_truncated_negative_binomial(shape, mean)
     u = float(rng.random())  # inverse CDF over k >= 1
@@ -313,10 +316,12 @@ def plan_selection(
     Raises
     ------
     labeldp.errors.ConfigError
-        If ``holdout`` is not in (0, 1) or holds out fewer than two examples or all of them, the
+        If there is no candidate, ``holdout`` is not in (0, 1) or holds out fewer than two examples or all of them, the
         candidates' sampling plans differ, a candidate's batch size exceeds the kept examples, an
         argument is out of range, or the budget cannot pay for the selection.
     """
+    if not candidates:
+        raise ConfigError("a private selection needs at least one candidate: give the grid some values")
     held = holdout_coins(num_examples, holdout, seed)
     held_out, kept = np.flatnonzero(held), np.flatnonzero(~held)
     if held_out.size < 2 or kept.size == 0:

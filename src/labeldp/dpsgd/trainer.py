@@ -40,7 +40,7 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel
 from tqdm.auto import tqdm
 
-from labeldp import distributed
+from labeldp import distributed, runtime
 from labeldp.boundary import PrivateLabels, unseal
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.train import TrainConfig
@@ -309,6 +309,7 @@ def _epoch(run: _DPSGDRun, epoch: int, progress: bool) -> None:
         disable=None if progress else True,
         unit="step",
     ):
+        runtime.recheck_threads()  # the command's automatic threads follow the machine's free cores
         _step(run, epoch, step, next_batch(), noise_rng)
 
 

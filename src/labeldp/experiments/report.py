@@ -112,7 +112,8 @@ def dataset_metric(rows: list[dict[str, str]], dataset: str) -> str:
 
 def aggregate(rows: list[dict[str, str]], metric: str | None = None) -> list[dict]:
     """Mean and standard deviation of a test ``metric`` (default: each dataset's own,
-    :func:`dataset_metric`) per dataset, :func:`variant` and target epsilon, done runs only: only runs
+    :func:`dataset_metric`) per dataset (a table's runs by the table's name, their ``table`` column),
+    :func:`variant` and target epsilon, done runs only: only runs
     that differ in nothing but their seed are averaged together. A variant is named by its parts,
     less those that every run of the dataset shares after the first (a grid value that did not vary).
     A run whose noise was reproducible (``--insecure-noise-seed``) is its own variant, marked NOT
@@ -147,13 +148,16 @@ def aggregate(rows: list[dict[str, str]], metric: str | None = None) -> list[dic
     for dataset in {row["dataset"] for row in done}:
         shared[dataset] = set.intersection(*(set(variant(row)[1:]) for row in done if row["dataset"] == dataset))
     groups: dict[tuple, list[float]] = defaultdict(list)
+    metric_of = {}
     for row in done:
         first, *rest = variant(row)
         name = "/".join([first, *(part for part in rest if part not in shared[row["dataset"]])])
         if row.get("noise_private") == "False":
             name += " (NOT PRIVATE)"
         epsilon = float(row["target_epsilon"]) if row["target_epsilon"] else None
-        groups[(row["dataset"], name, epsilon)].append(float(row[column[row["dataset"]]]))
+        title = row.get("table") or row["dataset"]  # a table's own name rather than "csv"
+        metric_of[title] = chosen[row["dataset"]]
+        groups[(title, name, epsilon)].append(float(row[column[row["dataset"]]]))
     return [
         {
             "dataset": d,
@@ -162,7 +166,7 @@ def aggregate(rows: list[dict[str, str]], metric: str | None = None) -> list[dic
             "mean": mean(v),
             "std": stdev(v) if len(v) > 1 else 0.0,
             "runs": len(v),
-            "metric": chosen[d],
+            "metric": metric_of[d],
         }
         for (d, m, e), v in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))
     ]
@@ -179,12 +183,14 @@ def _cell(stat: dict, spread: bool) -> str:
     digits = 2 if scale == 100.0 else 4
     if not spread:
         return f"{scale * stat['mean']:.{digits - 1}f}"
+    if stat["runs"] == 1:  # one run has no spread to show
+        return f"{scale * stat['mean']:.{digits}f} (1)"
     return f"{scale * stat['mean']:.{digits}f} ± {scale * stat['std']:.{digits}f} ({stat['runs']})"
 
 
 def format_report(stats: list[dict], failed: int = 0, spread: bool = True) -> str:
     """A table per dataset: methods as rows, epsilons as columns, cells 'mean ± std (runs)' of the
-    dataset's metric, accuracy in % (just the mean with ``spread=False``).
+    dataset's metric ('mean (1)' for one run), accuracy in % (just the mean with ``spread=False``).
 
     Parameters
     ----------

@@ -7,13 +7,16 @@ and saved noisy labels. ``results.csv`` collects one row per run.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import ctypes
 import itertools
 import multiprocessing
-import os
 import signal
+import sys
+import threading
 import traceback
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +28,7 @@ from labeldp import runtime
 from labeldp.config.overrides import apply_overrides, parse_value
 from labeldp.config.run import options_unused_by
 from labeldp.data import folder_datasets
+from labeldp.data.table import table_name
 from labeldp.errors import ConfigError, LabelDPError
 from labeldp.files import write_atomic
 from labeldp.recipes.profiles import load_recipes, loaded_recipes
@@ -34,6 +38,7 @@ RESULT_COLUMNS = (
     "key",
     "status",
     "dataset",
+    "table",
     "method",
     "target_epsilon",
     "epsilon",
@@ -123,6 +128,11 @@ def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list
         config = apply_overrides(base, chosen)
         if not config.method_spec.private:
             config = replace(config, epsilon=None)
+        elif config.epsilon is None:  # the grid has no --epsilon flag: say how a grid gives one
+            raise ConfigError(
+                f"method {config.method!r} needs an epsilon: add epsilon=E1,E2,... to the --grid "
+                "(or start from a profile that has one: --base KEY)"
+            )
         unused = options_unused_by(config.method)  # e.g. temperature for lp-1st: it runs once, with the default
         config = replace(config, **{name: getattr(defaults, name) for name in unused})
         config.resolved()
@@ -141,15 +151,11 @@ def _grid_key(config: RunConfig, extra: dict[str, Any]) -> str:
     return f"{config.dataset}/{budget}{suffix}/run{config.seed}"
 
 
-def _worker_init(threads: int, recipes: tuple[Path, ...]) -> None:
-    """Each worker uses ``threads`` torch threads, knows the methods, datasets and profiles of the
-    ``recipes`` files the sweep executed, reuses freed memory (:mod:`labeldp.runtime`) and dies with the
-    sweep process (Linux)."""
-    import torch
-
+def _worker_init(recipes: tuple[Path, ...]) -> None:
+    """Each worker knows the methods, datasets and profiles of the ``recipes`` files the sweep executed,
+    reuses freed memory (:mod:`labeldp.runtime`) and dies with the sweep process (Linux)."""
     for path in recipes:
         load_recipes(path)
-    torch.set_num_threads(threads)
     runtime.reuse_freed_memory()
     try:
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -157,8 +163,11 @@ def _worker_init(threads: int, recipes: tuple[Path, ...]) -> None:
         pass
 
 
-def _run_job(config: RunConfig, run_dir: str, device: str) -> dict[str, Any]:
+def _run_job(config: RunConfig, run_dir: str, device: str, threads: int | None, cores: int) -> dict[str, Any]:
+    """Run one job with ``threads`` torch threads, or the default for its dataset within ``cores``
+    (:func:`labeldp.runtime.set_threads`); its summary, or its error (recorded in ``error.txt``)."""
     try:
+        runtime.set_threads(threads, config.dataset, cores)
         return {"status": "done", **train_run(config, run_dir, device=device, progress=False)}
     except Exception as error:  # recorded; the sweep goes on
         Path(run_dir).mkdir(parents=True, exist_ok=True)
@@ -171,6 +180,7 @@ def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any
         "key": job.key,
         "status": outcome.get("status"),
         "dataset": job.config.dataset,
+        "table": table_name(job.config.table) if job.config.dataset == "csv" and job.config.table else "",
         "method": job.config.method,
         "target_epsilon": job.config.epsilon if job.config.epsilon is not None else "",
         "epsilon": outcome.get("epsilon")
@@ -208,6 +218,7 @@ def run_sweep(
     device: str = "auto",
     data_dir: str | None = None,
     progress: bool = True,
+    threads: int | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``jobs`` into ``out/<key>/`` and write ``out/results.csv``: one after the other in this
     process with one worker, else in ``workers`` processes.
@@ -225,13 +236,16 @@ def run_sweep(
     out : str or pathlib.Path
         The sweep folder (created).
     workers : int, optional
-        Worker processes (default 1: every job in this process); each gets its share of the CPU threads.
+        Worker processes (default 1: every job in this process).
     device : str, optional
         The device of every run (``"auto"``: the GPU when torch sees one).
     data_dir : str or None, optional
         The data folder of the jobs whose dataset is read from a folder (it replaces theirs).
     progress : bool, optional
-        Show a progress bar.
+        A bar counting the runs on a terminal; elsewhere (a log file, a pipe) one line per finished run.
+    threads : int or None, optional
+        Torch threads of each run; by default one for a table and otherwise its worker's share of the
+        cores free when the sweep starts (:func:`labeldp.runtime.free_cores`).
 
     Returns
     -------
@@ -241,10 +255,12 @@ def run_sweep(
     Raises
     ------
     labeldp.errors.ConfigError
-        If ``workers`` is less than 1.
+        If ``workers`` or ``threads`` is less than 1.
     """
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
+    if threads is not None and threads < 1:
+        raise ConfigError(f"threads must be at least 1, got {threads}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if data_dir is not None:  # for the runs whose dataset reads a folder
@@ -261,32 +277,76 @@ def run_sweep(
             outcomes[job.key] = {"status": "done", **RunDirectory(out / job.folder).read_summary()}
         else:  # unfinished, damaged or another configuration's run (train_run says which, as the job's error)
             pending.append(job)
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    bar = tqdm(
-        total=len(jobs), initial=len(jobs) - len(pending), desc="sweep", unit="run", disable=None if progress else True
-    )
-
-    def finished(job: SweepJob, outcome: dict[str, Any]) -> None:
-        outcomes[job.key] = outcome
-        if outcome["status"] != "done":
-            tqdm.write(f"run {job.key} failed: {outcome['error']}")
-        bar.update()
-
+    cores = max(1, runtime.free_cores() // workers) if pending and threads is None else 1
+    finished = _progress(len(jobs), len(jobs) - len(pending), outcomes, progress)
     if workers == 1:
         for job in pending:
-            finished(job, _run_job(job.config, str(out / job.folder), device))
+            finished(job, _run_job(job.config, str(out / job.folder), device, threads, cores))
     elif pending:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_worker_init, initargs=(threads, loaded_recipes())
-        ) as pool:
-            futures = {pool.submit(_run_job, job.config, str(out / job.folder), device): job for job in pending}
-            for future in as_completed(futures):
-                finished(futures[future], future.result())
-    bar.close()
+        _run_in_workers(pending, out, workers, finished, (device, threads, cores))
+    finished(None, None)
     rows = [_row(job, out / job.folder, outcomes[job.key]) for job in jobs]
     write_results(rows, out / "results.csv")
     return rows
+
+
+@contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """Ctrl-C ignored meanwhile (in the main thread; elsewhere nothing changes): worker processes started
+    then inherit it, so that the sweep alone answers it, with one line rather than a traceback each."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_in_workers(pending: list[SweepJob], out: Path, workers: int, finished, options: tuple) -> None:
+    """Run ``pending`` in ``workers`` processes (``options``: device, threads, cores), reporting each to
+    ``finished``; on Ctrl-C or an error the workers are stopped (their runs resume when the sweep is run
+    again) rather than waited for."""
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(loaded_recipes(),))
+    try:
+        with _interrupts_ignored():  # the workers start during the submissions
+            futures = {pool.submit(_run_job, job.config, str(out / job.folder), *options): job for job in pending}
+        for future in as_completed(futures):
+            finished(futures[future], future.result())
+    except BaseException:
+        processes = list((pool._processes or {}).values())  # the pool has no public handle on them
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        raise
+    pool.shutdown()
+
+
+def _progress(total: int, done: int, outcomes: dict[str, dict[str, Any]], progress: bool):
+    """The callback ``finished(job, outcome)`` that records each finished run in ``outcomes`` and shows it:
+    a bar on a terminal, one line per run elsewhere (nothing but failures without ``progress``);
+    ``finished(None, None)`` closes the bar."""
+    terminal = sys.stderr.isatty()
+    bar = tqdm(total=total, initial=done, desc="sweep", unit="run", disable=not (progress and terminal))
+    count = [done]
+
+    def finished(job: SweepJob | None, outcome: dict[str, Any] | None) -> None:
+        if job is None:
+            bar.close()
+            return
+        outcomes[job.key] = outcome
+        count[0] += 1
+        if outcome["status"] != "done":
+            tqdm.write(f"run {job.key} failed: {outcome['error']}")
+        elif progress and not terminal:
+            seconds = outcome.get("seconds")
+            took = f" in {seconds:.1f}s" if isinstance(seconds, (int, float)) else ""
+            print(f"[{count[0]}/{total}] {job.key} done{took}", flush=True)
+        bar.update()
+
+    return finished
 
 
 def write_results(rows: list[dict[str, Any]], path: Path) -> None:

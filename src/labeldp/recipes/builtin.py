@@ -7,9 +7,8 @@ reference). Datasets that need files take ``--data-dir`` at run time.
 
 from __future__ import annotations
 
-from labeldp.config.run import DEFAULT_DELTA, DEFAULT_PRIOR_SHARE, RunConfig
+from labeldp.config.run import DEFAULT_DELTA, RunConfig
 from labeldp.config.train import TrainConfig
-from labeldp.priors.clustering import histogram_epsilon
 from labeldp.recipes.profiles import register
 from labeldp.recipes.training import (
     CIFAR_TRAIN,
@@ -17,8 +16,11 @@ from labeldp.recipes.training import (
     DPSGD_MNIST,
     DPSGD_MNIST_TRAIN,
     MNIST_TRAIN,
+    MOVIELENS_METHODS,
     PATE_STUDENT_TRAIN,
+    mnist_spectral_options,
     recipe_for,
+    with_recipe,
 )
 
 # The training settings are the methods' recipes (labeldp.recipes.training), which also say how each was chosen.
@@ -38,8 +40,6 @@ METHODS_EPSILONS = (0.1, 0.5, 1, 2)
 #: :func:`labeldp.priors.histogram_epsilon` (a rule on public sizes), untempered: with clusters this
 #: pure a tempered prior only dilutes them. The encoder and the clustering take about 20 s of a run.
 SMALL_EPSILONS = (0.05, 0.1, 0.5, 1, 2)
-MNIST_EXAMPLES = 60_000
-SPECTRAL_CLUSTERS = 50
 
 
 def mnist_spectral_config(epsilon: float, seed: int = 0) -> RunConfig:
@@ -67,46 +67,34 @@ def mnist_spectral_config(epsilon: float, seed: int = 0) -> RunConfig:
         epsilon=epsilon,
         seed=seed,
         train=MNIST_TRAIN,
-        prior="cluster",
-        encoder="spectral",
-        clusters=SPECTRAL_CLUSTERS,
-        prior_epsilon=histogram_epsilon(epsilon, MNIST_EXAMPLES, SPECTRAL_CLUSTERS),
+        **mnist_spectral_options(epsilon),
     )
 
 
-#: MovieLens (100K's folder format): the recommender model, AdamW with strong decoupled weight decay on
-#: the embeddings, 10 epochs at batch 512; a tenth of each stage's examples is held out to keep the
-#: epoch whose model best fits their released ratings (noisy ratings are memorised within a few epochs
-#: at small epsilons). About 10 s per stage on 2 cores. Compared on the *test* RMSE (seed 0's split, one
-#: noise draw, rr-on-bins and lp-1st at epsilon 4 and non-private): 20 epochs, 20 epochs at lr 0.005,
-#: weight decay 0.5 or 2 and batch 256 were each worse for all three, so this recipe was kept unchanged
-#: (benchmarks/movielens.py).
-MOVIELENS_TRAIN = TrainConfig(epochs=10, batch_size=512, optimizer="adam", lr=0.01, weight_decay=1.0, validation=0.1)
 MOVIELENS_EPSILONS = (0.5, 1, 2, 4, 8)
-MOVIELENS_METHODS = ("lp-1st", "rr-on-bins", "rr-on-bins-mst", "laplace-regression")
 
 
 def movielens_config(method: str, epsilon: float | None, seed: int = 0) -> RunConfig:
-    """The MovieLens recipe; RR-on-bins buys its histogram prior with the default share of epsilon, at most 0.05
-    (80,000 ratings: a count's noise is then a few % of the smallest of the five counts).
+    """The MovieLens recipe (:data:`labeldp.recipes.training.MOVIELENS_TRAIN`); RR-on-bins buys its
+    histogram prior with the default share of epsilon, at most 0.05
+    (:func:`~labeldp.recipes.training.movielens_options`).
 
     Parameters
     ----------
     method : str
         The method's name.
     epsilon : float or None
-        The run's epsilon (None for ``"non-private"``; a number for RR-on-bins, whose prior's share is
-        computed from it).
+        The run's epsilon (None for ``"non-private"``).
     seed : int, optional
         The run's public seed (default 0).
 
     Returns
     -------
     RunConfig
-        The run on MovieLens with :data:`MOVIELENS_TRAIN`, unresolved.
+        The run on MovieLens with its recipe, unresolved.
     """
-    extra = {"prior_epsilon": min(0.05, epsilon * DEFAULT_PRIOR_SHARE)} if method.startswith("rr-on-bins") else {}
-    return RunConfig(dataset="movielens", method=method, epsilon=epsilon, seed=seed, train=MOVIELENS_TRAIN, **extra)
+    config = RunConfig(dataset="movielens", method=method, epsilon=epsilon, seed=seed)
+    return with_recipe(config, recipe_for("movielens", method))
 
 
 #: Epsilons of the paper's tables.

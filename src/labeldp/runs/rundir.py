@@ -27,6 +27,12 @@ from labeldp.errors import RunDirectoryError
 from labeldp.files import exclusive_lock, write_atomic, write_json_atomic, write_text_atomic
 from labeldp.training.checkpoint import load_torch
 
+#: what a run folder may hold before its ``config.json`` is written: the lock, the folders a run creates
+#: first, a sweep's record of a failed run, a tune's and an audit's own files
+RUN_FOLDER_NAMES = frozenset(
+    {".lock", "noisy_labels", "checkpoints", "error.txt", "tune.json", "tune.csv", "candidates", "audit"}
+)
+
 
 class RunDirectory:
     """Paths and readers/writers for one run's folder. ``read_only`` (the ranks other than 0 of a
@@ -81,10 +87,30 @@ class RunDirectory:
         (self.root / "noisy_labels").mkdir(parents=True, exist_ok=True)
         (self.root / "checkpoints").mkdir(exist_ok=True)
 
+    def refuse_foreign_files(self) -> None:
+        """Refuse a folder that holds files but no labeldp run (no ``config.json``): a run would mix its
+        files in with them.
+
+        Raises
+        ------
+        labeldp.errors.RunDirectoryError
+            If the folder holds anything but what a run writes before its ``config.json``.
+        """
+        if not self.root.is_dir() or self.config_path.exists():
+            return
+        foreign = sorted(path.name for path in self.root.iterdir() if path.name not in RUN_FOLDER_NAMES)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise RunDirectoryError(
+                f"{self.root} is not empty and holds no labeldp run ({shown}): a run would mix its files in "
+                "with them. Choose a new or empty folder for --out"
+            )
+
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Hold an exclusive lock on the run for the duration (two processes on one run could
-        otherwise both draw noisy labels: a double spend). Raises ``RunLockedError`` if taken.
+        otherwise both draw noisy labels: a double spend), and refuse a folder of other files
+        (:meth:`refuse_foreign_files`).
 
         The folder is created if it does not exist; the lock is the file ``.lock`` in it.
 
@@ -98,9 +124,11 @@ class RunDirectory:
         labeldp.errors.RunLockedError
             If another process holds the lock.
         labeldp.errors.RunDirectoryError
-            If the folder is ``read_only``, or a file is where the folder would be created.
+            If the folder is ``read_only``, holds files that are not a run's, or a file is where the
+            folder would be created.
         """
         self._writing()
+        self.refuse_foreign_files()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):

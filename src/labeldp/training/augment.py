@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from labeldp.data.dataset import AUGMENTATIONS
 from labeldp.errors import ConfigError
 
 
@@ -125,15 +126,15 @@ def augment(
     Raises
     ------
     labeldp.errors.ConfigError
-        If ``policy`` is not one of the three, for 4-d images (other inputs are not checked).
+        If ``policy`` is not one of the three, whatever the inputs.
     """
+    if policy not in AUGMENTATIONS:
+        raise ConfigError(f"unknown augmentation policy {policy!r}; choose one of {', '.join(AUGMENTATIONS)}")
     if policy == "none" or images.dim() != 4:
         return images
     if policy == "translate":
         return random_crop(images, 2, generator, examples, population)
-    if policy == "crop-flip":
-        return random_flip(random_crop(images, 4, generator, examples, population), generator, examples, population)
-    raise ConfigError(f"unknown augmentation policy {policy!r}")
+    return random_flip(random_crop(images, 4, generator, examples, population), generator, examples, population)
 
 
 def mixup(inputs: torch.Tensor, lam: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

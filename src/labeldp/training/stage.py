@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from labeldp import distributed
+from labeldp import distributed, runtime
 from labeldp.config.train import TrainConfig
 from labeldp.errors import ConfigError
 from labeldp.training.augment import augment, mixup
@@ -293,6 +293,7 @@ def _epoch(run: _StageRun, epoch: int, bar: tqdm) -> torch.Tensor:
     )
     total_loss = torch.zeros((), dtype=torch.float64, device=run.device)
     for step in bar:
+        runtime.recheck_threads()  # the command's automatic threads follow the machine's free cores
         loss, examples = _step(run, order, step, augment_rng)
         # summed on the device: no wait for a GPU per batch
         total_loss += loss.detach().double() * examples
