@@ -17,6 +17,7 @@ import numpy as np
 
 from labeldp._validation import check_epsilon
 from labeldp.config.dpsgd import DPSGDConfig
+from labeldp.config.marginals import MarginalsConfig
 from labeldp.config.pate import PATEConfig
 from labeldp.config.train import TrainConfig
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
@@ -102,8 +103,9 @@ class RunConfig:
         choices=method_names,
         help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
         "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
-        "alibi: Laplace noise on the one-hot label; pate: teachers on disjoint parts of the data "
-        "vote, noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
+        "alibi: Laplace noise on the one-hot label; marginals: a logistic regression on public feature bins "
+        "fitted from noisy label counts (rare positives); pate: teachers on disjoint parts of the data vote, "
+        "noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
         "private); for numeric labels also rr-on-bins (RR over the optimal bins of a noisy "
         "histogram prior), rr-on-bins-mst (later stages' prior from the model) and "
         "laplace-regression (Laplace noise on the clipped value)",
@@ -202,6 +204,7 @@ class RunConfig:
     train: TrainConfig = option(default_factory=TrainConfig, help="training of each stage")
     dpsgd: DPSGDConfig = option(default_factory=DPSGDConfig, help="DP-SGD's settings", method_specific=True)
     pate: PATEConfig = option(default_factory=PATEConfig, help="PATE's settings", method_specific=True)
+    marginals: MarginalsConfig = option(default_factory=MarginalsConfig, help="its settings", method_specific=True)
 
     @property
     def method_spec(self) -> Method:
@@ -431,6 +434,7 @@ class RunConfig:
         data["train"] = TrainConfig(**data.get("train", {}))
         data["dpsgd"] = DPSGDConfig(**data.get("dpsgd", {}))
         data["pate"] = PATEConfig(**data.get("pate", {}))
+        data["marginals"] = MarginalsConfig(**data.get("marginals", {}))
         for name in ("stages", "classes", "features", "drop", "label_range"):
             if data.get(name) is not None:
                 data[name] = tuple(data[name])
