@@ -51,8 +51,8 @@ class RunConfig:
         choices=dataset_names,
         help="digits is embedded; the MNIST family and CIFAR read --data-dir; csv reads --table",
     )
-    data_dir: str | None = option(None, help="folder with the dataset's standard files")
-    table: str | None = option(None, help="CSV or Parquet file (dataset csv)")
+    data_dir: str | None = option(None, help="folder of the dataset's standard files (csv: of a relative --table)")
+    table: str | None = option(None, help="CSV or Parquet file (dataset csv; relative to --data-dir if given)")
     label_column: str = option("label", help="label column of --table")
     test_table: str | None = option(
         None,
@@ -241,9 +241,11 @@ class RunConfig:
         return resolved
 
     def _absolute_paths(self) -> dict[str, str]:
-        """The data paths made absolute, so that config.json names the same files from any folder."""
-        paths = {
-            name: str(Path(value).expanduser().resolve())
+        """The data paths made absolute, so that config.json names the same files from any folder: a
+        table's relative paths under ``data_dir`` where one is given (a profile names its table so)."""
+        folder = Path(self.data_dir).expanduser() if self.data_dir is not None else Path()
+        paths = {  # an absolute path stays as it is
+            name: str(((folder if name != "data_dir" else Path()) / Path(value).expanduser()).resolve())
             for name in ("data_dir", "table", "test_table")
             if (value := getattr(self, name)) is not None
         }

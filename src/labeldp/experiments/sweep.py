@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from labeldp import runtime
 from labeldp.config.overrides import apply_overrides, parse_value
 from labeldp.config.run import options_unused_by
-from labeldp.data import folder_datasets
+from labeldp.data import folder_datasets, get_dataset
 from labeldp.errors import ConfigError, LabelDPError
 from labeldp.files import write_atomic
 from labeldp.recipes.profiles import load_recipes, loaded_recipes
@@ -94,7 +94,32 @@ def _grid_key(config: RunConfig, extra: dict[str, Any]) -> str:
     suffix = "".join(
         f"/{name}{':'.join(map(str, v)) if isinstance(v, tuple) else v}" for name, v in sorted(extra.items())
     )
-    return f"{config.dataset}/{budget}{suffix}/run{config.seed}"
+    return f"{_table_name(config) or config.dataset}/{budget}{suffix}/run{config.seed}"
+
+
+def _table_name(config: RunConfig) -> str | None:
+    """A table run's dataset as keys and results name it: its file's name before the first dot
+    (``hillstrom`` for ``hillstrom.csv.gz``); None for a dataset of another kind."""
+    if get_dataset(config.dataset).source != "table" or config.table is None:
+        return None
+    return Path(config.table).name.split(".")[0]
+
+
+def _dataset_column(job: SweepJob) -> str:
+    """What ``results.csv`` and reports name a job's dataset: a table run's by the first part of its key
+    (``adult`` for ``adult/e1/marginals/run0``), so that two tables are never averaged together as
+    ``csv``; another dataset by its name."""
+    if _table_name(job.config) is None:
+        return job.config.dataset
+    return job.key.split("/")[0] if "/" in job.key else _table_name(job.config)
+
+
+def _reads_folder(config: RunConfig) -> bool:
+    """Whether a run takes the sweep's ``--data-dir``: a folder dataset, or a table named by a path
+    relative to it (a profile's); a table named by an absolute path keeps its configuration."""
+    if config.dataset in folder_datasets():
+        return True
+    return _table_name(config) is not None and not Path(config.table).expanduser().is_absolute()
 
 
 def _worker_init(threads: int, recipes: tuple[Path, ...]) -> None:
@@ -126,7 +151,7 @@ def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any
     return {
         "key": job.key,
         "status": outcome.get("status"),
-        "dataset": job.config.dataset,
+        "dataset": _dataset_column(job),
         "method": job.config.method,
         "target_epsilon": job.config.epsilon if job.config.epsilon is not None else "",
         "epsilon": outcome.get("epsilon")
@@ -171,11 +196,9 @@ def run_sweep(
         raise ConfigError(f"workers must be at least 1, got {workers}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if data_dir is not None:  # for the runs whose dataset reads a folder
+    if data_dir is not None:  # for the runs whose dataset reads a folder, or a table under it
         jobs = [
-            replace(job, config=replace(job.config, data_dir=data_dir))
-            if job.config.dataset in folder_datasets()
-            else job
+            replace(job, config=replace(job.config, data_dir=data_dir)) if _reads_folder(job.config) else job
             for job in jobs
         ]
     outcomes: dict[str, dict[str, Any]] = {}
