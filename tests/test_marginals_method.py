@@ -190,15 +190,15 @@ def test_inputs_of_another_dataset_are_binned_value_by_value(tmp_path) -> None:
 
 
 def test_profiles_name_their_tables_under_the_data_folder(tmp_path) -> None:
-    keys = {p.key for p in list_profiles(r"(hillstrom|adult)/")}
-    for table in ("hillstrom", "adult"):
+    keys = {p.key for p in list_profiles(r"(hillstrom-conversion|adult-income)/")}
+    for table in ("hillstrom-conversion", "adult-income"):
         assert f"{table}/non-private/run0" in keys
         for epsilon in ("0.5", "1", "2", "4"):
             assert {f"{table}/e{epsilon}/{method}/run0" for method in ("lp-1st", "marginals")} <= keys
-    profile = get_profile("hillstrom/e1/marginals/run0").config
+    profile = get_profile("hillstrom-conversion/e1/marginals/run0").config
     resolved = profile.with_overrides(data_dir=str(tmp_path)).resolved()
     assert resolved.table == str(tmp_path / "hillstrom" / "hillstrom.csv.gz") and resolved.drop == ("visit", "spend")
-    adult = get_profile("adult/e0.5/marginals/run0").config.with_overrides(data_dir=str(tmp_path)).resolved()
+    adult = get_profile("adult-income/e0.5/marginals/run0").config.with_overrides(data_dir=str(tmp_path)).resolved()
     assert adult.test_table == str(tmp_path / "adult" / "adult-test.csv.gz") and adult.epsilon == 0.5
     absolute = _config(tmp_path / "shop.csv").with_overrides(data_dir="/elsewhere").resolved()
     assert absolute.table == str(tmp_path / "shop.csv")  # an absolute path stays as it is
@@ -211,12 +211,14 @@ def test_a_sweep_over_two_tables_reports_them_apart(tables, tmp_path) -> None:
     _rows(2000, 7).to_csv(other, index=False)
     jobs = [
         SweepJob("shop/e2/marginals/run0", _config(train, test)),
-        SweepJob("ads/e2/marginals/run0", _config(Path("ads/ads.csv"))),  # relative: under the sweep's --data-dir
+        # a relative path: the table is read under the sweep's --data-dir
+        SweepJob("ads/e2/marginals/run0", _config(Path("ads/ads.csv"), test_labels="public")),
     ]
     rows = run_sweep(jobs, tmp_path / "sweep", data_dir=str(tmp_path / "data"), progress=False)
     assert [row["status"] for row in rows] == ["done", "done"], [row["error"] for row in rows]
     assert [row["dataset"] for row in rows] == ["shop", "ads"]
-    stats = aggregate([{k: str(v) for k, v in row.items()} for row in rows], "auc")
+    stats = aggregate([{k: str(v) for k, v in row.items()} for row in rows])  # two classes: AUC by default
+    assert {s["metric"] for s in stats} == {"auc"}, rows
     assert sorted((s["dataset"], s["method"], s["runs"]) for s in stats) == [
         ("ads", "marginals", 1),
         ("shop", "marginals", 1),

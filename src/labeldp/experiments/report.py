@@ -1,7 +1,7 @@
 """Summaries of a sweep: mean/std table by method and epsilon, and the privacy-utility plot.
 
-Each dataset is compared by its task's metric (test accuracy for classes, test RMSE for numeric
-labels), or by one named with ``metric``; accuracy is shown in %, errors in the label's units."""
+Each dataset is compared by its task's metric (test AUC for two classes, test accuracy for more, test
+RMSE for numeric labels), or by one named with ``metric``; accuracy is shown in %, errors in the label's units."""
 
 from __future__ import annotations
 
@@ -57,16 +57,12 @@ METRICS = {
 
 def dataset_metric(rows: list[dict[str, str]], dataset: str) -> str:
     """The metric ``dataset``'s runs are compared by unless one is named: ``rmse`` if they report it
-    (numeric labels), else ``accuracy``."""
-    return (
-        "rmse"
-        if any(
-            row.get("test_rmse") not in (None, "")
-            for row in rows
-            if row["dataset"] == dataset and row["status"] == "done"
-        )
-        else "accuracy"
-    )
+    (numeric labels), ``auc`` if every one reports it (two classes, where accuracy hides rare positives:
+    a majority-class model of a 1 %-positive table is 99 % accurate), else ``accuracy``."""
+    done = [row for row in rows if row["dataset"] == dataset and row["status"] == "done"]
+    if any(row.get("test_rmse") not in (None, "") for row in done):
+        return "rmse"
+    return "auc" if done and all(row.get("test_auc") not in (None, "") for row in done) else "accuracy"
 
 
 def aggregate(rows: list[dict[str, str]], metric: str | None = None) -> list[dict]:

@@ -94,24 +94,18 @@ def _grid_key(config: RunConfig, extra: dict[str, Any]) -> str:
     suffix = "".join(
         f"/{name}{':'.join(map(str, v)) if isinstance(v, tuple) else v}" for name, v in sorted(extra.items())
     )
-    return f"{_table_name(config) or config.dataset}/{budget}{suffix}/run{config.seed}"
+    return f"{config.dataset}/{budget}{suffix}/run{config.seed}"
 
 
-def _table_name(config: RunConfig) -> str | None:
-    """A table run's dataset as keys and results name it: its file's name before the first dot
-    (``hillstrom`` for ``hillstrom.csv.gz``); None for a dataset of another kind."""
-    if get_dataset(config.dataset).source != "table" or config.table is None:
-        return None
-    return Path(config.table).name.split(".")[0]
+def _is_table(config: RunConfig) -> bool:
+    return get_dataset(config.dataset).source == "table"
 
 
 def _dataset_column(job: SweepJob) -> str:
     """What ``results.csv`` and reports name a job's dataset: a table run's by the first part of its key
-    (``adult`` for ``adult/e1/marginals/run0``), so that two tables are never averaged together as
-    ``csv``; another dataset by its name."""
-    if _table_name(job.config) is None:
-        return job.config.dataset
-    return job.key.split("/")[0] if "/" in job.key else _table_name(job.config)
+    (``adult`` for the profile ``adult/e1/marginals/run0``; ``csv`` for a grid's runs), so that two
+    tables' profiles are not averaged together as ``csv``; another dataset by its name."""
+    return job.key.split("/")[0] if _is_table(job.config) and "/" in job.key else job.config.dataset
 
 
 def _reads_folder(config: RunConfig) -> bool:
@@ -119,7 +113,7 @@ def _reads_folder(config: RunConfig) -> bool:
     relative to it (a profile's); a table named by an absolute path keeps its configuration."""
     if config.dataset in folder_datasets():
         return True
-    return _table_name(config) is not None and not Path(config.table).expanduser().is_absolute()
+    return _is_table(config) and config.table is not None and not Path(config.table).expanduser().is_absolute()
 
 
 def _worker_init(threads: int, recipes: tuple[Path, ...]) -> None:

@@ -2,7 +2,7 @@
 MovieLens ratings (numeric labels), and two tables (Hillstrom's conversions, Adult's income).
 
 Keys are ``{dataset}/e{epsilon}/{method}/run{seed}`` (``{dataset}/non-private/run{seed}`` for the
-reference; a table's key names the table). Datasets that need files take ``--data-dir`` at run time,
+reference; a table's key names the table and its label). Datasets that need files take ``--data-dir`` at run time,
 and the tables' files are named relative to it.
 """
 
@@ -168,21 +168,22 @@ for _seed in range(RUNS):
         )
 
 #: The tables of ``benchmarks/tabular.py`` as runs, their files named under ``--data-dir`` (the folder of
-#: ``adult/`` and ``hillstrom/``, e.g. ../shared/datasets): the Hillstrom campaign's ``conversion`` (0.9 %
-#: positive; ``visit`` and ``spend`` are other outcomes that leak it, dropped) and UCI Adult's ``income``.
+#: ``adult/`` and ``hillstrom/``, e.g. ../shared/datasets), keyed by table and label: the Hillstrom
+#: campaign's ``conversion`` (0.9 % positive; ``visit`` and ``spend`` are other outcomes that leak it,
+#: dropped) and UCI Adult's ``income``.
 #: Hillstrom has no test file: a fifth of its rows, drawn from the seed, are the test rows, and their
 #: labels are treated as public (``test_labels`` public: exact AUC and log-loss for comparisons, which
 #: the epsilon does NOT cover, as the summary says); Adult's test file is public. ``lp-1st`` and
 #: ``non-private`` train the library's default table model (the MLP), ``marginals`` fits its own.
 TABLES = {
-    "hillstrom": {
+    "hillstrom-conversion": {
         "table": "hillstrom/hillstrom.csv.gz",
         "label_column": "conversion",
         "classes": ("0", "1"),
         "drop": ("visit", "spend"),
         "test_labels": "public",
     },
-    "adult": {
+    "adult-income": {
         "table": "adult/adult-train.csv.gz",
         "test_table": "adult/adult-test.csv.gz",
         "label_column": "income",
