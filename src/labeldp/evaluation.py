@@ -157,8 +157,10 @@ def describe_test_metrics(summary: dict) -> str:
             text += f" (MAE {summary['test_mae']:.4g})"
     elif summary.get("test_accuracy") is not None:
         text = f"test accuracy {shown('test_accuracy', 100.0, 2, '%')}"
-        if summary.get("test_auc") is not None:
+        if summary.get("test_auc") is not None:  # two classes: accuracy hides rare positives, these do not
             text += f", AUC {shown('test_auc', 1.0, 4)}"
+            if summary.get("test_log_loss") is not None:
+                text += f", log-loss {shown('test_log_loss', 1.0, 4)}"
     else:
         return "no test metric (the test labels are private and were not released)"
     return text + (" (estimated from the released test labels)" if estimated else "")

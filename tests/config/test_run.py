@@ -12,6 +12,7 @@ import json
 import pytest
 
 from labeldp.config.dpsgd import DPSGDConfig
+from labeldp.config.marginals import MarginalsConfig
 from labeldp.config.pate import PATEConfig
 from labeldp.config.run import DEFAULT_DELTA, METHOD_OPTIONS, options_unused_by
 from labeldp.errors import ConfigError
@@ -32,6 +33,7 @@ CHANGED = {
     "insecure_noise_seed": 1,
     "dpsgd": DPSGDConfig(max_grad_norm=2.0),
     "pate": PATEConfig(teachers=7),
+    "marginals": MarginalsConfig(bins=8),
 }
 
 

@@ -15,6 +15,7 @@ OPTION_GROUPS = {
     "train": ("training (per stage)", None),
     "dpsgd": ("dp-sgd", "options of --method dp-sgd (--batch-size is the expected Poisson batch size)"),
     "pate": ("pate", "options of --method pate (the training options are the student's)"),
+    "marginals": ("marginals", "options of --method marginals (it has no training loop)"),
 }
 
 

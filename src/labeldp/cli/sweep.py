@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--grid",
         nargs="+",
         metavar="NAME=V1,V2",
-        help="e.g. method=lp-1st,lp-2st epsilon=1,2,4 seed=0,1 (options of the run, its training, DP-SGD or PATE)",
+        help="e.g. method=lp-1st,lp-2st epsilon=1,2,4 seed=0,1 (options of the run, its training, DP-SGD, PATE "
+        "or marginals)",
     )
     parser.add_argument("--base", metavar="KEY", help="profile whose recipe the --grid starts from")
     parser.add_argument(
@@ -40,7 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Python file to execute first: it registers profiles, methods or datasets of your own",
     )
     parser.add_argument("--workers", type=int, default=1, help="parallel worker processes (default %(default)s)")
-    parser.add_argument("--data-dir", help="data folder for every run whose dataset reads one (MNIST family, CIFAR)")
+    parser.add_argument(
+        "--data-dir",
+        help="data folder for every run whose dataset reads one (MNIST family, CIFAR, MovieLens), and of every "
+        "table named by a relative path (the table profiles')",
+    )
     parser.add_argument("--device", default="auto", help="torch device for every run (default %(default)s)")
     parser.add_argument(
         "--threads",

@@ -2,7 +2,7 @@
 tunes.
 
 A name is a field of :class:`~labeldp.config.run.RunConfig` or of one of its settings (training,
-DP-SGD, PATE), written with ``-`` or ``_``, or the field's command-line flag where it has its own
+DP-SGD, PATE, marginals), written with ``-`` or ``_``, or the field's command-line flag where it has its own
 (``mixup`` for ``mixup_alpha``, ``vote-noise`` for PATE's ``noise_std``). A value is typed by its
 field: numbers, ``true``/``false`` for a switch, ``none`` for an optional value left out, and a
 tuple as ``0.3:0.7``.
@@ -19,7 +19,7 @@ from labeldp.errors import ConfigError
 from labeldp.options import annotation_type
 
 #: the settings nested in a RunConfig, by field name
-SECTIONS = ("train", "dpsgd", "pate")
+SECTIONS = ("train", "dpsgd", "pate", "marginals")
 
 
 def _fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
@@ -64,7 +64,7 @@ def resolve_name(name: str) -> tuple[str | None, str]:
     key = name.replace("-", "_")
     if key not in fields:
         raise ConfigError(
-            f"unknown option {name!r}; use a field of the run, training, DP-SGD or PATE settings "
+            f"unknown option {name!r}; use a field of the run, training, DP-SGD, PATE or marginals settings "
             "(e.g. epsilon, lr, epochs, max-grad-norm)"
         )
     section, field = fields[key]

@@ -17,6 +17,7 @@ import numpy as np
 
 from labeldp._validation import check_epsilon
 from labeldp.config.dpsgd import DPSGDConfig
+from labeldp.config.marginals import MarginalsConfig
 from labeldp.config.pate import PATEConfig
 from labeldp.config.train import TrainConfig
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
@@ -33,7 +34,7 @@ DEFAULT_DELTA = 1e-5
 DEFAULT_PRIOR_SHARE = 0.1
 LOSSES = ("forward", "ce", "mse")
 #: the nested settings of a configuration, by field name
-_SECTIONS = {"train": TrainConfig, "dpsgd": DPSGDConfig, "pate": PATEConfig}
+_SECTIONS = {"train": TrainConfig, "dpsgd": DPSGDConfig, "pate": PATEConfig, "marginals": MarginalsConfig}
 PRIORS = ("uniform", "histogram", "cluster")
 #: where the test metrics of held-out rows of the private label column come from (``test_labels``)
 TEST_LABELS = ("released", "public", "none")
@@ -140,8 +141,8 @@ class RunConfig:
         choices=dataset_names,
         help="digits is embedded; the MNIST family and CIFAR read --data-dir; csv reads --table",
     )
-    data_dir: str | None = option(None, help="folder with the dataset's standard files")
-    table: str | None = option(None, help="CSV or Parquet file (dataset csv)")
+    data_dir: str | None = option(None, help="folder of the dataset's standard files (csv: of a relative --table)")
+    table: str | None = option(None, help="CSV or Parquet file (dataset csv; relative to --data-dir if given)")
     label_column: str = option("label", help="label column of --table")
     test_table: str | None = option(
         None,
@@ -192,8 +193,9 @@ class RunConfig:
         choices=method_names,
         help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
         "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
-        "alibi: Laplace noise on the one-hot label; pate: teachers on disjoint parts of the data "
-        "vote, noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
+        "alibi: Laplace noise on the one-hot label; marginals: a logistic regression on public feature bins "
+        "fitted from noisy label counts (rare positives); pate: teachers on disjoint parts of the data vote, "
+        "noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
         "private); for numeric labels also rr-on-bins (RR over the optimal bins of a noisy "
         "histogram prior), rr-on-bins-mst (later stages' prior from the model) and "
         "laplace-regression (Laplace noise on the clipped value)",
@@ -292,6 +294,7 @@ class RunConfig:
     train: TrainConfig = option(default_factory=TrainConfig, help="training of each stage")
     dpsgd: DPSGDConfig = option(default_factory=DPSGDConfig, help="DP-SGD's settings", method_specific=True)
     pate: PATEConfig = option(default_factory=PATEConfig, help="PATE's settings", method_specific=True)
+    marginals: MarginalsConfig = option(default_factory=MarginalsConfig, help="its settings", method_specific=True)
 
     @property
     def method_spec(self) -> Method:
@@ -359,9 +362,11 @@ class RunConfig:
         return resolved
 
     def _absolute_paths(self) -> dict[str, str]:
-        """The data paths made absolute, so that config.json names the same files from any folder."""
-        paths = {
-            name: str(Path(value).expanduser().resolve())
+        """The data paths made absolute, so that config.json names the same files from any folder: a
+        table's relative paths under ``data_dir`` where one is given (a profile names its table so)."""
+        folder = Path(self.data_dir).expanduser() if self.data_dir is not None else Path()
+        paths = {  # an absolute path stays as it is
+            name: str(((folder if name != "data_dir" else Path()) / Path(value).expanduser()).resolve())
             for name in ("data_dir", "table", "test_table")
             if (value := getattr(self, name)) is not None
         }

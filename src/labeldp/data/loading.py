@@ -32,11 +32,11 @@ def load_dataset(
     """Load the dataset registered as ``name``.
 
     ``digits`` is embedded; the folder datasets read their standard files from ``data_dir``; ``csv``
-    reads ``table``, a CSV or Parquet file: a classification over the declared ``classes``, or a
-    regression on the grid of ``label_grid_size`` points over the declared ``label_range``. Where
-    the test rows are held out of the private label column (``csv`` without ``test_table``,
-    ``movielens``), their labels are private (:class:`~labeldp.boundary.PrivateLabels`) unless
-    ``public_test_split`` treats them as public.
+    reads ``table`` (relative to ``data_dir`` where one is given), a CSV or Parquet file: a
+    classification over the declared ``classes``, or a regression on the grid of ``label_grid_size``
+    points over the declared ``label_range``. Where the test rows are held out of the private label
+    column (``csv`` without ``test_table``, ``movielens``), their labels are private
+    (:class:`~labeldp.boundary.PrivateLabels`) unless ``public_test_split`` treats them as public.
 
     Parameters
     ----------
@@ -77,12 +77,13 @@ label_range, label_grid_size, public_test_split
             f"--label-grid are for a table (dataset 'csv'), not {name!r}, which defines its own labels"
         )
     folders = [other for other in dataset_names() if get_dataset(other).source == "folder"]
-    if dataset.source != "folder" and data_dir is not None:
-        source = "is embedded" if dataset.source == "embedded" else "reads --table"
+    if dataset.source == "embedded" and data_dir is not None:
         raise ConfigError(
-            f"dataset {name!r} {source}: it takes no --data-dir (for a dataset in that folder, name "
+            f"dataset {name!r} is embedded: it takes no --data-dir (for a dataset in that folder, name "
             f"it with --dataset: {', '.join(folders)})"
         )
+    if dataset.source == "table" and data_dir is not None:  # the folder of its relative paths
+        table, test_table = (Path(data_dir) / path if path is not None else None for path in (table, test_table))
     if dataset.source == "folder" and data_dir is None:
         raise ConfigError(f"dataset {name!r} needs a data folder (--data-dir DIR)")
     request = DatasetRequest(

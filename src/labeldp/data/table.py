@@ -74,6 +74,30 @@ def read_table(path: str | Path) -> pd.DataFrame:
     raise DataError(f"table file {path} must be .csv, .tsv or .parquet (optionally .csv.gz, .tsv.gz)")
 
 
+@dataclass(frozen=True)
+class ColumnGroup:
+    """The encoded input columns of one feature column of a table (:meth:`TablePreprocessor.column_groups`).
+
+    Parameters
+    ----------
+    name : str
+        The feature column.
+    numeric : bool
+        Whether it is numeric (standardised) or categorical (one-hot).
+    columns : tuple of int
+        Its encoded columns: a numeric column's value, then its missing-value indicator if it has one;
+        a categorical column's one-hot columns, one per category.
+    missing_above : float or None
+        A numeric column with an indicator: the row's value is missing where the (standardised)
+        indicator is above this.
+    """
+
+    name: str
+    numeric: bool
+    columns: tuple[int, ...]
+    missing_above: float | None = None
+
+
 @dataclass
 class TablePreprocessor:
     """The fitted encoding of a table's feature columns (public), kept with the model.
@@ -160,6 +184,39 @@ class TablePreprocessor:
         numeric, other = (list(columns) for _, _, columns in self.transformer.transformers_[:2])
         values = self.transformer.transform(_as_features(frame, numeric, other))
         return np.asarray(values, dtype=np.float32)
+
+    def column_groups(self) -> list[ColumnGroup]:
+        """The encoded columns of each feature column: a numeric one's standardised value (and its
+        missing-value indicator, where the training rows had missing values), a categorical one's
+        one-hot columns (missing values a category of their own). Public: it describes the encoding.
+
+        Returns
+        -------
+        list of ColumnGroup
+            One per feature column that has encoded columns, numeric ones first, in the order of
+            :meth:`transform`'s output (a numeric column missing in every training row has none).
+        """
+        numeric, other = (list(columns) for _, _, columns in self.transformer.transformers_[:2])
+        groups = []
+        if numeric:
+            imputer, scaler = (step for _, step in self.transformer.named_transformers_["numeric"].steps)
+            start = self.transformer.output_indices_["numeric"].start
+            kept = [c for c, median in zip(numeric, imputer.statistics_) if not np.isnan(median)]
+            flagged = [numeric[i] for i in imputer.indicator_.features_] if imputer.indicator_ is not None else []
+            for position, column in enumerate(kept):
+                if column not in flagged:
+                    groups.append(ColumnGroup(column, True, (start + position,)))
+                    continue
+                j = len(kept) + flagged.index(column)  # the indicators follow the values
+                threshold = float((0.5 - scaler.mean_[j]) / scaler.scale_[j])  # between 0 and 1, standardised
+                groups.append(ColumnGroup(column, True, (start + position, start + j), threshold))
+        if other:
+            encoder = self.transformer.named_transformers_["categorical"].steps[-1][1]
+            position = self.transformer.output_indices_["categorical"].start
+            for column, categories in zip(other, encoder.categories_):
+                groups.append(ColumnGroup(column, False, tuple(range(position, position + len(categories)))))
+                position += len(categories)
+        return groups
 
     @property
     def encoded_names(self) -> list[str]:

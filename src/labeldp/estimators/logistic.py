@@ -25,28 +25,22 @@ reproducible only with ``insecure_noise_seed`` (tests).
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
-from scipy.optimize import minimize
-from scipy.special import logsumexp, softmax
+from scipy.special import softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted
 
 from labeldp.accounting import PrivacyLedger, marginals_event
 from labeldp.boundary import PrivateLabels, Release, ReleasedLabels, release_label_marginals
+from labeldp.config.marginals import DEFAULT_L2
 from labeldp.errors import ConfigError
 from labeldp.estimators._common import _check_rows, _fit_classes, _fit_labels, _inputs, _public_accuracy
 from labeldp.estimators.public_bins import DEFAULT_BINS, PublicBins, bin_indicators
-from labeldp.mechanisms.marginals import flat_bins
-from labeldp.priors import consistent_counts
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import channel_weights
-
-#: the ridge penalty on the bins' coefficients, in units of the summed log-likelihood: the noise on a
-#: bin's count does not shrink with the number of rows, so neither does the penalty that tames it
-DEFAULT_L2 = 100.0
+from labeldp.training.marginals import fit_from_marginals, project_marginals
 
 
 class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -276,79 +270,3 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
             weights = channel_weights(y.labels, y.likelihood)
             return float(np.mean(weights[np.arange(len(weights)), predictions]))
         return _public_accuracy(self.classes_, predictions, y, sample_weight)
-
-
-def project_marginals(counts: np.ndarray, bins: np.ndarray, bins_per_feature: np.ndarray) -> np.ndarray:
-    """Noisy marginals made consistent with the public bin sizes: each bin's counts become the
-    non-negative counts closest to them that sum to the bin's size (post-processing).
-
-    Parameters
-    ----------
-    counts : numpy.ndarray
-        (bins, classes) the noisy marginals, feature 0's bins first.
-    bins : numpy.ndarray
-        (n, features) the rows' bin indices (public).
-    bins_per_feature : numpy.ndarray
-        (features,) the number of bins of each feature.
-
-    Returns
-    -------
-    numpy.ndarray
-        (bins, classes) the projected counts (:func:`labeldp.priors.consistent_counts`).
-    """
-    sizes = np.bincount(flat_bins(bins, bins_per_feature).ravel(), minlength=int(bins_per_feature.sum()))
-    return consistent_counts(counts, sizes)
-
-
-def fit_from_marginals(
-    bins: np.ndarray, bins_per_feature: np.ndarray, counts: np.ndarray, l2: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The multinomial logistic model over bin indicators that maximises the rows' log-likelihood
-    written with the marginals ``counts`` (bins x classes) in place of the labels, minus
-    l2 / 2 |coef|^2. The class totals are each feature's counts summed, averaged over the features.
-    Rows with the same bins are fitted once, weighted by their number.
-
-    Parameters
-    ----------
-    bins : numpy.ndarray
-        (n, features) the rows' bin indices (public).
-    bins_per_feature : numpy.ndarray
-        (features,) the number of bins of each feature.
-    counts : numpy.ndarray
-        (bins, classes) the label marginals, feature 0's bins first.
-    l2 : float
-        The ridge penalty on the coefficients (the intercepts are free).
-
-    Returns
-    -------
-    coef : numpy.ndarray
-        (bins, classes) the coefficients of the bins' indicators.
-    intercept : numpy.ndarray
-        (classes,) the intercepts.
-
-    Warns
-    -----
-    RuntimeWarning
-        If L-BFGS-B did not converge.
-    """
-    unique, weights = np.unique(bins, axis=0, return_counts=True)
-    design = bin_indicators(unique, bins_per_feature)
-    num_bins, num_classes = counts.shape
-    feature_of_bin = np.repeat(np.arange(bins_per_feature.size), bins_per_feature)
-    totals = np.stack([np.bincount(feature_of_bin, weights=counts[:, k]) for k in range(num_classes)], 1).mean(0)
-
-    def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
-        coef, intercept = flat[:-num_classes].reshape(num_bins, num_classes), flat[-num_classes:]
-        logits = design @ coef + intercept
-        normaliser = logsumexp(logits, axis=1)
-        expected = np.exp(logits - normaliser[:, None]) * weights[:, None]
-        value = weights @ normaliser - np.sum(coef * counts) - intercept @ totals + 0.5 * l2 * np.sum(coef**2)
-        gradient = np.concatenate([(design.T @ expected - counts + l2 * coef).ravel(), expected.sum(0) - totals])
-        return value, gradient
-
-    start = np.zeros(num_bins * num_classes + num_classes)
-    start[-num_classes:] = np.log(np.maximum(totals, 0.5) / weights.sum())
-    result = minimize(objective, start, jac=True, method="L-BFGS-B", options={"maxiter": 5000})
-    if not result.success:
-        warnings.warn(f"the fit from the marginals did not converge: {result.message}", RuntimeWarning, stacklevel=3)
-    return result.x[:-num_classes].reshape(num_bins, num_classes), result.x[-num_classes:]

@@ -14,11 +14,11 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from labeldp.config.marginals import DEFAULT_BINS
 from labeldp.errors import ConfigError
-from labeldp.mechanisms.marginals import flat_bins
+from labeldp.training.marginals import bin_indicators, quantile_edges
 
-#: quantile bins per numeric feature
-DEFAULT_BINS = 16
+__all__ = ["DEFAULT_BINS", "PublicBins", "bin_indicators"]
 
 
 class PublicBins(TransformerMixin, BaseEstimator):
@@ -81,10 +81,7 @@ class PublicBins(TransformerMixin, BaseEstimator):
         for column in self.columns_:
             values = frame[column]
             if _numeric(values):
-                finite = values.to_numpy(np.float64)
-                finite = finite[np.isfinite(finite)]
-                cuts = np.linspace(0.0, 1.0, int(self.n_bins) + 1)[1:-1]
-                self.edges_[column] = np.unique(np.quantile(finite, cuts)) if finite.size else np.empty(0)
+                self.edges_[column] = quantile_edges(values.to_numpy(np.float64), self.n_bins)
                 sizes.append(self.edges_[column].size + 2)
             else:
                 categorical = isinstance(values.dtype, pd.CategoricalDtype)
@@ -131,29 +128,6 @@ class PublicBins(TransformerMixin, BaseEstimator):
                 position = self.categories_[column].get_indexer(values.astype(object).map(str, na_action="ignore"))
                 codes[:, j] = np.where(values.isna().to_numpy(), 0, position + 1)
         return codes
-
-
-def bin_indicators(bins: np.ndarray, bins_per_feature: np.ndarray) -> sp.csr_matrix:
-    """The rows' bin indicators: one column per bin of every feature.
-
-    Parameters
-    ----------
-    bins : numpy.ndarray
-        (n, features) bin indices, as :meth:`PublicBins.transform` gives them.
-    bins_per_feature : numpy.ndarray
-        (features,) the number of bins of each feature.
-
-    Returns
-    -------
-    scipy.sparse.csr_matrix
-        (n, sum(bins_per_feature)) ones at each row's bins, feature 0's bins first.
-    """
-    rows, features = bins.shape
-    columns = flat_bins(bins, bins_per_feature).ravel()
-    return sp.csr_matrix(
-        (np.ones(rows * features), (np.repeat(np.arange(rows), features), columns)),
-        shape=(rows, int(bins_per_feature.sum())),
-    )
 
 
 def _frame(X) -> pd.DataFrame:

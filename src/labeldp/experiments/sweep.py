@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from labeldp import runtime
 from labeldp.config.overrides import apply_overrides, parse_value
 from labeldp.config.run import options_unused_by
-from labeldp.data import folder_datasets
+from labeldp.data import folder_datasets, get_dataset
 from labeldp.data.table import table_name
 from labeldp.errors import ConfigError, LabelDPError
 from labeldp.files import write_atomic
@@ -151,6 +151,25 @@ def _grid_key(config: RunConfig, extra: dict[str, Any]) -> str:
     return f"{config.dataset}/{budget}{suffix}/run{config.seed}"
 
 
+def _is_table(config: RunConfig) -> bool:
+    return get_dataset(config.dataset).source == "table"
+
+
+def _dataset_column(job: SweepJob) -> str:
+    """What ``results.csv`` and reports name a job's dataset: a table run's by the first part of its key
+    (``adult-income`` for the profile ``adult-income/e1/marginals/run0``, which names the table and its
+    label; ``csv`` for a grid's runs, which reports title by the table's name), another dataset by its name."""
+    return job.key.split("/")[0] if _is_table(job.config) and "/" in job.key else job.config.dataset
+
+
+def _reads_folder(config: RunConfig) -> bool:
+    """Whether a run takes the sweep's ``--data-dir``: a folder dataset, or a table named by a path
+    relative to it (a profile's); a table named by an absolute path keeps its configuration."""
+    if config.dataset in folder_datasets():
+        return True
+    return _is_table(config) and config.table is not None and not Path(config.table).expanduser().is_absolute()
+
+
 def _worker_init(recipes: tuple[Path, ...]) -> None:
     """Each worker knows the methods, datasets and profiles of the ``recipes`` files the sweep executed,
     reuses freed memory (:mod:`labeldp.runtime`) and dies with the sweep process (Linux)."""
@@ -179,8 +198,8 @@ def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any
     return {
         "key": job.key,
         "status": outcome.get("status"),
-        "dataset": job.config.dataset,
-        "table": table_name(job.config.table) if job.config.dataset == "csv" and job.config.table else "",
+        "dataset": _dataset_column(job),
+        "table": table_name(job.config.table) if _is_table(job.config) and job.config.table else "",
         "method": job.config.method,
         "target_epsilon": job.config.epsilon if job.config.epsilon is not None else "",
         "epsilon": outcome.get("epsilon")
@@ -263,11 +282,9 @@ def run_sweep(
         raise ConfigError(f"threads must be at least 1, got {threads}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if data_dir is not None:  # for the runs whose dataset reads a folder
+    if data_dir is not None:  # for the runs whose dataset reads a folder, or a table under it
         jobs = [
-            replace(job, config=replace(job.config, data_dir=data_dir))
-            if job.config.dataset in folder_datasets()
-            else job
+            replace(job, config=replace(job.config, data_dir=data_dir)) if _reads_folder(job.config) else job
             for job in jobs
         ]
     outcomes: dict[str, dict[str, Any]] = {}

@@ -32,6 +32,7 @@ BUILTIN_METHODS = {
     "rr-on-bins-mst": "numeric",
     "laplace-regression": "numeric",
     "alibi": "alibi",
+    "marginals": "marginals",
     "pate": "pate",
     "dp-sgd": "dp_sgd",
 }
@@ -88,6 +89,10 @@ class Method:
         ``private-selection`` (its training is its release: DP-SGD), or None (``untunable`` says why).
     untunable : str
         Why ``labeldp tune`` refuses it, where ``tuning`` is None.
+    model_from_state : callable, optional
+        ``model_from_state(state_dict) -> nn.Module``: the model of a finished run, rebuilt from its
+        ``model.pt`` alone, for a method whose model's shape is fitted rather than named by ``model``
+        (``marginals``' bins); None: the model is built by name and the state loaded into it.
 
     Raises
     ------
@@ -113,6 +118,7 @@ class Method:
     first_stage_options: tuple[str, ...] = ()
     tuning: str | None = "release"
     untunable: str = ""
+    model_from_state: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if ("delta" in self.uses) != self.gaussian:

@@ -20,6 +20,7 @@ from labeldp.data import LabeledDataset, load_dataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.files import write_atomic, write_json_atomic
+from labeldp.methods.registry import get_method, method_names
 from labeldp.models import build_model
 from labeldp.runs.context import RunContext, release_inputs, table_features
 from labeldp.runs.rundir import RunDirectory
@@ -130,13 +131,17 @@ def load_run_model(run_dir: str | Path) -> torch.nn.Module:
             f"{out.model_path} does not exist: the run has not finished (run the command that started it "
             "again: it resumes)"
         )
+    state = load_torch(out.model_path)
+    method = saved.get("method")
+    if method in method_names() and get_method(method).model_from_state is not None:  # a fitted shape
+        return get_method(method).model_from_state(state)
     model = build_model(
         saved.get("model"),
         tuple(facts["input_shape"]),
         facts["num_classes"],
         categorical=tuple(facts.get("categorical", ())),
     )
-    model.load_state_dict(load_torch(out.model_path))
+    model.load_state_dict(state)
     return model
 
 

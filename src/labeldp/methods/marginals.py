@@ -1,0 +1,149 @@
+"""``marginals``: a multinomial logistic regression over public feature bins, fitted from one release
+of noisy label marginals (what :class:`~labeldp.estimators.LabelDPLogisticRegression` does in Python,
+as a run).
+
+The bins are those of the raw features (:mod:`labeldp.training.binned_model`: a table's numeric
+column cut at ``marginals.bins`` quantiles, a categorical column by category, bin 0 for missing values
+and unseen categories), computed from the public training inputs alone. The release is the number of
+training rows of each class in every bin of every feature, with discrete Laplace noise
+(:func:`labeldp.boundary.release_label_marginals`): about B / epsilon per count with two classes
+(2B / epsilon with more) for B features, however many rows there are, where randomized response
+flips a share 1 / (1 + e^epsilon) of all labels. The counts are projected onto the bins' public
+sizes, and the model maximises the penalised likelihood written with them
+(:func:`labeldp.training.marginals.fit_from_marginals`, ridge ``marginals.l2``). It is additive
+in the features' bins: the method for rare positives and small budgets, where per-label noise
+drowns the signal.
+
+Privacy: epsilon-label-DP (replace one label), one release of every training label, recorded on the
+run's ledger as the marginals' event; everything after it (projection, fit, predictions) is
+post-processing. The saved release keeps the bins' public sizes, and a resumed run that would cut
+other bins (the table changed) is refused rather than fitted on counts of other bins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import Release, release_label_marginals
+from labeldp.config.train import TrainConfig
+from labeldp.errors import ConfigError, RunDirectoryError
+from labeldp.mechanisms.marginals import flat_bins, moved_cells
+from labeldp.methods.protocol import MethodContext
+from labeldp.methods.registry import Method, register_method
+from labeldp.training.binned_model import BinnedLogistic, binned_logistic
+from labeldp.training.marginals import fit_from_marginals, project_marginals
+
+#: the name of the one release
+RELEASE = "marginals"
+
+
+def public_bins(context: MethodContext) -> tuple[BinnedLogistic, np.ndarray]:
+    """The run's model with its coefficients still zero, and every training row's bins (rows x
+    features): from the public training inputs and the table's encoding alone, never from labels."""
+    data = context.data
+    groups = data.preprocessor.column_groups() if hasattr(data.preprocessor, "column_groups") else None
+    model = binned_logistic(data.x_train, groups, context.config.marginals.bins, data.num_classes)
+    with torch.no_grad():
+        bins = model.bins(torch.as_tensor(np.asarray(data.x_train, dtype=np.float32))).numpy()
+    return model, bins
+
+
+def run_marginals(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
+    """Cut the public bins, release the label marginals once, fit the model from them."""
+    config, data = context.config, context.data
+    model, bins = public_bins(context)
+    sizes = model.bins_per_feature
+    bin_sizes = np.bincount(flat_bins(bins, sizes).ravel(), minlength=int(sizes.sum()))
+    members = np.arange(len(data.y_train))
+
+    def draw(ledger: PrivacyLedger) -> Release:
+        release = release_label_marginals(
+            ledger,
+            data.y_train,
+            members,
+            bins,
+            sizes,
+            data.num_classes,
+            config.epsilon,
+            config.noise.generator("histogram"),
+            RELEASE,
+        )
+        return release.with_arrays(bins_per_feature=sizes, bin_sizes=bin_sizes)  # public: to check a resume
+
+    released = context.spend(RELEASE, draw)
+    if not (
+        np.array_equal(released.arrays["bins_per_feature"], sizes)
+        and np.array_equal(released.arrays["bin_sizes"], bin_sizes)
+    ):
+        raise RunDirectoryError(
+            "the saved release counts labels in other bins than the training rows' bins now are (has the table "
+            "changed?): it cannot be fitted on them, and drawing it again would spend the budget a second time; "
+            "start again in a new folder"
+        )
+    counts = project_marginals(released.arrays["counts"], bins, sizes)
+    coef, intercept = fit_from_marginals(bins, sizes, counts, config.marginals.l2)
+    model.set_coefficients(coef, intercept)
+    cells = moved_cells(sizes.size, data.num_classes)
+    return model.to(context.device), {
+        "marginals": {
+            "features": int(sizes.size),
+            "bins": int(sizes.sum()),
+            "released": int(members.size),
+            "noise_scale": cells / config.epsilon,  # discrete Laplace's a = epsilon / cells: 1 / a per count
+        }
+    }
+
+
+def _check(config) -> None:
+    """Refuse what the fit from counts would not use: a network, training options; and bad settings."""
+    if config.model is not None:
+        raise ConfigError(
+            "method 'marginals' fits its own model, a logistic regression over the features' bins: leave --model out"
+        )
+    defaults = TrainConfig()
+    unused = [
+        f.name
+        for f in dataclasses.fields(TrainConfig)
+        if f.name != "eval_batch_size" and getattr(config.train, f.name) != getattr(defaults, f.name)
+    ]
+    if unused:
+        raise ConfigError(
+            f"method 'marginals' fits from counts, with no training loop: it does not use the training options "
+            f"{', '.join(unused)}; leave them at the default"
+        )
+    config.marginals.validate()
+
+
+def _plan(config, data) -> None:
+    """Classes only: a numeric label's grid is the job of rr-on-bins and laplace-regression."""
+    if data.is_regression:
+        raise ConfigError(
+            "method 'marginals' fits a classifier over classes; for numeric labels use rr-on-bins or laplace-regression"
+        )
+
+
+register_method(
+    Method(
+        RELEASE,
+        "a logistic regression over public feature bins, fitted from one release of noisy label marginals "
+        "(noise on counts, not on each label: for rare positives and small budgets)",
+        run_marginals,
+        uses=frozenset({"secure_rng", "insecure_noise_seed", "marginals"}),
+        check=_check,
+        plan=_plan,
+        # the penalty acts on the released counts; the bins decide what is counted
+        independent_of={RELEASE: ("marginals.l2", "train", "model")},
+        releases=lambda config: (RELEASE,),
+        tuning=None,
+        untunable="its release is label counts per bin, not labels: no held-out example has a released label to "
+        "score a candidate on. Its bins shape the release (a sweep compares them, each with its own release), "
+        "and its l2 acts after it",
+        model_from_state=BinnedLogistic.from_state_dict,
+    )
+)
