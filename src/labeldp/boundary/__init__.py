@@ -5,7 +5,8 @@
 - :mod:`~labeldp.boundary.budget`: :class:`LabelBudget`, a cap on what releases of the same labels spend.
 - :mod:`~labeldp.boundary.domain`: :class:`LabelDomain`, the declared classes and how values match them.
 - :mod:`~labeldp.boundary.release`: the ``release_*`` functions: a mechanism draws, the ledger records
-  the event, a :class:`Release` comes back with its noise channel.
+  the event, a :class:`Release` comes back with its noise channel;
+  :mod:`~labeldp.boundary.release_hashed`: noisy label counts over hashed features, streamed block by block.
 - :mod:`~labeldp.boundary.released`: :class:`ReleasedLabels`, what a learner trains on.
 - :mod:`~labeldp.boundary.column`: :func:`privatize`, a label column released once in memory, and
   :func:`table_ledger` for one released elsewhere (Spark, Dask).
@@ -34,6 +35,7 @@ from labeldp.boundary.release import (
     release_true_labels,
 )
 from labeldp.boundary.release_folder import privatize_table
+from labeldp.boundary.release_hashed import release_hashed_counts
 from labeldp.boundary.released import ReleasedLabels
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "read_sidecar",
     "release_dpsgd_plan",
     "release_external_labels",
+    "release_hashed_counts",
     "release_label_marginals",
     "release_laplace_one_hot",
     "release_laplace_value",
