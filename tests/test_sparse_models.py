@@ -26,6 +26,7 @@ from labeldp.errors import ConfigError
 from labeldp.models.sparse import HashedFM, HashedLogistic
 from labeldp.training.from_counts import CountStatistics, base_rate, bucket_rates, count_target_blocks, log_odds_model
 from labeldp.training.sparse import (
+    ScatterAdagrad,
     SparseTrainConfig,
     counts_loss,
     forward_loss,
@@ -88,6 +89,24 @@ def test_post_processing_finds_the_rates_of_exact_counts() -> None:
     assert observed[0] < rates[0] < rate < rates[1] < observed[1]  # shrunk towards the base rate
     noisier, _ = bucket_rates(positives, sizes, slots, 100.0, rate)  # more noise, more shrinkage
     assert np.all(np.abs(noisier - rate) <= np.abs(rates - rate)) and np.all((noisier >= 0) & (noisier <= 1))
+
+
+def test_scatter_adagrad_makes_torchs_adagrad_updates_without_sorting() -> None:
+    """Repeated buckets in a batch (each row's occurrences summed once), dense and sparse parameters."""
+    buckets = torch.tensor([[0, 3, 3], [1, 3, 7], [0, 2, 7]])
+    targets = torch.log(torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.7, 0.3]]))
+    models = []
+    for optimizer_class in (ScatterAdagrad, torch.optim.Adagrad):
+        torch.manual_seed(0)
+        model = HashedFM(8, dim=2, init_std=0.3)
+        optimizer = optimizer_class(model.parameters(), lr=0.2)
+        for _ in range(3):
+            optimizer.zero_grad()
+            forward_loss(model, buckets, targets).mean().backward()
+            optimizer.step()
+        models.append(model)
+    for ours, theirs in zip(*(model.parameters() for model in models)):
+        assert torch.allclose(ours, theirs, atol=1e-6)
 
 
 def test_prefetch_hands_over_items_and_errors() -> None:

@@ -134,7 +134,7 @@ def release_hashed_counts(
         aggregate=True,
         row_event=hashed_counts_event(eps / units, num_slots, num_classes) if units > 1 else None,
     )
-    release.record(ledger, tag)
+    ledger.record(release.event, mask, release.description, tag, aggregate=True, row_event=release.row_event)
     return release
 
 

@@ -95,16 +95,22 @@ class CountAccumulator:
             raise ConfigError(
                 f"buckets must be an integer ({labels.size}, {self.num_slots}) array, got {codes.dtype} {codes.shape}"
             )
-        if codes.size and (codes.min() < 0 or codes.max() >= self.num_buckets):
-            raise ConfigError(f"every bucket must lie in [0, {self.num_buckets})")
-        cells = codes * self.num_classes + labels[:, None] if self.num_classes > 2 else codes
-        if self.num_classes > 2:
-            self.counts += np.bincount(cells.ravel(), minlength=self.counts.size).reshape(self.counts.shape)
-        else:  # two classes: every row's buckets, and the positive rows' again
-            sizes = np.bincount(codes.ravel(), minlength=self.num_buckets)
-            positives = np.bincount(codes[labels == 1].ravel(), minlength=self.num_buckets)
-            self.counts[:, 0] += sizes - positives
-            self.counts[:, 1] += positives
+        outside = ConfigError(f"every bucket must lie in [0, {self.num_buckets})")
+        try:  # a bucket out of range: negative (bincount refuses it) or past the end (a longer count)
+            if self.num_classes > 2:
+                cells = np.bincount((codes * self.num_classes + labels[:, None]).ravel(), minlength=self.counts.size)
+                if cells.size > self.counts.size:
+                    raise outside
+                self.counts += cells.reshape(self.counts.shape)
+            else:  # two classes: every row's buckets, and the positive rows' again
+                sizes = np.bincount(codes.ravel(), minlength=self.num_buckets)
+                if sizes.size > self.num_buckets:
+                    raise outside
+                positives = np.bincount(codes[labels == 1].ravel(), minlength=self.num_buckets)
+                self.counts[:, 0] += sizes - positives
+                self.counts[:, 1] += positives
+        except ValueError:
+            raise outside from None
         self.rows += labels.size
 
 
