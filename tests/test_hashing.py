@@ -33,10 +33,10 @@ def test_the_hash_is_murmur3s_finaliser_and_its_buckets_do_not_change() -> None:
     assert mix64(np.array([0, 1], dtype=np.uint64)).tolist() == [0, 0xB456BCFC34C2CB2C]  # fmix64(1)
     table = pa.table({"a": pa.array([1, 2, 3, None], pa.int64()), "b": pa.array(["x", "y", None, "x"])})
     assert hash_frame(table, SPEC).tolist() == [
-        [658, 1108, 4392],
-        [449, 1264, 5104],
-        [917, 1262, 3987],
-        [236, 1108, 4585],
+        [658, 1108, 4207],
+        [449, 1264, 1973],
+        [917, 1262, 4491],
+        [236, 1108, 3985],
     ]
     assert SPEC.num_buckets == 1024 + 256 + 4096 and SPEC.offsets.tolist() == [0, 1024, 1280]
     assert HashSpec.from_dict(SPEC.to_dict()) == SPEC

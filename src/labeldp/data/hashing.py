@@ -13,9 +13,10 @@ labeldp's dependencies:
   bits (``-0.0`` as ``0.0``); text and other values pandas' ``hash_array`` (SipHash-2-4 under pandas'
   fixed key ``0123456789123456``, of the value's UTF-8 text); a missing value the constant
   :data:`MISSING_KEY`;
-- a slot's salt: :func:`mix64` of the FNV-1a 64-bit hash of the slot's name (its columns joined by
-  ``"x"``) xor the spec's ``seed``;
-- a slot's key: ``k = salt``, then for each of its columns ``k = mix64(k xor key(value))``;
+- a column's key: ``mix64(key(value) xor salt)``, the salt :func:`mix64` of the FNV-1a 64-bit hash of
+  the column's name xor the spec's ``seed``;
+- a slot's key: its first column's key, then for each further column (a cross)
+  ``k = mix64(k xor that column's key)``;
 - its bucket: the top ``bits`` bits of ``k``, plus the slot's offset.
 
 :func:`mix64` is MurmurHash3's 64-bit finaliser (fmix64), computed with numpy's wrapping uint64
@@ -53,7 +54,7 @@ _C1, _C2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
 _S33 = np.uint64(33)
 
 
-def mix64(keys: np.ndarray) -> np.ndarray:
+def mix64(keys: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
     """MurmurHash3's fmix64 of every key (uint64, wrapping arithmetic), in place where ``keys`` is a
     uint64 array of its own.
 
@@ -61,6 +62,8 @@ def mix64(keys: np.ndarray) -> np.ndarray:
     ----------
     keys : numpy.ndarray
         uint64 keys.
+    scratch : numpy.ndarray or None, optional
+        A uint64 array of the same shape to work in (default: one is allocated).
 
     Returns
     -------
@@ -68,11 +71,12 @@ def mix64(keys: np.ndarray) -> np.ndarray:
         The mixed keys (uint64).
     """
     keys = np.asarray(keys, dtype=np.uint64)
-    keys ^= keys >> _S33
+    shifted = np.right_shift(keys, _S33, out=scratch)
+    keys ^= shifted
     keys *= _C1
-    keys ^= keys >> _S33
+    keys ^= np.right_shift(keys, _S33, out=shifted)
     keys *= _C2
-    keys ^= keys >> _S33
+    keys ^= np.right_shift(keys, _S33, out=shifted)
     return keys
 
 
@@ -121,7 +125,7 @@ class HashSpec:
     slots : sequence of Slot, str or (tuple of str, int)
         The slots, in order: a :class:`Slot`, a column name (18 bits), or ``(columns, bits)``.
     seed : int
-        Changes every salt (a public choice, like the number of buckets).
+        Changes every column's salt (a public choice, like the number of buckets).
     """
 
     slots: tuple[Slot, ...]
@@ -196,8 +200,8 @@ def value_keys(values) -> np.ndarray:
     if pa.types.is_integer(values.type) or pa.types.is_temporal(values.type):
         if pa.types.is_temporal(kind) or values.type == pa.uint64():
             values = values.view(_int_of(values.type))
-        integers = values.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
-        array = integers.astype(np.int64, copy=True).view(np.uint64)
+        integers = values.fill_null(0) if values.null_count else values
+        array = integers.to_numpy(zero_copy_only=False).astype(np.int64, copy=True).view(np.uint64)
     elif pa.types.is_floating(kind):
         floats = values.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False) + 0.0  # -0.0 -> 0.0
         array = floats.view(np.uint64).copy()
@@ -238,16 +242,20 @@ def hash_columns(columns: Mapping[str, object], spec: HashSpec, out: np.ndarray 
     missing = [name for name in spec.columns if name not in columns]
     if missing:
         raise DataError(f"the table lacks the hashed columns {missing}")
-    keys = {name: value_keys(columns[name]) for name in spec.columns}
-    rows = next(iter(keys.values())).size
+    keys, scratch = {}, None
+    for name in spec.columns:
+        key = value_keys(columns[name])
+        key ^= mix64(np.array([_fnv1a(name) ^ np.uint64(spec.seed)]))[0]
+        scratch = np.empty_like(key) if scratch is None else scratch
+        keys[name] = mix64(key, scratch)
+    rows = key.size
     result = np.empty((rows, spec.num_slots), dtype=np.int64) if out is None else out
     for index, slot in enumerate(spec.slots):
-        key = np.full(rows, mix64(np.array([_fnv1a(slot.name) ^ np.uint64(spec.seed)]))[0], dtype=np.uint64)
-        for name in slot.columns:
-            key ^= keys[name]
-            mix64(key)
-        key >>= np.uint64(64 - slot.bits)
-        np.add(key.view(np.int64), spec.offsets[index], out=result[:, index])
+        key = keys[slot.columns[0]]
+        for name in slot.columns[1:]:
+            key = mix64(np.bitwise_xor(key, keys[name]), scratch)
+        np.right_shift(key, np.uint64(64 - slot.bits), out=scratch)
+        np.add(scratch.view(np.int64), spec.offsets[index], out=result[:, index])
     return result
 
 
