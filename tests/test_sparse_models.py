@@ -30,8 +30,10 @@ from labeldp.training.sparse import (
     SparseTrainConfig,
     counts_loss,
     forward_loss,
+    load_sparse_model,
     predict_sparse,
     prefetch,
+    save_sparse_model,
     train_sparse,
 )
 
@@ -171,3 +173,15 @@ def test_end_to_end_both_routes_beat_the_base_rate_at_a_generous_epsilon(ads_tab
     config = SparseTrainConfig(epochs=1, batch_rows=1024, lr=0.05, l2=1.0)
     train_sparse(model, count_target_blocks(train, hashing, statistics, None, 8192), counts_loss, config, sizes)
     assert _normalized_entropy(model, test, hashing) < 0.9
+
+
+def test_a_saved_model_predicts_new_rows_hashed_as_its_training_rows(ads_tables, tmp_path) -> None:
+    train, test, hashing = ads_tables
+    torch.manual_seed(0)
+    model = HashedFM(hashing.num_buckets, dim=4, init_std=0.1)
+    save_sparse_model(tmp_path / "model.pt", model, hashing)
+    loaded, spec = load_sparse_model(tmp_path / "model.pt")
+    assert spec == hashing and isinstance(loaded, HashedFM)
+    _, expected = predict_sparse(model, hashed_blocks(test, hashing, 5000))
+    positions, found = predict_sparse(loaded, hashed_blocks(test, spec, 3000))
+    assert np.array_equal(positions, np.arange(20_000)) and np.allclose(found, expected)

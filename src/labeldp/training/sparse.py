@@ -27,14 +27,18 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from labeldp.data.hashing import HashSpec
 from labeldp.errors import ConfigError
+from labeldp.models.sparse import HashedFM, HashedLogistic
 from labeldp.randomness import public_seed
+from labeldp.training.checkpoint import save_atomic
 from labeldp.training.losses import likelihood_loss
 
 #: a per-row loss: ``loss(model, buckets, targets)``, one value per row
@@ -342,12 +346,54 @@ def predict_sparse(model: nn.Module, blocks: Iterable, batch_rows: int = 1 << 16
     return np.concatenate(positions), np.concatenate(probabilities)
 
 
+def save_sparse_model(path, model: nn.Module, spec: HashSpec) -> None:
+    """Write a hashed model and its hash spec to ``path`` (one ``torch.save`` file, written atomically),
+    so that new rows are hashed as the training rows were (:func:`load_sparse_model`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    model : HashedLogistic or HashedFM
+        The model.
+    spec : HashSpec
+        The hashing it was trained with.
+    """
+    kind = {"HashedLogistic": "logistic", "HashedFM": "fm"}[type(model).__name__]
+    dim = model.factors.embedding_dim if kind == "fm" else 0
+    save_atomic({"kind": kind, "dim": dim, "spec": spec.to_dict(), "state": model.state_dict()}, Path(path))
+
+
+def load_sparse_model(path) -> tuple[nn.Module, HashSpec]:
+    """A model and its hash spec written by :func:`save_sparse_model`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+
+    Returns
+    -------
+    model : HashedLogistic or HashedFM
+        The model, in evaluation mode.
+    spec : HashSpec
+        The hashing of its inputs: predict with ``predict_sparse(model, hashed_blocks(table, spec))``.
+    """
+    saved = torch.load(Path(path), weights_only=True)
+    spec = HashSpec.from_dict(saved["spec"])
+    model = HashedFM(spec.num_buckets, saved["dim"]) if saved["kind"] == "fm" else HashedLogistic(spec.num_buckets)
+    model.load_state_dict(saved["state"])
+    return model.eval(), spec
+
+
 __all__ = [
     "SparseTrainConfig",
     "counts_loss",
     "forward_loss",
+    "load_sparse_model",
     "make_optimizers",
     "predict_sparse",
     "prefetch",
+    "save_sparse_model",
     "train_sparse",
 ]
