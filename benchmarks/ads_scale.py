@@ -39,6 +39,7 @@ the counts release end to end, one training epoch of LR and FM, prediction.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -74,7 +75,14 @@ from labeldp.data.synthetic_ads import AdsSpec, write_ads_table
 from labeldp.models.sparse import HashedFM, HashedLogistic
 from labeldp.randomness import NoiseSource
 from labeldp.training.from_counts import CountStatistics, count_target_blocks, log_odds_model
-from labeldp.training.sparse import SparseTrainConfig, counts_loss, forward_loss, predict_sparse, train_sparse
+from labeldp.training.sparse import (
+    SparseTrainConfig,
+    calibrate_intercept,
+    counts_loss,
+    forward_loss,
+    predict_sparse,
+    train_sparse,
+)
 
 SLOTS = (("advertiser", 12), ("campaign", 15), ("site", 18), ("device", 6), ("hour", 6))
 CROSSES = ((("advertiser", "site"), 20), (("campaign", "device"), 17))
@@ -141,7 +149,11 @@ class Bench:
         with torch.no_grad():
             model.bias.fill_(float(logit(rate)))
         config = LR if kind == "lr" else FM
-        train_sparse(model, released_blocks(self.train, SPEC, targets, BLOCK_ROWS), forward_loss, config, sizes)
+        # RR at keep probability p leaves each label (2p - 1)^2 of its information: the penalty grows by as much
+        config = dataclasses.replace(config, l2=config.l2 / max(2 * keep - 1, 1e-3) ** 2)
+        blocks = released_blocks(self.train, SPEC, targets, BLOCK_ROWS)
+        train_sparse(model, blocks, forward_loss, config, sizes)
+        calibrate_intercept(model, [buckets for (buckets, _), _ in zip(blocks(0), range(4))], rate)
         return model
 
 
@@ -209,6 +221,7 @@ def run_counts(bench: Bench, epsilon: float, m: int) -> list[dict]:
     started = time.perf_counter()
     epoch_blocks = count_target_blocks(bench.train, SPEC, statistics, mask, BLOCK_ROWS)
     train_sparse(model, epoch_blocks, counts_loss, COUNTS_LR, statistics.sizes)
+    calibrate_intercept(model, sample, statistics.rate)
     rows.append(
         {
             "route": "counts-lr",

@@ -346,6 +346,44 @@ def predict_sparse(model: nn.Module, blocks: Iterable, batch_rows: int = 1 << 16
     return np.concatenate(positions), np.concatenate(probabilities)
 
 
+@torch.no_grad()
+def calibrate_intercept(model: nn.Module, sample: Iterable[np.ndarray], rate: float, steps: int = 30) -> float:
+    """Shift the model's bias so that its mean predicted probability over ``sample`` is ``rate``.
+
+    The bias of a model trained on noisy targets is poorly determined: Adagrad scales its small, noisy
+    gradient up to full steps, and rare buckets fitted to the noise shift the mean prediction. A rate
+    estimated from the release (unbiased, e.g. through randomized response's channel, or from noisy
+    counts) pins it down; computed from public rows and released quantities, this is post-processing.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A hashed model with a ``bias``.
+    sample : iterable of numpy.ndarray
+        (rows, F) buckets of training rows (public).
+    rate : float
+        The target mean probability, in (0, 1).
+    steps : int, optional
+        Newton steps.
+
+    Returns
+    -------
+    float
+        The shift added to the bias.
+    """
+    if not 0 < rate < 1:
+        raise ConfigError(f"rate must lie in (0, 1), got {rate}")
+    model.eval()
+    logits = torch.cat([model(torch.from_numpy(buckets)) for buckets in sample]).double()
+    shift = torch.zeros((), dtype=torch.float64)
+    for _ in range(steps):
+        probability = torch.sigmoid(logits + shift)
+        slope = (probability * (1 - probability)).mean().clamp_min(1e-12)
+        shift -= ((probability.mean() - rate) / slope).clamp(-1.0, 1.0)
+    model.bias += shift.float()
+    return float(shift)
+
+
 def save_sparse_model(path, model: nn.Module, spec: HashSpec) -> None:
     """Write a hashed model and its hash spec to ``path`` (one ``torch.save`` file, written atomically),
     so that new rows are hashed as the training rows were (:func:`load_sparse_model`).
@@ -387,7 +425,9 @@ def load_sparse_model(path) -> tuple[nn.Module, HashSpec]:
 
 
 __all__ = [
+    "ScatterAdagrad",
     "SparseTrainConfig",
+    "calibrate_intercept",
     "counts_loss",
     "forward_loss",
     "load_sparse_model",
