@@ -25,7 +25,11 @@ log-loss) and RLL (the log-loss over the non-private LR's at the same number of 
 non-private). Privacy units: ``--units 0`` is the row level (each row its own unit); ``m`` > 0 keeps
 at most m rows per user (``bound_contributions``), the user's epsilon is the one printed (each row's
 RR epsilon is epsilon / c, the counts' noise covers c rows). The training settings were chosen on the
-non-private LR and FM at 10^6 rows and are fixed for every route. Noise is fresh OS entropy: the
+non-private LR and FM at 10^6 rows and are fixed for every route, but for two public functions of the
+release: the penalty is divided by (2p - 1)^2 under randomized response keeping a label with
+probability p (the information a label keeps), and every model's intercept is calibrated after
+training so that its mean prediction over the training rows is the base rate estimated from the
+release (RR's released positive share through its channel; the counts' positives). Noise is fresh OS entropy: the
 figures change a little from one run to the next.
 
 ``--speed N`` measures, on a table of N rows, each phase in a fresh process (its own peak RSS):

@@ -28,6 +28,7 @@ from labeldp.training.from_counts import CountStatistics, base_rate, bucket_rate
 from labeldp.training.sparse import (
     ScatterAdagrad,
     SparseTrainConfig,
+    calibrate_intercept,
     counts_loss,
     forward_loss,
     load_sparse_model,
@@ -109,6 +110,17 @@ def test_scatter_adagrad_makes_torchs_adagrad_updates_without_sorting() -> None:
         models.append(model)
     for ours, theirs in zip(*(model.parameters() for model in models)):
         assert torch.allclose(ours, theirs, atol=1e-6)
+
+
+def test_the_intercept_is_calibrated_to_a_rate() -> None:
+    torch.manual_seed(0)
+    model = HashedLogistic(50)
+    with torch.no_grad():
+        model.linear.weight.normal_()
+    sample = [np.random.default_rng(0).integers(0, 50, (400, 3))]
+    shift = calibrate_intercept(model, sample, 0.03)
+    probability = torch.sigmoid(model(torch.from_numpy(sample[0])))
+    assert probability.mean().item() == pytest.approx(0.03, rel=1e-4) and model.bias.item() == pytest.approx(shift)
 
 
 def test_prefetch_hands_over_items_and_errors() -> None:

@@ -209,7 +209,10 @@ def log_odds_model(statistics: CountStatistics, sample: Iterable[np.ndarray], ne
 
     That likelihood's label term is alpha sum_j u_j S_j + beta N. Since u_j is computed from S_j, its
     noise inflates sum_j u_j S_j by about v sum_j du_j / dS_j (Stein's identity for the noise's variance
-    v), which is subtracted; uncorrected, alpha comes out several times too large.
+    v), which is subtracted; uncorrected, alpha comes out several times too large. alpha is kept in
+    [0, 1] (0: the base rate alone; 1: naive Bayes, each slot's evidence added in full): where the counts
+    hold no signal (a large privacy unit, a small budget) the likelihood is flat in alpha and an
+    unbounded fit wanders off.
 
     Parameters
     ----------
@@ -234,12 +237,14 @@ def log_odds_model(statistics: CountStatistics, sample: Iterable[np.ndarray], ne
     linear = np.array([score @ statistics.positives - inflation, rate * rows])  # sum_i y_i U_i and N
     theta = np.array([1.0, logit(rate)])
     design = np.stack([sums, np.ones_like(sums)], axis=1)
-    for _ in range(newton_steps):
+    for step in range(2 * newton_steps):
+        free = slice(0, 2) if step < newton_steps else slice(1, 2)  # then the intercept alone, alpha clipped
         p = expit(design @ theta)
-        gradient = scale * design.T @ p - linear
-        hessian = scale * (design * (p * (1 - p))[:, None]).T @ design + 1e-9 * np.eye(2)
-        step = np.linalg.solve(hessian, gradient)
-        theta = theta - step / max(1.0, float(np.abs(step).max()))  # damped: at most 1 per step
+        gradient = (scale * design.T @ p - linear)[free]
+        hessian = scale * (design[:, free] * (p * (1 - p))[:, None]).T @ design[:, free]
+        change = np.linalg.solve(hessian + 1e-9 * np.eye(hessian.shape[0]), gradient)
+        theta[free] -= change / max(1.0, float(np.abs(change).max()))  # damped: at most 1 per step
+        theta[0] = np.clip(theta[0], 0.0, 1.0)
     model = HashedLogistic(score.size)
     with torch.no_grad():
         model.linear.weight.copy_(torch.from_numpy((theta[0] * score).astype(np.float32)).unsqueeze(1))
