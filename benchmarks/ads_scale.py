@@ -116,7 +116,8 @@ def table(folder: Path, rows: int, part: str) -> Path:
 class Bench:
     """One training table, its test table and the public facts every route shares."""
 
-    def __init__(self, folder: Path, rows: int, test_rows: int):
+    def __init__(self, folder: Path, rows: int, test_rows: int, models=("lr", "fm")):
+        self.models = tuple(models)
         self.rows, self.train, self.test = rows, table(folder, rows, "train"), table(folder, test_rows, "test")
         self.labels = read_private_labels(self.train, "converted", [0, 1])
         self.units = unit_codes(read_column(self.train, "user_id"))
@@ -166,7 +167,7 @@ def run_non_private(bench: Bench) -> list[dict]:
     release = release_true_labels(ledger, bench.labels, np.arange(bench.rows), 2)
     likelihood = np.eye(2)[release.labels]
     rows = []
-    for kind in ("lr", "fm"):
+    for kind in bench.models:
         started = time.perf_counter()
         model = bench.train_released(kind, release.members, likelihood, bench.sizes)
         metrics = bench.evaluate(model)
@@ -192,7 +193,7 @@ def run_rr(bench: Bench, epsilon: float, m: int) -> list[dict]:
         ledger, bench.labels[members], members, 2, epsilon, NOISE.generator("label-release")
     )
     rows = []
-    for kind in ("lr", "fm"):  # the penalty's bucket sizes are all rows' (with units, a little weaker)
+    for kind in bench.models:  # the penalty's bucket sizes are all rows' (with units, a little weaker)
         model = bench.train_released(kind, release.members, release.likelihood, bench.sizes)
         seconds, started = time.perf_counter() - started, time.perf_counter()
         rows.append({"route": f"rr-{kind}", "m": m, "epsilon": ledger.epsilon(), **bench.evaluate(model), "s": seconds})
@@ -267,7 +268,7 @@ def benchmark(args) -> None:
     results = {}
     for rows in args.rows:
         started = time.perf_counter()
-        bench = Bench(folder, rows, args.test_rows)
+        bench = Bench(folder, rows, args.test_rows, args.models)
         print(f"\n== {rows:,} rows (tables ready in {time.perf_counter() - started:.0f} s)", flush=True)
         found = run_non_private(bench)
         print_rows(found, rows)
@@ -395,6 +396,7 @@ def main() -> None:
         "--units", type=int, nargs="+", default=[0], help="0: row level; m > 0: at most m rows per user"
     )
     parser.add_argument("--routes", nargs="+", default=["rr", "counts", "source"])
+    parser.add_argument("--models", nargs="+", default=["lr", "fm"], help="the models trained on released labels")
     parser.add_argument("--dir", default="/tmp/labeldp-ads")
     parser.add_argument("--json", default="/tmp/labeldp-ads/results.json")
     parser.add_argument("--png", default=None)

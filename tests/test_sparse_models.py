@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from labeldp.accounting import PrivacyLedger
-from labeldp.boundary import release_hashed_counts, release_randomized_response
+from labeldp.boundary import load_release, privatize_table, release_hashed_counts, release_randomized_response
 from labeldp.data.hashed_table import (
     PositionTargets,
     labelled_blocks,
@@ -22,7 +22,7 @@ from labeldp.data.hashed_table import (
 )
 from labeldp.data.hashing import HashSpec, Slot, bucket_sizes, hashed_blocks
 from labeldp.data.synthetic_ads import AdsSpec, write_ads_table
-from labeldp.errors import ConfigError
+from labeldp.errors import ConfigError, DataError
 from labeldp.models.sparse import HashedFM, HashedLogistic
 from labeldp.training.from_counts import CountStatistics, base_rate, bucket_rates, count_target_blocks, log_odds_model
 from labeldp.training.sparse import (
@@ -185,6 +185,22 @@ def test_end_to_end_both_routes_beat_the_base_rate_at_a_generous_epsilon(ads_tab
     config = SparseTrainConfig(epochs=1, batch_rows=1024, lr=0.05, l2=1.0)
     train_sparse(model, count_target_blocks(train, hashing, statistics, None, 8192), counts_loss, config, sizes)
     assert _normalized_entropy(model, test, hashing) < 0.9
+
+
+def test_a_release_folder_is_joined_to_its_table_by_position_or_id(ads_tables, tmp_path) -> None:
+    train, _, hashing = ads_tables
+    out = tmp_path / "release"
+    privatize_table(train, out, label_column="converted", id_column="row_id", classes=[0, 1], epsilon=2.0)
+    released = load_release(out)
+    by_position = PositionTargets.from_released(train, released)
+    shuffled = released[np.random.default_rng(0).permutation(len(released))[:30_000]]
+    by_id = PositionTargets.from_released(train, shuffled, id_column="row_id")
+    positions = np.arange(40_000)
+    keep, targets = by_id(positions)
+    assert keep.sum() == 30_000 and np.array_equal(targets, by_position(positions)[1][keep])
+    assert np.allclose(np.exp(by_position(positions)[1]), released.likelihood)
+    with pytest.raises(DataError, match="join them by id"):
+        PositionTargets.from_released(train, shuffled)
 
 
 def test_a_saved_model_predicts_new_rows_hashed_as_its_training_rows(ads_tables, tmp_path) -> None:

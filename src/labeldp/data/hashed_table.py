@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 
-from labeldp.boundary import LabelDomain, PrivateLabels
+from labeldp.boundary import LabelDomain, PrivateLabels, ReleasedLabels
 from labeldp.boundary.table_source import arrow_positions
-from labeldp.data.hashing import HashSpec, hashed_blocks, parquet_files
+from labeldp.data.hashing import HashSpec, hashed_blocks, parquet_files, table_rows
 from labeldp.errors import ConfigError, DataError
 
 
@@ -148,6 +149,46 @@ class PositionTargets:
         :class:`~labeldp.boundary.ReleasedLabels`' ``likelihood``, a release's ``likelihood``)."""
         with np.errstate(divide="ignore"):
             return cls(rows, positions, np.log(np.asarray(likelihood, dtype=np.float64)))
+
+    @classmethod
+    def from_released(cls, source, released: ReleasedLabels, id_column: str | None = None) -> PositionTargets:
+        """From released labels with their channel (a release folder's, ``load_release(folder)``), joined to
+        the table's rows: by the rows' ids in ``id_column``, or, without one, by position (a release
+        folder of this very table holds one row per input row, in input order).
+
+        Parameters
+        ----------
+        source : str or os.PathLike
+            The Parquet table the labels were released from.
+        released : ReleasedLabels
+            The released labels; their channel must be known (``likelihood``).
+        id_column : str or None, optional
+            The table's id column, matched to ``released.ids``.
+
+        Returns
+        -------
+        PositionTargets
+            The targets of the released rows.
+
+        Raises
+        ------
+        labeldp.errors.DataError
+            If a released id is not in the table, or, by position, the numbers of rows differ.
+        labeldp.errors.ConfigError
+            If the released labels carry no channel.
+        """
+        if released.likelihood is None:
+            raise ConfigError("these released labels carry no channel (a prior per row): give it with with_priors")
+        rows = table_rows(source)
+        if id_column is None:
+            if len(released) != rows:
+                raise DataError(f"{len(released)} released labels for a table of {rows} rows: join them by id")
+            positions = np.arange(rows)
+        else:
+            positions = pd.Index(read_column(source, id_column)).get_indexer(np.asarray(released.ids))
+            if positions.size and positions.min() < 0:
+                raise DataError(f"released ids missing from column {id_column!r} of the table")
+        return cls.from_channel(rows, positions, released.likelihood)
 
     def __call__(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The block's rows that have a target, and their targets."""
