@@ -10,8 +10,10 @@ import math
 
 import numpy as np
 import pytest
+from dp_accounting import dp_event
 
 from labeldp.accounting import PrivacyLedger, randomized_response_event
+from labeldp.accounting.ledger import pure_epsilon
 from labeldp.boundary import (
     release_label_marginals,
     release_noisy_histogram,
@@ -205,3 +207,15 @@ def test_a_run_spends_its_epsilon_per_unit(tmp_path, method, private_test) -> No
     ledger = PrivacyLedger.load(tmp_path / "run" / "ledger.json")
     assert ledger.units is not None and ledger.epsilon() == pytest.approx(1.5, abs=3 * SLACK)
     assert all("per row" in entry.description for entry in ledger.entries)
+
+
+def test_a_large_unit_of_pure_releases_is_charged_their_sum_not_infinity() -> None:
+    """20 rows of a unit released by RR at epsilon / 20 each: dp_accounting's PLD of the 20-fold
+    composition loses the mass that decides delta = 0 to truncation; basic composition (pure DP) bounds
+    it by epsilon, which the ledger reports."""
+    units = np.repeat(np.arange(10), 20)
+    ledger = PrivacyLedger(200, units=units)
+    release_randomized_response(ledger, np.zeros(200, int), np.arange(200), 2, 0.5, 0)
+    assert ledger.epsilon() == pytest.approx(0.5, abs=1e-9) and ledger.epsilon(1e-6) < 0.5
+    assert pure_epsilon(randomized_response_event(0.7, 3)) == pytest.approx(0.7)
+    assert pure_epsilon(dp_event.GaussianDpEvent(1.0)) is None

@@ -91,6 +91,34 @@ def marginals_event(epsilon: float, num_features: int, num_classes: int, contrib
     return dp_event.DiscreteLaplaceDpEvent(epsilon / cells, cells)
 
 
+def hashed_counts_event(epsilon: float, num_slots: int, num_classes: int, contribution: int = 1) -> dp_event.DpEvent:
+    """The event of noisy label counts over hashed features (:mod:`labeldp.mechanisms.hashed_counts`).
+
+    Every row lies in one bucket of each of its F slots, so one replaced label moves the released
+    cells by at most m = F in L1 with two classes (2F with more), c times that for a privacy unit of c
+    rows (two slots hashed to one bucket move it by two: the L1 bound holds all the same). Discrete
+    Laplace(epsilon / m) on every cell is then epsilon-DP, accounted as that pure guarantee, like the
+    marginals (:func:`marginals_event`).
+
+    Parameters
+    ----------
+    epsilon : float
+        The privacy parameter the table was released with.
+    num_slots : int
+        F, the number of hashed slots.
+    num_classes : int
+        K, the number of classes.
+    contribution : int, optional
+        c, the most rows of one privacy unit among the members (default 1).
+
+    Returns
+    -------
+    dp_accounting.dp_event.DpEvent
+        ``DiscreteLaplaceDpEvent(epsilon / m, m)``, m the L1 sensitivity.
+    """
+    return marginals_event(epsilon, num_slots, num_classes, contribution)
+
+
 def laplace_one_hot_event(epsilon: float) -> dp_event.DpEvent:
     """The event of ALIBI's release on the grid (1/m) Z.
 

@@ -8,6 +8,7 @@
   the event, a :class:`Release` comes back with its noise channel.
 - :mod:`~labeldp.boundary.release_counts`: the releases of counts over many rows (a noisy label
   histogram, noisy label marginals), charged once per privacy unit.
+- :mod:`~labeldp.boundary.release_hashed`: noisy label counts over hashed features, streamed block by block.
 - :mod:`~labeldp.boundary.units`: privacy units, the public rule bounding each unit's rows.
 - :mod:`~labeldp.boundary.released`: :class:`ReleasedLabels`, what a learner trains on.
 - :mod:`~labeldp.boundary.column`: :func:`privatize`, a label column released once in memory, and
@@ -36,6 +37,7 @@ from labeldp.boundary.release import (
 )
 from labeldp.boundary.release_counts import release_label_marginals, release_noisy_histogram
 from labeldp.boundary.release_folder import privatize_table
+from labeldp.boundary.release_hashed import release_hashed_counts
 from labeldp.boundary.released import ReleasedLabels
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "read_sidecar",
     "release_dpsgd_plan",
     "release_external_labels",
+    "release_hashed_counts",
     "release_label_marginals",
     "release_laplace_one_hot",
     "release_laplace_value",

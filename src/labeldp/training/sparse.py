@@ -1,0 +1,439 @@
+"""Out-of-core training of hashed sparse models on released targets, and their predictions.
+
+One epoch is one pass over the table's blocks (:func:`labeldp.data.hashing.hashed_blocks`, re-read
+and re-hashed each epoch: memory is that of a block and the model, whatever the table's size), each
+block shuffled by the public seed and cut into minibatches; a background thread reads and hashes the
+next block while the model trains on this one. What the loss reads is on the public side of the
+boundary:
+
+- :func:`forward_loss`: released labels through their noise channel, -log sum_y p(y | x) Pr[z | y]
+  (:func:`labeldp.training.losses.likelihood_loss`), whose minimiser is the clean posterior: the
+  targets are the rows' log-channel rows log Pr[released label | y];
+- :func:`counts_loss`: the logistic likelihood written with noisy label counts in place of the labels
+  (:mod:`labeldp.training.from_counts`): the targets are, for each of a row's buckets, the bucket's
+  estimated positive rate.
+
+``l2`` adds lambda / 2 |w|^2 to the summed loss (factors included), spread over the rows of each bucket
+(each row of bucket j carries lambda w_j^2 / (2 n_j), n_j the bucket's public size), so that a
+minibatch's mean is an unbiased estimate of the penalised objective's mean and only the batch's
+buckets are touched. Data-parallel training can give each rank its own row groups
+(``hashed_blocks(..., rank, world)``) and average gradients; it is not wired here.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from labeldp.data.hashing import HashSpec
+from labeldp.errors import ConfigError
+from labeldp.models.sparse import HashedFM, HashedLogistic
+from labeldp.randomness import public_seed
+from labeldp.training.checkpoint import save_atomic
+from labeldp.training.losses import likelihood_loss
+
+#: a per-row loss: ``loss(model, buckets, targets)``, one value per row
+SparseLoss = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+OPTIMIZERS = ("adagrad", "torch-adagrad", "sgd", "sparse-adam")
+
+
+@dataclass(frozen=True)
+class SparseTrainConfig:
+    """The settings of :func:`train_sparse`.
+
+    Parameters
+    ----------
+    epochs : int
+        Passes over the table.
+    batch_rows : int
+        Rows per step.
+    lr : float
+        The learning rate.
+    optimizer : str
+        ``"adagrad"`` (default: :class:`ScatterAdagrad`), ``"torch-adagrad"`` (:class:`torch.optim.Adagrad`, the
+        same updates, slower), ``"sgd"`` or ``"sparse-adam"`` (SparseAdam on the buckets, Adam on the bias).
+    l2 : float
+        lambda of the penalty lambda / 2 |w|^2 on the summed loss (needs the buckets' sizes).
+    seed : int
+        The public seed of the order of the rows.
+    threads : int or None
+        torch's intra-op threads while training (restored after); None leaves them. Default 1: a step
+        on a sparse batch is too small to share, and the reading thread needs a core of its own (on 2
+        busy cores, 2 torch threads beside it made an epoch 20 times slower).
+    """
+
+    epochs: int = 1
+    batch_rows: int = 8192
+    lr: float = 0.1
+    optimizer: str = "adagrad"
+    l2: float = 0.0
+    seed: int = 0
+    threads: int | None = 1
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.epochs < 1 or self.batch_rows < 1 or not self.lr > 0 or self.l2 < 0:
+            raise ConfigError("epochs and batch_rows must be at least 1, lr > 0 and l2 >= 0")
+
+
+def forward_loss(model: nn.Module, buckets: torch.Tensor, log_channel: torch.Tensor) -> torch.Tensor:
+    """Per-row -log sum_y p(y | x) Pr[released | y] of a binary model (p(1 | x) = sigmoid(z)).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A hashed model (one logit per row).
+    buckets : torch.Tensor
+        (batch, F) buckets.
+    log_channel : torch.Tensor
+        (batch, 2) log Pr[the row's released label | y = 0, 1].
+
+    Returns
+    -------
+    torch.Tensor
+        (batch,) losses.
+    """
+    logit = model(buckets)
+    return likelihood_loss(torch.stack([torch.zeros_like(logit), logit], dim=1), log_channel)
+
+
+def counts_loss(model: nn.Module, buckets: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
+    """Per-row softplus(z) - sum_f w[i_f] t[i_f] - b t_0: summed over the rows, the logistic model's
+    negative log-likelihood with label counts in place of the labels (exact when t[j] is bucket j's
+    positive count over its size and t_0 the positive rate).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A :class:`~labeldp.models.sparse.HashedLogistic`.
+    buckets : torch.Tensor
+        (batch, F) buckets.
+    rates : torch.Tensor
+        (batch, F + 1) each bucket's rate t[i_f], then the base rate t_0.
+
+    Returns
+    -------
+    torch.Tensor
+        (batch,) losses.
+    """
+    weights = model.linear_weights(buckets)
+    logit = weights.sum(dim=1) + model.bias
+    return F.softplus(logit) - (weights * rates[:, :-1]).sum(dim=1) - model.bias * rates[:, -1]
+
+
+def _penalty(model: nn.Module, buckets: torch.Tensor, inverse_sizes: torch.Tensor, l2: float) -> torch.Tensor:
+    scale = F.embedding(buckets, inverse_sizes.unsqueeze(1)).squeeze(-1)  # (batch, F) 1 / n_j
+    total = (model.linear_weights(buckets).pow(2) * scale).sum()
+    factors = model.factor_weights(buckets)
+    if factors is not None:
+        total = total + (factors.pow(2).sum(dim=2) * scale).sum()
+    return 0.5 * l2 * total / buckets.shape[0]
+
+
+class ScatterAdagrad(torch.optim.Optimizer):
+    """Adagrad (as :class:`torch.optim.Adagrad` without decay: s += g^2, w -= lr g / (sqrt(s) + eps)) whose
+    sparse step needs no sort.
+
+    torch's sparse Adagrad coalesces each gradient (sorts its indices) before it updates the rows it
+    touches. Here a gradient's rows are summed into a dense scratch vector (``index_add_``, duplicates
+    included), and each touched row's new accumulator and weight are written back with plain indexed
+    assignments: a row that occurs several times gets the same value from each occurrence, so the
+    writes agree and no row is updated twice. The scratch rows are zeroed again after the step.
+
+    Parameters
+    ----------
+    params : iterable
+        The parameters.
+    lr : float, optional
+        The learning rate.
+    eps : float, optional
+        Added to the accumulator's square root.
+    """
+
+    def __init__(self, params, lr: float = 0.05, eps: float = 1e-10):
+        super().__init__(params, {"lr": lr, "eps": eps})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """One update of every parameter with a gradient."""
+        for group in self.param_groups:
+            for param in group["params"]:
+                if param.grad is None:
+                    continue
+                state = self.state[param]
+                if not state:
+                    state["sum"] = torch.zeros_like(param)
+                    state["scratch"] = torch.zeros_like(param) if param.grad.is_sparse else None
+                if param.grad.is_sparse:
+                    self._sparse_step(param, state, group["lr"], group["eps"])
+                else:
+                    state["sum"].addcmul_(param.grad, param.grad)
+                    param.addcdiv_(param.grad, state["sum"].sqrt().add_(group["eps"]), value=-group["lr"])
+
+    @staticmethod
+    def _sparse_step(param: torch.Tensor, state: dict, lr: float, eps: float) -> None:
+        grad = param.grad
+        rows = grad._indices()[0]
+        scratch = state["scratch"]
+        scratch.index_add_(0, rows, grad._values())
+        total = scratch[rows]  # each occurrence sees its row's whole gradient
+        accumulated = state["sum"][rows].addcmul_(total, total)
+        state["sum"][rows] = accumulated
+        param[rows] = param[rows] - lr * total / (accumulated.sqrt() + eps)
+        scratch[rows] = 0
+
+
+def make_optimizers(model: nn.Module, config: SparseTrainConfig) -> list[torch.optim.Optimizer]:
+    """The optimisers of a hashed model (sparse gradients on the buckets).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model.
+    config : SparseTrainConfig
+        The optimiser's name and learning rate.
+
+    Returns
+    -------
+    list of torch.optim.Optimizer
+        One optimiser, or SparseAdam and Adam for ``"sparse-adam"``.
+    """
+    if config.optimizer == "adagrad":
+        return [ScatterAdagrad(model.parameters(), lr=config.lr)]
+    if config.optimizer == "torch-adagrad":
+        if not torch.sparse.check_sparse_tensor_invariants.is_enabled():
+            torch.sparse.check_sparse_tensor_invariants.disable()  # the default, said explicitly (silences a warning)
+        return [torch.optim.Adagrad(model.parameters(), lr=config.lr)]
+    if config.optimizer == "sgd":
+        return [torch.optim.SGD(model.parameters(), lr=config.lr)]
+    sparse = [p for name, p in model.named_parameters() if name != "bias"]
+    return [torch.optim.SparseAdam(sparse, lr=config.lr), torch.optim.Adam([model.bias], lr=config.lr)]
+
+
+def prefetch(items: Iterable, depth: int = 2) -> Iterator:
+    """``items``, produced by a background thread up to ``depth`` ahead (reading and hashing the next
+    block while this one trains; an error is raised here, where it is consumed)."""
+    handoff: queue.Queue = queue.Queue(maxsize=depth)
+    end = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                handoff.put(item)
+        except BaseException as error:  # handed over, raised by the consumer
+            handoff.put(error)
+        handoff.put(end)
+
+    threading.Thread(target=produce, daemon=True).start()
+    while (item := handoff.get()) is not end:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
+def train_sparse(
+    model: nn.Module,
+    epoch_blocks: Callable[[int], Iterable[tuple[np.ndarray, np.ndarray]]],
+    loss: SparseLoss,
+    config: SparseTrainConfig = SparseTrainConfig(),
+    sizes: np.ndarray | None = None,
+) -> list[dict]:
+    """Train ``model`` for ``config.epochs`` passes over the blocks ``epoch_blocks(epoch)`` gives.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A hashed model.
+    epoch_blocks : callable
+        ``epoch_blocks(epoch)``: an iterable of ``(buckets, targets)`` blocks, (rows, F) int64 and
+        (rows, ...) float32 arrays, in table order (shuffled here within each block).
+    loss : callable
+        The per-row loss (:func:`forward_loss`, :func:`counts_loss`).
+    config : SparseTrainConfig, optional
+        The settings.
+    sizes : numpy.ndarray or None, optional
+        (num_buckets,) the buckets' public sizes, for ``config.l2``.
+
+    Returns
+    -------
+    list of dict
+        One record per epoch: ``epoch``, ``rows``, ``loss`` (the rows' mean), ``seconds``, ``rows_per_second``.
+    """
+    if config.l2 and sizes is None:
+        raise ConfigError("an l2 penalty needs the buckets' sizes")
+    inverse = None if sizes is None else torch.from_numpy(1.0 / np.maximum(np.asarray(sizes, np.float32), 1.0))
+    optimizers = make_optimizers(model, config)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads or threads)
+    try:
+        return _epochs(model, epoch_blocks, loss, config, optimizers, inverse)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _epochs(model, epoch_blocks, loss, config, optimizers, inverse) -> list[dict]:
+    history = []
+    model.train()
+    for epoch in range(config.epochs):
+        generator = torch.Generator().manual_seed(public_seed(config.seed, "training", epoch))
+        started, rows, total = time.perf_counter(), 0, 0.0
+        for buckets, targets in prefetch(epoch_blocks(epoch)):
+            buckets, targets = torch.from_numpy(buckets), torch.from_numpy(targets)
+            order = torch.randperm(buckets.shape[0], generator=generator)
+            for start in range(0, order.numel(), config.batch_rows):
+                chosen = order[start : start + config.batch_rows]
+                batch = buckets[chosen]
+                value = loss(model, batch, targets[chosen]).mean()
+                if config.l2:
+                    value = value + _penalty(model, batch, inverse, config.l2)
+                for optimizer in optimizers:
+                    optimizer.zero_grad(set_to_none=True)
+                value.backward()
+                for optimizer in optimizers:
+                    optimizer.step()
+                total += float(value.detach()) * chosen.numel()
+            rows += buckets.shape[0]
+        seconds = time.perf_counter() - started
+        history.append(
+            {
+                "epoch": epoch,
+                "rows": rows,
+                "loss": total / max(rows, 1),
+                "seconds": seconds,
+                "rows_per_second": rows / seconds,
+            }
+        )
+    return history
+
+
+@torch.no_grad()
+def predict_sparse(model: nn.Module, blocks: Iterable, batch_rows: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
+    """The positive class's probability of every row of ``blocks`` (hashed as the model was trained).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A hashed model.
+    blocks : iterable of HashedBlock
+        The rows (:func:`labeldp.data.hashing.hashed_blocks` with the training's spec).
+    batch_rows : int, optional
+        Rows per forward pass.
+
+    Returns
+    -------
+    positions : numpy.ndarray
+        (rows,) the rows' positions.
+    probabilities : numpy.ndarray
+        (rows,) Pr[positive | row], float64.
+    """
+    model.eval()
+    positions, probabilities = [], []
+    for block in prefetch(blocks):
+        buckets = torch.from_numpy(block.buckets)
+        logits = [model(buckets[start : start + batch_rows]) for start in range(0, buckets.shape[0], batch_rows)]
+        probabilities.append(torch.sigmoid(torch.cat(logits)).double().numpy())
+        positions.append(block.positions)
+    return np.concatenate(positions), np.concatenate(probabilities)
+
+
+@torch.no_grad()
+def calibrate_intercept(model: nn.Module, sample: Iterable[np.ndarray], rate: float, steps: int = 30) -> float:
+    """Shift the model's bias so that its mean predicted probability over ``sample`` is ``rate``.
+
+    The bias of a model trained on noisy targets is poorly determined: Adagrad scales its small, noisy
+    gradient up to full steps, and rare buckets fitted to the noise shift the mean prediction. A rate
+    estimated from the release (unbiased, e.g. through randomized response's channel, or from noisy
+    counts) pins it down; computed from public rows and released quantities, this is post-processing.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A hashed model with a ``bias``.
+    sample : iterable of numpy.ndarray
+        (rows, F) buckets of training rows (public).
+    rate : float
+        The target mean probability, in (0, 1).
+    steps : int, optional
+        Newton steps.
+
+    Returns
+    -------
+    float
+        The shift added to the bias.
+    """
+    if not 0 < rate < 1:
+        raise ConfigError(f"rate must lie in (0, 1), got {rate}")
+    model.eval()
+    logits = torch.cat([model(torch.from_numpy(buckets)) for buckets in sample]).double()
+    shift = torch.zeros((), dtype=torch.float64)
+    for _ in range(steps):
+        probability = torch.sigmoid(logits + shift)
+        slope = (probability * (1 - probability)).mean().clamp_min(1e-12)
+        shift -= ((probability.mean() - rate) / slope).clamp(-1.0, 1.0)
+    model.bias += shift.float()
+    return float(shift)
+
+
+def save_sparse_model(path, model: nn.Module, spec: HashSpec) -> None:
+    """Write a hashed model and its hash spec to ``path`` (one ``torch.save`` file, written atomically),
+    so that new rows are hashed as the training rows were (:func:`load_sparse_model`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    model : HashedLogistic or HashedFM
+        The model.
+    spec : HashSpec
+        The hashing it was trained with.
+    """
+    kind = {"HashedLogistic": "logistic", "HashedFM": "fm"}[type(model).__name__]
+    dim = model.factors.embedding_dim if kind == "fm" else 0
+    save_atomic({"kind": kind, "dim": dim, "spec": spec.to_dict(), "state": model.state_dict()}, Path(path))
+
+
+def load_sparse_model(path) -> tuple[nn.Module, HashSpec]:
+    """A model and its hash spec written by :func:`save_sparse_model`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+
+    Returns
+    -------
+    model : HashedLogistic or HashedFM
+        The model, in evaluation mode.
+    spec : HashSpec
+        The hashing of its inputs: predict with ``predict_sparse(model, hashed_blocks(table, spec))``.
+    """
+    saved = torch.load(Path(path), weights_only=True)
+    spec = HashSpec.from_dict(saved["spec"])
+    model = HashedFM(spec.num_buckets, saved["dim"]) if saved["kind"] == "fm" else HashedLogistic(spec.num_buckets)
+    model.load_state_dict(saved["state"])
+    return model.eval(), spec
+
+
+__all__ = [
+    "ScatterAdagrad",
+    "SparseTrainConfig",
+    "calibrate_intercept",
+    "counts_loss",
+    "forward_loss",
+    "load_sparse_model",
+    "make_optimizers",
+    "predict_sparse",
+    "prefetch",
+    "save_sparse_model",
+    "train_sparse",
+]
