@@ -103,10 +103,11 @@ def test_scatter_adagrad_makes_torchs_adagrad_updates_without_sorting() -> None:
         torch.manual_seed(0)
         model = HashedFM(8, dim=2, init_std=0.3)
         optimizer = optimizer_class(model.parameters(), lr=0.2)
-        for _ in range(3):
-            optimizer.zero_grad()
-            forward_loss(model, buckets, targets).mean().backward()
-            optimizer.step()
+        with torch.sparse.check_sparse_tensor_invariants(enable=True):  # torch's Adagrad asks to be told
+            for _ in range(3):
+                optimizer.zero_grad()
+                forward_loss(model, buckets, targets).mean().backward()
+                optimizer.step()
         models.append(model)
     for ours, theirs in zip(*(model.parameters() for model in models)):
         assert torch.allclose(ours, theirs, atol=1e-6)
