@@ -119,6 +119,15 @@ def reader(tmp_path, monkeypatch):
     ads = pd.DataFrame({"impressions": rng.poisson(3, 400), "channel": rng.choice(["web", "mail"], 400)})
     ads["converted"] = (rng.random(400) < 0.1 + 0.05 * ads["impressions"].clip(0, 5)).astype(int)
     ads.to_parquet(work / "conversions.parquet")
+    users = np.repeat(np.arange(60), rng.integers(1, 10, 60))  # users of 1 to 9 impressions
+    pd.DataFrame(
+        {
+            "user": users,
+            "site": rng.choice(["news", "shop", "video"], users.size),
+            "hour": rng.integers(0, 24, users.size),
+            "converted": (rng.random(users.size) < 0.2).astype(int),
+        }
+    ).to_parquet(work / "impressions.parquet")
     write_movielens(home / "data" / "movielens", users=20, items=25, ratings=300)
     customers = pd.DataFrame(
         {

@@ -2,7 +2,8 @@
 by boundary/folder_format.py): the released labels follow the mechanisms' exact distributions,
 streaming equals the in-memory release, a release is written once and atomically under a lock,
 duplicated rows are refused before anything is drawn, nothing written depends on the labels except
-through the mechanism, and examples/privatize_with_dask.py writes the same release per partition."""
+through the mechanism, a privacy unit's rows are bounded by a public rule and released together at
+epsilon, and examples/privatize_with_dask.py writes the same release per partition."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from labeldp.boundary import column as column_module
 from labeldp.boundary import load_release, privatize, privatize_table, read_sidecar, release_rr_with_prior
 from labeldp.boundary import release_folder as folder_module
 from labeldp.boundary import table_source as source_module
+from labeldp.boundary.units import unit_codes
 from labeldp.errors import ConfigError, DataError, MissingFileError, ReleaseExistsError, RunLockedError
 from labeldp.mechanisms import randomized_response_probabilities, rr_with_prior_probabilities
 from labeldp.randomness import NoiseSource
@@ -520,3 +522,117 @@ def test_prior_rows_are_checked_before_anything_is_drawn(tmp_path, monkeypatch) 
                 batch_rows=100,
             )
     assert drawn == [] and not (tmp_path / "out").exists()
+
+
+def _users_table(labels, users, ids=None) -> pa.Table:
+    return pa.table({"id": np.arange(len(labels)) * 10 + 3 if ids is None else ids, "user": users, "y": labels})
+
+
+def test_a_units_labels_are_released_together_at_epsilon_streamed_as_in_memory(tmp_path) -> None:
+    """Users of 5, 2 and 1 rows, at most 3 rows each: 6 rows kept, each released by RR at epsilon / 3
+    (checked against the exact distribution), the same rows and draws as privatize in memory; a unit's
+    three labels changed together move any release's probability by at most e^epsilon (exact)."""
+    draws = 1500
+    users = np.tile(np.repeat(np.arange(3), [5, 2, 1]), draws) + np.repeat(np.arange(draws) * 3, 8)
+    labels = np.tile(np.repeat(np.arange(3), [5, 2, 1]), draws)  # each user's labels alike: [0, 0, 0, 1, 1, 2] kept
+    pq.write_table(_users_table(labels, users), tmp_path / "t.parquet", row_group_size=1000)
+    arguments = dict(classes=[0, 1, 2], epsilon=1.5, batch_rows=1024, noise=SEED)
+    sidecar = privatize_table(
+        tmp_path / "t.parquet",
+        tmp_path / "out",
+        label_column="y",
+        id_column="id",
+        unit_column="user",
+        max_rows_per_unit=3,
+        seed=5,
+        **arguments,
+    )
+    release = load_release(tmp_path / "out")
+    in_memory = privatize(labels, units=users, max_rows_per_unit=3, seed=5, **arguments)
+    assert np.array_equal(release.ids, in_memory.ids * 10 + 3) and np.array_equal(release.labels, in_memory.labels)
+    assert release.labels.size == 6 * draws and np.bincount(users[in_memory.ids]).max() == 3
+    assert sidecar["epsilon"] == pytest.approx(0.5) and sidecar["rows"] == 6 * draws
+    assert sidecar["privacy_unit"] == {
+        "column": "user",
+        "max_rows": 3,
+        "seed": 5,
+        "units": 3 * draws,
+        "rows_read": 8 * draws,
+        "rows_kept": 6 * draws,
+        "most_rows": 3,
+        "epsilon": 1.5,
+        "row_epsilon": pytest.approx(0.5),
+    }
+    ledger = PrivacyLedger.load(tmp_path / "out" / "ledger.json")
+    assert ledger.units is not None and ledger.num_units == 3 * draws
+    assert ledger.epsilon() == pytest.approx(1.5, abs=3e-3) and ledger.row_epsilon() == pytest.approx(0.5, abs=1e-3)
+    assert sidecar["ledger"]["epsilon"] == ledger.epsilon()
+    # the mechanism is RR at epsilon / 3 on every kept row
+    expected = randomized_response_probabilities(3, 0.5)[[0, 0, 0, 1, 1, 2]]
+    assert frequencies_match(release.labels.reshape(draws, 6), expected).all()
+    # exact: the unit's three labels, changed together, move any output by at most e^1.5 (attained)
+    channel = np.asarray(sidecar["channel"]["matrix"])
+    outputs = np.array(np.meshgrid(*[np.arange(3)] * 3, indexing="ij")).reshape(3, -1).T
+    truths = outputs  # every labelling of the unit's three rows
+    probability = np.array([[np.prod(channel[t, o]) for o in outputs] for t in truths])
+    worst = (probability[:, None, :] / probability[None, :, :]).max()
+    assert worst == pytest.approx(np.exp(1.5)) and worst <= np.exp(1.5) * (1 + 1e-12)
+
+
+def test_the_rows_a_unit_keeps_never_depend_on_a_label(tmp_path) -> None:
+    """Two label columns of the same users: the same rows are released (positions without an id column),
+    the sidecars and ledgers are identical; a duplicated id is still refused, before anything is drawn."""
+    users = np.repeat([f"u{i}" for i in range(40)], np.arange(40) % 7 + 1)
+    rng = np.random.default_rng(4)
+    for name, labels in (("a", rng.integers(0, 2, users.size)), ("b", np.ones(users.size, dtype=int))):
+        pq.write_table(pa.table({"user": users, "y": labels}), tmp_path / f"{name}.parquet")
+        privatize_table(
+            tmp_path / f"{name}.parquet",
+            tmp_path / f"out_{name}",
+            label_column="y",
+            classes=[0, 1],
+            epsilon=1.0,
+            unit_column="user",
+            max_rows_per_unit=2,
+            noise=SEED,
+            batch_rows=16,
+        )
+    written = [pq.read_table(tmp_path / f"out_{name}" / "labels.parquet") for name in "ab"]
+    assert written[0].column_names == ["row", "released_label"]
+    assert written[0].column("row").equals(written[1].column("row"))
+    rows = written[0].column("row").to_numpy()
+    assert np.bincount(unit_codes(users[rows])).max() == 2 and rows.size == sum(min(2, k % 7 + 1) for k in range(40))
+    sidecars = [read_sidecar(tmp_path / f"out_{name}") for name in "ab"]
+    for sidecar in sidecars:
+        sidecar["source"].pop("table")
+    assert sidecars[0] == sidecars[1]
+    assert (tmp_path / "out_a" / "ledger.json").read_text() == (tmp_path / "out_b" / "ledger.json").read_text()
+    duplicated = _users_table(np.zeros(6, int), ["a", "a", "b", "b", "c", "c"], ids=[1, 2, 3, 3, 4, 5])
+    with pytest.raises(DataError, match="duplicated values"):
+        privatize_table(
+            duplicated,
+            tmp_path / "dup",
+            label_column="y",
+            id_column="id",
+            classes=[0, 1],
+            epsilon=1.0,
+            unit_column="user",
+            max_rows_per_unit=1,
+        )
+    assert not (tmp_path / "dup").exists()
+
+
+def test_a_privacy_unit_is_refused_before_anything_is_read_without_its_bound(tmp_path, monkeypatch) -> None:
+    _no_draws(monkeypatch)
+    table = _users_table(np.zeros(4, int), pa.array(["a", None, "b", "b"]))
+    arguments = dict(label_column="y", classes=[0, 1], epsilon=1.0)
+    for units, error, match in (
+        (dict(unit_column="user"), ConfigError, "max_rows_per_unit"),
+        (dict(max_rows_per_unit=2), ConfigError, "unit_column"),
+        (dict(unit_column="user", max_rows_per_unit=0), ConfigError, "at least 1"),
+        (dict(unit_column="y", max_rows_per_unit=2), ConfigError, "distinct"),
+        (dict(unit_column="user", max_rows_per_unit=2), DataError, "every row needs its unit"),
+    ):
+        with pytest.raises(error, match=match):
+            privatize_table(table, tmp_path / "out", **arguments, **units)
+    assert not (tmp_path / "out").exists()

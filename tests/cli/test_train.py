@@ -361,3 +361,34 @@ def test_a_table_run_shows_and_records_the_columns_it_trains_on(tmp_path, capsys
     assert main(argv) == 0
     assert "features (3): a, c, visit" in capsys.readouterr().out
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["features"] == ["a", "c", "visit"]
+
+
+def test_train_per_user_says_the_rows_kept_and_spends_epsilon_per_user(tmp_path, capsys) -> None:
+    """--privacy-unit user --max-rows-per-unit 2: the user column is no feature, the rows kept are said,
+    every release gives a row epsilon / 2, the summary shows both epsilons, config.json records the
+    options and a resumed run under another bound is refused; DP-SGD is refused before anything is written."""
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(40), np.arange(40) % 4 + 1)  # 100 rows, users of 1 to 4 rows
+    x = rng.normal(size=users.size)
+    pd.DataFrame({"user": users, "x": x, "label": (x > 0).astype(int)}).to_csv(tmp_path / "t.csv", index=False)
+    argv = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--classes", "0", "1"]
+    argv += ["--method", "lp-1st", "--epsilon", "2", "--epochs", "1", "--privacy-unit", "user"]
+    assert main([*argv, "--out", str(tmp_path / "refused")]) == 2
+    assert "--max-rows-per-unit" in capsys.readouterr().err and not (tmp_path / "refused").exists()
+    assert main([*argv, "--max-rows-per-unit", "2", "--out", str(tmp_path / "run")]) == 0
+    printed = capsys.readouterr()
+    output = printed.out + printed.err
+    assert "features (1): x" in output
+    assert "privacy unit 'user' (public, not a feature): 40 units, at most 2 rows each" in output
+    assert "70 of 100 rows kept; each release gives a row epsilon / 2" in output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["epsilon"] == pytest.approx(2.0, abs=1e-2)
+    assert summary["privacy_units"] == {"units": 40, "most_rows": 2, "row_epsilon": pytest.approx(1.0, abs=1e-2)}
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["privacy_unit"] == "user" and saved["max_rows_per_unit"] == 2
+    assert json.loads((tmp_path / "run" / "data.json").read_text())["unit_bound"]["rows_kept"] == 70
+    assert main([*argv, "--max-rows-per-unit", "3", "--out", str(tmp_path / "run")]) == 2
+    assert "max_rows_per_unit" in capsys.readouterr().err
+    dpsgd = [*argv[:8], "--method", "dp-sgd", "--epsilon", "2", "--epochs", "1", "--privacy-unit", "user"]
+    assert main([*dpsgd, "--max-rows-per-unit", "2", "--out", str(tmp_path / "dpsgd")]) == 2
+    assert "protects examples" in capsys.readouterr().err and not (tmp_path / "dpsgd").exists()

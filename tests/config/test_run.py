@@ -229,3 +229,30 @@ def test_a_configuration_with_unknown_options_is_refused_with_a_sentence() -> No
     assert RunConfig.from_dict(data) == RunConfig(method="lp-1st", epsilon=1.0)
     with pytest.raises(ConfigError, match="does not know: shiny, train.turbo"):
         RunConfig.from_dict({**data, "shiny": 1, "train": {**data["train"], "turbo": True}})
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(privacy_unit="user", max_rows_per_unit=2), "privacy_unit names a column of a table"),
+        (dict(dataset="csv", privacy_unit="user"), "needs max_rows_per_unit M .*largest unit's row count"),
+        (dict(dataset="csv", max_rows_per_unit=2), "give privacy_unit COLUMN too"),
+        (dict(dataset="csv", privacy_unit="user", max_rows_per_unit=0), "at least 1"),
+        (dict(dataset="csv", privacy_unit="user", max_rows_per_unit=1.5), "whole number"),
+        (dict(dataset="csv", privacy_unit="label", max_rows_per_unit=2), "never a feature"),
+        (dict(dataset="csv", privacy_unit="user", max_rows_per_unit=2, features=("user",)), "never a feature"),
+        (dict(dataset="csv", privacy_unit="user", max_rows_per_unit=2, method="dp-sgd"), "protects examples"),
+        (dict(dataset="csv", privacy_unit="user", max_rows_per_unit=2, method="pate"), "max_rows_per_unit 1"),
+    ],
+)
+def test_a_privacy_unit_is_a_tables_column_with_its_bound_under_a_method_that_composes_per_unit(
+    fields, message
+) -> None:
+    """Refused before anything is read: a unit without its bound (or the reverse), a bound that is no
+    positive whole number, the unit as the label or a feature, DP-SGD (add-or-remove neighbours do not
+    compose per unit), PATE with units of several rows; the two options survive config.json."""
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(**{"method": "lp-1st", "epsilon": 1.0, **fields}).resolved()
+    config = RunConfig(dataset="csv", method="lp-2st", epsilon=1.0, privacy_unit="user", max_rows_per_unit=4)
+    assert RunConfig.from_dict(json.loads(json.dumps(config.resolved().to_dict()))) == config.resolved()
+    RunConfig(dataset="csv", method="pate", epsilon=1.0, privacy_unit="user", max_rows_per_unit=1).resolved()

@@ -138,3 +138,68 @@ def test_a_test_share_that_leaves_no_training_row_is_a_clear_error(tmp_path) -> 
     write_movielens(tmp_path / "ml", ratings=1)
     with pytest.raises(DataError, match="leaves none to train on"):
         load_dataset("movielens", tmp_path / "ml")
+
+
+def _users_frame(labels=None) -> pd.DataFrame:
+    """60 users of 1 to 6 rows (210 rows), a feature and a label."""
+    users = np.repeat([f"user{i}" for i in range(60)], np.arange(60) % 6 + 1)
+    rng = np.random.default_rng(1)
+    return pd.DataFrame(
+        {
+            "user": users,
+            "x": rng.normal(size=users.size),
+            "label": rng.integers(0, 2, users.size) if labels is None else labels,
+        }
+    )
+
+
+def test_a_privacy_unit_keeps_at_most_m_rows_per_unit_and_holds_out_whole_units(tmp_path) -> None:
+    """The unit column is never a feature; at most M rows of a unit are kept, the same rows whatever the
+    labels; the test rows are whole units, none of them with training rows; the dataset's units cover the
+    training rows then the private test rows."""
+    from labeldp.data.table import load_table_dataset
+
+    frame = _users_frame()
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    options = dict(classes=("0", "1"), unit_column="user", max_rows_per_unit=3, seed=2)
+    data = load_table_dataset(tmp_path / "t.csv", "label", **options)
+    assert data.preprocessor.features == ["x"]
+    kept = sum(min(3, k % 6 + 1) for k in range(60))
+    assert data.unit_bound == {
+        "column": "user",
+        "max_rows": 3,
+        "units": 60,
+        "rows_read": 210,
+        "rows_kept": kept,
+        "most_rows": 3,
+    }
+    assert data.private_rows == kept and np.bincount(data.units).max() == 3 and data.units.max() == 59
+    train, test = set(data.units[: len(data.y_train)]), set(data.units[len(data.y_train) :])
+    assert not train & test and len(test) == 12  # a fifth of the units
+    flipped = _users_frame(1 - frame["label"])
+    flipped.to_csv(tmp_path / "flipped.csv", index=False)
+    other = load_table_dataset(tmp_path / "flipped.csv", "label", **options)
+    assert np.array_equal(other.x_train, data.x_train) and np.array_equal(other.x_test, data.x_test)
+    public = load_table_dataset(tmp_path / "t.csv", "label", public_test_split=True, **options)
+    assert public.public_test and public.units.shape == (len(public.y_train),)
+    frame.drop(columns="user").to_csv(tmp_path / "test.csv", index=False)  # a public test table needs no unit
+    separate = load_table_dataset(tmp_path / "t.csv", "label", tmp_path / "test.csv", **options)
+    assert len(separate.y_test) == 210 and len(separate.y_train) == kept and separate.units.size == kept
+
+
+def test_a_privacy_unit_is_refused_as_a_feature_and_without_its_bound(tmp_path) -> None:
+    from labeldp.data.table import load_table_dataset
+    from labeldp.errors import DataError
+
+    frame = _users_frame()
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(ConfigError, match="privacy unit column cannot be a feature"):
+        load_table_dataset(tmp_path / "t.csv", "label", classes=("0", "1"), features=("x", "user"), unit_column="user")
+    with pytest.raises(ConfigError, match="max_rows_per_unit"):
+        load_table_dataset(tmp_path / "t.csv", "label", classes=("0", "1"), unit_column="user")
+    frame.assign(user=frame["user"].where(frame.index != 5)).to_csv(tmp_path / "gap.csv", index=False)
+    with pytest.raises(DataError, match="every row needs its unit"):
+        load_table_dataset(tmp_path / "gap.csv", "label", classes=("0", "1"), unit_column="user", max_rows_per_unit=2)
+    frame.assign(user="one").to_csv(tmp_path / "one.csv", index=False)
+    with pytest.raises(DataError, match="1 privacy unit\\(s\\).*leaves none to train on"):
+        load_table_dataset(tmp_path / "one.csv", "label", classes=("0", "1"), unit_column="user", max_rows_per_unit=2)

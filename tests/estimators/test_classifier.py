@@ -1,7 +1,7 @@
 """LabelDPClassifier (estimators/classifier.py): scikit-learn's conventions, private labels released
 once and shared by every fold and candidate of a search (never by worker processes), the budget
 charged what the fits record, scoring on released labels with the scorers of released_metrics, and
-fits on a release of labeldp.privatize."""
+fits on a release of labeldp.privatize, per user too."""
 
 from __future__ import annotations
 
@@ -229,3 +229,22 @@ def test_fits_on_a_release_of_labeldp_privatize() -> None:
     assert list(model.classes_) == CLASSES and model.ledger_ is release.ledger
     assert model.score(frame, labels) > 0.7  # a plain array: public test labels, exact
     assert abs(model.score(frame, release) - model.score(frame, labels)) < 0.15  # estimated on the release
+
+
+def test_per_user_fit_on_a_release_per_user() -> None:
+    """The route for a user's many rows: privatize per user (at most m rows each, each label at
+    epsilon / c), then fit on the rows it kept; ledger_ is the release's, whose epsilon is each user's."""
+    from labeldp import privatize
+
+    frame, labels = _table(900)
+    users = np.repeat(np.arange(300), 3)
+    released = privatize(labels, classes=CLASSES, epsilon=3.0, units=users, max_rows_per_unit=2)
+    assert released.ids.size == 600 and released.epsilon == pytest.approx(1.5)
+    model = LabelDPClassifier(classes=CLASSES, estimator=_logistic()).fit(frame.iloc[released.ids], released)
+    assert model.ledger_ is released.ledger and model.ledger_.units is not None
+    assert model.ledger_.epsilon() == pytest.approx(3.0, abs=1e-2) and model.ledger_.row_epsilon() == pytest.approx(
+        1.5, abs=1e-2
+    )
+    assert model.score(frame, labels) > 0.6  # public labels: exact accuracy
+    with pytest.raises(TypeError):
+        LabelDPClassifier(classes=CLASSES).fit(frame, PrivateLabels(labels, classes=CLASSES), units=users)

@@ -107,3 +107,21 @@ def test_crash_between_labels_and_ledger_records_the_spend_once(blobs, tmp_path,
     summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
     ledger = PrivacyLedger.load(tmp_path / "run" / "ledger.json")
     assert [e.tag for e in ledger.entries] == ["stage1"] and summary["epsilon"] == pytest.approx(1.0, abs=2e-4)
+
+
+def test_privacy_units_must_be_the_datasets_under_a_method_that_composes_per_unit(blobs, tmp_path) -> None:
+    """Before anything is written: a configuration naming a privacy unit for a dataset without units, and a
+    dataset whose units have several rows under DP-SGD (add-or-remove neighbours) or PATE (teachers hold rows)."""
+    import dataclasses
+
+    from labeldp.errors import ConfigError
+
+    named = RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, privacy_unit="user", max_rows_per_unit=2)
+    with pytest.raises(ConfigError, match="has no privacy units"):
+        train_run(named, tmp_path / "named", progress=False, dataset=blobs)
+    grouped = dataclasses.replace(blobs, units=np.arange(blobs.private_rows) // 2)
+    for method, message in (("dp-sgd", "protects examples"), ("pate", "teachers hold rows")):
+        config = RunConfig(dataset="csv", method=method, epsilon=1.0)
+        with pytest.raises(ConfigError, match=message):
+            train_run(config, tmp_path / method, progress=False, dataset=grouped)
+    assert not any(tmp_path.iterdir())

@@ -35,7 +35,7 @@ from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.labels import PrivateLabels, unseal
 from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
-from labeldp.boundary.units import bound_contributions, unit_codes
+from labeldp.boundary.units import bounded_rows
 from labeldp.config.release import DEFAULT_BATCH_ROWS
 from labeldp.errors import ConfigError, DataError
 from labeldp.mechanisms import randomized_response, rr_with_prior
@@ -513,12 +513,10 @@ def _privatize_units(
         raise ConfigError("privacy units are given with the labels as values: pass the label array, not PrivateLabels")
     positions = domain.positions(labels, "the labels")
     row_ids = _row_ids(labels, ids, positions.size)
-    codes = unit_codes(units)
-    if codes.size != positions.size:
-        raise ConfigError(f"units has {codes.size} values for {positions.size} labels")
-    kept = bound_contributions(codes, max_rows, seed)
-    kept_units = unit_codes(codes[kept])
-    per_row = eps / int(np.bincount(kept_units).max())
+    if np.shape(units) != (positions.size,):
+        raise ConfigError(f"units must hold one value per label ({positions.size}), got shape {np.shape(units)}")
+    kept, kept_units, most_rows = bounded_rows(units, max_rows, seed)
+    per_row = eps / most_rows
     if priors is not None and np.ndim(priors) == 2:
         priors = priors.iloc[kept] if isinstance(priors, pd.DataFrame) else np.asarray(priors)[kept]
     return _privatize_positions(positions[kept], domain, per_row, priors, row_ids[kept], noise, batch_rows, kept_units)

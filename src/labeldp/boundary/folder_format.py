@@ -2,12 +2,13 @@
 its files and columns, the sidecar ``release.json`` that describes it, and the reading back.
 
 ``labels.parquet``
-    one row per input row, in input order: the id column (copied), ``released_label`` (a value of the
-    declared classes), ``k`` (RR-with-prior) and, on request, ``channel_0 .. channel_{K-1}`` (the
-    row's noise channel);
+    one row per input row (with a privacy unit: per row kept), in input order: the id column (copied),
+    ``released_label`` (a value of the declared classes), ``k`` (RR-with-prior) and, on request,
+    ``channel_0 .. channel_{K-1}`` (the row's noise channel);
 ``release.json``
     the sidecar: classes, mechanism, epsilon, the prior's columns (or the shared prior), the noise
-    channel (the K x K matrix where it is one), the noise source, the ledger's epsilon and entry;
+    channel (the K x K matrix where it is one), the noise source, the ledger's epsilon and entry, the
+    privacy unit (where there is one);
 ``ledger.json``
     the :class:`~labeldp.accounting.PrivacyLedger` (members: row positions in ``labels.parquet``).
 
@@ -87,6 +88,7 @@ def describe_release(
     channel_names: list[str],
     block_rows: int,
     noise: NoiseSource,
+    privacy_unit: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``release.json``: what a reader needs to use the release, and the ledger's figures.
 
@@ -120,11 +122,15 @@ def describe_release(
         The rows drawn at a time.
     noise : NoiseSource
         The noise source.
+    privacy_unit : dict or None, optional
+        With a privacy unit, its column, bound, seed, units, rows read and kept, the most rows a unit
+        keeps, and the per-unit and per-row epsilon (public facts); None: each row its own unit.
 
     Returns
     -------
     dict
-        The sidecar: format and versions, rows, source, classes and label type, mechanism, epsilon,
+        The sidecar: format and versions, rows, source, classes and label type, mechanism, epsilon
+        (each row's), ``privacy_unit`` (None without one),
         prior, k's range, channel, columns, files, batch rows, the ledger's epsilon, delta, relation and
         entries, the noise (and a NOT PRIVATE ``warning`` with an insecure seed).
     """
@@ -148,6 +154,7 @@ def describe_release(
             if shared is not None
             else None
         ),
+        "privacy_unit": privacy_unit,
         "k_range": draws.k_spread.range if draws.k_spread else None,
         "channel": channel,
         "columns": {

@@ -6,8 +6,8 @@ files, an Arrow table or a DataFrame (:mod:`labeldp.boundary.table_source`) in b
 writes a release folder:
 
 ``labels.parquet``
-    one row per input row, in input order: the id column (copied; without one, ``row``: the row's
-    position in the input, from 0), ``released_label`` (a value of the
+    one row per input row (with a privacy unit: per row kept), in input order: the id column (copied;
+    without one, ``row``: the row's position in the input, from 0), ``released_label`` (a value of the
     declared classes), ``k`` (RR-with-prior) and, on request, ``channel_0 .. channel_{K-1}`` (the
     row's noise channel);
 ``release.json``
@@ -19,6 +19,15 @@ writes a release folder:
 :func:`~labeldp.boundary.folder_format.load_release` reads it back as
 :class:`~labeldp.boundary.released.ReleasedLabels`; the folder's format (its files, columns and sidecar) is
 :mod:`labeldp.boundary.folder_format`'s.
+
+**Privacy units.** With ``unit_column`` (a user id, public) the stated epsilon is each unit's: the
+first pass also reads each row's unit, at most ``max_rows_per_unit`` rows of a unit are kept, chosen
+by the public ``seed`` and never by a label (:func:`~labeldp.boundary.units.bound_contributions`; the
+same rows :func:`~labeldp.boundary.column.privatize` keeps in memory), and each kept label is released
+with epsilon / c, c the most rows a unit keeps. The other rows are not released: ``labels.parquet``
+holds the kept rows only, with their ids (or positions), the ledger composes per unit, and the
+sidecar's ``privacy_unit`` says the column, the bound, the units, the rows kept and the per-unit and
+per-row epsilon (its ``epsilon`` is the mechanism's, each row's).
 
 **Release once.** A release folder is never overwritten (:class:`~labeldp.errors.ReleaseExistsError`):
 releasing the labels again would spend their budget a second time. The folder is written under a
@@ -38,6 +47,7 @@ says neither which label nor how many.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import shutil
@@ -67,12 +77,14 @@ from labeldp.boundary.folder_format import (
 from labeldp.boundary.table_source import (
     arrow_class_values,
     check_rows,
+    kept_batches,
     open_source,
     read_batches,
     read_blocks,
     released_type,
     source_schema,
 )
+from labeldp.boundary.units import bounded_rows, check_max_rows
 from labeldp.errors import ConfigError, DataError, ReleaseExistsError, RunLockedError
 from labeldp.files import write_json_atomic
 from labeldp.mechanisms import (
@@ -143,6 +155,9 @@ def privatize_table(
     write_channel: bool = False,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     noise: NoiseSource = NoiseSource(),
+    unit_column: str | None = None,
+    max_rows_per_unit: int | None = None,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Release the label column of a table once, streamed in blocks of ``batch_rows`` rows, into the
     new folder ``out`` (``labels.parquet``, ``release.json``, ``ledger.json``; see the module docstring).
@@ -182,6 +197,13 @@ def privatize_table(
         bounded by it (the first pass, checking the ids, keeps 8 bytes a row).
     noise : NoiseSource, optional
         The noise source (fresh OS entropy by default).
+    unit_column : str or None, optional
+        The privacy unit of each row (a user id; public, never derived from a label): ``epsilon`` is
+        then each unit's (see the module docstring); None (the default): each row is its own unit.
+    max_rows_per_unit : int or None, optional
+        The most rows of one unit released (required with ``unit_column``).
+    seed : int, optional
+        The public seed of which rows of a larger unit are kept (default 0).
 
     Returns
     -------
@@ -194,7 +216,8 @@ def privatize_table(
         If ``out`` exists: releasing the labels again would spend their budget a second time.
     labeldp.errors.ConfigError
         Before anything is read: for invalid ``classes``, ``epsilon``, ``batch_rows``, prior or ``noise``,
-        id, label and prior columns that are not distinct, or an id column named like a column of the
+        a unit column without ``max_rows_per_unit`` (or the reverse) or an invalid bound, id, label, unit
+        and prior columns that are not distinct, or an id column named like a column of the
         release; after reading the schema, for classes that are not values of the label column's type;
         while drawing (nothing is then written to ``out``), for a row of prior columns that is not a
         distribution.
@@ -202,7 +225,8 @@ def privatize_table(
         If ``source`` does not exist.
     labeldp.errors.DataError
         Before anything is drawn: if the source cannot be read, lacks a column or holds no rows, a label
-        is missing or outside ``classes`` (neither named nor counted), an id is missing or duplicated, or
+        is missing or outside ``classes`` (neither named nor counted), an id is missing or duplicated, a
+        unit is missing, or
         a prior column is not numeric; while drawing (nothing is then written to ``out``), if a prior
         column has missing values or the source changed.
     labeldp.errors.RunLockedError
@@ -217,9 +241,20 @@ def privatize_table(
     columns_of_priors, shared = prior_spec(domain.size, prior_columns, prior)
     if not isinstance(noise, NoiseSource):
         raise ConfigError(f"noise must be a labeldp.randomness.NoiseSource, got {type(noise).__name__}")
-    needed = [*([id_column] if id_column is not None else []), label_column, *(columns_of_priors or ())]
+    if (unit_column is None) != (max_rows_per_unit is None):
+        raise ConfigError(
+            "a privacy unit needs both unit_column (each row's unit) and max_rows_per_unit (the most rows of a "
+            "unit released)"
+        )
+    units = None if unit_column is None else _UnitRule(unit_column, check_max_rows(max_rows_per_unit), int(seed))
+    needed = [
+        *([id_column] if id_column is not None else []),
+        label_column,
+        *(columns_of_priors or ()),
+        *([unit_column] if unit_column is not None else []),
+    ]
     if len(set(needed)) != len(needed):
-        raise ConfigError(f"the id, label and prior columns must be distinct, got {needed}")
+        raise ConfigError(f"the id, label, prior and unit columns must be distinct, got {needed}")
     if id_column is not None and (id_column in (RELEASED_COLUMN, K_COLUMN) or id_column.startswith(CHANNEL_PREFIX)):
         raise ConfigError(f"id column {id_column!r} would clash with a column of the release; rename it first")
     with _system_allocator():
@@ -237,7 +272,40 @@ def privatize_table(
             id_column,
             write_channel,
             noise,
+            units,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class _UnitRule:
+    """A privacy unit's column and the public rule bounding its rows."""
+
+    column: str
+    max_rows: int
+    seed: int
+
+    def keep(self, keys: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """The kept rows as a mask over the table, their unit codes, and the sidecar's ``privacy_unit``
+        (each kept row is released with epsilon / c). Reads the units only."""
+        kept, kept_units, most_rows = bounded_rows(keys, self.max_rows, self.seed)
+        mask = np.zeros(keys.size, dtype=bool)
+        mask[kept] = True
+        facts = {
+            "column": self.column,
+            "max_rows": self.max_rows,
+            "seed": self.seed,
+            "units": int(kept_units.max()) + 1,
+            "rows_read": int(keys.size),
+            "rows_kept": int(kept.size),
+            "most_rows": most_rows,
+            "epsilon": epsilon,
+            "row_epsilon": epsilon / most_rows,
+        }
+        return mask, kept_units, facts
+
+
+#: the column of each kept row's position in the table, while a privacy unit's kept rows stream past
+_POSITION = "__labeldp_position__"
 
 
 def _privatize_table(
@@ -254,6 +322,7 @@ def _privatize_table(
     id_column: str | None,
     write_channel: bool,
     noise: NoiseSource,
+    units: _UnitRule | None,
 ) -> dict[str, Any]:
     datasets, described = open_source(source, label_column)
     schema = source_schema(datasets, needed)
@@ -266,7 +335,11 @@ def _privatize_table(
             f"id column {id_column!r} must hold one value a row (a number, a string, a date), got "
             f"{schema.field(id_column).type}"
         )
-    rows = check_rows(datasets, schema, domain, label_column, id_column, described, columns_of_priors)
+    rows, unit_keys = check_rows(
+        datasets, schema, domain, label_column, id_column, described, columns_of_priors, units and units.column
+    )
+    kept = None if units is None else units.keep(unit_keys, eps)
+    del unit_keys
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with _locked(out):
@@ -298,6 +371,7 @@ def _privatize_table(
                 noise,
                 rows,
                 described,
+                kept,
             )
             partial.chmod(mode)
             _refuse_existing(out)
@@ -325,16 +399,27 @@ def _write_release(
     noise: NoiseSource,
     rows: int,
     described: str,
+    kept: tuple[np.ndarray, np.ndarray, dict[str, Any]] | None,
 ) -> dict[str, Any]:
     """Draw the release block by block into ``folder`` (``labels.parquet``), then write its ledger and
-    sidecar and flush the folder to disk. Returns the sidecar."""
+    sidecar and flush the folder to disk; with a privacy unit (``kept``: the rows kept, their units,
+    the sidecar's facts) only the kept rows, each at its per-row epsilon. Returns the sidecar."""
     with_prior = prior_columns is not None or shared is not None
+    unit_facts, kept_units = None, None
+    batch_ids = id_column
+    if kept is not None:
+        mask, kept_units, unit_facts = kept
+        epsilon, rows = unit_facts["row_epsilon"], unit_facts["rows_kept"]
+        schema = pa.schema([field for field in schema if field.name != unit_facts["column"]])
     draws = Draws(domain.size, epsilon, with_prior, noise)
     channel_names = [f"{CHANNEL_PREFIX}{j}" for j in range(domain.size)] if write_channel else []
     batches = read_batches(datasets, schema, label_column)
+    if kept is not None:
+        batches = kept_batches(batches, mask, None if id_column is not None else _POSITION)
+        batch_ids = id_column if id_column is not None else _POSITION
     written = _write_labels(
         folder / LABELS_FILE,
-        read_blocks(batches, block_rows, domain, label_column, id_column, prior_columns),
+        read_blocks(batches, block_rows, domain, label_column, batch_ids, prior_columns),
         schema.field(id_column) if id_column is not None else pa.field(ROW_COLUMN, pa.int64(), nullable=False),
         class_values,
         draws,
@@ -343,7 +428,7 @@ def _write_release(
     )
     if written != rows:
         raise DataError(f"{described} changed while it was being released ({rows} rows, then {written})")
-    ledger = draws.ledger(rows)
+    ledger = draws.ledger(rows, kept_units)
     ledger.save(folder / LEDGER_FILE)
     sidecar = describe_release(
         ledger,
@@ -359,6 +444,7 @@ def _write_release(
         channel_names,
         block_rows,
         noise,
+        unit_facts,
     )
     write_json_atomic(folder / SIDECAR_FILE, sidecar)
     for name in (LABELS_FILE, LEDGER_FILE, SIDECAR_FILE):

@@ -4,7 +4,9 @@ The source is read in record batches of bounded size, file after file (a folder 
 sorted paths; names starting with ``.`` or ``_`` are skipped), and cut into blocks of exactly
 ``batch_rows`` rows, so that the draws do not depend on how the input is cut into files, row groups
 or batches. Before anything is drawn, a first pass (:func:`check_rows`) reads the label and id
-columns: every label must be one of the declared classes, every id present and distinct.
+columns: every label must be one of the declared classes, every id present and distinct; with a
+privacy unit it reads each row's unit too (public), from which the rows kept are chosen before the
+second pass, which reads only those (:func:`kept_batches`).
 
 **Label types.** Labels are matched to the declared classes as text (``1``, ``1.0`` and ``true`` are
 one class), each file's labels in their own type: they are never cast to another file's type. A CSV
@@ -17,6 +19,9 @@ withheld (it can quote a row, its label included).
 **Each row once.** The first pass keeps 8 bytes a row: integer ids as int64, compared exactly, other
 ids as 64-bit hashes, where hashes collide compared exactly by a further scan of the id column, so
 that a collision never refuses a valid table; a duplicated id is refused naming it (ids are public).
+A privacy unit's values are kept as 64-bit keys the same way (8 bytes a row); two units whose keys
+collide would count as one, which only bounds their rows together (never fewer units' worth of
+protection), and happens with probability about n^2 / 2^64.
 """
 
 from __future__ import annotations
@@ -368,11 +373,12 @@ def check_rows(
     id_column: str | None,
     described: str,
     prior_columns: tuple[str, ...] | None = None,
-) -> int:
+    unit_column: str | None = None,
+) -> tuple[int, np.ndarray | None]:
     """Read the label and id columns once: every label must be one of the classes (the error says
     neither which nor how many are not), every id present and distinct (without an id column, the
-    rows' positions are); and RR-with-prior's prior columns, each row a probability distribution.
-    Returns the number of rows.
+    rows' positions are); RR-with-prior's prior columns, each row a probability distribution; and the
+    privacy unit column, every row's unit present. Returns the number of rows and each row's unit key.
 
     The ids are checked with 8 bytes a row: each row's 64-bit key (:func:`_id_keys`).
 
@@ -395,16 +401,21 @@ def check_rows(
         The source in words, for the error messages.
     prior_columns : tuple of str or None, optional
         RR-with-prior's prior columns, one per class (public), or None.
+    unit_column : str or None, optional
+        The privacy unit column (public), or None.
 
     Returns
     -------
-    int
+    rows : int
         The number of rows.
+    unit_keys : numpy.ndarray or None
+        (rows,) int64, each row's unit as a 64-bit key (an integer unit itself, any other its hash:
+        equal units, equal keys); None without ``unit_column``.
 
     Raises
     ------
     labeldp.errors.DataError
-        If a label is missing or outside the classes, an id or a prior value is missing, an id is
+        If a label is missing or outside the classes, an id, a unit or a prior value is missing, an id is
         duplicated (the message names it: ids are public), the source holds no rows, or it cannot be read.
     labeldp.errors.ConfigError
         If a prior row is not a probability distribution.
@@ -412,14 +423,20 @@ def check_rows(
     where = f"label column {label_column!r}"
     keys: list[np.ndarray] = []
     prior_columns = tuple(prior_columns or ())
+    units: list[np.ndarray] = []
     ids = [schema.field(id_column)] if id_column is not None else []
-    fields = [schema.field(label_column), *ids, *(schema.field(name) for name in prior_columns)]
+    unit = [schema.field(unit_column)] if unit_column is not None else []
+    fields = [schema.field(label_column), *ids, *unit, *(schema.field(name) for name in prior_columns)]
     rows = 0
     for batch in read_batches(datasets, pa.schema(fields), label_column):
         arrow_positions(domain, batch.column(0), where)
         rows += batch.num_rows
         if prior_columns:  # public: checked before anything is drawn, not block by block while drawing
             _check_prior_rows(batch, prior_columns)
+        if unit_column is not None:
+            if batch.column(unit_column).null_count:
+                raise DataError(f"privacy unit column {unit_column!r} has missing values: every row needs its unit")
+            units.append(_id_keys(batch.column(unit_column)))
         if id_column is None:
             continue
         if batch.column(1).null_count:
@@ -429,7 +446,7 @@ def check_rows(
         raise DataError(f"{described} has no rows")
     if id_column is not None:
         _refuse_duplicated_ids(datasets, schema.field(id_column), _joined(keys))
-    return rows
+    return rows, _joined(units) if unit_column is not None else None
 
 
 def _check_prior_rows(batch: pa.RecordBatch, prior_columns: tuple[str, ...]) -> None:
@@ -503,6 +520,46 @@ def _duplicated_id(datasets: list[ds.Dataset], field: pa.Field, hashes: np.ndarr
             if len(repeated):
                 return repeated[0].as_py()
     return None
+
+
+def kept_batches(
+    batches: Iterator[pa.RecordBatch], kept: np.ndarray, position_column: str | None
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``batches`` that ``kept`` keeps (a privacy unit's rows within its bound), each
+    with its position in the stream as the column ``position_column`` (int64, from 0) where given.
+
+    Parameters
+    ----------
+    batches : iterator of pyarrow.RecordBatch
+        The source's batches (:func:`read_batches`), every row of it.
+    kept : numpy.ndarray
+        (rows,) boolean: whether each row of the stream is kept (decided from public columns only).
+    position_column : str or None
+        The name of the column of positions to append, or None.
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        The kept rows of each batch (batches keeping none are skipped).
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If the stream holds more rows than ``kept`` (the source changed since the first pass).
+    """
+    seen = 0
+    for batch in batches:
+        stop = seen + batch.num_rows
+        if stop > kept.size:
+            raise DataError(f"the table changed while it was being released ({kept.size} rows, then more)")
+        if position_column is not None:
+            batch = batch.append_column(position_column, pa.array(np.arange(seen, stop, dtype=np.int64)))
+        mask = kept[seen:stop]
+        seen = stop
+        if mask.all():
+            yield batch
+        elif mask.any():
+            yield batch.filter(pa.array(mask))
 
 
 @dataclass

@@ -105,6 +105,42 @@ def bound_contributions(units: np.ndarray, max_rows: int, seed: int) -> np.ndarr
     return np.sort(by_unit[rank < limit])
 
 
+def bounded_rows(units, max_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The rows a release of per-unit ``units`` reads, and what its accounting needs: the kept rows
+    (:func:`bound_contributions`), their units as codes of the kept rows alone, and c, the most rows a
+    unit keeps (each kept row is released with epsilon / c).
+
+    Parameters
+    ----------
+    units : array_like
+        (n,) each row's unit (any hashable values, or 64-bit keys of them); public.
+    max_rows : int
+        The most rows kept per unit.
+    seed : int
+        The public seed.
+
+    Returns
+    -------
+    kept : numpy.ndarray
+        The kept rows' positions, sorted.
+    kept_units : numpy.ndarray
+        (kept.size,) int64 unit codes of the kept rows, in [0, number of units).
+    most_rows : int
+        c = min(``max_rows``, the largest unit's rows).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``max_rows`` is not a positive whole number.
+    labeldp.errors.DataError
+        If a row has no unit.
+    """
+    codes = unit_codes(units)
+    kept = bound_contributions(codes, max_rows, seed)
+    kept_units = unit_codes(codes[kept])
+    return kept, kept_units, int(np.bincount(kept_units, minlength=1).max())
+
+
 def split_by_unit(units: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     """Whether each row is held out, every row of a unit on the same side: a random ``fraction`` of the
     units (public seed), so that a unit's test rows and training rows are never released apart.
@@ -130,4 +166,4 @@ def split_by_unit(units: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     return chosen[units]
 
 
-__all__ = ["bound_contributions", "check_max_rows", "split_by_unit", "unit_codes"]
+__all__ = ["bound_contributions", "bounded_rows", "check_max_rows", "split_by_unit", "unit_codes"]

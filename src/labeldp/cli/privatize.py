@@ -12,7 +12,9 @@ DESCRIPTION = (
     "randomized response or, with a prior, RR-with-prior: epsilon-label-DP per row, once. OUT (a new folder) "
     "receives labels.parquet (the id column or the row's position, released_label, k), release.json (classes, "
     "mechanism, epsilon, noise channel, noise source, the ledger's epsilon) and ledger.json. Training on the "
-    "release, any number of times, costs no more privacy. An existing OUT is never overwritten."
+    "release, any number of times, costs no more privacy. An existing OUT is never overwritten. With "
+    "--privacy-unit, epsilon is each unit's (a user's): at most --max-rows-per-unit rows of a unit are released, "
+    "chosen by the public --seed, never by a label, each at epsilon / c, c the most rows a unit keeps."
 )
 
 
@@ -44,7 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the label values, in order (the label domain is public and must be declared; a "
         "label outside it is an error before anything is released)",
     )
-    parser.add_argument("--epsilon", required=True, type=float, help="privacy budget of each label (> 0)")
+    parser.add_argument(
+        "--epsilon",
+        required=True,
+        type=float,
+        help="privacy budget of each label (> 0); with --privacy-unit, of each unit's labels together",
+    )
+    _add_unit_arguments(parser)
     prior = parser.add_mutually_exclusive_group()
     prior.add_argument(
         "--prior-columns",
@@ -86,6 +94,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="the release folder to create")
 
 
+def _add_unit_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--privacy-unit``, ``--max-rows-per-unit`` and ``--seed``."""
+    parser.add_argument(
+        "--privacy-unit",
+        metavar="COL",
+        help="the column of each row's privacy unit (a user id; public): the labels of a unit are protected "
+        "together at --epsilon; needs --max-rows-per-unit",
+    )
+    parser.add_argument(
+        "--max-rows-per-unit",
+        type=int,
+        metavar="M",
+        help="with --privacy-unit, the most rows of one unit released: a larger unit's other rows are left out, "
+        "chosen by the public --seed (never by a label); each released label gets epsilon / c, c = M or the "
+        "largest unit's rows if fewer",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="public seed choosing which rows of a unit larger than --max-rows-per-unit are kept (default %(default)s)",
+    )
+
+
 def run(args: argparse.Namespace) -> None:
     """Release ``--table``'s label column once into the new folder ``--out``
     (:func:`labeldp.boundary.privatize_table`) and print what was written.
@@ -102,12 +134,13 @@ def run(args: argparse.Namespace) -> None:
     Raises
     ------
     labeldp.errors.ConfigError
-        If an option cannot work (epsilon, the prior, the batch rows, classes that do not fit the column).
+        If an option cannot work (epsilon, the prior, the batch rows, a privacy unit without its bound,
+        classes that do not fit the column).
     labeldp.errors.MissingFileError
         If ``--table`` does not exist.
     labeldp.errors.DataError
-        If the table lacks a column, an id is duplicated, or a label is missing or outside the classes,
-        before anything is released.
+        If the table lacks a column, an id is duplicated, a unit or a label is missing, or a label is
+        outside the classes, before anything is released.
     labeldp.errors.ReleaseExistsError
         If ``--out`` exists.
     """
@@ -128,8 +161,19 @@ def run(args: argparse.Namespace) -> None:
         write_channel=args.write_channel,
         batch_rows=args.batch_rows,
         noise=noise,
+        unit_column=args.privacy_unit,
+        max_rows_per_unit=args.max_rows_per_unit,
+        seed=args.seed,
     )
     rows, seconds = sidecar["rows"], sidecar["seconds"]
+    unit = sidecar["privacy_unit"]
+    if unit is not None:
+        print(
+            f"privacy unit {unit['column']!r}: {unit['units']:,} units, at most {unit['max_rows']} rows each (chosen "
+            f"by the public seed {unit['seed']}, never by a label): {unit['rows_kept']:,} of {unit['rows_read']:,} "
+            f"rows kept; each unit's labels at epsilon {unit['epsilon']:g} together, each label at "
+            f"{unit['row_epsilon']:g} (epsilon / {unit['most_rows']})"
+        )
     mechanism = {"randomized-response": "randomized response", "rr-with-prior": "RR-with-prior"}[sidecar["mechanism"]]
     print(
         f"released {rows:,} labels of {args.label_column!r} by {mechanism} (K={len(sidecar['classes'])}, epsilon "

@@ -72,6 +72,12 @@ class RunConfig:
         Dataset ``"csv"``: columns that are not features (another outcome, a leak of the label).
     id_column : str or None
         Dataset ``"csv"``: a row identifier, never a feature.
+    privacy_unit : str or None
+        Dataset ``"csv"``: the column of each row's privacy unit (a user id; public, never a feature):
+        ``epsilon`` is then each unit's, its labels protected together (default None: each row its own).
+    max_rows_per_unit : int or None
+        With ``privacy_unit``, required: the most rows of one unit the run uses, chosen by the public
+        ``seed`` (never by a label); each release gives a row epsilon / c, c the most rows a unit keeps.
     classes : tuple of str or None
         Dataset ``"csv"``: the label values, in order (the label domain is public and must be declared).
     label_range : tuple of float or None
@@ -159,6 +165,20 @@ class RunConfig:
     )
     id_column: str | None = option(
         None, help="dataset csv: a row identifier, never a feature (labeldp predict writes it beside the scores)"
+    )
+    privacy_unit: str | None = option(
+        None,
+        metavar="COLUMN",
+        help="dataset csv: the column of each row's privacy unit (a user id; public, never a feature): "
+        "--epsilon is each unit's, its labels protected together; needs --max-rows-per-unit. The test rows "
+        "held out are whole units; not with --method dp-sgd, nor pate above one row per unit",
+    )
+    max_rows_per_unit: int | None = option(
+        None,
+        metavar="M",
+        help="with --privacy-unit, the most rows of one unit the run uses: a larger unit's other rows are "
+        "left out, chosen by the public --seed (never by a label); every release gives a row epsilon / c, "
+        "c = M or the largest unit's rows if fewer (to keep every row, give the largest unit's row count)",
     )
     classes: tuple[str, ...] | None = option(
         None,
@@ -343,6 +363,7 @@ class RunConfig:
         prior_epsilon = self._prior(prior, epsilon)
         self._check_method_options(method)
         self._check_choices()
+        self._check_units(method)
         label_range, grid_size = self._label_grid()
         self.train.validate()
         resolved = dataclasses.replace(
@@ -497,6 +518,39 @@ class RunConfig:
             raise ConfigError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if not self.temperature > 0 or not math.isfinite(self.temperature):
             raise ConfigError(f"temperature must be a finite number > 0, got {self.temperature}")
+
+    def _check_units(self, method: Method) -> None:
+        """A privacy unit: a table's column, with its bound, under a method whose ledger composes per unit."""
+        if self.privacy_unit is None:
+            if self.max_rows_per_unit is not None:
+                raise ConfigError("max_rows_per_unit bounds the rows of a privacy unit: give privacy_unit COLUMN too")
+            return
+        if get_dataset(self.dataset).source != "table":
+            raise ConfigError(
+                f"privacy_unit names a column of a table (dataset 'csv'); dataset {self.dataset!r} has no such column"
+            )
+        if self.max_rows_per_unit is None:
+            raise ConfigError(
+                "privacy_unit needs max_rows_per_unit M (--max-rows-per-unit), the most rows of one unit the run "
+                "uses: each row then gets epsilon / c, c = M or the largest unit's rows if fewer. It is yours to "
+                "choose (a few heavy users would otherwise set every row's share); to keep every row, give the "
+                "largest unit's row count"
+            )
+        if isinstance(self.max_rows_per_unit, bool) or int(self.max_rows_per_unit) != self.max_rows_per_unit:
+            raise ConfigError(f"max_rows_per_unit must be a whole number, got {self.max_rows_per_unit!r}")
+        if self.max_rows_per_unit < 1:
+            raise ConfigError(f"max_rows_per_unit must be at least 1, got {self.max_rows_per_unit}")
+        if method.protects_examples:
+            raise ConfigError(
+                f"method {self.method!r} protects examples added or removed, not labels replaced: its guarantee "
+                "does not compose per privacy unit (and the rows a unit keeps depend on the table's rows). Use a "
+                "label-DP method with privacy_unit"
+            )
+        if self.privacy_unit in (self.label_column, self.id_column) or self.privacy_unit in (self.features or ()):
+            raise ConfigError(
+                f"the privacy unit column {self.privacy_unit!r} is public and never a feature: it cannot be the "
+                "label column, the id column or a feature"
+            )
 
     def _label_grid(self) -> tuple[tuple[float, float] | None, int | None]:
         """The declared label range and grid size of a numeric label (None, None for classes)."""

@@ -91,7 +91,8 @@ def load_table(request: DatasetRequest):
     ----------
     request : labeldp.data.registry.DatasetRequest
         The run's request: the table, its test table or test fraction, the label column, the declared
-        ``classes`` or ``label_range`` (and ``label_grid_size``), the feature columns and the split.
+        ``classes`` or ``label_range`` (and ``label_grid_size``), the feature columns, the privacy unit
+        and its bound, and the split.
 
     Returns
     -------
@@ -135,6 +136,8 @@ def load_table(request: DatasetRequest):
         classes=request.classes,
         grid=grid,
         public_test_split=request.public_test_split,
+        unit_column=request.unit_column,
+        max_rows_per_unit=request.max_rows_per_unit,
     )
 
 

@@ -73,6 +73,9 @@ class LabeledDataset:
         The privacy unit of each private row (public: a user id's code, :mod:`labeldp.boundary.units`),
         the training rows then the private test rows, a unit's rows all on one side; None (the default):
         each row is its own unit.
+    unit_bound : dict or None, optional
+        A table's privacy unit and the public rule's effect (``column``, ``max_rows``, ``units``,
+        ``rows_read``, ``rows_kept``, ``most_rows``), to show and record; None without one.
 
     Raises
     ------
@@ -100,6 +103,7 @@ class LabeledDataset:
     y_test_values: np.ndarray | None = None
     categorical: tuple[int, ...] = ()
     units: np.ndarray | None = None
+    unit_bound: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.num_classes = check_num_classes(self.num_classes)

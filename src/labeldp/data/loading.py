@@ -28,6 +28,8 @@ def load_dataset(
     label_range: tuple[float, float] | None = None,
     label_grid_size: int | None = None,
     public_test_split: bool = False,
+    unit_column: str | None = None,
+    max_rows_per_unit: int | None = None,
 ) -> LabeledDataset:
     """Load the dataset registered as ``name``.
 
@@ -43,7 +45,7 @@ def load_dataset(
     name : str
         A registered dataset (:func:`labeldp.data.registry.dataset_names`).
     data_dir, table, label_column, test_table, classes, features, drop, id_column, test_fraction, split_seed, \
-label_range, label_grid_size, public_test_split
+label_range, label_grid_size, public_test_split, unit_column, max_rows_per_unit
         See :class:`labeldp.data.registry.DatasetRequest`; the table's options only for a ``table`` dataset.
 
     Returns
@@ -70,11 +72,14 @@ label_range, label_grid_size, public_test_split
         or id_column
         or label_range is not None
         or label_grid_size is not None
+        or unit_column is not None
+        or max_rows_per_unit is not None
     )
     if dataset.source != "table" and table_options:
         raise ConfigError(
-            f"--table, --test-table, --label-column, --features, --drop, --id-column, --label-range and "
-            f"--label-grid are for a table (dataset 'csv'), not {name!r}, which defines its own labels"
+            f"--table, --test-table, --label-column, --features, --drop, --id-column, --label-range, "
+            f"--label-grid, --privacy-unit and --max-rows-per-unit are for a table (dataset 'csv'), not {name!r}, "
+            "which defines its own labels"
         )
     folders = [other for other in dataset_names() if get_dataset(other).source == "folder"]
     if dataset.source == "embedded" and data_dir is not None:
@@ -100,6 +105,8 @@ label_range, label_grid_size, public_test_split
         tuple(label_range) if label_range is not None else None,
         label_grid_size,
         public_test_split,
+        unit_column,
+        max_rows_per_unit,
     )
     return dataset.load(request)
 

@@ -52,6 +52,10 @@ class DatasetRequest:
         The number of grid points over the range.
     public_test_split : bool, optional
         Treat the labels of held-out test rows as public (exact test metrics the epsilon does not cover).
+    unit_column : str or None, optional
+        A table's privacy unit column (public, never a feature).
+    max_rows_per_unit : int or None, optional
+        The most rows of one unit kept (with ``unit_column``).
     """
 
     data_dir: Path | None = None
@@ -67,6 +71,8 @@ class DatasetRequest:
     label_range: tuple[float, float] | None = None
     label_grid_size: int | None = None
     public_test_split: bool = False
+    unit_column: str | None = None
+    max_rows_per_unit: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Tables as they come (CSV, TSV or Parquet, gzip-compressed or not): numeric, categorical and boolean
-columns, missing values, a declared label column and label domain.
+columns, missing values, a declared label column and label domain, optionally a privacy unit column.
 
 The inputs are public, so their preprocessing is fitted on them freely: scikit-learn's
 ``ColumnTransformer`` imputes and standardises the numeric columns (adding a missing-value indicator
@@ -10,6 +10,14 @@ columns are features is the user's to say (``features``, ``drop``, ``id_column``
 another outcome (``spend`` beside ``conversion``) would otherwise leak the label into the inputs.
 
 The label domain is declared (``classes``), never read off the private labels.
+
+**Privacy units.** With ``unit_column`` (a user id: public, never a feature) the run's epsilon is each
+unit's. At most ``max_rows_per_unit`` rows of a unit are kept, chosen by the public seed and never by
+a label (:func:`~labeldp.boundary.units.bounded_rows`), before the split; the other rows are not used
+at all. Without a test table the held-out test rows are whole units (a random share of the units,
+public stream ``unit-split``), so no unit has rows on both sides. A test table is public (its labels
+are never released, and the epsilon covers none of them): its rows need no unit, and the column is
+not read from it.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from labeldp.boundary import LabelDomain, PrivateLabels
+from labeldp.boundary.units import bounded_rows, split_by_unit, unit_codes
 from labeldp.data.dataset import LabeledDataset, regression_dataset
 from labeldp.errors import ConfigError, DataError, MissingFileError
 from labeldp.randomness import public_rng
@@ -244,8 +253,10 @@ def feature_columns(
     features: tuple[str, ...] | None,
     drop: tuple[str, ...],
     id_column: str | None,
+    unit_column: str | None = None,
 ) -> list[str]:
-    """The declared feature columns, or every column but the label, the dropped ones and the id.
+    """The declared feature columns, or every column but the label, the dropped ones, the id and the
+    privacy unit.
 
     Parameters
     ----------
@@ -259,6 +270,8 @@ def feature_columns(
         Columns that are not features.
     id_column : str or None
         A row identifier, never a feature.
+    unit_column : str or None, optional
+        The privacy unit column, never a feature (default None).
 
     Returns
     -------
@@ -270,18 +283,19 @@ def feature_columns(
     labeldp.errors.DataError
         If a named column is not in the table.
     labeldp.errors.ConfigError
-        If the label or id column is declared a feature, or no feature column is left.
+        If the label, id or privacy unit column is declared a feature, or no feature column is left.
     """
-    named = [label_column, *drop, *([id_column] if id_column else []), *(features or ())]
+    keys = [c for c in (id_column, unit_column) if c]
+    named = [label_column, *drop, *keys, *(features or ())]
     unknown = [c for c in named if c not in frame.columns]
     if unknown:
         raise DataError(f"columns {unknown} are not in the table; its columns are {list(frame.columns)}")
     if features:
-        overlap = {label_column, id_column} & set(features)
+        overlap = {label_column, *keys} & set(features)
         if overlap:
-            raise ConfigError(f"the label or id column cannot be a feature: {sorted(overlap)}")
+            raise ConfigError(f"the label, id or privacy unit column cannot be a feature: {sorted(overlap)}")
         return list(features)
-    excluded = {label_column, id_column, *drop}
+    excluded = {label_column, *keys, *drop}
     chosen = [c for c in frame.columns if c not in excluded]
     if not chosen:
         raise ConfigError("no feature column is left")
@@ -317,6 +331,8 @@ def load_table_dataset(
     classes: tuple[str, ...] | None = None,
     grid: np.ndarray | None = None,
     public_test_split: bool = False,
+    unit_column: str | None = None,
+    max_rows_per_unit: int | None = None,
 ) -> LabeledDataset:
     """Load a table with a declared label domain: the ``classes`` of a classification, or the ``grid``
     of numeric labels (:mod:`labeldp.data.grid`: values snapped to it, raw test values kept).
@@ -353,22 +369,28 @@ def load_table_dataset(
     public_test_split : bool, optional
         Treat the held-out test rows' labels as public: exact test metrics that the epsilon does not
         cover (default False).
+    unit_column : str or None, optional
+        The privacy unit of each row (see the module docstring; default None: each row its own).
+    max_rows_per_unit : int or None, optional
+        The most rows of one unit kept (required with ``unit_column``).
 
     Returns
     -------
     labeldp.data.dataset.LabeledDataset
         The encoded inputs, the private training labels and the test set, with the fitted
-        ``preprocessor``.
+        ``preprocessor``; with a privacy unit, the private rows' ``units`` and the bound's
+        ``unit_bound``.
 
     Raises
     ------
     labeldp.errors.ConfigError
         If neither ``grid`` nor at least two ``classes`` are declared, ``test_fraction`` is not in
-        (0, 1), or the feature columns are declared wrongly.
+        (0, 1), the feature columns are declared wrongly, or a unit column comes without its bound.
     labeldp.errors.MissingFileError
         If a table file does not exist.
     labeldp.errors.DataError
-        If a table cannot be read or lacks a column, its test share would leave no training row, a
+        If a table cannot be read or lacks a column, a unit is missing, its test share would leave no
+        training row, a
         regression's label column is not numeric or holds missing values, or a classification's label is
         missing or outside ``classes`` (neither named nor
         counted).
@@ -385,26 +407,24 @@ def load_table_dataset(
             "label values in order, or --label-range LOW HIGH for numbers; it is public and never "
             "taken from the private labels"
         )
+    columns = feature_columns(frame, label_column, features, drop, id_column, unit_column)
+    units = bound = None
+    if unit_column is not None:
+        frame, units, bound = _bound_units(frame, unit_column, max_rows_per_unit, seed)
     if test_path is None:
-        if not 0.0 < test_fraction < 1.0:
-            raise ConfigError(f"test_fraction must lie in (0, 1), got {test_fraction}")
-        order = public_rng(seed, "table-split").permutation(len(frame))
-        n_test = max(1, int(round(test_fraction * len(frame))))
-        if n_test >= len(frame):  # the number of rows is public
-            raise DataError(
-                f"{path} has {len(frame)} row(s): holding out {n_test} as the test set leaves none to train on; "
-                "use a larger table, or a separate --test-table"
-            )
-        train, test = frame.iloc[order[n_test:]], frame.iloc[order[:n_test]]
+        train, test, held = _split(frame, path, test_fraction, seed, units)
     else:
-        train, test = frame, read_table(test_path)
-    columns = feature_columns(frame, label_column, features, drop, id_column)
+        train, test, held = frame, read_table(test_path), np.zeros(len(frame), dtype=bool)
     missing = [c for c in columns + [label_column] if c not in test.columns]
     if missing:
         raise DataError(f"the test table lacks columns {missing}")
     preprocessor = TablePreprocessor.fit(train, columns)
     name = table_name(path)
     private_test = test_path is None and not public_test_split
+    extra = {"preprocessor": preprocessor}
+    if units is not None:  # the private rows' units: the training rows', then the private test rows'
+        extra["units"] = unit_codes(np.concatenate([units[~held], units[held]]) if private_test else units[~held])
+        extra["unit_bound"] = bound
     if grid is not None:
         return regression_dataset(
             name,
@@ -414,7 +434,7 @@ def load_table_dataset(
             numeric_labels(test[label_column]),
             grid,
             private_test=private_test,
-            preprocessor=preprocessor,
+            **extra,
         )
     domain = LabelDomain(classes)
     test_labels = domain.positions(test[label_column], "the test table")
@@ -426,8 +446,54 @@ def load_table_dataset(
         PrivateLabels.from_indices(test_labels, len(classes)) if private_test else test_labels,
         num_classes=len(classes),
         class_names=[str(c) for c in classes],
-        preprocessor=preprocessor,
+        **extra,
     )
+
+
+def _bound_units(
+    frame: pd.DataFrame, column: str, max_rows: int | None, seed: int
+) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    """The rows of ``frame`` its privacy units keep (public rule, public seed), their unit codes, and
+    the bound's public facts."""
+    if max_rows is None:
+        raise ConfigError("a privacy unit column needs max_rows_per_unit, the most rows of one unit kept")
+    kept, units, most_rows = bounded_rows(frame[column].to_numpy(), max_rows, seed)
+    facts = {
+        "column": column,
+        "max_rows": int(max_rows),
+        "units": int(units.max()) + 1,
+        "rows_read": len(frame),
+        "rows_kept": int(kept.size),
+        "most_rows": most_rows,
+    }
+    return frame.iloc[kept], units, facts
+
+
+def _split(
+    frame: pd.DataFrame, path, test_fraction: float, seed: int, units: np.ndarray | None
+) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """The training and test rows of a table without a test table, and which rows are held out: a random
+    share of the rows (public stream ``table-split``), or with privacy units of the units (``unit-split``)."""
+    if not 0.0 < test_fraction < 1.0:
+        raise ConfigError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    if units is not None:
+        held = split_by_unit(units, test_fraction, seed)
+        if held.all():  # the number of units is public
+            raise DataError(
+                f"{path} has {int(units.max()) + 1} privacy unit(s): holding out whole units as the test set leaves "
+                "none to train on; use a larger table, or a separate --test-table"
+            )
+        return frame[~held], frame[held], held
+    order = public_rng(seed, "table-split").permutation(len(frame))
+    n_test = max(1, int(round(test_fraction * len(frame))))
+    if n_test >= len(frame):  # the number of rows is public
+        raise DataError(
+            f"{path} has {len(frame)} row(s): holding out {n_test} as the test set leaves none to train on; "
+            "use a larger table, or a separate --test-table"
+        )
+    held = np.zeros(len(frame), dtype=bool)
+    held[order[:n_test]] = True
+    return frame.iloc[order[n_test:]], frame.iloc[order[:n_test]], held
 
 
 def numeric_labels(values: pd.Series) -> np.ndarray:

@@ -33,6 +33,14 @@ fit once per class, weighted by the posterior of that class given what was relea
 the model's own estimate (expectation-maximisation). ``predict_proba`` is an estimate of
 Pr[clean label | x].
 
+**Privacy units** (a user's many rows protected together) are taken by the release, not by ``fit``:
+release once per user with ``released = labeldp.privatize(y, classes=..., epsilon=..., units=users,
+max_rows_per_unit=m)`` (at most m rows of a user kept, chosen by the public seed, each label at
+epsilon / c), then fit on the rows it holds, ``fit(X.loc[released.ids], released)`` (``ids`` are the
+kept rows' ids: the ids given, a Series' index, or the positions); ``ledger_`` is then the release's,
+whose epsilon is each user's. ``fit`` takes no ``units``: private labels share one release across every fit, fold and
+stage, each a set of rows, and their ledger and budget count rows, not units.
+
 Privacy: epsilon-label-DP for the rows of the private labels (replace-one-label neighbours), as
 ``ledger_`` computes; inputs are public. Noise as in runs: fresh OS entropy by default, ChaCha20 with
 ``secure_rng``, never ``random_state``, which controls only the public parts (the split into stages,

@@ -16,6 +16,12 @@ the number of rows, where randomized response flips a share 1 / (1 + e^epsilon) 
 labels. That makes it the method for rare positives and small budgets (an ads table at epsilon 1
 keeps its conversions), at the price of a model that is additive in the features' bins.
 
+It takes no privacy unit yet: its release counts rows of :class:`~labeldp.boundary.PrivateLabels`,
+whose ledger and budget count rows. Per user, release the marginals at the boundary
+(:func:`~labeldp.boundary.release.release_label_marginals` on a
+``PrivacyLedger(n, units=...)``, noise calibrated to the most rows a unit has) or use
+``labeldp train --method marginals --privacy-unit COLUMN``.
+
 Privacy: epsilon-label-DP per fit (replace-one-label neighbours), as ``ledger_`` records; the bins
 come from the public inputs alone, and everything after the release (projection, fit, predictions)
 is post-processing. Noise as elsewhere: fresh OS entropy by default, ChaCha20 with ``secure_rng``,

@@ -16,7 +16,7 @@ from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_pate_labels
 from labeldp.config.run import RunConfig
 from labeldp.data import LabeledDataset
-from labeldp.errors import BudgetError
+from labeldp.errors import BudgetError, ConfigError
 from labeldp.methods.protocol import MethodContext
 from labeldp.methods.registry import Method, register_method
 from labeldp.models import build_model
@@ -116,12 +116,23 @@ def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     }
 
 
+#: why PATE takes privacy units of one row only
+_ONE_ROW_PER_UNIT = (
+    "PATE's teachers hold rows, not privacy units: a unit's rows could sit with several teachers and sway "
+    "several votes. With a privacy unit, run it with max_rows_per_unit 1 (each unit then has one row)"
+)
+
+
 def _check(config: RunConfig) -> None:
     config.pate.validate()
+    if config.max_rows_per_unit is not None and config.max_rows_per_unit > 1:
+        raise ConfigError(_ONE_ROW_PER_UNIT)
 
 
 def _plan(config: RunConfig, data: LabeledDataset) -> None:
-    """Refuse a plan the budget cannot pay for, before the run directory is written."""
+    """Refuse a plan the budget cannot pay for, or units of several rows, before the run directory is written."""
+    if data.train_units is not None and np.bincount(data.train_units).max() > 1:
+        raise ConfigError(_ONE_ROW_PER_UNIT)
     config.pate.plan(config.epsilon, config.delta, len(data.y_train))
 
 

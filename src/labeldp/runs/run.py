@@ -65,6 +65,8 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
         label_range=config.label_range,
         label_grid_size=config.label_grid,
         public_test_split=config.test_labels == "public",
+        unit_column=config.privacy_unit,
+        max_rows_per_unit=config.max_rows_per_unit,
     )
 
 
@@ -83,8 +85,9 @@ def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:
     -------
     dict
         ``name``, ``input_shape``, ``num_classes``, ``class_names``, ``num_train``, ``num_test``,
-        ``source`` (``"in-memory"`` or ``"files"``), ``categorical`` and ``label_values`` (the grid of
-        numeric labels, else None): public facts only, JSON-ready.
+        ``source`` (``"in-memory"`` or ``"files"``), ``categorical``, ``label_values`` (the grid of
+        numeric labels, else None) and ``unit_bound`` (a table's privacy unit and the rows it kept, else
+        None): public facts only, JSON-ready.
     """
     return {
         "name": data.name,
@@ -96,6 +99,7 @@ def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:
         "source": "in-memory" if in_memory else "files",
         "categorical": list(data.categorical),
         "label_values": data.label_values.tolist() if data.label_values is not None else None,
+        "unit_bound": data.unit_bound,
     }
 
 
@@ -267,9 +271,31 @@ def _open_run(
     features = table_features(data)
     if features and progress:
         tqdm.write(f"features ({len(features)}): {', '.join(features)}")
+    if data.unit_bound is not None and progress:
+        tqdm.write(unit_bound_message(data.unit_bound))
     if saved is not None and progress:
         tqdm.write(_resume_message(out))
     return None
+
+
+def unit_bound_message(bound: dict[str, Any]) -> str:
+    """What a table's privacy unit kept, in words (public: counts of rows per unit involve no label).
+
+    Parameters
+    ----------
+    bound : dict
+        The dataset's ``unit_bound``.
+
+    Returns
+    -------
+    str
+        The column, the units, the bound and the rows kept.
+    """
+    return (
+        f"privacy unit {bound['column']!r} (public, not a feature): {bound['units']:,} units, at most "
+        f"{bound['max_rows']} rows each, chosen by the public seed (never by a label): {bound['rows_kept']:,} of "
+        f"{bound['rows_read']:,} rows kept; each release gives a row epsilon / {bound['most_rows']}"
+    )
 
 
 def _resume_message(out: RunDirectory) -> str:
@@ -310,6 +336,7 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
         If the method's plan spends more than the budget (PATE, DP-SGD with a given noise multiplier).
     """
     check_amp(config.train, device)
+    _check_units(config, data)
     n = len(data.y_train)
     sizes = [part.size for part in split_stages(n, config.stages, config.seed, data.train_units)]
     if min(sizes) == 0:
@@ -325,6 +352,20 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
     check_label_domain(config, data)
     if config.method_spec.plan is not None:
         config.method_spec.plan(config, data)
+
+
+def _check_units(config: RunConfig, data: LabeledDataset) -> None:
+    """A dataset's privacy units must be the configuration's, under a method that composes per unit."""
+    if config.privacy_unit is not None and data.units is None:
+        raise ConfigError(
+            f"privacy_unit {config.privacy_unit!r} is set but the dataset has no privacy units: give them to the "
+            "dataset (LabeledDataset(units=...)) or read the table from its file"
+        )
+    if data.units is not None and config.method_spec.protects_examples:
+        raise ConfigError(
+            f"method {config.method!r} protects examples added or removed, not labels replaced: its guarantee "
+            "does not compose per privacy unit; use a label-DP method, or a dataset without units"
+        )
 
 
 def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:
