@@ -5,7 +5,7 @@ to 32 MB) with fresh pages from the operating system and returns them when the b
 training step allocates and frees many large activations and gradients, so it pays a page fault
 (and the kernel's zeroing) for every 4 KB page it touches, at every step: a 64 MB tensor costs
 about 20 ms to create that way against 2.5 ms from reused memory on the 2-core development machine,
-and a WRN-16-4 step at batch 256 runs about 1.6x faster once memory is reused (see the README).
+and a WRN-16-4 step at batch 256 runs about 1.6x faster once memory is reused (see docs/dpsgd.md).
 The remedy PyTorch's CPU tuning guide gives is another allocator (jemalloc, tcmalloc) loaded with
 ``LD_PRELOAD``; :func:`reuse_freed_memory` gets the same effect from glibc itself, inside a running
 process, by making it keep freed memory for the next allocation.
