@@ -8,7 +8,7 @@ TORCH := torch==2.13.0
 # Where pip looks for torch: e.g. https://download.pytorch.org/whl/cpu for the CPU build anywhere.
 TORCH_INDEX ?=
 
-.PHONY: install demo test bench bench-dpsgd clean
+.PHONY: install demo test docs bench bench-dpsgd clean
 
 $(BIN)/labeldp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,15 @@ test: install
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2 --dist worksteal
 
+# the site from docs/ (mkdocs.yml), into site/; --strict: a warning (a broken link, a docstring that does
+# not parse) fails the build
+$(BIN)/mkdocs: $(BIN)/labeldp
+	$(BIN)/pip install --quiet --no-compile -e '.[docs]'
+	touch $@
+
+docs: $(BIN)/mkdocs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: install
 	$(BIN)/python benchmarks/mechanisms_speed.py
 
@@ -36,4 +45,4 @@ bench-dpsgd: install
 	$(BIN)/python benchmarks/dpsgd_speed.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs site .pytest_cache
