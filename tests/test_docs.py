@@ -55,7 +55,7 @@ NOT_RUN = {
     "torchrun ": "several processes: tests/test_distributed.py runs labeldp under torchrun",
 }
 
-#: rewrites that keep the README's commands small: flags whose value is replaced (None: the flag is
+#: rewrites that keep the pages' commands small: flags whose value is replaced (None: the flag is
 #: dropped, so a sweep runs its jobs in this process), and grid arguments replaced whole
 FLAG_VALUES = {"--workers": None, "--canaries": "50"}
 GRID_VALUES = [(r"^seed=.*$", "seed=0"), (r"^epsilon=1,2,4,8$", "epsilon=1,8")]

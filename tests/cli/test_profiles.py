@@ -4,7 +4,7 @@ from labeldp.cli import main
 
 
 def test_profiles_with_no_match_say_so_and_list_the_prefixes(capsys) -> None:
-    assert main(["profiles", "first-day-nothing"]) == 2  # (the README's test registers adult/ profiles)
+    assert main(["profiles", "first-day-nothing"]) == 2  # a prefix no profile has
     error = capsys.readouterr().err
     assert "no profile matches 'first-day-nothing'" in error and "digits/" in error and "movielens/" in error
     assert "--recipes" in error
