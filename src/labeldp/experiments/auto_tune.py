@@ -303,7 +303,7 @@ def auto_tuned_run(
     record = _read_record(folder, base)
     if record is None and folder.read_config() is not None:
         _say(progress, f"auto-tune: {folder.root} holds a run started without tuning: it continues as it was")
-        return train_run(base, out_dir, device=device, progress=progress, dataset=dataset)
+        return train_run(config, out_dir, device=device, progress=progress, dataset=dataset)
     data = dataset if dataset is not None else config_dataset(base)
     in_memory = dataset is not None
     if record is None:
@@ -315,6 +315,7 @@ def auto_tuned_run(
         chosen = base if record["chosen"] is None else candidate_config(base, record["chosen_options"])
         if folder.read_summary() is None:
             _say(progress, f"{describe_choice(record)} (recorded: kept)")
+    chosen = config if chosen is base else chosen  # resolved by train_run, as it would be without tuning
     summary = train_run(chosen, out_dir, device=device, progress=progress, dataset=dataset)
     return _with_record(folder, summary, record)
 
