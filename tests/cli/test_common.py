@@ -154,28 +154,24 @@ def test_a_cluster_prior_takes_the_best_cluster_profiles_encoder() -> None:
     assert typed.encoder == "pca" and typed.clusters == 50  # what is typed wins, the rest is the recipe's
 
 
-def test_a_table_of_ones_own_says_how_to_tune_it_on_its_own_release(capsys) -> None:
+def test_a_table_of_ones_own_is_tuned_on_its_own_release_unless_its_lr_is_typed(capsys) -> None:
+    """A table has no recipe: its learning rate is chosen on the run's own release within the default
+    budget; typed, --lr is used as typed (and the run says how to tune it); --tune-budget 0 is off."""
     from labeldp.cli.common import config_with_recipe
+    from labeldp.cli.train import tune_budget
+    from labeldp.config.tuning import DEFAULT_TUNE_BUDGET
 
-    args = build_parser("train").parse_args(
-        [
-            "train",
-            "--dataset",
-            "csv",
-            "--table",
-            "t.csv",
-            "--classes",
-            "0",
-            "1",
-            "--method",
-            "lp-1st",
-            "--epsilon",
-            "1",
-            "--out",
-            "o",
-        ]
-    )
-    config_with_recipe(args)
+    def budget(*more: str) -> float:
+        argv = ["train", "--dataset", "csv", "--table", "t.csv", "--classes", "0", "1", "--method", "lp-1st"]
+        args = build_parser("train").parse_args([*argv, "--epsilon", "1", "--out", "o", *more])
+        return tune_budget(args, config_with_recipe(args))
+
+    assert budget() == DEFAULT_TUNE_BUDGET
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2 and "no tuned recipe" in lines[0]
-    assert "labeldp tune" in lines[1] and "--grid" in lines[1] and "no extra epsilon" in lines[1]
+    assert len(lines) == 1 and "no tuned recipe" in lines[0]
+    assert budget("--lr", "0.05") == 0.0
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        "auto-tune: off (you typed --lr" in lines[1] and "labeldp tune" in lines[1] and "no extra epsilon" in lines[1]
+    )
+    assert budget("--tune-budget", "0") == 0.0 and budget("--tune-budget", "0.5") == 0.5

@@ -17,7 +17,7 @@ import pytest
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.cli import main
-from tests.helpers import write_movielens, write_table
+from tests.helpers import make_mnist_folder, write_movielens, write_table
 
 
 @pytest.mark.parametrize(
@@ -42,6 +42,8 @@ from tests.helpers import write_movielens, write_table
             ["--profile", "digits/e1/lp-1st/run0", "--epochs", "5", "--no-augment"],
             "--epochs, --no-augment would not apply to it",
         ),
+        (["--profile", "digits/e1/lp-1st/run0", "--tune-budget", "1"], "--tune-budget would not apply to it"),
+        (["--method", "lp-1st", "--epsilon", "1", "--tune-budget", "-1"], "--tune-budget must be 0 (off) or positive"),
         (
             ["--data-dir", "/data/mnist", "--method", "lp-2st", "--epsilon", "1"],
             "dataset 'digits' is embedded: it takes no --data-dir",
@@ -392,3 +394,30 @@ def test_train_per_user_says_the_rows_kept_and_spends_epsilon_per_user(tmp_path,
     dpsgd = [*argv[:8], "--method", "dp-sgd", "--epsilon", "2", "--epochs", "1", "--privacy-unit", "user"]
     assert main([*dpsgd, "--max-rows-per-unit", "2", "--out", str(tmp_path / "dpsgd")]) == 2
     assert "protects examples" in capsys.readouterr().err and not (tmp_path / "dpsgd").exists()
+
+
+@pytest.mark.filterwarnings("ignore:.*match no published checksum")
+def test_a_dataset_without_its_own_recipe_is_tuned_on_its_own_release(tmp_path, capsys) -> None:
+    """A table (no recipe) and Fashion-MNIST (MNIST's recipe, borrowed) choose their learning rate on the
+    run's own release and record it; the run's ledger is one run's. The digits (a recipe of their own)
+    and --tune-budget 0 train as given, with no record."""
+    write_table(tmp_path / "t.csv", rows=100)
+    table = ["--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--classes", "0", "1"]
+    make_mnist_folder(tmp_path / "fashion", n_train=60, n_test=20)
+    fashion = ["--dataset", "fashion-mnist", "--data-dir", str(tmp_path / "fashion")]
+    common = ["train", "--method", "lp-1st", "--epsilon", "1", "--epochs", "1"]
+    assert main([*common, *table, "--out", str(tmp_path / "table")]) == 0
+    out = capsys.readouterr().out
+    assert "auto-tune: 2 learning rates (0.05, 0.1)" in out and "auto-tune: chose lr=" in out
+    summary = json.loads((tmp_path / "table" / "summary.json").read_text())
+    assert summary["auto_tune"]["candidates"] == ["lr=0.05", "lr=0.1"] and summary["epsilon"] == 1.0
+    from labeldp.runs import RunDirectory
+
+    assert [entry.tag for entry in RunDirectory(tmp_path / "table").read_ledger().entries] == ["stage1", "test"]
+    assert main([*common, *fashion, "--out", str(tmp_path / "fashion-run")]) == 0
+    out = capsys.readouterr().out
+    assert "recipe for lp-1st on fashion-mnist (mnist's)" in out and "auto-tune: chose" in out
+    for run, argv in (("digits", []), ("off", [*table, "--tune-budget", "0"])):
+        assert main([*common, *argv, "--out", str(tmp_path / run), "--quiet"]) == 0
+        assert "auto_tune" not in json.loads((tmp_path / run / "summary.json").read_text())
+        assert not (tmp_path / run / "auto_tune.json").exists() and not (tmp_path / run / "candidates").exists()

@@ -43,14 +43,14 @@ def test_tune_spends_one_release_and_reads_no_true_label_after_it(tmp_path, monk
     data = config_dataset(config.resolved())
     clean = tune(config, GRID, tmp_path / "clean", progress=False, dataset=data)
 
-    release_once = tuning._release_once
+    release_once = tuning.release_once
 
     def release_then_poison(*args, **kwargs):
         releases = release_once(*args, **kwargs)
         poison_in_place(data.y_train)  # in place: every holder sees it
         return releases
 
-    monkeypatch.setattr(tuning, "_release_once", release_then_poison)
+    monkeypatch.setattr(tuning, "release_once", release_then_poison)
     original = unseal(data.y_train).copy()
     poisoned = tune(config, GRID, tmp_path / "poisoned", progress=False, dataset=data)
     assert np.mean(unseal(data.y_train) != original) > 0.5
@@ -169,14 +169,14 @@ def test_lp2st_chooses_its_training_options_on_the_first_release(tmp_path, monke
     grid = {"lr": ["0.005", "0.05"]}
     clean = tune(config, grid, tmp_path / "clean", progress=False, dataset=data)
 
-    release_once = tuning._release_once
+    release_once = tuning.release_once
 
     def release_then_poison(*args, **kwargs):
         releases = release_once(*args, **kwargs)
         poison_in_place(data.y_train)
         return releases
 
-    monkeypatch.setattr(tuning, "_release_once", release_then_poison)
+    monkeypatch.setattr(tuning, "release_once", release_then_poison)
     original = unseal(data.y_train).copy()
     poisoned = tune(config, grid, tmp_path / "poisoned", progress=False, dataset=data)
     assert np.mean(unseal(data.y_train) != original) > 0.5

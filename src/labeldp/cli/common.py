@@ -53,19 +53,17 @@ def recipe_options() -> set[str]:
     }
 
 
-def config_with_recipe(args: argparse.Namespace, command: str = "train") -> RunConfig:
+def config_with_recipe(args: argparse.Namespace) -> RunConfig:
     """The run the flags describe: every option the user typed as typed, every other option of a
     recipe from the best known recipe of the dataset and method (:mod:`labeldp.recipes.training`; with
     ``--prior``, the recipe of that prior where one exists, its settings included), the library's
-    defaults where there is none. Says which it used, and for a table of one's own how to choose its
-    settings on its own release.
+    defaults where there is none. Says which it used (and whose recipe, where it is borrowed from another
+    dataset of the family).
 
     Parameters
     ----------
     args : argparse.Namespace
         The parsed arguments of ``train`` or ``tune``; unless ``args.quiet``, the recipe used is printed.
-    command : str, optional
-        The command (``train`` or ``tune``), whose advice it gives.
 
     Returns
     -------
@@ -90,16 +88,11 @@ def config_with_recipe(args: argparse.Namespace, command: str = "train") -> RunC
                 f"no tuned recipe for {config.method} on {config.dataset}: the library's defaults"
                 f"{' with ' + flags if flags else ''}"
             )
-            if config.dataset == "csv" and command == "train":
-                print(
-                    "  to choose them on this table's own release: `labeldp tune` with the same options and "
-                    "e.g. --grid lr=0.01,0.05,0.1 epochs=10,30 (one release of the labels, as this run makes: "
-                    "no extra epsilon)"
-                )
         return config
     if not args.quiet:
+        borrowed = f" ({recipe.borrowed_from}'s)" if recipe.borrowed_from else ""
         print(
-            f"recipe for {config.method} on {config.dataset}: {recipe.describe(config.epsilon)}"
+            f"recipe for {config.method} on {config.dataset}{borrowed}: {recipe.describe(config.epsilon)}"
             f"{' (' + recipe.source + ')' if recipe.source else ''}{'; with your ' + flags if flags else ''}"
         )
     return with_recipe(config, recipe, keep=typed)

@@ -5,20 +5,24 @@ from __future__ import annotations
 import argparse
 
 from labeldp.cli.common import add_run_arguments, config_with_recipe, set_threads
+from labeldp.config.tuning import AutoTuneConfig
+from labeldp.options import add_dataclass_arguments
 
 DESCRIPTION = (
     "Train one model with label DP. The run directory receives config.json, ledger.json, the noisy labels "
     "of each stage, metrics.jsonl and summary.json. Running the same command again resumes an interrupted "
     "run without drawing new noisy labels. Every option you type is used as typed; the others take the "
-    "dataset's recipe for the method where there is one, else the library's defaults."
+    "dataset's recipe for the method where there is one, else the library's defaults. Where the dataset has "
+    "no recipe of its own (a table of yours; Fashion-MNIST and KMNIST borrow MNIST's), the learning rate is "
+    "chosen on this run's own release within --tune-budget, at no extra epsilon, unless you type --lr."
 )
 #: the options that apply on top of --profile
 PROFILE_OPTIONS = {"data_dir"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``train``'s arguments: ``--profile``, every run option (:func:`~labeldp.cli.common.add_run_arguments`)
-    and ``--out``.
+    """Add ``train``'s arguments: ``--profile``, every run option (:func:`~labeldp.cli.common.add_run_arguments`),
+    ``--tune-budget`` (:class:`~labeldp.config.tuning.AutoTuneConfig`) and ``--out``.
 
     Parameters
     ----------
@@ -32,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--quiet apply on top of it, other options are refused",
     )
     add_run_arguments(parser)
+    add_dataclass_arguments(parser.add_argument_group("tuning on the run's own release"), AutoTuneConfig)
     parser.add_argument("--out", required=True, help="run directory (created, or resumed if it exists)")
 
 
@@ -64,7 +69,10 @@ def run(args: argparse.Namespace) -> None:
     if distributed.env_rank() != 0:  # under torchrun rank 0 speaks for the run
         args.quiet = True
     if args.profile:
-        ignored = sorted(flag_of(RunConfig, name) for name in typed_options(args, RunConfig) - PROFILE_OPTIONS)
+        typed = typed_options(args, RunConfig) | typed_options(args, AutoTuneConfig)
+        ignored = sorted(
+            flag_of(RunConfig, n) if n != "tune_budget" else "--tune-budget" for n in typed - PROFILE_OPTIONS
+        )
         if ignored:
             flags = ", ".join(ignored)
             raise ConfigError(
@@ -73,12 +81,75 @@ def run(args: argparse.Namespace) -> None:
                 "`labeldp sweep --base PROFILE --grid NAME=VALUE` or register a recipe (--recipes)"
             )
         config = get_profile(args.profile).config.with_overrides(data_dir=getattr(args, "data_dir", None))
+        budget = 0.0
     else:
         config = config_with_recipe(args)
+        budget = tune_budget(args, config)
     set_threads(args, config.dataset)
-    summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
+    if budget > 0:
+        from labeldp.experiments.auto_tune import auto_tuned_run
+
+        summary = auto_tuned_run(
+            config, args.out, budget=budget, device=args.device, progress=not args.quiet, base_name=_base_name(config)
+        )
+    else:
+        summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
     # after an error a rank leaves without waiting for the others: torchrun then stops them all
     distributed.stop()
     if distributed.env_rank() == 0:
         print_summary(summary)
         print(f"run directory: {args.out}")
+
+
+def _base_name(config) -> str:
+    """What a run trains where nothing is chosen on its release: the family's recipe, or the defaults."""
+    from labeldp.recipes.training import recipe_for
+
+    recipe = recipe_for(config.dataset, config.method, config.prior)
+    return f"{recipe.borrowed_from}'s recipe" if recipe is not None else "the library's defaults"
+
+
+def tune_budget(args: argparse.Namespace, config) -> float:
+    """The budget of tuning the run's learning rate on its own release: ``--tune-budget`` where the dataset
+    has no recipe of its own for the method (:func:`~labeldp.recipes.training.own_recipe`), else 0 (off);
+    also 0, said unless ``--quiet``, where ``--lr`` is typed (the option tuned) or under torchrun (the
+    candidates train in one process).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``train``'s parsed arguments.
+    config : RunConfig
+        The run's configuration (its dataset, method and prior).
+
+    Returns
+    -------
+    float
+        The budget; 0 where the run is not tuned.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``--tune-budget`` is negative.
+    """
+    from labeldp import runtime
+    from labeldp.errors import ConfigError
+    from labeldp.options import dataclass_from_args
+    from labeldp.recipes.training import own_recipe
+
+    budget = dataclass_from_args(AutoTuneConfig, args).tune_budget
+    if budget < 0:
+        raise ConfigError(f"--tune-budget must be 0 (off) or positive, got {budget:g}")
+    if budget == 0 or own_recipe(config.dataset, config.method, config.prior) is not None:
+        return 0.0
+    why = "you typed --lr, the option it tunes" if hasattr(args, "lr") else None
+    if why is None and runtime.requested():
+        why = "under torchrun (its candidates train in one process)"
+    if why is not None:
+        if not args.quiet:
+            print(
+                f"auto-tune: off ({why}); `labeldp tune --grid lr=...` chooses options on one release, "
+                "for no extra epsilon"
+            )
+        return 0.0
+    return budget

@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> None:
     from labeldp.experiments.tune import format_tune, tune
 
     grid = parse_assignments(args.grid) if args.grid else read_grid_file(args.grid_file)
-    config = config_with_recipe(args, "tune")
+    config = config_with_recipe(args)
     set_threads(args, config.dataset)
     selection = {
         name: value

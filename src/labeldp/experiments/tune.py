@@ -51,138 +51,29 @@ from labeldp.boundary import Release
 from labeldp.config.run import RunConfig
 from labeldp.config.tuning import DEFAULT_HOLDOUT, SELECTION_DEFAULTS
 from labeldp.data import LabeledDataset
-from labeldp.data.splits import split_stages
 from labeldp.dpsgd.selection import format_selection
-from labeldp.errors import ConfigError, RunDirectoryError
+from labeldp.errors import ConfigError
 from labeldp.evaluation import describe_test_metrics
 from labeldp.experiments.candidates import candidate_config, candidate_key, candidate_options, check_tunable, jsonable
 from labeldp.experiments.held_out import (
     UNINFORMATIVE_WARNING,
     HeldOutScorer,
     holdout_split,
-    labelled,
     uninformative_message,
 )
+from labeldp.experiments.one_release import (
+    best_of,
+    check_candidates,
+    held_out_examples,
+    public_results,
+    release_once,
+    score_candidates,
+)
 from labeldp.experiments.private_selection import select_with_folder
-from labeldp.experiments.tune_contexts import CandidateContext, FirstStageTrained, ReleaseContext, Released, sealed
-from labeldp.experiments.tune_folder import CANDIDATES_FOLDER, TUNE_FILE, TUNE_TABLE, finished, write_table
+from labeldp.experiments.tune_folder import TUNE_FILE, TUNE_TABLE, finished, write_table
 from labeldp.files import write_json_atomic
-from labeldp.released_metrics import mean_and_error
-from labeldp.runs.context import release_inputs
-from labeldp.runs.run import _accept_changed_config, check_plan, config_dataset, data_facts, train_run
+from labeldp.runs.run import train_run
 from labeldp.runs.rundir import RunDirectory
-from labeldp.training.stage import resolve_device
-
-
-def _release_once(
-    config: RunConfig,
-    out: RunDirectory,
-    data: LabeledDataset,
-    device,
-    progress: bool,
-    in_memory: bool,
-    names: tuple[str, ...],
-) -> dict[str, Release]:
-    """Run the method in ``out`` until the releases ``names`` are made; returns them (as saved).
-
-    A folder whose final run was interrupted after it drew later releases (under the chosen options,
-    which its config.json holds) is left as it is: the shared releases are read back, and the final
-    run continues it."""
-    with out.lock():
-        saved = out.read_config()
-        inputs = out.release_inputs()
-        if saved is not None and set(inputs) - set(names):
-            stale = [name for name in names if inputs.get(name) != release_inputs(config, name)]
-            if stale:
-                raise RunDirectoryError(
-                    f"{out.root} holds releases {', '.join(stale)} of another configuration: "
-                    "choose another folder for the tune (a new release)"
-                )
-            return {name: Release.from_arrays(out.load_release(name)) for name in names}
-        if saved is not None:
-            _accept_changed_config(saved, config, out, progress)
-        out.create()
-        out.write_config(config.to_dict())
-        write_json_atomic(out.data_path, data_facts(data, in_memory=in_memory))
-        try:
-            config.method_spec.run(ReleaseContext(config, out, data, device, progress, names=names))
-        except Released:
-            pass
-        missing = [name for name in names if out.load_release(name) is None]
-        if missing:
-            raise RunDirectoryError(
-                f"method {config.method!r} did not make its releases {', '.join(missing)} before "
-                "training: tune cannot share them between candidates"
-            )
-        return {name: Release.from_arrays(out.load_release(name)) for name in names}
-
-
-def _run_candidate(
-    config: RunConfig,
-    options: dict[str, Any],
-    folder: RunDirectory,
-    data: LabeledDataset,
-    device,
-    releases: dict[str, Release],
-    held_out: np.ndarray,
-    scorer: HeldOutScorer,
-    later: tuple[str, ...],
-) -> dict[str, Any]:
-    """Train one candidate on the released labels of the examples not held out (up to its first stage
-    when releases ``later`` depend on its options) and score it; a candidate scored before under the
-    same configuration is read back."""
-    result_path = folder.root / "result.json"
-    if result_path.exists():
-        saved = folder.read_json(result_path)
-        if (
-            saved.get("config") == config.to_dict()
-            and saved.get("held_out") == int(held_out.size)
-            and len(saved.get("terms", ())) == held_out.size
-        ):
-            return saved
-    with folder.lock():
-        previous = folder.read_config()
-        if previous is not None and previous != config.to_dict():
-            folder.discard_training()
-        (folder.root / "checkpoints").mkdir(exist_ok=True)
-        folder.write_config(config.to_dict())
-        context = CandidateContext(config, folder, data, device, releases, held_out, later)
-        try:
-            model, _ = config.method_spec.run(context)
-        except FirstStageTrained:
-            model = context.trained
-        terms = scorer.score(model, data.x_train[held_out], config.train.eval_batch_size)
-        estimate, error = mean_and_error(terms)
-        result = {
-            "key": candidate_key(options),
-            "options": jsonable(options),
-            "estimated_clean_accuracy": estimate,
-            "standard_error": error,
-            "held_out": int(held_out.size),
-            "seconds": round(context.seconds(), 2),
-            "config": config.to_dict(),
-            "terms": terms.tolist(),
-        }
-        write_json_atomic(result_path, result)
-        return result
-
-
-def _checked(
-    base: RunConfig, candidates: list[RunConfig], dataset: LabeledDataset | None, device: str, holdout: float
-) -> tuple[LabeledDataset, tuple[str, ...], tuple[str, ...], Any]:
-    """Every refusal of a tune on one release, before anything is written or drawn; returns the data,
-    the releases the candidates share and those that depend on their options, and the torch device."""
-    check_tunable(base, candidates)
-    data = dataset if dataset is not None else config_dataset(base)
-    names, later = check_tunable(base, candidates, data)
-    torch_device = resolve_device(device)
-    for candidate in candidates:
-        check_plan(candidate, data, torch_device)
-    # scored on the first stage's examples when later releases depend on the options (sizes: public)
-    first = split_stages(len(data.y_train), base.stages, base.seed, data.train_units)[0]
-    scored = len(first) if later else len(data.y_train)
-    holdout_split(scored, holdout, base.seed)  # its refusals, before any spend
-    return data, names, later, torch_device
 
 
 def _check_selection(base: RunConfig, selection: Mapping[str, float] | None) -> None:
@@ -200,10 +91,8 @@ def _check_selection(base: RunConfig, selection: Mapping[str, float] | None) -> 
 def _held_out(
     releases: dict[str, Release], data: LabeledDataset, holdout: float, seed: int
 ) -> tuple[np.ndarray, HeldOutScorer]:
-    """The held-out examples among those the releases label (a public split), and their scorer."""
-    labelled_examples = labelled(releases, len(data.y_train))
-    held_out = labelled_examples[holdout_split(labelled_examples.size, holdout, seed)]
-    scorer = HeldOutScorer(releases, held_out, len(data.y_train), data.num_classes)
+    """The held-out examples and their scorer, with a warning where most were released with k = 1."""
+    held_out, scorer = held_out_examples(releases, data, holdout, seed)
     if scorer.uninformative > UNINFORMATIVE_WARNING:
         warnings.warn(uninformative_message(scorer.uninformative), UserWarning, stacklevel=3)
     return held_out, scorer
@@ -215,17 +104,6 @@ def _announce(key: str, result: dict[str, Any], later: tuple[str, ...]) -> str:
         f"best candidate {key}: estimated clean accuracy {result['estimated_clean_accuracy']:.4f} "
         f"+- {result['standard_error']:.4f}; training it on every released label{then}"
     )
-
-
-def _compare(results: list[dict[str, Any]]) -> int:
-    """The best candidate's position (the first of equals), each result given its difference from the
-    best, paired on the same held-out releases (their shared noise cancels)."""
-    best = max(range(len(results)), key=lambda i: (results[i]["estimated_clean_accuracy"], -i))
-    for result in results:
-        result["difference"], result["difference_error"] = mean_and_error(
-            np.subtract(result["terms"], results[best]["terms"])
-        )
-    return best
 
 
 def tune(
@@ -322,7 +200,7 @@ def tune(
             dataset=dataset,
             settings=selection or {},
         )
-    data, names, later, torch_device = _checked(base, candidates, dataset, device, holdout)
+    data, names, later, torch_device = check_candidates(base, candidates, dataset, device, holdout)
     folder = RunDirectory(out)
     record = {
         "base": base.to_dict(),
@@ -334,21 +212,12 @@ def tune(
     if done is not None:
         return done
 
-    releases = _release_once(base, folder, data, torch_device, progress, dataset is not None, names)
+    releases = release_once(base, folder, data, torch_device, progress, dataset is not None, names)
     held_out, scorer = _held_out(releases, data, holdout, base.seed)
-    bar = tqdm(total=len(candidates), desc="tune", unit="candidate", disable=None if progress else True)
-    results = []
-    for key, chosen, candidate in zip(keys, options, candidates):
-        bar.set_postfix_str(key)
-        candidate_folder = RunDirectory(folder.root / CANDIDATES_FOLDER / key)
-        results.append(
-            _run_candidate(
-                candidate, chosen, candidate_folder, sealed(data), torch_device, releases, held_out, scorer, later
-            )
-        )
-        bar.update()
-    bar.close()
-    best = _compare(results)
+    results = score_candidates(
+        options, candidates, folder, data, torch_device, releases, held_out, scorer, later, progress
+    )
+    best = best_of(results)
     if progress:
         tqdm.write(_announce(keys[best], results[best], later))
     summary = train_run(candidates[best], folder.root, device=device, progress=progress, dataset=dataset)
@@ -362,7 +231,7 @@ def tune(
         "held_out": int(held_out.size),
         "uninformative_share": scorer.uninformative,
         "num_train": int(len(data.y_train)),
-        "results": [{k: v for k, v in r.items() if k not in ("config", "terms")} for r in results],
+        "results": public_results(results),
         "chosen": keys[best],
         "chosen_options": jsonable(options[best]),
         "ledger_epsilon": summary.get("epsilon"),

@@ -40,6 +40,11 @@ class Recipe:
         PATE's settings (default: their defaults).
     source : str
         How the recipe was chosen (default empty).
+    borrowed_from : str or None
+        The dataset of the family the recipe was chosen on, where it is another dataset's setting
+        (Fashion-MNIST and KMNIST take MNIST's); None (default): chosen on the dataset it is listed
+        for. ``labeldp train`` chooses a run's training options on its own release where a dataset
+        has no recipe of its own (:func:`own_recipe`).
     """
 
     train: TrainConfig
@@ -50,6 +55,7 @@ class Recipe:
     #: the run's other options the recipe sets, given the run's epsilon (a cluster prior's encoder,
     #: clusters and histogram share; a histogram prior's share): option name -> value
     run_options: Callable[[float | None], dict[str, Any]] | None = None
+    borrowed_from: str | None = None
 
     def options_for(self, epsilon: float | None) -> dict[str, Any]:
         """The run options besides training that the recipe sets.
@@ -169,12 +175,18 @@ _BY_TEST_ACCURACY = "chosen by test accuracy on this dataset"
 RECIPES: dict[tuple[str, str], Recipe] = {
     **{("digits", m): Recipe(DIGITS_TRAIN, source=_BY_TEST_ACCURACY) for m in _LABEL_METHODS},
     **{
-        (d, m): Recipe(MNIST_TRAIN, source="the paper's MNIST setting, lengths by test accuracy")
+        (d, m): Recipe(
+            MNIST_TRAIN,
+            source="the paper's MNIST setting, lengths by test accuracy",
+            borrowed_from=None if d == "mnist" else "mnist",
+        )
         for d in ("mnist", "fashion-mnist", "kmnist")
         for m in _LABEL_METHODS
     },
     **{
-        (d, m): Recipe(CIFAR_TRAIN, source="the paper's CIFAR-10 setting")
+        (d, m): Recipe(
+            CIFAR_TRAIN, source="the paper's CIFAR-10 setting", borrowed_from=None if d == "cifar10" else "cifar10"
+        )
         for d in ("cifar10", "cifar100")
         for m in _LABEL_METHODS
     },
@@ -232,6 +244,28 @@ def recipe_for(dataset: str, method: str, prior: str | None = None) -> Recipe | 
         The recipe, from :data:`PRIOR_RECIPES` or :data:`RECIPES`.
     """
     return PRIOR_RECIPES.get((dataset, method, prior)) or RECIPES.get((dataset, method))
+
+
+def own_recipe(dataset: str, method: str, prior: str | None = None) -> Recipe | None:
+    """The recipe of ``method`` on ``dataset`` where it was chosen on that dataset; None where there is
+    none, or where it is borrowed from another dataset of the family (:attr:`Recipe.borrowed_from`).
+
+    Parameters
+    ----------
+    dataset : str
+        A dataset's name.
+    method : str
+        A method's name.
+    prior : str or None, optional
+        The stage-1 prior (as :func:`recipe_for` takes it).
+
+    Returns
+    -------
+    Recipe or None
+        :func:`recipe_for`'s recipe, unless borrowed.
+    """
+    recipe = recipe_for(dataset, method, prior)
+    return recipe if recipe is not None and recipe.borrowed_from is None else None
 
 
 def with_recipe(config, recipe: Recipe, keep: set[str] = frozenset()):

@@ -30,7 +30,17 @@ from labeldp.training.checkpoint import load_torch
 #: what a run folder may hold before its ``config.json`` is written: the lock, the folders a run creates
 #: first, a sweep's record of a failed run, a tune's and an audit's own files
 RUN_FOLDER_NAMES = frozenset(
-    {".lock", "noisy_labels", "checkpoints", "error.txt", "tune.json", "tune.csv", "candidates", "audit"}
+    {
+        ".lock",
+        "noisy_labels",
+        "checkpoints",
+        "error.txt",
+        "tune.json",
+        "tune.csv",
+        "candidates",
+        "audit",
+        "auto_tune.json",
+    }
 )
 
 

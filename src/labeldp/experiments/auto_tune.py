@@ -1,0 +1,333 @@
+"""``labeldp train`` where a dataset has no recipe of its own: the learning rate chosen on the run's own
+release, within a time budget, at no extra epsilon.
+
+The run is a tune on one release (:mod:`labeldp.experiments.one_release`, as ``labeldp tune``) whose
+grid is planned here: learning rates around the base one (:data:`~labeldp.config.tuning.LR_FACTORS`:
+the base first, then twice, half, four times, a quarter of it), as many as fit in the budget. The
+budget is counted in training work, examples times epochs, from public sizes only, so the plan is the
+same on every machine and on every resume: the candidates' work is at most ``budget`` times one
+untuned run's (a candidate trains on the examples not held out, only the first stage where later
+releases depend on its options), and the final run trains with the base epochs, so the whole run does
+at most ``1 + budget`` times an untuned run's work (at the default of 2: 3 times). LP-1ST's candidates
+each do 0.8 of a run's work (2 fit), LP-2ST's 0.23 (its first stage: all 5 fit).
+
+What is released is one run's releases, drawn once in the run folder (the candidates read them and
+have no true training label); choosing is post-processing of the released labels, so the ledger is
+exactly one run's. Where the release says nothing about the options (more than half of the held-out
+examples released with k = 1: RR-with-prior's top class whatever the label), or the method is one
+``labeldp tune`` refuses (PATE, marginals, DP-SGD, whose training is its release; numeric labels), the
+run says so and trains its base options. The run folder holds ``auto_tune.json`` (the plan, the
+candidates' scores, the choice or why there is none) and ``candidates/``; a run interrupted at any
+point continues with what it recorded (the release read back, the candidates scored before read back,
+the choice kept).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from labeldp.config.run import RunConfig
+from labeldp.config.tuning import DEFAULT_HOLDOUT, DEFAULT_TUNE_BUDGET, LR_FACTORS
+from labeldp.data import LabeledDataset
+from labeldp.data.splits import split_stages
+from labeldp.errors import ConfigError, RunDirectoryError
+from labeldp.experiments.candidates import candidate_config, candidate_key, check_tunable, jsonable
+from labeldp.experiments.held_out import UNINFORMATIVE_WARNING
+from labeldp.experiments.one_release import (
+    best_of,
+    check_candidates,
+    held_out_examples,
+    public_results,
+    release_once,
+    score_candidates,
+)
+from labeldp.files import write_json_atomic
+from labeldp.runs.run import config_dataset, train_run
+from labeldp.runs.rundir import RunDirectory
+
+#: the record of an auto-tuned run, in its folder
+AUTO_TUNE_FILE = "auto_tune.json"
+
+
+def _work(config: RunConfig, data: LabeledDataset, later: tuple[str, ...], holdout: float) -> tuple[float, float]:
+    """(one untuned run's training work, one candidate's at the same epochs), in examples x epochs:
+    stage t trains on its own examples, or with ``reuse_labels`` on every stage's so far; a candidate
+    on the examples not held out, only those of the first stage where releases ``later`` depend on it."""
+    sizes = [part.size for part in split_stages(len(data.y_train), config.stages, config.seed, data.train_units)]
+    trained = [sum(sizes[: t + 1]) if t and config.reuse_labels else sizes[t] for t in range(len(sizes))]
+    epochs = config.train.epochs
+    run = epochs * sum(trained)
+    candidate = epochs * (sizes[0] - round(holdout * sizes[0])) if later else run * (1 - holdout)
+    return float(run), float(candidate)
+
+
+def plan_candidates(
+    base: RunConfig, data: LabeledDataset, budget: float, holdout: float = DEFAULT_HOLDOUT
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The learning rates to try on the run's release: multiples of the base one
+    (:data:`~labeldp.config.tuning.LR_FACTORS`, in order) while their training work fits the budget.
+
+    Parameters
+    ----------
+    base : RunConfig
+        The resolved base configuration (the recipe, or the library's defaults, and what was typed).
+    data : LabeledDataset
+        The dataset (its public sizes).
+    budget : float
+        The candidates' work at most this multiple of one untuned run's.
+    holdout : float, optional
+        The share held out to score them (default :data:`~labeldp.config.tuning.DEFAULT_HOLDOUT`).
+
+    Returns
+    -------
+    tuple of (list of dict, dict)
+        The candidates' options (``{"lr": value}``), and the plan's facts: the untuned run's work, each
+        candidate's, and their ratio.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        Where ``labeldp tune`` would refuse the candidates (the method, numeric labels), or fewer than two
+        fit the budget.
+    """
+    every = [{"lr": float(f"{base.train.lr * factor:.6g}")} for factor in LR_FACTORS]
+    _, later = check_tunable(base, [candidate_config(base, options) for options in every], data)
+    run, each = _work(base, data, later, holdout)
+    fit = min(len(every), int(budget * run / each + 1e-9)) if each > 0 else len(every)
+    if fit < 2:
+        raise ConfigError(
+            f"a budget of {budget:g} untuned runs pays for {fit} candidate(s) of {each / run:.2f} run each: "
+            "give --tune-budget at least twice that to choose between two"
+        )
+    return every[:fit], {"untuned_run": run, "candidate": each, "ratio": round(fit * each / run, 4)}
+
+
+def _say(progress: bool, text: str) -> None:
+    if progress:
+        tqdm.write(text)
+
+
+def _read_record(folder: RunDirectory, base: RunConfig) -> dict[str, Any] | None:
+    """The folder's record of an earlier start (None: none), refused if made from another configuration."""
+    path = folder.root / AUTO_TUNE_FILE
+    if not path.exists():
+        return None
+    record = folder.read_json(path)
+    if record.get("base") != base.to_dict():
+        saved, new = record.get("base") or {}, base.to_dict()
+        differs = ", ".join(sorted(k for k in set(saved) | set(new) if saved.get(k) != new.get(k)))
+        raise RunDirectoryError(
+            f"{folder.root} holds a run whose options were chosen on its release from another configuration "
+            f"(differs in: {differs}); run the command that started it to finish it, or choose another folder"
+        )
+    return record
+
+
+def _write_record(folder: RunDirectory, record: dict[str, Any]) -> None:
+    folder.root.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder.root / AUTO_TUNE_FILE, record)
+
+
+def _fall_back(folder: RunDirectory, record: dict[str, Any], reason: str, base_name: str, progress: bool) -> None:
+    record.update(chosen=None, chosen_options=None, reason=reason)
+    _write_record(folder, record)
+    _say(progress, f"auto-tune: not tuned ({reason}); training {base_name}")
+
+
+def _choose(
+    base: RunConfig,
+    folder: RunDirectory,
+    record: dict[str, Any],
+    data: LabeledDataset,
+    in_memory: bool,
+    device: str,
+    progress: bool,
+    base_name: str,
+) -> RunConfig:
+    """Release once, score the record's candidates on the held-out released labels, record the choice
+    (or why there is none); returns the configuration the run trains."""
+    options, holdout = record["options"], record["holdout"]
+    candidates = [candidate_config(base, chosen) for chosen in options]
+    data, names, later, torch_device = check_candidates(base, candidates, data, device, holdout)
+    releases = release_once(base, folder, data, torch_device, progress, in_memory, names)
+    held_out, scorer = held_out_examples(releases, data, holdout, base.seed)
+    record.update(held_out=int(held_out.size), scored_on=[n for n in names if releases[n].labels is not None])
+    if scorer.uninformative > UNINFORMATIVE_WARNING:
+        reason = (
+            f"{100 * scorer.uninformative:.0f}% of the held-out examples were released with k = 1, the prior's "
+            "top class whatever their label: the release says nothing about the options"
+        )
+        _fall_back(folder, record, reason, base_name, progress)
+        return base
+    _say(
+        progress,
+        f"auto-tune: {len(options)} learning rates ({', '.join(format(o['lr'], 'g') for o in options)}) trained on "
+        f"this run's released labels and scored on {held_out.size} held-out ones (no extra epsilon)",
+    )
+    results = score_candidates(
+        options, candidates, folder, data, torch_device, releases, held_out, scorer, later, progress
+    )
+    best = best_of(results)
+    record.update(
+        results=public_results(results),
+        chosen=candidate_key(options[best]),
+        chosen_options=jsonable(options[best]),
+        reason=None,
+        seconds=round(sum(r["seconds"] for r in results), 2),
+    )
+    _write_record(folder, record)
+    _say(progress, describe_choice(record))
+    return candidates[best]
+
+
+def describe_choice(record: dict[str, Any]) -> str:
+    """What an auto-tuned run chose and why, in one line.
+
+    Parameters
+    ----------
+    record : dict
+        The run's record (``auto_tune.json``, or its summary's ``auto_tune``).
+
+    Returns
+    -------
+    str
+        The chosen candidate, its estimated clean accuracy on the held-out released labels, and the
+        base's difference from it (paired on the same releases), or why nothing was chosen.
+    """
+    if record.get("chosen") is None:
+        return f"auto-tune: not tuned ({record.get('reason')})"
+    results = {r["key"]: r for r in record["results"]}
+    chosen, base = results[record["chosen"]], record["results"][0]
+    versus = (
+        "the base learning rate"
+        if base["key"] == record["chosen"]
+        else f"the base {base['key']}: {100 * base['difference']:+.2f} +- {100 * base['difference_error']:.2f} points"
+    )
+    estimate = f"{100 * chosen['estimated_clean_accuracy']:.2f}% +- {100 * chosen['standard_error']:.2f}"
+    return (
+        f"auto-tune: chose {record['chosen']} ({versus}): estimated clean accuracy {estimate} on "
+        f"{record['held_out']} held-out released labels; the candidates took {record['seconds']:.1f}s"
+    )
+
+
+def _start(
+    base: RunConfig,
+    folder: RunDirectory,
+    budget: float,
+    data: LabeledDataset,
+    device: str,
+    progress: bool,
+    base_name: str,
+) -> tuple[dict[str, Any], bool]:
+    """The record of a new auto-tuned run, written before anything is drawn: its plan, or (True) why
+    there is none, which the run then trains without tuning."""
+    record: dict[str, Any] = {"base": base.to_dict(), "budget": budget, "holdout": DEFAULT_HOLDOUT}
+    try:
+        options, work = plan_candidates(base, data, budget, DEFAULT_HOLDOUT)
+        check_candidates(base, [candidate_config(base, o) for o in options], data, device, DEFAULT_HOLDOUT)
+    except ConfigError as error:
+        _fall_back(folder, record, str(error), base_name, progress)
+        return record, True
+    record.update(options=options, candidates=[candidate_key(o) for o in options], work=work)
+    _write_record(folder, record)
+    return record, False
+
+
+def auto_tuned_run(
+    config: RunConfig,
+    out_dir: str | Path,
+    *,
+    budget: float = DEFAULT_TUNE_BUDGET,
+    device: str = "auto",
+    progress: bool = True,
+    dataset: LabeledDataset | None = None,
+    base_name: str = "the options given",
+) -> dict[str, Any]:
+    """Run ``config`` in ``out_dir`` with its learning rate chosen on the run's own release, within
+    ``budget`` (see the module docstring); returns the run's summary, which records the choice.
+
+    What is released: exactly what :func:`~labeldp.runs.run.train_run` of ``config`` releases, recorded
+    on the run folder's one ledger (``ledger.json``): the releases the candidates share are drawn once
+    under ``config`` (:func:`~labeldp.experiments.one_release.release_once`), saved in
+    ``noisy_labels/<name>.npz`` and recorded as entries tagged ``<name>``; the final run of the chosen
+    learning rate reads them back and draws the rest (LP-2ST's ``stage2``, the release ``test`` of
+    private test labels) as a run does. The candidates release nothing and read no true label. The
+    summary's epsilon is the ledger's: one run's.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The base configuration (resolved here): the dataset's family recipe or the library's defaults.
+    out_dir : str or pathlib.Path
+        The run folder: created, resumed (with its recorded plan and choice), or read back when finished.
+    budget : float, optional
+        The candidates' training work at most this multiple of one untuned run's (default
+        :data:`~labeldp.config.tuning.DEFAULT_TUNE_BUDGET`); 0: an untuned run, as
+        :func:`~labeldp.runs.run.train_run`.
+    device : str, optional
+        ``"auto"`` or a device torch knows.
+    progress : bool, optional
+        Show progress, and say what was chosen and why.
+    dataset : LabeledDataset or None, optional
+        The dataset in memory; None: loaded from the files ``config`` names.
+    base_name : str, optional
+        What the base options are, in the messages (``"the library's defaults"``).
+
+    Returns
+    -------
+    dict
+        The run's summary (``summary.json``) with ``auto_tune``: the budget, the plan's work, the
+        candidates and their estimated clean accuracy, the choice (None, with its ``reason``, where
+        nothing was chosen) and the candidates' seconds; ``seconds`` counts them with the final run's.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``budget`` is negative, or what :func:`~labeldp.runs.run.train_run` refuses.
+    labeldp.errors.RunDirectoryError
+        If ``out_dir`` holds a run whose options were chosen from another configuration, or what
+        :func:`~labeldp.runs.run.train_run` refuses.
+    labeldp.errors.RunLockedError
+        If another process is using ``out_dir``.
+    """
+    if budget < 0:
+        raise ConfigError(f"--tune-budget must be 0 (off) or positive, got {budget:g}")
+    if budget == 0:
+        return train_run(config, out_dir, device=device, progress=progress, dataset=dataset)
+    base = config.resolved()
+    folder = RunDirectory(out_dir)
+    folder.refuse_foreign_files()  # before the record is written into it
+    record = _read_record(folder, base)
+    if record is None and folder.read_config() is not None:
+        _say(progress, f"auto-tune: {folder.root} holds a run started without tuning: it continues as it was")
+        return train_run(config, out_dir, device=device, progress=progress, dataset=dataset)
+    data = dataset if dataset is not None else config_dataset(base)
+    in_memory = dataset is not None
+    if record is None:
+        record, settled = _start(base, folder, budget, data, device, progress, base_name)
+        chosen = base if settled else _choose(base, folder, record, data, in_memory, device, progress, base_name)
+    elif "chosen" not in record:  # interrupted while choosing: its plan, its release, its scored candidates
+        chosen = _choose(base, folder, record, data, in_memory, device, progress, base_name)
+    else:
+        chosen = base if record["chosen"] is None else candidate_config(base, record["chosen_options"])
+        if folder.read_summary() is None:
+            _say(progress, f"{describe_choice(record)} (recorded: kept)")
+    chosen = config if chosen is base else chosen  # resolved by train_run, as it would be without tuning
+    summary = train_run(chosen, out_dir, device=device, progress=progress, dataset=dataset)
+    return _with_record(folder, summary, record)
+
+
+def _with_record(folder: RunDirectory, summary: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """The summary with the record (written once): ``seconds`` then counts the candidates' too."""
+    if "auto_tune" in summary:
+        return summary
+    public = {k: v for k, v in record.items() if k not in ("base", "options")}
+    summary = {**summary, "seconds": round(summary["seconds"] + record.get("seconds", 0.0), 2), "auto_tune": public}
+    write_json_atomic(folder.summary_path, summary)
+    return summary
+
+
+__all__ = ["AUTO_TUNE_FILE", "auto_tuned_run", "describe_choice", "plan_candidates"]

@@ -1,0 +1,328 @@
+"""The steps of choosing among candidate configurations on one release of the labels, shared by
+``labeldp tune`` (:mod:`labeldp.experiments.tune`, a grid the user gives) and an auto-tuned
+``labeldp train`` (:mod:`labeldp.experiments.auto_tune`, a grid planned within a time budget).
+
+Before any spend, :func:`check_candidates` refuses what cannot share one release; :func:`release_once`
+makes the releases the candidates share in the run folder (recorded on its one ledger); every
+candidate is trained on a copy of the data without its true training labels and scored on held-out
+examples' *released* labels (:func:`held_out_examples`, :func:`score_candidates`); :func:`best_of`
+picks the best. Everything after the release is post-processing of released labels and public inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from labeldp.boundary import Release
+from labeldp.config.run import RunConfig
+from labeldp.data import LabeledDataset
+from labeldp.data.splits import split_stages
+from labeldp.errors import RunDirectoryError
+from labeldp.experiments.candidates import candidate_key, check_tunable, jsonable
+from labeldp.experiments.held_out import HeldOutScorer, holdout_split, labelled
+from labeldp.experiments.tune_contexts import CandidateContext, FirstStageTrained, ReleaseContext, Released, sealed
+from labeldp.experiments.tune_folder import CANDIDATES_FOLDER
+from labeldp.files import write_json_atomic
+from labeldp.released_metrics import mean_and_error
+from labeldp.runs.context import release_inputs
+from labeldp.runs.run import _accept_changed_config, check_plan, config_dataset, data_facts
+from labeldp.runs.rundir import RunDirectory
+from labeldp.training.stage import resolve_device
+
+
+def check_candidates(
+    base: RunConfig, candidates: list[RunConfig], dataset: LabeledDataset | None, device: str, holdout: float
+) -> tuple[LabeledDataset, tuple[str, ...], tuple[str, ...], Any]:
+    """Every refusal of a choice on one release, before anything is written or drawn.
+
+    Parameters
+    ----------
+    base : RunConfig
+        The resolved base configuration.
+    candidates : list of RunConfig
+        The candidates' resolved configurations.
+    dataset : LabeledDataset or None
+        The dataset given in memory; None: loaded from the files ``base`` names.
+    device : str
+        The device's name (``"auto"``, ``"cpu"``, ...).
+    holdout : float
+        The share of the scored examples held out.
+
+    Returns
+    -------
+    tuple
+        ``(data, shared, later, torch_device)``: the dataset, the releases the candidates share, those
+        that depend on their options (drawn by the final run), and the torch device.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        What :func:`~labeldp.experiments.candidates.check_tunable`, :func:`~labeldp.runs.run.check_plan`
+        or :func:`~labeldp.experiments.held_out.holdout_split` refuses.
+    """
+    check_tunable(base, candidates)
+    data = dataset if dataset is not None else config_dataset(base)
+    names, later = check_tunable(base, candidates, data)
+    torch_device = resolve_device(device)
+    for candidate in candidates:
+        check_plan(candidate, data, torch_device)
+    # scored on the first stage's examples when later releases depend on the options (sizes: public)
+    first = split_stages(len(data.y_train), base.stages, base.seed, data.train_units)[0]
+    scored = len(first) if later else len(data.y_train)
+    holdout_split(scored, holdout, base.seed)  # its refusals, before any spend
+    return data, names, later, torch_device
+
+
+def release_once(
+    config: RunConfig,
+    out: RunDirectory,
+    data: LabeledDataset,
+    device,
+    progress: bool,
+    in_memory: bool,
+    names: tuple[str, ...],
+) -> dict[str, Release]:
+    """Run the method in ``out`` until the releases ``names`` are made (drawn, saved and recorded on the
+    folder's ledger as a run records them; read back when saved).
+
+    A folder whose final run was interrupted after it drew later releases (under the chosen options,
+    which its config.json holds) is left as it is: the shared releases are read back, and the final
+    run continues it.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The resolved base configuration, which draws the releases.
+    out : RunDirectory
+        The run folder.
+    data : LabeledDataset
+        The dataset (its true training labels are read by the boundary only, to draw).
+    device : torch.device
+        Where a model trains before a release that needs one.
+    progress : bool
+        Show progress.
+    in_memory : bool
+        Whether the dataset was given in memory (recorded in ``data.json``).
+    names : tuple of str
+        The releases the candidates share.
+
+    Returns
+    -------
+    dict of str to Release
+        The releases ``names``, as saved.
+
+    Raises
+    ------
+    labeldp.errors.RunDirectoryError
+        If ``out`` holds releases of another configuration, or the method did not make ``names``
+        before training.
+    """
+    with out.lock():
+        saved = out.read_config()
+        inputs = out.release_inputs()
+        if saved is not None and set(inputs) - set(names):
+            stale = [name for name in names if inputs.get(name) != release_inputs(config, name)]
+            if stale:
+                raise RunDirectoryError(
+                    f"{out.root} holds releases {', '.join(stale)} of another configuration: "
+                    "choose another folder for the tune (a new release)"
+                )
+            return {name: Release.from_arrays(out.load_release(name)) for name in names}
+        if saved is not None:
+            _accept_changed_config(saved, config, out, progress)
+        out.create()
+        out.write_config(config.to_dict())
+        write_json_atomic(out.data_path, data_facts(data, in_memory=in_memory))
+        try:
+            config.method_spec.run(ReleaseContext(config, out, data, device, progress, names=names))
+        except Released:
+            pass
+        missing = [name for name in names if out.load_release(name) is None]
+        if missing:
+            raise RunDirectoryError(
+                f"method {config.method!r} did not make its releases {', '.join(missing)} before "
+                "training: tune cannot share them between candidates"
+            )
+        return {name: Release.from_arrays(out.load_release(name)) for name in names}
+
+
+def held_out_examples(
+    releases: dict[str, Release], data: LabeledDataset, holdout: float, seed: int
+) -> tuple[np.ndarray, HeldOutScorer]:
+    """The held-out examples among those the releases label (a public split), and their scorer.
+
+    Parameters
+    ----------
+    releases : dict of str to Release
+        The shared releases.
+    data : LabeledDataset
+        The dataset (its sizes and classes).
+    holdout : float
+        The share of the labelled examples held out.
+    seed : int
+        The public seed of the split.
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, HeldOutScorer)
+        The held-out positions, and the scorer of their released labels (whose ``uninformative``
+        share says how many were released with k = 1).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If a held-out example has no released label.
+    """
+    labelled_examples = labelled(releases, len(data.y_train))
+    held_out = labelled_examples[holdout_split(labelled_examples.size, holdout, seed)]
+    return held_out, HeldOutScorer(releases, held_out, len(data.y_train), data.num_classes)
+
+
+def _run_candidate(
+    config: RunConfig,
+    options: dict[str, Any],
+    folder: RunDirectory,
+    data: LabeledDataset,
+    device,
+    releases: dict[str, Release],
+    held_out: np.ndarray,
+    scorer: HeldOutScorer,
+    later: tuple[str, ...],
+) -> dict[str, Any]:
+    """Train one candidate on the released labels of the examples not held out (up to its first stage
+    when releases ``later`` depend on its options) and score it; a candidate scored before under the
+    same configuration is read back."""
+    result_path = folder.root / "result.json"
+    if result_path.exists():
+        saved = folder.read_json(result_path)
+        if (
+            saved.get("config") == config.to_dict()
+            and saved.get("held_out") == int(held_out.size)
+            and len(saved.get("terms", ())) == held_out.size
+        ):
+            return saved
+    with folder.lock():
+        previous = folder.read_config()
+        if previous is not None and previous != config.to_dict():
+            folder.discard_training()
+        (folder.root / "checkpoints").mkdir(exist_ok=True)
+        folder.write_config(config.to_dict())
+        context = CandidateContext(config, folder, data, device, releases, held_out, later)
+        try:
+            model, _ = config.method_spec.run(context)
+        except FirstStageTrained:
+            model = context.trained
+        terms = scorer.score(model, data.x_train[held_out], config.train.eval_batch_size)
+        estimate, error = mean_and_error(terms)
+        result = {
+            "key": candidate_key(options),
+            "options": jsonable(options),
+            "estimated_clean_accuracy": estimate,
+            "standard_error": error,
+            "held_out": int(held_out.size),
+            "seconds": round(context.seconds(), 2),
+            "config": config.to_dict(),
+            "terms": terms.tolist(),
+        }
+        write_json_atomic(result_path, result)
+        return result
+
+
+def score_candidates(
+    options: list[dict[str, Any]],
+    candidates: list[RunConfig],
+    folder: RunDirectory,
+    data: LabeledDataset,
+    device,
+    releases: dict[str, Release],
+    held_out: np.ndarray,
+    scorer: HeldOutScorer,
+    later: tuple[str, ...],
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """Train and score every candidate in ``folder/candidates/<key>/`` (read back where scored before
+    under the same configuration), on a copy of the data whose true training labels are withheld.
+
+    Parameters
+    ----------
+    options : list of dict
+        Each candidate's options (its key and folder).
+    candidates : list of RunConfig
+        Each candidate's resolved configuration.
+    folder : RunDirectory
+        The run folder holding ``candidates/``.
+    data : LabeledDataset
+        The dataset (sealed here: the candidates never see a true training label).
+    device : torch.device
+        Where the candidates train.
+    releases : dict of str to Release
+        The shared releases (read, never drawn).
+    held_out : numpy.ndarray
+        The held-out positions, never trained on.
+    scorer : HeldOutScorer
+        Their released labels' scorer.
+    later : tuple of str
+        The releases that depend on the options (a candidate stops at its first stage before them).
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    list of dict
+        Per candidate: key, options, estimated clean accuracy, its standard error, the number held out,
+        seconds, configuration and per-example terms.
+    """
+    withheld = sealed(data)
+    bar = tqdm(total=len(candidates), desc="tune", unit="candidate", disable=None if progress else True)
+    results = []
+    for chosen, candidate in zip(options, candidates):
+        key = candidate_key(chosen)
+        bar.set_postfix_str(key)
+        candidate_folder = RunDirectory(folder.root / CANDIDATES_FOLDER / key)
+        results.append(
+            _run_candidate(candidate, chosen, candidate_folder, withheld, device, releases, held_out, scorer, later)
+        )
+        bar.update()
+    bar.close()
+    return results
+
+
+def best_of(results: list[dict[str, Any]]) -> int:
+    """The best candidate's position (the first of equals); each result is given its difference from
+    the best, paired on the same held-out releases (their shared noise cancels).
+
+    Parameters
+    ----------
+    results : list of dict
+        What :func:`score_candidates` returns (``difference`` and ``difference_error`` are added).
+
+    Returns
+    -------
+    int
+        The position of the highest estimate.
+    """
+    best = max(range(len(results)), key=lambda i: (results[i]["estimated_clean_accuracy"], -i))
+    for result in results:
+        result["difference"], result["difference_error"] = mean_and_error(
+            np.subtract(result["terms"], results[best]["terms"])
+        )
+    return best
+
+
+def public_results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The results as ``tune.json`` and a summary record them: without configurations and terms.
+
+    Parameters
+    ----------
+    results : list of dict
+        What :func:`score_candidates` returns.
+
+    Returns
+    -------
+    list of dict
+        The same, less ``config`` and ``terms``.
+    """
+    return [{k: v for k, v in r.items() if k not in ("config", "terms")} for r in results]
