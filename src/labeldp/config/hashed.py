@@ -37,6 +37,10 @@ DEFAULT_BLOCK_ROWS = 1 << 18
 CALIBRATION_ROWS = 1 << 20
 
 
+def _by_fit(name: str) -> str:
+    return ", ".join(f"{value[name]} for {fit}" for fit, value in ROUTE_TRAINING.items())
+
+
 @dataclass(frozen=True)
 class HashedConfig:
     """How a hashed model is released for and trained (everything but the table, its columns and epsilon)."""
@@ -66,8 +70,10 @@ class HashedConfig:
     )
     seed: int = option(0, help="the public seed: the rows a unit keeps and the order of training")
     block_rows: int = option(DEFAULT_BLOCK_ROWS, help="rows read, hashed and trained on at a time (memory)")
-    epochs: int | None = option(None, help="passes over the table (default: 2, or 1 for the counts' fit)")
-    lr: float | None = option(None, help="Adagrad's learning rate (default: 0.1 for lr, 0.05 for fm and counts)")
+    epochs: int | None = option(
+        None, help="passes over the table (default: " + _by_fit("epochs") + "; counts and reports use counts')"
+    )
+    lr: float | None = option(None, help="Adagrad's learning rate (default: " + _by_fit("lr") + ")")
     l2: float = option(
         10.0,
         help="ridge penalty on the summed loss, spread over each bucket's rows (under rr divided by "
