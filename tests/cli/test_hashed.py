@@ -66,3 +66,18 @@ def test_flags_that_cannot_work_are_refused_before_anything_is_read(train_argv, 
     assert main(train_argv + extra + ["--out", str(tmp_path / "run")]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_sources_aggregate_reports_on_the_command_line(ads, tmp_path, capsys) -> None:  # noqa: F811
+    from labeldp.ads import hash_spec
+    from tests.ads.test_reports import _reports
+
+    columns = ["advertiser", "campaign", "site", "device"]
+    path = tmp_path / "reports.parquet"
+    _reports(ads[0], hash_spec(columns, bits=8), 1.0, 4.0).to_parquet(path)
+    argv = ["hashed", "train", "--table", str(ads[0]), "--columns", *columns, "--bits", "8", "--reports", str(path)]
+    assert main(argv + ["--block-rows", "2048", "--out", str(tmp_path / "run")]) == 0
+    assert "reports route, lr" in capsys.readouterr().out
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["epsilon_per_unit"] == pytest.approx(4.0, 1e-3)
+    assert main(argv + ["--insecure-noise-seed", "1", "--out", str(tmp_path / "other")]) == 2
+    assert "labeldp draws nothing" in capsys.readouterr().err

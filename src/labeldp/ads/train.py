@@ -101,6 +101,11 @@ class HashedTable:
     def check_columns(self, *columns: str | None) -> None:
         """Refuse a table without the spec's columns and ``columns`` (before anything is drawn).
 
+        Parameters
+        ----------
+        *columns : str or None
+            Further columns the run reads (None: none).
+
         Raises
         ------
         labeldp.errors.DataError
@@ -112,7 +117,18 @@ class HashedTable:
             raise DataError(f"{self.source} lacks the columns {missing}")
 
     def blocks(self, columns: Sequence[str] = ()) -> Iterator[HashedBlock]:
-        """The table's hashed blocks (:func:`~labeldp.data.hashing.hashed_blocks`)."""
+        """The table's hashed blocks (:func:`~labeldp.data.hashing.hashed_blocks`).
+
+        Parameters
+        ----------
+        columns : sequence of str, optional
+            Other columns handed over with each block.
+
+        Returns
+        -------
+        iterator of HashedBlock
+            The blocks, in table order.
+        """
         return hashed_blocks(self.source, self.spec, self.block_rows, columns)
 
     @functools.cached_property
@@ -121,7 +137,20 @@ class HashedTable:
         return bucket_sizes(self.blocks(), self.spec.num_buckets)
 
     def sample(self, members: np.ndarray | None = None, rows: int = CALIBRATION_ROWS) -> list[np.ndarray]:
-        """The buckets of the first ``rows`` members (all rows without ``members``, a boolean mask), by block."""
+        """The buckets of the first ``rows`` members (a sample of public rows, to fit or calibrate on).
+
+        Parameters
+        ----------
+        members : numpy.ndarray or None, optional
+            (rows,) boolean: the rows sampled from (default: all).
+        rows : int, optional
+            At least this many rows are taken, in whole blocks (or all there are).
+
+        Returns
+        -------
+        list of numpy.ndarray
+            (rows, F) buckets, by block.
+        """
         found, taken = [], 0
         for block in self.blocks():
             buckets = block.buckets if members is None else block.buckets[members[block.positions]]
@@ -248,7 +277,22 @@ def channel_rate(labels: np.ndarray, matrix: np.ndarray) -> float:
 
 
 def new_model(kind: str, num_buckets: int, config: HashedConfig) -> torch.nn.Module:
-    """A hashed model (``"lr"`` or ``"fm"``), its factors drawn from the public seed."""
+    """A hashed model, its factors drawn from the public seed (torch's global generator is left as it was).
+
+    Parameters
+    ----------
+    kind : str
+        ``"lr"`` or ``"fm"``.
+    num_buckets : int
+        The index space's size.
+    config : HashedConfig
+        The seed and the factors' dimension.
+
+    Returns
+    -------
+    torch.nn.Module
+        A :class:`~labeldp.models.sparse.HashedLogistic` or :class:`~labeldp.models.sparse.HashedFM`.
+    """
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
         return HashedLogistic(num_buckets) if kind == "lr" else HashedFM(num_buckets, config.dim)
