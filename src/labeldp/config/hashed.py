@@ -91,7 +91,9 @@ class HashedConfig:
                 "model's); train a factorization machine with --route rr or source"
             )
         if self.max_rows_per_unit is not None and self.unit_column is None:
-            raise ConfigError("--max-rows-per-unit bounds each privacy unit's rows: name the unit with --privacy-unit")
+            raise ConfigError(
+                "--max-rows-per-unit bounds each privacy unit's rows: name the unit with --privacy-unit (unit_column)"
+            )
         if self.max_rows_per_unit is not None and (
             int(self.max_rows_per_unit) != self.max_rows_per_unit or self.max_rows_per_unit < 1
         ):
