@@ -32,6 +32,10 @@ training so that its mean prediction over the training rows is the base rate est
 release (RR's released positive share through its channel; the counts' positives). Noise is fresh OS entropy: the
 figures change a little from one run to the next.
 
+The routes are composed from :mod:`labeldp.ads.train`, the pieces of ``labeldp hashed train``
+(:func:`labeldp.ads.fit_hashed`), with its settings (:class:`labeldp.config.hashed.HashedConfig`'s
+defaults): the benchmark scores what a user's run trains.
+
 ``--speed N`` measures, on a table of N rows, each phase in a fresh process (its own peak RSS):
 generation, reading, hashing, the RR release of the label column end to end (``privatize_table``),
 the counts release end to end, one training epoch of LR and FM, prediction.
@@ -43,7 +47,6 @@ the counts release end to end, one training epoch of LR and FM, prediction.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import resource
@@ -55,18 +58,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.special import logit
 from sklearn.metrics import log_loss, roc_auc_score
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.ads.train import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
 from labeldp.boundary import (
-    ReleasedLabels,
     privatize_table,
+    release_external_labels,
     release_hashed_counts,
     release_randomized_response,
     release_true_labels,
 )
-from labeldp.boundary.units import bound_contributions, unit_codes
+from labeldp.config.hashed import HashedConfig
 from labeldp.data.hashed_table import (
     PositionTargets,
     labelled_blocks,
@@ -74,27 +77,18 @@ from labeldp.data.hashed_table import (
     read_private_labels,
     released_blocks,
 )
-from labeldp.data.hashing import HashSpec, Slot, bucket_sizes, hashed_blocks
+from labeldp.data.hashing import HashSpec, Slot, hashed_blocks
 from labeldp.data.synthetic_ads import AdsSpec, write_ads_table
+from labeldp.mechanisms import flip_channel
 from labeldp.models.sparse import HashedFM, HashedLogistic
 from labeldp.randomness import NoiseSource
-from labeldp.training.from_counts import CountStatistics, count_target_blocks, log_odds_model
-from labeldp.training.sparse import (
-    SparseTrainConfig,
-    calibrate_intercept,
-    counts_loss,
-    forward_loss,
-    predict_sparse,
-    train_sparse,
-)
+from labeldp.training.from_counts import CountStatistics
+from labeldp.training.sparse import SparseTrainConfig, forward_loss, predict_sparse, train_sparse
 
 SLOTS = (("advertiser", 12), ("campaign", 15), ("site", 18), ("device", 6), ("hour", 6))
 CROSSES = ((("advertiser", "site"), 20), (("campaign", "device"), 17))
 SPEC = HashSpec(tuple(Slot(columns, bits) for columns, bits in SLOTS + CROSSES))
 BLOCK_ROWS = 1 << 18
-LR = SparseTrainConfig(epochs=2, batch_rows=8192, lr=0.1, l2=10.0)  # chosen on the non-private LR at 10^6 rows
-FM = SparseTrainConfig(epochs=2, batch_rows=8192, lr=0.05, l2=10.0)
-COUNTS_LR = SparseTrainConfig(epochs=1, batch_rows=8192, lr=0.05, l2=10.0)
 NOISE = NoiseSource()
 
 
@@ -113,19 +107,25 @@ def table(folder: Path, rows: int, part: str) -> Path:
     return path
 
 
+def config(m: int = 0) -> HashedConfig:
+    """The ads route's settings (labeldp.config.hashed's defaults), at most m rows per user (0: row level)."""
+    units = {"unit_column": "user_id", "max_rows_per_unit": m} if m else {}
+    return HashedConfig(block_rows=BLOCK_ROWS, **units)
+
+
 class Bench:
     """One training table, its test table and the public facts every route shares."""
 
     def __init__(self, folder: Path, rows: int, test_rows: int, models=("lr", "fm")):
         self.models = tuple(models)
         self.rows, self.train, self.test = rows, table(folder, rows, "train"), table(folder, test_rows, "test")
+        self.table = HashedTable(self.train, SPEC, BLOCK_ROWS)
         self.labels = read_private_labels(self.train, "converted", [0, 1])
-        self.units = unit_codes(read_column(self.train, "user_id"))
         self.y_test = read_column(self.test, "converted").astype(np.int64)  # public test labels (synthetic)
         rate = self.y_test.mean()
         self.entropy = -(rate * np.log(rate) + (1 - rate) * np.log(1 - rate))
         self.reference = None
-        self.sizes = bucket_sizes(hashed_blocks(self.train, SPEC, BLOCK_ROWS), SPEC.num_buckets)
+        self.table.sizes  # noqa: B018 (counted once, before any route is timed)
 
     def evaluate(self, model) -> dict:
         positions, probability = predict_sparse(model, hashed_blocks(self.test, SPEC, BLOCK_ROWS))
@@ -139,37 +139,14 @@ class Bench:
             "rll": loss / reference,
         }
 
-    def members(self, m: int) -> tuple[PrivacyLedger, np.ndarray]:
-        if m == 0:
-            return PrivacyLedger(self.rows), np.arange(self.rows)
-        return PrivacyLedger(self.rows, units=self.units), bound_contributions(self.units, m, seed=0)
-
-    def train_released(self, kind: str, positions, likelihood, sizes) -> torch.nn.Module:
-        targets = PositionTargets.from_channel(self.rows, positions, likelihood)
-        keep = likelihood.max(axis=1)[0]  # RR: Pr[z = y]; the released positive share estimates the rate
-        released_positive = (likelihood[:, 1] > likelihood[:, 0]).mean()
-        rate = np.clip((released_positive - (1 - keep)) / max(2 * keep - 1, 1e-6), 1e-4, 0.5)
-        torch.manual_seed(0)
-        model = HashedLogistic(SPEC.num_buckets) if kind == "lr" else HashedFM(SPEC.num_buckets)
-        with torch.no_grad():
-            model.bias.fill_(float(logit(rate)))
-        config = LR if kind == "lr" else FM
-        # RR at keep probability p leaves each label (2p - 1)^2 of its information: the penalty grows by as much
-        config = dataclasses.replace(config, l2=config.l2 / max(2 * keep - 1, 1e-3) ** 2)
-        blocks = released_blocks(self.train, SPEC, targets, BLOCK_ROWS)
-        train_sparse(model, blocks, forward_loss, config, sizes)
-        calibrate_intercept(model, [buckets for (buckets, _), _ in zip(blocks(0), range(4))], rate)
-        return model
-
 
 def run_non_private(bench: Bench) -> list[dict]:
     ledger = PrivacyLedger(bench.rows)
     release = release_true_labels(ledger, bench.labels, np.arange(bench.rows), 2)
-    likelihood = np.eye(2)[release.labels]
     rows = []
     for kind in bench.models:
         started = time.perf_counter()
-        model = bench.train_released(kind, release.members, likelihood, bench.sizes)
+        model = train_on_channel(bench.table, kind, release, config())[0]
         metrics = bench.evaluate(model)
         if kind == "lr":
             bench.reference = metrics["log_loss"]
@@ -187,53 +164,40 @@ def run_non_private(bench: Bench) -> list[dict]:
 
 
 def run_rr(bench: Bench, epsilon: float, m: int) -> list[dict]:
-    ledger, members = bench.members(m)
+    ledger, members = unit_members(bench.table, config(m))
     started = time.perf_counter()
     release = release_randomized_response(
         ledger, bench.labels[members], members, 2, epsilon, NOISE.generator("label-release")
     )
     rows = []
     for kind in bench.models:  # the penalty's bucket sizes are all rows' (with units, a little weaker)
-        model = bench.train_released(kind, release.members, release.likelihood, bench.sizes)
+        model = train_on_channel(bench.table, kind, release, config(m))[0]
         seconds, started = time.perf_counter() - started, time.perf_counter()
         rows.append({"route": f"rr-{kind}", "m": m, "epsilon": ledger.epsilon(), **bench.evaluate(model), "s": seconds})
     return rows
 
 
 def run_counts(bench: Bench, epsilon: float, m: int) -> list[dict]:
-    ledger, members = bench.members(m)
+    ledger, members = unit_members(bench.table, config(m))
     started = time.perf_counter()
-    blocks = labelled_blocks(bench.train, SPEC, "converted", [0, 1], BLOCK_ROWS)
-    release = release_hashed_counts(
-        ledger, blocks, members, SPEC.num_buckets, SPEC.num_slots, 2, epsilon, NOISE.generator("histogram")
-    )
+    release = release_counts(bench.table, "converted", [0, 1], ledger, members, epsilon, NOISE.generator("histogram"))
     statistics = CountStatistics.from_release(release, SPEC)
     mask = np.zeros(bench.rows, dtype=bool)
     mask[members] = True
-    sample = [
-        block.buckets[mask[block.positions]] for block, _ in zip(hashed_blocks(bench.train, SPEC, 1 << 16), range(4))
-    ]
-    model = log_odds_model(statistics, sample)
-    rows = [
-        {
-            "route": "counts-lo",
-            "m": m,
-            "epsilon": ledger.epsilon(),
-            **bench.evaluate(model),
-            "s": time.perf_counter() - started,
-        }
-    ]
-    started = time.perf_counter()
-    epoch_blocks = count_target_blocks(bench.train, SPEC, statistics, mask, BLOCK_ROWS)
-    train_sparse(model, epoch_blocks, counts_loss, COUNTS_LR, statistics.sizes)
-    calibrate_intercept(model, sample, statistics.rate)
+    rows = []
+
+    def log_odds(model) -> None:  # scored before it is trained further
+        row = {"route": "counts-lo", "m": m, "epsilon": ledger.epsilon(), **bench.evaluate(model)}
+        rows.append({**row, "s": time.perf_counter() - started})
+
+    model, _ = fit_counts(bench.table, statistics, mask, config(m), after_log_odds=log_odds)
     rows.append(
         {
             "route": "counts-lr",
             "m": m,
             "epsilon": ledger.epsilon(),
             **bench.evaluate(model),
-            "s": time.perf_counter() - started,
+            "s": time.perf_counter() - started - rows[0]["s"],
         }
     )
     return rows
@@ -246,9 +210,10 @@ def run_source(bench: Bench, epsilon: float) -> list[dict]:
     simulated = release_randomized_response(
         PrivacyLedger(bench.rows), bench.labels, np.arange(bench.rows), 2, epsilon, NOISE.generator("label-release")
     )
-    released = ReleasedLabels.from_noisy_source(simulated.labels, classes=[0, 1], channel=f"flip:{float(flip)!r}")
-    model = bench.train_released("lr", np.arange(bench.rows), released.likelihood, bench.sizes)
-    row = {"route": "source-lr", "m": 0, "epsilon": released.ledger.epsilon(), **bench.evaluate(model)}
+    ledger = PrivacyLedger(bench.rows)
+    released = release_external_labels(ledger, simulated.labels, np.arange(bench.rows), flip_channel(flip))
+    model = train_on_channel(bench.table, "lr", released, config())[0]
+    row = {"route": "source-lr", "m": 0, "epsilon": ledger.epsilon(), **bench.evaluate(model)}
     return [{**row, "s": time.perf_counter() - started}]
 
 

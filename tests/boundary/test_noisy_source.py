@@ -56,3 +56,17 @@ def test_a_classifier_fitted_on_a_noisy_source_predicts_the_clean_label() -> Non
     model = LabelDPClassifier(classes=[0, 1], random_state=0).fit(x, released)
     accuracy = np.mean(model.predict(x).astype(int) == clean)
     assert accuracy > 0.85 > np.mean(reports == clean) + 0.1
+
+
+def test_a_sources_noisy_counts_are_recorded_once_per_unit_as_it_states() -> None:
+    from labeldp.boundary import release_external_counts
+
+    ledger = PrivacyLedger(6, units=[0, 0, 0, 1, 1, 2])
+    release = release_external_counts(ledger, np.arange(6), 2.0, "reports", "reports", counts=np.ones(3))
+    assert release.aggregate and release.labels is None and np.array_equal(release.arrays["counts"], np.ones(3))
+    assert "as the source states (recorded, not drawn by labeldp)" in release.description
+    assert ledger.epsilon() == pytest.approx(2.0, abs=1e-3)  # once per unit, however many of its rows
+    release_randomized_response(ledger, np.array([0, 1]), [3, 5], 2, 1.0, 0, "more")
+    assert ledger.epsilon() == pytest.approx(3.0, abs=2e-3)  # composes with labeldp's own
+    with pytest.raises(ConfigError):
+        release_external_counts(ledger, np.arange(6), 0.0, "reports")

@@ -35,7 +35,7 @@ from labeldp.boundary.release import (
     release_rr_with_prior,
     release_true_labels,
 )
-from labeldp.boundary.release_counts import release_label_marginals, release_noisy_histogram
+from labeldp.boundary.release_counts import release_external_counts, release_label_marginals, release_noisy_histogram
 from labeldp.boundary.release_folder import privatize_table
 from labeldp.boundary.release_hashed import release_hashed_counts
 from labeldp.boundary.released import ReleasedLabels
@@ -60,6 +60,7 @@ __all__ = [
     "privatize_table",
     "read_sidecar",
     "release_dpsgd_plan",
+    "release_external_counts",
     "release_external_labels",
     "release_hashed_counts",
     "release_label_marginals",

@@ -4,7 +4,8 @@ noisy label marginals per bin of every public feature (the logistic fit from mar
 Each counts every member's label once, inside one release: an aggregate event (its noise calibrated to
 the most rows one privacy unit has among the members, :meth:`labeldp.accounting.PrivacyLedger.contribution`)
 recorded once per unit. Like the rest of :mod:`labeldp.boundary.release`, these are the only code that
-reads the labels they count (:func:`~labeldp.boundary.labels.unseal`).
+reads the labels they count (:func:`~labeldp.boundary.labels.unseal`). :func:`release_external_counts`
+reads none: it records the guarantee a source outside labeldp states for counts it noised itself.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from labeldp._validation import check_epsilon
-from labeldp.accounting.events import histogram_event, marginals_event
+from labeldp.accounting.events import histogram_event, marginals_event, stated_event
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.release import Release, _recorded, _release, _true_labels
 from labeldp.mechanisms import noisy_histogram, noisy_marginals
@@ -177,4 +178,57 @@ def release_label_marginals(
     )
 
 
-__all__ = ["release_label_marginals", "release_noisy_histogram"]
+def release_external_counts(
+    ledger: PrivacyLedger,
+    members,
+    stated_epsilon: float,
+    description: str,
+    tag: str | None = None,
+    **arrays: np.ndarray,
+) -> Release:
+    """Noisy counts that a source outside labeldp released (the aggregate reports of a browser's or an
+    operating system's measurement API: noisy counts per key), recorded with the guarantee it states.
+
+    Nothing is drawn or read here: the ledger records, once for all ``members`` as an aggregate, the
+    pure ``stated_epsilon``-DP guarantee per privacy unit the source states
+    (:func:`~labeldp.accounting.events.stated_event`), so that it composes with labeldp's own releases
+    of the same rows. It holds only if the statement is true: labeldp cannot check how the counts were noised.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The ledger the source's guarantee is recorded on, over the rows the counts describe.
+    members : array_like
+        Those rows: indices into the ledger's dataset, or a boolean mask.
+    stated_epsilon : float
+        The epsilon the source states for the whole set of counts, per its unit, > 0.
+    description : str
+        What the source released, in words.
+    tag : str or None, optional
+        The ledger entry's tag, new on the ledger (default None).
+    **arrays : numpy.ndarray
+        The counts as they arrived, and what was derived from them (kept in the release's ``arrays``).
+
+    Returns
+    -------
+    Release
+        The release: no labels, ``arrays`` as given.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If ``stated_epsilon`` is not a finite number > 0, ``members`` is invalid or ``tag`` is on the ledger already.
+    """
+    eps = check_epsilon(stated_epsilon)
+    indices = _recorded(ledger, members, tag)
+    release = Release(
+        indices,
+        stated_event(eps),
+        f"{description}, epsilon={eps:g} as the source states (recorded, not drawn by labeldp)",
+        arrays=arrays,
+        aggregate=True,
+    )
+    return _release(ledger, tag, release)
+
+
+__all__ = ["release_external_counts", "release_label_marginals", "release_noisy_histogram"]

@@ -25,6 +25,7 @@ COMMANDS = {
     "audit": ("labeldp.cli.audit", "empirical epsilon lower bound for a run's recipe"),
     "predict": ("labeldp.cli.predict", "score new rows with a finished run's model"),
     "privatize": ("labeldp.cli.privatize", "release a label column once, for any learner to train on"),
+    "hashed": ("labeldp.cli.hashed", "the ads route: hashed sparse features, trained out of core (train, predict)"),
     "download": ("labeldp.cli.download", "fetch a dataset's standard files (needs internet)"),
 }
 

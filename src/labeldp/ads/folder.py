@@ -1,0 +1,154 @@
+"""The folder of one run of the ads route: its release, written once, and the model trained on it.
+
+Files: ``config.json`` (the table, its columns, the hash spec, epsilon, the settings: everything the
+release and the training depend on), ``release.npz`` (what left the boundary: released labels and
+their channel, or noisy counts), ``ledger.json`` (the spend, per privacy unit and per row),
+``model.pt`` (the model with its hash spec, :func:`labeldp.training.sparse.load_sparse_model`) and
+``summary.json`` (the route, the epsilons, the rows, the speed). ``.lock`` keeps a second process out
+while one works on the folder.
+
+**Release once.** The release is saved, with its ledger, before anything is trained on it. A finished
+folder (one with ``summary.json``) is never released into again
+(:class:`~labeldp.errors.ReleaseExistsError`): that would spend the labels' budget a second time. A
+folder whose training did not finish (an error, an interrupt) is continued by the same call: its saved
+release is read back, never drawn again; under other settings it is refused. A folder holding files
+that are not a run's is refused too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import Release
+from labeldp.errors import ReleaseExistsError, RunDirectoryError
+from labeldp.files import exclusive_lock, write_atomic, write_json_atomic
+
+#: the files of a run folder
+FILES = ("config.json", "release.npz", "ledger.json", "model.pt", "summary.json")
+
+
+class HashedRunFolder:
+    """One run's folder (see the module docstring).
+
+    Parameters
+    ----------
+    root : str or os.PathLike
+        The folder (created if missing).
+    """
+
+    def __init__(self, root):
+        self.root = Path(root)
+
+    config_path = property(lambda self: self.root / "config.json")
+    release_path = property(lambda self: self.root / "release.npz")
+    ledger_path = property(lambda self: self.root / "ledger.json")
+    model_path = property(lambda self: self.root / "model.pt")
+    summary_path = property(lambda self: self.root / "summary.json")
+
+    @contextlib.contextmanager
+    def open(self, config: dict[str, Any]) -> Iterator[tuple[Release, PrivacyLedger] | None]:
+        """Lock the folder for a run of ``config``, and hand over its saved release (None: none yet).
+
+        Parameters
+        ----------
+        config : dict
+            The run's configuration, JSON-ready: written on a first run, compared on a continued one.
+
+        Returns
+        -------
+        contextlib.AbstractContextManager
+            Holding the lock, yielding the saved ``(release, ledger)`` or None.
+
+        Raises
+        ------
+        labeldp.errors.ReleaseExistsError
+            If the run is finished, or its release was made under another configuration.
+        labeldp.errors.RunDirectoryError
+            If the folder holds other files, or a file is in its place.
+        labeldp.errors.RunLockedError
+            If another process holds the lock.
+        """
+        if self.root.exists() and not self.root.is_dir():
+            raise RunDirectoryError(f"cannot create the run folder {self.root}: a file is in the way")
+        self.root.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(self.root / ".lock", f"the run folder {self.root}"):
+            yield self._saved(json.loads(json.dumps(config)))
+
+    def _saved(self, config: dict[str, Any]) -> tuple[Release, PrivacyLedger] | None:
+        if self.summary_path.exists():
+            raise ReleaseExistsError(
+                f"{self.root} holds a finished run: its labels were released once, and releasing them again would "
+                "spend their budget a second time. Predict with it (labeldp hashed predict), or write a run of "
+                "other labels to a new folder"
+            )
+        foreign = sorted(p.name for p in self.root.iterdir() if p.name not in (*FILES, ".lock"))
+        if foreign:
+            raise RunDirectoryError(f"{self.root} holds files that are not a run's ({', '.join(foreign[:5])})")
+        if not self.ledger_path.exists():
+            write_json_atomic(self.config_path, config)
+            return None
+        if json.loads(self.config_path.read_text()) != config:
+            raise ReleaseExistsError(
+                f"{self.root} holds a release made under other settings (config.json): training on it under "
+                "these would misstate the run, and releasing again would spend twice. Use a new folder"
+            )
+        with np.load(self.release_path, allow_pickle=False) as arrays:
+            release = Release.from_arrays(dict(arrays))
+        return release, PrivacyLedger.load(self.ledger_path)
+
+    def save_release(self, release: Release, ledger: PrivacyLedger) -> None:
+        """Save the release, then its ledger (the ledger's presence marks a saved release).
+
+        Parameters
+        ----------
+        release : Release
+            What left the boundary.
+        ledger : PrivacyLedger
+            The ledger it was recorded on.
+        """
+        write_atomic(self.release_path, lambda path: np.savez(path, **release.to_arrays()))
+        ledger.save(self.ledger_path)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """Write ``summary.json``: the run is finished (the model must be written before).
+
+        Parameters
+        ----------
+        summary : dict
+            JSON-ready figures.
+        """
+        write_json_atomic(self.summary_path, summary)
+
+
+def read_summary(root) -> dict[str, Any]:
+    """The summary of a finished run.
+
+    Parameters
+    ----------
+    root : str or os.PathLike
+        The run folder.
+
+    Returns
+    -------
+    dict
+        ``summary.json``.
+
+    Raises
+    ------
+    labeldp.errors.RunDirectoryError
+        If the folder holds no finished run.
+    """
+    folder = HashedRunFolder(root)
+    if not folder.summary_path.exists() or not folder.model_path.exists():
+        raise RunDirectoryError(f"{root} holds no finished run of the ads route (summary.json, model.pt)")
+    return json.loads(folder.summary_path.read_text())
+
+
+__all__ = ["FILES", "HashedRunFolder", "read_summary"]

@@ -1,0 +1,314 @@
+"""The ads route as one call: a Parquet table of impressions, its labels released once through the
+boundary, a hashed model trained out of core on the release, a run folder
+(:mod:`labeldp.ads.folder`), and predictions on new rows hashed the same way.
+
+- :func:`fit_hashed`: labeldp's own release, noisy label counts over every bucket (``route="counts"``)
+  or randomized response on every label (``route="rr"``), at ``epsilon`` per privacy unit;
+- :func:`fit_from_noisy_source`: labels a source randomized before labeldp saw them (a flip rate, a
+  randomized-response matrix), recorded with the guarantee the source states, nothing drawn;
+- :func:`labeldp.ads.reports.fit_from_reports`: a source's aggregate reports (noisy counts per key);
+- :func:`predict_hashed`: a finished run's probabilities for the rows of a table.
+
+With a unit column the ledger composes per unit (a user's rows are protected together); with
+``max_rows_per_unit`` = m at most m rows of each unit are released, chosen by the public seed, and each
+row's epsilon is about epsilon / m. ``summary.json`` gives both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from labeldp.accounting import PrivacyLedger
+from labeldp.ads.folder import HashedRunFolder, read_summary
+from labeldp.ads.train import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
+from labeldp.boundary import LabelDomain, Release, release_external_labels, release_randomized_response
+from labeldp.config.hashed import DEFAULT_BLOCK_ROWS, HashedConfig
+from labeldp.data.hashed_table import read_private_labels
+from labeldp.data.hashing import HashSpec, hashed_blocks, table_rows
+from labeldp.errors import ConfigError
+from labeldp.mechanisms import parse_channel
+from labeldp.randomness import NoiseSource
+from labeldp.training.from_counts import CountStatistics
+from labeldp.training.sparse import load_sparse_model, predict_sparse, save_sparse_model
+
+#: what a route trains from its release: ``train(table, release, config) -> (model, history, rate)``
+Trainer = Callable[[HashedTable, Release, HashedConfig], tuple[Any, list, float]]
+
+
+def _classes(classes: Sequence) -> list:
+    declared = list(LabelDomain(classes).declared)
+    if len(declared) != 2:
+        raise ConfigError(
+            f"the ads route's models are binary: declare two classes, the positive second, got {declared}"
+        )
+    return declared
+
+
+def fit_hashed(
+    table,
+    out,
+    *,
+    label_column: str,
+    classes: Sequence,
+    spec: HashSpec,
+    epsilon: float,
+    noise: NoiseSource | None = None,
+    **options,
+) -> dict[str, Any]:
+    """Release the label column once (noisy counts or randomized response), train a hashed model on the
+    release out of core, and write the run folder ``out``.
+
+    Parameters
+    ----------
+    table : str or os.PathLike
+        A Parquet file or folder: the impressions, their categorical columns public, the label private.
+    out : str or os.PathLike
+        The run folder: new, or a run of the same settings whose training did not finish.
+    label_column : str
+        The private label column.
+    classes : sequence
+        The two label values, the positive second.
+    spec : HashSpec
+        The hashed slots (:func:`labeldp.ads.hash_spec`).
+    epsilon : float
+        The privacy parameter per privacy unit (per row without a unit column), > 0.
+    noise : NoiseSource or None, optional
+        Where the noise comes from (default: fresh OS entropy).
+    **options
+        :class:`~labeldp.config.hashed.HashedConfig`'s fields: ``route`` (``"counts"``, ``"rr"``),
+        ``model``, ``unit_column``, ``max_rows_per_unit``, the training settings.
+
+    Returns
+    -------
+    dict
+        The summary written to ``summary.json``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        For invalid settings (checked before anything is drawn).
+    labeldp.errors.DataError
+        If the table lacks a column, or a label is outside the classes (before anything is released).
+    labeldp.errors.ReleaseExistsError
+        If ``out`` holds a finished run, or a release made under other settings.
+    """
+    config = HashedConfig(**options)
+    if config.route not in ("counts", "rr"):
+        raise ConfigError(f"route {config.route!r}: use fit_from_noisy_source or fit_from_reports")
+    classes, noise = _classes(classes), noise or NoiseSource()
+    data = HashedTable(table, spec, config.block_rows)
+    data.check_columns(label_column, config.unit_column)
+    epsilon = _positive(epsilon)
+
+    def draw(ledger: PrivacyLedger, members: np.ndarray) -> Release:
+        if config.route == "counts":
+            return release_counts(
+                data, label_column, classes, ledger, members, epsilon, noise.generator("histogram"), "counts"
+            )
+        labels = read_private_labels(data.source, label_column, classes)
+        return release_randomized_response(
+            ledger, labels[members], members, 2, epsilon, noise.generator("label-release"), "labels"
+        )
+
+    facts = {"label_column": label_column, "classes": classes, "epsilon": epsilon, "noise": noise.describe()}
+    train = _train_counts if config.route == "counts" else _train_labels
+    return run_route(data, out, config, facts, draw, train, noise.private)
+
+
+def fit_from_noisy_source(
+    table,
+    out,
+    *,
+    label_column: str,
+    classes: Sequence,
+    spec: HashSpec,
+    channel,
+    stated_epsilon: float | None = None,
+    **options,
+) -> dict[str, Any]:
+    """Train on labels a source randomized before labeldp saw them (event-level reports with a published
+    flip rate or randomized-response matrix), debiased through that channel; the ledger records the
+    guarantee the source states (:func:`~labeldp.boundary.release_external_labels`), nothing is drawn.
+
+    The guarantee holds only if the source's statement is true: labeldp cannot check how the labels were
+    randomized. A source's reports are not bounded per unit by the source: with a unit column, the ledger
+    composes the reports of each unit that the training reads (at most ``max_rows_per_unit`` of them).
+
+    Parameters
+    ----------
+    table : str or os.PathLike
+        A Parquet file or folder whose ``label_column`` holds the reports.
+    out : str or os.PathLike
+        The run folder.
+    label_column : str
+        The reported labels.
+    classes : sequence
+        The two label values, the positive second.
+    spec : HashSpec
+        The hashed slots.
+    channel : str or array_like
+        The source's channel: ``"flip:RATE"``, ``"rr:EPSILON"``, or a (2, 2) matrix M[y, z] = Pr[z | y]
+        (as JSON text or an array).
+    stated_epsilon : float or None, optional
+        The epsilon the source states per label, at least its channel's (default: the channel's).
+    **options
+        :class:`~labeldp.config.hashed.HashedConfig`'s fields (``route`` is ``"source"``).
+
+    Returns
+    -------
+    dict
+        The summary written to ``summary.json``.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        For an invalid channel, stated epsilon or setting, before anything is recorded.
+    labeldp.errors.ReleaseExistsError
+        As :func:`fit_hashed`.
+    """
+    config = HashedConfig(**{**options, "route": "source"})
+    classes = _classes(classes)
+    matrix = parse_channel(channel, 2) if isinstance(channel, str) else np.asarray(channel, dtype=np.float64)
+    data = HashedTable(table, spec, config.block_rows)
+    data.check_columns(label_column, config.unit_column)
+
+    def draw(ledger: PrivacyLedger, members: np.ndarray) -> Release:
+        labels = read_private_labels(data.source, label_column, classes)
+        return release_external_labels(ledger, labels[members], members, matrix, stated_epsilon, "source")
+
+    facts = {"label_column": label_column, "classes": classes, "channel": matrix.tolist()}
+    facts["stated_epsilon"] = stated_epsilon
+    return run_route(data, out, config, facts, draw, _train_labels, True)
+
+
+def _positive(epsilon: float) -> float:
+    if not 0 < float(epsilon) < np.inf:
+        raise ConfigError(f"epsilon must be a finite number > 0, got {epsilon}")
+    return float(epsilon)
+
+
+def _train_labels(table: HashedTable, release: Release, config: HashedConfig):
+    return train_on_channel(table, config.model, release, config)
+
+
+def _train_counts(table: HashedTable, release: Release, config: HashedConfig):
+    statistics = CountStatistics.from_release(release, table.spec)
+    mask = np.zeros(table.rows, dtype=bool)
+    mask[release.members] = True
+    model, history = fit_counts(table, statistics, mask, config)
+    return model, history, statistics.rate
+
+
+def run_route(
+    table: HashedTable,
+    out,
+    config: HashedConfig,
+    facts: dict[str, Any],
+    draw: Callable[[PrivacyLedger, np.ndarray], Release],
+    train: Trainer,
+    private: bool,
+) -> dict[str, Any]:
+    """Release once into the run folder ``out`` (or read the release back), train, write the model and summary.
+
+    Parameters
+    ----------
+    table : HashedTable
+        The table.
+    out : str or os.PathLike
+        The run folder.
+    config : HashedConfig
+        The settings.
+    facts : dict
+        The route's own facts for ``config.json`` and the summary (columns, epsilon, channel...).
+    draw : callable
+        ``draw(ledger, members) -> Release``: the one release, recorded on ``ledger``.
+    train : callable
+        ``train(table, release, config) -> (model, history, rate)``.
+    private : bool
+        Whether the release's noise is secret (False for an insecure seed: said in the summary).
+
+    Returns
+    -------
+    dict
+        The summary.
+    """
+    started = time.perf_counter()
+    folder = HashedRunFolder(out)
+    settings = {"table": str(table.source), "spec": table.spec.to_dict(), **facts, **dataclasses.asdict(config)}
+    ledger, members = unit_members(table, config)  # public: the unit column and the seed
+    with folder.open(settings) as saved:
+        if saved is None:
+            release = draw(ledger, members)
+            folder.save_release(release, ledger)
+        else:
+            release, ledger = saved
+        released = time.perf_counter()
+        model, history, rate = train(table, release, config)
+        save_sparse_model(folder.model_path, model, table.spec)
+        trained = time.perf_counter()
+        summary = _summary(table, config, facts, release, ledger, history, rate)
+        summary["seconds"] = {"release": released - started, "training": trained - released, "total": trained - started}
+        summary["private"] = private
+        folder.finish(summary)
+    return summary
+
+
+def _summary(table, config, facts, release, ledger, history, rate) -> dict[str, Any]:
+    rows_trained = sum(record["rows"] for record in history)
+    seconds = sum(record["seconds"] for record in history)
+    return {
+        **facts,
+        "route": config.route,
+        "model": config.model,
+        "rows": table.rows,
+        "members": int(release.members.size),
+        "unit_column": config.unit_column,
+        "privacy_units": ledger.num_units if ledger.units is not None else None,
+        "max_rows_per_unit": config.max_rows_per_unit,
+        "epsilon_per_unit": ledger.epsilon(),
+        "epsilon_per_row": ledger.row_epsilon(),
+        "release": release.description,
+        "base_rate": rate,
+        "history": history,
+        "rows_per_second": rows_trained / seconds if seconds else None,
+    }
+
+
+def predict_hashed(folder, table, block_rows: int = DEFAULT_BLOCK_ROWS) -> np.ndarray:
+    """The positive class's probability for every row of ``table``, hashed as the run's training rows were.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        A finished run folder.
+    table : str or os.PathLike
+        A Parquet file or folder with the run's categorical columns.
+    block_rows : int, optional
+        Rows read at a time.
+
+    Returns
+    -------
+    numpy.ndarray
+        (rows,) probabilities, in table order.
+
+    Raises
+    ------
+    labeldp.errors.RunDirectoryError
+        If ``folder`` holds no finished run.
+    labeldp.errors.DataError
+        If the table lacks a hashed column.
+    """
+    read_summary(folder)
+    model, spec = load_sparse_model(HashedRunFolder(folder).model_path)
+    found = np.empty(table_rows(table))
+    positions, probabilities = predict_sparse(model, hashed_blocks(table, spec, block_rows))
+    found[positions] = probabilities
+    return found
+
+
+__all__ = ["fit_from_noisy_source", "fit_hashed", "predict_hashed", "run_route"]

@@ -1,0 +1,399 @@
+"""The ads route's pieces below its run folder: a hashed Parquet table and its public facts, the two
+releases drawn on it, and the training of a hashed model on what a release gives (labels through their
+channel, or noisy counts), calibrated.
+
+:func:`labeldp.ads.fit_hashed` composes them into a run folder; ``benchmarks/ads_scale.py`` composes
+them into its table of routes. Everything here after a release reads public columns and released
+quantities only: post-processing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+from scipy.special import logit
+
+from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import Release, release_hashed_counts
+from labeldp.boundary.units import bound_contributions, unit_codes
+from labeldp.config.hashed import CALIBRATION_ROWS, DEFAULT_SLOT_BITS, HashedConfig
+from labeldp.data.hashed_table import PositionTargets, labelled_blocks, read_column, released_blocks
+from labeldp.data.hashing import HashedBlock, HashSpec, Slot, bucket_sizes, hashed_blocks, parquet_files, table_rows
+from labeldp.errors import ConfigError, DataError
+from labeldp.models.sparse import HashedFM, HashedLogistic
+from labeldp.randomness import RandomSource
+from labeldp.training.from_counts import RATE_FLOOR, CountStatistics, count_target_blocks, log_odds_model
+from labeldp.training.sparse import SparseTrainConfig, calibrate_intercept, counts_loss, forward_loss, train_sparse
+
+
+def hash_spec(
+    columns: Sequence[str],
+    crosses: Sequence[Sequence[str]] = (),
+    bits: int = DEFAULT_SLOT_BITS,
+    slot_bits: Mapping[str, int] | None = None,
+    seed: int = 0,
+) -> HashSpec:
+    """The slots of an ads table: each categorical column, then each declared cross.
+
+    Parameters
+    ----------
+    columns : sequence of str
+        The categorical columns, each its own slot.
+    crosses : sequence of sequence of str, optional
+        The crosses, each two or more columns (``("advertiser", "site")``).
+    bits : int, optional
+        A slot's buckets, ``2 ** bits``, where ``slot_bits`` does not name it.
+    slot_bits : Mapping of str to int or None, optional
+        Bits by slot: a column, or a cross's columns joined by ``":"`` (``"advertiser:site"``) or ``"x"``.
+    seed : int, optional
+        The hash's public seed.
+
+    Returns
+    -------
+    HashSpec
+        The slots, in that order.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If a cross has fewer than two columns, a slot repeats, or ``slot_bits`` names no slot.
+    """
+    groups = [(column,) for column in columns] + [tuple(cross) for cross in crosses]
+    if any(len(cross) < 2 for cross in crosses):
+        raise ConfigError(f"a cross is two or more columns, got {[list(c) for c in crosses if len(c) < 2]}")
+    named = {key.replace(":", "x"): value for key, value in (slot_bits or {}).items()}
+    slots = tuple(Slot(group, int(named.pop("x".join(group), bits))) for group in groups)
+    if named:
+        raise ConfigError(f"--slot-bits names slots that are not hashed: {sorted(named)}")
+    return HashSpec(slots, seed)
+
+
+@dataclasses.dataclass
+class HashedTable:
+    """A Parquet table hashed by ``spec``, read ``block_rows`` rows at a time, and its public facts.
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        A Parquet file or folder.
+    spec : HashSpec
+        The slots.
+    block_rows : int
+        Rows per block.
+    """
+
+    source: Path
+    spec: HashSpec
+    block_rows: int
+
+    def __post_init__(self) -> None:
+        self.source = Path(self.source)
+        self.rows = table_rows(self.source)
+        if self.rows == 0:
+            raise DataError(f"{self.source}: the table has no rows")
+
+    def check_columns(self, *columns: str | None) -> None:
+        """Refuse a table without the spec's columns and ``columns`` (before anything is drawn).
+
+        Parameters
+        ----------
+        *columns : str or None
+            Further columns the run reads (None: none).
+
+        Raises
+        ------
+        labeldp.errors.DataError
+            Naming the missing columns.
+        """
+        present = set(pq.read_schema(parquet_files(self.source)[0]).names)
+        missing = [name for name in (*self.spec.columns, *columns) if name is not None and name not in present]
+        if missing:
+            raise DataError(f"{self.source} lacks the columns {missing}")
+
+    def blocks(self, columns: Sequence[str] = ()) -> Iterator[HashedBlock]:
+        """The table's hashed blocks (:func:`~labeldp.data.hashing.hashed_blocks`).
+
+        Parameters
+        ----------
+        columns : sequence of str, optional
+            Other columns handed over with each block.
+
+        Returns
+        -------
+        iterator of HashedBlock
+            The blocks, in table order.
+        """
+        return hashed_blocks(self.source, self.spec, self.block_rows, columns)
+
+    @functools.cached_property
+    def sizes(self) -> np.ndarray:
+        """(num_buckets,) the rows of every bucket (public)."""
+        return bucket_sizes(self.blocks(), self.spec.num_buckets)
+
+    def sample(self, members: np.ndarray | None = None, rows: int = CALIBRATION_ROWS) -> list[np.ndarray]:
+        """The buckets of the first ``rows`` members (a sample of public rows, to fit or calibrate on).
+
+        Parameters
+        ----------
+        members : numpy.ndarray or None, optional
+            (rows,) boolean: the rows sampled from (default: all).
+        rows : int, optional
+            At least this many rows are taken, in whole blocks (or all there are).
+
+        Returns
+        -------
+        list of numpy.ndarray
+            (rows, F) buckets, by block.
+        """
+        found, taken = [], 0
+        for block in self.blocks():
+            buckets = block.buckets if members is None else block.buckets[members[block.positions]]
+            found.append(buckets)
+            taken += len(buckets)
+            if taken >= rows:
+                break
+        return found
+
+
+def unit_members(table: HashedTable, config: HashedConfig) -> tuple[PrivacyLedger, np.ndarray]:
+    """The ledger of the table's rows (per privacy unit where ``config`` names a unit column) and the rows
+    a release reads (at most ``config.max_rows_per_unit`` of each unit, chosen by the public seed).
+
+    Parameters
+    ----------
+    table : HashedTable
+        The table.
+    config : HashedConfig
+        The unit column, the bound and the seed.
+
+    Returns
+    -------
+    ledger : PrivacyLedger
+        An empty ledger over the table's rows.
+    members : numpy.ndarray
+        The rows kept, sorted positions.
+    """
+    if config.unit_column is None:
+        return PrivacyLedger(table.rows), np.arange(table.rows)
+    units = unit_codes(read_column(table.source, config.unit_column))
+    ledger = PrivacyLedger(table.rows, units=units)
+    if config.max_rows_per_unit is None:
+        return ledger, np.arange(table.rows)
+    return ledger, bound_contributions(units, config.max_rows_per_unit, config.seed)
+
+
+def release_counts(
+    table: HashedTable,
+    label_column: str,
+    classes: Sequence,
+    ledger: PrivacyLedger,
+    members,
+    epsilon: float,
+    rng: RandomSource,
+    tag=None,
+) -> Release:
+    """Noisy label counts of every bucket, streamed (:func:`~labeldp.boundary.release_hashed_counts`).
+
+    Parameters
+    ----------
+    table : HashedTable
+        The table.
+    label_column : str
+        The private label column.
+    classes : sequence
+        The two classes, the positive second.
+    ledger : PrivacyLedger
+        The ledger it is recorded on.
+    members : numpy.ndarray
+        The rows counted.
+    epsilon : float
+        Per privacy unit.
+    rng : RandomSource
+        The noise.
+    tag : str or None, optional
+        The ledger entry's tag.
+
+    Returns
+    -------
+    Release
+        ``arrays["counts"]`` and ``arrays["sizes"]``.
+    """
+    blocks = labelled_blocks(table.source, table.spec, label_column, classes, table.block_rows)
+    spec = table.spec
+    return release_hashed_counts(ledger, blocks, members, spec.num_buckets, spec.num_slots, 2, epsilon, rng, tag)
+
+
+def channel_matrix(labels: np.ndarray, likelihood: np.ndarray) -> np.ndarray:
+    """The (2, 2) channel M[y, z] = Pr[released z | y] shared by released labels (RR, a source's flips),
+    read off their likelihood rows (row i's is M[:, z_i]).
+
+    Parameters
+    ----------
+    labels : numpy.ndarray
+        (n,) the released labels, 0 or 1.
+    likelihood : numpy.ndarray
+        (n, 2) their likelihood rows.
+
+    Returns
+    -------
+    numpy.ndarray
+        (2, 2) the channel (a column no label shows is the complement of the other).
+    """
+    matrix = np.full((2, 2), np.nan)
+    for value in (0, 1):
+        rows = np.flatnonzero(labels == value)
+        if rows.size:
+            matrix[:, value] = likelihood[rows[0]]
+    for value in (0, 1):
+        if np.isnan(matrix[0, value]):
+            matrix[:, value] = 1 - matrix[:, 1 - value]
+    return matrix
+
+
+def channel_rate(labels: np.ndarray, matrix: np.ndarray) -> float:
+    """The positive rate estimated, unbiased, from released labels through their channel: the released
+    positive share q = r M[1, 1] + (1 - r) M[0, 1], solved for r (clipped to [RATE_FLOOR, 1 - RATE_FLOOR]).
+
+    Parameters
+    ----------
+    labels : numpy.ndarray
+        (n,) the released labels.
+    matrix : numpy.ndarray
+        (2, 2) their channel.
+
+    Returns
+    -------
+    float
+        The estimate.
+    """
+    gap = max(matrix[1, 1] - matrix[0, 1], 1e-6)
+    return float(np.clip((np.mean(labels == 1) - matrix[0, 1]) / gap, RATE_FLOOR, 1 - RATE_FLOOR))
+
+
+def new_model(kind: str, num_buckets: int, config: HashedConfig) -> torch.nn.Module:
+    """A hashed model, its factors drawn from the public seed (torch's global generator is left as it was).
+
+    Parameters
+    ----------
+    kind : str
+        ``"lr"`` or ``"fm"``.
+    num_buckets : int
+        The index space's size.
+    config : HashedConfig
+        The seed and the factors' dimension.
+
+    Returns
+    -------
+    torch.nn.Module
+        A :class:`~labeldp.models.sparse.HashedLogistic` or :class:`~labeldp.models.sparse.HashedFM`.
+    """
+    with torch.random.fork_rng():
+        torch.manual_seed(config.seed)
+        return HashedLogistic(num_buckets) if kind == "lr" else HashedFM(num_buckets, config.dim)
+
+
+def train_on_channel(
+    table: HashedTable, kind: str, release: Release, config: HashedConfig
+) -> tuple[torch.nn.Module, list[dict], float]:
+    """A model trained with the forward loss on released labels (RR's, a source's), its intercept calibrated.
+
+    The penalty grows by 1 / (M[1, 1] - M[0, 1])^2 (a label through the channel keeps that share of its
+    information: (2p - 1)^2 under randomized response keeping it with probability p); the intercept is
+    then shifted so that the mean prediction over the first released rows is the rate estimated through
+    the channel (:func:`channel_rate`). Both are functions of the release: post-processing.
+
+    Parameters
+    ----------
+    table : HashedTable
+        The table the labels were released from.
+    kind : str
+        ``"lr"`` or ``"fm"``.
+    release : Release
+        Its ``members``, ``labels`` and ``likelihood``.
+    config : HashedConfig
+        The training settings.
+
+    Returns
+    -------
+    model : torch.nn.Module
+        The model.
+    history : list of dict
+        One record per epoch.
+    rate : float
+        The rate estimated from the release.
+    """
+    matrix = channel_matrix(release.labels, release.likelihood)
+    rate = channel_rate(release.labels, matrix)
+    targets = PositionTargets.from_channel(table.rows, release.members, release.likelihood)
+    model = new_model(kind, table.spec.num_buckets, config)
+    with torch.no_grad():
+        model.bias.fill_(float(logit(rate)))
+    settings = config.training(kind)
+    settings["l2"] /= max(matrix[1, 1] - matrix[0, 1], 1e-3) ** 2
+    blocks = released_blocks(table.source, table.spec, targets, table.block_rows)
+    history = train_sparse(model, blocks, forward_loss, SparseTrainConfig(**settings), table.sizes)
+    calibrate_intercept(model, table.sample(targets.released), rate)
+    return model, history, rate
+
+
+def fit_counts(
+    table: HashedTable,
+    statistics: CountStatistics,
+    members: np.ndarray | None,
+    config: HashedConfig,
+    sizes: np.ndarray | None = None,
+    after_log_odds: Callable[[torch.nn.Module], None] | None = None,
+) -> tuple[torch.nn.Module, list[dict]]:
+    """The logistic regression fitted from noisy counts: the log-odds model, then the counts' likelihood
+    trained out of core from it, the intercept calibrated to the counts' base rate.
+
+    Parameters
+    ----------
+    table : HashedTable
+        The table the counts describe.
+    statistics : CountStatistics
+        The counts' post-processing.
+    members : numpy.ndarray or None
+        (rows,) boolean: the rows counted (None: all).
+    config : HashedConfig
+        The training settings (the ``"counts"`` ones).
+    sizes : numpy.ndarray or None, optional
+        The buckets' sizes for the penalty (default: the counts').
+    after_log_odds : callable or None, optional
+        Called with the log-odds model before it is trained further (a benchmark scores it).
+
+    Returns
+    -------
+    model : HashedLogistic
+        The model.
+    history : list of dict
+        One record per epoch.
+    """
+    sample = table.sample(members)
+    model = log_odds_model(statistics, sample)
+    if after_log_odds is not None:
+        after_log_odds(model)
+    blocks = count_target_blocks(table.source, table.spec, statistics, members, table.block_rows)
+    settings = SparseTrainConfig(**config.training("counts"))
+    history = train_sparse(model, blocks, counts_loss, settings, statistics.sizes if sizes is None else sizes)
+    calibrate_intercept(model, sample, statistics.rate)
+    return model, history
+
+
+__all__ = [
+    "HashedTable",
+    "channel_matrix",
+    "channel_rate",
+    "fit_counts",
+    "hash_spec",
+    "new_model",
+    "release_counts",
+    "train_on_channel",
+    "unit_members",
+]

@@ -1,0 +1,188 @@
+"""``labeldp hashed``: the ads route on the command line, ``train`` (release once, train a hashed model
+out of core, write a run folder) and ``predict`` (a finished run's probabilities for new rows)."""
+
+from __future__ import annotations
+
+import argparse
+
+from labeldp.config.hashed import DEFAULT_BLOCK_ROWS, DEFAULT_SLOT_BITS, HashedConfig
+from labeldp.options import add_dataclass_arguments
+
+DESCRIPTION = (
+    "The ads route: a Parquet table of impressions whose categorical columns (and their declared crosses) are "
+    "public and hashed into sparse features, whose label column is private. `train` releases the labels once "
+    "(noisy label counts over every hashed bucket, or randomized response; per privacy unit with "
+    "--privacy-unit), or takes labels a source randomized (--source-channel) or its aggregate reports "
+    "(--reports), trains a logistic regression or a factorization machine out of core, and writes a run folder "
+    "(model.pt with its hashing, ledger.json, summary.json); an existing finished run is never released into "
+    "again. `predict` scores new rows hashed the same way."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``hashed``'s actions and their arguments.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser.
+    """
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _add_train(actions.add_parser("train", help="release once, train, write a run folder", description=DESCRIPTION))
+    predict = actions.add_parser("predict", help="a finished run's probabilities for the rows of a table")
+    predict.add_argument("--run", required=True, metavar="FOLDER", help="the run folder of `labeldp hashed train`")
+    predict.add_argument("--table", required=True, metavar="PATH", help="Parquet file or folder of rows to score")
+    predict.add_argument("--id-column", metavar="COL", help="a column copied next to each probability")
+    predict.add_argument("--out", required=True, metavar="FILE", help="the Parquet file of probabilities to write")
+    predict.add_argument("--block-rows", type=int, default=DEFAULT_BLOCK_ROWS, help="rows read at a time")
+
+
+def _add_train(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--table", required=True, metavar="PATH", help="Parquet file or folder of impressions")
+    parser.add_argument("--label-column", metavar="COL", help="the private labels (or a source's reported ones)")
+    parser.add_argument("--classes", nargs=2, metavar="VALUE", help="the two label values, the positive second")
+    parser.add_argument("--columns", required=True, nargs="+", metavar="COL", help="the categorical columns hashed")
+    parser.add_argument(
+        "--cross", action="append", default=[], metavar="A:B", help="a declared cross of columns (repeatable)"
+    )
+    parser.add_argument(
+        "--bits", type=int, default=DEFAULT_SLOT_BITS, help="each slot's buckets are 2^bits (default %(default)s)"
+    )
+    parser.add_argument(
+        "--slot-bits", nargs="+", default=[], metavar="SLOT=BITS", help="bits of named slots (advertiser:site=20)"
+    )
+    parser.add_argument("--hash-seed", type=int, default=0, help="the hash's public seed (default %(default)s)")
+    parser.add_argument("--epsilon", type=float, help="the budget per privacy unit of --route counts or rr (> 0)")
+    parser.add_argument(
+        "--source-channel",
+        metavar="CHANNEL",
+        help="--route source: the labels arrived randomized by this channel, flip:RATE, rr:EPSILON or a 2 x 2 "
+        "matrix as JSON (M[y][z] = Pr[reported z | true y])",
+    )
+    parser.add_argument(
+        "--stated-epsilon", type=float, help="--route source: the epsilon the source states per label, if larger"
+    )
+    parser.add_argument(
+        "--reports", metavar="PATH", help="--route reports: the source's report table (see labeldp.ads.reports)"
+    )
+    add_dataclass_arguments(parser, HashedConfig)
+    noise = parser.add_mutually_exclusive_group()
+    noise.add_argument("--secure-rng", action="store_true", help="draw the noise from ChaCha20 keyed from the OS")
+    noise.add_argument(
+        "--insecure-noise-seed", type=int, metavar="SEED", help="reproducible noise for tests: NOT PRIVATE"
+    )
+    parser.add_argument("--out", required=True, help="the run folder to create")
+
+
+def _route(args: argparse.Namespace) -> str:
+    """The route the flags ask for, checked against them (before anything is read or drawn)."""
+    from labeldp.errors import ConfigError
+
+    implied = "source" if args.source_channel else "reports" if args.reports else None
+    route = getattr(args, "route", None) or implied or HashedConfig().route
+    if args.source_channel and args.reports:
+        raise ConfigError("--source-channel and --reports are two routes: give one")
+    if implied and route != implied:
+        raise ConfigError(f"--{'source-channel' if implied == 'source' else 'reports'} is --route {implied}")
+    if route == "source" and not args.source_channel:
+        raise ConfigError("--route source needs the source's channel: --source-channel flip:RATE (or a matrix)")
+    if route == "reports" and not args.reports:
+        raise ConfigError("--route reports needs the report table: --reports PATH")
+    if args.stated_epsilon is not None and route != "source":
+        raise ConfigError("--stated-epsilon is what a source states for its labels: --route source")
+    if route in ("counts", "rr") and args.epsilon is None:
+        raise ConfigError(f"--route {route} releases the labels: give --epsilon")
+    if route in ("source", "reports") and (args.epsilon is not None or args.secure_rng or args.insecure_noise_seed):
+        raise ConfigError(f"--route {route}: the source states the guarantee, labeldp draws nothing (no --epsilon)")
+    if route != "reports" and (args.label_column is None or args.classes is None):
+        raise ConfigError(f"--route {route} needs --label-column and --classes")
+    return route
+
+
+def _spec(args: argparse.Namespace):
+    from labeldp.ads import hash_spec
+    from labeldp.errors import ConfigError
+
+    try:
+        bits = {name: int(value) for name, _, value in (item.partition("=") for item in args.slot_bits)}
+    except ValueError:
+        raise ConfigError(f"--slot-bits takes SLOT=BITS, got {args.slot_bits}") from None
+    crosses = [cross.split(":") for cross in args.cross]
+    return hash_spec(args.columns, crosses, args.bits, bits, args.hash_seed)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Run ``labeldp hashed train`` or ``labeldp hashed predict``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        For flags that cannot work together, before anything is read or drawn.
+    labeldp.errors.DataError
+        If a table lacks a column or a label is outside the classes, before anything is released.
+    labeldp.errors.ReleaseExistsError
+        If ``--out`` holds a finished run.
+    """
+    if args.action == "predict":
+        _predict(args)
+        return
+    from labeldp import ads
+    from labeldp.options import typed_options
+    from labeldp.randomness import NoiseSource
+
+    route = _route(args)
+    options = {name: getattr(args, name) for name in typed_options(args, HashedConfig)} | {"route": route}
+    spec = _spec(args)
+    labels = {"label_column": args.label_column, "classes": args.classes}
+    if route == "source":
+        del options["route"]
+        summary = ads.fit_from_noisy_source(
+            args.table, args.out, **labels, spec=spec, channel=args.source_channel,
+            stated_epsilon=args.stated_epsilon, **options,
+        )  # fmt: skip
+    elif route == "reports":
+        del options["route"]
+        summary = ads.fit_from_reports(args.table, args.out, reports=args.reports, spec=spec, **options)
+    else:
+        noise = NoiseSource(secure=args.secure_rng, insecure_seed=args.insecure_noise_seed)
+        summary = ads.fit_hashed(
+            args.table, args.out, **labels, spec=spec, epsilon=args.epsilon, noise=noise, **options
+        )
+    _print_summary(summary, args.out)
+
+
+def _print_summary(summary: dict, out) -> None:
+    from labeldp.accounting.rounding import format_epsilon
+
+    per_row = format_epsilon(summary["epsilon_per_row"])
+    unit = f" per {summary['unit_column']}, {per_row} per row" if summary["unit_column"] else " per row"
+    speed = summary["rows_per_second"]
+    print(
+        f"{summary['route']} route, {summary['model']}: {summary['members']:,} of {summary['rows']:,} rows released; "
+        f"the ledger's epsilon {format_epsilon(summary['epsilon_per_unit'])}{unit}; trained at "
+        f"{speed or 0:,.0f} rows/s in {summary['seconds']['total']:.1f} s"
+    )
+    print(f"written: {out}/ (model.pt with its hashing, ledger.json, summary.json, release.npz, config.json)")
+    if not summary["private"]:
+        print("NOT PRIVATE: the noise is reproducible from --insecure-noise-seed")
+
+
+def _predict(args: argparse.Namespace) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from labeldp.ads import predict_hashed
+    from labeldp.data.hashed_table import read_column
+    from labeldp.files import write_atomic
+
+    probabilities = predict_hashed(args.run, args.table, args.block_rows)
+    columns = {"probability": probabilities}
+    if args.id_column:
+        columns = {args.id_column: read_column(args.table, args.id_column), **columns}
+    write_atomic(args.out, lambda path: pq.write_table(pa.table(columns), path))
+    print(f"wrote {len(probabilities):,} probabilities to {args.out} (mean {probabilities.mean():.4g})")
