@@ -30,6 +30,10 @@ _EXPORTS = {
     "RunConfig": "labeldp.runs",
     "train_run": "labeldp.runs",
     "tune": "labeldp.experiments.tune",
+    "fit_hashed": "labeldp.ads",
+    "predict_hashed": "labeldp.ads",
+    "fit_from_noisy_source": "labeldp.ads",
+    "fit_from_reports": "labeldp.ads",
 }
 
 
