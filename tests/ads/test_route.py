@@ -67,6 +67,38 @@ def test_an_unfinished_run_continues_from_its_saved_release_without_a_second_dra
         _fit(ads, spec, out, route="rr", epsilon=2.0)
 
 
+def test_a_run_stopped_between_its_release_and_its_ledger_records_the_saved_release_never_a_second_draw(
+    ads, spec, tmp_path, monkeypatch
+) -> None:
+    out = tmp_path / "run"
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(PrivacyLedger, "save", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            _fit(ads, spec, out, route="rr")
+    assert (out / "release.npz").exists() and not (out / "ledger.json").exists()
+    release = (out / "release.npz").read_bytes()
+    with pytest.raises(ReleaseExistsError, match="other settings"):  # released: never drawn again, under any settings
+        _fit(ads, spec, out, route="rr", epsilon=2.0)
+    summary = _fit(ads, spec, out, route="rr")
+    assert (out / "release.npz").read_bytes() == release
+    ledger = PrivacyLedger.load(out / "ledger.json")
+    assert [entry.tag for entry in ledger.entries] == ["labels"] and summary["epsilon_per_unit"] == pytest.approx(4.0)
+
+
+def test_a_ledger_whose_release_file_is_missing_is_refused_never_drawn_again(ads, spec, tmp_path) -> None:
+    out = tmp_path / "run"
+    _fit(ads, spec, out, route="rr")
+    (out / "summary.json").unlink()
+    (out / "release.npz").unlink()
+    with pytest.raises(RunDirectoryError, match="is missing"):
+        _fit(ads, spec, out, route="rr")
+    assert not (out / "release.npz").exists()
+
+
 def test_errors_come_before_any_spend(ads, spec, tmp_path) -> None:
     out = tmp_path / "run"
     with pytest.raises(ConfigError, match="logistic regression"):

@@ -94,6 +94,17 @@ def test_a_run_releases_the_marginals_once_and_learns_the_rare_positives(tables,
     assert roc_auc_score(truth["bought"], predicted["p_1"]) == pytest.approx(summary["test_auc"], abs=1e-6)
 
 
+def test_a_privacy_units_marginals_cover_its_rows_and_the_summary_states_that_noise(tmp_path) -> None:
+    train, test = tmp_path / "shop.csv", tmp_path / "shop-test.csv"
+    _rows(3000, 0).assign(user=np.arange(3000) // 4).to_csv(train, index=False)
+    _rows(1000, 1).assign(user=0).to_csv(test, index=False)
+    config = _config(train, test, privacy_unit="user", max_rows_per_unit=3)
+    summary = train_run(config, tmp_path / "run", progress=False)
+    event = RunDirectory(tmp_path / "run").read_ledger().entries[0].event
+    assert event.sensitivity == 3 * 3 and summary["epsilon"] == pytest.approx(2.0)  # 3 features x 3 rows a unit
+    assert summary["marginals"]["noise_scale"] == pytest.approx(4.5) == 1 / event.noise_parameter
+
+
 def test_a_resumed_run_reads_its_release_back_and_draws_nothing(tables, tmp_path, monkeypatch) -> None:
     train, test = tables
     out = tmp_path / "run"

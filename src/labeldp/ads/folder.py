@@ -7,11 +7,12 @@ their channel, or noisy counts), ``ledger.json`` (the spend, per privacy unit an
 ``summary.json`` (the route, the epsilons, the rows, the speed). ``.lock`` keeps a second process out
 while one works on the folder.
 
-**Release once.** The release is saved, with its ledger, before anything is trained on it. A finished
+**Release once.** The release is saved, then its ledger, before anything is trained on it. A finished
 folder (one with ``summary.json``) is never released into again
 (:class:`~labeldp.errors.ReleaseExistsError`): that would spend the labels' budget a second time. A
 folder whose training did not finish (an error, an interrupt) is continued by the same call: its saved
-release is read back, never drawn again; under other settings it is refused. A folder holding files
+release is read back, never drawn again (and recorded, where the run stopped before writing its
+ledger); under other settings it is refused. A folder holding files
 that are not a run's is refused too.
 """
 
@@ -64,14 +65,17 @@ class HashedRunFolder:
         Returns
         -------
         contextlib.AbstractContextManager
-            Holding the lock, yielding the saved ``(release, ledger)`` or None.
+            Holding the lock, yielding the saved ``(release, ledger)`` or None; the ledger is None where
+            the run stopped after saving its release and before its ledger (the release, on disk, is spent:
+            the caller records it).
 
         Raises
         ------
         labeldp.errors.ReleaseExistsError
             If the run is finished, or its release was made under another configuration.
         labeldp.errors.RunDirectoryError
-            If the folder holds other files, or a file is in its place.
+            If the folder holds other files, or a file is in its place, or its ledger records a release whose
+            file is missing.
         labeldp.errors.RunLockedError
             If another process holds the lock.
         """
@@ -91,7 +95,12 @@ class HashedRunFolder:
         foreign = sorted(p.name for p in self.root.iterdir() if p.name not in (*FILES, ".lock"))
         if foreign:
             raise RunDirectoryError(f"{self.root} holds files that are not a run's ({', '.join(foreign[:5])})")
-        if not self.ledger_path.exists():
+        if not self.release_path.exists():
+            if self.ledger_path.exists():
+                raise RunDirectoryError(
+                    f"{self.ledger_path} records a release, but {self.release_path} is missing: drawing the labels "
+                    "again would spend their budget a second time. Restore the file, or use a new folder"
+                )
             write_json_atomic(self.config_path, config)
             return None
         if json.loads(self.config_path.read_text()) != config:
@@ -101,7 +110,9 @@ class HashedRunFolder:
             )
         with np.load(self.release_path, allow_pickle=False) as arrays:
             release = Release.from_arrays(dict(arrays))
-        return release, PrivacyLedger.load(self.ledger_path)
+        # the release is saved before its ledger: a run stopped between the two has released (the file is
+        # on disk) without a ledger file, and is recorded from the saved release (None), never drawn again
+        return release, PrivacyLedger.load(self.ledger_path) if self.ledger_path.exists() else None
 
     def save_release(self, release: Release, ledger: PrivacyLedger) -> None:
         """Save the release, then its ledger (the ledger's presence marks a saved release).

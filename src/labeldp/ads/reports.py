@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from labeldp.ads.route import run_route
+from labeldp.ads.route import ROUTE_TAGS, run_route
 from labeldp.ads.train import HashedTable, fit_counts
 from labeldp.boundary import Release, release_external_counts
 from labeldp.config.hashed import HashedConfig
@@ -209,7 +209,7 @@ def fit_from_reports(table, out, *, reports, spec: HashSpec, **options) -> dict[
 
     def draw(ledger, members) -> Release:
         arrays = {name: found[name] for name in ("positives", "sizes", "variance")}
-        return release_external_counts(ledger, members, found["epsilon"], description, "reports", **arrays)
+        return release_external_counts(ledger, members, found["epsilon"], description, ROUTE_TAGS["reports"], **arrays)
 
     def train(table: HashedTable, release: Release, config: HashedConfig):
         model, history = fit_counts(table, report_statistics(release.arrays, spec), None, config, table.sizes)

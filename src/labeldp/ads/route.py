@@ -36,6 +36,8 @@ from labeldp.randomness import NoiseSource
 from labeldp.training.from_counts import CountStatistics
 from labeldp.training.sparse import load_sparse_model, predict_sparse, save_sparse_model
 
+#: the ledger entry's tag of each route's one release
+ROUTE_TAGS = {"counts": "counts", "rr": "labels", "source": "source", "reports": "reports"}
 #: what a route trains from its release: ``train(table, release, config) -> (model, history, rate)``
 Trainer = Callable[[HashedTable, Release, HashedConfig], tuple[Any, list, float]]
 
@@ -108,11 +110,18 @@ def fit_hashed(
     def draw(ledger: PrivacyLedger, members: np.ndarray) -> Release:
         if config.route == "counts":
             return release_counts(
-                data, label_column, classes, ledger, members, epsilon, noise.generator("histogram"), "counts"
+                data,
+                label_column,
+                classes,
+                ledger,
+                members,
+                epsilon,
+                noise.generator("histogram"),
+                ROUTE_TAGS["counts"],
             )
         labels = read_private_labels(data.source, label_column, classes)
         return release_randomized_response(
-            ledger, labels[members], members, 2, epsilon, noise.generator("label-release"), "labels"
+            ledger, labels[members], members, 2, epsilon, noise.generator("label-release"), ROUTE_TAGS["rr"]
         )
 
     facts = {"label_column": label_column, "classes": classes, "epsilon": epsilon, "noise": noise.describe()}
@@ -179,7 +188,7 @@ def fit_from_noisy_source(
 
     def draw(ledger: PrivacyLedger, members: np.ndarray) -> Release:
         labels = read_private_labels(data.source, label_column, classes)
-        return release_external_labels(ledger, labels[members], members, matrix, stated_epsilon, "source")
+        return release_external_labels(ledger, labels[members], members, matrix, stated_epsilon, ROUTE_TAGS["source"])
 
     facts = {"label_column": label_column, "classes": classes, "channel": matrix.tolist()}
     facts["stated_epsilon"] = stated_epsilon
@@ -245,6 +254,10 @@ def run_route(
         if saved is None:
             release = draw(ledger, members)
             folder.save_release(release, ledger)
+        elif saved[1] is None:  # stopped after saving the release, before its ledger: spent, recorded now
+            release = saved[0]
+            release.record(ledger, ROUTE_TAGS[config.route])
+            ledger.save(folder.ledger_path)
         else:
             release, ledger = saved
         released = time.perf_counter()

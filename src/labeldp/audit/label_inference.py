@@ -350,7 +350,7 @@ def audit_config(
         raise ConfigError(f"num_canaries must lie in [1, {len(data.y_train)}], got {num_canaries}")
     out = Path(out_dir)
     start = time.perf_counter()
-    spend = AuditLedger(len(data.y_train), _relation(config))
+    spend = AuditLedger(data.private_rows, _relation(config), data.units)  # on the audited run's ledger's rows
     if reference_dir is None or not (Path(reference_dir) / "model.pt").exists():
         reference_dir = out / "reference_run"
         train_run(audit_run_config(config, seed, 0), reference_dir, device=device, progress=progress, dataset=data)

@@ -251,7 +251,7 @@ def membership_audit(
     n = len(data.y_train)
     check_membership_options(n, num_targets, num_shadows)
     num_targets = default_targets(n) if num_targets is None else num_targets
-    spend = AuditLedger(n, config.method_spec.neighboring_relation)
+    spend = AuditLedger(data.private_rows, config.method_spec.neighboring_relation, data.units)
     rng = public_rng(seed, "membership")
     order = rng.permutation(n)
     targets, pool = np.sort(order[:num_targets]), order[num_targets:]

@@ -57,12 +57,19 @@ def audit_run_config(config: RunConfig, seed: int, index: int) -> RunConfig:
 class AuditLedger:
     """The audit runs' spending, on the audited dataset's ``num_examples`` examples.
 
+    Each entry keeps what the audit run recorded it as (an aggregate over privacy units, its per-row
+    event), and with ``units`` the ledger composes per unit, as the audited run's does: an audit of a
+    run whose epsilon is each user's states each user's spending, never each row's.
+
     Parameters
     ----------
     num_examples : int
-        Number of examples of the audited dataset.
+        Number of examples of the audited dataset's ledger: its private rows (the training rows, then
+        the test rows where their labels are private).
     relation : dp_accounting.NeighboringRelation
         The neighbouring relation of the audited run's ledger.
+    units : numpy.ndarray or None, optional
+        The audited dataset's privacy unit of each of those rows (its ``units``), or None (default).
 
     Attributes
     ----------
@@ -75,8 +82,8 @@ class AuditLedger:
         If ``num_examples`` is not positive or the relation is not supported.
     """
 
-    def __init__(self, num_examples: int, relation):
-        self.ledger = PrivacyLedger(num_examples, relation)
+    def __init__(self, num_examples: int, relation, units: np.ndarray | None = None):
+        self.ledger = PrivacyLedger(num_examples, relation, units)
 
     def add_run(self, run_dir: str | Path, name: str, positions: np.ndarray | None = None) -> None:
         """Add the ledger of the audit run in ``run_dir``, which trained on the audited examples ``positions``.
@@ -108,7 +115,14 @@ class AuditLedger:
             if positions is not None:
                 touched = positions[touched]
                 touched = touched[touched >= 0]
-            self.ledger.record(entry.event, touched, f"{name}: {entry.description}", f"{name}/{entry.tag}")
+            self.ledger.record(
+                entry.event,
+                touched,
+                f"{name}: {entry.description}",
+                f"{name}/{entry.tag}",
+                aggregate=entry.aggregate,
+                row_event=entry.row_event,
+            )
 
     def report(self, delta: float, audited_ledger: PrivacyLedger | None = None) -> dict[str, Any]:
         """The audit's own epsilon and, given the audited run's ledger, the run's and their composition.
@@ -139,11 +153,17 @@ class AuditLedger:
 
         report = {"audit_epsilon": rounded(self.ledger.epsilon(delta)), "delta": delta}
         if audited_ledger is not None:
-            combined = PrivacyLedger(self.ledger.dataset_size, self.ledger.neighboring_relation)
-            for entry in audited_ledger.entries:
-                combined.record(entry.event, entry.members, entry.description, f"run/{entry.tag}")
-            for entry in self.ledger.entries:
-                combined.record(entry.event, entry.members, entry.description, entry.tag)
+            combined = PrivacyLedger(self.ledger.dataset_size, self.ledger.neighboring_relation, self.ledger.units)
+            tagged = [(f"run/{e.tag}", e) for e in audited_ledger.entries] + [(e.tag, e) for e in self.ledger.entries]
+            for tag, entry in tagged:
+                combined.record(
+                    entry.event,
+                    entry.members,
+                    entry.description,
+                    tag,
+                    aggregate=entry.aggregate,
+                    row_event=entry.row_event,
+                )
             report["run_epsilon"] = rounded(audited_ledger.epsilon(delta))
             report["run_and_audit_epsilon"] = rounded(combined.epsilon(delta))
         return report
@@ -182,5 +202,12 @@ def folder_epsilon(run_dir: str | Path, delta: float = 0.0) -> float:
     for path in sorted((run_dir / "audit").rglob(AUDIT_LEDGER)):
         name = path.parent.relative_to(run_dir)
         for entry in PrivacyLedger.load(path).entries:
-            combined.record(entry.event, entry.members, entry.description, f"{name}:{entry.tag}")
+            combined.record(
+                entry.event,
+                entry.members,
+                entry.description,
+                f"{name}:{entry.tag}",
+                aggregate=entry.aggregate,
+                row_event=entry.row_event,
+            )
     return combined.epsilon(delta)

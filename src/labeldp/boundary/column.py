@@ -434,7 +434,8 @@ def privatize(
     priors : array_like or pandas.DataFrame or None, optional
         None for RR; for RR-with-prior a (K,) prior shared by every row or (n, K) rows (an
         array or DataFrame), each a distribution over ``classes`` that does not depend on the
-        row's own label (e.g. computed from public inputs, or a model trained on other rows).
+        row's own label (e.g. computed from public inputs, or a model trained on other rows), nor with
+        ``units`` on any label of the row's unit, its rows left out included.
     ids : array_like or None, optional
         Row identifiers to keep beside the released labels (default: the Series' index, or the
         positions), one distinct id per label: a duplicated id (or index value) is refused.

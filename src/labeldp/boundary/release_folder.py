@@ -163,7 +163,8 @@ def privatize_table(
     new folder ``out`` (``labels.parquet``, ``release.json``, ``ledger.json``; see the module docstring).
 
     Each label is released once by RR (or RR-with-prior, given a prior), epsilon-label-DP (RR-with-prior:
-    when the priors do not depend on the rows' own labels), recorded in ``ledger.json`` as one entry over
+    when the priors do not depend on the rows' own labels, nor with a privacy unit on any label of the
+    row's unit, its rows left out included), recorded in ``ledger.json`` as one entry over
     every row; with an insecure seed the release is NOT PRIVATE, and its sidecar says so.
 
     Parameters
@@ -187,7 +188,8 @@ def privatize_table(
         Each label's privacy budget.
     prior_columns : sequence of str or None, optional
         RR-with-prior with a per-row prior: K numeric columns, one per class in the
-        classes' order, each row a distribution not depending on that row's own label.
+        classes' order, each row a distribution not depending on that row's own label (with a privacy
+        unit: on no label of the row's unit).
     prior : array_like or None, optional
         RR-with-prior with one (K,) prior shared by every row.
     write_channel : bool, optional

@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="COL",
         help="RR-with-prior: one prior column per class, in the classes' order; each row's prior "
-        "must not depend on its own label",
+        "must not depend on its own label (with --privacy-unit: on no label of its unit)",
     )
     prior.add_argument(
         "--prior",

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labeldp.boundary import LabelDomain, PrivateLabels, ReleasedLabels
@@ -62,7 +63,9 @@ def labelled_blocks(
 
 
 def read_column(source, column: str) -> np.ndarray:
-    """One public column of the whole table in memory (a user id, a row id), in table order.
+    """One public column of the whole table in memory (a user id, a row id), in table order, every file's
+    values in the first file's type (as :func:`labeldp.boundary.table_source.read_batches` reads them):
+    a user whose id one file writes as ``7`` and another as ``"7"`` is one user, never two privacy units.
 
     Parameters
     ----------
@@ -79,11 +82,21 @@ def read_column(source, column: str) -> np.ndarray:
     Raises
     ------
     labeldp.errors.DataError
-        If the column has missing values.
+        If the column has missing values, or a file's values cannot be read in the first file's type.
     """
-    chunks = [pq.read_table(path, columns=[column]).column(column) for path in parquet_files(source)]
+    files = parquet_files(source)
+    chunks = [pq.read_table(path, columns=[column]).column(column) for path in files]
     if any(chunk.null_count for chunk in chunks):
         raise DataError(f"column {column!r} has missing values")
+    kind = chunks[0].type.value_type if pa.types.is_dictionary(chunks[0].type) else chunks[0].type
+    for index, chunk in enumerate(chunks):
+        if chunk.type != kind:
+            try:
+                chunks[index] = chunk.cast(kind)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+                raise DataError(
+                    f"{files[index]}: column {column!r} does not have the first file's type {kind} ({error})"
+                ) from None
     return np.concatenate([chunk.to_numpy() for chunk in chunks])
 
 

@@ -33,7 +33,7 @@ from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_label_marginals
 from labeldp.config.train import TrainConfig
 from labeldp.errors import ConfigError, RunDirectoryError
-from labeldp.mechanisms.marginals import flat_bins, moved_cells
+from labeldp.mechanisms.marginals import flat_bins
 from labeldp.methods.protocol import MethodContext
 from labeldp.methods.registry import Method, register_method
 from labeldp.training.binned_model import BinnedLogistic, binned_logistic
@@ -89,13 +89,14 @@ def run_marginals(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     counts = project_marginals(released.arrays["counts"], bins, sizes)
     coef, intercept = fit_from_marginals(bins, sizes, counts, config.marginals.l2)
     model.set_coefficients(coef, intercept)
-    cells = moved_cells(sizes.size, data.num_classes)
     return model.to(context.device), {
         "marginals": {
             "features": int(sizes.size),
             "bins": int(sizes.sum()),
             "released": int(members.size),
-            "noise_scale": cells / config.epsilon,  # discrete Laplace's a = epsilon / cells: 1 / a per count
+            # 1 / a per count, discrete Laplace's a = epsilon / (cells x c) as the release recorded it: with
+            # a privacy unit of c rows the noise covers them all
+            "noise_scale": 1.0 / released.event.noise_parameter,
         }
     }
 
