@@ -77,3 +77,19 @@ def test_a_run_on_a_dataset_in_memory_reloads_and_says_how_to_audit_it(blobs, tm
     assert accuracy(model, blobs.x_test, blobs.y_test) == summary["test_accuracy"]
     assert main(["audit", str(tmp_path / "run")]) == 2
     assert "passed in memory" in capsys.readouterr().err
+
+
+def test_a_membership_audit_of_a_per_user_run_is_refused_before_anything_is_released(tmp_path, capsys) -> None:
+    """Its targets are rows, the run's members whole users: refused before the label audit spends."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(60), 2)
+    x = rng.normal(size=users.size)
+    pd.DataFrame({"user": users, "x": x, "label": (x > 0).astype(int)}).to_csv(tmp_path / "t.csv", index=False)
+    run = tmp_path / "run"
+    argv = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--classes", "0", "1"]
+    argv += ["--method", "lp-1st", "--epsilon", "1", "--epochs", "1", "--tune-budget", "0", "--quiet"]
+    assert main([*argv, "--privacy-unit", "user", "--max-rows-per-unit", "2", "--out", str(run)]) == 0
+    assert main(["audit", str(run), "--membership", "--canaries", "20"]) == 2
+    assert "privacy unit 'user'" in capsys.readouterr().err and not (run / "audit").exists()

@@ -151,7 +151,9 @@ def default_targets(num_examples: int) -> int:
     return max(2, min(1000, num_examples // 2 - 1))
 
 
-def check_membership_options(num_examples: int, num_targets: int | None, num_shadows: int) -> None:
+def check_membership_options(
+    num_examples: int, num_targets: int | None, num_shadows: int, privacy_unit: str | None = None
+) -> None:
     """Refuse a membership audit that cannot run on ``num_examples`` training examples (before any training).
 
     Parameters
@@ -162,6 +164,9 @@ def check_membership_options(num_examples: int, num_targets: int | None, num_sha
         Number of targets (None: :func:`default_targets`).
     num_shadows : int
         Number of shadow models.
+    privacy_unit : str or None, optional
+        The audited run's privacy unit: its members are whole units, which this audit, whose targets
+        are rows, does not draw (default None).
 
     Returns
     -------
@@ -170,8 +175,14 @@ def check_membership_options(num_examples: int, num_targets: int | None, num_sha
     Raises
     ------
     labeldp.errors.ConfigError
-        If ``num_targets`` is not in [2, num_examples // 2) or ``num_shadows`` is below 1.
+        If the run has a privacy unit, ``num_targets`` is not in [2, num_examples // 2) or ``num_shadows``
+        is below 1.
     """
+    if privacy_unit is not None:
+        raise ConfigError(
+            f"the membership audit draws rows as targets, and this run protects its privacy unit "
+            f"{privacy_unit!r} (several rows each): audit its labels without --membership"
+        )
     num_targets = default_targets(num_examples) if num_targets is None else num_targets
     if not 2 <= num_targets < num_examples // 2:
         raise ConfigError(
@@ -249,7 +260,8 @@ def membership_audit(
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
     n = len(data.y_train)
-    check_membership_options(n, num_targets, num_shadows)
+    per_unit = config.privacy_unit or ("units" if data.units is not None else None)
+    check_membership_options(n, num_targets, num_shadows, per_unit)
     num_targets = default_targets(n) if num_targets is None else num_targets
     spend = AuditLedger(data.private_rows, config.method_spec.neighboring_relation, data.units)
     rng = public_rng(seed, "membership")
