@@ -105,9 +105,7 @@ def run(args: argparse.Namespace) -> None:
     config = audited_config(run_dir)
     set_threads(args, config.dataset)
     if args.membership:  # refuse what cannot run before the label audit spends its minutes
-        check_membership_options(
-            len(config_dataset(config.resolved()).y_train), targets, shadows, config.privacy_unit
-        )
+        check_membership_options(len(config_dataset(config.resolved()).y_train), targets, shadows, config.privacy_unit)
     result = audit_run(
         run_dir,
         num_canaries=args.canaries,
