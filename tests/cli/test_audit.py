@@ -93,3 +93,27 @@ def test_a_membership_audit_of_a_per_user_run_is_refused_before_anything_is_rele
     assert main([*argv, "--privacy-unit", "user", "--max-rows-per-unit", "2", "--out", str(run)]) == 0
     assert main(["audit", str(run), "--membership", "--canaries", "20"]) == 2
     assert "privacy unit 'user'" in capsys.readouterr().err and not (run / "audit").exists()
+
+
+def test_an_audit_stopped_after_releasing_is_finished_or_refused_never_left_out_of_the_total(tmp_path, capsys) -> None:
+    """An audit folder whose run released labels but whose audit ledger was never written (a Ctrl-C):
+    another audit is refused before it spends, and the folder's total is refused rather than printed
+    without it; the same audit run again finishes it."""
+    from labeldp.audit.spend import folder_epsilon
+    from labeldp.errors import RunDirectoryError
+
+    run = tmp_path / "run"
+    assert main(["train", "--method", "lp-1st", "--epsilon", "2", "--epochs", "1", "--out", str(run), "--quiet"]) == 0
+    assert main(["audit", str(run), "--canaries", "50"]) == 0
+    stopped = run / "audit" / "mislabeled-canaries50-seed0"
+    (stopped / "audit_ledger.json").unlink()  # as if stopped between its canary run and its ledger
+    with pytest.raises(RunDirectoryError, match="stopped after its runs released labels"):
+        folder_epsilon(run)
+    capsys.readouterr()
+    assert main(["audit", str(run), "--canaries", "50", "--seed", "1"]) == 2
+    assert "Run the same audit again" in capsys.readouterr().err
+    assert not (run / "audit" / "mislabeled-canaries50-seed1").exists()
+    released = (stopped / "canary_run" / "noisy_labels" / "stage1.npz").read_bytes()
+    assert main(["audit", str(run), "--canaries", "50"]) == 0  # finished: its run read back, not drawn again
+    assert (stopped / "canary_run" / "noisy_labels" / "stage1.npz").read_bytes() == released
+    assert f"Everything in {run} together is epsilon 4" in capsys.readouterr().out

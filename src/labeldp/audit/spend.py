@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.errors import RunDirectoryError
 from labeldp.randomness import public_seed
 from labeldp.runs import RunConfig
 
@@ -174,6 +175,58 @@ class AuditLedger:
 AUDIT_LEDGER = "audit_ledger.json"
 
 
+def unfinished_audits(run_dir: str | Path) -> list[Path]:
+    """The audits of a run folder stopped after releasing labels and before recording them.
+
+    An audit writes its ledger (``audit_ledger.json``) once its runs have finished; a folder of
+    ``run_dir/audit`` that holds a run's ``ledger.json`` without it was stopped part-way (Ctrl-C, a
+    crash), and what its runs released is recorded nowhere :func:`folder_epsilon` reads.
+
+    Parameters
+    ----------
+    run_dir : str or pathlib.Path
+        The audited run's folder.
+
+    Returns
+    -------
+    list of pathlib.Path
+        Those audit folders, sorted.
+    """
+    root = Path(run_dir) / "audit"
+    if not root.is_dir():
+        return []
+    return sorted(
+        folder
+        for folder in root.iterdir()
+        if folder.is_dir() and not (folder / AUDIT_LEDGER).exists() and any(folder.rglob("ledger.json"))
+    )
+
+
+def refuse_unfinished_audits(run_dir: str | Path, resumed: tuple[Path, ...] = ()) -> None:
+    """Refuse a run folder holding audits stopped after releasing labels (:func:`unfinished_audits`).
+
+    Parameters
+    ----------
+    run_dir : str or pathlib.Path
+        The audited run's folder.
+    resumed : tuple of pathlib.Path, optional
+        Audit folders the caller is about to finish (their runs resume without drawing again).
+
+    Raises
+    ------
+    labeldp.errors.RunDirectoryError
+        If another audit of ``run_dir`` was stopped after releasing labels.
+    """
+    stopped = [folder for folder in unfinished_audits(run_dir) if folder not in resumed]
+    if stopped:
+        names = ", ".join(str(folder) for folder in stopped)
+        raise RunDirectoryError(
+            f"{names}: an audit stopped after its runs released labels, before recording them in its "
+            f"{AUDIT_LEDGER}. Run the same audit again to finish it (its runs resume without drawing "
+            f"again), or delete {Path(run_dir) / 'audit'} before sharing the run folder"
+        )
+
+
 def folder_epsilon(run_dir: str | Path, delta: float = 0.0) -> float:
     """Epsilon of everything a run folder holds.
 
@@ -196,8 +249,12 @@ def folder_epsilon(run_dir: str | Path, delta: float = 0.0) -> float:
     labeldp.errors.ConfigError
         If ``delta`` is not in [0, 1), or an entry of a ledger cannot be recorded (see
         :meth:`labeldp.accounting.PrivacyLedger.from_dict`).
+    labeldp.errors.RunDirectoryError
+        If an audit was stopped after releasing labels (:func:`refuse_unfinished_audits`): what it
+        released is recorded nowhere.
     """
     run_dir = Path(run_dir)
+    refuse_unfinished_audits(run_dir)
     combined = PrivacyLedger.load(run_dir / "ledger.json")
     for path in sorted((run_dir / "audit").rglob(AUDIT_LEDGER)):
         name = path.parent.relative_to(run_dir)

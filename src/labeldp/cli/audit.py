@@ -86,16 +86,17 @@ def run(args: argparse.Namespace) -> None:
         If ``--targets`` or ``--shadows`` is given without ``--membership``, or the audit's options cannot
         work.
     labeldp.errors.RunDirectoryError
-        If RUNDIR holds no run to audit.
+        If RUNDIR holds no run to audit, or another audit of it stopped after releasing labels and before
+        recording them (before this audit spends anything).
     """
     from labeldp.accounting import PrivacyLedger
     from labeldp.accounting.rounding import format_epsilon, format_lower_bound
     from labeldp.audit import audit_run, membership_audit
-    from labeldp.audit.label_inference import audit_folder, audited_config
+    from labeldp.audit.label_inference import audit_folder, audited_config, default_canaries
     from labeldp.audit.membership import check_membership_options
-    from labeldp.audit.spend import folder_epsilon
+    from labeldp.audit.spend import folder_epsilon, refuse_unfinished_audits
     from labeldp.errors import ConfigError
-    from labeldp.runs import config_dataset
+    from labeldp.runs import RunDirectory, config_dataset
 
     run_dir = Path(args.run_dir)
     targets, shadows = getattr(args, "targets", None), getattr(args, "shadows", DEFAULT_SHADOWS)
@@ -104,6 +105,11 @@ def run(args: argparse.Namespace) -> None:
         raise ConfigError(f"{', '.join(typed)} apply only with --membership")
     config = audited_config(run_dir)
     set_threads(args, config.dataset)
+    canaries = args.canaries or default_canaries(RunDirectory(run_dir).read_data_facts()["num_train"])
+    this = [audit_folder(run_dir, args.canary_kind, canaries=canaries, seed=args.seed)]
+    if args.membership:
+        this.append(audit_folder(run_dir, "membership", targets=targets, shadows=shadows, seed=args.seed))
+    refuse_unfinished_audits(run_dir, tuple(this))  # before this audit spends: the total must be known
     if args.membership:  # refuse what cannot run before the label audit spends its minutes
         check_membership_options(len(config_dataset(config.resolved()).y_train), targets, shadows, config.privacy_unit)
     result = audit_run(
