@@ -96,3 +96,14 @@ def test_counts_summed_over_processes_are_one_process_counts() -> None:
     with pytest.raises(ConfigError, match="two processes"):
         release_hashed_counts(twice, blocks(np.arange(1, ROWS, 2)), MEMBERS, 16, 2, 2, 2.0, 7, "counts", processes)
     assert twice.entries == ()
+
+
+def test_a_process_without_members_sends_an_empty_part() -> None:
+    ledger, alone = PrivacyLedger(ROWS, units=UNITS), PrivacyLedger(ROWS, units=UNITS)
+    processes = Processes(3)
+    empty = np.zeros(0, np.int64)
+    assert release_randomized_response_part(ledger, None, empty, MEMBERS, 2, 3.0, 0, "labels", processes) is None
+    *_, joined = _rr_parts([MEMBERS[MEMBERS < 20], MEMBERS[MEMBERS >= 20]], ledger, processes)
+    release_randomized_response(alone, PrivateLabels.from_indices(LABELS[MEMBERS], 2), MEMBERS, 2, 3.0, 0, "labels")
+    np.testing.assert_array_equal(joined.members, MEMBERS)
+    assert ledger.to_dict() == alone.to_dict()

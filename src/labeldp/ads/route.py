@@ -116,8 +116,9 @@ def fit_hashed(
         rows, labels = rank_private_labels(data.source, label_column, classes, data.rank, data.world)
         mine = np.flatnonzero(np.isin(rows, members, assume_unique=True))
         rng = noise.generator("label-release", *label_stream(data.rank, data.world))
+        mine_labels = labels[mine] if mine.size else None  # a rank may hold no member
         return release_randomized_response_part(
-            ledger, labels[mine], rows[mine], members, 2, epsilon, rng, "labels", distributed.gather_to_main
+            ledger, mine_labels, rows[mine], members, 2, epsilon, rng, "labels", distributed.gather_to_main
         )
 
     facts = {"label_column": label_column, "classes": classes, "epsilon": epsilon, "noise": noise.describe()}

@@ -75,8 +75,9 @@ def release_randomized_response_part(
     ----------
     ledger : PrivacyLedger
         The ledger; the recording process records the release on its own.
-    labels : PrivateLabels or numpy.ndarray
-        This process's members' true labels, in row order, as class positions; read here.
+    labels : PrivateLabels, numpy.ndarray or None
+        This process's members' true labels, in row order, as class positions; read here (None where
+        ``rows`` is empty).
     rows : array_like
         This process's members: sorted indices into the ledger's dataset.
     members : array_like
@@ -110,9 +111,12 @@ def release_randomized_response_part(
         mine = np.asarray(rows, dtype=np.int64)
         if mine.size and (not np.all(np.diff(mine) > 0) or not np.isin(mine, indices).all()):
             raise ConfigError("a process's rows must be sorted members")
-        true = _true_labels(labels, num_classes)
-        check_same_length(labels=true, rows=mine)
-        part: Any = (mine, randomized_response(true, num_classes, eps, rng))
+        if mine.size == 0:  # a process without members (fewer row groups than processes)
+            part: Any = (mine, np.zeros(0, np.int64))
+        else:
+            true = _true_labels(labels, num_classes)
+            check_same_length(labels=true, rows=mine)
+            part = (mine, randomized_response(true, num_classes, eps, rng))
     except Exception as error:  # handed over: the recording process raises it
         part = error
     parts = gather(part)

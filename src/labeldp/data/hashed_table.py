@@ -115,7 +115,7 @@ def read_private_labels(source, label_column: str, classes: Sequence) -> Private
 
 def rank_private_labels(
     source, label_column: str, classes: Sequence, rank: int = 0, world: int = 1
-) -> tuple[np.ndarray, PrivateLabels]:
+) -> tuple[np.ndarray, PrivateLabels | None]:
     """The label column of a rank's row groups (every row group for one process), as private labels,
     with the rows' positions in the table.
 
@@ -134,8 +134,8 @@ def rank_private_labels(
     -------
     positions : numpy.ndarray
         (rows,) the rows' positions, increasing.
-    labels : PrivateLabels
-        Their labels.
+    labels : PrivateLabels or None
+        Their labels (None for a rank without rows: a table of fewer row groups than ranks).
     """
     domain = LabelDomain(classes)
     where = f"label column {label_column!r}"
@@ -144,8 +144,8 @@ def rank_private_labels(
         column = pq.ParquetFile(group.path).read_row_group(group.index, columns=[label_column]).column(label_column)
         found.append(arrow_positions(domain, column, where))
         positions.append(np.arange(group.first_row, group.first_row + group.rows, dtype=np.int64))
-    labels = PrivateLabels.from_indices(np.concatenate(found), domain.size, domain.declared)
-    return np.concatenate(positions), labels
+    rows, found = np.concatenate(positions), np.concatenate(found)
+    return rows, PrivateLabels.from_indices(found, domain.size, domain.declared) if rows.size else None
 
 
 class PositionTargets:
