@@ -365,4 +365,4 @@ def predict_hashed(folder, table, block_rows: int = DEFAULT_BLOCK_ROWS) -> np.nd
     return found
 
 
-__all__ = ["fit_from_noisy_source", "fit_hashed", "predict_hashed", "run_route"]
+__all__ = ["fit_from_noisy_source", "fit_hashed", "label_stream", "predict_hashed", "run_route"]
