@@ -2,7 +2,8 @@
 
 Every rank runs the ads route's runs RUNS names (``fit_hashed`` on TABLE hashed by SPEC, each into
 ``ROOT/name``, with reproducible noise), then resumes the first after rank 0 has deleted its end (the
-model and the summary), then runs `labeldp hashed train` (which leaves the process group at its end).
+model and the summary), trains a factorization machine on a fixed batch split between the ranks, then
+runs `labeldp hashed train` (which leaves the process group at its end).
 An audit hook on rank 1 records every file it opens, creates, moves or deletes under ROOT (the run
 folders are rank 0's). Each rank writes what it saw to ``RESULTS/rank{r}.json``.
 
@@ -16,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 
 torch.set_num_threads(1)
@@ -39,7 +41,9 @@ if rank != 0:
 from labeldp.ads import fit_hashed  # noqa: E402
 from labeldp.cli import main  # noqa: E402
 from labeldp.data.hashing import HashSpec  # noqa: E402
+from labeldp.models.sparse import HashedFM  # noqa: E402
 from labeldp.randomness import NoiseSource  # noqa: E402
+from labeldp.training.sparse import SparseTrainConfig, forward_loss, train_sparse  # noqa: E402
 
 spec = HashSpec.from_dict(json.loads(spec_json))
 runs = json.loads(runs_json)
@@ -58,6 +62,18 @@ options = runs[first]
 report["resumed"] = fit_hashed(table, folder, spec=spec, noise=NoiseSource(insecure_seed=5), **options)
 if rank == 0:
     report["resume_kept_release"] = all((folder / name).read_bytes() == kept[name] for name in kept)
+# one step an epoch on a fixed batch split between the ranks: the model of one process on the whole batch
+rng = np.random.default_rng(0)
+buckets, targets = rng.integers(0, 64, (256, 3)), np.log(rng.uniform(0.05, 1, (256, 2))).astype(np.float32)
+mine = slice(rank, None, 2)
+with torch.random.fork_rng():
+    torch.manual_seed(0)
+    model = HashedFM(64, 4)
+settings = SparseTrainConfig(epochs=3, batch_rows=256, lr=0.1, l2=0.5)
+sizes = np.bincount(buckets.ravel(), minlength=64)
+blocks = lambda epoch: [(buckets[mine], targets[mine])]  # noqa: E731
+report["steps"] = train_sparse(model, blocks, forward_loss, settings, sizes, data_parallel=True)
+report["state"] = {name: value.tolist() for name, value in model.state_dict().items()}
 report["cli"] = main(
     ["hashed", "train", "--table", table, "--label-column", "converted", "--classes", "0", "1"]
     + ["--columns", "advertiser", "campaign", "site", "device", "--bits", "8", "--epsilon", "4"]

@@ -22,7 +22,9 @@ from labeldp.ads import fit_hashed, predict_hashed
 from labeldp.ads.route import label_stream
 from labeldp.data.hashed_table import read_column
 from labeldp.data.hashing import row_groups
+from labeldp.models.sparse import HashedFM
 from labeldp.randomness import NoiseSource
+from labeldp.training.sparse import SparseTrainConfig, forward_loss, train_sparse
 
 pytestmark = pytest.mark.skipif(
     not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
@@ -125,3 +127,23 @@ def test_no_two_ranks_draw_from_one_stream() -> None:
     noise = NoiseSource(insecure_seed=5)
     draws = {noise.generator("label-release", *label_stream(r, 2)).integers(0, 2**62) for r in range(2)}
     assert len(draws) == 2 and noise.generator("label-release").integers(0, 2**62) not in draws
+
+
+def test_a_step_shared_by_two_ranks_is_the_step_of_one_process(two_ranks) -> None:
+    """A factorization machine trained 3 epochs of one step on a batch split between the ranks (sparse
+    gradients of the linear weights and the factors, the dense bias, the l2 penalty) is the model one
+    process trains on the whole batch, on both ranks."""
+    zero, one = two_ranks["ranks"]
+    assert zero["state"] == one["state"]  # every rank added the same parts in the same order
+    rng = np.random.default_rng(0)
+    buckets, targets = rng.integers(0, 64, (256, 3)), np.log(rng.uniform(0.05, 1, (256, 2))).astype(np.float32)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = HashedFM(64, 4)
+    settings = SparseTrainConfig(epochs=3, batch_rows=256, lr=0.1, l2=0.5)
+    sizes = np.bincount(buckets.ravel(), minlength=64)
+    history = train_sparse(model, lambda epoch: [(buckets, targets)], forward_loss, settings, sizes)
+    for name, value in model.state_dict().items():
+        np.testing.assert_allclose(np.array(zero["state"][name]), value.numpy(), rtol=1e-5, atol=1e-6)
+    assert [record["rows"] for record in zero["steps"]] == [256] * 3
+    np.testing.assert_allclose([r["loss"] for r in zero["steps"]], [r["loss"] for r in history], rtol=1e-5)
