@@ -147,3 +147,11 @@ def test_a_step_shared_by_two_ranks_is_the_step_of_one_process(two_ranks) -> Non
         np.testing.assert_allclose(np.array(zero["state"][name]), value.numpy(), rtol=1e-5, atol=1e-6)
     assert [record["rows"] for record in zero["steps"]] == [256] * 3
     np.testing.assert_allclose([r["loss"] for r in zero["steps"]], [r["loss"] for r in history], rtol=1e-5)
+
+
+def test_under_torchrun_hashed_predict_runs_in_one_process(monkeypatch, capsys) -> None:
+    from labeldp.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["hashed", "predict", "--run", "r", "--table", "t.parquet", "--out", "p.parquet"]) == 2
+    assert "`labeldp hashed train`" in capsys.readouterr().err
