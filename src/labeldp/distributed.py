@@ -11,6 +11,11 @@ release (with the run's :class:`~labeldp.randomness.NoiseSource`), keeps the led
 file. The other ranks receive what they need by :func:`broadcast` and only compute: their shares of
 each training batch, of each evaluation and of each prior's inference. :func:`on_main` runs a step on
 rank 0 and hands its result, or its error, to every rank.
+
+The ads route (``labeldp hashed train``) is the exception: each rank reads only its own row groups of
+a Parquet table, so each counts, or draws the released labels of, its own rows, and hands its part to
+rank 0 (:func:`gather_to_main`), which alone records the release, once, and writes the run folder
+(:mod:`labeldp.boundary.release_parts`).
 """
 
 from __future__ import annotations
@@ -254,6 +259,70 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     moved = tensor.to(communication_device())
     torch.distributed.all_reduce(moved, op=torch.distributed.ReduceOp.SUM)
     return moved.to(tensor.device)
+
+
+def gather_to_main(value: Any) -> list[Any] | None:
+    """Every rank's ``value`` on rank 0, in rank order (pickled); None on the other ranks.
+
+    Every rank must call it. A rank's share of a release drawn by several ranks reaches rank 0 this way
+    (:func:`labeldp.boundary.release_hashed.release_hashed_counts`' ``gather``).
+
+    Parameters
+    ----------
+    value : object
+        This rank's value (picklable).
+
+    Returns
+    -------
+    list or None
+        On rank 0 (and when not data-parallel) every rank's value, ``[value]`` alone; None elsewhere.
+    """
+    if not active():
+        return [value]
+    found: list[Any] | None = [None] * world_size() if is_main() else None
+    torch.distributed.gather_object(value, found, dst=0)
+    return found
+
+
+def gather_everywhere(value: Any) -> list[Any]:
+    """Every rank's ``value`` on every rank, in rank order (pickled).
+
+    Parameters
+    ----------
+    value : object
+        This rank's value (picklable).
+
+    Returns
+    -------
+    list
+        Every rank's value (``[value]`` when not data-parallel).
+    """
+    if not active():
+        return [value]
+    found: list[Any] = [None] * world_size()
+    torch.distributed.all_gather_object(found, value)
+    return found
+
+
+def gather_tensors(tensor: torch.Tensor) -> list[torch.Tensor]:
+    """Every rank's ``tensor`` (the same shape and type on every rank), on every rank, in rank order.
+
+    Parameters
+    ----------
+    tensor : torch.Tensor
+        This rank's tensor.
+
+    Returns
+    -------
+    list of torch.Tensor
+        One per rank, on ``tensor``'s device (``[tensor]`` when not data-parallel).
+    """
+    if not active():
+        return [tensor]
+    moved = tensor.to(communication_device())
+    parts = [torch.empty_like(moved) for _ in range(world_size())]
+    torch.distributed.all_gather(parts, moved)
+    return [part.to(tensor.device) for part in parts]
 
 
 def shard(count: int) -> slice:

@@ -198,7 +198,7 @@ def fit_from_reports(table, out, *, reports, spec: HashSpec, **options) -> dict[
     config = HashedConfig(**{**options, "route": "reports"})
     if config.unit_column is not None:
         raise ConfigError("aggregate reports are bounded per unit by their source, whose statement is recorded")
-    data = HashedTable(table, spec, config.block_rows)
+    data = HashedTable(table, spec, config.block_rows, data_parallel=True)
     data.check_columns()
     schema = pq.read_schema(parquet_files(data.source)[0])
     found = read_reports(reports, spec, {name: schema.field(name).type for name in spec.columns})

@@ -16,6 +16,7 @@ row's epsilon is about epsilon / m. ``summary.json`` gives both.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -23,12 +24,14 @@ from typing import Any
 
 import numpy as np
 
+from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
 from labeldp.ads.folder import HashedRunFolder, read_summary
 from labeldp.ads.train import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
-from labeldp.boundary import LabelDomain, Release, release_external_labels, release_randomized_response
+from labeldp.boundary import LabelDomain, Release, release_external_labels
+from labeldp.boundary.release_parts import release_randomized_response_part
 from labeldp.config.hashed import DEFAULT_BLOCK_ROWS, HashedConfig
-from labeldp.data.hashed_table import read_private_labels
+from labeldp.data.hashed_table import rank_private_labels, read_private_labels
 from labeldp.data.hashing import HashSpec, hashed_blocks, table_rows
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import parse_channel
@@ -103,12 +106,12 @@ def fit_hashed(
     if config.route not in ("counts", "rr"):
         raise ConfigError(f"route {config.route!r}: use fit_from_noisy_source or fit_from_reports")
     classes, noise = _classes(classes), noise or NoiseSource()
-    data = HashedTable(table, spec, config.block_rows)
+    data = HashedTable(table, spec, config.block_rows, data_parallel=True)
     data.check_columns(label_column, config.unit_column)
     epsilon = _positive(epsilon)
 
-    def draw(ledger: PrivacyLedger, members: np.ndarray) -> Release:
-        if config.route == "counts":
+    def draw(ledger: PrivacyLedger, members: np.ndarray) -> Release | None:
+        if config.route == "counts":  # each rank counts its rows; rank 0 alone draws from "histogram"
             return release_counts(
                 data,
                 label_column,
@@ -119,14 +122,36 @@ def fit_hashed(
                 noise.generator("histogram"),
                 ROUTE_TAGS["counts"],
             )
-        labels = read_private_labels(data.source, label_column, classes)
-        return release_randomized_response(
-            ledger, labels[members], members, 2, epsilon, noise.generator("label-release"), ROUTE_TAGS["rr"]
+        rows, labels = rank_private_labels(data.source, label_column, classes, data.rank, data.world)
+        mine = np.flatnonzero(np.isin(rows, members, assume_unique=True))
+        rng = noise.generator("label-release", *label_stream(data.rank, data.world))
+        mine_labels = labels[mine] if mine.size else None  # a rank may hold no member
+        return release_randomized_response_part(
+            ledger, mine_labels, rows[mine], members, 2, epsilon, rng, ROUTE_TAGS["rr"], distributed.gather_to_main
         )
 
     facts = {"label_column": label_column, "classes": classes, "epsilon": epsilon, "noise": noise.describe()}
     train = _train_counts if config.route == "counts" else _train_labels
-    return run_route(data, out, config, facts, draw, train, noise.private)
+    return run_route(data, out, config, facts, draw, train, noise.private, shared_draw=True)
+
+
+def label_stream(rank: int, world: int) -> tuple[int, ...]:
+    """The ids of the noise stream from which a rank draws its rows' labels: none in one process (the
+    stream of :meth:`~labeldp.randomness.NoiseSource.generator` ``("label-release")``), ``(world, rank)``
+    under ``torchrun``, so that no two ranks draw from the same stream (with an insecure seed each is a
+    stream of its own; fresh entropy or ChaCha20 is a new stream in every process anyway).
+
+    Parameters
+    ----------
+    rank, world : int
+        The rank and the number of ranks.
+
+    Returns
+    -------
+    tuple of int
+        The stream's ids.
+    """
+    return (world, rank) if world > 1 else ()
 
 
 def fit_from_noisy_source(
@@ -183,10 +208,10 @@ def fit_from_noisy_source(
     config = HashedConfig(**{**options, "route": "source"})
     classes = _classes(classes)
     matrix = parse_channel(channel, 2) if isinstance(channel, str) else np.asarray(channel, dtype=np.float64)
-    data = HashedTable(table, spec, config.block_rows)
+    data = HashedTable(table, spec, config.block_rows, data_parallel=True)
     data.check_columns(label_column, config.unit_column)
 
-    def draw(ledger: PrivacyLedger, members: np.ndarray) -> Release:
+    def draw(ledger: PrivacyLedger, members: np.ndarray) -> Release:  # on rank 0 alone: nothing is drawn
         labels = read_private_labels(data.source, label_column, classes)
         return release_external_labels(ledger, labels[members], members, matrix, stated_epsilon, ROUTE_TAGS["source"])
 
@@ -218,11 +243,16 @@ def run_route(
     out,
     config: HashedConfig,
     facts: dict[str, Any],
-    draw: Callable[[PrivacyLedger, np.ndarray], Release],
+    draw: Callable[[PrivacyLedger, np.ndarray], Release | None],
     train: Trainer,
     private: bool,
+    shared_draw: bool = False,
 ) -> dict[str, Any]:
     """Release once into the run folder ``out`` (or read the release back), train, write the model and summary.
+
+    Under ``torchrun`` (a ``table`` read data-parallel) rank 0 alone locks, reads and writes the folder
+    and records the release; every rank trains on its own row groups and gets the release and the
+    summary from rank 0.
 
     Parameters
     ----------
@@ -240,35 +270,69 @@ def run_route(
         ``train(table, release, config) -> (model, history, rate)``.
     private : bool
         Whether the release's noise is secret (False for an insecure seed: said in the summary).
+    shared_draw : bool, optional
+        Whether ``draw`` runs on every rank, each drawing or counting its own rows and rank 0 recording
+        the release (None elsewhere); otherwise rank 0 alone calls it (default False).
 
     Returns
     -------
     dict
-        The summary.
+        The summary (on every rank).
     """
     started = time.perf_counter()
     folder = HashedRunFolder(out)
     settings = {"table": str(table.source), "spec": table.spec.to_dict(), **facts, **dataclasses.asdict(config)}
-    ledger, members = unit_members(table, config)  # public: the unit column and the seed
-    with folder.open(settings) as saved:
-        if saved is None:
-            release = draw(ledger, members)
-            folder.save_release(release, ledger)
-        elif saved[1] is None:  # stopped after saving the release, before its ledger: spent, recorded now
-            release = saved[0]
-            release.record(ledger, ROUTE_TAGS[config.route])
-            ledger.save(folder.ledger_path)
-        else:
+    distributed.check_same(settings, "the run's settings")
+    ledger, members = unit_members(table, config)  # public: the unit column and the seed, on every rank
+    with contextlib.ExitStack() as stack:
+        saved = distributed.on_main(lambda: _opened(stack, folder, settings, ledger, config.route))
+        if saved is not None:
             release, ledger = saved
+        elif not distributed.is_main():
+            if shared_draw:
+                draw(ledger, members)  # this rank's part, handed to rank 0
+            release = distributed.on_main(lambda: None)
+        else:
+            release = distributed.on_main(lambda: _drawn(folder, draw(ledger, members), ledger))
         released = time.perf_counter()
         model, history, rate = train(table, release, config)
-        save_sparse_model(folder.model_path, model, table.spec)
-        trained = time.perf_counter()
-        summary = _summary(table, config, facts, release, ledger, history, rate)
-        summary["seconds"] = {"release": released - started, "training": trained - released, "total": trained - started}
-        summary["private"] = private
-        folder.finish(summary)
-    return summary
+
+        def finish() -> dict[str, Any]:
+            save_sparse_model(folder.model_path, model, table.spec)
+            trained = time.perf_counter()
+            summary = _summary(table, config, facts, release, ledger, history, rate)
+            summary["seconds"] = {
+                "release": released - started,
+                "training": trained - released,
+                "total": trained - started,
+            }
+            summary["private"] = private
+            if table.world > 1:
+                summary["processes"] = table.world
+            folder.finish(summary)
+            return summary
+
+        return distributed.on_main(finish)
+
+
+def _opened(
+    stack: contextlib.ExitStack, folder: HashedRunFolder, settings: dict, ledger: PrivacyLedger, route: str
+) -> tuple[Release, PrivacyLedger] | None:
+    """Lock ``folder`` (held by ``stack``) and hand over its saved release and ledger, or None. A release
+    saved without its ledger (a run stopped between the two) is spent: it is recorded now, never drawn again."""
+    saved = stack.enter_context(folder.open(settings))
+    if saved is not None and saved[1] is None:
+        release = saved[0]
+        release.record(ledger, ROUTE_TAGS[route])
+        ledger.save(folder.ledger_path)
+        saved = (release, ledger)
+    return saved
+
+
+def _drawn(folder: HashedRunFolder, release: Release, ledger: PrivacyLedger) -> Release:
+    """Save the release just drawn (before anything trains on it) and hand it over."""
+    folder.save_release(release, ledger)
+    return release
 
 
 def _summary(table, config, facts, release, ledger, history, rate) -> dict[str, Any]:
@@ -324,4 +388,4 @@ def predict_hashed(folder, table, block_rows: int = DEFAULT_BLOCK_ROWS) -> np.nd
     return found
 
 
-__all__ = ["fit_from_noisy_source", "fit_hashed", "predict_hashed", "run_route"]
+__all__ = ["fit_from_noisy_source", "fit_hashed", "label_stream", "predict_hashed", "run_route"]

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import torch
 from scipy.special import logit
 
+from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_hashed_counts
 from labeldp.boundary.units import bound_contributions, unit_codes
@@ -86,17 +87,24 @@ class HashedTable:
         The slots.
     block_rows : int
         Rows per block.
+    data_parallel : bool, optional
+        Under ``torchrun``, join the process group (gloo: the route runs on the CPU): this rank then reads
+        its own row groups only (``rank`` of ``world``), the buckets' sizes are summed over the ranks
+        and the sample joins every rank's (default False: one process reads every row).
     """
 
     source: Path
     spec: HashSpec
     block_rows: int
+    data_parallel: bool = False
 
     def __post_init__(self) -> None:
         self.source = Path(self.source)
         self.rows = table_rows(self.source)
         if self.rows == 0:
             raise DataError(f"{self.source}: the table has no rows")
+        shared = self.data_parallel and distributed.start(torch.device("cpu"))
+        self.rank, self.world = (distributed.rank(), distributed.world_size()) if shared else (0, 1)
 
     def check_columns(self, *columns: str | None) -> None:
         """Refuse a table without the spec's columns and ``columns`` (before anything is drawn).
@@ -127,14 +135,15 @@ class HashedTable:
         Returns
         -------
         iterator of HashedBlock
-            The blocks, in table order.
+            The blocks of this rank's row groups, in table order.
         """
-        return hashed_blocks(self.source, self.spec, self.block_rows, columns)
+        return hashed_blocks(self.source, self.spec, self.block_rows, columns, self.rank, self.world)
 
     @functools.cached_property
     def sizes(self) -> np.ndarray:
-        """(num_buckets,) the rows of every bucket (public)."""
-        return bucket_sizes(self.blocks(), self.spec.num_buckets)
+        """(num_buckets,) the rows of every bucket (public), summed over the ranks."""
+        sizes = bucket_sizes(self.blocks(), self.spec.num_buckets)
+        return sizes if self.world == 1 else distributed.all_reduce_sum(torch.from_numpy(sizes)).numpy()
 
     def sample(self, members: np.ndarray | None = None, rows: int = CALIBRATION_ROWS) -> list[np.ndarray]:
         """The buckets of the first ``rows`` members (a sample of public rows, to fit or calibrate on).
@@ -144,21 +153,24 @@ class HashedTable:
         members : numpy.ndarray or None, optional
             (rows,) boolean: the rows sampled from (default: all).
         rows : int, optional
-            At least this many rows are taken, in whole blocks (or all there are).
+            At least this many rows are taken, in whole blocks (or all there are); data-parallel, each
+            rank takes its share of them from its own row groups and every rank gets every rank's.
 
         Returns
         -------
         list of numpy.ndarray
-            (rows, F) buckets, by block.
+            (rows, F) buckets, by block (by rank, then block), the same on every rank.
         """
         found, taken = [], 0
         for block in self.blocks():
             buckets = block.buckets if members is None else block.buckets[members[block.positions]]
             found.append(buckets)
             taken += len(buckets)
-            if taken >= rows:
+            if taken >= -(-rows // self.world):
                 break
-        return found
+        if self.world == 1:
+            return found
+        return distributed.gather_everywhere(np.concatenate([np.zeros((0, self.spec.num_slots), np.int64), *found]))
 
 
 def unit_members(table: HashedTable, config: HashedConfig) -> tuple[PrivacyLedger, np.ndarray]:
@@ -221,12 +233,15 @@ def release_counts(
 
     Returns
     -------
-    Release
-        ``arrays["counts"]`` and ``arrays["sizes"]``.
+    Release or None
+        ``arrays["counts"]`` and ``arrays["sizes"]``; data-parallel, each rank counts its own row groups
+        and rank 0 alone sums, draws and records (the others get None).
     """
-    blocks = labelled_blocks(table.source, table.spec, label_column, classes, table.block_rows)
-    spec = table.spec
-    return release_hashed_counts(ledger, blocks, members, spec.num_buckets, spec.num_slots, 2, epsilon, rng, tag)
+    blocks = labelled_blocks(table.source, table.spec, label_column, classes, table.block_rows, table.rank, table.world)
+    spec, gather = table.spec, distributed.gather_to_main if table.world > 1 else None
+    return release_hashed_counts(
+        ledger, blocks, members, spec.num_buckets, spec.num_slots, 2, epsilon, rng, tag, gather
+    )
 
 
 def channel_matrix(labels: np.ndarray, likelihood: np.ndarray) -> np.ndarray:
@@ -336,8 +351,10 @@ def train_on_channel(
         model.bias.fill_(float(logit(rate)))
     settings = config.training(kind)
     settings["l2"] /= max(matrix[1, 1] - matrix[0, 1], 1e-3) ** 2
-    blocks = released_blocks(table.source, table.spec, targets, table.block_rows)
-    history = train_sparse(model, blocks, forward_loss, SparseTrainConfig(**settings), table.sizes)
+    blocks = released_blocks(table.source, table.spec, targets, table.block_rows, table.rank, table.world)
+    history = train_sparse(
+        model, blocks, forward_loss, SparseTrainConfig(**settings), table.sizes, data_parallel=table.world > 1
+    )
     calibrate_intercept(model, table.sample(targets.released), rate)
     return model, history, rate
 
@@ -379,9 +396,12 @@ def fit_counts(
     model = log_odds_model(statistics, sample)
     if after_log_odds is not None:
         after_log_odds(model)
-    blocks = count_target_blocks(table.source, table.spec, statistics, members, table.block_rows)
+    blocks = count_target_blocks(
+        table.source, table.spec, statistics, members, table.block_rows, table.rank, table.world
+    )
     settings = SparseTrainConfig(**config.training("counts"))
-    history = train_sparse(model, blocks, counts_loss, settings, statistics.sizes if sizes is None else sizes)
+    sizes = statistics.sizes if sizes is None else sizes
+    history = train_sparse(model, blocks, counts_loss, settings, sizes, data_parallel=table.world > 1)
     calibrate_intercept(model, sample, statistics.rate)
     return model, history
 

@@ -272,17 +272,37 @@ def release_randomized_response(
     indices = _recorded(ledger, members, tag, labels=true)
     eps, per_unit = _per_row(ledger, indices, eps)
     noisy = randomized_response(true, num_classes, eps, rng)
-    return _release(
-        ledger,
-        tag,
-        Release(
-            indices,
-            randomized_response_event(eps, num_classes),
-            f"randomized response, K={num_classes}, epsilon={eps:g}{per_unit}",
-            noisy,
-            randomized_response_likelihood(noisy, num_classes, eps),
-            {"k": np.full(true.size, num_classes)},
-        ),
+    return _release(ledger, tag, rr_release(indices, noisy, num_classes, eps, per_unit))
+
+
+def rr_release(indices: np.ndarray, noisy: np.ndarray, num_classes: int, epsilon: float, per_unit: str) -> Release:
+    """The :class:`Release` of K-ary RR's labels ``noisy`` of the members ``indices`` (nothing recorded).
+
+    Parameters
+    ----------
+    indices : numpy.ndarray
+        The members, sorted.
+    noisy : numpy.ndarray
+        Their released labels.
+    num_classes : int
+        K.
+    epsilon : float
+        Each row's epsilon.
+    per_unit : str
+        The description's words on the privacy unit (empty without units).
+
+    Returns
+    -------
+    Release
+        The release, its channel and ``arrays["k"]``.
+    """
+    return Release(
+        indices,
+        randomized_response_event(epsilon, num_classes),
+        f"randomized response, K={num_classes}, epsilon={epsilon:g}{per_unit}",
+        noisy,
+        randomized_response_likelihood(noisy, num_classes, epsilon),
+        {"k": np.full(noisy.size, num_classes)},
     )
 
 

@@ -5,12 +5,15 @@ A sibling of :mod:`labeldp.boundary.release` (whose ``release_*`` functions take
 public buckets (:func:`labeldp.data.hashing.hashed_blocks`) and their true labels, unseals each
 block's labels here, adds them to the counts, and draws the noise once, after the last block, so
 that a table of any size is released in one pass with the memory of one block and one table of
-counts. Nothing is released, and nothing recorded, if a block is refused.
+counts. Under ``torchrun`` each rank counts its own blocks and the counts are summed by the one that
+draws (``gather``, :mod:`labeldp.boundary.release_parts`). Nothing is released, and nothing
+recorded, if a block is refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +22,7 @@ from labeldp.accounting.events import hashed_counts_event
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.labels import unseal
 from labeldp.boundary.release import Release
+from labeldp.boundary.release_parts import Gather, raise_first_error
 from labeldp.errors import ConfigError
 from labeldp.mechanisms.hashed_counts import CountAccumulator, noisy_hashed_counts
 from labeldp.randomness import RandomSource
@@ -40,6 +44,19 @@ def _block_positions(positions, seen: np.ndarray, members: np.ndarray) -> tuple[
     return rows, keep
 
 
+def _count(blocks: Iterable, counts: CountAccumulator, seen: np.ndarray, mask: np.ndarray) -> None:
+    """Add each block's members' labels to ``counts``, marking them in ``seen``."""
+    for positions, buckets, labels in blocks:
+        rows, keep = _block_positions(positions, seen, mask)
+        true = check_labels(unseal(labels), counts.num_classes)
+        if true.size != rows.size or len(buckets) != rows.size:
+            raise ConfigError(f"a block has {rows.size} positions, {len(buckets)} bucket rows and {true.size} labels")
+        if keep.all():
+            counts.add(true, np.asarray(buckets))
+        elif keep.any():
+            counts.add(true[keep], np.asarray(buckets)[keep])
+
+
 def release_hashed_counts(
     ledger: PrivacyLedger,
     blocks: Iterable,
@@ -50,7 +67,8 @@ def release_hashed_counts(
     epsilon: float,
     rng: RandomSource = None,
     tag: str | None = None,
-) -> Release:
+    gather: Gather | None = None,
+) -> Release | None:
     """The label counts of every bucket of every hashed slot, noised (epsilon-label-DP per privacy unit), recorded.
 
     Each member's label is read once, in the block that holds its row, and counted in one bucket of
@@ -88,12 +106,19 @@ def release_hashed_counts(
         generator, or an integer seed (reproducible, hence not private).
     tag : str or None, optional
         The ledger entry's tag, new on the ledger (default None).
+    gather : callable or None, optional
+        For a release counted by several processes, each on its own blocks
+        (:mod:`labeldp.boundary.release_parts`): the collective handing every process's counts (or its
+        error) to the one that draws; that process sums them, checks that every member came exactly
+        once, draws the noise and records; the others return None. Default None: this process counts
+        every member.
 
     Returns
     -------
-    Release
+    Release or None
         ``arrays["counts"]`` the noisy counts (with two classes column 0 is the bucket's size minus
-        the noisy positives) and ``arrays["sizes"]`` the members per bucket (public); no labels.
+        the noisy positives) and ``arrays["sizes"]`` the members per bucket (public); no labels. None on
+        a process that counted its part for another.
 
     Raises
     ------
@@ -112,15 +137,23 @@ def release_hashed_counts(
     units = max(ledger.contribution(mask), 1)
     counts = CountAccumulator(num_buckets, num_slots, num_classes)
     seen = np.zeros(ledger.dataset_size, dtype=bool)
-    for positions, buckets, labels in blocks:
-        rows, keep = _block_positions(positions, seen, mask)
-        true = check_labels(unseal(labels), counts.num_classes)
-        if true.size != rows.size or len(buckets) != rows.size:
-            raise ConfigError(f"a block has {rows.size} positions, {len(buckets)} bucket rows and {true.size} labels")
-        if keep.all():
-            counts.add(true, np.asarray(buckets))
-        elif keep.any():
-            counts.add(true[keep], np.asarray(buckets)[keep])
+    try:
+        _count(blocks, counts, seen, mask)
+        part: Any = (counts.counts, np.packbits(seen))
+    except Exception as error:
+        if gather is None:
+            raise
+        part = error  # handed over: the process that draws raises it
+    if gather is not None:
+        parts = gather(part)
+        if parts is None:
+            return None
+        raise_first_error(parts)
+        counts.counts = sum(table for table, _ in parts)
+        times = sum(np.unpackbits(bits, count=seen.size).astype(np.int64) for _, bits in parts)
+        if np.any(times > 1):
+            raise ConfigError("a row came in two processes' blocks: each row is counted once; nothing was released")
+        seen = times.astype(bool)
     if not np.array_equal(seen, mask):
         raise ConfigError(f"{int(mask.sum() - seen.sum())} members never came in a block; nothing was released")
     noisy = noisy_hashed_counts(counts.counts, num_slots, eps, rng, units)

@@ -116,10 +116,11 @@ def _main(argv: list[str]) -> int:
     from labeldp.boundary.labels import PrivateLabelAccessError
 
     try:
-        if runtime.requested() and args.command != "train":
+        data_parallel = args.command == "train" or (args.command, getattr(args, "action", None)) == ("hashed", "train")
+        if runtime.requested() and not data_parallel:
             raise ConfigError(
-                f"`labeldp {args.command}` runs in one process; under torchrun only `labeldp train` "
-                "runs (data-parallel)"
+                f"`labeldp {args.command}` runs in one process; under torchrun only `labeldp train` runs "
+                "(data-parallel), and `labeldp hashed train`"
             )
         importlib.import_module(COMMANDS[args.command][0]).run(args)
     except (LabelDPError, PrivateLabelAccessError) as error:

@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> None:
     if args.action == "predict":
         _predict(args)
         return
-    from labeldp import ads
+    from labeldp import ads, distributed
     from labeldp.options import typed_options
     from labeldp.randomness import NoiseSource
 
@@ -153,11 +153,16 @@ def run(args: argparse.Namespace) -> None:
         summary = ads.fit_hashed(
             args.table, args.out, **labels, spec=spec, epsilon=args.epsilon, noise=noise, **options
         )
-    _print_summary(summary, args.out)
+    # after an error a rank leaves without waiting for the others: torchrun then stops them all
+    distributed.stop()
+    if distributed.env_rank() == 0:  # under torchrun rank 0 speaks for the run
+        _print_summary(summary, args.out)
 
 
 def _print_summary(summary: dict, out) -> None:
     from labeldp.accounting.rounding import format_epsilon
+
+    processes = summary.get("processes")
 
     per_row = format_epsilon(summary["epsilon_per_row"])
     unit = f" per {summary['unit_column']}, {per_row} per row" if summary["unit_column"] else " per row"
@@ -166,6 +171,7 @@ def _print_summary(summary: dict, out) -> None:
         f"{summary['route']} route, {summary['model']}: {summary['members']:,} of {summary['rows']:,} rows released; "
         f"the ledger's epsilon {format_epsilon(summary['epsilon_per_unit'])}{unit}; trained at "
         f"{speed or 0:,.0f} rows/s in {summary['seconds']['total']:.1f} s"
+        + (f" ({processes} processes)" if processes else "")
     )
     print(f"written: {out}/ (model.pt with its hashing, ledger.json, summary.json, release.npz, config.json)")
     if not summary["private"]:

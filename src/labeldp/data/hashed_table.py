@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from labeldp.boundary import LabelDomain, PrivateLabels, ReleasedLabels
 from labeldp.boundary.table_source import arrow_positions
-from labeldp.data.hashing import HashSpec, hashed_blocks, parquet_files, table_rows
+from labeldp.data.hashing import HashSpec, hashed_blocks, parquet_files, row_groups, table_rows
 from labeldp.errors import ConfigError, DataError
 
 
@@ -124,6 +124,41 @@ def read_private_labels(source, label_column: str, classes: Sequence) -> Private
         for path in parquet_files(source)
     ]
     return PrivateLabels.from_indices(np.concatenate(positions), domain.size, domain.declared)
+
+
+def rank_private_labels(
+    source, label_column: str, classes: Sequence, rank: int = 0, world: int = 1
+) -> tuple[np.ndarray, PrivateLabels | None]:
+    """The label column of a rank's row groups (every row group for one process), as private labels,
+    with the rows' positions in the table.
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        A Parquet file or folder.
+    label_column : str
+        The private label column.
+    classes : sequence
+        The declared label domain.
+    rank, world : int, optional
+        Read only this rank's row groups (:func:`~labeldp.data.hashing.row_groups`).
+
+    Returns
+    -------
+    positions : numpy.ndarray
+        (rows,) the rows' positions, increasing.
+    labels : PrivateLabels or None
+        Their labels (None for a rank without rows: a table of fewer row groups than ranks).
+    """
+    domain = LabelDomain(classes)
+    where = f"label column {label_column!r}"
+    positions, found = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for group in row_groups(source, rank, world):
+        column = pq.ParquetFile(group.path).read_row_group(group.index, columns=[label_column]).column(label_column)
+        found.append(arrow_positions(domain, column, where))
+        positions.append(np.arange(group.first_row, group.first_row + group.rows, dtype=np.int64))
+    rows, found = np.concatenate(positions), np.concatenate(found)
+    return rows, PrivateLabels.from_indices(found, domain.size, domain.declared) if rows.size else None
 
 
 class PositionTargets:
@@ -242,4 +277,11 @@ def released_blocks(
     return blocks
 
 
-__all__ = ["PositionTargets", "labelled_blocks", "read_column", "read_private_labels", "released_blocks"]
+__all__ = [
+    "PositionTargets",
+    "labelled_blocks",
+    "rank_private_labels",
+    "read_column",
+    "read_private_labels",
+    "released_blocks",
+]

@@ -253,7 +253,13 @@ def log_odds_model(statistics: CountStatistics, sample: Iterable[np.ndarray], ne
 
 
 def count_target_blocks(
-    source, spec: HashSpec, statistics: CountStatistics, members: np.ndarray | None = None, block_rows: int = 1 << 18
+    source,
+    spec: HashSpec,
+    statistics: CountStatistics,
+    members: np.ndarray | None = None,
+    block_rows: int = 1 << 18,
+    rank: int = 0,
+    world: int = 1,
 ) -> Callable[[int], Iterator[tuple[np.ndarray, np.ndarray]]]:
     """``epoch_blocks`` for :func:`~labeldp.training.sparse.train_sparse` with
     :func:`~labeldp.training.sparse.counts_loss`: the counted rows' buckets and their rates.
@@ -270,6 +276,8 @@ def count_target_blocks(
         (rows,) boolean: the rows counted (default: all).
     block_rows : int, optional
         Rows per block.
+    rank, world : int, optional
+        Read only this rank's row groups.
 
     Returns
     -------
@@ -278,7 +286,7 @@ def count_target_blocks(
     """
 
     def blocks(epoch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for block in hashed_blocks(source, spec, block_rows):
+        for block in hashed_blocks(source, spec, block_rows, (), rank, world):
             buckets = block.buckets if members is None else block.buckets[members[block.positions]]
             yield buckets, rate_targets(statistics.rates, statistics.rate, buckets)
 

@@ -16,8 +16,9 @@ boundary:
 ``l2`` adds lambda / 2 |w|^2 to the summed loss (factors included), spread over the rows of each bucket
 (each row of bucket j carries lambda w_j^2 / (2 n_j), n_j the bucket's public size), so that a
 minibatch's mean is an unbiased estimate of the penalised objective's mean and only the batch's
-buckets are touched. Data-parallel training can give each rank its own row groups
-(``hashed_blocks(..., rank, world)``) and average gradients; it is not wired here.
+buckets are touched. Under ``torchrun`` (``data_parallel``) each rank reads its own row groups
+(``hashed_blocks(..., rank, world)``) and the ranks' gradients are summed at every step
+(:mod:`labeldp.training.sparse_parallel`).
 """
 
 from __future__ import annotations
@@ -34,12 +35,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from labeldp import distributed
 from labeldp.data.hashing import HashSpec
 from labeldp.errors import ConfigError
 from labeldp.models.sparse import HashedFM, HashedLogistic
 from labeldp.randomness import public_seed
 from labeldp.training.checkpoint import save_atomic
 from labeldp.training.losses import likelihood_loss
+from labeldp.training.sparse_parallel import share_gradients
 
 #: a per-row loss: ``loss(model, buckets, targets)``, one value per row
 SparseLoss = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -247,8 +250,14 @@ def train_sparse(
     loss: SparseLoss,
     config: SparseTrainConfig = SparseTrainConfig(),
     sizes: np.ndarray | None = None,
+    data_parallel: bool = False,
 ) -> list[dict]:
     """Train ``model`` for ``config.epochs`` passes over the blocks ``epoch_blocks(epoch)`` gives.
+
+    With ``data_parallel`` under ``torchrun`` each rank passes the blocks of its own row groups and takes
+    its share of ``config.batch_rows`` a step; the ranks' gradients are summed at every step
+    (:func:`labeldp.training.sparse_parallel.share_gradients`), so that every rank takes the step one
+    process takes on the union of the ranks' batches, and the models stay the same on every rank.
 
     Parameters
     ----------
@@ -263,11 +272,15 @@ def train_sparse(
         The settings.
     sizes : numpy.ndarray or None, optional
         (num_buckets,) the buckets' public sizes, for ``config.l2``.
+    data_parallel : bool, optional
+        Share every step's gradients among the ranks of the process group (default False; nothing
+        changes in one process).
 
     Returns
     -------
     list of dict
-        One record per epoch: ``epoch``, ``rows``, ``loss`` (the rows' mean), ``seconds``, ``rows_per_second``.
+        One record per epoch: ``epoch``, ``rows`` (of every rank), ``loss`` (the rows' mean), ``seconds``,
+        ``rows_per_second``.
     """
     if config.l2 and sizes is None:
         raise ConfigError("an l2 penalty needs the buckets' sizes")
@@ -276,33 +289,33 @@ def train_sparse(
     threads = torch.get_num_threads()
     torch.set_num_threads(config.threads or threads)
     try:
-        return _epochs(model, epoch_blocks, loss, config, optimizers, inverse)
+        return _epochs(model, epoch_blocks, loss, config, optimizers, inverse, data_parallel and distributed.active())
     finally:
         torch.set_num_threads(threads)
 
 
-def _epochs(model, epoch_blocks, loss, config, optimizers, inverse) -> list[dict]:
+def _epochs(model, epoch_blocks, loss, config, optimizers, inverse, parallel: bool) -> list[dict]:
     history = []
     model.train()
+    world, rank = distributed.world_size(), distributed.rank()
+    ranks = (world, rank) if parallel else ()
+    local_rows = config.batch_rows // world + (rank < config.batch_rows % world) if parallel else config.batch_rows
     for epoch in range(config.epochs):
-        generator = torch.Generator().manual_seed(public_seed(config.seed, "training", epoch))
+        generator = torch.Generator().manual_seed(public_seed(config.seed, "training", epoch, *ranks))
+        batches = _batches(prefetch(epoch_blocks(epoch)), generator, local_rows)
         started, rows, total = time.perf_counter(), 0, 0.0
-        for buckets, targets in prefetch(epoch_blocks(epoch)):
-            buckets, targets = torch.from_numpy(buckets), torch.from_numpy(targets)
-            order = torch.randperm(buckets.shape[0], generator=generator)
-            for start in range(0, order.numel(), config.batch_rows):
-                chosen = order[start : start + config.batch_rows]
-                batch = buckets[chosen]
-                value = loss(model, batch, targets[chosen]).mean()
-                if config.l2:
-                    value = value + _penalty(model, batch, inverse, config.l2)
-                for optimizer in optimizers:
-                    optimizer.zero_grad(set_to_none=True)
-                value.backward()
-                for optimizer in optimizers:
-                    optimizer.step()
-                total += float(value.detach()) * chosen.numel()
-            rows += buckets.shape[0]
+        while True:
+            batch = next(batches, None)
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=True)
+            count, value = (0, 0.0) if batch is None else _backward(model, loss, batch, config, inverse, parallel)
+            if parallel:
+                count, value = share_gradients(model, count, value)
+            if count == 0:
+                break
+            for optimizer in optimizers:
+                optimizer.step()
+            rows, total = rows + count, total + value
         seconds = time.perf_counter() - started
         history.append(
             {
@@ -314,6 +327,28 @@ def _epochs(model, epoch_blocks, loss, config, optimizers, inverse) -> list[dict
             }
         )
     return history
+
+
+def _batches(blocks: Iterable, generator: torch.Generator, batch_rows: int) -> Iterator[tuple[torch.Tensor, ...]]:
+    """Each block's rows, shuffled by ``generator``, in minibatches of ``batch_rows`` (a block's last shorter)."""
+    for buckets, targets in blocks:
+        buckets, targets = torch.from_numpy(buckets), torch.from_numpy(targets)
+        order = torch.randperm(buckets.shape[0], generator=generator)
+        for start in range(0, order.numel(), batch_rows):
+            chosen = order[start : start + batch_rows]
+            yield buckets[chosen], targets[chosen]
+
+
+def _backward(model, loss, batch, config: SparseTrainConfig, inverse, summed: bool) -> tuple[int, float]:
+    """Back-propagate the batch's mean loss (its summed loss where ``summed``: the ranks' sum is divided
+    by all their rows); returns its rows and its summed loss."""
+    buckets, targets = batch
+    count = buckets.shape[0]
+    value = loss(model, buckets, targets).mean()
+    if config.l2:
+        value = value + _penalty(model, buckets, inverse, config.l2)
+    (value * count if summed else value).backward()
+    return count, float(value.detach()) * count
 
 
 @torch.no_grad()
