@@ -11,9 +11,9 @@ class SmallCNN(nn.Sequential):
     """Two 5x5 conv blocks (16 and 32 channels, ReLU, 2x2 max-pool), a 256-unit hidden layer.
 
     Sized for CPUs: 417,482 parameters for 1x28x28 inputs and 10 classes; an MNIST epoch takes about
-    20 CPU seconds on one thread, evaluation included. Non-private, the MNIST recipe's 12 epochs
-    reach 99.60 % test accuracy (``benchmarks/image_networks.py``), at or above every candidate
-    measured against it per second of training (:class:`BatchNormCNN`).
+    15 to 25 CPU seconds on one thread (more on a busy machine), evaluation included. Non-private,
+    the MNIST recipe's 12 epochs reach 99.60 % test accuracy (``benchmarks/image_networks.py``): no
+    candidate measured against it did better per second of training (:class:`BatchNormCNN`).
 
     Uses no batch statistics, so the same network also works with per-example gradients (DP-SGD).
 
@@ -62,12 +62,11 @@ class BatchNormCNN(nn.Sequential):
     5x5 conv (16 channels), batch norm, ReLU, 2x2 max-pool; 5x5 conv (32), batch norm, ReLU, 2x2
     max-pool; a 256-unit ReLU layer; the classifier. The convolutions have no bias (batch norm's shift
     takes its place): 417,530 parameters for 1x28x28 inputs and 10 classes, 48 more than
-    :class:`SmallCNN`. A training step costs about 1.25x SmallCNN's (one thread, batch 128; its
-    first batch norm works on 16 channels at full resolution). On MNIST (non-private, one thread,
-    ``benchmarks/image_networks.py``) 8 epochs at learning rate 0.1 reached 99.45 % in 205 CPU
-    seconds, against SmallCNN's 99.60 % in 238 CPU seconds (12 epochs; 99.47 % after its 8th): it
-    learns no faster per second, so it is not the default; it is there to compare, and for inputs
-    where batch norm's faster start pays.
+    :class:`SmallCNN`. A training step costs 1.26x SmallCNN's (one thread, batch 128, timed side by
+    side; its first batch norm works on 16 channels at full resolution). Non-private on MNIST with one
+    thread (``benchmarks/image_networks.py``), 8 epochs at learning rate 0.1 reached 99.45 % in 196
+    CPU seconds, SmallCNN's 8 epochs 99.53 % in 200 (at a higher load) and its 12 epochs 99.60 % in
+    229: it learns no faster per second, so it is not the default.
 
     Its batch norm layers mix the examples of a batch, so DP-SGD refuses it (use ``"cnn"`` or
     ``"tanh-cnn"`` there); label-DP methods train it like any network.

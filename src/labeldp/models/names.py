@@ -11,7 +11,7 @@ def default_model_name(input_shape: tuple[int, ...], categorical: tuple[int, ...
     The rule, from the input's shape: the recommender for tables with categorical columns; the small
     CNN (``"cnn"``) for 28x28 images; ResNet-18 for 32x32 images; else the MLP. The small CNN stays
     the 28x28 choice by measurement: non-private on MNIST with one thread it reached 99.60 % in 12
-    epochs, and the batch-norm CNN (``"cnn-bn"``), 1.25x its cost per step, did not beat it per second
+    epochs, and the batch-norm CNN (``"cnn-bn"``), 1.26x its cost per step, did not beat it per second
     of training (``benchmarks/image_networks.py``).
 
     Parameters
