@@ -36,6 +36,10 @@ from tests.helpers import make_mnist_folder, write_movielens, write_table
             ["--method", "dp-sgd", "--epsilon", "1", "--model", "resnet18", "--dataset", "digits"],
             "choose a --model without BatchNorm",
         ),
+        (
+            ["--method", "dp-sgd", "--epsilon", "1", "--model", "cnn-bn", "--dataset", "digits"],
+            "e.g. cnn or tanh-cnn for 28x28 images",
+        ),
         (["--method", "dp-sgd", "--epsilon", "1", "--temperature", "2"], "'dp-sgd' does not use temperature"),
         (["--method", "lp-2st", "--epsilon", "1", "--max-grad-norm", "2"], "does not use dpsgd.max_grad_norm"),
         (

@@ -95,7 +95,8 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
         )
     except ValueError as error:
         raise ConfigError(
-            f"{error} (in the CLI: choose a --model without BatchNorm, e.g. wrn16-4 for 32x32 images)"
+            f"{error} (in the CLI: choose a --model without BatchNorm, e.g. cnn or tanh-cnn for 28x28 images, "
+            "wrn16-4 for 32x32)"
         ) from None
     check_training_options(config.train, config.dpsgd, data.augmentation)
     sigma = config.dpsgd.noise_multiplier

@@ -6,6 +6,7 @@ from labeldp._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
+        "BatchNormCNN": "labeldp.models.cnn",
         "MLP": "labeldp.models.mlp",
         "MODELS": "labeldp.models.names",
         "MaxPool2d": "labeldp.models.pooling",

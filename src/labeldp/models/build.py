@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from labeldp.errors import ConfigError
-from labeldp.models.cnn import SmallCNN, TanhCNN
+from labeldp.models.cnn import BatchNormCNN, SmallCNN, TanhCNN
 from labeldp.models.mlp import MLP
 from labeldp.models.names import MODELS, default_model_name
 from labeldp.models.recommender import RecommenderMLP
@@ -69,10 +69,10 @@ def _build(name: str, input_shape: tuple[int, ...], num_classes: int, categorica
         return RecommenderMLP(categorical, input_shape[0] - len(categorical), num_classes)
     if name == "mlp":
         return MLP(input_shape, num_classes)
-    if name == "cnn":
+    if name in ("cnn", "cnn-bn"):
         if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4:
-            raise ConfigError(f"model 'cnn' needs square images with side divisible by 4, got {input_shape}")
-        return SmallCNN(input_shape[0], num_classes, input_shape[1])
+            raise ConfigError(f"model {name!r} needs square images with side divisible by 4, got {input_shape}")
+        return (SmallCNN if name == "cnn" else BatchNormCNN)(input_shape[0], num_classes, input_shape[1])
     if name == "tanh-cnn":
         if len(input_shape) != 3 or input_shape[1:] != (28, 28):
             raise ConfigError(f"model 'tanh-cnn' needs 28x28 images, got {input_shape}")
