@@ -141,7 +141,14 @@ class HashedTable:
 
     @functools.cached_property
     def sizes(self) -> np.ndarray:
-        """(num_buckets,) the rows of every bucket (public), summed over the ranks."""
+        """(num_buckets,) the rows of every bucket (public), summed over the ranks.
+
+        Returns
+        -------
+        numpy.ndarray
+            (num_buckets,) int64, each bucket's rows, counted from the hashed features alone (no label is read);
+            data-parallel, the sum of every rank's counts, the same on every rank.
+        """
         sizes = bucket_sizes(self.blocks(), self.spec.num_buckets)
         return sizes if self.world == 1 else distributed.all_reduce_sum(torch.from_numpy(sizes)).numpy()
 

@@ -288,7 +288,25 @@ class _UnitRule:
 
     def keep(self, keys: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """The kept rows as a mask over the table, their unit codes, and the sidecar's ``privacy_unit``
-        (each kept row is released with epsilon / c). Reads the units only."""
+        (each kept row is released with epsilon / c). Reads the units only.
+
+        Parameters
+        ----------
+        keys : numpy.ndarray
+            (n,) int64, each row's unit as a 64-bit key (as ``check_rows`` returns them); public.
+        epsilon : float
+            The release's epsilon per privacy unit.
+
+        Returns
+        -------
+        mask : numpy.ndarray
+            (n,) boolean: whether each row is kept (at most ``max_rows`` of a unit, chosen by ``seed``).
+        kept_units : numpy.ndarray
+            (number of kept rows,) int64 unit codes of the kept rows, in [0, number of kept units).
+        facts : dict
+            The sidecar's ``privacy_unit``: the column, ``max_rows``, ``seed``, the units, the rows read and
+            kept, c (``most_rows``, the most rows a unit keeps), ``epsilon`` and ``row_epsilon`` (epsilon / c).
+        """
         kept, kept_units, most_rows = bounded_rows(keys, self.max_rows, self.seed)
         mask = np.zeros(keys.size, dtype=bool)
         mask[kept] = True

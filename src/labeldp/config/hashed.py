@@ -43,7 +43,49 @@ def _by_fit(name: str) -> str:
 
 @dataclass(frozen=True)
 class HashedConfig:
-    """How a hashed model is released for and trained (everything but the table, its columns and epsilon)."""
+    """How a hashed model is released for and trained (everything but the table, its columns and epsilon).
+
+    Attributes
+    ----------
+    route : str
+        One of :data:`ROUTES`: ``"counts"`` (the default: one release of noisy label counts over every
+        hashed bucket, fitted by post-processing), ``"rr"`` (randomized response on every label, trained
+        with the forward loss), ``"source"`` (labels a source randomized, with their channel) or
+        ``"reports"`` (a source's noisy counts per key).
+    model : str
+        One of :data:`MODELS`: ``"lr"`` (logistic regression over the buckets, the default) or ``"fm"`` (a
+        factorization machine; the ``"rr"`` and ``"source"`` routes only).
+    unit_column : str or None
+        The column naming each row's privacy unit (a user), whose labels are protected together at epsilon;
+        None (default): each row is its own unit.
+    max_rows_per_unit : int or None
+        Keep at most this many rows of each unit (needs ``unit_column``), chosen by the public seed, never
+        by a label; each row's epsilon is then about epsilon / this (default None: every row).
+    seed : int
+        The public seed: the rows a unit keeps and the order of training (default 0).
+    block_rows : int
+        Rows read, hashed and trained on at a time; they bound the memory (default
+        :data:`DEFAULT_BLOCK_ROWS`, 2^18).
+    epochs : int or None
+        Passes over the table; None (default): the route's, from :data:`ROUTE_TRAINING`.
+    lr : float or None
+        Adagrad's learning rate; None (default): the route's, from :data:`ROUTE_TRAINING`.
+    l2 : float
+        Ridge penalty on the summed loss, spread over each bucket's rows; under ``"rr"`` divided by
+        (2 p - 1)^2, p the probability a label is kept (default 10).
+    batch_rows : int
+        Rows per training step (default 8192).
+    dim : int
+        The factorization machine's factors per bucket (default 8).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        On construction, if ``route`` or ``model`` is not one of its choices, the ``"counts"`` or
+        ``"reports"`` route is given ``model="fm"``, ``max_rows_per_unit`` is given without ``unit_column``
+        or is not a whole number >= 1, ``block_rows``, ``batch_rows``, ``dim`` or ``epochs`` is below 1,
+        ``l2`` is negative, or ``lr`` is not > 0.
+    """
 
     route: str = option(
         "counts",

@@ -21,7 +21,18 @@ DEFAULT_L2 = 100.0
 @dataclass
 class MarginalsConfig:
     """The logistic regression over public feature bins fitted from noisy label marginals: its bins
-    (which shape the release) and its ridge penalty (which acts after it)."""
+    (which shape the release) and its ridge penalty (which acts after it).
+
+    Attributes
+    ----------
+    bins : int
+        The most quantile bins of a numeric feature, besides one for missing values (a categorical feature
+        has a bin per category and one for unseen ones); they shape the release (default
+        :data:`DEFAULT_BINS`, 16).
+    l2 : float
+        Ridge penalty on the bins' coefficients, in units of the summed log-likelihood; it acts after the
+        release (default :data:`DEFAULT_L2`, 100).
+    """
 
     bins: int = option(
         DEFAULT_BINS,

@@ -194,7 +194,27 @@ class PositionTargets:
     @classmethod
     def from_channel(cls, rows: int, positions, likelihood) -> PositionTargets:
         """From released labels' channel rows L[i, y] = Pr[released label of row i | y] (a
-        :class:`~labeldp.boundary.ReleasedLabels`' ``likelihood``, a release's ``likelihood``)."""
+        :class:`~labeldp.boundary.ReleasedLabels`' ``likelihood``, a release's ``likelihood``).
+
+        Parameters
+        ----------
+        rows : int
+            The table's rows.
+        positions : array_like
+            (released,) the released rows' positions.
+        likelihood : array_like
+            (released, K) Pr[row's released label | y]; its logarithm is kept (log 0 = -inf).
+
+        Returns
+        -------
+        PositionTargets
+            The targets of the released rows.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If ``likelihood`` is not (released, K).
+        """
         with np.errstate(divide="ignore"):
             return cls(rows, positions, np.log(np.asarray(likelihood, dtype=np.float64)))
 

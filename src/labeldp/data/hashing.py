@@ -112,7 +112,14 @@ class Slot:
 
     @property
     def name(self) -> str:
-        """The slot's name: its columns joined by ``"x"``."""
+        """The slot's name: its columns joined by ``"x"``.
+
+        Returns
+        -------
+        str
+            The column's name, or the crossed columns' names joined by ``"x"`` (``"adxsite"`` for the cross
+            of ``"ad"`` and ``"site"``).
+        """
         return "x".join(self.columns)
 
 
@@ -145,30 +152,76 @@ class HashSpec:
 
     @property
     def num_slots(self) -> int:
-        """F, the number of slots: a row's indices."""
+        """F, the number of slots: a row's indices.
+
+        Returns
+        -------
+        int
+            The number of slots, the length of each row's bag of bucket indices.
+        """
         return len(self.slots)
 
     @property
     def num_buckets(self) -> int:
-        """The size of the index space, the sum of the slots' ranges."""
+        """The size of the index space, the sum of the slots' ranges.
+
+        Returns
+        -------
+        int
+            The sum over the slots of ``2 ** bits``.
+        """
         return int(self.offsets[-1] + (1 << self.slots[-1].bits))
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The columns the slots read, each once, in order of first use."""
+        """The columns the slots read, each once, in order of first use.
+
+        Returns
+        -------
+        tuple of str
+            The column names.
+        """
         return tuple(dict.fromkeys(name for slot in self.slots for name in slot.columns))
 
     def slot_of_bucket(self) -> np.ndarray:
-        """(num_buckets,) int64: the slot each bucket belongs to."""
+        """(num_buckets,) int64: the slot each bucket belongs to.
+
+        Returns
+        -------
+        numpy.ndarray
+            (num_buckets,) int64 slot indices in [0, num_slots), slot 0's range first.
+        """
         return np.repeat(np.arange(self.num_slots), [1 << slot.bits for slot in self.slots])
 
     def to_dict(self) -> dict:
-        """The spec as JSON-ready data (:meth:`from_dict` reads it back)."""
+        """The spec as JSON-ready data (:meth:`from_dict` reads it back).
+
+        Returns
+        -------
+        dict
+            ``"slots"``: a ``[columns, bits]`` list per slot, in order; ``"seed"``: the seed.
+        """
         return {"slots": [[list(slot.columns), slot.bits] for slot in self.slots], "seed": self.seed}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> HashSpec:
-        """A spec from :meth:`to_dict`'s data."""
+        """A spec from :meth:`to_dict`'s data.
+
+        Parameters
+        ----------
+        data : Mapping
+            ``"slots"``: a ``[columns, bits]`` pair per slot, in order; ``"seed"``: the seed.
+
+        Returns
+        -------
+        HashSpec
+            The spec, hashing as the one that wrote ``data`` did.
+
+        Raises
+        ------
+        labeldp.errors.ConfigError
+            If a slot's columns are empty or repeated, its bits outside [1, 30], or two slots the same.
+        """
         return cls(tuple(Slot(tuple(columns), bits) for columns, bits in data["slots"]), int(data["seed"]))
 
 
@@ -280,7 +333,19 @@ def hash_frame(frame, spec: HashSpec) -> np.ndarray:
 
 @dataclass(frozen=True)
 class RowGroup:
-    """One row group of one file, and where its rows lie in the whole table."""
+    """One row group of one file, and where its rows lie in the whole table.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The Parquet file.
+    index : int
+        The row group's index in that file.
+    first_row : int
+        The position of its first row in the whole table (the files in sorted order).
+    rows : int
+        Its number of rows.
+    """
 
     path: Path
     index: int
@@ -291,6 +356,16 @@ class RowGroup:
 def parquet_files(source) -> list[Path]:
     """The Parquet files of ``source``: itself, or a folder's ``*.parquet`` files in sorted order
     (names starting with ``.`` or ``_`` skipped).
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        A Parquet file, or a folder searched with its subfolders.
+
+    Returns
+    -------
+    list of pathlib.Path
+        ``source`` itself where it is a file, else the folder's Parquet files in sorted order.
 
     Raises
     ------
@@ -335,14 +410,40 @@ def row_groups(source, rank: int = 0, world: int = 1) -> list[RowGroup]:
 
 
 def table_rows(source) -> int:
-    """The number of rows of a Parquet file or folder (from the footers)."""
+    """The number of rows of a Parquet file or folder (from the footers).
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        A Parquet file or folder (:func:`parquet_files`).
+
+    Returns
+    -------
+    int
+        The rows of all its row groups; nothing but the files' footers is read.
+
+    Raises
+    ------
+    labeldp.errors.MissingFileError
+        If ``source`` does not exist or holds no Parquet file.
+    """
     return sum(group.rows for group in row_groups(source))
 
 
 @dataclass
 class HashedBlock:
     """Consecutive rows of a rank's row groups: their positions in the table, their buckets, and the
-    other columns asked for (as Arrow arrays)."""
+    other columns asked for (as Arrow arrays).
+
+    Attributes
+    ----------
+    positions : numpy.ndarray
+        (rows,) int64, each row's position in the whole table.
+    buckets : numpy.ndarray
+        (rows, num_slots) int64 bucket indices (:func:`hash_columns`).
+    columns : dict of str to pyarrow.Array
+        The other columns asked for (e.g. the label, a user id), by name.
+    """
 
     positions: np.ndarray
     buckets: np.ndarray

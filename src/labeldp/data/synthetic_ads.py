@@ -122,10 +122,39 @@ class _Model:
         self.salts = rng.integers(0, 2**63, 3, dtype=np.int64).astype(np.uint64)
 
     def draw(self, rng: np.random.Generator, name: str, count: int) -> np.ndarray:
+        """``count`` codes of ``name``, drawn Zipf(``zipf_exponent``) over its values (codes permuted).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The stream the draws are taken from.
+        name : str
+            ``"advertiser"``, ``"campaign"``, ``"site"`` or ``"device"``.
+        count : int
+            The number of draws.
+
+        Returns
+        -------
+        numpy.ndarray
+            (count,) int32 codes in [0, that column's cardinality).
+        """
         cdf, codes = self.zipf[name]
         return codes[np.minimum(np.searchsorted(cdf, rng.random(count) * cdf[-1]), cdf.size - 1)]
 
     def logits_without_intercept(self, columns: dict[str, np.ndarray]) -> np.ndarray:
+        """Each row's ground-truth logit less the intercept: the categoricals' terms, the two crosses' and
+        the user's.
+
+        Parameters
+        ----------
+        columns : dict of str to numpy.ndarray
+            (rows,) codes of each of :data:`CATEGORICAL_COLUMNS`, and ``"user_id"``.
+
+        Returns
+        -------
+        numpy.ndarray
+            (rows,) float64 logits without the intercept.
+        """
         scale = self.spec.scales
         logit = sum(self.terms[name][columns[name]] for name in CATEGORICAL_COLUMNS)
         logit = logit + scale[5] * _hashed_normal(self.salts[0], columns["advertiser"], columns["site"])

@@ -45,7 +45,20 @@ RELEASE = "marginals"
 
 def public_bins(context: MethodContext) -> tuple[BinnedLogistic, np.ndarray]:
     """The run's model with its coefficients still zero, and every training row's bins (rows x
-    features): from the public training inputs and the table's encoding alone, never from labels."""
+    features): from the public training inputs and the table's encoding alone, never from labels.
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run: its training inputs, their encoding and ``marginals.bins``.
+
+    Returns
+    -------
+    model : BinnedLogistic
+        The model over the bins, on the CPU, its coefficients and intercept zero.
+    bins : numpy.ndarray
+        (rows, features) int64, every training row's bin of each feature (public).
+    """
     data = context.data
     groups = data.preprocessor.column_groups() if hasattr(data.preprocessor, "column_groups") else None
     model = binned_logistic(data.x_train, groups, context.config.marginals.bins, data.num_classes)
@@ -55,7 +68,32 @@ def public_bins(context: MethodContext) -> tuple[BinnedLogistic, np.ndarray]:
 
 
 def run_marginals(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Cut the public bins, release the label marginals once, fit the model from them."""
+    """Cut the public bins, release the label marginals once, fit the model from them.
+
+    What is released: the number of training rows of each class in every bin of every feature, with
+    discrete Laplace noise (:func:`~labeldp.boundary.release_label_marginals`, noise from the stream
+    ``histogram``), where the training labels are read. It is the release ``marginals`` of
+    :meth:`MethodContext.spend <labeldp.methods.protocol.MethodContext.spend>`: saved with the bins' public
+    sizes, and recorded as one ledger entry tagged ``marginals`` over every training example. The
+    projection onto the bins' sizes and the fit (ridge ``marginals.l2``) are post-processing.
+
+    Parameters
+    ----------
+    context : MethodContext
+        The run.
+
+    Returns
+    -------
+    tuple of (torch.nn.Module, dict)
+        The fitted :class:`~labeldp.training.binned_model.BinnedLogistic` on the run's device, and the facts
+        for the summary: ``marginals`` with the features, the bins, the labels released and the noise scale
+        per count.
+
+    Raises
+    ------
+    labeldp.errors.RunDirectoryError
+        If a saved release counts other bins than the training rows' bins now are (the table changed).
+    """
     config, data = context.config, context.data
     model, bins = public_bins(context)
     sizes = model.bins_per_feature

@@ -37,15 +37,50 @@ class HashedLogistic(nn.Module):
         self.bias = nn.Parameter(torch.zeros(()))
 
     def forward(self, buckets: torch.Tensor, per_sample_weights: torch.Tensor | None = None) -> torch.Tensor:
-        """(batch,) logits of (batch, F) buckets (each bucket's weight scaled by ``per_sample_weights``)."""
+        """(batch,) logits of (batch, F) buckets (each bucket's weight scaled by ``per_sample_weights``).
+
+        Parameters
+        ----------
+        buckets : torch.Tensor
+            (batch, F) int64 bucket indices in [0, num_buckets).
+        per_sample_weights : torch.Tensor or None, optional
+            (batch, F) floating-point factors of each bucket's weight (default None: 1).
+
+        Returns
+        -------
+        torch.Tensor
+            (batch,) logits, the log-odds of the positive class.
+        """
         return self.linear(buckets, per_sample_weights=per_sample_weights).squeeze(1) + self.bias
 
     def linear_weights(self, buckets: torch.Tensor) -> torch.Tensor:
-        """(batch, F) the weights of the buckets (sparse gradients)."""
+        """(batch, F) the weights of the buckets (sparse gradients).
+
+        Parameters
+        ----------
+        buckets : torch.Tensor
+            (batch, F) int64 bucket indices in [0, num_buckets).
+
+        Returns
+        -------
+        torch.Tensor
+            (batch, F) each bucket's linear weight w[i_f].
+        """
         return F.embedding(buckets, self.linear.weight, sparse=True).squeeze(-1)
 
     def factor_weights(self, buckets: torch.Tensor) -> torch.Tensor | None:
-        """None: no factors."""
+        """None: no factors.
+
+        Parameters
+        ----------
+        buckets : torch.Tensor
+            (batch, F) int64 bucket indices (unused).
+
+        Returns
+        -------
+        None
+            The logistic model has no factors.
+        """
         return None
 
 
@@ -69,13 +104,38 @@ class HashedFM(HashedLogistic):
         nn.init.normal_(self.factors.weight, std=init_std)
 
     def forward(self, buckets: torch.Tensor, per_sample_weights: torch.Tensor | None = None) -> torch.Tensor:
-        """(batch,) logits of (batch, F) buckets."""
+        """(batch,) logits of (batch, F) buckets.
+
+        Parameters
+        ----------
+        buckets : torch.Tensor
+            (batch, F) int64 bucket indices in [0, num_buckets).
+        per_sample_weights : torch.Tensor or None, optional
+            (batch, F) floating-point factors of each bucket's linear weight (default None: 1); the
+            pairwise term is not scaled.
+
+        Returns
+        -------
+        torch.Tensor
+            (batch,) logits, the log-odds of the positive class: the logistic model's plus the pairwise term.
+        """
         factors = self.factors(buckets)  # (batch, F, d)
         pairwise = 0.5 * (factors.sum(dim=1).pow(2) - factors.pow(2).sum(dim=1)).sum(dim=1)
         return super().forward(buckets, per_sample_weights) + pairwise
 
     def factor_weights(self, buckets: torch.Tensor) -> torch.Tensor:
-        """(batch, F, d) the factors of the buckets (sparse gradients)."""
+        """(batch, F, d) the factors of the buckets (sparse gradients).
+
+        Parameters
+        ----------
+        buckets : torch.Tensor
+            (batch, F) int64 bucket indices in [0, num_buckets).
+
+        Returns
+        -------
+        torch.Tensor
+            (batch, F, d) each bucket's factors v[i_f].
+        """
         return self.factors(buckets)
 
 

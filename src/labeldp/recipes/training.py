@@ -149,7 +149,20 @@ SPECTRAL_CLUSTERS = 50
 
 def movielens_options(method: str) -> Callable[[float], dict[str, Any]] | None:
     """What a MovieLens recipe sets besides training: RR-on-bins buys its histogram prior with the default
-    share of epsilon, at most :data:`MOVIELENS_PRIOR_EPSILON`; the other methods nothing."""
+    share of epsilon, at most :data:`MOVIELENS_PRIOR_EPSILON`; the other methods nothing.
+
+    Parameters
+    ----------
+    method : str
+        The run's method.
+
+    Returns
+    -------
+    callable or None
+        For an ``rr-on-bins`` method, ``epsilon -> {"prior_epsilon": ...}``, the prior's epsilon being
+        the lesser of :data:`MOVIELENS_PRIOR_EPSILON` and epsilon x ``DEFAULT_PRIOR_SHARE``; None for the
+        other methods.
+    """
     if not method.startswith("rr-on-bins"):
         return None
     return lambda epsilon: {"prior_epsilon": min(MOVIELENS_PRIOR_EPSILON, epsilon * DEFAULT_PRIOR_SHARE)}
@@ -159,7 +172,20 @@ def mnist_spectral_options(epsilon: float) -> dict[str, Any]:
     """MNIST's cluster prior at small budgets (profiles ``mnist/e*/lp-2st-spectral``): 50 k-means
     clusters of a neighbour-graph embedding of the public training images (96 % pure), the histogram's
     share of epsilon by :func:`labeldp.priors.clustering.histogram_epsilon` (a rule on public sizes),
-    untempered."""
+    untempered.
+
+    Parameters
+    ----------
+    epsilon : float
+        The run's epsilon.
+
+    Returns
+    -------
+    dict
+        The run options: ``prior`` ``"cluster"``, ``encoder`` ``"spectral"``, ``clusters``
+        (:data:`SPECTRAL_CLUSTERS`) and ``prior_epsilon`` (the histogram's share of ``epsilon``, a rule on
+        ``epsilon`` and the public numbers of training examples and clusters).
+    """
     from labeldp.priors.clustering import histogram_epsilon
 
     return {

@@ -41,7 +41,18 @@ from labeldp.training.stage import train_stage
 
 def table_features(data: LabeledDataset) -> list[str] | None:
     """The feature columns a table's model trains on (public: the table's column names), or None for a
-    dataset that is no table."""
+    dataset that is no table.
+
+    Parameters
+    ----------
+    data : LabeledDataset
+        The run's dataset; only its preprocessor's ``features`` are read, never a label.
+
+    Returns
+    -------
+    list of str or None
+        The feature column names, in the preprocessor's order, or None where its preprocessor names none.
+    """
     features = getattr(data.preprocessor, "features", None)
     return list(features) if features is not None else None
 

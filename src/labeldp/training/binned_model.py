@@ -97,7 +97,19 @@ class BinnedLogistic(nn.Module):
         return model
 
     def bins(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, features) int64: every feature's bin for each row of the encoded inputs ``x``."""
+        """(B, features) int64: every feature's bin for each row of the encoded inputs ``x``.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            (B, ...) encoded inputs, flattened to (B, input columns).
+
+        Returns
+        -------
+        torch.Tensor
+            (B, features) int64 bins, numeric features first; bin 0 of a feature holds what is missing
+            or unseen.
+        """
         x = x.flatten(1)
         values = x[:, self.value_columns].to(self.edges.dtype)
         numeric = 1 + torch.searchsorted(self.edges, values.T.contiguous(), right=True).T
@@ -108,11 +120,30 @@ class BinnedLogistic(nn.Module):
         return torch.cat([numeric, categorical], 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, classes) logits of the encoded inputs ``x``."""
+        """(B, classes) logits of the encoded inputs ``x``.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            (B, ...) encoded inputs, flattened to (B, input columns).
+
+        Returns
+        -------
+        torch.Tensor
+            (B, classes) logits: the intercept plus each feature's coefficient of the row's bin.
+        """
         return self.coef[self.bins(x) + self.offsets].sum(1) + self.intercept
 
     def set_coefficients(self, coef: np.ndarray, intercept: np.ndarray) -> None:
-        """Take the fitted ``coef`` (bins, classes) and ``intercept`` (classes,)."""
+        """Take the fitted ``coef`` (bins, classes) and ``intercept`` (classes,).
+
+        Parameters
+        ----------
+        coef : numpy.ndarray
+            (sum of the bins of every feature, classes) coefficients, feature by feature in bin order.
+        intercept : numpy.ndarray
+            (classes,) intercepts.
+        """
         with torch.no_grad():
             self.coef.copy_(torch.as_tensor(coef, dtype=self.coef.dtype))
             self.intercept.copy_(torch.as_tensor(intercept, dtype=self.intercept.dtype))

@@ -168,7 +168,18 @@ class ScatterAdagrad(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        """One update of every parameter with a gradient."""
+        """One update of every parameter with a gradient.
+
+        Parameters
+        ----------
+        closure : callable or None, optional
+            Unused (accepted for :class:`torch.optim.Optimizer`'s signature; never called).
+
+        Returns
+        -------
+        None
+            No loss is returned (there is no closure to evaluate).
+        """
         for group in self.param_groups:
             for param in group["params"]:
                 if param.grad is None:
@@ -225,7 +236,25 @@ def make_optimizers(model: nn.Module, config: SparseTrainConfig) -> list[torch.o
 
 def prefetch(items: Iterable, depth: int = 2) -> Iterator:
     """``items``, produced by a background thread up to ``depth`` ahead (reading and hashing the next
-    block while this one trains; an error is raised here, where it is consumed)."""
+    block while this one trains; an error is raised here, where it is consumed).
+
+    Parameters
+    ----------
+    items : iterable
+        The items, iterated in a daemon thread.
+    depth : int, optional
+        The most items produced ahead of the consumer (default 2).
+
+    Yields
+    ------
+    object
+        Each of ``items``, in order.
+
+    Raises
+    ------
+    BaseException
+        Whatever iterating ``items`` raised, re-raised in the consumer's thread when it is reached.
+    """
     handoff: queue.Queue = queue.Queue(maxsize=depth)
     end = object()
 
