@@ -7,6 +7,27 @@ from torch import nn
 from labeldp.models.pooling import MaxPool2d
 
 
+def _layers(
+    in_channels: int, num_classes: int, image_size: int, channels: tuple[int, int], hidden: int, batch_norm: bool
+) -> list[nn.Module]:
+    """The layers of :class:`SmallCNN` (``batch_norm`` False) or :class:`BatchNormCNN` (True): two 5x5
+    conv blocks (with batch norm and no conv bias, or a conv bias), each ReLU and a 2x2 max-pool, a hidden
+    ReLU layer and the classifier."""
+    layers: list[nn.Module] = []
+    for inputs, outputs in ((in_channels, channels[0]), (channels[0], channels[1])):
+        layers.append(nn.Conv2d(inputs, outputs, 5, padding=2, bias=not batch_norm))
+        layers += [nn.BatchNorm2d(outputs)] if batch_norm else []
+        layers += [nn.ReLU(inplace=True), MaxPool2d(2)]
+    feature_size = image_size // 4
+    return [
+        *layers,
+        nn.Flatten(),
+        nn.Linear(channels[1] * feature_size * feature_size, hidden),
+        nn.ReLU(inplace=True),
+        nn.Linear(hidden, num_classes),
+    ]
+
+
 class SmallCNN(nn.Sequential):
     """Two 5x5 conv blocks (16 and 32 channels, ReLU, 2x2 max-pool), a 256-unit hidden layer.
 
@@ -41,19 +62,7 @@ class SmallCNN(nn.Sequential):
         channels: tuple[int, int] = (16, 32),
         hidden: int = 256,
     ):
-        feature_size = image_size // 4
-        super().__init__(
-            nn.Conv2d(in_channels, channels[0], 5, padding=2),
-            nn.ReLU(inplace=True),
-            MaxPool2d(2),
-            nn.Conv2d(channels[0], channels[1], 5, padding=2),
-            nn.ReLU(inplace=True),
-            MaxPool2d(2),
-            nn.Flatten(),
-            nn.Linear(channels[1] * feature_size * feature_size, hidden),
-            nn.ReLU(inplace=True),
-            nn.Linear(hidden, num_classes),
-        )
+        super().__init__(*_layers(in_channels, num_classes, image_size, channels, hidden, batch_norm=False))
 
 
 class BatchNormCNN(nn.Sequential):
@@ -95,21 +104,7 @@ class BatchNormCNN(nn.Sequential):
         channels: tuple[int, int] = (16, 32),
         hidden: int = 256,
     ):
-        feature_size = image_size // 4
-        super().__init__(
-            nn.Conv2d(in_channels, channels[0], 5, padding=2, bias=False),
-            nn.BatchNorm2d(channels[0]),
-            nn.ReLU(inplace=True),
-            MaxPool2d(2),
-            nn.Conv2d(channels[0], channels[1], 5, padding=2, bias=False),
-            nn.BatchNorm2d(channels[1]),
-            nn.ReLU(inplace=True),
-            MaxPool2d(2),
-            nn.Flatten(),
-            nn.Linear(channels[1] * feature_size * feature_size, hidden),
-            nn.ReLU(inplace=True),
-            nn.Linear(hidden, num_classes),
-        )
+        super().__init__(*_layers(in_channels, num_classes, image_size, channels, hidden, batch_norm=True))
 
 
 class TanhCNN(nn.Sequential):
