@@ -9,14 +9,14 @@ accuracy in % over CPU seconds: on a shared machine the CPU seconds of one threa
 the neighbours' load than the wall-clock ones) and the load average (1 minute) before each run.
 
 ``--lp2st`` then runs LP-2ST at ``--epsilons`` (1 and 2) with each of ``--networks`` (the small CNN
-and the batch-norm CNN), with the MNIST LP-2ST recipe, paired: the same ``--insecure-noise-seed``
+and the ConvNet), with the MNIST LP-2ST recipe, paired: the same ``--insecure-noise-seed``
 for every network, so that they train on the same released labels of stage 1. The seed makes these
 runs NOT PRIVATE: it is for this comparison only.
 
 The machine's other load moves every figure: read the seconds with the load averages beside them.
 
 Usage: python benchmarks/image_networks.py [--data-dir ../shared/datasets/mnist] [--repeats 1]
-       [--candidates cnn:12 cnn:8 cnn-bn:8] [--lp2st] [--networks cnn cnn-bn] [--skip-non-private]
+       [--candidates cnn:12 convnet:6 convnet:12] [--lp2st] [--networks cnn convnet] [--skip-non-private]
        [--out runs/image-networks]
 """
 
@@ -38,7 +38,7 @@ SRC = ROOT / "src"
 
 #: candidate network -> its default epochs and its learning rate (12 epochs at 0.05, the MNIST recipe's,
 #: for a network not listed)
-CANDIDATES = {"cnn": (12, 0.05), "cnn-bn": (8, 0.1)}
+CANDIDATES = {"cnn": (12, 0.05), "cnn-bn": (8, 0.1), "convnet": (6, 0.1)}
 
 
 def labeldp(arguments: list[str], out: Path) -> dict:
@@ -113,10 +113,12 @@ def lp2st(args: argparse.Namespace, data: list[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "datasets" / "mnist"))
-    parser.add_argument("--candidates", nargs="+", default=["cnn:12", "cnn:8", "cnn-bn:8"], metavar="NAME[:EPOCHS]")
+    parser.add_argument(
+        "--candidates", nargs="+", default=["cnn:12", "convnet:6", "convnet:12"], metavar="NAME[:EPOCHS]"
+    )
     parser.add_argument("--repeats", type=int, default=1, help="runs per candidate (seeds 0, 1, ...)")
     parser.add_argument("--lp2st", action="store_true", help="also LP-2ST at --epsilons with --networks")
-    parser.add_argument("--networks", nargs="+", default=["cnn", "cnn-bn"], help="LP-2ST's networks")
+    parser.add_argument("--networks", nargs="+", default=["cnn", "convnet"], help="LP-2ST's networks")
     parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 2.0])
     parser.add_argument("--noise-seed", type=int, default=1)
     parser.add_argument("--skip-non-private", action="store_true")

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from labeldp.models import MLP, ResNet18, SmallCNN, build_model, default_model_name
+from labeldp.models import MLP, ConvNet, ResNet18, SmallCNN, WideResNet, build_model, default_model_name
 
 
 @pytest.mark.parametrize(
     "shape, name, model_type",
     [
-        ((1, 28, 28), "cnn", SmallCNN),
+        ((1, 28, 28), "convnet", ConvNet),
         ((3, 32, 32), "resnet18", ResNet18),
         ((20,), "mlp", MLP),
         ((1, 8, 8), "mlp", MLP),
@@ -23,6 +23,19 @@ def test_default_models_produce_logits(shape, name, model_type) -> None:
     model = build_model(None, shape, 7)
     assert isinstance(model, model_type)
     assert model(torch.zeros(2, *shape)).shape == (2, 7)
+
+
+@pytest.mark.parametrize(
+    "shape, name, model_type",
+    [((1, 28, 28), "cnn", SmallCNN), ((3, 32, 32), "wrn16-4", WideResNet), ((20,), "mlp", MLP)],
+)
+def test_the_default_for_per_example_gradients_mixes_no_examples(shape, name, model_type) -> None:
+    from labeldp.dpsgd import check_per_example_model
+
+    assert default_model_name(shape, per_example=True) == name
+    model = build_model(name, shape, 7)
+    assert isinstance(model, model_type)
+    check_per_example_model(model)
 
 
 def test_model_errors() -> None:

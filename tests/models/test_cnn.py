@@ -1,5 +1,5 @@
-"""The CNNs for small square images (models/cnn.py): the batch-norm CNN's shapes and size, the rule that
-keeps the small CNN the default for 28x28 images, and DP-SGD's refusal of batch norm."""
+"""The CNNs for small square images (models/cnn.py): the batch-norm CNN's shapes and size, and DP-SGD's
+refusal of batch norm."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 
 from labeldp.dpsgd import check_per_example_model, replace_batchnorm
 from labeldp.errors import ConfigError
-from labeldp.models import BatchNormCNN, SmallCNN, build_model, default_model_name
+from labeldp.models import BatchNormCNN, SmallCNN, build_model
 
 
 @pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32), (1, 8, 8)])
@@ -26,11 +26,6 @@ def test_batchnorm_cnn_has_the_small_cnns_layout_and_the_stated_size() -> None:
     assert sum(p.numel() for p in small.parameters()) == 417_482
     assert [type(m) for m in model if not isinstance(m, torch.nn.BatchNorm2d)] == [type(m) for m in small]
     assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in model) == 2
-
-
-def test_the_small_cnn_stays_the_default_for_28x28_images() -> None:
-    assert default_model_name((1, 28, 28)) == "cnn"
-    assert isinstance(build_model(None, (1, 28, 28), 10), SmallCNN)
 
 
 def test_batchnorm_cnn_needs_square_images_with_a_side_divisible_by_4() -> None:

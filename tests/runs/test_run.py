@@ -4,6 +4,7 @@ crash between the labels and the ledger recorded once."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -125,3 +126,31 @@ def test_privacy_units_must_be_the_datasets_under_a_method_that_composes_per_uni
         with pytest.raises(ConfigError, match=message):
             train_run(config, tmp_path / method, progress=False, dataset=grouped)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.filterwarnings("ignore:.*match no published checksum")
+def test_the_network_a_run_trains_is_recorded_and_dpsgd_defaults_to_one_without_batch_norm(tmp_path) -> None:
+    """28x28 images without a named network: the label-DP run trains the ConvNet, DP-SGD the small CNN
+    (it refuses batch norm), each recorded in data.json; a folder saved before data.json recorded the
+    network (config and data.json naming none) still loads, as the small CNN it then trained."""
+    from labeldp.models import ConvNet, SmallCNN
+    from labeldp.runs import load_run_model
+    from tests.helpers import make_mnist_folder
+
+    make_mnist_folder(tmp_path / "fashion", n_train=60, n_test=20)
+    train = TrainConfig(epochs=1, batch_size=16, lr=0.05)
+    base = RunConfig(dataset="fashion-mnist", data_dir=str(tmp_path / "fashion"), epsilon=2.0, train=train)
+    runs = {
+        "lp-1st": (dataclasses.replace(base, method="lp-1st"), "convnet", ConvNet),
+        "dp-sgd": (dataclasses.replace(base, method="dp-sgd", delta=1e-5), "cnn", SmallCNN),
+    }
+    for name, (config, model, model_type) in runs.items():
+        train_run(config, tmp_path / name, progress=False)
+        assert json.loads((tmp_path / name / "data.json").read_text())["model"] == model
+        assert isinstance(load_run_model(tmp_path / name), model_type)
+    config_path, data_path = tmp_path / "dp-sgd" / "config.json", tmp_path / "dp-sgd" / "data.json"
+    facts = json.loads(data_path.read_text())
+    del facts["model"]
+    data_path.write_text(json.dumps(facts))
+    assert json.loads(config_path.read_text())["model"] is None
+    assert isinstance(load_run_model(tmp_path / "dp-sgd"), SmallCNN)

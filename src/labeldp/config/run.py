@@ -24,7 +24,7 @@ from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
 from labeldp.data.registry import dataset_names, get_dataset
 from labeldp.errors import ConfigError, MissingFileError
 from labeldp.methods.registry import Method, get_method, method_names, methods_using
-from labeldp.models.names import MODELS
+from labeldp.models.names import MODELS, default_model_name
 from labeldp.options import option
 from labeldp.priors.encoders import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_file
 from labeldp.randomness import NoiseSource
@@ -331,6 +331,25 @@ class RunConfig:
             If no method of that name is registered.
         """
         return get_method(self.method)
+
+    def model_name(self, input_shape: tuple[int, ...], categorical: tuple[int, ...] = ()) -> str:
+        """The network a run of this configuration trains on inputs of ``input_shape``: ``model``, or
+        where it names none the rule's choice for the shape and the method
+        (:func:`~labeldp.models.names.default_model_name`; a BatchNorm-free one for DP-SGD).
+
+        Parameters
+        ----------
+        input_shape : tuple of int
+            Shape of one input, without the batch dimension.
+        categorical : tuple of int, optional
+            Sizes of the leading integer-coded input columns (default none).
+
+        Returns
+        -------
+        str
+            One of :data:`~labeldp.models.names.MODELS`.
+        """
+        return self.model or default_model_name(input_shape, categorical, per_example=self.method_spec.per_example)
 
     def resolved(self) -> RunConfig:
         """Validate every field and fill in what depends on the method; raises ``ConfigError``.

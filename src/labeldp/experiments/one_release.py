@@ -135,7 +135,10 @@ def release_once(
             _accept_changed_config(saved, config, out, progress)
         out.create()
         out.write_config(config.to_dict())
-        write_json_atomic(out.data_path, data_facts(data, in_memory=in_memory))
+        write_json_atomic(
+            out.data_path,
+            data_facts(data, in_memory=in_memory, model=config.model_name(data.input_shape, data.categorical)),
+        )
         try:
             config.method_spec.run(ReleaseContext(config, out, data, device, progress, names=names))
         except Released:

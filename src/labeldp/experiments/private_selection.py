@@ -177,7 +177,10 @@ def _write_selection(
     chosen, plan = candidates[selected.index], selected.plan
     folder = RunDirectory(root)
     folder.write_config(chosen.to_dict())
-    write_json_atomic(folder.data_path, data_facts(data, in_memory=in_memory))
+    write_json_atomic(
+        folder.data_path,
+        data_facts(data, in_memory=in_memory, model=chosen.model_name(data.input_shape, data.categorical)),
+    )
     ledger.save(folder.ledger_path, base.delta)
     key = record["candidates"][selected.index]
     facts = {

@@ -91,7 +91,12 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
     q, steps, _ = sampling_plan(len(data.y_train), config.train)
     try:
         check_per_example_model(
-            build_model(config.model, data.input_shape, data.num_classes, categorical=data.categorical)
+            build_model(
+                config.model_name(data.input_shape, data.categorical),
+                data.input_shape,
+                data.num_classes,
+                categorical=data.categorical,
+            )
         )
     except ValueError as error:
         raise ConfigError(
@@ -119,6 +124,7 @@ register_method(
         check=_check,
         plan=_plan,
         training_releases=True,
+        per_example=True,
         tuning="private-selection",
         # how the steps are computed, not what they release
         independent_of={"dp-sgd": ("dpsgd.physical_batch_size", "dpsgd.clipping", "train.eval_batch_size")},

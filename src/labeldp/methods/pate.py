@@ -62,7 +62,8 @@ def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
 
     def teacher(t: int) -> nn.Module:
         seed = public_seed(config.seed, "pate-teachers", t)
-        return build_model(config.model, data.input_shape, data.num_classes, seed, data.categorical).to(context.device)
+        name = config.model_name(data.input_shape, data.categorical)
+        return build_model(name, data.input_shape, data.num_classes, seed, data.categorical).to(context.device)
 
     def votes() -> np.ndarray | None:
         return train_teachers(

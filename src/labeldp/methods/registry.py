@@ -74,6 +74,10 @@ class Method:
     training_releases : bool
         Whether its training steps are themselves releases (DP-SGD): its checkpoints and metrics are
         then part of the record.
+    per_example : bool
+        Whether it trains on per-example gradients (DP-SGD): the network it trains when none is named
+        is then one that does not mix the examples of a batch
+        (:func:`~labeldp.models.names.default_model_name`).
     default_prior : str
         The stage-1 prior when none is named (``histogram`` for RR-on-bins).
     releases : callable, optional
@@ -113,6 +117,7 @@ class Method:
     plan: Callable[[Any, Any], None] | None = None
     independent_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     training_releases: bool = False
+    per_example: bool = False
     default_prior: str = "uniform"
     releases: Callable[[Any], tuple[str, ...]] | None = None
     first_stage_options: tuple[str, ...] = ()

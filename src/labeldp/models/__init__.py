@@ -7,6 +7,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         "BatchNormCNN": "labeldp.models.cnn",
+        "ConvNet": "labeldp.models.convnet",
         "MLP": "labeldp.models.mlp",
         "MODELS": "labeldp.models.names",
         "MaxPool2d": "labeldp.models.pooling",

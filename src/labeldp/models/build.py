@@ -7,6 +7,7 @@ from torch import nn
 
 from labeldp.errors import ConfigError
 from labeldp.models.cnn import BatchNormCNN, SmallCNN, TanhCNN
+from labeldp.models.convnet import ConvNet
 from labeldp.models.mlp import MLP
 from labeldp.models.names import MODELS, default_model_name
 from labeldp.models.recommender import RecommenderMLP
@@ -73,6 +74,10 @@ def _build(name: str, input_shape: tuple[int, ...], num_classes: int, categorica
         if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4:
             raise ConfigError(f"model {name!r} needs square images with side divisible by 4, got {input_shape}")
         return (SmallCNN if name == "cnn" else BatchNormCNN)(input_shape[0], num_classes, input_shape[1])
+    if name == "convnet":
+        if len(input_shape) != 3 or min(input_shape[1:]) < 16:
+            raise ConfigError(f"model 'convnet' needs images (C, H, W) of at least 16x16, got {input_shape}")
+        return ConvNet(input_shape[0], num_classes)
     if name == "tanh-cnn":
         if len(input_shape) != 3 or input_shape[1:] != (28, 28):
             raise ConfigError(f"model 'tanh-cnn' needs 28x28 images, got {input_shape}")

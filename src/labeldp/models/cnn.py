@@ -33,10 +33,11 @@ class SmallCNN(nn.Sequential):
 
     Sized for CPUs: 417,482 parameters for 1x28x28 inputs and 10 classes; an MNIST epoch takes about
     15 to 25 CPU seconds on one thread (more on a busy machine), evaluation included. Non-private,
-    the MNIST recipe's 12 epochs reach 99.60 % test accuracy (``benchmarks/image_networks.py``): no
-    candidate measured against it did better per second of training (:class:`BatchNormCNN`).
+    the MNIST recipe's 12 epochs reach 99.4-99.6 % test accuracy (``benchmarks/image_networks.py``);
+    the batch-norm :class:`~labeldp.models.convnet.ConvNet` reaches as much in half the time and is the
+    default for 28x28 images. The MNIST profiles (the results page's figures) train this network.
 
-    Uses no batch statistics, so the same network also works with per-example gradients (DP-SGD).
+    Uses no batch statistics, so it is the default where per-example gradients are needed (DP-SGD).
 
     Maps images (B, in_channels, image_size, image_size) to logits (B, num_classes).
 
@@ -75,7 +76,7 @@ class BatchNormCNN(nn.Sequential):
     side; its first batch norm works on 16 channels at full resolution). Non-private on MNIST with one
     thread (``benchmarks/image_networks.py``), 8 epochs at learning rate 0.1 reached 99.45 % in 196
     CPU seconds, SmallCNN's 8 epochs 99.53 % in 200 (at a higher load) and its 12 epochs 99.60 % in
-    229: it learns no faster per second, so it is not the default.
+    229: it learns no faster per second than SmallCNN, and the ConvNet learns faster than both.
 
     Its batch norm layers mix the examples of a batch, so DP-SGD refuses it (use ``"cnn"`` or
     ``"tanh-cnn"`` there); label-DP methods train it like any network.

@@ -16,6 +16,7 @@ from labeldp.recipes.training import (
     DIGITS_TRAIN,
     DPSGD_MNIST,
     DPSGD_MNIST_TRAIN,
+    MNIST_MODEL,
     MNIST_TRAIN,
     MOVIELENS_METHODS,
     PATE_STUDENT_TRAIN,
@@ -67,6 +68,7 @@ def mnist_spectral_config(epsilon: float, seed: int = 0) -> RunConfig:
         method="lp-2st",
         epsilon=epsilon,
         seed=seed,
+        model=MNIST_MODEL,
         train=MNIST_TRAIN,
         **mnist_spectral_options(epsilon),
     )
@@ -103,10 +105,11 @@ PAPER_EPSILONS = {"mnist": (1, 2, 3, 4), "fashion-mnist": (1, 2, 3, 4), "cifar10
 RUNS = 3
 
 
-def _register_dataset(dataset: str, train: TrainConfig, epsilons, methods, runs: int) -> None:
+def _register_dataset(dataset: str, train: TrainConfig, epsilons, methods, runs: int, model: str | None = None) -> None:
     for seed in range(runs):
         register(
-            f"{dataset}/non-private/run{seed}", RunConfig(dataset=dataset, method="non-private", seed=seed, train=train)
+            f"{dataset}/non-private/run{seed}",
+            RunConfig(dataset=dataset, method="non-private", seed=seed, model=model, train=train),
         )
         for epsilon in epsilons:
             for method in methods:
@@ -118,6 +121,7 @@ def _register_dataset(dataset: str, train: TrainConfig, epsilons, methods, runs:
                         method=method,
                         epsilon=float(epsilon),
                         seed=seed,
+                        model=model,
                         train=recipe.train if recipe is not None else train,
                     ),
                 )
@@ -125,7 +129,8 @@ def _register_dataset(dataset: str, train: TrainConfig, epsilons, methods, runs:
 
 _register_dataset("digits", DIGITS_TRAIN, (1, 2, 4, 8), ("lp-1st", "lp-2st"), runs=RUNS)
 for _dataset, _train in (("mnist", MNIST_TRAIN), ("fashion-mnist", MNIST_TRAIN), ("cifar10", CIFAR_TRAIN)):
-    _register_dataset(_dataset, _train, PAPER_EPSILONS[_dataset], ("lp-1st", "lp-2st", "alibi"), runs=RUNS)
+    _model = MNIST_MODEL if _dataset == "mnist" else None
+    _register_dataset(_dataset, _train, PAPER_EPSILONS[_dataset], ("lp-1st", "lp-2st", "alibi"), RUNS, _model)
 for _seed in range(RUNS):
     register(f"movielens/non-private/run{_seed}", movielens_config("non-private", None, _seed))
     for _epsilon in MOVIELENS_EPSILONS:
@@ -134,7 +139,7 @@ for _seed in range(RUNS):
 for _seed in range(RUNS):
     register(
         f"mnist/non-private-fit/run{_seed}",
-        RunConfig(dataset="mnist", method="non-private", seed=_seed, train=MNIST_FIT_TRAIN),
+        RunConfig(dataset="mnist", method="non-private", seed=_seed, model=MNIST_MODEL, train=MNIST_FIT_TRAIN),
         description="no privacy, fitted to the training set (no augmentation, no weight decay)",
     )
     for _epsilon in (1, 2, 4):
@@ -160,6 +165,7 @@ for _seed in range(RUNS):
                 method="lp-2st",
                 epsilon=float(_epsilon),
                 seed=_seed,
+                model=MNIST_MODEL,
                 train=MNIST_TRAIN,
                 **CLUSTER_PRIOR,
             ),
@@ -173,6 +179,7 @@ for _seed in range(RUNS):
                 epsilon=float(_epsilon),
                 delta=DEFAULT_DELTA,
                 seed=_seed,
+                model=MNIST_MODEL,
                 train=PATE_STUDENT_TRAIN,
             ),
             description="PATE: 250 teachers, GNMax, (epsilon, 1e-5)-label-DP",

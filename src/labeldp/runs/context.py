@@ -109,7 +109,8 @@ def initial_model(config: RunConfig, data: LabeledDataset, stage: int, device: t
         The untrained model.
     """
     seed = public_seed(config.seed, "model-init", stage)
-    return build_model(config.model, data.input_shape, data.num_classes, seed, data.categorical).to(device)
+    name = config.model_name(data.input_shape, data.categorical)
+    return build_model(name, data.input_shape, data.num_classes, seed, data.categorical).to(device)
 
 
 class RunContext:

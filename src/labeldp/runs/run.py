@@ -70,9 +70,10 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
     )
 
 
-def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:
+def data_facts(data: LabeledDataset, in_memory: bool, model: str) -> dict[str, Any]:
     """The public facts of a run's dataset that its model needs (``data.json``): the inputs' shape, the
-    label domain, the sizes, and whether it came from files the configuration names or from memory.
+    label domain, the sizes, whether it came from files the configuration names or from memory, and
+    the network the run trains.
 
     Parameters
     ----------
@@ -80,14 +81,16 @@ def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:
         The run's dataset.
     in_memory : bool
         Whether it was given in memory (``train_run``'s ``dataset``) rather than read from files.
+    model : str
+        The network the run trains (:meth:`RunConfig.model_name`: the one it names, or the rule's).
 
     Returns
     -------
     dict
         ``name``, ``input_shape``, ``num_classes``, ``class_names``, ``num_train``, ``num_test``,
         ``source`` (``"in-memory"`` or ``"files"``), ``categorical``, ``label_values`` (the grid of
-        numeric labels, else None) and ``unit_bound`` (a table's privacy unit and the rows it kept, else
-        None): public facts only, JSON-ready.
+        numeric labels, else None), ``unit_bound`` (a table's privacy unit and the rows it kept, else
+        None) and ``model``: public facts only, JSON-ready.
     """
     return {
         "name": data.name,
@@ -100,6 +103,7 @@ def data_facts(data: LabeledDataset, in_memory: bool) -> dict[str, Any]:
         "categorical": list(data.categorical),
         "label_values": data.label_values.tolist() if data.label_values is not None else None,
         "unit_bound": data.unit_bound,
+        "model": model,
     }
 
 
@@ -140,13 +144,19 @@ def load_run_model(run_dir: str | Path) -> torch.nn.Module:
     if method in method_names() and get_method(method).model_from_state is not None:  # a fitted shape
         return get_method(method).model_from_state(state)
     model = build_model(
-        saved.get("model"),
+        saved.get("model") or facts.get("model") or _model_before_recorded(facts),
         tuple(facts["input_shape"]),
         facts["num_classes"],
         categorical=tuple(facts.get("categorical", ())),
     )
     model.load_state_dict(state)
     return model
+
+
+def _model_before_recorded(facts: dict[str, Any]) -> str | None:
+    """The network of a run that named none, saved before ``data.json`` recorded it: the small CNN for
+    28x28 images (the rule's choice then), else the rule's choice now (None)."""
+    return "cnn" if tuple(facts["input_shape"])[1:] == (28, 28) else None
 
 
 def train_run(
@@ -264,7 +274,8 @@ def _open_run(
         return finished
     out.create()
     out.write_config(config.to_dict())
-    write_json_atomic(out.data_path, data_facts(data, in_memory=in_memory))
+    model = config.model_name(data.input_shape, data.categorical)
+    write_json_atomic(out.data_path, data_facts(data, in_memory=in_memory, model=model))
     if data.preprocessor is not None:
         write_atomic(out.preprocessor_path, lambda tmp: joblib.dump(data.preprocessor, tmp))
     out.keep_metrics_of_checkpoints(len(config.stages), strict=config.method_spec.training_releases)
@@ -344,7 +355,12 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
             f"stages {list(config.stages)} leave stage {sizes.index(0) + 1} without any of the {n} training examples"
         )
     try:
-        build_model(config.model, data.input_shape, data.num_classes, categorical=data.categorical)
+        build_model(
+            config.model_name(data.input_shape, data.categorical),
+            data.input_shape,
+            data.num_classes,
+            categorical=data.categorical,
+        )
     except ValueError as error:
         raise ConfigError(f"{error} (the dataset's inputs have shape {data.input_shape})") from None
     if config.prior == "cluster" and config.clusters > n:
