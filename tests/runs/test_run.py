@@ -154,3 +154,38 @@ def test_the_network_a_run_trains_is_recorded_and_dpsgd_defaults_to_one_without_
     data_path.write_text(json.dumps(facts))
     assert json.loads(config_path.read_text())["model"] is None
     assert isinstance(load_run_model(tmp_path / "dp-sgd"), SmallCNN)
+
+
+@pytest.mark.filterwarnings("ignore:.*match no published checksum")
+def test_a_folder_saved_before_the_network_was_recorded_is_compared_by_the_network_it_trained(tmp_path, capsys) -> None:
+    """A 28x28 run saved naming no network, before data.json recorded one, trained the small CNN: the
+    same command (MNIST's recipe names the small CNN) finds it finished; the rule's network now (the
+    ConvNet) is a different configuration, refused for a finished run, and for an unfinished one
+    trained afresh from its saved release; an audit reruns the network the run trained."""
+    from labeldp.audit.label_inference import audited_config
+    from labeldp.errors import RunDirectoryError
+    from tests.helpers import make_mnist_folder
+
+    make_mnist_folder(tmp_path / "mnist", n_train=60, n_test=20)
+    train = TrainConfig(epochs=1, batch_size=16, lr=0.05)
+    small = RunConfig(dataset="mnist", data_dir=str(tmp_path / "mnist"), method="lp-1st", epsilon=2.0, train=train)
+    small = dataclasses.replace(small, model="cnn")
+    folder = tmp_path / "old"
+    summary = train_run(small, folder, progress=False)
+
+    def as_saved_before() -> None:
+        config = json.loads((folder / "config.json").read_text())
+        facts = json.loads((folder / "data.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "model": None}))
+        (folder / "data.json").write_text(json.dumps({k: v for k, v in facts.items() if k != "model"}))
+
+    as_saved_before()
+    assert train_run(small, folder, progress=False) == summary
+    assert audited_config(folder).model == "cnn"
+    rule = dataclasses.replace(small, model=None)
+    with pytest.raises(RunDirectoryError, match=r"finished run with a different configuration \(differs in: model\)"):
+        train_run(rule, folder, progress=False)
+    (folder / "summary.json").unlink()
+    train_run(rule, folder, progress=True)
+    assert "configuration changed (model)" in capsys.readouterr().out
+    assert json.loads((folder / "data.json").read_text())["model"] == "convnet"

@@ -47,6 +47,7 @@ from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.files import write_json_atomic
 from labeldp.randomness import RandomSource, as_generator, public_rng
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, load_run_model, train_run
+from labeldp.runs.run import saved_network
 from labeldp.training import predict_proba
 
 #: The attacker answers only its most confident guesses: these fractions of the canaries.
@@ -551,4 +552,6 @@ def audited_config(run_dir: str | Path, dataset: LabeledDataset | None = None) -
             "does not hold (its labels are private): audit it from Python with "
             "labeldp.audit.audit_run(run_dir, dataset=...)"
         )
-    return RunConfig.from_dict(saved)
+    if facts is None:
+        return RunConfig.from_dict(saved)
+    return RunConfig.from_dict({**saved, "model": saved_network(saved, facts)})  # the network it trained

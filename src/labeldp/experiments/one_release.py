@@ -28,7 +28,7 @@ from labeldp.experiments.tune_folder import CANDIDATES_FOLDER
 from labeldp.files import write_json_atomic
 from labeldp.released_metrics import mean_and_error
 from labeldp.runs.context import release_inputs
-from labeldp.runs.run import _accept_changed_config, check_plan, config_dataset, data_facts
+from labeldp.runs.run import _accept_changed_config, check_plan, config_dataset, data_facts, run_network
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import resolve_device
 
@@ -132,12 +132,12 @@ def release_once(
                 )
             return {name: Release.from_arrays(out.load_release(name)) for name in names}
         if saved is not None:
-            _accept_changed_config(saved, config, out, progress)
+            _accept_changed_config(saved, config, data, out, progress)
         out.create()
         out.write_config(config.to_dict())
         write_json_atomic(
             out.data_path,
-            data_facts(data, in_memory=in_memory, model=config.model_name(data.input_shape, data.categorical)),
+            data_facts(data, in_memory=in_memory, model=run_network(config, data)),
         )
         try:
             config.method_spec.run(ReleaseContext(config, out, data, device, progress, names=names))

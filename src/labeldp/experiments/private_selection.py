@@ -20,7 +20,7 @@ from labeldp.experiments.candidates import candidate_key, jsonable
 from labeldp.experiments.tune_folder import TUNE_FILE, finished
 from labeldp.files import write_json_atomic
 from labeldp.runs.context import RunContext, initial_model
-from labeldp.runs.run import check_plan, config_dataset, data_facts
+from labeldp.runs.run import check_plan, config_dataset, data_facts, run_network
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import resolve_device
 
@@ -179,7 +179,7 @@ def _write_selection(
     folder.write_config(chosen.to_dict())
     write_json_atomic(
         folder.data_path,
-        data_facts(data, in_memory=in_memory, model=chosen.model_name(data.input_shape, data.categorical)),
+        data_facts(data, in_memory=in_memory, model=run_network(chosen, data)),
     )
     ledger.save(folder.ledger_path, base.delta)
     key = record["candidates"][selected.index]

@@ -4,6 +4,7 @@ its method (:mod:`labeldp.methods`)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -70,7 +71,7 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
     )
 
 
-def data_facts(data: LabeledDataset, in_memory: bool, model: str) -> dict[str, Any]:
+def data_facts(data: LabeledDataset, in_memory: bool, model: str | None) -> dict[str, Any]:
     """The public facts of a run's dataset that its model needs (``data.json``): the inputs' shape, the
     label domain, the sizes, whether it came from files the configuration names or from memory, and
     the network the run trains.
@@ -81,8 +82,9 @@ def data_facts(data: LabeledDataset, in_memory: bool, model: str) -> dict[str, A
         The run's dataset.
     in_memory : bool
         Whether it was given in memory (``train_run``'s ``dataset``) rather than read from files.
-    model : str
-        The network the run trains (:meth:`RunConfig.model_name`: the one it names, or the rule's).
+    model : str or None
+        The network the run trains (:func:`run_network`: the one it names, or the rule's; None for a
+        method whose model is fitted).
 
     Returns
     -------
@@ -144,7 +146,7 @@ def load_run_model(run_dir: str | Path) -> torch.nn.Module:
     if method in method_names() and get_method(method).model_from_state is not None:  # a fitted shape
         return get_method(method).model_from_state(state)
     model = build_model(
-        saved.get("model") or facts.get("model") or _model_before_recorded(facts),
+        saved_network(saved, facts),
         tuple(facts["input_shape"]),
         facts["num_classes"],
         categorical=tuple(facts.get("categorical", ())),
@@ -153,9 +155,48 @@ def load_run_model(run_dir: str | Path) -> torch.nn.Module:
     return model
 
 
-def _model_before_recorded(facts: dict[str, Any]) -> str | None:
-    """The network of a run that named none, saved before ``data.json`` recorded it: the small CNN for
-    28x28 images (the rule's choice then), else the rule's choice now (None)."""
+def run_network(config: RunConfig, data: LabeledDataset) -> str | None:
+    """The network a run of ``config`` trains on ``data`` (:meth:`RunConfig.model_name`), or None for a
+    method whose model is fitted rather than named (``marginals``).
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run's configuration.
+    data : LabeledDataset
+        The run's dataset (its public input shape).
+
+    Returns
+    -------
+    str or None
+        One of :data:`labeldp.models.MODELS`, or None.
+    """
+    if config.method_spec.model_from_state is not None:
+        return None
+    return config.model_name(data.input_shape, data.categorical)
+
+
+def saved_network(saved: dict[str, Any], facts: dict[str, Any]) -> str | None:
+    """The network a saved run trained: the one its ``config.json`` names, else the one its ``data.json``
+    records, else, for a folder saved before ``data.json`` recorded it, the rule's choice then (the small
+    CNN for 28x28 images; for other shapes the rule's choice has not changed: None).
+
+    Parameters
+    ----------
+    saved : dict
+        The run's ``config.json``.
+    facts : dict
+        The run's ``data.json``.
+
+    Returns
+    -------
+    str or None
+        The network's name, or None for the rule's choice (or a method whose model is fitted).
+    """
+    if saved.get("model"):
+        return saved["model"]
+    if "model" in facts:
+        return facts["model"]
     return "cnn" if tuple(facts["input_shape"])[1:] == (28, 28) else None
 
 
@@ -268,14 +309,13 @@ def _open_run(
     held.enter_context(out.lock())
     saved = out.read_config()
     if saved is not None:
-        _accept_changed_config(saved, config, out, progress)
+        _accept_changed_config(saved, config, data, out, progress)
     finished = out.read_summary()
     if finished is not None:
         return finished
     out.create()
     out.write_config(config.to_dict())
-    model = config.model_name(data.input_shape, data.categorical)
-    write_json_atomic(out.data_path, data_facts(data, in_memory=in_memory, model=model))
+    write_json_atomic(out.data_path, data_facts(data, in_memory=in_memory, model=run_network(config, data)))
     if data.preprocessor is not None:
         write_atomic(out.preprocessor_path, lambda tmp: joblib.dump(data.preprocessor, tmp))
     out.keep_metrics_of_checkpoints(len(config.stages), strict=config.method_spec.training_releases)
@@ -420,13 +460,19 @@ def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:
         raise ConfigError("loss 'mse' fits released values: it needs numeric labels (a regression dataset)")
 
 
-def _accept_changed_config(saved: dict[str, Any], config: RunConfig, out: RunDirectory, progress: bool) -> None:
+def _accept_changed_config(
+    saved: dict[str, Any], config: RunConfig, data: LabeledDataset, out: RunDirectory, progress: bool
+) -> None:
     """Let an unfinished run continue under a changed configuration when every release it saved
     stays what the new configuration would have released (e.g. only training options changed after
-    stage 1's labels); its training then restarts from those releases. Otherwise refuse."""
+    stage 1's labels); its training then restarts from those releases. Otherwise refuse. The networks
+    compared are the ones trained (a network the rule chose, named)."""
     # Filling in defaults lets a run written before an option existed resume under the default.
-    existing = RunConfig.from_dict(saved).to_dict()
-    new = config.to_dict()
+    network = run_network(config, data)
+    facts = out.read_data_facts()
+    trained = saved_network(saved, facts) if facts is not None else network
+    existing = RunConfig.from_dict({**saved, "model": trained}).to_dict()
+    new = dataclasses.replace(config, model=network).to_dict()
     if existing == new:
         return
     differs = ", ".join(sorted(k for k in set(existing) | set(new) if existing.get(k) != new.get(k)))
