@@ -65,7 +65,8 @@ def timed(command: list[str], out: Path, old: bool) -> dict[str, float]:
     """Run ``labeldp COMMAND`` in a fresh folder; its wall-clock seconds, the load average and free cores
     before it, and (for a run) its epoch's seconds."""
     shutil.rmtree(out, ignore_errors=True)
-    env = {key: value for key, value in os.environ.items() if key not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
+    waits = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+    env = {key: value for key, value in os.environ.items() if key not in waits}
     env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
     if old:
         env["OMP_WAIT_POLICY"] = "ACTIVE"  # as before labeldp asked idle threads to sleep

@@ -112,10 +112,15 @@ def test_automatic_threads_follow_the_free_cores_during_training(monkeypatch, re
     assert torch.get_num_threads() == 2
 
 
-def test_the_command_makes_idle_openmp_threads_sleep_unless_told_otherwise(monkeypatch) -> None:
+def test_the_command_makes_idle_openmp_threads_spin_briefly_then_sleep_unless_told_otherwise(monkeypatch) -> None:
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
     main(["profiles", "^digits/e1/lp-1st/run0$"])
     assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    assert runtime.prefer_passive_waits() is False
-    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+    assert os.environ["GOMP_SPINCOUNT"] == str(runtime.WAIT_SPINS)
+    for name, value in (("OMP_WAIT_POLICY", "ACTIVE"), ("GOMP_SPINCOUNT", "300000")):
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+        monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+        monkeypatch.setenv(name, value)
+        assert runtime.prefer_short_waits() is False
+        assert os.environ[name] == value and len({"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ)) == 1

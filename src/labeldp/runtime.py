@@ -14,8 +14,8 @@ The ``labeldp`` command and the processes of a sweep call it at start. Library u
 once at the start of their own training script.
 
 The command also chooses torch's threads for a machine it may share (:func:`set_threads`): the cores
-that are free when a run starts, re-checked during training, with OpenMP's idle threads sleeping rather
-than spinning (:func:`prefer_passive_waits`), so that a wrong guess costs little.
+that are free when a run starts, re-checked during training, with OpenMP's idle threads spinning only
+briefly before they sleep (:func:`prefer_short_waits`), so that a wrong guess costs little.
 """
 
 from __future__ import annotations
@@ -62,29 +62,37 @@ SAMPLE_SECONDS, RECHECK_SAMPLE_SECONDS = 0.2, 0.05
 #: at least this many seconds between two re-checks of the free cores during a run (a check costs
 #: :data:`RECHECK_SAMPLE_SECONDS`: half a percent of the time)
 RECHECK_INTERVAL = 10.0
+#: spins of an idle GNU OpenMP thread before it sleeps (GNU's default is 300,000): on 2 threads an MNIST
+#: epoch took 8.7 s against 11.1 s sleeping at once (the small CNN; the ConvNet 10.2 against 14.5), and
+#: beside a busy process 14.5 s against 14.2 (``benchmarks/shared_machine.py --only mnist``)
+WAIT_SPINS = 10_000
 #: the automatic threads of this process while the command line chose them (None: fixed threads):
 #: (the most to use, the time of the last check)
 _AUTO: list[float] | None = None
 
 
-def prefer_passive_waits() -> bool:
-    """Make OpenMP's idle threads sleep rather than spin (``OMP_WAIT_POLICY=PASSIVE``), unless the
-    environment already says how they wait.
+def prefer_short_waits() -> bool:
+    """Make OpenMP's idle threads spin briefly, then sleep, unless the environment already says how they
+    wait (``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``).
 
-    Spinning threads that wait for a core another process holds slow a parallel region down several
-    times (an MNIST epoch took ~200 s instead of 17 s beside one busy process); sleeping threads cost
-    little when there are too many of them. It acts only if called before torch is first imported (the
+    Sets ``OMP_WAIT_POLICY=PASSIVE`` (every OpenMP runtime: sleep) and ``GOMP_SPINCOUNT`` to
+    :data:`WAIT_SPINS` (GNU OpenMP, torch's on Linux, spins that long first: it takes precedence over
+    the policy). Threads spinning for long while they wait for a core another process holds slowed an
+    MNIST epoch down several times (~200 s instead of 17 s beside one busy process); threads that sleep
+    at once pay a wake-up at every parallel layer, which made an epoch of a network of many small layers
+    (the ConvNet) 1.4x slower on two threads. It acts only if called before torch is first imported (the
     OpenMP runtime reads it when it loads); the ``labeldp`` command calls it first thing, and the worker
     processes of a sweep inherit it.
 
     Returns
     -------
     bool
-        True when set here, False when the environment had set it already.
+        True when set here, False when the environment had said how threads wait already.
     """
-    if "OMP_WAIT_POLICY" in os.environ:
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
         return False
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    os.environ["GOMP_SPINCOUNT"] = str(WAIT_SPINS)
     return True
 
 

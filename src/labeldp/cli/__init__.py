@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     """:func:`main`, less the interrupts outside the command's run."""
-    runtime.prefer_passive_waits()  # before torch is imported: idle OpenMP threads sleep, not spin
+    runtime.prefer_short_waits()  # before torch is imported: idle OpenMP threads spin briefly, then sleep
     from labeldp.errors import ConfigError, LabelDPError
 
     try:
