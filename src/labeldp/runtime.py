@@ -63,8 +63,8 @@ SAMPLE_SECONDS, RECHECK_SAMPLE_SECONDS = 0.2, 0.05
 #: :data:`RECHECK_SAMPLE_SECONDS`: half a percent of the time)
 RECHECK_INTERVAL = 10.0
 #: spins of an idle GNU OpenMP thread before it sleeps (GNU's default is 300,000): on 2 threads an MNIST
-#: epoch took 8.7 s against 11.1 s sleeping at once (the small CNN; the ConvNet 10.2 against 14.5), and
-#: beside a busy process 14.5 s against 14.2 (``benchmarks/shared_machine.py --only mnist``)
+#: LP-1ST epoch took 8.4 s against 11.1 s sleeping at once, and beside a busy process 14.1 s against 14.2
+#: (``benchmarks/shared_machine.py --only mnist``); the ConvNet's non-private epoch 10.2 s against 14.5
 WAIT_SPINS = 10_000
 #: the automatic threads of this process while the command line chose them (None: fixed threads):
 #: (the most to use, the time of the last check)

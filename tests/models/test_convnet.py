@@ -11,7 +11,7 @@ from labeldp.errors import ConfigError
 from labeldp.models import ConvNet, build_model, default_model_name
 
 
-@pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32), (1, 24, 30)])
+@pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32), (1, 17, 30)])
 def test_convnet_maps_images_to_logits(shape) -> None:
     model = build_model("convnet", shape, 7, seed=0)
     assert isinstance(model, ConvNet)
@@ -50,11 +50,13 @@ def test_convnet_is_the_default_for_28x28_images() -> None:
     assert isinstance(build_model(None, (1, 28, 28), 10), ConvNet)
 
 
-def test_convnet_trains_on_a_batch_of_one_and_refuses_images_smaller_than_24_pixels_a_side() -> None:
-    model = build_model("convnet", (1, 24, 24), 10).train()
-    model(torch.randn(1, 1, 24, 24)).sum().backward()
+def test_convnet_trains_on_a_batch_of_one_and_refuses_images_smaller_than_17_pixels_a_side() -> None:
+    model = build_model("convnet", (1, 17, 17), 10).train()
+    model(torch.randn(1, 1, 17, 17)).sum().backward()
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):  # why 17
+        ConvNet()(torch.randn(1, 1, 16, 16))
     with pytest.raises(ConfigError, match="model 'convnet' needs images"):
-        build_model("convnet", (1, 23, 28), 10)
+        build_model("convnet", (1, 16, 28), 10)
     with pytest.raises(ConfigError, match="model 'convnet' needs images"):
         build_model("convnet", (64,), 10)
 

@@ -189,3 +189,25 @@ def test_a_folder_saved_before_the_network_was_recorded_is_compared_by_the_netwo
     train_run(rule, folder, progress=True)
     assert "configuration changed (model)" in capsys.readouterr().out
     assert json.loads((folder / "data.json").read_text())["model"] == "convnet"
+
+
+def test_folders_of_other_shapes_and_of_fitted_models_saved_before_are_the_same_runs(tmp_path) -> None:
+    """The digits (the MLP: the rule has not changed for their shape) saved before data.json recorded the
+    network, and a marginals run (a fitted model) whose data.json names a network, as one version wrote:
+    the same configuration finds each finished, a sweep counts it done, an audit reruns what it trained."""
+    from labeldp.audit.label_inference import audited_config
+    from labeldp.experiments.sweep import _finished_as_configured
+    from labeldp.runs import RunDirectory
+
+    digits = RunConfig(dataset="digits", method="lp-1st", epsilon=2.0, train=TrainConfig(epochs=1))
+    marginals = RunConfig(dataset="digits", method="marginals", epsilon=8.0)
+    for name, config, recorded in (("digits", digits, {}), ("marginals", marginals, {"model": "mlp"})):
+        folder = tmp_path / name
+        summary = train_run(config, folder, progress=False)
+        facts = json.loads((folder / "data.json").read_text())
+        facts = {**{k: v for k, v in facts.items() if k != "model"}, **recorded}
+        (folder / "data.json").write_text(json.dumps(facts))
+        assert train_run(config, folder, progress=False) == summary
+        assert _finished_as_configured(RunDirectory(folder), config)
+    assert audited_config(tmp_path / "digits").model == "mlp"
+    assert audited_config(tmp_path / "marginals").model is None

@@ -137,7 +137,7 @@ def release_once(
         out.write_config(config.to_dict())
         write_json_atomic(
             out.data_path,
-            data_facts(data, in_memory=in_memory, model=run_network(config, data)),
+            data_facts(data, in_memory=in_memory, model=run_network(config, data.input_shape, data.categorical)),
         )
         try:
             config.method_spec.run(ReleaseContext(config, out, data, device, progress, names=names))

@@ -179,7 +179,7 @@ def _write_selection(
     folder.write_config(chosen.to_dict())
     write_json_atomic(
         folder.data_path,
-        data_facts(data, in_memory=in_memory, model=run_network(chosen, data)),
+        data_facts(data, in_memory=in_memory, model=run_network(chosen, data.input_shape, data.categorical)),
     )
     ledger.save(folder.ledger_path, base.delta)
     key = record["candidates"][selected.index]

@@ -33,6 +33,7 @@ from labeldp.errors import ConfigError, LabelDPError
 from labeldp.files import write_atomic
 from labeldp.recipes.profiles import load_recipes, loaded_recipes
 from labeldp.runs import RunConfig, RunDirectory, train_run
+from labeldp.runs.run import compared_configs
 
 RESULT_COLUMNS = (
     "key",
@@ -219,12 +220,11 @@ def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any
 
 def _finished_as_configured(folder: RunDirectory, config: RunConfig) -> bool:
     try:
-        summary, saved = folder.read_summary(), folder.read_config()
-        return (
-            summary is not None
-            and saved is not None
-            and RunConfig.from_dict(saved).to_dict() == config.resolved().to_dict()
-        )
+        summary, saved, facts = folder.read_summary(), folder.read_config(), folder.read_data_facts()
+        if summary is None or saved is None or facts is None:
+            return False
+        existing, new = compared_configs(saved, facts, config.resolved(), tuple(facts["input_shape"]))
+        return existing == new
     except (LabelDPError, TypeError, KeyError):  # a damaged folder: the job reports it
         return False
 

@@ -75,8 +75,8 @@ def _build(name: str, input_shape: tuple[int, ...], num_classes: int, categorica
             raise ConfigError(f"model {name!r} needs square images with side divisible by 4, got {input_shape}")
         return (SmallCNN if name == "cnn" else BatchNormCNN)(input_shape[0], num_classes, input_shape[1])
     if name == "convnet":
-        if len(input_shape) != 3 or min(input_shape[1:]) < 24:
-            raise ConfigError(f"model 'convnet' needs images (C, H, W) of at least 24x24, got {input_shape}")
+        if len(input_shape) != 3 or min(input_shape[1:]) < 17:
+            raise ConfigError(f"model 'convnet' needs images (C, H, W) of at least 17x17, got {input_shape}")
         return ConvNet(input_shape[0], num_classes)
     if name == "tanh-cnn":
         if len(input_shape) != 3 or input_shape[1:] != (28, 28):

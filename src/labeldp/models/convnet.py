@@ -41,7 +41,7 @@ class ConvNet(nn.Sequential):
     Its batch norm layers mix the examples of a batch, so DP-SGD refuses it; label-DP methods train it
     like any network.
 
-    Maps images (B, in_channels, H, W), H and W at least 24, to logits (B, num_classes): the last group
+    Maps images (B, in_channels, H, W), H and W at least 17, to logits (B, num_classes): the last group
     then normalises maps of at least 2x2, so that a batch of one example still has batch statistics.
 
     Parameters

@@ -23,6 +23,7 @@ from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, 
 from labeldp.files import write_atomic, write_json_atomic
 from labeldp.methods.registry import get_method, method_names
 from labeldp.models import build_model
+from labeldp.models.names import default_model_name
 from labeldp.runs.context import RunContext, release_inputs, table_features
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import load_torch
@@ -155,16 +156,18 @@ def load_run_model(run_dir: str | Path) -> torch.nn.Module:
     return model
 
 
-def run_network(config: RunConfig, data: LabeledDataset) -> str | None:
-    """The network a run of ``config`` trains on ``data`` (:meth:`RunConfig.model_name`), or None for a
-    method whose model is fitted rather than named (``marginals``).
+def run_network(config: RunConfig, input_shape: tuple[int, ...], categorical: tuple[int, ...] = ()) -> str | None:
+    """The network a run of ``config`` trains on inputs of ``input_shape`` (:meth:`RunConfig.model_name`),
+    or None for a method whose model is fitted rather than named (``marginals``).
 
     Parameters
     ----------
     config : RunConfig
         The run's configuration.
-    data : LabeledDataset
-        The run's dataset (its public input shape).
+    input_shape : tuple of int
+        The dataset's public input shape.
+    categorical : tuple of int, optional
+        Sizes of its leading integer-coded input columns (default none).
 
     Returns
     -------
@@ -173,13 +176,13 @@ def run_network(config: RunConfig, data: LabeledDataset) -> str | None:
     """
     if config.method_spec.model_from_state is not None:
         return None
-    return config.model_name(data.input_shape, data.categorical)
+    return config.model_name(tuple(input_shape), tuple(categorical))
 
 
 def saved_network(saved: dict[str, Any], facts: dict[str, Any]) -> str | None:
     """The network a saved run trained: the one its ``config.json`` names, else the one its ``data.json``
     records, else, for a folder saved before ``data.json`` recorded it, the rule's choice then (the small
-    CNN for 28x28 images; for other shapes the rule's choice has not changed: None).
+    CNN for 28x28 images; for other shapes the rule's choice has not changed).
 
     Parameters
     ----------
@@ -191,13 +194,51 @@ def saved_network(saved: dict[str, Any], facts: dict[str, Any]) -> str | None:
     Returns
     -------
     str or None
-        The network's name, or None for the rule's choice (or a method whose model is fitted).
+        The network's name; None for a method whose model is fitted (``marginals``).
     """
+    name = saved.get("method")
+    method = get_method(name) if name in method_names() else None
+    if method is not None and method.model_from_state is not None:
+        return None
     if saved.get("model"):
         return saved["model"]
     if "model" in facts:
         return facts["model"]
-    return "cnn" if tuple(facts["input_shape"])[1:] == (28, 28) else None
+    shape, categorical = tuple(facts["input_shape"]), tuple(facts.get("categorical", ()))
+    if shape[1:] == (28, 28):
+        return "cnn"
+    return default_model_name(shape, categorical, per_example=method is not None and method.per_example)
+
+
+def compared_configs(
+    saved: dict[str, Any], facts: dict[str, Any] | None, config: RunConfig, input_shape: tuple[int, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A saved run's configuration and a new one, as dictionaries to compare, each naming the network it
+    trains (:func:`saved_network`, :func:`run_network`): a network the rule chose and the same network
+    named are the same run, and one rule's choice before and after the rule changed are not.
+
+    Parameters
+    ----------
+    saved : dict
+        The saved ``config.json``.
+    facts : dict or None
+        The saved ``data.json`` (None: not written; the saved run is then taken to train the new one's
+        network).
+    config : RunConfig
+        The new configuration.
+    input_shape : tuple of int
+        The dataset's public input shape.
+
+    Returns
+    -------
+    tuple of dict
+        The saved and the new configuration, defaults filled in (``RunConfig.to_dict``).
+    """
+    categorical = tuple(facts.get("categorical", ())) if facts is not None else ()
+    network = run_network(config, input_shape, categorical)
+    trained = saved_network(saved, facts) if facts is not None else network
+    existing = RunConfig.from_dict({**saved, "model": trained}).to_dict()
+    return existing, dataclasses.replace(config, model=network).to_dict()
 
 
 def train_run(
@@ -315,7 +356,10 @@ def _open_run(
         return finished
     out.create()
     out.write_config(config.to_dict())
-    write_json_atomic(out.data_path, data_facts(data, in_memory=in_memory, model=run_network(config, data)))
+    write_json_atomic(
+        out.data_path,
+        data_facts(data, in_memory=in_memory, model=run_network(config, data.input_shape, data.categorical)),
+    )
     if data.preprocessor is not None:
         write_atomic(out.preprocessor_path, lambda tmp: joblib.dump(data.preprocessor, tmp))
     out.keep_metrics_of_checkpoints(len(config.stages), strict=config.method_spec.training_releases)
@@ -468,11 +512,7 @@ def _accept_changed_config(
     stage 1's labels); its training then restarts from those releases. Otherwise refuse. The networks
     compared are the ones trained (a network the rule chose, named)."""
     # Filling in defaults lets a run written before an option existed resume under the default.
-    network = run_network(config, data)
-    facts = out.read_data_facts()
-    trained = saved_network(saved, facts) if facts is not None else network
-    existing = RunConfig.from_dict({**saved, "model": trained}).to_dict()
-    new = dataclasses.replace(config, model=network).to_dict()
+    existing, new = compared_configs(saved, out.read_data_facts(), config, data.input_shape)
     if existing == new:
         return
     differs = ", ".join(sorted(k for k in set(existing) | set(new) if existing.get(k) != new.get(k)))
