@@ -28,8 +28,13 @@ import torch
 from labeldp.boundary import unseal
 from labeldp.data import load_dataset
 from labeldp.experiments.sweep import SweepJob, run_sweep
-from labeldp.recipes.builtin import CLUSTER_PRIOR, METHODS_EPSILONS, MNIST_TRAIN, PATE_STUDENT_TRAIN
-from labeldp.recipes.training import MNIST_MODEL
+from labeldp.recipes.builtin import (
+    CLUSTER_PRIOR,
+    METHODS_EPSILONS,
+    MNIST_PROFILE_MODEL,
+    MNIST_TRAIN,
+    PATE_STUDENT_TRAIN,
+)
 from labeldp.runs import RunConfig
 
 #: method name in the table -> RunConfig fields
@@ -57,7 +62,7 @@ def main() -> None:
     jobs = []
     for name in args.methods:
         for epsilon in args.epsilons:
-            fields = {"train": dataclasses.replace(MNIST_TRAIN), "model": MNIST_MODEL, **METHODS[name]}
+            fields = {"train": dataclasses.replace(MNIST_TRAIN), "model": MNIST_PROFILE_MODEL, **METHODS[name]}
             config = RunConfig(dataset="mnist", epsilon=epsilon, seed=args.seed, data_dir=args.data_dir, **fields)
             jobs.append(SweepJob(f"mnist/e{epsilon:g}/{name}/run{args.seed}", config))
     rows = run_sweep(jobs, args.out, workers=args.workers, data_dir=args.data_dir)

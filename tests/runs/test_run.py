@@ -159,7 +159,7 @@ def test_the_network_a_run_trains_is_recorded_and_dpsgd_defaults_to_one_without_
 @pytest.mark.filterwarnings("ignore:.*match no published checksum")
 def test_a_folder_saved_before_the_network_was_recorded_is_compared_by_the_network_it_trained(tmp_path, capsys) -> None:
     """A 28x28 run saved naming no network, before data.json recorded one, trained the small CNN: the
-    same command (MNIST's recipe names the small CNN) finds it finished; the rule's network now (the
+    same configuration naming the small CNN finds it finished; the rule's network now (the
     ConvNet) is a different configuration, refused for a finished run, and for an unfinished one
     trained afresh from its saved release; an audit reruns the network the run trained."""
     from labeldp.audit.label_inference import audited_config

@@ -35,7 +35,8 @@ class SmallCNN(nn.Sequential):
     15 to 25 CPU seconds on one thread (more on a busy machine), evaluation included. Non-private,
     the MNIST recipe's 12 epochs reach 99.4-99.6 % test accuracy (``benchmarks/image_networks.py``);
     the batch-norm :class:`~labeldp.models.convnet.ConvNet` reaches as much in half the time and is the
-    default for 28x28 images. The MNIST profiles (the results page's figures) train this network.
+    default for 28x28 images. The MNIST profiles (the results page's figures) and MNIST's PATE and
+    cluster-prior recipes train this network.
 
     Uses no batch statistics, so it is the default where per-example gradients are needed (DP-SGD).
 
