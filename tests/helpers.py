@@ -6,7 +6,13 @@ closed-form epsilon of a Gaussian mechanism."""
 from __future__ import annotations
 
 import gzip
+import json
 import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -149,3 +155,33 @@ def table_config(path, **overrides) -> RunConfig:
         train=TrainConfig(epochs=1, batch_size=16),
         **overrides,
     )
+
+
+def run_two_ranks(worker, arguments: list[str], results, extra_env: dict[str, str] | None = None) -> list[dict]:
+    """Launch ``worker`` under ``torchrun --nproc_per_node 2`` (one thread a process, labeldp's sources
+    first on the path), fail the test after 180 s or on a non-zero exit with the launch's output, and
+    return what each rank wrote to ``results/rank{r}.json``."""
+    source = Path(__file__).resolve().parents[1] / "src"
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        **(extra_env or {}),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")])),
+    }
+    launch = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone", str(worker)]
+        + arguments,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = launch.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(launch.pid, signal.SIGKILL)  # torchrun and the workers it started
+        output, _ = launch.communicate()
+        pytest.fail(f"torchrun did not finish in 180 s:\n{output[-3000:]}")
+    assert launch.returncode == 0, output[-5000:]
+    return [json.loads((Path(results) / f"rank{r}.json").read_text()) for r in range(2)]

@@ -6,10 +6,6 @@ One ``torchrun --nproc_per_node 2`` launch (tests/distributed_worker.py) serves 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +17,7 @@ from labeldp.config.pate import PATEConfig
 from labeldp.dpsgd.trainer import private_gradient
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
+from tests.helpers import run_two_ranks
 
 pytestmark = pytest.mark.skipif(
     not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
@@ -37,39 +34,7 @@ def two_ranks(tmp_path_factory) -> dict:
     base = tmp_path_factory.mktemp("ddp")
     root, results = base / "runs", base / "results"
     root.mkdir()
-    source = Path(__file__).resolve().parents[1] / "src"
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "REPEATS": str(REPEATS),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")])),
-    }
-    launch = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            "2",
-            "--standalone",
-            str(WORKER),
-            str(root),
-            str(results),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = launch.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        os.killpg(launch.pid, signal.SIGKILL)  # torchrun and the workers it started
-        output, _ = launch.communicate()
-        pytest.fail(f"torchrun did not finish in 180 s:\n{output[-3000:]}")
-    assert launch.returncode == 0, output[-5000:]
-    ranks = [json.loads((results / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = run_two_ranks(WORKER, [str(root), str(results)], results, {"REPEATS": str(REPEATS)})
     return {"root": root, "ranks": ranks}
 
 

@@ -7,10 +7,6 @@ One ``torchrun --nproc_per_node 2`` launch (tests/ads/ddp_worker.py) serves ever
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +21,7 @@ from labeldp.data.hashing import row_groups
 from labeldp.models.sparse import HashedFM
 from labeldp.randomness import NoiseSource
 from labeldp.training.sparse import SparseTrainConfig, forward_loss, train_sparse
+from tests.helpers import run_two_ranks
 
 pytestmark = pytest.mark.skipif(
     not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
@@ -46,30 +43,8 @@ def two_ranks(ads, spec, tmp_path_factory) -> dict:
     assert len(row_groups(ads[0])) == 3  # uneven: rank 0 reads row groups 0 and 2, rank 1 row group 1
     base = tmp_path_factory.mktemp("ads-ddp")
     root, results = base / "runs", base / "results"
-    source = Path(__file__).resolve().parents[2] / "src"
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")])),
-    }
     arguments = [str(ads[0]), json.dumps(spec.to_dict()), json.dumps(RUNS), str(root), str(results)]
-    launch = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone", str(WORKER)]
-        + arguments,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = launch.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        os.killpg(launch.pid, signal.SIGKILL)  # torchrun and the workers it started
-        output, _ = launch.communicate()
-        pytest.fail(f"torchrun did not finish in 180 s:\n{output[-3000:]}")
-    assert launch.returncode == 0, output[-5000:]
-    ranks = [json.loads((results / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = run_two_ranks(WORKER, arguments, results)
     return {"root": root, "ranks": ranks}
 
 
