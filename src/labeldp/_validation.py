@@ -36,6 +36,10 @@ def check_contribution(contribution: int) -> int:
     return int(contribution)
 
 
+#: the smallest epsilon accepted (RR at 1e-6 keeps a label with probability 1/K + 2.5e-7 for K = 2)
+MIN_EPSILON = 1e-6
+
+
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     """Return ``epsilon`` as a float after checking it is a finite number > 0.
 
@@ -62,6 +66,8 @@ def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
         raise ConfigError(f"{name} must be a number, got {epsilon!r}") from None
     if math.isnan(value) or value <= 0 or math.isinf(value):
         raise ConfigError(f"{name} must be a finite number > 0, got {epsilon!r}")
+    if value < MIN_EPSILON:  # below it a mechanism's probabilities round to uniform in float64 arithmetic
+        raise ConfigError(f"{name} must be at least {MIN_EPSILON:g}, got {epsilon!r}")
     return value
 
 

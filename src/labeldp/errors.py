@@ -25,12 +25,14 @@ class MissingFileError(LabelDPError, FileNotFoundError):
     """A file or folder labeldp was pointed at does not exist."""
 
 
-class BudgetError(LabelDPError, ValueError):
+class BudgetError(BaseException):
     """The privacy budget cannot pay for what was asked.
 
     Raised before any release where a plan costs more than the budget (PATE's queries, DP-SGD with a
     given noise multiplier, a release of :class:`~labeldp.boundary.PrivateLabels` beyond their
-    ``LabelBudget``), and by PATE after its release when no query was answered."""
+    ``LabelBudget``), and by PATE after its release when no query was answered. A ``BaseException``,
+    like :class:`~labeldp.boundary.PrivateLabelAccessError`: a search that catches ``Exception``
+    (scikit-learn's ``error_score``) must stop at a refused release, not score it as NaN and go on."""
 
 
 class RunDirectoryError(LabelDPError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -291,9 +292,10 @@ def test_an_interrupted_release_leaves_nothing_that_reads_as_one(tmp_path, monke
     assert load_release(tmp_path / "out").labels.size == 2000
 
 
-def test_a_killed_release_is_not_a_release_and_the_next_run_starts_over(tmp_path) -> None:
+def test_a_killed_release_is_not_a_release_and_the_next_run_does_not_draw_again(tmp_path) -> None:
     """A process killed outright (SIGKILL) mid-stream leaves only its hidden partial folder: no
-    sidecar, a Parquet file without its footer. The next release into the same folder deletes it."""
+    sidecar, a Parquet file without its footer. The next release into the same folder refuses to draw
+    again until the user deletes it (its labels were drawn)."""
     pq.write_table(make_table(rr_fixture(500)), tmp_path / "t.parquet")
     script = textwrap.dedent(f"""
         import os, signal
@@ -318,11 +320,13 @@ def test_a_killed_release_is_not_a_release_and_the_next_run_starts_over(tmp_path
         pq.read_table(partial / "labels.parquet")
     with pytest.raises(MissingFileError, match="did not finish"):
         load_release(tmp_path / "out")
-    with pytest.warns(UserWarning, match="never published"):
-        privatize_table(
-            tmp_path / "t.parquet", tmp_path / "out", label_column="y", id_column="id", classes=range(4), epsilon=1.0
-        )
-    assert not partial.exists() and load_release(tmp_path / "out").labels.size == 2000
+    arguments = dict(label_column="y", id_column="id", classes=range(4), epsilon=1.0)
+    with pytest.raises(ReleaseExistsError, match="killed before it finished"):
+        privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
+    assert sorted(p.name for p in partial.iterdir()) == ["labels.parquet"] and not (tmp_path / "out").exists()
+    shutil.rmtree(partial)
+    privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
+    assert load_release(tmp_path / "out").labels.size == 2000
 
 
 def test_a_second_process_cannot_write_the_same_release(tmp_path) -> None:

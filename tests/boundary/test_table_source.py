@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from labeldp.boundary import keys as keys_module
 from labeldp.boundary import load_release, privatize_table
 from labeldp.boundary import table_source as source_module
 from labeldp.errors import DataError
@@ -89,16 +89,15 @@ def test_a_label_outside_the_classes_in_a_later_csv_block_names_nothing(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["late.csv", "ragged.csv"]
 
 
-def _length_hash(column: pa.Array) -> np.ndarray:
+def _length_hash(texts: np.ndarray) -> np.ndarray:
     """A deliberately poor hash of string ids: their length (every id of one length collides)."""
-    return pc.utf8_length(column).to_numpy().astype(np.int64)
+    return np.array([len(text) for text in texts], dtype=np.int64)
 
 
 def test_hash_collisions_of_ids_are_checked_exactly(tmp_path, monkeypatch) -> None:
     """Ids that are not integers are compared by a 64-bit hash, then exactly where hashes collide: a
     collision alone never refuses a table."""
-    monkeypatch.setattr(source_module, "_hash_ids", _length_hash)  # many collisions
-    monkeypatch.setattr(source_module, "_COLLISIONS_PER_SCAN", 1)  # one scan per colliding hash
+    monkeypatch.setattr(keys_module, "_hash_texts", _length_hash)  # many collisions
     monkeypatch.setattr(source_module, "_READ_ROWS", 64)  # duplicates in different batches
     ids = [f"u{i}" for i in range(1000)]
     labels = np.arange(1000) % 2

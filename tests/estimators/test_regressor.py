@@ -14,7 +14,7 @@ from sklearn.neighbors import KNeighborsRegressor
 from sklearn.tree import DecisionTreeRegressor
 
 from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels
-from labeldp.errors import ConfigError, DataError
+from labeldp.errors import BudgetError, ConfigError, DataError
 from labeldp.estimators import LabelDPRegressor
 
 RANGE = (0.0, 100.0)
@@ -93,7 +93,7 @@ def test_folds_share_one_release_and_a_new_one_needs_the_budget() -> None:
     assert budget.spent == pytest.approx(2.0, abs=1e-3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with pytest.raises(Exception, match="past their budget"):
+        with pytest.raises(BudgetError, match="past their budget"):
             LabelDPRegressor(_tree(), epsilon=1.0, label_range=RANGE, grid=31).fit(x, capped)
     assert budget.spent == pytest.approx(2.0, abs=1e-3)
 

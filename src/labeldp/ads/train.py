@@ -22,6 +22,7 @@ from scipy.special import logit
 from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_hashed_counts
+from labeldp.boundary.table_source import check_each_row_once
 from labeldp.boundary.units import bound_contributions, unit_codes
 from labeldp.config.hashed import CALIBRATION_ROWS, DEFAULT_SLOT_BITS, HashedConfig
 from labeldp.data.hashed_table import PositionTargets, labelled_blocks, read_column, released_blocks
@@ -198,6 +199,9 @@ def unit_members(table: HashedTable, config: HashedConfig) -> tuple[PrivacyLedge
     members : numpy.ndarray
         The rows kept, sorted positions.
     """
+    if config.route in ("counts", "rr"):  # labeldp draws: a row held twice would be released twice
+        files = parquet_files(table.source)
+        check_each_row_once(len(files), str(table.source), None, config.unit_column, config.one_row_per_person)
     if config.unit_column is None:
         return PrivacyLedger(table.rows), np.arange(table.rows)
     units = unit_codes(read_column(table.source, config.unit_column))

@@ -22,7 +22,13 @@ from labeldp.boundary.budget import LabelBudget
 from labeldp.boundary.column import DEFAULT_BATCH_ROWS, privatize, table_ledger
 from labeldp.boundary.domain import LabelDomain, canonical_label, class_array, fit_classes
 from labeldp.boundary.folder_format import CHANNEL_PREFIX, K_COLUMN, RELEASED_COLUMN, load_release, read_sidecar
-from labeldp.boundary.labels import RELEASE_ONCE_ROUTE, PrivateLabelAccessError, PrivateLabels, unseal
+from labeldp.boundary.labels import (
+    RELEASE_ONCE_ROUTE,
+    LabelsInAnotherProcessError,
+    PrivateLabelAccessError,
+    PrivateLabels,
+    unseal,
+)
 from labeldp.boundary.release import (
     Release,
     release_dpsgd_plan,
@@ -46,6 +52,7 @@ __all__ = [
     "K_COLUMN",
     "LabelBudget",
     "LabelDomain",
+    "LabelsInAnotherProcessError",
     "PrivateLabelAccessError",
     "PrivateLabels",
     "RELEASED_COLUMN",

@@ -36,6 +36,10 @@ def canonical_label(value: Any) -> str:
     if text.lower() in ("true", "false"):
         return "1" if text.lower() == "true" else "0"
     try:
+        return str(int(text))  # exact: a 19-digit id must not round through a float
+    except ValueError:
+        pass
+    try:
         number = float(text)
     except ValueError:
         return text

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from dp_accounting import dp_event
 
 from labeldp import __version__
 from labeldp.accounting.ledger import PrivacyLedger
@@ -225,6 +227,22 @@ def read_sidecar(path) -> dict[str, Any]:
     return sidecar
 
 
+def _check_stated_epsilon(folder: Path, epsilon: float, ledger: PrivacyLedger) -> None:
+    """Refuse a sidecar whose epsilon (which the channel is computed from) is not the one its ledger
+    recorded: a hand-edited ``release.json`` would otherwise train through a channel no draw made."""
+    for entry in ledger.entries:
+        event = entry.event
+        if isinstance(event, dp_event.RandomizedResponseDpEvent):
+            k, noise = event.num_buckets, event.noise_parameter
+            recorded = -math.log(noise / (k - (k - 1) * noise))
+            if not math.isclose(recorded, epsilon, rel_tol=1e-6):
+                raise DataError(
+                    f"{folder}: release.json states epsilon {epsilon:g} per label, its ledger recorded "
+                    f"{recorded:g}; the folder was edited after it was written. Release the labels again into a "
+                    "new folder, or restore the folder as privatize wrote it"
+                )
+
+
 def load_release(path) -> ReleasedLabels:
     """Read the release folder ``path`` written by :func:`privatize_table`, all of it, in memory (the
     result takes 8 bytes a row for the labels, 8 for k and the ids' own size; reading takes about
@@ -257,7 +275,11 @@ def load_release(path) -> ReleasedLabels:
     folder = Path(path)
     sidecar = read_sidecar(folder)
     ledger = PrivacyLedger.load(folder / sidecar["files"]["ledger"])
-    table = pq.read_table(folder / sidecar["files"]["labels"])
+    _check_stated_epsilon(folder, float(sidecar["epsilon"]), ledger)
+    try:
+        table = pq.read_table(folder / sidecar["files"]["labels"])
+    except (pa.ArrowInvalid, OSError) as error:
+        raise DataError(f"{folder / sidecar['files']['labels']} is damaged or truncated ({error})") from None
     rows = sidecar["rows"]
     if table.num_rows != rows or ledger.dataset_size != rows:
         raise DataError(

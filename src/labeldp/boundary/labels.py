@@ -23,13 +23,16 @@ a release is drawn only if the composition of what the root's rows have spent (p
 dp_accounting) stays within it.
 
 The labels never leave the process they entered: a copy in another process would release them again
-with a ledger and budget of its own, so pickling is refused (joblib's process workers, ``n_jobs`` > 1
+with a ledger and budget of its own. Pickling is refused (joblib's process workers, ``n_jobs`` > 1
 with the default backend, cannot receive them; its threading backend shares them, and the root's lock
-makes each release happen once).
+makes each release happen once), and labels that reached another process without pickling (a fork:
+``multiprocessing``'s default on Linux, a pool's workers) are refused there by the process id they
+were made in, whatever started the process.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
@@ -68,6 +71,15 @@ class PrivateLabelAccessError(BaseException):
     """
 
 
+class LabelsInAnotherProcessError(PrivateLabelAccessError, Exception):
+    """Private labels were pickled for another process, or reached one without pickling (a fork).
+
+    Also an ``Exception``: a process pool hands it back to the caller, which raises it (a
+    ``BaseException`` kills a pool's worker or its task thread, and the caller waits forever).
+    Swallowing it is harmless: nothing was drawn.
+    """
+
+
 class _Root:
     """The labels as they entered, and what has been released of them: shared by every view."""
 
@@ -80,6 +92,18 @@ class _Root:
         self.shared: dict[Hashable, Any] = {}
         self.lock = threading.RLock()
         self.withheld = False
+        self.process = os.getpid()
+
+    def check_process(self) -> None:
+        """Refuse a read in a process other than the one the labels were made in (a fork copies them
+        without pickling, with a ledger and budget that the parent never sees)."""
+        if os.getpid() != self.process:
+            raise LabelsInAnotherProcessError(
+                f"these labels were made in process {self.process} and reached process {os.getpid()} without "
+                "pickling (a fork, a multiprocessing pool's worker): a release here would have a ledger and budget "
+                "of its own that the first process never sees, so labeldp refuses it. Release them in the process "
+                "that made them, before the workers start, and hand the workers the release. " + RELEASE_ONCE_ROUTE
+            )
 
 
 class PrivateLabels:
@@ -488,7 +512,7 @@ class PrivateLabels:
         )
 
     def _refuse_to_leave(self, *args: Any, **kwargs: Any):
-        raise PrivateLabelAccessError(
+        raise LabelsInAnotherProcessError(
             "private labels do not leave the process they entered (pickling them for a worker process, e.g. "
             "n_jobs > 1 in scikit-learn): a copy would release them again with a ledger of its own. Use n_jobs=1, or "
             "joblib's threading backend (with joblib.parallel_backend('threading'): the threads share one release), "
@@ -623,6 +647,7 @@ class PrivateLabels:
     def _check_spend(self, bound: dp_event.DpEvent, members: np.ndarray) -> None:
         """Refuse, before anything is drawn, a release that rows already released may not pay for."""
         root = self._root
+        root.check_process()
         if root.withheld:
             raise PrivateLabelAccessError(
                 "these labels were withheld: they can be read only through the releases "
@@ -691,6 +716,7 @@ def unseal(labels: PrivateLabels | np.ndarray) -> np.ndarray:
 def _open(labels: PrivateLabels) -> np.ndarray:
     """The view's values, read-only (the labels as they entered are never changed); withheld labels
     are refused here, so that nothing built from them (a copy, a concatenation) can be released."""
+    labels._root.check_process()
     if labels._root.withheld:
         raise PrivateLabelAccessError(
             "these labels were withheld: they can be read only through the releases made "
@@ -720,4 +746,4 @@ def _numeric_values(labels) -> np.ndarray:
     return values
 
 
-__all__ = ["PrivateLabelAccessError", "PrivateLabels", "RELEASE_ONCE_ROUTE", "unseal"]
+__all__ = ["LabelsInAnotherProcessError", "PrivateLabelAccessError", "PrivateLabels", "RELEASE_ONCE_ROUTE", "unseal"]

@@ -37,7 +37,8 @@ The lock file is never removed (removing it while held would let two processes l
 same name, and both draw): empty, it stays beside the release, harmless. An error or an interrupt
 removes the partial folder; a process killed outright leaves it behind, unreadable as a release (no
 ``release.json``, a Parquet file without its footer), and the next ``privatize_table`` to the same
-``out`` deletes it unread before it draws.
+``out`` refuses to draw until the user deletes it: it holds labels already drawn, and a second draw
+would spend their budget again for whoever can read the first.
 
 What is written depends on the labels only through the mechanism's output: no count, histogram or
 other statistic of the labels is computed or written, and the error for a label outside the classes
@@ -52,7 +53,6 @@ import fcntl
 import os
 import shutil
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,7 @@ from labeldp.boundary.folder_format import (
 )
 from labeldp.boundary.table_source import (
     arrow_class_values,
+    check_each_row_once,
     check_rows,
     kept_batches,
     open_source,
@@ -158,6 +159,7 @@ def privatize_table(
     unit_column: str | None = None,
     max_rows_per_unit: int | None = None,
     seed: int = 0,
+    one_row_per_person: bool = False,
 ) -> dict[str, Any]:
     """Release the label column of a table once, streamed in blocks of ``batch_rows`` rows, into the
     new folder ``out`` (``labels.parquet``, ``release.json``, ``ledger.json``; see the module docstring).
@@ -206,6 +208,9 @@ def privatize_table(
         The most rows of one unit released (required with ``unit_column``).
     seed : int, optional
         The public seed of which rows of a larger unit are kept (default 0).
+    one_row_per_person : bool, optional
+        The user's statement that no person has two rows, which lets a source of several files be read
+        without an id or unit column (:func:`~labeldp.boundary.table_source.check_each_row_once`).
 
     Returns
     -------
@@ -275,6 +280,7 @@ def privatize_table(
             write_channel,
             noise,
             units,
+            one_row_per_person,
         )
 
 
@@ -343,8 +349,11 @@ def _privatize_table(
     write_channel: bool,
     noise: NoiseSource,
     units: _UnitRule | None,
+    one_row_per_person: bool,
 ) -> dict[str, Any]:
-    datasets, described = open_source(source, label_column)
+    unit_column = units and units.column
+    datasets, described = open_source(source, [label_column, id_column, unit_column])
+    check_each_row_once(len(datasets), described, id_column, unit_column, one_row_per_person)
     schema = source_schema(datasets, needed)
     class_values = arrow_class_values(domain, released_type(datasets, schema.field(label_column).type), label_column)
     for name in columns_of_priors or ():
@@ -356,7 +365,7 @@ def _privatize_table(
             f"{schema.field(id_column).type}"
         )
     rows, unit_keys = check_rows(
-        datasets, schema, domain, label_column, id_column, described, columns_of_priors, units and units.column
+        datasets, schema, domain, label_column, id_column, described, columns_of_priors, unit_column
     )
     kept = None if units is None else units.keep(unit_keys, eps)
     del unit_keys
@@ -366,11 +375,11 @@ def _privatize_table(
         _refuse_existing(out)
         partial = out.parent / f".{out.name}.partial"
         if partial.exists():
-            warnings.warn(
-                f"removed {partial}, left by a release into {out} that did not finish; its labels were never published",
-                stacklevel=2,
+            raise ReleaseExistsError(
+                f"{partial} was left by a release into {out} that was killed before it finished: it holds labels "
+                "drawn then, and drawing them again would spend their budget a second time for whoever can read "
+                "it. If nobody else has read it (it is readable by its owner only), delete it to release afresh"
             )
-            shutil.rmtree(partial)
         partial.mkdir()
         mode = partial.stat().st_mode & 0o777
         partial.chmod(0o700)  # the noisy labels of an unfinished release are its owner's only

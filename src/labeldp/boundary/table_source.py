@@ -16,21 +16,21 @@ fit would fail the read, quoted in the error). ``released_label`` is written in 
 on no label value (:func:`released_type`). pyarrow's own message for a CSV file it cannot read is
 withheld (it can quote a row, its label included).
 
-**Each row once.** The first pass keeps 8 bytes a row: integer ids as int64, compared exactly, other
-ids as 64-bit hashes, where hashes collide compared exactly by a further scan of the id column, so
-that a collision never refuses a valid table; a duplicated id is refused naming it (ids are public).
-A privacy unit's values are kept as 64-bit keys the same way (8 bytes a row); two units whose keys
-collide would count as one, which only bounds their rows together (never fewer units' worth of
-protection), and happens with probability about n^2 / 2^64.
+**Each row once.** Ids and privacy units are read as text from CSV files, each file's in its own
+type, and compared by their canonical spelling (:mod:`labeldp.boundary.keys`: ``17`` in a Parquet file
+and ``"17"`` in a CSV file are one person). The first pass keeps a 64-bit key a row; where keys repeat,
+a further scan compares the ids exactly, so that a hash collision never refuses a valid table, and a
+duplicated id is refused naming it (ids are public). Without ids or units a source of several files
+(where a stray copy, ``events.csv`` beside ``events.parquet``, would hold each row twice) is refused
+unless the user states that each row is a different person (:func:`check_each_row_once`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,11 +42,11 @@ import pyarrow.dataset as ds
 from labeldp._validation import check_priors
 from labeldp.boundary.column import duplicated_ids_error
 from labeldp.boundary.domain import LabelDomain, canonical_label
+from labeldp.boundary.keys import canonical_text, row_keys
 from labeldp.errors import ConfigError, DataError, MissingFileError
 
 _READ_ROWS = 1 << 16  # rows per batch read from a file
-_COLLISIONS_PER_SCAN = 1 << 10  # colliding id hashes checked exactly per scan of the id column
-_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".parq": "parquet", ".csv": "csv", ".tsv": "tsv"}
+_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".parq": "parquet", ".csv": "csv", ".txt": "csv", ".tsv": "tsv"}
 
 
 def arrow_positions(domain: LabelDomain, column: pa.Array | pa.ChunkedArray, where: str) -> np.ndarray:
@@ -133,7 +133,7 @@ def arrow_class_values(domain: LabelDomain, value_type: pa.DataType, column: str
         raise ConfigError(f"the classes do not fit label column {column!r} ({value_type}): {error}") from None
 
 
-def open_source(source, label_column: str) -> tuple[list[ds.Dataset], str]:
+def open_source(source, text_columns: str | Sequence[str | None]) -> tuple[list[ds.Dataset], str]:
     """The source as datasets to scan in order, and a description of it.
 
     Parameters
@@ -141,8 +141,9 @@ def open_source(source, label_column: str) -> tuple[list[ds.Dataset], str]:
     source : str or os.PathLike or pyarrow.Table or pyarrow.dataset.Dataset or pandas.DataFrame
         A Parquet or CSV file, a folder of them (data files in the order of their sorted paths; names
         starting with ``.`` or ``_`` are skipped), an Arrow table or dataset, or a DataFrame.
-    label_column : str
-        The label column, read as text from CSV files (and from a DataFrame's column of objects).
+    text_columns : str or sequence of str
+        The label, id and unit columns, read as text from CSV files (and from a DataFrame's columns of
+        objects); None entries are ignored.
 
     Returns
     -------
@@ -159,34 +160,68 @@ def open_source(source, label_column: str) -> tuple[list[ds.Dataset], str]:
         If a folder holds no data files, a file is neither Parquet nor CSV or cannot be read, or a
         DataFrame cannot be converted to Arrow (pyarrow's message withheld).
     """
+    text_columns = [text_columns] if isinstance(text_columns, str) else [c for c in text_columns if c]
     if isinstance(source, pd.DataFrame):
-        return [ds.dataset(_frame_table(source, label_column))], "an in-memory table"
+        return [ds.dataset(_frame_table(source, text_columns))], "an in-memory table"
     if isinstance(source, pa.Table):
         return [ds.dataset(source)], "an in-memory table"
     if isinstance(source, ds.Dataset):
         return [source], "a pyarrow dataset"
+    return [_open(f, text_columns) for f in data_files(source)], str(source)
+
+
+def data_files(source) -> list[Path]:
+    """The data files of a file or folder, in the order they are read: a folder's in the order of
+    their sorted paths, names starting with ``.`` or ``_`` skipped (``.crc``, ``_SUCCESS``, ``_metadata``
+    are not data, as for pyarrow and Spark).
+
+    Raises
+    ------
+    labeldp.errors.MissingFileError
+        If the path does not exist.
+    labeldp.errors.DataError
+        If a folder holds no data files.
+    """
     path = Path(source)
     if not path.exists():
         raise MissingFileError(f"table {path} does not exist")
     if path.is_file():
-        files = [path]
-    else:
-        # Hidden and underscore names (.crc, _SUCCESS, _metadata) are not data, as for pyarrow and Spark.
-        files = sorted(
-            f
-            for f in path.rglob("*")
-            if f.is_file() and not any(part.startswith((".", "_")) for part in f.relative_to(path).parts)
+        return [path]
+    files = sorted(
+        f
+        for f in path.rglob("*")
+        if f.is_file() and not any(part.startswith((".", "_")) for part in f.relative_to(path).parts)
+    )
+    if not files:
+        raise DataError(f"folder {path} holds no data files")
+    return files
+
+
+def check_each_row_once(
+    files: int, described: str, id_column: str | None, unit_column: str | None, one_row_per_person: bool
+) -> None:
+    """Refuse a source of several files without ids or privacy units, unless the user states that each
+    row is a different person: a row held twice (a stray copy, ``events.csv`` beside
+    ``events.parquet``) would be released twice under a ledger showing one release. With ids,
+    duplicates are caught (:func:`check_rows`); with units, a unit's rows are bounded however often
+    they occur. A single file is taken as holding each person once: rows are never refused for having
+    equal public columns."""
+    if files > 1 and id_column is None and unit_column is None and not one_row_per_person:
+        raise DataError(
+            f"{described} holds {files} data files and no id column: a row held in two of them (a stray copy, "
+            "events.csv beside events.parquet) would be released twice under a ledger that shows one release. "
+            "Name an id column (--id-column, id_column=) so that duplicated rows are refused, or a privacy unit "
+            "(--privacy-unit), or state that every row is a different person (--one-row-per-person, "
+            "one_row_per_person=True)"
         )
-        if not files:
-            raise DataError(f"folder {path} holds no data files")
-    return [_open(f, label_column) for f in files], str(path)
 
 
-def _frame_table(frame: pd.DataFrame, label_column: str) -> pa.Table:
-    """A DataFrame as an Arrow table. A label column of Python objects becomes text first: Arrow
-    would infer its type from the labels, and quote the first label that does not fit it."""
-    if label_column in frame.columns and frame[label_column].dtype == object:
-        frame = frame.assign(**{label_column: frame[label_column].astype("string")})
+def _frame_table(frame: pd.DataFrame, text_columns: list[str]) -> pa.Table:
+    """A DataFrame as an Arrow table. Text columns of Python objects become text first: Arrow would
+    infer their type from the values, and quote the first one that does not fit it."""
+    objects = [c for c in text_columns if c in frame.columns and frame[c].dtype == object]
+    if objects:
+        frame = frame.assign(**{c: frame[c].map(lambda v: None if pd.isna(v) else str(v)) for c in objects})
     try:
         return pa.Table.from_pandas(frame, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -196,19 +231,32 @@ def _frame_table(frame: pd.DataFrame, label_column: str) -> pa.Table:
         ) from None
 
 
-def _open(path: Path, label_column: str) -> ds.Dataset:
-    file_format = _file_format(path, label_column)
+def _open(path: Path, text_columns: list[str]) -> ds.Dataset:
+    file_format = _file_format(path, text_columns)
     with _reading(str(path), isinstance(file_format, ds.CsvFileFormat)):  # CSV: reads the first block
         return ds.dataset(path, format=file_format)
 
 
-def _file_format(path: Path, label_column: str) -> ds.FileFormat:
-    suffixes = [s.lower() for s in path.suffixes]
+def file_kind(path: Path) -> str:
+    """``"parquet"``, ``"csv"`` or ``"tsv"``, from a data file's suffixes (``.gz`` or ``.bz2`` may
+    follow a CSV's).
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If the suffix is not a table's.
+    """
+    suffixes = [s.lower() for s in Path(path).suffixes]
     if suffixes and suffixes[-1] in (".gz", ".bz2") and len(suffixes) > 1:
         suffixes = suffixes[:-1]  # compressed CSV: pyarrow reads it by its extension
     kind = _FORMATS.get(suffixes[-1] if suffixes else "")
     if kind is None:
         raise DataError(f"{path} is not a Parquet (.parquet, .pq) or CSV (.csv, .tsv, optionally .gz) file")
+    return kind
+
+
+def _file_format(path: Path, text_columns: list[str]) -> ds.FileFormat:
+    kind = file_kind(path)
     if kind == "parquet":
         # Pages read through a 1 MiB buffer, not whole column chunks read ahead ("pre-buffering", which
         # helps on object stores): bounded memory, and on a local disk a scan in a third of the CPU time.
@@ -217,12 +265,13 @@ def _file_format(path: Path, label_column: str) -> ds.FileFormat:
                 pre_buffer=False, use_buffered_stream=True, buffer_size=1 << 20
             )
         )
-    # The labels are read as text. Left to itself, pyarrow infers a column's type from the values of the
-    # file's first block: a private label would decide it, and a later label that does not fit it would
-    # fail the read with an error quoting it.
+    # The labels, ids and units are read as text. Left to itself, pyarrow infers a column's type from
+    # the values of the file's first block: a private label would decide it, a later label that does not
+    # fit it would fail the read with an error quoting it, and a user id would be 17 here, "17" there.
+    # Empty strings stay strings: no spelling of a label is a missing value.
     return ds.CsvFileFormat(
         parse_options=pa_csv.ParseOptions(delimiter="\t" if kind == "tsv" else ","),
-        convert_options=pa_csv.ConvertOptions(column_types={label_column: pa.string()}),
+        convert_options=pa_csv.ConvertOptions(column_types={c: pa.string() for c in text_columns}),
     )
 
 
@@ -304,12 +353,13 @@ def _describe(dataset: ds.Dataset) -> str:
 
 
 def read_batches(
-    datasets: list[ds.Dataset], schema: pa.Schema, label_column: str | None = None
+    datasets: list[ds.Dataset], schema: pa.Schema, label_column: str | Sequence[str | None] | None = None
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the columns in ``schema``, file after file, each batch in file order;
     the read-ahead is bounded (a few batches of at most ``_READ_ROWS`` rows). Every column but
-    ``label_column`` is cast to ``schema``'s type: each file's labels keep their own type and are
-    matched to the classes as text (a cast would fail on a label that does not fit, and quote it).
+    ``label_column`` (the label, or the label and unit columns) is cast to ``schema``'s type: each
+    file's labels and units keep their own type and are matched as text (a cast would fail on a label
+    that does not fit, and quote it; a unit ``"anonymous"`` cannot be cast to the first file's integers).
 
     Parameters
     ----------
@@ -317,8 +367,8 @@ def read_batches(
         The source's datasets, read in order.
     schema : pyarrow.Schema
         The columns to read and their types.
-    label_column : str or None, optional
-        The column left in each file's own type (default None: every column is cast).
+    label_column : str or sequence of str or None, optional
+        The columns left in each file's own type (default None: every column is cast).
 
     Yields
     ------
@@ -331,25 +381,24 @@ def read_batches(
         If a file cannot be read (a CSV reader's message withheld), or a column other than the labels
         cannot be cast to the first file's type.
     """
+    own = {label_column} if isinstance(label_column, str) else {c for c in label_column or () if c}
     for dataset in datasets:
         with _reading(_describe(dataset), _is_csv(dataset)):
             for batch in dataset.to_batches(
                 columns=schema.names, batch_size=_READ_ROWS, batch_readahead=2, fragment_readahead=1
             ):
                 if batch.num_rows:
-                    yield _conformed(batch, schema, label_column, dataset)
+                    yield _conformed(batch, schema, own, dataset)
 
 
-def _conformed(
-    batch: pa.RecordBatch, schema: pa.Schema, label_column: str | None, dataset: ds.Dataset
-) -> pa.RecordBatch:
-    """``batch`` with its columns but the label column cast to ``schema``'s types (public columns:
-    an error may quote their values)."""
+def _conformed(batch: pa.RecordBatch, schema: pa.Schema, own: set[str], dataset: ds.Dataset) -> pa.RecordBatch:
+    """``batch`` with its columns but ``own`` cast to ``schema``'s types (public columns: an error may
+    quote their values)."""
     if batch.schema == schema:
         return batch
     columns = []
     for field, column in zip(schema, batch.columns):
-        if field.name != label_column and column.type != field.type:
+        if field.name not in own and column.type != field.type:
             try:
                 column = column.cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
@@ -358,7 +407,100 @@ def _conformed(
                     f"{field.type} ({error})"
                 ) from None
         columns.append(column)
-    return pa.RecordBatch.from_arrays(columns, names=schema.names)
+    return pa.RecordBatch.from_arrays(columns, names=list(schema.names))
+
+
+@dataclass(frozen=True)
+class KeyColumns:
+    """A whole table's label, id and unit columns in memory, as :func:`read_key_columns` read them.
+
+    ``labels`` holds the true labels, each batch in its file's own type (text from CSV): only a loader
+    matching them to the declared domain (:func:`arrow_positions`) reads them, and wraps the result at once.
+    """
+
+    columns: list[str]
+    rows_per_file: list[int]
+    labels: list[pa.Array]
+    unit_keys: np.ndarray | None
+
+    @property
+    def rows(self) -> int:
+        return sum(self.rows_per_file)
+
+    def class_positions(self, domain: LabelDomain, where: str) -> np.ndarray:
+        """The labels' class positions (a label missing or outside the classes refused unnamed)."""
+        return np.concatenate([arrow_positions(domain, chunk, where) for chunk in self.labels])
+
+    def numbers(self, where: str) -> np.ndarray:
+        """The labels as float64 numbers; a label that is no number (or is missing) refused unnamed."""
+        values = []
+        for chunk in self.labels:
+            if pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type):
+                chunk = pc.utf8_trim_whitespace(chunk)
+            try:
+                values.append(chunk.cast(pa.float64()).to_numpy(zero_copy_only=False))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                values.append(None)
+            if values[-1] is None or chunk.null_count:
+                raise DataError(
+                    f"the {where} of a regression must be numbers, none missing (which and how many are not "
+                    "said: the labels are private; nothing was released)"
+                )
+        return np.concatenate(values)
+
+
+def read_key_columns(
+    source,
+    label_column: str,
+    id_column: str | None = None,
+    unit_column: str | None = None,
+    *,
+    one_row_per_person: bool = False,
+) -> KeyColumns:
+    """Read a whole table's label, id and unit columns into memory, as :func:`check_rows` reads them
+    for a release: the labels as text from CSV, never by guessing; ids and units in each file's own
+    type, compared by their canonical spelling; a duplicated id refused, naming it; a source of several
+    files without ids or units refused unless ``one_row_per_person`` (:func:`check_each_row_once`).
+
+    Reads the true labels into memory and releases nothing: the caller wraps them as private labels.
+
+    Raises
+    ------
+    labeldp.errors.MissingFileError
+        If the source does not exist.
+    labeldp.errors.DataError
+        If it cannot be read, lacks a column or holds no rows, an id or unit is missing, or an id is
+        duplicated.
+    """
+    datasets, described = open_source(source, [label_column, id_column, unit_column])
+    names = list(datasets[0].schema.names)
+    if label_column not in names:
+        raise DataError(
+            f"label column {label_column!r} not found: name the table's label column with --label-column COL "
+            f"(label_column=...); its columns are {names}"
+        )
+    check_each_row_once(len(datasets), described, id_column, unit_column, one_row_per_person)
+    needed = [c for c in (label_column, id_column, unit_column) if c is not None]
+    schema = source_schema(datasets, needed)
+    labels: list[pa.Array] = []
+    units: list[np.ndarray] = []
+    ids: list[np.ndarray] = []
+    per_file = []
+    for dataset in datasets:
+        rows = 0
+        for batch in read_batches([dataset], schema, needed):
+            rows += batch.num_rows
+            labels.append(batch.column(label_column))
+            if unit_column is not None:
+                units.append(row_keys(batch.column(unit_column), _unit_missing(unit_column)))
+            if id_column is not None:
+                ids.append(row_keys(batch.column(id_column), f"id column {id_column!r} has missing values"))
+        per_file.append(rows)
+    if not sum(per_file):
+        raise DataError(f"{described} has no rows")
+    if id_column is not None:
+        _refuse_duplicated_ids(datasets, schema.field(id_column), _joined(ids), own_types=True)
+    return KeyColumns(names, per_file, labels, _joined(units) if unit_column is not None else None)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -380,7 +522,7 @@ def check_rows(
     rows' positions are); RR-with-prior's prior columns, each row a probability distribution; and the
     privacy unit column, every row's unit present. Returns the number of rows and each row's unit key.
 
-    The ids are checked with 8 bytes a row: each row's 64-bit key (:func:`_id_keys`).
+    The ids are checked with 8 bytes a row: each row's 64-bit key (:func:`~labeldp.boundary.keys.row_keys`).
 
     Reads the true labels to check them against the classes, and releases nothing: only the number of
     rows comes back, and an error says neither which labels nor how many are refused.
@@ -428,20 +570,15 @@ def check_rows(
     unit = [schema.field(unit_column)] if unit_column is not None else []
     fields = [schema.field(label_column), *ids, *unit, *(schema.field(name) for name in prior_columns)]
     rows = 0
-    for batch in read_batches(datasets, pa.schema(fields), label_column):
+    for batch in read_batches(datasets, pa.schema(fields), (label_column, unit_column)):
         arrow_positions(domain, batch.column(0), where)
         rows += batch.num_rows
         if prior_columns:  # public: checked before anything is drawn, not block by block while drawing
             _check_prior_rows(batch, prior_columns)
         if unit_column is not None:
-            if batch.column(unit_column).null_count:
-                raise DataError(f"privacy unit column {unit_column!r} has missing values: every row needs its unit")
-            units.append(_id_keys(batch.column(unit_column)))
-        if id_column is None:
-            continue
-        if batch.column(1).null_count:
-            raise DataError(f"id column {id_column!r} has missing values")
-        keys.append(_id_keys(batch.column(1)))
+            units.append(row_keys(batch.column(unit_column), _unit_missing(unit_column)))
+        if id_column is not None:
+            keys.append(row_keys(batch.column(1), f"id column {id_column!r} has missing values"))
     if rows == 0:
         raise DataError(f"{described} has no rows")
     if id_column is not None:
@@ -458,19 +595,6 @@ def _check_prior_rows(batch: pa.RecordBatch, prior_columns: tuple[str, ...]) -> 
     check_priors(np.column_stack([batch.column(name).to_numpy(zero_copy_only=False) for name in prior_columns]))
 
 
-def _id_keys(ids: pa.Array) -> np.ndarray:
-    """Each id as a 64-bit key (int64): an integer id itself (uint64 wraps around, still one to one),
-    any other id its hash."""
-    if pa.types.is_integer(ids.type):
-        return ids.to_numpy(zero_copy_only=False).astype(np.int64)
-    return _hash_ids(ids)
-
-
-def _hash_ids(ids: pa.Array) -> np.ndarray:
-    """64-bit hashes of ids (pandas' ``hash_array``, one vectorised call), as int64."""
-    return pd.util.hash_array(ids.to_numpy(zero_copy_only=False), categorize=False).view(np.int64)
-
-
 def _joined(chunks: list[np.ndarray]) -> np.ndarray:
     """The chunks as one int64 array, each chunk freed once copied: the peak is about the total, not
     twice it. Empties ``chunks``."""
@@ -483,43 +607,28 @@ def _joined(chunks: list[np.ndarray]) -> np.ndarray:
     return joined
 
 
-def _refuse_duplicated_ids(datasets: list[ds.Dataset], field: pa.Field, keys: np.ndarray) -> None:
-    """Refuse a table in which an id occurs twice, from every row's key (sorted here, in place).
-    Integer keys are the ids: a repeated key is a repeated id. Other keys are hashes: the ids of the
-    repeated ones are compared exactly (:func:`_duplicated_id`), so that a collision never refuses a
-    valid table."""
+def _unit_missing(column: str) -> str:
+    return f"privacy unit column {column!r} has missing values: every row needs its unit"
+
+
+def _refuse_duplicated_ids(
+    datasets: list[ds.Dataset], field: pa.Field, keys: np.ndarray, own_types: bool = False
+) -> None:
+    """Refuse a table in which an id occurs twice, from every row's key (sorted here, in place): where
+    keys repeat, a scan of the id column compares the ids of those keys by their canonical spelling,
+    so that a hash collision never refuses a valid table."""
     keys.sort()
-    repeated = keys[1:][keys[1:] == keys[:-1]]
+    repeated = np.unique(keys[1:][keys[1:] == keys[:-1]])
     if not repeated.size:
         return
-    if pa.types.is_integer(field.type):
-        example = repeated[:1].astype(field.type.to_pandas_dtype())[0]  # back from int64 (uint64 wraps back)
-    else:
-        example = _duplicated_id(datasets, field, np.unique(repeated))
-        if example is None:
-            return
-    raise duplicated_ids_error(f"id column {field.name!r}", example)
-
-
-def _duplicated_id(datasets: list[ds.Dataset], field: pa.Field, hashes: np.ndarray) -> Any:
-    """An id that occurs twice among the rows whose id hash is in ``hashes`` (sorted, distinct), or
-    None: the hash collisions compared exactly. One scan of the id column per ``_COLLISIONS_PER_SCAN``
-    hashes (a valid table has almost never any; in a table with a duplicated id the first scan finds
-    one), keeping the distinct ids of those hashes met so far, and stopping at the first repeat."""
-    for start in range(0, hashes.size, _COLLISIONS_PER_SCAN):
-        chosen = hashes[start : start + _COLLISIONS_PER_SCAN]
-        met = pa.array([], type=field.type)
-        for batch in read_batches(datasets, pa.schema([field])):
-            ids = batch.column(0)
-            found = ids.filter(pa.array(np.isin(_hash_ids(ids), chosen)))
-            if not len(found):
-                continue
-            met = pa.concat_arrays([met, found])
-            counts = pc.value_counts(met)
-            repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
-            if len(repeated):
-                return repeated[0].as_py()
-    return None
+    met: set[str] = set()
+    for batch in read_batches(datasets, pa.schema([field]), field.name if own_types else None):
+        ids = batch.column(0)
+        found = ids.filter(pa.array(np.isin(row_keys(ids), repeated)))
+        for spelling in canonical_text(found) if len(found) else ():
+            if spelling in met:
+                raise duplicated_ids_error(f"id column {field.name!r}", spelling)
+            met.add(spelling)
 
 
 def kept_batches(

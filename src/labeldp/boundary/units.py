@@ -18,34 +18,22 @@ Everything here reads the unit column and the row positions only, which are publ
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from labeldp.errors import ConfigError, DataError
+from labeldp.boundary.keys import canonical_codes
+from labeldp.errors import ConfigError
 from labeldp.randomness import public_rng
 
 
 def unit_codes(values) -> np.ndarray:
-    """The unit of each row as an integer in [0, number of units), in order of first appearance.
-
-    Parameters
-    ----------
-    values : array_like
-        (n,) each row's unit (a user id: numbers, strings, any hashable values).
-
-    Returns
-    -------
-    numpy.ndarray
-        (n,) int64 codes.
+    """The unit of each row as an int64 code in [0, number of units), in order of first appearance;
+    ``7``, ``"7"`` and ``7.0`` are one unit (:func:`~labeldp.boundary.keys.canonical_codes`).
 
     Raises
     ------
     labeldp.errors.DataError
         If a value is missing (a row without a unit cannot be bounded).
     """
-    codes, _ = pd.factorize(pd.Series(values), sort=False)
-    if codes.size and codes.min() < 0:
-        raise DataError("the privacy unit column has missing values: every row needs its unit")
-    return codes.astype(np.int64)
+    return canonical_codes(values, "the privacy unit column has missing values: every row needs its unit")
 
 
 def check_max_rows(max_rows: int) -> int:

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     """:func:`main`, less the interrupts outside the command's run."""
     runtime.prefer_short_waits()  # before torch is imported: idle OpenMP threads spin briefly, then sleep
-    from labeldp.errors import ConfigError, LabelDPError
+    from labeldp.errors import BudgetError, ConfigError, LabelDPError
 
     try:
         _load_user_recipes(argv)
@@ -123,7 +123,7 @@ def _main(argv: list[str]) -> int:
                 "(data-parallel), and `labeldp hashed train`"
             )
         importlib.import_module(COMMANDS[args.command][0]).run(args)
-    except (LabelDPError, PrivateLabelAccessError) as error:
+    except (LabelDPError, BudgetError, PrivateLabelAccessError) as error:
         print(f"labeldp: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -53,6 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="privacy budget of each label (> 0); with --privacy-unit, of each unit's labels together",
     )
     _add_unit_arguments(parser)
+    parser.add_argument(
+        "--one-row-per-person",
+        action="store_true",
+        help="state that no person has two rows, so that a folder of several files can be released without "
+        "--id-column or --privacy-unit (a row held in two files would otherwise be released twice)",
+    )
     prior = parser.add_mutually_exclusive_group()
     prior.add_argument(
         "--prior-columns",
@@ -164,6 +170,7 @@ def run(args: argparse.Namespace) -> None:
         unit_column=args.privacy_unit,
         max_rows_per_unit=args.max_rows_per_unit,
         seed=args.seed,
+        one_row_per_person=args.one_row_per_person,
     )
     rows, seconds = sidecar["rows"], sidecar["seconds"]
     unit = sidecar["privacy_unit"]

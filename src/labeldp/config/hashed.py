@@ -110,6 +110,11 @@ class HashedConfig:
         help="keep at most this many rows of each unit, chosen by the public seed, never by a label (the "
         "others are left out of the release); each row's epsilon is then about epsilon / this",
     )
+    one_row_per_person: bool = option(
+        False,
+        help="state that no person has two rows, so that a folder of several files can be released without "
+        "--privacy-unit (a row held in two files would otherwise be released twice)",
+    )
     seed: int = option(0, help="the public seed: the rows a unit keeps and the order of training")
     block_rows: int = option(DEFAULT_BLOCK_ROWS, help="rows read, hashed and trained on at a time (memory)")
     epochs: int | None = option(

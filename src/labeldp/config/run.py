@@ -30,6 +30,8 @@ from labeldp.priors.encoders import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_fi
 from labeldp.randomness import NoiseSource
 
 DEFAULT_DELTA = 1e-5
+#: the largest delta accepted: above it a mechanism may publish a label outright with a probability no guarantee allows
+MAX_DELTA = 1e-2
 #: the share of epsilon a noisy histogram prior buys when none is given (the labels get the rest)
 DEFAULT_PRIOR_SHARE = 0.1
 LOSSES = ("forward", "ce", "mse")
@@ -165,6 +167,11 @@ class RunConfig:
     )
     id_column: str | None = option(
         None, help="dataset csv: a row identifier, never a feature (labeldp predict writes it beside the scores)"
+    )
+    one_row_per_person: bool = option(
+        False,
+        help="dataset csv: state that no person has two rows, so that a folder of several files can be read "
+        "without --id-column or --privacy-unit (a row held in two files would otherwise be released twice)",
     )
     privacy_unit: str | None = option(
         None,
@@ -426,6 +433,11 @@ class RunConfig:
             delta = DEFAULT_DELTA if self.delta is None else float(self.delta)
             if not 0.0 < delta < 1.0:
                 raise ConfigError(f"delta must lie in (0, 1), got {delta}")
+            if delta > MAX_DELTA:  # a mechanism may then publish a whole row's label with that probability
+                raise ConfigError(
+                    f"delta {delta:g} gives no meaningful guarantee: at most {MAX_DELTA:g}, and well below 1 / the "
+                    f"number of rows (the default is {DEFAULT_DELTA:g})"
+                )
         elif self.delta is not None:
             gaussian = " and ".join(name for name in method_names() if get_method(name).gaussian)
             raise ConfigError(

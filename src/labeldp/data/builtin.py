@@ -138,6 +138,7 @@ def load_table(request: DatasetRequest):
         public_test_split=request.public_test_split,
         unit_column=request.unit_column,
         max_rows_per_unit=request.max_rows_per_unit,
+        one_row_per_person=request.one_row_per_person,
     )
 
 

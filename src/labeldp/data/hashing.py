@@ -401,7 +401,10 @@ def row_groups(source, rank: int = 0, world: int = 1) -> list[RowGroup]:
         raise ConfigError(f"rank must lie in [0, world), got rank {rank} of {world}")
     groups, first = [], 0
     for path in parquet_files(source):
-        metadata = pq.read_metadata(path)
+        try:
+            metadata = pq.read_metadata(path)
+        except (pa.ArrowInvalid, OSError) as error:  # a truncated file has no footer
+            raise DataError(f"{path} is not a readable Parquet file ({error})") from None
         for index in range(metadata.num_row_groups):
             rows = metadata.row_group(index).num_rows
             groups.append(RowGroup(path, index, first, rows))

@@ -30,6 +30,7 @@ def load_dataset(
     public_test_split: bool = False,
     unit_column: str | None = None,
     max_rows_per_unit: int | None = None,
+    one_row_per_person: bool = False,
 ) -> LabeledDataset:
     """Load the dataset registered as ``name``.
 
@@ -45,7 +46,7 @@ def load_dataset(
     name : str
         A registered dataset (:func:`labeldp.data.registry.dataset_names`).
     data_dir, table, label_column, test_table, classes, features, drop, id_column, test_fraction, split_seed, \
-label_range, label_grid_size, public_test_split, unit_column, max_rows_per_unit
+label_range, label_grid_size, public_test_split, unit_column, max_rows_per_unit, one_row_per_person
         See :class:`labeldp.data.registry.DatasetRequest`; the table's options only for a ``table`` dataset.
 
     Returns
@@ -74,6 +75,7 @@ label_range, label_grid_size, public_test_split, unit_column, max_rows_per_unit
         or label_grid_size is not None
         or unit_column is not None
         or max_rows_per_unit is not None
+        or one_row_per_person
     )
     if dataset.source != "table" and table_options:
         raise ConfigError(
@@ -107,6 +109,7 @@ label_range, label_grid_size, public_test_split, unit_column, max_rows_per_unit
         public_test_split,
         unit_column,
         max_rows_per_unit,
+        one_row_per_person,
     )
     return dataset.load(request)
 

@@ -73,6 +73,7 @@ class DatasetRequest:
     public_test_split: bool = False
     unit_column: str | None = None
     max_rows_per_unit: int | None = None
+    one_row_per_person: bool = False
 
 
 @dataclass(frozen=True)

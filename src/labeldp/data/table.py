@@ -9,7 +9,11 @@ saves it beside its model, so that new rows are encoded exactly as the training 
 columns are features is the user's to say (``features``, ``drop``, ``id_column``): a column that is
 another outcome (``spend`` beside ``conversion``) would otherwise leak the label into the inputs.
 
-The label domain is declared (``classes``), never read off the private labels.
+The label domain is declared (``classes``), never read off the private labels. The label, id and
+unit columns are read by the boundary's reader, as ``labeldp privatize`` reads them
+(:func:`labeldp.boundary.table_source.read_key_columns`: as text, never by guessing, ids and units
+compared by their canonical spelling, a duplicated id refused); pandas reads the public feature columns
+only.
 
 **Privacy units.** With ``unit_column`` (a user id: public, never a feature) the run's epsilon is each
 unit's. At most ``max_rows_per_unit`` rows of a unit are kept, chosen by the public seed and never by
@@ -33,54 +37,44 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from labeldp.boundary import LabelDomain, PrivateLabels
+from labeldp.boundary.table_source import KeyColumns, data_files, file_kind, read_key_columns
 from labeldp.boundary.units import bounded_rows, split_by_unit, unit_codes
 from labeldp.data.dataset import LabeledDataset, regression_dataset
-from labeldp.errors import ConfigError, DataError, MissingFileError
+from labeldp.errors import ConfigError, DataError
 from labeldp.randomness import public_rng
 
-#: suffixes of the files read as CSV (with ``.gz`` after any of them) and as Parquet
-CSV_SUFFIXES = (".csv", ".txt", ".tsv")
-PARQUET_SUFFIXES = (".parquet", ".pq")
 
-
-def read_table(path: str | Path) -> pd.DataFrame:
-    """A CSV, TSV or Parquet file (``.gz`` after the CSV suffixes too) as a DataFrame; empty fields are
-    missing values.
-
-    The table may hold the private label column: this reads it into memory unreleased (no guarantee
-    applies to what a caller does with it).
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file; its suffix (:data:`CSV_SUFFIXES`, optionally followed by ``.gz``, or
-        :data:`PARQUET_SUFFIXES`) says its format.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The table, one column per field.
+def read_table(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """The public ``columns`` (default: all) of a CSV, TSV or Parquet file, or of a folder of them
+    (:func:`~labeldp.boundary.table_source.data_files`), as a DataFrame; empty fields are missing
+    values. Never pass it a private label column: read those with
+    :func:`~labeldp.boundary.table_source.read_key_columns`.
 
     Raises
     ------
     labeldp.errors.MissingFileError
-        If the file does not exist.
+        If the path does not exist.
     labeldp.errors.DataError
-        If its suffix is not a table's, or it cannot be read.
+        If a file is not a table's, or it cannot be read.
     """
-    path = Path(path)
-    if not path.exists():
-        raise MissingFileError(f"table file {path} does not exist")
-    suffixes = [s.lower() for s in path.suffixes[-2:]]
-    stem_suffix = suffixes[-2] if suffixes[-1:] == [".gz"] and len(suffixes) == 2 else suffixes[-1] if suffixes else ""
+    frames = [_read_file(file, columns) for file in data_files(path)]
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+def _read_file(path: Path, columns: list[str] | None) -> pd.DataFrame:
+    kind = file_kind(path)
     try:
-        if stem_suffix in PARQUET_SUFFIXES:
-            return pd.read_parquet(path)
-        if stem_suffix in CSV_SUFFIXES:
-            return pd.read_csv(path, sep="\t" if stem_suffix == ".tsv" else ",", skipinitialspace=True)
+        if kind == "parquet":
+            return pd.read_parquet(path, columns=columns)
+        return pd.read_csv(
+            path,
+            sep="\t" if kind == "tsv" else ",",
+            skipinitialspace=True,
+            usecols=columns,
+            low_memory=False,  # one type a column, not one a chunk of rows
+        )
     except (ValueError, OSError, pd.errors.ParserError) as error:
         raise DataError(f"cannot read the table {path}: {error}") from None
-    raise DataError(f"table file {path} must be .csv, .tsv or .parquet (optionally .csv.gz, .tsv.gz)")
 
 
 @dataclass(frozen=True)
@@ -248,7 +242,7 @@ def _as_features(frame: pd.DataFrame, numeric: list[str], other: list[str]) -> p
 
 
 def feature_columns(
-    frame: pd.DataFrame,
+    names: list[str],
     label_column: str,
     features: tuple[str, ...] | None,
     drop: tuple[str, ...],
@@ -260,8 +254,8 @@ def feature_columns(
 
     Parameters
     ----------
-    frame : pandas.DataFrame
-        The table (only its column names are read).
+    names : list of str
+        The table's columns.
     label_column : str
         The label column, never a feature.
     features : tuple of str or None
@@ -287,16 +281,16 @@ def feature_columns(
     """
     keys = [c for c in (id_column, unit_column) if c]
     named = [label_column, *drop, *keys, *(features or ())]
-    unknown = [c for c in named if c not in frame.columns]
+    unknown = [c for c in named if c not in names]
     if unknown:
-        raise DataError(f"columns {unknown} are not in the table; its columns are {list(frame.columns)}")
+        raise DataError(f"columns {unknown} are not in the table; its columns are {list(names)}")
     if features:
         overlap = {label_column, *keys} & set(features)
         if overlap:
             raise ConfigError(f"the label, id or privacy unit column cannot be a feature: {sorted(overlap)}")
         return list(features)
     excluded = {label_column, *keys, *drop}
-    chosen = [c for c in frame.columns if c not in excluded]
+    chosen = [c for c in names if c not in excluded]
     if not chosen:
         raise ConfigError("no feature column is left")
     return chosen
@@ -333,6 +327,7 @@ def load_table_dataset(
     public_test_split: bool = False,
     unit_column: str | None = None,
     max_rows_per_unit: int | None = None,
+    one_row_per_person: bool = False,
 ) -> LabeledDataset:
     """Load a table with a declared label domain: the ``classes`` of a classification, or the ``grid``
     of numeric labels (:mod:`labeldp.data.grid`: values snapped to it, raw test values kept).
@@ -373,6 +368,9 @@ def load_table_dataset(
         The privacy unit of each row (see the module docstring; default None: each row its own).
     max_rows_per_unit : int or None, optional
         The most rows of one unit kept (required with ``unit_column``).
+    one_row_per_person : bool, optional
+        The user's statement that no person has two rows, which lets a folder of several files be read
+        without an id or unit column (:func:`~labeldp.boundary.table_source.check_each_row_once`).
 
     Returns
     -------
@@ -395,53 +393,63 @@ def load_table_dataset(
         missing or outside ``classes`` (neither named nor
         counted).
     """
-    frame = read_table(path)
-    if label_column not in frame.columns:
-        raise DataError(
-            f"label column {label_column!r} not found: name the table's label column with --label-column COL "
-            f"(label_column=...); its columns are {list(frame.columns)}"
-        )
+    read = read_key_columns(path, label_column, id_column, unit_column, one_row_per_person=one_row_per_person)
     if grid is None and (classes is None or len(classes) < 2):
         raise ConfigError(
             "a table's label domain must be declared: --classes V1 V2 ... (classes=...), the "
             "label values in order, or --label-range LOW HIGH for numbers; it is public and never "
             "taken from the private labels"
         )
-    columns = feature_columns(frame, label_column, features, drop, id_column, unit_column)
+    columns = feature_columns(read.columns, label_column, features, drop, id_column, unit_column)
+    if unit_column is not None and max_rows_per_unit is None:
+        raise ConfigError("a privacy unit column needs max_rows_per_unit, the most rows of one unit kept")
+    frame = _public_rows(path, columns, read)
+    where = f"label column {label_column!r}"
+    domain = LabelDomain(classes) if grid is None else None
+    labels = read.numbers(where) if grid is not None else read.class_positions(domain, where)
     units = bound = None
     if unit_column is not None:
-        frame, units, bound = _bound_units(frame, unit_column, max_rows_per_unit, seed)
+        kept, units, bound = _bound_units(read.unit_keys, unit_column, max_rows_per_unit, seed)
+        frame, labels = frame.iloc[kept], labels[kept]
     if test_path is None:
-        train, test, held = _split(frame, path, test_fraction, seed, units)
+        train_rows, test_rows = _split(len(frame), path, test_fraction, seed, units)
+        train, test = frame.iloc[train_rows], frame.iloc[test_rows]
+        train_labels, test_labels = labels[train_rows], labels[test_rows]
     else:
-        train, test, held = frame, read_table(test_path), np.zeros(len(frame), dtype=bool)
-    missing = [c for c in columns + [label_column] if c not in test.columns]
-    if missing:
-        raise DataError(f"the test table lacks columns {missing}")
+        test_read = read_key_columns(test_path, label_column, one_row_per_person=True)  # public labels
+        missing = [c for c in columns if c not in test_read.columns]
+        if missing:
+            raise DataError(f"the test table lacks columns {missing}")
+        train, test, train_labels = frame, _public_rows(test_path, columns, test_read), labels
+        train_rows, test_rows = np.arange(len(frame)), np.arange(0)
+        test_where = "the test table's label column"
+        test_labels = (
+            test_read.numbers(test_where) if grid is not None else test_read.class_positions(domain, test_where)
+        )
     preprocessor = TablePreprocessor.fit(train, columns)
     name = table_name(path)
     private_test = test_path is None and not public_test_split
     extra = {"preprocessor": preprocessor}
     if units is not None:  # the private rows' units: the training rows', then the private test rows'
-        extra["units"] = unit_codes(np.concatenate([units[~held], units[held]]) if private_test else units[~held])
+        extra["units"] = unit_codes(
+            np.concatenate([units[train_rows], units[test_rows]]) if private_test else units[train_rows]
+        )
         extra["unit_bound"] = bound
     if grid is not None:
         return regression_dataset(
             name,
             preprocessor.transform(train),
-            numeric_labels(train[label_column]),
+            train_labels,
             preprocessor.transform(test),
-            numeric_labels(test[label_column]),
+            test_labels,
             grid,
             private_test=private_test,
             **extra,
         )
-    domain = LabelDomain(classes)
-    test_labels = domain.positions(test[label_column], "the test table")
     return LabeledDataset(
         name,
         preprocessor.transform(train),
-        domain.positions(train[label_column], "the training table"),
+        PrivateLabels.from_indices(train_labels, len(classes)),
         preprocessor.transform(test),
         PrivateLabels.from_indices(test_labels, len(classes)) if private_test else test_labels,
         num_classes=len(classes),
@@ -450,30 +458,36 @@ def load_table_dataset(
     )
 
 
-def _bound_units(
-    frame: pd.DataFrame, column: str, max_rows: int | None, seed: int
-) -> tuple[pd.DataFrame, np.ndarray, dict]:
-    """The rows of ``frame`` its privacy units keep (public rule, public seed), their unit codes, and
-    the bound's public facts."""
-    if max_rows is None:
-        raise ConfigError("a privacy unit column needs max_rows_per_unit, the most rows of one unit kept")
-    kept, units, most_rows = bounded_rows(frame[column].to_numpy(), max_rows, seed)
+def _public_rows(path, columns: list[str], read: KeyColumns) -> pd.DataFrame:
+    """The feature columns of every file of ``path``, read by pandas (public), row for row with the
+    boundary's read of the same files."""
+    frames = [_read_file(file, columns) for file in data_files(path)]
+    if [len(f) for f in frames] != read.rows_per_file:
+        raise DataError(
+            f"{path}: pandas and pyarrow read different numbers of rows ({[len(f) for f in frames]} against "
+            f"{read.rows_per_file}); write the table as Parquet, or as a plain CSV"
+        )
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+def _bound_units(keys: np.ndarray, column: str, max_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The rows its privacy units keep (public rule, public seed), their unit codes, and the bound's
+    public facts."""
+    kept, units, most_rows = bounded_rows(keys, max_rows, seed)
     facts = {
         "column": column,
         "max_rows": int(max_rows),
         "units": int(units.max()) + 1,
-        "rows_read": len(frame),
+        "rows_read": int(keys.size),
         "rows_kept": int(kept.size),
         "most_rows": most_rows,
     }
-    return frame.iloc[kept], units, facts
+    return kept, units, facts
 
 
-def _split(
-    frame: pd.DataFrame, path, test_fraction: float, seed: int, units: np.ndarray | None
-) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
-    """The training and test rows of a table without a test table, and which rows are held out: a random
-    share of the rows (public stream ``table-split``), or with privacy units of the units (``unit-split``)."""
+def _split(rows: int, path, test_fraction: float, seed: int, units: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The training and test rows of a table without a test table: a random share of the rows (public
+    stream ``table-split``), or with privacy units of the units (``unit-split``)."""
     if not 0.0 < test_fraction < 1.0:
         raise ConfigError(f"test_fraction must lie in (0, 1), got {test_fraction}")
     if units is not None:
@@ -483,37 +497,12 @@ def _split(
                 f"{path} has {int(units.max()) + 1} privacy unit(s): holding out whole units as the test set leaves "
                 "none to train on; use a larger table, or a separate --test-table"
             )
-        return frame[~held], frame[held], held
-    order = public_rng(seed, "table-split").permutation(len(frame))
-    n_test = max(1, int(round(test_fraction * len(frame))))
-    if n_test >= len(frame):  # the number of rows is public
+        return np.flatnonzero(~held), np.flatnonzero(held)
+    order = public_rng(seed, "table-split").permutation(rows)
+    n_test = max(1, int(round(test_fraction * rows)))
+    if n_test >= rows:  # the number of rows is public
         raise DataError(
-            f"{path} has {len(frame)} row(s): holding out {n_test} as the test set leaves none to train on; "
+            f"{path} has {rows} row(s): holding out {n_test} as the test set leaves none to train on; "
             "use a larger table, or a separate --test-table"
         )
-    held = np.zeros(len(frame), dtype=bool)
-    held[order[:n_test]] = True
-    return frame.iloc[order[n_test:]], frame.iloc[order[:n_test]], held
-
-
-def numeric_labels(values: pd.Series) -> np.ndarray:
-    """A numeric label column as floats; any other column is an error that shows none of its values.
-
-    Parameters
-    ----------
-    values : pandas.Series
-        The (private) label column.
-
-    Returns
-    -------
-    numpy.ndarray
-        (n,) float64 values, unchecked for missing ones (:func:`labeldp.data.grid.snap_to_grid` refuses them).
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If the column is not numeric.
-    """
-    if not pd.api.types.is_numeric_dtype(values):
-        raise DataError(f"the label column {values.name!r} of a regression must be numeric")
-    return values.to_numpy(np.float64)
+    return order[n_test:], order[:n_test]

@@ -123,6 +123,12 @@ def _read_record(folder: RunDirectory, base: RunConfig) -> dict[str, Any] | None
             f"{folder.root} holds a run whose options were chosen on its release from another configuration "
             f"(differs in: {differs}); run the command that started it to finish it, or choose another folder"
         )
+    needed = {"options", "holdout"} | ({"results", "chosen_options"} if record.get("chosen") is not None else set())
+    missing = sorted(needed - set(record))
+    if missing:
+        raise RunDirectoryError(
+            f"{path} is damaged (it lacks {', '.join(missing)}); move the folder aside and run again into a new one"
+        )
     return record
 
 

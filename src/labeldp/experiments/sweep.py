@@ -29,7 +29,7 @@ from labeldp.config.overrides import apply_overrides, parse_value
 from labeldp.config.run import options_unused_by
 from labeldp.data import folder_datasets, get_dataset
 from labeldp.data.table import table_name
-from labeldp.errors import ConfigError, LabelDPError
+from labeldp.errors import BudgetError, ConfigError, LabelDPError
 from labeldp.files import write_atomic
 from labeldp.recipes.profiles import load_recipes, loaded_recipes
 from labeldp.runs import RunConfig, RunDirectory, train_run
@@ -189,7 +189,7 @@ def _run_job(config: RunConfig, run_dir: str, device: str, threads: int | None, 
     try:
         runtime.set_threads(threads, config.dataset, cores)
         return {"status": "done", **train_run(config, run_dir, device=device, progress=False)}
-    except Exception as error:  # recorded; the sweep goes on
+    except (Exception, BudgetError) as error:  # recorded; the sweep goes on (a refused budget is the job's)
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         (Path(run_dir) / "error.txt").write_text(traceback.format_exc())
         return {"status": "failed", "error": f"{type(error).__name__}: {error}"}

@@ -69,6 +69,7 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
         public_test_split=config.test_labels == "public",
         unit_column=config.privacy_unit,
         max_rows_per_unit=config.max_rows_per_unit,
+        one_row_per_person=config.one_row_per_person,
     )
 
 

@@ -1,0 +1,129 @@
+"""Row keys: ids and privacy units normalised as labels are, so that one person is one key.
+
+A user id may be ``17`` in a Parquet file, ``"17"`` in a CSV file and ``17.0`` after pandas saw a
+missing value; pandas may even read one column as ``17`` in some rows and ``"17"`` in others. Every
+route compares ids and units by :func:`~labeldp.boundary.domain.canonical_label`'s spelling, the one
+labels are matched by, so none of these splits a person into two units or hides a duplicated row.
+Keys are public; nothing here reads a label.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from labeldp.boundary.domain import canonical_label
+from labeldp.errors import DataError
+
+
+def _uniques(values, missing: str) -> tuple[np.ndarray, list]:
+    """Each row's code and the distinct raw values; a missing value is refused with the message ``missing``."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if values.null_count:
+            raise DataError(missing)
+        if pa.types.is_dictionary(values.type):
+            values = values.cast(values.type.value_type)
+        encoded = pc.dictionary_encode(values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values)
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        uniques = encoded.dictionary.to_pylist()
+    else:
+        series = values if isinstance(values, pd.Series) else pd.Series(np.asarray(values, dtype=object))
+        codes, uniques = pd.factorize(series, use_na_sentinel=True)
+        if codes.size and codes.min() < 0:
+            raise DataError(missing)
+        codes, uniques = codes.astype(np.int64), list(uniques)
+    if any(isinstance(value, str) and not value.strip() for value in uniques):  # an empty CSV field
+        raise DataError(missing)
+    return codes, uniques
+
+
+def _integers(values) -> np.ndarray | None:
+    """The values as a numpy array if they are integers (their own canonical spelling), else None."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values.to_numpy() if pa.types.is_integer(values.type) and not values.null_count else None
+    if isinstance(values, (np.ndarray, pd.Series)) and values.dtype.kind in "iu":
+        return np.asarray(values)
+    return None
+
+
+def canonical_codes(values, missing: str = "a key column has missing values") -> np.ndarray:
+    """Each row's key as an int64 code in [0, distinct keys), in order of first appearance; values
+    with one canonical spelling share a code (exact: no hashing).
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If a value is missing.
+    """
+    integers = _integers(values)
+    if integers is not None:
+        return pd.factorize(integers)[0].astype(np.int64)
+    codes, uniques = _uniques(values, missing)
+    spelled = pd.factorize(pd.Series([canonical_label(value) for value in uniques], dtype=object))[0]
+    return pd.factorize(spelled[codes])[0].astype(np.int64)
+
+
+def row_keys(values, missing: str = "a key column has missing values") -> np.ndarray:
+    """Each row's key as a 64-bit integer (8 bytes a row, for tables read in blocks): a value whose
+    canonical spelling is an integer is that integer, any other the 64-bit hash of its spelling. Equal
+    spellings give equal keys; unequal ones collide with probability about 2^-64 a pair, which merges
+    two units (bounding their rows together: never weaker) and is resolved exactly for ids
+    (:func:`canonical_text`).
+
+    Raises
+    ------
+    labeldp.errors.DataError
+        If a value is missing.
+    """
+    integers = _integers(values)
+    if integers is not None:
+        return integers.astype(np.int64)  # uint64 wraps around: still one to one
+    codes, uniques = _uniques(values, missing)
+    spellings = [canonical_label(value) for value in uniques]
+    keys = np.empty(len(spellings), dtype=np.int64)
+    hashed = []
+    for position, spelling in enumerate(spellings):
+        number = _int64(spelling)
+        if number is None:
+            hashed.append(position)
+        else:
+            keys[position] = number
+    if hashed:
+        texts = np.array([spellings[position] for position in hashed], dtype=object)
+        keys[hashed] = _hash_texts(texts)
+    return keys[codes]
+
+
+def _hash_texts(texts: np.ndarray) -> np.ndarray:
+    """64-bit hashes (int64) of an object array of strings (pandas' ``hash_array``, one vectorised call)."""
+    return pd.util.hash_array(texts, categorize=False).view(np.int64)
+
+
+def canonical_text(values) -> list[str]:
+    """Each row's canonical spelling (exact comparison of keys whose hashes collide)."""
+    codes, uniques = _uniques(values, "a key column has missing values")
+    spellings = np.array([canonical_label(value) for value in uniques], dtype=object)
+    return list(spellings[codes])
+
+
+def _int64(spelling: str) -> int | None:
+    try:
+        number = int(spelling)
+    except ValueError:
+        return None
+    return number if -(1 << 63) <= number < (1 << 63) else None
+
+
+def duplicated_key(values, missing: str = "the id column has missing values"):
+    """One value whose canonical spelling occurs twice among ``values``, or None (exact)."""
+    codes = canonical_codes(values, missing)
+    counts = np.bincount(codes) if codes.size else np.zeros(0, dtype=np.int64)
+    repeated = np.flatnonzero(counts > 1)
+    if not repeated.size:
+        return None
+    return canonical_text(values)[int(np.flatnonzero(codes == repeated[0])[0])]
+
+
+__all__ = ["canonical_codes", "canonical_text", "duplicated_key", "row_keys"]
