@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from torch import nn
 
+from labeldp.boundary.table_source import open_source
 from labeldp.data.table import read_table
 from labeldp.errors import ConfigError, DataError
 from labeldp.files import write_atomic
@@ -192,7 +193,11 @@ def predict_table(run_dir: str | Path, table: str | Path, out: str | Path, id_co
             f"{run_dir} was trained on {dataset}, whose inputs are not a table's rows. From Python, "
             f"labeldp.runs.predict.load_predictor({str(run_dir)!r}).predict(inputs) scores its inputs"
         )
-    rows = read_table(table)
+    names = open_source(table, [])[0][0].schema.names
+    if id_column is not None and id_column not in names:
+        raise DataError(f"--id-column {id_column!r} is not a column of {table}")
+    # the public columns only: a label column in the table is never read
+    rows = read_table(table, [c for c in names if c in {*predictor.preprocessor.features, id_column}])
     if predictor.label_values is not None:
         scores = pd.DataFrame({"predicted": predictor.predict(rows)})
     else:
@@ -200,8 +205,6 @@ def predict_table(run_dir: str | Path, table: str | Path, out: str | Path, id_co
         scores = pd.DataFrame(probabilities, columns=[f"p_{name}" for name in predictor.class_names])
         scores["predicted"] = np.asarray(predictor.class_names, dtype=object)[probabilities.argmax(axis=1)]
     if id_column is not None:
-        if id_column not in rows.columns:
-            raise DataError(f"--id-column {id_column!r} is not a column of {table}")
         scores.insert(0, id_column, rows[id_column].to_numpy())
     write_atomic(
         out, lambda tmp: scores.to_parquet(tmp, index=False) if suffix != ".csv" else scores.to_csv(tmp, index=False)

@@ -1,0 +1,337 @@
+"""Every route a user can take with private labels, registered once for the neighbour test
+(tests/test_neighbours.py). A new command, estimator or public entry point that reads labels joins
+:data:`ROUTES`; one that reads none is named in :data:`EXCLUDED` with the reason.
+
+A route writes its inputs into the current folder from a table (:func:`table`), runs, and returns an
+exit code (the CLI's) or None. Paths are relative, so that two neighbours' outputs can be compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from labeldp.cli import main
+
+#: the declared classes: numbers, a word, and a missing-value spelling
+CLASSES = ("0", "1", "refused", "None")
+BINARY = ("0", "refused")
+ROWS = 120
+#: the row whose label a neighbour changes (labelled 0 in the base table)
+ROW = 8
+
+
+def table(labels: np.ndarray | None = None) -> pd.DataFrame:
+    """The base table: ids, 30 users of 4 rows, two public features; labels 0 and 1 (numbers)."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(ROWS),
+            "user": rng.permutation(np.arange(ROWS) % 30),
+            "x": rng.normal(size=ROWS).round(3),
+            "site": [f"s{i % 5}" for i in range(ROWS)],
+            "y": np.arange(ROWS) % 2,
+        }
+    )
+    if labels is not None:
+        frame["y"] = labels
+    return frame
+
+
+def write(frame: pd.DataFrame, path: str) -> None:
+    """The table as CSV or Parquet (a label column of mixed values written as text in Parquet)."""
+    if path.endswith(".parquet"):
+        if frame["y"].dtype == object:
+            frame = frame.assign(y=frame["y"].astype(str))
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, index=False)
+
+
+@dataclass(frozen=True)
+class Route:
+    """One way a user's labels go through labeldp.
+
+    ``covers``: the CLI commands (``"train"``, ``"hashed train"``) and public names (``"fit_hashed"``)
+    it exercises. ``run(frame)``: write the inputs from ``frame`` and run. ``setup()``: what runs first on
+    the base table, unobserved (the run an audit or a prediction starts from). ``units``/``ids``: the route
+    takes a privacy unit / an id column, so one unit's labels changing and a duplicated row are tried.
+    ``replay``: how the part after the release is replayed with the true labels replaced: ``"folder"``
+    (rerun from the saved release, the training outputs removed), ``"draws"`` (the in-memory releases
+    recorded and handed back), or the reason there is nothing after the release to replay.
+    """
+
+    name: str
+    covers: tuple[str, ...]
+    run: Callable[[pd.DataFrame], int | None]
+    classes: tuple[str, ...] = CLASSES
+    units: bool = False
+    ids: bool = False
+    replay: str = "folder"
+    releases: bool = True
+    setup: Callable[[], None] | None = None
+    outputs: tuple[str, ...] = field(default=("summary.json", "model.pt", "metrics.jsonl", "checkpoints"))
+
+
+def _cli(argv: list[str], path: str) -> Callable[[pd.DataFrame], int]:
+    def run(frame: pd.DataFrame) -> int:
+        write(frame, path)
+        return main(argv)
+
+    return run
+
+
+def _table_options(path: str, classes=CLASSES) -> list[str]:
+    return ["--dataset", "csv", "--table", path, "--label-column", "y", "--classes", *classes]
+
+
+_QUICK = ["--epochs", "1", "--batch-size", "32", "--insecure-noise-seed", "5", "--threads", "1", "--quiet"]
+_TRAIN = ["train", *_table_options("t.csv"), "--method", "lp-1st", "--epsilon", "1", *_QUICK]
+
+
+def _train_first() -> None:
+    write(table(), "t.csv")
+    assert main([*_TRAIN, "--tune-budget", "0", "--out", "run"]) == 0
+
+
+def _estimator(make: Callable[[], object], numeric: bool = False) -> Callable[[pd.DataFrame], None]:
+    def run(frame: pd.DataFrame) -> None:
+        from labeldp import PrivateLabels
+
+        features = frame[["x"]].to_numpy()
+        labels = (
+            PrivateLabels(frame["y"].map(lambda v: {"0": 0.0, "1": 1.0}.get(str(v), 5.0)).to_numpy())
+            if numeric
+            else PrivateLabels(frame["y"].to_numpy(dtype=object), classes=CLASSES)
+        )
+        model = make().fit(features, labels)
+        np.save("predictions.npy", model.predict(features))
+
+    return run
+
+
+def _privatize_in_memory(frame: pd.DataFrame) -> None:
+    from labeldp import privatize
+    from labeldp.randomness import NoiseSource
+
+    released = privatize(
+        frame["y"].to_numpy(dtype=object), classes=CLASSES, epsilon=1.0, ids=frame["id"].to_numpy(),
+        noise=NoiseSource(insecure_seed=5),
+    )  # fmt: skip
+    np.save("released.npy", released.labels)
+
+
+def _classifier():
+    from sklearn.linear_model import LogisticRegression
+
+    from labeldp import LabelDPClassifier
+
+    return LabelDPClassifier(LogisticRegression(), epsilon=1.0, insecure_noise_seed=5)
+
+
+def _logistic():
+    from labeldp import LabelDPLogisticRegression
+
+    return LabelDPLogisticRegression(epsilon=1.0, insecure_noise_seed=5)
+
+
+def _regressor():
+    from sklearn.tree import DecisionTreeRegressor
+
+    from labeldp import LabelDPRegressor
+
+    return LabelDPRegressor(DecisionTreeRegressor(max_depth=2), epsilon=1.0, label_range=(0, 5), insecure_noise_seed=5)
+
+
+_HASHED = ["hashed", "train", "--table", "t.parquet", "--label-column", "y", "--classes", *BINARY]
+_HASHED += ["--columns", "site", "--bits", "4", "--epsilon", "1", "--insecure-noise-seed", "5", "--out", "run"]
+_PRIVATIZE = ["privatize", "--label-column", "y", "--classes", *CLASSES, "--epsilon", "1"]
+_PRIVATIZE += ["--insecure-noise-seed", "5", "--out", "release"]
+
+ROUTES: list[Route] = [
+    Route(
+        "train on a CSV table, the test rows held out privately, the learning rate chosen on the release",
+        ("labeldp train", "labeldp.train_run"),
+        _cli([*_TRAIN, "--id-column", "id", "--out", "run"], "t.csv"),
+        ids=True,
+    ),
+    Route(
+        "train on a Parquet table with a public test table",
+        ("labeldp train",),
+        _cli(
+            [
+                "train",
+                *_table_options("t.parquet"),
+                "--test-table",
+                "test.csv",
+                "--method",
+                "lp-2st",
+                "--epsilon",
+                "2",
+                *_QUICK,
+                "--tune-budget",
+                "0",
+                "--out",
+                "run",
+            ],
+            "t.parquet",
+        ),
+        setup=lambda: table().to_csv("test.csv", index=False),
+    ),  # fmt: skip
+    Route(
+        "train per privacy unit",
+        ("labeldp train",),
+        _cli(
+            [*_TRAIN, "--privacy-unit", "user", "--max-rows-per-unit", "3", "--tune-budget", "0", "--out", "run"],
+            "t.csv",
+        ),
+        units=True,
+    ),  # fmt: skip
+    Route(
+        "privatize a CSV table with ids",
+        ("labeldp privatize", "labeldp.privatize_table"),
+        _cli([*_PRIVATIZE, "--table", "t.csv", "--id-column", "id"], "t.csv"),
+        ids=True,
+        replay="its output is the release itself",
+    ),
+    Route(
+        "privatize a Parquet table per privacy unit",
+        ("labeldp privatize",),
+        _cli([*_PRIVATIZE, "--table", "t.parquet", "--privacy-unit", "user", "--max-rows-per-unit", "3"], "t.parquet"),
+        units=True,
+        replay="its output is the release itself",
+    ),  # fmt: skip
+    Route(
+        "privatize labels held in memory",
+        ("labeldp.privatize",),
+        _privatize_in_memory,
+        ids=False,
+        replay="its output is the release itself",
+    ),
+    Route(
+        "hashed train, noisy counts",
+        ("labeldp hashed train", "labeldp.fit_hashed"),
+        _cli(_HASHED, "t.parquet"),
+        classes=BINARY,
+        outputs=("summary.json", "model.pt"),
+    ),
+    Route(
+        "hashed train, randomized response per user",
+        ("labeldp hashed train",),
+        _cli(
+            [*_HASHED, "--route", "rr", "--privacy-unit", "user", "--max-rows-per-unit", "3", "--epochs", "1"],
+            "t.parquet",
+        ),
+        classes=BINARY,
+        units=True,
+        outputs=("summary.json", "model.pt"),
+    ),  # fmt: skip
+    Route(
+        "LabelDPClassifier",
+        ("labeldp.LabelDPClassifier", "labeldp.PrivateLabels"),
+        _estimator(_classifier),
+        replay="draws",
+    ),
+    Route("LabelDPLogisticRegression", ("labeldp.LabelDPLogisticRegression",), _estimator(_logistic), replay="draws"),
+    Route("LabelDPRegressor", ("labeldp.LabelDPRegressor",), _estimator(_regressor, numeric=True), replay="draws"),
+    Route(
+        "sweep over seeds",
+        ("labeldp sweep",),
+        _cli(
+            [
+                "sweep",
+                "--grid",
+                "dataset=csv",
+                "table=t.csv",
+                "label_column=y",
+                f"classes={':'.join(CLASSES)}",
+                "method=lp-1st",
+                "epsilon=1",
+                "epochs=1",
+                "insecure_noise_seed=5",
+                "seed=0,1",
+                "--quiet",
+                "--threads",
+                "1",
+                "--out",
+                "sweep",
+            ],
+            "t.csv",
+        ),
+        replay="its runs are train's, replayed there",
+    ),  # fmt: skip
+    Route(
+        "tune on one release",
+        ("labeldp tune", "labeldp.tune"),
+        _cli(
+            [
+                "tune",
+                *_table_options("t.csv"),
+                "--method",
+                "lp-1st",
+                "--epsilon",
+                "1",
+                *_QUICK,
+                "--grid",
+                "lr=0.01,0.1",
+                "--out",
+                "tuned",
+            ],
+            "t.csv",
+        ),
+        replay="its candidates train on the saved release as train's runs do, replayed there",
+    ),  # fmt: skip
+    Route(
+        "audit a run",
+        ("labeldp audit",),
+        _cli(["audit", "run", "--canaries", "8", "--threads", "1"], "t.csv"),
+        setup=_train_first,
+        replay="its output is the audit's own releases of its canaries",
+    ),
+    Route(
+        "predict with a finished run, the table scored holding the label column",
+        ("labeldp predict",),
+        _cli(["predict", "run", "--table", "t.csv", "--id-column", "id", "--out", "scores.csv"], "t.csv"),
+        setup=_train_first,
+        replay="it releases nothing: its whole output is compared",
+        releases=False,
+    ),
+]
+
+#: the commands (``labeldp X``) and public names (``labeldp.X``) that read no private label, each with why
+EXCLUDED: dict[str, str] = {
+    "labeldp demo": "trains on the embedded digits, never on a user's labels",
+    "labeldp profiles": "lists recipes; reads no data",
+    "labeldp report": "reads a sweep's results, written after its releases",
+    "labeldp download": "fetches public files",
+    "labeldp hashed predict": "scores rows with a saved model; reads no label column",
+    "labeldp.predict_hashed": "scores rows with a saved model; reads no label column",
+    "labeldp.fit_from_noisy_source": "labels a source randomized: labeldp draws nothing and records the source's "
+    "guarantee",
+    "labeldp.fit_from_reports": "a source's noisy counts: labeldp draws nothing and records the source's guarantee",
+    "labeldp.load_release": "reads a release",
+    "labeldp.ReleasedLabels": "released labels, public",
+    "labeldp.released_scorer": "scores released labels",
+    "labeldp.released_log_likelihood": "scores released labels",
+    "labeldp.RunConfig": "settings",
+    "labeldp.LabelBudget": "settings",
+    "labeldp.PrivateLabelAccessError": "an error",
+}
+
+
+def covered() -> set[str]:
+    """Every command and public name a route exercises or the exclusions name."""
+    return {name for route in ROUTES for name in route.covers} | set(EXCLUDED)
+
+
+def replaced(frame: pd.DataFrame) -> pd.DataFrame:
+    """The same table with every true label replaced (all 1)."""
+    return frame.assign(y=np.ones(len(frame), dtype=np.int64))
+
+
+def file_names(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
