@@ -309,6 +309,9 @@ EXCLUDED: dict[str, str] = {
     "labeldp report": "reads a sweep's results, written after its releases",
     "labeldp download": "fetches public files",
     "labeldp hashed predict": "scores rows with a saved model; reads no label column",
+    "labeldp hashed train --route source": "the labels arrive randomized by a source: they are the release, under the "
+    "source's guarantee, and labeldp draws nothing",
+    "labeldp hashed train --route reports": "a source's noisy counts are the release, under the source's guarantee",
     "labeldp.predict_hashed": "scores rows with a saved model; reads no label column",
     "labeldp.fit_from_noisy_source": "labels a source randomized: labeldp draws nothing and records the source's "
     "guarantee",

@@ -14,6 +14,7 @@ from torch import nn
 from labeldp.accounting import DPSGD_RELATION, PrivacyLedger, dpsgd_epsilon
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.dpsgd.trainer import train_dpsgd
+from labeldp.errors import BudgetError
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
 
@@ -85,7 +86,7 @@ def test_dpsgd_config_errors_before_any_spend(tmp_path):
         train=TrainConfig(epochs=1, batch_size=64),
         dpsgd=DPSGDConfig(noise_multiplier=0.8),
     )
-    with pytest.raises(ValueError, match="more than the budget"):  # sigma 0.8 spends epsilon ~3.3 here
+    with pytest.raises(BudgetError, match="more than the budget"):  # sigma 0.8 spends epsilon ~3.3 here
         train_run(given, tmp_path / "s", progress=False)
     # nothing was written: the same folder takes the corrected run
     assert not any((tmp_path / name).exists() for name in ("r", "a", "s"))
