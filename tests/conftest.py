@@ -66,3 +66,13 @@ def restore_threads():
     yield
     torch.set_num_threads(before)
     runtime._AUTO = None
+
+
+@pytest.fixture(autouse=True)
+def budget_dir(tmp_path_factory, monkeypatch):
+    """Each test's dataset ledgers in a folder of its own (never the user's), inherited by the CLI
+    subprocesses it starts."""
+    folder = tmp_path_factory.mktemp("budget")
+    monkeypatch.setenv("LABELDP_BUDGET_DIR", str(folder))
+    monkeypatch.delenv("LABELDP_TOTAL_EPSILON", raising=False)
+    return folder

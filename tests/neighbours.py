@@ -308,6 +308,7 @@ EXCLUDED: dict[str, str] = {
     "labeldp profiles": "lists recipes; reads no data",
     "labeldp report": "reads a sweep's results, written after its releases",
     "labeldp download": "fetches public files",
+    "labeldp budget": "reads the dataset ledgers, and with import saved ledgers and a table's public facts",
     "labeldp hashed predict": "scores rows with a saved model; reads no label column",
     "labeldp hashed train --route source": "the labels arrive randomized by a source: they are the release, under the "
     "source's guarantee, and labeldp draws nothing",

@@ -94,6 +94,7 @@ def observe(route: Route, root: Path, frame: pd.DataFrame, monkeypatch, patch=No
     out = io.StringIO()
     with monkeypatch.context() as m:
         m.chdir(root)
+        m.setenv("LABELDP_BUDGET_DIR", str(root / ".budget"))  # the dataset ledgers are among what is compared
         setup_files: set[str] = set()
         if route.setup is not None:
             earlier = set(file_names(root))

@@ -62,6 +62,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labeldp._validation import check_epsilon
+from labeldp.accounting import PrivacyLedger
+from labeldp.accounting.datasets import DatasetLedger, Spend, table_facts, total_epsilon
 from labeldp.boundary.column import DEFAULT_BATCH_ROWS, Draws, check_batch_rows, prior_spec
 from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.folder_format import (
@@ -364,11 +366,14 @@ def _privatize_table(
             f"id column {id_column!r} must hold one value a row (a number, a string, a date), got "
             f"{schema.field(id_column).type}"
         )
-    rows, unit_keys = check_rows(
+    rows, unit_keys, id_keys = check_rows(
         datasets, schema, domain, label_column, id_column, described, columns_of_priors, unit_column
     )
     kept = None if units is None else units.keep(unit_keys, eps)
     del unit_keys
+    spending = DatasetLedger.of(table_facts(described, label_column, datasets[0].schema.names, rows, id_keys))
+    planned = Spend(str(out.resolve()), "privatize", eps, 0.0, unit_column, eps)
+    spending.check(planned, total_epsilon())
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with _locked(out):
@@ -402,6 +407,8 @@ def _privatize_table(
                 described,
                 kept,
             )
+            drawn = PrivacyLedger.load(partial / LEDGER_FILE)  # on the dataset's ledger before it is published
+            spending.record(Spend.of_ledger(planned.release, "privatize", drawn, 0.0, unit_column))
             partial.chmod(mode)
             _refuse_existing(out)
             os.rename(partial, out)
@@ -409,7 +416,7 @@ def _privatize_table(
         except BaseException:
             shutil.rmtree(partial, ignore_errors=True)
             raise
-    return {**sidecar, "seconds": time.perf_counter() - started}
+    return {**sidecar, "seconds": time.perf_counter() - started, "dataset_ledger": spending.summary()}
 
 
 def _write_release(

@@ -9,8 +9,11 @@ argument error answer before any of it is imported.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
+from collections.abc import Iterator
 
 from labeldp import __version__, runtime
 
@@ -26,6 +29,7 @@ COMMANDS = {
     "predict": ("labeldp.cli.predict", "score new rows with a finished run's model"),
     "privatize": ("labeldp.cli.privatize", "release a label column once, for any learner to train on"),
     "hashed": ("labeldp.cli.hashed", "the ads route: hashed sparse features, trained out of core (train, predict)"),
+    "budget": ("labeldp.cli.budget", "what each dataset's releases have spent, composed across runs"),
     "download": ("labeldp.cli.download", "fetch a dataset's standard files (needs internet)"),
 }
 
@@ -76,6 +80,24 @@ def _load_user_recipes(argv: list[str]) -> None:
         load_recipes(path)
 
 
+@contextlib.contextmanager
+def _budget_variables(args: argparse.Namespace) -> Iterator[None]:
+    """``--budget-dir`` and ``--total-epsilon`` as the variables the library reads (and sweep workers
+    inherit), for the command's run."""
+    from labeldp.accounting.datasets import BUDGET_DIR_VARIABLE, TOTAL_EPSILON_VARIABLE
+
+    given = {BUDGET_DIR_VARIABLE: getattr(args, "budget_dir", None), TOTAL_EPSILON_VARIABLE: None}
+    if getattr(args, "total_epsilon", None) is not None:
+        given[TOTAL_EPSILON_VARIABLE] = repr(args.total_epsilon)
+    saved = {name: os.environ.get(name) for name in given}
+    os.environ.update({name: value for name, value in given.items() if value})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``labeldp`` with ``argv`` (default: the process's arguments); returns the exit status.
 
@@ -122,7 +144,8 @@ def _main(argv: list[str]) -> int:
                 f"`labeldp {args.command}` runs in one process; under torchrun only `labeldp train` runs "
                 "(data-parallel), and `labeldp hashed train`"
             )
-        importlib.import_module(COMMANDS[args.command][0]).run(args)
+        with _budget_variables(args):
+            importlib.import_module(COMMANDS[args.command][0]).run(args)
     except (LabelDPError, BudgetError, PrivateLabelAccessError) as error:
         print(f"labeldp: error: {error}", file=sys.stderr)
         return 2

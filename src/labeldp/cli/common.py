@@ -37,6 +37,24 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_threads_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
+    add_budget_arguments(parser)
+
+
+def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--budget-dir`` and ``--total-epsilon``, of every command that releases labels (see
+    ``docs/dataset-ledger.md``); :func:`labeldp.cli.main` hands them to the library and its workers."""
+    parser.add_argument(
+        "--budget-dir",
+        metavar="DIR",
+        help="the folder of the per-dataset ledgers, which compose every release of a dataset's labels across "
+        "runs (default: $LABELDP_BUDGET_DIR, else ~/.local/share/labeldp/budget)",
+    )
+    parser.add_argument(
+        "--total-epsilon",
+        type=float,
+        metavar="E",
+        help="refuse, before anything is drawn, a release that would take its dataset's composed epsilon past E",
+    )
 
 
 def recipe_options() -> set[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from labeldp.cli.common import add_budget_arguments
 from labeldp.config.release import DEFAULT_BATCH_ROWS
 
 DESCRIPTION = (
@@ -97,6 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SEED",
         help="reproducible noise for tests: NOT PRIVATE (the seed is written in release.json)",
     )
+    add_budget_arguments(parser)
     parser.add_argument("--out", required=True, help="the release folder to create")
 
 
@@ -152,6 +154,7 @@ def run(args: argparse.Namespace) -> None:
     """
     from labeldp.accounting.rounding import format_epsilon
     from labeldp.boundary import privatize_table
+    from labeldp.cli.summary import print_dataset_spend
     from labeldp.randomness import NoiseSource
 
     noise = NoiseSource(secure=args.secure_rng, insecure_seed=args.insecure_noise_seed)
@@ -196,3 +199,4 @@ def run(args: argparse.Namespace) -> None:
     )
     if not sidecar["noise"]["private"]:
         print(f"NOT PRIVATE: the noise is {sidecar['noise']['description']}")
+    print_dataset_spend(sidecar["dataset_ledger"])

@@ -23,3 +23,14 @@ def print_summary(summary: dict) -> None:
     )
     if not summary.get("noise_private", True):
         print(f"NOT PRIVATE: the noise is {summary['noise']}")
+    if summary.get("dataset_ledger"):
+        print_dataset_spend(summary["dataset_ledger"])
+
+
+def print_dataset_spend(spent: dict) -> None:
+    """One line: what the dataset's releases have spent in all, composed, and where its ledger is."""
+    releases = spent["releases"]
+    print(
+        f"dataset {spent['key']}: epsilon {format_epsilon(spent['epsilon'])} per {spent['per']} spent in all "
+        f"({releases} release{'s' if releases != 1 else ''}, composed; {spent['ledger']})"
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from labeldp.cli.common import add_budget_arguments
+
 DESCRIPTION = (
     "Run every matching profile, or every combination of a grid, into OUT/<key>/. Finished runs are skipped, "
     "unfinished ones resume, a failed run is recorded and the others go on. Writes OUT/results.csv, prints "
@@ -58,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quiet", action="store_true", help="no progress (a bar on a terminal, else one line per finished run)"
     )
+    add_budget_arguments(parser)
     parser.add_argument("--out", required=True, help="sweep folder")
 
 

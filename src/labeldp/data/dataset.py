@@ -104,6 +104,7 @@ class LabeledDataset:
     categorical: tuple[int, ...] = ()
     units: np.ndarray | None = None
     unit_bound: dict[str, Any] | None = None
+    facts: dict[str, Any] | None = None  # public facts naming the dataset's ledger (labeldp.accounting.datasets)
 
     def __post_init__(self) -> None:
         self.num_classes = check_num_classes(self.num_classes)

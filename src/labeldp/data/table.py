@@ -36,6 +36,7 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
+from labeldp.accounting.datasets import table_facts
 from labeldp.boundary import LabelDomain, PrivateLabels
 from labeldp.boundary.table_source import KeyColumns, data_files, file_kind, read_key_columns
 from labeldp.boundary.units import bounded_rows, split_by_unit, unit_codes
@@ -404,9 +405,8 @@ def load_table_dataset(
     if unit_column is not None and max_rows_per_unit is None:
         raise ConfigError("a privacy unit column needs max_rows_per_unit, the most rows of one unit kept")
     frame = _public_rows(path, columns, read)
-    where = f"label column {label_column!r}"
     domain = LabelDomain(classes) if grid is None else None
-    labels = read.numbers(where) if grid is not None else read.class_positions(domain, where)
+    labels = _labels(read, domain, f"label column {label_column!r}")
     units = bound = None
     if unit_column is not None:
         kept, units, bound = _bound_units(read.unit_keys, unit_column, max_rows_per_unit, seed)
@@ -422,19 +422,17 @@ def load_table_dataset(
             raise DataError(f"the test table lacks columns {missing}")
         train, test, train_labels = frame, _public_rows(test_path, columns, test_read), labels
         train_rows, test_rows = np.arange(len(frame)), np.arange(0)
-        test_where = "the test table's label column"
-        test_labels = (
-            test_read.numbers(test_where) if grid is not None else test_read.class_positions(domain, test_where)
-        )
+        test_labels = _labels(test_read, domain, "the test table's label column")
     preprocessor = TablePreprocessor.fit(train, columns)
     name = table_name(path)
     private_test = test_path is None and not public_test_split
-    extra = {"preprocessor": preprocessor}
+    extra = {
+        "preprocessor": preprocessor,
+        "facts": table_facts(path, label_column, read.columns, read.rows, read.id_keys),
+    }
     if units is not None:  # the private rows' units: the training rows', then the private test rows'
-        extra["units"] = unit_codes(
-            np.concatenate([units[train_rows], units[test_rows]]) if private_test else units[train_rows]
-        )
-        extra["unit_bound"] = bound
+        private_rows = np.concatenate([train_rows, test_rows]) if private_test else train_rows
+        extra.update(units=unit_codes(units[private_rows]), unit_bound=bound)
     if grid is not None:
         return regression_dataset(
             name,
@@ -456,6 +454,11 @@ def load_table_dataset(
         class_names=[str(c) for c in classes],
         **extra,
     )
+
+
+def _labels(read: KeyColumns, domain: LabelDomain | None, where: str) -> np.ndarray:
+    """The labels read: class positions in ``domain``, or numbers without one (a regression)."""
+    return read.numbers(where) if domain is None else read.class_positions(domain, where)
 
 
 def _public_rows(path, columns: list[str], read: KeyColumns) -> pd.DataFrame:

@@ -28,7 +28,14 @@ from labeldp.experiments.tune_folder import CANDIDATES_FOLDER
 from labeldp.files import write_json_atomic
 from labeldp.released_metrics import mean_and_error
 from labeldp.runs.context import release_inputs
-from labeldp.runs.run import _accept_changed_config, check_plan, config_dataset, data_facts, run_network
+from labeldp.runs.run import (
+    _accept_changed_config,
+    check_dataset_spend,
+    check_plan,
+    config_dataset,
+    data_facts,
+    run_network,
+)
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import resolve_device
 
@@ -120,6 +127,7 @@ def release_once(
         If ``out`` holds releases of another configuration, or the method did not make ``names``
         before training.
     """
+    check_dataset_spend(config, data, out.root, progress)
     with out.lock():
         saved = out.read_config()
         inputs = out.release_inputs()

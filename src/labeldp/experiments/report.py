@@ -325,4 +325,21 @@ def report(sweep_dir: str | Path, metric: str | None = None) -> tuple[str, Path]
     failed = sum(1 for r in rows if r["status"] == "failed")
     name = "privacy_utility.png" if metric is None else f"privacy_utility_{metric}.png"
     folder = Path(sweep_dir) if Path(sweep_dir).is_dir() else Path(sweep_dir).parent  # a results.csv given
-    return format_report(stats, failed), plot_privacy_utility(stats, folder / name)
+    return format_report(stats, failed) + _dataset_spend(rows), plot_privacy_utility(stats, folder / name)
+
+
+def _dataset_spend(rows: list[dict[str, str]]) -> str:
+    """What every release of each dataset of the sweep has spent, composed (its ledger, read now): the
+    table's epsilons are each run's."""
+    from labeldp.accounting.datasets import DatasetLedger
+
+    lines = []
+    for key in sorted({row.get("dataset_key") or "" for row in rows} - {""}):
+        ledger = DatasetLedger(key, "")
+        epsilon, _, unit = ledger.composed()
+        releases = len(ledger.spends())
+        lines.append(
+            f"dataset {key}: epsilon {format_epsilon(epsilon)} per {unit or 'row'} spent in all by {releases} "
+            f"release{'s' if releases != 1 else ''}, composed (the table's epsilons are each run's; {ledger.path})"
+        )
+    return "".join("\n" + line for line in lines)

@@ -11,6 +11,7 @@ import contextlib
 import csv
 import ctypes
 import itertools
+import math
 import multiprocessing
 import signal
 import sys
@@ -25,6 +26,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from labeldp import runtime
+from labeldp.accounting.datasets import DatasetLedger
 from labeldp.config.overrides import apply_overrides, parse_value
 from labeldp.config.run import options_unused_by
 from labeldp.data import folder_datasets, get_dataset
@@ -43,6 +45,7 @@ RESULT_COLUMNS = (
     "method",
     "target_epsilon",
     "epsilon",
+    "dataset_epsilon",
     "delta",
     "neighboring_relation",
     "seed",
@@ -56,6 +59,7 @@ RESULT_COLUMNS = (
     "noise_private",
     "run_dir",
     "error",
+    "dataset_key",
 )
 
 
@@ -215,6 +219,7 @@ def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any
         "noise_private": outcome.get("noise_private", ""),
         "run_dir": str(run_dir),
         "error": outcome.get("error", ""),
+        "dataset_key": (outcome.get("dataset_ledger") or {}).get("key", ""),
     }
 
 
@@ -303,8 +308,15 @@ def run_sweep(
         _run_in_workers(pending, out, workers, finished, (device, threads, cores))
     finished(None, None)
     rows = [_row(job, out / job.folder, outcomes[job.key]) for job in jobs]
+    spent = {key: DatasetLedger(key, "").composed()[0] for key in {row["dataset_key"] for row in rows} if key}
+    for row in rows:  # each run's epsilon beside its dataset's, every release on it composed
+        row["dataset_epsilon"] = "" if not row["dataset_key"] else _epsilon_cell(spent[row["dataset_key"]])
     write_results(rows, out / "results.csv")
     return rows
+
+
+def _epsilon_cell(epsilon: float) -> float | str:
+    return "inf" if math.isinf(epsilon) else math.ceil(epsilon * 1e6) / 1e6
 
 
 @contextlib.contextmanager

@@ -117,6 +117,9 @@ class CandidateContext(RunContext):
         before any training.
     """
 
+    #: the tune's release is on the dataset's ledger under the tune's folder: a candidate adds nothing
+    records_spend = False
+
     def __init__(
         self,
         config: RunConfig,

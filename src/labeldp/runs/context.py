@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
+from labeldp.accounting.datasets import DatasetLedger, Spend
 from labeldp.boundary import Release, release_randomized_response, release_true_labels
 from labeldp.config.run import RunConfig
 from labeldp.data import LabeledDataset
@@ -111,6 +112,12 @@ def initial_model(config: RunConfig, data: LabeledDataset, stage: int, device: t
     seed = public_seed(config.seed, "model-init", stage)
     name = config.model_name(data.input_shape, data.categorical)
     return build_model(name, data.input_shape, data.num_classes, seed, data.categorical).to(device)
+
+
+def dataset_ledger(data: LabeledDataset) -> DatasetLedger:
+    """The ledger of ``data``'s dataset (:mod:`labeldp.accounting.datasets`), from its public facts."""
+    facts = data.facts or {"dataset": data.name, "stem": data.name}  # rows would change with an audit's canaries
+    return DatasetLedger.of({**facts, "described": facts.get("described", f"dataset {data.name}")})
 
 
 class RunContext:
@@ -308,6 +315,7 @@ class RunContext:
             if not self.ledger.has(name):  # crashed between saving the release and the ledger
                 release.record(self.ledger, name)
                 self.ledger.save(self.out.ledger_path, self.config.delta or 0.0)
+            self.record_on_dataset()
             return release
         if self.ledger.has(name):
             raise RunDirectoryError(
@@ -325,7 +333,22 @@ class RunContext:
             name, **release.to_arrays(), config=np.array(json.dumps(release_inputs(self.config, name), sort_keys=True))
         )
         self.ledger.save(self.out.ledger_path, self.config.delta or 0.0)
+        self.record_on_dataset()
         return release
+
+    #: whether this context's ledger is a release of its own (not a tune candidate's copy)
+    records_spend = True
+
+    def record_on_dataset(self) -> dict[str, Any]:
+        """Put the run's spend so far on its dataset's ledger (the run folder's line replaces its
+        earlier ones); the dataset's composed spend comes back."""
+        ledger = dataset_ledger(self.data)
+        if not self.records_spend:
+            return ledger.summary()
+        unit = (self.data.unit_bound or {}).get("column")
+        delta = self.config.delta or 0.0
+        ledger.record(Spend.of_ledger(str(self.out.root.resolve()), "train", self.ledger, delta, unit))
+        return ledger.summary()
 
     def saved_release(self, name: str) -> Release:
         """Release ``name`` as saved by :meth:`spend` (an earlier stage's labels, to train on again): as
@@ -645,5 +668,6 @@ class RunContext:
                 "most_rows": int(np.bincount(self.ledger.units).max()),
                 "row_epsilon": None if not np.isfinite(row_epsilon) else math.ceil(row_epsilon * 1e6) / 1e6,
             }
+        summary["dataset_ledger"] = self.record_on_dataset()
         write_json_atomic(self.out.summary_path, summary)
         return summary

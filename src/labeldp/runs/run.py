@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,8 @@ import torch
 from tqdm.auto import tqdm
 
 from labeldp import distributed
+from labeldp.accounting.datasets import Spend, total_epsilon
+from labeldp.accounting.rounding import format_epsilon
 from labeldp.config.run import RunConfig
 from labeldp.data import LabeledDataset, load_dataset
 from labeldp.data.splits import split_stages
@@ -24,7 +28,7 @@ from labeldp.files import write_atomic, write_json_atomic
 from labeldp.methods.registry import get_method, method_names
 from labeldp.models import build_model
 from labeldp.models.names import default_model_name
-from labeldp.runs.context import RunContext, release_inputs, table_features
+from labeldp.runs.context import RunContext, dataset_ledger, release_inputs, table_features
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import load_torch
 from labeldp.training.stage import check_amp, resolve_device
@@ -71,6 +75,25 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
         max_rows_per_unit=config.max_rows_per_unit,
         one_row_per_person=config.one_row_per_person,
     )
+
+
+def check_dataset_spend(config: RunConfig, data: LabeledDataset, out_dir, progress: bool) -> None:
+    """Refuse, before anything is drawn or written, a run that would take its dataset past
+    ``--total-epsilon``; say what it adds to what the dataset has spent already."""
+    epsilon = math.inf if config.epsilon is None else float(config.epsilon)
+    unit = (data.unit_bound or {}).get("column")
+    planned = Spend(str(Path(out_dir).resolve()), "train", epsilon, config.delta or 0.0, unit, epsilon)
+    ledger = dataset_ledger(data)
+    saved = {s.release: s for s in ledger.spends()}.get(planned.release)
+    if saved is not None and saved.epsilon >= planned.epsilon:
+        return  # this folder's releases are on the ledger already: resuming spends nothing more
+    before, after = ledger.check(planned, total_epsilon())
+    if before > 0:
+        print(
+            f"dataset {ledger.key}: epsilon {format_epsilon(before)} spent already on it; this run takes it to "
+            f"{format_epsilon(after)} (its ledger: {ledger.path})",
+            file=sys.stderr,
+        )
 
 
 def data_facts(data: LabeledDataset, in_memory: bool, model: str | None) -> dict[str, Any]:
@@ -326,6 +349,7 @@ def train_run(
         )
         progress = progress and distributed.is_main()
     distributed.on_main(lambda: check_plan(config, data, run_device))
+    distributed.on_main(lambda: check_dataset_spend(config, data, out_dir, progress))
     if not config.noise.private and config.method_spec.private and distributed.is_main():
         warnings.warn(f"the run's noise is {config.noise.describe()}", InsecureNoiseWarning, stacklevel=2)
     out = RunDirectory(out_dir, read_only=not distributed.is_main())

@@ -1,0 +1,128 @@
+"""The ledger of a dataset across runs (accounting/datasets.py): one key for neighbouring tables, runs
+composed, a total enforced before anything is drawn, appends safe under concurrency and SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pandas as pd
+
+from labeldp.accounting.datasets import DatasetLedger, Spend, compose, ledgers
+from labeldp.cli import main
+from labeldp.data.table import load_table_dataset
+from labeldp.runs.context import dataset_ledger
+
+
+def _table(path, labels=None) -> None:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"id": np.arange(1000), "x": rng.normal(size=1000), "y": rng.integers(0, 2, 1000)})
+    if labels is not None:
+        frame["y"] = labels
+    frame.to_csv(path, index=False)
+
+
+def test_neighbouring_tables_have_one_key_and_one_ledger_file(tmp_path) -> None:
+    """Same inputs, one label changed (to another class): the same key, the same file, from train's
+    loader and from privatize alike."""
+    _table(tmp_path / "d.csv")
+    labels = pd.read_csv(tmp_path / "d.csv")["y"].to_numpy().copy()
+    labels[17] = 1 - labels[17]
+    (tmp_path / "n").mkdir()
+    _table(tmp_path / "n" / "d.csv", labels)
+    keys = []
+    for path in (tmp_path / "d.csv", tmp_path / "n" / "d.csv"):
+        for ids in (None, "id"):
+            data = load_table_dataset(path, "y", classes=("0", "1"), id_column=ids)
+            keys.append((ids, dataset_ledger(data).key, dataset_ledger(data).path))
+    assert keys[0] == keys[2] and keys[1] == keys[3] and keys[0][1] != keys[1][1]
+    argv = ["privatize", "--table", str(tmp_path / "d.csv"), "--label-column", "y", "--classes", "0", "1"]
+    assert main([*argv, "--id-column", "id", "--epsilon", "1", "--out", str(tmp_path / "r")]) == 0
+    assert [ledger.key for ledger in ledgers()] == [keys[1][1]]  # privatize's key is train's
+
+
+def test_a_sweep_of_seeds_composes_and_a_later_run_is_refused_past_the_total(tmp_path, capsys) -> None:
+    """Three seeds at epsilon 1 on one table: each run says 1, the dataset 3; a train afterwards shows 4;
+    with --total-epsilon 3.5 the next is refused before any draw (no run folder, the ledger unchanged),
+    also from another process."""
+    _table(tmp_path / "t.csv")
+    grid = ["dataset=csv", f"table={tmp_path / 't.csv'}", "label_column=y", "classes=0:1", "method=lp-1st"]
+    grid += ["epsilon=1", "epochs=1", "seed=0,1,2"]
+    assert main(["sweep", "--grid", *grid, "--quiet", "--threads", "1", "--out", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    results = pd.read_csv(tmp_path / "s" / "results.csv")
+    assert results["epsilon"].tolist() == [1.0, 1.0, 1.0] and results["dataset_epsilon"].tolist() == [3.0] * 3
+    assert "epsilon 3 per row spent in all by 3 releases, composed" in out
+    train = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--label-column", "y"]
+    train += ["--classes", "0", "1", "--method", "lp-1st", "--epsilon", "1", "--epochs", "1", "--tune-budget", "0"]
+    assert main([*train, "--quiet", "--out", str(tmp_path / "fourth")]) == 0
+    captured = capsys.readouterr()
+    assert "epsilon 3 spent already on it; this run takes it to 4" in captured.err
+    assert "epsilon 4 per row spent in all (4 releases, composed" in captured.out
+    (ledger,) = ledgers()
+    before = ledger.path.read_bytes()
+    assert main([*train, "--total-epsilon", "3.5", "--out", str(tmp_path / "fifth")]) == 2
+    assert "past --total-epsilon 3.5: refused before anything was drawn" in capsys.readouterr().err
+    assert not (tmp_path / "fifth").exists() and ledger.path.read_bytes() == before
+    command = [sys.executable, "-m", "labeldp", *train, "--total-epsilon", "3.5", "--out", str(tmp_path / "sixth")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "refused before anything was drawn" in result.stderr
+    assert not (tmp_path / "sixth").exists() and ledger.path.read_bytes() == before
+    assert main([*train, "--total-epsilon", "3.5", "--quiet", "--out", str(tmp_path / "fourth")]) == 0  # resumes
+    assert main(["budget"]) == 0 and "epsilon 4 per row  4 releases (train)" in capsys.readouterr().out
+
+
+def test_composition_adds_pure_releases_exactly_and_composes_deltas() -> None:
+    pure = [Spend(f"r{i}", "train", 1.0, 0.0, None, 1.0) for i in range(3)]
+    assert compose(pure) == (3.0, 0.0, None)
+    approximate = compose([Spend("a", "train", 1.0, 1e-5, None, 1.0), Spend("b", "train", 1.0, 1e-5, None, 1.0)])
+    assert approximate[1] == 2e-5 and 1.5 < approximate[0] <= 2.0
+    per_user = compose([Spend("a", "train", 1.0, 0.0, "user", 0.25), Spend("b", "train", 2.0, 0.0, "user", 0.5)])
+    assert per_user == (3.0, 0.0, "user")
+    mixed = compose([Spend("a", "train", 1.0, 0.0, "user", 0.25), Spend("b", "train", 2.0, 0.0, None, 2.0)])
+    assert mixed == (2.25, 0.0, None)  # per row, where the releases protect different units
+
+
+_WRITER = textwrap.dedent("""
+    import sys
+    from labeldp.accounting.datasets import DatasetLedger, Spend
+    ledger = DatasetLedger("shared", "a table", sys.argv[1])
+    for i in range(100):
+        ledger.record(Spend(f"{sys.argv[2]}-{i}", "train", 0.01, 0.0, None, 0.01))
+        print(i, flush=True)
+""")
+
+
+def test_two_writers_at_once_one_killed_midway_lose_no_completed_release(tmp_path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(tmp_path), name], stdout=subprocess.PIPE, text=True, env=env
+        )
+        for name in ("a", "b")
+    ]
+    completed = -1
+    for line in writers[1].stdout:  # b is killed after its 50th release is on the ledger
+        completed = int(line)
+        if completed == 49:
+            writers[1].send_signal(signal.SIGKILL)
+            break
+    writers[1].wait()
+    assert writers[0].wait(timeout=120) == 0
+    ledger = DatasetLedger("shared", "a table", tmp_path)
+    names = {spend.release for spend in ledger.spends()}
+    assert {f"a-{i}" for i in range(100)} <= names and {f"b-{i}" for i in range(50)} <= names
+    for line in ledger.path.read_text().splitlines():
+        json.loads(line)  # every line parses
+    # a line cut short by a kill is skipped, and cut off by the next writer
+    with open(ledger.path, "a") as handle:
+        handle.write('{"release": "half')
+    assert len(ledger.spends()) == len(names)
+    ledger.record(Spend("after", "train", 0.01, 0.0, None, 0.01))
+    assert all(json.loads(line) for line in ledger.path.read_text().splitlines())
+    assert len(ledger.spends()) == len(names) + 1
