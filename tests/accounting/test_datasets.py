@@ -12,6 +12,7 @@ import textwrap
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from labeldp.accounting.datasets import DatasetLedger, Spend, compose, ledgers
 from labeldp.cli import main
@@ -21,7 +22,7 @@ from labeldp.runs.context import dataset_ledger
 
 def _table(path, labels=None) -> None:
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"id": np.arange(1000), "x": rng.normal(size=1000), "y": rng.integers(0, 2, 1000)})
+    frame = pd.DataFrame({"id": np.arange(300), "x": rng.normal(size=300), "y": rng.integers(0, 2, 300)})
     if labels is not None:
         frame["y"] = labels
     frame.to_csv(path, index=False)
@@ -126,3 +127,25 @@ def test_two_writers_at_once_one_killed_midway_lose_no_completed_release(tmp_pat
     ledger.record(Spend("after", "train", 0.01, 0.0, None, 0.01))
     assert all(json.loads(line) for line in ledger.path.read_text().splitlines())
     assert len(ledger.spends()) == len(names) + 1
+
+
+def test_private_labels_of_one_named_dataset_share_its_ledger(monkeypatch) -> None:
+    """A notebook cell run twice makes two sets of the same labels: named, they compose on one ledger,
+    and a total refuses the fit that would pass it before anything is drawn."""
+    from sklearn.linear_model import LogisticRegression
+
+    from labeldp import LabelDPClassifier, PrivateLabels
+    from labeldp.errors import BudgetError
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = (X[:, 0] > 0).astype(int)
+    for _ in range(2):  # the cell, run twice
+        LabelDPClassifier(LogisticRegression(), epsilon=1.0).fit(X, PrivateLabels(y, [0, 1], dataset="survey"))
+    (ledger,) = ledgers()
+    assert ledger.key == "survey" and ledger.composed() == (2.0, 0.0, None)
+    monkeypatch.setenv("LABELDP_TOTAL_EPSILON", "2.5")
+    labels = PrivateLabels(y, [0, 1], dataset="survey")
+    with pytest.raises(BudgetError, match="past --total-epsilon 2.5"):
+        LabelDPClassifier(LogisticRegression(), epsilon=1.0).fit(X, labels)
+    assert not labels.ledger.entries and len(ledger.spends()) == 2

@@ -20,19 +20,22 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
+from labeldp.accounting.datasets import DatasetLedger, Spend, table_facts, total_epsilon
 from labeldp.ads.folder import HashedRunFolder, read_summary
 from labeldp.ads.train import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
 from labeldp.boundary import LabelDomain, Release, release_external_labels
 from labeldp.boundary.release_parts import release_randomized_response_part
 from labeldp.config.hashed import DEFAULT_BLOCK_ROWS, HashedConfig
 from labeldp.data.hashed_table import rank_private_labels, read_private_labels
-from labeldp.data.hashing import HashSpec, hashed_blocks, table_rows
+from labeldp.data.hashing import HashSpec, hashed_blocks, parquet_files, table_rows
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import parse_channel
 from labeldp.randomness import NoiseSource
@@ -284,6 +287,7 @@ def run_route(
     settings = {"table": str(table.source), "spec": table.spec.to_dict(), **facts, **dataclasses.asdict(config)}
     distributed.check_same(settings, "the run's settings")
     ledger, members = unit_members(table, config)  # public: the unit column and the seed, on every rank
+    spending = distributed.on_main(lambda: _dataset_spending(table, config, facts, out))
     with contextlib.ExitStack() as stack:
         saved = distributed.on_main(lambda: _opened(stack, folder, settings, ledger, config.route))
         if saved is not None:
@@ -293,7 +297,7 @@ def run_route(
                 draw(ledger, members)  # this rank's part, handed to rank 0
             release = distributed.on_main(lambda: None)
         else:
-            release = distributed.on_main(lambda: _drawn(folder, draw(ledger, members), ledger))
+            release = distributed.on_main(lambda: _drawn(folder, draw(ledger, members), ledger, spending))
         released = time.perf_counter()
         model, history, rate = train(table, release, config)
 
@@ -307,6 +311,8 @@ def run_route(
                 "total": trained - started,
             }
             summary["private"] = private
+            if spending is not None:
+                summary["dataset_ledger"] = spending[0].summary()
             if table.world > 1:
                 summary["processes"] = table.world
             folder.finish(summary)
@@ -329,10 +335,28 @@ def _opened(
     return saved
 
 
-def _drawn(folder: HashedRunFolder, release: Release, ledger: PrivacyLedger) -> Release:
-    """Save the release just drawn (before anything trains on it) and hand it over."""
+def _drawn(folder: HashedRunFolder, release: Release, ledger: PrivacyLedger, spending) -> Release:
+    """Save the release just drawn (before anything trains on it), put it on its dataset's ledger, and
+    hand it over."""
     folder.save_release(release, ledger)
+    if spending is not None:
+        ledger_of_dataset, planned = spending
+        ledger_of_dataset.record(Spend.of_ledger(planned.release, "hashed train", ledger, 0.0, planned.unit))
     return release
+
+
+def _dataset_spending(table, config, facts: dict, out) -> tuple[DatasetLedger, Spend] | None:
+    """The ledger of the table's dataset and this run's planned spend, checked against
+    ``--total-epsilon`` before anything is drawn; None where labeldp draws nothing (a source's labels)."""
+    if facts.get("epsilon") is None:
+        return None
+    names = pq.read_schema(parquet_files(table.source)[0]).names
+    ledger = DatasetLedger.of(table_facts(table.source, facts["label_column"], names, table.rows, None))
+    epsilon = float(facts["epsilon"])
+    planned = Spend(str(Path(out).resolve()), "hashed train", epsilon, 0.0, config.unit_column, epsilon)
+    if planned.release not in {spend.release for spend in ledger.spends()}:
+        ledger.check(planned, total_epsilon())
+    return ledger, planned
 
 
 def _summary(table, config, facts, release, ledger, history, rate) -> dict[str, Any]:

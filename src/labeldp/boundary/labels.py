@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
@@ -41,6 +42,7 @@ import numpy as np
 from dp_accounting import dp_event
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.accounting.datasets import DatasetLedger, Spend, total_epsilon
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.boundary.budget import LabelBudget
 from labeldp.boundary.domain import LabelDomain
@@ -93,6 +95,21 @@ class _Root:
         self.lock = threading.RLock()
         self.withheld = False
         self.process = os.getpid()
+        self.dataset: DatasetLedger | None = None  # the named dataset's ledger, across runs
+        self.name = f"labels {uuid.uuid4()}"  # this set of labels' line on that ledger
+
+    def delta(self) -> float:
+        return self.budget.delta if self.budget is not None else 0.0
+
+    def trial(self, bound: dp_event.DpEvent, members: np.ndarray) -> PrivacyLedger:
+        """The ledger as it would be after a release dominated by ``bound`` on ``members``."""
+        trial = PrivacyLedger(self.values.size)
+        for entry in self.ledger.entries:
+            trial.record(entry.event, entry.members, entry.description)
+        mask = np.zeros(self.values.size, dtype=bool)
+        mask[members] = True
+        trial.record(bound, mask, "the new release")
+        return trial
 
     def check_process(self) -> None:
         """Refuse a read in a process other than the one the labels were made in (a fork copies them
@@ -125,6 +142,10 @@ class PrivateLabels:
     budget : LabelBudget or None, optional
         A :class:`LabelBudget` that lets the labels be released more than once, up to its
         epsilon; without one, each row is released at most once.
+    dataset : str or None, optional
+        The dataset's name (public): every release of these labels joins that dataset's ledger across
+        runs and sessions (``docs/dataset-ledger.md``), with every other ``PrivateLabels`` of the name,
+        and ``$LABELDP_TOTAL_EPSILON`` caps it there.
 
     Raises
     ------
@@ -138,7 +159,14 @@ class PrivateLabels:
 
     __slots__ = ("_root", "_rows", "_classes", "_num_classes", "_grid")
 
-    def __init__(self, labels, classes: Sequence[Any] | None = None, *, budget: LabelBudget | None = None):
+    def __init__(
+        self,
+        labels,
+        classes: Sequence[Any] | None = None,
+        *,
+        budget: LabelBudget | None = None,
+        dataset: str | None = None,
+    ):
         if isinstance(labels, PrivateLabels):
             raise ConfigError("these labels are private already: use them as they are")
         if classes is None:
@@ -149,7 +177,10 @@ class PrivateLabels:
             classes = domain.declared
             values = domain.positions(labels, "the labels")
             num_classes = domain.size
-        self._init(_Root(values, budget), None, classes, num_classes, None)
+        root = _Root(values, budget)
+        if dataset is not None:
+            root.dataset = DatasetLedger.of({"name": dataset})
+        self._init(root, None, classes, num_classes, None)
 
     def _init(
         self,
@@ -642,12 +673,18 @@ class PrivateLabels:
             mask = np.zeros(root.values.size, dtype=bool)
             mask[members[entry.members]] = True
             root.ledger.record(entry.event, mask, entry.description)
+        if root.dataset is not None:
+            root.dataset.record(Spend.of_ledger(root.name, "PrivateLabels", root.ledger, root.delta(), None))
         return result
 
     def _check_spend(self, bound: dp_event.DpEvent, members: np.ndarray) -> None:
         """Refuse, before anything is drawn, a release that rows already released may not pay for."""
         root = self._root
         root.check_process()
+        if root.dataset is not None:  # the named dataset's total, every other set of its labels included
+            trial = root.trial(bound, members)
+            epsilon = trial.epsilon(root.delta())
+            root.dataset.check(Spend(root.name, "PrivateLabels", epsilon, root.delta(), None, epsilon), total_epsilon())
         if root.withheld:
             raise PrivateLabelAccessError(
                 "these labels were withheld: they can be read only through the releases "
@@ -667,13 +704,7 @@ class PrivateLabels:
                 "To allow more releases of the same labels, cap them: PrivateLabels(y, classes=..., "
                 "budget=LabelBudget(total_epsilon)). " + RELEASE_ONCE_ROUTE
             )
-        trial = PrivacyLedger(root.values.size)
-        for entry in root.ledger.entries:
-            trial.record(entry.event, entry.members, entry.description)
-        mask = np.zeros(root.values.size, dtype=bool)
-        mask[members] = True
-        trial.record(bound, mask, "the new release")
-        after = trial.epsilon(root.budget.delta)
+        after = root.trial(bound, members).epsilon(root.budget.delta)
         if after > root.budget.epsilon + 1e-9:
             raise BudgetError(
                 f"this release could take these labels to epsilon {format_epsilon(after, 4)}, past their "

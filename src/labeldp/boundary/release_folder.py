@@ -52,6 +52,7 @@ import dataclasses
 import fcntl
 import os
 import shutil
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -64,6 +65,7 @@ import pyarrow.parquet as pq
 from labeldp._validation import check_epsilon
 from labeldp.accounting import PrivacyLedger
 from labeldp.accounting.datasets import DatasetLedger, Spend, table_facts, total_epsilon
+from labeldp.accounting.rounding import format_epsilon
 from labeldp.boundary.column import DEFAULT_BATCH_ROWS, Draws, check_batch_rows, prior_spec
 from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.folder_format import (
@@ -332,6 +334,20 @@ class _UnitRule:
         return mask, kept_units, facts
 
 
+def _checked_spend(spending: DatasetLedger, out: Path, epsilon: float, unit_column: str | None) -> Spend:
+    """This release's spend on its dataset, refused past ``--total-epsilon`` and said before it is drawn
+    where the dataset has spent already (a release folder is new: it always spends)."""
+    planned = Spend(str(out.resolve()), "privatize", epsilon, 0.0, unit_column, epsilon)
+    before, after = spending.check(planned, total_epsilon())
+    if before > 0:
+        print(
+            f"dataset {spending.key}: epsilon {format_epsilon(before)} spent already on it; this release takes it "
+            f"to {format_epsilon(after)} (its ledger: {spending.path})",
+            file=sys.stderr,
+        )
+    return planned
+
+
 #: the column of each kept row's position in the table, while a privacy unit's kept rows stream past
 _POSITION = "__labeldp_position__"
 
@@ -372,8 +388,7 @@ def _privatize_table(
     kept = None if units is None else units.keep(unit_keys, eps)
     del unit_keys
     spending = DatasetLedger.of(table_facts(described, label_column, datasets[0].schema.names, rows, id_keys))
-    planned = Spend(str(out.resolve()), "privatize", eps, 0.0, unit_column, eps)
-    spending.check(planned, total_epsilon())
+    planned = _checked_spend(spending, out, eps, unit_column)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with _locked(out):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from labeldp.cli.common import add_budget_arguments
 from labeldp.config.hashed import DEFAULT_BLOCK_ROWS, DEFAULT_SLOT_BITS, HashedConfig
 from labeldp.options import add_dataclass_arguments
 
@@ -71,6 +72,7 @@ def _add_train(parser: argparse.ArgumentParser) -> None:
     noise.add_argument(
         "--insecure-noise-seed", type=int, metavar="SEED", help="reproducible noise for tests: NOT PRIVATE"
     )
+    add_budget_arguments(parser)
     parser.add_argument("--out", required=True, help="the run folder to create")
 
 
@@ -176,6 +178,10 @@ def _print_summary(summary: dict, out) -> None:
     print(f"written: {out}/ (model.pt with its hashing, ledger.json, summary.json, release.npz, config.json)")
     if not summary["private"]:
         print("NOT PRIVATE: the noise is reproducible from --insecure-noise-seed")
+    if summary.get("dataset_ledger"):
+        from labeldp.cli.summary import print_dataset_spend
+
+        print_dataset_spend(summary["dataset_ledger"])
 
 
 def _predict(args: argparse.Namespace) -> None:
