@@ -149,3 +149,21 @@ def test_private_labels_of_one_named_dataset_share_its_ledger(monkeypatch) -> No
     with pytest.raises(BudgetError, match="past --total-epsilon 2.5"):
         LabelDPClassifier(LogisticRegression(), epsilon=1.0).fit(X, labels)
     assert not labels.ledger.entries and len(ledger.spends()) == 2
+
+
+def test_folders_written_before_the_ledgers_are_imported_once(tmp_path, monkeypatch, capsys) -> None:
+    """A run and a release folder made while the budget folder was elsewhere (as before the ledgers
+    existed): not counted until imported, and counted once however often they are imported."""
+    _table(tmp_path / "t.csv")
+    monkeypatch.setenv("LABELDP_BUDGET_DIR", str(tmp_path / "elsewhere"))
+    train = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--label-column", "y", "--classes"]
+    train += ["0", "1", "--method", "lp-1st", "--epsilon", "1", "--epochs", "1", "--tune-budget", "0", "--quiet"]
+    assert main([*train, "--out", str(tmp_path / "old" / "run")]) == 0
+    privatize = ["privatize", "--table", str(tmp_path / "t.csv"), "--label-column", "y", "--classes", "0", "1"]
+    assert main([*privatize, "--epsilon", "0.5", "--out", str(tmp_path / "old" / "release")]) == 0
+    budget = ["budget", "--budget-dir", str(tmp_path / "budget")]
+    assert main(budget) == 0 and "no dataset has spent anything yet" in capsys.readouterr().out
+    for _ in range(2):
+        assert main([*budget[:1], "import", str(tmp_path / "old"), *budget[1:]]) == 0
+    out = capsys.readouterr().out
+    assert "epsilon 1.5 per row  2 releases (privatize, train)" in out
