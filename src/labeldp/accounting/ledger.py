@@ -252,10 +252,17 @@ def pure_epsilon(event: dp_event.DpEvent) -> float | None:
         The sum of its parts' epsilons (randomized response log(1 + k (1 - p) / p), discrete Laplace
         parameter x sensitivity, Laplace 1 / noise multiplier, a no-op 0), or None if a part is not pure DP.
     """
+    exact = _pure_epsilon(event)
+    # The event's parameters went through exp and back: 1 comes back as 1 + 2e-16, which rounding up
+    # would print as 1.01. Twelve significant digits keep the design value, far inside the PLD's own 1e-4.
+    return None if exact is None else float(f"{exact:.12g}")
+
+
+def _pure_epsilon(event: dp_event.DpEvent) -> float | None:
     if isinstance(event, dp_event.NoOpDpEvent):
         return 0.0
     if isinstance(event, (dp_event.SelfComposedDpEvent, dp_event.ComposedDpEvent)):
-        parts = [pure_epsilon(e) for e in ([event.event] if hasattr(event, "count") else event.events)]
+        parts = [_pure_epsilon(e) for e in ([event.event] if hasattr(event, "count") else event.events)]
         if any(part is None for part in parts):
             return None
         return sum(parts) * (event.count if hasattr(event, "count") else 1)

@@ -6,7 +6,7 @@ import argparse
 import math
 from pathlib import Path
 
-from labeldp.cli.common import add_threads_argument, set_threads
+from labeldp.cli.common import add_budget_arguments, add_threads_argument, set_threads
 from labeldp.config.auditing import CANARY_KINDS, DEFAULT_CONFIDENCE, DEFAULT_SHADOWS
 
 DESCRIPTION = (
@@ -64,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help=f"with --membership: shadow models for LiRA (default {DEFAULT_SHADOWS})",
     )
+    add_budget_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:
