@@ -92,3 +92,40 @@ def test_a_release_refused_by_the_budget_stops_a_search_instead_of_scoring_nan()
     with pytest.raises(BudgetError, match="refused before anything was drawn"):
         search.fit(X, y)
     assert y.budget.spent <= 1.0
+
+
+def test_a_table_as_read_from_csv_fits_by_default_or_is_refused_before_the_release() -> None:
+    """Text columns, as pandas.read_csv gives them: the default estimator encodes them as categories;
+    one that cannot take them is refused before anything is released, with the fix."""
+    from sklearn.linear_model import LogisticRegression
+
+    from labeldp import LabelDPClassifier, LabelDPRegressor, PrivateLabels
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"job": rng.choice(["clerk", "nurse", "chef"], 300), "age": rng.integers(18, 80, 300)})
+    y = np.where(X["job"] == "nurse", "yes", "no")
+    fitted = LabelDPClassifier(epsilon=2.0, insecure_noise_seed=0).fit(X, PrivateLabels(y, ["no", "yes"]))
+    assert fitted.predict(X.iloc[:5]).shape == (5,)
+    labels = PrivateLabels(y, ["no", "yes"])
+    with pytest.raises(ValueError, match=r"nothing was released\. X has text columns \[.job.\]"):
+        LabelDPClassifier(LogisticRegression(), epsilon=1.0).fit(X, labels)
+    assert not labels.ledger.entries
+    numbers = PrivateLabels(X["age"].to_numpy(dtype=float) / 10)
+    with pytest.raises(ValueError, match="nothing was released"):
+        LabelDPRegressor(LogisticRegression(), epsilon=1.0, label_range=(0, 10)).fit(X, numbers)
+    assert not numbers.ledger.entries
+    assert LabelDPRegressor(epsilon=1.0, label_range=(0, 10)).fit(X, numbers).predict(X).shape == (300,)
+
+
+def test_a_first_run_into_a_new_folder_tells_one_story(tmp_path, capsys) -> None:
+    """The auto-tune's release is made in the run's folder: the run that continues from it is not said to
+    resume, nor to have changed its configuration; a run stopped and started again is."""
+    argv = ["train", "--dataset", "csv", "--table", _table(tmp_path), "--label-column", "y", "--classes", "0", "1"]
+    argv += ["--method", "lp-1st", "--epsilon", "1", "--epochs", "1", "--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    said = capsys.readouterr()
+    assert "resuming" not in said.out + said.err and "configuration changed" not in said.out + said.err
+    assert "epsilon 1 (delta 0" in said.out
+    (tmp_path / "run" / "summary.json").unlink()
+    assert main(argv) == 0
+    assert "resuming" in capsys.readouterr().out

@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
+from sklearn.compose import ColumnTransformer
 from sklearn.metrics import accuracy_score
 from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OrdinalEncoder
 from sklearn.utils import Tags, _safe_indexing, get_tags
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import _check_sample_weight, _num_samples, column_or_1d, validate_data
@@ -142,13 +144,53 @@ def _shared_rr_channel(labels: np.ndarray, likelihood: np.ndarray) -> tuple[floa
     return None
 
 
-def _base_estimator(estimator, default, random_state):
-    """A fresh clone of the user's ``estimator`` (else ``default`` with native categorical support),
-    with ``random_state`` where it takes one."""
-    base = clone(estimator) if estimator is not None else default(categorical_features="from_dtype")
+def _base_estimator(estimator, default, random_state, X=None):
+    """A fresh clone of the user's ``estimator`` (else ``default`` with native categorical support, its
+    text columns, as a CSV file gives them, encoded as categories), with ``random_state`` where it takes one."""
+    text = _text_columns(X)
+    if estimator is not None:
+        base = clone(estimator)
+    elif text:
+        encode = OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=np.nan, encoded_missing_value=np.nan)
+        columns = ColumnTransformer([("text", encode, text)], remainder="passthrough", verbose_feature_names_out=False)
+        base = Pipeline(
+            [("encode", columns.set_output(transform="pandas")), ("model", default(categorical_features=text))]
+        )
+    else:
+        base = default(categorical_features="from_dtype")
     if "random_state" in base.get_params():
         base.set_params(random_state=random_state)
+    elif "model__random_state" in base.get_params():
+        base.set_params(model__random_state=random_state)
     return base
+
+
+def _text_columns(X) -> list[str]:
+    """The columns of a table that hold text (objects or strings), as ``pandas.read_csv`` gives them."""
+    if not isinstance(X, pd.DataFrame):
+        return []
+    return [c for c in X.columns if pd.api.types.is_object_dtype(X[c]) or pd.api.types.is_string_dtype(X[c])]
+
+
+def _probe(estimator, X, stand_in: np.ndarray) -> None:
+    """Fit a copy of ``estimator`` on the first rows of ``X`` with public stand-in labels, before any
+    release: inputs it cannot take are refused before the spend, with the fix. Reads no private label."""
+    rows = min(_num_samples(X), 500)
+    try:
+        clone(estimator).fit(_take(X, np.arange(rows)), stand_in[np.arange(rows) % stand_in.size])
+    except (ValueError, TypeError) as error:
+        text = _text_columns(X)
+        fix = (
+            f" X has text columns {text}: give them as categories (X.astype({{{text[0]!r}: 'category'}})) to a "
+            "HistGradientBoosting model, or encode them in the estimator (make_pipeline(make_column_transformer("
+            "(OneHotEncoder(handle_unknown='ignore'), [...]), remainder='passthrough'), estimator)); the default "
+            "estimator (estimator=None) takes them as they are."
+            if text
+            else ""
+        )
+        # scikit-learn's own error type and words, as its conventions expect, and what labeldp adds
+        said = f"{error} ({type(estimator).__name__} cannot fit these inputs: nothing was released.{fix})"
+        raise type(error)(said) from None
 
 
 def _fit_weighted(model, X, y: np.ndarray, weights: np.ndarray | None):

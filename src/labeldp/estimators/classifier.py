@@ -72,6 +72,7 @@ from labeldp.estimators._common import (
     _fit_weighted,
     _inputs,
     _noise_key,
+    _probe,
     _public_accuracy,
     _shared_rr_channel,
     _stack,
@@ -193,6 +194,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             self._fit_released(X, labels.labels, labels.channel(), weights)
             return self
         self._check(labels)
+        _probe(self._base(X), X, np.arange(len(self.classes_)))  # before the release: inputs it cannot take
         if self.stages == 1:
             released = self._release_once(labels)
         else:
@@ -278,7 +280,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         with ``em_iterations``, rounds of expectation-maximisation follow: each example enters once per
         class, weighted by the posterior of the class given its release, prior(class | x) x
         Pr[release | class], the prior being the model's last estimate."""
-        self.estimator_ = _fit_weighted(self._base(), X, labels, sample_weight)
+        self.estimator_ = _fit_weighted(self._base(X), X, labels, sample_weight)
         self.channel_ = _shared_rr_channel(labels, likelihood)
         rounds = self.em_iterations if self.em_iterations is not None else (0 if self.channel_ else 2)
         n, num_classes = likelihood.shape
@@ -288,11 +290,11 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             posterior = np.clip(self.predict_proba(X), 1e-6, 1.0) * likelihood
             weights = (posterior / posterior.sum(axis=1, keepdims=True) * extra[:, None]).T.ravel()
             keep = weights > 1e-12
-            self.estimator_ = _fit_weighted(self._base(), _take(stacked_X, keep), stacked_y[keep], weights[keep])
+            self.estimator_ = _fit_weighted(self._base(X), _take(stacked_X, keep), stacked_y[keep], weights[keep])
             self.channel_ = None  # the weighted fit learns the clean labels itself
 
-    def _base(self):
-        return _base_estimator(self.estimator, HistGradientBoostingClassifier, self.random_state)
+    def _base(self, X=None):
+        return _base_estimator(self.estimator, HistGradientBoostingClassifier, self.random_state, X)
 
     def __sklearn_tags__(self) -> Tags:
         wrapped = self.estimator if self.estimator is not None else HistGradientBoostingClassifier()

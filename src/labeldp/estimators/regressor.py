@@ -46,6 +46,7 @@ from labeldp.estimators._common import (
     _fit_weighted,
     _inputs,
     _noise_key,
+    _probe,
     _weights,
     _wrapper_tags,
 )
@@ -265,13 +266,14 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
             )
         grid = self._grid()
         share, given = self._plan(grid)
+        _probe(self._base(X), X, grid)  # before the release: inputs it cannot take
         released = self._release_once(labels.on_grid(grid), grid, share, given)
         rows = labels.positions
         self.grid_, self.ledger_ = grid, released["ledger"]
         self.released_ = released["values"][rows]
         self.prior_, self.bin_values_ = released.get("prior"), released.get("bin_values")
         targets = released["debiased" if self.debias and "debiased" in released else "values"][rows]
-        self.estimator_ = _fit_weighted(self._base(), X, targets, weights)
+        self.estimator_ = _fit_weighted(self._base(X), X, targets, weights)
         return self
 
     def _fit_released(self, X, labels: ReleasedLabels, weights: np.ndarray | None) -> None:
@@ -281,7 +283,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         self.prior_ = self.bin_values_ = None
         self.released_ = grid[labels.labels]
         targets = channel_weights(labels.labels, labels.channel()) @ grid if self.debias else self.released_
-        self.estimator_ = _fit_weighted(self._base(), X, targets, weights)
+        self.estimator_ = _fit_weighted(self._base(X), X, targets, weights)
 
     def _released_grid(self, classes: tuple) -> np.ndarray:
         """The grid of released labels: their classes, numbers in increasing order (a declared range or
@@ -363,8 +365,8 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         self.release_key_ = key
         return labels.release_once(key, self._event(grid, share), draw)
 
-    def _base(self):
-        return _base_estimator(self.estimator, HistGradientBoostingRegressor, self.random_state)
+    def _base(self, X=None):
+        return _base_estimator(self.estimator, HistGradientBoostingRegressor, self.random_state, X)
 
     def __sklearn_tags__(self) -> Tags:
         wrapped = self.estimator if self.estimator is not None else HistGradientBoostingRegressor()

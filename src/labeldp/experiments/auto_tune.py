@@ -312,6 +312,7 @@ def auto_tuned_run(
         return train_run(config, out_dir, device=device, progress=progress, dataset=dataset)
     data = dataset if dataset is not None else config_dataset(base)
     in_memory = dataset is not None
+    resumed = record is not None  # else this call makes the release the run continues from: no "resuming"
     if record is None:
         record, settled = _start(base, folder, budget, data, device, progress, base_name)
         chosen = base if settled else _choose(base, folder, record, data, in_memory, device, progress, base_name)
@@ -322,7 +323,7 @@ def auto_tuned_run(
         if folder.read_summary() is None:
             _say(progress, f"{describe_choice(record)} (recorded: kept)")
     chosen = config if chosen is base else chosen  # resolved by train_run, as it would be without tuning
-    summary = train_run(chosen, out_dir, device=device, progress=progress, dataset=dataset)
+    summary = train_run(chosen, out_dir, device=device, progress=progress, dataset=dataset, announce_resume=resumed)
     return _with_record(folder, summary, record)
 
 

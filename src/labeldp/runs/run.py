@@ -272,8 +272,10 @@ def train_run(
     device: str = "auto",
     progress: bool = True,
     dataset: LabeledDataset | None = None,
+    announce_resume: bool = True,
 ) -> dict[str, Any]:
-    """Run (or resume) ``config`` in ``out_dir`` and return its summary.
+    """Run (or resume) ``config`` in ``out_dir`` and return its summary. ``announce_resume=False``: the
+    folder was started in this call's own process (the auto-tune's release), so it is not said to resume.
 
     Running again on an existing directory continues from the last completed epoch, reuses the saved
     noisy labels and leaves the ledger unchanged; a finished run just returns its summary. A
@@ -354,7 +356,9 @@ def train_run(
         warnings.warn(f"the run's noise is {config.noise.describe()}", InsecureNoiseWarning, stacklevel=2)
     out = RunDirectory(out_dir, read_only=not distributed.is_main())
     with contextlib.ExitStack() as held:
-        finished = distributed.on_main(lambda: _open_run(config, data, out, held, progress, dataset is not None))
+        finished = distributed.on_main(
+            lambda: _open_run(config, data, out, held, progress, dataset is not None, announce_resume)
+        )
         if finished is not None:
             return finished
         context = RunContext(config, out, data, run_device, progress)
@@ -369,13 +373,14 @@ def _open_run(
     held: contextlib.ExitStack,
     progress: bool,
     in_memory: bool,
+    announce_resume: bool = True,
 ) -> dict[str, Any] | None:
     """Lock the run folder (for as long as ``held`` lasts), and either return the summary of the run it
     holds when finished, or prepare it for the run to start or resume (None)."""
     held.enter_context(out.lock())
     saved = out.read_config()
     if saved is not None:
-        _accept_changed_config(saved, config, data, out, progress)
+        _accept_changed_config(saved, config, data, out, progress and announce_resume)
     finished = out.read_summary()
     if finished is not None:
         return finished
@@ -393,7 +398,7 @@ def _open_run(
         tqdm.write(f"features ({len(features)}): {', '.join(features)}")
     if data.unit_bound is not None and progress:
         tqdm.write(unit_bound_message(data.unit_bound))
-    if saved is not None and progress:
+    if saved is not None and progress and announce_resume:
         tqdm.write(_resume_message(out))
     return None
 
