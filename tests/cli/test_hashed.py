@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -42,9 +44,19 @@ def test_train_per_user_then_predict_with_the_runs_hashing(ads, train_argv, tmp_
     assert abs(table.column("probability").to_numpy().mean() - SMALL.base_rate) < 0.05
 
 
-def test_labels_from_a_noisy_source_on_the_command_line(train_argv, tmp_path, capsys) -> None:
-    argv = train_argv[:-2] + ["--source-channel", "flip:0.2", "--model", "fm", "--out", str(tmp_path / "source")]
-    assert main(argv) == 0
+def test_labels_from_a_noisy_source_on_the_command_line(ads, train_argv, tmp_path, capsys) -> None:  # noqa: F811
+    """Labels the source flipped at 20 % train; the same table's clean labels are refused with the numbers:
+    the stated channel cannot report so few positives, so nothing would deliver its guarantee."""
+    clean = train_argv[:-2] + ["--source-channel", "flip:0.2", "--model", "fm", "--out", str(tmp_path / "clean")]
+    assert main(clean) == 2
+    assert "where the stated channel reports it with a probability between 20.00% and 80.00%" in capsys.readouterr().err
+    table = pq.read_table(ads[0])
+    flips = np.random.default_rng(0).random(table.num_rows) < 0.2
+    labels = table.column("converted").to_numpy() ^ flips
+    pq.write_table(table.set_column(table.schema.get_field_index("converted"), "converted", pa.array(labels)),
+                   tmp_path / "flipped.parquet")  # fmt: skip
+    argv = [str(tmp_path / "flipped.parquet") if arg == str(ads[0]) else arg for arg in clean]
+    assert main([*argv[:-1], str(tmp_path / "source")]) == 0
     summary = json.loads((tmp_path / "source" / "summary.json").read_text())
     assert summary["route"] == "source" and summary["model"] == "fm" and summary["epsilon_per_unit"] > 1.38
 

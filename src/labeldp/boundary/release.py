@@ -33,7 +33,7 @@ from labeldp.accounting.events import (
 )
 from labeldp.accounting.ledger import PrivacyLedger, event_from_dict, event_to_dict
 from labeldp.boundary.labels import PrivateLabels, unseal
-from labeldp.errors import ConfigError
+from labeldp.errors import ConfigError, DataError
 from labeldp.mechanisms import (
     channel_epsilon,
     check_channel,
@@ -582,6 +582,31 @@ def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int
     )
 
 
+#: how unlikely the reported class shares must be under the stated channel for the reports to be refused
+_REPORTS_REFUSED_BELOW = 1e-9
+
+
+def _check_reports_fit_channel(reported: np.ndarray, matrix: np.ndarray) -> None:
+    """Refuse reports whose class shares the stated channel cannot produce: under M, a class z is
+    reported with a probability between min_y M[y, z] and max_y M[y, z], whatever the true labels. Labels
+    that never went through the channel (clean labels with ``flip:0.1``: 0.01 % positive where the channel
+    gives at least 10 %) would be recorded with a guarantee nothing delivered. The reports are the release:
+    reading their shares costs nothing."""
+    from scipy.stats import binom
+
+    n = reported.size
+    counts = np.bincount(reported, minlength=matrix.shape[0])
+    for z, count in enumerate(counts):
+        low, high = matrix[:, z].min(), matrix[:, z].max()
+        if binom.cdf(count, n, low) < _REPORTS_REFUSED_BELOW or binom.sf(count - 1, n, high) < _REPORTS_REFUSED_BELOW:
+            raise DataError(
+                f"{count:,} of {n:,} reports ({count / n:.2%}) are of class {z}, where the stated channel reports it "
+                f"with a probability between {low:.2%} and {high:.2%} whatever the true labels: these labels did not "
+                "come through that channel (clean labels, or another channel). Give the labels as the source "
+                "randomized them, with the channel it publishes; nothing was recorded"
+            )
+
+
 def release_external_labels(
     ledger: PrivacyLedger,
     labels,
@@ -639,6 +664,7 @@ def release_external_labels(
     epsilon = own if stated_epsilon is None else float(stated_epsilon)
     num_classes = matrix.shape[0]
     reported = _true_labels(labels, num_classes)
+    _check_reports_fit_channel(reported, matrix)
     indices = _recorded(ledger, members, tag, labels=reported)
     exact = stated_epsilon is None and is_randomized_response(matrix)
     event = randomized_response_event(own, num_classes) if exact else stated_event(epsilon)
