@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,10 +42,10 @@ def test_neighbouring_tables_have_one_key_and_one_ledger_file(tmp_path) -> None:
         for ids in (None, "id"):
             data = load_table_dataset(path, "y", classes=("0", "1"), id_column=ids)
             keys.append((ids, dataset_ledger(data).key, dataset_ledger(data).path))
-    assert keys[0] == keys[2] and keys[1] == keys[3] and keys[0][1] != keys[1][1]
+    assert len({key[1:] for key in keys}) == 1  # naming an id column or not changes nothing
     argv = ["privatize", "--table", str(tmp_path / "d.csv"), "--label-column", "y", "--classes", "0", "1"]
     assert main([*argv, "--id-column", "id", "--epsilon", "1", "--out", str(tmp_path / "r")]) == 0
-    assert [ledger.key for ledger in ledgers()] == [keys[1][1]]  # privatize's key is train's
+    assert [ledger.key for ledger in ledgers()] == [keys[0][1]]  # privatize's key is train's
 
 
 def test_a_sweep_of_seeds_composes_and_a_later_run_is_refused_past_the_total(tmp_path, capsys) -> None:
@@ -167,3 +168,50 @@ def test_folders_written_before_the_ledgers_are_imported_once(tmp_path, monkeypa
         assert main([*budget[:1], "import", str(tmp_path / "old"), *budget[1:]]) == 0
     out = capsys.readouterr().out
     assert "epsilon 1.5 per row  2 releases (privatize, train)" in out
+
+
+def test_a_folder_made_again_under_the_same_path_is_a_new_release(tmp_path, capsys) -> None:
+    """A release folder moved aside and a run folder deleted, then made again under the same path: each
+    new draw adds to the dataset's ledger (the folder's id, not its path, names its line), and
+    --total-epsilon sees them all; a train refused by it leaves no folder, its auto-tune's plan included."""
+    _table(tmp_path / "t.csv")
+    privatize = ["privatize", "--table", str(tmp_path / "t.csv"), "--label-column", "y", "--classes", "0", "1"]
+    privatize += ["--epsilon", "1", "--out", str(tmp_path / "rel")]
+    assert main(privatize) == 0
+    (tmp_path / "rel").rename(tmp_path / "rel-old")
+    assert main(privatize) == 0
+    train = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--label-column", "y", "--classes"]
+    train += [
+        "0",
+        "1",
+        "--method",
+        "lp-1st",
+        "--epsilon",
+        "1",
+        "--epochs",
+        "1",
+        "--quiet",
+        "--out",
+        str(tmp_path / "run"),
+    ]
+    assert main([*train, "--tune-budget", "0"]) == 0
+    shutil.rmtree(tmp_path / "run")
+    assert main([*train, "--tune-budget", "0"]) == 0
+    (ledger,) = ledgers()
+    assert ledger.composed()[0] == 4.0 and len(ledger.spends()) == 4
+    capsys.readouterr()
+    assert main([*train[:-1], str(tmp_path / "fifth"), "--total-epsilon", "4.5"]) == 2  # with the auto-tune
+    assert "refused before anything was drawn" in capsys.readouterr().err and not (tmp_path / "fifth").exists()
+    assert ledger.composed()[0] == 4.0
+
+
+def test_a_check_reserves_its_spend_so_that_two_at_once_see_each_other(tmp_path) -> None:
+    from labeldp.errors import BudgetError
+
+    ledger = DatasetLedger("t", "a table", tmp_path)
+    ledger.check(Spend("a", "train", 1.0, 0.0, None, 1.0), total=1.5)  # reserved, not yet drawn
+    with pytest.raises(BudgetError, match="has spent epsilon 1"):
+        ledger.check(Spend("b", "train", 1.0, 0.0, None, 1.0), total=1.5)
+    ledger.cancel("a")  # "a" failed before its draw
+    ledger.check(Spend("b", "train", 1.0, 0.0, None, 1.0), total=1.5)
+    assert ledger.composed()[0] == 1.0

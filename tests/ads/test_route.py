@@ -30,7 +30,7 @@ def _fit(ads, spec, out, **options):
 def test_a_run_releases_once_per_unit_trains_and_predicts_with_its_hashing(ads, spec, tmp_path, route, model) -> None:
     out = tmp_path / "run"
     summary = _fit(ads, spec, out, route=route, model=model, unit_column="user_id", max_rows_per_unit=2)
-    assert sorted(p.name for p in out.iterdir()) == sorted([*FILES, ".lock"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([*FILES, ".lock", ".dataset-release"])
     assert summary == json.loads((out / "summary.json").read_text())
     units = read_column(ads[0], "user_id")
     kept = np.bincount(np.unique(units, return_inverse=True)[1])

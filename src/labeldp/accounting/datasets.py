@@ -17,22 +17,25 @@ import math
 import os
 import re
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from labeldp.errors import BudgetError, ConfigError
+from labeldp.files import write_text_atomic
 
 #: where the dataset ledgers live unless ``--budget-dir`` says otherwise (each user's, so that every
 #: runs folder of theirs composes): ``$LABELDP_BUDGET_DIR``, else ``~/.local/share/labeldp/budget``
 BUDGET_DIR_VARIABLE = "LABELDP_BUDGET_DIR"
 #: the total a release may not take a dataset past (``--total-epsilon``), carried to sweep workers
 TOTAL_EPSILON_VARIABLE = "LABELDP_TOTAL_EPSILON"
+#: the file of a run or release folder that holds its release id on the dataset's ledger
+RELEASE_FILE = ".dataset-release"
 
 
 def budget_dir() -> Path:
@@ -49,18 +52,12 @@ def total_epsilon() -> float | None:
     return None if value in (None, "") else float(value)
 
 
-def ids_digest(keys: np.ndarray) -> str:
-    """A digest of a table's ids (their 64-bit keys, order ignored): public, the same on every route."""
-    return hashlib.sha256(np.sort(np.asarray(keys, dtype="<i8")).tobytes()).hexdigest()[:16]
-
-
-def table_facts(path, label_column: str, columns: list[str], rows: int, id_keys: np.ndarray | None) -> dict:
-    """The public facts that name a table's ledger, the same from ``train`` and ``privatize``: its label
-    column, its columns, its rows and a digest of its ids; its file's name and path only describe it."""
+def table_facts(path, label_column: str, columns: list[str], rows: int) -> dict:
+    """The public facts that name a table's ledger, the same from every route and whatever options name
+    (an id column or none): its label column, its columns and its rows; its file's name and path only
+    describe it."""
     facts = {"stem": Path(str(path)).name.split(".")[0], "described": str(path), "label_column": label_column}
     facts.update(columns=sorted(columns), rows=int(rows))
-    if id_keys is not None:
-        facts["ids"] = ids_digest(id_keys)
     return facts
 
 
@@ -160,37 +157,48 @@ class DatasetLedger:
 
     def check(self, planned: Spend, total: float | None) -> tuple[float, float]:
         """The dataset's epsilon before and after ``planned``; refused before anything is drawn if it
-        would pass ``total``."""
-        before = self.composed()[0]
-        after = self.composed(planned)[0]
-        if total is not None and after > total + 1e-9 and after > before:
-            raise BudgetError(
-                f"dataset {self.key} ({self.described}) has spent epsilon {format_total(before)}; this release "
-                f"would take it to {format_total(after)}, past --total-epsilon {total:g}: refused before anything "
-                f"was drawn (its ledger: {self.path})"
-            )
+        would pass ``total``, else reserved on the ledger at once (under the lock, so that two processes
+        checking together see each other's spend; :meth:`cancel` withdraws it if nothing is drawn)."""
+        with self._locked():
+            before = self.composed()[0]
+            after = self.composed(planned)[0]
+            if total is not None and after > total + 1e-9 and after > before:
+                raise BudgetError(
+                    f"dataset {self.key} ({self.described}) has spent epsilon {format_total(before)}; this release "
+                    f"would take it to {format_total(after)}, past --total-epsilon {total:g}: refused before "
+                    f"anything was drawn (its ledger: {self.path})"
+                )
+            self._append(planned, reserved=True)
         return before, after
+
+    def cancel(self, release: str) -> None:
+        """Withdraw the reservation of a release that drew nothing (it failed before its first draw)."""
+        self.record(Spend(release, "cancelled", 0.0, 0.0, None, 0.0))
 
     def record(self, spend: Spend) -> None:
         """Append ``spend`` under the lock, flushed to disk; a line a killed writer left unfinished is cut."""
-        numbers = {
-            k: getattr(spend, k) if math.isfinite(getattr(spend, k)) else "inf" for k in ("epsilon", "row_epsilon")
-        }
-        line = json.dumps({**spend.__dict__, **numbers, "described": self.described, "time": time.time()})
         with self._locked():
-            with open(self.path, "a+b") as handle:
-                handle.seek(0, os.SEEK_END)
-                size = handle.tell()
-                if size:
-                    handle.seek(size - 1)
-                    if handle.read(1) != b"\n":  # a writer killed mid-line: cut back to its last full line
-                        handle.seek(0)
-                        data = handle.read()
-                        handle.truncate(data.rfind(b"\n") + 1)
-                handle.seek(0, os.SEEK_END)
-                handle.write(line.encode() + b"\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+            self._append(spend)
+
+    def _append(self, spend: Spend, reserved: bool = False) -> None:
+        numbers = {
+            k: v if math.isfinite(v) else "inf"
+            for k, v in (("epsilon", spend.epsilon), ("row_epsilon", spend.row_epsilon))
+        }
+        fields = {**spend.__dict__, **numbers, "described": self.described, "time": time.time(), "reserved": reserved}
+        with open(self.path, "a+b") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            if size:
+                handle.seek(size - 1)
+                if handle.read(1) != b"\n":  # a writer killed mid-line: cut back to its last full line
+                    handle.seek(0)
+                    data = handle.read()
+                    handle.truncate(data.rfind(b"\n") + 1)
+            handle.seek(0, os.SEEK_END)
+            handle.write(json.dumps(fields).encode() + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
 
     def summary(self) -> dict[str, Any]:
         epsilon, delta, unit = self.composed()
@@ -202,6 +210,36 @@ class DatasetLedger:
             "per": unit or "row",
             "releases": len(self.spends()),
         }
+
+
+def folder_release(folder: Path, release: str | None = None) -> str:
+    """The id under which a run or release folder's spend is on its dataset's ledger: written into the
+    folder once (``release``, else a new one), so that a folder deleted and made again under the same
+    path is a new release, never the old one's line replaced."""
+    path = Path(folder) / RELEASE_FILE
+    _PENDING.pop(str(Path(folder).resolve()), None)  # a folder made again later is a new release
+    if path.exists():
+        return path.read_text().strip()
+    release = release or new_release(folder)
+    write_text_atomic(path, release)
+    _PENDING.pop(str(Path(folder).resolve()), None)
+    return release
+
+
+def saved_release(folder: Path) -> str | None:
+    """The release id a folder holds (:func:`folder_release`), or None."""
+    path = Path(folder) / RELEASE_FILE
+    return path.read_text().strip() if path.exists() else None
+
+
+def new_release(folder) -> str:
+    """The release id of a folder that holds none yet: the same for every check of this process until
+    the folder's first release writes it (:func:`folder_release`); its path and a random suffix."""
+    path = str(Path(folder).resolve())
+    return _PENDING.setdefault(path, f"{path}#{uuid.uuid4().hex[:12]}")
+
+
+_PENDING: dict[str, str] = {}
 
 
 def _number(value) -> float:
@@ -240,7 +278,6 @@ __all__ = [
     "budget_dir",
     "compose",
     "dataset_key",
-    "ids_digest",
     "table_facts",
     "ledgers",
     "total_epsilon",

@@ -253,9 +253,14 @@ def pure_epsilon(event: dp_event.DpEvent) -> float | None:
         parameter x sensitivity, Laplace 1 / noise multiplier, a no-op 0), or None if a part is not pure DP.
     """
     exact = _pure_epsilon(event)
-    # The event's parameters went through exp and back: 1 comes back as 1 + 2e-16, which rounding up
-    # would print as 1.01. Twelve significant digits keep the design value, far inside the PLD's own 1e-4.
-    return None if exact is None else float(f"{exact:.12g}")
+    if exact is None:
+        return None
+    # The event's parameters went through exp and back, and compositions add their rounding: 1 comes back
+    # as 1 + 2e-16, which rounding up would print as 1.01. A value within 1e-12 (relative) of a 12-digit
+    # one is taken as that value: at most that little below the float sum, against the PLD's own
+    # discretisation of 1e-4; any other value is never lowered.
+    design = float(f"{exact:.12g}")
+    return design if abs(design - exact) <= 1e-12 * abs(exact) else max(design, exact)
 
 
 def _pure_epsilon(event: dp_event.DpEvent) -> float | None:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.accounting.datasets import RELEASE_FILE
 from labeldp.boundary import Release
 from labeldp.errors import ReleaseExistsError, RunDirectoryError
 from labeldp.files import exclusive_lock, write_atomic, write_json_atomic
@@ -92,7 +93,7 @@ class HashedRunFolder:
                 "spend their budget a second time. Predict with it (labeldp hashed predict), or write a run of "
                 "other labels to a new folder"
             )
-        foreign = sorted(p.name for p in self.root.iterdir() if p.name not in (*FILES, ".lock"))
+        foreign = sorted(p.name for p in self.root.iterdir() if p.name not in (*FILES, ".lock", RELEASE_FILE))
         if foreign:
             raise RunDirectoryError(f"{self.root} holds files that are not a run's ({', '.join(foreign[:5])})")
         if not self.release_path.exists():

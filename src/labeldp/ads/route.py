@@ -20,7 +20,6 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,7 +27,15 @@ import pyarrow.parquet as pq
 
 from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
-from labeldp.accounting.datasets import DatasetLedger, Spend, table_facts, total_epsilon
+from labeldp.accounting.datasets import (
+    DatasetLedger,
+    Spend,
+    folder_release,
+    new_release,
+    saved_release,
+    table_facts,
+    total_epsilon,
+)
 from labeldp.ads.folder import HashedRunFolder, read_summary
 from labeldp.ads.train import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
 from labeldp.boundary import LabelDomain, Release, release_external_labels
@@ -283,11 +290,23 @@ def run_route(
         The summary (on every rank).
     """
     started = time.perf_counter()
-    folder = HashedRunFolder(out)
     settings = {"table": str(table.source), "spec": table.spec.to_dict(), **facts, **dataclasses.asdict(config)}
     distributed.check_same(settings, "the run's settings")
     ledger, members = unit_members(table, config)  # public: the unit column and the seed, on every rank
     spending = distributed.on_main(lambda: _dataset_spending(table, config, facts, out))
+    try:
+        return _run_route(
+            table, config, out, facts, draw, train, private, shared_draw, started, ledger, members, spending
+        )
+    except BaseException:
+        if spending is not None and distributed.is_main() and saved_release(out) is None:  # nothing was drawn
+            spending[0].cancel(spending[1].release)
+        raise
+
+
+def _run_route(table, config, out, facts, draw, train, private, shared_draw, started, ledger, members, spending):
+    folder = HashedRunFolder(out)
+    settings = {"table": str(table.source), "spec": table.spec.to_dict(), **facts, **dataclasses.asdict(config)}
     with contextlib.ExitStack() as stack:
         saved = distributed.on_main(lambda: _opened(stack, folder, settings, ledger, config.route))
         if saved is not None:
@@ -341,7 +360,8 @@ def _drawn(folder: HashedRunFolder, release: Release, ledger: PrivacyLedger, spe
     folder.save_release(release, ledger)
     if spending is not None:
         ledger_of_dataset, planned = spending
-        ledger_of_dataset.record(Spend.of_ledger(planned.release, "hashed train", ledger, 0.0, planned.unit))
+        release_id = folder_release(folder.root, planned.release)
+        ledger_of_dataset.record(Spend.of_ledger(release_id, "hashed train", ledger, 0.0, planned.unit))
     return release
 
 
@@ -351,10 +371,12 @@ def _dataset_spending(table, config, facts: dict, out) -> tuple[DatasetLedger, S
     if facts.get("epsilon") is None:
         return None
     names = pq.read_schema(parquet_files(table.source)[0]).names
-    ledger = DatasetLedger.of(table_facts(table.source, facts["label_column"], names, table.rows, None))
+    ledger = DatasetLedger.of(table_facts(table.source, facts["label_column"], names, table.rows))
     epsilon = float(facts["epsilon"])
-    planned = Spend(str(Path(out).resolve()), "hashed train", epsilon, 0.0, config.unit_column, epsilon)
-    if planned.release not in {spend.release for spend in ledger.spends()}:
+    release = saved_release(out) or new_release(out)
+    planned = Spend(release, "hashed train", epsilon, 0.0, config.unit_column, epsilon)
+    saved = {spend.release: spend for spend in ledger.spends()}.get(release)
+    if saved is None or saved.epsilon < epsilon:  # else its release is on the ledger already
         ledger.check(planned, total_epsilon())
     return ledger, planned
 

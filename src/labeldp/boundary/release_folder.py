@@ -64,7 +64,7 @@ import pyarrow.parquet as pq
 
 from labeldp._validation import check_epsilon
 from labeldp.accounting import PrivacyLedger
-from labeldp.accounting.datasets import DatasetLedger, Spend, table_facts, total_epsilon
+from labeldp.accounting.datasets import DatasetLedger, Spend, folder_release, new_release, table_facts, total_epsilon
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.boundary.column import DEFAULT_BATCH_ROWS, Draws, check_batch_rows, prior_spec
 from labeldp.boundary.domain import LabelDomain
@@ -334,10 +334,32 @@ class _UnitRule:
         return mask, kept_units, facts
 
 
+def _partial_folder(out: Path) -> Path:
+    """The hidden folder a release is written into, new and its owner's only; refused if a killed
+    release left one (its labels were drawn)."""
+    _refuse_existing(out)
+    partial = out.parent / f".{out.name}.partial"
+    if partial.exists():
+        raise ReleaseExistsError(
+            f"{partial} was left by a release into {out} that was killed before it finished: it holds labels "
+            "drawn then, and drawing them again would spend their budget a second time for whoever can read "
+            "it. If nobody else has read it (it is readable by its owner only), delete it to release afresh"
+        )
+    partial.mkdir()
+    partial.chmod(0o700)  # the noisy labels of an unfinished release are its owner's only
+    return partial
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _checked_spend(spending: DatasetLedger, out: Path, epsilon: float, unit_column: str | None) -> Spend:
     """This release's spend on its dataset, refused past ``--total-epsilon`` and said before it is drawn
     where the dataset has spent already (a release folder is new: it always spends)."""
-    planned = Spend(str(out.resolve()), "privatize", epsilon, 0.0, unit_column, epsilon)
+    planned = Spend(new_release(out), "privatize", epsilon, 0.0, unit_column, epsilon)
     before, after = spending.check(planned, total_epsilon())
     if before > 0:
         print(
@@ -382,55 +404,39 @@ def _privatize_table(
             f"id column {id_column!r} must hold one value a row (a number, a string, a date), got "
             f"{schema.field(id_column).type}"
         )
-    rows, unit_keys, id_keys = check_rows(
+    rows, unit_keys = check_rows(
         datasets, schema, domain, label_column, id_column, described, columns_of_priors, unit_column
     )
     kept = None if units is None else units.keep(unit_keys, eps)
     del unit_keys
-    spending = DatasetLedger.of(table_facts(described, label_column, datasets[0].schema.names, rows, id_keys))
+    spending = DatasetLedger.of(table_facts(described, label_column, datasets[0].schema.names, rows))
     planned = _checked_spend(spending, out, eps, unit_column)
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(out):
-        _refuse_existing(out)
-        partial = out.parent / f".{out.name}.partial"
-        if partial.exists():
-            raise ReleaseExistsError(
-                f"{partial} was left by a release into {out} that was killed before it finished: it holds labels "
-                "drawn then, and drawing them again would spend their budget a second time for whoever can read "
-                "it. If nobody else has read it (it is readable by its owner only), delete it to release afresh"
-            )
-        partial.mkdir()
-        mode = partial.stat().st_mode & 0o777
-        partial.chmod(0o700)  # the noisy labels of an unfinished release are its owner's only
-        try:
-            sidecar = _write_release(
-                partial,
-                datasets,
-                schema,
-                label_column,
-                id_column,
-                domain,
-                class_values,
-                eps,
-                columns_of_priors,
-                shared,
-                write_channel,
-                block_rows,
-                noise,
-                rows,
-                described,
-                kept,
-            )
-            drawn = PrivacyLedger.load(partial / LEDGER_FILE)  # on the dataset's ledger before it is published
-            spending.record(Spend.of_ledger(planned.release, "privatize", drawn, 0.0, unit_column))
-            partial.chmod(mode)
-            _refuse_existing(out)
-            os.rename(partial, out)
-            _fsync(out.parent)
-        except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)
-            raise
+    drawing = False
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(out):
+            partial = _partial_folder(out)
+            drawing = True
+            try:
+                arguments = (schema, label_column, id_column, domain, class_values, eps, columns_of_priors, shared)
+                sidecar = _write_release(
+                    partial, datasets, *arguments, write_channel, block_rows, noise, rows, described, kept
+                )
+                drawn = PrivacyLedger.load(partial / LEDGER_FILE)  # on the dataset's ledger before it is published
+                spending.record(Spend.of_ledger(folder_release(partial, planned.release), "privatize", drawn, 0.0,
+                                                unit_column))  # fmt: skip
+                partial.chmod(0o777 & ~_umask())
+                _refuse_existing(out)
+                os.rename(partial, out)
+                folder_release(out)
+                _fsync(out.parent)
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)
+                raise
+    except BaseException:
+        if not drawing:  # nothing was drawn: its reservation on the dataset's ledger is withdrawn
+            spending.cancel(planned.release)
+        raise
     return {**sidecar, "seconds": time.perf_counter() - started, "dataset_ledger": spending.summary()}
 
 

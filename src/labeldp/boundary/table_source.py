@@ -422,7 +422,6 @@ class KeyColumns:
     rows_per_file: list[int]
     labels: list[pa.Array]
     unit_keys: np.ndarray | None
-    id_keys: np.ndarray | None = None
 
     @property
     def rows(self) -> int:
@@ -499,10 +498,9 @@ def read_key_columns(
         per_file.append(rows)
     if not sum(per_file):
         raise DataError(f"{described} has no rows")
-    id_keys = _joined(ids) if id_column is not None else None
-    if id_keys is not None:
-        _refuse_duplicated_ids(datasets, schema.field(id_column), id_keys, own_types=True)  # sorts them
-    return KeyColumns(names, per_file, labels, _joined(units) if unit_column is not None else None, id_keys)
+    if id_column is not None:
+        _refuse_duplicated_ids(datasets, schema.field(id_column), _joined(ids), own_types=True)
+    return KeyColumns(names, per_file, labels, _joined(units) if unit_column is not None else None)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -518,7 +516,7 @@ def check_rows(
     described: str,
     prior_columns: tuple[str, ...] | None = None,
     unit_column: str | None = None,
-) -> tuple[int, np.ndarray | None, np.ndarray | None]:
+) -> tuple[int, np.ndarray | None]:
     """Read the label and id columns once: every label must be one of the classes (the error says
     neither which nor how many are not), every id present and distinct (without an id column, the
     rows' positions are); RR-with-prior's prior columns, each row a probability distribution; and the
@@ -555,8 +553,6 @@ def check_rows(
     unit_keys : numpy.ndarray or None
         (rows,) int64, each row's unit as a 64-bit key (an integer unit itself, any other its hash:
         equal units, equal keys); None without ``unit_column``.
-    id_keys : numpy.ndarray or None
-        (rows,) int64, the ids' keys, sorted (public: they name the dataset's ledger); None without ids.
 
     Raises
     ------
@@ -585,11 +581,9 @@ def check_rows(
             keys.append(row_keys(batch.column(1), f"id column {id_column!r} has missing values"))
     if rows == 0:
         raise DataError(f"{described} has no rows")
-    id_keys = None
     if id_column is not None:
-        id_keys = _joined(keys)
-        _refuse_duplicated_ids(datasets, schema.field(id_column), id_keys)
-    return rows, _joined(units) if unit_column is not None else None, id_keys
+        _refuse_duplicated_ids(datasets, schema.field(id_column), _joined(keys))
+    return rows, _joined(units) if unit_column is not None else None
 
 
 def _check_prior_rows(batch: pa.RecordBatch, prior_columns: tuple[str, ...]) -> None:

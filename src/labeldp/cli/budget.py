@@ -93,9 +93,7 @@ def _import(folder: Path, release: bool) -> tuple[str, str]:
         sidecar = read_sidecar(folder)
         source, unit = sidecar["source"], (sidecar.get("privacy_unit") or {}).get("column")
         read = read_key_columns(source["table"], source["label_column"], source["id_column"], one_row_per_person=True)
-        ledger = DatasetLedger.of(
-            table_facts(source["table"], source["label_column"], read.columns, read.rows, read.id_keys)
-        )
+        ledger = DatasetLedger.of(table_facts(source["table"], source["label_column"], read.columns, read.rows))
         saved = PrivacyLedger.load(folder / sidecar["files"]["ledger"])
         spend = Spend.of_ledger(str(folder.resolve()), "privatize", saved, 0.0, unit)
     else:

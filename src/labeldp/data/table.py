@@ -428,7 +428,7 @@ def load_table_dataset(
     private_test = test_path is None and not public_test_split
     extra = {
         "preprocessor": preprocessor,
-        "facts": table_facts(path, label_column, read.columns, read.rows, read.id_keys),
+        "facts": table_facts(path, label_column, read.columns, read.rows),
     }
     if units is not None:  # the private rows' units: the training rows', then the private test rows'
         private_rows = np.concatenate([train_rows, test_rows]) if private_test else train_rows

@@ -45,7 +45,7 @@ from labeldp.experiments.one_release import (
     score_candidates,
 )
 from labeldp.files import write_json_atomic
-from labeldp.runs.run import config_dataset, train_run
+from labeldp.runs.run import check_dataset_spend, config_dataset, train_run, withdraw_unspent
 from labeldp.runs.rundir import RunDirectory
 
 #: the record of an auto-tuned run, in its folder
@@ -313,8 +313,13 @@ def auto_tuned_run(
     data = dataset if dataset is not None else config_dataset(base)
     in_memory = dataset is not None
     resumed = record is not None  # else this call makes the release the run continues from: no "resuming"
-    if record is None:
-        record, settled = _start(base, folder, budget, data, device, progress, base_name)
+    if record is None:  # refused past --total-epsilon before auto_tune.json is written
+        release = check_dataset_spend(base, data, out_dir, progress)
+        try:
+            record, settled = _start(base, folder, budget, data, device, progress, base_name)
+        except BaseException:
+            withdraw_unspent(data, out_dir, release)
+            raise
         chosen = base if settled else _choose(base, folder, record, data, in_memory, device, progress, base_name)
     elif "chosen" not in record:  # interrupted while choosing: its plan, its release, its scored candidates
         chosen = _choose(base, folder, record, data, in_memory, device, progress, base_name)

@@ -35,6 +35,7 @@ from labeldp.runs.run import (
     config_dataset,
     data_facts,
     run_network,
+    withdraw_unspent,
 )
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import resolve_device
@@ -127,7 +128,15 @@ def release_once(
         If ``out`` holds releases of another configuration, or the method did not make ``names``
         before training.
     """
-    check_dataset_spend(config, data, out.root, progress)
+    release = check_dataset_spend(config, data, out.root, progress)
+    try:
+        return _release_once(config, out, data, device, progress, in_memory, names, release)
+    except BaseException:
+        withdraw_unspent(data, out.root, release)
+        raise
+
+
+def _release_once(config, out, data, device, progress, in_memory, names, release) -> dict[str, Release]:
     with out.lock():
         saved = out.read_config()
         inputs = out.release_inputs()
@@ -148,7 +157,7 @@ def release_once(
             data_facts(data, in_memory=in_memory, model=run_network(config, data.input_shape, data.categorical)),
         )
         try:
-            config.method_spec.run(ReleaseContext(config, out, data, device, progress, names=names))
+            config.method_spec.run(ReleaseContext(config, out, data, device, progress, release=release, names=names))
         except Released:
             pass
         missing = [name for name in names if out.load_release(name) is None]

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
-from labeldp.accounting.datasets import DatasetLedger, Spend
+from labeldp.accounting.datasets import DatasetLedger, Spend, folder_release
 from labeldp.boundary import Release, release_randomized_response, release_true_labels
 from labeldp.config.run import RunConfig
 from labeldp.data import LabeledDataset
@@ -159,9 +159,17 @@ class RunContext:
     """
 
     def __init__(
-        self, config: RunConfig, out: RunDirectory, data: LabeledDataset, device: torch.device, progress: bool
+        self,
+        config: RunConfig,
+        out: RunDirectory,
+        data: LabeledDataset,
+        device: torch.device,
+        progress: bool,
+        release: str | None = None,
     ):
         self.config, self.out, self.data, self.device, self.progress = config, out, data, device, progress
+        #: the run's id on its dataset's ledger, written into its folder at its first release
+        self.release = release
         #: whether this process is one of several (torchrun), and whether it is the one that releases and writes
         self.parallel, self.main = distributed.active(), distributed.is_main()
         self.started = time.perf_counter()
@@ -347,7 +355,8 @@ class RunContext:
             return ledger.summary()
         unit = (self.data.unit_bound or {}).get("column")
         delta = self.config.delta or 0.0
-        ledger.record(Spend.of_ledger(str(self.out.root.resolve()), "train", self.ledger, delta, unit))
+        release = folder_release(self.out.root, self.release)
+        ledger.record(Spend.of_ledger(release, "train", self.ledger, delta, unit))
         return ledger.summary()
 
     def saved_release(self, name: str) -> Release:

@@ -18,7 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from labeldp import distributed
-from labeldp.accounting.datasets import Spend, total_epsilon
+from labeldp.accounting.datasets import Spend, new_release, saved_release, total_epsilon
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.config.run import RunConfig
 from labeldp.data import LabeledDataset, load_dataset
@@ -77,23 +77,32 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
     )
 
 
-def check_dataset_spend(config: RunConfig, data: LabeledDataset, out_dir, progress: bool) -> None:
+def check_dataset_spend(config: RunConfig, data: LabeledDataset, out_dir, progress: bool) -> str:
     """Refuse, before anything is drawn or written, a run that would take its dataset past
-    ``--total-epsilon``; say what it adds to what the dataset has spent already."""
+    ``--total-epsilon``; else reserve its spend there and say what it adds to what the dataset has spent
+    already. Returns the run's release id there (:func:`labeldp.accounting.datasets.folder_release`)."""
     epsilon = math.inf if config.epsilon is None else float(config.epsilon)
     unit = (data.unit_bound or {}).get("column")
-    planned = Spend(str(Path(out_dir).resolve()), "train", epsilon, config.delta or 0.0, unit, epsilon)
     ledger = dataset_ledger(data)
-    saved = {s.release: s for s in ledger.spends()}.get(planned.release)
-    if saved is not None and saved.epsilon >= planned.epsilon:
-        return  # this folder's releases are on the ledger already: resuming spends nothing more
-    before, after = ledger.check(planned, total_epsilon())
+    release = saved_release(out_dir)
+    saved = {s.release: s for s in ledger.spends()}.get(release)
+    if saved is not None and saved.epsilon >= epsilon:
+        return release  # this folder's releases are on the ledger already: resuming spends nothing more
+    release = release or new_release(out_dir)
+    before, after = ledger.check(Spend(release, "train", epsilon, config.delta or 0.0, unit, epsilon), total_epsilon())
     if before > 0:
         print(
             f"dataset {ledger.key}: epsilon {format_epsilon(before)} spent already on it; this run takes it to "
             f"{format_epsilon(after)} (its ledger: {ledger.path})",
             file=sys.stderr,
         )
+    return release
+
+
+def withdraw_unspent(data: LabeledDataset, out_dir, release: str | None) -> None:
+    """After a failure: withdraw the run's reservation if the run drew nothing (its folder holds no release id)."""
+    if release is not None and saved_release(out_dir) is None:
+        dataset_ledger(data).cancel(release)
 
 
 def data_facts(data: LabeledDataset, in_memory: bool, model: str | None) -> dict[str, Any]:
@@ -351,19 +360,23 @@ def train_run(
         )
         progress = progress and distributed.is_main()
     distributed.on_main(lambda: check_plan(config, data, run_device))
-    distributed.on_main(lambda: check_dataset_spend(config, data, out_dir, progress))
+    release = distributed.on_main(lambda: check_dataset_spend(config, data, out_dir, progress))
     if not config.noise.private and config.method_spec.private and distributed.is_main():
         warnings.warn(f"the run's noise is {config.noise.describe()}", InsecureNoiseWarning, stacklevel=2)
     out = RunDirectory(out_dir, read_only=not distributed.is_main())
-    with contextlib.ExitStack() as held:
-        finished = distributed.on_main(
-            lambda: _open_run(config, data, out, held, progress, dataset is not None, announce_resume)
-        )
-        if finished is not None:
-            return finished
-        context = RunContext(config, out, data, run_device, progress)
-        model, facts = config.method_spec.run(context)
-        return context.finish(model, facts)
+    try:
+        with contextlib.ExitStack() as held:
+            finished = distributed.on_main(
+                lambda: _open_run(config, data, out, held, progress, dataset is not None, announce_resume)
+            )
+            if finished is not None:
+                return finished
+            context = RunContext(config, out, data, run_device, progress, release=release)
+            model, facts = config.method_spec.run(context)
+            return context.finish(model, facts)
+    except BaseException:
+        distributed.on_main(lambda: withdraw_unspent(data, out_dir, release))
+        raise
 
 
 def _open_run(

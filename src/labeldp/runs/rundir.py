@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from labeldp.accounting import NEIGHBORING_RELATION, PrivacyLedger
+from labeldp.accounting.datasets import RELEASE_FILE
 from labeldp.errors import RunDirectoryError
 from labeldp.files import exclusive_lock, write_atomic, write_json_atomic, write_text_atomic
 from labeldp.training.checkpoint import load_torch
@@ -40,6 +41,7 @@ RUN_FOLDER_NAMES = frozenset(
         "candidates",
         "audit",
         "auto_tune.json",
+        RELEASE_FILE,
     }
 )
 
