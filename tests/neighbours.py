@@ -125,6 +125,16 @@ def _privatize_in_memory(frame: pd.DataFrame) -> None:
     np.save("released.npy", released.labels)
 
 
+def _privatize_frame(frame: pd.DataFrame) -> None:
+    from labeldp import privatize_table
+    from labeldp.randomness import NoiseSource
+
+    privatize_table(
+        frame, "release", label_column="y", id_column="id", classes=CLASSES, epsilon=1.0,
+        noise=NoiseSource(insecure_seed=5),
+    )  # fmt: skip
+
+
 def _classifier():
     from sklearn.linear_model import LogisticRegression
 
@@ -205,6 +215,13 @@ ROUTES: list[Route] = [
         units=True,
         replay="its output is the release itself",
     ),  # fmt: skip
+    Route(
+        "privatize_table on a DataFrame as pandas typed it",
+        ("labeldp.privatize_table",),
+        _privatize_frame,
+        ids=True,
+        replay="its output is the release itself",
+    ),
     Route(
         "privatize labels held in memory",
         ("labeldp.privatize",),

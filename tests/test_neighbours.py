@@ -165,6 +165,22 @@ def test_neighbours_are_alike_until_the_release(route: Route, tmp_path, monkeypa
         assert twice.outcome != "release reached" and "duplicated" in twice.console + twice.outcome
 
 
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.name.startswith(("train on a CSV", "privatize a CSV"))],
+                         ids=lambda r: r.name)  # fmt: skip
+def test_a_label_past_the_first_block_of_a_large_csv_reads_alike(route: Route, tmp_path, monkeypatch) -> None:
+    """60,000 rows, the last one's label a word among numbers: a reader that guessed a column's type
+    from the first block of the file would fail on this neighbour only."""
+    rows = 60_000
+    labels = np.array([0, 1], dtype=object)[np.arange(rows) % 2]
+    frame = pd.DataFrame({"id": np.arange(rows), "user": np.arange(rows) % 997, "x": (np.arange(rows) % 13) / 13})
+    frame["site"] = "s" + (np.arange(rows) % 5).astype(str)
+    base = observe(route, tmp_path / "base", frame.assign(y=labels), monkeypatch, _stop_at_release)
+    assert base.outcome == "release reached", base.console
+    changed = labels.copy()
+    changed[-1] = "refused"
+    assert observe(route, tmp_path / "n", frame.assign(y=changed), monkeypatch, _stop_at_release) == base
+
+
 def _strip(root: Path, outputs: tuple[str, ...]) -> None:
     for path in sorted(root.rglob("*"), reverse=True):
         if path.name in outputs and path.exists():

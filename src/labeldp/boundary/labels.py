@@ -299,9 +299,9 @@ class PrivateLabels:
         domains = {(part._num_classes, part._classes) for part in parts}
         if len(domains) != 1 or any(part._grid is not None for part in parts):
             raise ConfigError("only labels over the same classes can be concatenated")
-        return cls._make(
-            _Root(np.concatenate([_open(part) for part in parts]), None), None, parts[0]._classes, parts[0]._num_classes
-        )
+        root = _Root(np.concatenate([_open(part) for part in parts]), None)
+        root.dataset = next((part._root.dataset for part in parts if part._root.dataset is not None), None)
+        return cls._make(root, None, parts[0]._classes, parts[0]._num_classes)
 
     @classmethod
     def public(cls, indices, num_classes: int) -> PrivateLabels:
@@ -359,7 +359,9 @@ class PrivateLabels:
         values = _open(self).copy()
         planted = PrivateLabels.from_indices(indices, self._num_classes)
         values[np.asarray(rows, dtype=np.int64)] = _open(planted)
-        return PrivateLabels._make(_Root(values, None), None, self._classes, self._num_classes)
+        root = _Root(values, None)
+        root.dataset = self._root.dataset  # releases of them are releases of these labels' dataset too
+        return PrivateLabels._make(root, None, self._classes, self._num_classes)
 
     # -- what is public --------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -344,7 +344,8 @@ def released_type(datasets: list[ds.Dataset], label_type: pa.DataType) -> pa.Dat
     pyarrow.DataType
         ``label_type``, or ``pyarrow.string()`` when a file is CSV.
     """
-    return pa.string() if any(_is_csv(dataset) for dataset in datasets) else label_type
+    text = any(_is_csv(dataset) for dataset in datasets) or pa.types.is_large_string(label_type)
+    return pa.string() if text else label_type  # one text type, whichever pandas chose
 
 
 def _describe(dataset: ds.Dataset) -> str:
