@@ -129,3 +129,18 @@ def test_a_first_run_into_a_new_folder_tells_one_story(tmp_path, capsys) -> None
     (tmp_path / "run" / "summary.json").unlink()
     assert main(argv) == 0
     assert "resuming" in capsys.readouterr().out
+
+
+def test_labeldp_report_reads_a_runs_folder_and_a_folder_of_runs(tmp_path, capsys) -> None:
+    """A demo's folder (runs side by side, no results.csv) and a run's own folder are reported like a sweep."""
+    table = _table(tmp_path)
+    for seed in ("0", "1"):
+        argv = ["train", "--dataset", "csv", "--table", table, "--label-column", "y", "--classes", "0", "1"]
+        argv += ["--method", "lp-1st", "--epsilon", "1", "--epochs", "1", "--tune-budget", "0", "--seed", seed]
+        assert main([*argv, "--quiet", "--out", str(tmp_path / "runs" / f"run{seed}")]) == 0
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "eps=1" in out and "(2)" in out and "epsilon 2 per row spent in all by 2 releases" in out
+    assert main(["report", str(tmp_path / "runs" / "run0")]) == 0 and "(1)" in capsys.readouterr().out
+    assert main(["report", str(tmp_path)]) == 0  # the folder above: the same two runs

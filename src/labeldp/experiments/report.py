@@ -39,10 +39,16 @@ def read_results(path: str | Path) -> list[dict[str, str]]:
         If the file does not exist.
     """
     path = Path(path)
+    if path.is_dir() and not (path / "results.csv").exists():  # a run's folder, or a demo's
+        from labeldp.experiments.sweep import folder_rows
+
+        rows = [{k: "" if v is None else str(v) for k, v in row.items()} for row in folder_rows(path)]
+        if rows:
+            return rows
     if path.is_dir():
         path = path / "results.csv"
     if not path.exists():
-        raise MissingFileError(f"{path} does not exist (run `labeldp sweep` first)")
+        raise MissingFileError(f"{path} does not exist: no sweep wrote it, and no run of labeldp is under it")
     with open(path, newline="") as handle:
         return list(csv.DictReader(handle))
 

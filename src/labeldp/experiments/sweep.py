@@ -378,6 +378,24 @@ def _progress(total: int, done: int, outcomes: dict[str, dict[str, Any]], progre
     return finished
 
 
+def folder_rows(folder: Path) -> list[dict[str, Any]]:
+    """The rows of every finished run in ``folder`` (itself, or the runs under it: a demo's folder), as
+    a sweep writes them to ``results.csv``; an auto-tune's candidates and an audit's runs are not runs
+    of the folder."""
+    rows = []
+    for path in sorted(Path(folder).rglob("summary.json")):
+        run_dir = path.parent
+        if {"candidates", "audit"} & set(run_dir.relative_to(folder).parts):
+            continue
+        saved = RunDirectory(run_dir).read_config()
+        if saved is None:  # not a run of `labeldp train` (a hashed run's)
+            continue
+        key = run_dir.name if run_dir == Path(folder) else str(run_dir.relative_to(folder))
+        job = SweepJob(key, RunConfig.from_dict(saved))
+        rows.append(_row(job, run_dir, {"status": "done", **RunDirectory(run_dir).read_summary()}))
+    return rows
+
+
 def write_results(rows: list[dict[str, Any]], path: Path) -> None:
     """Write a sweep's rows as CSV (atomically), in :data:`RESULT_COLUMNS`.
 
