@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 DESCRIPTION = (
-    "Print mean ± std of a test metric by method and epsilon from DIR/results.csv and write DIR/privacy_utility.png."
+    "Print mean ± std of a test metric by method and epsilon from DIR/results.csv (a sweep's), or from the runs in "
+    "DIR (a run's folder, a demo's), with each dataset's composed spend, and write DIR/privacy_utility.png."
 )
 #: the metrics a report can show (labeldp.experiments.report.METRICS' keys)
 METRIC_NAMES = ("accuracy", "auc", "log-loss", "rmse", "mse", "mae")
