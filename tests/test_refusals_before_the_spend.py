@@ -144,3 +144,22 @@ def test_labeldp_report_reads_a_runs_folder_and_a_folder_of_runs(tmp_path, capsy
     assert "eps=1" in out and "(2)" in out and "epsilon 2 per row spent in all by 2 releases" in out
     assert main(["report", str(tmp_path / "runs" / "run0")]) == 0 and "(1)" in capsys.readouterr().out
     assert main(["report", str(tmp_path)]) == 0  # the folder above: the same two runs
+
+
+def test_the_console_and_the_summary_name_the_network(tmp_path, capsys) -> None:
+    argv = ["train", "--dataset", "csv", "--table", _table(tmp_path), "--label-column", "y", "--classes", "0", "1"]
+    argv += [
+        "--method",
+        "lp-1st",
+        "--epsilon",
+        "1",
+        "--epochs",
+        "1",
+        "--tune-budget",
+        "0",
+        "--out",
+        str(tmp_path / "r"),
+    ]
+    assert main(argv) == 0
+    assert "network: mlp (the rule's choice for these inputs)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["network"] == "mlp"

@@ -639,6 +639,12 @@ class RunContext:
             "test_labels": source,
         }
 
+    def _network(self) -> str | None:
+        """The network the run trained (none for a fitted model), as ``data.json`` records it."""
+        if self.config.method_spec.model_from_state is not None:
+            return None
+        return self.config.model_name(tuple(self.data.input_shape), tuple(self.data.categorical))
+
     def _summarise(
         self, model: nn.Module, probabilities: np.ndarray, facts: dict[str, Any], released: Release | None
     ) -> dict[str, Any]:
@@ -665,6 +671,7 @@ class RunContext:
             "num_train": int(len(data.y_train)),
             "num_test": int(len(data.y_test)),
             **({"features": list(features)} if (features := table_features(data)) else {}),
+            **({"network": network} if (network := self._network()) else {}),
             **facts,
         }
         if config.method_spec.private:

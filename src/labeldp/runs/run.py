@@ -409,6 +409,10 @@ def _open_run(
     features = table_features(data)
     if features and progress:
         tqdm.write(f"features ({len(features)}): {', '.join(features)}")
+    network = run_network(config, data.input_shape, data.categorical)
+    if network is not None and progress:
+        chosen = "as configured" if config.model is not None else "the rule's choice for these inputs"
+        tqdm.write(f"network: {network} ({chosen})")
     if data.unit_bound is not None and progress:
         tqdm.write(unit_bound_message(data.unit_bound))
     if saved is not None and progress and announce_resume:
