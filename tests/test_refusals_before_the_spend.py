@@ -163,3 +163,20 @@ def test_the_console_and_the_summary_name_the_network(tmp_path, capsys) -> None:
     assert main(argv) == 0
     assert "network: mlp (the rule's choice for these inputs)" in capsys.readouterr().out
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["network"] == "mlp"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [({"cv": 5}, "Change cv: a stratified split"), ({"scoring": "roc_auc"}, "Change scoring: a metric")],
+)
+def test_a_search_that_reads_private_labels_is_told_which_argument_to_change(arguments, named) -> None:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV, KFold
+
+    from labeldp import LabelDPClassifier, PrivateLabelAccessError, PrivateLabels
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    search = GridSearchCV(LabelDPClassifier(LogisticRegression()), {"epsilon": [1.0]}, **{"cv": KFold(5), **arguments})
+    with pytest.raises(PrivateLabelAccessError, match=named):
+        search.fit(X, PrivateLabels((X[:, 0] > 0).astype(int), [0, 1]))

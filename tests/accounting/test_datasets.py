@@ -215,3 +215,48 @@ def test_a_check_reserves_its_spend_so_that_two_at_once_see_each_other(tmp_path)
     ledger.cancel("a")  # "a" failed before its draw
     ledger.check(Spend("b", "train", 1.0, 0.0, None, 1.0), total=1.5)
     assert ledger.composed()[0] == 1.0
+
+
+def test_reservations_hold_until_a_run_finishes_and_a_withdrawal_changes_no_unit(tmp_path) -> None:
+    """From a review: a run's line keeps its reserved spend between its releases (a check meanwhile sees
+    the whole run); a withdrawn reservation neither counts nor turns a per-user ledger into a per-row one."""
+    ledger = DatasetLedger("t", "a table", tmp_path)
+    ledger.record(Spend("first", "privatize", 1.0, 0.0, "user", 0.2))
+    ledger.check(Spend("failed", "privatize", 1.0, 0.0, "user", 0.2), total=None)
+    ledger.cancel("failed")
+    assert ledger.composed() == (1.0, 0.0, "user") and len(ledger.spends()) == 1
+    ledger.check(Spend("run", "train", 1.0, 0.0, "user", 0.2), total=None)
+    ledger.record(Spend("run", "train", 0.3, 0.0, "user", 0.06), final=False)  # its prior, drawn first
+    assert ledger.composed()[0] == 2.0
+    ledger.record(Spend("run", "train", 0.9, 0.0, "user", 0.18))  # finished, below its plan
+    assert ledger.composed()[0] == 1.9
+
+
+def test_a_copied_folder_is_a_release_of_its_own_and_a_finished_one_reserves_nothing(tmp_path, capsys) -> None:
+    _table(tmp_path / "t.csv")
+    train = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--label-column", "y", "--classes"]
+    train += ["0", "1", "--method", "lp-1st", "--epochs", "1", "--tune-budget", "0", "--quiet", "--out"]
+    assert main([*train, str(tmp_path / "a"), "--epsilon", "1"]) == 0
+    (ledger,) = ledgers()
+    before = ledger.path.read_bytes()
+    assert main([*train, str(tmp_path / "a"), "--epsilon", "3"]) == 2  # a finished run of another configuration
+    assert ledger.path.read_bytes() == before
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    (tmp_path / "b" / "summary.json").unlink()
+    assert main([*train, str(tmp_path / "b"), "--epsilon", "1"]) == 0  # the copy trains again from its release
+    assert len(ledger.spends()) == 2 and ledger.composed()[0] == 2.0  # counted again: never fewer
+
+
+def test_the_released_type_follows_the_declared_classes_not_the_type_pandas_guessed(tmp_path) -> None:
+    import pyarrow.parquet as pq
+
+    from labeldp.boundary import privatize_table
+    from labeldp.randomness import NoiseSource
+
+    types = []
+    for name, labels in (("ints", [1, 2, 1, 2]), ("floats", [1, 2, 1, 2.5])):
+        frame = pd.DataFrame({"y": labels * 25})
+        privatize_table(frame, tmp_path / name, label_column="y", classes=[1, 2, 2.5], epsilon=1.0,
+                        noise=NoiseSource(insecure_seed=0))  # fmt: skip
+        types.append(pq.read_schema(tmp_path / name / "labels.parquet").field("released_label").type)
+    assert types[0] == types[1]

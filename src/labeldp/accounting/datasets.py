@@ -36,6 +36,8 @@ BUDGET_DIR_VARIABLE = "LABELDP_BUDGET_DIR"
 TOTAL_EPSILON_VARIABLE = "LABELDP_TOTAL_EPSILON"
 #: the file of a run or release folder that holds its release id on the dataset's ledger
 RELEASE_FILE = ".dataset-release"
+#: the route of a line that withdraws a reservation
+CANCELLED = "cancelled"
 
 
 def budget_dir() -> Path:
@@ -148,7 +150,7 @@ class DatasetLedger:
                 fields = {k: item[k] for k in ("release", "route", "epsilon", "delta", "unit", "row_epsilon")}
                 numbers = {k: _number(fields[k]) for k in ("epsilon", "row_epsilon")}
                 latest[item["release"]] = Spend(**{**fields, **numbers})
-        return list(latest.values())
+        return [spend for spend in latest.values() if spend.route != CANCELLED]  # withdrawn: drew nothing
 
     def composed(self, also: Spend | None = None) -> tuple[float, float, str | None]:
         """The dataset's composed (epsilon, delta, unit), with ``also`` in place of its release's spend."""
@@ -173,11 +175,19 @@ class DatasetLedger:
 
     def cancel(self, release: str) -> None:
         """Withdraw the reservation of a release that drew nothing (it failed before its first draw)."""
-        self.record(Spend(release, "cancelled", 0.0, 0.0, None, 0.0))
+        self.record(Spend(release, CANCELLED, 0.0, 0.0, None, 0.0))
 
-    def record(self, spend: Spend) -> None:
-        """Append ``spend`` under the lock, flushed to disk; a line a killed writer left unfinished is cut."""
+    def record(self, spend: Spend, final: bool = True) -> None:
+        """Append ``spend`` under the lock, flushed to disk; a line a killed writer left unfinished is cut.
+        Not ``final`` (a run between its releases): the line keeps at least the spend reserved for the
+        whole run, so that a check meanwhile sees what the run will spend."""
         with self._locked():
+            reserved = {s.release: s for s in self.spends()}.get(spend.release)
+            if not final and reserved is not None:
+                spend = Spend(
+                    spend.release, spend.route, max(spend.epsilon, reserved.epsilon), max(spend.delta, reserved.delta),
+                    spend.unit, max(spend.row_epsilon, reserved.row_epsilon),
+                )  # fmt: skip
             self._append(spend)
 
     def _append(self, spend: Spend, reserved: bool = False) -> None:
@@ -218,8 +228,8 @@ def folder_release(folder: Path, release: str | None = None) -> str:
     path is a new release, never the old one's line replaced."""
     path = Path(folder) / RELEASE_FILE
     _PENDING.pop(str(Path(folder).resolve()), None)  # a folder made again later is a new release
-    if path.exists():
-        return path.read_text().strip()
+    if saved_release(folder) is not None:
+        return saved_release(folder)
     release = release or new_release(folder)
     write_text_atomic(path, release)
     _PENDING.pop(str(Path(folder).resolve()), None)
@@ -227,9 +237,11 @@ def folder_release(folder: Path, release: str | None = None) -> str:
 
 
 def saved_release(folder: Path) -> str | None:
-    """The release id a folder holds (:func:`folder_release`), or None."""
+    """The release id a folder holds (:func:`folder_release`), or None; an id made for another path (a
+    copied or moved folder) is not this folder's: its draws from now on are a release of its own."""
     path = Path(folder) / RELEASE_FILE
-    return path.read_text().strip() if path.exists() else None
+    release = path.read_text().strip() if path.exists() else None
+    return release if release and release.startswith(f"{Path(folder).resolve()}#") else None
 
 
 def new_release(folder) -> str:

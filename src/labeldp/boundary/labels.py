@@ -123,6 +123,28 @@ class _Root:
             )
 
 
+#: where in scikit-learn a search reads its labels, and the argument that makes it read none
+_SEARCH_ARGUMENTS = (
+    ("sklearn.model_selection._split", "cv: a stratified split (cv=5 on a classifier) reads the labels; pass "
+     "cv=KFold(5) (or any split that reads no label). "),
+    ("sklearn.metrics._scorer", "scoring: a metric of scikit-learn reads the labels; pass "
+     "scoring=labeldp.released_scorer('roc_auc') (or 'accuracy'), which scores the fold's released labels. "),
+    ("sklearn.metrics", "a metric of scikit-learn reads the labels; score released labels with "
+     "labeldp.released_scorer. "),
+)  # fmt: skip
+
+
+def _the_argument_to_change() -> str:
+    """The argument of a scikit-learn search that made it read private labels, from the call stack."""
+    import traceback
+
+    modules = [frame.filename for frame in traceback.extract_stack()]
+    for module, advice in _SEARCH_ARGUMENTS:
+        if any(module.replace(".", "/") in path for path in modules):
+            return "Change " + advice
+    return ""
+
+
 class PrivateLabels:
     """True labels of ``n`` rows over a public label domain, readable only through :func:`unseal`.
 
@@ -539,7 +561,8 @@ class PrivateLabels:
     # -- what is refused ---------------------------------------------------------------------------
     def _refuse(self, *args: Any, **kwargs: Any):
         raise PrivateLabelAccessError(
-            "this code tried to compute on private labels (an array conversion, a comparison, iteration or "
+            _the_argument_to_change()
+            + "This code tried to compute on private labels (an array conversion, a comparison, iteration or "
             "pickling: a metric, a scorer, a stratified split or a worker process). Only the release "
             "boundary reads them. " + RELEASE_ONCE_ROUTE
         )

@@ -395,12 +395,7 @@ def _privatize_table(
     datasets, described = open_source(source, [label_column, id_column, unit_column])
     check_each_row_once(len(datasets), described, id_column, unit_column, one_row_per_person)
     schema = source_schema(datasets, needed)
-    try:
-        class_values = arrow_class_values(
-            domain, released_type(datasets, schema.field(label_column).type), label_column
-        )
-    except ConfigError:  # a class the column's type cannot hold (a type pandas chose from the labels): as text
-        class_values = arrow_class_values(domain, pa.string(), label_column)
+    class_values = arrow_class_values(domain, released_type(datasets, domain), label_column)
     for name in columns_of_priors or ():
         if not (pa.types.is_floating(schema.field(name).type) or pa.types.is_integer(schema.field(name).type)):
             raise DataError(f"prior column {name!r} must be numeric, got {schema.field(name).type}")

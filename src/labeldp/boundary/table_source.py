@@ -28,6 +28,7 @@ unless the user states that each row is a different person (:func:`check_each_ro
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -327,25 +328,27 @@ def source_schema(datasets: list[ds.Dataset], columns: list[str]) -> pa.Schema:
     )
 
 
-def released_type(datasets: list[ds.Dataset], label_type: pa.DataType) -> pa.DataType:
-    """The type of ``released_label``, never a function of a label value: the label column's
-    declared type (the first file's Parquet schema, an in-memory table's), or string when any file
-    is CSV, which declares no types (its labels are read as text).
+def released_type(datasets: list[ds.Dataset], domain: LabelDomain) -> pa.DataType:
+    """The type of ``released_label``: a function of the declared classes and of whether a file is CSV,
+    never of a label value, nor of a column type that pandas may have guessed from the labels: int64
+    where every class is a whole number, float64 where every class is a number, else string (and string
+    whenever a file is CSV, which declares no types: its labels are read as text)."""
+    if any(_is_csv(dataset) for dataset in datasets):
+        return pa.string()
+    spellings = list(domain.lookup)
+    if all(re.fullmatch(r"-?\d+", s) and -(1 << 63) <= int(s) < (1 << 63) for s in spellings):
+        return pa.int64()
+    if all(_is_number(s) for s in spellings):
+        return pa.float64()
+    return pa.string()
 
-    Parameters
-    ----------
-    datasets : list of pyarrow.dataset.Dataset
-        The source's datasets.
-    label_type : pyarrow.DataType
-        The label column's type in the source's schema (:func:`source_schema`).
 
-    Returns
-    -------
-    pyarrow.DataType
-        ``label_type``, or ``pyarrow.string()`` when a file is CSV.
-    """
-    text = any(_is_csv(dataset) for dataset in datasets) or pa.types.is_large_string(label_type)
-    return pa.string() if text else label_type  # one text type, whichever pandas chose
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _describe(dataset: ds.Dataset) -> str:

@@ -323,7 +323,7 @@ class RunContext:
             if not self.ledger.has(name):  # crashed between saving the release and the ledger
                 release.record(self.ledger, name)
                 self.ledger.save(self.out.ledger_path, self.config.delta or 0.0)
-            self.record_on_dataset()
+            self.record_on_dataset(final=False)
             return release
         if self.ledger.has(name):
             raise RunDirectoryError(
@@ -341,22 +341,23 @@ class RunContext:
             name, **release.to_arrays(), config=np.array(json.dumps(release_inputs(self.config, name), sort_keys=True))
         )
         self.ledger.save(self.out.ledger_path, self.config.delta or 0.0)
-        self.record_on_dataset()
+        self.record_on_dataset(final=False)
         return release
 
     #: whether this context's ledger is a release of its own (not a tune candidate's copy)
     records_spend = True
 
-    def record_on_dataset(self) -> dict[str, Any]:
-        """Put the run's spend so far on its dataset's ledger (the run folder's line replaces its
-        earlier ones); the dataset's composed spend comes back."""
+    def record_on_dataset(self, final: bool = True) -> dict[str, Any]:
+        """Put the run's spend on its dataset's ledger (the run folder's line replaces its earlier ones;
+        not ``final``, between releases, it keeps the spend reserved for the whole run); the dataset's
+        composed spend comes back."""
         ledger = dataset_ledger(self.data)
         if not self.records_spend:
             return ledger.summary()
         unit = (self.data.unit_bound or {}).get("column")
         delta = self.config.delta or 0.0
         release = folder_release(self.out.root, self.release)
-        ledger.record(Spend.of_ledger(release, "train", self.ledger, delta, unit))
+        ledger.record(Spend.of_ledger(release, "train", self.ledger, delta, unit), final=final)
         return ledger.summary()
 
     def saved_release(self, name: str) -> Release:

@@ -86,8 +86,8 @@ def check_dataset_spend(config: RunConfig, data: LabeledDataset, out_dir, progre
     ledger = dataset_ledger(data)
     release = saved_release(out_dir)
     saved = {s.release: s for s in ledger.spends()}.get(release)
-    if saved is not None and saved.epsilon >= epsilon:
-        return release  # this folder's releases are on the ledger already: resuming spends nothing more
+    if (saved is not None and saved.epsilon >= epsilon) or (Path(out_dir) / "summary.json").exists():
+        return release  # on the ledger already, or finished: it draws nothing more (or is refused)
     release = release or new_release(out_dir)
     before, after = ledger.check(Spend(release, "train", epsilon, config.delta or 0.0, unit, epsilon), total_epsilon())
     if before > 0:
