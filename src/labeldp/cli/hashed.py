@@ -168,11 +168,13 @@ def _print_summary(summary: dict, out) -> None:
 
     per_row = format_epsilon(summary["epsilon_per_row"])
     unit = f" per {summary['unit_column']}, {per_row} per row" if summary["unit_column"] else " per row"
-    speed = summary["rows_per_second"]
+    speed, seconds, epochs = summary["rows_per_second"], summary["seconds"], len(summary["history"])
+    released = "released" if summary["route"] in ("counts", "rr") else "read as the source released them"
     print(
-        f"{summary['route']} route, {summary['model']}: {summary['members']:,} of {summary['rows']:,} rows released; "
-        f"the ledger's epsilon {format_epsilon(summary['epsilon_per_unit'])}{unit}; trained at "
-        f"{speed or 0:,.0f} rows/s in {summary['seconds']['total']:.1f} s"
+        f"{summary['route']} route, {summary['model']}: {summary['members']:,} of {summary['rows']:,} rows {released}; "
+        f"the ledger's epsilon {format_epsilon(summary['epsilon_per_unit'])}{unit}; {epochs} epoch"
+        f"{'s' if epochs != 1 else ''} at {speed or 0:,.0f} rows/s of training, the whole run "
+        f"{seconds['total']:.1f} s ({summary['rows'] / seconds['total']:,.0f} rows/s of the table, release included)"
         + (f" ({processes} processes)" if processes else "")
     )
     print(f"written: {out}/ (model.pt with its hashing, ledger.json, summary.json, release.npz, config.json)")
