@@ -26,6 +26,7 @@ from typing import Any
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
+from labeldp.accounting.rounding import format_epsilon
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.files import write_text_atomic
 
@@ -166,8 +167,8 @@ class DatasetLedger:
             after = self.composed(planned)[0]
             if total is not None and after > total + 1e-9 and after > before:
                 raise BudgetError(
-                    f"dataset {self.key} ({self.described}) has spent epsilon {format_total(before)}; this release "
-                    f"would take it to {format_total(after)}, past --total-epsilon {total:g}: refused before "
+                    f"dataset {self.key} ({self.described}) has spent epsilon {format_epsilon(before)}; this release "
+                    f"would take it to {format_epsilon(after)}, past --total-epsilon {total:g}: refused before "
                     f"anything was drawn (its ledger: {self.path})"
                 )
             self._append(planned, reserved=True)
@@ -226,13 +227,11 @@ def folder_release(folder: Path, release: str | None = None) -> str:
     """The id under which a run or release folder's spend is on its dataset's ledger: written into the
     folder once (``release``, else a new one), so that a folder deleted and made again under the same
     path is a new release, never the old one's line replaced."""
-    path = Path(folder) / RELEASE_FILE
+    saved = saved_release(folder)
+    release = saved or release or new_release(folder)
     _PENDING.pop(str(Path(folder).resolve()), None)  # a folder made again later is a new release
-    if saved_release(folder) is not None:
-        return saved_release(folder)
-    release = release or new_release(folder)
-    write_text_atomic(path, release)
-    _PENDING.pop(str(Path(folder).resolve()), None)
+    if saved is None:
+        write_text_atomic(Path(folder) / RELEASE_FILE, release)
     return release
 
 
@@ -260,13 +259,6 @@ def _number(value) -> float:
 
 def _rounded(epsilon: float) -> float | None:
     return None if math.isinf(epsilon) else math.ceil(epsilon * 1e6) / 1e6
-
-
-def format_total(epsilon: float) -> str:
-    """An epsilon as the ledgers print it: rounded up, ``inf`` where nothing bounds it."""
-    from labeldp.accounting.rounding import format_epsilon
-
-    return format_epsilon(epsilon)
 
 
 def ledgers(folder: Path | None = None) -> list[DatasetLedger]:

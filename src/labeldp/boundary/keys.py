@@ -116,14 +116,4 @@ def _int64(spelling: str) -> int | None:
     return number if -(1 << 63) <= number < (1 << 63) else None
 
 
-def duplicated_key(values, missing: str = "the id column has missing values"):
-    """One value whose canonical spelling occurs twice among ``values``, or None (exact)."""
-    codes = canonical_codes(values, missing)
-    counts = np.bincount(codes) if codes.size else np.zeros(0, dtype=np.int64)
-    repeated = np.flatnonzero(counts > 1)
-    if not repeated.size:
-        return None
-    return canonical_text(values)[int(np.flatnonzero(codes == repeated[0])[0])]
-
-
-__all__ = ["canonical_codes", "canonical_text", "duplicated_key", "row_keys"]
+__all__ = ["canonical_codes", "canonical_text", "row_keys"]
