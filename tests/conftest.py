@@ -69,10 +69,11 @@ def restore_threads():
 
 
 @pytest.fixture(autouse=True)
-def budget_dir(tmp_path_factory, monkeypatch):
+def budget_dir(tmp_path_factory):
     """Each test's dataset ledgers in a folder of its own (never the user's), inherited by the CLI
-    subprocesses it starts."""
+    subprocesses it starts; its own patch, which a test's ``monkeypatch.undo()`` leaves in place."""
     folder = tmp_path_factory.mktemp("budget")
-    monkeypatch.setenv("LABELDP_BUDGET_DIR", str(folder))
-    monkeypatch.delenv("LABELDP_TOTAL_EPSILON", raising=False)
-    return folder
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LABELDP_BUDGET_DIR", str(folder))
+        patch.delenv("LABELDP_TOTAL_EPSILON", raising=False)
+        yield folder

@@ -126,33 +126,26 @@ def primary_metric(summary: dict) -> str:
     return "test_rmse" if summary.get("test_rmse") is not None else "test_accuracy"
 
 
+#: what a user can do when the released test labels cannot tell a model from chance
+CHANCE_ADVICE = "give a public test table (--test-table) to measure it"
+
+
 def describe_test_metrics(summary: dict) -> str:
     """A run summary's test metrics in a few words: exact on public labels, or estimated from released
-    ones (with one standard error), or that there are none.
-
-    Parameters
-    ----------
-    summary : dict
-        A run's summary: its test metrics, their ``..._se`` standard errors where estimated, and
-        ``test_labels`` (starting with ``"estimated"`` when the metrics come from released labels).
-
-    Returns
-    -------
-    str
-        The RMSE (with the MSE where estimated, and the MAE) of a regression, else the accuracy (and
-        the AUC, for two classes), or a sentence saying that there is no test metric.
-    """
+    ones with their 95 % intervals (and a warning where these cannot tell the model from chance), or
+    that there are none."""
     estimated = str(summary.get("test_labels", "")).startswith("estimated")
 
     def shown(name: str, scale: float, digits: int, unit: str = "") -> str:
-        value, error = summary[name], summary.get(f"{name}_se")
-        text = f"{scale * value:.{digits}f}{unit}"
-        return text + (f" +- {scale * error:.{digits}f}" if estimated and error is not None else "")
+        text = f"{scale * summary[name]:.{digits}f}{unit}"
+        interval = summary.get(f"{name}_interval")
+        if estimated and interval is not None:
+            low, high = (f"{scale * bound:.{digits}f}" for bound in interval)
+            text += f" (95% interval {low} to {high}{unit})"
+        return text
 
     if summary.get("test_rmse") is not None:
-        text = f"test RMSE {summary['test_rmse']:.4f}"
-        if estimated:
-            text += f" (MSE {shown('test_mse', 1.0, 4)})"
+        text = f"test RMSE {shown('test_rmse', 1.0, 4)}"
         if summary.get("test_mae") is not None:
             text += f" (MAE {summary['test_mae']:.4g})"
     elif summary.get("test_accuracy") is not None:
@@ -163,4 +156,12 @@ def describe_test_metrics(summary: dict) -> str:
                 text += f", log-loss {shown('test_log_loss', 1.0, 4)}"
     else:
         return "no test metric (the test labels are private and were not released)"
-    return text + (" (estimated from the released test labels)" if estimated else "")
+    if not estimated:
+        return text
+    text += " (estimated from the released test labels)"
+    if summary.get("test_beyond_chance") is False:
+        text += (
+            f"\nthe released test labels cannot tell this model from chance at this epsilon "
+            f"({summary['test_chance']}): {CHANCE_ADVICE}"
+        )
+    return text

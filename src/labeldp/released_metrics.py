@@ -10,26 +10,28 @@ releases a uniform member of S_i). The weights
 
 have expectation 1[y = y_i] whenever the row's label y_i lies in S_i (:func:`channel_weights`). So for
 any per-row function of the label, g_i (the indicator of a correct prediction, a log-loss, a squared
-error), the term sum_y W[i, y] g_i(y) is an unbiased estimate of g_i(y_i), and the mean of the terms
-estimates the metric, with the standard error of a mean. Under RR every label lies in S_i = all
-classes: the estimates are unbiased. Under RR-with-prior a label outside S_i releases the same thing
-whatever it is, which no estimate can see past. A row released with k_i = 1 says nothing: it
-contributes g_i at its released label.
+error), sum_y W[i, y] g_i(y) is an unbiased estimate of g_i(y_i), and the mean of these terms estimates
+the metric. Under RR every label lies in S_i: the estimates are unbiased. Under RR-with-prior a label
+outside S_i releases the same thing whatever it is, which no estimate can see past. A row released with
+k_i = 1 says nothing: it contributes g_i at its released label.
 
-The ROC AUC is a ratio of sums over pairs: with u_i = W[i, 1] (an unbiased estimate of 1[y_i = 1]),
-sum_{i != j} u_i (1 - u_j) 1[s_i > s_j] over sum_{i != j} u_i (1 - u_j) estimates it (consistent, not
-unbiased), with a jackknife standard error over groups of rows.
+**Ranges and intervals.** An unbiased estimate can leave its metric's range (an accuracy above 1 when
+the true one is near 1 and the noise large). Each estimate is reported as the nearest value within the
+range (consistent, as the unbiased estimate is), with the standard error of the unbiased one and a 95 %
+interval: the normal interval of a mean, or Fieller's for the AUC's ratio, intersected with the range.
+The intervals are for the metric on the rows' distribution; `tests/test_released_metrics.py` checks that
+they cover it at their rate, rare positives included. Where an interval holds the value a guess would
+score, the release cannot tell the model from chance at its epsilon: only a public test set can.
 
-Everything here is post-processing of released labels and the model's predictions: it costs no
-privacy. The estimates are noisy (their standard errors say how much) and are not clipped to the
-metric's range: an estimate above 1 is an honest one.
+Everything here is post-processing of released labels and the model's predictions: it costs no privacy.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from statistics import NormalDist
+from typing import Any, NamedTuple
 
 import numpy as np
 from sklearn.pipeline import Pipeline
@@ -37,35 +39,27 @@ from sklearn.pipeline import Pipeline
 from labeldp.boundary import RELEASE_ONCE_ROUTE, PrivateLabels, ReleasedLabels
 from labeldp.errors import ConfigError
 
-#: groups of rows of the AUC's jackknife
-JACKKNIFE_GROUPS = 20
+#: the coverage of every interval
+LEVEL = 0.95
+_Z = NormalDist().inv_cdf(0.5 + LEVEL / 2)
 _FLOOR = 1e-15
 
 
+class Estimate(NamedTuple):
+    """A metric estimated from released labels: ``value`` within the metric's range (None where the
+    release gives none), ``error`` the standard error, ``low``/``high`` its :data:`LEVEL` interval."""
+
+    value: float | None
+    error: float
+    low: float
+    high: float
+
+
 def channel_weights(labels, likelihood) -> np.ndarray:
-    """(n, K) weights W[i, y] whose expectation is 1[y = row i's label] (see the module docstring),
-    from released ``labels`` and their channel ``likelihood`` (randomized response or RR-with-prior).
+    """(n, K) weights W[i, y] whose expectation is 1[y = row i's label] (module docstring), from released
+    ``labels`` (class positions) and their channel ``likelihood`` (randomized response or RR-with-prior).
 
     Post-processing of released labels: no private label is read, no privacy is spent.
-
-    Parameters
-    ----------
-    labels : array_like of int
-        (n,) the released labels, as class positions.
-    likelihood : array_like
-        (n, K) their noise channel L[i, y] = Pr[row i's released label | its label is y].
-
-    Returns
-    -------
-    numpy.ndarray
-        (n, K) float64 weights W, 0 outside each row's set S_i; a row with k_i = 1 gets the
-        indicator of its released label.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``labels`` does not have one entry per row of ``likelihood``, or a row's channel is neither
-        randomized response nor RR-with-prior.
     """
     labels = np.asarray(labels, dtype=np.int64)
     likelihood = np.asarray(likelihood, dtype=np.float64)
@@ -95,260 +89,148 @@ def channel_weights(labels, likelihood) -> np.ndarray:
 
 
 def mean_and_error(terms: np.ndarray) -> tuple[float, float]:
-    """The mean of per-row terms and its standard error.
-
-    Parameters
-    ----------
-    terms : array_like
-        (n,) per-row terms.
-
-    Returns
-    -------
-    mean : float
-        Their mean.
-    error : float
-        The standard error of the mean (sample standard deviation / sqrt(n)); infinite for one term.
-    """
+    """The mean of per-row terms and its standard error (infinite for one term)."""
     terms = np.asarray(terms, dtype=np.float64)
     error = float(terms.std(ddof=1) / math.sqrt(terms.size)) if terms.size > 1 else math.inf
     return float(terms.mean()), error
 
 
+def estimate_mean(terms: np.ndarray, low: float, high: float) -> Estimate:
+    """The mean of per-row unbiased terms of a metric whose range is [``low``, ``high``]: the nearest
+    value within it, the standard error, and the normal interval intersected with the range."""
+    mean, error = mean_and_error(terms)
+    return Estimate(
+        min(max(mean, low), high), error, max(low, min(mean - _Z * error, high)), min(high, max(mean + _Z * error, low))
+    )
+
+
 def accuracy_terms(probabilities: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Per-row terms whose mean estimates the accuracy of the arg-max predictions: W[i, arg-max_y p_i(y)].
-
-    Parameters
-    ----------
-    probabilities : numpy.ndarray
-        (n, K) the predicted class probabilities.
-    weights : numpy.ndarray
-        (n, K) the weights of :func:`channel_weights`.
-
-    Returns
-    -------
-    numpy.ndarray
-        (n,) the terms.
-    """
+    """Per-row terms of the arg-max predictions' accuracy: W[i, arg-max_y p_i(y)]."""
     return weights[np.arange(len(weights)), np.asarray(probabilities).argmax(axis=1)]
 
 
 def log_loss_terms(probabilities: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Per-row terms whose mean estimates the log-loss: -sum_y W[i, y] log p_i(y), the probabilities
-    floored at 1e-15.
-
-    Parameters
-    ----------
-    probabilities : numpy.ndarray
-        (n, K) the predicted class probabilities.
-    weights : numpy.ndarray
-        (n, K) the weights of :func:`channel_weights`.
-
-    Returns
-    -------
-    numpy.ndarray
-        (n,) the terms.
-    """
+    """Per-row terms of the log-loss: -sum_y W[i, y] log p_i(y), the probabilities floored at 1e-15."""
     return -(weights * np.log(np.clip(probabilities, _FLOOR, 1.0))).sum(axis=1)
 
 
 def brier_terms(probabilities: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Two classes: (p_i - 1[y_i = 1])^2 with p_i the predicted probability of the second class.
-
-    Per-row terms whose mean estimates the Brier score.
-
-    Parameters
-    ----------
-    probabilities : numpy.ndarray
-        (n, 2) the predicted class probabilities.
-    weights : numpy.ndarray
-        (n, 2) the weights of :func:`channel_weights`.
-
-    Returns
-    -------
-    numpy.ndarray
-        (n,) the terms.
-    """
+    """Two classes: per-row terms of the Brier score, (p_i - 1[y_i = 1])^2 with p_i = ``probabilities[i, 1]``."""
     positive = np.asarray(probabilities)[:, 1]
     return weights[:, 0] * positive**2 + weights[:, 1] * (1.0 - positive) ** 2
 
 
 def squared_error_terms(probabilities: np.ndarray, weights: np.ndarray, label_values: np.ndarray) -> np.ndarray:
-    """A regression on a grid: (prediction - value of y_i)^2, the prediction being the expected value.
-
-    Per-row terms whose mean estimates the mean squared error.
-
-    Parameters
-    ----------
-    probabilities : numpy.ndarray
-        (n, G) the predicted distributions over the grid.
-    weights : numpy.ndarray
-        (n, G) the weights of :func:`channel_weights` (labels are grid positions).
-    label_values : numpy.ndarray
-        (G,) float64, the public grid of label values.
-
-    Returns
-    -------
-    numpy.ndarray
-        (n,) the terms.
-    """
+    """A regression on the grid ``label_values``: per-row terms of (prediction - value of y_i)^2, the
+    prediction being the expected value under each predicted distribution over the grid."""
     predictions = np.asarray(probabilities, dtype=np.float64) @ label_values
     return (weights * (predictions[:, None] - label_values[None, :]) ** 2).sum(axis=1)
 
 
-def estimated_auc(scores: np.ndarray, weights: np.ndarray) -> float:
-    """The ROC AUC of ``scores`` on the clean labels behind a two-class release (module docstring).
-
-    Parameters
-    ----------
-    scores : numpy.ndarray
-        (n,) the model's scores of the second class (ties count half).
-    weights : numpy.ndarray
-        (n, 2) the weights of :func:`channel_weights`.
-
-    Returns
-    -------
-    float
-        The estimated AUC (consistent, not unbiased; not clipped to [0, 1]).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the release gives no estimate of both classes among these rows (the estimate's denominator
-        is not positive).
-    """
-    positive = weights[:, 1]
-    negative = 1.0 - positive
+def _ranked(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, its share of the AUC's numerator and denominator sums over pairs (each pair counted
+    from both ends, ties half): with u the positives' weights and v = 1 - u, a_i = u_i (v below s_i)
+    + v_i (u above s_i), b_i = u_i (sum v - v_i) + v_i (sum u - u_i)."""
     order = np.argsort(scores, kind="stable")
-    s, u, v = np.asarray(scores)[order], positive[order], negative[order]
-    # for each row, the positives' weight strictly above its score and at its score (ties count half)
-    starts = np.searchsorted(s, s, side="left")
-    ends = np.searchsorted(s, s, side="right")
-    suffix = np.concatenate([np.cumsum(u[::-1])[::-1], [0.0]])
-    above = suffix[ends]
-    tied = suffix[starts] - suffix[ends] - u  # other rows at the same score
-    numerator = float(np.sum(v * (above + 0.5 * tied)))
-    denominator = float(u.sum() * v.sum() - np.sum(u * v))
-    if denominator <= 0:
-        raise ConfigError("the release gives no estimate of both classes among these rows: no AUC")
-    return numerator / denominator
+    s, u = np.asarray(scores)[order], positive[order]
+    v = 1.0 - u
+    starts, ends = np.searchsorted(s, s, side="left"), np.searchsorted(s, s, side="right")
+    cu, cv = np.concatenate([[0.0], np.cumsum(u)]), np.concatenate([[0.0], np.cumsum(v)])
+    below = cv[starts] + 0.5 * (cv[ends] - cv[starts] - v)
+    above = cu[-1] - cu[ends] + 0.5 * (cu[ends] - cu[starts] - u)
+    return u * below + v * above, u * (cv[-1] - v) + v * (cu[-1] - u)
 
 
-def _jackknife(statistic: Callable[[np.ndarray], float], n: int, groups: int = JACKKNIFE_GROUPS) -> float:
-    """The grouped jackknife's standard error of ``statistic(rows)`` (rows in a fixed interleaved order)."""
-    groups = min(groups, n)
-    if groups < 2:
-        return math.inf
-    assignment = np.arange(n) % groups
-    leave_out = np.array([statistic(np.flatnonzero(assignment != g)) for g in range(groups)])
-    return float(math.sqrt((groups - 1) / groups * np.sum((leave_out - leave_out.mean()) ** 2)))
+def estimated_auc(scores: np.ndarray, weights: np.ndarray) -> Estimate:
+    """The ROC AUC of ``scores`` on the clean labels behind a two-class release: the ratio A / B of the
+    weighted sums over pairs (module docstring), consistent, with Fieller's interval for a ratio.
+
+    The variances of A and B are the U-statistics' (four times the per-row shares' covariance over n).
+    Where the release cannot bound B away from 0 (too few positives, or negatives, for this epsilon),
+    the set Fieller's inequality allows is unbounded and the interval is all of [0, 1]; the estimate is
+    None when B itself is not positive.
+    """
+    a, b = _ranked(np.asarray(scores, dtype=np.float64), weights[:, 1])
+    n = len(a)
+    if n < 2:
+        return Estimate(None, math.inf, 0.0, 1.0)
+    big_a, big_b = float(a.mean()), float(b.mean())
+    (vaa, vab), (_, vbb) = 4.0 * np.cov(np.stack([a, b])) / n
+    ratio = big_a / big_b if big_b > 0 else None
+    error = math.sqrt(max(vaa - 2 * ratio * vab + ratio**2 * vbb, 0.0)) / big_b if ratio is not None else math.inf
+    # (A - t B)^2 <= z^2 Var(A - t B), a quadratic q2 t^2 + q1 t + q0 <= 0 in t
+    z2 = _Z**2
+    q2, q1, q0 = big_b**2 - z2 * vbb, -2.0 * (big_a * big_b - z2 * vab), big_a**2 - z2 * vaa
+    disc = q1 * q1 - 4.0 * q2 * q0
+    if q2 <= 0 or disc < 0:
+        return Estimate(None if ratio is None else min(max(ratio, 0.0), 1.0), error, 0.0, 1.0)
+    root = math.sqrt(disc)
+    low, high = (-q1 - root) / (2 * q2), (-q1 + root) / (2 * q2)
+    return Estimate(min(max(ratio, 0.0), 1.0), error, min(max(low, 0.0), 1.0), min(max(high, 0.0), 1.0))
 
 
-def estimated_classification_metrics(probabilities: np.ndarray, labels, likelihood) -> dict[str, float]:
-    """``test_accuracy`` and ``test_log_loss`` (for two classes also ``test_auc`` and ``test_brier``),
-    each estimated from released ``labels`` and their channel ``likelihood``, with ``..._se``, its
-    standard error (the names of :func:`labeldp.evaluation.classification_metrics`).
+def _fields(name: str, estimate: Estimate) -> dict[str, Any]:
+    """A run summary's fields of one estimate: the value, ``_se`` and ``_interval``."""
+    return {name: estimate.value, f"{name}_se": estimate.error, f"{name}_interval": [estimate.low, estimate.high]}
+
+
+def estimated_classification_metrics(probabilities: np.ndarray, labels, likelihood) -> dict[str, Any]:
+    """``test_accuracy`` and ``test_log_loss`` (two classes: also ``test_auc`` and ``test_brier``)
+    estimated from released ``labels`` (class positions) and their channel ``likelihood``, each with
+    ``_se`` and its 95 % ``_interval``; ``test_beyond_chance`` says whether the release tells the model
+    from chance (two classes: the AUC's interval lies above 1/2; more: the accuracy's gain over a
+    guess with the model's shares of predictions lies above 0), ``test_chance`` what was compared.
 
     Post-processing of released labels: no private label is read, no privacy is spent.
-
-    Parameters
-    ----------
-    probabilities : numpy.ndarray
-        (n, K) the predicted class probabilities.
-    labels : array_like of int
-        (n,) the released labels, as class positions.
-    likelihood : array_like
-        (n, K) their noise channel.
-
-    Returns
-    -------
-    dict
-        Metric name -> estimate, and ``name_se`` -> its standard error (the AUC's by a grouped
-        jackknife); ``test_auc`` and ``test_auc_se`` are None when the release gives no estimate of
-        both classes.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``labels`` and ``likelihood`` disagree in length, or a row's channel is neither randomized
-        response nor RR-with-prior.
     """
     probabilities = np.asarray(probabilities, dtype=np.float64)
     weights = channel_weights(labels, likelihood)
-    metrics: dict[str, float] = {}
-    for name, terms in (
-        ("test_accuracy", accuracy_terms(probabilities, weights)),
-        ("test_log_loss", log_loss_terms(probabilities, weights)),
-    ):
-        metrics[name], metrics[f"{name}_se"] = mean_and_error(terms)
+    predicted = probabilities.argmax(axis=1)
+    metrics = _fields("test_accuracy", estimate_mean(accuracy_terms(probabilities, weights), 0.0, 1.0))
+    metrics |= _fields("test_log_loss", estimate_mean(log_loss_terms(probabilities, weights), 0.0, math.inf))
     if probabilities.shape[1] == 2:
-        metrics["test_brier"], metrics["test_brier_se"] = mean_and_error(brier_terms(probabilities, weights))
-        scores = probabilities[:, 1]
-        try:
-            metrics["test_auc"] = estimated_auc(scores, weights)
-            metrics["test_auc_se"] = _jackknife(lambda rows: estimated_auc(scores[rows], weights[rows]), len(scores))
-        except ConfigError:
-            metrics["test_auc"] = metrics["test_auc_se"] = None
-    return metrics
+        metrics |= _fields("test_brier", estimate_mean(brier_terms(probabilities, weights), 0.0, 1.0))
+        auc = estimated_auc(probabilities[:, 1], weights)
+        metrics |= _fields("test_auc", auc)
+        beyond, chance = auc.low > 0.5, f"AUC interval [{auc.low:.3f}, {auc.high:.3f}] against 0.5"
+    else:
+        shares = np.bincount(predicted, minlength=weights.shape[1]) / len(predicted)
+        gain = estimate_mean(accuracy_terms(probabilities, weights) - weights @ shares, -1.0, 1.0)
+        beyond = gain.low > 0
+        chance = f"accuracy gain over a guess [{gain.low:.3f}, {gain.high:.3f}] against 0"
+    return metrics | {"test_beyond_chance": bool(beyond), "test_chance": chance}
 
 
 def estimated_regression_metrics(
     probabilities: np.ndarray, labels, likelihood, label_values: np.ndarray
-) -> dict[str, float]:
-    """``test_mse`` and ``test_rmse`` (the square root of the MSE's estimate, clipped at 0) on the grid
-    ``label_values``, estimated from released ``labels`` (grid positions) and their channel, with
-    ``test_mse_se``.
+) -> dict[str, Any]:
+    """``test_mse`` and ``test_rmse`` on the grid ``label_values``, estimated from released ``labels``
+    (grid positions) and their channel, with ``_se`` and 95 % ``_interval``s; ``test_beyond_chance``
+    says whether the MSE's gain over predicting the labels' mean lies above 0.
 
     Post-processing of released labels: no private label is read, no privacy is spent.
-
-    Parameters
-    ----------
-    probabilities : numpy.ndarray
-        (n, G) the predicted distributions over the grid.
-    labels : array_like of int
-        (n,) the released labels, as grid positions.
-    likelihood : array_like
-        (n, G) their noise channel.
-    label_values : numpy.ndarray
-        (G,) the public grid of label values.
-
-    Returns
-    -------
-    dict
-        ``{"test_mse": float, "test_mse_se": float, "test_rmse": float}``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``labels`` and ``likelihood`` disagree in length, or a row's channel is neither randomized
-        response nor RR-with-prior.
     """
+    values = np.asarray(label_values, np.float64)
     weights = channel_weights(labels, likelihood)
-    mse, error = mean_and_error(squared_error_terms(probabilities, weights, np.asarray(label_values, np.float64)))
-    return {"test_mse": mse, "test_mse_se": error, "test_rmse": math.sqrt(max(mse, 0.0))}
+    spread = float(values[-1] - values[0]) ** 2
+    errors = squared_error_terms(probabilities, weights, values)
+    mse = estimate_mean(errors, 0.0, spread)
+    guess = weights @ (float(np.mean(weights @ values)) - values) ** 2  # the squared error of the labels' mean
+    gain = estimate_mean(guess - errors, -spread, spread)
+    root_error = mse.error / (2 * math.sqrt(mse.value)) if mse.value > 0 else math.inf
+    rmse = Estimate(math.sqrt(mse.value), root_error, math.sqrt(mse.low), math.sqrt(mse.high))
+    chance = f"MSE gain over the labels' mean [{gain.low:.4g}, {gain.high:.4g}] against 0"
+    return (
+        _fields("test_mse", mse)
+        | _fields("test_rmse", rmse)
+        | {"test_beyond_chance": bool(gain.low > 0), "test_chance": chance}
+    )
 
 
 def released_labels_for(estimator: Any, y: Any) -> ReleasedLabels:
     """The released labels to score ``estimator`` on for the rows ``y``: ``y`` itself when it holds
-    released labels; for private labels, the release the estimator's fit made of them (a search's
-    folds share it). Private labels are never read.
-
-    Parameters
-    ----------
-    estimator : estimator or sklearn.pipeline.Pipeline
-        A fitted model; for private labels, one whose fit (the last step's, in a Pipeline) released them.
-    y : ReleasedLabels or PrivateLabels
-        Labels released once, or private labels the model's fit released.
-
-    Returns
-    -------
-    ReleasedLabels
-        The released labels of the rows of ``y``.
-
-    Raises
-    ------
-    ConfigError
-        For a plain array, or private labels of which the model's fit made no release.
-    """
+    released labels; for private labels, the release the estimator's fit (the last step's, in a
+    Pipeline) made of them, which a search's folds share. Private labels are never read."""
     if isinstance(y, ReleasedLabels):
         return y
     if isinstance(y, PrivateLabels):
@@ -369,40 +251,10 @@ def released_labels_for(estimator: Any, y: Any) -> ReleasedLabels:
 
 
 def clean_accuracy_terms(predictions, labels, likelihood) -> np.ndarray:
-    """Per-example channel-corrected indicators t_i whose mean estimates the accuracy of
-    ``predictions`` on the clean labels behind released ``labels`` with noise channel ``likelihood``
-    (L[i, y] = Pr[release i | clean label y]; randomized response, RR-with-prior, or true labels):
-    t_i = W[i, pred_i] with the weights of :func:`channel_weights`.
-
-    Each row of an RR-with-prior release is randomized response over the example's top-k set S_i
-    (keep probability p_i, any other member of S_i with probability r_i; a clean label outside S_i
-    releases a uniform member of S_i, probability 1/k_i), all read off the row. With
-    t_i = (1[z_i = pred_i] - r_i) / (p_i - r_i) when pred_i lies in S_i and 0 otherwise,
-    E[t_i] = 1[y_i = pred_i] whenever the clean label y_i lies in S_i: the estimate is unbiased for
-    randomized response (S_i is every class) and for RR-with-prior whenever the clean labels lie in
-    their top-k sets. A clean label outside S_i releases the same distribution whatever it is, so no
-    estimate can tell it apart: such an example adds 1/k_i (pred_i in S_i) or 0 to the expectation
-    instead of 1[y_i = pred_i], the same for every candidate that predicts inside S_i.
-
-    Parameters
-    ----------
-    predictions : array-like
-        (n,) the predicted classes, as positions in the label domain.
-    labels : array-like
-        (n,) the released labels, as positions in the label domain.
-    likelihood : array-like
-        (n, K) the noise channel L of the released labels.
-
-    Returns
-    -------
-    numpy.ndarray
-        (n,) the terms t_i.
-
-    Raises
-    ------
-    ConfigError
-        If the shapes disagree, or a row's channel is neither randomized response nor RR-with-prior.
-    """
+    """Per-row terms of the accuracy of ``predictions`` (class positions) on the clean labels behind
+    released ``labels``: W[i, prediction_i] (module docstring). Under RR-with-prior a clean label outside
+    its set S_i adds 1/k_i (prediction in S_i) or 0 to the expectation, the same for every candidate
+    that predicts inside S_i."""
     predictions = np.asarray(predictions, dtype=np.int64)
     weights = channel_weights(labels, likelihood)
     if predictions.shape != (len(weights),):
@@ -413,125 +265,70 @@ def clean_accuracy_terms(predictions, labels, likelihood) -> np.ndarray:
 
 
 def clean_accuracy_estimate(predictions: np.ndarray, released: ReleasedLabels) -> float:
-    """Estimate of the accuracy of ``predictions`` on the clean labels behind a release, from its noise
-    channel: with randomized response (keep probability p, K classes) the agreement a with the released
-    labels has expectation p acc + (1 - p) / (K - 1) (1 - acc), so acc = (a - r) / (p - r),
-    r = (1 - p) / (K - 1); per-example channels (RR-with-prior) are corrected row by row
-    (:func:`clean_accuracy_terms`, which says when it is unbiased).
-
-    Parameters
-    ----------
-    predictions : numpy.ndarray
-        (n,) the predicted classes, as positions in the release's classes.
-    released : ReleasedLabels
-        The release of the same n rows.
-
-    Returns
-    -------
-    float
-        The estimated accuracy (not clipped to [0, 1]).
-
-    Raises
-    ------
-    ConfigError
-        If the shapes disagree, or the release's channel is not known without the rows' priors.
-    """
-    return float(np.mean(clean_accuracy_terms(predictions, released.labels, released.channel())))
+    """The accuracy of ``predictions`` on the clean labels behind ``released``, within [0, 1]
+    (:func:`estimate_mean` of :func:`clean_accuracy_terms`)."""
+    return estimate_mean(clean_accuracy_terms(predictions, released.labels, released.channel()), 0.0, 1.0).value
 
 
 def released_log_likelihood(estimator: Any, X, released) -> float:
     """Mean log-probability the model gives to the *released* labels through their channel,
-    log sum_y p(y | x_i) Pr[release i | y]: a proper score of the released labels, so a scorer for
-    tuning on a release (``GridSearchCV(..., scoring=released_log_likelihood)``) that rewards
-    calibrated clean probabilities, where accuracy only looks at the arg-max. ``released``: released
-    labels, or private labels the model's fit released (their release is used).
-
-    Parameters
-    ----------
-    estimator : estimator
-        A fitted model with ``predict_proba`` (a probability per class of the release, in its order).
-    X : array-like or pandas.DataFrame
-        The public inputs of the rows.
-    released : ReleasedLabels or PrivateLabels
-        Their released labels, or private labels the model's fit released.
-
-    Returns
-    -------
-    float
-        The mean log-probability (probabilities floored at 1e-12).
-
-    Raises
-    ------
-    ConfigError
-        For a plain array, or private labels of which the model's fit made no release.
-    """
+    log sum_y p(y | x_i) Pr[release i | y] (probabilities floored at 1e-12): a proper score of the
+    released labels, so a scorer for tuning that rewards calibrated clean probabilities.
+    ``released``: released labels, or private labels the model's fit released."""
     released = released_labels_for(estimator, released)
     probabilities = estimator.predict_proba(X)
     return float(np.mean(np.log(np.maximum((probabilities * released.channel()).sum(axis=1), 1e-12))))
 
 
-#: what :func:`released_scorer` can estimate, and whether larger is better
-SCORERS: dict[str, tuple[Callable[[np.ndarray, np.ndarray], float], bool]] = {
-    "accuracy": (lambda p, w: float(np.mean(accuracy_terms(p, w))), True),
-    "neg_log_loss": (lambda p, w: -float(np.mean(log_loss_terms(p, w))), True),
-    "neg_brier_score": (lambda p, w: -float(np.mean(brier_terms(p, w))), True),
-    "roc_auc": (lambda p, w: estimated_auc(p[:, 1], w), True),
+#: what :func:`released_scorer` estimates, the metric's range, and the sign scikit-learn's "larger is
+#: better" gives it
+SCORERS: dict[str, tuple[Callable[[np.ndarray, np.ndarray], Estimate], int]] = {
+    "accuracy": (lambda p, w: estimate_mean(accuracy_terms(p, w), 0.0, 1.0), 1),
+    "neg_log_loss": (lambda p, w: estimate_mean(log_loss_terms(p, w), 0.0, math.inf), -1),
+    "neg_brier_score": (lambda p, w: estimate_mean(brier_terms(p, w), 0.0, 1.0), -1),
+    "roc_auc": (lambda p, w: estimated_auc(p[:, 1], w), 1),
 }
 
 
-def released_scorer(metric: str = "accuracy") -> Callable[..., float]:
-    """A scikit-learn scorer (``scoring=`` of ``GridSearchCV``, ``cross_val_score``...) that scores a
-    fitted model on the *released* labels of the rows it is given, through their channel (module
-    docstring): ``accuracy``, ``neg_log_loss``, and for two classes ``roc_auc`` and
-    ``neg_brier_score``, each an estimate of the metric on the clean labels.
+def released_scorer(metric: str = "accuracy", standard_error: bool = False) -> Callable[..., Any]:
+    """A scikit-learn scorer of a fitted model on the *released* labels of the rows it is given: an
+    estimate of ``metric`` (a key of :data:`SCORERS`) on their clean labels, within its range.
 
-    ``y`` may be labels released once (:class:`labeldp.boundary.ReleasedLabels`, or a release of
-    :func:`labeldp.privatize`), or :class:`~labeldp.boundary.PrivateLabels` that the model's
-    fit released (every fold of a search on them shares that release): their released labels are
-    used, never the private ones.
-
-    Parameters
-    ----------
-    metric : str, optional
-        A key of :data:`SCORERS`: ``"accuracy"`` (default), ``"neg_log_loss"``, ``"neg_brier_score"`` or
-        ``"roc_auc"``.
-
-    Returns
-    -------
-    callable
-        ``score(estimator, X, y, sample_weight=None) -> float``, named ``released_<metric>``. It raises
-        :class:`~labeldp.errors.ConfigError` for a ``sample_weight``, for ``y`` neither released labels
-        nor private labels the model's fit released, for ``roc_auc`` or ``neg_brier_score`` with other
-        than two classes, and (``roc_auc``) when the release gives no estimate of both classes.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``metric`` is not one of :data:`SCORERS`.
+    ``y`` may be labels released once (:class:`~labeldp.boundary.ReleasedLabels`, a release of
+    :func:`labeldp.privatize`) or :class:`~labeldp.boundary.PrivateLabels` the model's fit released
+    (every fold of a search shares that release). With ``standard_error=True`` the scorer returns
+    ``{metric: estimate, metric + "_se": its standard error}``, for ``cross_validate`` and
+    ``GridSearchCV(..., refit=metric)``, whose results then hold both.
     """
     if metric not in SCORERS:
         raise ConfigError(f"released_scorer estimates {', '.join(SCORERS)}, not {metric!r}")
-    estimate, _ = SCORERS[metric]
+    estimate, sign = SCORERS[metric]
 
-    def score(estimator: Any, X: Any, y: Any, sample_weight: Any = None) -> float:
+    def score(estimator: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
         if sample_weight is not None:
             raise ConfigError("released_scorer does not weight rows")
         released = released_labels_for(estimator, y)
         probabilities = np.asarray(estimator.predict_proba(X), dtype=np.float64)
-        weights = channel_weights(released.labels, released.channel())
         if metric in ("roc_auc", "neg_brier_score") and probabilities.shape[1] != 2:
             raise ConfigError(f"released_scorer({metric!r}) needs two classes, got {probabilities.shape[1]}")
-        return estimate(probabilities, weights)
+        found = estimate(probabilities, channel_weights(released.labels, released.channel()))
+        if found.value is None:
+            raise ConfigError(f"the release gives no estimate of both classes among these {len(probabilities)} rows")
+        value = sign * found.value
+        return {metric: value, f"{metric}_se": found.error} if standard_error else value
 
     score.__name__ = f"released_{metric}"
     return score
 
 
 __all__ = [
+    "LEVEL",
     "SCORERS",
+    "Estimate",
     "channel_weights",
     "clean_accuracy_estimate",
     "clean_accuracy_terms",
+    "estimate_mean",
     "estimated_auc",
     "estimated_classification_metrics",
     "estimated_regression_metrics",

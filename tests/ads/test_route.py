@@ -8,8 +8,9 @@ import json
 import math
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import log_loss, roc_auc_score
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.ads import fit_from_noisy_source, fit_hashed, predict_hashed
@@ -44,6 +45,30 @@ def test_a_run_releases_once_per_unit_trains_and_predicts_with_its_hashing(ads, 
     labels = read_column(ads[1], "converted")
     assert probabilities.shape == (3000,) and roc_auc_score(labels, probabilities) > 0.65
     assert abs(probabilities.mean() - labels.mean()) < 0.04  # the intercept calibrated to the released rate
+    quality = summary["quality"]
+    if route == "counts":  # no row's label was released: nothing to estimate on
+        assert set(quality) == {"on"} and "--test-table" in quality["on"]
+    else:  # estimated on the released labels of the rows it trained on, within range, with intervals
+        assert quality["on"].startswith("the released labels of the rows it trained on (in-sample")
+        low, high = quality["auc_interval"]
+        assert 0 <= low <= quality["auc"] <= high <= 1 and quality["beyond_chance"]
+        assert quality["log_loss"] > 0 and quality["log_loss_se"] > 0
+
+
+def test_a_public_test_table_measures_the_model_and_is_checked_before_the_release(ads, spec, tmp_path) -> None:
+    """--test-table: the model's exact AUC and log-loss on it, in the summary; a test table without the
+    label column is refused before anything is drawn."""
+    summary = _fit(ads, spec, tmp_path / "run", route="rr", test_table=str(ads[1]))
+    quality = summary["quality"]
+    labels, probabilities = read_column(ads[1], "converted"), predict_hashed(tmp_path / "run", ads[1])
+    assert quality["on"] == f"the public test table {ads[1]}"
+    assert quality["auc"] == pytest.approx(roc_auc_score(labels, probabilities))
+    assert quality["log_loss"] == pytest.approx(log_loss(labels, probabilities))
+    unlabelled = tmp_path / "unlabelled.parquet"
+    pq.write_table(pq.read_table(ads[1]).drop(["converted"]), unlabelled)
+    with pytest.raises(DataError, match="lacks the columns"):
+        _fit(ads, spec, tmp_path / "refused", test_table=str(unlabelled))
+    assert not (tmp_path / "refused" / "ledger.json").exists()
 
 
 def test_a_finished_run_is_never_released_into_again(ads, spec, tmp_path) -> None:

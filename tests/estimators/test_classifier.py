@@ -83,7 +83,13 @@ def test_a_search_on_private_labels_shares_one_release_and_scores_on_it() -> Non
     assert search.best_estimator_.ledger_.epsilon() == pytest.approx(1.0, abs=1e-3)
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()
     scored = GridSearchCV(model, grid, cv=KFold(3), scoring=released_scorer("roc_auc")).fit(frame, private)
-    assert 0.6 < scored.best_score_ < 1.1 and len(private.ledger.entries) == 1
+    assert 0.6 < scored.best_score_ <= 1 and len(private.ledger.entries) == 1
+    errors = released_scorer("roc_auc", standard_error=True)
+    with_errors = cross_validate(model, frame, private, cv=KFold(5), scoring=errors)
+    assert np.all((with_errors["test_roc_auc"] >= 0) & (with_errors["test_roc_auc"] <= 1))
+    assert np.all((with_errors["test_roc_auc_se"] > 0) & (with_errors["test_roc_auc_se"] < 0.2))
+    refit = GridSearchCV(model, grid, cv=KFold(3), scoring=errors, refit="roc_auc").fit(frame, private)
+    assert "mean_test_roc_auc_se" in refit.cv_results_ and len(private.ledger.entries) == 1
     folds = cross_validate(
         model, frame, private, cv=KFold(5), scoring={"acc": released_scorer("accuracy"), "ll": released_log_likelihood}
     )

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labeldp import distributed
@@ -40,12 +41,15 @@ from labeldp.ads.folder import HashedRunFolder, read_summary
 from labeldp.ads.train import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
 from labeldp.boundary import LabelDomain, Release, release_external_labels
 from labeldp.boundary.release_parts import release_randomized_response_part
+from labeldp.boundary.table_source import arrow_positions
 from labeldp.config.hashed import DEFAULT_BLOCK_ROWS, HashedConfig
-from labeldp.data.hashed_table import rank_private_labels, read_private_labels
+from labeldp.data.hashed_table import rank_private_labels, read_column, read_private_labels
 from labeldp.data.hashing import HashSpec, hashed_blocks, parquet_files, table_rows
 from labeldp.errors import ConfigError
+from labeldp.evaluation import classification_metrics
 from labeldp.mechanisms import parse_channel
 from labeldp.randomness import NoiseSource
+from labeldp.released_metrics import estimated_classification_metrics
 from labeldp.training.from_counts import CountStatistics
 from labeldp.training.sparse import load_sparse_model, predict_sparse, save_sparse_model
 
@@ -292,6 +296,8 @@ def run_route(
     started = time.perf_counter()
     settings = {"table": str(table.source), "spec": table.spec.to_dict(), **facts, **dataclasses.asdict(config)}
     distributed.check_same(settings, "the run's settings")
+    if config.test_table is not None:
+        HashedTable(config.test_table, table.spec, config.block_rows).check_columns(facts.get("label_column"))
     ledger, members = unit_members(table, config)  # public: the unit column and the seed, on every rank
     spending = distributed.on_main(lambda: _dataset_spending(table, config, facts, out))
     try:
@@ -324,6 +330,7 @@ def _run_route(table, config, out, facts, draw, train, private, shared_draw, sta
             save_sparse_model(folder.model_path, model, table.spec)
             trained = time.perf_counter()
             summary = _summary(table, config, facts, release, ledger, history, rate)
+            summary["quality"] = _quality(model, table, release, config, facts)
             summary["seconds"] = {
                 "release": released - started,
                 "training": trained - released,
@@ -402,6 +409,39 @@ def _summary(table, config, facts, release, ledger, history, rate) -> dict[str, 
     }
 
 
+def _quality(model, table: HashedTable, release: Release, config: HashedConfig, facts: dict) -> dict[str, Any]:
+    """The trained model's AUC and log-loss: exact on a public test table; else estimated, with their
+    intervals, from the released labels of the rows it trained on (in-sample); else none (a release of
+    counts holds no row's label)."""
+    if config.test_table is not None:
+        domain = LabelDomain(facts["classes"])
+        labels = arrow_positions(domain, pa.array(read_column(config.test_table, facts["label_column"])), "test table")
+        positive = _probabilities(model, config.test_table, table.spec, config.block_rows)
+        found = classification_metrics(np.column_stack([1 - positive, positive]), labels)
+        on = f"the public test table {config.test_table}"
+    elif release.labels is not None and release.likelihood is not None:
+        positive = _probabilities(model, table.source, table.spec, config.block_rows)[release.members]
+        probabilities = np.column_stack([1 - positive, positive])
+        try:
+            found = estimated_classification_metrics(probabilities, release.labels, release.likelihood)
+        except ConfigError as error:  # a source's channel other than randomized response
+            return {"on": f"none: {error}; give --test-table to measure the model"}
+        on = "the released labels of the rows it trained on (in-sample: optimistic where the model overfits)"
+    else:
+        return {"on": "none: a release of counts holds no row's label; give --test-table to measure the model"}
+    names = ("auc", "log_loss", "beyond_chance", "chance")
+    return {"on": on} | {
+        key.removeprefix("test_"): value for key, value in found.items() if key.removeprefix("test_").startswith(names)
+    }
+
+
+def _probabilities(model, source, spec: HashSpec, block_rows: int) -> np.ndarray:
+    found = np.empty(table_rows(source))
+    positions, probabilities = predict_sparse(model, hashed_blocks(source, spec, block_rows))
+    found[positions] = probabilities
+    return found
+
+
 def predict_hashed(folder, table, block_rows: int = DEFAULT_BLOCK_ROWS) -> np.ndarray:
     """The positive class's probability for every row of ``table``, hashed as the run's training rows were.
 
@@ -428,10 +468,7 @@ def predict_hashed(folder, table, block_rows: int = DEFAULT_BLOCK_ROWS) -> np.nd
     """
     read_summary(folder)
     model, spec = load_sparse_model(HashedRunFolder(folder).model_path)
-    found = np.empty(table_rows(table))
-    positions, probabilities = predict_sparse(model, hashed_blocks(table, spec, block_rows))
-    found[positions] = probabilities
-    return found
+    return _probabilities(model, table, spec, block_rows)
 
 
 __all__ = ["fit_from_noisy_source", "fit_hashed", "label_stream", "predict_hashed", "run_route"]

@@ -177,6 +177,7 @@ def _print_summary(summary: dict, out) -> None:
         f"{seconds['total']:.1f} s ({summary['rows'] / seconds['total']:,.0f} rows/s of the table, release included)"
         + (f" ({processes} processes)" if processes else "")
     )
+    print(_quality(summary["quality"]))
     print(f"written: {out}/ (model.pt with its hashing, ledger.json, summary.json, release.npz, config.json)")
     if not summary["private"]:
         print("NOT PRIVATE: the noise is reproducible from --insecure-noise-seed")
@@ -184,6 +185,24 @@ def _print_summary(summary: dict, out) -> None:
         from labeldp.cli.summary import print_dataset_spend
 
         print_dataset_spend(summary["dataset_ledger"])
+
+
+def _quality(quality: dict) -> str:
+    """The run's quality line: AUC and log-loss on what they were measured on, with their intervals."""
+    from labeldp.evaluation import CHANCE_ADVICE
+
+    if "auc" not in quality:
+        return f"quality: {quality['on']}"
+
+    def shown(name: str) -> str:
+        value, interval = quality[name], quality.get(f"{name}_interval")
+        text = "unknown" if value is None else f"{value:.4f}"
+        return text + (f" (95% interval {interval[0]:.4f} to {interval[1]:.4f})" if interval else "")
+
+    text = f"quality on {quality['on']}: AUC {shown('auc')}, log-loss {shown('log_loss')}"
+    if quality.get("beyond_chance") is False:
+        text += f"\nthe released labels cannot tell this model from chance ({quality['chance']}): {CHANCE_ADVICE}"
+    return text
 
 
 def _predict(args: argparse.Namespace) -> None:

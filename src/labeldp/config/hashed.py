@@ -128,6 +128,13 @@ class HashedConfig:
     )
     batch_rows: int = option(8192, help="rows per training step")
     dim: int = option(8, help="the factorization machine's factors per bucket")
+    test_table: str | None = option(
+        None,
+        metavar="PATH",
+        help="a public Parquet table with the hashed columns and the label column, scored at the end (AUC, "
+        "log-loss); default: the rr and source routes estimate them from the released labels of the rows "
+        "trained on",
+    )
 
     def __post_init__(self) -> None:
         if self.route not in ROUTES or self.model not in MODELS:

@@ -629,7 +629,9 @@ class RunContext:
         if released is None:
             why = "dp-sgd releases no label" if config.method_spec.training_releases else "test_labels none"
             return {"test_labels": f"private: not measured ({why})"}
-        source = f"estimated from their release ({released.description}; each metric with its standard error '_se')"
+        source = (
+            f"estimated from their release ({released.description}; each metric with its '_se' and 95% '_interval')"
+        )
         if data.is_regression:
             return {
                 **estimated_regression_metrics(probabilities, released.labels, released.likelihood, data.label_values),
