@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from labeldp.estimators import ReleasedLabels, clean_accuracy_estimate
-from labeldp.evaluation import CHANCE_ADVICE, describe_test_metrics
+from labeldp.evaluation import CHANCE_ADVICE, chance_warning, describe_test_metrics
 from labeldp.mechanisms import (
     keep_probability,
     prior_top_k,
@@ -182,7 +182,7 @@ def test_the_console_says_when_the_release_cannot_tell_the_model_from_chance() -
     probabilities, labels = _planted(rng, 2_000, 0.01)
     noisy = randomized_response(labels, 2, 0.5, rng=rng)
     metrics = estimated_classification_metrics(probabilities, noisy, randomized_response_likelihood(noisy, 2, 0.5))
-    text = describe_test_metrics({**metrics, "test_labels": "estimated from their release"})
-    assert not metrics["test_beyond_chance"]
-    assert "AUC" in text and "95% interval" in text and "cannot tell this model from chance" in text
-    assert CHANCE_ADVICE in text
+    summary = {**metrics, "test_labels": "estimated from their release"}
+    text, warning = describe_test_metrics(summary), chance_warning(summary)
+    assert not metrics["test_beyond_chance"] and "AUC" in text and "95% interval" in text
+    assert "cannot tell this model from chance" in warning and CHANCE_ADVICE in warning

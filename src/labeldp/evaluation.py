@@ -132,12 +132,12 @@ CHANCE_ADVICE = "give a public test table (--test-table) to measure it"
 
 def describe_test_metrics(summary: dict) -> str:
     """A run summary's test metrics in a few words: exact on public labels, or estimated from released
-    ones with their 95 % intervals (and a warning where these cannot tell the model from chance), or
-    that there are none."""
+    ones with their 95 % intervals, or that there are none."""
     estimated = str(summary.get("test_labels", "")).startswith("estimated")
 
     def shown(name: str, scale: float, digits: int, unit: str = "") -> str:
-        text = f"{scale * summary[name]:.{digits}f}{unit}"
+        value = summary[name]
+        text = "unknown" if value is None else f"{scale * value:.{digits}f}{unit}"
         interval = summary.get(f"{name}_interval")
         if estimated and interval is not None:
             low, high = (f"{scale * bound:.{digits}f}" for bound in interval)
@@ -150,18 +150,19 @@ def describe_test_metrics(summary: dict) -> str:
             text += f" (MAE {summary['test_mae']:.4g})"
     elif summary.get("test_accuracy") is not None:
         text = f"test accuracy {shown('test_accuracy', 100.0, 2, '%')}"
-        if summary.get("test_auc") is not None:  # two classes: accuracy hides rare positives, these do not
+        if summary.get("test_auc") is not None or (estimated and "test_auc" in summary):  # two classes: accuracy
+            # hides rare positives, these do not
             text += f", AUC {shown('test_auc', 1.0, 4)}"
             if summary.get("test_log_loss") is not None:
                 text += f", log-loss {shown('test_log_loss', 1.0, 4)}"
     else:
         return "no test metric (the test labels are private and were not released)"
-    if not estimated:
-        return text
-    text += " (estimated from the released test labels)"
-    if summary.get("test_beyond_chance") is False:
-        text += (
-            f"\nthe released test labels cannot tell this model from chance at this epsilon "
-            f"({summary['test_chance']}): {CHANCE_ADVICE}"
-        )
-    return text
+    return text + (" (estimated from the released test labels)" if estimated else "")
+
+
+def chance_warning(summary: dict, labels: str = "test labels") -> str | None:
+    """The line that says the released ``labels`` cannot tell the model from chance, where they cannot."""
+    if summary.get("test_beyond_chance") is not False:
+        return None
+    chance = summary["test_chance"]
+    return f"the released {labels} cannot tell this model from chance at this epsilon ({chance}): {CHANCE_ADVICE}"

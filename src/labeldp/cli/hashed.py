@@ -189,7 +189,7 @@ def _print_summary(summary: dict, out) -> None:
 
 def _quality(quality: dict) -> str:
     """The run's quality line: AUC and log-loss on what they were measured on, with their intervals."""
-    from labeldp.evaluation import CHANCE_ADVICE
+    from labeldp.evaluation import chance_warning
 
     if "auc" not in quality:
         return f"quality: {quality['on']}"
@@ -200,9 +200,8 @@ def _quality(quality: dict) -> str:
         return text + (f" (95% interval {interval[0]:.4f} to {interval[1]:.4f})" if interval else "")
 
     text = f"quality on {quality['on']}: AUC {shown('auc')}, log-loss {shown('log_loss')}"
-    if quality.get("beyond_chance") is False:
-        text += f"\nthe released labels cannot tell this model from chance ({quality['chance']}): {CHANCE_ADVICE}"
-    return text
+    warning = chance_warning({f"test_{key}": value for key, value in quality.items()}, "labels")
+    return text + (f"\n{warning}" if warning else "")
 
 
 def _predict(args: argparse.Namespace) -> None:

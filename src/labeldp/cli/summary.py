@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from labeldp.accounting.rounding import format_epsilon
-from labeldp.evaluation import describe_test_metrics
+from labeldp.evaluation import chance_warning, describe_test_metrics
 
 
 def print_summary(summary: dict) -> None:
@@ -21,6 +21,8 @@ def print_summary(summary: dict) -> None:
         f"epsilon {format_epsilon(summary['epsilon'])} (delta {summary['delta']:g}, "
         f"{summary['neighboring_relation']})  {summary['seconds']:.1f}s"
     )
+    if warning := chance_warning(summary):
+        print(warning)
     if not summary.get("noise_private", True):
         print(f"NOT PRIVATE: the noise is {summary['noise']}")
     if summary.get("dataset_ledger"):
