@@ -140,7 +140,7 @@ def test_movielens_says_which_recipe_it_takes(capsys) -> None:
     )
     config_with_recipe(args)
     out = capsys.readouterr().out
-    assert "recipe for lp-1st on movielens" in out and "no tuned recipe" not in out
+    assert "recipe: movielens/lp-1st (the dataset's own" in out and "no tuned recipe" not in out
 
 
 def test_a_cluster_prior_takes_the_best_cluster_profiles_encoder() -> None:

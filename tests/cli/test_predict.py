@@ -41,7 +41,8 @@ def test_train_then_predict_new_rows_of_a_table(tmp_path, capsys) -> None:
         )
         == 0
     )
-    assert "no tuned recipe for lp-1st on csv: the library's defaults with --epochs" in capsys.readouterr().out
+    said = "recipe: none (no tuned recipe for lp-1st on csv: the library's defaults); with your --epochs"
+    assert said in capsys.readouterr().out
     frame.drop(columns="label").head(5).to_parquet(tmp_path / "new.parquet")
     assert (
         main(

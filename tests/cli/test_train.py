@@ -420,7 +420,8 @@ def test_a_dataset_without_its_own_recipe_is_tuned_on_its_own_release(tmp_path, 
     assert [entry.tag for entry in RunDirectory(tmp_path / "table").read_ledger().entries] == ["stage1", "test"]
     assert main([*common, *fashion, "--out", str(tmp_path / "fashion-run")]) == 0
     out = capsys.readouterr().out
-    assert "recipe for lp-1st on fashion-mnist (mnist's)" in out and "auto-tune: chose" in out
+    assert "recipe: mnist/lp-1st (mnist's, borrowed: fashion-mnist has none of its own" in out
+    assert "auto-tune: chose" in out
     for run, argv in (("digits", []), ("off", [*table, "--tune-budget", "0"])):
         assert main([*common, *argv, "--out", str(tmp_path / run), "--quiet"]) == 0
         assert "auto_tune" not in json.loads((tmp_path / run / "summary.json").read_text())

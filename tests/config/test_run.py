@@ -133,7 +133,7 @@ def test_every_option_a_method_does_not_use_is_refused_off_its_default() -> None
         (dict(dataset="csv", label_range=(0.0, 1.0, 2.0)), "label_range is two numbers LOW HIGH"),
         (dict(dataset="csv", test_labels="secret"), "test_labels must be one of"),
         (dict(test_labels="none"), "the test set of 'digits' is public and measured exactly"),
-        (dict(dataset="csv", test_table="t.csv", test_labels="public"), "the test set of 'csv' is public"),
+        (dict(dataset="csv", test_table="t.csv", test_labels="none"), "the test set of 'csv' is public"),
         (dict(loss="hinge"), "loss must be one of"),
         (dict(model="vit"), "unknown model 'vit'"),
         (dict(method="lp-2st", temperature=float("inf")), "temperature must be a finite number > 0"),

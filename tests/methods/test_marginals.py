@@ -197,7 +197,7 @@ def test_inputs_of_another_dataset_are_binned_value_by_value(tmp_path) -> None:
     )
     assert summary["marginals"]["features"] == 64 and summary["test_accuracy"] > 0.5
     model = load_run_model(tmp_path / "digits")
-    assert model.coef.shape == (summary["marginals"]["bins"], 10)
+    assert model.coef.shape == (summary["marginals"]["total_bins"], 10)
 
 
 def test_profiles_name_their_tables_under_the_data_folder(tmp_path) -> None:

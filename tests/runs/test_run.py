@@ -131,8 +131,8 @@ def test_privacy_units_must_be_the_datasets_under_a_method_that_composes_per_uni
 @pytest.mark.filterwarnings("ignore:.*match no published checksum")
 def test_the_network_a_run_trains_is_recorded_and_dpsgd_defaults_to_one_without_batch_norm(tmp_path) -> None:
     """28x28 images without a named network: the label-DP run trains the ConvNet, DP-SGD the small CNN
-    (it refuses batch norm), each recorded in data.json; a folder saved before data.json recorded the
-    network (config and data.json naming none) still loads, as the small CNN it then trained."""
+    (it refuses batch norm), each recorded in data.json and config.json; a folder saved before either
+    recorded the network (config and data.json naming none) still loads, as the small CNN it then trained."""
     from labeldp.models import ConvNet, SmallCNN
     from labeldp.runs import load_run_model
     from tests.helpers import make_mnist_folder
@@ -148,11 +148,12 @@ def test_the_network_a_run_trains_is_recorded_and_dpsgd_defaults_to_one_without_
         train_run(config, tmp_path / name, progress=False)
         assert json.loads((tmp_path / name / "data.json").read_text())["model"] == model
         assert isinstance(load_run_model(tmp_path / name), model_type)
+        assert json.loads((tmp_path / name / "config.json").read_text())["model"] == model
     config_path, data_path = tmp_path / "dp-sgd" / "config.json", tmp_path / "dp-sgd" / "data.json"
     facts = json.loads(data_path.read_text())
     del facts["model"]
     data_path.write_text(json.dumps(facts))
-    assert json.loads(config_path.read_text())["model"] is None
+    config_path.write_text(json.dumps({**json.loads(config_path.read_text()), "model": None}))
     assert isinstance(load_run_model(tmp_path / "dp-sgd"), SmallCNN)
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import TYPE_CHECKING
 
 from labeldp.config.run import RunConfig
 from labeldp.errors import ConfigError
 from labeldp.options import add_dataclass_arguments, dataclass_from_args, flag_of, typed_options
+
+if TYPE_CHECKING:
+    from labeldp.recipes.applied import AppliedRecipe
 
 #: titles of the argument groups generated from RunConfig's nested settings
 OPTION_GROUPS = {
@@ -72,11 +76,7 @@ def recipe_options() -> set[str]:
 
 
 def config_with_recipe(args: argparse.Namespace) -> RunConfig:
-    """The run the flags describe: every option the user typed as typed, every other option of a
-    recipe from the best known recipe of the dataset and method (:mod:`labeldp.recipes.training`; with
-    ``--prior``, the recipe of that prior where one exists, its settings included), the library's
-    defaults where there is none. Says which it used (and whose recipe, where it is borrowed from another
-    dataset of the family).
+    """The run the flags describe (:func:`config_and_recipe`'s configuration).
 
     Parameters
     ----------
@@ -93,27 +93,43 @@ def config_with_recipe(args: argparse.Namespace) -> RunConfig:
     labeldp.errors.ConfigError
         If the flags do not make a valid configuration.
     """
+    return config_and_recipe(args)[0]
+
+
+def config_and_recipe(args: argparse.Namespace) -> tuple[RunConfig, AppliedRecipe]:
+    """The run the flags describe: every option the user typed as typed, every other option of a
+    recipe from the best known recipe of the dataset and method (:mod:`labeldp.recipes.training`; with
+    ``--prior``, the recipe of that prior where one exists, its settings included), the library's
+    defaults where there is none. Says which it used, and where it came from (the dataset's own, borrowed
+    from another dataset of the family, or none), in the words the run's summary records.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed arguments of ``train`` or ``tune``; unless ``args.quiet``, the recipe used is printed.
+
+    Returns
+    -------
+    tuple of (labeldp.config.run.RunConfig, labeldp.recipes.applied.AppliedRecipe)
+        The run's configuration, and the recipe its options came from (with the flags typed over it).
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        If the flags do not make a valid configuration.
+    """
+    from labeldp.recipes.applied import dataset_recipe
     from labeldp.recipes.training import recipe_for, with_recipe
 
     config = dataclass_from_args(RunConfig, args)
     typed = typed_options(args, RunConfig)
     recipe = recipe_for(config.dataset, config.method, config.prior)
     recipe_sets = recipe_options() | set(recipe.options_for(config.epsilon) if recipe is not None else ())
-    flags = ", ".join(sorted(flag_of(RunConfig, name) for name in typed & recipe_sets))
-    if recipe is None:
-        if not args.quiet:
-            print(
-                f"no tuned recipe for {config.method} on {config.dataset}: the library's defaults"
-                f"{' with ' + flags if flags else ''}"
-            )
-        return config
+    flags = [flag_of(RunConfig, name) for name in typed & recipe_sets]
+    applied = dataset_recipe(config.dataset, config.method, config.prior, recipe, flags)
     if not args.quiet:
-        borrowed = f" ({recipe.borrowed_from}'s)" if recipe.borrowed_from else ""
-        print(
-            f"recipe for {config.method} on {config.dataset}{borrowed}: {recipe.describe(config.epsilon)}"
-            f"{' (' + recipe.source + ')' if recipe.source else ''}{'; with your ' + flags if flags else ''}"
-        )
-    return with_recipe(config, recipe, keep=typed)
+        print(applied.console_line(recipe.describe(config.epsilon) if recipe is not None else ""))
+    return (config if recipe is None else with_recipe(config, recipe, keep=typed)), applied
 
 
 #: ``--threads``' help, shared by every command that trains

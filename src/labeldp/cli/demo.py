@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> None:
     from labeldp.cli.common import check_threads
     from labeldp.experiments.report import aggregate, format_report
     from labeldp.recipes import list_profiles
+    from labeldp.recipes.applied import profile_recipe
     from labeldp.runs import train_run
 
     check_threads(args)
@@ -88,7 +89,9 @@ def run(args: argparse.Namespace) -> None:
     )
     rows = []
     for profile in list_profiles(DEMO_PROFILES):
-        summary = train_run(profile.config, folder / profile.key.replace("/", "__"), progress=False)
+        summary = train_run(
+            profile.config, folder / profile.key.replace("/", "__"), progress=False, recipe=profile_recipe(profile)
+        )
         rows.append(
             {
                 "status": "done",

@@ -87,15 +87,21 @@ def run(args: argparse.Namespace) -> None:
     from labeldp.errors import ConfigError
     from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
     from labeldp.recipes import get_profile, list_profiles
+    from labeldp.recipes.applied import profile_recipe
 
     if args.profiles:
         if args.base:
             raise ConfigError("--base is the recipe a --grid starts from; --profiles runs its profiles as registered")
-        jobs = [SweepJob(p.key, p.config) for p in list_profiles(args.profiles)]
+        jobs = [SweepJob(p.key, p.config, profile_recipe(p)) for p in list_profiles(args.profiles)]
         if not jobs:
             raise ConfigError(f"no profile matches {args.profiles!r}; see `labeldp profiles`")
     else:
-        jobs = grid_jobs(parse_assignments(args.grid), get_profile(args.base).config if args.base else None)
+        base = get_profile(args.base) if args.base else None
+        jobs = grid_jobs(
+            parse_assignments(args.grid),
+            base.config if base is not None else None,
+            profile_recipe(base, base=True) if base is not None else None,
+        )
     check_threads(args)
     rows = run_sweep(
         jobs,

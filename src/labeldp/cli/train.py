@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from labeldp.cli.common import add_run_arguments, config_with_recipe, set_threads
+from labeldp.cli.common import add_run_arguments, config_and_recipe, set_threads
 from labeldp.config.tuning import AutoTuneConfig
 from labeldp.options import add_dataclass_arguments
 
@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> None:
     from labeldp.errors import ConfigError
     from labeldp.options import flag_of, typed_options
     from labeldp.recipes import get_profile
+    from labeldp.recipes.applied import profile_recipe
     from labeldp.runs import train_run
 
     if distributed.env_rank() != 0:  # under torchrun rank 0 speaks for the run
@@ -80,20 +81,30 @@ def run(args: argparse.Namespace) -> None:
                 "--data-dir, --device, --threads and --quiet do). For other settings use "
                 "`labeldp sweep --base PROFILE --grid NAME=VALUE` or register a recipe (--recipes)"
             )
-        config = get_profile(args.profile).config.with_overrides(data_dir=getattr(args, "data_dir", None))
+        profile = get_profile(args.profile)
+        config = profile.config.with_overrides(data_dir=getattr(args, "data_dir", None))
+        recipe = profile_recipe(profile)
+        if not args.quiet:
+            print(recipe.console_line(profile.description))
         budget = 0.0
     else:
-        config = config_with_recipe(args)
+        config, recipe = config_and_recipe(args)
         budget = tune_budget(args, config)
     set_threads(args, config.dataset)
     if budget > 0:
         from labeldp.experiments.auto_tune import auto_tuned_run
 
         summary = auto_tuned_run(
-            config, args.out, budget=budget, device=args.device, progress=not args.quiet, base_name=_base_name(config)
+            config,
+            args.out,
+            budget=budget,
+            device=args.device,
+            progress=not args.quiet,
+            base_name=_base_name(config),
+            recipe=recipe,
         )
     else:
-        summary = train_run(config, args.out, device=args.device, progress=not args.quiet)
+        summary = train_run(config, args.out, device=args.device, progress=not args.quiet, recipe=recipe)
     # after an error a rank leaves without waiting for the others: torchrun then stops them all
     distributed.stop()
     if distributed.env_rank() == 0:

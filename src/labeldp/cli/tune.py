@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from labeldp.cli.common import add_run_arguments, config_with_recipe, set_threads
+from labeldp.cli.common import add_run_arguments, config_and_recipe, set_threads
 from labeldp.config.tuning import DEFAULT_HOLDOUT, SELECTION_DEFAULTS
 
 DESCRIPTION = (
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> None:
     from labeldp.experiments.tune import format_tune, tune
 
     grid = parse_assignments(args.grid) if args.grid else read_grid_file(args.grid_file)
-    config = config_with_recipe(args)
+    config, recipe = config_and_recipe(args)
     set_threads(args, config.dataset)
     selection = {
         name: value
@@ -157,6 +157,7 @@ def run(args: argparse.Namespace) -> None:
         device=args.device,
         progress=not args.quiet,
         selection=selection,
+        recipe=recipe,
     )
     print(format_tune(outcome))
     tables = "tune.json" if outcome.get("search") == "private selection" else "tune.json, tune.csv"

@@ -92,6 +92,9 @@ class RunConfig:
         For test rows held out of the private label column: ``"released"`` (default: released once at
         ``epsilon`` and the test metrics estimated from that release), ``"public"`` (exact metrics on
         their true labels, which the epsilon does NOT cover) or ``"none"``; one of :data:`TEST_LABELS`.
+        A dataset whose test set is public (MNIST's, a ``test_table``) has nothing to choose: its run's
+        ``config.json`` records ``"public"``, as its summary says, and ``"public"`` is accepted back
+        (:meth:`resolved` keeps the default there, which releases nothing).
     method : str
         The method's name (default ``"lp-2st"``).
     epsilon : float or None
@@ -213,7 +216,7 @@ class RunConfig:
         "with standard errors), public (exact metrics on their true labels, which the "
         "epsilon does NOT cover: for comparisons with published figures; the summary "
         "says so) or none (no test metrics). A public test set (--test-table, MNIST's) "
-        "is measured exactly",
+        "is measured exactly (config.json then says public)",
     )
     method: str = option(
         "lp-2st",
@@ -401,6 +404,8 @@ class RunConfig:
             prior_epsilon=prior_epsilon,
             label_range=label_range,
             label_grid=grid_size,
+            # config.json's "public" where the test set is public: nothing of it is held out or released
+            test_labels=self.test_labels if self.test_held_out else "released",
             classes=tuple(map(str, self.classes)) if self.classes is not None else None,
             **self._absolute_paths(),
         )
@@ -539,7 +544,7 @@ class RunConfig:
                 raise ConfigError(f"classes must be at least two distinct values, got {list(self.classes)}")
         if self.test_labels not in TEST_LABELS:
             raise ConfigError(f"test_labels must be one of {TEST_LABELS}, got {self.test_labels!r}")
-        if self.test_labels != "released" and not self.test_held_out:
+        if self.test_labels == "none" and not self.test_held_out:
             raise ConfigError(
                 "test_labels applies to test rows held out of the private label column (a table without "
                 f"--test-table, movielens); the test set of {self.dataset!r} is public and measured "

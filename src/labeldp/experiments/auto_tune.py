@@ -45,6 +45,7 @@ from labeldp.experiments.one_release import (
     score_candidates,
 )
 from labeldp.files import write_json_atomic
+from labeldp.recipes.applied import AppliedRecipe
 from labeldp.runs.run import check_dataset_spend, config_dataset, train_run, withdraw_unspent
 from labeldp.runs.rundir import RunDirectory
 
@@ -251,6 +252,7 @@ def auto_tuned_run(
     progress: bool = True,
     dataset: LabeledDataset | None = None,
     base_name: str = "the options given",
+    recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any]:
     """Run ``config`` in ``out_dir`` with its learning rate chosen on the run's own release, within
     ``budget`` (see the module docstring); returns the run's summary, which records the choice.
@@ -281,6 +283,8 @@ def auto_tuned_run(
         The dataset in memory; None: loaded from the files ``config`` names.
     base_name : str, optional
         What the base options are, in the messages (``"the library's defaults"``).
+    recipe : AppliedRecipe or None, optional
+        The recipe the base options came from, which the summary names (default None: as given).
 
     Returns
     -------
@@ -302,14 +306,14 @@ def auto_tuned_run(
     if budget < 0:
         raise ConfigError(f"--tune-budget must be 0 (off) or positive, got {budget:g}")
     if budget == 0:
-        return train_run(config, out_dir, device=device, progress=progress, dataset=dataset)
+        return train_run(config, out_dir, device=device, progress=progress, dataset=dataset, recipe=recipe)
     base = config.resolved()
     folder = RunDirectory(out_dir)
     folder.refuse_foreign_files()  # before the record is written into it
     record = _read_record(folder, base)
     if record is None and folder.read_config() is not None:
         _say(progress, f"auto-tune: {folder.root} holds a run started without tuning: it continues as it was")
-        return train_run(config, out_dir, device=device, progress=progress, dataset=dataset)
+        return train_run(config, out_dir, device=device, progress=progress, dataset=dataset, recipe=recipe)
     data = dataset if dataset is not None else config_dataset(base)
     in_memory = dataset is not None
     resumed = record is not None  # else this call makes the release the run continues from: no "resuming"
@@ -328,7 +332,9 @@ def auto_tuned_run(
         if folder.read_summary() is None:
             _say(progress, f"{describe_choice(record)} (recorded: kept)")
     chosen = config if chosen is base else chosen  # resolved by train_run, as it would be without tuning
-    summary = train_run(chosen, out_dir, device=device, progress=progress, dataset=dataset, announce_resume=resumed)
+    summary = train_run(
+        chosen, out_dir, device=device, progress=progress, dataset=dataset, announce_resume=resumed, recipe=recipe
+    )
     return _with_record(folder, summary, record)
 
 

@@ -34,6 +34,7 @@ from labeldp.runs.run import (
     check_plan,
     config_dataset,
     data_facts,
+    recorded_config,
     run_network,
     withdraw_unspent,
 )
@@ -151,7 +152,7 @@ def _release_once(config, out, data, device, progress, in_memory, names, release
         if saved is not None:
             _accept_changed_config(saved, config, data, out, progress)
         out.create()
-        out.write_config(config.to_dict())
+        out.write_config(recorded_config(config, data))
         write_json_atomic(
             out.data_path,
             data_facts(data, in_memory=in_memory, model=run_network(config, data.input_shape, data.categorical)),

@@ -19,8 +19,9 @@ from labeldp.errors import ConfigError
 from labeldp.experiments.candidates import candidate_key, jsonable
 from labeldp.experiments.tune_folder import TUNE_FILE, finished
 from labeldp.files import write_json_atomic
+from labeldp.recipes.applied import AppliedRecipe
 from labeldp.runs.context import RunContext, initial_model
-from labeldp.runs.run import check_plan, config_dataset, data_facts, run_network
+from labeldp.runs.run import check_plan, config_dataset, data_facts, recorded_config, run_network
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import resolve_device
 
@@ -36,6 +37,7 @@ def select_with_folder(
     progress: bool,
     dataset: LabeledDataset | None,
     settings: Mapping[str, float],
+    recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any]:
     """Tune DP-SGD by private selection (:func:`labeldp.dpsgd.selection.select_dpsgd`, with ``settings``
     over :data:`~labeldp.dpsgd.selection.SELECTION_DEFAULTS`): the tune folder is the chosen trial's
@@ -72,6 +74,8 @@ def select_with_folder(
         The dataset given in memory; None: loaded from the files ``base`` names.
     settings : mapping of str to float
         The selection's settings given (``mean``, ``shape``, ``score_noise``), over the defaults.
+    recipe : AppliedRecipe or None, optional
+        The recipe the base's options came from, which the final summary names (default None: as given).
 
     Returns
     -------
@@ -120,6 +124,7 @@ def select_with_folder(
         device=torch_device,
         in_memory=dataset is not None,
         progress=progress,
+        recipe=recipe,
     )
     return select_dpsgd(
         trials,
@@ -171,12 +176,13 @@ def _write_selection(
     device,
     in_memory: bool,
     progress: bool,
+    recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any]:
     """Write a private selection's tune folder into ``root``: the chosen trial's run folder and
     ``tune.json``. Its summary has no duration (``seconds`` null): the trials' would tell their number."""
     chosen, plan = candidates[selected.index], selected.plan
     folder = RunDirectory(root)
-    folder.write_config(chosen.to_dict())
+    folder.write_config(recorded_config(chosen, data))
     write_json_atomic(
         folder.data_path,
         data_facts(data, in_memory=in_memory, model=run_network(chosen, data.input_shape, data.categorical)),
@@ -197,7 +203,7 @@ def _write_selection(
             "score_noise": plan.score_noise,
         },
     }
-    summary = RunContext(chosen, folder, data, device, progress).finish(selected.model, facts)
+    summary = RunContext(chosen, folder, data, device, progress, recipe=recipe).finish(selected.model, facts)
     outcome = {
         **record,
         "method": base.method,

@@ -33,6 +33,7 @@ from labeldp.data import folder_datasets, get_dataset
 from labeldp.data.table import table_name
 from labeldp.errors import BudgetError, ConfigError, LabelDPError
 from labeldp.files import write_atomic
+from labeldp.recipes.applied import AppliedRecipe
 from labeldp.recipes.profiles import load_recipes, loaded_recipes
 from labeldp.runs import RunConfig, RunDirectory, train_run
 from labeldp.runs.run import compared_configs
@@ -74,6 +75,8 @@ class SweepJob:
         (the budget part is the method alone for a non-private one).
     config : RunConfig
         The run's configuration.
+    recipe : AppliedRecipe or None, optional
+        The recipe its options came from, which its summary names (default None: as given).
 
     Attributes
     ----------
@@ -83,6 +86,7 @@ class SweepJob:
 
     key: str
     config: RunConfig
+    recipe: AppliedRecipe | None = None
 
     @property
     def folder(self) -> str:
@@ -96,7 +100,9 @@ class SweepJob:
         return self.key.replace("/", "__")
 
 
-def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list[SweepJob]:
+def grid_jobs(
+    grid: dict[str, list[str]], base: RunConfig | None = None, recipe: AppliedRecipe | None = None
+) -> list[SweepJob]:
     """Jobs for every combination of the grid's values, each overriding ``base`` (default: the
     library defaults). Names and values are parsed as every override is (:mod:`labeldp.config.overrides`:
     ``epsilon``, ``method``, ``seed``, ``epochs``, ``lr``, ``stages`` as ``0.3:0.7`` ...). A method's
@@ -110,6 +116,9 @@ def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list
         Each option's name and its values, as text.
     base : RunConfig or None, optional
         The configuration the combinations override; None: ``RunConfig()``.
+    recipe : AppliedRecipe or None, optional
+        The recipe ``base`` is (a profile given as ``--base``); None: the library's defaults. Each job's
+        recipe is it with the grid's options given over it.
 
     Returns
     -------
@@ -126,6 +135,8 @@ def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list
     """
     base = base or RunConfig()
     names = list(grid)
+    given = [name for name in names if name not in ("dataset", "method", "epsilon", "seed")]  # the run's own
+    recipe = (recipe or AppliedRecipe(None, "none: the library's defaults")).with_typed(given)
     defaults = RunConfig()
     jobs: dict[str, SweepJob] = {}
     for values in itertools.product(*(grid[name] for name in names)):
@@ -144,7 +155,7 @@ def grid_jobs(grid: dict[str, list[str]], base: RunConfig | None = None) -> list
         key = _grid_key(
             config, {k: v for k, v in chosen.items() if k not in ("dataset", "method", "epsilon", "seed", *unused)}
         )
-        jobs.setdefault(key, SweepJob(key, config))
+        jobs.setdefault(key, SweepJob(key, config, recipe))
     return list(jobs.values())
 
 
@@ -187,12 +198,20 @@ def _worker_init(recipes: tuple[Path, ...]) -> None:
         pass
 
 
-def _run_job(config: RunConfig, run_dir: str, device: str, threads: int | None, cores: int) -> dict[str, Any]:
+def _run_job(
+    config: RunConfig,
+    run_dir: str,
+    device: str,
+    threads: int | None,
+    cores: int,
+    recipe: AppliedRecipe | None = None,
+) -> dict[str, Any]:
     """Run one job with ``threads`` torch threads, or the default for its dataset within ``cores``
-    (:func:`labeldp.runtime.set_threads`); its summary, or its error (recorded in ``error.txt``)."""
+    (:func:`labeldp.runtime.set_threads`), its summary naming ``recipe``; its summary, or its error
+    (recorded in ``error.txt``)."""
     try:
         runtime.set_threads(threads, config.dataset, cores)
-        return {"status": "done", **train_run(config, run_dir, device=device, progress=False)}
+        return {"status": "done", **train_run(config, run_dir, device=device, progress=False, recipe=recipe)}
     except (Exception, BudgetError) as error:  # recorded; the sweep goes on (a refused budget is the job's)
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         (Path(run_dir) / "error.txt").write_text(traceback.format_exc())
@@ -303,7 +322,7 @@ def run_sweep(
     finished = _progress(len(jobs), len(jobs) - len(pending), outcomes, progress)
     if workers == 1:
         for job in pending:
-            finished(job, _run_job(job.config, str(out / job.folder), device, threads, cores))
+            finished(job, _run_job(job.config, str(out / job.folder), device, threads, cores, job.recipe))
     elif pending:
         _run_in_workers(pending, out, workers, finished, (device, threads, cores))
     finished(None, None)
@@ -341,7 +360,9 @@ def _run_in_workers(pending: list[SweepJob], out: Path, workers: int, finished, 
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(loaded_recipes(),))
     try:
         with _interrupts_ignored():  # the workers start during the submissions
-            futures = {pool.submit(_run_job, job.config, str(out / job.folder), *options): job for job in pending}
+            futures = {
+                pool.submit(_run_job, job.config, str(out / job.folder), *options, job.recipe): job for job in pending
+            }
         for future in as_completed(futures):
             finished(futures[future], future.result())
     except BaseException:

@@ -72,6 +72,7 @@ from labeldp.experiments.one_release import (
 from labeldp.experiments.private_selection import select_with_folder
 from labeldp.experiments.tune_folder import TUNE_FILE, TUNE_TABLE, finished, write_table
 from labeldp.files import write_json_atomic
+from labeldp.recipes.applied import AppliedRecipe
 from labeldp.runs.run import train_run
 from labeldp.runs.rundir import RunDirectory
 
@@ -117,6 +118,7 @@ def tune(
     progress: bool = True,
     dataset: LabeledDataset | None = None,
     selection: Mapping[str, float] | None = None,
+    recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any]:
     """Tune ``config``'s training options over ``grid`` on one release of the labels; the tune folder
     ``out`` ends as the run of the best candidate (see the module docstring). Returns what
@@ -157,6 +159,9 @@ def tune(
         The dataset given in memory; None: loaded from the files ``config`` names.
     selection : mapping of str to float, or None, optional
         The private selection's settings (DP-SGD only).
+    recipe : AppliedRecipe or None, optional
+        The recipe ``config``'s options came from, which the final run's summary names (default None:
+        the configuration as given).
 
     Returns
     -------
@@ -199,6 +204,7 @@ def tune(
             progress=progress,
             dataset=dataset,
             settings=selection or {},
+            recipe=recipe,
         )
     data, names, later, torch_device = check_candidates(base, candidates, dataset, device, holdout)
     folder = RunDirectory(out)
@@ -220,7 +226,7 @@ def tune(
     best = best_of(results)
     if progress:
         tqdm.write(_announce(keys[best], results[best], later))
-    summary = train_run(candidates[best], folder.root, device=device, progress=progress, dataset=dataset)
+    summary = train_run(candidates[best], folder.root, device=device, progress=progress, dataset=dataset, recipe=recipe)
     outcome = {
         **record,
         "method": base.method,

@@ -86,8 +86,9 @@ def run_marginals(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     -------
     tuple of (torch.nn.Module, dict)
         The fitted :class:`~labeldp.training.binned_model.BinnedLogistic` on the run's device, and the facts
-        for the summary: ``marginals`` with the features, the bins, the labels released and the noise scale
-        per count.
+        for the summary: ``marginals`` with the features, ``total_bins`` (the bins of every feature
+        together; the configuration's ``marginals.bins`` is each feature's most), the labels released
+        and the noise scale per count.
 
     Raises
     ------
@@ -130,7 +131,7 @@ def run_marginals(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     return model.to(context.device), {
         "marginals": {
             "features": int(sizes.size),
-            "bins": int(sizes.sum()),
+            "total_bins": int(sizes.sum()),
             "released": int(members.size),
             # 1 / a per count, discrete Laplace's a = epsilon / (cells x c) as the release recorded it: with
             # a privacy unit of c rows the noise covers them all

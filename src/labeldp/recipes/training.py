@@ -83,12 +83,12 @@ class Recipe:
         Returns
         -------
         str
-            The model, epochs, batch size, optimiser and learning rate, weight decay, mixup or no
+            The network, epochs, batch size, optimiser and learning rate, weight decay, mixup or no
             augmentation where they apply, and the run options.
         """
         t = self.train
         parts = [
-            f"model {self.model or 'default for the inputs'}",
+            f"network {self.model}" if self.model else "the rule's network for the inputs",
             f"{t.epochs} epochs",
             f"batch {t.batch_size}",
             f"{t.optimizer} lr {t.lr:g}",

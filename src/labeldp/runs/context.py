@@ -32,6 +32,7 @@ from labeldp.evaluation import classification_metrics, regression_metrics
 from labeldp.files import write_json_atomic
 from labeldp.models import build_model
 from labeldp.randomness import public_rng, public_seed
+from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
 from labeldp.released_metrics import estimated_classification_metrics, estimated_regression_metrics
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import save_atomic
@@ -139,11 +140,16 @@ class RunContext:
         Where models train.
     progress : bool
         Whether to show progress bars and print each epoch's metrics.
+    release : str or None, optional
+        The run's id on its dataset's ledger (default None).
+    recipe : AppliedRecipe or None, optional
+        The recipe the configuration's options came from, which the summary names (default None:
+        :data:`~labeldp.recipes.applied.AS_GIVEN`).
 
     Attributes
     ----------
-    config, out, data, device, progress
-        As given.
+    config, out, data, device, progress, recipe
+        As given (``recipe`` None as :data:`~labeldp.recipes.applied.AS_GIVEN`).
     parallel, main : bool
         Whether this process is one of several (torchrun), and whether it is the one that releases and
         writes (rank 0; True without torchrun).
@@ -166,8 +172,10 @@ class RunContext:
         device: torch.device,
         progress: bool,
         release: str | None = None,
+        recipe: AppliedRecipe | None = None,
     ):
         self.config, self.out, self.data, self.device, self.progress = config, out, data, device, progress
+        self.recipe = recipe or AS_GIVEN
         #: the run's id on its dataset's ledger, written into its folder at its first release
         self.release = release
         #: whether this process is one of several (torchrun), and whether it is the one that releases and writes
@@ -674,7 +682,13 @@ class RunContext:
             "num_train": int(len(data.y_train)),
             "num_test": int(len(data.y_test)),
             **({"features": list(features)} if (features := table_features(data)) else {}),
-            **({"network": network} if (network := self._network()) else {}),
+            **(
+                {"network": network, "network_source": self.recipe.network_source(config.model)}
+                if (network := self._network())
+                else {}
+            ),
+            "recipe": self.recipe.name,
+            "recipe_source": self.recipe.described,
             **facts,
         }
         if config.method_spec.private:

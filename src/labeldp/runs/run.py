@@ -28,6 +28,7 @@ from labeldp.files import write_atomic, write_json_atomic
 from labeldp.methods.registry import get_method, method_names
 from labeldp.models import build_model
 from labeldp.models.names import default_model_name
+from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
 from labeldp.runs.context import RunContext, dataset_ledger, release_inputs, table_features
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import load_torch
@@ -243,12 +244,75 @@ def saved_network(saved: dict[str, Any], facts: dict[str, Any]) -> str | None:
     return default_model_name(shape, categorical, per_example=method is not None and method.per_example)
 
 
+def recorded_test_labels(config: RunConfig, public_test: bool | None = None) -> str:
+    """The test labels as a run of ``config`` measures them, as its ``config.json`` records them (and its
+    summary's ``test_labels`` says): ``"public"`` where the test set is public (the dataset's own, or
+    held-out rows treated as public), ``"none"`` where nothing is measured (``test_labels`` none, or a
+    method that releases no label: DP-SGD), else ``"released"``.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The configuration (resolved, or read back from a ``config.json`` of any version).
+    public_test : bool or None, optional
+        Whether the run's test labels are public (:attr:`LabeledDataset.public_test
+        <labeldp.data.LabeledDataset.public_test>`); None: as the configuration's dataset loads them.
+
+    Returns
+    -------
+    str
+        One of :data:`~labeldp.config.run.TEST_LABELS`; ``config.test_labels`` as it is where the
+        configuration names a dataset or method this process does not know.
+    """
+    try:
+        if public_test is None:
+            public_test = not config.test_held_out or config.test_labels == "public"
+        if public_test:
+            return "public"
+        return "none" if config.method_spec.training_releases else config.test_labels
+    except ConfigError:  # another version's dataset or method: compared as written
+        return config.test_labels
+
+
+def recorded_config(config: RunConfig, data: LabeledDataset) -> dict[str, Any]:
+    """What a run's ``config.json`` holds: ``config`` as the run resolved it on ``data``, saying what its
+    summary says: the network it trains named (``model``: the rule's choice where ``config`` names none,
+    :func:`run_network`) and its test labels as measured (:func:`recorded_test_labels`). Read back
+    (:meth:`RunConfig.from_dict`), it resolves, and a rerun compares it as the same run
+    (:func:`compared_configs`).
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run's resolved configuration.
+    data : LabeledDataset
+        Its dataset (only its public shape and whether its test labels are public are read).
+
+    Returns
+    -------
+    dict
+        :meth:`RunConfig.to_dict` with ``model`` and ``test_labels`` resolved.
+    """
+    return {
+        **config.to_dict(),
+        "model": run_network(config, data.input_shape, data.categorical),
+        "test_labels": recorded_test_labels(config, data.public_test),
+    }
+
+
 def compared_configs(
-    saved: dict[str, Any], facts: dict[str, Any] | None, config: RunConfig, input_shape: tuple[int, ...]
+    saved: dict[str, Any],
+    facts: dict[str, Any] | None,
+    config: RunConfig,
+    input_shape: tuple[int, ...],
+    public_test: bool | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A saved run's configuration and a new one, as dictionaries to compare, each naming the network it
-    trains (:func:`saved_network`, :func:`run_network`): a network the rule chose and the same network
-    named are the same run, and one rule's choice before and after the rule changed are not.
+    """A saved run's configuration and a new one, as dictionaries to compare, each as ``config.json``
+    records it (:func:`recorded_config`): naming the network it trains (:func:`saved_network`,
+    :func:`run_network`), so that a network the rule chose and the same network named are the same run,
+    and one rule's choice before and after the rule changed are not; and its test labels as measured
+    (:func:`recorded_test_labels`), so that a folder saved before ``config.json`` recorded them (MNIST's
+    ``"released"``) is the same run as one that does (``"public"``).
 
     Parameters
     ----------
@@ -261,6 +325,8 @@ def compared_configs(
         The new configuration.
     input_shape : tuple of int
         The dataset's public input shape.
+    public_test : bool or None, optional
+        Whether the new run's test labels are public (None: as its dataset loads them).
 
     Returns
     -------
@@ -270,8 +336,14 @@ def compared_configs(
     categorical = tuple(facts.get("categorical", ())) if facts is not None else ()
     network = run_network(config, input_shape, categorical)
     trained = saved_network(saved, facts) if facts is not None else network
-    existing = RunConfig.from_dict({**saved, "model": trained}).to_dict()
-    return existing, dataclasses.replace(config, model=network).to_dict()
+    existing = RunConfig.from_dict({**saved, "model": trained})
+    return (
+        {**existing.to_dict(), "test_labels": recorded_test_labels(existing)},
+        {
+            **dataclasses.replace(config, model=network).to_dict(),
+            "test_labels": recorded_test_labels(config, public_test),
+        },
+    )
 
 
 def train_run(
@@ -282,9 +354,13 @@ def train_run(
     progress: bool = True,
     dataset: LabeledDataset | None = None,
     announce_resume: bool = True,
+    recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) ``config`` in ``out_dir`` and return its summary. ``announce_resume=False``: the
     folder was started in this call's own process (the auto-tune's release), so it is not said to resume.
+    ``recipe``: the recipe ``config``'s options came from, which the summary names (``recipe``,
+    ``recipe_source``; None: :data:`~labeldp.recipes.applied.AS_GIVEN`, the configuration as given), and
+    so where its network came from (``network_source``, also printed).
 
     Running again on an existing directory continues from the last completed epoch, reuses the saved
     noisy labels and leaves the ledger unchanged; a finished run just returns its summary. A
@@ -367,11 +443,11 @@ def train_run(
     try:
         with contextlib.ExitStack() as held:
             finished = distributed.on_main(
-                lambda: _open_run(config, data, out, held, progress, dataset is not None, announce_resume)
+                lambda: _open_run(config, data, out, held, progress, dataset is not None, announce_resume, recipe)
             )
             if finished is not None:
                 return finished
-            context = RunContext(config, out, data, run_device, progress, release=release)
+            context = RunContext(config, out, data, run_device, progress, release=release, recipe=recipe)
             model, facts = config.method_spec.run(context)
             return context.finish(model, facts)
     except BaseException:
@@ -387,9 +463,11 @@ def _open_run(
     progress: bool,
     in_memory: bool,
     announce_resume: bool = True,
+    recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any] | None:
     """Lock the run folder (for as long as ``held`` lasts), and either return the summary of the run it
-    holds when finished, or prepare it for the run to start or resume (None)."""
+    holds when finished, or prepare it for the run to start or resume (None): its ``config.json`` is
+    :func:`recorded_config`'s."""
     held.enter_context(out.lock())
     saved = out.read_config()
     if saved is not None:
@@ -398,7 +476,7 @@ def _open_run(
     if finished is not None:
         return finished
     out.create()
-    out.write_config(config.to_dict())
+    out.write_config(recorded_config(config, data))
     write_json_atomic(
         out.data_path,
         data_facts(data, in_memory=in_memory, model=run_network(config, data.input_shape, data.categorical)),
@@ -411,8 +489,7 @@ def _open_run(
         tqdm.write(f"features ({len(features)}): {', '.join(features)}")
     network = run_network(config, data.input_shape, data.categorical)
     if network is not None and progress:
-        chosen = "as configured" if config.model is not None else "the rule's choice for these inputs"
-        tqdm.write(f"network: {network} ({chosen})")
+        tqdm.write(f"network: {network} ({(recipe or AS_GIVEN).network_source(config.model)})")
     if data.unit_bound is not None and progress:
         tqdm.write(unit_bound_message(data.unit_bound))
     if saved is not None and progress and announce_resume:
@@ -559,7 +636,7 @@ def _accept_changed_config(
     stage 1's labels); its training then restarts from those releases. Otherwise refuse. The networks
     compared are the ones trained (a network the rule chose, named)."""
     # Filling in defaults lets a run written before an option existed resume under the default.
-    existing, new = compared_configs(saved, out.read_data_facts(), config, data.input_shape)
+    existing, new = compared_configs(saved, out.read_data_facts(), config, data.input_shape, data.public_test)
     if existing == new:
         return
     differs = ", ".join(sorted(k for k in set(existing) | set(new) if existing.get(k) != new.get(k)))
