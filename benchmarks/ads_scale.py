@@ -63,6 +63,7 @@ from sklearn.metrics import log_loss, roc_auc_score
 from labeldp.accounting import PrivacyLedger
 from labeldp.ads.train import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
 from labeldp.boundary import (
+    PrivateLabels,
     privatize_table,
     release_external_labels,
     release_hashed_counts,
@@ -211,7 +212,8 @@ def run_source(bench: Bench, epsilon: float) -> list[dict]:
         PrivacyLedger(bench.rows), bench.labels, np.arange(bench.rows), 2, epsilon, NOISE.generator("label-release")
     )
     ledger = PrivacyLedger(bench.rows)
-    released = release_external_labels(ledger, simulated.labels, np.arange(bench.rows), flip_channel(flip))
+    reports = PrivateLabels.from_indices(simulated.labels, 2)  # the source's reports, as a loader wraps them
+    released = release_external_labels(ledger, reports, np.arange(bench.rows), flip_channel(flip))
     model = train_on_channel(bench.table, "lr", released, config())[0]
     row = {"route": "source-lr", "m": 0, "epsilon": ledger.epsilon(), **bench.evaluate(model)}
     return [{**row, "s": time.perf_counter() - started}]

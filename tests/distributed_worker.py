@@ -52,6 +52,7 @@ if rank != 0:  # the other ranks must not touch the run folders at all: rank 0 r
     sys.addaudithook(_hook)
 
 from labeldp import distributed  # noqa: E402
+from labeldp.boundary import PrivateLabels  # noqa: E402
 from labeldp.config.dpsgd import DPSGDConfig  # noqa: E402
 from labeldp.config.pate import PATEConfig  # noqa: E402
 from labeldp.dpsgd.trainer import private_gradient  # noqa: E402
@@ -119,7 +120,7 @@ torch.distributed.barrier()
 votes = train_teachers(
     lambda teacher: torch.nn.Linear(2, 10),
     np.zeros((8, 2), np.float32),
-    np.zeros(8, np.int64),
+    PrivateLabels.from_indices(np.zeros(8, np.int64), 10),
     np.arange(8) % 4,
     np.zeros((5, 2), np.float32),
     10,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from labeldp.boundary import PrivateLabels
 from labeldp.teachers import partition_teachers, select_queries, train_teachers
 from labeldp.training import TrainConfig
 
@@ -21,7 +22,7 @@ def test_partition_is_disjoint_and_balanced_and_queries_are_fixed():
 def _small_teacher_problem():
     gen = np.random.default_rng(0)
     x = gen.normal(size=(120, 6)).astype(np.float32)
-    y = (x[:, 0] > 0).astype(np.int64)
+    y = PrivateLabels.from_indices((x[:, 0] > 0).astype(np.int64), 2)  # the teachers read private labels
     return x, y, partition_teachers(120, 4, seed=0)
 
 

@@ -88,7 +88,7 @@ def _save_predictions(path: Path, predictions: np.ndarray, done: int) -> None:
 def train_teachers(
     build_model: Callable[[int], nn.Module],
     inputs: np.ndarray,
-    labels: PrivateLabels | np.ndarray,
+    labels: PrivateLabels,
     teacher_of: np.ndarray,
     query_inputs: np.ndarray,
     num_classes: int,
@@ -122,8 +122,8 @@ def train_teachers(
         ``build_model(t)`` -> teacher t's fresh ``torch.nn.Module``.
     inputs : numpy.ndarray
         The training inputs (public), one row per example.
-    labels : PrivateLabels or numpy.ndarray
-        The true training labels, class positions in [0, num_classes).
+    labels : PrivateLabels
+        The true training labels, class positions in [0, num_classes) (a plain array is refused).
     teacher_of : numpy.ndarray
         (n,) each example's teacher (:func:`partition_teachers`); the number of teachers is its
         maximum plus one.

@@ -19,7 +19,7 @@ from labeldp.accounting import (
     randomized_response_event,
 )
 from labeldp.accounting.ledger import event_pld
-from labeldp.boundary import release_rr_with_prior
+from labeldp.boundary import PrivateLabels, release_rr_with_prior
 from labeldp.mechanisms import discrete_laplace_pmf, randomized_response_probabilities, rr_with_prior_probabilities
 
 
@@ -43,7 +43,7 @@ def test_rr_with_prior_event_dominates_every_example() -> None:
     """The recorded event's delta(eps') bounds the true worst-case divergence of every released example."""
     rng = np.random.default_rng(0)
     priors = rng.dirichlet(np.full(10, 0.4), size=200)
-    labels = rng.integers(0, 10, 200)
+    labels = PrivateLabels.from_indices(rng.integers(0, 10, 200), 10)
     for epsilon in (0.5, 1.0, 2.0):
         ledger = PrivacyLedger(200)
         release_rr_with_prior(ledger, labels, np.arange(200), priors, epsilon, rng=0)

@@ -23,7 +23,7 @@ from labeldp.accounting import (
     pate_event,
     randomized_response_event,
 )
-from labeldp.boundary import release_randomized_response, release_rr_with_prior
+from labeldp.boundary import PrivateLabels, release_randomized_response, release_rr_with_prior
 from tests.helpers import analytic_gaussian_epsilon
 
 
@@ -41,10 +41,11 @@ def test_parallel_and_sequential_composition() -> None:
 def test_json_round_trip_and_save(tmp_path) -> None:
     ledger = PrivacyLedger(1000)
     rng = np.random.default_rng(0)
-    release_randomized_response(ledger, rng.integers(0, 10, 300), np.arange(300), 10, 1.0, rng=0, tag="stage1")
+    first = PrivateLabels.from_indices(rng.integers(0, 10, 300), 10)
+    release_randomized_response(ledger, first, np.arange(300), 10, 1.0, rng=0, tag="stage1")
     release_rr_with_prior(
         ledger,
-        rng.integers(0, 10, 700),
+        PrivateLabels.from_indices(rng.integers(0, 10, 700), 10),
         np.arange(300, 1000),
         rng.dirichlet(np.ones(10), size=700),
         1.0,

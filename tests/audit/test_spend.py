@@ -8,7 +8,7 @@ import pytest
 
 from labeldp.accounting import NEIGHBORING_RELATION, PrivacyLedger
 from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, folder_epsilon
-from labeldp.boundary import release_noisy_histogram, release_randomized_response
+from labeldp.boundary import PrivateLabels, release_noisy_histogram, release_randomized_response
 
 #: six training rows of two users (three rows each), then two test rows of a third
 UNITS = np.array([0, 0, 0, 1, 1, 1, 2, 2])
@@ -19,7 +19,7 @@ def _run_ledger(test: bool) -> PrivacyLedger:
     """What a run at epsilon 2 per user records: its training labels by randomized response (2 / 3 a row),
     a histogram over them (an aggregate, once per user), and with ``test`` its private test labels."""
     ledger = PrivacyLedger(UNITS.size, units=UNITS)
-    labels = np.array([0, 1, 0, 1, 1, 0, 1, 0])
+    labels = PrivateLabels.from_indices([0, 1, 0, 1, 1, 0, 1, 0], 2)
     release_randomized_response(ledger, labels[TRAIN], TRAIN, 2, 2.0, 0, "stage1")
     release_noisy_histogram(ledger, labels[TRAIN], TRAIN, np.zeros(6, dtype=int), 1, 2, 2.0, 0, "prior")
     if test:

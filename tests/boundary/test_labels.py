@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import pickle
+import re
 import threading
 from pathlib import Path
 
@@ -14,55 +15,268 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score
 
-from labeldp.accounting import randomized_response_event
-from labeldp.boundary import LabelBudget, PrivateLabelAccessError, PrivateLabels, release_randomized_response, unseal
+from labeldp.accounting import PrivacyLedger, randomized_response_event
+from labeldp.boundary import (
+    LabelBudget,
+    PrivateLabelAccessError,
+    PrivateLabels,
+    release_external_labels,
+    release_hashed_counts,
+    release_label_marginals,
+    release_laplace_one_hot,
+    release_laplace_value,
+    release_noisy_histogram,
+    release_randomized_response,
+    release_rr_on_bins,
+    release_rr_with_prior,
+    release_true_labels,
+    unseal,
+)
+from labeldp.boundary import labels as labels_module
+from labeldp.boundary.release import _true_labels
+from labeldp.boundary.release_parts import release_randomized_response_part
 from labeldp.data.grid import snap_to_grid
 from labeldp.errors import BudgetError, ConfigError, DataError
+from labeldp.mechanisms import flip_channel
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "labeldp"
-#: the only modules that read private labels: the release boundary, and the private-side trainers,
-#: which read them inside the mechanism they implement (docs/ARCHITECTURE.md says why each one)
-UNSEALED_IN = {
-    "boundary/release.py",
-    "boundary/release_hashed.py",
-    "boundary/column.py",
-    "dpsgd/trainer.py",
-    "dpsgd/selection.py",
-    "teachers.py",
+ARCHITECTURE = PACKAGE.parents[1] / "docs" / "ARCHITECTURE.md"
+
+#: Every function of labeldp that reads the value of private labels, by module, with why: the release
+#: boundary, and the private-side trainers, which read them inside the mechanism they implement. The one
+#: list: docs/ARCHITECTURE.md shows it as a table, row for row and word for word (compared below), and
+#: the test below fails on a reader missing from it, or on one it names that reads no more.
+READERS: dict[str, tuple[tuple[str, ...], str]] = {
+    "boundary/labels.py": (
+        ("unseal", "PrivateLabels.concatenate", "PrivateLabels.replaced"),
+        "the type itself: `unseal` is the one reader (through `_open`); joining or planting labels copies "
+        "their values into new labels without leaving the type",
+    ),
+    "boundary/release.py": (
+        (
+            "_true_labels",
+            "release_randomized_response",
+            "release_rr_with_prior",
+            "release_rr_on_bins",
+            "release_laplace_value",
+            "release_true_labels",
+            "release_external_labels",
+            "release_laplace_one_hot",
+        ),
+        "the `release_*` functions, through `_true_labels` (`unseal` and the range check): a mechanism draws "
+        "from the labels and the ledger records the event; `release_external_labels` reads a source's reports, "
+        "recorded with the guarantee its channel states",
+    ),
+    "boundary/release_counts.py": (
+        ("release_noisy_histogram", "release_label_marginals"),
+        "counts over many rows (a noisy histogram, noisy marginals), read through `release.py`'s `_true_labels` "
+        "and noised inside the release that records them, once per privacy unit",
+    ),
+    "boundary/release_parts.py": (
+        ("release_randomized_response_part",),
+        "RR drawn by several processes, each reading its own rows through `release.py`'s `_true_labels`; the "
+        "recording process joins the parts and records one entry",
+    ),
+    "boundary/column.py": (
+        ("_privatize_positions",),
+        "`privatize`: RR or RR-with-prior block by block for a label column released once in memory (a user's "
+        "array wrapped as `PrivateLabels` at the line that reads it)",
+    ),
+    "boundary/release_hashed.py": (
+        ("_count",),
+        "`release_hashed_counts`: noisy label counts over hashed features, the labels unsealed block by block "
+        "as the table streams past; under torchrun each rank counts its own rows and the rank that draws sums them",
+    ),
+    "dpsgd/trainer.py": (("train_dpsgd",), "DP-SGD's clipped, noised gradient steps are the release"),
+    "dpsgd/selection.py": (
+        ("_trial",),
+        "private selection's held-out count, noised inside the mechanism it implements",
+    ),
+    "teachers.py": (
+        ("train_teachers",),
+        "PATE's teachers, whose votes leave only through `release_pate_labels`' GNMax noise",
+    ),
 }
 
+LABELS_MODULE = "boundary/labels.py"
+#: the readers, wherever they are reached from (a name, an alias, an attribute: ``boundary.unseal``)
+READ_NAMES = frozenset({"unseal", "_true_labels"})
+#: what only the type's own module may touch: PrivateLabels' private attributes and methods, and the
+#: module's private names (``_open``, ``_Root``), read off the class and the module themselves
+PRIVATE_ATTRIBUTES = frozenset(
+    {
+        *PrivateLabels.__slots__,
+        *(name for name in vars(PrivateLabels) if name.startswith("_") and not name.endswith("__")),
+    }
+)
+LABELS_PRIVATE = frozenset(name for name in vars(labels_module) if name.startswith("_") and not name.startswith("__"))
+#: calls that reach an attribute by its name as text
+GETTERS = frozenset({"getattr", "hasattr", "setattr", "delattr", "attrgetter", "methodcaller"})
 
-def _calls(tree: ast.AST, name: str) -> list[int]:
-    """Lines that call ``name`` (as a name or an attribute)."""
-    return [
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and (getattr(node.func, "id", None) == name or getattr(node.func, "attr", None) == name)
-    ]
+
+def _imported_from(node: ast.ImportFrom, module: str) -> str:
+    """The module an ``import from`` reads (a relative import resolved against ``module``)."""
+    if not node.level:
+        return node.module or ""
+    parts = ("labeldp/" + module).removesuffix(".py").split("/")  # a package's __init__ counts as a module in it
+    return ".".join(parts[: len(parts) - node.level] + ([node.module] if node.module else []))
 
 
-def test_only_the_boundary_and_the_private_side_trainers_unseal_labels() -> None:
-    """Every call of ``unseal`` in the package, by module: a new reader of private labels fails this test
-    until it is added here (and to the architecture's list) on purpose. Nothing outside the type's own
-    module reaches into its root."""
-    callers, reaching_in = {}, []
+def _own_attributes(node: ast.ClassDef) -> set[str]:
+    """What a class defines itself (its methods, what it assigns to ``self``): ``self._grid()`` in a class
+    with a method ``_grid`` is its own, not PrivateLabels'."""
+    own = set()
+    for child in ast.walk(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            own.add(child.name)
+        elif isinstance(child, ast.Attribute) and isinstance(child.ctx, ast.Store):
+            if isinstance(child.value, ast.Name) and child.value.id in ("self", "cls"):
+                own.add(child.attr)
+        elif isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+            own.add(child.id)
+    return own
+
+
+class _Reads(ast.NodeVisitor):
+    """The reads of private labels' values in one module, by enclosing function (``Class.method``,
+    ``function.inner``; ``<module>`` at the top level): every use of a reader (called or not, by any
+    alias, by attribute or by ``getattr``), and outside the type's module every touch of its private
+    attributes or private names."""
+
+    def __init__(self, module: str, tree: ast.AST):
+        self.module, self.inside = module, module == LABELS_MODULE
+        self.scope: list[str] = []
+        self.classes: list[set[str]] = []
+        self.found: dict[str, list[int]] = {}
+        self.names = set(READ_NAMES) | ({"_open"} if self.inside else set())
+        for node in ast.walk(tree):  # the readers' local names: unseal as peek, from .labels import _open
+            if isinstance(node, ast.ImportFrom):
+                source = _imported_from(node, module)
+                for alias in node.names:
+                    if alias.name in READ_NAMES or (
+                        source == "labeldp.boundary.labels" and alias.name in LABELS_PRIVATE
+                    ):
+                        self.names.add(alias.asname or alias.name)
+
+    def _find(self, node: ast.AST) -> None:
+        self.found.setdefault(".".join(self.scope) or "<module>", []).append(node.lineno)
+
+    def _private(self, name: str) -> bool:
+        return name in READ_NAMES or (not self.inside and name in PRIVATE_ATTRIBUTES | LABELS_PRIVATE)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        self.classes.append(_own_attributes(node))
+        self.generic_visit(node)
+        self.classes.pop()
+        self.scope.pop()
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in self.names:
+            self._find(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        own = (
+            bool(self.classes)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+            and node.attr in self.classes[-1]
+        )
+        if self._private(node.attr) and not own:
+            self._find(node)
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if not self.inside and _imported_from(node, self.module) == "labeldp.boundary.labels":
+            if any(alias.name in LABELS_PRIVATE for alias in node.names):
+                self._find(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+        if called in GETTERS and any(
+            isinstance(arg, ast.Constant) and isinstance(arg.value, str) and self._private(arg.value)
+            for arg in node.args
+        ):
+            self._find(node)
+        self.generic_visit(node)
+
+
+def _reads(source: str, module: str) -> dict[str, list[int]]:
+    tree = ast.parse(source)
+    visitor = _Reads(module, tree)
+    visitor.visit(tree)
+    return visitor.found
+
+
+def _documented_readers() -> dict[str, tuple[tuple[str, ...], str]]:
+    """docs/ARCHITECTURE.md's table of readers: module -> (functions, why)."""
+    lines = ARCHITECTURE.read_text().splitlines()
+    start = lines.index("| module | functions | why they read true labels |") + 2
+    table = {}
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        module, functions, why = (cell.strip() for cell in line.strip("|").split(" | "))
+        table[module.strip("`")] = (tuple(re.findall(r"`([^`]+)`", functions)), why)
+    return table
+
+
+def test_every_read_of_private_labels_is_in_the_one_list_of_readers() -> None:
+    """Every read of a private label's value in the package (a use of ``unseal`` or ``_true_labels``
+    under any name, a touch of PrivateLabels' private attributes or of its module's private names outside
+    that module), by module and function: a new reader fails this test until it is added to
+    :data:`READERS` on purpose, with why, and a reader that reads no more fails it until it is taken
+    off."""
+    found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         module = path.relative_to(PACKAGE).as_posix()
-        source = path.read_text()
-        tree = ast.parse(source)
-        if module == "boundary/labels.py":  # the type itself
-            continue
-        lines = _calls(tree, "unseal")
-        if lines:
-            callers[module] = lines
-        reaching_in += [
-            f"{module}:{node.lineno}"
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and node.attr == "_root"
-        ]
-    assert set(callers) == UNSEALED_IN, callers
-    assert reaching_in == []
+        reads = _reads(path.read_text(), module)
+        if reads:
+            found[module] = reads
+    listed = {module: set(functions) for module, (functions, _) in READERS.items()}
+    unlisted = {
+        module: {function: lines for function, lines in reads.items() if function not in listed.get(module, set())}
+        for module, reads in found.items()
+    }
+    assert {module: reads for module, reads in unlisted.items() if reads} == {}, "readers missing from READERS"
+    assert listed == {module: set(reads) for module, reads in found.items()}, "READERS names a function that reads none"
+
+
+def test_the_architecture_shows_the_one_list_of_readers() -> None:
+    assert _documented_readers() == READERS
+
+
+@pytest.mark.parametrize(
+    ("source", "where"),
+    [
+        ("from labeldp.boundary import unseal as peek\ndef f(y):\n    return peek(y)", "f"),
+        ("import labeldp.boundary as b\nclass C:\n    def m(self, y):\n        return b.unseal(y) + 1", "C.m"),
+        ("from labeldp.boundary import release\ndef f(y):\n    return release._true_labels(y, 2)", "f"),
+        ("def f(y):\n    return y._root.values", "f"),
+        ("def f(y):\n    def g():\n        return getattr(y, '_rows')\n    return g", "f.g"),
+        ("from labeldp.boundary.labels import _open\nx = _open", "<module>"),
+        ("def f(y):\n    from .labels import _Root as R\n    return R", "f"),
+        ("readers = [__import__('labeldp').boundary.unseal]", "<module>"),
+    ],
+)
+def test_a_read_is_found_by_any_name(source, where) -> None:
+    assert where in _reads(source, "boundary/somewhere.py")
+    relative = ast.parse("from .labels import _open").body[0]
+    assert _imported_from(relative, "boundary/__init__.py") == _imported_from(relative, "boundary/release.py")
+
+
+def test_a_class_s_own_private_attribute_is_not_a_read() -> None:
+    """``self._grid()`` in a class that defines ``_grid`` is that class's (the regressor's), not PrivateLabels'."""
+    own = "class R:\n    def _grid(self):\n        return 1\n    def f(self):\n        return self._grid()"
+    assert _reads(own, "r.py") == {}
+    assert _reads("class R:\n    def f(self, y):\n        return y._grid", "r.py") == {"R.f": [3]}
 
 
 @pytest.mark.parametrize(
@@ -216,3 +430,48 @@ def test_planting_class_labels_needs_class_labels() -> None:
         PrivateLabels(np.array([1.5, 2.5])).replaced([0], [1])
     with pytest.raises(ConfigError, match="at least 2"):
         PrivateLabels.from_indices(np.zeros(3, dtype=int), 1)
+
+
+#: the rows every release below is tried on, and each release of them (ledger, labels) -> a release
+ROWS = np.arange(4)
+RELEASES_OF_LABELS = {
+    "randomized_response": lambda ledger, y: release_randomized_response(ledger, y, ROWS, 2, 1.0, 0),
+    "rr_with_prior": lambda ledger, y: release_rr_with_prior(ledger, y, ROWS, np.full((4, 2), 0.5), 1.0, 0),
+    "rr_on_bins": lambda ledger, y: release_rr_on_bins(ledger, y, ROWS, [0.0, 1.0], [0.5, 0.5], 1.0, 0),
+    "laplace_value": lambda ledger, y: release_laplace_value(ledger, y, ROWS, [0.0, 1.0], 1.0, 0),
+    "laplace_one_hot": lambda ledger, y: release_laplace_one_hot(ledger, y, ROWS, 2, 1.0, 0),
+    "true_labels": lambda ledger, y: release_true_labels(ledger, y, ROWS, 2),
+    "external_labels": lambda ledger, y: release_external_labels(ledger, y, ROWS, flip_channel(0.25)),
+    "noisy_histogram": lambda ledger, y: release_noisy_histogram(ledger, y, ROWS, [0, 0, 1, 1], 2, 2, 1.0, 0),
+    "label_marginals": lambda ledger, y: release_label_marginals(ledger, y, ROWS, ROWS[:, None] % 2, [2], 2, 1.0, 0),
+    "randomized_response_part": lambda ledger, y: release_randomized_response_part(
+        ledger, y, ROWS, ROWS, 2, 1.0, 0, None, lambda part: [part]
+    ),
+    "hashed_counts": lambda ledger, y: release_hashed_counts(
+        ledger, [(ROWS, ROWS[:, None] % 2, y)], ROWS, 2, 1, 2, 1.0, 0
+    ),
+}
+
+
+@pytest.mark.parametrize("release", RELEASES_OF_LABELS.values(), ids=RELEASES_OF_LABELS.keys())
+def test_a_release_refuses_a_plain_array_where_private_labels_are_meant(release) -> None:
+    """No release takes true labels as a plain array (internal code cannot carry them so): refused
+    before anything is drawn or recorded; the same labels wrapped as PrivateLabels are released."""
+    y, ledger = np.array([0, 1, 1, 0]), PrivacyLedger(4)
+    for plain in (y, y.tolist(), pd.Series(y)):
+        with pytest.raises(ConfigError, match="read as PrivateLabels only"):
+            release(ledger, plain)
+    assert ledger.entries == ()
+    release(ledger, PrivateLabels.from_indices(y, 2))
+    assert len(ledger.entries) == 1
+
+
+def test_the_readers_refuse_a_plain_array() -> None:
+    """``unseal`` and the releases' ``_true_labels`` read PrivateLabels only: an array was handed back
+    as it was, taken for true labels."""
+    for plain in (np.array([0, 1]), [0, 1], None):
+        with pytest.raises(ConfigError, match="got (numpy.ndarray|builtins.list|builtins.NoneType)"):
+            unseal(plain)
+        with pytest.raises(ConfigError, match="read as PrivateLabels only"):
+            _true_labels(plain, 2)
+    assert _true_labels(PrivateLabels.from_indices([0, 1], 2), 2).tolist() == [0, 1]

@@ -10,29 +10,34 @@ import numpy as np
 import pytest
 
 from labeldp.accounting import PrivacyLedger
-from labeldp.boundary import ReleasedLabels, release_external_labels, release_randomized_response
+from labeldp.boundary import PrivateLabels, ReleasedLabels, release_external_labels, release_randomized_response
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import flip_channel
 
 
+def private(*positions: int) -> PrivateLabels:
+    """Labels (a source's reports, or true labels) wrapped as the loader that reads a label column wraps them."""
+    return PrivateLabels.from_indices(list(positions), 2)
+
+
 def test_the_source_guarantee_is_recorded_and_composes_with_labeldps_own_releases() -> None:
     ledger = PrivacyLedger(4)
-    release = release_external_labels(ledger, np.array([0, 1, 1, 0]), np.arange(4), flip_channel(0.25), tag="source")
+    release = release_external_labels(ledger, private(0, 1, 1, 0), np.arange(4), flip_channel(0.25), tag="source")
     assert "recorded, not drawn" in release.description and np.array_equal(release.labels, [0, 1, 1, 0])
     assert np.allclose(release.likelihood[1], [0.25, 0.75])  # Pr[reported 1 | true 0], Pr[reported 1 | true 1]
     assert ledger.epsilon() == pytest.approx(math.log(3), abs=1e-3)  # randomized response: exact
-    release_randomized_response(ledger, np.array([0, 1]), [0, 1], 2, 1.0, 0, "more")
+    release_randomized_response(ledger, private(0, 1), [0, 1], 2, 1.0, 0, "more")
     assert ledger.epsilon() == pytest.approx(math.log(3) + 1.0, abs=2e-3)
 
 
 def test_a_stated_epsilon_below_the_channels_own_is_refused_and_above_it_is_recorded() -> None:
     with pytest.raises(ConfigError, match="implies"):
-        release_external_labels(PrivacyLedger(2), np.array([0, 1]), [0, 1], flip_channel(0.1), stated_epsilon=1.0)
+        release_external_labels(PrivacyLedger(2), private(0, 1), [0, 1], flip_channel(0.1), stated_epsilon=1.0)
     ledger = PrivacyLedger(2)
-    release_external_labels(ledger, np.array([0, 1]), [0, 1], flip_channel(0.1), stated_epsilon=3.0)
+    release_external_labels(ledger, private(0, 1), [0, 1], flip_channel(0.1), stated_epsilon=3.0)
     assert ledger.epsilon() == pytest.approx(3.0, abs=1e-3)
     with pytest.raises(ConfigError, match="no privacy"):
-        release_external_labels(PrivacyLedger(2), np.array([0, 1]), [0, 1], [[1.0, 0.0], [0.5, 0.5]])
+        release_external_labels(PrivacyLedger(2), private(0, 1), [0, 1], [[1.0, 0.0], [0.5, 0.5]])
 
 
 def test_a_users_reports_compose_when_the_user_is_the_privacy_unit() -> None:
@@ -66,7 +71,7 @@ def test_a_sources_noisy_counts_are_recorded_once_per_unit_as_it_states() -> Non
     assert release.aggregate and release.labels is None and np.array_equal(release.arrays["counts"], np.ones(3))
     assert "as the source states (recorded, not drawn by labeldp)" in release.description
     assert ledger.epsilon() == pytest.approx(2.0, abs=1e-3)  # once per unit, however many of its rows
-    release_randomized_response(ledger, np.array([0, 1]), [3, 5], 2, 1.0, 0, "more")
+    release_randomized_response(ledger, private(0, 1), [3, 5], 2, 1.0, 0, "more")
     assert ledger.epsilon() == pytest.approx(3.0, abs=2e-3)  # composes with labeldp's own
     with pytest.raises(ConfigError):
         release_external_counts(ledger, np.arange(6), 0.0, "reports")

@@ -19,6 +19,7 @@ from labeldp.accounting import (
     rr_on_sets_event,
 )
 from labeldp.boundary import (
+    PrivateLabels,
     release_label_marginals,
     release_laplace_one_hot,
     release_laplace_value,
@@ -34,7 +35,7 @@ from labeldp.mechanisms import LAPLACE_GRID, grid_step, optimal_bins, released_v
 from labeldp.randomness import SecureGenerator
 
 #: the marginals' rows: their labels and their bins of two public features
-LABELS = np.array([0, 1, 1, 0, 1, 1])
+LABELS = PrivateLabels.from_indices([0, 1, 1, 0, 1, 1], 2)
 BINS = np.array([[0, 1], [1, 0], [1, 1], [0, 0], [0, 1], [1, 2]])  # two features, with 2 and 3 bins
 SIZES = [2, 3]
 #: a numeric label's grid, and a prior over it
@@ -42,9 +43,14 @@ GRID = np.arange(1.0, 6.0)
 PRIOR = np.array([0.06, 0.11, 0.27, 0.34, 0.22])
 
 
+def private(positions, num_classes: int) -> PrivateLabels:
+    """True labels as the releases take them: class (or grid) positions wrapped where they are made."""
+    return PrivateLabels.from_indices(np.asarray(positions), num_classes)
+
+
 def test_non_private_release_is_infinite_epsilon() -> None:
     ledger = PrivacyLedger(10)
-    labels = release_true_labels(ledger, np.arange(10) % 3, np.arange(10), 3).labels
+    labels = release_true_labels(ledger, private(np.arange(10) % 3, 3), np.arange(10), 3).labels
     assert np.array_equal(labels, np.arange(10) % 3)
     assert ledger.epsilon() == math.inf
 
@@ -52,42 +58,41 @@ def test_non_private_release_is_infinite_epsilon() -> None:
 def test_release_validates_before_spending() -> None:
     ledger = PrivacyLedger(10)
     with pytest.raises(ValueError, match="labels must lie in"):
-        release_randomized_response(ledger, [0, 12], [0, 1], 10, 1.0)
+        release_randomized_response(ledger, private([0, 12], 13), [0, 1], 10, 1.0)
     with pytest.raises(ValueError, match="members must be indices"):
-        release_randomized_response(ledger, [0, 1], [0, 10], 10, 1.0)
+        release_randomized_response(ledger, private([0, 1], 10), [0, 10], 10, 1.0)
     with pytest.raises(ValueError, match="length mismatch"):
-        release_randomized_response(ledger, [0, 1, 2], [0, 1], 10, 1.0)
+        release_randomized_response(ledger, private([0, 1, 2], 10), [0, 1], 10, 1.0)
     with pytest.raises(ValueError, match="epsilon"):
-        release_rr_with_prior(ledger, [0], [0], [[0.5, 0.5]], -1.0)
+        release_rr_with_prior(ledger, private([0], 2), [0], [[0.5, 0.5]], -1.0)
     with pytest.raises(ValueError, match="repeated"):
-        release_randomized_response(ledger, [0, 1], [3, 3], 10, 1.0)
+        release_randomized_response(ledger, private([0, 1], 10), [3, 3], 10, 1.0)
     assert ledger.entries == ()
-    release_randomized_response(ledger, [0, 1], [0, 1], 10, 1.0, tag="stage1")
+    release_randomized_response(ledger, private([0, 1], 10), [0, 1], 10, 1.0, tag="stage1")
     with pytest.raises(ValueError, match="already has an entry"):
-        release_randomized_response(ledger, [0, 1], [2, 3], 10, 1.0, tag="stage1")
+        release_randomized_response(ledger, private([0, 1], 10), [2, 3], 10, 1.0, tag="stage1")
     assert len(ledger.entries) == 1
 
 
 def test_release_records_exactly_the_members() -> None:
     ledger = PrivacyLedger(20)
     members = np.array([3, 5, 7])
-    release_randomized_response(ledger, [1, 2, 3], members, 4, 2.0)
+    release_randomized_response(ledger, private([1, 2, 3], 4), members, 4, 2.0)
     assert np.array_equal(np.flatnonzero(ledger.entries[0].members), members)
     assert ledger.entries[0].event == randomized_response_event(2.0, 4)
 
 
 def test_release_records_epsilon_on_the_ledger():
     ledger = PrivacyLedger(10)
-    noisy = release_laplace_one_hot(ledger, np.arange(10) % 3, np.arange(10), 3, 0.8, rng=0, tag="alibi").arrays[
-        "noisy_one_hot"
-    ]
+    labels = private(np.arange(10) % 3, 3)
+    noisy = release_laplace_one_hot(ledger, labels, np.arange(10), 3, 0.8, rng=0, tag="alibi").arrays["noisy_one_hot"]
     assert noisy.shape == (10, 3)
     assert ledger.epsilon() == pytest.approx(0.8, abs=1e-3)
     assert ledger.epsilon() >= 0.8 - 1e-9
     event = laplace_one_hot_event(0.8)
     assert event.count == 2 and event.event.sensitivity == LAPLACE_GRID
     with pytest.raises(ValueError, match="epsilon"):
-        release_laplace_one_hot(ledger, np.zeros(10, int), np.arange(10), 3, 0.0)
+        release_laplace_one_hot(ledger, private(np.zeros(10, int), 3), np.arange(10), 3, 0.0)
 
 
 def test_release_records_the_marginals_once_for_every_member() -> None:
@@ -121,10 +126,11 @@ def test_release_records_every_query_on_every_member():
 
 def test_release_and_sequential_composition() -> None:
     ledger = PrivacyLedger(6)
-    release_noisy_histogram(ledger, [0, 1, 1, 2, 2, 2], np.arange(6), [0, 0, 1, 1, 1, 0], 2, 3, 0.2, rng=0, tag="prior")
+    labels = private([0, 1, 1, 2, 2, 2], 3)
+    release_noisy_histogram(ledger, labels, np.arange(6), [0, 0, 1, 1, 1, 0], 2, 3, 0.2, rng=0, tag="prior")
     assert ledger.epsilon() == pytest.approx(0.2, abs=1e-3)
     with pytest.raises(ValueError, match="groups must lie in"):
-        release_noisy_histogram(ledger, [0, 1], [0, 1], [0, 5], 2, 3, 0.2)
+        release_noisy_histogram(ledger, private([0, 1], 3), [0, 1], [0, 5], 2, 3, 0.2)
     assert len(ledger.entries) == 1
 
 
@@ -133,7 +139,9 @@ def test_laplace_value_release_is_exact_and_recorded() -> None:
     assert grid_step(grid) == 0.25
     ledger = PrivacyLedger(300)
     labels = np.arange(300) % grid.size
-    release = release_laplace_value(ledger, labels, np.arange(300), grid, 2.0, SecureGenerator(), "stage1")
+    release = release_laplace_value(
+        ledger, private(labels, grid.size), np.arange(300), grid, 2.0, SecureGenerator(), "stage1"
+    )
     steps = release.arrays["noisy_steps"]
     assert steps.dtype.kind == "i" and not np.array_equal(steps, labels)
     assert np.array_equal(release.arrays["values"], steps * 0.25)  # on the lattice, exactly
@@ -146,7 +154,7 @@ def test_laplace_value_release_is_exact_and_recorded() -> None:
 def test_rr_on_bins_release_records_rr_over_the_smallest_d() -> None:
     rng = np.random.default_rng(0)
     n, epsilon = 400, 2.0
-    labels = rng.integers(0, 5, n)
+    labels = private(rng.integers(0, 5, n), 5)
     priors = np.vstack([PRIOR, np.eye(5)[3], rng.dirichlet(np.ones(5), n - 2)])  # row 1: a point mass, d = 1
     ledger = PrivacyLedger(n)
     release = release_rr_on_bins(ledger, labels, np.arange(n), GRID, priors, epsilon, rng, "stage1")
@@ -167,13 +175,13 @@ def test_rr_on_bins_release_with_shared_rows_and_constant_maps() -> None:
     ledger = PrivacyLedger(6)
     rows = np.vstack([PRIOR, np.eye(5)[0]])
     groups = np.array([0, 0, 1, 1, 0, 1])
-    release = release_rr_on_bins(ledger, [0, 1, 2, 3, 4, 0], np.arange(6), GRID, rows, 1.0, 0, "s", groups)
+    release = release_rr_on_bins(ledger, private([0, 1, 2, 3, 4, 0], 5), np.arange(6), GRID, rows, 1.0, 0, "s", groups)
     assert np.array_equal(release.arrays["k"][groups == 1], [1, 1, 1])
     assert np.all(release.arrays["values"][groups == 1] == 1.0)
     assert np.array_equal(release.arrays["bin_of"][2], [0, 0, 0, 0, 0])
     assert release.event.num_buckets == release.arrays["k"][0]
     only_constant = PrivacyLedger(2)
-    release = release_rr_on_bins(only_constant, [0, 4], np.arange(2), GRID, np.eye(5)[2], 1.0, 0, "c")
+    release = release_rr_on_bins(only_constant, private([0, 4], 5), np.arange(2), GRID, np.eye(5)[2], 1.0, 0, "c")
     assert type(release.event).__name__ == "NoOpDpEvent" and only_constant.epsilon() == 0.0
     assert math.isclose(rr_on_sets_event(1.0, [1, 3, 2]).noise_parameter, 2 / (math.e + 1))
 
@@ -181,9 +189,9 @@ def test_rr_on_bins_release_with_shared_rows_and_constant_maps() -> None:
 def test_rr_on_bins_release_refuses_bad_input_before_recording() -> None:
     ledger = PrivacyLedger(3)
     with pytest.raises(ConfigError, match="length mismatch"):
-        release_rr_on_bins(ledger, [0, 1, 2], np.arange(3), GRID, np.tile(PRIOR, (2, 1)), 1.0)
+        release_rr_on_bins(ledger, private([0, 1, 2], 5), np.arange(3), GRID, np.tile(PRIOR, (2, 1)), 1.0)
     with pytest.raises(ConfigError, match="must lie in"):
-        release_rr_on_bins(ledger, [0, 1, 7], np.arange(3), GRID, PRIOR, 1.0)
+        release_rr_on_bins(ledger, private([0, 1, 7], 8), np.arange(3), GRID, PRIOR, 1.0)
     with pytest.raises(ConfigError, match="strictly increasing"):
-        release_rr_on_bins(ledger, [0, 1, 2], np.arange(3), GRID[::-1], PRIOR, 1.0)
+        release_rr_on_bins(ledger, private([0, 1, 2], 5), np.arange(3), GRID[::-1], PRIOR, 1.0)
     assert not ledger.entries

@@ -22,8 +22,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import (
+    PrivateLabels,
+    load_release,
+    privatize,
+    privatize_table,
+    read_sidecar,
+    release_rr_with_prior,
+)
 from labeldp.boundary import column as column_module
-from labeldp.boundary import load_release, privatize, privatize_table, read_sidecar, release_rr_with_prior
 from labeldp.boundary import release_folder as folder_module
 from labeldp.boundary import table_source as source_module
 from labeldp.boundary.units import unit_codes
@@ -235,7 +242,9 @@ def test_the_ledger_records_one_release_over_every_row(tmp_path) -> None:
     ledger = PrivacyLedger.load(tmp_path / "out" / "ledger.json")
     assert ledger.dataset_size == 600 and len(ledger.entries) == 1 and ledger.entries[0].members.all()
     reference = PrivacyLedger(600)  # release.py's accounting of the same priors, in one call
-    release_rr_with_prior(reference, labels, np.arange(600), priors.astype(np.float32), 0.7, rng=0)
+    release_rr_with_prior(
+        reference, PrivateLabels.from_indices(labels, 4), np.arange(600), priors.astype(np.float32), 0.7, rng=0
+    )
     assert ledger.entries[0].event == reference.entries[0].event
     assert ledger.epsilon() == pytest.approx(reference.epsilon()) and ledger.epsilon() <= 0.7 + 1e-3
     assert (

@@ -15,6 +15,7 @@ from dp_accounting import dp_event
 from labeldp.accounting import PrivacyLedger, randomized_response_event
 from labeldp.accounting.ledger import pure_epsilon
 from labeldp.boundary import (
+    PrivateLabels,
     release_label_marginals,
     release_noisy_histogram,
     release_pate_labels,
@@ -57,7 +58,8 @@ def test_a_units_labels_changed_together_move_randomized_response_by_at_most_e_t
     under any two labellings of the unit differs by at most e^epsilon (attained)."""
     units = np.array([0, 0, 0, 1])
     ledger = PrivacyLedger(4, units=units)
-    release = release_randomized_response(ledger, np.array([0, 1, 2, 0]), np.arange(4), 3, epsilon, 0, "rr")
+    labels = PrivateLabels.from_indices([0, 1, 2, 0], 3)
+    release = release_randomized_response(ledger, labels, np.arange(4), 3, epsilon, 0, "rr")
     row_epsilon = epsilon / 3
     assert f"epsilon={row_epsilon:g} per row" in release.description
     assert ledger.epsilon() == pytest.approx(epsilon, abs=3 * SLACK)
@@ -76,7 +78,7 @@ def test_rr_with_prior_gives_each_row_epsilon_over_the_units_rows() -> None:
     units = np.array([0, 0, 1, 1, 1])
     ledger = PrivacyLedger(5, units=units)
     priors = np.full((5, 4), 0.25)
-    release_rr_with_prior(ledger, np.array([0, 1, 2, 3, 0]), np.arange(5), priors, 1.5, 0, "stage")
+    release_rr_with_prior(ledger, PrivateLabels.from_indices([0, 1, 2, 3, 0], 4), np.arange(5), priors, 1.5, 0, "stage")
     assert ledger.epsilon() == pytest.approx(1.5, abs=3 * SLACK)
     assert ledger.row_epsilon() == pytest.approx(0.5, abs=SLACK)
 
@@ -97,7 +99,9 @@ def test_a_histogram_covers_a_units_rows_together(monkeypatch) -> None:
 
     monkeypatch.setattr(histogram, "discrete_laplace", spy)
     labels, groups = np.array([0, 1, 1, 0, 1]), np.array([0, 0, 1, 1, 1])
-    release_noisy_histogram(ledger, labels, np.arange(5), groups, 2, 2, 1.2, 0, "histogram")
+    release_noisy_histogram(
+        ledger, PrivateLabels.from_indices(labels, 2), np.arange(5), groups, 2, 2, 1.2, 0, "histogram"
+    )
     assert seen["parameter"] == pytest.approx(1.2 / 6)
     assert ledger.epsilon() == pytest.approx(1.2, abs=SLACK) and ledger.row_epsilon() == pytest.approx(0.4, abs=SLACK)
     # exact: unit 0's three labels all flipped move its group's cells (0 and 1) by one per row changed
@@ -120,7 +124,8 @@ def test_marginals_cover_a_units_rows_together() -> None:
     units = np.array([0, 0, 1, 1])
     ledger = PrivacyLedger(4, units=units)
     bins = np.array([[0, 1], [1, 0], [0, 0], [1, 1]])
-    release = release_label_marginals(ledger, np.array([0, 1, 1, 0]), np.arange(4), bins, [2, 2], 2, 1.0, 0, "m")
+    labels = PrivateLabels.from_indices([0, 1, 1, 0], 2)
+    release = release_label_marginals(ledger, labels, np.arange(4), bins, [2, 2], 2, 1.0, 0, "m")
     assert release.aggregate and "up to 2 rows" in release.description
     assert ledger.epsilon() == pytest.approx(1.0, abs=SLACK) and ledger.row_epsilon() == pytest.approx(0.5, abs=SLACK)
 
@@ -215,7 +220,7 @@ def test_a_large_unit_of_pure_releases_is_charged_their_sum_not_infinity() -> No
     it by epsilon, which the ledger reports."""
     units = np.repeat(np.arange(10), 20)
     ledger = PrivacyLedger(200, units=units)
-    release_randomized_response(ledger, np.zeros(200, int), np.arange(200), 2, 0.5, 0)
+    release_randomized_response(ledger, PrivateLabels.from_indices(np.zeros(200, int), 2), np.arange(200), 2, 0.5, 0)
     assert ledger.epsilon() == pytest.approx(0.5, abs=1e-9) and ledger.epsilon(1e-6) < 0.5
     assert pure_epsilon(randomized_response_event(0.7, 3)) == pytest.approx(0.7)
     assert pure_epsilon(dp_event.GaussianDpEvent(1.0)) is None

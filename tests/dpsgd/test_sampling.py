@@ -12,6 +12,7 @@ import torch
 from scipy import stats
 from torch import nn
 
+from labeldp.boundary import PrivateLabels
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.dpsgd import PoissonSampler
 from labeldp.dpsgd.trainer import train_dpsgd
@@ -57,7 +58,7 @@ def test_default_dpsgd_runs_with_the_same_seed_sample_different_batches(monkeypa
     monkeypatch.setattr(PoissonSampler, "sample", spy)
     torch.set_default_dtype(torch.float32)
     x = np.random.default_rng(0).normal(size=(200, 5)).astype(np.float32)
-    y = (x[:, 0] > 0).astype(np.int64)
+    y = PrivateLabels.from_indices((x[:, 0] > 0).astype(np.int64), 2)
     config = TrainConfig(epochs=2, batch_size=20, lr=0.1, weight_decay=0.0, augment=False)
     for noise in (None, None, NoiseSource(secure=True), NoiseSource(insecure_seed=4), NoiseSource(insecure_seed=4)):
         drawn.append([])

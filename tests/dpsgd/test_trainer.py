@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.optim.swa_utils import AveragedModel
 
+from labeldp.boundary import PrivateLabels
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.dpsgd.trainer import _ema_with_warmup, train_dpsgd
 from labeldp.randomness import NoiseSource
@@ -24,6 +25,7 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, 10)).astype(np.float32)
     y = (x[:, 0] > 0).astype(np.int64)
+    labels = PrivateLabels.from_indices(y, 2)  # DP-SGD reads private labels; the test set's are public
     config = TrainConfig(epochs=4, batch_size=40, lr=0.5, weight_decay=0.0, augment=False)
     dp = DPSGDConfig(max_grad_norm=1.0, ema_decay=0.9, physical_batch_size=16)
 
@@ -34,7 +36,7 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
     noise = NoiseSource(insecure_seed=1)  # reproducible noise, so that the resumed run can be compared
     full_model = fresh()
     evaluated, history = train_dpsgd(
-        full_model, x, y, config, dp, 0.5, test=(x, y), seed=1, noise=noise, progress=False
+        full_model, x, labels, config, dp, 0.5, test=(x, y), seed=1, noise=noise, progress=False
     )
     assert history[-1].test_accuracy > 0.85
     assert any(not torch.equal(a, b) for a, b in zip(evaluated.parameters(), full_model.parameters()))
@@ -52,7 +54,7 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
         train_dpsgd(
             fresh(),
             x,
-            y,
+            labels,
             config,
             dp,
             0.5,
@@ -65,7 +67,7 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
     saved = torch.load(path, weights_only=False)
     assert all(row["train_loss"] is None for row in saved["history"])  # no loss on true labels is written
     assert set(saved) == {"model", "optimizer", "scheduler", "ema", "history"}  # no noise or sampling state
-    resumed, _ = train_dpsgd(fresh(), x, y, config, dp, 0.5, seed=1, noise=noise, checkpoint=path, progress=False)
+    resumed, _ = train_dpsgd(fresh(), x, labels, config, dp, 0.5, seed=1, noise=noise, checkpoint=path, progress=False)
     for a, b in zip(resumed.parameters(), evaluated.parameters()):
         torch.testing.assert_close(a, b)
 
@@ -73,7 +75,7 @@ def test_trainer_learns_resumes_and_keeps_an_ema(tmp_path, device):
 def test_trainer_averages_augmented_views():
     torch.set_default_dtype(torch.float32)
     x = np.random.default_rng(0).normal(size=(32, 1, 8, 8)).astype(np.float32)
-    y = np.arange(32) % 2
+    y = PrivateLabels.from_indices(np.arange(32) % 2, 2)
     config = TrainConfig(epochs=1, batch_size=8, lr=0.1, weight_decay=0.0)
 
     def trained(augmult: int) -> list[torch.Tensor]:

@@ -92,7 +92,7 @@ def test_a_units_labels_move_every_output_by_at_most_e_to_the_epsilon(monkeypatc
     units = np.array([0, 0, 1])  # c = 2
     epsilon = 1.3
     ledger = PrivacyLedger(3, units=units)
-    block = (np.arange(3), buckets, np.array([1, 0, 1]))
+    block = (np.arange(3), buckets, PrivateLabels.from_indices([1, 0, 1], 2))
     release = release_hashed_counts(ledger, [block], np.arange(3), 4, 2, 2, epsilon, 0, "counts")
     assert seen["parameter"] == pytest.approx(epsilon / 4)
     assert ledger.epsilon() == pytest.approx(epsilon, abs=SLACK) and ledger.row_epsilon() == pytest.approx(
@@ -132,7 +132,7 @@ def test_the_streamed_release_counts_each_member_once() -> None:
         for start in range(0, 50, 10)
     ]
     streamed = release_hashed_counts(PrivacyLedger(50), blocks, members, 12, 3, 2, 300.0, rng=0)
-    one_block = [(np.arange(50), buckets, labels)]
+    one_block = [(np.arange(50), buckets, PrivateLabels.from_indices(labels, 2))]
     whole = release_hashed_counts(PrivacyLedger(50), one_block, members, 12, 3, 2, 300.0, rng=0)
     assert np.array_equal(streamed.arrays["counts"], whole.arrays["counts"])
     exact = _counts(labels[members], buckets[members], 12)
@@ -141,9 +141,9 @@ def test_the_streamed_release_counts_each_member_once() -> None:
     for bad, message in [
         (blocks + blocks[:1], "two blocks"),
         (blocks[:4], "never came"),
-        ([(np.array([0, 0]), buckets[:2], labels[:2])], "repeats a row"),
-        ([(np.arange(50), buckets + 12, labels)], "bucket"),
-        ([(np.arange(50), buckets, labels + 1)], "labels"),
+        ([(np.array([0, 0]), buckets[:2], one_block[0][2][:2])], "repeats a row"),
+        ([(np.arange(50), buckets + 12, one_block[0][2])], "bucket"),
+        ([(np.arange(50), buckets, PrivateLabels.from_indices(labels + 1, 3))], "labels must lie in"),
     ]:
         with pytest.raises(ConfigError, match=message):
             release_hashed_counts(ledger, iter(bad), np.arange(50), 12, 3, 2, 1.0)

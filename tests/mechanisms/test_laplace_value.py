@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from labeldp.accounting import PrivacyLedger
-from labeldp.boundary import release_laplace_value
+from labeldp.boundary import PrivateLabels, release_laplace_value
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import laplace_value, laplace_value_likelihood, laplace_value_log_probabilities
 from tests.helpers import frequencies_match
@@ -65,5 +65,5 @@ def test_laplace_value_refuses_an_uneven_grid_and_bad_labels() -> None:
         laplace_value([0, 1], GRID, 0.0)
     ledger = PrivacyLedger(2)
     with pytest.raises(ConfigError, match="evenly spaced"):
-        release_laplace_value(ledger, [0, 1], np.arange(2), [0.0, 1.0, 3.0], 1.0)
+        release_laplace_value(ledger, PrivateLabels.from_indices([0, 1], 3), np.arange(2), [0.0, 1.0, 3.0], 1.0)
     assert not ledger.entries

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.boundary import PrivateLabels
 from labeldp.mechanisms import discrete_laplace
 from labeldp.priors import cluster, cluster_priors, consistent_counts, encode, histogram_priors
 from labeldp.runs import RunConfig, train_run
@@ -58,7 +59,8 @@ def test_histogram_priors_and_clusters() -> None:
     assert len(set(groups[:50])) == 1 and len(set(groups[50:])) == 1 and groups[0] != groups[-1]
     assert encode(rng.normal(size=(30, 1, 4, 4)), "pca", n_components=5).shape == (30, 5)
     ledger = PrivacyLedger(100)
-    rows, release = cluster_priors(ledger, np.repeat([0, 1], 50), np.arange(100), groups, 2, 2, 20.0, rng=0)
+    labels = PrivateLabels.from_indices(np.repeat([0, 1], 50), 2)
+    rows, release = cluster_priors(ledger, labels, np.arange(100), groups, 2, 2, 20.0, rng=0)
     counts = release.arrays["counts"]
     assert rows.shape == (100, 2) and counts.shape == (2, 2)
     assert np.all(rows[:50].argmax(axis=1) == 0) and np.all(rows[50:].argmax(axis=1) == 1)

@@ -478,7 +478,7 @@ def privatize(
         return _privatize_units(labels, domain, eps, priors, ids, noise, batch_rows, units, max_rows_per_unit, seed)
     if not isinstance(labels, PrivateLabels):
         return _privatize_positions(
-            domain.positions(labels, "the labels"),
+            _wrapped(labels, domain),
             domain,
             eps,
             priors,
@@ -496,7 +496,7 @@ def privatize(
     bound = randomized_response_event(eps, domain.size if priors is None else 2)  # RR over 2 dominates any k >= 2
 
     def draw(view: PrivateLabels, ledger: PrivacyLedger) -> ReleasedLabels:
-        release = _privatize_positions(unseal(view), domain, eps, priors, row_ids, noise, batch_rows)
+        release = _privatize_positions(view, domain, eps, priors, row_ids, noise, batch_rows)
         for entry in release.ledger.entries:
             ledger.record(entry.event, entry.members, entry.description, entry.tag)
         return release
@@ -512,19 +512,25 @@ def _privatize_units(
         raise ConfigError("privacy units need both units (one per row) and max_rows_per_unit (the most rows kept)")
     if isinstance(labels, PrivateLabels):
         raise ConfigError("privacy units are given with the labels as values: pass the label array, not PrivateLabels")
-    positions = domain.positions(labels, "the labels")
-    row_ids = _row_ids(labels, ids, positions.size)
-    if np.shape(units) != (positions.size,):
-        raise ConfigError(f"units must hold one value per label ({positions.size}), got shape {np.shape(units)}")
+    private = _wrapped(labels, domain)
+    row_ids = _row_ids(labels, ids, len(private))
+    if np.shape(units) != (len(private),):
+        raise ConfigError(f"units must hold one value per label ({len(private)}), got shape {np.shape(units)}")
     kept, kept_units, most_rows = bounded_rows(units, max_rows, seed)
     per_row = eps / most_rows
     if priors is not None and np.ndim(priors) == 2:
         priors = priors.iloc[kept] if isinstance(priors, pd.DataFrame) else np.asarray(priors)[kept]
-    return _privatize_positions(positions[kept], domain, per_row, priors, row_ids[kept], noise, batch_rows, kept_units)
+    return _privatize_positions(private[kept], domain, per_row, priors, row_ids[kept], noise, batch_rows, kept_units)
+
+
+def _wrapped(labels, domain: LabelDomain) -> PrivateLabels:
+    """A user's true labels (class values: numpy, pandas or a list) as private labels over ``domain``,
+    at the line that reads them: nothing after it holds them as a plain array."""
+    return PrivateLabels.from_indices(domain.positions(labels, "the labels"), domain.size, domain.declared)
 
 
 def _privatize_positions(
-    positions: np.ndarray,
+    labels: PrivateLabels,
     domain: LabelDomain,
     eps: float,
     priors,
@@ -533,7 +539,9 @@ def _privatize_positions(
     batch_rows: int,
     units: np.ndarray | None = None,
 ) -> ReleasedLabels:
-    """:func:`privatize` on the labels' class positions (of the units' rows kept, with ``units``)."""
+    """:func:`privatize` on private labels (of the units' rows kept, with ``units``): their class
+    positions are read here, and drawn from block by block."""
+    positions = unseal(labels)
     rows = positions.size
     shared, per_row = None, None
     if priors is not None:

@@ -7,11 +7,13 @@ comparing, converting to a number or pickling it raises :class:`PrivateLabelAcce
 a scorer, a stratified split or a worker process that tries to compute on private labels fails loudly
 instead of computing on them.
 
-Exactly one function reads them: :func:`unseal`. It is called by the release boundary
-(:mod:`labeldp.boundary`: its releases), which randomises the labels and records the spend,
-and by the private-side trainers, which read them inside the mechanism they implement (DP-SGD's noised
-gradient steps, PATE's teachers, DP-SGD's private selection). ``tests/boundary/test_labels.py`` lists
-every call and fails when a new one appears elsewhere.
+Exactly one function reads them: :func:`unseal`, which takes nothing but ``PrivateLabels`` (true
+labels are wrapped at the line that reads them, never carried as a plain array). It is called by the
+release boundary (:mod:`labeldp.boundary`: its releases), which randomises the labels and records the
+spend, and by the private-side trainers, which read them inside the mechanism they implement (DP-SGD's
+noised gradient steps, PATE's teachers, DP-SGD's private selection). ``tests/boundary/test_labels.py``
+holds the one list of the functions that read them (``docs/ARCHITECTURE.md`` shows it) and fails on a
+read anywhere else: a use of ``unseal`` under any name, or a touch of this module's private names.
 
 **Release once, shared.** Every view of the same labels (``labels[rows]``, as scikit-learn's
 cross-validation takes them) shares one *root*: the labels as they entered, the releases made of them,
@@ -738,34 +740,42 @@ class PrivateLabels:
             )
 
 
-def unseal(labels: PrivateLabels | np.ndarray) -> np.ndarray:
-    """The true values behind ``labels`` (class positions, grid positions, or numbers), in the view's
-    row order; a plain array is returned as it is (taken as true labels).
+def unseal(labels: PrivateLabels) -> np.ndarray:
+    """The true values behind private ``labels`` (class positions, grid positions, or numbers), in the
+    view's row order.
 
     The one way to read private labels. Call it only in the release boundary or a private-side trainer
-    (see the module docstring); ``tests/boundary/test_labels.py`` lists the places that do.
+    (see the module docstring); ``tests/boundary/test_labels.py`` lists every function that does. It
+    takes nothing but :class:`PrivateLabels`: true labels are wrapped where they are read (a loader,
+    :func:`~labeldp.boundary.privatize`), so no code carries them as a plain array.
 
     It releases nothing and records nothing: the caller must randomise what it reads and record the
     spend (:meth:`PrivateLabels.release_once`, :meth:`PrivateLabels.release_new`).
 
     Parameters
     ----------
-    labels : PrivateLabels or numpy.ndarray
-        Private labels (a view), or an array of true labels.
+    labels : PrivateLabels
+        Private labels (a view).
 
     Returns
     -------
     numpy.ndarray
-        (n,) the true values: for private labels read-only, int64 class or grid positions or float64
-        numbers; a plain array as ``numpy.asarray`` gives it.
+        (n,) the true values, read-only: int64 class or grid positions, or float64 numbers.
 
     Raises
     ------
+    labeldp.errors.ConfigError
+        If ``labels`` is not :class:`PrivateLabels` (a plain array is not taken as true labels).
     PrivateLabelAccessError
         If the labels were withheld.
     """
     if not isinstance(labels, PrivateLabels):
-        return np.asarray(labels)
+        given = f"{type(labels).__module__}.{type(labels).__qualname__}"
+        raise ConfigError(
+            f"private labels are read as PrivateLabels only, got {given}: "
+            "wrap the true labels where they are read, PrivateLabels(y, classes=[...]) (or, for class positions, "
+            "PrivateLabels.from_indices(positions, num_classes)); a plain array is not taken as true labels"
+        )
     return _open(labels)
 
 

@@ -1,9 +1,11 @@
 """The privacy boundary: release noisy labels *and* record the spend, in one call.
 
-These functions are the one place where labeldp reads true training labels on the way to a model
-(the other readers are the private-side trainers, :mod:`labeldp.dpsgd` and :mod:`labeldp.teachers`'s
-teachers, whose outputs are noised there, and :mod:`labeldp.boundary.column` for a label column
-released once). Each validates its arguments, draws with a mechanism from
+These functions are the one place where labeldp reads true training labels on the way to a model,
+through ``_true_labels``, which takes :class:`~labeldp.boundary.labels.PrivateLabels` only (the other
+readers are their siblings in :mod:`labeldp.boundary`, :mod:`labeldp.boundary.column` for a label
+column released once, and the private-side trainers, :mod:`labeldp.dpsgd` and
+:mod:`labeldp.teachers`'s teachers, whose outputs are noised there: ``tests/boundary/test_labels.py``
+holds the list). Each validates its arguments, draws with a mechanism from
 :mod:`labeldp.mechanisms`, records the matching dp_accounting event (:mod:`labeldp.accounting.events`)
 on the ledger for exactly the examples it read, and returns a :class:`Release`: everything that left
 the boundary, with its noise channel, so that nothing after it needs to recompute the mechanism.
@@ -190,8 +192,10 @@ class Release:
         )
 
 
-def _true_labels(labels: PrivateLabels | np.ndarray, num_classes: int) -> np.ndarray:
-    """The true labels of a release (class or grid positions), read here: the boundary."""
+def _true_labels(labels: PrivateLabels, num_classes: int) -> np.ndarray:
+    """The true labels of a release (class or grid positions), read here: the boundary. Only
+    :class:`~labeldp.boundary.labels.PrivateLabels` are read (:func:`~labeldp.boundary.labels.unseal`
+    refuses a plain array with a :class:`~labeldp.errors.ConfigError`)."""
     return check_labels(unseal(labels), num_classes)
 
 
@@ -237,7 +241,7 @@ def release_randomized_response(
     ----------
     ledger : PrivacyLedger
         The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels or numpy.ndarray
+    labels : PrivateLabels
         The true labels of ``members``, in index order, as class positions in [0, num_classes); read
         here (:func:`~labeldp.boundary.labels.unseal`).
     members : array_like
@@ -326,7 +330,7 @@ def release_rr_with_prior(
     ----------
     ledger : PrivacyLedger
         The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels or numpy.ndarray
+    labels : PrivateLabels
         The true labels of ``members``, in index order, as class positions in [0, K); read here
         (:func:`~labeldp.boundary.labels.unseal`).
     members : array_like
@@ -407,7 +411,7 @@ def release_rr_on_bins(
     ----------
     ledger : PrivacyLedger
         The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels or numpy.ndarray
+    labels : PrivateLabels
         The grid indices of the members' true numeric labels, in index order; read here
         (:func:`~labeldp.boundary.labels.unseal`).
     members : array_like
@@ -482,7 +486,7 @@ def release_laplace_value(
     ----------
     ledger : PrivacyLedger
         The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels or numpy.ndarray
+    labels : PrivateLabels
         The grid indices of the members' true numeric labels, in index order; read here
         (:func:`~labeldp.boundary.labels.unseal`).
     members : array_like
@@ -542,7 +546,7 @@ def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int
     ----------
     ledger : PrivacyLedger
         The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels or numpy.ndarray
+    labels : PrivateLabels
         The true labels of ``members``, in index order, as class positions in [0, num_classes); read
         here (:func:`~labeldp.boundary.labels.unseal`).
     members : array_like
@@ -631,8 +635,9 @@ def release_external_labels(
     ----------
     ledger : PrivacyLedger
         The ledger the source's guarantee is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels or numpy.ndarray
-        The labels as the source reported them, for ``members`` in index order, as class positions.
+    labels : PrivateLabels
+        The labels as the source reported them, for ``members`` in index order, as class positions,
+        wrapped where they were read (a plain array is refused).
     members : array_like
         The rows whose reports these are: distinct indices into the ledger's dataset, or a boolean mask.
     channel : array_like
@@ -699,7 +704,7 @@ def release_laplace_one_hot(
     ----------
     ledger : PrivacyLedger
         The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels or numpy.ndarray
+    labels : PrivateLabels
         The true labels of ``members``, in index order, as class positions in [0, num_classes); read
         here (:func:`~labeldp.boundary.labels.unseal`).
     members : array_like

@@ -45,7 +45,7 @@ def release_noisy_histogram(
     ----------
     ledger : PrivacyLedger
         The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels or numpy.ndarray
+    labels : PrivateLabels
         The true labels of ``members``, in index order, as class positions in [0, num_classes); read
         here (:func:`~labeldp.boundary.labels.unseal`).
     members : array_like
@@ -123,7 +123,7 @@ def release_label_marginals(
     ----------
     ledger : PrivacyLedger
         The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels or numpy.ndarray
+    labels : PrivateLabels
         The true labels of ``members``, in index order, as class positions in [0, num_classes); read
         here (:func:`~labeldp.boundary.labels.unseal`).
     members : array_like

@@ -88,7 +88,7 @@ def release_hashed_counts(
     blocks : iterable of (positions, buckets, labels)
         The table in blocks: ``positions`` (rows,) the rows' indices into the ledger's dataset,
         ``buckets`` (rows, num_slots) their public buckets, ``labels`` their true labels as class
-        positions (:class:`~labeldp.boundary.labels.PrivateLabels` or an array), read here
+        positions (:class:`~labeldp.boundary.labels.PrivateLabels`), read here
         (:func:`~labeldp.boundary.labels.unseal`). Rows that are not members are skipped.
     members : array_like
         The rows counted (e.g. the rows a contribution bound kept): indices into the ledger's dataset,

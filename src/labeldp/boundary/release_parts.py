@@ -75,7 +75,7 @@ def release_randomized_response_part(
     ----------
     ledger : PrivacyLedger
         The ledger; the recording process records the release on its own.
-    labels : PrivateLabels, numpy.ndarray or None
+    labels : PrivateLabels or None
         This process's members' true labels, in row order, as class positions; read here (None where
         ``rows`` is empty).
     rows : array_like

@@ -314,17 +314,16 @@ class ReleasedLabels:
             If a report is not one of ``classes``.
         """
         from labeldp.boundary.domain import LabelDomain
+        from labeldp.boundary.labels import PrivateLabels
         from labeldp.boundary.release import release_external_labels
         from labeldp.boundary.units import unit_codes
         from labeldp.mechanisms import parse_channel
 
         domain = LabelDomain(classes)
         matrix = parse_channel(channel, domain.size) if isinstance(channel, str) else channel
-        positions = domain.positions(labels, "the reported labels")
-        ledger = PrivacyLedger(positions.size, units=None if units is None else unit_codes(units))
-        release = release_external_labels(
-            ledger, positions, np.arange(positions.size), matrix, stated_epsilon, "source"
-        )
+        reports = PrivateLabels.from_indices(domain.positions(labels, "the reported labels"), domain.size)
+        ledger = PrivacyLedger(len(reports), units=None if units is None else unit_codes(units))
+        release = release_external_labels(ledger, reports, np.arange(len(reports)), matrix, stated_epsilon, "source")
         return cls(
             release.labels,
             release.likelihood,
@@ -332,7 +331,7 @@ class ReleasedLabels:
             ledger,
             mechanism="external",
             epsilon=ledger.epsilon(),
-            ids=np.arange(positions.size) if ids is None else np.asarray(ids),
+            ids=np.arange(len(reports)) if ids is None else np.asarray(ids),
         )
 
 

@@ -344,7 +344,7 @@ def _epochs(
 def train_dpsgd(
     model: nn.Module,
     inputs: np.ndarray,
-    labels: PrivateLabels | np.ndarray,
+    labels: PrivateLabels,
     config: TrainConfig,
     dp: DPSGDConfig,
     noise_multiplier: float,
@@ -375,8 +375,8 @@ def train_dpsgd(
         A per-example model (no BatchNorm), trained in place.
     inputs : numpy.ndarray
         The training inputs, one row per example.
-    labels : PrivateLabels or numpy.ndarray
-        The true training labels, read inside the mechanism only.
+    labels : PrivateLabels
+        The true training labels, read inside the mechanism only (a plain array is refused).
     config : TrainConfig
         The training settings (``batch_size`` is the expected Poisson batch size).
     dp : DPSGDConfig

@@ -308,7 +308,7 @@ def cluster_priors(
     ----------
     ledger : labeldp.accounting.PrivacyLedger
         The ledger that records the histogram.
-    labels : labeldp.private_labels.PrivateLabels or numpy.ndarray
+    labels : labeldp.boundary.PrivateLabels
         The true labels of ``members``, in index order, in [0, num_classes).
     members : numpy.ndarray
         The examples whose labels are counted: indices or a boolean mask over the ledger's dataset.
