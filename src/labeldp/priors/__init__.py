@@ -1,10 +1,8 @@
-"""Producers of (n, K) prior matrices for RR-with-prior, and how priors meet released labels.
+"""Priors for RR-with-prior, and how they meet released labels.
 
-- :mod:`~labeldp.priors.clustering`: cluster histograms over public features (Algorithm 4 of Ghazi et
-  al. 2021), the histogram released through :mod:`labeldp.boundary.release`;
-- :mod:`~labeldp.priors.combine`: tempering, and the posterior weight of a release under a prior.
-
-The other prior, a model's predicted probabilities, is :func:`labeldp.training.predict_proba`.
+:mod:`~labeldp.priors.clustering` builds cluster histograms over public features (Algorithm 4 of Ghazi
+et al. 2021); :mod:`~labeldp.priors.combine` tempers priors and weighs a release under one. The other
+prior, a model's predicted probabilities, is :func:`labeldp.training.predict_proba`.
 """
 
 from labeldp._lazy import lazy_exports

@@ -1,7 +1,6 @@
-"""A small autoencoder trained on the public inputs only, whose codes are public representations for
-cluster priors (the paper's self-supervised-prior recipe, with reconstruction as the pretext task).
+"""An autoencoder trained on the public inputs only, whose codes feed cluster priors.
 
-Privacy: it reads inputs, never labels, so its codes and the clusters built on them are public.
+It reads inputs, never labels, so its codes and the clusters built on them are public.
 """
 
 from __future__ import annotations
@@ -13,24 +12,7 @@ from tqdm.auto import tqdm
 
 
 class Autoencoder(nn.Module):
-    """A fully connected autoencoder: d -> 512 -> 128 -> code_dim -> 128 -> 512 -> d.
-
-    Trained on public inputs only (:func:`autoencoder_codes`), so its codes are public.
-
-    Parameters
-    ----------
-    input_dim : int
-        d, the width of a flattened input.
-    code_dim : int, optional
-        Width of the code (default 32).
-
-    Attributes
-    ----------
-    encoder : torch.nn.Sequential
-        d -> 512 -> 128 -> code_dim, with ReLUs between.
-    decoder : torch.nn.Sequential
-        code_dim -> 128 -> 512 -> d, with ReLUs between.
-    """
+    """A fully connected autoencoder: input_dim -> 512 -> 128 -> code_dim -> 128 -> 512 -> input_dim."""
 
     def __init__(self, input_dim: int, code_dim: int = 32):
         super().__init__()
@@ -42,18 +24,6 @@ class Autoencoder(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The reconstruction of ``x``.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Inputs of shape (B, input_dim).
-
-        Returns
-        -------
-        torch.Tensor
-            Reconstructions of shape (B, input_dim).
-        """
         return self.decoder(self.encoder(x))
 
 
@@ -66,33 +36,10 @@ def autoencoder_codes(
     seed: int = 0,
     progress: bool = False,
 ) -> np.ndarray:
-    """Train an :class:`Autoencoder` on ``inputs`` and return their codes.
+    """The standardised codes, (n, code_dim) float32, of an :class:`Autoencoder` trained on ``inputs``.
 
-    The inputs are flattened and standardised, the loss is the mean squared error, the optimiser
-    Adam. It reads inputs, never labels, so the codes are public. torch's global random state is left
-    as it was.
-
-    Parameters
-    ----------
-    inputs : numpy.ndarray
-        Public inputs of shape (n, ...); each is flattened.
-    code_dim : int, optional
-        Width of the code (default 32).
-    epochs : int, optional
-        Training epochs (default 10).
-    batch_size : int, optional
-        Examples per step (default 256).
-    lr : float, optional
-        Adam's learning rate (default 1e-3).
-    seed : int, optional
-        Seed of the initialisation and of the data order (default 0).
-    progress : bool, optional
-        Show a progress bar over the epochs (default False).
-
-    Returns
-    -------
-    numpy.ndarray
-        The codes, standardised per dimension, as float32 (n, code_dim).
+    Flattened, standardised inputs, mean squared error, Adam; torch's global random state is left as it was.
+    Public: it reads inputs, never labels.
     """
     flat = torch.as_tensor(np.asarray(inputs, dtype=np.float32).reshape(len(inputs), -1))
     flat = (flat - flat.mean(0)) / (flat.std(0) + 1e-6)

@@ -8,18 +8,7 @@ ENCODER_FILE_SUFFIX = ".pt2"
 
 
 def is_encoder_file(encoder: str) -> bool:
-    """Whether ``encoder`` names a user's own encoder file (a path ending in :data:`ENCODER_FILE_SUFFIX`).
-
-    Parameters
-    ----------
-    encoder : str
-        An encoder name or a path.
-
-    Returns
-    -------
-    bool
-        True for a path ending in ``.pt2``.
-    """
+    """Whether ``encoder`` is the path of a user's own encoder (ending in :data:`ENCODER_FILE_SUFFIX`)."""
     return encoder.endswith(ENCODER_FILE_SUFFIX)
 
 
