@@ -1,12 +1,11 @@
-"""Every privacy spend labeldp records, as a ``dp_accounting`` event: small immutable data, one
-constructor per mechanism, and the neighbouring relations they are stated under.
+"""Every privacy spend labeldp records, as a ``dp_accounting`` event: one constructor per mechanism, and
+the neighbouring relations they are stated under.
 
-- label DP, the default: *replace one label* -- two datasets are neighbours when they have the same
-  inputs and differ in the label of exactly one example (``NeighboringRelation.REPLACE_ONE``);
-- full DP (DP-SGD): *add or remove one example*, inputs and label together
-  (``NeighboringRelation.ADD_OR_REMOVE_ONE``), the relation DP-SGD is usually stated under.
+- label DP, the default: *replace one label*, neighbours having the same inputs and differing in one
+  example's label (``NeighboringRelation.REPLACE_ONE``);
+- full DP (DP-SGD): *add or remove one example*, inputs and label together (``ADD_OR_REMOVE_ONE``).
 
-What each event means, and how its epsilon is computed, is :mod:`labeldp.accounting.ledger`'s job.
+How each event's epsilon is computed is :mod:`labeldp.accounting.ledger`'s job.
 """
 
 from __future__ import annotations
@@ -34,25 +33,12 @@ GAUSSIAN_SHIFT_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 
 
 def histogram_event(epsilon: float, contribution: int = 1) -> dp_event.DpEvent:
-    """The event of a per-group label histogram with discrete Laplace(epsilon / 2) noise on every cell.
+    """A per-group label histogram with discrete Laplace(epsilon / 2) noise on every cell: epsilon-DP under
+    replace-one-label neighbours when the groups are public.
 
-    Replacing one label moves two cells by one, two independent unit shifts: the table is epsilon-DP
-    under replace-one-label neighbours when its groups are public.
-
-    Parameters
-    ----------
-    epsilon : float
-        The privacy parameter the histogram was released with.
-    contribution : int, optional
-        The most labels one privacy unit has among the members (default 1: each row its own unit); they
-        change together between neighbouring datasets, so the noise covers ``contribution`` times the
-        sensitivity of one label.
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(epsilon / 2, 1), 2)``; for c = ``contribution`` > 1,
-        ``DiscreteLaplaceDpEvent(epsilon / 2c, 2c)`` (c labels replaced move the table by 2c in L1).
+    A replaced label moves two cells by one: ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(epsilon / 2, 1),
+    2)``. ``contribution`` c is the most labels one privacy unit has among the members; they change
+    together, so for c > 1 the event is ``DiscreteLaplaceDpEvent(epsilon / 2c, 2c)``.
     """
     if contribution > 1:
         return dp_event.DiscreteLaplaceDpEvent(epsilon / (2.0 * contribution), 2 * int(contribution))
@@ -60,112 +46,40 @@ def histogram_event(epsilon: float, contribution: int = 1) -> dp_event.DpEvent:
 
 
 def marginals_event(epsilon: float, num_features: int, num_classes: int, contribution: int = 1) -> dp_event.DpEvent:
-    """The event of noisy label marginals over ``num_features`` public features.
+    """Noisy label marginals over B public features (:mod:`labeldp.mechanisms.marginals`): epsilon-DP.
 
-    Noisy label marginals (:mod:`labeldp.mechanisms.marginals`): a table of counts whose L1 sensitivity
-    is m (one replaced label moves m cells by one: m = B with two classes, 2B with more) with discrete
-    Laplace(epsilon / m) noise on every cell. The ledger accounts discrete Laplace as the pure
-    epsilon-DP guarantee (parameter x sensitivity), which holds for the whole table; recorded as m unit
-    shifts composed, its PLD would lose epsilon at delta = 0 to truncation on a wide table (tens of
-    cells).
-
-    Parameters
-    ----------
-    epsilon : float
-        The privacy parameter the table was released with.
-    num_features : int
-        B, the number of binned public features.
-    num_classes : int
-        K, the number of classes.
-    contribution : int, optional
-        The most labels one privacy unit has among the members (default 1: each row its own unit); they
-        change together between neighbouring datasets, so the noise covers ``contribution`` times the
-        sensitivity of one label.
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        ``DiscreteLaplaceDpEvent(epsilon / m, m)``, m the cells moved times ``contribution``.
+    A replaced label moves m cells by one (m = B with two classes, 2B with more; times ``contribution``, as
+    in :func:`histogram_event`), and each cell gets discrete Laplace(epsilon / m):
+    ``DiscreteLaplaceDpEvent(epsilon / m, m)``, the pure guarantee for the whole table. As m unit shifts
+    composed, its PLD would lose epsilon at delta = 0 to truncation on a wide table.
     """
     cells = moved_cells(num_features, num_classes) * int(contribution)
     return dp_event.DiscreteLaplaceDpEvent(epsilon / cells, cells)
 
 
 def hashed_counts_event(epsilon: float, num_slots: int, num_classes: int, contribution: int = 1) -> dp_event.DpEvent:
-    """The event of noisy label counts over hashed features (:mod:`labeldp.mechanisms.hashed_counts`).
+    """Noisy label counts over F hashed slots (:mod:`labeldp.mechanisms.hashed_counts`): epsilon-DP, accounted
+    like :func:`marginals_event`.
 
-    Every row lies in one bucket of each of its F slots, so one replaced label moves the released
-    cells by at most m = F in L1 with two classes (2F with more), c times that for a privacy unit of c
-    rows (two slots hashed to one bucket move it by two: the L1 bound holds all the same). Discrete
-    Laplace(epsilon / m) on every cell is then epsilon-DP, accounted as that pure guarantee, like the
-    marginals (:func:`marginals_event`).
-
-    Parameters
-    ----------
-    epsilon : float
-        The privacy parameter the table was released with.
-    num_slots : int
-        F, the number of hashed slots.
-    num_classes : int
-        K, the number of classes.
-    contribution : int, optional
-        c, the most rows of one privacy unit among the members (default 1).
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        ``DiscreteLaplaceDpEvent(epsilon / m, m)``, m the L1 sensitivity.
+    Each row lies in one bucket of each slot, so a replaced label moves the cells by at most m = F in L1
+    with two classes (2F with more), c times that for a unit of c rows (two slots hashed to one bucket move
+    it by two: the bound still holds).
     """
     return marginals_event(epsilon, num_slots, num_classes, contribution)
 
 
 def laplace_one_hot_event(epsilon: float) -> dp_event.DpEvent:
-    """The event of ALIBI's release on the grid (1/m) Z.
+    """ALIBI's release on the grid (1/m) Z, m = ``LAPLACE_GRID``: epsilon-label-DP.
 
-    The release is m onehot(y) plus discrete Laplace(epsilon / (2m)) per coordinate; replacing the
-    label shifts two coordinates by m, two independent shifts, so it is epsilon-label-DP.
-
-    Parameters
-    ----------
-    epsilon : float
-        The privacy parameter the vectors were released with, > 0.
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(epsilon / (2m), m), 2)``, m = ``LAPLACE_GRID``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a finite number > 0.
+    m onehot(y) plus discrete Laplace(epsilon / (2m)) per coordinate; a replaced label shifts two
+    coordinates by m: ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(epsilon / (2m), m), 2)``.
     """
     return dp_event.SelfComposedDpEvent(dp_event.DiscreteLaplaceDpEvent(laplace_parameter(epsilon), LAPLACE_GRID), 2)
 
 
 def laplace_value_event(epsilon: float, steps: int) -> dp_event.DpEvent:
-    """The event of a numeric label released with discrete Laplace noise on an evenly spaced grid.
-
-    A numeric label released on a grid of ``steps`` + 1 evenly spaced values with discrete Laplace
-    noise of parameter epsilon / steps per step: replacing the label moves the value by at most
-    ``steps`` steps (:mod:`labeldp.mechanisms.laplace_value`), so the release is epsilon-DP.
-
-    Parameters
-    ----------
-    epsilon : float
-        The privacy parameter the labels were released with.
-    steps : int
-        G - 1, the number of grid steps the label range spans (>= 1).
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        ``DiscreteLaplaceDpEvent(epsilon / steps, steps)``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``steps`` is below 1.
+    """A numeric label on a grid of ``steps`` + 1 evenly spaced values with discrete Laplace(epsilon / steps)
+    noise per step: a replaced label moves at most ``steps`` steps, so it is epsilon-DP.
     """
     steps = int(steps)
     if steps < 1:
@@ -174,25 +88,13 @@ def laplace_value_event(epsilon: float, steps: int) -> dp_event.DpEvent:
 
 
 def rr_on_sets_event(epsilon: float, sizes) -> dp_event.DpEvent:
-    """RR inside a public set of each example's own: RR-with-prior's top k classes, RR-on-bins' d bins.
+    """RR inside a public set of each example's own (RR-with-prior's top k classes, RR-on-bins' d bins).
 
-    Every example's pair of output distributions under two labels is dominated by RR over its own set
-    (two labels inside it are exactly RR; a label outside releases a uniform member, a mixture of RR
-    outputs; two labels outside release the same distribution), and RR's privacy profile at a fixed
-    epsilon decreases in the number of buckets, so the event is RR over the smallest size >= 2. If
-    every set has one member, no release depends on a label: no event.
-
-    Parameters
-    ----------
-    epsilon : float
-        The mechanism's epsilon.
-    sizes : int or array-like of int
-        The sets' sizes (k or d), one number or one per example. They depend on public priors only.
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        ``RandomizedResponseDpEvent`` over the smallest size >= 2, or ``NoOpDpEvent``.
+    Each example's pair of output distributions under two labels is dominated by RR over its set (two
+    labels inside are exactly RR; a label outside releases a uniform member, a mixture of RR outputs; two
+    outside release the same), and RR's privacy profile at fixed epsilon decreases in the number of buckets:
+    the event is RR over the smallest of ``sizes`` >= 2, or no event if every set has one member. ``sizes``
+    depend on public priors only.
     """
     d = np.atleast_1d(np.asarray(sizes, dtype=np.int64))
     informative = d[d >= 2]
@@ -200,42 +102,17 @@ def rr_on_sets_event(epsilon: float, sizes) -> dp_event.DpEvent:
 
 
 def stated_event(epsilon: float) -> dp_event.DpEvent:
-    """The event of a pure epsilon-DP guarantee stated by a source outside labeldp (labels randomized by
-    a browser's or an operating system's measurement API): recorded, never drawn here.
-
-    The ledger accounts ``LaplaceDpEvent(b)`` as the pure (1 / b, 0)-DP guarantee, which is what such a
-    statement gives, whatever the source's mechanism.
-
-    Parameters
-    ----------
-    epsilon : float
-        The epsilon the source states, > 0.
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        ``LaplaceDpEvent(1 / epsilon)``.
+    """A pure epsilon-DP guarantee stated by a source outside labeldp, recorded, never drawn here:
+    ``LaplaceDpEvent(1 / epsilon)``, which the ledger accounts as exactly that guarantee.
     """
     return dp_event.LaplaceDpEvent(1.0 / epsilon)
 
 
 def randomized_response_event(epsilon: float, num_buckets: int) -> dp_event.DpEvent:
-    """The dp_accounting event of RR over ``num_buckets`` values that keeps with e^eps/(e^eps+k-1).
+    """RR over ``num_buckets`` = k values keeping its input with e^eps / (e^eps + k - 1); no event for k = 1.
 
-    dp_accounting's RR keeps the input with probability 1 - p and otherwise outputs a uniform bucket
-    (possibly the input), so p = k / (e^eps + k - 1) gives the same distribution.
-
-    Parameters
-    ----------
-    epsilon : float
-        The privacy parameter of the release.
-    num_buckets : int
-        k, the number of values RR chooses among (1: a constant, no privacy cost).
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        ``RandomizedResponseDpEvent(p, k)``, or ``NoOpDpEvent`` for k = 1.
+    dp_accounting's RR keeps the input with probability 1 - p and otherwise draws a uniform bucket
+    (possibly the input): p = k / (e^eps + k - 1) gives the same distribution.
     """
     k = int(num_buckets)
     if k == 1:
@@ -245,66 +122,24 @@ def randomized_response_event(epsilon: float, num_buckets: int) -> dp_event.DpEv
 
 
 def non_private_event() -> dp_event.DpEvent:
-    """True labels handed out without noise: the ledger's epsilon becomes infinite.
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        A ``NonPrivateDpEvent``.
-    """
+    """True labels handed out without noise: the ledger's epsilon becomes infinite."""
     return dp_event.NonPrivateDpEvent()
 
 
 def check_queries(queries: int) -> int:
-    """Check that ``queries`` is a positive integer.
-
-    Parameters
-    ----------
-    queries : int
-        A number of queries.
-
-    Returns
-    -------
-    int
-        ``queries`` as an int.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``queries`` is not a positive integer.
-    """
+    """``queries`` as an int, refused unless a positive integer."""
     if int(queries) != queries or queries < 1:
         raise ConfigError(f"queries must be a positive integer, got {queries}")
     return int(queries)
 
 
 def pate_event(queries: int, noise_std: float, threshold_noise_std: float | None = None) -> dp_event.DpEvent:
-    """The dp_accounting event of PATE's aggregator.
+    """PATE's aggregator: ``queries`` GNMax answers, each ``GaussianDpEvent(noise_std / sqrt(2))``, and for
+    the confident variant as many threshold checks, each ``GaussianDpEvent(threshold_noise_std)``.
 
-    :mod:`labeldp.accounting.calibration` explains the charge: ``queries`` GNMax answers with vote
-    noise ``noise_std``, each a ``GaussianDpEvent(noise_std / sqrt(2))`` (and, for the confident
-    variant, as many threshold checks with noise ``threshold_noise_std``, each a
-    ``GaussianDpEvent(threshold_noise_std)``). It holds under replace-one-label neighbours when every
-    teacher was trained on its own disjoint part of the labels.
-
-    Parameters
-    ----------
-    queries : int
-        Number of queries, fixed before any vote is seen; each is charged whether or not it is answered.
-    noise_std : float
-        Standard deviation of the GNMax vote noise, > 0.
-    threshold_noise_std : float or None, optional
-        Standard deviation of the confident variant's threshold noise, > 0; None for plain GNMax.
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        A ``SelfComposedDpEvent`` of the answers, composed with one of the checks if there are any.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``queries`` is not a positive integer or a noise standard deviation is not > 0.
+    Label-DP under replace-one-label neighbours when every teacher was trained on its own disjoint part of
+    the labels. Every query, fixed before any vote is seen, is charged answered or not;
+    :mod:`labeldp.accounting.calibration` explains the charge.
     """
     count = check_queries(queries)
     if not noise_std > 0:
@@ -319,22 +154,10 @@ def pate_event(queries: int, noise_std: float, threshold_noise_std: float | None
 
 
 def gaussian_equivalent(event: dp_event.DpEvent) -> dp_event.GaussianDpEvent | None:
-    """The one Gaussian mechanism that a composition of (unsampled) Gaussian mechanisms equals.
+    """The one Gaussian that a composition of unsampled Gaussians equals, or None for any other event.
 
-    Gaussians with noise multipliers s_i compose into exactly one with multiplier
-    (sum_i s_i^-2)^(-1/2): their privacy loss distributions are Gaussian, and means and variances add.
-    One PLD of it is far cheaper than composing the parts' discretised PLDs (PATE's hundreds of
-    queries) and no less exact.
-
-    Parameters
-    ----------
-    event : dp_accounting.dp_event.DpEvent
-        Any event.
-
-    Returns
-    -------
-    dp_accounting.dp_event.GaussianDpEvent or None
-        The equivalent Gaussian, or None for any other event (including a Gaussian without noise).
+    Multipliers s_i compose into (sum_i s_i^-2)^(-1/2) exactly (Gaussian PLDs' means and variances add);
+    its one PLD is far cheaper than composing the parts' (PATE's hundreds of queries), and as exact.
     """
     if isinstance(event, dp_event.GaussianDpEvent):
         return event if event.noise_multiplier > 0 else None
@@ -350,29 +173,8 @@ def gaussian_equivalent(event: dp_event.DpEvent) -> dp_event.GaussianDpEvent | N
 
 
 def dpsgd_event(noise_multiplier: float, sampling_probability: float, steps: int) -> dp_event.DpEvent:
-    """The dp_accounting event of ``steps`` Poisson-sampled Gaussian steps.
-
-    Stated under add-or-remove-one-example neighbours (:data:`DPSGD_RELATION`), the clipping bound
-    folded into the noise multiplier.
-
-    Parameters
-    ----------
-    noise_multiplier : float
-        The ratio sigma of the noise's standard deviation to the clipping bound, >= 0 (0: no privacy).
-    sampling_probability : float
-        The Poisson sampling rate q of each step.
-    steps : int
-        Number of steps.
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)), steps)``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``noise_multiplier`` is negative or NaN.
+    """``steps`` Poisson-sampled Gaussian steps, under add-or-remove-one-example neighbours
+    (:data:`DPSGD_RELATION`), the clipping bound folded into ``noise_multiplier`` (0: no privacy).
     """
     if not noise_multiplier >= 0:
         raise ConfigError(f"noise_multiplier must be >= 0, got {noise_multiplier}")
@@ -381,30 +183,11 @@ def dpsgd_event(noise_multiplier: float, sampling_probability: float, steps: int
 
 
 def selection_event(trial: dp_event.DpEvent, mean: float, shape: float) -> dp_event.DpEvent:
-    """The event of a private selection over repetitions of ``trial``.
+    """A private selection (Papernot & Steinke 2022): ``trial`` repeated a random number of times, the best
+    output kept; accounted with dp_accounting's RDP accountant.
 
-    Private selection (Papernot & Steinke 2022): ``trial`` repeated a random number of times (mean
-    ``mean``; ``shape`` inf: Poisson, 1: geometric, otherwise truncated negative binomial), only the
-    best output kept. Accounted with Renyi DP (dp_accounting's RDP accountant).
-
-    Parameters
-    ----------
-    trial : dp_accounting.dp_event.DpEvent
-        The event of one trial.
-    mean : float
-        The mean number of trials, a finite number > 1.
-    shape : float
-        The shape of the distribution of the number of trials, > 0 (inf: Poisson, 1: geometric).
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        ``RepeatAndSelectDpEvent(trial, mean, shape)``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``mean`` is not a finite number > 1 or ``shape`` is not > 0.
+    ``mean`` is the mean number of trials (> 1), ``shape`` their distribution's (inf: Poisson, 1:
+    geometric, otherwise truncated negative binomial).
     """
     if not math.isfinite(mean) or mean <= 1:
         raise ConfigError(

@@ -1,43 +1,26 @@
-"""The privacy ledger: every randomisation of private data, as a ``dp_accounting`` event.
+"""The privacy ledger: every randomisation of private labels as a ``dp_accounting`` event, and the only
+place epsilon is computed.
 
-The neighbouring relation (:mod:`labeldp.accounting.events`) is a property of the ledger, fixed
-when it is created.
+An example's loss composes the events that touched it (adaptively, in sequence); events on disjoint
+examples compose in parallel. The ledger groups examples by the set of entries that touched them,
+composes each group's privacy loss distributions (PLDs) and reports the worst. The neighbouring
+relation (:mod:`labeldp.accounting.events`) is fixed when a ledger is created; the label mechanisms
+are accounted under replace-one only. Under replace-one-label neighbours:
 
-Each entry records an event and the set of examples ("members") whose labels it read. An example's
-privacy loss is the (adaptive, sequential) composition of the events that touched it; events on
-disjoint examples compose in parallel. The ledger therefore groups examples by the exact set of
-entries that touched them, composes each group's events as dp_accounting privacy loss distributions
-(PLDs), and reports the worst group. This is the only place where epsilon is computed.
-
-Events and their meaning under replace-one-label neighbours:
-
-- ``RandomizedResponseDpEvent``: dp_accounting's own REPLACE_ONE PLD.
-- ``DiscreteLaplaceDpEvent(a, sensitivity)``: integer-valued values with discrete Laplace noise
-  that move by ``sensitivity`` when one label is replaced, accounted as the (a x sensitivity, 0)-DP
-  guarantee they meet exactly (the largest privacy loss; the ledger reports delta = 0). A noisy
-  histogram in which a replaced label moves two cells by one each is
-  ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(a, 1), 2)``; ALIBI's noisy one-hot vector on the grid
-  (1/m) Z is ``SelfComposedDpEvent(DiscreteLaplaceDpEvent(eps / 2m, m), 2)``. (dp_accounting's
-  accountant takes this event only under add/remove relations, and its discrete Laplace PLD reports
-  an infinite epsilon at delta 0 for sensitivities of 32 and more.)
-- ``LaplaceDpEvent(b)``: a pure (1 / b, 0)-DP guarantee: what a source outside labeldp states for the
-  labels it randomized (:func:`~labeldp.accounting.events.stated_event`), and the continuous Laplace
-  mechanism of ledgers written before labeldp's releases were discrete.
-- ``GaussianDpEvent(s)``: a query whose value moves by at most 1 (L2) between neighbours, plus
-  N(0, s^2) noise: dp_accounting's Gaussian PLD for a shift of 1. Under add-or-remove this is exactly
-  what dp_accounting's ``PLDAccountant`` builds. On the label ledger it is PATE's aggregator (one
-  replaced label moves a vote histogram by sqrt(2), folded into s; :func:`~labeldp.accounting.events.pate_event`).
-  dp_accounting's own REPLACE_ONE Gaussian would assume a shift of 2, so the ledger does not use it.
-- ``PoissonSampledDpEvent(GaussianDpEvent)`` (a DP-SGD step, under add-or-remove only): dp_accounting's
-  sampled Gaussian PLD (the clipping bound folded into the noise multiplier), as its ``PLDAccountant``
-  builds it.
+- ``RandomizedResponseDpEvent``: dp_accounting's REPLACE_ONE PLD.
+- ``DiscreteLaplaceDpEvent(a, sensitivity)``: integer values moving by ``sensitivity`` when a label is
+  replaced, accounted as the pure (a x sensitivity, 0)-DP guarantee they meet exactly (dp_accounting
+  takes it under add/remove only, and its PLD reports an infinite epsilon at delta 0 from sensitivity 32).
+- ``LaplaceDpEvent(b)``: a pure (1 / b, 0)-DP guarantee, as a source outside labeldp states it
+  (:func:`~labeldp.accounting.events.stated_event`), or an old ledger's continuous Laplace.
+- ``GaussianDpEvent(s)``: a query moving by at most 1 (L2) plus N(0, s^2) noise, dp_accounting's
+  Gaussian PLD for a shift of 1 (PATE's aggregator, :func:`~labeldp.accounting.events.pate_event`);
+  dp_accounting's own REPLACE_ONE Gaussian would assume a shift of 2.
+- ``PoissonSampledDpEvent(GaussianDpEvent)``: a DP-SGD step, add-or-remove only, as dp_accounting's
+  ``PLDAccountant`` builds it.
 - ``SelfComposedDpEvent``, ``ComposedDpEvent``, ``NoOpDpEvent``; ``NonPrivateDpEvent`` makes epsilon infinite.
-- ``RepeatAndSelectDpEvent`` (private selection: a random number of repetitions of a mechanism, the best
-  output kept; Papernot & Steinke 2022), under add-or-remove only: it has no PLD, so the examples it
-  touched are accounted with dp_accounting's RDP accountant over all their events (a bound from
-  Renyi DP, looser than the PLD's).
-
-The label mechanisms (RR, discrete Laplace histograms) are accounted under replace-one only.
+- ``RepeatAndSelectDpEvent`` (private selection, Papernot & Steinke 2022), add-or-remove only: it has
+  no PLD, so the examples it touched are accounted with dp_accounting's RDP accountant (looser).
 """
 
 from __future__ import annotations
@@ -79,43 +62,16 @@ _SLICE = 1 << 22
 
 
 class NonPrivateRelease(Exception):
-    """Raised while composing when an event releases labels without privacy.
-
-    Parameters
-    ----------
-    *args : object
-        The exception's arguments, as for ``Exception``: labeldp raises it with none, and the ledger
-        catches it (an epsilon of inf).
-    """
+    """Raised while composing when an event releases labels without privacy (the ledger reports inf)."""
 
 
 def event_pld(
     event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelation = NEIGHBORING_RELATION
 ) -> pld_lib.PrivacyLossDistribution | None:
-    """The pessimistic PLD of ``event`` under neighbouring ``relation`` (None for no loss).
+    """The pessimistic PLD of ``event`` under ``relation`` (None for no loss), cached by the event's ``repr``.
 
-    A run asks for the same event's PLD several times (recording, saving, summarising), and a
-    subsampled Gaussian's takes about a second: they are kept, by the event's full ``repr`` (events
-    are immutable, their composition returns new distributions).
-
-    Parameters
-    ----------
-    event : dp_accounting.dp_event.DpEvent
-        The event, one of those the module docstring lists (nested compositions included).
-    relation : dp_accounting.NeighboringRelation, optional
-        The neighbouring relation (default ``REPLACE_ONE``, label DP).
-
-    Returns
-    -------
-    dp_accounting.pld.privacy_loss_distribution.PrivacyLossDistribution or None
-        The privacy loss distribution, or None when the event loses no privacy.
-
-    Raises
-    ------
-    NonPrivateRelease
-        For non-private events.
-    labeldp.errors.ConfigError
-        A ``ValueError``, for unsupported events or events not accounted under ``relation``.
+    Raises :class:`NonPrivateRelease` for a non-private event, :class:`~labeldp.errors.ConfigError` for one
+    the ledger cannot account under ``relation``.
     """
     key = (repr(event), relation)
     if key not in _PLD_CACHE:
@@ -187,18 +143,7 @@ def _event_pld(
 
 
 def needs_rdp(event: dp_event.DpEvent) -> bool:
-    """Whether ``event`` holds a private selection (``RepeatAndSelectDpEvent``), which has no PLD.
-
-    Parameters
-    ----------
-    event : dp_accounting.dp_event.DpEvent
-        The event, searched through nested compositions.
-
-    Returns
-    -------
-    bool
-        True if a ``RepeatAndSelectDpEvent`` occurs in it.
-    """
+    """Whether ``event`` holds a private selection (``RepeatAndSelectDpEvent``, which has no PLD)."""
     if isinstance(event, dp_event.RepeatAndSelectDpEvent):
         return True
     if isinstance(event, dp_event.SelfComposedDpEvent):
@@ -211,22 +156,7 @@ def needs_rdp(event: dp_event.DpEvent) -> bool:
 def rdp_epsilon(
     events: list[dp_event.DpEvent], delta: float, relation: dp_accounting.NeighboringRelation = DPSGD_RELATION
 ) -> float:
-    """Epsilon at ``delta`` of ``events`` composed, from dp_accounting's RDP accountant.
-
-    Parameters
-    ----------
-    events : list of dp_accounting.dp_event.DpEvent
-        The events, composed in order.
-    delta : float
-        The target delta.
-    relation : dp_accounting.NeighboringRelation, optional
-        The neighbouring relation (default ``ADD_OR_REMOVE_ONE``).
-
-    Returns
-    -------
-    float
-        The epsilon, a bound from Renyi DP (looser than a PLD's).
-    """
+    """Epsilon at ``delta`` of ``events`` composed, from dp_accounting's RDP accountant (looser than a PLD)."""
     accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
     with quiet_rdp():
         for event in events:
@@ -235,22 +165,10 @@ def rdp_epsilon(
 
 
 def pure_epsilon(event: dp_event.DpEvent) -> float | None:
-    """The epsilon of a pure (epsilon, 0)-DP event, compositions summed (basic composition), or None.
+    """The epsilon of a pure (epsilon, 0)-DP event, compositions summed; None if a part is not pure.
 
-    A bound beside the PLD's: composed many times, a pure event's PLD loses the mass that decides
-    delta = 0 to dp_accounting's truncation (20 randomized responses at epsilon 0.025, a privacy unit
-    of 20 rows, came out infinite at delta = 0), while c releases at epsilon are (c epsilon, 0)-DP.
-
-    Parameters
-    ----------
-    event : dp_accounting.dp_event.DpEvent
-        The event.
-
-    Returns
-    -------
-    float or None
-        The sum of its parts' epsilons (randomized response log(1 + k (1 - p) / p), discrete Laplace
-        parameter x sensitivity, Laplace 1 / noise multiplier, a no-op 0), or None if a part is not pure DP.
+    A bound beside the PLD's: composed many times, a pure event's PLD loses the mass that decides delta = 0
+    to dp_accounting's truncation, while c releases at epsilon are (c epsilon, 0)-DP.
     """
     exact = _pure_epsilon(event)
     if exact is None:
@@ -282,8 +200,7 @@ def _pure_epsilon(event: dp_event.DpEvent) -> float | None:
 
 
 def _pure_dp_pld(epsilon: float) -> pld_lib.PrivacyLossDistribution:
-    """The PLD of an (epsilon, 0)-DP guarantee: it dominates every epsilon-DP mechanism's PLD and
-    keeps delta = 0 exact."""
+    """The PLD of an (epsilon, 0)-DP guarantee: it dominates every epsilon-DP mechanism's, delta = 0 exact."""
     return pld_lib.from_privacy_parameters(
         pld_common.DifferentialPrivacyParameters(epsilon, 0.0), value_discretization_interval=VALUE_DISCRETIZATION
     )
@@ -298,18 +215,7 @@ def _compose(plds: list) -> pld_lib.PrivacyLossDistribution | None:
 
 
 def event_to_dict(event: dp_event.DpEvent) -> dict[str, Any]:
-    """Serialise a dp_accounting event (nested events included) to plain JSON types.
-
-    Parameters
-    ----------
-    event : dp_accounting.dp_event.DpEvent
-        The event.
-
-    Returns
-    -------
-    dict
-        ``{"type": class name, field: value, ...}``, nested events as such dicts.
-    """
+    """A dp_accounting event (nested events included) as plain JSON types, ``{"type": class name, ...}``."""
     out: dict[str, Any] = {"type": type(event).__name__}
     for attribute in attr.fields(type(event)):
         value = getattr(event, attribute.name)
@@ -322,18 +228,7 @@ def event_to_dict(event: dp_event.DpEvent) -> dict[str, Any]:
 
 
 def event_from_dict(data: dict[str, Any]) -> dp_event.DpEvent:
-    """Inverse of :func:`event_to_dict`.
-
-    Parameters
-    ----------
-    data : dict
-        A dict written by :func:`event_to_dict`.
-
-    Returns
-    -------
-    dp_accounting.dp_event.DpEvent
-        The event.
-    """
+    """Inverse of :func:`event_to_dict`."""
     fields = dict(data)
     cls = getattr(dp_event, fields.pop("type"))
     for name, value in fields.items():
@@ -348,11 +243,6 @@ def event_from_dict(data: dict[str, Any]) -> dp_event.DpEvent:
 class LedgerEntry:
     """One randomisation of private labels: what ran (``event``) and on which examples.
 
-    Parameters
-    ----------
-    tag, description, event, members
-        The attributes of the same names.
-
     Attributes
     ----------
     tag : str
@@ -360,18 +250,14 @@ class LedgerEntry:
     description : str
         What was released, in words.
     event : dp_accounting.dp_event.DpEvent
-        The event applied (independently) to the label of each member.
+        The event applied independently to each member's label.
     members : numpy.ndarray
-        Boolean mask of shape (dataset_size,) over the ledger's dataset.
+        Boolean mask over the ledger's dataset.
     aggregate : bool
-        Whether ``event`` is a statistic over the members (a histogram, marginals) that covers the rows
-        of each privacy unit together: a unit is charged it once, however many of its rows are members.
-        Otherwise the event ran on each member's label, and a unit is charged it once per member row.
+        Whether ``event`` is a statistic over the members (a histogram, marginals) covering each privacy
+        unit's rows together, charged to a unit once rather than once per member row.
     row_event : dp_accounting.dp_event.DpEvent or None
-        For an aggregate event calibrated to units of several rows, what it guarantees each row (for the
-        per-row epsilon); None: ``event``.
-    num_members : int
-        The number of members.
+        What an aggregate event calibrated to units of several rows guarantees each row (None: ``event``).
     """
 
     tag: str
@@ -383,32 +269,22 @@ class LedgerEntry:
 
     @property
     def num_members(self) -> int:
-        """The number of examples the entry touched.
-
-        Returns
-        -------
-        int
-            ``members.sum()``.
-        """
+        """The number of examples the entry touched."""
         return int(self.members.sum())
 
 
 class PrivacyLedger:
     """Records every spend of a dataset's label privacy and computes the total epsilon.
 
-    Each entry is an event applied independently to the labels of a set of examples. An example's
-    privacy loss is the (adaptive, sequential) composition of the events that touched it, events on
-    disjoint examples compose in parallel, and :meth:`epsilon` reports the worst example (see the
-    module docstring). The guarantee covers the releases recorded on the ledger, under its neighbouring
-    relation, and holds only if each recorded event is the mechanism that actually ran.
+    :meth:`epsilon` reports the worst example's composed loss (see :mod:`labeldp.accounting.ledger`). The
+    guarantee covers the releases recorded, under the ledger's relation, and holds only if each recorded
+    event is the mechanism that actually ran.
 
-    **Privacy units.** With ``units`` (the public unit of each example, e.g. the user who saw an
-    impression), the labels protected together are a unit's: neighbouring datasets differ in the
-    labels of every row of one unit. A unit's privacy loss is then the composition of what touched its
-    rows: an event that ran on each member's label once per member row of the unit (a unit of 5 rows
-    released by randomized response at epsilon composes 5 such releases), an aggregate event (whose
-    sensitivity the release calibrated to the unit's rows) once. :meth:`epsilon` reports the worst
-    unit; :meth:`row_epsilon` the worst row, for information. Without units every row is its own unit.
+    **Privacy units.** With ``units`` (each example's public unit, e.g. the user who saw an impression),
+    neighbouring datasets differ in the labels of every row of one unit. A unit's loss composes an event
+    that ran on each member's label once per member row (5 rows released by RR compose 5 releases), and an
+    aggregate event, calibrated to the unit's rows, once. :meth:`epsilon` reports the worst unit,
+    :meth:`row_epsilon` the worst row. Without units every row is its own unit.
 
     Parameters
     ----------
@@ -417,29 +293,17 @@ class PrivacyLedger:
     neighboring_relation : dp_accounting.NeighboringRelation, optional
         ``REPLACE_ONE`` (label DP, the default) or ``ADD_OR_REMOVE_ONE`` (full DP).
     units : array_like of int or None, optional
-        (dataset_size,) the privacy unit of each example, integers in [0, number of units); public,
-        never derived from a label. None (the default): every example is its own unit.
+        Each example's privacy unit, integers in [0, number of units); public, never derived from a label.
+        Replace-one only.
 
     Attributes
     ----------
-    dataset_size : int
-        Number of examples whose labels are protected.
-    units : numpy.ndarray or None
-        The privacy unit of each example, or None.
     num_units : int
         The number of privacy units (``dataset_size`` without units).
-    neighboring_relation : dp_accounting.NeighboringRelation
-        The relation every epsilon of the ledger is stated under.
     relation_name : str
         The relation in words.
     entries : tuple of LedgerEntry
         The entries recorded so far, in order.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``dataset_size`` is not positive, the relation is not one of the two above, or ``units`` is
-        not one non-negative integer per example (or is given for a relation other than ``REPLACE_ONE``).
     """
 
     def __init__(
@@ -459,18 +323,8 @@ class PrivacyLedger:
         self._entries: list[LedgerEntry] = []
 
     def contribution(self, members) -> int:
-        """The most rows one privacy unit has among ``members`` (1 without units): how many labels
-        change together between neighbouring datasets, which an aggregate release's noise must cover.
-
-        Parameters
-        ----------
-        members : array_like
-            Example indices or a boolean mask (see :meth:`members_mask`).
-
-        Returns
-        -------
-        int
-            The largest number of members in one unit; 0 for no members.
+        """The most rows one unit has among ``members`` (1 without units, 0 for none): how many labels change
+        together between neighbours, which an aggregate release's noise must cover.
         """
         mask = self.members_mask(members)
         if self.units is None:
@@ -479,60 +333,20 @@ class PrivacyLedger:
 
     @property
     def relation_name(self) -> str:
-        """The neighbouring relation in words (``"replace-one label"`` or ``"add-or-remove one example"``).
-
-        Returns
-        -------
-        str
-            The relation's name.
-        """
+        """The neighbouring relation in words (``"replace-one label"`` or ``"add-or-remove one example"``)."""
         return RELATION_NAMES[self.neighboring_relation]
 
     @property
     def entries(self) -> tuple[LedgerEntry, ...]:
-        """The entries recorded so far, in order.
-
-        Returns
-        -------
-        tuple of LedgerEntry
-            A copy: recording later does not change it.
-        """
+        """A copy of the entries recorded so far, in order."""
         return tuple(self._entries)
 
     def has(self, tag: str) -> bool:
-        """Whether the ledger has an entry tagged ``tag``.
-
-        Parameters
-        ----------
-        tag : str
-            The tag to look for.
-
-        Returns
-        -------
-        bool
-            True if some entry has that tag.
-        """
+        """Whether an entry is tagged ``tag``."""
         return any(entry.tag == tag for entry in self._entries)
 
     def members_mask(self, members) -> np.ndarray:
-        """Validate ``members`` (indices or a boolean mask) and return it as a boolean mask.
-
-        Parameters
-        ----------
-        members : array_like
-            1-d array of distinct example indices in [0, dataset_size), or a boolean mask of shape
-            (dataset_size,).
-
-        Returns
-        -------
-        numpy.ndarray
-            A new boolean mask of shape (dataset_size,).
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If a mask has the wrong shape, or indices are not 1-d integers in range without repeats.
-        """
+        """``members``, distinct indices or a boolean mask over the dataset, checked and as a new mask."""
         array = np.asarray(members)
         if array.dtype == bool:
             if array.shape != (self.dataset_size,):
@@ -558,37 +372,13 @@ class PrivacyLedger:
         aggregate: bool = False,
         row_event: dp_event.DpEvent | None = None,
     ) -> LedgerEntry:
-        """Add one spend: ``event`` was applied (independently) to the labels of ``members``, or, with
-        ``aggregate``, once to all of them.
+        """Record that ``event`` ran independently on each member's label or, with ``aggregate``, once on all of
+        them (then ``event`` is what the release guarantees each unit, its sensitivity covering the unit's
+        member rows: :meth:`contribution`).
 
-        Parameters
-        ----------
-        event : dp_accounting.dp_event.DpEvent
-            What ran on each member's label, under the ledger's neighbouring relation; with
-            ``aggregate``, what the whole release guarantees each privacy unit (its sensitivity
-            covering the unit's rows among the members, :meth:`contribution`).
-        members : array_like
-            The examples whose labels it read: indices or a boolean mask (see :meth:`members_mask`).
-        description : str
-            What was released, in words.
-        tag : str or None, optional
-            A unique name for the entry (default ``"entry<N>"``).
-        aggregate : bool, optional
-            Charge each unit ``event`` once, not once per member row (default False).
-        row_event : dp_accounting.dp_event.DpEvent or None, optional
-            What an aggregate release guarantees each row, where it differs from ``event`` (default
-            None: ``event``).
-
-        Returns
-        -------
-        LedgerEntry
-            The entry recorded.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``event`` is not a DpEvent or cannot be accounted under the ledger's relation, the tag is
-            already used, or ``members`` is invalid.
+        ``row_event`` is what an aggregate release guarantees one row, where it differs from ``event``. Raises
+        :class:`~labeldp.errors.ConfigError` if the event cannot be accounted under the ledger's relation or
+        the tag is taken.
         """
         if not isinstance(event, dp_event.DpEvent):
             raise ConfigError(f"event must be a dp_accounting DpEvent, got {type(event).__name__}")
@@ -617,8 +407,7 @@ class PrivacyLedger:
             pass
 
     def _groups(self, per_row: bool = False) -> list[list[tuple[int, int]]]:
-        """Each distinct way entries touch a privacy unit (a row, ``per_row`` or without units): the
-        entries' indices with the number of times each is composed."""
+        """Each distinct way entries touch a unit (a row, ``per_row`` or without units): (entry, times composed)."""
         if not self._entries:
             return []
         if self.units is None or per_row:
@@ -641,9 +430,9 @@ class PrivacyLedger:
     def _row_groups(self) -> list[list[int]]:
         """Entry indices of each distinct set of entries that touches some example.
 
-        Up to :data:`_COUNTED_ENTRIES` entries, each example's set is a bit code counted in slices
-        (linear time, memory bounded by a slice: a single release over 10^8 examples takes about a
-        second); beyond, the distinct columns of the stacked member masks."""
+        Up to :data:`_COUNTED_ENTRIES` entries, each example's set is a bit code counted slice by slice (linear
+        time, memory bounded by a slice); beyond, the distinct columns of the stacked member masks.
+        """
         if len(self._entries) <= _COUNTED_ENTRIES:
             present = np.zeros(1 << len(self._entries), dtype=bool)
             for start in range(0, self.dataset_size, _SLICE):
@@ -666,49 +455,16 @@ class PrivacyLedger:
         return groups
 
     def epsilon(self, delta: float = 0.0) -> float:
-        """Smallest epsilon (from dp_accounting's PLDs) such that the run is (eps, delta)-label-DP, for
-        each privacy unit (each example, without units).
+        """The smallest epsilon such that each privacy unit (each example, without units) is (epsilon,
+        delta)-label-DP: full DP under ``ADD_OR_REMOVE_ONE``.
 
-        Units are grouped by the exact way entries touched them; each group's events are composed as
-        PLDs (with dp_accounting's RDP accountant where a private selection has no PLD) and the worst
-        group is reported. Reported epsilons are pessimistic by at most about ``VALUE_DISCRETIZATION``
-        per composition. Under ``ADD_OR_REMOVE_ONE`` the guarantee is full DP rather than label DP.
-
-        Parameters
-        ----------
-        delta : float, optional
-            Target delta, in [0, 1) (default 0).
-
-        Returns
-        -------
-        float
-            The epsilon; 0 for an empty ledger, ``math.inf`` if a non-private release was recorded.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``delta`` is not in [0, 1).
+        0 for an empty ledger, ``math.inf`` once a non-private release is recorded. Pessimistic by at most about
+        ``VALUE_DISCRETIZATION`` per composition.
         """
         return self._worst(delta, per_row=False)
 
     def row_epsilon(self, delta: float = 0.0) -> float:
-        """The epsilon of one row's label alone (what :meth:`epsilon` reports without units).
-
-        Parameters
-        ----------
-        delta : float, optional
-            Target delta, in [0, 1) (default 0).
-
-        Returns
-        -------
-        float
-            The epsilon, as :meth:`epsilon` computes it for rows.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``delta`` is not in [0, 1).
-        """
+        """The epsilon of one row's label alone (what :meth:`epsilon` reports without units)."""
         return self._worst(delta, per_row=True)
 
     def _worst(self, delta: float, per_row: bool) -> float:
@@ -735,24 +491,7 @@ class PrivacyLedger:
         return worst
 
     def to_dict(self, delta: float = 0.0) -> dict[str, Any]:
-        """The ledger and its epsilon at ``delta`` as plain JSON types.
-
-        Parameters
-        ----------
-        delta : float, optional
-            The delta at which the epsilon is reported (default 0).
-
-        Returns
-        -------
-        dict
-            The relation, dataset size, delta, epsilon and entries (each event as :func:`event_to_dict`
-            writes it, the members packed as base64 bits).
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``delta`` is not in [0, 1).
-        """
+        """The ledger and its epsilon at ``delta`` as JSON types, the members packed as base64 bits."""
         data = {
             "neighboring_relation": self.neighboring_relation.name,
             "dataset_size": self.dataset_size,
@@ -770,24 +509,8 @@ class PrivacyLedger:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
-        """Rebuild a ledger from :meth:`to_dict`'s output, recording its entries again.
-
-        Files written before ledgers had a relation are read as ``REPLACE_ONE``.
-
-        Parameters
-        ----------
-        data : dict
-            A dict written by :meth:`to_dict` (the stored epsilon is not read: it is computed again).
-
-        Returns
-        -------
-        PrivacyLedger
-            The ledger.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If an entry cannot be recorded (a repeated tag, invalid members, an unsupported event).
+        """The ledger of :meth:`to_dict`'s dict, its entries recorded again and its epsilon recomputed (files
+        older than relations are read as ``REPLACE_ONE``).
         """
         relation = data.get("neighboring_relation", NEIGHBORING_RELATION.name)
         if relation not in dp_accounting.NeighboringRelation.__members__:  # files written before relations
@@ -811,45 +534,12 @@ class PrivacyLedger:
         return ledger
 
     def save(self, path: str | os.PathLike, delta: float = 0.0) -> None:
-        """Write the ledger as JSON atomically (a crash never leaves a half-written file).
-
-        Parameters
-        ----------
-        path : str or os.PathLike
-            The file to write.
-        delta : float, optional
-            The delta at which the stored epsilon is reported (default 0).
-
-        Returns
-        -------
-        None
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``delta`` is not in [0, 1).
-        """
+        """Write the ledger as JSON atomically (a crash never leaves a half-written file)."""
         write_text_atomic(path, json.dumps(self.to_dict(delta), indent=2))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PrivacyLedger:
-        """Read a ledger written by :meth:`save`.
-
-        Parameters
-        ----------
-        path : str or os.PathLike
-            The JSON file.
-
-        Returns
-        -------
-        PrivacyLedger
-            The ledger, its entries recorded again.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If an entry cannot be recorded (see :meth:`from_dict`).
-        """
+        """Read a ledger written by :meth:`save`."""
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def __repr__(self) -> str:
@@ -875,7 +565,7 @@ def _entry_to_dict(entry: LedgerEntry) -> dict[str, Any]:
 
 
 def _check_units(units, dataset_size: int, relation: dp_accounting.NeighboringRelation) -> np.ndarray:
-    """The units as an int64 array of one non-negative integer per example."""
+    """The units as int64, one non-negative integer per example."""
     if relation != NEIGHBORING_RELATION:
         raise ConfigError("privacy units are accounted under the replace-one-label relation only")
     array = np.asarray(units)
@@ -886,15 +576,8 @@ def _check_units(units, dataset_size: int, relation: dp_accounting.NeighboringRe
 
 @contextlib.contextmanager
 def quiet_rdp():
-    """Silence dp_accounting's RDP accountant while it computes.
-
-    dp_accounting's RDP accountant logs a warning for every Renyi order it leaves out of a bound
-    (which only loosens it): silenced while it computes.
-
-    Returns
-    -------
-    contextlib.AbstractContextManager
-        A context manager that raises the ``absl`` logger's level to ERROR and restores it on exit.
+    """Silence dp_accounting's RDP accountant, which warns for every Renyi order it leaves out of a bound
+    (that only loosens it).
     """
     logger = logging.getLogger("absl")
     level = logger.level

@@ -10,20 +10,7 @@ EPSILON_DIGITS = 3
 
 
 def round_up(value: float, digits: int = EPSILON_DIGITS) -> float:
-    """The smallest number of ``digits`` significant digits that is at least ``value``.
-
-    Parameters
-    ----------
-    value : float
-        The number to round; 0, infinities and NaN are returned unchanged.
-    digits : int, optional
-        Significant digits kept (default :data:`EPSILON_DIGITS`).
-
-    Returns
-    -------
-    float
-        ``value`` rounded up (towards +inf) to ``digits`` significant digits.
-    """
+    """``value`` rounded up to ``digits`` significant digits (0, infinities and NaN unchanged)."""
     if value == 0 or not math.isfinite(value):
         return value
     rounded = float(f"{value:.{digits}g}")
@@ -34,40 +21,14 @@ def round_up(value: float, digits: int = EPSILON_DIGITS) -> float:
 
 
 def format_epsilon(epsilon: float | None, digits: int = EPSILON_DIGITS) -> str:
-    """An epsilon for people, rounded up (``inf`` for None or infinity: no privacy).
-
-    Parameters
-    ----------
-    epsilon : float or None
-        The epsilon to print; None means no guarantee.
-    digits : int, optional
-        Significant digits shown (default :data:`EPSILON_DIGITS`).
-
-    Returns
-    -------
-    str
-        The epsilon rounded up to ``digits`` significant digits, or ``"inf"``.
-    """
+    """An epsilon for people, rounded up (``inf`` for None or infinity: no privacy)."""
     if epsilon is None or math.isinf(epsilon):
         return "inf"
     return f"{round_up(epsilon, digits):.{digits}g}"
 
 
 def format_lower_bound(value: float, decimals: int = 3) -> str:
-    """An empirical epsilon lower bound, rounded down to ``decimals`` decimals.
-
-    Parameters
-    ----------
-    value : float
-        The lower bound an attack showed.
-    decimals : int, optional
-        Decimals shown (default 3).
-
-    Returns
-    -------
-    str
-        ``value`` rounded down (towards -inf), with exactly ``decimals`` decimals.
-    """
+    """An empirical epsilon lower bound, rounded down to exactly ``decimals`` decimals."""
     return f"{math.floor(value * 10**decimals) / 10**decimals:.{decimals}f}"
 
 
