@@ -1,5 +1,7 @@
-"""Torch modules for each kind of data, and :func:`build_model` to pick one by name. Names are
-imported on first use (the model names and the default rule need no torch: :mod:`labeldp.models.names`)."""
+"""Torch modules for each kind of data, and :func:`build_model` to pick one by name.
+
+Names are imported on first use; :mod:`labeldp.models.names` (the names and the default rule) needs no torch.
+"""
 
 from labeldp._lazy import lazy_exports
 

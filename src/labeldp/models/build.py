@@ -22,35 +22,17 @@ def build_model(
     seed: int | None = None,
     categorical: tuple[int, ...] = (),
 ) -> nn.Module:
-    """Build model ``name`` (or the default for ``input_shape``) with ``num_classes`` outputs, on the CPU.
+    """Build model ``name`` (None: :func:`default_model_name`'s choice) on the CPU.
 
     ``categorical`` are the sizes of the leading integer-coded input columns
-    (:attr:`labeldp.data.LabeledDataset.categorical`). With ``seed``, its initial weights come from
-    that seed, and torch's global random state is left as it was.
-
-    Parameters
-    ----------
-    name : str or None
-        One of :data:`MODELS`, or None for :func:`default_model_name`'s choice.
-    input_shape : tuple of int
-        Shape of one input, without the batch dimension: (C, H, W) for images, (D,) for tables.
-    num_classes : int
-        Number of outputs (logits).
-    seed : int or None, optional
-        Seed of the initial weights (default None: torch's global random state).
-    categorical : tuple of int, optional
-        Sizes of the leading integer-coded input columns (default none).
-
-    Returns
-    -------
-    torch.nn.Module
-        The model, on the CPU; it maps a batch (B, *input_shape) to logits (B, num_classes).
+    (:attr:`labeldp.data.LabeledDataset.categorical`). With ``seed`` the initial weights come from it and
+    torch's global random state is left as it was.
 
     Raises
     ------
     labeldp.errors.ConfigError
-        If ``name`` is unknown, or the model does not fit ``input_shape`` (e.g. ``"cnn"`` needs square
-        images with a side divisible by 4, ``"recommender"`` a table with categorical columns).
+        If ``name`` is unknown or does not fit ``input_shape`` (e.g. ``"cnn"`` needs square images with a
+        side divisible by 4, ``"recommender"`` a table with categorical columns).
     """
     name = name or default_model_name(input_shape, categorical)
     if seed is None:

@@ -22,38 +22,15 @@ class _ConvGroup(nn.Sequential):
 
 
 class ConvNet(nn.Sequential):
-    """A 2x2 first convolution, three conv groups with batch norm, a global max-pool, the classifier.
+    """A batch-norm network after airbench's CIFAR-10 one, scaled down for CPUs (model ``"convnet"``).
 
-    Model ``"convnet"``. The layout of airbench's CIFAR-10 network scaled down for CPUs: a 2x2
-    convolution (``first`` channels, GELU; airbench fixes it to whiten the image patches, here it
-    learns), then three groups of two 3x3 convolutions (``widths`` channels), each group halving the
-    side with a max-pool and normalising with batch norm, a global max-pool and a bias-free linear
-    classifier. Its tensors are channels-last, the order in which torch's CPU convolutions of few
-    channels are fastest.
+    A 2x2 convolution (``first`` channels, GELU; learnt, where airbench fixes it to whiten patches), three
+    groups of two 3x3 convolutions (``widths`` channels) that pool then normalise, a global max-pool and a
+    bias-free classifier. Tensors are channels-last, the order in which torch's CPU convolutions of few
+    channels are fastest. The default for 28x28 images (docs/guides/images.md says why).
 
-    73,704 parameters for 1x28x28 inputs and 10 classes, against the small CNN's 417,482; a training
-    step costs about what the small CNN's does (one thread, batch 128: 31-35 ms against 28-31 ms; 50 ms
-    in (N, C, H, W) order). Non-private on MNIST with one thread (``benchmarks/image_networks.py``, 2
-    seeds), 6 epochs at learning rate 0.1 reached 99.63 and 99.53 % in 119 CPU seconds and 12 epochs
-    99.64 and 99.67 % in 215, where the small CNN's 12 epochs reached 99.44 and 99.55 % in 189: the
-    default for 28x28 images (:func:`~labeldp.models.names.default_model_name`).
-
-    Its batch norm layers mix the examples of a batch, so DP-SGD refuses it; label-DP methods train it
-    like any network.
-
-    Maps images (B, in_channels, H, W), H and W at least 17, to logits (B, num_classes): the last group
-    then normalises maps of at least 2x2, so that a batch of one example still has batch statistics.
-
-    Parameters
-    ----------
-    in_channels : int, optional
-        Channels of the input images (default 1).
-    num_classes : int, optional
-        Number of outputs (default 10).
-    widths : tuple of int, optional
-        Channels of the three conv groups (default (16, 32, 64)).
-    first : int, optional
-        Channels of the first 2x2 convolution (default 8).
+    Batch norm mixes a batch's examples, so DP-SGD refuses it. Images must be at least 17x17, so that the
+    last group normalises maps of at least 2x2 and a batch of one still has batch statistics.
     """
 
     def __init__(

@@ -8,20 +8,8 @@ from torch import nn
 
 
 class MLP(nn.Sequential):
-    """Flatten, then ``Linear -> ReLU`` blocks, then a linear classifier.
-
-    Maps inputs (B, *input_shape) to logits (B, num_classes).
-
-    Parameters
-    ----------
-    input_shape : tuple of int
-        Shape of one input, without the batch dimension; it is flattened.
-    num_classes : int
-        Number of outputs.
-    hidden : tuple of int, optional
-        Width of each hidden layer (default (256, 256)).
-    dropout : float, optional
-        Dropout probability after each hidden layer; 0 (the default) adds no dropout layer.
+    """Flatten, ``Linear -> ReLU`` blocks of widths ``hidden`` (with dropout after each when ``dropout`` > 0),
+    a linear classifier.
     """
 
     def __init__(

@@ -1,14 +1,9 @@
-"""Max-pooling that is fast on CPU: :class:`MaxPool2d`, a drop-in for :class:`torch.nn.MaxPool2d`.
+""":class:`MaxPool2d`, a drop-in for :class:`torch.nn.MaxPool2d` that is fast on CPU.
 
-torch's CPU kernel that finds the window maxima of (N, C, H, W)-ordered tensors is several times
-slower than its kernel for channels-last tensors, while its backward kernel is fast in (N, C, H, W)
-order (2 CPU cores, torch 2.13: a 2x2 pool of stride 1 over 256 x 16 x 14 x 14 takes 5.2 ms forward
-and 7.1 ms with its backward pass in ``nn.MaxPool2d``, against 1.5 and 2.5 ms here, conversions
-included). :class:`MaxPool2d` therefore finds each window's maximum and its position with the
-channels-last forward kernel and passes gradients back with the (N, C, H, W) backward kernel. The
-values, the chosen positions (the first maximum of each window, as in torch) and so the gradients
-are those of :func:`torch.nn.functional.max_pool2d`, bit for bit, and the gradient reaching the
-layer below keeps its usual memory order.
+torch's CPU forward kernel is several times slower on (N, C, H, W) tensors than on channels-last ones,
+while its backward kernel is fast in (N, C, H, W) order (docs/dpsgd.md, max-pooling on CPU). So the
+maxima are found channels-last and the gradients passed back in (N, C, H, W) order: values, chosen
+positions (the first maximum of a window) and gradients are torch's bit for bit.
 """
 
 from __future__ import annotations
@@ -19,8 +14,7 @@ from torch.nn.modules.utils import _pair
 
 
 def _channels_last(x: torch.Tensor) -> torch.Tensor:
-    """``x`` with the same shape and values, its channels (dimension -3) stored last. Written with
-    ``movedim`` rather than ``memory_format``, which ``torch.func`` transforms do not support."""
+    """``x`` stored channels-last; by ``movedim``, since ``torch.func`` transforms do not support ``memory_format``."""
     return x.movedim(-3, -1).contiguous().movedim(-1, -3)
 
 
@@ -31,24 +25,7 @@ class _ChannelsLastMaxPool(torch.autograd.Function):
 
     @staticmethod
     def forward(x, kernel_size, stride, padding, dilation, ceil_mode):
-        """Each window's maximum and its flat position, found on a channels-last copy of ``x``.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Input of shape (N, C, H, W) or (C, H, W).
-        kernel_size, stride, padding, dilation : tuple of int
-            As for :func:`torch.nn.functional.max_pool2d`, each a pair.
-        ceil_mode : bool
-            As for :func:`torch.nn.functional.max_pool2d`.
-
-        Returns
-        -------
-        values : torch.Tensor
-            The window maxima, contiguous in (N, C, H', W') order.
-        indices : torch.Tensor
-            The flat positions of the maxima in each (H, W) plane (the first maximum of a window).
-        """
+        """Each window's maximum and its flat position in the (H, W) plane, found on a channels-last copy."""
         values, indices = torch.ops.aten.max_pool2d_with_indices(
             _channels_last(x), kernel_size, stride, padding, dilation, ceil_mode
         )
@@ -56,68 +33,25 @@ class _ChannelsLastMaxPool(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
-        """Save the input and the maxima's positions for :meth:`backward`, and the pooling settings.
-
-        Parameters
-        ----------
-        ctx : torch.autograd.function.FunctionCtx
-            The autograd context.
-        inputs : tuple
-            :meth:`forward`'s arguments.
-        output : tuple of torch.Tensor
-            :meth:`forward`'s result (the positions are marked non-differentiable).
-        """
         x, *ctx.settings = inputs
         ctx.save_for_backward(x, output[1])
         ctx.mark_non_differentiable(output[1])
 
     @staticmethod
     def backward(ctx, grad_values, _grad_indices):
-        """The gradient with respect to the input, by torch's (N, C, H, W) backward kernel.
-
-        Parameters
-        ----------
-        ctx : torch.autograd.function.FunctionCtx
-            The autograd context of :meth:`setup_context`.
-        grad_values : torch.Tensor
-            The gradient with respect to the pooled values.
-        _grad_indices : torch.Tensor or None
-            Unused (the positions are not differentiable).
-
-        Returns
-        -------
-        tuple
-            The input's gradient, then None for each pooling setting.
-        """
+        """The input's gradient, by torch's (N, C, H, W) backward kernel."""
         x, indices = ctx.saved_tensors
         grad = torch.ops.aten.max_pool2d_with_indices_backward(grad_values.contiguous(), x, *ctx.settings, indices)
         return grad, None, None, None, None, None
 
 
 class MaxPool2d(nn.MaxPool2d):
-    """:class:`torch.nn.MaxPool2d` (same arguments, values and gradients) that on CPU pools in channels-last order.
+    """:class:`torch.nn.MaxPool2d` (same arguments, values and gradients) that pools channels-last on CPU.
 
-    Several times faster there (see the module docstring). Elsewhere it is ``nn.MaxPool2d``.
-
-    Parameters
-    ----------
-    kernel_size, stride, padding, dilation, return_indices, ceil_mode
-        As for :class:`torch.nn.MaxPool2d`.
+    Several times faster there (see :mod:`labeldp.models.pooling`); elsewhere it is ``nn.MaxPool2d``.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """Pool ``x`` as :func:`torch.nn.functional.max_pool2d` does.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Input of shape (N, C, H, W) or (C, H, W).
-
-        Returns
-        -------
-        torch.Tensor or tuple of torch.Tensor
-            The pooled values, and with ``return_indices`` also the flat positions of the maxima.
-        """
         if x.device.type != "cpu" or x.dim() not in (3, 4):
             return super().forward(x)
         values, indices = _ChannelsLastMaxPool.apply(

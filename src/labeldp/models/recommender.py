@@ -1,5 +1,4 @@
-"""An embedding model for recommendation tables: integer-coded columns (user, item, ...) embedded, the
-user-item product as a factorisation term, side features, and an MLP to the outputs."""
+"""An embedding model for recommendation tables (user, item and other integer-coded columns)."""
 
 from __future__ import annotations
 
@@ -10,65 +9,26 @@ from torch import nn
 
 
 def embedding_width(size: int, cap: int) -> int:
-    """Width of the embedding of a column with ``size`` values.
-
-    1.6 size^0.56 (the rule of thumb of fast.ai's tabular models), at least 2, at most ``cap``.
-
-    Parameters
-    ----------
-    size : int
-        Number of distinct values of the column.
-    cap : int
-        The largest width allowed.
-
-    Returns
-    -------
-    int
-        The width.
-    """
+    """Width of a column's embedding: 1.6 size^0.56 (fast.ai's rule of thumb), in [2, cap]."""
     return max(2, min(cap, round(1.6 * size**0.56)))
 
 
 class RecommenderMLP(nn.Module):
     """Embeddings of the leading categorical columns and an MLP over them and the numeric columns.
 
-    The input is a float row: ``len(categorical)`` integer codes (column i in [0, categorical[i])),
-    then the numeric side features. With two or more categorical columns the first two (user and
-    item) share the width ``dim`` and their elementwise product joins the MLP's input, the term of a
-    matrix factorisation. ``num_outputs`` logits (for a regression: one per point of the label grid).
+    A row is ``len(categorical)`` integer codes (column i in [0, categorical[i])), then ``num_numeric``
+    side features. With two or more categorical columns the first two (user and item) share the width
+    ``dim`` and their elementwise product, a matrix factorisation's term, joins the MLP's input.
+    ``num_outputs`` logits (for a regression: one per point of the label grid).
 
     Parameters
     ----------
     categorical : tuple of int
-        Number of values of each leading categorical column (at least one column).
-    num_numeric : int
-        Number of numeric columns after them.
-    num_outputs : int
-        Number of logits.
+        Number of values of each leading categorical column (at least one).
     dim : int, optional
-        Width of the user and item embeddings, and the cap of the others' (default 32).
-    hidden : tuple of int, optional
-        Widths of the MLP's hidden layers (default (128, 64)).
+        Width of the user and item embeddings, and the cap of the others'.
     dropout : float, optional
-        Dropout probability on the embeddings and after each hidden layer (default 0.2).
-
-    Attributes
-    ----------
-    num_codes : int
-        Number of categorical columns.
-    embeddings : torch.nn.ModuleList
-        One ``torch.nn.Embedding`` per categorical column.
-    interaction : bool
-        Whether the user-item product joins the MLP's input.
-    head : torch.nn.Sequential
-        The MLP.
-    embedding_dropout : torch.nn.Dropout
-        Dropout on the concatenated embeddings.
-
-    Raises
-    ------
-    ValueError
-        If ``categorical`` is empty.
+        Dropout probability on the embeddings and after each hidden layer.
     """
 
     def __init__(
@@ -99,19 +59,6 @@ class RecommenderMLP(nn.Module):
         self.embedding_dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits of a batch of rows.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Float tensor (B, len(categorical) + num_numeric): the integer codes first, then the numeric
-            features.
-
-        Returns
-        -------
-        torch.Tensor
-            Logits of shape (B, num_outputs).
-        """
         codes = x[:, : self.num_codes].long()
         vectors = [embedding(codes[:, i]) for i, embedding in enumerate(self.embeddings)]
         parts = vectors + ([vectors[0] * vectors[1]] if self.interaction else [])

@@ -1,6 +1,6 @@
-"""WideResNet with GroupNorm and weight-standardised convolutions, the DP-SGD network of De et al.
-(2022) for 32x32 images (WRN-16-4 by default). It has no batch statistics, so per-example gradients
-are defined."""
+"""WideResNet with GroupNorm and weight-standardised convolutions: De et al.'s (2022) DP-SGD network for
+32x32 images. No batch statistics, so per-example gradients are defined.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from labeldp.errors import ConfigError
 
 
 def _standardize(kernel: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(y, s) for a kernel (out_channels, fan_in): each row centred and divided by its scale
-    s = sqrt(var + eps). Two passes (the mean, then the mean square of the centred row): on CPU about
-    15x faster than torch.var over the fan-in, and as accurate."""
+    """(y, s): each row of a (out_channels, fan_in) kernel centred and divided by s = sqrt(var + eps).
+
+    Two passes (the mean, then the centred mean square): much faster on CPU than torch.var, as accurate.
+    """
     centred = kernel - kernel.mean(dim=1, keepdim=True)
     scale = torch.sqrt(centred.pow(2).mean(dim=1, keepdim=True) + eps)
     return centred / scale, scale
@@ -23,22 +24,8 @@ def _standardize(kernel: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.
 class WSConv2d(nn.Conv2d):
     """A convolution whose kernel is standardised per output channel on every call (Qiao et al. 2019).
 
-    Each channel's kernel has zero mean and unit variance over its fan-in. ``weight`` holds the raw
-    parameters.
-
-    Parameters
-    ----------
-    *args
-        Positional arguments of :class:`torch.nn.Conv2d`.
-    eps : float, optional
-        Added to each channel's variance before its square root (default 1e-5).
-    **kwargs
-        Keyword arguments of :class:`torch.nn.Conv2d`.
-
-    Attributes
-    ----------
-    eps : float
-        The variance offset.
+    Each channel's kernel has zero mean and unit variance over its fan-in; ``weight`` holds the raw
+    parameters and ``eps`` is added to each variance. The gradient methods serve per-example clipping.
     """
 
     def __init__(self, *args, eps: float = 1e-5, **kwargs):
@@ -46,64 +33,22 @@ class WSConv2d(nn.Conv2d):
         self.eps = eps
 
     def standardized_weight(self) -> torch.Tensor:
-        """The standardised kernel, with the shape of ``weight`` and differentiable with respect to it.
-
-        Returns
-        -------
-        torch.Tensor
-            Tensor of shape (out_channels, in_channels / groups, kH, kW).
-        """
+        """The standardised kernel, shaped like ``weight`` and differentiable with respect to it."""
         return _standardize(self.weight.flatten(1), self.eps)[0].view_as(self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The convolution of ``x`` with the standardised kernel.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Input of shape (B, in_channels, H, W).
-
-        Returns
-        -------
-        torch.Tensor
-            Output of shape (B, out_channels, H', W').
-        """
         return self._conv_forward(x, self.standardized_weight(), self.bias)
 
     def standardization(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(y, s), detached: the standardised kernel and each channel's scale s.
-
-        Per-example gradient rules compute it once per step and pass it below.
-
-        Returns
-        -------
-        standardized : torch.Tensor
-            The standardised kernel y, shape (out_channels, fan_in).
-        scale : torch.Tensor
-            Each channel's scale s = sqrt(var + eps), shape (out_channels, 1).
-        """
+        """(y, s), detached: the standardised kernel (out_channels, fan_in) and each channel's scale s."""
         return _standardize(self.weight.detach().flatten(1), self.eps)
 
     def weight_gradient(
         self, standardized_grads: torch.Tensor, standardization: tuple[torch.Tensor, torch.Tensor] | None = None
     ) -> torch.Tensor:
-        """Map gradients G with respect to the standardised kernel to gradients with respect to ``weight``.
+        """Map per-example gradients G (B, *weight.shape) with respect to y = (w - mean) / s to ``weight``'s.
 
-        G has shape (B, *weight.shape) and is taken with respect to y = (w - mean) / s. Per output channel
-        the result is (G - mean(G) - y mean(G y)) / s, the chain rule through the standardisation (means
-        over the fan-in). The map is linear in G.
-
-        Parameters
-        ----------
-        standardized_grads : torch.Tensor
-            Gradients G of shape (B, *weight.shape).
-        standardization : tuple of torch.Tensor, optional
-            :meth:`standardization`'s result, if already at hand.
-
-        Returns
-        -------
-        torch.Tensor
-            Gradients with respect to ``weight``, shape (B, *weight.shape).
+        Per output channel (G - mean(G) - y mean(G y)) / s, means over the fan-in: linear in G.
         """
         standardized, scale = standardization or self.standardization()
         grads = standardized_grads.flatten(2)
@@ -118,28 +63,11 @@ class WSConv2d(nn.Conv2d):
         dots: torch.Tensor,
         standardization: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Squared norms (B,) of :meth:`weight_gradient` of gradients G (B, *weight.shape).
+        """Squared norms (B,) of :meth:`weight_gradient` of G, from three statistics of G, forming neither.
 
-        Computed from three statistics of G, without forming either: ``scaled_norms2`` (B,) =
-        sum_r |G_r|^2 / s_r^2 over output channels r, and per channel (B, out_channels) ``sums`` = sum(G_r)
-        and ``dots`` = G_r . y_r. With n the fan-in and m = dots / n, channel r contributes
+        ``scaled_norms2`` (B,) = sum_r |G_r|^2 / s_r^2 over output channels r; per channel (B, out_channels)
+        ``sums`` = sum(G_r) and ``dots`` = G_r . y_r. With n the fan-in and m = dots / n, channel r adds
         (|G_r|^2 - sums^2 / n - 2 n m^2 + m^2 |y_r|^2) / s_r^2.
-
-        Parameters
-        ----------
-        scaled_norms2 : torch.Tensor
-            (B,) sum over output channels r of |G_r|^2 / s_r^2.
-        sums : torch.Tensor
-            (B, out_channels) sum of the entries of each G_r.
-        dots : torch.Tensor
-            (B, out_channels) dot product G_r . y_r.
-        standardization : tuple of torch.Tensor, optional
-            :meth:`standardization`'s result, if already at hand.
-
-        Returns
-        -------
-        torch.Tensor
-            Squared norms of shape (B,).
         """
         standardized, scale = standardization or self.standardization()
         fan_in = standardized.shape[1]
@@ -166,18 +94,6 @@ class _Block(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The block's output: the residual branch plus the input (or its 1x1 projection).
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Input of shape (B, in_planes, H, W).
-
-        Returns
-        -------
-        torch.Tensor
-            Output of shape (B, planes, ceil(H / stride), ceil(W / stride)).
-        """
         out = F.relu(self.norm1(x))
         skip = x if self.shortcut is None else self.shortcut(out)
         out = self.conv1(out)
@@ -186,41 +102,10 @@ class _Block(nn.Module):
 
 
 class WideResNet(nn.Module):
-    """WRN-``depth``-``width`` for 32x32 images.
+    """WRN-``depth``-``width`` for 32x32 images (``depth`` = 6n + 4).
 
-    A 16-channel stem, three stages of (depth-4)/6 blocks with 16w, 32w and 64w channels, GroupNorm
-    with ``groups`` groups, global average pooling.
-
-    WRN-16-4 (the default) has 2.7M parameters.
-
-    Parameters
-    ----------
-    in_channels : int, optional
-        Channels of the input images (default 3).
-    num_classes : int, optional
-        Number of outputs (default 10).
-    depth : int, optional
-        Depth, of the form 6n + 4 (default 16).
-    width : int, optional
-        Width multiplier w (default 4).
-    groups : int, optional
-        GroupNorm groups (at most the channels of a layer; default 16).
-
-    Attributes
-    ----------
-    stem : WSConv2d
-        The 3x3 stem convolution.
-    blocks : torch.nn.Sequential
-        The residual blocks.
-    norm : torch.nn.GroupNorm
-        The final normalisation.
-    head : torch.nn.Linear
-        The classifier.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``depth`` is not of the form 6n + 4.
+    A 16-channel stem, three stages of (depth - 4) / 6 blocks of 16w, 32w and 64w channels, GroupNorm of
+    ``groups`` groups (at most a layer's channels), global average pooling.
     """
 
     def __init__(self, in_channels: int = 3, num_classes: int = 10, depth: int = 16, width: int = 4, groups: int = 16):
@@ -240,17 +125,5 @@ class WideResNet(nn.Module):
         self.head = nn.Linear(planes, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits of a batch of images.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Images of shape (B, in_channels, H, W), 32x32 for the design.
-
-        Returns
-        -------
-        torch.Tensor
-            Logits of shape (B, num_classes).
-        """
         out = F.relu(self.norm(self.blocks(self.stem(x))))
         return self.head(out.mean(dim=(2, 3)))
