@@ -12,35 +12,23 @@ from labeldp.errors import ConfigError
 class LabelBudget:
     """A cap on what the releases of one set of private labels may spend together.
 
-    Given to :class:`PrivateLabels` (``PrivateLabels(y, classes=..., budget=LabelBudget(3))``), it lets
-    more than one release of the same rows happen, each refused with a :class:`~labeldp.errors.BudgetError`
-    before anything is drawn when the per-row composition (dp_accounting, at ``delta``) of everything
-    the rows have spent and what the new release may spend would exceed ``epsilon``. What is charged
-    is what the release records: the event of each row's release, composed row by row (rows released
-    by different fits compose in parallel). Without a budget, each row is released at most once.
-
-    ``spent`` is the epsilon at ``delta`` that the labels' releases have spent together.
+    Given to :class:`PrivateLabels` (``PrivateLabels(y, classes=..., budget=LabelBudget(3))``), it lets the
+    same rows be released more than once: a release is refused with a :class:`~labeldp.errors.BudgetError`,
+    before anything is drawn, if the per-row composition (dp_accounting, at ``delta``) of what the rows have
+    spent and what it may spend would exceed ``epsilon``. Rows released by different fits compose in
+    parallel. Without a budget, each row is released at most once.
 
     Parameters
     ----------
     epsilon : float
         The cap, a finite number > 0.
     delta : float, optional
-        The delta at which the composition is measured, in [0, 1) (default 0).
+        The delta at which the composition is measured, in [0, 1).
 
     Attributes
     ----------
-    epsilon : float
-        The cap.
-    delta : float
-        The delta of the composition.
     spent : float
-        The epsilon (at ``delta``) spent so far (0 before the budget is given to labels).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a finite number > 0, or ``delta`` is outside [0, 1).
+        The worst row's epsilon at ``delta`` so far (0 before the budget is given to labels).
     """
 
     def __init__(self, epsilon: float, delta: float = 0.0):
@@ -53,14 +41,7 @@ class LabelBudget:
 
     @property
     def spent(self) -> float:
-        """The epsilon (at ``delta``) spent so far by the releases of the labels it caps.
-
-        Returns
-        -------
-        float
-            The worst row's composed epsilon (dp_accounting, at ``delta``); 0 before the budget is given
-            to labels.
-        """
+        """The worst row's composed epsilon at ``delta`` so far (0 before the budget is given to labels)."""
         return 0.0 if self._ledger is None else self._ledger.epsilon(self.delta)
 
     def _bind(self, ledger: PrivacyLedger) -> None:

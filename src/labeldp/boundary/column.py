@@ -1,22 +1,12 @@
 """A label column released once, in memory, and the ledger of one released elsewhere.
 
-"Release once, then tune for free": :func:`privatize` reads the true labels here once, randomises them
-by RR or RR-with-prior (:mod:`labeldp.mechanisms`) in blocks of ``batch_rows`` rows, and records one
-entry over every row on the release's :class:`~labeldp.accounting.PrivacyLedger`. Everything computed
-from the :class:`~labeldp.boundary.released.ReleasedLabels` afterwards (training any model, tuning,
-cross-validation, any number of times) is post-processing and costs no more privacy.
-
-**Each row once.** Every row must have an id of its own: a duplicated id would release that row's
-label twice, with independent noise, under a ledger that shows one release. :func:`privatize` and
-:func:`table_ledger` refuse duplicated ids (and :func:`privatize` a pandas index with duplicates, when
-it stands for the ids), naming one (ids are public), never a label.
-
-**Noise** comes only from a :class:`~labeldp.randomness.NoiseSource`: fresh OS entropy by default,
-ChaCha20 with ``secure=True``, or ``insecure_seed`` (tests only: the release then says NOT PRIVATE).
-
-A Spark or Dask job can apply the same mechanisms per partition instead (``examples/privatize_with_dask.py``):
-the release is then one ledger entry over all rows, which :func:`table_ledger` records from the rows'
-ids and, for RR-with-prior, their k (RR over the smallest k >= 2, which dominates every row).
+:func:`privatize` reads the true labels once, randomises them by RR or RR-with-prior block by block, and
+records one entry over every row; everything computed from the
+:class:`~labeldp.boundary.released.ReleasedLabels` afterwards (training, tuning, cross-validation) is
+post-processing and free. Every row needs an id of its own: a duplicated id would release that row's
+label twice, with independent noise, under a ledger showing one release, so it is refused, naming the id
+(ids are public). A Spark or Dask job can draw per partition instead (``examples/privatize_with_dask.py``)
+and record the release with :func:`table_ledger`.
 """
 
 from __future__ import annotations
@@ -46,17 +36,15 @@ NOISE_STREAM = "table-release"
 
 
 class KSpread:
-    """RR-with-prior's k over the rows drawn so far, all that its ledger event needs: k is a function
-    of the row's (public) prior, never of its label.
-
-    The constructor takes no parameters.
+    """RR-with-prior's k over the rows drawn so far: all its ledger event needs, k being a function of the
+    row's public prior, never of its label.
 
     Attributes
     ----------
     range : list of int or None
-        [smallest k, largest k] over the rows added so far (None before any).
+        [smallest k, largest k] so far (None before any row).
     smallest_informative : int or None
-        The smallest k >= 2 added so far (None while there is none).
+        The smallest k >= 2 so far (None while there is none).
     """
 
     def __init__(self) -> None:
@@ -64,13 +52,7 @@ class KSpread:
         self.smallest_informative: int | None = None  # the smallest k >= 2
 
     def add(self, k: np.ndarray) -> None:
-        """Take in the k of a block of rows.
-
-        Parameters
-        ----------
-        k : numpy.ndarray
-            (rows,) the rows' k, integers >= 1 (at least one row).
-        """
+        """Take in the k of a block of rows (at least one)."""
         low, high = int(k.min()), int(k.max())
         self.range = [low, high] if self.range is None else [min(low, self.range[0]), max(high, self.range[1])]
         informative = k[k >= 2]
@@ -81,38 +63,14 @@ class KSpread:
             )
 
     def event(self, epsilon: float) -> dp_event.DpEvent:
-        """RR over the smallest k >= 2, which dominates every row (:func:`~labeldp.accounting.events.rr_on_sets_event`,
-        as :func:`labeldp.boundary.release.release_rr_with_prior` records it). Without a k >= 2 every
-        released label is its prior's top class, a function of no label: no event.
-
-        Parameters
-        ----------
-        epsilon : float
-            The mechanism's epsilon.
-
-        Returns
-        -------
-        dp_accounting.dp_event.DpEvent
-            ``RandomizedResponseDpEvent`` over the smallest k >= 2, or ``NoOpDpEvent``.
+        """RR over the smallest k >= 2, which dominates every row
+        (:func:`~labeldp.accounting.events.rr_on_sets_event`); no event if every k is 1, each released label
+        being then its prior's top class.
         """
         return rr_on_sets_event(epsilon, self.smallest_informative or 1)
 
     def describe(self, num_classes: int, epsilon: float) -> str:
-        """The ledger entry's description of the release.
-
-        Parameters
-        ----------
-        num_classes : int
-            K, the number of classes.
-        epsilon : float
-            The mechanism's epsilon.
-
-        Returns
-        -------
-        str
-            The mechanism, K, epsilon and the range of k (after at least one :meth:`add`); it says so when
-            every k is 1 and no privacy is spent.
-        """
+        """The ledger entry's description, saying so when every k is 1 and no privacy is spent."""
         text = f"RR-with-prior, K={num_classes}, epsilon={epsilon:g}, k in [{self.range[0]}, {self.range[1]}]"
         if self.smallest_informative is None:
             text += (
@@ -123,8 +81,8 @@ class KSpread:
 
 
 class Draws:
-    """Draws block after block from one generator and remembers what the ledger needs (the spread of
-    k, which depends on the public priors only).
+    """Draws block after block from one generator, remembering what the ledger needs (the spread of k, which
+    depends on the public priors only).
 
     Parameters
     ----------
@@ -139,19 +97,10 @@ class Draws:
 
     Attributes
     ----------
-    num_classes : int
-        K.
-    epsilon : float
-        Each label's epsilon.
     generator : numpy.random.Generator or SecureGenerator
         The generator every block is drawn from.
     k_spread : KSpread or None
         The spread of k drawn so far (None for RR).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``noise`` is not a :class:`~labeldp.randomness.NoiseSource`.
     """
 
     def __init__(self, num_classes: int, epsilon: float, with_prior: bool, noise: NoiseSource):
@@ -162,24 +111,11 @@ class Draws:
         self.k_spread = KSpread() if with_prior else None
 
     def draw(self, positions: np.ndarray, priors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-        """Release one block of true labels: RR over the K classes, or RR-with-prior with ``priors``.
+        """Release one block of true class positions: RR, or RR-with-prior with the rows' ``priors``; returns the
+        released positions and RR-with-prior's k (None for RR).
 
-        Each released label is epsilon-label-DP (RR-with-prior: when its prior does not depend on its own
-        label); nothing is recorded here: :meth:`ledger` records one entry over every row drawn.
-
-        Parameters
-        ----------
-        positions : numpy.ndarray
-            (rows,) the block's true labels, as class positions in [0, K).
-        priors : numpy.ndarray or None
-            (rows, K) the rows' priors for RR-with-prior; None for RR.
-
-        Returns
-        -------
-        noisy : numpy.ndarray
-            (rows,) the released class positions.
-        k : numpy.ndarray or None
-            (rows,) RR-with-prior's k per row; None for RR.
+        Each label is epsilon-label-DP (RR-with-prior: when its prior does not depend on its own label); nothing
+        is recorded here: :meth:`ledger` records one entry over every row drawn.
         """
         if self.k_spread is None:
             return randomized_response(positions, self.num_classes, self.epsilon, self.generator), None
@@ -188,58 +124,21 @@ class Draws:
         return noisy, k
 
     def ledger(self, rows: int, units: np.ndarray | None = None) -> PrivacyLedger:
-        """The release's ledger, once every block has been drawn (:func:`release_ledger`).
-
-        Parameters
-        ----------
-        rows : int
-            The number of rows drawn.
-        units : numpy.ndarray or None, optional
-            The privacy unit of each row drawn; None: each row its own.
-
-        Returns
-        -------
-        PrivacyLedger
-            One entry over all ``rows`` rows.
+        """The release's ledger once every block is drawn: one entry over all ``rows`` (``units``: each row's
+        privacy unit; None: each row its own).
         """
         return release_ledger(rows, self.epsilon, self.num_classes, self.k_spread, units)
 
 
 def table_ledger(ids, epsilon: float, num_classes: int, k=None) -> PrivacyLedger:
-    """The ledger of one label column released once: one entry over every row. Use it for a release
-    drawn elsewhere, e.g. per partition in Spark or Dask, and build it before anything is drawn: it
-    reads public data only, and refuses what would make the release a double spend.
+    """The ledger of one label column released elsewhere (per partition in Spark or Dask): one entry over every
+    row, each label epsilon-label-DP provided the release drawn is the one recorded.
 
-    Parameters
-    ----------
-    ids : array_like
-        (n,) the rows' ids, one per released label. A duplicated id is refused
-        (:class:`~labeldp.errors.DataError`): that row's label would be released twice, with
-        independent noise, under a ledger that shows one release.
-    epsilon : float
-        Each label's privacy budget.
-    num_classes : int
-        K, the number of declared classes.
-    k : array_like of int or None, optional
-        None for RR, recorded as RR over the K classes. For RR-with-prior, (n,) each row's k, as
-        :func:`~labeldp.mechanisms.rr_with_prior` returns it (or
-        :func:`~labeldp.mechanisms.prior_top_k` computes it from the priors, before drawing). The
-        event is computed from it: RR over the smallest k >= 2, which dominates every row; when
-        every k is 1 no released label depends on a label, and the entry says so (a no-op event).
-
-    Returns
-    -------
-    PrivacyLedger
-        A ledger of n rows with one entry over all of them: each label epsilon-label-DP, provided the
-        release drawn elsewhere is the one recorded (each row's label once, by that mechanism).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a finite number > 0, ``num_classes`` is not an integer >= 2, ``ids`` is not
-        a non-empty 1-d array, or ``k`` is not one integer in [1, num_classes] per row.
-    labeldp.errors.DataError
-        If an id occurs twice (the message names it: ids are public).
+    Build it before anything is drawn: it reads public data only, and refuses a duplicated id (that row's
+    label would be released twice under a ledger showing one release). ``k`` is None for RR over the K
+    classes; for RR-with-prior, each row's k as :func:`~labeldp.mechanisms.rr_with_prior` returns it (or
+    :func:`~labeldp.mechanisms.prior_top_k` computes it before drawing): RR over the smallest k >= 2 is
+    recorded, dominating every row, or a no-op event if every k is 1.
     """
     eps = check_epsilon(epsilon)
     classes = check_num_classes(num_classes)
@@ -266,25 +165,8 @@ def _check_k(k, rows: int, num_classes: int) -> np.ndarray:
 def release_ledger(
     rows: int, epsilon: float, num_classes: int, k_spread: KSpread | None, units: np.ndarray | None = None
 ) -> PrivacyLedger:
-    """One entry over all ``rows`` rows: RR over the K classes, or RR-with-prior's event (``k_spread``).
-
-    Parameters
-    ----------
-    rows : int
-        The number of rows released.
-    epsilon : float
-        Each label's epsilon.
-    num_classes : int
-        K, the number of classes.
-    k_spread : KSpread or None
-        RR-with-prior's spread of k; None for RR.
-    units : numpy.ndarray or None, optional
-        The privacy unit of each row (:mod:`labeldp.boundary.units`); None: each row its own.
-
-    Returns
-    -------
-    PrivacyLedger
-        A new ledger of ``rows`` rows with one entry, tagged ``"release"``.
+    """A new ledger of ``rows`` rows with one entry tagged ``"release"``: RR over the K classes, or
+    RR-with-prior's event (``k_spread``).
     """
     ledger = PrivacyLedger(rows, units=units)
     if k_spread is None:
@@ -299,44 +181,14 @@ def release_ledger(
 
 
 def refuse_duplicated(ids: np.ndarray, where: str, after: str = "; nothing was released") -> None:
-    """Refuse ids held in memory (exact comparison) if one occurs twice.
-
-    Parameters
-    ----------
-    ids : numpy.ndarray
-        The rows' ids (public).
-    where : str
-        What the ids are, for the message (``"ids"``).
-    after : str, optional
-        The end of the message (default: that nothing was released).
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If an id occurs twice (:func:`duplicated_ids_error`).
-    """
+    """Refuse ids held in memory (compared exactly) if one occurs twice (:func:`duplicated_ids_error`)."""
     index = pd.Index(ids)
     if not index.is_unique:
         raise duplicated_ids_error(where, index[index.duplicated()][0], after)
 
 
 def duplicated_ids_error(where: str, example: Any, after: str = "; nothing was released") -> DataError:
-    """The error for a duplicated id; it names that id (ids are public), never a label.
-
-    Parameters
-    ----------
-    where : str
-        What the ids are (``"id column 'user'"``).
-    example : object
-        One id that occurs twice.
-    after : str, optional
-        The end of the message (default: that nothing was released).
-
-    Returns
-    -------
-    labeldp.errors.DataError
-        The error, to raise.
-    """
+    """The error for a duplicated id, naming it (ids are public), never a label."""
     return DataError(
         f"{where} has duplicated values ({example.item() if isinstance(example, np.generic) else example!r} at least "
         "twice): each row needs an id of its own, or its "
@@ -347,30 +199,8 @@ def duplicated_ids_error(where: str, example: Any, after: str = "; nothing was r
 
 
 def prior_spec(num_classes: int, prior_columns, prior) -> tuple[tuple[str, ...] | None, np.ndarray | None]:
-    """RR-with-prior's prior as given to a release: columns of a table (a prior per row), or one shared
-    prior, or neither (RR).
-
-    Parameters
-    ----------
-    num_classes : int
-        K, the number of classes.
-    prior_columns : str or sequence of str or None
-        K distinct columns, one per class in the classes' order.
-    prior : array_like or None
-        (K,) one prior shared by every row.
-
-    Returns
-    -------
-    columns : tuple of str or None
-        The prior columns, where given.
-    shared : numpy.ndarray or None
-        The shared prior (float64), where given.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If both are given, the columns are not K distinct names, or the shared prior is not one
-        distribution over the K classes.
+    """RR-with-prior's prior as given to a release: a table's K ``prior_columns`` in the classes' order, one
+    shared (K,) ``prior``, or neither (RR); returns (columns, shared).
     """
     if prior_columns is not None and prior is not None:
         raise ConfigError("give the prior either as prior columns (one per class) or as one shared prior, not both")
@@ -405,72 +235,38 @@ def privatize(
     max_rows_per_unit: int | None = None,
     seed: int = 0,
 ) -> ReleasedLabels:
-    """Release ``labels`` once, by RR or RR-with-prior: :class:`~labeldp.boundary.labels.PrivateLabels`,
-    or the true labels as class values (numpy, pandas or a list), which are read here and nowhere else.
+    """Release ``labels`` once, by RR or RR-with-prior: each label epsilon-label-DP (RR-with-prior: when the
+    priors do not depend on the rows' own labels), recorded as one entry over every row.
 
-    Private labels record the release on their own ledger too, and are refused (before anything is
-    drawn) if their rows were released before, unless their budget allows it.
-
-    Each label is released once, epsilon-label-DP (RR-with-prior: when the priors do not depend on the
-    rows' own labels), recorded on the release's ledger as one entry over every row; with an insecure
-    seed the release is NOT PRIVATE, and says so.
-
-    With ``units`` (a user id per row), epsilon is each unit's: at most ``max_rows_per_unit`` rows of a
-    unit are kept, chosen by the public ``seed`` without reading a label
-    (:func:`~labeldp.boundary.units.bound_contributions`), each released with epsilon / c, c the most
-    rows a unit keeps; the other rows are left out of the release (the result's ``ids`` say which rows
-    it holds), and the ledger composes per unit.
+    ``labels`` are :class:`~labeldp.boundary.labels.PrivateLabels`, which also record the release on their
+    own ledger and are refused if their rows were released before (unless their budget allows it), or class
+    values, read here and nowhere else. With an insecure seed the release is NOT PRIVATE, and says so.
+    Every argument is checked before anything is drawn; a label outside ``classes`` is neither named nor
+    counted.
 
     Parameters
     ----------
-    labels : PrivateLabels or array_like or pandas.Series
-        The true labels: :class:`~labeldp.boundary.labels.PrivateLabels` over these classes, or class
-        values, one per row.
     classes : sequence
-        The label domain, in order: public, declared, never read off the labels. A label
-        outside it (or a missing one) is an error raised before anything is drawn.
-    epsilon : float
-        Each label's privacy budget.
+        The label domain, in order: public, declared, never read off the labels.
     priors : array_like or pandas.DataFrame or None, optional
-        None for RR; for RR-with-prior a (K,) prior shared by every row or (n, K) rows (an
-        array or DataFrame), each a distribution over ``classes`` that does not depend on the
-        row's own label (e.g. computed from public inputs, or a model trained on other rows), nor with
-        ``units`` on any label of the row's unit, its rows left out included.
+        None for RR; for RR-with-prior a (K,) prior shared by every row or (n, K) rows, each a distribution
+        over ``classes`` that depends on neither the row's own label nor, with ``units``, any label of its unit.
     ids : array_like or None, optional
-        Row identifiers to keep beside the released labels (default: the Series' index, or the
-        positions), one distinct id per label: a duplicated id (or index value) is refused.
-    noise : NoiseSource, optional
-        The noise source (fresh OS entropy by default).
+        One distinct id per label, kept beside the release (default: the Series' index, or the positions).
     batch_rows : int, optional
-        Rows drawn at a time; with an insecure seed, :func:`privatize_table` with the
-        same ``batch_rows`` draws the same labels.
-    units : array_like or None, optional
-        The privacy unit of each row (public: a user id, never derived from a label); None: each row is
-        its own unit. Label arrays only.
-    max_rows_per_unit : int or None, optional
-        The most rows of one unit released (required with ``units``).
-    seed : int, optional
-        The public seed of which rows of a larger unit are kept (default 0).
+        Rows drawn at a time; with an insecure seed, :func:`privatize_table` with the same ``batch_rows``
+        draws the same labels.
+    units, max_rows_per_unit, seed : optional
+        Each row's public privacy unit (e.g. a user id; label arrays only), the most rows of a unit kept, and
+        the public seed choosing them without reading a label
+        (:func:`~labeldp.boundary.units.bound_contributions`). Epsilon is then each unit's: a unit's kept rows
+        get epsilon / c each, c the most rows a unit keeps; the release holds the kept rows only (its ``ids``).
 
     Returns
     -------
     ReleasedLabels
-        The released labels, their ids, k (RR-with-prior) and ledger; their channel too, except with a
-        prior per row (:meth:`~labeldp.boundary.released.ReleasedLabels.with_priors`). With units: of the
-        rows kept, ``epsilon`` each row's, the ledger's epsilon each unit's.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        Before anything is drawn: for invalid ``classes``, ``epsilon``, ``priors``, ``ids``, ``noise`` or
-        ``batch_rows``, or private labels over other classes.
-    labeldp.errors.DataError
-        Before anything is drawn: if a label is missing or outside ``classes`` (neither named nor
-        counted), or an id (or the Series' index) is duplicated.
-    labeldp.boundary.PrivateLabelAccessError
-        If private labels were withheld, or (without a budget) some of their rows were released before.
-    labeldp.errors.BudgetError
-        If private labels' budget cannot pay for the release.
+        The released labels, their ids, k (RR-with-prior), ledger, and channel except with a prior per row
+        (:meth:`~labeldp.boundary.released.ReleasedLabels.with_priors`).
     """
     domain = LabelDomain(classes)
     eps = check_epsilon(epsilon)
@@ -524,8 +320,7 @@ def _privatize_units(
 
 
 def _wrapped(labels, domain: LabelDomain) -> PrivateLabels:
-    """A user's true labels (class values: numpy, pandas or a list) as private labels over ``domain``,
-    at the line that reads them: nothing after it holds them as a plain array."""
+    """A user's class values as private labels over ``domain``, at the line that reads them."""
     return PrivateLabels.from_indices(domain.positions(labels, "the labels"), domain.size, domain.declared)
 
 
@@ -539,8 +334,7 @@ def _privatize_positions(
     batch_rows: int,
     units: np.ndarray | None = None,
 ) -> ReleasedLabels:
-    """:func:`privatize` on private labels (of the units' rows kept, with ``units``): their class
-    positions are read here, and drawn from block by block."""
+    """:func:`privatize` on private labels (the kept rows, with ``units``): read here, drawn block by block."""
     positions = unseal(labels)
     rows = positions.size
     shared, per_row = None, None
@@ -587,8 +381,7 @@ def _privatize_positions(
 
 
 def _row_ids(labels, ids, rows: int) -> np.ndarray:
-    """The released rows' ids: ``ids``, else the labels' pandas index, else their positions. Each row
-    must have its own (a duplicated id is refused: that row would be released twice)."""
+    """The released rows' ids (``ids``, else the Series' index, else positions), a duplicate refused."""
     if ids is None:
         if not isinstance(labels, pd.Series):
             return np.arange(rows)
@@ -606,42 +399,14 @@ def _row_ids(labels, ids, rows: int) -> np.ndarray:
 
 
 def check_batch_rows(batch_rows: int) -> int:
-    """Check the rows drawn at a time.
-
-    Parameters
-    ----------
-    batch_rows : int
-        A positive integer (a bool is refused).
-
-    Returns
-    -------
-    int
-        ``batch_rows`` as an int.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``batch_rows`` is not a positive integer.
-    """
+    """``batch_rows`` as an int, refused unless a positive integer (a bool is refused)."""
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1:
         raise ConfigError(f"batch_rows must be a positive integer, got {batch_rows!r}")
     return int(batch_rows)
 
 
 def noise_text(noise: NoiseSource) -> str:
-    """Where a release's noise came from, in words, as a release records it.
-
-    Parameters
-    ----------
-    noise : NoiseSource
-        The noise source.
-
-    Returns
-    -------
-    str
-        :meth:`~labeldp.randomness.NoiseSource.describe`'s sentence; with an insecure seed, a warning that
-        the release is NOT PRIVATE (the seed is written beside it).
-    """
+    """Where a release's noise came from, in words; with an insecure seed, that the release is NOT PRIVATE."""
     if not noise.private:
         return (
             f"reproducible from insecure_noise_seed {noise.insecure_seed} (written beside the release): NOT "

@@ -1,18 +1,15 @@
-"""The format of a release folder (``labeldp privatize``, :func:`~labeldp.boundary.release_folder.privatize_table`):
-its files and columns, the sidecar ``release.json`` that describes it, and the reading back.
+"""The release folder's format (:func:`~labeldp.boundary.release_folder.privatize_table`), and its reading
+back; nothing here reads a private label.
 
 ``labels.parquet``
-    one row per input row (with a privacy unit: per row kept), in input order: the id column (copied),
-    ``released_label`` (a value of the declared classes), ``k`` (RR-with-prior) and, on request,
-    ``channel_0 .. channel_{K-1}`` (the row's noise channel);
+    one row per input row (per row kept, with a privacy unit), in input order: the id column (copied, or
+    ``row``, the input position), ``released_label`` (a declared class), ``k`` (RR-with-prior) and, on
+    request, ``channel_0 .. channel_{K-1}`` (the row's noise channel);
 ``release.json``
-    the sidecar: classes, mechanism, epsilon, the prior's columns (or the shared prior), the noise
-    channel (the K x K matrix where it is one), the noise source, the ledger's epsilon and entry, the
-    privacy unit (where there is one);
+    the sidecar: classes, mechanism, epsilon, the prior, the noise channel (the K x K matrix where it is
+    one), the noise source, the ledger's epsilon and entry, the privacy unit;
 ``ledger.json``
     the :class:`~labeldp.accounting.PrivacyLedger` (members: row positions in ``labels.parquet``).
-
-Everything here reads or describes releases only; nothing reads a private label.
 """
 
 from __future__ import annotations
@@ -52,7 +49,7 @@ CHANNEL_PREFIX = "channel_"
 
 
 def _channel(draws: Draws, epsilon: float, shared, channel_names: list[str]) -> dict[str, Any]:
-    """The sidecar's description of the noise channel: its K x K matrix where every row shares it."""
+    """The sidecar's noise channel: its K x K matrix where every row shares it."""
     num_classes, with_prior = draws.num_classes, draws.k_spread is not None
     channel: dict[str, Any] = {
         "meaning": "Pr[released label | true label]: matrix[y][z] for true class y and "
@@ -92,49 +89,10 @@ def describe_release(
     noise: NoiseSource,
     privacy_unit: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``release.json``: what a reader needs to use the release, and the ledger's figures.
+    """``release.json`` of a release already drawn: what a reader needs to use it, and the ledger's figures.
 
-    Describes a release already drawn; reads no label.
-
-    Parameters
-    ----------
-    ledger : PrivacyLedger
-        The release's ledger.
-    draws : Draws
-        The draws of the release (its number of classes, and RR-with-prior's spread of k).
-    rows : int
-        The number of rows released.
-    described : str
-        The source table, in words.
-    label_column : str
-        The source's label column.
-    id_column : str
-        The source's id column.
-    class_values : pyarrow.Array
-        The classes as values of ``released_label``'s type.
-    epsilon : float
-        Each label's epsilon.
-    prior_columns : sequence of str or None
-        RR-with-prior's prior columns, where each row had its own.
-    shared : numpy.ndarray or None
-        RR-with-prior's shared prior, where there was one.
-    channel_names : list of str
-        The channel columns written (empty when none were).
-    block_rows : int
-        The rows drawn at a time.
-    noise : NoiseSource
-        The noise source.
-    privacy_unit : dict or None, optional
-        With a privacy unit, its column, bound, seed, units, rows read and kept, the most rows a unit
-        keeps, and the per-unit and per-row epsilon (public facts); None: each row its own unit.
-
-    Returns
-    -------
-    dict
-        The sidecar: format and versions, rows, source, classes and label type, mechanism, epsilon
-        (each row's), ``privacy_unit`` (None without one),
-        prior, k's range, channel, columns, files, batch rows, the ledger's epsilon, delta, relation and
-        entries, the noise (and a NOT PRIVATE ``warning`` with an insecure seed).
+    ``privacy_unit`` holds the unit's public facts (column, bound, seed, counts, per-unit and per-row
+    epsilon), None without one. With an insecure seed the sidecar carries a NOT PRIVATE ``warning``.
     """
     with_prior = draws.k_spread is not None
     ledger_data = ledger.to_dict()
@@ -193,24 +151,11 @@ def describe_release(
 
 
 def read_sidecar(path) -> dict[str, Any]:
-    """The sidecar of the release folder ``path`` (classes, mechanism, epsilon, channel, noise, ledger).
+    """The sidecar of the release folder ``path``.
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The release folder.
-
-    Returns
-    -------
-    dict
-        The content of ``release.json``.
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If the folder has no ``release.json`` (no release folder, or a release into it did not finish).
-    labeldp.errors.DataError
-        If ``release.json`` is damaged, or is not of this format and version.
+    Raises :class:`~labeldp.errors.MissingFileError` if there is no ``release.json`` (not a release folder,
+    or a release into it did not finish), :class:`~labeldp.errors.DataError` if it is damaged or of
+    another format.
     """
     folder = Path(path)
     sidecar_path = folder / SIDECAR_FILE
@@ -228,8 +173,9 @@ def read_sidecar(path) -> dict[str, Any]:
 
 
 def _check_stated_epsilon(folder: Path, epsilon: float, ledger: PrivacyLedger) -> None:
-    """Refuse a sidecar whose epsilon (which the channel is computed from) is not the one its ledger
-    recorded: a hand-edited ``release.json`` would otherwise train through a channel no draw made."""
+    """Refuse a sidecar whose epsilon (the channel's) is not the one its ledger recorded: a hand-edited
+    ``release.json`` would otherwise train through a channel no draw made.
+    """
     for entry in ledger.entries:
         event = entry.event
         if isinstance(event, dp_event.RandomizedResponseDpEvent):
@@ -244,33 +190,12 @@ def _check_stated_epsilon(folder: Path, epsilon: float, ledger: PrivacyLedger) -
 
 
 def load_release(path) -> ReleasedLabels:
-    """Read the release folder ``path`` written by :func:`privatize_table`, all of it, in memory (the
-    result takes 8 bytes a row for the labels, 8 for k and the ids' own size; reading takes about
-    twice that at its peak). For releases larger than memory, read ``labels.parquet`` in batches and
-    :func:`read_sidecar`.
+    """The release folder ``path`` as :class:`~labeldp.boundary.released.ReleasedLabels`, read whole into
+    memory; costs no privacy.
 
-    Reads released labels only: it costs no privacy.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The release folder.
-
-    Returns
-    -------
-    ReleasedLabels
-        The released labels with their ids, k, ledger and noise; their channel where it needs no per-row
-        prior, or was written (``channel_*`` columns).
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If the folder has no ``release.json``.
-    labeldp.errors.DataError
-        If ``release.json`` is damaged or of another format, the labels, the ledger and the sidecar
-        disagree on the number of rows, or a released label is not one of the classes.
-    labeldp.errors.ConfigError
-        If the ledger's entries cannot be recorded again.
+    Its channel is kept where it needs no per-row prior or was written. For releases larger than memory,
+    read ``labels.parquet`` in batches, and :func:`read_sidecar`. Raises
+    :class:`~labeldp.errors.DataError` if the folder is damaged, edited, or its files disagree.
     """
     folder = Path(path)
     sidecar = read_sidecar(folder)

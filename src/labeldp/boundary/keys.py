@@ -1,10 +1,9 @@
 """Row keys: ids and privacy units normalised as labels are, so that one person is one key.
 
-A user id may be ``17`` in a Parquet file, ``"17"`` in a CSV file and ``17.0`` after pandas saw a
-missing value; pandas may even read one column as ``17`` in some rows and ``"17"`` in others. Every
-route compares ids and units by :func:`~labeldp.boundary.domain.canonical_label`'s spelling, the one
-labels are matched by, so none of these splits a person into two units or hides a duplicated row.
-Keys are public; nothing here reads a label.
+A user id may be ``17`` in Parquet, ``"17"`` in CSV, ``17.0`` after pandas saw a missing value, or mixed
+within one column. Every route compares ids and units by :func:`~labeldp.boundary.domain.canonical_label`'s
+spelling, so none of these splits a person in two or hides a duplicated row. Keys are public; nothing
+here reads a label.
 """
 
 from __future__ import annotations
@@ -49,13 +48,8 @@ def _integers(values) -> np.ndarray | None:
 
 
 def canonical_codes(values, missing: str = "a key column has missing values") -> np.ndarray:
-    """Each row's key as an int64 code in [0, distinct keys), in order of first appearance; values
-    with one canonical spelling share a code (exact: no hashing).
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a value is missing.
+    """Each row's key as an int64 code in [0, distinct keys), in order of first appearance, values of one
+    canonical spelling sharing a code (exact: no hashing); a missing value is refused.
     """
     integers = _integers(values)
     if integers is not None:
@@ -66,16 +60,11 @@ def canonical_codes(values, missing: str = "a key column has missing values") ->
 
 
 def row_keys(values, missing: str = "a key column has missing values") -> np.ndarray:
-    """Each row's key as a 64-bit integer (8 bytes a row, for tables read in blocks): a value whose
-    canonical spelling is an integer is that integer, any other the 64-bit hash of its spelling. Equal
-    spellings give equal keys; unequal ones collide with probability about 2^-64 a pair, which merges
-    two units (bounding their rows together: never weaker) and is resolved exactly for ids
-    (:func:`canonical_text`).
+    """Each row's key as 64 bits (8 bytes a row, for tables read in blocks): an integer spelling is itself,
+    any other spelling hashed; a missing value is refused.
 
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a value is missing.
+    Unequal spellings collide with probability about 2^-64 a pair, which merges two units (bounding their
+    rows together: never weaker) and is resolved exactly for ids (:func:`canonical_text`).
     """
     integers = _integers(values)
     if integers is not None:

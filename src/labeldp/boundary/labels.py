@@ -1,35 +1,8 @@
 """Private labels as a type: true labels that only the release boundary and the private-side trainers open.
 
-The true labels of a dataset enter labeldp wrapped in a :class:`PrivateLabels`. It knows its length,
-its public label domain and which rows it holds, and nothing else can be read from it: turning it into
-an array (``numpy.asarray``, which every numpy, pandas and scikit-learn function calls), iterating,
-comparing, converting to a number or pickling it raises :class:`PrivateLabelAccessError`. So a metric,
-a scorer, a stratified split or a worker process that tries to compute on private labels fails loudly
-instead of computing on them.
-
-Exactly one function reads them: :func:`unseal`, which takes nothing but ``PrivateLabels`` (true
-labels are wrapped at the line that reads them, never carried as a plain array). It is called by the
-release boundary (:mod:`labeldp.boundary`: its releases), which randomises the labels and records the
-spend, and by the private-side trainers, which read them inside the mechanism they implement (DP-SGD's
-noised gradient steps, PATE's teachers, DP-SGD's private selection). ``tests/boundary/test_labels.py``
-holds the one list of the functions that read them (``docs/ARCHITECTURE.md`` shows it) and fails on a
-read anywhere else: a use of ``unseal`` under any name, or a touch of this module's private names.
-
-**Release once, shared.** Every view of the same labels (``labels[rows]``, as scikit-learn's
-cross-validation takes them) shares one *root*: the labels as they entered, the releases made of them,
-their ledger and their budget. :meth:`PrivateLabels.release_once` draws a release of the root's rows
-the first time a given release is asked for and returns the same release to every later fit, fold or
-candidate that asks for it (what a search's folds share). A release that cannot be shared is drawn by
-:meth:`PrivateLabels.release_new`. Without a :class:`LabelBudget`, no row is released twice; with one,
-a release is drawn only if the composition of what the root's rows have spent (per row, with
-dp_accounting) stays within it.
-
-The labels never leave the process they entered: a copy in another process would release them again
-with a ledger and budget of its own. Pickling is refused (joblib's process workers, ``n_jobs`` > 1
-with the default backend, cannot receive them; its threading backend shares them, and the root's lock
-makes each release happen once), and labels that reached another process without pickling (a fork:
-``multiprocessing``'s default on Linux, a pool's workers) are refused there by the process id they
-were made in, whatever started the process.
+A :class:`PrivateLabels` refuses every computation on its values (:class:`PrivateLabelAccessError`), so a
+metric, a scorer, a stratified split or a worker process fails loudly instead of reading them;
+:func:`unseal` is the one reader. What users' code meets is ``docs/threat-model.md``'s table.
 """
 
 from __future__ import annotations
@@ -63,24 +36,17 @@ RELEASE_ONCE_ROUTE = (
 class PrivateLabelAccessError(BaseException):
     """Code tried to compute on private labels outside the release boundary.
 
-    A ``BaseException`` (like ``KeyboardInterrupt`` and pytest's outcomes), not an ``Exception``: code
-    that catches ``Exception`` and carries on (scikit-learn's ``error_score``, which turns a failed
-    scorer into a NaN score) cannot swallow it. ``labeldp`` on the command line reports it as an error.
-
-    Parameters
-    ----------
-    *args : object
-        As for ``BaseException``: labeldp gives one message, which says what was tried and, where it
-        helps, how to release once and compute on the release (:data:`RELEASE_ONCE_ROUTE`).
+    A ``BaseException``, not an ``Exception``, so that code catching ``Exception`` and carrying on
+    (scikit-learn's ``error_score``, which turns a failed scorer into a NaN score) cannot swallow it. Its
+    message says what was tried and, where it helps, :data:`RELEASE_ONCE_ROUTE`.
     """
 
 
 class LabelsInAnotherProcessError(PrivateLabelAccessError, Exception):
     """Private labels were pickled for another process, or reached one without pickling (a fork).
 
-    Also an ``Exception``: a process pool hands it back to the caller, which raises it (a
-    ``BaseException`` kills a pool's worker or its task thread, and the caller waits forever).
-    Swallowing it is harmless: nothing was drawn.
+    Also an ``Exception``: a process pool hands it back to the caller (a ``BaseException`` kills a pool's
+    worker or its task thread, and the caller waits forever). Swallowing it is harmless: nothing was drawn.
     """
 
 
@@ -114,8 +80,9 @@ class _Root:
         return trial
 
     def check_process(self) -> None:
-        """Refuse a read in a process other than the one the labels were made in (a fork copies them
-        without pickling, with a ledger and budget that the parent never sees)."""
+        """Refuse a read in a process other than the one the labels were made in: a fork copies them without
+        pickling, with a ledger and budget the parent never sees.
+        """
         if os.getpid() != self.process:
             raise LabelsInAnotherProcessError(
                 f"these labels were made in process {self.process} and reached process {os.getpid()} without "
@@ -150,35 +117,28 @@ def _the_argument_to_change() -> str:
 class PrivateLabels:
     """True labels of ``n`` rows over a public label domain, readable only through :func:`unseal`.
 
-    What can be read: ``len(labels)``, ``labels.shape``, ``labels.classes``, ``labels.num_classes``
-    (public) and ``labels.positions`` (which rows of the labels as they entered a view holds).
-    ``labels[rows]`` (indices, a slice or a boolean mask) is a view of the same labels.
+    Public: ``len(labels)``, ``shape``, ``classes``, ``num_classes`` and ``positions`` (which rows of the
+    labels as they entered a view holds); ``labels[rows]`` (indices, a slice or a mask) is a view. Every view
+    shares one root: the labels as they entered, their releases, their :attr:`ledger` and :attr:`budget`.
+    :meth:`release_once` draws a release of all rows the first time it is asked for and hands every later fit,
+    fold or candidate the same one; :meth:`release_new` draws one nothing shares. Without a budget no row is
+    released twice. The labels never leave their process: pickling is refused (use joblib's threading
+    backend, whose threads share one release), and a fork's copy is refused by process id.
 
     Parameters
     ----------
     labels : array_like or pandas.Series
-        The true labels, one per row (numpy, pandas or a list).
+        The true labels, one per row.
     classes : sequence or None, optional
-        The label domain, in order (public: declared, never read off the labels). Each label is
-        matched to it as text (``1``, ``1.0`` and ``true`` are one value); a label outside it, or a
-        missing one, is an error that names neither the label, nor its row, nor how many there are.
-        Leave it out for numeric labels (a regression), which are kept as finite numbers.
+        The label domain, in order: public, declared, never read off the labels. Labels are matched to it as
+        text (``1``, ``1.0`` and ``true`` are one value); a label outside it or missing is an error naming
+        neither the label, nor its row, nor how many. None for numeric labels (a regression), kept as finite
+        numbers.
     budget : LabelBudget or None, optional
-        A :class:`LabelBudget` that lets the labels be released more than once, up to its
-        epsilon; without one, each row is released at most once.
+        Lets the labels be released more than once, while the composition of each row's spend stays within it.
     dataset : str or None, optional
-        The dataset's name (public): every release of these labels joins that dataset's ledger across
-        runs and sessions (``docs/dataset-ledger.md``), with every other ``PrivateLabels`` of the name,
-        and ``$LABELDP_TOTAL_EPSILON`` caps it there.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``labels`` are private already, ``classes`` are not at least two distinct values, or
-        ``budget`` caps other labels already.
-    labeldp.errors.DataError
-        If a label is missing or outside ``classes``, or, without ``classes``, the labels are not a
-        non-empty 1-d array of finite numbers.
+        The dataset's public name: every release joins that dataset's ledger across runs
+        (``docs/dataset-ledger.md``), which ``$LABELDP_TOTAL_EPSILON`` caps.
     """
 
     __slots__ = ("_root", "_rows", "_classes", "_num_classes", "_grid")
@@ -231,29 +191,8 @@ class PrivateLabels:
 
     @classmethod
     def from_indices(cls, indices, num_classes: int, classes: Sequence[Any] | None = None) -> PrivateLabels:
-        """Labels given as class positions in [0, ``num_classes``) (what a dataset loader reads).
-
-        Parameters
-        ----------
-        indices : array_like of int
-            (n,) the true labels' class positions (integers, or floats holding whole numbers).
-        num_classes : int
-            K, the size of the label domain.
-        classes : sequence or None, optional
-            The declared label values, in order (default None: the labels carry positions only).
-
-        Returns
-        -------
-        PrivateLabels
-            New labels, with no release and no budget.
-
-        Raises
-        ------
-        labeldp.errors.DataError
-            If ``indices`` is not a non-empty 1-d array of whole numbers in [0, num_classes) (which
-            labels are not, and how many, is not said).
-        labeldp.errors.ConfigError
-            If ``num_classes`` is not an integer of at least 2.
+        """Labels given as class positions in [0, ``num_classes``) (what a dataset loader reads), with no release
+        and no budget.
         """
         if int(num_classes) != num_classes or num_classes < 2:
             raise ConfigError(f"num_classes must be an integer of at least 2, got {num_classes!r}")
@@ -275,20 +214,8 @@ class PrivateLabels:
 
     @classmethod
     def withheld(cls, size: int, num_classes: int) -> PrivateLabels:
-        """Labels nobody can open, not even the boundary: ``size`` rows whose true labels were held back
-        (what a tuning candidate holds: it may only read releases).
-
-        Parameters
-        ----------
-        size : int
-            The number of rows.
-        num_classes : int
-            K, the size of the label domain.
-
-        Returns
-        -------
-        PrivateLabels
-            Labels that :func:`unseal` and every release refuse (:class:`PrivateLabelAccessError`).
+        """``size`` rows whose true labels were held back: not even the boundary can open them (what a tuning
+        candidate holds: it may only read earlier releases).
         """
         root = _Root(np.zeros(int(size), dtype=np.int64), None)
         root.withheld = True
@@ -296,26 +223,8 @@ class PrivateLabels:
 
     @classmethod
     def concatenate(cls, parts: Sequence[PrivateLabels]) -> PrivateLabels:
-        """New labels: the rows of ``parts``, one after the other (e.g. the training labels and an
-        auditor's canaries). The result is a new set of labels, with no release and no budget.
-
-        Parameters
-        ----------
-        parts : sequence of PrivateLabels
-            The labels to join, over the same classes.
-
-        Returns
-        -------
-        PrivateLabels
-            New labels: what has been released of the parts is not carried over.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``parts`` is empty or holds something other than PrivateLabels, or the parts differ in
-            their classes (number or declared values), or one of them is on a grid.
-        PrivateLabelAccessError
-            If a part was withheld.
+        """New labels, the rows of ``parts`` (over the same classes) one after the other, e.g. training labels and
+        an auditor's canaries; what was released of the parts is not carried over.
         """
         parts = list(parts)
         if not parts or any(not isinstance(part, PrivateLabels) for part in parts):
@@ -329,54 +238,14 @@ class PrivateLabels:
 
     @classmethod
     def public(cls, indices, num_classes: int) -> PrivateLabels:
-        """Labels that are not private (an auditor's planted canary labels) in the same type, so that
-        they can be concatenated with private ones.
-
-        Parameters
-        ----------
-        indices : array_like of int
-            (n,) class positions in [0, num_classes).
-        num_classes : int
-            K, the size of the label domain.
-
-        Returns
-        -------
-        PrivateLabels
-            As :meth:`from_indices` returns them (without classes).
-
-        Raises
-        ------
-        labeldp.errors.DataError
-            If ``indices`` is not a non-empty 1-d array of whole numbers in [0, num_classes).
+        """Labels that are not private (an auditor's planted canaries) in the same type, to concatenate with
+        private ones.
         """
         return cls.from_indices(indices, num_classes)
 
     def replaced(self, rows, indices) -> PrivateLabels:
-        """New labels: these, with the rows ``rows`` given the class positions ``indices`` (an auditor's
-        planted labels, which are the auditor's own). A new set of labels, with no release.
-
-        The true labels are copied into the new set, inside the boundary; nothing is released.
-
-        Parameters
-        ----------
-        rows : array_like of int
-            Rows of this view.
-        indices : array_like of int
-            The planted class positions, one per row of ``rows``, in [0, num_classes).
-
-        Returns
-        -------
-        PrivateLabels
-            New labels with this view's classes, no release and no budget.
-
-        Raises
-        ------
-        labeldp.errors.DataError
-            If ``indices`` is not a non-empty 1-d array of whole numbers in [0, num_classes).
-        labeldp.errors.ConfigError
-            For numeric labels (class labels only).
-        PrivateLabelAccessError
-            If these labels were withheld.
+        """New labels: these with ``rows`` given the class positions ``indices`` (an auditor's planted labels,
+        which are the auditor's own), copied inside the boundary; no release, no budget.
         """
         if self._num_classes is None:
             raise ConfigError("replaced plants class labels: these labels are numbers (a regression)")
@@ -393,112 +262,52 @@ class PrivateLabels:
 
     @property
     def shape(self) -> tuple[int]:
-        """The view's shape, as an array's (public).
-
-        Returns
-        -------
-        tuple of int
-            ``(len(self),)``.
-        """
+        """``(len(self),)``, as an array's."""
         return (len(self),)
 
     @property
     def size(self) -> int:
-        """The view's number of rows (public).
-
-        Returns
-        -------
-        int
-            ``len(self)``.
-        """
+        """The view's number of rows."""
         return len(self)
 
     @property
     def ndim(self) -> int:
-        """The number of dimensions, as an array's.
-
-        Returns
-        -------
-        int
-            1.
-        """
+        """1, as an array's."""
         return 1
 
     @property
     def num_classes(self) -> int | None:
-        """The size of the label domain (None for numeric labels not yet put on a grid).
-
-        Returns
-        -------
-        int or None
-            K, or the number of grid points of labels put on a grid.
-        """
+        """K, or the number of grid points of labels on a grid; None for numeric labels."""
         return self._num_classes
 
     @property
     def classes(self) -> tuple | None:
-        """The declared label values, in order (None when the labels were given as positions).
-
-        Returns
-        -------
-        tuple or None
-            The classes (public).
-        """
+        """The declared label values, in order (None when the labels were given as positions)."""
         return self._classes
 
     @property
     def is_numeric(self) -> bool:
-        """Whether these are numeric labels (a regression) not yet put on a grid.
-
-        Returns
-        -------
-        bool
-            True when the labels have no label domain.
-        """
+        """Whether these are numeric labels (a regression) not yet put on a grid."""
         return self._num_classes is None
 
     @property
     def positions(self) -> np.ndarray:
-        """Which rows of the labels as they entered this view holds (public: row numbers, no label).
-
-        Returns
-        -------
-        numpy.ndarray
-            (len(self),) int64 row numbers, a copy.
-        """
+        """Which rows of the labels as they entered this view holds (a copy; row numbers, no label)."""
         return np.arange(self._root.values.size) if self._rows is None else self._rows.copy()
 
     @property
     def covers_all(self) -> bool:
-        """Whether this view holds every row of the labels as they entered, in order.
-
-        Returns
-        -------
-        bool
-            True for the labels as they entered, or a view of all their rows in order.
-        """
+        """Whether this view holds every row of the labels as they entered, in order."""
         return self._rows is None or np.array_equal(self._rows, np.arange(self._root.values.size))
 
     @property
     def ledger(self) -> PrivacyLedger:
-        """What the releases of these labels have spent, per row of the labels as they entered.
-
-        Returns
-        -------
-        PrivacyLedger
-            The ledger shared by every view of the labels (members: rows of the labels as they entered).
-        """
+        """What the releases of these labels have spent, shared by every view (members: rows as they entered)."""
         return self._root.ledger
 
     @property
     def budget(self) -> LabelBudget | None:
-        """The cap on what the releases of these labels may spend together.
-
-        Returns
-        -------
-        LabelBudget or None
-            The budget given when the labels entered; None: each row is released at most once.
-        """
+        """The cap on what the releases of these labels may spend together; None: each row is released once."""
         return self._root.budget
 
     def __getitem__(self, rows) -> PrivateLabels:
@@ -522,25 +331,8 @@ class PrivateLabels:
         return PrivateLabels._make(self._root, rows_of_root, self._classes, self._num_classes, self._grid)
 
     def on_grid(self, grid) -> PrivateLabels:
-        """Numeric labels as positions on a public grid: each value clipped to the grid's range and
-        snapped to its nearest point (ties to the lower), a view of the same labels (their releases
-        are releases of these labels).
-
-        Parameters
-        ----------
-        grid : array_like
-            The public grid: at least 2 strictly increasing finite values.
-
-        Returns
-        -------
-        PrivateLabels
-            A view whose values are grid positions, with ``num_classes`` the number of grid points.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If these labels are not numeric, or ``grid`` is not at least 2 strictly increasing finite
-            values.
+        """A view of numeric labels as positions on the public ``grid``: clipped to its range, snapped to the
+        nearest point (ties to the lower); its releases are releases of these labels.
         """
         if not self.is_numeric:
             raise ConfigError("only numeric labels (PrivateLabels without classes) are put on a grid")
@@ -598,39 +390,17 @@ class PrivateLabels:
     def release_once(
         self, key: Hashable, bound: dp_event.DpEvent, draw: Callable[[PrivateLabels, PrivacyLedger], T]
     ) -> T:
-        """The release ``key`` of every row of these labels as they entered: drawn by ``draw(labels,
-        ledger)`` the first time it is asked for (``labels`` all rows, in order; ``ledger`` one over
-        them, on which the release records its events), the same object every later time, whichever view
-        asks. ``key`` must name everything the release depends on (mechanism, epsilon, prior, noise
-        source), so that two requests with one key may share it. ``bound`` is an event that dominates
-        what the release records on each row, checked against the budget before anything is drawn.
+        """The release ``key`` of every row of the labels as they entered: drawn by ``draw(labels, ledger)`` the
+        first time, the same object (no new draw, no new charge) every later time, whichever view asks.
 
-        Releases what ``draw`` releases of every row's true label, under the guarantee of the events
-        it records: they are recorded, per row, on these labels' ledger (:attr:`ledger`) and charged to
-        their budget. A release shared with an earlier request is returned without a new draw or a new
-        charge.
+        ``key`` must name everything the release depends on (mechanism, epsilon, prior, noise source).
+        ``draw`` reads ``labels`` (all rows, in order) with :func:`unseal`, randomises them and records its
+        events on ``ledger``; they are recorded per row on :attr:`ledger` and charged to the budget, under
+        whose guarantee the release holds. ``bound``, an event dominating what ``draw`` records on each row, is
+        checked against the budget before anything is drawn.
 
-        Parameters
-        ----------
-        key : hashable
-            Names the release and everything it depends on.
-        bound : dp_accounting.dp_event.DpEvent
-            An event that dominates what ``draw`` records on each row.
-        draw : callable
-            ``draw(labels, ledger)`` -> the release: reads ``labels`` (all rows, in order) with
-            :func:`unseal`, randomises them and records its events on ``ledger``.
-
-        Returns
-        -------
-        object
-            What ``draw`` returned, the first time or any later time.
-
-        Raises
-        ------
-        PrivateLabelAccessError
-            If the labels were withheld, or (without a budget) some of their rows were released before.
-        labeldp.errors.BudgetError
-            If, with a budget, ``bound`` on every row could take the labels past it.
+        Raises :class:`PrivateLabelAccessError` for withheld labels or, without a budget, rows released before;
+        :class:`~labeldp.errors.BudgetError` if ``bound`` could take the labels past their budget.
         """
         root = self._root
         with root.lock:
@@ -640,53 +410,14 @@ class PrivateLabels:
             return root.shared[key]
 
     def release_new(self, bound: dp_event.DpEvent, draw: Callable[[PrivateLabels, PrivacyLedger], T]) -> T:
-        """A release of this view's rows that nothing else shares (it depends on more than public
-        settings, e.g. on a model trained on an earlier part of it): drawn by ``draw(labels, ledger)``
-        with ``ledger`` over this view's rows; checked first, with ``bound``, against the budget.
-
-        Releases what ``draw`` releases of this view's true labels, under the guarantee of the events
-        it records: they are recorded, per row, on these labels' ledger (:attr:`ledger`) and charged to
-        their budget.
-
-        Parameters
-        ----------
-        bound : dp_accounting.dp_event.DpEvent
-            An event that dominates what ``draw`` records on each row.
-        draw : callable
-            ``draw(labels, ledger)`` -> the release: reads ``labels`` (this view) with :func:`unseal`,
-            randomises them and records its events on ``ledger`` (members: positions in this view).
-
-        Returns
-        -------
-        object
-            What ``draw`` returned.
-
-        Raises
-        ------
-        PrivateLabelAccessError
-            If the labels were withheld, or (without a budget) some of this view's rows were released
-            before.
-        labeldp.errors.BudgetError
-            If, with a budget, ``bound`` on this view's rows could take the labels past it.
+        """A release of this view's rows that nothing shares (it depends on more than public settings, e.g. a
+        model trained on an earlier part): as :meth:`release_once`, ``ledger``'s members being this view's positions.
         """
         with self._root.lock:
             return self._draw(bound, self.positions, draw)
 
     def shared_release(self, key: Hashable) -> Any | None:
-        """The release ``key`` drawn by :meth:`release_once` (None if there is none yet).
-
-        Reads no label and releases nothing: it returns what was released before.
-
-        Parameters
-        ----------
-        key : hashable
-            The key the release was drawn under.
-
-        Returns
-        -------
-        object or None
-            The release, or None.
-        """
+        """The release ``key`` drawn by :meth:`release_once`, or None; reads no label."""
         return self._root.shared.get(key)
 
     def _draw(
@@ -741,33 +472,14 @@ class PrivateLabels:
 
 
 def unseal(labels: PrivateLabels) -> np.ndarray:
-    """The true values behind private ``labels`` (class positions, grid positions, or numbers), in the
-    view's row order.
+    """The true values behind private ``labels`` in the view's row order, read-only: int64 class or grid
+    positions, or float64 numbers.
 
-    The one way to read private labels. Call it only in the release boundary or a private-side trainer
-    (see the module docstring); ``tests/boundary/test_labels.py`` lists every function that does. It
-    takes nothing but :class:`PrivateLabels`: true labels are wrapped where they are read (a loader,
-    :func:`~labeldp.boundary.privatize`), so no code carries them as a plain array.
-
-    It releases nothing and records nothing: the caller must randomise what it reads and record the
-    spend (:meth:`PrivateLabels.release_once`, :meth:`PrivateLabels.release_new`).
-
-    Parameters
-    ----------
-    labels : PrivateLabels
-        Private labels (a view).
-
-    Returns
-    -------
-    numpy.ndarray
-        (n,) the true values, read-only: int64 class or grid positions, or float64 numbers.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``labels`` is not :class:`PrivateLabels` (a plain array is not taken as true labels).
-    PrivateLabelAccessError
-        If the labels were withheld.
+    The one way to read private labels, called only by the release boundary and the private-side trainers
+    (``tests/boundary/test_labels.py`` lists every caller). It takes nothing but :class:`PrivateLabels`
+    (true labels are wrapped where they are read; a plain array raises
+    :class:`~labeldp.errors.ConfigError`). It releases and records nothing: the caller randomises what it
+    reads and records the spend.
     """
     if not isinstance(labels, PrivateLabels):
         given = f"{type(labels).__module__}.{type(labels).__qualname__}"
@@ -780,8 +492,9 @@ def unseal(labels: PrivateLabels) -> np.ndarray:
 
 
 def _open(labels: PrivateLabels) -> np.ndarray:
-    """The view's values, read-only (the labels as they entered are never changed); withheld labels
-    are refused here, so that nothing built from them (a copy, a concatenation) can be released."""
+    """The view's values, read-only; withheld labels are refused here, so nothing built from them (a copy, a
+    concatenation) can be released.
+    """
     labels._root.check_process()
     if labels._root.withheld:
         raise PrivateLabelAccessError(

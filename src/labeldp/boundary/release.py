@@ -1,14 +1,14 @@
-"""The privacy boundary: release noisy labels *and* record the spend, in one call.
+"""The privacy boundary's releases: each ``release_*`` function draws with a mechanism, records its event
+on the ledger for exactly the examples it read, and returns a :class:`Release`.
 
-These functions are the one place where labeldp reads true training labels on the way to a model,
-through ``_true_labels``, which takes :class:`~labeldp.boundary.labels.PrivateLabels` only (the other
-readers are their siblings in :mod:`labeldp.boundary`, :mod:`labeldp.boundary.column` for a label
-column released once, and the private-side trainers, :mod:`labeldp.dpsgd` and
-:mod:`labeldp.teachers`'s teachers, whose outputs are noised there: ``tests/boundary/test_labels.py``
-holds the list). Each validates its arguments, draws with a mechanism from
-:mod:`labeldp.mechanisms`, records the matching dp_accounting event (:mod:`labeldp.accounting.events`)
-on the ledger for exactly the examples it read, and returns a :class:`Release`: everything that left
-the boundary, with its noise channel, so that nothing after it needs to recompute the mechanism.
+Shared arguments: ``ledger`` records the release (replace-one-label neighbours); ``labels`` are the
+:class:`~labeldp.boundary.labels.PrivateLabels` of ``members`` in index order (class positions, or grid
+indices of numeric labels); ``members`` are distinct indices into the ledger's dataset or a boolean mask;
+``rng`` is the noise (:mod:`labeldp.randomness`: an integer seed is reproducible, hence not private);
+``tag`` names the ledger entry and must be new; ``epsilon`` is what a privacy unit may spend, so each of
+a unit's c rows gets epsilon / c. Every argument is checked before anything is drawn
+(:class:`~labeldp.errors.ConfigError`; a label out of range is not named); withheld labels raise
+:class:`~labeldp.boundary.PrivateLabelAccessError`.
 """
 
 from __future__ import annotations
@@ -63,27 +63,23 @@ from labeldp.randomness import RandomSource
 class Release:
     """What one mechanism released about the examples ``members``, and what the ledger recorded.
 
-    ``labels`` holds one released label per member (class indices; ALIBI's arg-max; -1 for a PATE
-    query left unanswered; RR-on-bins' released bin), ``likelihood`` the noise channel
-    L[i, y] = Pr[member i's release | its label is y] (from public parameters and released values:
-    free to use). ``arrays`` holds the rest of what was released (RR-with-prior's k, ALIBI's noisy
-    vectors, a histogram's counts, PATE's answered queries, a regression's released ``values``) and
-    what a method derived from it, which it saves alongside.
-
     Attributes
     ----------
     members : numpy.ndarray
-        The examples whose labels the mechanism read, sorted indices into the ledger's dataset.
+        Sorted indices into the ledger's dataset: the examples whose labels were read.
     event : dp_accounting.dp_event.DpEvent
         The event recorded for each member.
     description : str
         The ledger entry's description.
     labels : numpy.ndarray or None
-        One released label per member, where the mechanism releases labels.
+        One released label per member: a class (ALIBI's arg-max, RR-on-bins' bin), or -1 for a PATE query
+        left unanswered.
     likelihood : numpy.ndarray or None
-        (members, K) the noise channel of the released labels, where it is known.
+        (members, K) the noise channel, L[i, y] = Pr[member i's release | its label is y]; computed from
+        public parameters and released values, so free to use.
     arrays : Mapping of str to numpy.ndarray
-        The rest of what was released, and what a method derived from it.
+        The rest of what was released (RR-with-prior's k, ALIBI's noisy vectors, a histogram's counts,
+        a regression's ``values``...) and what a method derived from it.
     aggregate : bool
         Whether ``event`` covers each privacy unit's rows together (a histogram, marginals) rather than
         each member's label (see :meth:`labeldp.accounting.PrivacyLedger.record`).
@@ -101,49 +97,17 @@ class Release:
     row_event: dp_event.DpEvent | None = None
 
     def with_arrays(self, **arrays: np.ndarray) -> Release:
-        """This release with more (derived, public) arrays kept beside it.
-
-        Parameters
-        ----------
-        **arrays : numpy.ndarray
-            Name -> array; a name already in :attr:`arrays` is replaced.
-
-        Returns
-        -------
-        Release
-            A new release; nothing is recorded.
-        """
+        """A copy with more derived (public) arrays; a name already in :attr:`arrays` is replaced."""
         return dataclasses.replace(self, arrays={**self.arrays, **arrays})
 
     def record(self, ledger: PrivacyLedger, tag: str | None = None) -> None:
-        """Record this release's event on ``ledger`` for its members (the ``release_*`` functions do it).
-
-        Parameters
-        ----------
-        ledger : PrivacyLedger
-            The ledger.
-        tag : str or None, optional
-            The entry's tag, new on the ledger (default None).
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``tag`` is on the ledger already, the members do not fit the ledger, or the ledger cannot
-            account the event.
-        """
+        """Record this release's event on ``ledger`` for its members (the ``release_*`` functions do it)."""
         ledger.record(
             self.event, self.members, self.description, tag, aggregate=self.aggregate, row_event=self.row_event
         )
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """Everything, as arrays for ``numpy.savez`` (:meth:`from_arrays` reads them back).
-
-        Returns
-        -------
-        dict of str to numpy.ndarray
-            :attr:`arrays`, ``labels`` and ``likelihood`` where given, ``members``, ``description`` and
-            ``event`` (as JSON text).
-        """
+        """Everything as arrays for ``numpy.savez``, the events as JSON text (:meth:`from_arrays` reads them back)."""
         optional = {
             name: value
             for name, value in (("labels", self.labels), ("likelihood", self.likelihood))
@@ -162,18 +126,7 @@ class Release:
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> Release:
-        """A release from :meth:`to_arrays`' arrays (e.g. read back with ``numpy.load``).
-
-        Parameters
-        ----------
-        arrays : Mapping of str to numpy.ndarray
-            The arrays :meth:`to_arrays` gave.
-
-        Returns
-        -------
-        Release
-            The release; nothing is recorded.
-        """
+        """The release saved by :meth:`to_arrays`; nothing is recorded."""
         rest = {
             key: value
             for key, value in arrays.items()
@@ -193,15 +146,12 @@ class Release:
 
 
 def _true_labels(labels: PrivateLabels, num_classes: int) -> np.ndarray:
-    """The true labels of a release (class or grid positions), read here: the boundary. Only
-    :class:`~labeldp.boundary.labels.PrivateLabels` are read (:func:`~labeldp.boundary.labels.unseal`
-    refuses a plain array with a :class:`~labeldp.errors.ConfigError`)."""
+    """The true labels (class or grid positions), read here: plain arrays are refused by ``unseal``."""
     return check_labels(unseal(labels), num_classes)
 
 
 def _recorded(ledger: PrivacyLedger, members, tag: str | None, **arrays) -> np.ndarray:
-    """The members as sorted indices, after checking that every per-member array matches them in
-    length and that ``tag`` is new: all before anything is drawn."""
+    """The members as sorted indices, once the per-member arrays' lengths and the tag are checked."""
     mask = ledger.members_mask(members)
     indices = np.flatnonzero(mask)
     check_same_length(**arrays, members=indices)
@@ -216,9 +166,7 @@ def _release(ledger: PrivacyLedger, tag: str | None, release: Release) -> Releas
 
 
 def _per_row(ledger: PrivacyLedger, indices: np.ndarray, epsilon: float) -> tuple[float, str]:
-    """The epsilon each row's label is released with, and its words: the release's ``epsilon`` is
-    what it may spend on each privacy unit, so a unit of c rows among the members gives each epsilon / c
-    (c = 1 without units: each row is its own unit)."""
+    """Each row's epsilon, and the description's words for it: a unit of c rows gives each epsilon / c."""
     units = ledger.contribution(indices)
     if units <= 1:
         return epsilon, ""
@@ -234,42 +182,9 @@ def release_randomized_response(
     rng: RandomSource = None,
     tag: str | None = None,
 ) -> Release:
-    """K-ary RR on ``labels`` (the true labels of ``members``, in index order): epsilon-label-DP per
-    member, recorded as one ``RandomizedResponseDpEvent`` over K buckets.
+    """K-ary randomized response: epsilon-label-DP per member, recorded as one ``RandomizedResponseDpEvent``.
 
-    Parameters
-    ----------
-    ledger : PrivacyLedger
-        The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels
-        The true labels of ``members``, in index order, as class positions in [0, num_classes); read
-        here (:func:`~labeldp.boundary.labels.unseal`).
-    members : array_like
-        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
-        mask over it.
-    num_classes : int
-        K, the number of classes.
-    epsilon : float
-        The privacy parameter, > 0.
-    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
-        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
-        generator, or an integer seed (reproducible, hence not private).
-    tag : str or None, optional
-        The ledger entry's tag, new on the ledger (default None).
-
-    Returns
-    -------
-    Release
-        The released labels, their channel, and ``arrays["k"]`` (K for every member).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        Before anything is drawn: if ``epsilon`` is not a finite number > 0, a label is outside its range (which,
-        and how many, is not said), ``members`` is invalid or not as long as the per-member arrays, or ``tag`` is on
-        the ledger already.
-    labeldp.boundary.PrivateLabelAccessError
-        If ``labels`` were withheld.
+    ``arrays["k"]`` is K for every member. Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
@@ -280,26 +195,7 @@ def release_randomized_response(
 
 
 def rr_release(indices: np.ndarray, noisy: np.ndarray, num_classes: int, epsilon: float, per_unit: str) -> Release:
-    """The :class:`Release` of K-ary RR's labels ``noisy`` of the members ``indices`` (nothing recorded).
-
-    Parameters
-    ----------
-    indices : numpy.ndarray
-        The members, sorted.
-    noisy : numpy.ndarray
-        Their released labels.
-    num_classes : int
-        K.
-    epsilon : float
-        Each row's epsilon.
-    per_unit : str
-        The description's words on the privacy unit (empty without units).
-
-    Returns
-    -------
-    Release
-        The release, its channel and ``arrays["k"]``.
-    """
+    """The :class:`Release` of K-ary RR's labels ``noisy`` of the sorted members ``indices``; nothing recorded."""
     return Release(
         indices,
         randomized_response_event(epsilon, num_classes),
@@ -313,52 +209,15 @@ def rr_release(indices: np.ndarray, noisy: np.ndarray, num_classes: int, epsilon
 def release_rr_with_prior(
     ledger: PrivacyLedger, labels, members, priors, epsilon: float, rng: RandomSource = None, tag: str | None = None
 ) -> Release:
-    """RR-with-prior on ``labels`` (of ``members``, in index order), recorded on ``ledger``.
+    """RR-with-prior: epsilon-label-DP per member when ``priors`` do not depend on the members' own labels.
 
-    The priors must not depend on these examples' own labels (e.g. a model trained on other examples'
-    noisy labels). Accounting: for each example the pair of output distributions under two true labels
-    is dominated by RR over that example's k buckets (two labels inside the top k are exactly RR; a
-    label outside releases the uniform distribution on the top k, a mixture of RR outputs; two labels
-    outside release the same distribution). RR's hockey-stick divergence at fixed epsilon decreases in
-    k, so the event recorded is RR over the smallest k >= 2 drawn, which dominates every member.
-
-    The release is epsilon-label-DP for each member, recorded on ``ledger``, when the priors do not
-    depend on the members' own labels (nothing is recorded if every k is 1: no released label then
-    depends on a label).
-
-    Parameters
-    ----------
-    ledger : PrivacyLedger
-        The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels
-        The true labels of ``members``, in index order, as class positions in [0, K); read here
-        (:func:`~labeldp.boundary.labels.unseal`).
-    members : array_like
-        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
-        mask over it.
-    priors : array_like
-        (members, K) one prior per member, each a distribution over the K classes.
-    epsilon : float
-        The privacy parameter, > 0.
-    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
-        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
-        generator, or an integer seed (reproducible, hence not private).
-    tag : str or None, optional
-        The ledger entry's tag, new on the ledger (default None).
-
-    Returns
-    -------
-    Release
-        The released labels, their channel, and ``arrays["k"]`` (each member's k).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        Before anything is drawn: if ``epsilon`` is not a finite number > 0, ``priors`` are not distributions, a
-        label is outside its range (which, and how many, is not said), ``members`` is invalid or not as long as the
-        per-member arrays, or ``tag`` is on the ledger already.
-    labeldp.boundary.PrivateLabelAccessError
-        If ``labels`` were withheld.
+    ``priors`` holds one distribution over the K classes per member (e.g. from a model trained on other
+    examples' noisy labels); each label is released by RR over its prior's top k classes, ``arrays["k"]``.
+    For one member, two labels inside its top k are exactly RR over k; a label outside releases the uniform
+    distribution on the top k, a mixture of RR's outputs; two outside release the same. RR's hockey-stick
+    divergence at fixed epsilon decreases in k, so RR over the smallest k >= 2 drawn is recorded, dominating
+    every member (nothing if every k is 1: no release then depends on a label).
+    Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     eps = check_epsilon(epsilon)
     prior = check_priors(priors)
@@ -391,61 +250,16 @@ def release_rr_on_bins(
     tag: str | None = None,
     prior_index=None,
 ) -> Release:
-    """RR-on-bins (Ghazi et al. 2023) on ``labels``, grid indices of the members' numeric labels (in
-    index order), recorded on ``ledger``.
-
-    ``priors`` over the public ``grid``: one (G,) row shared by every member, (m, G) rows chosen by
-    ``prior_index``, or (n, G) rows, one per member. A row must not depend on the labels of the members
-    that use it (a noisy histogram released beforehand and recorded, a model trained on other
-    examples' released labels). The optimal maps are solved once per row, then each label is released
-    as a bin value by RR over its map's d bins. Accounting (:func:`~labeldp.accounting.events.rr_on_sets_event`):
-    RR over the smallest d >= 2 among the members, which dominates every member; nothing if every map
-    has one bin. The release's ``labels`` are the released bins, ``arrays["values"]`` the released
-    values, ``arrays["k"]`` each member's d, ``arrays["bin_of"]`` each member's map (its grid points'
-    bins), and its likelihood the channel over the grid.
-
-    The release is epsilon-label-DP for each member, recorded on ``ledger``, when each prior row does
+    """RR-on-bins (Ghazi et al. 2023) on numeric labels: epsilon-label-DP per member when each prior row does
     not depend on the labels of the members that use it.
 
-    Parameters
-    ----------
-    ledger : PrivacyLedger
-        The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels
-        The grid indices of the members' true numeric labels, in index order; read here
-        (:func:`~labeldp.boundary.labels.unseal`).
-    members : array_like
-        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
-        mask over it.
-    grid : array_like
-        (G,) the public grid of label values.
-    priors : array_like
-        Distributions over the grid: (G,) shared by every member, (m, G) rows chosen by
-        ``prior_index``, or (members, G), one row per member.
-    epsilon : float
-        The privacy parameter, > 0.
-    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
-        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
-        generator, or an integer seed (reproducible, hence not private).
-    tag : str or None, optional
-        The ledger entry's tag, new on the ledger (default None).
-    prior_index : array_like of int or None, optional
-        With (m, G) priors, each member's prior row (default None).
-
-    Returns
-    -------
-    Release
-        The released bins, their channel over the grid, and ``arrays["values"]``, ``arrays["k"]`` and
-        ``arrays["bin_of"]``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        Before anything is drawn: if ``epsilon``, ``grid``, ``priors`` or ``prior_index`` is invalid, a label is
-        outside its range (which, and how many, is not said), ``members`` is invalid or not as long as the
-        per-member arrays, or ``tag`` is on the ledger already.
-    labeldp.boundary.PrivateLabelAccessError
-        If ``labels`` were withheld.
+    ``priors`` are distributions over the public ``grid``: one (G,) row for every member, (m, G) rows chosen
+    by ``prior_index``, or one row per member; e.g. a noisy histogram released and recorded beforehand. The
+    optimal map of each row is solved once, then each label is released as a bin by RR over its map's d bins.
+    Recorded as RR over the smallest d >= 2 (:func:`~labeldp.accounting.events.rr_on_sets_event`), which
+    dominates every member. The release's ``labels`` are the bins, its likelihood the channel over the grid,
+    ``arrays["values"]`` the released values, ``arrays["k"]`` each d and ``arrays["bin_of"]`` each member's map.
+    Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, np.asarray(grid).size)
@@ -475,46 +289,12 @@ def release_rr_on_bins(
 def release_laplace_value(
     ledger: PrivacyLedger, labels, members, grid, epsilon: float, rng: RandomSource = None, tag: str | None = None
 ) -> Release:
-    """The Laplace mechanism on numeric labels (grid indices of the members' values on the evenly spaced
-    public ``grid``), on the exact integer lattice of the grid's step
-    (:mod:`labeldp.mechanisms.laplace_value`): epsilon-DP per member, recorded as
-    ``DiscreteLaplaceDpEvent(epsilon / (G - 1), G - 1)``. ``arrays["noisy_steps"]`` is the release (in
-    grid steps from grid[0]), ``arrays["values"]`` its label values; ``labels`` the grid point nearest
-    each released value.
+    """The Laplace mechanism on numeric labels over the evenly spaced ``grid``: epsilon-label-DP per member.
 
-    Parameters
-    ----------
-    ledger : PrivacyLedger
-        The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels
-        The grid indices of the members' true numeric labels, in index order; read here
-        (:func:`~labeldp.boundary.labels.unseal`).
-    members : array_like
-        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
-        mask over it.
-    grid : array_like
-        (G,) the public, evenly spaced grid of label values.
-    epsilon : float
-        The privacy parameter, > 0.
-    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
-        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
-        generator, or an integer seed (reproducible, hence not private).
-    tag : str or None, optional
-        The ledger entry's tag, new on the ledger (default None).
-
-    Returns
-    -------
-    Release
-        The nearest grid points, their channel, ``arrays["noisy_steps"]`` and ``arrays["values"]``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        Before anything is drawn: if ``epsilon`` or ``grid`` is invalid, a label is outside its range (which, and
-        how many, is not said), ``members`` is invalid or not as long as the per-member arrays, or ``tag`` is on the
-        ledger already.
-    labeldp.boundary.PrivateLabelAccessError
-        If ``labels`` were withheld.
+    Noise is drawn on the exact integer lattice of the grid's step (:mod:`labeldp.mechanisms.laplace_value`)
+    and recorded as ``DiscreteLaplaceDpEvent(epsilon / (G - 1), G - 1)``. ``arrays["noisy_steps"]`` is the
+    release, in steps from grid[0], ``arrays["values"]`` its values, ``labels`` the nearest grid points.
+    Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     eps = check_epsilon(epsilon)
     points = np.asarray(grid, dtype=np.float64)
@@ -537,38 +317,10 @@ def release_laplace_value(
 
 
 def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int, tag: str | None = None) -> Release:
-    """Hand out the true labels of ``members`` *without* privacy, for non-private reference runs.
+    """The true labels *without* privacy, for non-private reference runs.
 
-    Recorded as a ``NonPrivateDpEvent``, so the ledger's epsilon becomes infinite: a run that uses
-    this can never be reported as private.
-
-    Parameters
-    ----------
-    ledger : PrivacyLedger
-        The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels
-        The true labels of ``members``, in index order, as class positions in [0, num_classes); read
-        here (:func:`~labeldp.boundary.labels.unseal`).
-    members : array_like
-        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
-        mask over it.
-    num_classes : int
-        K, the number of classes.
-    tag : str or None, optional
-        The ledger entry's tag, new on the ledger (default None).
-
-    Returns
-    -------
-    Release
-        The true labels, a one-hot channel and ``arrays["k"]`` (K for every member).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        Before anything is drawn: if a label is outside its range (which, and how many, is not said), ``members`` is
-        invalid or not as long as the per-member arrays, or ``tag`` is on the ledger already.
-    labeldp.boundary.PrivateLabelAccessError
-        If ``labels`` were withheld.
+    Recorded as a ``NonPrivateDpEvent``: the ledger's epsilon becomes infinite, so the run can never be
+    reported as private. Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     true = _true_labels(labels, num_classes)
     indices = _recorded(ledger, members, tag, labels=true)
@@ -591,11 +343,12 @@ _REPORTS_REFUSED_BELOW = 1e-9
 
 
 def _check_reports_fit_channel(reported: np.ndarray, matrix: np.ndarray) -> None:
-    """Refuse reports whose class shares the stated channel cannot produce: under M, a class z is
-    reported with a probability between min_y M[y, z] and max_y M[y, z], whatever the true labels. Labels
-    that never went through the channel (clean labels with ``flip:0.1``: 0.01 % positive where the channel
-    gives at least 10 %) would be recorded with a guarantee nothing delivered. The reports are the release:
-    reading their shares costs nothing."""
+    """Refuse reports whose class shares the stated channel cannot produce.
+
+    Under M a class z is reported with probability between min_y M[y, z] and max_y M[y, z], whatever the
+    true labels; clean labels stated as ``flip:0.1`` would otherwise be recorded with a guarantee nothing
+    delivered. The reports are the release, so reading their shares costs nothing.
+    """
     from scipy.stats import binom
 
     n = reported.size
@@ -619,46 +372,19 @@ def release_external_labels(
     stated_epsilon: float | None = None,
     tag: str | None = None,
 ) -> Release:
-    """Labels randomized by a source outside labeldp (a browser's or an operating system's measurement
-    API, a survey's randomized answers), passed through with the channel the source publishes.
+    """Labels randomized by a source outside labeldp (a measurement API, a survey's randomized answers),
+    passed through with the ``channel`` the source publishes.
 
-    Nothing is drawn here: the labels are released as they arrived, and the ledger records the
-    guarantee of the source's channel for each member, so that it composes with labeldp's own releases
-    of the same rows. The channel's own guarantee (:func:`labeldp.mechanisms.channel_epsilon`) is
-    recorded exactly as randomized response where the channel is randomized response; otherwise, or
-    where the source states a larger epsilon (its reports may carry more than the channel shows), as
-    the pure epsilon-DP guarantee stated (:func:`~labeldp.accounting.events.stated_event`). The
-    guarantee holds only if the source's statement is true: labeldp cannot check how the labels were
-    randomized.
+    Nothing is drawn: the ledger records the channel's guarantee for each member, so that it composes with
+    labeldp's own releases of the same rows: exactly RR's where the channel is randomized response,
+    otherwise (or where the source states a larger ``stated_epsilon``) the pure epsilon-DP guarantee stated
+    (:func:`~labeldp.accounting.events.stated_event`). It holds only if the source's statement is true:
+    labeldp cannot check how the labels were randomized, only that their class shares fit the channel.
 
-    Parameters
-    ----------
-    ledger : PrivacyLedger
-        The ledger the source's guarantee is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels
-        The labels as the source reported them, for ``members`` in index order, as class positions,
-        wrapped where they were read (a plain array is refused).
-    members : array_like
-        The rows whose reports these are: distinct indices into the ledger's dataset, or a boolean mask.
-    channel : array_like
-        (K, K) the source's channel, M[y, z] = Pr[reported z | true y] (:func:`labeldp.mechanisms.parse_channel`
-        reads it from words).
-    stated_epsilon : float or None, optional
-        The epsilon the source states for one label, at least the channel's own (default None: the
-        channel's own).
-    tag : str or None, optional
-        The ledger entry's tag, new on the ledger (default None).
-
-    Returns
-    -------
-    Release
-        The reported labels, their channel per row (``likelihood``) and ``arrays["k"]`` (K for every member).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the channel is invalid, gives no privacy (a report possible under one class only), or the stated
-        epsilon is below the channel's own; ``members`` is invalid; or ``tag`` is on the ledger already.
+    ``channel`` is (K, K), M[y, z] = Pr[reported z | true y] (:func:`labeldp.mechanisms.parse_channel`
+    reads it from words). Raises :class:`~labeldp.errors.ConfigError` if the channel gives no privacy or the
+    stated epsilon is below the channel's own, :class:`~labeldp.errors.DataError` if the reports' class
+    shares cannot come from the channel. Shared arguments: see :mod:`labeldp.boundary.release`.
     """
     matrix = check_channel(channel, np.shape(channel)[0])
     own = channel_epsilon(matrix)
@@ -697,43 +423,11 @@ def release_laplace_one_hot(
     rng: RandomSource = None,
     tag: str | None = None,
 ) -> Release:
-    """ALIBI's release: each member's one-hot label plus discrete Laplace noise of scale 2 / epsilon per
-    coordinate (epsilon-label-DP), recorded on ``ledger``; ``arrays["noisy_one_hot"]`` is the release.
+    """ALIBI's release: each one-hot label plus discrete Laplace noise of scale 2 / epsilon per coordinate,
+    epsilon-label-DP per member.
 
-    Parameters
-    ----------
-    ledger : PrivacyLedger
-        The ledger the release is recorded on (under replace-one-label neighbours).
-    labels : PrivateLabels
-        The true labels of ``members``, in index order, as class positions in [0, num_classes); read
-        here (:func:`~labeldp.boundary.labels.unseal`).
-    members : array_like
-        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
-        mask over it.
-    num_classes : int
-        K, the number of classes.
-    epsilon : float
-        The privacy parameter, > 0.
-    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
-        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
-        generator, or an integer seed (reproducible, hence not private).
-    tag : str or None, optional
-        The ledger entry's tag, new on the ledger (default None).
-
-    Returns
-    -------
-    Release
-        The arg-max of each noisy vector as ``labels``, their channel, ``arrays["noisy_one_hot"]``
-        (float32) and ``arrays["k"]`` (K for every member).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        Before anything is drawn: if ``epsilon`` is not a finite number > 0, a label is outside its range (which,
-        and how many, is not said), ``members`` is invalid or not as long as the per-member arrays, or ``tag`` is on
-        the ledger already.
-    labeldp.boundary.PrivateLabelAccessError
-        If ``labels`` were withheld.
+    ``arrays["noisy_one_hot"]`` is the release (float32), ``labels`` its arg-max, ``arrays["k"]`` K for every
+    member. Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
@@ -766,54 +460,19 @@ def release_pate_labels(
     rng: RandomSource = None,
     tag: str | None = None,
 ) -> Release:
-    """PATE's aggregated answers to every query, recorded on ``ledger``.
+    """PATE's aggregated answers to every query: label-DP for each member when every teacher was trained on
+    its own disjoint part of the labels.
 
-    Every member is charged for every query (replacing its label may change its teacher's vote on
-    any of them): ``queries`` GNMax answers and, for the confident variant, as many threshold checks
-    (:func:`labeldp.accounting.events.pate_event`), whatever the number answered.
+    No label is read here, the votes are: ``teacher_predictions`` are (teachers, queries) class votes, teacher
+    t trained only on the members with ``teacher_of == t`` (and public inputs). Every member is charged for
+    every query, answered or not (replacing its label may change its teacher's vote on any of them):
+    ``queries`` GNMax answers and, for the confident variant, as many threshold checks
+    (:func:`labeldp.accounting.events.pate_event`); the ledger computes the (epsilon, delta).
 
-    The answers are label-DP for each member with the (epsilon, delta) that the ledger computes for
-    that event (Gaussian noise), when every teacher was trained on its own disjoint part of the labels.
-    No label is read here: the votes are.
-
-    Parameters
-    ----------
-    ledger : PrivacyLedger
-        The ledger the release is recorded on (under replace-one-label neighbours).
-    teacher_predictions : array_like of int
-        (teachers, queries) class votes; teacher t must have been trained on
-        the labels of the members with ``teacher_of == t`` only (and on public inputs).
-    teacher_of : array_like of int
-        Each member's teacher, integers in [0, teachers): the partition is disjoint.
-    members : array_like
-        The examples whose labels are released: distinct indices into the ledger's dataset, or a boolean
-        mask over it.
-    num_classes : int
-        K, the number of classes.
-    noise_std : float
-        GNMax vote noise sigma.
-    threshold, threshold_noise_std : float or None, optional
-        Both or neither; with them, confident GNMax (answer only if
-        the top vote count plus N(0, threshold_noise_std^2) reaches ``threshold``), ``threshold`` in
-        votes, in (0, teachers].
-    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
-        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
-        generator, or an integer seed (reproducible, hence not private).
-    tag : str or None, optional
-        The ledger entry's tag, new on the ledger (default None).
-
-    Returns
-    -------
-    Release
-        The release whose ``labels`` are the answers over the queries (-1 where a query was not
-        answered) and ``arrays["answered"]`` the answered mask.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        Before anything is drawn: if only one of ``threshold`` and ``threshold_noise_std`` is given, ``threshold``
-        is outside (0, teachers], a noise standard deviation is not > 0, the votes or ``teacher_of`` are outside
-        their range, ``members`` is invalid or not as long as ``teacher_of``, or ``tag`` is on the ledger already.
+    ``noise_std`` is the vote noise's sigma. With ``threshold`` and ``threshold_noise_std`` (both or
+    neither), confident GNMax answers only where the top vote count plus N(0, threshold_noise_std^2) reaches
+    ``threshold`` votes. ``labels`` holds the answers (-1 where none), ``arrays["answered"]`` the mask.
+    Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     if (threshold is None) != (threshold_noise_std is None):
         raise ConfigError("confident GNMax needs both threshold and threshold_noise_std (plain GNMax neither)")
@@ -855,29 +514,12 @@ def release_dpsgd_plan(
     max_grad_norm: float,
     tag: str | None = None,
 ) -> Release:
-    """Record DP-SGD's spend before its first step: its steps are the release (Poisson-sampled,
-    clipped gradients with Gaussian noise, accounted under add-or-remove-one), so what is recorded is
-    the plan, on every member, and ``arrays["noise_multiplier"]`` carries it to the trainer.
+    """Record DP-SGD's spend on every member before its first step, on an add-or-remove ledger
+    (``DPSGD_RELATION``).
 
-    Parameters
-    ----------
-    ledger : PrivacyLedger
-        An add-or-remove ledger (``DPSGD_RELATION``).
-    members : array-like
-        The examples DP-SGD trains on (indices or a mask).
-    noise_multiplier, sampling_probability : float
-        The Gaussian noise's standard deviation over the clipping bound, and the Poisson rate.
-    steps : int
-        The number of steps.
-    max_grad_norm : float
-        The clipping bound (for the description; the event does not depend on it).
-    tag : str, optional
-        The ledger entry's tag.
-
-    Returns
-    -------
-    Release
-        The recorded plan.
+    DP-SGD's steps are the release, so the plan is recorded: Poisson rate, noise multiplier (the Gaussian's
+    standard deviation over the clipping bound) and steps; ``max_grad_norm`` is only described.
+    ``arrays["noise_multiplier"]`` carries the plan to the trainer.
     """
     indices = _recorded(ledger, members, tag)
     return _release(

@@ -1,48 +1,17 @@
-"""A label column released once into a folder, and read back.
+"""A label column released once into a folder.
 
-:func:`privatize_table` streams a Parquet file, a Parquet dataset folder, a folder of Parquet and CSV
-files, an Arrow table or a DataFrame (:mod:`labeldp.boundary.table_source`) in blocks of
-``batch_rows`` rows, one pass for the release after a first pass over the label and id columns, and
-writes a release folder:
-
-``labels.parquet``
-    one row per input row (with a privacy unit: per row kept), in input order: the id column (copied;
-    without one, ``row``: the row's position in the input, from 0), ``released_label`` (a value of the
-    declared classes), ``k`` (RR-with-prior) and, on request, ``channel_0 .. channel_{K-1}`` (the
-    row's noise channel);
-``release.json``
-    the sidecar: classes, mechanism, epsilon, the prior's columns (or the shared prior), the noise
-    channel (the K x K matrix where it is one), the noise source, the ledger's epsilon and entry;
-``ledger.json``
-    the :class:`~labeldp.accounting.PrivacyLedger` (members: row positions in ``labels.parquet``).
-
-:func:`~labeldp.boundary.folder_format.load_release` reads it back as
-:class:`~labeldp.boundary.released.ReleasedLabels`; the folder's format (its files, columns and sidecar) is
-:mod:`labeldp.boundary.folder_format`'s.
-
-**Privacy units.** With ``unit_column`` (a user id, public) the stated epsilon is each unit's: the
-first pass also reads each row's unit, at most ``max_rows_per_unit`` rows of a unit are kept, chosen
-by the public ``seed`` and never by a label (:func:`~labeldp.boundary.units.bound_contributions`; the
-same rows :func:`~labeldp.boundary.column.privatize` keeps in memory), and each kept label is released
-with epsilon / c, c the most rows a unit keeps. The other rows are not released: ``labels.parquet``
-holds the kept rows only, with their ids (or positions), the ledger composes per unit, and the
-sidecar's ``privacy_unit`` says the column, the bound, the units, the rows kept and the per-unit and
-per-row epsilon (its ``epsilon`` is the mechanism's, each row's).
+:func:`privatize_table` streams a table (:mod:`labeldp.boundary.table_source`) in blocks of
+``batch_rows`` rows, one pass for the release after a first pass over the label, id and unit columns,
+and writes the folder :mod:`labeldp.boundary.folder_format` describes;
+:func:`~labeldp.boundary.folder_format.load_release` reads it back. What is written depends on the labels
+only through the mechanism's output: no count or other statistic of the labels is computed or written.
 
 **Release once.** A release folder is never overwritten (:class:`~labeldp.errors.ReleaseExistsError`):
-releasing the labels again would spend their budget a second time. The folder is written under a
-hidden name (``.OUT.partial``, readable by its owner only) and renamed into place, complete, after its
-files are flushed to disk; a lock (``.OUT.lock`` beside ``out``) keeps a second process out meanwhile.
-The lock file is never removed (removing it while held would let two processes lock two files of the
-same name, and both draw): empty, it stays beside the release, harmless. An error or an interrupt
-removes the partial folder; a process killed outright leaves it behind, unreadable as a release (no
-``release.json``, a Parquet file without its footer), and the next ``privatize_table`` to the same
-``out`` refuses to draw until the user deletes it: it holds labels already drawn, and a second draw
-would spend their budget again for whoever can read the first.
-
-What is written depends on the labels only through the mechanism's output: no count, histogram or
-other statistic of the labels is computed or written, and the error for a label outside the classes
-says neither which label nor how many.
+releasing again would spend the labels' budget a second time. It is written under a hidden name
+(``.OUT.partial``, its owner's only) and renamed into place once flushed to disk, while a lock
+(``.OUT.lock``, never removed) keeps a second process out. An error or interrupt removes the partial
+folder; one a killed process left holds labels already drawn, so the next release into ``out`` refuses
+to draw until the user deletes it.
 """
 
 from __future__ import annotations
@@ -101,12 +70,11 @@ from labeldp.randomness import NoiseSource
 
 @contextlib.contextmanager
 def _system_allocator() -> Iterator[None]:
-    """Arrow allocates from the C library's malloc meanwhile (pyarrow's default pool is restored after).
+    """Arrow allocates from the C library's malloc meanwhile, pyarrow's default pool restored after.
 
-    pyarrow's default, mimalloc, hands freed memory back to the operating system, so every block of
-    a release pays its page faults again: on the 2-core development machine that was about 40% of
-    RR-with-prior's time end to end. Buffers remember their pool, so the switch is safe; it is
-    process-wide while it lasts (other threads' Arrow allocations use malloc too)."""
+    pyarrow's default, mimalloc, hands freed memory back to the system, so every block pays its page faults
+    again. Buffers remember their pool, so the switch is safe; it is process-wide while it lasts.
+    """
     previous = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
     try:
@@ -117,11 +85,11 @@ def _system_allocator() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _locked(out: Path) -> Iterator[None]:
-    """Hold ``.OUT.lock`` beside ``out`` (two processes releasing into one folder would draw twice).
+    """Hold ``.OUT.lock`` beside ``out``: two processes releasing into one folder would draw twice.
 
-    The file is never removed. Removed while held, a process that had opened it could lock the removed
-    file while another locks a new one under the same name, and both would draw. Empty, it stays
-    beside the release, harmless."""
+    The file is never removed: removed while held, a process that had opened it could lock the removed file
+    while another locks a new one of the same name, and both would draw. Empty, it is harmless.
+    """
     with open(out.parent / f".{out.name}.lock", "a") as handle:  # released when closed
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -165,81 +133,55 @@ def privatize_table(
     seed: int = 0,
     one_row_per_person: bool = False,
 ) -> dict[str, Any]:
-    """Release the label column of a table once, streamed in blocks of ``batch_rows`` rows, into the
-    new folder ``out`` (``labels.parquet``, ``release.json``, ``ledger.json``; see the module docstring).
+    """Release a table's label column once, streamed in blocks of ``batch_rows`` rows, into the new folder
+    ``out`` (:mod:`labeldp.boundary.folder_format`).
 
     Each label is released once by RR (or RR-with-prior, given a prior), epsilon-label-DP (RR-with-prior:
-    when the priors do not depend on the rows' own labels, nor with a privacy unit on any label of the
-    row's unit, its rows left out included), recorded in ``ledger.json`` as one entry over
-    every row; with an insecure seed the release is NOT PRIVATE, and its sidecar says so.
+    when the priors depend neither on the row's own label nor, with a privacy unit, on any label of its
+    unit), recorded in ``ledger.json`` as one entry over every row; with an insecure seed the release is NOT
+    PRIVATE, and its sidecar says so. Every argument, label and id is checked before anything is drawn; a
+    label outside ``classes`` is neither named nor counted; nothing is written to ``out`` if drawing fails.
 
     Parameters
     ----------
     source : str or os.PathLike or pyarrow.Table or pyarrow.dataset.Dataset or pandas.DataFrame
-        A Parquet or CSV file, a folder of them (read in the order of their sorted paths;
-        names starting with ``.`` or ``_`` are skipped), a pyarrow Table or Dataset, or a DataFrame.
-    out : str or os.PathLike
-        The release folder; it must not exist.
+        A Parquet or CSV file, a folder of them (:func:`~labeldp.boundary.table_source.data_files`), an Arrow
+        table or dataset, or a DataFrame.
     label_column : str
-        The private labels (of a CSV file: read as text; see the module docstring for
-        the type ``released_label`` is written in).
+        The private labels; a CSV file's are read as text.
     id_column : str or None, optional
-        A public row identifier, copied next to each released label; one distinct value
-        a row (a duplicated id is an error before anything is drawn). Without one (the default), each
-        row's position in the input, from 0, is written as the column ``row``.
+        A public row identifier, one distinct value a row, copied beside each released label; without one
+        each row's position in the input is written as the column ``row``.
     classes : sequence
-        The label domain, in order (public, declared; a label outside it, or a missing one,
-        is an error before anything is written or drawn).
-    epsilon : float
-        Each label's privacy budget.
+        The label domain, in order: public, declared.
     prior_columns : sequence of str or None, optional
-        RR-with-prior with a per-row prior: K numeric columns, one per class in the
-        classes' order, each row a distribution not depending on that row's own label (with a privacy
-        unit: on no label of the row's unit).
+        RR-with-prior with a per-row prior: K numeric columns, one per class in the classes' order.
     prior : array_like or None, optional
         RR-with-prior with one (K,) prior shared by every row.
     write_channel : bool, optional
-        Also write each row's channel, ``channel_j`` = Pr[released | true class j] (default False).
+        Also write each row's channel, ``channel_j`` = Pr[released | true class j].
     batch_rows : int, optional
-        Rows drawn and written at a time (one Parquet row group); the release pass's memory is
-        bounded by it (the first pass, checking the ids, keeps 8 bytes a row).
-    noise : NoiseSource, optional
-        The noise source (fresh OS entropy by default).
-    unit_column : str or None, optional
-        The privacy unit of each row (a user id; public, never derived from a label): ``epsilon`` is
-        then each unit's (see the module docstring); None (the default): each row is its own unit.
-    max_rows_per_unit : int or None, optional
-        The most rows of one unit released (required with ``unit_column``).
-    seed : int, optional
-        The public seed of which rows of a larger unit are kept (default 0).
+        Rows drawn and written at a time (one Parquet row group), which bounds the release pass's memory
+        (the first pass keeps 8 bytes a row for the ids).
+    unit_column, max_rows_per_unit, seed : optional
+        Each row's public privacy unit (e.g. a user id), the most rows of a unit released, and the public
+        seed choosing them without reading a label (:func:`~labeldp.boundary.units.bound_contributions`, the
+        rows :func:`~labeldp.boundary.column.privatize` keeps). ``epsilon`` is then each unit's: a kept row
+        gets epsilon / c, c the most rows a unit keeps; the other rows are not released, the ledger composes
+        per unit, and the sidecar's ``privacy_unit`` states the rule, the counts and both epsilons.
     one_row_per_person : bool, optional
-        The user's statement that no person has two rows, which lets a source of several files be read
-        without an id or unit column (:func:`~labeldp.boundary.table_source.check_each_row_once`).
+        The user's statement that no person has two rows, letting several files be read without an id or
+        unit column (:func:`~labeldp.boundary.table_source.check_each_row_once`).
 
     Returns
     -------
     dict
-        The sidecar (the content of ``release.json``) with ``seconds``, the time it took.
+        The sidecar (``release.json``'s content) with ``seconds``, the time it took.
 
     Raises
     ------
     labeldp.errors.ReleaseExistsError
-        If ``out`` exists: releasing the labels again would spend their budget a second time.
-    labeldp.errors.ConfigError
-        Before anything is read: for invalid ``classes``, ``epsilon``, ``batch_rows``, prior or ``noise``,
-        a unit column without ``max_rows_per_unit`` (or the reverse) or an invalid bound, id, label, unit
-        and prior columns that are not distinct, or an id column named like a column of the
-        release; after reading the schema, for classes that are not values of the label column's type;
-        while drawing (nothing is then written to ``out``), for a row of prior columns that is not a
-        distribution.
-    labeldp.errors.MissingFileError
-        If ``source`` does not exist.
-    labeldp.errors.DataError
-        Before anything is drawn: if the source cannot be read, lacks a column or holds no rows, a label
-        is missing or outside ``classes`` (neither named nor counted), an id is missing or duplicated, a
-        unit is missing, or
-        a prior column is not numeric; while drawing (nothing is then written to ``out``), if a prior
-        column has missing values or the source changed.
+        If ``out`` exists, or a killed release into it left its partial folder.
     labeldp.errors.RunLockedError
         If another process is writing a release to ``out``.
     """
@@ -297,25 +239,8 @@ class _UnitRule:
     seed: int
 
     def keep(self, keys: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-        """The kept rows as a mask over the table, their unit codes, and the sidecar's ``privacy_unit``
-        (each kept row is released with epsilon / c). Reads the units only.
-
-        Parameters
-        ----------
-        keys : numpy.ndarray
-            (n,) int64, each row's unit as a 64-bit key (as ``check_rows`` returns them); public.
-        epsilon : float
-            The release's epsilon per privacy unit.
-
-        Returns
-        -------
-        mask : numpy.ndarray
-            (n,) boolean: whether each row is kept (at most ``max_rows`` of a unit, chosen by ``seed``).
-        kept_units : numpy.ndarray
-            (number of kept rows,) int64 unit codes of the kept rows, in [0, number of kept units).
-        facts : dict
-            The sidecar's ``privacy_unit``: the column, ``max_rows``, ``seed``, the units, the rows read and
-            kept, c (``most_rows``, the most rows a unit keeps), ``epsilon`` and ``row_epsilon`` (epsilon / c).
+        """The kept rows as a mask, their unit codes in [0, kept units), and the sidecar's ``privacy_unit``;
+        reads the public unit keys only.
         """
         kept, kept_units, most_rows = bounded_rows(keys, self.max_rows, self.seed)
         mask = np.zeros(keys.size, dtype=bool)
@@ -335,8 +260,9 @@ class _UnitRule:
 
 
 def _partial_folder(out: Path) -> Path:
-    """The hidden folder a release is written into, new and its owner's only; refused if a killed
-    release left one (its labels were drawn)."""
+    """The hidden folder a release is written into, new and its owner's only; refused if a killed release
+    left one (its labels were drawn).
+    """
     _refuse_existing(out)
     partial = out.parent / f".{out.name}.partial"
     if partial.exists():
@@ -357,8 +283,9 @@ def _umask() -> int:
 
 
 def _checked_spend(spending: DatasetLedger, out: Path, epsilon: float, unit_column: str | None) -> Spend:
-    """This release's spend on its dataset, refused past ``--total-epsilon`` and said before it is drawn
-    where the dataset has spent already (a release folder is new: it always spends)."""
+    """This release's spend on its dataset, refused past ``--total-epsilon``, the dataset's earlier spend said
+    before anything is drawn.
+    """
     planned = Spend(new_release(out), "privatize", epsilon, 0.0, unit_column, epsilon)
     before, after = spending.check(planned, total_epsilon())
     if before > 0:
@@ -458,9 +385,9 @@ def _write_release(
     described: str,
     kept: tuple[np.ndarray, np.ndarray, dict[str, Any]] | None,
 ) -> dict[str, Any]:
-    """Draw the release block by block into ``folder`` (``labels.parquet``), then write its ledger and
-    sidecar and flush the folder to disk; with a privacy unit (``kept``: the rows kept, their units,
-    the sidecar's facts) only the kept rows, each at its per-row epsilon. Returns the sidecar."""
+    """Draw the release block by block into ``folder``, then write its ledger and sidecar and flush the folder;
+    with a privacy unit (``kept``) only the kept rows, at the per-row epsilon. Returns the sidecar.
+    """
     with_prior = prior_columns is not None or shared is not None
     unit_facts, kept_units = None, None
     batch_ids = id_column
@@ -519,8 +446,7 @@ def _write_labels(
     shared: np.ndarray | None,
     channel_names: list[str],
 ) -> int:
-    """Draw each block's released labels and write them as one row group of ``labels.parquet`` (the id,
-    the released label, k with a prior, the channel columns on request). Returns the rows written."""
+    """Draw each block and write it as one row group of ``labels.parquet``; returns the rows written."""
     num_classes, epsilon, with_prior = draws.num_classes, draws.epsilon, draws.k_spread is not None
     k_type = pa.int8() if num_classes < 128 else pa.int32()
     fields = [id_field, pa.field(RELEASED_COLUMN, class_values.type, nullable=False)]

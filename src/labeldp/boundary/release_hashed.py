@@ -1,13 +1,9 @@
-"""The release of noisy label counts over hashed features, streamed: the boundary reads the labels block by block.
+"""Noisy label counts over hashed features, streamed: the boundary reads the labels block by block.
 
-A sibling of :mod:`labeldp.boundary.release` (whose ``release_*`` functions take the labels whole):
-:func:`release_hashed_counts` takes an iterable of blocks, each a block's row positions, their
-public buckets (:func:`labeldp.data.hashing.hashed_blocks`) and their true labels, unseals each
-block's labels here, adds them to the counts, and draws the noise once, after the last block, so
-that a table of any size is released in one pass with the memory of one block and one table of
-counts. Under ``torchrun`` each rank counts its own blocks and the counts are summed by the one that
-draws (``gather``, :mod:`labeldp.boundary.release_parts`). Nothing is released, and nothing
-recorded, if a block is refused.
+A sibling of :mod:`labeldp.boundary.release`, whose functions take the labels whole:
+:func:`release_hashed_counts` unseals each block's labels, adds them to the counts, and draws the noise
+once after the last block, so a table of any size is released in one pass with the memory of one block
+and one table of counts. Nothing is released or recorded if a block is refused.
 """
 
 from __future__ import annotations
@@ -69,66 +65,21 @@ def release_hashed_counts(
     tag: str | None = None,
     gather: Gather | None = None,
 ) -> Release | None:
-    """The label counts of every bucket of every hashed slot, noised (epsilon-label-DP per privacy unit), recorded.
+    """The label counts of every bucket of every hashed slot, noised: epsilon-label-DP per privacy unit when the
+    buckets come from public columns and every member comes in exactly one block (checked).
 
-    Each member's label is read once, in the block that holds its row, and counted in one bucket of
-    each of the ``num_slots`` slots; the table (``arrays["counts"]``, num_buckets x num_classes) gets
-    discrete Laplace noise calibrated to its exact L1 sensitivity, ``num_slots`` (two classes) or
-    twice that, times c, the most members of one privacy unit (``ledger.contribution``), and the
-    ledger records :func:`~labeldp.accounting.events.hashed_counts_event` once for all members, as an
-    aggregate (a unit is charged once, however many of its rows are members).
+    ``blocks`` yields (positions, buckets, labels): the rows' indices into the ledger's dataset, their public
+    (rows, num_slots) buckets (:func:`labeldp.data.hashing.hashed_blocks`) and their
+    :class:`~labeldp.boundary.labels.PrivateLabels`; rows that are not members are skipped. Each label is
+    counted in one bucket of each of the F = ``num_slots`` slots, and the (num_buckets, K) table gets discrete
+    Laplace noise calibrated to its exact L1 sensitivity, F (two classes) or 2F, times c, the most members of
+    one unit; :func:`~labeldp.accounting.events.hashed_counts_event` is recorded once, as an aggregate.
 
-    The counts are epsilon-label-DP for each privacy unit when the buckets are computed from public
-    columns (never from a label) and every member comes in exactly one block, which is checked.
-
-    Parameters
-    ----------
-    ledger : PrivacyLedger
-        The ledger the release is recorded on (under replace-one-label neighbours), over the table's rows.
-    blocks : iterable of (positions, buckets, labels)
-        The table in blocks: ``positions`` (rows,) the rows' indices into the ledger's dataset,
-        ``buckets`` (rows, num_slots) their public buckets, ``labels`` their true labels as class
-        positions (:class:`~labeldp.boundary.labels.PrivateLabels`), read here
-        (:func:`~labeldp.boundary.labels.unseal`). Rows that are not members are skipped.
-    members : array_like
-        The rows counted (e.g. the rows a contribution bound kept): indices into the ledger's dataset,
-        or a boolean mask over it.
-    num_buckets : int
-        The size of the index space (``HashSpec.num_buckets``).
-    num_slots : int
-        F, the buckets of every row.
-    num_classes : int
-        K, the number of classes.
-    epsilon : float
-        The privacy parameter of the table, per privacy unit, > 0.
-    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
-        The noise (see :mod:`labeldp.randomness`): None (default) for fresh OS entropy, ``"secure"``, a
-        generator, or an integer seed (reproducible, hence not private).
-    tag : str or None, optional
-        The ledger entry's tag, new on the ledger (default None).
-    gather : callable or None, optional
-        For a release counted by several processes, each on its own blocks
-        (:mod:`labeldp.boundary.release_parts`): the collective handing every process's counts (or its
-        error) to the one that draws; that process sums them, checks that every member came exactly
-        once, draws the noise and records; the others return None. Default None: this process counts
-        every member.
-
-    Returns
-    -------
-    Release or None
-        ``arrays["counts"]`` the noisy counts (with two classes column 0 is the bucket's size minus
-        the noisy positives) and ``arrays["sizes"]`` the members per bucket (public); no labels. None on
-        a process that counted its part for another.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        Before anything is drawn or recorded: if ``epsilon`` is not a finite number > 0, ``members`` is
-        invalid, ``tag`` is on the ledger already, a block's buckets or positions are invalid, a row
-        comes twice, a member never comes, or a label is outside its range (which, and how many, is
-        not said).
-    labeldp.boundary.PrivateLabelAccessError
-        If a block's labels were withheld.
+    ``arrays["counts"]`` holds the noisy counts (with two classes, column 0 is the bucket's size minus the
+    noisy positives), ``arrays["sizes"]`` the public members per bucket. With ``gather``
+    (:mod:`labeldp.boundary.release_parts`), each process counts its own blocks and the one that draws sums
+    the parts, checks each member came once, draws and records; the others return None.
+    Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     eps = check_epsilon(epsilon)
     mask = ledger.members_mask(members)

@@ -1,12 +1,9 @@
 """Released labels: what a learner trains on once the true labels have crossed the boundary.
 
-:class:`ReleasedLabels` is the one released-labels type: the rows' released labels, their declared
-classes, the ledger of the release, and the noise channel of each row, L[i, y] = Pr[row i's released
-label | its label is class y], which the release's public parameters determine. It comes from a
-release of a label column (:func:`~labeldp.boundary.column.privatize`, a release folder read by
-:func:`~labeldp.boundary.release_folder.load_release`), from an estimator's release of private
-labels, or from any :class:`~labeldp.boundary.release.Release` of labels. Everything in it is free to
-use: training on it, tuning on it, scoring on it, any number of times, is post-processing.
+:class:`ReleasedLabels` comes from :func:`~labeldp.boundary.column.privatize`, a release folder
+(:func:`~labeldp.boundary.folder_format.load_release`), an estimator's release, or any
+:class:`~labeldp.boundary.release.Release` of labels. Everything in it is free to use: training, tuning
+and scoring on it, any number of times, is post-processing.
 """
 
 from __future__ import annotations
@@ -39,16 +36,17 @@ RR_WITH_PRIOR = "rr-with-prior"
 class ReleasedLabels:
     """Labels released once, with what is needed to learn from them.
 
-    Rows are selected like an array's (``released[rows]``: scikit-learn's cross-validation splits it
-    with the features), and ``numpy.asarray(released)`` gives the released label values, which are
-    public (a stratified split on them reads no private label).
+    Rows are selected like an array's (``released[rows]``, as cross-validation splits it), and
+    ``numpy.asarray(released)`` gives the released values, which are public (a stratified split on them
+    reads no private label).
 
     Parameters
     ----------
     labels : numpy.ndarray
         (n,) each row's released label, as a position in ``classes``.
     likelihood : numpy.ndarray or None
-        (n, K) each row's noise channel, where it is known without the rows' priors (see :meth:`channel`).
+        (n, K) each row's noise channel, L[i, y] = Pr[row i's release | its label is y], where it is known
+        without the rows' priors (see :meth:`channel`).
     classes : sequence
         The declared label domain, in order.
     ledger : PrivacyLedger, optional
@@ -60,7 +58,7 @@ class ReleasedLabels:
     ids : numpy.ndarray, optional
         (n,) the rows' identifiers.
     k : numpy.ndarray, optional
-        (n,) RR-with-prior's k per row (the size of the prior's top set the label was released in).
+        (n,) RR-with-prior's k: the size of the prior's top set each label was released in.
     shared_prior : numpy.ndarray, optional
         (K,) the prior of every row, when one prior was shared.
     prior_columns : tuple of str, optional
@@ -69,11 +67,6 @@ class ReleasedLabels:
         Where the noise came from.
     private : bool
         False for noise reproducible from an insecure seed (NOT PRIVATE).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``likelihood`` is given and is not (n, K).
     """
 
     labels: np.ndarray
@@ -103,24 +96,12 @@ class ReleasedLabels:
     # -- an array of released labels ----------------------------------------------------------------
     @property
     def num_classes(self) -> int:
-        """K, the size of the label domain.
-
-        Returns
-        -------
-        int
-            The number of declared classes.
-        """
+        """K, the number of declared classes."""
         return len(self.classes)
 
     @property
     def shape(self) -> tuple[int]:
-        """The shape, as an array's.
-
-        Returns
-        -------
-        tuple of int
-            ``(n,)``.
-        """
+        """``(n,)``, as an array's."""
         return (self.labels.size,)
 
     def __len__(self) -> int:
@@ -128,13 +109,8 @@ class ReleasedLabels:
 
     @property
     def values(self) -> np.ndarray:
-        """The released labels as class values (``classes[labels]``, in the classes' own dtype: int64 for
-        integer classes, as :func:`~labeldp.boundary.domain.class_array` gives them).
-
-        Returns
-        -------
-        numpy.ndarray
-            (n,) the released labels' values.
+        """The released labels as class values, in the classes' own dtype
+        (:func:`~labeldp.boundary.domain.class_array`).
         """
         return class_array(self.classes)[self.labels]
 
@@ -154,18 +130,8 @@ class ReleasedLabels:
 
     # -- the noise channel ----------------------------------------------------------------------------
     def matrix(self) -> np.ndarray:
-        """The (K, K) channel P[y, z] = Pr[release z | label y] shared by every row: RR's, or
-        RR-with-prior's under a shared prior. Per-row priors have per-row channels: :meth:`channel`.
-
-        Returns
-        -------
-        numpy.ndarray
-            (K, K) float64.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If the rows do not share one channel (RR-with-prior with a prior per row, or another mechanism).
+        """The (K, K) channel P[y, z] = Pr[release z | label y] every row shares: RR's, or RR-with-prior's under a
+        shared prior; a prior per row has per-row channels (:meth:`channel`).
         """
         if self.mechanism == RR:
             return randomized_response_probabilities(self.num_classes, self.epsilon)
@@ -174,27 +140,11 @@ class ReleasedLabels:
         raise ConfigError("the rows do not share one channel: use channel()")
 
     def channel(self, priors: Any = None, rows: Any = None) -> np.ndarray:
-        """L[i, y] = Pr[row i's released label | its label is class y], shape (m, K), for ``rows`` (an
-        index or a slice; all by default).
+        """(m, K) L[i, y] = Pr[row i's released label | its label is y] for ``rows`` (all by default).
 
-        Parameters
-        ----------
-        priors : array-like, optional
-            RR-with-prior with a prior per row: the (m, K) prior rows of these rows (the
-            ``prior_columns`` of the source table, in this release's order); their k is checked
-            against the released k. Not needed for RR, a shared prior, or a known ``likelihood``.
-        rows : index or slice, optional
-            The rows.
-
-        Returns
-        -------
-        numpy.ndarray
-            (m, K) float64.
-
-        Raises
-        ------
-        ConfigError
-            When the rows' priors are needed and not given, or do not give the released k.
+        With a prior per row (RR-with-prior), ``priors`` are the rows' (m, K) prior rows, in this release's
+        order; their k is checked against the released k. Not needed for RR, a shared prior or a known
+        ``likelihood``.
         """
         selected = slice(None) if rows is None else rows
         labels = self.labels[selected]
@@ -222,48 +172,14 @@ class ReleasedLabels:
         return rr_with_prior_likelihood(labels, prior, self.epsilon)
 
     def with_priors(self, priors: Any) -> ReleasedLabels:
-        """These labels with each row's channel computed from its prior (RR-with-prior with a prior per row).
-
-        Parameters
-        ----------
-        priors : array_like
-            (n, K) the rows' priors (the ``prior_columns`` of the source table, in this release's order).
-
-        Returns
-        -------
-        ReleasedLabels
-            A copy whose ``likelihood`` is :meth:`channel` of ``priors``.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            As :meth:`channel`: if the priors are not (n, K) distributions, or do not give the released k.
+        """A copy whose ``likelihood`` is :meth:`channel` of the rows' (n, K) ``priors`` (RR-with-prior with a prior
+        per row).
         """
         return dataclasses.replace(self, likelihood=self.channel(priors))
 
     @classmethod
     def from_release(cls, release: Any, classes: Sequence[Any], ledger: PrivacyLedger | None = None) -> ReleasedLabels:
-        """The labels and channel of a :class:`~labeldp.boundary.release.Release` of labels.
-
-        Parameters
-        ----------
-        release : Release
-            A release whose ``labels`` and ``likelihood`` are given.
-        classes : sequence
-            The declared label domain, in order.
-        ledger : PrivacyLedger or None, optional
-            The release's ledger (default None).
-
-        Returns
-        -------
-        ReleasedLabels
-            The released labels, their channel, and the release's ``arrays["k"]`` where it has one.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If the release holds no labels with a channel, or the channel does not have one column per class.
-        """
+        """The labels, channel and ``arrays["k"]`` of a :class:`~labeldp.boundary.release.Release` of labels."""
         if release.labels is None or release.likelihood is None:
             raise ConfigError(f"this release holds no labels with a channel: {release.description}")
         return cls(release.labels, release.likelihood, classes, ledger, k=release.arrays.get("k"))
@@ -279,39 +195,14 @@ class ReleasedLabels:
         ids=None,
         units=None,
     ) -> ReleasedLabels:
-        """Labels randomized before labeldp saw them (event-level reports of a browser's or an operating
-        system's measurement API), with the channel the source publishes: released labels any
-        estimator can fit on, their ledger recording the source's guarantee
-        (:func:`~labeldp.boundary.release.release_external_labels`; nothing is drawn here).
+        """Labels randomized before labeldp saw them (reports of a measurement API), with the ``channel`` the
+        source publishes; nothing is drawn.
 
-        Parameters
-        ----------
-        labels : array_like
-            (n,) the reported labels, values of ``classes``.
-        classes : sequence
-            The label domain, in order (the channel's rows and columns).
-        channel : array_like or str
-            (K, K) M[y, z] = Pr[reported z | true y], or its words (``flip:0.1``, ``rr:1.5``, a JSON matrix;
-            :func:`labeldp.mechanisms.parse_channel`).
-        stated_epsilon : float or None, optional
-            The epsilon the source states per label, at least its channel's (default: the channel's).
-        ids : array_like or None, optional
-            The rows' ids (default: positions).
-        units : array_like or None, optional
-            The privacy unit of each row (a user): the ledger then composes a unit's reports, and its
-            epsilon is the worst unit's.
-
-        Returns
-        -------
-        ReleasedLabels
-            The reports, their channel and a ledger with one entry, tagged ``"source"``.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            For an invalid channel or stated epsilon.
-        labeldp.errors.DataError
-            If a report is not one of ``classes``.
+        The ledger (one entry, tagged ``"source"``) records the source's guarantee, as
+        :func:`~labeldp.boundary.release.release_external_labels` does. ``channel`` is (K, K) M[y, z] =
+        Pr[reported z | true y] or its words (``flip:0.1``, ``rr:1.5``, a JSON matrix:
+        :func:`labeldp.mechanisms.parse_channel`); ``stated_epsilon`` is at least the channel's own; with
+        ``units`` the ledger composes each unit's reports.
         """
         from labeldp.boundary.domain import LabelDomain
         from labeldp.boundary.labels import PrivateLabels

@@ -1,28 +1,16 @@
 """Reading a label column out of core: Parquet and CSV files, folders of them, Arrow tables.
 
-The source is read in record batches of bounded size, file after file (a folder in the order of its
-sorted paths; names starting with ``.`` or ``_`` are skipped), and cut into blocks of exactly
-``batch_rows`` rows, so that the draws do not depend on how the input is cut into files, row groups
-or batches. Before anything is drawn, a first pass (:func:`check_rows`) reads the label and id
-columns: every label must be one of the declared classes, every id present and distinct; with a
-privacy unit it reads each row's unit too (public), from which the rows kept are chosen before the
-second pass, which reads only those (:func:`kept_batches`).
+The source is read file after file (a folder's in sorted order, names starting with ``.`` or ``_``
+skipped) and cut into blocks of exactly ``batch_rows`` rows, so the draws do not depend on how it is cut.
+Before anything is drawn, a first pass (:func:`check_rows`) checks every label against the declared
+classes and every id for presence and uniqueness, and reads each row's privacy unit, from which the rows
+kept are chosen for the second pass (:func:`kept_batches`).
 
-**Label types.** Labels are matched to the declared classes as text (``1``, ``1.0`` and ``true`` are
-one class), each file's labels in their own type: they are never cast to another file's type. A CSV
-or TSV file's label column is read as text, as written: pyarrow would otherwise infer its type from
-the first block's values, so that one private label could decide it (and a later label that does not
-fit would fail the read, quoted in the error). ``released_label`` is written in one type that depends
-on no label value (:func:`released_type`). pyarrow's own message for a CSV file it cannot read is
-withheld (it can quote a row, its label included).
-
-**Each row once.** Ids and privacy units are read as text from CSV files, each file's in its own
-type, and compared by their canonical spelling (:mod:`labeldp.boundary.keys`: ``17`` in a Parquet file
-and ``"17"`` in a CSV file are one person). The first pass keeps a 64-bit key a row; where keys repeat,
-a further scan compares the ids exactly, so that a hash collision never refuses a valid table, and a
-duplicated id is refused naming it (ids are public). Without ids or units a source of several files
-(where a stray copy, ``events.csv`` beside ``events.parquet``, would hold each row twice) is refused
-unless the user states that each row is a different person (:func:`check_each_row_once`).
+Labels, ids and units are read as text from CSV and matched by their canonical spelling, each file's in
+its own type: left to itself pyarrow would infer a column's type from the first block, so one private
+label could decide it, a later one fail the read quoted in the error, and ``17`` and ``"17"`` be two
+people. ``released_label``'s type depends on no label value (:func:`released_type`), and pyarrow's
+message for an unreadable CSV file is withheld (it can quote a row).
 """
 
 from __future__ import annotations
@@ -51,29 +39,10 @@ _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".parq": "parquet", ".csv":
 
 
 def arrow_positions(domain: LabelDomain, column: pa.Array | pa.ChunkedArray, where: str) -> np.ndarray:
-    """Class positions (int64) of an Arrow label column, matched as text (:class:`LabelDomain`).
+    """Class positions (int64) of an Arrow label column, matched as text; releases nothing.
 
-    Reads the labels it is given (true labels in :func:`check_rows` and :func:`read_blocks`, released
-    ones in :func:`~labeldp.boundary.folder_format.load_release`) and releases nothing.
-
-    Parameters
-    ----------
-    domain : LabelDomain
-        The declared classes.
-    column : pyarrow.Array or pyarrow.ChunkedArray
-        The label column (dictionary-encoded columns are matched by their values).
-    where : str
-        What the labels are, for the error message.
-
-    Returns
-    -------
-    numpy.ndarray
-        (n,) int64 positions in the declared classes.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a label is missing or outside the classes (which, where and how many are not said).
+    A label missing or outside the classes raises :class:`~labeldp.errors.DataError` saying neither which,
+    where, nor how many.
     """
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
@@ -87,27 +56,7 @@ def arrow_positions(domain: LabelDomain, column: pa.Array | pa.ChunkedArray, whe
 
 
 def arrow_class_values(domain: LabelDomain, value_type: pa.DataType, column: str) -> pa.Array:
-    """The classes as values of ``value_type``, the type ``released_label`` is written in.
-
-    Parameters
-    ----------
-    domain : LabelDomain
-        The declared classes.
-    value_type : pyarrow.DataType
-        The type of ``released_label`` (:func:`released_type`).
-    column : str
-        The label column's name, for the error message.
-
-    Returns
-    -------
-    pyarrow.Array
-        The K classes, in order, of type ``value_type``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the type is not integer, floating-point, boolean or string, or a class is not a value of it.
-    """
+    """The classes as an Arrow array of ``value_type``, the type ``released_label`` is written in."""
     values = []
     for declared in domain.declared:
         spelling = canonical_label(declared)
@@ -135,31 +84,11 @@ def arrow_class_values(domain: LabelDomain, value_type: pa.DataType, column: str
 
 
 def open_source(source, text_columns: str | Sequence[str | None]) -> tuple[list[ds.Dataset], str]:
-    """The source as datasets to scan in order, and a description of it.
+    """The source as datasets to scan in order (one per file), and its description in words.
 
-    Parameters
-    ----------
-    source : str or os.PathLike or pyarrow.Table or pyarrow.dataset.Dataset or pandas.DataFrame
-        A Parquet or CSV file, a folder of them (data files in the order of their sorted paths; names
-        starting with ``.`` or ``_`` are skipped), an Arrow table or dataset, or a DataFrame.
-    text_columns : str or sequence of str
-        The label, id and unit columns, read as text from CSV files (and from a DataFrame's columns of
-        objects); None entries are ignored.
-
-    Returns
-    -------
-    datasets : list of pyarrow.dataset.Dataset
-        One dataset per file (one for an in-memory source).
-    described : str
-        The source in words (its path, ``"an in-memory table"`` or ``"a pyarrow dataset"``).
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If the path does not exist.
-    labeldp.errors.DataError
-        If a folder holds no data files, a file is neither Parquet nor CSV or cannot be read, or a
-        DataFrame cannot be converted to Arrow (pyarrow's message withheld).
+    ``source`` is a Parquet or CSV file, a folder of them (:func:`data_files`), an Arrow table or dataset, or
+    a DataFrame; ``text_columns`` (the label, id and unit columns) are read as text from CSV files and from a
+    DataFrame's object columns.
     """
     text_columns = [text_columns] if isinstance(text_columns, str) else [c for c in text_columns if c]
     if isinstance(source, pd.DataFrame):
@@ -172,16 +101,8 @@ def open_source(source, text_columns: str | Sequence[str | None]) -> tuple[list[
 
 
 def data_files(source) -> list[Path]:
-    """The data files of a file or folder, in the order they are read: a folder's in the order of
-    their sorted paths, names starting with ``.`` or ``_`` skipped (``.crc``, ``_SUCCESS``, ``_metadata``
-    are not data, as for pyarrow and Spark).
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If the path does not exist.
-    labeldp.errors.DataError
-        If a folder holds no data files.
+    """The data files of a file or folder, in reading order: a folder's sorted, names starting with ``.`` or
+    ``_`` skipped (``.crc``, ``_SUCCESS``, ``_metadata`` are not data, as for pyarrow and Spark).
     """
     path = Path(source)
     if not path.exists():
@@ -201,12 +122,13 @@ def data_files(source) -> list[Path]:
 def check_each_row_once(
     files: int, described: str, id_column: str | None, unit_column: str | None, one_row_per_person: bool
 ) -> None:
-    """Refuse a source of several files without ids or privacy units, unless the user states that each
-    row is a different person: a row held twice (a stray copy, ``events.csv`` beside
-    ``events.parquet``) would be released twice under a ledger showing one release. With ids,
-    duplicates are caught (:func:`check_rows`); with units, a unit's rows are bounded however often
-    they occur. A single file is taken as holding each person once: rows are never refused for having
-    equal public columns."""
+    """Refuse a source of several files without ids or units unless the user states one row per person.
+
+    A row held twice (``events.csv`` beside ``events.parquet``) would be released twice under a ledger
+    showing one release. With ids, duplicates are caught (:func:`check_rows`); with units, a unit's rows are
+    bounded however often they occur. A single file is taken as holding each person once: rows are never
+    refused for having equal public columns.
+    """
     if files > 1 and id_column is None and unit_column is None and not one_row_per_person:
         raise DataError(
             f"{described} holds {files} data files and no id column: a row held in two of them (a stray copy, "
@@ -218,8 +140,9 @@ def check_each_row_once(
 
 
 def _frame_table(frame: pd.DataFrame, text_columns: list[str]) -> pa.Table:
-    """A DataFrame as an Arrow table. Text columns of Python objects become text first: Arrow would
-    infer their type from the values, and quote the first one that does not fit it."""
+    """A DataFrame as an Arrow table, object text columns made text first: Arrow would infer their type from
+    the values and quote the first that does not fit.
+    """
     objects = [c for c in text_columns if c in frame.columns and frame[c].dtype == object]
     if objects:
         frame = frame.assign(**{c: frame[c].map(lambda v: None if pd.isna(v) else str(v)) for c in objects})
@@ -239,14 +162,7 @@ def _open(path: Path, text_columns: list[str]) -> ds.Dataset:
 
 
 def file_kind(path: Path) -> str:
-    """``"parquet"``, ``"csv"`` or ``"tsv"``, from a data file's suffixes (``.gz`` or ``.bz2`` may
-    follow a CSV's).
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If the suffix is not a table's.
-    """
+    """``"parquet"``, ``"csv"`` or ``"tsv"`` from a data file's suffixes (``.gz`` or ``.bz2`` may follow a CSV's)."""
     suffixes = [s.lower() for s in Path(path).suffixes]
     if suffixes and suffixes[-1] in (".gz", ".bz2") and len(suffixes) > 1:
         suffixes = suffixes[:-1]  # compressed CSV: pyarrow reads it by its extension
@@ -282,8 +198,7 @@ def _is_csv(dataset: ds.Dataset) -> bool:
 
 @contextlib.contextmanager
 def _reading(where: str, csv: bool) -> Iterator[None]:
-    """pyarrow's read errors as DataErrors. A CSV reader's message can quote a row, its label
-    included, so it is withheld; a Parquet reader's is kept."""
+    """pyarrow's read errors as DataErrors, a CSV reader's message withheld (it can quote a row's label)."""
     try:
         yield
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
@@ -296,25 +211,8 @@ def _reading(where: str, csv: bool) -> Iterator[None]:
 
 
 def source_schema(datasets: list[ds.Dataset], columns: list[str]) -> pa.Schema:
-    """The needed columns' types, from the first file (dictionary-encoded columns as their values);
-    later files' ids and priors are cast to them, their labels never (:func:`read_batches`).
-
-    Parameters
-    ----------
-    datasets : list of pyarrow.dataset.Dataset
-        The source's datasets (:func:`open_source`).
-    columns : list of str
-        The needed columns.
-
-    Returns
-    -------
-    pyarrow.Schema
-        The columns, in the order given, with the first file's types.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a file lacks one of the columns.
+    """The needed columns' types from the first file (dictionary columns as their values); later files' ids
+    and priors are cast to them, their labels never (:func:`read_batches`).
     """
     for dataset in datasets:
         missing = [c for c in columns if c not in dataset.schema.names]
@@ -329,10 +227,10 @@ def source_schema(datasets: list[ds.Dataset], columns: list[str]) -> pa.Schema:
 
 
 def released_type(datasets: list[ds.Dataset], domain: LabelDomain) -> pa.DataType:
-    """The type of ``released_label``: a function of the declared classes and of whether a file is CSV,
-    never of a label value, nor of a column type that pandas may have guessed from the labels: int64
-    where every class is a whole number, float64 where every class is a number, else string (and string
-    whenever a file is CSV, which declares no types: its labels are read as text)."""
+    """The type of ``released_label``, from the declared classes and whether a file is CSV, never from a label
+    value or a type pandas guessed from them: int64 where every class is a whole number, float64 where every
+    class is a number, else string (always string with a CSV file, whose labels are read as text).
+    """
     if any(_is_csv(dataset) for dataset in datasets):
         return pa.string()
     spellings = list(domain.lookup)
@@ -359,31 +257,11 @@ def _describe(dataset: ds.Dataset) -> str:
 def read_batches(
     datasets: list[ds.Dataset], schema: pa.Schema, label_column: str | Sequence[str | None] | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """Record batches of the columns in ``schema``, file after file, each batch in file order;
-    the read-ahead is bounded (a few batches of at most ``_READ_ROWS`` rows). Every column but
-    ``label_column`` (the label, or the label and unit columns) is cast to ``schema``'s type: each
-    file's labels and units keep their own type and are matched as text (a cast would fail on a label
-    that does not fit, and quote it; a unit ``"anonymous"`` cannot be cast to the first file's integers).
+    """Non-empty record batches of ``schema``'s columns, file after file, the read-ahead bounded.
 
-    Parameters
-    ----------
-    datasets : list of pyarrow.dataset.Dataset
-        The source's datasets, read in order.
-    schema : pyarrow.Schema
-        The columns to read and their types.
-    label_column : str or sequence of str or None, optional
-        The columns left in each file's own type (default None: every column is cast).
-
-    Yields
-    ------
-    pyarrow.RecordBatch
-        Non-empty batches of the columns in ``schema``, in file order.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a file cannot be read (a CSV reader's message withheld), or a column other than the labels
-        cannot be cast to the first file's type.
+    Every column but ``label_column`` (the label, or the label and unit columns) is cast to ``schema``'s
+    type; those keep each file's own type and are matched as text (a cast would fail on a label that does
+    not fit and quote it; a unit ``"anonymous"`` cannot be cast to the first file's integers).
     """
     own = {label_column} if isinstance(label_column, str) else {c for c in label_column or () if c}
     for dataset in datasets:
@@ -396,8 +274,7 @@ def read_batches(
 
 
 def _conformed(batch: pa.RecordBatch, schema: pa.Schema, own: set[str], dataset: ds.Dataset) -> pa.RecordBatch:
-    """``batch`` with its columns but ``own`` cast to ``schema``'s types (public columns: an error may
-    quote their values)."""
+    """``batch`` with its columns but ``own`` cast to ``schema``'s types (public columns: an error may quote them)."""
     if batch.schema == schema:
         return batch
     columns = []
@@ -419,7 +296,7 @@ class KeyColumns:
     """A whole table's label, id and unit columns in memory, as :func:`read_key_columns` read them.
 
     ``labels`` holds the true labels, each batch in its file's own type (text from CSV): only a loader
-    matching them to the declared domain (:func:`arrow_positions`) reads them, and wraps the result at once.
+    matching them to the declared domain reads them, and wraps the result at once.
     """
 
     columns: list[str]
@@ -461,20 +338,9 @@ def read_key_columns(
     *,
     one_row_per_person: bool = False,
 ) -> KeyColumns:
-    """Read a whole table's label, id and unit columns into memory, as :func:`check_rows` reads them
-    for a release: the labels as text from CSV, never by guessing; ids and units in each file's own
-    type, compared by their canonical spelling; a duplicated id refused, naming it; a source of several
-    files without ids or units refused unless ``one_row_per_person`` (:func:`check_each_row_once`).
+    """A whole table's label, id and unit columns in memory, checked as :func:`check_rows` checks a release's.
 
-    Reads the true labels into memory and releases nothing: the caller wraps them as private labels.
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If the source does not exist.
-    labeldp.errors.DataError
-        If it cannot be read, lacks a column or holds no rows, an id or unit is missing, or an id is
-        duplicated.
+    Reads the true labels and releases nothing: the caller wraps them as private labels.
     """
     datasets, described = open_source(source, [label_column, id_column, unit_column])
     names = list(datasets[0].schema.names)
@@ -521,50 +387,13 @@ def check_rows(
     prior_columns: tuple[str, ...] | None = None,
     unit_column: str | None = None,
 ) -> tuple[int, np.ndarray | None]:
-    """Read the label and id columns once: every label must be one of the classes (the error says
-    neither which nor how many are not), every id present and distinct (without an id column, the
-    rows' positions are); RR-with-prior's prior columns, each row a probability distribution; and the
-    privacy unit column, every row's unit present. Returns the number of rows and each row's unit key.
+    """The first pass: the number of rows and each row's unit key (None without ``unit_column``), once every
+    label, id, unit and prior row is checked; releases nothing.
 
-    The ids are checked with 8 bytes a row: each row's 64-bit key (:func:`~labeldp.boundary.keys.row_keys`).
-
-    Reads the true labels to check them against the classes, and releases nothing: only the number of
-    rows comes back, and an error says neither which labels nor how many are refused.
-
-    Parameters
-    ----------
-    datasets : list of pyarrow.dataset.Dataset
-        The source's datasets.
-    schema : pyarrow.Schema
-        The source's columns (:func:`source_schema`), the label and id columns among them.
-    domain : LabelDomain
-        The declared classes.
-    label_column : str
-        The label column.
-    id_column : str or None
-        The id column, or None (the rows' positions are the ids).
-    described : str
-        The source in words, for the error messages.
-    prior_columns : tuple of str or None, optional
-        RR-with-prior's prior columns, one per class (public), or None.
-    unit_column : str or None, optional
-        The privacy unit column (public), or None.
-
-    Returns
-    -------
-    rows : int
-        The number of rows.
-    unit_keys : numpy.ndarray or None
-        (rows,) int64, each row's unit as a 64-bit key (an integer unit itself, any other its hash:
-        equal units, equal keys); None without ``unit_column``.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a label is missing or outside the classes, an id, a unit or a prior value is missing, an id is
-        duplicated (the message names it: ids are public), the source holds no rows, or it cannot be read.
-    labeldp.errors.ConfigError
-        If a prior row is not a probability distribution.
+    Every label must be one of the classes (the error says neither which nor how many), every id present and
+    distinct (8 bytes a row: :func:`~labeldp.boundary.keys.row_keys`; without an id column, positions are
+    the ids; a duplicated id is named, ids being public), every unit present, and each row of RR-with-prior's
+    ``prior_columns`` a distribution. A unit key is an integer unit itself, any other unit's hash.
     """
     where = f"label column {label_column!r}"
     keys: list[np.ndarray] = []
@@ -591,8 +420,7 @@ def check_rows(
 
 
 def _check_prior_rows(batch: pa.RecordBatch, prior_columns: tuple[str, ...]) -> None:
-    """The prior columns of a batch: no missing value, and each row a probability distribution over
-    the classes (:func:`labeldp._validation.check_priors`)."""
+    """A batch's prior columns: no missing value, each row a distribution over the classes."""
     for name in prior_columns:
         if batch.column(name).null_count:
             raise DataError(f"prior column {name!r} has missing values")
@@ -600,8 +428,7 @@ def _check_prior_rows(batch: pa.RecordBatch, prior_columns: tuple[str, ...]) -> 
 
 
 def _joined(chunks: list[np.ndarray]) -> np.ndarray:
-    """The chunks as one int64 array, each chunk freed once copied: the peak is about the total, not
-    twice it. Empties ``chunks``."""
+    """The chunks as one int64 array, each freed once copied (the peak is about the total); empties ``chunks``."""
     joined = np.empty(sum(chunk.size for chunk in chunks), dtype=np.int64)
     stop = joined.size
     while chunks:
@@ -618,9 +445,11 @@ def _unit_missing(column: str) -> str:
 def _refuse_duplicated_ids(
     datasets: list[ds.Dataset], field: pa.Field, keys: np.ndarray, own_types: bool = False
 ) -> None:
-    """Refuse a table in which an id occurs twice, from every row's key (sorted here, in place): where
-    keys repeat, a scan of the id column compares the ids of those keys by their canonical spelling,
-    so that a hash collision never refuses a valid table."""
+    """Refuse a table in which an id occurs twice, from every row's key (sorted here, in place).
+
+    Where keys repeat, the ids of those keys are compared by their canonical spelling, so that a hash
+    collision never refuses a valid table.
+    """
     keys.sort()
     repeated = np.unique(keys[1:][keys[1:] == keys[:-1]])
     if not repeated.size:
@@ -638,27 +467,8 @@ def _refuse_duplicated_ids(
 def kept_batches(
     batches: Iterator[pa.RecordBatch], kept: np.ndarray, position_column: str | None
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of ``batches`` that ``kept`` keeps (a privacy unit's rows within its bound), each
-    with its position in the stream as the column ``position_column`` (int64, from 0) where given.
-
-    Parameters
-    ----------
-    batches : iterator of pyarrow.RecordBatch
-        The source's batches (:func:`read_batches`), every row of it.
-    kept : numpy.ndarray
-        (rows,) boolean: whether each row of the stream is kept (decided from public columns only).
-    position_column : str or None
-        The name of the column of positions to append, or None.
-
-    Yields
-    ------
-    pyarrow.RecordBatch
-        The kept rows of each batch (batches keeping none are skipped).
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If the stream holds more rows than ``kept`` (the source changed since the first pass).
+    """The rows of ``batches`` that ``kept`` keeps (a unit's rows within its bound, decided from public
+    columns), each with its stream position as the int64 column ``position_column`` where given.
     """
     seen = 0
     for batch in batches:
@@ -677,9 +487,9 @@ def kept_batches(
 
 @dataclass
 class _Block:
-    """``rows`` consecutive rows of the table, ready for the mechanism: the ids (Arrow), the labels'
-    class positions and the prior rows (float64, each class a contiguous column, which is how
-    RR-with-prior reads them). The arrays are views of buffers reused by the next block."""
+    """``rows`` consecutive rows ready for the mechanism: ids, class positions and prior rows (float64, each
+    class a contiguous column, as RR-with-prior reads them); views of buffers the next block reuses.
+    """
 
     ids: pa.ChunkedArray
     positions: np.ndarray
@@ -698,39 +508,11 @@ def read_blocks(
     id_column: str | None,
     prior_columns: tuple[str, ...] | None,
 ) -> Iterator[_Block]:
-    """The stream cut into blocks of exactly ``rows`` rows (the last one shorter), whatever the
-    batches' sizes, so that the draws do not depend on how the files are cut. Each batch is
-    converted straight into buffers allocated once: memory stays that of one block. Without an
-    ``id_column`` the ids are the rows' positions in the stream (int64, from 0).
+    """The stream in blocks of exactly ``rows`` rows (the last shorter), whatever the batches' sizes, in
+    buffers allocated once; without ``id_column`` the ids are stream positions.
 
-    Reads the true labels (as class positions) for the draws, and releases nothing: each block is
-    released by :class:`~labeldp.boundary.column.Draws`.
-
-    Parameters
-    ----------
-    batches : iterator of pyarrow.RecordBatch
-        The source's batches (:func:`read_batches`).
-    rows : int
-        The rows of a block (``batch_rows``).
-    domain : LabelDomain
-        The declared classes.
-    label_column : str
-        The label column.
-    id_column : str or None
-        The id column, or None for the rows' positions.
-    prior_columns : tuple of str or None
-        RR-with-prior's prior columns, one per class, or None.
-
-    Yields
-    ------
-    _Block
-        ``rows`` consecutive rows (the last block shorter): their ids, the labels' class positions and
-        the prior rows (float64, or None). Its arrays are reused by the next block.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a label is missing or outside the classes, or an id or a prior value is missing.
+    Reads the true labels as class positions for the draws and releases nothing: each block is released by
+    :class:`~labeldp.boundary.column.Draws`.
     """
     positions = np.empty(rows, dtype=np.int64)
     prior = np.empty((rows, len(prior_columns)), dtype=np.float64, order="F") if prior_columns else None
