@@ -1,12 +1,9 @@
-"""Training methods, one module each, found by name in a registry (:mod:`labeldp.methods.registry`);
-a method runs against the small protocol of :mod:`labeldp.methods.protocol`, never against a run.
+"""Training methods, one module each, found by name in :mod:`labeldp.methods.registry`.
 
-- :mod:`~labeldp.methods.stages`: the label-DP stages of Ghazi et al. (2021): ``non-private``,
-  ``lp-1st`` (alias ``rr``), ``lp-2st``, ``lp-mst``;
-- :mod:`~labeldp.methods.numeric`: numeric labels: ``rr-on-bins``, ``rr-on-bins-mst``, ``laplace-regression``;
-- :mod:`~labeldp.methods.alibi`: ALIBI, Laplace noise on the one-hot label (Malek et al. 2021);
-- :mod:`~labeldp.methods.pate`: PATE, teachers' noisy votes label a student's queries;
-- :mod:`~labeldp.methods.dp_sgd`: DP-SGD, the full-DP baseline.
+A method is written against :class:`~labeldp.methods.protocol.MethodContext`, never against a run:
+``stages`` (``non-private``, ``lp-1st`` alias ``rr``, ``lp-2st``, ``lp-mst``), ``numeric``
+(``rr-on-bins``, ``rr-on-bins-mst``, ``laplace-regression``), ``alibi``, ``marginals``, ``pate`` and
+``dp_sgd`` (the full-DP baseline). What each releases: docs/methods.md.
 """
 
 from labeldp._lazy import lazy_exports

@@ -1,10 +1,9 @@
-"""``alibi`` (Malek et al. 2021): every label is released once as its one-hot vector plus discrete
-Laplace noise of scale 2 / epsilon per coordinate (:mod:`labeldp.mechanisms.laplace`).
+"""``alibi`` (Malek et al. 2021): every label released once as its one-hot vector plus discrete Laplace
+noise of scale 2 / epsilon per coordinate.
 
-ALIBI trains on the soft labels prior(y) Pr[z | y] / Z, with the model's current prediction as the
-prior; the forward loss -log sum_y p(y | x) Pr[z | y] has exactly that gradient (the soft label
-recomputed at every step), so ``alibi`` trains one stage with the forward loss on the Laplace
-likelihoods. Privacy: epsilon-label-DP, each label released once.
+ALIBI trains on soft labels prior(y) Pr[z | y] / Z with the model's prediction as the prior; the
+forward loss has exactly that gradient, so ``alibi`` trains one stage with it on the Laplace
+likelihoods. epsilon-label-DP, each label released once.
 """
 
 from __future__ import annotations
@@ -21,24 +20,11 @@ from labeldp.methods.registry import Method, register_method
 
 
 def run_alibi(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Release every label once by ALIBI's mechanism, then train one stage on the Laplace likelihoods.
+    """Release every label once (``stage1``), then train one stage on the Laplace likelihoods.
 
-    What is released: every training label as its one-hot vector plus discrete Laplace noise of scale
-    2 / epsilon per coordinate (:func:`~labeldp.boundary.release.release_laplace_one_hot`, noise from
-    the stream ``label-release`` 1); the noisy vectors are saved with their arg-max and likelihoods. It
-    is the release ``stage1`` of :meth:`MethodContext.spend <labeldp.methods.protocol.MethodContext.spend>`:
-    saved, and recorded as one ledger entry tagged ``stage1`` over every training example. Training on
-    it is post-processing.
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run.
-
-    Returns
-    -------
-    tuple of (torch.nn.Module, dict)
-        The model, and the facts for the summary: ``stages`` with the labels released.
+    epsilon-label-DP: :func:`~labeldp.boundary.release.release_laplace_one_hot` over every training
+    example, noise from the stream ``label-release`` 1, through
+    :meth:`~labeldp.methods.protocol.MethodContext.spend`; training is post-processing.
     """
     config, data = context.config, context.data
     members = np.arange(len(data.y_train))

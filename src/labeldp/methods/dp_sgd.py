@@ -1,7 +1,8 @@
 """``dp-sgd``, the full-DP baseline: inputs *and* labels private, (epsilon, delta)-DP for add-or-remove
-one example. It reads the true labels inside DP-SGD's Poisson-sampled, clipped and noised gradient
-steps (:mod:`labeldp.dpsgd`); its event (noise multiplier calibrated to epsilon and delta by
-dp_accounting unless given) is recorded on the ledger, with the plan, before the first step.
+one example.
+
+The true labels are read only inside DP-SGD's Poisson-sampled, clipped and noised steps
+(:mod:`labeldp.dpsgd`); its plan is recorded on the ledger before the first step.
 """
 
 from __future__ import annotations
@@ -25,26 +26,12 @@ from labeldp.models import build_model
 
 
 def run_dpsgd(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Record DP-SGD's event with its plan (once), then train with it.
+    """Record DP-SGD's plan (once, as the release ``dp-sgd``), then train with it.
 
-    What is released: DP-SGD's training steps, Poisson-sampled, clipped gradients with Gaussian noise
-    (what they produce: the model, its checkpoints and the per-epoch metrics). What is recorded, before
-    the first step, is the plan (:func:`~labeldp.boundary.release.release_dpsgd_plan`: the noise
-    multiplier, given or calibrated to ``epsilon`` and ``delta``, the sampling probability, the steps and
-    the clipping norm) as the release ``dp-sgd`` of :meth:`MethodContext.spend
-    <labeldp.methods.protocol.MethodContext.spend>`: saved, and recorded as one ledger entry tagged
-    ``dp-sgd`` over every training example, under add-or-remove-one.
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run (its ``train`` and ``dpsgd`` settings, ``epsilon`` and ``delta``).
-
-    Returns
-    -------
-    tuple of (torch.nn.Module, dict)
-        The evaluated model, on the CPU, and the facts for the summary: the noise multiplier, the
-        sampling probability and the steps.
+    The released steps (and so the model, its checkpoints and per-epoch metrics) are (epsilon,
+    delta)-DP under add-or-remove-one; the plan (:func:`~labeldp.boundary.release.release_dpsgd_plan`:
+    noise multiplier given or calibrated, sampling probability, steps, clipping norm) is recorded over
+    every training example through :meth:`~labeldp.methods.protocol.MethodContext.spend`.
     """
     config, data = context.config, context.data
     n = len(data.y_train)
@@ -85,9 +72,11 @@ def _check(config: RunConfig) -> None:
 
 
 def _plan(config: RunConfig, data: LabeledDataset) -> None:
-    """Refuse a DP-SGD run that cannot go as configured on ``data``: an expected batch larger than the
-    data, a model that mixes examples, training options DP-SGD cannot honour on the dataset
-    (:func:`check_training_options`), or a given noise multiplier that spends more than the budget."""
+    """Refuse a run DP-SGD cannot do as configured on ``data``, before anything is written.
+
+    A model that mixes examples, training options it cannot honour, or a given noise multiplier that
+    spends more than the budget.
+    """
     q, steps, _ = sampling_plan(len(data.y_train), config.train)
     try:
         check_per_example_model(

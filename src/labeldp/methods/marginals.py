@@ -1,23 +1,11 @@
 """``marginals``: a multinomial logistic regression over public feature bins, fitted from one release
-of noisy label marginals (what :class:`~labeldp.estimators.LabelDPLogisticRegression` does in Python,
-as a run).
+of noisy label marginals (:class:`~labeldp.estimators.LabelDPLogisticRegression` as a run).
 
-The bins are those of the raw features (:mod:`labeldp.training.binned_model`: a table's numeric
-column cut at ``marginals.bins`` quantiles, a categorical column by category, bin 0 for missing values
-and unseen categories), computed from the public training inputs alone. The release is the number of
-training rows of each class in every bin of every feature, with discrete Laplace noise
-(:func:`labeldp.boundary.release_label_marginals`): about B / epsilon per count with two classes
-(2B / epsilon with more) for B features, however many rows there are, where randomized response
-flips a share 1 / (1 + e^epsilon) of all labels. The counts are projected onto the bins' public
-sizes, and the model maximises the penalised likelihood written with them
-(:func:`labeldp.training.marginals.fit_from_marginals`, ridge ``marginals.l2``). It is additive
-in the features' bins: the method for rare positives and small budgets, where per-label noise
-drowns the signal.
+The bins come from the public training inputs alone (:mod:`labeldp.training.binned_model`). The
+noise is per count, about B / epsilon for B features however many rows there are: the method for rare
+positives and small budgets, where per-label noise drowns the signal (docs/methods.md).
 
-Privacy: epsilon-label-DP (replace one label), one release of every training label, recorded on the
-run's ledger as the marginals' event; everything after it (projection, fit, predictions) is
-post-processing. The saved release keeps the bins' public sizes, and a resumed run that would cut
-other bins (the table changed) is refused rather than fitted on counts of other bins.
+epsilon-label-DP, one release of every label; the projection, fit and predictions are post-processing.
 """
 
 from __future__ import annotations
@@ -44,21 +32,7 @@ RELEASE = "marginals"
 
 
 def public_bins(context: MethodContext) -> tuple[BinnedLogistic, np.ndarray]:
-    """The run's model with its coefficients still zero, and every training row's bins (rows x
-    features): from the public training inputs and the table's encoding alone, never from labels.
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run: its training inputs, their encoding and ``marginals.bins``.
-
-    Returns
-    -------
-    model : BinnedLogistic
-        The model over the bins, on the CPU, its coefficients and intercept zero.
-    bins : numpy.ndarray
-        (rows, features) int64, every training row's bin of each feature (public).
-    """
+    """The run's model, coefficients still zero, and every training row's (rows, features) bins: public."""
     data = context.data
     groups = data.preprocessor.column_groups() if hasattr(data.preprocessor, "column_groups") else None
     model = binned_logistic(data.x_train, groups, context.config.marginals.bins, data.num_classes)
@@ -68,32 +42,16 @@ def public_bins(context: MethodContext) -> tuple[BinnedLogistic, np.ndarray]:
 
 
 def run_marginals(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Cut the public bins, release the label marginals once, fit the model from them.
+    """Cut the public bins, release the label marginals once (``marginals``), fit the model from them.
 
-    What is released: the number of training rows of each class in every bin of every feature, with
-    discrete Laplace noise (:func:`~labeldp.boundary.release_label_marginals`, noise from the stream
-    ``histogram``), where the training labels are read. It is the release ``marginals`` of
-    :meth:`MethodContext.spend <labeldp.methods.protocol.MethodContext.spend>`: saved with the bins' public
-    sizes, and recorded as one ledger entry tagged ``marginals`` over every training example. The
-    projection onto the bins' sizes and the fit (ridge ``marginals.l2``) are post-processing.
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run.
-
-    Returns
-    -------
-    tuple of (torch.nn.Module, dict)
-        The fitted :class:`~labeldp.training.binned_model.BinnedLogistic` on the run's device, and the facts
-        for the summary: ``marginals`` with the features, ``total_bins`` (the bins of every feature
-        together; the configuration's ``marginals.bins`` is each feature's most), the labels released
-        and the noise scale per count.
+    epsilon-label-DP: :func:`~labeldp.boundary.release_label_marginals` over every training example
+    through :meth:`~labeldp.methods.protocol.MethodContext.spend`, saved with the bins' public sizes;
+    the projection and the fit (ridge ``marginals.l2``) are post-processing.
 
     Raises
     ------
     labeldp.errors.RunDirectoryError
-        If a saved release counts other bins than the training rows' bins now are (the table changed).
+        If a saved release counts other bins than the training rows now fall in (the table changed).
     """
     config, data = context.config, context.data
     model, bins = public_bins(context)
@@ -141,7 +99,7 @@ def run_marginals(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
 
 
 def _check(config) -> None:
-    """Refuse what the fit from counts would not use: a network, training options; and bad settings."""
+    """Refuse a network or training options (the fit from counts uses neither), and bad settings."""
     if config.model is not None:
         raise ConfigError(
             "method 'marginals' fits its own model, a logistic regression over the features' bins: leave --model out"

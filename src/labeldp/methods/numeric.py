@@ -1,33 +1,16 @@
-"""Label DP for numeric labels (a regression on a public grid of G values): ``rr-on-bins``,
-``rr-on-bins-mst`` and ``laplace-regression``. ``non-private`` and ``lp-1st`` (plain RR over the G
-grid values) run on the same datasets through :mod:`labeldp.methods.stages`.
+"""Label DP for numeric labels, a regression on a public grid of G values: ``rr-on-bins``,
+``rr-on-bins-mst`` and ``laplace-regression`` (``non-private`` and ``lp-1st`` run through
+:mod:`labeldp.methods.stages`).
 
-- ``rr-on-bins`` (Ghazi et al., "Regression with Label Differential Privacy", ICLR 2023): stage 1's
-  prior (``prior``, default ``histogram``) is a noisy histogram of the training labels over the grid
-  bought with ``prior_epsilon`` (one group of all examples; ``cluster``: one per k-means cluster of
-  public features; ``uniform``: none), and every label is released by RR-on-bins under it with the
-  rest of epsilon: the monotone map of the grid onto d bins and the bin values that minimise the
-  expected squared error of the released value under the prior
-  (:func:`labeldp.mechanisms.optimal_bins`), then RR over the d bin values.
-- ``rr-on-bins-mst``: the training set is split into stages (default 0.4, 0.6); stage 1 is
-  ``rr-on-bins`` on its own examples, whose histogram is bought from them alone (so later stages'
-  examples spend all of epsilon on their labels); stage t's prior for each example is the predictive
-  distribution over the grid (softmax(logits / temperature)) of the model trained on the earlier
-  stages' releases, as LP-MST does for classes, so the bins are chosen per example.
-- ``laplace-regression``: the Laplace mechanism on the clipped label, exact on the grid's lattice
-  (:mod:`labeldp.mechanisms.laplace_value`), one stage.
+``rr-on-bins`` (Ghazi et al., ICLR 2023) releases each label by RR over the bins that are optimal
+under a noisy histogram prior (:func:`labeldp.mechanisms.optimal_bins`); ``rr-on-bins-mst`` takes
+later stages' priors from the model, per example; ``laplace-regression`` adds discrete Laplace noise
+on the grid's lattice. A model predicts a distribution over the grid, its prediction the expected
+value; ``forward`` fits it through each release's noise channel, ``mse`` to the released values.
 
-Every model predicts a distribution over the grid; its prediction is the expected value, which
-minimises the expected squared error. ``loss``: ``forward`` (default) fits that distribution through
-each release's known noise channel over the grid (for RR-on-bins the RR channel of the example's
-bins, for Laplace the exact discrete Laplace probabilities), so the model estimates the distribution
-of the *clean* label; ``mse`` is the squared error of the expected value against the released
-values (the paper's training).
-
-Privacy: each label is released once, by an epsilon-DP mechanism (after the histogram, which its
-examples pay for with ``prior_epsilon`` out of epsilon) whose prior does not depend on that label
-(a histogram released beforehand, or a model trained on other examples' releases); the ledger
-composes what was recorded per example.
+Privacy: each label released once, by an epsilon-DP mechanism (after the histogram, paid with
+``prior_epsilon`` out of epsilon) whose prior does not depend on it; the ledger composes what was
+recorded per example.
 """
 
 from __future__ import annotations
@@ -66,23 +49,7 @@ def _targets(context: MethodContext, released: Release) -> np.ndarray:
 
 
 def within_bins(priors: np.ndarray, bin_of: np.ndarray, floor: float = 1e-6) -> np.ndarray:
-    """Each grid point's share of its bin's probability under the prior its bins were chosen for (n, G);
-    a bin the prior gives no mass is split evenly.
-
-    Parameters
-    ----------
-    priors : numpy.ndarray
-        (n, G) each example's prior over the grid.
-    bin_of : numpy.ndarray
-        (n, G) each grid point's bin under the example's map.
-    floor : float, optional
-        The least weight of a grid point (default 1e-6).
-
-    Returns
-    -------
-    numpy.ndarray
-        (n, G) shares: within each example's bin they sum to 1.
-    """
+    """Each grid point's (n, G) share of its bin's probability under the prior; a bin without mass is split evenly."""
     weights = np.maximum(priors, floor)
     totals = np.zeros_like(weights)
     for b in range(priors.shape[1]):
@@ -92,23 +59,7 @@ def within_bins(priors: np.ndarray, bin_of: np.ndarray, floor: float = 1e-6) -> 
 
 
 def binned_evidence(likelihood: np.ndarray, priors: np.ndarray, bin_of: np.ndarray) -> np.ndarray:
-    """The (n, 3, G) targets of :func:`labeldp.training.losses.binned_likelihood_loss`: the channel, the
-    prior's split inside each bin, and the bins.
-
-    Parameters
-    ----------
-    likelihood : numpy.ndarray
-        (n, G) each release's channel over the grid.
-    priors : numpy.ndarray
-        (n, G) the priors the bins were chosen for.
-    bin_of : numpy.ndarray
-        (n, G) each grid point's bin.
-
-    Returns
-    -------
-    numpy.ndarray
-        (n, 3, G) float32 evidence.
-    """
+    """The (n, 3, G) targets of :func:`labeldp.training.losses.binned_likelihood_loss`: channel, in-bin split, bins."""
     return np.stack([likelihood, within_bins(priors, bin_of), bin_of], axis=1).astype(np.float32)
 
 
@@ -120,42 +71,15 @@ def release_bins_stage(
     histogram: tuple[np.ndarray, np.ndarray] | None,
     epsilon: float,
 ) -> Release:
-    """Stage ``stage``'s RR-on-bins release of its ``members``' labels with ``epsilon``. Stage 1's prior
-    is the noisy ``histogram`` (rows and each example's group; None: uniform), shared by the examples
-    of a group; a later stage's is ``model``'s predictive distribution per example (times the
-    histogram's with ``combine_priors``). The evidence is binned (:func:`binned_evidence`): the forward
-    loss on the bins, the prior's split inside them (an example whose map has one bin teaches its
-    prior, which carries a cluster histogram's knowledge into the model as LP-2ST's folding does).
+    """Stage ``stage``'s RR-on-bins release ``stage<stage>`` of its ``members``' labels at ``epsilon``.
 
-    What is released: each member's label as a bin value, by RR over the d bins of its map
-    (:func:`~labeldp.boundary.release.release_rr_on_bins`) at ``epsilon``, with noise from the stream
-    ``label-release`` of ``stage``. It is the release ``stage<stage>`` of :meth:`MethodContext.spend
-    <labeldp.methods.protocol.MethodContext.spend>`: saved, with the members' ``indices`` and their
-    ``evidence``, and recorded as one ledger entry tagged ``stage<stage>`` over ``members`` (RR over
-    the smallest d >= 2 among them; nothing if every map has one bin). Read back when it was saved.
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run (its grid ``label_values``, ``temperature``, ``combine_priors``).
-    stage : int
-        The stage, from 1.
-    members : numpy.ndarray
-        The stage's training examples.
-    model : torch.nn.Module or None
-        The model trained so far (a later stage's prior; unused in stage 1).
-    histogram : tuple of numpy.ndarray, or None
-        ``(rows, groups)`` of the released histogram prior (:func:`~labeldp.methods.stages.noisy_histogram_prior`);
-        None: none (uniform in stage 1).
-    epsilon : float
-        The epsilon of the members' label release.
-
-    Returns
-    -------
-    Release
-        The release: ``labels`` the released bins, ``arrays["values"]`` the released values,
-        ``arrays["k"]`` each member's d, ``arrays["bin_of"]``, ``arrays["indices"]`` and
-        ``arrays["evidence"]`` (:func:`binned_evidence`).
+    Stage 1's prior is the noisy ``histogram`` (``(rows, groups)`` of
+    :func:`~labeldp.methods.stages.noisy_histogram_prior`; None: uniform), later stages' ``model``'s
+    prediction (times the histogram's with ``combine_priors``). epsilon-label-DP for each member
+    (:func:`~labeldp.boundary.release.release_rr_on_bins`, noise from the stream ``label-release`` of
+    ``stage``, through :meth:`~labeldp.methods.protocol.MethodContext.spend`). Its evidence is binned
+    (:func:`binned_evidence`): a map of one bin teaches its prior, which carries a cluster histogram's
+    knowledge into the model.
     """
     config, data = context.config, context.data
     grid, tag = data.label_values, f"stage{stage}"
@@ -182,22 +106,11 @@ def release_bins_stage(
 
 
 def start_from_prior(model: nn.Module, prior: np.ndarray, floor: float = 1e-3) -> None:
-    """Set the bias of ``model``'s last linear layer to log ``prior`` (floored), so that the untrained
-    model predicts the prior. RR-on-bins releases say in which bin a label lies, not where in the bin:
-    the forward loss moves probability between bins, and the split inside a bin starts from the
-    prior's instead of from a uniform one (post-processing of the released histogram).
+    """Set the bias of ``model``'s last linear layer to log ``prior`` (floored), so it starts by predicting the prior.
 
-    Nothing is changed when the model has no linear layer, or its last one has no bias or not one
-    output per grid point.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The untrained model, changed in place.
-    prior : numpy.ndarray
-        (G,) the prior over the grid.
-    floor : float, optional
-        The least probability taken (default 1e-3).
+    RR-on-bins tells which bin a label lies in, not where in it, so the split inside a bin starts from
+    the prior's rather than a uniform one. Nothing changes if the last linear layer has no bias or not
+    one output per grid point.
     """
     linear = [module for module in model.modules() if isinstance(module, nn.Linear)]
     if not linear or linear[-1].bias is None or linear[-1].out_features != prior.size:
@@ -210,25 +123,10 @@ def start_from_prior(model: nn.Module, prior: np.ndarray, floor: float = 1e-3) -
 def run_rr_on_bins(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     """One stage (``rr-on-bins``) or several (``rr-on-bins-mst``) of RR-on-bins releases and training.
 
-    What is released, each through :meth:`MethodContext.spend
-    <labeldp.methods.protocol.MethodContext.spend>` (saved, and recorded as one ledger entry tagged with
-    its name): unless ``prior`` is ``uniform``, first the noisy label histogram ``prior`` at
-    ``prior_epsilon`` (:func:`~labeldp.methods.stages.noisy_histogram_prior`), paid by every training
-    example, or by stage 1's alone when there are several stages without ``combine_priors``; then, for
-    each stage t, its examples' labels, ``stage<t>`` (:func:`release_bins_stage`), at ``epsilon`` less
-    ``prior_epsilon`` for the examples that paid for the histogram, at ``epsilon`` for the others.
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run.
-
-    Returns
-    -------
-    tuple of (torch.nn.Module, dict)
-        The last stage's model, and the facts for the summary: ``stages``, per stage the labels
-        released and reused, its epsilon, the mean number of bins and the number of constant releases
-        (one bin).
+    Unless ``prior`` is ``uniform``, the histogram ``prior`` first, paid by every training example, or by
+    stage 1's alone when there are several stages without ``combine_priors``; then ``stage<t>`` per stage
+    (:func:`release_bins_stage`), at ``epsilon`` less ``prior_epsilon`` for the examples that paid for the
+    histogram and ``epsilon`` for the others.
     """
     config, data = context.config, context.data
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed, data.train_units)
@@ -272,25 +170,11 @@ def run_rr_on_bins(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
 
 
 def run_laplace(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Every label released once with discrete Laplace noise on the grid's lattice, then one stage.
+    """Release every label once (``stage1``) with discrete Laplace noise on the grid's lattice, then train one stage.
 
-    What is released: every training label as a value on the grid's lattice with discrete Laplace noise
-    at ``epsilon`` (:func:`~labeldp.boundary.release.release_laplace_value`, noise from the stream
-    ``label-release`` 1). It is the release ``stage1`` of :meth:`MethodContext.spend
-    <labeldp.methods.protocol.MethodContext.spend>`: saved, with ``indices`` and ``evidence``, and
-    recorded as one ledger entry tagged ``stage1`` over every training example
-    (``DiscreteLaplaceDpEvent``).
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run.
-
-    Returns
-    -------
-    tuple of (torch.nn.Module, dict)
-        The model, and the facts for the summary: ``stages`` with the labels released and the share of
-        released values inside the grid's range.
+    epsilon-label-DP: :func:`~labeldp.boundary.release.release_laplace_value` over every training
+    example, noise from the stream ``label-release`` 1, through
+    :meth:`~labeldp.methods.protocol.MethodContext.spend`.
     """
     config, data = context.config, context.data
     members = np.arange(len(data.y_train))

@@ -1,8 +1,8 @@
-"""``pate`` (Papernot et al. 2017, 2018): teachers trained on disjoint parts of the labelled data vote
-on public inputs; GNMax (or its confident variant) answers each query with noisy votes, and the
-student trains on the answers. (epsilon, delta)-label-DP: Gaussian noise has no pure-epsilon
-guarantee (:mod:`labeldp.teachers` trains the teachers, :mod:`labeldp.accounting.calibration` plans the
-queries and the noise).
+"""``pate`` (Papernot et al. 2017, 2018): teachers on disjoint parts of the data vote on the student's
+queries, answered by GNMax (or confident GNMax); the student trains on the answers.
+
+(epsilon, delta)-label-DP (Gaussian noise has no pure-epsilon guarantee). :mod:`labeldp.teachers`
+trains the teachers, :mod:`labeldp.accounting.calibration` plans the queries and the noise.
 """
 
 from __future__ import annotations
@@ -25,28 +25,12 @@ from labeldp.teachers import partition_teachers, select_queries, teacher_train_c
 
 
 def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Teachers (resumable), one recorded release of the aggregated answers, then the student.
+    """Train the teachers (resumable), release their answers once (``pate``), then train the student.
 
-    What is released: the answers to the student's queries (training inputs chosen from the public
-    seed, as many as ``pate.plan`` gives: the ``queries`` given, or the most the budget pays for): the
-    noisy arg-max of the teachers' votes (GNMax, or confident GNMax, which leaves a query unanswered,
-    -1, when its noisy top count falls short of the threshold), with the queries and the noise's
-    standard deviation. It is the release ``pate`` of :meth:`MethodContext.spend
-    <labeldp.methods.protocol.MethodContext.spend>`: saved, and recorded as one ledger entry tagged
-    ``pate`` that charges every training example for every query, answered or not. The teachers' votes
-    are computed from the true labels: kept in ``private/teachers.npz`` while the release is not made
-    (to resume), deleted once it is.
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run (its ``pate`` settings, ``epsilon`` and ``delta``).
-
-    Returns
-    -------
-    tuple of (torch.nn.Module, dict)
-        The student, and the facts for the summary: the number of teachers, of queries and of answers,
-        and the vote noise's standard deviation.
+    The release (:func:`~labeldp.boundary.release.release_pate_labels`, through
+    :meth:`~labeldp.methods.protocol.MethodContext.spend`) charges every training example for every
+    query, answered or not. The teachers' votes, computed from the true labels, stay in
+    ``private/teachers.npz`` only until it is made.
 
     Raises
     ------

@@ -1,9 +1,8 @@
-"""What a method may ask of the run it executes in: the small protocol every method is written against.
+""":class:`MethodContext`, what a method may ask of the run it executes in.
 
 A run (:class:`labeldp.runs.context.RunContext`) implements it, and so do ``labeldp tune``'s contexts
-(which hand a candidate the tune's releases instead of drawing, or stop a method once its releases are
-made). A method imports this protocol, the boundary and the layers below; never ``labeldp.runs`` or
-``labeldp.experiments``.
+(which hand a candidate the tune's releases, or stop a method once its releases are made). A method
+imports this protocol, the boundary and the layers below, never ``labeldp.runs`` or ``labeldp.experiments``.
 """
 
 from __future__ import annotations
@@ -27,16 +26,15 @@ if TYPE_CHECKING:
 class MethodContext(Protocol):
     """The run a method executes in.
 
+    Every release goes through :meth:`spend`, which draws it at most once: a method's own docstring
+    names its releases and the ``release_*`` function of :mod:`labeldp.boundary` that draws each.
+
     Attributes
     ----------
     config : RunConfig
         The run's resolved configuration.
     data : LabeledDataset
-        Its dataset: public inputs, private training labels.
-    device : torch.device
-        Where models train.
-    progress : bool
-        Whether to show progress.
+        Public inputs, private training labels.
     parallel, main : bool
         Whether this process is one of several (torchrun), and whether it is the one that releases.
     """
@@ -49,69 +47,25 @@ class MethodContext(Protocol):
     main: bool
 
     def spend(self, name: str, draw: Callable[[PrivacyLedger], Release]) -> Release:
-        """Release ``name``: drawn once by ``draw(ledger)`` (a ``release_*`` function of
-        :mod:`labeldp.boundary`, recording on ``ledger``), saved before it is used, read back when it
-        was saved before; never drawn twice.
+        """Release ``name``: drawn once by ``draw(ledger)``, saved before it is used, read back if saved.
 
-        What is released is what ``draw`` releases; a run saves it as ``noisy_labels/<name>.npz`` and
-        records it as one ledger entry tagged ``name``
-        (:meth:`RunContext.spend <labeldp.runs.context.RunContext.spend>`). A tune's candidate draws
-        nothing: it is handed the tune's release.
-
-        Parameters
-        ----------
-        name : str
-            The release's name, also the tag its draw must record it under.
-        draw : callable
-            ``draw(ledger) -> Release``; called at most once, and never when the release was saved.
-
-        Returns
-        -------
-        Release
-            The release, drawn or read back.
+        ``draw`` is a ``release_*`` function of :mod:`labeldp.boundary` recording on ``ledger`` under the tag
+        ``name``; it is never called twice, nor when the release was saved. A run saves it as
+        ``noisy_labels/<name>.npz`` as one ledger entry; a tune's candidate draws nothing and is handed the
+        tune's release.
         """
 
     def will_draw(self, name: str) -> bool:
-        """Whether :meth:`spend` of ``name`` would draw it (work only a draw needs is done before it).
+        """Whether :meth:`spend` of ``name`` would draw (a collective call under torchrun).
 
-        Parameters
-        ----------
-        name : str
-            The release's name.
-
-        Returns
-        -------
-        bool
-            True if the release is not saved yet (a collective call under torchrun).
+        Work only a draw needs is done before it, on every process.
         """
 
     def saved_release(self, name: str) -> Release:
-        """Release ``name`` as :meth:`spend` made it (an earlier stage's, to train on again).
-
-        Parameters
-        ----------
-        name : str
-            The release's name.
-
-        Returns
-        -------
-        Release
-            The saved release (nothing is released again).
-        """
+        """Release ``name`` as :meth:`spend` made it (an earlier stage's, to train on again); nothing is released."""
 
     def new_model(self, stage: int) -> nn.Module:
-        """The model of ``stage``, initialised from the seed's public stream for it.
-
-        Parameters
-        ----------
-        stage : int
-            The stage, from 1.
-
-        Returns
-        -------
-        torch.nn.Module
-            The untrained model, on the run's device.
-        """
+        """The untrained model of ``stage`` (from 1), on the run's device, initialised from the seed's public stream."""
 
     def train(
         self,
@@ -123,87 +77,25 @@ class MethodContext(Protocol):
         description: str | None = None,
         soft_labels: bool = False,
     ) -> None:
-        """Train ``model`` on the inputs ``indices`` with released ``targets``, checkpointed as ``stage``.
+        """Train ``model`` in place on the inputs ``indices`` with released ``targets``, checkpointed as ``stage``.
 
-        Parameters
-        ----------
-        model : torch.nn.Module
-            The model, trained in place.
-        stage : int
-            The stage, from 1 (its checkpoint and seeds).
-        stages : int
-            The run's number of stages.
-        indices : numpy.ndarray
-            The training examples' positions.
-        targets : numpy.ndarray
-            Their released targets: labels, (n, K) likelihoods, (n, 3, K) binned evidence or values.
-        description : str or None, optional
-            The progress bar's label.
-        soft_labels : bool, optional
-            Train (n, K) likelihoods by cross-entropy to their normalised rows.
+        ``targets`` are labels, (n, K) likelihoods, (n, 3, K) binned evidence or values; ``soft_labels``
+        trains (n, K) likelihoods by cross-entropy to their normalised rows.
         """
 
     def predict_proba(self, model: nn.Module, inputs: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-        """``model``'s class probabilities on ``inputs`` (a collective call under torchrun).
-
-        Parameters
-        ----------
-        model : torch.nn.Module
-            The model.
-        inputs : numpy.ndarray
-            The inputs, one row per example.
-        temperature : float, optional
-            The softmax's temperature (default 1.0).
-
-        Returns
-        -------
-        numpy.ndarray
-            (n, K) probabilities.
-        """
+        """``model``'s (n, K) class probabilities on ``inputs`` (a collective call under torchrun)."""
 
     def on_epoch_end(self, stage: int, stages: int) -> Callable[[EpochRecord], None]:
-        """The callback that records an epoch's metrics.
-
-        Parameters
-        ----------
-        stage : int
-            The stage being trained, from 1.
-        stages : int
-            The run's number of stages.
-
-        Returns
-        -------
-        callable
-            Called with each epoch's :class:`~labeldp.training.records.EpochRecord`.
-        """
+        """The callback that records each epoch's :class:`~labeldp.training.records.EpochRecord`."""
 
     def checkpoint_path(self, stage: int) -> Path:
-        """Where the training of ``stage`` keeps its checkpoint.
-
-        Parameters
-        ----------
-        stage : int
-            The stage, from 1.
-
-        Returns
-        -------
-        pathlib.Path
-            The checkpoint file (it may not exist).
-        """
+        """Where the training of ``stage`` keeps its checkpoint (it may not exist)."""
 
     def private_path(self, name: str) -> Path | None:
-        """Where a private-side trainer keeps what it computed from true labels while the run is
-        unfinished (PATE's teacher votes), on the process that releases; None on the others.
+        """Where a private-side trainer keeps what it computed from true labels while the run is unfinished.
 
-        Parameters
-        ----------
-        name : str
-            The file's name.
-
-        Returns
-        -------
-        pathlib.Path or None
-            The file (in a folder readable by the owner only), or None off the releasing process.
+        PATE's teacher votes; in a folder readable by the owner only, on the releasing process (None on the others).
         """
 
     def discard_private(self) -> None:

@@ -1,15 +1,8 @@
-"""The method registry: each training method is a small :class:`Method` registered under its name.
+"""The method registry: each training method is a :class:`Method` registered under its name.
 
-A method declares what it needs (an epsilon, a delta, how many stages, which of the method-specific
-options of :class:`~labeldp.config.run.RunConfig` it uses) and brings its functions: ``check``, which
-refuses a configuration it cannot run before anything is written or released, and ``run``, which
-releases through the context it is given (:class:`~labeldp.methods.protocol.MethodContext`), trains,
-and returns the final model with the facts for the summary.
-
-This module imports nothing heavy and no method: labeldp's own methods are listed by name with the
-module that registers them (:data:`BUILTIN_METHODS`), imported when one is first looked up. A method
-of your own is registered by calling :func:`register_method` in a module you import (or in a
-``--recipes`` file).
+labeldp's own methods are listed by name with the module that registers them
+(:data:`BUILTIN_METHODS`), imported on first look-up. Register your own with :func:`register_method`
+in a module you import (or a ``--recipes`` file).
 """
 
 from __future__ import annotations
@@ -46,62 +39,50 @@ TUNINGS = ("release", "private-selection")
 class Method:
     """One training method.
 
+    It declares what it needs and brings ``check``, which refuses a configuration before anything is
+    written or released, and ``run``, which releases through its
+    :class:`~labeldp.methods.protocol.MethodContext`, trains and returns the model with the summary's facts.
+
     Parameters
     ----------
     name, help : str
         Its name (``--method``) and one line of help.
     run : callable
-        ``run(context) -> (model, facts)``: releases through the context
-        (:class:`~labeldp.methods.protocol.MethodContext`), trains, returns the final model and the
-        facts for the summary.
+        ``run(context) -> (model, facts)``.
     uses : frozenset of str
-        The method-specific options of :class:`~labeldp.config.run.RunConfig` it reads (a value other
-        than the default of one it does not use is refused).
+        The method-specific options of :class:`~labeldp.config.run.RunConfig` it reads (a non-default
+        value of one it does not use is refused).
     private, gaussian : bool
-        Private methods take an epsilon; Gaussian ones also a delta (their noise gives (epsilon,
-        delta)-DP, and they use ``delta``).
+        Private methods take an epsilon; Gaussian ones also a delta (their noise gives (epsilon, delta)-DP).
     stages : int or None
         The number of stages it trains (None: two or more); ``default_stages`` their default fractions.
     relation : str
-        The neighbouring relation its ledger is kept under: ``REPLACE_ONE`` (label DP) or
-        ``ADD_OR_REMOVE_ONE`` (whole examples, DP-SGD).
+        The ledger's neighbouring relation: ``REPLACE_ONE`` (label DP) or ``ADD_OR_REMOVE_ONE`` (DP-SGD).
     check, plan : callable, optional
-        ``check(config)`` refuses a resolved configuration the method cannot honour, ``plan(config,
-        data)`` one it cannot run on the data (both before anything is written).
+        ``check(config)`` refuses a configuration the method cannot honour, ``plan(config, data)`` one it
+        cannot run on the data (both before anything is written).
     independent_of : mapping
-        For each of its releases, the options (``train.lr``, ``model``, ...) that release does not
-        depend on: an unfinished run may continue from it when only those changed.
+        For each of its releases, the options that release does not depend on: an unfinished run may
+        continue from it when only those changed.
     training_releases : bool
-        Whether its training steps are themselves releases (DP-SGD): its checkpoints and metrics are
-        then part of the record.
+        Whether its training steps are themselves releases (DP-SGD): checkpoints and metrics are then
+        part of the record.
     per_example : bool
-        Whether it trains on per-example gradients (DP-SGD): the network it trains when none is named
-        is then one that does not mix the examples of a batch
-        (:func:`~labeldp.models.names.default_model_name`).
+        Whether it trains on per-example gradients, so its default network must not mix a batch's examples.
     default_prior : str
-        The stage-1 prior when none is named (``histogram`` for RR-on-bins).
+        The stage-1 prior when none is named.
     releases : callable, optional
-        ``releases(config)``: the names of the releases a run of ``config`` makes (``labeldp tune``
-        checks with it, before any spend, that none depends on the options it tries); None: not declared.
+        ``releases(config)``: the names of a run's releases, for ``labeldp tune`` to check before any
+        spend that none depends on the options it tries; None: not declared.
     first_stage_options : tuple of str
-        The options (``train`` for all of its fields) that act on the first stage's model only through
-        its training, after the first stage's release (``stage1``): where a later release depends on
-        them (drawn with that model as its prior), ``labeldp tune`` chooses them on the first stage's
-        release alone, before any later release is drawn.
+        Options that act on the first stage's model only through its training, after its release: where a
+        later release depends on them, ``labeldp tune`` chooses them on the first release alone.
     tuning : str or None
-        How ``labeldp tune`` tunes it: ``release`` (its candidates share its releases),
-        ``private-selection`` (its training is its release: DP-SGD), or None (``untunable`` says why).
-    untunable : str
-        Why ``labeldp tune`` refuses it, where ``tuning`` is None.
+        ``release`` (candidates share its releases), ``private-selection`` (its training is its release:
+        DP-SGD), or None (``untunable`` says why).
     model_from_state : callable, optional
-        ``model_from_state(state_dict) -> nn.Module``: the model of a finished run, rebuilt from its
-        ``model.pt`` alone, for a method whose model's shape is fitted rather than named by ``model``
-        (``marginals``' bins); None: the model is built by name and the state loaded into it.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``gaussian`` and the use of ``delta`` disagree, or ``relation`` or ``tuning`` is unknown.
+        ``model_from_state(state_dict) -> nn.Module``, for a method whose model's shape is fitted rather
+        than named (``marginals``' bins); None: built by name and the state loaded into it.
     """
 
     name: str
@@ -135,26 +116,14 @@ class Method:
 
     @property
     def neighboring_relation(self) -> Any:
-        """The relation as dp_accounting's ``NeighboringRelation``.
-
-        Returns
-        -------
-        dp_accounting.NeighboringRelation
-            ``REPLACE_ONE`` or ``ADD_OR_REMOVE_ONE``.
-        """
+        """The relation as dp_accounting's ``NeighboringRelation``."""
         import dp_accounting
 
         return dp_accounting.NeighboringRelation[self.relation]
 
     @property
     def protects_examples(self) -> bool:
-        """Whether its guarantee is for whole examples added or removed (not labels replaced).
-
-        Returns
-        -------
-        bool
-            True for ``ADD_OR_REMOVE_ONE`` (DP-SGD).
-        """
+        """Whether its guarantee is for whole examples added or removed (DP-SGD), not labels replaced."""
         return self.relation == "ADD_OR_REMOVE_ONE"
 
 
@@ -162,25 +131,7 @@ _REGISTRY: dict[str, Method] = {}
 
 
 def register_method(method: Method, *aliases: str) -> Method:
-    """Add ``method`` under its name (and ``aliases``); a name registered twice is an error.
-
-    Parameters
-    ----------
-    method : Method
-        The method.
-    *aliases : str
-        Other names for it (``rr`` for ``lp-1st``).
-
-    Returns
-    -------
-    Method
-        The same method.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If a name is registered already.
-    """
+    """Add ``method`` under its name and ``aliases``; a name registered twice is a ConfigError."""
     names = (method.name, *aliases)
     for name in names:  # labeldp's own names are taken before their module is imported
         if name in BUILTIN_METHODS and name not in _REGISTRY:
@@ -194,34 +145,12 @@ def register_method(method: Method, *aliases: str) -> Method:
 
 
 def method_names() -> tuple[str, ...]:
-    """Every method's name, aliases included: labeldp's own, then those registered since.
-
-    Returns
-    -------
-    tuple of str
-        The names (labeldp's own listed without importing them).
-    """
+    """Every method's name, aliases included: labeldp's own (not imported), then those registered since."""
     return tuple(BUILTIN_METHODS) + tuple(name for name in _REGISTRY if name not in BUILTIN_METHODS)
 
 
 def get_method(name: str) -> Method:
-    """The method registered as ``name`` (labeldp's own are imported on first use).
-
-    Parameters
-    ----------
-    name : str
-        A method's name or alias.
-
-    Returns
-    -------
-    Method
-        The method.
-
-    Raises
-    ------
-    ConfigError
-        For an unknown name.
-    """
+    """The method registered as ``name`` (labeldp's own imported on first use)."""
     if name not in _REGISTRY and name in BUILTIN_METHODS:
         importlib.import_module(f"labeldp.methods.{BUILTIN_METHODS[name]}")
     if name not in _REGISTRY:
@@ -230,20 +159,7 @@ def get_method(name: str) -> Method:
 
 
 def methods_using(option: str) -> tuple[str, ...]:
-    """The names of the methods that use the method-specific ``option``.
-
-    Every method is looked up (labeldp's own are imported).
-
-    Parameters
-    ----------
-    option : str
-        A method-specific option of :class:`~labeldp.config.run.RunConfig` (``temperature``, ``pate``, ...).
-
-    Returns
-    -------
-    tuple of str
-        The names (aliases included) whose ``Method.uses`` holds ``option``, in :func:`method_names`'s order.
-    """
+    """The names of the methods whose ``uses`` holds ``option``, in :func:`method_names`'s order (imports them all)."""
     return tuple(name for name in method_names() if option in get_method(name).uses)
 
 

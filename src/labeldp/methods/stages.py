@@ -1,43 +1,12 @@
-"""The label-DP stages of Ghazi et al. (2021): ``non-private``, ``lp-1st`` (alias ``rr``), ``lp-2st``,
-``lp-mst``.
+"""The label-DP stages of Ghazi et al. (2021): ``non-private``, ``lp-1st`` (alias ``rr``), ``lp-2st``, ``lp-mst``.
 
-- ``non-private``: one stage on the true labels (a reference; its ledger epsilon is infinite).
-- ``lp-1st``: randomized response on the whole training set, one stage.
-- ``lp-2st`` / ``lp-mst``: the training set is split into stages. Stage 1 releases its labels by RR;
-  stage t releases its labels by RR-with-prior, the prior being softmax(logits / temperature) of the
-  model trained so far, then trains on them, optionally warm-started and optionally reusing earlier
-  stages' noisy labels.
+Stage 1 releases its labels by RR (under a uniform, histogram or cluster prior); stage t by
+RR-with-prior from the model trained so far. The losses and priors are described in docs/methods.md.
 
-Loss (``loss``; for numeric labels, a regression on a grid, also ``mse``: squared error of the
-model's expected value against the released labels' values): ``forward`` (default) fits the model
-to what was released about each example:
-the loss is -log sum_y p_model(y | x) w(y) with w(y) = Pr[z | y], the noise channel of its noisy
-label z, which the mechanism's public parameters determine (forward correction, Patrini et al. 2017).
-The model then estimates the *clean* class posterior, which makes it a calibrated prior for the
-next stage, and all earlier noisy labels can be reused unfiltered. When stage 1 uses a cluster
-prior pi, that prior holds label information the model cannot see otherwise, so it is folded in:
-w(y) = pi(y) Pr[z | y] (a release with k = 1 then still teaches the cluster's belief), and stage 1
-trains by cross-entropy to that posterior, w / sum w (``posterior_loss``): the forward loss weighs
-w by the model's own belief, so where the model is confidently wrong its gradient vanishes, and on
-MNIST with a 96 %-pure prior a digit missed in the first epoch stayed missed. A model prior
-is not folded in: it is built from earlier noisy labels that are reused anyway. ``ce`` is the
-paper's plain cross-entropy on the noisy labels; earlier labels are then reused only where they fall
-inside the new prior's top k. Both are post-processing of released labels and public inputs.
-
-Prior of stage 1 (``prior``): ``uniform`` (plain RR), ``histogram`` (one noisy label histogram of
-the whole training set as every example's prior) or ``cluster`` (Algorithm 4): public inputs are
-encoded (``encoder``: PCA, or an autoencoder trained on the public inputs) and clustered with
-k-means. ``prior_epsilon`` (default a tenth of ``epsilon``) buys the noisy label histogram (per
-cluster) over the whole training set, which (tempered by ``prior_temperature``) is every stage-1
-example's prior. With ``combine_priors``, later stages use the product of the model prior and the cluster prior
-(renormalised), and fold the cluster prior into their training targets as stage 1 does. Every
-stage's RR then uses ``epsilon - prior_epsilon``, so each label's total stays ``epsilon``
-(sequential composition, which the ledger checks).
-
-Privacy: every example's label is randomised exactly once, by an epsilon-DP mechanism whose prior
-does not depend on that example's label (it comes from a model trained on *other* examples' noisy
-labels), so the run is epsilon-label-DP by parallel composition; the ledger computes this with
-dp_accounting from what was actually released.
+Privacy: every label is randomised exactly once, by an epsilon-DP mechanism whose prior does not
+depend on it (a histogram released beforehand, paid with ``prior_epsilon`` out of epsilon, or a model
+trained on *other* examples' noisy labels): epsilon-label-DP by parallel composition, which the
+ledger computes from what was released.
 """
 
 from __future__ import annotations
@@ -77,47 +46,18 @@ _FIRST_STAGE_OPTIONS = ("train", "model", "loss")
 
 
 def stage_releases(config) -> tuple[str, ...]:
-    """The releases of a staged run: the noisy histogram of a cluster or histogram prior, then one per stage.
-
-    Parameters
-    ----------
-    config : RunConfig
-        The run's resolved configuration (its ``prior`` and ``stages``).
-
-    Returns
-    -------
-    tuple of str
-        ``("prior",)`` for a cluster or histogram prior, then ``"stage1"``, ``"stage2"``, ...
-    """
+    """The releases of a staged run: ``prior`` for a cluster or histogram prior, then ``stage1``, ``stage2``..."""
     prior = ("prior",) if config.prior in ("cluster", "histogram") else ()
     return prior + tuple(f"stage{t}" for t in range(1, len(config.stages) + 1))
 
 
 def noisy_histogram_prior(context: MethodContext, members: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The stage-1 prior of ``prior`` cluster or histogram: ``(rows, groups)``, the (groups, K) noisy
-    label histograms as distributions (tempered) and each training example's group. The histogram is
-    released once, on the labels of ``members`` (default: every training example), who pay
-    ``prior_epsilon`` for it; ``cluster`` groups the examples by k-means of public features,
-    ``histogram`` has one group of all of them.
+    """The stage-1 histogram prior ``(rows, groups)``: (groups, K) tempered rows and each training example's group.
 
-    What is released: the (groups, K) label counts of ``members`` per group with discrete Laplace noise
-    at ``prior_epsilon`` (:func:`~labeldp.boundary.release.release_noisy_histogram`), with every training
-    example's group (public). It is the release ``prior`` of :meth:`MethodContext.spend
-    <labeldp.methods.protocol.MethodContext.spend>`: saved, and recorded as one ledger entry tagged
-    ``prior`` over ``members``; read back when it was saved.
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run (its configuration: ``prior``, ``encoder``, ``clusters``, ``prior_epsilon``,
-        ``prior_temperature``).
-    members : numpy.ndarray or None, optional
-        The training examples whose labels are counted, and who pay for it; None: all of them.
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        ``(rows, groups)``: the (groups, K) tempered priors and each training example's group.
+    ``cluster`` groups by k-means of public features, ``histogram`` has one group. The release ``prior``
+    (:func:`~labeldp.boundary.release.release_noisy_histogram` through
+    :meth:`~labeldp.methods.protocol.MethodContext.spend`) is ``prior_epsilon``-label-DP for ``members``
+    (default: every training example), who pay for it.
     """
     config, data = context.config, context.data
     members = np.arange(len(data.y_train)) if members is None else members
@@ -148,21 +88,7 @@ def noisy_histogram_prior(context: MethodContext, members: np.ndarray | None = N
 
 
 def cluster_prior_rows(context: MethodContext) -> np.ndarray:
-    """Every training example's cluster (or histogram) prior; its noisy histogram is released once, on
-    all labels.
-
-    The release is :func:`noisy_histogram_prior`'s (``prior``, recorded on every training example).
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run.
-
-    Returns
-    -------
-    numpy.ndarray
-        (n, K) each training example's prior: its group's row.
-    """
+    """Every training example's (n, K) cluster or histogram prior (:func:`noisy_histogram_prior` on all labels)."""
     rows, groups = noisy_histogram_prior(context)
     return rows[groups]
 
@@ -170,39 +96,14 @@ def cluster_prior_rows(context: MethodContext) -> np.ndarray:
 def release_stage(
     context: MethodContext, stage: int, members: np.ndarray, model: nn.Module | None, public_prior: np.ndarray | None
 ) -> Release:
-    """Stage ``stage``'s release of its ``members``' labels: true labels (non-private), RR with a
-    uniform prior, else RR-with-prior (stage 1: the cluster prior ``public_prior``; later stages:
-    ``model``'s prediction, times the cluster prior with ``combine_priors``). Its ``evidence`` is what
-    the forward loss trains on.
+    """Stage ``stage``'s release ``stage<stage>`` of its ``members``' labels, with the forward loss's ``evidence``.
 
-    What is released: one label per member, its true label (``non-private``) or a noisy one at
-    ``label_epsilon`` (``epsilon`` less ``prior_epsilon``) with noise from the stream ``label-release``
-    of ``stage``. It is the release ``stage<stage>`` of
-    :meth:`MethodContext.spend <labeldp.methods.protocol.MethodContext.spend>`: saved, with the
-    members' ``indices`` and their ``evidence``, and recorded as one ledger entry tagged
-    ``stage<stage>`` over ``members`` (``NonPrivateDpEvent`` for true labels, which makes the ledger's
-    epsilon infinite; randomized response over K; or RR over the smallest k >= 2 drawn, for
-    RR-with-prior). Read back, not drawn again, when it was saved.
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run.
-    stage : int
-        The stage, from 1.
-    members : numpy.ndarray
-        The stage's training examples (public positions).
-    model : torch.nn.Module or None
-        The model trained so far, whose prediction is a later stage's prior (unused in stage 1).
-    public_prior : numpy.ndarray or None
-        (n, K) the released cluster or histogram prior of every training example; None for none.
-
-    Returns
-    -------
-    Release
-        The release; ``arrays["indices"]`` its members, ``arrays["evidence"]`` (m, K) what it tells of
-        each label (the channel, times the cluster prior where it is folded in), ``arrays["k"]`` each
-        member's k.
+    True labels (``non-private``: the ledger's epsilon becomes infinite), RR with a uniform prior, else
+    RR-with-prior: stage 1 under ``public_prior`` (n, K), later stages under ``model``'s prediction (times
+    the cluster prior with ``combine_priors``). Each member's label is released once at ``label_epsilon``,
+    noise from the stream ``label-release`` of ``stage``, through
+    :meth:`~labeldp.methods.protocol.MethodContext.spend`. ``arrays`` hold ``indices``, ``evidence`` (m,
+    K) and ``k``.
     """
     config, data = context.config, context.data
     tag, epsilon = f"stage{stage}", config.label_epsilon
@@ -237,25 +138,10 @@ def release_stage(
 
 
 def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
-    """Earlier stages' inputs and targets to train on again (post-processing only).
+    """Earlier stages' ``(indices, targets)`` to train on again (post-processing).
 
-    With the forward loss all of them, each with its own noise channel; with plain cross-entropy
-    only those inside the current prior's top k (the paper's filter).
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run.
-    stage : int
-        The stage about to train (the releases of stages 1 to ``stage - 1`` are reused).
-    model : torch.nn.Module
-        The model trained so far, whose prediction is the prior of the filter (plain cross-entropy).
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        ``(indices, targets)``: the earlier examples' positions and their targets (:func:`stage_targets`,
-        or the released labels kept by the filter).
+    All of them with the forward loss; with plain cross-entropy only those inside ``model``'s current
+    prior's top k (the paper's filter).
     """
     config = context.config
     earlier = [context.saved_release(f"stage{s}") for s in range(1, stage)]
@@ -270,21 +156,7 @@ def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.nda
 
 
 def stage_targets(context: MethodContext, released: Release) -> np.ndarray:
-    """What a stage trains on: the evidence (forward loss), the released labels (ce), or for numeric
-    labels the released labels' values (mse).
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run (its ``loss``).
-    released : Release
-        A stage's release (:func:`release_stage`).
-
-    Returns
-    -------
-    numpy.ndarray
-        (m, K) evidence, (m,) labels, or (m,) values on the grid.
-    """
+    """What a stage trains on: the evidence (forward), the released labels (ce), or their values (mse)."""
     if context.config.loss == "forward":
         return released.arrays["evidence"]
     if context.config.loss == "mse":
@@ -293,26 +165,11 @@ def stage_targets(context: MethodContext, released: Release) -> np.ndarray:
 
 
 def run_stages(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Release and train stage after stage; the last stage's model is the run's.
+    """Release and train stage after stage (the driver of the methods here); the last stage's model is the run's.
 
-    The driver of ``non-private``, ``lp-1st``, ``lp-2st`` and ``lp-mst``. What is released, each
-    through :meth:`MethodContext.spend <labeldp.methods.protocol.MethodContext.spend>` (saved, and
-    recorded as one ledger entry tagged with its name): with a cluster or histogram prior, first the
-    noisy histogram ``prior`` over every training example (:func:`noisy_histogram_prior`); then, for
-    each stage t, the labels of that stage's examples, ``stage<t>`` (:func:`release_stage`). The stages
-    split the training examples (disjoint, from the public seed), so each label is released once by
-    its stage. Training on the releases is post-processing.
-
-    Parameters
-    ----------
-    context : MethodContext
-        The run.
-
-    Returns
-    -------
-    tuple of (torch.nn.Module, dict)
-        The last stage's model, and the facts for the summary: ``stages``, per stage the number of
-        labels released, the number of earlier ones reused and the mean k.
+    The stages split the training examples (disjoint, from the public seed), so each label is released
+    once: the histogram ``prior`` first where there is one (:func:`noisy_histogram_prior`), then
+    ``stage<t>`` per stage (:func:`release_stage`). Training is post-processing.
     """
     config, data = context.config, context.data
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed, data.train_units)
