@@ -1,10 +1,8 @@
-"""What a method works with while a run executes: the data, the run folder, the ledger, and the one
-way to release (:meth:`RunContext.spend`), which never draws the same release twice.
+"""What a method works with while a run executes: the data, the run folder, the ledger, and the one way to
+release (:meth:`RunContext.spend`), which never draws the same release twice.
 
-Under ``torchrun`` (:mod:`labeldp.distributed`) every process holds a context: rank 0's draws the
-releases, keeps the ledger and writes the run folder; the others receive each release from it and
-share the training (:meth:`RunContext.train`), the predictions (:meth:`RunContext.predict_proba`) and
-the final evaluation."""
+Under ``torchrun`` rank 0 draws the releases, keeps the ledger and writes the folder; the other ranks receive
+each release and share the training, predictions and evaluation."""
 
 from __future__ import annotations
 
@@ -42,44 +40,17 @@ from labeldp.training.stage import train_stage
 
 
 def table_features(data: LabeledDataset) -> list[str] | None:
-    """The feature columns a table's model trains on (public: the table's column names), or None for a
-    dataset that is no table.
-
-    Parameters
-    ----------
-    data : LabeledDataset
-        The run's dataset; only its preprocessor's ``features`` are read, never a label.
-
-    Returns
-    -------
-    list of str or None
-        The feature column names, in the preprocessor's order, or None where its preprocessor names none.
-    """
+    """The feature columns a table's model trains on (public column names); None for no table."""
     features = getattr(data.preprocessor, "features", None)
     return list(features) if features is not None else None
 
 
 def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
-    """The configuration that release ``name`` of a run depended on: all of it but the options its
-    method declares the release independent of (``Method.independent_of``; ``train.lr`` names a
-    field of a nested setting).
+    """The configuration release ``name`` depends on: all of it but the options its method declares it
+    independent of (``Method.independent_of``; ``train.lr`` names a nested field).
 
-    Saved with each release (its ``config`` array), it lets a run continue from a release under a
-    changed configuration only when the release would be the same, and lets ``labeldp tune`` check that
-    its candidates share a release.
-
-    Parameters
-    ----------
-    config : RunConfig
-        The run's resolved configuration.
-    name : str
-        The release's name (``stage1``, ``prior``, ``pate``, ``dp-sgd``, ``test``, ...).
-
-    Returns
-    -------
-    dict
-        ``config.to_dict()`` without the options the method declares ``name`` independent of.
-    """
+    Saved with each release, it lets a run resume under a changed configuration only when the release would be
+    the same, and lets ``labeldp tune`` check that its candidates share a release."""
     inputs = config.to_dict()
     for option in config.method_spec.independent_of.get(name, ()):
         outer, _, inner = option.partition(".")
@@ -91,25 +62,7 @@ def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
 
 
 def initial_model(config: RunConfig, data: LabeledDataset, stage: int, device: torch.device) -> nn.Module:
-    """The model of ``stage`` of a run of ``config`` on ``data``, initialised from the public stream
-    ``model-init`` of its seed, on ``device``.
-
-    Parameters
-    ----------
-    config : RunConfig
-        The run's resolved configuration (its ``model`` and ``seed``).
-    data : LabeledDataset
-        The dataset: its input shape, number of classes and categorical columns (all public).
-    stage : int
-        The stage, from 1: each stage has its own initialisation.
-    device : torch.device
-        Where the model is placed.
-
-    Returns
-    -------
-    torch.nn.Module
-        The untrained model.
-    """
+    """The untrained model of ``stage`` (from 1), initialised from the public stream ``model-init`` of the seed."""
     seed = public_seed(config.seed, "model-init", stage)
     name = config.model_name(data.input_shape, data.categorical)
     return build_model(name, data.input_shape, data.num_classes, seed, data.categorical).to(device)
@@ -122,44 +75,26 @@ def dataset_ledger(data: LabeledDataset) -> DatasetLedger:
 
 
 class RunContext:
-    """One run while it executes: its resolved ``config``, ``data``, folder ``out``, ``device`` and
-    ``ledger`` (read back when resuming).
+    """One run while it executes: the :class:`~labeldp.methods.protocol.MethodContext` a method is given (see
+    it for each method's contract).
 
-    It implements :class:`~labeldp.methods.protocol.MethodContext`, what a method may ask of a run.
     :func:`~labeldp.runs.run.train_run` makes one once the run folder is locked and prepared.
 
     Parameters
     ----------
-    config : RunConfig
-        The run's resolved configuration.
     out : RunDirectory
         The run folder (read-only on the ranks other than 0 of a ``torchrun`` run).
-    data : LabeledDataset
-        The dataset: public inputs, private training labels (and test labels, public or private).
-    device : torch.device
-        Where models train.
-    progress : bool
-        Whether to show progress bars and print each epoch's metrics.
     release : str or None, optional
-        The run's id on its dataset's ledger (default None).
+        The run's id on its dataset's ledger.
     recipe : AppliedRecipe or None, optional
-        The recipe the configuration's options came from, which the summary names (default None:
+        The recipe the configuration's options came from, which the summary names (None:
         :data:`~labeldp.recipes.applied.AS_GIVEN`).
 
     Attributes
     ----------
-    config, out, data, device, progress, recipe
-        As given (``recipe`` None as :data:`~labeldp.recipes.applied.AS_GIVEN`).
-    parallel, main : bool
-        Whether this process is one of several (torchrun), and whether it is the one that releases and
-        writes (rank 0; True without torchrun).
     ledger : PrivacyLedger
-        The run's ledger over its private rows (:attr:`LabeledDataset.private_rows
-        <labeldp.data.LabeledDataset.private_rows>`), under the method's neighbouring relation: on rank 0
-        read back from ``ledger.json`` (empty for a new run), on the other ranks an empty one that is
-        never written.
-    started : float
-        ``time.perf_counter()`` when the context was made.
+        The run's ledger over its private rows, under the method's neighbouring relation: on rank 0 read
+        back from ``ledger.json``, on the other ranks an empty one that is never written.
     elapsed_before : float
         The seconds the run spent before this start (0.0 off rank 0).
     """
@@ -190,52 +125,19 @@ class RunContext:
         self._releases: dict[str, Release] = {}
 
     def seconds(self) -> float:
-        """The seconds the run has spent: before this start (rank 0) and since.
-
-        Returns
-        -------
-        float
-            ``elapsed_before`` plus the seconds since the context was made.
-        """
+        """The seconds the run has spent, before this start (rank 0) and since."""
         return self.elapsed_before + time.perf_counter() - self.started
 
     def spend(self, name: str, draw: Callable[[PrivacyLedger], Release]) -> Release:
-        """Release ``name``: read back if saved, else drawn once, saved, then recorded on the ledger.
-        Under torchrun, rank 0 alone releases (``draw`` runs there only, so it must not call
-        collective operations) and every rank receives the release.
-
-        ``draw(ledger)`` releases through :mod:`labeldp.boundary.release`, recording one entry tagged
-        ``name`` on the run's ledger, and returns the :class:`Release`. The release is saved before
-        it is used and before the ledger file is written; a crash between the two is recorded from
-        the saved release on the next run; a recorded release whose file is missing is an error,
-        never a second draw.
-
-        What is released is what ``draw`` releases: the :class:`Release`'s ``members``, its ``labels``
-        and noise channel ``likelihood`` where it has them, and its ``arrays`` (with what the method
-        derived from them). It is saved as ``noisy_labels/<name>.npz`` in the run folder (every array of
-        :meth:`Release.to_arrays`, its event and description included, plus ``config``: the JSON of
-        :func:`release_inputs` of ``name``), and ``ledger.json`` is then written with the run's ``delta``
-        (0 where it has none). A release read back is never drawn again, and is recorded only where the
-        ledger lacks it (the crash above).
-
-        Parameters
-        ----------
-        name : str
-            The release's name, its file's and its ledger entry's tag (``stage1``, ``prior``, ...).
-        draw : callable
-            ``draw(ledger) -> Release``: releases with a ``release_*`` function of
-            :mod:`labeldp.boundary` with the tag ``name``, which records it on ``ledger``. Called at most
-            once, and only when the release was not saved.
-
-        Returns
-        -------
-        Release
-            The release, drawn or read back (the same on every rank).
+        """Release ``name`` as :meth:`MethodContext.spend <labeldp.methods.protocol.MethodContext.spend>`
+        says: saved as ``noisy_labels/<name>.npz`` (with :func:`release_inputs`) before ``ledger.json`` is
+        written, so a crash between the two is recorded from the saved file on resume; only rank 0 calls
+        ``draw``, so it must not call collective operations.
 
         Raises
         ------
         labeldp.errors.RunDirectoryError
-            If the ledger records ``name`` but its file is missing, if the saved file is damaged, or if
+            If the ledger records ``name`` but its file is missing or damaged (never a second draw), or
             ``draw`` did not record its release under ``name``.
         """
         if self.parallel:
@@ -252,76 +154,24 @@ class RunContext:
         return release
 
     def will_draw(self, name: str) -> bool:
-        """Whether :meth:`spend` of ``name`` would draw it (it is not saved yet): work that only a draw
-        needs (a prior's inference) is then shared among the ranks before it.
-
-        Under torchrun it is a collective call (rank 0 looks, every rank gets its answer).
-
-        Parameters
-        ----------
-        name : str
-            The release's name.
-
-        Returns
-        -------
-        bool
-            True if ``noisy_labels/<name>.npz`` does not exist.
-        """
+        """See :meth:`MethodContext.will_draw <labeldp.methods.protocol.MethodContext.will_draw>`."""
         return distributed.on_main(lambda: not self.out.release_path(name).exists())
 
     def predict_proba(self, model: nn.Module, inputs: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-        """:func:`~labeldp.training.predict.predict_proba` of ``model`` on ``inputs`` (under torchrun each
-        rank computes its share: call it on every rank).
-
-        Parameters
-        ----------
-        model : torch.nn.Module
-            The model.
-        inputs : numpy.ndarray
-            The inputs, one row per example.
-        temperature : float, optional
-            The softmax's temperature: softmax(logits / temperature) (default 1.0).
-
-        Returns
-        -------
-        numpy.ndarray
-            (n, K) class probabilities, on every rank.
-        """
+        """See :meth:`MethodContext.predict_proba <labeldp.methods.protocol.MethodContext.predict_proba>`."""
         return predict_proba(model, inputs, temperature, sharded=self.parallel)
 
     def discard_private(self) -> None:
-        """Delete the run's ``private/`` folder (rank 0)."""
+        """See :meth:`MethodContext.discard_private <labeldp.methods.protocol.MethodContext.discard_private>`."""
         if self.main:
             self.out.discard_private()
 
     def checkpoint_path(self, stage: int) -> Path:
-        """Where the training of ``stage`` keeps its checkpoint.
-
-        Parameters
-        ----------
-        stage : int
-            The stage, from 1.
-
-        Returns
-        -------
-        pathlib.Path
-            ``checkpoints/stage<stage>.pt`` in the run folder.
-        """
+        """See :meth:`MethodContext.checkpoint_path <labeldp.methods.protocol.MethodContext.checkpoint_path>`."""
         return self.out.checkpoint_path(stage)
 
     def private_path(self, name: str) -> Path | None:
-        """A file of the run's ``private/`` folder, on rank 0 (None on the other ranks).
-
-        Parameters
-        ----------
-        name : str
-            The file's name.
-
-        Returns
-        -------
-        pathlib.Path or None
-            ``private/<name>`` (the folder created, owner only), or None off rank 0.
-        """
+        """See :meth:`MethodContext.private_path <labeldp.methods.protocol.MethodContext.private_path>`."""
         return self.out.private_path(name) if self.main else None
 
     def _spend(self, name: str, draw: Callable[[PrivacyLedger], Release]) -> Release:
@@ -356,9 +206,8 @@ class RunContext:
     records_spend = True
 
     def record_on_dataset(self, final: bool = True) -> dict[str, Any]:
-        """Put the run's spend on its dataset's ledger (the run folder's line replaces its earlier ones;
-        not ``final``, between releases, it keeps the spend reserved for the whole run); the dataset's
-        composed spend comes back."""
+        """Put the run's spend on its dataset's ledger and return the dataset's composed spend; not ``final``
+        (between releases) the whole run's spend stays reserved."""
         ledger = dataset_ledger(self.data)
         if not self.records_spend:
             return ledger.summary()
@@ -369,20 +218,7 @@ class RunContext:
         return ledger.summary()
 
     def saved_release(self, name: str) -> Release:
-        """Release ``name`` as saved by :meth:`spend` (an earlier stage's labels, to train on again): as
-        :meth:`spend` returned it in this run (under torchrun, every rank has it so), else read back.
-
-        It releases nothing: the release was made and recorded before.
-
-        Parameters
-        ----------
-        name : str
-            The release's name.
-
-        Returns
-        -------
-        Release
-            The saved release.
+        """See :meth:`MethodContext.saved_release <labeldp.methods.protocol.MethodContext.saved_release>`.
 
         Raises
         ------
@@ -397,36 +233,12 @@ class RunContext:
         return Release.from_arrays(saved)
 
     def new_model(self, stage: int) -> nn.Module:
-        """The model of ``stage``, initialised from the seed's stream for it, on the run's device.
-
-        Parameters
-        ----------
-        stage : int
-            The stage, from 1.
-
-        Returns
-        -------
-        torch.nn.Module
-            The untrained model (:func:`initial_model`).
-        """
+        """See :meth:`MethodContext.new_model <labeldp.methods.protocol.MethodContext.new_model>`."""
         return initial_model(self.config, self.data, stage, self.device)
 
     def on_epoch_end(self, stage: int, stages: int) -> Callable[[EpochRecord], None]:
-        """The callback that writes an epoch's metrics (and prints them, with progress).
-
-        Parameters
-        ----------
-        stage : int
-            The stage being trained, from 1.
-        stages : int
-            The run's number of stages (for the printed line).
-
-        Returns
-        -------
-        callable
-            ``record(row)``: appends ``{"stage": stage, **row}`` of the :class:`EpochRecord` ``row`` to
-            ``metrics.jsonl`` and writes ``elapsed.json`` (rank 0 only: the others cannot write).
-        """
+        """See :meth:`MethodContext.on_epoch_end <labeldp.methods.protocol.MethodContext.on_epoch_end>`:
+        appends to ``metrics.jsonl`` and writes ``elapsed.json`` (rank 0)."""
 
         def record(row: EpochRecord) -> None:
             self.out.append_metrics({"stage": stage, **asdict(row)})
@@ -452,36 +264,11 @@ class RunContext:
         description: str | None = None,
         soft_labels: bool = False,
     ) -> None:
-        """Train ``model`` on the training inputs ``indices`` with released ``targets`` (labels or
-        likelihoods; for a regression also released values), checkpointed as ``stage``;
-        ``soft_labels``: see :func:`labeldp.training.train_stage`.
+        """See :meth:`MethodContext.train <labeldp.methods.protocol.MethodContext.train>`.
 
-        The examples trained on are :meth:`training_part` of ``indices``; with ``train.validation`` > 0
-        that fraction of them is held out, by position from the public stream ``validation-split`` of
-        the seed and stage, to score the epochs on their released targets (early stopping: the model
-        ends with the best epoch's weights). Each epoch is evaluated on
-        :meth:`evaluation_set` and recorded by :meth:`on_epoch_end`. A collective call under torchrun
-        (the ranks train data-parallel). Training is post-processing of released targets: it releases
-        nothing.
-
-        Parameters
-        ----------
-        model : torch.nn.Module
-            The model, trained in place (resumed from the stage's checkpoint if there is one).
-        stage : int
-            The stage, from 1 (its checkpoint, its seeds).
-        stages : int
-            The run's number of stages (for the progress line).
-        indices : numpy.ndarray
-            The training examples' positions.
-        targets : numpy.ndarray
-            One target per position: released labels, (n, K) likelihoods (evidence), (n, 3, K) binned
-            evidence, or released values.
-        description : str or None, optional
-            The progress bar's label (default ``stage <stage>/<stages>``).
-        soft_labels : bool, optional
-            Train on the normalised likelihoods by cross-entropy instead of the forward loss (default False).
-        """
+        It trains on :meth:`training_part` of ``indices``; with ``train.validation`` > 0 that fraction is held
+        out (by the public stream ``validation-split``) to score epochs on their released targets for early
+        stopping. Post-processing of released targets: it releases nothing."""
         data, fraction = self.data, self.config.train.validation
         indices, targets = self.training_part(np.asarray(indices), np.asarray(targets))
         test = self.evaluation_set()
@@ -512,66 +299,24 @@ class RunContext:
         )
 
     def training_part(self, indices: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The training inputs and targets a stage trains on (a tuning candidate holds some out).
-
-        Parameters
-        ----------
-        indices : numpy.ndarray
-            The training examples' positions.
-        targets : numpy.ndarray
-            Their targets, one per position.
-
-        Returns
-        -------
-        tuple of numpy.ndarray
-            ``(indices, targets)`` kept: all of them in a run.
-        """
+        """The positions and targets a stage trains on: all of them in a run (a tune candidate holds some out)."""
         return indices, targets
 
     def evaluation_set(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The inputs and labels (values) each epoch is evaluated on: the public test set (none where
-        the test labels are private: their release is made once, by :meth:`finish`).
-
-        Returns
-        -------
-        tuple of numpy.ndarray, or None
-            ``(x_test, y_test)``, the test values for a regression instead of ``y_test``; None when the
-            test labels are private.
-        """
+        """What each epoch is evaluated on: the public test set, or None where the test labels are private
+        (their one release is :meth:`finish`'s)."""
         data = self.data
         if not data.public_test:
             return None
         return data.x_test, data.test_values if data.is_regression else data.y_test
 
     def finish(self, model: nn.Module, facts: dict[str, Any]) -> dict[str, Any]:
-        """Save the final model and the run's summary (epsilon from the ledger, plus ``facts``); under
-        torchrun the ranks share the evaluation, rank 0 writes, and every rank returns the summary.
-        Private test labels are released first (:meth:`test_release`) and the metrics estimated from
-        that release.
+        """Save the final model and ``summary.json`` (rank 0) and return the summary, ``facts`` added; a
+        collective call under torchrun.
 
-        A collective call under torchrun. Writes ``model.pt`` and ``summary.json`` (rank 0). What it
-        releases, and how it is recorded, is :meth:`test_release`'s; the summary's ``epsilon`` (rounded
-        up to 6 decimals; None if infinite) is the ledger's at the run's ``delta``, every release
-        included.
-
-        Parameters
-        ----------
-        model : torch.nn.Module
-            The run's final model.
-        facts : dict
-            What the method adds to the summary (its stages, its noise multiplier, ...).
-
-        Returns
-        -------
-        dict
-            The summary: dataset, method, epsilon, delta, the neighbouring relation, the test metrics and
-            where their labels came from, seconds, seed, sizes, ``facts``, and for a private method its noise.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the test release is recorded but its file is missing or damaged (see :meth:`spend`).
-        """
+        Private test labels are released first (:meth:`test_release`) and the metrics estimated from that
+        release. The summary's ``epsilon`` is the ledger's at the run's ``delta``, every release included,
+        rounded up."""
         probabilities = predict_proba(
             model, self.data.x_test, batch_size=self.config.train.eval_batch_size, sharded=self.parallel
         )
@@ -579,29 +324,13 @@ class RunContext:
         return distributed.on_main(lambda: self._summarise(model, probabilities, facts, released))
 
     def test_release(self) -> Release | None:
-        """The release ``test`` of private test labels, once, by randomized response at the run's
-        epsilon (the test rows pay it as the training rows do, in parallel with them: the run's epsilon
-        is unchanged), or their true labels for a non-private run. None where the test labels are
-        public, where ``test_labels`` is ``none``, or for DP-SGD, whose ledger counts examples added or
-        removed, not labels replaced.
+        """The one release ``test`` of private test labels (made through :meth:`spend`), or None.
 
-        What is released: one label per test row, by K-ary randomized response at ``epsilon`` (noise from
-        the stream ``label-release`` 0), or the true labels themselves for a non-private method. It is
-        made by :meth:`spend` under the name ``test``: saved as ``noisy_labels/test.npz`` and recorded on
-        the run's ledger as one entry tagged ``test`` over the test rows (members ``num_train`` to
-        ``num_train + num_test - 1``): a ``RandomizedResponseDpEvent``, or a ``NonPrivateDpEvent`` (the
-        ledger's epsilon then infinite). Read back, not drawn again, when the run resumes.
-
-        Returns
-        -------
-        Release or None
-            The release ``test``, or None where nothing is released.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the release is recorded but its file is missing or damaged.
-        """
+        K-ary randomized response at the run's epsilon (stream ``label-release`` 0), recorded as one ledger
+        entry over the test rows: they are disjoint from the training rows, so the run's epsilon is unchanged.
+        A non-private method releases the true labels (epsilon then infinite). None where the test labels are
+        public, ``test_labels`` is ``none``, or for DP-SGD, whose ledger counts examples added or removed, not
+        labels replaced."""
         config, data = self.config, self.data
         if data.public_test or config.test_labels == "none" or config.method_spec.training_releases:
             return None
@@ -651,7 +380,7 @@ class RunContext:
         }
 
     def _network(self) -> str | None:
-        """The network the run trained (none for a fitted model), as ``data.json`` records it."""
+        """The network the run trained (None for a fitted model), as ``data.json`` records it."""
         if self.config.method_spec.model_from_state is not None:
             return None
         return self.config.model_name(tuple(self.data.input_shape), tuple(self.data.categorical))

@@ -1,8 +1,7 @@
 """A finished run as a predictor: its model with the preprocessing of its inputs, in one call.
 
-Predictions are post-processing of the run's releases (the model) and of new, public inputs: they
-cost no privacy.
-"""
+Predictions are post-processing of the run's releases (the model) and of new, public inputs: they cost no
+privacy."""
 
 from __future__ import annotations
 
@@ -23,24 +22,17 @@ from labeldp.training.predict import predict_proba
 
 
 class Predictor:
-    """The model of a finished run and, for a table, its fitted preprocessing; :func:`load_predictor`
-    makes one.
+    """The model of a finished run and, for a table, its fitted preprocessing; :func:`load_predictor` makes
+    one.
 
     Parameters
     ----------
-    model : torch.nn.Module
-        The run's final model.
     class_names : list of str
         The names of the model's K outputs, in order (the classes, or the grid's points).
     preprocessor : object, optional
-        The fitted preprocessing of a table's raw rows (its ``transform``), None for inputs given encoded.
+        The fitted preprocessing of a table's raw rows (its ``transform``); None for inputs given encoded.
     label_values : numpy.ndarray or None, optional
         The public grid of a regression's labels; None for classes.
-
-    Attributes
-    ----------
-    model, class_names, preprocessor, label_values
-        As given.
     """
 
     def __init__(
@@ -51,16 +43,6 @@ class Predictor:
 
     def inputs(self, rows: pd.DataFrame | np.ndarray) -> np.ndarray:
         """The model's inputs: a table's raw rows encoded as in training, or inputs already encoded.
-
-        Parameters
-        ----------
-        rows : pandas.DataFrame or numpy.ndarray
-            A table's raw rows (its columns as in training), or encoded inputs.
-
-        Returns
-        -------
-        numpy.ndarray
-            The encoded inputs, one row per example.
 
         Raises
         ------
@@ -74,44 +56,12 @@ class Predictor:
         return np.asarray(rows, dtype=np.float32)
 
     def predict_proba(self, rows: pd.DataFrame | np.ndarray) -> np.ndarray:
-        """(n, K) class probabilities, columns in the order of ``class_names``.
-
-        Parameters
-        ----------
-        rows : pandas.DataFrame or numpy.ndarray
-            A table's raw rows, or encoded inputs (:meth:`inputs`).
-
-        Returns
-        -------
-        numpy.ndarray
-            (n, K) probabilities; for numeric labels, over the grid's points.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``rows`` is a table but the run was not trained on one.
-        """
+        """(n, K) class probabilities of ``rows`` (as :meth:`inputs` takes them), in the order of ``class_names``."""
         return predict_proba(self.model, self.inputs(rows))
 
     def predict(self, rows: pd.DataFrame | np.ndarray) -> np.ndarray:
-        """The most probable class of each row, by name; for numeric labels, the expected value under
-        the predicted distribution over the grid (what the run's test RMSE measures).
-
-        Parameters
-        ----------
-        rows : pandas.DataFrame or numpy.ndarray
-            A table's raw rows, or encoded inputs (:meth:`inputs`).
-
-        Returns
-        -------
-        numpy.ndarray
-            (n,) class names (object array), or (n,) float values for numeric labels.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``rows`` is a table but the run was not trained on one.
-        """
+        """The most probable class of each row, by name; for numeric labels the expected value over the grid
+        (what the run's test RMSE measures)."""
         probabilities = self.predict_proba(rows)
         if self.label_values is not None:
             return probabilities @ self.label_values
@@ -119,22 +69,11 @@ class Predictor:
 
 
 def load_predictor(run_dir: str | Path) -> Predictor:
-    """The model of the finished run in ``run_dir``, with its preprocessing (``preprocessor.joblib``).
-
-    Parameters
-    ----------
-    run_dir : str or pathlib.Path
-        The run folder.
-
-    Returns
-    -------
-    Predictor
-        The predictor; its class names are the run's, or ``"0"`` to ``"K-1"`` where it has none.
+    """The :class:`Predictor` of the finished run in ``run_dir``; class names ``"0"`` to ``"K-1"`` where it
+    has none.
 
     Raises
     ------
-    labeldp.errors.RunDirectoryError
-        If the folder is not a run folder, or a file is damaged.
     labeldp.errors.MissingFileError
         If the run has not finished (no ``model.pt``).
     """
@@ -148,34 +87,14 @@ def load_predictor(run_dir: str | Path) -> Predictor:
 
 
 def predict_table(run_dir: str | Path, table: str | Path, out: str | Path, id_column: str | None = None) -> Path:
-    """Score the rows of ``table`` with the run's model and write, per row, its id (if any), the
-    probability of each class (``p_<class>``) and the predicted class, or for numeric labels the
-    predicted value alone, as CSV or Parquet by ``out``'s suffix. The errors speak of the command
-    line's ``labeldp predict`` (RUNDIR, ``--table``, ``--out``).
+    """Score the rows of ``table`` with the run's model and write ``out`` (CSV or Parquet by its suffix): per
+    row its ``id_column`` (if given), each class's probability ``p_<class>`` and the predicted class, or for
+    numeric labels the predicted value alone.
 
-    Parameters
-    ----------
-    run_dir : str or pathlib.Path
-        The finished run's folder.
-    table : str or pathlib.Path
-        The rows to score: a CSV, TSV or Parquet file (:func:`~labeldp.data.table.read_table`) with the
-        run's input columns.
-    out : str or pathlib.Path
-        The file written (atomically): ``.csv``, ``.parquet`` or ``.pq``.
-    id_column : str or None, optional
-        A column of ``table`` copied first into the output, to tell the rows apart.
-
-    Returns
-    -------
-    pathlib.Path
-        ``out``.
+    A label column in ``table`` is never read. The errors speak of ``labeldp predict``'s options.
 
     Raises
     ------
-    labeldp.errors.RunDirectoryError
-        If ``run_dir`` is not a run folder, or a file is damaged.
-    labeldp.errors.MissingFileError
-        If the run has not finished, or ``table`` does not exist.
     labeldp.errors.ConfigError
         If ``out`` has another suffix, or the run was not trained on a table.
     labeldp.errors.DataError

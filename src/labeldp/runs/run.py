@@ -1,5 +1,5 @@
-"""Running a configuration: check it all, then resume or start the run in its folder and hand it to
-its method (:mod:`labeldp.methods`)."""
+"""Running a configuration: check it all, then resume or start the run in its folder and hand it to its method
+(:mod:`labeldp.methods`)."""
 
 from __future__ import annotations
 
@@ -36,28 +36,8 @@ from labeldp.training.stage import check_amp, resolve_device
 
 
 def config_dataset(config: RunConfig) -> LabeledDataset:
-    """The dataset a run configuration names (loaded from its files).
-
-    Parameters
-    ----------
-    config : RunConfig
-        The run's configuration: its dataset, data folder or table and their options, and its seed
-        (which splits off test rows where the dataset has no test set of its own).
-
-    Returns
-    -------
-    LabeledDataset
-        The dataset, its training labels private.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        For an unknown dataset, or options the dataset does not take.
-    labeldp.errors.MissingFileError
-        If a file the dataset reads does not exist.
-    labeldp.errors.DataError
-        If a file cannot be used as it is.
-    """
+    """The dataset ``config`` names, loaded from its files, its training labels private (the seed splits off
+    test rows where the dataset has no test set of its own)."""
     return load_dataset(
         config.dataset,
         config.data_dir,
@@ -80,8 +60,8 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
 
 def check_dataset_spend(config: RunConfig, data: LabeledDataset, out_dir, progress: bool) -> str:
     """Refuse, before anything is drawn or written, a run that would take its dataset past
-    ``--total-epsilon``; else reserve its spend there and say what it adds to what the dataset has spent
-    already. Returns the run's release id there (:func:`labeldp.accounting.datasets.folder_release`)."""
+    ``--total-epsilon``; else reserve its spend there and return the run's release id on the dataset's
+    ledger."""
     epsilon = math.inf if config.epsilon is None else float(config.epsilon)
     unit = (data.unit_bound or {}).get("column")
     ledger = dataset_ledger(data)
@@ -107,28 +87,9 @@ def withdraw_unspent(data: LabeledDataset, out_dir, release: str | None) -> None
 
 
 def data_facts(data: LabeledDataset, in_memory: bool, model: str | None) -> dict[str, Any]:
-    """The public facts of a run's dataset that its model needs (``data.json``): the inputs' shape, the
-    label domain, the sizes, whether it came from files the configuration names or from memory, and
-    the network the run trains.
-
-    Parameters
-    ----------
-    data : LabeledDataset
-        The run's dataset.
-    in_memory : bool
-        Whether it was given in memory (``train_run``'s ``dataset``) rather than read from files.
-    model : str or None
-        The network the run trains (:func:`run_network`: the one it names, or the rule's; None for a
-        method whose model is fitted).
-
-    Returns
-    -------
-    dict
-        ``name``, ``input_shape``, ``num_classes``, ``class_names``, ``num_train``, ``num_test``,
-        ``source`` (``"in-memory"`` or ``"files"``), ``categorical``, ``label_values`` (the grid of
-        numeric labels, else None), ``unit_bound`` (a table's privacy unit and the rows it kept, else
-        None) and ``model``: public facts only, JSON-ready.
-    """
+    """The public facts of a run's dataset its model needs, JSON-ready (``data.json``): shapes, label domain,
+    sizes, ``source`` (``"in-memory"`` or ``"files"``), the privacy unit's bound and ``model``, the network
+    trained (:func:`run_network`)."""
     return {
         "name": data.name,
         "input_shape": list(data.input_shape),
@@ -145,25 +106,12 @@ def data_facts(data: LabeledDataset, in_memory: bool, model: str | None) -> dict
 
 
 def load_run_model(run_dir: str | Path) -> torch.nn.Module:
-    """The final model of a finished run (its ``model.pt``), on the CPU, built from the run's own record
-    (no dataset needed).
+    """The final model of a finished run, on the CPU, built from the run's own record (no dataset needed).
 
-    Loading it costs no privacy: the model is post-processing of the run's releases.
-
-    Parameters
-    ----------
-    run_dir : str or pathlib.Path
-        The run folder.
-
-    Returns
-    -------
-    torch.nn.Module
-        The model with the run's final weights.
+    It costs no privacy: the model is post-processing of the run's releases.
 
     Raises
     ------
-    labeldp.errors.RunDirectoryError
-        If the folder has no ``config.json`` and ``data.json`` (not a run folder), or a file is damaged.
     labeldp.errors.MissingFileError
         If ``model.pt`` does not exist (the run has not finished).
     """
@@ -191,45 +139,17 @@ def load_run_model(run_dir: str | Path) -> torch.nn.Module:
 
 
 def run_network(config: RunConfig, input_shape: tuple[int, ...], categorical: tuple[int, ...] = ()) -> str | None:
-    """The network a run of ``config`` trains on inputs of ``input_shape`` (:meth:`RunConfig.model_name`),
-    or None for a method whose model is fitted rather than named (``marginals``).
-
-    Parameters
-    ----------
-    config : RunConfig
-        The run's configuration.
-    input_shape : tuple of int
-        The dataset's public input shape.
-    categorical : tuple of int, optional
-        Sizes of its leading integer-coded input columns (default none).
-
-    Returns
-    -------
-    str or None
-        One of :data:`labeldp.models.MODELS`, or None.
-    """
+    """The network a run of ``config`` trains on these inputs (:meth:`RunConfig.model_name`), or None for a
+    method whose model is fitted rather than named (``marginals``)."""
     if config.method_spec.model_from_state is not None:
         return None
     return config.model_name(tuple(input_shape), tuple(categorical))
 
 
 def saved_network(saved: dict[str, Any], facts: dict[str, Any]) -> str | None:
-    """The network a saved run trained: the one its ``config.json`` names, else the one its ``data.json``
-    records, else, for a folder saved before ``data.json`` recorded it, the rule's choice then (the small
-    CNN for 28x28 images; for other shapes the rule's choice has not changed).
-
-    Parameters
-    ----------
-    saved : dict
-        The run's ``config.json``.
-    facts : dict
-        The run's ``data.json``.
-
-    Returns
-    -------
-    str or None
-        The network's name; None for a method whose model is fitted (``marginals``).
-    """
+    """The network a saved run trained: its ``config.json``'s, else its ``data.json``'s, else (a folder saved
+    before ``data.json`` recorded it) the rule's choice then: the small CNN for 28x28 images, the unchanged
+    rule otherwise."""
     name = saved.get("method")
     method = get_method(name) if name in method_names() else None
     if method is not None and method.model_from_state is not None:
@@ -245,25 +165,13 @@ def saved_network(saved: dict[str, Any], facts: dict[str, Any]) -> str | None:
 
 
 def recorded_test_labels(config: RunConfig, public_test: bool | None = None) -> str:
-    """The test labels as a run of ``config`` measures them, as its ``config.json`` records them (and its
-    summary's ``test_labels`` says): ``"public"`` where the test set is public (the dataset's own, or
-    held-out rows treated as public), ``"none"`` where nothing is measured (``test_labels`` none, or a
-    method that releases no label: DP-SGD), else ``"released"``.
+    """The test labels as a run of ``config`` measures them, as its ``config.json`` records them: ``"public"``
+    for a public test set (the dataset's own, or held-out rows treated as public), ``"none"`` where nothing is
+    measured (``test_labels`` none, or DP-SGD, which releases no label), else ``"released"``. A configuration
+    naming a dataset or method this process does not know keeps its own.
 
-    Parameters
-    ----------
-    config : RunConfig
-        The configuration (resolved, or read back from a ``config.json`` of any version).
-    public_test : bool or None, optional
-        Whether the run's test labels are public (:attr:`LabeledDataset.public_test
-        <labeldp.data.LabeledDataset.public_test>`); None: as the configuration's dataset loads them.
-
-    Returns
-    -------
-    str
-        One of :data:`~labeldp.config.run.TEST_LABELS`; ``config.test_labels`` as it is where the
-        configuration names a dataset or method this process does not know.
-    """
+    ``public_test``: whether the run's test labels are public; None: as the configuration's dataset loads
+    them."""
     try:
         if public_test is None:
             public_test = not config.test_held_out or config.test_labels == "public"
@@ -275,24 +183,9 @@ def recorded_test_labels(config: RunConfig, public_test: bool | None = None) -> 
 
 
 def recorded_config(config: RunConfig, data: LabeledDataset) -> dict[str, Any]:
-    """What a run's ``config.json`` holds: ``config`` as the run resolved it on ``data``, saying what its
-    summary says: the network it trains named (``model``: the rule's choice where ``config`` names none,
-    :func:`run_network`) and its test labels as measured (:func:`recorded_test_labels`). Read back
-    (:meth:`RunConfig.from_dict`), it resolves, and a rerun compares it as the same run
-    (:func:`compared_configs`).
-
-    Parameters
-    ----------
-    config : RunConfig
-        The run's resolved configuration.
-    data : LabeledDataset
-        Its dataset (only its public shape and whether its test labels are public are read).
-
-    Returns
-    -------
-    dict
-        :meth:`RunConfig.to_dict` with ``model`` and ``test_labels`` resolved.
-    """
+    """What a run's ``config.json`` holds: ``config`` as resolved on ``data``, with the network trained
+    (:func:`run_network`) and the test labels as measured (:func:`recorded_test_labels`), so that it reads as
+    the summary does and a rerun compares it as the same run (:func:`compared_configs`)."""
     return {
         **config.to_dict(),
         "model": run_network(config, data.input_shape, data.categorical),
@@ -307,32 +200,14 @@ def compared_configs(
     input_shape: tuple[int, ...],
     public_test: bool | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A saved run's configuration and a new one, as dictionaries to compare, each as ``config.json``
-    records it (:func:`recorded_config`): naming the network it trains (:func:`saved_network`,
-    :func:`run_network`), so that a network the rule chose and the same network named are the same run,
-    and one rule's choice before and after the rule changed are not; and its test labels as measured
-    (:func:`recorded_test_labels`), so that a folder saved before ``config.json`` recorded them (MNIST's
-    ``"released"``) is the same run as one that does (``"public"``).
+    """A saved run's configuration and a new one, each as ``config.json`` records it
+    (:func:`recorded_config`), to compare.
 
-    Parameters
-    ----------
-    saved : dict
-        The saved ``config.json``.
-    facts : dict or None
-        The saved ``data.json`` (None: not written; the saved run is then taken to train the new one's
-        network).
-    config : RunConfig
-        The new configuration.
-    input_shape : tuple of int
-        The dataset's public input shape.
-    public_test : bool or None, optional
-        Whether the new run's test labels are public (None: as its dataset loads them).
-
-    Returns
-    -------
-    tuple of dict
-        The saved and the new configuration, defaults filled in (``RunConfig.to_dict``).
-    """
+    Naming the network trained makes a network the rule chose and the same network named the same run, and
+    one rule's choice before and after the rule changed different runs; the test labels as measured make a
+    folder saved before ``config.json`` recorded them (MNIST's ``"released"``) the same run as one that
+    does (``"public"``). ``facts`` None (no ``data.json``): the saved run is taken to train the new one's
+    network."""
     categorical = tuple(facts.get("categorical", ())) if facts is not None else ()
     network = run_network(config, input_shape, categorical)
     trained = saved_network(saved, facts) if facts is not None else network
@@ -356,70 +231,48 @@ def train_run(
     announce_resume: bool = True,
     recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) ``config`` in ``out_dir`` and return its summary. ``announce_resume=False``: the
-    folder was started in this call's own process (the auto-tune's release), so it is not said to resume.
-    ``recipe``: the recipe ``config``'s options came from, which the summary names (``recipe``,
-    ``recipe_source``; None: :data:`~labeldp.recipes.applied.AS_GIVEN`, the configuration as given), and
-    so where its network came from (``network_source``, also printed).
+    """Run (or resume) ``config`` in ``out_dir`` and return its summary.
 
-    Running again on an existing directory continues from the last completed epoch, reuses the saved
-    noisy labels and leaves the ledger unchanged; a finished run just returns its summary. A
-    directory holding a run with a different configuration is refused, unless the run is unfinished
-    and its saved releases do not depend on what changed: training then restarts from them.
-    Everything that can be checked is checked before the run directory is written.
+    A rerun continues from the last completed epoch, reads the saved releases back (never drawing one again)
+    and leaves the ledger unchanged; a finished run returns its summary. A folder holding another
+    configuration is refused, unless the run is unfinished and its saved releases do not depend on what
+    changed: training then restarts from them. Everything that can be checked is checked before the folder is
+    written.
 
-    Under ``torchrun`` (``WORLD_SIZE`` > 1) every process calls it with the same configuration: they
-    join one process group (:mod:`labeldp.distributed`) and train data-parallel; rank 0 alone checks,
-    locks, reads and writes the run folder and releases, and hands its decisions and releases to the
-    others. Every rank returns the summary.
-
-    What is released: whatever the method releases (its ``run``, :class:`~labeldp.methods.registry.Method`,
-    through :meth:`RunContext.spend <labeldp.runs.context.RunContext.spend>`), then, where the test
-    labels are private, their release ``test`` (:meth:`RunContext.test_release
-    <labeldp.runs.context.RunContext.test_release>`; none with ``test_labels`` ``none``, nor for
-    DP-SGD). Each release is saved in ``noisy_labels/<name>.npz`` before it is used and recorded as one
-    entry tagged ``<name>`` on the run's ledger, ``ledger.json``; the summary's epsilon is that ledger's.
-    A resumed run reads its saved releases back and draws none of them again. A private method's run
-    whose noise can be regenerated from the configuration (``insecure_noise_seed``) warns with
+    What is released: what the method releases through :meth:`RunContext.spend
+    <labeldp.runs.context.RunContext.spend>`, then, where the test labels are private, their release ``test``
+    (:meth:`RunContext.test_release <labeldp.runs.context.RunContext.test_release>`). Each is saved in
+    ``noisy_labels/`` before it is used and recorded on ``ledger.json``, whose epsilon the summary reports.
+    Noise that can be regenerated from the configuration warns with
     :class:`~labeldp.errors.InsecureNoiseWarning`.
+
+    Under ``torchrun`` every process calls it with the same configuration and trains data-parallel; rank 0
+    alone checks, locks, writes and releases; every rank returns the summary.
 
     Parameters
     ----------
-    config : RunConfig
-        The run's configuration (resolved here).
-    out_dir : str or pathlib.Path
-        The run folder: created, resumed, or (finished) read back.
     device : str, optional
-        ``"auto"`` (the GPU when torch sees one, else the CPU) or a device torch knows (``"cpu"``,
-        ``"cuda:1"``, ...); under torchrun each process takes its local GPU.
-    progress : bool, optional
-        Show progress bars and each epoch's metrics (rank 0 only under torchrun).
+        ``"auto"`` (the GPU when torch sees one, else the CPU) or a torch device; under torchrun each
+        process takes its local GPU.
     dataset : LabeledDataset or None, optional
-        The dataset, given in memory; None: loaded from the files ``config`` names
-        (:func:`config_dataset`).
-
-    Returns
-    -------
-    dict
-        The run's summary (``summary.json``): epsilon from the ledger, delta, the test metrics, sizes,
-        and the method's facts (see :meth:`RunContext.finish <labeldp.runs.context.RunContext.finish>`).
+        The dataset in memory; None: loaded from the files ``config`` names (:func:`config_dataset`).
+    announce_resume : bool, optional
+        False where this call's own process started the folder (the auto-tune's release): it is not said to
+        resume.
+    recipe : AppliedRecipe or None, optional
+        The recipe ``config``'s options came from, which the summary names with the source of its network
+        (None: :data:`~labeldp.recipes.applied.AS_GIVEN`).
 
     Raises
     ------
-    labeldp.errors.ConfigError
-        If the configuration cannot run on the dataset (:func:`check_plan`), or the device is unavailable.
     labeldp.errors.BudgetError
-        If the budget cannot pay for the method's plan (checked before any release), or, for PATE, no
-        query was answered (after its release).
+        If the budget cannot pay for the method's plan (checked before any release), or PATE answered no
+        query (after its release).
     labeldp.errors.RunDirectoryError
-        If ``out_dir`` holds a finished run of another configuration, an unfinished one whose releases
-        depend on what changed, a damaged file, or a recorded release whose file is missing.
+        If ``out_dir`` holds another configuration's run it cannot continue, a damaged file, or a recorded
+        release whose file is missing.
     labeldp.errors.RunLockedError
         If another process is using ``out_dir``.
-    labeldp.errors.MissingFileError
-        If a dataset file does not exist.
-    labeldp.errors.DataError
-        If a dataset file cannot be used as it is.
     """
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
@@ -465,9 +318,8 @@ def _open_run(
     announce_resume: bool = True,
     recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any] | None:
-    """Lock the run folder (for as long as ``held`` lasts), and either return the summary of the run it
-    holds when finished, or prepare it for the run to start or resume (None): its ``config.json`` is
-    :func:`recorded_config`'s."""
+    """Lock the folder for as long as ``held`` lasts; return the summary of a finished run, else prepare the
+    folder for the run to start or resume and return None."""
     held.enter_context(out.lock())
     saved = out.read_config()
     if saved is not None:
@@ -498,18 +350,7 @@ def _open_run(
 
 
 def unit_bound_message(bound: dict[str, Any]) -> str:
-    """What a table's privacy unit kept, in words (public: counts of rows per unit involve no label).
-
-    Parameters
-    ----------
-    bound : dict
-        The dataset's ``unit_bound``.
-
-    Returns
-    -------
-    str
-        The column, the units, the bound and the rows kept.
-    """
+    """What a table's privacy unit kept, in words (public: counts of rows per unit involve no label)."""
     return (
         f"privacy unit {bound['column']!r} (public, not a feature): {bound['units']:,} units, at most "
         f"{bound['max_rows']} rows each, chosen by the public seed (never by a label): {bound['rows_kept']:,} of "
@@ -531,26 +372,13 @@ def _resume_message(out: RunDirectory) -> str:
 
 
 def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) -> None:
-    """Refuse, before anything is written or released, a resolved ``config`` that cannot run on
-    ``data``: a stage left without examples, a model that does not fit the inputs, more clusters than
-    examples, amp off a GPU, and whatever the method refuses (a PATE or DP-SGD plan the budget cannot
-    pay for).
-
-    Parameters
-    ----------
-    config : RunConfig
-        The resolved configuration.
-    data : LabeledDataset
-        The dataset (only its public shape and sizes are read).
-    device : torch.device
-        The device the run would train on.
+    """Refuse with :class:`~labeldp.errors.ConfigError`, before anything is written or released, a resolved
+    ``config`` that cannot run on ``data``: a stage without examples, a model that does not fit the inputs,
+    more clusters than examples, amp off a GPU, a label domain that does not match
+    (:func:`check_label_domain`), and what the method's ``plan`` refuses.
 
     Raises
     ------
-    labeldp.errors.ConfigError
-        For a stage without examples, a model that does not fit the inputs, more clusters than training
-        examples, amp off a GPU, a label domain that does not match (:func:`check_label_domain`), or what
-        the method's ``plan`` refuses.
     labeldp.errors.BudgetError
         If the method's plan spends more than the budget (PATE, DP-SGD with a given noise multiplier).
     """
@@ -593,21 +421,8 @@ def _check_units(config: RunConfig, data: LabeledDataset) -> None:
 
 
 def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:
-    """A declared label range must be the dataset's grid, and the squared loss needs numeric labels.
-
-    Parameters
-    ----------
-    config : RunConfig
-        The resolved configuration (its ``label_values``, the grid it declares, and its ``loss``).
-    data : LabeledDataset
-        The dataset (its public label domain).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the declared grid is not the dataset's (or the dataset has classes), or the loss is ``mse`` on
-        a dataset with classes.
-    """
+    """Refuse (:class:`~labeldp.errors.ConfigError`) a declared label grid that is not the dataset's, and the
+    squared loss on classes."""
     declared = config.label_values
     tolerance = 0.0 if declared is None else 1e-12 * np.ptp(declared)
     if declared is not None and (
@@ -631,10 +446,8 @@ def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:
 def _accept_changed_config(
     saved: dict[str, Any], config: RunConfig, data: LabeledDataset, out: RunDirectory, progress: bool
 ) -> None:
-    """Let an unfinished run continue under a changed configuration when every release it saved
-    stays what the new configuration would have released (e.g. only training options changed after
-    stage 1's labels); its training then restarts from those releases. Otherwise refuse. The networks
-    compared are the ones trained (a network the rule chose, named)."""
+    """Let an unfinished run continue under a changed configuration when every release it saved is what the
+    new one would release (its training then restarts from them); otherwise refuse."""
     # Filling in defaults lets a run written before an option existed resume under the default.
     existing, new = compared_configs(saved, out.read_data_facts(), config, data.input_shape, data.public_test)
     if existing == new:

@@ -1,14 +1,10 @@
-"""The run directory: everything a run needs to be repeated, resumed and audited.
+"""The run directory: everything a run needs to be repeated, resumed and audited (its layout: "The run
+directory" in docs/guides/runs.md).
 
-Layout: ``config.json``, ``ledger.json``, ``noisy_labels/{stage{t},prior,pate}.npz`` (every release
-of private information: noisy labels per stage, the noisy cluster histogram, PATE's answers, each
-with the configuration it depended on), ``checkpoints/stage{t}.pt``, ``metrics.jsonl`` (one row per
-epoch), ``summary.json`` and ``model.pt``. Each of these depends on the private labels only through
-the recorded releases. ``private/`` is the exception: it holds intermediate results computed from
-true labels without noise while a run is unfinished (PATE's teacher votes until its answers are
-released) and is deleted as soon as they are no longer needed. Files are replaced atomically, so a
-crash at any moment leaves a directory that a resumed run can continue from.
-"""
+Every file depends on the private labels only through the releases saved in ``noisy_labels/`` and recorded in
+``ledger.json``, except ``private/``: what a method computed from true labels without noise (PATE's teacher
+votes), deleted once its release is made. Files are replaced atomically, so a crash at any moment leaves a
+folder a resumed run can continue from."""
 
 from __future__ import annotations
 
@@ -47,27 +43,17 @@ RUN_FOLDER_NAMES = frozenset(
 
 
 class RunDirectory:
-    """Paths and readers/writers for one run's folder. ``read_only`` (the ranks other than 0 of a
-    ``torchrun`` run, which never write) turns every writer into an error.
+    """Paths and readers/writers of one run's folder.
+
+    Every writer raises :class:`~labeldp.errors.RunDirectoryError` when ``read_only`` (the ranks other than 0
+    of a ``torchrun`` run), and every reader when its file is damaged.
 
     Parameters
     ----------
     root : str or pathlib.Path
         The run folder (it need not exist yet).
     read_only : bool, optional
-        Refuse every writer with :class:`~labeldp.errors.RunDirectoryError` (default False).
-
-    Attributes
-    ----------
-    root : pathlib.Path
-        The run folder.
-    read_only : bool
-        Whether the writers are refused.
-    config_path, ledger_path, metrics_path, summary_path, model_path : pathlib.Path
-        ``config.json``, ``ledger.json``, ``metrics.jsonl``, ``summary.json`` and ``model.pt`` in ``root``.
-    elapsed_path, data_path, preprocessor_path : pathlib.Path
-        ``elapsed.json`` (the seconds spent so far), ``data.json`` (the dataset's public facts) and
-        ``preprocessor.joblib`` (a table's fitted preprocessing) in ``root``.
+        Refuse every writer.
     """
 
     def __init__(self, root: str | Path, read_only: bool = False):
@@ -88,26 +74,14 @@ class RunDirectory:
     preprocessor_path = property(lambda self: self.root / "preprocessor.joblib")
 
     def create(self) -> None:
-        """Create the folder with its ``noisy_labels/`` and ``checkpoints/`` (kept if they exist).
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the folder is ``read_only``.
-        """
+        """Create the folder with its ``noisy_labels/`` and ``checkpoints/`` (kept if they exist)."""
         self._writing()
         (self.root / "noisy_labels").mkdir(parents=True, exist_ok=True)
         (self.root / "checkpoints").mkdir(exist_ok=True)
 
     def refuse_foreign_files(self) -> None:
-        """Refuse a folder that holds files but no labeldp run (no ``config.json``): a run would mix its
-        files in with them.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the folder holds anything but what a run writes before its ``config.json``.
-        """
+        """Refuse (:class:`~labeldp.errors.RunDirectoryError`) a folder holding files but no labeldp run: a
+        run would mix its files in with them."""
         if not self.root.is_dir() or self.config_path.exists():
             return
         foreign = sorted(path.name for path in self.root.iterdir() if path.name not in RUN_FOLDER_NAMES)
@@ -120,24 +94,13 @@ class RunDirectory:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold an exclusive lock on the run for the duration (two processes on one run could
-        otherwise both draw noisy labels: a double spend), and refuse a folder of other files
-        (:meth:`refuse_foreign_files`).
-
-        The folder is created if it does not exist; the lock is the file ``.lock`` in it.
-
-        Returns
-        -------
-        contextlib.AbstractContextManager
-            A context manager that holds the lock inside its block.
+        """Hold an exclusive lock (``.lock``) on the run inside the ``with`` block: two processes on one run
+        could both draw its labels, a double spend. The folder is created; a folder of other files refused.
 
         Raises
         ------
         labeldp.errors.RunLockedError
             If another process holds the lock.
-        labeldp.errors.RunDirectoryError
-            If the folder is ``read_only``, holds files that are not a run's, or a file is where the
-            folder would be created.
         """
         self._writing()
         self.refuse_foreign_files()
@@ -149,165 +112,61 @@ class RunDirectory:
             yield
 
     def release_path(self, name: str) -> Path:
-        """Where release ``name`` is saved.
-
-        Parameters
-        ----------
-        name : str
-            The release's name (``stage1``, ``prior``, ``pate``, ``test``, ...).
-
-        Returns
-        -------
-        pathlib.Path
-            ``noisy_labels/<name>.npz`` in the folder (it may not exist).
-        """
+        """``noisy_labels/<name>.npz``, where release ``name`` is saved."""
         return self.root / "noisy_labels" / f"{name}.npz"
 
     def checkpoint_path(self, stage: int) -> Path:
-        """Where the training of ``stage`` keeps its checkpoint.
-
-        Parameters
-        ----------
-        stage : int
-            The stage, from 1.
-
-        Returns
-        -------
-        pathlib.Path
-            ``checkpoints/stage<stage>.pt`` in the folder (it may not exist).
-        """
+        """``checkpoints/stage<stage>.pt``, where the training of ``stage`` keeps its checkpoint."""
         return self.root / "checkpoints" / f"stage{stage}.pt"
 
     def private_path(self, name: str) -> Path:
-        """A file in ``private/`` (created, readable by the owner only).
-
-        Parameters
-        ----------
-        name : str
-            The file's name.
-
-        Returns
-        -------
-        pathlib.Path
-            ``private/<name>`` in the folder; the folder ``private/`` is created (mode 0o700), the file
-            is not.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the folder is ``read_only``.
-        """
+        """``private/<name>``; the folder ``private/`` is created, readable by the owner only."""
         self._writing()
         folder = self.root / "private"
         folder.mkdir(mode=0o700, exist_ok=True)
         return folder / name
 
     def discard_private(self) -> None:
-        """Delete ``private/`` and everything in it (nothing if it does not exist).
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the folder is ``read_only``.
-        """
+        """Delete ``private/`` and everything in it."""
         self._writing()
         shutil.rmtree(self.root / "private", ignore_errors=True)
 
     def discard_training(self) -> None:
-        """Forget the training state (checkpoints, metrics, ``private/``) but keep every release and the
-        ledger.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the folder is ``read_only``.
-        """
+        """Forget the training state (checkpoints, metrics, ``private/``), keeping every release and the ledger."""
         self._writing()
         shutil.rmtree(self.root / "checkpoints", ignore_errors=True)
         self.metrics_path.unlink(missing_ok=True)
         self.discard_private()
 
     def read_json(self, path: Path) -> Any:
-        """A JSON file of the run folder (or one beside it), read.
-
-        Parameters
-        ----------
-        path : pathlib.Path
-            The file.
-
-        Returns
-        -------
-        Any
-            Its content.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the file is damaged.
-        """
+        """A JSON file of the run folder (or one beside it), read."""
         try:
             return json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise RunDirectoryError(f"{path} is damaged ({error}); restore it from a copy of the run folder") from None
 
     def read_config(self) -> dict[str, Any] | None:
-        """The saved configuration (``config.json``).
-
-        Returns
-        -------
-        dict or None
-            The configuration as written (:meth:`RunConfig.to_dict <labeldp.config.run.RunConfig.to_dict>`),
-            or None if there is none yet.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the file is damaged (not JSON).
-        """
+        """The saved ``config.json``, or None if there is none yet."""
         return self.read_json(self.config_path) if self.config_path.exists() else None
 
     def write_config(self, config: dict[str, Any]) -> None:
-        """Write ``config.json`` (atomically, replacing what was there).
-
-        Parameters
-        ----------
-        config : dict
-            The configuration as a dictionary (:meth:`RunConfig.to_dict <labeldp.config.run.RunConfig.to_dict>`).
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the folder is ``read_only``.
-        """
+        """Write ``config.json`` (:meth:`RunConfig.to_dict <labeldp.config.run.RunConfig.to_dict>`)."""
         self._writing()
         write_json_atomic(self.config_path, config)
 
     def read_ledger(
         self, dataset_size: int | None = None, neighboring_relation=NEIGHBORING_RELATION, units=None
     ) -> PrivacyLedger:
-        """The saved ledger (an empty one if there is none yet, which needs ``dataset_size``).
+        """The saved ledger, or an empty one over ``dataset_size`` private rows where none is saved.
 
-        Parameters
-        ----------
-        dataset_size : int or None, optional
-            The number of rows whose labels are private (training rows, and test rows whose labels are
-            private): a saved ledger must cover that many, an empty one is made for that many. None: read
-            the saved ledger as it is.
-        neighboring_relation : dp_accounting.NeighboringRelation, optional
-            The relation of an empty ledger (default ``REPLACE_ONE``, label DP); a saved ledger keeps its own.
-        units : numpy.ndarray or None, optional
-            The privacy unit of each row (None: each row its own): a saved ledger must have the same.
-
-        Returns
-        -------
-        PrivacyLedger
-            The saved ledger, or an empty one.
+        A saved ledger must cover ``dataset_size`` rows (None: read as it is) grouped into the same ``units``;
+        it keeps its own neighbouring relation.
 
         Raises
         ------
         labeldp.errors.RunDirectoryError
-            If ``ledger.json`` is damaged, covers another number of rows than ``dataset_size`` or other
-            units than ``units``, or does not exist while ``dataset_size`` is None.
+            If ``ledger.json`` is damaged, covers other rows or units, or is missing while ``dataset_size``
+            is None.
         """
         if self.ledger_path.exists():
             try:
@@ -329,44 +188,13 @@ class RunDirectory:
         return PrivacyLedger(dataset_size, neighboring_relation, units)
 
     def save_release(self, name: str, **arrays: np.ndarray) -> None:
-        """Save a release (e.g. a stage's noisy labels with their indices) before it is used.
-
-        Written atomically to :meth:`release_path`, replacing a file of that name: refusing a second
-        draw is the caller's job (:meth:`RunContext.spend <labeldp.runs.context.RunContext.spend>`).
-
-        Parameters
-        ----------
-        name : str
-            The release's name.
-        **arrays : numpy.ndarray
-            What to save, by name (``numpy.savez``'s keywords).
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the folder is ``read_only``.
-        """
+        """Save a release's arrays before it is used, replacing a file of that name: refusing a second draw is
+        the caller's job (:meth:`RunContext.spend <labeldp.runs.context.RunContext.spend>`)."""
         self._writing()
         write_atomic(self.release_path(name), lambda tmp: np.savez(tmp, **arrays))
 
     def load_release(self, name: str) -> dict[str, np.ndarray] | None:
-        """Release ``name`` as :meth:`save_release` saved it.
-
-        Parameters
-        ----------
-        name : str
-            The release's name.
-
-        Returns
-        -------
-        dict of str to numpy.ndarray, or None
-            The saved arrays by name, or None if the release was not saved.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the file is damaged.
-        """
+        """Release ``name``'s arrays as :meth:`save_release` saved them, or None if it was not saved."""
         path = self.release_path(name)
         if not path.exists():
             return None
@@ -380,19 +208,8 @@ class RunDirectory:
             ) from None
 
     def release_inputs(self) -> dict[str, dict[str, Any] | None]:
-        """For each saved release, the configuration it depended on (None if it was not recorded).
-
-        Returns
-        -------
-        dict
-            Release name -> the configuration dictionary saved with it
-            (:func:`~labeldp.runs.context.release_inputs`), or None; sorted by name.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If a release's file is damaged.
-        """
+        """Each saved release's configuration (:func:`~labeldp.runs.context.release_inputs`; None if not
+        recorded), by name."""
         folder = self.root / "noisy_labels"
         found = {}
         for path in sorted(folder.glob("*.npz")) if folder.is_dir() else []:
@@ -401,28 +218,11 @@ class RunDirectory:
         return found
 
     def keep_metrics_of_checkpoints(self, stages: int, strict: bool = False) -> None:
-        """Keep only the metric rows that the checkpoints vouch for (a crash may leave extra rows).
+        """Rewrite ``metrics.jsonl`` to the rows the checkpoints vouch for (a crash may leave extra rows).
 
-        With ``strict`` (a method whose training steps are releases, DP-SGD), a row beyond its
-        checkpoint means the checkpoint was deleted or replaced by an older one after later epochs ran:
-        continuing would repeat steps outside the recorded release, so it is an error.
-
-        ``metrics.jsonl`` is rewritten with the history of each stage's checkpoint (none for a stage
-        without one).
-
-        Parameters
-        ----------
-        stages : int
-            The run's number of stages.
-        strict : bool, optional
-            Refuse metric rows beyond their checkpoint instead of dropping them (default False).
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            With ``strict``, if ``metrics.jsonl`` records more epochs of a stage than its checkpoint holds;
-            if a checkpoint is damaged; if the folder is ``read_only``.
-        """
+        With ``strict`` (a method whose training steps are releases: DP-SGD) a row beyond its checkpoint is
+        refused with :class:`~labeldp.errors.RunDirectoryError`: the checkpoint was replaced by an older one,
+        and continuing would repeat released steps."""
         written = self.read_metrics()
         rows = []
         for stage in range(1, stages + 1):
@@ -437,71 +237,22 @@ class RunDirectory:
         self.rewrite_metrics(rows)
 
     def load_checkpoint(self, stage: int) -> dict[str, Any]:
-        """The checkpoint of ``stage`` (:meth:`checkpoint_path`).
-
-        Parameters
-        ----------
-        stage : int
-            The stage, from 1.
-
-        Returns
-        -------
-        dict
-            What the checkpoint holds (its ``history``: the metric rows of the epochs it completed, ...).
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the file cannot be read (damaged or missing).
-        """
+        """The checkpoint of ``stage`` (its ``history``: the metric rows of the epochs it completed)."""
         return load_torch(self.checkpoint_path(stage))
 
     def rewrite_metrics(self, rows: list[dict[str, Any]]) -> None:
-        """Replace ``metrics.jsonl`` (atomically) with ``rows``.
-
-        Parameters
-        ----------
-        rows : list of dict
-            The metric rows, one JSON line each.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the folder is ``read_only``.
-        """
+        """Replace ``metrics.jsonl`` with ``rows``."""
         self._writing()
         write_text_atomic(self.metrics_path, "".join(json.dumps(row) + "\n" for row in rows))
 
     def append_metrics(self, row: dict[str, Any]) -> None:
-        """Append one row (an epoch's metrics) to ``metrics.jsonl``.
-
-        Parameters
-        ----------
-        row : dict
-            The row, written as one JSON line.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the folder is ``read_only``.
-        """
+        """Append one epoch's row to ``metrics.jsonl``."""
         self._writing()
         with open(self.metrics_path, "a") as handle:
             handle.write(json.dumps(row) + "\n")
 
     def read_metrics(self) -> list[dict[str, Any]]:
-        """The rows of ``metrics.jsonl``.
-
-        Returns
-        -------
-        list of dict
-            One row per line, in order (a last line cut short by a crash left out); empty if there is no file.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If a complete line is damaged.
-        """
+        """The rows of ``metrics.jsonl`` (a last line cut short by a crash left out)."""
         if not self.metrics_path.exists():
             return []
         text = self.metrics_path.read_text(errors="replace")
@@ -516,63 +267,19 @@ class RunDirectory:
             ) from None
 
     def read_data_facts(self) -> dict[str, Any] | None:
-        """What the run knows of its dataset's public shape (:func:`labeldp.runs.run.data_facts`).
-
-        Returns
-        -------
-        dict or None
-            The content of ``data.json``, or None if there is none.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the file is damaged (not JSON).
-        """
+        """``data.json`` (:func:`labeldp.runs.run.data_facts`), or None."""
         return self.read_json(self.data_path) if self.data_path.exists() else None
 
     def read_summary(self) -> dict[str, Any] | None:
-        """The summary of the finished run (``summary.json``).
-
-        Returns
-        -------
-        dict or None
-            The summary, or None while the run is unfinished.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the file is damaged (not JSON).
-        """
+        """``summary.json``, or None while the run is unfinished."""
         return self.read_json(self.summary_path) if self.summary_path.exists() else None
 
     def elapsed(self) -> float:
-        """The seconds the run has spent so far, over its start and every resume (``elapsed.json``).
-
-        Returns
-        -------
-        float
-            The seconds recorded, 0.0 if none.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the file is damaged (not JSON).
-        """
+        """The seconds the run has spent over its start and every resume (``elapsed.json``)."""
         return self.read_json(self.elapsed_path)["seconds"] if self.elapsed_path.exists() else 0.0
 
     def write_elapsed(self, seconds: float) -> None:
-        """Record the seconds the run has spent so far (``elapsed.json``, atomically).
-
-        Parameters
-        ----------
-        seconds : float
-            The total so far.
-
-        Raises
-        ------
-        labeldp.errors.RunDirectoryError
-            If the folder is ``read_only``.
-        """
+        """Record the seconds the run has spent so far."""
         self._writing()
         write_json_atomic(self.elapsed_path, {"seconds": seconds})
 
