@@ -14,28 +14,10 @@ CLIPPING_METHODS = ("auto", "fast", "vmap")
 
 @dataclass
 class DPSGDConfig:
-    """DP-SGD's own settings (epochs, expected batch size, optimiser and schedule are in TrainConfig).
+    """DP-SGD's own settings (epochs, expected batch size, optimiser and schedule are the run's
+    :class:`~labeldp.config.train.TrainConfig`); each field's meaning is its option's help.
 
-    ``noise_multiplier`` None means: calibrate it to the run's (epsilon, delta). ``ema_decay`` 0
-    means: no EMA.
-
-    Attributes
-    ----------
-    max_grad_norm : float
-        The per-example clipping bound C (default 1.0).
-    noise_multiplier : float or None
-        sigma, the Gaussian noise's standard deviation over C; None (default) for the smallest that meets
-        the run's (epsilon, delta).
-    augmult : int
-        Augmentations per example averaged before clipping (default 1).
-    ema_decay : float
-        Decay of the parameter EMA used for evaluation, in [0, 1); 0 turns it off (default 0.999; a
-        None read from an older configuration becomes 0).
-    physical_batch_size : int or None
-        Examples per forward/backward pass: bounds memory, same result (default 512).
-    clipping : str
-        The per-example gradient path, one of :data:`CLIPPING_METHODS` (default ``"auto"``).
-    """
+    A ``ema_decay`` of None, read from an older configuration, becomes 0 (no EMA)."""
 
     max_grad_norm: float = option(1.0, help="per-example clipping bound C")
     noise_multiplier: float | None = option(
@@ -53,15 +35,7 @@ class DPSGDConfig:
             self.ema_decay = 0.0
 
     def validate(self) -> None:
-        """Refuse settings DP-SGD cannot run with (checked before anything is trained).
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``max_grad_norm`` is not a finite number > 0, ``noise_multiplier`` is given and not > 0,
-            ``augmult`` or ``physical_batch_size`` is below 1, ``ema_decay`` is outside [0, 1), or
-            ``clipping`` is not one of :data:`CLIPPING_METHODS`.
-        """
+        """Refuse (:class:`~labeldp.errors.ConfigError`) settings DP-SGD cannot run with, before anything is trained."""
         if not self.max_grad_norm > 0 or not math.isfinite(self.max_grad_norm):
             raise ConfigError(f"max_grad_norm must be a finite number > 0, got {self.max_grad_norm}")
         if self.noise_multiplier is not None and not self.noise_multiplier > 0:

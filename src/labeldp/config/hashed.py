@@ -1,13 +1,10 @@
-"""The settings of the ads route (``labeldp hashed train``, :func:`labeldp.ads.fit_hashed`): the private
-route, the model, the privacy unit and the out-of-core training, each default stated once. A
-configuration, no torch.
+"""The settings of the ads route (``labeldp hashed train``, :func:`labeldp.ads.fit_hashed`), each default
+stated once. No torch.
 
-The training settings left at None take the route's own (:data:`ROUTE_TRAINING`): they were chosen on
-the non-private logistic regression and factorization machine of ``benchmarks/ads_scale.py`` at 10^6
-rows and are kept for every epsilon, but for two public functions of the release that the route
-applies itself (the penalty grown as randomized response thins each label's information, the
-intercept calibrated to the base rate estimated from the release).
-"""
+The training settings left at None take the route's own (:data:`ROUTE_TRAINING`), chosen on the non-private
+models of ``benchmarks/ads_scale.py`` and kept for every epsilon: what depends on the release (the penalty
+grown as randomized response thins each label's information, the intercept calibrated to the released base
+rate) the route applies itself."""
 
 from __future__ import annotations
 
@@ -43,48 +40,16 @@ def _by_fit(name: str) -> str:
 
 @dataclass(frozen=True)
 class HashedConfig:
-    """How a hashed model is released for and trained (everything but the table, its columns and epsilon).
+    """How a hashed model is released for and trained (everything but the table, its columns and epsilon);
+    each field's meaning is its option's help (``labeldp hashed train --help``).
 
-    Attributes
-    ----------
-    route : str
-        One of :data:`ROUTES`: ``"counts"`` (the default: one release of noisy label counts over every
-        hashed bucket, fitted by post-processing), ``"rr"`` (randomized response on every label, trained
-        with the forward loss), ``"source"`` (labels a source randomized, with their channel) or
-        ``"reports"`` (a source's noisy counts per key).
-    model : str
-        One of :data:`MODELS`: ``"lr"`` (logistic regression over the buckets, the default) or ``"fm"`` (a
-        factorization machine; the ``"rr"`` and ``"source"`` routes only).
-    unit_column : str or None
-        The column naming each row's privacy unit (a user), whose labels are protected together at epsilon;
-        None (default): each row is its own unit.
-    max_rows_per_unit : int or None
-        Keep at most this many rows of each unit (needs ``unit_column``), chosen by the public seed, never
-        by a label; each row's epsilon is then about epsilon / this (default None: every row).
-    seed : int
-        The public seed: the rows a unit keeps and the order of training (default 0).
-    block_rows : int
-        Rows read, hashed and trained on at a time; they bound the memory (default
-        :data:`DEFAULT_BLOCK_ROWS`, 2^18).
-    epochs : int or None
-        Passes over the table; None (default): the route's, from :data:`ROUTE_TRAINING`.
-    lr : float or None
-        Adagrad's learning rate; None (default): the route's, from :data:`ROUTE_TRAINING`.
-    l2 : float
-        Ridge penalty on the summed loss, spread over each bucket's rows; under ``"rr"`` divided by
-        (2 p - 1)^2, p the probability a label is kept (default 10).
-    batch_rows : int
-        Rows per training step (default 8192).
-    dim : int
-        The factorization machine's factors per bucket (default 8).
+    ``unit_column``'s flag is ``--privacy-unit``. The ``"counts"`` and ``"reports"`` routes fit a logistic
+    regression only (``model="lr"``).
 
     Raises
     ------
     labeldp.errors.ConfigError
-        On construction, if ``route`` or ``model`` is not one of its choices, the ``"counts"`` or
-        ``"reports"`` route is given ``model="fm"``, ``max_rows_per_unit`` is given without ``unit_column``
-        or is not a whole number >= 1, ``block_rows``, ``batch_rows``, ``dim`` or ``epochs`` is below 1,
-        ``l2`` is negative, or ``lr`` is not > 0.
+        On construction, for settings that are out of range or do not fit together.
     """
 
     route: str = option(
@@ -158,18 +123,8 @@ class HashedConfig:
             raise ConfigError("l2 must be >= 0 and lr > 0")
 
     def training(self, fit: str) -> dict:
-        """The training settings of ``fit`` (``"lr"``, ``"fm"`` or ``"counts"``): the route's, where left at None.
-
-        Parameters
-        ----------
-        fit : str
-            A key of :data:`ROUTE_TRAINING`.
-
-        Returns
-        -------
-        dict
-            ``epochs``, ``lr``, ``l2``, ``batch_rows`` and ``seed`` (the keywords of ``SparseTrainConfig``).
-        """
+        """The training settings (``SparseTrainConfig``'s keywords) of ``fit``, a key of
+        :data:`ROUTE_TRAINING`, whose values fill in those left at None."""
         defaults = ROUTE_TRAINING[fit]
         return {
             "epochs": defaults["epochs"] if self.epochs is None else self.epochs,

@@ -1,5 +1,5 @@
-"""The settings of ``--method marginals`` (``MarginalsConfig``), and their defaults stated once: read by
-the run's options and by :class:`~labeldp.estimators.LabelDPLogisticRegression`. A configuration, no torch."""
+"""The settings of ``--method marginals`` (``MarginalsConfig``), their defaults stated once for the run's
+options and :class:`~labeldp.estimators.LabelDPLogisticRegression`. No torch."""
 
 from __future__ import annotations
 
@@ -20,19 +20,8 @@ DEFAULT_L2 = 100.0
 
 @dataclass
 class MarginalsConfig:
-    """The logistic regression over public feature bins fitted from noisy label marginals: its bins
-    (which shape the release) and its ridge penalty (which acts after it).
-
-    Attributes
-    ----------
-    bins : int
-        The most quantile bins of a numeric feature, besides one for missing values (a categorical feature
-        has a bin per category and one for unseen ones); they shape the release (default
-        :data:`DEFAULT_BINS`, 16).
-    l2 : float
-        Ridge penalty on the bins' coefficients, in units of the summed log-likelihood; it acts after the
-        release (default :data:`DEFAULT_L2`, 100).
-    """
+    """The logistic regression over public feature bins fitted from noisy label marginals: its bins shape the
+    release, its ridge penalty acts after it (each field's meaning is its option's help)."""
 
     bins: int = option(
         DEFAULT_BINS,
@@ -46,13 +35,7 @@ class MarginalsConfig:
     )
 
     def validate(self) -> None:
-        """Refuse settings the fit cannot use.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``bins`` is not an integer >= 2 or ``l2`` is not a finite number > 0.
-        """
+        """Refuse (:class:`~labeldp.errors.ConfigError`) settings the fit cannot use."""
         if isinstance(self.bins, bool) or int(self.bins) != self.bins or self.bins < 2:
             raise ConfigError(f"marginals.bins must be an integer >= 2, got {self.bins}")
         if not 0 < self.l2 < math.inf:

@@ -1,12 +1,8 @@
-"""``NAME=VALUE`` overrides of a run's configuration, parsed one way for the command line, sweeps and
-tunes.
+"""``NAME=VALUE`` overrides of a run's configuration, parsed one way for the command line, sweeps and tunes.
 
-A name is a field of :class:`~labeldp.config.run.RunConfig` or of one of its settings (training,
-DP-SGD, PATE, marginals), written with ``-`` or ``_``, or the field's command-line flag where it has its own
-(``mixup`` for ``mixup_alpha``, ``vote-noise`` for PATE's ``noise_std``). A value is typed by its
-field: numbers, ``true``/``false`` for a switch, ``none`` for an optional value left out, and a
-tuple as ``0.3:0.7``.
-"""
+A name is a field of :class:`~labeldp.config.run.RunConfig` or of one of its nested settings, with ``-`` or
+``_``, or the field's own flag (``mixup``, ``vote-noise``). A value is typed by its field: numbers,
+``true``/``false`` for a switch, ``none`` for an optional value left out, a tuple as ``0.3:0.7``."""
 
 from __future__ import annotations
 
@@ -23,7 +19,7 @@ SECTIONS = ("train", "dpsgd", "pate", "marginals")
 
 
 def _fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
-    """Every overridable name (field names and flags) -> (its section, or None for RunConfig's own; its field)."""
+    """Every overridable name (field names and flags) -> (its section, None for RunConfig's own; its field)."""
     defaults = RunConfig()
     found: dict[str, tuple[str | None, dataclasses.Field]] = {}
     for field in dataclasses.fields(RunConfig):
@@ -40,26 +36,8 @@ def _fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
 
 
 def resolve_name(name: str) -> tuple[str | None, str]:
-    """``(section, field)`` of an override's name (``lr`` -> ``("train", "lr")``, ``epsilon`` ->
-    ``(None, "epsilon")``).
-
-    Parameters
-    ----------
-    name : str
-        A field's name or its flag's name (without ``--``), with ``-`` or ``_``.
-
-    Returns
-    -------
-    section : str or None
-        ``"train"``, ``"dpsgd"`` or ``"pate"`` for a field of those settings, None for RunConfig's own.
-    field : str
-        The field's name.
-
-    Raises
-    ------
-    ConfigError
-        For a name that is no option.
-    """
+    """``(section, field)`` of an override's name (``lr`` -> ``("train", "lr")``, ``epsilon`` -> ``(None,
+    "epsilon")``); :class:`~labeldp.errors.ConfigError` for a name that is no option."""
     fields = _fields()
     key = name.replace("-", "_")
     if key not in fields:
@@ -72,26 +50,8 @@ def resolve_name(name: str) -> tuple[str | None, str]:
 
 
 def parse_value(name: str, text: str) -> Any:
-    """The value of option ``name`` written as ``text``, typed by its field.
-
-    Parameters
-    ----------
-    name : str
-        An option's name, as :func:`resolve_name` takes it.
-    text : str
-        Its value as written: a number, ``true``/``false`` (also ``1``/``0``, ``yes``/``no``) for a
-        switch, ``none`` for an optional value left out, ``V1:V2`` for a tuple.
-
-    Returns
-    -------
-    object
-        The value: a bool, an int, a float, a str, a tuple of them, or None.
-
-    Raises
-    ------
-    ConfigError
-        When ``text`` is not a value of the field's type, or ``name`` is no option.
-    """
+    """The value of option ``name`` written as ``text`` (as the module says), typed by its field; ConfigError
+    if it is not one."""
     section, field_name = resolve_name(name)
     field = next(
         f
@@ -113,27 +73,8 @@ def parse_value(name: str, text: str) -> Any:
 
 
 def apply_overrides(config: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
-    """``config`` with ``overrides`` (name -> value; a string is parsed by :func:`parse_value`) applied
-    at their level, unresolved (call ``resolved()`` to check the result).
-
-    Parameters
-    ----------
-    config : RunConfig
-        The configuration to start from (not changed).
-    overrides : Mapping
-        Option name (as :func:`resolve_name` takes it) -> value, or its text.
-
-    Returns
-    -------
-    RunConfig
-        A new configuration with the overrides applied.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        For an unknown name, or a text that is not a value of its field's type (values given as
-        objects are not checked here: ``resolved()`` checks them).
-    """
+    """``config`` with ``overrides`` (name -> value, or its text for :func:`parse_value`) applied at their
+    level, unresolved: values given as objects are checked by ``resolved()``."""
     top: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
     for name, value in overrides.items():
@@ -150,24 +91,8 @@ def apply_overrides(config: RunConfig, overrides: Mapping[str, Any]) -> RunConfi
 
 
 def parse_assignments(items: Iterable[str]) -> dict[str, list[str]]:
-    """``NAME=V1,V2`` items as ``{name: [values]}`` (names with ``-`` or ``_``, checked).
-
-    Parameters
-    ----------
-    items : iterable of str
-        ``NAME=V1,V2`` items, e.g. ``lr=0.05,0.1``.
-
-    Returns
-    -------
-    dict
-        Name (its ``-`` written ``_``) -> the values' texts, in order (a later item with the same name
-        replaces an earlier one).
-
-    Raises
-    ------
-    ConfigError
-        For an item without ``=`` or values, or an unknown name.
-    """
+    """``NAME=V1,V2`` items as ``{name: [values]}``, names checked and written with ``_`` (a later item
+    replaces an earlier one of the same name)."""
     grid: dict[str, list[str]] = {}
     for item in items:
         name, sep, values = item.partition("=")

@@ -12,36 +12,16 @@ AGGREGATORS = ("gnmax", "confident")
 
 @dataclass
 class PATEConfig:
-    """PATE's settings (the student's training is the run's TrainConfig).
+    """PATE's settings (the student trains as the run's :class:`~labeldp.config.train.TrainConfig` says); each
+    field's meaning is its option's help.
 
-    ``noise_std`` is GNMax's vote noise sigma, in votes. The confident aggregator answers a query
-    when its top vote count plus N(0, (threshold_noise_ratio * sigma)^2) reaches ``threshold`` x
-    teachers. Given the run's (epsilon, delta), :meth:`plan` fills in what is left out:
+    The confident aggregator answers a query when its top vote count plus N(0, (threshold_noise_ratio *
+    sigma)^2) reaches ``threshold`` x teachers. Given the run's (epsilon, delta), :meth:`plan` fills in what
+    is left out:
 
     - neither ``queries`` nor ``noise_std``: sigma = teachers / 4 (noisy votes still pick the
       consensus of well-trained teachers) and as many queries as the budget pays for;
     - ``queries`` only: the smallest sigma that pays for them; ``noise_std`` only: the most queries.
-
-    Attributes
-    ----------
-    teachers : int
-        Teachers, each trained on its own part of the data (at least 2; default 250).
-    queries : int or None
-        The public inputs the teachers vote on; None (default) for as many as the budget pays for.
-    aggregator : str
-        ``"gnmax"`` (default) or ``"confident"`` (answer only queries whose noisy top vote reaches
-        ``threshold``).
-    noise_std : float or None
-        GNMax's vote noise sigma, in votes; None (default) for teachers / 4, or the smallest that pays
-        for ``queries``.
-    threshold : float
-        Confident GNMax's threshold, a fraction of the teachers in (0, 1] (default 0.6).
-    threshold_noise_ratio : float
-        The threshold check's noise over the vote noise (default 2.0).
-    teacher_epochs : int
-        Epochs of each teacher (default 20).
-    teacher_batch_size : int
-        Batch size of each teacher (default 32).
     """
 
     teachers: int = option(250, help="teachers, each on its own part of the data")
@@ -62,22 +42,8 @@ class PATEConfig:
     teacher_batch_size: int = option(32, help="batch size of each teacher")
 
     def validate(self, num_train: int | None = None) -> None:
-        """Refuse settings PATE cannot run with (public settings only: checked before any label is read).
-
-        Parameters
-        ----------
-        num_train : int or None, optional
-            The number of training examples, to check the teachers and queries against (default None:
-            not checked).
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``teachers`` is below 2 or above ``num_train``, ``queries`` is below 1 or above
-            ``num_train``, ``aggregator`` is unknown, ``noise_std`` is given and not > 0, ``threshold`` is
-            outside (0, 1], ``threshold_noise_ratio`` is not > 0, or ``teacher_epochs`` or
-            ``teacher_batch_size`` is below 1.
-        """
+        """Refuse (:class:`~labeldp.errors.ConfigError`) settings PATE cannot run with, checking teachers and
+        queries against ``num_train`` where given; public settings only, checked before any label is read."""
         if self.teachers < 2:
             raise ConfigError(f"teachers must be at least 2, got {self.teachers}")
         if self.queries is not None and self.queries < 1:
@@ -99,55 +65,26 @@ class PATEConfig:
 
     @property
     def confident(self) -> bool:
-        """Whether the aggregator is confident GNMax.
-
-        Returns
-        -------
-        bool
-            True for ``aggregator == "confident"``.
-        """
+        """Whether the aggregator is confident GNMax."""
         return self.aggregator == "confident"
 
     @property
     def threshold_noise_ratio_or_none(self) -> float | None:
-        """The threshold check's noise ratio where there is a threshold check.
-
-        Returns
-        -------
-        float or None
-            ``threshold_noise_ratio`` for the confident aggregator, None for plain GNMax.
-        """
+        """``threshold_noise_ratio`` for the confident aggregator, None for plain GNMax."""
         return self.threshold_noise_ratio if self.confident else None
 
     def plan(self, epsilon: float, delta: float, num_train: int) -> tuple[int, float]:
-        """(queries, vote noise sigma) within (epsilon, delta); raises ``ValueError`` if none fit.
-
-        Depends on public settings only, so it is computed before any label is read.
-
-        Parameters
-        ----------
-        epsilon : float
-            The run's epsilon.
-        delta : float
-            The run's delta, in (0, 1).
-        num_train : int
-            The number of training examples (public): the queries are at most as many (where the
-            budget pays for more, the noise is calibrated to ``num_train`` queries instead).
-
-        Returns
-        -------
-        queries : int
-            The number of queries.
-        noise_std : float
-            GNMax's vote noise sigma, in votes.
+        """(queries, vote noise sigma) within (epsilon, delta), from public settings only (computed before any
+        label is read); the queries are at most ``num_train``, the noise calibrated to them where the budget
+        pays for more.
 
         Raises
         ------
         labeldp.errors.ConfigError
-            If a setting is invalid (:meth:`validate`), or no vote noise pays for the given ``queries``.
+            If a setting is invalid, or no vote noise pays for the given ``queries``.
         labeldp.errors.BudgetError
-            If the given ``queries`` and ``noise_std`` cost more than ``epsilon``, or the budget does not
-            pay for one query at the vote noise.
+            If the given ``queries`` and ``noise_std`` cost more than ``epsilon``, or the budget does not pay
+            for one query at the vote noise.
         """
         from labeldp.accounting.calibration import calibrate_vote_noise, max_queries, pate_epsilon
 

@@ -1,9 +1,8 @@
 """The configuration of a run: everything needed to repeat it, written to its ``config.json``.
 
-Each field's default and command-line help are stated here once (:func:`labeldp.options.option`);
-``labeldp train``'s flags are generated from them. :meth:`RunConfig.resolved` checks every field and
-fills in what depends on the method, before anything is written or released.
-"""
+Each field's default and help are stated once, in its :func:`~labeldp.options.option`; ``labeldp train``'s
+flags are generated from them. :meth:`RunConfig.resolved` checks every field and fills in what depends on the
+method, before anything is written or released."""
 
 from __future__ import annotations
 
@@ -48,103 +47,23 @@ CLUSTERING_OPTIONS = ("encoder", "clusters")
 
 @dataclass
 class RunConfig:
-    """Everything needed to repeat a run. Written to ``config.json``.
+    """Everything needed to repeat a run; written to ``config.json``.
 
-    Each field's command-line flag, choices and help are its :func:`~labeldp.options.option`'s; the
-    method-specific ones are listed in :data:`METHOD_OPTIONS`.
+    Each field's meaning is the help of its :func:`~labeldp.options.option` (``labeldp train --help``); the
+    method-specific ones are listed in :data:`METHOD_OPTIONS`. What the help, written for the flags, does not
+    say:
 
     Attributes
     ----------
-    dataset : str
-        The dataset's name (default ``"digits"``, embedded; the MNIST family and CIFAR read
-        ``data_dir``; ``"csv"`` reads ``table``).
-    data_dir : str or None
-        Folder with the dataset's standard files.
-    table : str or None
-        CSV or Parquet file (dataset ``"csv"``).
-    label_column : str
-        The label column of ``table`` (default ``"label"``).
-    test_table : str or None
-        A separate test table, public (default None: 20% of ``table``'s rows, whose labels are private:
-        see ``test_labels``).
-    features : tuple of str or None
-        Dataset ``"csv"``: the feature columns (default: every column but the label, ``drop`` and
-        ``id_column``).
-    drop : tuple of str or None
-        Dataset ``"csv"``: columns that are not features (another outcome, a leak of the label).
-    id_column : str or None
-        Dataset ``"csv"``: a row identifier, never a feature.
-    privacy_unit : str or None
-        Dataset ``"csv"``: the column of each row's privacy unit (a user id; public, never a feature):
-        ``epsilon`` is then each unit's, its labels protected together (default None: each row its own).
-    max_rows_per_unit : int or None
-        With ``privacy_unit``, required: the most rows of one unit the run uses, chosen by the public
-        ``seed`` (never by a label); each release gives a row epsilon / c, c the most rows a unit keeps.
-    classes : tuple of str or None
-        Dataset ``"csv"``: the label values, in order (the label domain is public and must be declared).
-    label_range : tuple of float or None
-        Dataset ``"csv"`` with a numeric label: (LOW, HIGH), the public range it is clipped to; makes the
-        task a regression.
-    label_grid : int or None
-        Grid points over ``label_range`` that the labels are snapped to (default None:
-        :data:`~labeldp.data.grid.DEFAULT_GRID_SIZE`).
+    reuse_labels, warm_start : bool
+        True by default; their flags are ``--no-reuse-labels`` and ``--no-warm-start``, which the help
+        describes.
     test_labels : str
-        For test rows held out of the private label column: ``"released"`` (default: released once at
-        ``epsilon`` and the test metrics estimated from that release), ``"public"`` (exact metrics on
-        their true labels, which the epsilon does NOT cover) or ``"none"``; one of :data:`TEST_LABELS`.
-        A dataset whose test set is public (MNIST's, a ``test_table``) has nothing to choose: its run's
-        ``config.json`` records ``"public"``, as its summary says, and ``"public"`` is accepted back
-        (:meth:`resolved` keeps the default there, which releases nothing).
-    method : str
-        The method's name (default ``"lp-2st"``).
-    epsilon : float or None
-        The privacy budget epsilon (> 0); required for private methods, refused for the others.
-    delta : float or None
-        Delta of the methods accounted with Gaussian noise (PATE, DP-SGD; default None:
-        :data:`DEFAULT_DELTA`); the other methods are pure epsilon-DP and refuse it.
-    stages : tuple of float or None
-        Fractions of the training set per stage, summing to 1 (default: the method's).
-    model : str or None
-        The network (default None: cnn for 28x28 images, resnet18 for 32x32, else mlp).
-    temperature : float
-        LP-2ST, LP-MST: later stages' prior is softmax(logits / temperature) (default 1.0).
-    prior : str or None
-        Stage 1's prior, one of :data:`PRIORS` (default None: the method's).
-    prior_epsilon : float or None
-        The part of ``epsilon`` spent on the noisy histogram of a cluster or histogram prior (default None:
-        a :data:`DEFAULT_PRIOR_SHARE` share); the label releases use the rest.
-    prior_temperature : float
-        The cluster prior raised to 1 / T, renormalised (default 1.0).
-    clusters : int
-        k-means clusters of a cluster prior (default 100).
-    encoder : str
-        The public features clustered for a cluster prior: ``"pca"`` (default), ``"spectral"``,
-        ``"autoencoder"``, ``"raw"``, or a ``.pt2`` file of one's own encoder.
-    combine_priors : bool
-        LP-2ST, LP-MST with a cluster prior: later stages' prior is the model prior times the cluster
-        prior (default False).
-    loss : str
-        ``"forward"`` (default), ``"ce"`` or ``"mse"``; one of :data:`LOSSES`.
-    reuse_labels : bool
-        LP-2ST, LP-MST: train each stage on earlier stages' released labels too (default True; with
-        ``loss`` ``"ce"`` only those inside the new prior's top k); False: on its own released labels only.
-    warm_start : bool
-        LP-2ST, LP-MST: each later stage goes on training the previous stage's model (default True);
-        False: each stage's model starts from scratch.
-    seed : int
-        Seed of everything that is not private: splits, initialisation, data order, augmentation (never
-        the noise; default 0).
-    secure_rng : bool
-        Draw the noise from ChaCha20 keyed by the OS (default False).
-    insecure_noise_seed : int or None
-        NOT PRIVATE: derive all the noise from this seed, recorded in ``config.json`` (tests and
-        debugging only).
-    train : TrainConfig
-        The training of each stage.
-    dpsgd : DPSGDConfig
-        DP-SGD's settings.
-    pate : PATEConfig
-        PATE's settings.
+        On a dataset whose test set is public, ``"public"`` is accepted back from a ``config.json`` and
+        resolves to the default (nothing is held out or released).
+    epsilon, delta : float or None
+        Refused by the methods that do not take them (``epsilon`` by a non-private method, ``delta`` by a
+        pure epsilon-DP one).
     """
 
     dataset: str = option(
@@ -328,57 +247,25 @@ class RunConfig:
 
     @property
     def method_spec(self) -> Method:
-        """The registered method named by ``method``.
-
-        Returns
-        -------
-        labeldp.methods.registry.Method
-            The method.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If no method of that name is registered.
-        """
+        """The registered :class:`~labeldp.methods.registry.Method` named by ``method``."""
         return get_method(self.method)
 
     def model_name(self, input_shape: tuple[int, ...], categorical: tuple[int, ...] = ()) -> str:
-        """The network a run of this configuration trains on inputs of ``input_shape``: ``model``, or
-        where it names none the rule's choice for the shape and the method
-        (:func:`~labeldp.models.names.default_model_name`; a BatchNorm-free one for DP-SGD).
-
-        Parameters
-        ----------
-        input_shape : tuple of int
-            Shape of one input, without the batch dimension.
-        categorical : tuple of int, optional
-            Sizes of the leading integer-coded input columns (default none).
-
-        Returns
-        -------
-        str
-            One of :data:`~labeldp.models.names.MODELS`.
-        """
+        """The network a run trains on inputs of ``input_shape``: ``model``, else the rule's choice for the
+        shape and method (:func:`~labeldp.models.names.default_model_name`; BatchNorm-free for DP-SGD)."""
         return self.model or default_model_name(input_shape, categorical, per_example=self.method_spec.per_example)
 
     def resolved(self) -> RunConfig:
-        """Validate every field and fill in what depends on the method; raises ``ConfigError``.
+        """A copy with every field checked and what depends on the method filled in (budget, stages, prior,
+        label grid), ``classes`` as text and the data paths made absolute.
 
         Public settings only: it is called before anything is written or released.
-
-        Returns
-        -------
-        RunConfig
-            A new configuration with ``epsilon``, ``delta``, ``stages``, ``prior``, ``prior_epsilon``,
-            ``label_range`` and ``label_grid`` filled in, ``classes`` as text, and the data paths (and an
-            encoder file) made absolute.
 
         Raises
         ------
         labeldp.errors.ConfigError
-            For an unknown dataset, method, model or choice, a budget the method does not take or lacks,
-            stages, prior or label-range settings that do not fit, options the method does not use set
-            away from their defaults, invalid training settings, or what the method's own check refuses.
+            For any setting that does not fit, options the method does not use set away from their defaults,
+            or what the method's own check refuses.
         labeldp.errors.MissingFileError
             If ``encoder`` names a file that does not exist.
         """
@@ -414,8 +301,8 @@ class RunConfig:
         return resolved
 
     def _absolute_paths(self) -> dict[str, str]:
-        """The data paths made absolute, so that config.json names the same files from any folder: a
-        table's relative paths under ``data_dir`` where one is given (a profile names its table so)."""
+        """The data paths made absolute, so that config.json names the same files from any folder (a table's
+        relative paths under ``data_dir``, as a profile names them)."""
         folder = Path(self.data_dir).expanduser() if self.data_dir is not None else Path()
         paths = {  # an absolute path stays as it is
             name: str(((folder if name != "data_dir" else Path()) / Path(value).expanduser()).resolve())
@@ -607,87 +494,36 @@ class RunConfig:
 
     @property
     def label_values(self) -> np.ndarray | None:
-        """The declared grid of a numeric label (None unless label_range is declared).
-
-        Returns
-        -------
-        numpy.ndarray or None
-            The grid's values over ``label_range``, ``label_grid`` points (or the default number).
-        """
+        """The declared grid of a numeric label over ``label_range`` (None without a range)."""
         if self.label_range is None:
             return None
         return label_grid(*self.label_range, self.label_grid or DEFAULT_GRID_SIZE)
 
     @property
     def test_held_out(self) -> bool:
-        """Whether the test rows are held out of the private label column (a table without a test
-        table, MovieLens's split), so that their labels are private too.
-
-        Returns
-        -------
-        bool
-            True when the test labels are private.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``dataset`` is not a registered dataset.
-        """
+        """Whether the test rows are held out of the private label column (a table without a test table,
+        MovieLens's split), so that their labels are private too."""
         dataset = get_dataset(self.dataset)
         return dataset.held_out_test or (dataset.source == "table" and self.test_table is None)
 
     @property
     def label_epsilon(self) -> float | None:
-        """The epsilon of each stage's label release: what is left after the prior's share.
-
-        Returns
-        -------
-        float or None
-            ``epsilon - prior_epsilon`` (``epsilon`` without a prior's share); None without an epsilon.
-        """
+        """The epsilon of each stage's label release: ``epsilon`` less the prior's share (None without epsilon)."""
         if self.epsilon is None:
             return None
         return self.epsilon - (self.prior_epsilon or 0.0)
 
     @property
     def noise(self) -> NoiseSource:
-        """Where the run's noise comes from (:mod:`labeldp.randomness`).
-
-        Returns
-        -------
-        NoiseSource
-            From ``secure_rng`` and ``insecure_noise_seed``.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If both ``secure_rng`` and ``insecure_noise_seed`` are set.
-        """
+        """Where the run's noise comes from (:class:`~labeldp.randomness.NoiseSource`)."""
         return NoiseSource(secure=self.secure_rng, insecure_seed=self.insecure_noise_seed)
 
     def with_overrides(self, **fields: Any) -> RunConfig:
-        """This configuration with some fields replaced (those given as None are left alone).
-
-        Parameters
-        ----------
-        **fields : object
-            Field name -> new value; None leaves the field as it is.
-
-        Returns
-        -------
-        RunConfig
-            A new configuration, unresolved.
-        """
+        """This configuration, unresolved, with the fields given replaced (None leaves a field alone)."""
         return dataclasses.replace(self, **{k: v for k, v in fields.items() if v is not None})
 
     def to_dict(self) -> dict[str, Any]:
-        """The configuration as JSON-ready data (what ``config.json`` holds).
-
-        Returns
-        -------
-        dict
-            Every field, the nested settings as dicts and the tuples as lists.
-        """
+        """The configuration as JSON-ready data (``config.json``): nested settings as dicts, tuples as lists."""
         data = asdict(self)
         for name in ("stages", "classes", "features", "drop", "label_range"):
             data[name] = list(data[name]) if data[name] is not None else None
@@ -695,18 +531,7 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
-        """A configuration from :meth:`to_dict`'s data (``config.json``), unresolved.
-
-        Parameters
-        ----------
-        data : dict
-            Field name -> value; the nested settings as dicts (missing ones at their defaults), the
-            tuples as lists. Fields left out take their defaults.
-
-        Returns
-        -------
-        RunConfig
-            The configuration.
+        """A configuration, unresolved, from :meth:`to_dict`'s data; options left out take their defaults.
 
         Raises
         ------
@@ -732,18 +557,7 @@ class RunConfig:
 
 
 def options_unused_by(method: str) -> tuple[str, ...]:
-    """The method-specific RunConfig fields (:data:`METHOD_OPTIONS`) that ``method`` does not use.
-
-    Parameters
-    ----------
-    method : str
-        A method's name.
-
-    Returns
-    -------
-    tuple of str
-        The field names, in :data:`METHOD_OPTIONS`' order.
-    """
+    """The method-specific fields (:data:`METHOD_OPTIONS`) that ``method`` does not use, in their order."""
     return tuple(name for name in METHOD_OPTIONS if method not in methods_using(name))
 
 

@@ -14,40 +14,10 @@ SCHEDULES = ("cosine", "constant")
 
 @dataclass
 class TrainConfig:
-    """Hyper-parameters of one stage. ``epochs`` counts passes over the stage's training set.
+    """The training of one stage; each field's meaning is its option's help (``labeldp train --help``).
 
-    Attributes
-    ----------
-    epochs : int
-        Epochs of each stage (default 10).
-    batch_size : int
-        Mini-batch size; for DP-SGD the expected Poisson batch size (default 128).
-    optimizer : str
-        ``"sgd"`` (SGD with Nesterov momentum, the default) or ``"adam"`` (AdamW).
-    lr : float
-        Peak learning rate (default 0.05).
-    momentum : float
-        SGD momentum, in [0, 1) (default 0.9).
-    weight_decay : float
-        Weight decay (default 5e-4).
-    schedule : str
-        Learning-rate schedule, ``"cosine"`` (default) or ``"constant"``.
-    warmup_epochs : float
-        Linear warm-up length in epochs, at most ``epochs`` (default 0).
-    mixup_alpha : float
-        Mixup's Beta(alpha, alpha); 0 (default) disables it.
-    validation : float
-        Fraction in [0, 1) of each stage's training examples held out (chosen from the seed) to keep the
-        epoch whose model best fits their released labels (early stopping on released labels only); 0
-        (default): train on all, keep the last epoch.
-    augment : bool
-        Whether the dataset's data augmentation is used (default True).
-    amp : bool
-        bf16 automatic mixed precision on CUDA GPUs, for the label-DP methods (default False; DP-SGD runs
-        in float32).
-    eval_batch_size : int
-        Batch size of evaluation (default 1000).
-    """
+    ``epochs`` counts passes over the stage's training set; ``augment`` True (the default) uses the dataset's
+    augmentation (its flag is ``--no-augment``)."""
 
     epochs: int = option(10, help="epochs of each stage")
     batch_size: int = option(128, help="mini-batch size (dp-sgd: the expected Poisson batch size)")
@@ -71,16 +41,7 @@ class TrainConfig:
     eval_batch_size: int = option(1000, help="batch size of evaluation")
 
     def validate(self) -> None:
-        """Refuse settings that cannot train (checked before any label is released).
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``epochs``, ``batch_size`` or ``eval_batch_size`` is not an integer of at least 1, a numeric
-            setting is not a finite number, ``lr`` is not > 0, ``momentum`` or ``validation`` is outside
-            [0, 1), ``mixup_alpha``, ``weight_decay`` or ``warmup_epochs`` is negative, ``warmup_epochs``
-            exceeds ``epochs``, or ``optimizer`` or ``schedule`` is not one of its choices.
-        """
+        """Refuse (:class:`~labeldp.errors.ConfigError`) settings that cannot train, before any label is released."""
         for name in ("epochs", "batch_size", "eval_batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -1,6 +1,5 @@
-"""The defaults of ``labeldp tune``, stated once: the share of examples held out to score candidates,
-and DP-SGD's private selection; and of the tuning ``labeldp train`` does on a run's own release where
-a dataset has no recipe of its own (:class:`AutoTuneConfig`)."""
+"""The defaults of ``labeldp tune`` (the share held out to score candidates, DP-SGD's private selection) and
+of the tuning ``labeldp train`` does on a run's own release (:class:`AutoTuneConfig`), stated once."""
 
 from __future__ import annotations
 
@@ -24,14 +23,8 @@ LR_FACTORS = (1.0, 2.0, 0.5, 4.0, 0.25)
 
 @dataclass(frozen=True)
 class AutoTuneConfig:
-    """The tuning of ``labeldp train`` on a run's own release (:mod:`labeldp.experiments.auto_tune`).
-
-    Attributes
-    ----------
-    tune_budget : float
-        The candidates' training work as a multiple of one untuned run's (default
-        :data:`DEFAULT_TUNE_BUDGET`); 0 turns the tuning off.
-    """
+    """The tuning of ``labeldp train`` on a run's own release (:mod:`labeldp.experiments.auto_tune`); its
+    field's meaning is its option's help."""
 
     tune_budget: float = option(
         DEFAULT_TUNE_BUDGET,
