@@ -5,8 +5,7 @@ into sparse features and trained out of core, released once through the boundary
   response), :func:`fit_from_noisy_source` (labels a source randomized), :func:`predict_hashed`;
 - :mod:`~labeldp.ads.reports`: :func:`fit_from_reports` (a source's aggregate reports);
 - :mod:`~labeldp.ads.folder`: the run folder, released into once;
-- :mod:`~labeldp.ads.train`: the pieces below it (:func:`hash_spec`, :class:`HashedTable`, the
-  releases, the training on a release), which ``benchmarks/ads_scale.py`` composes too.
+- :mod:`~labeldp.ads.train`: the pieces below it, which ``benchmarks/ads_scale.py`` composes too.
 """
 
 from labeldp._lazy import lazy_exports

@@ -1,19 +1,12 @@
 """The folder of one run of the ads route: its release, written once, and the model trained on it.
 
-Files: ``config.json`` (the table, its columns, the hash spec, epsilon, the settings: everything the
-release and the training depend on), ``release.npz`` (what left the boundary: released labels and
-their channel, or noisy counts), ``ledger.json`` (the spend, per privacy unit and per row),
-``model.pt`` (the model with its hash spec, :func:`labeldp.training.sparse.load_sparse_model`) and
-``summary.json`` (the route, the epsilons, the rows, the speed). ``.lock`` keeps a second process out
-while one works on the folder.
-
-**Release once.** The release is saved, then its ledger, before anything is trained on it. A finished
-folder (one with ``summary.json``) is never released into again
-(:class:`~labeldp.errors.ReleaseExistsError`): that would spend the labels' budget a second time. A
-folder whose training did not finish (an error, an interrupt) is continued by the same call: its saved
-release is read back, never drawn again (and recorded, where the run stopped before writing its
-ledger); under other settings it is refused. A folder holding files
-that are not a run's is refused too.
+Files: ``config.json`` (everything the release and training depend on), ``release.npz`` (what left the
+boundary), ``ledger.json``, ``model.pt`` (the model with its hash spec,
+:func:`labeldp.training.sparse.load_sparse_model`) and ``summary.json``; ``.lock`` keeps a second process
+out. The release is saved, then its ledger, before anything is trained on it. A finished folder (with
+``summary.json``) is never released into again (:class:`~labeldp.errors.ReleaseExistsError`: that would
+spend the labels' budget twice); an unfinished one is continued by the same call from its saved release,
+never drawn again, and refused under other settings or holding files that are not a run's.
 """
 
 from __future__ import annotations
@@ -37,13 +30,7 @@ FILES = ("config.json", "release.npz", "ledger.json", "model.pt", "summary.json"
 
 
 class HashedRunFolder:
-    """One run's folder (see the module docstring).
-
-    Parameters
-    ----------
-    root : str or os.PathLike
-        The folder (created if missing).
-    """
+    """One run's folder (see :mod:`labeldp.ads.folder`), created if missing."""
 
     def __init__(self, root):
         self.root = Path(root)
@@ -56,29 +43,13 @@ class HashedRunFolder:
 
     @contextlib.contextmanager
     def open(self, config: dict[str, Any]) -> Iterator[tuple[Release, PrivacyLedger] | None]:
-        """Lock the folder for a run of ``config``, and hand over its saved release (None: none yet).
+        """Lock the folder for a run of ``config`` (JSON-ready: written on a first run, compared on a continued one)
+        and yield its saved ``(release, ledger)``, or None.
 
-        Parameters
-        ----------
-        config : dict
-            The run's configuration, JSON-ready: written on a first run, compared on a continued one.
-
-        Returns
-        -------
-        contextlib.AbstractContextManager
-            Holding the lock, yielding the saved ``(release, ledger)`` or None; the ledger is None where
-            the run stopped after saving its release and before its ledger (the release, on disk, is spent:
-            the caller records it).
-
-        Raises
-        ------
-        labeldp.errors.ReleaseExistsError
-            If the run is finished, or its release was made under another configuration.
-        labeldp.errors.RunDirectoryError
-            If the folder holds other files, or a file is in its place, or its ledger records a release whose
-            file is missing.
-        labeldp.errors.RunLockedError
-            If another process holds the lock.
+        The ledger is None where the run stopped between saving its release and its ledger: the release on disk
+        is spent, and the caller records it. Raises :class:`~labeldp.errors.ReleaseExistsError` for a finished run
+        or a release made under another configuration, :class:`~labeldp.errors.RunDirectoryError` for a folder
+        that is not a run's or whose ledger's release file is missing.
         """
         if self.root.exists() and not self.root.is_dir():
             raise RunDirectoryError(f"cannot create the run folder {self.root}: a file is in the way")
@@ -116,47 +87,17 @@ class HashedRunFolder:
         return release, PrivacyLedger.load(self.ledger_path) if self.ledger_path.exists() else None
 
     def save_release(self, release: Release, ledger: PrivacyLedger) -> None:
-        """Save the release, then its ledger (the ledger's presence marks a saved release).
-
-        Parameters
-        ----------
-        release : Release
-            What left the boundary.
-        ledger : PrivacyLedger
-            The ledger it was recorded on.
-        """
+        """Save the release, then its ledger (whose presence marks a saved release)."""
         write_atomic(self.release_path, lambda path: np.savez(path, **release.to_arrays()))
         ledger.save(self.ledger_path)
 
     def finish(self, summary: dict[str, Any]) -> None:
-        """Write ``summary.json``: the run is finished (the model must be written before).
-
-        Parameters
-        ----------
-        summary : dict
-            JSON-ready figures.
-        """
+        """Write ``summary.json``, which marks the run finished (the model is written before)."""
         write_json_atomic(self.summary_path, summary)
 
 
 def read_summary(root) -> dict[str, Any]:
-    """The summary of a finished run.
-
-    Parameters
-    ----------
-    root : str or os.PathLike
-        The run folder.
-
-    Returns
-    -------
-    dict
-        ``summary.json``.
-
-    Raises
-    ------
-    labeldp.errors.RunDirectoryError
-        If the folder holds no finished run.
-    """
+    """The ``summary.json`` of a finished run."""
     folder = HashedRunFolder(root)
     if not folder.summary_path.exists() or not folder.model_path.exists():
         raise RunDirectoryError(f"{root} holds no finished run of the ads route (summary.json, model.pt)")

@@ -1,37 +1,32 @@
-"""Models from a source's aggregate reports: noisy positive counts per key, with the noise scale and the
-contribution bound the source states (the summary reports of a browser's or an operating system's
-measurement API).
+"""Models from a source's aggregate reports: noisy positive counts per key, with the noise scale and
+contribution bound the source states (a measurement API's summary reports).
 
 **The report table**, one row per key (Parquet or CSV):
 
 ``slot``
-    the slot the key belongs to, as the hash spec names it: a column (``advertiser``) or a cross's
-    columns joined by ``:`` or ``x`` (``advertiser:site``);
+    the key's slot as the hash spec names it: a column (``advertiser``) or a cross's columns joined by
+    ``:`` or ``x`` (``advertiser:site``);
 one column per categorical column of the spec
-    the key's value in each of its slot's columns (other columns empty); of the type the impressions
-    table gives the column (cast to it here);
+    the key's value in each of its slot's columns (others empty), cast to the impressions table's type;
 ``noisy_positives``
     the key's positive count plus the source's noise;
 ``rows``
-    the key's number of rows (impressions): public;
+    the key's number of impressions (public);
 ``scale``
-    b, the scale of the Laplace noise the source added to the count;
+    b, the scale of the Laplace noise added to the count;
 ``contribution``
-    C, the most one privacy unit (the source's: a user, a device) can change the whole set of counts,
-    in L1 norm, as the source states it.
+    C, the most one of the source's units (a user, a device) can change the whole set of counts, in L1.
 
-The keys are hashed with the run's spec into buckets (keys that collide are summed), and the counts'
-post-processing (:class:`~labeldp.training.from_counts.CountStatistics`: the base rate, empirical-Bayes
-bucket rates) and the logistic fit from counts (:func:`labeldp.ads.train.fit_counts`) follow, on the
-public impressions table. Nothing is drawn; the ledger records the source's statement
-(:func:`~labeldp.boundary.release_external_counts`): epsilon = max C / min b, pure, per the source's unit.
+Keys are hashed with the run's spec (colliding keys summed) and fitted as counts
+(:func:`labeldp.ads.train.fit_counts`) on the public impressions table. Nothing is drawn: the ledger
+records the source's statement (:func:`~labeldp.boundary.release_external_counts`), epsilon = max C /
+min b, pure, per the source's unit.
 
-**What the source must guarantee** for that epsilon to hold: every count of the table received
-independent Laplace noise of scale b (at least the smallest ``scale``), and C bounds the L1 change of
-the *whole* table of true counts (every key of every slot together) when one unit's conversions change.
-A bound stated per key, or per report of a series, is not that: a unit that reaches k keys changes the
-table by up to k C, and the epsilon printed would be k times too small. Reports of the same units
-released again (another window, another query) compose: give them to one ledger, or add their epsilons.
+**It holds only if** every count received independent Laplace noise of scale at least b and C bounds
+the L1 change of the *whole* table (every key of every slot) when one unit's conversions change. A bound
+per key or per report is not that: a unit reaching k keys changes the table by up to k C, and the printed
+epsilon would be k times too small. Reports of the same units released again (another window) compose:
+give them to one ledger, or add their epsilons.
 """
 
 from __future__ import annotations
@@ -56,26 +51,8 @@ REPORT_COLUMNS = ("slot", "noisy_positives", "rows", "scale", "contribution")
 
 
 def read_reports(reports, spec: HashSpec, types: dict[str, pa.DataType] | None = None) -> dict[str, Any]:
-    """The reports' keys hashed into the spec's buckets, their counts summed per bucket.
-
-    Parameters
-    ----------
-    reports : str, os.PathLike, pandas.DataFrame or pyarrow.Table
-        The report table (module docstring).
-    spec : HashSpec
-        The run's slots.
-    types : dict or None, optional
-        The impressions table's type of each column (the keys are cast to it).
-
-    Returns
-    -------
-    dict
-        ``positives``, ``sizes`` and ``variance`` per bucket (num_buckets,), and ``epsilon``: max C / min b.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a column is missing, a slot is not the spec's, a value is missing or invalid.
+    """The reports' keys hashed into the spec's buckets (cast to the impressions table's ``types``): per bucket
+    ``positives``, ``sizes`` and ``variance``, and ``epsilon`` = max C / min b.
     """
     frame = _report_table(reports)
     missing = [name for name in (*REPORT_COLUMNS, *spec.columns) if name not in frame.column_names]
@@ -138,20 +115,8 @@ def _cast(values: pa.ChunkedArray, kind: pa.DataType | None) -> pa.Array:
 
 
 def report_statistics(found: dict[str, Any], spec: HashSpec) -> CountStatistics:
-    """The counts' post-processing of :func:`read_reports`' buckets (the noise variance: its mean over the
-    buckets that hold a report).
-
-    Parameters
-    ----------
-    found : dict
-        :func:`read_reports`' arrays.
-    spec : HashSpec
-        The run's slots.
-
-    Returns
-    -------
-    CountStatistics
-        The statistics :func:`labeldp.ads.train.fit_counts` fits from.
+    """The counts' post-processing of :func:`read_reports`' buckets, the noise variance averaged over the
+    buckets that hold a report.
     """
     sizes, positives = np.asarray(found["sizes"]), np.asarray(found["positives"])
     positives = np.where(sizes > 0, positives, 0.0)
@@ -164,36 +129,13 @@ def report_statistics(found: dict[str, Any], spec: HashSpec) -> CountStatistics:
 
 
 def fit_from_reports(table, out, *, reports, spec: HashSpec, **options) -> dict[str, Any]:
-    """Fit the logistic regression from a source's aggregate reports, on the public impressions ``table``,
-    into the run folder ``out``; the ledger records the source's stated guarantee (module docstring).
+    """Fit the logistic regression from a source's aggregate ``reports`` on the public impressions ``table``
+    (Parquet), into the run folder ``out``; the ledger records the source's stated guarantee (see
+    :mod:`labeldp.ads.reports`).
 
-    Parameters
-    ----------
-    table : str or os.PathLike
-        The impressions (public columns only are read): a Parquet file or folder.
-    out : str or os.PathLike
-        The run folder.
-    reports : str, os.PathLike, pandas.DataFrame or pyarrow.Table
-        The report table.
-    spec : HashSpec
-        The slots; every slot the reports name must be one of them.
-    **options
-        :class:`~labeldp.config.hashed.HashedConfig`'s training settings (``route`` is ``"reports"``; no
-        privacy unit: the source bounds its own units' contributions).
-
-    Returns
-    -------
-    dict
-        The summary written to ``summary.json``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If a privacy unit is asked for.
-    labeldp.errors.DataError
-        If the reports are malformed (before anything is recorded).
-    labeldp.errors.ReleaseExistsError
-        As :func:`labeldp.ads.fit_hashed`.
+    ``options`` are :class:`~labeldp.config.hashed.HashedConfig`'s training settings, without a privacy
+    unit: the source bounds its own units. Malformed reports are refused before anything is recorded;
+    returns the summary written to ``summary.json``.
     """
     config = HashedConfig(**{**options, "route": "reports"})
     if config.unit_column is not None:

@@ -1,17 +1,10 @@
 """The ads route as one call: a Parquet table of impressions, its labels released once through the
-boundary, a hashed model trained out of core on the release, a run folder
+boundary, a hashed model trained out of core on the release into a run folder
 (:mod:`labeldp.ads.folder`), and predictions on new rows hashed the same way.
 
-- :func:`fit_hashed`: labeldp's own release, noisy label counts over every bucket (``route="counts"``)
-  or randomized response on every label (``route="rr"``), at ``epsilon`` per privacy unit;
-- :func:`fit_from_noisy_source`: labels a source randomized before labeldp saw them (a flip rate, a
-  randomized-response matrix), recorded with the guarantee the source states, nothing drawn;
-- :func:`labeldp.ads.reports.fit_from_reports`: a source's aggregate reports (noisy counts per key);
-- :func:`predict_hashed`: a finished run's probabilities for the rows of a table.
-
 With a unit column the ledger composes per unit (a user's rows are protected together); with
-``max_rows_per_unit`` = m at most m rows of each unit are released, chosen by the public seed, and each
-row's epsilon is about epsilon / m. ``summary.json`` gives both.
+``max_rows_per_unit`` = m at most m rows of a unit are released, chosen by the public seed, each row's
+epsilon then about epsilon / m. ``summary.json`` gives both.
 """
 
 from __future__ import annotations
@@ -79,42 +72,16 @@ def fit_hashed(
     noise: NoiseSource | None = None,
     **options,
 ) -> dict[str, Any]:
-    """Release the label column once (noisy counts or randomized response), train a hashed model on the
-    release out of core, and write the run folder ``out``.
+    """Release the label column once, train a hashed model on the release out of core, and write the run
+    folder ``out``: epsilon-label-DP per privacy unit (per row without a unit column).
 
-    Parameters
-    ----------
-    table : str or os.PathLike
-        A Parquet file or folder: the impressions, their categorical columns public, the label private.
-    out : str or os.PathLike
-        The run folder: new, or a run of the same settings whose training did not finish.
-    label_column : str
-        The private label column.
-    classes : sequence
-        The two label values, the positive second.
-    spec : HashSpec
-        The hashed slots (:func:`labeldp.ads.hash_spec`).
-    epsilon : float
-        The privacy parameter per privacy unit (per row without a unit column), > 0.
-    noise : NoiseSource or None, optional
-        Where the noise comes from (default: fresh OS entropy).
-    **options
-        :class:`~labeldp.config.hashed.HashedConfig`'s fields: ``route`` (``"counts"``, ``"rr"``),
-        ``model``, ``unit_column``, ``max_rows_per_unit``, the training settings.
-
-    Returns
-    -------
-    dict
-        The summary written to ``summary.json``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        For invalid settings (checked before anything is drawn).
-    labeldp.errors.DataError
-        If the table lacks a column, or a label is outside the classes (before anything is released).
-    labeldp.errors.ReleaseExistsError
-        If ``out`` holds a finished run, or a release made under other settings.
+    ``table`` is a Parquet file or folder, its categorical columns public; ``classes`` the two label values,
+    the positive second; ``spec`` the hashed slots (:func:`labeldp.ads.hash_spec`); ``options``
+    :class:`~labeldp.config.hashed.HashedConfig`'s fields: ``route`` (``"counts"``: noisy label counts over
+    every bucket; ``"rr"``: randomized response on every label), ``model``, ``unit_column``,
+    ``max_rows_per_unit``, the training settings. ``out`` is new, or an unfinished run of the same settings,
+    continued from its saved release (:class:`~labeldp.errors.ReleaseExistsError` otherwise). Settings and
+    labels are checked before anything is drawn. Returns the summary written to ``summary.json``.
     """
     config = HashedConfig(**options)
     if config.route not in ("counts", "rr"):
@@ -150,20 +117,8 @@ def fit_hashed(
 
 
 def label_stream(rank: int, world: int) -> tuple[int, ...]:
-    """The ids of the noise stream from which a rank draws its rows' labels: none in one process (the
-    stream of :meth:`~labeldp.randomness.NoiseSource.generator` ``("label-release")``), ``(world, rank)``
-    under ``torchrun``, so that no two ranks draw from the same stream (with an insecure seed each is a
-    stream of its own; fresh entropy or ChaCha20 is a new stream in every process anyway).
-
-    Parameters
-    ----------
-    rank, world : int
-        The rank and the number of ranks.
-
-    Returns
-    -------
-    tuple of int
-        The stream's ids.
+    """The ids of the noise stream a rank draws its rows' labels from: none in one process, ``(world, rank)``
+    under ``torchrun``, so that no two ranks draw from one stream.
     """
     return (world, rank) if world > 1 else ()
 
@@ -179,45 +134,14 @@ def fit_from_noisy_source(
     stated_epsilon: float | None = None,
     **options,
 ) -> dict[str, Any]:
-    """Train on labels a source randomized before labeldp saw them (event-level reports with a published
-    flip rate or randomized-response matrix), debiased through that channel; the ledger records the
-    guarantee the source states (:func:`~labeldp.boundary.release_external_labels`), nothing is drawn.
+    """Train on labels a source randomized before labeldp saw them, debiased through its ``channel``; the
+    ledger records the guarantee the source states (:func:`~labeldp.boundary.release_external_labels`),
+    nothing is drawn.
 
-    The guarantee holds only if the source's statement is true: labeldp cannot check how the labels were
-    randomized. A source's reports are not bounded per unit by the source: with a unit column, the ledger
-    composes the reports of each unit that the training reads (at most ``max_rows_per_unit`` of them).
-
-    Parameters
-    ----------
-    table : str or os.PathLike
-        A Parquet file or folder whose ``label_column`` holds the reports.
-    out : str or os.PathLike
-        The run folder.
-    label_column : str
-        The reported labels.
-    classes : sequence
-        The two label values, the positive second.
-    spec : HashSpec
-        The hashed slots.
-    channel : str or array_like
-        The source's channel: ``"flip:RATE"``, ``"rr:EPSILON"``, or a (2, 2) matrix M[y, z] = Pr[z | y]
-        (as JSON text or an array).
-    stated_epsilon : float or None, optional
-        The epsilon the source states per label, at least its channel's (default: the channel's).
-    **options
-        :class:`~labeldp.config.hashed.HashedConfig`'s fields (``route`` is ``"source"``).
-
-    Returns
-    -------
-    dict
-        The summary written to ``summary.json``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        For an invalid channel, stated epsilon or setting, before anything is recorded.
-    labeldp.errors.ReleaseExistsError
-        As :func:`fit_hashed`.
+    It holds only if the source's statement is true. ``channel`` is ``"flip:RATE"``, ``"rr:EPSILON"`` or a
+    (2, 2) matrix M[y, z] = Pr[z | y]; ``stated_epsilon`` is at least the channel's. The source does not
+    bound its reports per unit: with a unit column the ledger composes each unit's reports that training
+    reads (at most ``max_rows_per_unit``). Other arguments as :func:`fit_hashed`.
     """
     config = HashedConfig(**{**options, "route": "source"})
     classes = _classes(classes)
@@ -262,36 +186,14 @@ def run_route(
     private: bool,
     shared_draw: bool = False,
 ) -> dict[str, Any]:
-    """Release once into the run folder ``out`` (or read the release back), train, write the model and summary.
+    """Release once into the run folder ``out`` (or read the release back), train, write the model and
+    summary; returns the summary on every rank.
 
-    Under ``torchrun`` (a ``table`` read data-parallel) rank 0 alone locks, reads and writes the folder
-    and records the release; every rank trains on its own row groups and gets the release and the
-    summary from rank 0.
-
-    Parameters
-    ----------
-    table : HashedTable
-        The table.
-    out : str or os.PathLike
-        The run folder.
-    config : HashedConfig
-        The settings.
-    facts : dict
-        The route's own facts for ``config.json`` and the summary (columns, epsilon, channel...).
-    draw : callable
-        ``draw(ledger, members) -> Release``: the one release, recorded on ``ledger``.
-    train : callable
-        ``train(table, release, config) -> (model, history, rate)``.
-    private : bool
-        Whether the release's noise is secret (False for an insecure seed: said in the summary).
-    shared_draw : bool, optional
-        Whether ``draw`` runs on every rank, each drawing or counting its own rows and rank 0 recording
-        the release (None elsewhere); otherwise rank 0 alone calls it (default False).
-
-    Returns
-    -------
-    dict
-        The summary (on every rank).
+    ``draw(ledger, members)`` makes the one release, recorded on ``ledger``; ``train(table, release,
+    config)`` returns (model, history, rate); ``private`` is False for an insecure seed (said in the
+    summary). Under ``torchrun`` rank 0 alone locks, reads and writes the folder and records the release;
+    every rank trains on its own row groups. With ``shared_draw``, ``draw`` runs on every rank, each on its
+    own rows, and rank 0 records the release; otherwise rank 0 alone calls it.
     """
     started = time.perf_counter()
     settings = {"table": str(table.source), "spec": table.spec.to_dict(), **facts, **dataclasses.asdict(config)}
@@ -350,8 +252,9 @@ def _run_route(table, config, out, facts, draw, train, private, shared_draw, sta
 def _opened(
     stack: contextlib.ExitStack, folder: HashedRunFolder, settings: dict, ledger: PrivacyLedger, route: str
 ) -> tuple[Release, PrivacyLedger] | None:
-    """Lock ``folder`` (held by ``stack``) and hand over its saved release and ledger, or None. A release
-    saved without its ledger (a run stopped between the two) is spent: it is recorded now, never drawn again."""
+    """Lock ``folder`` (held by ``stack``) and hand over its saved release and ledger, or None; a release saved
+    without its ledger is spent, so it is recorded now, never drawn again.
+    """
     saved = stack.enter_context(folder.open(settings))
     if saved is not None and saved[1] is None:
         release = saved[0]
@@ -362,8 +265,7 @@ def _opened(
 
 
 def _drawn(folder: HashedRunFolder, release: Release, ledger: PrivacyLedger, spending) -> Release:
-    """Save the release just drawn (before anything trains on it), put it on its dataset's ledger, and
-    hand it over."""
+    """Save the release just drawn, before anything trains on it, and put it on its dataset's ledger."""
     folder.save_release(release, ledger)
     if spending is not None:
         ledger_of_dataset, planned = spending
@@ -373,8 +275,9 @@ def _drawn(folder: HashedRunFolder, release: Release, ledger: PrivacyLedger, spe
 
 
 def _dataset_spending(table, config, facts: dict, out) -> tuple[DatasetLedger, Spend] | None:
-    """The ledger of the table's dataset and this run's planned spend, checked against
-    ``--total-epsilon`` before anything is drawn; None where labeldp draws nothing (a source's labels)."""
+    """The table's dataset ledger and this run's planned spend, checked against ``--total-epsilon`` before
+    anything is drawn; None where labeldp draws nothing (a source's labels).
+    """
     if facts.get("epsilon") is None:
         return None
     names = pq.read_schema(parquet_files(table.source)[0]).names
@@ -410,9 +313,9 @@ def _summary(table, config, facts, release, ledger, history, rate) -> dict[str, 
 
 
 def _quality(model, table: HashedTable, release: Release, config: HashedConfig, facts: dict) -> dict[str, Any]:
-    """The trained model's AUC and log-loss: exact on a public test table; else estimated, with their
-    intervals, from the released labels of the rows it trained on (in-sample); else none (a release of
-    counts holds no row's label)."""
+    """The model's AUC and log-loss: exact on a public test table; else estimated with intervals from the
+    released labels it trained on (in-sample); else none (counts hold no row's label).
+    """
     if config.test_table is not None:
         domain = LabelDomain(facts["classes"])
         labels = arrow_positions(domain, pa.array(read_column(config.test_table, facts["label_column"])), "test table")
@@ -443,28 +346,8 @@ def _probabilities(model, source, spec: HashSpec, block_rows: int) -> np.ndarray
 
 
 def predict_hashed(folder, table, block_rows: int = DEFAULT_BLOCK_ROWS) -> np.ndarray:
-    """The positive class's probability for every row of ``table``, hashed as the run's training rows were.
-
-    Parameters
-    ----------
-    folder : str or os.PathLike
-        A finished run folder.
-    table : str or os.PathLike
-        A Parquet file or folder with the run's categorical columns.
-    block_rows : int, optional
-        Rows read at a time.
-
-    Returns
-    -------
-    numpy.ndarray
-        (rows,) probabilities, in table order.
-
-    Raises
-    ------
-    labeldp.errors.RunDirectoryError
-        If ``folder`` holds no finished run.
-    labeldp.errors.DataError
-        If the table lacks a hashed column.
+    """The positive class's probability for every row of ``table``, in table order, hashed as the run's
+    training rows were.
     """
     read_summary(folder)
     model, spec = load_sparse_model(HashedRunFolder(folder).model_path)

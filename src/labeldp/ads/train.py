@@ -1,10 +1,7 @@
 """The ads route's pieces below its run folder: a hashed Parquet table and its public facts, the two
-releases drawn on it, and the training of a hashed model on what a release gives (labels through their
-channel, or noisy counts), calibrated.
-
-:func:`labeldp.ads.fit_hashed` composes them into a run folder; ``benchmarks/ads_scale.py`` composes
-them into its table of routes. Everything here after a release reads public columns and released
-quantities only: post-processing.
+releases drawn on it, and the calibrated training of a hashed model on a release (labels through their
+channel, or noisy counts). Everything after a release reads public columns and released quantities only:
+post-processing.
 """
 
 from __future__ import annotations
@@ -41,30 +38,10 @@ def hash_spec(
     slot_bits: Mapping[str, int] | None = None,
     seed: int = 0,
 ) -> HashSpec:
-    """The slots of an ads table: each categorical column, then each declared cross.
+    """The slots of an ads table: each categorical column, then each declared cross (two or more columns).
 
-    Parameters
-    ----------
-    columns : sequence of str
-        The categorical columns, each its own slot.
-    crosses : sequence of sequence of str, optional
-        The crosses, each two or more columns (``("advertiser", "site")``).
-    bits : int, optional
-        A slot's buckets, ``2 ** bits``, where ``slot_bits`` does not name it.
-    slot_bits : Mapping of str to int or None, optional
-        Bits by slot: a column, or a cross's columns joined by ``":"`` (``"advertiser:site"``) or ``"x"``.
-    seed : int, optional
-        The hash's public seed.
-
-    Returns
-    -------
-    HashSpec
-        The slots, in that order.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If a cross has fewer than two columns, a slot repeats, or ``slot_bits`` names no slot.
+    A slot has ``2 ** bits`` buckets unless ``slot_bits`` names it: a column, or a cross's columns joined by
+    ``":"`` (``"advertiser:site"``) or ``"x"``. ``seed`` is the hash's public seed.
     """
     groups = [(column,) for column in columns] + [tuple(cross) for cross in crosses]
     if any(len(cross) < 2 for cross in crosses):
@@ -89,9 +66,8 @@ class HashedTable:
     block_rows : int
         Rows per block.
     data_parallel : bool, optional
-        Under ``torchrun``, join the process group (gloo: the route runs on the CPU): this rank then reads
-        its own row groups only (``rank`` of ``world``), the buckets' sizes are summed over the ranks
-        and the sample joins every rank's (default False: one process reads every row).
+        Under ``torchrun``, join the process group (gloo, on the CPU): this rank then reads its own row
+        groups only (``rank`` of ``world``), and the buckets' sizes and the sample join every rank's.
     """
 
     source: Path
@@ -108,66 +84,25 @@ class HashedTable:
         self.rank, self.world = (distributed.rank(), distributed.world_size()) if shared else (0, 1)
 
     def check_columns(self, *columns: str | None) -> None:
-        """Refuse a table without the spec's columns and ``columns`` (before anything is drawn).
-
-        Parameters
-        ----------
-        *columns : str or None
-            Further columns the run reads (None: none).
-
-        Raises
-        ------
-        labeldp.errors.DataError
-            Naming the missing columns.
-        """
+        """Refuse, before anything is drawn, a table without the spec's columns and ``columns``, naming them."""
         present = set(pq.read_schema(parquet_files(self.source)[0]).names)
         missing = [name for name in (*self.spec.columns, *columns) if name is not None and name not in present]
         if missing:
             raise DataError(f"{self.source} lacks the columns {missing}")
 
     def blocks(self, columns: Sequence[str] = ()) -> Iterator[HashedBlock]:
-        """The table's hashed blocks (:func:`~labeldp.data.hashing.hashed_blocks`).
-
-        Parameters
-        ----------
-        columns : sequence of str, optional
-            Other columns handed over with each block.
-
-        Returns
-        -------
-        iterator of HashedBlock
-            The blocks of this rank's row groups, in table order.
-        """
+        """This rank's hashed blocks in table order, with ``columns`` handed over beside each."""
         return hashed_blocks(self.source, self.spec, self.block_rows, columns, self.rank, self.world)
 
     @functools.cached_property
     def sizes(self) -> np.ndarray:
-        """(num_buckets,) the rows of every bucket (public), summed over the ranks.
-
-        Returns
-        -------
-        numpy.ndarray
-            (num_buckets,) int64, each bucket's rows, counted from the hashed features alone (no label is read);
-            data-parallel, the sum of every rank's counts, the same on every rank.
-        """
+        """Each bucket's rows (public: counted from the hashed features alone), summed over the ranks."""
         sizes = bucket_sizes(self.blocks(), self.spec.num_buckets)
         return sizes if self.world == 1 else distributed.all_reduce_sum(torch.from_numpy(sizes)).numpy()
 
     def sample(self, members: np.ndarray | None = None, rows: int = CALIBRATION_ROWS) -> list[np.ndarray]:
-        """The buckets of the first ``rows`` members (a sample of public rows, to fit or calibrate on).
-
-        Parameters
-        ----------
-        members : numpy.ndarray or None, optional
-            (rows,) boolean: the rows sampled from (default: all).
-        rows : int, optional
-            At least this many rows are taken, in whole blocks (or all there are); data-parallel, each
-            rank takes its share of them from its own row groups and every rank gets every rank's.
-
-        Returns
-        -------
-        list of numpy.ndarray
-            (rows, F) buckets, by block (by rank, then block), the same on every rank.
+        """The buckets of at least ``rows`` of ``members`` (all rows by default), in whole blocks: public rows to fit
+        or calibrate on, every rank's share gathered on every rank.
         """
         found, taken = [], 0
         for block in self.blocks():
@@ -182,22 +117,8 @@ class HashedTable:
 
 
 def unit_members(table: HashedTable, config: HashedConfig) -> tuple[PrivacyLedger, np.ndarray]:
-    """The ledger of the table's rows (per privacy unit where ``config`` names a unit column) and the rows
-    a release reads (at most ``config.max_rows_per_unit`` of each unit, chosen by the public seed).
-
-    Parameters
-    ----------
-    table : HashedTable
-        The table.
-    config : HashedConfig
-        The unit column, the bound and the seed.
-
-    Returns
-    -------
-    ledger : PrivacyLedger
-        An empty ledger over the table's rows.
-    members : numpy.ndarray
-        The rows kept, sorted positions.
+    """An empty ledger over the table's rows (per privacy unit where ``config`` names a unit column) and the
+    sorted rows a release reads (at most ``config.max_rows_per_unit`` a unit, chosen by the public seed).
     """
     if config.route in ("counts", "rr"):  # labeldp draws: a row held twice would be released twice
         files = parquet_files(table.source)
@@ -221,32 +142,8 @@ def release_counts(
     rng: RandomSource,
     tag=None,
 ) -> Release:
-    """Noisy label counts of every bucket, streamed (:func:`~labeldp.boundary.release_hashed_counts`).
-
-    Parameters
-    ----------
-    table : HashedTable
-        The table.
-    label_column : str
-        The private label column.
-    classes : sequence
-        The two classes, the positive second.
-    ledger : PrivacyLedger
-        The ledger it is recorded on.
-    members : numpy.ndarray
-        The rows counted.
-    epsilon : float
-        Per privacy unit.
-    rng : RandomSource
-        The noise.
-    tag : str or None, optional
-        The ledger entry's tag.
-
-    Returns
-    -------
-    Release or None
-        ``arrays["counts"]`` and ``arrays["sizes"]``; data-parallel, each rank counts its own row groups
-        and rank 0 alone sums, draws and records (the others get None).
+    """Noisy label counts of every bucket, streamed (:func:`~labeldp.boundary.release_hashed_counts`): each rank
+    counts its own row groups and rank 0 alone sums, draws and records (the others get None).
     """
     blocks = labelled_blocks(table.source, table.spec, label_column, classes, table.block_rows, table.rank, table.world)
     spec, gather = table.spec, distributed.gather_to_main if table.world > 1 else None
@@ -256,20 +153,8 @@ def release_counts(
 
 
 def channel_matrix(labels: np.ndarray, likelihood: np.ndarray) -> np.ndarray:
-    """The (2, 2) channel M[y, z] = Pr[released z | y] shared by released labels (RR, a source's flips),
-    read off their likelihood rows (row i's is M[:, z_i]).
-
-    Parameters
-    ----------
-    labels : numpy.ndarray
-        (n,) the released labels, 0 or 1.
-    likelihood : numpy.ndarray
-        (n, 2) their likelihood rows.
-
-    Returns
-    -------
-    numpy.ndarray
-        (2, 2) the channel (a column no label shows is the complement of the other).
+    """The (2, 2) channel M[y, z] = Pr[released z | y] that released labels share (RR, a source's flips), read
+    off their likelihood rows; a column no label shows is the other's complement.
     """
     matrix = np.full((2, 2), np.nan)
     for value in (0, 1):
@@ -283,41 +168,16 @@ def channel_matrix(labels: np.ndarray, likelihood: np.ndarray) -> np.ndarray:
 
 
 def channel_rate(labels: np.ndarray, matrix: np.ndarray) -> float:
-    """The positive rate estimated, unbiased, from released labels through their channel: the released
-    positive share q = r M[1, 1] + (1 - r) M[0, 1], solved for r (clipped to [RATE_FLOOR, 1 - RATE_FLOOR]).
-
-    Parameters
-    ----------
-    labels : numpy.ndarray
-        (n,) the released labels.
-    matrix : numpy.ndarray
-        (2, 2) their channel.
-
-    Returns
-    -------
-    float
-        The estimate.
+    """The positive rate estimated, unbiased, from released labels: the released positive share q = r M[1, 1] +
+    (1 - r) M[0, 1] solved for r, clipped to [RATE_FLOOR, 1 - RATE_FLOOR].
     """
     gap = max(matrix[1, 1] - matrix[0, 1], 1e-6)
     return float(np.clip((np.mean(labels == 1) - matrix[0, 1]) / gap, RATE_FLOOR, 1 - RATE_FLOOR))
 
 
 def new_model(kind: str, num_buckets: int, config: HashedConfig) -> torch.nn.Module:
-    """A hashed model, its factors drawn from the public seed (torch's global generator is left as it was).
-
-    Parameters
-    ----------
-    kind : str
-        ``"lr"`` or ``"fm"``.
-    num_buckets : int
-        The index space's size.
-    config : HashedConfig
-        The seed and the factors' dimension.
-
-    Returns
-    -------
-    torch.nn.Module
-        A :class:`~labeldp.models.sparse.HashedLogistic` or :class:`~labeldp.models.sparse.HashedFM`.
+    """A hashed model (``"lr"`` or ``"fm"``), its factors drawn from the public seed, torch's global generator
+    left as it was.
     """
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
@@ -327,32 +187,12 @@ def new_model(kind: str, num_buckets: int, config: HashedConfig) -> torch.nn.Mod
 def train_on_channel(
     table: HashedTable, kind: str, release: Release, config: HashedConfig
 ) -> tuple[torch.nn.Module, list[dict], float]:
-    """A model trained with the forward loss on released labels (RR's, a source's), its intercept calibrated.
+    """A model trained with the forward loss on released labels, returned with its history and the rate
+    estimated from the release.
 
-    The penalty grows by 1 / (M[1, 1] - M[0, 1])^2 (a label through the channel keeps that share of its
-    information: (2p - 1)^2 under randomized response keeping it with probability p); the intercept is
-    then shifted so that the mean prediction over the first released rows is the rate estimated through
-    the channel (:func:`channel_rate`). Both are functions of the release: post-processing.
-
-    Parameters
-    ----------
-    table : HashedTable
-        The table the labels were released from.
-    kind : str
-        ``"lr"`` or ``"fm"``.
-    release : Release
-        Its ``members``, ``labels`` and ``likelihood``.
-    config : HashedConfig
-        The training settings.
-
-    Returns
-    -------
-    model : torch.nn.Module
-        The model.
-    history : list of dict
-        One record per epoch.
-    rate : float
-        The rate estimated from the release.
+    The penalty grows by 1 / (M[1, 1] - M[0, 1])^2 (the share of a label's information that survives the
+    channel: (2p - 1)^2 under RR keeping it with probability p), and the intercept is shifted so the mean
+    prediction over the first released rows is :func:`channel_rate`'s. Both are functions of the release.
     """
     matrix = channel_matrix(release.labels, release.likelihood)
     rate = channel_rate(release.labels, matrix)
@@ -378,30 +218,12 @@ def fit_counts(
     sizes: np.ndarray | None = None,
     after_log_odds: Callable[[torch.nn.Module], None] | None = None,
 ) -> tuple[torch.nn.Module, list[dict]]:
-    """The logistic regression fitted from noisy counts: the log-odds model, then the counts' likelihood
-    trained out of core from it, the intercept calibrated to the counts' base rate.
+    """The logistic regression from noisy counts: the log-odds model, trained further out of core on the counts'
+    likelihood, its intercept calibrated to their base rate.
 
-    Parameters
-    ----------
-    table : HashedTable
-        The table the counts describe.
-    statistics : CountStatistics
-        The counts' post-processing.
-    members : numpy.ndarray or None
-        (rows,) boolean: the rows counted (None: all).
-    config : HashedConfig
-        The training settings (the ``"counts"`` ones).
-    sizes : numpy.ndarray or None, optional
-        The buckets' sizes for the penalty (default: the counts').
-    after_log_odds : callable or None, optional
-        Called with the log-odds model before it is trained further (a benchmark scores it).
-
-    Returns
-    -------
-    model : HashedLogistic
-        The model.
-    history : list of dict
-        One record per epoch.
+    ``members`` marks the rows counted (None: all); ``sizes`` the buckets' sizes for the penalty (default the
+    counts'); ``after_log_odds`` is called with the log-odds model before further training (a benchmark
+    scores it).
     """
     sample = table.sample(members)
     model = log_odds_model(statistics, sample)
