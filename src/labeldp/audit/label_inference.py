@@ -1,29 +1,16 @@
 """Label-inference audits: plant canary labels, attack what was released, bound epsilon from below.
 
-- :func:`audit_mechanism` audits a label mechanism directly: canary labels are drawn uniformly from
-  the K classes, the mechanism releases them, and the attacker guesses the released label. For RR
-  this attacker is optimal, so the bound approaches the mechanism's true epsilon as canaries grow.
-- :func:`audit_config` audits a whole training recipe: it copies the dataset and plants canaries,
-  trains exactly as the recipe does in a separate directory with its own ledger, and guesses each
-  canary's label from the model's confidence, abstaining below several thresholds. Canaries are
-  either ``mislabeled`` (default): random training examples given a random label other than the one
-  the reference model predicts for them (uniform over the K - 1 labels an attacker who sees that
-  public prediction cannot rule out); or ``noise``: extra
-  training examples whose inputs are random noise, with labels
-  uniform over the K classes (no natural class, so a model that memorises labels shows it); for
-  images the noise is drawn at a quarter of the resolution and upsampled, so that it survives the
-  small translations of data augmentation. A well-regularised model mostly generalises past both
-  kinds (on MNIST the non-private recipe audits at about 1.4 with mislabeled canaries, 0.6 with noise).
-  Confidence is calibrated by a *reference* model
-  trained by the same recipe without canaries (as LiRA calibrates membership scores): a candidate
-  label scores log p_audited(c | x) - log p_reference(c | x), so a planted label the model memorised
-  stands out from labels that are merely easy to confuse with the true one.
+:func:`audit_mechanism` audits a label mechanism directly (for RR the attacker is optimal).
+:func:`audit_config` audits a recipe: it trains it with canaries in a folder of its own and guesses
+each canary's label from the model, abstaining below several thresholds. Canaries are ``mislabeled``
+(training examples given a label other than the reference model's prediction: uniform over the K - 1
+an attacker seeing that public prediction cannot rule out) or ``noise`` (extra random-noise inputs
+with uniform labels; for images drawn at a quarter of the resolution so they survive translations).
+A *reference* model of the same recipe without canaries calibrates the scores, as LiRA does:
+log p_audited(c | x) - log p_reference(c | x), so a memorised label stands out from a merely confusable one.
 
-What an audit of a recipe costs: its canary run (and its reference run, when it trains one) releases
-the real training labels of every example that is not a canary once more, with fresh noise (never the
-audited run's). Their ledgers, on the audited examples, are written to ``audit_ledger.json`` and
-composed with the audited run's (:mod:`labeldp.audit.spend`); the attacker reads nothing else of the
-true labels (the label it rules out is the reference model's prediction, not the true one).
+What it costs: its runs release the real labels of every non-canary example again, with fresh noise;
+their ledgers go to ``audit_ledger.json`` (:mod:`labeldp.audit.spend`). The attacker reads no true label.
 """
 
 from __future__ import annotations
@@ -59,25 +46,9 @@ _PROBABILITY_FLOOR = 1e-6
 
 @dataclass
 class ThresholdResult:
-    """What the attacker achieved when answering one fraction of the canaries.
+    """What the attacker achieved answering its most confident ``answer_fraction`` of the canaries.
 
-    Parameters
-    ----------
-    answer_fraction, answered, correct, precision, epsilon_lower_bound
-        The attributes of the same names.
-
-    Attributes
-    ----------
-    answer_fraction : float
-        The fraction of canaries the attacker answered (its most confident guesses).
-    answered : int
-        Number of guesses made.
-    correct : int
-        Number of right guesses.
-    precision : float
-        ``correct / answered``.
-    epsilon_lower_bound : float
-        The bound at this threshold, already at the Bonferroni-corrected level.
+    ``epsilon_lower_bound`` is already at the Bonferroni-corrected level.
     """
 
     answer_fraction: float
@@ -89,21 +60,12 @@ class ThresholdResult:
 
 @dataclass
 class AuditResult:
-    """The best bound over thresholds (already corrected for trying them all) and each threshold's.
-
-    Parameters
-    ----------
-    epsilon_lower_bound, confidence, num_canaries, num_options, thresholds
-        The attributes of the same names.
+    """The best bound over thresholds (already corrected for trying them all), and each threshold's.
 
     Attributes
     ----------
     epsilon_lower_bound : float
-        The largest bound over the thresholds, valid with probability >= ``confidence``.
-    confidence : float
-        The confidence of the bound.
-    num_canaries : int
-        Number of canaries guessed.
+        The largest bound over the thresholds, holding with probability >= ``confidence``.
     num_options : int
         Number of values each secret was uniform over.
     thresholds : list of ThresholdResult
@@ -117,13 +79,7 @@ class AuditResult:
     thresholds: list[ThresholdResult]
 
     def to_dict(self) -> dict[str, Any]:
-        """The result as plain types, for JSON.
-
-        Returns
-        -------
-        dict
-            The fields, the thresholds as a list of dicts.
-        """
+        """The result as plain types, for JSON."""
         return asdict(self)
 
 
@@ -137,34 +93,8 @@ def audit_guesses(
 ) -> AuditResult:
     """Bound epsilon from guesses of secrets uniform over ``num_options`` values.
 
-    At each answer fraction f the attacker answers its ceil(f * n) highest-``scores`` guesses; the
-    reported bound is the largest over fractions, each computed at level (1 - confidence) / #fractions.
-
-    Parameters
-    ----------
-    guesses : numpy.ndarray
-        The attacker's guess for each of the n canaries, shape (n,).
-    secrets : numpy.ndarray
-        The canaries' secret labels, shape (n,).
-    scores : numpy.ndarray
-        The attacker's confidence in each guess, shape (n,) (higher: answered first).
-    num_options : int
-        Number of values each secret was uniform over, >= 2.
-    confidence : float, optional
-        Probability that the bound holds, in (0, 1) (default 0.95).
-    answer_fractions : sequence of float, optional
-        Fractions of the canaries answered (default :data:`ANSWER_FRACTIONS`).
-
-    Returns
-    -------
-    AuditResult
-        The best bound and each fraction's.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the three arrays are not non-empty 1-d arrays of one length, ``confidence`` is not in
-        (0, 1), or ``num_options`` is below 2.
+    At each answer fraction f the attacker answers its ceil(f n) highest-``scores`` guesses; the bound is
+    the largest over fractions, each at level (1 - confidence) / len(answer_fractions).
     """
     guesses, secrets, scores = np.asarray(guesses), np.asarray(secrets), np.asarray(scores, dtype=float)
     if not (guesses.shape == secrets.shape == scores.shape) or guesses.ndim != 1 or guesses.size == 0:
@@ -187,33 +117,9 @@ def audit_mechanism(
     confidence: float = DEFAULT_CONFIDENCE,
     rng: RandomSource = None,
 ) -> AuditResult:
-    """Audit ``mechanism`` (true labels -> released labels) on ``num_canaries`` uniform canary labels.
+    """Audit ``mechanism`` (labels -> released labels) on ``num_canaries`` uniform canary labels.
 
-    The attacker guesses the released label for every canary; the bound uses num_options = K.
-
-    Parameters
-    ----------
-    mechanism : callable
-        Maps a 1-d integer array of labels in [0, num_classes) to the released labels, same shape.
-    num_classes : int
-        K, the number of classes.
-    num_canaries : int
-        Number of canary labels.
-    confidence : float, optional
-        Probability that the bound holds, in (0, 1) (default 0.95).
-    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
-        Source of the canary labels (see :mod:`labeldp.randomness`).
-
-    Returns
-    -------
-    AuditResult
-        The bound, with one threshold (every canary answered).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``confidence`` is not in (0, 1), ``num_classes`` is below 2, ``num_canaries`` is 0, or ``rng``
-        is not an accepted source.
+    The attacker guesses the released label; num_options is K, every canary is answered.
     """
     secrets = as_generator(rng).integers(0, num_classes, size=num_canaries)
     released = np.asarray(mechanism(secrets))
@@ -221,22 +127,7 @@ def audit_mechanism(
 
 
 def noise_canaries(input_shape: tuple[int, ...], count: int, rng: np.random.Generator) -> np.ndarray:
-    """Standard-normal noise inputs; images get 4x4-pixel blocks (robust to small translations).
-
-    Parameters
-    ----------
-    input_shape : tuple of int
-        Shape of one input; (C, H, W) is treated as an image.
-    count : int
-        Number of inputs.
-    rng : numpy.random.Generator
-        The (public) generator.
-
-    Returns
-    -------
-    numpy.ndarray
-        float32 array of shape (count, *input_shape).
-    """
+    """Standard-normal noise inputs; images get 4x4-pixel blocks, which survive small translations."""
     if len(input_shape) != 3:
         return rng.normal(size=(count,) + tuple(input_shape)).astype(np.float32)
     channels, height, width = input_shape
@@ -249,27 +140,10 @@ def guess_canary_labels(
     original_labels: np.ndarray | None = None,
     reference_probabilities: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The attacker: the label with the highest log-probability (minus the reference model's, if given).
+    """The attacker's ``(guesses, scores)``: each example's label of highest log-probability.
 
-    Each example's original label is excluded when ``original_labels`` is given. Probabilities are
-    clipped below at 1e-6 before their logs are taken.
-
-    Parameters
-    ----------
-    probabilities : numpy.ndarray
-        The audited model's class probabilities, shape (n, K).
-    original_labels : numpy.ndarray or None, optional
-        Labels the attacker rules out, shape (n,) (for mislabeled canaries, the reference model's
-        predictions).
-    reference_probabilities : numpy.ndarray or None, optional
-        The reference model's class probabilities, shape (n, K).
-
-    Returns
-    -------
-    guesses : numpy.ndarray
-        The guessed label of each example, shape (n,).
-    scores : numpy.ndarray
-        The score of each guess, shape (n,) (higher: more confident).
+    Minus the reference model's log-probability when given; ``original_labels`` are ruled out. The
+    probabilities are floored at 1e-6 first: far-tail values of two models differ at random.
     """
     scores = np.log(np.clip(probabilities, _PROBABILITY_FLOOR, None))
     if reference_probabilities is not None:
@@ -293,55 +167,23 @@ def audit_config(
     reference_dir: str | Path | None = None,
     canaries: str = CANARY_KINDS[0],
 ) -> dict[str, Any]:
-    """Train ``config`` with planted canaries in ``out_dir/canary_run`` and audit the model.
+    """Train ``config`` with planted canaries in ``out_dir/canary_run`` and audit the model; the report.
 
-    The reference model is the finished run in ``reference_dir`` (same recipe, no canaries; e.g.
-    the audited run itself), else one trained in ``out_dir/reference_run``. Finished runs in
-    ``out_dir`` are read back. Writes ``out_dir/audit.json`` and ``out_dir/audit_ledger.json`` (what
-    the audit's runs released); nothing else is touched.
-
-    The audit's runs release the real training labels again, with fresh noise (see the module
-    docstring): the report's ``spent`` gives the audit's epsilon and, when the reference is the audited
-    run, their composition.
+    The reference is the finished run in ``reference_dir`` (same recipe, no canaries: e.g. the audited
+    run), else one trained in ``out_dir/reference_run``; finished runs in ``out_dir`` are read back. Writes
+    ``audit.json`` and ``audit_ledger.json`` there. Its runs release the real training labels again (see
+    :mod:`labeldp.audit.label_inference`): the report's ``spent`` gives the audit's epsilon and, when the
+    reference is the audited run, their composition.
 
     Parameters
     ----------
-    config : labeldp.runs.RunConfig
-        The recipe to audit.
-    out_dir : str or pathlib.Path
-        The audit's folder.
-    num_canaries : int, optional
-        Number of canaries, in [1, number of training examples] (default 1000).
-    confidence : float, optional
-        Probability that the bound holds, in (0, 1) (default 0.95).
     seed : int, optional
-        Seed of the audit's public stream (which examples become canaries, their planted labels); with a
-        recipe's insecure noise seed it also enters the audit runs' derived noise seeds (default 0).
-    dataset : labeldp.data.LabeledDataset or None, optional
-        The dataset, if not the one ``config`` names.
-    device : str, optional
-        Where to train (default ``"auto"``).
-    progress : bool, optional
-        Show progress bars (default False).
+        Seed of the audit's public stream (canaries, planted labels); with an insecure noise seed it also
+        enters the audit runs' derived noise seeds.
     reference_dir : str or pathlib.Path or None, optional
-        A finished run of the same recipe to use as the reference model.
+        A finished run of the same recipe, the reference model.
     canaries : str, optional
-        ``"mislabeled"`` (default) or ``"noise"`` (see the module docstring).
-
-    Returns
-    -------
-    dict
-        The report written to ``audit.json``: the method, dataset, claimed epsilon (and its label-DP
-        equivalent), the canary kind, the reference run, the canary run's test accuracy and time, the
-        audit's spending (``spent``), the seed, and the fields of :class:`AuditResult`.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``canaries`` or ``num_canaries`` is invalid, or the recipe cannot run.
-    labeldp.errors.LabelDPError
-        Any other error a run raises (e.g. :class:`~labeldp.errors.RunDirectoryError` for a folder in an
-        unexpected state).
+        ``"mislabeled"`` or ``"noise"``.
     """
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
@@ -419,41 +261,12 @@ def _relation(config: RunConfig):
 
 
 def audit_folder(run_dir: str | Path, kind: str, **settings: Any) -> Path:
-    """Where an audit of ``run_dir`` with these settings keeps its runs.
-
-    One folder per setting, so a second audit with other canaries never reads the first one's runs back
-    as its own.
-
-    Parameters
-    ----------
-    run_dir : str or pathlib.Path
-        The audited run's folder.
-    kind : str
-        The kind of audit (for a label audit, its canary kind).
-    **settings
-        The settings that name the folder.
-
-    Returns
-    -------
-    pathlib.Path
-        ``run_dir/audit/<kind>-<name><value>-...``, the settings sorted by name.
-    """
+    """``run_dir/audit/<kind>-<name><value>-...``: one folder per setting, so audits never read each other's runs."""
     return Path(run_dir) / "audit" / "-".join([kind, *(f"{name}{value}" for name, value in sorted(settings.items()))])
 
 
 def default_canaries(num_examples: int) -> int:
-    """Canaries when none are given: 1000, or half the training set when it is smaller than 2000.
-
-    Parameters
-    ----------
-    num_examples : int
-        Number of training examples.
-
-    Returns
-    -------
-    int
-        The number of canaries, at least 1.
-    """
+    """Canaries when none are given: 1000, or half the training set when it is smaller than 2000."""
     return max(1, min(1000, num_examples // 2))
 
 
@@ -466,40 +279,10 @@ def audit_run(
     dataset: LabeledDataset | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """Audit the recipe of an existing run (its ``config.json``).
+    """Audit the recipe of an existing run; :func:`audit_config`'s report with the audit's ``folder``.
 
-    The run itself is the reference model once it has finished; results go to a folder of
-    ``run_dir/audit`` named by the settings (:func:`audit_folder`). A run trained on a dataset passed
-    in memory needs it again: ``dataset``. ``num_canaries`` defaults to :func:`default_canaries` of the
-    run's training set.
-
-    Parameters
-    ----------
-    run_dir : str or pathlib.Path
-        The run's folder.
-    num_canaries : int or None, optional
-        Number of canaries.
-    seed : int, optional
-        Seed of the audit (default 0).
-    canaries : str, optional
-        ``"mislabeled"`` (default) or ``"noise"``.
-    dataset : labeldp.data.LabeledDataset or None, optional
-        The run's dataset, needed when it was passed in memory.
-    **kwargs
-        Further keyword arguments of :func:`audit_config`.
-
-    Returns
-    -------
-    dict
-        :func:`audit_config`'s report, with the audit's ``folder``.
-
-    Raises
-    ------
-    labeldp.errors.RunDirectoryError
-        If ``run_dir`` has no ``config.json``.
-    labeldp.errors.ConfigError
-        If the run was trained on an in-memory dataset and ``dataset`` is not given, or as
-        :func:`audit_config`.
+    The finished run is the reference model; results go to :func:`audit_folder`. A run trained on a
+    dataset passed in memory needs it again as ``dataset``.
     """
     config = audited_config(run_dir, dataset)
     if num_canaries is None:
@@ -521,19 +304,7 @@ def audit_run(
 
 
 def audited_config(run_dir: str | Path, dataset: LabeledDataset | None = None) -> RunConfig:
-    """The configuration of the run to audit; a clear error when its data cannot be found again.
-
-    Parameters
-    ----------
-    run_dir : str or pathlib.Path
-        The run's folder.
-    dataset : labeldp.data.LabeledDataset or None, optional
-        The run's dataset, when it was passed in memory.
-
-    Returns
-    -------
-    labeldp.runs.RunConfig
-        The run's saved configuration.
+    """The saved configuration of the run to audit, with the network it trained.
 
     Raises
     ------

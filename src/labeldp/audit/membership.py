@@ -1,20 +1,14 @@
-"""Membership inference: was a given example in the training set? (For full-DP training, e.g. DP-SGD.)
+"""Membership inference, for recipes that claim to protect whole examples (full DP, e.g. DP-SGD).
 
-Label DP protects labels only, so membership of a *public* input is not what it hides; these attacks
-audit recipes that claim to protect whole examples. The game: targets are training inputs given labels
-the auditor draws (uniformly, from its public stream), split at random into members (trained on, with
-the planted label) and non-members (left out); an attacker scores each target by the model's
-confidence in its planted label, and a threshold on the score gives a (false positive rate, true
-positive rate) pair. The attack reads no true label: what the audit writes depends on the private
-labels only through the runs it trains, whose releases its ledger records. For an (eps, delta)-DP training algorithm
-(add/remove-one neighbours), TPR <= e^eps FPR + delta and 1 - FPR <= e^eps (1 - TPR) + delta, so
-confidence intervals on TPR and FPR give an epsilon lower bound (Jagielski et al. 2020), Bonferroni-
-corrected over the thresholds tried.
+Label DP does not hide a public input's membership. Targets are training inputs given labels the
+auditor draws, a random half trained on; an attacker scores each by the model's confidence in its
+planted label, so no true label is read outside the runs. Under (eps, delta)-DP for add/remove-one,
+TPR <= e^eps FPR + delta and 1 - FPR <= e^eps (1 - TPR) + delta, so confidence intervals on TPR and
+FPR bound epsilon from below (Jagielski et al. 2020), Bonferroni-corrected over thresholds.
 
-Attacks: the loss-threshold attack (Yeom et al. 2018: low loss means member) and offline LiRA
-(Carlini et al. 2022): shadow models trained without the targets give, per target, a Gaussian of
-the logit-scaled confidence phi = log(p / (1 - p)) on its label; a target scores high when its
-phi under the audited model lies far above that distribution.
+Attacks: the loss threshold (Yeom et al. 2018) and offline LiRA (Carlini et al. 2022): shadow models
+without the targets give each a Gaussian of phi = log(p / (1 - p)) on its label, and a target scores
+high when its phi under the audited model lies far above it.
 """
 
 from __future__ import annotations
@@ -51,31 +45,11 @@ def membership_epsilon_lower_bound(
     delta: float = 0.0,
     fpr_points=FPR_POINTS,
 ) -> float:
-    """Epsilon lower bound from attack ``scores`` (higher = member), with Clopper-Pearson intervals.
+    """Epsilon lower bound from attack ``scores`` (higher: member), with Clopper-Pearson intervals.
 
-    For an (eps, delta)-DP algorithm under add/remove-one neighbours, TPR <= e^eps FPR + delta and
-    1 - FPR <= e^eps (1 - TPR) + delta (see the module docstring). At each target false-positive rate a
-    threshold is set on the non-members' scores, and both inequalities are tried with the lower bound on
-    TPR and the upper bound on FPR; all intervals together hold with probability >= ``confidence``
-    (Bonferroni, two intervals per threshold).
-
-    Parameters
-    ----------
-    scores : numpy.ndarray
-        The attack's score of each target, shape (n,).
-    is_member : numpy.ndarray
-        Whether each target was trained on, boolean, shape (n,).
-    confidence : float, optional
-        Probability that the bound holds (default 0.95).
-    delta : float, optional
-        The delta of the guarantee being audited (default 0).
-    fpr_points : sequence of float, optional
-        The false-positive rates at which thresholds are tried (default :data:`FPR_POINTS`).
-
-    Returns
-    -------
-    float
-        The lower bound on epsilon, >= 0.
+    At each target false-positive rate a threshold is set on the non-members' scores and both
+    inequalities (see :mod:`labeldp.audit.membership`) are tried with the TPR's lower and the FPR's upper
+    bound; all intervals hold together with probability >= ``confidence`` (two per threshold).
     """
     scores, is_member = np.asarray(scores, dtype=float), np.asarray(is_member, dtype=bool)
     members, others = np.sort(scores[is_member])[::-1], np.sort(scores[~is_member])[::-1]
@@ -99,24 +73,7 @@ def membership_epsilon_lower_bound(
 def attack_metrics(
     scores: np.ndarray, is_member: np.ndarray, confidence: float = DEFAULT_CONFIDENCE, delta: float = 0.0
 ) -> dict[str, Any]:
-    """AUC, TPR at each FPR in :data:`FPR_POINTS`, and the implied epsilon lower bound.
-
-    Parameters
-    ----------
-    scores : numpy.ndarray
-        The attack's score of each target, shape (n,).
-    is_member : numpy.ndarray
-        Whether each target was trained on, boolean, shape (n,).
-    confidence : float, optional
-        Probability that the bound holds (default 0.95).
-    delta : float, optional
-        The delta of the guarantee being audited (default 0).
-
-    Returns
-    -------
-    dict
-        ``{"auc": float, "tpr_at_fpr": {fpr: tpr}, "epsilon_lower_bound": float}``.
-    """
+    """An attack's ``auc``, its ``tpr_at_fpr`` at each of :data:`FPR_POINTS`, and its ``epsilon_lower_bound``."""
     fpr, tpr, _ = roc_curve(is_member, scores)
     return {
         "auc": float(roc_auc_score(is_member, scores)),
@@ -136,47 +93,16 @@ def _subset(data: LabeledDataset, indices: np.ndarray) -> LabeledDataset:
 
 
 def default_targets(num_examples: int) -> int:
-    """Targets when none are given: 1000, or as many as leave room for the shadows' other half.
-
-    Parameters
-    ----------
-    num_examples : int
-        Number of training examples.
-
-    Returns
-    -------
-    int
-        ``max(2, min(1000, num_examples // 2 - 1))``.
-    """
+    """Targets when none are given: 1000, or as many as leave room for the shadows' other half."""
     return max(2, min(1000, num_examples // 2 - 1))
 
 
 def check_membership_options(
     num_examples: int, num_targets: int | None, num_shadows: int, privacy_unit: str | None = None
 ) -> None:
-    """Refuse a membership audit that cannot run on ``num_examples`` training examples (before any training).
+    """Refuse, before any training, a membership audit that cannot run on ``num_examples`` training examples.
 
-    Parameters
-    ----------
-    num_examples : int
-        Number of training examples.
-    num_targets : int or None
-        Number of targets (None: :func:`default_targets`).
-    num_shadows : int
-        Number of shadow models.
-    privacy_unit : str or None, optional
-        The audited run's privacy unit: its members are whole units, which this audit, whose targets
-        are rows, does not draw (default None).
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the run has a privacy unit, ``num_targets`` is not in [2, num_examples // 2) or ``num_shadows``
-        is below 1.
+    A run with a privacy unit is refused too: its members are whole units, and the targets are rows.
     """
     if privacy_unit is not None:
         raise ConfigError(
@@ -206,56 +132,13 @@ def membership_audit(
     device: str = "auto",
     audited_ledger: PrivacyLedger | None = None,
 ) -> dict[str, Any]:
-    """Audit a recipe by membership inference on targets of which a random half are members.
+    """Audit a recipe by membership inference on ``num_targets`` targets, a random half of them members.
 
-    Train ``config`` on a dataset where a random half of ``num_targets`` targets are members, train
-    ``num_shadows`` shadow models on random halves of the non-target examples, and attack the targets
-    (``num_targets`` None: :func:`default_targets`).
-
-    Every one of these runs releases the labels (and, for DP-SGD, the inputs) of the examples it
-    trains on again: their ledgers, on the audited examples, go to ``out_dir/audit_ledger.json`` and
-    the report gives the audit's epsilon and, with ``audited_ledger``, its composition with the
-    audited run's. Each target carries a label the auditor planted (drawn from the public stream
-    ``membership``), and the attack scores it by the model's confidence in that label, so no true
-    label is read outside the runs. Writes ``out_dir/membership.json``.
-
-    Parameters
-    ----------
-    config : labeldp.runs.RunConfig
-        The recipe to audit.
-    out_dir : str or pathlib.Path
-        The audit's folder.
-    num_targets : int or None, optional
-        Number of targets, in [2, n // 2) (default :func:`default_targets`).
-    num_shadows : int, optional
-        Number of shadow models, >= 1 (default 4).
-    confidence : float, optional
-        Probability that each bound holds (default 0.95).
-    delta : float, optional
-        The delta of the guarantee being audited (default 0).
-    seed : int, optional
-        Seed of the audit's public stream (targets, members, planted labels, shadow subsets); with a
-        recipe's insecure noise seed it also enters the audit runs' derived noise seeds (default 0).
-    dataset : labeldp.data.LabeledDataset or None, optional
-        The dataset, if not the one ``config`` names.
-    device : str, optional
-        Where to train (default ``"auto"``).
-    audited_ledger : labeldp.accounting.PrivacyLedger or None, optional
-        The audited run's ledger, to report the composition with it.
-
-    Returns
-    -------
-    dict
-        The report written to ``membership.json``: the settings, :func:`attack_metrics` of the
-        loss-threshold attack and of offline LiRA, the time taken and the audit's spending (``spent``).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``num_targets`` or ``num_shadows`` is invalid (checked before any training), or the recipe
-        cannot run.
-    labeldp.errors.LabelDPError
-        Any other error a run raises.
+    ``num_shadows`` shadow models train on random halves of the other examples. Each run releases the
+    labels (and for DP-SGD the inputs) it trains on again: their ledgers go to
+    ``out_dir/audit_ledger.json`` and the report's ``spent`` gives the audit's epsilon and, with
+    ``audited_ledger``, its composition with the audited run's. Planted labels come from the public
+    stream ``membership``. Writes ``out_dir/membership.json``.
     """
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
