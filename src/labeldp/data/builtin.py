@@ -9,18 +9,7 @@ _IDX = "the four standard IDX files (.gz or not)"
 
 
 def load_digits(request: DatasetRequest):
-    """The loader of ``digits``: scikit-learn's embedded 8x8 digits (:func:`labeldp.data.digits.load_digits_dataset`).
-
-    Parameters
-    ----------
-    request : labeldp.data.registry.DatasetRequest
-        The run's request; the embedded dataset reads none of it.
-
-    Returns
-    -------
-    labeldp.data.dataset.LabeledDataset
-        The digits: public images, private training labels, a public test set.
-    """
+    """The loader of ``digits``, scikit-learn's embedded 8x8 digits; reads nothing of ``request``."""
     from labeldp.data.digits import load_digits_dataset
 
     return load_digits_dataset()
@@ -57,24 +46,6 @@ def _cifar(num_classes: int):
 def load_movielens(request: DatasetRequest):
     """The loader of ``movielens``: MovieLens 100K from ``request.data_dir``
     (:func:`labeldp.data.movielens.load_movielens_dataset`).
-
-    Parameters
-    ----------
-    request : labeldp.data.registry.DatasetRequest
-        The run's request: its ``data_dir``, ``test_fraction``, ``split_seed`` and ``public_test_split``
-        are read.
-
-    Returns
-    -------
-    labeldp.data.dataset.LabeledDataset
-        A regression on the ratings 1..5; the test pairs' ratings private unless ``public_test_split``.
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If the folder or one of its MovieLens files does not exist.
-    labeldp.errors.DataError
-        If a file is not in the MovieLens format or has ratings outside 1..5.
     """
     from labeldp.data.movielens import load_movielens_dataset
 
@@ -84,31 +55,8 @@ def load_movielens(request: DatasetRequest):
 
 
 def load_table(request: DatasetRequest):
-    """The loader of ``csv``: the user's table (:func:`labeldp.data.table.load_table_dataset`), a
-    classification over the declared classes or a regression on the grid over the declared label range.
-
-    Parameters
-    ----------
-    request : labeldp.data.registry.DatasetRequest
-        The run's request: the table, its test table or test fraction, the label column, the declared
-        ``classes`` or ``label_range`` (and ``label_grid_size``), the feature columns, the privacy unit
-        and its bound, and the split.
-
-    Returns
-    -------
-    labeldp.data.dataset.LabeledDataset
-        The table's dataset; without a test table the held-out test rows' labels are private unless
-        ``public_test_split``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If there is no table, both ``classes`` and ``label_range`` are given, ``label_grid_size`` is
-        given without ``label_range``, the range or grid is invalid, or the label domain is not declared.
-    labeldp.errors.MissingFileError
-        If the table file does not exist.
-    labeldp.errors.DataError
-        If the table cannot be read or lacks the named columns, or its labels fall outside the domain.
+    """The loader of ``csv``, the user's table (:func:`labeldp.data.table.load_table_dataset`): a classification
+    over the declared classes, or a regression on the grid over the declared label range.
     """
     from labeldp.data.grid import label_grid
     from labeldp.data.table import load_table_dataset

@@ -54,21 +54,8 @@ def _read_batches(folder: Path, names: list[str], label_key: bytes) -> tuple[np.
 
 
 def download_cifar(num_classes: int, data_dir: str | Path) -> None:
-    """Download and unpack the CIFAR-``num_classes`` python archive into ``data_dir`` (needs internet).
-
-    An archive already in ``data_dir`` is unpacked without downloading it again.
-
-    Parameters
-    ----------
-    num_classes : int
-        10 for CIFAR-10, 100 for CIFAR-100.
-    data_dir : str or pathlib.Path
-        The folder to download into (created if missing).
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If the download fails.
+    """Download and unpack the CIFAR-``num_classes`` python archive into ``data_dir`` (needs internet); an
+    archive already there is unpacked without downloading it again.
     """
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -80,21 +67,8 @@ def download_cifar(num_classes: int, data_dir: str | Path) -> None:
 
 
 def extract_safely(tar: tarfile.TarFile, data_dir: Path) -> None:
-    """Unpack ``tar`` into ``data_dir``, refusing members that would land outside it, links and devices:
-    with the ``data`` filter where this Python has it (3.12, and 3.10.12 or 3.11.4 on), else checked
-    here first.
-
-    Parameters
-    ----------
-    tar : tarfile.TarFile
-        The open archive.
-    data_dir : pathlib.Path
-        The folder to unpack into.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a member would be unsafe to unpack.
+    """Unpack ``tar`` into ``data_dir``, refusing members that would land outside it, links and devices: by the
+    ``data`` filter where this Python has it, else checked here first.
     """
     if hasattr(tarfile, "data_filter"):
         try:
@@ -111,28 +85,9 @@ def extract_safely(tar: tarfile.TarFile, data_dir: Path) -> None:
 
 
 def load_cifar_dataset(num_classes: int, data_dir: str | Path) -> LabeledDataset:
-    """Load CIFAR-10 (``num_classes=10``) or CIFAR-100 (fine labels, ``num_classes=100``).
-
-    Parameters
-    ----------
-    num_classes : int
-        10 or 100.
-    data_dir : str or pathlib.Path
-        The folder holding the python batches, directly or in their standard subfolder
-        (``cifar-10-batches-py``, ``cifar-100-python``).
-
-    Returns
-    -------
-    labeldp.data.dataset.LabeledDataset
-        Images standardised per channel with the training statistics, private training labels, public
-        test labels, and crop-and-flip augmentation.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If ``num_classes`` is not 10 or 100.
-    labeldp.errors.MissingFileError
-        If ``data_dir`` does not exist or holds no CIFAR batches.
+    """CIFAR-10 or CIFAR-100 (fine labels) from the python batches in ``data_dir`` or its standard subfolder:
+    images standardised per channel with the training statistics, private training labels, public test
+    labels, crop-and-flip augmentation.
     """
     if num_classes not in _LAYOUT:
         raise DataError(f"num_classes must be 10 or 100 for CIFAR, got {num_classes}")

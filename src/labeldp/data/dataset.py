@@ -18,76 +18,42 @@ AUGMENTATIONS = ("none", "translate", "crop-flip")
 
 @dataclass
 class LabeledDataset:
-    """Train/test arrays of one dataset.
+    """Train/test arrays of one dataset: public inputs, private training labels, a public or private test set.
 
-    ``x_*`` are float32 arrays, (n, C, H, W) for images and (n, d) for tables, already normalised.
-    ``y_train`` holds the *private* labels, as :class:`~labeldp.boundary.PrivateLabels` (class
-    positions given as an array are wrapped): only the release boundary and the private-side trainers
-    read them. ``y_test`` holds the test labels: public (an array: a test set published as such, e.g.
-    MNIST's) or private (``PrivateLabels``: held-out rows of a private label column, e.g. a table
-    without a separate test file, whose metrics come from a release of them; see ``public_test``).
-
-    A **regression** (numeric labels) has ``label_values``: the public grid of G label values,
-    strictly increasing, declared by the dataset or the user and never read off the labels. Its
-    ``y_train`` and ``y_test`` are then grid indices (each private value clipped to the grid's range
-    and snapped to the nearest point, :func:`labeldp.data.grid.snap_to_grid`), ``num_classes``
-    is G, and ``y_test_values`` may keep the raw test values, so that the test error is measured
-    against them rather than against their grid points.
-
-    ``categorical`` gives, for the first ``len(categorical)`` input columns, the number of values of
-    each (the columns hold integer codes in [0, size), e.g. user and item ids): embedding models
-    (``recommender``) look them up, the other models read them as numbers.
+    ``y_train`` holds the *private* labels as :class:`~labeldp.boundary.PrivateLabels`: only the release
+    boundary and the private-side trainers read them. A **regression** has ``label_values``, the public grid
+    of G values, declared, never read off the labels: its labels are then grid indices (values snapped to
+    the nearest point, :func:`labeldp.data.grid.snap_to_grid`) and ``num_classes`` is G.
 
     Parameters
     ----------
-    name : str
-        The dataset's name.
-    x_train : numpy.ndarray
-        The public training inputs, (n, C, H, W) images or (n, d) rows, finite numbers (stored as float32).
+    x_train, x_test : numpy.ndarray
+        The public inputs, (n, C, H, W) images or (n, d) rows, normalised, finite (stored as float32).
     y_train : labeldp.boundary.PrivateLabels or numpy.ndarray
-        The private training labels: ``PrivateLabels``, or class positions in [0, ``num_classes``) that
-        are wrapped in them.
-    x_test : numpy.ndarray
-        The public test inputs, shaped as ``x_train`` but for the number of rows.
+        The private training labels, or class positions in [0, ``num_classes``) wrapped in them.
     y_test : numpy.ndarray or labeldp.boundary.PrivateLabels
-        The test labels: an array of public class positions, or ``PrivateLabels`` for held-out rows of
-        the private label column.
+        Public class positions (a test set published as such, e.g. MNIST's), or ``PrivateLabels`` for
+        held-out rows of the private label column, whose metrics come from a release (:attr:`public_test`).
     num_classes : int
-        The number of classes (at least 2); for a regression, the number G of grid points.
+        The number of classes (at least 2); for a regression, G.
     augmentation : str, optional
-        One of :data:`AUGMENTATIONS` (default ``"none"``).
-    class_names : list of str, optional
-        One name per class (default: none).
+        One of :data:`AUGMENTATIONS`.
     preprocessor : object, optional
         The fitted, public encoding of raw rows into inputs (a table's
-        :class:`~labeldp.data.table.TablePreprocessor`), or None.
+        :class:`~labeldp.data.table.TablePreprocessor`).
     label_values : numpy.ndarray or None, optional
-        A regression's public grid: ``num_classes`` finite, strictly increasing values (default None: a
-        classification).
+        A regression's public grid: ``num_classes`` finite, strictly increasing values.
     y_test_values : numpy.ndarray or None, optional
-        A regression's raw test values, one finite value per test row; only with ``label_values`` and
-        public test labels.
+        A regression's raw public test values, against which the test error is measured.
     categorical : tuple of int, optional
-        The number of values of each of the leading input columns that hold integer codes (default: none).
+        The number of values of each leading input column holding integer codes (user and item ids), which
+        embedding models look up and other models read as numbers.
     units : numpy.ndarray or None, optional
-        The privacy unit of each private row (public: a user id's code, :mod:`labeldp.boundary.units`),
-        the training rows then the private test rows, a unit's rows all on one side; None (the default):
-        each row is its own unit.
+        Each private row's public privacy unit code (:mod:`labeldp.boundary.units`), training rows then
+        private test rows, a unit's rows all on one side; None: each row its own unit.
     unit_bound : dict or None, optional
         A table's privacy unit and the public rule's effect (``column``, ``max_rows``, ``units``,
-        ``rows_read``, ``rows_kept``, ``most_rows``), to show and record; None without one.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``num_classes`` is not an integer >= 2, the inputs are empty, not numeric or not finite, the
-        public test labels are not class positions in [0, ``num_classes``), or the inputs and labels
-        differ in length.
-    labeldp.errors.DataError
-        If the private labels are not class positions in [0, ``num_classes``) (without saying which), the
-        train and test inputs differ in shape, ``augmentation`` is unknown, ``label_values`` or
-        ``y_test_values`` are malformed or given where they cannot be, or ``categorical`` does not
-        describe leading columns of integer codes.
+        ``rows_read``, ``rows_kept``, ``most_rows``), to show and record.
     """
 
     name: str
@@ -141,13 +107,7 @@ class LabeledDataset:
 
     @property
     def train_units(self) -> np.ndarray | None:
-        """The privacy unit of each training row (None: each row its own).
-
-        Returns
-        -------
-        numpy.ndarray or None
-            (len(y_train),) unit codes.
-        """
+        """Each training row's privacy unit code (None: each row its own)."""
         return None if self.units is None else self.units[: len(self.y_train)]
 
     def _private(self, labels, name: str) -> PrivateLabels:
@@ -159,26 +119,14 @@ class LabeledDataset:
 
     @property
     def private_rows(self) -> int:
-        """The rows whose labels are private: the training rows, then the test rows where their labels
-        are private too (a run's ledger covers them in that order).
-
-        Returns
-        -------
-        int
-            The number of rows with private labels.
+        """The rows whose labels are private: the training rows, then the test rows where theirs are private too
+        (a run's ledger covers them in that order).
         """
         return len(self.y_train) + (0 if self.public_test else len(self.y_test))
 
     @property
     def public_test(self) -> bool:
-        """Whether the test labels are public (exact test metrics), or private held-out rows whose
-        metrics are estimated from a release of them.
-
-        Returns
-        -------
-        bool
-            True when ``y_test`` is a public array, False when it is ``PrivateLabels``.
-        """
+        """Whether the test labels are public (exact metrics), not private held-out rows (estimated metrics)."""
         return not isinstance(self.y_test, PrivateLabels)
 
     def _check_regression(self) -> None:
@@ -220,29 +168,12 @@ class LabeledDataset:
 
     @property
     def is_regression(self) -> bool:
-        """Numeric labels on a public grid (``label_values``), measured by squared error.
-
-        Returns
-        -------
-        bool
-            True when the dataset has ``label_values`` (a regression), False for a classification.
-        """
+        """Whether the labels are numeric on a public grid (``label_values``), measured by squared error."""
         return self.label_values is not None
 
     @property
     def test_values(self) -> np.ndarray:
-        """A regression's test labels as values: the raw ones if kept, else their grid points.
-
-        Returns
-        -------
-        numpy.ndarray
-            (n_test,) float64 values of the public test labels.
-
-        Raises
-        ------
-        labeldp.errors.DataError
-            If the dataset is a classification, or its test labels are private.
-        """
+        """A regression's public test labels as values: the raw ones if kept, else their grid points."""
         if self.label_values is None:
             raise DataError(f"dataset {self.name!r} is a classification: its labels have no values")
         if not self.public_test:
@@ -251,13 +182,7 @@ class LabeledDataset:
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        """The shape of one input.
-
-        Returns
-        -------
-        tuple of int
-            ``x_train``'s shape without its first (row) dimension.
-        """
+        """The shape of one input."""
         return tuple(self.x_train.shape[1:])
 
     def __repr__(self) -> str:
@@ -270,19 +195,8 @@ class LabeledDataset:
 
 
 def standardize_images(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Scale uint8 (n, C, H, W) images to [0, 1] and standardise each channel with train statistics.
-
-    Parameters
-    ----------
-    train : numpy.ndarray
-        (n, C, H, W) uint8 training images (public); their per-channel mean and standard deviation are used.
-    test : numpy.ndarray
-        (m, C, H, W) uint8 test images, standardised with the training statistics.
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        The standardised float32 training and test images.
+    """Scale uint8 (n, C, H, W) images to [0, 1] and standardise each channel with the training images'
+    statistics.
     """
     train = train.astype(np.float32) / 255.0
     test = test.astype(np.float32) / 255.0
@@ -294,43 +208,9 @@ def standardize_images(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray,
 def regression_dataset(
     name: str, x_train, values_train, x_test, values_test, grid, *, private_test: bool = False, **extra
 ) -> LabeledDataset:
-    """A regression dataset from raw values: labels snapped to ``grid`` (public, declared), the raw test
-    values kept for the test error, unless ``private_test`` (test rows held out of the private label
-    column: their grid positions are private, their raw values dropped). ``extra`` goes to
-    :class:`LabeledDataset` (``categorical``...).
-
-    Parameters
-    ----------
-    name : str
-        The dataset's name.
-    x_train : numpy.ndarray
-        The public training inputs.
-    values_train : array-like
-        The private raw training values, one per row; snapped to ``grid`` and wrapped as
-        :class:`~labeldp.boundary.PrivateLabels`.
-    x_test : numpy.ndarray
-        The public test inputs.
-    values_test : array-like
-        The raw test values, one per row (public, unless ``private_test``).
-    grid : array-like
-        The public grid of label values, strictly increasing (:func:`labeldp.data.grid.label_grid`).
-    private_test : bool, optional
-        Whether the test rows are held out of the private label column (default False).
-    **extra
-        Further fields of :class:`LabeledDataset` (``categorical``, ``preprocessor``...).
-
-    Returns
-    -------
-    LabeledDataset
-        A regression with ``num_classes`` the grid's size and the grid's values as class names.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If the values are not a non-empty 1-d array of finite numbers (without saying which are not), or
-        the grid is not finite and strictly increasing.
-    labeldp.errors.ConfigError
-        If the grid has a single point, or another of :class:`LabeledDataset`'s checks fails.
+    """A regression dataset from raw values snapped to the public, declared ``grid``, the raw test values kept
+    for the test error unless ``private_test`` (test rows held out of the private label column: their grid
+    positions private, their raw values dropped). ``extra`` goes to :class:`LabeledDataset`.
     """
     grid = np.asarray(grid, dtype=np.float64)
     test = snap_to_grid(values_test, grid, "test labels")

@@ -14,13 +14,8 @@ SPLIT_SEED = 0
 
 
 def load_digits_dataset() -> LabeledDataset:
-    """1797 8x8 grey-scale digits, 10 classes, as (n, 1, 8, 8) images standardised to train statistics.
-
-    Returns
-    -------
-    labeldp.data.dataset.LabeledDataset
-        1347 training images with private labels and 450 test images with public labels, split by
-        position only (:data:`TEST_SIZE`, :data:`SPLIT_SEED`).
+    """scikit-learn's 1797 8x8 digits as (n, 1, 8, 8) images standardised to the training statistics: 1347
+    training images with private labels, 450 test images with public ones, split by position only.
     """
     bunch = load_digits()
     images = (bunch.images / 16.0).astype(np.float32)[:, None, :, :]

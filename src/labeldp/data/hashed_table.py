@@ -1,12 +1,6 @@
 """A hashed Parquet table as a learner sees it: blocks of public buckets, with the private label column
-wrapped as :class:`~labeldp.boundary.PrivateLabels` (for a release) or with released labels joined by
-row position (for training).
-
-The private labels of a block are read from the file and wrapped at once: only the boundary opens them
-(:func:`labeldp.boundary.release_hashed.release_hashed_counts` block by block, or the ``release_*``
-functions on :func:`read_private_labels`' column). Released labels are public and are looked up by
-each row's position in the table (:class:`PositionTargets`): a release folder's ``labels.parquet``
-holds one row per input row, in input order, and an in-memory release lists its members' positions.
+wrapped as :class:`~labeldp.boundary.PrivateLabels` as it is read (for a release), or with released labels
+joined by row position (for training: :class:`PositionTargets`).
 """
 
 from __future__ import annotations
@@ -33,27 +27,9 @@ def labelled_blocks(
     rank: int = 0,
     world: int = 1,
 ) -> Iterator[tuple[np.ndarray, np.ndarray, PrivateLabels]]:
-    """The table's blocks as :func:`~labeldp.boundary.release_hashed.release_hashed_counts` takes them.
-
-    Parameters
-    ----------
-    source : str or os.PathLike
-        A Parquet file or folder.
-    spec : HashSpec
-        The slots.
-    label_column : str
-        The private label column.
-    classes : sequence
-        The declared label domain (a label outside it is an error that names neither it nor its row).
-    block_rows : int, optional
-        Rows per block.
-    rank, world : int, optional
-        Read only this rank's row groups.
-
-    Yields
-    ------
-    tuple
-        ``(positions, buckets, labels)``: the rows' positions, their buckets, their labels (private).
+    """The table's ``(positions, buckets, labels)`` blocks as
+    :func:`~labeldp.boundary.release_hashed.release_hashed_counts` takes them, each block's labels wrapped as
+    private; with ``rank`` and ``world``, this rank's row groups only.
     """
     domain = LabelDomain(classes)
     where = f"label column {label_column!r}"
@@ -63,26 +39,8 @@ def labelled_blocks(
 
 
 def read_column(source, column: str) -> np.ndarray:
-    """One public column of the whole table in memory (a user id, a row id), in table order, every file's
-    values in the first file's type (as :func:`labeldp.boundary.table_source.read_batches` reads them):
-    a user whose id one file writes as ``7`` and another as ``"7"`` is one user, never two privacy units.
-
-    Parameters
-    ----------
-    source : str or os.PathLike
-        A Parquet file or folder.
-    column : str
-        The column.
-
-    Returns
-    -------
-    numpy.ndarray
-        (rows,) its values.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If the column has missing values, or a file's values cannot be read in the first file's type.
+    """One public column of the whole table (a user or row id) in table order, every file's values cast to the
+    first file's type: a user written ``7`` in one file and ``"7"`` in another is one privacy unit.
     """
     files = parquet_files(source)
     chunks = [pq.read_table(path, columns=[column]).column(column) for path in files]
@@ -101,22 +59,7 @@ def read_column(source, column: str) -> np.ndarray:
 
 
 def read_private_labels(source, label_column: str, classes: Sequence) -> PrivateLabels:
-    """The label column of the whole table in memory, as private labels (8 bytes a row).
-
-    Parameters
-    ----------
-    source : str or os.PathLike
-        A Parquet file or folder.
-    label_column : str
-        The private label column.
-    classes : sequence
-        The declared label domain.
-
-    Returns
-    -------
-    PrivateLabels
-        The labels, in table order.
-    """
+    """The label column of the whole table in memory, in table order, as private labels (8 bytes a row)."""
     domain = LabelDomain(classes)
     where = f"label column {label_column!r}"
     positions = [
@@ -129,26 +72,8 @@ def read_private_labels(source, label_column: str, classes: Sequence) -> Private
 def rank_private_labels(
     source, label_column: str, classes: Sequence, rank: int = 0, world: int = 1
 ) -> tuple[np.ndarray, PrivateLabels | None]:
-    """The label column of a rank's row groups (every row group for one process), as private labels,
-    with the rows' positions in the table.
-
-    Parameters
-    ----------
-    source : str or os.PathLike
-        A Parquet file or folder.
-    label_column : str
-        The private label column.
-    classes : sequence
-        The declared label domain.
-    rank, world : int, optional
-        Read only this rank's row groups (:func:`~labeldp.data.hashing.row_groups`).
-
-    Returns
-    -------
-    positions : numpy.ndarray
-        (rows,) the rows' positions, increasing.
-    labels : PrivateLabels or None
-        Their labels (None for a rank without rows: a table of fewer row groups than ranks).
+    """The label column of a rank's row groups as private labels (None for a rank without rows), with the rows'
+    increasing positions in the table.
     """
     domain = LabelDomain(classes)
     where = f"label column {label_column!r}"
@@ -162,9 +87,9 @@ def rank_private_labels(
 
 
 class PositionTargets:
-    """Per-row training targets looked up by row position: released labels' log-likelihood rows
-    (log Pr[released label | class y], one column per class), for the rows released; the others
-    (left out by a contribution bound) are skipped.
+    """Per-row training targets looked up by row position: released labels' log-likelihood rows (log
+    Pr[released label | y], one column per class); rows not released (left out by a contribution bound) are
+    skipped.
 
     Parameters
     ----------
@@ -193,57 +118,17 @@ class PositionTargets:
 
     @classmethod
     def from_channel(cls, rows: int, positions, likelihood) -> PositionTargets:
-        """From released labels' channel rows L[i, y] = Pr[released label of row i | y] (a
-        :class:`~labeldp.boundary.ReleasedLabels`' ``likelihood``, a release's ``likelihood``).
-
-        Parameters
-        ----------
-        rows : int
-            The table's rows.
-        positions : array_like
-            (released,) the released rows' positions.
-        likelihood : array_like
-            (released, K) Pr[row's released label | y]; its logarithm is kept (log 0 = -inf).
-
-        Returns
-        -------
-        PositionTargets
-            The targets of the released rows.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``likelihood`` is not (released, K).
+        """The targets of released rows from their channel rows L[i, y] = Pr[row i's released label | y] (log 0 =
+        -inf).
         """
         with np.errstate(divide="ignore"):
             return cls(rows, positions, np.log(np.asarray(likelihood, dtype=np.float64)))
 
     @classmethod
     def from_released(cls, source, released: ReleasedLabels, id_column: str | None = None) -> PositionTargets:
-        """From released labels with their channel (a release folder's, ``load_release(folder)``), joined to
-        the table's rows: by the rows' ids in ``id_column``, or, without one, by position (a release
-        folder of this very table holds one row per input row, in input order).
-
-        Parameters
-        ----------
-        source : str or os.PathLike
-            The Parquet table the labels were released from.
-        released : ReleasedLabels
-            The released labels; their channel must be known (``likelihood``).
-        id_column : str or None, optional
-            The table's id column, matched to ``released.ids``.
-
-        Returns
-        -------
-        PositionTargets
-            The targets of the released rows.
-
-        Raises
-        ------
-        labeldp.errors.DataError
-            If a released id is not in the table, or, by position, the numbers of rows differ.
-        labeldp.errors.ConfigError
-            If the released labels carry no channel.
+        """The targets of released labels with a known channel, joined to ``source``'s rows by ids in
+        ``id_column``, or without one by position (a release folder of this very table holds one row per input
+        row, in order).
         """
         if released.likelihood is None:
             raise ConfigError("these released labels carry no channel (a prior per row): give it with with_priors")
@@ -267,26 +152,8 @@ class PositionTargets:
 def released_blocks(
     source, spec: HashSpec, targets: PositionTargets, block_rows: int = 1 << 18, rank: int = 0, world: int = 1
 ) -> Callable[[int], Iterator[tuple[np.ndarray, np.ndarray]]]:
-    """``epoch_blocks`` for :func:`~labeldp.training.sparse.train_sparse`: every released row's buckets
-    and its target, joined by position, one pass over the table per epoch.
-
-    Parameters
-    ----------
-    source : str or os.PathLike
-        A Parquet file or folder.
-    spec : HashSpec
-        The slots.
-    targets : PositionTargets
-        The released rows' targets.
-    block_rows : int, optional
-        Rows per block.
-    rank, world : int, optional
-        Read only this rank's row groups.
-
-    Returns
-    -------
-    callable
-        ``epoch -> iterator of (buckets, targets)``.
+    """``epoch_blocks`` for :func:`~labeldp.training.sparse.train_sparse`: ``epoch -> (buckets, targets)``
+    blocks of every released row, joined by position, one pass over the table per epoch.
     """
 
     def blocks(epoch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:

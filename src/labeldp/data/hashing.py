@@ -1,35 +1,26 @@
 """Feature hashing of public categoricals and their crosses, in memory or streamed from Parquet.
 
-A :class:`HashSpec` declares *slots*: a categorical column, or a cross of several. Each slot has its
-own range of ``2 ** bits`` buckets in one index space (slot 0's range first), and every row falls in
-exactly one bucket of every slot, so a row is a fixed-length bag of ``len(spec.slots)`` indices, which
-is what :class:`torch.nn.EmbeddingBag` takes, and what the sensitivity of the noisy counts
-(:mod:`labeldp.mechanisms.hashed_counts`) rests on. Buckets are unsigned.
+A :class:`HashSpec` declares *slots*: a categorical column, or a cross of several. Each slot has its own
+range of ``2 ** bits`` buckets in one index space (slot 0's first), and every row falls in exactly one
+bucket of every slot: a row is a fixed-length bag of indices, as :class:`torch.nn.EmbeddingBag` takes it
+and as the sensitivity of the noisy counts (:mod:`labeldp.mechanisms.hashed_counts`) assumes.
 
-**The hash** is stated exactly, so that it is stable across machines, processes and versions of
-labeldp's dependencies:
+**The hash** is stated exactly, so that it is stable across machines, processes and dependency versions:
 
-- a value's 64-bit key: an integer (or boolean, date, timestamp) its int64 value; a float its IEEE
-  bits (``-0.0`` as ``0.0``); text and other values pandas' ``hash_array`` (SipHash-2-4 under pandas'
-  fixed key ``0123456789123456``, of the value's UTF-8 text); a missing value the constant
-  :data:`MISSING_KEY`;
+- a value's 64-bit key: an integer (boolean, date, timestamp) its int64 value; a float its IEEE bits
+  (``-0.0`` as ``0.0``); text and other values pandas' ``hash_array`` (SipHash-2-4 under pandas' fixed
+  key ``0123456789123456``, of the UTF-8 text); a missing value :data:`MISSING_KEY`;
 - a column's key: ``mix64(key(value) xor salt)``, the salt :func:`mix64` of the FNV-1a 64-bit hash of
   the column's name xor the spec's ``seed``;
-- a slot's key: its first column's key, then for each further column (a cross)
-  ``k = mix64(k xor that column's key)``;
+- a slot's key: its first column's key, then ``k = mix64(k xor key)`` for each further column (a cross);
 - its bucket: the top ``bits`` bits of ``k``, plus the slot's offset.
 
-:func:`mix64` is MurmurHash3's 64-bit finaliser (fmix64), computed with numpy's wrapping uint64
-arithmetic. The type of a column matters (the integer 1 and the text ``"1"`` differ): keep each
-column's type across the files of a table.
+:func:`mix64` is MurmurHash3's fmix64 in numpy's wrapping uint64 arithmetic. A column's type matters
+(the integer 1 and the text ``"1"`` differ): keep it across a table's files.
 
-**Streaming.** :func:`hashed_blocks` reads a Parquet file or folder (``*.parquet`` files in sorted
-order; names starting with ``.`` or ``_`` skipped) row group by row group with pyarrow and yields
-blocks of ``block_rows`` rows with their row positions, so that memory is that of one block whatever
-the table's size; :func:`hash_frame` hashes a table in memory, identically. With ``world`` > 1 a rank
-reads only the row groups ``rank, rank + world, ...``: the ranks of a data-parallel job read
-disjoint rows, each knowing every row's position in the whole table.
-
+**Streaming.** :func:`hashed_blocks` reads a Parquet file or folder row group by row group, in blocks of
+``block_rows`` rows with their positions, so memory is one block's; :func:`hash_frame` hashes a table in
+memory identically. With ``world`` > 1 a rank reads only the row groups ``rank, rank + world, ...``.
 Everything here reads public columns only.
 """
 
@@ -55,20 +46,8 @@ _S33 = np.uint64(33)
 
 
 def mix64(keys: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
-    """MurmurHash3's fmix64 of every key (uint64, wrapping arithmetic), in place where ``keys`` is a
-    uint64 array of its own.
-
-    Parameters
-    ----------
-    keys : numpy.ndarray
-        uint64 keys.
-    scratch : numpy.ndarray or None, optional
-        A uint64 array of the same shape to work in (default: one is allocated).
-
-    Returns
-    -------
-    numpy.ndarray
-        The mixed keys (uint64).
+    """MurmurHash3's fmix64 of uint64 ``keys``, in place where ``keys`` is a uint64 array of its own
+    (``scratch``: a uint64 array of the same shape to work in).
     """
     keys = np.asarray(keys, dtype=np.uint64)
     shifted = np.right_shift(keys, _S33, out=scratch)
@@ -112,20 +91,13 @@ class Slot:
 
     @property
     def name(self) -> str:
-        """The slot's name: its columns joined by ``"x"``.
-
-        Returns
-        -------
-        str
-            The column's name, or the crossed columns' names joined by ``"x"`` (``"adxsite"`` for the cross
-            of ``"ad"`` and ``"site"``).
-        """
+        """The slot's columns joined by ``"x"`` (``"adxsite"`` for the cross of ``"ad"`` and ``"site"``)."""
         return "x".join(self.columns)
 
 
 @dataclass(frozen=True)
 class HashSpec:
-    """The slots hashed and the seed of their salts (see the module docstring).
+    """The slots hashed and the seed of their salts (see :mod:`labeldp.data.hashing`).
 
     Parameters
     ----------
@@ -152,92 +124,35 @@ class HashSpec:
 
     @property
     def num_slots(self) -> int:
-        """F, the number of slots: a row's indices.
-
-        Returns
-        -------
-        int
-            The number of slots, the length of each row's bag of bucket indices.
-        """
+        """F, the number of slots: the length of each row's bag of bucket indices."""
         return len(self.slots)
 
     @property
     def num_buckets(self) -> int:
-        """The size of the index space, the sum of the slots' ranges.
-
-        Returns
-        -------
-        int
-            The sum over the slots of ``2 ** bits``.
-        """
+        """The size of the index space, the sum of the slots' ``2 ** bits``."""
         return int(self.offsets[-1] + (1 << self.slots[-1].bits))
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The columns the slots read, each once, in order of first use.
-
-        Returns
-        -------
-        tuple of str
-            The column names.
-        """
+        """The columns the slots read, each once, in order of first use."""
         return tuple(dict.fromkeys(name for slot in self.slots for name in slot.columns))
 
     def slot_of_bucket(self) -> np.ndarray:
-        """(num_buckets,) int64: the slot each bucket belongs to.
-
-        Returns
-        -------
-        numpy.ndarray
-            (num_buckets,) int64 slot indices in [0, num_slots), slot 0's range first.
-        """
+        """(num_buckets,) int64: the slot each bucket belongs to."""
         return np.repeat(np.arange(self.num_slots), [1 << slot.bits for slot in self.slots])
 
     def to_dict(self) -> dict:
-        """The spec as JSON-ready data (:meth:`from_dict` reads it back).
-
-        Returns
-        -------
-        dict
-            ``"slots"``: a ``[columns, bits]`` list per slot, in order; ``"seed"``: the seed.
-        """
+        """The spec as JSON-ready data, ``[columns, bits]`` per slot and the seed (:meth:`from_dict` reads it back)."""
         return {"slots": [[list(slot.columns), slot.bits] for slot in self.slots], "seed": self.seed}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> HashSpec:
-        """A spec from :meth:`to_dict`'s data.
-
-        Parameters
-        ----------
-        data : Mapping
-            ``"slots"``: a ``[columns, bits]`` pair per slot, in order; ``"seed"``: the seed.
-
-        Returns
-        -------
-        HashSpec
-            The spec, hashing as the one that wrote ``data`` did.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If a slot's columns are empty or repeated, its bits outside [1, 30], or two slots the same.
-        """
+        """The spec :meth:`to_dict` wrote, hashing as it did."""
         return cls(tuple(Slot(tuple(columns), bits) for columns, bits in data["slots"]), int(data["seed"]))
 
 
 def value_keys(values) -> np.ndarray:
-    """Each value's 64-bit key (see the module docstring).
-
-    Parameters
-    ----------
-    values : pyarrow.Array, pyarrow.ChunkedArray, numpy.ndarray or pandas.Series
-        One column's values.
-
-    Returns
-    -------
-    numpy.ndarray
-        (rows,) uint64 keys, a new array.
-    """
+    """Each value's 64-bit key (uint64, a new array), as :mod:`labeldp.data.hashing` states it."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if not isinstance(values, pa.Array):
@@ -271,26 +186,8 @@ def _int_of(kind: pa.DataType) -> pa.DataType:
 
 
 def hash_columns(columns: Mapping[str, object], spec: HashSpec, out: np.ndarray | None = None) -> np.ndarray:
-    """The buckets of every row in every slot.
-
-    Parameters
-    ----------
-    columns : Mapping of str to array_like
-        The spec's columns (pyarrow arrays, numpy arrays or pandas Series), all of one length.
-    spec : HashSpec
-        The slots.
-    out : numpy.ndarray or None, optional
-        A (rows, num_slots) int64 array to write into.
-
-    Returns
-    -------
-    numpy.ndarray
-        (rows, num_slots) int64 bucket indices in [0, spec.num_buckets), slot f's in its own range.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a column is missing.
+    """(rows, num_slots) int64 buckets of every row in every slot, each slot's in its own range; ``columns``
+    must hold the spec's, all of one length.
     """
     missing = [name for name in spec.columns if name not in columns]
     if missing:
@@ -313,20 +210,7 @@ def hash_columns(columns: Mapping[str, object], spec: HashSpec, out: np.ndarray 
 
 
 def hash_frame(frame, spec: HashSpec) -> np.ndarray:
-    """:func:`hash_columns` of a table in memory (a pandas DataFrame or a pyarrow Table).
-
-    Parameters
-    ----------
-    frame : pandas.DataFrame or pyarrow.Table
-        The table.
-    spec : HashSpec
-        The slots.
-
-    Returns
-    -------
-    numpy.ndarray
-        (rows, num_slots) int64 buckets, as :func:`hashed_blocks` gives them block by block.
-    """
+    """:func:`hash_columns` of a DataFrame or Arrow table in memory, as :func:`hashed_blocks` gives them."""
     table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
     return hash_columns({name: table.column(name) for name in spec.columns if name in table.column_names}, spec)
 
@@ -354,23 +238,8 @@ class RowGroup:
 
 
 def parquet_files(source) -> list[Path]:
-    """The Parquet files of ``source``: itself, or a folder's ``*.parquet`` files in sorted order
-    (names starting with ``.`` or ``_`` skipped).
-
-    Parameters
-    ----------
-    source : str or os.PathLike
-        A Parquet file, or a folder searched with its subfolders.
-
-    Returns
-    -------
-    list of pathlib.Path
-        ``source`` itself where it is a file, else the folder's Parquet files in sorted order.
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If ``source`` does not exist or holds no Parquet file.
+    """The Parquet files of ``source``: itself, or a folder's ``*.parquet`` files (subfolders searched) in sorted
+    order, names starting with ``.`` or ``_`` skipped.
     """
     path = Path(source)
     if path.is_file():
@@ -382,20 +251,8 @@ def parquet_files(source) -> list[Path]:
 
 
 def row_groups(source, rank: int = 0, world: int = 1) -> list[RowGroup]:
-    """The row groups a rank reads: every ``world``-th of the table's, from the ``rank``-th, each with
-    the position of its first row in the whole table (from the files' footers: nothing else is read).
-
-    Parameters
-    ----------
-    source : str or os.PathLike
-        A Parquet file or folder.
-    rank, world : int, optional
-        This rank and the number of ranks (default 0 and 1: every row group).
-
-    Returns
-    -------
-    list of RowGroup
-        In table order.
+    """The row groups a rank reads in table order, every ``world``-th from the ``rank``-th, with each one's first
+    row position in the table, from the files' footers alone.
     """
     if not 0 <= rank < world:
         raise ConfigError(f"rank must lie in [0, world), got rank {rank} of {world}")
@@ -413,30 +270,13 @@ def row_groups(source, rank: int = 0, world: int = 1) -> list[RowGroup]:
 
 
 def table_rows(source) -> int:
-    """The number of rows of a Parquet file or folder (from the footers).
-
-    Parameters
-    ----------
-    source : str or os.PathLike
-        A Parquet file or folder (:func:`parquet_files`).
-
-    Returns
-    -------
-    int
-        The rows of all its row groups; nothing but the files' footers is read.
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If ``source`` does not exist or holds no Parquet file.
-    """
+    """The number of rows of a Parquet file or folder, from the footers alone."""
     return sum(group.rows for group in row_groups(source))
 
 
 @dataclass
 class HashedBlock:
-    """Consecutive rows of a rank's row groups: their positions in the table, their buckets, and the
-    other columns asked for (as Arrow arrays).
+    """Consecutive rows of a rank's row groups.
 
     Attributes
     ----------
@@ -465,25 +305,10 @@ def hashed_blocks(
     rank: int = 0,
     world: int = 1,
 ) -> Iterator[HashedBlock]:
-    """The table's rows in blocks of ``block_rows`` rows (the last shorter), hashed (see the module docstring).
+    """The table's rows in hashed blocks of ``block_rows`` rows (the last shorter), with ``columns`` handed over
+    beside; with ``rank`` and ``world``, this rank's row groups only (:func:`row_groups`).
 
-    Parameters
-    ----------
-    source : str or os.PathLike
-        A Parquet file or folder.
-    spec : HashSpec
-        The slots.
-    block_rows : int, optional
-        Rows per block: memory is about ``block_rows * (8 * num_slots + 8 + the columns' widths)``.
-    columns : sequence of str, optional
-        Other columns to hand over with each block (e.g. the label, a user id).
-    rank, world : int, optional
-        Read only the row groups of this rank (:func:`row_groups`).
-
-    Yields
-    ------
-    HashedBlock
-        The block's positions (int64), buckets ((rows, num_slots) int64) and ``columns``.
+    Memory is about ``block_rows * (8 * num_slots + 8 + the columns' widths)``.
     """
     if block_rows < 1:
         raise ConfigError(f"block_rows must be at least 1, got {block_rows}")
@@ -516,20 +341,7 @@ def _block(pieces: list[pa.RecordBatch], positions: list[np.ndarray], spec: Hash
 
 
 def bucket_sizes(blocks, num_buckets: int) -> np.ndarray:
-    """How many rows fall in each bucket (a public count: the buckets come from public columns).
-
-    Parameters
-    ----------
-    blocks : iterable of HashedBlock
-        The rows.
-    num_buckets : int
-        The index space's size.
-
-    Returns
-    -------
-    numpy.ndarray
-        (num_buckets,) int64.
-    """
+    """How many rows fall in each bucket: a public count, the buckets coming from public columns."""
     sizes = np.zeros(num_buckets, dtype=np.int64)
     for block in blocks:
         sizes += np.bincount(block.buckets.ravel(), minlength=num_buckets)

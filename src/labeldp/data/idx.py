@@ -78,23 +78,7 @@ CLASS_NAMES = {
 
 
 def read_idx(path: str | Path) -> np.ndarray:
-    """Read one IDX file (optionally gzip-compressed) into a numpy array.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file; a ``.gz`` suffix means gzip-compressed.
-
-    Returns
-    -------
-    numpy.ndarray
-        The array the header describes, of its dtype and shape (a read-only view of the file's bytes).
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If the magic number is not an IDX one, or the data's size differs from what the header promises.
-    """
+    """One IDX file (gzip-compressed with a ``.gz`` suffix) as a read-only array of the header's dtype and shape."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as handle:
@@ -119,27 +103,10 @@ def _find(data_dir: Path, stem: str) -> Path:
 
 
 def recognise(name: str, files: dict[str, Path]) -> None:
-    """Check the files of IDX dataset ``name`` against the published checksums: files of another of
-    the datasets (they share file names) are an error; files that match no published checksum (a
-    copy of one's own, say) pass with a warning.
+    """Check IDX dataset ``name``'s ``files`` (by their :data:`FILES` key) against the published checksums.
 
-    Parameters
-    ----------
-    name : str
-        The dataset the files should hold: ``"mnist"``, ``"fashion-mnist"`` or ``"kmnist"``.
-    files : dict of str to pathlib.Path
-        The files by their key in :data:`FILES` (``"train_images"``...).
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If the files are the published files of another of the datasets.
-
-    Warns
-    -----
-    UserWarning
-        If files whose checksums are published (the gzip ones; for MNIST the uncompressed ones too)
-        match none of ``name``'s.
+    The three datasets share file names: files of another one are a :class:`~labeldp.errors.DataError`;
+    files matching no published checksum (a copy of one's own) pass with a warning.
     """
     found = {key: hashlib.md5(path.read_bytes()).hexdigest() for key, path in files.items()}
     owners = {dataset for dataset, sums in CHECKSUMS.items() for key, digest in found.items() if digest in sums[key]}
@@ -159,22 +126,7 @@ def recognise(name: str, files: dict[str, Path]) -> None:
 
 
 def download_idx(name: str, data_dir: str | Path) -> None:
-    """Download the four gzip files of ``name`` into ``data_dir`` (needs internet).
-
-    Files already there are not downloaded again.
-
-    Parameters
-    ----------
-    name : str
-        ``"mnist"``, ``"fashion-mnist"`` or ``"kmnist"`` (a key of :data:`MIRRORS`).
-    data_dir : str or pathlib.Path
-        The folder to download into (created if missing).
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a download fails.
-    """
+    """Download ``name``'s four gzip files into ``data_dir`` (needs internet), skipping those already there."""
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     for stem in FILES.values():
@@ -184,19 +136,8 @@ def download_idx(name: str, data_dir: str | Path) -> None:
 
 
 def fetch(url: str, target: Path) -> None:
-    """Download ``url`` to ``target`` (written whole or not at all); a failure is a clear error.
-
-    Parameters
-    ----------
-    url : str
-        The address to download (60 seconds' timeout).
-    target : pathlib.Path
-        The file to write.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If the download or the write fails.
+    """Download ``url`` to ``target``, written whole or not at all (60 seconds' timeout); a failure is a
+    :class:`~labeldp.errors.DataError` saying what to do without a network.
     """
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
@@ -210,30 +151,9 @@ def fetch(url: str, target: Path) -> None:
 
 
 def load_idx_dataset(name: str, data_dir: str | Path) -> LabeledDataset:
-    """Load MNIST, Fashion-MNIST or KMNIST from the four IDX files in ``data_dir``.
-
-    The files are checked against the published checksums first (:func:`recognise`).
-
-    Parameters
-    ----------
-    name : str
-        ``"mnist"``, ``"fashion-mnist"`` or ``"kmnist"``.
-    data_dir : str or pathlib.Path
-        The folder holding the four files (:data:`FILES`), each gzip-compressed or not.
-
-    Returns
-    -------
-    labeldp.data.dataset.LabeledDataset
-        (n, 1, H, W) images (28 x 28 in the standard files) standardised with the training statistics,
-        private training labels, public test labels, 10 classes, translation augmentation.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If ``name`` is not an IDX dataset, the files are another dataset's or not IDX files, or the
-        images are not 3-d and the labels 1-d.
-    labeldp.errors.MissingFileError
-        If ``data_dir`` or one of the four files does not exist.
+    """MNIST, Fashion-MNIST or KMNIST from the four IDX files in ``data_dir`` (:data:`FILES`, gzipped or not),
+    checked first (:func:`recognise`): (n, 1, H, W) images standardised with the training statistics,
+    private training labels, public test labels, translation augmentation.
     """
     if name not in MIRRORS:
         raise DataError(f"unknown IDX dataset {name!r}; expected one of {sorted(MIRRORS)}")

@@ -32,36 +32,14 @@ def load_dataset(
     max_rows_per_unit: int | None = None,
     one_row_per_person: bool = False,
 ) -> LabeledDataset:
-    """Load the dataset registered as ``name``.
+    """Load the dataset registered as ``name``, its options checked before anything is read.
 
-    ``digits`` is embedded; the folder datasets read their standard files from ``data_dir``; ``csv``
-    reads ``table`` (relative to ``data_dir`` where one is given), a CSV or Parquet file: a
-    classification over the declared ``classes``, or a regression on the grid of ``label_grid_size``
-    points over the declared ``label_range``. Where the test rows are held out of the private label
-    column (``csv`` without ``test_table``, ``movielens``), their labels are private
-    (:class:`~labeldp.boundary.PrivateLabels`) unless ``public_test_split`` treats them as public.
-
-    Parameters
-    ----------
-    name : str
-        A registered dataset (:func:`labeldp.data.registry.dataset_names`).
-    data_dir, table, label_column, test_table, classes, features, drop, id_column, test_fraction, split_seed, \
-label_range, label_grid_size, public_test_split, unit_column, max_rows_per_unit, one_row_per_person
-        See :class:`labeldp.data.registry.DatasetRequest`; the table's options only for a ``table`` dataset.
-
-    Returns
-    -------
-    LabeledDataset
-        Public inputs, private training labels, and the test set.
-
-    Raises
-    ------
-    ConfigError
-        For an unknown dataset, or options the dataset does not take, before anything is read.
-    MissingFileError
-        If the data folder, one of its files, or the table does not exist.
-    DataError
-        If a file cannot be read as the dataset's format, or its labels fall outside the declared domain.
+    ``digits`` is embedded; folder datasets read their standard files from ``data_dir``; ``csv`` reads
+    ``table`` (relative to ``data_dir`` where given): a classification over the declared ``classes``, or a
+    regression on the grid of ``label_grid_size`` points over ``label_range``. Test rows held out of the
+    private label column (``csv`` without ``test_table``, ``movielens``) keep private labels unless
+    ``public_test_split``. The options are :class:`~labeldp.data.registry.DatasetRequest`'s, the table's only
+    for a ``table`` dataset.
     """
     dataset = get_dataset(name)
     table_options = (
@@ -115,33 +93,12 @@ label_range, label_grid_size, public_test_split, unit_column, max_rows_per_unit,
 
 
 def download_dataset(name: str, data_dir: str | Path) -> None:
-    """Fetch a dataset's standard files into ``data_dir`` (needs internet; not used by tests).
-
-    Parameters
-    ----------
-    name : str
-        A registered dataset with a download.
-    data_dir : str or pathlib.Path
-        Where to put the files.
-
-    Raises
-    ------
-    ConfigError
-        For an unknown dataset, or one with nothing to download.
-    DataError
-        If a download fails.
-    """
+    """Fetch a dataset's standard files into ``data_dir`` (needs internet)."""
     get_dataset(name).fetch(Path(data_dir))
 
 
 def folder_datasets() -> tuple[str, ...]:
-    """The datasets read from a folder of their standard files (``--data-dir``).
-
-    Returns
-    -------
-    tuple of str
-        Their names, in registration order.
-    """
+    """The datasets read from a folder of their standard files (``--data-dir``), in registration order."""
     return tuple(name for name in dataset_names() if get_dataset(name).source == "folder")
 
 

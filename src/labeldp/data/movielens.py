@@ -1,22 +1,16 @@
 """MovieLens in the GroupLens folder format (``u.data``, ``u.item``, ``u.user``): ratings as private
 numeric labels on the public grid 1..5.
 
-Under label DP the *rating* is private; who rated which movie is public (the paper's MovieLens task),
-and so are the users' demographics, the movies' genres and release years, and how many ratings each
-user and movie has (over all pairs, training and test: it is who rated what). The inputs are one
-float32 row per (user, item) pair: four integer codes first (user, item, occupation, gender; float32
-holds integers exactly up to 2^24), then numeric side features: age, release year (and whether it is
-missing), the 19 genre flags, and the log number of ratings of the user and of the movie,
-standardised. ``LabeledDataset.categorical`` gives the codes' sizes, which the ``recommender`` model
-embeds.
+Under label DP the *rating* is private; who rated which movie is public (the paper's task), and so are
+the users' demographics, the movies' genres and years, and each user's and movie's number of ratings.
+An input is one float32 row per (user, item) pair: four integer codes (user, item, occupation, gender;
+float32 holds integers exactly up to 2^24, and ``LabeledDataset.categorical`` gives their sizes for the
+``recommender`` to embed), then standardised side features.
 
-The test set is a fraction of the (user, item) pairs chosen from the seed's public stream after
-sorting the pairs, so it depends neither on the ratings nor on the file's order. Its ratings are as
-private as the others: a run estimates its test error from a release of them (``public_test_split``
-treats them as public instead, as published comparisons do).
-
-MovieLens is licensed for research use only and may not be redistributed: users download it
-themselves (``labeldp download movielens --data-dir DIR`` fetches ml-100k from GroupLens).
+The test pairs are chosen from the seed's public stream after sorting the pairs, so they depend neither
+on the ratings nor on the file's order; their ratings are private like the others unless
+``public_test_split``. MovieLens is licensed for research use only: users download it themselves
+(``labeldp download movielens --data-dir DIR``).
 """
 
 from __future__ import annotations
@@ -68,7 +62,7 @@ def _read(path: Path, separator: str, names: list[str]) -> pd.DataFrame:
 
 
 def _codes(values: pd.Series, known: list) -> np.ndarray:
-    """Position of each value in ``known``; values not in it get the extra code len(known)."""
+    """Each value's position in ``known``; values not in it get the extra code len(known)."""
     lookup = {value: index for index, value in enumerate(known)}
     return values.map(lambda v: lookup.get(v, len(known))).to_numpy(np.int64)
 
@@ -78,27 +72,10 @@ def _standardised(values: np.ndarray) -> np.ndarray:
 
 
 def read_ratings(folder: Path) -> pd.DataFrame:
-    """Read ``u.data``, the ratings file, checking that every line has a user, an item and a rating.
+    """``u.data``'s ratings (``user``, ``item``, ``rating``, ``timestamp``), each line checked.
 
-    The ratings are the private labels: this reads them into memory unreleased (no guarantee applies
-    to what a caller does with them) and its errors show none of them.
-
-    Parameters
-    ----------
-    folder : pathlib.Path
-        The MovieLens folder holding ``u.data``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per rating, columns ``user``, ``item``, ``rating`` (private) and ``timestamp``.
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If ``u.data`` does not exist.
-    labeldp.errors.DataError
-        If it is not in the MovieLens format, is empty, or lacks a user, item or rating on a line.
+    The ratings are the private labels, read unreleased: no guarantee covers what a caller does with them,
+    and the errors show none.
     """
     ratings = _read(folder / "u.data", "\t", ["user", "item", "rating", "timestamp"])
     if ratings.empty or ratings[["user", "item", "rating"]].isna().any().any():
@@ -109,37 +86,11 @@ def read_ratings(folder: Path) -> pd.DataFrame:
 def load_movielens_dataset(
     data_dir: str | Path, split_seed: int = 0, test_fraction: float = TEST_FRACTION, public_test_split: bool = False
 ) -> LabeledDataset:
-    """MovieLens (100K's folder format) as a regression on the ratings 1..5; see the module docstring.
-    The test pairs' ratings are private like every rating (a run estimates its test error from a
-    release of them), unless ``public_test_split`` treats them as public.
+    """MovieLens (100K's folder format, in ``data_dir`` or its ``ml-100k``) as a regression on the ratings 1..5
+    (see :mod:`labeldp.data.movielens`).
 
-    Parameters
-    ----------
-    data_dir : str or pathlib.Path
-        The folder holding ``u.data``, ``u.user`` and ``u.item`` (directly or in ``ml-100k``).
-    split_seed : int, optional
-        The public seed of the test split (default 0).
-    test_fraction : float, optional
-        The share of the (user, item) pairs in the test set, in (0, 1) (default :data:`TEST_FRACTION`).
-    public_test_split : bool, optional
-        Treat the test pairs' ratings as public: exact test metrics that the epsilon does not cover
-        (default False).
-
-    Returns
-    -------
-    labeldp.data.dataset.LabeledDataset
-        A regression on the grid 1..5 with four categorical code columns (user, item, occupation,
-        gender) and the numeric side features; private training ratings, and test ratings private
-        (:class:`~labeldp.boundary.PrivateLabels`) or, with ``public_test_split``, public with their
-        raw values.
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If the folder or one of its files does not exist.
-    labeldp.errors.DataError
-        If a file is not in the MovieLens format, ``test_fraction`` is not in (0, 1) or would leave no
-        training pair, or a rating lies outside the grid 1..5 (without saying which).
+    The test pairs' ratings are private like every rating, unless ``public_test_split`` makes them public
+    for exact test metrics the epsilon does not cover. A rating outside the grid is refused unnamed.
     """
     folder = _folder(Path(data_dir))
     ratings = read_ratings(folder)
@@ -215,22 +166,10 @@ def load_movielens_dataset(
 
 
 def download_movielens(data_dir: str | Path) -> None:
-    """Download MovieLens 100K from GroupLens into ``data_dir/ml-100k`` (needs internet; research use
-    only, see its README).
+    """Download MovieLens 100K from GroupLens into ``data_dir/ml-100k`` (needs internet; research use only).
 
-    The archive is downloaded whole or not at all (:func:`labeldp.data.idx.fetch`: a timeout, a clear
-    error without a network), unpacked beside the folder and renamed into place, then removed; a
-    folder already holding ``u.data`` is left as it is.
-
-    Parameters
-    ----------
-    data_dir : str or pathlib.Path
-        The folder to unpack the archive into (created if missing).
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If the download fails, or the archive is not MovieLens 100K's.
+    The archive is fetched whole or not at all (:func:`labeldp.data.idx.fetch`), unpacked beside the folder
+    and renamed into place; a folder already holding ``u.data`` is left as it is.
     """
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -10,29 +10,11 @@ from labeldp.randomness import public_rng
 def split_stages(
     num_examples: int, fractions: tuple[float, ...], seed: int, units: np.ndarray | None = None
 ) -> list[np.ndarray]:
-    """Disjoint random index sets with the given size fractions: the examples of each stage, drawn
-    from the seed's public stream (they depend on positions only, never on labels).
+    """Disjoint, sorted index sets of the given size ``fractions`` (summing to at most 1), drawn from the seed's
+    public ``"stage-split"`` stream: they depend on positions only, never on labels.
 
-    With privacy ``units``, whole units are split: a unit's rows all fall in one stage, so that each
-    stage's release spends the run's epsilon on a unit once (the units are taken in a random order
-    until a stage holds its share of the rows).
-
-    Parameters
-    ----------
-    num_examples : int
-        The number of examples to split.
-    fractions : tuple of float
-        The share of the examples in each stage, in order (summing to at most 1; examples beyond the
-        shares' sum belong to no stage).
-    seed : int
-        The public seed whose ``"stage-split"`` stream draws the permutation.
-    units : numpy.ndarray or None, optional
-        (num_examples,) the privacy unit of each example (public); None: each example is its own.
-
-    Returns
-    -------
-    list of numpy.ndarray
-        One sorted array of example indices per stage, disjoint, of about ``fraction * num_examples`` each.
+    With privacy ``units``, whole units are split (taken in a random order until a stage holds its share),
+    so each stage's release spends the run's epsilon on a unit once.
     """
     bounds = np.round(np.cumsum((0.0,) + tuple(fractions)) * num_examples).astype(int)
     if units is None:

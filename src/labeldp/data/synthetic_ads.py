@@ -1,34 +1,29 @@
 """Ads-like synthetic tables: impressions with high-cardinality categoricals and rare conversions.
 
-A ground-truth logistic model over Zipf-distributed categoricals, written as Parquet in row groups and
-generated block by block (memory is that of one block, whatever the number of rows), deterministic
-from a seed. Each row is one impression:
+A ground-truth logistic model over Zipf-distributed categoricals, generated block by block into Parquet
+row groups (memory is one block's), deterministic from a seed. Each row is one impression:
 
 ``row_id`` (int64)
     the row's position in its table (a public id).
 ``user_id`` (int64)
     the user who saw it: users come one after another with a geometric number of rows each (mean
-    ``rows_per_user``); a user keeps one ``device``. The users of the ``"test"`` part are others than
-    the ``"train"`` part's.
+    ``rows_per_user``), each keeping one ``device``; the ``"test"`` part's users are others.
 ``advertiser``, ``campaign``, ``site``, ``device``, ``hour`` (int32)
-    categorical codes. ``campaign`` is drawn Zipf(``zipf_exponent``) over ``campaigns`` values and
-    belongs to one advertiser (itself drawn Zipf over ``advertisers``, once per campaign), ``site`` is
-    Zipf over ``sites``, ``device`` Zipf over ``devices`` (per user), ``hour`` uniform over 24. Codes
-    are permuted so that the popular values are not the small numbers.
+    categorical codes: ``campaign`` Zipf over ``campaigns``, each belonging to one advertiser (Zipf over
+    ``advertisers``), ``site`` and ``device`` (per user) Zipf, ``hour`` uniform over 24; codes permuted
+    so that popular values are not the small numbers.
 ``converted`` (int8)
     the label, 1 with probability sigmoid(logit) where
 
         logit = intercept + a[advertiser] + c[campaign] + s[site] + d[device] + h[hour]
                 + x(advertiser, site) + x'(campaign, device) + u(user)
 
-    each term drawn once from the seed (Gaussian with the scales of :class:`AdsSpec`; the crosses and
-    the user's term from a 64-bit hash of the pair or the user, so that no table of 10^8 pairs is
-    kept), and the intercept solved so that the mean conversion rate is ``base_rate``.
+    each term Gaussian with :class:`AdsSpec`'s scales (the crosses' and the user's from a 64-bit hash of
+    the pair or user, so no table of pairs is kept), the intercept solved for a mean rate of ``base_rate``.
 
-The rows of a block are shuffled (a user's rows are spread over its block), and the parts draw from
-disjoint streams of the seed: ``write_ads_table(path, n, spec, part="test")`` is a test table of the
-same model. Everything here is synthetic: the labels are the generator's, written into the table for
-labeldp to treat as private (read them through :mod:`labeldp.boundary` only).
+A block's rows are shuffled, and the parts draw from disjoint streams of the seed:
+``write_ads_table(path, n, spec, part="test")`` is a test table of the same model. The labels are the
+generator's, for labeldp to treat as private (read them through :mod:`labeldp.boundary` only).
 """
 
 from __future__ import annotations
@@ -57,7 +52,7 @@ _USERS_PER_PART = 1 << 40  # user ids of part p start at p * this
 
 @dataclass(frozen=True)
 class AdsSpec:
-    """The ground-truth model of an ads-like table (see the module docstring).
+    """The ground-truth model of an ads-like table (see :mod:`labeldp.data.synthetic_ads`).
 
     Parameters
     ----------
@@ -122,39 +117,12 @@ class _Model:
         self.salts = rng.integers(0, 2**63, 3, dtype=np.int64).astype(np.uint64)
 
     def draw(self, rng: np.random.Generator, name: str, count: int) -> np.ndarray:
-        """``count`` codes of ``name``, drawn Zipf(``zipf_exponent``) over its values (codes permuted).
-
-        Parameters
-        ----------
-        rng : numpy.random.Generator
-            The stream the draws are taken from.
-        name : str
-            ``"advertiser"``, ``"campaign"``, ``"site"`` or ``"device"``.
-        count : int
-            The number of draws.
-
-        Returns
-        -------
-        numpy.ndarray
-            (count,) int32 codes in [0, that column's cardinality).
-        """
+        """``count`` int32 codes of ``name`` drawn Zipf over its values (codes permuted)."""
         cdf, codes = self.zipf[name]
         return codes[np.minimum(np.searchsorted(cdf, rng.random(count) * cdf[-1]), cdf.size - 1)]
 
     def logits_without_intercept(self, columns: dict[str, np.ndarray]) -> np.ndarray:
-        """Each row's ground-truth logit less the intercept: the categoricals' terms, the two crosses' and
-        the user's.
-
-        Parameters
-        ----------
-        columns : dict of str to numpy.ndarray
-            (rows,) codes of each of :data:`CATEGORICAL_COLUMNS`, and ``"user_id"``.
-
-        Returns
-        -------
-        numpy.ndarray
-            (rows,) float64 logits without the intercept.
-        """
+        """Each row's ground-truth logit less the intercept, from its categorical codes and ``user_id``."""
         scale = self.spec.scales
         logit = sum(self.terms[name][columns[name]] for name in CATEGORICAL_COLUMNS)
         logit = logit + scale[5] * _hashed_normal(self.salts[0], columns["advertiser"], columns["site"])
@@ -177,8 +145,7 @@ def _hashed_normal(salt: np.uint64, first: np.ndarray, second) -> np.ndarray:
 
 @functools.lru_cache(maxsize=8)
 def _model(spec: AdsSpec) -> tuple[_Model, float]:
-    """The model's terms and the intercept that gives a mean conversion rate of ``base_rate``,
-    solved on 200,000 rows of the calibration part."""
+    """The model's terms and the intercept giving a mean rate of ``base_rate``, solved on the calibration part."""
     model = _Model(spec)
     columns = _columns(model, 200_000, np.random.default_rng([spec.seed, PARTS["calibration"]]), 0)
     logit = model.logits_without_intercept(columns)
@@ -187,8 +154,7 @@ def _model(spec: AdsSpec) -> tuple[_Model, float]:
 
 
 def _columns(model: _Model, rows: int, rng: np.random.Generator, first_user: int) -> dict[str, np.ndarray]:
-    """The features of ``rows`` rows of whole users (the last one cut at ``rows``), users numbered from
-    ``first_user``; the rows shuffled."""
+    """The shuffled features of ``rows`` rows of whole users (the last cut), users numbered from ``first_user``."""
     spec = model.spec
     per_user = rng.geometric(1.0 / spec.rows_per_user, size=int(rows / spec.rows_per_user * 1.5) + 16)
     ends = np.cumsum(per_user)
@@ -208,61 +174,24 @@ def _columns(model: _Model, rows: int, rng: np.random.Generator, first_user: int
 
 
 def ads_schema() -> pa.Schema:
-    """The table's columns and types (see the module docstring).
-
-    Returns
-    -------
-    pyarrow.Schema
-        ``row_id``, ``user_id``, the categorical columns and ``converted``.
-    """
+    """The table's columns and types: ``row_id``, ``user_id``, the categorical columns and ``converted``."""
     fields = [pa.field("row_id", pa.int64()), pa.field("user_id", pa.int64())]
     fields += [pa.field(name, pa.int32()) for name in CATEGORICAL_COLUMNS]
     return pa.schema([*fields, pa.field(LABEL_COLUMN, pa.int8())])
 
 
 def true_logits(columns, spec: AdsSpec = AdsSpec()) -> np.ndarray:
-    """The ground-truth logit of each row (the Bayes-optimal score), from its public columns.
-
-    Parameters
-    ----------
-    columns : Mapping of str to array_like, pandas.DataFrame or pyarrow.Table
-        ``user_id`` and the categorical columns.
-    spec : AdsSpec, optional
-        The model.
-
-    Returns
-    -------
-    numpy.ndarray
-        (rows,) float64 logits.
-    """
+    """Each row's ground-truth (Bayes-optimal) logit, from ``user_id`` and its categorical columns."""
     model, intercept = _model(spec)
     arrays = {name: np.asarray(columns[name]) for name in ("user_id", *CATEGORICAL_COLUMNS)}
     return model.logits_without_intercept(arrays) + intercept
 
 
 def ads_batches(rows: int, spec: AdsSpec = AdsSpec(), part: str = "train", batch_rows: int = 1 << 18):
-    """The table's rows as record batches of ``batch_rows`` rows (the last shorter), generated one at a time.
+    """The table's rows as :func:`ads_schema` record batches of ``batch_rows`` rows (the last shorter),
+    generated one at a time; the rows depend on ``batch_rows`` (users are cut at its boundaries).
 
-    Parameters
-    ----------
-    rows : int
-        The number of rows.
-    spec : AdsSpec, optional
-        The model.
-    part : str, optional
-        ``"train"`` or ``"test"`` (other rows, other users, the same model).
-    batch_rows : int, optional
-        Rows per batch; the rows depend on it (the users are cut at its boundaries).
-
-    Yields
-    ------
-    pyarrow.RecordBatch
-        Batches of :func:`ads_schema`.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        For an unknown part or a number of rows below 1.
+    ``part`` is ``"train"`` or ``"test"`` (other rows and users, the same model).
     """
     if part not in PARTS or part == "calibration":
         raise ConfigError(f"part must be 'train' or 'test', got {part!r}")
@@ -285,28 +214,8 @@ def ads_batches(rows: int, spec: AdsSpec = AdsSpec(), part: str = "train", batch
 def write_ads_table(
     path, rows: int, spec: AdsSpec = AdsSpec(), part: str = "train", row_group_rows: int = 1 << 18
 ) -> Path:
-    """Write ``rows`` rows of the model to the Parquet file ``path``, one row group per generated block.
-
-    Memory is that of one block: a table of 10^9 rows is written in the memory of ``row_group_rows``.
-    The same arguments write the same file.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The Parquet file (its folder is created).
-    rows : int
-        The number of rows.
-    spec : AdsSpec, optional
-        The model.
-    part : str, optional
-        ``"train"`` or ``"test"``.
-    row_group_rows : int, optional
-        Rows per row group (and per generated block).
-
-    Returns
-    -------
-    pathlib.Path
-        ``path``.
+    """Write ``rows`` rows of the model to the Parquet file ``path`` (its folder created), one row group per
+    generated block, in the memory of one block; the same arguments write the same file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

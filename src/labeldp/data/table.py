@@ -1,27 +1,16 @@
-"""Tables as they come (CSV, TSV or Parquet, gzip-compressed or not): numeric, categorical and boolean
-columns, missing values, a declared label column and label domain, optionally a privacy unit column.
+"""Tables as they come (CSV, TSV or Parquet, gzipped or not): numeric, categorical and boolean columns,
+missing values, a declared label column and domain, optionally a privacy unit column.
 
-The inputs are public, so their preprocessing is fitted on them freely: scikit-learn's
-``ColumnTransformer`` imputes and standardises the numeric columns (adding a missing-value indicator
-where values are missing) and one-hot encodes the others (missing as a category of its own, categories
-unseen in training ignored). The fitted :class:`TablePreprocessor` goes with the dataset, and a run
-saves it beside its model, so that new rows are encoded exactly as the training rows were. Which
-columns are features is the user's to say (``features``, ``drop``, ``id_column``): a column that is
-another outcome (``spend`` beside ``conversion``) would otherwise leak the label into the inputs.
-
-The label domain is declared (``classes``), never read off the private labels. The label, id and
-unit columns are read by the boundary's reader, as ``labeldp privatize`` reads them
-(:func:`labeldp.boundary.table_source.read_key_columns`: as text, never by guessing, ids and units
-compared by their canonical spelling, a duplicated id refused); pandas reads the public feature columns
-only.
+The inputs are public, so their encoding (:class:`TablePreprocessor`) is fitted on them freely and saved
+beside the model. Which columns are features is the user's to say (``features``, ``drop``,
+``id_column``): another outcome (``spend`` beside ``conversion``) would leak the label into the inputs.
+The label, id and unit columns are read by the boundary's reader
+(:func:`labeldp.boundary.table_source.read_key_columns`); pandas reads the public feature columns only.
 
 **Privacy units.** With ``unit_column`` (a user id: public, never a feature) the run's epsilon is each
-unit's. At most ``max_rows_per_unit`` rows of a unit are kept, chosen by the public seed and never by
-a label (:func:`~labeldp.boundary.units.bounded_rows`), before the split; the other rows are not used
-at all. Without a test table the held-out test rows are whole units (a random share of the units,
-public stream ``unit-split``), so no unit has rows on both sides. A test table is public (its labels
-are never released, and the epsilon covers none of them): its rows need no unit, and the column is
-not read from it.
+unit's: at most ``max_rows_per_unit`` rows of a unit are kept, chosen by the public seed
+(:func:`~labeldp.boundary.units.bounded_rows`) before the split, and held-out test rows are whole units.
+A test table is public (its labels are never released): its rows need no unit.
 """
 
 from __future__ import annotations
@@ -46,17 +35,9 @@ from labeldp.randomness import public_rng
 
 
 def read_table(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
-    """The public ``columns`` (default: all) of a CSV, TSV or Parquet file, or of a folder of them
-    (:func:`~labeldp.boundary.table_source.data_files`), as a DataFrame; empty fields are missing
-    values. Never pass it a private label column: read those with
+    """The public ``columns`` (default all) of a CSV, TSV or Parquet file or folder as a DataFrame, empty
+    fields missing. Never pass it a private label column: read those with
     :func:`~labeldp.boundary.table_source.read_key_columns`.
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If the path does not exist.
-    labeldp.errors.DataError
-        If a file is not a table's, or it cannot be read.
     """
     frames = [_read_file(file, columns) for file in data_files(path)]
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
@@ -89,11 +70,10 @@ class ColumnGroup:
     numeric : bool
         Whether it is numeric (standardised) or categorical (one-hot).
     columns : tuple of int
-        Its encoded columns: a numeric column's value, then its missing-value indicator if it has one;
-        a categorical column's one-hot columns, one per category.
+        Its encoded columns: a numeric column's value, then its missing-value indicator if it has one; a
+        categorical column's one-hot columns, one per category.
     missing_above : float or None
-        A numeric column with an indicator: the row's value is missing where the (standardised)
-        indicator is above this.
+        With an indicator, the row's value is missing where the standardised indicator is above this.
     """
 
     name: str
@@ -104,14 +84,14 @@ class ColumnGroup:
 
 @dataclass
 class TablePreprocessor:
-    """The fitted encoding of a table's feature columns (public), kept with the model.
+    """The fitted encoding of a table's public feature columns, kept with the model.
 
     Parameters
     ----------
     features : list of str
         The feature columns, in order.
     transformer : sklearn.compose.ColumnTransformer
-        The fitted transformer: the numeric columns imputed (median, with missing-value indicators) and
+        The fitted transformer: numeric columns imputed (median, with missing-value indicators) and
         standardised, the others one-hot encoded.
     """
 
@@ -120,23 +100,11 @@ class TablePreprocessor:
 
     @classmethod
     def fit(cls, frame: pd.DataFrame, features: list[str]) -> TablePreprocessor:
-        """Fit the encoding of ``features`` on the rows of ``frame`` (public inputs only).
+        """Fit the encoding of ``features`` on ``frame``'s rows (public inputs only).
 
-        Numeric columns (booleans excepted) are imputed with their median, given missing-value
-        indicators and standardised; the others are read as text, missing values made a category of
-        their own, and one-hot encoded (categories unseen here ignored later).
-
-        Parameters
-        ----------
-        frame : pandas.DataFrame
-            The training rows.
-        features : list of str
-            The feature columns of ``frame`` to encode.
-
-        Returns
-        -------
-        TablePreprocessor
-            The fitted encoding.
+        Numeric columns (booleans excepted) are imputed with their median, given missing-value indicators and
+        standardised; the others are read as text, missing values a category of their own, and one-hot encoded
+        (categories unseen here ignored later).
         """
         numeric = [
             c for c in features if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
@@ -165,22 +133,8 @@ class TablePreprocessor:
         return cls(list(features), transformer)
 
     def transform(self, frame: pd.DataFrame) -> np.ndarray:
-        """Encode the rows of ``frame`` as the training rows were.
-
-        Parameters
-        ----------
-        frame : pandas.DataFrame
-            Rows holding at least the feature columns (others are ignored).
-
-        Returns
-        -------
-        numpy.ndarray
-            (n, d) float32 inputs, one column per name in :attr:`encoded_names`.
-
-        Raises
-        ------
-        labeldp.errors.DataError
-            If ``frame`` lacks a feature column.
+        """(n, d) float32 inputs: ``frame``'s rows encoded as the training rows were, one column per
+        :attr:`encoded_names`.
         """
         missing = [c for c in self.features if c not in frame.columns]
         if missing:
@@ -190,15 +144,8 @@ class TablePreprocessor:
         return np.asarray(values, dtype=np.float32)
 
     def column_groups(self) -> list[ColumnGroup]:
-        """The encoded columns of each feature column: a numeric one's standardised value (and its
-        missing-value indicator, where the training rows had missing values), a categorical one's
-        one-hot columns (missing values a category of their own). Public: it describes the encoding.
-
-        Returns
-        -------
-        list of ColumnGroup
-            One per feature column that has encoded columns, numeric ones first, in the order of
-            :meth:`transform`'s output (a numeric column missing in every training row has none).
+        """The encoded columns of each feature column that has some, numeric ones first, in :meth:`transform`'s
+        order (a numeric column missing in every training row has none). Public: it describes the encoding.
         """
         numeric, other = (list(columns) for _, _, columns in self.transformer.transformers_[:2])
         groups = []
@@ -224,13 +171,7 @@ class TablePreprocessor:
 
     @property
     def encoded_names(self) -> list[str]:
-        """The names of the encoded input columns.
-
-        Returns
-        -------
-        list of str
-            One name per column of :meth:`transform`'s output.
-        """
+        """The names of the encoded input columns."""
         return list(self.transformer.get_feature_names_out())
 
 
@@ -250,35 +191,8 @@ def feature_columns(
     id_column: str | None,
     unit_column: str | None = None,
 ) -> list[str]:
-    """The declared feature columns, or every column but the label, the dropped ones, the id and the
-    privacy unit.
-
-    Parameters
-    ----------
-    names : list of str
-        The table's columns.
-    label_column : str
-        The label column, never a feature.
-    features : tuple of str or None
-        The declared feature columns, or None for every column not excluded.
-    drop : tuple of str
-        Columns that are not features.
-    id_column : str or None
-        A row identifier, never a feature.
-    unit_column : str or None, optional
-        The privacy unit column, never a feature (default None).
-
-    Returns
-    -------
-    list of str
-        The feature columns.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a named column is not in the table.
-    labeldp.errors.ConfigError
-        If the label, id or privacy unit column is declared a feature, or no feature column is left.
+    """The declared feature columns, or every column but the label, the dropped ones, the id and the privacy
+    unit; the label, id or unit declared a feature is refused.
     """
     keys = [c for c in (id_column, unit_column) if c]
     named = [label_column, *drop, *keys, *(features or ())]
@@ -298,18 +212,7 @@ def feature_columns(
 
 
 def table_name(path: str | Path) -> str:
-    """A table's name: its file name before the first dot (``adult-train`` for ``adult-train.csv.gz``).
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The table's file.
-
-    Returns
-    -------
-    str
-        The name its dataset, runs and reports go by.
-    """
+    """A table's name: its file name before the first dot (``adult-train`` for ``adult-train.csv.gz``)."""
     return Path(path).name.split(".")[0]
 
 
@@ -330,69 +233,16 @@ def load_table_dataset(
     max_rows_per_unit: int | None = None,
     one_row_per_person: bool = False,
 ) -> LabeledDataset:
-    """Load a table with a declared label domain: the ``classes`` of a classification, or the ``grid``
-    of numeric labels (:mod:`labeldp.data.grid`: values snapped to it, raw test values kept).
-    The features are encoded by a :class:`TablePreprocessor` fitted on the training rows
-    (``dataset.preprocessor``).
+    """Load a table with a declared label domain: a classification's ``classes`` or numeric labels' ``grid``
+    (:mod:`labeldp.data.grid`: values snapped to it, raw test values kept), the features encoded by a
+    :class:`TablePreprocessor` fitted on the training rows (``dataset.preprocessor``).
 
-    Without ``test_path``, a random ``test_fraction`` of the rows (drawn from the seed's public stream:
-    it depends on the rows' positions only) becomes the test set. Its labels come from the private
-    label column, so they stay private (:class:`~labeldp.boundary.PrivateLabels`: a run estimates
-    its test metrics from a release of them), unless ``public_test_split`` treats them as public.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The table (:func:`read_table`); its name before the first dot names the dataset.
-    label_column : str
-        The label column.
-    test_path : str or pathlib.Path or None, optional
-        A test table with the same columns, whose labels are public (default None: split ``path``).
-    test_fraction : float, optional
-        Without ``test_path``, the share of rows in the test set, in (0, 1) (default 0.2).
-    seed : int, optional
-        The public seed of the split (default 0).
-    features : tuple of str or None, optional
-        The feature columns (default None: every column but the label, ``drop`` and ``id_column``).
-    drop : tuple of str, optional
-        Columns that are not features (default: none).
-    id_column : str or None, optional
-        A row identifier, never a feature (default None).
-    classes : tuple of str or None, optional
-        A classification's declared label values, in order, at least two (default None).
-    grid : numpy.ndarray or None, optional
-        A regression's declared grid of label values (:func:`labeldp.data.grid.label_grid`; default None).
-    public_test_split : bool, optional
-        Treat the held-out test rows' labels as public: exact test metrics that the epsilon does not
-        cover (default False).
-    unit_column : str or None, optional
-        The privacy unit of each row (see the module docstring; default None: each row its own).
-    max_rows_per_unit : int or None, optional
-        The most rows of one unit kept (required with ``unit_column``).
-    one_row_per_person : bool, optional
-        The user's statement that no person has two rows, which lets a folder of several files be read
-        without an id or unit column (:func:`~labeldp.boundary.table_source.check_each_row_once`).
-
-    Returns
-    -------
-    labeldp.data.dataset.LabeledDataset
-        The encoded inputs, the private training labels and the test set, with the fitted
-        ``preprocessor``; with a privacy unit, the private rows' ``units`` and the bound's
-        ``unit_bound``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If neither ``grid`` nor at least two ``classes`` are declared, ``test_fraction`` is not in
-        (0, 1), the feature columns are declared wrongly, or a unit column comes without its bound.
-    labeldp.errors.MissingFileError
-        If a table file does not exist.
-    labeldp.errors.DataError
-        If a table cannot be read or lacks a column, a unit is missing, its test share would leave no
-        training row, a
-        regression's label column is not numeric or holds missing values, or a classification's label is
-        missing or outside ``classes`` (neither named nor
-        counted).
+    Without ``test_path`` a random ``test_fraction`` of the rows, drawn from the seed's public stream,
+    becomes the test set; its labels stay private (a run estimates its test metrics from a release of them)
+    unless ``public_test_split`` makes them public, for exact metrics the epsilon does not cover. A
+    ``test_path`` table's labels are public. ``unit_column``, ``max_rows_per_unit`` and
+    ``one_row_per_person`` are as for :func:`~labeldp.boundary.release_folder.privatize_table`; with a unit,
+    the dataset carries the private rows' ``units`` and the bound's ``unit_bound``.
     """
     read = read_key_columns(path, label_column, id_column, unit_column, one_row_per_person=one_row_per_person)
     if grid is None and (classes is None or len(classes) < 2):
@@ -462,8 +312,9 @@ def _labels(read: KeyColumns, domain: LabelDomain | None, where: str) -> np.ndar
 
 
 def _public_rows(path, columns: list[str], read: KeyColumns) -> pd.DataFrame:
-    """The feature columns of every file of ``path``, read by pandas (public), row for row with the
-    boundary's read of the same files."""
+    """The feature columns of every file of ``path``, read by pandas (public), row for row with the boundary's
+    read of the same files.
+    """
     frames = [_read_file(file, columns) for file in data_files(path)]
     if [len(f) for f in frames] != read.rows_per_file:
         raise DataError(
@@ -474,8 +325,7 @@ def _public_rows(path, columns: list[str], read: KeyColumns) -> pd.DataFrame:
 
 
 def _bound_units(keys: np.ndarray, column: str, max_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
-    """The rows its privacy units keep (public rule, public seed), their unit codes, and the bound's
-    public facts."""
+    """The rows its privacy units keep (public rule and seed), their unit codes, and the bound's public facts."""
     kept, units, most_rows = bounded_rows(keys, max_rows, seed)
     facts = {
         "column": column,
@@ -489,8 +339,9 @@ def _bound_units(keys: np.ndarray, column: str, max_rows: int, seed: int) -> tup
 
 
 def _split(rows: int, path, test_fraction: float, seed: int, units: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """The training and test rows of a table without a test table: a random share of the rows (public
-    stream ``table-split``), or with privacy units of the units (``unit-split``)."""
+    """The training and test rows of a table without a test table: a random share of the rows (public stream
+    ``table-split``), or with privacy units of the units (``unit-split``).
+    """
     if not 0.0 < test_fraction < 1.0:
         raise ConfigError(f"test_fraction must lie in (0, 1), got {test_fraction}")
     if units is not None:
