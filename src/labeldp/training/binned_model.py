@@ -1,19 +1,12 @@
-"""The logistic model over public feature bins as a torch module, so that a run's model of ``--method
-marginals`` is saved, evaluated, audited and used by ``labeldp predict`` as every other run's is.
+"""The logistic model over public feature bins as a torch module, so a ``marginals`` run's model is
+saved, evaluated, audited and used by ``labeldp predict`` as every other run's is.
 
-:class:`BinnedLogistic` maps a run's encoded inputs to the bins of the *raw* features: a table's numeric
-column is cut at the quantiles of its standardised value (bin 0 where its missing-value indicator says
-the value was missing), a categorical column takes the bin of its one-hot category (bin 0 for a
-category unseen in training), as :meth:`labeldp.data.table.TablePreprocessor.column_groups` describes
-the encoding; inputs of another dataset are flattened, each value a numeric feature. One feature per
-raw column, not per one-hot column, matters for privacy: every feature is one more set of counts in the
-release, and the noise on each count grows with the number of features. Its logits are
-b + sum_j coef[bin_j(x)], the coefficients fitted from noisy label marginals
-(:func:`labeldp.training.marginals.fit_from_marginals`).
-
-Privacy: the bins come from the public inputs alone (:func:`binned_logistic`); the coefficients are
-post-processing of a release. The module holds nothing else, and its state dict all of it: a run's
-``model.pt`` rebuilds it (:meth:`BinnedLogistic.from_state_dict`), with no dataset.
+:class:`BinnedLogistic` maps a run's encoded inputs to the bins of the *raw* features
+(:meth:`labeldp.data.table.TablePreprocessor.column_groups`). One feature per raw column, not per
+one-hot column, matters for privacy: each feature is one more set of counts in the release, and the
+noise on every count grows with their number. The bins come from public inputs alone, the
+coefficients are post-processing of a release, and the state dict holds everything: a run's
+``model.pt`` rebuilds it without a dataset.
 """
 
 from __future__ import annotations
@@ -35,26 +28,20 @@ BIN_BUFFERS = ("value_columns", "missing_columns", "missing_above", "edges", "ca
 
 
 class BinnedLogistic(nn.Module):
-    """Logits of a multinomial logistic model over the bins of public features, from encoded inputs.
+    """Logits b + sum_j coef[bin_j(x)] of a multinomial logistic model over public feature bins, from encoded inputs.
 
-    Numeric features first, then categorical ones; each feature's bin 0 holds what is missing or unseen.
+    Numeric features first, then categorical ones; each feature's bin 0 holds what is missing or unseen
+    (a numeric value whose missing-value indicator is above ``missing_above``, an unseen category).
+    Build it with :func:`binned_logistic`.
 
     Parameters
     ----------
-    value_columns : torch.Tensor
-        (numeric features,) int64: the input column of each numeric feature.
     missing_columns : torch.Tensor
-        (numeric features,) int64: the column of its missing-value indicator, -1 for none.
-    missing_above : torch.Tensor
-        (numeric features,) float32: the value is missing where the indicator is above this.
+        (numeric features,) int64: the column of each one's missing-value indicator, -1 for none.
     edges : torch.Tensor
-        (numeric features, E) float32: the cut points, sorted, padded with +inf (E >= 1).
-    category_columns : torch.Tensor
-        (categorical features, C) int64: the one-hot columns of each categorical feature, padded.
-    category_mask : torch.Tensor
-        (categorical features, C) bool: which of them are the feature's (C >= 1).
-    num_classes : int
-        The number of classes.
+        (numeric features, E) float32 cut points, sorted, padded with +inf (E >= 1).
+    category_columns, category_mask : torch.Tensor
+        (categorical features, C): each one's one-hot columns, padded, and which of them are its (C >= 1).
     """
 
     def __init__(
@@ -80,36 +67,13 @@ class BinnedLogistic(nn.Module):
 
     @classmethod
     def from_state_dict(cls, state: dict[str, torch.Tensor]) -> BinnedLogistic:
-        """The model a state dict was saved from (a run's ``model.pt``): its shape is in its buffers.
-
-        Parameters
-        ----------
-        state : dict
-            :meth:`state_dict`'s output.
-
-        Returns
-        -------
-        BinnedLogistic
-            The model, on the CPU, with the state loaded.
-        """
+        """The model a state dict was saved from (a run's ``model.pt``), on the CPU: its shape is in its buffers."""
         model = cls(*(state[name].cpu() for name in BIN_BUFFERS), num_classes=state["intercept"].numel())
         model.load_state_dict(state)
         return model
 
     def bins(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, features) int64: every feature's bin for each row of the encoded inputs ``x``.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            (B, ...) encoded inputs, flattened to (B, input columns).
-
-        Returns
-        -------
-        torch.Tensor
-            (B, features) int64 bins, numeric features first; bin 0 of a feature holds what is missing
-            or unseen.
-        """
+        """(B, features) int64: every feature's bin for each row of the encoded inputs ``x`` (flattened)."""
         x = x.flatten(1)
         values = x[:, self.value_columns].to(self.edges.dtype)
         numeric = 1 + torch.searchsorted(self.edges, values.T.contiguous(), right=True).T
@@ -120,30 +84,10 @@ class BinnedLogistic(nn.Module):
         return torch.cat([numeric, categorical], 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, classes) logits of the encoded inputs ``x``.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            (B, ...) encoded inputs, flattened to (B, input columns).
-
-        Returns
-        -------
-        torch.Tensor
-            (B, classes) logits: the intercept plus each feature's coefficient of the row's bin.
-        """
         return self.coef[self.bins(x) + self.offsets].sum(1) + self.intercept
 
     def set_coefficients(self, coef: np.ndarray, intercept: np.ndarray) -> None:
-        """Take the fitted ``coef`` (bins, classes) and ``intercept`` (classes,).
-
-        Parameters
-        ----------
-        coef : numpy.ndarray
-            (sum of the bins of every feature, classes) coefficients, feature by feature in bin order.
-        intercept : numpy.ndarray
-            (classes,) intercepts.
-        """
+        """Take the fitted ``coef`` (bins, classes), feature by feature in bin order, and ``intercept`` (classes,)."""
         with torch.no_grad():
             self.coef.copy_(torch.as_tensor(coef, dtype=self.coef.dtype))
             self.intercept.copy_(torch.as_tensor(intercept, dtype=self.intercept.dtype))
@@ -152,25 +96,10 @@ class BinnedLogistic(nn.Module):
 def binned_logistic(
     inputs: np.ndarray, groups: Sequence[ColumnGroup] | None, n_bins: int, num_classes: int
 ) -> BinnedLogistic:
-    """The bins of public inputs, as a :class:`BinnedLogistic` whose coefficients are still zero.
+    """The bins of the public ``inputs`` (never labels), as a :class:`BinnedLogistic` with zero coefficients.
 
-    Parameters
-    ----------
-    inputs : numpy.ndarray
-        (n, ...) the public training inputs, encoded as the model will see them; never labels.
-    groups : sequence of ColumnGroup or None
-        A table's features (:meth:`labeldp.data.table.TablePreprocessor.column_groups`), or None: every
-        input value a numeric feature.
-    n_bins : int
-        The most quantile bins of a numeric feature (:func:`labeldp.training.marginals.quantile_edges`),
-        besides bin 0.
-    num_classes : int
-        The number of classes.
-
-    Returns
-    -------
-    BinnedLogistic
-        The model, on the CPU.
+    ``groups`` are a table's features (:meth:`labeldp.data.table.TablePreprocessor.column_groups`), or
+    None: every input value a numeric feature; ``n_bins`` the most quantile bins of a numeric one, besides bin 0.
     """
     x = np.asarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
     if groups is None:

@@ -1,31 +1,18 @@
 """Models from noisy label counts over hashed features: post-processing of one release.
 
-The release (:func:`labeldp.boundary.release_hashed.release_hashed_counts`) gives, for every bucket j
-of every slot, a noisy positive count S_j (discrete Laplace noise of known variance v) and its public
-size n_j. Everything here reads those and public columns only, so it costs no privacy.
+The release (:func:`labeldp.boundary.release_hashed.release_hashed_counts`) gives every bucket j of
+every slot a noisy positive count S_j (discrete Laplace noise of variance v) and its public size n_j;
+nothing here reads anything else, so it costs no privacy.
 
-**The base rate** r: each slot's positive counts sum to the number of positives, so each slot gives an
-unbiased estimate, with variance v times its number of non-empty buckets (an empty bucket's count is
-known to be zero); they are averaged with inverse-variance weights (:func:`base_rate`): the slot with
-the fewest values (a device, an hour) dominates.
-
-**Bucket rates** (:func:`bucket_rates`): an empirical-Bayes shrinkage of S_j / n_j towards r. Per
-slot, the buckets' true rates are taken to scatter around r with a variance tau^2, estimated by the
-method of moments from the noisy excesses x_j = S_j - n_j r (E x_j^2 = n_j^2 tau^2 + n_j r (1 - r) + v);
-each bucket's rate is then r + w_j (S_j / n_j - r), w_j = n_j^2 tau^2 / (n_j^2 tau^2 + n_j r (1 - r) + v),
-clipped to [0, 1]. An empty bucket gets r.
-
-**Two models**, both a :class:`~labeldp.models.sparse.HashedLogistic`:
-
-- :func:`log_odds_model` (cheap, naive-Bayes-like): w_j = alpha (logit(t_j) - logit(r)), bias beta,
-  with (alpha, beta) maximising the logistic likelihood written with the counts (below) on a sample of
-  the rows: two parameters, one pass over a sample.
-- the logistic regression over the buckets whose likelihood's label terms are the counts themselves:
-  sum_i [softplus(z_i) - y_i z_i] = sum_i softplus(z_i) - sum_j w_j S_j - b N, trained out of core by
-  :func:`labeldp.training.sparse.train_sparse` with :func:`~labeldp.training.sparse.counts_loss`, each
-  row of bucket j carrying the target t_j (:func:`rate_targets`), warm-started from the log-odds model.
-  With t_j = S_j / n_j the sum over the rows is exactly that likelihood; the shrunk rates, the default,
-  trade that exactness for less noise.
+The base rate r (:func:`base_rate`) averages each slot's unbiased estimate with inverse-variance
+weights. Bucket rates (:func:`bucket_rates`) shrink S_j / n_j towards r by empirical Bayes: per slot
+the true rates scatter around r with a variance tau^2 estimated by moments (E x_j^2 = n_j^2 tau^2 +
+n_j r (1 - r) + v for x_j = S_j - n_j r), and t_j = r + w_j (S_j / n_j - r), w_j = n_j^2 tau^2 /
+(n_j^2 tau^2 + n_j r (1 - r) + v), clipped to [0, 1]. Two models, both
+:class:`~labeldp.models.sparse.HashedLogistic`: :func:`log_odds_model` (two parameters fitted on a
+sample), and the logistic regression whose likelihood's label terms are the counts themselves,
+sum_i softplus(z_i) - sum_j w_j S_j - b N, trained by :func:`labeldp.training.sparse.train_sparse`
+with :func:`~labeldp.training.sparse.counts_loss` on :func:`rate_targets`.
 """
 
 from __future__ import annotations
@@ -46,38 +33,16 @@ RATE_FLOOR = 1e-4
 
 
 def discrete_laplace_variance(parameter: float) -> float:
-    """The variance 2 e^-a / (1 - e^-a)^2 of discrete Laplace noise with parameter a.
-
-    Parameters
-    ----------
-    parameter : float
-        a > 0.
-
-    Returns
-    -------
-    float
-        The variance.
-    """
+    """The variance 2 e^-a / (1 - e^-a)^2 of discrete Laplace noise of parameter a."""
     decay = np.exp(-parameter)
     return float(2 * decay / (1 - decay) ** 2)
 
 
 def base_rate(positives: np.ndarray, sizes: np.ndarray, slot_of_bucket: np.ndarray) -> float:
-    """The positive rate, from every slot's noisy positives, weighted by the inverse of its non-empty buckets.
+    """The positive rate from every slot's noisy positives, weighted by the inverse of its non-empty buckets, clipped.
 
-    Parameters
-    ----------
-    positives : numpy.ndarray
-        (num_buckets,) the noisy positive counts.
-    sizes : numpy.ndarray
-        (num_buckets,) the buckets' public sizes.
-    slot_of_bucket : numpy.ndarray
-        (num_buckets,) each bucket's slot.
-
-    Returns
-    -------
-    float
-        The estimate, clipped to [RATE_FLOOR, 1 - RATE_FLOOR].
+    An empty bucket's count is known to be zero, so a slot's variance is v times its non-empty buckets:
+    the slot with the fewest values dominates.
     """
     occupied = sizes > 0
     slots = int(slot_of_bucket.max()) + 1
@@ -91,28 +56,10 @@ def base_rate(positives: np.ndarray, sizes: np.ndarray, slot_of_bucket: np.ndarr
 def bucket_rates(
     positives: np.ndarray, sizes: np.ndarray, slot_of_bucket: np.ndarray, noise_variance: float, rate: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every bucket's positive rate, shrunk towards ``rate`` by empirical Bayes (module docstring).
+    """Every bucket's positive rate shrunk towards ``rate`` (see :mod:`labeldp.training.from_counts`), and its slope.
 
-    Parameters
-    ----------
-    positives : numpy.ndarray
-        (num_buckets,) the noisy positive counts.
-    sizes : numpy.ndarray
-        (num_buckets,) the buckets' public sizes.
-    slot_of_bucket : numpy.ndarray
-        (num_buckets,) each bucket's slot.
-    noise_variance : float
-        v, the variance of each count's noise.
-    rate : float
-        r, the base rate.
-
-    Returns
-    -------
-    rates : numpy.ndarray
-        (num_buckets,) float64 rates in [0, 1]; ``rate`` for an empty bucket.
-    slopes : numpy.ndarray
-        (num_buckets,) d rate_j / d S_j (w_j / n_j where S_j / n_j lies inside (0, 1), else 0): how the
-        rate follows its own count's noise, which :func:`log_odds_model` corrects for.
+    The slope d t_j / d S_j (w_j / n_j where S_j / n_j lies in (0, 1), else 0) is how the rate follows its
+    own count's noise, which :func:`log_odds_model` corrects for. An empty bucket gets ``rate``.
     """
     n = sizes.astype(np.float64)
     excess = positives - n * rate
@@ -128,23 +75,7 @@ def bucket_rates(
 
 
 def rate_targets(rates: np.ndarray, rate: float, buckets: np.ndarray) -> np.ndarray:
-    """The targets of :func:`~labeldp.training.sparse.counts_loss` for a block: each bucket's rate,
-    then the base rate.
-
-    Parameters
-    ----------
-    rates : numpy.ndarray
-        (num_buckets,) the buckets' rates.
-    rate : float
-        The base rate.
-    buckets : numpy.ndarray
-        (rows, F) the block's buckets.
-
-    Returns
-    -------
-    numpy.ndarray
-        (rows, F + 1) float32.
-    """
+    """The (rows, F + 1) targets of :func:`~labeldp.training.sparse.counts_loss`: bucket rates, then the base rate."""
     targets = np.empty((buckets.shape[0], buckets.shape[1] + 1), dtype=np.float32)
     targets[:, :-1] = rates[buckets]
     targets[:, -1] = rate
@@ -153,19 +84,17 @@ def rate_targets(rates: np.ndarray, rate: float, buckets: np.ndarray) -> np.ndar
 
 @dataclass(frozen=True)
 class CountStatistics:
-    """What the models are fitted from: a release's noisy positives (empty buckets set to zero, which
-    their public size says), the buckets' sizes, the base rate and the shrunk rates.
+    """What the models are fitted from.
 
     Attributes
     ----------
     positives, sizes, rates, slopes : numpy.ndarray
-        (num_buckets,) S_j, n_j, the shrunk rates t_j and their slopes d t_j / d S_j.
+        (num_buckets,) S_j (zero for an empty bucket, as its public size says), n_j, the shrunk rates t_j
+        and their slopes d t_j / d S_j.
     rate : float
         The base rate r.
     noise_variance : float
-        The variance of each count's noise.
-    rows : int
-        The rows counted.
+        Each count's noise variance.
     """
 
     positives: np.ndarray
@@ -178,20 +107,7 @@ class CountStatistics:
 
     @classmethod
     def from_release(cls, release, spec: HashSpec) -> CountStatistics:
-        """From a :func:`~labeldp.boundary.release_hashed.release_hashed_counts` release of two classes.
-
-        Parameters
-        ----------
-        release : Release
-            The release (``arrays["counts"]``, ``arrays["sizes"]``; its event gives the noise's parameter).
-        spec : HashSpec
-            The slots it was counted over.
-
-        Returns
-        -------
-        CountStatistics
-            The statistics.
-        """
+        """From a :func:`~labeldp.boundary.release_hashed.release_hashed_counts` release of two classes."""
         counts, sizes = np.asarray(release.arrays["counts"]), np.asarray(release.arrays["sizes"])
         if counts.shape != (spec.num_buckets, 2):
             raise ConfigError(f"expected ({spec.num_buckets}, 2) counts of two classes, got {counts.shape}")
@@ -204,29 +120,13 @@ class CountStatistics:
 
 
 def log_odds_model(statistics: CountStatistics, sample: Iterable[np.ndarray], newton_steps: int = 25) -> HashedLogistic:
-    """The naive-Bayes-like model w_j = alpha u_j, u_j = logit(t_j) - logit(r), bias beta, (alpha, beta)
-    fitted by Newton's method on the counts' logistic likelihood over a sample of the rows.
+    """The naive-Bayes-like model w_j = alpha u_j, u_j = logit(t_j) - logit(r), bias beta, fitted by Newton.
 
-    That likelihood's label term is alpha sum_j u_j S_j + beta N. Since u_j is computed from S_j, its
-    noise inflates sum_j u_j S_j by about v sum_j du_j / dS_j (Stein's identity for the noise's variance
-    v), which is subtracted; uncorrected, alpha comes out several times too large. alpha is kept in
-    [0, 1] (0: the base rate alone; 1: naive Bayes, each slot's evidence added in full): where the counts
-    hold no signal (a large privacy unit, a small budget) the likelihood is flat in alpha and an
-    unbounded fit wanders off.
-
-    Parameters
-    ----------
-    statistics : CountStatistics
-        The counts, rates and their slopes.
-    sample : iterable of numpy.ndarray
-        (rows, F) buckets of a sample of the rows counted (public).
-    newton_steps : int, optional
-        Newton iterations.
-
-    Returns
-    -------
-    HashedLogistic
-        The model.
+    (alpha, beta) maximise the counts' logistic likelihood over a sample of the rows. Its label term is
+    alpha sum_j u_j S_j + beta N; since u_j is computed from S_j, noise inflates that sum by about v sum_j
+    du_j / dS_j (Stein's identity), which is subtracted (uncorrected, alpha comes out several times too
+    large). alpha is kept in [0, 1] (0: the base rate alone; 1: naive Bayes): where the counts hold no
+    signal the likelihood is flat in alpha and an unbounded fit wanders off.
     """
     rate, rows = statistics.rate, statistics.rows
     rates = np.clip(statistics.rates, RATE_FLOOR, 1 - RATE_FLOOR)
@@ -261,28 +161,9 @@ def count_target_blocks(
     rank: int = 0,
     world: int = 1,
 ) -> Callable[[int], Iterator[tuple[np.ndarray, np.ndarray]]]:
-    """``epoch_blocks`` for :func:`~labeldp.training.sparse.train_sparse` with
-    :func:`~labeldp.training.sparse.counts_loss`: the counted rows' buckets and their rates.
+    """``epoch_blocks`` for :func:`~labeldp.training.sparse.train_sparse` with the counts loss: buckets and rates.
 
-    Parameters
-    ----------
-    source : str or os.PathLike
-        The Parquet table the counts were released from.
-    spec : HashSpec
-        Its slots.
-    statistics : CountStatistics
-        The rates.
-    members : numpy.ndarray or None, optional
-        (rows,) boolean: the rows counted (default: all).
-    block_rows : int, optional
-        Rows per block.
-    rank, world : int, optional
-        Read only this rank's row groups.
-
-    Returns
-    -------
-    callable
-        ``epoch -> iterator of (buckets, targets)``.
+    ``members`` marks the rows counted (default: all); ``rank`` and ``world`` read only this rank's row groups.
     """
 
     def blocks(epoch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -1,8 +1,6 @@
-"""The per-example losses a stage trains with, the preparation of its targets, and the score of a model
-on held-out targets.
+"""The per-example losses a stage trains with, the preparation of its targets, and held-out scores.
 
-The targets are released labels (or their noise channels, or a regression's released values): what
-these losses read is on the public side of the privacy boundary.
+The targets are released labels, their noise channels or released values: public side of the boundary.
 """
 
 from __future__ import annotations
@@ -22,74 +20,28 @@ PerExampleLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def likelihood_loss(logits: torch.Tensor, log_likelihood: torch.Tensor) -> torch.Tensor:
-    """Per-example -log sum_y softmax(logits)_y * L[y]: the negative log-likelihood of an observed
-    (possibly noisy) label whose noise channel is L[y] = Pr[observed label | true class y].
+    """Per-example -log sum_y softmax(logits)_y L[y], L[y] = Pr[observed label | true class y] (given as log L).
 
-    With one-hot L this is ordinary cross-entropy; with a mechanism's channel it is forward-corrected
-    cross-entropy (Patrini et al. 2017), whose minimiser is the *clean* class posterior.
-
-    Parameters
-    ----------
-    logits : torch.Tensor
-        (n, K) logits.
-    log_likelihood : torch.Tensor
-        (n, K) log L[y] of each example's observed label.
-
-    Returns
-    -------
-    torch.Tensor
-        The n losses.
+    With one-hot L it is cross-entropy; with a mechanism's channel forward-corrected cross-entropy
+    (Patrini et al. 2017), whose minimiser is the *clean* class posterior.
     """
     return -torch.logsumexp(F.log_softmax(logits, dim=1) + log_likelihood, dim=1)
 
 
 def posterior_loss(logits: torch.Tensor, log_evidence: torch.Tensor) -> torch.Tensor:
-    """Per-example cross-entropy of the model to the posterior of the label, evidence / sum(evidence),
-    held fixed: for evidence that includes a prior (a cluster prior times a release's noise channel)
-    this is the Bayesian soft label.
-
-    Unlike :func:`likelihood_loss`, whose gradient vanishes where the model is confidently wrong
-    (it weighs the evidence by the model's own belief), this pulls every example towards its
-    posterior whatever the model says, so a class the model misses early is learned back.
-
-    Parameters
-    ----------
-    logits : torch.Tensor
-        (n, K) logits.
-    log_evidence : torch.Tensor
-        (n, K) log evidence of each class (up to a constant per row).
-
-    Returns
-    -------
-    torch.Tensor
-        The n losses.
-    """
+    """Per-example cross-entropy to the fixed posterior evidence / sum(evidence) (log evidence up to a row constant)."""
     return -(torch.softmax(log_evidence, dim=1) * F.log_softmax(logits, dim=1)).sum(dim=1)
 
 
 def binned_likelihood_loss(logits: torch.Tensor, evidence: torch.Tensor) -> torch.Tensor:
     """Per-example loss for releases that tell in which *bin* of the grid a label lies (RR-on-bins).
 
-    ``evidence`` is (n, 3, K): the noise channel L[y] = Pr[release | label y] (constant inside a bin),
-    the split of each bin's probability among its grid points in the prior the bins were chosen for
-    (``within``, summing to 1 over each bin), and each grid point's bin. The loss is the cross-entropy
-    of the model to the soft target r(y) = R(b(y)) within(y), where R(b) = Q(b) L(b) / sum Q L is the
-    posterior of bin b under the model's bin probabilities Q (held fixed): on the bins it has the
-    gradient of the forward loss -log sum_y q(y) L(y) (EM), and inside a bin it pulls the model to the
-    prior's split. The release does not identify that split, and the forward loss alone drifts it
-    towards the bin's ends (its logit gradient is proportional to q(y) inside a bin).
-
-    Parameters
-    ----------
-    logits : torch.Tensor
-        (n, K) logits over the grid.
-    evidence : torch.Tensor
-        (n, 3, K) binned evidence, as above.
-
-    Returns
-    -------
-    torch.Tensor
-        The n losses.
+    ``evidence`` is (n, 3, K): the channel L[y] (constant inside a bin), ``within`` (each bin's prior
+    probability split among its grid points, summing to 1 per bin) and each grid point's bin. The loss is
+    the cross-entropy to r(y) = R(b(y)) within(y), R(b) = Q(b) L(b) / sum Q L the bin's posterior under
+    the model's bin probabilities Q (held fixed): on the bins it has the forward loss's gradient (EM),
+    inside a bin it pulls to the prior's split, which the release does not identify and which the forward
+    loss alone drifts towards the bin's ends.
     """
     log_q = F.log_softmax(logits, dim=1)
     likelihood, within, bins = evidence[:, 0], evidence[:, 1], evidence[:, 2].long()
@@ -102,23 +54,7 @@ def binned_likelihood_loss(logits: torch.Tensor, evidence: torch.Tensor) -> torc
 
 
 def squared_error_loss(logits: torch.Tensor, values: torch.Tensor, label_values: torch.Tensor) -> torch.Tensor:
-    """Per-example squared error of the expected value sum_y softmax(logits)_y v_y against ``values``,
-    in units of the grid's range (so that its scale does not depend on the label's units).
-
-    Parameters
-    ----------
-    logits : torch.Tensor
-        (n, K) logits over the grid.
-    values : torch.Tensor
-        The n target values.
-    label_values : torch.Tensor
-        The K values of the grid, increasing.
-
-    Returns
-    -------
-    torch.Tensor
-        The n losses.
-    """
+    """Per-example squared error of the expected value sum_y softmax(logits)_y v_y, in units of the grid's range."""
     scale = label_values[-1] - label_values[0]
     return ((F.softmax(logits, dim=1) @ label_values - values) / scale) ** 2
 
@@ -126,36 +62,11 @@ def squared_error_loss(logits: torch.Tensor, values: torch.Tensor, label_values:
 def prepare_targets(
     targets: np.ndarray, num_classes: int, label_values: np.ndarray | None
 ) -> tuple[torch.Tensor, PerExampleLoss]:
-    """The targets as a tensor and the per-example loss that fits them: labels and likelihoods by
-    :func:`likelihood_loss`, a regression's float values by :func:`squared_error_loss`.
+    """The targets as a tensor, and the per-example loss that fits them.
 
-    Binned evidence (a 3-d array) is fitted by :func:`binned_likelihood_loss`. It reads only the targets
-    it is given, released labels or their noise channels (see the module docstring), and releases nothing.
-
-    Parameters
-    ----------
-    targets : numpy.ndarray
-        (n,) integer class indices; (n, K) likelihoods L[y] of each example's observed label (finite,
-        non-negative, a positive entry per row); (n, 3, K) binned evidence; or, with ``label_values``,
-        (n,) float values.
-    num_classes : int
-        K, the number of classes or grid points.
-    label_values : numpy.ndarray or None
-        A regression's grid of K values, or None for a classification (float targets then need it).
-
-    Returns
-    -------
-    targets : torch.Tensor
-        The targets as ``loss_of`` reads them: float32 values, float32 binned evidence, or (n, K) log
-        likelihoods (of a one-hot for class indices).
-    loss_of : callable
-        The per-example loss, ``loss_of(logits, targets)``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the targets have none of these shapes, or their values are out of range (class indices
-        outside [0, K), likelihoods or values not finite, malformed binned evidence).
+    (n,) class indices and (n, K) likelihoods by :func:`likelihood_loss` (as log likelihoods), (n, 3, K)
+    binned evidence by :func:`binned_likelihood_loss`, (n,) float values with ``label_values`` by
+    :func:`squared_error_loss`. Malformed targets raise a ConfigError.
     """
     array = np.asarray(targets)
     if array.ndim == 3:
@@ -172,19 +83,7 @@ def prepare_targets(
 
 
 def held_out_loss_of(loss_of: PerExampleLoss) -> PerExampleLoss:
-    """The loss that scores a model on held-out targets: the training loss, except for binned evidence,
-    scored by the likelihood of the releases (:func:`likelihood_loss` of the channel alone).
-
-    Parameters
-    ----------
-    loss_of : callable
-        The training loss, as :func:`prepare_targets` returns it.
-
-    Returns
-    -------
-    callable
-        The per-example held-out loss, ``loss(logits, targets)`` on the same targets.
-    """
+    """The loss scoring held-out targets: the training loss, but the channel's likelihood for binned evidence."""
     if loss_of is binned_likelihood_loss:
         return lambda logits, evidence: likelihood_loss(logits, evidence[:, 0].log())
     return loss_of
@@ -199,29 +98,7 @@ def held_out_loss(
     batch_size: int = 1000,
     sharded: bool = False,
 ) -> float:
-    """Mean of ``loss_of`` over held-out examples (eval mode, in batches; ``sharded``: each process of
-    a data-parallel run scores its share, a collective call).
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The model; its training mode is restored afterwards.
-    inputs : torch.Tensor
-        The held-out inputs.
-    targets : torch.Tensor
-        Their targets, as prepared for ``loss_of``.
-    loss_of : callable
-        The per-example loss, ``loss_of(logits, targets)``.
-    batch_size : int, optional
-        Rows per forward pass.
-    sharded : bool, optional
-        Share the rows among the processes of a data-parallel run (a collective call).
-
-    Returns
-    -------
-    float
-        The mean loss.
-    """
+    """Mean of ``loss_of`` over held-out examples (eval mode, in batches; ``sharded``: a collective call)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device

@@ -1,24 +1,15 @@
 """Out-of-core training of hashed sparse models on released targets, and their predictions.
 
-One epoch is one pass over the table's blocks (:func:`labeldp.data.hashing.hashed_blocks`, re-read
-and re-hashed each epoch: memory is that of a block and the model, whatever the table's size), each
-block shuffled by the public seed and cut into minibatches; a background thread reads and hashes the
-next block while the model trains on this one. What the loss reads is on the public side of the
-boundary:
+An epoch is one pass over the table's blocks (:func:`labeldp.data.hashing.hashed_blocks`, re-read and
+re-hashed each epoch: memory is a block's and the model's), each shuffled by the public seed and cut
+into minibatches, while a background thread reads and hashes the next block. The losses read the
+public side of the boundary: :func:`forward_loss` released labels through their channel,
+:func:`counts_loss` noisy label counts (:mod:`labeldp.training.from_counts`).
 
-- :func:`forward_loss`: released labels through their noise channel, -log sum_y p(y | x) Pr[z | y]
-  (:func:`labeldp.training.losses.likelihood_loss`), whose minimiser is the clean posterior: the
-  targets are the rows' log-channel rows log Pr[released label | y];
-- :func:`counts_loss`: the logistic likelihood written with noisy label counts in place of the labels
-  (:mod:`labeldp.training.from_counts`): the targets are, for each of a row's buckets, the bucket's
-  estimated positive rate.
-
-``l2`` adds lambda / 2 |w|^2 to the summed loss (factors included), spread over the rows of each bucket
-(each row of bucket j carries lambda w_j^2 / (2 n_j), n_j the bucket's public size), so that a
-minibatch's mean is an unbiased estimate of the penalised objective's mean and only the batch's
-buckets are touched. Under ``torchrun`` (``data_parallel``) each rank reads its own row groups
-(``hashed_blocks(..., rank, world)``) and the ranks' gradients are summed at every step
-(:mod:`labeldp.training.sparse_parallel`).
+``l2`` adds lambda / 2 |w|^2 (factors included) spread over each bucket's rows (a row of bucket j
+carries lambda w_j^2 / (2 n_j), n_j its public size), so a minibatch's mean is unbiased and only its
+buckets are touched. Under ``torchrun`` each rank reads its own row groups and the gradients are
+summed every step (:mod:`labeldp.training.sparse_parallel`).
 """
 
 from __future__ import annotations
@@ -55,23 +46,16 @@ class SparseTrainConfig:
 
     Parameters
     ----------
-    epochs : int
-        Passes over the table.
-    batch_rows : int
-        Rows per step.
-    lr : float
-        The learning rate.
     optimizer : str
-        ``"adagrad"`` (default: :class:`ScatterAdagrad`), ``"torch-adagrad"`` (:class:`torch.optim.Adagrad`, the
-        same updates, slower), ``"sgd"`` or ``"sparse-adam"`` (SparseAdam on the buckets, Adam on the bias).
+        ``"adagrad"`` (:class:`ScatterAdagrad`), ``"torch-adagrad"`` (the same updates, slower), ``"sgd"``
+        or ``"sparse-adam"`` (SparseAdam on the buckets, Adam on the bias).
     l2 : float
         lambda of the penalty lambda / 2 |w|^2 on the summed loss (needs the buckets' sizes).
     seed : int
-        The public seed of the order of the rows.
+        The public seed of the rows' order.
     threads : int or None
-        torch's intra-op threads while training (restored after); None leaves them. Default 1: a step
-        on a sparse batch is too small to share, and the reading thread needs a core of its own (on 2
-        busy cores, 2 torch threads beside it made an epoch 20 times slower).
+        torch's intra-op threads while training (restored after); None leaves them. 1 by default: a
+        sparse step is too small to share, and the reading thread needs a core of its own.
     """
 
     epochs: int = 1
@@ -90,44 +74,16 @@ class SparseTrainConfig:
 
 
 def forward_loss(model: nn.Module, buckets: torch.Tensor, log_channel: torch.Tensor) -> torch.Tensor:
-    """Per-row -log sum_y p(y | x) Pr[released | y] of a binary model (p(1 | x) = sigmoid(z)).
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        A hashed model (one logit per row).
-    buckets : torch.Tensor
-        (batch, F) buckets.
-    log_channel : torch.Tensor
-        (batch, 2) log Pr[the row's released label | y = 0, 1].
-
-    Returns
-    -------
-    torch.Tensor
-        (batch,) losses.
-    """
+    """Per-row -log sum_y p(y | x) Pr[released | y] of a binary model; ``log_channel`` is (batch, 2)."""
     logit = model(buckets)
     return likelihood_loss(torch.stack([torch.zeros_like(logit), logit], dim=1), log_channel)
 
 
 def counts_loss(model: nn.Module, buckets: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
-    """Per-row softplus(z) - sum_f w[i_f] t[i_f] - b t_0: summed over the rows, the logistic model's
-    negative log-likelihood with label counts in place of the labels (exact when t[j] is bucket j's
-    positive count over its size and t_0 the positive rate).
+    """Per-row softplus(z) - sum_f w[i_f] t[i_f] - b t_0: the logistic likelihood with label counts for labels.
 
-    Parameters
-    ----------
-    model : torch.nn.Module
-        A :class:`~labeldp.models.sparse.HashedLogistic`.
-    buckets : torch.Tensor
-        (batch, F) buckets.
-    rates : torch.Tensor
-        (batch, F + 1) each bucket's rate t[i_f], then the base rate t_0.
-
-    Returns
-    -------
-    torch.Tensor
-        (batch,) losses.
+    Summed over the rows it is exact when t[j] is bucket j's positive count over its size and t_0 the
+    positive rate; ``rates`` is (batch, F + 1), the buckets' rates then the base rate.
     """
     weights = model.linear_weights(buckets)
     logit = weights.sum(dim=1) + model.bias
@@ -144,23 +100,12 @@ def _penalty(model: nn.Module, buckets: torch.Tensor, inverse_sizes: torch.Tenso
 
 
 class ScatterAdagrad(torch.optim.Optimizer):
-    """Adagrad (as :class:`torch.optim.Adagrad` without decay: s += g^2, w -= lr g / (sqrt(s) + eps)) whose
-    sparse step needs no sort.
+    """Adagrad without decay (s += g^2, w -= lr g / (sqrt(s) + eps)) whose sparse step needs no sort.
 
-    torch's sparse Adagrad coalesces each gradient (sorts its indices) before it updates the rows it
-    touches. Here a gradient's rows are summed into a dense scratch vector (``index_add_``, duplicates
-    included), and each touched row's new accumulator and weight are written back with plain indexed
-    assignments: a row that occurs several times gets the same value from each occurrence, so the
-    writes agree and no row is updated twice. The scratch rows are zeroed again after the step.
-
-    Parameters
-    ----------
-    params : iterable
-        The parameters.
-    lr : float, optional
-        The learning rate.
-    eps : float, optional
-        Added to the accumulator's square root.
+    torch's sparse Adagrad coalesces (sorts) each gradient first. Here a gradient's rows are summed into a
+    dense scratch vector (``index_add_``, duplicates included) and each touched row written back by plain
+    indexed assignment: a repeated row gets the same value from each occurrence, so no row is updated
+    twice. The scratch rows are zeroed after the step.
     """
 
     def __init__(self, params, lr: float = 0.05, eps: float = 1e-10):
@@ -168,18 +113,7 @@ class ScatterAdagrad(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        """One update of every parameter with a gradient.
-
-        Parameters
-        ----------
-        closure : callable or None, optional
-            Unused (accepted for :class:`torch.optim.Optimizer`'s signature; never called).
-
-        Returns
-        -------
-        None
-            No loss is returned (there is no closure to evaluate).
-        """
+        """One update of every parameter with a gradient (``closure`` is never called)."""
         for group in self.param_groups:
             for param in group["params"]:
                 if param.grad is None:
@@ -208,20 +142,7 @@ class ScatterAdagrad(torch.optim.Optimizer):
 
 
 def make_optimizers(model: nn.Module, config: SparseTrainConfig) -> list[torch.optim.Optimizer]:
-    """The optimisers of a hashed model (sparse gradients on the buckets).
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The model.
-    config : SparseTrainConfig
-        The optimiser's name and learning rate.
-
-    Returns
-    -------
-    list of torch.optim.Optimizer
-        One optimiser, or SparseAdam and Adam for ``"sparse-adam"``.
-    """
+    """The optimisers of a hashed model: one, or SparseAdam and Adam for ``"sparse-adam"``."""
     if config.optimizer == "adagrad":
         return [ScatterAdagrad(model.parameters(), lr=config.lr)]
     if config.optimizer == "torch-adagrad":
@@ -235,26 +156,7 @@ def make_optimizers(model: nn.Module, config: SparseTrainConfig) -> list[torch.o
 
 
 def prefetch(items: Iterable, depth: int = 2) -> Iterator:
-    """``items``, produced by a background thread up to ``depth`` ahead (reading and hashing the next
-    block while this one trains; an error is raised here, where it is consumed).
-
-    Parameters
-    ----------
-    items : iterable
-        The items, iterated in a daemon thread.
-    depth : int, optional
-        The most items produced ahead of the consumer (default 2).
-
-    Yields
-    ------
-    object
-        Each of ``items``, in order.
-
-    Raises
-    ------
-    BaseException
-        Whatever iterating ``items`` raised, re-raised in the consumer's thread when it is reached.
-    """
+    """``items``, produced by a daemon thread up to ``depth`` ahead; its error is raised here, when reached."""
     handoff: queue.Queue = queue.Queue(maxsize=depth)
     end = object()
 
@@ -281,35 +183,12 @@ def train_sparse(
     sizes: np.ndarray | None = None,
     data_parallel: bool = False,
 ) -> list[dict]:
-    """Train ``model`` for ``config.epochs`` passes over the blocks ``epoch_blocks(epoch)`` gives.
+    """Train ``model`` for ``config.epochs`` passes over the blocks ``epoch_blocks(epoch)`` gives; one record per epoch.
 
-    With ``data_parallel`` under ``torchrun`` each rank passes the blocks of its own row groups and takes
-    its share of ``config.batch_rows`` a step; the ranks' gradients are summed at every step
-    (:func:`labeldp.training.sparse_parallel.share_gradients`), so that every rank takes the step one
-    process takes on the union of the ranks' batches, and the models stay the same on every rank.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        A hashed model.
-    epoch_blocks : callable
-        ``epoch_blocks(epoch)``: an iterable of ``(buckets, targets)`` blocks, (rows, F) int64 and
-        (rows, ...) float32 arrays, in table order (shuffled here within each block).
-    loss : callable
-        The per-row loss (:func:`forward_loss`, :func:`counts_loss`).
-    config : SparseTrainConfig, optional
-        The settings.
-    sizes : numpy.ndarray or None, optional
-        (num_buckets,) the buckets' public sizes, for ``config.l2``.
-    data_parallel : bool, optional
-        Share every step's gradients among the ranks of the process group (default False; nothing
-        changes in one process).
-
-    Returns
-    -------
-    list of dict
-        One record per epoch: ``epoch``, ``rows`` (of every rank), ``loss`` (the rows' mean), ``seconds``,
-        ``rows_per_second``.
+    A block is ``(buckets, targets)``, (rows, F) int64 and (rows, ...) float32, shuffled here. ``sizes``
+    (the buckets' public sizes) is needed for ``config.l2``. With ``data_parallel`` under ``torchrun`` each
+    rank passes its own row groups and takes its share of ``config.batch_rows``; the summed gradients
+    (:func:`labeldp.training.sparse_parallel.share_gradients`) keep the models the same on every rank.
     """
     if config.l2 and sizes is None:
         raise ConfigError("an l2 penalty needs the buckets' sizes")
@@ -369,8 +248,7 @@ def _batches(blocks: Iterable, generator: torch.Generator, batch_rows: int) -> I
 
 
 def _backward(model, loss, batch, config: SparseTrainConfig, inverse, summed: bool) -> tuple[int, float]:
-    """Back-propagate the batch's mean loss (its summed loss where ``summed``: the ranks' sum is divided
-    by all their rows); returns its rows and its summed loss."""
+    """Back-propagate the batch's mean loss (summed where ``summed``: the ranks' sum is divided by all their rows)."""
     buckets, targets = batch
     count = buckets.shape[0]
     value = loss(model, buckets, targets).mean()
@@ -382,24 +260,7 @@ def _backward(model, loss, batch, config: SparseTrainConfig, inverse, summed: bo
 
 @torch.no_grad()
 def predict_sparse(model: nn.Module, blocks: Iterable, batch_rows: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
-    """The positive class's probability of every row of ``blocks`` (hashed as the model was trained).
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        A hashed model.
-    blocks : iterable of HashedBlock
-        The rows (:func:`labeldp.data.hashing.hashed_blocks` with the training's spec).
-    batch_rows : int, optional
-        Rows per forward pass.
-
-    Returns
-    -------
-    positions : numpy.ndarray
-        (rows,) the rows' positions.
-    probabilities : numpy.ndarray
-        (rows,) Pr[positive | row], float64.
-    """
+    """``(positions, probabilities)``: Pr[positive] of every row of ``blocks``, hashed as the model was trained."""
     model.eval()
     positions, probabilities = [], []
     for block in prefetch(blocks):
@@ -412,28 +273,11 @@ def predict_sparse(model: nn.Module, blocks: Iterable, batch_rows: int = 1 << 16
 
 @torch.no_grad()
 def calibrate_intercept(model: nn.Module, sample: Iterable[np.ndarray], rate: float, steps: int = 30) -> float:
-    """Shift the model's bias so that its mean predicted probability over ``sample`` is ``rate``.
+    """Shift the model's bias so that its mean predicted probability over ``sample`` is ``rate``; the shift.
 
-    The bias of a model trained on noisy targets is poorly determined: Adagrad scales its small, noisy
-    gradient up to full steps, and rare buckets fitted to the noise shift the mean prediction. A rate
-    estimated from the release (unbiased, e.g. through randomized response's channel, or from noisy
-    counts) pins it down; computed from public rows and released quantities, this is post-processing.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        A hashed model with a ``bias``.
-    sample : iterable of numpy.ndarray
-        (rows, F) buckets of training rows (public).
-    rate : float
-        The target mean probability, in (0, 1).
-    steps : int, optional
-        Newton steps.
-
-    Returns
-    -------
-    float
-        The shift added to the bias.
+    A model trained on noisy targets pins its bias poorly (Adagrad scales its small noisy gradient to full
+    steps, and rare buckets fitted to noise shift the mean). A rate estimated from the release pins it;
+    from public rows and released quantities, this is post-processing.
     """
     if not 0 < rate < 1:
         raise ConfigError(f"rate must lie in (0, 1), got {rate}")
@@ -449,38 +293,14 @@ def calibrate_intercept(model: nn.Module, sample: Iterable[np.ndarray], rate: fl
 
 
 def save_sparse_model(path, model: nn.Module, spec: HashSpec) -> None:
-    """Write a hashed model and its hash spec to ``path`` (one ``torch.save`` file, written atomically),
-    so that new rows are hashed as the training rows were (:func:`load_sparse_model`).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file.
-    model : HashedLogistic or HashedFM
-        The model.
-    spec : HashSpec
-        The hashing it was trained with.
-    """
+    """Write a hashed model and its hash spec to ``path`` atomically, so new rows are hashed as training rows were."""
     kind = {"HashedLogistic": "logistic", "HashedFM": "fm"}[type(model).__name__]
     dim = model.factors.embedding_dim if kind == "fm" else 0
     save_atomic({"kind": kind, "dim": dim, "spec": spec.to_dict(), "state": model.state_dict()}, Path(path))
 
 
 def load_sparse_model(path) -> tuple[nn.Module, HashSpec]:
-    """A model and its hash spec written by :func:`save_sparse_model`.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file.
-
-    Returns
-    -------
-    model : HashedLogistic or HashedFM
-        The model, in evaluation mode.
-    spec : HashSpec
-        The hashing of its inputs: predict with ``predict_sparse(model, hashed_blocks(table, spec))``.
-    """
+    """A model (in evaluation mode) and its hash spec written by :func:`save_sparse_model`."""
     saved = torch.load(Path(path), weights_only=True)
     spec = HashSpec.from_dict(saved["spec"])
     model = HashedFM(spec.num_buckets, saved["dim"]) if saved["kind"] == "fm" else HashedLogistic(spec.num_buckets)

@@ -1,15 +1,9 @@
-"""One step of a hashed model's data-parallel training under ``torchrun``: the ranks' sparse gradients
-summed, so that every rank takes the step one process would take on the union of their batches.
+"""One data-parallel step of a hashed model under ``torchrun``: the ranks' sparse gradients summed.
 
-Each rank back-propagates the *summed* loss of its own batch (rows of its own row groups). Then
-:func:`share_gradients` exchanges, in one small all-gather, each rank's number of rows, its summed
-loss, each sparse gradient's number of entries and the dense gradients (the bias); in a second, the
-sparse gradients' (index, values) entries, padded to the longest, in float64 (which holds an index and
-a float32 value exactly). Each gradient is set to the sum over ranks divided by the rows of all ranks:
-the mean gradient over the union of the batches, the same on every rank, entry for entry (every rank
-adds the same parts in the same order), so the optimisers' steps, and the models, stay identical across
-ranks. The sparse entries are never made dense: a step sends about ``batch_rows x num_slots`` entries a
-parameter, whatever the number of buckets.
+Each rank back-propagates its own batch's *summed* loss; :func:`share_gradients` then sets each
+gradient to the sum over ranks divided by all their rows, the same on every rank entry for entry (all
+add the same parts in the same order), so the models stay identical. Sparse entries are sent as (index,
+values) in float64, never made dense: a step sends about ``batch_rows x num_slots`` entries a parameter.
 """
 
 from __future__ import annotations
@@ -21,18 +15,7 @@ from labeldp import distributed
 
 
 def sparse_parameters(model: nn.Module) -> set[int]:
-    """The ids of ``model``'s parameters whose gradients are sparse (embeddings built with ``sparse=True``).
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The model.
-
-    Returns
-    -------
-    set of int
-        ``id(parameter)`` of each.
-    """
+    """The ids of ``model``'s parameters whose gradients are sparse (embeddings built with ``sparse=True``)."""
     return {
         id(module.weight)
         for module in model.modules()
@@ -41,27 +24,11 @@ def sparse_parameters(model: nn.Module) -> set[int]:
 
 
 def share_gradients(model: nn.Module, rows: int, loss: float) -> tuple[int, float]:
-    """Replace every gradient by the sum over ranks, divided by the rows of all ranks.
+    """Replace every gradient by the sum over ranks, divided by the rows of all ranks; all ranks' rows and summed loss.
 
-    Every rank must call it at every step, one whose batch is empty too (its gradients None): the
-    ranks' batches differ in size, and an epoch ends when no rank has a row left. Two collectives a
-    step: the ranks' rows, losses, entry counts and dense gradients, then their sparse entries.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The model, its gradients those of this rank's summed loss.
-    rows : int
-        This rank's rows in the step (0: none).
-    loss : float
-        This rank's summed loss.
-
-    Returns
-    -------
-    rows : int
-        The rows of every rank (0: the epoch is over, no gradient was set).
-    loss : float
-        The summed loss of every rank.
+    Every rank calls it at every step, even with an empty batch (its gradients None): batches differ in
+    size, and the epoch ends when no rank has a row left (the rows returned are then 0). Two collectives:
+    rows, losses, entry counts and dense gradients, then the sparse entries.
     """
     ids = sparse_parameters(model)
     sparse = [p for p in model.parameters() if id(p) in ids]
@@ -95,8 +62,10 @@ def share_gradients(model: nn.Module, rows: int, loss: float) -> tuple[int, floa
 
 
 def _packed(parameter: torch.Tensor, size: int) -> torch.Tensor:
-    """``parameter``'s sparse gradient as ``size`` rows (index, values...), float64, zero-padded and flattened
-    (an index below 2^53 is exact in float64, as a float32 value is)."""
+    """``parameter``'s sparse gradient as ``size`` zero-padded rows (index, values...) in float64, flattened.
+
+    An index below 2^53 is exact in float64, as a float32 value is.
+    """
     width = parameter[0].numel()
     rows = torch.zeros((size, 1 + width), dtype=torch.float64)
     if parameter.grad is not None and parameter.grad._nnz():

@@ -1,12 +1,8 @@
 """One supervised training stage: plain (non-private) learning on already-released labels.
 
-Everything here runs *after* the privacy boundary: it never sees true training labels, only the
-noisy labels a mechanism released, so any model, optimiser or augmentation is allowed.
-
-This module holds the optimiser, the learning-rate schedule, the epoch record and :func:`train_stage`
-(its epochs, steps and end-of-epoch evaluation); the losses and the preparation of the targets are in
-:mod:`labeldp.training.losses`, the predictions and metrics in :mod:`labeldp.training.predict`, and the
-checkpoints (shared with DP-SGD's trainer) in :mod:`labeldp.training.checkpoint`.
+It never sees true training labels, only what a mechanism released, so any model, optimiser or
+augmentation is allowed. The optimiser, schedule and :func:`train_stage` live here; losses, predictions
+and checkpoints in their own modules of :mod:`labeldp.training`.
 """
 
 from __future__ import annotations
@@ -41,23 +37,7 @@ from labeldp.training.records import EpochRecord
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``auto`` means the GPU when torch sees one, else the CPU; anything else is passed to torch.
-
-    Parameters
-    ----------
-    device : str or torch.device, optional
-        ``"auto"``, or a device torch knows (``"cpu"``, ``"cuda:1"``, ...).
-
-    Returns
-    -------
-    torch.device
-        The device.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If a CUDA device is asked for and torch sees no CUDA GPU.
-    """
+    """``auto``: the GPU when torch sees one, else the CPU; anything else goes to torch (CUDA needs a GPU)."""
     if str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     resolved = torch.device(device)
@@ -67,41 +47,13 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
 
 
 def check_amp(config: TrainConfig, device: torch.device) -> None:
-    """Refuse ``amp`` off CUDA GPUs: it is bf16 autocast there, and elsewhere the run would silently
-    train in float32.
-
-    Parameters
-    ----------
-    config : TrainConfig
-        The training settings.
-    device : torch.device
-        The device the model trains on.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``config.amp`` is set and ``device`` is not a CUDA GPU.
-    """
+    """Refuse ``amp`` off CUDA GPUs: it is bf16 autocast there, and elsewhere would silently train in float32."""
     if config.amp and device.type != "cuda":
         raise ConfigError(f"amp (bf16 autocast) is for CUDA GPUs; this run is on {device.type}: leave amp off")
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    """The optimiser ``config`` names for ``model``'s parameters: AdamW, or SGD (Nesterov momentum when
-    ``config.momentum`` > 0), with ``config``'s learning rate and weight decay.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The model to train.
-    config : TrainConfig
-        The training settings.
-
-    Returns
-    -------
-    torch.optim.Optimizer
-        The optimiser.
-    """
+    """AdamW, or SGD (Nesterov momentum when ``config.momentum`` > 0), with ``config``'s rate and weight decay."""
     if config.optimizer == "adam":
         return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     return torch.optim.SGD(
@@ -114,21 +66,7 @@ def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimiz
 
 
 def lr_schedule(config: TrainConfig, steps_per_epoch: int) -> Callable[[int], float]:
-    """The learning-rate factor of each step (for ``torch.optim.lr_scheduler.LambdaLR``): a linear
-    warm-up over ``config.warmup_epochs``, then constant or a cosine decay to 0 at the last step.
-
-    Parameters
-    ----------
-    config : TrainConfig
-        The training settings (epochs, warm-up, schedule).
-    steps_per_epoch : int
-        Optimiser steps per epoch.
-
-    Returns
-    -------
-    callable
-        Step index -> factor of the peak learning rate.
-    """
+    """Each step's factor of the peak learning rate (for ``LambdaLR``): linear warm-up, then constant or cosine to 0."""
     total = config.epochs * steps_per_epoch
     warmup = int(config.warmup_epochs * steps_per_epoch)
 
@@ -153,9 +91,7 @@ def _batch_loss(
     np_rng: np.random.Generator,
     loss_of: PerExampleLoss = likelihood_loss,
 ) -> torch.Tensor:
-    """One batch's mean loss, after augmentation and mixup (both drawn from the stage's generators);
-    ``loss_of(logits, targets)`` is the per-example loss (default:
-    :func:`~labeldp.training.losses.likelihood_loss` of the targets' log-likelihoods)."""
+    """One batch's mean loss, after augmentation and mixup drawn from the stage's generators."""
     device = targets.device
     if config.augment:
         xb = augment(xb, augmentation, generator)
@@ -174,9 +110,11 @@ def _batch_loss(
 
 @dataclass
 class _StageRun:
-    """What the epochs of one :func:`train_stage` call share. ``net`` is ``model``, or its
-    ``DistributedDataParallel`` wrapper for the steps of a data-parallel run; ``held`` the validation
-    inputs, targets and loss; ``best`` the best epoch on them so far: (loss, epoch, weights)."""
+    """What the epochs of one :func:`train_stage` call share.
+
+    ``net`` is ``model`` or its ``DistributedDataParallel`` wrapper; ``held`` the validation inputs,
+    targets and loss; ``best`` the best epoch on them so far, (loss, epoch, weights).
+    """
 
     model: nn.Module
     net: nn.Module
@@ -226,8 +164,7 @@ def _held_out_targets(
 
 
 def _resume(run: _StageRun) -> list[EpochRecord]:
-    """Restore ``run`` from its checkpoint, when there is one (under ``parallel`` rank 0 reads it and
-    every rank resumes from it), the stage's generators and best epoch included; the history so far."""
+    """Restore ``run`` from its checkpoint, generators and best epoch included; the history so far."""
     state, history = restore_checkpoint(run.checkpoint, run.model, run.optimizer, run.scheduler, parallel=run.parallel)
     if state is not None:
         run.generator.set_state(state["torch_rng"])
@@ -237,8 +174,7 @@ def _resume(run: _StageRun) -> list[EpochRecord]:
 
 
 def _save(run: _StageRun, history: list[EpochRecord]) -> None:
-    """Checkpoint ``run`` after an epoch (rank 0 writes): the model, optimiser, schedule, the stage's
-    generators and best epoch, and ``history``."""
+    """Checkpoint ``run`` after an epoch (rank 0 writes), its generators and best epoch included."""
     save_checkpoint(
         run.checkpoint,
         run.model,
@@ -252,8 +188,7 @@ def _save(run: _StageRun, history: list[EpochRecord]) -> None:
 
 
 def _step(run: _StageRun, order: torch.Tensor, step: int, augment_rng: torch.Generator) -> tuple[torch.Tensor, int]:
-    """One optimiser step on batch ``step`` of ``order`` (in parallel, this rank's share of it); returns
-    the batch's mean loss and the number of examples it stands for in the epoch's loss."""
+    """One optimiser step on batch ``step`` of ``order`` (this rank's share): its mean loss and examples' count."""
     batch_size = run.config.batch_size
     batch = order[step * batch_size : (step + 1) * batch_size]
     weight = 1.0
@@ -283,8 +218,7 @@ def _step(run: _StageRun, order: torch.Tensor, step: int, augment_rng: torch.Gen
 
 
 def _epoch(run: _StageRun, epoch: int, bar: tqdm) -> torch.Tensor:
-    """The steps of one epoch over a fresh shuffle (``bar`` iterates over the steps); returns the sum of
-    the examples' losses over every rank."""
+    """One epoch's steps over a fresh shuffle; the sum of the examples' losses over every rank."""
     order = torch.randperm(len(run.x), generator=run.generator)
     # in parallel the shared generator draws only the order (the same on every rank); each rank
     # augments its share from a stream of its own
@@ -314,8 +248,7 @@ def _end_of_epoch(
     test: tuple[np.ndarray, np.ndarray] | None,
     label_values: np.ndarray | None,
 ) -> EpochRecord:
-    """Evaluate the model after ``epoch`` (shared among the ranks in parallel): on the public test set,
-    and on the validation examples, whose best epoch ``run`` keeps; the epoch's record."""
+    """Evaluate after ``epoch`` on the public test set and the validation examples (keeping the best); its record."""
     sharded, batch_size = run.parallel, run.config.eval_batch_size
     test_accuracy = test_rmse = None
     if test is not None and label_values is not None:
@@ -348,8 +281,7 @@ def _epochs(
     progress: bool,
     description: str,
 ) -> None:
-    """The epochs after the last one in ``history``, up to ``config.epochs``: each trains, is evaluated,
-    appended to ``history``, checkpointed, and reported to ``on_epoch_end`` (on rank 0)."""
+    """The epochs after ``history``'s last: each trained, evaluated, appended, checkpointed and reported (rank 0)."""
     epochs = run.config.epochs
     for epoch in range(len(history) + 1, epochs + 1):
         start = time.perf_counter()
@@ -387,87 +319,30 @@ def train_stage(
     data_parallel: bool = False,
     soft_labels: bool = False,
 ) -> list[EpochRecord]:
-    """Train ``model`` in place on (``inputs``, ``targets``) for ``config.epochs`` epochs.
+    """Train ``model`` in place on (``inputs``, ``targets``) for ``config.epochs`` epochs; the per-epoch history.
 
-    ``targets`` are either integer labels (cross-entropy) or an (n, K) matrix of label likelihoods
-    L[i, y] = Pr[observed label of i | class y], e.g. a mechanism's noise channel (forward-corrected
-    cross-entropy, see :func:`~labeldp.training.losses.likelihood_loss`), or (n, 3, K) binned evidence
-    of releases that tell a label's bin (:func:`~labeldp.training.losses.binned_likelihood_loss`). For a
-    regression on the grid ``label_values`` they may also be float values (squared error of the
-    expected value, :func:`~labeldp.training.losses.squared_error_loss`); the ``test`` pair then holds
-    the test *values*, and each epoch reports the test RMSE.
+    ``targets`` are prepared by :func:`~labeldp.training.losses.prepare_targets`: (n,) labels, (n, K)
+    likelihoods L[i, y] = Pr[observed label of i | class y] (forward-corrected cross-entropy), (n, 3, K)
+    binned evidence, or with ``label_values`` a regression's (n,) float values (``test`` then holds values
+    and each epoch reports the RMSE). ``soft_labels`` trains likelihoods by
+    :func:`~labeldp.training.losses.posterior_loss`.
 
-    With ``soft_labels``, (n, K) likelihood targets are trained on by
-    :func:`~labeldp.training.losses.posterior_loss` (cross-entropy to each row normalised) instead of
-    :func:`~labeldp.training.losses.likelihood_loss`.
+    With ``validation`` (held-out inputs and released targets) the model ends with the weights of the
+    epoch that scored best on them. With ``checkpoint`` the whole state is written after every epoch and
+    resumed from: an interrupted stage continues with the same random stream as an uninterrupted one.
 
-    With ``validation`` (held-out inputs and targets of the same kind), each epoch also scores the
-    model on them (:func:`~labeldp.training.losses.held_out_loss`), and the model ends with the weights
-    of the epoch that scored best (early stopping).
-
-    If ``checkpoint`` is given, the full training state (model, optimiser, schedule, random
-    generators, history) is written there after every epoch, and an existing checkpoint is resumed
-    from: a stage interrupted at any point continues where its last epoch ended, with the same
-    random stream as an uninterrupted run. Returns the per-epoch history.
-
-    With ``data_parallel`` (a collective call of every process of a ``torchrun`` group, see
-    :mod:`labeldp.distributed`; ignored in a single process) the model trains inside
-    ``DistributedDataParallel`` (``model`` itself is left unwrapped and ends with the trained weights
-    on every rank): every rank shuffles the same order (the public ``seed``), takes a disjoint share
-    of each batch, and the gradients are averaged so that each step follows the whole batch's mean
-    loss, as in one process. Augmentation draws from a stream of each rank's own. Evaluation is
-    shared among the ranks; only rank 0 reads and writes the ``checkpoint`` and calls
-    ``on_epoch_end``, the others receive the checkpoint's state from it.
+    With ``data_parallel`` (a collective call of a ``torchrun`` group, :mod:`labeldp.distributed`; ignored
+    in one process) the model trains inside ``DistributedDataParallel``, ``model`` itself unwrapped and
+    trained on every rank: each rank takes a disjoint share of each batch of the same public shuffle and
+    the gradients follow the whole batch's mean, as in one process. Only rank 0 reads and writes the
+    checkpoint and calls ``on_epoch_end``.
 
     Parameters
     ----------
-    model : torch.nn.Module
-        The model, trained in place (its outputs are the K classes, or the grid's points).
-    inputs : numpy.ndarray
-        The training inputs, one row per example.
-    targets : numpy.ndarray
-        Released targets: (n,) labels, (n, K) likelihoods, (n, 3, K) binned evidence, or (n,) float
-        values of a regression.
-    num_classes : int
-        K, the number of classes (or grid points).
-    config : TrainConfig
-        The training settings.
-    augmentation : str, optional
-        The dataset's augmentation policy (:func:`~labeldp.training.augment.augment`).
-    test : tuple of numpy.ndarray, optional
-        Public test inputs and labels (or values), scored after every epoch.
     seed : int, optional
         The public seed of the shuffles, augmentation and mixup.
-    checkpoint : str or os.PathLike, optional
-        The checkpoint file, written after every epoch and resumed from.
-    on_epoch_end : callable, optional
-        Called with each epoch's :class:`EpochRecord` (on rank 0).
-    progress : bool, optional
-        Show a progress bar.
-    description : str, optional
-        The progress bar's label.
-    label_values : numpy.ndarray, optional
-        The grid of a regression's label values.
-    validation : tuple of numpy.ndarray, optional
-        Held-out inputs and released targets, for early stopping.
-    data_parallel : bool, optional
-        Train data-parallel across the processes of a ``torchrun`` group (a collective call).
-    soft_labels : bool, optional
-        Train (n, K) likelihood targets by the posterior loss.
-
-    Returns
-    -------
-    list of EpochRecord
-        The per-epoch history, resumed epochs included.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``config`` cannot train, the targets (or validation targets) are malformed or do not match
-        the inputs, ``soft_labels`` is given targets other than likelihoods, or ``amp`` is asked for off
-        a CUDA GPU.
-    labeldp.errors.RunDirectoryError
-        If the checkpoint is damaged.
+    augmentation : str, optional
+        The dataset's augmentation policy (:func:`~labeldp.training.augment.augment`).
     """
     config.validate()
     parallel = data_parallel and distributed.active()
