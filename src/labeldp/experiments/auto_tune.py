@@ -1,26 +1,14 @@
 """``labeldp train`` where a dataset has no recipe of its own: the learning rate chosen on the run's own
-release, within a time budget, at no extra epsilon.
+release, within a budget of training work, at no extra epsilon (for users: docs/guides/runs.md, "Tuned on your
+own release").
 
-The run is a tune on one release (:mod:`labeldp.experiments.one_release`, as ``labeldp tune``) whose
-grid is planned here: learning rates around the base one (:data:`~labeldp.config.tuning.LR_FACTORS`:
-the base first, then twice, half, four times, a quarter of it), as many as fit in the budget. The
-budget is counted in training work, examples times epochs, from public sizes only, so the plan is the
-same on every machine and on every resume: the candidates' work is at most ``budget`` times one
-untuned run's (a candidate trains on the examples not held out, only the first stage where later
-releases depend on its options), and the final run trains with the base epochs, so the whole run does
-at most ``1 + budget`` times an untuned run's work (at the default of 2: 3 times). LP-1ST's candidates
-each do 0.8 of a run's work (2 fit), LP-2ST's 0.23 (its first stage: all 5 fit).
-
-What is released is one run's releases, drawn once in the run folder (the candidates read them and
-have no true training label); choosing is post-processing of the released labels, so the ledger is
-exactly one run's. Where the release says nothing about the options (more than half of the held-out
-examples released with k = 1: RR-with-prior's top class whatever the label), or the method is one
-``labeldp tune`` refuses (PATE, marginals, DP-SGD, whose training is its release; numeric labels), the
-run says so and trains its base options. The run folder holds ``auto_tune.json`` (the plan, the
-candidates' scores, the choice or why there is none) and ``candidates/``; a run interrupted at any
-point continues with what it recorded (the release read back, the candidates scored before read back,
-the choice kept).
-"""
+The run is a tune on one release (:mod:`labeldp.experiments.one_release`) whose grid is planned here:
+multiples of the base learning rate (:data:`~labeldp.config.tuning.LR_FACTORS`) while the candidates' work,
+examples x epochs from public sizes only (the same plan on every machine and resume), stays within ``budget``
+untuned runs'. The ledger holds exactly one run's releases: the candidates read them and have no true training
+label. Where the release says nothing about the options (most held-out examples released with k = 1) or
+``labeldp tune`` refuses the method, the run says so and trains its base options. ``auto_tune.json`` records
+the plan, the scores and the choice, which an interrupted run keeps."""
 
 from __future__ import annotations
 
@@ -54,9 +42,9 @@ AUTO_TUNE_FILE = "auto_tune.json"
 
 
 def _work(config: RunConfig, data: LabeledDataset, later: tuple[str, ...], holdout: float) -> tuple[float, float]:
-    """(one untuned run's training work, one candidate's at the same epochs), in examples x epochs:
-    stage t trains on its own examples, or with ``reuse_labels`` on every stage's so far; a candidate
-    on the examples not held out, only those of the first stage where releases ``later`` depend on it."""
+    """(one untuned run's training work, one candidate's at the same epochs), in examples x epochs; a
+    candidate trains on the examples not held out, only the first stage's where releases ``later`` depend on
+    it."""
     sizes = [part.size for part in split_stages(len(data.y_train), config.stages, config.seed, data.train_units)]
     trained = [sum(sizes[: t + 1]) if t and config.reuse_labels else sizes[t] for t in range(len(sizes))]
     epochs = config.train.epochs
@@ -68,31 +56,14 @@ def _work(config: RunConfig, data: LabeledDataset, later: tuple[str, ...], holdo
 def plan_candidates(
     base: RunConfig, data: LabeledDataset, budget: float, holdout: float = DEFAULT_HOLDOUT
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The learning rates to try on the run's release: multiples of the base one
-    (:data:`~labeldp.config.tuning.LR_FACTORS`, in order) while their training work fits the budget.
-
-    Parameters
-    ----------
-    base : RunConfig
-        The resolved base configuration (the recipe, or the library's defaults, and what was typed).
-    data : LabeledDataset
-        The dataset (its public sizes).
-    budget : float
-        The candidates' work at most this multiple of one untuned run's.
-    holdout : float, optional
-        The share held out to score them (default :data:`~labeldp.config.tuning.DEFAULT_HOLDOUT`).
-
-    Returns
-    -------
-    tuple of (list of dict, dict)
-        The candidates' options (``{"lr": value}``), and the plan's facts: the untuned run's work, each
-        candidate's, and their ratio.
+    """The learning rates to try (``{"lr": value}`` each), multiples of the base one in
+    :data:`~labeldp.config.tuning.LR_FACTORS`' order while their work fits ``budget`` untuned runs', and the
+    plan's facts.
 
     Raises
     ------
     labeldp.errors.ConfigError
-        Where ``labeldp tune`` would refuse the candidates (the method, numeric labels), or fewer than two
-        fit the budget.
+        Where ``labeldp tune`` would refuse the candidates, or fewer than two fit the budget.
     """
     every = [{"lr": float(f"{base.train.lr * factor:.6g}")} for factor in LR_FACTORS]
     _, later = check_tunable(base, [candidate_config(base, options) for options in every], data)
@@ -154,8 +125,8 @@ def _choose(
     progress: bool,
     base_name: str,
 ) -> RunConfig:
-    """Release once, score the record's candidates on the held-out released labels, record the choice
-    (or why there is none); returns the configuration the run trains."""
+    """Release once, score the record's candidates on the held-out released labels and record the choice (or
+    why there is none); returns the configuration the run trains."""
     options, holdout = record["options"], record["holdout"]
     candidates = [candidate_config(base, chosen) for chosen in options]
     data, names, later, torch_device = check_candidates(base, candidates, data, device, holdout)
@@ -191,19 +162,7 @@ def _choose(
 
 
 def describe_choice(record: dict[str, Any]) -> str:
-    """What an auto-tuned run chose and why, in one line.
-
-    Parameters
-    ----------
-    record : dict
-        The run's record (``auto_tune.json``, or its summary's ``auto_tune``).
-
-    Returns
-    -------
-    str
-        The chosen candidate, its estimated clean accuracy on the held-out released labels, and the
-        base's difference from it (paired on the same releases), or why nothing was chosen.
-    """
+    """What an auto-tuned run chose and why, in one line, from its record (``auto_tune.json``)."""
     if record.get("chosen") is None:
         return f"auto-tune: not tuned ({record.get('reason')})"
     results = {r["key"]: r for r in record["results"]}
@@ -229,8 +188,8 @@ def _start(
     progress: bool,
     base_name: str,
 ) -> tuple[dict[str, Any], bool]:
-    """The record of a new auto-tuned run, written before anything is drawn: its plan, or (True) why
-    there is none, which the run then trains without tuning."""
+    """The record of a new auto-tuned run, written before anything is drawn: its plan, or (True) why there is
+    none, the run then training without tuning."""
     record: dict[str, Any] = {"base": base.to_dict(), "budget": budget, "holdout": DEFAULT_HOLDOUT}
     try:
         options, work = plan_candidates(base, data, budget, DEFAULT_HOLDOUT)
@@ -254,54 +213,26 @@ def auto_tuned_run(
     base_name: str = "the options given",
     recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any]:
-    """Run ``config`` in ``out_dir`` with its learning rate chosen on the run's own release, within
-    ``budget`` (see the module docstring); returns the run's summary, which records the choice.
+    """Run ``config`` in ``out_dir`` with its learning rate chosen on the run's own release (see the module
+    docstring); returns the run's summary, whose ``auto_tune`` records the choice.
 
-    What is released: exactly what :func:`~labeldp.runs.run.train_run` of ``config`` releases, recorded
-    on the run folder's one ledger (``ledger.json``): the releases the candidates share are drawn once
-    under ``config`` (:func:`~labeldp.experiments.one_release.release_once`), saved in
-    ``noisy_labels/<name>.npz`` and recorded as entries tagged ``<name>``; the final run of the chosen
-    learning rate reads them back and draws the rest (LP-2ST's ``stage2``, the release ``test`` of
-    private test labels) as a run does. The candidates release nothing and read no true label. The
-    summary's epsilon is the ledger's: one run's.
+    What is released: exactly what :func:`~labeldp.runs.run.train_run` of ``config`` releases, on the run
+    folder's one ledger: the shared releases drawn once under ``config``, the rest (LP-2ST's ``stage2``,
+    ``test``) by the final run. The candidates release nothing and read no true label.
 
     Parameters
     ----------
-    config : RunConfig
-        The base configuration (resolved here): the dataset's family recipe or the library's defaults.
-    out_dir : str or pathlib.Path
-        The run folder: created, resumed (with its recorded plan and choice), or read back when finished.
     budget : float, optional
-        The candidates' training work at most this multiple of one untuned run's (default
-        :data:`~labeldp.config.tuning.DEFAULT_TUNE_BUDGET`); 0: an untuned run, as
-        :func:`~labeldp.runs.run.train_run`.
-    device : str, optional
-        ``"auto"`` or a device torch knows.
-    progress : bool, optional
-        Show progress, and say what was chosen and why.
-    dataset : LabeledDataset or None, optional
-        The dataset in memory; None: loaded from the files ``config`` names.
+        The candidates' training work at most this multiple of one untuned run's; 0: an untuned run.
     base_name : str, optional
         What the base options are, in the messages (``"the library's defaults"``).
     recipe : AppliedRecipe or None, optional
-        The recipe the base options came from, which the summary names (default None: as given).
-
-    Returns
-    -------
-    dict
-        The run's summary (``summary.json``) with ``auto_tune``: the budget, the plan's work, the
-        candidates and their estimated clean accuracy, the choice (None, with its ``reason``, where
-        nothing was chosen) and the candidates' seconds; ``seconds`` counts them with the final run's.
+        The recipe the base options came from, which the summary names.
 
     Raises
     ------
-    labeldp.errors.ConfigError
-        If ``budget`` is negative, or what :func:`~labeldp.runs.run.train_run` refuses.
     labeldp.errors.RunDirectoryError
-        If ``out_dir`` holds a run whose options were chosen from another configuration, or what
-        :func:`~labeldp.runs.run.train_run` refuses.
-    labeldp.errors.RunLockedError
-        If another process is using ``out_dir``.
+        If ``out_dir`` holds a run whose options were chosen from another configuration.
     """
     if budget < 0:
         raise ConfigError(f"--tune-budget must be 0 (off) or positive, got {budget:g}")

@@ -21,33 +21,15 @@ UNTUNABLE = ("noise_multiplier",)
 def candidate_options(
     grid: Mapping[str, Sequence[Any]], *, trials: int | None = None, seed: int = 0
 ) -> list[dict[str, Any]]:
-    """The candidates' options: every combination of ``grid``'s values (names and values as every
-    override takes them, :mod:`labeldp.config.overrides`: ``0.01``, ``true``, ``0.3:0.7``), or, with
-    ``trials``, that many of the combinations drawn without replacement from the public stream
-    ``tune-search`` of ``seed`` (a random search).
-
-    Parameters
-    ----------
-    grid : mapping of str to sequence
-        Each option's name and the values to try (a single value is one value; text is parsed as an
-        override's).
-    trials : int or None, optional
-        How many combinations to draw (all of them when there are no more); None: every combination.
-    seed : int, optional
-        The public seed of the draw (default 0).
-
-    Returns
-    -------
-    list of dict
-        The candidates' options, each option by its field name (a list value as a tuple), in the grid's
-        order; repeated values are tried once.
+    """The candidates' options: every combination of ``grid``'s values (as overrides take them,
+    :mod:`labeldp.config.overrides`; repeated values tried once), or, with ``trials``, that many drawn without
+    replacement from the public stream ``tune-search`` of ``seed`` (a random search).
 
     Raises
     ------
     labeldp.errors.ConfigError
-        If the grid is empty, names an unknown option, one a tune never tries (``noise_multiplier``), an
-        option without values or a value that does not parse; if ``trials`` is not a positive integer;
-        or if there are fewer than two candidates.
+        For an empty grid, an unknown or untunable option (``noise_multiplier``), a value that does not
+        parse, or fewer than two candidates.
     """
     if not grid:
         raise ConfigError("the tuning grid is empty: give options with values to try, e.g. lr=0.01,0.03")
@@ -74,18 +56,7 @@ def candidate_options(
 
 
 def candidate_key(options: Mapping[str, Any]) -> str:
-    """A candidate's name, also its folder: ``lr=0.01,epochs=10``.
-
-    Parameters
-    ----------
-    options : mapping of str to object
-        The candidate's options (a tuple value is written ``0.3:0.7``).
-
-    Returns
-    -------
-    str
-        ``name=value`` pairs joined by commas, in the options' order.
-    """
+    """A candidate's name, also its folder: ``lr=0.01,epochs=10`` (a tuple written ``0.3:0.7``)."""
 
     def text(value: Any) -> str:
         return ":".join(map(str, value)) if isinstance(value, tuple) else str(value)
@@ -94,25 +65,7 @@ def candidate_key(options: Mapping[str, Any]) -> str:
 
 
 def candidate_config(base: RunConfig, options: Mapping[str, Any]) -> RunConfig:
-    """``base`` with a candidate's options, resolved (every error before any spend).
-
-    Parameters
-    ----------
-    base : RunConfig
-        The tune's resolved configuration.
-    options : mapping of str to object
-        The candidate's options (:func:`candidate_options`).
-
-    Returns
-    -------
-    RunConfig
-        The candidate's resolved configuration.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the options do not apply or the configuration does not resolve; the message names the candidate.
-    """
+    """``base`` with a candidate's options, resolved; a ConfigError names the candidate."""
     try:
         return apply_overrides(base, options).resolved()
     except ConfigError as error:
@@ -132,34 +85,13 @@ def _flat(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def check_tunable(
     base: RunConfig, candidates: Sequence[RunConfig], data: LabeledDataset | None = None
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Refuse, before any spend, a tune whose candidates would need releases of their own. Returns
-    ``(shared, later)``: the releases every candidate shares, and those drawn after the first stage
-    with its model as their prior, which depend on the options tried (empty unless the candidates
-    vary only ``Method.first_stage_options``: they are then scored on the first stage's model, and
-    the later releases are drawn once, by the final run).
+    """Refuse (:class:`~labeldp.errors.ConfigError`), before any spend, a tune whose candidates would need
+    releases of their own; else return ``(shared, later)``.
 
-    Parameters
-    ----------
-    base : RunConfig
-        The tune's resolved configuration.
-    candidates : sequence of RunConfig
-        The candidates' resolved configurations.
-    data : LabeledDataset or None, optional
-        The dataset, to refuse numeric labels; None: checked on the configuration alone.
-
-    Returns
-    -------
-    tuple of (tuple of str, tuple of str)
-        ``(shared, later)``: the names of the releases every candidate shares, and those drawn after the
-        first stage that depend on the options tried (empty unless as above).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the method is not tuned on shared releases (``Method.tuning``) or does not declare its releases,
-        if the labels are numeric, if the candidates differ in method or in their releases, or if a
-        release depends on an option the candidates vary (a new spend per candidate).
-    """
+    ``later``: the releases drawn after the first stage with its model as their prior, which depend on the
+    options tried; empty unless the candidates vary only ``Method.first_stage_options``, which are then chosen
+    on the first stage's model, the later releases drawn once by the final run. ``data``, where given, refuses
+    numeric labels."""
     method = base.method_spec
     if method.tuning is None:
         raise ConfigError(f"tune does not take method {base.method!r}: {method.untunable}")
@@ -234,16 +166,5 @@ def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 
 
 def jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
-    """A candidate's options as JSON writes them.
-
-    Parameters
-    ----------
-    options : mapping of str to object
-        The candidate's options.
-
-    Returns
-    -------
-    dict
-        The same options, tuple values as lists.
-    """
+    """A candidate's options as JSON writes them (tuples as lists)."""
     return {name: list(value) if isinstance(value, tuple) else value for name, value in options.items()}

@@ -18,22 +18,8 @@ UNINFORMATIVE_WARNING = 0.5
 
 
 def holdout_split(num_examples: int, fraction: float, seed: int) -> np.ndarray:
-    """The held-out training examples, sorted: ``fraction`` of them, from the public stream
+    """The held-out positions, sorted: ``round(fraction * num_examples)`` of them from the public stream
     ``tune-holdout`` of ``seed`` (positions only, never labels).
-
-    Parameters
-    ----------
-    num_examples : int
-        How many examples to choose from.
-    fraction : float
-        The share held out, in (0, 1).
-    seed : int
-        The public seed.
-
-    Returns
-    -------
-    numpy.ndarray
-        The held-out positions in ``range(num_examples)``, sorted: ``round(fraction * num_examples)`` of them.
 
     Raises
     ------
@@ -52,38 +38,20 @@ def holdout_split(num_examples: int, fraction: float, seed: int) -> np.ndarray:
 
 
 class HeldOutScorer:
-    """Estimates a model's clean accuracy on the held-out examples from their releases alone.
+    """Estimates a model's clean accuracy on the held-out examples from their releases alone: it reads no true
+    label and spends nothing.
 
-    Scoring is post-processing of the releases: it reads no true label and spends nothing.
-
-    Parameters
-    ----------
-    releases : mapping of str to Release
-        The tune's releases by name; those without labels or a noise channel (a histogram) are skipped,
-        a later release of an example replaces an earlier one.
-    held_out : numpy.ndarray
-        The held-out training examples' positions.
-    num_examples : int
-        The number of training examples.
-    num_classes : int
-        K, the number of classes.
+    Releases without labels or a noise channel (a histogram) are skipped; a later release of an example
+    replaces an earlier one. A held-out example without a released label is a
+    :class:`~labeldp.errors.ConfigError`.
 
     Attributes
     ----------
-    held_out : numpy.ndarray
-        As given.
     labels, likelihood, vectors : numpy.ndarray
         Per held-out example, its released label, its noise channel (K,) and, for ALIBI, its noisy
         one-hot vector (NaN otherwise).
     alibi : numpy.ndarray
         Per held-out example, whether it was released by ALIBI (scored by its noisy vector).
-    uninformative : float
-        The share of held-out examples whose release does not depend on their label.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If a held-out example has no released label.
     """
 
     def __init__(self, releases: Mapping[str, Release], held_out: np.ndarray, num_examples: int, num_classes: int):
@@ -109,20 +77,9 @@ class HeldOutScorer:
         self.uninformative = float(np.mean(np.ptp(rows, axis=1) < 1e-12)) if rows.size else 0.0
 
     def terms(self, predictions: np.ndarray) -> np.ndarray:
-        """Per held-out example, a term whose expectation is its clean-label indicator 1[y = prediction]
-        (RR-with-prior: when y lies in the example's top-k set; see clean_accuracy_terms).
-
-        Parameters
-        ----------
-        predictions : numpy.ndarray
-            (m,) the predicted class of each held-out example.
-
-        Returns
-        -------
-        numpy.ndarray
-            (m,) the terms (:func:`~labeldp.released_metrics.clean_accuracy_terms`; ALIBI: the noisy
-            vector's entry at the prediction).
-        """
+        """Per held-out example, a term whose expectation is 1[y = prediction]
+        (:func:`~labeldp.released_metrics.clean_accuracy_terms`, which holds for RR-with-prior when y lies in
+        the top-k set; ALIBI: the noisy vector's entry at the prediction)."""
         rows = np.arange(predictions.size)
         terms = np.zeros(predictions.size)
         channel = ~self.alibi
@@ -132,39 +89,12 @@ class HeldOutScorer:
         return terms
 
     def score(self, model, inputs: np.ndarray, batch_size: int) -> np.ndarray:
-        """The per-example terms of ``model``'s clean accuracy on the held-out ``inputs``: their mean
-        estimates it, their spread gives its standard error (:func:`~labeldp.released_metrics.mean_and_error`).
-
-        Parameters
-        ----------
-        model : torch.nn.Module
-            The model scored (its arg-max prediction).
-        inputs : numpy.ndarray
-            The held-out examples' inputs, in the order of ``held_out``.
-        batch_size : int
-            Rows per forward pass.
-
-        Returns
-        -------
-        numpy.ndarray
-            (m,) the terms (:meth:`terms`).
-        """
+        """The :meth:`terms` of ``model``'s predictions: their mean estimates its clean accuracy."""
         return self.terms(predict_proba(model, inputs, batch_size=batch_size).argmax(axis=1))
 
 
 def uninformative_message(share: float) -> str:
-    """The warning that many held-out releases did not depend on their label (RR-with-prior with k = 1).
-
-    Parameters
-    ----------
-    share : float
-        The share of such releases (:attr:`HeldOutScorer.uninformative`).
-
-    Returns
-    -------
-    str
-        The warning's text.
-    """
+    """The warning that a ``share`` of the held-out releases did not depend on their label (k = 1)."""
     return (
         f"warning: {100 * share:.0f}% of the held-out examples were released with k = 1 (the prior's top "
         "class, whatever their label): their estimate measures how well a candidate agrees with the prior, "
@@ -173,20 +103,7 @@ def uninformative_message(share: float) -> str:
 
 
 def labelled(releases: Mapping[str, Release], num_examples: int) -> np.ndarray:
-    """The training examples (sorted positions) that ``releases`` released a label of.
-
-    Parameters
-    ----------
-    releases : mapping of str to Release
-        The releases by name (those without labels, a histogram, are skipped).
-    num_examples : int
-        The number of training examples.
-
-    Returns
-    -------
-    numpy.ndarray
-        The positions, sorted.
-    """
+    """The sorted positions of the training examples ``releases`` released a label of."""
     labelled = np.zeros(num_examples, dtype=bool)
     for release in releases.values():
         if release.labels is not None:

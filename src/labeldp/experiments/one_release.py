@@ -45,33 +45,8 @@ from labeldp.training.stage import resolve_device
 def check_candidates(
     base: RunConfig, candidates: list[RunConfig], dataset: LabeledDataset | None, device: str, holdout: float
 ) -> tuple[LabeledDataset, tuple[str, ...], tuple[str, ...], Any]:
-    """Every refusal of a choice on one release, before anything is written or drawn.
-
-    Parameters
-    ----------
-    base : RunConfig
-        The resolved base configuration.
-    candidates : list of RunConfig
-        The candidates' resolved configurations.
-    dataset : LabeledDataset or None
-        The dataset given in memory; None: loaded from the files ``base`` names.
-    device : str
-        The device's name (``"auto"``, ``"cpu"``, ...).
-    holdout : float
-        The share of the scored examples held out.
-
-    Returns
-    -------
-    tuple
-        ``(data, shared, later, torch_device)``: the dataset, the releases the candidates share, those
-        that depend on their options (drawn by the final run), and the torch device.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        What :func:`~labeldp.experiments.candidates.check_tunable`, :func:`~labeldp.runs.run.check_plan`
-        or :func:`~labeldp.experiments.held_out.holdout_split` refuses.
-    """
+    """Every refusal of a choice on one release, before anything is written or drawn; returns ``(data, shared,
+    later, torch_device)`` (:func:`~labeldp.experiments.candidates.check_tunable`)."""
     check_tunable(base, candidates)
     data = dataset if dataset is not None else config_dataset(base)
     names, later = check_tunable(base, candidates, data)
@@ -97,31 +72,8 @@ def release_once(
     """Run the method in ``out`` until the releases ``names`` are made (drawn, saved and recorded on the
     folder's ledger as a run records them; read back when saved).
 
-    A folder whose final run was interrupted after it drew later releases (under the chosen options,
-    which its config.json holds) is left as it is: the shared releases are read back, and the final
-    run continues it.
-
-    Parameters
-    ----------
-    config : RunConfig
-        The resolved base configuration, which draws the releases.
-    out : RunDirectory
-        The run folder.
-    data : LabeledDataset
-        The dataset (its true training labels are read by the boundary only, to draw).
-    device : torch.device
-        Where a model trains before a release that needs one.
-    progress : bool
-        Show progress.
-    in_memory : bool
-        Whether the dataset was given in memory (recorded in ``data.json``).
-    names : tuple of str
-        The releases the candidates share.
-
-    Returns
-    -------
-    dict of str to Release
-        The releases ``names``, as saved.
+    A folder whose final run was interrupted after drawing later releases is left as it is: the shared
+    releases are read back and the final run continues it.
 
     Raises
     ------
@@ -173,30 +125,7 @@ def _release_once(config, out, data, device, progress, in_memory, names, release
 def held_out_examples(
     releases: dict[str, Release], data: LabeledDataset, holdout: float, seed: int
 ) -> tuple[np.ndarray, HeldOutScorer]:
-    """The held-out examples among those the releases label (a public split), and their scorer.
-
-    Parameters
-    ----------
-    releases : dict of str to Release
-        The shared releases.
-    data : LabeledDataset
-        The dataset (its sizes and classes).
-    holdout : float
-        The share of the labelled examples held out.
-    seed : int
-        The public seed of the split.
-
-    Returns
-    -------
-    tuple of (numpy.ndarray, HeldOutScorer)
-        The held-out positions, and the scorer of their released labels (whose ``uninformative``
-        share says how many were released with k = 1).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If a held-out example has no released label.
-    """
+    """The held-out examples among those the releases label (a public split), and their scorer."""
     labelled_examples = labelled(releases, len(data.y_train))
     held_out = labelled_examples[holdout_split(labelled_examples.size, holdout, seed)]
     return held_out, HeldOutScorer(releases, held_out, len(data.y_train), data.num_classes)
@@ -213,9 +142,9 @@ def _run_candidate(
     scorer: HeldOutScorer,
     later: tuple[str, ...],
 ) -> dict[str, Any]:
-    """Train one candidate on the released labels of the examples not held out (up to its first stage
-    when releases ``later`` depend on its options) and score it; a candidate scored before under the
-    same configuration is read back."""
+    """Train one candidate on the released labels of the examples not held out (up to its first stage when
+    releases ``later`` depend on its options) and score it; one scored before under the same configuration is
+    read back."""
     result_path = folder.root / "result.json"
     if result_path.exists():
         saved = folder.read_json(result_path)
@@ -264,38 +193,9 @@ def score_candidates(
     later: tuple[str, ...],
     progress: bool,
 ) -> list[dict[str, Any]]:
-    """Train and score every candidate in ``folder/candidates/<key>/`` (read back where scored before
-    under the same configuration), on a copy of the data whose true training labels are withheld.
-
-    Parameters
-    ----------
-    options : list of dict
-        Each candidate's options (its key and folder).
-    candidates : list of RunConfig
-        Each candidate's resolved configuration.
-    folder : RunDirectory
-        The run folder holding ``candidates/``.
-    data : LabeledDataset
-        The dataset (sealed here: the candidates never see a true training label).
-    device : torch.device
-        Where the candidates train.
-    releases : dict of str to Release
-        The shared releases (read, never drawn).
-    held_out : numpy.ndarray
-        The held-out positions, never trained on.
-    scorer : HeldOutScorer
-        Their released labels' scorer.
-    later : tuple of str
-        The releases that depend on the options (a candidate stops at its first stage before them).
-    progress : bool
-        Show a progress bar.
-
-    Returns
-    -------
-    list of dict
-        Per candidate: key, options, estimated clean accuracy, its standard error, the number held out,
-        seconds, configuration and per-example terms.
-    """
+    """Train and score every candidate in ``folder/candidates/<key>/`` (read back where scored before), on a
+    copy of ``data`` whose true training labels are withheld; per candidate its key, options, estimate,
+    standard error, seconds, configuration and per-example terms."""
     withheld = sealed(data)
     bar = tqdm(total=len(candidates), desc="tune", unit="candidate", disable=None if progress else True)
     results = []
@@ -312,19 +212,8 @@ def score_candidates(
 
 
 def best_of(results: list[dict[str, Any]]) -> int:
-    """The best candidate's position (the first of equals); each result is given its difference from
-    the best, paired on the same held-out releases (their shared noise cancels).
-
-    Parameters
-    ----------
-    results : list of dict
-        What :func:`score_candidates` returns (``difference`` and ``difference_error`` are added).
-
-    Returns
-    -------
-    int
-        The position of the highest estimate.
-    """
+    """The best candidate's position (the first of equals); each result gets its ``difference`` from the best,
+    paired on the same held-out releases so that their shared noise cancels."""
     best = max(range(len(results)), key=lambda i: (results[i]["estimated_clean_accuracy"], -i))
     for result in results:
         result["difference"], result["difference_error"] = mean_and_error(
@@ -334,16 +223,5 @@ def best_of(results: list[dict[str, Any]]) -> int:
 
 
 def public_results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The results as ``tune.json`` and a summary record them: without configurations and terms.
-
-    Parameters
-    ----------
-    results : list of dict
-        What :func:`score_candidates` returns.
-
-    Returns
-    -------
-    list of dict
-        The same, less ``config`` and ``terms``.
-    """
+    """The results as ``tune.json`` and a summary record them: without ``config`` and ``terms``."""
     return [{k: v for k, v in r.items() if k not in ("config", "terms")} for r in results]

@@ -39,63 +39,24 @@ def select_with_folder(
     settings: Mapping[str, float],
     recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any]:
-    """Tune DP-SGD by private selection (:func:`labeldp.dpsgd.selection.select_dpsgd`, with ``settings``
-    over :data:`~labeldp.dpsgd.selection.SELECTION_DEFAULTS`): the tune folder is the chosen trial's
-    run folder (config.json, data.json, ledger.json, model.pt, summary.json) with ``tune.json``, all
-    written once the trials are over. A finished selection is read back; everything the run's
-    configuration can refuse is refused before the spend.
+    """Tune DP-SGD by private selection (:func:`labeldp.dpsgd.selection.select_dpsgd`, ``settings`` over
+    :data:`~labeldp.config.tuning.SELECTION_DEFAULTS`); every refusal comes before the spend, and a finished
+    selection is read back.
 
-    What is released: the chosen candidate (its key and options), its trained model, its noisy held-out
-    accuracy, and the selection's public plan (noise multiplier, sampling probability, steps, the number
-    held out); the number of trials, the other trials and the trials' duration are not. The spend is
-    recorded as one entry tagged ``selection`` (a ``RepeatAndSelectDpEvent`` charged to every training
-    example, add-or-remove-one relation) on a ledger saved in the scratch folder ``.<out>.selection/``
-    before the first trial, then written as the tune folder's ``ledger.json`` with the output. The
-    final summary is made by :meth:`RunContext.finish <labeldp.runs.context.RunContext.finish>`, which
-    releases no test label for DP-SGD.
-
-    Parameters
-    ----------
-    base : RunConfig
-        The tune's resolved configuration (its budget, noise, seed and data).
-    candidates : sequence of RunConfig
-        The candidates' resolved configurations (they may differ in training and clipping options only).
-    options : sequence of mapping
-        Each candidate's options, in the same order (:func:`~labeldp.experiments.candidates.candidate_options`).
-    out : str or pathlib.Path
-        The tune folder.
-    holdout : float
-        The share of training examples held out to score the trials.
-    device : str
-        ``"auto"`` or a device torch knows.
-    progress : bool
-        Whether to show progress.
-    dataset : LabeledDataset or None
-        The dataset given in memory; None: loaded from the files ``base`` names.
-    settings : mapping of str to float
-        The selection's settings given (``mean``, ``shape``, ``score_noise``), over the defaults.
-    recipe : AppliedRecipe or None, optional
-        The recipe the base's options came from, which the final summary names (default None: as given).
-
-    Returns
-    -------
-    dict
-        What ``tune.json`` holds: the record (base, candidates, holdout, search, settings), the method,
-        dataset, epsilon and delta, the noise multiplier, the number held out and of training examples,
-        the chosen key and options, its noisy held-out accuracy, the ledger's epsilon and the final
-        run's summary.
+    What is released, and its guarantee, is :mod:`labeldp.dpsgd.selection`'s: the chosen candidate, its model,
+    its noisy held-out accuracy and the public plan, recorded as one ``selection`` entry. The tune folder,
+    written once the trials are over, is the chosen trial's run folder with ``tune.json``; its summary is
+    :meth:`RunContext.finish <labeldp.runs.context.RunContext.finish>`'s, which releases no test label for
+    DP-SGD.
 
     Raises
     ------
     labeldp.errors.ConfigError
-        If a noise multiplier is given, if candidates vary more than training and clipping options, or a
-        candidate cannot run on the data (:func:`~labeldp.runs.run.check_plan`), or the selection's plan
-        is refused.
+        If a noise multiplier is given, the candidates vary more than training and clipping options, or
+        a candidate or the selection's plan is refused.
     labeldp.errors.RunDirectoryError
-        If ``out`` holds a finished run, another finished tune, a non-empty folder, or the recorded
-        spend of a selection that did not finish; or if the selection drew no trial (after the spend).
-    labeldp.errors.RunLockedError
-        If another process is running the selection.
+        If ``out`` holds a finished run, another finished tune, other files, or the spend of a selection
+        that did not finish.
     """
     settings = {name: float(value) for name, value in {**SELECTION_DEFAULTS, **settings}.items()}
     keys = [candidate_key(chosen) for chosen in options]
@@ -142,8 +103,8 @@ def select_with_folder(
 
 
 def _check_selection_candidates(base: RunConfig, candidates: Sequence[RunConfig]) -> None:
-    """Refuse candidates that vary more than training and clipping options (the budget, the noise and the
-    data are the selection's own), and a given noise multiplier (the selection calibrates its own)."""
+    """Refuse candidates that vary more than training and clipping options (the budget, noise and data are the
+    selection's own), and a given noise multiplier (the selection calibrates its own)."""
     if base.dpsgd.noise_multiplier is not None:
         raise ConfigError(
             "tune calibrates DP-SGD's noise multiplier to the whole selection: leave --noise-multiplier out"
@@ -178,8 +139,8 @@ def _write_selection(
     progress: bool,
     recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any]:
-    """Write a private selection's tune folder into ``root``: the chosen trial's run folder and
-    ``tune.json``. Its summary has no duration (``seconds`` null): the trials' would tell their number."""
+    """Write a private selection's tune folder into ``root``: the chosen trial's run folder and ``tune.json``.
+    Its summary's ``seconds`` is null: the trials' duration would tell their number."""
     chosen, plan = candidates[selected.index], selected.plan
     folder = RunDirectory(root)
     folder.write_config(recorded_config(chosen, data))

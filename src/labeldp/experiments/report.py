@@ -21,23 +21,8 @@ from labeldp.errors import ConfigError, MissingFileError
 
 
 def read_results(path: str | Path) -> list[dict[str, str]]:
-    """A sweep's rows, as :func:`~labeldp.experiments.sweep.run_sweep` wrote them.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The sweep folder, or its ``results.csv``.
-
-    Returns
-    -------
-    list of dict of str to str
-        One row per run, every value as text.
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If the file does not exist.
-    """
+    """A sweep's rows (its folder or its ``results.csv``; a folder of runs without one read run by run), every
+    value as text."""
     path = Path(path)
     if path.is_dir() and not (path / "results.csv").exists():  # a run's folder, or a demo's
         from labeldp.experiments.sweep import folder_rows
@@ -54,20 +39,9 @@ def read_results(path: str | Path) -> list[dict[str, str]]:
 
 
 def variant(row: dict[str, str]) -> tuple[str, ...]:
-    """What a result row ran: the parts of its key between the dataset and the seed, without the
-    epsilon (``("lp-2st-cluster",)`` for ``mnist/e1/lp-2st-cluster/run0``, ``("lp-2st",
-    "temperature2.0")`` for a grid run); the method alone for a key of another form.
-
-    Parameters
-    ----------
-    row : dict of str to str
-        A result row (its ``key``, ``dataset`` and ``method``).
-
-    Returns
-    -------
-    tuple of str
-        The variant's parts.
-    """
+    """What a result row ran: the parts of its key between the dataset and the seed, less the epsilon
+    (``("lp-2st-cluster",)`` for ``mnist/e1/lp-2st-cluster/run0``); the method alone for a key of another
+    form."""
     parts = (row.get("key") or "").split("/")
     if len(parts) >= 3 and parts[0] == row["dataset"] and re.fullmatch(r"run\d+", parts[-1]):
         middle = parts[1:-1]
@@ -90,22 +64,9 @@ METRICS = {
 
 
 def dataset_metric(rows: list[dict[str, str]], dataset: str) -> str:
-    """The metric ``dataset``'s runs are compared by unless one is named: ``rmse`` if they report it
-    (numeric labels), ``auc`` if every one reports it (two classes, where accuracy hides rare positives:
-    a majority-class model of a 1 %-positive table is 99 % accurate), else ``accuracy``.
-
-    Parameters
-    ----------
-    rows : list of dict of str to str
-        The result rows (only ``dataset``'s finished runs are read).
-    dataset : str
-        The dataset.
-
-    Returns
-    -------
-    str
-        ``"rmse"``, ``"auc"`` or ``"accuracy"``.
-    """
+    """The metric ``dataset``'s runs are compared by unless one is named: ``rmse`` where they report it,
+    ``auc`` where every one reports it (two classes: accuracy hides rare positives, a majority-class model of
+    a 1 %-positive table being 99 % accurate), else ``accuracy``."""
     done = [row for row in rows if row["dataset"] == dataset and row["status"] == "done"]
     if any(row.get("test_rmse") not in (None, "") for row in done):
         return "rmse"
@@ -113,34 +74,13 @@ def dataset_metric(rows: list[dict[str, str]], dataset: str) -> str:
 
 
 def aggregate(rows: list[dict[str, str]], metric: str | None = None) -> list[dict]:
-    """Mean and standard deviation of a test ``metric`` (default: each dataset's own,
-    :func:`dataset_metric`) per dataset (a table's runs by the table's name, their ``table`` column),
-    :func:`variant` and target epsilon, done runs only: only runs
-    that differ in nothing but their seed are averaged together. A variant is named by its parts,
-    less those that every run of the dataset shares after the first (a grid value that did not vary).
-    A run whose noise was reproducible (``--insecure-noise-seed``) is its own variant, marked NOT
-    PRIVATE.
+    """Mean, standard deviation and number of finished runs of a test ``metric`` (None: each dataset's own,
+    :func:`dataset_metric`) per dataset, :func:`variant` and target epsilon, sorted so.
 
-    Parameters
-    ----------
-    rows : list of dict of str to str
-        The result rows (:func:`read_results`).
-    metric : str or None, optional
-        A name of :data:`METRICS` (``accuracy``, ``auc``, ``log-loss``, ``rmse``, ``mse``, ``mae``); None:
-        each dataset's own.
-
-    Returns
-    -------
-    list of dict
-        One per dataset, variant (``method``) and target ``epsilon`` (None for a non-private run): the
-        ``mean``, ``std`` (0.0 for one run) and number of ``runs`` of the metric, and the ``metric``'s
-        name; sorted by dataset, variant and epsilon. Empty if no finished run reports the metric.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``metric`` is not a name of :data:`METRICS`.
-    """
+    Only runs that differ in nothing but their seed are averaged together. A variant is named by its parts
+    less those every run of the dataset shares after the first (a grid value that did not vary); a run whose
+    noise was reproducible is its own variant, marked NOT PRIVATE. A table's runs are titled by the table's
+    name."""
     if metric is not None:
         _metric(metric)
     chosen = {dataset: metric or dataset_metric(rows, dataset) for dataset in {row["dataset"] for row in rows}}
@@ -191,23 +131,8 @@ def _cell(stat: dict, spread: bool) -> str:
 
 
 def format_report(stats: list[dict], failed: int = 0, spread: bool = True) -> str:
-    """A table per dataset: methods as rows, epsilons as columns, cells 'mean ± std (runs)' of the
-    dataset's metric ('mean (1)' for one run), accuracy in % (just the mean with ``spread=False``).
-
-    Parameters
-    ----------
-    stats : list of dict
-        :func:`aggregate`'s statistics.
-    failed : int, optional
-        The number of failed runs, noted below the tables.
-    spread : bool, optional
-        Show the standard deviation and number of runs with each mean (default True).
-
-    Returns
-    -------
-    str
-        The tables, ending with a newline.
-    """
+    """A table per dataset: methods as rows, epsilons as columns, cells 'mean ± std (runs)' of the dataset's
+    metric ('mean (1)' for one run; the mean alone without ``spread``), accuracy in %."""
     lines = []
     for dataset in dict.fromkeys(s["dataset"] for s in stats):
         part = [s for s in stats if s["dataset"] == dataset]
@@ -237,21 +162,8 @@ def format_report(stats: list[dict], failed: int = 0, spread: bool = True) -> st
 
 
 def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
-    """Each dataset's metric against epsilon (log scale), one line with error bars per method, one
-    panel per dataset; the non-private reference is a dashed horizontal line with its std as a band.
-
-    Parameters
-    ----------
-    stats : list of dict
-        :func:`aggregate`'s statistics.
-    path : str or pathlib.Path
-        The image file written (its format by its suffix, e.g. ``.png``).
-
-    Returns
-    -------
-    pathlib.Path
-        ``path``.
-    """
+    """Plot each dataset's metric against epsilon (log scale) into ``path``: a line with error bars per
+    method, a panel per dataset, the non-private reference dashed with its std as a band."""
     datasets = list(dict.fromkeys(s["dataset"] for s in stats))
     figure, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4.5), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
@@ -301,26 +213,11 @@ def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
 
 
 def report(sweep_dir: str | Path, metric: str | None = None) -> tuple[str, Path]:
-    """Table text and plot path for a sweep folder (its ``results.csv``), by ``metric`` (default: each
-    dataset's own; the plot is ``privacy_utility.png``, or ``privacy_utility_<metric>.png`` for a
-    named metric).
-
-    Parameters
-    ----------
-    sweep_dir : str or pathlib.Path
-        The sweep folder, or its ``results.csv``; the plot is written in the folder.
-    metric : str or None, optional
-        A name of :data:`METRICS`; None: each dataset's own.
-
-    Returns
-    -------
-    tuple of (str, pathlib.Path)
-        The tables (:func:`format_report`) and the plot's path.
+    """The tables (:func:`format_report`) and the plot's path for a sweep folder, by ``metric`` (None: each
+    dataset's own); the plot is ``privacy_utility.png``, or ``privacy_utility_<metric>.png``.
 
     Raises
     ------
-    labeldp.errors.MissingFileError
-        If the folder has no ``results.csv``.
     labeldp.errors.ConfigError
         If ``metric`` is unknown, or no finished run reports it.
     """
@@ -335,8 +232,8 @@ def report(sweep_dir: str | Path, metric: str | None = None) -> tuple[str, Path]
 
 
 def _dataset_spend(rows: list[dict[str, str]]) -> str:
-    """What every release of each dataset of the sweep has spent, composed (its ledger, read now): the
-    table's epsilons are each run's."""
+    """What every release of each dataset of the sweep has spent, composed (its ledger, read now): the table's
+    epsilons are each run's."""
     from labeldp.accounting.datasets import DatasetLedger
 
     lines = []

@@ -71,17 +71,10 @@ class SweepJob:
     Parameters
     ----------
     key : str
-        The run's name, ``<dataset>/e<epsilon>/<method>[/<option><value>...]/run<seed>`` for a grid's
-        (the budget part is the method alone for a non-private one).
-    config : RunConfig
-        The run's configuration.
+        The run's name, ``<dataset>/e<epsilon>/<method>[/<option><value>...]/run<seed>`` for a grid's (the
+        budget part is the method alone for a non-private one).
     recipe : AppliedRecipe or None, optional
-        The recipe its options came from, which its summary names (default None: as given).
-
-    Attributes
-    ----------
-    folder : str
-        The run's folder under the sweep folder: ``key`` with each ``/`` as ``__``.
+        The recipe its options came from, which its summary names.
     """
 
     key: str
@@ -90,49 +83,19 @@ class SweepJob:
 
     @property
     def folder(self) -> str:
-        """The run's folder under the sweep folder: ``key`` with each ``/`` as ``__``.
-
-        Returns
-        -------
-        str
-            The folder's name.
-        """
+        """The run's folder under the sweep folder: ``key`` with each ``/`` as ``__``."""
         return self.key.replace("/", "__")
 
 
 def grid_jobs(
     grid: dict[str, list[str]], base: RunConfig | None = None, recipe: AppliedRecipe | None = None
 ) -> list[SweepJob]:
-    """Jobs for every combination of the grid's values, each overriding ``base`` (default: the
-    library defaults). Names and values are parsed as every override is (:mod:`labeldp.config.overrides`:
-    ``epsilon``, ``method``, ``seed``, ``epochs``, ``lr``, ``stages`` as ``0.3:0.7`` ...). A method's
-    runs leave the options it does not use at their defaults (``temperature`` for ``lp-1st``, the base's
-    DP-SGD settings for ``lp-2st``), as a non-private method's runs have no epsilon, so such a
-    combination is one run, not several.
+    """One job per distinct run of every combination of ``grid``'s values (parsed as overrides,
+    :mod:`labeldp.config.overrides`) over ``base`` (None: the library's defaults), in order.
 
-    Parameters
-    ----------
-    grid : dict of str to list of str
-        Each option's name and its values, as text.
-    base : RunConfig or None, optional
-        The configuration the combinations override; None: ``RunConfig()``.
-    recipe : AppliedRecipe or None, optional
-        The recipe ``base`` is (a profile given as ``--base``); None: the library's defaults. Each job's
-        recipe is it with the grid's options given over it.
-
-    Returns
-    -------
-    list of SweepJob
-        One job per distinct run, in the order of the combinations (the first of equal keys kept). A
-        key names the dataset, the epsilon (private methods), the method, the other options that were
-        given (those the method uses) and the seed.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If an option is unknown, a value does not parse, or a combination's configuration does not
-        resolve.
-    """
+    A method's runs leave the options it does not use at their defaults, as a non-private method's have no
+    epsilon, so such combinations are one run. ``recipe`` is what ``base`` is (a profile given as ``--base``);
+    each job's recipe is it with the grid's options over it."""
     base = base or RunConfig()
     names = list(grid)
     given = [name for name in names if name not in ("dataset", "method", "epsilon", "seed")]  # the run's own
@@ -173,14 +136,13 @@ def _is_table(config: RunConfig) -> bool:
 
 def _dataset_column(job: SweepJob) -> str:
     """What ``results.csv`` and reports name a job's dataset: a table run's by the first part of its key
-    (``adult-income`` for the profile ``adult-income/e1/marginals/run0``, which names the table and its
-    label; ``csv`` for a grid's runs, which reports title by the table's name), another dataset by its name."""
+    (``adult-income``, which names the table and its label; ``csv`` for a grid's), another by its name."""
     return job.key.split("/")[0] if _is_table(job.config) and "/" in job.key else job.config.dataset
 
 
 def _reads_folder(config: RunConfig) -> bool:
-    """Whether a run takes the sweep's ``--data-dir``: a folder dataset, or a table named by a path
-    relative to it (a profile's); a table named by an absolute path keeps its configuration."""
+    """Whether a run takes the sweep's ``--data-dir``: a folder dataset, or a table named by a path relative
+    to it (a profile's); a table named by an absolute path keeps its configuration."""
     if config.dataset in folder_datasets():
         return True
     return _is_table(config) and config.table is not None and not Path(config.table).expanduser().is_absolute()
@@ -206,9 +168,8 @@ def _run_job(
     cores: int,
     recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any]:
-    """Run one job with ``threads`` torch threads, or the default for its dataset within ``cores``
-    (:func:`labeldp.runtime.set_threads`), its summary naming ``recipe``; its summary, or its error
-    (recorded in ``error.txt``)."""
+    """Run one job with ``threads`` torch threads, or its dataset's default within ``cores``; its summary, or
+    its error (the traceback in ``error.txt``)."""
     try:
         runtime.set_threads(threads, config.dataset, cores)
         return {"status": "done", **train_run(config, run_dir, device=device, progress=False, recipe=recipe)}
@@ -263,42 +224,22 @@ def run_sweep(
     progress: bool = True,
     threads: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Run ``jobs`` into ``out/<key>/`` and write ``out/results.csv``: one after the other in this
-    process with one worker, else in ``workers`` processes.
+    """Run ``jobs`` into ``out/<job.folder>/`` and write ``out/results.csv`` (:data:`RESULT_COLUMNS`); one
+    after the other in this process with one worker, else in ``workers`` processes.
 
-    Each job is :func:`~labeldp.runs.run.train_run` in its own folder (``out/<job.folder>``), so each
-    releases its labels and records them on its own ledger as a run does; a job already finished
-    under the same configuration is read back, not run again, and an unfinished one is resumed (its
-    saved releases read back). A job that fails is recorded (status ``failed``, its error, and the
-    traceback in its folder's ``error.txt``) and the others go on.
+    Each job is :func:`~labeldp.runs.run.train_run` in its own folder, releasing and recording as a run does;
+    one finished under the same configuration is read back, an unfinished one resumed. A failed job is
+    recorded (status ``failed``, its error) and the others go on.
 
     Parameters
     ----------
-    jobs : list of SweepJob
-        The runs.
-    out : str or pathlib.Path
-        The sweep folder (created).
-    workers : int, optional
-        Worker processes (default 1: every job in this process).
-    device : str, optional
-        The device of every run (``"auto"``: the GPU when torch sees one).
     data_dir : str or None, optional
         The data folder of the jobs whose dataset is read from a folder (it replaces theirs).
     progress : bool, optional
-        A bar counting the runs on a terminal; elsewhere (a log file, a pipe) one line per finished run.
+        A bar on a terminal; elsewhere (a log, a pipe) one line per finished run.
     threads : int or None, optional
-        Torch threads of each run; by default one for a table and otherwise its worker's share of the
-        cores free when the sweep starts (:func:`labeldp.runtime.free_cores`).
-
-    Returns
-    -------
-    list of dict
-        One row per job, in the order of ``jobs``, as written to ``results.csv`` (:data:`RESULT_COLUMNS`).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``workers`` or ``threads`` is less than 1.
+        Torch threads of each run; None: one for a table, else its worker's share of the cores free when
+        the sweep starts (:func:`labeldp.runtime.free_cores`).
     """
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
@@ -340,8 +281,8 @@ def _epsilon_cell(epsilon: float) -> float | str:
 
 @contextlib.contextmanager
 def _interrupts_ignored() -> Iterator[None]:
-    """Ctrl-C ignored meanwhile (in the main thread; elsewhere nothing changes): worker processes started
-    then inherit it, so that the sweep alone answers it, with one line rather than a traceback each."""
+    """Ctrl-C ignored meanwhile (in the main thread): worker processes started then inherit it, so that the
+    sweep alone answers it, with one line rather than a traceback each."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -354,8 +295,8 @@ def _interrupts_ignored() -> Iterator[None]:
 
 def _run_in_workers(pending: list[SweepJob], out: Path, workers: int, finished, options: tuple) -> None:
     """Run ``pending`` in ``workers`` processes (``options``: device, threads, cores), reporting each to
-    ``finished``; on Ctrl-C or an error the workers are stopped (their runs resume when the sweep is run
-    again) rather than waited for."""
+    ``finished``; on Ctrl-C or an error the workers are stopped rather than waited for (their runs resume with
+    the sweep)."""
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(loaded_recipes(),))
     try:
@@ -375,9 +316,9 @@ def _run_in_workers(pending: list[SweepJob], out: Path, workers: int, finished, 
 
 
 def _progress(total: int, done: int, outcomes: dict[str, dict[str, Any]], progress: bool):
-    """The callback ``finished(job, outcome)`` that records each finished run in ``outcomes`` and shows it:
-    a bar on a terminal, one line per run elsewhere (nothing but failures without ``progress``);
-    ``finished(None, None)`` closes the bar."""
+    """The callback ``finished(job, outcome)`` that records each finished run in ``outcomes`` and shows it (a
+    bar on a terminal, a line per run elsewhere, only failures without ``progress``); ``finished(None, None)``
+    closes the bar."""
     terminal = sys.stderr.isatty()
     bar = tqdm(total=total, initial=done, desc="sweep", unit="run", disable=not (progress and terminal))
     count = [done]
@@ -400,9 +341,8 @@ def _progress(total: int, done: int, outcomes: dict[str, dict[str, Any]], progre
 
 
 def folder_rows(folder: Path) -> list[dict[str, Any]]:
-    """The rows of every finished run in ``folder`` (itself, or the runs under it: a demo's folder), as
-    a sweep writes them to ``results.csv``; an auto-tune's candidates and an audit's runs are not runs
-    of the folder."""
+    """The ``results.csv`` rows of every finished run in ``folder`` (itself, or the runs under it: a demo's);
+    an auto-tune's candidates and an audit's runs are not the folder's runs."""
     rows = []
     for path in sorted(Path(folder).rglob("summary.json")):
         run_dir = path.parent
@@ -418,15 +358,7 @@ def folder_rows(folder: Path) -> list[dict[str, Any]]:
 
 
 def write_results(rows: list[dict[str, Any]], path: Path) -> None:
-    """Write a sweep's rows as CSV (atomically), in :data:`RESULT_COLUMNS`.
-
-    Parameters
-    ----------
-    rows : list of dict
-        The rows (:func:`run_sweep`'s).
-    path : pathlib.Path
-        The file written.
-    """
+    """Write a sweep's rows as CSV, in :data:`RESULT_COLUMNS`."""
 
     def write(tmp: Path) -> None:
         with open(tmp, "w", newline="") as handle:

@@ -1,40 +1,19 @@
-"""Tuning on released labels (``labeldp tune``): release the labels once, choose training options on
-the release, train the final run with the best of them.
+"""Tuning on released labels (``labeldp tune``): release the labels once, choose training options on the
+release, train the final run with the best of them (the steps, for users: docs/guides/tuning.md).
 
-1. Before anything is spent, every candidate configuration is resolved and checked, and each release
-   the method makes (``Method.releases``) must be one that no candidate changes: its inputs
-   (:func:`labeldp.runs.context.release_inputs`, which drops what ``Method.independent_of`` names)
-   are the same for every candidate. LP-1ST (with any prior) and ALIBI release before they train, so
-   every training option can be tried. One exception: a multi-stage method's later releases are
-   drawn with the first stage's model as their prior, so they depend on how it trains; options that
-   act on that model only through its training (``Method.first_stage_options``: LP-2ST's and
-   LP-MST's ``train``, ``model``, ``loss``) are then chosen *on the first stage's release*, scoring
-   each candidate's first-stage model, and the later releases are drawn once, by the final run under
-   the chosen options: a function of the first release only, so the run's adaptive composition
-   covers it. What acts only after LP-2ST's second release (``reuse_labels``, ``warm_start``) is
-   tried on both releases, in a tune of its own. DP-SGD, whose training steps are the release, is
-   tuned by private selection instead (:mod:`labeldp.dpsgd.selection`).
-2. The method runs once in the tune folder until the releases the candidates share are made
-   (training before one where it needs a model, as the run would): they are drawn, saved and
-   recorded on the folder's one ledger (read back, never drawn again, when the tune is repeated).
-3. A held-out part of the training examples with a shared release (``holdout``, chosen from the
-   public seed) is set aside. Every candidate runs the method on a copy of the data without its true
-   training labels, reading the saved releases, training on the released labels of the other
-   examples (up to its first stage where later releases depend on its options), and is scored on the
-   held-out examples' *released* labels by an estimate of its clean accuracy from their noise channel
-   (:func:`labeldp.released_metrics.clean_accuracy_terms`; ALIBI: the noisy one-hot vector's entry at the
-   prediction, whose expectation is the clean indicator), with its standard error. Neither the true
-   labels nor the test set choose anything.
-4. The best candidate's configuration becomes the run of the tune folder, trained on every released
-   label (:func:`labeldp.runs.train_run`, which reads the shared releases back and draws the later
-   ones).
+Privacy: before any spend, every release the method makes (``Method.releases``) must be one no candidate
+changes (its :func:`~labeldp.runs.context.release_inputs` are the same for all). A multi-stage method's later
+releases depend on the first stage's model, so options acting on it only through its training
+(``Method.first_stage_options``) are chosen on the first stage's release and the later releases drawn once, by
+the final run: a function of the first release, covered by the run's adaptive composition. The shared releases
+are drawn once, in the tune folder, on its one ledger; each candidate trains on a copy of the data without
+true training labels and is scored on held-out examples' *released* labels
+(:class:`~labeldp.experiments.held_out.HeldOutScorer`). Neither the true labels nor the test set choose
+anything, so a tune spends one run's releases. DP-SGD, whose training is its release, is tuned by private
+selection instead (:mod:`labeldp.dpsgd.selection`).
 
-The tune folder is a run folder (config.json of the chosen configuration, ledger.json with the one
-run's releases, noisy_labels/, model.pt, summary.json) plus ``tune.json`` and ``tune.csv`` (the
-candidates, their estimates and standard errors) and ``candidates/<key>/`` (each candidate's
-configuration, metrics and checkpoints: no release, no ledger). Tuning spends nothing beyond one
-run's releases: everything else is post-processing of released labels and public inputs.
-"""
+The tune folder is the final run's folder plus ``tune.json``, ``tune.csv`` and ``candidates/<key>/`` (each
+candidate's configuration, metrics and checkpoints: no release, no ledger)."""
 
 from __future__ import annotations
 
@@ -120,73 +99,37 @@ def tune(
     selection: Mapping[str, float] | None = None,
     recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any]:
-    """Tune ``config``'s training options over ``grid`` on one release of the labels; the tune folder
-    ``out`` ends as the run of the best candidate (see the module docstring). Returns what
-    ``tune.json`` holds: the candidates with their estimated clean accuracy and its standard error
-    on the held-out released labels, the chosen key, and the final run's summary. ``dp-sgd``, whose
-    steps are its release, is tuned by private selection instead (:mod:`labeldp.dpsgd.selection`,
-    with the settings ``selection``: ``mean``, ``shape``, ``score_noise``).
+    """Tune ``config``'s training options over ``grid`` on one release of the labels (see the module
+    docstring); the tune folder ``out`` ends as the run of the best candidate. Returns what ``tune.json``
+    holds (a finished tune of the same record is read back): the candidates' estimated clean accuracies with
+    standard errors, the choice, ``ledger_epsilon`` and the final run's summary.
 
-    What is released, all recorded on the tune folder's one ledger (``ledger.json``): the releases the
-    candidates share (``Method.releases``), drawn once in ``out`` by the method under the base
-    configuration, each saved in ``noisy_labels/<name>.npz`` and recorded as an entry tagged ``<name>``
-    (:meth:`RunContext.spend <labeldp.runs.context.RunContext.spend>`); then, by the final run
-    (:func:`~labeldp.runs.run.train_run` of the chosen configuration in ``out``), the later releases
-    that depend on the options, under the chosen ones, and the release ``test`` of private test labels,
-    recorded in the same way. The candidates release nothing: they read the shared releases, and their
-    folders hold no release and no ledger. The outcome's ``ledger_epsilon`` is the final run's epsilon.
-    A repeated tune reads every saved release back. DP-SGD's private selection releases and records
-    what :func:`~labeldp.experiments.private_selection.select_with_folder` says.
+    What is released, all on ``out``'s one ledger: the shared releases, drawn once under the base
+    configuration, then by the final run (:func:`~labeldp.runs.run.train_run` of the chosen configuration) the
+    later releases and ``test``, as a run records them. The candidates release nothing. DP-SGD's private
+    selection releases what :func:`~labeldp.experiments.private_selection.select_with_folder` says.
 
     Parameters
     ----------
-    config : RunConfig
-        The base configuration (resolved here); the candidates override it.
     grid : mapping of str to sequence
         The options to try and their values (:func:`~labeldp.experiments.candidates.candidate_options`).
-    out : str or pathlib.Path
-        The tune folder.
     holdout : float, optional
-        The share of the labelled training examples held out to score the candidates
-        (default :data:`~labeldp.config.tuning.DEFAULT_HOLDOUT`).
+        The share of the labelled training examples held out to score the candidates.
     trials : int or None, optional
         Try that many combinations of ``grid``, drawn from the public seed (a random search); None: all.
-    device : str, optional
-        ``"auto"`` (the GPU when torch sees one, else the CPU) or a device torch knows.
-    progress : bool, optional
-        Show progress.
-    dataset : LabeledDataset or None, optional
-        The dataset given in memory; None: loaded from the files ``config`` names.
     selection : mapping of str to float, or None, optional
-        The private selection's settings (DP-SGD only).
+        The private selection's settings (DP-SGD only): ``mean``, ``shape``, ``score_noise``.
     recipe : AppliedRecipe or None, optional
-        The recipe ``config``'s options came from, which the final run's summary names (default None:
-        the configuration as given).
-
-    Returns
-    -------
-    dict
-        The outcome (``tune.json``): the record (base, candidates, holdout, search), the method, dataset,
-        epsilon, releases, the candidates' ``results`` (estimated clean accuracy, standard error,
-        difference from the chosen one and its error, seconds), the chosen key and options, the number
-        held out, the uninformative share, ``ledger_epsilon`` and the final run's summary (``final``).
-        A finished tune of the same record is read back.
+        The recipe ``config``'s options came from, which the final run's summary names.
 
     Raises
     ------
     labeldp.errors.ConfigError
-        Before any spend: a grid that gives fewer than two candidates, a candidate that does not resolve
-        or cannot run on the data, a method not tuned on shared releases, a release that depends on the
-        options tried, numeric labels, a holdout that leaves too few examples, or selection settings
-        that are unknown or given to a method not tuned by private selection. Also if a held-out example
-        has no released label (checked after the shared releases are made).
-    labeldp.errors.BudgetError
-        If the budget cannot pay for a candidate's plan.
+        Before any spend, for candidates that cannot share one release or run on the data; after the
+        shared releases, if a held-out example has no released label.
     labeldp.errors.RunDirectoryError
-        If ``out`` holds a finished run or a finished tune of another record, releases of another
-        configuration, or if the method did not make its shared releases before training.
-    labeldp.errors.RunLockedError
-        If another process is using ``out`` or a candidate's folder.
+        If ``out`` holds a finished run or another finished tune, releases of another configuration, or
+        the method did not make its shared releases before training.
     """
     base = config.resolved()
     options = candidate_options(grid, trials=trials, seed=base.seed)
@@ -249,19 +192,8 @@ def tune(
 
 
 def format_tune(outcome: dict[str, Any]) -> str:
-    """The candidates as a table, best marked, then the final run and its ledger.
-
-    Parameters
-    ----------
-    outcome : dict
-        What :func:`tune` returns (a private selection's is formatted by
-        :func:`~labeldp.dpsgd.selection.format_selection`).
-
-    Returns
-    -------
-    str
-        The text, in lines.
-    """
+    """The candidates as a table, best marked, then the final run and its ledger (a private selection's as
+    :func:`~labeldp.dpsgd.selection.format_selection`)."""
     if outcome.get("search") == "private selection":
         return format_selection(outcome)
     width = max(len("candidate"), *(len(r["key"]) for r in outcome["results"]))

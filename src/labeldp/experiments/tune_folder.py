@@ -26,25 +26,9 @@ TABLE_COLUMNS = (
 
 
 def finished(folder: RunDirectory, record: dict[str, Any]) -> dict[str, Any] | None:
-    """The saved outcome of the same tune, finished; a different tune's finished folder is refused.
-
-    Parameters
-    ----------
-    folder : RunDirectory
-        The tune folder.
-    record : dict
-        What makes the tune the same: every item must equal the saved ``tune.json``'s.
-
-    Returns
-    -------
-    dict or None
-        The saved ``tune.json``, or None when the folder holds no finished tune.
-
-    Raises
-    ------
-    labeldp.errors.RunDirectoryError
-        If the folder holds a finished tune of another record, or a finished run without ``tune.json``.
-    """
+    """The saved ``tune.json`` of the same ``record`` (every item equal), or None where the folder holds no
+    finished tune; :class:`~labeldp.errors.RunDirectoryError` for another tune's, or a finished run without
+    ``tune.json``."""
     path = folder.root / TUNE_FILE
     if not path.exists():
         if folder.read_summary() is not None:
@@ -60,15 +44,7 @@ def finished(folder: RunDirectory, record: dict[str, Any]) -> dict[str, Any] | N
 
 
 def write_table(outcome: dict[str, Any], path: Path) -> None:
-    """Write ``tune.csv`` (atomically): one row per candidate, in :data:`TABLE_COLUMNS`.
-
-    Parameters
-    ----------
-    outcome : dict
-        A tune's outcome (:func:`~labeldp.experiments.tune.tune`): its ``results`` and ``chosen`` key.
-    path : pathlib.Path
-        The file written.
-    """
+    """Write ``tune.csv``: one row per candidate of ``outcome``, in :data:`TABLE_COLUMNS`."""
 
     def write(tmp: Path) -> None:
         with open(tmp, "w", newline="") as handle:
