@@ -1,15 +1,9 @@
 """DP-SGD (inputs *and* labels private): composable pieces for your own loop, and a ready trainer.
 
-- :mod:`~labeldp.dpsgd.clipping`: the sum of clipped per-example gradients of any per-example
-  model (a fast book-keeping path and a general ``torch.func.vmap`` path), BatchNorm refusal.
-- :mod:`~labeldp.dpsgd.sampling`: Poisson subsampling.
-- :mod:`~labeldp.dpsgd.noise`: Gaussian noise (seeded or cryptographically secure) and the
-  private gradient.
-- :mod:`~labeldp.dpsgd.trainer`: a resumable DP-SGD training loop with micro-batches,
-  augmentation multiplicity and a parameter EMA.
-
-Accounting (events, epsilon, calibration) lives in :mod:`labeldp.accounting.events` and
-:mod:`labeldp.accounting.calibration`.
+:mod:`~labeldp.dpsgd.clipping` (clipped per-example gradient sums), :mod:`~labeldp.dpsgd.sampling`
+(Poisson subsampling), :mod:`~labeldp.dpsgd.noise` (Gaussian noise and the private gradient),
+:mod:`~labeldp.dpsgd.trainer` (a resumable loop) and :mod:`~labeldp.dpsgd.selection` (private
+selection of its options). The accounting lives in :mod:`labeldp.accounting`.
 """
 
 from labeldp._lazy import lazy_exports

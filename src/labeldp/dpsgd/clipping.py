@@ -1,38 +1,20 @@
-"""Per-example gradient clipping: the sum over a batch of per-example gradients, each scaled to norm
-at most ``max_grad_norm``, for any ``nn.Module`` -- without wrapping or changing the model.
+"""Per-example gradient clipping: the sum over a batch of per-example gradients, each scaled to norm at
+most ``max_grad_norm``, for any ``nn.Module``, without wrapping or changing it.
 
-Two ways to compute it, chosen by ``method``:
+``method``: ``"fast"`` hooks each layer's input and backpropagates to the layer *outputs* only, each
+layer's per-example norms coming from (input, output gradient) by the rules of
+:mod:`~labeldp.dpsgd.layer_rules` (per-example gradients formed, or the "ghost" Gram identity
+||sum_t g_t a_t^T||^2 = sum_{t,s} (a_t . a_s)(g_t . g_s), whichever is cheaper); it takes Linear,
+Conv2d (``groups=1``, zero padding), :class:`labeldp.models.WSConv2d`, Embedding, LayerNorm and
+GroupNorm, each called once per forward pass. ``"vmap"`` is ``torch.func.vmap(grad(...))`` over any
+per-example module; ``"auto"`` takes ``fast`` where it can. Tensors other than the trainable
+parameters are constants on both paths. BatchNorm mixes examples and is refused
+(:func:`replace_batchnorm`). With inputs (B, M, ...) of M augmentations per example (De et al. 2022),
+an example's gradient is that of its mean loss over its views, clipped once.
 
-- ``"fast"`` (book-keeping): one forward pass with temporary hooks that keep each layer's input, one
-  backward pass that computes gradients with respect to layer *outputs* only (no weight gradients).
-  As each layer's output gradient arrives, the layer's per-example gradient norms are computed from
-  (input, output gradient), either by materialising its per-example gradients (cost ~ T d p per
-  example, T positions, d inputs, p outputs) or by the "ghost" Gram-matrix identity
-  ||sum_t g_t a_t^T||^2 = sum_{t,s} (a_t . a_s)(g_t . g_s) (cost ~ T^2 (d + p)), whichever is cheaper
-  (for convolutions: faster when timed, with :mod:`~labeldp.dpsgd.conv_grads`). On CPU the
-  per-example gradients go to memory each layer keeps between calls. After backward, the clipped sum
-  is the materialised gradients weighted by the clipping factors, or one weighted weight-gradient
-  product for the ghost layers. Supports Linear, Conv2d (``groups=1``, zero padding), weight-standardised
-  convolutions (:class:`labeldp.models.WSConv2d`), Embedding, LayerNorm and GroupNorm, each called once
-  per forward pass; parameter-free modules may be anything per-example. Tensors that require
-  gradients but are not trainable parameters (the inputs, or others the forward pass uses) are taken
-  as constants, on both paths.
-- ``"vmap"`` (general): ``torch.func.vmap(torch.func.grad(...))`` over ``functional_call``: any module
-  built from per-example operations.
-- ``"auto"``: ``fast`` when every trainable parameter belongs to a supported layer, else ``vmap``.
-
-Layers that mix examples within a batch (BatchNorm) make per-example gradients meaningless and are
-refused with an error that says how to fix the model (:func:`replace_batchnorm`).
-
-Augmentation multiplicity (De et al. 2022): ``inputs`` of shape (B, M, ...) hold M augmentations of
-each of B examples; an example's gradient is the gradient of its mean loss over its M views, clipped
-once -- the privacy unit stays the example.
-
-Arithmetic: the bound C on each example's share of the sum holds up to float32 rounding (as in
-every DP-SGD implementation). NVIDIA GPUs from Ampere on run float32 convolutions in TF32 (a 10-bit
-mantissa) by default; its rounding, a relative 5e-4 on sums of up to B terms of norm C, could reach a
-sizeable fraction of C on large batches. The clipped sum is therefore computed with TF32 off for
-cuDNN and cuBLAS, and the previous settings are restored afterwards.
+The bound C holds up to float32 rounding. TF32, on by default for convolutions on recent NVIDIA GPUs,
+rounds to a relative 5e-4 on sums of up to B terms of norm C, a sizeable fraction of C on large
+batches, so it is turned off while the clipped sum is computed.
 """
 
 from __future__ import annotations
@@ -59,20 +41,7 @@ _NORM_EPSILON = 1e-6
 
 
 def cross_entropy_per_example(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy of each example (the default per-example loss).
-
-    Parameters
-    ----------
-    outputs : torch.Tensor
-        Logits of shape (N, K).
-    targets : torch.Tensor
-        Class indices of shape (N,) (or class probabilities of shape (N, K)).
-
-    Returns
-    -------
-    torch.Tensor
-        Losses of shape (N,).
-    """
+    """Cross-entropy of each example (the default per-example loss)."""
     return F.cross_entropy(outputs, targets, reduction="none")
 
 
@@ -80,41 +49,22 @@ def cross_entropy_per_example(outputs: torch.Tensor, targets: torch.Tensor) -> t
 class ClippedGradients:
     """Result of :func:`clipped_gradient_sum`.
 
-    ``sums`` holds, for each trainable parameter (``model.parameters()`` order, those with
-    ``requires_grad``), the sum over examples of the clipped per-example gradients. ``norms`` holds
-    each example's gradient norm before clipping. Only the sums, once noised, are private; the norms
-    (like the losses, which are not returned) depend on the examples without noise and must not be
-    logged or written.
-
-    Parameters
-    ----------
-    sums, norms
-        The attributes of the same names.
+    Only the sums, once noised, are private; the norms (like the losses, not returned) depend on the
+    examples without noise and must not be logged or written.
 
     Attributes
     ----------
     sums : list of torch.Tensor
-        One tensor per trainable parameter, with its shape.
+        For each trainable parameter (``model.parameters()`` order), the sum of the clipped per-example gradients.
     norms : torch.Tensor
-        Shape (B,): each example's gradient norm before clipping (not private).
+        (B,) each example's gradient norm before clipping (not private).
     """
 
     sums: list[torch.Tensor]
     norms: torch.Tensor
 
     def add_(self, other: ClippedGradients) -> ClippedGradients:
-        """Add ``other``'s sums to these in place and append its norms (for a batch processed in chunks).
-
-        Parameters
-        ----------
-        other : ClippedGradients
-            The result of another chunk, for the same parameters.
-
-        Returns
-        -------
-        ClippedGradients
-            ``self``.
-        """
+        """Add ``other``'s sums in place and append its norms (a batch processed in chunks); ``self``."""
         for total, part in zip(self.sums, other.sums):
             total.add_(part)
         self.norms = torch.cat([self.norms, other.norms])
@@ -122,36 +72,14 @@ class ClippedGradients:
 
 
 class UnsupportedModelError(ConfigError):
-    """The model cannot give per-example gradients (BatchNorm) or not on the requested path.
+    """The model cannot give per-example gradients (BatchNorm), or not on the requested path.
 
-    A :class:`~labeldp.errors.ConfigError` (so the command line prints it as one line), and so also a
-    ``ValueError``, as it used to be.
-
-    Parameters
-    ----------
-    *args : object
-        The exception's arguments, as for ``ValueError``: labeldp gives one, the message, which names the
-        module and says what to use instead.
+    A :class:`~labeldp.errors.ConfigError` (the command line prints it as one line), and so a ``ValueError``.
     """
 
 
 def check_per_example_model(model: nn.Module) -> None:
-    """Refuse modules whose output for one example depends on other examples of the batch.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The model, searched through all its submodules.
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    UnsupportedModelError
-        (a ``ValueError``) If the model holds a BatchNorm layer; the message says how to replace it.
-    """
+    """Refuse a model whose output for one example depends on the batch's others (BatchNorm): UnsupportedModelError."""
     for name, module in model.named_modules():
         if isinstance(module, _CROSS_EXAMPLE):
             raise UnsupportedModelError(
@@ -162,21 +90,9 @@ def check_per_example_model(model: nn.Module) -> None:
 
 
 def replace_batchnorm(model: nn.Module, max_groups: int = 32) -> nn.Module:
-    """Replace every BatchNorm layer of ``model`` (in place) by a GroupNorm over the same channels.
+    """Replace every BatchNorm layer of ``model`` in place by a GroupNorm over the same channels; ``model``.
 
-    The GroupNorm has the largest number of groups <= ``max_groups`` that divides the channel count.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The model, changed in place.
-    max_groups : int, optional
-        The most groups a GroupNorm gets (default 32).
-
-    Returns
-    -------
-    torch.nn.Module
-        ``model``.
+    Its groups: the most, up to ``max_groups``, that divide the channels.
     """
     for name, child in model.named_children():
         if isinstance(child, _CROSS_EXAMPLE):
@@ -189,35 +105,12 @@ def replace_batchnorm(model: nn.Module, max_groups: int = 32) -> nn.Module:
 
 
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
-    """The parameters of ``model`` that require gradients, in ``model.parameters()`` order.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The model.
-
-    Returns
-    -------
-    list of torch.nn.Parameter
-        The trainable parameters.
-    """
+    """The parameters of ``model`` that require gradients, in ``model.parameters()`` order."""
     return [p for p in model.parameters() if p.requires_grad]
 
 
 def fast_path_unsupported(model: nn.Module) -> str | None:
-    """Why the fast path cannot handle ``model`` (None when it can).
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The model.
-
-    Returns
-    -------
-    str or None
-        The first module with trainable parameters that no layer rule supports, and why; None if
-        every one is supported.
-    """
+    """Why the fast path cannot handle ``model``: its first module with parameters no rule takes; None when it can."""
     for name, module in model.named_modules():
         if any(p.requires_grad for p in module.parameters(recurse=False)):
             reason = layer_rules.unsupported(module)
@@ -227,22 +120,7 @@ def fast_path_unsupported(model: nn.Module) -> str | None:
 
 
 def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
-    """min(1, C / ||g_i||): the scale that brings each per-example gradient to norm at most C.
-
-    A small constant (1e-6) is added to each norm, so a factor never exceeds C / ||g_i||.
-
-    Parameters
-    ----------
-    norms : torch.Tensor
-        Per-example gradient norms, shape (B,).
-    max_grad_norm : float
-        The clipping bound C (``math.inf``: no clipping, every factor 1).
-
-    Returns
-    -------
-    torch.Tensor
-        Factors in (0, 1], shape (B,).
-    """
+    """min(1, C / ||g_i||) per example (1e-6 added to each norm, so a factor never exceeds C / ||g_i||)."""
     if math.isinf(max_grad_norm):
         return torch.ones_like(norms)
     return (max_grad_norm / (norms + _NORM_EPSILON)).clamp(max=1.0)
@@ -259,51 +137,18 @@ def clipped_gradient_sum(
     physical_batch_size: int | None = None,
     multiple_views: bool = False,
 ) -> ClippedGradients:
-    """Sum over the batch of per-example gradients of ``loss_fn``, each clipped to ``max_grad_norm``.
+    """Sum over the batch of per-example gradients of ``loss_fn``, each clipped to ``max_grad_norm`` (C).
 
-    Each example's contribution to the sum has norm at most C (up to float32 rounding; see the module
-    docstring): adding or removing one example moves the sum by at most C, the sensitivity that
-    DP-SGD's Gaussian noise is calibrated to. With ``multiple_views`` the unit is still the example,
-    its views clipped together. The guarantee needs a model whose output for one example does not
-    depend on the others (BatchNorm is refused).
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        Any module of per-example layers (BatchNorm is refused). It is not modified; its
-        ``.grad`` fields are left untouched.
-    inputs : torch.Tensor
-        (B, ...) one input per example, or with ``multiple_views`` (B, M, ...): M augmentations
-        of each example (augmentation multiplicity). B may be 0. Taken as constants, even if they
-        require gradients.
-    targets : torch.Tensor
-        (B, ...) per-example targets for ``loss_fn``.
-    max_grad_norm : float
-        The clipping bound C > 0 (``math.inf`` for no clipping).
-    loss_fn : callable, optional
-        Per-example loss, (outputs, targets) -> (N,) (default :func:`cross_entropy_per_example`).
-    method : str, optional
-        ``"auto"`` (default), ``"fast"`` or ``"vmap"`` (see the module docstring).
-    physical_batch_size : int or None, optional
-        Examples per forward/backward pass; a larger batch is processed in
-        chunks of this size (same result, bounded memory).
-    multiple_views : bool, optional
-        ``inputs`` has an augmentation axis after the batch axis (default False).
-
-    Returns
-    -------
-    ClippedGradients
-        The clipped sums, one per trainable parameter, and the per-example norms before clipping.
+    Each example's share has norm at most C (up to float32 rounding): adding or removing one moves the sum
+    by at most C, the sensitivity DP-SGD's noise is calibrated to. The model must be per-example
+    (BatchNorm is refused); it is not modified, nor its ``.grad``. With ``multiple_views``, ``inputs`` are
+    (B, M, ...) and the unit is still the example. ``physical_batch_size`` computes in chunks of that many
+    examples (same result, bounded memory). ``method``: see :mod:`labeldp.dpsgd.clipping`.
 
     Raises
     ------
-    labeldp.errors.ConfigError
-        If ``method``, ``max_grad_norm`` or ``physical_batch_size`` is invalid, the model has no
-        trainable parameters, ``inputs`` and ``targets`` differ in length, or ``multiple_views`` is
-        set without an augmentation axis.
     UnsupportedModelError
-        If the model holds a BatchNorm layer, or ``method="fast"`` is asked for a model it cannot handle
-        (including a layer called more than once per forward pass).
+        If the model holds BatchNorm, or ``method="fast"`` cannot handle it (a layer called twice included).
     """
     if method not in METHODS:
         raise ConfigError(f"method must be one of {METHODS}, got {method!r}")
@@ -346,10 +191,11 @@ def clipped_gradient_sum(
 
 @contextmanager
 def _float32_without_tf32() -> Iterator[None]:
-    """float32 convolutions, recurrent layers and matrix products in IEEE float32, not TF32, on the
-    GPU: process-wide settings of torch's, restored on exit. Through the ``fp32_precision`` settings
-    where torch has them (2.9 on; reading the older ``allow_tf32`` flags raises once a user has set
-    the new ones), else through ``allow_tf32``."""
+    """IEEE float32, not TF32, for convolutions, recurrent layers and matrix products on the GPU; restored on exit.
+
+    Through the ``fp32_precision`` settings where torch has them (reading the older ``allow_tf32`` flags
+    raises once a user has set the new ones), else through ``allow_tf32``.
+    """
     backends = torch.backends
     if hasattr(backends.cuda.matmul, "fp32_precision") and hasattr(backends.cudnn, "conv"):
         settings = [
@@ -402,8 +248,7 @@ def _vmap_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
 
 
 def _reaches(tensor: torch.Tensor, nodes: set[torch.autograd.graph.Node]) -> bool:
-    """Whether ``tensor``'s autograd graph passes through one of ``nodes``: then a backward pass to
-    those nodes' outputs goes through ``tensor`` too."""
+    """Whether ``tensor``'s autograd graph passes through one of ``nodes``."""
     pending, seen = [tensor.grad_fn], set()
     while pending:
         node = pending.pop()

@@ -1,11 +1,9 @@
-"""Per-example quantities of a 2-D convolution, for clipping: each example's kernel gradient, the Gram
-matrix of its input patches and the "ghost" gradient norms it gives, its patch sums, and the batch's
-kernel gradient.
+"""Per-example quantities of a 2-D convolution, for clipping: kernel gradients, patch Gram matrices and
+the "ghost" norms they give, patch sums, and the batch's kernel gradient.
 
-Shapes: ``x`` is a layer input (N, C, H, W), ``g`` the gradient of its output (N, p, oh, ow). N rows
-may hold ``examples`` examples of N / examples views each (augmentation multiplicity); per-example
-results sum over an example's views. T = oh x ow output positions, d = C x kh x kw patch size.
-All results are exact (no sketching); they differ from a per-example loop by float rounding only.
+``x`` is a layer's input (N, C, H, W), ``g`` its output's gradient (N, p, oh, ow). The N rows may hold
+``examples`` examples of N / examples views each (augmentation multiplicity); per-example results
+sum over an example's views. T = oh x ow positions, d = C x kh x kw. All results are exact.
 """
 
 from __future__ import annotations
@@ -31,21 +29,8 @@ STRATEGIES = (*ROWS_PER_CALL, "patches", "grouped")
 def patches(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     """(N, T, d) input patches of ``conv`` (im2col), each patch's entries in (kh, kw, C) order.
 
-    That is the kernel's (C, kh, kw) with the channels last. Copied from a strided view of the
-    channels-last input: contiguous runs of C values, several times faster than ``F.unfold`` on small
-    layers.
-
-    Parameters
-    ----------
-    conv : torch.nn.Conv2d
-        The layer (its kernel size, stride, padding and dilation are read).
-    x : torch.Tensor
-        The layer's input, shape (N, C, H, W).
-
-    Returns
-    -------
-    torch.Tensor
-        Patches of shape (N, T, d).
+    Copied from a strided view of the channels-last input (contiguous runs of C values): several times
+    faster than ``F.unfold`` on small layers.
     """
     padded = _padded(conv, x).contiguous(memory_format=torch.channels_last)
     oh, ow = _output_size(conv, x)
@@ -63,38 +48,12 @@ def per_example_kernel_grads(
 ) -> torch.Tensor:
     """(examples, *conv.weight.shape): each example's kernel gradient, summed over its views.
 
-    ``out`` (N, *conv.weight.shape), optional, receives the per-row gradients (e.g. memory reused
-    across steps); with one view per example it is the result.
-
-    Five exact ways, whose speed depends on the shapes and the machine (:func:`fastest` picks):
-
-    - ``loop``: one kernel-gradient call (the backend's fused convolution backward) per row;
-    - ``row-groups-8``, ``row-groups-32``: one call per 8 or 32 rows, stacked along the channels as
-      the groups of a grouped convolution (few rows suit many channels, many rows few channels);
-    - ``patches``: im2col patches and one batched matrix product;
-    - ``grouped``: one grouped convolution of the inputs with the output gradients as kernels.
-
-    All run on the calling thread with torch's intra-op threads. (Splitting rows across Python
-    threads was tried and dropped: right after a parallel op the idle OpenMP workers spin for
-    milliseconds, and the Python threads ran about half as fast as they did when timed alone.)
-
-    Parameters
-    ----------
-    conv : torch.nn.Conv2d
-        The layer.
-    x : torch.Tensor
-        The layer's input, shape (N, C, H, W).
-    g : torch.Tensor
-        The gradient of the layer's output, shape (N, p, oh, ow).
-    examples : int
-        Number of examples; N / examples views each.
-    out : torch.Tensor or None, optional
-        Where the per-row gradients are written, shape (N, *conv.weight.shape).
-
-    Returns
-    -------
-    torch.Tensor
-        Per-example kernel gradients, shape (examples, *conv.weight.shape).
+    Five exact strategies, whose speed depends on the shapes and the machine (:func:`fastest` picks):
+    ``loop`` (the backend's fused convolution backward per row), ``row-groups-8`` and ``row-groups-32``
+    (8 or 32 rows stacked along the channels as a grouped convolution's groups), ``patches`` (im2col and a
+    batched product) and ``grouped`` (a grouped convolution with the output gradients as kernels). All run
+    on the calling thread: Python threads over rows ran about half as fast, as idle OpenMP workers spin
+    after a parallel op. ``out`` (N, *conv.weight.shape), optional, receives the per-row gradients.
     """
     key = ("kernel_grads", *configuration(conv, examples, x, g), torch.get_num_threads())
     return fastest(key, {name: partial(kernel_grads, name, conv, x, g, examples, out) for name in STRATEGIES})
@@ -103,26 +62,11 @@ def per_example_kernel_grads(
 def fastest(
     key: tuple, candidates: dict[str, Callable[[], torch.Tensor]], trials: dict[str, Callable[[], object]] | None = None
 ) -> torch.Tensor:
-    """The result of the fastest of ``candidates`` (interchangeable exact computations).
+    """The result of the fastest of ``candidates`` (interchangeable exact computations), remembered by ``key``.
 
-    The first call for a ``key`` runs each candidate once untimed (first allocations, nested
-    autotuning), then times them in turn, twice, and remembers the one with the shortest run for later
-    calls. ``trials``, if given, is what is run for each candidate (e.g. the candidate and the later
-    work that choosing it implies). On a GPU each timing waits for the queued kernels to finish.
-
-    Parameters
-    ----------
-    key : tuple
-        What the choice depends on (see :func:`configuration`).
-    candidates : dict of str to callable
-        The computations by name, each returning the same result.
-    trials : dict of str to callable or None, optional
-        What to time for each candidate, by the same names (default: the candidates).
-
-    Returns
-    -------
-    torch.Tensor
-        The chosen candidate's result.
+    The first call for a key runs each candidate once untimed (first allocations, autotuning), then times
+    them twice in turn (waiting for the GPU) and keeps the quickest. ``trials``, by the same names, is
+    what is timed instead (a candidate with the later work choosing it implies).
     """
     name = _FASTEST.get(key)
     if name is None:
@@ -142,32 +86,16 @@ def fastest(
 
 
 def _wait_for_gpu() -> None:
-    """Block until the GPU has run what was queued (kernels run asynchronously; without this a timing
-    would measure only their launch)."""
+    """Block until the GPU has run what was queued (without it a timing sees only the kernels' launch)."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
 
 
 def configuration(conv: nn.Conv2d, examples: int, *tensors: torch.Tensor) -> tuple:
-    """What decides which candidate is fastest for a call of ``conv``.
+    """What decides the fastest candidate for a call of ``conv``: a hashable key for :func:`fastest`.
 
-    The per-row shapes, the views per example and the example count rounded up to a power of two
-    (Poisson-sampled batches differ in size at every step; timing the candidates for each size would
-    cost more than it saves).
-
-    Parameters
-    ----------
-    conv : torch.nn.Conv2d
-        The layer (its kernel size, stride, padding and dilation enter the key).
-    examples : int
-        Number of examples.
-    *tensors : torch.Tensor
-        The tensors of the call (the first sets the views, the dtype and the device).
-
-    Returns
-    -------
-    tuple
-        A hashable key for :func:`fastest`.
+    The per-row shapes, the views per example, and the example count rounded up to a power of two
+    (Poisson batches change size every step; timing each size would cost more than it saves).
     """
     shapes = tuple(tuple(tensor.shape[1:]) for tensor in tensors)
     views = len(tensors[0]) // max(examples, 1)
@@ -187,33 +115,7 @@ def configuration(conv: nn.Conv2d, examples: int, *tensors: torch.Tensor) -> tup
 def kernel_grads(
     strategy: str, conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int, out: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """:func:`per_example_kernel_grads` with a given strategy (one of :data:`STRATEGIES`).
-
-    Parameters
-    ----------
-    strategy : str
-        One of :data:`STRATEGIES`.
-    conv : torch.nn.Conv2d
-        The layer.
-    x : torch.Tensor
-        The layer's input, shape (N, C, H, W).
-    g : torch.Tensor
-        The gradient of the layer's output, shape (N, p, oh, ow).
-    examples : int
-        Number of examples; N / examples views each.
-    out : torch.Tensor or None, optional
-        Where the per-row gradients are written, shape (N, *conv.weight.shape).
-
-    Returns
-    -------
-    torch.Tensor
-        Per-example kernel gradients, shape (examples, *conv.weight.shape).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``strategy`` is unknown.
-    """
+    """:func:`per_example_kernel_grads` by a given strategy, one of :data:`STRATEGIES`."""
     n, out_channels = g.shape[:2]
     grads = g.new_empty(n, *conv.weight.shape) if out is None else out
     if strategy in ROWS_PER_CALL:
@@ -241,8 +143,7 @@ def kernel_grads(
 
 
 def _stacked_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """(m, *conv.weight.shape): the kernel gradients of m rows in one backend call, the rows stacked
-    along the channels as the m groups of a grouped convolution."""
+    """(m, *conv.weight.shape): m rows' kernel gradients in one call, stacked as a grouped convolution's groups."""
     m, shape = len(x), conv.weight.shape
     return torch.ops.aten.convolution_backward(
         g.reshape(1, m * shape[0], *g.shape[2:]),
@@ -260,22 +161,7 @@ def _stacked_kernel_grads(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor) -> 
 
 
 def batch_kernel_grad(conv: nn.Conv2d, x: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
-    """The kernel gradient of the whole batch for output gradient ``grad_output`` (one fused kernel).
-
-    Parameters
-    ----------
-    conv : torch.nn.Conv2d
-        The layer.
-    x : torch.Tensor
-        The layer's input, shape (N, C, H, W).
-    grad_output : torch.Tensor
-        The gradient of its output, shape (N, p, oh, ow).
-
-    Returns
-    -------
-    torch.Tensor
-        The summed kernel gradient, shape ``conv.weight.shape``.
-    """
+    """The whole batch's kernel gradient for ``grad_output`` (one fused kernel)."""
     return torch.ops.aten.convolution_backward(
         grad_output,
         x,
@@ -292,37 +178,13 @@ def batch_kernel_grad(conv: nn.Conv2d, x: torch.Tensor, grad_output: torch.Tenso
 
 
 def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "auto") -> torch.Tensor:
-    """(examples, V T, V T): Gram matrix of each example's input patches over its V views' positions.
+    """(examples, V T, V T): the Gram matrix of each example's input patches over its V views' positions.
 
-    ``method`` ``"patches"`` forms the patches (im2col, then a batched product; ~ T^2 d). ``"pixels"``
-    does not: it takes the Gram matrix of the input's pixels, P[u, v] = x_u . x_v (~ U^2 C, U input
-    positions), places it among the zero padding (a padding pixel's products are zero), and sums it
-    along the kh x kw kernel offsets o, since patch_t . patch_s = sum_o P[t + o, s + o] in padded
-    coordinates. ``"auto"`` runs the faster (:func:`fastest`), trying ``"pixels"`` only when the
-    padded pixel Gram matrix has at most 4 times the entries of the patch Gram matrix: on strided
-    layers it has many more (a 3x3/2 convolution of a 32x32 map: 18 times), and it takes seconds
-    and gigabytes to form.
-
-    Parameters
-    ----------
-    conv : torch.nn.Conv2d
-        The layer.
-    x : torch.Tensor
-        The layer's input, shape (N, C, H, W).
-    examples : int
-        Number of examples; V = N / examples views each.
-    method : str, optional
-        ``"auto"`` (default), ``"patches"`` or ``"pixels"``.
-
-    Returns
-    -------
-    torch.Tensor
-        Gram matrices of shape (examples, V T, V T).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``method`` is unknown.
+    ``"patches"`` forms the patches (~ T^2 d). ``"pixels"`` does not: it places the pixels' Gram matrix
+    P[u, v] = x_u . x_v (~ U^2 C) among the zero padding and sums it along the kernel offsets o, since
+    patch_t . patch_s = sum_o P[t + o, s + o]. ``"auto"`` times both, trying ``"pixels"`` only when the
+    padded pixel Gram matrix has at most 4 times the entries of the patch one: on strided layers it has
+    many more (a 3x3/2 convolution of a 32x32 map: 18 times) and takes seconds and gigabytes.
     """
     if method == "auto":
         oh, ow = _output_size(conv, x)
@@ -360,26 +222,9 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
 
 
 def ghost_norms2(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: int) -> torch.Tensor:
-    """(examples,): the squared norm of each example's kernel gradient, from Gram matrices.
+    """(examples,): each example's squared kernel gradient norm, from Gram matrices.
 
-    "Ghost" norms, forming nothing of the kernel's size per example: ||sum_t g_t patch_t^T||^2 =
-    sum_{t,s} (patch_t . patch_s)(g_t . g_s) over the positions t, s of the example's views.
-
-    Parameters
-    ----------
-    conv : torch.nn.Conv2d
-        The layer.
-    x : torch.Tensor
-        The layer's input, shape (N, C, H, W).
-    g : torch.Tensor
-        The gradient of the layer's output, shape (N, p, oh, ow).
-    examples : int
-        Number of examples; N / examples views each.
-
-    Returns
-    -------
-    torch.Tensor
-        Squared norms of shape (examples,).
+    ||sum_t g_t patch_t^T||^2 = sum_{t,s} (patch_t . patch_s)(g_t . g_s) over its views' positions.
     """
     flat = g.flatten(2).view(examples, -1, g.shape[1], g.shape[2] * g.shape[3])  # (examples, V, p, T)
     flat = flat.transpose(1, 2).reshape(examples, g.shape[1], -1)  # (examples, p, V T)
@@ -387,20 +232,7 @@ def ghost_norms2(conv: nn.Conv2d, x: torch.Tensor, g: torch.Tensor, examples: in
 
 
 def patch_sums(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
-    """(N, T): the sum of each input patch's entries (a convolution of the channel sum with ones).
-
-    Parameters
-    ----------
-    conv : torch.nn.Conv2d
-        The layer.
-    x : torch.Tensor
-        The layer's input, shape (N, C, H, W).
-
-    Returns
-    -------
-    torch.Tensor
-        Patch sums of shape (N, T).
-    """
+    """(N, T): the sum of each input patch's entries (a convolution of the channel sum with ones)."""
     ones = x.new_ones(1, 1, *conv.kernel_size)
     summed = F.conv2d(x.sum(1, keepdim=True), ones, stride=conv.stride, padding=conv.padding, dilation=conv.dilation)
     return summed.flatten(1)

@@ -1,13 +1,10 @@
-"""Per-example gradient rules of the fast clipping path: one small class per layer type, registered
-with :func:`rule`, in the manner of Opacus's ``grad_sample`` modules.
+"""Per-example gradient rules of the fast clipping path: one small class per layer type, registered with
+:func:`rule`, in the manner of Opacus's ``grad_sample`` modules.
 
-A :class:`LayerCall` is one call of a layer with trainable parameters during the forward pass: it
-keeps the layer's input, receives its output gradient in the backward pass (:meth:`LayerCall.receive`),
-computes the per-example squared gradient norms at once and keeps only what the clipped sum still
-needs (the per-example gradients when they were formed, else the input and output gradient), so the
-memory held past backward stays close to what plain backpropagation holds. After backward,
-:meth:`LayerCall.clipped_sums` gives the sum over examples of the clipped gradients. The rules are
-exact: the tests compare every one with a per-example loop.
+A :class:`LayerCall` is one call of a layer with trainable parameters: it keeps the layer's input,
+receives its output gradient in the backward pass, computes the per-example squared norms at once and
+keeps only what the clipped sum still needs, so memory past backward stays close to plain
+backpropagation's. The rules are exact: the tests compare each with a per-example loop.
 """
 
 from __future__ import annotations
@@ -38,18 +35,7 @@ _RULES: dict[type[nn.Module], type[LayerCall]] = {}
 
 
 def rule(*module_types: type[nn.Module]) -> Callable[[type[LayerCall]], type[LayerCall]]:
-    """Register the decorated :class:`LayerCall` subclass as the rule of ``module_types``.
-
-    Parameters
-    ----------
-    *module_types : type
-        The ``torch.nn.Module`` subclasses the rule handles.
-
-    Returns
-    -------
-    callable
-        The class decorator; it returns the class unchanged.
-    """
+    """Register the decorated :class:`LayerCall` subclass as the rule of ``module_types``."""
 
     def register(cls: type[LayerCall]) -> type[LayerCall]:
         for module_type in module_types:
@@ -60,46 +46,17 @@ def rule(*module_types: type[nn.Module]) -> Callable[[type[LayerCall]], type[Lay
 
 
 def rule_for(module: nn.Module) -> type[LayerCall] | None:
-    """The rule of ``module``'s most specific registered type (a subclass's own rule first).
-
-    Parameters
-    ----------
-    module : torch.nn.Module
-        Any module.
-
-    Returns
-    -------
-    type or None
-        The :class:`LayerCall` subclass registered for the first class of ``type(module).__mro__`` that
-        has one, or None.
-    """
+    """The rule of ``module``'s most specific registered type (a subclass's own rule first), or None."""
     return next((_RULES[cls] for cls in type(module).__mro__ if cls in _RULES), None)
 
 
 def supported_layers() -> tuple[type[nn.Module], ...]:
-    """The module types that have a fast per-example rule.
-
-    Returns
-    -------
-    tuple of type
-        The registered ``torch.nn.Module`` subclasses, in registration order.
-    """
+    """The module types that have a fast per-example rule, in registration order."""
     return tuple(_RULES)
 
 
 def unsupported(module: nn.Module) -> str | None:
-    """Why the fast path cannot take ``module``, a module with trainable parameters (None when it can).
-
-    Parameters
-    ----------
-    module : torch.nn.Module
-        A module with trainable parameters of its own.
-
-    Returns
-    -------
-    str or None
-        The reason, or None.
-    """
+    """Why the fast path cannot take ``module``, a module with trainable parameters; None when it can."""
     cls = rule_for(module)
     if cls is None:
         return f"{type(module).__name__} has parameters and no fast per-example rule"
@@ -109,38 +66,9 @@ def unsupported(module: nn.Module) -> str | None:
 class LayerCall:
     """One call of a layer: its input (``activation``), its output gradient, and its per-example rule.
 
-    Subclasses implement :meth:`norms2` and, when they do not keep ``per_example`` gradients in the
-    order of :meth:`params`, :meth:`clipped_sums`.
-
-    Parameters
-    ----------
-    module : torch.nn.Module
-        The layer called.
-    activation : torch.Tensor
-        Its input in this call, detached; its first dimension holds the rows (N = examples x views).
-    output : torch.Tensor
-        Its output in this call (only its shape and dtype are kept).
-    examples : int
-        Number of examples in the batch; N / examples views each.
-
-    Attributes
-    ----------
-    module : torch.nn.Module
-        The layer.
-    examples : int
-        Number of examples.
-    activation : torch.Tensor or None
-        The layer's input, released once the per-example gradients are formed.
-    output_shape : torch.Size
-        Shape of the layer's output.
-    output_dtype : torch.dtype
-        Dtype of the layer's output.
-    output_grad : torch.Tensor or None
-        The gradient of the output, once received (released once the per-example gradients are formed).
-    per_example : list of torch.Tensor or None
-        Materialised per-example gradients, (examples, *shape) each, in the order of :meth:`params`.
-    sq_norms : torch.Tensor or None
-        Per-example squared gradient norms, shape (examples,), once received.
+    Subclasses implement :meth:`norms2` and, unless they keep ``per_example`` gradients in the order of
+    :meth:`params`, :meth:`clipped_sums`. ``activation`` and ``output_grad`` are released once per-example
+    gradients are formed; rows are N = examples x views.
     """
 
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
@@ -153,92 +81,35 @@ class LayerCall:
 
     @classmethod
     def unsupported(cls, module: nn.Module) -> str | None:
-        """Why this rule cannot take ``module`` (None when it can).
-
-        Parameters
-        ----------
-        module : torch.nn.Module
-            A module of one of the rule's types.
-
-        Returns
-        -------
-        str or None
-            The reason, or None.
-        """
+        """Why this rule cannot take ``module`` (None when it can)."""
         return None
 
     def params(self) -> list[nn.Parameter]:
-        """The layer's own trainable parameters, in ``module.parameters()`` order.
-
-        Returns
-        -------
-        list of torch.nn.Parameter
-            The parameters that require gradients.
-        """
+        """The layer's own trainable parameters, in ``module.parameters()`` order."""
         return [p for p in self.module.parameters(recurse=False) if p.requires_grad]
 
     def receive(self, output_grad: torch.Tensor) -> None:
-        """Take the output gradient, compute the per-example squared norms, release what is not needed.
-
-        Registered as a hook on the layer's output during backward.
-
-        Parameters
-        ----------
-        output_grad : torch.Tensor
-            The gradient of the loss with respect to the layer's output, shape ``output_shape``.
-
-        Returns
-        -------
-        None
-        """
+        """Take the output gradient (a backward hook), compute the per-example squared norms, release the rest."""
         self.output_grad = output_grad
         self.sq_norms = self.norms2()
         if self.per_example is not None:  # the clipped sum needs only these
             self.activation = self.output_grad = None
 
     def norms2(self) -> torch.Tensor:
-        """Squared norm of each example's gradient with respect to this layer's trainable parameters.
-
-        Returns
-        -------
-        torch.Tensor
-            Shape (examples,).
-        """
+        """(examples,) squared norm of each example's gradient with respect to this layer's trainable parameters."""
         raise NotImplementedError
 
     def clipped_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
-        """Sum over examples of factor_i x (example i's gradient), for each trainable parameter.
-
-        Parameters
-        ----------
-        factors : torch.Tensor
-            Clipping factors, shape (examples,).
-
-        Returns
-        -------
-        list of torch.Tensor
-            One sum per parameter of :meth:`params`, with the parameter's shape.
-        """
+        """Sum over examples of factor_i x example i's gradient, one per parameter of :meth:`params`."""
         return [torch.einsum("b,b...->...", factors, g) for g in self.per_example]
 
 
 @rule(nn.Linear)
 class LinearCall(LayerCall):
-    """The per-example rule of ``torch.nn.Linear``.
+    """The rule of ``torch.nn.Linear``: y = x W^T + b over T positions per example.
 
-    y = x W^T + b over T positions per example: per-example weight gradients g^T a, formed when
-    they cost less than the ghost Gram matrices (T (d + p) >= d p), else norms by the ghost identity
-    ||sum_t g_t a_t^T||^2 = sum_{t,s} (a_t . a_s)(g_t . g_s) and the clipped sum as one product.
-
-    Parameters
-    ----------
-    module, activation, output, examples
-        As for :class:`LayerCall`.
-
-    Attributes
-    ----------
-    bias_grads : torch.Tensor or None
-        (examples, p) per-example bias gradients, once received.
+    Per-example weight gradients g^T a are formed when they cost less than the ghost Gram matrices
+    (T (d + p) >= d p); else the norms come from the ghost identity and the clipped sum from one product.
     """
 
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
@@ -246,13 +117,6 @@ class LinearCall(LayerCall):
         self.bias_grads: torch.Tensor | None = None  # (B, p) per-example bias gradients
 
     def norms2(self) -> torch.Tensor:
-        """Squared norm of each example's gradient with respect to the layer's weight and bias.
-
-        Returns
-        -------
-        torch.Tensor
-            Shape (examples,).
-        """
         module = self.module
         total = torch.zeros(self.examples, dtype=self.output_grad.dtype, device=self.output_grad.device)
         if module.bias is not None and module.bias.requires_grad:
@@ -264,18 +128,7 @@ class LinearCall(LayerCall):
         return total + self._weight_norms2()
 
     def clipped_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
-        """Sum over examples of the clipped weight and bias gradients.
-
-        Parameters
-        ----------
-        factors : torch.Tensor
-            Clipping factors, shape (examples,).
-
-        Returns
-        -------
-        list of torch.Tensor
-            The weight's sum (if it is trainable), then the bias's (if it is), with their shapes.
-        """
+        """The clipped sums of the weight (if trainable), then the bias (if trainable)."""
         module, sums = self.module, []
         if module.weight.requires_grad:
             sums.append(self._weight_sum(factors).reshape(module.weight.shape))
@@ -314,35 +167,17 @@ class LinearCall(LayerCall):
 
 @rule(nn.Conv2d)
 class ConvCall(LinearCall):
-    """The per-example rule of ``torch.nn.Conv2d``.
+    """The rule of ``torch.nn.Conv2d``, by the faster of two exact paths for the layer's configuration.
 
-    A convolution's kernel gradient by the faster of two exact paths for the layer's configuration
-    (:func:`conv_grads.fastest` times each path's norms together with its part of the clipped sum):
-    ``materialise`` forms the per-example kernel gradients (cost ~ T d p per example), ``ghost``
-    takes the norms from the patch Gram matrix (~ T^2 (d + p)) and the clipped sum from one weighted
-    kernel gradient. A path whose cost estimate exceeds the other's by more than
-    :data:`_TIMED_COST_RATIO` is not tried.
-
-    Parameters
-    ----------
-    module, activation, output, examples
-        As for :class:`LayerCall`.
+    ``materialise`` forms the per-example kernel gradients (~ T d p per example); ``ghost`` takes the
+    norms from the patch Gram matrix (~ T^2 (d + p)) and the clipped sum from one weighted kernel
+    gradient. Each path is timed with its part of the clipped sum (:func:`conv_grads.fastest`), unless
+    its cost estimate exceeds the other's by more than :data:`_TIMED_COST_RATIO`.
     """
 
     @classmethod
     def unsupported(cls, module: nn.Module) -> str | None:
-        """Why this rule cannot take ``module``: groups, a padding mode other than zeros, or string padding.
-
-        Parameters
-        ----------
-        module : torch.nn.Conv2d
-            The convolution.
-
-        Returns
-        -------
-        str or None
-            The reason, or None.
-        """
+        """Groups, a padding mode other than zeros, or string padding."""
         if module.groups != 1 or module.padding_mode != "zeros" or isinstance(module.padding, str):
             return "a convolution uses groups, a non-zero padding mode or string padding"
         return None
@@ -368,7 +203,7 @@ class ConvCall(LinearCall):
         return conv_grads.fastest(key, paths, {name: with_clipped_sum(path) for name, path in paths.items()})
 
     def _materialised_kernel_norms2(self) -> torch.Tensor:
-        """Forms the per-example kernel gradients (kept for the clipped sum); their squared norms."""
+        """Form the per-example kernel gradients (kept for the clipped sum); their squared norms."""
         return _squared_norms(self._materialise())
 
     def _materialise(self) -> torch.Tensor:
@@ -378,8 +213,7 @@ class ConvCall(LinearCall):
         return self.per_example[0]
 
     def _ghost_kernel_norms2(self) -> torch.Tensor:
-        """The squared norms of :meth:`_materialised_kernel_norms2` from Gram matrices, forming nothing of
-        size (B, p, d): ||sum_t g_t patch_t^T||^2 = sum_{t,s} (patch_t . patch_s)(g_t . g_s)."""
+        """The same squared norms from Gram matrices, forming nothing of size (B, p, d)."""
         self.per_example = None
         return conv_grads.ghost_norms2(self.module, self.activation, self.output_grad, self.examples)
 
@@ -400,31 +234,12 @@ class ConvCall(LinearCall):
 
 @rule(WSConv2d)
 class WeightStandardizedConvCall(ConvCall):
-    """The per-example rule of a weight-standardised convolution (:class:`labeldp.models.WSConv2d`).
+    """The rule of :class:`labeldp.models.WSConv2d`.
 
-    Both kernel paths give the gradients G with respect to the standardised kernel, mapped to the raw
-    weight by :meth:`WSConv2d.weight_gradient_norms2` (norms) and :meth:`WSConv2d.weight_gradient` (the
-    sum: the chain rule is linear, so it is applied once, to the sum).
-
-    Parameters
-    ----------
-    module : labeldp.models.WSConv2d
-        The layer called.
-    activation : torch.Tensor
-        Its input in this call, detached.
-    output : torch.Tensor
-        Its output in this call, kept (detached) for the gradient statistics.
-    examples : int
-        Number of examples in the batch.
-
-    Attributes
-    ----------
-    output : torch.Tensor or None
-        The detached output, released once the output gradient is received.
-    output_version : int
-        The output's version counter at the call, to detect later in-place changes.
-    standardization : tuple of torch.Tensor
-        The standardised kernel and the channels' scales (:meth:`WSConv2d.standardization`).
+    Both kernel paths give gradients G with respect to the standardised kernel, mapped to the raw weight
+    by :meth:`WSConv2d.weight_gradient_norms2` (norms) and :meth:`WSConv2d.weight_gradient` (the sum: the
+    chain rule is linear, so it is applied once, to the sum). The detached output is kept for the
+    gradient statistics, its version recorded to detect later in-place changes.
     """
 
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
@@ -436,17 +251,7 @@ class WeightStandardizedConvCall(ConvCall):
         self.standardization = module.standardization()
 
     def receive(self, output_grad: torch.Tensor) -> None:
-        """As :meth:`LayerCall.receive`, then release the kept output.
-
-        Parameters
-        ----------
-        output_grad : torch.Tensor
-            The gradient of the loss with respect to the layer's output.
-
-        Returns
-        -------
-        None
-        """
+        """As :meth:`LayerCall.receive`, then release the kept output."""
         super().receive(output_grad)
         self.output = None
 
@@ -455,12 +260,12 @@ class WeightStandardizedConvCall(ConvCall):
         return self.module.weight_gradient_norms2(scaled, *self._standardized_stats(), self.standardization)
 
     def _materialised_kernel_norms2(self) -> torch.Tensor:
-        """Their squared norms sum_r |G_r|^2 / s_r^2 over output channels r (s_r: the channel's scale)."""
+        """sum_r |G_r|^2 / s_r^2 over output channels r (s_r: the channel's scale)."""
         inv_scale = 1.0 / self.standardization[1].squeeze(1)
         return (torch.linalg.vector_norm(self._materialise().flatten(2), dim=2) * inv_scale).pow(2).sum(1)
 
     def _ghost_kernel_norms2(self) -> torch.Tensor:
-        """The output gradients are scaled by 1 / s before the Gram matrices."""
+        """The ghost norms with the output gradients scaled by 1 / s."""
         self.per_example = None
         g = self.output_grad / self.standardization[1].view(1, -1, 1, 1)
         return conv_grads.ghost_norms2(self.module, self.activation, g, self.examples)
@@ -472,10 +277,10 @@ class WeightStandardizedConvCall(ConvCall):
     def _standardized_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, p) each, for the standardised kernel's per-example gradients G: sum(G_r) and G_r . y_r.
 
-        From G itself when it was materialised and is no larger than the output gradients (in chunks
-        of examples that stay in cache); else from the output level: sum(G_r) = sum_t g_tr (sum of
-        patch t), and G_r . y_r = sum_t g_tr o_tr where o = conv(x, y) is the layer's output without
-        its bias (recomputed if it was changed in place)."""
+        From G itself when it was formed and is no larger than the output gradients (in chunks that stay in
+        cache); else at the output: sum(G_r) = sum_t g_tr (sum of patch t), G_r . y_r = sum_t g_tr o_tr with
+        o = conv(x, y) the output without bias (recomputed if it was changed in place).
+        """
         module, g, B = self.module, self.output_grad, self.examples
         if self.per_example and self.per_example[0][0].numel() <= g[0].numel() * (len(g) // B):
             grads, standardized = self.per_example[0].flatten(2), self.standardization[0]
@@ -495,25 +300,9 @@ class WeightStandardizedConvCall(ConvCall):
 
 @rule(nn.LayerNorm)
 class LayerNormCall(LayerCall):
-    """The per-example rule of ``torch.nn.LayerNorm``.
-
-    Per-example weight and bias gradients: the normalised input times the output gradient, and the
-    output gradient, summed over each example's positions.
-
-    Parameters
-    ----------
-    module, activation, output, examples
-        As for :class:`LayerCall`.
-    """
+    """The rule of ``torch.nn.LayerNorm``: per example, the weight's (normalised input x output gradient) and bias's."""
 
     def norms2(self) -> torch.Tensor:
-        """Squared norm of each example's weight and bias gradients (which are kept in ``per_example``).
-
-        Returns
-        -------
-        torch.Tensor
-            Shape (examples,).
-        """
         module, a, g, B = self.module, self.activation, self.output_grad, self.examples
         normalized = F.layer_norm(a, module.normalized_shape, eps=module.eps)
         channel_dims = tuple(range(a.dim() - len(module.normalized_shape), a.dim()))
@@ -533,23 +322,11 @@ class LayerNormCall(LayerCall):
 
 @rule(nn.GroupNorm)
 class GroupNormCall(LayerCall):
-    """The per-example rule of ``torch.nn.GroupNorm``.
+    """The rule of ``torch.nn.GroupNorm``, from one call of GroupNorm's own backward kernel.
 
-    Per-example GroupNorm gradients from one call of GroupNorm's own backward kernel, the one autograd
-    runs: the N rows side by side are one row of N C channels in N G groups -- the same groups, hence
-    the same statistics -- whose per-channel weight and bias gradients are the per-row ones. The
-    statistics are those of the forward pass (recomputed by the same kernel if autograd did not keep
-    them).
-
-    Parameters
-    ----------
-    module, activation, output, examples
-        As for :class:`LayerCall`.
-
-    Attributes
-    ----------
-    group_stats : tuple of torch.Tensor or None
-        The (rows, groups) means and inverse standard deviations autograd saved, or None.
+    The N rows side by side are one row of N C channels in N G groups (the same groups, so the same
+    statistics), whose per-channel gradients are the per-row ones. The statistics are the forward pass's
+    (``group_stats``, recomputed by the same kernel if autograd kept none).
     """
 
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
@@ -557,13 +334,6 @@ class GroupNormCall(LayerCall):
         self.group_stats = _saved_group_stats(output)
 
     def norms2(self) -> torch.Tensor:
-        """Squared norm of each example's weight and bias gradients (which are kept in ``per_example``).
-
-        Returns
-        -------
-        torch.Tensor
-            Shape (examples,).
-        """
         module, x, B = self.module, self.activation, self.examples
         rows, channels = x.shape[:2]
         positions = x[0, 0].numel()
@@ -593,59 +363,22 @@ class GroupNormCall(LayerCall):
 
 @rule(nn.Embedding)
 class EmbeddingCall(LayerCall):
-    """The per-example rule of ``torch.nn.Embedding``.
+    """The rule of ``torch.nn.Embedding``: output gradients added at the rows looked up (``padding_idx`` adds nothing).
 
-    An example's embedding gradient adds its output gradients at the rows it looked up: the norm
-    counts the products of gradients that share a row; the clipped sum is one ``index_add_``.
-    Lookups of ``padding_idx`` contribute nothing.
-
-    Parameters
-    ----------
-    module, activation, output, examples
-        As for :class:`LayerCall`.
+    The norm counts the products of gradients that share a row; the clipped sum is one ``index_add_``.
     """
 
     @classmethod
     def unsupported(cls, module: nn.Module) -> str | None:
-        """Why this rule cannot take ``module``: a sparse embedding.
-
-        Parameters
-        ----------
-        module : torch.nn.Embedding
-            The embedding.
-
-        Returns
-        -------
-        str or None
-            The reason, or None.
-        """
+        """A sparse embedding."""
         return "an embedding is sparse" if module.sparse else None
 
     def norms2(self) -> torch.Tensor:
-        """Squared norm of each example's embedding gradient.
-
-        Returns
-        -------
-        torch.Tensor
-            Shape (examples,).
-        """
         index, g = self._rows()
         same = (index.unsqueeze(2) == index.unsqueeze(1)).to(g.dtype)  # (B, T, T)
         return (same * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
 
     def clipped_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
-        """Sum over examples of the clipped embedding gradients.
-
-        Parameters
-        ----------
-        factors : torch.Tensor
-            Clipping factors, shape (examples,).
-
-        Returns
-        -------
-        list of torch.Tensor
-            One tensor with the shape of the embedding's weight.
-        """
         index, g = self._rows()
         weight = torch.zeros_like(self.module.weight)
         weight.index_add_(0, index.flatten(), (g * factors[:, None, None]).flatten(0, 1))
@@ -661,8 +394,7 @@ class EmbeddingCall(LayerCall):
 
 
 def _saved_group_stats(output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The (rows, groups) means and inverse standard deviations that autograd saved for a GroupNorm
-    output's backward pass, or None when it saved none under the names of torch's NativeGroupNorm."""
+    """The (rows, groups) means and inverse standard deviations autograd saved for a GroupNorm output, or None."""
     node = output.grad_fn
     if type(node).__name__ != "NativeGroupNormBackward0":
         return None
@@ -671,9 +403,12 @@ def _saved_group_stats(output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
 
 
 def _workspace(module: nn.Module, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-    """An uninitialised tensor of ``shape`` for ``module``'s per-example gradients: on CPU a view of
-    the module's workspace (grown with 10 % headroom, as Poisson batch sizes vary), elsewhere new
-    memory (CUDA's caching allocator already reuses it). Valid until the module's next call."""
+    """An uninitialised tensor of ``shape`` for ``module``'s per-example gradients, valid until its next call.
+
+    On CPU a view of the module's workspace (grown with 10 % headroom, as Poisson batch sizes vary), since
+    touching fresh pages costs about as much as the computation; elsewhere new memory (CUDA's caching
+    allocator reuses it).
+    """
     if like.device.type != "cpu":
         return like.new_empty(shape)
     size = math.prod(shape)
@@ -684,5 +419,5 @@ def _workspace(module: nn.Module, shape: tuple[int, ...], like: torch.Tensor) ->
 
 
 def _squared_norms(per_example: torch.Tensor) -> torch.Tensor:
-    """(B,): the squared norm of each example's slice of ``per_example`` (B, ...)."""
+    """(B,): the squared norm of each example's slice of ``per_example``."""
     return torch.linalg.vector_norm(per_example.flatten(1), dim=1).pow(2)

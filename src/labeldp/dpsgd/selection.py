@@ -1,31 +1,22 @@
 """Private selection of DP-SGD's training options (Papernot & Steinke 2022).
 
-A secret random number of trials (:func:`draw_trials`), each DP-SGD
-(:func:`~labeldp.dpsgd.trainer.train_dpsgd`) with a candidate drawn at random, trained on the
-examples not held out and scored by its held-out count of correct predictions plus
-N(0, ``score_noise``^2); only the best trial leaves the mechanism: its candidate, its model and its
-noisy score (:class:`Selected`).
+A secret random number of trials (:func:`draw_trials`), each DP-SGD of a randomly drawn candidate on
+the examples not held out, scored by its held-out count of correct predictions plus N(0,
+``score_noise``^2); only the best trial leaves (:class:`Selected`).
 
-Privacy: (epsilon, delta)-DP for add-or-remove-one-example neighbours, where epsilon is what
-dp_accounting's RDP accountant gives for the one ``RepeatAndSelectDpEvent`` the ledger records
-(each trial: the DP-SGD steps composed with the Gaussian count of sensitivity 1, both charged to
-every example), the noise multiplier being calibrated so that the whole selection meets the budget.
+Privacy: (epsilon, delta)-DP for add-or-remove-one, epsilon from dp_accounting's RDP accountant for
+the one ``RepeatAndSelectDpEvent`` the ledger records, the noise multiplier calibrated to the budget.
 It assumes:
 
-- Datasets are ordered and an added example is appended: its position is its id. Each example is
-  held out by a public coin of its own position (:func:`holdout_coins`), so adding one changes no
-  other example's assignment: neighbouring datasets give neighbouring training sets and
-  neighbouring held-out sets.
-- The number of training examples n is public, as in every DP-SGD implementation (whose sampling
-  rate is q = batch / n): the number held out, the sampling rate and the number of steps are
+- An added example is appended: each example is held out by a public coin of its own position
+  (:func:`holdout_coins`), so neighbouring datasets give neighbouring training and held-out sets.
+- n is public, as in every DP-SGD implementation: the number held out, the rate and the steps are
   functions of n and the seed, and are written.
-- The number of trials, the batches and all noise come from the noise source and are never saved
-  or shown, nor are the trials other than the chosen one. Nothing written tells how long the trials
-  took (which would tell their number): the selection's working files (its ledger, recorded before
-  the first trial, so that an interrupted selection stays accounted) are kept in a scratch folder
-  beside the output, ``.OUT.selection/`` (owner only), and every file of the output is written
-  after the last trial, into a folder renamed into place as ``OUT``; the scratch folder is then
-  removed. (Whoever watches the command run sees its duration.)
+- The number of trials, the batches and all noise come from the noise source and are never saved or
+  shown, nor are the other trials. Nothing written tells how long the trials took: the working files
+  (the ledger, recorded before the first trial) stay in ``.OUT.selection/`` (owner only), and the
+  output is written after the last trial into a folder renamed into place. (Whoever watches the
+  command sees its duration.)
 """
 
 from __future__ import annotations
@@ -64,24 +55,8 @@ SCRATCH_LEDGER = "ledger.json"
 
 
 def draw_trials(rng, mean: float, shape: float) -> int:
-    """The number of trials of a private selection, from the noise generator ``rng`` (never saved or shown):
-    Poisson(``mean``) for ``shape`` inf, else the truncated negative binomial of Papernot & Steinke (2022)
-    whose mean is ``mean`` (shape 1: geometric on 1, 2, ...), P[k] proportional to C(k + shape - 1, k)
-    (1 - gamma)^k for k >= 1.
-
-    Parameters
-    ----------
-    rng : numpy.random.Generator or labeldp.randomness.SecureGenerator
-        The selection's noise generator (one uniform is drawn from it).
-    mean : float
-        The mean number of trials.
-    shape : float
-        The distribution's shape, > 0 (inf: Poisson, 1: geometric).
-
-    Returns
-    -------
-    int
-        The number of trials: >= 1 for a finite shape, possibly 0 for Poisson.
+    """The secret number of trials, one uniform from ``rng``: Poisson(``mean``) for ``shape`` inf, else the
+    truncated negative binomial of Papernot & Steinke (2022) of mean ``mean`` (shape 1: geometric on 1, 2, ...).
     """
     from dp_accounting.rdp.rdp_privacy_accountant import _gamma_truncated_negative_binomial
 
@@ -109,32 +84,11 @@ def draw_trials(rng, mean: float, shape: float) -> int:
 
 
 def holdout_coins(num_examples: int, fraction: float, seed: int) -> np.ndarray:
-    """Which training examples a private selection holds out (a boolean mask): example i when the i-th
-    uniform of the public stream ``tune-holdout`` of ``seed`` is below ``fraction``.
+    """The (n,) mask of the examples a selection holds out, one public coin each.
 
-    The first n uniforms of a stream do not depend on how many are drawn, so an example's coin depends
-    on its position alone: appending an example (the add-or-remove convention of this module) changes
-    no other example's assignment. The number held out is Binomial(n, ``fraction``), a function of the
-    public n and seed.
-
-    Parameters
-    ----------
-    num_examples : int
-        n, the number of training examples.
-    fraction : float
-        The probability of each example being held out, in (0, 1).
-    seed : int
-        The public seed.
-
-    Returns
-    -------
-    numpy.ndarray
-        (n,) bool mask, True for the examples held out.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``fraction`` is not a number in (0, 1).
+    Example i is held out when the i-th uniform of the stream ``tune-holdout`` of ``seed`` is below
+    ``fraction``: its coin depends on its position alone, so appending an example changes no other's. The
+    number held out is a function of the public n and seed.
     """
     if isinstance(fraction, bool) or not 0 < fraction < 1:
         raise ConfigError(f"holdout must lie in (0, 1), got {fraction!r}")
@@ -143,17 +97,9 @@ def holdout_coins(num_examples: int, fraction: float, seed: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SelectionCandidate:
-    """One candidate: DP-SGD's settings and a builder of its initial model (from public randomness only),
-    called afresh for every trial that draws it.
+    """One candidate: DP-SGD's settings and ``new_model``, a builder of its initial model from public randomness only.
 
-    Parameters
-    ----------
-    train : labeldp.config.train.TrainConfig
-        The training settings (all candidates share ``epochs`` and ``batch_size``, the sampling plan).
-    dp : labeldp.config.dpsgd.DPSGDConfig
-        The DP-SGD settings (clipping bound, clipping method, ...).
-    new_model : callable
-        ``new_model() -> torch.nn.Module``, a fresh initial model.
+    All candidates share ``train.epochs`` and ``train.batch_size`` (the sampling plan).
     """
 
     train: TrainConfig
@@ -163,28 +109,20 @@ class SelectionCandidate:
 
 @dataclass(frozen=True)
 class SelectionPlan:
-    """What a selection fixes before it spends, from public facts (n, the seed, the settings) only: the
-    held-out and kept positions (sorted), the trials' sampling rate and steps, and the noise multiplier
-    calibrated to the whole selection.
+    """What a selection fixes before it spends, from public facts (n, the seed, the settings) only.
 
-    Parameters
+    Attributes
     ----------
-    held_out : numpy.ndarray
-        The sorted positions of the examples held out to score the trials.
-    kept : numpy.ndarray
-        The sorted positions of the examples the trials train on.
-    sampling_probability : float
-        q, the Poisson sampling rate of each DP-SGD step.
-    steps : int
-        The number of DP-SGD steps of each trial.
+    held_out, kept : numpy.ndarray
+        The sorted positions held out to score the trials, and those the trials train on.
+    sampling_probability, steps : float, int
+        Each trial's DP-SGD plan.
     noise_multiplier : float
-        sigma, DP-SGD's noise multiplier, calibrated so that the whole selection meets the budget.
-    mean : float
-        The mean number of trials.
-    shape : float
-        The shape of the distribution of the number of trials (inf: Poisson, 1: geometric).
+        sigma, calibrated so that the whole selection meets the budget.
+    mean, shape : float
+        The distribution of the number of trials (shape inf: Poisson, 1: geometric).
     score_noise : float
-        The standard deviation of the Gaussian noise on each trial's held-out count.
+        The standard deviation of the noise on each held-out count.
     """
 
     held_out: np.ndarray
@@ -197,30 +135,12 @@ class SelectionPlan:
     score_noise: float
 
     def event(self) -> dp_event.DpEvent:
-        """The selection's one event: every trial's DP-SGD steps and noisy count, repeated and selected.
-
-        Returns
-        -------
-        dp_accounting.dp_event.DpEvent
-            A ``RepeatAndSelectDpEvent`` of the trial's composed DP-SGD and Gaussian events.
-        """
+        """The selection's one ``RepeatAndSelectDpEvent``: every trial's DP-SGD steps and noisy count."""
         trial = selection_trial_event(self.noise_multiplier, self.sampling_probability, self.steps, self.score_noise)
         return selection_event(trial, self.mean, self.shape)
 
     def describe(self, candidates: int) -> str:
-        """The plan in one line, for the ledger's record of the selection (public facts only).
-
-        Parameters
-        ----------
-        candidates : int
-            The number of candidates.
-
-        Returns
-        -------
-        str
-            The distribution of the number of trials, DP-SGD's noise multiplier, sampling rate and steps,
-            and the score's noise.
-        """
+        """The plan in one line of public facts, for the ledger's record."""
         trials = "Poisson" if math.isinf(self.shape) else f"truncated negative binomial (shape {self.shape:g})"
         return (
             f"private selection over {candidates} DP-SGD candidates: trials ~ {trials} with mean {self.mean:g}; "
@@ -232,19 +152,8 @@ class SelectionPlan:
 
 @dataclass(frozen=True)
 class Selected:
-    """What leaves the selection: the chosen candidate's index, its trial's model (on the CPU), its noisy
-    held-out count of correct predictions, and the plan.
-
-    Parameters
-    ----------
-    index : int
-        The chosen candidate's position in the candidates.
-    model : torch.nn.Module
-        The chosen trial's model (its EMA when kept), on the CPU.
-    noisy_count : float
-        Its held-out count of correct predictions plus N(0, ``plan.score_noise``^2).
-    plan : SelectionPlan
-        The selection's plan.
+    """What leaves the selection: the chosen candidate's ``index``, its trial's ``model`` (on the CPU, its EMA
+    when kept), its ``noisy_count`` of correct held-out predictions, and the ``plan``.
     """
 
     index: int
@@ -254,13 +163,7 @@ class Selected:
 
     @property
     def noisy_accuracy(self) -> float:
-        """The noisy held-out count divided by the number held out (noisy: it may lie outside [0, 1]).
-
-        Returns
-        -------
-        float
-            ``noisy_count / plan.held_out.size``.
-        """
+        """The noisy held-out count over the number held out (noisy: it may lie outside [0, 1])."""
         return self.noisy_count / self.plan.held_out.size
 
 
@@ -281,44 +184,10 @@ def plan_selection(
     shape: float,
     score_noise: float,
 ) -> SelectionPlan:
-    """The selection's plan (:class:`SelectionPlan`); every refusal comes before any spend: fewer than two
-    examples held out or none kept, candidates with different sampling plans, settings or a budget that
-    cannot pay (:func:`~labeldp.accounting.calibration.calibrate_selection_noise`).
+    """The selection's plan; it reads no label, and every refusal comes before any spend (ConfigError).
 
-    It reads no label: the plan depends on n, the seed and the settings only.
-
-    Parameters
-    ----------
-    candidates : sequence of SelectionCandidate
-        The candidates (their sampling plans must agree).
-    num_examples : int
-        n, the number of training examples.
-    epsilon : float
-        The selection's target epsilon.
-    delta : float
-        The selection's target delta.
-    seed : int
-        The public seed of the held-out coins.
-    holdout : float
-        The probability of each example being held out, in (0, 1).
-    mean : float
-        The mean number of trials, a finite number > 1.
-    shape : float
-        The shape of the distribution of the number of trials, > 0 (inf: Poisson, 1: geometric).
-    score_noise : float
-        The standard deviation of the noise on each trial's held-out count, > 0.
-
-    Returns
-    -------
-    SelectionPlan
-        The plan, its noise multiplier calibrated to (``epsilon``, ``delta``).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If there is no candidate, ``holdout`` is not in (0, 1) or holds out fewer than two examples or all of them, the
-        candidates' sampling plans differ, a candidate's batch size exceeds the kept examples, an
-        argument is out of range, or the budget cannot pay for the selection.
+    Refused: fewer than two examples held out or none kept, candidates with different sampling plans, or
+    settings or a budget that cannot pay (:func:`~labeldp.accounting.calibration.calibrate_selection_noise`).
     """
     if not candidates:
         raise ConfigError("a private selection needs at least one candidate: give the grid some values")
@@ -343,25 +212,13 @@ def plan_selection(
 
 
 def scratch_folder(out: str | os.PathLike) -> Path:
-    """The hidden folder beside ``out`` that holds a selection's working files while it runs.
-
-    Parameters
-    ----------
-    out : str or os.PathLike
-        The selection's output folder.
-
-    Returns
-    -------
-    pathlib.Path
-        ``.OUT.selection`` beside the resolved ``out``.
-    """
+    """``.OUT.selection`` beside the resolved ``out``: a selection's working files while it runs."""
     out = Path(out).resolve()
     return out.with_name(f".{out.name}.selection")
 
 
 def _check_unspent(out: Path) -> None:
-    """Refuse an output whose selection was recorded but did not finish (it cannot be resumed: its trials
-    are gone) and an output folder that is not empty (the output is written whole, at the end)."""
+    """Refuse an output whose selection was recorded but did not finish (its trials are gone), or a non-empty folder."""
     ledger = scratch_folder(out) / SCRATCH_LEDGER
     if ledger.exists():
         raise RunDirectoryError(
@@ -393,64 +250,27 @@ def select_dpsgd(
     score_noise: float = SELECTION_DEFAULTS["score_noise"],
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Select one of ``candidates`` privately on ``data`` (see the module docstring) and write the output
-    folder ``out`` with ``write`` once the trials are over; returns what ``write`` returns.
-
-    ``seed`` is public (the held-out coins, the augmentation); ``noise`` gives the number of trials, the
-    draw of each trial's candidate, the batches and every noise. Every refusal comes before the spend;
-    the ledger of the spend is recorded in the scratch folder before the first trial, and a selection
-    interrupted after it is refused when repeated (:func:`scratch_folder` says where its ledger is).
+    """Select one of ``candidates`` privately on ``data``, then write ``out`` with ``write``; what ``write`` returns.
 
     It reads the private training labels: the kept examples' inside each trial's DP-SGD, the held-out
-    examples' for each trial's count of correct predictions, which is noised before it is compared.
-    What it releases (to ``write``, and what is returned) is the chosen candidate's index, its trial's
-    model and its noisy count, and the plan: (``epsilon``, ``delta``)-DP for add-or-remove-one-example
-    neighbours under the assumptions of the module docstring, with the noise unpredictable only if
-    ``noise`` is private (an insecure seed is warned about).
+    ones' in each trial's count, noised before it is compared. What it releases (the chosen index, its
+    model, its noisy count, the plan) is (``epsilon``, ``delta``)-DP for add-or-remove-one under the
+    assumptions of :mod:`labeldp.dpsgd.selection`, the noise unpredictable only if ``noise`` is private
+    (an insecure seed is warned about). ``seed`` is public (held-out coins, augmentation). Every refusal
+    comes before the spend, whose ledger is recorded in :func:`scratch_folder` before the first trial; an
+    interrupted selection is refused when repeated.
 
     Parameters
     ----------
-    candidates : sequence of SelectionCandidate
-        The candidates; each trial draws one at random.
-    data : labeldp.data.LabeledDataset
-        The dataset: public inputs, private training labels (the test set is not read here).
-    out : str or os.PathLike
-        The output folder: it must not exist or be empty, and is written whole once the trials are over.
     write : WriteOutput
-        ``write(folder, ledger, selected) -> dict`` writes the output's files into ``folder`` (renamed
-        into place as ``out``) from the recorded ledger and what leaves the selection.
-    epsilon : float
-        The selection's target epsilon.
-    delta : float
-        The selection's target delta.
-    noise : labeldp.randomness.NoiseSource
-        The source of the number of trials, each trial's candidate, the batches and every noise.
-    seed : int
-        The public seed (held-out coins, augmentation).
-    holdout : float
-        The probability of each training example being held out to score the trials, in (0, 1).
-    mean : float, optional
-        The mean number of trials (default ``SELECTION_DEFAULTS["mean"]``).
-    shape : float, optional
-        The shape of the distribution of the number of trials (default ``SELECTION_DEFAULTS["shape"]``).
-    score_noise : float, optional
-        The standard deviation of the noise on each held-out count (default
-        ``SELECTION_DEFAULTS["score_noise"]``).
-    progress : bool, optional
-        Say that the trials run in secret (default True; the trials themselves show no progress).
-
-    Returns
-    -------
-    dict
-        What ``write`` returns.
+        ``write(folder, ledger, selected) -> dict`` writes the output's files into ``folder``, renamed
+        into place as ``out``.
 
     Raises
     ------
-    labeldp.errors.ConfigError
-        Every refusal of :func:`plan_selection`, before any spend.
     labeldp.errors.RunDirectoryError
         If ``out`` has an unfinished selection's ledger beside it or is not an empty folder (before the
-        spend), or the selection drew no trial (after the spend, which stays recorded).
+        spend), or no trial was drawn (after it: the spend stays recorded).
     labeldp.errors.RunLockedError
         If another process holds the selection's scratch folder.
     """
@@ -521,8 +341,7 @@ def _run_trials(
 def _trial(
     candidate: SelectionCandidate, plan: SelectionPlan, data: LabeledDataset, noise: NoiseSource, seed: int, rng
 ) -> tuple[float, nn.Module]:
-    """One trial: DP-SGD of ``candidate`` on the kept examples, then its held-out count of correct
-    predictions plus N(0, score_noise^2) from ``rng``. Returns (the noisy count, the model to evaluate)."""
+    """One trial, DP-SGD of ``candidate`` on the kept examples: its noisy held-out count, and its model."""
     model, _ = train_dpsgd(
         candidate.new_model(),
         data.x_train[plan.kept],
@@ -544,21 +363,7 @@ def _trial(
 
 
 def format_selection(outcome: dict[str, Any]) -> str:
-    """A private selection's outcome (``tune.json``) for people: the candidates, the chosen one and its
-    noisy score, the final model's test accuracy and the ledger.
-
-    Parameters
-    ----------
-    outcome : dict
-        The outcome as written to ``tune.json`` (``candidates``, ``chosen``, ``shape``, ``mean``,
-        ``noisy_held_out_accuracy``, ``held_out``, ``score_noise``, ``noise_multiplier``, ``final``,
-        ``ledger_epsilon``, ``delta``).
-
-    Returns
-    -------
-    str
-        Three lines of text.
-    """
+    """A private selection's outcome (``tune.json``) in three lines for people."""
     final = outcome["final"]
     shape = "Poisson" if math.isinf(outcome["shape"]) else f"shape {outcome['shape']:g}"
     return (

@@ -1,29 +1,20 @@
 """A resumable DP-SGD training loop (Abadi et al. 2016, with the accuracy techniques of De et al. 2022).
 
-Each of ``steps`` steps: Poisson-sample a batch (rate q), compute the sum of clipped per-example
-gradients (micro-batched to ``physical_batch_size``; with augmentation multiplicity M, each example's
-gradient is averaged over M augmented views before clipping), add N(0, (sigma C)^2) noise, divide by
-the expected batch size q n, and take an optimiser step (SGD with momentum or AdamW, warm-up and
-cosine schedule: post-processing). An exponential moving average of the parameters (EMA, with the
-usual warm-up of its decay) is kept for evaluation when ``ema_decay`` is set; it is post-processing too.
+Each step Poisson-samples a batch (rate q), sums the clipped per-example gradients (micro-batched;
+with augmentation multiplicity M each example's gradient is averaged over M views first), adds
+N(0, (sigma C)^2), divides by q n and steps the optimiser; an EMA of the parameters may be kept.
 
-Privacy: (epsilon, delta)-DP for add-or-remove-one-example neighbours, where epsilon is what
-:func:`labeldp.accounting.dpsgd_epsilon` gives for (sigma, q, steps) -- the run records that
-event on its ledger before training starts. The guarantee covers everything the trainer writes or
-shows, which is a function of the privatised gradients and public data only: the final and every
-intermediate model, the checkpoints (model, optimiser, schedule, EMA), test accuracy on the public
-test set, the learning rate. It writes no training loss and no batch size, nor anything that counts
-the sampled examples: the augmentation of each step draws from a generator seeded for that step. It
-assumes the batches and the noise are unpredictable to the adversary: both come from ``noise`` (a
-:class:`~labeldp.randomness.NoiseSource`, fresh OS entropy by default), each epoch from generators of
-its own that are never saved, so a resumed run draws its remaining steps afresh.
+Privacy: (epsilon, delta)-DP for add-or-remove-one, epsilon being
+:func:`labeldp.accounting.dpsgd_epsilon` of (sigma, q, steps), recorded before training. It covers
+everything the trainer writes or shows (every model, the checkpoints, public test accuracy, the
+learning rate): functions of the privatised gradients and public data. It writes no training loss
+and nothing that counts the sampled examples (each step's augmentation has a generator of its own).
+It assumes secret batches and noise: both come from ``noise``, per epoch, never saved, so a resumed
+run draws its remaining steps afresh.
 
-Across processes (``torchrun``, ``data_parallel``; :mod:`labeldp.distributed`) the mechanism is the
-same one: rank 0 alone samples each epoch's batches (Poisson over the whole dataset, with its
-generator) and hands them to the others; each rank sums the clipped gradients of its share of the
-batch; rank 0 alone adds the Gaussian noise, to its share; the shares are summed across the ranks
-(all-reduce) and divided by the expected batch size. The privatised gradient is therefore
-distributed exactly as in one process (:func:`private_gradient`).
+Under ``torchrun`` (``data_parallel``) the mechanism is the same: rank 0 alone samples the batches
+and hands them out, each rank sums the clipped gradients of its share, rank 0 alone adds the noise,
+and the shares are summed (:func:`private_gradient`).
 """
 
 from __future__ import annotations
@@ -57,23 +48,8 @@ from labeldp.training.stage import lr_schedule, make_optimizer
 
 
 def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: str | None = None) -> None:
-    """Refuse training settings that DP-SGD cannot honour: mixup (it mixes examples), amp (bf16 norms
-    under the clipping bound), augmentation multiplicity without augmentation (K identical views).
-    ``augmentation`` is the dataset's policy, None while it is not known yet.
-
-    Parameters
-    ----------
-    config : TrainConfig
-        The training settings.
-    dp : DPSGDConfig
-        The DP-SGD settings.
-    augmentation : str or None, optional
-        The dataset's augmentation policy (None: not known yet).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``config`` asks for mixup or amp, or ``dp.augmult`` > 1 without augmentation.
+    """Refuse what DP-SGD cannot honour: mixup (it mixes examples), amp (bf16 norms under the clipping bound),
+    augmentation multiplicity without augmentation (``augmentation`` None: not known yet).
     """
     if config.mixup_alpha > 0:
         raise ConfigError(
@@ -93,11 +69,11 @@ def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: s
 
 
 def _ema_with_warmup(decay: float) -> Callable[[list[torch.Tensor], list[torch.Tensor], torch.Tensor], None]:
-    """EMA update (an ``AveragedModel`` ``multi_avg_fn``) whose decay ramps up as
-    min(decay, (1 + t) / (10 + t)) over the first updates, so that short runs are not dominated by the
-    initial weights. The rate is computed on the parameters' device, in float64 (float32 on Apple's
-    MPS, which has no float64): the update never waits for a GPU to report t, and its arithmetic is
-    that of a Python-float rate."""
+    """EMA update (an ``AveragedModel`` ``multi_avg_fn``) whose decay ramps up as min(decay, (1 + t) / (10 + t)).
+
+    So short runs are not dominated by the initial weights. The rate is computed on the parameters'
+    device (float64, float32 on MPS), so the update never waits for a GPU to report t.
+    """
 
     def average(averaged: list[torch.Tensor], current: list[torch.Tensor], updates: torch.Tensor) -> None:
         t = updates.to(torch.float32 if updates.device.type == "mps" else torch.float64)
@@ -110,25 +86,9 @@ def _ema_with_warmup(decay: float) -> Callable[[list[torch.Tensor], list[torch.T
 
 
 def sampling_plan(num_examples: int, config: TrainConfig) -> tuple[float, int, int]:
-    """(q, steps, steps per epoch) for ``config.epochs`` epochs at expected batch size ``config.batch_size``.
+    """(q, steps, steps per epoch): q = batch_size / n, ``config.epochs`` x round(1 / q) steps.
 
-    Parameters
-    ----------
-    num_examples : int
-        n, the number of training examples.
-    config : TrainConfig
-        The training settings (epochs, expected batch size).
-
-    Returns
-    -------
-    tuple
-        q = batch_size / n (float), the number of steps, epochs x round(1/q) (int), and the steps per
-        epoch (int).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the batch size exceeds n.
+    A batch size above n is refused.
     """
     if config.batch_size > num_examples:
         raise ConfigError(f"batch_size ({config.batch_size}) exceeds the number of training examples ({num_examples})")
@@ -147,33 +107,10 @@ def private_gradient(
     noise_rng,
     parallel: bool = False,
 ) -> None:
-    """Set ``model``'s gradients to one DP-SGD step's privatised gradient: (the sum of the clipped
-    per-example gradients of ``inputs`` + N(0, (sigma C)^2)) / ``expected_batch_size``.
+    """Set ``model``'s gradients to one step's privatised gradient (:func:`~labeldp.dpsgd.noise.privatize_gradients`).
 
-    With ``parallel`` (a collective call of every rank of the process group), ``inputs`` are this
-    rank's share of the batch: rank 0 adds the noise to its share only (``noise_rng`` is used there
-    alone), and the shares are summed across the ranks, so that the noise enters once.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        A per-example model (:func:`~labeldp.dpsgd.clipping.check_per_example_model`); its ``.grad``
-        are set.
-    inputs : torch.Tensor
-        The batch's inputs (with augmentation multiplicity, (b, M, ...) views).
-    labels : torch.Tensor
-        Their labels.
-    dp : DPSGDConfig
-        The DP-SGD settings (clipping bound C, clipping method, micro-batch size).
-    noise_multiplier : float
-        sigma.
-    expected_batch_size : float
-        q n, the divisor of the noisy sum.
-    noise_rng : torch.Generator or str or None
-        The generator of the Gaussian noise (:func:`~labeldp.dpsgd.noise.noise_generator`); used on rank
-        0 only under ``parallel``.
-    parallel : bool, optional
-        Sum the ranks' shares (a collective call).
+    With ``parallel`` (a collective call), ``inputs`` are this rank's share: rank 0 alone adds the noise
+    (``noise_rng`` is used there only) and the shares are summed, so the noise enters once.
     """
     clipped = clipped_gradient_sum(
         model,
@@ -205,9 +142,11 @@ def private_gradient(
 
 @dataclass
 class _DPSGDRun:
-    """What the epochs of one :func:`train_dpsgd` call share. ``y`` are the true labels, read inside the
-    mechanism; ``noise`` gives each epoch's batches and Gaussian noise (never saved); ``ema`` is the
-    parameters' moving average, when kept."""
+    """What the epochs of one :func:`train_dpsgd` call share.
+
+    ``y`` are the true labels, read inside the mechanism; ``noise`` gives each epoch's batches and
+    Gaussian noise (never saved); ``ema`` is the parameters' moving average, when kept.
+    """
 
     model: nn.Module
     x: torch.Tensor
@@ -229,20 +168,15 @@ class _DPSGDRun:
 
     @property
     def evaluated(self) -> nn.Module:
-        """The model to evaluate and return: the EMA when kept, else the trained model.
-
-        Returns
-        -------
-        torch.nn.Module
-            The EMA's module when ``ema`` is kept, else ``model``.
-        """
+        """The model to evaluate and return: the EMA's module when kept, else the trained model."""
         return self.ema.module if self.ema is not None else self.model
 
 
 def _resume(run: _DPSGDRun) -> list[EpochRecord]:
-    """Restore ``run`` from its checkpoint, when there is one (under ``parallel`` rank 0 reads it and
-    every rank resumes from it), the EMA included; the history so far. No sampling or noise state is
-    restored: none is saved."""
+    """Restore ``run`` from its checkpoint, the EMA included; the history so far.
+
+    No sampling or noise state is restored: none is saved.
+    """
     state, history = restore_checkpoint(run.checkpoint, run.model, run.optimizer, run.scheduler, parallel=run.parallel)
     if state is not None and run.ema is not None:
         run.ema.load_state_dict(state["ema"])
@@ -250,8 +184,7 @@ def _resume(run: _DPSGDRun) -> list[EpochRecord]:
 
 
 def _save(run: _DPSGDRun, history: list[EpochRecord]) -> None:
-    """Checkpoint ``run`` after an epoch (rank 0 writes): the model, optimiser, schedule, EMA and
-    ``history``, nothing of the sampling or the noise."""
+    """Checkpoint ``run`` after an epoch (rank 0 writes), with the EMA and nothing of the sampling or the noise."""
     save_checkpoint(
         run.checkpoint,
         run.model,
@@ -263,8 +196,7 @@ def _save(run: _DPSGDRun, history: list[EpochRecord]) -> None:
 
 
 def _step(run: _DPSGDRun, epoch: int, step: int, batch: torch.Tensor, noise_rng) -> None:
-    """One DP-SGD step on ``batch`` (in parallel, this rank's share of it): augmentation, the privatised
-    gradient, the optimiser step and the EMA's update."""
+    """One DP-SGD step on ``batch`` (this rank's share): augmentation, the privatised gradient, the step, the EMA."""
     # Each example's views depend on (epoch, step, its index) only, not on the others in the batch.
     augment_rng = torch.Generator().manual_seed(public_seed(run.seed, "dpsgd-augment", epoch, step))
     if run.parallel:
@@ -292,9 +224,7 @@ def _step(run: _DPSGDRun, epoch: int, step: int, batch: torch.Tensor, noise_rng)
 
 
 def _epoch(run: _DPSGDRun, epoch: int, progress: bool) -> None:
-    """The steps of one epoch. Its Poisson batches and Gaussian noise come from generators of its own
-    (from ``run.noise``), drawn on rank 0 alone; in parallel rank 0 samples the epoch's batches over the
-    whole dataset and hands them to every rank."""
+    """One epoch's steps; its batches and noise come from generators of its own, drawn on rank 0 alone."""
     noise_rng = next_batch = None
     if distributed.is_main():  # the secret batches and noise: rank 0 alone draws them
         sampler = PoissonSampler(len(run.x), run.q, run.steps_per_epoch, sampling_generator(run.noise, epoch))
@@ -314,8 +244,7 @@ def _epoch(run: _DPSGDRun, epoch: int, progress: bool) -> None:
 
 
 def _end_of_epoch(run: _DPSGDRun, epoch: int, start: float, test: tuple[np.ndarray, np.ndarray] | None) -> EpochRecord:
-    """The record of ``epoch``: the evaluated model's accuracy on the public test set (shared among the
-    ranks in parallel) and the learning rate; no training loss."""
+    """The record of ``epoch``: the evaluated model's public test accuracy and the learning rate, no training loss."""
     test_accuracy = (
         accuracy(run.evaluated, *test, run.config.eval_batch_size, sharded=run.parallel) if test is not None else None
     )
@@ -329,8 +258,7 @@ def _epochs(
     on_epoch_end: Callable[[EpochRecord], None] | None,
     progress: bool,
 ) -> None:
-    """The epochs after the last one in ``history``, up to ``config.epochs``: each trains, is evaluated,
-    appended to ``history``, checkpointed, and reported to ``on_epoch_end`` (on rank 0)."""
+    """The epochs after ``history``'s last: each trained, evaluated, appended, checkpointed and reported (rank 0)."""
     for epoch in range(len(history) + 1, run.config.epochs + 1):
         start = time.perf_counter()
         _epoch(run, epoch, progress)
@@ -358,62 +286,19 @@ def train_dpsgd(
     progress: bool = True,
     data_parallel: bool = False,
 ) -> tuple[nn.Module, list[EpochRecord]]:
-    """Train ``model`` in place with DP-SGD; returns (the model to evaluate -- the EMA when kept --, history).
+    """Train ``model`` in place with DP-SGD; (the model to evaluate, the EMA when kept, and the history).
 
-    The sampling plan is :func:`sampling_plan` (q = batch_size / n, epochs x round(1/q) steps).
-    ``noise`` gives the batches and the Gaussian noise (:class:`~labeldp.randomness.NoiseSource`);
-    ``seed`` only the augmentation, which is public. A ``checkpoint`` is written after every epoch
-    (model, optimiser, schedule, EMA) and resumed from.
-
-    With ``data_parallel`` (every rank of a ``torchrun`` group calls it; ignored in one process) the
-    ranks share each step as the module docstring says; only rank 0 samples, draws noise, reads and
-    writes the checkpoint and calls ``on_epoch_end``.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        A per-example model (no BatchNorm), trained in place.
-    inputs : numpy.ndarray
-        The training inputs, one row per example.
-    labels : PrivateLabels
-        The true training labels, read inside the mechanism only (a plain array is refused).
-    config : TrainConfig
-        The training settings (``batch_size`` is the expected Poisson batch size).
-    dp : DPSGDConfig
-        The DP-SGD settings (clipping, micro-batches, augmentation multiplicity, EMA).
-    noise_multiplier : float
-        sigma, calibrated by the caller for the target epsilon.
-    augmentation : str, optional
-        The dataset's augmentation policy.
-    test : tuple of numpy.ndarray, optional
-        Public test inputs and labels, scored after every epoch.
-    seed : int, optional
-        The public seed of the augmentation.
-    noise : NoiseSource, optional
-        The source of the batches and the noise (default fresh OS entropy).
-    checkpoint : str or os.PathLike, optional
-        The checkpoint file, written after every epoch and resumed from.
-    on_epoch_end : callable, optional
-        Called with each epoch's :class:`~labeldp.training.records.EpochRecord` (on rank 0).
-    progress : bool, optional
-        Show a progress bar.
-    data_parallel : bool, optional
-        Share each step across the processes of a ``torchrun`` group (a collective call).
-
-    Returns
-    -------
-    tuple
-        The model to evaluate (the EMA's module when kept, else ``model``) and the per-epoch history.
+    ``labels`` are read inside the mechanism only (a plain array is refused). The plan is
+    :func:`sampling_plan` (``config.batch_size`` is the expected Poisson batch size); ``noise`` gives the
+    batches and the noise, ``seed`` only the public augmentation. A ``checkpoint`` is written after every
+    epoch and resumed from. With ``data_parallel`` (a collective call of a ``torchrun`` group) the ranks
+    share each step as :mod:`labeldp.dpsgd.trainer` says; only rank 0 samples, draws noise, touches the
+    checkpoint and calls ``on_epoch_end``.
 
     Raises
     ------
-    labeldp.errors.ConfigError
-        If the settings cannot train privately (:func:`check_training_options`, the batch size), or the
-        inputs and labels are empty or of different lengths.
     labeldp.dpsgd.clipping.UnsupportedModelError
         If ``model`` is not a per-example model.
-    labeldp.errors.RunDirectoryError
-        If the checkpoint is damaged.
     """
     config.validate()
     dp.validate()
