@@ -1,6 +1,6 @@
-"""Packages whose public names are imported on first use (PEP 562), so that importing one light
-module of a package (a configuration, a registry of names) does not import torch, scikit-learn or
-dp_accounting through the package's ``__init__``."""
+"""Public names of a package imported on first use (PEP 562), so that importing one light module (a
+configuration, a registry of names) does not import torch, scikit-learn or dp_accounting.
+"""
 
 from __future__ import annotations
 
@@ -12,21 +12,7 @@ from typing import Any
 def lazy_exports(
     package: str, exports: dict[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
-    """``(__getattr__, __dir__, __all__)`` for ``package``, whose public names live in the modules
-    ``exports`` maps them to (a name -> the module that defines it).
-
-    Parameters
-    ----------
-    package : str
-        The package's ``__name__``.
-    exports : dict
-        Public name -> dotted module name.
-
-    Returns
-    -------
-    tuple
-        The module-level ``__getattr__`` and ``__dir__`` functions, and ``__all__``.
-    """
+    """``(__getattr__, __dir__, __all__)`` for ``package``, whose ``exports`` map each public name to its module."""
 
     def __getattr__(name: str) -> Any:
         if name in exports:

@@ -1,7 +1,5 @@
-"""Argument checks shared by every layer (numpy only).
-
-Each check raises a ``ValueError`` (or ``TypeError``) whose message names the offending argument,
-so that bad input is refused before any privacy budget is spent.
+"""Argument checks shared by every layer (numpy only): each raises a ConfigError naming the argument,
+so bad input is refused before any privacy budget is spent.
 """
 
 from __future__ import annotations
@@ -14,23 +12,7 @@ from labeldp.errors import ConfigError
 
 
 def check_contribution(contribution: int) -> int:
-    """The number of labels one privacy unit changes at most, as a positive int.
-
-    Parameters
-    ----------
-    contribution : int
-        The most labels of one unit among those a release reads.
-
-    Returns
-    -------
-    int
-        ``contribution``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If it is not a whole number of at least 1.
-    """
+    """The most labels one privacy unit changes, checked to be a whole number >= 1."""
     if int(contribution) != contribution or contribution < 1:
         raise ConfigError(f"contribution must be a whole number of at least 1, got {contribution!r}")
     return int(contribution)
@@ -41,25 +23,7 @@ MIN_EPSILON = 1e-6
 
 
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
-    """Return ``epsilon`` as a float after checking it is a finite number > 0.
-
-    Parameters
-    ----------
-    epsilon : float
-        The privacy parameter (anything ``float()`` accepts).
-    name : str, optional
-        The argument's name in the error message (default ``"epsilon"``).
-
-    Returns
-    -------
-    float
-        ``epsilon`` as a float.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a number, or is NaN, infinite or <= 0.
-    """
+    """``epsilon`` as a float, checked to be finite and at least :data:`MIN_EPSILON`."""
     try:
         value = float(epsilon)
     except (TypeError, ValueError):
@@ -72,23 +36,7 @@ def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
 
 
 def check_num_classes(num_classes: int) -> int:
-    """Return ``num_classes`` as an int after checking it is an integer >= 2.
-
-    Parameters
-    ----------
-    num_classes : int
-        K, the number of classes (a Python or numpy integer; a bool is refused).
-
-    Returns
-    -------
-    int
-        ``num_classes`` as an int.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``num_classes`` is not an integer, or is less than 2.
-    """
+    """``num_classes`` as an int, checked to be an integer (not a bool) >= 2."""
     if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)):
         raise ConfigError(f"num_classes must be an integer, got {num_classes!r}")
     if num_classes < 2:
@@ -97,29 +45,9 @@ def check_num_classes(num_classes: int) -> int:
 
 
 def check_labels(labels, num_classes: int, name: str = "labels") -> np.ndarray:
-    """Return ``labels`` as a 1-d int64 array after checking its values lie in [0, num_classes).
+    """``labels`` as a 1-d int64 array of whole values in [0, num_classes).
 
     The messages never say which labels are wrong, nor how many: the labels may be private.
-
-    Parameters
-    ----------
-    labels : array_like of int
-        The class indices, one per example (integers, or floats holding whole numbers).
-    num_classes : int
-        K: every label must lie in [0, K).
-    name : str, optional
-        The argument's name in the error message (default ``"labels"``).
-
-    Returns
-    -------
-    numpy.ndarray
-        (n,) int64 array of the labels.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``labels`` is not 1-d, is empty, holds NaN, infinite or fractional values, is not of a
-        numeric dtype, or has a value outside [0, num_classes).
     """
     array = np.asarray(labels)
     if array.ndim != 1:
@@ -143,26 +71,7 @@ def check_labels(labels, num_classes: int, name: str = "labels") -> np.ndarray:
 
 
 def check_priors(priors, atol: float = 1e-6) -> np.ndarray:
-    """Return ``priors`` as an (n, K) float64 array of probability distributions (one per row).
-
-    Parameters
-    ----------
-    priors : array_like
-        (n, K) rows of probabilities, K >= 2.
-    atol : float, optional
-        How far a row's sum may be from 1 (default 1e-6).
-
-    Returns
-    -------
-    numpy.ndarray
-        (n, K) float64 array of the priors.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``priors`` is not 2-d, has no rows or fewer than 2 columns, holds NaN, infinite or negative
-        values, or has a row whose sum is not 1 within ``atol``.
-    """
+    """``priors`` as an (n, K >= 2) float64 array of finite, non-negative rows summing to 1 within ``atol``."""
     array = np.asarray(priors, dtype=np.float64)
     if array.ndim != 2:
         raise ConfigError(f"priors must be a 2-d (n, num_classes) array, got shape {array.shape}")
@@ -185,23 +94,7 @@ def check_priors(priors, atol: float = 1e-6) -> np.ndarray:
 
 
 def check_same_length(**arrays) -> int:
-    """Check that all given arrays have the same first dimension and return it.
-
-    Parameters
-    ----------
-    **arrays : array_like
-        The arrays, by the names the error message gives them (at least one).
-
-    Returns
-    -------
-    int
-        Their common length.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If two of the arrays differ in length.
-    """
+    """The common length of the ``arrays``, named as the error message names them."""
     lengths = {name: len(value) for name, value in arrays.items()}
     if len(set(lengths.values())) > 1:
         described = ", ".join(f"{name} has {length}" for name, length in lengths.items())
@@ -210,25 +103,7 @@ def check_same_length(**arrays) -> int:
 
 
 def check_finite_features(features, name: str = "inputs") -> np.ndarray:
-    """Return ``features`` as an array after checking it is non-empty and has no NaN/inf.
-
-    Parameters
-    ----------
-    features : array_like
-        The (public) inputs, one row per example.
-    name : str, optional
-        The argument's name in the error message (default ``"inputs"``).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``features`` as an array (not copied when it is one already).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``features`` is empty, holds NaN or infinite values, or is not of a numeric or boolean dtype.
-    """
+    """``features`` as a non-empty numeric or boolean array with no NaN or infinity (not copied)."""
     array = np.asarray(features)
     if array.size == 0 or len(array) == 0:
         raise ConfigError(f"{name} is empty")

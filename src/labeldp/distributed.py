@@ -1,21 +1,16 @@
 """Data-parallel runs under ``torchrun``: the process group, and the few collective operations a run uses.
 
-``torchrun --nproc_per_node N -m labeldp train ...`` starts N processes whose environment names
-their place (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT``).
-:func:`start` joins them into one process group (gloo on the CPU, nccl on CUDA GPUs, chosen by the
-run's device); without that environment, or with one process, nothing changes: every function here
-then acts as for a single process.
+:func:`start` joins the processes ``torchrun`` started (gloo on the CPU, nccl on CUDA GPUs); without
+that environment, or with one process, every function here acts as for a single process.
 
-Rank 0 is the only process that touches the privacy boundary and the run folder: it draws every
-release (with the run's :class:`~labeldp.randomness.NoiseSource`), keeps the ledger and writes every
-file. The other ranks receive what they need by :func:`broadcast` and only compute: their shares of
-each training batch, of each evaluation and of each prior's inference. :func:`on_main` runs a step on
-rank 0 and hands its result, or its error, to every rank.
+Rank 0 alone touches the privacy boundary and the run folder: it draws every release, keeps the
+ledger and writes every file; the other ranks receive what they need (:func:`broadcast`,
+:func:`on_main`) and compute their shares of training, evaluation and inference. The ads route is
+the exception: each rank counts or releases its own row groups and hands its part to rank 0
+(:func:`gather_to_main`), which alone records the release, once (:mod:`labeldp.boundary.release_parts`).
 
-The ads route (``labeldp hashed train``) is the exception: each rank reads only its own row groups of
-a Parquet table, so each counts, or draws the released labels of, its own rows, and hands its part to
-rank 0 (:func:`gather_to_main`), which alone records the release, once, and writes the run folder
-(:mod:`labeldp.boundary.release_parts`).
+The functions that exchange values (:func:`broadcast`, :func:`on_main`, the sums and gathers,
+:func:`check_same`) are collective calls: every rank must call them.
 """
 
 from __future__ import annotations
@@ -40,24 +35,12 @@ TIMEOUT = datetime.timedelta(hours=24)
 
 
 def available() -> bool:
-    """Whether this torch has ``torch.distributed``.
-
-    Returns
-    -------
-    bool
-        ``torch.distributed.is_available()``.
-    """
+    """Whether this torch has ``torch.distributed``."""
     return torch.distributed.is_available()
 
 
 def active() -> bool:
-    """Whether this process belongs to a process group of more than one process.
-
-    Returns
-    -------
-    bool
-        True once :func:`start` joined a group of several processes.
-    """
+    """Whether this process belongs to a process group of more than one process."""
     return (
         torch.distributed.is_available()
         and torch.distributed.is_initialized()
@@ -66,74 +49,29 @@ def active() -> bool:
 
 
 def rank() -> int:
-    """This process's rank in the process group (0 when not data-parallel).
-
-    Returns
-    -------
-    int
-        The rank.
-    """
+    """This process's rank (0 when not data-parallel)."""
     return torch.distributed.get_rank() if active() else 0
 
 
 def world_size() -> int:
-    """Number of processes in the process group (1 when not data-parallel).
-
-    Returns
-    -------
-    int
-        The number of processes.
-    """
+    """Number of processes in the group (1 when not data-parallel)."""
     return torch.distributed.get_world_size() if active() else 1
 
 
 def is_main() -> bool:
-    """Whether this process is rank 0, the only one that touches the privacy boundary and the run folder.
-
-    Returns
-    -------
-    bool
-        True on rank 0 and when not data-parallel.
-    """
+    """Whether this process is rank 0, the only one that touches the privacy boundary and the run folder."""
     return rank() == 0
 
 
 def local_device(device: torch.device) -> torch.device:
-    """The device of this process: on CUDA the GPU ``LOCAL_RANK`` (one per process), else ``device``.
-
-    Parameters
-    ----------
-    device : torch.device
-        The run's device.
-
-    Returns
-    -------
-    torch.device
-        ``cuda:LOCAL_RANK`` for a CUDA device without an index in a multi-process run, else ``device``.
-    """
+    """This process's device: on CUDA without an index, the GPU ``LOCAL_RANK`` (one per process); else ``device``."""
     if device.type == "cuda" and requested() and device.index is None:
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     return device
 
 
 def start(device: torch.device) -> bool:
-    """Join the process group that the environment describes (once; nccl for CUDA, gloo otherwise).
-
-    Parameters
-    ----------
-    device : torch.device
-        This process's device (see :func:`local_device`); it chooses the backend.
-
-    Returns
-    -------
-    bool
-        Whether this process now runs data-parallel.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the environment asks for several processes but this torch has no ``torch.distributed``.
-    """
+    """Join the process group the environment describes (once); whether this process now runs data-parallel."""
     if active() or not requested():
         return active()
     if not available():
@@ -146,15 +84,7 @@ def start(device: torch.device) -> bool:
 
 
 def stop() -> None:
-    """Leave the process group (at the end of the command that started it).
-
-    Waits at a barrier first, so that no rank leaves while another still talks to it. Does nothing
-    without a process group.
-
-    Returns
-    -------
-    None
-    """
+    """Leave the process group, after a barrier so no rank leaves while another still talks to it."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         gc.collect()  # the training's DistributedDataParallel reducers go before their process group
         torch.distributed.barrier()  # no rank leaves while another still talks to it (gloo aborts otherwise)
@@ -162,13 +92,7 @@ def stop() -> None:
 
 
 def communication_device() -> torch.device:
-    """Where collective operations take their tensors: the current GPU under nccl, else the CPU.
-
-    Returns
-    -------
-    torch.device
-        The device.
-    """
+    """Where collective operations take their tensors: the current GPU under nccl, else the CPU."""
     if not active():
         return torch.device("cpu")
     if torch.distributed.get_backend() == "nccl":
@@ -177,20 +101,7 @@ def communication_device() -> torch.device:
 
 
 def broadcast(value: Any = None) -> Any:
-    """Rank 0's ``value`` on every rank (pickled; the others' ``value`` is ignored).
-
-    Every rank must call it.
-
-    Parameters
-    ----------
-    value : object, optional
-        The value to send, read on rank 0 only.
-
-    Returns
-    -------
-    object
-        Rank 0's value (``value`` itself when not data-parallel).
-    """
+    """Rank 0's ``value`` on every rank (pickled; the others' ``value`` is ignored)."""
     if not active():
         return value
     box = [value if is_main() else None]
@@ -201,24 +112,8 @@ def broadcast(value: Any = None) -> Any:
 def on_main(step: Callable[[], T]) -> T:
     """Run ``step`` on rank 0 alone and return its result on every rank.
 
-    An error raised by ``step`` is raised on every rank (a :class:`~labeldp.errors.LabelDPError` as its
-    own class), so that no rank waits for a result that never comes.
-
-    Parameters
-    ----------
-    step : callable
-        A function of no arguments; its result must be picklable.
-
-    Returns
-    -------
-    object
-        ``step``'s result.
-
-    Raises
-    ------
-    labeldp.errors.LabelDPError
-        The error ``step`` raised on rank 0, of the same class on every rank; any other error is raised
-        as itself on rank 0 and as ``RuntimeError`` on the others.
+    An error raised by ``step`` is raised on every rank, so none waits for a result that never comes: a
+    :class:`~labeldp.errors.LabelDPError` as its own class, anything else as ``RuntimeError`` off rank 0.
     """
     if not active():
         return step()
@@ -240,20 +135,7 @@ def on_main(step: Callable[[], T]) -> T:
 
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
-    """The sum over ranks of ``tensor``, on its device (the tensor itself when alone).
-
-    Every rank receives the same values (the backend reduces each element once and shares the result).
-
-    Parameters
-    ----------
-    tensor : torch.Tensor
-        This rank's part, the same shape on every rank.
-
-    Returns
-    -------
-    torch.Tensor
-        The sum, on ``tensor``'s device.
-    """
+    """The sum over ranks of ``tensor``, the same on every rank, on its device."""
     if not active():
         return tensor
     moved = tensor.to(communication_device())
@@ -262,21 +144,7 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def gather_to_main(value: Any) -> list[Any] | None:
-    """Every rank's ``value`` on rank 0, in rank order (pickled); None on the other ranks.
-
-    Every rank must call it. A rank's share of a release drawn by several ranks reaches rank 0 this way
-    (:func:`labeldp.boundary.release_hashed.release_hashed_counts`' ``gather``).
-
-    Parameters
-    ----------
-    value : object
-        This rank's value (picklable).
-
-    Returns
-    -------
-    list or None
-        On rank 0 (and when not data-parallel) every rank's value, ``[value]`` alone; None elsewhere.
-    """
+    """Every rank's ``value`` on rank 0, in rank order (pickled); None on the other ranks."""
     if not active():
         return [value]
     found: list[Any] | None = [None] * world_size() if is_main() else None
@@ -285,18 +153,7 @@ def gather_to_main(value: Any) -> list[Any] | None:
 
 
 def gather_everywhere(value: Any) -> list[Any]:
-    """Every rank's ``value`` on every rank, in rank order (pickled).
-
-    Parameters
-    ----------
-    value : object
-        This rank's value (picklable).
-
-    Returns
-    -------
-    list
-        Every rank's value (``[value]`` when not data-parallel).
-    """
+    """Every rank's ``value`` on every rank, in rank order (pickled)."""
     if not active():
         return [value]
     found: list[Any] = [None] * world_size()
@@ -305,18 +162,7 @@ def gather_everywhere(value: Any) -> list[Any]:
 
 
 def gather_tensors(tensor: torch.Tensor) -> list[torch.Tensor]:
-    """Every rank's ``tensor`` (the same shape and type on every rank), on every rank, in rank order.
-
-    Parameters
-    ----------
-    tensor : torch.Tensor
-        This rank's tensor.
-
-    Returns
-    -------
-    list of torch.Tensor
-        One per rank, on ``tensor``'s device (``[tensor]`` when not data-parallel).
-    """
+    """Every rank's ``tensor`` (of one shape and type) on every rank, in rank order."""
     if not active():
         return [tensor]
     moved = tensor.to(communication_device())
@@ -326,20 +172,7 @@ def gather_tensors(tensor: torch.Tensor) -> list[torch.Tensor]:
 
 
 def shard(count: int) -> slice:
-    """This rank's contiguous share of ``count`` rows (the first ranks take one more when it does not divide).
-
-    With :func:`gather_rows`, evaluation over ``count`` examples split among the ranks.
-
-    Parameters
-    ----------
-    count : int
-        Number of rows.
-
-    Returns
-    -------
-    slice
-        This rank's rows.
-    """
+    """This rank's contiguous share of ``count`` rows (the first ranks take one more)."""
     size, ranks, me = count, world_size(), rank()
     base, extra = divmod(size, ranks)
     begin = me * base + min(me, extra)
@@ -347,20 +180,7 @@ def shard(count: int) -> slice:
 
 
 def gather_rows(local: torch.Tensor, count: int) -> torch.Tensor:
-    """Every rank's :func:`shard` of rows, concatenated in rank order (``count`` rows), on every rank.
-
-    Parameters
-    ----------
-    local : torch.Tensor
-        This rank's rows, shape (len(shard), ...).
-    count : int
-        Total number of rows.
-
-    Returns
-    -------
-    torch.Tensor
-        Shape (count, ...), on ``local``'s device.
-    """
+    """Every rank's :func:`shard` of rows, concatenated in rank order, on every rank."""
     if not active():
         return local
     ranks = world_size()
@@ -375,24 +195,7 @@ def gather_rows(local: torch.Tensor, count: int) -> torch.Tensor:
 
 
 def check_same(value: Any, what: str) -> None:
-    """Refuse to go on when the ranks disagree on ``value`` (e.g. the configuration each was started with).
-
-    Parameters
-    ----------
-    value : object
-        This rank's value (picklable, comparable with ``==``).
-    what : str
-        What it is, for the message.
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If some rank's value differs from rank 0's.
-    """
+    """Refuse (ConfigError) to go on when the ranks disagree on ``value``, e.g. the configuration each started with."""
     if not active():
         return
     values: list[Any] = [None] * world_size()
@@ -406,18 +209,5 @@ def check_same(value: Any, what: str) -> None:
 
 
 def seed_of_rank(seed: int, *ids: int) -> int:
-    """A seed for this rank's own public stream (its augmentation), distinct per rank and ``ids``.
-
-    Parameters
-    ----------
-    seed : int
-        The run's public seed.
-    *ids : int
-        Further identifiers of the stream (e.g. an epoch).
-
-    Returns
-    -------
-    int
-        A seed in [0, 2^63).
-    """
+    """A seed of this rank's own public stream (its augmentation), distinct per rank and ``ids``."""
     return int(np.random.SeedSequence([int(seed), 0x6464, rank(), *map(int, ids)]).generate_state(1, np.uint64)[0] >> 1)

@@ -1,9 +1,8 @@
-"""The errors labeldp raises for anything a user can cause; the command line catches their base class.
+r"""The errors labeldp raises for anything a user can cause; the command line catches their base class.
 
-Every error a user can cause (a bad option, a bad file, a run folder in an unexpected state, a budget
-that cannot pay for a plan) is a :class:`LabelDPError` with a message that says what is wrong and what
-to do. The argument errors are also ``ValueError``\\s, as scikit-learn's and numpy's are, so code that
-catches ``ValueError`` keeps working. Anything else that escapes is a bug and shows its traceback.
+Each is a :class:`LabelDPError` whose message says what is wrong and what to do; the argument errors
+are also ``ValueError``\\s, as scikit-learn's and numpy's are. Anything else that escapes is a bug and
+shows its traceback.
 """
 
 from __future__ import annotations
@@ -28,35 +27,36 @@ class MissingFileError(LabelDPError, FileNotFoundError):
 class BudgetError(BaseException):
     """The privacy budget cannot pay for what was asked.
 
-    Raised before any release where a plan costs more than the budget (PATE's queries, DP-SGD with a
-    given noise multiplier, a release of :class:`~labeldp.boundary.PrivateLabels` beyond their
-    ``LabelBudget``), and by PATE after its release when no query was answered. A ``BaseException``,
-    like :class:`~labeldp.boundary.PrivateLabelAccessError`: a search that catches ``Exception``
-    (scikit-learn's ``error_score``) must stop at a refused release, not score it as NaN and go on."""
+    Raised before any release that costs more than the budget (PATE's queries, DP-SGD with a given noise
+    multiplier, a release of :class:`~labeldp.boundary.PrivateLabels` beyond their ``LabelBudget``), and
+    by PATE after its release when no query was answered. A ``BaseException``, like
+    :class:`~labeldp.boundary.PrivateLabelAccessError`: a search that catches ``Exception``
+    (scikit-learn's ``error_score``) must stop at a refused release, not score it as NaN and go on.
+    """
 
 
 class RunDirectoryError(LabelDPError):
-    """A run folder in a state labeldp will not continue from (a damaged file, another run's folder,
-    a recorded release whose labels are missing)."""
+    """A run folder labeldp will not continue from.
+
+    A damaged file, another run's folder, a recorded release whose labels are missing.
+    """
 
 
 class RunLockedError(RunDirectoryError):
-    """The run folder is in use by another process.
-
-    Raised when another process holds the lock of a run folder (a run, a tune or one of its
-    candidates), of a private selection, or of a release folder being written."""
+    """Another process holds the lock: of a run folder (a tune's, a candidate's), a private selection or a release."""
 
 
 class ReleaseExistsError(LabelDPError, FileExistsError):
-    """A label release is already where a new one would be written: releasing the labels again would
-    spend their privacy budget a second time.
+    """A label release is already where a new one would go: releasing again would spend the budget twice.
 
-    Raised by :func:`~labeldp.boundary.release_folder.privatize_table` when its output exists."""
+    Raised by :func:`~labeldp.boundary.release_folder.privatize_table`.
+    """
 
 
 class InsecureNoiseWarning(UserWarning):
-    """A run whose noise can be regenerated from its configuration (``insecure_noise_seed``): its
-    epsilon does not hold against anyone who reads that configuration.
+    """A run whose noise can be regenerated from its configuration (``insecure_noise_seed``): its epsilon
+    does not hold against anyone who reads it.
 
-    Issued by :func:`~labeldp.runs.run.train_run` for a private method, and by DP-SGD's private
-    selection (:func:`~labeldp.dpsgd.selection.select_dpsgd`), when their noise is not private."""
+    Issued by :func:`~labeldp.runs.run.train_run` for a private method and by
+    :func:`~labeldp.dpsgd.selection.select_dpsgd`.
+    """

@@ -1,11 +1,8 @@
-"""Test metrics of a model's predicted class probabilities on the public test set.
+"""Test metrics of predicted class probabilities on the public test set; no training label is read.
 
-Accuracy alone hides what matters for rare positives (a model that always predicts the majority class
-of a 1 %-positive table is 99 % accurate), so binary tasks also get the ROC AUC, the log-loss, the
-Brier score and the expected calibration error; every task gets the log-loss. A regression (numeric
-labels on a public grid) is measured by the squared and absolute errors of the expected value under
-the predicted distribution over the grid, against the raw test values. Computed on the test set,
-which is public by assumption; it reads no training label.
+Accuracy hides what matters for rare positives (always predicting the majority of a 1 %-positive
+table is 99 % accurate), so binary tasks also get the ROC AUC, log-loss, Brier score and expected
+calibration error. A regression is measured by the errors of the expected value over its grid.
 """
 
 from __future__ import annotations
@@ -29,23 +26,7 @@ PRIMARY_METRICS = {
 def expected_calibration_error(
     positive_probability: np.ndarray, labels: np.ndarray, bins: int = CALIBRATION_BINS
 ) -> float:
-    """Mean over equal-width bins of |observed positive rate - mean predicted probability|, weighted by
-    the bins' shares of the examples.
-
-    Parameters
-    ----------
-    positive_probability : numpy.ndarray
-        (n,) the predicted probability of the positive class, in [0, 1].
-    labels : numpy.ndarray
-        (n,) the (public) test labels, 0 or 1.
-    bins : int, optional
-        The number of equal-width bins of [0, 1] (default :data:`CALIBRATION_BINS`).
-
-    Returns
-    -------
-    float
-        The expected calibration error, in [0, 1].
-    """
+    """Mean over equal-width bins of |observed positive rate - mean predicted probability|, weighted by size."""
     which = np.minimum((positive_probability * bins).astype(int), bins - 1)
     error = 0.0
     for b in range(bins):
@@ -56,20 +37,9 @@ def expected_calibration_error(
 
 
 def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """``test_accuracy`` and ``test_log_loss``; for two classes also ``test_auc`` (None when the test
-    set holds one class only), ``test_brier`` and ``test_ece``.
+    """``test_accuracy`` and ``test_log_loss``; with two classes also ``test_auc``, ``test_brier`` and ``test_ece``.
 
-    Parameters
-    ----------
-    probabilities : numpy.ndarray
-        (n, K) the predicted class probabilities.
-    labels : numpy.ndarray
-        (n,) the public test labels, as class positions in [0, K).
-
-    Returns
-    -------
-    dict
-        Metric name -> value (a float, or None for ``test_auc`` on a test set of one class).
+    ``test_auc`` is None for a test set of one class.
     """
     probabilities = np.asarray(probabilities, dtype=np.float64)
     labels = np.asarray(labels)
@@ -87,23 +57,7 @@ def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dic
 
 
 def regression_metrics(probabilities: np.ndarray, label_values: np.ndarray, values: np.ndarray) -> dict[str, float]:
-    """``test_rmse``, ``test_mse`` and ``test_mae`` of the predictions probabilities @ label_values (the
-    expected value under each predicted distribution over the grid) against the test ``values``.
-
-    Parameters
-    ----------
-    probabilities : numpy.ndarray
-        (n, G) the predicted distributions over the grid.
-    label_values : numpy.ndarray
-        (G,) the public grid of label values.
-    values : numpy.ndarray
-        (n,) the raw (public) test values.
-
-    Returns
-    -------
-    dict
-        ``{"test_rmse": float, "test_mse": float, "test_mae": float}``.
-    """
+    """``test_rmse``, ``test_mse`` and ``test_mae`` of the expected values against the test ``values``."""
     predictions = np.asarray(probabilities, dtype=np.float64) @ np.asarray(label_values, dtype=np.float64)
     errors = predictions - np.asarray(values, dtype=np.float64)
     mse = float(np.mean(errors**2))
@@ -111,18 +65,7 @@ def regression_metrics(probabilities: np.ndarray, label_values: np.ndarray, valu
 
 
 def primary_metric(summary: dict) -> str:
-    """The metric a run is compared by: test RMSE for a regression, else test accuracy.
-
-    Parameters
-    ----------
-    summary : dict
-        A run's summary (its metrics by name).
-
-    Returns
-    -------
-    str
-        ``"test_rmse"`` when the summary has a test RMSE, else ``"test_accuracy"``.
-    """
+    """The metric a run is compared by: test RMSE for a regression, else test accuracy."""
     return "test_rmse" if summary.get("test_rmse") is not None else "test_accuracy"
 
 

@@ -14,22 +14,10 @@ from labeldp.errors import RunLockedError
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp)`` on a temporary file next to ``path``, then move it into place in one ``os.replace``.
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then ``os.replace`` it into place; ``path``.
 
-    ``os.replace`` is atomic on POSIX and Windows: readers see the old file or the new one, never a
-    mix. The temporary name keeps the suffix, so writers that add one (numpy's ``savez``) do not.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file to write.
-    write : callable
-        Writes the content to the ``pathlib.Path`` it is given.
-
-    Returns
-    -------
-    pathlib.Path
-        ``path``.
+    Readers see the old file or the new one, never a mix. The temporary name keeps the suffix, so
+    writers that add one (numpy's ``savez``) do not.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
@@ -42,63 +30,20 @@ def write_atomic(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (:func:`write_atomic`).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file to write.
-    text : str
-        Its content.
-
-    Returns
-    -------
-    pathlib.Path
-        ``path``.
-    """
+    """Write ``text`` to ``path`` atomically (:func:`write_atomic`)."""
     return write_atomic(path, lambda tmp: tmp.write_text(text))
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
-    """``data`` as indented JSON with sorted keys and a final newline, written atomically.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file to write.
-    data : object
-        JSON-serialisable data.
-
-    Returns
-    -------
-    pathlib.Path
-        ``path``.
-    """
+    """``data`` as indented JSON with sorted keys and a final newline, written atomically."""
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 @contextlib.contextmanager
 def exclusive_lock(path: str | os.PathLike, holder: str) -> Iterator[None]:
-    """Hold an exclusive lock on the file ``path`` (created if missing) for the duration.
+    """Hold an exclusive lock on the file ``path`` (created if missing) for the block.
 
-    Two processes then never work on ``holder`` at once.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The lock file.
-    holder : str
-        What the lock protects, for the message.
-
-    Returns
-    -------
-    contextlib.AbstractContextManager
-        A context manager that holds the lock inside its block.
-
-    Raises
-    ------
-    labeldp.errors.RunLockedError
-        If another process holds the lock.
+    One process at a time then works on ``holder``; RunLockedError if another holds it.
     """
     with open(path, "w") as handle:
         try:

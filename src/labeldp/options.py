@@ -1,10 +1,9 @@
 """Configuration fields that carry their own command-line help: each default is stated once, in its
-dataclass, and the ``labeldp`` flags are generated from the fields (in the manner of nanoGPT's
-configurator).
+dataclass, and the ``labeldp`` flags are generated from the fields (after nanoGPT's configurator).
 
 A field declared with :func:`option` gets ``--its-name`` (``flag`` renames it), a type from its
-annotation, and the help text; a boolean that defaults to True becomes ``--no-its-name``. Nested
-configuration dataclasses (the training, DP-SGD and PATE settings) become argument groups.
+annotation and its help; a boolean defaulting to True becomes ``--no-its-name``; a nested settings
+dataclass becomes an argument group.
 """
 
 from __future__ import annotations
@@ -31,27 +30,14 @@ def option(
 
     Parameters
     ----------
-    default : object
-        The default value, stated here once.
-    help : str
-        The help text of its flag.
-    flag : str, optional
-        The flag, when not ``--its-name``.
     choices : iterable or callable, optional
-        The allowed values, or a function returning them, called when the parser is built (so that a
-        registry filled on import can supply them).
-    metavar : str, optional
-        The flag's metavar.
+        The allowed values, or a function returning them when the parser is built (so a registry
+        filled on import can supply them).
     default_factory : callable, optional
         For a mutable default (a nested settings dataclass).
     method_specific : bool
-        An option that only some methods use (they name it in ``Method.uses``): with a method that
-        does not, a value other than the default is refused rather than ignored.
-
-    Returns
-    -------
-    dataclasses.Field
-        The field.
+        An option only some methods use (named in ``Method.uses``): with another method, a value other
+        than the default is refused rather than ignored.
     """
     metadata = {"help": help, "flag": flag, "choices": choices, "metavar": metavar, "method_specific": method_specific}
     if default_factory is not _MISSING:
@@ -60,24 +46,10 @@ def option(
 
 
 def annotation_type(annotation: str) -> tuple[type, bool]:
-    """(element type, is a tuple) of an annotation written as a string (postponed annotations).
+    """(element type, is a tuple) of a string annotation such as ``"tuple[str, ...] | None"``.
 
-    Parameters
-    ----------
-    annotation : str
-        A field's annotation, e.g. ``"float | None"`` or ``"tuple[str, ...] | None"``.
-
-    Returns
-    -------
-    element : type
-        ``float``, ``int`` or ``str``: the type of the value, or of each element of a tuple.
-    is_tuple : bool
-        Whether the annotation is a tuple.
-
-    Raises
-    ------
-    TypeError
-        For an annotation with no command-line type (e.g. ``bool``, which is a switch, or a dataclass).
+    The element type is float, int or str; an annotation with no command-line type (``bool`` is a
+    switch, a dataclass a group) is a TypeError.
     """
     text = annotation.replace(" ", "")
     for name, python_type in (("float", float), ("int", int), ("str", str)):
@@ -97,22 +69,11 @@ def add_dataclass_arguments(
     cls: type,
     groups: dict[str, tuple[str, str]] | None = None,
 ) -> None:
-    """Add a flag for every :func:`option` field of dataclass ``cls``; a field holding a dataclass
-    becomes an argument group (``groups`` gives its title and description by field name).
+    """Add a flag for every :func:`option` field of dataclass ``cls``; a nested dataclass becomes a group.
 
-    A flag the user does not type sets nothing (``argparse.SUPPRESS``): the parsed namespace holds
-    exactly what was typed (:func:`typed_options`), and :func:`dataclass_from_args` fills in the rest
-    from the dataclass's defaults, stated once in its fields. The help shows each default.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser or argparse._ArgumentGroup
-        Where the flags are added.
-    cls : type
-        A dataclass whose fields are declared with :func:`option` (it must build with no arguments).
-    groups : dict or None, optional
-        Field name -> (title, description) of the argument group of a nested settings dataclass
-        (default: the field's name as the title, no description).
+    ``groups`` gives a group's (title, description) by field name. An untyped flag sets nothing
+    (``argparse.SUPPRESS``), so the namespace holds exactly what was typed (:func:`typed_options`) and
+    :func:`dataclass_from_args` takes the rest from the dataclass's defaults. The help shows each default.
     """
     groups = groups or {}
     defaults = cls()
@@ -140,25 +101,9 @@ def add_dataclass_arguments(
 
 
 def flag_of(cls: type, name: str) -> str:
-    """The command-line flag of field ``name`` of dataclass ``cls`` (or of a settings dataclass it nests),
-    as :func:`add_dataclass_arguments` names it (``--no-augment`` for a switch that defaults to True).
+    """The flag of field ``name`` of ``cls`` or of a dataclass it nests (KeyError if none).
 
-    Parameters
-    ----------
-    cls : type
-        A dataclass whose fields are declared with :func:`option`.
-    name : str
-        A field's name.
-
-    Returns
-    -------
-    str
-        The flag, e.g. ``"--epsilon"``.
-
-    Raises
-    ------
-    KeyError
-        If neither ``cls`` nor a settings dataclass it nests has a field ``name``.
+    ``--no-augment`` for a switch that defaults to True.
     """
     defaults = cls()
     for field in dataclasses.fields(cls):
@@ -174,20 +119,7 @@ def flag_of(cls: type, name: str) -> str:
 
 
 def typed_options(args: argparse.Namespace, cls: type) -> set[str]:
-    """The fields of dataclass ``cls`` (and of the settings it nests) that the user typed a flag for.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        What :func:`add_dataclass_arguments`' flags parsed.
-    cls : type
-        The dataclass.
-
-    Returns
-    -------
-    set of str
-        Field names (a nested setting's fields by their own names).
-    """
+    """The field names of ``cls`` (and of the settings it nests) that the user typed a flag for."""
     typed, defaults = set(), cls()
     for field in dataclasses.fields(cls):
         default = getattr(defaults, field.name)
@@ -199,21 +131,7 @@ def typed_options(args: argparse.Namespace, cls: type) -> set[str]:
 
 
 def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:
-    """An instance of ``cls`` from the parsed flags of :func:`add_dataclass_arguments`: what was typed,
-    the defaults for the rest.
-
-    Parameters
-    ----------
-    cls : type
-        The dataclass the flags were added for.
-    args : argparse.Namespace
-        The parsed flags.
-
-    Returns
-    -------
-    object
-        An instance of ``cls`` (nested settings built the same way); a tuple option's list becomes a tuple.
-    """
+    """An instance of ``cls`` from the flags of :func:`add_dataclass_arguments`: what was typed, else the defaults."""
     values, defaults = {}, cls()
     for field in dataclasses.fields(cls):
         default = getattr(defaults, field.name)

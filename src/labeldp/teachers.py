@@ -1,15 +1,13 @@
-"""PATE for label DP (Papernot et al. 2017, 2018): teachers, their votes, and the student's data.
+"""PATE for label DP (Papernot et al. 2017, 2018): teachers, their votes, and the student's queries.
 
-The labelled training set is split into ``teachers`` disjoint parts, one teacher is trained (non-
-privately) on each, and the teachers vote on ``queries`` public inputs chosen before any vote is seen.
-A noisy aggregator (:mod:`labeldp.mechanisms.gnmax`) turns the votes into labels, and the student
-is trained on the answered queries only. Under label DP every input is public, so the queries are
-training inputs; the test set is left for evaluation.
+The training set is split into disjoint parts, a teacher trained (non-privately) on each, and the
+teachers vote on training inputs chosen before any vote is seen (under label DP inputs are public).
+A noisy aggregator (:mod:`labeldp.mechanisms.gnmax`) turns the votes into the student's labels.
 
-Privacy: only the aggregated answers leave the teachers. Replacing one label changes one teacher,
-which is what :mod:`labeldp.accounting.calibration` charges for. The teachers' own predictions are *not*
-private: they are kept in the run's ``private/`` folder only until the answers are released, so that
-a crash does not retrain the teachers, and deleted after.
+Privacy: only the aggregated answers leave; replacing one label changes one teacher, which
+:mod:`labeldp.accounting.calibration` charges for. The votes themselves are *not* private: they stay
+in the run's ``private/`` folder only until the answers are released, so a crash does not retrain
+the teachers.
 """
 
 from __future__ import annotations
@@ -37,24 +35,7 @@ from labeldp.training.stage import train_stage
 
 
 def partition_teachers(num_examples: int, teachers: int, seed: int) -> np.ndarray:
-    """Each example's teacher: a random split into ``teachers`` parts whose sizes differ by at most one.
-
-    The split depends on public settings only (the public stream ``"pate-partition"``), never on a label.
-
-    Parameters
-    ----------
-    num_examples : int
-        The number of training examples.
-    teachers : int
-        The number of teachers (parts).
-    seed : int
-        The run's public seed.
-
-    Returns
-    -------
-    numpy.ndarray
-        (num_examples,) int64, each example's teacher in [0, teachers).
-    """
+    """Each example's teacher: ``teachers`` parts of sizes differing by at most one, from a public stream."""
     order = public_rng(seed, "pate-partition").permutation(num_examples)
     teacher_of = np.empty(num_examples, dtype=np.int64)
     teacher_of[order] = np.arange(num_examples) % teachers
@@ -62,22 +43,7 @@ def partition_teachers(num_examples: int, teachers: int, seed: int) -> np.ndarra
 
 
 def select_queries(num_inputs: int, queries: int, seed: int) -> np.ndarray:
-    """The indices of the public inputs the teachers are asked about (fixed before any vote).
-
-    Parameters
-    ----------
-    num_inputs : int
-        The number of public inputs to choose from.
-    queries : int
-        How many to choose (at most ``num_inputs``).
-    seed : int
-        The run's public seed (the public stream ``"pate-queries"``).
-
-    Returns
-    -------
-    numpy.ndarray
-        (queries,) distinct indices in [0, num_inputs), sorted.
-    """
+    """The sorted indices of the public inputs the teachers are asked about (public stream ``pate-queries``)."""
     return np.sort(public_rng(seed, "pate-queries").choice(num_inputs, size=queries, replace=False))
 
 
@@ -100,61 +66,17 @@ def train_teachers(
     progress: bool = True,
     parallel: bool = False,
 ) -> np.ndarray | None:
-    """Train one teacher per part of (``inputs``, ``labels``) and return their votes on ``query_inputs``,
-    a (teachers, queries) array of class indices.
+    """Train one teacher per part of (``inputs``, ``labels``); their (teachers, queries) int16 votes.
 
-    ``build_model(t)`` returns teacher t's fresh model (initialised from a seed of its own); it trains
-    with ``config`` on the examples with ``teacher_of == t`` only. With ``checkpoint``, the votes of
-    finished teachers are saved after each one and a rerun continues with the next teacher.
-
-    With ``parallel`` (a collective call of every rank of a torchrun group; ignored in one process)
-    the ranks train the teachers in rounds, one each per round; rank 0 alone reads and writes the
-    ``checkpoint``, collects the votes and returns them (the other ranks return None). The votes are
-    computed from true labels without noise: they leave a rank only for rank 0's memory.
-
-    Reads the private labels (:func:`~labeldp.boundary.unseal`) and releases nothing: the votes are
-    *not* private, and may leave the teachers only through PATE's noisy aggregator
-    (:func:`~labeldp.boundary.release_pate_labels`), which records the spend.
-
-    Parameters
-    ----------
-    build_model : callable
-        ``build_model(t)`` -> teacher t's fresh ``torch.nn.Module``.
-    inputs : numpy.ndarray
-        The training inputs (public), one row per example.
-    labels : PrivateLabels
-        The true training labels, class positions in [0, num_classes) (a plain array is refused).
-    teacher_of : numpy.ndarray
-        (n,) each example's teacher (:func:`partition_teachers`); the number of teachers is its
-        maximum plus one.
-    query_inputs : numpy.ndarray
-        The public inputs the teachers vote on.
-    num_classes : int
-        K, the number of classes.
-    config : TrainConfig
-        The teachers' training settings (:func:`teacher_train_config`).
-    augmentation : str, optional
-        The dataset's data augmentation (default ``"none"``).
-    seed : int, optional
-        The run's public seed; teacher t trains from the public stream ``"pate-training"`` with id t
-        (default 0).
-    checkpoint : str or os.PathLike or None, optional
-        The ``.npz`` file of the finished teachers' votes (default None: none kept).
-    progress : bool, optional
-        Show a progress bar (default True).
-    parallel : bool, optional
-        Train across the ranks of a torchrun group (default False).
-
-    Returns
-    -------
-    numpy.ndarray or None
-        (teachers, queries) int16 class indices, each teacher's vote on each query; None on the ranks
-        other than rank 0 in a parallel run.
+    Reads the private labels and releases nothing: the votes are *not* private and may leave only through
+    :func:`~labeldp.boundary.release_pate_labels`, which records the spend. Teacher t is
+    ``build_model(t)``, trained on ``teacher_of == t`` from the public stream ``pate-training``. With
+    ``checkpoint``, the finished teachers' votes are saved after each and a rerun continues with the next.
+    With ``parallel`` (a collective call of a torchrun group) the ranks train a teacher each per round and
+    rank 0 alone touches the checkpoint and returns the votes (None on the others).
 
     Raises
     ------
-    labeldp.errors.RunDirectoryError
-        If ``checkpoint`` exists but cannot be read.
     labeldp.boundary.PrivateLabelAccessError
         If ``labels`` were withheld (they can be read only through earlier releases).
     """
@@ -269,20 +191,7 @@ def _train_teachers_in_rounds(
 
 
 def teacher_train_config(student: TrainConfig, config: PATEConfig) -> TrainConfig:
-    """The teachers' training settings: the student's, with PATE's own epochs and batch size.
-
-    Parameters
-    ----------
-    student : TrainConfig
-        The student's (the run's) training settings.
-    config : PATEConfig
-        PATE's settings (``teacher_epochs``, ``teacher_batch_size``).
-
-    Returns
-    -------
-    TrainConfig
-        A copy of ``student`` with PATE's teacher epochs and batch size, and mixup turned off.
-    """
+    """The teachers' training settings: the student's, with PATE's epochs and batch size and no mixup."""
     return dataclasses.replace(
         student, epochs=config.teacher_epochs, batch_size=config.teacher_batch_size, mixup_alpha=0.0
     )
