@@ -1,18 +1,30 @@
 """Labels per second of RR and RR-with-prior, against a straightforward per-example implementation.
 
 Both run in this process on the same machine; the per-example baseline (a Python loop, numpy per
-row) runs on a smaller sample and is reported per label. Usage: python benchmarks/mechanisms_speed.py
+row) runs on a smaller sample and is reported per label. Ours is the median of --repeats calls (and
+the best of them); the machine's load average is printed before and after, since a shared machine's
+other jobs slow every figure down. RR-with-prior computes its top-k sets on the cores no other
+process keeps busy (labeldp's thread policy): the threads it used are printed with it.
+
+``--previous FILE`` times an earlier rr.py against ours, calls alternating in this process (CPU time,
+which a busy machine disturbs less than the clock), and checks that both release the same labels for
+the same seed, e.g. ``git show af30d54:src/labeldp/mechanisms/rr.py > /tmp/rr_before.py``.
+Usage: python benchmarks/mechanisms_speed.py [--previous /tmp/rr_before.py]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
+import os
+import statistics
 import time
 
 import numpy as np
 
 from labeldp.mechanisms import randomized_response, rr_with_prior
+from labeldp.mechanisms._top_k import worker_threads
 
 
 def per_example_rr(labels: np.ndarray, num_classes: int, epsilon: float, rng: np.random.Generator) -> np.ndarray:
@@ -41,13 +53,46 @@ def per_example_rr_with_prior(
     return out
 
 
-def rate(function, count: int, repeats: int) -> float:
-    best = math.inf
+def rates(function, count: int, repeats: int) -> tuple[float, float]:
+    """Labels per second: the median and the best of ``repeats`` calls."""
+    seconds = []
     for _ in range(repeats):
         start = time.perf_counter()
         function()
-        best = min(best, time.perf_counter() - start)
-    return count / best
+        seconds.append(time.perf_counter() - start)
+    return count / statistics.median(seconds), count / min(seconds)
+
+
+def load() -> str:
+    return "load average " + ", ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def compare_previous(path: str, n: int, epsilon: float, repeats: int) -> None:
+    """CPU seconds of an earlier rr.py's rr_with_prior against ours, calls alternating; same releases."""
+    spec = importlib.util.spec_from_file_location("rr_before", path)
+    previous = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(previous)
+    rng = np.random.default_rng(1)
+    print(f"\nrr_with_prior against {path}, CPU ms per call (median of {repeats}, alternating; {load()}):")
+    for num_classes in (10, 100):
+        labels = rng.integers(0, num_classes, n)
+        priors = rng.dirichlet(np.full(num_classes, 0.3), size=n)
+        seconds: dict[str, list[float]] = {"previous": [], "ours": []}
+        same = True
+        for repeat in range(repeats):
+            for name, function in (("previous", previous.rr_with_prior), ("ours", rr_with_prior)):
+                start = time.process_time()
+                released = function(labels, priors, epsilon, np.random.default_rng(repeat))
+                seconds[name].append(time.process_time() - start)
+                if name == "previous":
+                    before = released
+            same &= all(np.array_equal(a, b) for a, b in zip(before, released))
+        old, new = (statistics.median(seconds[name]) for name in ("previous", "ours"))
+        print(
+            f"  K={num_classes:<4} previous {old * 1e3:7.0f}   ours {new * 1e3:7.0f}   {old / new:.2f}x   "
+            f"same releases for the same seed: {same}"
+        )
+    print(f"  ({load()})")
 
 
 def main() -> None:
@@ -55,10 +100,12 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10**6, help="labels per vectorised call (default 10^6)")
     parser.add_argument("--n-loop", type=int, default=20000, help="labels for the per-example baseline")
     parser.add_argument("--epsilon", type=float, default=1.0)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--previous", help="an earlier rr.py to time rr_with_prior against (see above)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     rows = []
+    before = load()
     for num_classes in (10, 100):
         labels = rng.integers(0, num_classes, args.n)
         priors = rng.dirichlet(np.full(num_classes, 0.3), size=args.n)  # peaked priors, as a model gives
@@ -75,17 +122,23 @@ def main() -> None:
                 lambda: per_example_rr_with_prior(labels[small], priors[small], args.epsilon, rng),
             ),
         ):
-            fast = rate(ours, args.n, args.repeats)
-            slow = rate(loop, args.n_loop, 1)
-            rows.append((name, num_classes, fast, slow, fast / slow))
-            print(f"  measured {name} K={num_classes}", flush=True)
+            fast, best = rates(ours, args.n, args.repeats)
+            slow = rates(loop, args.n_loop, 1)[0]
+            threads = worker_threads(args.n * num_classes) if name == "rr_with_prior" else 1
+            rows.append((name, num_classes, fast, best, slow, threads))
+            print(f"  measured {name} K={num_classes} ({load()})", flush=True)
     print(
-        f"\nLabels per second, epsilon={args.epsilon:g}, one process (numpy is single-threaded here); "
-        f"ours on {args.n:,} labels, per-example loop on {args.n_loop:,}:\n"
+        f"\nLabels per second, epsilon={args.epsilon:g}, one process; ours on {args.n:,} labels (median and best "
+        f"of {args.repeats}), per-example loop on {args.n_loop:,}; {before} before, {load()} after:\n"
     )
-    print(f"{'mechanism':<22}{'K':>5}{'ours (labels/s)':>18}{'per-example (labels/s)':>25}{'speed-up':>11}")
-    for name, num_classes, fast, slow, ratio in rows:
-        print(f"{name:<22}{num_classes:>5}{fast:>18,.0f}{slow:>25,.0f}{ratio:>10,.0f}x")
+    print(
+        f"{'mechanism':<22}{'K':>5}{'ours (labels/s)':>18}{'best (labels/s)':>18}{'per-example':>14}"
+        f"{'speed-up':>10}{'threads':>9}"
+    )
+    for name, num_classes, fast, best, slow, threads in rows:
+        print(f"{name:<22}{num_classes:>5}{fast:>18,.0f}{best:>18,.0f}{slow:>14,.0f}{fast / slow:>9,.0f}x{threads:>9}")
+    if args.previous:
+        compare_previous(args.previous, args.n, args.epsilon, args.repeats)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from labeldp.mechanisms import (
     rr_with_prior_likelihood,
     rr_with_prior_probabilities,
 )
+from labeldp.mechanisms import rr as rr_module
 from labeldp.randomness import SecureGenerator, as_generator
 from tests.helpers import frequencies_match
 
@@ -224,7 +225,7 @@ def test_realised_keep_probability_never_exceeds_the_nominal_one() -> None:
 @pytest.mark.parametrize("num_classes", range(2, 18))
 def test_sorting_network_sorts_every_zero_one_input(num_classes: int) -> None:
     """A comparator network sorts every input iff it sorts every 0-1 input (Knuth's 0-1 principle)."""
-    from labeldp.mechanisms.rr import _descending_rows
+    from labeldp.mechanisms._top_k import _descending_rows
 
     bits = (np.arange(2**num_classes)[None, :] >> np.arange(num_classes)[:, None]) & 1
     rows = np.stack(_descending_rows(bits.astype(np.float64)))
@@ -234,7 +235,7 @@ def test_sorting_network_sorts_every_zero_one_input(num_classes: int) -> None:
 def test_rr_with_prior_block_size_and_sorting_path_do_not_change_seeded_releases(monkeypatch) -> None:
     """Blocks of any size (in whole runs of draws) and np.sort instead of the network give the same k,
     the same top-k sets and, with one seed, the same releases."""
-    from labeldp.mechanisms import rr
+    from labeldp.mechanisms import _top_k, rr
 
     rng = np.random.default_rng(11)
     priors = rng.dirichlet(np.full(10, 0.3), size=3 * rr._CHUNK_ROWS + 17)
@@ -246,6 +247,90 @@ def test_rr_with_prior_block_size_and_sorting_path_do_not_change_seeded_releases
     top = prior_top_k(priors, 1.0)
     for entries, network in ((0, 32), (rr._CHUNK_ROWS * 20, 32), (1 << 30, 0)):
         monkeypatch.setattr(rr, "_CHUNK_ENTRIES", entries)
-        monkeypatch.setattr(rr, "_NETWORK_CLASSES", network)
+        monkeypatch.setattr(_top_k, "_NETWORK_CLASSES", network)
         for got, want in zip(rr_with_prior(labels, priors, 1.0, rng=3) + prior_top_k(priors, 1.0), reference + top):
             np.testing.assert_array_equal(got, want)
+
+
+def reference_seeded_releases(labels: np.ndarray, priors: np.ndarray, epsilon: float, gen) -> np.ndarray:
+    """RR-with-prior's releases for a generator, written out plainly: each row's top k from a stable sort
+    and numpy's argmax, then, in runs of 8192 rows, the run's uniforms (a label changes when its uniform
+    falls below the change probability) and the ranks of the released labels among the other members
+    in label order. rr_with_prior draws exactly this way, so a seed gives exactly these releases."""
+    num_classes = priors.shape[1]
+    weights = keep_probability(epsilon, np.arange(1, num_classes + 1))
+    order = np.argsort(-priors, axis=1, kind="stable")  # lower labels first among equal entries
+    k = (weights * np.cumsum(np.take_along_axis(priors, order, axis=1), axis=1)).argmax(axis=1) + 1
+    released = labels.copy()
+    for start in range(0, len(labels), 8192):
+        rows = np.arange(start, min(start + 8192, len(labels)))
+        members = [sorted(order[i, : k[i]]) for i in rows]
+        in_top = np.array([labels[i] in top for i, top in zip(rows, members)])
+        changed = gen.random(rows.size) < change_probability(epsilon, k[rows])
+        redraw = np.flatnonzero(changed | ~in_top)
+        ranks = gen.integers(0, k[rows][redraw] - in_top[redraw]) if redraw.size else []
+        for j, rank in zip(redraw, ranks):
+            released[rows[j]] = [c for c in members[j] if c != labels[rows[j]]][rank]
+    return released
+
+
+@pytest.mark.parametrize("num_classes", [3, 10, 40])
+def test_seeded_releases_follow_the_documented_draws(num_classes: int, monkeypatch) -> None:
+    """The same seed gives the same releases as the plain reference (ties at the threshold included),
+    with the top-k sets computed on the calling thread or on worker threads."""
+    from labeldp.mechanisms import _top_k
+
+    rng = np.random.default_rng(num_classes)
+    priors = rng.dirichlet(np.full(num_classes, 0.3), size=20000)
+    priors[:3000] = np.round(priors[:3000] * 3)  # ties
+    priors[:3000, 0] += priors[:3000].sum(axis=1) == 0
+    priors[:3000] /= priors[:3000].sum(axis=1, keepdims=True)
+    labels = rng.integers(0, num_classes, len(priors))
+    for epsilon in (0.5, 2.0):
+        expected = reference_seeded_releases(labels, priors, epsilon, np.random.default_rng(4))
+        np.testing.assert_array_equal(rr_with_prior(labels, priors, epsilon, rng=4)[0], expected)
+    monkeypatch.setattr(_top_k, "_PARALLEL_ENTRIES", 0)
+    monkeypatch.setattr(_top_k, "worker_threads", lambda entries: 3)
+    monkeypatch.setattr(rr_module, "_CHUNK_ENTRIES", 0)  # blocks of 8192 rows: several per thread
+    np.testing.assert_array_equal(rr_with_prior(labels, priors, 2.0, rng=4)[0], expected)
+    np.testing.assert_array_equal(prior_top_k(priors, 2.0)[1], reference_members(priors, 2.0))
+
+
+def reference_members(priors: np.ndarray, epsilon: float) -> np.ndarray:
+    """The top-k sets from a stable sort and numpy's argmax (see reference_seeded_releases)."""
+    num_classes = priors.shape[1]
+    order = np.argsort(-priors, axis=1, kind="stable")
+    objective = keep_probability(epsilon, np.arange(1, num_classes + 1)) * np.cumsum(
+        np.take_along_axis(priors, order, axis=1), axis=1
+    )
+    ranks = np.argsort(order, axis=1)
+    return ranks <= objective.argmax(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("epsilon", [1e-3, 0.5, 3.0, 36.0, 700.0, 740.0, 800.0])
+def test_the_scan_for_k_stops_early_only_where_no_later_k_can_win(epsilon: float, monkeypatch) -> None:
+    """k is the first maximiser of the objective as numpy computes it (sequential sums of the sorted
+    entries), on rows built so that the objectives of k, k + 1, ... tie up to rounding (a plateau,
+    where rounding alone decides which is largest), on rows with zeros and equal entries, and at
+    epsilons where e^-eps is subnormal or 0. The scan over k stops early for a block (here: one row)
+    only once no later k can win, so every k and top-k set is the full scan's."""
+    monkeypatch.setattr(rr_module, "_CHUNK_ROWS", 1)
+    monkeypatch.setattr(rr_module, "_CHUNK_ENTRIES", 0)
+    rng = np.random.default_rng(int(epsilon * 1000))
+    rows = []
+    c = math.exp(-epsilon)
+    for num_classes in (2, 5, 10, 33, 100):
+        for _ in range(300):
+            k = int(rng.integers(1, num_classes))
+            top = np.sort(rng.random(k))[::-1] + 1.0
+            if c > 0:  # entries at which the objectives of k, k+1, ... are equal in real numbers: a plateau
+                tie = min(top[-1], top.sum() / (k + 1 / c - 1))
+                top = np.append(top, [tie] * min(int(rng.integers(1, 5)), num_classes - k))
+            row = np.concatenate([top, rng.random(num_classes - top.size) * top[-1] * rng.choice([0.0, 1e-3, 1.0])])
+            rows.append((num_classes, rng.permutation(row / row.sum())))
+    for num_classes in (2, 5, 10, 33, 100):
+        priors = np.array([row for size, row in rows if size == num_classes] + [np.full(num_classes, 1 / num_classes)])
+        k, members = prior_top_k(priors, epsilon)
+        expected = reference_members(priors, epsilon)
+        np.testing.assert_array_equal(k, expected.sum(axis=1))
+        np.testing.assert_array_equal(members, expected)

@@ -12,8 +12,6 @@ All functions are vectorised over examples; there is no per-example Python loop.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from labeldp._validation import (
@@ -24,14 +22,13 @@ from labeldp._validation import (
     check_same_length,
 )
 from labeldp.errors import ConfigError
+from labeldp.mechanisms._top_k import blocks_top_k
 from labeldp.randomness import RandomSource, as_generator
 
 # Rows processed at a time by RR-with-prior: at least _CHUNK_ROWS, about _CHUNK_ENTRIES prior
 # entries (a 4 MiB block: memory stays bounded at any K, and per-block overheads stay small at K = 10).
 _CHUNK_ROWS = 1 << 13
 _CHUNK_ENTRIES = 1 << 19
-#: the largest K sorted by a sorting network (beyond it, np.sort along the class axis)
-_NETWORK_CLASSES = 32
 #: the smallest positive float (a uniform on the 2^-53 grid falls below it with probability 2^-53)
 _TINY = np.nextafter(0.0, 1.0)
 
@@ -129,103 +126,25 @@ def randomized_response(labels, num_classes: int, epsilon: float, rng: RandomSou
     return np.where(changed, (true + shift) % num_classes, true)
 
 
-def _cumsum_down(block: np.ndarray, dtype=None) -> np.ndarray:
-    """Cumulative sum over axis 0 of a (K, m) block, one vectorised add per row.
-
-    For short K and long m this is many times faster than ``np.cumsum(block, axis=0)``.
-    """
-    out = np.empty(block.shape, dtype=dtype or block.dtype)
-    out[0] = block[0]
-    for row in range(1, block.shape[0]):
-        np.add(out[row - 1], block[row], out=out[row])
-    return out
-
-
-@functools.cache
-def _sorting_network(num_classes: int) -> tuple[tuple[int, int], ...]:
-    """Batcher's odd-even merge sort on ``num_classes`` inputs: comparators (i, j), i < j, applied in
-    order. Built for the next power of two and restricted to the first ``num_classes`` wires (the
-    others hold -inf for a descending sort, so their comparators never exchange)."""
-    size = 1 << max(num_classes - 1, 0).bit_length()
-    pairs = []
-    merge = 1
-    while merge < size:
-        step = merge
-        while step >= 1:
-            for j in range(step % merge, size - step, 2 * step):
-                for i in range(min(step, size - j - step)):
-                    if (i + j) // (2 * merge) == (i + j + step) // (2 * merge) and i + j + step < num_classes:
-                        pairs.append((i + j, i + j + step))
-            step //= 2
-        merge *= 2
-    return tuple(pairs)
-
-
-def _descending_rows(priors_t: np.ndarray) -> list[np.ndarray]:
-    """The columns of a (K, m) block sorted in descending order, as K row arrays (row 0 the largest).
-
-    For K up to :data:`_NETWORK_CLASSES` a sorting network of elementwise maxima and minima over
-    whole rows (K = 10: 32 comparators), several times faster than ``np.sort`` along a short axis;
-    the sorted values are the same either way."""
-    num_classes = priors_t.shape[0]
-    if num_classes > _NETWORK_CLASSES:
-        return list(np.sort(priors_t, axis=0)[::-1])
-    rows = [np.array(row) for row in priors_t]  # copies, contiguous whatever the block's layout
-    spare = np.empty_like(rows[0])
-    for high, low in _sorting_network(num_classes):
-        np.maximum(rows[high], rows[low], out=spare)
-        np.minimum(rows[high], rows[low], out=rows[low])
-        rows[high], spare = spare, rows[high]
-    return rows
-
-
-def _top_k_columns(priors_t: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
-    """Algorithm 2's choice of k and the top-k label set, on a (K, m) block of priors (one column per
-    example; any memory layout).
-
-    k maximises keep_probability(eps, k) * (mass of the k largest prior entries); ties go to the
-    smallest k. Among equal prior entries, lower label indices rank first (a fixed, public order).
-
-    Returns (k of shape (m,), member mask of shape (K, m)).
-    """
-    num_classes, m = priors_t.shape
-    descending = _descending_rows(priors_t)
-    weights = keep_probability(epsilon, np.arange(1, num_classes + 1))
-    # The first k whose objective is strictly the largest so far: the smallest maximiser (argmax's rule).
-    mass = descending[0].copy()
-    best = mass * weights[0]
-    k = np.ones(m, dtype=np.min_scalar_type(num_classes))  # small while it is updated in place
-    threshold = descending[0]  # the k-th largest entry
-    objective = np.empty(m)
-    better = np.empty(m, dtype=bool)
-    for row in range(1, num_classes):
-        mass += descending[row]
-        np.multiply(mass, weights[row], out=objective)
-        np.greater(objective, best, out=better)
-        np.maximum(best, objective, out=best)
-        np.copyto(k, row + 1, where=better)
-        np.copyto(threshold, descending[row], where=better)
-    k = k.astype(np.int64)
-    member = np.greater_equal(priors_t, threshold, order="C")  # C order: rr_with_prior flattens it
-    tied = np.flatnonzero(member.sum(axis=0) != k)  # entries equal to the threshold beyond the k-th
-    if tied.size:
-        block, limit = priors_t[:, tied], threshold[tied]
-        greater, equal = block > limit, block == limit
-        room = k[tied] - greater.sum(axis=0)
-        member[:, tied] = greater | (equal & (_cumsum_down(equal, np.int32) <= room))
-    return k, member
-
-
 def _chunk_rows(num_classes: int) -> int:
     """Rows per block of RR-with-prior: about :data:`_CHUNK_ENTRIES` prior entries, a multiple of
     :data:`_CHUNK_ROWS` rows."""
     return _CHUNK_ROWS * max(1, _CHUNK_ENTRIES // (num_classes * _CHUNK_ROWS))
 
 
+def _top_k_blocks(prior: np.ndarray, epsilon: float):
+    """(start, stop, (k, member, flat)) for RR-with-prior's blocks of ``prior`` (mechanisms/_top_k.py)."""
+    weights = keep_probability(epsilon, np.arange(1, prior.shape[1] + 1))
+    return blocks_top_k(prior, weights, _chunk_rows(prior.shape[1]))
+
+
 def prior_top_k(priors, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
     """The k and the top-k label set that RR-with-prior uses for each row of ``priors``.
 
-    Reads no labels, so it is free of privacy cost.
+    k maximises keep_probability(eps, k) times the mass of the k largest prior entries, as float64
+    computes it (the entries added in descending order); ties go to the smallest k. Among equal prior
+    entries, lower label indices rank first (a fixed, public order). Reads no labels, so it is free of
+    privacy cost.
 
     Parameters
     ----------
@@ -249,14 +168,10 @@ def prior_top_k(priors, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
     """
     eps = check_epsilon(epsilon)
     prior = check_priors(priors)
-    n = prior.shape[0]
-    k = np.empty(n, dtype=np.int64)
+    k = np.empty(prior.shape[0], dtype=np.int64)
     members = np.empty(prior.shape, dtype=bool)
-    chunk = _chunk_rows(prior.shape[1])
-    for start in range(0, n, chunk):
-        stop = min(start + chunk, n)
-        k[start:stop], member_t = _top_k_columns(prior[start:stop].T, eps)
-        members[start:stop] = member_t.T
+    for start, stop, (block_k, member, _) in _top_k_blocks(prior, eps):
+        k[start:stop], members[start:stop] = block_k, member
     return k, members
 
 
@@ -268,6 +183,10 @@ def rr_with_prior(labels, priors, epsilon: float, rng: RandomSource = None) -> t
     probability e^eps/(e^eps+k-1), else one of the other k-1 is released uniformly; if it is not
     among them, a uniform label from the k is released. Each release is epsilon-label-DP as long as
     the prior row does not depend on that example's own label.
+
+    The top-k sets read no labels and draw nothing: on a large input they are computed on the free
+    cores (labeldp's thread policy, :mod:`labeldp.runtime`) while the noise is drawn on the calling
+    thread, in the same order whatever the threads, so a seeded generator gives the same releases.
 
     Parameters
     ----------
@@ -303,27 +222,18 @@ def rr_with_prior(labels, priors, epsilon: float, rng: RandomSource = None) -> t
     noisy = np.empty(n, dtype=np.int64)
     ks = np.empty(n, dtype=np.int64)
     change = change_probability(eps, np.arange(num_classes + 1))  # by k
-    block = _chunk_rows(num_classes)
-    for start in range(0, n, block):
-        stop = min(start + block, n)
-        m = stop - start
+    for start, stop, (k, member, flat) in _top_k_blocks(prior, eps):
         y = true[start:stop]
-        k, member = _top_k_columns(prior[start:stop].T, eps)
-        true_cell = y * m + np.arange(m)  # (y[i], i) in the flattened (K, m) member mask
-        flat_member = member.reshape(-1)
-        true_in_top_k = flat_member[true_cell]
+        row_start = np.arange(0, (stop - start) * num_classes, num_classes)  # row i's cells in member
+        true_in_top_k = member.reshape(-1)[row_start + y]
         rank = _released_ranks(gen, true_in_top_k, k, change)
-        # The candidates of a changed label are the top k without the true label; the released one
-        # is the candidate of the drawn rank: its class is the number of classes before it.
-        flat_member[true_cell] = False
-        small = np.min_scalar_type(-num_classes)  # ranks, counts and classes all lie in [-1, K]
-        rank = rank.astype(small)
-        seen = np.zeros(m, dtype=small)
-        position = np.zeros(m, dtype=small)
-        for label in range(num_classes):
-            seen += member[label]
-            position += seen <= rank
-        noisy[start:stop] = np.where(rank < 0, y, position)
+        # A changed label is the member of the drawn rank among the top k without the true label, in
+        # label order; row i's members are flat[first_i : first_i + k_i]. The r-th one is the r-th
+        # member, or the (r + 1)-th where the true label is a member at or below it.
+        changed = rank >= 0
+        at = np.cumsum(k) - k + np.maximum(rank, 0)
+        at += changed & true_in_top_k & (flat[at] - row_start >= y)
+        noisy[start:stop] = np.where(changed, flat[at] - row_start, y)
         ks[start:stop] = k
     return noisy, ks
 
@@ -335,13 +245,13 @@ def _released_ranks(gen, true_in_top_k: np.ndarray, k: np.ndarray, change: np.nd
     The draws go in runs of :data:`_CHUNK_ROWS` rows (the uniforms of a run, then the ranks of its
     changed labels), so a seeded generator gives the same releases whatever the block size."""
     rank = np.full(k.size, -1, dtype=np.int64)
+    probability, outside = change[k], ~true_in_top_k
+    candidates = k - true_in_top_k  # the top k without the true label
     for start in range(0, k.size, _CHUNK_ROWS):
         stop = min(start + _CHUNK_ROWS, k.size)
-        in_top = true_in_top_k[start:stop]
-        keep = in_top & ~_changed(gen, change[k[start:stop]])
-        redraw = np.flatnonzero(~keep)
+        redraw = np.flatnonzero(_changed(gen, probability[start:stop]) | outside[start:stop])
         if redraw.size:
-            rank[start + redraw] = gen.integers(0, k[start:stop][redraw] - in_top[redraw])
+            rank[start + redraw] = gen.integers(0, candidates[start:stop][redraw])
     return rank
 
 
