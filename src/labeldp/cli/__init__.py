@@ -35,18 +35,7 @@ COMMANDS = {
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The ``labeldp`` parser: every command listed, ``command``'s arguments built (the others' not).
-
-    Parameters
-    ----------
-    command : str, optional
-        The command whose arguments to build.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-        The parser.
-    """
+    """The ``labeldp`` parser: every command listed, only ``command``'s arguments built."""
     parser = argparse.ArgumentParser(
         prog="labeldp",
         description="Train models whose labels are private (label differential privacy); inputs are public.",
@@ -99,23 +88,11 @@ def _budget_variables(args: argparse.Namespace) -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``labeldp`` with ``argv`` (default: the process's arguments); returns the exit status.
+    """Run ``labeldp`` with ``argv`` (None: ``sys.argv[1:]``); returns the exit status.
 
-    A :class:`~labeldp.errors.LabelDPError` (or an attempt to read private labels outside the boundary)
-    is printed as one line, not raised; an argument error exits from argparse (status 2); Ctrl-C at any
-    point, start-up included, is one line and status 130.
-
-    Parameters
-    ----------
-    argv : list of str or None, optional
-        The arguments after the program's name (default None: ``sys.argv[1:]``).
-
-    Returns
-    -------
-    int
-        0 on success, 2 for an error a user can cause (among them a command other than ``train`` run
-        under ``torchrun``), 130 when interrupted.
-    """
+    A :class:`~labeldp.errors.LabelDPError` (or a read of private labels outside the boundary) is printed as
+    one line, status 2, as is any command but ``train`` under ``torchrun``; argparse's errors exit with 2;
+    Ctrl-C at any point, start-up included, is one line and status 130."""
     try:
         return _main(sys.argv[1:] if argv is None else list(argv))
     except KeyboardInterrupt:  # before the command started (imports, the parser) or while it said so

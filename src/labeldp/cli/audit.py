@@ -18,14 +18,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``audit``'s arguments: RUNDIR, the canaries, the confidence, the seed, the device and the
-    membership audit's options.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    """
+    """RUNDIR, the canaries, the confidence, the seed, the device and the membership audit's options."""
     parser.add_argument("run_dir", metavar="RUNDIR")
     parser.add_argument(
         "--canaries", type=int, help="number of canaries (default: 1000, or half the training set when it is smaller)"
@@ -72,23 +65,14 @@ def run(args: argparse.Namespace) -> None:
     lower bound (and, with ``--membership``, the membership inference audit's).
 
     The audit trains on the run's private labels again, with noise of its own: what it writes under
-    ``RUNDIR/audit`` (``audit.json``, ``membership.json``) is covered by each audit's own ledger
-    (``audit_ledger.json`` in its folder), not by the run's; the epsilon of everything in RUNDIR together
-    is printed, and ``RUNDIR/audit`` should be deleted before the run folder is shared.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments.
+    ``RUNDIR/audit`` is covered by each audit's own ledger, not the run's. The epsilon of everything in RUNDIR
+    together is printed; delete ``RUNDIR/audit`` before sharing the run folder.
 
     Raises
     ------
-    labeldp.errors.ConfigError
-        If ``--targets`` or ``--shadows`` is given without ``--membership``, or the audit's options cannot
-        work.
     labeldp.errors.RunDirectoryError
-        If RUNDIR holds no run to audit, or another audit of it stopped after releasing labels and before
-        recording them (before this audit spends anything).
+        If RUNDIR holds no run to audit, or another audit of it stopped between releasing labels and
+        recording them (refused before this audit spends anything).
     """
     from labeldp.accounting import PrivacyLedger
     from labeldp.accounting.rounding import format_epsilon, format_lower_bound

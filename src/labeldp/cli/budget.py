@@ -24,13 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """List the datasets' composed spend, or import ``folders`` first.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``import`` is given no folder, or folders without it.
-    """
+    """List the datasets' composed spend, importing ``folders`` first with ``import``."""
     from labeldp.accounting.datasets import budget_dir, ledgers
     from labeldp.accounting.rounding import format_epsilon
     from labeldp.errors import ConfigError

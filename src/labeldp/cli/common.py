@@ -24,12 +24,7 @@ OPTION_GROUPS = {
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of every RunConfig option, and --recipes, --device, --threads, --quiet.
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser (``train``'s or ``tune``'s).
-    """
+    """The flags of every RunConfig option, and ``--recipes``, ``--device``, ``--threads``, ``--quiet``."""
     parser.add_argument(
         "--recipes",
         metavar="FILE",
@@ -62,13 +57,7 @@ def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def recipe_options() -> set[str]:
-    """The options a recipe sets: ``model`` and the fields of the training, DP-SGD and PATE settings.
-
-    Returns
-    -------
-    set of str
-        The options' names as :class:`~labeldp.config.run.RunConfig` spells them.
-    """
+    """The options a recipe sets, as RunConfig spells them: ``model`` and the nested settings' fields."""
     defaults = RunConfig()
     return {"model"} | {
         field.name for section in ("train", "dpsgd", "pate") for field in dataclasses.fields(getattr(defaults, section))
@@ -76,48 +65,15 @@ def recipe_options() -> set[str]:
 
 
 def config_with_recipe(args: argparse.Namespace) -> RunConfig:
-    """The run the flags describe (:func:`config_and_recipe`'s configuration).
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments of ``train`` or ``tune``; unless ``args.quiet``, the recipe used is printed.
-
-    Returns
-    -------
-    labeldp.config.run.RunConfig
-        The run's configuration.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the flags do not make a valid configuration.
-    """
+    """The run the flags describe (:func:`config_and_recipe`'s configuration)."""
     return config_and_recipe(args)[0]
 
 
 def config_and_recipe(args: argparse.Namespace) -> tuple[RunConfig, AppliedRecipe]:
-    """The run the flags describe: every option the user typed as typed, every other option of a
-    recipe from the best known recipe of the dataset and method (:mod:`labeldp.recipes.training`; with
-    ``--prior``, the recipe of that prior where one exists, its settings included), the library's
-    defaults where there is none. Says which it used, and where it came from (the dataset's own, borrowed
-    from another dataset of the family, or none), in the words the run's summary records.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments of ``train`` or ``tune``; unless ``args.quiet``, the recipe used is printed.
-
-    Returns
-    -------
-    tuple of (labeldp.config.run.RunConfig, labeldp.recipes.applied.AppliedRecipe)
-        The run's configuration, and the recipe its options came from (with the flags typed over it).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the flags do not make a valid configuration.
-    """
+    """The run the flags describe, and the recipe its options came from: what the user typed as typed, every
+    other option of a recipe from the dataset's and method's best known one (:mod:`labeldp.recipes.training`;
+    with ``--prior``, that prior's where one exists), else the library's defaults. Unless ``args.quiet``, it
+    prints which, and where it came from, in the words the run's summary records."""
     from labeldp.recipes.applied import dataset_recipe
     from labeldp.recipes.training import recipe_for, with_recipe
 
@@ -141,51 +97,19 @@ THREADS_HELP = (
 
 
 def add_threads_argument(parser: argparse.ArgumentParser, help_text: str = THREADS_HELP) -> None:
-    """Add ``--threads``.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    help_text : str, optional
-        Its help (default :data:`THREADS_HELP`).
-    """
+    """Add ``--threads``."""
     parser.add_argument("--threads", type=int, metavar="N", help=help_text)
 
 
 def check_threads(args: argparse.Namespace) -> None:
-    """Refuse ``--threads`` below 1.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments (``args.threads``: an int or None).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``--threads`` is less than 1.
-    """
+    """Refuse (:class:`~labeldp.errors.ConfigError`) ``--threads`` below 1."""
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
 
 
 def set_threads(args: argparse.Namespace, dataset: str) -> None:
-    """torch's CPU threads: ``--threads``, else :func:`labeldp.runtime.default_threads` (re-checked
-    during training, :func:`labeldp.runtime.recheck_threads`).
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments (``args.threads``: an int or None).
-    dataset : str
-        The run's dataset, which sets the default.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``--threads`` is less than 1.
-    """
+    """torch's CPU threads: ``--threads``, else :func:`labeldp.runtime.default_threads` for ``dataset``
+    (re-checked during training, :func:`labeldp.runtime.recheck_threads`)."""
     from labeldp import runtime
 
     check_threads(args)

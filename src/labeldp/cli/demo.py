@@ -20,13 +20,7 @@ DEMO_FOLDER = "runs/demo-{time}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``demo``'s arguments, ``--out`` and ``--threads``.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    """
+    """``--out`` and ``--threads``."""
     parser.add_argument(
         "--out",
         help=f"folder for the demo's run directories (default: a new one, {DEMO_FOLDER} with the date and "
@@ -36,18 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def demo_folder(out: str | None) -> tuple[Path, bool]:
-    """The demo's folder: ``out``, or a new folder named by the date and time.
-
-    Parameters
-    ----------
-    out : str or None
-        The folder asked for (``--out``).
-
-    Returns
-    -------
-    tuple of (pathlib.Path, bool)
-        The folder, and whether it is new (nothing in it yet).
-    """
+    """The demo's folder (``out``, or a new one named by the date and time), and whether it is new."""
     if out is not None:
         folder = Path(out)
         return folder, not (folder.exists() and any(folder.iterdir()))
@@ -60,17 +43,11 @@ def demo_folder(out: str | None) -> tuple[Path, bool]:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Train the demo's profiles (:data:`DEMO_PROFILES`) on the embedded digits into ``--out`` (default a
-    new folder) and print their test accuracy by method and epsilon, mean ± std over the seeds.
+    """Train the demo's profiles (:data:`DEMO_PROFILES`) on the embedded digits into ``--out`` and print their
+    test accuracy by method and epsilon, mean ± std over the seeds.
 
-    Each run reads the digits' training labels and releases its model and metrics under its own label-DP
-    epsilon, the one its ledger gives (printed); the non-private runs have no such guarantee.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments.
-    """
+    Each run releases its model and metrics under its own label-DP epsilon, its ledger's (printed); the
+    non-private runs have no guarantee."""
     from labeldp import runtime
     from labeldp.accounting.rounding import format_epsilon
     from labeldp.cli.common import check_threads

@@ -11,13 +11,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``download``'s arguments: the dataset (one read from a folder) and ``--data-dir``.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    """
+    """The dataset (one read from a folder) and ``--data-dir``."""
     from labeldp.data.loading import folder_datasets
 
     parser.add_argument("dataset", choices=folder_datasets())
@@ -25,18 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Download the dataset's standard files into ``--data-dir`` (:func:`labeldp.data.download_dataset`).
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments.
-
-    Raises
-    ------
-    labeldp.errors.DataError
-        If a download fails.
-    """
+    """Download the dataset's standard files into ``--data-dir`` (:func:`labeldp.data.download_dataset`)."""
     from labeldp.data import download_dataset
 
     download_dataset(args.dataset, args.data_dir)

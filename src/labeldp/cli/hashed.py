@@ -21,13 +21,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``hashed``'s actions and their arguments.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    """
+    """``hashed``'s actions (``train``, ``predict``) and their arguments."""
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     _add_train(actions.add_parser("train", help="release once, train, write a run folder", description=DESCRIPTION))
     predict = actions.add_parser("predict", help="a finished run's probabilities for the rows of a table")
@@ -115,11 +109,6 @@ def _spec(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> None:
     """Run ``labeldp hashed train`` or ``labeldp hashed predict``.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments.
 
     Raises
     ------

@@ -12,13 +12,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``predict``'s arguments: RUNDIR, ``--table``, ``--out`` and ``--id-column``.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    """
+    """RUNDIR, ``--table``, ``--out`` and ``--id-column``."""
     parser.add_argument("run_dir", metavar="RUNDIR")
     parser.add_argument("--table", required=True, help="CSV or Parquet file with the run's feature columns")
     parser.add_argument("--out", required=True, help="scores file, .csv or .parquet")
@@ -26,16 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Score ``--table``'s rows with RUNDIR's model and write the scores to ``--out``
-    (:func:`labeldp.runs.predict.predict_table`).
-
-    It reads no private label: the scores are post-processing of the run's model, at no privacy cost.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments.
-    """
+    """Score ``--table``'s rows with RUNDIR's model into ``--out``
+    (:func:`labeldp.runs.predict.predict_table`): post-processing of the run's model, it reads no private
+    label and costs no privacy."""
     from labeldp.runs.predict import predict_table
 
     print(f"scores written: {predict_table(args.run_dir, args.table, args.out, args.id_column)}")

@@ -20,14 +20,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``privatize``'s arguments: the table, its label and id columns, the classes, epsilon, the prior,
-    the noise and ``--out``.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    """
+    """The table, its label and id columns, the classes, epsilon, the prior, the noise and ``--out``."""
     parser.add_argument(
         "--table", required=True, metavar="PATH", help="Parquet or CSV file, or a folder of them (read in sorted order)"
     )
@@ -130,22 +123,11 @@ def run(args: argparse.Namespace) -> None:
     """Release ``--table``'s label column once into the new folder ``--out``
     (:func:`labeldp.boundary.privatize_table`) and print what was written.
 
-    It reads the private labels and releases them by randomized response, or RR-with-prior with a prior:
-    epsilon-label-DP per row, once (the ledger's epsilon is printed); with ``--insecure-noise-seed`` the
-    noise can be regenerated, and the release is NOT PRIVATE (said so).
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments.
+    Randomized response, or RR-with-prior with a prior: epsilon-label-DP per row, once (the ledger's epsilon
+    is printed); with ``--insecure-noise-seed`` the release is NOT PRIVATE, and says so.
 
     Raises
     ------
-    labeldp.errors.ConfigError
-        If an option cannot work (epsilon, the prior, the batch rows, a privacy unit without its bound,
-        classes that do not fit the column).
-    labeldp.errors.MissingFileError
-        If ``--table`` does not exist.
     labeldp.errors.DataError
         If the table lacks a column, an id is duplicated, a unit or a label is missing, or a label is
         outside the classes, before anything is released.

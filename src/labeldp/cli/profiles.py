@@ -8,13 +8,7 @@ DESCRIPTION = "List the registered recipes whose key starts with PREFIX."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``profiles``'s arguments: the key PREFIX and ``--recipes``.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    """
+    """The key PREFIX and ``--recipes``."""
     parser.add_argument(
         "pattern",
         nargs="?",
@@ -30,19 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Print one line per registered profile matching PREFIX: its key, version, method, budget, dataset,
-    epochs and seed, in columns as wide as their longest entry.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If no profile matches PREFIX (the message lists the prefixes that do).
-    """
+    """Print one line per registered profile matching PREFIX (key, version, method, budget, dataset, epochs,
+    seed); a ConfigError lists the prefixes that match where none does."""
     from labeldp.errors import ConfigError
     from labeldp.recipes import list_profiles
 

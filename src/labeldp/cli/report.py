@@ -13,13 +13,7 @@ METRIC_NAMES = ("accuracy", "auc", "log-loss", "rmse", "mse", "mae")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``report``'s arguments: the sweep folder DIR and ``--metric``.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    """
+    """The sweep folder DIR and ``--metric``."""
     parser.add_argument("dir", metavar="DIR")
     parser.add_argument(
         "--metric",
@@ -29,15 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def print_report(folder: str, metric: str | None) -> None:
-    """Print the report of the sweep in ``folder`` and where its plot is.
-
-    Parameters
-    ----------
-    folder : str
-        The sweep folder (its ``results.csv``).
-    metric : str or None
-        One of :data:`METRIC_NAMES`, or None for the default (accuracy, or rmse for numeric labels).
-    """
+    """Print the report of the sweep in ``folder`` (:data:`METRIC_NAMES`; None: each dataset's own) and where
+    its plot is."""
     from labeldp.experiments.report import report
 
     text, plot = report(folder, metric)
@@ -46,11 +33,5 @@ def print_report(folder: str, metric: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Print the sweep's report and write its privacy-utility plot (:func:`print_report`).
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments.
-    """
+    """Print the sweep's report and write its privacy-utility plot."""
     print_report(args.dir, args.metric)

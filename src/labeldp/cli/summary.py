@@ -7,15 +7,8 @@ from labeldp.evaluation import chance_warning, describe_test_metrics
 
 
 def print_summary(summary: dict) -> None:
-    """One line: the method, the dataset, the test metrics, the ledger's epsilon, the time; NOT PRIVATE
-    where the noise can be regenerated.
-
-    Parameters
-    ----------
-    summary : dict
-        A run's summary (``summary.json``): ``method``, ``dataset``, the test metrics, ``epsilon``,
-        ``delta``, ``neighboring_relation``, ``seconds`` and the noise's ``noise_private`` and ``noise``.
-    """
+    """One line of a run's summary: the method, the dataset, the test metrics, the ledger's epsilon, the time;
+    NOT PRIVATE where the noise can be regenerated."""
     print(
         f"{summary['method']} on {summary['dataset']}: {describe_test_metrics(summary)}  "
         f"epsilon {format_epsilon(summary['epsilon'])} (delta {summary['delta']:g}, "

@@ -15,14 +15,8 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``sweep``'s arguments: ``--profiles`` or ``--grid`` (with ``--base``), ``--recipes``, the
-    workers, the data folder, the device and ``--out``.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    """
+    """``--profiles`` or ``--grid`` (with ``--base``), ``--recipes``, the workers, the data folder, the device
+    and ``--out``."""
     chosen = parser.add_mutually_exclusive_group(required=True)
     chosen.add_argument(
         "--profiles",
@@ -65,22 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Run the chosen profiles or the grid's combinations into ``--out`` (finished runs skipped,
-    unfinished ones resumed), then print the report.
-
-    Each run reads its dataset's private labels and releases under its own ledger's epsilon, as
-    ``labeldp train`` does.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``--base`` is given with ``--profiles``, no profile matches, or the grid cannot be read.
-    """
+    """Run the chosen profiles or the grid's combinations into ``--out`` (finished runs skipped, unfinished
+    ones resumed), then print the report. Each run releases under its own ledger, as ``labeldp train``."""
     from labeldp.cli.common import check_threads
     from labeldp.cli.report import print_report
     from labeldp.config.overrides import parse_assignments

@@ -21,14 +21,7 @@ PROFILE_OPTIONS = {"data_dir"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``train``'s arguments: ``--profile``, every run option (:func:`~labeldp.cli.common.add_run_arguments`),
-    ``--tune-budget`` (:class:`~labeldp.config.tuning.AutoTuneConfig`) and ``--out``.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    """
+    """``--profile``, every run option, ``--tune-budget`` and ``--out``."""
     parser.add_argument(
         "--profile",
         metavar="KEY",
@@ -43,15 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Train one run into ``--out`` (resumed if it exists) and print its summary.
 
-    The run reads the dataset's private labels; everything it writes (noisy labels, models, metrics,
-    summary) is released under the label-DP guarantee its ledger (``ledger.json``) accounts, whose
-    epsilon the summary prints (none for a non-private method; NOT PRIVATE where the noise can be
-    regenerated).
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments.
+    Everything the run writes is released under the label-DP guarantee its ledger accounts, whose epsilon the
+    summary prints (none for a non-private method; NOT PRIVATE where the noise can be regenerated).
 
     Raises
     ------
@@ -122,27 +108,9 @@ def _base_name(config) -> str:
 
 def tune_budget(args: argparse.Namespace, config) -> float:
     """The budget of tuning the run's learning rate on its own release: ``--tune-budget`` where the dataset
-    has no recipe of its own for the method (:func:`~labeldp.recipes.training.own_recipe`), else 0 (off);
-    also 0, said unless ``--quiet``, where ``--lr`` is typed (the option tuned) or under torchrun (the
-    candidates train in one process).
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        ``train``'s parsed arguments.
-    config : RunConfig
-        The run's configuration (its dataset, method and prior).
-
-    Returns
-    -------
-    float
-        The budget; 0 where the run is not tuned.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``--tune-budget`` is negative.
-    """
+    has no recipe of its own for the method (:func:`~labeldp.recipes.training.own_recipe`), else 0; also 0,
+    said unless ``--quiet``, where ``--lr`` is typed or under torchrun (the candidates train in one
+    process)."""
     from labeldp import runtime
     from labeldp.errors import ConfigError
     from labeldp.options import dataclass_from_args

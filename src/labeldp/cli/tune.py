@@ -23,14 +23,8 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``tune``'s arguments: every run option, the grid (``--grid`` or ``--grid-file``), ``--trials``,
-    ``--holdout``, the private selection's settings and ``--out``.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    """
+    """Every run option, ``--grid`` or ``--grid-file``, ``--trials``, ``--holdout``, the private selection's
+    settings and ``--out``."""
     add_run_arguments(parser)
     searched = parser.add_mutually_exclusive_group(required=True)
     searched.add_argument(
@@ -82,23 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_grid_file(path: str) -> dict:
-    """A JSON or YAML file holding a mapping of option names to their values.
-
-    Parameters
-    ----------
-    path : str
-        The grid file.
-
-    Returns
-    -------
-    dict
-        The option names, ``-`` spelled ``_``, to their values as the file gives them.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the file cannot be read, is neither JSON nor YAML, or does not hold a mapping of names.
-    """
+    """A JSON or YAML file's mapping of option names (``-`` spelled ``_``) to their values; a ConfigError for
+    a file that is neither, or holds no such mapping."""
     import yaml  # YAML is a superset of JSON
 
     from labeldp.errors import ConfigError
@@ -116,23 +95,8 @@ def read_grid_file(path: str) -> dict:
 
 def run(args: argparse.Namespace) -> None:
     """Tune the run's training options over the grid into ``--out`` (:func:`labeldp.experiments.tune.tune`)
-    and print the outcome.
-
-    The labels are released once and the candidates are scored on held-out released labels, never the
-    true ones: everything written is covered by the final run's ledger (one run's releases). DP-SGD is
-    tuned by private selection instead (:mod:`labeldp.dpsgd.selection`), under the one
-    ``RepeatAndSelectDpEvent`` its ledger records.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed arguments.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the grid or the options cannot work (refused before anything is spent).
-    """
+    and print the outcome: one release, candidates scored on held-out released labels, so everything written
+    is covered by the final run's ledger (DP-SGD: private selection, :mod:`labeldp.dpsgd.selection`)."""
     from labeldp.config.overrides import parse_assignments
     from labeldp.experiments.tune import format_tune, tune
 
