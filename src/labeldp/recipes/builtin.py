@@ -41,32 +41,17 @@ MNIST_FIT_TRAIN = TrainConfig(epochs=15, batch_size=128, lr=0.05, weight_decay=0
 CLUSTER_PRIOR = {"prior": "cluster", "prior_temperature": 4.0}
 METHODS_EPSILONS = (0.1, 0.5, 1, 2)
 
-#: MNIST at small budgets: LP-2ST whose stage-1 prior is 50 k-means clusters of a neighbour-graph
-#: embedding of the public training images (96 % pure), the histogram's share of epsilon by
-#: :func:`labeldp.priors.histogram_epsilon` (a rule on public sizes), untempered: with clusters this
-#: pure a tempered prior only dilutes them. The encoder and the clustering take about 20 s of a run.
+#: MNIST at small budgets: LP-2ST with :func:`~labeldp.recipes.training.mnist_spectral_options`'
+#: cluster prior, untempered: with clusters this pure a tempered prior only dilutes them.
 SMALL_EPSILONS = (0.05, 0.1, 0.5, 1, 2)
 
 
 def mnist_spectral_config(epsilon: float, seed: int = 0) -> RunConfig:
-    """The MNIST small-budget recipe at ``epsilon``: the encoder by cluster purity
-    (``benchmarks/cluster_purity.py``), 50 clusters rather than 100 (purity 96.2 % against 96.4 %,
-    with twice the examples per noisy count), the untempered prior, LP-2ST's training options
-    unchanged. Variants compared on MNIST's test accuracy at epsilon 0.5 (seed 0), the model prior at
-    temperature 3 (97.32 %) and combined priors (97.12 %), were no better than this (97.26 %).
-
-    Parameters
-    ----------
-    epsilon : float
-        The run's epsilon; the histogram's share is :func:`labeldp.priors.histogram_epsilon` of it.
-    seed : int, optional
-        The run's public seed (default 0).
-
-    Returns
-    -------
-    RunConfig
-        LP-2ST on MNIST with a cluster prior of 50 clusters of the spectral encoder, unresolved.
-    """
+    """The MNIST small-budget recipe at ``epsilon`` (unresolved): LP-2ST with
+    :func:`~labeldp.recipes.training.mnist_spectral_options`' prior, the encoder chosen by cluster purity
+    (``benchmarks/cluster_purity.py``), 50 clusters rather than 100 for twice the examples per noisy count,
+    LP-2ST's training options unchanged; the model prior at temperature 3 and combined priors were no better
+    on MNIST's test accuracy at epsilon 0.5."""
     return RunConfig(
         dataset="mnist",
         method="lp-2st",
@@ -82,24 +67,8 @@ MOVIELENS_EPSILONS = (0.5, 1, 2, 4, 8)
 
 
 def movielens_config(method: str, epsilon: float | None, seed: int = 0) -> RunConfig:
-    """The MovieLens recipe (:data:`labeldp.recipes.training.MOVIELENS_TRAIN`); RR-on-bins buys its
-    histogram prior with the default share of epsilon, at most 0.05
-    (:func:`~labeldp.recipes.training.movielens_options`).
-
-    Parameters
-    ----------
-    method : str
-        The method's name.
-    epsilon : float or None
-        The run's epsilon (None for ``"non-private"``).
-    seed : int, optional
-        The run's public seed (default 0).
-
-    Returns
-    -------
-    RunConfig
-        The run on MovieLens with its recipe, unresolved.
-    """
+    """The MovieLens run of ``method`` with its recipe (:data:`~labeldp.recipes.training.MOVIELENS_TRAIN`),
+    unresolved."""
     config = RunConfig(dataset="movielens", method=method, epsilon=epsilon, seed=seed)
     return with_recipe(config, recipe_for("movielens", method))
 

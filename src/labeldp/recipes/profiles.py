@@ -22,19 +22,7 @@ _LOADED_RECIPES: set[Path] = set()
 
 @dataclass(frozen=True)
 class Profile:
-    """A recipe: ``config`` under ``key``. Bump ``version`` when the recipe changes its results.
-
-    Attributes
-    ----------
-    key : str
-        The profile's key, slash-separated words (``mnist/e2/lp-2st/run0``).
-    config : RunConfig
-        The run's configuration.
-    version : int
-        The recipe's version (default 1).
-    description : str
-        A few words on what it is (default empty).
-    """
+    """A recipe: ``config`` under ``key``; bump ``version`` when the recipe changes its results."""
 
     key: str
     config: RunConfig
@@ -43,31 +31,13 @@ class Profile:
 
 
 def register(key: str, config: RunConfig, *, version: int = 1, description: str = "") -> Profile:
-    """Add a recipe. Keys are slash-separated words; registering a key twice is an error.
-
-    Parameters
-    ----------
-    key : str
-        Slash-separated words of letters, digits, ``_``, ``.``, ``+`` and ``-``.
-    config : RunConfig
-        The run's configuration, checked here (:meth:`~labeldp.config.run.RunConfig.resolved`) and kept
-        as given.
-    version : int, optional
-        The recipe's version (default 1).
-    description : str, optional
-        A few words on what it is (default empty).
-
-    Returns
-    -------
-    Profile
-        The registered profile.
+    """Add a profile: ``key`` is slash-separated words of letters, digits, ``_``, ``.``, ``+`` and ``-``, and
+    ``config`` is checked here (:meth:`~labeldp.config.run.RunConfig.resolved`) but kept as given.
 
     Raises
     ------
     labeldp.errors.ConfigError
-        If ``key`` is not slash-separated words, is registered already, or ``config`` does not resolve.
-    labeldp.errors.MissingFileError
-        If ``config`` names an encoder file that does not exist.
+        If ``key`` is malformed or registered already, or ``config`` does not resolve.
     """
     if not re.fullmatch(r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*", key):
         raise ConfigError(f"profile key {key!r} must be slash-separated words of letters, digits, _ . + -")
@@ -80,23 +50,7 @@ def register(key: str, config: RunConfig, *, version: int = 1, description: str 
 
 
 def get_profile(key: str) -> Profile:
-    """The profile registered under ``key`` (labeldp's own profiles are loaded first).
-
-    Parameters
-    ----------
-    key : str
-        The profile's full key.
-
-    Returns
-    -------
-    Profile
-        The profile.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If no profile has that key (the message suggests close keys).
-    """
+    """The profile registered under ``key``; a ConfigError suggests close keys."""
     _load_builtin()
     if key not in _REGISTRY:
         close = difflib.get_close_matches(key, list(_REGISTRY), n=3)
@@ -108,25 +62,8 @@ def get_profile(key: str) -> Profile:
 
 
 def list_profiles(pattern: str | None = None) -> list[Profile]:
-    """Profiles whose key starts with a match of the regular expression ``pattern`` (a full key, a
-    prefix such as ``mnist/`` or ``mnist/e2``, or a pattern such as ``mnist/e(1|2)/lp-2st``), sorted
-    by key. ``mnist/`` does not match ``fashion-mnist/...``: keys are matched from their start.
-
-    Parameters
-    ----------
-    pattern : str or None, optional
-        A regular expression (default None: every profile).
-
-    Returns
-    -------
-    list of Profile
-        The matching profiles, sorted by key.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``pattern`` is not a valid regular expression.
-    """
+    """The profiles whose key starts with a match of the regular expression ``pattern`` (``mnist/`` does not
+    match ``fashion-mnist/...``), sorted by key; None: all."""
     _load_builtin()
     try:
         regex = re.compile(pattern or "")
@@ -136,22 +73,8 @@ def list_profiles(pattern: str | None = None) -> list[Profile]:
 
 
 def load_recipes(path: str | Path) -> None:
-    """Execute a user's recipe file, which registers profiles with :func:`register`; once per
-    process, as an import is (a second call with the same file does nothing).
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The recipe file, Python.
-
-    Raises
-    ------
-    labeldp.errors.MissingFileError
-        If ``path`` is not a file.
-    labeldp.errors.ConfigError
-        Among whatever else the file raises when it is executed: a :func:`register` it calls refuses
-        its profile.
-    """
+    """Execute a user's recipe file, which registers profiles with :func:`register`; once per process, as an
+    import is."""
     path = Path(path)
     if not path.is_file():
         raise MissingFileError(f"recipe file {path} does not exist")
@@ -164,13 +87,7 @@ def load_recipes(path: str | Path) -> None:
 
 
 def loaded_recipes() -> tuple[Path, ...]:
-    """The recipe files this process has executed (a sweep's worker processes execute them too).
-
-    Returns
-    -------
-    tuple of pathlib.Path
-        Their resolved paths, sorted.
-    """
+    """The recipe files this process has executed, resolved and sorted (a sweep's workers execute them too)."""
     return tuple(sorted(_LOADED_RECIPES))
 
 

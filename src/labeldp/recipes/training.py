@@ -1,15 +1,12 @@
-"""The best known settings of each method on each dataset: what ``labeldp train`` uses when it is given
-no training options, and what the built-in profiles are made of.
+"""The best known settings of each method on each dataset: what ``labeldp train`` uses for the training
+options it is not given, and what the built-in profiles are made of.
 
-A recipe is the training side of a run (model, optimiser and schedule, the DP-SGD and PATE settings);
-the budget, the method and the seed stay the user's. Where no recipe exists (a table of one's own),
-the library's defaults apply: the MLP, 10 epochs of SGD (batch 128, learning rate 0.05, cosine
-schedule, weight decay 5e-4). How each recipe was chosen is in its ``source``: most were chosen by
-test accuracy, as the paper chose its own; that is evidence for that dataset only. Those chosen by
-``labeldp tune`` were chosen on a release of that dataset's own training labels: a run that takes
-them on that dataset inherits a choice its ledger does not count (a tune on the run's own release
-counts everything).
-"""
+A recipe is the training side of a run (model, optimiser and schedule, the DP-SGD and PATE settings); the
+budget, the method and the seed stay the user's. Without one (a table of one's own) the library's defaults
+apply. Each recipe's ``source`` says how it was chosen: most by test accuracy, as the paper chose its own,
+which is evidence for that dataset only. Those chosen by ``labeldp tune`` were chosen on a release of that
+dataset's own training labels: a run that takes them on that dataset inherits a choice its ledger does not
+count (a tune on the run's own release counts everything)."""
 
 from __future__ import annotations
 
@@ -30,21 +27,13 @@ class Recipe:
 
     Attributes
     ----------
-    train : TrainConfig
-        The training settings of each stage.
     model : str or None
-        The network (default None: the default for the inputs).
-    dpsgd : DPSGDConfig
-        DP-SGD's settings (default: their defaults).
-    pate : PATEConfig
-        PATE's settings (default: their defaults).
+        The network (None: the rule's for the inputs).
     source : str
-        How the recipe was chosen (default empty).
+        How the recipe was chosen.
     borrowed_from : str or None
-        The dataset of the family the recipe was chosen on, where it is another dataset's setting
-        (Fashion-MNIST and KMNIST take MNIST's); None (default): chosen on the dataset it is listed
-        for. ``labeldp train`` chooses a run's training options on its own release where a dataset
-        has no recipe of its own (:func:`own_recipe`).
+        The dataset of the family it was chosen on, where that is another one (Fashion-MNIST and KMNIST
+        take MNIST's); ``labeldp train`` then tunes on the run's own release instead (:func:`own_recipe`).
     """
 
     train: TrainConfig
@@ -58,34 +47,11 @@ class Recipe:
     borrowed_from: str | None = None
 
     def options_for(self, epsilon: float | None) -> dict[str, Any]:
-        """The run options besides training that the recipe sets.
-
-        Parameters
-        ----------
-        epsilon : float or None
-            The run's epsilon.
-
-        Returns
-        -------
-        dict
-            Option name -> value (none without an epsilon or without :attr:`run_options`).
-        """
+        """The run options besides training that the recipe sets at ``epsilon`` (none without one)."""
         return {} if self.run_options is None or epsilon is None else self.run_options(epsilon)
 
     def describe(self, epsilon: float | None = None) -> str:
-        """The recipe in a few words, as ``labeldp train`` prints it.
-
-        Parameters
-        ----------
-        epsilon : float or None, optional
-            The run's epsilon, for the run options the recipe sets at it.
-
-        Returns
-        -------
-        str
-            The network, epochs, batch size, optimiser and learning rate, weight decay, mixup or no
-            augmentation where they apply, and the run options.
-        """
+        """The recipe in a few words, as ``labeldp train`` prints it."""
         t = self.train
         parts = [
             f"network {self.model}" if self.model else "the rule's network for the inputs",
@@ -105,25 +71,21 @@ class Recipe:
         return ", ".join(parts)
 
 
-#: Embedded digits: the MLP, small batches, about a second per run on a CPU.
+#: Embedded digits: the MLP, small batches.
 DIGITS_TRAIN = TrainConfig(epochs=40, batch_size=32, lr=0.02, weight_decay=1e-3)
 #: The network of MNIST's PATE and small-budget cluster-prior recipes: the small CNN they were measured
 #: with. MNIST's other label-DP recipes take the rule's network (the ConvNet,
-#: :func:`labeldp.models.names.default_model_name`): on the same releases, LP-2ST with its recipe gave
-#: 97.91, 98.63, 98.03 % at epsilon 1 (noise seeds 1, 2, 3) against the small CNN's 98.11, 97.82, 97.93,
-#: and 99.33, 99.30 % at epsilon 2 (seeds 1, 2) against 99.35, 99.04 (``benchmarks/image_networks.py
-#: --lp2st``); LP-1ST 98.54 and 99.17 % at epsilon 1 and 2 (seed 1) against 97.87 and 99.10; ALIBI
-#: 98.53 % at epsilon 1 against 98.50.
+#: :func:`labeldp.models.names.default_model_name`), compared on the same releases in
+#: docs/guides/images.md ("The network").
 MNIST_MEASURED_MODEL = "cnn"
 #: MNIST family: SGD with Nesterov momentum, cosine schedule, +-2 px shifts.
 MNIST_TRAIN = TrainConfig(epochs=12, batch_size=128, lr=0.05, weight_decay=5e-4)
 #: MNIST ALIBI and LP-2ST: the same at learning rate 0.1, chosen by ``labeldp tune`` over lr 0.05 or
-#: 0.1 x 8 or 12 epochs: for ALIBI on one release at epsilon 1 (scored on 12,000 held-out released
-#: labels; test accuracy 98.50 %), for LP-2ST on the first stage's release at epsilon 2 (scored on
-#: 4,800 held-out stage-1 labels; the final run 99.26 %).
+#: 0.1 x 8 or 12 epochs: for ALIBI on one release at epsilon 1, for LP-2ST on the first stage's release
+#: at epsilon 2 (docs/guides/tuning.md).
 MNIST_TUNED_TRAIN = TrainConfig(epochs=12, batch_size=128, lr=0.1, weight_decay=5e-4)
 #: MNIST LP-1ST: learning rate 0.1 for 8 epochs, chosen by ``labeldp tune`` on one release at epsilon 2
-#: (the same 4 candidates; test accuracy 99.12 %, as the 12-epoch recipe's, in two thirds of its time).
+#: (the same 4 candidates).
 MNIST_LP1ST_TRAIN = TrainConfig(epochs=8, batch_size=128, lr=0.1, weight_decay=5e-4)
 #: CIFAR: ResNet-18 with crop+flip and mixup, as in the paper (a GPU job: --device cuda).
 CIFAR_TRAIN = TrainConfig(epochs=200, batch_size=128, lr=0.1, weight_decay=5e-4, mixup_alpha=8.0)
@@ -131,8 +93,8 @@ CIFAR_TRAIN = TrainConfig(epochs=200, batch_size=128, lr=0.1, weight_decay=5e-4,
 #: SGD with momentum, 40 epochs, parameter EMA for evaluation.
 DPSGD_MNIST_TRAIN = TrainConfig(epochs=40, batch_size=512, lr=0.5, weight_decay=0.0, augment=False)
 DPSGD_MNIST = DPSGDConfig(max_grad_norm=0.1, ema_decay=0.999)
-#: Digits DP-SGD: the MLP, expected batch 512 of the 1,347 images, clipping 1, 60 epochs (76.9 % +- 1.8
-#: at epsilon 2 over 3 seeds, the best of 5 settings by test accuracy; 75.8 % for batch 256, 40 epochs).
+#: Digits DP-SGD: the MLP, expected batch 512 of the 1,347 images, clipping 1, 60 epochs (the best of 5
+#: settings by test accuracy at epsilon 2).
 DPSGD_DIGITS_TRAIN = TrainConfig(epochs=60, batch_size=512, lr=1.0, weight_decay=0.0, augment=False)
 DPSGD_DIGITS = DPSGDConfig(max_grad_norm=1.0, ema_decay=0.99)
 #: PATE's student sees only its answered queries: more epochs on small batches.
@@ -140,10 +102,8 @@ PATE_STUDENT_TRAIN = TrainConfig(epochs=100, batch_size=32, lr=0.05, weight_deca
 #: MovieLens (100K's folder format): the recommender model, AdamW with strong decoupled weight decay on
 #: the embeddings, 10 epochs at batch 512; a tenth of each stage's examples is held out to keep the
 #: epoch whose model best fits their released ratings (noisy ratings are memorised within a few epochs
-#: at small epsilons). About 10 s per stage on 2 cores. Compared on the *test* RMSE (seed 0's split, one
-#: noise draw, rr-on-bins and lp-1st at epsilon 4 and non-private): 20 epochs, 20 epochs at lr 0.005,
-#: weight decay 0.5 or 2 and batch 256 were each worse for all three, so this recipe was kept unchanged
-#: (benchmarks/movielens.py).
+#: at small epsilons). 20 epochs, lr 0.005, weight decay 0.5 or 2 and batch 256 each gave a worse test
+#: RMSE (benchmarks/movielens.py).
 MOVIELENS_TRAIN = TrainConfig(epochs=10, batch_size=512, optimizer="adam", lr=0.01, weight_decay=1.0, validation=0.1)
 MOVIELENS_METHODS = ("lp-1st", "rr-on-bins", "rr-on-bins-mst", "laplace-regression")
 #: the most epsilon RR-on-bins' histogram prior buys on MovieLens (80,000 ratings: a count's noise is
@@ -156,44 +116,17 @@ SPECTRAL_CLUSTERS = 50
 
 
 def movielens_options(method: str) -> Callable[[float], dict[str, Any]] | None:
-    """What a MovieLens recipe sets besides training: RR-on-bins buys its histogram prior with the default
-    share of epsilon, at most :data:`MOVIELENS_PRIOR_EPSILON`; the other methods nothing.
-
-    Parameters
-    ----------
-    method : str
-        The run's method.
-
-    Returns
-    -------
-    callable or None
-        For an ``rr-on-bins`` method, ``epsilon -> {"prior_epsilon": ...}``, the prior's epsilon being
-        the lesser of :data:`MOVIELENS_PRIOR_EPSILON` and epsilon x ``DEFAULT_PRIOR_SHARE``; None for the
-        other methods.
-    """
+    """The run options of a MovieLens recipe: for an ``rr-on-bins`` method, the histogram prior's epsilon, the
+    default share of epsilon but at most :data:`MOVIELENS_PRIOR_EPSILON`; None for the other methods."""
     if not method.startswith("rr-on-bins"):
         return None
     return lambda epsilon: {"prior_epsilon": min(MOVIELENS_PRIOR_EPSILON, epsilon * DEFAULT_PRIOR_SHARE)}
 
 
 def mnist_spectral_options(epsilon: float) -> dict[str, Any]:
-    """MNIST's cluster prior at small budgets (profiles ``mnist/e*/lp-2st-spectral``): 50 k-means
-    clusters of a neighbour-graph embedding of the public training images (96 % pure), the histogram's
-    share of epsilon by :func:`labeldp.priors.clustering.histogram_epsilon` (a rule on public sizes),
-    untempered.
-
-    Parameters
-    ----------
-    epsilon : float
-        The run's epsilon.
-
-    Returns
-    -------
-    dict
-        The run options: ``prior`` ``"cluster"``, ``encoder`` ``"spectral"``, ``clusters``
-        (:data:`SPECTRAL_CLUSTERS`) and ``prior_epsilon`` (the histogram's share of ``epsilon``, a rule on
-        ``epsilon`` and the public numbers of training examples and clusters).
-    """
+    """MNIST's cluster prior at small budgets (profiles ``mnist/e*/lp-2st-spectral``): 50 k-means clusters of
+    a neighbour-graph embedding of the public training images, the histogram's share of ``epsilon`` by
+    :func:`labeldp.priors.clustering.histogram_epsilon` (a rule on public sizes), untempered."""
     from labeldp.priors.clustering import histogram_epsilon
 
     return {
@@ -264,67 +197,21 @@ PRIOR_RECIPES: dict[tuple[str, str, str], Recipe] = {
 
 
 def recipe_for(dataset: str, method: str, prior: str | None = None) -> Recipe | None:
-    """The recipe of ``method`` on ``dataset``, or None where only the library's defaults apply.
-
-    Parameters
-    ----------
-    dataset : str
-        A dataset's name.
-    method : str
-        A method's name.
-    prior : str or None, optional
-        The stage-1 prior; where a recipe of its own exists (:data:`PRIOR_RECIPES`) it is taken.
-
-    Returns
-    -------
-    Recipe or None
-        The recipe, from :data:`PRIOR_RECIPES` or :data:`RECIPES`.
-    """
+    """The recipe of ``method`` on ``dataset`` (a ``prior``'s own in :data:`PRIOR_RECIPES` first), or None
+    where only the library's defaults apply."""
     return PRIOR_RECIPES.get((dataset, method, prior)) or RECIPES.get((dataset, method))
 
 
 def own_recipe(dataset: str, method: str, prior: str | None = None) -> Recipe | None:
-    """The recipe of ``method`` on ``dataset`` where it was chosen on that dataset; None where there is
-    none, or where it is borrowed from another dataset of the family (:attr:`Recipe.borrowed_from`).
-
-    Parameters
-    ----------
-    dataset : str
-        A dataset's name.
-    method : str
-        A method's name.
-    prior : str or None, optional
-        The stage-1 prior (as :func:`recipe_for` takes it).
-
-    Returns
-    -------
-    Recipe or None
-        :func:`recipe_for`'s recipe, unless borrowed.
-    """
+    """:func:`recipe_for`'s recipe where it was chosen on ``dataset`` itself; None where there is none or it
+    is borrowed (:attr:`Recipe.borrowed_from`)."""
     recipe = recipe_for(dataset, method, prior)
     return recipe if recipe is not None and recipe.borrowed_from is None else None
 
 
 def with_recipe(config, recipe: Recipe, keep: set[str] = frozenset()):
-    """``config`` (a RunConfig) with its training settings, and the run options it sets
-    (:meth:`Recipe.options_for`), taken from ``recipe``, except the fields named in ``keep`` (the
-    options a user gave: ``epochs``, ``lr``, ``model``, ``max_grad_norm``, ``encoder``, ...), which stay
-    as ``config`` has them.
-
-    Parameters
-    ----------
-    config : RunConfig
-        The run's configuration.
-    recipe : Recipe
-        The recipe whose model, training, DP-SGD and PATE settings and run options are taken.
-    keep : set of str, optional
-        Names of the fields kept from ``config`` (default: none).
-
-    Returns
-    -------
-    RunConfig
-        A new configuration, unresolved; the budget, the method and the seed are ``config``'s.
-    """
+    """``config`` (unresolved) with its model, training, DP-SGD and PATE settings and the run options the
+    recipe sets taken from ``recipe``, except the fields named in ``keep`` (the options a user typed)."""
 
     def merged(recipe_part, given):
         return dataclasses.replace(
