@@ -15,9 +15,9 @@ class PATEConfig:
     """PATE's settings (the student trains as the run's :class:`~labeldp.config.train.TrainConfig` says); each
     field's meaning is its option's help.
 
-    The confident aggregator answers a query when its top vote count plus N(0, (threshold_noise_ratio *
-    sigma)^2) reaches ``threshold`` x teachers. Given the run's (epsilon, delta), :meth:`plan` fills in what
-    is left out:
+    ``noise_std`` (flag ``--vote-noise``) is GNMax's vote noise sigma, in votes. The confident aggregator
+    answers a query when its top vote count plus N(0, (threshold_noise_ratio * sigma)^2) reaches
+    ``threshold`` x teachers. Given the run's (epsilon, delta), :meth:`plan` fills in what is left out:
 
     - neither ``queries`` nor ``noise_std``: sigma = teachers / 4 (noisy votes still pick the
       consensus of well-trained teachers) and as many queries as the budget pays for;

@@ -17,7 +17,7 @@ class TrainConfig:
     """The training of one stage; each field's meaning is its option's help (``labeldp train --help``).
 
     ``epochs`` counts passes over the stage's training set; ``augment`` True (the default) uses the dataset's
-    augmentation (its flag is ``--no-augment``)."""
+    augmentation (its flag is ``--no-augment``); ``mixup_alpha``'s flag is ``--mixup``."""
 
     epochs: int = option(10, help="epochs of each stage")
     batch_size: int = option(128, help="mini-batch size (dp-sgd: the expected Poisson batch size)")
