@@ -41,14 +41,14 @@ MNIST_FIT_TRAIN = TrainConfig(epochs=15, batch_size=128, lr=0.05, weight_decay=0
 CLUSTER_PRIOR = {"prior": "cluster", "prior_temperature": 4.0}
 METHODS_EPSILONS = (0.1, 0.5, 1, 2)
 
-#: MNIST at small budgets: LP-2ST with :func:`~labeldp.recipes.training.mnist_spectral_options`'
-#: cluster prior, untempered: with clusters this pure a tempered prior only dilutes them.
+#: MNIST at small budgets: LP-2ST with ``mnist_spectral_options``' cluster prior, untempered: its clusters
+#: are nearly pure (docs/results.md), and tempering would only dilute them.
 SMALL_EPSILONS = (0.05, 0.1, 0.5, 1, 2)
 
 
 def mnist_spectral_config(epsilon: float, seed: int = 0) -> RunConfig:
     """The MNIST small-budget recipe at ``epsilon`` (unresolved): LP-2ST with
-    :func:`~labeldp.recipes.training.mnist_spectral_options`' prior, the encoder chosen by cluster purity
+    ``mnist_spectral_options``' prior, the encoder chosen by cluster purity
     (``benchmarks/cluster_purity.py``), 50 clusters rather than 100 for twice the examples per noisy count,
     LP-2ST's training options unchanged; the model prior at temperature 3 and combined priors were no better
     on MNIST's test accuracy at epsilon 0.5."""
