@@ -52,7 +52,7 @@ def per_example_kernel_grads(
     ``loop`` (the backend's fused convolution backward per row), ``row-groups-8`` and ``row-groups-32``
     (8 or 32 rows stacked along the channels as a grouped convolution's groups), ``patches`` (im2col and a
     batched product) and ``grouped`` (a grouped convolution with the output gradients as kernels). All run
-    on the calling thread: Python threads over rows ran about half as fast, as idle OpenMP workers spin
+    on the calling thread: Python threads over rows ran slower, as idle OpenMP workers spin
     after a parallel op. ``out`` (N, *conv.weight.shape), optional, receives the per-row gradients.
     """
     key = ("kernel_grads", *configuration(conv, examples, x, g), torch.get_num_threads())
