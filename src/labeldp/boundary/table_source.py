@@ -15,27 +15,25 @@ message for an unreadable CSV file is withheld (it can quote a row).
 
 from __future__ import annotations
 
-import contextlib
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pa_csv
 import pyarrow.dataset as ds
 
 from labeldp._validation import check_priors
 from labeldp.boundary.column import duplicated_ids_error
 from labeldp.boundary.domain import LabelDomain, canonical_label
 from labeldp.boundary.keys import canonical_text, row_keys
-from labeldp.errors import ConfigError, DataError, MissingFileError
+from labeldp.boundary.table_files import _describe, _is_csv, _reading, check_each_row_once, open_source, source_schema
+from labeldp.boundary.table_files import data_files as data_files
+from labeldp.boundary.table_files import file_kind as file_kind
+from labeldp.boundary.table_files import released_type as released_type
+from labeldp.errors import ConfigError, DataError
 
 _READ_ROWS = 1 << 16  # rows per batch read from a file
-_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".parq": "parquet", ".csv": "csv", ".txt": "csv", ".tsv": "tsv"}
 
 
 def arrow_positions(domain: LabelDomain, column: pa.Array | pa.ChunkedArray, where: str) -> np.ndarray:
@@ -81,177 +79,6 @@ def arrow_class_values(domain: LabelDomain, value_type: pa.DataType, column: str
         return pa.array(values, type=value_type)
     except (pa.ArrowInvalid, OverflowError) as error:
         raise ConfigError(f"the classes do not fit label column {column!r} ({value_type}): {error}") from None
-
-
-def open_source(source, text_columns: str | Sequence[str | None]) -> tuple[list[ds.Dataset], str]:
-    """The source as datasets to scan in order (one per file), and its description in words.
-
-    ``source`` is a Parquet or CSV file, a folder of them (:func:`data_files`), an Arrow table or dataset, or
-    a DataFrame; ``text_columns`` (the label, id and unit columns) are read as text from CSV files and from a
-    DataFrame's object columns.
-    """
-    text_columns = [text_columns] if isinstance(text_columns, str) else [c for c in text_columns if c]
-    if isinstance(source, pd.DataFrame):
-        return [ds.dataset(_frame_table(source, text_columns))], "an in-memory table"
-    if isinstance(source, pa.Table):
-        return [ds.dataset(source)], "an in-memory table"
-    if isinstance(source, ds.Dataset):
-        return [source], "a pyarrow dataset"
-    return [_open(f, text_columns) for f in data_files(source)], str(source)
-
-
-def data_files(source) -> list[Path]:
-    """The data files of a file or folder, in reading order: a folder's sorted, names starting with ``.`` or
-    ``_`` skipped (``.crc``, ``_SUCCESS``, ``_metadata`` are not data, as for pyarrow and Spark).
-    """
-    path = Path(source)
-    if not path.exists():
-        raise MissingFileError(f"table {path} does not exist")
-    if path.is_file():
-        return [path]
-    files = sorted(
-        f
-        for f in path.rglob("*")
-        if f.is_file() and not any(part.startswith((".", "_")) for part in f.relative_to(path).parts)
-    )
-    if not files:
-        raise DataError(f"folder {path} holds no data files")
-    return files
-
-
-def check_each_row_once(
-    files: int, described: str, id_column: str | None, unit_column: str | None, one_row_per_person: bool
-) -> None:
-    """Refuse a source of several files without ids or units unless the user states one row per person.
-
-    A row held twice (``events.csv`` beside ``events.parquet``) would be released twice under a ledger
-    showing one release. With ids, duplicates are caught (:func:`check_rows`); with units, a unit's rows are
-    bounded however often they occur. A single file is taken as holding each person once: rows are never
-    refused for having equal public columns.
-    """
-    if files > 1 and id_column is None and unit_column is None and not one_row_per_person:
-        raise DataError(
-            f"{described} holds {files} data files and no id column: a row held in two of them (a stray copy, "
-            "events.csv beside events.parquet) would be released twice under a ledger that shows one release. "
-            "Name an id column (--id-column, id_column=) so that duplicated rows are refused, or a privacy unit "
-            "(--privacy-unit), or state that every row is a different person (--one-row-per-person, "
-            "one_row_per_person=True)"
-        )
-
-
-def _frame_table(frame: pd.DataFrame, text_columns: list[str]) -> pa.Table:
-    """A DataFrame as an Arrow table, object text columns made text first: Arrow would infer their type from
-    the values and quote the first that does not fit.
-    """
-    objects = [c for c in text_columns if c in frame.columns and frame[c].dtype == object]
-    if objects:
-        frame = frame.assign(**{c: frame[c].map(lambda v: None if pd.isna(v) else str(v)) for c in objects})
-    try:
-        return pa.Table.from_pandas(frame, preserve_index=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise DataError(
-            "the DataFrame cannot be converted to an Arrow table: a column of mixed Python objects? "
-            "(pyarrow's message is withheld: it may quote a value)"
-        ) from None
-
-
-def _open(path: Path, text_columns: list[str]) -> ds.Dataset:
-    file_format = _file_format(path, text_columns)
-    with _reading(str(path), isinstance(file_format, ds.CsvFileFormat)):  # CSV: reads the first block
-        return ds.dataset(path, format=file_format)
-
-
-def file_kind(path: Path) -> str:
-    """``"parquet"``, ``"csv"`` or ``"tsv"`` from a data file's suffixes (``.gz`` or ``.bz2`` may follow a CSV's)."""
-    suffixes = [s.lower() for s in Path(path).suffixes]
-    if suffixes and suffixes[-1] in (".gz", ".bz2") and len(suffixes) > 1:
-        suffixes = suffixes[:-1]  # compressed CSV: pyarrow reads it by its extension
-    kind = _FORMATS.get(suffixes[-1] if suffixes else "")
-    if kind is None:
-        raise DataError(f"{path} is not a Parquet (.parquet, .pq) or CSV (.csv, .tsv, optionally .gz) file")
-    return kind
-
-
-def _file_format(path: Path, text_columns: list[str]) -> ds.FileFormat:
-    kind = file_kind(path)
-    if kind == "parquet":
-        # Pages read through a 1 MiB buffer, not whole column chunks read ahead ("pre-buffering", which
-        # helps on object stores): bounded memory, and on a local disk a scan in a third of the CPU time.
-        return ds.ParquetFileFormat(
-            default_fragment_scan_options=ds.ParquetFragmentScanOptions(
-                pre_buffer=False, use_buffered_stream=True, buffer_size=1 << 20
-            )
-        )
-    # The labels, ids and units are read as text. Left to itself, pyarrow infers a column's type from
-    # the values of the file's first block: a private label would decide it, a later label that does not
-    # fit it would fail the read with an error quoting it, and a user id would be 17 here, "17" there.
-    # Empty strings stay strings: no spelling of a label is a missing value.
-    return ds.CsvFileFormat(
-        parse_options=pa_csv.ParseOptions(delimiter="\t" if kind == "tsv" else ","),
-        convert_options=pa_csv.ConvertOptions(column_types={c: pa.string() for c in text_columns}),
-    )
-
-
-def _is_csv(dataset: ds.Dataset) -> bool:
-    return isinstance(getattr(dataset, "format", None), ds.CsvFileFormat)
-
-
-@contextlib.contextmanager
-def _reading(where: str, csv: bool) -> Iterator[None]:
-    """pyarrow's read errors as DataErrors, a CSV reader's message withheld (it can quote a row's label)."""
-    try:
-        yield
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
-        detail = (
-            "pyarrow's message is withheld: it may quote a row, its label included"
-            if csv
-            else f"{type(error).__name__}: {error}"
-        )
-        raise DataError(f"{where} cannot be read ({detail})") from None
-
-
-def source_schema(datasets: list[ds.Dataset], columns: list[str]) -> pa.Schema:
-    """The needed columns' types from the first file (dictionary columns as their values); later files' ids
-    and priors are cast to them, their labels never (:func:`read_batches`).
-    """
-    for dataset in datasets:
-        missing = [c for c in columns if c not in dataset.schema.names]
-        if missing:
-            raise DataError(
-                f"columns {missing} not found in {_describe(dataset)}; its columns are {dataset.schema.names}"
-            )
-    fields = [datasets[0].schema.field(c) for c in columns]
-    return pa.schema(
-        [field.with_type(field.type.value_type) if pa.types.is_dictionary(field.type) else field for field in fields]
-    )
-
-
-def released_type(datasets: list[ds.Dataset], domain: LabelDomain) -> pa.DataType:
-    """The type of ``released_label``, from the declared classes and whether a file is CSV, never from a label
-    value or a type pandas guessed from them: int64 where every class is a whole number, float64 where every
-    class is a number, else string (always string with a CSV file, whose labels are read as text).
-    """
-    if any(_is_csv(dataset) for dataset in datasets):
-        return pa.string()
-    spellings = list(domain.lookup)
-    if all(re.fullmatch(r"-?\d+", s) and -(1 << 63) <= int(s) < (1 << 63) for s in spellings):
-        return pa.int64()
-    if all(_is_number(s) for s in spellings):
-        return pa.float64()
-    return pa.string()
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _describe(dataset: ds.Dataset) -> str:
-    files = getattr(dataset, "files", None)
-    return files[0] if files else "the table"
 
 
 def read_batches(
