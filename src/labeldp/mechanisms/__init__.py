@@ -1,7 +1,9 @@
 """Label randomisers: pure, vectorised numpy functions (no torch, no accounting).
 
-The true labels of a training set are read by these functions only. To record the privacy cost of a
-release, call them through :mod:`labeldp.boundary.release`, which writes each spend to a ledger.
+Start with :mod:`labeldp.mechanisms.rr`. The true labels of a training set are read by these
+functions only; call them through :mod:`labeldp.boundary.release` to record each spend on a ledger.
+Every ``rng`` is a seed, generator, ``"secure"`` or None (:mod:`labeldp.randomness`); invalid
+arguments raise :class:`labeldp.errors.ConfigError`.
 """
 
 from labeldp.mechanisms.bins import BinMaps, optimal_bins, rr_on_bins, rr_on_bins_likelihood, rr_on_bins_probabilities

@@ -1,47 +1,24 @@
 """RR-on-bins for regression labels (Ghazi et al., "Regression with Label Differential Privacy", ICLR 2023).
 
-Labels take values on a public, strictly increasing grid of G points (ratings 1..5, or a clipped
-range discretised by a fixed public rule; mapping a raw label to its grid index is a fixed function
-of that label alone, so it costs nothing extra). True labels are passed as grid *indices*.
+Labels are *indices* into a public, strictly increasing grid of G values. A monotone map Phi cuts the
+grid into d contiguous bins, bin j released as the value yhat_j: an example is released as
+yhat_{Phi(y)} with probability e^eps / (e^eps + d - 1), else as one of the other d - 1 bin values,
+uniformly. :func:`optimal_bins` picks, per prior row, the Phi, values and d that minimise the expected
+squared error.
 
-The mechanism: a monotone map Phi cuts the grid into d contiguous bins, bin j carrying the value
-yhat_j. An example whose label lies in bin Phi(y) is released as yhat_{Phi(y)} with probability
-e^eps / (e^eps + d - 1), otherwise as one of the other d - 1 bin values, uniformly. With d = 1 the
-output is a constant. Given a prior over the grid, :func:`optimal_bins` picks the Phi, the values and
-the d that minimise the expected squared error E[(release - y)^2] (the paper's optimal mechanism for
-the squared loss).
+Privacy guarantee (label DP, ``REPLACE_ONE``): each release is epsilon-DP with respect to its true
+label, *provided its prior row and the grid do not depend on its own label*; examples are randomised
+independently (epsilon per example, composed in parallel).
 
-Privacy guarantee (label DP, neighbours differ in one example's label, ``REPLACE_ONE``): each
-example's release is epsilon-DP with respect to its true label, *provided its prior row and the grid
-do not depend on its own label* (a prior from public inputs, from other examples' released labels,
-or released privately beforehand, with that release accounted separately). Examples are randomised
-independently: an array of releases costs epsilon per example, composed in parallel.
+Accounting: two labels in one bin give the same output distribution, two in different bins exactly RR
+over the example's d bin values; RR's privacy profile at fixed epsilon falls as buckets are added, so
+a release is recorded as ``RandomizedResponseDpEvent`` over the smallest d >= 2 among its examples
+(``NoOpDpEvent`` if every d = 1: a constant release). :func:`rr_on_bins` returns each example's d.
 
-Accounting: for one example, two labels in the same bin give identical output distributions and two
-labels in different bins give exactly RR over that example's d bin values. So every example's pair
-of output distributions is dominated by RR over its own d buckets, and since RR's privacy profile at
-fixed epsilon decreases in the number of buckets, the event to record for a release is dp_accounting's
-``RandomizedResponseDpEvent`` over the smallest d >= 2 among the examples (noise parameter
-d / (e^eps + d - 1)); examples with d = 1 release a constant and cost nothing (``NoOpDpEvent`` if all
-have d = 1). :func:`rr_on_bins` returns each example's d for this purpose.
-
-Exactness of the randomness: the decision to *not* release the true bin is ``U < q`` with
-``U = gen.random(n)`` (multiples of 2^-53 in [0, 1)) and q = (d-1) e^-eps / (1 + (d-1) e^-eps)
-computed without cancellation. The realised drop probability is q rounded *up* to a multiple of
-2^-53, never below q, so the realised epsilon never exceeds the nominal one, even where
-e^eps / (e^eps + d - 1) rounds to 1.0 in float64 (epsilon >~ 37). Where e^-eps underflows to 0
-(epsilon > ~745) q is floored at the smallest positive float, so a label still changes with
-probability 2^-53 (realised epsilon below 37 + ln(d - 1)). A dropped example then gets a uniform bin
-among the other d - 1 from ``gen.integers``. The exact probability functions report the nominal
+The true bin is dropped when ``gen.random(n) < q``, q = (d-1) e^-eps / (1 + (d-1) e^-eps): q rounded
+*up* to the 2^-53 grid, so the realised epsilon never exceeds the nominal one (as in
+:func:`labeldp.mechanisms.rr.randomized_response`). The probability functions report the nominal
 mechanism.
-
-Cost of :func:`optimal_bins`: one dynamic programme over contiguous partitions serves every d at
-once. It takes about G^3 / 6 vectorised additions and minimum comparisons per prior (loops over
-grid positions and bin counts only, vectorised over priors) and G^2 table entries per prior, solved
-in chunks of at most 2^21 entries (16 MiB); G = 50 and 10^4 priors take well under a second on one
-core. Give :func:`rr_on_bins` distinct priors and a ``prior_index`` when many examples share one.
-
-All functions are vectorised over examples; there is no per-example Python loop. Numpy only.
 """
 
 from __future__ import annotations
@@ -63,29 +40,21 @@ _CHUNK_ENTRIES = 1 << 21
 
 @dataclass(frozen=True, eq=False)
 class BinMaps:
-    """The optimal RR-on-bins maps of m priors over a grid of G points (arrays are read-only).
+    """The optimal RR-on-bins maps of m priors over a grid of G points (arrays made read-only in place).
 
-    Usually built by :func:`optimal_bins`; :func:`rr_on_bins` and the probability functions accept one
-    in place of the priors it was computed from.
-
-    Parameters
-    ----------
-    bin_of, values, d, expected_loss, grid : numpy.ndarray
-        The attributes of the same names. The arrays are made read-only in place (not copied).
-    epsilon : float
-        The privacy parameter the maps were computed for.
+    Built by :func:`optimal_bins`; :func:`rr_on_bins` and the probability functions accept one in place
+    of its priors, to reuse the solve.
 
     Attributes
     ----------
     bin_of : numpy.ndarray
-        (m, G) int64, the bin of every grid point: non-decreasing along the grid, from 0 to
-        ``d[i] - 1``, every bin non-empty.
+        (m, G) int64, each grid point's bin: non-decreasing from 0 to ``d[i] - 1``, no bin empty.
     values : numpy.ndarray
-        (m, G) float64, the released value of each bin; entries from ``d[i]`` on are NaN.
+        (m, G) float64, each bin's released value; NaN from ``d[i]`` on.
     d : numpy.ndarray
         (m,) int64, the number of bins.
     expected_loss : numpy.ndarray
-        (m,) float64, E[(release - y)^2] with y drawn from the prior (the optimum).
+        (m,) float64, the optimal E[(release - y)^2] under the prior.
     grid : numpy.ndarray
         (G,) float64, the grid the maps were computed for.
     epsilon : float
@@ -105,9 +74,9 @@ class BinMaps:
 
 
 def _drop_probability(epsilon: float, d) -> np.ndarray:
-    """q = (d-1) e^-eps / (1 + (d-1) e^-eps), the probability that RR over d bins does not release
-    the true bin, computed without cancellation; 0 where d = 1. For d >= 2 it is floored at the
-    smallest positive normal float, so that it stays > 0 where e^-eps underflows."""
+    """q = (d-1) e^-eps / (1 + (d-1) e^-eps) without cancellation, 0 where d = 1; floored at the smallest
+    positive float for d >= 2 so it stays > 0 where e^-eps underflows.
+    """
     d = np.asarray(d, dtype=np.float64)
     others = (d - 1.0) * math.exp(-epsilon)
     q = others / (1.0 + others)
@@ -122,7 +91,7 @@ def _keep_and_other(epsilon: float, d: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def _check_grid(grid) -> np.ndarray:
-    """Return ``grid`` as a 1-d float64 array of at least 2 finite, strictly increasing values."""
+    """``grid`` as a 1-d float64 array of at least 2 finite, strictly increasing values."""
     array = np.asarray(grid, dtype=np.float64)
     if array.ndim != 1:
         raise ConfigError(f"grid must be a 1-d array, got shape {array.shape}")
@@ -140,7 +109,7 @@ def _check_grid(grid) -> np.ndarray:
 
 
 def _check_bin_priors(priors, num_points: int) -> np.ndarray:
-    """Return ``priors`` as an (m, G) array of distributions over the grid (a 1-d prior gives m = 1)."""
+    """``priors`` as an (m, G) array of distributions over the grid (a 1-d prior gives m = 1)."""
     array = np.asarray(priors, dtype=np.float64)
     if array.ndim == 1:
         array = array[None, :]
@@ -165,7 +134,7 @@ def _check_maps(maps: BinMaps, grid: np.ndarray, epsilon: float) -> BinMaps:
 
 
 def _example_rows(num_examples: int, num_priors: int, prior_index) -> np.ndarray:
-    """For each example, the row of the priors it uses."""
+    """Each example's prior row."""
     if prior_index is None:
         if num_priors == 1:
             return np.zeros(num_examples, dtype=np.int64)
@@ -182,7 +151,7 @@ def _example_rows(num_examples: int, num_priors: int, prior_index) -> np.ndarray
 
 
 def _prefix(columns: np.ndarray) -> np.ndarray:
-    """(G + 1, r) prefix sums of a (G, r) block, row by row (each column summed in grid order)."""
+    """(G + 1, r) prefix sums of a (G, r) block, each column summed in grid order."""
     out = np.zeros((columns.shape[0] + 1, columns.shape[1]))
     for k in range(columns.shape[0]):
         np.add(out[k], columns[k], out=out[k + 1])
@@ -190,12 +159,11 @@ def _prefix(columns: np.ndarray) -> np.ndarray:
 
 
 def _interval_cost(end, start, totals, t: float, s: float):
-    """Optimal value and cost of the bins [a, b), with the in-bin weight e^eps scaled to 1 (others t).
+    """Optimal value and cost of the bins [a, b), in-bin weight e^eps scaled to 1 (others t, s = 1 - t).
 
-    ``end`` and ``start`` are (W, S1, S2) prefix sums at b and at a (mass, first and second moments
-    about the prior mean), ``totals`` the whole-grid sums. Returns (B / A, C - B^2 / A) where
-    A = t W + s W_I, B = t S1 + s S1_I, C = t S2 + s S2_I, s = 1 - t; the cost is the bin's share of
-    the expected loss times (1 + (d - 1) t) W. A = 0 only where t underflows and the bin is empty.
+    ``end``, ``start``: (W, S1, S2) prefix sums at b and a (mass, first and second moments about the
+    prior mean); ``totals``: the whole grid's. Returns (B / A, C - B^2 / A) with A = t W + s W_I (B, C
+    alike); the cost is the bin's share of the expected loss times (1 + (d - 1) t) W.
     """
     a = t * totals[0] + s * (end[0] - start[0])
     b = t * totals[1] + s * (end[1] - start[1])
@@ -206,7 +174,7 @@ def _interval_cost(end, start, totals, t: float, s: float):
 
 
 def _solve_chunk(prior: np.ndarray, grid: np.ndarray, epsilon: float):
-    """The dynamic programme on an (r, G) block of priors; see :func:`optimal_bins`."""
+    """The dynamic programme of :func:`optimal_bins` on an (r, G) block of priors."""
     num_points = grid.size
     rows = prior.shape[0]
     t, s = math.exp(-epsilon), -math.expm1(-epsilon)
@@ -270,38 +238,14 @@ def _solve_chunk(prior: np.ndarray, grid: np.ndarray, epsilon: float):
 def optimal_bins(priors, grid, epsilon: float) -> BinMaps:
     """The RR-on-bins maps that minimise the expected squared error under each prior row.
 
-    For a partition of the grid into intervals I_1..I_d, the expected loss is
-    sum_j sum_y P(y) w_j(y) (yhat_j - y)^2 / (e^eps + d - 1), w_j(y) = e^eps if y in I_j else 1, so
-    each bin's optimal value is its weighted mean and its cost does not depend on d. One dynamic
-    programme over contiguous partitions gives the best partition for every d; the d minimising the
-    loss is kept.
+    The loss is sum_j sum_y P(y) w_j(y) (yhat_j - y)^2 / (e^eps + d - 1), w_j(y) = e^eps inside I_j and
+    1 outside, so a bin's optimal value is its weighted mean and its cost does not depend on d: one
+    dynamic programme over contiguous partitions (about G^3 / 6 vectorised operations per prior) gives
+    the best partition for every d.
 
-    Ties (losses within 1e-9 of the prior's variance) are broken by a fixed rule, so the maps are a
-    pure function of (prior row, grid, epsilon) and do not depend on the other rows: the smallest d;
-    then, for that d, the last bin starts at the smallest grid index that still allows an optimal
-    partition, then the bin before it, and so on (the later bins are as wide as possible).
-
-    Parameters
-    ----------
-    priors : array_like
-        (m, G) array, each row a distribution over the G grid points (zeros allowed), or a
-        single (G,) prior (m = 1). Reads no labels: free of privacy cost.
-    grid : array_like
-        (G,) strictly increasing finite label values, G >= 2.
-    epsilon : float
-        Privacy parameter, > 0.
-
-    Returns
-    -------
-    BinMaps
-        The maps of the m priors. Cost: about m G^3 / 6 vectorised operations (see the module
-        docstring).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a finite number > 0, ``grid`` is not a 1-d array of at least 2 finite,
-        strictly increasing values, or ``priors`` is not an (m, G) array of distributions over the grid.
+    Ties (losses within 1e-9 of the prior's variance) go to the smallest d, then to the latest bins as
+    wide as possible, so a row's maps depend on (prior row, grid, epsilon) alone. ``priors`` is (m, G) or
+    one (G,) row and reads no labels: free of privacy cost.
     """
     eps = check_epsilon(epsilon)
     points = _check_grid(grid)
@@ -328,7 +272,7 @@ def _check_priors_or_maps(priors, grid: np.ndarray, epsilon: float) -> BinMaps |
 
 
 def _resolve_maps(priors, grid: np.ndarray, epsilon: float) -> BinMaps:
-    """The maps of ``priors`` (solved unless they are already a checked :class:`BinMaps`)."""
+    """The maps of ``priors``, solved unless they already are a :class:`BinMaps`."""
     checked = _check_priors_or_maps(priors, grid, epsilon)
     return checked if isinstance(checked, BinMaps) else optimal_bins(checked, grid, epsilon)
 
@@ -336,49 +280,20 @@ def _resolve_maps(priors, grid: np.ndarray, epsilon: float) -> BinMaps:
 def rr_on_bins(
     labels, grid, priors, epsilon: float, rng: RandomSource = None, prior_index=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Release each label by RR-on-bins with the optimal map for its prior (epsilon-label-DP each).
-
-    Each release is epsilon-DP with respect to the example's true label provided its prior row and the
-    grid do not depend on that label (see the module docstring).
-
-    Everything is checked before any randomness is drawn. Draws ``gen.random(n)``, then
-    ``gen.integers`` for the examples whose true bin was dropped.
+    """Release each label (a grid index) by RR-on-bins with its prior's optimal map: epsilon-label-DP each.
 
     Parameters
     ----------
-    labels : array_like of int
-        1-d integer array of true labels as grid indices in [0, G), length n.
-    grid : array_like
-        (G,) strictly increasing finite label values.
     priors : array_like or BinMaps
-        The public priors over the grid: (G,) shared by every example; (m, G) with
-        ``prior_index``; or (n, G), one row per example, without it. A :class:`BinMaps` from
-        :func:`optimal_bins` (same grid and epsilon) may stand for its priors, to reuse the solve.
-        A row must not depend on the label of an example that uses it.
-    epsilon : float
-        Privacy parameter, > 0.
-    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
-        Seed, ``numpy.random.Generator``, ``"secure"`` or None (see :mod:`labeldp.randomness`).
-    prior_index : array_like of int, optional
-        (n,) integers in [0, m): the prior row of each example. Examples
-        sharing a row share one solve of the dynamic programme.
+        Public priors over the grid: one (G,) row for all; (m, G) with ``prior_index`` ((n,) rows in
+        [0, m), one solve per distinct row); or (n, G) without. A row must not depend on the label of an
+        example that uses it.
 
     Returns
     -------
-    values : numpy.ndarray
-        (n,) float64, the released values.
-    bins : numpy.ndarray
-        (n,) int64, the released bin indices (what :func:`rr_on_bins_likelihood` takes).
-    d : numpy.ndarray
-        (n,) int64, each example's number of bins. The accounting event is RR over
-        ``d[d >= 2].min()`` buckets (see the module docstring).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon``, ``grid``, ``priors`` (or a :class:`BinMaps` computed for another grid or
-        epsilon), ``labels``, ``prior_index`` or ``rng`` is invalid, or the number of prior rows does
-        not match the number of examples.
+    values, bins, d : numpy.ndarray
+        (n,) released values, released bin indices (for :func:`rr_on_bins_likelihood`) and each
+        example's number of bins (the event is RR over ``d[d >= 2].min()`` buckets).
     """
     eps = check_epsilon(epsilon)
     points = _check_grid(grid)
@@ -399,32 +314,7 @@ def rr_on_bins(
 
 
 def rr_on_bins_probabilities(priors, grid, epsilon: float) -> np.ndarray:
-    """Exact release probabilities of RR-on-bins under each prior row.
-
-    P[i, y, b] = Pr[a label at grid index y is released as bin b] under prior row i (or a
-    :class:`BinMaps`). Bins b >= d[i] have probability 0.
-
-    Parameters
-    ----------
-    priors : array_like or BinMaps
-        (m, G) priors over the grid, a single (G,) prior, or a :class:`BinMaps` computed for the same
-        grid and epsilon.
-    grid : array_like
-        (G,) strictly increasing finite label values.
-    epsilon : float
-        Privacy parameter, > 0.
-
-    Returns
-    -------
-    numpy.ndarray
-        float64 array P of shape (m, G, G).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon``, ``grid`` or ``priors`` is invalid, or a :class:`BinMaps` was computed for
-        another grid or epsilon.
-    """
+    """Exact (m, G, G) release probabilities: P[i, y, b] = Pr[grid index y -> bin b] under prior row i."""
     eps = check_epsilon(epsilon)
     points = _check_grid(grid)
     maps = _resolve_maps(priors, points, eps)
@@ -436,36 +326,10 @@ def rr_on_bins_probabilities(priors, grid, epsilon: float) -> np.ndarray:
 
 
 def rr_on_bins_likelihood(released_bins, grid, priors, epsilon: float, prior_index=None) -> np.ndarray:
-    """L[i, y] = Pr[example i is released as bin released_bins[i] | its true label is grid point y].
+    """L[i, y] = Pr[example i is released as bin released_bins[i] | true grid index y], shape (n, G).
 
-    Takes the same ``grid``, ``priors``, ``epsilon`` and ``prior_index`` as :func:`rr_on_bins` and
-    its released bins; equal to ``rr_on_bins_probabilities(...)[row_i, :, released_bins[i]]``
-    without building the (m, G, G) array. Shape (n, G). Uses only released values and public priors,
-    so it costs no privacy: the per-example noise channel a trainer needs.
-
-    Parameters
-    ----------
-    released_bins : array_like of int
-        (n,) bin indices released by :func:`rr_on_bins`.
-    grid : array_like
-        (G,) strictly increasing finite label values.
-    priors : array_like or BinMaps
-        The priors (or maps) the release used, as for :func:`rr_on_bins`.
-    epsilon : float
-        The privacy parameter of the release, > 0.
-    prior_index : array_like of int, optional
-        (n,) integers in [0, m): the prior row of each example, as for :func:`rr_on_bins`.
-
-    Returns
-    -------
-    numpy.ndarray
-        float64 array L of shape (n, G).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If an argument is invalid as for :func:`rr_on_bins`, or a released bin is not below its map's
-        number of bins (not an RR-on-bins release under these priors).
+    Takes :func:`rr_on_bins`'s arguments and released bins; free of privacy cost. A bin beyond its map's
+    d (not an RR-on-bins release under these priors) raises ConfigError.
     """
     eps = check_epsilon(epsilon)
     points = _check_grid(grid)

@@ -1,10 +1,8 @@
-"""Noise channels of labels randomized outside labeldp, and the guarantee a channel implies.
+"""Noise channels of labels randomized outside labeldp (e.g. Chrome's Attribution Reporting API), and
+the guarantee a channel implies.
 
-Browser and OS measurement APIs (for example Chrome's Attribution Reporting API) deliver event-level
-conversions already randomized, with a published channel: a flip rate, or a randomized-response
-matrix over value buckets. A channel is the (K, K) matrix M[y, z] = Pr[reported z | true y]. What it
-implies for one label is pure epsilon-DP with epsilon = max over z of ln(max_y M[y, z] / min_y M[y, z]):
-the largest factor by which the true label changes the probability of any report.
+A channel is the (K, K) matrix M[y, z] = Pr[reported z | true y]. It gives one label pure epsilon-DP
+with epsilon = max over z of ln(max_y M[y, z] / min_y M[y, z]).
 """
 
 from __future__ import annotations
@@ -19,25 +17,7 @@ from labeldp.mechanisms.rr import randomized_response_probabilities
 
 
 def check_channel(channel, num_classes: int) -> np.ndarray:
-    """``channel`` as a (K, K) float64 matrix of distributions, one row per true class.
-
-    Parameters
-    ----------
-    channel : array_like
-        (K, K) M[y, z] = Pr[reported z | true y].
-    num_classes : int
-        K.
-
-    Returns
-    -------
-    numpy.ndarray
-        The matrix.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If it is not K x K, holds negative or non-finite entries, or a row does not sum to 1.
-    """
+    """``channel`` as a (K, K) float64 matrix whose rows (true classes) are distributions."""
     matrix = np.asarray(channel, dtype=np.float64)
     if matrix.shape != (num_classes, num_classes):
         raise ConfigError(f"the channel must be a {num_classes} x {num_classes} matrix, got shape {matrix.shape}")
@@ -49,58 +29,20 @@ def check_channel(channel, num_classes: int) -> np.ndarray:
 
 
 def flip_channel(rate: float) -> np.ndarray:
-    """The channel of a binary label flipped with probability ``rate``.
-
-    Parameters
-    ----------
-    rate : float
-        The flip probability, in (0, 0.5).
-
-    Returns
-    -------
-    numpy.ndarray
-        [[1 - rate, rate], [rate, 1 - rate]].
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``rate`` is not in (0, 0.5) (at 0.5 the reports carry nothing; above, flip them back first).
-    """
+    """The channel of a binary label flipped with probability ``rate`` in (0, 0.5)."""
     if not 0.0 < rate < 0.5:
         raise ConfigError(f"a flip rate lies in (0, 0.5), got {rate}")
     return np.array([[1.0 - rate, rate], [rate, 1.0 - rate]])
 
 
 def rr_channel(epsilon: float, num_classes: int) -> np.ndarray:
-    """The channel of K-ary randomized response at ``epsilon``.
-
-    Parameters
-    ----------
-    epsilon : float
-        Its epsilon.
-    num_classes : int
-        K.
-
-    Returns
-    -------
-    numpy.ndarray
-        (K, K) the channel.
-    """
+    """The channel of K-ary randomized response at ``epsilon``."""
     return randomized_response_probabilities(num_classes, epsilon)
 
 
 def channel_epsilon(channel: np.ndarray) -> float:
-    """The pure epsilon a channel guarantees one label: max over reports z of ln(max_y M[y, z] / min_y M[y, z]).
-
-    Parameters
-    ----------
-    channel : numpy.ndarray
-        (K, K) a checked channel (:func:`check_channel`).
-
-    Returns
-    -------
-    float
-        Its epsilon; ``math.inf`` where some report is possible under one class and impossible under another.
+    """The pure epsilon a checked channel guarantees one label; ``math.inf`` where a report is possible
+    under one class and impossible under another.
     """
     high, low = channel.max(axis=0), channel.min(axis=0)
     possible = high > 0
@@ -110,44 +52,14 @@ def channel_epsilon(channel: np.ndarray) -> float:
 
 
 def is_randomized_response(channel: np.ndarray) -> bool:
-    """Whether the channel is K-ary randomized response (one probability on the diagonal, one off it).
-
-    Parameters
-    ----------
-    channel : numpy.ndarray
-        (K, K) a checked channel.
-
-    Returns
-    -------
-    bool
-        True for randomized response.
-    """
+    """Whether the channel is K-ary RR (one value on the diagonal, one off it)."""
     diagonal = np.diag(channel)
     off = channel[~np.eye(channel.shape[0], dtype=bool)]
     return bool(np.allclose(diagonal, diagonal[0], atol=1e-12) and np.allclose(off, off[0], atol=1e-12))
 
 
 def parse_channel(spec: str, num_classes: int) -> np.ndarray:
-    """A channel from its words: ``flip:RATE`` (two classes), ``rr:EPSILON``, or a K x K matrix as JSON
-    (``[[0.9, 0.1], [0.2, 0.8]]``).
-
-    Parameters
-    ----------
-    spec : str
-        The channel in words.
-    num_classes : int
-        K.
-
-    Returns
-    -------
-    numpy.ndarray
-        (K, K) the channel, checked.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If the words name no channel, or the channel is invalid for K classes.
-    """
+    """A checked channel from ``flip:RATE`` (two classes), ``rr:EPSILON`` or a K x K JSON matrix."""
     kind, _, value = spec.partition(":")
     try:
         if kind == "flip":

@@ -1,19 +1,12 @@
-"""Noisy label counts over hashed features: for every bucket of every hashed slot, its rows' label counts.
+"""Noisy label counts over hashed features: each bucket of each slot of a
+:class:`labeldp.data.hashing.HashSpec`, the sparse generalisation of :mod:`labeldp.mechanisms.marginals`.
 
-The generalisation of the noisy label marginals (:mod:`labeldp.mechanisms.marginals`) to sparse,
-high-cardinality features: the bins are the buckets of the slots of a
-:class:`labeldp.data.hashing.HashSpec` (categoricals and their crosses, hashed from public columns).
-
-Privacy guarantee (label DP, replace one label): every row lies in exactly one bucket of each of its
-F slots, so replacing one row's label moves, for each slot, the counts of one bucket (two slots whose
-buckets coincide move that bucket twice). With two classes only the positive count of each bucket is
-released (a bucket's size is public: its negatives are the size minus it): the table moves by at most
-F in L1. With K >= 3 classes every cell is released and the table moves by at most 2F. Under a
-privacy unit of up to c rows, whose labels change together, it moves by c times that. Discrete
-Laplace noise with parameter a = epsilon / (that L1 bound) on every cell (Pr[X = x] proportional to
-e^(-a |x|)) then makes the whole table epsilon-DP: the probability of any output changes by at most
-e^(a |shift|_1) <= e^epsilon. The counts are accumulated block by block (:class:`CountAccumulator`), so
-the release reads a table of any size in one pass; the noise is drawn once, at the end.
+Privacy guarantee (label DP, replace one label), buckets from public columns: every row lies in one
+bucket of each of its F slots, so one replaced label moves the table by at most F in L1 with two
+classes (only positive counts are released: a bucket's size is public) and 2F with more; c times
+that for a privacy unit of up to c rows. Discrete Laplace noise with a = epsilon / (that bound) on
+every cell makes the whole table epsilon-DP. Counts accumulate block by block
+(:class:`CountAccumulator`); the noise is drawn once, at the end.
 """
 
 from __future__ import annotations
@@ -28,36 +21,13 @@ from labeldp.randomness import RandomSource
 
 
 def hashed_sensitivity(num_slots: int, num_classes: int, contribution: int = 1) -> int:
-    """The L1 sensitivity of the released table: F (two classes) or 2F (more), times ``contribution``.
-
-    Parameters
-    ----------
-    num_slots : int
-        F, the number of hashed slots (buckets per row).
-    num_classes : int
-        K, the number of classes.
-    contribution : int, optional
-        c, the most rows of one privacy unit (default 1).
-
-    Returns
-    -------
-    int
-        The most the released cells move in L1 between neighbouring datasets.
-    """
+    """The table's L1 sensitivity: F (two classes) or 2F (more), times ``contribution``."""
     return moved_cells(num_slots, num_classes) * check_contribution(contribution)
 
 
 class CountAccumulator:
-    """The exact label counts of every bucket, added block by block (not private: see :func:`noisy_hashed_counts`).
-
-    Parameters
-    ----------
-    num_buckets : int
-        The size of the index space.
-    num_slots : int
-        F, the buckets of every row.
-    num_classes : int
-        K.
+    """The exact label counts of every bucket, added block by block (not private: see
+    :func:`noisy_hashed_counts`).
 
     Attributes
     ----------
@@ -76,20 +46,7 @@ class CountAccumulator:
         self.rows = 0
 
     def add(self, labels: np.ndarray, buckets: np.ndarray) -> None:
-        """Count one block.
-
-        Parameters
-        ----------
-        labels : numpy.ndarray
-            (rows,) class positions in [0, K), checked by the caller.
-        buckets : numpy.ndarray
-            (rows, num_slots) bucket indices.
-
-        Raises
-        ------
-        labeldp.errors.ConfigError
-            If ``buckets`` is not (rows, num_slots) integers in [0, num_buckets).
-        """
+        """Count one block: (rows,) checked class positions and (rows, num_slots) buckets."""
         codes = np.asarray(buckets)
         if codes.ndim != 2 or codes.shape != (labels.size, self.num_slots) or codes.dtype.kind not in "iu":
             raise ConfigError(
@@ -121,34 +78,11 @@ def noisy_hashed_counts(
     rng: RandomSource = None,
     contribution: int = 1,
 ) -> np.ndarray:
-    """The exact counts with discrete Laplace noise calibrated to their L1 sensitivity: epsilon-label-DP.
+    """The exact counts plus discrete Laplace noise calibrated to :func:`hashed_sensitivity`:
+    epsilon-label-DP for the whole table (see the module docstring).
 
-    See the module docstring for the guarantee: it holds when the buckets come from public columns and
-    each row was counted once, in one bucket per slot.
-
-    Parameters
-    ----------
-    counts : numpy.ndarray
-        (num_buckets, K) the exact counts (:class:`CountAccumulator`).
-    num_slots : int
-        F, the buckets of every row.
-    epsilon : float
-        The privacy parameter of the whole table, > 0.
-    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
-        The noise's source (see :mod:`labeldp.randomness`).
-    contribution : int, optional
-        c, the most rows of one privacy unit among the rows counted (default 1).
-
-    Returns
-    -------
-    numpy.ndarray
-        (num_buckets, K) int64. With two classes column 1 is noised and column 0 is the bucket's size
-        minus it; with more, every cell is noised. Counts may be negative or exceed the bucket's size.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a finite number > 0 or ``rng`` is not an accepted source.
+    With two classes column 1 is noised and column 0 is the bucket's size minus it; counts may be
+    negative or exceed the bucket's size.
     """
     eps = check_epsilon(epsilon)
     num_classes = counts.shape[1]

@@ -1,13 +1,10 @@
 """Randomized response (RR) and RR-with-prior (Ghazi et al., NeurIPS 2021, Algorithm 2).
 
-Privacy guarantee (label DP): two datasets are neighbours when they differ in the label of one
-example (``REPLACE_ONE`` in dp_accounting terms); inputs and priors are public. For each example the
-released label satisfies epsilon-DP with respect to its true label, *provided its prior does not
-depend on its own label* (a prior computed from public inputs, or from a model trained on other
-examples' noisy labels). Examples are randomised independently, so releasing a whole array costs
-epsilon per example, composed in parallel across disjoint examples.
-
-All functions are vectorised over examples; there is no per-example Python loop.
+Privacy guarantee (label DP, ``REPLACE_ONE``: neighbours differ in one example's label; inputs and
+priors public): each released label is epsilon-DP with respect to its true label, *provided its prior
+row does not depend on its own label* (a prior from public inputs, or from a model trained on other
+examples' noisy labels). Examples are randomised independently: an array costs epsilon per example,
+composed in parallel.
 """
 
 from __future__ import annotations
@@ -34,42 +31,15 @@ _TINY = np.nextafter(0.0, 1.0)
 
 
 def keep_probability(epsilon: float, k) -> np.ndarray | float:
-    """Probability e^eps / (e^eps + k - 1) that RR over k candidates releases the true label.
-
-    Computed as 1 / (1 + (k - 1) e^-eps), which does not overflow for large epsilon.
-
-    Parameters
-    ----------
-    epsilon : float
-        Privacy parameter (not checked here).
-    k : int or numpy.ndarray
-        Number of candidate labels, a scalar or an integer array of any shape.
-
-    Returns
-    -------
-    numpy.ndarray or float
-        The keep probability, float64, with the shape of ``k``.
-    """
+    """e^eps / (e^eps + k - 1), the chance RR over k candidates keeps the true label (overflow-free)."""
     return 1.0 / (1.0 + (np.asarray(k, dtype=np.float64) - 1.0) * np.exp(-epsilon))
 
 
 def change_probability(epsilon: float, k) -> np.ndarray | float:
-    """Probability (k - 1) / (e^eps + k - 1) that RR over k candidates releases another label.
+    """(k - 1) / (e^eps + k - 1), computed without cancellation; 0 where k <= 1.
 
-    Computed without the cancellation of 1 - :func:`keep_probability`. Where e^-eps underflows
-    (epsilon above about 745) it is the smallest positive float, not 0, while k > 1.
-
-    Parameters
-    ----------
-    epsilon : float
-        Privacy parameter (not checked here).
-    k : int or numpy.ndarray
-        Number of candidate labels, a scalar or an integer array of any shape.
-
-    Returns
-    -------
-    numpy.ndarray or float
-        The change probability, float64, with the shape of ``k``; 0 where k <= 1.
+    Floored at the smallest positive float while k > 1, so a label can still change where e^-eps
+    underflows (epsilon above about 745).
     """
     candidates = np.asarray(k, dtype=np.float64)
     others = (candidates - 1.0) * np.exp(-epsilon)
@@ -79,43 +49,19 @@ def change_probability(epsilon: float, k) -> np.ndarray | float:
 def _changed(gen, probability) -> np.ndarray:
     """Which labels RR changes: a uniform on the 2^-53 grid of [0, 1) below ``probability``.
 
-    The realised probability is ``probability`` rounded *up* to that grid, so the realised keep
-    probability never exceeds the nominal one and the realised epsilon never exceeds the recorded
-    one. (Drawing "keep if U < e^eps / (e^eps + k - 1)" instead would keep every label once that
-    probability rounds to 1.0, above epsilon 36.7 for K = 2: an identity recorded as finite epsilon.)
+    The realised probability is ``probability`` rounded *up* to that grid, so the realised epsilon never
+    exceeds the recorded one. (Drawing "keep if U < keep probability" instead would keep every label once
+    it rounds to 1.0, above epsilon 36.7 for K = 2: an identity recorded as finite epsilon.)
     """
     probability = np.asarray(probability, dtype=np.float64)
     return gen.random(probability.size) < probability
 
 
 def randomized_response(labels, num_classes: int, epsilon: float, rng: RandomSource = None) -> np.ndarray:
-    """Release each label by K-ary randomized response (epsilon-label-DP per example).
+    """Release each label by K-ary randomized response: epsilon-label-DP per example.
 
-    With probability e^eps / (e^eps + K - 1) the true label is kept, otherwise one of the K - 1
-    *other* labels is released uniformly at random. The likelihood ratio between any two true labels
-    for any released label is exactly e^eps (the realised one at most that: see :func:`_changed`).
-
-    Parameters
-    ----------
-    labels : array_like of int
-        1-d integer array of true labels in [0, num_classes), shape (n,).
-    num_classes : int
-        K, the number of classes (>= 2).
-    epsilon : float
-        Privacy parameter, > 0.
-    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
-        Seed, ``numpy.random.Generator``, ``"secure"`` or None (see :mod:`labeldp.randomness`).
-
-    Returns
-    -------
-    numpy.ndarray
-        int64 array of released labels, same shape as ``labels``.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a finite number > 0, ``num_classes`` is not an integer >= 2, ``labels``
-        is not a 1-d array of integers in [0, num_classes), or ``rng`` is not an accepted source.
+    The true label is kept with probability e^eps / (e^eps + K - 1), else one of the K - 1 others is
+    released uniformly; the realised epsilon is at most the nominal one (see :func:`_changed`).
     """
     eps = check_epsilon(epsilon)
     num_classes = check_num_classes(num_classes)
@@ -127,44 +73,22 @@ def randomized_response(labels, num_classes: int, epsilon: float, rng: RandomSou
 
 
 def _chunk_rows(num_classes: int) -> int:
-    """Rows per block of RR-with-prior: about :data:`_CHUNK_ENTRIES` prior entries, a multiple of
-    :data:`_CHUNK_ROWS` rows."""
+    """Rows per RR-with-prior block: about :data:`_CHUNK_ENTRIES` entries, a multiple of :data:`_CHUNK_ROWS`."""
     return _CHUNK_ROWS * max(1, _CHUNK_ENTRIES // (num_classes * _CHUNK_ROWS))
 
 
 def _top_k_blocks(prior: np.ndarray, epsilon: float):
-    """(start, stop, (k, member, flat)) for RR-with-prior's blocks of ``prior`` (mechanisms/_top_k.py)."""
+    """(start, stop, (k, member, flat)) for RR-with-prior's blocks of ``prior``."""
     weights = keep_probability(epsilon, np.arange(1, prior.shape[1] + 1))
     return blocks_top_k(prior, weights, _chunk_rows(prior.shape[1]))
 
 
 def prior_top_k(priors, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
-    """The k and the top-k label set that RR-with-prior uses for each row of ``priors``.
+    """The k and top-k label set (boolean (n, K) mask) RR-with-prior uses for each prior row.
 
-    k maximises keep_probability(eps, k) times the mass of the k largest prior entries, as float64
-    computes it (the entries added in descending order); ties go to the smallest k. Among equal prior
-    entries, lower label indices rank first (a fixed, public order). Reads no labels, so it is free of
-    privacy cost.
-
-    Parameters
-    ----------
-    priors : array_like
-        (n, K) array; each row a probability distribution over the K classes.
-    epsilon : float
-        Privacy parameter, > 0.
-
-    Returns
-    -------
-    k : numpy.ndarray
-        int64 array of shape (n,).
-    in_top_k : numpy.ndarray
-        Boolean mask of shape (n, K).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a finite number > 0 or ``priors`` is not an (n, K) array of
-        probability distributions.
+    k maximises keep_probability(eps, k) times the mass of the k largest entries, as float64 computes it
+    (entries added in descending order); ties go to the smallest k, and among equal entries lower labels
+    rank first. Reads no labels: free of privacy cost.
     """
     eps = check_epsilon(epsilon)
     prior = check_priors(priors)
@@ -176,42 +100,15 @@ def prior_top_k(priors, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rr_with_prior(labels, priors, epsilon: float, rng: RandomSource = None) -> tuple[np.ndarray, np.ndarray]:
-    """RR-with-prior (Algorithm 2 of Ghazi et al. 2021): RR restricted to the prior's top k labels.
+    """RR-with-prior: RR restricted to the prior's top k labels; returns the releases and each k.
 
-    For each example, k is chosen to maximise e^eps/(e^eps+k-1) times the prior mass of the k most
-    likely labels (smallest k on ties). If the true label is among those k it is kept with
-    probability e^eps/(e^eps+k-1), else one of the other k-1 is released uniformly; if it is not
-    among them, a uniform label from the k is released. Each release is epsilon-label-DP as long as
-    the prior row does not depend on that example's own label.
+    A true label inside the top k is kept with probability e^eps / (e^eps + k - 1), else one of the other
+    k - 1 is released uniformly; one outside gets a uniform label of the k. Each release is
+    epsilon-label-DP as long as its prior row does not depend on its own label.
 
-    The top-k sets read no labels and draw nothing: on a large input they are computed on the free
-    cores (labeldp's thread policy, :mod:`labeldp.runtime`) while the noise is drawn on the calling
-    thread, in the same order whatever the threads, so a seeded generator gives the same releases.
-
-    Parameters
-    ----------
-    labels : array_like of int
-        1-d integer array of true labels, length n.
-    priors : array_like
-        (n, K) array; each row a probability distribution over the K classes.
-    epsilon : float
-        Privacy parameter, > 0.
-    rng : None, int, str, numpy.random.Generator or labeldp.randomness.SecureGenerator, optional
-        Seed, ``numpy.random.Generator``, ``"secure"`` or None.
-
-    Returns
-    -------
-    noisy_labels : numpy.ndarray
-        int64 array of shape (n,), the released labels.
-    k : numpy.ndarray
-        int64 array of shape (n,), the size of each example's top-k set.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a finite number > 0, ``priors`` is not an (n, K) array of distributions,
-        ``labels`` is not a 1-d array of integers in [0, K), their lengths differ, or ``rng`` is not an
-        accepted source.
+    The top-k sets read no labels and draw nothing, so on a large input they are computed on the free
+    cores (:mod:`labeldp.runtime`) while the noise is drawn on the calling thread, in a fixed order: a
+    seeded generator gives the same releases whatever the threads.
     """
     eps = check_epsilon(epsilon)
     prior = check_priors(priors)
@@ -239,11 +136,12 @@ def rr_with_prior(labels, priors, epsilon: float, rng: RandomSource = None) -> t
 
 
 def _released_ranks(gen, true_in_top_k: np.ndarray, k: np.ndarray, change: np.ndarray) -> np.ndarray:
-    """RR-with-prior's draws for one block: -1 where the true label is kept, else the rank of the
-    released label among the top k without the true label (uniform).
+    """One block's draws: -1 where the true label is kept, else the released label's (uniform) rank among
+    the top k without the true label.
 
-    The draws go in runs of :data:`_CHUNK_ROWS` rows (the uniforms of a run, then the ranks of its
-    changed labels), so a seeded generator gives the same releases whatever the block size."""
+    Drawn in runs of :data:`_CHUNK_ROWS` rows, so a seeded generator's releases do not depend on the
+    block size.
+    """
     rank = np.full(k.size, -1, dtype=np.int64)
     probability, outside = change[k], ~true_in_top_k
     candidates = k - true_in_top_k  # the top k without the true label
@@ -256,28 +154,7 @@ def _released_ranks(gen, true_in_top_k: np.ndarray, k: np.ndarray, change: np.nd
 
 
 def rr_with_prior_probabilities(priors, epsilon: float) -> np.ndarray:
-    """Exact release probabilities of :func:`rr_with_prior`.
-
-    With a uniform prior this is exactly K-ary randomized response.
-
-    Parameters
-    ----------
-    priors : array_like
-        (n, K) array; each row a probability distribution over the K classes.
-    epsilon : float
-        Privacy parameter, > 0.
-
-    Returns
-    -------
-    numpy.ndarray
-        P of shape (n, K, K) with P[i, y, z] = Pr[example i with true label y is released as z].
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a finite number > 0 or ``priors`` is not an (n, K) array of
-        probability distributions.
-    """
+    """Exact (n, K, K) release probabilities of :func:`rr_with_prior`: P[i, y, z] = Pr[y -> z] under row i."""
     eps = check_epsilon(epsilon)
     k, member = prior_top_k(priors, eps)
     keep = keep_probability(eps, k)
@@ -291,25 +168,7 @@ def rr_with_prior_probabilities(priors, epsilon: float) -> np.ndarray:
 
 
 def randomized_response_probabilities(num_classes: int, epsilon: float) -> np.ndarray:
-    """Exact (K, K) release probabilities of :func:`randomized_response`: P[y, z] = Pr[y -> z].
-
-    Parameters
-    ----------
-    num_classes : int
-        K, the number of classes (>= 2).
-    epsilon : float
-        Privacy parameter, > 0.
-
-    Returns
-    -------
-    numpy.ndarray
-        float64 array of shape (K, K); row y is the distribution of the release of true label y.
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a finite number > 0 or ``num_classes`` is not an integer >= 2.
-    """
+    """Exact (K, K) release probabilities of :func:`randomized_response`: P[y, z] = Pr[y -> z]."""
     eps = check_epsilon(epsilon)
     num_classes = check_num_classes(num_classes)
     keep = keep_probability(eps, num_classes)
@@ -319,30 +178,8 @@ def randomized_response_probabilities(num_classes: int, epsilon: float) -> np.nd
 
 
 def randomized_response_likelihood(noisy_labels, num_classes: int, epsilon: float) -> np.ndarray:
-    """L[i, y] = Pr[RR releases noisy_labels[i] | true label y], shape (n, K).
-
-    Depends only on released values and public parameters, so using it costs no privacy. It is the
-    per-example noise channel that forward-corrected training needs.
-
-    Parameters
-    ----------
-    noisy_labels : array_like of int
-        1-d integer array of released labels in [0, num_classes), shape (n,).
-    num_classes : int
-        K, the number of classes (>= 2).
-    epsilon : float
-        The privacy parameter the labels were released with, > 0.
-
-    Returns
-    -------
-    numpy.ndarray
-        float64 array of shape (n, K).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a finite number > 0, ``num_classes`` is not an integer >= 2, or
-        ``noisy_labels`` is not a 1-d array of integers in [0, num_classes).
+    """L[i, y] = Pr[RR releases noisy_labels[i] | true label y], shape (n, K): the noise channel of the
+    forward correction. Reads only releases and public parameters: free of privacy cost.
     """
     eps = check_epsilon(epsilon)
     num_classes = check_num_classes(num_classes)
@@ -356,29 +193,8 @@ def randomized_response_likelihood(noisy_labels, num_classes: int, epsilon: floa
 def rr_with_prior_likelihood(noisy_labels, priors, epsilon: float) -> np.ndarray:
     """L[i, y] = Pr[RR-with-prior releases noisy_labels[i] | true label y] under prior row i, shape (n, K).
 
-    Equal to ``rr_with_prior_probabilities(priors, epsilon)[i, :, noisy_labels[i]]`` without building
-    the (n, K, K) array. Uses only released values and the (public) priors: free of privacy cost.
-
-    Parameters
-    ----------
-    noisy_labels : array_like of int
-        1-d integer array of labels released by :func:`rr_with_prior`, shape (n,).
-    priors : array_like
-        The (n, K) priors the labels were released with.
-    epsilon : float
-        The privacy parameter the labels were released with, > 0.
-
-    Returns
-    -------
-    numpy.ndarray
-        float64 array of shape (n, K).
-
-    Raises
-    ------
-    labeldp.errors.ConfigError
-        If ``epsilon`` is not a finite number > 0, ``priors`` is not an (n, K) array of distributions,
-        ``noisy_labels`` is not a 1-d array of integers in [0, K) of length n, or a released label lies
-        outside its prior's top k (not an RR-with-prior release).
+    A row of :func:`rr_with_prior_probabilities` without building the (n, K, K) array; free of privacy
+    cost. A released label outside its prior's top k (not an RR-with-prior release) raises ConfigError.
     """
     eps = check_epsilon(epsilon)
     k, member = prior_top_k(priors, eps)
