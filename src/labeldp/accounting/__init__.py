@@ -1,5 +1,7 @@
-"""Privacy accounting: what each release costs (events), the ledger that composes them per example,
-and the calibration of the Gaussian mechanisms' noise, all through ``dp_accounting``."""
+"""Privacy accounting through ``dp_accounting``: each release's event, the ledger that composes them per
+example, and the calibration of the Gaussian mechanisms' noise. Start with
+:mod:`labeldp.accounting.ledger`.
+"""
 
 from labeldp.accounting.calibration import (
     calibrate_noise_multiplier,

@@ -1,11 +1,6 @@
 """The ads route: impressions with public high-cardinality categoricals and private conversions, hashed
-into sparse features and trained out of core, released once through the boundary into a run folder.
-
-- :mod:`~labeldp.ads.route`: :func:`fit_hashed` (labeldp's own release: noisy label counts, or randomized
-  response), :func:`fit_from_noisy_source` (labels a source randomized), :func:`predict_hashed`;
-- :mod:`~labeldp.ads.reports`: :func:`fit_from_reports` (a source's aggregate reports);
-- :mod:`~labeldp.ads.folder`: the run folder, released into once;
-- :mod:`~labeldp.ads.train`: the pieces below it, which ``benchmarks/ads_scale.py`` composes too.
+into sparse features, trained out of core and released once into a run folder. Start with
+:mod:`labeldp.ads.route`; :mod:`labeldp.ads.reports` fits from a source's aggregate reports.
 """
 
 from labeldp._lazy import lazy_exports

@@ -1,4 +1,6 @@
-"""Audits: what an attacker can learn about training labels, as empirical epsilon lower bounds."""
+"""Audits: what an attacker can learn about training labels, as empirical epsilon lower bounds. Start
+with :mod:`labeldp.audit.label_inference`.
+"""
 
 from labeldp._lazy import lazy_exports
 

@@ -1,21 +1,8 @@
 """The privacy boundary: the only code that reads private labels and builds what a release records.
 
-- :mod:`~labeldp.boundary.labels`: :class:`PrivateLabels`, true labels as a type, and :func:`unseal`,
-  the one function that reads them (called here and by the private-side trainers only).
-- :mod:`~labeldp.boundary.budget`: :class:`LabelBudget`, a cap on what releases of the same labels spend.
-- :mod:`~labeldp.boundary.domain`: :class:`LabelDomain`, the declared classes and how values match them.
-- :mod:`~labeldp.boundary.release`: the ``release_*`` functions: a mechanism draws, the ledger records
-  the event, a :class:`Release` comes back with its noise channel.
-- :mod:`~labeldp.boundary.release_counts`: the releases of counts over many rows (a noisy label
-  histogram, noisy label marginals), charged once per privacy unit.
-- :mod:`~labeldp.boundary.release_hashed`: noisy label counts over hashed features, streamed block by block.
-- :mod:`~labeldp.boundary.units`: privacy units, the public rule bounding each unit's rows.
-- :mod:`~labeldp.boundary.released`: :class:`ReleasedLabels`, what a learner trains on.
-- :mod:`~labeldp.boundary.column`: :func:`privatize`, a label column released once in memory, and
-  :func:`table_ledger` for one released elsewhere (Spark, Dask).
-- :mod:`~labeldp.boundary.table_source` and :mod:`~labeldp.boundary.release_folder`: the same out of
-  core, streamed from Parquet and CSV into a release folder written once (:func:`privatize_table`,
-  :func:`load_release`).
+Start with :mod:`labeldp.boundary.labels` (:class:`PrivateLabels` and :func:`unseal`, the one function
+that reads them), then :mod:`labeldp.boundary.release` (the ``release_*`` functions: a mechanism draws,
+the ledger records the event, a :class:`Release` comes back with its noise channel).
 """
 
 from labeldp.boundary.budget import LabelBudget

@@ -1,9 +1,8 @@
 """``labeldp`` on the command line: one module per command, each with ``HELP``, ``DESCRIPTION``,
-``add_arguments(parser)`` and ``run(args)``.
+``add_arguments(parser)`` and ``run(args)``; start with :mod:`labeldp.cli.train`.
 
-Only the command being run has its arguments built, and a command imports the library (torch,
-scikit-learn, dp_accounting) inside ``run``: ``labeldp --help``, a command's ``--help`` and every
-argument error answer before any of it is imported.
+A command imports the library (torch, scikit-learn, dp_accounting) inside ``run`` only, so ``--help``
+and argument errors answer before any of it is imported.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The configuration of a run, with no heavy import (no torch, scikit-learn or dp_accounting): each
-option's default and command-line help stated once, in its dataclass field (:func:`labeldp.options.option`).
-
-- :mod:`~labeldp.config.run`: :class:`RunConfig`, everything a run needs to be repeated;
-- :mod:`~labeldp.config.train`: :class:`TrainConfig`, the training of each stage;
-- :mod:`~labeldp.config.dpsgd`, :mod:`~labeldp.config.pate`: DP-SGD's and PATE's own settings;
-- :mod:`~labeldp.config.overrides`: ``NAME=VALUE`` overrides, parsed one way for the command line, sweeps and tunes.
+option's default and help stated once, in its dataclass field. Start with :mod:`labeldp.config.run`
+(:class:`RunConfig`).
 """
 
 from labeldp._lazy import lazy_exports

@@ -1,6 +1,7 @@
-"""Datasets: public inputs, private training labels (:class:`~labeldp.boundary.PrivateLabels`), a
-test set; a registry of datasets by name (:mod:`labeldp.data.registry`) and loaders for the standard
-formats. Names are imported on first use."""
+"""Datasets: public inputs, private training labels and a test set (:mod:`labeldp.data.dataset`), found
+by name in :mod:`labeldp.data.registry`, and loaders for the standard formats. Names are imported on
+first use.
+"""
 
 from labeldp._lazy import lazy_exports
 

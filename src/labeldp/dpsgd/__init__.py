@@ -1,9 +1,5 @@
-"""DP-SGD (inputs *and* labels private): composable pieces for your own loop, and a ready trainer.
-
-:mod:`~labeldp.dpsgd.clipping` (clipped per-example gradient sums), :mod:`~labeldp.dpsgd.sampling`
-(Poisson subsampling), :mod:`~labeldp.dpsgd.noise` (Gaussian noise and the private gradient),
-:mod:`~labeldp.dpsgd.trainer` (a resumable loop) and :mod:`~labeldp.dpsgd.selection` (private
-selection of its options). The accounting lives in :mod:`labeldp.accounting`.
+"""DP-SGD (inputs *and* labels private): composable pieces for your own loop, and a ready trainer
+(:mod:`labeldp.dpsgd.trainer`, read it first). The accounting lives in :mod:`labeldp.accounting`.
 """
 
 from labeldp._lazy import lazy_exports

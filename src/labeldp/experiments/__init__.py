@@ -1,3 +1,3 @@
-"""Experiments built on runs: sweeps (:mod:`~labeldp.experiments.sweep`), result tables and plots
-(:mod:`~labeldp.experiments.report`), tuning on one release (:mod:`~labeldp.experiments.tune`).
-Recipes and profiles are in :mod:`labeldp.recipes`."""
+"""Experiments built on runs: sweeps (:mod:`labeldp.experiments.sweep`, read first), result tables and
+plots, and tuning on one release (:mod:`labeldp.experiments.tune`).
+"""

@@ -1,9 +1,7 @@
 """Training methods, one module each, found by name in :mod:`labeldp.methods.registry`.
 
-A method is written against :class:`~labeldp.methods.protocol.MethodContext`, never against a run:
-``stages`` (``non-private``, ``lp-1st`` alias ``rr``, ``lp-2st``, ``lp-mst``), ``numeric``
-(``rr-on-bins``, ``rr-on-bins-mst``, ``laplace-regression``), ``alibi``, ``marginals``, ``pate`` and
-``dp_sgd`` (the full-DP baseline). What each releases: docs/methods.md.
+Start with :mod:`labeldp.methods.protocol`: a method is written against its ``MethodContext``, never
+against a run. What each method releases: docs/methods.md.
 """
 
 from labeldp._lazy import lazy_exports

@@ -1,6 +1,5 @@
-"""Torch modules for each kind of data, and :func:`build_model` to pick one by name.
-
-Names are imported on first use; :mod:`labeldp.models.names` (the names and the default rule) needs no torch.
+"""Torch modules for each kind of data, built by name (:mod:`labeldp.models.build`). Names are imported
+on first use; :mod:`labeldp.models.names` (the names and the default rule) needs no torch.
 """
 
 from labeldp._lazy import lazy_exports

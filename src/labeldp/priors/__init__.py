@@ -1,8 +1,5 @@
-"""Priors for RR-with-prior, and how they meet released labels.
-
-:mod:`~labeldp.priors.clustering` builds cluster histograms over public features (Algorithm 4 of Ghazi
-et al. 2021); :mod:`~labeldp.priors.combine` tempers priors and weighs a release under one. The other
-prior, a model's predicted probabilities, is :func:`labeldp.training.predict_proba`.
+"""Priors for RR-with-prior, and how they meet released labels: cluster histograms over public features
+(:mod:`labeldp.priors.clustering`, read first) and tempering and weighing (:mod:`labeldp.priors.combine`).
 """
 
 from labeldp._lazy import lazy_exports

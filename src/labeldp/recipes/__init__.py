@@ -1,8 +1,7 @@
-"""Recipes in one place: the best known training settings of each method on each dataset
-(:mod:`~labeldp.recipes.training`, what ``labeldp train`` uses for the options a user does not give),
-and named, versioned runs built from them, the profiles (:mod:`~labeldp.recipes.profiles`, labeldp's
-own in :mod:`~labeldp.recipes.builtin`), and which of them a run took (:mod:`~labeldp.recipes.applied`,
-named in its summary)."""
+"""Recipes: the best known training settings of each method on each dataset
+(:mod:`labeldp.recipes.training`, read first), and the named, versioned runs built from them
+(:mod:`labeldp.recipes.profiles`).
+"""
 
 from labeldp._lazy import lazy_exports
 

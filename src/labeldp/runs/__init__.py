@@ -1,6 +1,6 @@
-"""Runs: a configuration (:mod:`~labeldp.config.run`), its folder (:mod:`~labeldp.runs.rundir`), the
-context a method runs in, which releases each thing once (:mod:`~labeldp.runs.context`), and
-:func:`train_run`, which checks it all and starts or resumes it (:mod:`~labeldp.runs.run`)."""
+"""Runs: a configuration's folder, the context a method runs in (which releases each thing once) and
+:func:`train_run`, which checks it all and starts or resumes it. Start with :mod:`labeldp.runs.run`.
+"""
 
 from labeldp._lazy import lazy_exports
 

@@ -1,9 +1,6 @@
-"""Supervised training after the privacy boundary: one stage of plain learning on released labels.
-
-:func:`train_stage` learns from whatever targets it is given; in a run, the label-DP methods give it
-released labels and their noise channels. The private-side trainers are elsewhere: DP-SGD in
-:mod:`labeldp.dpsgd`, and PATE's teachers in :mod:`labeldp.teachers` (which call :func:`train_stage`
-on their own disjoint parts of the true labels, inside the mechanism).
+"""Supervised training after the privacy boundary: one stage of plain learning on released labels
+(:mod:`labeldp.training.stage`, read first). The private-side trainers live in :mod:`labeldp.dpsgd`
+and :mod:`labeldp.teachers`.
 """
 
 from labeldp._lazy import lazy_exports
