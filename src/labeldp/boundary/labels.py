@@ -21,33 +21,15 @@ from labeldp.accounting.datasets import DatasetLedger, Spend, total_epsilon
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.boundary.budget import LabelBudget
 from labeldp.boundary.domain import LabelDomain
+from labeldp.boundary.label_access import (
+    RELEASE_ONCE_ROUTE,
+    LabelsInAnotherProcessError,
+    PrivateLabelAccessError,
+    _the_argument_to_change,
+)
 from labeldp.errors import BudgetError, ConfigError, DataError
 
 T = TypeVar("T")
-
-#: how to release labels once and search on the release: shown wherever code tries to read private labels
-RELEASE_ONCE_ROUTE = (
-    "Release them once and compute on the release, which is free:\n"
-    "    released = labeldp.privatize(y, classes=classes, epsilon=1.0)   # one release, one spend\n"
-    "    GridSearchCV(LabelDPClassifier(...), grid, scoring=labeldp.released_scorer('roc_auc')).fit(X, released)"
-)
-
-
-class PrivateLabelAccessError(BaseException):
-    """Code tried to compute on private labels outside the release boundary.
-
-    A ``BaseException``, not an ``Exception``, so that code catching ``Exception`` and carrying on
-    (scikit-learn's ``error_score``, which turns a failed scorer into a NaN score) cannot swallow it. Its
-    message says what was tried and, where it helps, :data:`RELEASE_ONCE_ROUTE`.
-    """
-
-
-class LabelsInAnotherProcessError(PrivateLabelAccessError, Exception):
-    """Private labels were pickled for another process, or reached one without pickling (a fork).
-
-    Also an ``Exception``: a process pool hands it back to the caller (a ``BaseException`` kills a pool's
-    worker or its task thread, and the caller waits forever). Swallowing it is harmless: nothing was drawn.
-    """
 
 
 class _Root:
@@ -90,28 +72,6 @@ class _Root:
                 "of its own that the first process never sees, so labeldp refuses it. Release them in the process "
                 "that made them, before the workers start, and hand the workers the release. " + RELEASE_ONCE_ROUTE
             )
-
-
-#: where in scikit-learn a search reads its labels, and the argument that makes it read none
-_SEARCH_ARGUMENTS = (
-    ("sklearn.model_selection._split", "cv: a stratified split (cv=5 on a classifier) reads the labels; pass "
-     "cv=KFold(5) (or any split that reads no label). "),
-    ("sklearn.metrics._scorer", "scoring: a metric of scikit-learn reads the labels; pass "
-     "scoring=labeldp.released_scorer('roc_auc') (or 'accuracy'), which scores the fold's released labels. "),
-    ("sklearn.metrics", "a metric of scikit-learn reads the labels; score released labels with "
-     "labeldp.released_scorer. "),
-)  # fmt: skip
-
-
-def _the_argument_to_change() -> str:
-    """The argument of a scikit-learn search that made it read private labels, from the call stack."""
-    import traceback
-
-    modules = [frame.filename for frame in traceback.extract_stack()]
-    for module, advice in _SEARCH_ARGUMENTS:
-        if any(module.replace(".", "/") in path for path in modules):
-            return "Change " + advice
-    return ""
 
 
 class PrivateLabels:
