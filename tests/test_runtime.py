@@ -3,9 +3,14 @@ the default thread count respects the environment."""
 
 import ctypes
 import os
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 import torch
+from sklearn.dummy import DummyClassifier
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from labeldp import runtime
 from labeldp.cli import main
@@ -124,3 +129,51 @@ def test_the_command_makes_idle_openmp_threads_spin_briefly_then_sleep_unless_to
         monkeypatch.setenv(name, value)
         assert runtime.prefer_short_waits() is False
         assert os.environ[name] == value and len({"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ)) == 1
+
+
+def test_import_labeldp_makes_idle_openmp_threads_spin_briefly_and_keeps_what_the_user_set() -> None:
+    """In a fresh process: ``import labeldp`` sets the wait policy (before an OpenMP runtime loads);
+    a value the user set in the environment is kept, and nothing is added beside it."""
+    show = "import os, labeldp; print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))"
+    bare = {key: value for key, value in os.environ.items() if key not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    for given, expected in (
+        ({}, f"PASSIVE {runtime.WAIT_SPINS}"),
+        ({"GOMP_SPINCOUNT": "300000"}, "None 300000"),
+        ({"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE None"),
+    ):
+        said = subprocess.run(
+            [sys.executable, "-c", show], env={**bare, **given}, capture_output=True, text=True, check=True
+        )
+        assert said.stdout.split() == expected.split()
+
+
+class _Recorder(DummyClassifier):
+    """Records the threads of the loaded thread pools while it fits."""
+
+    seen: list[int] = []
+
+    def fit(self, X, y, sample_weight=None):
+        _Recorder.seen.extend(pool["num_threads"] for pool in threadpool_info())
+        return super().fit(X, y, sample_weight)
+
+
+def test_the_estimators_use_the_free_cores_and_never_more_threads_than_set(monkeypatch) -> None:
+    from labeldp import LabelDPClassifier, PrivateLabels
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runtime, "usable_cores", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    X, labels = np.arange(40.0).reshape(20, 2), np.array(["no", "yes"] * 10)
+    model = LabelDPClassifier(_Recorder(), epsilon=1.0, insecure_noise_seed=0)
+    for free, expected in ((1, {1}), (2, {2})):  # another process keeps a core busy; a quiet machine
+        monkeypatch.setattr(runtime, "free_cores", lambda sample_seconds=0, free=free: free)
+        monkeypatch.setattr(runtime, "_COUNTED", None)
+        _Recorder.seen.clear()
+        with threadpool_limits(2):
+            model.fit(X, PrivateLabels(labels, ["no", "yes"]))
+            assert {pool["num_threads"] for pool in threadpool_info()} == {2}  # set back after the fit
+        assert set(_Recorder.seen) == expected
+    _Recorder.seen.clear()
+    with threadpool_limits(1):  # a user's limit below the free cores is kept
+        model.fit(X, PrivateLabels(labels, ["no", "yes"]))
+    assert set(_Recorder.seen) == {1}

@@ -4,12 +4,19 @@ The names below are imported on first use, so that ``import labeldp`` (and ``lab
 light: ``labeldp.PrivateLabels`` loads :mod:`labeldp.boundary`, ``labeldp.LabelDPClassifier``
 the estimators, ``labeldp.tune(RunConfig(method="lp-1st", epsilon=2), {"lr": [0.01, 0.03]}, "runs/tuned")``
 the tuning on one release.
+
+Importing it applies the thread policy of :mod:`labeldp.runtime` (idle OpenMP threads spin briefly, then
+sleep, unless the environment says how they wait), as the ``labeldp`` command does.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from labeldp import runtime as _runtime
+
+_runtime.prefer_short_waits()  # before the OpenMP runtimes load where labeldp comes first
 
 __version__ = "0.1.0"
 

@@ -13,18 +13,41 @@ process, by making it keep freed memory for the next allocation.
 The ``labeldp`` command and the processes of a sweep call it at start. Library users can call it
 once at the start of their own training script.
 
-The command also chooses torch's threads for a machine it may share (:func:`set_threads`): the cores
-that are free when a run starts, re-checked during training, with OpenMP's idle threads spinning only
-briefly before they sleep (:func:`prefer_short_waits`), so that a wrong guess costs little.
+The thread policy, for a machine labeldp may share with other jobs, is declared here and applied on every
+entry point (the user's guide: docs/guides/scaling.md, "Threads on a shared machine"):
+
+1. **Threads: the free cores.** A computation uses the cores that no other process keeps busy
+   (:func:`free_cores`), never more than it was set to use (``OMP_NUM_THREADS``, ``--threads``, a
+   ``threadpoolctl`` limit of the user's). The ``labeldp`` command sets torch's threads so when a run
+   starts and follows the free cores during training (:func:`set_threads`, :func:`recheck_threads`); the
+   estimators' ``fit``, ``predict``, ``predict_proba``, ``decision_function`` and ``score`` lower the
+   OpenMP and BLAS thread pools loaded in the process (scikit-learn's, torch's, numpy's) to them for the
+   call (:func:`on_free_cores`). Two threads on two cores beside one busy process made a 5-fold
+   ``cross_val_score`` of ``LabelDPClassifier(HistGradientBoostingClassifier())`` on Adult tens of times
+   slower than alone, however its idle threads waited: every parallel region waits for the thread the
+   other process displaced (see docs/results.md, "Threads beside a busy process").
+2. **Idle OpenMP threads spin briefly, then sleep** (:func:`prefer_short_waits`): set by ``import
+   labeldp`` and by the command first thing, unless the environment says how they wait. It reaches the
+   OpenMP runtimes loaded after it (torch's, and scikit-learn's when labeldp is imported first) and the
+   processes started from this one; a runtime loaded earlier keeps its own waits, and rule 1 still holds.
+
+What the user set in the environment is kept: ``OMP_WAIT_POLICY`` and ``GOMP_SPINCOUNT`` as they are,
+``OMP_NUM_THREADS`` as the most threads used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
 import math
 import os
+import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 #: ``mallopt`` parameters (glibc's malloc.h)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -81,8 +104,8 @@ def prefer_short_waits() -> bool:
     MNIST epoch down several times (~200 s instead of 17 s beside one busy process); threads that sleep
     at once pay a wake-up at every parallel layer, which made an epoch of a network of many small layers
     (the ConvNet) 1.4x slower on two threads. It acts only if called before torch is first imported (the
-    OpenMP runtime reads it when it loads); the ``labeldp`` command calls it first thing, and the worker
-    processes of a sweep inherit it.
+    OpenMP runtime reads it when it loads): ``import labeldp`` and the ``labeldp`` command call it first
+    thing, and the processes started from this one (a sweep's workers) inherit it.
 
     Returns
     -------
@@ -118,16 +141,34 @@ def usable_cores() -> int:
 
 
 def _runnable_tasks() -> int | None:
-    """The machine's runnable tasks now (``procs_running`` of ``/proc/stat``, this thread included), or
-    None where the file does not exist."""
+    """The machine's runnable tasks now (``procs_running`` of ``/proc/stat``), less this process's own
+    running threads but one (this thread, which counts them; an idle OpenMP thread of this process that
+    still spins is no other process's load), or None where the file does not exist."""
     try:
         with open("/proc/stat") as handle:
             for line in handle:
                 if line.startswith("procs_running"):
-                    return int(line.split()[1])
+                    return int(line.split()[1]) - _own_running_threads() + 1
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def _own_running_threads() -> int:
+    """This process's threads that are running or runnable now (at least 1: this one)."""
+    running = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 1
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/stat", "rb") as handle:
+                state = handle.read().rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            continue
+        running += state == b"R"
+    return max(1, running)
 
 
 def busy_cores(sample_seconds: float = SAMPLE_SECONDS) -> float:
@@ -264,6 +305,98 @@ def recheck_threads() -> None:
     _AUTO[1] = time.monotonic()
     if wanted != torch.get_num_threads():
         torch.set_num_threads(max(1, wanted))
+
+
+#: the free cores last counted for :func:`on_free_cores` and when: (cores, time.monotonic())
+_COUNTED: tuple[int, float] | None = None
+#: threadpoolctl's controller of the thread pools loaded, and how many modules were imported when it looked
+_POOLS: tuple[int, Any] | None = None
+#: each thread's calls of :func:`free_core_threads` under way: the first one's pools lowered (with their
+#: threads before) and the most threads it allowed, then None for each call within it
+_CALLS = threading.local()
+_Call = TypeVar("_Call", bound=Callable[..., Any])
+
+
+def _thread_pools() -> list[Any]:
+    """threadpoolctl's controllers of the OpenMP and BLAS thread pools loaded in this process (read again
+    once a module has been imported since; empty without threadpoolctl)."""
+    global _POOLS
+    if _POOLS is None or _POOLS[0] != len(sys.modules):
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            controllers = ThreadpoolController().lib_controllers
+        except Exception:  # noqa: BLE001  (no threadpoolctl, or one it cannot read: threads as they are)
+            controllers = []
+        _POOLS = (len(sys.modules), controllers)
+    return _POOLS[1]
+
+
+def estimator_threads() -> int:
+    """The threads an estimator's call may use: the free cores (:func:`free_cores`, counted over
+    :data:`RECHECK_SAMPLE_SECONDS`, and again once :data:`RECHECK_INTERVAL` seconds have passed), at most
+    ``OMP_NUM_THREADS`` where the environment sets it.
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
+    global _COUNTED
+    if _environment_limit(usable_cores()) == 1:  # one core, or OMP_NUM_THREADS=1: nothing to count
+        return 1
+    if _COUNTED is None or time.monotonic() - _COUNTED[1] >= RECHECK_INTERVAL:
+        _COUNTED = (free_cores(RECHECK_SAMPLE_SECONDS), time.monotonic())
+    return max(1, _environment_limit(_COUNTED[0]))
+
+
+@contextlib.contextmanager
+def free_core_threads() -> Iterator[int]:
+    """Within: the OpenMP and BLAS thread pools loaded in this process use at most
+    :func:`estimator_threads` threads (a pool set to fewer keeps its own), each set back on leaving.
+    Calls within calls (a fit that predicts) count and set once; each thread that calls sets its own
+    (OpenMP's threads are set for the calling thread).
+
+    Yields
+    ------
+    int
+        The most threads a pool uses within.
+    """
+    calls = _CALLS.__dict__.setdefault("calls", [])
+    if calls:  # within a call of this thread's: as it set
+        calls.append(None)
+        try:
+            yield calls[0][1]
+        finally:
+            calls.pop()
+        return
+    wanted, lowered = estimator_threads(), []
+    if wanted < (os.cpu_count() or 1):  # else no pool has more (a quiet machine: nothing to read)
+        for pool in _thread_pools():
+            with contextlib.suppress(Exception):
+                before = pool.num_threads
+                if before > wanted:
+                    pool.set_num_threads(wanted)
+                    lowered.append((pool, before))
+    calls.append((lowered, wanted))
+    try:
+        yield wanted
+    finally:
+        calls.pop()
+        for pool, before in reversed(lowered):
+            with contextlib.suppress(Exception):
+                pool.set_num_threads(before)
+
+
+def on_free_cores(method: _Call) -> _Call:
+    """An estimator's method that runs with :func:`free_core_threads` (the thread policy's rule 1)."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with free_core_threads():
+            return method(*args, **kwargs)
+
+    return call  # type: ignore[return-value]
 
 
 def requested() -> bool:

@@ -82,6 +82,7 @@ from labeldp.estimators._common import (
 )
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import clean_accuracy_estimate, released_labels_for
+from labeldp.runtime import on_free_cores
 
 
 class LabelDPClassifier(ClassifierMixin, BaseEstimator):
@@ -151,6 +152,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     # -- fitting ------------------------------------------------------------------------------------
+    @on_free_cores
     def fit(self, X, y, sample_weight=None) -> LabelDPClassifier:
         """Fit on private labels (released here once, shared by every fit on them) or on released
         labels (free).
@@ -301,6 +303,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         return _wrapper_tags(super().__sklearn_tags__(), wrapped, self.insecure_noise_seed)
 
     # -- predicting ---------------------------------------------------------------------------------
+    @on_free_cores
     def predict_proba(self, X) -> np.ndarray:
         """An estimate of Pr[clean label | x], one column per class of ``classes_``.
 
@@ -324,6 +327,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             probabilities /= np.maximum(probabilities.sum(axis=1, keepdims=True), 1e-12)
         return probabilities
 
+    @on_free_cores
     def predict(self, X) -> np.ndarray:
         """The most probable clean label of each row.
 
@@ -340,6 +344,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         positions = self.predict_proba(X).argmax(axis=1)  # NotFittedError before a fit
         return self.classes_[positions]
 
+    @on_free_cores
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy: on released labels (or on private labels, through the release the fit made of
         them), an unbiased estimate of the accuracy on their clean labels; on a plain array, which

@@ -46,6 +46,7 @@ from labeldp.estimators._common import _check_rows, _fit_classes, _fit_labels, _
 from labeldp.estimators.public_bins import DEFAULT_BINS, PublicBins, bin_indicators
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import channel_weights
+from labeldp.runtime import on_free_cores
 from labeldp.training.marginals import fit_from_marginals, project_marginals
 
 
@@ -106,6 +107,7 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         self.secure_rng = secure_rng
         self.insecure_noise_seed = insecure_noise_seed
 
+    @on_free_cores
     def fit(self, X, y) -> LabelDPLogisticRegression:
         """Release the label marginals of the private labels ``y`` (``PrivateLabels(y, classes=...)``)
         over the bins of the rows ``X``, and fit on them. The release is this fit's own (its bins come
@@ -193,6 +195,7 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         codes = self.bins_.transform(_inputs(self, X, reset=False))
         return bin_indicators(codes, self.bins_.bins_per_feature_) @ self.coef_ + self.intercept_
 
+    @on_free_cores
     def decision_function(self, X) -> np.ndarray:
         """The model's logits; with two classes, as scikit-learn's binary classifiers give them, the
         second class's logit less the first's (positive where the second class is predicted).
@@ -210,6 +213,7 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         logits = self._logits(X)
         return logits[:, 1] - logits[:, 0] if logits.shape[1] == 2 else logits
 
+    @on_free_cores
     def predict_proba(self, X) -> np.ndarray:
         """Pr[label | x] under the fitted model, one column per class of ``classes_``.
 
@@ -225,6 +229,7 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         """
         return softmax(self._logits(X), axis=1)
 
+    @on_free_cores
     def predict(self, X) -> np.ndarray:
         """The most probable label of each row.
 
@@ -241,6 +246,7 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         positions = self._logits(X).argmax(axis=1)  # NotFittedError before a fit
         return self.classes_[positions]
 
+    @on_free_cores
     def score(self, X, y, sample_weight=None) -> float:
         """Accuracy on a plain array (public test labels: exact, each label matched to the classes as
         text), or estimated on released labels (``ReleasedLabels``) through their channel. Private

@@ -54,6 +54,7 @@ from labeldp.mechanisms import optimal_bins
 from labeldp.priors import histogram_priors
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import channel_weights
+from labeldp.runtime import on_free_cores
 
 
 class LabelDPRegressor(RegressorMixin, BaseEstimator):
@@ -216,6 +217,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         return dp_event.ComposedDpEvent([histogram_event(share), rest]) if share > 0 else rest
 
     # -- fitting ------------------------------------------------------------------------------------
+    @on_free_cores
     def fit(self, X, y, sample_weight=None) -> LabelDPRegressor:
         """Release the private values ``y`` once (shared by every fit on them with the same release
         settings: mechanism, epsilon, grid, prior, noise) and fit on the released values; or fit on
@@ -372,6 +374,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         wrapped = self.estimator if self.estimator is not None else HistGradientBoostingRegressor()
         return _wrapper_tags(super().__sklearn_tags__(), wrapped, self.insecure_noise_seed)
 
+    @on_free_cores
     def predict(self, X) -> np.ndarray:
         """The regressor's predictions, clipped to the declared range.
 
