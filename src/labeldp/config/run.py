@@ -7,7 +7,6 @@ method, before anything is written or released."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,31 +17,40 @@ from labeldp._validation import check_epsilon
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.marginals import MarginalsConfig
 from labeldp.config.pate import PATEConfig
+from labeldp.config.run_checks import (
+    CLUSTER_PRIOR_OPTIONS as CLUSTER_PRIOR_OPTIONS,
+)
+from labeldp.config.run_checks import (
+    CLUSTERING_OPTIONS as CLUSTERING_OPTIONS,
+)
+from labeldp.config.run_checks import (
+    DEFAULT_PRIOR_SHARE as DEFAULT_PRIOR_SHARE,
+)
+from labeldp.config.run_checks import (
+    LOSSES,
+    PRIORS,
+    TEST_LABELS,
+    check_choices,
+    check_prior,
+    check_stages,
+    check_units,
+    label_grid_of,
+)
 from labeldp.config.train import TrainConfig
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
 from labeldp.data.registry import dataset_names, get_dataset
-from labeldp.errors import ConfigError, MissingFileError
+from labeldp.errors import ConfigError
 from labeldp.methods.registry import Method, get_method, method_names, methods_using
 from labeldp.models.names import MODELS, default_model_name
 from labeldp.options import option
-from labeldp.priors.encoders import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_file
+from labeldp.priors.encoders import is_encoder_file
 from labeldp.randomness import NoiseSource
 
 DEFAULT_DELTA = 1e-5
 #: the largest delta accepted: above it a mechanism may publish a label outright with a probability no guarantee allows
 MAX_DELTA = 1e-2
-#: the share of epsilon a noisy histogram prior buys when none is given (the labels get the rest)
-DEFAULT_PRIOR_SHARE = 0.1
-LOSSES = ("forward", "ce", "mse")
 #: the nested settings of a configuration, by field name
 _SECTIONS = {"train": TrainConfig, "dpsgd": DPSGDConfig, "pate": PATEConfig, "marginals": MarginalsConfig}
-PRIORS = ("uniform", "histogram", "cluster")
-#: where the test metrics of held-out rows of the private label column come from (``test_labels``)
-TEST_LABELS = ("released", "public", "none")
-#: Options of the noisy-histogram priors (cluster, histogram), refused with prior 'uniform' unless at their defaults.
-CLUSTER_PRIOR_OPTIONS = ("prior_epsilon", "prior_temperature", "encoder", "clusters", "combine_priors")
-#: Options of the cluster prior only: the histogram prior is one group of all examples.
-CLUSTERING_OPTIONS = ("encoder", "clusters")
 
 
 @dataclass
@@ -274,13 +282,13 @@ class RunConfig:
         if self.model is not None and self.model not in MODELS:
             raise ConfigError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
         epsilon, delta = self._budget(method)
-        stages = self._stages(method)
+        stages = check_stages(self, method)
         prior = self.prior if self.prior is not None else method.default_prior
-        prior_epsilon = self._prior(prior, epsilon)
+        prior_epsilon = check_prior(self, prior, epsilon)
         self._check_method_options(method)
-        self._check_choices()
-        self._check_units(method)
-        label_range, grid_size = self._label_grid()
+        check_choices(self)
+        check_units(self, method)
+        label_range, grid_size = label_grid_of(self)
         self.train.validate()
         resolved = dataclasses.replace(
             self,
@@ -337,56 +345,6 @@ class RunConfig:
             )
         return epsilon, delta
 
-    def _stages(self, method: Method) -> tuple[float, ...]:
-        stages = tuple(float(s) for s in (self.stages or method.default_stages))
-        if any(not s > 0 for s in stages) or abs(sum(stages) - 1.0) > 1e-6:
-            raise ConfigError(f"stages must be positive fractions summing to 1, got {list(stages)}")
-        if method.stages is not None and len(stages) != method.stages:
-            raise ConfigError(f"method {self.method!r} has {method.stages} stage(s), got {len(stages)} fractions")
-        if method.stages is None and len(stages) < 2:
-            raise ConfigError(f"method {self.method!r} needs at least two stages")
-        return stages
-
-    def _prior(self, prior: str, epsilon: float | None) -> float | None:
-        """The histogram's share of the budget (None without a cluster or histogram prior)."""
-        if prior not in PRIORS:
-            raise ConfigError(f"prior must be one of {PRIORS}, got {prior!r}")
-        if prior == "uniform":
-            changed = [name for name in CLUSTER_PRIOR_OPTIONS if getattr(self, name) != getattr(RunConfig, name)]
-            if changed:
-                raise ConfigError(
-                    f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
-                    "prior 'cluster' or 'histogram'"
-                )
-            return None
-        if prior == "histogram":
-            changed = [name for name in CLUSTERING_OPTIONS if getattr(self, name) != getattr(RunConfig, name)]
-            if changed:
-                raise ConfigError(
-                    f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
-                    "prior 'cluster' (the histogram prior is one group of all training examples)"
-                )
-        if epsilon is None:
-            raise ConfigError(f"prior {prior!r} spends privacy budget: it needs a private method and --epsilon")
-        prior_epsilon = check_epsilon(
-            self.prior_epsilon if self.prior_epsilon is not None else epsilon * DEFAULT_PRIOR_SHARE, "prior_epsilon"
-        )
-        if prior_epsilon >= epsilon:
-            raise ConfigError(f"prior_epsilon ({prior_epsilon:g}) must be smaller than epsilon ({epsilon:g})")
-        if self.clusters < 1:
-            raise ConfigError(f"clusters must be at least 1, got {self.clusters}")
-        if is_encoder_file(self.encoder):
-            if not Path(self.encoder).expanduser().is_file():
-                raise MissingFileError(f"encoder file {self.encoder} does not exist")
-        elif self.encoder not in ENCODERS:
-            raise ConfigError(
-                f"encoder must be one of {ENCODERS} or a {ENCODER_FILE_SUFFIX} file saved with "
-                f"torch.export.save, got {self.encoder!r}"
-            )
-        if not self.prior_temperature > 0:
-            raise ConfigError(f"prior_temperature must be > 0, got {self.prior_temperature}")
-        return prior_epsilon
-
     def _check_method_options(self, method: Method) -> None:
         """Refuse options the method does not use that were changed from their defaults: a user who
         sets one expects it to act."""
@@ -414,83 +372,6 @@ class RunConfig:
                 f"method {self.method!r} does not use {', '.join(unused)}; leave "
                 f"{'it' if len(unused) == 1 else 'them'} at the default"
             )
-
-    def _check_choices(self) -> None:
-        if self.secure_rng and self.insecure_noise_seed is not None:
-            raise ConfigError(
-                "secure_rng draws the noise from a CSPRNG and insecure_noise_seed makes it reproducible: choose one"
-            )
-        if self.label_range is not None and self.classes is not None:
-            raise ConfigError("a table's labels are classes (classes) or numbers (label_range), not both")
-        if self.classes is not None:
-            if get_dataset(self.dataset).source != "table":
-                raise ConfigError(
-                    f"classes are declared for a table (dataset 'csv'); dataset {self.dataset!r} defines its own"
-                )
-            if len(self.classes) < 2 or len(set(self.classes)) != len(self.classes):
-                raise ConfigError(f"classes must be at least two distinct values, got {list(self.classes)}")
-        if self.test_labels not in TEST_LABELS:
-            raise ConfigError(f"test_labels must be one of {TEST_LABELS}, got {self.test_labels!r}")
-        if self.test_labels == "none" and not self.test_held_out:
-            raise ConfigError(
-                "test_labels applies to test rows held out of the private label column (a table without "
-                f"--test-table, movielens); the test set of {self.dataset!r} is public and measured "
-                "exactly"
-            )
-        if self.loss not in LOSSES:
-            raise ConfigError(f"loss must be one of {LOSSES}, got {self.loss!r}")
-        if not self.temperature > 0 or not math.isfinite(self.temperature):
-            raise ConfigError(f"temperature must be a finite number > 0, got {self.temperature}")
-
-    def _check_units(self, method: Method) -> None:
-        """A privacy unit: a table's column, with its bound, under a method whose ledger composes per unit."""
-        if self.privacy_unit is None:
-            if self.max_rows_per_unit is not None:
-                raise ConfigError("max_rows_per_unit bounds the rows of a privacy unit: give privacy_unit COLUMN too")
-            return
-        if get_dataset(self.dataset).source != "table":
-            raise ConfigError(
-                f"privacy_unit names a column of a table (dataset 'csv'); dataset {self.dataset!r} has no such column"
-            )
-        if self.max_rows_per_unit is None:
-            raise ConfigError(
-                "privacy_unit needs max_rows_per_unit M (--max-rows-per-unit), the most rows of one unit the run "
-                "uses: each row then gets epsilon / c, c = M or the largest unit's rows if fewer. It is yours to "
-                "choose (a few heavy users would otherwise set every row's share); to keep every row, give the "
-                "largest unit's row count"
-            )
-        if isinstance(self.max_rows_per_unit, bool) or int(self.max_rows_per_unit) != self.max_rows_per_unit:
-            raise ConfigError(f"max_rows_per_unit must be a whole number, got {self.max_rows_per_unit!r}")
-        if self.max_rows_per_unit < 1:
-            raise ConfigError(f"max_rows_per_unit must be at least 1, got {self.max_rows_per_unit}")
-        if method.protects_examples:
-            raise ConfigError(
-                f"method {self.method!r} protects examples added or removed, not labels replaced: its guarantee "
-                "does not compose per privacy unit (and the rows a unit keeps depend on the table's rows). Use a "
-                "label-DP method with privacy_unit"
-            )
-        if self.privacy_unit in (self.label_column, self.id_column) or self.privacy_unit in (self.features or ()):
-            raise ConfigError(
-                f"the privacy unit column {self.privacy_unit!r} is public and never a feature: it cannot be the "
-                "label column, the id column or a feature"
-            )
-
-    def _label_grid(self) -> tuple[tuple[float, float] | None, int | None]:
-        """The declared label range and grid size of a numeric label (None, None for classes)."""
-        if self.label_range is None:
-            if self.label_grid is not None:
-                raise ConfigError("label_grid needs label_range LOW HIGH")
-            return None, None
-        if get_dataset(self.dataset).source != "table":
-            raise ConfigError(
-                f"label_range and label_grid declare a table's numeric label (dataset 'csv'); dataset "
-                f"{self.dataset!r} defines its own labels"
-            )
-        if len(self.label_range) != 2:
-            raise ConfigError(f"label_range is two numbers LOW HIGH, got {list(self.label_range)}")
-        size = DEFAULT_GRID_SIZE if self.label_grid is None else self.label_grid
-        label_grid(*self.label_range, size)  # checks them
-        return (float(self.label_range[0]), float(self.label_range[1])), int(size)
 
     @property
     def label_values(self) -> np.ndarray | None:
