@@ -2,7 +2,8 @@
 a function fits on a screen, and every default is stated once (line lengths and the rest of the style
 are ruff's, run by ``make test``).
 
-Sizes count lines of code: docstrings, comments and blank lines are documentation, not length.
+A module's size counts every line (its docstrings, comments and blank lines too); a function's counts lines
+of code: its docstrings, comments and blank lines are documentation, not length.
 """
 
 from __future__ import annotations
@@ -14,18 +15,12 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "labeldp"
-#: lines of code (as ruff formats them) of a module, and of a function, at most
-MODULE_LINES, FUNCTION_LINES = 400, 80
+#: lines of a module, every line counted, and lines of code (as ruff formats them) of a function, at most
+MODULE_LINES, FUNCTION_LINES = 500, 80
 #: functions allowed to be longer, each with its reason
 LONG_FUNCTIONS: dict[str, str] = {}
 #: modules allowed to be longer, each with its reason and its own limit
-LONG_MODULES: dict[str, tuple[str, int]] = {
-    "labeldp.config.run": (
-        "every option of a run in one dataclass, each field with its help and its checks: the one place a "
-        "user and the command line read them",
-        500,
-    ),
-}
+LONG_MODULES: dict[str, tuple[str, int]] = {}
 
 
 def _module_name(path: Path) -> str:
@@ -134,7 +129,7 @@ def test_a_module_is_read_in_one_sitting_and_a_function_fits_on_a_screen(module:
     lines, tree = text.split("\n"), ast.parse(text)
     documentation = _docstring_lines(tree)
     limit = LONG_MODULES.get(module, ("", MODULE_LINES))[1]
-    assert _code_lines(lines, 1, len(lines), documentation) <= limit, f"{module}: split it by job"
+    assert len(text.splitlines()) <= limit, f"{module}: {len(text.splitlines())} lines, split it by job"
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             name = f"{module}.{node.name}"
