@@ -125,7 +125,8 @@ def test_a_release_fits_in_any_of_its_forms(tmp_path) -> None:
     """A Release of the boundary (over the declared classes, its spend on the fit's rows) and the path
     of a release folder written by ``labeldp privatize`` fit for free, as ReleasedLabels do."""
     X, y = _data()
-    release = release_randomized_response(PrivacyLedger(len(y)), y, np.arange(len(y)), 2, 2.0, 0, "labels")
+    private = PrivateLabels.from_indices(y, 2)
+    release = release_randomized_response(PrivacyLedger(len(y)), private, np.arange(len(y)), 2, 2.0, 0, "labels")
     model = _classifier(classes=[0, 1]).fit(X, release)
     assert model.ledger_.epsilon() == pytest.approx(2.0, abs=1e-3) and model.predict(X).dtype == np.int64
     with pytest.raises(ConfigError, match="declare them"):
@@ -137,7 +138,9 @@ def test_a_release_fits_in_any_of_its_forms(tmp_path) -> None:
         assert list(fitted.classes_) == [0, 1] and fitted.ledger_.epsilon() == pytest.approx(2.0, abs=1e-3)
     with pytest.raises(ConfigError, match="marginals, not labels"):
         LabelDPLogisticRegression().fit(X, tmp_path / "release")
-    grid_release = release_randomized_response(PrivacyLedger(len(y)), y * 4, np.arange(len(y)), 5, 2.0, 0, "values")
+    grid_release = release_randomized_response(
+        PrivacyLedger(len(y)), PrivateLabels.from_indices(y * 4, 5), np.arange(len(y)), 5, 2.0, 0, "values"
+    )
     regressor = LabelDPRegressor(Ridge(), label_range=(0, 4), grid=5).fit(X, grid_release)
     assert regressor.released_.max() <= 4 and regressor.ledger_.epsilon() == pytest.approx(2.0, abs=1e-3)
 
