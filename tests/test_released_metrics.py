@@ -186,3 +186,13 @@ def test_the_console_says_when_the_release_cannot_tell_the_model_from_chance() -
     text, warning = describe_test_metrics(summary), chance_warning(summary)
     assert not metrics["test_beyond_chance"] and "AUC" in text and "95% interval" in text
     assert "cannot tell this model from chance" in warning and CHANCE_ADVICE in warning
+
+
+def test_a_release_that_estimates_no_positive_gives_no_auc_and_the_whole_range() -> None:
+    """Four rows all released negative at epsilon 1: the positives' estimated weight is negative, so the
+    AUC has no estimate and its interval is all of [0, 1]."""
+    likelihood = randomized_response_likelihood(np.zeros(4, np.int64), 2, 1.0)
+    probabilities = np.column_stack([1 - (p := np.array([0.48, 0.51, 0.47, 0.50])), p])
+    metrics = estimated_classification_metrics(probabilities, np.zeros(4, np.int64), likelihood)
+    assert metrics["test_auc"] is None and metrics["test_auc_interval"] == [0.0, 1.0]
+    assert not metrics["test_beyond_chance"]

@@ -162,7 +162,7 @@ def estimated_auc(scores: np.ndarray, weights: np.ndarray) -> Estimate:
     z2 = _Z**2
     q2, q1, q0 = big_b**2 - z2 * vbb, -2.0 * (big_a * big_b - z2 * vab), big_a**2 - z2 * vaa
     disc = q1 * q1 - 4.0 * q2 * q0
-    if q2 <= 0 or disc < 0:
+    if ratio is None or q2 <= 0 or disc < 0:  # no estimate, or the release cannot bound B away from 0
         return Estimate(None if ratio is None else min(max(ratio, 0.0), 1.0), error, 0.0, 1.0)
     root = math.sqrt(disc)
     low, high = (-q1 - root) / (2 * q2), (-q1 + root) / (2 * q2)
