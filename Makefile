@@ -21,11 +21,14 @@ install: $(BIN)/labeldp
 demo: install
 	$(BIN)/labeldp demo
 
-# ruff first: the lint and the format are checked in seconds, before the suite's minutes
+# ruff first: the lint and the format are checked in seconds, before the suite's minutes.
+# The suite starts some twenty Python processes (its workers, CLI runs, sweep workers, torchrun ranks):
+# with PYTHONDONTWRITEBYTECODE set, each would compile torch's sources anew (~10 s of CPU each), so
+# the modules are compiled once, into .venv/pycache, for all of them.
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n 2 --dist worksteal
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache $(BIN)/python -m pytest -n 2 --dist worksteal
 
 # the site from docs/ (mkdocs.yml), into site/; --strict: a warning (a broken link, a docstring that does
 # not parse) fails the build

@@ -5,25 +5,84 @@ modules import are in tests/helpers.py)."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+import pytest
 
 # One thread per test process: pytest-xdist runs one worker per core, and torch's default of one
 # thread per core in every worker oversubscribes the CPU (small ops then run ~10x slower).
 os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the CLI subprocesses the tests start
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+if TYPE_CHECKING:
+    from labeldp.data import LabeledDataset
 
-torch.set_num_threads(1)
 
-from labeldp import runtime  # noqa: E402
-from labeldp.data import LabeledDataset, regression_dataset  # noqa: E402
-from tests.helpers import TOY_GRID  # noqa: E402
+def pytest_configure(config) -> None:
+    """One torch thread in each process that runs tests. pytest-xdist's controller runs none: without
+    importing torch (seconds, before it starts its workers) it starts them sooner."""
+    if hasattr(config, "workerinput") or config.getoption("dist", "no") == "no":
+        import torch
+
+        torch.set_num_threads(1)
+
+
+#: the modules whose tests take longest, in seconds on one core (most of it starting Python processes:
+#: torchrun's ranks, a sweep's workers, a CLI run to kill); each is started first by a worker of its own
+SLOW_MODULES = {
+    "tests/test_distributed.py": 24,
+    "tests/test_docs.py": 24,
+    "tests/experiments/test_sweep.py": 18,
+    "tests/accounting/test_calibration.py": 17,
+    "tests/cli/test_train.py": 17,
+    "tests/ads/test_ddp.py": 16,
+    "tests/test_plugins.py": 14,
+    "tests/audit/test_label_inference.py": 12,
+    "tests/dpsgd/test_selection.py": 11,
+    "tests/accounting/test_datasets.py": 10,
+    "tests/methods/test_dp_sgd.py": 9,
+    "tests/test_threat_model.py": 7,
+    "tests/cli/test_one_story.py": 7,
+    "tests/test_docs_site.py": 6,
+}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """The slow modules first, shared among the workers: ``--dist worksteal`` gives each worker a run of
+    the collection, in order (the first worker the first len // workers tests, the next the next), and
+    later moves tests from the end of a busy worker's run to an idle one. Each run starts with its share
+    of the slow modules (the slowest first, each to the run with the least so far) and ends with quick
+    tests that balance the end. A module's tests stay together and in order (its module fixtures are set
+    up once)."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    slow = sorted((name for name in modules if name in SLOW_MODULES), key=lambda name: -SLOW_MODULES[name])
+    runs: list[list] = [[] for _ in range(workers)]
+    load = [0.0] * workers
+    for name in slow:
+        run = load.index(min(load))
+        runs[run].extend(modules[name])
+        load[run] += SLOW_MODULES[name]
+    quick = [item for name, tests in modules.items() if name not in SLOW_MODULES for item in tests]
+    ordered, left = [], len(items)
+    for index, run in enumerate(runs):  # the sizes worksteal hands out: what is left over the workers left
+        size = left // (workers - index)
+        left -= size
+        take = max(0, size - len(run))
+        ordered += run + quick[:take]
+        quick = quick[take:]
+    items[:] = ordered + quick
 
 
 @pytest.fixture
 def blobs() -> LabeledDataset:
     """10 well-separated Gaussian classes in 20 dimensions: 600 train, 200 test examples."""
+    import numpy as np
+
+    from labeldp.data import LabeledDataset
+
     rng = np.random.default_rng(0)
     centers = rng.normal(0, 3, size=(10, 20))
     y_train, y_test = rng.integers(0, 10, 600), rng.integers(0, 10, 200)
@@ -35,6 +94,11 @@ def blobs() -> LabeledDataset:
 @pytest.fixture(scope="module")
 def toy() -> LabeledDataset:
     """A regression whose label is 10 + 3 x_0 + noise, clipped to [0, 20]; 400 train, 100 test."""
+    import numpy as np
+
+    from labeldp.data import regression_dataset
+    from tests.helpers import TOY_GRID
+
     rng = np.random.default_rng(0)
     x = rng.normal(size=(500, 4))
     values = 10 + 3 * x[:, 0] + rng.normal(size=500)
@@ -62,6 +126,10 @@ def register_for_test():
 
 @pytest.fixture
 def restore_threads():
+    import torch
+
+    from labeldp import runtime
+
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)

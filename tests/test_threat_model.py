@@ -18,6 +18,7 @@ import labeldp.runs.context as run_module
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import unseal
 from labeldp.cli import main
+from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.pate import PATEConfig
 from labeldp.data import load_dataset
 from labeldp.dpsgd import PoissonSampler, gaussian_noise
@@ -285,7 +286,13 @@ def test_pate_votes_of_another_configuration_are_never_reused(tmp_path, monkeypa
 def test_a_dpsgd_checkpoint_that_went_missing_is_not_retrained(tmp_path) -> None:
     """DP-SGD's steps are the release: after epochs were written, a missing or older checkpoint would
     make a rerun take those steps again with fresh noise, outside the recorded event."""
-    config = RunConfig(method="dp-sgd", epsilon=2.0, model="mlp", train=TrainConfig(epochs=2, batch_size=256))
+    config = RunConfig(
+        method="dp-sgd",
+        epsilon=2.0,
+        model="mlp",
+        train=TrainConfig(epochs=2, batch_size=256),
+        dpsgd=DPSGDConfig(noise_multiplier=2.0),  # epsilon 1.54 here: no calibration (seconds) to wait for
+    )
     run = tmp_path / "run"
     train_run(config, run, progress=False)
     (run / "summary.json").unlink()
