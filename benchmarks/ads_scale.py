@@ -32,8 +32,8 @@ training so that its mean prediction over the training rows is the base rate est
 release (RR's released positive share through its channel; the counts' positives). Noise is fresh OS entropy: the
 figures change a little from one run to the next.
 
-The routes are composed from :mod:`labeldp.ads.train`, the pieces of ``labeldp hashed train``
-(:func:`labeldp.ads.fit_hashed`), with its settings (:class:`labeldp.config.hashed.HashedConfig`'s
+The routes are composed from :mod:`labeldp.ads.run_pieces`, the pieces of ``labeldp hashed train``
+(:func:`labeldp.ads.fit_hashed`), with its settings (:class:`labeldp.config.hashed_config.HashedConfig`'s
 defaults): the benchmark scores what a user's run trains.
 
 ``--speed N`` measures, on a table of N rows, each phase in a fresh process (its own peak RSS):
@@ -61,7 +61,7 @@ import torch
 from sklearn.metrics import log_loss, roc_auc_score
 
 from labeldp.accounting import PrivacyLedger
-from labeldp.ads.train import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
+from labeldp.ads.run_pieces import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
 from labeldp.boundary import (
     PrivateLabels,
     privatize_table,
@@ -70,7 +70,7 @@ from labeldp.boundary import (
     release_randomized_response,
     release_true_labels,
 )
-from labeldp.config.hashed import HashedConfig
+from labeldp.config.hashed_config import HashedConfig
 from labeldp.data.hashed_table import (
     PositionTargets,
     labelled_blocks,
@@ -84,7 +84,7 @@ from labeldp.mechanisms import flip_channel
 from labeldp.models.sparse import HashedFM, HashedLogistic
 from labeldp.randomness import NoiseSource
 from labeldp.training.from_counts import CountStatistics
-from labeldp.training.sparse import SparseTrainConfig, forward_loss, predict_sparse, train_sparse
+from labeldp.training.out_of_core import SparseTrainConfig, forward_loss, predict_sparse, train_sparse
 
 SLOTS = (("advertiser", 12), ("campaign", 15), ("site", 18), ("device", 6), ("hour", 6))
 CROSSES = ((("advertiser", "site"), 20), (("campaign", "device"), 17))
@@ -109,7 +109,7 @@ def table(folder: Path, rows: int, part: str) -> Path:
 
 
 def config(m: int = 0) -> HashedConfig:
-    """The ads route's settings (labeldp.config.hashed's defaults), at most m rows per user (0: row level)."""
+    """The ads route's settings (labeldp.config.hashed_config's defaults), at most m rows per user (0: row level)."""
     units = {"unit_column": "user_id", "max_rows_per_unit": m} if m else {}
     return HashedConfig(block_rows=BLOCK_ROWS, **units)
 

@@ -15,7 +15,7 @@ import platform
 
 import torch
 
-from labeldp.experiments.sweep import SweepJob, run_sweep
+from labeldp.experiments.sweep_runner import SweepJob, run_sweep
 from labeldp.recipes import get_profile
 from labeldp.training import resolve_device
 

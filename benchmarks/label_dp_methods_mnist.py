@@ -27,8 +27,8 @@ import torch
 
 from labeldp.boundary import unseal
 from labeldp.data import load_dataset
-from labeldp.experiments.sweep import SweepJob, run_sweep
-from labeldp.recipes.builtin import (
+from labeldp.experiments.sweep_runner import SweepJob, run_sweep
+from labeldp.recipes.builtin_profiles import (
     CLUSTER_PRIOR,
     METHODS_EPSILONS,
     MNIST_PROFILE_MODEL,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from labeldp.experiments.sweep import SweepJob, run_sweep
+from labeldp.experiments.sweep_runner import SweepJob, run_sweep
 from labeldp.recipes import get_profile
 
 #: Test accuracy (%) reported by Ghazi et al. (NeurIPS 2021) for MNIST.

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from labeldp.data import load_dataset
-from labeldp.recipes.builtin import movielens_config
+from labeldp.recipes.builtin_profiles import movielens_config
 from labeldp.runs import train_run
 
 #: table name -> method

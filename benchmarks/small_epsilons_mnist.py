@@ -6,7 +6,7 @@ stage has a cluster prior: k-means on a neighbour-graph embedding of the public 
 histogram's share of epsilon by :func:`labeldp.priors.histogram_epsilon`) executed by the sweep runner,
 exactly as ``labeldp sweep --profiles 'mnist/e.*/lp-2st-spectral/run0' --data-dir ...`` would;
 finished runs in --out are read back. How the recipe was chosen is in
-:func:`labeldp.recipes.builtin.mnist_spectral_config`.
+:func:`labeldp.recipes.builtin_profiles.mnist_spectral_config`.
 
 At epsilon 1 and above a prior this peaked costs more than it brings (RR-with-prior keeps k = 1 for
 most examples, whose releases then carry nothing), so the benchmark also runs the best earlier
@@ -28,9 +28,9 @@ import platform
 
 import torch
 
-from labeldp.experiments.sweep import SweepJob, run_sweep
+from labeldp.experiments.sweep_runner import SweepJob, run_sweep
 from labeldp.recipes import get_profile
-from labeldp.recipes.builtin import SMALL_EPSILONS
+from labeldp.recipes.builtin_profiles import SMALL_EPSILONS
 
 #: MNIST test accuracy (%) of LabelDP-Pro (ICLR 2024) by epsilon.
 LABELDP_PRO = {0.1: 91.1, 0.5: 94.1, 1.0: 94.3}

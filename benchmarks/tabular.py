@@ -36,7 +36,7 @@ from labeldp.estimators import LabelDPClassifier, ReleasedLabels, released_log_l
 from labeldp.estimators.logistic import DEFAULT_L2, LabelDPLogisticRegression, fit_from_marginals
 from labeldp.estimators.public_bins import PublicBins, bin_indicators
 from labeldp.mechanisms import randomized_response
-from labeldp.mechanisms.marginals import marginal_counts
+from labeldp.mechanisms.label_marginals import marginal_counts
 
 #: the regularised learner: smaller trees, more leaves' support, a slower rate, early stopping on the
 #: released labels' log-loss (a proper score for them); chosen on Adult at epsilon 1 with released labels

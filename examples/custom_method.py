@@ -21,7 +21,7 @@ import numpy as np
 
 from labeldp.boundary import release_randomized_response
 from labeldp.data.dataset import LabeledDataset
-from labeldp.data.registry import Dataset, register_dataset
+from labeldp.data.dataset_registry import Dataset, register_dataset
 from labeldp.methods.registry import Method, register_method
 
 

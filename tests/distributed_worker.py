@@ -54,7 +54,7 @@ if rank != 0:  # the other ranks must not touch the run folders at all: rank 0 r
 from labeldp import distributed  # noqa: E402
 from labeldp.boundary import PrivateLabels  # noqa: E402
 from labeldp.config.dpsgd import DPSGDConfig  # noqa: E402
-from labeldp.config.pate import PATEConfig  # noqa: E402
+from labeldp.config.pate_config import PATEConfig  # noqa: E402
 from labeldp.dpsgd.trainer import private_gradient  # noqa: E402
 from labeldp.runs import RunConfig, train_run  # noqa: E402
 from labeldp.teachers import train_teachers  # noqa: E402

@@ -21,8 +21,8 @@ import torch
 from scipy import stats
 from scipy.optimize import brentq
 
-from labeldp.config.run import RunConfig
-from labeldp.config.train import TrainConfig
+from labeldp.config.run_config import RunConfig
+from labeldp.config.train_config import TrainConfig
 from labeldp.data import label_grid
 
 #: the grid of the ``toy`` regression (tests/conftest.py): 11 points over [0, 20]

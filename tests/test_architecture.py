@@ -7,7 +7,7 @@ function or a constant, ``PrivateLabels``, ``release_*``; a dotted name, ``label
 like one (a ``.py`` file, a ``labeldp.`` name; in the picture also a CamelCase or snake_case word).
 Files resolve against src/labeldp (or the repository, for ``tests/``, ``examples/``...); names against
 the package's syntax trees (a def, a class, an assignment, a class's field or ``self.`` attribute) or,
-for a dotted name under a module (``config.run``, ``one_release.release_once``), by importing it. A
+for a dotted name under a module (``config.run_config``, ``one_release.release_once``), by importing it. A
 word in backticks that is no labeldp name fails too: take it out of the backticks, or, for another
 project's name, add it to :data:`ELSEWHERE`.
 """
@@ -213,7 +213,7 @@ def test_real_names_of_every_kind_are_found_and_exist() -> None:
     cited = (
         "`boundary/release.py`, `boundary/`, `release.py`, `tests/test_plugins.py`, `PrivateLabels`, "
         "`labeldp.accounting.PrivacyLedger`, `release_randomized_response`, `release_*`, `RunContext.spend`, "
-        "`MethodContext.train`, `LabeledDataset.y_train`, `labeldp.PrivateLabels`, `config.run`, `labeldp tune`, "
+        "`MethodContext.train`, `LabeledDataset.y_train`, `labeldp.PrivateLabels`, `config.run_config`, `labeldp tune`, "
         "`register_method(Method(...))`, `summary.json`, `--recipes FILE`"
     )
     assert names(cited) >= {"boundary/release.py", "PrivateLabels", "RunContext.spend", "labeldp tune"}
@@ -224,7 +224,7 @@ def test_the_picture_and_the_table_show_the_layers_of_the_imports() -> None:
     """The picture's left column and the table's rows list the same layers in the same order, every
     top-level module of the package in one of them, and every import points down them, but for one
     kind: a look-up into a module above whose own imports are all in the bottom layer (a registry of
-    names, as ``config.run`` reads them)."""
+    names, as ``config.run_config`` reads them)."""
     text = _page()
     table = [modules for modules, _ in _layer_table(text)]
     assert _picture_layers(text) == table

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.config.pate import PATEConfig
+from labeldp.config.pate_config import PATEConfig
 from labeldp.dpsgd.trainer import private_gradient
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig

@@ -35,7 +35,7 @@ import pytest
 import torch
 
 from labeldp.cli import main
-from labeldp.recipes import profiles
+from labeldp.recipes import profile_registry
 from labeldp.runs import RunConfig
 from tests.helpers import make_mnist_folder, write_movielens
 
@@ -209,9 +209,9 @@ def reader(tmp_path, monkeypatch):
         return config
 
     monkeypatch.setattr(RunConfig, "resolved", one_epoch)
-    profiles.list_profiles()  # the built-in profiles, registered before the page's own are set aside
-    monkeypatch.setattr(profiles, "_REGISTRY", dict(profiles._REGISTRY))
-    monkeypatch.setattr(profiles, "_LOADED_RECIPES", set(profiles._LOADED_RECIPES))
+    profile_registry.list_profiles()  # the built-in profile_registry, registered before the page's own are set aside
+    monkeypatch.setattr(profile_registry, "_REGISTRY", dict(profile_registry._REGISTRY))
+    monkeypatch.setattr(profile_registry, "_LOADED_RECIPES", set(profile_registry._LOADED_RECIPES))
     yield work
     torch.set_num_threads(1)  # as conftest sets it; `labeldp train` sets its own
 

@@ -141,15 +141,15 @@ def test_each_default_is_stated_once() -> None:
     """The defaults that used to be stated in several places have one home each, and every place that
     needs one reads it from there: the options' defaults in their dataclass fields, the rest here."""
     from labeldp.config.auditing import DEFAULT_SHADOWS
-    from labeldp.config.release import DEFAULT_BATCH_ROWS
-    from labeldp.config.run import RunConfig
+    from labeldp.config.release_config import DEFAULT_BATCH_ROWS
+    from labeldp.config.run_config import RunConfig
     from labeldp.config.tuning import DEFAULT_HOLDOUT, SELECTION_DEFAULTS
 
     sources = {module: path.read_text() for module, path in MODULES.items()}
     for literal, home in (
-        ("DEFAULT_DELTA = 1e-5", "labeldp.config.run"),
+        ("DEFAULT_DELTA = 1e-5", "labeldp.config.run_config"),
         ("delta=1e-5", None),
-        ("DEFAULT_BATCH_ROWS = 1 << 20", "labeldp.config.release"),
+        ("DEFAULT_BATCH_ROWS = 1 << 20", "labeldp.config.release_config"),
         ("DEFAULT_HOLDOUT = 0.2", "labeldp.config.tuning"),
         ("holdout: float = 0.2", None),
         ("DEFAULT_SHADOWS = 4", "labeldp.config.auditing"),
@@ -161,3 +161,12 @@ def test_each_default_is_stated_once() -> None:
         assert stated == ([home] if home else []), (literal, stated)
     assert DEFAULT_BATCH_ROWS and DEFAULT_HOLDOUT and DEFAULT_SHADOWS and SELECTION_DEFAULTS
     assert all(field.metadata.get("help") for field in dataclasses.fields(RunConfig))  # each option documented
+
+
+def test_a_module_is_found_by_its_name() -> None:
+    """No two modules of the package share a file name (``__init__`` and ``__main__`` aside)."""
+    by_name: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        if path.stem not in ("__init__", "__main__"):
+            by_name.setdefault(path.stem, []).append(module)
+    assert not {name: found for name, found in by_name.items() if len(found) > 1}

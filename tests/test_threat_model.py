@@ -19,13 +19,13 @@ from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import unseal
 from labeldp.cli import main
 from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.config.pate import PATEConfig
+from labeldp.config.pate_config import PATEConfig
 from labeldp.data import load_dataset
 from labeldp.dpsgd import PoissonSampler, gaussian_noise
 from labeldp.dpsgd.noise import noise_generator
 from labeldp.dpsgd.sampling import sampling_generator
 from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
-from labeldp.experiments.sweep import SweepJob, run_sweep
+from labeldp.experiments.sweep_runner import SweepJob, run_sweep
 from labeldp.mechanisms import change_probability, keep_probability
 from labeldp.randomness import NoiseSource, SecureGenerator
 from labeldp.runs import RunConfig, train_run

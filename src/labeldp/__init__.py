@@ -36,7 +36,7 @@ _EXPORTS = {
     "privatize_table": "labeldp.boundary",
     "RunConfig": "labeldp.runs",
     "train_run": "labeldp.runs",
-    "tune": "labeldp.experiments.tune",
+    "tune": "labeldp.experiments.release_tuning",
     "fit_hashed": "labeldp.ads",
     "predict_hashed": "labeldp.ads",
     "fit_from_noisy_source": "labeldp.ads",

@@ -25,12 +25,12 @@ from tqdm.auto import tqdm
 
 from labeldp import distributed
 from labeldp.boundary import PrivateLabels, unseal
-from labeldp.config.pate import PATEConfig
-from labeldp.config.train import TrainConfig
+from labeldp.config.pate_config import PATEConfig
+from labeldp.config.train_config import TrainConfig
 from labeldp.errors import RunDirectoryError
 from labeldp.files import write_atomic
 from labeldp.randomness import public_rng, public_seed
-from labeldp.training.predict import predict_logits
+from labeldp.training.predictions import predict_logits
 from labeldp.training.stage import train_stage
 
 

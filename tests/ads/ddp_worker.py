@@ -43,7 +43,7 @@ from labeldp.cli import main  # noqa: E402
 from labeldp.data.hashing import HashSpec  # noqa: E402
 from labeldp.models.sparse import HashedFM  # noqa: E402
 from labeldp.randomness import NoiseSource  # noqa: E402
-from labeldp.training.sparse import SparseTrainConfig, forward_loss, train_sparse  # noqa: E402
+from labeldp.training.out_of_core import SparseTrainConfig, forward_loss, train_sparse  # noqa: E402
 
 spec = HashSpec.from_dict(json.loads(spec_json))
 runs = json.loads(runs_json)

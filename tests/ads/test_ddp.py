@@ -20,7 +20,7 @@ from labeldp.data.hashed_table import read_column
 from labeldp.data.hashing import row_groups
 from labeldp.models.sparse import HashedFM
 from labeldp.randomness import NoiseSource
-from labeldp.training.sparse import SparseTrainConfig, forward_loss, train_sparse
+from labeldp.training.out_of_core import SparseTrainConfig, forward_loss, train_sparse
 from tests.helpers import run_two_ranks
 
 pytestmark = pytest.mark.skipif(

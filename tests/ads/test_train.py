@@ -1,4 +1,4 @@
-"""The ads route's pieces (labeldp.ads.train): slots from words, the channel of released labels read off
+"""The ads route's pieces (labeldp.ads.run_pieces): slots from words, the channel of released labels read off
 their likelihood rows, and the rate estimated through it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from labeldp.ads.train import channel_matrix, channel_rate, hash_spec
+from labeldp.ads.run_pieces import channel_matrix, channel_rate, hash_spec
 from labeldp.data.hashing import Slot
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import flip_channel

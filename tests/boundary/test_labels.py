@@ -1,4 +1,4 @@
-"""Private labels as a type (boundary/labels.py, and the budget of boundary/budget.py, which has
+"""Private labels as a type (boundary/labels.py, and the budget of boundary/shared_budget.py, which has
 little logic and shares this module): nothing but the release boundary and the private-side trainers
 reads them, every attempt to compute on them fails loudly, and every view of them shares one release."""
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from labeldp.cli import build_parser, main
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 
 
 def test_no_training_options_means_the_best_recipe(tmp_path, capsys) -> None:
@@ -46,7 +46,7 @@ def test_mnist_defaults_are_the_profile_recipe(method) -> None:
 
     from labeldp.cli import build_parser
     from labeldp.cli.common import config_with_recipe
-    from labeldp.recipes.profiles import get_profile
+    from labeldp.recipes.profile_registry import get_profile
 
     args = build_parser("train").parse_args(
         [

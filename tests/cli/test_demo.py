@@ -1,20 +1,20 @@
 """labeldp demo: a fresh folder per demo, the seeds' mean and spread."""
 
 from labeldp.cli import main
-from labeldp.config.train import TrainConfig
+from labeldp.config.train_config import TrainConfig
 
 
 def test_each_demo_draws_afresh_into_a_new_folder_it_names(tmp_path, monkeypatch, capsys) -> None:
     import dataclasses
 
     from labeldp.cli import demo
-    from labeldp.recipes import profiles
+    from labeldp.recipes import profile_registry
 
     def shortened(profile):  # two epochs: the demo's machinery, not its accuracy
         return dataclasses.replace(profile, config=dataclasses.replace(profile.config, train=TrainConfig(epochs=2)))
 
-    listed = profiles.list_profiles
-    monkeypatch.setattr(profiles, "list_profiles", lambda pattern=None: [shortened(p) for p in listed(pattern)])
+    listed = profile_registry.list_profiles
+    monkeypatch.setattr(profile_registry, "list_profiles", lambda pattern=None: [shortened(p) for p in listed(pattern)])
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(demo, "DEMO_PROFILES", r"^digits/e8/lp-1st/run[0-1]$")
     folders = []

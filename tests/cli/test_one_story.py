@@ -9,7 +9,7 @@ import json
 
 from labeldp.cli import main
 from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.config.train import TrainConfig
+from labeldp.config.train_config import TrainConfig
 from labeldp.runs import RunConfig, train_run
 from tests.helpers import table_config, write_table
 
@@ -65,7 +65,7 @@ def test_a_folder_saved_before_config_json_said_what_the_summary_says_is_the_sam
     """config.json naming no network and "released" test labels for the digits' public test set, as an
     earlier version wrote it: the same configuration finds it finished, a sweep counts it done, and
     the configuration read back resolves."""
-    from labeldp.experiments.sweep import _finished_as_configured
+    from labeldp.experiments.sweep_runner import _finished_as_configured
     from labeldp.runs import RunDirectory
 
     config = RunConfig(method="lp-1st", epsilon=2.0, train=TrainConfig(epochs=1))

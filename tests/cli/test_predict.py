@@ -1,4 +1,4 @@
-"""`labeldp predict` (cli/predict.py, with runs/predict.py): a model trained on a table scores new
+"""`labeldp predict` (cli/predict.py, with runs/predictor.py): a model trained on a table scores new
 rows of it, written beside their ids."""
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""The ads route's settings (labeldp.config.hashed): refused before any spend, the route's training
+"""The ads route's settings (labeldp.config.hashed_config): refused before any spend, the route's training
 defaults where the user leaves them."""
 
 from __future__ import annotations
 
 import pytest
 
-from labeldp.config.hashed import ROUTE_TRAINING, HashedConfig
+from labeldp.config.hashed_config import ROUTE_TRAINING, HashedConfig
 from labeldp.errors import ConfigError
 
 

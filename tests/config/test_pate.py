@@ -1,4 +1,4 @@
-"""PATE's settings (config/pate.py): the plan fills in the number of queries or the vote noise within
+"""PATE's settings (config/pate_config.py): the plan fills in the number of queries or the vote noise within
 the budget, and refuses a plan the budget cannot pay."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from labeldp.accounting import pate_epsilon
-from labeldp.config.pate import PATEConfig
+from labeldp.config.pate_config import PATEConfig
 from labeldp.errors import BudgetError
 
 

@@ -1,4 +1,4 @@
-"""The configuration of a run (config/run.py): RunConfig.resolved() refuses what cannot run before
+"""The configuration of a run (config/run_config.py): RunConfig.resolved() refuses what cannot run before
 anything is written or released (an option the method does not use left off its default, a missing
 or spare epsilon, a prior's options, conflicting noise options, test labels of a public test set,
 numeric labels declared for a dataset with its own), fills in what depends on the method, and a
@@ -12,15 +12,15 @@ import json
 import pytest
 
 from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.config.marginals import MarginalsConfig
-from labeldp.config.pate import PATEConfig
-from labeldp.config.run import DEFAULT_DELTA, METHOD_OPTIONS, options_unused_by
+from labeldp.config.marginals_config import MarginalsConfig
+from labeldp.config.pate_config import PATEConfig
+from labeldp.config.run_config import DEFAULT_DELTA, METHOD_OPTIONS, options_unused_by
 from labeldp.errors import ConfigError
 from labeldp.methods.registry import BUILTIN_METHODS, Method
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
 
-#: a value other than the default for each method-specific option (config/run.py's METHOD_OPTIONS)
+#: a value other than the default for each method-specific option (config/run_config.py's METHOD_OPTIONS)
 CHANGED = {
     "delta": 1e-3,
     "temperature": 2.0,

@@ -1,4 +1,4 @@
-"""The dataset registry (data/registry.py): a name registered twice is refused, an unknown name lists
+"""The dataset registry (data/dataset_registry.py): a name registered twice is refused, an unknown name lists
 the choices, a ``"module:function"`` loader is imported when the dataset is loaded, and a dataset
 without a download says so."""
 
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from labeldp.data import dataset_registry as registry_module
 from labeldp.data import load_dataset
-from labeldp.data import registry as registry_module
-from labeldp.data.registry import Dataset, DatasetRequest, dataset_names, get_dataset, register_dataset
+from labeldp.data.dataset_registry import Dataset, DatasetRequest, dataset_names, get_dataset, register_dataset
 from labeldp.errors import ConfigError
 
-#: labeldp's own datasets, in the order data/builtin.py registers them
+#: labeldp's own datasets, in the order data/builtin_datasets.py registers them
 BUILTIN = ("digits", "mnist", "fashion-mnist", "kmnist", "cifar10", "cifar100", "movielens", "csv")
 
 
@@ -103,11 +103,13 @@ def test_a_dataset_without_a_download_says_so(register_dataset_for_test) -> None
 
 
 def test_a_datasets_aliases_name_it_too(monkeypatch) -> None:
-    from labeldp.data import registry
-    from labeldp.data.registry import Dataset, dataset_names, get_dataset, register_dataset
+    from labeldp.data import dataset_registry
+    from labeldp.data.dataset_registry import Dataset, dataset_names, get_dataset, register_dataset
     from labeldp.errors import ConfigError
 
-    monkeypatch.setattr(registry, "_DATASETS", dict(registry._DATASETS))  # the registry as it was, afterwards
+    monkeypatch.setattr(
+        dataset_registry, "_DATASETS", dict(dataset_registry._DATASETS)
+    )  # the dataset_registry as it was, afterwards
     dataset = register_dataset(Dataset("first-day-blobs", "embedded", "x:y", aliases=("first-day-b",)))
     assert get_dataset("first-day-b") is dataset and "first-day-b" in dataset_names()
     with pytest.raises(ConfigError, match="already registered"):

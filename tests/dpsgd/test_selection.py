@@ -17,7 +17,7 @@ from labeldp.boundary import PrivateLabels
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd import selection
 from labeldp.errors import ConfigError, RunDirectoryError
-from labeldp.experiments.tune import tune
+from labeldp.experiments.release_tuning import tune
 from labeldp.randomness import public_rng
 from labeldp.runs import RunConfig, RunDirectory, config_dataset
 from labeldp.training import TrainConfig

@@ -3,7 +3,7 @@ from its seed."""
 
 from __future__ import annotations
 
-from labeldp.experiments.tune import candidate_options
+from labeldp.experiments.release_tuning import candidate_options
 
 
 def test_random_search_draws_distinct_combinations_from_the_seed() -> None:

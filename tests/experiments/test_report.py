@@ -1,4 +1,4 @@
-"""The report of a sweep (experiments/report.py): only runs that differ in their seed are averaged,
+"""The report of a sweep (experiments/sweep_report.py): only runs that differ in their seed are averaged,
 AUC and log loss, and regression metrics (evaluation.py's) with their own direction."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from labeldp.evaluation import regression_metrics
-from labeldp.experiments.report import aggregate, format_report
+from labeldp.experiments.sweep_report import aggregate, format_report
 
 
 def test_report_averages_only_runs_that_differ_in_their_seed() -> None:
@@ -108,8 +108,8 @@ def test_a_report_of_a_results_file_plots_beside_it(tmp_path) -> None:
     """``report`` takes the sweep folder or its results.csv; the plot goes in the folder either way."""
     import csv
 
-    from labeldp.experiments.report import report
-    from labeldp.experiments.sweep import RESULT_COLUMNS
+    from labeldp.experiments.sweep_report import report
+    from labeldp.experiments.sweep_runner import RESULT_COLUMNS
 
     rows = [
         {
@@ -134,7 +134,7 @@ def test_a_report_of_a_results_file_plots_beside_it(tmp_path) -> None:
 
 
 def test_a_report_is_titled_by_the_tables_name_and_shows_no_spread_for_one_run() -> None:
-    from labeldp.experiments.report import aggregate, format_report
+    from labeldp.experiments.sweep_report import aggregate, format_report
 
     rows = [
         {"status": "done", "dataset": "csv", "table": "adult-train", "key": f"csv/e1/lp-1st/run{seed}",

@@ -1,4 +1,4 @@
-"""Sweeps (experiments/sweep.py): a grid expanded into jobs, a sweep that runs in parallel, resumes
+"""Sweeps (experiments/sweep_runner.py): a grid expanded into jobs, a sweep that runs in parallel, resumes
 after it was killed and reports, a failing run recorded while the others finish, and a data folder
 given only to the runs that read one."""
 
@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from labeldp.cli import main
-from labeldp.experiments.report import aggregate
-from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
+from labeldp.experiments.sweep_report import aggregate
+from labeldp.experiments.sweep_runner import SweepJob, grid_jobs, run_sweep
 from labeldp.recipes import get_profile
 from labeldp.runs import RunConfig
 from labeldp.training import TrainConfig
@@ -157,7 +157,7 @@ def test_ctrl_c_stops_a_sweeps_workers_rather_than_waiting_for_their_runs(tmp_pa
     import signal
     import time
 
-    from labeldp.experiments import sweep
+    from labeldp.experiments import sweep_runner
 
     write_table(tmp_path / "t.csv")
     jobs = [SweepJob(f"t/run{seed}", table_config(tmp_path / "t.csv", seed=seed)) for seed in (0, 1)]
@@ -167,7 +167,7 @@ def test_ctrl_c_stops_a_sweeps_workers_rather_than_waiting_for_their_runs(tmp_pa
         raise KeyboardInterrupt
         yield
 
-    monkeypatch.setattr(sweep, "as_completed", interrupted)
+    monkeypatch.setattr(sweep_runner, "as_completed", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(jobs, tmp_path / "sweep", workers=2, progress=False)
     assert signal.getsignal(signal.SIGINT) is handler  # ignored only while the workers started

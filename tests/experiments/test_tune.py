@@ -1,4 +1,4 @@
-"""Tuning on released labels (experiments/tune.py): one release per tune, no true label read after it,
+"""Tuning on released labels (experiments/release_tuning.py): one release per tune, no true label read after it,
 refusals before any spend, an interrupted tune read back, and LP-2ST and LP-MST tuned on their
 first or second release as a run of the chosen options would draw them."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from labeldp.boundary import unseal
 from labeldp.errors import ConfigError, RunDirectoryError
-from labeldp.experiments import tune as tuning
-from labeldp.experiments.tune import candidate_config, tune
+from labeldp.experiments import release_tuning as tuning
+from labeldp.experiments.release_tuning import candidate_config, tune
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, train_run
 from labeldp.training import TrainConfig
 from tests.helpers import poison_in_place

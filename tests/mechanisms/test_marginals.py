@@ -1,4 +1,4 @@
-"""Noisy label marginals (mechanisms/marginals.py): the noise's exact distribution (and a check that
+"""Noisy label marginals (mechanisms/label_marginals.py): the noise's exact distribution (and a check that
 rejects a wrong scale), and every replaced label moves the cells the noise is calibrated to."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from labeldp.mechanisms import discrete_laplace_pmf, noisy_marginals
-from labeldp.mechanisms.marginals import marginal_counts, moved_cells
+from labeldp.mechanisms.label_marginals import marginal_counts, moved_cells
 from tests.helpers import frequencies_match
 
 LABELS = np.array([0, 1, 1, 0, 1, 1])

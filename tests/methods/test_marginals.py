@@ -17,13 +17,13 @@ from sklearn.metrics import roc_auc_score
 import labeldp.methods.marginals as marginals_method
 from labeldp.boundary import PrivateLabels
 from labeldp.cli import main
-from labeldp.config.marginals import MarginalsConfig
+from labeldp.config.marginals_config import MarginalsConfig
 from labeldp.errors import ConfigError, RunDirectoryError
-from labeldp.experiments.report import aggregate
-from labeldp.experiments.sweep import SweepJob, run_sweep
+from labeldp.experiments.sweep_report import aggregate
+from labeldp.experiments.sweep_runner import SweepJob, run_sweep
 from labeldp.recipes import get_profile, list_profiles
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, load_run_model, train_run
-from labeldp.runs.predict import load_predictor
+from labeldp.runs.predictor import load_predictor
 
 
 def _rows(n: int, seed: int) -> pd.DataFrame:

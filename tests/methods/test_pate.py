@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from labeldp.config.pate import PATEConfig
+from labeldp.config.pate_config import PATEConfig
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
 from tests.helpers import analytic_gaussian_epsilon

@@ -1,4 +1,4 @@
-"""Profiles (recipes/profiles.py): the paper's profiles exist and resolve, a user's recipe file is
+"""Profiles (recipes/profile_registry.py): the paper's profiles exist and resolve, a user's recipe file is
 loaded, and profiles are selected by key or prefix."""
 
 from __future__ import annotations

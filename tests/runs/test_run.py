@@ -203,7 +203,7 @@ def test_folders_of_other_shapes_and_of_fitted_models_saved_before_are_the_same_
     network, and a marginals run (a fitted model) whose data.json names a network, as one version wrote:
     the same configuration finds each finished, a sweep counts it done, an audit reruns what it trained."""
     from labeldp.audit.label_inference import audited_config
-    from labeldp.experiments.sweep import _finished_as_configured
+    from labeldp.experiments.sweep_runner import _finished_as_configured
     from labeldp.runs import RunDirectory
 
     digits = RunConfig(dataset="digits", method="lp-1st", epsilon=2.0, train=TrainConfig(epochs=1))

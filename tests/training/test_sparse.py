@@ -25,7 +25,7 @@ from labeldp.data.synthetic_ads import AdsSpec, write_ads_table
 from labeldp.errors import ConfigError, DataError
 from labeldp.models.sparse import HashedFM, HashedLogistic
 from labeldp.training.from_counts import CountStatistics, base_rate, bucket_rates, count_target_blocks, log_odds_model
-from labeldp.training.sparse import (
+from labeldp.training.out_of_core import (
     ScatterAdagrad,
     SparseTrainConfig,
     calibrate_intercept,

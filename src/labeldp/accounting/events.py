@@ -17,8 +17,8 @@ import numpy as np
 from dp_accounting import dp_event
 
 from labeldp.errors import ConfigError
+from labeldp.mechanisms.label_marginals import moved_cells
 from labeldp.mechanisms.laplace import LAPLACE_GRID, laplace_parameter
-from labeldp.mechanisms.marginals import moved_cells
 
 NEIGHBORING_RELATION = dp_accounting.NeighboringRelation.REPLACE_ONE
 DPSGD_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -46,7 +46,7 @@ def histogram_event(epsilon: float, contribution: int = 1) -> dp_event.DpEvent:
 
 
 def marginals_event(epsilon: float, num_features: int, num_classes: int, contribution: int = 1) -> dp_event.DpEvent:
-    """Noisy label marginals over B public features (:mod:`labeldp.mechanisms.marginals`): epsilon-DP.
+    """Noisy label marginals over B public features (:mod:`labeldp.mechanisms.label_marginals`): epsilon-DP.
 
     A replaced label moves m cells by one (m = B with two classes, 2B with more; times ``contribution``, as
     in :func:`histogram_event`), and each cell gets discrete Laplace(epsilon / m):

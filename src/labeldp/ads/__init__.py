@@ -8,9 +8,9 @@ from labeldp._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "HashedConfig": "labeldp.config.hashed",
-        "HashedTable": "labeldp.ads.train",
-        "hash_spec": "labeldp.ads.train",
+        "HashedConfig": "labeldp.config.hashed_config",
+        "HashedTable": "labeldp.ads.run_pieces",
+        "hash_spec": "labeldp.ads.run_pieces",
         "fit_hashed": "labeldp.ads.route",
         "fit_from_noisy_source": "labeldp.ads.route",
         "predict_hashed": "labeldp.ads.route",

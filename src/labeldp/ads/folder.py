@@ -2,7 +2,7 @@
 
 Files: ``config.json`` (everything the release and training depend on), ``release.npz`` (what left the
 boundary), ``ledger.json``, ``model.pt`` (the model with its hash spec,
-:func:`labeldp.training.sparse.load_sparse_model`) and ``summary.json``; ``.lock`` keeps a second process
+:func:`labeldp.training.out_of_core.load_sparse_model`) and ``summary.json``; ``.lock`` keeps a second process
 out. The release is saved, then its ledger, before anything is trained on it. A finished folder (with
 ``summary.json``) is never released into again (:class:`~labeldp.errors.ReleaseExistsError`: that would
 spend the labels' budget twice); an unfinished one is continued by the same call from its saved release,

@@ -18,7 +18,7 @@ one column per categorical column of the spec
     C, the most one of the source's units (a user, a device) can change the whole set of counts, in L1.
 
 Keys are hashed with the run's spec (colliding keys summed) and fitted as counts
-(:func:`labeldp.ads.train.fit_counts`) on the public impressions table. Nothing is drawn: the ledger
+(:func:`labeldp.ads.run_pieces.fit_counts`) on the public impressions table. Nothing is drawn: the ledger
 records the source's statement (:func:`~labeldp.boundary.release_external_counts`), epsilon = max C /
 min b, pure, per the source's unit.
 
@@ -39,9 +39,9 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from labeldp.ads.route import ROUTE_TAGS, run_route
-from labeldp.ads.train import HashedTable, fit_counts
+from labeldp.ads.run_pieces import HashedTable, fit_counts
 from labeldp.boundary import Release, release_external_counts
-from labeldp.config.hashed import HashedConfig
+from labeldp.config.hashed_config import HashedConfig
 from labeldp.data.hashing import HashSpec, hash_columns, parquet_files
 from labeldp.errors import ConfigError, DataError
 from labeldp.training.from_counts import CountStatistics, base_rate, bucket_rates
@@ -133,7 +133,7 @@ def fit_from_reports(table, out, *, reports, spec: HashSpec, **options) -> dict[
     (Parquet), into the run folder ``out``; the ledger records the source's stated guarantee (see
     :mod:`labeldp.ads.reports`).
 
-    ``options`` are :class:`~labeldp.config.hashed.HashedConfig`'s training settings, without a privacy
+    ``options`` are :class:`~labeldp.config.hashed_config.HashedConfig`'s training settings, without a privacy
     unit: the source bounds its own units. Malformed reports are refused before anything is recorded;
     returns the summary written to ``summary.json``.
     """

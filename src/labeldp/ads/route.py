@@ -31,11 +31,11 @@ from labeldp.accounting.datasets import (
     total_epsilon,
 )
 from labeldp.ads.folder import HashedRunFolder, read_summary
-from labeldp.ads.train import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
+from labeldp.ads.run_pieces import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
 from labeldp.boundary import LabelDomain, Release, release_external_labels
 from labeldp.boundary.release_parts import release_randomized_response_part
 from labeldp.boundary.table_source import arrow_positions
-from labeldp.config.hashed import DEFAULT_BLOCK_ROWS, HashedConfig
+from labeldp.config.hashed_config import DEFAULT_BLOCK_ROWS, HashedConfig
 from labeldp.data.hashed_table import rank_private_labels, read_column, read_private_labels
 from labeldp.data.hashing import HashSpec, hashed_blocks, parquet_files, table_rows
 from labeldp.errors import ConfigError
@@ -44,7 +44,7 @@ from labeldp.mechanisms import parse_channel
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import estimated_classification_metrics
 from labeldp.training.from_counts import CountStatistics
-from labeldp.training.sparse import load_sparse_model, predict_sparse, save_sparse_model
+from labeldp.training.out_of_core import load_sparse_model, predict_sparse, save_sparse_model
 
 #: the ledger entry's tag of each route's one release
 ROUTE_TAGS = {"counts": "counts", "rr": "labels", "source": "source", "reports": "reports"}
@@ -77,7 +77,7 @@ def fit_hashed(
 
     ``table`` is a Parquet file or folder, its categorical columns public; ``classes`` the two label values,
     the positive second; ``spec`` the hashed slots (:func:`labeldp.ads.hash_spec`); ``options``
-    :class:`~labeldp.config.hashed.HashedConfig`'s fields: ``route`` (``"counts"``: noisy label counts over
+    :class:`~labeldp.config.hashed_config.HashedConfig`'s fields: ``route`` (``"counts"``: noisy label counts over
     every bucket; ``"rr"``: randomized response on every label), ``model``, ``unit_column``,
     ``max_rows_per_unit``, the training settings. ``out`` is new, or an unfinished run of the same settings,
     continued from its saved release (:class:`~labeldp.errors.ReleaseExistsError` otherwise). Settings and

@@ -5,7 +5,6 @@ that reads them), then :mod:`labeldp.boundary.release` (the ``release_*`` functi
 the ledger records the event, a :class:`Release` comes back with its noise channel).
 """
 
-from labeldp.boundary.budget import LabelBudget
 from labeldp.boundary.column import DEFAULT_BATCH_ROWS, privatize, table_ledger
 from labeldp.boundary.domain import LabelDomain, canonical_label, class_array, fit_classes
 from labeldp.boundary.folder_format import CHANNEL_PREFIX, K_COLUMN, RELEASED_COLUMN, load_release, read_sidecar
@@ -32,6 +31,7 @@ from labeldp.boundary.release_counts import release_external_counts, release_lab
 from labeldp.boundary.release_folder import privatize_table
 from labeldp.boundary.release_hashed import release_hashed_counts
 from labeldp.boundary.released import ReleasedLabels
+from labeldp.boundary.shared_budget import LabelBudget
 
 __all__ = [
     "CHANNEL_PREFIX",

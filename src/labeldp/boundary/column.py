@@ -26,7 +26,7 @@ from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.labels import PrivateLabels, unseal
 from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
 from labeldp.boundary.units import bounded_rows
-from labeldp.config.release import DEFAULT_BATCH_ROWS
+from labeldp.config.release_config import DEFAULT_BATCH_ROWS
 from labeldp.errors import ConfigError, DataError
 from labeldp.mechanisms import randomized_response, rr_with_prior
 from labeldp.randomness import NoiseSource

@@ -19,7 +19,6 @@ from dp_accounting import dp_event
 from labeldp.accounting import PrivacyLedger
 from labeldp.accounting.datasets import DatasetLedger, Spend, total_epsilon
 from labeldp.accounting.rounding import format_epsilon
-from labeldp.boundary.budget import LabelBudget
 from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.label_access import (
     RELEASE_ONCE_ROUTE,
@@ -27,6 +26,7 @@ from labeldp.boundary.label_access import (
     PrivateLabelAccessError,
     _the_argument_to_change,
 )
+from labeldp.boundary.shared_budget import LabelBudget
 from labeldp.errors import BudgetError, ConfigError, DataError
 
 T = TypeVar("T")

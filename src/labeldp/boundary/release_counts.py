@@ -17,7 +17,7 @@ from labeldp.accounting.events import histogram_event, marginals_event, stated_e
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.release import Release, _recorded, _release, _true_labels
 from labeldp.mechanisms import noisy_histogram, noisy_marginals
-from labeldp.mechanisms.marginals import check_bins
+from labeldp.mechanisms.label_marginals import check_bins
 from labeldp.randomness import RandomSource
 
 

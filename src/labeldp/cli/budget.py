@@ -78,7 +78,7 @@ def _import(folder: Path, release: bool) -> tuple[str, str]:
     from labeldp.accounting.rounding import format_epsilon
     from labeldp.boundary import read_sidecar
     from labeldp.boundary.table_source import read_key_columns
-    from labeldp.config.run import RunConfig
+    from labeldp.config.run_config import RunConfig
     from labeldp.runs import RunDirectory
     from labeldp.runs.context import dataset_ledger
     from labeldp.runs.run import config_dataset

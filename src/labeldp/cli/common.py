@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING
 
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.errors import ConfigError
 from labeldp.options import add_dataclass_arguments, dataclass_from_args, flag_of, typed_options
 

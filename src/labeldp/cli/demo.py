@@ -13,7 +13,7 @@ DESCRIPTION = (
     "this process, and print test accuracy by method and epsilon: mean ± standard deviation over the seeds, "
     "each private run drawing its noise afresh. Every demo writes its runs into a new folder."
 )
-#: the demo's runs: the embedded digits profiles (recipe in labeldp.recipes.builtin), three seeds each
+#: the demo's runs: the embedded digits profiles (recipe in labeldp.recipes.builtin_profiles), three seeds each
 DEMO_PROFILES = r"^digits/(non-private|e(1|2|4|8)/lp-(1|2)st)/run[0-2]$"
 #: where a demo's folder goes when --out is not given: a new folder per demo
 DEMO_FOLDER = "runs/demo-{time}"
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> None:
     from labeldp import runtime
     from labeldp.accounting.rounding import format_epsilon
     from labeldp.cli.common import check_threads
-    from labeldp.experiments.report import aggregate, format_report
+    from labeldp.experiments.sweep_report import aggregate, format_report
     from labeldp.recipes import list_profiles
     from labeldp.recipes.applied import profile_recipe
     from labeldp.runs import train_run

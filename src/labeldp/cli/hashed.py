@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from labeldp.cli.common import add_budget_arguments
-from labeldp.config.hashed import DEFAULT_BLOCK_ROWS, DEFAULT_SLOT_BITS, HashedConfig
+from labeldp.config.hashed_config import DEFAULT_BLOCK_ROWS, DEFAULT_SLOT_BITS, HashedConfig
 from labeldp.options import add_dataclass_arguments
 
 DESCRIPTION = (

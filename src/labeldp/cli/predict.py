@@ -21,8 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Score ``--table``'s rows with RUNDIR's model into ``--out``
-    (:func:`labeldp.runs.predict.predict_table`): post-processing of the run's model, it reads no private
+    (:func:`labeldp.runs.predictor.predict_table`): post-processing of the run's model, it reads no private
     label and costs no privacy."""
-    from labeldp.runs.predict import predict_table
+    from labeldp.runs.predictor import predict_table
 
     print(f"scores written: {predict_table(args.run_dir, args.table, args.out, args.id_column)}")

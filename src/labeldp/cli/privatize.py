@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from labeldp.cli.common import add_budget_arguments
-from labeldp.config.release import DEFAULT_BATCH_ROWS
+from labeldp.config.release_config import DEFAULT_BATCH_ROWS
 
 DESCRIPTION = (
     "Release the label column of a Parquet or CSV table (a file or a folder of files), streamed in blocks, by "

@@ -8,7 +8,7 @@ DESCRIPTION = (
     "Print mean ± std of a test metric by method and epsilon from DIR/results.csv (a sweep's), or from the runs in "
     "DIR (a run's folder, a demo's), with each dataset's composed spend, and write DIR/privacy_utility.png."
 )
-#: the metrics a report can show (labeldp.experiments.report.METRICS' keys)
+#: the metrics a report can show (labeldp.experiments.sweep_report.METRICS' keys)
 METRIC_NAMES = ("accuracy", "auc", "log-loss", "rmse", "mse", "mae")
 
 
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def print_report(folder: str, metric: str | None) -> None:
     """Print the report of the sweep in ``folder`` (:data:`METRIC_NAMES`; None: each dataset's own) and where
     its plot is."""
-    from labeldp.experiments.report import report
+    from labeldp.experiments.sweep_report import report
 
     text, plot = report(folder, metric)
     print(text)

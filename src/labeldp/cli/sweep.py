@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> None:
     from labeldp.cli.report import print_report
     from labeldp.config.overrides import parse_assignments
     from labeldp.errors import ConfigError
-    from labeldp.experiments.sweep import SweepJob, grid_jobs, run_sweep
+    from labeldp.experiments.sweep_runner import SweepJob, grid_jobs, run_sweep
     from labeldp.recipes import get_profile, list_profiles
     from labeldp.recipes.applied import profile_recipe
 

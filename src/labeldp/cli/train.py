@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> None:
     """
     from labeldp import distributed
     from labeldp.cli.summary import print_summary
-    from labeldp.config.run import RunConfig
+    from labeldp.config.run_config import RunConfig
     from labeldp.errors import ConfigError
     from labeldp.options import flag_of, typed_options
     from labeldp.recipes import get_profile

@@ -94,11 +94,11 @@ def read_grid_file(path: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Tune the run's training options over the grid into ``--out`` (:func:`labeldp.experiments.tune.tune`)
+    """Tune the run's training options over the grid into ``--out`` (:func:`labeldp.experiments.release_tuning.tune`)
     and print the outcome: one release, candidates scored on held-out released labels, so everything written
     is covered by the final run's ledger (DP-SGD: private selection, :mod:`labeldp.dpsgd.selection`)."""
     from labeldp.config.overrides import parse_assignments
-    from labeldp.experiments.tune import format_tune, tune
+    from labeldp.experiments.release_tuning import format_tune, tune
 
     grid = parse_assignments(args.grid) if args.grid else read_grid_file(args.grid_file)
     config, recipe = config_and_recipe(args)

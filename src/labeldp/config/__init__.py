@@ -1,5 +1,5 @@
 """The configuration of a run, with no heavy import (no torch, scikit-learn or dp_accounting): each
-option's default and help stated once, in its dataclass field. Start with :mod:`labeldp.config.run`
+option's default and help stated once, in its dataclass field. Start with :mod:`labeldp.config.run_config`
 (:class:`RunConfig`).
 """
 
@@ -9,8 +9,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         "DPSGDConfig": "labeldp.config.dpsgd",
-        "PATEConfig": "labeldp.config.pate",
-        "RunConfig": "labeldp.config.run",
-        "TrainConfig": "labeldp.config.train",
+        "PATEConfig": "labeldp.config.pate_config",
+        "RunConfig": "labeldp.config.run_config",
+        "TrainConfig": "labeldp.config.train_config",
     },
 )

@@ -15,7 +15,7 @@ CLIPPING_METHODS = ("auto", "fast", "vmap")
 @dataclass
 class DPSGDConfig:
     """DP-SGD's own settings (epochs, expected batch size, optimiser and schedule are the run's
-    :class:`~labeldp.config.train.TrainConfig`); each field's meaning is its option's help.
+    :class:`~labeldp.config.train_config.TrainConfig`); each field's meaning is its option's help.
 
     A ``ema_decay`` of None, read from an older configuration, becomes 0 (no EMA)."""
 

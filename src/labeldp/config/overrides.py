@@ -1,6 +1,6 @@
 """``NAME=VALUE`` overrides of a run's configuration, parsed one way for the command line, sweeps and tunes.
 
-A name is a field of :class:`~labeldp.config.run.RunConfig` or of one of its nested settings, with ``-`` or
+A name is a field of :class:`~labeldp.config.run_config.RunConfig` or of one of its nested settings, with ``-`` or
 ``_``, or the field's own flag (``mixup``, ``vote-noise``). A value is typed by its field: numbers,
 ``true``/``false`` for a switch, ``none`` for an optional value left out, a tuple as ``0.3:0.7``."""
 
@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.errors import ConfigError
 from labeldp.options import annotation_type
 

@@ -1,4 +1,4 @@
-"""The checks :meth:`~labeldp.config.run.RunConfig.resolved` runs on a run's settings (its stages, its prior,
+"""The checks :meth:`~labeldp.config.run_config.RunConfig.resolved` runs on a run's settings (its stages, its prior,
 its choices, its privacy unit, a numeric label's grid), and the choices they check against. Public settings
 only: nothing here reads a label.
 """
@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from labeldp._validation import check_epsilon
+from labeldp.data.dataset_registry import get_dataset
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
-from labeldp.data.registry import get_dataset
 from labeldp.errors import ConfigError, MissingFileError
 from labeldp.priors.encoders import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_file
 
 if TYPE_CHECKING:
-    from labeldp.config.run import RunConfig
+    from labeldp.config.run_config import RunConfig
     from labeldp.methods.registry import Method
 
 #: the share of epsilon a noisy histogram prior buys when none is given (the labels get the rest)

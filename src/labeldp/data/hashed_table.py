@@ -152,7 +152,7 @@ class PositionTargets:
 def released_blocks(
     source, spec: HashSpec, targets: PositionTargets, block_rows: int = 1 << 18, rank: int = 0, world: int = 1
 ) -> Callable[[int], Iterator[tuple[np.ndarray, np.ndarray]]]:
-    """``epoch_blocks`` for :func:`~labeldp.training.sparse.train_sparse`: ``epoch -> (buckets, targets)``
+    """``epoch_blocks`` for :func:`~labeldp.training.out_of_core.train_sparse`: ``epoch -> (buckets, targets)``
     blocks of every released row, joined by position, one pass over the table per epoch.
     """
 

@@ -1,11 +1,11 @@
-"""Loading a dataset by name (:mod:`labeldp.data.registry`), its options checked first."""
+"""Loading a dataset by name (:mod:`labeldp.data.dataset_registry`), its options checked first."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from labeldp.data.registry import DatasetRequest, dataset_names, get_dataset
+from labeldp.data.dataset_registry import DatasetRequest, dataset_names, get_dataset
 from labeldp.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def load_dataset(
     ``table`` (relative to ``data_dir`` where given): a classification over the declared ``classes``, or a
     regression on the grid of ``label_grid_size`` points over ``label_range``. Test rows held out of the
     private label column (``csv`` without ``test_table``, ``movielens``) keep private labels unless
-    ``public_test_split``. The options are :class:`~labeldp.data.registry.DatasetRequest`'s, the table's only
+    ``public_test_split``. The options are :class:`~labeldp.data.dataset_registry.DatasetRequest`'s, the table's only
     for a ``table`` dataset.
     """
     dataset = get_dataset(name)

@@ -40,7 +40,7 @@ from labeldp.accounting.calibration import calibrate_selection_noise, selection_
 from labeldp.accounting.events import selection_event
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.boundary import unseal
-from labeldp.config.train import TrainConfig
+from labeldp.config.train_config import TrainConfig
 from labeldp.config.tuning import SELECTION_DEFAULTS
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.trainer import DPSGDConfig, sampling_plan, train_dpsgd
@@ -48,7 +48,7 @@ from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
 from labeldp.evaluation import describe_test_metrics
 from labeldp.files import exclusive_lock
 from labeldp.randomness import NoiseSource, public_rng
-from labeldp.training.predict import predict_proba
+from labeldp.training.predictions import predict_proba
 
 #: the recorded ledger's name in the scratch folder
 SCRATCH_LEDGER = "ledger.json"

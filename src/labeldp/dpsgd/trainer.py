@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from labeldp import distributed, runtime
 from labeldp.boundary import PrivateLabels, unseal
 from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.config.train import TrainConfig
+from labeldp.config.train_config import TrainConfig
 from labeldp.dpsgd.clipping import check_per_example_model, clipped_gradient_sum
 from labeldp.dpsgd.noise import noise_generator, privatize_gradients
 from labeldp.dpsgd.sampling import PoissonSampler, sampling_generator
@@ -42,7 +42,7 @@ from labeldp.errors import ConfigError
 from labeldp.randomness import NoiseSource, public_seed
 from labeldp.training.augment import augment
 from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
-from labeldp.training.predict import accuracy
+from labeldp.training.predictions import accuracy
 from labeldp.training.records import EpochRecord
 from labeldp.training.stage import lr_schedule, make_optimizer
 

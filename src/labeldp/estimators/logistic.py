@@ -40,14 +40,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from labeldp.accounting import PrivacyLedger, marginals_event
 from labeldp.boundary import PrivateLabels, Release, ReleasedLabels, release_label_marginals
-from labeldp.config.marginals import DEFAULT_L2
+from labeldp.config.marginals_config import DEFAULT_L2
 from labeldp.errors import ConfigError
 from labeldp.estimators._common import _check_rows, _fit_classes, _fit_labels, _inputs, _public_accuracy
 from labeldp.estimators.public_bins import DEFAULT_BINS, PublicBins, bin_indicators
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import channel_weights
 from labeldp.runtime import on_free_cores
-from labeldp.training.marginals import fit_from_marginals, project_marginals
+from labeldp.training.from_marginals import fit_from_marginals, project_marginals
 
 
 class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):

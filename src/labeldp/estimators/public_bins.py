@@ -14,9 +14,9 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from labeldp.config.marginals import DEFAULT_BINS
+from labeldp.config.marginals_config import DEFAULT_BINS
 from labeldp.errors import ConfigError
-from labeldp.training.marginals import bin_indicators, quantile_edges
+from labeldp.training.from_marginals import bin_indicators, quantile_edges
 
 __all__ = ["DEFAULT_BINS", "PublicBins", "bin_indicators"]
 

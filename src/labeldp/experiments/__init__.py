@@ -1,3 +1,3 @@
-"""Experiments built on runs: sweeps (:mod:`labeldp.experiments.sweep`, read first), result tables and
-plots, and tuning on one release (:mod:`labeldp.experiments.tune`).
+"""Experiments built on runs: sweeps (:mod:`labeldp.experiments.sweep_runner`, read first), result tables and
+plots, and tuning on one release (:mod:`labeldp.experiments.release_tuning`).
 """

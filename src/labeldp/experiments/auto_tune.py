@@ -17,7 +17,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.config.tuning import DEFAULT_HOLDOUT, DEFAULT_TUNE_BUDGET, LR_FACTORS
 from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from labeldp.config.overrides import apply_overrides, parse_value, resolve_name
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError
 from labeldp.randomness import public_rng

@@ -11,7 +11,7 @@ from labeldp.boundary import Release
 from labeldp.errors import ConfigError
 from labeldp.randomness import public_rng
 from labeldp.released_metrics import clean_accuracy_terms
-from labeldp.training.predict import predict_proba
+from labeldp.training.predictions import predict_proba
 
 #: the share of held-out releases that do not depend on their label above which a tune warns
 UNINFORMATIVE_WARNING = 0.5

@@ -1,5 +1,5 @@
 """The steps of choosing among candidate configurations on one release of the labels, shared by
-``labeldp tune`` (:mod:`labeldp.experiments.tune`, a grid the user gives) and an auto-tuned
+``labeldp tune`` (:mod:`labeldp.experiments.release_tuning`, a grid the user gives) and an auto-tuned
 ``labeldp train`` (:mod:`labeldp.experiments.auto_tune`, a grid planned within a time budget).
 
 Before any spend, :func:`check_candidates` refuses what cannot share one release; :func:`release_once`
@@ -17,7 +17,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from labeldp.boundary import Release
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import RunDirectoryError

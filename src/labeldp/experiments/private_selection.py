@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from labeldp.accounting import PrivacyLedger
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.config.tuning import SELECTION_DEFAULTS
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.selection import Selected, SelectionCandidate, select_dpsgd

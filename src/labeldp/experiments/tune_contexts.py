@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from labeldp.boundary import PrivateLabels, Release
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.errors import RunDirectoryError
 from labeldp.runs.context import RunContext

@@ -24,6 +24,7 @@ from labeldp.mechanisms.gnmax import (
     teacher_votes,
 )
 from labeldp.mechanisms.histogram import noisy_histogram
+from labeldp.mechanisms.label_marginals import noisy_marginals
 from labeldp.mechanisms.laplace import LAPLACE_GRID, laplace_one_hot, laplace_one_hot_likelihood, laplace_parameter
 from labeldp.mechanisms.laplace_value import (
     grid_step,
@@ -33,7 +34,6 @@ from labeldp.mechanisms.laplace_value import (
     laplace_value_parameter,
     released_values,
 )
-from labeldp.mechanisms.marginals import noisy_marginals
 from labeldp.mechanisms.rr import (
     change_probability,
     keep_probability,

@@ -1,5 +1,5 @@
 """Noisy label counts over hashed features: each bucket of each slot of a
-:class:`labeldp.data.hashing.HashSpec`, the sparse generalisation of :mod:`labeldp.mechanisms.marginals`.
+:class:`labeldp.data.hashing.HashSpec`, the sparse generalisation of :mod:`labeldp.mechanisms.label_marginals`.
 
 Privacy guarantee (label DP, replace one label), buckets from public columns: every row lies in one
 bucket of each of its F slots, so one replaced label moves the table by at most F in L1 with two
@@ -16,7 +16,7 @@ import numpy as np
 from labeldp._validation import check_contribution, check_epsilon, check_num_classes
 from labeldp.errors import ConfigError
 from labeldp.mechanisms.discrete_laplace import discrete_laplace
-from labeldp.mechanisms.marginals import moved_cells
+from labeldp.mechanisms.label_marginals import moved_cells
 from labeldp.randomness import RandomSource
 
 

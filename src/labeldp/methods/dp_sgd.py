@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 
 from labeldp.accounting import PrivacyLedger, calibrate_noise_multiplier, dpsgd_epsilon
 from labeldp.boundary import Release, release_dpsgd_plan
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.clipping import check_per_example_model
 from labeldp.dpsgd.trainer import check_training_options, sampling_plan, train_dpsgd

@@ -23,7 +23,7 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_laplace_value, release_rr_on_bins
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
@@ -31,7 +31,7 @@ from labeldp.methods.protocol import MethodContext
 from labeldp.methods.registry import Method, register_method
 from labeldp.methods.stages import TRAINING_OPTIONS, noisy_histogram_prior
 from labeldp.priors import release_evidence
-from labeldp.training.predict import predict_proba
+from labeldp.training.predictions import predict_proba
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
 _MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "combine_priors"})

@@ -14,7 +14,7 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_pate_labels
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.methods.protocol import MethodContext

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from labeldp.accounting import PrivacyLedger
     from labeldp.boundary import Release
-    from labeldp.config.run import RunConfig
+    from labeldp.config.run_config import RunConfig
     from labeldp.data.dataset import LabeledDataset
     from labeldp.training.records import EpochRecord
 

@@ -50,7 +50,7 @@ class Method:
     run : callable
         ``run(context) -> (model, facts)``.
     uses : frozenset of str
-        The method-specific options of :class:`~labeldp.config.run.RunConfig` it reads (a non-default
+        The method-specific options of :class:`~labeldp.config.run_config.RunConfig` it reads (a non-default
         value of one it does not use is refused).
     private, gaussian : bool
         Private methods take an epsilon; Gaussian ones also a delta (their noise gives (epsilon, delta)-DP).

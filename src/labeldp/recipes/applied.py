@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from labeldp.recipes.training import PRIOR_RECIPES, Recipe
 
 if TYPE_CHECKING:
-    from labeldp.recipes.profiles import Profile
+    from labeldp.recipes.profile_registry import Profile
 
 #: the network's source where the configuration names none
 RULE = "the rule's choice for these inputs"

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.config.pate import PATEConfig
-from labeldp.config.run import DEFAULT_PRIOR_SHARE
-from labeldp.config.train import TrainConfig
+from labeldp.config.pate_config import PATEConfig
+from labeldp.config.run_config import DEFAULT_PRIOR_SHARE
+from labeldp.config.train_config import TrainConfig
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,12 @@ from labeldp._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "RunConfig": "labeldp.config.run",
+        "RunConfig": "labeldp.config.run_config",
         "split_stages": "labeldp.data.splits",
         "RunContext": "labeldp.runs.context",
-        "Predictor": "labeldp.runs.predict",
-        "load_predictor": "labeldp.runs.predict",
-        "predict_table": "labeldp.runs.predict",
+        "Predictor": "labeldp.runs.predictor",
+        "load_predictor": "labeldp.runs.predictor",
+        "predict_table": "labeldp.runs.predictor",
         "Recipe": "labeldp.recipes.training",
         "recipe_for": "labeldp.recipes.training",
         "RunDirectory": "labeldp.runs.rundir",

@@ -23,7 +23,7 @@ from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
 from labeldp.accounting.datasets import DatasetLedger, Spend, folder_release
 from labeldp.boundary import Release, release_randomized_response, release_true_labels
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.errors import RunDirectoryError
 from labeldp.evaluation import classification_metrics, regression_metrics
@@ -34,7 +34,7 @@ from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
 from labeldp.released_metrics import estimated_classification_metrics, estimated_regression_metrics
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import save_atomic
-from labeldp.training.predict import predict_proba
+from labeldp.training.predictions import predict_proba
 from labeldp.training.records import EpochRecord
 from labeldp.training.stage import train_stage
 

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from labeldp import distributed
 from labeldp.accounting.datasets import Spend, new_release, saved_release, total_epsilon
 from labeldp.accounting.rounding import format_epsilon
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset, load_dataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError

@@ -150,7 +150,7 @@ class RunDirectory:
         return self.read_json(self.config_path) if self.config_path.exists() else None
 
     def write_config(self, config: dict[str, Any]) -> None:
-        """Write ``config.json`` (:meth:`RunConfig.to_dict <labeldp.config.run.RunConfig.to_dict>`)."""
+        """Write ``config.json`` (:meth:`RunConfig.to_dict <labeldp.config.run_config.RunConfig.to_dict>`)."""
         self._writing()
         write_json_atomic(self.config_path, config)
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from labeldp.training.marginals import quantile_edges
+from labeldp.training.from_marginals import quantile_edges
 
 if TYPE_CHECKING:
     from labeldp.data.table import ColumnGroup

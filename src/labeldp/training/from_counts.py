@@ -11,8 +11,8 @@ n_j r (1 - r) + v for x_j = S_j - n_j r), and t_j = r + w_j (S_j / n_j - r), w_j
 (n_j^2 tau^2 + n_j r (1 - r) + v), clipped to [0, 1]. Two models, both
 :class:`~labeldp.models.sparse.HashedLogistic`: :func:`log_odds_model` (two parameters fitted on a
 sample), and the logistic regression whose likelihood's label terms are the counts themselves,
-sum_i softplus(z_i) - sum_j w_j S_j - b N, trained by :func:`labeldp.training.sparse.train_sparse`
-with :func:`~labeldp.training.sparse.counts_loss` on :func:`rate_targets`.
+sum_i softplus(z_i) - sum_j w_j S_j - b N, trained by :func:`labeldp.training.out_of_core.train_sparse`
+with :func:`~labeldp.training.out_of_core.counts_loss` on :func:`rate_targets`.
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def bucket_rates(
 
 
 def rate_targets(rates: np.ndarray, rate: float, buckets: np.ndarray) -> np.ndarray:
-    """The (rows, F + 1) targets of :func:`~labeldp.training.sparse.counts_loss`: bucket rates, then the base rate."""
+    """The (rows, F + 1) targets of :func:`~labeldp.training.out_of_core.counts_loss`: bucket rates, then
+    the base rate."""
     targets = np.empty((buckets.shape[0], buckets.shape[1] + 1), dtype=np.float32)
     targets[:, :-1] = rates[buckets]
     targets[:, -1] = rate
@@ -161,7 +162,7 @@ def count_target_blocks(
     rank: int = 0,
     world: int = 1,
 ) -> Callable[[int], Iterator[tuple[np.ndarray, np.ndarray]]]:
-    """``epoch_blocks`` for :func:`~labeldp.training.sparse.train_sparse` with the counts loss: buckets and rates.
+    """``epoch_blocks`` for :func:`~labeldp.training.out_of_core.train_sparse` with the counts loss: buckets and rates.
 
     ``members`` marks the rows counted (default: all); ``rank`` and ``world`` read only this rank's row groups.
     """

@@ -20,7 +20,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from labeldp import distributed, runtime
-from labeldp.config.train import TrainConfig
+from labeldp.config.train_config import TrainConfig
 from labeldp.errors import ConfigError
 from labeldp.training.augment import augment, mixup
 from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
@@ -32,7 +32,7 @@ from labeldp.training.losses import (
     posterior_loss,
     prepare_targets,
 )
-from labeldp.training.predict import accuracy, rmse
+from labeldp.training.predictions import accuracy, rmse
 from labeldp.training.records import EpochRecord
 
 

@@ -3,7 +3,7 @@ their standard files, MovieLens 100K's folder, and a table of the user's own (``
 
 from __future__ import annotations
 
-from labeldp.data.registry import Dataset, DatasetRequest, register_dataset
+from labeldp.data.dataset_registry import Dataset, DatasetRequest, register_dataset
 
 _IDX = "the four standard IDX files (.gz or not)"
 

@@ -15,8 +15,8 @@ import numpy as np
 
 from labeldp._validation import check_epsilon
 from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.config.marginals import MarginalsConfig
-from labeldp.config.pate import PATEConfig
+from labeldp.config.marginals_config import MarginalsConfig
+from labeldp.config.pate_config import PATEConfig
 from labeldp.config.run_checks import (
     CLUSTER_PRIOR_OPTIONS as CLUSTER_PRIOR_OPTIONS,
 )
@@ -36,9 +36,9 @@ from labeldp.config.run_checks import (
     check_units,
     label_grid_of,
 )
-from labeldp.config.train import TrainConfig
+from labeldp.config.train_config import TrainConfig
+from labeldp.data.dataset_registry import dataset_names, get_dataset
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
-from labeldp.data.registry import dataset_names, get_dataset
 from labeldp.errors import ConfigError
 from labeldp.methods.registry import Method, get_method, method_names, methods_using
 from labeldp.models.names import MODELS, default_model_name

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from labeldp.mechanisms.marginals import flat_bins
+from labeldp.mechanisms.label_marginals import flat_bins
 from labeldp.priors import consistent_counts
 
 

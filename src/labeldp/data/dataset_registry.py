@@ -1,6 +1,6 @@
 """Datasets by name: the registry from which ``load_dataset`` and ``labeldp train --dataset`` find a loader.
 
-A dataset is registered with :func:`register_dataset` (labeldp's own in :mod:`labeldp.data.builtin`).
+A dataset is registered with :func:`register_dataset` (labeldp's own in :mod:`labeldp.data.builtin_datasets`).
 A built-in loader is named as ``"module:function"`` and imported on first load, so the command line
 lists the datasets without importing torch or scikit-learn.
 """
@@ -101,7 +101,7 @@ def register_dataset(dataset: Dataset) -> Dataset:
     :class:`~labeldp.errors.ConfigError`.
     """
     names = (dataset.name, *dataset.aliases)
-    _builtin()  # labeldp's own names are taken (a no-op while labeldp.data.builtin registers them)
+    _builtin()  # labeldp's own names are taken (a no-op while labeldp.data.builtin_datasets registers them)
     for name in names:
         if name in _DATASETS or names.count(name) > 1:
             raise ConfigError(f"dataset {name!r} is already registered")
@@ -111,7 +111,7 @@ def register_dataset(dataset: Dataset) -> Dataset:
 
 
 def _builtin() -> None:
-    importlib.import_module("labeldp.data.builtin")
+    importlib.import_module("labeldp.data.builtin_datasets")
 
 
 def dataset_names() -> tuple[str, ...]:

@@ -12,7 +12,7 @@ AGGREGATORS = ("gnmax", "confident")
 
 @dataclass
 class PATEConfig:
-    """PATE's settings (the student trains as the run's :class:`~labeldp.config.train.TrainConfig` says); each
+    """PATE's settings (the student trains as the run's :class:`~labeldp.config.train_config.TrainConfig` says); each
     field's meaning is its option's help.
 
     ``noise_std`` (flag ``--vote-noise``) is GNMax's vote noise sigma, in votes. The confident aggregator

@@ -8,9 +8,9 @@ and the tables' files are named relative to it.
 
 from __future__ import annotations
 
-from labeldp.config.run import DEFAULT_DELTA, RunConfig
-from labeldp.config.train import TrainConfig
-from labeldp.recipes.profiles import register
+from labeldp.config.run_config import DEFAULT_DELTA, RunConfig
+from labeldp.config.train_config import TrainConfig
+from labeldp.recipes.profile_registry import register
 from labeldp.recipes.training import (
     CIFAR_TRAIN,
     DIGITS_TRAIN,

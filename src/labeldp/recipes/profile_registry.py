@@ -1,7 +1,7 @@
 """A registry of named, versioned recipes ("profiles"), looked up by keys like ``mnist/e2/lp-2st/run0``.
 
-A profile is a :class:`~labeldp.config.run.RunConfig` under a key. Built-in profiles live in
-:mod:`labeldp.recipes.builtin`; a user adds their own in one small Python file that calls
+A profile is a :class:`~labeldp.config.run_config.RunConfig` under a key. Built-in profiles live in
+:mod:`labeldp.recipes.builtin_profiles`; a user adds their own in one small Python file that calls
 :func:`register` and passes it with ``--recipes FILE`` (or imports it before using the registry).
 """
 
@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.errors import ConfigError, MissingFileError
 
 _REGISTRY: dict[str, Profile] = {}
@@ -32,7 +32,7 @@ class Profile:
 
 def register(key: str, config: RunConfig, *, version: int = 1, description: str = "") -> Profile:
     """Add a profile: ``key`` is slash-separated words of letters, digits, ``_``, ``.``, ``+`` and ``-``, and
-    ``config`` is checked here (:meth:`~labeldp.config.run.RunConfig.resolved`) but kept as given.
+    ``config`` is checked here (:meth:`~labeldp.config.run_config.RunConfig.resolved`) but kept as given.
 
     Raises
     ------
@@ -92,4 +92,4 @@ def loaded_recipes() -> tuple[Path, ...]:
 
 
 def _load_builtin() -> None:
-    importlib.import_module("labeldp.recipes.builtin")  # registers labeldp's own profiles on first import
+    importlib.import_module("labeldp.recipes.builtin_profiles")  # registers labeldp's own profiles on first import

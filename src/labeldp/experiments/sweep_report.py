@@ -25,7 +25,7 @@ def read_results(path: str | Path) -> list[dict[str, str]]:
     value as text."""
     path = Path(path)
     if path.is_dir() and not (path / "results.csv").exists():  # a run's folder, or a demo's
-        from labeldp.experiments.sweep import folder_rows
+        from labeldp.experiments.sweep_runner import folder_rows
 
         rows = [{k: "" if v is None else str(v) for k, v in row.items()} for row in folder_rows(path)]
         if rows:

@@ -18,7 +18,7 @@ from labeldp.errors import ConfigError, DataError
 from labeldp.files import write_atomic
 from labeldp.runs.run import load_run_model
 from labeldp.runs.rundir import RunDirectory
-from labeldp.training.predict import predict_proba
+from labeldp.training.predictions import predict_proba
 
 
 class Predictor:
@@ -110,7 +110,7 @@ def predict_table(run_dir: str | Path, table: str | Path, out: str | Path, id_co
         raise ConfigError(
             f"`labeldp predict` scores the rows of a table with the model of a table's run (--dataset csv); "
             f"{run_dir} was trained on {dataset}, whose inputs are not a table's rows. From Python, "
-            f"labeldp.runs.predict.load_predictor({str(run_dir)!r}).predict(inputs) scores its inputs"
+            f"labeldp.runs.predictor.load_predictor({str(run_dir)!r}).predict(inputs) scores its inputs"
         )
     names = open_source(table, [])[0][0].schema.names
     if id_column is not None and id_column not in names:

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.boundary import Release
-from labeldp.config.run import RunConfig
+from labeldp.config.run_config import RunConfig
 from labeldp.config.tuning import DEFAULT_HOLDOUT, SELECTION_DEFAULTS
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.selection import format_selection
