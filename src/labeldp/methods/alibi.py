@@ -28,6 +28,8 @@ def run_alibi(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     """
     config, data = context.config, context.data
     members = np.arange(len(data.y_train))
+    epsilon = config.epsilon
+    assert epsilon is not None, "a resolved configuration of a private method has its epsilon"
 
     def draw(ledger: PrivacyLedger) -> Release:
         release = release_laplace_one_hot(
@@ -35,10 +37,11 @@ def run_alibi(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
             data.y_train,
             members,
             data.num_classes,
-            config.epsilon,
+            epsilon,
             config.noise.generator("label-release", 1),
             "stage1",
         )
+        assert release.likelihood is not None  # the Laplace channel of each released label
         return release.with_arrays(indices=members, evidence=release.likelihood.astype(np.float32))
 
     released = context.spend("stage1", draw)

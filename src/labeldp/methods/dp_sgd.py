@@ -36,14 +36,16 @@ def run_dpsgd(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     config, data = context.config, context.data
     n = len(data.y_train)
     q, steps, _ = sampling_plan(n, config.train)
+    epsilon, delta = config.epsilon, config.delta
+    assert epsilon is not None and delta is not None, "a resolved (epsilon, delta) method's budget"
 
     def plan(ledger: PrivacyLedger) -> Release:
         if config.dpsgd.noise_multiplier is None and context.progress:  # seconds of PLD accounting
             tqdm.write(
-                f"calibrating the noise multiplier for epsilon {config.epsilon:g} at delta {config.delta:g} "
+                f"calibrating the noise multiplier for epsilon {epsilon:g} at delta {delta:g} "
                 f"({steps} steps at Poisson rate {q:.4g}) with dp_accounting's PLD accountant"
             )
-        sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(config.epsilon, config.delta, q, steps)
+        sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(epsilon, delta, q, steps)
         return release_dpsgd_plan(ledger, np.arange(n), sigma, q, steps, config.dpsgd.max_grad_norm, "dp-sgd")
 
     sigma = float(context.spend("dp-sgd", plan).arrays["noise_multiplier"])
@@ -93,11 +95,12 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
             "wrn16-4 for 32x32)"
         ) from None
     check_training_options(config.train, config.dpsgd, data.augmentation)
-    sigma = config.dpsgd.noise_multiplier
-    if sigma is not None and (spent := dpsgd_epsilon(sigma, q, steps, config.delta)) > config.epsilon:
+    sigma, epsilon, delta = config.dpsgd.noise_multiplier, config.epsilon, config.delta
+    assert epsilon is not None and delta is not None, "a resolved (epsilon, delta) method's budget"
+    if sigma is not None and (spent := dpsgd_epsilon(sigma, q, steps, delta)) > epsilon:
         raise BudgetError(
             f"noise multiplier {sigma:g} ({steps} steps at Poisson rate {q:.4g}) spends epsilon "
-            f"{spent:.3g} at delta {config.delta:g}, more than the budget {config.epsilon:g}; "
+            f"{spent:.3g} at delta {delta:g}, more than the budget {epsilon:g}; "
             "raise it, raise --epsilon, or leave the noise multiplier out to calibrate it"
         )
 

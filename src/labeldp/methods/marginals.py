@@ -58,6 +58,8 @@ def run_marginals(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     sizes = model.bins_per_feature
     bin_sizes = np.bincount(flat_bins(bins, sizes).ravel(), minlength=int(sizes.sum()))
     members = np.arange(len(data.y_train))
+    epsilon = config.epsilon
+    assert epsilon is not None, "a resolved configuration of a private method has its epsilon"
 
     def draw(ledger: PrivacyLedger) -> Release:
         release = release_label_marginals(
@@ -67,7 +69,7 @@ def run_marginals(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
             bins,
             sizes,
             data.num_classes,
-            config.epsilon,
+            epsilon,
             config.noise.generator("histogram"),
             RELEASE,
         )

@@ -67,7 +67,7 @@ def release_bins_stage(
     context: MethodContext,
     stage: int,
     members: np.ndarray,
-    model: nn.Module | None,
+    model: nn.Module,
     histogram: tuple[np.ndarray, np.ndarray] | None,
     epsilon: float,
 ) -> Release:
@@ -83,6 +83,7 @@ def release_bins_stage(
     """
     config, data = context.config, context.data
     grid, tag = data.label_values, f"stage{stage}"
+    assert grid is not None, "the plan refuses a dataset without numeric labels"
 
     def draw(ledger: PrivacyLedger) -> Release:
         true, rng = data.y_train[members], config.noise.generator("label-release", stage)
@@ -99,6 +100,7 @@ def release_bins_stage(
             if config.combine_priors and rows is not None:
                 priors = release_evidence(rows[groups], priors)
             release = release_rr_on_bins(ledger, true, members, grid, priors, epsilon, rng, tag)
+        assert release.likelihood is not None  # the channel over the grid of each released bin
         evidence = binned_evidence(release.likelihood, priors, release.arrays["bin_of"])
         return release.with_arrays(indices=members, evidence=evidence)
 
@@ -129,6 +131,8 @@ def run_rr_on_bins(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     histogram and ``epsilon`` for the others.
     """
     config, data = context.config, context.data
+    assert config.stages is not None, "a resolved configuration has its stages"
+    assert config.epsilon is not None, "a resolved configuration of a private method has its epsilon"
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed, data.train_units)
     histogram = None
     paying = None  # the examples that pay for the histogram: all of them, or stage 1's alone
@@ -138,17 +142,18 @@ def run_rr_on_bins(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         histogram = noisy_histogram_prior(context, paying)
     model = context.new_model(1)
     if histogram is not None:
+        assert paying is not None  # set with the histogram
         start_from_prior(
             model, np.bincount(histogram[1][paying], minlength=len(histogram[0])) @ histogram[0] / paying.size
         )
-    summaries, earlier = [], []
+    summaries: list[dict[str, Any]] = []
+    earlier: list[Release] = []
     for stage, members in enumerate(members_by_stage, start=1):
         prior_model = model
         if stage > 1 and not config.warm_start:
             model = context.new_model(stage)
-        epsilon = config.epsilon - (
-            config.prior_epsilon if paying is not None and np.isin(members, paying).all() else 0.0
-        )
+        paid = config.prior_epsilon if paying is not None and np.isin(members, paying).all() else None
+        epsilon = config.epsilon - (paid if paid is not None else 0.0)
         released = release_bins_stage(context, stage, members, prior_model, histogram, epsilon)
         indices, targets = members, _targets(context, released)
         if stage > 1 and config.reuse_labels:
@@ -178,24 +183,28 @@ def run_laplace(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     """
     config, data = context.config, context.data
     members = np.arange(len(data.y_train))
+    grid, epsilon = data.label_values, config.epsilon
+    assert grid is not None, "the plan refuses a dataset without numeric labels"
+    assert epsilon is not None, "a resolved configuration of a private method has its epsilon"
 
     def draw(ledger: PrivacyLedger) -> Release:
         release = release_laplace_value(
             ledger,
             data.y_train,
             members,
-            data.label_values,
-            config.epsilon,
+            grid,
+            epsilon,
             config.noise.generator("label-release", 1),
             "stage1",
         )
+        assert release.likelihood is not None  # the channel over the grid of each released value
         return release.with_arrays(indices=members, evidence=release.likelihood.astype(np.float32))
 
     released = context.spend("stage1", draw)
     model = context.new_model(1)
     context.train(model, 1, 1, members, _targets(context, released))
     values = released.arrays["values"]
-    inside = (values >= data.label_values[0]) & (values <= data.label_values[-1])
+    inside = (values >= grid[0]) & (values <= grid[-1])
     return model, {
         "stages": [
             {"stage": 1, "released": int(members.size), "reused": 0, "released_inside_range": float(inside.mean())}

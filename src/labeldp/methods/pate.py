@@ -39,6 +39,7 @@ def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     """
     config, data = context.config, context.data
     pate, n = config.pate, len(data.y_train)
+    assert config.epsilon is not None and config.delta is not None, "a resolved (epsilon, delta) method's budget"
     num_queries, noise_std = pate.plan(config.epsilon, config.delta, n)
     ratio = pate.threshold_noise_ratio_or_none
     teacher_of = partition_teachers(n, pate.teachers, config.seed)
@@ -92,7 +93,9 @@ def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     if not answered.any():
         raise BudgetError("no query was answered: lower --threshold or raise --queries (the budget is spent)")
     model = context.new_model(1)
-    context.train(model, 1, 1, released.arrays["queries"][answered], released.labels[answered], "student")
+    labels = released.labels
+    assert labels is not None, "the release answers every query, -1 where it abstains"
+    context.train(model, 1, 1, released.arrays["queries"][answered], labels[answered], "student")
     return model, {
         "teachers": pate.teachers,
         "queries": num_queries,
@@ -118,6 +121,7 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
     """Refuse a plan the budget cannot pay for, or units of several rows, before the run directory is written."""
     if data.train_units is not None and np.bincount(data.train_units).max() > 1:
         raise ConfigError(_ONE_ROW_PER_UNIT)
+    assert config.epsilon is not None and config.delta is not None, "a resolved (epsilon, delta) method's budget"
     config.pate.plan(config.epsilon, config.delta, len(data.y_train))
 
 

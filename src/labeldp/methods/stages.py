@@ -63,6 +63,8 @@ def noisy_histogram_prior(context: MethodContext, members: np.ndarray | None = N
     members = np.arange(len(data.y_train)) if members is None else members
 
     def draw(ledger: PrivacyLedger) -> Release:
+        prior_epsilon = config.prior_epsilon
+        assert prior_epsilon is not None, "a resolved configuration with a histogram prior has its prior_epsilon"
         if config.prior == "histogram":
             groups, num_groups = np.zeros(len(data.y_train), dtype=np.int64), 1
         else:
@@ -75,7 +77,7 @@ def noisy_histogram_prior(context: MethodContext, members: np.ndarray | None = N
             groups[members],
             num_groups,
             data.num_classes,
-            config.prior_epsilon,
+            prior_epsilon,
             config.noise.generator("histogram"),
             "prior",
         )
@@ -94,7 +96,7 @@ def cluster_prior_rows(context: MethodContext) -> np.ndarray:
 
 
 def release_stage(
-    context: MethodContext, stage: int, members: np.ndarray, model: nn.Module | None, public_prior: np.ndarray | None
+    context: MethodContext, stage: int, members: np.ndarray, model: nn.Module, public_prior: np.ndarray | None
 ) -> Release:
     """Stage ``stage``'s release ``stage<stage>`` of its ``members``' labels, with the forward loss's ``evidence``.
 
@@ -117,24 +119,33 @@ def release_stage(
         true, rng = data.y_train[members], config.noise.generator("label-release", stage)
         if config.method == "non-private":
             release = release_true_labels(ledger, true, members, data.num_classes, tag)
-            return release.with_arrays(indices=members, evidence=release.likelihood.astype(np.float32))
+            return release.with_arrays(indices=members, evidence=_channel(release).astype(np.float32))
+        assert epsilon is not None, "a resolved configuration of a private method has its epsilon"
         if public_prior is None and stage == 1:
             release = release_randomized_response(ledger, true, members, data.num_classes, epsilon, rng, tag)
-            return release.with_arrays(indices=members, evidence=release.likelihood.astype(np.float32))
+            return release.with_arrays(indices=members, evidence=_channel(release).astype(np.float32))
         # A cluster prior carries label information the model cannot see otherwise; a model prior is
         # the model's own belief, built from labels that are reused anyway.
         fold = public_prior[members] if public_prior is not None and (stage == 1 or config.combine_priors) else None
         if stage == 1:
+            assert public_prior is not None  # the uniform prior's stage 1 returned above
             prior = public_prior[members]
         else:
+            assert model_prior is not None  # predicted above for every private draw after stage 1
             prior = model_prior
             if config.combine_priors:
                 prior = release_evidence(fold, prior)
         release = release_rr_with_prior(ledger, true, members, prior, epsilon, rng, tag)
-        evidence = release_evidence(fold, release.likelihood)
+        evidence = release_evidence(fold, _channel(release))
         return release.with_arrays(indices=members, evidence=evidence.astype(np.float32))
 
     return context.spend(tag, draw)
+
+
+def _channel(release: Release) -> np.ndarray:
+    """The noise channel of a label release (every ``release_*`` function a stage calls computes it)."""
+    assert release.likelihood is not None
+    return release.likelihood
 
 
 def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
@@ -150,7 +161,9 @@ def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.nda
         return indices, np.concatenate([stage_targets(context, e) for e in earlier])
     labels = np.concatenate([e.labels for e in earlier])
     prior = context.predict_proba(model, context.data.x_train[indices], config.temperature)
-    _, in_top_k = prior_top_k(prior, config.label_epsilon)
+    epsilon = config.label_epsilon
+    assert epsilon is not None, "only private methods have a second stage"
+    _, in_top_k = prior_top_k(prior, epsilon)
     keep = in_top_k[np.arange(indices.size), labels]
     return indices[keep], labels[keep]
 
@@ -159,9 +172,13 @@ def stage_targets(context: MethodContext, released: Release) -> np.ndarray:
     """What a stage trains on: the evidence (forward), the released labels (ce), or their values (mse)."""
     if context.config.loss == "forward":
         return released.arrays["evidence"]
+    labels = released.labels
+    assert labels is not None, "a stage's release holds one label per member"
     if context.config.loss == "mse":
-        return context.data.label_values[released.labels]
-    return released.labels
+        values = context.data.label_values
+        assert values is not None, "the mse loss is for labels with values"
+        return values[labels]
+    return labels
 
 
 def run_stages(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
@@ -172,6 +189,7 @@ def run_stages(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     ``stage<t>`` per stage (:func:`release_stage`). Training is post-processing.
     """
     config, data = context.config, context.data
+    assert config.stages is not None, "a resolved configuration has its stages"
     members_by_stage = split_stages(len(data.y_train), config.stages, config.seed, data.train_units)
     # released before any stage
     public_prior = cluster_prior_rows(context) if config.prior in ("cluster", "histogram") else None
