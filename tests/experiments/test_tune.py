@@ -263,3 +263,32 @@ def test_a_first_stage_tune_interrupted_in_its_final_run_continues(tmp_path, mon
     assert (out / "noisy_labels" / "stage2.npz").read_bytes() == release
     assert (out / "ledger.json").read_text() == ledger
     assert outcome["chosen"] == "lr=0.05" and outcome["ledger_epsilon"] == pytest.approx(2.0)
+
+
+@pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
+def test_a_method_catching_exception_is_still_tuned(tmp_path, register_for_test) -> None:
+    """The tune stops a method by exceptions no ``except Exception`` catches: LP-2ST wrapped in a catch-all
+    fallback (an untrained model) is tuned as LP-2ST is, its handler never reached."""
+    import dataclasses
+
+    from labeldp.methods.registry import get_method
+
+    caught = []
+    lp2st = get_method("lp-2st")
+
+    def guarded(context):
+        try:
+            return lp2st.run(context)
+        except Exception as error:  # a method's own fallback
+            caught.append(error)
+            return context.new_model(1), {}
+
+    register_for_test(dataclasses.replace(lp2st, name="guarded-lp-2st", run=guarded))
+    grid = {"lr": ["0.005", "0.05"]}
+    plain = tune(_config(method="lp-2st"), grid, tmp_path / "plain", progress=False)
+    outcome = tune(_config(method="guarded-lp-2st"), grid, tmp_path / "guarded", progress=False)
+    assert caught == []
+    assert [r["estimated_clean_accuracy"] for r in outcome["results"]] == [
+        r["estimated_clean_accuracy"] for r in plain["results"]
+    ]
+    assert outcome["chosen"] == plain["chosen"] and outcome["final"]["test_accuracy"] == plain["final"]["test_accuracy"]

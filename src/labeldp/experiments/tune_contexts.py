@@ -16,13 +16,18 @@ from labeldp.runs.context import RunContext
 from labeldp.runs.rundir import RunDirectory
 
 
-class Released(Exception):
-    """Raised by :meth:`ReleaseContext.train` to stop the method once the shared releases are made (not an error)."""
+class TuneStop(BaseException):
+    """The tune stopping a method (not an error): a ``BaseException``, as ``GeneratorExit`` is, so that no
+    method's ``except Exception`` swallows it and runs on (training, or drawing, where the tune stopped it)."""
 
 
-class FirstStageTrained(Exception):
+class Released(TuneStop):
+    """Raised by :meth:`ReleaseContext.train` to stop the method once the shared releases are made."""
+
+
+class FirstStageTrained(TuneStop):
     """Raised by :class:`CandidateContext` when a candidate asks for a release drawn after its first stage,
-    which is then scored on that stage's model (not an error)."""
+    which is then scored on that stage's model."""
 
 
 class ReleaseContext(RunContext):
