@@ -3,7 +3,15 @@ option's default and help stated once, in its dataclass field. Start with :mod:`
 (:class:`RunConfig`).
 """
 
+from typing import TYPE_CHECKING
+
 from labeldp._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported on first use at run time
+    from labeldp.config.dpsgd import DPSGDConfig as DPSGDConfig
+    from labeldp.config.pate_config import PATEConfig as PATEConfig
+    from labeldp.config.run_config import RunConfig as RunConfig
+    from labeldp.config.train_config import TrainConfig as TrainConfig
 
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
