@@ -339,6 +339,7 @@ class RunContext:
         def draw(ledger: PrivacyLedger) -> Release:
             if not config.method_spec.private:
                 return release_true_labels(ledger, data.y_test, members, data.num_classes, "test")
+            assert config.epsilon is not None, "a resolved configuration of a private method has its epsilon"
             return release_randomized_response(
                 ledger,
                 data.y_test,
@@ -360,7 +361,7 @@ class RunContext:
                 if config.test_labels == "public"
                 else "public test set"
             )
-            if data.is_regression:
+            if data.label_values is not None:  # a regression
                 return {**regression_metrics(probabilities, data.label_values, data.test_values), "test_labels": source}
             return {**classification_metrics(probabilities, data.y_test), "test_labels": source}
         if released is None:
@@ -369,7 +370,7 @@ class RunContext:
         source = (
             f"estimated from their release ({released.description}; each metric with its '_se' and 95% '_interval')"
         )
-        if data.is_regression:
+        if data.label_values is not None:  # a regression
             return {
                 **estimated_regression_metrics(probabilities, released.labels, released.likelihood, data.label_values),
                 "test_labels": source,
@@ -393,7 +394,7 @@ class RunContext:
         save_atomic(model.state_dict(), self.out.model_path)
         epsilon = self.ledger.epsilon(delta)
         metrics = self._test_metrics(probabilities, released)
-        if data.is_regression:
+        if data.label_values is not None:  # a regression
             metrics |= {
                 "label_range": [float(data.label_values[0]), float(data.label_values[-1])],
                 "label_grid": int(data.num_classes),

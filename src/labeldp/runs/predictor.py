@@ -80,6 +80,7 @@ def load_predictor(run_dir: str | Path) -> Predictor:
     out = RunDirectory(run_dir)
     model = load_run_model(run_dir)
     facts = out.read_data_facts()
+    assert facts is not None  # load_run_model refuses a folder without data.json
     preprocessor = joblib.load(out.preprocessor_path) if out.preprocessor_path.exists() else None
     names = facts["class_names"] or [str(k) for k in range(facts["num_classes"])]
     grid = facts.get("label_values")

@@ -58,15 +58,15 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
     )
 
 
-def check_dataset_spend(config: RunConfig, data: LabeledDataset, out_dir, progress: bool) -> str:
+def check_dataset_spend(config: RunConfig, data: LabeledDataset, out_dir, progress: bool) -> str | None:
     """Refuse, before anything is drawn or written, a run that would take its dataset past
     ``--total-epsilon``; else reserve its spend there and return the run's release id on the dataset's
-    ledger."""
+    ledger (None for a finished run whose folder holds none: it draws nothing)."""
     epsilon = math.inf if config.epsilon is None else float(config.epsilon)
     unit = (data.unit_bound or {}).get("column")
     ledger = dataset_ledger(data)
     release = saved_release(out_dir)
-    saved = {s.release: s for s in ledger.spends()}.get(release)
+    saved = None if release is None else {s.release: s for s in ledger.spends()}.get(release)
     if (saved is not None and saved.epsilon >= epsilon) or (Path(out_dir) / "summary.json").exists():
         return release  # on the ledger already, or finished: it draws nothing more (or is refused)
     release = release or new_release(out_dir)
@@ -126,8 +126,9 @@ def load_run_model(run_dir: str | Path) -> torch.nn.Module:
         )
     state = load_torch(out.model_path)
     method = saved.get("method")
-    if method in method_names() and get_method(method).model_from_state is not None:  # a fitted shape
-        return get_method(method).model_from_state(state)
+    from_state = get_method(method).model_from_state if method in method_names() else None
+    if from_state is not None:  # a fitted shape
+        return from_state(state)
     model = build_model(
         saved_network(saved, facts),
         tuple(facts["input_shape"]),
@@ -335,6 +336,7 @@ def _open_run(
     )
     if data.preprocessor is not None:
         write_atomic(out.preprocessor_path, lambda tmp: joblib.dump(data.preprocessor, tmp))
+    assert config.stages is not None, "a resolved configuration has its stages"
     out.keep_metrics_of_checkpoints(len(config.stages), strict=config.method_spec.training_releases)
     features = table_features(data)
     if features and progress:
@@ -385,6 +387,7 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
     check_amp(config.train, device)
     _check_units(config, data)
     n = len(data.y_train)
+    assert config.stages is not None, "a resolved configuration has its stages"
     sizes = [part.size for part in split_stages(n, config.stages, config.seed, data.train_units)]
     if min(sizes) == 0:
         raise ConfigError(
@@ -423,16 +426,14 @@ def _check_units(config: RunConfig, data: LabeledDataset) -> None:
 def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:
     """Refuse (:class:`~labeldp.errors.ConfigError`) a declared label grid that is not the dataset's, and the
     squared loss on classes."""
-    declared = config.label_values
+    declared, grid = config.label_values, data.label_values
     tolerance = 0.0 if declared is None else 1e-12 * np.ptp(declared)
     if declared is not None and (
-        not data.is_regression
-        or data.label_values.shape != declared.shape
-        or not np.allclose(data.label_values, declared, rtol=0, atol=tolerance)
+        grid is None or grid.shape != declared.shape or not np.allclose(grid, declared, rtol=0, atol=tolerance)
     ):
         have = (
-            f"the grid of {data.num_classes} points over [{data.label_values[0]:g}, {data.label_values[-1]:g}]"
-            if data.is_regression
+            f"the grid of {data.num_classes} points over [{grid[0]:g}, {grid[-1]:g}]"
+            if grid is not None
             else f"{data.num_classes} classes"
         )
         raise ConfigError(

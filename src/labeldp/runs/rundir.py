@@ -191,7 +191,8 @@ class RunDirectory:
         """Save a release's arrays before it is used, replacing a file of that name: refusing a second draw is
         the caller's job (:meth:`RunContext.spend <labeldp.runs.context.RunContext.spend>`)."""
         self._writing()
-        write_atomic(self.release_path(name), lambda tmp: np.savez(tmp, **arrays))
+        # numpy's stub would match the arrays against savez's allow_pickle
+        write_atomic(self.release_path(name), lambda tmp: np.savez(tmp, **arrays))  # type: ignore[arg-type]
 
     def load_release(self, name: str) -> dict[str, np.ndarray] | None:
         """Release ``name``'s arrays as :meth:`save_release` saved them, or None if it was not saved."""
@@ -214,6 +215,7 @@ class RunDirectory:
         found = {}
         for path in sorted(folder.glob("*.npz")) if folder.is_dir() else []:
             release = self.load_release(path.stem)
+            assert release is not None  # its file was just found
             found[path.stem] = json.loads(str(release["config"])) if "config" in release else None
         return found
 
