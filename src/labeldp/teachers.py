@@ -17,6 +17,7 @@ import os
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -80,7 +81,7 @@ def train_teachers(
     labeldp.boundary.PrivateLabelAccessError
         If ``labels`` were withheld (they can be read only through earlier releases).
     """
-    labels = unseal(labels)  # the teachers read the true labels: their votes leave only through GNMax's noise
+    true_labels = unseal(labels)  # the teachers read the true labels: their votes leave only through GNMax's noise
     teachers = int(teacher_of.max()) + 1
     predictions = np.zeros((teachers, len(query_inputs)), dtype=np.int16)
     path = Path(checkpoint) if checkpoint is not None else None
@@ -105,7 +106,7 @@ def train_teachers(
         return _train_teachers_in_rounds(
             build_model,
             inputs,
-            labels,
+            true_labels,
             teacher_of,
             query_inputs,
             num_classes,
@@ -132,7 +133,7 @@ def train_teachers(
         train_stage(
             model,
             inputs[part],
-            labels[part],
+            true_labels[part],
             num_classes,
             config,
             augmentation=augmentation,
@@ -179,9 +180,10 @@ def _train_teachers_in_rounds(
                 progress=False,
             )
             votes = predict_logits(model, query_inputs).argmax(dim=1).numpy().astype(np.int16)
-        collected = [None] * ranks if distributed.is_main() else None
+        # each rank's (teacher, votes), gathered on rank 0
+        collected: list[Any] | None = [None] * ranks if distributed.is_main() else None
         torch.distributed.gather_object((teacher, votes), collected, dst=0)
-        if distributed.is_main():
+        if collected is not None:
             for teacher, votes in collected:
                 if votes is not None:
                     predictions[teacher] = votes

@@ -175,7 +175,7 @@ def channel_rate(labels: np.ndarray, matrix: np.ndarray) -> float:
     return float(np.clip((np.mean(labels == 1) - matrix[0, 1]) / gap, RATE_FLOOR, 1 - RATE_FLOOR))
 
 
-def new_model(kind: str, num_buckets: int, config: HashedConfig) -> torch.nn.Module:
+def new_model(kind: str, num_buckets: int, config: HashedConfig) -> HashedLogistic:
     """A hashed model (``"lr"`` or ``"fm"``), its factors drawn from the public seed, torch's global generator
     left as it was.
     """

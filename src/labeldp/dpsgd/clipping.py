@@ -197,6 +197,7 @@ def _float32_without_tf32() -> Iterator[None]:
     raises once a user has set the new ones), else through ``allow_tf32``.
     """
     backends = torch.backends
+    settings: list[tuple[object, str, str | bool]]
     if hasattr(backends.cuda.matmul, "fp32_precision") and hasattr(backends.cudnn, "conv"):
         settings = [
             (backends.cudnn.conv, "fp32_precision", "ieee"),
@@ -282,10 +283,13 @@ def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
             raise UnsupportedModelError(
                 f"{type(module).__name__} is called more than once per forward pass; use method='vmap'"
             )
-        layer = layers[module] = layer_rules.rule_for(module)(module, args[0].detach(), output, examples)
+        rule = layer_rules.rule_for(module)
+        assert rule is not None, "hooked only where there is a rule"
+        layer = layers[module] = rule(module, args[0].detach(), output, examples)
         if not _reaches(args[0], outputs):
             roots.append(torch.autograd.graph.get_gradient_edge(output))
-        outputs.add(output.grad_fn)
+        if output.grad_fn is not None:
+            outputs.add(output.grad_fn)
         output.register_hook(layer.receive)
 
     handles = [m.register_forward_hook(forward_hook) for m in model.modules() if layer_rules.rule_for(m) is not None]
@@ -301,10 +305,11 @@ def _fast_clipped_sum(model, params, inputs, targets, max_grad_norm, loss_fn, mu
     for layer in layers.values():
         if layer.sq_norms is None:  # the loss does not depend on this layer
             layer.receive(torch.zeros(layer.output_shape, dtype=layer.output_dtype, device=norms2.device))
+        assert layer.sq_norms is not None, "set by receive()"
         norms2 = norms2 + layer.sq_norms
     norms = norms2.clamp(min=0).sqrt()
     factors = clip_factors(norms, max_grad_norm).to(norms2.dtype)
-    by_param = {}
+    by_param: dict[torch.Tensor, torch.Tensor] = {}
     for layer in layers.values():
         by_param.update(zip(layer.params(), layer.clipped_sums(factors)))
     sums = [by_param[p] if p in by_param else torch.zeros_like(p) for p in params]

@@ -81,7 +81,7 @@ def fastest(
                 run[candidate]()
                 _wait_for_gpu()
                 timings[candidate] = min(timings[candidate], time.perf_counter() - start)
-        name = _FASTEST[key] = min(timings, key=timings.get)
+        name = _FASTEST[key] = min(timings, key=timings.__getitem__)
     return candidates[name]()
 
 
@@ -195,11 +195,11 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
         return fastest(key, {name: partial(patch_gram, conv, x, examples, name) for name in ("patches", "pixels")})
     views = len(x) // examples
     if method == "patches":
-        cols = patches(conv, x).reshape(examples, -1, conv.weight[0].numel())
-        return torch.bmm(cols, cols.transpose(1, 2))
+        rows = patches(conv, x).reshape(examples, -1, conv.weight[0].numel())
+        return torch.bmm(rows, rows.transpose(1, 2))
     if method != "pixels":
         raise ConfigError(f"method must be 'auto', 'patches' or 'pixels', got {method!r}")
-    channels, (ph, pw) = x.shape[1], conv.padding
+    channels, (ph, pw) = x.shape[1], _padding(conv)
     (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
     oh, ow = _output_size(conv, x)
     # the rows and columns of the padded input that some patch touches, and the input pixels among them
@@ -215,9 +215,10 @@ def patch_gram(conv: nn.Conv2d, x: torch.Tensor, examples: int, method: str = "a
     gram = None
     for i in range(0, kh * dh, dh):
         for j in range(0, kw * dw, dw):
-            rows, cols = slice(i, i + (oh - 1) * sh + 1, sh), slice(j, j + (ow - 1) * sw + 1, sw)
-            shifted = pixel_gram[:, :, rows, cols, :, rows, cols]
+            row_offsets, col_offsets = slice(i, i + (oh - 1) * sh + 1, sh), slice(j, j + (ow - 1) * sw + 1, sw)
+            shifted = pixel_gram[:, :, row_offsets, col_offsets, :, row_offsets, col_offsets]
             gram = shifted.clone() if gram is None else gram.add_(shifted)
+    assert gram is not None, "a kernel has at least one offset"
     return gram.reshape(examples, views * oh * ow, views * oh * ow)
 
 
@@ -238,8 +239,15 @@ def patch_sums(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     return summed.flatten(1)
 
 
-def _padded(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+def _padding(conv: nn.Conv2d) -> tuple[int, int]:
+    """(ph, pw): the zero padding of ``conv`` (string padding has no per-example rule: ``unsupported`` says so)."""
+    assert not isinstance(conv.padding, str), "string padding is refused before the per-example rules"
     ph, pw = conv.padding
+    return ph, pw
+
+
+def _padded(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    ph, pw = _padding(conv)
     return F.pad(x, (pw, pw, ph, ph)) if ph or pw else x
 
 
@@ -251,6 +259,6 @@ def _used_size(conv: nn.Conv2d, oh: int, ow: int) -> tuple[int, int]:
 
 def _output_size(conv: nn.Conv2d, x: torch.Tensor) -> tuple[int, int]:
     """(oh, ow): the output size of ``conv`` for input ``x``."""
-    (h, w), (ph, pw) = x.shape[2:], conv.padding
+    (h, w), (ph, pw) = x.shape[2:], _padding(conv)
     (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
     return (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1

@@ -95,12 +95,18 @@ class LayerCall:
         if self.per_example is not None:  # the clipped sum needs only these
             self.activation = self.output_grad = None
 
+    def held(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The activation and output gradient, held from :meth:`receive` until per-example gradients are formed."""
+        assert self.activation is not None and self.output_grad is not None, "released with the per-example gradients"
+        return self.activation, self.output_grad
+
     def norms2(self) -> torch.Tensor:
         """(examples,) squared norm of each example's gradient with respect to this layer's trainable parameters."""
         raise NotImplementedError
 
     def clipped_sums(self, factors: torch.Tensor) -> list[torch.Tensor]:
         """Sum over examples of factor_i x example i's gradient, one per parameter of :meth:`params`."""
+        assert self.per_example is not None, "a rule without clipped_sums forms the per-example gradients"
         return [torch.einsum("b,b...->...", factors, g) for g in self.per_example]
 
 
@@ -112,13 +118,15 @@ class LinearCall(LayerCall):
     (T (d + p) >= d p); else the norms come from the ghost identity and the clipped sum from one product.
     """
 
+    module: nn.Linear | nn.Conv2d
+
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
         super().__init__(module, activation, output, examples)
         self.bias_grads: torch.Tensor | None = None  # (B, p) per-example bias gradients
 
     def norms2(self) -> torch.Tensor:
-        module = self.module
-        total = torch.zeros(self.examples, dtype=self.output_grad.dtype, device=self.output_grad.device)
+        module, (_, g) = self.module, self.held()
+        total = torch.zeros(self.examples, dtype=g.dtype, device=g.device)
         if module.bias is not None and module.bias.requires_grad:
             self.bias_grads = self._bias_grads()
             total = total + self.bias_grads.pow(2).sum(1)
@@ -155,13 +163,13 @@ class LinearCall(LayerCall):
 
     def _bias_grads(self) -> torch.Tensor:
         """(B, p): each example's bias gradient, the output gradient summed over its positions."""
-        g = self.output_grad
+        _, g = self.held()
         per_row = g.reshape(g.shape[0], -1, g.shape[-1]).sum(1)
         return per_row.view(self.examples, -1, per_row.shape[-1]).sum(1)
 
     def _matrices(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The input and output gradient as (B, T, d) and (B, T, p)."""
-        a, g, B = self.activation, self.output_grad, self.examples
+        (a, g), B = self.held(), self.examples
         return a.reshape(B, -1, a.shape[-1]), g.reshape(B, -1, g.shape[-1])
 
 
@@ -175,6 +183,8 @@ class ConvCall(LinearCall):
     its cost estimate exceeds the other's by more than :data:`_TIMED_COST_RATIO`.
     """
 
+    module: nn.Conv2d
+
     @classmethod
     def unsupported(cls, module: nn.Module) -> str | None:
         """Groups, a padding mode other than zeros, or string padding."""
@@ -183,7 +193,7 @@ class ConvCall(LinearCall):
         return None
 
     def _weight_norms2(self) -> torch.Tensor:
-        module, g, B = self.module, self.output_grad, self.examples
+        module, (a, g), B = self.module, self.held(), self.examples
         positions = len(g) // B * g[0, 0].numel()  # V T: an example's output positions over its views
         d, p = module.weight[0].numel(), module.out_channels
         costs = {"materialise": positions * d * p, "ghost": positions**2 * (d + p)}  # multiply-adds
@@ -194,7 +204,7 @@ class ConvCall(LinearCall):
         }
         if len(paths) == 1:
             return next(iter(paths.values()))()
-        key = ("conv_path", *conv_grads.configuration(module, B, self.activation, g))
+        key = ("conv_path", *conv_grads.configuration(module, B, a, g))
         ones = torch.ones(B, dtype=g.dtype, device=g.device)
 
         def with_clipped_sum(path: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
@@ -207,27 +217,27 @@ class ConvCall(LinearCall):
         return _squared_norms(self._materialise())
 
     def _materialise(self) -> torch.Tensor:
-        module, g = self.module, self.output_grad
+        module, (a, g) = self.module, self.held()
         rows = _workspace(module, (len(g), *module.weight.shape), g)
-        self.per_example = [conv_grads.per_example_kernel_grads(module, self.activation, g, self.examples, rows)]
+        self.per_example = [conv_grads.per_example_kernel_grads(module, a, g, self.examples, rows)]
         return self.per_example[0]
 
     def _ghost_kernel_norms2(self) -> torch.Tensor:
         """The same squared norms from Gram matrices, forming nothing of size (B, p, d)."""
         self.per_example = None
-        return conv_grads.ghost_norms2(self.module, self.activation, self.output_grad, self.examples)
+        return conv_grads.ghost_norms2(self.module, *self.held(), self.examples)
 
     def _weight_sum(self, factors: torch.Tensor) -> torch.Tensor:
         if self.per_example:
             return torch.einsum("b,b...->...", factors, self.per_example[0])
-        return conv_grads.batch_kernel_grad(self.module, self.activation, self._scaled_output_grad(factors))
+        return conv_grads.batch_kernel_grad(self.module, self.held()[0], self._scaled_output_grad(factors))
 
     def _bias_grads(self) -> torch.Tensor:
-        per_row = self.output_grad.flatten(2).sum(2)
+        per_row = self.held()[1].flatten(2).sum(2)
         return per_row.view(self.examples, -1, per_row.shape[-1]).sum(1)
 
     def _scaled_output_grad(self, factors: torch.Tensor) -> torch.Tensor:
-        g = self.output_grad
+        _, g = self.held()
         per_row = factors.repeat_interleave(g.shape[0] // self.examples)
         return g * per_row.view(-1, *([1] * (g.dim() - 1)))
 
@@ -242,13 +252,15 @@ class WeightStandardizedConvCall(ConvCall):
     gradient statistics, its version recorded to detect later in-place changes.
     """
 
+    module: WSConv2d
+
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
         super().__init__(module, activation, output, examples)
         # the output serves the gradient statistics; in-place changes are detected by version
         self.output: torch.Tensor | None = output.detach()
         self.output_version = output._version
         # the standardised kernel and scales, computed once per step (the weights do not change within it)
-        self.standardization = module.standardization()
+        self.standardization = self.module.standardization()
 
     def receive(self, output_grad: torch.Tensor) -> None:
         """As :meth:`LayerCall.receive`, then release the kept output."""
@@ -267,8 +279,8 @@ class WeightStandardizedConvCall(ConvCall):
     def _ghost_kernel_norms2(self) -> torch.Tensor:
         """The ghost norms with the output gradients scaled by 1 / s."""
         self.per_example = None
-        g = self.output_grad / self.standardization[1].view(1, -1, 1, 1)
-        return conv_grads.ghost_norms2(self.module, self.activation, g, self.examples)
+        a, g = self.held()
+        return conv_grads.ghost_norms2(self.module, a, g / self.standardization[1].view(1, -1, 1, 1), self.examples)
 
     def _weight_sum(self, factors: torch.Tensor) -> torch.Tensor:
         weight = super()._weight_sum(factors)
@@ -281,19 +293,20 @@ class WeightStandardizedConvCall(ConvCall):
         cache); else at the output: sum(G_r) = sum_t g_tr (sum of patch t), G_r . y_r = sum_t g_tr o_tr with
         o = conv(x, y) the output without bias (recomputed if it was changed in place).
         """
-        module, g, B = self.module, self.output_grad, self.examples
+        module, (a, g), B = self.module, self.held(), self.examples
         if self.per_example and self.per_example[0][0].numel() <= g[0].numel() * (len(g) // B):
             grads, standardized = self.per_example[0].flatten(2), self.standardization[0]
             chunk = max(1, _CACHE_ELEMENTS // grads[0].numel())
-            dots = [(grads[start : start + chunk] * standardized).sum(2) for start in range(0, B, chunk)]
-            return grads.sum(2), torch.cat(dots)
+            dot_chunks = [(grads[start : start + chunk] * standardized).sum(2) for start in range(0, B, chunk)]
+            return grads.sum(2), torch.cat(dot_chunks)
         output = self.output
+        assert output is not None, "kept until receive() returns"
         if output._version != self.output_version:  # modified in place later in the forward pass
-            output = module._conv_forward(self.activation, self.standardization[0].view_as(module.weight), None)
+            output = module._conv_forward(a, self.standardization[0].view_as(module.weight), None)
         elif module.bias is not None:
             output = output - module.bias.detach().view(1, -1, 1, 1)
         flat = g.flatten(2)  # (N, p, T)
-        sums = (flat * conv_grads.patch_sums(module, self.activation).unsqueeze(1)).sum(2)  # einsum: 2x slower on CPU
+        sums = (flat * conv_grads.patch_sums(module, a).unsqueeze(1)).sum(2)  # einsum: 2x slower on CPU
         dots = torch.einsum("npt,npt->np", flat, output.flatten(2))
         return sums.view(B, -1, sums.shape[1]).sum(1), dots.view(B, -1, dots.shape[1]).sum(1)
 
@@ -302,8 +315,10 @@ class WeightStandardizedConvCall(ConvCall):
 class LayerNormCall(LayerCall):
     """The rule of ``torch.nn.LayerNorm``: per example, the weight's (normalised input x output gradient) and bias's."""
 
+    module: nn.LayerNorm
+
     def norms2(self) -> torch.Tensor:
-        module, a, g, B = self.module, self.activation, self.output_grad, self.examples
+        module, (a, g), B = self.module, self.held(), self.examples
         normalized = F.layer_norm(a, module.normalized_shape, eps=module.eps)
         channel_dims = tuple(range(a.dim() - len(module.normalized_shape), a.dim()))
 
@@ -317,7 +332,7 @@ class LayerNormCall(LayerCall):
             self.per_example.append(per_example(normalized * g))
         if module.bias is not None and module.bias.requires_grad:
             self.per_example.append(per_example(g))
-        return sum(_squared_norms(grad) for grad in self.per_example)
+        return _total_squared_norms(self.per_example)
 
 
 @rule(nn.GroupNorm)
@@ -329,12 +344,14 @@ class GroupNormCall(LayerCall):
     (``group_stats``, recomputed by the same kernel if autograd kept none).
     """
 
+    module: nn.GroupNorm
+
     def __init__(self, module: nn.Module, activation: torch.Tensor, output: torch.Tensor, examples: int):
         super().__init__(module, activation, output, examples)
         self.group_stats = _saved_group_stats(output)
 
     def norms2(self) -> torch.Tensor:
-        module, x, B = self.module, self.activation, self.examples
+        module, (x, g), B = self.module, self.held(), self.examples
         rows, channels = x.shape[:2]
         positions = x[0, 0].numel()
         mean, inv_std = (
@@ -345,7 +362,7 @@ class GroupNormCall(LayerCall):
         )
         wanted = [p is not None and p.requires_grad for p in (module.weight, module.bias)]
         _, weight, bias = torch.ops.aten.native_group_norm_backward(
-            self.output_grad.reshape(1, rows * channels, positions),
+            g.reshape(1, rows * channels, positions),
             x.reshape(1, rows * channels, positions),
             mean.reshape(1, -1),
             inv_std.reshape(1, -1),
@@ -358,7 +375,7 @@ class GroupNormCall(LayerCall):
         )
         grads = [grad for grad, want in zip((weight, bias), wanted) if want]
         self.per_example = [grad.view(B, -1, channels).sum(1) for grad in grads]
-        return sum(_squared_norms(grad) for grad in self.per_example)
+        return _total_squared_norms(self.per_example)
 
 
 @rule(nn.Embedding)
@@ -367,6 +384,8 @@ class EmbeddingCall(LayerCall):
 
     The norm counts the products of gradients that share a row; the clipped sum is one ``index_add_``.
     """
+
+    module: nn.Embedding
 
     @classmethod
     def unsupported(cls, module: nn.Module) -> str | None:
@@ -385,9 +404,9 @@ class EmbeddingCall(LayerCall):
         return [weight]
 
     def _rows(self) -> tuple[torch.Tensor, torch.Tensor]:
-        module, B = self.module, self.examples
-        index = self.activation.reshape(B, -1)
-        g = self.output_grad.reshape(B, index.shape[1], -1)
+        module, (activation, output_grad), B = self.module, self.held(), self.examples
+        index = activation.reshape(B, -1)
+        g = output_grad.reshape(B, index.shape[1], -1)
         if module.padding_idx is not None:
             g = g * (index != module.padding_idx).unsqueeze(-1).to(g.dtype)
         return index, g
@@ -398,8 +417,10 @@ def _saved_group_stats(output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     node = output.grad_fn
     if type(node).__name__ != "NativeGroupNormBackward0":
         return None
-    stats = getattr(node, "_saved_result1", None), getattr(node, "_saved_result2", None)
-    return tuple(t.detach() for t in stats) if all(isinstance(t, torch.Tensor) for t in stats) else None
+    mean, inv_std = getattr(node, "_saved_result1", None), getattr(node, "_saved_result2", None)
+    if isinstance(mean, torch.Tensor) and isinstance(inv_std, torch.Tensor):
+        return mean.detach(), inv_std.detach()
+    return None
 
 
 def _workspace(module: nn.Module, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
@@ -421,3 +442,11 @@ def _workspace(module: nn.Module, shape: tuple[int, ...], like: torch.Tensor) ->
 def _squared_norms(per_example: torch.Tensor) -> torch.Tensor:
     """(B,): the squared norm of each example's slice of ``per_example``."""
     return torch.linalg.vector_norm(per_example.flatten(1), dim=1).pow(2)
+
+
+def _total_squared_norms(per_example: list[torch.Tensor]) -> torch.Tensor:
+    """(B,): the squared norm of each example's gradients ``per_example`` (one or more, a layer's parameters')."""
+    total = _squared_norms(per_example[0])
+    for grads in per_example[1:]:
+        total = total + _squared_norms(grads)
+    return total

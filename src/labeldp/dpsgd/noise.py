@@ -32,8 +32,8 @@ def noise_generator(
     A torch generator seeded from ``source`` when it is insecure, one seeded with fresh entropy on a CUDA
     device; ``"secure"`` otherwise.
     """
-    seed = source.seed(purpose, *ids)
-    if source.private and (seed is None or torch.device(device).type == "cpu"):
+    seed = source.seed(purpose, *ids)  # None only for a secure source, a private one
+    if seed is None or (source.private and torch.device(device).type == "cpu"):
         return "secure"
     return torch.Generator(device=device).manual_seed(seed)
 

@@ -77,5 +77,5 @@ def sampling_generator(source: NoiseSource, *ids: int) -> torch.Generator | Secu
 
     ChaCha20, or when ``source`` is insecure a torch generator seeded from it.
     """
-    seed = source.seed("dpsgd-sampling", *ids)
-    return torch.Generator().manual_seed(seed) if not source.private else SecureGenerator()
+    seed = source.seed("dpsgd-sampling", *ids)  # None only for a secure source, a private one
+    return torch.Generator().manual_seed(seed) if not source.private and seed is not None else SecureGenerator()

@@ -329,9 +329,7 @@ def _run_trials(
     best = None
     for trial in range(trials):
         index = int(rng.integers(len(candidates)))
-        trial_noise = (
-            noise if noise.private else NoiseSource(insecure_seed=int(noise.seed("tune-selection", trial + 1)))
-        )
+        trial_noise = noise if noise.private else NoiseSource(insecure_seed=noise.seed("tune-selection", trial + 1))
         score, model = _trial(candidates[index], plan, data, trial_noise, seed, rng)
         if best is None or score > best.noisy_count:
             best = Selected(index, model.cpu(), score, plan)

@@ -46,6 +46,9 @@ from labeldp.training.predictions import accuracy
 from labeldp.training.records import EpochRecord
 from labeldp.training.stage import lr_schedule, make_optimizer
 
+#: the parameters (or buffers) an ``AveragedModel`` averaging function receives
+_Tensors = list[torch.Tensor] | tuple[torch.Tensor, ...]
+
 
 def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: str | None = None) -> None:
     """Refuse what DP-SGD cannot honour: mixup (it mixes examples), amp (bf16 norms under the clipping bound),
@@ -68,14 +71,15 @@ def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: s
         )
 
 
-def _ema_with_warmup(decay: float) -> Callable[[list[torch.Tensor], list[torch.Tensor], torch.Tensor], None]:
+def _ema_with_warmup(decay: float) -> Callable[[_Tensors, _Tensors, torch.Tensor | int], None]:
     """EMA update (an ``AveragedModel`` ``multi_avg_fn``) whose decay ramps up as min(decay, (1 + t) / (10 + t)).
 
     So short runs are not dominated by the initial weights. The rate is computed on the parameters'
     device (float64, float32 on MPS), so the update never waits for a GPU to report t.
     """
 
-    def average(averaged: list[torch.Tensor], current: list[torch.Tensor], updates: torch.Tensor) -> None:
+    def average(averaged: _Tensors, current: _Tensors, updates: torch.Tensor | int) -> None:
+        updates = torch.as_tensor(updates)  # AveragedModel passes its count, a tensor (its signature allows an int)
         t = updates.to(torch.float32 if updates.device.type == "mps" else torch.float64)
         rate = torch.clamp((1.0 + t) / (10.0 + t), max=decay)
         scaled = torch._foreach_mul(current, 1.0 - rate)
@@ -131,13 +135,14 @@ def private_gradient(
         noise_rng if noisy else None,
     )
     if parallel:
-        params = [p for p in model.parameters() if p.requires_grad]
-        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        # privatize_gradients set every trainable parameter's grad
+        grads = [p.grad for p in model.parameters() if p.requires_grad and p.grad is not None]
+        flat = torch.cat([grad.reshape(-1) for grad in grads])
         flat = distributed.all_reduce_sum(flat)
         offset = 0
-        for param in params:
-            param.grad.copy_(flat[offset : offset + param.numel()].view_as(param.grad))
-            offset += param.numel()
+        for grad in grads:
+            grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
+            offset += grad.numel()
 
 
 @dataclass
@@ -232,6 +237,7 @@ def _epoch(run: _DPSGDRun, epoch: int, progress: bool) -> None:
         next_batch = sampler.sample
     if run.parallel:  # the epoch's batches, sampled over the whole dataset on rank 0, for every rank
         next_batch = iter(distributed.on_main(lambda: [sampler.sample() for _ in range(run.steps_per_epoch)])).__next__
+    assert next_batch is not None, "set on rank 0, and on every rank of a parallel run"
     for step in tqdm(
         range(run.steps_per_epoch),
         desc=f"dp-sgd epoch {epoch}/{run.config.epochs}",

@@ -45,7 +45,7 @@ class ConvNet(nn.Sequential):
             nn.Flatten(),
             nn.Linear(widths[-1], num_classes, bias=False),
         )
-        self.to(memory_format=torch.channels_last)
+        self.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to's overloads omit it
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         return super().forward(x.contiguous(memory_format=torch.channels_last))

@@ -45,9 +45,10 @@ class RecommenderMLP(nn.Module):
             raise ValueError("model 'recommender' needs categorical input columns (e.g. user and item ids)")
         self.num_codes = len(categorical)
         widths = [dim if i < 2 else embedding_width(size, dim) for i, size in enumerate(categorical)]
-        self.embeddings = nn.ModuleList(nn.Embedding(size, width) for size, width in zip(categorical, widths))
-        for embedding in self.embeddings:
+        embeddings = [nn.Embedding(size, width) for size, width in zip(categorical, widths)]
+        for embedding in embeddings:
             nn.init.normal_(embedding.weight, std=1.0 / math.sqrt(embedding.embedding_dim))
+        self.embeddings = nn.ModuleList(embeddings)
         self.interaction = len(categorical) >= 2
         width = sum(widths) + (dim if self.interaction else 0) + num_numeric
         layers: list[nn.Module] = []

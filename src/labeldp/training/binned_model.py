@@ -44,6 +44,15 @@ class BinnedLogistic(nn.Module):
         (categorical features, C): each one's one-hot columns, padded, and which of them are its (C >= 1).
     """
 
+    # the buffers (registered in __init__)
+    value_columns: torch.Tensor
+    missing_columns: torch.Tensor
+    missing_above: torch.Tensor
+    edges: torch.Tensor
+    category_columns: torch.Tensor
+    category_mask: torch.Tensor
+    offsets: torch.Tensor
+
     def __init__(
         self,
         value_columns: torch.Tensor,
@@ -68,7 +77,7 @@ class BinnedLogistic(nn.Module):
     @classmethod
     def from_state_dict(cls, state: dict[str, torch.Tensor]) -> BinnedLogistic:
         """The model a state dict was saved from (a run's ``model.pt``), on the CPU: its shape is in its buffers."""
-        model = cls(*(state[name].cpu() for name in BIN_BUFFERS), num_classes=state["intercept"].numel())
+        model = cls(**{name: state[name].cpu() for name in BIN_BUFFERS}, num_classes=state["intercept"].numel())
         model.load_state_dict(state)
         return model
 

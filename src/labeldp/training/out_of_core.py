@@ -36,7 +36,7 @@ from labeldp.training.losses import likelihood_loss
 from labeldp.training.sparse_parallel import share_gradients
 
 #: a per-row loss: ``loss(model, buckets, targets)``, one value per row
-SparseLoss = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+SparseLoss = Callable[[HashedLogistic, torch.Tensor, torch.Tensor], torch.Tensor]
 OPTIMIZERS = ("adagrad", "torch-adagrad", "sgd", "sparse-adam")
 
 
@@ -79,7 +79,7 @@ def forward_loss(model: nn.Module, buckets: torch.Tensor, log_channel: torch.Ten
     return likelihood_loss(torch.stack([torch.zeros_like(logit), logit], dim=1), log_channel)
 
 
-def counts_loss(model: nn.Module, buckets: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
+def counts_loss(model: HashedLogistic, buckets: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
     """Per-row softplus(z) - sum_f w[i_f] t[i_f] - b t_0: the logistic likelihood with label counts for labels.
 
     Summed over the rows it is exact when t[j] is bucket j's positive count over its size and t_0 the
@@ -90,7 +90,7 @@ def counts_loss(model: nn.Module, buckets: torch.Tensor, rates: torch.Tensor) ->
     return F.softplus(logit) - (weights * rates[:, :-1]).sum(dim=1) - model.bias * rates[:, -1]
 
 
-def _penalty(model: nn.Module, buckets: torch.Tensor, inverse_sizes: torch.Tensor, l2: float) -> torch.Tensor:
+def _penalty(model: HashedLogistic, buckets: torch.Tensor, inverse_sizes: torch.Tensor, l2: float) -> torch.Tensor:
     scale = F.embedding(buckets, inverse_sizes.unsqueeze(1)).squeeze(-1)  # (batch, F) 1 / n_j
     total = (model.linear_weights(buckets).pow(2) * scale).sum()
     factors = model.factor_weights(buckets)
@@ -123,14 +123,13 @@ class ScatterAdagrad(torch.optim.Optimizer):
                     state["sum"] = torch.zeros_like(param)
                     state["scratch"] = torch.zeros_like(param) if param.grad.is_sparse else None
                 if param.grad.is_sparse:
-                    self._sparse_step(param, state, group["lr"], group["eps"])
+                    self._sparse_step(param, param.grad, state, group["lr"], group["eps"])
                 else:
                     state["sum"].addcmul_(param.grad, param.grad)
                     param.addcdiv_(param.grad, state["sum"].sqrt().add_(group["eps"]), value=-group["lr"])
 
     @staticmethod
-    def _sparse_step(param: torch.Tensor, state: dict, lr: float, eps: float) -> None:
-        grad = param.grad
+    def _sparse_step(param: torch.Tensor, grad: torch.Tensor, state: dict, lr: float, eps: float) -> None:
         rows = grad._indices()[0]
         scratch = state["scratch"]
         scratch.index_add_(0, rows, grad._values())
@@ -141,7 +140,7 @@ class ScatterAdagrad(torch.optim.Optimizer):
         scratch[rows] = 0
 
 
-def make_optimizers(model: nn.Module, config: SparseTrainConfig) -> list[torch.optim.Optimizer]:
+def make_optimizers(model: HashedLogistic, config: SparseTrainConfig) -> list[torch.optim.Optimizer]:
     """The optimisers of a hashed model: one, or SparseAdam and Adam for ``"sparse-adam"``."""
     if config.optimizer == "adagrad":
         return [ScatterAdagrad(model.parameters(), lr=config.lr)]
@@ -176,7 +175,7 @@ def prefetch(items: Iterable, depth: int = 2) -> Iterator:
 
 
 def train_sparse(
-    model: nn.Module,
+    model: HashedLogistic,
     epoch_blocks: Callable[[int], Iterable[tuple[np.ndarray, np.ndarray]]],
     loss: SparseLoss,
     config: SparseTrainConfig = SparseTrainConfig(),
@@ -272,7 +271,7 @@ def predict_sparse(model: nn.Module, blocks: Iterable, batch_rows: int = 1 << 16
 
 
 @torch.no_grad()
-def calibrate_intercept(model: nn.Module, sample: Iterable[np.ndarray], rate: float, steps: int = 30) -> float:
+def calibrate_intercept(model: HashedLogistic, sample: Iterable[np.ndarray], rate: float, steps: int = 30) -> float:
     """Shift the model's bias so that its mean predicted probability over ``sample`` is ``rate``; the shift.
 
     A model trained on noisy targets pins its bias poorly (Adagrad scales its small noisy gradient to full
@@ -288,18 +287,18 @@ def calibrate_intercept(model: nn.Module, sample: Iterable[np.ndarray], rate: fl
         probability = torch.sigmoid(logits + shift)
         slope = (probability * (1 - probability)).mean().clamp_min(1e-12)
         shift -= ((probability.mean() - rate) / slope).clamp(-1.0, 1.0)
-    model.bias += shift.float()
+    model.bias.add_(shift.float())
     return float(shift)
 
 
 def save_sparse_model(path, model: nn.Module, spec: HashSpec) -> None:
     """Write a hashed model and its hash spec to ``path`` atomically, so new rows are hashed as training rows were."""
     kind = {"HashedLogistic": "logistic", "HashedFM": "fm"}[type(model).__name__]
-    dim = model.factors.embedding_dim if kind == "fm" else 0
+    dim = model.factors.embedding_dim if isinstance(model, HashedFM) else 0
     save_atomic({"kind": kind, "dim": dim, "spec": spec.to_dict(), "state": model.state_dict()}, Path(path))
 
 
-def load_sparse_model(path) -> tuple[nn.Module, HashSpec]:
+def load_sparse_model(path) -> tuple[HashedLogistic, HashSpec]:
     """A model (in evaluation mode) and its hash spec written by :func:`save_sparse_model`."""
     saved = torch.load(Path(path), weights_only=True)
     spec = HashSpec.from_dict(saved["spec"])

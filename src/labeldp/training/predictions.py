@@ -26,8 +26,8 @@ def predict_logits(
     rows = distributed.shard(len(x)) if sharded else slice(0, len(x))
     part = x[rows]
     device = next(model.parameters()).device
-    out = [model(part[i : i + batch_size].to(device)).float().cpu() for i in range(0, len(part), batch_size)]
-    out = torch.cat(out) if out else model(x[:1].to(device)).float().cpu()[:0]
+    batches = [model(part[i : i + batch_size].to(device)).float().cpu() for i in range(0, len(part), batch_size)]
+    out = torch.cat(batches) if batches else model(x[:1].to(device)).float().cpu()[:0]
     model.train(was_training)
     return distributed.gather_rows(out, len(x)) if sharded else out
 
