@@ -45,6 +45,7 @@ def _work(config: RunConfig, data: LabeledDataset, later: tuple[str, ...], holdo
     """(one untuned run's training work, one candidate's at the same epochs), in examples x epochs; a
     candidate trains on the examples not held out, only the first stage's where releases ``later`` depend on
     it."""
+    assert config.stages is not None, "a resolved configuration has its stages"
     sizes = [part.size for part in split_stages(len(data.y_train), config.stages, config.seed, data.train_units)]
     trained = [sum(sizes[: t + 1]) if t and config.reuse_labels else sizes[t] for t in range(len(sizes))]
     epochs = config.train.epochs

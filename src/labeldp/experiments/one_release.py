@@ -54,6 +54,7 @@ def check_candidates(
     for candidate in candidates:
         check_plan(candidate, data, torch_device)
     # scored on the first stage's examples when later releases depend on the options (sizes: public)
+    assert base.stages is not None, "a resolved configuration has its stages"
     first = split_stages(len(data.y_train), base.stages, base.seed, data.train_units)[0]
     scored = len(first) if later else len(data.y_train)
     holdout_split(scored, holdout, base.seed)  # its refusals, before any spend

@@ -87,6 +87,7 @@ def select_with_folder(
         progress=progress,
         recipe=recipe,
     )
+    assert base.epsilon is not None and base.delta is not None, "a resolved (epsilon, delta) method's budget"
     return select_dpsgd(
         trials,
         data,
@@ -142,6 +143,7 @@ def _write_selection(
     """Write a private selection's tune folder into ``root``: the chosen trial's run folder and ``tune.json``.
     Its summary's ``seconds`` is null: the trials' duration would tell their number."""
     chosen, plan = candidates[selected.index], selected.plan
+    assert base.delta is not None, "a resolved (epsilon, delta) method's budget"
     folder = RunDirectory(root)
     folder.write_config(recorded_config(chosen, data))
     write_json_atomic(

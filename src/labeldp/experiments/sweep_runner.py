@@ -255,8 +255,10 @@ def run_sweep(
     outcomes: dict[str, dict[str, Any]] = {}
     pending = []
     for job in jobs:
-        if _finished_as_configured(RunDirectory(out / job.folder), job.config):
-            outcomes[job.key] = {"status": "done", **RunDirectory(out / job.folder).read_summary()}
+        folder = RunDirectory(out / job.folder)
+        summary = folder.read_summary() if _finished_as_configured(folder, job.config) else None
+        if summary is not None:
+            outcomes[job.key] = {"status": "done", **summary}
         else:  # unfinished, damaged or another configuration's run (train_run says which, as the job's error)
             pending.append(job)
     cores = max(1, runtime.free_cores() // workers) if pending and threads is None else 1
@@ -293,7 +295,9 @@ def _interrupts_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _run_in_workers(pending: list[SweepJob], out: Path, workers: int, finished, options: tuple) -> None:
+def _run_in_workers(
+    pending: list[SweepJob], out: Path, workers: int, finished, options: tuple[str, int | None, int]
+) -> None:
     """Run ``pending`` in ``workers`` processes (``options``: device, threads, cores), reporting each to
     ``finished``; on Ctrl-C or an error the workers are stopped rather than waited for (their runs resume with
     the sweep)."""
@@ -327,6 +331,7 @@ def _progress(total: int, done: int, outcomes: dict[str, dict[str, Any]], progre
         if job is None:
             bar.close()
             return
+        assert outcome is not None  # a finished job's
         outcomes[job.key] = outcome
         count[0] += 1
         if outcome["status"] != "done":
@@ -353,7 +358,9 @@ def folder_rows(folder: Path) -> list[dict[str, Any]]:
             continue
         key = run_dir.name if run_dir == Path(folder) else str(run_dir.relative_to(folder))
         job = SweepJob(key, RunConfig.from_dict(saved))
-        rows.append(_row(job, run_dir, {"status": "done", **RunDirectory(run_dir).read_summary()}))
+        summary = RunDirectory(run_dir).read_summary()
+        assert summary is not None  # its summary.json was just found
+        rows.append(_row(job, run_dir, {"status": "done", **summary}))
     return rows
 
 
