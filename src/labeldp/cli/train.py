@@ -77,33 +77,13 @@ def run(args: argparse.Namespace) -> None:
         config, recipe = config_and_recipe(args)
         budget = tune_budget(args, config)
     set_threads(args, config.dataset)
-    if budget > 0:
-        from labeldp.experiments.auto_tune import auto_tuned_run
-
-        summary = auto_tuned_run(
-            config,
-            args.out,
-            budget=budget,
-            device=args.device,
-            progress=not args.quiet,
-            base_name=_base_name(config),
-            recipe=recipe,
-        )
-    else:
-        summary = train_run(config, args.out, device=args.device, progress=not args.quiet, recipe=recipe)
+    tuning = AutoTuneConfig(tune_budget=budget)
+    summary = train_run(config, args.out, device=args.device, progress=not args.quiet, recipe=recipe, tuning=tuning)
     # after an error a rank leaves without waiting for the others: torchrun then stops them all
     distributed.stop()
     if distributed.env_rank() == 0:
         print_summary(summary)
         print(f"run directory: {args.out}")
-
-
-def _base_name(config) -> str:
-    """What a run trains where nothing is chosen on its release: the family's recipe, or the defaults."""
-    from labeldp.recipes.training import recipe_for
-
-    recipe = recipe_for(config.dataset, config.method, config.prior)
-    return f"{recipe.borrowed_from}'s recipe" if recipe is not None else "the library's defaults"
 
 
 def tune_budget(args: argparse.Namespace, config) -> float:

@@ -18,7 +18,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from labeldp.config.run_config import RunConfig
-from labeldp.config.tuning import DEFAULT_HOLDOUT, DEFAULT_TUNE_BUDGET, LR_FACTORS
+from labeldp.config.tuning import DEFAULT_HOLDOUT, DEFAULT_TUNE_BUDGET, LR_FACTORS, AutoTuneConfig
 from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError, RunDirectoryError
@@ -33,8 +33,9 @@ from labeldp.experiments.one_release import (
     score_candidates,
 )
 from labeldp.files import write_json_atomic
-from labeldp.recipes.applied import AppliedRecipe
-from labeldp.runs.run import check_dataset_spend, config_dataset, train_run, withdraw_unspent
+from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
+from labeldp.recipes.training import recipe_for
+from labeldp.runs.run import check_dataset_spend, config_dataset, register_tuned_run, train_run, withdraw_unspent
 from labeldp.runs.rundir import RunDirectory
 
 #: the record of an auto-tuned run, in its folder
@@ -279,5 +280,18 @@ def _with_record(folder: RunDirectory, summary: dict[str, Any], record: dict[str
     write_json_atomic(folder.summary_path, summary)
     return summary
 
+
+def _tuned_run(config: RunConfig, out_dir: str | Path, tuning: AutoTuneConfig, **run: Any) -> dict[str, Any]:
+    """:func:`auto_tuned_run` as :func:`~labeldp.runs.run.train_run` hands it ``tuning``: the base options named
+    after the recipe they came from (the family's, or the library's defaults), else the options given."""
+    recipe = run.get("recipe")
+    base_name = "the options given"
+    if recipe is not None and recipe is not AS_GIVEN:
+        found = recipe_for(config.dataset, config.method, config.prior)
+        base_name = f"{found.borrowed_from}'s recipe" if found is not None else "the library's defaults"
+    return auto_tuned_run(config, out_dir, budget=tuning.tune_budget, base_name=base_name, **run)
+
+
+register_tuned_run(_tuned_run)
 
 __all__ = ["AUTO_TUNE_FILE", "auto_tuned_run", "describe_choice", "plan_candidates"]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import json
 import math
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from labeldp import distributed
 from labeldp.accounting.datasets import Spend, new_release, saved_release, total_epsilon
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.config.run_config import RunConfig
+from labeldp.config.tuning import AutoTuneConfig
 from labeldp.data import LabeledDataset, load_dataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
@@ -33,6 +36,16 @@ from labeldp.runs.context import RunContext, dataset_ledger, release_inputs, tab
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import load_torch
 from labeldp.training.stage import check_amp, resolve_device
+
+#: the module that registers the run tuned on its own release (:func:`register_tuned_run`): a layer above the
+#: run, imported by name when a run asks for tuning, as a built-in method's module is
+TUNED_RUN_MODULE = "labeldp.experiments.auto_tune"
+_tuned_run: list[Callable[..., dict[str, Any]]] = []
+
+
+def register_tuned_run(run: Callable[..., dict[str, Any]]) -> None:
+    """Register ``run(config, out_dir, tuning, **train_run's options)``, which :func:`train_run` hands a tuning."""
+    _tuned_run[:] = [run]
 
 
 def config_dataset(config: RunConfig) -> LabeledDataset:
@@ -231,8 +244,10 @@ def train_run(
     dataset: LabeledDataset | None = None,
     announce_resume: bool = True,
     recipe: AppliedRecipe | None = None,
+    tuning: AutoTuneConfig | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) ``config`` in ``out_dir`` and return its summary.
+    """Run (or resume) ``config`` in ``out_dir`` and return its summary; with a ``tuning`` of a budget other than
+    0, its learning rate chosen on its own release first (:mod:`labeldp.experiments.auto_tune`).
 
     A rerun continues from the last completed epoch, reads the saved releases back (never drawing one again)
     and leaves the ledger unchanged; a finished run returns its summary. A folder holding another
@@ -275,6 +290,11 @@ def train_run(
     labeldp.errors.RunLockedError
         If another process is using ``out_dir``.
     """
+    if tuning is not None and tuning.tune_budget != 0:
+        if not _tuned_run:
+            importlib.import_module(TUNED_RUN_MODULE)
+        run = dict(device=device, progress=progress, dataset=dataset, recipe=recipe)
+        return _tuned_run[0](config, out_dir, tuning, **run)
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
     run_device = distributed.local_device(resolve_device(device))
