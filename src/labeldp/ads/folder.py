@@ -42,7 +42,7 @@ class HashedRunFolder:
     summary_path = property(lambda self: self.root / "summary.json")
 
     @contextlib.contextmanager
-    def open(self, config: dict[str, Any]) -> Iterator[tuple[Release, PrivacyLedger] | None]:
+    def open(self, config: dict[str, Any]) -> Iterator[tuple[Release, PrivacyLedger | None] | None]:
         """Lock the folder for a run of ``config`` (JSON-ready: written on a first run, compared on a continued one)
         and yield its saved ``(release, ledger)``, or None.
 
@@ -57,7 +57,7 @@ class HashedRunFolder:
         with exclusive_lock(self.root / ".lock", f"the run folder {self.root}"):
             yield self._saved(json.loads(json.dumps(config)))
 
-    def _saved(self, config: dict[str, Any]) -> tuple[Release, PrivacyLedger] | None:
+    def _saved(self, config: dict[str, Any]) -> tuple[Release, PrivacyLedger | None] | None:
         if self.summary_path.exists():
             raise ReleaseExistsError(
                 f"{self.root} holds a finished run: its labels were released once, and releasing them again would "
@@ -88,7 +88,8 @@ class HashedRunFolder:
 
     def save_release(self, release: Release, ledger: PrivacyLedger) -> None:
         """Save the release, then its ledger (whose presence marks a saved release)."""
-        write_atomic(self.release_path, lambda path: np.savez(path, **release.to_arrays()))
+        # numpy's stub would match the arrays against savez's allow_pickle
+        write_atomic(self.release_path, lambda path: np.savez(path, **release.to_arrays()))  # type: ignore[arg-type]
         ledger.save(self.ledger_path)
 
     def finish(self, summary: dict[str, Any]) -> None:

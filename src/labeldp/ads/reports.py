@@ -31,6 +31,7 @@ give them to one ledger, or add their epsilons.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -114,7 +115,7 @@ def _cast(values: pa.ChunkedArray, kind: pa.DataType | None) -> pa.Array:
         raise DataError(f"a report key cannot be read as the table's {kind}: {error}") from None
 
 
-def report_statistics(found: dict[str, Any], spec: HashSpec) -> CountStatistics:
+def report_statistics(found: Mapping[str, Any], spec: HashSpec) -> CountStatistics:
     """The counts' post-processing of :func:`read_reports`' buckets, the noise variance averaged over the
     buckets that hold a report.
     """

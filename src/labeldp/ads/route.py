@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -106,7 +107,7 @@ def fit_hashed(
         rows, labels = rank_private_labels(data.source, label_column, classes, data.rank, data.world)
         mine = np.flatnonzero(np.isin(rows, members, assume_unique=True))
         rng = noise.generator("label-release", *label_stream(data.rank, data.world))
-        mine_labels = labels[mine] if mine.size else None  # a rank may hold no member
+        mine_labels = labels[mine] if labels is not None and mine.size else None  # a rank may hold no member
         return release_randomized_response_part(
             ledger, mine_labels, rows[mine], members, 2, epsilon, rng, ROUTE_TAGS["rr"], distributed.gather_to_main
         )
@@ -199,7 +200,7 @@ def run_route(
     settings = {"table": str(table.source), "spec": table.spec.to_dict(), **facts, **dataclasses.asdict(config)}
     distributed.check_same(settings, "the run's settings")
     if config.test_table is not None:
-        HashedTable(config.test_table, table.spec, config.block_rows).check_columns(facts.get("label_column"))
+        HashedTable(Path(config.test_table), table.spec, config.block_rows).check_columns(facts.get("label_column"))
     ledger, members = unit_members(table, config)  # public: the unit column and the seed, on every rank
     spending = distributed.on_main(lambda: _dataset_spending(table, config, facts, out))
     try:
@@ -256,12 +257,14 @@ def _opened(
     without its ledger is spent, so it is recorded now, never drawn again.
     """
     saved = stack.enter_context(folder.open(settings))
-    if saved is not None and saved[1] is None:
-        release = saved[0]
+    if saved is None:
+        return None
+    release, saved_ledger = saved
+    if saved_ledger is None:
         release.record(ledger, ROUTE_TAGS[route])
         ledger.save(folder.ledger_path)
-        saved = (release, ledger)
-    return saved
+        return release, ledger
+    return release, saved_ledger
 
 
 def _drawn(folder: HashedRunFolder, release: Release, ledger: PrivacyLedger, spending) -> Release:

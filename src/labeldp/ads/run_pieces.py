@@ -141,7 +141,7 @@ def release_counts(
     epsilon: float,
     rng: RandomSource,
     tag=None,
-) -> Release:
+) -> Release | None:
     """Noisy label counts of every bucket, streamed (:func:`~labeldp.boundary.release_hashed_counts`): each rank
     counts its own row groups and rank 0 alone sums, draws and records (the others get None).
     """
@@ -194,9 +194,11 @@ def train_on_channel(
     channel: (2p - 1)^2 under RR keeping it with probability p), and the intercept is shifted so the mean
     prediction over the first released rows is :func:`channel_rate`'s. Both are functions of the release.
     """
-    matrix = channel_matrix(release.labels, release.likelihood)
-    rate = channel_rate(release.labels, matrix)
-    targets = PositionTargets.from_channel(table.rows, release.members, release.likelihood)
+    labels, likelihood = release.labels, release.likelihood
+    assert labels is not None and likelihood is not None, "a release of labels through a channel"
+    matrix = channel_matrix(labels, likelihood)
+    rate = channel_rate(labels, matrix)
+    targets = PositionTargets.from_channel(table.rows, release.members, likelihood)
     model = new_model(kind, table.spec.num_buckets, config)
     with torch.no_grad():
         model.bias.fill_(float(logit(rate)))
