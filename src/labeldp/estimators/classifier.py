@@ -49,6 +49,8 @@ the wrapped estimator's own randomness).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.ensemble import HistGradientBoostingClassifier
@@ -192,7 +194,8 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = _fit_classes(self, labels)
         _check_rows(X, labels)
         if isinstance(labels, ReleasedLabels):
-            self.ledger_, self.release_key_ = labels.ledger, None
+            self.ledger_ = labels.ledger
+            self.release_key_: tuple[Any, ...] | None = None
             self._fit_released(X, labels.labels, labels.channel(), weights)
             return self
         self._check(labels)
@@ -236,7 +239,8 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
                 noise.generator("label-release", 1),
                 "stage1",
             )
-            return ReleasedLabels(release.labels, release.likelihood, self.classes_, ledger)
+            assert release.labels is not None  # randomized response releases each label
+            return ReleasedLabels(release.labels, release.likelihood, tuple(self.classes_), ledger)
 
         self.release_key_ = key
         return labels.release_once(key, randomized_response_event(epsilon, num_classes), draw)
@@ -268,8 +272,9 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
                         rng,
                         f"stage{stage}",
                     )
+                assert release.labels is not None and release.likelihood is not None  # each label and its channel
                 released[members], likelihood[members] = release.labels, release.likelihood
-            return ReleasedLabels(released, likelihood, self.classes_, ledger)
+            return ReleasedLabels(released, likelihood, tuple(self.classes_), ledger)
 
         self.release_key_ = ("stages", object())  # nothing else asks for this release: it is never shared
         # RR over 2 classes dominates RR over any k >= 2 (and k = 1 releases nothing)

@@ -256,7 +256,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         X = _inputs(self, X, reset=True)
         weights = _weights(sample_weight, X)
         wrapped = "labeldp.PrivateLabels(values): private numeric labels, no classes"
-        labels = _fit_labels(y, self, self._grid() if isinstance(y, Release) else None, wrapped)
+        labels = _fit_labels(y, self, tuple(self._grid()) if isinstance(y, Release) else None, wrapped)
         _check_rows(X, labels)
         if isinstance(labels, ReleasedLabels):
             self._fit_released(X, labels, weights)
@@ -281,7 +281,8 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
     def _fit_released(self, X, labels: ReleasedLabels, weights: np.ndarray | None) -> None:
         """Fit on values released once as labels over the grid's values (class docstring)."""
         grid = self._released_grid(labels.classes)
-        self.grid_, self.ledger_, self.release_key_ = grid, labels.ledger, None
+        self.grid_, self.ledger_ = grid, labels.ledger
+        self.release_key_: tuple[Any, ...] | None = None
         self.prior_ = self.bin_values_ = None
         self.released_ = grid[labels.labels]
         targets = channel_weights(labels.labels, labels.channel()) @ grid if self.debias else self.released_
@@ -344,7 +345,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
                     noise.generator("histogram"),
                     "prior",
                 )
-                prior = histogram_priors(histogram.arrays["counts"], [members.size])[0]
+                prior = histogram_priors(histogram.arrays["counts"], np.array([members.size]))[0]
             rest = epsilon - share
             release = release_rr_on_bins(
                 ledger, everything, members, grid, prior, rest, noise.generator("label-release", 1), "labels"
