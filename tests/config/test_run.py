@@ -219,6 +219,22 @@ def test_a_configuration_survives_its_dictionary_round_trip() -> None:
     assert RunConfig.from_dict({"method": "alibi"}) == RunConfig(method="alibi")
 
 
+@pytest.mark.parametrize("kind", [RunConfig, TrainConfig, DPSGDConfig, PATEConfig, MarginalsConfig])
+def test_every_configuration_is_frozen(kind) -> None:
+    """A configuration is changed by replacing it, never in place: what a run recorded stays what it ran."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(kind(), dataclasses.fields(kind)[0].name, None)
+
+
+def test_an_older_configuration_still_loads_frozen() -> None:
+    """DP-SGD's "no EMA", written as None by earlier versions, reads as 0."""
+    data = RunConfig(method="dp-sgd", epsilon=1.0).to_dict()
+    loaded = RunConfig.from_dict({**data, "dpsgd": {**data["dpsgd"], "ema_decay": None}})
+    assert loaded.dpsgd.ema_decay == 0.0 and loaded == RunConfig(
+        method="dp-sgd", epsilon=1.0, dpsgd=DPSGDConfig(ema_decay=0.0)
+    )
+
+
 def test_a_configuration_with_unknown_options_is_refused_with_a_sentence() -> None:
     """A config.json written by another version names what this one does not know."""
     import pytest

@@ -12,7 +12,7 @@ from labeldp.options import option
 CLIPPING_METHODS = ("auto", "fast", "vmap")
 
 
-@dataclass
+@dataclass(frozen=True)
 class DPSGDConfig:
     """DP-SGD's own settings (epochs, expected batch size, optimiser and schedule are the run's
     :class:`~labeldp.config.train_config.TrainConfig`); each field's meaning is its option's help.
@@ -32,7 +32,7 @@ class DPSGDConfig:
 
     def __post_init__(self) -> None:
         if self.ema_decay is None:  # configurations written when "no EMA" was None
-            self.ema_decay = 0.0
+            object.__setattr__(self, "ema_decay", 0.0)
 
     def validate(self) -> None:
         """Refuse (:class:`~labeldp.errors.ConfigError`) settings DP-SGD cannot run with, before anything is trained."""

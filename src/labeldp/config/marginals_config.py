@@ -18,7 +18,7 @@ DEFAULT_BINS = 16
 DEFAULT_L2 = 100.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class MarginalsConfig:
     """The logistic regression over public feature bins fitted from noisy label marginals: its bins shape the
     release, its ridge penalty acts after it (each field's meaning is its option's help)."""

@@ -10,7 +10,7 @@ from labeldp.options import option
 AGGREGATORS = ("gnmax", "confident")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PATEConfig:
     """PATE's settings (the student trains as the run's :class:`~labeldp.config.train_config.TrainConfig` says); each
     field's meaning is its option's help.

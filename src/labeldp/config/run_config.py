@@ -53,7 +53,7 @@ MAX_DELTA = 1e-2
 _SECTIONS = {"train": TrainConfig, "dpsgd": DPSGDConfig, "pate": PATEConfig, "marginals": MarginalsConfig}
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
     """Everything needed to repeat a run; written to ``config.json``.
 

@@ -12,7 +12,7 @@ OPTIMIZERS = ("sgd", "adam")
 SCHEDULES = ("cosine", "constant")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """The training of one stage; each field's meaning is its option's help (``labeldp train --help``).
 
