@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import tarfile
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
+from labeldp.boundary import PrivateLabels
 from labeldp.data.dataset import LabeledDataset, standardize_images
 from labeldp.data.idx import fetch
 from labeldp.errors import DataError, MissingFileError
 
-_LAYOUT = {
+
+class _Layout(TypedDict):
+    folder: str
+    train: list[str]
+    test: list[str]
+    labels: bytes
+    meta: tuple[str, bytes]
+    url: str
+
+
+_LAYOUT: dict[int, _Layout] = {
     10: {
         "folder": "cifar-10-batches-py",
         "train": [f"data_batch_{i}" for i in range(1, 6)],
@@ -70,17 +83,18 @@ def extract_safely(tar: tarfile.TarFile, data_dir: Path) -> None:
     """Unpack ``tar`` into ``data_dir``, refusing members that would land outside it, links and devices: by the
     ``data`` filter where this Python has it, else checked here first.
     """
+    archive = os.fsdecode(tar.name) if tar.name else "the archive"
     if hasattr(tarfile, "data_filter"):
         try:
             tar.extractall(data_dir, filter="data")
         except tarfile.FilterError as error:
-            raise DataError(f"{tar.name or 'the archive'} holds a member that is unsafe to unpack ({error})") from None
+            raise DataError(f"{archive} holds a member that is unsafe to unpack ({error})") from None
         return
     root = data_dir.resolve()
     for member in tar.getmembers():
         target = (root / member.name).resolve()
         if not (member.isfile() or member.isdir()) or (target != root and root not in target.parents):
-            raise DataError(f"{tar.name or 'the archive'} holds a member that is unsafe to unpack: {member.name!r}")
+            raise DataError(f"{archive} holds a member that is unsafe to unpack: {member.name!r}")
     tar.extractall(data_dir)
 
 
@@ -107,7 +121,7 @@ def load_cifar_dataset(num_classes: int, data_dir: str | Path) -> LabeledDataset
     return LabeledDataset(
         f"cifar{num_classes}",
         x_train,
-        y_train,
+        PrivateLabels.from_indices(y_train, num_classes),
         x_test,
         y_test,
         num_classes=num_classes,

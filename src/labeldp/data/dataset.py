@@ -58,9 +58,9 @@ class LabeledDataset:
 
     name: str
     x_train: np.ndarray
-    y_train: np.ndarray
+    y_train: PrivateLabels
     x_test: np.ndarray
-    y_test: np.ndarray
+    y_test: np.ndarray | PrivateLabels
     num_classes: int
     augmentation: str = "none"
     class_names: list[str] = field(default_factory=list)
@@ -178,7 +178,14 @@ class LabeledDataset:
             raise DataError(f"dataset {self.name!r} is a classification: its labels have no values")
         if not self.public_test:
             raise DataError(f"dataset {self.name!r} has private test labels: their metrics come from a release")
-        return self.y_test_values if self.y_test_values is not None else self.label_values[self.y_test]
+        return self.y_test_values if self.y_test_values is not None else self.label_values[self.public_test_labels]
+
+    @property
+    def public_test_labels(self) -> np.ndarray:
+        """The public test labels (class positions)."""
+        if isinstance(self.y_test, PrivateLabels):
+            raise DataError(f"dataset {self.name!r} has private test labels: their metrics come from a release")
+        return self.y_test
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -186,7 +193,8 @@ class LabeledDataset:
         return tuple(self.x_train.shape[1:])
 
     def __repr__(self) -> str:
-        grid = f", label_values=[{self.label_values[0]:g} .. {self.label_values[-1]:g}]" if self.is_regression else ""
+        values = self.label_values
+        grid = f", label_values=[{values[0]:g} .. {values[-1]:g}]" if values is not None else ""
         return (
             f"LabeledDataset({self.name!r}, train={len(self.y_train)}, test={len(self.y_test)}"
             f"{'' if self.public_test else ' (private labels)'}, "
@@ -217,7 +225,7 @@ def regression_dataset(
     return LabeledDataset(
         name,
         x_train,
-        snap_to_grid(values_train, grid, "training labels"),
+        PrivateLabels.from_indices(snap_to_grid(values_train, grid, "training labels"), grid.size),
         x_test,
         PrivateLabels.from_indices(test, grid.size) if private_test else test,
         num_classes=grid.size,

@@ -82,8 +82,8 @@ def rank_private_labels(
         column = pq.ParquetFile(group.path).read_row_group(group.index, columns=[label_column]).column(label_column)
         found.append(arrow_positions(domain, column, where))
         positions.append(np.arange(group.first_row, group.first_row + group.rows, dtype=np.int64))
-    rows, found = np.concatenate(positions), np.concatenate(found)
-    return rows, PrivateLabels.from_indices(found, domain.size, domain.declared) if rows.size else None
+    rows, codes = np.concatenate(positions), np.concatenate(found)
+    return rows, PrivateLabels.from_indices(codes, domain.size, domain.declared) if rows.size else None
 
 
 class PositionTargets:

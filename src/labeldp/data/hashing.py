@@ -198,6 +198,7 @@ def hash_columns(columns: Mapping[str, object], spec: HashSpec, out: np.ndarray 
         key ^= mix64(np.array([_fnv1a(name) ^ np.uint64(spec.seed)]))[0]
         scratch = np.empty_like(key) if scratch is None else scratch
         keys[name] = mix64(key, scratch)
+    assert scratch is not None, "a spec hashes at least one column"
     rows = key.size
     result = np.empty((rows, spec.num_slots), dtype=np.int64) if out is None else out
     for index, slot in enumerate(spec.slots):

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
+from labeldp.boundary import PrivateLabels
 from labeldp.data.dataset import LabeledDataset, standardize_images
 from labeldp.errors import DataError, MissingFileError
 from labeldp.files import write_atomic
 
-_IDX_DTYPES = {
-    0x08: np.uint8,
-    0x09: np.int8,
+_IDX_DTYPES: dict[int, np.dtype] = {
+    0x08: np.dtype(np.uint8),
+    0x09: np.dtype(np.int8),
     0x0B: np.dtype(">i2"),
     0x0C: np.dtype(">i4"),
     0x0D: np.dtype(">f4"),
@@ -39,7 +40,7 @@ MIRRORS = {
 }
 #: The published MD5 checksums of each dataset's four files, gzip-compressed (as distributed) and, for
 #: MNIST, uncompressed: they tell the datasets apart, since all three use the same file names.
-CHECKSUMS = {
+CHECKSUMS: dict[str, dict[str, tuple[str, ...]]] = {
     "mnist": {
         "train_images": ("f68b3c2dcbeaaa9fbdd348bbdeb94873", "6bbc9ace898e44ae57da46a324031adb"),
         "train_labels": ("d53e105ee54ea40749a09fcbcd1e9432", "a25bea736e30d166cdddb491f175f624"),
@@ -172,7 +173,7 @@ def load_idx_dataset(name: str, data_dir: str | Path) -> LabeledDataset:
     return LabeledDataset(
         name,
         x_train,
-        arrays["train_labels"],
+        PrivateLabels.from_indices(arrays["train_labels"], 10),
         x_test,
         arrays["test_labels"],
         num_classes=10,

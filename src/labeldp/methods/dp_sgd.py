@@ -57,7 +57,8 @@ def run_dpsgd(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         config.dpsgd,
         sigma,
         augmentation=data.augmentation,
-        test=(data.x_test, data.y_test) if data.public_test else None,  # private test labels: no release here
+        # private test labels: no release here
+        test=(data.x_test, data.public_test_labels) if data.public_test else None,
         seed=config.seed,
         noise=config.noise,
         checkpoint=context.checkpoint_path(1),

@@ -308,7 +308,7 @@ class RunContext:
         data = self.data
         if not data.public_test:
             return None
-        return data.x_test, data.test_values if data.is_regression else data.y_test
+        return data.x_test, data.test_values if data.is_regression else data.public_test_labels
 
     def finish(self, model: nn.Module, facts: dict[str, Any]) -> dict[str, Any]:
         """Save the final model and ``summary.json`` (rank 0) and return the summary, ``facts`` added; a
@@ -363,7 +363,7 @@ class RunContext:
             )
             if data.label_values is not None:  # a regression
                 return {**regression_metrics(probabilities, data.label_values, data.test_values), "test_labels": source}
-            return {**classification_metrics(probabilities, data.y_test), "test_labels": source}
+            return {**classification_metrics(probabilities, data.public_test_labels), "test_labels": source}
         if released is None:
             why = "dp-sgd releases no label" if config.method_spec.training_releases else "test_labels none"
             return {"test_labels": f"private: not measured ({why})"}
