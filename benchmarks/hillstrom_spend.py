@@ -45,7 +45,7 @@ import torch
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 from labeldp.boundary import PrivateLabels
-from labeldp.data import load_dataset
+from labeldp.data import TableOptions, load_dataset
 from labeldp.estimators import LabelDPRegressor
 from labeldp.randomness import public_rng
 from labeldp.runs import RunConfig, train_run
@@ -72,13 +72,12 @@ def frames(table: Path, seed: int = 0):
     frame = pd.read_csv(table)
     data = load_dataset(
         "csv",
-        table=table,
-        label_column="spend",
-        drop=("visit", "conversion"),
+        None,
+        TableOptions(
+            table=table, label_column="spend", drop=("visit", "conversion"), label_range=LABEL_RANGE, label_grid=GRID
+        ),
         split_seed=seed,
-        label_range=LABEL_RANGE,
-        label_grid_size=GRID,
-        public_test_split=True,
+        test_labels="public",
     )  # a comparison
     features = frame.drop(columns=list(OUTCOMES))
     for column in features.columns:

@@ -87,7 +87,7 @@ def main() -> None:
         flush=True,
     )
     datasets = {
-        seed: load_dataset("movielens", args.data_dir, split_seed=seed, public_test_split=True)
+        seed: load_dataset("movielens", args.data_dir, split_seed=seed, test_labels="public")
         for seed in range(args.seeds)
     }
     first = datasets[0]

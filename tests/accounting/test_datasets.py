@@ -17,6 +17,7 @@ import pytest
 
 from labeldp.accounting.datasets import DatasetLedger, Spend, compose, ledgers
 from labeldp.cli import main
+from labeldp.data import TableOptions
 from labeldp.data.table import load_table_dataset
 from labeldp.runs.context import dataset_ledger
 
@@ -40,7 +41,7 @@ def test_neighbouring_tables_have_one_key_and_one_ledger_file(tmp_path) -> None:
     keys = []
     for path in (tmp_path / "d.csv", tmp_path / "n" / "d.csv"):
         for ids in (None, "id"):
-            data = load_table_dataset(path, "y", classes=("0", "1"), id_column=ids)
+            data = load_table_dataset(TableOptions(table=path, label_column="y", classes=("0", "1"), id_column=ids))
             keys.append((ids, dataset_ledger(data).key, dataset_ledger(data).path))
     assert len({key[1:] for key in keys}) == 1  # naming an id column or not changes nothing
     argv = ["privatize", "--table", str(tmp_path / "d.csv"), "--label-column", "y", "--classes", "0", "1"]

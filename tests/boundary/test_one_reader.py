@@ -16,6 +16,7 @@ import pytest
 from labeldp.boundary import load_release, privatize_table, unseal
 from labeldp.boundary.units import unit_codes
 from labeldp.cli import main
+from labeldp.data import TableOptions
 from labeldp.data.table import load_table_dataset
 from labeldp.errors import DataError
 from labeldp.randomness import NoiseSource
@@ -39,7 +40,10 @@ def test_mixed_type_user_ids_are_one_unit_each_in_train_and_privatize(tmp_path) 
     frame = _users(400_000, 50_000, 300_000)
     frame.to_csv(tmp_path / "t.csv", index=False)
     data = load_table_dataset(
-        tmp_path / "t.csv", "y", classes=("0", "1"), unit_column="user", max_rows_per_unit=4, public_test_split=True
+        TableOptions(
+            table=tmp_path / "t.csv", label_column="y", classes=("0", "1"), privacy_unit="user", max_rows_per_unit=4
+        ),
+        test_labels="public",
     )
     assert data.unit_bound["units"] == 50_001 and data.unit_bound["most_rows"] == 4
     assert np.bincount(data.units).max() == 4
@@ -65,7 +69,9 @@ def test_a_user_is_one_unit_across_a_parquet_and_a_csv_file(tmp_path) -> None:
     spaced = frame["user"].iloc[1000:].map(lambda u: f" {u}")
     frame.iloc[1000:].assign(user=spaced).to_csv(folder / "b.csv", index=False)
     truth = frame["user"].nunique()
-    data = load_table_dataset(folder, "y", classes=("0", "1"), unit_column="user", max_rows_per_unit=100)
+    data = load_table_dataset(
+        TableOptions(table=folder, label_column="y", classes=("0", "1"), privacy_unit="user", max_rows_per_unit=100)
+    )
     assert data.unit_bound["units"] == truth and data.unit_bound["rows_kept"] == 2_000
     sidecar = privatize_table(
         folder, tmp_path / "out", label_column="y", classes=[0, 1], epsilon=1.0, unit_column="user",
@@ -90,11 +96,14 @@ def test_a_file_beside_its_copy_in_another_format_is_refused_without_ids(tmp_pat
     assert main([*argv, "--id-column", "id", "--out", str(tmp_path / "r2")]) == 2
     assert "duplicated values ('0' at least twice)" in capsys.readouterr().err and not (tmp_path / "r2").exists()
     with pytest.raises(DataError, match="no id column"):
-        load_table_dataset(folder, "y", classes=("0", "1"))
+        load_table_dataset(TableOptions(table=folder, label_column="y", classes=("0", "1")))
     assert main([*argv, "--one-row-per-person", "--insecure-noise-seed", "1", "--out", str(tmp_path / "r3")]) == 0
     assert load_release(tmp_path / "r3").labels.size == 400
     frame.drop(columns="id").to_csv(tmp_path / "same.csv", index=False)  # equal public columns: not refused
-    assert len(load_table_dataset(tmp_path / "same.csv", "y", classes=("0", "1")).y_train) == 160
+    assert (
+        len(load_table_dataset(TableOptions(table=tmp_path / "same.csv", label_column="y", classes=("0", "1"))).y_train)
+        == 160
+    )
 
 
 def test_train_refuses_a_table_appended_to_itself_when_ids_are_named(tmp_path, capsys) -> None:
@@ -119,7 +128,10 @@ def test_neighbours_differing_in_a_label_of_another_type_read_alike(tmp_path, cl
         pd.DataFrame({"x": np.arange(rows) % 7, "answer": labels}).to_csv(tmp_path / f"{name}.csv", index=False)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            data = load_table_dataset(tmp_path / f"{name}.csv", "answer", classes=classes, public_test_split=True)
+            data = load_table_dataset(
+                TableOptions(table=tmp_path / f"{name}.csv", label_column="answer", classes=classes),
+                test_labels="public",
+            )
         outcomes.append([str(w.message) for w in caught])
         positions = np.concatenate([unseal(data.y_train), data.y_test])
         assert np.bincount(positions, minlength=3).sum() == rows

@@ -115,3 +115,18 @@ def test_a_datasets_aliases_name_it_too(monkeypatch) -> None:
     with pytest.raises(ConfigError, match="already registered"):
         register_dataset(Dataset("first-day-other", "embedded", "x:y", aliases=("first-day-b",)))
     assert "first-day-other" not in dataset_names()
+
+
+def test_a_runs_table_options_reach_the_loader_whole(register_dataset_for_test, tmp_path) -> None:
+    """A run's table options reach a table's loader as one TableOptions, each under its name in config.json
+    (a relative table under --data-dir), with the run's seed and test_labels beside them."""
+    from labeldp.data.dataset_registry import TableOptions
+    from labeldp.runs import RunConfig, config_dataset
+
+    requests = []
+    register_dataset_for_test(Dataset("test-registry-table", "table", lambda request: requests.append(request) or 1))
+    table = dict(table="t.csv", label_column="y", classes=("0", "1"), privacy_unit="user", max_rows_per_unit=2)
+    config = RunConfig(dataset="test-registry-table", data_dir=str(tmp_path), test_labels="public", seed=3, **table)
+    assert config_dataset(RunConfig.from_dict(config.to_dict())) == 1
+    assert requests[-1].table_options == TableOptions(**{**table, "table": tmp_path / "t.csv"})
+    assert (requests[-1].test_labels, requests[-1].split_seed) == ("public", 3)

@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.data.dataset import regression_dataset as regression_dataset
     from labeldp.data.dataset_registry import Dataset as Dataset
     from labeldp.data.dataset_registry import DatasetRequest as DatasetRequest
+    from labeldp.data.dataset_registry import TableOptions as TableOptions
     from labeldp.data.dataset_registry import dataset_names as dataset_names
     from labeldp.data.dataset_registry import get_dataset as get_dataset
     from labeldp.data.dataset_registry import register_dataset as register_dataset
@@ -34,6 +35,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "Dataset": "labeldp.data.dataset_registry",
         "DatasetRequest": "labeldp.data.dataset_registry",
         "LabeledDataset": "labeldp.data.dataset",
+        "TableOptions": "labeldp.data.dataset_registry",
         "dataset_names": "labeldp.data.dataset_registry",
         "download_dataset": "labeldp.data.loading",
         "folder_datasets": "labeldp.data.loading",

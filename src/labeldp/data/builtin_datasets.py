@@ -3,6 +3,8 @@ their standard files, MovieLens 100K's folder, and a table of the user's own (``
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from labeldp.data.dataset_registry import Dataset, DatasetRequest, register_dataset
 
 _IDX = "the four standard IDX files (.gz or not)"
@@ -15,11 +17,17 @@ def load_digits(request: DatasetRequest):
     return load_digits_dataset()
 
 
+def _data_dir(request: DatasetRequest) -> Path:
+    """The folder of a dataset's standard files (:func:`~labeldp.data.loading.load_dataset` refuses none)."""
+    assert request.data_dir is not None, "a folder dataset is loaded from its folder"
+    return request.data_dir
+
+
 def _idx(name: str):
     def load(request: DatasetRequest):
         from labeldp.data.idx import load_idx_dataset
 
-        return load_idx_dataset(name, request.data_dir)
+        return load_idx_dataset(name, _data_dir(request))
 
     def download(data_dir):
         from labeldp.data.idx import download_idx
@@ -33,7 +41,7 @@ def _cifar(num_classes: int):
     def load(request: DatasetRequest):
         from labeldp.data.cifar import load_cifar_dataset
 
-        return load_cifar_dataset(num_classes, request.data_dir)
+        return load_cifar_dataset(num_classes, _data_dir(request))
 
     def download(data_dir):
         from labeldp.data.cifar import download_cifar
@@ -49,45 +57,14 @@ def load_movielens(request: DatasetRequest):
     """
     from labeldp.data.movielens import load_movielens_dataset
 
-    return load_movielens_dataset(
-        request.data_dir, request.split_seed, request.test_fraction, public_test_split=request.public_test_split
-    )
+    return load_movielens_dataset(_data_dir(request), request.split_seed, request.test_fraction, request.test_labels)
 
 
 def load_table(request: DatasetRequest):
-    """The loader of ``csv``, the user's table (:func:`labeldp.data.table.load_table_dataset`): a classification
-    over the declared classes, or a regression on the grid over the declared label range.
-    """
-    from labeldp.data.grid import label_grid
+    """The loader of ``csv``, the user's table (:func:`labeldp.data.table.load_table_dataset`)."""
     from labeldp.data.table import load_table_dataset
-    from labeldp.errors import ConfigError
 
-    if request.table is None:
-        raise ConfigError("dataset 'csv' needs a table file (--table PATH)")
-    grid = None
-    if request.label_range is not None:
-        if request.classes is not None:
-            raise ConfigError("a table's labels are classes (--classes) or numbers (--label-range), not both")
-        size = {} if request.label_grid_size is None else {"size": request.label_grid_size}
-        grid = label_grid(*request.label_range, **size)
-    elif request.label_grid_size is not None:
-        raise ConfigError("--label-grid needs --label-range LOW HIGH")
-    return load_table_dataset(
-        request.table,
-        request.label_column,
-        request.test_table,
-        request.test_fraction,
-        request.split_seed,
-        features=request.features,
-        drop=request.drop,
-        id_column=request.id_column,
-        classes=request.classes,
-        grid=grid,
-        public_test_split=request.public_test_split,
-        unit_column=request.unit_column,
-        max_rows_per_unit=request.max_rows_per_unit,
-        one_row_per_person=request.one_row_per_person,
-    )
+    return load_table_dataset(request.table_options, request.test_fraction, request.split_seed, request.test_labels)
 
 
 register_dataset(Dataset("digits", "embedded", load_digits, help="scikit-learn's 8x8 digits, embedded"))

@@ -23,13 +23,11 @@ SOURCES = ("embedded", "folder", "table")
 
 
 @dataclass(frozen=True)
-class DatasetRequest:
-    """What a run asks of a dataset: the folder or table, and a table's public options (those of
-    :func:`~labeldp.data.table.load_table_dataset`; ``split_seed`` is its ``seed``, ``label_range`` and
-    ``label_grid_size`` declare a numeric label's grid).
-    """
+class TableOptions:
+    """A table's public options, each under its name in :class:`~labeldp.config.run_config.RunConfig` and
+    ``config.json`` (whose help says what it means); paths and sequences given as they come are kept as
+    :class:`~pathlib.Path` and tuples."""
 
-    data_dir: Path | None = None
     table: Path | None = None
     test_table: Path | None = None
     label_column: str = "label"
@@ -37,14 +35,33 @@ class DatasetRequest:
     features: tuple[str, ...] | None = None
     drop: tuple[str, ...] = ()
     id_column: str | None = None
-    test_fraction: float = 0.2
-    split_seed: int = 0
     label_range: tuple[float, float] | None = None
-    label_grid_size: int | None = None
-    public_test_split: bool = False
-    unit_column: str | None = None
+    label_grid: int | None = None
+    privacy_unit: str | None = None
     max_rows_per_unit: int | None = None
     one_row_per_person: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("table", "test_table"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, Path(getattr(self, name)))
+        for name in ("classes", "label_range"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "features", tuple(self.features) if self.features else None)
+        object.__setattr__(self, "drop", tuple(self.drop or ()))
+
+
+@dataclass(frozen=True)
+class DatasetRequest:
+    """What a run asks of a dataset: its folder, the seed that splits off test rows (``test_fraction`` of them)
+    and whether their labels are public (``test_labels``, as RunConfig's), and a table's options, whole."""
+
+    data_dir: Path | None = None
+    table_options: TableOptions = TableOptions()
+    test_fraction: float = 0.2
+    split_seed: int = 0
+    test_labels: str = "private"
 
 
 @dataclass(frozen=True)
@@ -137,4 +154,4 @@ def _resolve(target: Callable | str) -> Callable:
     return getattr(importlib.import_module(module), function)
 
 
-__all__ = ["Dataset", "DatasetRequest", "SOURCES", "dataset_names", "get_dataset", "register_dataset"]
+__all__ = ["Dataset", "DatasetRequest", "SOURCES", "TableOptions", "dataset_names", "get_dataset", "register_dataset"]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from labeldp.data.dataset_registry import DatasetRequest, dataset_names, get_dataset
+from labeldp.data.dataset_registry import DatasetRequest, TableOptions, dataset_names, get_dataset
 from labeldp.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -15,47 +16,23 @@ if TYPE_CHECKING:
 def load_dataset(
     name: str,
     data_dir: str | Path | None = None,
+    table_options: TableOptions | None = None,
     *,
-    table: str | Path | None = None,
-    label_column: str = "label",
-    test_table: str | Path | None = None,
-    classes: tuple[str, ...] | None = None,
-    features: tuple[str, ...] | None = None,
-    drop: tuple[str, ...] = (),
-    id_column: str | None = None,
     test_fraction: float = 0.2,
     split_seed: int = 0,
-    label_range: tuple[float, float] | None = None,
-    label_grid_size: int | None = None,
-    public_test_split: bool = False,
-    unit_column: str | None = None,
-    max_rows_per_unit: int | None = None,
-    one_row_per_person: bool = False,
+    test_labels: str = "private",
 ) -> LabeledDataset:
     """Load the dataset registered as ``name``, its options checked before anything is read.
 
-    ``digits`` is embedded; folder datasets read their standard files from ``data_dir``; ``csv`` reads
-    ``table`` (relative to ``data_dir`` where given): a classification over the declared ``classes``, or a
-    regression on the grid of ``label_grid_size`` points over ``label_range``. Test rows held out of the
-    private label column (``csv`` without ``test_table``, ``movielens``) keep private labels unless
-    ``public_test_split``. The options are :class:`~labeldp.data.dataset_registry.DatasetRequest`'s, the table's only
-    for a ``table`` dataset.
+    ``digits`` is embedded; folder datasets read their standard files from ``data_dir``; ``csv`` reads its
+    ``table_options``' table (relative to ``data_dir`` where given): a classification over the declared
+    ``classes``, or a regression on the grid of ``label_grid`` points over ``label_range``. Test rows held
+    out of the private label column (``csv`` without ``test_table``, ``movielens``) keep private labels
+    unless ``test_labels`` is ``"public"``.
     """
-    dataset = get_dataset(name)
-    table_options = (
-        table is not None
-        or test_table is not None
-        or label_column != "label"
-        or features
-        or drop
-        or id_column
-        or label_range is not None
-        or label_grid_size is not None
-        or unit_column is not None
-        or max_rows_per_unit is not None
-        or one_row_per_person
-    )
-    if dataset.source != "table" and table_options:
+    dataset, table_options = get_dataset(name), table_options or TableOptions()
+    # classes alone are no table's: a run of any dataset may carry them
+    if dataset.source != "table" and dataclasses.replace(table_options, classes=None) != TableOptions():
         raise ConfigError(
             f"--table, --test-table, --label-column, --features, --drop, --id-column, --label-range, "
             f"--label-grid, --privacy-unit and --max-rows-per-unit are for a table (dataset 'csv'), not {name!r}, "
@@ -68,28 +45,14 @@ def load_dataset(
             f"it with --dataset: {', '.join(folders)})"
         )
     if dataset.source == "table" and data_dir is not None:  # the folder of its relative paths
-        table, test_table = (Path(data_dir) / path if path is not None else None for path in (table, test_table))
+        table, test_table = (
+            Path(data_dir) / p if p is not None else None for p in (table_options.table, table_options.test_table)
+        )
+        table_options = dataclasses.replace(table_options, table=table, test_table=test_table)
     if dataset.source == "folder" and data_dir is None:
         raise ConfigError(f"dataset {name!r} needs a data folder (--data-dir DIR)")
-    request = DatasetRequest(
-        Path(data_dir) if data_dir is not None else None,
-        Path(table) if table is not None else None,
-        Path(test_table) if test_table is not None else None,
-        label_column,
-        tuple(classes) if classes is not None else None,
-        tuple(features) if features else None,
-        tuple(drop),
-        id_column,
-        test_fraction,
-        split_seed,
-        tuple(label_range) if label_range is not None else None,
-        label_grid_size,
-        public_test_split,
-        unit_column,
-        max_rows_per_unit,
-        one_row_per_person,
-    )
-    return dataset.load(request)
+    data_path = Path(data_dir) if data_dir is not None else None
+    return dataset.load(DatasetRequest(data_path, table_options, test_fraction, split_seed, test_labels))
 
 
 def download_dataset(name: str, data_dir: str | Path) -> None:

@@ -7,7 +7,7 @@ beside the model. Which columns are features is the user's to say (``features``,
 The label, id and unit columns are read by the boundary's reader
 (:func:`labeldp.boundary.table_source.read_key_columns`); pandas reads the public feature columns only.
 
-**Privacy units.** With ``unit_column`` (a user id: public, never a feature) the run's epsilon is each
+**Privacy units.** With ``privacy_unit`` (a user id: public, never a feature) the run's epsilon is each
 unit's: at most ``max_rows_per_unit`` rows of a unit are kept, chosen by the public seed
 (:func:`~labeldp.boundary.units.bounded_rows`) before the split, and held-out test rows are whole units.
 A test table is public (its labels are never released): its rows need no unit.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,8 @@ from labeldp.boundary import LabelDomain, PrivateLabels
 from labeldp.boundary.table_source import KeyColumns, data_files, file_kind, read_key_columns
 from labeldp.boundary.units import bounded_rows, split_by_unit, unit_codes
 from labeldp.data.dataset import LabeledDataset, regression_dataset
+from labeldp.data.dataset_registry import TableOptions
+from labeldp.data.grid import label_grid
 from labeldp.errors import ConfigError, DataError
 from labeldp.randomness import public_rng
 
@@ -183,18 +186,12 @@ def _as_features(frame: pd.DataFrame, numeric: list[str], other: list[str]) -> p
     return part
 
 
-def feature_columns(
-    names: list[str],
-    label_column: str,
-    features: tuple[str, ...] | None,
-    drop: tuple[str, ...],
-    id_column: str | None,
-    unit_column: str | None = None,
-) -> list[str]:
+def feature_columns(names: list[str], options: TableOptions) -> list[str]:
     """The declared feature columns, or every column but the label, the dropped ones, the id and the privacy
     unit; the label, id or unit declared a feature is refused.
     """
-    keys = [c for c in (id_column, unit_column) if c]
+    label_column, features, drop = options.label_column, options.features, options.drop
+    keys = [c for c in (options.id_column, options.privacy_unit) if c]
     named = [label_column, *drop, *keys, *(features or ())]
     unknown = [c for c in named if c not in names]
     if unknown:
@@ -217,93 +214,90 @@ def table_name(path: str | Path) -> str:
 
 
 def load_table_dataset(
-    path: str | Path,
-    label_column: str,
-    test_path: str | Path | None = None,
-    test_fraction: float = 0.2,
-    seed: int = 0,
-    *,
-    features: tuple[str, ...] | None = None,
-    drop: tuple[str, ...] = (),
-    id_column: str | None = None,
-    classes: tuple[str, ...] | None = None,
-    grid: np.ndarray | None = None,
-    public_test_split: bool = False,
-    unit_column: str | None = None,
-    max_rows_per_unit: int | None = None,
-    one_row_per_person: bool = False,
+    options: TableOptions, test_fraction: float = 0.2, seed: int = 0, test_labels: str = "private"
 ) -> LabeledDataset:
-    """Load a table with a declared label domain: a classification's ``classes`` or numeric labels' ``grid``
-    (:mod:`labeldp.data.grid`: values snapped to it, raw test values kept), the features encoded by a
-    :class:`TablePreprocessor` fitted on the training rows (``dataset.preprocessor``).
+    """Load the table of ``options`` with a declared label domain: a classification's ``classes`` or numeric
+    labels' grid (``label_grid`` points over ``label_range``, :mod:`labeldp.data.grid`: values snapped to it,
+    raw test values kept), the features encoded by a :class:`TablePreprocessor` fitted on the training rows
+    (``dataset.preprocessor``).
 
-    Without ``test_path`` a random ``test_fraction`` of the rows, drawn from the seed's public stream,
+    Without a ``test_table`` a random ``test_fraction`` of the rows, drawn from the seed's public stream,
     becomes the test set; its labels stay private (a run estimates its test metrics from a release of them)
-    unless ``public_test_split`` makes them public, for exact metrics the epsilon does not cover. A
-    ``test_path`` table's labels are public. ``unit_column``, ``max_rows_per_unit`` and
-    ``one_row_per_person`` are as for :func:`~labeldp.boundary.release_folder.privatize_table`; with a unit,
-    the dataset carries the private rows' ``units`` and the bound's ``unit_bound``.
+    unless ``test_labels`` is ``"public"``, for exact metrics the epsilon does not cover. A ``test_table``'s
+    labels are public. ``privacy_unit``, ``max_rows_per_unit`` and ``one_row_per_person`` are as for
+    :func:`~labeldp.boundary.release_folder.privatize_table`; with a unit, the dataset carries the private
+    rows' ``units`` and the bound's ``unit_bound``.
     """
-    read = read_key_columns(path, label_column, id_column, unit_column, one_row_per_person=one_row_per_person)
+    if options.table is None:
+        raise ConfigError("dataset 'csv' needs a table file (--table PATH)")
+    path, label_column, classes = options.table, options.label_column, options.classes
+    grid = _grid(options)
+    keys = (options.id_column, options.privacy_unit)
+    read = read_key_columns(path, label_column, *keys, one_row_per_person=options.one_row_per_person)
     if grid is None and (classes is None or len(classes) < 2):
         raise ConfigError(
             "a table's label domain must be declared: --classes V1 V2 ... (classes=...), the "
             "label values in order, or --label-range LOW HIGH for numbers; it is public and never "
             "taken from the private labels"
         )
-    columns = feature_columns(read.columns, label_column, features, drop, id_column, unit_column)
-    if unit_column is not None and max_rows_per_unit is None:
+    columns = feature_columns(read.columns, options)
+    if options.privacy_unit is not None and options.max_rows_per_unit is None:
         raise ConfigError("a privacy unit column needs max_rows_per_unit, the most rows of one unit kept")
     frame = _public_rows(path, columns, read)
-    domain = LabelDomain(classes) if grid is None else None
+    domain = LabelDomain(classes) if classes is not None and grid is None else None  # classes, or a grid
     labels = _labels(read, domain, f"label column {label_column!r}")
     units = bound = None
-    if unit_column is not None:
-        kept, units, bound = _bound_units(read.unit_keys, unit_column, max_rows_per_unit, seed)
+    if options.privacy_unit is not None:
+        assert read.unit_keys is not None and options.max_rows_per_unit is not None  # read with the unit; refused above
+        kept, units, bound = _bound_units(read.unit_keys, options.privacy_unit, options.max_rows_per_unit, seed)
         frame, labels = frame.iloc[kept], labels[kept]
-    if test_path is None:
+    if options.test_table is None:
         train_rows, test_rows = _split(len(frame), path, test_fraction, seed, units)
         train, test = frame.iloc[train_rows], frame.iloc[test_rows]
-        train_labels, test_labels = labels[train_rows], labels[test_rows]
+        y_train, y_test = labels[train_rows], labels[test_rows]
     else:
-        test_read = read_key_columns(test_path, label_column, one_row_per_person=True)  # public labels
+        test_read = read_key_columns(options.test_table, label_column, one_row_per_person=True)  # public labels
         missing = [c for c in columns if c not in test_read.columns]
         if missing:
             raise DataError(f"the test table lacks columns {missing}")
-        train, test, train_labels = frame, _public_rows(test_path, columns, test_read), labels
+        train, test, y_train = frame, _public_rows(options.test_table, columns, test_read), labels
         train_rows, test_rows = np.arange(len(frame)), np.arange(0)
-        test_labels = _labels(test_read, domain, "the test table's label column")
+        y_test = _labels(test_read, domain, "the test table's label column")
     preprocessor = TablePreprocessor.fit(train, columns)
     name = table_name(path)
-    private_test = test_path is None and not public_test_split
-    extra = {
+    private_test = options.test_table is None and test_labels != "public"
+    extra: dict[str, Any] = {
         "preprocessor": preprocessor,
         "facts": table_facts(path, label_column, read.columns, read.rows),
     }
     if units is not None:  # the private rows' units: the training rows', then the private test rows'
         private_rows = np.concatenate([train_rows, test_rows]) if private_test else train_rows
         extra.update(units=unit_codes(units[private_rows]), unit_bound=bound)
+    x_train, x_test = preprocessor.transform(train), preprocessor.transform(test)
     if grid is not None:
-        return regression_dataset(
-            name,
-            preprocessor.transform(train),
-            train_labels,
-            preprocessor.transform(test),
-            test_labels,
-            grid,
-            private_test=private_test,
-            **extra,
-        )
+        return regression_dataset(name, x_train, y_train, x_test, y_test, grid, private_test=private_test, **extra)
+    assert classes is not None  # refused above without a grid
     return LabeledDataset(
         name,
-        preprocessor.transform(train),
-        PrivateLabels.from_indices(train_labels, len(classes)),
-        preprocessor.transform(test),
-        PrivateLabels.from_indices(test_labels, len(classes)) if private_test else test_labels,
+        x_train,
+        PrivateLabels.from_indices(y_train, len(classes)),
+        x_test,
+        PrivateLabels.from_indices(y_test, len(classes)) if private_test else y_test,
         num_classes=len(classes),
         class_names=[str(c) for c in classes],
         **extra,
     )
+
+
+def _grid(options: TableOptions) -> np.ndarray | None:
+    """Numeric labels' grid, ``label_grid`` points over ``label_range`` (None: classes)."""
+    if options.label_range is None:
+        if options.label_grid is not None:
+            raise ConfigError("--label-grid needs --label-range LOW HIGH")
+        return None
+    if options.classes is not None:
+        raise ConfigError("a table's labels are classes (--classes) or numbers (--label-range), not both")
+    return label_grid(*options.label_range, **({} if options.label_grid is None else {"size": options.label_grid}))
 
 
 def _labels(read: KeyColumns, domain: LabelDomain | None, where: str) -> np.ndarray:

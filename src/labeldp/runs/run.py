@@ -25,6 +25,7 @@ from labeldp.accounting.rounding import format_epsilon
 from labeldp.config.run_config import RunConfig
 from labeldp.config.tuning import AutoTuneConfig
 from labeldp.data import LabeledDataset, load_dataset
+from labeldp.data.dataset_registry import TableOptions
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.files import write_atomic, write_json_atomic
@@ -51,24 +52,8 @@ def register_tuned_run(run: Callable[..., dict[str, Any]]) -> None:
 def config_dataset(config: RunConfig) -> LabeledDataset:
     """The dataset ``config`` names, loaded from its files, its training labels private (the seed splits off
     test rows where the dataset has no test set of its own)."""
-    return load_dataset(
-        config.dataset,
-        config.data_dir,
-        table=config.table,
-        label_column=config.label_column,
-        test_table=config.test_table,
-        classes=config.classes,
-        features=config.features,
-        drop=config.drop or (),
-        id_column=config.id_column,
-        split_seed=config.seed,
-        label_range=config.label_range,
-        label_grid_size=config.label_grid,
-        public_test_split=config.test_labels == "public",
-        unit_column=config.privacy_unit,
-        max_rows_per_unit=config.max_rows_per_unit,
-        one_row_per_person=config.one_row_per_person,
-    )
+    table = TableOptions(**{option.name: getattr(config, option.name) for option in dataclasses.fields(TableOptions)})
+    return load_dataset(config.dataset, config.data_dir, table, split_seed=config.seed, test_labels=config.test_labels)
 
 
 def check_dataset_spend(config: RunConfig, data: LabeledDataset, out_dir, progress: bool) -> str | None:
