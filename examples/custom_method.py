@@ -12,7 +12,9 @@ the summary's test metrics, ``labeldp sweep`` and ``labeldp tune``.
 ``rr-ce`` is the textbook baseline: every training label released once by K-ary randomized response,
 and the model trained on the noisy labels with plain cross-entropy (``lp-1st`` trains on the same
 release with the forward loss, which corrects for the noise). Privacy: epsilon-label-DP, from the
-one release it makes through the run's boundary.
+one release it makes through the run's boundary. It declares one option of its own, ``--train-share``: the
+share of the training rows whose labels are released and trained on (``labeldp train`` takes its flag;
+the method reads its value in ``config.method_options``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ import numpy as np
 from labeldp.boundary import release_randomized_response
 from labeldp.data.dataset import LabeledDataset
 from labeldp.data.dataset_registry import Dataset, register_dataset
+from labeldp.errors import ConfigError
 from labeldp.methods.registry import Method, register_method
+from labeldp.options import Option
+
+#: rr-ce's own option: its flag is --train-share, its value config.method_options["train_share"]
+TRAIN_SHARE = Option(
+    "the share of the training rows whose labels are released and trained on (the others are left out)",
+    1.0,
+    type="float",
+)
 
 
 def load_blobs(request) -> LabeledDataset:
@@ -41,12 +52,12 @@ def run_rr_ce(context):
     """Release every training label once by randomized response (the step ``stage1``), then train
     one model on the noisy labels with cross-entropy."""
     config, data = context.config, context.data
-    members = np.arange(len(data.y_train))
+    members = np.arange(round(config.method_options["train_share"] * len(data.y_train)))
 
     def draw(ledger):
         return release_randomized_response(
             ledger,
-            data.y_train,
+            data.y_train[members],
             members,
             data.num_classes,
             config.epsilon,
@@ -60,6 +71,12 @@ def run_rr_ce(context):
     return model, {"stages": [{"stage": 1, "released": int(members.size), "reused": 0}]}
 
 
+def check_rr_ce(config) -> None:
+    """Refuse a share outside (0, 1] before anything is released."""
+    if not 0 < config.method_options["train_share"] <= 1:
+        raise ConfigError(f"--train-share must lie in (0, 1], got {config.method_options['train_share']}")
+
+
 register_dataset(Dataset("blobs", "embedded", load_blobs, help="three Gaussian blobs (an example)"))
 register_method(
     Method(
@@ -67,6 +84,8 @@ register_method(
         "randomized response, trained with plain cross-entropy (an example)",
         run_rr_ce,
         uses=frozenset({"secure_rng", "insecure_noise_seed"}),
+        options={"train_share": TRAIN_SHARE},
+        check=check_rr_ce,
         independent_of={"stage1": ("train", "model")},
         releases=lambda config: ("stage1",),
     )

@@ -1,5 +1,6 @@
 """A method and a dataset registered from outside the package (``examples/custom_method.py``) run end
-to end: train, resume without a second draw, and a sweep whose worker processes know them too."""
+to end: train, resume without a second draw, and a sweep whose worker processes know them too; the
+method's own option (``--train-share``) is parsed, recorded and read by the method."""
 
 from __future__ import annotations
 
@@ -19,14 +20,17 @@ from labeldp.cli import main
 
 plugin, out = sys.argv[1], sys.argv[2]
 train = ["train", "--recipes", plugin, "--dataset", "blobs", "--method", "rr-ce", "--epsilon", "2", "--epochs", "3",
-         "--quiet", "--out", out + "/run"]
+         "--train-share", "0.5", "--quiet", "--out", out + "/run"]
 assert main(train) == 0
 release = Path(out, "run", "noisy_labels", "stage1.npz")
 drawn = release.read_bytes(), release.stat().st_mtime_ns
 assert main(train) == 0  # the same command again: the finished run is read back, nothing drawn
 assert (release.read_bytes(), release.stat().st_mtime_ns) == drawn
+other = ["train", "--recipes", plugin, "--method", "lp-1st", "--epsilon", "2", "--train-share", "0.5",
+         "--out", out + "/x"]
+assert main(other) == 2  # rr-ce's own option, refused for another method before anything is written
 assert main(["sweep", "--recipes", plugin, "--grid", "dataset=blobs", "method=rr-ce", "epsilon=4", "epochs=2",
-             "--workers", "2", "--quiet", "--out", out + "/sweep"]) == 0
+             "train-share=0.25", "--workers", "2", "--quiet", "--out", out + "/sweep"]) == 0
 """
 
 
@@ -40,6 +44,11 @@ def test_a_method_and_a_dataset_of_your_own_run_like_labeldps(tmp_path: Path) ->
     ledger = json.loads((run / "ledger.json").read_text())
     assert [event["tag"] for event in ledger["entries"]] == ["stage1"]  # one release, not two
     assert sorted(path.name for path in (run / "noisy_labels").iterdir()) == ["stage1.npz"]
+    # the method's own option: parsed from --train-share, recorded in config.json and read by the method
+    assert json.loads((run / "config.json").read_text())["method_options"] == {"train_share": 0.5}
+    assert summary["stages"][0]["released"] == 300  # half of the 600 training rows
     with open(tmp_path / "sweep" / "results.csv") as file:
         rows = list(csv.DictReader(file))
     assert [(row["status"], row["method"], float(row["epsilon"])) for row in rows] == [("done", "rr-ce", 4.0)]
+    swept = json.loads(next((tmp_path / "sweep").rglob("config.json")).read_text())
+    assert swept["method_options"] == {"train_share": 0.25}  # a sweep's grid sets it too

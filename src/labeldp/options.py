@@ -1,48 +1,89 @@
-"""Configuration fields that carry their own command-line help: each default is stated once, in its
-dataclass, and the ``labeldp`` flags are generated from the fields (after nanoGPT's configurator).
+"""Command-line options, each declared once (:class:`Option`): the configuration fields, every command's
+flags and the overrides of sweeps and tunes are all built from the declarations (after nanoGPT's
+configurator).
 
-A field declared with :func:`option` gets ``--its-name`` (``flag`` renames it), a type from its
-annotation and its help; a boolean defaulting to True becomes ``--no-its-name``; a nested settings
-dataclass becomes an argument group.
+A dataclass field declared with :func:`option` (or :func:`declared` for a shared declaration) gets
+``--its-name`` (``flag`` renames it), a type from its annotation and its help; a boolean defaulting to True
+becomes ``--no-its-name``; a nested settings dataclass becomes an argument group. A command's other flags
+come from :func:`add_options`. Each flag's argparse action keeps its declaration (``action.declaration``).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 _MISSING = dataclasses.MISSING
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # compared by identity: one declaration, one object
+class Option:
+    """One option: its flag, type, default, help and choices, stated once.
+
+    Parameters
+    ----------
+    type : str
+        Its annotation (``"float | None"``, ``"tuple[str, ...]"``, ``"bool"``: a switch); a dataclass field's
+        own annotation where empty.
+    choices : iterable or callable, optional
+        The allowed values, or a function returning them when the parser is built (so a registry filled on
+        import can supply them).
+    method_specific : bool
+        An option of ``labeldp train`` only some methods use (named in ``Method.uses``): with another method,
+        a value other than the default is refused rather than ignored.
+    commands : mapping
+        What a command means of its own by the option, by command (``"train"``, ``"hashed train"``...): its
+        ``help`` is added to the shared help; ``default``, ``choices``, ``type``, ``metavar`` or ``nargs``
+        replace the shared ones.
+    """
+
+    help: str
+    default: Any = None
+    type: str = ""
+    flag: str | None = None
+    choices: Iterable[str] | Callable[[], Iterable[str]] | None = None
+    metavar: str | None = None
+    nargs: int | str | None = None
+    action: str | None = None
+    method_specific: bool = False
+    commands: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def on(self, command: str | None) -> Option:
+        """The option as ``command`` takes it: its own words added to the help, its own settings."""
+        own = dict(self.commands.get(command, {})) if command else {}
+        words = own.pop("help", "")
+        return dataclasses.replace(self, help="; ".join(filter(None, (self.help, words))), commands={}, **own)
 
 
 def option(
     default: Any = _MISSING,
     *,
     help: str,
-    flag: str | None = None,
-    choices: Iterable[str] | Callable[[], Iterable[str]] | None = None,
-    metavar: str | None = None,
     default_factory: Any = _MISSING,
-    method_specific: bool = False,
+    **settings: Any,
 ) -> Any:
-    """A dataclass field with its command-line help.
+    """A dataclass field declaring an option of its own (``settings``: :class:`Option`'s).
 
-    Parameters
-    ----------
-    choices : iterable or callable, optional
-        The allowed values, or a function returning them when the parser is built (so a registry
-        filled on import can supply them).
-    default_factory : callable, optional
-        For a mutable default (a nested settings dataclass).
-    method_specific : bool
-        An option only some methods use (named in ``Method.uses``): with another method, a value other
-        than the default is refused rather than ignored.
+    ``default_factory`` is for a mutable default (a nested settings dataclass).
     """
-    metadata = {"help": help, "flag": flag, "choices": choices, "metavar": metavar, "method_specific": method_specific}
+    declaration = Option(help, None if default is _MISSING else default, **settings)
+    metadata = {"option": declaration, "help": help}
     if default_factory is not _MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def declared(declaration: Option, command: str | None = None) -> Any:
+    """A dataclass field of a shared declaration, with ``command``'s default."""
+    metadata = {"option": declaration, "help": declaration.help}
+    return dataclasses.field(default=declaration.on(command).default, metadata=metadata)
+
+
+def declaration_of(field: dataclasses.Field) -> Option | None:
+    """The :class:`Option` a dataclass field was declared with (None for a field of no option)."""
+    return field.metadata.get("option")
 
 
 def annotation_type(annotation: str) -> tuple[type, bool]:
@@ -58,20 +99,81 @@ def annotation_type(annotation: str) -> tuple[type, bool]:
     raise TypeError(f"no command-line type for annotation {annotation!r}")
 
 
-def _help(field: dataclasses.Field, default: Any) -> str:
-    text = field.metadata["help"]
-    shown = default is not None and not isinstance(default, (bool, tuple)) and "%(default)" not in text
-    return text.replace("%", "%%") + (f" (default {default})" if shown else "")
+def flag_name(declaration: Option, name: str, default: Any) -> str:
+    """The flag of option ``name``: its own, else ``--name`` (``--no-name`` for a switch defaulting to True)."""
+    return declaration.flag or f"--{'no-' if default is True else ''}{name.replace('_', '-')}"
+
+
+def add_option(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    declaration: Option,
+    command: str | None,
+    name: str | None = None,
+    *,
+    dest: str | None = None,
+    annotation: str = "",
+    typed_only: bool = False,
+    required: bool = False,
+) -> argparse.Action:
+    """Add the flag of ``declaration`` as ``command`` takes it; the generator of every flag.
+
+    ``name`` is its field's name (default: the flag's words), ``dest`` where its value goes (default: ``name``),
+    ``annotation`` a dataclass field's type; with ``typed_only`` the flag sets nothing unless typed
+    (``argparse.SUPPRESS``), a required one has no default.
+    """
+    use = declaration.on(command)
+    flag = flag_name(use, name or use.flag.lstrip("-").replace("-", "_"), use.default)
+    kwargs: dict[str, Any] = {
+        "dest": dest or name or flag.lstrip("-").replace("-", "_"),
+        "help": _help(use, show_default=not required),
+        "default": argparse.SUPPRESS if typed_only else None if required else use.default,
+    }
+    annotation = use.type or annotation
+    if annotation == "bool" or isinstance(use.default, bool):
+        kwargs.update(action="store_false" if use.default else "store_true")
+    else:
+        element, is_tuple = annotation_type(annotation)
+        choices = use.choices() if callable(use.choices) else use.choices
+        metavar = use.metavar or (None if choices else flag.lstrip("-").replace("-", "_").upper())
+        kwargs.update(type=element, choices=choices, metavar=metavar, nargs=use.nargs or ("+" if is_tuple else None))
+        if use.action:
+            kwargs.update(action=use.action)
+    if required:
+        kwargs.update(required=True)
+    action = parser.add_argument(flag, **kwargs)
+    action.declaration = declaration  # type: ignore[attr-defined]  # read by the tests: one declaration a flag
+    return action
+
+
+def add_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    command: str,
+    *declarations: Option,
+    required: Iterable[Option] = (),
+) -> None:
+    """Add the flags of ``declarations`` as ``command`` takes them; those of ``required`` must be given."""
+    needed = {id(declaration) for declaration in required}
+    for declaration in declarations:
+        add_option(parser, declaration, command, required=id(declaration) in needed)
+
+
+def _help(use: Option, show_default: bool) -> str:
+    default = use.default
+    shown = show_default and default is not None and not isinstance(default, (bool, tuple, list))
+    shown = shown and default != argparse.SUPPRESS
+    return use.help.replace("%", "%%") + (f" (default {default})" if shown else "")
 
 
 def add_dataclass_arguments(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     cls: type,
+    command: str,
     groups: dict[str, tuple[str, str]] | None = None,
 ) -> None:
-    """Add a flag for every :func:`option` field of dataclass ``cls``; a nested dataclass becomes a group.
+    """Add a flag for every option field of dataclass ``cls``, as ``command`` takes it; a nested dataclass
+    becomes a group.
 
-    ``groups`` gives a group's (title, description) by field name. An untyped flag sets nothing
+    ``groups`` gives a group's (title, description) by field name. A flag not typed sets nothing
     (``argparse.SUPPRESS``), so the namespace holds exactly what was typed (:func:`typed_options`) and
     :func:`dataclass_from_args` takes the rest from the dataclass's defaults. The help shows each default.
     """
@@ -81,23 +183,9 @@ def add_dataclass_arguments(
         default = getattr(defaults, field.name)
         if dataclasses.is_dataclass(default):
             title, description = groups.get(field.name, (field.name, None))
-            add_dataclass_arguments(parser.add_argument_group(title, description), type(default))
-            continue
-        if "help" not in field.metadata:
-            continue
-        meta = field.metadata
-        flag = meta["flag"] or f"--{'no-' if default is True else ''}{field.name.replace('_', '-')}"
-        kwargs: dict[str, Any] = {"dest": field.name, "help": _help(field, default), "default": argparse.SUPPRESS}
-        if isinstance(default, bool):
-            kwargs.update(action="store_false" if default else "store_true")
-        else:
-            element, is_tuple = annotation_type(str(field.type))
-            choices = meta["choices"]() if callable(meta["choices"]) else meta["choices"]
-            metavar = meta["metavar"] or (meta["flag"].lstrip("-").replace("-", "_").upper() if meta["flag"] else None)
-            kwargs.update(type=element, choices=choices, metavar=metavar)
-            if is_tuple:
-                kwargs.update(nargs="+")
-        parser.add_argument(flag, **kwargs)
+            add_dataclass_arguments(parser.add_argument_group(title, description), type(default), command)
+        elif declaration_of(field) is not None and not isinstance(default, dict):  # a dict: no flag of its own
+            add_option(parser, declaration_of(field), command, field.name, annotation=str(field.type), typed_only=True)
 
 
 def flag_of(cls: type, name: str) -> str:
@@ -114,7 +202,7 @@ def flag_of(cls: type, name: str) -> str:
             except KeyError:
                 continue
         if field.name == name:
-            return field.metadata.get("flag") or f"--{'no-' if default is True else ''}{name.replace('_', '-')}"
+            return flag_name(declaration_of(field) or Option(""), name, default)
     raise KeyError(name)
 
 
@@ -125,7 +213,7 @@ def typed_options(args: argparse.Namespace, cls: type) -> set[str]:
         default = getattr(defaults, field.name)
         if dataclasses.is_dataclass(default):
             typed |= typed_options(args, type(default))
-        elif "help" in field.metadata and hasattr(args, field.name):
+        elif declaration_of(field) is not None and hasattr(args, field.name):
             typed.add(field.name)
     return typed
 
@@ -137,7 +225,7 @@ def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:
         default = getattr(defaults, field.name)
         if dataclasses.is_dataclass(default):
             values[field.name] = dataclass_from_args(type(default), args)
-        elif "help" in field.metadata and hasattr(args, field.name):
+        elif declaration_of(field) is not None and hasattr(args, field.name):
             value = getattr(args, field.name)
             values[field.name] = tuple(value) if isinstance(value, list) else value
     return cls(**values)

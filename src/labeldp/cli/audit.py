@@ -6,8 +6,10 @@ import argparse
 import math
 from pathlib import Path
 
-from labeldp.cli.common import add_budget_arguments, add_threads_argument, set_threads
+from labeldp.cli.common import set_threads
 from labeldp.config.auditing import CANARY_KINDS, DEFAULT_CONFIDENCE, DEFAULT_SHADOWS
+from labeldp.config.shared_options import BUDGET_DIR, DEVICE, SEED, THREADS, TOTAL_EPSILON
+from labeldp.options import Option, add_options
 
 DESCRIPTION = (
     "Retrain RUNDIR's recipe with canaries (random-noise inputs with random labels, or training examples "
@@ -17,47 +19,45 @@ DESCRIPTION = (
 )
 
 
+CANARIES = Option(
+    "number of canaries (default: 1000, or half the training set when it is smaller)",
+    type="int | None",
+    flag="--canaries",
+)
+CANARY_KIND = Option(
+    "mislabeled: training examples given a random wrong label; noise: extra random-noise inputs with random labels",
+    CANARY_KINDS[0],
+    type="str",
+    flag="--canary-kind",
+    choices=CANARY_KINDS,
+)
+CONFIDENCE = Option("confidence of the bound", DEFAULT_CONFIDENCE, type="float", flag="--confidence")
+MEMBERSHIP = Option(
+    "also run membership inference (loss threshold and offline LiRA with shadow models), the audit for recipes "
+    "that protect whole examples",
+    False,
+    flag="--membership",
+)
+TARGETS = Option(
+    "with --membership: targets, half of them members (default: 1000, or fewer on a small dataset: half the "
+    "training set less one)",
+    argparse.SUPPRESS,
+    type="int",
+    flag="--targets",
+)
+SHADOWS = Option(
+    f"with --membership: shadow models for LiRA (default {DEFAULT_SHADOWS})",
+    argparse.SUPPRESS,
+    type="int",
+    flag="--shadows",
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """RUNDIR, the canaries, the confidence, the seed, the device and the membership audit's options."""
     parser.add_argument("run_dir", metavar="RUNDIR")
-    parser.add_argument(
-        "--canaries", type=int, help="number of canaries (default: 1000, or half the training set when it is smaller)"
-    )
-    parser.add_argument(
-        "--canary-kind",
-        choices=CANARY_KINDS,
-        default=CANARY_KINDS[0],
-        help="mislabeled: training examples given a random wrong label; noise: extra random-noise "
-        "inputs with random labels (default %(default)s)",
-    )
-    parser.add_argument(
-        "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="confidence of the bound (default %(default)s)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed for choosing canaries (default %(default)s)")
-    parser.add_argument(
-        "--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda (default %(default)s)"
-    )
-    add_threads_argument(parser)
-    parser.add_argument(
-        "--membership",
-        action="store_true",
-        help="also run membership inference (loss threshold and offline LiRA with shadow models), "
-        "the audit for recipes that protect whole examples",
-    )
-    parser.add_argument(
-        "--targets",
-        type=int,
-        default=argparse.SUPPRESS,
-        help="with --membership: targets, half of them members (default: 1000, or fewer on a small "
-        "dataset: half the training set less one)",
-    )
-    parser.add_argument(
-        "--shadows",
-        type=int,
-        default=argparse.SUPPRESS,
-        help=f"with --membership: shadow models for LiRA (default {DEFAULT_SHADOWS})",
-    )
-    add_budget_arguments(parser)
+    add_options(parser, "audit", CANARIES, CANARY_KIND, CONFIDENCE, SEED, DEVICE, THREADS, MEMBERSHIP)
+    add_options(parser, "audit", TARGETS, SHADOWS, BUDGET_DIR, TOTAL_EPSILON)
 
 
 def run(args: argparse.Namespace) -> None:

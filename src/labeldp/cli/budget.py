@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from labeldp.cli.common import add_budget_arguments
+from labeldp.config.shared_options import BUDGET_DIR, TOTAL_EPSILON
+from labeldp.options import add_options
 
 DESCRIPTION = (
     "List every dataset of the budget folder and the epsilon its releases have spent, composed across runs "
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``import`` and its folders, and the budget folder."""
     parser.add_argument("action", nargs="?", choices=("list", "import"), default="list")
     parser.add_argument("folders", nargs="*", metavar="FOLDER", help="with import: folders of runs or releases")
-    add_budget_arguments(parser)
+    add_options(parser, "budget", BUDGET_DIR, TOTAL_EPSILON)
 
 
 def run(args: argparse.Namespace) -> None:

@@ -8,8 +8,17 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from labeldp.config.run_config import RunConfig
+from labeldp.config.shared_options import BUDGET_DIR, DEVICE, QUIET, RECIPES, THREADS, TOTAL_EPSILON
 from labeldp.errors import ConfigError
-from labeldp.options import add_dataclass_arguments, dataclass_from_args, flag_of, typed_options
+from labeldp.methods.registry import registered_options
+from labeldp.options import (
+    add_dataclass_arguments,
+    add_option,
+    add_options,
+    dataclass_from_args,
+    flag_of,
+    typed_options,
+)
 
 if TYPE_CHECKING:
     from labeldp.recipes.applied import AppliedRecipe
@@ -23,37 +32,27 @@ OPTION_GROUPS = {
 }
 
 
+#: where a method's own option's value is kept in the namespace, apart from RunConfig's fields
+_OWN = "method_options."
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of every RunConfig option, and ``--recipes``, ``--device``, ``--threads``, ``--quiet``."""
-    parser.add_argument(
-        "--recipes",
-        metavar="FILE",
-        help="Python file to execute first: it registers profiles, methods or datasets of your own",
-    )
-    add_dataclass_arguments(parser, RunConfig, OPTION_GROUPS)
-    parser.add_argument(
-        "--device", default="auto", help="torch device: auto (GPU if present), cpu, cuda, cuda:1 (default %(default)s)"
-    )
-    add_threads_argument(parser)
-    parser.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
-    add_budget_arguments(parser)
+    """The flags of every RunConfig option and of the registered methods' own, and ``--recipes``,
+    ``--device``, ``--threads``, ``--quiet`` and the budget's."""
+    add_options(parser, "train", RECIPES)
+    add_dataclass_arguments(parser, RunConfig, "train", OPTION_GROUPS)
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for name, (method, declaration) in registered_options().items():
+        if method not in groups:
+            groups[method] = parser.add_argument_group(method, f"options of --method {method}")
+        add_option(groups[method], declaration, "train", name, dest=_OWN + name, typed_only=True)
+    add_options(parser, "train", DEVICE, THREADS, QUIET, BUDGET_DIR, TOTAL_EPSILON)
 
 
-def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--budget-dir`` and ``--total-epsilon``, of every command that releases labels (see
-    ``docs/dataset-ledger.md``); :func:`labeldp.cli.main` hands them to the library and its workers."""
-    parser.add_argument(
-        "--budget-dir",
-        metavar="DIR",
-        help="the folder of the per-dataset ledgers, which compose every release of a dataset's labels across "
-        "runs (default: $LABELDP_BUDGET_DIR, else ~/.local/share/labeldp/budget)",
-    )
-    parser.add_argument(
-        "--total-epsilon",
-        type=float,
-        metavar="E",
-        help="refuse, before anything is drawn, a release that would take its dataset's composed epsilon past E",
-    )
+def method_options(args: argparse.Namespace) -> dict:
+    """The values typed for the registered methods' own options, by name."""
+    typed = {name: getattr(args, _OWN + name) for name in registered_options() if hasattr(args, _OWN + name)}
+    return {name: tuple(value) if isinstance(value, list) else value for name, value in typed.items()}
 
 
 def recipe_options() -> set[str]:
@@ -77,7 +76,7 @@ def config_and_recipe(args: argparse.Namespace) -> tuple[RunConfig, AppliedRecip
     from labeldp.recipes.applied import dataset_recipe
     from labeldp.recipes.training import recipe_for, with_recipe
 
-    config = dataclass_from_args(RunConfig, args)
+    config = dataclasses.replace(dataclass_from_args(RunConfig, args), method_options=method_options(args))
     typed = typed_options(args, RunConfig)
     recipe = recipe_for(config.dataset, config.method, config.prior)
     recipe_sets = recipe_options() | set(recipe.options_for(config.epsilon) if recipe is not None else ())
@@ -86,19 +85,6 @@ def config_and_recipe(args: argparse.Namespace) -> tuple[RunConfig, AppliedRecip
     if not args.quiet:
         print(applied.console_line(recipe.describe(config.epsilon) if recipe is not None else ""))
     return (config if recipe is None else with_recipe(config, recipe, keep=typed)), applied
-
-
-#: ``--threads``' help, shared by every command that trains
-THREADS_HELP = (
-    "CPU threads of torch (default: 1 for tables and the embedded digits, whose small models run "
-    "faster on one; else the cores free when the run starts, re-checked during training, so that a busy "
-    "machine's other processes keep theirs; at most OMP_NUM_THREADS where it is set)"
-)
-
-
-def add_threads_argument(parser: argparse.ArgumentParser, help_text: str = THREADS_HELP) -> None:
-    """Add ``--threads``."""
-    parser.add_argument("--threads", type=int, metavar="N", help=help_text)
 
 
 def check_threads(args: argparse.Namespace) -> None:

@@ -6,7 +6,8 @@ import argparse
 import time
 from pathlib import Path
 
-from labeldp.cli.common import add_threads_argument
+from labeldp.config.shared_options import OUT, THREADS
+from labeldp.options import add_options
 
 DESCRIPTION = (
     "Train non-private, LP-1ST and LP-2ST on the embedded digits at epsilon 1, 2, 4, 8, three seeds each, in "
@@ -21,12 +22,7 @@ DEMO_FOLDER = "runs/demo-{time}"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--out`` and ``--threads``."""
-    parser.add_argument(
-        "--out",
-        help=f"folder for the demo's run directories (default: a new one, {DEMO_FOLDER} with the date and "
-        "time, so that each demo draws its noise afresh; a folder of an earlier demo shows its saved runs)",
-    )
-    add_threads_argument(parser, "CPU threads of torch (default 1: the digits' small steps run fastest on one)")
+    add_options(parser, "demo", OUT, THREADS)
 
 
 def demo_folder(out: str | None) -> tuple[Path, bool]:

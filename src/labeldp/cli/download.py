@@ -12,10 +12,12 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The dataset (one read from a folder) and ``--data-dir``."""
+    from labeldp.config.shared_options import DATA_DIR
     from labeldp.data.loading import folder_datasets
+    from labeldp.options import add_options
 
     parser.add_argument("dataset", choices=folder_datasets())
-    parser.add_argument("--data-dir", required=True)
+    add_options(parser, "download", DATA_DIR, required=[DATA_DIR])
 
 
 def run(args: argparse.Namespace) -> None:

@@ -5,9 +5,21 @@ from __future__ import annotations
 
 import argparse
 
-from labeldp.cli.common import add_budget_arguments
-from labeldp.config.hashed_config import DEFAULT_BLOCK_ROWS, DEFAULT_SLOT_BITS, HashedConfig
-from labeldp.options import add_dataclass_arguments
+from labeldp.config.hashed_config import DEFAULT_SLOT_BITS, HashedConfig
+from labeldp.config.shared_options import (
+    BLOCK_ROWS,
+    BUDGET_DIR,
+    CLASSES,
+    EPSILON,
+    ID_COLUMN,
+    INSECURE_NOISE_SEED,
+    LABEL_COLUMN,
+    OUT,
+    SECURE_RNG,
+    TABLE,
+    TOTAL_EPSILON,
+)
+from labeldp.options import Option, add_dataclass_arguments, add_options
 
 DESCRIPTION = (
     "The ads route: a Parquet table of impressions whose categorical columns (and their declared crosses) are "
@@ -20,54 +32,64 @@ DESCRIPTION = (
 )
 
 
+RUN = Option("the run folder of `labeldp hashed train`", type="str | None", flag="--run", metavar="FOLDER")
+COLUMNS = Option("the categorical columns hashed", type="tuple[str, ...]", flag="--columns", metavar="COL")
+CROSS = Option(
+    "a declared cross of columns (repeatable)", [], type="str", flag="--cross", metavar="A:B", action="append"
+)
+BITS = Option("each slot's buckets are 2^bits", DEFAULT_SLOT_BITS, type="int", flag="--bits")
+SLOT_BITS = Option(
+    "bits of named slots (advertiser:site=20)", [], type="tuple[str, ...]", flag="--slot-bits", metavar="SLOT=BITS"
+)
+HASH_SEED = Option("the hash's public seed", 0, type="int", flag="--hash-seed")
+SOURCE_CHANNEL = Option(
+    "--route source: the labels arrived randomized by this channel, flip:RATE, rr:EPSILON or a 2 x 2 matrix as "
+    "JSON (M[y][z] = Pr[reported z | true y])",
+    type="str | None",
+    flag="--source-channel",
+    metavar="CHANNEL",
+)
+STATED_EPSILON = Option(
+    "--route source: the epsilon the source states per label, if larger", type="float | None", flag="--stated-epsilon"
+)
+REPORTS = Option(
+    "--route reports: the source's report table (see labeldp.ads.reports)",
+    type="str | None",
+    flag="--reports",
+    metavar="PATH",
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``hashed``'s actions (``train``, ``predict``) and their arguments."""
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     _add_train(actions.add_parser("train", help="release once, train, write a run folder", description=DESCRIPTION))
     predict = actions.add_parser("predict", help="a finished run's probabilities for the rows of a table")
-    predict.add_argument("--run", required=True, metavar="FOLDER", help="the run folder of `labeldp hashed train`")
-    predict.add_argument("--table", required=True, metavar="PATH", help="Parquet file or folder of rows to score")
-    predict.add_argument("--id-column", metavar="COL", help="a column copied next to each probability")
-    predict.add_argument("--out", required=True, metavar="FILE", help="the Parquet file of probabilities to write")
-    predict.add_argument("--block-rows", type=int, default=DEFAULT_BLOCK_ROWS, help="rows read at a time")
+    add_options(predict, "hashed predict", RUN, TABLE, ID_COLUMN, OUT, BLOCK_ROWS, required=[RUN, TABLE, OUT])
 
 
 def _add_train(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--table", required=True, metavar="PATH", help="Parquet file or folder of impressions")
-    parser.add_argument("--label-column", metavar="COL", help="the private labels (or a source's reported ones)")
-    parser.add_argument("--classes", nargs=2, metavar="VALUE", help="the two label values, the positive second")
-    parser.add_argument("--columns", required=True, nargs="+", metavar="COL", help="the categorical columns hashed")
-    parser.add_argument(
-        "--cross", action="append", default=[], metavar="A:B", help="a declared cross of columns (repeatable)"
+    command = "hashed train"
+    add_options(
+        parser,
+        command,
+        TABLE,
+        LABEL_COLUMN,
+        CLASSES,
+        COLUMNS,
+        CROSS,
+        BITS,
+        SLOT_BITS,
+        HASH_SEED,
+        EPSILON,
+        SOURCE_CHANNEL,
+        STATED_EPSILON,
+        REPORTS,
+        required=[TABLE, COLUMNS],
     )
-    parser.add_argument(
-        "--bits", type=int, default=DEFAULT_SLOT_BITS, help="each slot's buckets are 2^bits (default %(default)s)"
-    )
-    parser.add_argument(
-        "--slot-bits", nargs="+", default=[], metavar="SLOT=BITS", help="bits of named slots (advertiser:site=20)"
-    )
-    parser.add_argument("--hash-seed", type=int, default=0, help="the hash's public seed (default %(default)s)")
-    parser.add_argument("--epsilon", type=float, help="the budget per privacy unit of --route counts or rr (> 0)")
-    parser.add_argument(
-        "--source-channel",
-        metavar="CHANNEL",
-        help="--route source: the labels arrived randomized by this channel, flip:RATE, rr:EPSILON or a 2 x 2 "
-        "matrix as JSON (M[y][z] = Pr[reported z | true y])",
-    )
-    parser.add_argument(
-        "--stated-epsilon", type=float, help="--route source: the epsilon the source states per label, if larger"
-    )
-    parser.add_argument(
-        "--reports", metavar="PATH", help="--route reports: the source's report table (see labeldp.ads.reports)"
-    )
-    add_dataclass_arguments(parser, HashedConfig)
-    noise = parser.add_mutually_exclusive_group()
-    noise.add_argument("--secure-rng", action="store_true", help="draw the noise from ChaCha20 keyed from the OS")
-    noise.add_argument(
-        "--insecure-noise-seed", type=int, metavar="SEED", help="reproducible noise for tests: NOT PRIVATE"
-    )
-    add_budget_arguments(parser)
-    parser.add_argument("--out", required=True, help="the run folder to create")
+    add_dataclass_arguments(parser, HashedConfig, command)
+    add_options(parser.add_mutually_exclusive_group(), command, SECURE_RNG, INSECURE_NOISE_SEED)
+    add_options(parser, command, BUDGET_DIR, TOTAL_EPSILON, OUT, required=[OUT])
 
 
 def _route(args: argparse.Namespace) -> str:
@@ -133,9 +155,14 @@ def run(args: argparse.Namespace) -> None:
     if route == "source":
         del options["route"]
         summary = ads.fit_from_noisy_source(
-            args.table, args.out, **labels, spec=spec, channel=args.source_channel,
-            stated_epsilon=args.stated_epsilon, **options,
-        )  # fmt: skip
+            args.table,
+            args.out,
+            **labels,
+            spec=spec,
+            channel=args.source_channel,
+            stated_epsilon=args.stated_epsilon,
+            **options,
+        )
     elif route == "reports":
         del options["route"]
         summary = ads.fit_from_reports(args.table, args.out, reports=args.reports, spec=spec, **options)

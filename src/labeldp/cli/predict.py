@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from labeldp.config.shared_options import ID_COLUMN, OUT, TABLE
+from labeldp.options import add_options
+
 DESCRIPTION = (
     "Score the rows of a table with the model of RUNDIR and its fitted preprocessing; write the probability "
     "of each class and the predicted class per row (CSV or Parquet, by --out's suffix). Predictions are "
@@ -14,9 +17,7 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """RUNDIR, ``--table``, ``--out`` and ``--id-column``."""
     parser.add_argument("run_dir", metavar="RUNDIR")
-    parser.add_argument("--table", required=True, help="CSV or Parquet file with the run's feature columns")
-    parser.add_argument("--out", required=True, help="scores file, .csv or .parquet")
-    parser.add_argument("--id-column", help="a column of --table to write beside the scores")
+    add_options(parser, "predict", TABLE, OUT, ID_COLUMN, required=[TABLE, OUT])
 
 
 def run(args: argparse.Namespace) -> None:

@@ -5,8 +5,27 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from labeldp.cli.common import add_budget_arguments
-from labeldp.config.release_config import DEFAULT_BATCH_ROWS
+from labeldp.config.shared_options import (
+    BATCH_ROWS,
+    BUDGET_DIR,
+    CLASSES,
+    EPSILON,
+    ID_COLUMN,
+    INSECURE_NOISE_SEED,
+    LABEL_COLUMN,
+    MAX_ROWS_PER_UNIT,
+    ONE_ROW_PER_PERSON,
+    OUT,
+    PRIOR,
+    PRIVACY_UNIT,
+    SECURE_RNG,
+    SEED,
+    TABLE,
+    TOTAL_EPSILON,
+)
+from labeldp.options import Option, add_options
+
+COMMAND = "privatize"
 
 DESCRIPTION = (
     "Release the label column of a Parquet or CSV table (a file or a folder of files), streamed in blocks, by "
@@ -19,104 +38,27 @@ DESCRIPTION = (
 )
 
 
+PRIOR_COLUMNS = Option(
+    "RR-with-prior: one prior column per class, in the classes' order; each row's prior must not depend on its "
+    "own label (with --privacy-unit: on no label of its unit)",
+    type="tuple[str, ...] | None",
+    flag="--prior-columns",
+    metavar="COL",
+)
+WRITE_CHANNEL = Option(
+    "also write each row's noise channel, channel_j = Pr[released label | class j]", False, flag="--write-channel"
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The table, its label and id columns, the classes, epsilon, the prior, the noise and ``--out``."""
-    parser.add_argument(
-        "--table", required=True, metavar="PATH", help="Parquet or CSV file, or a folder of them (read in sorted order)"
-    )
-    parser.add_argument("--label-column", required=True, metavar="COL", help="the private labels")
-    parser.add_argument(
-        "--id-column",
-        metavar="COL",
-        help="a public row identifier, one distinct value per row, written next to each "
-        "released label (a duplicated id is an error before anything is released); default: "
-        "none, each row's position in the table (from 0) is written as the column 'row'",
-    )
-    parser.add_argument(
-        "--classes",
-        required=True,
-        nargs="+",
-        metavar="VALUE",
-        help="the label values, in order (the label domain is public and must be declared; a "
-        "label outside it is an error before anything is released)",
-    )
-    parser.add_argument(
-        "--epsilon",
-        required=True,
-        type=float,
-        help="privacy budget of each label (> 0); with --privacy-unit, of each unit's labels together",
-    )
-    _add_unit_arguments(parser)
-    parser.add_argument(
-        "--one-row-per-person",
-        action="store_true",
-        help="state that no person has two rows, so that a folder of several files can be released without "
-        "--id-column or --privacy-unit (a row held in two files would otherwise be released twice)",
-    )
-    prior = parser.add_mutually_exclusive_group()
-    prior.add_argument(
-        "--prior-columns",
-        nargs="+",
-        metavar="COL",
-        help="RR-with-prior: one prior column per class, in the classes' order; each row's prior "
-        "must not depend on its own label (with --privacy-unit: on no label of its unit)",
-    )
-    prior.add_argument(
-        "--prior",
-        nargs="+",
-        type=float,
-        metavar="P",
-        help="RR-with-prior with one prior shared by every row: a probability per class",
-    )
-    parser.add_argument(
-        "--write-channel",
-        action="store_true",
-        help="also write each row's noise channel, channel_j = Pr[released label | class j]",
-    )
-    parser.add_argument(
-        "--batch-rows",
-        type=int,
-        default=DEFAULT_BATCH_ROWS,
-        help="rows drawn and written at a time; they bound the memory (default %(default)s)",
-    )
-    noise = parser.add_mutually_exclusive_group()
-    noise.add_argument(
-        "--secure-rng",
-        action="store_true",
-        help="draw the noise from ChaCha20 keyed from the OS (a cryptographically secure generator)",
-    )
-    noise.add_argument(
-        "--insecure-noise-seed",
-        type=int,
-        metavar="SEED",
-        help="reproducible noise for tests: NOT PRIVATE (the seed is written in release.json)",
-    )
-    add_budget_arguments(parser)
-    parser.add_argument("--out", required=True, help="the release folder to create")
-
-
-def _add_unit_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--privacy-unit``, ``--max-rows-per-unit`` and ``--seed``."""
-    parser.add_argument(
-        "--privacy-unit",
-        metavar="COL",
-        help="the column of each row's privacy unit (a user id; public): the labels of a unit are protected "
-        "together at --epsilon; needs --max-rows-per-unit",
-    )
-    parser.add_argument(
-        "--max-rows-per-unit",
-        type=int,
-        metavar="M",
-        help="with --privacy-unit, the most rows of one unit released: a larger unit's other rows are left out, "
-        "chosen by the public --seed (never by a label); each released label gets epsilon / c, c = M or the "
-        "largest unit's rows if fewer",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="public seed choosing which rows of a unit larger than --max-rows-per-unit are kept (default %(default)s)",
-    )
+    required = [TABLE, LABEL_COLUMN, CLASSES, EPSILON, OUT]
+    add_options(parser, COMMAND, TABLE, LABEL_COLUMN, ID_COLUMN, CLASSES, EPSILON, required=required)
+    add_options(parser, COMMAND, PRIVACY_UNIT, MAX_ROWS_PER_UNIT, SEED, ONE_ROW_PER_PERSON)
+    add_options(parser.add_mutually_exclusive_group(), COMMAND, PRIOR_COLUMNS, PRIOR)
+    add_options(parser, COMMAND, WRITE_CHANNEL, BATCH_ROWS)
+    add_options(parser.add_mutually_exclusive_group(), COMMAND, SECURE_RNG, INSECURE_NOISE_SEED)
+    add_options(parser, COMMAND, BUDGET_DIR, TOTAL_EPSILON, OUT, required=required)
 
 
 def run(args: argparse.Namespace) -> None:

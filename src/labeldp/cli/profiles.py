@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from labeldp.config.shared_options import RECIPES
+from labeldp.options import add_options
+
 DESCRIPTION = "List the registered recipes whose key starts with PREFIX."
 
 
@@ -16,11 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a key, its start (mnist/ or mnist/e2), or a regular expression matched from the start "
         "of the keys (mnist/e(1|2)/lp-2st)",
     )
-    parser.add_argument(
-        "--recipes",
-        metavar="FILE",
-        help="Python file to execute first: it registers profiles, methods or datasets of your own",
-    )
+    add_options(parser, "profiles", RECIPES)
 
 
 def run(args: argparse.Namespace) -> None:

@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import argparse
 
+from labeldp.options import Option, add_options
+
 DESCRIPTION = (
     "Print mean ± std of a test metric by method and epsilon from DIR/results.csv (a sweep's), or from the runs in "
     "DIR (a run's folder, a demo's), with each dataset's composed spend, and write DIR/privacy_utility.png."
 )
 #: the metrics a report can show (labeldp.experiments.sweep_report.METRICS' keys)
 METRIC_NAMES = ("accuracy", "auc", "log-loss", "rmse", "mse", "mae")
+METRIC = Option(
+    "what the table and the plot show (auc: two classes; default: accuracy, or rmse for numeric labels)",
+    type="str | None",
+    flag="--metric",
+    choices=METRIC_NAMES,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The sweep folder DIR and ``--metric``."""
     parser.add_argument("dir", metavar="DIR")
-    parser.add_argument(
-        "--metric",
-        choices=METRIC_NAMES,
-        help="what the table and the plot show (auc: two classes; default: accuracy, or rmse for numeric labels)",
-    )
+    add_options(parser, "report", METRIC)
 
 
 def print_report(folder: str, metric: str | None) -> None:

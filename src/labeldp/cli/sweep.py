@@ -5,7 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from labeldp.cli.common import add_budget_arguments
+from labeldp.config.shared_options import (
+    BUDGET_DIR,
+    DATA_DIR,
+    DEVICE,
+    GRID,
+    OUT,
+    QUIET,
+    RECIPES,
+    THREADS,
+    TOTAL_EPSILON,
+)
+from labeldp.options import Option, add_options
 
 DESCRIPTION = (
     "Run every matching profile, or every combination of a grid, into OUT/<key>/. Finished runs are skipped, "
@@ -14,48 +25,22 @@ DESCRIPTION = (
 )
 
 
+PROFILES = Option(
+    "run the profiles whose key starts with PREFIX (a regular expression matched from the start of the keys)",
+    type="str | None",
+    flag="--profiles",
+    metavar="PREFIX",
+)
+BASE = Option("profile whose recipe the --grid starts from", type="str | None", flag="--base", metavar="KEY")
+WORKERS = Option("parallel worker processes", 1, type="int", flag="--workers")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--profiles`` or ``--grid`` (with ``--base``), ``--recipes``, the workers, the data folder, the device
     and ``--out``."""
-    chosen = parser.add_mutually_exclusive_group(required=True)
-    chosen.add_argument(
-        "--profiles",
-        metavar="PREFIX",
-        help="run the profiles whose key starts with PREFIX (a regular expression matched from the start of the keys)",
-    )
-    chosen.add_argument(
-        "--grid",
-        nargs="+",
-        metavar="NAME=V1,V2",
-        help="e.g. method=lp-1st,lp-2st epsilon=1,2,4 seed=0,1 (options of the run, its training, DP-SGD, PATE "
-        "or marginals)",
-    )
-    parser.add_argument("--base", metavar="KEY", help="profile whose recipe the --grid starts from")
-    parser.add_argument(
-        "--recipes",
-        metavar="FILE",
-        help="Python file to execute first: it registers profiles, methods or datasets of your own",
-    )
-    parser.add_argument("--workers", type=int, default=1, help="parallel worker processes (default %(default)s)")
-    parser.add_argument(
-        "--data-dir",
-        help="data folder for every run whose dataset reads one (MNIST family, CIFAR, MovieLens), and of every "
-        "table named by a relative path (the table profiles')",
-    )
-    parser.add_argument("--device", default="auto", help="torch device for every run (default %(default)s)")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        metavar="N",
-        help="CPU threads of torch in each run (default: 1 for tables and the embedded digits; else "
-        "each worker's share of the cores free when the sweep starts, re-checked during training; at most "
-        "OMP_NUM_THREADS where it is set)",
-    )
-    parser.add_argument(
-        "--quiet", action="store_true", help="no progress (a bar on a terminal, else one line per finished run)"
-    )
-    add_budget_arguments(parser)
-    parser.add_argument("--out", required=True, help="sweep folder")
+    add_options(parser.add_mutually_exclusive_group(required=True), "sweep", PROFILES, GRID)
+    add_options(parser, "sweep", BASE, RECIPES, WORKERS, DATA_DIR, DEVICE, THREADS, QUIET, BUDGET_DIR, TOTAL_EPSILON)
+    add_options(parser, "sweep", OUT, required=[OUT])
 
 
 def run(args: argparse.Namespace) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from labeldp.cli.common import add_run_arguments, config_and_recipe, set_threads
+from labeldp.cli.common import add_run_arguments, config_and_recipe, method_options, set_threads
+from labeldp.config.shared_options import OUT
 from labeldp.config.tuning import AutoTuneConfig
-from labeldp.options import add_dataclass_arguments
+from labeldp.options import Option, add_dataclass_arguments, add_options
 
 DESCRIPTION = (
     "Train one model with label DP. The run directory receives config.json, ledger.json, the noisy labels "
@@ -18,19 +19,21 @@ DESCRIPTION = (
 )
 #: the options that apply on top of --profile
 PROFILE_OPTIONS = {"data_dir"}
+PROFILE = Option(
+    "run a named recipe (see `labeldp profiles`); only --data-dir, --device, --threads and --quiet apply on top "
+    "of it, other options are refused",
+    type="str | None",
+    flag="--profile",
+    metavar="KEY",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--profile``, every run option, ``--tune-budget`` and ``--out``."""
-    parser.add_argument(
-        "--profile",
-        metavar="KEY",
-        help="run a named recipe (see `labeldp profiles`); only --data-dir, --device, --threads and "
-        "--quiet apply on top of it, other options are refused",
-    )
+    add_options(parser, "train", PROFILE)
     add_run_arguments(parser)
-    add_dataclass_arguments(parser.add_argument_group("tuning on the run's own release"), AutoTuneConfig)
-    parser.add_argument("--out", required=True, help="run directory (created, or resumed if it exists)")
+    add_dataclass_arguments(parser.add_argument_group("tuning on the run's own release"), AutoTuneConfig, "train")
+    add_options(parser, "train", OUT, required=[OUT])
 
 
 def run(args: argparse.Namespace) -> None:
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace) -> None:
         typed = typed_options(args, RunConfig) | typed_options(args, AutoTuneConfig)
         ignored = sorted(
             flag_of(RunConfig, n) if n != "tune_budget" else "--tune-budget" for n in typed - PROFILE_OPTIONS
-        )
+        ) + [f"--{name.replace('_', '-')}" for name in method_options(args)]
         if ignored:
             flags = ", ".join(ignored)
             raise ConfigError(

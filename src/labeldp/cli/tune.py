@@ -6,7 +6,9 @@ import argparse
 from pathlib import Path
 
 from labeldp.cli.common import add_run_arguments, config_and_recipe, set_threads
+from labeldp.config.shared_options import GRID, OUT
 from labeldp.config.tuning import DEFAULT_HOLDOUT, SELECTION_DEFAULTS
+from labeldp.options import Option, add_options
 
 DESCRIPTION = (
     "Release the labels once (one ledger entry per release, as one run), train a candidate for every "
@@ -22,57 +24,55 @@ DESCRIPTION = (
 )
 
 
+GRID_FILE = Option(
+    "JSON or YAML mapping of each option to its values, e.g. {lr: [0.01, 0.03]}",
+    type="str | None",
+    flag="--grid-file",
+    metavar="FILE",
+)
+TRIALS = Option(
+    "random search: N of the grid's combinations, drawn from --seed (default: all of them)",
+    type="int | None",
+    flag="--trials",
+    metavar="N",
+)
+HOLDOUT = Option(
+    "fraction of the training examples (of the first stage's, where the options are chosen on it) whose "
+    "released labels score the candidates (chosen from --seed; dp-sgd: each example is held out with this "
+    "probability, by a coin of its own)",
+    DEFAULT_HOLDOUT,
+    type="float",
+    flag="--holdout",
+)
+SELECTION_MEAN = Option(
+    f"mean number of trials (default {SELECTION_DEFAULTS['mean']:g})", type="float | None", flag="--selection-mean"
+)
+SELECTION_SHAPE = Option(
+    "distribution of the number of trials: 1 geometric (default), inf Poisson, else truncated negative binomial",
+    type="float | None",
+    flag="--selection-shape",
+)
+SCORE_NOISE = Option(
+    "standard deviation of the noise on each trial's held-out count of correct predictions (default "
+    f"{SELECTION_DEFAULTS['score_noise']:g})",
+    type="float | None",
+    flag="--score-noise",
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Every run option, ``--grid`` or ``--grid-file``, ``--trials``, ``--holdout``, the private selection's
     settings and ``--out``."""
     add_run_arguments(parser)
-    searched = parser.add_mutually_exclusive_group(required=True)
-    searched.add_argument(
-        "--grid",
-        nargs="+",
-        metavar="NAME=V1,V2",
-        help="the candidates, as labeldp sweep --grid takes them: e.g. lr=0.01,0.03 epochs=10,20 "
-        "(options of the run, its training or DP-SGD); every combination is one candidate",
-    )
-    searched.add_argument(
-        "--grid-file", metavar="FILE", help="JSON or YAML mapping of each option to its values, e.g. {lr: [0.01, 0.03]}"
-    )
-    parser.add_argument(
-        "--trials",
-        type=int,
-        metavar="N",
-        help="random search: N of the grid's combinations, drawn from --seed (default: all of them)",
-    )
-    parser.add_argument(
-        "--holdout",
-        type=float,
-        default=DEFAULT_HOLDOUT,
-        help="fraction of the training examples (of the first stage's, where the options are chosen "
-        "on it) whose released labels score the candidates (chosen from --seed; dp-sgd: each "
-        "example is held out with this probability, by a coin of its own; default %(default)s)",
-    )
+    add_options(parser.add_mutually_exclusive_group(required=True), "tune", GRID, GRID_FILE)
+    add_options(parser, "tune", TRIALS, HOLDOUT)
     selection = parser.add_argument_group(
         "dp-sgd: private selection",
-        "a secret random number of DP-SGD trials, each "
-        "with a candidate drawn at random and scored by a noisy held-out count; "
-        "only the best leaves (RepeatAndSelectDpEvent)",
+        "a secret random number of DP-SGD trials, each with a candidate drawn at random and scored by a noisy "
+        "held-out count; only the best leaves (RepeatAndSelectDpEvent)",
     )
-    selection.add_argument(
-        "--selection-mean", type=float, help=f"mean number of trials (default {SELECTION_DEFAULTS['mean']:g})"
-    )
-    selection.add_argument(
-        "--selection-shape",
-        type=float,
-        help="distribution of the number of trials: 1 geometric (default), inf Poisson, else "
-        "truncated negative binomial",
-    )
-    selection.add_argument(
-        "--score-noise",
-        type=float,
-        help="standard deviation of the noise on each trial's held-out count of correct "
-        f"predictions (default {SELECTION_DEFAULTS['score_noise']:g})",
-    )
-    parser.add_argument("--out", required=True, help="tune folder (the final run's folder; resumed if it exists)")
+    add_options(selection, "tune", SELECTION_MEAN, SELECTION_SHAPE, SCORE_NOISE)
+    add_options(parser, "tune", OUT, required=[OUT])
 
 
 def read_grid_file(path: str) -> dict:

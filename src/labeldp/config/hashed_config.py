@@ -10,32 +10,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from labeldp.config.shared_options import (
+    BATCH_ROWS,
+    BLOCK_ROWS,
+    DEFAULT_BLOCK_ROWS,
+    EPOCHS,
+    L2,
+    LR,
+    MAX_ROWS_PER_UNIT,
+    MODEL,
+    ONE_ROW_PER_PERSON,
+    PRIVACY_UNIT,
+    ROUTE_TRAINING,
+    SEED,
+    TEST_TABLE,
+)
+from labeldp.config.shared_options import HASHED_MODELS as MODELS
 from labeldp.errors import ConfigError
-from labeldp.options import option
+from labeldp.options import declared, option
+
+_COMMAND = "hashed train"
 
 #: the routes: labeldp's own release (noisy label counts over every hashed bucket, or randomized response
 #: on every label), or labels a source randomized before labeldp saw them (event-level reports with
 #: their channel, or aggregate reports: noisy counts per key with their Laplace scale)
 ROUTES = ("counts", "rr", "source", "reports")
-#: the models: logistic regression over the buckets, a factorization machine (rr and the noisy source
-#: only: the likelihood of counts is the logistic model's)
-MODELS = ("lr", "fm")
-#: the training settings of each model and route where the user leaves them (None)
-ROUTE_TRAINING = {
-    "lr": {"epochs": 2, "lr": 0.1},
-    "fm": {"epochs": 2, "lr": 0.05},
-    "counts": {"epochs": 1, "lr": 0.05},
-}
 #: buckets of a slot, as a power of two, where ``--slot-bits`` does not name it
 DEFAULT_SLOT_BITS = 18
-#: rows read, hashed and trained on at a time: they bound the memory
-DEFAULT_BLOCK_ROWS = 1 << 18
 #: the training rows the intercept is calibrated on (the first blocks' released rows)
 CALIBRATION_ROWS = 1 << 20
-
-
-def _by_fit(name: str) -> str:
-    return ", ".join(f"{value[name]} for {fit}" for fit, value in ROUTE_TRAINING.items())
 
 
 @dataclass(frozen=True)
@@ -60,46 +63,18 @@ class HashedConfig:
         "forward loss; source: labels a source randomized (--source-channel); reports: a source's noisy "
         "counts per key (--reports)",
     )
-    model: str = option(
-        "lr", choices=MODELS, help="lr: logistic regression over the buckets; fm: a factorization machine"
-    )
-    unit_column: str | None = option(
-        None,
-        flag="--privacy-unit",
-        metavar="COLUMN",
-        help="the column naming each row's privacy unit (a user): the labels of one unit are protected "
-        "together at epsilon; default: each row is its own unit",
-    )
-    max_rows_per_unit: int | None = option(
-        None,
-        help="keep at most this many rows of each unit, chosen by the public seed, never by a label (the "
-        "others are left out of the release); each row's epsilon is then about epsilon / this",
-    )
-    one_row_per_person: bool = option(
-        False,
-        help="state that no person has two rows, so that a folder of several files can be released without "
-        "--privacy-unit (a row held in two files would otherwise be released twice)",
-    )
-    seed: int = option(0, help="the public seed: the rows a unit keeps and the order of training")
-    block_rows: int = option(DEFAULT_BLOCK_ROWS, help="rows read, hashed and trained on at a time (memory)")
-    epochs: int | None = option(
-        None, help="passes over the table (default: " + _by_fit("epochs") + "; counts and reports use counts')"
-    )
-    lr: float | None = option(None, help="Adagrad's learning rate (default: " + _by_fit("lr") + ")")
-    l2: float = option(
-        10.0,
-        help="ridge penalty on the summed loss, spread over each bucket's rows (under rr divided by "
-        "(2 p - 1)^2, p the probability a label is kept)",
-    )
-    batch_rows: int = option(8192, help="rows per training step")
+    model: str = declared(MODEL, _COMMAND)
+    unit_column: str | None = declared(PRIVACY_UNIT, _COMMAND)
+    max_rows_per_unit: int | None = declared(MAX_ROWS_PER_UNIT, _COMMAND)
+    one_row_per_person: bool = declared(ONE_ROW_PER_PERSON, _COMMAND)
+    seed: int = declared(SEED, _COMMAND)
+    block_rows: int = declared(BLOCK_ROWS, _COMMAND)
+    epochs: int | None = declared(EPOCHS, _COMMAND)
+    lr: float | None = declared(LR, _COMMAND)
+    l2: float = declared(L2, _COMMAND)
+    batch_rows: int = declared(BATCH_ROWS, _COMMAND)
     dim: int = option(8, help="the factorization machine's factors per bucket")
-    test_table: str | None = option(
-        None,
-        metavar="PATH",
-        help="a public Parquet table with the hashed columns and the label column, scored at the end (AUC, "
-        "log-loss); default: the rr and source routes estimate them from the released labels of the rows "
-        "trained on",
-    )
+    test_table: str | None = declared(TEST_TABLE, _COMMAND)
 
     def __post_init__(self) -> None:
         if self.route not in ROUTES or self.model not in MODELS:

@@ -6,16 +6,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from labeldp.config.shared_options import DEFAULT_L2, L2
 from labeldp.errors import ConfigError
-from labeldp.options import option
+from labeldp.options import declared, option
 
 #: quantile bins per numeric feature (a categorical feature has one bin per category): every feature is
 #: one more set of counts in the release, and the noise on a count grows with the number of features,
 #: not of bins
 DEFAULT_BINS = 16
-#: the ridge penalty on the bins' coefficients, in units of the summed log-likelihood: the noise on a
-#: bin's count does not shrink with the number of rows, so neither does the penalty that tames it
-DEFAULT_L2 = 100.0
 
 
 @dataclass(frozen=True)
@@ -28,11 +26,7 @@ class MarginalsConfig:
         help="the most quantile bins of a numeric feature, besides one for missing values (a categorical "
         "feature has a bin per category and one for unseen ones); they shape the release",
     )
-    l2: float = option(
-        DEFAULT_L2,
-        help="ridge penalty on the bins' coefficients, in units of the summed log-likelihood (it acts "
-        "after the release)",
-    )
+    l2: float = declared(L2, "train")
 
     def validate(self) -> None:
         """Refuse (:class:`~labeldp.errors.ConfigError`) settings the fit cannot use."""

@@ -1,7 +1,8 @@
 """``NAME=VALUE`` overrides of a run's configuration, parsed one way for the command line, sweeps and tunes.
 
 A name is a field of :class:`~labeldp.config.run_config.RunConfig` or of one of its nested settings, with ``-`` or
-``_``, or the field's own flag (``mixup``, ``vote-noise``). A value is typed by its field: numbers,
+``_``, the field's own flag (``mixup``, ``vote-noise``), or an option a registered method declares of its own
+(``Method.options``). A value is typed by its declaration (:class:`~labeldp.options.Option`): numbers,
 ``true``/``false`` for a switch, ``none`` for an optional value left out, a tuple as ``0.3:0.7``."""
 
 from __future__ import annotations
@@ -12,26 +13,31 @@ from typing import Any
 
 from labeldp.config.run_config import RunConfig
 from labeldp.errors import ConfigError
-from labeldp.options import annotation_type
+from labeldp.methods.registry import registered_options
+from labeldp.options import Option, annotation_type, declaration_of
 
 #: the settings nested in a RunConfig, by field name
 SECTIONS = ("train", "dpsgd", "pate", "marginals")
+#: the section of the options methods declare of their own
+OWN = "method_options"
 
 
-def _fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
-    """Every overridable name (field names and flags) -> (its section, None for RunConfig's own; its field)."""
+def _fields() -> dict[str, tuple[str | None, str, Option, str]]:
+    """Every overridable name (field names and flags) -> (its section: None for RunConfig's own; its name; its
+    declaration; its annotation)."""
     defaults = RunConfig()
-    found: dict[str, tuple[str | None, dataclasses.Field]] = {}
+    found: dict[str, tuple[str | None, str, Option, str]] = {}
     for field in dataclasses.fields(RunConfig):
-        if field.name in SECTIONS:
-            for inner in dataclasses.fields(type(getattr(defaults, field.name))):
-                found[inner.name] = (field.name, inner)
-        else:
-            found[field.name] = (None, field)
-    for section, field in list(found.values()):
-        flag = field.metadata.get("flag")
-        if flag:
-            found.setdefault(flag.lstrip("-").replace("-", "_"), (section, field))
+        section = field.name if field.name in SECTIONS else None
+        for each in dataclasses.fields(type(getattr(defaults, field.name))) if section else [field]:
+            found[each.name] = (section, each.name, declaration_of(each), str(each.type))
+    del found[OWN]
+    for name, (_, declaration) in registered_options().items():
+        switch = "bool" if isinstance(declaration.default, bool) else ""
+        found.setdefault(name, (OWN, name, declaration, declaration.type or switch))
+    for section, name, declaration, annotation in list(found.values()):
+        if declaration.flag:
+            found.setdefault(declaration.flag.lstrip("-").replace("-", "_"), (section, name, declaration, annotation))
     return found
 
 
@@ -45,20 +51,14 @@ def resolve_name(name: str) -> tuple[str | None, str]:
             f"unknown option {name!r}; use a field of the run, training, DP-SGD, PATE or marginals settings "
             "(e.g. epsilon, lr, epochs, max-grad-norm)"
         )
-    section, field = fields[key]
-    return section, field.name
+    return fields[key][:2]
 
 
 def parse_value(name: str, text: str) -> Any:
     """The value of option ``name`` written as ``text`` (as the module says), typed by its field; ConfigError
     if it is not one."""
-    section, field_name = resolve_name(name)
-    field = next(
-        f
-        for f in dataclasses.fields(RunConfig if section is None else type(getattr(RunConfig(), section)))
-        if f.name == field_name
-    )
-    annotation = str(field.type)
+    resolve_name(name)  # refuses an unknown name
+    annotation = _fields()[name.replace("-", "_")][3]
     if annotation == "bool":
         if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
             raise ConfigError(f"{name}={text!r} is not a boolean (true or false)")
@@ -77,15 +77,16 @@ def apply_overrides(config: RunConfig, overrides: Mapping[str, Any]) -> RunConfi
     level, unresolved: values given as objects are checked by ``resolved()``."""
     top: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
+    own = dict(config.method_options)
     for name, value in overrides.items():
         section, field_name = resolve_name(name)
         value = parse_value(name, value) if isinstance(value, str) else value
-        (top if section is None else nested[section])[field_name] = value
+        (top if section is None else own if section == OWN else nested[section])[field_name] = value
     sections = {
         section: dataclasses.replace(getattr(config, section), **values) for section, values in nested.items() if values
     }
     try:
-        return dataclasses.replace(config, **top, **sections)
+        return dataclasses.replace(config, **top, **sections, method_options=own)
     except TypeError as error:
         raise ConfigError(str(error)) from None
 

@@ -28,7 +28,6 @@ from labeldp.config.run_checks import (
 )
 from labeldp.config.run_checks import (
     LOSSES,
-    PRIORS,
     TEST_LABELS,
     check_choices,
     check_prior,
@@ -36,13 +35,30 @@ from labeldp.config.run_checks import (
     check_units,
     label_grid_of,
 )
+from labeldp.config.shared_options import (
+    CLASSES,
+    DATA_DIR,
+    EPSILON,
+    ID_COLUMN,
+    INSECURE_NOISE_SEED,
+    LABEL_COLUMN,
+    MAX_ROWS_PER_UNIT,
+    MODEL,
+    ONE_ROW_PER_PERSON,
+    PRIOR,
+    PRIVACY_UNIT,
+    SECURE_RNG,
+    SEED,
+    TABLE,
+    TEST_TABLE,
+)
 from labeldp.config.train_config import TrainConfig
 from labeldp.data.dataset_registry import dataset_names, get_dataset
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
 from labeldp.errors import ConfigError
 from labeldp.methods.registry import Method, get_method, method_names, methods_using
 from labeldp.models.names import MODELS, default_model_name
-from labeldp.options import option
+from labeldp.options import declaration_of, declared, option
 from labeldp.priors.encoders import is_encoder_file
 from labeldp.randomness import NoiseSource
 
@@ -79,14 +95,10 @@ class RunConfig:
         choices=dataset_names,
         help="digits is embedded; the MNIST family and CIFAR read --data-dir; csv reads --table",
     )
-    data_dir: str | None = option(None, help="folder of the dataset's standard files (csv: of a relative --table)")
-    table: str | None = option(None, help="CSV or Parquet file (dataset csv; relative to --data-dir if given)")
-    label_column: str = option("label", help="label column of --table")
-    test_table: str | None = option(
-        None,
-        help="separate test table, public (default: 20% of --table's rows, whose "
-        "labels are private: see --test-labels)",
-    )
+    data_dir: str | None = declared(DATA_DIR)
+    table: str | None = declared(TABLE)
+    label_column: str = declared(LABEL_COLUMN)
+    test_table: str | None = declared(TEST_TABLE)
     features: tuple[str, ...] | None = option(
         None,
         metavar="COLUMN",
@@ -95,35 +107,11 @@ class RunConfig:
     drop: tuple[str, ...] | None = option(
         None, metavar="COLUMN", help="dataset csv: columns that are not features (another outcome, a leak of the label)"
     )
-    id_column: str | None = option(
-        None, help="dataset csv: a row identifier, never a feature (labeldp predict writes it beside the scores)"
-    )
-    one_row_per_person: bool = option(
-        False,
-        help="dataset csv: state that no person has two rows, so that a folder of several files can be read "
-        "without --id-column or --privacy-unit (a row held in two files would otherwise be released twice)",
-    )
-    privacy_unit: str | None = option(
-        None,
-        metavar="COLUMN",
-        help="dataset csv: the column of each row's privacy unit (a user id; public, never a feature): "
-        "--epsilon is each unit's, its labels protected together; needs --max-rows-per-unit. The test rows "
-        "held out are whole units; not with --method dp-sgd, nor pate above one row per unit",
-    )
-    max_rows_per_unit: int | None = option(
-        None,
-        metavar="M",
-        help="with --privacy-unit, the most rows of one unit the run uses: a larger unit's other rows are "
-        "left out, chosen by the public --seed (never by a label); every release gives a row epsilon / c, "
-        "c = M or the largest unit's rows if fewer (to keep every row, give the largest unit's row count)",
-    )
-    classes: tuple[str, ...] | None = option(
-        None,
-        metavar="VALUE",
-        help="dataset csv: the label values, in order (the label domain is "
-        "public and must be declared; a training label outside it is an "
-        "error)",
-    )
+    id_column: str | None = declared(ID_COLUMN)
+    one_row_per_person: bool = declared(ONE_ROW_PER_PERSON)
+    privacy_unit: str | None = declared(PRIVACY_UNIT)
+    max_rows_per_unit: int | None = declared(MAX_ROWS_PER_UNIT)
+    classes: tuple[str, ...] | None = declared(CLASSES)
     label_range: tuple[float, ...] | None = option(
         None,
         metavar="BOUND",
@@ -157,7 +145,7 @@ class RunConfig:
         "histogram prior), rr-on-bins-mst (later stages' prior from the model) and "
         "laplace-regression (Laplace noise on the clipped value)",
     )
-    epsilon: float | None = option(None, help="privacy budget epsilon (> 0); required for private methods")
+    epsilon: float | None = declared(EPSILON)
     delta: float | None = option(
         None,
         help=f"delta of --method pate or dp-sgd (default {DEFAULT_DELTA:g}); the other methods are pure epsilon-DP",
@@ -169,22 +157,11 @@ class RunConfig:
         help="fractions of the training set per stage, summing to 1 (default: "
         "0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)",
     )
-    model: str | None = option(
-        None, choices=MODELS, help="network (default: cnn for 28x28, resnet18 for 32x32, else mlp)"
-    )
+    model: str | None = declared(MODEL)
     temperature: float = option(
         1.0, help="lp-2st, lp-mst: later stages' prior = softmax(logits / T)", method_specific=True
     )
-    prior: str | None = option(
-        None,
-        choices=PRIORS,
-        help="stage-1 prior: uniform (plain RR; the default, except for rr-on-bins and "
-        "rr-on-bins-mst), histogram (a noisy histogram of the training labels, stage 1's "
-        "for rr-on-bins-mst, bought with --prior-epsilon; their default) or cluster: "
-        "k-means of public features of the inputs with a noisy label histogram per "
-        "cluster",
-        method_specific=True,
-    )
+    prior: str | None = declared(PRIOR)
     prior_epsilon: float | None = option(
         None,
         help="part of --epsilon spent on the histogram of --prior cluster or "
@@ -226,32 +203,16 @@ class RunConfig:
         method_specific=True,
     )
     warm_start: bool = option(True, help="lp-2st, lp-mst: train each stage's model from scratch", method_specific=True)
-    seed: int = option(
-        0,
-        help="seed of everything that is not private: splits, initialisation, data order, "
-        "augmentation (never the noise)",
-    )
-    secure_rng: bool = option(
-        False,
-        help="draw the noise (noisy labels, histograms, PATE's vote noise, DP-SGD's "
-        "batches and gradient noise) from ChaCha20 keyed by the OS, a "
-        "cryptographically secure generator (default: generators seeded with "
-        "fresh OS entropy, never saved)",
-        method_specific=True,
-    )
-    insecure_noise_seed: int | None = option(
-        None,
-        metavar="SEED",
-        help="NOT PRIVATE: derive all the noise from SEED, which config.json "
-        "records, so the run can be repeated exactly (for tests and "
-        "debugging; anyone with the config can regenerate the noise and "
-        "undo it)",
-        method_specific=True,
-    )
+    seed: int = declared(SEED)
+    secure_rng: bool = declared(SECURE_RNG)
+    insecure_noise_seed: int | None = declared(INSECURE_NOISE_SEED)
     train: TrainConfig = option(default_factory=TrainConfig, help="training of each stage")
     dpsgd: DPSGDConfig = option(default_factory=DPSGDConfig, help="DP-SGD's settings", method_specific=True)
     pate: PATEConfig = option(default_factory=PATEConfig, help="PATE's settings", method_specific=True)
     marginals: MarginalsConfig = option(default_factory=MarginalsConfig, help="its settings", method_specific=True)
+    method_options: dict[str, Any] = option(
+        default_factory=dict, help="the values of the options the method declares of its own (Method.options)"
+    )
 
     @property
     def method_spec(self) -> Method:
@@ -302,11 +263,25 @@ class RunConfig:
             # config.json's "public" where the test set is public: nothing of it is held out or released
             test_labels=self.test_labels if self.test_held_out else "released",
             classes=tuple(map(str, self.classes)) if self.classes is not None else None,
+            method_options=self._own_options(method),
             **self._absolute_paths(),
         )
         if method.check is not None:
             method.check(resolved)
         return resolved
+
+    def _own_options(self, method: Method) -> dict[str, Any]:
+        """``method_options`` checked against the options the method declares, their defaults filled in."""
+        unknown = sorted(set(self.method_options) - set(method.options))
+        if unknown:
+            own = f"; its own are {', '.join(method.options)}" if method.options else ""
+            raise ConfigError(f"method {self.method!r} has no option {', '.join(unknown)}{own}")
+        values = {name: self.method_options.get(name, spec.default) for name, spec in method.options.items()}
+        for name, spec in method.options.items():
+            choices = spec.choices() if callable(spec.choices) else spec.choices
+            if choices is not None and values[name] not in choices:
+                raise ConfigError(f"{name} must be one of {', '.join(map(str, choices))}, got {values[name]!r}")
+        return values
 
     def _absolute_paths(self) -> dict[str, str]:
         """The data paths made absolute, so that config.json names the same files from any folder (a table's
@@ -408,6 +383,9 @@ class RunConfig:
         data = asdict(self)
         for name in ("stages", "classes", "features", "drop", "label_range"):
             data[name] = list(data[name]) if data[name] is not None else None
+        own = data.pop("method_options")
+        if own:  # a method with no options of its own is recorded as earlier versions recorded it
+            data["method_options"] = {name: list(v) if isinstance(v, tuple) else v for name, v in own.items()}
         return data
 
     @classmethod
@@ -445,4 +423,4 @@ def options_unused_by(method: str) -> tuple[str, ...]:
 #: The RunConfig options that only some methods use (declared ``method_specific`` with the options):
 #: with a method that does not use one, a value other than the default is refused, and a sweep's grid
 #: resets it.
-METHOD_OPTIONS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.metadata.get("method_specific"))
+METHOD_OPTIONS = tuple(f.name for f in dataclasses.fields(RunConfig) if declaration_of(f).method_specific)

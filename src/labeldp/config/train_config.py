@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from labeldp.config.shared_options import EPOCHS, LR
 from labeldp.errors import ConfigError
-from labeldp.options import option
+from labeldp.options import declared, option
 
 OPTIMIZERS = ("sgd", "adam")
 SCHEDULES = ("cosine", "constant")
@@ -19,10 +20,10 @@ class TrainConfig:
     ``epochs`` counts passes over the stage's training set; ``augment`` True (the default) uses the dataset's
     augmentation (its flag is ``--no-augment``); ``mixup_alpha``'s flag is ``--mixup``."""
 
-    epochs: int = option(10, help="epochs of each stage")
+    epochs: int = declared(EPOCHS)
     batch_size: int = option(128, help="mini-batch size (dp-sgd: the expected Poisson batch size)")
     optimizer: str = option("sgd", choices=OPTIMIZERS, help="SGD with Nesterov momentum, or AdamW")
-    lr: float = option(0.05, help="peak learning rate")
+    lr: float = declared(LR)
     momentum: float = option(0.9, help="SGD momentum")
     weight_decay: float = option(5e-4, help="weight decay")
     schedule: str = option("cosine", choices=SCHEDULES, help="learning-rate schedule")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labeldp.errors import ConfigError
+from labeldp.options import Option
 
 #: labeldp's own methods: name -> the module of ``labeldp.methods`` that registers it
 BUILTIN_METHODS = {
@@ -52,6 +53,9 @@ class Method:
     uses : frozenset of str
         The method-specific options of :class:`~labeldp.config.run_config.RunConfig` it reads (a non-default
         value of one it does not use is refused).
+    options : mapping
+        Options of its own, by name (:class:`~labeldp.options.Option`): ``labeldp train`` takes their flags
+        (``--name``), and the method reads their values in ``config.method_options``.
     private, gaussian : bool
         Private methods take an epsilon; Gaussian ones also a delta (their noise gives (epsilon, delta)-DP).
     stages : int or None
@@ -89,6 +93,7 @@ class Method:
     help: str
     run: Callable[[Any], tuple[Any, dict[str, Any]]]
     uses: frozenset[str] = frozenset()
+    options: Mapping[str, Option] = field(default_factory=dict)
     private: bool = True
     gaussian: bool = False
     stages: int | None = 1
@@ -139,6 +144,10 @@ def register_method(method: Method, *aliases: str) -> Method:
     taken = [name for name in names if name in _REGISTRY]
     if taken or len(set(names)) != len(names):
         raise ConfigError(f"method {(taken or names)[0]!r} is already registered")  # nothing registered
+    for name, spec in method.options.items():  # one flag a name: two declarations of it would clash
+        other = registered_options().get(name)
+        if other is not None and other[1] is not spec:
+            raise ConfigError(f"method {method.name!r}: option {name!r} is method {other[0]!r}'s")
     for name in names:
         _REGISTRY[name] = method
     return method
@@ -158,6 +167,14 @@ def get_method(name: str) -> Method:
     return _REGISTRY[name]
 
 
+def registered_options() -> dict[str, tuple[str, Option]]:
+    """The options the methods registered so far declare of their own: name -> (method, declaration).
+
+    labeldp's own methods, imported on first use only (so that ``--help`` imports no torch), declare none.
+    """
+    return {name: (method.name, spec) for method in _REGISTRY.values() for name, spec in method.options.items()}
+
+
 def methods_using(option: str) -> tuple[str, ...]:
     """The names of the methods whose ``uses`` holds ``option``, in :func:`method_names`'s order (imports them all)."""
     return tuple(name for name in method_names() if option in get_method(name).uses)
@@ -171,5 +188,6 @@ __all__ = [
     "get_method",
     "method_names",
     "methods_using",
+    "registered_options",
     "register_method",
 ]

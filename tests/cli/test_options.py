@@ -1,0 +1,127 @@
+"""Each command-line option is declared once (labeldp.options.Option): every command's flag of it comes from
+that declaration, no flag's help or default is written anywhere else, the docs' option tables name declared
+flags, and a method's own options reach it."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from labeldp.cli import COMMANDS, build_parser
+from labeldp.config.shared_options import EPSILON, PRIVACY_UNIT
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the flags argparse adds itself
+OWN_FLAGS = {"-h", "--help", "--version"}
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every command's parser by name, ``hashed``'s actions as ``hashed train`` and ``hashed predict``."""
+    found = {}
+    for command in COMMANDS:
+        parser = build_parser(command)._subparsers._group_actions[0].choices[command]
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        found.update({f"{command} {name}": sub for a in actions for name, sub in a.choices.items()})
+        found[command] = parser
+    return found
+
+
+def _flags() -> dict[tuple[str, str], argparse.Action]:
+    """Every flag of every command: (command, flag) -> its action."""
+    return {
+        (command, flag): action
+        for command, parser in _parsers().items()
+        for action in parser._actions
+        for flag in action.option_strings
+        if flag not in OWN_FLAGS
+    }
+
+
+def test_a_flag_of_several_commands_comes_from_one_declaration() -> None:
+    by_flag: dict[str, set[int]] = {}
+    for (command, flag), action in _flags().items():
+        assert hasattr(action, "declaration"), f"labeldp {command} {flag} is not built from a declaration"
+        by_flag.setdefault(flag, set()).add(id(action.declaration))
+    assert {flag for flag, declarations in by_flag.items() if len(declarations) > 1} == set()
+    shared = {flag for (_, flag) in _flags() if sum(f == flag for (_, f) in _flags()) > 1}
+    assert {"--epsilon", "--privacy-unit", "--secure-rng", "--out", "--label-column", "--table"} <= shared
+
+
+def test_train_and_privatize_take_the_words_of_one_declaration() -> None:
+    flags = _flags()
+    for declaration, flag in ((EPSILON, "--epsilon"), (PRIVACY_UNIT, "--privacy-unit")):
+        train, privatize = flags["train", flag], flags["privatize", flag]
+        assert train.declaration is privatize.declaration is declaration
+        assert train.help.startswith(declaration.help) and privatize.help.startswith(declaration.help)
+        # what each adds of its own is kept in the declaration too
+        for command, action in (("train", train), ("privatize", privatize)):
+            assert declaration.commands[command]["help"] in action.help
+
+
+def _written_flags(path: Path) -> list[str]:
+    """The ``add_argument("--flag", ..., help=... or default=...)`` calls of a module: a flag stated by hand."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument" and node.args:
+            first = node.args[0]
+            stated = {keyword.arg for keyword in node.keywords} & {"help", "default"}
+            if isinstance(first, ast.Constant) and str(first.value).startswith("--") and stated:
+                found.append(f"{path}: {first.value}")
+    return found
+
+
+def test_no_flag_is_stated_outside_its_declaration() -> None:
+    written = [flag for path in sorted((ROOT / "src" / "labeldp").rglob("*.py")) for flag in _written_flags(path)]
+    assert written == []
+
+
+def test_a_flag_stated_by_hand_is_found(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text('parser.add_argument("--epsilon", type=float, help="budget")\nparser.add_argument("run_dir")\n')
+    assert _written_flags(planted) == [f"{planted}: --epsilon"]
+
+
+@pytest.mark.parametrize("page", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")))
+def test_the_docs_option_tables_name_declared_flags_and_their_defaults(page: str) -> None:
+    flags = _flags()
+    declared = {flag for (_, flag) in flags}
+    for row in re.findall(r"^\| `--.*$", (ROOT / page).read_text(), re.M):
+        named = re.findall(r"--[a-z][a-z0-9-]*", row.split("|")[1])
+        assert set(named) <= declared, f"{page}: {row[:60]}... names no declared flag {set(named) - declared}"
+        stated = re.search(r"\(default:? `?(\d[\d.e-]*)", row)
+        default = next((a.declaration.on(None).default for (_, f), a in flags.items() if f == named[0]), None)
+        if len(named) == 1 and stated and isinstance(default, (int, float)) and not isinstance(default, bool):
+            assert float(stated.group(1)) == default, f"{page}: {named[0]}'s default is {default}, not {stated[1]}"
+
+
+def test_a_method_declares_options_of_its_own(monkeypatch, capsys) -> None:
+    from labeldp.cli.common import config_with_recipe
+    from labeldp.config.overrides import apply_overrides, parse_assignments
+    from labeldp.config.run_config import RunConfig
+    from labeldp.errors import ConfigError
+    from labeldp.methods import registry
+    from labeldp.options import Option
+
+    registry.methods_using("delta")  # imports labeldp's own methods before the registry is set aside
+    lp1st = registry.get_method("lp-1st")
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    share = Option("the share of the rows trained on", 1.0, type="float")
+    registry.register_method(registry.Method("toy", "a toy", lp1st.run, options={"share": share}))
+    parser = build_parser("train")
+    args = parser.parse_args(["train", "--method", "toy", "--epsilon", "1", "--share", "0.5", "--quiet", "--out", "x"])
+    config = config_with_recipe(args)
+    assert config.method_options == {"share": 0.5}
+    assert config.resolved().method_options == {"share": 0.5}
+    assert RunConfig(method="toy", epsilon=1.0).resolved().method_options == {"share": 1.0}  # its default
+    assert RunConfig.from_dict(config.to_dict()).method_options == {"share": 0.5}
+    assert apply_overrides(config, {"share": "0.25"}).method_options == {"share": 0.25}
+    assert parse_assignments(["share=0.1,0.2"]) == {"share": ["0.1", "0.2"]}
+    with pytest.raises(ConfigError, match="has no option share"):
+        RunConfig(method="lp-1st", epsilon=1.0, method_options={"share": 0.5}).resolved()
+    # a config.json of a method with none of its own, as earlier versions wrote it, loads
+    saved = RunConfig(method="lp-1st", epsilon=1.0).to_dict()
+    assert "method_options" not in saved and RunConfig.from_dict(saved).method_options == {}
