@@ -36,7 +36,7 @@ def expected_calibration_error(
     return float(error)
 
 
-def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dict[str, float | None]:
     """``test_accuracy`` and ``test_log_loss``; with two classes also ``test_auc``, ``test_brier`` and ``test_ece``.
 
     ``test_auc`` is None for a test set of one class.
@@ -44,7 +44,7 @@ def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dic
     probabilities = np.asarray(probabilities, dtype=np.float64)
     labels = np.asarray(labels)
     num_classes = probabilities.shape[1]
-    metrics = {
+    metrics: dict[str, float | None] = {
         "test_accuracy": float((probabilities.argmax(axis=1) == labels).mean()),
         "test_log_loss": float(log_loss(labels, np.clip(probabilities, 1e-15, 1.0), labels=np.arange(num_classes))),
     }

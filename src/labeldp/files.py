@@ -13,7 +13,7 @@ from typing import Any
 from labeldp.errors import RunLockedError
 
 
-def write_atomic(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+def write_atomic(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` on a temporary file beside ``path``, then ``os.replace`` it into place; ``path``.
 
     Readers see the old file or the new one, never a mix. The temporary name keeps the suffix, so

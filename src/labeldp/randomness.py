@@ -128,7 +128,7 @@ class SecureGenerator:
         self, loc: float = 0.0, scale: float = 1.0, size: int | tuple[int, ...] | None = None
     ) -> np.ndarray | float:
         """Normal deviates N(loc, scale^2) (numpy's signature)."""
-        shape = () if size is None else ((size,) if np.isscalar(size) else tuple(size))
+        shape = () if size is None else ((size,) if isinstance(size, (int, np.integer)) else tuple(size))
         count = int(np.prod(shape))
         pairs = (count + 1) // 2
         values = loc + scale * box_muller(self.random(pairs), self.random(pairs), count)

@@ -215,6 +215,7 @@ def estimated_regression_metrics(
     spread = float(values[-1] - values[0]) ** 2
     errors = squared_error_terms(probabilities, weights, values)
     mse = estimate_mean(errors, 0.0, spread)
+    assert mse.value is not None  # a mean always has an estimate
     guess = weights @ (float(np.mean(weights @ values)) - values) ** 2  # the squared error of the labels' mean
     gain = estimate_mean(guess - errors, -spread, spread)
     root_error = mse.error / (2 * math.sqrt(mse.value)) if mse.value > 0 else math.inf
@@ -267,7 +268,9 @@ def clean_accuracy_terms(predictions, labels, likelihood) -> np.ndarray:
 def clean_accuracy_estimate(predictions: np.ndarray, released: ReleasedLabels) -> float:
     """The accuracy of ``predictions`` on the clean labels behind ``released``, within [0, 1]
     (:func:`estimate_mean` of :func:`clean_accuracy_terms`)."""
-    return estimate_mean(clean_accuracy_terms(predictions, released.labels, released.channel()), 0.0, 1.0).value
+    accuracy = estimate_mean(clean_accuracy_terms(predictions, released.labels, released.channel()), 0.0, 1.0)
+    assert accuracy.value is not None  # a mean always has an estimate
+    return accuracy.value
 
 
 def released_log_likelihood(estimator: Any, X, released) -> float:

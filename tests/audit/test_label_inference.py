@@ -10,9 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from labeldp.audit import audit_config, audit_guesses, audit_mechanism, guess_canary_labels
+from labeldp.audit import audit_config, audit_guesses, audit_mechanism, audit_run, guess_canary_labels
+from labeldp.errors import RunDirectoryError
 from labeldp.mechanisms import randomized_response
-from labeldp.runs import RunConfig
+from labeldp.runs import RunConfig, RunDirectory
 from labeldp.training import TrainConfig
 
 
@@ -116,3 +117,10 @@ def test_dpsgd_runs_are_audited_against_their_label_guarantee(blobs, tmp_path) -
     assert report["claimed_epsilon"] == pytest.approx(1.0, abs=0.01)
     assert report["claimed_label_epsilon"] == pytest.approx(2 * report["claimed_epsilon"])
     assert report["epsilon_lower_bound"] <= report["claimed_label_epsilon"]
+
+
+def test_a_run_without_its_data_facts_needs_the_number_of_canaries(tmp_path) -> None:
+    """The default canaries are sized on the run's training set, which its data.json records."""
+    RunDirectory(tmp_path).write_config(RunConfig(dataset="digits", method="lp-1st", epsilon=2.0).to_dict())
+    with pytest.raises(RunDirectoryError, match="give num_canaries"):
+        audit_run(tmp_path)

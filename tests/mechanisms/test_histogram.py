@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from labeldp.errors import ConfigError
 from labeldp.mechanisms import discrete_laplace_pmf, noisy_histogram
 
 
@@ -25,3 +26,8 @@ def test_histogram_likelihood_ratio_and_counts(epsilon: float) -> None:
     groups = np.array([0, 0, 1, 1, 1, 0])
     draws = np.stack([noisy_histogram(labels, groups, 2, 3, 50.0, rng=s) for s in range(20)])
     assert np.all(draws == np.array([[1, 1, 1], [0, 1, 2]]))  # nearly noiseless at epsilon 50
+
+
+def test_a_histogram_has_at_least_one_group() -> None:
+    with pytest.raises(ConfigError, match="num_groups must be at least 1"):
+        noisy_histogram([0, 1], [0, 0], 0, 2, 1.0, rng=0)

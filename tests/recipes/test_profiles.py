@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from labeldp.cli import main
+from labeldp.errors import ConfigError
 from labeldp.recipes import get_profile, list_profiles, load_recipes, register
 from labeldp.runs import RunConfig
 
@@ -53,6 +54,9 @@ def test_user_recipe_file(tmp_path, capsys) -> None:
     assert "epsilon 3" in capsys.readouterr().out
     with pytest.raises(FileNotFoundError):
         load_recipes(tmp_path / "missing.py")
+    (tmp_path / "recipes.txt").write_text(recipes.read_text())
+    with pytest.raises(ConfigError, match="not a Python file"):  # no loader for the suffix
+        load_recipes(tmp_path / "recipes.txt")
 
 
 def test_profiles_are_selected_by_key_or_prefix() -> None:

@@ -154,9 +154,10 @@ def _pure_epsilon(event: dp_event.DpEvent) -> float | None:
         return 0.0
     if isinstance(event, (dp_event.SelfComposedDpEvent, dp_event.ComposedDpEvent)):
         parts = [_pure_epsilon(e) for e in ([event.event] if hasattr(event, "count") else event.events)]
-        if any(part is None for part in parts):
+        pure = [part for part in parts if part is not None]
+        if len(pure) < len(parts):
             return None
-        return sum(parts) * (event.count if hasattr(event, "count") else 1)
+        return sum(pure) * (event.count if hasattr(event, "count") else 1)
     if isinstance(event, dp_event.RandomizedResponseDpEvent) and 0 < event.noise_parameter:
         k, p = event.num_buckets, event.noise_parameter
         return 0.0 if k == 1 else math.log1p(k * (1 - p) / p)

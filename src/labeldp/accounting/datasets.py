@@ -55,13 +55,18 @@ def total_epsilon() -> float | None:
     return None if value in (None, "") else float(value)
 
 
-def table_facts(path, label_column: str, columns: list[str], rows: int) -> dict:
+def table_facts(path, label_column: str, columns: list[str], rows: int) -> dict[str, Any]:
     """The public facts that name a table's ledger, the same from every route and whatever options name
     (an id column or none): its label column, its columns and its rows; its file's name and path only
     describe it."""
-    facts = {"stem": Path(str(path)).name.split(".")[0], "described": str(path), "label_column": label_column}
-    facts.update(columns=sorted(columns), rows=int(rows))
-    return facts
+    stem = Path(str(path)).name.split(".")[0]
+    return {
+        "stem": stem,
+        "described": str(path),
+        "label_column": label_column,
+        "columns": sorted(columns),
+        "rows": int(rows),
+    }
 
 
 def dataset_key(facts: dict[str, Any]) -> str:
@@ -111,10 +116,10 @@ def compose(spends: list[Spend]) -> tuple[float, float, str | None]:
     delta = sum(d for _, d in pairs)
     if delta == 0.0:
         return sum(e for e, _ in pairs), 0.0, unit
-    composed = None
-    for epsilon, each in pairs:
-        pld = pld_lib.from_privacy_parameters(pld_common.DifferentialPrivacyParameters(epsilon, each))
-        composed = pld if composed is None else composed.compose(pld)
+    plds = [pld_lib.from_privacy_parameters(pld_common.DifferentialPrivacyParameters(e, d)) for e, d in pairs]
+    composed = plds[0]
+    for pld in plds[1:]:
+        composed = composed.compose(pld)
     return min(composed.get_epsilon_for_delta(delta), sum(e for e, _ in pairs)), delta, unit
 
 

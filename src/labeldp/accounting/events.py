@@ -166,9 +166,10 @@ def gaussian_equivalent(event: dp_event.DpEvent) -> dp_event.GaussianDpEvent | N
         return None if inner is None else dp_event.GaussianDpEvent(inner.noise_multiplier / math.sqrt(event.count))
     if isinstance(event, dp_event.ComposedDpEvent) and event.events:
         parts = [gaussian_equivalent(part) for part in event.events]
-        if any(part is None for part in parts):
+        gaussians = [part for part in parts if part is not None]
+        if len(gaussians) < len(parts):
             return None
-        return dp_event.GaussianDpEvent(math.fsum(part.noise_multiplier**-2 for part in parts) ** -0.5)
+        return dp_event.GaussianDpEvent(math.fsum(part.noise_multiplier**-2 for part in gaussians) ** -0.5)
     return None
 
 

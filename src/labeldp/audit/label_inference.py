@@ -126,6 +126,16 @@ def audit_mechanism(
     return audit_guesses(released, secrets, np.zeros(num_canaries), num_classes, confidence, answer_fractions=(1.0,))
 
 
+def with_train_labels(
+    data: LabeledDataset, change: Callable[[PrivateLabels], PrivateLabels], **fields: Any
+) -> LabeledDataset:
+    """``data`` with ``change`` of its training labels (and other ``fields``): the PrivateLabels it holds
+    (:class:`~labeldp.data.LabeledDataset` wraps an array it is given, its field typed as that array)."""
+    labels = data.y_train
+    assert isinstance(labels, PrivateLabels)
+    return dataclasses.replace(data, y_train=change(labels), **fields)  # type: ignore[arg-type]  # see above
+
+
 def noise_canaries(input_shape: tuple[int, ...], count: int, rng: np.random.Generator) -> np.ndarray:
     """Standard-normal noise inputs; images get 4x4-pixel blocks, which survive small translations."""
     if len(input_shape) != 3:
@@ -205,15 +215,15 @@ def audit_config(
         canary_inputs = data.x_train[indices]
         original = predict_proba(reference_model, canary_inputs).argmax(axis=1)  # public: no true label read
         secrets = (original + rng.integers(1, data.num_classes, size=num_canaries)) % data.num_classes
-        canary_data, positions = dataclasses.replace(data, y_train=data.y_train.replaced(indices, secrets)), None
+        canary_data, positions = with_train_labels(data, lambda labels: labels.replaced(indices, secrets)), None
         num_options = data.num_classes - 1
     else:
         canary_inputs = noise_canaries(data.input_shape, num_canaries, rng)
         secrets = rng.integers(0, data.num_classes, num_canaries)
-        canary_data = dataclasses.replace(
+        canary_data = with_train_labels(
             data,
+            lambda labels: PrivateLabels.concatenate([labels, PrivateLabels.public(secrets, data.num_classes)]),
             x_train=np.concatenate([data.x_train, canary_inputs]),
-            y_train=PrivateLabels.concatenate([data.y_train, PrivateLabels.public(secrets, data.num_classes)]),
         )
         positions = np.concatenate([np.arange(len(data.y_train)), np.full(num_canaries, -1)])
         original, num_options = None, data.num_classes
@@ -286,7 +296,10 @@ def audit_run(
     """
     config = audited_config(run_dir, dataset)
     if num_canaries is None:
-        num_canaries = default_canaries(RunDirectory(run_dir).read_data_facts()["num_train"])
+        facts = RunDirectory(run_dir).read_data_facts()
+        if facts is None:
+            raise RunDirectoryError(f"{run_dir} has no data.json, whose size sets the canaries: give num_canaries")
+        num_canaries = default_canaries(facts["num_train"])
     out = audit_folder(run_dir, canaries, canaries=num_canaries, seed=seed)
     return {
         **audit_config(

@@ -25,6 +25,7 @@ from sklearn.metrics import roc_auc_score, roc_curve
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.audit.bounds import clopper_pearson_lower, clopper_pearson_upper
+from labeldp.audit.label_inference import with_train_labels
 from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, audit_run_config
 from labeldp.config.auditing import DEFAULT_CONFIDENCE, DEFAULT_SHADOWS
 from labeldp.data import LabeledDataset
@@ -152,7 +153,7 @@ def membership_audit(
     targets, pool = np.sort(order[:num_targets]), order[num_targets:]
     is_member = rng.permutation(np.arange(num_targets) < num_targets // 2)
     planted = rng.integers(0, data.num_classes, num_targets)  # the auditor's labels, not the true ones
-    with_canaries = dataclasses.replace(data, y_train=data.y_train.replaced(targets, planted))
+    with_canaries = with_train_labels(data, lambda labels: labels.replaced(targets, planted))
     out = Path(out_dir)
     start = time.perf_counter()
     target_dir = out / "target_run"
@@ -168,7 +169,7 @@ def membership_audit(
     phi = _planted_confidence(target_dir, data.x_train[targets], planted)
     losses = -np.log(phi)
     phi = np.log(phi) - np.log1p(-phi)
-    shadow_phi = []
+    shadow_phis = []
     for index in range(num_shadows):
         half = rng.choice(pool, size=pool.size // 2 + num_targets // 2, replace=False)
         shadow_dir = out / f"shadow{index}"
@@ -176,8 +177,8 @@ def membership_audit(
         train_run(shadow_config, shadow_dir, device=device, progress=False, dataset=_subset(data, half))
         spend.add_run(shadow_dir, f"shadow{index}", half)
         p = _planted_confidence(shadow_dir, data.x_train[targets], planted)
-        shadow_phi.append(np.log(p) - np.log1p(-p))
-    shadow_phi = np.stack(shadow_phi)
+        shadow_phis.append(np.log(p) - np.log1p(-p))
+    shadow_phi = np.stack(shadow_phis)
     mean, std = shadow_phi.mean(axis=0), shadow_phi.std(axis=0) + 1e-3
     lira_scores = norm.logcdf(phi, loc=mean, scale=std)  # offline LiRA: one-sided test against OUT
     report = {

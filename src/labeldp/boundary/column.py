@@ -71,6 +71,7 @@ class KSpread:
 
     def describe(self, num_classes: int, epsilon: float) -> str:
         """The ledger entry's description, saying so when every k is 1 and no privacy is spent."""
+        assert self.range is not None, "describe() follows add()"
         text = f"RR-with-prior, K={num_classes}, epsilon={epsilon:g}, k in [{self.range[0]}, {self.range[1]}]"
         if self.smallest_informative is None:
             text += (
@@ -293,6 +294,7 @@ def privatize(
 
     def draw(view: PrivateLabels, ledger: PrivacyLedger) -> ReleasedLabels:
         release = _privatize_positions(view, domain, eps, priors, row_ids, noise, batch_rows)
+        assert release.ledger is not None  # the draws' ledger
         for entry in release.ledger.entries:
             ledger.record(entry.event, entry.members, entry.description, entry.tag)
         return release
@@ -360,7 +362,7 @@ def _privatize_positions(
             else (np.broadcast_to(shared, (stop - start, domain.size)) if shared is not None else None)
         )
         noisy[start:stop], drawn_k = draws.draw(positions[start:stop], prior)
-        if k is not None:
+        if k is not None and drawn_k is not None:  # both with a prior, neither without
             k[start:stop] = drawn_k
     mechanism = RR_WITH_PRIOR if priors is not None else RR
     released = ReleasedLabels(

@@ -117,14 +117,15 @@ def fit_classes(declared: Iterable[Any] | None, carried: Iterable[Any] | None) -
     """An estimator fit's label domain: its declared ``classes`` or those its labels carry, which must agree
     where both are given.
     """
-    if declared is None and carried is None:
+    domain = declared if declared is not None else carried
+    if domain is None:
         raise ConfigError(
             "the label domain must be declared: PrivateLabels(y, classes=[...]) or classes=[...] (public, "
             "never read off the labels)"
         )
     if declared is not None and carried is not None and not LabelDomain(declared).same_as(carried):
         raise ConfigError(f"classes {list(declared)} differ from the labels' own {list(carried)}")
-    return LabelDomain(declared if declared is not None else carried).declared
+    return LabelDomain(domain).declared
 
 
 __all__ = ["LabelDomain", "canonical_label", "class_array", "fit_classes"]

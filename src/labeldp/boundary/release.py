@@ -370,7 +370,7 @@ def release_pate_labels(
     if ledger.contribution(indices) > 1:
         raise ConfigError("PATE's teachers hold rows, not privacy units: it runs with one row per unit only")
     event = pate_event(queries, noise_std, threshold_noise_std)
-    if threshold is None:
+    if threshold is None or threshold_noise_std is None:  # both or neither (checked above)
         labels = gnmax(votes, noise_std, rng)
         answered = np.ones(queries, dtype=bool)
         kind = "GNMax"

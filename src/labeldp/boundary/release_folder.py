@@ -199,7 +199,11 @@ def privatize_table(
             "a privacy unit needs both unit_column (each row's unit) and max_rows_per_unit (the most rows of a "
             "unit released)"
         )
-    units = None if unit_column is None else _UnitRule(unit_column, check_max_rows(max_rows_per_unit), int(seed))
+    units = (
+        None
+        if unit_column is None or max_rows_per_unit is None  # both or neither (checked above)
+        else _UnitRule(unit_column, check_max_rows(max_rows_per_unit), int(seed))
+    )
     needed = [
         *([id_column] if id_column is not None else []),
         label_column,
@@ -318,7 +322,7 @@ def _privatize_table(
     units: _UnitRule | None,
     one_row_per_person: bool,
 ) -> dict[str, Any]:
-    unit_column = units and units.column
+    unit_column = None if units is None else units.column
     datasets, described = open_source(source, [label_column, id_column, unit_column])
     check_each_row_once(len(datasets), described, id_column, unit_column, one_row_per_person)
     schema = source_schema(datasets, needed)
@@ -334,7 +338,11 @@ def _privatize_table(
     rows, unit_keys = check_rows(
         datasets, schema, domain, label_column, id_column, described, columns_of_priors, unit_column
     )
-    kept = None if units is None else units.keep(unit_keys, eps)
+    if units is None:
+        kept = None
+    else:
+        assert unit_keys is not None  # check_rows reads the unit column it is given
+        kept = units.keep(unit_keys, eps)
     del unit_keys
     spending = DatasetLedger.of(table_facts(described, label_column, datasets[0].schema.names, rows))
     planned = _checked_spend(spending, out, eps, unit_column)
@@ -460,7 +468,7 @@ def _write_labels(
             prior = block.prior if shared is None else np.broadcast_to(shared, (block.rows, num_classes))
             noisy, k = draws.draw(block.positions, prior)
             arrays = [block.ids, class_values.take(pa.array(noisy))]
-            if with_prior:
+            if k is not None:  # with a prior
                 arrays.append(pa.array(k.astype(k_type.to_pandas_dtype())))
             if channel_names:
                 likelihood = (

@@ -101,7 +101,10 @@ def release_hashed_counts(
             return None
         raise_first_error(parts)
         counts.counts = sum(table for table, _ in parts)
-        times = sum(np.unpackbits(bits, count=seen.size).astype(np.int64) for _, bits in parts)
+        times = sum(
+            (np.unpackbits(bits, count=seen.size).astype(np.int64) for _, bits in parts),
+            np.zeros(seen.size, dtype=np.int64),
+        )
         if np.any(times > 1):
             raise ConfigError("a row came in two processes' blocks: each row is counted once; nothing was released")
         seen = times.astype(bool)

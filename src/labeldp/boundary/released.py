@@ -129,14 +129,20 @@ class ReleasedLabels:
         )
 
     # -- the noise channel ----------------------------------------------------------------------------
+    def _mechanism_epsilon(self) -> float:
+        """The epsilon RR or RR-with-prior drew these labels at, which their channel depends on."""
+        if self.epsilon is None:
+            raise ConfigError(f"these released labels ({self.mechanism}) record no epsilon: their channel is unknown")
+        return self.epsilon
+
     def matrix(self) -> np.ndarray:
         """The (K, K) channel P[y, z] = Pr[release z | label y] every row shares: RR's, or RR-with-prior's under a
         shared prior; a prior per row has per-row channels (:meth:`channel`).
         """
         if self.mechanism == RR:
-            return randomized_response_probabilities(self.num_classes, self.epsilon)
+            return randomized_response_probabilities(self.num_classes, self._mechanism_epsilon())
         if self.mechanism == RR_WITH_PRIOR and self.shared_prior is not None:
-            return rr_with_prior_probabilities(self.shared_prior[None, :], self.epsilon)[0]
+            return rr_with_prior_probabilities(self.shared_prior[None, :], self._mechanism_epsilon())[0]
         raise ConfigError("the rows do not share one channel: use channel()")
 
     def channel(self, priors: Any = None, rows: Any = None) -> np.ndarray:
@@ -151,7 +157,7 @@ class ReleasedLabels:
         if priors is None and self.likelihood is not None:
             return self.likelihood[selected]
         if self.mechanism == RR:
-            return randomized_response_likelihood(labels, self.num_classes, self.epsilon)
+            return randomized_response_likelihood(labels, self.num_classes, self._mechanism_epsilon())
         if self.mechanism != RR_WITH_PRIOR:
             raise ConfigError("these released labels carry no channel")
         if priors is None:
@@ -164,12 +170,13 @@ class ReleasedLabels:
         prior = check_priors(priors)
         if prior.shape != (labels.size, self.num_classes):
             raise ConfigError(f"priors must have shape ({labels.size}, {self.num_classes}), got {prior.shape}")
-        if self.k is not None and not np.array_equal(prior_top_k(prior, self.epsilon)[0], self.k[selected]):
+        epsilon = self._mechanism_epsilon()
+        if self.k is not None and not np.array_equal(prior_top_k(prior, epsilon)[0], self.k[selected]):
             raise ConfigError(
                 "these priors give other k than the release's: not the priors of these rows, or not "
                 "in this release's order"
             )
-        return rr_with_prior_likelihood(labels, prior, self.epsilon)
+        return rr_with_prior_likelihood(labels, prior, epsilon)
 
     def with_priors(self, priors: Any) -> ReleasedLabels:
         """A copy whose ``likelihood`` is :meth:`channel` of the rows' (n, K) ``priors`` (RR-with-prior with a prior
@@ -182,7 +189,7 @@ class ReleasedLabels:
         """The labels, channel and ``arrays["k"]`` of a :class:`~labeldp.boundary.release.Release` of labels."""
         if release.labels is None or release.likelihood is None:
             raise ConfigError(f"this release holds no labels with a channel: {release.description}")
-        return cls(release.labels, release.likelihood, classes, ledger, k=release.arrays.get("k"))
+        return cls(release.labels, release.likelihood, tuple(classes), ledger, k=release.arrays.get("k"))
 
     @classmethod
     def from_noisy_source(
@@ -215,6 +222,7 @@ class ReleasedLabels:
         reports = PrivateLabels.from_indices(domain.positions(labels, "the reported labels"), domain.size)
         ledger = PrivacyLedger(len(reports), units=None if units is None else unit_codes(units))
         release = release_external_labels(ledger, reports, np.arange(len(reports)), matrix, stated_epsilon, "source")
+        assert release.labels is not None  # a release of labels
         return cls(
             release.labels,
             release.likelihood,

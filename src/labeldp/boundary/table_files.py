@@ -28,14 +28,14 @@ def open_source(source, text_columns: str | Sequence[str | None]) -> tuple[list[
     a DataFrame; ``text_columns`` (the label, id and unit columns) are read as text from CSV files and from a
     DataFrame's object columns.
     """
-    text_columns = [text_columns] if isinstance(text_columns, str) else [c for c in text_columns if c]
+    as_text = [text_columns] if isinstance(text_columns, str) else [c for c in text_columns if c]
     if isinstance(source, pd.DataFrame):
-        return [ds.dataset(_frame_table(source, text_columns))], "an in-memory table"
+        return [ds.dataset(_frame_table(source, as_text))], "an in-memory table"
     if isinstance(source, pa.Table):
         return [ds.dataset(source)], "an in-memory table"
     if isinstance(source, ds.Dataset):
         return [source], "a pyarrow dataset"
-    return [_open(f, text_columns) for f in data_files(source)], str(source)
+    return [_open(f, as_text) for f in data_files(source)], str(source)
 
 
 def data_files(source) -> list[Path]:

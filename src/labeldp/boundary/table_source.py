@@ -58,6 +58,7 @@ def arrow_class_values(domain: LabelDomain, value_type: pa.DataType, column: str
     values = []
     for declared in domain.declared:
         spelling = canonical_label(declared)
+        value: int | float | str
         try:
             if pa.types.is_integer(value_type):
                 value = int(spelling)
@@ -360,11 +361,12 @@ def read_blocks(
                     raise DataError(f"id column {id_column!r} has missing values")
             ids.append(identifiers)
             seen += piece.num_rows
-            for position, name in enumerate(prior_columns or ()):
-                column = piece.column(name)
-                if column.null_count:
-                    raise DataError(f"prior column {name!r} has missing values")
-                prior[filled:stop, position] = column.to_numpy(zero_copy_only=False)
+            if prior is not None:  # with prior columns
+                for position, name in enumerate(prior_columns or ()):
+                    column = piece.column(name)
+                    if column.null_count:
+                        raise DataError(f"prior column {name!r} has missing values")
+                    prior[filled:stop, position] = column.to_numpy(zero_copy_only=False)
             filled, offset = stop, offset + piece.num_rows
             if filled == rows:
                 yield _Block(pa.chunked_array(ids, type=identifiers.type), positions, prior)

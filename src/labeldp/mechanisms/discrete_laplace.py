@@ -51,7 +51,7 @@ def geometric(parameter: float, count: int, rng: RandomSource = None) -> np.ndar
 def discrete_laplace(parameter: float, size: int | tuple[int, ...], rng: RandomSource = None) -> np.ndarray:
     """int64 samples of shape ``size`` of Pr[X = x] = tanh(a/2) e^(-a |x|), a = ``parameter``."""
     gen = as_generator(rng)
-    shape = (size,) if np.isscalar(size) else tuple(size)
+    shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
     count = int(np.prod(shape))
     both = geometric(parameter, 2 * count, gen)
     return (both[:count] - both[count:]).reshape(shape)

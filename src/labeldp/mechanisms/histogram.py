@@ -16,6 +16,7 @@ from labeldp._validation import (
     check_num_classes,
     check_same_length,
 )
+from labeldp.errors import ConfigError
 from labeldp.mechanisms.discrete_laplace import discrete_laplace
 from labeldp.randomness import RandomSource
 
@@ -31,7 +32,9 @@ def noisy_histogram(
     eps = check_epsilon(epsilon)
     num_classes = check_num_classes(num_classes)
     true = check_labels(labels, num_classes)
-    group = check_labels(groups, num_groups, "groups") if num_groups >= 1 else None
+    if num_groups < 1:
+        raise ConfigError(f"num_groups must be at least 1, got {num_groups}")
+    group = check_labels(groups, num_groups, "groups")
     check_same_length(labels=true, groups=group)
     counts = np.zeros((num_groups, num_classes), dtype=np.int64)
     np.add.at(counts, (group, true), 1)

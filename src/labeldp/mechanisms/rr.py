@@ -9,6 +9,8 @@ composed in parallel.
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
 
 from labeldp._validation import (
@@ -30,13 +32,19 @@ _CHUNK_ENTRIES = 1 << 19
 _TINY = np.nextafter(0.0, 1.0)
 
 
+@overload
+def keep_probability(epsilon: float, k: int) -> float: ...
+@overload
+def keep_probability(epsilon: float, k: np.ndarray) -> np.ndarray: ...
 def keep_probability(epsilon: float, k) -> np.ndarray | float:
-    """e^eps / (e^eps + k - 1), the chance RR over k candidates keeps the true label (overflow-free)."""
+    """e^eps / (e^eps + k - 1), the chance RR over k candidates keeps the true label (overflow-free): a float
+    for one k, an array for an array of them."""
     return 1.0 / (1.0 + (np.asarray(k, dtype=np.float64) - 1.0) * np.exp(-epsilon))
 
 
-def change_probability(epsilon: float, k) -> np.ndarray | float:
-    """(k - 1) / (e^eps + k - 1), computed without cancellation; 0 where k <= 1.
+def change_probability(epsilon: float, k) -> np.ndarray:
+    """(k - 1) / (e^eps + k - 1), computed without cancellation; 0 where k <= 1 (an array of k's shape: 0-d
+    for one k).
 
     Floored at the smallest positive float while k > 1, so a label can still change where e^-eps
     underflows (epsilon above about 745).

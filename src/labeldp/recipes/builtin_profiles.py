@@ -8,6 +8,8 @@ and the tables' files are named relative to it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from labeldp.config.run_config import DEFAULT_DELTA, RunConfig
 from labeldp.config.train_config import TrainConfig
 from labeldp.recipes.profile_registry import register
@@ -38,7 +40,7 @@ MNIST_FIT_TRAIN = TrainConfig(epochs=15, batch_size=128, lr=0.05, weight_decay=0
 #: MNIST label-DP comparison at small epsilons: LP-2ST with a cluster prior (100 clusters of PCA
 #: features, a tenth of epsilon on the histogram, tempered at 4), and PATE (250 teachers, vote noise
 #: 62.5, as many queries as (epsilon, 1e-5) pays for) whose student sees only its answered queries.
-CLUSTER_PRIOR = {"prior": "cluster", "prior_temperature": 4.0}
+CLUSTER_PRIOR: dict[str, Any] = {"prior": "cluster", "prior_temperature": 4.0}
 METHODS_EPSILONS = (0.1, 0.5, 1, 2)
 
 #: MNIST at small budgets: LP-2ST with ``mnist_spectral_options``' cluster prior, untempered: its clusters
@@ -70,7 +72,8 @@ def movielens_config(method: str, epsilon: float | None, seed: int = 0) -> RunCo
     """The MovieLens run of ``method`` with its recipe (:data:`~labeldp.recipes.training.MOVIELENS_TRAIN`),
     unresolved."""
     config = RunConfig(dataset="movielens", method=method, epsilon=epsilon, seed=seed)
-    return with_recipe(config, recipe_for("movielens", method))
+    recipe = recipe_for("movielens", method)
+    return config if recipe is None else with_recipe(config, recipe)
 
 
 #: Epsilons of the paper's tables.
@@ -172,7 +175,7 @@ for _seed in range(RUNS):
 #: labels are treated as public (``test_labels`` public: exact AUC and log-loss for comparisons, which
 #: the epsilon does NOT cover, as the summary says); Adult's test file is public. ``lp-1st`` and
 #: ``non-private`` train the library's default table model (the MLP), ``marginals`` fits its own.
-TABLES = {
+TABLES: dict[str, dict[str, Any]] = {
     "hillstrom-conversion": {
         "table": "hillstrom/hillstrom.csv.gz",
         "label_column": "conversion",

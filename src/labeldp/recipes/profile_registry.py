@@ -80,8 +80,10 @@ def load_recipes(path: str | Path) -> None:
         raise MissingFileError(f"recipe file {path} does not exist")
     if path.resolve() in _LOADED_RECIPES:
         return
-    _LOADED_RECIPES.add(path.resolve())
     spec = importlib.util.spec_from_file_location(f"labeldp_user_recipes_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"recipe file {path} is not a Python file (.py) that Python can execute")
+    _LOADED_RECIPES.add(path.resolve())
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 

@@ -11,7 +11,7 @@ count (a tune on the run's own release counts everything)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ class Recipe:
     source: str = ""
     #: the run's other options the recipe sets, given the run's epsilon (a cluster prior's encoder,
     #: clusters and histogram share; a histogram prior's share): option name -> value
-    run_options: Callable[[float | None], dict[str, Any]] | None = None
+    run_options: Callable[[float], dict[str, Any]] | None = None
     borrowed_from: str | None = None
 
     def options_for(self, epsilon: float | None) -> dict[str, Any]:
@@ -199,7 +199,8 @@ PRIOR_RECIPES: dict[tuple[str, str, str], Recipe] = {
 def recipe_for(dataset: str, method: str, prior: str | None = None) -> Recipe | None:
     """The recipe of ``method`` on ``dataset`` (a ``prior``'s own in :data:`PRIOR_RECIPES` first), or None
     where only the library's defaults apply."""
-    return PRIOR_RECIPES.get((dataset, method, prior)) or RECIPES.get((dataset, method))
+    found = PRIOR_RECIPES.get((dataset, method, prior)) if prior is not None else None
+    return found or RECIPES.get((dataset, method))
 
 
 def own_recipe(dataset: str, method: str, prior: str | None = None) -> Recipe | None:
@@ -209,7 +210,7 @@ def own_recipe(dataset: str, method: str, prior: str | None = None) -> Recipe | 
     return recipe if recipe is not None and recipe.borrowed_from is None else None
 
 
-def with_recipe(config, recipe: Recipe, keep: set[str] = frozenset()):
+def with_recipe(config, recipe: Recipe, keep: Collection[str] = frozenset()):
     """``config`` (unresolved) with its model, training, DP-SGD and PATE settings and the run options the
     recipe sets taken from ``recipe``, except the fields named in ``keep`` (the options a user typed)."""
 
