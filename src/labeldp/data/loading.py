@@ -31,7 +31,7 @@ def load_dataset(
     unless ``test_labels`` is ``"public"``.
     """
     dataset, table_options = get_dataset(name), table_options or TableOptions()
-    # classes alone are no table's: a run of any dataset may carry them
+    # classes off a table are refused by the run's checks (config/run_checks.py), in words of their own
     if dataset.source != "table" and dataclasses.replace(table_options, classes=None) != TableOptions():
         raise ConfigError(
             f"--table, --test-table, --label-column, --features, --drop, --id-column, --label-range, "
