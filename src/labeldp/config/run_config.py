@@ -35,6 +35,9 @@ from labeldp.config.run_checks import (
     check_units,
     label_grid_of,
 )
+from labeldp.config.run_checks import (
+    PRIORS as PRIORS,
+)
 from labeldp.config.shared_options import (
     CLASSES,
     DATA_DIR,

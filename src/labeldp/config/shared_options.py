@@ -12,15 +12,16 @@ from labeldp.config.run_checks import PRIORS
 from labeldp.models.names import MODELS
 from labeldp.options import Option
 
-#: the ads route's defaults, stated here as its options are shared: rows read, hashed and trained on at a
-#: time (they bound the memory); its models, logistic regression over the buckets or a factorization machine
-#: (rr and the noisy source only: the likelihood of counts is the logistic model's); the training settings of
-#: each model and route where the user leaves them (None)
+# the defaults of options shared with the ads route are stated here, beside their declarations
+#: the ads route's rows read, hashed and trained on at a time: they bound the memory
 DEFAULT_BLOCK_ROWS = 1 << 18
 #: the ridge penalty on marginals' bins' coefficients, in units of the summed log-likelihood: the noise on a
 #: bin's count does not shrink with the number of rows, so neither does the penalty that tames it
 DEFAULT_L2 = 100.0
+#: the ads route's models: logistic regression over the buckets, a factorization machine (rr and the noisy
+#: source only: the likelihood of counts is the logistic model's)
 HASHED_MODELS = ("lr", "fm")
+#: the ads route's training settings of each model and route where the user leaves them (None)
 ROUTE_TRAINING = {
     "lr": {"epochs": 2, "lr": 0.1},
     "fm": {"epochs": 2, "lr": 0.05},
