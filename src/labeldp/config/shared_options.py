@@ -34,16 +34,16 @@ def _by_fit(name: str) -> str:
 
 
 TABLE = Option(
-    "the table: a CSV or Parquet file",
+    "a CSV or Parquet table",
     type="str | None",
     flag="--table",
     metavar="PATH",
     commands={
-        "train": {"help": "dataset csv (relative to --data-dir if given)"},
-        "privatize": {"help": "or a folder of them (read in sorted order)"},
+        "train": {"help": "dataset csv, relative to --data-dir if given"},
+        "privatize": {"help": "a file or a folder of them (read in sorted order)"},
         "predict": {"help": "with the run's feature columns"},
-        "hashed train": {"help": "Parquet: a file or a folder of impressions"},
-        "hashed predict": {"help": "Parquet: a file or a folder of the rows to score"},
+        "hashed train": {"help": "Parquet only: a file or a folder of impressions"},
+        "hashed predict": {"help": "Parquet only: a file or a folder of the rows to score"},
     },
 )
 DATA_DIR = Option(
@@ -138,9 +138,9 @@ SEED = Option(
     type="int",
     flag="--seed",
     commands={
-        "train": {"help": "of everything that is not private: splits, initialisation, data order, augmentation"},
+        "train": {"help": "it fixes everything that is not private: splits, initialisation, data order, augmentation"},
         "privatize": {"help": "it chooses the rows kept of a unit larger than --max-rows-per-unit"},
-        "hashed train": {"help": "the rows a unit keeps and the order of training"},
+        "hashed train": {"help": "it chooses the rows a unit keeps and the order of training"},
         "audit": {"help": "it chooses the canaries"},
     },
 )
@@ -201,7 +201,7 @@ MODEL = Option(
     type="str | None",
     flag="--model",
     commands={
-        "train": {"help": "network (default: cnn for 28x28, resnet18 for 32x32, else mlp)", "choices": MODELS},
+        "train": {"help": "the network (default: cnn for 28x28, resnet18 for 32x32, else mlp)", "choices": MODELS},
         "hashed train": {
             "help": "lr: logistic regression over the buckets; fm: a factorization machine",
             "choices": HASHED_MODELS,
@@ -215,7 +215,7 @@ EPOCHS = Option(
     type="int | None",
     flag="--epochs",
     commands={
-        "train": {"help": "of each stage"},
+        "train": {"help": "each stage's"},
         "hashed train": {"help": f"default: {_by_fit('epochs')}; counts and reports use counts'", "default": None},
     },
 )
@@ -225,7 +225,7 @@ LR = Option(
     type="float | None",
     flag="--lr",
     commands={
-        "train": {"help": "the peak"},
+        "train": {"help": "the schedule's peak"},
         "hashed train": {"help": f"Adagrad's (default: {_by_fit('lr')})", "default": None},
     },
 )
