@@ -54,8 +54,9 @@ class Method:
         The method-specific options of :class:`~labeldp.config.run_config.RunConfig` it reads (a non-default
         value of one it does not use is refused).
     options : mapping
-        Options of its own, by name (:class:`~labeldp.options.Option`): ``labeldp train`` takes their flags
-        (``--name``), and the method reads their values in ``config.method_options``.
+        Options of its own, by name (:class:`~labeldp.options.Option`), none of them an option of ``RunConfig``:
+        ``labeldp train`` takes their flags (``--name``), and the method reads their values in
+        ``config.method_options``.
     private, gaussian : bool
         Private methods take an epsilon; Gaussian ones also a delta (their noise gives (epsilon, delta)-DP).
     stages : int or None
