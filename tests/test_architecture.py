@@ -213,8 +213,8 @@ def test_real_names_of_every_kind_are_found_and_exist() -> None:
     cited = (
         "`boundary/release.py`, `boundary/`, `release.py`, `tests/test_plugins.py`, `PrivateLabels`, "
         "`labeldp.accounting.PrivacyLedger`, `release_randomized_response`, `release_*`, `RunContext.spend`, "
-        "`MethodContext.train`, `LabeledDataset.y_train`, `labeldp.PrivateLabels`, `config.run_config`, `labeldp tune`, "
-        "`register_method(Method(...))`, `summary.json`, `--recipes FILE`"
+        "`MethodContext.train`, `LabeledDataset.y_train`, `labeldp.PrivateLabels`, `config.run_config`, "
+        "`labeldp tune`, `register_method(Method(...))`, `summary.json`, `--recipes FILE`"
     )
     assert names(cited) >= {"boundary/release.py", "PrivateLabels", "RunContext.spend", "labeldp tune"}
     assert "summary.json" not in names(cited) and missing(cited) == []

@@ -4,7 +4,6 @@ annotations (``py.typed``)."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -36,34 +35,20 @@ SNIPPET = "\n".join(
     ]
 )
 
-#: mypy reads labeldp's annotations; the big libraries under it are skipped (their names are Any), which
-#: keeps a first run to seconds: this test is about labeldp's names, not theirs
-CONFIG = """\
-[mypy]
-mypy_path = {src}
-ignore_missing_imports = True
-follow_imports = silent
-[mypy-torch.*,torchvision.*,sklearn.*,scipy.*,pandas.*,pyarrow.*,dp_accounting.*,matplotlib.*,dask.*]
-follow_imports = skip
-"""
-
-
-def test_public_names_resolve_to_their_definitions(tmp_path: Path, pytestconfig: pytest.Config) -> None:
+def test_public_names_resolve_to_their_definitions(tmp_path: Path) -> None:
     """``from labeldp import LabelDPClassifier`` is the class to mypy, with its signature: a wrong
-    argument is an error before anything runs. mypy runs in its own process (it holds a few hundred MB
-    while it checks), with its cache kept between runs in pytest's."""
+    argument is an error before anything runs."""
     pytest.importorskip("mypy")
     (tmp_path / "snippet.py").write_text(SNIPPET)
-    (tmp_path / "mypy.ini").write_text(CONFIG.format(src=ROOT / "src"))
-    cache = pytestconfig.cache.mkdir("mypy") if pytestconfig.cache is not None else tmp_path / "cache"
-    command = [sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "--cache-dir", str(cache), "snippet.py"]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    # the project's settings and cache (pyproject.toml, .mypy_cache): make test has just checked the package
+    command = [sys.executable, "-m", "mypy", str(tmp_path / "snippet.py")]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     source = SNIPPET.splitlines()
     revealed: dict[str, str] = {}
     errors = []
     for line in result.stdout.splitlines():
         where, _, message = line.partition(": ")
-        if not where.startswith("snippet.py:"):
+        if not where.startswith(str(tmp_path / "snippet.py")):
             continue
         code = source[int(where.split(":")[1]) - 1]
         if message.startswith("note: Revealed type is "):
@@ -79,41 +64,24 @@ def test_public_names_resolve_to_their_definitions(tmp_path: Path, pytestconfig:
     assert 'Argument "epsilon" to "LabelDPClassifier" has incompatible type "str"' in errors[0][1]
 
 
-def _lazy_exports(tree: ast.Module) -> dict[str, str] | None:
-    """The ``name -> module`` map of a package whose names are imported on first use, or None."""
-    for node in tree.body:
-        if not isinstance(node, ast.Assign):
-            continue
-        if isinstance(node.value, ast.Call) and getattr(node.value.func, "id", None) == "lazy_exports":
-            return ast.literal_eval(node.value.args[1])
-        if [getattr(target, "id", None) for target in node.targets] == ["_EXPORTS"]:
-            return ast.literal_eval(node.value)
-    return None
+def test_every_name_imported_on_first_use_is_the_one_type_checkers_see() -> None:
+    """Each package that loads its names on first use takes them from its ``if TYPE_CHECKING:`` imports:
+    at run time each resolves to the object of the module the type checker was pointed to."""
+    import importlib
 
+    from labeldp._lazy import type_checking_imports
 
-def _type_checking_imports(tree: ast.Module) -> set[tuple[str, str]]:
-    """The ``(name, module)`` pairs imported as ``from module import name as name`` under ``if TYPE_CHECKING:``."""
-    found = set()
-    for node in tree.body:
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            for statement in node.body:
-                if isinstance(statement, ast.ImportFrom):
-                    found.update((a.name, statement.module) for a in statement.names if a.asname == a.name)
-    return found
-
-
-def test_every_name_imported_on_first_use_is_imported_for_type_checkers() -> None:
-    """Each package ``__init__`` that loads its names on first use also imports each of them, from the
-    same module, under ``if TYPE_CHECKING:`` (as ``name as name``: re-exported for any checker): a name
-    added to one list and not the other fails here."""
     checked = []
     for path in sorted(PACKAGE.rglob("__init__.py")):
-        tree = ast.parse(path.read_text())
-        exports = _lazy_exports(tree)
-        if exports is None:
+        source = path.read_text()
+        if "lazy_exports(__name__)" not in source:
             continue
+        package = importlib.import_module(".".join(path.relative_to(PACKAGE.parent).parent.parts))
+        exports = type_checking_imports(source)
         checked.append(path)
-        assert _type_checking_imports(tree) == set(exports.items()), path.relative_to(ROOT)
+        assert exports and set(exports) <= set(package.__all__) and set(exports) <= set(dir(package))
+        for name, module in exports.items():
+            assert getattr(package, name) is getattr(importlib.import_module(module), name), (path, name)
     assert PACKAGE / "__init__.py" in checked and len(checked) > 5
 
 

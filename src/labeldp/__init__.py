@@ -11,10 +11,10 @@ sleep, unless the environment says how they wait), as the ``labeldp`` command do
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from labeldp import runtime as _runtime
+from labeldp._lazy import lazy_exports
 
 _runtime.prefer_short_waits()  # before the OpenMP runtimes load where labeldp comes first
 
@@ -41,38 +41,11 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
 
 __version__ = "0.1.0"
 
-#: public name -> the module that defines it
-_EXPORTS = {
-    "PrivateLabels": "labeldp.boundary",
-    "LabelBudget": "labeldp.boundary",
-    "PrivateLabelAccessError": "labeldp.boundary",
-    "privatize": "labeldp.boundary",
-    "LabelDPClassifier": "labeldp.estimators",
-    "LabelDPRegressor": "labeldp.estimators",
-    "LabelDPLogisticRegression": "labeldp.estimators",
-    "ReleasedLabels": "labeldp.boundary",
-    "released_log_likelihood": "labeldp.released_metrics",
-    "released_scorer": "labeldp.released_metrics",
-    "load_release": "labeldp.boundary",
-    "privatize_table": "labeldp.boundary",
-    "RunConfig": "labeldp.runs",
-    "train_run": "labeldp.runs",
-    "tune": "labeldp.experiments.release_tuning",
-    "fit_hashed": "labeldp.ads",
-    "predict_hashed": "labeldp.ads",
-    "fit_from_noisy_source": "labeldp.ads",
-    "fit_from_reports": "labeldp.ads",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'labeldp' has no attribute {name!r}")
+__getattr__, _dir, _names = lazy_exports(__name__)
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return sorted([*globals(), *_names])
 
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["__version__", *_names]

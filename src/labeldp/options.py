@@ -122,7 +122,11 @@ def add_option(
     (``argparse.SUPPRESS``), a required one has no default.
     """
     use = declaration.on(command)
-    flag = flag_name(use, name or use.flag.lstrip("-").replace("-", "_"), use.default)
+    field = name
+    if field is None:
+        assert use.flag is not None, "an option of no dataclass field names its flag"
+        field = use.flag.lstrip("-").replace("-", "_")
+    flag = flag_name(use, field, use.default)
     kwargs: dict[str, Any] = {
         "dest": dest or name or flag.lstrip("-").replace("-", "_"),
         "help": _help(use, show_default=not required),
@@ -168,7 +172,7 @@ def add_dataclass_arguments(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     cls: type,
     command: str,
-    groups: dict[str, tuple[str, str]] | None = None,
+    groups: dict[str, tuple[str, str | None]] | None = None,
 ) -> None:
     """Add a flag for every option field of dataclass ``cls``, as ``command`` takes it; a nested dataclass
     becomes a group.
@@ -184,8 +188,8 @@ def add_dataclass_arguments(
         if dataclasses.is_dataclass(default):
             title, description = groups.get(field.name, (field.name, None))
             add_dataclass_arguments(parser.add_argument_group(title, description), type(default), command)
-        elif declaration_of(field) is not None and not isinstance(default, dict):  # a dict: no flag of its own
-            add_option(parser, declaration_of(field), command, field.name, annotation=str(field.type), typed_only=True)
+        elif (declaration := declaration_of(field)) is not None and not isinstance(default, dict):  # a dict: no flag
+            add_option(parser, declaration, command, field.name, annotation=str(field.type), typed_only=True)
 
 
 def flag_of(cls: type, name: str) -> str:

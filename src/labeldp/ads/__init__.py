@@ -17,16 +17,4 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.ads.run_pieces import hash_spec as hash_spec
     from labeldp.config.hashed_config import HashedConfig as HashedConfig
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "HashedConfig": "labeldp.config.hashed_config",
-        "HashedTable": "labeldp.ads.run_pieces",
-        "hash_spec": "labeldp.ads.run_pieces",
-        "fit_hashed": "labeldp.ads.route",
-        "fit_from_noisy_source": "labeldp.ads.route",
-        "predict_hashed": "labeldp.ads.route",
-        "fit_from_reports": "labeldp.ads.reports",
-        "read_summary": "labeldp.ads.folder",
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)

@@ -21,21 +21,4 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.audit.membership import membership_audit as membership_audit
     from labeldp.audit.membership import membership_epsilon_lower_bound as membership_epsilon_lower_bound
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "clopper_pearson_lower": "labeldp.audit.bounds",
-        "epsilon_from_precision": "labeldp.audit.bounds",
-        "epsilon_lower_bound": "labeldp.audit.bounds",
-        "ANSWER_FRACTIONS": "labeldp.audit.label_inference",
-        "AuditResult": "labeldp.audit.label_inference",
-        "audit_config": "labeldp.audit.label_inference",
-        "audit_guesses": "labeldp.audit.label_inference",
-        "audit_mechanism": "labeldp.audit.label_inference",
-        "audit_run": "labeldp.audit.label_inference",
-        "guess_canary_labels": "labeldp.audit.label_inference",
-        "attack_metrics": "labeldp.audit.membership",
-        "membership_audit": "labeldp.audit.membership",
-        "membership_epsilon_lower_bound": "labeldp.audit.membership",
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)

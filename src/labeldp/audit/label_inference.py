@@ -280,6 +280,16 @@ def default_canaries(num_examples: int) -> int:
     return max(1, min(1000, num_examples // 2))
 
 
+def run_canaries(run_dir: str | Path, num_canaries: int | None) -> int:
+    """``num_canaries``, or by default as many as the run's training size calls for (:func:`default_canaries`)."""
+    if num_canaries is not None:
+        return num_canaries
+    facts = RunDirectory(run_dir).read_data_facts()
+    if facts is None:
+        raise RunDirectoryError(f"{run_dir} has no data.json, whose size sets the canaries: give their number")
+    return default_canaries(facts["num_train"])
+
+
 def audit_run(
     run_dir: str | Path,
     *,
@@ -295,11 +305,7 @@ def audit_run(
     dataset passed in memory needs it again as ``dataset``.
     """
     config = audited_config(run_dir, dataset)
-    if num_canaries is None:
-        facts = RunDirectory(run_dir).read_data_facts()
-        if facts is None:
-            raise RunDirectoryError(f"{run_dir} has no data.json, whose size sets the canaries: give num_canaries")
-        num_canaries = default_canaries(facts["num_train"])
+    num_canaries = run_canaries(run_dir, num_canaries)
     out = audit_folder(run_dir, canaries, canaries=num_canaries, seed=seed)
     return {
         **audit_config(

@@ -77,11 +77,11 @@ def run(args: argparse.Namespace) -> None:
     from labeldp.accounting import PrivacyLedger
     from labeldp.accounting.rounding import format_epsilon, format_lower_bound
     from labeldp.audit import audit_run, membership_audit
-    from labeldp.audit.label_inference import audit_folder, audited_config, default_canaries
+    from labeldp.audit.label_inference import audit_folder, audited_config, run_canaries
     from labeldp.audit.membership import check_membership_options
     from labeldp.audit.spend import folder_epsilon, refuse_unfinished_audits
     from labeldp.errors import ConfigError
-    from labeldp.runs import RunDirectory, config_dataset
+    from labeldp.runs import config_dataset
 
     run_dir = Path(args.run_dir)
     targets, shadows = getattr(args, "targets", None), getattr(args, "shadows", DEFAULT_SHADOWS)
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> None:
         raise ConfigError(f"{', '.join(typed)} apply only with --membership")
     config = audited_config(run_dir)
     set_threads(args, config.dataset)
-    canaries = args.canaries or default_canaries(RunDirectory(run_dir).read_data_facts()["num_train"])
+    canaries = run_canaries(run_dir, args.canaries or None)
     this = [audit_folder(run_dir, args.canary_kind, canaries=canaries, seed=args.seed)]
     if args.membership:
         this.append(audit_folder(run_dir, "membership", targets=targets, shadows=shadows, seed=args.seed))

@@ -80,6 +80,7 @@ def _import(folder: Path, release: bool) -> tuple[str, str]:
     from labeldp.boundary import read_sidecar
     from labeldp.boundary.table_source import read_key_columns
     from labeldp.config.run_config import RunConfig
+    from labeldp.errors import RunDirectoryError
     from labeldp.runs import RunDirectory
     from labeldp.runs.context import dataset_ledger
     from labeldp.runs.run import config_dataset
@@ -92,7 +93,10 @@ def _import(folder: Path, release: bool) -> tuple[str, str]:
         saved = PrivacyLedger.load(folder / sidecar["files"]["ledger"])
         spend = Spend.of_ledger(str(folder.resolve()), "privatize", saved, 0.0, unit)
     else:
-        config = RunConfig.from_dict(RunDirectory(folder).read_config()).resolved()
+        saved_config = RunDirectory(folder).read_config()
+        if saved_config is None:  # checked by the caller; a folder emptied since is no run
+            raise RunDirectoryError(f"{folder} has no config.json")
+        config = RunConfig.from_dict(saved_config).resolved()
         data = config_dataset(config)
         ledger = dataset_ledger(data)
         saved = PrivacyLedger.load(folder / "ledger.json")

@@ -13,12 +13,4 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.config.run_config import RunConfig as RunConfig
     from labeldp.config.train_config import TrainConfig as TrainConfig
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "DPSGDConfig": "labeldp.config.dpsgd",
-        "PATEConfig": "labeldp.config.pate_config",
-        "RunConfig": "labeldp.config.run_config",
-        "TrainConfig": "labeldp.config.train_config",
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)

@@ -30,7 +30,9 @@ def _fields() -> dict[str, tuple[str | None, str, Option, str]]:
     for field in dataclasses.fields(RunConfig):
         section = field.name if field.name in SECTIONS else None
         for each in dataclasses.fields(type(getattr(defaults, field.name))) if section else [field]:
-            found[each.name] = (section, each.name, declaration_of(each), str(each.type))
+            declaration = declaration_of(each)
+            assert declaration is not None, f"{each.name} is an option"
+            found[each.name] = (section, each.name, declaration, str(each.type))
     del found[OWN]
     for name, (_, declaration) in registered_options().items():
         switch = "bool" if isinstance(declaration.default, bool) else ""

@@ -286,7 +286,7 @@ class RunConfig:
                 raise ConfigError(f"{name} must be one of {', '.join(map(str, choices))}, got {values[name]!r}")
         return values
 
-    def _absolute_paths(self) -> dict[str, str]:
+    def _absolute_paths(self) -> dict[str, Any]:
         """The data paths made absolute, so that config.json names the same files from any folder (a table's
         relative paths under ``data_dir``, as a profile names them)."""
         folder = Path(self.data_dir).expanduser() if self.data_dir is not None else Path()
@@ -356,7 +356,8 @@ class RunConfig:
         """The declared grid of a numeric label over ``label_range`` (None without a range)."""
         if self.label_range is None:
             return None
-        return label_grid(*self.label_range, self.label_grid or DEFAULT_GRID_SIZE)
+        low, high = self.label_range
+        return label_grid(low, high, self.label_grid or DEFAULT_GRID_SIZE)
 
     @property
     def test_held_out(self) -> bool:
@@ -426,4 +427,8 @@ def options_unused_by(method: str) -> tuple[str, ...]:
 #: The RunConfig options that only some methods use (declared ``method_specific`` with the options):
 #: with a method that does not use one, a value other than the default is refused, and a sweep's grid
 #: resets it.
-METHOD_OPTIONS = tuple(f.name for f in dataclasses.fields(RunConfig) if declaration_of(f).method_specific)
+METHOD_OPTIONS = tuple(
+    f.name
+    for f in dataclasses.fields(RunConfig)
+    if (option_of := declaration_of(f)) is not None and option_of.method_specific
+)

@@ -29,28 +29,4 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.data.splits import split_stages as split_stages
     from labeldp.data.table import load_table_dataset as load_table_dataset
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "Dataset": "labeldp.data.dataset_registry",
-        "DatasetRequest": "labeldp.data.dataset_registry",
-        "LabeledDataset": "labeldp.data.dataset",
-        "TableOptions": "labeldp.data.dataset_registry",
-        "dataset_names": "labeldp.data.dataset_registry",
-        "download_dataset": "labeldp.data.loading",
-        "folder_datasets": "labeldp.data.loading",
-        "get_dataset": "labeldp.data.dataset_registry",
-        "label_grid": "labeldp.data.grid",
-        "load_cifar_dataset": "labeldp.data.cifar",
-        "load_dataset": "labeldp.data.loading",
-        "load_digits_dataset": "labeldp.data.digits",
-        "load_idx_dataset": "labeldp.data.idx",
-        "load_movielens_dataset": "labeldp.data.movielens",
-        "load_table_dataset": "labeldp.data.table",
-        "read_idx": "labeldp.data.idx",
-        "register_dataset": "labeldp.data.dataset_registry",
-        "regression_dataset": "labeldp.data.dataset",
-        "snap_to_grid": "labeldp.data.grid",
-        "split_stages": "labeldp.data.splits",
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)

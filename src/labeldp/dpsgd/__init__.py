@@ -18,18 +18,4 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.dpsgd.noise import secure_normal as secure_normal
     from labeldp.dpsgd.sampling import PoissonSampler as PoissonSampler
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "ClippedGradients": "labeldp.dpsgd.clipping",
-        "UnsupportedModelError": "labeldp.dpsgd.clipping",
-        "check_per_example_model": "labeldp.dpsgd.clipping",
-        "clipped_gradient_sum": "labeldp.dpsgd.clipping",
-        "cross_entropy_per_example": "labeldp.dpsgd.clipping",
-        "replace_batchnorm": "labeldp.dpsgd.clipping",
-        "gaussian_noise": "labeldp.dpsgd.noise",
-        "privatize_gradients": "labeldp.dpsgd.noise",
-        "secure_normal": "labeldp.dpsgd.noise",
-        "PoissonSampler": "labeldp.dpsgd.sampling",
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)

@@ -15,13 +15,4 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.methods.registry import methods_using as methods_using
     from labeldp.methods.registry import register_method as register_method
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "Method": "labeldp.methods.registry",
-        "get_method": "labeldp.methods.registry",
-        "method_names": "labeldp.methods.registry",
-        "methods_using": "labeldp.methods.registry",
-        "register_method": "labeldp.methods.registry",
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)

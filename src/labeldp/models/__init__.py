@@ -21,21 +21,4 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.models.wideresnet import WideResNet as WideResNet
     from labeldp.models.wideresnet import WSConv2d as WSConv2d
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "BatchNormCNN": "labeldp.models.cnn",
-        "ConvNet": "labeldp.models.convnet",
-        "MLP": "labeldp.models.mlp",
-        "MODELS": "labeldp.models.names",
-        "MaxPool2d": "labeldp.models.pooling",
-        "RecommenderMLP": "labeldp.models.recommender",
-        "ResNet18": "labeldp.models.resnet",
-        "SmallCNN": "labeldp.models.cnn",
-        "TanhCNN": "labeldp.models.cnn",
-        "WSConv2d": "labeldp.models.wideresnet",
-        "WideResNet": "labeldp.models.wideresnet",
-        "build_model": "labeldp.models.build",
-        "default_model_name": "labeldp.models.names",
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)

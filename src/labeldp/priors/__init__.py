@@ -19,19 +19,4 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.priors.encoders import ENCODERS as ENCODERS
     from labeldp.priors.encoders import is_encoder_file as is_encoder_file
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "ENCODER_FILE_SUFFIX": "labeldp.priors.encoders",
-        "ENCODERS": "labeldp.priors.encoders",
-        "cluster": "labeldp.priors.clustering",
-        "cluster_priors": "labeldp.priors.clustering",
-        "consistent_counts": "labeldp.priors.clustering",
-        "encode": "labeldp.priors.clustering",
-        "histogram_epsilon": "labeldp.priors.clustering",
-        "histogram_priors": "labeldp.priors.clustering",
-        "is_encoder_file": "labeldp.priors.encoders",
-        "release_evidence": "labeldp.priors.combine",
-        "temper": "labeldp.priors.combine",
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)

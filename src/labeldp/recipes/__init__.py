@@ -19,18 +19,4 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.recipes.training import recipe_for as recipe_for
     from labeldp.recipes.training import with_recipe as with_recipe
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "AppliedRecipe": "labeldp.recipes.applied",
-        "Profile": "labeldp.recipes.profile_registry",
-        "Recipe": "labeldp.recipes.training",
-        "get_profile": "labeldp.recipes.profile_registry",
-        "list_profiles": "labeldp.recipes.profile_registry",
-        "load_recipes": "labeldp.recipes.profile_registry",
-        "loaded_recipes": "labeldp.recipes.profile_registry",
-        "recipe_for": "labeldp.recipes.training",
-        "register": "labeldp.recipes.profile_registry",
-        "with_recipe": "labeldp.recipes.training",
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)

@@ -21,21 +21,4 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.runs.run import train_run as train_run
     from labeldp.runs.rundir import RunDirectory as RunDirectory
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "RunConfig": "labeldp.config.run_config",
-        "split_stages": "labeldp.data.splits",
-        "RunContext": "labeldp.runs.context",
-        "Predictor": "labeldp.runs.predictor",
-        "load_predictor": "labeldp.runs.predictor",
-        "predict_table": "labeldp.runs.predictor",
-        "Recipe": "labeldp.recipes.training",
-        "recipe_for": "labeldp.recipes.training",
-        "RunDirectory": "labeldp.runs.rundir",
-        "check_plan": "labeldp.runs.run",
-        "config_dataset": "labeldp.runs.run",
-        "load_run_model": "labeldp.runs.run",
-        "train_run": "labeldp.runs.run",
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)

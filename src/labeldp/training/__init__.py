@@ -18,17 +18,4 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.training.stage import resolve_device as resolve_device
     from labeldp.training.stage import train_stage as train_stage
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "EpochRecord": "labeldp.training.records",
-        "TrainConfig": "labeldp.config.train_config",
-        "accuracy": "labeldp.training.predictions",
-        "predict_logits": "labeldp.training.predictions",
-        "predict_proba": "labeldp.training.predictions",
-        "predict_values": "labeldp.training.predictions",
-        "resolve_device": "labeldp.training.stage",
-        "rmse": "labeldp.training.predictions",
-        "train_stage": "labeldp.training.stage",
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)
