@@ -280,13 +280,14 @@ def default_canaries(num_examples: int) -> int:
     return max(1, min(1000, num_examples // 2))
 
 
-def run_canaries(run_dir: str | Path, num_canaries: int | None) -> int:
-    """``num_canaries``, or by default as many as the run's training size calls for (:func:`default_canaries`)."""
+def run_canaries(run_dir: str | Path, num_canaries: int | None, name: str = "num_canaries") -> int:
+    """``num_canaries``, or by default as many as the run's training size calls for (:func:`default_canaries`);
+    ``name`` is how the caller takes the number."""
     if num_canaries is not None:
         return num_canaries
     facts = RunDirectory(run_dir).read_data_facts()
     if facts is None:
-        raise RunDirectoryError(f"{run_dir} has no data.json, whose size sets the canaries: give their number")
+        raise RunDirectoryError(f"{run_dir} has no data.json, whose size sets the canaries: give {name}")
     return default_canaries(facts["num_train"])
 
 

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> None:
         raise ConfigError(f"{', '.join(typed)} apply only with --membership")
     config = audited_config(run_dir)
     set_threads(args, config.dataset)
-    canaries = run_canaries(run_dir, args.canaries or None)
+    canaries = run_canaries(run_dir, args.canaries or None, "--canaries")
     this = [audit_folder(run_dir, args.canary_kind, canaries=canaries, seed=args.seed)]
     if args.membership:
         this.append(audit_folder(run_dir, "membership", targets=targets, shadows=shadows, seed=args.seed))
