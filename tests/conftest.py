@@ -136,6 +136,16 @@ def restore_threads():
     runtime._AUTO = None
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_budget_dir(tmp_path_factory):
+    """The dataset ledgers of module and session fixtures (set up before any test's own folder) in a
+    folder of the session's, never the user's: a torchrun launch of a module's fixture writes there."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LABELDP_BUDGET_DIR", str(tmp_path_factory.mktemp("session-budget")))
+        patch.delenv("LABELDP_TOTAL_EPSILON", raising=False)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def budget_dir(tmp_path_factory):
     """Each test's dataset ledgers in a folder of its own (never the user's), inherited by the CLI
