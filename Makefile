@@ -21,15 +21,14 @@ install: $(BIN)/labeldp
 demo: install
 	$(BIN)/labeldp demo
 
-# ruff and mypy first: the lint, the format and the types are checked in seconds, before the suite's
-# minutes (tests/test_typing.py then reads mypy's cache).
+# ruff first: the lint and the format are checked in seconds, before the suite's minutes (mypy, the
+# type check, is a test: tests/test_typing.py, run beside the others).
 # The suite starts some twenty Python processes (its workers, CLI runs, sweep workers, torchrun ranks):
 # with PYTHONDONTWRITEBYTECODE set, each would compile torch's sources anew (~10 s of CPU each), so
 # the modules are compiled once, into .venv/pycache, for all of them.
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
 	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache $(BIN)/python -m pytest -n 2 --dist worksteal
 
 # the site from docs/ (mkdocs.yml), into site/; --strict: a warning (a broken link, a docstring that does

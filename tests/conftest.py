@@ -30,6 +30,7 @@ def pytest_configure(config) -> None:
 #: torchrun's ranks, a sweep's workers, a CLI run to kill); each is started first by a worker of its own
 SLOW_MODULES = {
     "tests/test_distributed.py": 24,
+    "tests/test_typing.py": 20,
     "tests/test_docs.py": 24,
     "tests/experiments/test_sweep.py": 18,
     "tests/accounting/test_calibration.py": 17,

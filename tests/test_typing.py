@@ -1,6 +1,6 @@
-"""The public API as a type checker and an IDE see it: the names that the packages import on first use
-(:mod:`labeldp._lazy`) resolve to their definitions, not to ``Any``, and the package says it ships its
-annotations (``py.typed``)."""
+"""The package as a type checker and an IDE see it: mypy finds no error in it (``make test`` runs it here,
+beside the other tests), the names that the packages import on first use (:mod:`labeldp._lazy`) resolve
+to their definitions, not to ``Any``, and the package says it ships its annotations (``py.typed``)."""
 
 from __future__ import annotations
 
@@ -36,14 +36,14 @@ SNIPPET = "\n".join(
 )
 
 
-def test_public_names_resolve_to_their_definitions(tmp_path: Path) -> None:
-    """``from labeldp import LabelDPClassifier`` is the class to mypy, with its signature: a wrong
-    argument is an error before anything runs."""
+def test_the_package_checks_and_its_public_names_resolve_to_their_definitions(tmp_path: Path) -> None:
+    """mypy (the project's settings and cache) finds no error in ``src/labeldp``; in a user's snippet
+    ``from labeldp import LabelDPClassifier`` is the class, with its signature: a wrong argument is an
+    error before anything runs."""
     pytest.importorskip("mypy")
     (tmp_path / "snippet.py").write_text(SNIPPET)
-    # the project's settings and cache (pyproject.toml, .mypy_cache): make test has just checked the package
-    command = [sys.executable, "-m", "mypy", str(tmp_path / "snippet.py")]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    command = [sys.executable, "-m", "mypy", "src/labeldp", str(tmp_path / "snippet.py")]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     source = SNIPPET.splitlines()
     revealed: dict[str, str] = {}
     errors = []
@@ -51,6 +51,7 @@ def test_public_names_resolve_to_their_definitions(tmp_path: Path) -> None:
         where, _, message = line.partition(": ")
         file, _, number = where.rpartition(":")
         if not file.endswith("snippet.py"):
+            assert not message.startswith("error: "), line  # in the package
             continue
         code = source[int(number) - 1]
         if message.startswith("note: Revealed type is "):
