@@ -2,8 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# The CPU build of torch is pinned first; the package then asks for a range 2.13.0 satisfies.
-# --no-compile: Python compiles the modules it imports on first use, not all of them at install.
+# The CPU build of torch is pinned beside the package, which asks for a range 2.13.0 satisfies (one pip
+# run: one resolution). --no-compile: Python compiles the modules it imports on first use, not all of them.
 TORCH := torch==2.13.0
 # Where pip looks for torch: e.g. https://download.pytorch.org/whl/cpu for the CPU build anywhere.
 TORCH_INDEX ?=
@@ -12,8 +12,8 @@ TORCH_INDEX ?=
 
 $(BIN)/labeldp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --no-compile $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install --quiet --no-compile -e '.[test]'
+	$(if $(TORCH_INDEX),$(BIN)/pip install --quiet --no-compile $(TORCH) --index-url $(TORCH_INDEX))
+	$(BIN)/pip install --quiet --no-compile $(TORCH) -e '.[test]'
 	touch $@
 
 install: $(BIN)/labeldp
