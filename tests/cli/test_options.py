@@ -47,7 +47,8 @@ def test_a_flag_of_several_commands_comes_from_one_declaration() -> None:
         assert hasattr(action, "declaration"), f"labeldp {command} {flag} is not built from a declaration"
         by_flag.setdefault(flag, set()).add(id(action.declaration))
     assert {flag for flag, declarations in by_flag.items() if len(declarations) > 1} == set()
-    shared = {flag for (_, flag) in _flags() if sum(f == flag for (_, f) in _flags()) > 1}
+    flags = [flag for (_, flag) in _flags()]
+    shared = {flag for flag in flags if flags.count(flag) > 1}
     assert {"--epsilon", "--privacy-unit", "--secure-rng", "--out", "--label-column", "--table"} <= shared
 
 
