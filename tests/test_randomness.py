@@ -23,5 +23,6 @@ def test_secure_integers_are_uniform() -> None:
 def test_secure_generator_draws_normals():
     draws = SecureGenerator().normal(1.0, 3.0, size=20001)
     assert draws.shape == (20001,)
-    assert stats.kstest(draws, stats.norm(1.0, 3.0).cdf).pvalue > 1e-4
-    assert stats.kstest(draws, stats.norm(1.0, 2.7).cdf).pvalue < 1e-4  # the test sees a 10% smaller std
+    # fresh secure draws on every run: a correct generator fails this level once in a million runs
+    assert stats.kstest(draws, stats.norm(1.0, 3.0).cdf).pvalue > 1e-6
+    assert stats.kstest(draws, stats.norm(1.0, 2.7).cdf).pvalue < 1e-6  # the test sees a 10% smaller std
