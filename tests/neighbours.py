@@ -170,7 +170,7 @@ ROUTES: list[Route] = [
         ids=True,
     ),
     Route(
-        "train on a Parquet table with a public test table",
+        "train on a Parquet table with a public test table, then retrain on the consensus",
         ("labeldp train",),
         _cli(
             [
@@ -182,6 +182,7 @@ ROUTES: list[Route] = [
                 "lp-2st",
                 "--epsilon",
                 "2",
+                "--consensus",
                 *_QUICK,
                 "--tune-budget",
                 "0",

@@ -29,6 +29,7 @@ CHANGED = {
     "loss": "ce",
     "reuse_labels": False,
     "warm_start": False,
+    "consensus": True,
     "secure_rng": True,
     "insecure_noise_seed": 1,
     "dpsgd": DPSGDConfig(max_grad_norm=2.0),

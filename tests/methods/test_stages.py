@@ -1,7 +1,9 @@
-"""The staged methods LP-1ST, LP-2ST and LP-MST (methods/stages.py) under a cluster prior: the run
-spends exactly epsilon, and stage one trains on the posterior."""
+"""The staged methods LP-1ST, LP-2ST and LP-MST (methods/stages.py): under a cluster prior the run
+spends exactly epsilon and stage one trains on the posterior; consensus retraining spends nothing."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -58,3 +60,30 @@ def test_stage_one_under_a_cluster_prior_trains_on_the_posterior(blobs, tmp_path
         )
         train_run(config, tmp_path / f"run-{prior}", progress=False, dataset=blobs)
     assert soft_labels == [True, False, False, False]  # stage 1 under the prior only; later stages: forward loss
+
+
+def test_consensus_retraining_trains_on_the_agreeing_releases_and_spends_nothing_more(blobs, tmp_path) -> None:
+    config = RunConfig(
+        dataset="csv",
+        method="lp-1st",
+        epsilon=1.0,
+        consensus=True,
+        train=TrainConfig(epochs=3, batch_size=64),
+        insecure_noise_seed=0,
+    )
+    summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
+    ledger = PrivacyLedger.load(tmp_path / "run" / "ledger.json")
+    assert [e.tag for e in ledger.entries] == ["stage1"] and summary["epsilon"] == pytest.approx(1.0, abs=1e-3)
+    # RR at epsilon 1 over 10 classes keeps about a quarter of the labels; the model agrees with those
+    # and with few of the others
+    kept = summary["consensus"]
+    assert kept["released"] == 600 and 0.1 * 600 < kept["kept"] < 0.6 * 600
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [row["stage"] for row in rows] == [1, 1, 1, 2, 2, 2]  # the retrained model's epochs
+    assert summary["test_accuracy"] > 0.5  # ten well-separated classes: chance is 0.1
+    from labeldp.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="consensus"):
+        RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, consensus=True, loss="mse").resolved()
+    with pytest.raises(ConfigError, match="consensus"):  # not an option of DP-SGD
+        RunConfig(dataset="digits", method="dp-sgd", epsilon=1.0, consensus=True).resolved()

@@ -14,6 +14,9 @@ def print_summary(summary: dict) -> None:
         f"epsilon {format_epsilon(summary['epsilon'])} (delta {summary['delta']:g}, "
         f"{summary['neighboring_relation']})  {summary['seconds']:.1f}s"
     )
+    if kept := summary.get("consensus"):
+        agreed = f"{kept['kept']} of {kept['released']}"
+        print(f"consensus retraining: on the {agreed} released labels the stages' model predicts")
     if warning := chance_warning(summary):
         print(warning)
     if not summary.get("noise_private", True):

@@ -206,6 +206,12 @@ class RunConfig:
         method_specific=True,
     )
     warm_start: bool = option(True, help="lp-2st, lp-mst: train each stage's model from scratch", method_specific=True)
+    consensus: bool = option(
+        False,
+        help="lp-1st, lp-2st, lp-mst: after the last stage, train a new model on the released examples whose "
+        "released label the last model predicts (consensus retraining; post-processing, no epsilon)",
+        method_specific=True,
+    )
     seed: int = declared(SEED)
     secure_rng: bool = declared(SECURE_RNG)
     insecure_noise_seed: int | None = declared(INSECURE_NOISE_SEED)

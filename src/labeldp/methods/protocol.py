@@ -86,8 +86,9 @@ class MethodContext(Protocol):
     def predict_proba(self, model: nn.Module, inputs: np.ndarray, temperature: float = 1.0) -> np.ndarray:
         """``model``'s (n, K) class probabilities on ``inputs`` (a collective call under torchrun)."""
 
-    def on_epoch_end(self, stage: int, stages: int) -> Callable[[EpochRecord], None]:
-        """The callback that records each epoch's :class:`~labeldp.training.records.EpochRecord`."""
+    def on_epoch_end(self, stage: int, stages: int, description: str | None = None) -> Callable[[EpochRecord], None]:
+        """The callback that records each epoch's :class:`~labeldp.training.records.EpochRecord` (shown as
+        ``description``, default ``stage <stage>/<stages>``)."""
 
     def checkpoint_path(self, stage: int) -> Path:
         """Where the training of ``stage`` keeps its checkpoint (it may not exist)."""

@@ -25,24 +25,40 @@ from labeldp.boundary import (
     release_true_labels,
 )
 from labeldp.data.splits import split_stages
+from labeldp.errors import ConfigError
 from labeldp.mechanisms import prior_top_k
 from labeldp.methods.protocol import MethodContext
 from labeldp.methods.registry import Method, register_method
 from labeldp.priors import cluster, encode, histogram_priors, release_evidence, temper
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
-_LABEL_OPTIONS = frozenset({"loss", "prior"})
+_LABEL_OPTIONS = frozenset({"loss", "prior", "consensus"})
 _MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "combine_priors"})
 #: Options that act only after the first stage's labels are released: stage 1's labels and the
 #: cluster histogram do not depend on them (later stages' priors do: they come from the trained model).
-TRAINING_OPTIONS = ("train", "model", "loss", "reuse_labels", "warm_start", "temperature", "combine_priors")
+TRAINING_OPTIONS = (
+    "train",
+    "model",
+    "loss",
+    "reuse_labels",
+    "warm_start",
+    "temperature",
+    "combine_priors",
+    "consensus",
+)
 _FIRST_RELEASES = {"stage1": TRAINING_OPTIONS, "prior": TRAINING_OPTIONS}
 #: LP-2ST's second release is drawn with the prior of the first stage's model, before the second stage
 #: trains: it does not depend on how that stage trains (whether it reuses stage 1's labels, whether it
 #: starts from the first model). Later stages of LP-MST do (through the models before them).
-_TWO_STAGE_RELEASES = {**_FIRST_RELEASES, "stage2": ("reuse_labels", "warm_start")}
+_TWO_STAGE_RELEASES = {**_FIRST_RELEASES, "stage2": ("reuse_labels", "warm_start", "consensus")}
 #: What shapes the first stage's model: how it trains. (The multi-stage options act from stage 2 on.)
 _FIRST_STAGE_OPTIONS = ("train", "model", "loss")
+
+
+def check_stages(config) -> None:
+    """Consensus retraining is for classes: a numeric label's squared error has no predicted label to agree."""
+    if config.consensus and config.loss == "mse":
+        raise ConfigError("--consensus retrains on agreeing class labels; it does not apply with --loss mse")
 
 
 def stage_releases(config) -> tuple[str, ...]:
@@ -218,7 +234,27 @@ def run_stages(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
                 "mean_k": float(np.mean(released.arrays["k"])),
             }
         )
-    return model, {"stages": summaries}
+    if not config.consensus:
+        return model, {"stages": summaries}
+    model, kept = consensus_retrain(context, model, len(members_by_stage))
+    return model, {"stages": summaries, "consensus": kept}
+
+
+def consensus_retrain(context: MethodContext, model: nn.Module, stages: int) -> tuple[nn.Module, dict[str, int]]:
+    """A new model trained on the released examples whose label ``model`` predicts (Das et al., "Retraining
+    with predicted hard labels provably increases model accuracy", ICML 2025), by cross-entropy on those
+    labels; the model and ``{"kept", "released"}``.
+
+    Post-processing of the releases: it reads no private label and spends nothing.
+    """
+    releases = [context.saved_release(f"stage{s}") for s in range(1, stages + 1)]
+    indices = np.concatenate([r.arrays["indices"] for r in releases])
+    labels = np.concatenate([r.labels for r in releases if r.labels is not None])
+    predicted = context.predict_proba(model, context.data.x_train[indices]).argmax(axis=1)
+    agree = predicted == labels
+    retrained = context.new_model(stages + 1)
+    context.train(retrained, stages + 1, stages + 1, indices[agree], labels[agree], description="consensus retraining")
+    return retrained, {"kept": int(agree.sum()), "released": int(indices.size)}
 
 
 register_method(
@@ -239,6 +275,7 @@ register_method(
         run_stages,
         uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS,
         independent_of=_FIRST_RELEASES,
+        check=check_stages,
         releases=stage_releases,
     ),
     "rr",
@@ -252,6 +289,7 @@ register_method(
         stages=2,
         default_stages=(0.4, 0.6),
         independent_of=_TWO_STAGE_RELEASES,
+        check=check_stages,
         releases=stage_releases,
         first_stage_options=_FIRST_STAGE_OPTIONS,
     )
@@ -265,6 +303,7 @@ register_method(
         stages=None,
         default_stages=(0.3, 0.3, 0.4),
         independent_of=_FIRST_RELEASES,
+        check=check_stages,
         releases=stage_releases,
         first_stage_options=_FIRST_STAGE_OPTIONS,
     )

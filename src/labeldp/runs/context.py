@@ -236,7 +236,7 @@ class RunContext:
         """See :meth:`MethodContext.new_model <labeldp.methods.protocol.MethodContext.new_model>`."""
         return initial_model(self.config, self.data, stage, self.device)
 
-    def on_epoch_end(self, stage: int, stages: int) -> Callable[[EpochRecord], None]:
+    def on_epoch_end(self, stage: int, stages: int, description: str | None = None) -> Callable[[EpochRecord], None]:
         """See :meth:`MethodContext.on_epoch_end <labeldp.methods.protocol.MethodContext.on_epoch_end>`:
         appends to ``metrics.jsonl`` and writes ``elapsed.json`` (rank 0)."""
 
@@ -248,7 +248,8 @@ class RunContext:
                 acc += f"  test RMSE {row.test_rmse:.4f}" if row.test_rmse is not None else ""
                 loss = f"  loss {row.train_loss:.4f}" if row.train_loss is not None else ""
                 tqdm.write(
-                    f"stage {stage}/{stages} epoch {row.epoch}/{self.config.train.epochs}:{loss}{acc}  "
+                    f"{description or f'stage {stage}/{stages}'} epoch {row.epoch}/{self.config.train.epochs}:"
+                    f"{loss}{acc}  "
                     f"({row.seconds:.1f}s)"
                 )
 
@@ -289,7 +290,7 @@ class RunContext:
             test=test,
             seed=public_seed(self.config.seed, "training", stage),
             checkpoint=self.out.checkpoint_path(stage),
-            on_epoch_end=self.on_epoch_end(stage, stages),
+            on_epoch_end=self.on_epoch_end(stage, stages, description),
             progress=self.progress,
             description=description or f"stage {stage}/{stages}",
             label_values=data.label_values,
