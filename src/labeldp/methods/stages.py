@@ -164,6 +164,16 @@ def _channel(release: Release) -> np.ndarray:
     return release.likelihood
 
 
+def stage_releases_before(context: MethodContext, stage: int) -> tuple[list[Release], np.ndarray, np.ndarray]:
+    """The saved releases of the stages before ``stage``, their members' positions and released labels."""
+    releases = [context.saved_release(f"stage{s}") for s in range(1, stage)]
+    labels = []
+    for release in releases:
+        assert release.labels is not None, "a stage's release holds one label per member"
+        labels.append(release.labels)
+    return releases, np.concatenate([r.arrays["indices"] for r in releases]), np.concatenate(labels)
+
+
 def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
     """Earlier stages' ``(indices, targets)`` to train on again (post-processing).
 
@@ -171,11 +181,9 @@ def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.nda
     prior's top k (the paper's filter).
     """
     config = context.config
-    earlier = [context.saved_release(f"stage{s}") for s in range(1, stage)]
-    indices = np.concatenate([e.arrays["indices"] for e in earlier])
+    earlier, indices, labels = stage_releases_before(context, stage)
     if config.loss in ("forward", "mse"):
         return indices, np.concatenate([stage_targets(context, e) for e in earlier])
-    labels = np.concatenate([e.labels for e in earlier])
     prior = context.predict_proba(model, context.data.x_train[indices], config.temperature)
     epsilon = config.label_epsilon
     assert epsilon is not None, "only private methods have a second stage"
@@ -247,9 +255,7 @@ def consensus_retrain(context: MethodContext, model: nn.Module, stages: int) -> 
 
     Post-processing of the releases: it reads no private label and spends nothing.
     """
-    releases = [context.saved_release(f"stage{s}") for s in range(1, stages + 1)]
-    indices = np.concatenate([r.arrays["indices"] for r in releases])
-    labels = np.concatenate([r.labels for r in releases if r.labels is not None])
+    _, indices, labels = stage_releases_before(context, stages + 1)
     predicted = context.predict_proba(model, context.data.x_train[indices]).argmax(axis=1)
     agree = predicted == labels
     retrained = context.new_model(stages + 1)
