@@ -199,3 +199,18 @@ def test_under_torchrun_only_train_runs(monkeypatch, capsys) -> None:
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert main(["profiles"]) == 2
     assert "only `labeldp train` runs" in capsys.readouterr().err
+
+
+def test_more_ranks_than_gpus_is_refused(monkeypatch) -> None:
+    """A second rank on a one-GPU machine gets a ConfigError naming the fix, not CUDA's invalid ordinal."""
+    from labeldp import distributed
+    from labeldp.errors import ConfigError
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert distributed.local_device(torch.device("cuda")) == torch.device("cuda", 0)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(ConfigError, match="1 GPU.*--nproc_per_node"):
+        distributed.local_device(torch.device("cuda"))
+    assert distributed.local_device(torch.device("cpu")) == torch.device("cpu")

@@ -66,7 +66,13 @@ def is_main() -> bool:
 def local_device(device: torch.device) -> torch.device:
     """This process's device: on CUDA without an index, the GPU ``LOCAL_RANK`` (one per process); else ``device``."""
     if device.type == "cuda" and requested() and device.index is None:
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        local, gpus = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+        if local >= gpus:  # nccl refuses two ranks on one GPU, and a missing index fails deep in CUDA
+            raise errors.ConfigError(
+                f"torchrun started local process {local}, but this machine has {gpus} GPU(s): nccl needs one "
+                "GPU per process (start at most that many with --nproc_per_node, or train with --device cpu)"
+            )
+        return torch.device("cuda", local)
     return device
 
 
