@@ -8,7 +8,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from labeldp.config.run_config import RunConfig
-from labeldp.config.shared_options import BUDGET_DIR, DEVICE, QUIET, RECIPES, THREADS, TOTAL_EPSILON
+from labeldp.config.shared_options import BUDGET_DIR, DEVICE, NO_RECIPE, QUIET, RECIPES, THREADS, TOTAL_EPSILON
 from labeldp.errors import ConfigError
 from labeldp.methods.registry import registered_options
 from labeldp.options import (
@@ -38,8 +38,8 @@ _OWN = "method_options."
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of every RunConfig option and of the registered methods' own, and ``--recipes``,
-    ``--device``, ``--threads``, ``--quiet`` and the budget's."""
-    add_options(parser, "train", RECIPES)
+    ``--no-recipe``, ``--device``, ``--threads``, ``--quiet`` and the budget's."""
+    add_options(parser, "train", RECIPES, NO_RECIPE)
     add_dataclass_arguments(parser, RunConfig, "train", OPTION_GROUPS)
     groups: dict[str, argparse._ArgumentGroup] = {}
     for name, (method, declaration) in registered_options().items():
@@ -71,17 +71,18 @@ def config_with_recipe(args: argparse.Namespace) -> RunConfig:
 def config_and_recipe(args: argparse.Namespace) -> tuple[RunConfig, AppliedRecipe]:
     """The run the flags describe, and the recipe its options came from: what the user typed as typed, every
     other option of a recipe from the dataset's and method's best known one (:mod:`labeldp.recipes.training`;
-    with ``--prior``, that prior's where one exists), else the library's defaults. Unless ``args.quiet``, it
-    prints which, and where it came from, in the words the run's summary records."""
+    with ``--prior``, that prior's where one exists), else (or with ``--no-recipe``) the library's defaults.
+    Unless ``args.quiet``, it prints which, and where it came from, in the words the run's summary records."""
     from labeldp.recipes.applied import dataset_recipe
     from labeldp.recipes.training import recipe_for, with_recipe
 
     config = dataclasses.replace(dataclass_from_args(RunConfig, args), method_options=method_options(args))
     typed = typed_options(args, RunConfig)
-    recipe = recipe_for(config.dataset, config.method, config.prior)
+    ignored = getattr(args, "no_recipe", False)
+    recipe = None if ignored else recipe_for(config.dataset, config.method, config.prior)
     recipe_sets = recipe_options() | set(recipe.options_for(config.epsilon) if recipe is not None else ())
     flags = [flag_of(RunConfig, name) for name in typed & recipe_sets]
-    applied = dataset_recipe(config.dataset, config.method, config.prior, recipe, flags)
+    applied = dataset_recipe(config.dataset, config.method, config.prior, recipe, flags, ignored=ignored)
     if not args.quiet:
         print(applied.console_line(recipe.describe(config.epsilon) if recipe is not None else ""))
     return (config if recipe is None else with_recipe(config, recipe, keep=typed)), applied

@@ -14,8 +14,9 @@ DESCRIPTION = (
     "of each stage, metrics.jsonl and summary.json. Running the same command again resumes an interrupted "
     "run without drawing new noisy labels. Every option you type is used as typed; the others take the "
     "dataset's recipe for the method where there is one, else the library's defaults. Where the dataset has "
-    "no recipe of its own (a table of yours; Fashion-MNIST and KMNIST borrow MNIST's), the learning rate is "
-    "chosen on this run's own release within --tune-budget, at no extra epsilon, unless you type --lr."
+    "no recipe of its own (a table of yours; Fashion-MNIST and KMNIST borrow MNIST's) or --no-recipe sets it "
+    "aside, the learning rate is chosen on this run's own release within --tune-budget, at no extra epsilon, "
+    "unless you type --lr."
 )
 #: the options that apply on top of --profile
 PROFILE_OPTIONS = {"data_dir"}
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> None:
         ignored = sorted(
             flag_of(RunConfig, n) if n != "tune_budget" else "--tune-budget" for n in typed - PROFILE_OPTIONS
         ) + [f"--{name.replace('_', '-')}" for name in method_options(args)]
+        ignored += ["--no-recipe"] if args.no_recipe else []
         if ignored:
             flags = ", ".join(ignored)
             raise ConfigError(
@@ -91,7 +93,8 @@ def run(args: argparse.Namespace) -> None:
 
 def tune_budget(args: argparse.Namespace, config) -> float:
     """The budget of tuning the run's learning rate on its own release: ``--tune-budget`` where the dataset
-    has no recipe of its own for the method (:func:`~labeldp.recipes.training.own_recipe`), else 0; also 0,
+    has no recipe of its own for the method (:func:`~labeldp.recipes.training.own_recipe`) or ``--no-recipe``
+    sets it aside, else 0; also 0,
     said unless ``--quiet``, where ``--lr`` is typed or under torchrun (the candidates train in one
     process)."""
     from labeldp import runtime
@@ -102,7 +105,7 @@ def tune_budget(args: argparse.Namespace, config) -> float:
     budget = dataclass_from_args(AutoTuneConfig, args).tune_budget
     if budget < 0:
         raise ConfigError(f"--tune-budget must be 0 (off) or positive, got {budget:g}")
-    if budget == 0 or own_recipe(config.dataset, config.method, config.prior) is not None:
+    if budget == 0 or (not args.no_recipe and own_recipe(config.dataset, config.method, config.prior) is not None):
         return 0.0
     why = "you typed --lr, the option it tunes" if hasattr(args, "lr") else None
     if why is None and runtime.requested():

@@ -287,6 +287,13 @@ RECIPES = Option(
     flag="--recipes",
     metavar="FILE",
 )
+NO_RECIPE = Option(
+    "ignore the dataset's recipes: the options not typed take the library's defaults, as on a dataset of your "
+    "own (to check what labeldp does on data nobody tuned for: benchmarks/unseen.py)",
+    False,
+    flag="--no-recipe",
+    commands={"train": {"help": "the learning rate is then chosen on the run's own release (--tune-budget)"}},
+)
 DEVICE = Option(
     "torch device: auto (GPU if present), cpu, cuda, cuda:1",
     "auto",

@@ -34,7 +34,6 @@ from labeldp.experiments.one_release import (
 )
 from labeldp.files import write_json_atomic
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
-from labeldp.recipes.training import recipe_for
 from labeldp.runs.run import check_dataset_spend, config_dataset, register_tuned_run, train_run, withdraw_unspent
 from labeldp.runs.rundir import RunDirectory
 
@@ -286,9 +285,8 @@ def _tuned_run(config: RunConfig, out_dir: str | Path, tuning: AutoTuneConfig, *
     after the recipe they came from (the family's, or the library's defaults), else the options given."""
     recipe = run.get("recipe")
     base_name = "the options given"
-    if recipe is not None and recipe is not AS_GIVEN:
-        found = recipe_for(config.dataset, config.method, config.prior)
-        base_name = f"{found.borrowed_from}'s recipe" if found is not None else "the library's defaults"
+    if recipe is not None and recipe is not AS_GIVEN:  # named <dataset chosen on>/<method>, None: no recipe
+        base_name = f"{recipe.name.split('/')[0]}'s recipe" if recipe.name else "the library's defaults"
     return auto_tuned_run(config, out_dir, budget=tuning.tune_budget, base_name=base_name, **run)
 
 

@@ -74,11 +74,19 @@ AS_GIVEN = AppliedRecipe(None, "none: the configuration as given")
 
 
 def dataset_recipe(
-    dataset: str, method: str, prior: str | None, recipe: Recipe | None, typed: Iterable[str] = ()
+    dataset: str,
+    method: str,
+    prior: str | None,
+    recipe: Recipe | None,
+    typed: Iterable[str] = (),
+    *,
+    ignored: bool = False,
 ) -> AppliedRecipe:
     """The recipe ``labeldp train`` applies (``recipe``, :func:`~labeldp.recipes.training.recipe_for`'s; None:
-    the library's defaults), named after the dataset it was chosen on, its source the dataset's own, borrowed
-    from its family, or none."""
+    the library's defaults, ``ignored`` where ``--no-recipe`` set the dataset's aside), named after the dataset
+    it was chosen on, its source the dataset's own, borrowed from its family, or none."""
+    if ignored:
+        return AppliedRecipe(None, "the dataset's set aside by --no-recipe: the library's defaults").with_typed(typed)
     if recipe is None:
         return AppliedRecipe(None, f"no tuned recipe for {method} on {dataset}: the library's defaults").with_typed(
             typed
