@@ -2,7 +2,8 @@
 al. 2021), block by block.
 
 Nothing here reads a label or draws a random number, so blocks may be computed on worker threads in
-any order while the caller draws the noise on its own thread in a fixed order. k is chosen exactly as
+any order while the caller draws the noise on its own thread in a fixed order (with the caller's own
+work per block that draws nothing, such as RR-with-prior's reading of the block's labels). k is chosen exactly as
 :func:`labeldp.mechanisms.rr.prior_top_k` documents: the first k whose float64 objective
 o_k = fl(m_k * w_k) (m_k the descending sum of the k largest entries, w_k the keep probability) is
 strictly above every earlier one; the scan stops early for a block (:func:`_choose_k`) with the same
@@ -15,8 +16,9 @@ import functools
 import os
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -54,20 +56,27 @@ def _descending_rows(priors_t: np.ndarray) -> list[np.ndarray]:
     """The columns of a (K, m) block sorted descending, as K contiguous rows, by a sorting network of
     elementwise max/min (faster than ``np.sort`` along a short axis; same values). Never writes the block.
     """
-    rows = list(np.array(priors_t, order="C"))  # one transposing copy when priors_t is a view of (m, K) rows
+    rows = list(np.asarray(priors_t, order="C"))  # a transposing copy when priors_t is a view of (m, K) rows
+    own = [False] * len(rows)  # rows[i] is an array of ours (else a row of priors_t, never written)
     spare = np.empty_like(rows[0])
     for high, low in _sorting_network(len(rows)):
         np.maximum(rows[high], rows[low], out=spare)
-        np.minimum(rows[high], rows[low], out=rows[low])
-        rows[high], spare = spare, rows[high]
+        if own[low]:
+            np.minimum(rows[high], rows[low], out=rows[low])
+        else:
+            rows[low], own[low] = np.minimum(rows[high], rows[low]), True
+        rows[high], spare = spare, rows[high] if own[high] else np.empty_like(spare)
+        own[high] = True
     return rows
 
 
-def _descending_columns(block: np.ndarray):
-    """r -> the r-th largest entry of each row of the (m, K) block, as a contiguous (m,) array."""
+def _descending_columns(block: np.ndarray, transposed: np.ndarray | None):
+    """r -> the r-th largest entry of each row of the (m, K) block, as a contiguous (m,) array
+    (``transposed``: the block as a contiguous (K, m) array, or None where K is above
+    :data:`_NETWORK_CLASSES`)."""
     num_classes = block.shape[1]
-    if num_classes <= _NETWORK_CLASSES:
-        return _descending_rows(block.T).__getitem__
+    if transposed is not None:
+        return _descending_rows(transposed).__getitem__
     ascending = np.sort(block, axis=1)
     copied: dict[int, np.ndarray] = {}
 
@@ -113,23 +122,28 @@ def _choose_k(column, weights: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarr
     return k.astype(np.int64), threshold
 
 
-def top_k(block: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The k, top-k mask (C order) and ``np.flatnonzero(mask)`` of each row of an (m, K) block of priors.
+def top_k(block: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The k of each row of an (m, K) block of priors and its top-k sets as a (K, m) mask:
+    ``member[j, i]`` says whether label j is in row i's top k (C order up to :data:`_NETWORK_CLASSES`
+    classes, else the transpose of an (m, K) array in C order).
 
     Among entries equal to a row's threshold, lower labels are members first (a fixed, public order).
     """
     m, num_classes = block.shape
-    k, threshold = _choose_k(_descending_columns(block), weights, m)
-    member = block >= threshold[:, None]
-    flat = np.flatnonzero(member)
-    if flat.size != k.sum():  # a row has entries equal to its threshold beyond its k-th largest
-        tied = np.flatnonzero(np.bincount(flat // num_classes, minlength=m) != k)
+    if num_classes <= _NETWORK_CLASSES:  # the columns as contiguous rows: sorted, and compared with the thresholds
+        transposed = np.array(block.T, order="C")
+        k, threshold = _choose_k(_descending_columns(block, transposed), weights, m)
+        member = transposed >= threshold
+    else:  # compared in the block's own layout, which is faster at large K than a transposed one
+        k, threshold = _choose_k(_descending_columns(block, None), weights, m)
+        member = (block >= threshold[:, None]).T
+    if np.count_nonzero(member) != k.sum():  # a row has entries equal to its threshold beyond its k-th largest
+        tied = np.flatnonzero(np.count_nonzero(member, axis=0) != k)
         rows, limit = block[tied], threshold[tied, None]
         greater, equal = rows > limit, rows == limit
         room = k[tied, None] - greater.sum(axis=1, keepdims=True)
-        member[tied] = greater | (equal & (np.cumsum(equal, axis=1) <= room))
-        flat = np.flatnonzero(member)
-    return k, member, flat
+        member[:, tied] = (greater | (equal & (np.cumsum(equal, axis=1) <= room))).T
+    return k, member
 
 
 def worker_threads(entries: int) -> int:
@@ -146,22 +160,30 @@ def worker_threads(entries: int) -> int:
     return max(1, min(threads, int(limit)) if limit.isdigit() and int(limit) > 0 else threads)
 
 
-def blocks_top_k(prior: np.ndarray, weights: np.ndarray, rows: int) -> Iterator[tuple[int, int, tuple]]:
-    """(start, stop, :func:`top_k` of ``prior[start:stop]``) for blocks of ``rows`` rows, in order.
+def blocks_top_k(
+    prior: np.ndarray, weights: np.ndarray, rows: int, then: Callable[[int, int, tuple], Any] | None = None
+) -> Iterator[tuple[int, int, Any]]:
+    """(start, stop, :func:`top_k` of ``prior[start:stop]``) for blocks of ``rows`` rows, in order; with
+    ``then``, (start, stop, ``then(start, stop, top_k)``) instead.
 
-    With several threads blocks are computed ahead on a pool (numpy releases the GIL), at most two per
-    thread ahead of the caller.
+    With several threads blocks (and ``then``, which must draw nothing) are computed ahead on a pool
+    (numpy releases the GIL), at most two per thread ahead of the caller.
     """
+
+    def block(start: int, stop: int) -> Any:
+        result = top_k(prior[start:stop], weights)
+        return result if then is None else then(start, stop, result)
+
     bounds = [(start, min(start + rows, len(prior))) for start in range(0, len(prior), rows)]
     threads = min(worker_threads(prior.size), len(bounds))
     if threads <= 1:
         for start, stop in bounds:
-            yield start, stop, top_k(prior[start:stop], weights)
+            yield start, stop, block(start, stop)
         return
     with ThreadPoolExecutor(threads, thread_name_prefix="labeldp-top-k") as pool:
         pending: deque = deque()
         for start, stop in bounds:
-            pending.append((start, stop, pool.submit(top_k, prior[start:stop], weights)))
+            pending.append((start, stop, pool.submit(block, start, stop)))
             if len(pending) > 2 * threads:
                 first, last, result = pending.popleft()
                 yield first, last, result.result()

@@ -9,6 +9,7 @@ composed in parallel.
 
 from __future__ import annotations
 
+import functools
 from typing import overload
 
 import numpy as np
@@ -102,8 +103,8 @@ def prior_top_k(priors, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
     prior = check_priors(priors)
     k = np.empty(prior.shape[0], dtype=np.int64)
     members = np.empty(prior.shape, dtype=bool)
-    for start, stop, (block_k, member, _) in _top_k_blocks(prior, eps):
-        k[start:stop], members[start:stop] = block_k, member
+    for start, stop, (block_k, member) in _top_k_blocks(prior, eps):
+        k[start:stop], members[start:stop] = block_k, member.T
     return k, members
 
 
@@ -114,51 +115,76 @@ def rr_with_prior(labels, priors, epsilon: float, rng: RandomSource = None) -> t
     k - 1 is released uniformly; one outside gets a uniform label of the k. Each release is
     epsilon-label-DP as long as its prior row does not depend on its own label.
 
-    The top-k sets read no labels and draw nothing, so on a large input they are computed on the free
-    cores (:mod:`labeldp.runtime`) while the noise is drawn on the calling thread, in a fixed order: a
-    seeded generator gives the same releases whatever the threads.
+    The top-k sets and what the draws need of them draw nothing, so on a large input they are computed
+    on the free cores (:mod:`labeldp.runtime`) while the noise is drawn on the calling thread, in a fixed
+    order: a seeded generator gives the same releases whatever the threads.
     """
     eps = check_epsilon(epsilon)
     prior = check_priors(priors)
     true = check_labels(labels, prior.shape[1])
     n = check_same_length(labels=true, priors=prior)
     gen = as_generator(rng)
-    num_classes = prior.shape[1]
     noisy = np.empty(n, dtype=np.int64)
     ks = np.empty(n, dtype=np.int64)
-    change = change_probability(eps, np.arange(num_classes + 1))  # by k
-    for start, stop, (k, member, flat) in _top_k_blocks(prior, eps):
-        y = true[start:stop]
-        row_start = np.arange(0, (stop - start) * num_classes, num_classes)  # row i's cells in member
-        true_in_top_k = member.reshape(-1)[row_start + y]
-        rank = _released_ranks(gen, true_in_top_k, k, change)
-        # A changed label is the member of the drawn rank among the top k without the true label, in
-        # label order; row i's members are flat[first_i : first_i + k_i]. The r-th one is the r-th
-        # member, or the (r + 1)-th where the true label is a member at or below it.
-        changed = rank >= 0
-        at = np.cumsum(k) - k + np.maximum(rank, 0)
-        at += changed & true_in_top_k & (flat[at] - row_start >= y)
-        noisy[start:stop] = np.where(changed, flat[at] - row_start, y)
-        ks[start:stop] = k
+    change = change_probability(eps, np.arange(prior.shape[1] + 1))  # by k
+    weights = keep_probability(eps, np.arange(1, prior.shape[1] + 1))
+    prepare = functools.partial(_Block, true, change, ks)
+    for start, stop, block in blocks_top_k(prior, weights, _chunk_rows(prior.shape[1]), then=prepare):
+        block.release(gen, noisy[start:stop])
     return noisy, ks
 
 
-def _released_ranks(gen, true_in_top_k: np.ndarray, k: np.ndarray, change: np.ndarray) -> np.ndarray:
-    """One block's draws: -1 where the true label is kept, else the released label's (uniform) rank among
-    the top k without the true label.
+class _Block:
+    """One block of rows, ready to draw: its top-k sets without the true labels, and the draws'
+    probabilities and ranges.
 
-    Drawn in runs of :data:`_CHUNK_ROWS` rows, so a seeded generator's releases do not depend on the
-    block size.
+    Reads the block's true labels but draws nothing, so it may be built on a worker thread.
     """
-    rank = np.full(k.size, -1, dtype=np.int64)
-    probability, outside = change[k], ~true_in_top_k
-    candidates = k - true_in_top_k  # the top k without the true label
-    for start in range(0, k.size, _CHUNK_ROWS):
-        stop = min(start + _CHUNK_ROWS, k.size)
-        redraw = np.flatnonzero(_changed(gen, probability[start:stop]) | outside[start:stop])
-        if redraw.size:
-            rank[start + redraw] = gen.integers(0, candidates[start:stop][redraw])
-    return rank
+
+    def __init__(self, true: np.ndarray, change: np.ndarray, ks: np.ndarray, start: int, stop: int, top: tuple):
+        k, self.others = top  # (K, m): others[j, i] says whether label j is in row i's top k
+        num_classes, m = self.others.shape
+        ks[start:stop] = k
+        self.y = true[start:stop]
+        # by label (a C-order mask: rows of labels), else by row (the transpose of a C-order (m, K) mask)
+        self.by_label = self.others.flags.c_contiguous
+        if self.by_label:
+            cells, at = self.others.reshape(-1), self.y * m + np.arange(m)
+        else:
+            cells, at = self.others.T.reshape(-1), np.arange(0, m * num_classes, num_classes) + self.y
+        true_in_top_k = cells[at]
+        cells[at] = False  # now the top k without the true label: the labels a changed release picks from
+        self.outside = ~true_in_top_k
+        self.probability = change[k]
+        self.candidates = k - true_in_top_k
+        if not self.by_label:  # row i's candidates are flat[first_i : first_i + candidates_i], in label order
+            self.flat = np.flatnonzero(cells)
+            self.first = np.cumsum(self.candidates) - self.candidates
+
+    def release(self, gen, out: np.ndarray) -> None:
+        """Draw the block's releases into ``out``, in runs of :data:`_CHUNK_ROWS` rows (so a seeded
+        generator's releases do not depend on the block size): per run, its uniforms, then the ranks
+        of the changed labels (uniform among the top k without the true label, in label order)."""
+        num_classes, m = self.others.shape
+        small = np.min_scalar_type(num_classes)
+        rank = np.full(m, num_classes, dtype=small)  # K: kept
+        for start in range(0, m, _CHUNK_ROWS):
+            stop = min(start + _CHUNK_ROWS, m)
+            redraw = np.flatnonzero(_changed(gen, self.probability[start:stop]) | self.outside[start:stop])
+            if redraw.size:
+                rank[start + redraw] = gen.integers(0, self.candidates[start:stop][redraw])
+        if not self.by_label:
+            out[:] = self.y
+            rows = np.flatnonzero(rank < num_classes)
+            out[rows] = self.flat[self.first[rows] + rank[rows]] - rows * num_classes
+            return
+        # the label of rank r is the number of labels j with at most r candidates among 0..j
+        released, count = np.zeros(m, dtype=small), np.zeros(m, dtype=small)
+        below = np.empty(m, dtype=bool)
+        for row in self.others:
+            count += row
+            released += np.less_equal(count, rank, out=below)
+        np.copyto(out, np.where(rank < num_classes, released, self.y))
 
 
 def rr_with_prior_probabilities(priors, epsilon: float) -> np.ndarray:
