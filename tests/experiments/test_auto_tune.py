@@ -162,3 +162,100 @@ def test_train_run_tunes_when_its_tuning_asks(blobs, tmp_path) -> None:
     assert tuned["auto_tune"]["budget"] == 2.0 and (tmp_path / "tuned" / AUTO_TUNE_FILE).exists()
     plain = train_run(config, tmp_path / "plain", progress=False, dataset=blobs, tuning=AutoTuneConfig(0.0))
     assert "auto_tune" not in plain and not (tmp_path / "plain" / AUTO_TUNE_FILE).exists()
+
+
+def _scored_by(accuracy, scored: list[float], stop_at: float | None = None):
+    """A stand-in for score_candidates: each candidate's held-out terms, nested so that their means are
+    ``accuracy(lr)`` and paired differences clear; raises KeyboardInterrupt on the rate ``stop_at``."""
+    from labeldp.experiments.candidates import candidate_key
+    from labeldp.released_metrics import mean_and_error
+
+    def score(options, candidates, folder, data, device, releases, held_out, *rest):
+        results = []
+        for option in options:
+            if option["lr"] == stop_at:
+                raise KeyboardInterrupt
+            scored.append(option["lr"])
+            terms = (np.arange(held_out.size) < round(accuracy(option["lr"]) * held_out.size)).astype(float)
+            estimate, error = mean_and_error(terms)
+            results.append(
+                {"key": candidate_key(option), "options": option, "estimated_clean_accuracy": estimate,
+                 "standard_error": error, "held_out": int(held_out.size), "seconds": 0.0, "config": {},
+                 "terms": terms.tolist()}
+            )  # fmt: skip
+        return results
+
+    return score
+
+
+def _peak(at: float):
+    return lambda lr: max(0.0, 0.6 - 0.1 * abs(np.log2(lr / at)))
+
+
+@pytest.mark.parametrize(
+    "accuracy, extended",
+    [
+        (_peak(0.16), ["lr=0.16", "lr=0.32"]),  # beyond the largest (0.08): 0.16 wins, 0.32 does not
+        (lambda lr: 0.1 + lr, ["lr=0.16", "lr=0.32", "lr=0.64"]),  # the largest keeps winning: 8 in all, the budget
+        (_peak(0.001), ["lr=0.0025", "lr=0.00125", "lr=0.000625"]),  # beyond the smallest (0.005)
+        (_peak(0.03), []),  # inside the grid
+    ],
+)
+def test_a_choice_on_an_edge_extends_the_grid_within_the_budget(
+    blobs, tmp_path, monkeypatch, accuracy, extended
+) -> None:
+    """LP-2ST (5 planned candidates of 0.23 run; the budget of 2 pays for 8): where the best is an edge the
+    grid goes on past it, one factor of 2 at a time, recorded; the run trains the best at the run's epsilon,
+    on one run's ledger."""
+    scored: list[float] = []
+    monkeypatch.setattr(auto_tune, "score_candidates", _scored_by(accuracy, scored))
+    summary = auto_tuned_run(_config(), tmp_path / "run", progress=False, dataset=blobs)
+    record = json.loads((tmp_path / "run" / AUTO_TUNE_FILE).read_text())
+    assert record["candidates"] == ["lr=0.02", "lr=0.04", "lr=0.01", "lr=0.08", "lr=0.005"]
+    assert record["work"]["most_candidates"] == 8 and record["tried_ratio"] <= 2.0
+    assert [step["candidate"] for step in record.get("extended", [])] == extended
+    assert len(scored) == len(set(scored)) == 5 + len(extended)  # each candidate trained once
+    best = max(scored, key=accuracy)
+    assert record["chosen_options"] == {"lr": best} and summary["auto_tune"]["chosen"] == f"lr={best:g}"
+    assert RunDirectory(tmp_path / "run").read_config()["train"]["lr"] == best
+    assert _tags(tmp_path / "run") == ["stage1", "stage2"] and summary["epsilon"] == pytest.approx(2.0)
+
+
+def test_an_edge_within_the_noise_is_not_extended() -> None:
+    """The largest rate best by less than the standard error of its paired difference from the next one in:
+    no step past it; by more, a step of twice its rate; none once ``most`` candidates are tried."""
+    from labeldp.experiments.auto_tune import beyond_the_edge
+
+    options = [{"lr": 0.1}, {"lr": 0.2}]
+    inner = np.tile([1.0, 0.0], 50)
+    close = np.concatenate([1 - inner[:-2], [1.0, 1.0]])  # differs on every example, ahead by 2 of 100
+    clear = np.concatenate([inner[:-20], np.ones(20)])  # ahead by 10 of 100, on 20 examples
+    scored = lambda terms: [{"estimated_clean_accuracy": t.mean(), "terms": t} for t in (inner, terms)]  # noqa: E731
+    assert beyond_the_edge(options, scored(close), most=8) is None
+    step = beyond_the_edge(options, scored(clear), most=8)
+    assert step is not None and step["options"] == {"lr": 0.4} and step["beyond"] == "largest"
+    assert step["ahead"] == pytest.approx(0.1) and step["ahead"] > step["ahead_error"]
+    assert beyond_the_edge(options, scored(clear), most=2) is None
+
+
+def test_a_run_interrupted_past_the_edge_resumes_the_same_steps(blobs, tmp_path, monkeypatch) -> None:
+    """Interrupted while a candidate past the edge trains, the run resumes with the steps it recorded (no
+    second release) and reaches the choice an uninterrupted run makes; a finished run keeps it."""
+    scored: list[float] = []
+    monkeypatch.setattr(auto_tune, "score_candidates", _scored_by(_peak(0.16), scored, stop_at=0.32))
+    with pytest.raises(KeyboardInterrupt):
+        auto_tuned_run(_config(), tmp_path / "run", progress=False, dataset=blobs)
+    record = json.loads((tmp_path / "run" / AUTO_TUNE_FILE).read_text())
+    assert [step["candidate"] for step in record["extended"]] == ["lr=0.16", "lr=0.32"] and "chosen" not in record
+    monkeypatch.setattr(auto_tune, "score_candidates", _scored_by(_peak(0.16), scored))
+    summary = auto_tuned_run(_config(), tmp_path / "run", progress=False, dataset=blobs)
+    assert [step["candidate"] for step in summary["auto_tune"]["extended"]] == ["lr=0.16", "lr=0.32"]
+    assert summary["auto_tune"]["chosen"] == "lr=0.16" and _tags(tmp_path / "run") == ["stage1", "stage2"]
+
+    def never(*args, **kwargs):
+        raise AssertionError("a candidate scored again")
+
+    monkeypatch.setattr(auto_tune, "score_candidates", never)
+    assert (
+        auto_tuned_run(_config(), tmp_path / "run", progress=False, dataset=blobs)["auto_tune"] == summary["auto_tune"]
+    )

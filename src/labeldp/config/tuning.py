@@ -19,6 +19,10 @@ DEFAULT_TUNE_BUDGET = 2.0
 #: the learning rates an auto-tuned run tries, as multiples of its base learning rate, in the order
 #: they are added while the budget allows (the base first, so the untuned choice is always a candidate)
 LR_FACTORS = (1.0, 2.0, 0.5, 4.0, 0.25)
+#: where the best of the grid is its largest (smallest) rate, ahead of the next one inward by more than
+#: the standard error of their difference, the optimum may lie beyond it: up to this many more
+#: candidates, each twice (half) the last, while the budget allows and each new edge wins again
+LR_EDGE_STEPS = 3
 
 
 @dataclass(frozen=True)
@@ -35,4 +39,11 @@ class AutoTuneConfig:
     )
 
 
-__all__ = ["DEFAULT_HOLDOUT", "DEFAULT_TUNE_BUDGET", "LR_FACTORS", "SELECTION_DEFAULTS", "AutoTuneConfig"]
+__all__ = [
+    "DEFAULT_HOLDOUT",
+    "DEFAULT_TUNE_BUDGET",
+    "LR_EDGE_STEPS",
+    "LR_FACTORS",
+    "SELECTION_DEFAULTS",
+    "AutoTuneConfig",
+]

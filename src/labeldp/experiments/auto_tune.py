@@ -5,9 +5,12 @@ own release").
 The run is a tune on one release (:mod:`labeldp.experiments.one_release`) whose grid is planned here:
 multiples of the base learning rate (:data:`~labeldp.config.tuning.LR_FACTORS`) while the candidates' work,
 examples x epochs from public sizes only (the same plan on every machine and resume), stays within ``budget``
-untuned runs'. The ledger holds exactly one run's releases: the candidates read them and have no true training
-label. Where the release says nothing about the options (most held-out examples released with k = 1) or
-``labeldp tune`` refuses the method, the run says so and trains its base options. ``auto_tune.json`` records
+untuned runs'. Where the best is an edge of the grid, clearly ahead of its neighbour, the grid extends beyond
+it (:data:`~labeldp.config.tuning.LR_EDGE_STEPS`) within the same budget: a choice on the scores of released
+labels, each step recorded before its candidate trains, so that a resumed run tries the same ones. The ledger
+holds exactly one run's releases: the candidates read them and have no true training label. Where the
+release says nothing about the options (most held-out examples released with k = 1) or ``labeldp tune``
+refuses the method, the run says so and trains its base options. ``auto_tune.json`` records
 the plan, the scores and the choice, which an interrupted run keeps."""
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from labeldp.config.run_config import RunConfig
-from labeldp.config.tuning import DEFAULT_HOLDOUT, DEFAULT_TUNE_BUDGET, LR_FACTORS, AutoTuneConfig
+from labeldp.config.tuning import DEFAULT_HOLDOUT, DEFAULT_TUNE_BUDGET, LR_EDGE_STEPS, LR_FACTORS, AutoTuneConfig
 from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError, RunDirectoryError
@@ -34,6 +38,7 @@ from labeldp.experiments.one_release import (
 )
 from labeldp.files import write_json_atomic
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
+from labeldp.released_metrics import mean_and_error
 from labeldp.runs.run import check_dataset_spend, config_dataset, register_tuned_run, train_run, withdraw_unspent
 from labeldp.runs.rundir import RunDirectory
 
@@ -59,7 +64,7 @@ def plan_candidates(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The learning rates to try (``{"lr": value}`` each), multiples of the base one in
     :data:`~labeldp.config.tuning.LR_FACTORS`' order while their work fits ``budget`` untuned runs', and the
-    plan's facts.
+    plan's facts (``most_candidates``: with those the budget leaves for steps beyond an edge).
 
     Raises
     ------
@@ -69,13 +74,62 @@ def plan_candidates(
     every = [{"lr": float(f"{base.train.lr * factor:.6g}")} for factor in LR_FACTORS]
     _, later = check_tunable(base, [candidate_config(base, options) for options in every], data)
     run, each = _work(base, data, later, holdout)
-    fit = min(len(every), int(budget * run / each + 1e-9)) if each > 0 else len(every)
+    affordable = int(budget * run / each + 1e-9) if each > 0 else len(every)
+    fit = min(len(every), affordable)
     if fit < 2:
         raise ConfigError(
             f"a budget of {budget:g} untuned runs pays for {fit} candidate(s) of {each / run:.2f} run each: "
             "give --tune-budget at least twice that to choose between two"
         )
-    return every[:fit], {"untuned_run": run, "candidate": each, "ratio": round(fit * each / run, 4)}
+    most = min(affordable, len(every) + LR_EDGE_STEPS)
+    work = {"untuned_run": run, "candidate": each, "ratio": round(fit * each / run, 4), "most_candidates": most}
+    return every[:fit], work
+
+
+def beyond_the_edges(options: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:
+    """Every learning rate ``steps`` extensions of ``options`` could add past either edge (each twice the
+    largest, or half the smallest, before it), as :func:`beyond_the_edge` writes them: checked before the
+    draw."""
+    found = []
+    for direction, edge in ((2.0, max), (0.5, min)):
+        lr = edge(o["lr"] for o in options)
+        for _ in range(steps):
+            lr = float(f"{lr * direction:.6g}")
+            found.append({"lr": lr})
+    return found
+
+
+def beyond_the_edge(options: list[dict[str, Any]], results: list[dict[str, Any]], most: int) -> dict[str, Any] | None:
+    """The next step past an edge of the rates tried (their scored ``results``, in order), or None: where the
+    best is the largest (smallest) rate, ahead of the next one inward by more than the standard error of
+    their paired difference, and fewer than ``most`` were tried, a candidate at twice (half) its rate."""
+    if len(options) >= most:
+        return None
+    best = best_of(results)
+    rates = [o["lr"] for o in options]
+    rate = rates[best]
+    if rate == max(rates):
+        beyond, factor, inward = "largest", 2.0, [i for i, r in enumerate(rates) if r < rate]
+    elif rate == min(rates):
+        beyond, factor, inward = "smallest", 0.5, [i for i, r in enumerate(rates) if r > rate]
+    else:
+        return None
+    if not inward:
+        return None
+    neighbour = min(inward, key=lambda i: abs(rates[i] - rate))
+    ahead, error = mean_and_error(np.subtract(results[best]["terms"], results[neighbour]["terms"]))
+    if ahead <= error:  # within the noise of the held-out releases: no sign that the optimum lies beyond
+        return None
+    step = {"lr": float(f"{rate * factor:.6g}")}
+    return {
+        "options": step,
+        "candidate": candidate_key(step),
+        "beyond": beyond,
+        "after": candidate_key(options[best]),
+        "ahead_of": candidate_key(options[neighbour]),
+        "ahead": ahead,
+        "ahead_error": error,
+    }
 
 
 def _say(progress: bool, text: str) -> None:
@@ -128,7 +182,8 @@ def _choose(
 ) -> RunConfig:
     """Release once, score the record's candidates on the held-out released labels and record the choice (or
     why there is none); returns the configuration the run trains."""
-    options, holdout = record["options"], record["holdout"]
+    holdout = record["holdout"]
+    options = record["options"] + [step["options"] for step in record.get("extended", [])]
     candidates = [candidate_config(base, chosen) for chosen in options]
     data, names, later, torch_device = check_candidates(base, candidates, data, device, holdout)
     releases = release_once(base, folder, data, torch_device, progress, in_memory, names)
@@ -146,16 +201,29 @@ def _choose(
         f"auto-tune: {len(options)} learning rates ({', '.join(format(o['lr'], 'g') for o in options)}) trained on "
         f"this run's released labels and scored on {held_out.size} held-out ones (no extra epsilon)",
     )
-    results = score_candidates(
-        options, candidates, folder, data, torch_device, releases, held_out, scorer, later, progress
-    )
+    scored = (folder, data, torch_device, releases, held_out, scorer, later, progress)
+    results = score_candidates(options, candidates, *scored)
+    most = record.get("work", {}).get("most_candidates", len(record["options"]))  # an earlier version's: none
+    while (step := beyond_the_edge(options, results, most)) is not None:
+        record.setdefault("extended", []).append(step)
+        _write_record(folder, record)  # before its candidate trains: a resumed run tries it too
+        _say(
+            progress,
+            f"auto-tune: {step['after']}, the {step['beyond']} rate tried, is ahead of {step['ahead_of']} by "
+            f"{100 * step['ahead']:.2f} +- {100 * step['ahead_error']:.2f} points: trying {step['candidate']} too",
+        )
+        options.append(step["options"])
+        candidates.append(candidate_config(base, step["options"]))
+        results += score_candidates(options[-1:], candidates[-1:], *scored)
     best = best_of(results)
+    work = record.get("work", {})
     record.update(
         results=public_results(results),
         chosen=candidate_key(options[best]),
         chosen_options=jsonable(options[best]),
         reason=None,
         seconds=round(sum(r["seconds"] for r in results), 2),
+        tried_ratio=round(len(options) * work["candidate"] / work["untuned_run"], 4) if work else None,
     )
     _write_record(folder, record)
     _say(progress, describe_choice(record))
@@ -174,9 +242,15 @@ def describe_choice(record: dict[str, Any]) -> str:
         else f"the base {base['key']}: {100 * base['difference']:+.2f} +- {100 * base['difference_error']:.2f} points"
     )
     estimate = f"{100 * chosen['estimated_clean_accuracy']:.2f}% +- {100 * chosen['standard_error']:.2f}"
+    steps = record.get("extended") or []
+    extended = (
+        f"; the grid extended beyond its {steps[0]['beyond']} rate to {', '.join(s['candidate'] for s in steps)}"
+        if steps
+        else ""
+    )
     return (
         f"auto-tune: chose {record['chosen']} ({versus}): estimated clean accuracy {estimate} on "
-        f"{record['held_out']} held-out released labels; the candidates took {record['seconds']:.1f}s"
+        f"{record['held_out']} held-out released labels{extended}; the candidates took {record['seconds']:.1f}s"
     )
 
 
@@ -194,7 +268,8 @@ def _start(
     record: dict[str, Any] = {"base": base.to_dict(), "budget": budget, "holdout": DEFAULT_HOLDOUT}
     try:
         options, work = plan_candidates(base, data, budget, DEFAULT_HOLDOUT)
-        check_candidates(base, [candidate_config(base, o) for o in options], data, device, DEFAULT_HOLDOUT)
+        possible = options + beyond_the_edges(options, work["most_candidates"] - len(options))
+        check_candidates(base, [candidate_config(base, o) for o in possible], data, device, DEFAULT_HOLDOUT)
     except ConfigError as error:
         _fall_back(folder, record, str(error), base_name, progress)
         return record, True
@@ -292,4 +367,11 @@ def _tuned_run(config: RunConfig, out_dir: str | Path, tuning: AutoTuneConfig, *
 
 register_tuned_run(_tuned_run)
 
-__all__ = ["AUTO_TUNE_FILE", "auto_tuned_run", "describe_choice", "plan_candidates"]
+__all__ = [
+    "AUTO_TUNE_FILE",
+    "auto_tuned_run",
+    "beyond_the_edge",
+    "beyond_the_edges",
+    "describe_choice",
+    "plan_candidates",
+]
