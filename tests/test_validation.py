@@ -13,3 +13,28 @@ def test_a_label_outside_its_range_is_refused_without_naming_it() -> None:
         with pytest.raises(ValueError) as refused:
             check_labels(np.array(bad), 2)
         assert not any(str(value) in str(refused.value) for value in (7, -3, 1.5))
+
+
+@pytest.mark.parametrize(
+    ("problems", "message"),
+    [
+        ({7: np.nan}, "NaN or infinite"),
+        ({50000: np.inf, 3: -0.5}, "NaN or infinite"),  # the first problem of the whole array, not of a block
+        ({3: -np.inf}, "row 3 has a negative entry"),
+        ({45000: -0.5, 40000: 0.3}, "row 45000 has a negative entry"),
+        ({40000: 0.3}, "row 40000 sums to"),
+    ],
+)
+def test_priors_checked_in_blocks_are_refused_as_the_whole_array_would_be(problems: dict, message: str) -> None:
+    """Priors are checked a block at a time; a block with a problem is refused by the whole array's
+    check, so the message names the array's first problem (its row counted from the array's start)."""
+    from labeldp import _validation
+    from labeldp.errors import ConfigError
+
+    priors = np.random.default_rng(0).dirichlet(np.ones(7), size=60000)
+    assert len(priors) * 7 > 2 * _validation._CHECK_ENTRIES  # several blocks
+    np.testing.assert_array_equal(_validation.check_priors(priors), priors)
+    for row, value in problems.items():
+        priors[row, 2] = value
+    with pytest.raises(ConfigError, match=message):
+        _validation.check_priors(priors)
