@@ -52,31 +52,49 @@ def _sorting_network(num_classes: int) -> tuple[tuple[int, int], ...]:
     return tuple(pairs)
 
 
-def _descending_rows(priors_t: np.ndarray) -> list[np.ndarray]:
-    """The columns of a (K, m) block sorted descending, as K contiguous rows, by a sorting network of
-    elementwise max/min (faster than ``np.sort`` along a short axis; same values). Never writes the block.
-    """
-    rows = list(np.asarray(priors_t, order="C"))  # a transposing copy when priors_t is a view of (m, K) rows
-    own = [False] * len(rows)  # rows[i] is an array of ours (else a row of priors_t, never written)
-    spare = np.empty_like(rows[0])
-    for high, low in _sorting_network(len(rows)):
-        np.maximum(rows[high], rows[low], out=spare)
-        if own[low]:
-            np.minimum(rows[high], rows[low], out=rows[low])
+def _network_sort(priors_t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(buffer, at): the columns of a (K, m) block sorted descending by a sorting network of elementwise
+    max/min (faster than ``np.sort`` along a short axis; same values), the r-th largest entries of the
+    columns being ``buffer[at[r]]``. Never writes the block."""
+    source = np.asarray(priors_t, order="C")  # a transposing copy when priors_t is a view of (m, K) rows
+    num_classes, m = source.shape
+    buffer = np.empty((num_classes + 1, m))
+    at = [-1] * num_classes  # wire i is buffer[at[i]], or source[i] (never written) while at[i] < 0
+    fresh = iter(range(num_classes + 1))  # each wire takes one row of its own at its first write, the spare one
+    spare = next(fresh)
+
+    def wire(i: int) -> np.ndarray:
+        return buffer[at[i]] if at[i] >= 0 else source[i]
+
+    for high, low in _sorting_network(num_classes):
+        np.maximum(wire(high), wire(low), out=buffer[spare])
+        if at[low] < 0:
+            at[low] = next(fresh)
+            np.minimum(wire(high), source[low], out=buffer[at[low]])
         else:
-            rows[low], own[low] = np.minimum(rows[high], rows[low]), True
-        rows[high], spare = spare, rows[high] if own[high] else np.empty_like(spare)
-        own[high] = True
-    return rows
+            np.minimum(wire(high), buffer[at[low]], out=buffer[at[low]])
+        at[high], spare = spare, at[high] if at[high] >= 0 else next(fresh)
+    for i in range(num_classes):  # a wire no comparator touches (K = 1)
+        if at[i] < 0:
+            at[i] = next(fresh)
+            buffer[at[i]] = source[i]
+    return buffer, np.array(at)
 
 
-def _descending_columns(block: np.ndarray, transposed: np.ndarray | None):
-    """r -> the r-th largest entry of each row of the (m, K) block, as a contiguous (m,) array
-    (``transposed``: the block as a contiguous (K, m) array, or None where K is above
-    :data:`_NETWORK_CLASSES`)."""
-    num_classes = block.shape[1]
+def _descending_rows(priors_t: np.ndarray) -> list[np.ndarray]:
+    """The columns of a (K, m) block sorted descending, as K rows (see :func:`_network_sort`)."""
+    buffer, at = _network_sort(priors_t)
+    return [buffer[i] for i in at]
+
+
+def _descending_columns(block: np.ndarray, transposed: np.ndarray | None) -> tuple[Callable, Callable]:
+    """(column, kth) for the (m, K) block: column(r), the r-th largest entry of each row as a contiguous
+    (m,) array; kth(k), each row's k-th largest entry for an (m,) array of k. ``transposed``: the block as
+    a contiguous (K, m) array, or None where K is above :data:`_NETWORK_CLASSES`."""
+    m, num_classes = block.shape
     if transposed is not None:
-        return _descending_rows(transposed).__getitem__
+        buffer, at = _network_sort(transposed)
+        return (lambda r: buffer[at[r]]), (lambda k: buffer.reshape(-1)[at[k - 1] * m + np.arange(m)])
     ascending = np.sort(block, axis=1)
     copied: dict[int, np.ndarray] = {}
 
@@ -88,11 +106,11 @@ def _descending_columns(block: np.ndarray, transposed: np.ndarray | None):
             copied[first] = np.ascontiguousarray(ascending[:, num_classes - last : num_classes - first][:, ::-1].T)
         return copied[first][r - first]
 
-    return column
+    return column, lambda k: ascending.reshape(-1)[np.arange(0, m * num_classes, num_classes) + (num_classes - k)]
 
 
-def _choose_k(column, weights: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Algorithm 2's k for m rows and each row's threshold (its k-th largest entry)."""
+def _choose_k(column, weights: np.ndarray, m: int) -> np.ndarray:
+    """Algorithm 2's k for m rows, in the smallest unsigned integer type that holds K."""
     num_classes = weights.size
     # Stopping once no objective rose and every o_k * margin < best is exact: in real arithmetic
     # f(k) = w_k S_k (w_k = 1 / (1 + (k - 1) c)) rises from k to k + 1 iff d_k (k + 1/c - 1) > S_k, and
@@ -100,26 +118,22 @@ def _choose_k(column, weights: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarr
     # Each o_k is f(k) within a relative (K + 4) 2^-53; the margin is four times that, both ways. (Where
     # c underflows to 0 the objectives never fall and the scan runs to K.)
     margin = 1.0 + (num_classes + 8) * 2.0**-50
-    first = column(0)
-    mass = first.copy()
+    mass = column(0).copy()
     best = mass * weights[0]
     small = np.min_scalar_type(num_classes)  # k in the smallest integer type while it is updated
     k, step = np.ones(m, dtype=small), np.empty(m, dtype=small)
-    threshold = first
     objective, better = np.empty(m), np.empty(m, dtype=bool)
     for row in range(1, num_classes):
-        entry = column(row)
-        mass += entry
+        mass += column(row)
         np.multiply(mass, weights[row], out=objective)
         np.greater(objective, best, out=better)
         if better.any():
             np.maximum(best, objective, out=best)
             np.multiply(better, small.type(row + 1), out=step)  # k is increasing: the last rise wins
             np.maximum(k, step, out=k)
-            threshold = np.where(better, entry, threshold)
         elif (np.multiply(objective, margin, out=objective) < best).all():
             break
-    return k.astype(np.int64), threshold
+    return k
 
 
 def top_k(block: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,13 +144,14 @@ def top_k(block: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarra
     Among entries equal to a row's threshold, lower labels are members first (a fixed, public order).
     """
     m, num_classes = block.shape
-    if num_classes <= _NETWORK_CLASSES:  # the columns as contiguous rows: sorted, and compared with the thresholds
-        transposed = np.array(block.T, order="C")
-        k, threshold = _choose_k(_descending_columns(block, transposed), weights, m)
-        member = transposed >= threshold
-    else:  # compared in the block's own layout, which is faster at large K than a transposed one
-        k, threshold = _choose_k(_descending_columns(block, None), weights, m)
-        member = (block >= threshold[:, None]).T
+    # up to _NETWORK_CLASSES the columns as contiguous rows, sorted by the network and compared with the
+    # thresholds; above, compared in the block's own layout (faster at large K than a transposed one)
+    transposed = np.array(block.T, order="C") if num_classes <= _NETWORK_CLASSES else None
+    column, kth = _descending_columns(block, transposed)
+    k = _choose_k(column, weights, m)
+    threshold = kth(k)  # each row's k-th largest entry
+    k = k.astype(np.int64)
+    member = transposed >= threshold if transposed is not None else (block >= threshold[:, None]).T
     if np.count_nonzero(member) != k.sum():  # a row has entries equal to its threshold beyond its k-th largest
         tied = np.flatnonzero(np.count_nonzero(member, axis=0) != k)
         rows, limit = block[tied], threshold[tied, None]
