@@ -193,16 +193,16 @@ def _peak(at: float):
 
 
 @pytest.mark.parametrize(
-    "accuracy, extended",
+    "accuracy, extended, kept",
     [
-        (_peak(0.16), ["lr=0.16", "lr=0.32"]),  # beyond the largest (0.08): 0.16 wins, 0.32 does not
-        (lambda lr: 0.1 + lr, ["lr=0.16", "lr=0.32", "lr=0.64"]),  # the largest keeps winning: 8 in all, the budget
-        (_peak(0.001), ["lr=0.0025", "lr=0.00125", "lr=0.000625"]),  # beyond the smallest (0.005)
-        (_peak(0.03), []),  # inside the grid
+        (_peak(0.16), ["lr=0.16", "lr=0.32"], 1),  # beyond the largest (0.08): 0.16 wins, 0.32 does not
+        (lambda lr: 0.1 + lr, ["lr=0.16", "lr=0.32", "lr=0.64"], 3),  # the largest keeps winning: 8 in all
+        (_peak(0.001), ["lr=0.0025", "lr=0.00125", "lr=0.000625"], 2),  # beyond the smallest (0.005)
+        (_peak(0.03), [], 0),  # inside the grid
     ],
 )
 def test_a_choice_on_an_edge_extends_the_grid_within_the_budget(
-    blobs, tmp_path, monkeypatch, accuracy, extended
+    blobs, tmp_path, monkeypatch, accuracy, extended, kept
 ) -> None:
     """LP-2ST (5 planned candidates of 0.23 run; the budget of 2 pays for 8): where the best is an edge the
     grid goes on past it, one factor of 2 at a time, recorded; the run trains the best at the run's epsilon,
@@ -214,6 +214,7 @@ def test_a_choice_on_an_edge_extends_the_grid_within_the_budget(
     assert record["candidates"] == ["lr=0.02", "lr=0.04", "lr=0.01", "lr=0.08", "lr=0.005"]
     assert record["work"]["most_candidates"] == 8 and record["tried_ratio"] <= 2.0
     assert [step["candidate"] for step in record.get("extended", [])] == extended
+    assert [step["kept"] for step in record.get("extended", [])] == [n < kept for n in range(len(extended))]
     assert len(scored) == len(set(scored)) == 5 + len(extended)  # each candidate trained once
     best = max(scored, key=accuracy)
     assert record["chosen_options"] == {"lr": best} and summary["auto_tune"]["chosen"] == f"lr={best:g}"
@@ -236,6 +237,20 @@ def test_an_edge_within_the_noise_is_not_extended() -> None:
     assert step is not None and step["options"] == {"lr": 0.4} and step["beyond"] == "largest"
     assert step["ahead"] == pytest.approx(0.1) and step["ahead"] > step["ahead_error"]
     assert beyond_the_edge(options, scored(clear), most=2) is None
+
+
+def test_a_step_past_the_edge_is_chosen_only_where_clearly_ahead() -> None:
+    """Steps past lr=0.2: the first clearly ahead of it is kept, the second, ahead of the first by a noise's
+    width, is not: the choice is among the grid and the first step."""
+    from labeldp.experiments.auto_tune import kept_steps
+
+    edge = np.tile([1.0, 0.0], 50)
+    first = (np.arange(100) < 70).astype(float)  # ahead by 20 of 100 (+- 7)
+    second = (np.arange(100) >= 28).astype(float)  # ahead of the first by 2 of 100 (+- 8)
+    results = [{"key": k, "terms": t} for k, t in (("lr=0.2", edge), ("lr=0.4", first), ("lr=0.8", second))]
+    steps = [{"candidate": "lr=0.4", "after": "lr=0.2"}, {"candidate": "lr=0.8", "after": "lr=0.4"}]
+    assert second.mean() > first.mean() and kept_steps(results, steps) == 1
+    assert kept_steps(results[:2], steps[:1]) == 1 and kept_steps(results[:1], []) == 0
 
 
 def test_a_run_interrupted_past_the_edge_resumes_the_same_steps(blobs, tmp_path, monkeypatch) -> None:

@@ -6,8 +6,9 @@ The run is a tune on one release (:mod:`labeldp.experiments.one_release`) whose 
 multiples of the base learning rate (:data:`~labeldp.config.tuning.LR_FACTORS`) while the candidates' work,
 examples x epochs from public sizes only (the same plan on every machine and resume), stays within ``budget``
 untuned runs'. Where the best is an edge of the grid, clearly ahead of its neighbour, the grid extends beyond
-it (:data:`~labeldp.config.tuning.LR_EDGE_STEPS`) within the same budget: a choice on the scores of released
-labels, each step recorded before its candidate trains, so that a resumed run tries the same ones. The ledger
+it (:data:`~labeldp.config.tuning.LR_EDGE_STEPS`) within the same budget, a step replacing the choice only
+where clearly ahead of it: a choice on the scores of released labels, each step recorded before its
+candidate trains, so that a resumed run tries the same ones. The ledger
 holds exactly one run's releases: the candidates read them and have no true training label. Where the
 release says nothing about the options (most held-out examples released with k = 1) or ``labeldp tune``
 refuses the method, the run says so and trains its base options. ``auto_tune.json`` records
@@ -117,7 +118,7 @@ def beyond_the_edge(options: list[dict[str, Any]], results: list[dict[str, Any]]
     if not inward:
         return None
     neighbour = min(inward, key=lambda i: abs(rates[i] - rate))
-    ahead, error = mean_and_error(np.subtract(results[best]["terms"], results[neighbour]["terms"]))
+    ahead, error = _lead(results[best], results[neighbour])
     if ahead <= error:  # within the noise of the held-out releases: no sign that the optimum lies beyond
         return None
     step = {"lr": float(f"{rate * factor:.6g}")}
@@ -130,6 +131,25 @@ def beyond_the_edge(options: list[dict[str, Any]], results: list[dict[str, Any]]
         "ahead": ahead,
         "ahead_error": error,
     }
+
+
+def _lead(result: dict[str, Any], other: dict[str, Any]) -> tuple[float, float]:
+    """How far ``result``'s estimate is ahead of ``other``'s, and its standard error, paired on the same
+    held-out releases."""
+    return mean_and_error(np.subtract(result["terms"], other["terms"]))
+
+
+def kept_steps(results: list[dict[str, Any]], steps: list[dict[str, Any]]) -> int:
+    """How many of ``steps`` past an edge (their candidates last in ``results``) the choice may take: each
+    while its candidate leads the edge it went past by more than the standard error of their paired
+    difference. The best of many near-equal estimates is biased up, more so the more there are: a step
+    replaces the grid's choice only where it is clearly ahead of it."""
+    keys = [result["key"] for result in results]
+    for count, step in enumerate(steps):
+        ahead, error = _lead(results[keys.index(step["candidate"])], results[keys.index(step["after"])])
+        if ahead <= error:
+            return count
+    return len(steps)
 
 
 def _say(progress: bool, text: str) -> None:
@@ -215,7 +235,13 @@ def _choose(
         options.append(step["options"])
         candidates.append(candidate_config(base, step["options"]))
         results += score_candidates(options[-1:], candidates[-1:], *scored)
-    best = best_of(results)
+    steps = record.get("extended", [])
+    kept = kept_steps(results, steps)
+    for number, step in enumerate(steps):
+        step["kept"] = number < kept
+    best = best_of(results[: len(options) - len(steps) + kept])
+    for result in results[len(options) - len(steps) + kept :]:  # its difference from the choice too
+        result["difference"], result["difference_error"] = _lead(result, results[best])
     work = record.get("work", {})
     record.update(
         results=public_results(results),
@@ -245,6 +271,7 @@ def describe_choice(record: dict[str, Any]) -> str:
     steps = record.get("extended") or []
     extended = (
         f"; the grid extended beyond its {steps[0]['beyond']} rate to {', '.join(s['candidate'] for s in steps)}"
+        + ("" if all(s.get("kept", True) for s in steps) else f" ({steps[-1]['candidate']} not clearly ahead)")
         if steps
         else ""
     )
@@ -373,5 +400,6 @@ __all__ = [
     "beyond_the_edge",
     "beyond_the_edges",
     "describe_choice",
+    "kept_steps",
     "plan_candidates",
 ]
