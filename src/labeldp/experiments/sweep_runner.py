@@ -13,6 +13,8 @@ import ctypes
 import itertools
 import math
 import multiprocessing
+import multiprocessing.forkserver
+import os
 import signal
 import sys
 import threading
@@ -33,6 +35,7 @@ from labeldp.data import folder_datasets, get_dataset
 from labeldp.data.table import table_name
 from labeldp.errors import BudgetError, ConfigError, LabelDPError
 from labeldp.files import write_atomic
+from labeldp.methods.registry import BUILTIN_METHODS
 from labeldp.recipes.applied import AppliedRecipe
 from labeldp.recipes.profile_registry import load_recipes, loaded_recipes
 from labeldp.runs import RunConfig, RunDirectory, train_run
@@ -148,9 +151,13 @@ def _reads_folder(config: RunConfig) -> bool:
     return _is_table(config) and config.table is not None and not Path(config.table).expanduser().is_absolute()
 
 
-def _worker_init(recipes: tuple[Path, ...]) -> None:
-    """Each worker knows the methods, datasets and profiles of the ``recipes`` files the sweep executed,
-    reuses freed memory (:mod:`labeldp.runtime`) and dies with the sweep process (Linux)."""
+def _worker_init(recipes: tuple[Path, ...], environ: dict[str, str]) -> None:
+    """Each worker has the sweep's environment as it is now (a forkserver's is as it was when it started:
+    ``--budget-dir`` sets a variable per command), knows the methods, datasets and profiles of the
+    ``recipes`` files the sweep executed, reuses freed memory (:mod:`labeldp.runtime`) and dies with the
+    sweep process (Linux)."""
+    os.environ.clear()
+    os.environ.update(environ)
     for path in recipes:
         load_recipes(path)
     runtime.reuse_freed_memory()
@@ -295,16 +302,33 @@ def _interrupts_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Workers forked from a server that imported the run code and the built-in methods once, where there is
+    one: a spawned worker imports torch, scikit-learn and labeldp anew, seconds of CPU each."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    methods = sorted({f"labeldp.methods.{module}" for module in BUILTIN_METHODS.values()})
+    context.set_forkserver_preload([__name__, *methods])
+    with _interrupts_ignored():  # the server keeps Ctrl-C ignored and so do the workers it forks
+        multiprocessing.forkserver.ensure_running()  # returns at once, before the server's imports
+    return context
+
+
 def _run_in_workers(
     pending: list[SweepJob], out: Path, workers: int, finished, options: tuple[str, int | None, int]
 ) -> None:
     """Run ``pending`` in ``workers`` processes (``options``: device, threads, cores), reporting each to
     ``finished``; on Ctrl-C or an error the workers are stopped rather than waited for (their runs resume with
     the sweep)."""
-    context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(loaded_recipes(),))
+    initargs = (loaded_recipes(), dict(os.environ))
+    context = _worker_context()
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=initargs)
     try:
-        with _interrupts_ignored():  # the workers start during the submissions
+        # spawned workers start during the submissions; forked ones too, but once the server has imported the
+        # run code, and Ctrl-C must stop that wait
+        spawned = context.get_start_method() == "spawn"
+        with _interrupts_ignored() if spawned else contextlib.nullcontext():
             futures = {
                 pool.submit(_run_job, job.config, str(out / job.folder), *options, job.recipe): job for job in pending
             }
