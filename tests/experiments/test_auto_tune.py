@@ -233,6 +233,9 @@ def test_an_edge_within_the_noise_is_not_extended() -> None:
     clear = np.concatenate([inner[:-20], np.ones(20)])  # ahead by 10 of 100, on 20 examples
     scored = lambda terms: [{"estimated_clean_accuracy": t.mean(), "terms": t} for t in (inner, terms)]  # noqa: E731
     assert beyond_the_edge(options, scored(close), most=8) is None
+    one = inner.copy()
+    one[1] = 1.0  # ahead on one example only: by exactly its standard error
+    assert beyond_the_edge(options, scored(one), most=8) is None
     step = beyond_the_edge(options, scored(clear), most=8)
     assert step is not None and step["options"] == {"lr": 0.4} and step["beyond"] == "largest"
     assert step["ahead"] == pytest.approx(0.1) and step["ahead"] > step["ahead_error"]

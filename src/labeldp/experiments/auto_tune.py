@@ -119,7 +119,7 @@ def beyond_the_edge(options: list[dict[str, Any]], results: list[dict[str, Any]]
         return None
     neighbour = min(inward, key=lambda i: abs(rates[i] - rate))
     ahead, error = _lead(results[best], results[neighbour])
-    if ahead <= error:  # within the noise of the held-out releases: no sign that the optimum lies beyond
+    if not _clearly_ahead(ahead, error):  # within the noise of the held-out releases: no sign of more beyond
         return None
     step = {"lr": float(f"{rate * factor:.6g}")}
     return {
@@ -139,6 +139,12 @@ def _lead(result: dict[str, Any], other: dict[str, Any]) -> tuple[float, float]:
     return mean_and_error(np.subtract(result["terms"], other["terms"]))
 
 
+def _clearly_ahead(ahead: float, error: float) -> bool:
+    """Whether a lead is more than its standard error. A lead resting on one held-out example equals its
+    standard error exactly: rounding must not make it more."""
+    return ahead > error * (1 + 1e-9)
+
+
 def kept_steps(results: list[dict[str, Any]], steps: list[dict[str, Any]]) -> int:
     """How many of ``steps`` past an edge (their candidates last in ``results``) the choice may take: each
     while its candidate leads the edge it went past by more than the standard error of their paired
@@ -146,8 +152,7 @@ def kept_steps(results: list[dict[str, Any]], steps: list[dict[str, Any]]) -> in
     replaces the grid's choice only where it is clearly ahead of it."""
     keys = [result["key"] for result in results]
     for count, step in enumerate(steps):
-        ahead, error = _lead(results[keys.index(step["candidate"])], results[keys.index(step["after"])])
-        if ahead <= error:
+        if not _clearly_ahead(*_lead(results[keys.index(step["candidate"])], results[keys.index(step["after"])])):
             return count
     return len(steps)
 
