@@ -176,3 +176,13 @@ def test_ctrl_c_stops_a_sweeps_workers_rather_than_waiting_for_their_runs(tmp_pa
         time.sleep(0.1)
     assert not multiprocessing.active_children()
     assert not list((tmp_path / "sweep").rglob("summary.json"))  # stopped, not waited for
+
+
+def test_workers_take_their_sweeps_environment(tmp_path, monkeypatch) -> None:
+    """The server the workers fork from outlives a sweep; the next sweep's runs still spend in its own ledgers."""
+    write_table(tmp_path / "t.csv")
+    for name in ("first", "second"):
+        monkeypatch.setenv("LABELDP_BUDGET_DIR", str(tmp_path / name))
+        jobs = [SweepJob(f"t/run{seed}", table_config(tmp_path / "t.csv", seed=seed)) for seed in (0, 1)]
+        run_sweep(jobs, tmp_path / f"sweep-{name}", workers=2, progress=False)
+        assert len(list((tmp_path / name).glob("*.jsonl"))) == 1
