@@ -309,7 +309,8 @@ def _worker_context() -> multiprocessing.context.BaseContext:
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     methods = sorted({f"labeldp.methods.{module}" for module in BUILTIN_METHODS.values()})
-    context.set_forkserver_preload([__name__, *methods])
+    # torch's optimisers import torch._dynamo when the first one is built: seconds, in every worker
+    context.set_forkserver_preload([__name__, *methods, "torch._dynamo"])
     with _interrupts_ignored():  # the server keeps Ctrl-C ignored and so do the workers it forks
         multiprocessing.forkserver.ensure_running()  # returns at once, before the server's imports
     return context
