@@ -38,3 +38,35 @@ def test_priors_checked_in_blocks_are_refused_as_the_whole_array_would_be(proble
         priors[row, 2] = value
     with pytest.raises(ConfigError, match=message):
         _validation.check_priors(priors)
+
+
+@pytest.mark.parametrize("num_classes", [3, 10, 40])
+def test_priors_checked_in_blocks_accept_exactly_what_the_whole_array_check_accepts(
+    num_classes: int, monkeypatch
+) -> None:
+    """A block's row sums may round differently from the whole array's (BLAS splits the work by the
+    array's shape): rows that sum to 1 + atol up to rounding, each at a different place in its block,
+    are accepted exactly where every row of ``priors @ ones`` is within atol of 1, as before the blocks."""
+    from labeldp import _validation
+    from labeldp.errors import ConfigError
+
+    monkeypatch.setattr(_validation, "_CHECK_ENTRIES", 7 * num_classes)  # blocks of 7 rows
+    rng = np.random.default_rng(num_classes)
+    priors = rng.dirichlet(np.ones(num_classes), size=64)
+    ones = np.ones(num_classes)
+    disagreements = []
+    for trial in range(600):
+        row = trial % len(priors)
+        kept = priors[row].copy()
+        edge = rng.random(num_classes)
+        priors[row] = edge * ((1 + rng.choice([-1, 1]) * 1e-6) / edge.sum())  # on the tolerance's edge
+        whole_accepts = bool(np.all(np.abs(priors @ ones - 1.0) <= 1e-6))
+        try:
+            _validation.check_priors(priors)
+            accepted = True
+        except ConfigError:
+            accepted = False
+        if accepted != whole_accepts:
+            disagreements.append((row, priors[row].tolist(), whole_accepts))
+        priors[row] = kept
+    assert not disagreements

@@ -85,12 +85,18 @@ def check_priors(priors, atol: float = 1e-6) -> np.ndarray:
         raise ConfigError(f"priors must have at least 2 columns (classes), got {array.shape[1]}")
     ones = np.ones(array.shape[1])
     rows = max(1, _CHECK_ENTRIES // array.shape[1])
+    # A block's row sums may round differently from the whole array's (BLAS splits the work by the
+    # array's shape), by less than (K + 2) 2^-52 (1 + atol) once the sum is within atol of 1 (K
+    # non-negative addends, each order within (K - 1) 2^-53 of the exact sum, then one rounded
+    # subtraction). A block passes only with four times that margin to spare; a row nearer the edge
+    # takes the whole array's check, which alone decides it, as before the blocks.
+    within = atol - (array.shape[1] + 2) * 2.0**-50 * (1.0 + abs(atol))
     for start in range(0, array.shape[0], rows):
         block = array[start : start + rows]
         sums = block @ ones
         np.subtract(sums, 1.0, out=sums)
         # NaN fails every comparison, so a NaN anywhere in the block takes the whole-array check too
-        if not (block.min() >= 0 and block.max() < np.inf and np.abs(sums, out=sums).max() <= atol):
+        if not (block.min() >= 0 and block.max() < np.inf and np.abs(sums, out=sums).max() <= within):
             _check_whole_priors(array, atol)
             break
     return array
