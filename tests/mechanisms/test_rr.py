@@ -92,6 +92,54 @@ def test_rr_with_prior_empirical_distribution(epsilon: float) -> None:
     assert frequencies_match(samples, expected).all()
 
 
+WIDE_PRIORS = np.array(
+    [
+        np.random.default_rng(40).dirichlet(np.full(40, 0.1)),  # peaked: k = 1
+        np.random.default_rng(41).dirichlet(np.ones(40)),  # k of a few to ten
+        np.full(40, 1 / 40),  # k = K: plain RR over 40
+        np.where(np.arange(40) % 3 == 0, 1.0, 0.0) / 14,  # zeros: k = 14 at most
+        np.eye(40)[7],  # certain prior: k = 1
+    ]
+)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+def test_rr_with_prior_empirical_distribution_above_the_network_classes(
+    order: str, epsilon: float, monkeypatch
+) -> None:
+    """K = 40, above the sorting network's classes: a changed label is found by flat indexes (C-ordered
+    priors: the top-k mask comes out by row) or by counting candidates in label order (Fortran-ordered
+    priors: the mask comes out by label); both release as Algorithm 2 says, with blocks prepared on
+    worker threads, against the paper's probabilities written out (the K <= 32 path:
+    test_rr_with_prior_empirical_distribution)."""
+    from labeldp.mechanisms import _top_k
+
+    monkeypatch.setattr(_top_k, "_PARALLEL_ENTRIES", 0)
+    monkeypatch.setattr(_top_k, "worker_threads", lambda entries: 2)
+    monkeypatch.setattr(rr_module, "_CHUNK_ENTRIES", 0)  # blocks of 8192 rows
+    paths = set()
+    block = rr_module._Block
+
+    def recorded(*args):
+        built = block(*args)
+        paths.add(built.by_label)
+        return built
+
+    monkeypatch.setattr(rr_module, "_Block", recorded)
+    labels = np.array([0, 1, 7, 9, 20, 21, 30, 39])
+    rows, true = np.meshgrid(np.arange(len(WIDE_PRIORS)), labels, indexing="ij")
+    rows, true = rows.ravel(), true.ravel()  # every (prior row, true label) pair
+    draws = 2000
+    priors = np.tile(WIDE_PRIORS[rows], (draws, 1))
+    released, k = rr_with_prior(np.tile(true, draws), np.asarray(priors, order=order), epsilon, rng=6)
+    assert paths == {order == "F"}
+    samples = released.reshape(draws, rows.size)
+    expected = np.stack([reference_rr_with_prior_probabilities(WIDE_PRIORS[r], epsilon)[y] for r, y in zip(rows, true)])
+    assert frequencies_match(samples, expected).all()
+    assert np.array_equal(k[: rows.size], (expected > 0).sum(axis=1))
+
+
 @pytest.mark.parametrize("epsilon", EPSILONS)
 def test_randomized_response_empirical_distribution(epsilon: float) -> None:
     labels = np.repeat(np.arange(10), 2000)
