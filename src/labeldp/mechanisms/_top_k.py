@@ -139,7 +139,8 @@ def _choose_k(column, weights: np.ndarray, m: int) -> np.ndarray:
 def top_k(block: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The k of each row of an (m, K) block of priors and its top-k sets as a (K, m) mask:
     ``member[j, i]`` says whether label j is in row i's top k (C order up to :data:`_NETWORK_CLASSES`
-    classes, else the transpose of an (m, K) array in C order).
+    classes, else the transpose of an (m, K) comparison in the block's own layout: of a C-order array for
+    C-ordered priors, C order itself for Fortran-ordered ones).
 
     Among entries equal to a row's threshold, lower labels are members first (a fixed, public order).
     """

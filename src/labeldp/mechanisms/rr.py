@@ -87,7 +87,7 @@ def _chunk_rows(num_classes: int) -> int:
 
 
 def _top_k_blocks(prior: np.ndarray, epsilon: float):
-    """(start, stop, (k, member, flat)) for RR-with-prior's blocks of ``prior``."""
+    """(start, stop, (k, member)) for RR-with-prior's blocks of ``prior`` (member: a (K, m) mask)."""
     weights = keep_probability(epsilon, np.arange(1, prior.shape[1] + 1))
     return blocks_top_k(prior, weights, _chunk_rows(prior.shape[1]))
 
