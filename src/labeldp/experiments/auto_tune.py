@@ -8,11 +8,11 @@ examples x epochs from public sizes only (the same plan on every machine and res
 untuned runs'. Where the best is an edge of the grid, clearly ahead of its neighbour, the grid extends beyond
 it (:data:`~labeldp.config.tuning.LR_EDGE_STEPS`) within the same budget, a step replacing the choice only
 where clearly ahead of it: a choice on the scores of released labels, each step recorded before its
-candidate trains, so that a resumed run tries the same ones. The ledger
-holds exactly one run's releases: the candidates read them and have no true training label. Where the
-release says nothing about the options (most held-out examples released with k = 1) or ``labeldp tune``
-refuses the method, the run says so and trains its base options. ``auto_tune.json`` records
-the plan, the scores and the choice, which an interrupted run keeps."""
+candidate trains, so that a resumed run tries the same ones. The ledger holds exactly one run's releases:
+the candidates read them and have no true training label. Where the release says nothing about the options
+(most held-out examples released with k = 1) or ``labeldp tune`` refuses the method, the run says so and
+trains its base options. ``auto_tune.json`` records the plan, the steps past an edge, the scores and the
+choice, which an interrupted run keeps."""
 
 from __future__ import annotations
 
