@@ -130,14 +130,30 @@ class PublicBins(TransformerMixin, BaseEstimator):
         return codes
 
 
-def _frame(X) -> pd.DataFrame:
-    """``X`` as a table: a table as it is; a sparse matrix with its columns numbered, each made dense
-    when it is binned; an array checked as scikit-learn checks it (2-d, not complex), its columns
-    numbered, a column of objects that are all numbers (or missing) taken as numbers."""
+class _SparseColumns:
+    """A sparse matrix read as a table: numbered columns, each made dense (its implicit entries zeros) when it
+    is binned. pandas' sparse frames are not used: pandas 3.0 reads the implicit entries as missing."""
+
+    def __init__(self, X) -> None:
+        self._matrix = sp.csc_matrix(X)
+        self.shape = self._matrix.shape
+        self.columns = pd.RangeIndex(self.shape[1])
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, column: int) -> pd.Series:
+        return pd.Series(self._matrix[:, [column]].toarray().ravel())
+
+
+def _frame(X) -> pd.DataFrame | _SparseColumns:
+    """``X`` as a table: a table as it is; a sparse matrix as :class:`_SparseColumns`; an array checked as
+    scikit-learn checks it (2-d, not complex), its columns numbered, a column of objects that are all
+    numbers (or missing) taken as numbers."""
     if isinstance(X, pd.DataFrame):
         return X
     if sp.issparse(X):
-        return pd.DataFrame.sparse.from_spmatrix(X)
+        return _SparseColumns(X)
     frame = pd.DataFrame(check_array(X, dtype=None, ensure_all_finite=False))
     for column in frame.columns[frame.dtypes.map(pd.api.types.is_object_dtype)]:
         try:
