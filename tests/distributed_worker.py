@@ -159,6 +159,8 @@ report["cli"] = main(
         "1",
         "--threads",
         "1",
+        "--device",
+        "cpu",  # gloo's ranks, as above: on a machine with one GPU a second rank would have none
         "--quiet",
         "--out",
         str(out("cli")),
