@@ -15,6 +15,8 @@ The candidates, all at the same epsilon, each label released once:
   log-odds over the encoded features: regions of the inputs where the first model is nearly constant,
   computed from public inputs and the first release. Their counts are released; the final model learns
   the first rows' posteriors under the first model and the other rows' cell fractions.
+- ``leaf3-F-G-M``: three stages: RR on a share F, counts per leaf of the first model's tree on a share G,
+  then counts on the rest per leaf of a tree of the model of the first two stages.
 - ``oracle-M``: the leaves of the same tree fitted on a non-private model's out-of-fold log-odds: the
   cells a perfect first stage would draw (a ceiling, not a private method).
 
@@ -114,10 +116,13 @@ def run(candidate: str, epsilon: float, noise: bool, data: tuple, z: np.ndarray,
         score = cross_val_predict(learner(), x, y, cv=3, method="predict_proba")[:, 1]
         fraction = cell_fractions(y, leaves(z, log_odds(score), int(settings[0]), seed), count_epsilon)
         return fit_soft(x, fraction, seed).predict_proba(x_test)[:, 1]
-    if name == "leaf":
-        share, size = float(settings[0]), int(settings[1])
+    if name in ("leaf", "leaf3"):
+        share, size = float(settings[0]), int(settings[-1])
         order = np.random.default_rng(seed).permutation(len(y))  # the stages' split: public
         first, second = np.sort(order[: int(share * len(y))]), np.sort(order[int(share * len(y)) :])
+        if name == "leaf3":  # a third stage: the second's share of the rows, then the rest
+            cut = int((share + float(settings[1])) * len(y))
+            second, third = np.sort(order[int(share * len(y)) : cut]), np.sort(order[cut:])
         flipped = randomized_response(y[first], 2, epsilon)
         q = 1.0 / (1.0 + np.exp(epsilon))
         # the first model inverts RR's channel, as LabelDPClassifier does
@@ -131,7 +136,14 @@ def run(candidate: str, epsilon: float, noise: bool, data: tuple, z: np.ndarray,
             prior[first] * like_positive / (prior[first] * like_positive + (1 - prior[first]) * (1 - like_positive))
         )
         both = pd.concat([x.iloc[second], x.iloc[first]], ignore_index=True)
-        return fit_soft(both, np.r_[fraction, posterior], seed).predict_proba(x_test)[:, 1]
+        model = fit_soft(both, np.r_[fraction, posterior], seed)
+        if name == "leaf":
+            return model.predict_proba(x_test)[:, 1]
+        # the third stage's cells come from the model of the first two
+        cells = leaves(z[third], log_odds(model.predict_proba(x.iloc[third])[:, 1]), size, seed)
+        more = cell_fractions(y[third], cells, count_epsilon)
+        every = pd.concat([both, x.iloc[third]], ignore_index=True)
+        return fit_soft(every, np.r_[fraction, posterior, more], seed).predict_proba(x_test)[:, 1]
     raise SystemExit(f"unknown candidate {candidate}")
 
 
