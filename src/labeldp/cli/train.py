@@ -94,9 +94,8 @@ def run(args: argparse.Namespace) -> None:
 def tune_budget(args: argparse.Namespace, config) -> float:
     """The budget of tuning the run's learning rate on its own release: ``--tune-budget`` where the dataset
     has no recipe of its own for the method (:func:`~labeldp.recipes.training.own_recipe`) or ``--no-recipe``
-    sets it aside, else 0; also 0,
-    said unless ``--quiet``, where ``--lr`` is typed or under torchrun (the candidates train in one
-    process)."""
+    sets it aside, else 0; also 0, said unless ``--quiet``, where ``--lr`` is typed or under torchrun (the
+    candidates train in one process)."""
     from labeldp import runtime
     from labeldp.errors import ConfigError
     from labeldp.options import dataclass_from_args
