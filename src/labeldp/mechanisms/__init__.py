@@ -45,6 +45,14 @@ from labeldp.mechanisms.rr import (
     rr_with_prior_likelihood,
     rr_with_prior_probabilities,
 )
+from labeldp.mechanisms.label_vectors import (
+    vector_flip_probability,
+    vector_labels,
+    vector_labels_likelihood,
+    vector_labels_log_probability,
+    vector_labels_one_hot_estimate,
+    vector_labels_probabilities,
+)
 
 __all__ = [
     "BinMaps",
@@ -87,4 +95,10 @@ __all__ = [
     "rr_with_prior",
     "rr_with_prior_likelihood",
     "rr_with_prior_probabilities",
+    "vector_flip_probability",
+    "vector_labels",
+    "vector_labels_likelihood",
+    "vector_labels_log_probability",
+    "vector_labels_one_hot_estimate",
+    "vector_labels_probabilities",
 ]

@@ -1,0 +1,95 @@
+"""Vector label privacy (VLP; Zhao et al., "Enhancing Learning with Label Differential Privacy by Vector
+Approximation", ICLR 2025): each label y of K classes released as a random binary vector Z in {0, 1}^K.
+
+Every coordinate is binary randomized response at epsilon / 2 on the one-hot bit 1[j = y]: Z_j = 1 with
+probability p = e^(eps/2) / (1 + e^(eps/2)) where j = y, q = 1 - p elsewhere, independently.
+
+Privacy guarantee (label DP, replace one label): two labels a, b change the distributions of Z_a and
+Z_b only, each by binary RR at epsilon / 2, so Pr[z | a] / Pr[z | b] = (p / q)^(2 (z_a - z_b)) <= e^eps:
+epsilon-label-DP per example. The release is a vector, not a label: as a function of the true class y,
+Pr[z | y] is proportional to e^(eps z_y) (:func:`vector_labels_likelihood`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from labeldp._validation import check_epsilon, check_labels, check_num_classes
+from labeldp.errors import ConfigError
+from labeldp.randomness import RandomSource, as_generator
+
+#: the smallest positive float: a flip probability is floored there, so no coordinate is ever an identity
+_TINY = np.nextafter(0.0, 1.0)
+#: rows drawn at a time (uniforms for about 4 MiB at K = 10; a seeded generator gives the same draws whatever it is)
+_CHUNK_ROWS = 1 << 16
+
+
+def vector_flip_probability(epsilon: float) -> float:
+    """q = 1 / (1 + e^(eps/2)): the chance each coordinate of the one-hot label is flipped (floored above 0)."""
+    eps = check_epsilon(epsilon)
+    return max(1.0 / (1.0 + math.exp(eps / 2.0)), float(_TINY)) if eps < 1400 else float(_TINY)
+
+
+def vector_labels(labels, num_classes: int, epsilon: float, rng: RandomSource = None) -> np.ndarray:
+    """(n, K) uint8 vectors: the one-hot label with each coordinate flipped independently with probability q,
+    epsilon-label-DP each.
+
+    A coordinate flips where a uniform on the 2^-53 grid falls below q: the realised q is q rounded up, so
+    the realised epsilon, 2 ln((1 - q) / q), never exceeds the nominal one.
+    """
+    flip = vector_flip_probability(epsilon)
+    k = check_num_classes(num_classes)
+    true = check_labels(labels, k)
+    gen = as_generator(rng)
+    out = np.empty((true.size, k), dtype=np.uint8)
+    for start in range(0, true.size, _CHUNK_ROWS):
+        stop = min(start + _CHUNK_ROWS, true.size)
+        block = gen.random((stop - start, k)) < flip
+        block[np.arange(stop - start), true[start:stop]] ^= True
+        out[start:stop] = block
+    return out
+
+
+def vector_labels_probabilities(num_classes: int, epsilon: float) -> np.ndarray:
+    """Exact (K, K) P[y, j] = Pr[Z_j = 1 | label y] of :func:`vector_labels` (the coordinates are independent)."""
+    k = check_num_classes(num_classes)
+    flip = vector_flip_probability(epsilon)
+    probs = np.full((k, k), flip)
+    np.fill_diagonal(probs, 1.0 - flip)
+    return probs
+
+
+def _check_vectors(vectors) -> np.ndarray:
+    z = np.asarray(vectors)
+    if z.ndim != 2 or z.shape[1] < 2 or not np.isin(z, (0, 1)).all():
+        raise ConfigError("vectors must be an (n, K) array of 0s and 1s, K >= 2")
+    return z.astype(np.float64)
+
+
+def vector_labels_log_probability(vectors, epsilon: float) -> np.ndarray:
+    """Exact (n, K) ln Pr[Z = vectors[i] | label y] for every class y. Reads only releases: free of privacy cost."""
+    z = _check_vectors(vectors)
+    flip = vector_flip_probability(epsilon)
+    log_q, log_p = math.log(flip), math.log1p(-flip)
+    ones = z.sum(axis=1, keepdims=True)
+    # the others: ones at q, zeros at 1 - q; the label's own coordinate: one at p, zero at 1 - p = q
+    others = (ones - z) * log_q + (z.shape[1] - 1 - (ones - z)) * log_p
+    return others + np.where(z > 0, log_p, log_q)
+
+
+def vector_labels_likelihood(vectors, epsilon: float) -> np.ndarray:
+    """(n, K) Pr[Z = vectors[i] | label y] normalised over y: e^(eps z_y) / sum_j e^(eps z_j). Free of
+    privacy cost."""
+    z = _check_vectors(vectors)
+    weights = np.exp((z - 1.0) * check_epsilon(epsilon))
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+def vector_labels_one_hot_estimate(vectors, epsilon: float) -> np.ndarray:
+    """(n, K) (Z - q) / (p - q): its expectation is the one-hot label, so its entry at a class estimates
+    whether that is the label without bias. Free of privacy cost."""
+    z = _check_vectors(vectors)
+    flip = vector_flip_probability(epsilon)
+    return (z - flip) / (1.0 - 2.0 * flip)
