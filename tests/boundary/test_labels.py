@@ -30,6 +30,7 @@ from labeldp.boundary import (
     release_rr_on_bins,
     release_rr_with_prior,
     release_true_labels,
+    release_vector_labels,
     unseal,
 )
 from labeldp.boundary import labels as labels_module
@@ -62,6 +63,7 @@ READERS: dict[str, tuple[tuple[str, ...], str]] = {
             "release_true_labels",
             "release_external_labels",
             "release_laplace_one_hot",
+            "release_vector_labels",
         ),
         "the `release_*` functions, through `_true_labels` (`unseal` and the range check): a mechanism draws "
         "from the labels and the ledger records the event; `release_external_labels` reads a source's reports, "
@@ -440,6 +442,7 @@ RELEASES_OF_LABELS = {
     "rr_on_bins": lambda ledger, y: release_rr_on_bins(ledger, y, ROWS, [0.0, 1.0], [0.5, 0.5], 1.0, 0),
     "laplace_value": lambda ledger, y: release_laplace_value(ledger, y, ROWS, [0.0, 1.0], 1.0, 0),
     "laplace_one_hot": lambda ledger, y: release_laplace_one_hot(ledger, y, ROWS, 2, 1.0, 0),
+    "vector_labels": lambda ledger, y: release_vector_labels(ledger, y, ROWS, 2, 1.0, 0),
     "true_labels": lambda ledger, y: release_true_labels(ledger, y, ROWS, 2),
     "external_labels": lambda ledger, y: release_external_labels(ledger, y, ROWS, flip_channel(0.25)),
     "noisy_histogram": lambda ledger, y: release_noisy_histogram(ledger, y, ROWS, [0, 0, 1, 1], 2, 2, 1.0, 0),

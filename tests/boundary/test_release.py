@@ -1,6 +1,6 @@
 """The release boundary (boundary/release.py): each release validates its input before it spends,
-records exactly its members and event on the ledger (RR, ALIBI's noisy one-hot vector, the noisy
-histogram and marginals, PATE's answers, the Laplace value and RR-on-bins of numeric labels), and a
+records exactly its members and event on the ledger (RR, ALIBI's noisy one-hot vector, VLP's binary
+vectors, the noisy histogram and marginals, PATE's answers, the Laplace value and RR-on-bins of numeric labels), and a
 non-private release is accounted as infinite epsilon."""
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from labeldp.accounting import (
     pate_event,
     randomized_response_event,
     rr_on_sets_event,
+    vector_labels_event,
 )
 from labeldp.boundary import (
     PrivateLabels,
+    Release,
     release_label_marginals,
     release_laplace_one_hot,
     release_laplace_value,
@@ -29,9 +31,18 @@ from labeldp.boundary import (
     release_rr_on_bins,
     release_rr_with_prior,
     release_true_labels,
+    release_vector_labels,
 )
 from labeldp.errors import ConfigError
-from labeldp.mechanisms import LAPLACE_GRID, grid_step, optimal_bins, released_values, rr_on_bins_probabilities
+from labeldp.mechanisms import (
+    LAPLACE_GRID,
+    grid_step,
+    optimal_bins,
+    released_values,
+    rr_on_bins_probabilities,
+    vector_labels,
+    vector_labels_likelihood,
+)
 from labeldp.randomness import SecureGenerator
 
 #: the marginals' rows: their labels and their bins of two public features
@@ -93,6 +104,42 @@ def test_release_records_epsilon_on_the_ledger():
     assert event.count == 2 and event.event.sensitivity == LAPLACE_GRID
     with pytest.raises(ValueError, match="epsilon"):
         release_laplace_one_hot(ledger, private(np.zeros(10, int), 3), np.arange(10), 3, 0.0)
+
+
+class _NoDraw(SecureGenerator):
+    """A generator that fails the test if a release asks it for noise."""
+
+    def random(self, size=None):
+        raise AssertionError("a refused release drew noise")
+
+
+def test_vector_labels_release_is_recorded_at_exactly_its_epsilon() -> None:
+    """VLP: every check before the draw (nothing recorded, no noise asked for); then the vectors of the
+    mechanism, their evidence, no label, and exactly epsilon on the ledger (per row: a unit's share)."""
+    ledger, labels = PrivacyLedger(10), private(np.arange(10) % 4, 4)
+    for call, message in [
+        (lambda: release_vector_labels(ledger, labels, np.arange(10), 4, 0.0, _NoDraw()), "epsilon"),
+        (lambda: release_vector_labels(ledger, labels, np.arange(10), 3, 1.0, _NoDraw()), "labels must lie in"),
+        (lambda: release_vector_labels(ledger, labels, np.arange(9), 4, 1.0, _NoDraw()), "length mismatch"),
+        (lambda: release_vector_labels(ledger, labels, [0] * 10, 4, 1.0, _NoDraw()), "repeated"),
+        (lambda: release_vector_labels(ledger, np.arange(10) % 4, np.arange(10), 4, 1.0, _NoDraw()), "PrivateLabels"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            call()
+    assert ledger.entries == ()
+    release = release_vector_labels(ledger, labels, np.arange(10), 4, 1.5, rng=3, tag="vlp")
+    assert release.labels is None and release.event == vector_labels_event(1.5)
+    assert np.array_equal(release.arrays["vectors"], vector_labels(np.arange(10) % 4, 4, 1.5, 3))
+    np.testing.assert_allclose(release.likelihood, vector_labels_likelihood(release.arrays["vectors"], 1.5))
+    assert release.arrays["noisy_one_hot"].shape == (10, 4) and np.all(release.arrays["k"] == 4)
+    assert ledger.epsilon() == 1.5 and ledger.entries[0].num_members == 10
+    with pytest.raises(ConfigError, match="already has an entry"):
+        release_vector_labels(ledger, labels, np.arange(10), 4, 1.5, _NoDraw(), tag="vlp")
+    saved = Release.from_arrays(release.to_arrays())
+    assert saved.labels is None and np.array_equal(saved.arrays["vectors"], release.arrays["vectors"])
+    per_unit = PrivacyLedger(4, units=np.array([0, 0, 1, 1]))
+    shared = release_vector_labels(per_unit, private([0, 1, 2, 3], 4), np.arange(4), 4, 2.0, rng=0)
+    assert shared.event == vector_labels_event(1.0) and per_unit.epsilon() == 2.0
 
 
 def test_release_records_the_marginals_once_for_every_member() -> None:

@@ -24,6 +24,7 @@ from labeldp.accounting.events import (
     randomized_response_event,
     rr_on_sets_event,
     stated_event,
+    vector_labels_event,
 )
 from labeldp.accounting.ledger import LedgerEntry, PrivacyLedger, event_from_dict, event_to_dict
 
@@ -50,4 +51,5 @@ __all__ = [
     "randomized_response_event",
     "rr_on_sets_event",
     "stated_event",
+    "vector_labels_event",
 ]

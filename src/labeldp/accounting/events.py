@@ -77,6 +77,15 @@ def laplace_one_hot_event(epsilon: float) -> dp_event.DpEvent:
     return dp_event.SelfComposedDpEvent(dp_event.DiscreteLaplaceDpEvent(laplace_parameter(epsilon), LAPLACE_GRID), 2)
 
 
+def vector_labels_event(epsilon: float) -> dp_event.DpEvent:
+    """VLP's binary vector (:mod:`labeldp.mechanisms.label_vectors`): epsilon-label-DP.
+
+    Each coordinate is binary RR at epsilon / 2 on the one-hot bit, and a replaced label changes two of
+    them: ``SelfComposedDpEvent(randomized_response_event(epsilon / 2, 2), 2)``, exactly.
+    """
+    return dp_event.SelfComposedDpEvent(randomized_response_event(epsilon / 2.0, 2), 2)
+
+
 def laplace_value_event(epsilon: float, steps: int) -> dp_event.DpEvent:
     """A numeric label on a grid of ``steps`` + 1 evenly spaced values with discrete Laplace(epsilon / steps)
     noise per step: a replaced label moves at most ``steps`` steps, so it is epsilon-DP.

@@ -26,6 +26,7 @@ from labeldp.boundary.release import (
     release_rr_on_bins,
     release_rr_with_prior,
     release_true_labels,
+    release_vector_labels,
 )
 from labeldp.boundary.release_counts import release_external_counts, release_label_marginals, release_noisy_histogram
 from labeldp.boundary.release_folder import privatize_table
@@ -66,6 +67,7 @@ __all__ = [
     "release_rr_on_bins",
     "release_rr_with_prior",
     "release_true_labels",
+    "release_vector_labels",
     "table_ledger",
     "unseal",
 ]

@@ -27,6 +27,7 @@ from labeldp.accounting.events import (
     randomized_response_event,
     rr_on_sets_event,
     stated_event,
+    vector_labels_event,
 )
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.labels import PrivateLabels, unseal
@@ -51,6 +52,9 @@ from labeldp.mechanisms import (
     rr_with_prior,
     rr_with_prior_likelihood,
     teacher_votes,
+    vector_labels,
+    vector_labels_likelihood,
+    vector_labels_one_hot_estimate,
 )
 from labeldp.randomness import RandomSource
 
@@ -331,6 +335,46 @@ def release_laplace_one_hot(
             noisy.argmax(axis=1),
             laplace_one_hot_likelihood(noisy, eps),
             {"noisy_one_hot": noisy.astype(np.float32), "k": np.full(true.size, num_classes)},
+        ),
+    )
+
+
+def release_vector_labels(
+    ledger: PrivacyLedger,
+    labels,
+    members,
+    num_classes: int,
+    epsilon: float,
+    rng: RandomSource = None,
+    tag: str | None = None,
+) -> Release:
+    """VLP's release (Zhao et al. 2025): each label as a binary vector, every coordinate of its one-hot
+    vector flipped independently by binary RR at epsilon / 2; epsilon-label-DP per member.
+
+    A vector, not a label: ``labels`` is None, ``likelihood`` the evidence e^(eps z_y) normalised over y,
+    ``arrays["vectors"]`` the release (uint8), ``arrays["noisy_one_hot"]`` its unbiased estimate of the
+    one-hot label (float32) and ``arrays["k"]`` K for every member. Shared arguments and errors: see
+    :mod:`labeldp.boundary.release`.
+    """
+    eps = check_epsilon(epsilon)
+    true = _true_labels(labels, num_classes)
+    indices = _recorded(ledger, members, tag, labels=true)
+    eps, per_unit = _per_row(ledger, indices, eps)
+    vectors = vector_labels(true, num_classes, eps, rng)
+    return _release(
+        ledger,
+        tag,
+        Release(
+            indices,
+            vector_labels_event(eps),
+            f"vector labels (VLP), K={num_classes}, epsilon={eps:g}{per_unit}",
+            None,
+            vector_labels_likelihood(vectors, eps),
+            {
+                "vectors": vectors,
+                "noisy_one_hot": vector_labels_one_hot_estimate(vectors, eps).astype(np.float32),
+                "k": np.full(true.size, num_classes),
+            },
         ),
     )
 

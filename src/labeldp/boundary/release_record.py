@@ -32,13 +32,13 @@ class Release:
         The ledger entry's description.
     labels : numpy.ndarray or None
         One released label per member: a class (ALIBI's arg-max, RR-on-bins' bin), or -1 for a PATE query
-        left unanswered.
+        left unanswered; None where no label is released (a histogram, VLP's vectors).
     likelihood : numpy.ndarray or None
         (members, K) the noise channel, L[i, y] = Pr[member i's release | its label is y]; computed from
         public parameters and released values, so free to use.
     arrays : Mapping of str to numpy.ndarray
-        The rest of what was released (RR-with-prior's k, ALIBI's noisy vectors, a histogram's counts,
-        a regression's ``values``...) and what a method derived from it.
+        The rest of what was released (RR-with-prior's k, ALIBI's noisy vectors, VLP's binary ones, a
+        histogram's counts, a regression's ``values``...) and what a method derived from it.
     aggregate : bool
         Whether ``event`` covers each privacy unit's rows together (a histogram, marginals) rather than
         each member's label (see :meth:`labeldp.accounting.PrivacyLedger.record`).
