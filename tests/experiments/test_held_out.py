@@ -1,5 +1,5 @@
-"""The held-out scorer (experiments/held_out.py): ALIBI's score is unbiased for the clean accuracy,
-and the share of held-out releases that do not depend on the label is counted."""
+"""The held-out scorer (experiments/held_out.py): ALIBI's and VLP's scores are unbiased for the clean
+accuracy, and the share of held-out releases that do not depend on the label is counted."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ import pytest
 
 from labeldp.boundary import Release
 from labeldp.experiments.held_out import HeldOutScorer, uninformative_message
-from labeldp.mechanisms import laplace_one_hot, laplace_one_hot_likelihood, rr_with_prior, rr_with_prior_likelihood
+from labeldp.mechanisms import (
+    laplace_one_hot,
+    laplace_one_hot_likelihood,
+    rr_with_prior,
+    rr_with_prior_likelihood,
+    vector_labels,
+    vector_labels_likelihood,
+    vector_labels_one_hot_estimate,
+)
 
 
 def test_alibi_scorer_is_unbiased() -> None:
@@ -28,6 +36,25 @@ def test_alibi_scorer_is_unbiased() -> None:
             held, None, "alibi", noisy.argmax(axis=1), laplace_one_hot_likelihood(noisy, 2.0), {"noisy_one_hot": noisy}
         )
         estimates.append(HeldOutScorer({"stage1": release}, held, n, k).terms(predictions).mean())
+    assert abs(np.mean(estimates) - np.mean(predictions == true)) < 4 * np.std(estimates) / math.sqrt(200)
+
+
+def test_vlp_scorer_is_unbiased() -> None:
+    """VLP releases vectors and no label: its held-out score, the debiased vector's entry at the prediction,
+    averages to the clean accuracy."""
+    rng = np.random.default_rng(3)
+    n, k = 1000, 10
+    true = rng.integers(0, k, n)
+    predictions = np.where(rng.random(n) < 0.7, true, (true + 1) % k)
+    held = np.arange(n)
+    estimates = []
+    for seed in range(200):
+        z = vector_labels(true, k, 2.0, seed)
+        arrays = {"vectors": z, "noisy_one_hot": vector_labels_one_hot_estimate(z, 2.0)}
+        release = Release(held, None, "vlp", None, vector_labels_likelihood(z, 2.0), arrays)
+        scorer = HeldOutScorer({"stage1": release}, held, n, k)
+        assert scorer.alibi.all() and scorer.uninformative == 0.0
+        estimates.append(scorer.terms(predictions).mean())
     assert abs(np.mean(estimates) - np.mean(predictions == true)) < 4 * np.std(estimates) / math.sqrt(200)
 
 

@@ -28,7 +28,7 @@ from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.experiments.candidates import candidate_config, candidate_key, check_tunable, jsonable
-from labeldp.experiments.held_out import UNINFORMATIVE_WARNING
+from labeldp.experiments.held_out import UNINFORMATIVE_WARNING, labels_each
 from labeldp.experiments.one_release import (
     best_of,
     check_candidates,
@@ -213,7 +213,7 @@ def _choose(
     data, names, later, torch_device = check_candidates(base, candidates, data, device, holdout)
     releases = release_once(base, folder, data, torch_device, progress, in_memory, names)
     held_out, scorer = held_out_examples(releases, data, holdout, base.seed)
-    record.update(held_out=int(held_out.size), scored_on=[n for n in names if releases[n].labels is not None])
+    record.update(held_out=int(held_out.size), scored_on=[n for n in names if labels_each(releases[n])])
     if scorer.uninformative > UNINFORMATIVE_WARNING:
         reason = (
             f"{100 * scorer.uninformative:.0f}% of the held-out examples were released with k = 1, the prior's "

@@ -41,31 +41,34 @@ class HeldOutScorer:
     """Estimates a model's clean accuracy on the held-out examples from their releases alone: it reads no true
     label and spends nothing.
 
-    Releases without labels or a noise channel (a histogram) are skipped; a later release of an example
-    replaces an earlier one. A held-out example without a released label is a
-    :class:`~labeldp.errors.ConfigError`.
+    Releases that neither label their members with a noise channel nor carry a noisy one-hot vector (a
+    histogram) are skipped; a later release of an example replaces an earlier one. A held-out example
+    without a released label is a :class:`~labeldp.errors.ConfigError`.
 
     Attributes
     ----------
     labels, likelihood, vectors : numpy.ndarray
-        Per held-out example, its released label, its noise channel (K,) and, for ALIBI, its noisy
-        one-hot vector (NaN otherwise).
+        Per held-out example, its released label (-1 for a vector release), its noise channel (K,) and,
+        for ALIBI and VLP, its noisy one-hot vector, unbiased for the one-hot label (NaN otherwise).
     alibi : numpy.ndarray
-        Per held-out example, whether it was released by ALIBI (scored by its noisy vector).
+        Per held-out example, whether it was released as a vector, ALIBI's or VLP's (scored by its noisy
+        one-hot vector).
     """
 
     def __init__(self, releases: Mapping[str, Release], held_out: np.ndarray, num_examples: int, num_classes: int):
         labels = np.full(num_examples, -1, dtype=np.int64)
         likelihood = np.full((num_examples, num_classes), np.nan)
         vectors = np.full((num_examples, num_classes), np.nan)
+        released = np.zeros(num_examples, dtype=bool)
         for release in releases.values():
-            if release.labels is None or release.likelihood is None:
+            if not labels_each(release) or release.likelihood is None:
                 continue  # a histogram, not a label release
             members = np.asarray(release.members)
-            labels[members], likelihood[members] = release.labels, release.likelihood
-            if "noisy_one_hot" in release.arrays:  # ALIBI: the noisy vector itself
-                vectors[members] = release.arrays["noisy_one_hot"]
-        missing = held_out[labels[held_out] < 0]
+            released[members] = True
+            labels[members] = -1 if release.labels is None else release.labels
+            likelihood[members] = release.likelihood
+            vectors[members] = release.arrays.get("noisy_one_hot", np.nan)  # ALIBI's, VLP's: the vector itself
+        missing = held_out[~released[held_out]]
         if missing.size:
             raise ConfigError(f"{missing.size} held-out examples have no released label to be scored on")
         self.held_out = held_out
@@ -106,6 +109,12 @@ def labelled(releases: Mapping[str, Release], num_examples: int) -> np.ndarray:
     """The sorted positions of the training examples ``releases`` released a label of."""
     labelled = np.zeros(num_examples, dtype=bool)
     for release in releases.values():
-        if release.labels is not None:
+        if labels_each(release):
             labelled[np.asarray(release.members)] = True
     return np.flatnonzero(labelled)
+
+
+def labels_each(release: Release) -> bool:
+    """Whether a release says something of each member's label: a released label, or a noisy one-hot vector
+    (VLP releases vectors only)."""
+    return release.labels is not None or "noisy_one_hot" in release.arrays

@@ -38,6 +38,7 @@ from labeldp.experiments.held_out import (
     UNINFORMATIVE_WARNING,
     HeldOutScorer,
     holdout_split,
+    labels_each,
     uninformative_message,
 )
 from labeldp.experiments.one_release import (
@@ -176,7 +177,7 @@ def tune(
         "dataset": base.dataset,
         "epsilon": base.epsilon,
         "releases": list(names + later),
-        "scored_on": [name for name in names if releases[name].labels is not None] if later else None,
+        "scored_on": [name for name in names if labels_each(releases[name])] if later else None,
         "held_out": int(held_out.size),
         "uninformative_share": scorer.uninformative,
         "num_train": int(len(data.y_train)),
