@@ -143,6 +143,16 @@ def _classifier():
     return LabelDPClassifier(LogisticRegression(), epsilon=1.0, insecure_noise_seed=5)
 
 
+def _counts_classifier():
+    from sklearn.linear_model import LogisticRegression
+
+    from labeldp import LabelDPClassifier
+
+    return LabelDPClassifier(
+        LogisticRegression(), epsilon=1.0, stages=2, second_stage="counts", cell_rows=5, insecure_noise_seed=5
+    )
+
+
 def _logistic():
     from labeldp import LabelDPLogisticRegression
 
@@ -192,6 +202,15 @@ ROUTES: list[Route] = [
             "t.parquet",
         ),
         setup=lambda: table().to_csv("test.csv", index=False),
+    ),  # fmt: skip
+    Route(
+        "train in two stages, the second's labels counted in cells of rows the first model scores alike",
+        ("labeldp train",),
+        _cli(
+            ["train", *_table_options("t.csv"), "--method", "lp-2st-counts", "--cell-rows", "5", "--epsilon", "1",
+             *_QUICK, "--out", "run"],
+            "t.csv",
+        ),
     ),  # fmt: skip
     Route(
         "train per privacy unit",
@@ -252,6 +271,12 @@ ROUTES: list[Route] = [
         "LabelDPClassifier",
         ("labeldp.LabelDPClassifier", "labeldp.PrivateLabels"),
         _estimator(_classifier),
+        replay="draws",
+    ),
+    Route(
+        "LabelDPClassifier, the second stage's labels counted in cells",
+        ("labeldp.LabelDPClassifier",),
+        _estimator(_counts_classifier),
         replay="draws",
     ),
     Route("LabelDPLogisticRegression", ("labeldp.LabelDPLogisticRegression",), _estimator(_logistic), replay="draws"),

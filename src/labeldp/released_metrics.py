@@ -238,7 +238,7 @@ def released_labels_for(estimator: Any, y: Any) -> ReleasedLabels:
         final = estimator.steps[-1][1] if isinstance(estimator, Pipeline) else estimator
         key = getattr(final, "release_key_", None)
         released = y.shared_release(key) if key is not None else None
-        if released is None:
+        if not isinstance(released, ReleasedLabels):  # none, or counts with no label per row
             raise ConfigError(
                 "scoring on private labels reads the release the model's fit made of them; this model "
                 "was not fitted on these labels (or its release gives no labels to score on). Score on "

@@ -30,6 +30,7 @@ CHANGED = {
     "reuse_labels": False,
     "warm_start": False,
     "consensus": True,
+    "cell_rows": 20,
     "secure_rng": True,
     "insecure_noise_seed": 1,
     "dpsgd": DPSGDConfig(max_grad_norm=2.0),

@@ -254,3 +254,34 @@ def test_per_user_fit_on_a_release_per_user() -> None:
     assert model.score(frame, labels) > 0.6  # public labels: exact accuracy
     with pytest.raises(TypeError):
         LabelDPClassifier(classes=CLASSES).fit(frame, PrivateLabels(labels, classes=CLASSES), units=users)
+
+
+def test_counts_in_cells_release_each_row_once_and_learn_from_a_table() -> None:
+    frame, labels = _table(3000, seed=7)
+    private = PrivateLabels(labels, CLASSES)
+    model = LabelDPClassifier(epsilon=1.0, stages=2, second_stage="counts", cell_rows=20, random_state=0)
+    model.fit(frame.astype({"colour": "category"}), private)
+    first, second = private.ledger.entries
+    assert "randomized response" in first.description and "histogram" in second.description
+    assert not (first.members & second.members).any() and (first.members | second.members).all()
+    assert first.members.sum() == round(0.4 * 3000)
+    assert model.ledger_.epsilon() == pytest.approx(1.0, abs=1e-3) and model.channel_ is None
+    assert model.score(frame.astype({"colour": "category"}), labels) > 0.7  # public labels, exact
+    with pytest.raises(ConfigError, match="no labels to score on"):  # counts: no released label per row
+        model.score(frame, private)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"stages": 2, "second_stage": "labels"}, "second_stage must be"),
+        ({"second_stage": "counts"}, "set stages=2"),
+        ({"stages": 2, "second_stage": "counts", "cell_rows": 0}, "cell_rows"),
+    ],
+)
+def test_counts_settings_are_refused_before_any_release(settings, message) -> None:
+    frame, labels = _table()
+    private = PrivateLabels(labels, CLASSES)
+    with pytest.raises(ConfigError, match=message):
+        LabelDPClassifier(_logistic(), epsilon=1.0, **settings).fit(frame, private)
+    assert private.ledger.entries == ()

@@ -141,6 +141,8 @@ class RunConfig:
         choices=method_names,
         help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
         "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
+        "lp-2st-counts: two stages, the second releases noisy label counts per cell of rows the first model "
+        "scores alike (tables); "
         "alibi: Laplace noise on the one-hot label; marginals: a logistic regression on public feature bins "
         "fitted from noisy label counts (rare positives); pate: teachers on disjoint parts of the data vote, "
         "noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
@@ -210,6 +212,11 @@ class RunConfig:
         False,
         help="lp-1st, lp-2st, lp-mst: after the last stage, train a new model on the released examples whose "
         "released label the last model predicts (consensus retraining; post-processing, no epsilon)",
+        method_specific=True,
+    )
+    cell_rows: int = option(
+        10,
+        help="lp-2st-counts: the fewest second-stage rows in a cell whose label counts are released",
         method_specific=True,
     )
     seed: int = declared(SEED)

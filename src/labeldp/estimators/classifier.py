@@ -12,7 +12,8 @@ labeldp: a fit on it could not tell whether those labels were released before):
   fold's model trains on the released labels of its rows. With ``stages`` > 1 (the paper's LP-MST:
   stage t releases its labels by RR-with-prior under the model trained on the earlier stages) the
   release depends on the model, so it is the fit's own: a second one on the same rows needs a
-  :class:`~labeldp.boundary.LabelBudget`.
+  :class:`~labeldp.boundary.LabelBudget`. With ``second_stage="counts"`` the second stage releases noisy
+  label counts per cell of rows the first model scores alike (:mod:`labeldp.priors.cells`), not a label per row.
 - labels released once: :class:`~labeldp.boundary.ReleasedLabels` (a release of
   :func:`labeldp.privatize`), a :class:`~labeldp.boundary.Release` of the boundary's ``release_*``
   functions (over the declared ``classes``), or the path of a release folder written by
@@ -52,6 +53,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.utils import Tags
@@ -62,6 +65,7 @@ from labeldp.boundary import (
     RELEASE_ONCE_ROUTE,
     PrivateLabels,
     ReleasedLabels,
+    release_noisy_histogram,
     release_randomized_response,
     release_rr_with_prior,
 )
@@ -82,6 +86,8 @@ from labeldp.estimators._common import (
     _weights,
     _wrapper_tags,
 )
+from labeldp.estimators.public_bins import PublicBins, _frame, bin_indicators
+from labeldp.priors import FIRST_SHARE, cell_fractions, cells_of
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import clean_accuracy_estimate, released_labels_for
 from labeldp.runtime import on_free_cores
@@ -104,6 +110,12 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         1 (randomized response on every label, shared by every fit on the same labels) or more (the
         paper's LP-MST: stage t releases its labels by RR-with-prior under the model trained on the
         earlier stages; the fit's own release, on every row of the labels).
+    second_stage : {"rr-with-prior", "counts"}
+        With ``stages=2``, the second stage's release: RR-with-prior, or noisy label counts per cell (the
+        first stage then holds a share ``labeldp.priors.FIRST_SHARE`` of the rows). Counts win on tables
+        where per-label noise costs most (docs/results.md); ``score`` then needs public or released labels.
+    cell_rows : int
+        With ``second_stage="counts"``: the fewest rows in a cell.
     em_iterations : int, optional
         Rounds of posterior weighting after the first fit (default: none when every row shares one
         randomized response channel, which is inverted exactly; else 2).
@@ -139,6 +151,8 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         epsilon: float = 1.0,
         classes=None,
         stages: int = 1,
+        second_stage: str = "rr-with-prior",
+        cell_rows: int = 10,
         em_iterations: int | None = None,
         secure_rng: bool = False,
         insecure_noise_seed: int | None = None,
@@ -148,6 +162,8 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         self.epsilon = epsilon
         self.classes = classes
         self.stages = stages
+        self.second_stage = second_stage
+        self.cell_rows = cell_rows
         self.em_iterations = em_iterations
         self.secure_rng = secure_rng
         self.insecure_noise_seed = insecure_noise_seed
@@ -202,6 +218,10 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         _probe(self._base(X), X, np.arange(len(self.classes_)))  # before the release: inputs it cannot take
         if self.stages == 1:
             released = self._release_once(labels)
+        elif self.second_stage == "counts":
+            soft, self.ledger_ = self._release_in_cells(X, labels, weights)
+            self._fit_soft(X, soft, weights)
+            return self
         else:
             released = self._release_in_stages(X, labels, weights)
         self.ledger_ = released.ledger
@@ -214,6 +234,12 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             raise ConfigError(f"epsilon must be a finite number > 0, got {self.epsilon}")
         if int(self.stages) != self.stages or self.stages < 1:
             raise ConfigError(f"stages must be a positive integer, got {self.stages}")
+        if self.second_stage not in ("rr-with-prior", "counts"):
+            raise ConfigError(f"second_stage must be 'rr-with-prior' or 'counts', got {self.second_stage!r}")
+        if self.second_stage == "counts" and self.stages != 2:
+            raise ConfigError(f"second_stage='counts' is the second of two stages: set stages=2, got {self.stages}")
+        if int(self.cell_rows) != self.cell_rows or self.cell_rows < 1:
+            raise ConfigError(f"cell_rows must be a positive integer, got {self.cell_rows}")
         if self.stages > 1 and not labels.covers_all:
             raise ConfigError(
                 "a multi-stage fit releases every row of the labels in stages, each under the model trained on the "
@@ -280,6 +306,55 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         # RR over 2 classes dominates RR over any k >= 2 (and k = 1 releases nothing)
         return labels.release_once(self.release_key_, randomized_response_event(epsilon, 2), draw)
 
+    def _release_in_cells(self, X, labels: PrivateLabels, sample_weight) -> tuple[np.ndarray, PrivacyLedger]:
+        """Every row's (n, K) soft label and the ledger: RR on a share of the rows, a model fitted on them, then
+        noisy label counts per cell of the other rows (:func:`~labeldp.priors.cells_of` over the public inputs
+        and that model's scores). The soft labels are the first rows' posteriors under the model and the
+        others' cell fractions. The release is this fit's own."""
+        num_classes, epsilon, noise = len(self.classes_), float(self.epsilon), self._noise()
+        design = _tree_inputs(X)
+
+        def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> tuple[np.ndarray, PrivacyLedger]:
+            n = len(everything)
+            order = np.random.default_rng(self.random_state).permutation(n)
+            first, second = np.sort(order[: round(FIRST_SHARE * n)]), np.sort(order[round(FIRST_SHARE * n) :])
+            release = release_randomized_response(
+                ledger, everything[first], first, num_classes, epsilon, noise.generator("label-release", 1), "stage1"
+            )
+            assert release.labels is not None and release.likelihood is not None  # each label and its channel
+            self._fit_released(_take(X, first), release.labels, release.likelihood, _take(sample_weight, first))
+            prior = self.predict_proba(X)
+            cells = cells_of(_take(design, second), prior[second], self.cell_rows, self.random_state)
+            counted = release_noisy_histogram(
+                ledger,
+                everything[second],
+                second,
+                cells,
+                int(cells.max()) + 1,
+                num_classes,
+                epsilon,
+                noise.generator("label-release", 2),
+                "stage2",
+            )
+            soft = np.empty((n, num_classes))
+            soft[first] = prior[first] * release.likelihood
+            soft[first] /= soft[first].sum(axis=1, keepdims=True)
+            soft[second] = cell_fractions(counted.arrays["counts"], cells)
+            return soft, ledger
+
+        self.release_key_ = ("cells", object())  # never shared; scoring on the private labels is refused
+        return labels.release_once(self.release_key_, randomized_response_event(epsilon, 2), draw)
+
+    def _fit_soft(self, X, soft: np.ndarray, sample_weight) -> None:
+        """Fit on (n, K) soft labels: each row once per class, weighted by its soft label."""
+        n, num_classes = soft.shape
+        extra = np.ones(n) if sample_weight is None else sample_weight
+        weights = (soft * extra[:, None]).T.ravel()
+        keep = weights > 1e-12
+        stacked_X, stacked_y = _stack(X, num_classes), np.repeat(np.arange(num_classes), n)
+        self.estimator_ = _fit_weighted(self._base(X), _take(stacked_X, keep), stacked_y[keep], weights[keep])
+        self.channel_ = None  # the weighted fit learns the clean labels itself
+
     def _fit_released(self, X, labels: np.ndarray, likelihood: np.ndarray, sample_weight) -> None:
         """Learn Pr[clean label | x] from released labels. When every row shares one randomized
         response channel, the classifier learns the released labels and ``predict_proba`` inverts the
@@ -290,15 +365,9 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         self.estimator_ = _fit_weighted(self._base(X), X, labels, sample_weight)
         self.channel_ = _shared_rr_channel(labels, likelihood)
         rounds = self.em_iterations if self.em_iterations is not None else (0 if self.channel_ else 2)
-        n, num_classes = likelihood.shape
-        stacked_X, stacked_y = _stack(X, num_classes), np.repeat(np.arange(num_classes), n)
-        extra = np.ones(n) if sample_weight is None else sample_weight
         for _ in range(rounds):
             posterior = np.clip(self.predict_proba(X), 1e-6, 1.0) * likelihood
-            weights = (posterior / posterior.sum(axis=1, keepdims=True) * extra[:, None]).T.ravel()
-            keep = weights > 1e-12
-            self.estimator_ = _fit_weighted(self._base(X), _take(stacked_X, keep), stacked_y[keep], weights[keep])
-            self.channel_ = None  # the weighted fit learns the clean labels itself
+            self._fit_soft(X, posterior / posterior.sum(axis=1, keepdims=True), sample_weight)
 
     def _base(self, X=None):
         return _base_estimator(self.estimator, HistGradientBoostingClassifier, self.random_state, X)
@@ -381,3 +450,16 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             released = released_labels_for(self, y)
             return clean_accuracy_estimate(self.predict_proba(X).argmax(axis=1), released)
         return _public_accuracy(self.classes_, self.predict_proba(X).argmax(axis=1), y, sample_weight)
+
+
+def _tree_inputs(X):
+    """The public inputs as numbers a tree splits: numeric columns as they are (a missing value below every
+    other), every other column one-hot."""
+    bins = PublicBins().fit(X)
+    frame = _frame(X)
+    numeric = np.array([column in bins.edges_ for column in bins.columns_])
+    values = np.column_stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64) for c in bins.edges_])
+    values = np.where(np.isnan(values), np.nanmin(values, axis=0, initial=0.0) - 1.0, values) if values.size else values
+    codes = bins.transform(X)[:, ~numeric]
+    categories = bin_indicators(codes, bins.bins_per_feature_[~numeric])
+    return sp.hstack([sp.csr_matrix(values.reshape(len(frame), -1)), categories], format="csr")

@@ -22,6 +22,7 @@ BUILTIN_METHODS = {
     "rr": "stages",
     "lp-2st": "stages",
     "lp-mst": "stages",
+    "lp-2st-counts": "cell_counts",
     "rr-on-bins": "numeric",
     "rr-on-bins-mst": "numeric",
     "laplace-regression": "numeric",

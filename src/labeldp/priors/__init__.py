@@ -1,5 +1,6 @@
 """Priors for RR-with-prior, and how they meet released labels: cluster histograms over public features
-(:mod:`labeldp.priors.clustering`, read first) and tempering and weighing (:mod:`labeldp.priors.combine`).
+(:mod:`labeldp.priors.clustering`, read first), tempering and weighing (:mod:`labeldp.priors.combine`), and
+cells of rows a model scores alike (:mod:`labeldp.priors.cells`).
 """
 
 from typing import TYPE_CHECKING
@@ -7,6 +8,9 @@ from typing import TYPE_CHECKING
 from labeldp._lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported on first use at run time
+    from labeldp.priors.cells import FIRST_SHARE as FIRST_SHARE
+    from labeldp.priors.cells import cell_fractions as cell_fractions
+    from labeldp.priors.cells import cells_of as cells_of
     from labeldp.priors.clustering import cluster as cluster
     from labeldp.priors.clustering import cluster_priors as cluster_priors
     from labeldp.priors.clustering import consistent_counts as consistent_counts
