@@ -46,7 +46,7 @@ def vector_labels(labels, num_classes: int, epsilon: float, rng: RandomSource = 
     out = np.empty((true.size, k), dtype=np.uint8)
     for start in range(0, true.size, _CHUNK_ROWS):
         stop = min(start + _CHUNK_ROWS, true.size)
-        block = gen.random((stop - start, k)) < flip
+        block = np.asarray(gen.random((stop - start, k))) < flip
         block[np.arange(stop - start), true[start:stop]] ^= True
         out[start:stop] = block
     return out
