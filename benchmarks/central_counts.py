@@ -8,7 +8,8 @@ each row's cell fraction as a soft label (every row twice, weighted by the fract
 The candidates, all at the same epsilon, each label released once:
 
 - ``rr``: :class:`LabelDPClassifier` (randomized response on every label, the channel inverted), the
-  regularised gradient boosting of ``tabular.py``; ``lp-2st`` the same with ``stages=2``.
+  regularised gradient boosting of ``tabular.py``; ``lp-2st`` the same with ``stages=2``; ``counts`` with
+  ``second_stage="counts"`` as well: the library's version of ``leaf-0.4-10``.
 - ``kmeans-M``: cells of about M rows by k-means on the encoded public features, counts on every row.
 - ``leaf-F-M``: two stages. A share F of the rows is released by RR and ``rr``'s model fitted on them;
   the other rows are cut into the leaves (at least M rows each) of a regression tree of that model's
@@ -103,9 +104,10 @@ def run(candidate: str, epsilon: float, noise: bool, data: tuple, z: np.ndarray,
     x, y, x_test, _ = data
     count_epsilon = epsilon if noise else None
     name, *settings = candidate.split("-")
-    if candidate in ("rr", "lp-2st"):
+    if candidate in ("rr", "lp-2st", "counts"):
         stages = 1 if candidate == "rr" else 2
-        model = LabelDPClassifier(learner(), epsilon=epsilon, stages=stages, random_state=seed)
+        second = "counts" if candidate == "counts" else "rr-with-prior"
+        model = LabelDPClassifier(learner(), epsilon=epsilon, stages=stages, second_stage=second, random_state=seed)
         return model.fit(x, PrivateLabels(y, [0, 1])).predict_proba(x_test)[:, 1]
     if name == "kmeans":
         size = int(settings[0])
