@@ -180,6 +180,13 @@ ROUTES: list[Route] = [
         ids=True,
     ),
     Route(
+        "train by VLP on a CSV table, the test rows held out privately, the learning rate chosen on the release",
+        ("labeldp train",),
+        _cli(
+            ["train", *_table_options("t.csv"), "--method", "vlp", "--epsilon", "1", *_QUICK, "--out", "run"], "t.csv"
+        ),
+    ),
+    Route(
         "train on a Parquet table with a public test table, then retrain on the consensus",
         ("labeldp train",),
         _cli(

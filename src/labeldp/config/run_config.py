@@ -143,7 +143,8 @@ class RunConfig:
         "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
         "lp-2st-counts: two stages, the second releases noisy label counts per cell of rows the first model "
         "scores alike (tables); "
-        "alibi: Laplace noise on the one-hot label; marginals: a logistic regression on public feature bins "
+        "alibi: Laplace noise on the one-hot label; vlp: each label a random binary vector (vector label "
+        "privacy); marginals: a logistic regression on public feature bins "
         "fitted from noisy label counts (rare positives); pate: teachers on disjoint parts of the data vote, "
         "noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
         "private); for numeric labels also rr-on-bins (RR over the optimal bins of a noisy "
@@ -196,8 +197,8 @@ class RunConfig:
         choices=LOSSES,
         help="forward: likelihood of each noisy label through its known noise channel (the model "
         "learns clean posteriors); ce: plain cross-entropy on noisy labels; mse (numeric labels): "
-        "squared error of the predicted mean against the released values; not for alibi, pate "
-        "or dp-sgd",
+        "squared error of the predicted mean against the released values; not for alibi, vlp, "
+        "pate or dp-sgd",
         method_specific=True,
     )
     reuse_labels: bool = option(

@@ -27,6 +27,7 @@ BUILTIN_METHODS = {
     "rr-on-bins-mst": "numeric",
     "laplace-regression": "numeric",
     "alibi": "alibi",
+    "vlp": "vlp",
     "marginals": "marginals",
     "pate": "pate",
     "dp-sgd": "dp_sgd",

@@ -162,6 +162,9 @@ RECIPES: dict[tuple[str, str], Recipe] = {
         MNIST_TUNED_TRAIN, source="chosen by labeldp tune on the first stage's released labels (epsilon 2)"
     ),
     ("mnist", "lp-1st"): Recipe(MNIST_LP1ST_TRAIN, source="chosen by labeldp tune on released labels (epsilon 2)"),
+    ("digits", "vlp"): Recipe(
+        DIGITS_TRAIN, source="lp-1st's, chosen by its test accuracy on this dataset (vlp trains by the same loss)"
+    ),
     ("digits", "dp-sgd"): Recipe(DPSGD_DIGITS_TRAIN, "mlp", DPSGD_DIGITS, source=_BY_TEST_ACCURACY),
     ("mnist", "dp-sgd"): Recipe(
         DPSGD_MNIST_TRAIN,
