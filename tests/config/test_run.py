@@ -144,6 +144,7 @@ def test_every_option_a_method_does_not_use_is_refused_off_its_default() -> None
         (dict(prior="cluster", clusters=0), "clusters must be at least 1"),
         (dict(prior="cluster", prior_epsilon=-0.1), "prior_epsilon must be a finite number > 0"),
         (dict(prior="histogram", clusters=5), "clusters applies only with prior 'cluster' \\(the histogram prior"),
+        (dict(train=TrainConfig(augment=False, flip=True)), "flip adds to the dataset's augmentation"),
     ],
 )
 def test_resolved_refuses_conflicting_and_undeclared_choices(fields, message) -> None:

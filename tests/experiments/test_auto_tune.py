@@ -277,3 +277,60 @@ def test_a_run_interrupted_past_the_edge_resumes_the_same_steps(blobs, tmp_path,
     assert (
         auto_tuned_run(_config(), tmp_path / "run", progress=False, dataset=blobs)["auto_tune"] == summary["auto_tune"]
     )
+
+
+def _images(augmentation: str = "translate"):
+    from labeldp.data import LabeledDataset
+
+    rng = np.random.default_rng(0)
+    centers = rng.normal(0, 2, size=(4, 1, 8, 8))
+    y_train, y_test = rng.integers(0, 4, 300), rng.integers(0, 4, 100)
+    x_train = (centers[y_train] + rng.normal(size=(300, 1, 8, 8))).astype(np.float32)
+    x_test = (centers[y_test] + rng.normal(size=(100, 1, 8, 8))).astype(np.float32)
+    return LabeledDataset("images", x_train, y_train, x_test, y_test, num_classes=4, augmentation=augmentation)
+
+
+@pytest.mark.parametrize("bonus, kept", [(0.1, True), (-0.1, False), (0.0, False)])
+def test_on_images_the_choice_mirrored_is_one_more_candidate_kept_only_where_clearly_ahead(
+    tmp_path, monkeypatch, bonus, kept
+) -> None:
+    scored: list[float] = []
+    score = _scored_by(lambda lr: _peak(0.02)(lr), scored)
+
+    def with_flip(options, *args):
+        results = score([{"lr": o["lr"]} for o in options], *args)
+        for option, result in zip(options, results):
+            if option.get("flip"):  # nested terms: the mirrored candidate ahead (or behind) on clear examples
+                terms = np.asarray(result["terms"])
+                moved = round(abs(bonus) * terms.size)
+                terms[np.flatnonzero(terms == (0 if bonus > 0 else 1))[:moved]] = 1 if bonus > 0 else 0
+                result.update(key=f"lr={option['lr']:g},flip=True", options=option, terms=terms.tolist())
+                result["estimated_clean_accuracy"] = terms.mean()
+        return results
+
+    monkeypatch.setattr(auto_tune, "score_candidates", with_flip)
+    summary = auto_tuned_run(_config(), tmp_path / "run", progress=False, dataset=_images())
+    record = json.loads((tmp_path / "run" / AUTO_TUNE_FILE).read_text())
+    assert record["mirror"]["candidate"] == "lr=0.02,flip=True" and record["mirror"]["kept"] == kept
+    assert record["chosen_options"] == ({"lr": 0.02, "flip": True} if kept else {"lr": 0.02})
+    assert RunDirectory(tmp_path / "run").read_config()["train"]["flip"] == kept
+    assert ("mirrored images ahead" if kept else "mirrored images not clearly ahead") in auto_tune.describe_choice(
+        summary["auto_tune"]
+    )
+
+
+def test_nothing_is_mirrored_but_images_without_a_flip() -> None:
+    from labeldp.experiments.auto_tune import mirrored
+
+    base, chosen = _config().resolved(), {"lr": 0.02}
+    assert mirrored(base, _images(), chosen) == {"lr": 0.02, "flip": True}
+    assert mirrored(base, _images("crop-flip"), chosen) is None
+    assert mirrored(base, _images("none"), chosen) == {"lr": 0.02, "flip": True}
+    no_augment = _config(train=TrainConfig(epochs=2, batch_size=64, lr=0.02, augment=False)).resolved()
+    assert mirrored(no_augment, _images(), chosen) is None
+
+
+def test_blobs_are_not_images(blobs) -> None:
+    from labeldp.experiments.auto_tune import mirrored
+
+    assert mirrored(_config().resolved(), blobs, {"lr": 0.02}) is None

@@ -59,3 +59,14 @@ def test_an_unknown_augmentation_is_refused_whatever_the_inputs() -> None:
         with pytest.raises(ConfigError, match="unknown augmentation policy 'flip'"):
             augment(inputs, "flip", generator)
     assert augment(torch.ones(4, 10), "translate", generator).equal(torch.ones(4, 10))  # a table: unchanged
+
+
+def test_flip_mirrors_about_half_the_images_on_top_of_the_policy() -> None:
+    images = torch.randn(400, 1, 6, 6)
+    same_draws = augment(images, "translate", torch.Generator().manual_seed(2))
+    assert torch.equal(augment(images, "translate", torch.Generator().manual_seed(2), flip=False), same_draws)
+    mirrored = augment(images, "none", torch.Generator().manual_seed(2), flip=True)
+    flipped = torch.tensor([torch.equal(m, i.flip(-1)) for m, i in zip(mirrored, images)])
+    kept = torch.tensor([torch.equal(m, i) for m, i in zip(mirrored, images)])
+    assert (flipped | kept).all() and 150 < int(flipped.sum()) < 250
+    assert torch.equal(augment(images.reshape(400, 36), "none", torch.Generator(), flip=True), images.reshape(400, 36))

@@ -36,6 +36,11 @@ class TrainConfig:
         "stopping on released labels only); 0: train on all, keep the last epoch",
     )
     augment: bool = option(True, help="disable the dataset's data augmentation")
+    flip: bool = option(
+        False,
+        help="also mirror the images left-right at random, for classes a mirror keeps (clothing, objects; not "
+        "digits); an auto-tuned run tries it on images",
+    )
     amp: bool = option(
         False, help="bf16 automatic mixed precision on CUDA GPUs (label-DP methods; dp-sgd runs in float32)"
     )
@@ -59,6 +64,8 @@ class TrainConfig:
             raise ConfigError(f"validation must lie in [0, 1), got {self.validation}")
         if self.mixup_alpha < 0 or self.weight_decay < 0 or self.warmup_epochs < 0:
             raise ConfigError("mixup_alpha, weight_decay and warmup_epochs must be >= 0")
+        if self.flip and not self.augment:
+            raise ConfigError("flip adds to the dataset's augmentation: it cannot go with --no-augment")
         if self.warmup_epochs > self.epochs:
             raise ConfigError(f"warmup_epochs ({self.warmup_epochs:g}) exceeds epochs ({self.epochs})")
         if self.optimizer not in OPTIMIZERS:

@@ -8,7 +8,8 @@ examples x epochs from public sizes only (the same plan on every machine and res
 untuned runs'. Where the best is an edge of the grid, clearly ahead of its neighbour, the grid extends beyond
 it (:data:`~labeldp.config.tuning.LR_EDGE_STEPS`) within the same budget, a step replacing the choice only
 where clearly ahead of it: a choice on the scores of released labels, each step recorded before its
-candidate trains, so that a resumed run tries the same ones. The ledger holds exactly one run's releases:
+candidate trains, so that a resumed run tries the same ones. On images whose augmentation has no flip, the
+choice mirrored at random is one more candidate, kept on the same terms. The ledger holds exactly one run's releases:
 the candidates read them and have no true training label. Where the release says nothing about the options
 (most held-out examples released with k = 1) or ``labeldp tune`` refuses the method, the run says so and
 trains its base options. ``auto_tune.json`` records the plan, the steps past an edge, the scores and the
@@ -133,6 +134,14 @@ def beyond_the_edge(options: list[dict[str, Any]], results: list[dict[str, Any]]
     }
 
 
+def mirrored(base: RunConfig, data: LabeledDataset, chosen: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``chosen`` options with the images mirrored at random (``flip``), for images whose dataset's
+    augmentation has no flip; None where there is nothing to try."""
+    if np.ndim(data.x_train) != 4 or data.augmentation == "crop-flip" or not base.train.augment or base.train.flip:
+        return None
+    return {**chosen, "flip": True}
+
+
 def _lead(result: dict[str, Any], other: dict[str, Any]) -> tuple[float, float]:
     """How far ``result``'s estimate is ahead of ``other``'s, and its standard error, paired on the same
     held-out releases."""
@@ -244,8 +253,20 @@ def _choose(
     kept = kept_steps(results, steps)
     for number, step in enumerate(steps):
         step["kept"] = number < kept
-    best = best_of(results[: len(options) - len(steps) + kept])
-    for result in results[len(options) - len(steps) + kept :]:  # its difference from the choice too
+    grid = len(options) - len(steps) + kept
+    best = best_of(results[:grid])
+    mirror = mirrored(base, data, options[best]) if len(options) < most else None
+    if mirror is not None:  # one more candidate, kept only where clearly ahead of the choice, as a step is
+        record["mirror"] = {"options": mirror, "candidate": candidate_key(mirror)}
+        _write_record(folder, record)
+        _say(progress, f"auto-tune: trying {record['mirror']['candidate']}, the images mirrored at random")
+        options.append(mirror)
+        candidates.append(candidate_config(base, mirror))
+        results += score_candidates(options[-1:], candidates[-1:], *scored)
+        ahead, error = _lead(results[-1], results[best])
+        record["mirror"].update(ahead=ahead, ahead_error=error, kept=_clearly_ahead(ahead, error))
+        best = len(options) - 1 if record["mirror"]["kept"] else best
+    for result in results[grid:]:  # its difference from the choice too
         result["difference"], result["difference_error"] = _lead(result, results[best])
     work = record.get("work", {})
     record.update(
@@ -280,9 +301,17 @@ def describe_choice(record: dict[str, Any]) -> str:
         if steps
         else ""
     )
+    mirror = record.get("mirror")
+    mirrored_images = (
+        f"; mirrored images {'ahead' if mirror['kept'] else 'not clearly ahead'} "
+        f"({100 * mirror['ahead']:+.2f} +- {100 * mirror['ahead_error']:.2f} points)"
+        if mirror and "kept" in mirror
+        else ""
+    )
     return (
         f"auto-tune: chose {record['chosen']} ({versus}): estimated clean accuracy {estimate} on "
-        f"{record['held_out']} held-out released labels{extended}; the candidates took {record['seconds']:.1f}s"
+        f"{record['held_out']} held-out released labels{extended}{mirrored_images}; the candidates took "
+        f"{record['seconds']:.1f}s"
     )
 
 
@@ -301,6 +330,7 @@ def _start(
     try:
         options, work = plan_candidates(base, data, budget, DEFAULT_HOLDOUT)
         possible = options + beyond_the_edges(options, work["most_candidates"] - len(options))
+        possible += [mirror] if (mirror := mirrored(base, data, options[0])) is not None else []
         check_candidates(base, [candidate_config(base, o) for o in possible], data, device, DEFAULT_HOLDOUT)
     except ConfigError as error:
         _fall_back(folder, record, str(error), base_name, progress)

@@ -57,8 +57,10 @@ def augment(
     generator: torch.Generator,
     examples: torch.Tensor | None = None,
     population: int | None = None,
+    flip: bool = False,
 ) -> torch.Tensor:
-    """Apply a dataset's augmentation ``policy``: ``none``, ``translate`` or ``crop-flip``.
+    """Apply a dataset's augmentation ``policy``: ``none``, ``translate`` or ``crop-flip``; ``flip`` adds a
+    left-right flip to a policy without one.
 
     ``translate`` is a random crop with padding 2, ``crop-flip`` one with padding 4 then a left-right
     flip; only 4-d (b, C, H, W) inputs are augmented. With ``examples`` (the images' indices in a dataset
@@ -69,11 +71,13 @@ def augment(
     """
     if policy not in AUGMENTATIONS:
         raise ConfigError(f"unknown augmentation policy {policy!r}; choose one of {', '.join(AUGMENTATIONS)}")
-    if policy == "none" or images.dim() != 4:
+    if images.dim() != 4:
         return images
+    if policy == "crop-flip":
+        return random_flip(random_crop(images, 4, generator, examples, population), generator, examples, population)
     if policy == "translate":
-        return random_crop(images, 2, generator, examples, population)
-    return random_flip(random_crop(images, 4, generator, examples, population), generator, examples, population)
+        images = random_crop(images, 2, generator, examples, population)
+    return random_flip(images, generator, examples, population) if flip else images
 
 
 def mixup(inputs: torch.Tensor, lam: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

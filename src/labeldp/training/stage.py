@@ -94,7 +94,7 @@ def _batch_loss(
     """One batch's mean loss, after augmentation and mixup drawn from the stage's generators."""
     device = targets.device
     if config.augment:
-        xb = augment(xb, augmentation, generator)
+        xb = augment(xb, augmentation, generator, flip=config.flip)
     lam, perm = 1.0, None
     if config.mixup_alpha > 0:
         lam = float(np_rng.beta(config.mixup_alpha, config.mixup_alpha))
