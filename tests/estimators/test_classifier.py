@@ -285,3 +285,11 @@ def test_counts_settings_are_refused_before_any_release(settings, message) -> No
     with pytest.raises(ConfigError, match=message):
         LabelDPClassifier(_logistic(), epsilon=1.0, **settings).fit(frame, private)
     assert private.ledger.entries == ()
+
+
+def test_counts_in_cells_take_a_table_of_categories_only() -> None:
+    frame, labels = _table(800, seed=2)
+    private = PrivateLabels(labels, CLASSES)
+    categories = frame[["colour"]].astype("category")
+    model = LabelDPClassifier(epsilon=1.0, stages=2, second_stage="counts", random_state=0).fit(categories, private)
+    assert model.predict_proba(categories).shape == (800, 2) and len(private.ledger.entries) == 2

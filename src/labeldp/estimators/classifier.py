@@ -458,8 +458,9 @@ def _tree_inputs(X):
     bins = PublicBins().fit(X)
     frame = _frame(X)
     numeric = np.array([column in bins.edges_ for column in bins.columns_])
-    values = np.column_stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64) for c in bins.edges_])
-    values = np.where(np.isnan(values), np.nanmin(values, axis=0, initial=0.0) - 1.0, values) if values.size else values
-    codes = bins.transform(X)[:, ~numeric]
-    categories = bin_indicators(codes, bins.bins_per_feature_[~numeric])
-    return sp.hstack([sp.csr_matrix(values.reshape(len(frame), -1)), categories], format="csr")
+    values = np.zeros((len(frame), 0))
+    if numeric.any():
+        values = np.column_stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64) for c in bins.edges_])
+        values = np.where(np.isnan(values), np.nanmin(values, axis=0, initial=0.0) - 1.0, values)
+    categories = bin_indicators(bins.transform(X)[:, ~numeric], bins.bins_per_feature_[~numeric])
+    return sp.hstack([sp.csr_matrix(values), categories], format="csr")
