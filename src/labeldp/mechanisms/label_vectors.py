@@ -28,8 +28,8 @@ _CHUNK_ROWS = 1 << 16
 
 def vector_flip_probability(epsilon: float) -> float:
     """q = 1 / (1 + e^(eps/2)): the chance each coordinate of the one-hot label is flipped (floored above 0)."""
-    eps = check_epsilon(epsilon)
-    return max(1.0 / (1.0 + math.exp(eps / 2.0)), float(_TINY)) if eps < 1400 else float(_TINY)
+    tail = math.exp(-check_epsilon(epsilon) / 2.0)
+    return max(tail / (1.0 + tail), float(_TINY))
 
 
 def vector_labels(labels, num_classes: int, epsilon: float, rng: RandomSource = None) -> np.ndarray:
