@@ -169,6 +169,7 @@ def _regressor():
 
 _HASHED = ["hashed", "train", "--table", "t.parquet", "--label-column", "y", "--classes", *BINARY]
 _HASHED += ["--columns", "site", "--bits", "4", "--epsilon", "1", "--insecure-noise-seed", "5", "--out", "run"]
+_COUNTS = ["--epsilon", "1", *_QUICK, "--out", "run"]
 _PRIVATIZE = ["privatize", "--label-column", "y", "--classes", *CLASSES, "--epsilon", "1"]
 _PRIVATIZE += ["--insecure-noise-seed", "5", "--out", "release"]
 
@@ -213,12 +214,8 @@ ROUTES: list[Route] = [
     Route(
         "train in two stages, the second's labels counted in cells of rows the first model scores alike",
         ("labeldp train",),
-        _cli(
-            ["train", *_table_options("t.csv"), "--method", "lp-2st-counts", "--cell-rows", "5", "--epsilon", "1",
-             *_QUICK, "--out", "run"],
-            "t.csv",
-        ),
-    ),  # fmt: skip
+        _cli(["train", *_table_options("t.csv"), "--method", "lp-2st-counts", "--cell-rows", "5", *_COUNTS], "t.csv"),
+    ),
     Route(
         "train per privacy unit",
         ("labeldp train",),

@@ -238,7 +238,12 @@ def released_labels_for(estimator: Any, y: Any) -> ReleasedLabels:
         final = estimator.steps[-1][1] if isinstance(estimator, Pipeline) else estimator
         key = getattr(final, "release_key_", None)
         released = y.shared_release(key) if key is not None else None
-        if not isinstance(released, ReleasedLabels):  # none, or counts with no label per row
+        if released is not None and not isinstance(released, ReleasedLabels):
+            raise ConfigError(
+                "the model's fit released counts in cells for part of these labels, not a label per row: there is "
+                "no release to score it on. Score it on a public test set, or on labels released once"
+            )
+        if released is None:
             raise ConfigError(
                 "scoring on private labels reads the release the model's fit made of them; this model "
                 "was not fitted on these labels (or its release gives no labels to score on). Score on "

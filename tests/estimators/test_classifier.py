@@ -267,7 +267,7 @@ def test_counts_in_cells_release_each_row_once_and_learn_from_a_table() -> None:
     assert first.members.sum() == round(0.4 * 3000)
     assert model.ledger_.epsilon() == pytest.approx(1.0, abs=1e-3) and model.channel_ is None
     assert model.score(frame.astype({"colour": "category"}), labels) > 0.7  # public labels, exact
-    with pytest.raises(ConfigError, match="no labels to score on"):  # counts: no released label per row
+    with pytest.raises(ConfigError, match="counts in cells"):  # no released label per row
         model.score(frame, private)
 
 

@@ -3,6 +3,8 @@ the cells come from public inputs and the first model; refusals before anything 
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -63,3 +65,93 @@ def test_numeric_labels_are_refused(toy, tmp_path) -> None:
     with pytest.raises(ConfigError, match="numeric"):
         train_run(config, tmp_path / "run", progress=False, dataset=toy)
     assert not (tmp_path / "run").exists()
+
+
+class _Stop(Exception):
+    pass
+
+
+def _cells_handed_to_the_count(monkeypatch, module, run) -> np.ndarray:
+    """The cells a run hands to ``release_noisy_histogram``; the run stops there, before the counts are drawn."""
+    seen = []
+
+    def stop(ledger, labels, members, groups, *args, **kwargs):
+        seen.append(np.array(groups))
+        raise _Stop
+
+    monkeypatch.setattr(module, "release_noisy_histogram", stop)
+    with pytest.raises(_Stop):
+        run()
+    return seen[0]
+
+
+def test_the_cells_do_not_depend_on_the_second_stages_labels(blobs, tmp_path, monkeypatch) -> None:
+    """A second-stage label changed (the same first release): the same cells, in the run and in the estimator."""
+    import labeldp.estimators.classifier as classifier
+    import labeldp.methods.cell_counts as cell_counts
+    from labeldp import LabelDPClassifier, PrivateLabels
+    from labeldp.boundary import unseal
+    from labeldp.data import LabeledDataset
+    from labeldp.data.splits import split_stages
+
+    config = RunConfig(
+        dataset="csv", method="lp-2st-counts", epsilon=1.0, train=TrainConfig(epochs=2), insecure_noise_seed=0
+    )
+    row = split_stages(600, (0.4, 0.6), 0)[1][0]
+    labels = unseal(blobs.y_train)
+    changed = labels.copy()
+    changed[row] = (labels[row] + 1) % 10
+    cells = []
+    for n, y in enumerate((labels, changed)):
+        data = LabeledDataset("blobs", blobs.x_train, y, blobs.x_test, blobs.y_test, num_classes=10)
+        run = partial(train_run, config, tmp_path / f"run{n}", progress=False, dataset=data)
+        cells.append(_cells_handed_to_the_count(monkeypatch, cell_counts, run))
+    assert np.array_equal(*cells)
+
+    order = np.random.default_rng(3).permutation(600)
+    row = np.sort(order[240:])[0]
+    changed = labels.copy()
+    changed[row] = (labels[row] + 1) % 10
+    cells = []
+    for y in (labels, changed):
+        model = LabelDPClassifier(
+            epsilon=1.0, stages=2, second_stage="counts", random_state=3, insecure_noise_seed=0, classes=range(10)
+        )
+        fit = partial(model.fit, blobs.x_train, PrivateLabels.from_indices(y, 10))
+        cells.append(_cells_handed_to_the_count(monkeypatch, classifier, fit))
+    assert np.array_equal(*cells)
+
+
+def test_a_fit_that_fails_between_its_releases_is_charged_for_the_first_and_keeps_no_model(monkeypatch) -> None:
+    import labeldp.estimators.classifier as classifier
+    from labeldp import LabelDPClassifier, PrivateLabels
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(300, 3)), rng.integers(0, 2, 300)
+    private = PrivateLabels.from_indices(y, 2)
+    model = LabelDPClassifier(epsilon=1.0, stages=2, second_stage="counts", random_state=0, classes=[0, 1])
+    _cells_handed_to_the_count(monkeypatch, classifier, lambda: model.fit(x, private))
+    (first,) = private.ledger.entries  # the first stage's RR, drawn and charged
+    assert "randomized response" in first.description and first.members.sum() == 120
+    assert not hasattr(model, "estimator_") and not hasattr(model, "ledger_")
+
+
+def test_inputs_a_tree_cannot_take_are_refused_before_any_release() -> None:
+    from labeldp import LabelDPClassifier, PrivateLabels
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(300, 3)), rng.integers(0, 2, 300)
+    private = PrivateLabels.from_indices(y, 2)
+    with pytest.raises(ValueError):  # the tree takes no Generator as its random_state
+        LabelDPClassifier(
+            epsilon=1.0, stages=2, second_stage="counts", random_state=np.random.default_rng(0), classes=[0, 1]
+        ).fit(x, private)
+    with pytest.raises(ConfigError, match="weigh zero"):
+        weights = np.zeros(300)
+        weights[np.sort(np.random.default_rng(0).permutation(300)[120:])] = 1.0
+        LabelDPClassifier(epsilon=1.0, stages=2, second_stage="counts", random_state=0, classes=[0, 1]).fit(
+            x, private, weights
+        )
+    assert private.ledger.entries == ()
+    x[0, 0] = np.inf  # a tree reads the ranks: infinite values are fine
+    LabelDPClassifier(epsilon=1.0, stages=2, second_stage="counts", random_state=0, classes=[0, 1]).fit(x, private)

@@ -386,14 +386,15 @@ class PrivateLabels:
         root = self._root
         self._check_spend(bound, members)
         ledger = PrivacyLedger(members.size)
-        result = draw(self, ledger)
-        for entry in ledger.entries:  # the rows' spend, in the numbering of the labels as they entered
-            mask = np.zeros(root.values.size, dtype=bool)
-            mask[members[entry.members]] = True
-            root.ledger.record(entry.event, mask, entry.description)
-        if root.dataset is not None:
-            root.dataset.record(Spend.of_ledger(root.name, "PrivateLabels", root.ledger, root.delta(), None))
-        return result
+        try:
+            return draw(self, ledger)
+        finally:  # what the draw released is spent, even where it fails afterwards (a fit between two releases)
+            for entry in ledger.entries:  # the rows' spend, in the numbering of the labels as they entered
+                mask = np.zeros(root.values.size, dtype=bool)
+                mask[members[entry.members]] = True
+                root.ledger.record(entry.event, mask, entry.description)
+            if root.dataset is not None and ledger.entries:
+                root.dataset.record(Spend.of_ledger(root.name, "PrivateLabels", root.ledger, root.delta(), None))
 
     def _check_spend(self, bound: dp_event.DpEvent, members: np.ndarray) -> None:
         """Refuse, before anything is drawn, a release that rows already released may not pay for."""

@@ -216,14 +216,19 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             return self
         self._check(labels)
         _probe(self._base(X), X, np.arange(len(self.classes_)))  # before the release: inputs it cannot take
-        if self.stages == 1:
-            released = self._release_once(labels)
-        elif self.second_stage == "counts":
-            soft, self.ledger_ = self._release_in_cells(X, labels, weights)
-            self._fit_soft(X, soft, weights)
-            return self
-        else:
-            released = self._release_in_stages(X, labels, weights)
+        try:
+            if self.stages == 1:
+                released = self._release_once(labels)
+            elif self.second_stage == "counts":
+                soft, self.ledger_ = self._release_in_cells(X, labels, weights)
+                self._fit_soft(X, soft, weights)
+                return self
+            else:
+                released = self._release_in_stages(X, labels, weights)
+        except BaseException:  # a fit between two releases failed: no model of an unfinished release stays
+            for name in ("estimator_", "channel_", "ledger_"):
+                self.__dict__.pop(name, None)
+            raise
         self.ledger_ = released.ledger
         mine = released[labels.positions]
         self._fit_released(X, mine.labels, mine.channel(), weights)
@@ -311,13 +316,15 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         noisy label counts per cell of the other rows (:func:`~labeldp.priors.cells_of` over the public inputs
         and that model's scores). The soft labels are the first rows' posteriors under the model and the
         others' cell fractions. The release is this fit's own."""
-        num_classes, epsilon, noise = len(self.classes_), float(self.epsilon), self._noise()
+        num_classes, epsilon, noise, n = len(self.classes_), float(self.epsilon), self._noise(), len(labels)
+        order = np.random.default_rng(self.random_state).permutation(n)  # public, as every check below
+        first, second = np.sort(order[: round(FIRST_SHARE * n)]), np.sort(order[round(FIRST_SHARE * n) :])
+        if sample_weight is not None and not sample_weight[first].sum() > 0:
+            raise ConfigError("the rows of the first stage all weigh zero: it would release labels it cannot learn")
         design = _tree_inputs(X)
+        cells_of(_take(design, second), np.full((second.size, num_classes), 1.0), self.cell_rows, self.random_state)
 
         def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> tuple[np.ndarray, PrivacyLedger]:
-            n = len(everything)
-            order = np.random.default_rng(self.random_state).permutation(n)
-            first, second = np.sort(order[: round(FIRST_SHARE * n)]), np.sort(order[round(FIRST_SHARE * n) :])
             release = release_randomized_response(
                 ledger, everything[first], first, num_classes, epsilon, noise.generator("label-release", 1), "stage1"
             )
@@ -353,7 +360,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         keep = weights > 1e-12
         stacked_X, stacked_y = _stack(X, num_classes), np.repeat(np.arange(num_classes), n)
         self.estimator_ = _fit_weighted(self._base(X), _take(stacked_X, keep), stacked_y[keep], weights[keep])
-        self.channel_ = None  # the weighted fit learns the clean labels itself
+        self.channel_: tuple[float, float] | None = None  # the weighted fit learns the clean labels itself
 
     def _fit_released(self, X, labels: np.ndarray, likelihood: np.ndarray, sample_weight) -> None:
         """Learn Pr[clean label | x] from released labels. When every row shares one randomized
@@ -453,14 +460,14 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
 
 
 def _tree_inputs(X):
-    """The public inputs as numbers a tree splits: numeric columns as they are (a missing value below every
-    other), every other column one-hot."""
+    """The public inputs as numbers a tree splits: numeric columns' ranks, every other column one-hot."""
     bins = PublicBins().fit(X)
     frame = _frame(X)
     numeric = np.array([column in bins.edges_ for column in bins.columns_])
-    values = np.zeros((len(frame), 0))
-    if numeric.any():
+    ranks = np.zeros((len(frame), 0))
+    if numeric.any():  # a tree reads order only: ranks are finite where values may not be, a missing one lowest
         values = np.column_stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64) for c in bins.edges_])
-        values = np.where(np.isnan(values), np.nanmin(values, axis=0, initial=0.0) - 1.0, values)
+        ranks = np.column_stack([np.unique(column, return_inverse=True)[1] for column in values.T]).astype(np.float64)
+        ranks[np.isnan(values)] = -1.0
     categories = bin_indicators(bins.transform(X)[:, ~numeric], bins.bins_per_feature_[~numeric])
-    return sp.hstack([sp.csr_matrix(values), categories], format="csr")
+    return sp.hstack([sp.csr_matrix(ranks), categories], format="csr")
