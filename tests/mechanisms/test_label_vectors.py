@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from labeldp.mechanisms import label_vectors as vector_module
 from labeldp.mechanisms import (
     vector_flip_probability,
     vector_labels,
@@ -19,7 +20,6 @@ from labeldp.mechanisms import (
     vector_labels_one_hot_estimate,
     vector_labels_probabilities,
 )
-from labeldp.mechanisms import label_vectors as vector_module
 from labeldp.randomness import SecureGenerator
 from tests.helpers import frequencies_match
 

@@ -25,6 +25,14 @@ from labeldp.mechanisms.gnmax import (
 )
 from labeldp.mechanisms.histogram import noisy_histogram
 from labeldp.mechanisms.label_marginals import noisy_marginals
+from labeldp.mechanisms.label_vectors import (
+    vector_flip_probability,
+    vector_labels,
+    vector_labels_likelihood,
+    vector_labels_log_probability,
+    vector_labels_one_hot_estimate,
+    vector_labels_probabilities,
+)
 from labeldp.mechanisms.laplace import LAPLACE_GRID, laplace_one_hot, laplace_one_hot_likelihood, laplace_parameter
 from labeldp.mechanisms.laplace_value import (
     grid_step,
@@ -44,14 +52,6 @@ from labeldp.mechanisms.rr import (
     rr_with_prior,
     rr_with_prior_likelihood,
     rr_with_prior_probabilities,
-)
-from labeldp.mechanisms.label_vectors import (
-    vector_flip_probability,
-    vector_labels,
-    vector_labels_likelihood,
-    vector_labels_log_probability,
-    vector_labels_one_hot_estimate,
-    vector_labels_probabilities,
 )
 
 __all__ = [
