@@ -68,7 +68,7 @@ def test_non_private_release_is_infinite_epsilon() -> None:
 
 def test_release_validates_before_spending() -> None:
     ledger = PrivacyLedger(10)
-    with pytest.raises(ValueError, match="labels must lie in"):
+    with pytest.raises(ValueError, match="domain has 13 values; this release was asked for 10"):
         release_randomized_response(ledger, private([0, 12], 13), [0, 1], 10, 1.0)
     with pytest.raises(ValueError, match="members must be indices"):
         release_randomized_response(ledger, private([0, 1], 10), [0, 10], 10, 1.0)
@@ -119,7 +119,7 @@ def test_vector_labels_release_is_recorded_at_exactly_its_epsilon() -> None:
     ledger, labels = PrivacyLedger(10), private(np.arange(10) % 4, 4)
     for call, message in [
         (lambda: release_vector_labels(ledger, labels, np.arange(10), 4, 0.0, _NoDraw()), "epsilon"),
-        (lambda: release_vector_labels(ledger, labels, np.arange(10), 3, 1.0, _NoDraw()), "labels must lie in"),
+        (lambda: release_vector_labels(ledger, labels, np.arange(10), 3, 1.0, _NoDraw()), "domain has 4 values"),
         (lambda: release_vector_labels(ledger, labels, np.arange(9), 4, 1.0, _NoDraw()), "length mismatch"),
         (lambda: release_vector_labels(ledger, labels, [0] * 10, 4, 1.0, _NoDraw()), "repeated"),
         (lambda: release_vector_labels(ledger, np.arange(10) % 4, np.arange(10), 4, 1.0, _NoDraw()), "PrivateLabels"),
@@ -237,8 +237,22 @@ def test_rr_on_bins_release_refuses_bad_input_before_recording() -> None:
     ledger = PrivacyLedger(3)
     with pytest.raises(ConfigError, match="length mismatch"):
         release_rr_on_bins(ledger, private([0, 1, 2], 5), np.arange(3), GRID, np.tile(PRIOR, (2, 1)), 1.0)
-    with pytest.raises(ConfigError, match="must lie in"):
+    with pytest.raises(ConfigError, match="domain has 8 values"):
         release_rr_on_bins(ledger, private([0, 1, 7], 8), np.arange(3), GRID, PRIOR, 1.0)
     with pytest.raises(ConfigError, match="strictly increasing"):
         release_rr_on_bins(ledger, private([0, 1, 2], 5), np.arange(3), GRID[::-1], PRIOR, 1.0)
     assert not ledger.entries
+
+
+@pytest.mark.parametrize("release", [release_randomized_response, release_vector_labels])
+def test_whether_a_release_goes_ahead_never_depends_on_the_labels(release) -> None:
+    """A domain that does not fit is refused alike for neighbouring labels, before any is read."""
+    for num_classes, declared in ((1, 2), (2, 3)):
+        said = set()
+        for labels in ([0, 0, 0], [0, 1, 0], [0, declared - 1, 0]):
+            ledger = PrivacyLedger(3)
+            with pytest.raises(ConfigError) as refused:
+                release(ledger, private(labels, declared), np.arange(3), num_classes, 1.0)
+            said.add(str(refused.value))
+            assert ledger.entries == ()
+        assert len(said) == 1, said

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from labeldp._validation import check_epsilon, check_labels, check_priors
+from labeldp._validation import check_epsilon, check_labels, check_num_classes, check_priors
 from labeldp.accounting.events import (
     dpsgd_event,
     laplace_one_hot_event,
@@ -60,7 +60,12 @@ from labeldp.randomness import RandomSource
 
 
 def _true_labels(labels: PrivateLabels, num_classes: int) -> np.ndarray:
-    """The true labels (class or grid positions), read here: plain arrays are refused by ``unseal``."""
+    """The true labels (class or grid positions), read here: plain arrays are refused by ``unseal``. The domain
+    is checked before any label is read, so that whether a release goes ahead never depends on the labels."""
+    num_classes = check_num_classes(num_classes)
+    declared = labels.num_classes if isinstance(labels, PrivateLabels) else None
+    if declared is not None and declared != num_classes:
+        raise ConfigError(f"the labels' domain has {declared} values; this release was asked for {num_classes}")
     return check_labels(unseal(labels), num_classes)
 
 
