@@ -217,6 +217,11 @@ ROUTES: list[Route] = [
         _cli(["train", *_table_options("t.csv"), "--method", "lp-2st-counts", "--cell-rows", "5", *_COUNTS], "t.csv"),
     ),
     Route(
+        "train in two stages, the first's labels released as VLP's vectors",
+        ("labeldp train",),
+        _cli(["train", *_table_options("t.csv"), "--method", "lp-2st", "--first-release", "vlp", *_COUNTS], "t.csv"),
+    ),
+    Route(
         "train per privacy unit",
         ("labeldp train",),
         _cli(

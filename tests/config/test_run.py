@@ -31,6 +31,7 @@ CHANGED = {
     "warm_start": False,
     "consensus": True,
     "cell_rows": 20,
+    "first_release": "vlp",
     "secure_rng": True,
     "insecure_noise_seed": 1,
     "dpsgd": DPSGDConfig(max_grad_norm=2.0),

@@ -87,3 +87,30 @@ def test_consensus_retraining_trains_on_the_agreeing_releases_and_spends_nothing
         RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, consensus=True, loss="mse").resolved()
     with pytest.raises(ConfigError, match="consensus"):  # not an option of DP-SGD
         RunConfig(dataset="digits", method="dp-sgd", epsilon=1.0, consensus=True).resolved()
+
+
+def test_a_first_stage_by_vlp_releases_vectors_then_the_second_stage_trains_on_them_too(blobs, tmp_path) -> None:
+    config = RunConfig(
+        dataset="csv",
+        method="lp-2st",
+        epsilon=2.0,
+        first_release="vlp",
+        train=TrainConfig(epochs=3, batch_size=64),
+        insecure_noise_seed=0,
+    )
+    summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
+    ledger = PrivacyLedger.load(tmp_path / "run" / "ledger.json")
+    assert [e.tag for e in ledger.entries] == ["stage1", "stage2"] and "vector" in ledger.entries[0].description
+    assert summary["epsilon"] == pytest.approx(2.0, abs=1e-3) and summary["stages"][1]["reused"] == 240
+    with np.load(tmp_path / "run" / "noisy_labels" / "stage1.npz") as stage1:
+        assert "labels" not in stage1.files and stage1["evidence"].shape == (240, 10)
+
+
+@pytest.mark.parametrize("fields", [{"loss": "ce"}, {"prior": "cluster"}, {"consensus": True}])
+def test_a_first_stage_by_vlp_refuses_what_needs_labels_before_anything_is_written(fields, tmp_path) -> None:
+    from labeldp.errors import ConfigError
+
+    config = RunConfig(method="lp-2st", epsilon=1.0, first_release="vlp", **fields)
+    with pytest.raises(ConfigError, match="--first-release vlp releases vectors"):
+        train_run(config, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()

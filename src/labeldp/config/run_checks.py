@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 #: the share of epsilon a noisy histogram prior buys when none is given (the labels get the rest)
 DEFAULT_PRIOR_SHARE = 0.1
 LOSSES = ("forward", "ce", "mse")
+#: what the first stage of lp-2st and lp-mst releases (``first_release``): RR's labels or VLP's vectors
+FIRST_RELEASES = ("rr", "vlp")
 PRIORS = ("uniform", "histogram", "cluster")
 #: where the test metrics of held-out rows of the private label column come from (``test_labels``)
 TEST_LABELS = ("released", "public", "none")
@@ -107,6 +109,8 @@ def check_choices(config: RunConfig) -> None:
             f"--test-table, movielens); the test set of {config.dataset!r} is public and measured "
             "exactly"
         )
+    if config.first_release not in FIRST_RELEASES:
+        raise ConfigError(f"first_release must be one of {FIRST_RELEASES}, got {config.first_release!r}")
     if config.loss not in LOSSES:
         raise ConfigError(f"loss must be one of {LOSSES}, got {config.loss!r}")
     if not config.temperature > 0 or not math.isfinite(config.temperature):

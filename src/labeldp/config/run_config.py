@@ -27,6 +27,7 @@ from labeldp.config.run_checks import (
     DEFAULT_PRIOR_SHARE as DEFAULT_PRIOR_SHARE,
 )
 from labeldp.config.run_checks import (
+    FIRST_RELEASES,
     LOSSES,
     TEST_LABELS,
     check_choices,
@@ -209,6 +210,13 @@ class RunConfig:
         method_specific=True,
     )
     warm_start: bool = option(True, help="lp-2st, lp-mst: train each stage's model from scratch", method_specific=True)
+    first_release: str = option(
+        "rr",
+        choices=FIRST_RELEASES,
+        help="lp-2st, lp-mst: stage 1's release: randomized response, or VLP's vectors (more of each label at "
+        "small epsilon with many classes; the forward loss, no prior, no consensus)",
+        method_specific=True,
+    )
     consensus: bool = option(
         False,
         help="lp-1st, lp-2st, lp-mst: after the last stage, train a new model on the released examples whose "

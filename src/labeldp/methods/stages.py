@@ -23,6 +23,7 @@ from labeldp.boundary import (
     release_randomized_response,
     release_rr_with_prior,
     release_true_labels,
+    release_vector_labels,
 )
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
@@ -33,7 +34,7 @@ from labeldp.priors import cluster, encode, histogram_priors, release_evidence, 
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
 _LABEL_OPTIONS = frozenset({"loss", "prior", "consensus"})
-_MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "combine_priors"})
+_MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "combine_priors", "first_release"})
 #: Options that act only after the first stage's labels are released: stage 1's labels and the
 #: cluster histogram do not depend on them (later stages' priors do: they come from the trained model).
 TRAINING_OPTIONS = (
@@ -56,9 +57,25 @@ _FIRST_STAGE_OPTIONS = ("train", "model", "loss")
 
 
 def check_stages(config) -> None:
-    """Consensus retraining is for classes: a numeric label's squared error has no predicted label to agree."""
+    """Consensus retraining is for classes: a numeric label's squared error has no predicted label to agree. VLP's
+    vectors are no labels: they train by the forward loss, under no prior, and leave consensus nothing to agree."""
     if config.consensus and config.loss == "mse":
         raise ConfigError("--consensus retrains on agreeing class labels; it does not apply with --loss mse")
+    if config.first_release == "vlp":
+        refused = [
+            flag
+            for flag, given in (
+                ("--loss " + config.loss, config.loss != "forward"),
+                ("--prior " + str(config.prior), config.prior not in (None, "uniform")),
+                ("--consensus", config.consensus),
+            )
+            if given
+        ]
+        if refused:
+            raise ConfigError(
+                f"--first-release vlp releases vectors, not labels: it trains by the forward loss under no prior "
+                f"and has no label to retrain on; leave out {', '.join(refused)}"
+            )
 
 
 def stage_releases(config) -> tuple[str, ...]:
@@ -138,7 +155,8 @@ def release_stage(
             return release.with_arrays(indices=members, evidence=_channel(release).astype(np.float32))
         assert epsilon is not None, "a resolved configuration of a private method has its epsilon"
         if public_prior is None and stage == 1:
-            release = release_randomized_response(ledger, true, members, data.num_classes, epsilon, rng, tag)
+            first = release_vector_labels if config.first_release == "vlp" else release_randomized_response
+            release = first(ledger, true, members, data.num_classes, epsilon, rng, tag)
             return release.with_arrays(indices=members, evidence=_channel(release).astype(np.float32))
         # A cluster prior carries label information the model cannot see otherwise; a model prior is
         # the model's own belief, built from labels that are reused anyway.
@@ -164,14 +182,13 @@ def _channel(release: Release) -> np.ndarray:
     return release.likelihood
 
 
-def stage_releases_before(context: MethodContext, stage: int) -> tuple[list[Release], np.ndarray, np.ndarray]:
-    """The saved releases of the stages before ``stage``, their members' positions and released labels."""
+def stage_releases_before(context: MethodContext, stage: int) -> tuple[list[Release], np.ndarray, np.ndarray | None]:
+    """The saved releases of the stages before ``stage``, their members' positions and released labels (None
+    where a stage released vectors, not labels)."""
     releases = [context.saved_release(f"stage{s}") for s in range(1, stage)]
-    labels = []
-    for release in releases:
-        assert release.labels is not None, "a stage's release holds one label per member"
-        labels.append(release.labels)
-    return releases, np.concatenate([r.arrays["indices"] for r in releases]), np.concatenate(labels)
+    labels = [release.labels for release in releases]
+    indices = np.concatenate([r.arrays["indices"] for r in releases])
+    return releases, indices, None if any(x is None for x in labels) else np.concatenate(labels)
 
 
 def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
@@ -188,6 +205,7 @@ def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.nda
     epsilon = config.label_epsilon
     assert epsilon is not None, "only private methods have a second stage"
     _, in_top_k = prior_top_k(prior, epsilon)
+    assert labels is not None, "plain cross-entropy is refused where a stage released vectors"
     keep = in_top_k[np.arange(indices.size), labels]
     return indices[keep], labels[keep]
 
@@ -256,6 +274,7 @@ def consensus_retrain(context: MethodContext, model: nn.Module, stages: int) -> 
     Post-processing of the releases: it reads no private label and spends nothing.
     """
     _, indices, labels = stage_releases_before(context, stages + 1)
+    assert labels is not None, "consensus is refused where a stage released vectors"
     predicted = context.predict_proba(model, context.data.x_train[indices]).argmax(axis=1)
     agree = predicted == labels
     retrained = context.new_model(stages + 1)
