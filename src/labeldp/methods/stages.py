@@ -186,9 +186,9 @@ def stage_releases_before(context: MethodContext, stage: int) -> tuple[list[Rele
     """The saved releases of the stages before ``stage``, their members' positions and released labels (None
     where a stage released vectors, not labels)."""
     releases = [context.saved_release(f"stage{s}") for s in range(1, stage)]
-    labels = [release.labels for release in releases]
+    labels = [release.labels for release in releases if release.labels is not None]
     indices = np.concatenate([r.arrays["indices"] for r in releases])
-    return releases, indices, None if any(x is None for x in labels) else np.concatenate(labels)
+    return releases, indices, np.concatenate(labels) if len(labels) == len(releases) else None
 
 
 def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
