@@ -116,7 +116,7 @@ def test_one_hot_estimate_is_unbiased() -> None:
 def test_chunks_do_not_change_a_seeded_draw(monkeypatch) -> None:
     labels = np.arange(1000) % 9
     whole = vector_labels(labels, 9, 1.0, rng=8)
-    monkeypatch.setattr(vector_module, "_CHUNK_ROWS", 7)
+    monkeypatch.setattr(vector_module, "_CHUNK_ENTRIES", 7 * 9)  # seven rows at a time
     assert np.array_equal(vector_labels(labels, 9, 1.0, rng=8), whole)
     z = vector_labels(np.repeat(np.arange(3), 3000), 3, 1.0, rng=SecureGenerator())
     assert z.shape == (9000, 3) and z.dtype == np.uint8

@@ -22,8 +22,8 @@ from labeldp.randomness import RandomSource, as_generator
 
 #: the smallest positive float: a flip probability is floored there, so no coordinate is ever an identity
 _TINY = np.nextafter(0.0, 1.0)
-#: rows drawn at a time (uniforms for about 4 MiB at K = 10; a seeded generator gives the same draws whatever it is)
-_CHUNK_ROWS = 1 << 16
+#: uniforms drawn at a time, in whole rows (32 MiB; a seeded generator gives the same draws whatever the size)
+_CHUNK_ENTRIES = 1 << 22
 
 
 def vector_flip_probability(epsilon: float) -> float:
@@ -44,8 +44,9 @@ def vector_labels(labels, num_classes: int, epsilon: float, rng: RandomSource = 
     true = check_labels(labels, k)
     gen = as_generator(rng)
     out = np.empty((true.size, k), dtype=np.uint8)
-    for start in range(0, true.size, _CHUNK_ROWS):
-        stop = min(start + _CHUNK_ROWS, true.size)
+    rows = max(1, _CHUNK_ENTRIES // k)
+    for start in range(0, true.size, rows):
+        stop = min(start + rows, true.size)
         block = np.asarray(gen.random((stop - start, k))) < flip
         block[np.arange(stop - start), true[start:stop]] ^= True
         out[start:stop] = block
