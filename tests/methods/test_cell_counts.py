@@ -21,7 +21,7 @@ def test_each_label_is_released_once_and_the_model_learns(blobs, tmp_path) -> No
         method="lp-2st-counts",
         epsilon=1.0,
         cell_rows=5,
-        train=TrainConfig(epochs=5, batch_size=64),
+        train=TrainConfig(epochs=3, batch_size=64),
         insecure_noise_seed=0,
     )
     summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)
@@ -95,7 +95,7 @@ def test_the_cells_do_not_depend_on_the_second_stages_labels(blobs, tmp_path, mo
     from labeldp.data.splits import split_stages
 
     config = RunConfig(
-        dataset="csv", method="lp-2st-counts", epsilon=1.0, train=TrainConfig(epochs=2), insecure_noise_seed=0
+        dataset="csv", method="lp-2st-counts", epsilon=1.0, train=TrainConfig(epochs=1), insecure_noise_seed=0
     )
     row = split_stages(600, (0.4, 0.6), 0)[1][0]
     labels = unseal(blobs.y_train)
