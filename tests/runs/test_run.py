@@ -218,3 +218,25 @@ def test_folders_of_other_shapes_and_of_fitted_models_saved_before_are_the_same_
         assert _finished_as_configured(RunDirectory(folder), config)
     assert audited_config(tmp_path / "digits").model == "mlp"
     assert audited_config(tmp_path / "marginals").model is None
+
+
+def test_an_unfinished_run_with_private_test_labels_resumes_with_more_epochs(tmp_path) -> None:
+    """The test rows' release reads no model: training options changed on resume keep it, and the run spends
+    nothing more."""
+    import dataclasses as dc
+
+    from tests.helpers import table_config, write_table
+
+    write_table(tmp_path / "t.csv", rows=80)
+    config = table_config(tmp_path / "t.csv", insecure_noise_seed=3)
+    train_run(config, tmp_path / "run", progress=False)
+    with np.load(tmp_path / "run" / "noisy_labels" / "test.npz") as test:
+        released = test["labels"].copy()
+    for name in ("summary.json", "model.pt", "metrics.jsonl"):  # unfinished: stopped after its releases
+        (tmp_path / "run" / name).unlink(missing_ok=True)
+    more = dc.replace(config, train=dc.replace(config.train, epochs=2))
+    summary = train_run(more, tmp_path / "run", progress=False)
+    assert [e.tag for e in PrivacyLedger.load(tmp_path / "run" / "ledger.json").entries] == ["stage1", "test"]
+    with np.load(tmp_path / "run" / "noisy_labels" / "test.npz") as test:
+        assert np.array_equal(test["labels"], released)
+    assert summary["epsilon"] == pytest.approx(1.0, abs=1e-3)

@@ -47,12 +47,15 @@ def table_features(data: LabeledDataset) -> list[str] | None:
 
 def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
     """The configuration release ``name`` depends on: all of it but the options its method declares it
-    independent of (``Method.independent_of``; ``train.lr`` names a nested field).
+    independent of (``Method.independent_of``; ``train.lr`` names a nested field), or for the test rows'
+    release ``test``, the training and the network.
 
     Saved with each release, it lets a run resume under a changed configuration only when the release would be
     the same, and lets ``labeldp tune`` check that its candidates share a release."""
     inputs = config.to_dict()
-    for option in config.method_spec.independent_of.get(name, ()):
+    # the test rows' release (RR at the run's epsilon, :meth:`RunContext.test_release`) reads no model
+    independent = ("train", "model") if name == "test" else config.method_spec.independent_of.get(name, ())
+    for option in independent:
         outer, _, inner = option.partition(".")
         if inner:
             inputs[outer] = {key: value for key, value in inputs[outer].items() if key != inner}
