@@ -8,6 +8,7 @@ likelihoods. epsilon-label-DP, each label released once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,46 +20,38 @@ from labeldp.methods.protocol import MethodContext
 from labeldp.methods.registry import Method, register_method
 
 
-def run_alibi(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
-    """Release every label once (``stage1``), then train one stage on the Laplace likelihoods.
+def one_release(release: Callable[..., Release]) -> Callable[[MethodContext], tuple[nn.Module, dict[str, Any]]]:
+    """The driver of a method that releases every label once (``stage1``) by ``release`` (a ``release_*``
+    function of :mod:`labeldp.boundary` whose ``likelihood`` is each member's channel, noise from the stream
+    ``label-release`` 1, through :meth:`~labeldp.methods.protocol.MethodContext.spend`) and trains one stage
+    on that evidence. epsilon-label-DP as ``release`` is; training is post-processing."""
 
-    epsilon-label-DP: :func:`~labeldp.boundary.release.release_laplace_one_hot` over every training
-    example, noise from the stream ``label-release`` 1, through
-    :meth:`~labeldp.methods.protocol.MethodContext.spend`; training is post-processing.
-    """
-    config, data = context.config, context.data
-    members = np.arange(len(data.y_train))
-    epsilon = config.epsilon
-    assert epsilon is not None, "a resolved configuration of a private method has its epsilon"
+    def run(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
+        config, data = context.config, context.data
+        members = np.arange(len(data.y_train))
+        epsilon = config.epsilon
+        assert epsilon is not None, "a resolved configuration of a private method has its epsilon"
 
-    def draw(ledger: PrivacyLedger) -> Release:
-        release = release_laplace_one_hot(
-            ledger,
-            data.y_train,
-            members,
-            data.num_classes,
-            epsilon,
-            config.noise.generator("label-release", 1),
-            "stage1",
-        )
-        assert release.likelihood is not None  # the Laplace channel of each released label
-        return release.with_arrays(indices=members, evidence=release.likelihood.astype(np.float32))
+        def draw(ledger: PrivacyLedger) -> Release:
+            generator = config.noise.generator("label-release", 1)
+            released = release(ledger, data.y_train, members, data.num_classes, epsilon, generator, "stage1")
+            assert released.likelihood is not None  # the channel of each member's release
+            return released.with_arrays(indices=members, evidence=released.likelihood.astype(np.float32))
 
-    released = context.spend("stage1", draw)
-    model = context.new_model(1)
-    context.train(model, 1, 1, members, released.arrays["evidence"])
-    return model, {
-        "stages": [
-            {"stage": 1, "released": int(members.size), "reused": 0, "mean_k": float(np.mean(released.arrays["k"]))}
-        ]
-    }
+        released = context.spend("stage1", draw)
+        model = context.new_model(1)
+        context.train(model, 1, 1, members, released.arrays["evidence"])
+        mean_k = float(np.mean(released.arrays["k"]))
+        return model, {"stages": [{"stage": 1, "released": int(members.size), "reused": 0, "mean_k": mean_k}]}
+
+    return run
 
 
 register_method(
     Method(
         "alibi",
         "Laplace noise on the one-hot label; trains on the Bayesian soft labels",
-        run_alibi,
+        one_release(release_laplace_one_hot),
         uses=frozenset({"secure_rng", "insecure_noise_seed"}),
         independent_of={"stage1": ("train", "model")},
         releases=lambda config: ("stage1",),
