@@ -13,7 +13,10 @@ import pytest
 
 from labeldp.mechanisms import label_vectors as vector_module
 from labeldp.mechanisms import (
+    randomized_response_probabilities,
+    rr_information,
     vector_flip_probability,
+    vector_information,
     vector_labels,
     vector_labels_likelihood,
     vector_labels_log_probability,
@@ -50,6 +53,35 @@ def test_the_exact_probabilities_match_the_definition(epsilon: float) -> None:
     np.testing.assert_allclose(exact.sum(axis=0), 1.0, atol=1e-12)  # a distribution under every label
     p = math.exp(epsilon / 2) / (1 + math.exp(epsilon / 2))
     np.testing.assert_allclose(vector_labels_probabilities(4, epsilon), np.where(np.eye(4) > 0, p, 1 - p))
+
+
+def mutual_information(joint: np.ndarray) -> float:
+    """I(Y; Z) in bits of a joint distribution (rows Y, columns Z), summed term by term."""
+    outer = joint.sum(axis=1, keepdims=True) * joint.sum(axis=0, keepdims=True)
+    inside = joint > 0
+    return float(np.sum(joint[inside] * np.log2(joint[inside] / outer[inside])))
+
+
+@pytest.mark.parametrize("num_classes", [2, 3, 5, 8])
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_information_is_the_mutual_information_of_every_vector_and_label(num_classes: int, epsilon: float) -> None:
+    vectors = every_vector(num_classes)
+    joint = np.array([[reference_probability(v, y, epsilon) for v in vectors] for y in range(num_classes)])
+    assert vector_information(num_classes, epsilon) == pytest.approx(mutual_information(joint / num_classes), abs=1e-12)
+    rr = randomized_response_probabilities(num_classes, epsilon) / num_classes
+    assert rr_information(num_classes, epsilon) == pytest.approx(mutual_information(rr), abs=1e-12)
+
+
+def test_vectors_tell_more_than_rr_below_a_crossing_that_grows_with_the_classes() -> None:
+    def more(k: int, epsilon: float) -> bool:
+        return vector_information(k, epsilon) > rr_information(k, epsilon)
+
+    assert not any(more(k, e) for k in (2, 3, 4) for e in (0.05, 0.5, 1.0, 2.0, 8.0))
+    assert more(10, 1.99) and not more(10, 2.0) and more(100, 4.9) and not more(100, 5.0)
+    assert vector_information(10, 1.0) == pytest.approx(0.158, abs=5e-4)  # the figures docs/methods.md quotes
+    assert rr_information(10, 1.0) == pytest.approx(0.106, abs=5e-4)
+    assert vector_information(10, 5000.0) == pytest.approx(math.log2(10))  # no underflow at any epsilon
+    assert rr_information(10, 5000.0) == pytest.approx(math.log2(10))
 
 
 @pytest.mark.parametrize("epsilon", EPSILONS)

@@ -27,6 +27,7 @@ from labeldp.mechanisms.histogram import noisy_histogram
 from labeldp.mechanisms.label_marginals import noisy_marginals
 from labeldp.mechanisms.label_vectors import (
     vector_flip_probability,
+    vector_information,
     vector_labels,
     vector_labels_likelihood,
     vector_labels_log_probability,
@@ -49,6 +50,7 @@ from labeldp.mechanisms.rr import (
     randomized_response,
     randomized_response_likelihood,
     randomized_response_probabilities,
+    rr_information,
     rr_with_prior,
     rr_with_prior_likelihood,
     rr_with_prior_probabilities,
@@ -92,10 +94,12 @@ __all__ = [
     "randomized_response",
     "randomized_response_likelihood",
     "randomized_response_probabilities",
+    "rr_information",
     "rr_with_prior",
     "rr_with_prior_likelihood",
     "rr_with_prior_probabilities",
     "vector_flip_probability",
+    "vector_information",
     "vector_labels",
     "vector_labels_likelihood",
     "vector_labels_log_probability",

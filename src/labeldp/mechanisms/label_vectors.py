@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.special import gammaln, xlogy
 
 from labeldp._validation import check_epsilon, check_labels, check_num_classes
 from labeldp.errors import ConfigError
@@ -60,6 +61,24 @@ def vector_labels_probabilities(num_classes: int, epsilon: float) -> np.ndarray:
     probs = np.full((k, k), flip)
     np.fill_diagonal(probs, 1.0 - flip)
     return probs
+
+
+def vector_information(num_classes: int, epsilon: float) -> float:
+    """I(Y; Z) in bits: what one vector Z of :func:`vector_labels` tells of a label Y drawn uniformly from
+    ``num_classes`` classes (exact, over the K + 1 counts of ones that Pr[z] depends on)."""
+    k = check_num_classes(num_classes)
+    flip = vector_flip_probability(epsilon)
+    log_p, log_q = math.log1p(-flip), math.log(flip)
+    ones = np.arange(k + 1)
+    # Pr[z] for a vector of m ones: its label among the m ones (p, m - 1 flips) or among the K - m zeros
+    with np.errstate(divide="ignore"):
+        at_one = np.log(ones) + (k - ones + 1) * log_p + (ones - 1) * log_q
+        at_zero = np.log(k - ones) + (ones + 1) * log_q + (k - ones - 1) * log_p
+    log_pz = np.logaddexp(at_one, at_zero) - math.log(k)
+    log_count = gammaln(k + 1) - gammaln(ones + 1) - gammaln(k - ones + 1)
+    entropy = -np.sum(np.exp(log_count + log_pz) * log_pz)
+    coordinate = -(xlogy(flip, flip) + xlogy(1.0 - flip, 1.0 - flip))
+    return float((entropy - k * coordinate) / math.log(2))
 
 
 def _check_vectors(vectors) -> np.ndarray:

@@ -13,6 +13,7 @@ import functools
 from typing import overload
 
 import numpy as np
+from scipy.special import xlogy
 
 from labeldp._validation import (
     check_epsilon,
@@ -53,6 +54,13 @@ def change_probability(epsilon: float, k) -> np.ndarray:
     candidates = np.asarray(k, dtype=np.float64)
     others = (candidates - 1.0) * np.exp(-epsilon)
     return np.where(candidates > 1, np.maximum(others / (1.0 + others), _TINY), 0.0)
+
+
+def rr_information(num_classes: int, epsilon: float) -> float:
+    """I(Y; Z) in bits: what RR's label Z tells of a label Y drawn uniformly from ``num_classes`` classes."""
+    k = check_num_classes(num_classes)
+    keep = keep_probability(check_epsilon(epsilon), k)
+    return float(np.log2(k) + (xlogy(keep, keep) + xlogy(1.0 - keep, (1.0 - keep) / (k - 1))) / np.log(2))
 
 
 def _changed(gen, probability) -> np.ndarray:
