@@ -222,6 +222,11 @@ ROUTES: list[Route] = [
         _cli(["train", *_table_options("t.csv"), "--method", "lp-2st", "--first-release", "vlp", *_COUNTS], "t.csv"),
     ),
     Route(
+        "train in two stages, the first release chosen by the classes declared (VLP's vectors at 10)",
+        ("labeldp train",),
+        _cli(["train", *_table_options("t.csv", (*CLASSES, *"abcdef")), "--method", "lp-2st", *_COUNTS], "t.csv"),
+    ),
+    Route(
         "train per privacy unit",
         ("labeldp train",),
         _cli(

@@ -164,7 +164,7 @@ def test_changed_training_options_continue_from_the_saved_release(tmp_path, monk
     monkeypatch.undo()
     with np.load(run / "noisy_labels" / "stage1.npz") as release:
         stage1 = release["labels"].copy()
-    with pytest.raises(RunDirectoryError, match=r"differs in: epsilon\) whose releases stage1 depend"):
+    with pytest.raises(RunDirectoryError, match=r"differs in: epsilon, first_release\) whose releases stage1 depend"):
         train_run(RunConfig(method="lp-2st", epsilon=1.0, train=ONE_EPOCH), run, progress=False)
     corrected = RunConfig(method="lp-2st", epsilon=2.0, train=TrainConfig(epochs=2, batch_size=32, lr=0.02))
     summary = train_run(corrected, run, progress=False)
@@ -175,6 +175,23 @@ def test_changed_training_options_continue_from_the_saved_release(tmp_path, monk
     assert json.loads((run / "config.json").read_text())["train"]["epochs"] == 2
     with pytest.raises(RunDirectoryError, match="holds a finished run with a different configuration"):
         train_run(RunConfig(method="lp-2st", epsilon=2.0, train=ONE_EPOCH), run, progress=False)
+
+
+def test_a_resume_that_would_change_the_automatic_first_release_is_refused(tmp_path, monkeypatch) -> None:
+    """--first-release auto reads the loss and consensus: a resume whose change of them would turn stage 1's
+    saved vectors into labels is refused, not trained on the wrong release."""
+    run = tmp_path / "run"
+    _crash_after_the_first_release(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        train_run(RunConfig(method="lp-2st", epsilon=1.0, train=ONE_EPOCH), run, progress=False)
+    monkeypatch.undo()
+    assert json.loads((run / "config.json").read_text())["first_release"] == "vlp"  # as resolved on 10 classes
+    with pytest.raises(RunDirectoryError, match=r"differs in: consensus, first_release\) whose releases stage1"):
+        train_run(RunConfig(method="lp-2st", epsilon=1.0, consensus=True, train=ONE_EPOCH), run, progress=False)
+    summary = train_run(
+        RunConfig(method="lp-2st", epsilon=1.0, train=TrainConfig(epochs=2, batch_size=64)), run, progress=False
+    )
+    assert summary["epsilon"] == pytest.approx(1.0, abs=2e-4)
 
 
 @pytest.mark.parametrize(

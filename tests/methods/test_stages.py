@@ -106,6 +106,31 @@ def test_a_first_stage_by_vlp_releases_vectors_then_the_second_stage_trains_on_t
         assert "labels" not in stage1.files and stage1["evidence"].shape == (240, 10)
 
 
+@pytest.mark.parametrize(
+    "fields, num_classes, expected",
+    [
+        ({}, 10, "vlp"),  # 0.158 bits against RR's 0.106
+        ({"epsilon": 2.0}, 10, "rr"),  # 0.587 against 0.588
+        ({"epsilon": 4.0}, 100, "vlp"),
+        ({}, 4, "rr"),  # at 2 to 4 classes RR's label tells more at every epsilon
+        ({"method": "lp-mst"}, 10, "vlp"),
+        ({"loss": "ce"}, 10, "rr"),
+        ({"prior": "histogram"}, 10, "rr"),
+        ({"consensus": True}, 10, "rr"),
+        ({"first_release": "rr"}, 10, "rr"),
+        ({"first_release": "vlp", "epsilon": 8.0}, 10, "vlp"),
+        ({"method": "lp-1st"}, 10, "auto"),  # not an option of lp-1st, whose release is RR
+    ],
+)
+def test_the_automatic_first_release_takes_vectors_where_one_tells_more_and_the_run_trains_on_them(
+    fields, num_classes, expected
+) -> None:
+    from labeldp.methods.stages import first_release_of
+
+    config = RunConfig(dataset="csv", **{"method": "lp-2st", "epsilon": 1.0, **fields}).resolved()
+    assert first_release_of(config, num_classes) == expected
+
+
 @pytest.mark.parametrize("fields", [{"loss": "ce"}, {"prior": "cluster"}, {"consensus": True}])
 def test_a_first_stage_by_vlp_refuses_what_needs_labels_before_anything_is_written(fields, tmp_path) -> None:
     from labeldp.errors import ConfigError

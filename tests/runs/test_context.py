@@ -23,7 +23,9 @@ def test_trainer_only_sees_released_labels(blobs, tmp_path, monkeypatch, loss) -
         return real(model, inputs, targets, *args, **kwargs)
 
     monkeypatch.setattr(run_module, "train_stage", spy)
-    config = RunConfig(dataset="csv", method="lp-mst", epsilon=0.5, stages=(0.3, 0.3, 0.4), loss=loss, train=FAST)
+    config = RunConfig(
+        dataset="csv", method="lp-mst", epsilon=0.5, stages=(0.3, 0.3, 0.4), loss=loss, first_release="rr", train=FAST
+    )
     train_run(config, tmp_path / "run", progress=False, dataset=blobs)
     released = []
     for stage in (1, 2, 3):

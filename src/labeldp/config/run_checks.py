@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 #: the share of epsilon a noisy histogram prior buys when none is given (the labels get the rest)
 DEFAULT_PRIOR_SHARE = 0.1
 LOSSES = ("forward", "ce", "mse")
-#: what the first stage of lp-2st and lp-mst releases (``first_release``): RR's labels or VLP's vectors
-FIRST_RELEASES = ("rr", "vlp")
+#: what the first stage of lp-2st and lp-mst releases (``first_release``): RR's labels, VLP's vectors, or
+#: "auto": the vectors where one tells more of a label and the run can train on them (docs/methods.md)
+FIRST_RELEASES = ("auto", "rr", "vlp")
 PRIORS = ("uniform", "histogram", "cluster")
 #: where the test metrics of held-out rows of the private label column come from (``test_labels``)
 TEST_LABELS = ("released", "public", "none")

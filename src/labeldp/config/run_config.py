@@ -211,10 +211,11 @@ class RunConfig:
     )
     warm_start: bool = option(True, help="lp-2st, lp-mst: train each stage's model from scratch", method_specific=True)
     first_release: str = option(
-        "rr",
+        "auto",
         choices=FIRST_RELEASES,
-        help="lp-2st, lp-mst: stage 1's release: randomized response, or VLP's vectors (more of each label at "
-        "small epsilon with many classes; the forward loss, no prior, no consensus)",
+        help="lp-2st, lp-mst: stage 1's release: randomized response, VLP's vectors (the forward loss, no "
+        "prior, no consensus), or auto: the vectors where one tells more of a label than RR's (with 10 "
+        "classes below epsilon 2, with 2 to 4 never) and the run trains on them",
         method_specific=True,
     )
     consensus: bool = option(

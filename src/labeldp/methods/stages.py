@@ -27,7 +27,7 @@ from labeldp.boundary import (
 )
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
-from labeldp.mechanisms import prior_top_k
+from labeldp.mechanisms import prior_top_k, rr_information, vector_information
 from labeldp.methods.protocol import MethodContext
 from labeldp.methods.registry import Method, register_method
 from labeldp.priors import cluster, encode, histogram_priors, release_evidence, temper
@@ -48,10 +48,16 @@ TRAINING_OPTIONS = (
     "consensus",
 )
 _FIRST_RELEASES = {"stage1": TRAINING_OPTIONS, "prior": TRAINING_OPTIONS}
+#: where ``--first-release auto`` chooses stage 1's release (:func:`first_release_of`), the loss and consensus
+#: choose it too, and with it every later stage's prior
+_CHOSEN_FIRST_RELEASE = {
+    **_FIRST_RELEASES,
+    "stage1": tuple(o for o in TRAINING_OPTIONS if o not in ("loss", "consensus")),
+}
 #: LP-2ST's second release is drawn with the prior of the first stage's model, before the second stage
 #: trains: it does not depend on how that stage trains (whether it reuses stage 1's labels, whether it
 #: starts from the first model). Later stages of LP-MST do (through the models before them).
-_TWO_STAGE_RELEASES = {**_FIRST_RELEASES, "stage2": ("reuse_labels", "warm_start", "consensus")}
+_TWO_STAGE_RELEASES = {**_CHOSEN_FIRST_RELEASE, "stage2": ("reuse_labels", "warm_start")}
 #: What shapes the first stage's model: how it trains. (The multi-stage options act from stage 2 on.)
 _FIRST_STAGE_OPTIONS = ("train", "model", "loss")
 
@@ -76,6 +82,21 @@ def check_stages(config) -> None:
                 f"--first-release vlp releases vectors, not labels: it trains by the forward loss under no prior "
                 f"and has no label to retrain on; leave out {', '.join(refused)}"
             )
+
+
+def first_release_of(config, num_classes: int) -> str:
+    """``first_release`` as the run takes it: ``auto`` (of lp-2st, lp-mst) becomes ``vlp`` where one of VLP's
+    vectors tells more of a label than RR's label (I(Y; Z) for a uniform Y: :func:`vector_information`,
+    :func:`rr_information`) and the run trains on vectors (the forward loss, no prior, no consensus), else ``rr``.
+
+    Public: it reads the declared number of classes and the settings, never a label.
+    """
+    if config.first_release != "auto" or "first_release" not in config.method_spec.uses:
+        return config.first_release
+    epsilon = config.label_epsilon
+    vectors = config.loss == "forward" and config.prior in (None, "uniform") and not config.consensus
+    more = vectors and vector_information(num_classes, epsilon) > rr_information(num_classes, epsilon)
+    return "vlp" if more else "rr"
 
 
 def stage_releases(config) -> tuple[str, ...]:
@@ -155,7 +176,8 @@ def release_stage(
             return release.with_arrays(indices=members, evidence=_channel(release).astype(np.float32))
         assert epsilon is not None, "a resolved configuration of a private method has its epsilon"
         if public_prior is None and stage == 1:
-            first = release_vector_labels if config.first_release == "vlp" else release_randomized_response
+            vectors = first_release_of(config, data.num_classes) == "vlp"
+            first = release_vector_labels if vectors else release_randomized_response
             release = first(ledger, true, members, data.num_classes, epsilon, rng, tag)
             return release.with_arrays(indices=members, evidence=_channel(release).astype(np.float32))
         # A cluster prior carries label information the model cannot see otherwise; a model prior is
@@ -327,7 +349,7 @@ register_method(
         uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS,
         stages=None,
         default_stages=(0.3, 0.3, 0.4),
-        independent_of=_FIRST_RELEASES,
+        independent_of=_CHOSEN_FIRST_RELEASE,
         check=check_stages,
         releases=stage_releases,
         first_stage_options=_FIRST_STAGE_OPTIONS,

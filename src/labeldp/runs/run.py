@@ -29,7 +29,9 @@ from labeldp.data.dataset_registry import TableOptions
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.files import write_atomic, write_json_atomic
+from labeldp.mechanisms import rr_information, vector_information
 from labeldp.methods.registry import get_method, method_names
+from labeldp.methods.stages import first_release_of
 from labeldp.models import build_model
 from labeldp.models.names import default_model_name
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
@@ -188,6 +190,7 @@ def recorded_config(config: RunConfig, data: LabeledDataset) -> dict[str, Any]:
     return {
         **config.to_dict(),
         "model": run_network(config, data.input_shape, data.categorical),
+        "first_release": first_release_of(config, data.num_classes),
         "test_labels": recorded_test_labels(config, data.public_test),
     }
 
@@ -211,10 +214,11 @@ def compared_configs(
     network = run_network(config, input_shape, categorical)
     trained = saved_network(saved, facts) if facts is not None else network
     existing = RunConfig.from_dict({**saved, "model": trained})
+    first = first_release_of(config, facts["num_classes"]) if facts is not None else config.first_release
     return (
         {**existing.to_dict(), "test_labels": recorded_test_labels(existing)},
         {
-            **dataclasses.replace(config, model=network).to_dict(),
+            **dataclasses.replace(config, model=network, first_release=first).to_dict(),
             "test_labels": recorded_test_labels(config, public_test),
         },
     )
@@ -351,9 +355,19 @@ def _open_run(
         tqdm.write(f"network: {network} ({(recipe or AS_GIVEN).network_source(config.model)})")
     if data.unit_bound is not None and progress:
         tqdm.write(unit_bound_message(data.unit_bound))
+    if config.first_release == "auto" and first_release_of(config, data.num_classes) == "vlp" and progress:
+        tqdm.write(_vectors_message(data.num_classes, config.label_epsilon))
     if saved is not None and progress and announce_resume:
         tqdm.write(_resume_message(out))
     return None
+
+
+def _vectors_message(num_classes: int, epsilon) -> str:
+    bits = vector_information(num_classes, epsilon), rr_information(num_classes, epsilon)
+    return (
+        f"first release: VLP's vectors (--first-release auto: one tells {bits[0]:.3f} bits of a label of "
+        f"{num_classes} classes at epsilon {format_epsilon(epsilon)}, RR's label {bits[1]:.3f})"
+    )
 
 
 def unit_bound_message(bound: dict[str, Any]) -> str:
