@@ -194,6 +194,19 @@ def test_a_resume_that_would_change_the_automatic_first_release_is_refused(tmp_p
     assert summary["epsilon"] == pytest.approx(1.0, abs=2e-4)
 
 
+@pytest.mark.parametrize("method, epsilon", [("lp-1st", 1.0), ("lp-2st", 2.0)])
+def test_a_run_saved_before_the_automatic_first_release_reads_as_it_ran(tmp_path, method, epsilon) -> None:
+    """config.json before --first-release auto: every method recorded rr, or (older) nothing. Such a finished
+    run is the same run, and its configuration still resolves (labeldp budget import and audit read it)."""
+    config, run = RunConfig(method=method, epsilon=epsilon, train=ONE_EPOCH), tmp_path / "run"
+    summary = train_run(config, run, progress=False)
+    saved = json.loads((run / "config.json").read_text())
+    for legacy in ({**saved, "first_release": "rr"}, {k: v for k, v in saved.items() if k != "first_release"}):
+        (run / "config.json").write_text(json.dumps(legacy))
+        assert train_run(config, run, progress=False) == summary
+        RunConfig.from_dict(legacy).resolved()
+
+
 @pytest.mark.parametrize(
     "changes, message",
     [

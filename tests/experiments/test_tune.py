@@ -116,6 +116,29 @@ def test_tune_refuses_before_any_spend(tmp_path, fields, grid, message) -> None:
     assert not (tmp_path / "tune").exists()
 
 
+@pytest.mark.parametrize(
+    "field, values, shared",
+    [("consensus", (False, True), ("stage1", "stage2")), ("loss", ("forward", "ce"), ("stage1",))],
+)
+def test_candidates_share_a_first_release_only_where_they_would_choose_the_same(field, values, shared) -> None:
+    """At epsilon 1 with 10 classes --first-release auto takes vectors without consensus and with the forward
+    loss, RR's labels otherwise: such candidates cannot share stage 1; with RR named they share it."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from labeldp.experiments.candidates import check_tunable
+
+    data = SimpleNamespace(num_classes=10, is_regression=False)
+
+    def candidates(**fields):
+        base = RunConfig(method="lp-2st", epsilon=1.0, **fields).resolved()
+        return base, [dataclasses.replace(base, **{field: value}) for value in values]
+
+    with pytest.raises(ConfigError, match=r"depends on first_release \(--first-release auto takes vectors or labels"):
+        check_tunable(*candidates(), data)
+    assert check_tunable(*candidates(first_release="rr"), data)[0] == shared
+
+
 @pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")
 def test_an_interrupted_tune_reads_its_release_and_candidates_back(tmp_path) -> None:
     """A tune stopped during its final run continues from the saved release (never drawn again: the

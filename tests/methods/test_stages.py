@@ -119,7 +119,8 @@ def test_a_first_stage_by_vlp_releases_vectors_then_the_second_stage_trains_on_t
         ({"consensus": True}, 10, "rr"),
         ({"first_release": "rr"}, 10, "rr"),
         ({"first_release": "vlp", "epsilon": 8.0}, 10, "vlp"),
-        ({"method": "lp-1st"}, 10, "auto"),  # not an option of lp-1st, whose release is RR
+        ({"method": "lp-1st"}, 10, "rr"),  # not an option of lp-1st, whose release is RR
+        ({"label_range": (0.0, 9.0), "label_grid": 10}, 10, "rr"),  # a numeric label's grid
     ],
 )
 def test_the_automatic_first_release_takes_vectors_where_one_tells_more_and_the_run_trains_on_them(

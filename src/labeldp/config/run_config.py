@@ -439,6 +439,10 @@ class RunConfig:
         for name in ("stages", "classes", "features", "drop", "label_range"):
             if data.get(name) is not None:
                 data[name] = tuple(data[name])
+        # before "auto", stage 1 was RR, and every method's config.json said so
+        if data.get("first_release", "rr") == "rr":
+            uses = data.get("method", cls.method) in methods_using("first_release")
+            data["first_release"] = "rr" if uses else cls.first_release
         return cls(**data)
 
 

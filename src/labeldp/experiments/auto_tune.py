@@ -177,8 +177,8 @@ def _read_record(folder: RunDirectory, base: RunConfig) -> dict[str, Any] | None
     if not path.exists():
         return None
     record = folder.read_json(path)
-    if record.get("base") != base.to_dict():
-        saved, new = record.get("base") or {}, base.to_dict()
+    saved, new = RunConfig.from_dict(record.get("base") or {}).to_dict(), base.to_dict()  # an older record's too
+    if saved != new:
         differs = ", ".join(sorted(k for k in set(saved) | set(new) if saved.get(k) != new.get(k)))
         raise RunDirectoryError(
             f"{folder.root} holds a run whose options were chosen on its release from another configuration "

@@ -108,6 +108,7 @@ def check_tunable(
             "(a regression) are not supported yet"
         )
     names = method.releases(base)
+    classes = data.num_classes if data is not None else None
     for candidate in candidates:
         if candidate.method != base.method or method.releases(candidate) != names:
             raise ConfigError(
@@ -119,7 +120,7 @@ def check_tunable(
             {
                 key
                 for candidate in candidates
-                for key in _changed(release_inputs(base, name), release_inputs(candidate, name))
+                for key in _changed(release_inputs(base, name, classes), release_inputs(candidate, name, classes))
             }
         )
         if not changed:
@@ -151,8 +152,13 @@ def check_tunable(
             if free
             else "it depends on every option (drawn after training, from a model trained with them)"
         )
+        chosen = (
+            " (--first-release auto takes vectors or labels by the loss and consensus: name rr or vlp to tune them)"
+            if "first_release" in changed and base.first_release == "auto"
+            else ""
+        )
         raise ConfigError(
-            f"method {base.method!r}: release {name!r} depends on {', '.join(changed)}, so "
+            f"method {base.method!r}: release {name!r} depends on {', '.join(changed)}{chosen}, so "
             f"each candidate would need a release of its own (a new spend); {can}. Tune options "
             "that act only after every release (e.g. the training options of lp-1st or alibi)"
         )

@@ -95,7 +95,7 @@ def _release_once(config, out, data, device, progress, in_memory, names, release
         saved = out.read_config()
         inputs = out.release_inputs()
         if saved is not None and set(inputs) - set(names):
-            stale = [name for name in names if inputs.get(name) != release_inputs(config, name)]
+            stale = [name for name in names if inputs.get(name) != release_inputs(config, name, data.num_classes)]
             if stale:
                 raise RunDirectoryError(
                     f"{out.root} holds releases {', '.join(stale)} of another configuration: "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import gammaln, xlogy
+from scipy.special import gammaln
 
 from labeldp._validation import check_epsilon, check_labels, check_num_classes
 from labeldp.errors import ConfigError
@@ -65,20 +65,30 @@ def vector_labels_probabilities(num_classes: int, epsilon: float) -> np.ndarray:
 
 def vector_information(num_classes: int, epsilon: float) -> float:
     """I(Y; Z) in bits: what one vector Z of :func:`vector_labels` tells of a label Y drawn uniformly from
-    ``num_classes`` classes (exact, over the K + 1 counts of ones that Pr[z] depends on)."""
+    ``num_classes`` classes.
+
+    The expectation of ln Pr[z | y] / Pr[z] over the label's own bit and the j ones among the other K - 1
+    coordinates (Binomial(K - 1, q)), each term a log1p of Pr[z | y'] / Pr[z | y] = e^(eps (z_y' - z_y)):
+    no cancellation at small epsilon, no overflow at large.
+    """
     k = check_num_classes(num_classes)
-    flip = vector_flip_probability(epsilon)
-    log_p, log_q = math.log1p(-flip), math.log(flip)
-    ones = np.arange(k + 1)
-    # Pr[z] for a vector of m ones: its label among the m ones (p, m - 1 flips) or among the K - m zeros
-    with np.errstate(divide="ignore"):
-        at_one = np.log(ones) + (k - ones + 1) * log_p + (ones - 1) * log_q
-        at_zero = np.log(k - ones) + (ones + 1) * log_q + (k - ones - 1) * log_p
-    log_pz = np.logaddexp(at_one, at_zero) - math.log(k)
-    log_count = gammaln(k + 1) - gammaln(ones + 1) - gammaln(k - ones + 1)
-    entropy = -np.sum(np.exp(log_count + log_pz) * log_pz)
-    coordinate = -(xlogy(flip, flip) + xlogy(1.0 - flip, 1.0 - flip))
-    return float((entropy - k * coordinate) / math.log(2))
+    eps = check_epsilon(epsilon)
+    flip = vector_flip_probability(eps)
+    others = np.arange(k)
+    log_weight = (
+        gammaln(k)
+        - gammaln(others + 1)
+        - gammaln(k - others)
+        + others * math.log(flip)
+        + (k - 1 - others) * math.log1p(-flip)
+    )
+    kept = -np.log1p((k - 1 - others) / k * math.expm1(-eps))  # the label's own bit is 1
+    if eps < 1.0:  # it is 0: -ln (K - j + j e^eps) / K, by log1p where that cancels
+        flipped = -np.log1p(others / k * math.expm1(eps))
+    else:
+        with np.errstate(divide="ignore"):  # and without forming e^eps
+            flipped = math.log(k) - np.logaddexp(np.log(k - others), np.log(others) + eps)
+    return float(np.sum(np.exp(log_weight) * ((1.0 - flip) * kept + flip * flipped)) / math.log(2))
 
 
 def _check_vectors(vectors) -> np.ndarray:

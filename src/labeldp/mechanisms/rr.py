@@ -10,10 +10,10 @@ composed in parallel.
 from __future__ import annotations
 
 import functools
+import math
 from typing import overload
 
 import numpy as np
-from scipy.special import xlogy
 
 from labeldp._validation import (
     check_epsilon,
@@ -59,8 +59,10 @@ def change_probability(epsilon: float, k) -> np.ndarray:
 def rr_information(num_classes: int, epsilon: float) -> float:
     """I(Y; Z) in bits: what RR's label Z tells of a label Y drawn uniformly from ``num_classes`` classes."""
     k = check_num_classes(num_classes)
-    keep = keep_probability(check_epsilon(epsilon), k)
-    return float(np.log2(k) + (xlogy(keep, keep) + xlogy(1.0 - keep, (1.0 - keep) / (k - 1))) / np.log(2))
+    eps = check_epsilon(epsilon)
+    # Z is uniform: I = E ln(K Pr[z | y]); K Pr[z | y] is K keep where z = y, K keep e^-eps elsewhere
+    kept = -math.log1p((k - 1) / k * math.expm1(-eps))
+    return float((kept - change_probability(eps, k) * eps) / math.log(2))
 
 
 def _changed(gen, probability) -> np.ndarray:

@@ -48,16 +48,10 @@ TRAINING_OPTIONS = (
     "consensus",
 )
 _FIRST_RELEASES = {"stage1": TRAINING_OPTIONS, "prior": TRAINING_OPTIONS}
-#: where ``--first-release auto`` chooses stage 1's release (:func:`first_release_of`), the loss and consensus
-#: choose it too, and with it every later stage's prior
-_CHOSEN_FIRST_RELEASE = {
-    **_FIRST_RELEASES,
-    "stage1": tuple(o for o in TRAINING_OPTIONS if o not in ("loss", "consensus")),
-}
 #: LP-2ST's second release is drawn with the prior of the first stage's model, before the second stage
 #: trains: it does not depend on how that stage trains (whether it reuses stage 1's labels, whether it
 #: starts from the first model). Later stages of LP-MST do (through the models before them).
-_TWO_STAGE_RELEASES = {**_CHOSEN_FIRST_RELEASE, "stage2": ("reuse_labels", "warm_start")}
+_TWO_STAGE_RELEASES = {**_FIRST_RELEASES, "stage2": ("reuse_labels", "warm_start", "consensus")}
 #: What shapes the first stage's model: how it trains. (The multi-stage options act from stage 2 on.)
 _FIRST_STAGE_OPTIONS = ("train", "model", "loss")
 
@@ -85,16 +79,22 @@ def check_stages(config) -> None:
 
 
 def first_release_of(config, num_classes: int) -> str:
-    """``first_release`` as the run takes it: ``auto`` (of lp-2st, lp-mst) becomes ``vlp`` where one of VLP's
-    vectors tells more of a label than RR's label (I(Y; Z) for a uniform Y: :func:`vector_information`,
-    :func:`rr_information`) and the run trains on vectors (the forward loss, no prior, no consensus), else ``rr``.
+    """Stage 1's release as the run takes it, ``rr`` or ``vlp``: ``first_release``, where ``auto`` (of lp-2st,
+    lp-mst) takes VLP's vectors if one tells more of a class than RR's label (I(Y; Z) for a uniform Y:
+    :func:`vector_information`, :func:`rr_information`) and the run trains on them (classes, the forward loss,
+    no prior, no consensus). The other methods release by RR.
 
-    Public: it reads the declared number of classes and the settings, never a label.
+    Public: it reads the declared number of classes and the settings, never a label. A release's inputs
+    (:func:`~labeldp.runs.context.release_inputs`) record it, so that a change that would turn saved vectors
+    into labels is refused.
     """
-    if config.first_release != "auto" or "first_release" not in config.method_spec.uses:
+    if "first_release" not in config.method_spec.uses:
+        return "rr"
+    if config.first_release != "auto":
         return config.first_release
     epsilon = config.label_epsilon
     vectors = config.loss == "forward" and config.prior in (None, "uniform") and not config.consensus
+    vectors = vectors and config.label_range is None  # a numeric label's error is not a class's information
     more = vectors and vector_information(num_classes, epsilon) > rr_information(num_classes, epsilon)
     return "vlp" if more else "rr"
 
@@ -349,7 +349,7 @@ register_method(
         uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS,
         stages=None,
         default_stages=(0.3, 0.3, 0.4),
-        independent_of=_CHOSEN_FIRST_RELEASE,
+        independent_of=_FIRST_RELEASES,
         check=check_stages,
         releases=stage_releases,
         first_stage_options=_FIRST_STAGE_OPTIONS,

@@ -28,6 +28,7 @@ from labeldp.data import LabeledDataset
 from labeldp.errors import RunDirectoryError
 from labeldp.evaluation import classification_metrics, regression_metrics
 from labeldp.files import write_json_atomic
+from labeldp.methods.stages import first_release_of
 from labeldp.models import build_model
 from labeldp.randomness import public_rng, public_seed
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
@@ -45,14 +46,17 @@ def table_features(data: LabeledDataset) -> list[str] | None:
     return list(features) if features is not None else None
 
 
-def release_inputs(config: RunConfig, name: str) -> dict[str, Any]:
+def release_inputs(config: RunConfig, name: str, num_classes: int | None = None) -> dict[str, Any]:
     """The configuration release ``name`` depends on: all of it but the options its method declares it
     independent of (``Method.independent_of``; ``train.lr`` names a nested field), or for the test rows'
-    release ``test``, the training and the network.
+    release ``test``, the training and the network; with ``num_classes``, the first release as the run takes it
+    (:func:`~labeldp.methods.stages.first_release_of`).
 
     Saved with each release, it lets a run resume under a changed configuration only when the release would be
     the same, and lets ``labeldp tune`` check that its candidates share a release."""
     inputs = config.to_dict()
+    if num_classes is not None:
+        inputs["first_release"] = first_release_of(config, num_classes)
     # the test rows' release (RR at the run's epsilon, :meth:`RunContext.test_release`) reads no model
     independent = ("train", "model") if name == "test" else config.method_spec.independent_of.get(name, ())
     for option in independent:
@@ -199,7 +203,9 @@ class RunContext:
                 "as the tag of its release_* call"
             )
         self.out.save_release(
-            name, **release.to_arrays(), config=np.array(json.dumps(release_inputs(self.config, name), sort_keys=True))
+            name,
+            **release.to_arrays(),
+            config=np.array(json.dumps(release_inputs(self.config, name, self.data.num_classes), sort_keys=True)),
         )
         self.ledger.save(self.out.ledger_path, self.config.delta or 0.0)
         self.record_on_dataset(final=False)

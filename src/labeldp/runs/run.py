@@ -214,11 +214,14 @@ def compared_configs(
     network = run_network(config, input_shape, categorical)
     trained = saved_network(saved, facts) if facts is not None else network
     existing = RunConfig.from_dict({**saved, "model": trained})
-    first = first_release_of(config, facts["num_classes"]) if facts is not None else config.first_release
+    if facts is not None:  # the first releases as the runs take them
+        existing, config = (
+            dataclasses.replace(c, first_release=first_release_of(c, facts["num_classes"])) for c in (existing, config)
+        )
     return (
         {**existing.to_dict(), "test_labels": recorded_test_labels(existing)},
         {
-            **dataclasses.replace(config, model=network, first_release=first).to_dict(),
+            **dataclasses.replace(config, model=network).to_dict(),
             "test_labels": recorded_test_labels(config, public_test),
         },
     )
@@ -479,7 +482,7 @@ def _accept_changed_config(
             f"{differs}); choose another output folder"
         )
     saved = out.release_inputs()
-    stale = [name for name, inputs in saved.items() if inputs != release_inputs(config, name)]
+    stale = [name for name, inputs in saved.items() if inputs != release_inputs(config, name, data.num_classes)]
     if out.ledger_path.exists():  # a recorded release without its file cannot be checked: it stays as it was
         stale += [entry.tag for entry in out.read_ledger().entries if entry.tag not in saved]
     if stale:
