@@ -224,7 +224,12 @@ ROUTES: list[Route] = [
     Route(
         "train in two stages, the first release chosen by the classes declared (VLP's vectors at 10)",
         ("labeldp train",),
-        _cli(["train", *_table_options("t.csv", (*CLASSES, *"abcdef")), "--method", "lp-2st", *_COUNTS], "t.csv"),
+        # not quiet: it says which release it chose
+        _cli(
+            ["train", *_table_options("t.csv", (*CLASSES, *"abcdef")), "--method", "lp-2st", "--epsilon", "1"]
+            + [*(option for option in _QUICK if option != "--quiet"), "--out", "run"],
+            "t.csv",
+        ),
     ),
     Route(
         "train per privacy unit",
