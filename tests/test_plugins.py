@@ -29,7 +29,7 @@ assert (release.read_bytes(), release.stat().st_mtime_ns) == drawn
 other = ["train", "--recipes", plugin, "--method", "lp-1st", "--epsilon", "2", "--train-share", "0.5",
          "--out", out + "/x"]
 assert main(other) == 2  # rr-ce's own option, refused for another method before anything is written
-assert main(["sweep", "--recipes", plugin, "--grid", "dataset=blobs", "method=rr-ce", "epsilon=4", "epochs=2",
+assert main(["sweep", "--recipes", plugin, "--grid", "dataset=blobs", "method=rr-ce", "epsilon=4,8", "epochs=2",
              "train-share=0.25", "--workers", "2", "--quiet", "--out", out + "/sweep"]) == 0
 """
 
@@ -49,6 +49,9 @@ def test_a_method_and_a_dataset_of_your_own_run_like_labeldps(tmp_path: Path) ->
     assert summary["stages"][0]["released"] == 300  # half of the 600 training rows
     with open(tmp_path / "sweep" / "results.csv") as file:
         rows = list(csv.DictReader(file))
-    assert [(row["status"], row["method"], float(row["epsilon"])) for row in rows] == [("done", "rr-ce", 4.0)]
-    swept = json.loads(next((tmp_path / "sweep").rglob("config.json")).read_text())
-    assert swept["method_options"] == {"train_share": 0.25}  # a sweep's grid sets it too
+    assert [(row["status"], row["method"], float(row["epsilon"])) for row in rows] == [
+        ("done", "rr-ce", 4.0),
+        ("done", "rr-ce", 8.0),
+    ]  # two runs: in two worker processes, which know the method and the dataset
+    swept = [json.loads(path.read_text()) for path in (tmp_path / "sweep").rglob("config.json")]
+    assert [config["method_options"] for config in swept] == [{"train_share": 0.25}] * 2  # the grid sets it too

@@ -232,7 +232,8 @@ def run_sweep(
     threads: int | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``jobs`` into ``out/<job.folder>/`` and write ``out/results.csv`` (:data:`RESULT_COLUMNS`); one
-    after the other in this process with one worker, else in ``workers`` processes.
+    after the other in this process where one worker or one run to make is left, else in ``workers`` processes
+    at most, one per run.
 
     Each job is :func:`~labeldp.runs.run.train_run` in its own folder, releasing and recording as a run does;
     one finished under the same configuration is read back, an unfinished one resumed. A failed job is
@@ -268,6 +269,7 @@ def run_sweep(
             outcomes[job.key] = {"status": "done", **summary}
         else:  # unfinished, damaged or another configuration's run (train_run says which, as the job's error)
             pending.append(job)
+    workers = min(workers, max(1, len(pending)))  # a process and its share of the cores for each run, no more
     cores = max(1, runtime.free_cores() // workers) if pending and threads is None else 1
     finished = _progress(len(jobs), len(jobs) - len(pending), outcomes, progress)
     if workers == 1:
