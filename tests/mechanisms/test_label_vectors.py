@@ -76,21 +76,21 @@ def test_information_is_the_mutual_information_of_every_vector_and_label(num_cla
 @pytest.mark.parametrize(("num_classes", "epsilon"), [(100, 1e-6), (1000, 1e-4), (3, 1e-6), (10, 30.0)])
 def test_information_holds_its_precision_where_terms_cancel(num_classes: int, epsilon: float) -> None:
     """Against the entropy form over the counts of ones, in 60 digits (I(Y; Z) is about 1e-13 at 1e-6)."""
-    mpmath.mp.dps = 60
-    eps, k = mpmath.mpf(epsilon), num_classes
-    p = mpmath.exp(eps / 2) / (1 + mpmath.exp(eps / 2))
-    q = 1 - p
-    entropy = 0
-    for m in range(k + 1):  # Pr[z] for a vector of m ones: the label among its ones, or among its zeros
-        pz = (
-            (m * p ** (k - m + 1) * q ** (m - 1) if m else 0)
-            + ((k - m) * q ** (m + 1) * p ** (k - 1 - m) if m < k else 0)
-        ) / k
-        entropy -= mpmath.binomial(k, m) * pz * mpmath.log(pz)
-    exact = float((entropy + k * (p * mpmath.log(p) + q * mpmath.log(q))) / mpmath.log(2))
-    assert vector_information(num_classes, epsilon) == pytest.approx(exact, rel=1e-6)
-    keep, other = mpmath.exp(eps) / (mpmath.exp(eps) + k - 1), 1 / (mpmath.exp(eps) + k - 1)
-    exact = float((mpmath.log(k) + keep * mpmath.log(keep) + (k - 1) * other * mpmath.log(other)) / mpmath.log(2))
+    with mpmath.workdps(60):  # this test's precision only: dp_accounting and other tests keep the default
+        eps, k = mpmath.mpf(epsilon), num_classes
+        p = mpmath.exp(eps / 2) / (1 + mpmath.exp(eps / 2))
+        q = 1 - p
+        entropy = 0
+        for m in range(k + 1):  # Pr[z] for a vector of m ones: the label among its ones, or among its zeros
+            pz = (
+                (m * p ** (k - m + 1) * q ** (m - 1) if m else 0)
+                + ((k - m) * q ** (m + 1) * p ** (k - 1 - m) if m < k else 0)
+            ) / k
+            entropy -= mpmath.binomial(k, m) * pz * mpmath.log(pz)
+        exact = float((entropy + k * (p * mpmath.log(p) + q * mpmath.log(q))) / mpmath.log(2))
+        assert vector_information(num_classes, epsilon) == pytest.approx(exact, rel=1e-6)
+        keep, other = mpmath.exp(eps) / (mpmath.exp(eps) + k - 1), 1 / (mpmath.exp(eps) + k - 1)
+        exact = float((mpmath.log(k) + keep * mpmath.log(keep) + (k - 1) * other * mpmath.log(other)) / mpmath.log(2))
     assert rr_information(num_classes, epsilon) == pytest.approx(exact, rel=1e-6)
 
 
