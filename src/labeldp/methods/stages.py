@@ -1,7 +1,8 @@
 """The label-DP stages of Ghazi et al. (2021): ``non-private``, ``lp-1st`` (alias ``rr``), ``lp-2st``, ``lp-mst``.
 
-Stage 1 releases its labels by RR (under a uniform, histogram or cluster prior); stage t by
-RR-with-prior from the model trained so far. The losses and priors are described in docs/methods.md.
+Stage 1 releases its labels by RR (under a uniform, histogram or cluster prior) or, under a uniform prior,
+as VLP's vectors (:func:`first_release_of`); stage t by RR-with-prior from the model trained so far. The
+losses and priors are described in docs/methods.md.
 
 Privacy: every label is randomised exactly once, by an epsilon-DP mechanism whose prior does not
 depend on it (a histogram released beforehand, paid with ``prior_epsilon`` out of epsilon, or a model
@@ -84,9 +85,7 @@ def first_release_of(config, num_classes: int) -> str:
     :func:`vector_information`, :func:`rr_information`) and the run trains on them (classes, the forward loss,
     no prior, no consensus). The other methods release by RR.
 
-    Public: it reads the declared number of classes and the settings, never a label. A release's inputs
-    (:func:`~labeldp.runs.context.release_inputs`) record it, so that a change that would turn saved vectors
-    into labels is refused.
+    Public: it reads the declared number of classes and the settings, never a label.
     """
     if "first_release" not in config.method_spec.uses:
         return "rr"

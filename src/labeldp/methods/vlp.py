@@ -1,10 +1,6 @@
-"""``vlp`` (vector label privacy, Zhao et al., ICLR 2025): every label released once as a random binary
-vector, each coordinate of its one-hot vector flipped by binary RR at epsilon / 2.
-
-As a function of the true class y, Pr[z | y] is proportional to e^(eps z_y): ``vlp`` trains one stage with
-the forward loss on that evidence, as ``lp-1st`` does on RR's channel (the paper trains K sigmoid outputs by
-binary cross-entropy on z instead). epsilon-label-DP, each label released once.
-"""
+"""``vlp`` (vector label privacy, :mod:`labeldp.mechanisms.label_vectors`): every label released once as a
+random binary vector, epsilon-label-DP; one stage trains by the forward loss on its evidence, as ``lp-1st``
+does on RR's channel (docs/methods.md)."""
 
 from __future__ import annotations
 
