@@ -104,12 +104,13 @@ def _estimator(make: Callable[[], object], numeric: bool = False) -> Callable[[p
 
         features = frame[["x"]].to_numpy()
         labels = (
-            PrivateLabels(frame["y"].map(lambda v: {"0": 0.0, "1": 1.0}.get(str(v), 5.0)).to_numpy())
+            PrivateLabels(frame["y"].map(lambda v: {"0": 0.0, "1": 1.0}.get(str(v), 5.0)).to_numpy(), dataset="survey")
             if numeric
-            else PrivateLabels(frame["y"].to_numpy(dtype=object), classes=CLASSES)
+            else PrivateLabels(frame["y"].to_numpy(dtype=object), classes=CLASSES, dataset="survey")
         )
         model = make().fit(features, labels)
         np.save("predictions.npy", model.predict(features))
+        labels.ledger.save("ledger.json")
 
     return run
 
@@ -120,9 +121,10 @@ def _privatize_in_memory(frame: pd.DataFrame) -> None:
 
     released = privatize(
         frame["y"].to_numpy(dtype=object), classes=CLASSES, epsilon=1.0, ids=frame["id"].to_numpy(),
-        noise=NoiseSource(insecure_seed=5),
+        noise=NoiseSource(insecure_seed=5), dataset_name="survey",
     )  # fmt: skip
     np.save("released.npy", released.labels)
+    released.ledger.save("ledger.json")
 
 
 def _privatize_frame(frame: pd.DataFrame) -> None:
@@ -346,6 +348,29 @@ ROUTES: list[Route] = [
             "t.csv",
         ),
         replay="its candidates train on the saved release as train's runs do, replayed there",
+    ),  # fmt: skip
+    Route(
+        "tune DP-SGD by private selection, the test rows held out privately",
+        ("labeldp tune",),
+        _cli(
+            [
+                "tune",
+                *_table_options("t.csv"),
+                "--method",
+                "dp-sgd",
+                "--epsilon",
+                "1",
+                *_QUICK,
+                "--grid",
+                "lr=0.1,0.2",
+                "--selection-mean",
+                "1.5",
+                "--out",
+                "tuned",
+            ],
+            "t.csv",
+        ),
+        replay="its output is the selection's own release",
     ),  # fmt: skip
     Route(
         "audit a run",

@@ -36,7 +36,45 @@ class ReleaseReached(BaseException):
 
 
 def _stop(*args, **kwargs):
+    _check_reserved(Path.cwd())
     raise ReleaseReached
+
+
+def _lines(root: Path) -> list[dict]:
+    """The latest line of each release on every dataset ledger of the route's budget folder."""
+    found = []
+    for path in sorted((root / ".budget").glob("*.jsonl")):
+        latest = {}
+        for line in path.read_text().splitlines():
+            item = json.loads(line)
+            latest[item["release"]] = item
+        found += [item for item in latest.values() if item["route"] != "cancelled"]
+    return found
+
+
+def _check_reserved(root: Path) -> None:
+    """At its first noise, a route has reserved its spend on the dataset ledgers: one entry point for every spend."""
+    assert any(line["reserved"] for line in _lines(root)), f"a release drew before it was reserved ({root})"
+
+
+def _check_accounting(root: Path) -> None:
+    """Each route's line on the dataset ledgers is what its own ledger spent, per person under replace-one label."""
+    from labeldp.accounting import PrivacyLedger
+    from labeldp.accounting.policy import Guarantee, group_bound
+
+    lines = [line for line in _lines(root) if not line["release"].startswith("absorbed:")]
+    assert lines, "the route is on no dataset ledger"
+    for line in lines:
+        assert not line["reserved"], f"{line['release']}: its reservation was never followed by its spend"
+        path = root / (line["run"] or ".") / "ledger.json"
+        saved = json.loads(path.read_text())
+        guarantee = Guarantee.of_ledger(PrivacyLedger.from_dict(saved), saved["delta"], line["unit"])
+        people = line["people"]
+        if people is not None and people["column"] == line["unit"]:
+            expected = guarantee.epsilon
+        else:
+            expected = group_bound(guarantee.per_row, guarantee.delta, people["most_rows"] if people else 1)[0]
+        assert line["epsilon"] == pytest.approx(expected, rel=1e-9), (line, expected)
 
 
 @dataclass(frozen=True)
@@ -233,12 +271,14 @@ def test_after_the_release_the_labels_matter_only_through_it(route: Route, tmp_p
         recorded: list = []
         first = observe(route, tmp_path / "a", frame, monkeypatch, _recording(recorded))
         assert recorded, "the route drew nothing through PrivateLabels"
+        _check_accounting(tmp_path / "a")
         again = observe(route, tmp_path / "c", replaced(frame), monkeypatch, _replaying(recorded))
         assert again == first
         return
     root = tmp_path / "run"  # one path throughout: a run folder records its table's
     full = observe(route, root, frame, monkeypatch)
     assert full.outcome == "exit 0", full.console
+    _check_accounting(root)
     shutil.copytree(root, tmp_path / "saved")
     _strip(root, route.outputs)
     resumed = observe(route, root, frame, monkeypatch)
@@ -252,6 +292,15 @@ def test_after_the_release_the_labels_matter_only_through_it(route: Route, tmp_p
         k for k in sorted(resumed.files.keys() | replayed.files.keys()) if resumed.files.get(k) != replayed.files.get(k)
     ]
     assert replayed == resumed, differing
+
+
+@pytest.mark.parametrize(
+    "route", [r for r in ROUTES if r.releases and r.replay not in ("folder", "draws")], ids=lambda r: r.name
+)
+def test_each_route_s_dataset_ledger_line_is_its_own_ledger_s_spend(route: Route, tmp_path, monkeypatch) -> None:
+    full = observe(route, tmp_path, table(_labels(route)), monkeypatch)
+    assert full.outcome in ("exit 0", "exit None"), full.console
+    _check_accounting(tmp_path)
 
 
 def test_every_command_and_public_name_is_a_route_or_excluded_with_a_reason() -> None:

@@ -60,3 +60,7 @@ class InsecureNoiseWarning(UserWarning):
     Issued by :func:`~labeldp.runs.run.train_run` for a private method and by
     :func:`~labeldp.dpsgd.selection.select_dpsgd`.
     """
+
+
+#: what a message adds where it offers to release labels again: the cost, so that restoring is weighed first
+SECOND_RELEASE = "(a second release of these labels, counted again on their dataset ledgers)"

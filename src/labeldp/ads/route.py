@@ -22,20 +22,15 @@ import pyarrow.parquet as pq
 
 from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
-from labeldp.accounting.datasets import (
-    DatasetLedger,
-    Spend,
-    folder_release,
-    new_release,
-    saved_release,
-    table_facts,
-    total_epsilon,
-)
+from labeldp.accounting.datasets import folder_release, new_release, saved_release, table_facts
+from labeldp.accounting.policy import BudgetPolicy, Guarantee
+from labeldp.accounting.spending import Spending, charges, guarantee_of, unit_guarantee
 from labeldp.ads.folder import HashedRunFolder, read_summary
 from labeldp.ads.run_pieces import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
 from labeldp.boundary import LabelDomain, Release, release_external_labels
 from labeldp.boundary.release_parts import release_randomized_response_part
-from labeldp.boundary.table_source import arrow_positions
+from labeldp.boundary.table_source import arrow_positions, ledger_source
+from labeldp.boundary.units import unit_codes
 from labeldp.config.hashed_config import DEFAULT_BLOCK_ROWS, HashedConfig
 from labeldp.data.hashed_table import rank_private_labels, read_column, read_private_labels
 from labeldp.data.hashing import HashSpec, hashed_blocks, parquet_files, table_rows
@@ -71,6 +66,7 @@ def fit_hashed(
     spec: HashSpec,
     epsilon: float,
     noise: NoiseSource | None = None,
+    policy: BudgetPolicy | None = None,
     **options,
 ) -> dict[str, Any]:
     """Release the label column once, train a hashed model on the release out of core, and write the run
@@ -82,7 +78,9 @@ def fit_hashed(
     every bucket; ``"rr"``: randomized response on every label), ``model``, ``unit_column``,
     ``max_rows_per_unit``, the training settings. ``out`` is new, or an unfinished run of the same settings,
     continued from its saved release (:class:`~labeldp.errors.ReleaseExistsError` otherwise). Settings and
-    labels are checked before anything is drawn. Returns the summary written to ``summary.json``.
+    labels are checked before anything is drawn, and the release reserved on the dataset ledgers of ``policy``
+    (None: :meth:`~labeldp.accounting.policy.BudgetPolicy.from_environment`). Returns the summary written to
+    ``summary.json``.
     """
     config = HashedConfig(**options)
     if config.route not in ("counts", "rr"):
@@ -114,7 +112,8 @@ def fit_hashed(
 
     facts = {"label_column": label_column, "classes": classes, "epsilon": epsilon, "noise": noise.describe()}
     train = _train_counts if config.route == "counts" else _train_labels
-    return run_route(data, out, config, facts, draw, train, noise.private, shared_draw=True)
+    policy = policy or BudgetPolicy.from_environment()
+    return run_route(data, out, config, facts, draw, train, noise.private, shared_draw=True, policy=policy)
 
 
 def label_stream(rank: int, world: int) -> tuple[int, ...]:
@@ -186,6 +185,7 @@ def run_route(
     train: Trainer,
     private: bool,
     shared_draw: bool = False,
+    policy: BudgetPolicy | None = None,
 ) -> dict[str, Any]:
     """Release once into the run folder ``out`` (or read the release back), train, write the model and
     summary; returns the summary on every rank.
@@ -202,14 +202,14 @@ def run_route(
     if config.test_table is not None:
         HashedTable(Path(config.test_table), table.spec, config.block_rows).check_columns(facts.get("label_column"))
     ledger, members = unit_members(table, config)  # public: the unit column and the seed, on every rank
-    spending = distributed.on_main(lambda: _dataset_spending(table, config, facts, out))
+    spending = distributed.on_main(lambda: _reserved(table, config, facts, out, members, policy))
     try:
         return _run_route(
             table, config, out, facts, draw, train, private, shared_draw, started, ledger, members, spending
         )
     except BaseException:
         if spending is not None and distributed.is_main() and saved_release(out) is None:  # nothing was drawn
-            spending[0].cancel(spending[1].release)
+            spending.cancel()
         raise
 
 
@@ -225,7 +225,9 @@ def _run_route(table, config, out, facts, draw, train, private, shared_draw, sta
                 draw(ledger, members)  # this rank's part, handed to rank 0
             release = distributed.on_main(lambda: None)
         else:
-            release = distributed.on_main(lambda: _drawn(folder, draw(ledger, members), ledger, spending))
+            release = distributed.on_main(
+                lambda: _drawn(folder, draw(ledger, members), ledger, spending, config.unit_column)
+            )
         released = time.perf_counter()
         model, history, rate = train(table, release, config)
 
@@ -241,7 +243,7 @@ def _run_route(table, config, out, facts, draw, train, private, shared_draw, sta
             }
             summary["private"] = private
             if spending is not None:
-                summary["dataset_ledger"] = spending[0].summary()
+                summary["dataset_ledger"] = spending.summary()
             if table.world > 1:
                 summary["processes"] = table.world
             folder.finish(summary)
@@ -267,31 +269,32 @@ def _opened(
     return release, saved_ledger
 
 
-def _drawn(folder: HashedRunFolder, release: Release, ledger: PrivacyLedger, spending) -> Release:
+def _drawn(folder: HashedRunFolder, release: Release, ledger: PrivacyLedger, spending, unit: str | None) -> Release:
     """Save the release just drawn, before anything trains on it, and put it on its dataset's ledger."""
     folder.save_release(release, ledger)
     if spending is not None:
-        ledger_of_dataset, planned = spending
-        release_id = folder_release(folder.root, planned.release)
-        ledger_of_dataset.record(Spend.of_ledger(release_id, "hashed train", ledger, 0.0, planned.unit))
+        folder_release(folder.root, spending.release)
+        spending.record(Guarantee.of_ledger(ledger, 0.0, unit))
     return release
 
 
-def _dataset_spending(table, config, facts: dict, out) -> tuple[DatasetLedger, Spend] | None:
-    """The table's dataset ledger and this run's planned spend, checked against ``--total-epsilon`` before
-    anything is drawn; None where labeldp draws nothing (a source's labels).
-    """
+def _reserved(table, config, facts: dict, out, members: np.ndarray, policy) -> Spending | None:
+    """The run's spend, reserved on the dataset ledgers of the people its released rows hold before anything is
+    drawn (refused past the policy's cap); None where labeldp draws nothing (a source's labels)."""
     if facts.get("epsilon") is None:
         return None
     names = pq.read_schema(parquet_files(table.source)[0]).names
-    ledger = DatasetLedger.of(table_facts(table.source, facts["label_column"], names, table.rows))
-    epsilon = float(facts["epsilon"])
-    release = saved_release(out) or new_release(out)
-    planned = Spend(release, "hashed train", epsilon, 0.0, config.unit_column, epsilon)
-    saved = {spend.release: spend for spend in ledger.spends()}.get(release)
-    if saved is None or saved.epsilon < epsilon:  # else its release is on the ledger already
-        ledger.check(planned, total_epsilon())
-    return ledger, planned
+    read = table_facts(table.source, facts["label_column"], names, table.rows)
+    source = ledger_source(table.source, read, members, name=config.dataset_name, unit=config.unit_column)
+    spending = Spending(
+        policy, charges(policy, source), saved_release(out) or new_release(out), "hashed train", str(out)
+    )
+    guarantee = guarantee_of(float(facts["epsilon"]), 0.0, config.unit_column)
+    if config.unit_column is not None:
+        units = unit_codes(read_column(table.source, config.unit_column))[members]
+        guarantee = unit_guarantee(guarantee, int(np.bincount(units).max()))
+    spending.reserve(guarantee)
+    return spending
 
 
 def _summary(table, config, facts, release, ledger, history, rate) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.accounting.policy import BudgetPolicy
 from labeldp.audit.bounds import epsilon_lower_bound
 from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, audit_run_config
 from labeldp.boundary import PrivateLabels
@@ -176,6 +177,7 @@ def audit_config(
     progress: bool = False,
     reference_dir: str | Path | None = None,
     canaries: str = CANARY_KINDS[0],
+    policy: BudgetPolicy | None = None,
 ) -> dict[str, Any]:
     """Train ``config`` with planted canaries in ``out_dir/canary_run`` and audit the model; the report.
 
@@ -196,6 +198,7 @@ def audit_config(
         ``"mislabeled"`` or ``"noise"``.
     """
     config = config.resolved()
+    run: dict[str, Any] = dict(device=device, progress=progress, policy=policy or BudgetPolicy.from_environment())
     data = dataset if dataset is not None else config_dataset(config)
     if canaries not in CANARY_KINDS:
         raise ConfigError(f"canaries must be one of {CANARY_KINDS}, got {canaries!r}")
@@ -206,7 +209,7 @@ def audit_config(
     spend = AuditLedger(data.private_rows, _relation(config), data.units)  # on the audited run's ledger's rows
     if reference_dir is None or not (Path(reference_dir) / "model.pt").exists():
         reference_dir = out / "reference_run"
-        train_run(audit_run_config(config, seed, 0), reference_dir, device=device, progress=progress, dataset=data)
+        train_run(audit_run_config(config, seed, 0), reference_dir, dataset=data, **run)
         spend.add_run(reference_dir, "reference")
     reference_model = load_run_model(reference_dir)
     rng = public_rng(seed, "audit")
@@ -227,9 +230,7 @@ def audit_config(
         )
         positions = np.concatenate([np.arange(len(data.y_train)), np.full(num_canaries, -1)])
         original, num_options = None, data.num_classes
-    summary = train_run(
-        audit_run_config(config, seed, 1), out / "canary_run", device=device, progress=progress, dataset=canary_data
-    )
+    summary = train_run(audit_run_config(config, seed, 1), out / "canary_run", dataset=canary_data, **run)
     spend.add_run(out / "canary_run", "canary", positions)
     probabilities = predict_proba(load_run_model(out / "canary_run"), canary_inputs)
     reference = predict_proba(reference_model, canary_inputs)

@@ -24,6 +24,7 @@ from scipy.stats import norm
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.accounting.policy import BudgetPolicy
 from labeldp.audit.bounds import clopper_pearson_lower, clopper_pearson_upper
 from labeldp.audit.label_inference import with_train_labels
 from labeldp.audit.spend import AUDIT_LEDGER, AuditLedger, audit_run_config
@@ -132,6 +133,7 @@ def membership_audit(
     dataset: LabeledDataset | None = None,
     device: str = "auto",
     audited_ledger: PrivacyLedger | None = None,
+    policy: BudgetPolicy | None = None,
 ) -> dict[str, Any]:
     """Audit a recipe by membership inference on ``num_targets`` targets, a random half of them members.
 
@@ -142,6 +144,7 @@ def membership_audit(
     stream ``membership``. Writes ``out_dir/membership.json``.
     """
     config = config.resolved()
+    policy = policy or BudgetPolicy.from_environment()
     data = dataset if dataset is not None else config_dataset(config)
     n = len(data.y_train)
     per_unit = config.privacy_unit or ("units" if data.units is not None else None)
@@ -164,6 +167,7 @@ def membership_audit(
         device=device,
         progress=False,
         dataset=_subset(with_canaries, trained_on),
+        policy=policy,
     )
     spend.add_run(target_dir, "target", trained_on)
     phi = _planted_confidence(target_dir, data.x_train[targets], planted)
@@ -174,7 +178,7 @@ def membership_audit(
         half = rng.choice(pool, size=pool.size // 2 + num_targets // 2, replace=False)
         shadow_dir = out / f"shadow{index}"
         shadow_config = dataclasses.replace(audit_run_config(config, seed, 1 + index), seed=config.seed + 1 + index)
-        train_run(shadow_config, shadow_dir, device=device, progress=False, dataset=_subset(data, half))
+        train_run(shadow_config, shadow_dir, device=device, progress=False, dataset=_subset(data, half), policy=policy)
         spend.add_run(shadow_dir, f"shadow{index}", half)
         p = _planted_confidence(shadow_dir, data.x_train[targets], planted)
         shadow_phis.append(np.log(p) - np.log1p(-p))

@@ -235,6 +235,7 @@ def privatize(
     units=None,
     max_rows_per_unit: int | None = None,
     seed: int = 0,
+    dataset_name: str | None = None,
 ) -> ReleasedLabels:
     """Release ``labels`` once, by RR or RR-with-prior: each label epsilon-label-DP (RR-with-prior: when the
     priors do not depend on the rows' own labels), recorded as one entry over every row.
@@ -262,6 +263,9 @@ def privatize(
         the public seed choosing them without reading a label
         (:func:`~labeldp.boundary.units.bound_contributions`). Epsilon is then each unit's: a unit's kept rows
         get epsilon / c each, c the most rows a unit keeps; the release holds the kept rows only (its ``ids``).
+    dataset_name : str or None, optional
+        Label values' dataset: the release joins its ledger across runs, as ``PrivateLabels(labels, classes,
+        dataset=dataset_name)``'s do (``docs/dataset-ledger.md``); without units.
 
     Returns
     -------
@@ -271,6 +275,17 @@ def privatize(
     """
     domain = LabelDomain(classes)
     eps = check_epsilon(epsilon)
+    if dataset_name is not None:
+        if isinstance(labels, PrivateLabels) or units is not None:
+            raise ConfigError(
+                "dataset_name names label values' dataset, without units: private labels are named where they are "
+                "wrapped, PrivateLabels(labels, classes, dataset=NAME); a table's units by privatize_table"
+            )
+        named = PrivateLabels(labels, domain.declared, dataset=dataset_name)
+        row_ids = _row_ids(labels, ids, len(labels))
+        return privatize(
+            named, classes=classes, epsilon=eps, priors=priors, ids=row_ids, noise=noise, batch_rows=batch_rows
+        )
     if units is not None or max_rows_per_unit is not None:
         return _privatize_units(labels, domain, eps, priors, ids, noise, batch_rows, units, max_rows_per_unit, seed)
     if not isinstance(labels, PrivateLabels):

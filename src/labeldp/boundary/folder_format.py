@@ -31,8 +31,13 @@ from labeldp.boundary.column import Draws, noise_text
 from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
 from labeldp.boundary.table_source import arrow_positions
-from labeldp.errors import DataError, MissingFileError
-from labeldp.mechanisms import randomized_response_probabilities, rr_with_prior_probabilities
+from labeldp.errors import SECOND_RELEASE, DataError, MissingFileError
+from labeldp.mechanisms import (
+    change_probability,
+    keep_probability,
+    randomized_response_probabilities,
+    rr_with_prior_probabilities,
+)
 from labeldp.randomness import NoiseSource
 
 FORMAT = "labeldp label release"
@@ -46,6 +51,8 @@ K_COLUMN = "k"
 #: the id column written when the table names none: each row's position in the input (from 0)
 ROW_COLUMN = "row"
 CHANNEL_PREFIX = "channel_"
+#: the most classes whose K x K channel matrix the sidecar writes out (K^2 numbers)
+MATRIX_CLASSES = 64
 
 
 def _channel(draws: Draws, epsilon: float, shared, channel_names: list[str]) -> dict[str, Any]:
@@ -55,14 +62,17 @@ def _channel(draws: Draws, epsilon: float, shared, channel_names: list[str]) -> 
         "meaning": "Pr[released label | true label]: matrix[y][z] for true class y and "
         "released class z; a row's channel L[y] = Pr[its released label | y]"
     }
-    if not with_prior or shared is not None:
+    if not with_prior:  # K x K numbers are two: a label kept, and each other class
+        channel["keep"] = keep_probability(epsilon, num_classes)
+        channel["each_other"] = change_probability(epsilon, num_classes) / (num_classes - 1)
+    if (not with_prior or shared is not None) and num_classes <= MATRIX_CLASSES:
         matrix = (
             randomized_response_probabilities(num_classes, epsilon)
             if not with_prior
             else rr_with_prior_probabilities(shared[None, :], epsilon)[0]
         )
         channel["matrix"] = matrix.tolist()
-    else:
+    elif with_prior:
         channel["per_row"] = (
             "depends on the row's prior and released label: "
             "labeldp.mechanisms.rr_with_prior_likelihood(released positions, prior rows, epsilon), "
@@ -184,8 +194,8 @@ def _check_stated_epsilon(folder: Path, epsilon: float, ledger: PrivacyLedger) -
             if not math.isclose(recorded, epsilon, rel_tol=1e-6):
                 raise DataError(
                     f"{folder}: release.json states epsilon {epsilon:g} per label, its ledger recorded "
-                    f"{recorded:g}; the folder was edited after it was written. Release the labels again into a "
-                    "new folder, or restore the folder as privatize wrote it"
+                    f"{recorded:g}; the folder was edited after it was written. Restore the folder as privatize "
+                    f"wrote it, or release the labels again into a new folder {SECOND_RELEASE}"
                 )
 
 

@@ -17,8 +17,9 @@ import numpy as np
 from dp_accounting import dp_event
 
 from labeldp.accounting import PrivacyLedger
-from labeldp.accounting.datasets import DatasetLedger, Spend, total_epsilon
+from labeldp.accounting.policy import BudgetPolicy, Guarantee
 from labeldp.accounting.rounding import format_epsilon
+from labeldp.accounting.spending import Source, Spending, charges
 from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.label_access import (
     RELEASE_ONCE_ROUTE,
@@ -45,8 +46,8 @@ class _Root:
         self.lock = threading.RLock()
         self.withheld = False
         self.process = os.getpid()
-        self.dataset: DatasetLedger | None = None  # the named dataset's ledger, across runs
-        self.name = f"labels {uuid.uuid4()}"  # this set of labels' line on that ledger
+        self.dataset: Spending | None = None  # the releases' spend on the named dataset's ledger, across runs
+        self.name = f"labels#{uuid.uuid4().hex[:12]}"  # this set of labels' line on that ledger
 
     def delta(self) -> float:
         return self.budget.delta if self.budget is not None else 0.0
@@ -98,7 +99,9 @@ class PrivateLabels:
         Lets the labels be released more than once, while the composition of each row's spend stays within it.
     dataset : str or None, optional
         The dataset's public name: every release joins that dataset's ledger across runs
-        (``docs/dataset-ledger.md``), which ``$LABELDP_TOTAL_EPSILON`` caps.
+        (``docs/dataset-ledger.md``), capped by ``policy``.
+    policy : BudgetPolicy or None, optional
+        The dataset ledgers' folder and cap (None: :meth:`~labeldp.accounting.policy.BudgetPolicy.from_environment`).
     """
 
     __slots__ = ("_root", "_rows", "_classes", "_num_classes", "_grid")
@@ -110,6 +113,7 @@ class PrivateLabels:
         *,
         budget: LabelBudget | None = None,
         dataset: str | None = None,
+        policy: BudgetPolicy | None = None,
     ):
         if isinstance(labels, PrivateLabels):
             raise ConfigError("these labels are private already: use them as they are")
@@ -123,7 +127,8 @@ class PrivateLabels:
             num_classes = domain.size
         root = _Root(values, budget)
         if dataset is not None:
-            root.dataset = DatasetLedger.of({"name": dataset})
+            policy = policy or BudgetPolicy.from_environment()
+            root.dataset = Spending(policy, charges(policy, Source(name=dataset)), root.name, "PrivateLabels")
         self._init(root, None, classes, num_classes, None)
 
     def _init(
@@ -193,7 +198,7 @@ class PrivateLabels:
         if len(domains) != 1 or any(part._grid is not None for part in parts):
             raise ConfigError("only labels over the same classes can be concatenated")
         root = _Root(np.concatenate([_open(part) for part in parts]), None)
-        root.dataset = next((part._root.dataset for part in parts if part._root.dataset is not None), None)
+        root.dataset = _joined(root, next((p._root.dataset for p in parts if p._root.dataset is not None), None))
         return cls._make(root, None, parts[0]._classes, parts[0]._num_classes)
 
     @classmethod
@@ -213,7 +218,7 @@ class PrivateLabels:
         planted = PrivateLabels.from_indices(indices, self._num_classes)
         values[np.asarray(rows, dtype=np.int64)] = _open(planted)
         root = _Root(values, None)
-        root.dataset = self._root.dataset  # releases of them are releases of these labels' dataset too
+        root.dataset = _joined(root, self._root.dataset)  # releases of them are releases of these labels' dataset too
         return PrivateLabels._make(root, None, self._classes, self._num_classes)
 
     # -- what is public --------------------------------------------------------------------------
@@ -394,16 +399,14 @@ class PrivateLabels:
                 mask[members[entry.members]] = True
                 root.ledger.record(entry.event, mask, entry.description)
             if root.dataset is not None and ledger.entries:
-                root.dataset.record(Spend.of_ledger(root.name, "PrivateLabels", root.ledger, root.delta(), None))
+                root.dataset.record(Guarantee.of_ledger(root.ledger, root.delta()))
 
     def _check_spend(self, bound: dp_event.DpEvent, members: np.ndarray) -> None:
         """Refuse, before anything is drawn, a release that rows already released may not pay for."""
         root = self._root
         root.check_process()
         if root.dataset is not None:  # the named dataset's total, every other set of its labels included
-            trial = root.trial(bound, members)
-            epsilon = trial.epsilon(root.delta())
-            root.dataset.check(Spend(root.name, "PrivateLabels", epsilon, root.delta(), None, epsilon), total_epsilon())
+            root.dataset.reserve(Guarantee.of_ledger(root.trial(bound, members), root.delta()), quiet=True)
         if root.withheld:
             raise PrivateLabelAccessError(
                 "these labels were withheld: they can be read only through the releases "
@@ -430,6 +433,11 @@ class PrivateLabels:
                 f"budget {root.budget.epsilon:g} (spent: {format_epsilon(root.budget.spent, 4)}): "
                 "refused before anything was drawn. " + RELEASE_ONCE_ROUTE
             )
+
+
+def _joined(root: _Root, dataset: Spending | None) -> Spending | None:
+    """New labels' own spend on the ledgers ``dataset`` is on (None: none), under their own name."""
+    return None if dataset is None else Spending(dataset.policy, dataset.charges, root.name, dataset.route)
 
 
 def unseal(labels: PrivateLabels) -> np.ndarray:

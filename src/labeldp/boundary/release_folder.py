@@ -21,7 +21,6 @@ import dataclasses
 import fcntl
 import os
 import shutil
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,8 +32,9 @@ import pyarrow.parquet as pq
 
 from labeldp._validation import check_epsilon
 from labeldp.accounting import PrivacyLedger
-from labeldp.accounting.datasets import DatasetLedger, Spend, folder_release, new_release, table_facts, total_epsilon
-from labeldp.accounting.rounding import format_epsilon
+from labeldp.accounting.datasets import folder_release, new_release, table_facts
+from labeldp.accounting.policy import BudgetPolicy, Guarantee
+from labeldp.accounting.spending import Spending, charges, guarantee_of, unit_guarantee
 from labeldp.boundary.column import DEFAULT_BATCH_ROWS, Draws, check_batch_rows, prior_spec
 from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.folder_format import (
@@ -52,6 +52,7 @@ from labeldp.boundary.table_source import (
     check_each_row_once,
     check_rows,
     kept_batches,
+    ledger_source,
     open_source,
     read_batches,
     read_blocks,
@@ -59,7 +60,7 @@ from labeldp.boundary.table_source import (
     source_schema,
 )
 from labeldp.boundary.units import bounded_rows, check_max_rows
-from labeldp.errors import ConfigError, DataError, ReleaseExistsError, RunLockedError
+from labeldp.errors import SECOND_RELEASE, ConfigError, DataError, ReleaseExistsError, RunLockedError
 from labeldp.files import write_json_atomic
 from labeldp.mechanisms import (
     randomized_response_likelihood,
@@ -132,6 +133,8 @@ def privatize_table(
     max_rows_per_unit: int | None = None,
     seed: int = 0,
     one_row_per_person: bool = False,
+    dataset_name: str | None = None,
+    policy: BudgetPolicy | None = None,
 ) -> dict[str, Any]:
     """Release a table's label column once, streamed in blocks of ``batch_rows`` rows, into the new folder
     ``out`` (:mod:`labeldp.boundary.folder_format`).
@@ -172,6 +175,10 @@ def privatize_table(
     one_row_per_person : bool, optional
         The user's statement that no person has two rows, letting several files be read without an id or
         unit column (:func:`~labeldp.boundary.table_source.check_each_row_once`).
+    dataset_name, policy : optional
+        The group of people the labels belong to, and the dataset ledgers' folder and cap (None:
+        :meth:`~labeldp.accounting.policy.BudgetPolicy.from_environment`): the release is reserved on the
+        ledgers of the people it holds before anything is drawn (``docs/dataset-ledger.md``).
 
     Returns
     -------
@@ -231,6 +238,8 @@ def privatize_table(
             noise,
             units,
             one_row_per_person,
+            dataset_name,
+            policy or BudgetPolicy.from_environment(),
         )
 
 
@@ -273,7 +282,8 @@ def _partial_folder(out: Path) -> Path:
         raise ReleaseExistsError(
             f"{partial} was left by a release into {out} that was killed before it finished: it holds labels "
             "drawn then, and drawing them again would spend their budget a second time for whoever can read "
-            "it. If nobody else has read it (it is readable by its owner only), delete it to release afresh"
+            "it. If nobody else has read it (it is readable by its owner only), delete it to release afresh "
+            f"{SECOND_RELEASE}"
         )
     partial.mkdir()
     partial.chmod(0o700)  # the noisy labels of an unfinished release are its owner's only
@@ -286,19 +296,18 @@ def _umask() -> int:
     return mask
 
 
-def _checked_spend(spending: DatasetLedger, out: Path, epsilon: float, unit_column: str | None) -> Spend:
-    """This release's spend on its dataset, refused past ``--total-epsilon``, the dataset's earlier spend said
-    before anything is drawn.
-    """
-    planned = Spend(new_release(out), "privatize", epsilon, 0.0, unit_column, epsilon)
-    before, after = spending.check(planned, total_epsilon())
-    if before > 0:
-        print(
-            f"dataset {spending.key}: epsilon {format_epsilon(before)} spent already on it; this release takes it "
-            f"to {format_epsilon(after)} (its ledger: {spending.path})",
-            file=sys.stderr,
-        )
-    return planned
+def _reserved(source, out, facts, unit_column, unit_keys, id_column, ids, kept, epsilon, dataset_name, policy):
+    """The release's spend, reserved on the dataset ledgers of the people its kept rows hold (refused past the
+    policy's cap) before anything is drawn."""
+    rows = None if kept is None else kept[0]
+    named = dict(name=dataset_name, unit=unit_column, id_column=id_column)
+    found = ledger_source(source, facts, rows, unit_keys, ids, **named)
+    guarantee = guarantee_of(epsilon, 0.0, unit_column)
+    if kept is not None:
+        guarantee = unit_guarantee(guarantee, int(kept[2]["most_rows"]))
+    spending = Spending(policy, charges(policy, found), new_release(out), "privatize", str(out))
+    spending.reserve(guarantee)
+    return spending
 
 
 #: the column of each kept row's position in the table, while a privacy unit's kept rows stream past
@@ -321,6 +330,8 @@ def _privatize_table(
     noise: NoiseSource,
     units: _UnitRule | None,
     one_row_per_person: bool,
+    dataset_name: str | None,
+    policy: BudgetPolicy,
 ) -> dict[str, Any]:
     unit_column = None if units is None else units.column
     datasets, described = open_source(source, [label_column, id_column, unit_column])
@@ -335,7 +346,7 @@ def _privatize_table(
             f"id column {id_column!r} must hold one value a row (a number, a string, a date), got "
             f"{schema.field(id_column).type}"
         )
-    rows, unit_keys = check_rows(
+    rows, unit_keys, ids = check_rows(
         datasets, schema, domain, label_column, id_column, described, columns_of_priors, unit_column
     )
     if units is None:
@@ -343,9 +354,10 @@ def _privatize_table(
     else:
         assert unit_keys is not None  # check_rows reads the unit column it is given
         kept = units.keep(unit_keys, eps)
-    del unit_keys
-    spending = DatasetLedger.of(table_facts(described, label_column, datasets[0].schema.names, rows))
-    planned = _checked_spend(spending, out, eps, unit_column)
+    names = datasets[0].schema.names
+    facts = table_facts(described, label_column, names, rows)
+    spending = _reserved(source, out, facts, unit_column, unit_keys, id_column, ids, kept, eps, dataset_name, policy)
+    del unit_keys, ids
     drawing = False
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -357,9 +369,9 @@ def _privatize_table(
                 sidecar = _write_release(
                     partial, datasets, *arguments, write_channel, block_rows, noise, rows, described, kept
                 )
-                drawn = PrivacyLedger.load(partial / LEDGER_FILE)  # on the dataset's ledger before it is published
-                spending.record(Spend.of_ledger(folder_release(partial, planned.release), "privatize", drawn, 0.0,
-                                                unit_column))  # fmt: skip
+                drawn = PrivacyLedger.load(partial / LEDGER_FILE)  # on the dataset ledgers before it is published
+                folder_release(partial, spending.release)
+                spending.record(Guarantee.of_ledger(drawn, 0.0, unit_column))
                 partial.chmod(0o777 & ~_umask())
                 _refuse_existing(out)
                 os.rename(partial, out)
@@ -369,8 +381,8 @@ def _privatize_table(
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
     except BaseException:
-        if not drawing:  # nothing was drawn: its reservation on the dataset's ledger is withdrawn
-            spending.cancel(planned.release)
+        if not drawing:  # nothing was drawn: its reservation on the dataset ledgers is withdrawn
+            spending.cancel()
         raise
     return {**sidecar, "seconds": time.perf_counter() - started, "dataset_ledger": spending.summary()}
 

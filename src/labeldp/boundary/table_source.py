@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from labeldp._validation import check_priors
+from labeldp.accounting.spending import Source
 from labeldp.boundary.column import duplicated_ids_error
 from labeldp.boundary.domain import LabelDomain, canonical_label
 from labeldp.boundary.keys import canonical_text, row_keys
@@ -201,6 +202,33 @@ def read_key_columns(
     return KeyColumns(names, per_file, labels, _joined(units) if unit_column is not None else None)
 
 
+def column_keys(source, column: str) -> np.ndarray:
+    """Each row's key in the public ``column`` of a table (:func:`~labeldp.boundary.keys.row_keys`, 8 bytes a
+    row), its spelling matched as text as a unit's is; reads no label."""
+    datasets, described = open_source(source, [column])
+    keys = [
+        row_keys(batch.column(0), f"column {column!r} of {described} has missing values: every row needs its person")
+        for batch in read_batches(datasets, source_schema(datasets, [column]), column)
+    ]
+    return _joined(keys)
+
+
+def ledger_source(source, facts: dict, rows=None, unit_keys=None, ids=None, **named) -> Source:
+    """What a release of the table ``source`` (public ``facts``: :func:`~labeldp.accounting.datasets.table_facts`)
+    reads, as the dataset ledgers see it: each released row's key in any column (``rows``, a mask of the
+    released rows; None: all), the unit column's from ``unit_keys`` (every row's), a checked id column's from
+    ``ids`` (sorted, distinct); ``named``: :class:`Source`'s names."""
+
+    def keys(column: str) -> np.ndarray:
+        found = unit_keys if column == named.get("unit") and unit_keys is not None else column_keys(source, column)
+        return found if rows is None else found[rows]
+
+    def distinct(column: str) -> np.ndarray | None:
+        return ids if rows is None and column == named.get("id_column") else None
+
+    return Source(table=facts, columns=facts["columns"], keys=keys, distinct=distinct, **named)
+
+
 # ----------------------------------------------------------------------------------------------------
 # Out of core: the first pass, before anything is drawn or written
 
@@ -214,9 +242,9 @@ def check_rows(
     described: str,
     prior_columns: tuple[str, ...] | None = None,
     unit_column: str | None = None,
-) -> tuple[int, np.ndarray | None]:
-    """The first pass: the number of rows and each row's unit key (None without ``unit_column``), once every
-    label, id, unit and prior row is checked; releases nothing.
+) -> tuple[int, np.ndarray | None, np.ndarray | None]:
+    """The first pass: the number of rows, each row's unit key and the ids' keys, sorted (None without
+    ``unit_column``, ``id_column``), once every label, id, unit and prior row is checked; releases nothing.
 
     Every label must be one of the classes (the error says neither which nor how many), every id present and
     distinct (8 bytes a row: :func:`~labeldp.boundary.keys.row_keys`; without an id column, positions are
@@ -242,9 +270,11 @@ def check_rows(
             keys.append(row_keys(batch.column(1), f"id column {id_column!r} has missing values"))
     if rows == 0:
         raise DataError(f"{described} has no rows")
+    id_keys = None
     if id_column is not None:
-        _refuse_duplicated_ids(datasets, schema.field(id_column), _joined(keys))
-    return rows, _joined(units) if unit_column is not None else None
+        id_keys = _joined(keys)
+        _refuse_duplicated_ids(datasets, schema.field(id_column), id_keys)
+    return rows, _joined(units) if unit_column is not None else None, id_keys
 
 
 def _check_prior_rows(batch: pa.RecordBatch, prior_columns: tuple[str, ...]) -> None:

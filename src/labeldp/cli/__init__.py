@@ -8,11 +8,8 @@ and argument errors answer before any of it is imported.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
-import os
 import sys
-from collections.abc import Iterator
 
 from labeldp import __version__, runtime
 
@@ -68,24 +65,6 @@ def _load_user_recipes(argv: list[str]) -> None:
         load_recipes(path)
 
 
-@contextlib.contextmanager
-def _budget_variables(args: argparse.Namespace) -> Iterator[None]:
-    """``--budget-dir`` and ``--total-epsilon`` as the variables the library reads (and sweep workers
-    inherit), for the command's run."""
-    from labeldp.accounting.datasets import BUDGET_DIR_VARIABLE, TOTAL_EPSILON_VARIABLE
-
-    given = {BUDGET_DIR_VARIABLE: getattr(args, "budget_dir", None), TOTAL_EPSILON_VARIABLE: None}
-    if getattr(args, "total_epsilon", None) is not None:
-        given[TOTAL_EPSILON_VARIABLE] = repr(args.total_epsilon)
-    saved = {name: os.environ.get(name) for name in given}
-    os.environ.update({name: value for name, value in given.items() if value})
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run ``labeldp`` with ``argv`` (None: ``sys.argv[1:]``); returns the exit status.
 
@@ -120,8 +99,7 @@ def _main(argv: list[str]) -> int:
                 f"`labeldp {args.command}` runs in one process; under torchrun only `labeldp train` runs "
                 "(data-parallel), and `labeldp hashed train`"
             )
-        with _budget_variables(args):
-            importlib.import_module(COMMANDS[args.command][0]).run(args)
+        importlib.import_module(COMMANDS[args.command][0]).run(args)
     except (LabelDPError, BudgetError, PrivateLabelAccessError) as error:
         print(f"labeldp: error: {error}", file=sys.stderr)
         return 2

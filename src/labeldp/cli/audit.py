@@ -6,7 +6,7 @@ import argparse
 import math
 from pathlib import Path
 
-from labeldp.cli.common import set_threads
+from labeldp.cli.common import budget_policy, set_threads
 from labeldp.config.auditing import CANARY_KINDS, DEFAULT_CONFIDENCE, DEFAULT_SHADOWS
 from labeldp.config.shared_options import BUDGET_DIR, DEVICE, SEED, THREADS, TOTAL_EPSILON
 from labeldp.options import Option, add_options
@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> None:
         seed=args.seed,
         device=args.device,
         canaries=args.canary_kind,
+        policy=budget_policy(args),
     )
     claimed = format_epsilon(result["claimed_epsilon"])
     if result["claimed_label_epsilon"] != result["claimed_epsilon"]:
@@ -131,6 +132,7 @@ def run(args: argparse.Namespace) -> None:
             seed=args.seed,
             device=args.device,
             audited_ledger=audited,
+            policy=budget_policy(args),
         )
         for name in ("loss_threshold", "lira_offline"):
             m = mia[name]

@@ -1,5 +1,5 @@
-"""``labeldp budget``: what each dataset's releases have spent, composed across runs; folders written
-before the dataset ledgers existed imported on request."""
+"""``labeldp budget``: what each group of people has spent, composed per person across releases; folders
+written before the dataset ledgers existed imported on request."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from labeldp.config.shared_options import BUDGET_DIR, TOTAL_EPSILON
 from labeldp.options import add_options
 
 DESCRIPTION = (
-    "List every dataset of the budget folder and the epsilon its releases have spent, composed across runs "
-    "(see docs/dataset-ledger.md); with `import FOLDER ...`, put the runs, tunes and release folders found "
-    "under each FOLDER on their datasets' ledgers (folders written before the ledgers existed are not counted "
-    "until imported; importing one twice counts it once)."
+    "List every group of people of the budget folder (a dataset name, the column naming its people, or a table) "
+    "and the epsilon its worst person has spent, composed across releases under replace-one label (see "
+    "docs/dataset-ledger.md); with `import FOLDER ...`, put the runs, tunes and release folders found under each "
+    "FOLDER on their ledgers: a folder whose release is on them already is skipped, so importing twice counts once."
 )
 
 
@@ -25,36 +25,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """List the datasets' composed spend, importing ``folders`` first with ``import``."""
-    from labeldp.accounting.datasets import budget_dir, ledgers
-    from labeldp.accounting.rounding import format_epsilon
+    """List the groups' composed spend, importing ``folders`` first with ``import``."""
+    from labeldp.accounting.datasets import ledgers
+    from labeldp.cli.common import budget_policy
+    from labeldp.cli.summary import print_dataset_spend
     from labeldp.errors import ConfigError
 
+    policy = budget_policy(args)
     if args.action == "import":
         if not args.folders:
             raise ConfigError("labeldp budget import needs the folders of the runs or releases to import")
+        missing = [folder for folder in args.folders if not Path(folder).is_dir()]
+        if missing:
+            raise ConfigError(f"no such folder: {', '.join(missing)} (nothing was imported)")
         for folder in args.folders:
-            for line in import_folders(Path(folder)):
+            for line in import_folders(Path(folder), policy):
                 print(line)
     elif args.folders:
         raise ConfigError("folders are imported with `labeldp budget import FOLDER ...`")
-    found = ledgers()
+    found = ledgers(policy.folder)
     if not found:
-        print(f"no dataset has spent anything yet ({budget_dir()})")
+        print(f"no dataset has spent anything yet ({policy.folder})")
     for ledger in found:
-        epsilon, delta, unit = ledger.composed()
-        releases = ledger.spends()
-        routes = sorted({spend.route for spend in releases})
-        print(
-            f"{ledger.key}  epsilon {format_epsilon(epsilon)} per {unit or 'row'}"
-            + (f" (delta {delta:g})" if delta else "")
-            + f"  {len(releases)} release{'s' if len(releases) != 1 else ''} ({', '.join(routes)})  {ledger.described}"
-        )
+        summary = ledger.summary()
+        routes = sorted({spend.route for spend in ledger.spends()})
+        print(f"{ledger.key} ({', '.join(routes) or 'no release'}):", end=" ")
+        print_dataset_spend(summary)
 
 
-def import_folders(root: Path) -> list[str]:
-    """Put every run folder (``config.json`` beside ``ledger.json``) and release folder (``release.json``)
-    under ``root`` on its dataset's ledger, from its saved ledger; one line said for each."""
+def import_folders(root: Path, policy) -> list[str]:
+    """Put every run folder (``config.json`` beside ``ledger.json``) and release folder (``release.json``) under
+    ``root`` on the ledgers of its people, from its saved ledger; one line said for each."""
     from labeldp.errors import LabelDPError
 
     said = []
@@ -65,42 +66,72 @@ def import_folders(root: Path) -> list[str]:
         if marker.name == "ledger.json" and not (folder / "config.json").exists():
             continue  # an audit's own ledger or a scratch folder: not a run
         try:
-            key, epsilon = _import(folder, marker.name == "release.json")
-        except (LabelDPError, OSError, KeyError, ValueError) as error:
+            said.append(_import(folder, marker.name == "release.json", policy))
+        except (LabelDPError, OSError, KeyError, ValueError, TypeError) as error:
             said.append(f"{folder}: not counted ({error})")
-            continue
-        said.append(f"{folder}: epsilon {epsilon} on dataset {key}")
     return said
 
 
-def _import(folder: Path, release: bool) -> tuple[str, str]:
+def _identity(folder: Path, files: list[str]) -> str:
+    """The folder's release id: the one it holds, else one made from its saved content (never its path)."""
+    import hashlib
+
+    from labeldp.accounting.datasets import RELEASE_FILE
+
+    held = folder / RELEASE_FILE
+    if held.exists() and held.read_text().strip():
+        return held.read_text().strip()
+    digest = hashlib.sha256()
+    for name in files:
+        digest.update((folder / name).read_bytes())
+    return f"imported#{digest.hexdigest()[:16]}"
+
+
+def _import(folder: Path, release: bool, policy) -> str:
     from labeldp.accounting import PrivacyLedger
-    from labeldp.accounting.datasets import DatasetLedger, Spend, table_facts
+    from labeldp.accounting.datasets import CANCELLED, ledgers, table_facts
+    from labeldp.accounting.policy import Guarantee
     from labeldp.accounting.rounding import format_epsilon
+    from labeldp.accounting.spending import Source, Spending, charges
     from labeldp.boundary import read_sidecar
-    from labeldp.boundary.table_source import read_key_columns
+    from labeldp.boundary.table_source import column_keys, read_key_columns
     from labeldp.config.run_config import RunConfig
     from labeldp.errors import RunDirectoryError
     from labeldp.runs import RunDirectory
-    from labeldp.runs.context import dataset_ledger
+    from labeldp.runs.reservation import run_source
     from labeldp.runs.run import config_dataset
 
+    files = ["release.json", "ledger.json"] if release else ["config.json", "ledger.json"]
+    identity = _identity(folder, files)
+    known = [
+        ledger.key
+        for ledger in ledgers(policy.folder)
+        if (line := ledger.lines().get(identity)) is not None and line.route != CANCELLED
+    ]
+    if known:
+        return f"{folder}: on the ledger already ({', '.join(known)}): skipped"
     if release:
         sidecar = read_sidecar(folder)
-        source, unit = sidecar["source"], (sidecar.get("privacy_unit") or {}).get("column")
-        read = read_key_columns(source["table"], source["label_column"], source["id_column"], one_row_per_person=True)
-        ledger = DatasetLedger.of(table_facts(source["table"], source["label_column"], read.columns, read.rows))
-        saved = PrivacyLedger.load(folder / sidecar["files"]["ledger"])
-        spend = Spend.of_ledger(str(folder.resolve()), "privatize", saved, 0.0, unit)
+        table, label = sidecar["source"]["table"], sidecar["source"]["label_column"]
+        unit = (sidecar.get("privacy_unit") or {}).get("column")
+        read = read_key_columns(table, label, sidecar["source"]["id_column"], one_row_per_person=True)
+        source = Source(
+            table=table_facts(table, label, read.columns, read.rows),
+            columns=read.columns,
+            keys=lambda column: column_keys(table, column),  # every row: a unit's kept rows are some of them
+            unit=unit,
+            id_column=sidecar["source"]["id_column"],
+        )
+        saved, delta, route = PrivacyLedger.load(folder / sidecar["files"]["ledger"]), 0.0, "privatize"
     else:
         saved_config = RunDirectory(folder).read_config()
         if saved_config is None:  # checked by the caller; a folder emptied since is no run
             raise RunDirectoryError(f"{folder} has no config.json")
         config = RunConfig.from_dict(saved_config).resolved()
         data = config_dataset(config)
-        ledger = dataset_ledger(data)
-        saved = PrivacyLedger.load(folder / "ledger.json")
-        unit = (data.unit_bound or {}).get("column")
-        spend = Spend.of_ledger(str(folder.resolve()), "train", saved, config.delta or 0.0, unit)
-    ledger.record(spend)
-    return ledger.key, format_epsilon(spend.epsilon)
+        source, unit = run_source(config, data), (data.unit_bound or {}).get("column")
+        saved, delta, route = PrivacyLedger.load(folder / "ledger.json"), config.delta or 0.0, "train"
+    spending = Spending(policy, charges(policy, source), identity, route, str(folder))
+    guarantee = Guarantee.of_ledger(saved, delta, unit)
+    spending.record(guarantee)
+    return f"{folder}: epsilon {format_epsilon(guarantee.epsilon)} on {', '.join(spending.groups)}"

@@ -49,6 +49,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, "train", DEVICE, THREADS, QUIET, BUDGET_DIR, TOTAL_EPSILON)
 
 
+def budget_policy(args: argparse.Namespace):
+    """The dataset ledgers' folder and cap of ``--budget-dir`` and ``--total-epsilon`` (each left out read from
+    the environment: :meth:`~labeldp.accounting.policy.BudgetPolicy.from_environment`)."""
+    from labeldp.accounting.policy import BudgetPolicy
+
+    return BudgetPolicy.from_environment(getattr(args, "budget_dir", None), getattr(args, "total_epsilon", None))
+
+
 def method_options(args: argparse.Namespace) -> dict:
     """The values typed for the registered methods' own options, by name."""
     typed = {name: getattr(args, _OWN + name) for name in registered_options() if hasattr(args, _OWN + name)}

@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> None:
     Each run releases its model and metrics under its own label-DP epsilon, its ledger's (printed); the
     non-private runs have no guarantee."""
     from labeldp import runtime
+    from labeldp.accounting.policy import BudgetPolicy
     from labeldp.accounting.rounding import format_epsilon
     from labeldp.cli.common import check_threads
     from labeldp.experiments.sweep_report import aggregate, format_report
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> None:
     check_threads(args)
     runtime.set_threads(args.threads, "digits")
     folder, new = demo_folder(args.out)
+    policy = BudgetPolicy(folder / "budget")  # the demo's runs on a ledger of their own, never the user's
     print(
         f"demo runs in {folder}/"
         + ("" if new else " (runs already finished there are shown as saved: their noise is not drawn again)"),
@@ -63,7 +65,11 @@ def run(args: argparse.Namespace) -> None:
     rows = []
     for profile in list_profiles(DEMO_PROFILES):
         summary = train_run(
-            profile.config, folder / profile.key.replace("/", "__"), progress=False, recipe=profile_recipe(profile)
+            profile.config,
+            folder / profile.key.replace("/", "__"),
+            progress=False,
+            recipe=profile_recipe(profile),
+            policy=policy,
         )
         rows.append(
             {

@@ -168,8 +168,17 @@ def run(args: argparse.Namespace) -> None:
         summary = ads.fit_from_reports(args.table, args.out, reports=args.reports, spec=spec, **options)
     else:
         noise = NoiseSource(secure=args.secure_rng, insecure_seed=args.insecure_noise_seed)
+        from labeldp.cli.common import budget_policy
+
         summary = ads.fit_hashed(
-            args.table, args.out, **labels, spec=spec, epsilon=args.epsilon, noise=noise, **options
+            args.table,
+            args.out,
+            **labels,
+            spec=spec,
+            epsilon=args.epsilon,
+            noise=noise,
+            policy=budget_policy(args),
+            **options,
         )
     # after an error a rank leaves without waiting for the others: torchrun then stops them all
     distributed.stop()

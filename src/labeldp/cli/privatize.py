@@ -9,6 +9,7 @@ from labeldp.config.shared_options import (
     BATCH_ROWS,
     BUDGET_DIR,
     CLASSES,
+    DATASET_NAME,
     EPSILON,
     ID_COLUMN,
     INSECURE_NOISE_SEED,
@@ -54,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The table, its label and id columns, the classes, epsilon, the prior, the noise and ``--out``."""
     required = [TABLE, LABEL_COLUMN, CLASSES, EPSILON, OUT]
     add_options(parser, COMMAND, TABLE, LABEL_COLUMN, ID_COLUMN, CLASSES, EPSILON, required=required)
-    add_options(parser, COMMAND, PRIVACY_UNIT, MAX_ROWS_PER_UNIT, SEED, ONE_ROW_PER_PERSON)
+    add_options(parser, COMMAND, PRIVACY_UNIT, MAX_ROWS_PER_UNIT, SEED, ONE_ROW_PER_PERSON, DATASET_NAME)
     add_options(parser.add_mutually_exclusive_group(), COMMAND, PRIOR_COLUMNS, PRIOR)
     add_options(parser, COMMAND, WRITE_CHANNEL, BATCH_ROWS)
     add_options(parser.add_mutually_exclusive_group(), COMMAND, SECURE_RNG, INSECURE_NOISE_SEED)
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> None:
     """
     from labeldp.accounting.rounding import format_epsilon
     from labeldp.boundary import privatize_table
+    from labeldp.cli.common import budget_policy
     from labeldp.cli.summary import print_dataset_spend
     from labeldp.randomness import NoiseSource
 
@@ -98,6 +100,8 @@ def run(args: argparse.Namespace) -> None:
         max_rows_per_unit=args.max_rows_per_unit,
         seed=args.seed,
         one_row_per_person=args.one_row_per_person,
+        dataset_name=args.dataset_name,
+        policy=budget_policy(args),
     )
     rows, seconds = sidecar["rows"], sidecar["seconds"]
     unit = sidecar["privacy_unit"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from labeldp.config.shared_options import BUDGET_DIR
 from labeldp.options import Option, add_options
 
 DESCRIPTION = (
@@ -21,21 +22,23 @@ METRIC = Option(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sweep folder DIR and ``--metric``."""
+    """The sweep folder DIR, ``--metric`` and ``--budget-dir``."""
     parser.add_argument("dir", metavar="DIR")
-    add_options(parser, "report", METRIC)
+    add_options(parser, "report", METRIC, BUDGET_DIR)
 
 
-def print_report(folder: str, metric: str | None) -> None:
-    """Print the report of the sweep in ``folder`` (:data:`METRIC_NAMES`; None: each dataset's own) and where
-    its plot is."""
+def print_report(folder: str, metric: str | None, budget_dir) -> None:
+    """Print the report of the sweep in ``folder`` (:data:`METRIC_NAMES`; None: each dataset's own), each
+    dataset's spend from the ledgers in ``budget_dir``, and where its plot is."""
     from labeldp.experiments.sweep_report import report
 
-    text, plot = report(folder, metric)
+    text, plot = report(folder, metric, budget_dir)
     print(text)
     print(f"plot: {plot}")
 
 
 def run(args: argparse.Namespace) -> None:
     """Print the sweep's report and write its privacy-utility plot."""
-    print_report(args.dir, args.metric)
+    from labeldp.cli.common import budget_policy
+
+    print_report(args.dir, args.metric, budget_policy(args).folder)

@@ -26,9 +26,18 @@ def print_summary(summary: dict) -> None:
 
 
 def print_dataset_spend(spent: dict) -> None:
-    """One line: what the dataset's releases have spent in all, composed, and where its ledger is."""
-    releases = spent["releases"]
-    print(
-        f"dataset {spent['key']}: epsilon {format_epsilon(spent['epsilon'])} per {spent['per']} spent in all "
-        f"({releases} release{'s' if releases != 1 else ''}, composed; {spent['ledger']})"
-    )
+    """A line a group of people the release is on: its worst person's epsilon, composed across releases, and
+    where its ledger is."""
+    for group in [spent, *spent.get("also", ())]:
+        releases, people = group["releases"], group.get("people")
+        at = "" if people is None else f" by its worst person ({group['people_at_worst']:,} of {people:,} people)"
+        references = f", {group['references']} reference run(s) apart" if group.get("references") else ""
+        print(
+            f"{group['described']}: epsilon {format_epsilon(_number(group['epsilon']))} per "
+            f"{group['per']} spent in all{at} ({releases} release{'s' if releases != 1 else ''}, composed, "
+            f"{group.get('relation', 'replace-one label')}{references}; ledger {group['ledger']})"
+        )
+
+
+def _number(value) -> float | None:
+    return float("inf") if value == "inf" else value

@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Run the chosen profiles or the grid's combinations into ``--out`` (finished runs skipped, unfinished
     ones resumed), then print the report. Each run releases under its own ledger, as ``labeldp train``."""
-    from labeldp.cli.common import check_threads
+    from labeldp.cli.common import budget_policy, check_threads
     from labeldp.cli.report import print_report
     from labeldp.config.overrides import parse_assignments
     from labeldp.errors import ConfigError
@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> None:
         data_dir=args.data_dir,
         progress=not args.quiet,
         threads=args.threads,
+        policy=budget_policy(args),
     )
     done = sum(r["status"] == "done" for r in rows)
     print(f"{done}/{len(rows)} runs finished; results in {Path(args.out) / 'results.csv'}\n")
-    print_report(args.out, None)
+    print_report(args.out, None, budget_policy(args).folder)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from labeldp.cli.common import add_run_arguments, config_and_recipe, method_options, set_threads
+from labeldp.cli.common import add_run_arguments, budget_policy, config_and_recipe, method_options, set_threads
 from labeldp.config.shared_options import OUT
 from labeldp.config.tuning import AutoTuneConfig
 from labeldp.options import Option, add_dataclass_arguments, add_options
@@ -83,7 +83,10 @@ def run(args: argparse.Namespace) -> None:
         budget = tune_budget(args, config)
     set_threads(args, config.dataset)
     tuning = AutoTuneConfig(tune_budget=budget)
-    summary = train_run(config, args.out, device=args.device, progress=not args.quiet, recipe=recipe, tuning=tuning)
+    policy = budget_policy(args)
+    summary = train_run(
+        config, args.out, device=args.device, progress=not args.quiet, recipe=recipe, tuning=tuning, policy=policy
+    )
     # after an error a rank leaves without waiting for the others: torchrun then stops them all
     distributed.stop()
     if distributed.env_rank() == 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from labeldp.cli.common import add_run_arguments, config_and_recipe, set_threads
+from labeldp.cli.common import add_run_arguments, budget_policy, config_and_recipe, set_threads
 from labeldp.config.shared_options import GRID, OUT
 from labeldp.config.tuning import DEFAULT_HOLDOUT, SELECTION_DEFAULTS
 from labeldp.options import Option, add_options
@@ -122,6 +122,7 @@ def run(args: argparse.Namespace) -> None:
         progress=not args.quiet,
         selection=selection,
         recipe=recipe,
+        policy=budget_policy(args),
     )
     print(format_tune(outcome))
     tables = "tune.json" if outcome.get("search") == "private selection" else "tune.json, tune.csv"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from labeldp.config.shared_options import (
     BATCH_ROWS,
     BLOCK_ROWS,
+    DATASET_NAME,
     DEFAULT_BLOCK_ROWS,
     EPOCHS,
     L2,
@@ -67,6 +68,7 @@ class HashedConfig:
     unit_column: str | None = declared(PRIVACY_UNIT, _COMMAND)
     max_rows_per_unit: int | None = declared(MAX_ROWS_PER_UNIT, _COMMAND)
     one_row_per_person: bool = declared(ONE_ROW_PER_PERSON, _COMMAND)
+    dataset_name: str | None = declared(DATASET_NAME, _COMMAND)
     seed: int = declared(SEED, _COMMAND)
     block_rows: int = declared(BLOCK_ROWS, _COMMAND)
     epochs: int | None = declared(EPOCHS, _COMMAND)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from labeldp._validation import check_epsilon
+from labeldp.accounting.datasets import check_name
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.marginals_config import MarginalsConfig
 from labeldp.config.pate_config import PATEConfig
@@ -42,6 +43,7 @@ from labeldp.config.run_checks import (
 from labeldp.config.shared_options import (
     CLASSES,
     DATA_DIR,
+    DATASET_NAME,
     EPSILON,
     ID_COLUMN,
     INSECURE_NOISE_SEED,
@@ -114,6 +116,7 @@ class RunConfig:
     id_column: str | None = declared(ID_COLUMN)
     one_row_per_person: bool = declared(ONE_ROW_PER_PERSON)
     privacy_unit: str | None = declared(PRIVACY_UNIT)
+    dataset_name: str | None = declared(DATASET_NAME)
     max_rows_per_unit: int | None = declared(MAX_ROWS_PER_UNIT)
     classes: tuple[str, ...] | None = declared(CLASSES)
     label_range: tuple[float, ...] | None = option(
@@ -265,6 +268,8 @@ class RunConfig:
             If ``encoder`` names a file that does not exist.
         """
         get_dataset(self.dataset)  # refuses an unknown name
+        if self.dataset_name is not None:
+            check_name(self.dataset_name)
         method = self.method_spec
         if self.model is not None and self.model not in MODELS:
             raise ConfigError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")

@@ -123,6 +123,14 @@ PRIVACY_UNIT = Option(
         "hashed train": {"help": "default: each row is its own unit"},
     },
 )
+DATASET_NAME = Option(
+    "the name of the group of people whose labels these are, shared by every release of them whatever the file "
+    "is called or holds (the name of PrivateLabels(..., dataset=NAME)); default: the column naming the people "
+    "(--privacy-unit, --id-column), else the table's label column, columns and rows",
+    type="str | None",
+    flag="--dataset-name",
+    metavar="NAME",
+)
 MAX_ROWS_PER_UNIT = Option(
     "with --privacy-unit, the most rows of one unit released: a larger unit's other rows are left out, chosen "
     "by the public --seed (never by a label); every release gives a row epsilon / c, c = M or the largest "

@@ -71,6 +71,7 @@ class LabeledDataset:
     units: np.ndarray | None = None
     unit_bound: dict[str, Any] | None = None
     facts: dict[str, Any] | None = None  # public facts naming the dataset's ledger (labeldp.accounting.datasets)
+    table_rows: Any = None  # a table's public columns of the private rows, which the ledgers read people from
 
     def __post_init__(self) -> None:
         self.num_classes = check_num_classes(self.num_classes)

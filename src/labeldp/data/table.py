@@ -28,7 +28,7 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from labeldp.accounting.datasets import table_facts
 from labeldp.boundary import LabelDomain, PrivateLabels
-from labeldp.boundary.table_source import KeyColumns, data_files, file_kind, read_key_columns
+from labeldp.boundary.table_source import KeyColumns, column_keys, data_files, file_kind, read_key_columns
 from labeldp.boundary.units import bounded_rows, split_by_unit, unit_codes
 from labeldp.data.dataset import LabeledDataset, regression_dataset
 from labeldp.data.dataset_registry import TableOptions
@@ -208,6 +208,20 @@ def feature_columns(names: list[str], options: TableOptions) -> list[str]:
     return chosen
 
 
+@dataclass(frozen=True)
+class TableRows:
+    """The public columns of a table whose ``rows`` (positions, in a run's ledger order) hold private labels:
+    what the dataset ledgers read a release's people from."""
+
+    path: Path
+    columns: tuple[str, ...]
+    rows: np.ndarray
+
+    def keys(self, column: str) -> np.ndarray:
+        """Each of the rows' key in ``column`` (public)."""
+        return column_keys(self.path, column)[self.rows]
+
+
 def table_name(path: str | Path) -> str:
     """A table's name: its file name before the first dot (``adult-train`` for ``adult-train.csv.gz``)."""
     return Path(path).name.split(".")[0]
@@ -247,6 +261,7 @@ def load_table_dataset(
     domain = LabelDomain(classes) if classes is not None and grid is None else None  # classes, or a grid
     labels = _labels(read, domain, f"label column {label_column!r}")
     units = bound = None
+    kept = np.arange(read.rows)
     if options.privacy_unit is not None:
         assert read.unit_keys is not None and options.max_rows_per_unit is not None  # read with the unit; refused above
         kept, units, bound = _bound_units(read.unit_keys, options.privacy_unit, options.max_rows_per_unit, seed)
@@ -266,12 +281,13 @@ def load_table_dataset(
     preprocessor = TablePreprocessor.fit(train, columns)
     name = table_name(path)
     private_test = options.test_table is None and test_labels != "public"
+    private_rows = np.concatenate([train_rows, test_rows]) if private_test else train_rows
     extra: dict[str, Any] = {
         "preprocessor": preprocessor,
         "facts": table_facts(path, label_column, read.columns, read.rows),
+        "table_rows": TableRows(path, tuple(read.columns), kept[private_rows]),
     }
     if units is not None:  # the private rows' units: the training rows', then the private test rows'
-        private_rows = np.concatenate([train_rows, test_rows]) if private_test else train_rows
         extra.update(units=unit_codes(units[private_rows]), unit_bound=bound)
     x_train, x_test = preprocessor.transform(train), preprocessor.transform(test)
     if grid is not None:

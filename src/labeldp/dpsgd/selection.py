@@ -44,7 +44,7 @@ from labeldp.config.train_config import TrainConfig
 from labeldp.config.tuning import SELECTION_DEFAULTS
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.trainer import DPSGDConfig, sampling_plan, train_dpsgd
-from labeldp.errors import ConfigError, InsecureNoiseWarning, RunDirectoryError
+from labeldp.errors import SECOND_RELEASE, ConfigError, InsecureNoiseWarning, RunDirectoryError
 from labeldp.evaluation import describe_test_metrics
 from labeldp.files import exclusive_lock
 from labeldp.randomness import NoiseSource, public_rng
@@ -224,8 +224,8 @@ def _check_unspent(out: Path) -> None:
         raise RunDirectoryError(
             f"{ledger} records the spend of a private selection for {out} that did not finish: "
             "its trials are not kept, so it cannot be resumed without spending again. Keep that "
-            "ledger (it accounts for the spend) and start again in a new folder (a new spend, "
-            "with its own ledger)"
+            "ledger (it accounts for the spend) and start again in a new folder "
+            f"{SECOND_RELEASE}"
         )
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise RunDirectoryError(
@@ -296,8 +296,8 @@ def select_dpsgd(
         _check_unspent(out)
         rng = noise.generator("tune-selection")
         trials = draw_trials(rng, plan.mean, plan.shape)  # drawn before the spend: it does not depend on the data
-        ledger = PrivacyLedger(len(data.y_train), DPSGD_RELATION)
-        ledger.record(plan.event(), np.ones(len(data.y_train), dtype=bool), plan.describe(len(candidates)), "selection")
+        ledger = PrivacyLedger(data.private_rows, DPSGD_RELATION)  # as a run's: private test rows too, untouched
+        ledger.record(plan.event(), np.arange(len(data.y_train)), plan.describe(len(candidates)), "selection")
         ledger.save(scratch / SCRATCH_LEDGER, delta)  # recorded before the first trial
         selected = _run_trials(candidates, plan, data, noise, seed, rng, trials, progress)
         if selected is None:

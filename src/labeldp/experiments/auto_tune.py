@@ -23,11 +23,13 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from labeldp.accounting.policy import BudgetPolicy
+from labeldp.accounting.spending import Spending
 from labeldp.config.run_config import RunConfig
 from labeldp.config.tuning import DEFAULT_HOLDOUT, DEFAULT_TUNE_BUDGET, LR_EDGE_STEPS, LR_FACTORS, AutoTuneConfig
 from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
-from labeldp.errors import ConfigError, RunDirectoryError
+from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
 from labeldp.experiments.candidates import candidate_config, candidate_key, check_tunable, jsonable
 from labeldp.experiments.held_out import UNINFORMATIVE_WARNING, labels_each
 from labeldp.experiments.one_release import (
@@ -41,7 +43,8 @@ from labeldp.experiments.one_release import (
 from labeldp.files import write_json_atomic
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
 from labeldp.released_metrics import mean_and_error
-from labeldp.runs.run import check_dataset_spend, config_dataset, register_tuned_run, train_run, withdraw_unspent
+from labeldp.runs.reservation import reserve_run, withdraw_unspent
+from labeldp.runs.run import config_dataset, register_tuned_run, train_run
 from labeldp.runs.rundir import RunDirectory
 
 #: the record of an auto-tuned run, in its folder
@@ -184,11 +187,14 @@ def _read_record(folder: RunDirectory, base: RunConfig) -> dict[str, Any] | None
             f"{folder.root} holds a run whose options were chosen on its release from another configuration "
             f"(differs in: {differs}); run the command that started it to finish it, or choose another folder"
         )
-    needed = {"options", "holdout"} | ({"results", "chosen_options"} if record.get("chosen") is not None else set())
+    declined = record.get("chosen", "") is None and "options" not in record  # not tuned, said why: no plan
+    needed = {"holdout"} | ({"options"} if not declined else set())
+    needed |= {"results", "chosen_options"} if record.get("chosen") is not None else set()
     missing = sorted(needed - set(record))
     if missing:
         raise RunDirectoryError(
-            f"{path} is damaged (it lacks {', '.join(missing)}); move the folder aside and run again into a new one"
+            f"{path} is damaged (it lacks {', '.join(missing)}): restore it from a copy of the folder, or move the "
+            f"folder aside and run again into a new one {SECOND_RELEASE}"
         )
     return record
 
@@ -213,6 +219,7 @@ def _choose(
     device: str,
     progress: bool,
     base_name: str,
+    spending: Spending,
 ) -> RunConfig:
     """Release once, score the record's candidates on the held-out released labels and record the choice (or
     why there is none); returns the configuration the run trains."""
@@ -220,7 +227,7 @@ def _choose(
     options = record["options"] + [step["options"] for step in record.get("extended", [])]
     candidates = [candidate_config(base, chosen) for chosen in options]
     data, names, later, torch_device = check_candidates(base, candidates, data, device, holdout)
-    releases = release_once(base, folder, data, torch_device, progress, in_memory, names)
+    releases = release_once(base, folder, data, torch_device, progress, in_memory, names, spending)
     held_out, scorer = held_out_examples(releases, data, holdout, base.seed)
     record.update(held_out=int(held_out.size), scored_on=[n for n in names if labels_each(releases[n])])
     if scorer.uninformative > UNINFORMATIVE_WARNING:
@@ -350,6 +357,7 @@ def auto_tuned_run(
     dataset: LabeledDataset | None = None,
     base_name: str = "the options given",
     recipe: AppliedRecipe | None = None,
+    policy: BudgetPolicy | None = None,
 ) -> dict[str, Any]:
     """Run ``config`` in ``out_dir`` with its learning rate chosen on the run's own release (see the module
     docstring); returns the run's summary, whose ``auto_tune`` records the choice.
@@ -374,36 +382,38 @@ def auto_tuned_run(
     """
     if budget < 0:
         raise ConfigError(f"--tune-budget must be 0 (off) or positive, got {budget:g}")
+    policy = policy or BudgetPolicy.from_environment()
+    run: dict[str, Any] = dict(device=device, progress=progress, dataset=dataset, recipe=recipe, policy=policy)
     if budget == 0:
-        return train_run(config, out_dir, device=device, progress=progress, dataset=dataset, recipe=recipe)
+        return train_run(config, out_dir, **run)
     base = config.resolved()
     folder = RunDirectory(out_dir)
     folder.refuse_foreign_files()  # before the record is written into it
     record = _read_record(folder, base)
     if record is None and folder.read_config() is not None:
         _say(progress, f"auto-tune: {folder.root} holds a run started without tuning: it continues as it was")
-        return train_run(config, out_dir, device=device, progress=progress, dataset=dataset, recipe=recipe)
+        return train_run(config, out_dir, **run)
     data = dataset if dataset is not None else config_dataset(base)
     in_memory = dataset is not None
     resumed = record is not None  # else this call makes the release the run continues from: no "resuming"
     if record is None:  # refused past --total-epsilon before auto_tune.json is written
-        release = check_dataset_spend(base, data, out_dir, progress)
+        spending = reserve_run(policy, base, data, out_dir, progress)
         try:
             record, settled = _start(base, folder, budget, data, device, progress, base_name)
         except BaseException:
-            withdraw_unspent(data, out_dir, release)
+            withdraw_unspent(spending, out_dir)
             raise
-        chosen = base if settled else _choose(base, folder, record, data, in_memory, device, progress, base_name)
+        choosing = (base, folder, record, data, in_memory, device, progress, base_name, spending)
+        chosen = base if settled else _choose(*choosing)
     elif "chosen" not in record:  # interrupted while choosing: its plan, its release, its scored candidates
-        chosen = _choose(base, folder, record, data, in_memory, device, progress, base_name)
+        spending = reserve_run(policy, base, data, out_dir, progress)  # on the ledgers already: adds nothing
+        chosen = _choose(base, folder, record, data, in_memory, device, progress, base_name, spending)
     else:
         chosen = base if record["chosen"] is None else candidate_config(base, record["chosen_options"])
         if folder.read_summary() is None:
             _say(progress, f"{describe_choice(record)} (recorded: kept)")
     chosen = config if chosen is base else chosen  # resolved by train_run, as it would be without tuning
-    summary = train_run(
-        chosen, out_dir, device=device, progress=progress, dataset=dataset, announce_resume=resumed, recipe=recipe
-    )
+    summary = train_run(chosen, out_dir, announce_resume=resumed, **run)
     return _with_record(folder, summary, record)
 
 

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from labeldp.accounting.spending import Spending
 from labeldp.boundary import Release
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
-from labeldp.errors import RunDirectoryError
+from labeldp.errors import SECOND_RELEASE, RunDirectoryError
 from labeldp.experiments.candidates import candidate_key, check_tunable, jsonable
 from labeldp.experiments.held_out import HeldOutScorer, holdout_split, labelled
 from labeldp.experiments.tune_contexts import CandidateContext, FirstStageTrained, ReleaseContext, Released, sealed
@@ -28,15 +29,14 @@ from labeldp.experiments.tune_folder import CANDIDATES_FOLDER
 from labeldp.files import write_json_atomic
 from labeldp.released_metrics import mean_and_error
 from labeldp.runs.context import release_inputs
+from labeldp.runs.reservation import withdraw_unspent
 from labeldp.runs.run import (
     _accept_changed_config,
-    check_dataset_spend,
     check_plan,
     config_dataset,
     data_facts,
     recorded_config,
     run_network,
-    withdraw_unspent,
 )
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import resolve_device
@@ -69,6 +69,7 @@ def release_once(
     progress: bool,
     in_memory: bool,
     names: tuple[str, ...],
+    spending: Spending,
 ) -> dict[str, Release]:
     """Run the method in ``out`` until the releases ``names`` are made (drawn, saved and recorded on the
     folder's ledger as a run records them; read back when saved).
@@ -82,15 +83,14 @@ def release_once(
         If ``out`` holds releases of another configuration, or the method did not make ``names``
         before training.
     """
-    release = check_dataset_spend(config, data, out.root, progress)
     try:
-        return _release_once(config, out, data, device, progress, in_memory, names, release)
+        return _release_once(config, out, data, device, progress, in_memory, names, spending)
     except BaseException:
-        withdraw_unspent(data, out.root, release)
+        withdraw_unspent(spending, out.root)
         raise
 
 
-def _release_once(config, out, data, device, progress, in_memory, names, release) -> dict[str, Release]:
+def _release_once(config, out, data, device, progress, in_memory, names, spending) -> dict[str, Release]:
     with out.lock():
         saved = out.read_config()
         inputs = out.release_inputs()
@@ -99,7 +99,7 @@ def _release_once(config, out, data, device, progress, in_memory, names, release
             if stale:
                 raise RunDirectoryError(
                     f"{out.root} holds releases {', '.join(stale)} of another configuration: "
-                    "choose another folder for the tune (a new release)"
+                    f"choose another folder for the tune {SECOND_RELEASE}"
                 )
             return {name: Release.from_arrays(out.load_release(name)) for name in names}
         if saved is not None:
@@ -111,7 +111,7 @@ def _release_once(config, out, data, device, progress, in_memory, names, release
             data_facts(data, in_memory=in_memory, model=run_network(config, data.input_shape, data.categorical)),
         )
         try:
-            config.method_spec.run(ReleaseContext(config, out, data, device, progress, release=release, names=names))
+            config.method_spec.run(ReleaseContext(config, out, data, device, progress, spending=spending, names=names))
         except Released:
             pass
         missing = [name for name in names if out.load_release(name) is None]

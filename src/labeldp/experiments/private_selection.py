@@ -11,17 +11,33 @@ from pathlib import Path
 from typing import Any
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.accounting.datasets import new_release
+from labeldp.accounting.policy import BudgetPolicy
+from labeldp.accounting.spending import Spending, charges
 from labeldp.config.run_config import RunConfig
 from labeldp.config.tuning import SELECTION_DEFAULTS
 from labeldp.data import LabeledDataset
-from labeldp.dpsgd.selection import Selected, SelectionCandidate, select_dpsgd
+from labeldp.dpsgd.selection import (
+    SCRATCH_LEDGER,
+    Selected,
+    SelectionCandidate,
+    scratch_folder,
+    select_dpsgd,
+)
 from labeldp.errors import ConfigError
 from labeldp.experiments.candidates import candidate_key, jsonable
 from labeldp.experiments.tune_folder import TUNE_FILE, finished
 from labeldp.files import write_json_atomic
 from labeldp.recipes.applied import AppliedRecipe
 from labeldp.runs.context import RunContext, initial_model
-from labeldp.runs.run import check_plan, config_dataset, data_facts, recorded_config, run_network
+from labeldp.runs.reservation import planned_guarantee, run_source
+from labeldp.runs.run import (
+    check_plan,
+    config_dataset,
+    data_facts,
+    recorded_config,
+    run_network,
+)
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import resolve_device
 
@@ -38,6 +54,7 @@ def select_with_folder(
     dataset: LabeledDataset | None,
     settings: Mapping[str, float],
     recipe: AppliedRecipe | None = None,
+    policy: BudgetPolicy,
 ) -> dict[str, Any]:
     """Tune DP-SGD by private selection (:func:`labeldp.dpsgd.selection.select_dpsgd`, ``settings`` over
     :data:`~labeldp.config.tuning.SELECTION_DEFAULTS`); every refusal comes before the spend, and a finished
@@ -45,7 +62,9 @@ def select_with_folder(
 
     What is released, and its guarantee, is :mod:`labeldp.dpsgd.selection`'s: the chosen candidate, its model,
     its noisy held-out accuracy and the public plan, recorded as one ``selection`` entry. The tune folder,
-    written once the trials are over, is the chosen trial's run folder with ``tune.json``; its summary is
+    written once the trials are over, is the chosen trial's run folder with ``tune.json``; the whole selection
+    is reserved on the dataset ledgers before its first trial, at the group bound of its add-or-remove
+    guarantee (a label replaced); its summary is
     :meth:`RunContext.finish <labeldp.runs.context.RunContext.finish>`'s, which releases no test label for
     DP-SGD.
 
@@ -75,8 +94,10 @@ def select_with_folder(
         )
         for candidate in candidates
     ]
+    spending = Spending(policy, charges(policy, run_source(base, data)), new_release(out), "tune", str(Path(out)))
     write = functools.partial(
         _write_selection,
+        spending=spending,
         base=base,
         candidates=candidates,
         options=options,
@@ -88,19 +109,25 @@ def select_with_folder(
         recipe=recipe,
     )
     assert base.epsilon is not None and base.delta is not None, "a resolved (epsilon, delta) method's budget"
-    return select_dpsgd(
-        trials,
-        data,
-        out,
-        write,
-        epsilon=base.epsilon,
-        delta=base.delta,
-        noise=base.noise,
-        seed=base.seed,
-        holdout=holdout,
-        progress=progress,
-        **settings,
-    )
+    spending.reserve(planned_guarantee(base, data), quiet=not progress)
+    try:
+        return select_dpsgd(
+            trials,
+            data,
+            out,
+            write,
+            epsilon=base.epsilon,
+            delta=base.delta,
+            noise=base.noise,
+            seed=base.seed,
+            holdout=holdout,
+            progress=progress,
+            **settings,
+        )
+    except BaseException:
+        if not (scratch_folder(out) / SCRATCH_LEDGER).exists():  # no trial ran: nothing was drawn
+            spending.cancel()
+        raise
 
 
 def _check_selection_candidates(base: RunConfig, candidates: Sequence[RunConfig]) -> None:
@@ -139,6 +166,7 @@ def _write_selection(
     in_memory: bool,
     progress: bool,
     recipe: AppliedRecipe | None = None,
+    spending: Spending,
 ) -> dict[str, Any]:
     """Write a private selection's tune folder into ``root``: the chosen trial's run folder and ``tune.json``.
     Its summary's ``seconds`` is null: the trials' duration would tell their number."""
@@ -166,7 +194,8 @@ def _write_selection(
             "score_noise": plan.score_noise,
         },
     }
-    summary = RunContext(chosen, folder, data, device, progress, recipe=recipe).finish(selected.model, facts)
+    context = RunContext(chosen, folder, data, device, progress, spending=spending, recipe=recipe)
+    summary = context.finish(selected.model, facts)
     outcome = {
         **record,
         "method": base.method,

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from labeldp.accounting.policy import BudgetPolicy
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.boundary import Release
 from labeldp.config.run_config import RunConfig
@@ -53,6 +54,7 @@ from labeldp.experiments.private_selection import select_with_folder
 from labeldp.experiments.tune_folder import TUNE_FILE, TUNE_TABLE, finished, write_table
 from labeldp.files import write_json_atomic
 from labeldp.recipes.applied import AppliedRecipe
+from labeldp.runs.reservation import reserve_run
 from labeldp.runs.run import train_run
 from labeldp.runs.rundir import RunDirectory
 
@@ -99,6 +101,7 @@ def tune(
     dataset: LabeledDataset | None = None,
     selection: Mapping[str, float] | None = None,
     recipe: AppliedRecipe | None = None,
+    policy: BudgetPolicy | None = None,
 ) -> dict[str, Any]:
     """Tune ``config``'s training options over ``grid`` on one release of the labels (see the module
     docstring); the tune folder ``out`` ends as the run of the best candidate. Returns what ``tune.json``
@@ -122,6 +125,8 @@ def tune(
         The private selection's settings (DP-SGD only): ``mean``, ``shape``, ``score_noise``.
     recipe : AppliedRecipe or None, optional
         The recipe ``config``'s options came from, which the final run's summary names.
+    policy : BudgetPolicy or None, optional
+        The dataset ledgers' folder and cap, as :func:`~labeldp.runs.run.train_run` takes it.
 
     Raises
     ------
@@ -133,6 +138,7 @@ def tune(
         the method did not make its shared releases before training.
     """
     base = config.resolved()
+    policy = policy or BudgetPolicy.from_environment()
     options = candidate_options(grid, trials=trials, seed=base.seed)
     candidates = [candidate_config(base, chosen) for chosen in options]
     keys = [candidate_key(chosen) for chosen in options]
@@ -149,6 +155,7 @@ def tune(
             dataset=dataset,
             settings=selection or {},
             recipe=recipe,
+            policy=policy,
         )
     data, names, later, torch_device = check_candidates(base, candidates, dataset, device, holdout)
     folder = RunDirectory(out)
@@ -162,7 +169,8 @@ def tune(
     if done is not None:
         return done
 
-    releases = release_once(base, folder, data, torch_device, progress, dataset is not None, names)
+    spending = reserve_run(policy, base, data, folder.root, progress, route="tune")
+    releases = release_once(base, folder, data, torch_device, progress, dataset is not None, names, spending)
     held_out, scorer = _held_out(releases, data, holdout, base.seed)
     results = score_candidates(
         options, candidates, folder, data, torch_device, releases, held_out, scorer, later, progress
@@ -170,7 +178,9 @@ def tune(
     best = best_of(results)
     if progress:
         tqdm.write(_announce(keys[best], results[best], later))
-    summary = train_run(candidates[best], folder.root, device=device, progress=progress, dataset=dataset, recipe=recipe)
+    summary = train_run(
+        candidates[best], folder.root, device=device, progress=progress, dataset=dataset, recipe=recipe, policy=policy
+    )
     outcome = {
         **record,
         "method": base.method,

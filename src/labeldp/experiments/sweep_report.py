@@ -212,9 +212,10 @@ def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
     return path
 
 
-def report(sweep_dir: str | Path, metric: str | None = None) -> tuple[str, Path]:
+def report(sweep_dir: str | Path, metric: str | None = None, budget_dir: Path | None = None) -> tuple[str, Path]:
     """The tables (:func:`format_report`) and the plot's path for a sweep folder, by ``metric`` (None: each
-    dataset's own); the plot is ``privacy_utility.png``, or ``privacy_utility_<metric>.png``.
+    dataset's own), with each dataset's spend on the ledgers of ``budget_dir`` (None: not said); the plot is
+    ``privacy_utility.png``, or ``privacy_utility_<metric>.png``.
 
     Raises
     ------
@@ -228,21 +229,23 @@ def report(sweep_dir: str | Path, metric: str | None = None) -> tuple[str, Path]
     failed = sum(1 for r in rows if r["status"] == "failed")
     name = "privacy_utility.png" if metric is None else f"privacy_utility_{metric}.png"
     folder = Path(sweep_dir) if Path(sweep_dir).is_dir() else Path(sweep_dir).parent  # a results.csv given
-    return format_report(stats, failed) + _dataset_spend(rows), plot_privacy_utility(stats, folder / name)
+    spend = "" if budget_dir is None else _dataset_spend(rows, Path(budget_dir))
+    return format_report(stats, failed) + spend, plot_privacy_utility(stats, folder / name)
 
 
-def _dataset_spend(rows: list[dict[str, str]]) -> str:
-    """What every release of each dataset of the sweep has spent, composed (its ledger, read now): the table's
-    epsilons are each run's."""
+def _dataset_spend(rows: list[dict[str, str]], budget_dir: Path) -> str:
+    """What every release of each dataset of the sweep has spent, composed per person (its ledger, read now):
+    the table's epsilons are each run's."""
     from labeldp.accounting.datasets import DatasetLedger
 
     lines = []
     for key in sorted({row.get("dataset_key") or "" for row in rows} - {""}):
-        ledger = DatasetLedger(key, "")
-        epsilon, _, unit = ledger.composed()
-        releases = len(ledger.spends())
+        summary = DatasetLedger(key, key, budget_dir).summary()
+        releases = summary["releases"]
+        epsilon = float("inf") if summary["epsilon"] == "inf" else summary["epsilon"]
         lines.append(
-            f"dataset {key}: epsilon {format_epsilon(epsilon)} per {unit or 'row'} spent in all by {releases} "
-            f"release{'s' if releases != 1 else ''}, composed (the table's epsilons are each run's; {ledger.path})"
+            f"dataset {key}: epsilon {format_epsilon(epsilon)} per {summary['per']} spent in all by {releases} "
+            f"release{'s' if releases != 1 else ''}, composed (the table's epsilons are each run's; "
+            f"{summary['ledger']})"
         )
     return "".join("\n" + line for line in lines)

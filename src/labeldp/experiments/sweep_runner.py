@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from labeldp import runtime
 from labeldp.accounting.datasets import DatasetLedger
+from labeldp.accounting.policy import BudgetPolicy
 from labeldp.config.overrides import apply_overrides, parse_value
 from labeldp.config.run_config import options_unused_by
 from labeldp.data import folder_datasets, get_dataset
@@ -152,8 +153,8 @@ def _reads_folder(config: RunConfig) -> bool:
 
 
 def _worker_init(recipes: tuple[Path, ...], environ: dict[str, str]) -> None:
-    """Each worker has the sweep's environment as it is now (a forkserver's is as it was when it started:
-    ``--budget-dir`` sets a variable per command), knows the methods, datasets and profiles of the
+    """Each worker has the sweep's environment as it is now (a forkserver's is as it was when it started),
+    knows the methods, datasets and profiles of the
     ``recipes`` files the sweep executed, reuses freed memory (:mod:`labeldp.runtime`) and dies with the
     sweep process (Linux)."""
     os.environ.clear()
@@ -173,13 +174,15 @@ def _run_job(
     device: str,
     threads: int | None,
     cores: int,
+    policy: BudgetPolicy,
     recipe: AppliedRecipe | None = None,
 ) -> dict[str, Any]:
     """Run one job with ``threads`` torch threads, or its dataset's default within ``cores``; its summary, or
     its error (the traceback in ``error.txt``)."""
     try:
         runtime.set_threads(threads, config.dataset, cores)
-        return {"status": "done", **train_run(config, run_dir, device=device, progress=False, recipe=recipe)}
+        run: dict[str, Any] = dict(device=device, progress=False, recipe=recipe, policy=policy)
+        return {"status": "done", **train_run(config, run_dir, **run)}
     except (Exception, BudgetError) as error:  # recorded; the sweep goes on (a refused budget is the job's)
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         (Path(run_dir) / "error.txt").write_text(traceback.format_exc())
@@ -230,6 +233,7 @@ def run_sweep(
     data_dir: str | None = None,
     progress: bool = True,
     threads: int | None = None,
+    policy: BudgetPolicy | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``jobs`` into ``out/<job.folder>/`` and write ``out/results.csv`` (:data:`RESULT_COLUMNS`); one
     after the other in this process where one worker or one run to make is left, else in ``workers`` processes
@@ -248,7 +252,10 @@ def run_sweep(
     threads : int or None, optional
         Torch threads of each run; None: one for a table, else its worker's share of the cores free when
         the sweep starts (:func:`labeldp.runtime.free_cores`).
+    policy : BudgetPolicy or None, optional
+        Every run's dataset ledgers and cap, as :func:`~labeldp.runs.run.train_run` takes it.
     """
+    policy = policy or BudgetPolicy.from_environment()
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
     if threads is not None and threads < 1:
@@ -274,12 +281,13 @@ def run_sweep(
     finished = _progress(len(jobs), len(jobs) - len(pending), outcomes, progress)
     if workers == 1:
         for job in pending:
-            finished(job, _run_job(job.config, str(out / job.folder), device, threads, cores, job.recipe))
+            finished(job, _run_job(job.config, str(out / job.folder), device, threads, cores, policy, job.recipe))
     elif pending:
-        _run_in_workers(pending, out, workers, finished, (device, threads, cores))
+        _run_in_workers(pending, out, workers, finished, (device, threads, cores, policy))
     finished(None, None)
     rows = [_row(job, out / job.folder, outcomes[job.key]) for job in jobs]
-    spent = {key: DatasetLedger(key, "").composed()[0] for key in {row["dataset_key"] for row in rows} if key}
+    keys = {row["dataset_key"] for row in rows} - {""}
+    spent = {key: DatasetLedger(key, "", policy.folder).worst().epsilon for key in keys}
     for row in rows:  # each run's epsilon beside its dataset's, every release on it composed
         row["dataset_epsilon"] = "" if not row["dataset_key"] else _epsilon_cell(spent[row["dataset_key"]])
     write_results(rows, out / "results.csv")
@@ -319,9 +327,9 @@ def _worker_context() -> multiprocessing.context.BaseContext:
 
 
 def _run_in_workers(
-    pending: list[SweepJob], out: Path, workers: int, finished, options: tuple[str, int | None, int]
+    pending: list[SweepJob], out: Path, workers: int, finished, options: tuple[str, int | None, int, BudgetPolicy]
 ) -> None:
-    """Run ``pending`` in ``workers`` processes (``options``: device, threads, cores), reporting each to
+    """Run ``pending`` in ``workers`` processes (``options``: device, threads, cores, policy), reporting each to
     ``finished``; on Ctrl-C or an error the workers are stopped rather than waited for (their runs resume with
     the sweep)."""
     initargs = (loaded_recipes(), dict(os.environ))

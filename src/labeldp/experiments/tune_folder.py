@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from labeldp.errors import RunDirectoryError
+from labeldp.errors import SECOND_RELEASE, RunDirectoryError
 from labeldp.files import write_atomic
 from labeldp.runs.rundir import RunDirectory
 
@@ -39,7 +39,7 @@ def finished(folder: RunDirectory, record: dict[str, Any]) -> dict[str, Any] | N
         return saved
     raise RunDirectoryError(
         f"{folder.root} holds a finished tune of other candidates or another configuration; "
-        "choose another folder (a new release)"
+        f"choose another folder {SECOND_RELEASE}"
     )
 
 

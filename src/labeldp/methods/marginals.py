@@ -20,7 +20,7 @@ from torch import nn
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_label_marginals
 from labeldp.config.train_config import TrainConfig
-from labeldp.errors import ConfigError, RunDirectoryError
+from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
 from labeldp.mechanisms.label_marginals import flat_bins
 from labeldp.methods.protocol import MethodContext
 from labeldp.methods.registry import Method, register_method
@@ -83,7 +83,7 @@ def run_marginals(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         raise RunDirectoryError(
             "the saved release counts labels in other bins than the training rows' bins now are (has the table "
             "changed?): it cannot be fitted on them, and drawing it again would spend the budget a second time; "
-            "start again in a new folder"
+            f"restore the table as it was, or start again in a new folder {SECOND_RELEASE}"
         )
     counts = project_marginals(released.arrays["counts"], bins, sizes)
     coef, intercept = fit_from_marginals(bins, sizes, counts, config.marginals.l2)

@@ -21,11 +21,13 @@ from tqdm.auto import tqdm
 
 from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
-from labeldp.accounting.datasets import DatasetLedger, Spend, folder_release
+from labeldp.accounting.datasets import folder_release
+from labeldp.accounting.policy import Guarantee
+from labeldp.accounting.spending import Spending
 from labeldp.boundary import Release, release_randomized_response, release_true_labels
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
-from labeldp.errors import RunDirectoryError
+from labeldp.errors import SECOND_RELEASE, RunDirectoryError
 from labeldp.evaluation import classification_metrics, regression_metrics
 from labeldp.files import write_json_atomic
 from labeldp.methods.stages import first_release_of
@@ -75,12 +77,6 @@ def initial_model(config: RunConfig, data: LabeledDataset, stage: int, device: t
     return build_model(name, data.input_shape, data.num_classes, seed, data.categorical).to(device)
 
 
-def dataset_ledger(data: LabeledDataset) -> DatasetLedger:
-    """The ledger of ``data``'s dataset (:mod:`labeldp.accounting.datasets`), from its public facts."""
-    facts = data.facts or {"dataset": data.name, "stem": data.name}  # rows would change with an audit's canaries
-    return DatasetLedger.of({**facts, "described": facts.get("described", f"dataset {data.name}")})
-
-
 class RunContext:
     """One run while it executes: the :class:`~labeldp.methods.protocol.MethodContext` a method is given (see
     it for each method's contract).
@@ -91,8 +87,8 @@ class RunContext:
     ----------
     out : RunDirectory
         The run folder (read-only on the ranks other than 0 of a ``torchrun`` run).
-    release : str or None, optional
-        The run's id on its dataset's ledger.
+    spending : Spending or None, optional
+        The run's spend on the dataset ledgers, reserved (None: recorded nowhere, a finished run's).
     recipe : AppliedRecipe or None, optional
         The recipe the configuration's options came from, which the summary names (None:
         :data:`~labeldp.recipes.applied.AS_GIVEN`).
@@ -113,13 +109,13 @@ class RunContext:
         data: LabeledDataset,
         device: torch.device,
         progress: bool,
-        release: str | None = None,
+        spending: Spending | None = None,
         recipe: AppliedRecipe | None = None,
     ):
         self.config, self.out, self.data, self.device, self.progress = config, out, data, device, progress
         self.recipe = recipe or AS_GIVEN
-        #: the run's id on its dataset's ledger, written into its folder at its first release
-        self.release = release
+        #: the run's spend on the dataset ledgers; its id is written into its folder at its first release
+        self.spending = spending
         #: whether this process is one of several (torchrun), and whether it is the one that releases and writes
         self.parallel, self.main = distributed.active(), distributed.is_main()
         self.started = time.perf_counter()
@@ -194,7 +190,7 @@ class RunContext:
             raise RunDirectoryError(
                 f"{self.out.ledger_path} records the release {name!r}, but {self.out.release_path(name)} is missing. "
                 "Drawing those labels again would spend their budget a second time: restore the file from a copy "
-                "of the run folder, or start again in a new folder (a new release, with its own ledger)"
+                f"of the run folder, or start again in a new folder {SECOND_RELEASE}"
             )
         release = draw(self.ledger)  # recorded here, in memory: the ledger file is written after the release's
         if not self.ledger.has(name):
@@ -214,17 +210,16 @@ class RunContext:
     #: whether this context's ledger is a release of its own (not a tune candidate's copy)
     records_spend = True
 
-    def record_on_dataset(self, final: bool = True) -> dict[str, Any]:
-        """Put the run's spend on its dataset's ledger and return the dataset's composed spend; not ``final``
-        (between releases) the whole run's spend stays reserved."""
-        ledger = dataset_ledger(self.data)
-        if not self.records_spend:
-            return ledger.summary()
-        unit = (self.data.unit_bound or {}).get("column")
-        delta = self.config.delta or 0.0
-        release = folder_release(self.out.root, self.release)
-        ledger.record(Spend.of_ledger(release, "train", self.ledger, delta, unit), final=final)
-        return ledger.summary()
+    def record_on_dataset(self, final: bool = True) -> dict[str, Any] | None:
+        """Put the run's spend on its dataset ledgers and return its group's figure; not ``final`` (between
+        releases) the whole run's spend stays reserved."""
+        if self.spending is None:
+            return None
+        if self.records_spend:
+            folder_release(self.out.root, self.spending.release)
+            unit = (self.data.unit_bound or {}).get("column")
+            self.spending.record(Guarantee.of_ledger(self.ledger, self.config.delta or 0.0, unit), final=final)
+        return self.spending.summary()
 
     def saved_release(self, name: str) -> Release:
         """See :meth:`MethodContext.saved_release <labeldp.methods.protocol.MethodContext.saved_release>`.

@@ -7,8 +7,6 @@ import contextlib
 import dataclasses
 import importlib
 import json
-import math
-import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from labeldp import distributed
-from labeldp.accounting.datasets import Spend, new_release, saved_release, total_epsilon
+from labeldp.accounting.policy import BudgetPolicy
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.config.run_config import RunConfig
 from labeldp.config.tuning import AutoTuneConfig
@@ -35,7 +33,8 @@ from labeldp.methods.stages import first_release_of
 from labeldp.models import build_model
 from labeldp.models.names import default_model_name
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
-from labeldp.runs.context import RunContext, dataset_ledger, release_inputs, table_features
+from labeldp.runs.context import RunContext, release_inputs, table_features
+from labeldp.runs.reservation import reserve_run, withdraw_unspent
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import load_torch
 from labeldp.training.stage import check_amp, resolve_device
@@ -56,34 +55,6 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
     test rows where the dataset has no test set of its own)."""
     table = TableOptions(**{option.name: getattr(config, option.name) for option in dataclasses.fields(TableOptions)})
     return load_dataset(config.dataset, config.data_dir, table, split_seed=config.seed, test_labels=config.test_labels)
-
-
-def check_dataset_spend(config: RunConfig, data: LabeledDataset, out_dir, progress: bool) -> str | None:
-    """Refuse, before anything is drawn or written, a run that would take its dataset past
-    ``--total-epsilon``; else reserve its spend there and return the run's release id on the dataset's
-    ledger (None for a finished run whose folder holds none: it draws nothing)."""
-    epsilon = math.inf if config.epsilon is None else float(config.epsilon)
-    unit = (data.unit_bound or {}).get("column")
-    ledger = dataset_ledger(data)
-    release = saved_release(out_dir)
-    saved = None if release is None else {s.release: s for s in ledger.spends()}.get(release)
-    if (saved is not None and saved.epsilon >= epsilon) or (Path(out_dir) / "summary.json").exists():
-        return release  # on the ledger already, or finished: it draws nothing more (or is refused)
-    release = release or new_release(out_dir)
-    before, after = ledger.check(Spend(release, "train", epsilon, config.delta or 0.0, unit, epsilon), total_epsilon())
-    if before > 0:
-        print(
-            f"dataset {ledger.key}: epsilon {format_epsilon(before)} spent already on it; this run takes it to "
-            f"{format_epsilon(after)} (its ledger: {ledger.path})",
-            file=sys.stderr,
-        )
-    return release
-
-
-def withdraw_unspent(data: LabeledDataset, out_dir, release: str | None) -> None:
-    """After a failure: withdraw the run's reservation if the run drew nothing (its folder holds no release id)."""
-    if release is not None and saved_release(out_dir) is None:
-        dataset_ledger(data).cancel(release)
 
 
 def data_facts(data: LabeledDataset, in_memory: bool, model: str | None) -> dict[str, Any]:
@@ -237,6 +208,7 @@ def train_run(
     announce_resume: bool = True,
     recipe: AppliedRecipe | None = None,
     tuning: AutoTuneConfig | None = None,
+    policy: BudgetPolicy | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) ``config`` in ``out_dir`` and return its summary; with a ``tuning`` of a budget other than
     0, its learning rate chosen on its own release first (:mod:`labeldp.experiments.auto_tune`).
@@ -270,22 +242,26 @@ def train_run(
     recipe : AppliedRecipe or None, optional
         The recipe ``config``'s options came from, which the summary names with the source of its network
         (None: :data:`~labeldp.recipes.applied.AS_GIVEN`).
+    policy : BudgetPolicy or None, optional
+        The dataset ledgers' folder and cap (None: :meth:`BudgetPolicy.from_environment
+        <labeldp.accounting.policy.BudgetPolicy.from_environment>`).
 
     Raises
     ------
     labeldp.errors.BudgetError
-        If the budget cannot pay for the method's plan (checked before any release), or PATE answered no
-        query (after its release).
+        If the budget cannot pay for the method's plan, or the run would take a group of people past the
+        policy's cap (checked before any release), or PATE answered no query (after its release).
     labeldp.errors.RunDirectoryError
         If ``out_dir`` holds another configuration's run it cannot continue, a damaged file, or a recorded
         release whose file is missing.
     labeldp.errors.RunLockedError
         If another process is using ``out_dir``.
     """
+    policy = policy or BudgetPolicy.from_environment()
     if tuning is not None and tuning.tune_budget != 0:
         if not _tuned_run:
             importlib.import_module(TUNED_RUN_MODULE)
-        run = dict(device=device, progress=progress, dataset=dataset, recipe=recipe)
+        run: dict[str, Any] = dict(device=device, progress=progress, dataset=dataset, recipe=recipe, policy=policy)
         return _tuned_run[0](config, out_dir, tuning, **run)
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
@@ -302,7 +278,7 @@ def train_run(
         )
         progress = progress and distributed.is_main()
     distributed.on_main(lambda: check_plan(config, data, run_device))
-    release = distributed.on_main(lambda: check_dataset_spend(config, data, out_dir, progress))
+    spending = distributed.on_main(lambda: reserve_run(policy, config, data, out_dir, progress))
     if not config.noise.private and config.method_spec.private and distributed.is_main():
         warnings.warn(f"the run's noise is {config.noise.describe()}", InsecureNoiseWarning, stacklevel=2)
     out = RunDirectory(out_dir, read_only=not distributed.is_main())
@@ -313,11 +289,11 @@ def train_run(
             )
             if finished is not None:
                 return finished
-            context = RunContext(config, out, data, run_device, progress, release=release, recipe=recipe)
+            context = RunContext(config, out, data, run_device, progress, spending=spending, recipe=recipe)
             model, facts = config.method_spec.run(context)
             return context.finish(model, facts)
     except BaseException:
-        distributed.on_main(lambda: withdraw_unspent(data, out_dir, release))
+        distributed.on_main(lambda: withdraw_unspent(spending, out_dir))
         raise
 
 
@@ -489,7 +465,7 @@ def _accept_changed_config(
         raise RunDirectoryError(
             f"{out.root} holds a run with a different configuration (differs in: {differs}) "
             f"whose releases {', '.join(stale)} depend on what changed; choose another output "
-            "folder (a new release), or run the saved configuration to finish this one"
+            "folder {SECOND_RELEASE}, or run the saved configuration to finish this one"
         )
     out.discard_training()
     if progress:

@@ -20,7 +20,7 @@ import numpy as np
 
 from labeldp.accounting import NEIGHBORING_RELATION, PrivacyLedger
 from labeldp.accounting.datasets import RELEASE_FILE
-from labeldp.errors import RunDirectoryError
+from labeldp.errors import SECOND_RELEASE, RunDirectoryError
 from labeldp.files import exclusive_lock, write_atomic, write_json_atomic, write_text_atomic
 from labeldp.training.checkpoint import load_torch
 
@@ -233,7 +233,8 @@ class RunDirectory:
                 raise RunDirectoryError(
                     f"{self.metrics_path} records more epochs of stage {stage} than {self.checkpoint_path(stage)} "
                     "holds: the steps in between were released, and retraining them would release them again. "
-                    "Restore the checkpoint from a copy of the run folder, or start again in a new folder"
+                    "Restore the checkpoint from a copy of the run folder, or start again in a new folder "
+                    f"{SECOND_RELEASE}"
                 )
             rows += [{"stage": stage, **row} for row in history]
         self.rewrite_metrics(rows)
