@@ -26,12 +26,10 @@ import torch
 
 from labeldp.experiments.sweep_runner import SweepJob, run_sweep
 from labeldp.recipes import get_profile
+from labeldp.recipes.builtin_profiles import PAPER_ACCURACY
 
 #: Test accuracy (%) reported by Ghazi et al. (NeurIPS 2021) for MNIST.
-PAPER = {
-    "lp-1st": {1.0: 95.34, 2.0: 98.16, 3.0: 98.94, 4.0: 99.08},
-    "lp-2st": {1.0: 95.82, 2.0: 98.78, 3.0: 99.14, 4.0: 99.24},
-}
+PAPER = {method: figures for (dataset, method), figures in PAPER_ACCURACY.items() if dataset == "mnist"}
 
 
 def main() -> None:

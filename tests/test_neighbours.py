@@ -40,21 +40,35 @@ def _stop(*args, **kwargs):
     raise ReleaseReached
 
 
-def _lines(root: Path) -> list[dict]:
-    """The latest line of each release on every dataset ledger of the route's budget folder."""
-    found = []
+def _history(root: Path) -> dict[tuple[str, str], list[dict]]:
+    """Every line of each release on each dataset ledger of the route's budget folder, in order."""
+    found: dict[tuple[str, str], list[dict]] = {}
     for path in sorted((root / ".budget").glob("*.jsonl")):
-        latest = {}
         for line in path.read_text().splitlines():
             item = json.loads(line)
-            latest[item["release"]] = item
-        found += [item for item in latest.values() if item["route"] != "cancelled"]
+            found.setdefault((path.stem, item["release"]), []).append(item)
+    return found
+
+
+def _lines(root: Path) -> list[dict]:
+    """The latest line of each release on every dataset ledger, the reserved spend it followed beside it."""
+    found = []
+    for lines in _history(root).values():
+        if lines[-1]["route"] != "cancelled":
+            found.append({**lines[-1], "most_reserved": max(x["epsilon"] for x in lines if x["reserved"]) if any(
+                x["reserved"] for x in lines) else None})  # fmt: skip
     return found
 
 
 def _check_reserved(root: Path) -> None:
-    """At its first noise, a route has reserved its spend on the dataset ledgers: one entry point for every spend."""
-    assert any(line["reserved"] for line in _lines(root)), f"a release drew before it was reserved ({root})"
+    """At its first noise, a route has reserved its spend on every dataset ledger it is on: one entry point for
+    every spend, one step."""
+    reserved = [line for line in _lines(root) if line["reserved"]]
+    assert reserved, f"a release drew before it was reserved ({root})"
+    history = _history(root)
+    for line in reserved:
+        missing = [group for group in line["groups"] if (group, line["release"]) not in history]
+        assert not missing, f"{line['release']} is reserved on {line['groups']} but not on {missing}"
 
 
 def _check_accounting(root: Path) -> None:
@@ -66,6 +80,8 @@ def _check_accounting(root: Path) -> None:
     assert lines, "the route is on no dataset ledger"
     for line in lines:
         assert not line["reserved"], f"{line['release']}: its reservation was never followed by its spend"
+        assert line["most_reserved"] is not None, f"{line['release']}: spent without a reservation"
+        assert line["epsilon"] <= line["most_reserved"] + 1e-9, f"{line['release']}: spent more than it reserved"
         path = root / (line["run"] or ".") / "ledger.json"
         saved = json.loads(path.read_text())
         guarantee = Guarantee.of_ledger(PrivacyLedger.from_dict(saved), saved["delta"], line["unit"])

@@ -125,7 +125,7 @@ def test_a_first_run_into_a_new_folder_tells_one_story(tmp_path, capsys) -> None
     assert main(argv) == 0
     said = capsys.readouterr()
     assert "resuming" not in said.out + said.err and "configuration changed" not in said.out + said.err
-    assert "epsilon 1 (delta 0" in said.out
+    assert "epsilon 1 per row (delta 0" in said.out
     (tmp_path / "run" / "summary.json").unlink()
     assert main(argv) == 0
     assert "resuming" in capsys.readouterr().out

@@ -6,8 +6,10 @@ console says when the release cannot tell a model from chance."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from labeldp.estimators import ReleasedLabels, clean_accuracy_estimate
@@ -158,9 +160,10 @@ def test_intervals_cover_the_metric_at_their_rate(base, classes, epsilon, identi
     assert (beyond / draws > 0.9) if identified else (beyond / draws < 0.5), beyond
 
 
-def test_an_estimate_past_its_range_is_its_nearest_end_with_the_interval_of_the_unbiased_one() -> None:
+def test_an_estimate_past_its_range_is_not_reported_and_keeps_the_interval_of_the_unbiased_one() -> None:
     """A model right on nearly every row, released at a small epsilon: the unbiased mean passes 1; the
-    reported accuracy is 1 and the interval is the normal one cut at 1."""
+    release cannot measure the accuracy (it would read 1 at the edge): none is reported, and the interval
+    is the normal one cut at 1."""
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, 400)
     probabilities = np.eye(2)[labels] * 0.98 + 0.01
@@ -171,7 +174,7 @@ def test_an_estimate_past_its_range_is_its_nearest_end_with_the_interval_of_the_
         if unbiased > 1:
             break
     metrics = estimated_classification_metrics(probabilities, noisy, likelihood)
-    assert metrics["test_accuracy"] == 1.0 and metrics["test_accuracy_interval"][1] == 1.0
+    assert metrics["test_accuracy"] is None and metrics["test_accuracy_interval"][1] == 1.0
     low = unbiased - 1.959963984540054 * metrics["test_accuracy_se"]
     assert metrics["test_accuracy_interval"][0] == pytest.approx(low)
 
@@ -196,3 +199,47 @@ def test_a_release_that_estimates_no_positive_gives_no_auc_and_the_whole_range()
     metrics = estimated_classification_metrics(probabilities, np.zeros(4, np.int64), likelihood)
     assert metrics["test_auc"] is None and metrics["test_auc_interval"] == [0.0, 1.0]
     assert not metrics["test_beyond_chance"]
+
+
+def _headline_run(tmp_path, frame: pd.DataFrame, *options: str) -> tuple[str, dict]:
+    """A CSV run without a public test table: its console and summary."""
+    import contextlib
+    import io
+    import json
+
+    from labeldp.cli import main
+
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    out = io.StringIO()
+    argv = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--label-column", "y", *options,
+            "--epsilon", "1", "--epochs", "1", "--tune-budget", "0", "--quiet", "--threads", "1",
+            "--insecure-noise-seed", "3", "--out", str(tmp_path / "run")]  # fmt: skip
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return out.getvalue(), json.loads((tmp_path / "run" / "summary.json").read_text())
+
+
+def test_a_per_user_run_without_a_test_table_prints_no_auc_it_cannot_measure(tmp_path) -> None:
+    """It printed `AUC 0.0000 (95% interval 0.0000 to 1.0000)` and stored 0.0: its model predicts the majority
+    class, which the released test labels cannot tell from chance."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"user": np.arange(400) % 100, "x": rng.normal(size=400), "y": (rng.random(400) < 0.05)})
+    console, summary = _headline_run(
+        tmp_path, frame.astype({"y": int}), "--classes", "0", "1", "--privacy-unit", "user",
+        "--max-rows-per-unit", "4", "--method", "lp-1st",
+    )  # fmt: skip
+    assert "AUC: the released test labels cannot measure it at this epsilon (95% interval" in console
+    assert not re.search(r"AUC \d", console) and "--test-table" in console
+    assert summary["test_auc"] is None and len(summary["test_auc_interval"]) == 2
+
+
+def test_a_numeric_label_the_release_cannot_measure_prints_no_rmse(tmp_path) -> None:
+    """The numeric guide's spend command printed `test RMSE 0.0000 (95% interval 0.0000 to 89.3001)`: an MSE
+    estimate cut to its range's edge, reported as if it were measured."""
+    rng = np.random.default_rng(1)
+    spend = np.where(rng.random(600) < 0.05, rng.gamma(2.0, 60.0, 600), 0.0).round(2)
+    frame = pd.DataFrame({"x": rng.normal(size=600), "y": spend})
+    console, summary = _headline_run(tmp_path, frame, "--label-range", "0", "500", "--method", "rr-on-bins")
+    assert "test RMSE: the released test labels cannot measure it at this epsilon" in console
+    assert not re.search(r"RMSE \d", console)
+    assert summary["test_rmse"] is None and summary["test_rmse_interval"][0] == 0.0

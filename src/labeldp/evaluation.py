@@ -78,26 +78,26 @@ def describe_test_metrics(summary: dict) -> str:
     ones with their 95 % intervals, or that there are none."""
     estimated = str(summary.get("test_labels", "")).startswith("estimated")
 
-    def shown(name: str, scale: float, digits: int, unit: str = "") -> str:
-        value = summary[name]
-        text = "unknown" if value is None else f"{scale * value:.{digits}f}{unit}"
-        interval = summary.get(f"{name}_interval")
-        if estimated and interval is not None:
-            low, high = (f"{scale * bound:.{digits}f}" for bound in interval)
-            text += f" (95% interval {low} to {high}{unit})"
-        return text
+    def shown(label: str, name: str, scale: float, digits: int, unit: str = "") -> str:
+        value, interval = summary.get(name), summary.get(f"{name}_interval")
+        bounds = "" if interval is None else " to ".join(f"{scale * bound:.{digits}f}{unit}" for bound in interval)
+        if value is None:  # estimated, and the release cannot measure it: no figure to copy
+            return f"{label}: the released test labels cannot measure it at this epsilon (95% interval {bounds})"
+        return f"{label} {scale * value:.{digits}f}{unit}" + (
+            f" (95% interval {bounds})" if estimated and bounds else ""
+        )
 
-    if summary.get("test_rmse") is not None:
-        text = f"test RMSE {shown('test_rmse', 1.0, 4)}"
+    if "test_rmse" in summary and (summary["test_rmse"] is not None or estimated):
+        text = shown("test RMSE", "test_rmse", 1.0, 4)
         if summary.get("test_mae") is not None:
             text += f" (MAE {summary['test_mae']:.4g})"
-    elif summary.get("test_accuracy") is not None:
-        text = f"test accuracy {shown('test_accuracy', 100.0, 2, '%')}"
+    elif "test_accuracy" in summary and (summary["test_accuracy"] is not None or estimated):
+        text = shown("test accuracy", "test_accuracy", 100.0, 2, "%")
         if summary.get("test_auc") is not None or (estimated and "test_auc" in summary):  # two classes: accuracy
             # hides rare positives, these do not
-            text += f", AUC {shown('test_auc', 1.0, 4)}"
-            if summary.get("test_log_loss") is not None:
-                text += f", log-loss {shown('test_log_loss', 1.0, 4)}"
+            text += ", " + shown("AUC", "test_auc", 1.0, 4)
+            if "test_log_loss" in summary and (summary["test_log_loss"] is not None or estimated):
+                text += ", " + shown("log-loss", "test_log_loss", 1.0, 4)
     else:
         return "no test metric (the test labels are private and were not released)"
     return text + (" (estimated from the released test labels)" if estimated else "")

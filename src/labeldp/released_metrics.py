@@ -169,15 +169,23 @@ def estimated_auc(scores: np.ndarray, weights: np.ndarray) -> Estimate:
     return Estimate(min(max(ratio, 0.0), 1.0), error, min(max(low, 0.0), 1.0), min(max(high, 0.0), 1.0))
 
 
-def _fields(name: str, estimate: Estimate) -> dict[str, Any]:
-    """A run summary's fields of one estimate: the value, ``_se`` and ``_interval``."""
-    return {name: estimate.value, f"{name}_se": estimate.error, f"{name}_interval": [estimate.low, estimate.high]}
+def _fields(name: str, estimate: Estimate, low: float, high: float, beyond_chance: bool = True) -> dict[str, Any]:
+    """A run summary's fields of one estimate of a metric whose range is [``low``, ``high``]: the value,
+    ``_se`` and ``_interval``; the value is None where the release cannot measure the metric (its estimate
+    sits on its range's edge, or the release cannot tell the model from chance), the interval kept."""
+    measured = estimate.value is not None and low < estimate.value < high and beyond_chance
+    return {
+        name: estimate.value if measured else None,
+        f"{name}_se": estimate.error,
+        f"{name}_interval": [estimate.low, estimate.high],
+    }
 
 
 def estimated_classification_metrics(probabilities: np.ndarray, labels, likelihood) -> dict[str, Any]:
     """``test_accuracy`` and ``test_log_loss`` (two classes: also ``test_auc`` and ``test_brier``)
     estimated from released ``labels`` (class positions) and their channel ``likelihood``, each with
-    ``_se`` and its 95 % ``_interval``; ``test_beyond_chance`` says whether the release tells the model
+    ``_se`` and its 95 % ``_interval`` (None where the release cannot measure it: :func:`_fields`);
+    ``test_beyond_chance`` says whether the release tells the model
     from chance (two classes: the AUC's interval lies above 1/2; more: the accuracy's gain over a
     guess with the model's shares of predictions lies above 0), ``test_chance`` what was compared.
 
@@ -186,19 +194,25 @@ def estimated_classification_metrics(probabilities: np.ndarray, labels, likeliho
     probabilities = np.asarray(probabilities, dtype=np.float64)
     weights = channel_weights(labels, likelihood)
     predicted = probabilities.argmax(axis=1)
-    metrics = _fields("test_accuracy", estimate_mean(accuracy_terms(probabilities, weights), 0.0, 1.0))
-    metrics |= _fields("test_log_loss", estimate_mean(log_loss_terms(probabilities, weights), 0.0, math.inf))
+    metrics = _fields(
+        "test_log_loss", estimate_mean(log_loss_terms(probabilities, weights), 0.0, math.inf), 0, math.inf
+    )
     if probabilities.shape[1] == 2:
-        metrics |= _fields("test_brier", estimate_mean(brier_terms(probabilities, weights), 0.0, 1.0))
+        metrics |= _fields("test_brier", estimate_mean(brier_terms(probabilities, weights), 0.0, 1.0), 0.0, 1.0)
         auc = estimated_auc(probabilities[:, 1], weights)
-        metrics |= _fields("test_auc", auc)
         beyond, chance = auc.low > 0.5, f"AUC interval [{auc.low:.3f}, {auc.high:.3f}] against 0.5"
+        metrics |= _fields("test_auc", auc, 0.0, 1.0, beyond)
     else:
         shares = np.bincount(predicted, minlength=weights.shape[1]) / len(predicted)
         gain = estimate_mean(accuracy_terms(probabilities, weights) - weights @ shares, -1.0, 1.0)
         beyond = gain.low > 0
         chance = f"accuracy gain over a guess [{gain.low:.3f}, {gain.high:.3f}] against 0"
-    return metrics | {"test_beyond_chance": bool(beyond), "test_chance": chance}
+    accuracy = estimate_mean(accuracy_terms(probabilities, weights), 0.0, 1.0)
+    return (
+        _fields("test_accuracy", accuracy, 0.0, 1.0, beyond)
+        | metrics
+        | {"test_beyond_chance": bool(beyond), "test_chance": chance}
+    )
 
 
 def estimated_regression_metrics(
@@ -221,11 +235,26 @@ def estimated_regression_metrics(
     root_error = mse.error / (2 * math.sqrt(mse.value)) if mse.value > 0 else math.inf
     rmse = Estimate(math.sqrt(mse.value), root_error, math.sqrt(mse.low), math.sqrt(mse.high))
     chance = f"MSE gain over the labels' mean [{gain.low:.4g}, {gain.high:.4g}] against 0"
+    beyond = bool(gain.low > 0)
     return (
-        _fields("test_mse", mse)
-        | _fields("test_rmse", rmse)
-        | {"test_beyond_chance": bool(gain.low > 0), "test_chance": chance}
+        _fields("test_mse", mse, 0.0, spread, beyond)
+        | _fields("test_rmse", rmse, 0.0, math.sqrt(spread), beyond)
+        | {"test_beyond_chance": beyond, "test_chance": chance}
     )
+
+
+def estimated_r2(predictions: np.ndarray, weights: np.ndarray, values: np.ndarray) -> Estimate:
+    """R^2 of ``predictions`` on the values behind a release, from its (n, m) ``weights`` over the m public
+    ``values`` a label may take (:func:`channel_weights`): one minus the estimated squared error over the
+    estimated variance of the labels, within (-inf, 1]; its interval is the squared error's, the variance
+    taken as estimated. None where the release estimates no positive variance."""
+    predictions, values = np.asarray(predictions, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    errors = estimate_mean((weights * (predictions[:, None] - values[None, :]) ** 2).sum(axis=1), 0.0, math.inf)
+    variance = float(np.mean(weights @ values**2) - np.mean(weights @ values) ** 2)
+    if variance <= 0 or errors.value is None:
+        return Estimate(None, math.inf, -math.inf, 1.0)
+    r2 = lambda error: 1.0 - error / variance  # noqa: E731
+    return Estimate(r2(errors.value), errors.error / variance, r2(errors.high), r2(errors.low))
 
 
 def released_labels_for(estimator: Any, y: Any) -> ReleasedLabels:
@@ -339,6 +368,7 @@ __all__ = [
     "estimate_mean",
     "estimated_auc",
     "estimated_classification_metrics",
+    "estimated_r2",
     "estimated_regression_metrics",
     "mean_and_error",
     "released_labels_for",

@@ -88,7 +88,7 @@ def test_a_growing_table_charges_each_person_the_releases_that_hold_them(tmp_pat
         frame = _frame(rows, seed=day)
         privatize_table(frame, tmp_path / f"day{day}", label_column="y", id_column="id", classes=[0, 1],
                         epsilon=0.5, noise=NoiseSource(insecure_seed=day))  # fmt: skip
-    (ledger,) = [ledger for ledger in ledgers(BudgetPolicy.from_environment().folder)]
+    ledger = DatasetLedger.of_people("id", BudgetPolicy.from_environment().folder)
     index = ledger.index()
     spends = {spend.release: spend for spend in ledger.spends()}
     each = {}
@@ -169,7 +169,10 @@ def test_a_reference_run_without_privacy_is_kept_apart_and_never_lifts_the_cap(t
     capsys.readouterr()
     assert main(["budget"]) == 0
     out = capsys.readouterr().out
-    assert "epsilon 2 per row spent in all (2 releases, composed, replace-one label, 1 reference run(s) apart" in out
+    assert (
+        "epsilon 2 per row spent in all (2 releases, composed, delta 0, replace-one label, 1 reference run(s) apart"
+        in out
+    )
 
 
 def test_private_selection_is_capped_before_its_first_trial_and_recorded_at_replace_one(tmp_path, capsys) -> None:
@@ -362,9 +365,9 @@ def test_private_labels_of_one_named_dataset_share_its_ledger_with_the_command_l
 def test_a_check_reserves_its_spend_so_that_two_at_once_see_each_other(tmp_path) -> None:
     policy = BudgetPolicy(tmp_path, 1.5)
     source = Source(name="t")
-    first = Spending(policy, charges(policy, source), "a", "train")
+    first = Spending(policy, source, "a", "train")
     first.reserve(Guarantee(1.0, 0.0), quiet=True)  # reserved, not yet drawn
-    second = Spending(policy, charges(policy, source), "b", "train")
+    second = Spending(policy, source, "b", "train")
     with pytest.raises(BudgetError, match="epsilon 1 spent already"):
         second.reserve(Guarantee(1.0, 0.0), quiet=True)
     first.cancel()  # "a" failed before its draw
@@ -376,7 +379,7 @@ def test_a_check_reserves_its_spend_so_that_two_at_once_see_each_other(tmp_path)
 def test_reservations_hold_until_a_run_finishes(tmp_path) -> None:
     """A run's line keeps its reserved spend between its releases (a check meanwhile sees the whole run)."""
     policy = BudgetPolicy(tmp_path)
-    run = Spending(policy, charges(policy, Source(name="t")), "run", "train")
+    run = Spending(policy, Source(name="t"), "run", "train")
     run.reserve(Guarantee(1.0, 0.0), quiet=True)
     run.record(Guarantee(0.3, 0.0), final=False)  # its prior, drawn first
     assert run.primary.worst().epsilon == 1.0
@@ -388,12 +391,12 @@ def test_a_named_group_follows_one_column_of_people(tmp_path) -> None:
     policy = BudgetPolicy(tmp_path)
     keys = np.arange(10)
     with_users = Source(name="ads", columns=("user",), keys=lambda column: keys, unit="user")
-    Spending(policy, charges(policy, with_users), "a", "train").reserve(Guarantee(1.0, 0.0, "user"), quiet=True)
+    Spending(policy, with_users, "a", "train").reserve(Guarantee(1.0, 0.0, "user"), quiet=True)
     with pytest.raises(ConfigError, match="follows the people of column 'user'; this release names 'household'"):
         charges(policy, Source(name="ads", columns=("household",), keys=lambda c: keys, unit="household"))
     with pytest.raises(ConfigError, match="which this release has not"):
         charges(policy, Source(name="ads"))
-    Spending(policy, charges(policy, Source(name="plain")), "b", "train").reserve(Guarantee(1.0, 0.0), quiet=True)
+    Spending(policy, Source(name="plain"), "b", "train").reserve(Guarantee(1.0, 0.0), quiet=True)
     with pytest.raises(ConfigError, match="releases that named no people"):
         charges(policy, Source(name="plain", columns=("user",), keys=lambda column: keys, unit="user"))
 
@@ -402,7 +405,7 @@ def test_a_copied_folder_is_a_release_of_its_own_and_a_finished_one_reserves_not
     _frame().to_csv(tmp_path / "t.csv", index=False)
     train = _train(tmp_path / "t.csv", tmp_path / "a", "--method", "lp-1st")
     assert main([*train, "--epsilon", "1"]) == 0
-    (ledger,) = ledgers(BudgetPolicy.from_environment().folder)
+    ledger = DatasetLedger.of_table(_facts(tmp_path / "t.csv"), BudgetPolicy.from_environment().folder)
     before = ledger.path.read_bytes()
     assert main([*train, "--epsilon", "3"]) == 2  # a finished run of another configuration
     assert ledger.path.read_bytes() == before
@@ -428,7 +431,7 @@ def test_a_sweep_of_seeds_composes_and_a_later_run_is_refused_past_the_total(tmp
     train = _train(tmp_path / "t.csv", tmp_path / "fourth", "--method", "lp-1st", "--epsilon", "1")
     assert main(train) == 0
     assert "epsilon 4 per row spent in all (4 releases, composed" in capsys.readouterr().out
-    (ledger,) = ledgers(BudgetPolicy.from_environment().folder)
+    ledger = DatasetLedger.of_table(_facts(tmp_path / "t.csv"), BudgetPolicy.from_environment().folder)
     before = ledger.path.read_bytes()
     capped = ["--method", "lp-1st", "--epsilon", "1", "--total-epsilon", "3.5"]
     fifth = _train(tmp_path / "t.csv", tmp_path / "fifth", *capped)
@@ -464,5 +467,134 @@ def test_a_table_run_whose_auto_tune_was_declined_resumes_once_its_final_files_a
     for name in ("summary.json", "model.pt"):
         (tmp_path / "run" / name).unlink(missing_ok=True)
     assert main(train) == 0 and (tmp_path / "run" / "summary.json").exists()
-    (table,) = ledgers(BudgetPolicy.from_environment().folder)
+    table = DatasetLedger.of_table(_facts(tmp_path / "t.csv"), BudgetPolicy.from_environment().folder)
     assert len(table.spends()) == 1  # resumed from its release: no second
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (("--dataset-name", "N"), ()),
+        (("--dataset-name", "N"), ("--id-column", "id")),
+        (("--dataset-name", "N", "--id-column", "id"), ("--id-column", "id")),
+        (("--id-column", "id"), ("--dataset-name", "N")),
+    ],
+    ids=["named-then-not", "named-then-ids", "named-ids-then-ids", "ids-then-named"],
+)
+def test_the_same_table_under_another_name_or_none_is_still_capped(tmp_path, first, second) -> None:
+    """From a review: a release named one way, then the same table named another way or not at all, drew twice
+    under a cap of 1.5 (each group said 1.0). A table's own ledger holds every release of it."""
+    _frame().to_csv(tmp_path / "t.csv", index=False)
+    assert main(_privatize(tmp_path / "t.csv", tmp_path / "a", *first, "--total-epsilon", "1.5")) == 0
+    assert main(_privatize(tmp_path / "t.csv", tmp_path / "b", *second, "--total-epsilon", "1.5")) == 2
+    assert not (tmp_path / "b").exists()
+
+
+def test_the_table_s_earlier_releases_charge_each_person_all_their_rows(tmp_path) -> None:
+    """From a review: a release of every row, then one per user keeping one row a user: the first counted each
+    user once (the second's rows); a user with 3 rows spent 3 in it."""
+    frame = _frame(60).assign(user=[0, 0, 0] + list(range(1, 58)))
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    assert main(_privatize(tmp_path / "t.csv", tmp_path / "a")) == 0
+    assert (
+        main(_privatize(tmp_path / "t.csv", tmp_path / "b", "--privacy-unit", "user", "--max-rows-per-unit", "1")) == 0
+    )
+    users = DatasetLedger.of_people("user", BudgetPolicy.from_environment().folder)
+    assert users.worst().epsilon == pytest.approx(4.0)  # (each user charged as the one of most rows: never fewer)
+
+
+def test_the_cap_holds_for_every_person_a_release_touches_not_only_the_worst(tmp_path) -> None:
+    """From a review: ids 0-9 at epsilon 5, then ids 10-49 at 4 under a cap of 3 was drawn (the worst stayed 5)."""
+    policy = BudgetPolicy(tmp_path / "budget")
+    ids = np.arange(50)
+    facts = {"label_column": "y", "columns": ["id", "y"], "rows": 50, "described": "t"}
+
+    def release(name: str, rows: np.ndarray, epsilon: float, cap: float | None) -> None:
+        source = Source(columns=("id",), keys=lambda column: ids[rows], id_column="id")
+        Spending(BudgetPolicy(policy.folder, cap), source, name, "privatize").reserve(Guarantee(epsilon, 0.0), True)
+
+    release("a", np.arange(10), 5.0, None)
+    with pytest.raises(BudgetError, match="take 40 of its people to epsilon 4"):
+        release("b", np.arange(10, 50), 4.0, 3.0)
+    release("c", np.arange(10, 50), 3.0, 3.0)  # within the cap for each person it holds
+    assert facts  # (the table's facts play no part here)
+
+
+def test_two_releases_checked_at_once_see_each_other_whatever_their_groups(tmp_path) -> None:
+    """From a review: one release naming ids and one naming none, checked at once, both drew under a cap of
+    1.5 (each group was named before the other existed). One lock for the budget folder makes them one step each."""
+    import threading
+
+    _frame().to_csv(tmp_path / "t.csv", index=False)
+    barrier, outcomes = threading.Barrier(2), {}
+    from labeldp.accounting import spending
+
+    reserve = spending.Spending.reserve
+
+    def waiting(self, *args, **kwargs):
+        barrier.wait(timeout=60)
+        return reserve(self, *args, **kwargs)
+
+    def run(name: str, *extra: str) -> None:
+        outcomes[name] = main(_privatize(tmp_path / "t.csv", tmp_path / name, *extra, "--total-epsilon", "1.5"))
+
+    spending.Spending.reserve = waiting
+    try:
+        threads = [threading.Thread(target=run, args=args) for args in (("a", "--id-column", "id"), ("b",))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    finally:
+        spending.Spending.reserve = reserve
+    assert sorted(outcomes.values()) == [0, 2]
+
+
+def test_a_dp_sgd_run_reserves_what_its_ledger_records(tmp_path) -> None:
+    """From a review: DP-SGD reserved the group bound of two changes (16 at epsilon 8) and recorded its steps
+    accounted under replace-one (19.1), past a cap of 17 that the reservation had passed."""
+    _frame(200).to_csv(tmp_path / "t.csv", index=False)
+    train = _train(tmp_path / "t.csv", tmp_path / "run", "--method", "dp-sgd", "--epsilon", "8", "--batch-size", "40")
+    assert main(train) == 0
+    table = DatasetLedger.of_table(_facts(tmp_path / "t.csv"), BudgetPolicy.from_environment().folder)
+    lines = [json.loads(line) for line in table.path.read_text().splitlines()]
+    reserved, final = lines[0]["epsilon"], lines[-1]["epsilon"]
+    assert lines[0]["reserved"] and not lines[-1]["reserved"] and final == pytest.approx(reserved) and final > 8
+
+
+def test_unsigned_ids_past_2_63_are_one_person_in_parquet_and_csv(tmp_path, capsys) -> None:
+    """From a review: Parquet's uint64 ids wrapped to negative int64 while CSV hashed them: two people each."""
+    ids = np.array([2**63 + 1, 2**63 + 2, 7, 9], dtype=np.uint64)
+    frame = pd.DataFrame({"id": ids, "y": [0, 1, 0, 1]})
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    frame.astype({"id": str}).to_csv(tmp_path / "t.csv", index=False)
+    assert main(_privatize(tmp_path / "t.parquet", tmp_path / "a", "--id-column", "id")) == 0
+    assert main(_privatize(tmp_path / "t.csv", tmp_path / "b", "--id-column", "id", "--total-epsilon", "1.5")) == 2
+
+
+def test_two_releases_of_one_configuration_are_imported_as_two(tmp_path, capsys) -> None:
+    """From a review: their release.json and ledger.json are alike; their released labels are not."""
+    _frame().to_csv(tmp_path / "t.csv", index=False)
+    elsewhere = ["--budget-dir", str(tmp_path / "elsewhere")]
+    for name in ("a", "b"):
+        assert main(_privatize(tmp_path / "t.csv", tmp_path / "old" / name, *elsewhere)) == 0
+        (tmp_path / "old" / name / ".dataset-release").unlink()  # as folders written before the ledgers
+    capsys.readouterr()
+    assert main(["budget", "import", str(tmp_path / "old")]) == 0
+    assert "epsilon 2 per row spent in all (2 releases" in capsys.readouterr().out
+
+
+def test_a_run_interrupted_after_its_draw_stays_on_the_ledger(tmp_path, monkeypatch) -> None:
+    """From a review: Ctrl-C after the noisy labels were saved, before the ledgers heard of them, withdrew the
+    reservation: the release written, counted for nothing."""
+    from labeldp.runs import context
+
+    _frame().to_csv(tmp_path / "t.csv", index=False)
+
+    def interrupted(self, final=True):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(context.RunContext, "record_on_dataset", interrupted)
+    assert main(_train(tmp_path / "t.csv", tmp_path / "run", "--method", "lp-1st", "--epsilon", "1")) == 130
+    table = DatasetLedger.of_table(_facts(tmp_path / "t.csv"), BudgetPolicy.from_environment().folder)
+    assert table.worst().epsilon == 1.0 and list((tmp_path / "run" / "noisy_labels").glob("*.npz"))

@@ -423,7 +423,11 @@ def test_only_labels_over_the_same_classes_are_concatenated() -> None:
     xy = PrivateLabels(np.array(["x", "y"]), classes=["x", "y"])
     with pytest.raises(ConfigError, match="same classes"):
         PrivateLabels.concatenate([ab, xy])
-    assert len(PrivateLabels.concatenate([ab, ab[[1]]])) == 3
+    assert len(PrivateLabels.concatenate([ab[[1]], ab[[0]]])) == 2
+    with pytest.raises(ConfigError, match="hold a label twice"):  # a release would draw it twice
+        PrivateLabels.concatenate([ab, ab[[1]]])
+    with pytest.raises(ConfigError, match="hold a row twice"):
+        ab[[0, 0, 1]].release_new(randomized_response_event(1.0, 2), lambda labels, ledger: None)
 
 
 def test_planting_class_labels_needs_class_labels() -> None:

@@ -89,7 +89,7 @@ def test_dpsgd_on_digits(tmp_path, capsys) -> None:
         == 0
     )
     printed = capsys.readouterr().out
-    assert "epsilon 3 (delta 1e-05, add-or-remove one example)" in printed
+    assert "epsilon 3 per example (delta 1e-05, add-or-remove one example)" in printed
     # augmentation multiplicity needs augmentations; the digits have none
     assert (
         main(

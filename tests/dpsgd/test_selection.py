@@ -87,7 +87,10 @@ def _numbered(data: LabeledDataset, extra: int = 0) -> LabeledDataset:
     input's first entry set to its position (to tell which examples a trial trains on)."""
     x = np.concatenate([data.x_train, data.x_train[:extra]])
     x.reshape(len(x), -1)[:, 0] = np.arange(len(x))
-    return dataclasses.replace(data, x_train=x, y_train=PrivateLabels.concatenate([data.y_train, data.y_train[:extra]]))
+    if not extra:
+        return dataclasses.replace(data, x_train=x)
+    appended = PrivateLabels.public(np.zeros(extra, dtype=int), data.num_classes)  # another example's label
+    return dataclasses.replace(data, x_train=x, y_train=PrivateLabels.concatenate([data.y_train, appended]))
 
 
 @pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")

@@ -127,3 +127,23 @@ def test_rr_on_bins_beats_the_laplace_mechanism_at_epsilon_1(learner) -> None:
     variance = y_test.var()
     assert errors["bins"] < 0.5 * variance and errors["bins"] < 0.75 * errors["laplace"]
     assert errors["bins"] < 0.5 * errors["shrunk"]
+
+
+def test_its_score_on_private_labels_estimates_r2_as_the_classifier_s_estimates_accuracy() -> None:
+    """score(X, PrivateLabels) refused with a message written for classifiers; it now estimates R^2 from the
+    release the fit made, against each label's bin (close to the exact R^2 on the bins' values), and says so
+    where there is no release to read."""
+    x, y = _problem(4000, 1)
+    private = PrivateLabels(y)
+    model = LabelDPRegressor(_tree(), epsilon=4.0, label_range=RANGE, grid=21, insecure_noise_seed=0).fit(x, private)
+    estimate = model.score(x, private)
+    binned = model.bin_values_[np.abs(y[:, None] - model.bin_values_[None, :]).argmin(axis=1)]
+    exact = 1 - np.mean((model.predict(x) - binned) ** 2) / np.var(binned)
+    assert estimate == pytest.approx(exact, abs=0.1) and -1.0 < estimate <= 1.0
+    assert model.score(x, y) == pytest.approx(model.score(x, y))  # public values: scikit-learn's exact R^2
+    with pytest.raises(ConfigError, match="reads the release its fit made of them"):
+        model.score(x, PrivateLabels(y))
+    other = PrivateLabels(y[:400])
+    laplace = LabelDPRegressor(_tree(), epsilon=4.0, label_range=RANGE, mechanism="laplace").fit(x[:400], other)
+    with pytest.raises(ConfigError, match="Laplace mechanism"):
+        laplace.score(x[:400], other)

@@ -5,6 +5,7 @@ plan within the budget, and a resumed run that keeps its recorded choice."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -167,8 +168,7 @@ def test_train_run_tunes_when_its_tuning_asks(blobs, tmp_path) -> None:
 def _scored_by(accuracy, scored: list[float], stop_at: float | None = None):
     """A stand-in for score_candidates: each candidate's held-out terms, nested so that their means are
     ``accuracy(lr)`` and paired differences clear; raises KeyboardInterrupt on the rate ``stop_at``."""
-    from labeldp.experiments.candidates import candidate_key
-    from labeldp.released_metrics import mean_and_error
+    from labeldp.experiments.one_release import candidate_result
 
     def score(options, candidates, folder, data, device, releases, held_out, *rest):
         results = []
@@ -177,12 +177,7 @@ def _scored_by(accuracy, scored: list[float], stop_at: float | None = None):
                 raise KeyboardInterrupt
             scored.append(option["lr"])
             terms = (np.arange(held_out.size) < round(accuracy(option["lr"]) * held_out.size)).astype(float)
-            estimate, error = mean_and_error(terms)
-            results.append(
-                {"key": candidate_key(option), "options": option, "estimated_clean_accuracy": estimate,
-                 "standard_error": error, "held_out": int(held_out.size), "seconds": 0.0, "config": {},
-                 "terms": terms.tolist()}
-            )  # fmt: skip
+            results.append(candidate_result(option, terms, 0.0, {}))
         return results
 
     return score
@@ -193,20 +188,20 @@ def _peak(at: float):
 
 
 @pytest.mark.parametrize(
-    "accuracy, extended, kept",
+    "accuracy, extended, kept, base",
     [
-        (_peak(0.16), ["lr=0.16", "lr=0.32"], 1),  # beyond the largest (0.08): 0.16 wins, 0.32 does not
-        (lambda lr: 0.1 + lr, ["lr=0.16", "lr=0.32", "lr=0.64"], 3),  # the largest keeps winning: 8 in all
-        (_peak(0.001), ["lr=0.0025", "lr=0.00125", "lr=0.000625"], 2),  # beyond the smallest (0.005)
-        (_peak(0.03), [], 0),  # inside the grid
+        (_peak(0.16), ["lr=0.16", "lr=0.32"], 1, False),  # beyond the largest (0.08): 0.16 wins, 0.32 does not
+        (lambda lr: 0.1 + lr, ["lr=0.16", "lr=0.32", "lr=0.64"], 3, False),  # the largest keeps winning: 8 in all
+        (_peak(0.001), ["lr=0.0025", "lr=0.00125", "lr=0.000625"], 2, False),  # beyond the smallest (0.005)
+        (_peak(0.03), [], 0, True),  # inside the grid, 0.04 ahead of the base 0.02 by less than the noise
     ],
 )
 def test_a_choice_on_an_edge_extends_the_grid_within_the_budget(
-    blobs, tmp_path, monkeypatch, accuracy, extended, kept
+    blobs, tmp_path, monkeypatch, accuracy, extended, kept, base
 ) -> None:
     """LP-2ST (5 planned candidates of 0.23 run; the budget of 2 pays for 8): where the best is an edge the
     grid goes on past it, one factor of 2 at a time, recorded; the run trains the best at the run's epsilon,
-    on one run's ledger."""
+    on one run's ledger, or the base where the best is not clearly ahead of it."""
     scored: list[float] = []
     monkeypatch.setattr(auto_tune, "score_candidates", _scored_by(accuracy, scored))
     summary = auto_tuned_run(_config(), tmp_path / "run", progress=False, dataset=blobs)
@@ -216,7 +211,8 @@ def test_a_choice_on_an_edge_extends_the_grid_within_the_budget(
     assert [step["candidate"] for step in record.get("extended", [])] == extended
     assert [step["kept"] for step in record.get("extended", [])] == [n < kept for n in range(len(extended))]
     assert len(scored) == len(set(scored)) == 5 + len(extended)  # each candidate trained once
-    best = max(scored, key=accuracy)
+    best = 0.02 if base else max(scored, key=accuracy)
+    assert ("indistinct" in record) == base
     assert record["chosen_options"] == {"lr": best} and summary["auto_tune"]["chosen"] == f"lr={best:g}"
     assert RunDirectory(tmp_path / "run").read_config()["train"]["lr"] == best
     assert _tags(tmp_path / "run") == ["stage1", "stage2"] and summary["epsilon"] == pytest.approx(2.0)
@@ -334,3 +330,36 @@ def test_blobs_are_not_images(blobs) -> None:
     from labeldp.experiments.auto_tune import mirrored
 
     assert mirrored(_config().resolved(), blobs, {"lr": 0.02}) is None
+
+
+def test_the_auto_tune_prints_no_estimate_outside_its_range_over_200_fresh_releases() -> None:
+    """A model right on nearly every held-out example, its labels released afresh 200 times at epsilon 0.3:
+    the unbiased estimates leave [0, 1] (it printed 109.14 %); every estimate and interval printed stays in
+    range, and where the candidates cannot be told apart the base is kept and the console says so."""
+    from labeldp.experiments.auto_tune import describe_choice, settled
+    from labeldp.experiments.one_release import candidate_result, public_results
+    from labeldp.mechanisms import randomized_response, randomized_response_likelihood
+    from labeldp.released_metrics import accuracy_terms, channel_weights
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 300)
+    good = np.eye(2)[labels] * 0.98 + 0.01
+    flipped = good.copy()
+    flipped[:3] = flipped[:3, ::-1]  # three examples apart: within the noise
+    outside, indistinct = 0, 0
+    for draw in range(200):
+        noisy = randomized_response(labels, 2, 0.3, rng=draw)
+        weights = channel_weights(noisy, randomized_response_likelihood(noisy, 2, 0.3))
+        terms = [accuracy_terms(p, weights) for p in (flipped, good)]
+        outside += max(t.mean() for t in terms) > 1
+        results = [candidate_result({"lr": lr}, t, 0.0, {}) for lr, t in zip((0.1, 0.2), terms)]
+        record = {"held_out": 300, "seconds": 0.0}
+        best = settled(results, record)
+        record.update(results=public_results(results), chosen=results[best]["key"])
+        text = describe_choice(record)
+        printed = [float(value) for value in re.findall(r"(-?[0-9.]+)%", text)]
+        assert printed and all(0.0 <= value <= 100.0 for value in printed), text
+        if "indistinct" in record:
+            indistinct += 1
+            assert best == 0 and "could not be told apart" in text and "kept the base" in text
+    assert outside > 20 and indistinct > 50

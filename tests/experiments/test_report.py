@@ -37,9 +37,9 @@ def test_report_averages_only_runs_that_differ_in_their_seed() -> None:
         ("mnist", "lp-2st", 1.0): (0.91, 2),
         ("mnist", "lp-2st-cluster", 1.0): (0.97, 1),
         ("mnist", "non-private-fit", None): (0.99, 1),
-        ("digits", "lp-2st/temperature1.0", 1.0): (0.8, 1),
-        ("digits", "lp-2st/temperature2.0", 1.0): (0.7, 1),
-        ("digits", "lp-1st", 1e-05): (0.1, 1),
+        ("digits", "lp-2st/epochs=6/temperature=1.0", 1.0): (0.8, 1),  # a one-value override is named too
+        ("digits", "lp-2st/epochs=6/temperature=2.0", 1.0): (0.7, 1),
+        ("digits", "lp-1st/epochs=6", 1e-05): (0.1, 1),
         ("csv", "rr", 2.0): (0.6, 1),
     }
 
@@ -145,3 +145,41 @@ def test_a_report_is_titled_by_the_tables_name_and_shows_no_spread_for_one_run()
     text = format_report(aggregate(rows))
     assert text.startswith("adult-train: test accuracy %") and "csv" not in text
     assert "81.00 ± 1.41 (2)" in text and "84.00 (1)" in text and "± 0.00" not in text
+
+
+def test_the_sweep_plot_says_what_to_compare_with_and_shows_its_whole_title(tmp_path) -> None:
+    """The runs guide's sweep (digits, a one-value override) beside MNIST's profiles: every title within the
+    figure, each override in the legend, the paper's figure where it has one, the model without privacy and
+    chance as lines (the title was clipped, the override hidden, no reference drawn)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from labeldp.experiments.sweep_report import chance_levels, privacy_utility_figure
+
+    rows = [
+        {"key": f"digits/e{e}/{m}/epochs1/run{s}", "status": "done", "dataset": "digits", "method": m,
+         "target_epsilon": str(e), "test_accuracy": str(0.7 + 0.05 * e + 0.01 * s), "num_classes": "10"}
+        for m in ("lp-1st", "lp-2st") for e in (1, 2, 4) for s in (0, 1)
+    ] + [
+        {"key": "digits/non-private/epochs1/run0", "status": "done", "dataset": "digits", "method": "non-private",
+         "target_epsilon": "", "test_accuracy": "0.97", "num_classes": "10"},
+        {"key": "mnist/e2/lp-2st/run0", "status": "done", "dataset": "mnist", "method": "lp-2st",
+         "target_epsilon": "2", "test_accuracy": "0.993", "num_classes": "10"},
+    ]  # fmt: skip
+    figure = privacy_utility_figure(aggregate(rows), chance_levels(rows))
+    figure.savefig(tmp_path / "plot.png")  # rendered, as a report writes it
+    renderer = figure.canvas.get_renderer()
+    whole = figure.bbox
+    digits, mnist = figure.axes
+    for ax in (digits, mnist):
+        box = ax.title.get_window_extent(renderer)
+        assert whole.x0 <= box.x0 and box.x1 <= whole.x1 and box.y1 <= whole.y1, ax.title.get_text()
+    assert digits.get_title().startswith("digits: accuracy (%) vs privacy")
+    legend = [text.get_text() for text in digits.get_legend().get_texts()]
+    assert sorted(legend) == ["chance", "lp-1st/epochs=1", "lp-2st/epochs=1", "non-private/epochs=1 (no privacy)"]
+    levels = [line.get_ydata()[0] for line in digits.lines if line.get_linestyle() in ("--", "-.")]
+    assert levels == [pytest.approx(97.0), pytest.approx(10.0)]
+    mnist_legend = [text.get_text() for text in mnist.get_legend().get_texts()]
+    assert "lp-2st: the paper (Ghazi et al. 2021)" in mnist_legend
+    paper = next(line for line in mnist.lines if line.get_linestyle() == ":")
+    assert list(paper.get_ydata()) == [95.82, 98.78, 99.14, 99.24]

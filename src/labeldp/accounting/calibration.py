@@ -17,6 +17,7 @@ and must itself be released privately; labeldp does not implement it.)
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -158,6 +159,7 @@ def dpsgd_epsilon(noise_multiplier: float, sampling_probability: float, steps: i
     return accountant_epsilon(dpsgd_event(noise_multiplier, sampling_probability, steps), delta, DPSGD_RELATION)
 
 
+@functools.lru_cache(maxsize=64)  # a run's plan and its reservation ask alike: seconds of PLD accounting, once
 def calibrate_noise_multiplier(
     epsilon: float, delta: float, sampling_probability: float, steps: int, tolerance: float = 1e-3
 ) -> float:

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,6 +29,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from labeldp.accounting.people import People, PeopleIndex
 from labeldp.accounting.policy import LABEL_RELATION
+from labeldp.accounting.rounding import stored_epsilon
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.files import write_text_atomic
 
@@ -171,10 +173,8 @@ class DatasetLedger:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold the group's lock (``.<key>.lock``, waited for: appends are short)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.folder / f".{self.key}.lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        """Hold the budget folder's lock (:func:`folder_locked`)."""
+        with folder_locked(self.folder):
             self._cache.clear()
             self._cache["held"] = True  # what is read under the lock stays true until it is released
             try:
@@ -235,23 +235,32 @@ class DatasetLedger:
             self._cache["with"] = (key, index)
         return index
 
-    def worst(self, planned: Sequence[tuple[Spend, People | None]] = ()) -> Worst:
-        """The group's figure, with ``planned`` (a line and its people) in place of their releases' lines."""
+    def worst(self, planned: Sequence[tuple[Spend, People | None]] = (), touched: bool = False) -> Worst:
+        """The group's figure, with ``planned`` (a line and its people) in place of their releases' lines; with
+        ``touched``, the worst of the people ``planned`` hold."""
         spends = {s.release: s for s in self.spends()}
         index = self._with(planned)
         for spend, _ in planned:
             spends[spend.release] = spend
         everyone = [s for s in spends.values() if s.people is None]
+        new = {spend.release for spend, _ in planned}
         if not index.signatures:
-            return Worst(*compose(everyone))
+            return Worst(*compose(everyone)) if not touched or new & {s.release for s in everyone} else Worst(0.0, 0.0)
+        all_touched = bool(new & {s.release for s in everyone})
         composed: dict[tuple[str, ...], tuple[float, float]] = {}
-        for signature in index.signatures:
+        figures, counts = [], []
+        for signature, count in zip(index.signatures, index.counts):
+            if touched and not all_touched and not new & set(signature):
+                continue
             held = tuple(sorted(r for r in signature if r in spends))
             if held not in composed:
                 composed[held] = compose(everyone + [spends[r] for r in held])
-        figures = [composed[tuple(sorted(r for r in s if r in spends))] for s in index.signatures]
+            figures.append(composed[held])
+            counts.append(count)
+        if not figures:
+            return Worst(0.0, 0.0, 0, index.count)
         epsilon, delta = max(figures)
-        at = sum(count for count, f in zip(index.counts, figures) if f[0] >= epsilon - 1e-9)
+        at = sum(count for count, f in zip(counts, figures) if f[0] >= epsilon - 1e-9)
         return Worst(epsilon, delta, at, index.count)
 
     def append(self, spends: Sequence[tuple[Spend, People | None]], reserved: bool = False) -> None:
@@ -318,9 +327,7 @@ class DatasetLedger:
 
 
 def _jsonable(value: float | None) -> float | str | None:
-    if value is None or math.isfinite(value):
-        return None if value is None else math.ceil(value * 1e12) / 1e12
-    return "inf"
+    return None if value is None else stored_epsilon(value) if math.isinf(value) else math.ceil(value * 1e12) / 1e12
 
 
 def _spend(item: dict[str, Any], path: Path, number: int) -> Spend:
@@ -388,13 +395,37 @@ def ledgers(folder: Path) -> list[DatasetLedger]:
     return found
 
 
-def people_groups(folder: Path) -> dict[str, DatasetLedger]:
-    """The groups keyed by a column of people (no dataset name), by that column."""
-    found = {}
-    for ledger in ledgers(folder):
-        if ledger.key.startswith(PEOPLE) and (column := ledger.people_column()) is not None:
-            found[column] = ledger
-    return found
+def people_groups(folder: Path) -> list[tuple[str, DatasetLedger]]:
+    """The groups that follow a column of people (named or not), with that column."""
+    return [
+        (column, ledger)
+        for ledger in ledgers(folder)
+        if not ledger.key.startswith(TABLE) and (column := ledger.people_column()) is not None
+    ]
+
+
+@contextlib.contextmanager
+def folder_locked(folder: Path) -> Iterator[None]:
+    """Hold the budget folder's lock (``.lock``, waited for: every check and line is short), once a process:
+    a release's check of every group it is on, and its lines, are one step for every other process."""
+    folder = Path(folder)
+    key = str(folder.resolve())
+    guard = _HELD.setdefault(key, [threading.RLock(), 0, None])
+    with guard[0]:
+        if guard[1] == 0:
+            folder.mkdir(parents=True, exist_ok=True)
+            guard[2] = open(folder / ".lock", "a")
+            fcntl.flock(guard[2], fcntl.LOCK_EX)
+        guard[1] += 1
+        try:
+            yield
+        finally:
+            guard[1] -= 1
+            if guard[1] == 0:
+                guard[2].close()  # releases the lock
+
+
+_HELD: dict[str, list] = {}
 
 
 __all__ = [

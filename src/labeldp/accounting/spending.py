@@ -9,7 +9,6 @@ charged for their rows in them (group privacy).
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -17,7 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from labeldp.accounting.datasets import CANCELLED, TABLE, DatasetLedger, Spend, Worst, compose, people_groups
+from labeldp.accounting.datasets import (
+    CANCELLED,
+    TABLE,
+    DatasetLedger,
+    Spend,
+    Worst,
+    compose,
+    folder_locked,
+    people_groups,
+)
 from labeldp.accounting.people import People
 from labeldp.accounting.policy import BudgetPolicy, Guarantee, group_bound
 from labeldp.accounting.rounding import format_epsilon
@@ -30,7 +38,8 @@ class Source:
 
     ``name``: the dataset name the user gave; ``table``: a table's :func:`table_facts`; ``dataset``: a
     dataset's own name where there is no table; ``columns``: the table's columns; ``keys(column)``: each
-    released row's key in a public column; ``unit`` and ``id_column``: the columns the release names.
+    released row's key in a public column (``every(column)``: every row's); ``unit`` and ``id_column``: the
+    columns the release names.
     """
 
     name: str | None = None
@@ -41,6 +50,7 @@ class Source:
     unit: str | None = None
     id_column: str | None = None
     distinct: Callable[[str], np.ndarray | None] | None = None  # sorted keys of a checked id column, if at hand
+    every: Callable[[str], np.ndarray] | None = None  # every row's key in a column, released or not
 
 
 @dataclass(frozen=True)
@@ -112,14 +122,13 @@ def charges(policy: BudgetPolicy, source: Source) -> list[Charge]:
     elif named is not None:
         ledger = DatasetLedger.of_people(named, policy.folder)
         found[ledger.key] = Charge(ledger, people(named))
-    elif source.dataset is not None and source.table is None:
-        ledger = DatasetLedger.named(_plain(source.dataset), policy.folder, f"dataset {source.dataset!r}")
-        found[ledger.key] = Charge(ledger)
-    if source.table is not None:  # the table's own ledger, where nothing else holds it or it holds releases
+    if source.table is not None:  # the table's own ledger: every release of it, whatever group it names
         ledger = DatasetLedger.of_table(source.table, policy.folder)
-        if not found or ledger.lines():
-            found.setdefault(ledger.key, Charge(ledger))
-    for column, ledger in people_groups(policy.folder).items():
+        found.setdefault(ledger.key, Charge(ledger))
+    elif source.dataset is not None:  # a dataset's own ledger, by its name
+        ledger = DatasetLedger.named(_plain(source.dataset), policy.folder, f"dataset {source.dataset!r}")
+        found.setdefault(ledger.key, Charge(ledger))
+    for column, ledger in people_groups(policy.folder):  # every group whose people the release holds
         if ledger.key not in found and (held := people(column)) is not None:
             found[ledger.key] = Charge(ledger, held)
     return list(found.values())
@@ -132,56 +141,60 @@ def _plain(name: str) -> str:
 
 
 class Spending:
-    """One release's spend on the ledgers of :func:`charges`: :meth:`reserve` before its first draw (refused
-    past the policy's cap), :meth:`record` after, :meth:`cancel` if it drew nothing."""
+    """One release's spend on the ledgers of :func:`charges` of ``source``: :meth:`reserve` before its first draw
+    (refused past the policy's cap), :meth:`record` after, :meth:`cancel` if it drew nothing. ``found``: its
+    charges where there is no source (labels in memory)."""
 
-    def __init__(self, policy: BudgetPolicy, found: Sequence[Charge], release: str, route: str, run: str | None = None):
-        self.policy, self.charges, self.release, self.route, self.run = policy, list(found), release, route, run
-        self.groups = tuple(charge.ledger.key for charge in self.charges)
+    def __init__(
+        self,
+        policy: BudgetPolicy,
+        source: Source | None,
+        release: str,
+        route: str,
+        run: str | None = None,
+        found: Sequence[Charge] = (),
+    ):
+        self.policy, self.source, self.release, self.route, self.run = policy, source, release, route, run
+        self.charges = list(found)
+
+    def renamed(self, release: str) -> Spending:
+        """A release of other labels on the same ledgers (labels joined or planted from these)."""
+        return Spending(self.policy, self.source, release, self.route, self.run)
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return tuple(charge.ledger.key for charge in self.charges)
 
     @property
     def primary(self) -> DatasetLedger:
         return self.charges[0].ledger
 
-    @contextlib.contextmanager
-    def _locked(self):
-        with contextlib.ExitStack() as stack:
-            for charge in sorted(self.charges, key=lambda c: c.ledger.key):  # one order: no deadlock
-                stack.enter_context(charge.ledger.locked())
-            yield
-
     def reserve(self, guarantee: Guarantee, quiet: bool = False) -> None:
-        """Put ``guarantee`` on every ledger before anything is drawn, under their locks (two processes checking
-        at once see each other); refused (BudgetError), writing nothing, where a group's worst person would pass
-        the cap. A release on every ledger already at that spend (a run resuming) adds nothing."""
-        if not self.charges:
-            return
+        """Put ``guarantee`` on every ledger before anything is drawn, in one step under the budget folder's lock
+        (the ledgers named, and every check, see every other process's reservation); refused (BudgetError),
+        writing nothing, where it would take any person it holds past the cap. A release on every ledger
+        already at that spend (a run resuming) adds nothing."""
         said = []
-        with self._locked():
+        with folder_locked(self.policy.folder):
+            if self.source is not None:
+                self.charges = charges(self.policy, self.source)
             planned = {c.ledger.key: self._planned(c, guarantee) for c in self.charges}
             saved = [(c.ledger.lines().get(self.release), planned[c.ledger.key][0][0]) for c in self.charges]
-            if all(
-                line is not None and line.route != CANCELLED and line.epsilon >= plan.epsilon for line, plan in saved
-            ):
+            if all(line and line.route != CANCELLED and line.epsilon >= plan.epsilon for line, plan in saved):
                 return
+            total = self.policy.total_epsilon
             for charge in self.charges:
                 ledger = charge.ledger
                 before, after = ledger.worst(), ledger.worst(planned[ledger.key])
-                total = self.policy.total_epsilon
-                if (
-                    guarantee.private
-                    and total is not None
-                    and after.epsilon > total + 1e-9
-                    and after.epsilon > before.epsilon
-                ):
+                held = ledger.worst(planned[ledger.key], touched=True)
+                if guarantee.private and total is not None and held.epsilon > total + 1e-9:
+                    whom = "it" if held.people is None else f"{held.at:,} of its people"
                     raise BudgetError(
-                        f"{_said(ledger, before)}; this release would take {_whom(after)} to epsilon "
-                        f"{format_epsilon(after.epsilon)}, past --total-epsilon {total:g}: refused before anything "
+                        f"{_said(ledger, before)}; this release would take {whom} to epsilon "
+                        f"{format_epsilon(held.epsilon)}, past --total-epsilon {total:g}: refused before anything "
                         f"was drawn (its ledger: {ledger.path})"
                     )
-                said.append(
-                    f"{_said(ledger, before)}; this release takes {_whom(after)} to {_figure(after, guarantee)}"
-                )
+                said.append(f"{_said(ledger, before)}; this release takes {_whom(after)} to {_figure(after)}")
             for charge in self.charges:
                 release, *absorbed = planned[charge.ledger.key]
                 charge.ledger.append([release], reserved=True)
@@ -193,37 +206,49 @@ class Spending:
 
     def _planned(self, charge: Charge, guarantee: Guarantee) -> list[tuple[Spend, People | None]]:
         """This release's line on ``charge``'s ledger and, where its table's releases are not on that ledger
-        yet, one line for them, each person charged for their rows in them."""
+        yet, one line for them, each person charged for their rows in the whole table."""
         planned = [(charge.spend(self.release, self.route, guarantee, self.groups, self.run), charge.people)]
         table = next((c.ledger for c in self.charges if c.ledger.key.startswith(TABLE)), None)
         if table is None or charge.ledger is table:
             return planned
         pending = [s for s in table.spends() if charge.ledger.key not in s.groups and s.release != self.release]
         if pending:
-            epsilon, delta = compose(pending)
-            rows = charge.people.most_rows if charge.people is not None else 1
-            epsilon, delta = group_bound(epsilon, delta, rows)
-            people = None if charge.people is None else _people_fields(charge.people)
-            line = Spend(f"absorbed:{table.key}", "earlier releases of the table", epsilon, delta, None, None, people,
+            people = charge.people
+            if people is not None and self.source is not None and self.source.every is not None:
+                people = People.of_rows(people.column, self.source.every(people.column))  # their earlier rows
+            epsilon, delta = group_bound(*compose(pending), people.most_rows if people is not None else 1)
+            fields = None if people is None else _people_fields(people)
+            line = Spend(f"absorbed:{table.key}", "earlier releases of the table", epsilon, delta, None, None, fields,
                          True, (charge.ledger.key,), table.described)  # fmt: skip
             saved = charge.ledger.lines().get(line.release)
             if saved is None or saved.epsilon < epsilon or saved.delta < delta:
-                planned.append((line, charge.people))
+                planned.append((line, people))
         return planned
+
+    def _resolved(self) -> list[Charge]:
+        """The charges, named now where no reservation named them (an import, a finished run)."""
+        if not self.charges and self.source is not None:
+            self.charges = charges(self.policy, self.source)
+        return self.charges
 
     def record(self, guarantee: Guarantee, final: bool = True) -> None:
         """Put what the release spent on every ledger (not ``final``: between its releases, the reservation kept)."""
-        for charge in self.charges:
-            spend = charge.spend(self.release, self.route, guarantee, self.groups, self.run)
-            charge.ledger.record(spend, final, charge.people)
+        with folder_locked(self.policy.folder):
+            for charge in self._resolved():
+                spend = charge.spend(self.release, self.route, guarantee, self.groups, self.run)
+                charge.ledger.record(spend, final, charge.people)
 
     def cancel(self) -> None:
         """Withdraw the reservation: the release drew nothing."""
-        for charge in self.charges:
-            charge.ledger.cancel(self.release)
+        with folder_locked(self.policy.folder):
+            for charge in self._resolved():
+                charge.ledger.cancel(self.release)
 
-    def summary(self) -> dict[str, Any]:
-        """The primary group's figure, the other groups' beside it."""
+    def summary(self) -> dict[str, Any] | None:
+        """The primary group's figure, the other groups' beside it (None: on no ledger)."""
+        with folder_locked(self.policy.folder):
+            if not self._resolved():
+                return None
         summary = self.primary.summary()
         if len(self.charges) > 1:
             summary["also"] = [charge.ledger.summary() for charge in self.charges[1:]]
@@ -241,11 +266,8 @@ def _said(ledger: DatasetLedger, before: Worst) -> str:
     return f"{ledger.described} (ledger {ledger.key}): epsilon {format_epsilon(before.epsilon)} spent already{who}"
 
 
-def _figure(worst: Worst, guarantee: Guarantee) -> str:
-    delta = f" (delta {worst.delta:.3g})" if worst.delta else ""
-    return f"epsilon {format_epsilon(worst.epsilon)}{delta}" + (
-        "" if guarantee.private else " (a reference run, apart)"
-    )
+def _figure(worst: Worst) -> str:
+    return f"epsilon {format_epsilon(worst.epsilon)}" + (f" (delta {worst.delta:.3g})" if worst.delta else "")
 
 
 def guarantee_of(epsilon: float | None, delta: float = 0.0, unit: str | None = None) -> Guarantee:

@@ -24,7 +24,7 @@ from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
 from labeldp.accounting.datasets import folder_release, new_release, saved_release, table_facts
 from labeldp.accounting.policy import BudgetPolicy, Guarantee
-from labeldp.accounting.spending import Spending, charges, guarantee_of, unit_guarantee
+from labeldp.accounting.spending import Spending, guarantee_of, unit_guarantee
 from labeldp.ads.folder import HashedRunFolder, read_summary
 from labeldp.ads.run_pieces import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
 from labeldp.boundary import LabelDomain, Release, release_external_labels
@@ -202,7 +202,13 @@ def run_route(
     if config.test_table is not None:
         HashedTable(Path(config.test_table), table.spec, config.block_rows).check_columns(facts.get("label_column"))
     ledger, members = unit_members(table, config)  # public: the unit column and the seed, on every rank
-    spending = distributed.on_main(lambda: _reserved(table, config, facts, out, members, policy))
+    reserved: list[Spending | None] = [None]  # rank 0's alone: the other ranks record nothing
+
+    def reserve() -> None:
+        reserved[0] = _reserved(table, config, facts, out, members, policy)
+
+    distributed.on_main(reserve)
+    spending = reserved[0]
     try:
         return _run_route(
             table, config, out, facts, draw, train, private, shared_draw, started, ledger, members, spending
@@ -226,7 +232,7 @@ def _run_route(table, config, out, facts, draw, train, private, shared_draw, sta
             release = distributed.on_main(lambda: None)
         else:
             release = distributed.on_main(
-                lambda: _drawn(folder, draw(ledger, members), ledger, spending, config.unit_column)
+                lambda: _drawn(folder, lambda: draw(ledger, members), ledger, spending, config.unit_column)
             )
         released = time.perf_counter()
         model, history, rate = train(table, release, config)
@@ -269,11 +275,14 @@ def _opened(
     return release, saved_ledger
 
 
-def _drawn(folder: HashedRunFolder, release: Release, ledger: PrivacyLedger, spending, unit: str | None) -> Release:
-    """Save the release just drawn, before anything trains on it, and put it on its dataset's ledger."""
-    folder.save_release(release, ledger)
+def _drawn(folder: HashedRunFolder, draw, ledger: PrivacyLedger, spending, unit: str | None) -> Release:
+    """Draw the release (its id in the folder first: interrupted from here on, it stays on the dataset ledgers),
+    save it before anything trains on it, and put it on its dataset ledgers."""
     if spending is not None:
         folder_release(folder.root, spending.release)
+    release = draw()
+    folder.save_release(release, ledger)
+    if spending is not None:
         spending.record(Guarantee.of_ledger(ledger, 0.0, unit))
     return release
 
@@ -286,9 +295,7 @@ def _reserved(table, config, facts: dict, out, members: np.ndarray, policy) -> S
     names = pq.read_schema(parquet_files(table.source)[0]).names
     read = table_facts(table.source, facts["label_column"], names, table.rows)
     source = ledger_source(table.source, read, members, name=config.dataset_name, unit=config.unit_column)
-    spending = Spending(
-        policy, charges(policy, source), saved_release(out) or new_release(out), "hashed train", str(out)
-    )
+    spending = Spending(policy, source, saved_release(out) or new_release(out), "hashed train", str(out))
     guarantee = guarantee_of(float(facts["epsilon"]), 0.0, config.unit_column)
     if config.unit_column is not None:
         units = unit_codes(read_column(table.source, config.unit_column))[members]

@@ -236,7 +236,7 @@ def audit_config(
     reference = predict_proba(reference_model, canary_inputs)
     guesses, scores = guess_canary_labels(probabilities, original, reference)
     result = audit_guesses(guesses, secrets, scores, num_options, confidence)
-    claimed = summary["epsilon"]
+    claimed = None if summary["epsilon"] in (None, "inf") else summary["epsilon"]
     # Replacing a label is removing the example and adding it back relabelled: an add-or-remove
     # (eps, delta) guarantee (DP-SGD) gives (2 eps, (1 + e^eps) delta) for a replaced label.
     label_epsilon = 2 * claimed if claimed is not None and config.method_spec.protects_examples else claimed

@@ -39,12 +39,17 @@ def _uniques(values, missing: str) -> tuple[np.ndarray, list]:
 
 
 def _integers(values) -> np.ndarray | None:
-    """The values as a numpy array if they are integers (their own canonical spelling), else None."""
+    """The values as a numpy array if they are integers that int64 holds (their own canonical spelling), else
+    None: an unsigned id past 2^63 goes the way of its text, as it does read from CSV."""
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        return values.to_numpy() if pa.types.is_integer(values.type) and not values.null_count else None
-    if isinstance(values, (np.ndarray, pd.Series)) and values.dtype.kind in "iu":
-        return np.asarray(values)
-    return None
+        found = values.to_numpy() if pa.types.is_integer(values.type) and not values.null_count else None
+    elif isinstance(values, (np.ndarray, pd.Series)) and values.dtype.kind in "iu":
+        found = np.asarray(values)
+    else:
+        return None
+    if found is not None and found.dtype.kind == "u" and found.size and found.max() >= 1 << 63:
+        return None
+    return found
 
 
 def canonical_codes(values, missing: str = "a key column has missing values") -> np.ndarray:

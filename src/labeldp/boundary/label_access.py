@@ -50,3 +50,29 @@ def _the_argument_to_change() -> str:
         if any(module.replace(".", "/") in path for path in modules):
             return "Change " + advice
     return ""
+
+
+def refuse_parallel_search() -> None:
+    """Refuse, before it starts, a scikit-learn search or cross-validation (from the call stack) that would copy
+    private labels into worker processes (``n_jobs`` above 1 without joblib's threading backend), naming the fix."""
+    import sys
+    from types import FrameType
+
+    from joblib import effective_n_jobs
+    from joblib.parallel import ThreadingBackend, get_active_backend
+
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith("sklearn.model_selection"):
+            owner = frame.f_locals.get("self")
+            n_jobs = frame.f_locals.get("n_jobs", getattr(owner, "n_jobs", None))
+            threads = isinstance(get_active_backend()[0], ThreadingBackend)
+            if not threads and effective_n_jobs(n_jobs) > 1:
+                raise LabelsInAnotherProcessError(
+                    f"Change n_jobs: n_jobs={n_jobs} would copy these private labels into each worker process, "
+                    "where each copy would be released again under a ledger of its own, so labeldp refuses it "
+                    "before the search starts. Use n_jobs=1, or run it under joblib's threading backend (with "
+                    "joblib.parallel_backend('threading'): the threads share one release). " + RELEASE_ONCE_ROUTE
+                )
+            return
+        frame = frame.f_back

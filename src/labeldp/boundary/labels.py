@@ -19,13 +19,14 @@ from dp_accounting import dp_event
 from labeldp.accounting import PrivacyLedger
 from labeldp.accounting.policy import BudgetPolicy, Guarantee
 from labeldp.accounting.rounding import format_epsilon
-from labeldp.accounting.spending import Source, Spending, charges
+from labeldp.accounting.spending import Source, Spending
 from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.label_access import (
     RELEASE_ONCE_ROUTE,
     LabelsInAnotherProcessError,
     PrivateLabelAccessError,
     _the_argument_to_change,
+    refuse_parallel_search,
 )
 from labeldp.boundary.shared_budget import LabelBudget
 from labeldp.errors import BudgetError, ConfigError, DataError
@@ -97,11 +98,9 @@ class PrivateLabels:
         numbers.
     budget : LabelBudget or None, optional
         Lets the labels be released more than once, while the composition of each row's spend stays within it.
-    dataset : str or None, optional
-        The dataset's public name: every release joins that dataset's ledger across runs
-        (``docs/dataset-ledger.md``), capped by ``policy``.
-    policy : BudgetPolicy or None, optional
-        The dataset ledgers' folder and cap (None: :meth:`~labeldp.accounting.policy.BudgetPolicy.from_environment`).
+    dataset, policy : optional
+        The dataset's public name: every release joins its ledger across runs (``docs/dataset-ledger.md``), in
+        the folder and under the cap of ``policy`` (None: :meth:`.BudgetPolicy.from_environment`).
     """
 
     __slots__ = ("_root", "_rows", "_classes", "_num_classes", "_grid")
@@ -128,7 +127,7 @@ class PrivateLabels:
         root = _Root(values, budget)
         if dataset is not None:
             policy = policy or BudgetPolicy.from_environment()
-            root.dataset = Spending(policy, charges(policy, Source(name=dataset)), root.name, "PrivateLabels")
+            root.dataset = Spending(policy, Source(name=dataset), root.name, "PrivateLabels")
         self._init(root, None, classes, num_classes, None)
 
     def _init(
@@ -197,8 +196,15 @@ class PrivateLabels:
         domains = {(part._num_classes, part._classes) for part in parts}
         if len(domains) != 1 or any(part._grid is not None for part in parts):
             raise ConfigError("only labels over the same classes can be concatenated")
+        named = {getattr(p._root.dataset.source, "name", ""): p._root.dataset for p in parts if p._root.dataset}
+        by_root: dict[int, list[np.ndarray]] = {}
+        for part in parts:
+            by_root.setdefault(id(part._root), []).append(part.positions)
+        twice = any(np.unique(np.concatenate(p)).size < sum(map(len, p)) for p in by_root.values())
+        if len(named) > 1 or twice:  # a label twice would be drawn twice, its person charged once
+            raise ConfigError(f"these parts hold a label twice, or labels of datasets {sorted(named)}: one set each")
         root = _Root(np.concatenate([_open(part) for part in parts]), None)
-        root.dataset = _joined(root, next((p._root.dataset for p in parts if p._root.dataset is not None), None))
+        root.dataset = next((spending.renamed(root.name) for spending in named.values()), None)
         return cls._make(root, None, parts[0]._classes, parts[0]._num_classes)
 
     @classmethod
@@ -218,7 +224,7 @@ class PrivateLabels:
         planted = PrivateLabels.from_indices(indices, self._num_classes)
         values[np.asarray(rows, dtype=np.int64)] = _open(planted)
         root = _Root(values, None)
-        root.dataset = _joined(root, self._root.dataset)  # releases of them are releases of these labels' dataset too
+        root.dataset = self._root.dataset and self._root.dataset.renamed(root.name)  # these labels' dataset's too
         return PrivateLabels._make(root, None, self._classes, self._num_classes)
 
     # -- what is public --------------------------------------------------------------------------
@@ -227,7 +233,8 @@ class PrivateLabels:
 
     @property
     def shape(self) -> tuple[int]:
-        """``(len(self),)``, as an array's."""
+        """``(len(self),)``, as an array's; a search that would copy the labels to other processes is refused."""
+        refuse_parallel_search()
         return (len(self),)
 
     @property
@@ -405,19 +412,17 @@ class PrivateLabels:
         """Refuse, before anything is drawn, a release that rows already released may not pay for."""
         root = self._root
         root.check_process()
-        if root.dataset is not None:  # the named dataset's total, every other set of its labels included
-            root.dataset.reserve(Guarantee.of_ledger(root.trial(bound, members), root.delta()), quiet=True)
         if root.withheld:
             raise PrivateLabelAccessError(
                 "these labels were withheld: they can be read only through the releases "
                 "made before (a tuning candidate never releases)"
             )
+        if np.unique(members).size < members.size:
+            raise ConfigError("these labels hold a row twice (a repeated index): a release would draw it twice")
         touched = np.zeros(root.values.size, dtype=bool)
         for entry in root.ledger.entries:
             touched |= entry.members
-        if not touched[members].any():
-            return
-        if root.budget is None:  # loud: a search must stop here, not score the rest of its grid as NaN
+        if touched[members].any() and root.budget is None:  # loud: a search must stop here, not score NaN
             raise PrivateLabelAccessError(
                 f"{int(touched[members].sum()):,} of these {members.size:,} rows were released already, and "
                 "another release would spend their budget again. Fits and folds that can share one release do so "
@@ -426,18 +431,16 @@ class PrivateLabels:
                 "To allow more releases of the same labels, cap them: PrivateLabels(y, classes=..., "
                 "budget=LabelBudget(total_epsilon)). " + RELEASE_ONCE_ROUTE
             )
-        after = root.trial(bound, members).epsilon(root.budget.delta)
-        if after > root.budget.epsilon + 1e-9:
+        budget = root.budget
+        after = root.trial(bound, members).epsilon(budget.delta) if budget and touched[members].any() else 0.0
+        if budget is not None and after > budget.epsilon + 1e-9:
             raise BudgetError(
                 f"this release could take these labels to epsilon {format_epsilon(after, 4)}, past their "
-                f"budget {root.budget.epsilon:g} (spent: {format_epsilon(root.budget.spent, 4)}): "
+                f"budget {budget.epsilon:g} (spent: {format_epsilon(budget.spent, 4)}): "
                 "refused before anything was drawn. " + RELEASE_ONCE_ROUTE
             )
-
-
-def _joined(root: _Root, dataset: Spending | None) -> Spending | None:
-    """New labels' own spend on the ledgers ``dataset`` is on (None: none), under their own name."""
-    return None if dataset is None else Spending(dataset.policy, dataset.charges, root.name, dataset.route)
+        if root.dataset is not None:  # last: the named dataset's total, every other set of its labels included
+            root.dataset.reserve(Guarantee.of_ledger(root.trial(bound, members), root.delta()), quiet=True)
 
 
 def unseal(labels: PrivateLabels) -> np.ndarray:

@@ -34,7 +34,7 @@ from labeldp._validation import check_epsilon
 from labeldp.accounting import PrivacyLedger
 from labeldp.accounting.datasets import folder_release, new_release, table_facts
 from labeldp.accounting.policy import BudgetPolicy, Guarantee
-from labeldp.accounting.spending import Spending, charges, guarantee_of, unit_guarantee
+from labeldp.accounting.spending import Spending, guarantee_of, unit_guarantee
 from labeldp.boundary.column import DEFAULT_BATCH_ROWS, Draws, check_batch_rows, prior_spec
 from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.folder_format import (
@@ -305,7 +305,7 @@ def _reserved(source, out, facts, unit_column, unit_keys, id_column, ids, kept, 
     guarantee = guarantee_of(epsilon, 0.0, unit_column)
     if kept is not None:
         guarantee = unit_guarantee(guarantee, int(kept[2]["most_rows"]))
-    spending = Spending(policy, charges(policy, found), new_release(out), "privatize", str(out))
+    spending = Spending(policy, found, new_release(out), "privatize", str(out))
     spending.reserve(guarantee)
     return spending
 

@@ -226,7 +226,10 @@ def ledger_source(source, facts: dict, rows=None, unit_keys=None, ids=None, **na
     def distinct(column: str) -> np.ndarray | None:
         return ids if rows is None and column == named.get("id_column") else None
 
-    return Source(table=facts, columns=facts["columns"], keys=keys, distinct=distinct, **named)
+    def every(column: str) -> np.ndarray:
+        return unit_keys if column == named.get("unit") and unit_keys is not None else column_keys(source, column)
+
+    return Source(table=facts, columns=facts["columns"], keys=keys, distinct=distinct, every=every, **named)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -73,7 +73,8 @@ def import_folders(root: Path, policy) -> list[str]:
 
 
 def _identity(folder: Path, files: list[str]) -> str:
-    """The folder's release id: the one it holds, else one made from its saved content (never its path)."""
+    """The folder's release id: the one it holds, else one made from its saved content, the released labels
+    included (two releases of one configuration differ there), never its path."""
     import hashlib
 
     from labeldp.accounting.datasets import RELEASE_FILE
@@ -82,18 +83,23 @@ def _identity(folder: Path, files: list[str]) -> str:
     if held.exists() and held.read_text().strip():
         return held.read_text().strip()
     digest = hashlib.sha256()
-    for name in files:
-        digest.update((folder / name).read_bytes())
+    for path in [*(folder / name for name in files), *sorted(folder.glob("noisy_labels/*.npz"))]:
+        if path.exists():
+            digest.update(path.read_bytes())
     return f"imported#{digest.hexdigest()[:16]}"
 
 
 def _import(folder: Path, release: bool, policy) -> str:
+    import pyarrow.parquet as pq
+
     from labeldp.accounting import PrivacyLedger
     from labeldp.accounting.datasets import CANCELLED, ledgers, table_facts
     from labeldp.accounting.policy import Guarantee
     from labeldp.accounting.rounding import format_epsilon
-    from labeldp.accounting.spending import Source, Spending, charges
+    from labeldp.accounting.spending import Source, Spending
     from labeldp.boundary import read_sidecar
+    from labeldp.boundary.folder_format import ROW_COLUMN
+    from labeldp.boundary.keys import row_keys
     from labeldp.boundary.table_source import column_keys, read_key_columns
     from labeldp.config.run_config import RunConfig
     from labeldp.errors import RunDirectoryError
@@ -101,7 +107,7 @@ def _import(folder: Path, release: bool, policy) -> str:
     from labeldp.runs.reservation import run_source
     from labeldp.runs.run import config_dataset
 
-    files = ["release.json", "ledger.json"] if release else ["config.json", "ledger.json"]
+    files = ["release.json", "ledger.json", "labels.parquet"] if release else ["config.json", "ledger.json"]
     identity = _identity(folder, files)
     known = [
         ledger.key
@@ -114,13 +120,22 @@ def _import(folder: Path, release: bool, policy) -> str:
         sidecar = read_sidecar(folder)
         table, label = sidecar["source"]["table"], sidecar["source"]["label_column"]
         unit = (sidecar.get("privacy_unit") or {}).get("column")
-        read = read_key_columns(table, label, sidecar["source"]["id_column"], one_row_per_person=True)
+        ids = sidecar["source"]["id_column"]
+        read = read_key_columns(table, label, ids, one_row_per_person=True)
+
+        def keys(column: str):  # the released rows': their ids as released, else their rows of the table now
+            released = folder / sidecar["files"]["labels"]
+            if column == ids:
+                return row_keys(pq.read_table(released, columns=[ids]).column(0))
+            rows = pq.read_table(released, columns=[ROW_COLUMN]).column(0).to_numpy() if ids is None else None
+            return column_keys(table, column) if rows is None else column_keys(table, column)[rows]
+
         source = Source(
             table=table_facts(table, label, read.columns, read.rows),
             columns=read.columns,
-            keys=lambda column: column_keys(table, column),  # every row: a unit's kept rows are some of them
+            keys=keys,
             unit=unit,
-            id_column=sidecar["source"]["id_column"],
+            id_column=ids,
         )
         saved, delta, route = PrivacyLedger.load(folder / sidecar["files"]["ledger"]), 0.0, "privatize"
     else:
@@ -131,7 +146,7 @@ def _import(folder: Path, release: bool, policy) -> str:
         data = config_dataset(config)
         source, unit = run_source(config, data), (data.unit_bound or {}).get("column")
         saved, delta, route = PrivacyLedger.load(folder / "ledger.json"), config.delta or 0.0, "train"
-    spending = Spending(policy, charges(policy, source), identity, route, str(folder))
+    spending = Spending(policy, source, identity, route, str(folder))
     guarantee = Guarantee.of_ledger(saved, delta, unit)
     spending.record(guarantee)
     return f"{folder}: epsilon {format_epsilon(guarantee.epsilon)} on {', '.join(spending.groups)}"

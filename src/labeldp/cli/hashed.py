@@ -219,12 +219,14 @@ def _quality(quality: dict) -> str:
     if "auc" not in quality:
         return f"quality: {quality['on']}"
 
-    def shown(name: str) -> str:
+    def shown(label: str, name: str) -> str:
         value, interval = quality[name], quality.get(f"{name}_interval")
-        text = "unknown" if value is None else f"{value:.4f}"
-        return text + (f" (95% interval {interval[0]:.4f} to {interval[1]:.4f})" if interval else "")
+        bounds = f"95% interval {interval[0]:.4f} to {interval[1]:.4f}" if interval else ""
+        if value is None:
+            return f"{label}: the released labels cannot measure it at this epsilon ({bounds or 'no interval'})"
+        return f"{label} {value:.4f}" + (f" ({bounds})" if bounds else "")
 
-    text = f"quality on {quality['on']}: AUC {shown('auc')}, log-loss {shown('log_loss')}"
+    text = f"quality on {quality['on']}: {shown('AUC', 'auc')}, {shown('log-loss', 'log_loss')}"
     warning = chance_warning({f"test_{key}": value for key, value in quality.items()}, "labels")
     return text + (f"\n{warning}" if warning else "")
 

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from labeldp.accounting.rounding import format_epsilon
+from labeldp.accounting.rounding import describe_guarantee, format_epsilon
 from labeldp.evaluation import chance_warning, describe_test_metrics
 
 
 def print_summary(summary: dict) -> None:
     """One line of a run's summary: the method, the dataset, the test metrics, the ledger's epsilon, the time;
     NOT PRIVATE where the noise can be regenerated."""
+    guarantee = describe_guarantee(
+        summary["epsilon"],
+        summary["delta"],
+        summary.get("per", "row"),
+        summary["neighboring_relation"],
+        (summary.get("privacy_units") or {}).get("row_epsilon"),
+    )
     print(
-        f"{summary['method']} on {summary['dataset']}: {describe_test_metrics(summary)}  "
-        f"epsilon {format_epsilon(summary['epsilon'])} (delta {summary['delta']:g}, "
-        f"{summary['neighboring_relation']})  {summary['seconds']:.1f}s"
+        f"{summary['method']} on {summary['dataset']}: {describe_test_metrics(summary)}  {guarantee}  "
+        f"{summary['seconds']:.1f}s"
     )
     if kept := summary.get("consensus"):
         agreed = f"{kept['kept']} of {kept['released']}"
@@ -33,11 +39,8 @@ def print_dataset_spend(spent: dict) -> None:
         at = "" if people is None else f" by its worst person ({group['people_at_worst']:,} of {people:,} people)"
         references = f", {group['references']} reference run(s) apart" if group.get("references") else ""
         print(
-            f"{group['described']}: epsilon {format_epsilon(_number(group['epsilon']))} per "
+            f"{group['described']}: epsilon {format_epsilon(group['epsilon'])} per "
             f"{group['per']} spent in all{at} ({releases} release{'s' if releases != 1 else ''}, composed, "
-            f"{group.get('relation', 'replace-one label')}{references}; ledger {group['ledger']})"
+            f"delta {group['delta']:g}, {group.get('relation', 'replace-one label')}{references}; ledger "
+            f"{group['ledger']})"
         )
-
-
-def _number(value) -> float | None:
-    return float("inf") if value == "inf" else value

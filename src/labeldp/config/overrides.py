@@ -43,6 +43,11 @@ def _fields() -> dict[str, tuple[str | None, str, Option, str]]:
     return found
 
 
+def override_names() -> list[str]:
+    """Every name an override or a grid may give, longest first."""
+    return sorted(_fields(), key=len, reverse=True)
+
+
 def resolve_name(name: str) -> tuple[str | None, str]:
     """``(section, field)`` of an override's name (``lr`` -> ``("train", "lr")``, ``epsilon`` -> ``(None,
     "epsilon")``); :class:`~labeldp.errors.ConfigError` for a name that is no option."""

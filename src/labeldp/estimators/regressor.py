@@ -53,7 +53,7 @@ from labeldp.estimators._common import (
 from labeldp.mechanisms import optimal_bins
 from labeldp.priors import histogram_priors
 from labeldp.randomness import NoiseSource
-from labeldp.released_metrics import channel_weights
+from labeldp.released_metrics import channel_weights, estimated_r2
 from labeldp.runtime import on_free_cores
 
 
@@ -357,6 +357,8 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
                 "ledger": ledger,
                 "prior": prior,
                 "bin_values": maps.values[0, :d].copy(),
+                "bins": release.labels,  # each row's released bin, RR over the d bins at epsilon ``rest``
+                "epsilon": rest,
             }
             if d >= 2:
                 means = _bin_means(prior, grid, maps.bin_of[0], d)
@@ -374,6 +376,47 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
     def __sklearn_tags__(self) -> Tags:
         wrapped = self.estimator if self.estimator is not None else HistGradientBoostingRegressor()
         return _wrapper_tags(super().__sklearn_tags__(), wrapped, self.insecure_noise_seed)
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """R^2: on a plain array, which labeldp takes as public test values, the exact one; on released labels
+        (or private labels, through the release the fit made of them) an estimate of it on their values,
+        unbiased in its squared error and its variance (:func:`~labeldp.released_metrics.estimated_r2`),
+        where RR-on-bins released bins: against each label's bin's value (a release cannot see inside a bin).
+
+        Raises
+        ------
+        ConfigError
+            For row weights with released labels, private labels the fit did not release, a Laplace release
+            or one that estimates no variance.
+        """
+        if not isinstance(y, (PrivateLabels, ReleasedLabels)):
+            return super().score(X, y, sample_weight)
+        if sample_weight is not None:
+            raise ConfigError("the R^2 estimated from released labels does not weight rows")
+        values, weights = self._released_weights(y)
+        found = estimated_r2(self.predict(X), weights, values)
+        if found.value is None:
+            raise ConfigError("the release estimates no spread of these labels: R^2 needs a public test set here")
+        return found.value
+
+    def _released_weights(self, y) -> tuple[np.ndarray, np.ndarray]:
+        """The values a released label stands for and each row's unbiased weights over them."""
+        check_is_fitted(self, "estimator_")
+        if isinstance(y, ReleasedLabels):
+            return self.grid_, channel_weights(y.labels, y.channel())
+        key = getattr(self, "release_key_", None)
+        shared = y.shared_release(key) if key is not None else None
+        if shared is None or "bins" not in shared:
+            kind = "released by the Laplace mechanism (no channel to weigh)" if shared is not None else "not released"
+            raise ConfigError(
+                f"LabelDPRegressor.score on private labels reads the release its fit made of them; these were {kind} "
+                "by this model's fit. Score on a public test set, or on values released once (labeldp.privatize)"
+            )
+        values, d = shared["bin_values"], len(shared["bin_values"])
+        other = math.exp(-shared["epsilon"]) / (1.0 + (d - 1) * math.exp(-shared["epsilon"]))
+        bins = np.asarray(shared["bins"])[y.positions]
+        likelihood = np.where(np.arange(d)[None, :] == bins[:, None], 1.0 - (d - 1) * other, other)
+        return values, channel_weights(bins, likelihood)
 
     @on_free_cores
     def predict(self, X) -> np.ndarray:

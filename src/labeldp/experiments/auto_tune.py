@@ -35,6 +35,7 @@ from labeldp.experiments.held_out import UNINFORMATIVE_WARNING, labels_each
 from labeldp.experiments.one_release import (
     best_of,
     check_candidates,
+    estimated_accuracy,
     held_out_examples,
     public_results,
     release_once,
@@ -261,7 +262,7 @@ def _choose(
     for number, step in enumerate(steps):
         step["kept"] = number < kept
     grid = len(options) - len(steps) + kept
-    best = best_of(results[:grid])
+    best = settled(results[:grid], record)
     mirror = mirrored(base, data, options[best]) if len(options) < most else None
     if mirror is not None:  # one more candidate, kept only where clearly ahead of the choice, as a step is
         record["mirror"] = {"options": mirror, "candidate": candidate_key(mirror)}
@@ -289,6 +290,20 @@ def _choose(
     return candidates[best]
 
 
+def settled(results: list[dict[str, Any]], record: dict[str, Any]) -> int:
+    """The position of the choice among ``results`` (the base first): the best, where it is clearly ahead of
+    the base on their paired held-out terms; else the base, the record saying the candidates could not be
+    told apart (the best of near-equal estimates is biased up)."""
+    best = best_of(results)
+    ahead, error = _lead(results[best], results[0])
+    if best == 0 or _clearly_ahead(ahead, error):
+        return best
+    record["indistinct"] = {"best": results[best]["key"], "ahead": ahead, "ahead_error": error}
+    for result in results:
+        result["difference"], result["difference_error"] = _lead(result, results[0])
+    return 0
+
+
 def describe_choice(record: dict[str, Any]) -> str:
     """What an auto-tuned run chose and why, in one line, from its record (``auto_tune.json``)."""
     if record.get("chosen") is None:
@@ -300,7 +315,12 @@ def describe_choice(record: dict[str, Any]) -> str:
         if base["key"] == record["chosen"]
         else f"the base {base['key']}: {100 * base['difference']:+.2f} +- {100 * base['difference_error']:.2f} points"
     )
-    estimate = f"{100 * chosen['estimated_clean_accuracy']:.2f}% +- {100 * chosen['standard_error']:.2f}"
+    if indistinct := record.get("indistinct"):
+        versus = (
+            f"the candidates could not be told apart: the best, {indistinct['best']}, ahead by "
+            f"{100 * indistinct['ahead']:+.2f} +- {100 * indistinct['ahead_error']:.2f} points; kept the base"
+        )
+    estimate = estimated_accuracy(chosen)
     steps = record.get("extended") or []
     extended = (
         f"; the grid extended beyond its {steps[0]['beyond']} rate to {', '.join(s['candidate'] for s in steps)}"

@@ -27,7 +27,7 @@ from labeldp.experiments.held_out import HeldOutScorer, holdout_split, labelled
 from labeldp.experiments.tune_contexts import CandidateContext, FirstStageTrained, ReleaseContext, Released, sealed
 from labeldp.experiments.tune_folder import CANDIDATES_FOLDER
 from labeldp.files import write_json_atomic
-from labeldp.released_metrics import mean_and_error
+from labeldp.released_metrics import estimate_mean, mean_and_error
 from labeldp.runs.context import release_inputs
 from labeldp.runs.reservation import withdraw_unspent
 from labeldp.runs.run import (
@@ -153,6 +153,7 @@ def _run_candidate(
             saved.get("config") == config.to_dict()
             and saved.get("held_out") == int(held_out.size)
             and len(saved.get("terms", ())) == held_out.size
+            and "interval" in saved
         ):
             return saved
     with folder.lock():
@@ -167,19 +168,26 @@ def _run_candidate(
         except FirstStageTrained:
             model = context.trained
         terms = scorer.score(model, data.x_train[held_out], config.train.eval_batch_size)
-        estimate, error = mean_and_error(terms)
-        result = {
-            "key": candidate_key(options),
-            "options": jsonable(options),
-            "estimated_clean_accuracy": estimate,
-            "standard_error": error,
-            "held_out": int(held_out.size),
-            "seconds": round(context.seconds(), 2),
-            "config": config.to_dict(),
-            "terms": terms.tolist(),
-        }
+        result = candidate_result(options, terms, context.seconds(), config.to_dict())
         write_json_atomic(result_path, result)
         return result
+
+
+def candidate_result(options: dict[str, Any], terms: np.ndarray, seconds: float, config: dict) -> dict[str, Any]:
+    """A scored candidate: its estimated clean accuracy within [0, 1] with its standard error and 95 % interval
+    (:func:`~labeldp.released_metrics.estimate_mean` of its held-out ``terms``), and the terms themselves."""
+    estimate = estimate_mean(terms, 0.0, 1.0)
+    return {
+        "key": candidate_key(options),
+        "options": jsonable(options),
+        "estimated_clean_accuracy": estimate.value,
+        "standard_error": estimate.error,
+        "interval": [estimate.low, estimate.high],
+        "held_out": int(len(terms)),
+        "seconds": round(seconds, 2),
+        "config": config,
+        "terms": np.asarray(terms).tolist(),
+    }
 
 
 def score_candidates(
@@ -215,12 +223,21 @@ def score_candidates(
 def best_of(results: list[dict[str, Any]]) -> int:
     """The best candidate's position (the first of equals); each result gets its ``difference`` from the best,
     paired on the same held-out releases so that their shared noise cancels."""
-    best = max(range(len(results)), key=lambda i: (results[i]["estimated_clean_accuracy"], -i))
+    best = max(range(len(results)), key=lambda i: (float(np.mean(results[i]["terms"])), -i))  # unbiased, uncut
     for result in results:
         result["difference"], result["difference_error"] = mean_and_error(
             np.subtract(result["terms"], results[best]["terms"])
         )
     return best
+
+
+def estimated_accuracy(result: dict[str, Any]) -> str:
+    """A candidate's estimated clean accuracy, within [0, 1], with its 95 % interval (a result saved before
+    results had one: its standard error)."""
+    if "interval" not in result:
+        return f"{100 * result['estimated_clean_accuracy']:.2f}% +- {100 * result['standard_error']:.2f}"
+    low, high = result["interval"]
+    return f"{100 * result['estimated_clean_accuracy']:.2f}% (95% interval {100 * low:.2f} to {100 * high:.2f}%)"
 
 
 def public_results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

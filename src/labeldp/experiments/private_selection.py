@@ -12,8 +12,8 @@ from typing import Any
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.accounting.datasets import new_release
-from labeldp.accounting.policy import BudgetPolicy
-from labeldp.accounting.spending import Spending, charges
+from labeldp.accounting.policy import BudgetPolicy, Guarantee, group_bound
+from labeldp.accounting.spending import Spending
 from labeldp.config.run_config import RunConfig
 from labeldp.config.tuning import SELECTION_DEFAULTS
 from labeldp.data import LabeledDataset
@@ -30,7 +30,7 @@ from labeldp.experiments.tune_folder import TUNE_FILE, finished
 from labeldp.files import write_json_atomic
 from labeldp.recipes.applied import AppliedRecipe
 from labeldp.runs.context import RunContext, initial_model
-from labeldp.runs.reservation import planned_guarantee, run_source
+from labeldp.runs.reservation import run_source
 from labeldp.runs.run import (
     check_plan,
     config_dataset,
@@ -94,7 +94,7 @@ def select_with_folder(
         )
         for candidate in candidates
     ]
-    spending = Spending(policy, charges(policy, run_source(base, data)), new_release(out), "tune", str(Path(out)))
+    spending = Spending(policy, run_source(base, data), new_release(out), "tune", str(Path(out)))
     write = functools.partial(
         _write_selection,
         spending=spending,
@@ -109,7 +109,8 @@ def select_with_folder(
         recipe=recipe,
     )
     assert base.epsilon is not None and base.delta is not None, "a resolved (epsilon, delta) method's budget"
-    spending.reserve(planned_guarantee(base, data), quiet=not progress)
+    epsilon, delta = group_bound(base.epsilon, base.delta, 2)  # what its ledger records: a label replaced
+    spending.reserve(Guarantee(epsilon, delta, None, epsilon), quiet=not progress)
     try:
         return select_dpsgd(
             trials,

@@ -45,6 +45,7 @@ from labeldp.experiments.held_out import (
 from labeldp.experiments.one_release import (
     best_of,
     check_candidates,
+    estimated_accuracy,
     held_out_examples,
     public_results,
     release_once,
@@ -83,9 +84,8 @@ def _held_out(
 
 def _announce(key: str, result: dict[str, Any], later: tuple[str, ...]) -> str:
     then = f"; its run draws {', '.join(later)}" if later else ""
-    return (
-        f"best candidate {key}: estimated clean accuracy {result['estimated_clean_accuracy']:.4f} "
-        f"+- {result['standard_error']:.4f}; training it on every released label{then}"
+    return f"best candidate {key}: estimated clean accuracy {estimated_accuracy(result)}; training it on every " + (
+        f"released label{then}"
     )
 
 
@@ -209,19 +209,16 @@ def format_tune(outcome: dict[str, Any]) -> str:
         return format_selection(outcome)
     width = max(len("candidate"), *(len(r["key"]) for r in outcome["results"]))
     lines = [
-        f"{'candidate':<{width}}  estimated clean accuracy   minus the chosen's (same releases)",
-        f"{'-' * width}  {'-' * 24}   {'-' * 35}",
+        f"{'candidate':<{width}}  estimated clean accuracy (95% interval)   minus the chosen's (same releases)",
+        f"{'-' * width}  {'-' * 39}   {'-' * 35}",
     ]
     for row in outcome["results"]:
         if row["key"] == outcome["chosen"]:
             versus = "chosen"
         else:
             versus = f"{100 * row['difference']:+6.2f} +- {100 * row['difference_error']:5.2f}"
-        lines.append(
-            f"{row['key']:<{width}}  {100 * row['estimated_clean_accuracy']:6.2f}% +- "
-            f"{100 * row['standard_error']:5.2f}        {versus}"
-        )
-    lines.append("(percentage points +- one standard error, on the held-out examples' released labels)")
+        lines.append(f"{row['key']:<{width}}  {estimated_accuracy(row):<39}   {versus}")
+    lines.append("(differences in percentage points +- one standard error, on the held-out examples' released labels)")
     if outcome.get("scored_on"):
         later = [name for name in outcome["releases"] if name not in outcome["scored_on"]]
         lines.append(

@@ -85,33 +85,54 @@ def aggregate(rows: list[dict[str, str]], metric: str | None = None) -> list[dic
         _metric(metric)
     chosen = {dataset: metric or dataset_metric(rows, dataset) for dataset in {row["dataset"] for row in rows}}
     column = {dataset: METRICS[name][0] for dataset, name in chosen.items()}
-    done = [row for row in rows if row["status"] == "done" and row.get(column[row["dataset"]]) not in (None, "")]
+    done = [row for row in rows if row["status"] == "done"]
+    if metric is not None:  # a dataset none of whose runs has the metric asked for: not its metric
+        measured = {row["dataset"] for row in done if row.get(column[row["dataset"]]) not in (None, "")}
+        done = [row for row in done if row["dataset"] in measured]
     shared = {}
     for dataset in {row["dataset"] for row in done}:
         shared[dataset] = set.intersection(*(set(variant(row)[1:]) for row in done if row["dataset"] == dataset))
-    groups: dict[tuple, list[float]] = defaultdict(list)
+    groups: dict[tuple, list[float | None]] = defaultdict(list)
     metric_of = {}
     for row in done:
         first, *rest = variant(row)
-        name = "/".join([first, *(part for part in rest if part not in shared[row["dataset"]])])
+        parts = [_readable(p) for p in rest if p not in shared[row["dataset"]] or not p.startswith(_DATA_OPTIONS)]
+        name = "/".join([first, *parts])
         if row.get("noise_private") == "False":
             name += " (NOT PRIVATE)"
         epsilon = float(row["target_epsilon"]) if row["target_epsilon"] else None
         title = (row.get("table") or "csv") if row["dataset"] == "csv" else row["dataset"]  # a grid: the table
         metric_of[title] = chosen[row["dataset"]]
-        groups[(title, name, epsilon)].append(float(row[column[row["dataset"]]]))
-    return [
-        {
+        value = row.get(column[row["dataset"]])
+        groups[(title, name, epsilon)].append(None if value in (None, "") else float(value))  # None: unmeasured
+    stats = []
+    for (d, m, e), found in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0)):
+        v = [value for value in found if value is not None]
+        stats.append({
             "dataset": d,
             "method": m,
             "epsilon": e,
-            "mean": mean(v),
+            "mean": mean(v) if v else None,
             "std": stdev(v) if len(v) > 1 else 0.0,
             "runs": len(v),
+            "unmeasured": len(found) - len(v),
             "metric": metric_of[d],
-        }
-        for (d, m, e), v in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))
-    ]
+        })  # fmt: skip
+    return stats
+
+
+#: grid options that name the data rather than how it was trained: a variant's name leaves them out where every
+#: run of the dataset shares them (every other option given is named)
+_DATA_OPTIONS = ("table", "test_table", "label_column", "classes", "data_dir", "id_column", "features", "drop",
+                 "one_row_per_person", "dataset_name")  # fmt: skip
+
+
+def _readable(part: str) -> str:
+    """A grid part of a run's key as ``name=value`` (``epochs6`` -> ``epochs=6``)."""
+    from labeldp.config.overrides import override_names
+
+    name = next((n for n in override_names() if part.startswith(n) and len(part) > len(n)), None)
+    return part if name is None else f"{name}={part[len(name) :]}"
 
 
 def _metric(name: str) -> tuple[str, str, float, bool]:
@@ -123,6 +144,10 @@ def _metric(name: str) -> tuple[str, str, float, bool]:
 def _cell(stat: dict, spread: bool) -> str:
     _, _, scale, _ = METRICS[stat["metric"]]
     digits = 2 if scale == 100.0 else 4
+    if stat["mean"] is None:  # every run's released test labels could not measure it
+        return f"unmeasured ({stat['unmeasured']})"
+    if stat["unmeasured"]:
+        return f"{scale * stat['mean']:.{digits}f} ({stat['runs']}; {stat['unmeasured']} unmeasured)"
     if not spread:
         return f"{scale * stat['mean']:.{digits - 1}f}"
     if stat["runs"] == 1:  # one run has no spread to show
@@ -161,14 +186,17 @@ def format_report(stats: list[dict], failed: int = 0, spread: bool = True) -> st
     return "\n".join(lines).rstrip() + "\n"
 
 
-def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
-    """Plot each dataset's metric against epsilon (log scale) into ``path``: a line with error bars per
-    method, a panel per dataset, the non-private reference dashed with its std as a band."""
+def privacy_utility_figure(stats: list[dict], chance: dict[str, float] | None = None):
+    """Each dataset's metric against epsilon (log scale), a panel per dataset: a line with error bars per
+    method (every override named), and the references where they exist: the paper's figure (dotted, its
+    methods), the model without privacy (dashed, its std a band) and ``chance[dataset]`` (grey)."""
+    from labeldp.recipes.builtin_profiles import PAPER_ACCURACY
+
     datasets = list(dict.fromkeys(s["dataset"] for s in stats))
-    figure, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4.5), squeeze=False)
+    figure, axes = plt.subplots(1, len(datasets), figsize=(6.5 * len(datasets), 5.0), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
-        part = [s for s in stats if s["dataset"] == dataset]
-        _, heading, scale, larger_is_better = METRICS[part[0]["metric"]]
+        part = [s for s in stats if s["dataset"] == dataset and s["mean"] is not None]
+        _, heading, scale, larger_is_better = METRICS[next(s for s in stats if s["dataset"] == dataset)["metric"]]
         for method in dict.fromkeys(s["method"] for s in part if s["epsilon"] is not None):
             points = sorted(
                 (s for s in part if s["method"] == method and s["epsilon"] is not None), key=lambda s: s["epsilon"]
@@ -181,6 +209,10 @@ def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
                 capsize=4,
                 label=method,
             )
+            paper = PAPER_ACCURACY.get((dataset, method.split("/")[0])) if heading == "test accuracy %" else None
+            if paper:
+                ax.plot(list(paper), list(paper.values()), ":", marker="x", color=ax.lines[-1].get_color(),
+                        label=f"{method.split('/')[0]}: the paper (Ghazi et al. 2021)")  # fmt: skip
         for reference in (s for s in part if s["epsilon"] is None):
             ax.axhline(
                 scale * reference["mean"], color="black", linestyle="--", label=f"{reference['method']} (no privacy)"
@@ -191,25 +223,49 @@ def plot_privacy_utility(stats: list[dict], path: str | Path) -> Path:
                 color="black",
                 alpha=0.08,
             )
-        ax.set_xscale("log", base=2)
+        if (level := (chance or {}).get(dataset)) is not None:
+            ax.axhline(scale * level, color="grey", linestyle="-.", label="chance")
         ticks = sorted({s["epsilon"] for s in part if s["epsilon"] is not None})
-        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        if ticks:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.minorticks_off()
         ax.set_xlabel("label-DP epsilon (log scale)")
         name = heading.replace(" %", " (%)")
         ax.set_ylabel(name + ("" if larger_is_better else ", lower is better"))
-        runs = max(s["runs"] for s in part)
+        runs = max((s["runs"] for s in part), default=0)
         ax.set_title(
-            f"{dataset}: {name.removeprefix('test ')} vs privacy (mean ± std, up to {runs} "
-            f"run{'s' if runs > 1 else ''} per point)"
+            f"{dataset}: {name.removeprefix('test ')} vs privacy\n(mean ± std, up to {runs} "
+            f"run{'s' if runs != 1 else ''} a point)",
+            fontsize=11,
         )
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(loc="lower right" if larger_is_better else "upper right")
+        ax.legend(loc="lower right" if larger_is_better else "upper right", fontsize=8)
     figure.tight_layout()
+    return figure
+
+
+def plot_privacy_utility(stats: list[dict], path: str | Path, chance: dict[str, float] | None = None) -> Path:
+    """:func:`privacy_utility_figure` written to ``path``."""
+    figure = privacy_utility_figure(stats, chance)
     path = Path(path)
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
+
+
+def chance_levels(rows: list[dict[str, str]], metric: str | None = None) -> dict[str, float]:
+    """What a guess scores on each dataset's metric, where it is known: an AUC of 1/2, an accuracy of 1/K over
+    the K classes the runs declare (a uniform guess)."""
+    found = {}
+    for row in (r for r in rows if r["status"] == "done"):
+        title = (row.get("table") or "csv") if row["dataset"] == "csv" else row["dataset"]
+        name = metric or dataset_metric(rows, row["dataset"])
+        if name == "auc":
+            found[title] = 0.5
+        elif name == "accuracy" and row.get("num_classes"):
+            found[title] = 1.0 / float(row["num_classes"])
+    return found
 
 
 def report(sweep_dir: str | Path, metric: str | None = None, budget_dir: Path | None = None) -> tuple[str, Path]:
@@ -225,12 +281,12 @@ def report(sweep_dir: str | Path, metric: str | None = None, budget_dir: Path | 
     rows = read_results(sweep_dir)
     stats = aggregate(rows, metric)
     if not stats:
-        raise ConfigError(f"{sweep_dir} has no finished runs to report" + (f" with a {metric}" if metric else ""))
+        raise ConfigError(f"{sweep_dir} has no finished runs to report")
     failed = sum(1 for r in rows if r["status"] == "failed")
     name = "privacy_utility.png" if metric is None else f"privacy_utility_{metric}.png"
     folder = Path(sweep_dir) if Path(sweep_dir).is_dir() else Path(sweep_dir).parent  # a results.csv given
     spend = "" if budget_dir is None else _dataset_spend(rows, Path(budget_dir))
-    return format_report(stats, failed) + spend, plot_privacy_utility(stats, folder / name)
+    return format_report(stats, failed) + spend, plot_privacy_utility(stats, folder / name, chance_levels(rows, metric))
 
 
 def _dataset_spend(rows: list[dict[str, str]], budget_dir: Path) -> str:

@@ -65,6 +65,7 @@ RESULT_COLUMNS = (
     "run_dir",
     "error",
     "dataset_key",
+    "num_classes",
 )
 
 
@@ -210,6 +211,9 @@ def _row(job: SweepJob, run_dir: Path, outcome: dict[str, Any]) -> dict[str, Any
         "run_dir": str(run_dir),
         "error": outcome.get("error", ""),
         "dataset_key": (outcome.get("dataset_ledger") or {}).get("key", ""),
+        "num_classes": (RunDirectory(run_dir).read_data_facts() or {}).get("num_classes", "")
+        if run_dir.exists()
+        else "",
     }
 
 

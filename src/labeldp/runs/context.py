@@ -7,7 +7,6 @@ each release and share the training, predictions and evaluation."""
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -23,6 +22,7 @@ from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
 from labeldp.accounting.datasets import folder_release
 from labeldp.accounting.policy import Guarantee
+from labeldp.accounting.rounding import stored_epsilon
 from labeldp.accounting.spending import Spending
 from labeldp.boundary import Release, release_randomized_response, release_true_labels
 from labeldp.config.run_config import RunConfig
@@ -192,6 +192,8 @@ class RunContext:
                 "Drawing those labels again would spend their budget a second time: restore the file from a copy "
                 f"of the run folder, or start again in a new folder {SECOND_RELEASE}"
             )
+        if self.spending is not None and self.records_spend:  # before the draw: a release interrupted from here on
+            folder_release(self.out.root, self.spending.release)  # stays on the dataset ledgers (never fewer)
         release = draw(self.ledger)  # recorded here, in memory: the ledger file is written after the release's
         if not self.ledger.has(name):
             raise RunDirectoryError(
@@ -328,6 +330,12 @@ class RunContext:
         released = self.test_release()
         return distributed.on_main(lambda: self._summarise(model, probabilities, facts, released))
 
+    def _per(self) -> str:
+        """What the run's epsilon protects: each privacy unit (its column), each row, or each example (DP-SGD)."""
+        if self.config.method_spec.protects_examples:
+            return "example"
+        return (self.data.unit_bound or {}).get("column") or "row"
+
     def test_release(self) -> Release | None:
         """The one release ``test`` of private test labels (made through :meth:`spend`), or None.
 
@@ -407,8 +415,9 @@ class RunContext:
         summary = {
             "dataset": config.dataset,
             "method": config.method,
-            "epsilon": None if not np.isfinite(epsilon) else math.ceil(epsilon * 1e6) / 1e6,  # rounded up
+            "epsilon": stored_epsilon(epsilon),
             "delta": delta,
+            "per": self._per(),
             "neighboring_relation": self.ledger.relation_name,
             **metrics,
             "seconds": round(self.seconds(), 2),
@@ -434,7 +443,7 @@ class RunContext:
             summary["privacy_units"] = {
                 "units": self.ledger.num_units,
                 "most_rows": int(np.bincount(self.ledger.units).max()),
-                "row_epsilon": None if not np.isfinite(row_epsilon) else math.ceil(row_epsilon * 1e6) / 1e6,
+                "row_epsilon": stored_epsilon(row_epsilon),
             }
         summary["dataset_ledger"] = self.record_on_dataset()
         write_json_atomic(self.out.summary_path, summary)

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
+from labeldp.accounting import DPSGD_RELATION, PrivacyLedger, calibrate_noise_multiplier, dpsgd_event
 from labeldp.accounting.datasets import new_release, saved_release
-from labeldp.accounting.policy import BudgetPolicy, Guarantee, group_bound
-from labeldp.accounting.spending import Source, Spending, charges, guarantee_of, unit_guarantee
+from labeldp.accounting.policy import BudgetPolicy, Guarantee
+from labeldp.accounting.spending import Source, Spending, guarantee_of, unit_guarantee
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
+from labeldp.dpsgd.trainer import sampling_plan
 
 
 def run_source(config: RunConfig, data: LabeledDataset) -> Source:
@@ -28,15 +32,20 @@ def run_source(config: RunConfig, data: LabeledDataset) -> Source:
 
 def planned_guarantee(config: RunConfig, data: LabeledDataset) -> Guarantee:
     """The most a run of ``config`` may spend, under replace-one-label: its epsilon per unit (each row's own
-    its share), or, for a method whose guarantee is for examples added or removed (DP-SGD), the group bound of
-    two such changes, which the run's own accounting under replace-one never exceeds."""
+    its share), or, for a method whose guarantee is for examples added or removed (DP-SGD), its planned steps
+    accounted under replace-one, as its ledger will be."""
     bound = data.unit_bound or {}
     guarantee = guarantee_of(config.epsilon, config.delta or 0.0, bound.get("column"))
     if bound:
         guarantee = unit_guarantee(guarantee, int(bound["most_rows"]))
-    if config.method_spec.protects_examples and guarantee.private:
-        epsilon, delta = group_bound(guarantee.epsilon, guarantee.delta, 2)
-        guarantee = Guarantee(epsilon, delta, None, epsilon)
+    if config.method_spec.protects_examples and guarantee.private:  # DP-SGD's steps, under replace-one
+        q, steps, _ = sampling_plan(len(data.y_train), config.train)
+        sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(
+            guarantee.epsilon, guarantee.delta, q, steps
+        )
+        ledger = PrivacyLedger(len(data.y_train), DPSGD_RELATION)
+        ledger.record(dpsgd_event(sigma, q, steps), np.ones(len(data.y_train), dtype=bool), "planned")
+        guarantee = Guarantee.of_ledger(ledger, guarantee.delta)
     return guarantee
 
 
@@ -46,7 +55,7 @@ def reserve_run(
     """The run's :class:`~labeldp.accounting.spending.Spending`, its whole plan reserved on every ledger of its
     people before anything is drawn or written (refused past the policy's cap); a finished run reserves nothing."""
     release = saved_release(out_dir) or new_release(out_dir)
-    spending = Spending(policy, charges(policy, run_source(config, data)), release, route, str(Path(out_dir)))
+    spending = Spending(policy, run_source(config, data), release, route, str(Path(out_dir)))
     if not (Path(out_dir) / "summary.json").exists():  # finished: it draws nothing more (or is refused)
         spending.reserve(planned_guarantee(config, data), quiet=not progress)
     return spending

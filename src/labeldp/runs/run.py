@@ -20,12 +20,13 @@ from tqdm.auto import tqdm
 from labeldp import distributed
 from labeldp.accounting.policy import BudgetPolicy
 from labeldp.accounting.rounding import format_epsilon
+from labeldp.accounting.spending import Spending
 from labeldp.config.run_config import RunConfig
 from labeldp.config.tuning import AutoTuneConfig
 from labeldp.data import LabeledDataset, load_dataset
 from labeldp.data.dataset_registry import TableOptions
 from labeldp.data.splits import split_stages
-from labeldp.errors import ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
+from labeldp.errors import SECOND_RELEASE, ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.files import write_atomic, write_json_atomic
 from labeldp.mechanisms import rr_information, vector_information
 from labeldp.methods.registry import get_method, method_names
@@ -278,7 +279,13 @@ def train_run(
         )
         progress = progress and distributed.is_main()
     distributed.on_main(lambda: check_plan(config, data, run_device))
-    spending = distributed.on_main(lambda: reserve_run(policy, config, data, out_dir, progress))
+    reserved: list[Spending | None] = [None]  # rank 0's alone: the other ranks record nothing
+
+    def reserve() -> None:
+        reserved[0] = reserve_run(policy, config, data, out_dir, progress)
+
+    distributed.on_main(reserve)
+    spending = reserved[0]
     if not config.noise.private and config.method_spec.private and distributed.is_main():
         warnings.warn(f"the run's noise is {config.noise.describe()}", InsecureNoiseWarning, stacklevel=2)
     out = RunDirectory(out_dir, read_only=not distributed.is_main())
@@ -465,7 +472,7 @@ def _accept_changed_config(
         raise RunDirectoryError(
             f"{out.root} holds a run with a different configuration (differs in: {differs}) "
             f"whose releases {', '.join(stale)} depend on what changed; choose another output "
-            "folder {SECOND_RELEASE}, or run the saved configuration to finish this one"
+            f"folder {SECOND_RELEASE}, or run the saved configuration to finish this one"
         )
     out.discard_training()
     if progress:
