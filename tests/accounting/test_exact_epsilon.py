@@ -31,9 +31,9 @@ def test_privatize_and_hashed_train_print_epsilon_1_as_1(tmp_path, capsys) -> No
     pq.write_table(pa.Table.from_pandas(frame), tmp_path / "t.parquet")
     argv = ["privatize", "--table", str(tmp_path / "t.csv"), "--label-column", "y", "--classes", "0", "1"]
     assert main([*argv, "--epsilon", "1", "--out", str(tmp_path / "r")]) == 0
-    assert "the ledger's epsilon 1)" in capsys.readouterr().out
+    assert "epsilon 1 per row (delta 0, replace-one label), the ledger's" in capsys.readouterr().out
     argv = ["hashed", "train", "--table", str(tmp_path / "t.parquet"), "--label-column", "y", "--classes", "0", "1"]
     assert main([*argv, "--columns", "site", "--bits", "4", "--epsilon", "1", "--out", str(tmp_path / "h")]) == 0
     printed = capsys.readouterr().out
-    assert "the ledger's epsilon 1 per row" in printed
+    assert "epsilon 1 per row (delta 0, replace-one label), the ledger's" in printed
     assert "rows/s of training, the whole run" in printed and "rows/s of the table, release included" in printed

@@ -26,3 +26,6 @@ def test_each_demo_draws_afresh_into_a_new_folder_it_names(tmp_path, monkeypatch
         assert f"runs: {folder}/" in out and " ± " in out and "(2)" in out  # mean ± std over the seeds
         folders.append(folder)
     assert folders[0] != folders[1]
+    assert main(["budget"]) == 0  # the user's budget folder: the demo keeps its own
+    assert "no dataset has spent anything yet" in capsys.readouterr().out
+    assert (tmp_path / folders[0] / "budget").is_dir()

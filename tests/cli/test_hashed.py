@@ -30,7 +30,9 @@ def test_train_per_user_then_predict_with_the_runs_hashing(ads, train_argv, tmp_
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert (
-        "counts route, lr" in printed and "the ledger's epsilon 2 per user_id" in printed and "NOT PRIVATE" in printed
+        "counts route, lr" in printed
+        and "epsilon 2 per user_id (0.667 per row; delta 0" in printed
+        and "NOT PRIVATE" in printed
     )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["epsilon_per_row"] == pytest.approx(2 / 3, abs=1e-2) and summary["max_rows_per_unit"] == 3

@@ -187,17 +187,21 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _print_summary(summary: dict, out) -> None:
-    from labeldp.accounting.rounding import format_epsilon
+    from labeldp.accounting.rounding import describe_guarantee
 
     processes = summary.get("processes")
-
-    per_row = format_epsilon(summary["epsilon_per_row"])
-    unit = f" per {summary['unit_column']}, {per_row} per row" if summary["unit_column"] else " per row"
+    guarantee = describe_guarantee(
+        summary["epsilon_per_unit"],
+        0.0,
+        summary["unit_column"] or "row",
+        "replace-one label",
+        summary["epsilon_per_row"],
+    )
     speed, seconds, epochs = summary["rows_per_second"], summary["seconds"], len(summary["history"])
     released = "released" if summary["route"] in ("counts", "rr") else "read as the source released them"
     print(
         f"{summary['route']} route, {summary['model']}: {summary['members']:,} of {summary['rows']:,} rows {released}; "
-        f"the ledger's epsilon {format_epsilon(summary['epsilon_per_unit'])}{unit}; {epochs} epoch"
+        f"{guarantee}, the ledger's; {epochs} epoch"
         f"{'s' if epochs != 1 else ''} at {speed or 0:,.0f} rows/s of training, the whole run "
         f"{seconds['total']:.1f} s ({summary['rows'] / seconds['total']:,.0f} rows/s of the table, release included)"
         + (f" ({processes} processes)" if processes else "")

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> None:
     labeldp.errors.ReleaseExistsError
         If ``--out`` exists.
     """
-    from labeldp.accounting.rounding import format_epsilon
+    from labeldp.accounting.rounding import describe_guarantee
     from labeldp.boundary import privatize_table
     from labeldp.cli.common import budget_policy
     from labeldp.cli.summary import print_dataset_spend
@@ -113,10 +113,13 @@ def run(args: argparse.Namespace) -> None:
             f"{unit['row_epsilon']:g} (epsilon / {unit['most_rows']})"
         )
     mechanism = {"randomized-response": "randomized response", "rr-with-prior": "RR-with-prior"}[sidecar["mechanism"]]
+    ledger = sidecar["ledger"]
+    guarantee = describe_guarantee(
+        ledger["epsilon"], 0.0, unit["column"] if unit else "row", "replace-one label", (unit or {}).get("row_epsilon")
+    )
     print(
-        f"released {rows:,} labels of {args.label_column!r} by {mechanism} (K={len(sidecar['classes'])}, epsilon "
-        f"{sidecar['epsilon']:g}; the ledger's epsilon {format_epsilon(sidecar['ledger']['epsilon'])}) in "
-        f"{seconds:.1f} s ({rows / seconds:,.0f} labels/s)"
+        f"released {rows:,} labels of {args.label_column!r} by {mechanism} (K={len(sidecar['classes'])}): "
+        f"{guarantee}, the ledger's; in {seconds:.1f} s ({rows / seconds:,.0f} labels/s)"
     )
     columns = [
         c for c in (sidecar["columns"]["id"], sidecar["columns"]["released_label"], sidecar["columns"]["k"]) if c
