@@ -191,6 +191,7 @@ class _StopAtNoise(SecureGenerator):
 def _stop_at_release(m) -> None:
     m.setattr(NoiseSource, "generator", lambda self, *args: _StopAtNoise())
     m.setattr(NoiseSource, "seed", _stop)
+    m.setattr(NoiseSource, "key", _stop)
 
 
 def _labels(route: Route) -> np.ndarray:

@@ -230,6 +230,15 @@ class NoiseSource:
         _sequence(0, NOISE_STREAMS, purpose, ids)
         return None if self.secure else fresh_seed()
 
+    def key(self, purpose: str, *ids: int) -> bytes:
+        """A 16-byte key for noise stream ``purpose`` that keyed draws (:mod:`labeldp.mechanisms.keyed`) are a
+        pure function of: fresh OS entropy, held in memory by the caller and never written; derived from the
+        insecure seed in that mode (reproducible, NOT PRIVATE)."""
+        if self.insecure_seed is not None:
+            return _sequence(self.insecure_seed, NOISE_STREAMS, purpose, ids).generate_state(2, np.uint64).tobytes()
+        _sequence(0, NOISE_STREAMS, purpose, ids)
+        return os.urandom(16)
+
     def describe(self) -> str:
         """Where the noise comes from, in a sentence for logs and summaries (saying so when it is not private)."""
         if self.insecure_seed is not None:

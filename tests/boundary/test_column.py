@@ -38,8 +38,8 @@ def _no_draws(monkeypatch) -> None:
     def draw(*args):
         raise AssertionError("a label was drawn")
 
-    monkeypatch.setattr(column_module, "randomized_response", draw)
-    monkeypatch.setattr(column_module, "rr_with_prior", draw)
+    monkeypatch.setattr(column_module, "keyed_randomized_response", draw)
+    monkeypatch.setattr(column_module, "keyed_rr_with_prior", draw)
 
 
 def test_in_memory_ids_must_be_distinct(monkeypatch) -> None:

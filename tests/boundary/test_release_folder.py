@@ -77,8 +77,8 @@ def test_streamed_rr_follows_its_exact_distribution_and_equals_the_in_memory_rel
     assert np.array_equal(release.ids, np.arange(labels.size) * 10 + 3)
     samples = release.labels.reshape(-1, 4)  # (draws, true label)
     assert frequencies_match(samples, randomized_response_probabilities(4, 1.0)).all()
-    in_memory = privatize(labels, classes=[0, 1, 2, 3], epsilon=1.0, batch_rows=1024, noise=SEED)
-    assert np.array_equal(in_memory.labels, release.labels)
+    in_memory = privatize(labels, classes=[0, 1, 2, 3], epsilon=1.0, ids=release.ids, batch_rows=77, noise=SEED)
+    assert np.array_equal(in_memory.labels, release.labels)  # one kernel: each label a function of key and id
     np.testing.assert_allclose(release.matrix(), sidecar["channel"]["matrix"])
     np.testing.assert_allclose(release.channel(), release.matrix()[:, release.labels].T)
 
@@ -110,6 +110,7 @@ def test_streamed_rr_with_prior_follows_its_exact_distribution(tmp_path) -> None
         classes=[0, 1, 2, 3],
         epsilon=1.0,
         priors=np.tile(PRIORS[rows], (draws, 1)),
+        ids=release.ids,
         batch_rows=4096,
         noise=SEED,
     )
@@ -158,9 +159,9 @@ def test_memory_is_bounded_by_blocks_of_batch_rows(tmp_path, monkeypatch) -> Non
     labels = rr_fixture(800)  # 3200 rows
     pq.write_table(make_table(labels), tmp_path / "t.parquet", row_group_size=3200)
     seen: list[int] = []
-    mechanism = column_module.randomized_response
+    mechanism = column_module.keyed_randomized_response
     monkeypatch.setattr(
-        column_module, "randomized_response", lambda true, *args: seen.append(true.size) or mechanism(true, *args)
+        column_module, "keyed_randomized_response", lambda true, *args: seen.append(true.size) or mechanism(true, *args)
     )
     read: list[int] = []
     batches = source_module.read_batches
@@ -284,7 +285,7 @@ def test_nothing_written_depends_on_the_labels_but_the_released_column(tmp_path)
 def test_an_interrupted_release_leaves_nothing_that_reads_as_one(tmp_path, monkeypatch) -> None:
     pq.write_table(make_table(rr_fixture(500)), tmp_path / "t.parquet")
     arguments = dict(label_column="y", id_column="id", classes=range(4), epsilon=1.0, batch_rows=500)
-    mechanism = column_module.randomized_response
+    mechanism = column_module.keyed_randomized_response
     calls = []
 
     def fail_on_the_third_block(*args):
@@ -293,7 +294,7 @@ def test_an_interrupted_release_leaves_nothing_that_reads_as_one(tmp_path, monke
             raise KeyboardInterrupt
         return mechanism(*args)
 
-    monkeypatch.setattr(column_module, "randomized_response", fail_on_the_third_block)
+    monkeypatch.setattr(column_module, "keyed_randomized_response", fail_on_the_third_block)
     with pytest.raises(KeyboardInterrupt):
         privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".out.lock", "t.parquet"]  # the drawn blocks are gone
@@ -311,13 +312,13 @@ def test_a_killed_release_is_not_a_release_and_the_next_run_does_not_draw_again(
         import os, signal
         from labeldp.boundary import column as p
         from labeldp.boundary import privatize_table
-        mechanism, calls = p.randomized_response, []
+        mechanism, calls = p.keyed_randomized_response, []
         def draw(*args):
             calls.append(1)
             if len(calls) == 3:
                 os.kill(os.getpid(), signal.SIGKILL)
             return mechanism(*args)
-        p.randomized_response = draw
+        p.keyed_randomized_response = draw
         privatize_table({str(tmp_path / "t.parquet")!r}, {str(tmp_path / "out")!r}, label_column="y",
                           id_column="id", classes=range(4), epsilon=1.0, batch_rows=500)
     """)
@@ -422,7 +423,7 @@ def test_the_lock_keeps_a_second_release_out_even_after_a_failed_one(tmp_path, m
     pq.write_table(make_table(rr_fixture(10)), tmp_path / "t.parquet")
     arguments = dict(label_column="y", id_column="id", classes=range(4), epsilon=1.0)
     with open(tmp_path / ".out.lock", "a") as handle:  # process A opens the lock file
-        monkeypatch.setattr(column_module, "randomized_response", lambda *args: 1 / 0)
+        monkeypatch.setattr(column_module, "keyed_randomized_response", lambda *args: 1 / 0)
         with pytest.raises(ZeroDivisionError):  # a release into out takes the lock, fails, lets it go
             privatize_table(tmp_path / "t.parquet", tmp_path / "out", **arguments)
         monkeypatch.undo()
@@ -442,8 +443,8 @@ def _no_draws(monkeypatch) -> None:
     def draw(*args):
         raise AssertionError("a label was drawn")
 
-    monkeypatch.setattr(column_module, "randomized_response", draw)
-    monkeypatch.setattr(column_module, "rr_with_prior", draw)
+    monkeypatch.setattr(column_module, "keyed_randomized_response", draw)
+    monkeypatch.setattr(column_module, "keyed_rr_with_prior", draw)
 
 
 def _stray_copy_folder(tmp_path: Path, ids) -> Path:
@@ -562,9 +563,10 @@ def test_a_units_labels_are_released_together_at_epsilon_streamed_as_in_memory(t
         **arguments,
     )
     release = load_release(tmp_path / "out")
-    in_memory = privatize(labels, units=users, max_rows_per_unit=3, seed=5, **arguments)
-    assert np.array_equal(release.ids, in_memory.ids * 10 + 3) and np.array_equal(release.labels, in_memory.labels)
-    assert release.labels.size == 6 * draws and np.bincount(users[in_memory.ids]).max() == 3
+    ids = np.arange(len(labels)) * 10 + 3
+    in_memory = privatize(labels, units=users, max_rows_per_unit=3, seed=5, ids=ids, **arguments)
+    assert np.array_equal(release.ids, in_memory.ids) and np.array_equal(release.labels, in_memory.labels)
+    assert release.labels.size == 6 * draws and np.bincount(users[(in_memory.ids - 3) // 10]).max() == 3
     assert sidecar["epsilon"] == pytest.approx(0.5) and sidecar["rows"] == 6 * draws
     assert sidecar["privacy_unit"] == {
         "column": "user",

@@ -23,12 +23,13 @@ from labeldp._validation import check_epsilon, check_num_classes, check_priors
 from labeldp.accounting.events import randomized_response_event, rr_on_sets_event
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.domain import LabelDomain
+from labeldp.boundary.keys import row_identities
 from labeldp.boundary.labels import PrivateLabels, unseal
 from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
 from labeldp.boundary.units import bounded_rows
 from labeldp.config.release_config import DEFAULT_BATCH_ROWS
 from labeldp.errors import ConfigError, DataError
-from labeldp.mechanisms import randomized_response, rr_with_prior
+from labeldp.mechanisms.keyed import keyed_randomized_response, keyed_rr_with_prior, row_words
 from labeldp.randomness import NoiseSource
 
 #: the noise stream of a label column's release (in the insecure mode, seeded from the insecure seed)
@@ -82,7 +83,7 @@ class KSpread:
 
 
 class Draws:
-    """Draws block after block from one generator, remembering what the ledger needs (the spread of k, which
+    """Draws block after block under one key, remembering what the ledger needs (the spread of k, which
     depends on the public priors only).
 
     Parameters
@@ -98,8 +99,8 @@ class Draws:
 
     Attributes
     ----------
-    generator : numpy.random.Generator or SecureGenerator
-        The generator every block is drawn from.
+    key : bytes
+        The key every row's draw is a function of, with its id.
     k_spread : KSpread or None
         The spread of k drawn so far (None for RR).
     """
@@ -108,19 +109,21 @@ class Draws:
         if not isinstance(noise, NoiseSource):
             raise ConfigError(f"noise must be a labeldp.randomness.NoiseSource, got {type(noise).__name__}")
         self.num_classes, self.epsilon = num_classes, epsilon
-        self.generator = noise.generator(NOISE_STREAM)
+        self.key = noise.key(NOISE_STREAM)  # held here alone, never written
         self.k_spread = KSpread() if with_prior else None
 
-    def draw(self, positions: np.ndarray, priors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-        """Release one block of true class positions: RR, or RR-with-prior with the rows' ``priors``; returns the
-        released positions and RR-with-prior's k (None for RR).
+    def draw(self, positions: np.ndarray, priors: np.ndarray | None, ids) -> tuple[np.ndarray, np.ndarray | None]:
+        """Release one block of true class positions: RR, or RR-with-prior with the rows' ``priors``, each row's
+        draw a function of the key and its id (:mod:`labeldp.mechanisms.keyed`: a block drawn again is the
+        same release); returns the released positions and RR-with-prior's k (None for RR).
 
-        Each label is epsilon-label-DP (RR-with-prior: when its prior does not depend on its own label); nothing
-        is recorded here: :meth:`ledger` records one entry over every row drawn.
+        Each label is epsilon-label-DP (RR-with-prior: when its prior does not depend on its own label) while
+        the ids are distinct; nothing is recorded here: :meth:`ledger` records one entry over every row drawn.
         """
+        words = row_words(self.key, row_identities(ids))
         if self.k_spread is None:
-            return randomized_response(positions, self.num_classes, self.epsilon, self.generator), None
-        noisy, k = rr_with_prior(positions, priors, self.epsilon, self.generator)
+            return keyed_randomized_response(positions, self.num_classes, self.epsilon, words), None
+        noisy, k = keyed_rr_with_prior(positions, priors, self.epsilon, words)
         self.k_spread.add(k)
         return noisy, k
 
@@ -376,7 +379,7 @@ def _privatize_positions(
             if per_row is not None
             else (np.broadcast_to(shared, (stop - start, domain.size)) if shared is not None else None)
         )
-        noisy[start:stop], drawn_k = draws.draw(positions[start:stop], prior)
+        noisy[start:stop], drawn_k = draws.draw(positions[start:stop], prior, ids[start:stop])
         if k is not None and drawn_k is not None:  # both with a prior, neither without
             k[start:stop] = drawn_k
     mechanism = RR_WITH_PRIOR if priors is not None else RR

@@ -71,23 +71,37 @@ def row_keys(values, missing: str = "a key column has missing values") -> np.nda
     Unequal spellings collide with probability about 2^-64 a pair, which merges two units (bounding their
     rows together: never weaker) and is resolved exactly for ids (:func:`canonical_text`).
     """
+    return row_identities(values, missing)[:, 0].view(np.int64)
+
+
+def row_identities(values, missing: str = "a key column has missing values") -> np.ndarray:
+    """Each row's key as two 64-bit words, (n, 2) uint64: an integer spelling is itself and 0, any other
+    spelling two independent hashes (unequal spellings share both with probability about 2^-128 a pair):
+    the identity a keyed draw is a function of (:mod:`labeldp.mechanisms.keyed`)."""
     integers = _integers(values)
     if integers is not None:
-        return integers.astype(np.int64)  # uint64 wraps around: still one to one
+        words = np.zeros((integers.size, 2), dtype=np.uint64)
+        words[:, 0] = integers.astype(np.int64).view(np.uint64)  # uint64 wraps around: still one to one
+        return words
     codes, uniques = _uniques(values, missing)
     spellings = [canonical_label(value) for value in uniques]
-    keys = np.empty(len(spellings), dtype=np.int64)
+    words = np.zeros((len(spellings), 2), dtype=np.uint64)
     hashed = []
     for position, spelling in enumerate(spellings):
         number = _int64(spelling)
         if number is None:
             hashed.append(position)
         else:
-            keys[position] = number
+            words[position, 0] = np.int64(number).view(np.uint64)
     if hashed:
         texts = np.array([spellings[position] for position in hashed], dtype=object)
-        keys[hashed] = _hash_texts(texts)
-    return keys[codes]
+        words[hashed, 0] = _hash_texts(texts).view(np.uint64)
+        words[hashed, 1] = pd.util.hash_array(texts, hash_key=_SECOND_HASH, categorize=False)
+    return words[codes]
+
+
+#: the key of the second hash of a spelling (public: identities are public)
+_SECOND_HASH = "labeldp-identity"
 
 
 def _hash_texts(texts: np.ndarray) -> np.ndarray:
@@ -110,4 +124,4 @@ def _int64(spelling: str) -> int | None:
     return number if -(1 << 63) <= number < (1 << 63) else None
 
 
-__all__ = ["canonical_codes", "canonical_text", "row_keys"]
+__all__ = ["canonical_codes", "canonical_text", "row_identities", "row_keys"]

@@ -478,7 +478,7 @@ def _write_labels(
     with pq.ParquetWriter(path, out_schema, use_dictionary=[RELEASED_COLUMN, K_COLUMN]) as writer:
         for block in blocks:
             prior = block.prior if shared is None else np.broadcast_to(shared, (block.rows, num_classes))
-            noisy, k = draws.draw(block.positions, prior)
+            noisy, k = draws.draw(block.positions, prior, block.ids)
             arrays = [block.ids, class_values.take(pa.array(noisy))]
             if k is not None:  # with a prior
                 arrays.append(pa.array(k.astype(k_type.to_pandas_dtype())))

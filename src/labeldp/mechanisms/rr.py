@@ -176,13 +176,19 @@ class _Block:
         generator's releases do not depend on the block size): per run, its uniforms, then the ranks
         of the changed labels (uniform among the top k without the true label, in label order)."""
         num_classes, m = self.others.shape
-        small = np.min_scalar_type(num_classes)
-        rank = np.full(m, num_classes, dtype=small)  # K: kept
+        rank = np.full(m, num_classes, dtype=np.min_scalar_type(num_classes))  # K: kept
         for start in range(0, m, _CHUNK_ROWS):
             stop = min(start + _CHUNK_ROWS, m)
             redraw = np.flatnonzero(_changed(gen, self.probability[start:stop]) | self.outside[start:stop])
             if redraw.size:
                 rank[start + redraw] = gen.integers(0, self.candidates[start:stop][redraw])
+        self.place(rank, out)
+
+    def place(self, rank: np.ndarray, out: np.ndarray) -> None:
+        """Write into ``out`` each row's release: its true label where ``rank`` is K, else the label of that
+        rank among its candidates."""
+        num_classes, m = self.others.shape
+        small = np.min_scalar_type(num_classes)
         if not self.by_label:
             out[:] = self.y
             rows = np.flatnonzero(rank < num_classes)
