@@ -28,9 +28,9 @@ def row_words(key: bytes, identity: np.ndarray) -> np.ndarray:
     if identity.ndim != 2 or identity.shape[1] != 2:
         raise ValueError(f"identities are (n, 2) 64-bit words, got shape {identity.shape}")
     encryptor = Cipher(algorithms.AES(bytes(key)), modes.ECB()).encryptor()
-    out = bytearray(identity.size * 8 + 15)  # what update_into asks room for: one block more
-    written = encryptor.update_into(identity.view(np.uint8).data, out)
-    return np.frombuffer(out, dtype="<u8", count=written // 8).reshape(-1, 2)
+    out = np.empty(identity.size + 2, dtype="<u8")  # room for one block more, as update_into asks; not zeroed
+    written = encryptor.update_into(identity.view(np.uint8).data, out.view(np.uint8).data)
+    return out[: written // 8].reshape(-1, 2)
 
 
 def _changed(words: np.ndarray, probability) -> np.ndarray:
@@ -61,7 +61,7 @@ def keyed_randomized_response(labels, num_classes: int, epsilon: float, words: n
         released = _below(words, num_classes - 1)
         released += true
         released += 1
-        released -= num_classes * (released >= num_classes).view(np.int8)  # branch-free: past K, from 0 again
+        released -= (released >= num_classes) * np.int64(num_classes)  # branch-free: past K, from 0 again
     released -= true  # branch-free choice: the true label plus, where it changes, the step to the other
     released *= _changed(words, change_probability(eps, num_classes)).view(np.int8)
     released += true
