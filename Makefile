@@ -10,7 +10,7 @@ TORCH := torch==2.13.0
 TORCH_INDEX ?=
 UV = $(BIN)/uv pip install --quiet --python $(BIN)/python
 
-.PHONY: install demo test docs bench bench-dpsgd clean
+.PHONY: install java demo test docs bench bench-dpsgd clean
 
 $(BIN)/labeldp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,12 +24,18 @@ install: $(BIN)/labeldp
 demo: install
 	$(BIN)/labeldp demo
 
+# Spark (labeldp[spark], in the tests) runs on Java 17 or later: installed from the OS packages where missing
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+java:
+	@java -version 2>&1 | grep -qE 'version "(1[7-9]|[2-9][0-9])' || { $(SUDO) apt-get update -qq && \
+		$(SUDO) apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless; }
+
 # ruff first: the lint and the format are checked in seconds, before the suite's minutes (mypy, the
 # type check, is a test: tests/test_typing.py, run beside the others).
 # The suite starts some twenty Python processes (its workers, CLI runs, sweep workers, torchrun ranks):
 # with PYTHONDONTWRITEBYTECODE set, each would compile torch's sources anew (~10 s of CPU each), so
 # the modules are compiled once, into .venv/pycache, for all of them.
-test: install
+test: install java
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache $(BIN)/python -m pytest -n 2 --dist worksteal

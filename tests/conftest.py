@@ -29,6 +29,8 @@ def pytest_configure(config) -> None:
 #: the modules whose tests take longest, in seconds on one core (most of it starting Python processes:
 #: torchrun's ranks, a sweep's workers, a CLI run to kill); each is started first by a worker of its own
 SLOW_MODULES = {
+    "tests/spark/test_cluster.py": 30,
+    "tests/spark/test_release.py": 30,
     "tests/test_distributed.py": 24,
     "tests/test_typing.py": 20,
     "tests/test_docs.py": 24,
@@ -57,8 +59,10 @@ def pytest_collection_modifyitems(config, items) -> None:
     up once)."""
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     modules: dict[str, list] = {}
-    for item in items:
-        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    for item in items:  # Spark's route and page beside the Spark tests: one session, warmed up once
+        spark = "on Spark" in item.nodeid or "beyond-one-machine" in item.nodeid
+        module = "tests/spark/test_release.py" if spark else item.nodeid.split("::")[0]
+        modules.setdefault(module, []).append(item)
     slow = sorted((name for name in modules if name in SLOW_MODULES), key=lambda name: -SLOW_MODULES[name])
     runs: list[list] = [[] for _ in range(workers)]
     load = [0.0] * workers

@@ -137,6 +137,18 @@ def _privatize_frame(frame: pd.DataFrame) -> None:
     )  # fmt: skip
 
 
+def _privatize_on_dask(frame: pd.DataFrame) -> None:
+    import dask.dataframe as dd
+
+    from labeldp.dask import privatize
+    from labeldp.randomness import NoiseSource
+
+    privatize(
+        dd.from_pandas(frame, npartitions=3), "release", label_column="y", id_column="id", classes=CLASSES,
+        epsilon=1.0, unit_column="user", max_rows_per_unit=3, noise=NoiseSource(insecure_seed=5),
+    )  # fmt: skip
+
+
 def _classifier():
     from sklearn.linear_model import LogisticRegression
 
@@ -256,6 +268,37 @@ ROUTES: list[Route] = [
         units=True,
         replay="its output is the release itself",
     ),  # fmt: skip
+    Route(
+        "privatize a Parquet table on Spark per privacy unit",
+        ("labeldp privatize --engine spark", "labeldp.spark.privatize"),
+        _cli(
+            [
+                *_PRIVATIZE,
+                "--engine",
+                "spark",
+                "--table",
+                "t.parquet",
+                "--id-column",
+                "id",
+                "--privacy-unit",
+                "user",
+                "--max-rows-per-unit",
+                "3",
+            ],
+            "t.parquet",
+        ),
+        units=True,
+        ids=True,
+        replay="its output is the release itself",
+    ),  # fmt: skip
+    Route(
+        "privatize a Dask DataFrame per privacy unit",
+        ("labeldp.dask.privatize",),
+        _privatize_on_dask,
+        units=True,
+        ids=True,
+        replay="its output is the release itself",
+    ),
     Route(
         "privatize_table on a DataFrame as pandas typed it",
         ("labeldp.privatize_table",),

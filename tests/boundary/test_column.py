@@ -1,6 +1,5 @@
 """A label column released in memory (boundary/column.py): labeldp.privatize with a shared prior and
-pandas labels, distinct ids required before anything is drawn, and the ledger of a release drawn
-elsewhere (table_ledger)."""
+pandas labels, distinct ids required before anything is drawn."""
 
 from __future__ import annotations
 
@@ -53,30 +52,3 @@ def test_in_memory_ids_must_be_distinct(monkeypatch) -> None:
     monkeypatch.undo()
     release = privatize(series, classes=[0, 1], epsilon=1.0, ids=["a", "b", "c", "d"])
     assert list(release.ids) == ["a", "b", "c", "d"]
-
-
-# ----------------------------------------------------------------------------------------------------
-# The ledger of a release drawn elsewhere
-
-
-def test_table_ledger_records_the_event_that_dominates_every_row() -> None:
-    from dp_accounting import dp_event
-
-    from labeldp.accounting.events import randomized_response_event
-
-    ids = np.arange(5) * 3
-    ledger = column_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 4]))
-    assert ledger.dataset_size == 5 and ledger.entries[0].members.all()
-    assert ledger.entries[0].event == randomized_response_event(1.0, 2)
-    assert ledger.epsilon() == pytest.approx(1.0, abs=1e-3) and "k in [1, 4]" in ledger.entries[0].description
-    constant = column_module.table_ledger(ids, 1.0, 4, np.ones(5, dtype=np.int8))
-    assert isinstance(constant.entries[0].event, dp_event.NoOpDpEvent) and constant.epsilon() == 0
-    assert "does not depend on any label" in constant.entries[0].description
-    rr = column_module.table_ledger(ids, 1.0, 4)
-    assert rr.entries[0].event == randomized_response_event(1.0, 4)
-    with pytest.raises(DataError, match="duplicated values.*5"):
-        column_module.table_ledger(np.array([5, 6, 5]), 1.0, 2)
-    with pytest.raises(ConfigError, match="one k per row"):
-        column_module.table_ledger(ids, 1.0, 4, np.array([2, 2]))
-    with pytest.raises(ConfigError, match="between 1 and 4"):
-        column_module.table_ledger(ids, 1.0, 4, np.array([1, 3, 1, 2, 5]))

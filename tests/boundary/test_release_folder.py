@@ -3,7 +3,7 @@ by boundary/folder_format.py): the released labels follow the mechanisms' exact 
 streaming equals the in-memory release, a release is written once and atomically under a lock,
 duplicated rows are refused before anything is drawn, nothing written depends on the labels except
 through the mechanism, a privacy unit's rows are bounded by a public rule and released together at
-epsilon, and examples/privatize_with_dask.py writes the same release per partition."""
+epsilon (the same release on Dask and Spark: tests/boundary/test_engines.py, tests/spark/)."""
 
 from __future__ import annotations
 
@@ -356,63 +356,6 @@ def test_a_second_process_cannot_write_the_same_release(tmp_path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def _dask_example():
-    """examples/privatize_with_dask.py as a module (skips the test without dask)."""
-    pytest.importorskip("dask.dataframe")
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[2] / "examples" / "privatize_with_dask.py"
-    spec = importlib.util.spec_from_file_location("privatize_with_dask", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    return example
-
-
-@pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside dask's Parquet writer, with pandas 3
-def test_the_dask_example_releases_per_partition_with_one_ledger(tmp_path) -> None:
-    """examples/privatize_with_dask.py: the mechanisms applied per partition, one ledger over all rows."""
-    example = _dask_example()
-    labels = rr_fixture(1200)
-    folder = tmp_path / "table"
-    folder.mkdir()
-    table = make_table(labels, np.tile(PRIORS, (labels.size // 4, 1)), ids=np.arange(labels.size))
-    for part, start in enumerate(range(0, labels.size, 1700)):
-        pq.write_table(table.slice(start, 1700), folder / f"part-{part}.parquet")
-    result = example.privatize_with_dask(
-        str(folder),
-        str(tmp_path / "rr"),
-        label_column="y",
-        id_column="id",
-        classes=["0", "1", "2", "3"],
-        epsilon=1.0,
-        noise=SEED,
-    )
-    released = pq.read_table(tmp_path / "rr" / "labels").to_pandas().sort_values("id")
-    assert result["rows"] == labels.size and np.array_equal(released["id"], np.arange(labels.size))
-    samples = released["released_label"].to_numpy().reshape(-1, 4)  # (draws, true label)
-    assert frequencies_match(samples, randomized_response_probabilities(4, 1.0)).all()
-    assert PrivacyLedger.load(tmp_path / "rr" / "ledger.json").epsilon() == pytest.approx(1.0, abs=1e-3)
-    result = example.privatize_with_dask(
-        str(folder),
-        str(tmp_path / "prior"),
-        label_column="y",
-        id_column="id",
-        classes=[0, 1, 2, 3],
-        epsilon=1.0,
-        prior_columns=PRIOR_COLUMNS,
-    )
-    assert result["k_range"] == [1, 4]
-    with pytest.raises(ReleaseExistsError):
-        example.privatize_with_dask(
-            str(folder), str(tmp_path / "prior"), label_column="y", id_column="id", classes=[0, 1, 2, 3], epsilon=1.0
-        )
-    with pytest.raises(DataError, match="outside"):
-        example.privatize_with_dask(
-            str(folder), str(tmp_path / "bad"), label_column="y", id_column="id", classes=[0, 1, 2], epsilon=1.0
-        )
-    assert not (tmp_path / "bad").exists()
-
-
 # ----------------------------------------------------------------------------------------------------
 # The lock
 
@@ -479,30 +422,6 @@ def test_a_folder_holding_a_file_twice_is_refused_before_anything_is_drawn(tmp_p
     )  # one duplicated id, public
     assert "lion" not in message and "tiger" not in message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["events"]  # nothing written, no lock taken
-
-
-@pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside dask's Parquet reader, with pandas 3
-def test_the_dask_example_refuses_a_stray_copy_before_drawing(tmp_path, monkeypatch) -> None:
-    example = _dask_example()
-    folder = tmp_path / "table"
-    folder.mkdir()
-    table = make_table(rr_fixture(100), np.tile(PRIORS, (100, 1)))
-    pq.write_table(table, folder / "part-0.parquet")
-    pq.write_table(table.slice(0, 50), folder / "part-0 copy.parquet")  # a stray copy of some of its rows
-    monkeypatch.setattr(example, "randomized_response", lambda *args: pytest.fail("a label was drawn"))
-    monkeypatch.setattr(example, "rr_with_prior", lambda *args: pytest.fail("a label was drawn"))
-    for prior_columns in (None, PRIOR_COLUMNS):
-        with pytest.raises(DataError, match="duplicated values"):
-            example.privatize_with_dask(
-                str(folder),
-                str(tmp_path / "out"),
-                label_column="y",
-                id_column="id",
-                classes=[0, 1, 2, 3],
-                epsilon=1.0,
-                prior_columns=prior_columns,
-            )
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["table"]
 
 
 def test_prior_rows_are_checked_before_anything_is_drawn(tmp_path, monkeypatch) -> None:

@@ -176,7 +176,7 @@ class PrivacyLedger:
         if array.dtype == bool:
             if array.shape != (self.dataset_size,):
                 raise ConfigError(f"members mask must have shape ({self.dataset_size},), got {array.shape}")
-            return array.copy()
+            return array if array.strides == (0,) else array.copy()  # every row alike: one value, read-only
         if array.ndim != 1 or array.dtype.kind not in "iu":
             raise ConfigError("members must be a 1-d array of example indices or a boolean mask")
         if array.size and (array.min() < 0 or array.max() >= self.dataset_size):
@@ -345,8 +345,11 @@ class PrivacyLedger:
             units = np.frombuffer(zlib.decompress(base64.b64decode(units["units_int64_zlib_base64"])), dtype="<i8")
         ledger = cls(data["dataset_size"], dp_accounting.NeighboringRelation[relation], units)
         for item in data["entries"]:
-            packed = np.frombuffer(base64.b64decode(item["members_packbits_base64"]), dtype=np.uint8)
-            members = np.unpackbits(packed)[: ledger.dataset_size].astype(bool)
+            if item.get("members") == "all":
+                members = np.broadcast_to(True, ledger.dataset_size)
+            else:
+                packed = np.frombuffer(base64.b64decode(item["members_packbits_base64"]), dtype=np.uint8)
+                members = np.unpackbits(packed)[: ledger.dataset_size].astype(bool)
             row_event = item.get("row_event")
             ledger.record(
                 event_from_dict(item["event"]),
@@ -380,7 +383,11 @@ def _entry_to_dict(entry: LedgerEntry) -> dict[str, Any]:
         "description": entry.description,
         "event": event_to_dict(entry.event),
         "num_members": entry.num_members,
-        "members_packbits_base64": base64.b64encode(np.packbits(entry.members).tobytes()).decode(),
+        **(
+            {"members": "all"}  # an entry over every row, recorded as one value (a release on an engine)
+            if entry.members.strides == (0,) and entry.members.all()
+            else {"members_packbits_base64": base64.b64encode(np.packbits(entry.members).tobytes()).decode()}
+        ),
     }
     if entry.aggregate:
         data["aggregate"] = True

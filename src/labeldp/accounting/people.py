@@ -42,6 +42,15 @@ class People:
         """People of one row each, their keys sorted and distinct already (a checked id column)."""
         return cls(column, np.asarray(sorted_keys, dtype=np.int64), 1 if len(sorted_keys) else 0)
 
+    @classmethod
+    def of_counts(cls, column: str, sorted_keys: np.ndarray, rows: np.ndarray) -> People:
+        """People of sorted keys and each one's released rows (a key given twice: its rows together)."""
+        keys, rows = np.asarray(sorted_keys, dtype=np.int64), np.asarray(rows, dtype=np.int64)
+        if keys.size > 1 and not (np.diff(keys) > 0).all():
+            keys, starts = np.unique(keys, return_index=True)
+            rows = np.add.reduceat(rows, starts)
+        return cls(column, keys, int(rows.max()) if rows.size else 0)
+
     @property
     def count(self) -> int:
         return int(self.keys.size)

@@ -51,6 +51,7 @@ class Source:
     id_column: str | None = None
     distinct: Callable[[str], np.ndarray | None] | None = None  # sorted keys of a checked id column, if at hand
     every: Callable[[str], np.ndarray] | None = None  # every row's key in a column, released or not
+    people: Callable[[str, bool], People] | None = None  # a column's people (True: every row's), counted on an engine
 
 
 @dataclass(frozen=True)
@@ -85,9 +86,11 @@ def charges(policy: BudgetPolicy, source: Source) -> list[Charge]:
     memo: dict[str, People] = {}
 
     def people(column: str) -> People | None:
-        if column not in source.columns or source.keys is None:
+        if column not in source.columns or (source.keys is None and source.people is None):
             return None
-        if column not in memo:
+        if column not in memo and source.people is not None:
+            memo[column] = source.people(column, False)
+        if column not in memo and source.keys is not None:
             distinct = source.distinct(column) if source.distinct is not None else None
             memo[column] = (
                 People.of_distinct(column, distinct)
@@ -214,8 +217,10 @@ class Spending:
         pending = [s for s in table.spends() if charge.ledger.key not in s.groups and s.release != self.release]
         if pending:
             people = charge.people
-            if people is not None and self.source is not None and self.source.every is not None:
-                people = People.of_rows(people.column, self.source.every(people.column))  # their earlier rows
+            if people is not None and self.source is not None and self.source.people is not None:
+                people = self.source.people(people.column, True)  # their earlier rows
+            elif people is not None and self.source is not None and self.source.every is not None:
+                people = People.of_rows(people.column, self.source.every(people.column))
             epsilon, delta = group_bound(*compose(pending), people.most_rows if people is not None else 1)
             fields = None if people is None else _people_fields(people)
             line = Spend(f"absorbed:{table.key}", "earlier releases of the table", epsilon, delta, None, None, fields,

@@ -29,7 +29,7 @@ from labeldp.ads.folder import HashedRunFolder, read_summary
 from labeldp.ads.run_pieces import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
 from labeldp.boundary import LabelDomain, Release, release_external_labels
 from labeldp.boundary.release_parts import release_randomized_response_part
-from labeldp.boundary.table_source import arrow_positions, ledger_source
+from labeldp.boundary.table_source import ledger_source
 from labeldp.boundary.units import unit_codes
 from labeldp.config.hashed_config import DEFAULT_BLOCK_ROWS, HashedConfig
 from labeldp.data.hashed_table import rank_private_labels, read_column, read_private_labels
@@ -331,7 +331,7 @@ def _quality(model, table: HashedTable, release: Release, config: HashedConfig, 
     """
     if config.test_table is not None:
         domain = LabelDomain(facts["classes"])
-        labels = arrow_positions(domain, pa.array(read_column(config.test_table, facts["label_column"])), "test table")
+        labels = domain.arrow_positions(pa.array(read_column(config.test_table, facts["label_column"])), "test table")
         positive = _probabilities(model, config.test_table, table.spec, config.block_rows)
         found = classification_metrics(np.column_stack([1 - positive, positive]), labels)
         on = f"the public test table {config.test_table}"

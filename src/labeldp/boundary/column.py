@@ -1,12 +1,11 @@
-"""A label column released once, in memory, and the ledger of one released elsewhere.
+"""A label column released once, in memory.
 
 :func:`privatize` reads the true labels once, randomises them by RR or RR-with-prior block by block, and
 records one entry over every row; everything computed from the
 :class:`~labeldp.boundary.released.ReleasedLabels` afterwards (training, tuning, cross-validation) is
 post-processing and free. Every row needs an id of its own: a duplicated id would release that row's
 label twice, with independent noise, under a ledger showing one release, so it is refused, naming the id
-(ids are public). A Spark or Dask job can draw per partition instead (``examples/privatize_with_dask.py``)
-and record the release with :func:`table_ledger`.
+(ids are public). On Spark or Dask, :mod:`labeldp.boundary.engines` releases a column with the same kernel.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import numpy as np
 import pandas as pd
 from dp_accounting import dp_event
 
-from labeldp._validation import check_epsilon, check_num_classes, check_priors
+from labeldp._validation import check_epsilon, check_priors
 from labeldp.accounting.events import randomized_response_event, rr_on_sets_event
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.domain import LabelDomain
@@ -134,38 +133,6 @@ class Draws:
         return release_ledger(rows, self.epsilon, self.num_classes, self.k_spread, units)
 
 
-def table_ledger(ids, epsilon: float, num_classes: int, k=None) -> PrivacyLedger:
-    """The ledger of one label column released elsewhere (per partition in Spark or Dask): one entry over every
-    row, each label epsilon-label-DP provided the release drawn is the one recorded.
-
-    Build it before anything is drawn: it reads public data only, and refuses a duplicated id (that row's
-    label would be released twice under a ledger showing one release). ``k`` is None for RR over the K
-    classes; for RR-with-prior, each row's k as :func:`~labeldp.mechanisms.rr_with_prior` returns it (or
-    :func:`~labeldp.mechanisms.prior_top_k` computes it before drawing): RR over the smallest k >= 2 is
-    recorded, dominating every row, or a no-op event if every k is 1.
-    """
-    eps = check_epsilon(epsilon)
-    classes = check_num_classes(num_classes)
-    identifiers = np.asarray(ids)
-    if identifiers.ndim != 1 or identifiers.size == 0:
-        raise ConfigError(f"ids must be a non-empty 1-d array (one id per row), got shape {identifiers.shape}")
-    refuse_duplicated(identifiers, "ids", after="")
-    spread = None
-    if k is not None:
-        spread = KSpread()
-        spread.add(_check_k(k, identifiers.size, classes))
-    return release_ledger(identifiers.size, eps, classes, spread)
-
-
-def _check_k(k, rows: int, num_classes: int) -> np.ndarray:
-    array = np.asarray(k)
-    if array.shape != (rows,) or not np.issubdtype(array.dtype, np.integer):
-        raise ConfigError(f"k must hold one k per row ({rows} integers), got {array.dtype} of shape {array.shape}")
-    if array.min() < 1 or array.max() > num_classes:
-        raise ConfigError(f"each k must lie between 1 and {num_classes} (the number of classes)")
-    return array
-
-
 def release_ledger(
     rows: int, epsilon: float, num_classes: int, k_spread: KSpread | None, units: np.ndarray | None = None
 ) -> PrivacyLedger:
@@ -180,7 +147,7 @@ def release_ledger(
         )
     else:
         event, description = k_spread.event(epsilon), k_spread.describe(num_classes, epsilon)
-    ledger.record(event, np.ones(rows, dtype=bool), description, "release")
+    ledger.record(event, np.broadcast_to(True, rows), description, "release")  # every row: one value
     return ledger
 
 
@@ -435,4 +402,4 @@ def noise_text(noise: NoiseSource) -> str:
     return noise.describe()
 
 
-__all__ = ["DEFAULT_BATCH_ROWS", "privatize", "table_ledger"]
+__all__ = ["DEFAULT_BATCH_ROWS", "privatize"]

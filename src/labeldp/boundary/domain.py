@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from labeldp.errors import ConfigError, DataError
 
@@ -70,6 +72,22 @@ class LabelDomain:
     def same_as(self, classes: Iterable[Any]) -> bool:
         """Whether ``classes`` are these classes, in this order (compared as text)."""
         return [canonical_label(value) for value in classes] == list(self.lookup)
+
+    def arrow_positions(self, column: pa.Array | pa.ChunkedArray, where: str) -> np.ndarray:
+        """Class positions (int64) of an Arrow label column, matched as text; releases nothing.
+
+        A label missing or outside the classes raises :class:`~labeldp.errors.DataError` saying neither which,
+        where, nor how many.
+        """
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        if column.null_count:
+            raise self.refusal(where)
+        if pa.types.is_dictionary(column.type):
+            column = column.cast(column.type.value_type)
+        encoded = pc.dictionary_encode(column)
+        positions = self.value_positions(encoded.dictionary.to_pylist(), where)
+        return positions[encoded.indices.to_numpy(zero_copy_only=False)]
 
     def value_positions(self, values: Iterable[Any], where: str) -> np.ndarray:
         """The class position (int64) of each of a few distinct ``values``; one outside the classes refused unnamed."""

@@ -30,7 +30,6 @@ from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.column import Draws, noise_text
 from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
-from labeldp.boundary.table_source import arrow_positions
 from labeldp.errors import SECOND_RELEASE, DataError, MissingFileError
 from labeldp.mechanisms import (
     change_probability,
@@ -226,7 +225,7 @@ def load_release(path) -> ReleasedLabels:
     labels = np.empty(rows, dtype=np.int64)
     offset = 0
     for chunk in table.column(names["released_label"]).chunks:  # a row group at a time
-        labels[offset : offset + len(chunk)] = arrow_positions(domain, chunk, f"{folder / LABELS_FILE}")
+        labels[offset : offset + len(chunk)] = domain.arrow_positions(chunk, f"{folder / LABELS_FILE}")
         offset += len(chunk)
     k = table.column(names["k"]).to_numpy().astype(np.int64) if names.get("k") else None
     likelihood = (

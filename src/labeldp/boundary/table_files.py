@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.dataset as ds
 
+from labeldp.boundary.batches import arrow_of
 from labeldp.boundary.domain import LabelDomain
 from labeldp.errors import DataError, MissingFileError
 
@@ -30,7 +31,7 @@ def open_source(source, text_columns: str | Sequence[str | None]) -> tuple[list[
     """
     as_text = [text_columns] if isinstance(text_columns, str) else [c for c in text_columns if c]
     if isinstance(source, pd.DataFrame):
-        return [ds.dataset(_frame_table(source, as_text))], "an in-memory table"
+        return [ds.dataset(arrow_of(source, as_text))], "an in-memory table"
     if isinstance(source, pa.Table):
         return [ds.dataset(source)], "an in-memory table"
     if isinstance(source, ds.Dataset):
@@ -75,22 +76,6 @@ def check_each_row_once(
             "(--privacy-unit), or state that every row is a different person (--one-row-per-person, "
             "one_row_per_person=True)"
         )
-
-
-def _frame_table(frame: pd.DataFrame, text_columns: list[str]) -> pa.Table:
-    """A DataFrame as an Arrow table, object text columns made text first: Arrow would infer their type from
-    the values and quote the first that does not fit.
-    """
-    objects = [c for c in text_columns if c in frame.columns and frame[c].dtype == object]
-    if objects:
-        frame = frame.assign(**{c: frame[c].map(lambda v: None if pd.isna(v) else str(v)) for c in objects})
-    try:
-        return pa.Table.from_pandas(frame, preserve_index=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise DataError(
-            "the DataFrame cannot be converted to an Arrow table: a column of mixed Python objects? "
-            "(pyarrow's message is withheld: it may quote a value)"
-        ) from None
 
 
 def _open(path: Path, text_columns: list[str]) -> ds.Dataset:

@@ -37,23 +37,6 @@ from labeldp.errors import ConfigError, DataError
 _READ_ROWS = 1 << 16  # rows per batch read from a file
 
 
-def arrow_positions(domain: LabelDomain, column: pa.Array | pa.ChunkedArray, where: str) -> np.ndarray:
-    """Class positions (int64) of an Arrow label column, matched as text; releases nothing.
-
-    A label missing or outside the classes raises :class:`~labeldp.errors.DataError` saying neither which,
-    where, nor how many.
-    """
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if column.null_count:
-        raise domain.refusal(where)
-    if pa.types.is_dictionary(column.type):
-        column = column.cast(column.type.value_type)
-    encoded = pc.dictionary_encode(column)
-    positions = domain.value_positions(encoded.dictionary.to_pylist(), where)
-    return positions[encoded.indices.to_numpy(zero_copy_only=False)]
-
-
 def arrow_class_values(domain: LabelDomain, value_type: pa.DataType, column: str) -> pa.Array:
     """The classes as an Arrow array of ``value_type``, the type ``released_label`` is written in."""
     values = []
@@ -139,7 +122,7 @@ class KeyColumns:
 
     def class_positions(self, domain: LabelDomain, where: str) -> np.ndarray:
         """The labels' class positions (a label missing or outside the classes refused unnamed)."""
-        return np.concatenate([arrow_positions(domain, chunk, where) for chunk in self.labels])
+        return np.concatenate([domain.arrow_positions(chunk, where) for chunk in self.labels])
 
     def numbers(self, where: str) -> np.ndarray:
         """The labels as float64 numbers; a label that is no number (or is missing) refused unnamed."""
@@ -263,7 +246,7 @@ def check_rows(
     fields = [schema.field(label_column), *ids, *unit, *(schema.field(name) for name in prior_columns)]
     rows = 0
     for batch in read_batches(datasets, pa.schema(fields), (label_column, unit_column)):
-        arrow_positions(domain, batch.column(0), where)
+        domain.arrow_positions(batch.column(0), where)
         rows += batch.num_rows
         if prior_columns:  # public: checked before anything is drawn, not block by block while drawing
             _check_prior_rows(batch, prior_columns)
@@ -385,7 +368,7 @@ def read_blocks(
         while offset < batch.num_rows:
             piece = batch.slice(offset, min(rows - filled, batch.num_rows - offset))
             stop = filled + piece.num_rows
-            positions[filled:stop] = arrow_positions(domain, piece.column(label_column), where)
+            positions[filled:stop] = domain.arrow_positions(piece.column(label_column), where)
             if id_column is None:
                 identifiers = pa.array(np.arange(seen, seen + piece.num_rows, dtype=np.int64))
             else:

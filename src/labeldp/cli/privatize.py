@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 
 from labeldp.config.shared_options import (
@@ -46,6 +47,17 @@ PRIOR_COLUMNS = Option(
     flag="--prior-columns",
     metavar="COL",
 )
+ENGINE = Option(
+    "where the labels are released: in this process, streamed (no JVM), or on Spark (labeldp[spark]: every row "
+    "needs --id-column; the release is exactly once under Spark's retries)",
+    "local",
+    type="str",
+    flag="--engine",
+    choices=("local", "spark"),
+)
+MASTER = Option(
+    "Spark's master with --engine spark: local[N] or spark://HOST:PORT", "local[2]", type="str", flag="--master"
+)
 WRITE_CHANNEL = Option(
     "also write each row's noise channel, channel_j = Pr[released label | class j]", False, flag="--write-channel"
 )
@@ -57,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, COMMAND, TABLE, LABEL_COLUMN, ID_COLUMN, CLASSES, EPSILON, required=required)
     add_options(parser, COMMAND, PRIVACY_UNIT, MAX_ROWS_PER_UNIT, SEED, ONE_ROW_PER_PERSON, DATASET_NAME)
     add_options(parser.add_mutually_exclusive_group(), COMMAND, PRIOR_COLUMNS, PRIOR)
-    add_options(parser, COMMAND, WRITE_CHANNEL, BATCH_ROWS)
+    add_options(parser, COMMAND, WRITE_CHANNEL, BATCH_ROWS, ENGINE, MASTER)
     add_options(parser.add_mutually_exclusive_group(), COMMAND, SECURE_RNG, INSECURE_NOISE_SEED)
     add_options(parser, COMMAND, BUDGET_DIR, TOTAL_EPSILON, OUT, required=required)
 
@@ -84,7 +96,8 @@ def run(args: argparse.Namespace) -> None:
     from labeldp.randomness import NoiseSource
 
     noise = NoiseSource(secure=args.secure_rng, insecure_seed=args.insecure_noise_seed)
-    sidecar = privatize_table(
+    release = functools.partial(_on_spark, master=args.master) if args.engine == "spark" else privatize_table
+    sidecar = release(
         args.table,
         args.out,
         label_column=args.label_column,
@@ -131,3 +144,26 @@ def run(args: argparse.Namespace) -> None:
     if not sidecar["noise"]["private"]:
         print(f"NOT PRIVATE: the noise is {sidecar['noise']['description']}")
     print_dataset_spend(sidecar["dataset_ledger"])
+
+
+def _on_spark(table, out, *, master: str, prior, write_channel: bool, one_row_per_person: bool, **options):
+    """The release on Spark (:func:`labeldp.spark.privatize`) of a Parquet or CSV file or folder, every option
+    checked before Spark starts."""
+    from labeldp.boundary.table_files import data_files, file_kind
+    from labeldp.errors import ConfigError
+
+    unused = {"--prior": prior, "--write-channel": write_channel, "--one-row-per-person": one_row_per_person}
+    if any(unused.values()) or options["id_column"] is None:
+        named = [flag for flag, value in unused.items() if value] or ["no --id-column"]
+        raise ConfigError(f"--engine spark takes the prior as columns and every row's id: {', '.join(named)}")
+    kinds = {file_kind(path) for path in data_files(table)}
+    if len(kinds) != 1:
+        raise ConfigError(f"--engine spark reads a table of one format; {table} holds {sorted(kinds)}")
+    from labeldp import spark
+
+    kind, reader = kinds.pop(), spark.session(master).read
+    if kind != "parquet":  # every column of a CSV read as text, as the one-process route reads its labels
+        reader = reader.format("csv").options(header=True, sep="\t" if kind == "tsv" else ",")
+    frame = reader.load(str(Path(table).absolute()), format="parquet" if kind == "parquet" else None)
+    options.pop("batch_rows")
+    return spark.privatize(frame, out, described=str(table), **options)

@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labeldp.boundary import LabelDomain, PrivateLabels, ReleasedLabels
-from labeldp.boundary.table_source import arrow_positions
 from labeldp.data.hashing import HashSpec, hashed_blocks, parquet_files, row_groups, table_rows
 from labeldp.errors import ConfigError, DataError
 
@@ -34,7 +33,7 @@ def labelled_blocks(
     domain = LabelDomain(classes)
     where = f"label column {label_column!r}"
     for block in hashed_blocks(source, spec, block_rows, [label_column], rank, world):
-        positions = arrow_positions(domain, block.columns[label_column], where)
+        positions = domain.arrow_positions(block.columns[label_column], where)
         yield block.positions, block.buckets, PrivateLabels.from_indices(positions, domain.size, domain.declared)
 
 
@@ -63,7 +62,7 @@ def read_private_labels(source, label_column: str, classes: Sequence) -> Private
     domain = LabelDomain(classes)
     where = f"label column {label_column!r}"
     positions = [
-        arrow_positions(domain, pq.read_table(path, columns=[label_column]).column(label_column), where)
+        domain.arrow_positions(pq.read_table(path, columns=[label_column]).column(label_column), where)
         for path in parquet_files(source)
     ]
     return PrivateLabels.from_indices(np.concatenate(positions), domain.size, domain.declared)
@@ -80,7 +79,7 @@ def rank_private_labels(
     positions, found = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for group in row_groups(source, rank, world):
         column = pq.ParquetFile(group.path).read_row_group(group.index, columns=[label_column]).column(label_column)
-        found.append(arrow_positions(domain, column, where))
+        found.append(domain.arrow_positions(column, where))
         positions.append(np.arange(group.first_row, group.first_row + group.rows, dtype=np.int64))
     rows, codes = np.concatenate(positions), np.concatenate(found)
     return rows, PrivateLabels.from_indices(codes, domain.size, domain.declared) if rows.size else None
