@@ -12,6 +12,10 @@ import pytest
 # One thread per test process: pytest-xdist runs one worker per core, and torch's default of one
 # thread per core in every worker oversubscribes the CPU (small ops then run ~10x slower).
 os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the CLI subprocesses the tests start
+# Spark's JVMs (a session, a cluster's daemons and executors) live for seconds on small tables: the quick
+# compiler alone and one garbage collector's thread take a third less CPU than the defaults, beside the
+# other worker
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 if TYPE_CHECKING:
     from labeldp.data import LabeledDataset
