@@ -117,6 +117,15 @@ def test_automatic_threads_follow_the_free_cores_during_training(monkeypatch, re
     assert torch.get_num_threads() == 2
 
 
+def test_one_thread_allowed_counts_no_cores(monkeypatch, restore_threads) -> None:
+    """OMP_NUM_THREADS=1 (a scheduler's share, this suite's): no 0.2 s count of the busy cores at a run's start."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setattr(runtime, "free_cores", lambda sample_seconds=0: pytest.fail("counted"))
+    assert runtime.set_threads(None, "mnist") == 1
+    runtime._AUTO[1] -= runtime.RECHECK_INTERVAL
+    runtime.recheck_threads()
+
+
 def test_the_command_makes_idle_openmp_threads_spin_briefly_then_sleep_unless_told_otherwise(monkeypatch) -> None:
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)

@@ -285,8 +285,8 @@ def set_threads(threads: int | None, dataset: str, cores: int | None = None) -> 
         _AUTO = None
         torch.set_num_threads(1)
         return 1
-    limit = cores or usable_cores()
-    chosen = default_threads(dataset, min(limit, free_cores()))
+    limit = _environment_limit(cores or usable_cores())
+    chosen = 1 if limit == 1 else default_threads(dataset, min(limit, free_cores()))  # one: nothing to count
     _AUTO = [limit, time.monotonic()]
     torch.set_num_threads(chosen)
     return chosen
@@ -297,7 +297,7 @@ def recheck_threads() -> None:
     ``threads``) and :data:`RECHECK_INTERVAL` seconds have passed since the last check, count the free
     cores again (briefly) and follow them, within the same limit. Otherwise nothing (a library user's
     threads are never changed)."""
-    if _AUTO is None or time.monotonic() - _AUTO[1] < RECHECK_INTERVAL:
+    if _AUTO is None or _AUTO[0] == 1 or time.monotonic() - _AUTO[1] < RECHECK_INTERVAL:
         return
     import torch
 

@@ -122,14 +122,19 @@ def test_a_per_row_release_after_a_per_unit_one_is_charged_per_unit(tmp_path, ca
     assert users.worst().epsilon == pytest.approx(5.0) and users.worst().at == 30
 
 
-def test_a_per_unit_release_after_per_row_ones_takes_the_table_s_earlier_releases_along(tmp_path) -> None:
+def test_a_per_unit_release_after_per_row_ones_takes_the_table_s_earlier_releases_along(tmp_path, capsys) -> None:
     """The other order: a release of a table naming no people, then one per user; the first joins the users'
-    ledger, each user charged for their rows in it."""
+    ledger, each user charged for their rows in it, and the console says so."""
     frame = _frame(120).assign(user=np.arange(120) % 30)
     frame.to_csv(tmp_path / "t.csv", index=False)
     per_user = ["--privacy-unit", "user", "--max-rows-per-unit", "4"]
     assert main(_privatize(tmp_path / "t.csv", tmp_path / "a")) == 0
+    capsys.readouterr()
     assert main(_privatize(tmp_path / "t.csv", tmp_path / "b", *per_user)) == 0
+    assert (
+        "nothing spent on it before; the table's earlier releases, put on it now, take its worst person to "
+        "epsilon 4; this release takes its worst person to epsilon 5"
+    ) in capsys.readouterr().err
     users = DatasetLedger.of_people("user", BudgetPolicy.from_environment().folder)
     assert users.worst().epsilon == pytest.approx(5.0)
     assert main(_privatize(tmp_path / "t.csv", tmp_path / "c", *per_user)) == 0

@@ -5,6 +5,7 @@ person under replace-one-label (:class:`Guarantee`), the relation every dataset 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -106,13 +107,19 @@ class Guarantee:
 
 
 def _replace_one(ledger, delta: float) -> tuple[float, float]:
+    events = tuple(entry.event for entry in ledger.entries)
+    found = _replace_one_epsilon(events, delta)
+    return (found, delta) if found is not None else group_bound(ledger.epsilon(delta), delta, 2)
+
+
+@functools.lru_cache(maxsize=64)  # a run's reservation and its record ask alike: a second of PLD accounting, once
+def _replace_one_epsilon(events: tuple, delta: float) -> float | None:
     accountant = pld_privacy_accountant.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE)
-    events = [entry.event for entry in ledger.entries]
-    if events and all(accountant.supports(event) for event in events):
-        for event in events:  # every entry counted for every example: never fewer
-            accountant.compose(event)
-        return float(accountant.get_epsilon(delta)), delta
-    return group_bound(ledger.epsilon(delta), delta, 2)
+    if not events or not all(accountant.supports(event) for event in events):
+        return None
+    for event in events:  # every entry counted for every example: never fewer
+        accountant.compose(event)
+    return float(accountant.get_epsilon(delta))
 
 
 __all__ = [

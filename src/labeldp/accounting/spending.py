@@ -197,7 +197,14 @@ class Spending:
                         f"{format_epsilon(held.epsilon)}, past --total-epsilon {total:g}: refused before anything "
                         f"was drawn (its ledger: {ledger.path})"
                     )
-                said.append(f"{_said(ledger, before)}; this release takes {_whom(after)} to {_figure(after)}")
+                absorbed = planned[ledger.key][1:]  # the table's earlier releases, new to this ledger
+                earlier = ledger.worst(absorbed) if absorbed else None
+                said.append(
+                    _said(ledger, before)
+                    + ("" if earlier is None else f"; the table's earlier releases, put on it now, take "
+                       f"{_whom(earlier)} to {_figure(earlier)}")
+                    + f"; this release takes {_whom(after)} to {_figure(after)}"
+                )  # fmt: skip
             for charge in self.charges:
                 release, *absorbed = planned[charge.ledger.key]
                 charge.ledger.append([release], reserved=True)
