@@ -151,6 +151,7 @@ def _check(sampling_probability: float, steps: int, delta: float) -> None:
         raise ConfigError(f"delta must lie in (0, 1), got {delta}")
 
 
+@functools.lru_cache(maxsize=64)
 def dpsgd_epsilon(noise_multiplier: float, sampling_probability: float, steps: int, delta: float) -> float:
     """Epsilon of DP-SGD at ``delta`` (add-or-remove relation); ``math.inf`` without noise."""
     _check(sampling_probability, steps, delta)
@@ -185,6 +186,7 @@ def calibrate_noise_multiplier(
 NOISE_RANGE = (1e-2, 1e7)
 
 
+@functools.lru_cache(maxsize=64)
 def pate_epsilon(queries: int, noise_std: float, delta: float, threshold_noise_std: float | None = None) -> float:
     """Epsilon at ``delta`` of :func:`~labeldp.accounting.events.pate_event` (replace-one label)."""
     if not 0.0 < delta < 1.0:
@@ -192,6 +194,7 @@ def pate_epsilon(queries: int, noise_std: float, delta: float, threshold_noise_s
     return accountant_epsilon(pate_event(queries, noise_std, threshold_noise_std), delta, GAUSSIAN_SHIFT_RELATION)
 
 
+@functools.lru_cache(maxsize=64)
 def calibrate_vote_noise(
     epsilon: float, delta: float, queries: int, threshold_noise_ratio: float | None = None, tolerance: float = 1e-3
 ) -> float:
@@ -257,6 +260,7 @@ def selection_trial_event(
     )
 
 
+@functools.lru_cache(maxsize=64)
 def calibrate_selection_noise(
     epsilon: float,
     delta: float,

@@ -5,7 +5,6 @@ person under replace-one-label (:class:`Guarantee`), the relation every dataset 
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from dataclasses import dataclass
@@ -107,19 +106,21 @@ class Guarantee:
 
 
 def _replace_one(ledger, delta: float) -> tuple[float, float]:
-    events = tuple(entry.event for entry in ledger.entries)
-    found = _replace_one_epsilon(events, delta)
-    return (found, delta) if found is not None else group_bound(ledger.epsilon(delta), delta, 2)
-
-
-@functools.lru_cache(maxsize=64)  # a run's reservation and its record ask alike: a second of PLD accounting, once
-def _replace_one_epsilon(events: tuple, delta: float) -> float | None:
     accountant = pld_privacy_accountant.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE)
+    events = [entry.event for entry in ledger.entries]
     if not events or not all(accountant.supports(event) for event in events):
-        return None
-    for event in events:  # every entry counted for every example: never fewer
-        accountant.compose(event)
-    return float(accountant.get_epsilon(delta))
+        return group_bound(ledger.epsilon(delta), delta, 2)
+    key = (repr(events), delta)  # a run's reservation and its record ask alike: a second of PLDs, once
+    if key not in _REPLACE_ONE:
+        for event in events:  # every entry counted for every example: never fewer
+            accountant.compose(event)
+        if len(_REPLACE_ONE) >= 64:
+            _REPLACE_ONE.pop(next(iter(_REPLACE_ONE)))
+        _REPLACE_ONE[key] = float(accountant.get_epsilon(delta))
+    return _REPLACE_ONE[key], delta
+
+
+_REPLACE_ONE: dict[tuple[str, float], float] = {}
 
 
 __all__ = [
