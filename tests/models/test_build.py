@@ -43,3 +43,17 @@ def test_model_errors() -> None:
         build_model("cnn", (1, 30, 30), 10)
     with pytest.raises(ValueError, match="unknown model"):
         build_model("vit", (1, 28, 28), 10)
+
+
+def test_the_model_s_help_says_the_rule_the_default_follows(capsys) -> None:
+    """``labeldp train --help`` words the rule :func:`default_model_name` follows, generated from it."""
+    from labeldp.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "default: recommender for tables with categorical columns; convnet for 28x28 images (cnn under DP-SGD); "
+        "resnet18 for 32x32 images (wrn16-4 under DP-SGD); mlp for other inputs"
+    ) in text
+    assert default_model_name((20,), (5, 7)) == default_model_name((20,), (5, 7), per_example=True) == "recommender"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from labeldp.config.release_config import DEFAULT_BATCH_ROWS
 from labeldp.config.run_checks import PRIORS
-from labeldp.models.names import MODELS
+from labeldp.models.names import MODELS, described_rule
 from labeldp.options import Option
 
 # the defaults of options shared with the ads route are stated here, beside their declarations
@@ -209,7 +209,7 @@ MODEL = Option(
     type="str | None",
     flag="--model",
     commands={
-        "train": {"help": "the network (default: cnn for 28x28, resnet18 for 32x32, else mlp)", "choices": MODELS},
+        "train": {"help": f"the network (default: {described_rule()})", "choices": MODELS},
         "hashed train": {
             "help": "lr: logistic regression over the buckets; fm: a factorization machine",
             "choices": HASHED_MODELS,

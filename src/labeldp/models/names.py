@@ -2,32 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 MODELS = ("mlp", "cnn", "cnn-bn", "convnet", "tanh-cnn", "resnet18", "wrn16-4", "recommender")
+
+#: the default, in order: the inputs it applies to, whether one input's shape and categorical sizes are such,
+#: the model, and the model when per-example gradients forbid batch norm (DP-SGD). Why these:
+#: docs/guides/images.md.
+RULE: tuple[tuple[str, Callable[[tuple[int, ...], tuple[int, ...]], bool], str, str], ...] = (
+    ("tables with categorical columns", lambda shape, categorical: bool(categorical), "recommender", "recommender"),
+    ("28x28 images", lambda shape, _: len(shape) == 3 and shape[1:] == (28, 28), "convnet", "cnn"),
+    ("32x32 images", lambda shape, _: len(shape) == 3 and shape[1:] == (32, 32), "resnet18", "wrn16-4"),
+    ("other inputs", lambda shape, _: True, "mlp", "mlp"),
+)
 
 
 def default_model_name(
     input_shape: tuple[int, ...], categorical: tuple[int, ...] = (), per_example: bool = False
 ) -> str:
-    """The model used when none is named, one of :data:`MODELS`, from the shape of one input.
-
-    The recommender for tables with categorical columns; for 28x28 images the batch-norm ConvNet, or the
-    small CNN when ``per_example`` (DP-SGD, which refuses batch norm); for 32x32 images ResNet-18, or
-    ``"wrn16-4"`` when ``per_example``; else the MLP. Why these: docs/guides/images.md.
-
-    Parameters
-    ----------
-    categorical : tuple of int, optional
-        Sizes of the leading integer-coded input columns.
-    per_example : bool, optional
-        Whether the method needs per-example gradients, so the model must not mix a batch's examples.
-    """
-    if categorical:
-        return "recommender"
-    if len(input_shape) == 3 and input_shape[1:] == (28, 28):
-        return "cnn" if per_example else "convnet"
-    if len(input_shape) == 3 and input_shape[1:] == (32, 32):
-        return "wrn16-4" if per_example else "resnet18"
-    return "mlp"
+    """The model of :data:`RULE` for one input of ``input_shape``, whose leading ``categorical`` columns are
+    integer codes of those sizes; ``per_example``: for a method that needs per-example gradients."""
+    _, _, model, without_batch_norm = next(case for case in RULE if case[1](tuple(input_shape), tuple(categorical)))
+    return without_batch_norm if per_example else model
 
 
-__all__ = ["MODELS", "default_model_name"]
+def described_rule() -> str:
+    """:data:`RULE` in words, as ``--model``'s help says it."""
+    return "; ".join(
+        f"{model} for {inputs}" + ("" if private == model else f" ({private} under DP-SGD)")
+        for inputs, _, model, private in RULE
+    )
+
+
+__all__ = ["MODELS", "RULE", "default_model_name", "described_rule"]
