@@ -106,3 +106,24 @@ def test_ledger_epsilon_equals_the_closed_form(queries, sigma, sigma1):
         exact = analytic_gaussian_epsilon(mu, delta)
         assert exact <= ledger.epsilon(delta) <= exact + 1e-3
         assert pate_epsilon(queries, sigma, delta, sigma1) == pytest.approx(ledger.epsilon(delta), abs=1e-6)
+
+
+def test_a_release_without_noise_is_asked_for_before_any_composition() -> None:
+    """A noiseless part anywhere makes the ledger's epsilon inf without a PLD; every other part is still checked
+    (one the ledger cannot account is refused), and a noiseless event has no PLD to ask for."""
+    from dp_accounting import dp_event
+
+    from labeldp.accounting.composition import event_pld, non_private
+    from labeldp.errors import ConfigError
+
+    rr = dp_event.RandomizedResponseDpEvent(0.5, 3)
+    noiseless = dp_event.ComposedDpEvent([rr, dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(0.0), 4)])
+    assert non_private(noiseless) and not non_private(rr)
+    ledger = PrivacyLedger(dataset_size=10)
+    ledger.record(noiseless, np.arange(10), "noiseless")
+    assert ledger.epsilon() == math.inf
+    sampled = dp_event.PoissonSampledDpEvent(0.1, dp_event.GaussianDpEvent(1.0))  # add-or-remove only
+    with pytest.raises(ConfigError, match="add-or-remove only"):
+        ledger.record(dp_event.ComposedDpEvent([dp_event.NonPrivateDpEvent(), sampled]), np.arange(10), "unaccountable")
+    with pytest.raises(ConfigError, match="without privacy"):
+        event_pld(noiseless)

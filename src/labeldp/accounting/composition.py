@@ -29,8 +29,37 @@ from labeldp.errors import ConfigError
 VALUE_DISCRETIZATION = 1e-4
 
 
-class NonPrivateRelease(Exception):
-    """Raised while composing when an event releases labels without privacy (the ledger reports inf)."""
+def non_private(event: dp_event.DpEvent) -> bool:
+    """Whether ``event`` releases labels without noise anywhere in it (a ledger holding it reports inf)."""
+    if isinstance(event, dp_event.NonPrivateDpEvent):
+        return True
+    if isinstance(event, dp_event.SelfComposedDpEvent) or (
+        isinstance(event, dp_event.PoissonSampledDpEvent) and isinstance(event.event, dp_event.GaussianDpEvent)
+    ):
+        return non_private(event.event)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return any(non_private(part) for part in event.events)
+    if isinstance(event, dp_event.GaussianDpEvent):
+        return event.noise_multiplier == 0
+    if isinstance(event, dp_event.RandomizedResponseDpEvent):
+        return event.num_buckets != 1 and event.noise_parameter == 0
+    if isinstance(event, dp_event.DiscreteLaplaceDpEvent):
+        return event.noise_parameter == 0
+    if isinstance(event, dp_event.LaplaceDpEvent):
+        return event.noise_multiplier == 0
+    return False
+
+
+def check_accountable(event: dp_event.DpEvent, relation: dp_accounting.NeighboringRelation) -> None:
+    """Refuse (:class:`~labeldp.errors.ConfigError`) an event with a part the ledger cannot account under
+    ``relation``; each private part's PLD is then cached."""
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        check_accountable(event.event, relation)
+    elif isinstance(event, dp_event.ComposedDpEvent):
+        for part in event.events:
+            check_accountable(part, relation)
+    elif not non_private(event):
+        event_pld(event, relation)
 
 
 def event_pld(
@@ -38,24 +67,20 @@ def event_pld(
 ) -> pld_lib.PrivacyLossDistribution | None:
     """The pessimistic PLD of ``event`` under ``relation`` (None for no loss), cached by the event's ``repr``.
 
-    Raises :class:`NonPrivateRelease` for a non-private event, :class:`~labeldp.errors.ConfigError` for one
-    the ledger cannot account under ``relation``.
+    Raises :class:`~labeldp.errors.ConfigError` for an event the ledger cannot account under ``relation``, or one
+    that has no PLD (:func:`non_private`: ask first).
     """
+    if non_private(event):
+        raise ConfigError(f"{event} releases labels without privacy: it has no privacy loss distribution")
     key = (repr(event), relation)
     if key not in _PLD_CACHE:
         if len(_PLD_CACHE) >= _PLD_CACHE_SIZE:
             _PLD_CACHE.pop(next(iter(_PLD_CACHE)))
-        try:
-            _PLD_CACHE[key] = (_event_pld(event, relation), None)
-        except NonPrivateRelease as error:
-            _PLD_CACHE[key] = (None, error)
-    pld, non_private = _PLD_CACHE[key]
-    if non_private is not None:
-        raise NonPrivateRelease
-    return pld
+        _PLD_CACHE[key] = _event_pld(event, relation)
+    return _PLD_CACHE[key]
 
 
-_PLD_CACHE: dict[tuple[str, Any], tuple[pld_lib.PrivacyLossDistribution | None, NonPrivateRelease | None]] = {}
+_PLD_CACHE: dict[tuple[str, Any], pld_lib.PrivacyLossDistribution | None] = {}
 _PLD_CACHE_SIZE = 64
 
 
@@ -64,8 +89,6 @@ def _event_pld(
 ) -> pld_lib.PrivacyLossDistribution | None:
     if isinstance(event, dp_event.NoOpDpEvent):
         return None
-    if isinstance(event, dp_event.NonPrivateDpEvent):
-        raise NonPrivateRelease
     equivalent = gaussian_equivalent(event)
     if equivalent is not None and equivalent != event:
         return event_pld(equivalent, relation)
@@ -78,8 +101,6 @@ def _event_pld(
     if isinstance(event, dp_event.PoissonSampledDpEvent) and isinstance(event.event, dp_event.GaussianDpEvent):
         gaussian, sampling_prob = event.event, event.sampling_probability
     if isinstance(gaussian, dp_event.GaussianDpEvent):
-        if gaussian.noise_multiplier == 0:
-            raise NonPrivateRelease
         if relation == NEIGHBORING_RELATION and sampling_prob != 1.0:
             raise ConfigError("the ledger accounts Poisson-sampled Gaussian events under add-or-remove only")
         return pld_lib.from_gaussian_mechanism(
@@ -93,8 +114,6 @@ def _event_pld(
     if isinstance(event, dp_event.RandomizedResponseDpEvent):
         if event.num_buckets == 1:
             return None
-        if event.noise_parameter == 0:
-            raise NonPrivateRelease
         return pld_lib.from_randomized_response(
             event.noise_parameter,
             event.num_buckets,
@@ -102,8 +121,6 @@ def _event_pld(
             neighboring_relation=NEIGHBORING_RELATION,
         )
     if isinstance(event, dp_event.DiscreteLaplaceDpEvent):
-        if event.noise_parameter == 0:
-            raise NonPrivateRelease
         return _pure_dp_pld(event.noise_parameter * event.sensitivity)
     if isinstance(event, dp_event.LaplaceDpEvent):  # ledgers of runs made before releases were discrete
         return _pure_dp_pld(1.0 / event.noise_multiplier)

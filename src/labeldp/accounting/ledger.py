@@ -43,12 +43,13 @@ from labeldp.accounting.composition import (
     VALUE_DISCRETIZATION as VALUE_DISCRETIZATION,
 )
 from labeldp.accounting.composition import (
-    NonPrivateRelease,
     _compose,
+    check_accountable,
     event_from_dict,
     event_pld,
     event_to_dict,
     needs_rdp,
+    non_private,
     pure_epsilon,
     rdp_epsilon,
 )
@@ -226,10 +227,7 @@ class PrivacyLedger:
             if not rdp_privacy_accountant.RdpAccountant(neighboring_relation=DPSGD_RELATION).supports(event):
                 raise ConfigError(f"dp_accounting's RDP accountant cannot account {event}")
             return
-        try:
-            event_pld(event, self.neighboring_relation)
-        except NonPrivateRelease:
-            pass
+        check_accountable(event, self.neighboring_relation)
 
     def _groups(self, per_row: bool = False) -> list[list[tuple[int, int]]]:
         """Each distinct way entries touch a unit (a row, ``per_row`` or without units): (entry, times composed)."""
@@ -305,10 +303,9 @@ class PrivacyLedger:
             if any(needs_rdp(event) for event in events):
                 worst = max(worst, rdp_epsilon(events, delta, self.neighboring_relation))
                 continue
-            try:
-                composed = _compose([event_pld(event, self.neighboring_relation) for event in events])
-            except NonPrivateRelease:
+            if any(non_private(event) for event in events):
                 return math.inf
+            composed = _compose([event_pld(event, self.neighboring_relation) for event in events])
             if composed is not None:
                 pure = pure_epsilon(dp_event.ComposedDpEvent(events))
                 found = composed.get_epsilon_for_delta(delta)
