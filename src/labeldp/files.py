@@ -40,17 +40,16 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: str | os.PathLike, holder: str) -> Iterator[None]:
-    """Hold an exclusive lock on the file ``path`` (created if missing) for the block.
+def exclusive_lock(path: str | os.PathLike, holder: str | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (created if missing) for the block: waited for where
+    ``holder`` is None, else RunLockedError if another process is using ``holder``.
 
-    One process at a time then works on ``holder``; RunLockedError if another holds it.
+    The file is never removed: removed while held, a process that had opened it could lock the removed file
+    while another locks a new one of the same name. Empty, it is harmless.
     """
-    with open(path, "w") as handle:
+    with open(path, "a") as handle:  # the lock goes when the file is closed
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if holder is None else fcntl.LOCK_NB))
         except BlockingIOError:
             raise RunLockedError(f"another process is using {holder}") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield

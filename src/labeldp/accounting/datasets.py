@@ -11,7 +11,6 @@ records which releases hold each person, and the group's figure is its worst per
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import math
@@ -31,7 +30,7 @@ from labeldp.accounting.people import People, PeopleIndex
 from labeldp.accounting.policy import LABEL_RELATION
 from labeldp.accounting.rounding import stored_epsilon
 from labeldp.errors import BudgetError, ConfigError
-from labeldp.files import write_text_atomic
+from labeldp.files import exclusive_lock, write_text_atomic
 
 #: the file of a run or release folder that holds its release id on the dataset ledgers
 RELEASE_FILE = ".dataset-release"
@@ -414,8 +413,8 @@ def folder_locked(folder: Path) -> Iterator[None]:
     with guard[0]:
         if guard[1] == 0:
             folder.mkdir(parents=True, exist_ok=True)
-            guard[2] = open(folder / ".lock", "a")
-            fcntl.flock(guard[2], fcntl.LOCK_EX)
+            guard[2] = contextlib.ExitStack()
+            guard[2].enter_context(exclusive_lock(folder / ".lock"))
         guard[1] += 1
         try:
             yield

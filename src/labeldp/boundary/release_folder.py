@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import os
 import shutil
 import time
@@ -60,8 +59,8 @@ from labeldp.boundary.table_source import (
     source_schema,
 )
 from labeldp.boundary.units import bounded_rows, check_max_rows
-from labeldp.errors import SECOND_RELEASE, ConfigError, DataError, ReleaseExistsError, RunLockedError
-from labeldp.files import write_json_atomic
+from labeldp.errors import SECOND_RELEASE, ConfigError, DataError, ReleaseExistsError
+from labeldp.files import exclusive_lock, write_json_atomic
 from labeldp.mechanisms import (
     randomized_response_likelihood,
     rr_with_prior_likelihood,
@@ -82,21 +81,6 @@ def _system_allocator() -> Iterator[None]:
         yield
     finally:
         pa.set_memory_pool(previous)
-
-
-@contextlib.contextmanager
-def _locked(out: Path) -> Iterator[None]:
-    """Hold ``.OUT.lock`` beside ``out``: two processes releasing into one folder would draw twice.
-
-    The file is never removed: removed while held, a process that had opened it could lock the removed file
-    while another locks a new one of the same name, and both would draw. Empty, it is harmless.
-    """
-    with open(out.parent / f".{out.name}.lock", "a") as handle:  # released when closed
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunLockedError(f"another process is writing the release {out}") from None
-        yield
 
 
 def _refuse_existing(out: Path) -> None:
@@ -361,7 +345,7 @@ def _privatize_table(
     drawing = False
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(out):
+        with exclusive_lock(out.parent / f".{out.name}.lock", f"the release {out}"):  # two writers: two draws
             partial = _partial_folder(out)
             drawing = True
             try:
