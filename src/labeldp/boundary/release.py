@@ -31,7 +31,7 @@ from labeldp.accounting.events import (
 )
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.labels import PrivateLabels, unseal
-from labeldp.boundary.release_record import Release, _per_row, _recorded, _release
+from labeldp.boundary.release_record import Release, _per_row, member_indices, record_release
 from labeldp.errors import ConfigError, DataError
 from labeldp.mechanisms import (
     channel_epsilon,
@@ -84,10 +84,10 @@ def release_randomized_response(
     """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
-    indices = _recorded(ledger, members, tag, labels=true)
+    indices = member_indices(ledger, members, tag, labels=true)
     eps, per_unit = _per_row(ledger, indices, eps)
     noisy = randomized_response(true, num_classes, eps, rng)
-    return _release(ledger, tag, rr_release(indices, noisy, num_classes, eps, per_unit))
+    return record_release(ledger, tag, rr_release(indices, noisy, num_classes, eps, per_unit))
 
 
 def rr_release(indices: np.ndarray, noisy: np.ndarray, num_classes: int, epsilon: float, per_unit: str) -> Release:
@@ -118,10 +118,10 @@ def release_rr_with_prior(
     eps = check_epsilon(epsilon)
     prior = check_priors(priors)
     true = _true_labels(labels, prior.shape[1])
-    indices = _recorded(ledger, members, tag, labels=true, priors=prior)
+    indices = member_indices(ledger, members, tag, labels=true, priors=prior)
     eps, per_unit = _per_row(ledger, indices, eps)
     noisy, k = rr_with_prior(true, prior, eps, rng)
-    return _release(
+    return record_release(
         ledger,
         tag,
         Release(
@@ -159,7 +159,7 @@ def release_rr_on_bins(
     """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, np.asarray(grid).size)
-    indices = _recorded(ledger, members, tag, labels=true)
+    indices = member_indices(ledger, members, tag, labels=true)
     eps, per_unit = _per_row(ledger, indices, eps)
     maps = optimal_bins(priors, grid, eps)
     values, bins, d = rr_on_bins(true, grid, maps, eps, rng, prior_index)
@@ -168,7 +168,7 @@ def release_rr_on_bins(
         if prior_index is None and len(maps.d) == true.size
         else maps.bin_of[np.zeros(true.size, dtype=np.int64) if prior_index is None else np.asarray(prior_index)]
     )
-    return _release(
+    return record_release(
         ledger,
         tag,
         Release(
@@ -195,10 +195,10 @@ def release_laplace_value(
     eps = check_epsilon(epsilon)
     points = np.asarray(grid, dtype=np.float64)
     true = _true_labels(labels, points.size)
-    indices = _recorded(ledger, members, tag, labels=true)
+    indices = member_indices(ledger, members, tag, labels=true)
     eps, per_unit = _per_row(ledger, indices, eps)
     noisy = laplace_value(true, points, eps, rng)
-    return _release(
+    return record_release(
         ledger,
         tag,
         Release(
@@ -219,8 +219,8 @@ def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int
     reported as private. Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     true = _true_labels(labels, num_classes)
-    indices = _recorded(ledger, members, tag, labels=true)
-    return _release(
+    indices = member_indices(ledger, members, tag, labels=true)
+    return record_release(
         ledger,
         tag,
         Release(
@@ -292,10 +292,10 @@ def release_external_labels(
     num_classes = matrix.shape[0]
     reported = _true_labels(labels, num_classes)
     _check_reports_fit_channel(reported, matrix)
-    indices = _recorded(ledger, members, tag, labels=reported)
+    indices = member_indices(ledger, members, tag, labels=reported)
     exact = stated_epsilon is None and is_randomized_response(matrix)
     event = randomized_response_event(own, num_classes) if exact else stated_event(epsilon)
-    return _release(
+    return record_release(
         ledger,
         tag,
         Release(
@@ -327,10 +327,10 @@ def release_laplace_one_hot(
     """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
-    indices = _recorded(ledger, members, tag, labels=true)
+    indices = member_indices(ledger, members, tag, labels=true)
     eps, per_unit = _per_row(ledger, indices, eps)
     noisy = laplace_one_hot(true, num_classes, eps, rng)
-    return _release(
+    return record_release(
         ledger,
         tag,
         Release(
@@ -363,10 +363,10 @@ def release_vector_labels(
     """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
-    indices = _recorded(ledger, members, tag, labels=true)
+    indices = member_indices(ledger, members, tag, labels=true)
     eps, per_unit = _per_row(ledger, indices, eps)
     vectors = vector_labels(true, num_classes, eps, rng)
-    return _release(
+    return record_release(
         ledger,
         tag,
         Release(
@@ -415,7 +415,7 @@ def release_pate_labels(
     votes = teacher_votes(teacher_predictions, num_classes)
     teachers, queries = np.asarray(teacher_predictions).shape
     assignment = check_labels(teacher_of, teachers, "teacher_of")
-    indices = _recorded(ledger, members, tag, teacher_of=assignment)
+    indices = member_indices(ledger, members, tag, teacher_of=assignment)
     if ledger.contribution(indices) > 1:
         raise ConfigError("PATE's teachers hold rows, not privacy units: it runs with one row per unit only")
     event = pate_event(queries, noise_std, threshold_noise_std)
@@ -428,7 +428,7 @@ def release_pate_labels(
             raise ConfigError(f"threshold must lie in (0, {teachers}] votes, got {threshold}")
         answered, labels = confident_gnmax(votes, threshold, threshold_noise_std, noise_std, rng)
         kind = f"confident GNMax (threshold {threshold:g}, noise {threshold_noise_std:.4g})"
-    return _release(
+    return record_release(
         ledger,
         tag,
         Release(
@@ -457,8 +457,8 @@ def release_dpsgd_plan(
     standard deviation over the clipping bound) and steps; ``max_grad_norm`` is only described.
     ``arrays["noise_multiplier"]`` carries the plan to the trainer.
     """
-    indices = _recorded(ledger, members, tag)
-    return _release(
+    indices = member_indices(ledger, members, tag)
+    return record_release(
         ledger,
         tag,
         Release(

@@ -15,7 +15,7 @@ import numpy as np
 from labeldp._validation import check_epsilon
 from labeldp.accounting.events import histogram_event, marginals_event, stated_event
 from labeldp.accounting.ledger import PrivacyLedger
-from labeldp.boundary.release import Release, _recorded, _release, _true_labels
+from labeldp.boundary.release import Release, _true_labels, member_indices, record_release
 from labeldp.mechanisms import noisy_histogram, noisy_marginals
 from labeldp.mechanisms.label_marginals import check_bins
 from labeldp.randomness import RandomSource
@@ -40,10 +40,10 @@ def release_noisy_histogram(
     """
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
-    indices = _recorded(ledger, members, tag, labels=true, groups=np.asarray(groups))
+    indices = member_indices(ledger, members, tag, labels=true, groups=np.asarray(groups))
     units = max(ledger.contribution(indices), 1)
     counts = noisy_histogram(true, groups, num_groups, num_classes, eps, rng, units)
-    return _release(
+    return record_release(
         ledger,
         tag,
         Release(
@@ -79,10 +79,10 @@ def release_label_marginals(
     eps = check_epsilon(epsilon)
     true = _true_labels(labels, num_classes)
     codes, sizes = check_bins(bins, bins_per_feature)
-    indices = _recorded(ledger, members, tag, labels=true, bins=codes)
+    indices = member_indices(ledger, members, tag, labels=true, bins=codes)
     units = max(ledger.contribution(indices), 1)
     counts = noisy_marginals(true, codes, sizes, num_classes, eps, rng, units)
-    return _release(
+    return record_release(
         ledger,
         tag,
         Release(
@@ -114,7 +114,7 @@ def release_external_counts(
     arrived and what was derived from them, are kept in the release.
     """
     eps = check_epsilon(stated_epsilon)
-    indices = _recorded(ledger, members, tag)
+    indices = member_indices(ledger, members, tag)
     release = Release(
         indices,
         stated_event(eps),
@@ -122,7 +122,7 @@ def release_external_counts(
         arrays=arrays,
         aggregate=True,
     )
-    return _release(ledger, tag, release)
+    return record_release(ledger, tag, release)
 
 
 __all__ = ["release_external_counts", "release_label_marginals", "release_noisy_histogram"]

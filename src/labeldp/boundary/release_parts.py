@@ -18,7 +18,7 @@ import numpy as np
 
 from labeldp._validation import check_epsilon, check_same_length
 from labeldp.accounting.ledger import PrivacyLedger
-from labeldp.boundary.release import Release, _per_row, _recorded, _release, _true_labels, rr_release
+from labeldp.boundary.release import Release, _per_row, _true_labels, member_indices, record_release, rr_release
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import randomized_response
 from labeldp.randomness import RandomSource
@@ -57,7 +57,7 @@ def release_randomized_response_part(
     is invalid or the parts do not cover the members exactly once.
     """
     eps = check_epsilon(epsilon)
-    indices = _recorded(ledger, members, tag)
+    indices = member_indices(ledger, members, tag)
     eps, per_unit = _per_row(ledger, indices, eps)
     try:
         mine = np.asarray(rows, dtype=np.int64)
@@ -80,7 +80,7 @@ def release_randomized_response_part(
     if not np.array_equal(drawn[order], indices):
         raise ConfigError("the processes' rows do not cover the members exactly once; nothing was recorded")
     noisy = np.concatenate([noisy for _, noisy in parts])[order]
-    return _release(ledger, tag, rr_release(indices, noisy, num_classes, eps, per_unit))
+    return record_release(ledger, tag, rr_release(indices, noisy, num_classes, eps, per_unit))
 
 
 __all__ = ["Gather", "raise_first_error", "release_randomized_response_part"]

@@ -104,8 +104,8 @@ class Release:
         )
 
 
-def _recorded(ledger: PrivacyLedger, members, tag: str | None, **arrays) -> np.ndarray:
-    """The members as sorted indices, once the per-member arrays' lengths and the tag are checked."""
+def member_indices(ledger: PrivacyLedger, members, tag: str | None, **arrays) -> np.ndarray:
+    """The members as sorted indices, the per-member arrays' lengths and the tag checked (nothing recorded)."""
     mask = ledger.members_mask(members)
     indices = np.flatnonzero(mask)
     check_same_length(**arrays, members=indices)
@@ -114,7 +114,8 @@ def _recorded(ledger: PrivacyLedger, members, tag: str | None, **arrays) -> np.n
     return indices
 
 
-def _release(ledger: PrivacyLedger, tag: str | None, release: Release) -> Release:
+def record_release(ledger: PrivacyLedger, tag: str | None, release: Release) -> Release:
+    """``release`` recorded on ``ledger`` under ``tag``."""
     release.record(ledger, tag)
     return release
 
