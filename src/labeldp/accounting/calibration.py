@@ -27,6 +27,7 @@ from dp_accounting.pld import accountant as pld_accountant_module
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import pld_privacy_accountant
 
+from labeldp.accounting.composition import VALUE_DISCRETIZATION, quiet_rdp
 from labeldp.accounting.events import (
     DPSGD_RELATION,
     GAUSSIAN_SHIFT_RELATION,
@@ -35,7 +36,6 @@ from labeldp.accounting.events import (
     gaussian_equivalent,
     pate_event,
 )
-from labeldp.accounting.ledger import VALUE_DISCRETIZATION, quiet_rdp
 from labeldp.errors import ConfigError
 
 

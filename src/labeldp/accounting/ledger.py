@@ -40,9 +40,6 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from labeldp.accounting.composition import (
-    VALUE_DISCRETIZATION as VALUE_DISCRETIZATION,
-)
-from labeldp.accounting.composition import (
     _compose,
     check_accountable,
     event_from_dict,
@@ -52,9 +49,6 @@ from labeldp.accounting.composition import (
     non_private,
     pure_epsilon,
     rdp_epsilon,
-)
-from labeldp.accounting.composition import (
-    quiet_rdp as quiet_rdp,
 )
 from labeldp.accounting.events import DPSGD_RELATION, NEIGHBORING_RELATION, RELATION_NAMES
 from labeldp.errors import ConfigError

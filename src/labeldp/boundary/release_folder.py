@@ -46,6 +46,7 @@ from labeldp.boundary.folder_format import (
     SIDECAR_FILE,
     describe_release,
 )
+from labeldp.boundary.table_files import released_type
 from labeldp.boundary.table_source import (
     arrow_class_values,
     check_each_row_once,
@@ -55,7 +56,6 @@ from labeldp.boundary.table_source import (
     open_source,
     read_batches,
     read_blocks,
-    released_type,
     source_schema,
 )
 from labeldp.boundary.units import bounded_rows, check_max_rows
@@ -132,7 +132,7 @@ def privatize_table(
     Parameters
     ----------
     source : str or os.PathLike or pyarrow.Table or pyarrow.dataset.Dataset or pandas.DataFrame
-        A Parquet or CSV file, a folder of them (:func:`~labeldp.boundary.table_source.data_files`), an Arrow
+        A Parquet or CSV file, a folder of them (:func:`~labeldp.boundary.table_files.data_files`), an Arrow
         table or dataset, or a DataFrame.
     label_column : str
         The private labels; a CSV file's are read as text.

@@ -9,8 +9,9 @@ kept are chosen for the second pass (:func:`kept_batches`).
 Labels, ids and units are read as text from CSV and matched by their canonical spelling, each file's in
 its own type: left to itself pyarrow would infer a column's type from the first block, so one private
 label could decide it, a later one fail the read quoted in the error, and ``17`` and ``"17"`` be two
-people. ``released_label``'s type depends on no label value (:func:`released_type`), and pyarrow's
-message for an unreadable CSV file is withheld (it can quote a row).
+people. ``released_label``'s type depends on no label value
+(:func:`~labeldp.boundary.table_files.released_type`), and pyarrow's message for an unreadable CSV file is
+withheld (it can quote a row).
 """
 
 from __future__ import annotations
@@ -29,9 +30,6 @@ from labeldp.boundary.column import duplicated_ids_error
 from labeldp.boundary.domain import LabelDomain, canonical_label
 from labeldp.boundary.keys import canonical_text, row_keys
 from labeldp.boundary.table_files import _describe, _is_csv, _reading, check_each_row_once, open_source, source_schema
-from labeldp.boundary.table_files import data_files as data_files
-from labeldp.boundary.table_files import file_kind as file_kind
-from labeldp.boundary.table_files import released_type as released_type
 from labeldp.errors import ConfigError, DataError
 
 _READ_ROWS = 1 << 16  # rows per batch read from a file

@@ -19,15 +19,6 @@ from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.marginals_config import MarginalsConfig
 from labeldp.config.pate_config import PATEConfig
 from labeldp.config.run_checks import (
-    CLUSTER_PRIOR_OPTIONS as CLUSTER_PRIOR_OPTIONS,
-)
-from labeldp.config.run_checks import (
-    CLUSTERING_OPTIONS as CLUSTERING_OPTIONS,
-)
-from labeldp.config.run_checks import (
-    DEFAULT_PRIOR_SHARE as DEFAULT_PRIOR_SHARE,
-)
-from labeldp.config.run_checks import (
     FIRST_RELEASES,
     LOSSES,
     TEST_LABELS,
@@ -36,9 +27,6 @@ from labeldp.config.run_checks import (
     check_stages,
     check_units,
     label_grid_of,
-)
-from labeldp.config.run_checks import (
-    PRIORS as PRIORS,
 )
 from labeldp.config.shared_options import (
     CLASSES,

@@ -28,7 +28,8 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from labeldp.accounting.datasets import table_facts
 from labeldp.boundary import LabelDomain, PrivateLabels
-from labeldp.boundary.table_source import KeyColumns, column_keys, data_files, file_kind, read_key_columns
+from labeldp.boundary.table_files import data_files, file_kind
+from labeldp.boundary.table_source import KeyColumns, column_keys, read_key_columns
 from labeldp.boundary.units import bounded_rows, split_by_unit, unit_codes
 from labeldp.data.dataset import LabeledDataset, regression_dataset
 from labeldp.data.dataset_registry import TableOptions
