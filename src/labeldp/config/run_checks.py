@@ -34,7 +34,7 @@ CLUSTER_PRIOR_OPTIONS = ("prior_epsilon", "prior_temperature", "encoder", "clust
 CLUSTERING_OPTIONS = ("encoder", "clusters")
 
 
-def check_stages(config: RunConfig, method: Method) -> tuple[float, ...]:
+def stage_fractions(config: RunConfig, method: Method) -> tuple[float, ...]:
     """The stages' fractions of the budget (the method's own where none are given), checked."""
     stages = tuple(float(s) for s in (config.stages or method.default_stages))
     if any(not s > 0 for s in stages) or abs(sum(stages) - 1.0) > 1e-6:

@@ -24,9 +24,9 @@ from labeldp.config.run_checks import (
     TEST_LABELS,
     check_choices,
     check_prior,
-    check_stages,
     check_units,
     label_grid_of,
+    stage_fractions,
 )
 from labeldp.config.shared_options import (
     CLASSES,
@@ -262,7 +262,7 @@ class RunConfig:
         if self.model is not None and self.model not in MODELS:
             raise ConfigError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
         epsilon, delta = self._budget(method)
-        stages = check_stages(self, method)
+        stages = stage_fractions(self, method)
         prior = self.prior if self.prior is not None else method.default_prior
         prior_epsilon = check_prior(self, prior, epsilon)
         self._check_method_options(method)

@@ -57,7 +57,7 @@ _TWO_STAGE_RELEASES = {**_FIRST_RELEASES, "stage2": ("reuse_labels", "warm_start
 _FIRST_STAGE_OPTIONS = ("train", "model", "loss")
 
 
-def check_stages(config) -> None:
+def check_stage_options(config) -> None:
     """Consensus retraining is for classes: a numeric label's squared error has no predicted label to agree. VLP's
     vectors are no labels: they train by the forward loss, under no prior, and leave consensus nothing to agree."""
     if config.consensus and config.loss == "mse":
@@ -321,7 +321,7 @@ register_method(
         run_stages,
         uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS,
         independent_of=_FIRST_RELEASES,
-        check=check_stages,
+        check=check_stage_options,
         releases=stage_releases,
     ),
     "rr",
@@ -335,7 +335,7 @@ register_method(
         stages=2,
         default_stages=(0.4, 0.6),
         independent_of=_TWO_STAGE_RELEASES,
-        check=check_stages,
+        check=check_stage_options,
         releases=stage_releases,
         first_stage_options=_FIRST_STAGE_OPTIONS,
     )
@@ -349,7 +349,7 @@ register_method(
         stages=None,
         default_stages=(0.3, 0.3, 0.4),
         independent_of=_FIRST_RELEASES,
-        check=check_stages,
+        check=check_stage_options,
         releases=stage_releases,
         first_stage_options=_FIRST_STAGE_OPTIONS,
     )
