@@ -152,19 +152,6 @@ def test_a_run_started_without_tuning_continues_as_it_was(blobs, tmp_path, capsy
     assert "started without tuning" in capsys.readouterr().out and not (out / AUTO_TUNE_FILE).exists()
 
 
-def test_train_run_tunes_when_its_tuning_asks(blobs, tmp_path) -> None:
-    """``train_run`` given a tuning of a budget is the auto-tuned run (the options given named as such); of
-    budget 0, a plain run."""
-    from labeldp.config.tuning import AutoTuneConfig
-
-    config = _config(method="lp-1st")
-    tuned = train_run(config, tmp_path / "tuned", progress=False, dataset=blobs, tuning=AutoTuneConfig(2.0))
-    assert tuned == auto_tuned_run(config, tmp_path / "tuned", progress=False, dataset=blobs)
-    assert tuned["auto_tune"]["budget"] == 2.0 and (tmp_path / "tuned" / AUTO_TUNE_FILE).exists()
-    plain = train_run(config, tmp_path / "plain", progress=False, dataset=blobs, tuning=AutoTuneConfig(0.0))
-    assert "auto_tune" not in plain and not (tmp_path / "plain" / AUTO_TUNE_FILE).exists()
-
-
 def _scored_by(accuracy, scored: list[float], stop_at: float | None = None):
     """A stand-in for score_candidates: each candidate's held-out terms, nested so that their means are
     ``accuracy(lr)`` and paired differences clear; raises KeyboardInterrupt on the rate ``stop_at``."""

@@ -52,10 +52,10 @@ def run(args: argparse.Namespace) -> None:
     from labeldp.cli.summary import print_summary
     from labeldp.config.run_config import RunConfig
     from labeldp.errors import ConfigError
+    from labeldp.experiments.auto_tune import auto_tuned_run
     from labeldp.options import flag_of, typed_options
     from labeldp.recipes import get_profile
     from labeldp.recipes.applied import profile_recipe
-    from labeldp.runs import train_run
 
     if distributed.env_rank() != 0:  # under torchrun rank 0 speaks for the run
         args.quiet = True
@@ -82,11 +82,8 @@ def run(args: argparse.Namespace) -> None:
         config, recipe = config_and_recipe(args)
         budget = tune_budget(args, config)
     set_threads(args, config.dataset)
-    tuning = AutoTuneConfig(tune_budget=budget)
-    policy = budget_policy(args)
-    summary = train_run(
-        config, args.out, device=args.device, progress=not args.quiet, recipe=recipe, tuning=tuning, policy=policy
-    )
+    summary = auto_tuned_run(config, args.out, budget=budget, device=args.device, progress=not args.quiet,
+                             recipe=recipe, policy=budget_policy(args))  # fmt: skip
     # after an error a rank leaves without waiting for the others: torchrun then stops them all
     distributed.stop()
     if distributed.env_rank() == 0:

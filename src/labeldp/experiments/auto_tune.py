@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from labeldp.accounting.policy import BudgetPolicy
 from labeldp.accounting.spending import Spending
 from labeldp.config.run_config import RunConfig
-from labeldp.config.tuning import DEFAULT_HOLDOUT, DEFAULT_TUNE_BUDGET, LR_EDGE_STEPS, LR_FACTORS, AutoTuneConfig
+from labeldp.config.tuning import DEFAULT_HOLDOUT, DEFAULT_TUNE_BUDGET, LR_EDGE_STEPS, LR_FACTORS
 from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
@@ -45,7 +45,7 @@ from labeldp.files import write_json_atomic
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
 from labeldp.released_metrics import mean_and_error
 from labeldp.runs.reservation import reserve_run, withdraw_unspent
-from labeldp.runs.run import config_dataset, register_tuned_run, train_run
+from labeldp.runs.run import config_dataset, train_run
 from labeldp.runs.rundir import RunDirectory
 
 #: the record of an auto-tuned run, in its folder
@@ -375,7 +375,7 @@ def auto_tuned_run(
     device: str = "auto",
     progress: bool = True,
     dataset: LabeledDataset | None = None,
-    base_name: str = "the options given",
+    base_name: str | None = None,
     recipe: AppliedRecipe | None = None,
     policy: BudgetPolicy | None = None,
 ) -> dict[str, Any]:
@@ -391,7 +391,8 @@ def auto_tuned_run(
     budget : float, optional
         The candidates' training work at most this multiple of one untuned run's; 0: an untuned run.
     base_name : str, optional
-        What the base options are, in the messages (``"the library's defaults"``).
+        What the base options are, in the messages; default: named after the recipe they came from (the
+        family's, or the library's defaults), else the options given.
     recipe : AppliedRecipe or None, optional
         The recipe the base options came from, which the summary names.
 
@@ -402,6 +403,7 @@ def auto_tuned_run(
     """
     if budget < 0:
         raise ConfigError(f"--tune-budget must be 0 (off) or positive, got {budget:g}")
+    base_name = base_name or _base_name(recipe)
     policy = policy or BudgetPolicy.from_environment()
     run: dict[str, Any] = dict(device=device, progress=progress, dataset=dataset, recipe=recipe, policy=policy)
     if budget == 0:
@@ -447,17 +449,12 @@ def _with_record(folder: RunDirectory, summary: dict[str, Any], record: dict[str
     return summary
 
 
-def _tuned_run(config: RunConfig, out_dir: str | Path, tuning: AutoTuneConfig, **run: Any) -> dict[str, Any]:
-    """:func:`auto_tuned_run` as :func:`~labeldp.runs.run.train_run` hands it ``tuning``: the base options named
-    after the recipe they came from (the family's, or the library's defaults), else the options given."""
-    recipe = run.get("recipe")
-    base_name = "the options given"
-    if recipe is not None and recipe is not AS_GIVEN:  # named <dataset chosen on>/<method>, None: no recipe
-        base_name = f"{recipe.name.split('/')[0]}'s recipe" if recipe.name else "the library's defaults"
-    return auto_tuned_run(config, out_dir, budget=tuning.tune_budget, base_name=base_name, **run)
+def _base_name(recipe: AppliedRecipe | None) -> str:
+    if recipe is None or recipe is AS_GIVEN:
+        return "the options given"
+    # named <dataset chosen on>/<method>; None: no recipe
+    return f"{recipe.name.split('/')[0]}'s recipe" if recipe.name else "the library's defaults"
 
-
-register_tuned_run(_tuned_run)
 
 __all__ = [
     "AUTO_TUNE_FILE",

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import json
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,6 @@ from labeldp.accounting.policy import BudgetPolicy
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.accounting.spending import Spending
 from labeldp.config.run_config import RunConfig
-from labeldp.config.tuning import AutoTuneConfig
 from labeldp.data import LabeledDataset, load_dataset
 from labeldp.data.dataset_registry import TableOptions
 from labeldp.data.splits import split_stages
@@ -39,16 +36,6 @@ from labeldp.runs.reservation import reserve_run, withdraw_unspent
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import load_torch
 from labeldp.training.stage import check_amp, resolve_device
-
-#: the module that registers the run tuned on its own release (:func:`register_tuned_run`): a layer above the
-#: run, imported by name when a run asks for tuning, as a built-in method's module is
-TUNED_RUN_MODULE = "labeldp.experiments.auto_tune"
-_tuned_run: list[Callable[..., dict[str, Any]]] = []
-
-
-def register_tuned_run(run: Callable[..., dict[str, Any]]) -> None:
-    """Register ``run(config, out_dir, tuning, **train_run's options)``, which :func:`train_run` hands a tuning."""
-    _tuned_run[:] = [run]
 
 
 def config_dataset(config: RunConfig) -> LabeledDataset:
@@ -208,11 +195,10 @@ def train_run(
     dataset: LabeledDataset | None = None,
     announce_resume: bool = True,
     recipe: AppliedRecipe | None = None,
-    tuning: AutoTuneConfig | None = None,
     policy: BudgetPolicy | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) ``config`` in ``out_dir`` and return its summary; with a ``tuning`` of a budget other than
-    0, its learning rate chosen on its own release first (:mod:`labeldp.experiments.auto_tune`).
+    """Run (or resume) ``config`` in ``out_dir`` and return its summary (its learning rate chosen on its own
+    release first: :func:`~labeldp.experiments.auto_tune.auto_tuned_run`, which calls this).
 
     A rerun continues from the last completed epoch, reads the saved releases back (never drawing one again)
     and leaves the ledger unchanged; a finished run returns its summary. A folder holding another
@@ -259,11 +245,6 @@ def train_run(
         If another process is using ``out_dir``.
     """
     policy = policy or BudgetPolicy.from_environment()
-    if tuning is not None and tuning.tune_budget != 0:
-        if not _tuned_run:
-            importlib.import_module(TUNED_RUN_MODULE)
-        run: dict[str, Any] = dict(device=device, progress=progress, dataset=dataset, recipe=recipe, policy=policy)
-        return _tuned_run[0](config, out_dir, tuning, **run)
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
     run_device = distributed.local_device(resolve_device(device))
