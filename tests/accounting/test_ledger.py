@@ -127,3 +127,30 @@ def test_a_release_without_noise_is_asked_for_before_any_composition() -> None:
         ledger.record(dp_event.ComposedDpEvent([dp_event.NonPrivateDpEvent(), sampled]), np.arange(10), "unaccountable")
     with pytest.raises(ConfigError, match="without privacy"):
         event_pld(noiseless)
+
+
+@pytest.mark.parametrize(
+    "event, words",
+    [
+        ("noiseless rr", "replace-one-label relation only"),
+        ("negative count", "whole number"),
+        ("fractional count", "whole number"),
+    ],
+)
+def test_an_event_the_ledger_cannot_account_is_refused_when_recorded(event, words) -> None:
+    """From a review: a noiseless label mechanism under add-or-remove, and a composition counted -1 or 2.5 times,
+    were recorded once the PLD was no longer built at record time."""
+    from dp_accounting import dp_event
+
+    from labeldp.errors import ConfigError
+
+    rr = dp_event.RandomizedResponseDpEvent(0.5, 2)
+    made = {
+        "noiseless rr": dp_event.RandomizedResponseDpEvent(0.0, 2),
+        "negative count": dp_event.SelfComposedDpEvent(rr, -1),
+        "fractional count": dp_event.SelfComposedDpEvent(rr, 2.5),
+    }[event]
+    relation = DPSGD_RELATION if event == "noiseless rr" else dp_accounting.NeighboringRelation.REPLACE_ONE
+    ledger = PrivacyLedger(dataset_size=3, neighboring_relation=relation)
+    with pytest.raises(ConfigError, match=words):
+        ledger.record(made, np.arange(3), "bad")

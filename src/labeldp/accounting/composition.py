@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import numbers
 from typing import Any
 
 import attr
@@ -54,12 +55,16 @@ def check_accountable(event: dp_event.DpEvent, relation: dp_accounting.Neighbori
     """Refuse (:class:`~labeldp.errors.ConfigError`) an event with a part the ledger cannot account under
     ``relation``; each private part's PLD is then cached."""
     if isinstance(event, dp_event.SelfComposedDpEvent):
+        if not isinstance(event.count, numbers.Integral) or isinstance(event.count, bool) or event.count < 0:
+            raise ConfigError(f"{event}: a composition's count must be a whole number >= 0")
         check_accountable(event.event, relation)
     elif isinstance(event, dp_event.ComposedDpEvent):
         for part in event.events:
             check_accountable(part, relation)
     elif not non_private(event):
         event_pld(event, relation)
+    elif relation != NEIGHBORING_RELATION and isinstance(event, _LABEL_EVENTS):  # noiseless, but of a label
+        raise _replace_one_only(event)
 
 
 def event_pld(
@@ -78,6 +83,14 @@ def event_pld(
             _PLD_CACHE.pop(next(iter(_PLD_CACHE)))
         _PLD_CACHE[key] = _event_pld(event, relation)
     return _PLD_CACHE[key]
+
+
+#: the label mechanisms' events, which the ledger accounts under the replace-one-label relation only
+_LABEL_EVENTS = (dp_event.RandomizedResponseDpEvent, dp_event.DiscreteLaplaceDpEvent, dp_event.LaplaceDpEvent)
+
+
+def _replace_one_only(event: dp_event.DpEvent) -> ConfigError:
+    return ConfigError(f"the ledger accounts {type(event).__name__} under the replace-one-label relation only")
 
 
 _PLD_CACHE: dict[tuple[str, Any], pld_lib.PrivacyLossDistribution | None] = {}
@@ -110,7 +123,7 @@ def _event_pld(
             neighboring_relation=GAUSSIAN_SHIFT_RELATION,
         )
     if relation != NEIGHBORING_RELATION:
-        raise ConfigError(f"the ledger accounts {type(event).__name__} under the replace-one-label relation only")
+        raise _replace_one_only(event)
     if isinstance(event, dp_event.RandomizedResponseDpEvent):
         if event.num_buckets == 1:
             return None

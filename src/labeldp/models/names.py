@@ -22,7 +22,9 @@ def default_model_name(
 ) -> str:
     """The model of :data:`RULE` for one input of ``input_shape``, whose leading ``categorical`` columns are
     integer codes of those sizes; ``per_example``: for a method that needs per-example gradients."""
-    _, _, model, without_batch_norm = next(case for case in RULE if case[1](tuple(input_shape), tuple(categorical)))
+    _, _, model, without_batch_norm = next(
+        case for case in RULE if case[1](tuple(input_shape), tuple(categorical or ()))
+    )
     return without_batch_norm if per_example else model
 
 
