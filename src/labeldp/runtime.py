@@ -3,9 +3,7 @@
 glibc's allocator serves each large block (by default from 128 KB up to a threshold that adapts up
 to 32 MB) with fresh pages from the operating system and returns them when the block is freed. A
 training step allocates and frees many large activations and gradients, so it pays a page fault
-(and the kernel's zeroing) for every 4 KB page it touches, at every step: a 64 MB tensor costs
-about 20 ms to create that way against 2.5 ms from reused memory on the 2-core development machine,
-and a WRN-16-4 step at batch 256 runs about 1.6x faster once memory is reused (see docs/dpsgd.md).
+(and the kernel's zeroing) for every 4 KB page it touches, at every step (measured in docs/dpsgd.md).
 The remedy PyTorch's CPU tuning guide gives is another allocator (jemalloc, tcmalloc) loaded with
 ``LD_PRELOAD``; :func:`reuse_freed_memory` gets the same effect from glibc itself, inside a running
 process, by making it keep freed memory for the next allocation.
@@ -22,10 +20,8 @@ entry point (the user's guide: docs/guides/scaling.md, "Threads on a shared mach
    starts and follows the free cores during training (:func:`set_threads`, :func:`recheck_threads`); the
    estimators' ``fit``, ``predict``, ``predict_proba``, ``decision_function`` and ``score`` lower the
    OpenMP and BLAS thread pools loaded in the process (scikit-learn's, torch's, numpy's) to them for the
-   call (:func:`on_free_cores`). Two threads on two cores beside one busy process made a 5-fold
-   ``cross_val_score`` of ``LabelDPClassifier(HistGradientBoostingClassifier())`` on Adult tens of times
-   slower than alone, however its idle threads waited: every parallel region waits for the thread the
-   other process displaced (see docs/results.md, "Threads beside a busy process").
+   call (:func:`on_free_cores`). More threads than free cores wait, at every parallel region, for the
+   thread the other process displaced (docs/results.md, "Threads beside a busy process").
 2. **Idle OpenMP threads spin briefly, then sleep** (:func:`prefer_short_waits`): set by ``import
    labeldp`` and by the command first thing, unless the environment says how they wait. It reaches the
    OpenMP runtimes loaded after it (torch's, and scikit-learn's when labeldp is imported first) and the
@@ -61,13 +57,7 @@ def reuse_freed_memory() -> bool:
     Blocks up to 2 GB are then taken from the heap (not mapped afresh), and up to 2 GB of free heap
     memory is kept. The cost: the process's resident memory stays near its peak until it exits
     (memory freed by one step is reused by the next, as with jemalloc or tcmalloc). It changes
-    nothing that is computed.
-
-    Returns
-    -------
-    bool
-        True when applied, False where the C library is not glibc (e.g. macOS, musl, Windows), where it
-        does nothing.
+    nothing that is computed. False where the C library is not glibc (macOS, musl, Windows): nothing done.
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the C library the process runs with
@@ -85,9 +75,8 @@ SAMPLE_SECONDS, RECHECK_SAMPLE_SECONDS = 0.2, 0.05
 #: at least this many seconds between two re-checks of the free cores during a run (a check costs
 #: :data:`RECHECK_SAMPLE_SECONDS`: half a percent of the time)
 RECHECK_INTERVAL = 10.0
-#: spins of an idle GNU OpenMP thread before it sleeps (GNU's default is 300,000): on 2 threads an MNIST
-#: LP-1ST epoch took 8.4 s against 11.1 s sleeping at once, and beside a busy process 14.1 s against 14.2
-#: (``benchmarks/shared_machine.py --only mnist``); the ConvNet's non-private epoch 10.2 s against 14.5
+#: spins of an idle GNU OpenMP thread before it sleeps (GNU's default is 300,000; measured in
+#: docs/guides/scaling.md)
 WAIT_SPINS = 10_000
 #: the automatic threads of this process while the command line chose them (None: fixed threads):
 #: (the most to use, the time of the last check)
@@ -100,17 +89,11 @@ def prefer_short_waits() -> bool:
 
     Sets ``OMP_WAIT_POLICY=PASSIVE`` (every OpenMP runtime: sleep) and ``GOMP_SPINCOUNT`` to
     :data:`WAIT_SPINS` (GNU OpenMP, torch's on Linux, spins that long first: it takes precedence over
-    the policy). Threads spinning for long while they wait for a core another process holds slowed an
-    MNIST epoch down several times (~200 s instead of 17 s beside one busy process); threads that sleep
-    at once pay a wake-up at every parallel layer, which made an epoch of a network of many small layers
-    (the ConvNet) 1.4x slower on two threads. It acts only if called before torch is first imported (the
-    OpenMP runtime reads it when it loads): ``import labeldp`` and the ``labeldp`` command call it first
-    thing, and the processes started from this one (a sweep's workers) inherit it.
-
-    Returns
-    -------
-    bool
-        True when set here, False when the environment had said how threads wait already.
+    the policy): threads spinning long wait for a core another process holds, threads that sleep at once
+    pay a wake-up at every parallel layer (docs/guides/scaling.md). It acts only if called before
+    torch is first imported (the OpenMP runtime reads it when it loads): ``import labeldp`` and the
+    ``labeldp`` command call it first thing, and the processes started from this one inherit it. False
+    where the environment had said how threads wait already.
     """
     if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
         return False
@@ -120,13 +103,7 @@ def prefer_short_waits() -> bool:
 
 
 def usable_cores() -> int:
-    """The cores this process may run on: its CPU affinity, within a cgroup's CPU quota where one is set.
-
-    Returns
-    -------
-    int
-        At least 1.
-    """
+    """The cores this process may run on: its CPU affinity, within a cgroup's CPU quota where one is set."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
@@ -173,17 +150,7 @@ def _own_running_threads() -> int:
 
 def busy_cores(sample_seconds: float = SAMPLE_SECONDS) -> float:
     """How many cores other processes keep busy now: the runnable tasks other than this thread,
-    averaged over ``sample_seconds`` (Linux), else the load average of the last minute.
-
-    Parameters
-    ----------
-    sample_seconds : float, optional
-        How long to count them, every 10 ms.
-
-    Returns
-    -------
-    float
-        The mean number of other runnable tasks, >= 0.
+    counted every 10 ms over ``sample_seconds`` and averaged (Linux), else the load average of the last minute.
     """
     counts = []
     deadline = time.monotonic() + sample_seconds
@@ -206,17 +173,7 @@ def busy_cores(sample_seconds: float = SAMPLE_SECONDS) -> float:
 def free_cores(sample_seconds: float = SAMPLE_SECONDS) -> int:
     """The cores this process can use without waiting for another process: its usable cores
     (:func:`usable_cores`), less those other processes keep busy (:func:`busy_cores`, rounded) where
-    the machine has no spare ones.
-
-    Parameters
-    ----------
-    sample_seconds : float, optional
-        How long to count the busy cores.
-
-    Returns
-    -------
-    int
-        At least 1.
+    the machine has no spare ones; at least 1.
     """
     busy = math.floor(busy_cores(sample_seconds) + 0.5)
     machine = max(os.cpu_count() or 1, usable_cores())
@@ -236,20 +193,7 @@ def default_threads(dataset: str, cores: int | None = None) -> int:
     too short to share between cores; for the others the cores that are free when the run starts
     (:func:`free_cores`: a core another process keeps busy is left to it), or ``cores``; at most
     ``OMP_NUM_THREADS`` where the environment sets it (as torch itself reads it: a job scheduler's or a
-    test runner's share of the machine).
-
-    Parameters
-    ----------
-    dataset : str
-        The run's dataset name; ``"csv"`` means a table.
-    cores : int, optional
-        The cores to use for a dataset that is not a table (a sweep worker's share); default: the free
-        cores, counted now.
-
-    Returns
-    -------
-    int
-        The number of threads, >= 1.
+    test runner's share of the machine). ``cores``: a sweep worker's share.
     """
     if dataset in ONE_THREAD_DATASETS:
         return 1
@@ -258,21 +202,8 @@ def default_threads(dataset: str, cores: int | None = None) -> int:
 
 def set_threads(threads: int | None, dataset: str, cores: int | None = None) -> int:
     """Set torch's CPU threads: ``threads`` where given, else :func:`default_threads`, which is then
-    re-checked during the run (:func:`recheck_threads`) within the same limit.
-
-    Parameters
-    ----------
-    threads : int or None
-        The threads asked for (``--threads``), or None for the default.
-    dataset : str
-        The run's dataset, which sets the default.
-    cores : int, optional
-        The most cores the default may take (a sweep worker's share); default: every usable one.
-
-    Returns
-    -------
-    int
-        The threads set.
+    re-checked during the run (:func:`recheck_threads`) within the same limit, at most ``cores`` (a sweep
+    worker's share; default: every usable one). Returns the threads set.
     """
     import torch
 
@@ -335,12 +266,7 @@ def _thread_pools() -> list[Any]:
 def estimator_threads() -> int:
     """The threads an estimator's call may use: the free cores (:func:`free_cores`, counted over
     :data:`RECHECK_SAMPLE_SECONDS`, and again once :data:`RECHECK_INTERVAL` seconds have passed), at most
-    ``OMP_NUM_THREADS`` where the environment sets it.
-
-    Returns
-    -------
-    int
-        At least 1.
+    ``OMP_NUM_THREADS`` where the environment sets it; at least 1.
     """
     global _COUNTED
     if _environment_limit(usable_cores()) == 1:  # one core, or OMP_NUM_THREADS=1: nothing to count
@@ -355,12 +281,7 @@ def free_core_threads() -> Iterator[int]:
     """Within: the OpenMP and BLAS thread pools loaded in this process use at most
     :func:`estimator_threads` threads (a pool set to fewer keeps its own), each set back on leaving.
     Calls within calls (a fit that predicts) count and set once; each thread that calls sets its own
-    (OpenMP's threads are set for the calling thread).
-
-    Yields
-    ------
-    int
-        The most threads a pool uses within.
+    (OpenMP's threads are set for the calling thread). Yields the most threads a pool uses within.
     """
     calls = _CALLS.__dict__.setdefault("calls", [])
     if calls:  # within a call of this thread's: as it set
@@ -400,22 +321,10 @@ def on_free_cores(method: _Call) -> _Call:
 
 
 def requested() -> bool:
-    """Whether the environment asks for more than one process (``torchrun`` with N > 1).
-
-    Returns
-    -------
-    bool
-        True when ``WORLD_SIZE`` is above 1.
-    """
+    """Whether the environment asks for more than one process (``torchrun``: ``WORLD_SIZE`` above 1)."""
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def env_rank() -> int:
-    """This process's rank as the environment states it (before any process group exists).
-
-    Returns
-    -------
-    int
-        ``RANK``, 0 when unset.
-    """
+    """This process's rank as the environment states it (``RANK``, 0 when unset; before any process group)."""
     return int(os.environ.get("RANK", "0"))

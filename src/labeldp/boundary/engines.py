@@ -75,7 +75,10 @@ class Engine(ABC):
     """A table on an engine, as a release uses it: public facts and aggregates come back, never a label."""
 
     name: str
-    columns: list[str]
+
+    def __init__(self, frame):
+        self.frame, self.columns = frame, list(frame.columns)
+        self.kept = frame  # the rows a release keeps: all of them, until a unit's are bounded
 
     @abstractmethod
     def checked(self, checks: BatchChecks) -> dict[str, Any]:

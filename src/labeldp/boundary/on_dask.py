@@ -46,10 +46,6 @@ class DaskTable(Engine):
 
     name = "Dask"
 
-    def __init__(self, frame):
-        self.frame, self.columns = frame, list(frame.columns)
-        self.kept = frame
-
     def checked(self, checks: BatchChecks) -> dict[str, Any]:
         columns = [checks.label, *checks.keys, *checks.priors]
 

@@ -71,10 +71,6 @@ class SparkTable(Engine):
 
     name = "Spark"
 
-    def __init__(self, frame):
-        self.frame, self.columns = frame, list(frame.columns)
-        self.kept = frame
-
     def checked(self, checks: BatchChecks) -> dict[str, Any]:
         from pyspark.sql import functions as F
 
