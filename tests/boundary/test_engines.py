@@ -116,3 +116,17 @@ def test_bad_input_is_refused_before_anything_is_drawn(tmp_path, monkeypatch) ->
     with pytest.raises(ReleaseExistsError):
         _privatize(dd.from_pandas(table, npartitions=2), tmp_path / "out", **options)
     assert pq.read_table(folder / "part-0.parquet").num_rows == 100
+
+
+def test_a_folder_deleted_and_released_again_is_a_second_release(tmp_path) -> None:
+    """From a review of the engines' route: its release id stayed pending for the folder's path, so a release
+    into the same path after the first was deleted took the first's id and was charged nothing."""
+    import shutil
+
+    frame = dd.from_pandas(_table(400), npartitions=2)
+    options = dict(label_column="y", id_column="id", classes=CLASSES, epsilon=1.0)
+    _privatize(frame, tmp_path / "out", **options)
+    shutil.rmtree(tmp_path / "out")
+    _privatize(frame, tmp_path / "out", **options)
+    (people,) = [ledger for ledger in ledgers(BudgetPolicy.from_environment().folder) if ledger.key == "people-id"]
+    assert [spend.epsilon for spend in people.spends()] == [1.0, 1.0] and people.worst().epsilon == 2.0

@@ -19,7 +19,6 @@ files is no identity (splits, filters and shuffles move it).
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from abc import ABC, abstractmethod
@@ -49,12 +48,12 @@ from labeldp.boundary.folder_format import (
     describe_release,
 )
 from labeldp.boundary.keys import row_identities
-from labeldp.boundary.release_folder import _fsync, _partial_folder, _refuse_existing
+from labeldp.boundary.release_folder import _partial_folder, _publish, _refuse_existing
 from labeldp.boundary.table_files import released_type
 from labeldp.boundary.table_source import arrow_class_values
 from labeldp.boundary.units import check_max_rows
 from labeldp.errors import ConfigError, DataError
-from labeldp.files import write_json_atomic
+from labeldp.files import exclusive_lock, write_json_atomic
 from labeldp.randomness import NoiseSource
 
 
@@ -204,32 +203,32 @@ def release_on(
     release = BatchRelease(draws.key, draws.epsilon, domain, class_values, label_column, id_column, priors,
                            (RELEASED_COLUMN, K_COLUMN))  # fmt: skip
     out.parent.mkdir(parents=True, exist_ok=True)
-    partial = _partial_folder(out)
-    try:
-        folder_release(partial, spending.release)
-        engine.write(partial / LABELS_FILE, release, needed)
-        if draws.k_spread is not None:
-            low, high, informative = engine.k_range(partial / LABELS_FILE, K_COLUMN)
-            draws.k_spread.range, draws.k_spread.smallest_informative = [low, high], informative
-        ledger = draws.ledger(released_rows, None if units is None else _written_units(engine, partial, id_column))
-        unit = None if units is None else {
-            "column": unit_column, "max_rows": limit, "seed": seed, "units": int(units.keys.size), "rows_read": rows,
-            "rows_kept": released_rows, "most_rows": most_rows, "epsilon": eps, "row_epsilon": eps / most_rows,
-        }  # fmt: skip
-        sidecar = describe_release(
-            ledger, draws, released_rows, facts["described"], label_column, id_column, class_values, draws.epsilon,
-            list(priors) or None, None, [], 0, noise, unit,
-        )  # fmt: skip
-        ledger.save(partial / LEDGER_FILE)
-        write_json_atomic(partial / SIDECAR_FILE, sidecar)
-        spending.record(Guarantee.of_ledger(ledger, 0.0, unit_column))
-        partial.chmod(0o777 & ~_umask())
-        _refuse_existing(out)
-        os.rename(partial, out)
-        _fsync(out.parent)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)  # drawn: its reservation stays on the ledgers (never fewer)
-        raise
+    with exclusive_lock(out.parent / f".{out.name}.lock", f"the release {out}"):  # two writers: two draws
+        partial = _partial_folder(out)
+        try:
+            folder_release(partial, spending.release)
+            engine.write(partial / LABELS_FILE, release, needed)
+            if draws.k_spread is not None:
+                low, high, informative = engine.k_range(partial / LABELS_FILE, K_COLUMN)
+                draws.k_spread.range, draws.k_spread.smallest_informative = [low, high], informative
+            written = None if units is None else _written_units(engine, partial, id_column)
+            ledger = draws.ledger(released_rows, written)
+            unit = None if units is None else {
+                "column": unit_column, "max_rows": limit, "seed": seed, "units": int(units.keys.size),
+                "rows_read": rows, "rows_kept": released_rows, "most_rows": most_rows, "epsilon": eps,
+                "row_epsilon": eps / most_rows,
+            }  # fmt: skip
+            sidecar = describe_release(
+                ledger, draws, released_rows, facts["described"], label_column, id_column, class_values,
+                draws.epsilon, list(priors) or None, None, [], 0, noise, unit,
+            )  # fmt: skip
+            ledger.save(partial / LEDGER_FILE)
+            write_json_atomic(partial / SIDECAR_FILE, sidecar)
+            spending.record(Guarantee.of_ledger(ledger, 0.0, unit_column))
+            _publish(partial, out)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)  # drawn: its reservation stays on the ledgers (never fewer)
+            raise
     return {**sidecar, "seconds": time.perf_counter() - started, "dataset_ledger": spending.summary()}
 
 
@@ -264,9 +263,3 @@ def _refuse(found: dict[str, Any], domain: LabelDomain, label: str, keys: tuple[
         raise DataError(f"columns {list(keys)} have missing values: every row needs its id and its unit")
     if found["bad"]:
         raise DataError(f"prior columns {list(priors)}: some rows are no distribution over the classes")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -274,10 +274,16 @@ def _partial_folder(out: Path) -> Path:
     return partial
 
 
-def _umask() -> int:
+def _publish(partial: Path, out: Path) -> None:
+    """Make the finished ``partial`` folder the release ``out``: as readable as the umask lets a new folder be,
+    renamed, and its release id no longer pending for the path (a folder made there again is a new release)."""
     mask = os.umask(0)
     os.umask(mask)
-    return mask
+    partial.chmod(0o777 & ~mask)
+    _refuse_existing(out)
+    os.rename(partial, out)
+    folder_release(out)
+    _fsync(out.parent)
 
 
 def _reserved(source, out, facts, unit_column, unit_keys, id_column, ids, kept, epsilon, dataset_name, policy):
@@ -356,11 +362,7 @@ def _privatize_table(
                 drawn = PrivacyLedger.load(partial / LEDGER_FILE)  # on the dataset ledgers before it is published
                 folder_release(partial, spending.release)
                 spending.record(Guarantee.of_ledger(drawn, 0.0, unit_column))
-                partial.chmod(0o777 & ~_umask())
-                _refuse_existing(out)
-                os.rename(partial, out)
-                folder_release(out)
-                _fsync(out.parent)
+                _publish(partial, out)
             except BaseException:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
