@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from labeldp.boundary import release_randomized_response
+from labeldp.data import Dataset, register_dataset
 from labeldp.data.dataset import LabeledDataset
-from labeldp.data.dataset_registry import Dataset, register_dataset
 from labeldp.errors import ConfigError
 from labeldp.methods.registry import Method, register_method
 from labeldp.options import Option

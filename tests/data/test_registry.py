@@ -12,7 +12,8 @@ import pytest
 
 from labeldp.data import dataset_registry as registry_module
 from labeldp.data import load_dataset
-from labeldp.data.dataset_registry import Dataset, DatasetRequest, dataset_names, get_dataset, register_dataset
+from labeldp.data.dataset_registry import dataset_names, get_dataset, register_dataset
+from labeldp.data.dataset_spec import Dataset, DatasetRequest
 from labeldp.errors import ConfigError
 
 #: labeldp's own datasets, in the order data/builtin_datasets.py registers them
@@ -103,8 +104,7 @@ def test_a_dataset_without_a_download_says_so(register_dataset_for_test) -> None
 
 
 def test_a_datasets_aliases_name_it_too(monkeypatch) -> None:
-    from labeldp.data import dataset_registry
-    from labeldp.data.dataset_registry import Dataset, dataset_names, get_dataset, register_dataset
+    from labeldp.data import Dataset, dataset_names, dataset_registry, get_dataset, register_dataset
     from labeldp.errors import ConfigError
 
     monkeypatch.setattr(
@@ -120,7 +120,7 @@ def test_a_datasets_aliases_name_it_too(monkeypatch) -> None:
 def test_a_runs_table_options_reach_the_loader_whole(register_dataset_for_test, tmp_path) -> None:
     """A run's table options reach a table's loader as one TableOptions, each under its name in config.json
     (a relative table under --data-dir), with the run's seed and test_labels beside them."""
-    from labeldp.data.dataset_registry import TableOptions
+    from labeldp.data.dataset_spec import TableOptions
     from labeldp.runs import RunConfig, config_dataset
 
     requests = []

@@ -142,7 +142,7 @@ def test_labeldps_own_names_are_taken_before_their_modules_are_imported() -> Non
         "import pytest\n"
         "from labeldp.errors import ConfigError\n"
         "from labeldp.methods.registry import Method, register_method, get_method\n"
-        "from labeldp.data.dataset_registry import Dataset, register_dataset\n"
+        "from labeldp.data import Dataset, register_dataset\n"
         "with pytest.raises(ConfigError):\n"
         "    register_method(Method('lp-2st', 'mine', lambda context: None))\n"
         "assert get_method('lp-2st').help.startswith('two stages')\n"

@@ -11,12 +11,12 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.data.cifar import load_cifar_dataset as load_cifar_dataset
     from labeldp.data.dataset import LabeledDataset as LabeledDataset
     from labeldp.data.dataset import regression_dataset as regression_dataset
-    from labeldp.data.dataset_registry import Dataset as Dataset
-    from labeldp.data.dataset_registry import DatasetRequest as DatasetRequest
-    from labeldp.data.dataset_registry import TableOptions as TableOptions
     from labeldp.data.dataset_registry import dataset_names as dataset_names
     from labeldp.data.dataset_registry import get_dataset as get_dataset
     from labeldp.data.dataset_registry import register_dataset as register_dataset
+    from labeldp.data.dataset_spec import Dataset as Dataset
+    from labeldp.data.dataset_spec import DatasetRequest as DatasetRequest
+    from labeldp.data.dataset_spec import TableOptions as TableOptions
     from labeldp.data.digits import load_digits_dataset as load_digits_dataset
     from labeldp.data.grid import label_grid as label_grid
     from labeldp.data.grid import snap_to_grid as snap_to_grid

@@ -1,11 +1,11 @@
-"""labeldp's own datasets, registered by name: the embedded digits, the MNIST family and CIFAR from
+"""labeldp's own datasets, which the registry adds first: the embedded digits, the MNIST family and CIFAR from
 their standard files, MovieLens 100K's folder, and a table of the user's own (``csv``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from labeldp.data.dataset_registry import Dataset, DatasetRequest, register_dataset
+from labeldp.data.dataset_spec import Dataset, DatasetRequest
 
 _IDX = "the four standard IDX files (.gz or not)"
 
@@ -67,14 +67,11 @@ def load_table(request: DatasetRequest):
     return load_table_dataset(request.table_options, request.test_fraction, request.split_seed, request.test_labels)
 
 
-register_dataset(Dataset("digits", "embedded", load_digits, help="scikit-learn's 8x8 digits, embedded"))
-for _name in ("mnist", "fashion-mnist", "kmnist"):
-    _load, _download = _idx(_name)
-    register_dataset(Dataset(_name, "folder", _load, _download, help=_IDX))
-for _classes in (10, 100):
-    _load, _download = _cifar(_classes)
-    register_dataset(Dataset(f"cifar{_classes}", "folder", _load, _download, help="the python pickle batches"))
-register_dataset(
+#: labeldp's own datasets, in the order the command line lists them
+BUILTIN_DATASETS = (
+    Dataset("digits", "embedded", load_digits, help="scikit-learn's 8x8 digits, embedded"),
+    *(Dataset(name, "folder", *_idx(name), help=_IDX) for name in ("mnist", "fashion-mnist", "kmnist")),
+    *(Dataset(f"cifar{k}", "folder", *_cifar(k), help="the python pickle batches") for k in (10, 100)),
     Dataset(
         "movielens",
         "folder",
@@ -82,6 +79,6 @@ register_dataset(
         "labeldp.data.movielens:download_movielens",
         held_out_test=True,
         help="MovieLens 100K's GroupLens folder: ratings 1..5",
-    )
+    ),
+    Dataset("csv", "table", load_table, help="a CSV or Parquet table (--table)"),
 )
-register_dataset(Dataset("csv", "table", load_table, help="a CSV or Parquet table (--table)"))

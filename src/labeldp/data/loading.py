@@ -6,7 +6,8 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from labeldp.data.dataset_registry import DatasetRequest, TableOptions, dataset_names, get_dataset
+from labeldp.data.dataset_registry import dataset_names, get_dataset
+from labeldp.data.dataset_spec import DatasetRequest, TableOptions
 from labeldp.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def load_dataset(
     unless ``test_labels`` is ``"public"``.
     """
     dataset, table_options = get_dataset(name), table_options or TableOptions()
-    # classes off a table are refused by the run's checks (config/run_checks.py), in words of their own
+    # classes off a table are refused by the run's checks (config/run_config.py), in words of their own
     if dataset.source != "table" and dataclasses.replace(table_options, classes=None) != TableOptions():
         raise ConfigError(
             f"--table, --test-table, --label-column, --features, --drop, --id-column, --label-range, "

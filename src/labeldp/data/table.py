@@ -32,7 +32,7 @@ from labeldp.boundary.table_files import data_files, file_kind
 from labeldp.boundary.table_source import KeyColumns, column_keys, read_key_columns
 from labeldp.boundary.units import bounded_rows, split_by_unit, unit_codes
 from labeldp.data.dataset import LabeledDataset, regression_dataset
-from labeldp.data.dataset_registry import TableOptions
+from labeldp.data.dataset_spec import TableOptions
 from labeldp.data.grid import label_grid
 from labeldp.errors import ConfigError, DataError
 from labeldp.randomness import public_rng

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from labeldp.config.run_config import DEFAULT_DELTA, RunConfig
+from labeldp.config.run_config import RunConfig
+from labeldp.config.run_settings import DEFAULT_DELTA
 from labeldp.config.train_config import TrainConfig
-from labeldp.recipes.profile_registry import register
 from labeldp.recipes.training import (
     CIFAR_TRAIN,
     DIGITS_TRAIN,
@@ -85,11 +85,17 @@ PAPER_ACCURACY = {
 #: Epsilons of the paper's tables.
 PAPER_EPSILONS = {"mnist": (1, 2, 3, 4), "fashion-mnist": (1, 2, 3, 4), "cifar10": (1, 2, 4, 8)}
 RUNS = 3
+#: labeldp's own profiles, (key, configuration, description), which the registry adds on first look-up
+PROFILES: list[tuple[str, RunConfig, str]] = []
 
 
-def _register_dataset(dataset: str, train: TrainConfig, epsilons, methods, runs: int, model: str | None = None) -> None:
+def _profile(key: str, config: RunConfig, description: str = "") -> None:
+    PROFILES.append((key, config, description))
+
+
+def _profiles_of(dataset: str, train: TrainConfig, epsilons, methods, runs: int, model: str | None = None) -> None:
     for seed in range(runs):
-        register(
+        _profile(
             f"{dataset}/non-private/run{seed}",
             RunConfig(dataset=dataset, method="non-private", seed=seed, model=model, train=train),
         )
@@ -106,26 +112,26 @@ def _register_dataset(dataset: str, train: TrainConfig, epsilons, methods, runs:
                 )
                 # the paper's LP-2ST releases stage 1 by RR, as these profiles' recorded figures did
                 pinned = dataclasses.replace(config, first_release="rr") if method == "lp-2st" else config
-                register(f"{dataset}/e{epsilon:g}/{method}/run{seed}", pinned)
+                _profile(f"{dataset}/e{epsilon:g}/{method}/run{seed}", pinned)
 
 
-_register_dataset("digits", DIGITS_TRAIN, (1, 2, 4, 8), ("lp-1st", "lp-2st"), runs=RUNS)
+_profiles_of("digits", DIGITS_TRAIN, (1, 2, 4, 8), ("lp-1st", "lp-2st"), runs=RUNS)
 for _dataset, _train in (("mnist", MNIST_TRAIN), ("fashion-mnist", MNIST_TRAIN), ("cifar10", CIFAR_TRAIN)):
     _model = MNIST_PROFILE_MODEL if _dataset == "mnist" else None
-    _register_dataset(_dataset, _train, PAPER_EPSILONS[_dataset], ("lp-1st", "lp-2st", "alibi"), RUNS, _model)
+    _profiles_of(_dataset, _train, PAPER_EPSILONS[_dataset], ("lp-1st", "lp-2st", "alibi"), RUNS, _model)
 for _seed in range(RUNS):
-    register(f"movielens/non-private/run{_seed}", movielens_config("non-private", None, _seed))
+    _profile(f"movielens/non-private/run{_seed}", movielens_config("non-private", None, _seed))
     for _epsilon in MOVIELENS_EPSILONS:
         for _method in MOVIELENS_METHODS:
-            register(f"movielens/e{_epsilon:g}/{_method}/run{_seed}", movielens_config(_method, float(_epsilon), _seed))
+            _profile(f"movielens/e{_epsilon:g}/{_method}/run{_seed}", movielens_config(_method, float(_epsilon), _seed))
 for _seed in range(RUNS):
-    register(
+    _profile(
         f"mnist/non-private-fit/run{_seed}",
         RunConfig(dataset="mnist", method="non-private", seed=_seed, model=MNIST_PROFILE_MODEL, train=MNIST_FIT_TRAIN),
         description="no privacy, fitted to the training set (no augmentation, no weight decay)",
     )
     for _epsilon in (1, 2, 4):
-        register(
+        _profile(
             f"mnist/e{_epsilon}/dp-sgd/run{_seed}",
             RunConfig(
                 dataset="mnist",
@@ -140,7 +146,7 @@ for _seed in range(RUNS):
             description="full-DP baseline: DP-SGD, (epsilon, 1e-5)-DP for add-or-remove one example",
         )
     for _epsilon in METHODS_EPSILONS:
-        register(
+        _profile(
             f"mnist/e{_epsilon:g}/lp-2st-cluster/run{_seed}",
             RunConfig(
                 dataset="mnist",
@@ -153,7 +159,7 @@ for _seed in range(RUNS):
             ),
             description="LP-2ST with a tempered cluster prior from PCA features",
         )
-        register(
+        _profile(
             f"mnist/e{_epsilon:g}/pate/run{_seed}",
             RunConfig(
                 dataset="mnist",
@@ -167,7 +173,7 @@ for _seed in range(RUNS):
             description="PATE: 250 teachers, GNMax, (epsilon, 1e-5)-label-DP",
         )
     for _epsilon in SMALL_EPSILONS:
-        register(
+        _profile(
             f"mnist/e{_epsilon:g}/lp-2st-spectral/run{_seed}",
             mnist_spectral_config(float(_epsilon), _seed),
             description="LP-2ST with a cluster prior from a neighbour-graph embedding of the public images",
@@ -200,12 +206,12 @@ TABLE_EPSILONS = (0.5, 1, 2, 4)
 TABLE_METHODS = ("lp-1st", "marginals")
 for _seed in range(RUNS):
     for _table, _columns in TABLES.items():
-        register(
+        _profile(
             f"{_table}/non-private/run{_seed}", RunConfig(dataset="csv", method="non-private", seed=_seed, **_columns)
         )
         for _epsilon in TABLE_EPSILONS:
             for _method in TABLE_METHODS:
-                register(
+                _profile(
                     f"{_table}/e{_epsilon:g}/{_method}/run{_seed}",
                     RunConfig(dataset="csv", method=_method, epsilon=float(_epsilon), seed=_seed, **_columns),
                     description=f"{_columns['label_column']} of the table {_columns['table']} under --data-dir",

@@ -8,6 +8,8 @@ A profile is a :class:`~labeldp.config.run_config.RunConfig` under a key. Built-
 from __future__ import annotations
 
 import difflib
+import functools
+import importlib
 import importlib.util
 import re
 from dataclasses import dataclass
@@ -93,5 +95,7 @@ def loaded_recipes() -> tuple[Path, ...]:
     return tuple(sorted(_LOADED_RECIPES))
 
 
+@functools.cache  # once per process, as an import is
 def _load_builtin() -> None:
-    importlib.import_module("labeldp.recipes.builtin_profiles")  # registers labeldp's own profiles on first import
+    for key, config, description in importlib.import_module("labeldp.recipes.builtin_profiles").PROFILES:
+        register(key, config, description=description)

@@ -17,7 +17,7 @@ from typing import Any
 
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.pate_config import PATEConfig
-from labeldp.config.run_checks import DEFAULT_PRIOR_SHARE
+from labeldp.config.run_config import DEFAULT_PRIOR_SHARE
 from labeldp.config.train_config import TrainConfig
 
 
