@@ -147,7 +147,7 @@ def test_each_default_is_stated_once() -> None:
 
     sources = {module: path.read_text() for module, path in MODULES.items()}
     for literal, home in (
-        ("DEFAULT_DELTA = 1e-5", "labeldp.config.run_config"),
+        ("DEFAULT_DELTA = 1e-5", "labeldp.config.run_settings"),
         ("delta=1e-5", None),
         ("DEFAULT_BATCH_ROWS = 1 << 20", "labeldp.config.release_config"),
         ("DEFAULT_HOLDOUT = 0.2", "labeldp.config.tuning"),

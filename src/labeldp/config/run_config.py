@@ -1,12 +1,13 @@
 """The configuration of a run: everything needed to repeat it, written to its ``config.json``.
 
-Each field's default and help are stated once, in its :func:`~labeldp.options.option`; ``labeldp train``'s
-flags are generated from them. :meth:`RunConfig.resolved` checks every field and fills in what depends on the
-method, before anything is written or released."""
+:class:`RunConfig` is the settings (:class:`~labeldp.config.run_settings.RunSettings`) with what resolves them:
+:meth:`RunConfig.resolved` checks every field and fills in what depends on the method, before anything is
+written or released. Public settings only: nothing here reads a label."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,218 +19,33 @@ from labeldp.accounting.datasets import check_name
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.marginals_config import MarginalsConfig
 from labeldp.config.pate_config import PATEConfig
-from labeldp.config.run_checks import (
-    FIRST_RELEASES,
-    LOSSES,
-    TEST_LABELS,
-    check_choices,
-    check_prior,
-    check_units,
-    label_grid_of,
-    stage_fractions,
-)
-from labeldp.config.shared_options import (
-    CLASSES,
-    DATA_DIR,
-    DATASET_NAME,
-    EPSILON,
-    ID_COLUMN,
-    INSECURE_NOISE_SEED,
-    LABEL_COLUMN,
-    MAX_ROWS_PER_UNIT,
-    MODEL,
-    ONE_ROW_PER_PERSON,
-    PRIOR,
-    PRIVACY_UNIT,
-    SECURE_RNG,
-    SEED,
-    TABLE,
-    TEST_TABLE,
-)
+from labeldp.config.run_settings import DEFAULT_DELTA, RunSettings
+from labeldp.config.shared_options import FIRST_RELEASES, LOSSES, PRIORS, TEST_LABELS
 from labeldp.config.train_config import TrainConfig
-from labeldp.data.dataset_registry import dataset_names, get_dataset
+from labeldp.data.dataset_registry import get_dataset
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
-from labeldp.errors import ConfigError
+from labeldp.errors import ConfigError, MissingFileError
 from labeldp.methods.registry import Method, get_method, method_names, methods_using
 from labeldp.models.names import MODELS, default_model_name
-from labeldp.options import declaration_of, declared, option
-from labeldp.priors.encoders import is_encoder_file
+from labeldp.options import declaration_of
+from labeldp.priors.encoders import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_file
 from labeldp.randomness import NoiseSource
 
-DEFAULT_DELTA = 1e-5
 #: the largest delta accepted: above it a mechanism may publish a label outright with a probability no guarantee allows
 MAX_DELTA = 1e-2
 #: the nested settings of a configuration, by field name
 _SECTIONS = {"train": TrainConfig, "dpsgd": DPSGDConfig, "pate": PATEConfig, "marginals": MarginalsConfig}
+#: the share of epsilon a noisy histogram prior buys when none is given (the labels get the rest)
+DEFAULT_PRIOR_SHARE = 0.1
+#: Options of the noisy-histogram priors (cluster, histogram), refused with prior 'uniform' unless at their defaults.
+CLUSTER_PRIOR_OPTIONS = ("prior_epsilon", "prior_temperature", "encoder", "clusters", "combine_priors")
+#: Options of the cluster prior only: the histogram prior is one group of all examples.
+CLUSTERING_OPTIONS = ("encoder", "clusters")
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """Everything needed to repeat a run; written to ``config.json``.
-
-    Each field's meaning is the help of its :func:`~labeldp.options.option` (``labeldp train --help``); the
-    method-specific ones are listed in :data:`METHOD_OPTIONS`. What the help, written for the flags, does not
-    say:
-
-    Attributes
-    ----------
-    reuse_labels, warm_start : bool
-        True by default; their flags are ``--no-reuse-labels`` and ``--no-warm-start``, which the help
-        describes.
-    test_labels : str
-        On a dataset whose test set is public, ``"public"`` is accepted back from a ``config.json`` and
-        resolves to the default (nothing is held out or released).
-    epsilon, delta : float or None
-        Refused by the methods that do not take them (``epsilon`` by a non-private method, ``delta`` by a
-        pure epsilon-DP one).
-    """
-
-    dataset: str = option(
-        "digits",
-        choices=dataset_names,
-        help="digits is embedded; the MNIST family and CIFAR read --data-dir; csv reads --table",
-    )
-    data_dir: str | None = declared(DATA_DIR)
-    table: str | None = declared(TABLE)
-    label_column: str = declared(LABEL_COLUMN)
-    test_table: str | None = declared(TEST_TABLE)
-    features: tuple[str, ...] | None = option(
-        None,
-        metavar="COLUMN",
-        help="dataset csv: the feature columns (default: every column but the label, --drop and --id-column)",
-    )
-    drop: tuple[str, ...] | None = option(
-        None, metavar="COLUMN", help="dataset csv: columns that are not features (another outcome, a leak of the label)"
-    )
-    id_column: str | None = declared(ID_COLUMN)
-    one_row_per_person: bool = declared(ONE_ROW_PER_PERSON)
-    privacy_unit: str | None = declared(PRIVACY_UNIT)
-    dataset_name: str | None = declared(DATASET_NAME)
-    max_rows_per_unit: int | None = declared(MAX_ROWS_PER_UNIT)
-    classes: tuple[str, ...] | None = declared(CLASSES)
-    label_range: tuple[float, ...] | None = option(
-        None,
-        metavar="BOUND",
-        help="dataset csv with a numeric label: LOW HIGH, the public "
-        "range it is clipped to (declared, never read off the "
-        "labels); makes the task a regression",
-    )
-    label_grid: int | None = option(
-        None, help=f"grid points over --label-range that the labels are snapped to (default {DEFAULT_GRID_SIZE})"
-    )
-    test_labels: str = option(
-        "released",
-        choices=TEST_LABELS,
-        help="test rows held out of the private label column (a table without --test-table, "
-        "MovieLens's split): released (their labels are released once at --epsilon, as "
-        "the training labels are, and the test metrics are estimated from that release, "
-        "with standard errors), public (exact metrics on their true labels, which the "
-        "epsilon does NOT cover: for comparisons with published figures; the summary "
-        "says so) or none (no test metrics). A public test set (--test-table, MNIST's) "
-        "is measured exactly (config.json then says public)",
-    )
-    method: str = option(
-        "lp-2st",
-        choices=method_names,
-        help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
-        "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
-        "lp-2st-counts: two stages, the second releases noisy label counts per cell of rows the first model "
-        "scores alike (tables); "
-        "alibi: Laplace noise on the one-hot label; vlp: each label a random binary vector (vector label "
-        "privacy); marginals: a logistic regression on public feature bins "
-        "fitted from noisy label counts (rare positives); pate: teachers on disjoint parts of the data vote, "
-        "noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
-        "private); for numeric labels also rr-on-bins (RR over the optimal bins of a noisy "
-        "histogram prior), rr-on-bins-mst (later stages' prior from the model) and "
-        "laplace-regression (Laplace noise on the clipped value)",
-    )
-    epsilon: float | None = declared(EPSILON)
-    delta: float | None = option(
-        None,
-        help=f"delta of --method pate or dp-sgd (default {DEFAULT_DELTA:g}); the other methods are pure epsilon-DP",
-        method_specific=True,
-    )
-    stages: tuple[float, ...] | None = option(
-        None,
-        metavar="FRACTION",
-        help="fractions of the training set per stage, summing to 1 (default: "
-        "0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)",
-    )
-    model: str | None = declared(MODEL)
-    temperature: float = option(
-        1.0, help="lp-2st, lp-mst: later stages' prior = softmax(logits / T)", method_specific=True
-    )
-    prior: str | None = declared(PRIOR)
-    prior_epsilon: float | None = option(
-        None,
-        help="part of --epsilon spent on the histogram of --prior cluster or "
-        "histogram (default: a tenth); the label releases use the rest, "
-        "so every label's total is --epsilon",
-    )
-    prior_temperature: float = option(
-        1.0, help="cluster prior ^ (1 / T), renormalised: above 1 flatter, so RR-with-prior keeps more candidate labels"
-    )
-    clusters: int = option(100, help="k-means clusters for --prior cluster")
-    encoder: str = option(
-        "pca",
-        metavar="{pca,spectral,autoencoder,raw,FILE.pt2}",
-        help="public features clustered for --prior cluster: PCA-whitened inputs, a neighbour-graph "
-        "(spectral) embedding of them (purer clusters; its exact nearest-neighbour graph "
-        "costs time quadratic in the examples), the codes of an autoencoder trained on the public inputs, the raw "
-        "inputs, or your own encoder saved "
-        "with torch.export.save (fitted without the private labels)",
-    )
-    combine_priors: bool = option(
-        False,
-        help="lp-2st, lp-mst with --prior cluster: later stages' prior is the model prior times the cluster prior",
-        method_specific=True,
-    )
-    loss: str = option(
-        "forward",
-        choices=LOSSES,
-        help="forward: likelihood of each noisy label through its known noise channel (the model "
-        "learns clean posteriors); ce: plain cross-entropy on noisy labels; mse (numeric labels): "
-        "squared error of the predicted mean against the released values; not for alibi, vlp, "
-        "pate or dp-sgd",
-        method_specific=True,
-    )
-    reuse_labels: bool = option(
-        True,
-        help="lp-2st, lp-mst: train each stage on its own noisy labels only (default: "
-        "earlier stages' labels too; with --loss ce only those inside the new "
-        "prior's top k)",
-        method_specific=True,
-    )
-    warm_start: bool = option(True, help="lp-2st, lp-mst: train each stage's model from scratch", method_specific=True)
-    first_release: str = option(
-        "auto",
-        choices=FIRST_RELEASES,
-        help="lp-2st, lp-mst: stage 1's release: randomized response, VLP's vectors (the forward loss, no "
-        "prior, no consensus), or auto: the vectors where one tells more of a label than RR's (with 10 "
-        "classes below epsilon 2, with 2 to 4 never) and the run trains on them",
-        method_specific=True,
-    )
-    consensus: bool = option(
-        False,
-        help="lp-1st, lp-2st, lp-mst: after the last stage, train a new model on the released examples whose "
-        "released label the last model predicts (consensus retraining; post-processing, no epsilon)",
-        method_specific=True,
-    )
-    cell_rows: int = option(
-        10,
-        help="lp-2st-counts: the fewest second-stage rows in a cell whose label counts are released",
-        method_specific=True,
-    )
-    seed: int = declared(SEED)
-    secure_rng: bool = declared(SECURE_RNG)
-    insecure_noise_seed: int | None = declared(INSECURE_NOISE_SEED)
-    train: TrainConfig = option(default_factory=TrainConfig, help="training of each stage")
-    dpsgd: DPSGDConfig = option(default_factory=DPSGDConfig, help="DP-SGD's settings", method_specific=True)
-    pate: PATEConfig = option(default_factory=PATEConfig, help="PATE's settings", method_specific=True)
-    marginals: MarginalsConfig = option(default_factory=MarginalsConfig, help="its settings", method_specific=True)
-    method_options: dict[str, Any] = option(
-        default_factory=dict, help="the values of the options the method declares of its own (Method.options)"
-    )
+class RunConfig(RunSettings):
+    """Everything needed to repeat a run, written to ``config.json``: its settings and what resolves them."""
 
     @property
     def method_spec(self) -> Method:
@@ -240,6 +56,14 @@ class RunConfig:
         """The network a run trains on inputs of ``input_shape``: ``model``, else the rule's choice for the
         shape and method (:func:`~labeldp.models.names.default_model_name`; BatchNorm-free for DP-SGD)."""
         return self.model or default_model_name(input_shape, categorical, per_example=self.method_spec.per_example)
+
+    def on_data(self, num_classes: int) -> tuple[RunConfig, str | None]:
+        """This configuration as a run takes it on data of ``num_classes`` classes (``Method.on_data``), and the
+        line saying what the method chose (None: nothing to say)."""
+        if self.method_spec.on_data is None:  # stage 1 by RR, as every config.json has recorded it
+            return dataclasses.replace(self, first_release="rr"), None
+        options, line = self.method_spec.on_data(self, num_classes)
+        return dataclasses.replace(self, **options), line
 
     def resolved(self) -> RunConfig:
         """A copy with every field checked and what depends on the method filled in (budget, stages, prior,
@@ -262,13 +86,13 @@ class RunConfig:
         if self.model is not None and self.model not in MODELS:
             raise ConfigError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
         epsilon, delta = self._budget(method)
-        stages = stage_fractions(self, method)
+        stages = _stage_fractions(self, method)
         prior = self.prior if self.prior is not None else method.default_prior
-        prior_epsilon = check_prior(self, prior, epsilon)
+        prior_epsilon = _check_prior(self, prior, epsilon)
         self._check_method_options(method)
-        check_choices(self)
-        check_units(self, method)
-        label_range, grid_size = label_grid_of(self)
+        _check_choices(self)
+        _check_units(self, method)
+        label_range, grid_size = _label_grid_of(self)
         self.train.validate()
         resolved = dataclasses.replace(
             self,
@@ -452,3 +276,139 @@ METHOD_OPTIONS = tuple(
     for f in dataclasses.fields(RunConfig)
     if (option_of := declaration_of(f)) is not None and option_of.method_specific
 )
+
+
+def _stage_fractions(config: RunConfig, method: Method) -> tuple[float, ...]:
+    """The stages' fractions of the budget (the method's own where none are given), checked."""
+    stages = tuple(float(s) for s in (config.stages or method.default_stages))
+    if any(not s > 0 for s in stages) or abs(sum(stages) - 1.0) > 1e-6:
+        raise ConfigError(f"stages must be positive fractions summing to 1, got {list(stages)}")
+    if method.stages is not None and len(stages) != method.stages:
+        raise ConfigError(f"method {config.method!r} has {method.stages} stage(s), got {len(stages)} fractions")
+    if method.stages is None and len(stages) < 2:
+        raise ConfigError(f"method {config.method!r} needs at least two stages")
+    return stages
+
+
+def _check_prior(config: RunConfig, prior: str, epsilon: float | None) -> float | None:
+    """The histogram's share of the budget (None without a cluster or histogram prior)."""
+    if prior not in PRIORS:
+        raise ConfigError(f"prior must be one of {PRIORS}, got {prior!r}")
+    if prior == "uniform":
+        changed = [name for name in CLUSTER_PRIOR_OPTIONS if getattr(config, name) != getattr(type(config), name)]
+        if changed:
+            raise ConfigError(
+                f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
+                "prior 'cluster' or 'histogram'"
+            )
+        return None
+    if prior == "histogram":
+        changed = [name for name in CLUSTERING_OPTIONS if getattr(config, name) != getattr(type(config), name)]
+        if changed:
+            raise ConfigError(
+                f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
+                "prior 'cluster' (the histogram prior is one group of all training examples)"
+            )
+    if epsilon is None:
+        raise ConfigError(f"prior {prior!r} spends privacy budget: it needs a private method and --epsilon")
+    prior_epsilon = check_epsilon(
+        config.prior_epsilon if config.prior_epsilon is not None else epsilon * DEFAULT_PRIOR_SHARE, "prior_epsilon"
+    )
+    if prior_epsilon >= epsilon:
+        raise ConfigError(f"prior_epsilon ({prior_epsilon:g}) must be smaller than epsilon ({epsilon:g})")
+    if config.clusters < 1:
+        raise ConfigError(f"clusters must be at least 1, got {config.clusters}")
+    if is_encoder_file(config.encoder):
+        if not Path(config.encoder).expanduser().is_file():
+            raise MissingFileError(f"encoder file {config.encoder} does not exist")
+    elif config.encoder not in ENCODERS:
+        raise ConfigError(
+            f"encoder must be one of {ENCODERS} or a {ENCODER_FILE_SUFFIX} file saved with "
+            f"torch.export.save, got {config.encoder!r}"
+        )
+    if not config.prior_temperature > 0:
+        raise ConfigError(f"prior_temperature must be > 0, got {config.prior_temperature}")
+    return prior_epsilon
+
+
+def _check_choices(config: RunConfig) -> None:
+    """Refuse settings outside their choices, or that do not go together."""
+    if config.secure_rng and config.insecure_noise_seed is not None:
+        raise ConfigError(
+            "secure_rng draws the noise from a CSPRNG and insecure_noise_seed makes it reproducible: choose one"
+        )
+    if config.label_range is not None and config.classes is not None:
+        raise ConfigError("a table's labels are classes (classes) or numbers (label_range), not both")
+    if config.classes is not None:
+        if get_dataset(config.dataset).source != "table":
+            raise ConfigError(
+                f"classes are declared for a table (dataset 'csv'); dataset {config.dataset!r} defines its own"
+            )
+        if len(config.classes) < 2 or len(set(config.classes)) != len(config.classes):
+            raise ConfigError(f"classes must be at least two distinct values, got {list(config.classes)}")
+    if config.test_labels not in TEST_LABELS:
+        raise ConfigError(f"test_labels must be one of {TEST_LABELS}, got {config.test_labels!r}")
+    if config.test_labels == "none" and not config.test_held_out:
+        raise ConfigError(
+            "test_labels applies to test rows held out of the private label column (a table without "
+            f"--test-table, movielens); the test set of {config.dataset!r} is public and measured "
+            "exactly"
+        )
+    if config.first_release not in FIRST_RELEASES:
+        raise ConfigError(f"first_release must be one of {FIRST_RELEASES}, got {config.first_release!r}")
+    if config.loss not in LOSSES:
+        raise ConfigError(f"loss must be one of {LOSSES}, got {config.loss!r}")
+    if not config.temperature > 0 or not math.isfinite(config.temperature):
+        raise ConfigError(f"temperature must be a finite number > 0, got {config.temperature}")
+
+
+def _check_units(config: RunConfig, method: Method) -> None:
+    """A privacy unit: a table's column, with its bound, under a method whose ledger composes per unit."""
+    if config.privacy_unit is None:
+        if config.max_rows_per_unit is not None:
+            raise ConfigError("max_rows_per_unit bounds the rows of a privacy unit: give privacy_unit COLUMN too")
+        return
+    if get_dataset(config.dataset).source != "table":
+        raise ConfigError(
+            f"privacy_unit names a column of a table (dataset 'csv'); dataset {config.dataset!r} has no such column"
+        )
+    if config.max_rows_per_unit is None:
+        raise ConfigError(
+            "privacy_unit needs max_rows_per_unit M (--max-rows-per-unit), the most rows of one unit the run "
+            "uses: each row then gets epsilon / c, c = M or the largest unit's rows if fewer. It is yours to "
+            "choose (a few heavy users would otherwise set every row's share); to keep every row, give the "
+            "largest unit's row count"
+        )
+    if isinstance(config.max_rows_per_unit, bool) or int(config.max_rows_per_unit) != config.max_rows_per_unit:
+        raise ConfigError(f"max_rows_per_unit must be a whole number, got {config.max_rows_per_unit!r}")
+    if config.max_rows_per_unit < 1:
+        raise ConfigError(f"max_rows_per_unit must be at least 1, got {config.max_rows_per_unit}")
+    if method.protects_examples:
+        raise ConfigError(
+            f"method {config.method!r} protects examples added or removed, not labels replaced: its guarantee "
+            "does not compose per privacy unit (and the rows a unit keeps depend on the table's rows). Use a "
+            "label-DP method with privacy_unit"
+        )
+    if config.privacy_unit in (config.label_column, config.id_column) or config.privacy_unit in (config.features or ()):
+        raise ConfigError(
+            f"the privacy unit column {config.privacy_unit!r} is public and never a feature: it cannot be the "
+            "label column, the id column or a feature"
+        )
+
+
+def _label_grid_of(config: RunConfig) -> tuple[tuple[float, float] | None, int | None]:
+    """The declared label range and grid size of a numeric label (None, None for classes)."""
+    if config.label_range is None:
+        if config.label_grid is not None:
+            raise ConfigError("label_grid needs label_range LOW HIGH")
+        return None, None
+    if get_dataset(config.dataset).source != "table":
+        raise ConfigError(
+            f"label_range and label_grid declare a table's numeric label (dataset 'csv'); dataset "
+            f"{config.dataset!r} defines its own labels"
+        )
+    if len(config.label_range) != 2:
+        raise ConfigError(f"label_range is two numbers LOW HIGH, got {list(config.label_range)}")
+    size = DEFAULT_GRID_SIZE if config.label_grid is None else config.label_grid
+    label_grid(*config.label_range, size)  # checks them
+    return (float(config.label_range[0]), float(config.label_range[1])), int(size)

@@ -8,7 +8,6 @@ that means something of its own by one adds its words here, under ``commands``.
 from __future__ import annotations
 
 from labeldp.config.release_config import DEFAULT_BATCH_ROWS
-from labeldp.config.run_checks import PRIORS
 from labeldp.models.names import MODELS, described_rule
 from labeldp.options import Option
 
@@ -27,6 +26,14 @@ ROUTE_TRAINING = {
     "fm": {"epochs": 2, "lr": 0.05},
     "counts": {"epochs": 1, "lr": 0.05},
 }
+
+LOSSES = ("forward", "ce", "mse")
+#: what the first stage of lp-2st and lp-mst releases (``first_release``): RR's labels, VLP's vectors, or
+#: "auto": the vectors where one tells more of a label and the run can train on them (docs/methods.md)
+FIRST_RELEASES = ("auto", "rr", "vlp")
+PRIORS = ("uniform", "histogram", "cluster")
+#: where the test metrics of held-out rows of the private label column come from (``test_labels``)
+TEST_LABELS = ("released", "public", "none")
 
 
 def _by_fit(name: str) -> str:

@@ -36,7 +36,7 @@ from labeldp.boundary import (
     release_noisy_histogram,
     release_rr_on_bins,
 )
-from labeldp.config.run_checks import DEFAULT_PRIOR_SHARE
+from labeldp.config.run_config import DEFAULT_PRIOR_SHARE
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
 from labeldp.errors import ConfigError
 from labeldp.estimators._common import (

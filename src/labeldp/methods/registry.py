@@ -90,6 +90,9 @@ class Method:
     model_from_state : callable, optional
         ``model_from_state(state_dict) -> nn.Module``, for a method whose model's shape is fitted rather
         than named (``marginals``' bins); None: built by name and the state loaded into it.
+    on_data : callable, optional
+        ``on_data(config, num_classes) -> (options, line)``: the options it resolves on the data (lp-2st's
+        first release), as ``config.json`` records them, and a line for the console where it chose (or None).
     """
 
     name: str
@@ -113,6 +116,7 @@ class Method:
     tuning: str | None = "release"
     untunable: str = ""
     model_from_state: Callable[[Any], Any] | None = None
+    on_data: Callable[[Any, int], tuple[dict[str, Any], str | None]] | None = None
 
     def __post_init__(self) -> None:
         if ("delta" in self.uses) != self.gaussian:

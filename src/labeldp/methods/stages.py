@@ -18,6 +18,7 @@ import numpy as np
 from torch import nn
 
 from labeldp.accounting import PrivacyLedger
+from labeldp.accounting.rounding import format_epsilon
 from labeldp.boundary import (
     Release,
     release_noisy_histogram,
@@ -96,6 +97,19 @@ def first_release_of(config, num_classes: int) -> str:
     vectors = vectors and config.label_range is None  # a numeric label's error is not a class's information
     more = vectors and vector_information(num_classes, epsilon) > rr_information(num_classes, epsilon)
     return "vlp" if more else "rr"
+
+
+def _first_release_on(config, num_classes: int) -> tuple[dict[str, Any], str | None]:
+    """``Method.on_data`` of lp-2st and lp-mst: the first release as the run takes it, and what ``auto`` chose."""
+    taken = first_release_of(config, num_classes)
+    if config.first_release != "auto" or taken != "vlp":
+        return {"first_release": taken}, None
+    epsilon = config.label_epsilon
+    bits = vector_information(num_classes, epsilon), rr_information(num_classes, epsilon)
+    return {"first_release": taken}, (
+        f"first release: VLP's vectors (--first-release auto: one tells {bits[0]:.3f} bits of a label of "
+        f"{num_classes} classes at epsilon {format_epsilon(epsilon)}, RR's label {bits[1]:.3f})"
+    )
 
 
 def stage_releases(config) -> tuple[str, ...]:
@@ -338,6 +352,7 @@ register_method(
         check=check_stage_options,
         releases=stage_releases,
         first_stage_options=_FIRST_STAGE_OPTIONS,
+        on_data=_first_release_on,
     )
 )
 register_method(
@@ -352,5 +367,6 @@ register_method(
         check=check_stage_options,
         releases=stage_releases,
         first_stage_options=_FIRST_STAGE_OPTIONS,
+        on_data=_first_release_on,
     )
 )

@@ -30,7 +30,6 @@ from labeldp.data import LabeledDataset
 from labeldp.errors import SECOND_RELEASE, RunDirectoryError
 from labeldp.evaluation import classification_metrics, regression_metrics
 from labeldp.files import write_json_atomic
-from labeldp.methods.stages import first_release_of
 from labeldp.models import build_model
 from labeldp.randomness import public_rng, public_seed
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
@@ -51,14 +50,12 @@ def table_features(data: LabeledDataset) -> list[str] | None:
 def release_inputs(config: RunConfig, name: str, num_classes: int | None = None) -> dict[str, Any]:
     """The configuration release ``name`` depends on: all of it but the options its method declares it
     independent of (``Method.independent_of``; ``train.lr`` names a nested field), or for the test rows'
-    release ``test``, the training and the network; with ``num_classes``, the first release as the run takes it
-    (:func:`~labeldp.methods.stages.first_release_of`).
+    release ``test``, the training and the network; with ``num_classes``, the options as the run takes them on its data
+    (:meth:`~labeldp.config.run_config.RunConfig.on_data`).
 
     Saved with each release, it lets a run resume under a changed configuration only when the release would be
     the same, and lets ``labeldp tune`` check that its candidates share a release."""
-    inputs = config.to_dict()
-    if num_classes is not None:
-        inputs["first_release"] = first_release_of(config, num_classes)
+    inputs = (config if num_classes is None else config.on_data(num_classes)[0]).to_dict()
     # the test rows' release (RR at the run's epsilon, :meth:`RunContext.test_release`) reads no model
     independent = ("train", "model") if name == "test" else config.method_spec.independent_of.get(name, ())
     for option in independent:

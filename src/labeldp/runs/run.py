@@ -17,17 +17,14 @@ from tqdm.auto import tqdm
 
 from labeldp import distributed
 from labeldp.accounting.policy import BudgetPolicy
-from labeldp.accounting.rounding import format_epsilon
 from labeldp.accounting.spending import Spending
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset, load_dataset
-from labeldp.data.dataset_registry import TableOptions
+from labeldp.data.dataset_spec import TableOptions
 from labeldp.data.splits import split_stages
 from labeldp.errors import SECOND_RELEASE, ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.files import write_atomic, write_json_atomic
-from labeldp.mechanisms import rr_information, vector_information
 from labeldp.methods.registry import get_method, method_names
-from labeldp.methods.stages import first_release_of
 from labeldp.models import build_model
 from labeldp.models.names import default_model_name
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
@@ -147,9 +144,8 @@ def recorded_config(config: RunConfig, data: LabeledDataset) -> dict[str, Any]:
     (:func:`run_network`) and the test labels as measured (:func:`recorded_test_labels`), so that it reads as
     the summary does and a rerun compares it as the same run (:func:`compared_configs`)."""
     return {
-        **config.to_dict(),
+        **config.on_data(data.num_classes)[0].to_dict(),
         "model": run_network(config, data.input_shape, data.categorical),
-        "first_release": first_release_of(config, data.num_classes),
         "test_labels": recorded_test_labels(config, data.public_test),
     }
 
@@ -173,10 +169,8 @@ def compared_configs(
     network = run_network(config, input_shape, categorical)
     trained = saved_network(saved, facts) if facts is not None else network
     existing = RunConfig.from_dict({**saved, "model": trained})
-    if facts is not None:  # the first releases as the runs take them
-        existing, config = (
-            dataclasses.replace(c, first_release=first_release_of(c, facts["num_classes"])) for c in (existing, config)
-        )
+    if facts is not None:  # the options as the runs take them on their data
+        existing, config = (c.on_data(facts["num_classes"])[0] for c in (existing, config))
     return (
         {**existing.to_dict(), "test_labels": recorded_test_labels(existing)},
         {
@@ -322,19 +316,12 @@ def _open_run(
         tqdm.write(f"network: {network} ({(recipe or AS_GIVEN).network_source(config.model)})")
     if data.unit_bound is not None and progress:
         tqdm.write(unit_bound_message(data.unit_bound))
-    if config.first_release == "auto" and first_release_of(config, data.num_classes) == "vlp" and progress:
-        tqdm.write(_vectors_message(data.num_classes, config.label_epsilon))
+    chosen = config.on_data(data.num_classes)[1]
+    if chosen is not None and progress:
+        tqdm.write(chosen)
     if saved is not None and progress and announce_resume:
         tqdm.write(_resume_message(out))
     return None
-
-
-def _vectors_message(num_classes: int, epsilon) -> str:
-    bits = vector_information(num_classes, epsilon), rr_information(num_classes, epsilon)
-    return (
-        f"first release: VLP's vectors (--first-release auto: one tells {bits[0]:.3f} bits of a label of "
-        f"{num_classes} classes at epsilon {format_epsilon(epsilon)}, RR's label {bits[1]:.3f})"
-    )
 
 
 def unit_bound_message(bound: dict[str, Any]) -> str:

@@ -1,0 +1,207 @@
+"""The settings of a run, declared once: each field's default and help are its :func:`~labeldp.options.option`,
+from which ``labeldp train``'s flags are generated. :class:`~labeldp.config.run_config.RunConfig` adds what
+resolves and checks them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from labeldp.config.dpsgd import DPSGDConfig
+from labeldp.config.marginals_config import MarginalsConfig
+from labeldp.config.pate_config import PATEConfig
+from labeldp.config.shared_options import (
+    CLASSES,
+    DATA_DIR,
+    DATASET_NAME,
+    EPSILON,
+    FIRST_RELEASES,
+    ID_COLUMN,
+    INSECURE_NOISE_SEED,
+    LABEL_COLUMN,
+    LOSSES,
+    MAX_ROWS_PER_UNIT,
+    MODEL,
+    ONE_ROW_PER_PERSON,
+    PRIOR,
+    PRIVACY_UNIT,
+    SECURE_RNG,
+    SEED,
+    TABLE,
+    TEST_LABELS,
+    TEST_TABLE,
+)
+from labeldp.config.train_config import TrainConfig
+from labeldp.data.dataset_registry import dataset_names
+from labeldp.data.grid import DEFAULT_GRID_SIZE
+from labeldp.methods.registry import method_names
+from labeldp.options import declared, option
+
+DEFAULT_DELTA = 1e-5
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The settings of a run: each field's meaning is the help of its :func:`~labeldp.options.option`
+    (``labeldp train --help``); the method-specific ones are listed in
+    :data:`~labeldp.config.run_config.METHOD_OPTIONS`. What the help, written for the flags, does not say:
+
+    Attributes
+    ----------
+    reuse_labels, warm_start : bool
+        True by default; their flags are ``--no-reuse-labels`` and ``--no-warm-start``, which the help
+        describes.
+    test_labels : str
+        On a dataset whose test set is public, ``"public"`` is accepted back from a ``config.json`` and
+        resolves to the default (nothing is held out or released).
+    epsilon, delta : float or None
+        Refused by the methods that do not take them (``epsilon`` by a non-private method, ``delta`` by a
+        pure epsilon-DP one).
+    """
+
+    dataset: str = option(
+        "digits",
+        choices=dataset_names,
+        help="digits is embedded; the MNIST family and CIFAR read --data-dir; csv reads --table",
+    )
+    data_dir: str | None = declared(DATA_DIR)
+    table: str | None = declared(TABLE)
+    label_column: str = declared(LABEL_COLUMN)
+    test_table: str | None = declared(TEST_TABLE)
+    features: tuple[str, ...] | None = option(
+        None,
+        metavar="COLUMN",
+        help="dataset csv: the feature columns (default: every column but the label, --drop and --id-column)",
+    )
+    drop: tuple[str, ...] | None = option(
+        None, metavar="COLUMN", help="dataset csv: columns that are not features (another outcome, a leak of the label)"
+    )
+    id_column: str | None = declared(ID_COLUMN)
+    one_row_per_person: bool = declared(ONE_ROW_PER_PERSON)
+    privacy_unit: str | None = declared(PRIVACY_UNIT)
+    dataset_name: str | None = declared(DATASET_NAME)
+    max_rows_per_unit: int | None = declared(MAX_ROWS_PER_UNIT)
+    classes: tuple[str, ...] | None = declared(CLASSES)
+    label_range: tuple[float, ...] | None = option(
+        None,
+        metavar="BOUND",
+        help="dataset csv with a numeric label: LOW HIGH, the public "
+        "range it is clipped to (declared, never read off the "
+        "labels); makes the task a regression",
+    )
+    label_grid: int | None = option(
+        None, help=f"grid points over --label-range that the labels are snapped to (default {DEFAULT_GRID_SIZE})"
+    )
+    test_labels: str = option(
+        "released",
+        choices=TEST_LABELS,
+        help="test rows held out of the private label column (a table without --test-table, "
+        "MovieLens's split): released (their labels are released once at --epsilon, as "
+        "the training labels are, and the test metrics are estimated from that release, "
+        "with standard errors), public (exact metrics on their true labels, which the "
+        "epsilon does NOT cover: for comparisons with published figures; the summary "
+        "says so) or none (no test metrics). A public test set (--test-table, MNIST's) "
+        "is measured exactly (config.json then says public)",
+    )
+    method: str = option(
+        "lp-2st",
+        choices=method_names,
+        help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
+        "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
+        "lp-2st-counts: two stages, the second releases noisy label counts per cell of rows the first model "
+        "scores alike (tables); "
+        "alibi: Laplace noise on the one-hot label; vlp: each label a random binary vector (vector label "
+        "privacy); marginals: a logistic regression on public feature bins "
+        "fitted from noisy label counts (rare positives); pate: teachers on disjoint parts of the data vote, "
+        "noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
+        "private); for numeric labels also rr-on-bins (RR over the optimal bins of a noisy "
+        "histogram prior), rr-on-bins-mst (later stages' prior from the model) and "
+        "laplace-regression (Laplace noise on the clipped value)",
+    )
+    epsilon: float | None = declared(EPSILON)
+    delta: float | None = option(
+        None,
+        help=f"delta of --method pate or dp-sgd (default {DEFAULT_DELTA:g}); the other methods are pure epsilon-DP",
+        method_specific=True,
+    )
+    stages: tuple[float, ...] | None = option(
+        None,
+        metavar="FRACTION",
+        help="fractions of the training set per stage, summing to 1 (default: "
+        "0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)",
+    )
+    model: str | None = declared(MODEL)
+    temperature: float = option(
+        1.0, help="lp-2st, lp-mst: later stages' prior = softmax(logits / T)", method_specific=True
+    )
+    prior: str | None = declared(PRIOR)
+    prior_epsilon: float | None = option(
+        None,
+        help="part of --epsilon spent on the histogram of --prior cluster or "
+        "histogram (default: a tenth); the label releases use the rest, "
+        "so every label's total is --epsilon",
+    )
+    prior_temperature: float = option(
+        1.0, help="cluster prior ^ (1 / T), renormalised: above 1 flatter, so RR-with-prior keeps more candidate labels"
+    )
+    clusters: int = option(100, help="k-means clusters for --prior cluster")
+    encoder: str = option(
+        "pca",
+        metavar="{pca,spectral,autoencoder,raw,FILE.pt2}",
+        help="public features clustered for --prior cluster: PCA-whitened inputs, a neighbour-graph "
+        "(spectral) embedding of them (purer clusters; its exact nearest-neighbour graph "
+        "costs time quadratic in the examples), the codes of an autoencoder trained on the public inputs, the raw "
+        "inputs, or your own encoder saved "
+        "with torch.export.save (fitted without the private labels)",
+    )
+    combine_priors: bool = option(
+        False,
+        help="lp-2st, lp-mst with --prior cluster: later stages' prior is the model prior times the cluster prior",
+        method_specific=True,
+    )
+    loss: str = option(
+        "forward",
+        choices=LOSSES,
+        help="forward: likelihood of each noisy label through its known noise channel (the model "
+        "learns clean posteriors); ce: plain cross-entropy on noisy labels; mse (numeric labels): "
+        "squared error of the predicted mean against the released values; not for alibi, vlp, "
+        "pate or dp-sgd",
+        method_specific=True,
+    )
+    reuse_labels: bool = option(
+        True,
+        help="lp-2st, lp-mst: train each stage on its own noisy labels only (default: "
+        "earlier stages' labels too; with --loss ce only those inside the new "
+        "prior's top k)",
+        method_specific=True,
+    )
+    warm_start: bool = option(True, help="lp-2st, lp-mst: train each stage's model from scratch", method_specific=True)
+    first_release: str = option(
+        "auto",
+        choices=FIRST_RELEASES,
+        help="lp-2st, lp-mst: stage 1's release: randomized response, VLP's vectors (the forward loss, no "
+        "prior, no consensus), or auto: the vectors where one tells more of a label than RR's (with 10 "
+        "classes below epsilon 2, with 2 to 4 never) and the run trains on them",
+        method_specific=True,
+    )
+    consensus: bool = option(
+        False,
+        help="lp-1st, lp-2st, lp-mst: after the last stage, train a new model on the released examples whose "
+        "released label the last model predicts (consensus retraining; post-processing, no epsilon)",
+        method_specific=True,
+    )
+    cell_rows: int = option(
+        10,
+        help="lp-2st-counts: the fewest second-stage rows in a cell whose label counts are released",
+        method_specific=True,
+    )
+    seed: int = declared(SEED)
+    secure_rng: bool = declared(SECURE_RNG)
+    insecure_noise_seed: int | None = declared(INSECURE_NOISE_SEED)
+    train: TrainConfig = option(default_factory=TrainConfig, help="training of each stage")
+    dpsgd: DPSGDConfig = option(default_factory=DPSGDConfig, help="DP-SGD's settings", method_specific=True)
+    pate: PATEConfig = option(default_factory=PATEConfig, help="PATE's settings", method_specific=True)
+    marginals: MarginalsConfig = option(default_factory=MarginalsConfig, help="its settings", method_specific=True)
+    method_options: dict[str, Any] = option(
+        default_factory=dict, help="the values of the options the method declares of its own (Method.options)"
+    )
