@@ -1,5 +1,5 @@
 """Releasing a label column into a folder (boundary/release_folder.py, the folder's format read back
-by boundary/folder_format.py): the released labels follow the mechanisms' exact distributions,
+by tables/folder_format.py): the released labels follow the mechanisms' exact distributions,
 streaming equals the in-memory release, a release is written once and atomically under a lock,
 duplicated rows are refused before anything is drawn, nothing written depends on the labels except
 through the mechanism, a privacy unit's rows are bounded by a public rule and released together at
@@ -37,6 +37,7 @@ from labeldp.boundary.units import unit_codes
 from labeldp.errors import ConfigError, DataError, MissingFileError, ReleaseExistsError, RunLockedError
 from labeldp.mechanisms import randomized_response_probabilities, rr_with_prior_probabilities
 from labeldp.randomness import NoiseSource
+from labeldp.tables import table_batches as batches_module
 from tests.helpers import frequencies_match
 
 SEED = NoiseSource(insecure_seed=7)
@@ -164,8 +165,8 @@ def test_memory_is_bounded_by_blocks_of_batch_rows(tmp_path, monkeypatch) -> Non
         column_module, "keyed_randomized_response", lambda true, *args: seen.append(true.size) or mechanism(true, *args)
     )
     read: list[int] = []
-    batches = source_module.read_batches
-    monkeypatch.setattr(source_module, "_READ_ROWS", 256)
+    batches = batches_module.read_batches
+    monkeypatch.setattr(batches_module, "_READ_ROWS", 256)
     for module in (source_module, folder_module):
         monkeypatch.setattr(
             module, "read_batches", lambda *args: (read.append(b.num_rows) or b for b in batches(*args))

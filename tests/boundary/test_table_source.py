@@ -1,6 +1,6 @@
-"""Reading a label column out of core (boundary/table_source.py): CSV labels are read as text whatever
-the first block holds, a refused label in a later block names nothing, and colliding hashes of ids
-are checked exactly."""
+"""Reading a label column out of core (boundary/table_source.py, its batches read by
+tables/table_batches.py): CSV labels are read as text whatever the first block holds, a refused label in
+a later block names nothing, and colliding hashes of ids are checked exactly."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from labeldp.boundary import keys as keys_module
 from labeldp.boundary import load_release, privatize_table
-from labeldp.boundary import table_source as source_module
 from labeldp.errors import DataError
 from labeldp.randomness import NoiseSource
+from labeldp.tables import keys as keys_module
+from labeldp.tables import table_batches as batches_module
 
 SEED = NoiseSource(insecure_seed=7)
 
@@ -98,7 +98,7 @@ def test_hash_collisions_of_ids_are_checked_exactly(tmp_path, monkeypatch) -> No
     """Ids that are not integers are compared by a 64-bit hash, then exactly where hashes collide: a
     collision alone never refuses a table."""
     monkeypatch.setattr(keys_module, "_hash_texts", _length_hash)  # many collisions
-    monkeypatch.setattr(source_module, "_READ_ROWS", 64)  # duplicates in different batches
+    monkeypatch.setattr(batches_module, "_READ_ROWS", 64)  # duplicates in different batches
     ids = [f"u{i}" for i in range(1000)]
     labels = np.arange(1000) % 2
     pq.write_table(pa.table({"id": ids, "y": labels}), tmp_path / "valid.parquet")

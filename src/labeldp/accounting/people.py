@@ -1,7 +1,7 @@
 """The people of a group and which releases hold each of them: a release's :class:`People`, and the
 :class:`PeopleIndex` of a group's ledger (``docs/dataset-ledger.md``).
 
-A person is the canonical key of a public column (:func:`~labeldp.boundary.keys.row_keys`: an integer id is
+A person is the canonical key of a public column (:func:`~labeldp.tables.keys.row_keys`: an integer id is
 itself, any other spelling a 64-bit hash; a collision merges two people, which counts their releases
 together: never fewer). The index groups a group's people by their *signature*, the set of releases that
 hold them, so composing each person's releases is composing each signature's once.

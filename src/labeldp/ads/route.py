@@ -29,7 +29,6 @@ from labeldp.ads.folder import HashedRunFolder, read_summary
 from labeldp.ads.run_pieces import HashedTable, fit_counts, release_counts, train_on_channel, unit_members
 from labeldp.boundary import LabelDomain, Release, release_external_labels
 from labeldp.boundary.release_parts import release_randomized_response_part
-from labeldp.boundary.table_source import ledger_source
 from labeldp.boundary.units import unit_codes
 from labeldp.config.hashed_config import DEFAULT_BLOCK_ROWS, HashedConfig
 from labeldp.data.hashed_table import rank_private_labels, read_column, read_private_labels
@@ -39,6 +38,7 @@ from labeldp.evaluation import classification_metrics
 from labeldp.mechanisms import parse_channel
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import estimated_classification_metrics
+from labeldp.tables.table_batches import ledger_source
 from labeldp.training.from_counts import CountStatistics
 from labeldp.training.out_of_core import load_sparse_model, predict_sparse, save_sparse_model
 

@@ -19,7 +19,6 @@ from scipy.special import logit
 from labeldp import distributed
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_hashed_counts
-from labeldp.boundary.table_source import check_each_row_once
 from labeldp.boundary.units import bound_contributions, unit_codes
 from labeldp.config.hashed_config import CALIBRATION_ROWS, DEFAULT_SLOT_BITS, HashedConfig
 from labeldp.data.hashed_table import PositionTargets, labelled_blocks, read_column, released_blocks
@@ -27,6 +26,7 @@ from labeldp.data.hashing import HashedBlock, HashSpec, Slot, bucket_sizes, hash
 from labeldp.errors import ConfigError, DataError
 from labeldp.models.sparse import HashedFM, HashedLogistic
 from labeldp.randomness import RandomSource
+from labeldp.tables.table_files import check_each_row_once
 from labeldp.training.from_counts import RATE_FLOOR, CountStatistics, count_target_blocks, log_odds_model
 from labeldp.training.out_of_core import SparseTrainConfig, calibrate_intercept, counts_loss, forward_loss, train_sparse
 

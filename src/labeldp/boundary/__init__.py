@@ -2,7 +2,8 @@
 
 Start with :mod:`labeldp.boundary.labels` (:class:`PrivateLabels` and :func:`unseal`, the one function
 that reads them), then :mod:`labeldp.boundary.release` (the ``release_*`` functions: a mechanism draws,
-the ledger records the event, a :class:`Release` comes back with its noise channel).
+the ledger records the event, a :class:`Release` comes back with its noise channel). Tables and folders are
+read and written by :mod:`labeldp.tables`, below it; the release folder's names are exported here.
 """
 
 from typing import TYPE_CHECKING
@@ -13,14 +14,8 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.boundary.column import DEFAULT_BATCH_ROWS as DEFAULT_BATCH_ROWS
     from labeldp.boundary.column import privatize as privatize
     from labeldp.boundary.domain import LabelDomain as LabelDomain
-    from labeldp.boundary.domain import canonical_label as canonical_label
     from labeldp.boundary.domain import class_array as class_array
     from labeldp.boundary.domain import fit_classes as fit_classes
-    from labeldp.boundary.folder_format import CHANNEL_PREFIX as CHANNEL_PREFIX
-    from labeldp.boundary.folder_format import K_COLUMN as K_COLUMN
-    from labeldp.boundary.folder_format import RELEASED_COLUMN as RELEASED_COLUMN
-    from labeldp.boundary.folder_format import load_release as load_release
-    from labeldp.boundary.folder_format import read_sidecar as read_sidecar
     from labeldp.boundary.labels import RELEASE_ONCE_ROUTE as RELEASE_ONCE_ROUTE
     from labeldp.boundary.labels import LabelsInAnotherProcessError as LabelsInAnotherProcessError
     from labeldp.boundary.labels import PrivateLabelAccessError as PrivateLabelAccessError
@@ -43,6 +38,12 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.boundary.release_folder import privatize_table as privatize_table
     from labeldp.boundary.release_hashed import release_hashed_counts as release_hashed_counts
     from labeldp.boundary.released import ReleasedLabels as ReleasedLabels
+    from labeldp.boundary.released import load_release as load_release
     from labeldp.boundary.shared_budget import LabelBudget as LabelBudget
+    from labeldp.tables.folder_format import CHANNEL_PREFIX as CHANNEL_PREFIX
+    from labeldp.tables.folder_format import K_COLUMN as K_COLUMN
+    from labeldp.tables.folder_format import RELEASED_COLUMN as RELEASED_COLUMN
+    from labeldp.tables.folder_format import read_sidecar as read_sidecar
+    from labeldp.tables.keys import canonical_label as canonical_label
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__)

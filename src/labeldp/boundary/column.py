@@ -22,14 +22,15 @@ from labeldp._validation import check_epsilon, check_priors
 from labeldp.accounting.events import randomized_response_event, rr_on_sets_event
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.domain import LabelDomain
-from labeldp.boundary.keys import row_identities
 from labeldp.boundary.labels import PrivateLabels, unseal
-from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
+from labeldp.boundary.released import ReleasedLabels
 from labeldp.boundary.units import bounded_rows
 from labeldp.config.release_config import DEFAULT_BATCH_ROWS
 from labeldp.errors import ConfigError, DataError
 from labeldp.mechanisms.keyed import keyed_randomized_response, keyed_rr_with_prior, row_words
 from labeldp.randomness import NoiseSource
+from labeldp.tables.folder_format import RR, RR_WITH_PRIOR, noise_text
+from labeldp.tables.keys import refuse_duplicated, row_identities
 
 #: the noise stream of a label column's release (in the insecure mode, seeded from the insecure seed)
 NOISE_STREAM = "table-release"
@@ -149,24 +150,6 @@ def release_ledger(
         event, description = k_spread.event(epsilon), k_spread.describe(num_classes, epsilon)
     ledger.record(event, np.broadcast_to(True, rows), description, "release")  # every row: one value
     return ledger
-
-
-def refuse_duplicated(ids: np.ndarray, where: str, after: str = "; nothing was released") -> None:
-    """Refuse ids held in memory (compared exactly) if one occurs twice (:func:`duplicated_ids_error`)."""
-    index = pd.Index(ids)
-    if not index.is_unique:
-        raise duplicated_ids_error(where, index[index.duplicated()][0], after)
-
-
-def duplicated_ids_error(where: str, example: Any, after: str = "; nothing was released") -> DataError:
-    """The error for a duplicated id, naming it (ids are public), never a label."""
-    return DataError(
-        f"{where} has duplicated values ({example.item() if isinstance(example, np.generic) else example!r} at least "
-        "twice): each row needs an id of its own, or its "
-        "label would be released twice, with independent noise, under a ledger that shows one release. Rows read "
-        "twice usually come from a stray copy of a file, or the same file in a second format (events.csv beside "
-        f"events.parquet), in the table's folder: remove it{after}"
-    )
 
 
 def prior_spec(num_classes: int, prior_columns, prior) -> tuple[tuple[str, ...] | None, np.ndarray | None]:
@@ -390,16 +373,6 @@ def check_batch_rows(batch_rows: int) -> int:
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1:
         raise ConfigError(f"batch_rows must be a positive integer, got {batch_rows!r}")
     return int(batch_rows)
-
-
-def noise_text(noise: NoiseSource) -> str:
-    """Where a release's noise came from, in words; with an insecure seed, that the release is NOT PRIVATE."""
-    if not noise.private:
-        return (
-            f"reproducible from insecure_noise_seed {noise.insecure_seed} (written beside the release): NOT "
-            "PRIVATE, anyone who reads it can regenerate the noise and recover the true labels"
-        )
-    return noise.describe()
 
 
 __all__ = ["DEFAULT_BATCH_ROWS", "privatize"]

@@ -1,9 +1,9 @@
 """The label domain: the declared classes, and the one way label values are matched to them.
 
-The classes are public, declared, never read off the labels. Values are matched as text (``1``,
-``1.0``, `` 1`` and ``true`` are one class, whatever type a file or array gives them). A value outside
-the classes or missing is an error saying neither which, nor where, nor how many: all three depend on
-private labels.
+The classes are public, declared, never read off the labels. Values are matched as text, by
+:func:`~labeldp.tables.keys.canonical_label` (``1``, ``1.0``, `` 1`` and ``true`` are one class, whatever
+type a file or array gives them). A value outside the classes or missing is an error saying neither which,
+nor where, nor how many: all three depend on private labels.
 """
 
 from __future__ import annotations
@@ -17,22 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from labeldp.errors import ConfigError, DataError
-
-
-def canonical_label(value: Any) -> str:
-    """One spelling per label value: ``1``, ``1.0`` and `` 1`` are one class, so are ``True``, ``true`` and ``1``."""
-    text = str(value).strip()
-    if text.lower() in ("true", "false"):
-        return "1" if text.lower() == "true" else "0"
-    try:
-        return str(int(text))  # exact: a 19-digit id must not round through a float
-    except ValueError:
-        pass
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return str(int(number)) if number.is_integer() else repr(number)
+from labeldp.tables.keys import canonical_label
 
 
 class LabelDomain:
@@ -41,7 +26,7 @@ class LabelDomain:
     Parameters
     ----------
     classes : sequence
-        At least two label values whose canonical spellings (:func:`canonical_label`) differ.
+        At least two label values whose canonical spellings (:func:`~labeldp.tables.keys.canonical_label`) differ.
 
     Attributes
     ----------
@@ -146,4 +131,4 @@ def fit_classes(declared: Iterable[Any] | None, carried: Iterable[Any] | None) -
     return LabelDomain(domain).declared
 
 
-__all__ = ["LabelDomain", "canonical_label", "class_array", "fit_classes"]
+__all__ = ["LabelDomain", "class_array", "fit_classes"]

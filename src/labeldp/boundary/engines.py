@@ -37,9 +37,13 @@ from labeldp.accounting.people import People
 from labeldp.accounting.policy import BudgetPolicy, Guarantee
 from labeldp.accounting.spending import Source, Spending, guarantee_of, unit_guarantee
 from labeldp.boundary.batches import BatchChecks, BatchRelease
-from labeldp.boundary.column import Draws, duplicated_ids_error, prior_spec
+from labeldp.boundary.column import Draws, prior_spec
 from labeldp.boundary.domain import LabelDomain
-from labeldp.boundary.folder_format import (
+from labeldp.boundary.units import check_max_rows
+from labeldp.errors import ConfigError, DataError
+from labeldp.files import write_json_atomic
+from labeldp.randomness import NoiseSource
+from labeldp.tables.folder_format import (
     K_COLUMN,
     LABELS_FILE,
     LEDGER_FILE,
@@ -47,14 +51,9 @@ from labeldp.boundary.folder_format import (
     SIDECAR_FILE,
     describe_release,
 )
-from labeldp.boundary.keys import row_identities
-from labeldp.boundary.release_folder import _partial_folder, _publish, _refuse_existing
-from labeldp.boundary.table_files import released_type
-from labeldp.boundary.table_source import arrow_class_values
-from labeldp.boundary.units import check_max_rows
-from labeldp.errors import ConfigError, DataError
-from labeldp.files import exclusive_lock, write_json_atomic
-from labeldp.randomness import NoiseSource
+from labeldp.tables.keys import duplicated_ids_error, row_identities
+from labeldp.tables.publishing import folder_lock, partial_folder, publish, refuse_existing
+from labeldp.tables.table_files import arrow_class_values, released_type
 
 
 @dataclass(frozen=True)
@@ -170,7 +169,7 @@ def release_on(
     """
     started = time.perf_counter()
     out, noise, policy = Path(out).absolute(), noise or NoiseSource(), policy or BudgetPolicy.from_environment()
-    _refuse_existing(out)
+    refuse_existing(out)
     domain, eps = LabelDomain(classes), check_epsilon(epsilon)
     priors = tuple(prior_spec(domain.size, prior_columns, None)[0] or ())
     needed, limit = _needed(engine, id_column, label_column, unit_column, max_rows_per_unit, priors)
@@ -198,13 +197,13 @@ def release_on(
     planned = guarantee if units is None else unit_guarantee(guarantee, most_rows)
     spending.reserve(planned)
     draws = Draws(domain.size, eps / most_rows, bool(priors), noise)  # its key: drawn here, kept in memory
-    value_type = pa.string() if engine.label_is_text(label_column) else released_type([], domain)
-    class_values = arrow_class_values(domain, value_type, label_column)
+    value_type = pa.string() if engine.label_is_text(label_column) else released_type([], domain.declared)
+    class_values = arrow_class_values(domain.declared, value_type, label_column)
     release = BatchRelease(draws.key, draws.epsilon, domain, class_values, label_column, id_column, priors,
                            (RELEASED_COLUMN, K_COLUMN))  # fmt: skip
     out.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(out.parent / f".{out.name}.lock", f"the release {out}"):  # two writers: two draws
-        partial = _partial_folder(out)
+    with folder_lock(out):  # two writers: two draws
+        partial = partial_folder(out)
         try:
             folder_release(partial, spending.release)
             engine.write(partial / LABELS_FILE, release, needed)
@@ -225,7 +224,7 @@ def release_on(
             ledger.save(partial / LEDGER_FILE)
             write_json_atomic(partial / SIDECAR_FILE, sidecar)
             spending.record(Guarantee.of_ledger(ledger, 0.0, unit_column))
-            _publish(partial, out)
+            publish(partial, out)
         except BaseException:
             shutil.rmtree(partial, ignore_errors=True)  # drawn: its reservation stays on the ledgers (never fewer)
             raise

@@ -11,8 +11,9 @@ import pandas as pd
 import pyarrow as pa
 
 from labeldp.accounting.people import People
-from labeldp.boundary.batches import CHECKS, I0, I1, RANK, U0, U1, BatchChecks, BatchRelease, batch_of, with_identity
+from labeldp.boundary.batches import CHECKS, BatchChecks, BatchRelease
 from labeldp.boundary.engines import Engine, Units, release_on
+from labeldp.tables.frames import I0, I1, RANK, U0, U1, batch_of, with_identity
 
 
 def privatize(frame, out, *, label_column: str, id_column: str, classes, epsilon: float, **options) -> dict[str, Any]:

@@ -13,8 +13,9 @@ import numpy as np
 import pyarrow as pa
 
 from labeldp.accounting.people import People
-from labeldp.boundary.batches import CHECKS, I0, I1, RANK, U0, U1, BatchChecks, BatchRelease, identity_frame
+from labeldp.boundary.batches import CHECKS, BatchChecks, BatchRelease
 from labeldp.boundary.engines import Engine, Units, release_on
+from labeldp.tables.frames import I0, I1, RANK, U0, U1, identity_frame
 
 #: the session's settings labeldp chooses: no UI or progress bars on the console, shuffles in few parts
 _QUIET = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "8"}

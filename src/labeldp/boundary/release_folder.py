@@ -2,23 +2,21 @@
 
 :func:`privatize_table` streams a table (:mod:`labeldp.boundary.table_source`) in blocks of
 ``batch_rows`` rows, one pass for the release after a first pass over the label, id and unit columns,
-and writes the folder :mod:`labeldp.boundary.folder_format` describes;
-:func:`~labeldp.boundary.folder_format.load_release` reads it back. What is written depends on the labels
+and writes the folder :mod:`labeldp.tables.folder_format` describes;
+:func:`~labeldp.boundary.released.load_release` reads it back. What is written depends on the labels
 only through the mechanism's output: no count or other statistic of the labels is computed or written.
 
 **Release once.** A release folder is never overwritten (:class:`~labeldp.errors.ReleaseExistsError`):
 releasing again would spend the labels' budget a second time. It is written under a hidden name
 (``.OUT.partial``, its owner's only) and renamed into place once flushed to disk, while a lock
-(``.OUT.lock``, never removed) keeps a second process out. An error or interrupt removes the partial
-folder; one a killed process left holds labels already drawn, so the next release into ``out`` refuses
-to draw until the user deletes it.
+(``.OUT.lock``, never removed) keeps a second process out (:mod:`labeldp.tables.publishing`). An error or
+interrupt removes the partial folder; one a killed process left holds labels already drawn, so the next
+release into ``out`` refuses to draw until the user deletes it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -36,7 +34,16 @@ from labeldp.accounting.policy import BudgetPolicy, Guarantee
 from labeldp.accounting.spending import Spending, guarantee_of, unit_guarantee
 from labeldp.boundary.column import DEFAULT_BATCH_ROWS, Draws, check_batch_rows, prior_spec
 from labeldp.boundary.domain import LabelDomain
-from labeldp.boundary.folder_format import (
+from labeldp.boundary.table_source import check_rows, read_blocks
+from labeldp.boundary.units import bounded_rows, check_max_rows
+from labeldp.errors import ConfigError, DataError
+from labeldp.files import write_json_atomic
+from labeldp.mechanisms import (
+    randomized_response_likelihood,
+    rr_with_prior_likelihood,
+)
+from labeldp.randomness import NoiseSource
+from labeldp.tables.folder_format import (
     CHANNEL_PREFIX,
     K_COLUMN,
     LABELS_FILE,
@@ -46,58 +53,15 @@ from labeldp.boundary.folder_format import (
     SIDECAR_FILE,
     describe_release,
 )
-from labeldp.boundary.table_files import released_type
-from labeldp.boundary.table_source import (
+from labeldp.tables.publishing import folder_lock, fsync, partial_folder, publish, refuse_existing, system_allocator
+from labeldp.tables.table_batches import kept_batches, ledger_source, read_batches
+from labeldp.tables.table_files import (
     arrow_class_values,
     check_each_row_once,
-    check_rows,
-    kept_batches,
-    ledger_source,
     open_source,
-    read_batches,
-    read_blocks,
+    released_type,
     source_schema,
 )
-from labeldp.boundary.units import bounded_rows, check_max_rows
-from labeldp.errors import SECOND_RELEASE, ConfigError, DataError, ReleaseExistsError
-from labeldp.files import exclusive_lock, write_json_atomic
-from labeldp.mechanisms import (
-    randomized_response_likelihood,
-    rr_with_prior_likelihood,
-)
-from labeldp.randomness import NoiseSource
-
-
-@contextlib.contextmanager
-def _system_allocator() -> Iterator[None]:
-    """Arrow allocates from the C library's malloc meanwhile, pyarrow's default pool restored after.
-
-    pyarrow's default, mimalloc, hands freed memory back to the system, so every block pays its page faults
-    again. Buffers remember their pool, so the switch is safe; it is process-wide while it lasts.
-    """
-    previous = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
-    try:
-        yield
-    finally:
-        pa.set_memory_pool(previous)
-
-
-def _refuse_existing(out: Path) -> None:
-    if out.exists() or out.is_symlink():
-        raise ReleaseExistsError(
-            f"{out} already exists. A label column is released once: releasing it again would spend its privacy "
-            "budget a second time. Train on the release that is there (labeldp.load_release), or write "
-            "a release of other labels to a new folder"
-        )
-
-
-def _fsync(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def privatize_table(
@@ -121,7 +85,7 @@ def privatize_table(
     policy: BudgetPolicy | None = None,
 ) -> dict[str, Any]:
     """Release a table's label column once, streamed in blocks of ``batch_rows`` rows, into the new folder
-    ``out`` (:mod:`labeldp.boundary.folder_format`).
+    ``out`` (:mod:`labeldp.tables.folder_format`).
 
     Each label is released once by RR (or RR-with-prior, given a prior), epsilon-label-DP (RR-with-prior:
     when the priors depend neither on the row's own label nor, with a privacy unit, on any label of its
@@ -132,7 +96,7 @@ def privatize_table(
     Parameters
     ----------
     source : str or os.PathLike or pyarrow.Table or pyarrow.dataset.Dataset or pandas.DataFrame
-        A Parquet or CSV file, a folder of them (:func:`~labeldp.boundary.table_files.data_files`), an Arrow
+        A Parquet or CSV file, a folder of them (:func:`~labeldp.tables.table_files.data_files`), an Arrow
         table or dataset, or a DataFrame.
     label_column : str
         The private labels; a CSV file's are read as text.
@@ -158,7 +122,7 @@ def privatize_table(
         per unit, and the sidecar's ``privacy_unit`` states the rule, the counts and both epsilons.
     one_row_per_person : bool, optional
         The user's statement that no person has two rows, letting several files be read without an id or
-        unit column (:func:`~labeldp.boundary.table_source.check_each_row_once`).
+        unit column (:func:`~labeldp.tables.table_files.check_each_row_once`).
     dataset_name, policy : optional
         The group of people the labels belong to, and the dataset ledgers' folder and cap (None:
         :meth:`~labeldp.accounting.policy.BudgetPolicy.from_environment`): the release is reserved on the
@@ -178,7 +142,7 @@ def privatize_table(
     """
     started = time.perf_counter()
     out = Path(out)
-    _refuse_existing(out)
+    refuse_existing(out)
     domain = LabelDomain(classes)
     eps = check_epsilon(epsilon)
     block_rows = check_batch_rows(batch_rows)
@@ -205,7 +169,7 @@ def privatize_table(
         raise ConfigError(f"the id, label, prior and unit columns must be distinct, got {needed}")
     if id_column is not None and (id_column in (RELEASED_COLUMN, K_COLUMN) or id_column.startswith(CHANNEL_PREFIX)):
         raise ConfigError(f"id column {id_column!r} would clash with a column of the release; rename it first")
-    with _system_allocator():
+    with system_allocator():
         return _privatize_table(
             source,
             out,
@@ -256,36 +220,6 @@ class _UnitRule:
         return mask, kept_units, facts
 
 
-def _partial_folder(out: Path) -> Path:
-    """The hidden folder a release is written into, new and its owner's only; refused if a killed release
-    left one (its labels were drawn).
-    """
-    _refuse_existing(out)
-    partial = out.parent / f".{out.name}.partial"
-    if partial.exists():
-        raise ReleaseExistsError(
-            f"{partial} was left by a release into {out} that was killed before it finished: it holds labels "
-            "drawn then, and drawing them again would spend their budget a second time for whoever can read "
-            "it. If nobody else has read it (it is readable by its owner only), delete it to release afresh "
-            f"{SECOND_RELEASE}"
-        )
-    partial.mkdir()
-    partial.chmod(0o700)  # the noisy labels of an unfinished release are its owner's only
-    return partial
-
-
-def _publish(partial: Path, out: Path) -> None:
-    """Make the finished ``partial`` folder the release ``out``: as readable as the umask lets a new folder be,
-    renamed, and its release id no longer pending for the path (a folder made there again is a new release)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    partial.chmod(0o777 & ~mask)
-    _refuse_existing(out)
-    os.rename(partial, out)
-    folder_release(out)
-    _fsync(out.parent)
-
-
 def _reserved(source, out, facts, unit_column, unit_keys, id_column, ids, kept, epsilon, dataset_name, policy):
     """The release's spend, reserved on the dataset ledgers of the people its kept rows hold (refused past the
     policy's cap) before anything is drawn."""
@@ -327,7 +261,7 @@ def _privatize_table(
     datasets, described = open_source(source, [label_column, id_column, unit_column])
     check_each_row_once(len(datasets), described, id_column, unit_column, one_row_per_person)
     schema = source_schema(datasets, needed)
-    class_values = arrow_class_values(domain, released_type(datasets, domain), label_column)
+    class_values = arrow_class_values(domain.declared, released_type(datasets, domain.declared), label_column)
     for name in columns_of_priors or ():
         if not (pa.types.is_floating(schema.field(name).type) or pa.types.is_integer(schema.field(name).type)):
             raise DataError(f"prior column {name!r} must be numeric, got {schema.field(name).type}")
@@ -351,8 +285,8 @@ def _privatize_table(
     drawing = False
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        with exclusive_lock(out.parent / f".{out.name}.lock", f"the release {out}"):  # two writers: two draws
-            partial = _partial_folder(out)
+        with folder_lock(out):  # two writers: two draws
+            partial = partial_folder(out)
             drawing = True
             try:
                 arguments = (schema, label_column, id_column, domain, class_values, eps, columns_of_priors, shared)
@@ -362,7 +296,7 @@ def _privatize_table(
                 drawn = PrivacyLedger.load(partial / LEDGER_FILE)  # on the dataset ledgers before it is published
                 folder_release(partial, spending.release)
                 spending.record(Guarantee.of_ledger(drawn, 0.0, unit_column))
-                _publish(partial, out)
+                publish(partial, out)
             except BaseException:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
@@ -438,8 +372,8 @@ def _write_release(
     )
     write_json_atomic(folder / SIDECAR_FILE, sidecar)
     for name in (LABELS_FILE, LEDGER_FILE, SIDECAR_FILE):
-        _fsync(folder / name)
-    _fsync(folder)
+        fsync(folder / name)
+    fsync(folder)
     return sidecar
 
 

@@ -1,9 +1,9 @@
 """Released labels: what a learner trains on once the true labels have crossed the boundary.
 
 :class:`ReleasedLabels` comes from :func:`~labeldp.boundary.column.privatize`, a release folder
-(:func:`~labeldp.boundary.folder_format.load_release`), an estimator's release, or any
-:class:`~labeldp.boundary.release.Release` of labels. Everything in it is free to use: training, tuning
-and scoring on it, any number of times, is post-processing.
+(:func:`load_release`), an estimator's release, or any :class:`~labeldp.boundary.release.Release` of labels.
+Everything in it is free to use: training, tuning and scoring on it, any number of times, is
+post-processing.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from labeldp._validation import check_priors
 from labeldp.accounting.ledger import PrivacyLedger
-from labeldp.boundary.domain import class_array
+from labeldp.boundary.domain import LabelDomain, class_array
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import (
     randomized_response_likelihood,
@@ -26,10 +27,7 @@ from labeldp.mechanisms import (
     rr_with_prior_probabilities,
 )
 from labeldp.mechanisms.rr import prior_top_k
-
-#: the mechanisms of a label column released once
-RR = "randomized-response"
-RR_WITH_PRIOR = "rr-with-prior"
+from labeldp.tables.folder_format import LABELS_FILE, RR, RR_WITH_PRIOR, read_release
 
 
 @dataclass(frozen=True, eq=False)
@@ -211,7 +209,6 @@ class ReleasedLabels:
         :func:`labeldp.mechanisms.parse_channel`); ``stated_epsilon`` is at least the channel's own; with
         ``units`` the ledger composes each unit's reports.
         """
-        from labeldp.boundary.domain import LabelDomain
         from labeldp.boundary.labels import PrivateLabels
         from labeldp.boundary.release import release_external_labels
         from labeldp.boundary.units import unit_codes
@@ -234,4 +231,45 @@ class ReleasedLabels:
         )
 
 
-__all__ = ["RR", "RR_WITH_PRIOR", "ReleasedLabels"]
+def load_release(path) -> ReleasedLabels:
+    """The release folder ``path`` as :class:`ReleasedLabels`, read whole into memory; costs no privacy.
+
+    Its channel is kept where it needs no per-row prior or was written. For releases larger than memory,
+    read ``labels.parquet`` in batches, and :func:`~labeldp.tables.folder_format.read_sidecar`. Raises
+    :class:`~labeldp.errors.DataError` if the folder is damaged, edited, or its files disagree.
+    """
+    folder = Path(path)
+    sidecar, ledger, table = read_release(folder)
+    rows = sidecar["rows"]
+    domain = LabelDomain(sidecar["classes"])
+    names = sidecar["columns"]
+    labels = np.empty(rows, dtype=np.int64)
+    offset = 0
+    for chunk in table.column(names["released_label"]).chunks:  # a row group at a time
+        labels[offset : offset + len(chunk)] = domain.arrow_positions(chunk, f"{folder / LABELS_FILE}")
+        offset += len(chunk)
+    k = table.column(names["k"]).to_numpy().astype(np.int64) if names.get("k") else None
+    likelihood = (
+        np.stack([table.column(name).to_numpy() for name in names["channel"]], axis=1) if names.get("channel") else None
+    )
+    prior = sidecar.get("prior") or {}
+    released = ReleasedLabels(
+        labels,
+        likelihood,
+        tuple(sidecar["classes"]),
+        ledger,
+        mechanism=sidecar["mechanism"],
+        epsilon=float(sidecar["epsilon"]),
+        ids=table.column(names["id"]).to_numpy(),
+        k=k,
+        shared_prior=np.asarray(prior["shared"]) if "shared" in prior else None,
+        prior_columns=tuple(prior["columns"]) if "columns" in prior else None,
+        noise=sidecar["noise"]["description"],
+        private=bool(sidecar["noise"]["private"]),
+    )
+    if likelihood is None and "columns" not in prior:  # the channel needs no per-row prior: kept, for the estimators
+        released = dataclasses.replace(released, likelihood=released.channel())
+    return released
+
+
+__all__ = ["ReleasedLabels", "load_release"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from labeldp.boundary.keys import canonical_codes
 from labeldp.errors import ConfigError
 from labeldp.randomness import public_rng
+from labeldp.tables.keys import canonical_codes
 
 
 def unit_codes(values) -> np.ndarray:

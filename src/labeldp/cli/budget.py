@@ -98,14 +98,15 @@ def _import(folder: Path, release: bool, policy) -> str:
     from labeldp.accounting.rounding import format_epsilon
     from labeldp.accounting.spending import Source, Spending
     from labeldp.boundary import read_sidecar
-    from labeldp.boundary.folder_format import ROW_COLUMN
-    from labeldp.boundary.keys import row_keys
-    from labeldp.boundary.table_source import column_keys, read_key_columns
+    from labeldp.boundary.table_source import read_key_columns
     from labeldp.config.run_config import RunConfig
     from labeldp.errors import RunDirectoryError
     from labeldp.runs import RunDirectory
     from labeldp.runs.reservation import run_source
     from labeldp.runs.run import config_dataset
+    from labeldp.tables.folder_format import ROW_COLUMN
+    from labeldp.tables.keys import row_keys
+    from labeldp.tables.table_batches import column_keys
 
     files = ["release.json", "ledger.json", "labels.parquet"] if release else ["config.json", "ledger.json"]
     identity = _identity(folder, files)

@@ -149,8 +149,8 @@ def run(args: argparse.Namespace) -> None:
 def _on_spark(table, out, *, master: str, prior, write_channel: bool, one_row_per_person: bool, **options):
     """The release on Spark (:func:`labeldp.spark.privatize`) of a Parquet or CSV file or folder, every option
     checked before Spark starts."""
-    from labeldp.boundary.table_files import data_files, file_kind
     from labeldp.errors import ConfigError
+    from labeldp.tables.table_files import data_files, file_kind
 
     unused = {"--prior": prior, "--write-channel": write_channel, "--one-row-per-person": one_row_per_person}
     if any(unused.values()) or options["id_column"] is None:

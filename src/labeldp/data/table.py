@@ -28,14 +28,15 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from labeldp.accounting.datasets import table_facts
 from labeldp.boundary import LabelDomain, PrivateLabels
-from labeldp.boundary.table_files import data_files, file_kind
-from labeldp.boundary.table_source import KeyColumns, column_keys, read_key_columns
+from labeldp.boundary.table_source import KeyColumns, read_key_columns
 from labeldp.boundary.units import bounded_rows, split_by_unit, unit_codes
 from labeldp.data.dataset import LabeledDataset, regression_dataset
 from labeldp.data.dataset_spec import TableOptions
 from labeldp.data.grid import label_grid
 from labeldp.errors import ConfigError, DataError
 from labeldp.randomness import public_rng
+from labeldp.tables.table_batches import column_keys
+from labeldp.tables.table_files import data_files, file_kind
 
 
 def read_table(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:

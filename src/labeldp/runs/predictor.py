@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 from torch import nn
 
-from labeldp.boundary.table_source import open_source
 from labeldp.data.table import read_table
 from labeldp.errors import ConfigError, DataError
 from labeldp.files import write_atomic
 from labeldp.runs.run import load_run_model
 from labeldp.runs.rundir import RunDirectory
+from labeldp.tables.table_files import open_source
 from labeldp.training.predictions import predict_proba
 
 

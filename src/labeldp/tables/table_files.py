@@ -1,6 +1,6 @@
 """A table's files: a file or folder found and opened as datasets in reading order (the label, id and unit
 columns read as text from CSV, as :mod:`labeldp.boundary.table_source` says why), the columns' types, and the
-type ``released_label`` is written in.
+type ``released_label`` is written in, with the declared classes in it.
 """
 
 from __future__ import annotations
@@ -9,15 +9,16 @@ import contextlib
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.dataset as ds
 
-from labeldp.boundary.batches import arrow_of
-from labeldp.boundary.domain import LabelDomain
-from labeldp.errors import DataError, MissingFileError
+from labeldp.errors import ConfigError, DataError, MissingFileError
+from labeldp.tables.frames import arrow_of
+from labeldp.tables.keys import canonical_label
 
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".parq": "parquet", ".csv": "csv", ".txt": "csv", ".tsv": "tsv"}
 
@@ -64,9 +65,9 @@ def check_each_row_once(
     """Refuse a source of several files without ids or units unless the user states one row per person.
 
     A row held twice (``events.csv`` beside ``events.parquet``) would be released twice under a ledger
-    showing one release. With ids, duplicates are caught (:func:`check_rows`); with units, a unit's rows are
-    bounded however often they occur. A single file is taken as holding each person once: rows are never
-    refused for having equal public columns.
+    showing one release. With ids, duplicates are caught (:func:`~labeldp.boundary.table_source.check_rows`);
+    with units, a unit's rows are bounded however often they occur. A single file is taken as holding each
+    person once: rows are never refused for having equal public columns.
     """
     if files > 1 and id_column is None and unit_column is None and not one_row_per_person:
         raise DataError(
@@ -135,7 +136,7 @@ def _reading(where: str, csv: bool) -> Iterator[None]:
 
 def source_schema(datasets: list[ds.Dataset], columns: list[str]) -> pa.Schema:
     """The needed columns' types from the first file (dictionary columns as their values); later files' ids
-    and priors are cast to them, their labels never (:func:`read_batches`).
+    and priors are cast to them, their labels never (:func:`~labeldp.tables.table_batches.read_batches`).
     """
     for dataset in datasets:
         missing = [c for c in columns if c not in dataset.schema.names]
@@ -149,19 +150,48 @@ def source_schema(datasets: list[ds.Dataset], columns: list[str]) -> pa.Schema:
     )
 
 
-def released_type(datasets: list[ds.Dataset], domain: LabelDomain) -> pa.DataType:
+def released_type(datasets: list[ds.Dataset], classes: Sequence[Any]) -> pa.DataType:
     """The type of ``released_label``, from the declared classes and whether a file is CSV, never from a label
     value or a type pandas guessed from them: int64 where every class is a whole number, float64 where every
     class is a number, else string (always string with a CSV file, whose labels are read as text).
     """
     if any(_is_csv(dataset) for dataset in datasets):
         return pa.string()
-    spellings = list(domain.lookup)
+    spellings = [canonical_label(declared) for declared in classes]
     if all(re.fullmatch(r"-?\d+", s) and -(1 << 63) <= int(s) < (1 << 63) for s in spellings):
         return pa.int64()
     if all(_is_number(s) for s in spellings):
         return pa.float64()
     return pa.string()
+
+
+def arrow_class_values(classes: Sequence[Any], value_type: pa.DataType, column: str) -> pa.Array:
+    """The declared classes as an Arrow array of ``value_type``, the type ``released_label`` is written in."""
+    values = []
+    for declared in classes:
+        spelling = canonical_label(declared)
+        value: int | float | str
+        try:
+            if pa.types.is_integer(value_type):
+                value = int(spelling)
+            elif pa.types.is_floating(value_type):
+                value = float(spelling)
+            elif pa.types.is_boolean(value_type):
+                value = {"1": True, "0": False}[spelling]
+            elif pa.types.is_string(value_type) or pa.types.is_large_string(value_type):
+                value = str(declared)
+            else:
+                raise ConfigError(
+                    f"label column {column!r} has type {value_type}: privatize releases integer, "
+                    "floating-point, boolean or string labels"
+                )
+            values.append(value)
+        except (ValueError, KeyError):
+            raise ConfigError(f"class {declared!r} is not a value of label column {column!r} ({value_type})") from None
+    try:
+        return pa.array(values, type=value_type)
+    except (pa.ArrowInvalid, OverflowError) as error:
+        raise ConfigError(f"the classes do not fit label column {column!r} ({value_type}): {error}") from None
 
 
 def _is_number(text: str) -> bool:

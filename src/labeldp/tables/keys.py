@@ -1,20 +1,37 @@
 """Row keys: ids and privacy units normalised as labels are, so that one person is one key.
 
 A user id may be ``17`` in Parquet, ``"17"`` in CSV, ``17.0`` after pandas saw a missing value, or mixed
-within one column. Every route compares ids and units by :func:`~labeldp.boundary.domain.canonical_label`'s
-spelling, so none of these splits a person in two or hides a duplicated row. Keys are public; nothing
-here reads a label.
+within one column. Every route compares ids and units, and the label domain labels, by
+:func:`canonical_label`'s spelling, so none of these splits a person in two or hides a duplicated row. Keys
+are public; nothing here reads a label.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from labeldp.boundary.domain import canonical_label
 from labeldp.errors import DataError
+
+
+def canonical_label(value: Any) -> str:
+    """One spelling per label value: ``1``, ``1.0`` and `` 1`` are one class, so are ``True``, ``true`` and ``1``."""
+    text = str(value).strip()
+    if text.lower() in ("true", "false"):
+        return "1" if text.lower() == "true" else "0"
+    try:
+        return str(int(text))  # exact: a 19-digit id must not round through a float
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() else repr(number)
 
 
 def _uniques(values, missing: str) -> tuple[np.ndarray, list]:
@@ -124,4 +141,22 @@ def _int64(spelling: str) -> int | None:
     return number if -(1 << 63) <= number < (1 << 63) else None
 
 
-__all__ = ["canonical_codes", "canonical_text", "row_identities", "row_keys"]
+def refuse_duplicated(ids: np.ndarray, where: str, after: str = "; nothing was released") -> None:
+    """Refuse ids held in memory (compared exactly) if one occurs twice (:func:`duplicated_ids_error`)."""
+    index = pd.Index(ids)
+    if not index.is_unique:
+        raise duplicated_ids_error(where, index[index.duplicated()][0], after)
+
+
+def duplicated_ids_error(where: str, example: Any, after: str = "; nothing was released") -> DataError:
+    """The error for a duplicated id, naming it (ids are public), never a label."""
+    return DataError(
+        f"{where} has duplicated values ({example.item() if isinstance(example, np.generic) else example!r} at least "
+        "twice): each row needs an id of its own, or its "
+        "label would be released twice, with independent noise, under a ledger that shows one release. Rows read "
+        "twice usually come from a stray copy of a file, or the same file in a second format (events.csv beside "
+        f"events.parquet), in the table's folder: remove it{after}"
+    )
+
+
+__all__ = ["canonical_codes", "canonical_label", "canonical_text", "row_identities", "row_keys"]

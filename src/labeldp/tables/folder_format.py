@@ -1,5 +1,6 @@
-"""The release folder's format (:func:`~labeldp.boundary.release_folder.privatize_table`), and its reading
-back; nothing here reads a private label.
+"""The release folder's format (:func:`~labeldp.boundary.release_folder.privatize_table`), and its files read
+back and checked (:func:`~labeldp.boundary.released.load_release` makes them released labels); nothing here
+reads a private label.
 
 ``labels.parquet``
     one row per input row (per row kept, with a privacy unit), in input order: the id column (copied, or
@@ -14,22 +15,17 @@ back; nothing here reads a private label.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from dp_accounting import dp_event
 
 from labeldp import __version__
 from labeldp.accounting.ledger import PrivacyLedger
-from labeldp.boundary.column import Draws, noise_text
-from labeldp.boundary.domain import LabelDomain
-from labeldp.boundary.released import RR, RR_WITH_PRIOR, ReleasedLabels
 from labeldp.errors import SECOND_RELEASE, DataError, MissingFileError
 from labeldp.mechanisms import (
     change_probability,
@@ -52,9 +48,30 @@ ROW_COLUMN = "row"
 CHANNEL_PREFIX = "channel_"
 #: the most classes whose K x K channel matrix the sidecar writes out (K^2 numbers)
 MATRIX_CLASSES = 64
+#: the mechanisms of a label column released once
+RR = "randomized-response"
+RR_WITH_PRIOR = "rr-with-prior"
 
 
-def _channel(draws: Draws, epsilon: float, shared, channel_names: list[str]) -> dict[str, Any]:
+class Drawn(Protocol):
+    """What the sidecar says of a release's draws (:class:`~labeldp.boundary.column.Draws`): K, and
+    RR-with-prior's spread of k (its ``range``), None for RR."""
+
+    num_classes: int
+    k_spread: Any
+
+
+def noise_text(noise: NoiseSource) -> str:
+    """Where a release's noise came from, in words; with an insecure seed, that the release is NOT PRIVATE."""
+    if not noise.private:
+        return (
+            f"reproducible from insecure_noise_seed {noise.insecure_seed} (written beside the release): NOT "
+            "PRIVATE, anyone who reads it can regenerate the noise and recover the true labels"
+        )
+    return noise.describe()
+
+
+def _channel(draws: Drawn, epsilon: float, shared, channel_names: list[str]) -> dict[str, Any]:
     """The sidecar's noise channel: its K x K matrix where every row shares it."""
     num_classes, with_prior = draws.num_classes, draws.k_spread is not None
     channel: dict[str, Any] = {
@@ -84,7 +101,7 @@ def _channel(draws: Draws, epsilon: float, shared, channel_names: list[str]) -> 
 
 def describe_release(
     ledger: PrivacyLedger,
-    draws: Draws,
+    draws: Drawn,
     rows: int,
     described: str,
     label_column: str,
@@ -198,13 +215,11 @@ def _check_stated_epsilon(folder: Path, epsilon: float, ledger: PrivacyLedger) -
                 )
 
 
-def load_release(path) -> ReleasedLabels:
-    """The release folder ``path`` as :class:`~labeldp.boundary.released.ReleasedLabels`, read whole into
-    memory; costs no privacy.
+def read_release(path) -> tuple[dict[str, Any], PrivacyLedger, pa.Table]:
+    """The release folder ``path``'s sidecar, ledger and ``labels.parquet``, read whole and checked against one
+    another (as :func:`~labeldp.boundary.released.load_release` reads them).
 
-    Its channel is kept where it needs no per-row prior or was written. For releases larger than memory,
-    read ``labels.parquet`` in batches, and :func:`read_sidecar`. Raises
-    :class:`~labeldp.errors.DataError` if the folder is damaged, edited, or its files disagree.
+    Raises :class:`~labeldp.errors.DataError` if the folder is damaged, edited, or its files disagree.
     """
     folder = Path(path)
     sidecar = read_sidecar(folder)
@@ -220,35 +235,7 @@ def load_release(path) -> ReleasedLabels:
             f"{folder}: {table.num_rows} released labels and a ledger of {ledger.dataset_size} rows, "
             f"the sidecar says {rows}"
         )
-    domain = LabelDomain(sidecar["classes"])
-    names = sidecar["columns"]
-    labels = np.empty(rows, dtype=np.int64)
-    offset = 0
-    for chunk in table.column(names["released_label"]).chunks:  # a row group at a time
-        labels[offset : offset + len(chunk)] = domain.arrow_positions(chunk, f"{folder / LABELS_FILE}")
-        offset += len(chunk)
-    k = table.column(names["k"]).to_numpy().astype(np.int64) if names.get("k") else None
-    likelihood = (
-        np.stack([table.column(name).to_numpy() for name in names["channel"]], axis=1) if names.get("channel") else None
-    )
-    prior = sidecar.get("prior") or {}
-    released = ReleasedLabels(
-        labels,
-        likelihood,
-        tuple(sidecar["classes"]),
-        ledger,
-        mechanism=sidecar["mechanism"],
-        epsilon=float(sidecar["epsilon"]),
-        ids=table.column(names["id"]).to_numpy(),
-        k=k,
-        shared_prior=np.asarray(prior["shared"]) if "shared" in prior else None,
-        prior_columns=tuple(prior["columns"]) if "columns" in prior else None,
-        noise=sidecar["noise"]["description"],
-        private=bool(sidecar["noise"]["private"]),
-    )
-    if likelihood is None and "columns" not in prior:  # the channel needs no per-row prior: kept, for the estimators
-        released = dataclasses.replace(released, likelihood=released.channel())
-    return released
+    return sidecar, ledger, table
 
 
 __all__ = [
@@ -259,8 +246,10 @@ __all__ = [
     "LABELS_FILE",
     "LEDGER_FILE",
     "RELEASED_COLUMN",
+    "RR",
+    "RR_WITH_PRIOR",
     "SIDECAR_FILE",
-    "load_release",
+    "read_release",
     "read_sidecar",
     "describe_release",
 ]
