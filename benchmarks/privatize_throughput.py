@@ -140,7 +140,7 @@ def main() -> None:
     if args.child:
         child(json.loads(args.child))
         return
-    from labeldp.boundary import DEFAULT_BATCH_ROWS
+    from labeldp.tables.table_batches import DEFAULT_BATCH_ROWS
 
     batch_rows = args.batch_rows or DEFAULT_BATCH_ROWS
     rows = args.rows

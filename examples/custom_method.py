@@ -22,10 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from labeldp.boundary import release_randomized_response
+from labeldp.config.method_registry import Method, register_method
 from labeldp.data import Dataset, register_dataset
 from labeldp.data.dataset import LabeledDataset
 from labeldp.errors import ConfigError
-from labeldp.methods.registry import Method, register_method
 from labeldp.options import Option
 
 #: rr-ce's own option: its flag is --train-share, its value config.method_options["train_share"]

@@ -119,7 +119,7 @@ def register_for_test():
     """``register_method`` for one test: every name it registers (aliases included) is removed from
     the registry afterwards, so that no other test sees the test's methods. A name is removed only if
     it still stands for the test's method: a refused registration never takes a built-in with it."""
-    from labeldp.methods import registry
+    from labeldp.config import method_registry as registry
 
     registered = []
 

@@ -141,15 +141,15 @@ def test_each_default_is_stated_once() -> None:
     """The defaults that used to be stated in several places have one home each, and every place that
     needs one reads it from there: the options' defaults in their dataclass fields, the rest here."""
     from labeldp.config.auditing import DEFAULT_SHADOWS
-    from labeldp.config.release_config import DEFAULT_BATCH_ROWS
     from labeldp.config.run_config import RunConfig
     from labeldp.config.tuning import DEFAULT_HOLDOUT, SELECTION_DEFAULTS
+    from labeldp.tables.table_batches import DEFAULT_BATCH_ROWS
 
     sources = {module: path.read_text() for module, path in MODULES.items()}
     for literal, home in (
         ("DEFAULT_DELTA = 1e-5", "labeldp.config.run_settings"),
         ("delta=1e-5", None),
-        ("DEFAULT_BATCH_ROWS = 1 << 20", "labeldp.config.release_config"),
+        ("DEFAULT_BATCH_ROWS = 1 << 20", "labeldp.tables.table_batches"),
         ("DEFAULT_HOLDOUT = 0.2", "labeldp.config.tuning"),
         ("holdout: float = 0.2", None),
         ("DEFAULT_SHADOWS = 4", "labeldp.config.auditing"),

@@ -11,6 +11,7 @@ sleep, unless the environment says how they wait), as the ``labeldp`` command do
 
 from __future__ import annotations
 
+import importlib.metadata
 from typing import TYPE_CHECKING
 
 from labeldp import runtime as _runtime
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.runs import RunConfig as RunConfig
     from labeldp.runs import train_run as train_run
 
-__version__ = "0.1.0"
+__version__ = importlib.metadata.version("labeldp")  # pyproject.toml's, stated there once
 
 __getattr__, _dir, _names = lazy_exports(__name__)
 

@@ -101,10 +101,10 @@ def test_the_docs_option_tables_name_declared_flags_and_their_defaults(page: str
 
 def test_a_method_declares_options_of_its_own(monkeypatch, capsys) -> None:
     from labeldp.cli.common import config_with_recipe
+    from labeldp.config import method_registry as registry
     from labeldp.config.overrides import apply_overrides, parse_assignments
     from labeldp.config.run_config import RunConfig
     from labeldp.errors import ConfigError
-    from labeldp.methods import registry
     from labeldp.options import Option
 
     registry.methods_using("delta")  # imports labeldp's own methods before the registry is set aside

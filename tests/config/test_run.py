@@ -13,11 +13,11 @@ import pytest
 
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.marginals_config import MarginalsConfig
+from labeldp.config.method_registry import BUILTIN_METHODS, Method
 from labeldp.config.pate_config import PATEConfig
 from labeldp.config.run_config import METHOD_OPTIONS, options_unused_by
 from labeldp.config.run_settings import DEFAULT_DELTA
 from labeldp.errors import ConfigError
-from labeldp.methods.registry import BUILTIN_METHODS, Method
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
 

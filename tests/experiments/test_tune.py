@@ -294,7 +294,7 @@ def test_a_method_catching_exception_is_still_tuned(tmp_path, register_for_test)
     fallback (an untrained model) is tuned as LP-2ST is, its handler never reached."""
     import dataclasses
 
-    from labeldp.methods.registry import get_method
+    from labeldp.config.method_registry import get_method
 
     caught = []
     lp2st = get_method("lp-2st")

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from labeldp._lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported on first use at run time
-    from labeldp.boundary.column import DEFAULT_BATCH_ROWS as DEFAULT_BATCH_ROWS
     from labeldp.boundary.column import privatize as privatize
     from labeldp.boundary.domain import LabelDomain as LabelDomain
     from labeldp.boundary.domain import class_array as class_array

@@ -25,12 +25,12 @@ from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.labels import PrivateLabels, unseal
 from labeldp.boundary.released import ReleasedLabels
 from labeldp.boundary.units import bounded_rows
-from labeldp.config.release_config import DEFAULT_BATCH_ROWS
 from labeldp.errors import ConfigError, DataError
 from labeldp.mechanisms.keyed import keyed_randomized_response, keyed_rr_with_prior, row_words
 from labeldp.randomness import NoiseSource
 from labeldp.tables.folder_format import RR, RR_WITH_PRIOR, noise_text
 from labeldp.tables.keys import refuse_duplicated, row_identities
+from labeldp.tables.table_batches import DEFAULT_BATCH_ROWS
 
 #: the noise stream of a label column's release (in the insecure mode, seeded from the insecure seed)
 NOISE_STREAM = "table-release"
@@ -375,4 +375,4 @@ def check_batch_rows(batch_rows: int) -> int:
     return int(batch_rows)
 
 
-__all__ = ["DEFAULT_BATCH_ROWS", "privatize"]
+__all__ = ["privatize"]

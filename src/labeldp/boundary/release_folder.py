@@ -32,7 +32,7 @@ from labeldp.accounting import PrivacyLedger
 from labeldp.accounting.datasets import folder_release, new_release, table_facts
 from labeldp.accounting.policy import BudgetPolicy, Guarantee
 from labeldp.accounting.spending import Spending, guarantee_of, unit_guarantee
-from labeldp.boundary.column import DEFAULT_BATCH_ROWS, Draws, check_batch_rows, prior_spec
+from labeldp.boundary.column import Draws, check_batch_rows, prior_spec
 from labeldp.boundary.domain import LabelDomain
 from labeldp.boundary.table_source import check_rows, read_blocks
 from labeldp.boundary.units import bounded_rows, check_max_rows
@@ -54,7 +54,7 @@ from labeldp.tables.folder_format import (
     describe_release,
 )
 from labeldp.tables.publishing import folder_lock, fsync, partial_folder, publish, refuse_existing, system_allocator
-from labeldp.tables.table_batches import kept_batches, ledger_source, read_batches
+from labeldp.tables.table_batches import DEFAULT_BATCH_ROWS, kept_batches, ledger_source, read_batches
 from labeldp.tables.table_files import (
     arrow_class_values,
     check_each_row_once,

@@ -7,10 +7,10 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING
 
+from labeldp.config.method_registry import registered_options
 from labeldp.config.run_config import RunConfig
 from labeldp.config.shared_options import BUDGET_DIR, DEVICE, NO_RECIPE, QUIET, RECIPES, THREADS, TOTAL_EPSILON
 from labeldp.errors import ConfigError
-from labeldp.methods.registry import registered_options
 from labeldp.options import (
     add_dataclass_arguments,
     add_option,

@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from labeldp.config.method_registry import registered_options
 from labeldp.config.run_config import RunConfig
 from labeldp.errors import ConfigError
-from labeldp.methods.registry import registered_options
 from labeldp.options import Option, annotation_type, declaration_of
 
 #: the settings nested in a RunConfig, by field name

@@ -18,6 +18,7 @@ from labeldp._validation import check_epsilon
 from labeldp.accounting.datasets import check_name
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.marginals_config import MarginalsConfig
+from labeldp.config.method_registry import Method, get_method, method_names, methods_using
 from labeldp.config.pate_config import PATEConfig
 from labeldp.config.run_settings import DEFAULT_DELTA, RunSettings
 from labeldp.config.shared_options import FIRST_RELEASES, LOSSES, PRIORS, TEST_LABELS
@@ -25,7 +26,6 @@ from labeldp.config.train_config import TrainConfig
 from labeldp.data.dataset_registry import get_dataset
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
 from labeldp.errors import ConfigError, MissingFileError
-from labeldp.methods.registry import Method, get_method, method_names, methods_using
 from labeldp.models.names import MODELS, default_model_name
 from labeldp.options import declaration_of
 from labeldp.priors.encoders import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_file
@@ -49,7 +49,7 @@ class RunConfig(RunSettings):
 
     @property
     def method_spec(self) -> Method:
-        """The registered :class:`~labeldp.methods.registry.Method` named by ``method``."""
+        """The registered :class:`~labeldp.config.method_registry.Method` named by ``method``."""
         return get_method(self.method)
 
     def model_name(self, input_shape: tuple[int, ...], categorical: tuple[int, ...] = ()) -> str:

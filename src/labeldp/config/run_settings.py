@@ -9,6 +9,7 @@ from typing import Any
 
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.marginals_config import MarginalsConfig
+from labeldp.config.method_registry import method_names
 from labeldp.config.pate_config import PATEConfig
 from labeldp.config.shared_options import (
     CLASSES,
@@ -34,7 +35,6 @@ from labeldp.config.shared_options import (
 from labeldp.config.train_config import TrainConfig
 from labeldp.data.dataset_registry import dataset_names
 from labeldp.data.grid import DEFAULT_GRID_SIZE
-from labeldp.methods.registry import method_names
 from labeldp.options import declared, option
 
 DEFAULT_DELTA = 1e-5

@@ -7,9 +7,9 @@ that means something of its own by one adds its words here, under ``commands``.
 
 from __future__ import annotations
 
-from labeldp.config.release_config import DEFAULT_BATCH_ROWS
 from labeldp.models.names import MODELS, described_rule
 from labeldp.options import Option
+from labeldp.tables.table_batches import DEFAULT_BATCH_ROWS
 
 # the defaults of options shared with the ads route are stated here, beside their declarations
 #: the ads route's rows read, hashed and trained on at a time: they bound the memory

@@ -30,13 +30,13 @@ from tqdm.auto import tqdm
 from labeldp import runtime
 from labeldp.accounting.datasets import DatasetLedger
 from labeldp.accounting.policy import BudgetPolicy
+from labeldp.config.method_registry import BUILTIN_METHODS
 from labeldp.config.overrides import apply_overrides, parse_value
 from labeldp.config.run_config import options_unused_by
 from labeldp.data import folder_datasets, get_dataset
 from labeldp.data.table import table_name
 from labeldp.errors import BudgetError, ConfigError, LabelDPError
 from labeldp.files import write_atomic
-from labeldp.methods.registry import BUILTIN_METHODS
 from labeldp.recipes.applied import AppliedRecipe
 from labeldp.recipes.profile_registry import load_recipes, loaded_recipes
 from labeldp.runs import RunConfig, RunDirectory, train_run

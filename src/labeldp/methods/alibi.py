@@ -16,8 +16,8 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_laplace_one_hot
+from labeldp.config.method_registry import Method, register_method
 from labeldp.methods.protocol import MethodContext
-from labeldp.methods.registry import Method, register_method
 
 
 def one_release(release: Callable[..., Release]) -> Callable[[MethodContext], tuple[nn.Module, dict[str, Any]]]:

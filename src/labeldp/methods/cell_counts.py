@@ -22,10 +22,10 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_noisy_histogram
+from labeldp.config.method_registry import Method, register_method
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
 from labeldp.methods.protocol import MethodContext
-from labeldp.methods.registry import Method, register_method
 from labeldp.methods.stages import release_stage, stage_targets
 from labeldp.priors import FIRST_SHARE, cell_fractions, cells_of
 

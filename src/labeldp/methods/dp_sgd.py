@@ -15,13 +15,13 @@ from tqdm.auto import tqdm
 
 from labeldp.accounting import PrivacyLedger, calibrate_noise_multiplier, dpsgd_epsilon
 from labeldp.boundary import Release, release_dpsgd_plan
+from labeldp.config.method_registry import Method, register_method
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.clipping import check_per_example_model
 from labeldp.dpsgd.trainer import check_training_options, sampling_plan, train_dpsgd
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.methods.protocol import MethodContext
-from labeldp.methods.registry import Method, register_method
 from labeldp.models import build_model
 
 

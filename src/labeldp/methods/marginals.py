@@ -19,11 +19,11 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_label_marginals
+from labeldp.config.method_registry import Method, register_method
 from labeldp.config.train_config import TrainConfig
 from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
 from labeldp.mechanisms.label_marginals import flat_bins
 from labeldp.methods.protocol import MethodContext
-from labeldp.methods.registry import Method, register_method
 from labeldp.training.binned_model import BinnedLogistic, binned_logistic
 from labeldp.training.from_marginals import fit_from_marginals, project_marginals
 

@@ -23,12 +23,12 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_laplace_value, release_rr_on_bins
+from labeldp.config.method_registry import Method, register_method
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
 from labeldp.methods.protocol import MethodContext
-from labeldp.methods.registry import Method, register_method
 from labeldp.methods.stages import TRAINING_OPTIONS, noisy_histogram_prior
 from labeldp.priors import release_evidence
 from labeldp.training.predictions import predict_proba

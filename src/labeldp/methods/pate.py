@@ -14,11 +14,11 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_pate_labels
+from labeldp.config.method_registry import Method, register_method
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.methods.protocol import MethodContext
-from labeldp.methods.registry import Method, register_method
 from labeldp.models import build_model
 from labeldp.randomness import public_seed
 from labeldp.teachers import partition_teachers, select_queries, teacher_train_config, train_teachers

@@ -27,11 +27,11 @@ from labeldp.boundary import (
     release_true_labels,
     release_vector_labels,
 )
+from labeldp.config.method_registry import Method, register_method
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import prior_top_k, rr_information, vector_information
 from labeldp.methods.protocol import MethodContext
-from labeldp.methods.registry import Method, register_method
 from labeldp.priors import cluster, encode, histogram_priors, release_evidence, temper
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})

@@ -5,8 +5,8 @@ does on RR's channel (docs/methods.md)."""
 from __future__ import annotations
 
 from labeldp.boundary import release_vector_labels
+from labeldp.config.method_registry import Method, register_method
 from labeldp.methods.alibi import one_release
-from labeldp.methods.registry import Method, register_method
 
 register_method(
     Method(

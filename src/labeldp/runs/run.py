@@ -18,13 +18,13 @@ from tqdm.auto import tqdm
 from labeldp import distributed
 from labeldp.accounting.policy import BudgetPolicy
 from labeldp.accounting.spending import Spending
+from labeldp.config.method_registry import get_method, method_names
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset, load_dataset
 from labeldp.data.dataset_spec import TableOptions
 from labeldp.data.splits import split_stages
 from labeldp.errors import SECOND_RELEASE, ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.files import write_atomic, write_json_atomic
-from labeldp.methods.registry import get_method, method_names
 from labeldp.models import build_model
 from labeldp.models.names import default_model_name
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe

@@ -21,6 +21,9 @@ from labeldp.tables.keys import canonical_text, duplicated_ids_error, row_keys
 from labeldp.tables.table_files import _describe, _is_csv, _reading, open_source, source_schema
 
 _READ_ROWS = 1 << 16  # rows per batch read from a file
+#: rows a release draws (and writes, as one Parquet row group) at a time; they set the memory used, about
+#: 60 bytes a row plus 8 a class for RR-with-prior's priors
+DEFAULT_BATCH_ROWS = 1 << 20
 
 
 def read_batches(

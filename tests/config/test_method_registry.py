@@ -1,4 +1,4 @@
-"""The method registry (methods/registry.py): a name registered twice is refused, a Method refuses
+"""The method registry (config/method_registry.py): a name registered twice is refused, a Method refuses
 inconsistent declarations, a built-in is imported on first look-up and an unknown name lists the
 choices, the built-ins come first, and a method's relation says what it protects."""
 
@@ -9,9 +9,9 @@ import sys
 import dp_accounting
 import pytest
 
+from labeldp.config import method_registry as registry
+from labeldp.config.method_registry import BUILTIN_METHODS, Method, get_method, method_names, methods_using
 from labeldp.errors import ConfigError
-from labeldp.methods import registry
-from labeldp.methods.registry import BUILTIN_METHODS, Method, get_method, method_names, methods_using
 
 
 def _run(context):
@@ -124,8 +124,8 @@ def test_a_method_registered_under_a_taken_alias_registers_nothing() -> None:
     """An alias that collides leaves neither the method's name nor its other aliases registered."""
     import pytest
 
+    from labeldp.config import method_registry as registry
     from labeldp.errors import ConfigError
-    from labeldp.methods import registry
 
     method = registry.Method("fresh-method", "a test method", lambda context: None)
     with pytest.raises(ConfigError, match="already registered"):
@@ -141,7 +141,7 @@ def test_labeldps_own_names_are_taken_before_their_modules_are_imported() -> Non
     script = (
         "import pytest\n"
         "from labeldp.errors import ConfigError\n"
-        "from labeldp.methods.registry import Method, register_method, get_method\n"
+        "from labeldp.config.method_registry import Method, register_method, get_method\n"
         "from labeldp.data import Dataset, register_dataset\n"
         "with pytest.raises(ConfigError):\n"
         "    register_method(Method('lp-2st', 'mine', lambda context: None))\n"
