@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,38 @@ def test_a_module_is_found_by_its_name() -> None:
         if path.stem not in ("__init__", "__main__"):
             by_name.setdefault(path.stem, []).append(module)
     assert not {name: found for name, found in by_name.items() if len(found) > 1}
+
+
+TESTS = PACKAGE.parents[1] / "tests"
+#: the map of the modules without a test file of their name: a row per module, the test files that exercise it
+MODULE_MAP = TESTS / "MODULES.md"
+_ROW = re.compile(r"^\| `([\w/]+\.py)` \| (.+) \|$")
+
+
+def _mapped() -> dict[str, list[str]]:
+    """MODULES.md's rows: each module's path under src/labeldp, and the test files its row names."""
+    rows = [_ROW.match(line) for line in MODULE_MAP.read_text().splitlines() if line.startswith("| `")]
+    assert all(rows), "a row of tests/MODULES.md is | `module.py` | `tests/...py`, ... |"
+    return {row[1]: re.findall(r"`(tests/[\w/]+\.py)`", row[2]) for row in rows if row}
+
+
+def _has_own_test_file(path: Path, named: set[str]) -> bool:
+    """A module's file is test_<module>.py anywhere under tests/ (module names are unique); a package's
+    is test_<package>.py in the package's own test folder (tests/cli/test_cli.py)."""
+    if path.stem != "__init__":
+        return f"test_{path.stem}.py" in named
+    return (TESTS / path.parent.relative_to(PACKAGE) / f"test_{path.parent.name}.py").is_file()
+
+
+def test_each_module_has_a_test_file_of_its_name_or_a_row_in_the_map() -> None:
+    """A module's tests are found by its name, or MODULES.md says where they are, and the map cannot rot."""
+    named = {path.name for path in TESTS.rglob("test_*.py")}
+    modules = {str(path.relative_to(PACKAGE)): path for path in MODULES.values()}
+    mapped = _mapped()
+    own = {module for module, path in modules.items() if _has_own_test_file(path, named)}
+    assert sorted(set(modules) - own - set(mapped)) == [], "add a test file of its name, or a row to tests/MODULES.md"
+    assert sorted(set(mapped) - set(modules)) == [], "rows of tests/MODULES.md for modules that are gone"
+    assert sorted(set(mapped) & own) == [], "modules with a test file of their name: take their row out of the map"
+    assert all(mapped.values()), "each row names a test file"
+    missing = sorted({test for tests in mapped.values() for test in tests if not (TESTS.parent / test).is_file()})
+    assert missing == [], "test files the map names that do not exist"

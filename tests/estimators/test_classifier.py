@@ -59,7 +59,7 @@ def test_true_labels_as_a_plain_array_are_refused_before_any_release(monkeypatch
     of a search would release it again), so it is refused and shows the route."""
     import labeldp.estimators.classifier as classifier
 
-    monkeypatch.setattr(classifier, "release_randomized_response", None)  # any release would fail loudly
+    monkeypatch.setattr(classifier, "release_stage_labels", None)  # any release would fail loudly
     frame, labels = _table()
     with pytest.raises(ConfigError, match="PrivateLabels"):
         LabelDPClassifier(_logistic(), classes=CLASSES).fit(frame, labels)

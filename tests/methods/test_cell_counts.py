@@ -87,8 +87,7 @@ def _cells_handed_to_the_count(monkeypatch, module, run) -> np.ndarray:
 
 def test_the_cells_do_not_depend_on_the_second_stages_labels(blobs, tmp_path, monkeypatch) -> None:
     """A second-stage label changed (the same first release): the same cells, in the run and in the estimator."""
-    import labeldp.estimators.classifier as classifier
-    import labeldp.methods.cell_counts as cell_counts
+    import labeldp.methods.stage_release as stage_release
     from labeldp import LabelDPClassifier, PrivateLabels
     from labeldp.boundary import unseal
     from labeldp.data import LabeledDataset
@@ -105,7 +104,7 @@ def test_the_cells_do_not_depend_on_the_second_stages_labels(blobs, tmp_path, mo
     for n, y in enumerate((labels, changed)):
         data = LabeledDataset("blobs", blobs.x_train, y, blobs.x_test, blobs.y_test, num_classes=10)
         run = partial(train_run, config, tmp_path / f"run{n}", progress=False, dataset=data)
-        cells.append(_cells_handed_to_the_count(monkeypatch, cell_counts, run))
+        cells.append(_cells_handed_to_the_count(monkeypatch, stage_release, run))
     assert np.array_equal(*cells)
 
     order = np.random.default_rng(3).permutation(600)
@@ -118,19 +117,19 @@ def test_the_cells_do_not_depend_on_the_second_stages_labels(blobs, tmp_path, mo
             epsilon=1.0, stages=2, second_stage="counts", random_state=3, insecure_noise_seed=0, classes=range(10)
         )
         fit = partial(model.fit, blobs.x_train, PrivateLabels.from_indices(y, 10))
-        cells.append(_cells_handed_to_the_count(monkeypatch, classifier, fit))
+        cells.append(_cells_handed_to_the_count(monkeypatch, stage_release, fit))
     assert np.array_equal(*cells)
 
 
 def test_a_fit_that_fails_between_its_releases_is_charged_for_the_first_and_keeps_no_model(monkeypatch) -> None:
-    import labeldp.estimators.classifier as classifier
+    import labeldp.methods.stage_release as stage_release
     from labeldp import LabelDPClassifier, PrivateLabels
 
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(300, 3)), rng.integers(0, 2, 300)
     private = PrivateLabels.from_indices(y, 2)
     model = LabelDPClassifier(epsilon=1.0, stages=2, second_stage="counts", random_state=0, classes=[0, 1])
-    _cells_handed_to_the_count(monkeypatch, classifier, lambda: model.fit(x, private))
+    _cells_handed_to_the_count(monkeypatch, stage_release, lambda: model.fit(x, private))
     (first,) = private.ledger.entries  # the first stage's RR, drawn and charged
     assert "randomized response" in first.description and first.members.sum() == 120
     assert not hasattr(model, "estimator_") and not hasattr(model, "ledger_")

@@ -61,14 +61,7 @@ from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted
 
 from labeldp.accounting import PrivacyLedger, randomized_response_event
-from labeldp.boundary import (
-    RELEASE_ONCE_ROUTE,
-    PrivateLabels,
-    ReleasedLabels,
-    release_noisy_histogram,
-    release_randomized_response,
-    release_rr_with_prior,
-)
+from labeldp.boundary import RELEASE_ONCE_ROUTE, PrivateLabels, ReleasedLabels
 from labeldp.errors import ConfigError
 from labeldp.estimators._common import (
     _base_estimator,
@@ -87,7 +80,8 @@ from labeldp.estimators._common import (
     _wrapper_tags,
 )
 from labeldp.estimators.public_bins import PublicBins, _frame, bin_indicators
-from labeldp.priors import FIRST_SHARE, cell_fractions, cells_of
+from labeldp.methods.stage_release import cell_soft_labels, release_cell_counts, release_stage_labels
+from labeldp.priors import FIRST_SHARE, cells_of
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import clean_accuracy_estimate, released_labels_for
 from labeldp.runtime import on_free_cores
@@ -261,14 +255,8 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         key = ("randomized-response", epsilon, num_classes, _noise_key(self.secure_rng, self.insecure_noise_seed))
 
         def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> ReleasedLabels:
-            release = release_randomized_response(
-                ledger,
-                everything,
-                np.arange(len(everything)),
-                num_classes,
-                epsilon,
-                noise.generator("label-release", 1),
-                "stage1",
+            release = release_stage_labels(
+                ledger, everything, np.arange(len(everything)), num_classes, epsilon, noise, 1
             )
             assert release.labels is not None  # randomized response releases each label
             return ReleasedLabels(release.labels, release.likelihood, tuple(self.classes_), ledger)
@@ -286,23 +274,14 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             parts = np.array_split(np.random.default_rng(self.random_state).permutation(n), self.stages)
             released, likelihood = np.empty(n, dtype=np.int64), np.empty((n, num_classes))
             for stage, members in enumerate(parts, start=1):
-                members, rng = np.sort(members), noise.generator("label-release", stage)
-                if stage == 1:
-                    release = release_randomized_response(
-                        ledger, everything[members], members, num_classes, epsilon, rng, f"stage{stage}"
-                    )
-                else:
+                members, prior = np.sort(members), None
+                if stage > 1:  # the prior of a model of the stages before: public
                     done = np.sort(np.concatenate(parts[: stage - 1]))
                     self._fit_released(_take(X, done), released[done], likelihood[done], _take(sample_weight, done))
-                    release = release_rr_with_prior(
-                        ledger,
-                        everything[members],
-                        members,
-                        self.predict_proba(_take(X, members)),
-                        epsilon,
-                        rng,
-                        f"stage{stage}",
-                    )
+                    prior = self.predict_proba(_take(X, members))
+                release = release_stage_labels(
+                    ledger, everything[members], members, num_classes, epsilon, noise, stage, prior
+                )
                 assert release.labels is not None and release.likelihood is not None  # each label and its channel
                 released[members], likelihood[members] = release.labels, release.likelihood
             return ReleasedLabels(released, likelihood, tuple(self.classes_), ledger)
@@ -325,28 +304,14 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         cells_of(_take(design, second), np.full((second.size, num_classes), 1.0), self.cell_rows, self.random_state)
 
         def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> tuple[np.ndarray, PrivacyLedger]:
-            release = release_randomized_response(
-                ledger, everything[first], first, num_classes, epsilon, noise.generator("label-release", 1), "stage1"
-            )
+            release = release_stage_labels(ledger, everything[first], first, num_classes, epsilon, noise, 1)
             assert release.labels is not None and release.likelihood is not None  # each label and its channel
             self._fit_released(_take(X, first), release.labels, release.likelihood, _take(sample_weight, first))
             prior = self.predict_proba(X)
             cells = cells_of(_take(design, second), prior[second], self.cell_rows, self.random_state)
-            counted = release_noisy_histogram(
-                ledger,
-                everything[second],
-                second,
-                cells,
-                int(cells.max()) + 1,
-                num_classes,
-                epsilon,
-                noise.generator("label-release", 2),
-                "stage2",
-            )
+            counted = release_cell_counts(ledger, everything[second], second, cells, num_classes, epsilon, noise)
             soft = np.empty((n, num_classes))
-            soft[first] = prior[first] * release.likelihood
-            soft[first] /= soft[first].sum(axis=1, keepdims=True)
-            soft[second] = cell_fractions(counted.arrays["counts"], cells)
+            soft[first], soft[second] = cell_soft_labels(prior[first], release.likelihood, counted)
             return soft, ledger
 
         self.release_key_ = ("cells", object())  # never shared; scoring on the private labels is refused

@@ -21,13 +21,14 @@ import numpy as np
 from torch import nn
 
 from labeldp.accounting import PrivacyLedger
-from labeldp.boundary import Release, release_noisy_histogram
+from labeldp.boundary import Release
 from labeldp.config.method_registry import Method, register_method
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
 from labeldp.methods.protocol import MethodContext
+from labeldp.methods.stage_release import cell_soft_labels, release_cell_counts
 from labeldp.methods.stages import release_stage, stage_targets
-from labeldp.priors import FIRST_SHARE, cell_fractions, cells_of
+from labeldp.priors import FIRST_SHARE, cells_of
 
 #: the first stage's release does not depend on how any stage trains, nor on the cells
 _FIRST = ("train", "model", "loss", "cell_rows")
@@ -37,8 +38,8 @@ def run_cell_counts(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     """Release ``stage1`` by RR and train on it; release ``stage2`` as noisy counts per cell; train the run's model.
 
     ``stage1``: :func:`~labeldp.methods.stages.release_stage`. ``stage2``:
-    :func:`~labeldp.boundary.release_noisy_histogram` of the second stage's labels per cell (cells saved with
-    it), noise from the stream ``label-release`` 2, through :meth:`~labeldp.methods.protocol.MethodContext.spend`.
+    :func:`~labeldp.methods.stage_release.release_cell_counts` of the second stage's labels, through
+    :meth:`~labeldp.methods.protocol.MethodContext.spend`.
     """
     config, data = context.config, context.data
     assert config.stages is not None and config.label_epsilon is not None, "a resolved private configuration"
@@ -55,24 +56,11 @@ def run_cell_counts(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
 
     def draw(ledger: PrivacyLedger) -> Release:
         assert cells is not None
-        release = release_noisy_histogram(
-            ledger,
-            data.y_train[second],
-            second,
-            cells,
-            int(cells.max()) + 1,
-            data.num_classes,
-            epsilon,
-            config.noise.generator("label-release", 2),
-            "stage2",
-        )
-        return release.with_arrays(cells=cells)
+        return release_cell_counts(ledger, data.y_train[second], second, cells, data.num_classes, epsilon, config.noise)
 
     counted = context.spend("stage2", draw)
-    cells = counted.arrays["cells"]
-    fractions = cell_fractions(counted.arrays["counts"], cells)
-    posterior = context.predict_proba(model, data.x_train[first]) * released.arrays["evidence"]
-    posterior /= posterior.sum(axis=1, keepdims=True)
+    first_prior = context.predict_proba(model, data.x_train[first])
+    posterior, fractions = cell_soft_labels(first_prior, released.arrays["evidence"], counted)
     final = context.new_model(2)
     indices, targets = np.concatenate([first, second]), np.concatenate([posterior, fractions]).astype(np.float32)
     context.train(final, 2, 2, indices, targets, soft_labels=True)

@@ -19,19 +19,13 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.accounting.rounding import format_epsilon
-from labeldp.boundary import (
-    Release,
-    release_noisy_histogram,
-    release_randomized_response,
-    release_rr_with_prior,
-    release_true_labels,
-    release_vector_labels,
-)
+from labeldp.boundary import Release, release_noisy_histogram, release_true_labels
 from labeldp.config.method_registry import Method, register_method
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import prior_top_k, rr_information, vector_information
 from labeldp.methods.protocol import MethodContext
+from labeldp.methods.stage_release import release_stage_labels
 from labeldp.priors import cluster, encode, histogram_priors, release_evidence, temper
 
 _PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
@@ -169,8 +163,8 @@ def release_stage(
 
     True labels (``non-private``: the ledger's epsilon becomes infinite), RR with a uniform prior, else
     RR-with-prior: stage 1 under ``public_prior`` (n, K), later stages under ``model``'s prediction (times
-    the cluster prior with ``combine_priors``). Each member's label is released once at ``label_epsilon``,
-    noise from the stream ``label-release`` of ``stage``, through
+    the cluster prior with ``combine_priors``). Each member's label is released once at ``label_epsilon``
+    by :func:`~labeldp.methods.stage_release.release_stage_labels`, through
     :meth:`~labeldp.methods.protocol.MethodContext.spend`. ``arrays`` hold ``indices``, ``evidence`` (m,
     K) and ``k``.
     """
@@ -183,15 +177,16 @@ def release_stage(
         model_prior = context.predict_proba(model, data.x_train[members], config.temperature)
 
     def draw(ledger: PrivacyLedger) -> Release:
-        true, rng = data.y_train[members], config.noise.generator("label-release", stage)
+        true = data.y_train[members]
         if config.method == "non-private":
             release = release_true_labels(ledger, true, members, data.num_classes, tag)
             return release.with_arrays(indices=members, evidence=_channel(release).astype(np.float32))
         assert epsilon is not None, "a resolved configuration of a private method has its epsilon"
         if public_prior is None and stage == 1:
             vectors = first_release_of(config, data.num_classes) == "vlp"
-            first = release_vector_labels if vectors else release_randomized_response
-            release = first(ledger, true, members, data.num_classes, epsilon, rng, tag)
+            release = release_stage_labels(
+                ledger, true, members, data.num_classes, epsilon, config.noise, stage, vectors=vectors
+            )
             return release.with_arrays(indices=members, evidence=_channel(release).astype(np.float32))
         # A cluster prior carries label information the model cannot see otherwise; a model prior is
         # the model's own belief, built from labels that are reused anyway.
@@ -204,7 +199,7 @@ def release_stage(
             prior = model_prior
             if config.combine_priors:
                 prior = release_evidence(fold, prior)
-        release = release_rr_with_prior(ledger, true, members, prior, epsilon, rng, tag)
+        release = release_stage_labels(ledger, true, members, data.num_classes, epsilon, config.noise, stage, prior)
         evidence = release_evidence(fold, _channel(release))
         return release.with_arrays(indices=members, evidence=evidence.astype(np.float32))
 
