@@ -67,11 +67,16 @@ def load_table(request: DatasetRequest):
     return load_table_dataset(request.table_options, request.test_fraction, request.split_seed, request.test_labels)
 
 
+def _folder(name: str, loaders: tuple, help: str) -> Dataset:
+    load, download = loaders
+    return Dataset(name, "folder", load, download, help=help)
+
+
 #: labeldp's own datasets, in the order the command line lists them
 BUILTIN_DATASETS = (
     Dataset("digits", "embedded", load_digits, help="scikit-learn's 8x8 digits, embedded"),
-    *(Dataset(name, "folder", *_idx(name), help=_IDX) for name in ("mnist", "fashion-mnist", "kmnist")),
-    *(Dataset(f"cifar{k}", "folder", *_cifar(k), help="the python pickle batches") for k in (10, 100)),
+    *(_folder(name, _idx(name), _IDX) for name in ("mnist", "fashion-mnist", "kmnist")),
+    *(_folder(f"cifar{k}", _cifar(k), "the python pickle batches") for k in (10, 100)),
     Dataset(
         "movielens",
         "folder",

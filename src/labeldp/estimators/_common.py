@@ -25,7 +25,7 @@ from labeldp.boundary import LabelDomain, PrivateLabels, Release, ReleasedLabels
 from labeldp.errors import ConfigError
 
 
-def _fit_labels(
+def fit_labels(
     y,
     estimator: BaseEstimator,
     declared: Sequence[Any] | None,
@@ -61,7 +61,7 @@ def _fit_labels(
     )
 
 
-def _fit_classes(estimator: BaseEstimator, labels: PrivateLabels | ReleasedLabels) -> np.ndarray:
+def estimator_classes(estimator: BaseEstimator, labels: PrivateLabels | ReleasedLabels) -> np.ndarray:
     """A classifier's ``classes_``: its declared ``classes`` or those the labels carry (which must agree),
     in their own dtype (:func:`~labeldp.boundary.class_array`). Numeric labels and classes that are
     numbers but not whole ones are a regression's, refused as scikit-learn refuses them."""
@@ -82,14 +82,14 @@ def _fit_classes(estimator: BaseEstimator, labels: PrivateLabels | ReleasedLabel
     return classes
 
 
-def _public_accuracy(classes: np.ndarray, predicted: np.ndarray, y, sample_weight) -> float:
+def public_accuracy(classes: np.ndarray, predicted: np.ndarray, y, sample_weight) -> float:
     """The accuracy of ``predicted`` (class positions) on public labels ``y``, each matched to
     ``classes`` as text (``1``, ``1.0`` and ``"1"`` are one class; a value outside them is no class)."""
     truth = LabelDomain(classes).matched(column_or_1d(y, warn=True))
     return float(accuracy_score(truth, predicted, sample_weight=sample_weight))
 
 
-def _inputs(estimator: BaseEstimator, X, *, reset: bool):
+def checked_inputs(estimator: BaseEstimator, X, *, reset: bool):
     """The public inputs, checked as scikit-learn checks them, ``n_features_in_`` (and
     ``feature_names_in_``) recorded by a fit (``reset``) and compared afterwards. A table passes as it is
     (the wrapped estimator encodes its columns); anything else becomes a 2-d array or a CSR/CSC matrix,
@@ -101,17 +101,17 @@ def _inputs(estimator: BaseEstimator, X, *, reset: bool):
     return validate_data(estimator, X, reset=reset, accept_sparse=["csr", "csc"], dtype=None, ensure_all_finite=False)
 
 
-def _weights(sample_weight, X) -> np.ndarray | None:
+def checked_weights(sample_weight, X) -> np.ndarray | None:
     """Public row weights as a float array, checked (one per row, non-negative, not all zero); None stays None."""
     return None if sample_weight is None else _check_sample_weight(sample_weight, X, ensure_non_negative=True)
 
 
-def _check_rows(X, labels) -> None:
+def check_rows(X, labels) -> None:
     if _num_samples(X) != len(labels):
         raise ConfigError(f"X has {_num_samples(X)} rows but y has {len(labels)} labels")
 
 
-def _wrapper_tags(tags: Tags, wrapped: BaseEstimator, insecure_noise_seed: int | None) -> Tags:
+def wrapper_tags(tags: Tags, wrapped: BaseEstimator, insecure_noise_seed: int | None) -> Tags:
     """The tags of an estimator that wraps ``wrapped``: the inputs it takes (sparse matrices, missing
     values) are the wrapped estimator's; a fit draws fresh noise unless its seed is fixed; and its
     scores on noisy labels are poorer than the wrapped estimator's own."""
@@ -124,7 +124,7 @@ def _wrapper_tags(tags: Tags, wrapped: BaseEstimator, insecure_noise_seed: int |
     return tags
 
 
-def _noise_key(secure_rng: bool, insecure_noise_seed: int | None) -> Hashable:
+def noise_key(secure_rng: bool, insecure_noise_seed: int | None) -> Hashable:
     """What a shared release's noise depends on: fresh entropy is as good as any other fresh entropy."""
     return (
         ("insecure", int(insecure_noise_seed))
@@ -133,7 +133,7 @@ def _noise_key(secure_rng: bool, insecure_noise_seed: int | None) -> Hashable:
     )
 
 
-def _shared_rr_channel(labels: np.ndarray, likelihood: np.ndarray) -> tuple[float, float] | None:
+def shared_rr_channel(labels: np.ndarray, likelihood: np.ndarray) -> tuple[float, float] | None:
     """(keep, other) when every row's channel is one randomized response's, else None."""
     rows = np.arange(len(labels))
     keep = likelihood[rows, labels]
@@ -144,7 +144,7 @@ def _shared_rr_channel(labels: np.ndarray, likelihood: np.ndarray) -> tuple[floa
     return None
 
 
-def _base_estimator(estimator, default, random_state, X=None):
+def base_estimator(estimator, default, random_state, X=None):
     """A fresh clone of the user's ``estimator`` (else ``default`` with native categorical support, its
     text columns, as a CSV file gives them, encoded as categories), with ``random_state`` where it takes one."""
     text = _text_columns(X)
@@ -172,12 +172,12 @@ def _text_columns(X) -> list[str]:
     return [c for c in X.columns if pd.api.types.is_object_dtype(X[c]) or pd.api.types.is_string_dtype(X[c])]
 
 
-def _probe(estimator, X, stand_in: np.ndarray) -> None:
+def probe(estimator, X, stand_in: np.ndarray) -> None:
     """Fit a copy of ``estimator`` on the first rows of ``X`` with public stand-in labels, before any
     release: inputs it cannot take are refused before the spend, with the fix. Reads no private label."""
     rows = min(_num_samples(X), 500)
     try:
-        clone(estimator).fit(_take(X, np.arange(rows)), stand_in[np.arange(rows) % stand_in.size])
+        clone(estimator).fit(take_rows(X, np.arange(rows)), stand_in[np.arange(rows) % stand_in.size])
     except (ValueError, TypeError) as error:
         text = _text_columns(X)
         fix = (
@@ -193,7 +193,7 @@ def _probe(estimator, X, stand_in: np.ndarray) -> None:
         raise type(error)(said) from None
 
 
-def _fit_weighted(model, X, y: np.ndarray, weights: np.ndarray | None):
+def fit_weighted(model, X, y: np.ndarray, weights: np.ndarray | None):
     """``model.fit`` with sample weights (a Pipeline takes them for its last step); the fitted model."""
     if weights is None:
         return model.fit(X, y)
@@ -202,12 +202,12 @@ def _fit_weighted(model, X, y: np.ndarray, weights: np.ndarray | None):
     return model.fit(X, y, sample_weight=weights)
 
 
-def _take(X, rows):
+def take_rows(X, rows):
     """The rows ``rows`` of a table, an array or a sparse matrix (None stays None)."""
     return None if X is None else _safe_indexing(X, rows)
 
 
-def _stack(X, copies: int):
+def stack_rows(X, copies: int):
     """``copies`` copies of the rows of a table, an array or a sparse matrix, one after the other."""
     stacked = _safe_indexing(X, np.tile(np.arange(_num_samples(X)), copies))
     return stacked.reset_index(drop=True) if isinstance(stacked, pd.DataFrame) else stacked

@@ -64,20 +64,20 @@ from labeldp.accounting import PrivacyLedger, randomized_response_event
 from labeldp.boundary import RELEASE_ONCE_ROUTE, PrivateLabels, ReleasedLabels
 from labeldp.errors import ConfigError
 from labeldp.estimators._common import (
-    _base_estimator,
-    _check_rows,
-    _fit_classes,
-    _fit_labels,
-    _fit_weighted,
-    _inputs,
-    _noise_key,
-    _probe,
-    _public_accuracy,
-    _shared_rr_channel,
-    _stack,
-    _take,
-    _weights,
-    _wrapper_tags,
+    base_estimator,
+    check_rows,
+    checked_inputs,
+    checked_weights,
+    estimator_classes,
+    fit_labels,
+    fit_weighted,
+    noise_key,
+    probe,
+    public_accuracy,
+    shared_rr_channel,
+    stack_rows,
+    take_rows,
+    wrapper_tags,
 )
 from labeldp.estimators.public_bins import PublicBins, _frame, bin_indicators
 from labeldp.methods.stage_release import cell_soft_labels, release_cell_counts, release_stage_labels
@@ -198,18 +198,18 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         BudgetError
             For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
         """
-        X = _inputs(self, X, reset=True)
-        weights = _weights(sample_weight, X)
-        labels = _fit_labels(y, self, self.classes)
-        self.classes_ = _fit_classes(self, labels)
-        _check_rows(X, labels)
+        X = checked_inputs(self, X, reset=True)
+        weights = checked_weights(sample_weight, X)
+        labels = fit_labels(y, self, self.classes)
+        self.classes_ = estimator_classes(self, labels)
+        check_rows(X, labels)
         if isinstance(labels, ReleasedLabels):
             self.ledger_ = labels.ledger
             self.release_key_: tuple[Any, ...] | None = None
             self._fit_released(X, labels.labels, labels.channel(), weights)
             return self
         self._check(labels)
-        _probe(self._base(X), X, np.arange(len(self.classes_)))  # before the release: inputs it cannot take
+        probe(self._base(X), X, np.arange(len(self.classes_)))  # before the release: inputs it cannot take
         try:
             if self.stages == 1:
                 released = self._release_once(labels)
@@ -252,7 +252,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
     def _release_once(self, labels: PrivateLabels) -> ReleasedLabels:
         """Randomized response on every row of the labels, drawn the first time any fit asks for it."""
         num_classes, epsilon, noise = len(self.classes_), float(self.epsilon), self._noise()
-        key = ("randomized-response", epsilon, num_classes, _noise_key(self.secure_rng, self.insecure_noise_seed))
+        key = ("randomized-response", epsilon, num_classes, noise_key(self.secure_rng, self.insecure_noise_seed))
 
         def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> ReleasedLabels:
             release = release_stage_labels(
@@ -277,8 +277,10 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
                 members, prior = np.sort(members), None
                 if stage > 1:  # the prior of a model of the stages before: public
                     done = np.sort(np.concatenate(parts[: stage - 1]))
-                    self._fit_released(_take(X, done), released[done], likelihood[done], _take(sample_weight, done))
-                    prior = self.predict_proba(_take(X, members))
+                    self._fit_released(
+                        take_rows(X, done), released[done], likelihood[done], take_rows(sample_weight, done)
+                    )
+                    prior = self.predict_proba(take_rows(X, members))
                 release = release_stage_labels(
                     ledger, everything[members], members, num_classes, epsilon, noise, stage, prior
                 )
@@ -301,14 +303,14 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         if sample_weight is not None and not sample_weight[first].sum() > 0:
             raise ConfigError("the rows of the first stage all weigh zero: it would release labels it cannot learn")
         design = _tree_inputs(X)
-        cells_of(_take(design, second), np.full((second.size, num_classes), 1.0), self.cell_rows, self.random_state)
+        cells_of(take_rows(design, second), np.full((second.size, num_classes), 1.0), self.cell_rows, self.random_state)
 
         def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> tuple[np.ndarray, PrivacyLedger]:
             release = release_stage_labels(ledger, everything[first], first, num_classes, epsilon, noise, 1)
             assert release.labels is not None and release.likelihood is not None  # each label and its channel
-            self._fit_released(_take(X, first), release.labels, release.likelihood, _take(sample_weight, first))
+            self._fit_released(take_rows(X, first), release.labels, release.likelihood, take_rows(sample_weight, first))
             prior = self.predict_proba(X)
-            cells = cells_of(_take(design, second), prior[second], self.cell_rows, self.random_state)
+            cells = cells_of(take_rows(design, second), prior[second], self.cell_rows, self.random_state)
             counted = release_cell_counts(ledger, everything[second], second, cells, num_classes, epsilon, noise)
             soft = np.empty((n, num_classes))
             soft[first], soft[second] = cell_soft_labels(prior[first], release.likelihood, counted)
@@ -323,8 +325,8 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         extra = np.ones(n) if sample_weight is None else sample_weight
         weights = (soft * extra[:, None]).T.ravel()
         keep = weights > 1e-12
-        stacked_X, stacked_y = _stack(X, num_classes), np.repeat(np.arange(num_classes), n)
-        self.estimator_ = _fit_weighted(self._base(X), _take(stacked_X, keep), stacked_y[keep], weights[keep])
+        stacked_X, stacked_y = stack_rows(X, num_classes), np.repeat(np.arange(num_classes), n)
+        self.estimator_ = fit_weighted(self._base(X), take_rows(stacked_X, keep), stacked_y[keep], weights[keep])
         self.channel_: tuple[float, float] | None = None  # the weighted fit learns the clean labels itself
 
     def _fit_released(self, X, labels: np.ndarray, likelihood: np.ndarray, sample_weight) -> None:
@@ -334,19 +336,19 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         with ``em_iterations``, rounds of expectation-maximisation follow: each example enters once per
         class, weighted by the posterior of the class given its release, prior(class | x) x
         Pr[release | class], the prior being the model's last estimate."""
-        self.estimator_ = _fit_weighted(self._base(X), X, labels, sample_weight)
-        self.channel_ = _shared_rr_channel(labels, likelihood)
+        self.estimator_ = fit_weighted(self._base(X), X, labels, sample_weight)
+        self.channel_ = shared_rr_channel(labels, likelihood)
         rounds = self.em_iterations if self.em_iterations is not None else (0 if self.channel_ else 2)
         for _ in range(rounds):
             posterior = np.clip(self.predict_proba(X), 1e-6, 1.0) * likelihood
             self._fit_soft(X, posterior / posterior.sum(axis=1, keepdims=True), sample_weight)
 
     def _base(self, X=None):
-        return _base_estimator(self.estimator, HistGradientBoostingClassifier, self.random_state, X)
+        return base_estimator(self.estimator, HistGradientBoostingClassifier, self.random_state, X)
 
     def __sklearn_tags__(self) -> Tags:
         wrapped = self.estimator if self.estimator is not None else HistGradientBoostingClassifier()
-        return _wrapper_tags(super().__sklearn_tags__(), wrapped, self.insecure_noise_seed)
+        return wrapper_tags(super().__sklearn_tags__(), wrapped, self.insecure_noise_seed)
 
     # -- predicting ---------------------------------------------------------------------------------
     @on_free_cores
@@ -364,7 +366,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
             (n, classes) probabilities.
         """
         check_is_fitted(self, "estimator_")
-        raw = self.estimator_.predict_proba(_inputs(self, X, reset=False))
+        raw = self.estimator_.predict_proba(checked_inputs(self, X, reset=False))
         probabilities = np.zeros((raw.shape[0], len(self.classes_)))
         probabilities[:, self.estimator_.classes_.astype(int)] = raw
         if self.channel_ is not None:  # Pr[released k | x] = keep p_k + other (1 - p_k), solved for p_k
@@ -421,7 +423,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
                 raise ConfigError("the accuracy estimated from released labels does not weight rows")
             released = released_labels_for(self, y)
             return clean_accuracy_estimate(self.predict_proba(X).argmax(axis=1), released)
-        return _public_accuracy(self.classes_, self.predict_proba(X).argmax(axis=1), y, sample_weight)
+        return public_accuracy(self.classes_, self.predict_proba(X).argmax(axis=1), y, sample_weight)
 
 
 def _tree_inputs(X):

@@ -42,7 +42,7 @@ from labeldp.accounting import PrivacyLedger, marginals_event
 from labeldp.boundary import PrivateLabels, Release, ReleasedLabels, release_label_marginals
 from labeldp.config.marginals_config import DEFAULT_L2
 from labeldp.errors import ConfigError
-from labeldp.estimators._common import _check_rows, _fit_classes, _fit_labels, _inputs, _public_accuracy
+from labeldp.estimators._common import check_rows, checked_inputs, estimator_classes, fit_labels, public_accuracy
 from labeldp.estimators.public_bins import DEFAULT_BINS, PublicBins, bin_indicators
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import channel_weights
@@ -140,15 +140,15 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         BudgetError
             For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
         """
-        X = _inputs(self, X, reset=True)
+        X = checked_inputs(self, X, reset=True)
         if isinstance(y, (ReleasedLabels, Release, str, os.PathLike)):
             raise ConfigError(
                 f"{type(self).__name__} releases label marginals, not labels: fit it on the private "
                 "labels (it spends epsilon), or fit LabelDPClassifier on released labels"
             )
-        y = _fit_labels(y, self, self.classes)  # private labels; a plain array or None is refused
-        classes = _fit_classes(self, y)
-        _check_rows(X, y)
+        y = fit_labels(y, self, self.classes)  # private labels; a plain array or None is refused
+        classes = estimator_classes(self, y)
+        check_rows(X, y)
         if not self.epsilon > 0 or not np.isfinite(self.epsilon):
             raise ConfigError(f"epsilon must be a finite number > 0, got {self.epsilon}")
         if not self.l2_regularization > 0:
@@ -192,7 +192,7 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
     def _logits(self, X) -> np.ndarray:
         """(n, classes) the model's logits."""
         check_is_fitted(self, "coef_")
-        codes = self.bins_.transform(_inputs(self, X, reset=False))
+        codes = self.bins_.transform(checked_inputs(self, X, reset=False))
         return bin_indicators(codes, self.bins_.bins_per_feature_) @ self.coef_ + self.intercept_
 
     @on_free_cores
@@ -281,4 +281,4 @@ class LabelDPLogisticRegression(ClassifierMixin, BaseEstimator):
         if hasattr(y, "likelihood"):
             weights = channel_weights(y.labels, y.likelihood)
             return float(np.mean(weights[np.arange(len(weights)), predictions]))
-        return _public_accuracy(self.classes_, predictions, y, sample_weight)
+        return public_accuracy(self.classes_, predictions, y, sample_weight)

@@ -40,15 +40,15 @@ from labeldp.config.run_config import DEFAULT_PRIOR_SHARE
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
 from labeldp.errors import ConfigError
 from labeldp.estimators._common import (
-    _base_estimator,
-    _check_rows,
-    _fit_labels,
-    _fit_weighted,
-    _inputs,
-    _noise_key,
-    _probe,
-    _weights,
-    _wrapper_tags,
+    base_estimator,
+    check_rows,
+    checked_inputs,
+    checked_weights,
+    fit_labels,
+    fit_weighted,
+    noise_key,
+    probe,
+    wrapper_tags,
 )
 from labeldp.mechanisms import optimal_bins
 from labeldp.priors import histogram_priors
@@ -253,11 +253,11 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         BudgetError
             For a release that would pass the labels' :class:`~labeldp.boundary.LabelBudget`.
         """
-        X = _inputs(self, X, reset=True)
-        weights = _weights(sample_weight, X)
+        X = checked_inputs(self, X, reset=True)
+        weights = checked_weights(sample_weight, X)
         wrapped = "labeldp.PrivateLabels(values): private numeric labels, no classes"
-        labels = _fit_labels(y, self, tuple(self._grid()) if isinstance(y, Release) else None, wrapped)
-        _check_rows(X, labels)
+        labels = fit_labels(y, self, tuple(self._grid()) if isinstance(y, Release) else None, wrapped)
+        check_rows(X, labels)
         if isinstance(labels, ReleasedLabels):
             self._fit_released(X, labels, weights)
             return self
@@ -268,14 +268,14 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
             )
         grid = self._grid()
         share, given = self._plan(grid)
-        _probe(self._base(X), X, grid)  # before the release: inputs it cannot take
+        probe(self._base(X), X, grid)  # before the release: inputs it cannot take
         released = self._release_once(labels.on_grid(grid), grid, share, given)
         rows = labels.positions
         self.grid_, self.ledger_ = grid, released["ledger"]
         self.released_ = released["values"][rows]
         self.prior_, self.bin_values_ = released.get("prior"), released.get("bin_values")
         targets = released["debiased" if self.debias and "debiased" in released else "values"][rows]
-        self.estimator_ = _fit_weighted(self._base(X), X, targets, weights)
+        self.estimator_ = fit_weighted(self._base(X), X, targets, weights)
         return self
 
     def _fit_released(self, X, labels: ReleasedLabels, weights: np.ndarray | None) -> None:
@@ -286,7 +286,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         self.prior_ = self.bin_values_ = None
         self.released_ = grid[labels.labels]
         targets = channel_weights(labels.labels, labels.channel()) @ grid if self.debias else self.released_
-        self.estimator_ = _fit_weighted(self._base(X), X, targets, weights)
+        self.estimator_ = fit_weighted(self._base(X), X, targets, weights)
 
     def _released_grid(self, classes: tuple) -> np.ndarray:
         """The grid of released labels: their classes, numbers in increasing order (a declared range or
@@ -322,7 +322,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
             tuple(grid),
             share,
             prior_key,
-            _noise_key(self.secure_rng, self.insecure_noise_seed),
+            noise_key(self.secure_rng, self.insecure_noise_seed),
         )
 
         def draw(everything: PrivateLabels, ledger: PrivacyLedger) -> dict[str, Any]:
@@ -371,11 +371,11 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
         return labels.release_once(key, self._event(grid, share), draw)
 
     def _base(self, X=None):
-        return _base_estimator(self.estimator, HistGradientBoostingRegressor, self.random_state, X)
+        return base_estimator(self.estimator, HistGradientBoostingRegressor, self.random_state, X)
 
     def __sklearn_tags__(self) -> Tags:
         wrapped = self.estimator if self.estimator is not None else HistGradientBoostingRegressor()
-        return _wrapper_tags(super().__sklearn_tags__(), wrapped, self.insecure_noise_seed)
+        return wrapper_tags(super().__sklearn_tags__(), wrapped, self.insecure_noise_seed)
 
     def score(self, X, y, sample_weight=None) -> float:
         """R^2: on a plain array, which labeldp takes as public test values, the exact one; on released labels
@@ -433,7 +433,7 @@ class LabelDPRegressor(RegressorMixin, BaseEstimator):
             (n,) predictions in ``[grid_[0], grid_[-1]]``.
         """
         check_is_fitted(self, "estimator_")
-        predicted = self.estimator_.predict(_inputs(self, X, reset=False))
+        predicted = self.estimator_.predict(checked_inputs(self, X, reset=False))
         return np.clip(np.asarray(predicted, dtype=np.float64), self.grid_[0], self.grid_[-1])
 
 

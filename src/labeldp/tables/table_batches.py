@@ -18,7 +18,7 @@ from labeldp._validation import check_priors
 from labeldp.accounting.spending import Source
 from labeldp.errors import DataError
 from labeldp.tables.keys import canonical_text, duplicated_ids_error, row_keys
-from labeldp.tables.table_files import _describe, _is_csv, _reading, open_source, source_schema
+from labeldp.tables.table_files import describe_dataset, is_csv, open_source, reading, source_schema
 
 _READ_ROWS = 1 << 16  # rows per batch read from a file
 #: rows a release draws (and writes, as one Parquet row group) at a time; they set the memory used, about
@@ -37,7 +37,7 @@ def read_batches(
     """
     own = {label_column} if isinstance(label_column, str) else {c for c in label_column or () if c}
     for dataset in datasets:
-        with _reading(_describe(dataset), _is_csv(dataset)):
+        with reading(describe_dataset(dataset), is_csv(dataset)):
             for batch in dataset.to_batches(
                 columns=schema.names, batch_size=_READ_ROWS, batch_readahead=2, fragment_readahead=1
             ):
@@ -56,7 +56,7 @@ def _conformed(batch: pa.RecordBatch, schema: pa.Schema, own: set[str], dataset:
                 column = column.cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
                 raise DataError(
-                    f"{_describe(dataset)}: column {field.name!r} does not have the first file's type "
+                    f"{describe_dataset(dataset)}: column {field.name!r} does not have the first file's type "
                     f"{field.type} ({error})"
                 ) from None
         columns.append(column)

@@ -81,7 +81,7 @@ def check_each_row_once(
 
 def _open(path: Path, text_columns: list[str]) -> ds.Dataset:
     file_format = _file_format(path, text_columns)
-    with _reading(str(path), isinstance(file_format, ds.CsvFileFormat)):  # CSV: reads the first block
+    with reading(str(path), isinstance(file_format, ds.CsvFileFormat)):  # CSV: reads the first block
         return ds.dataset(path, format=file_format)
 
 
@@ -116,12 +116,12 @@ def _file_format(path: Path, text_columns: list[str]) -> ds.FileFormat:
     )
 
 
-def _is_csv(dataset: ds.Dataset) -> bool:
+def is_csv(dataset: ds.Dataset) -> bool:
     return isinstance(getattr(dataset, "format", None), ds.CsvFileFormat)
 
 
 @contextlib.contextmanager
-def _reading(where: str, csv: bool) -> Iterator[None]:
+def reading(where: str, csv: bool) -> Iterator[None]:
     """pyarrow's read errors as DataErrors, a CSV reader's message withheld (it can quote a row's label)."""
     try:
         yield
@@ -142,7 +142,7 @@ def source_schema(datasets: list[ds.Dataset], columns: list[str]) -> pa.Schema:
         missing = [c for c in columns if c not in dataset.schema.names]
         if missing:
             raise DataError(
-                f"columns {missing} not found in {_describe(dataset)}; its columns are {dataset.schema.names}"
+                f"columns {missing} not found in {describe_dataset(dataset)}; its columns are {dataset.schema.names}"
             )
     fields = [datasets[0].schema.field(c) for c in columns]
     return pa.schema(
@@ -155,7 +155,7 @@ def released_type(datasets: list[ds.Dataset], classes: Sequence[Any]) -> pa.Data
     value or a type pandas guessed from them: int64 where every class is a whole number, float64 where every
     class is a number, else string (always string with a CSV file, whose labels are read as text).
     """
-    if any(_is_csv(dataset) for dataset in datasets):
+    if any(is_csv(dataset) for dataset in datasets):
         return pa.string()
     spellings = [canonical_label(declared) for declared in classes]
     if all(re.fullmatch(r"-?\d+", s) and -(1 << 63) <= int(s) < (1 << 63) for s in spellings):
@@ -202,6 +202,6 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _describe(dataset: ds.Dataset) -> str:
+def describe_dataset(dataset: ds.Dataset) -> str:
     files = getattr(dataset, "files", None)
     return files[0] if files else "the table"
