@@ -1,0 +1,139 @@
+"""The frozen baseline of a change that promises no behaviour change: every method of ``labeldp train`` on the
+embedded digits and on a slice of UCI Adult (classes and a numeric label), each on fixed seeds and a fixed
+insecure noise seed, and ``labeldp train --help``; then every file the runs wrote compared with another
+checkout's (configurations, ledgers, summaries, metrics, released labels, the budget's ledgers).
+
+Run it on the code before the change and on the code after (a ``git worktree`` of the old commit works:
+``PYTHONPATH`` picks the checkout), then compare; ``differences: 0`` is the promise kept. About three
+minutes of CPU a checkout.
+
+Usage:
+  python benchmarks/frozen_baseline.py run CHECKOUT OUT [--adult ../shared/datasets/adult/adult-train.csv.gz]
+  python benchmarks/frozen_baseline.py compare BEFORE AFTER
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+#: what differs between two runs of the same code: times, and the folders' own paths and random release ids
+TIMES = {"seconds", "elapsed", "wall_seconds", "started", "finished", "time", "timestamp", "recorded_at", "created"}
+ADULT_ROWS = 6000
+COMMON = ["--seed", "3", "--threads", "1", "--quiet"]
+NOISE = ["--insecure-noise-seed", "7"]
+DIGITS = ["--dataset", "digits", "--epochs", "2"]
+ADULT = ["--dataset", "csv", "--label-column", "income", "--classes", "<=50K", ">50K", "--no-recipe"]
+HOURS = ["--dataset", "csv", "--label-column", "hours-per-week", "--drop", "income", "--label-range", "1", "99"]
+
+
+def runs() -> dict[str, list[str]]:
+    """Each run's name and its ``labeldp train`` options (the table's path added by :func:`run`)."""
+    found = {"digits-non-private": [*DIGITS, "--method", "non-private"]}
+    for method in ("lp-1st", "lp-2st", "lp-mst", "alibi", "vlp", "dp-sgd"):
+        found[f"digits-{method}"] = [*DIGITS, "--method", method, "--epsilon", "2", *NOISE]
+    found["digits-pate"] = [*DIGITS, "--method", "pate", "--epsilon", "2", *NOISE]
+    found["digits-pate"] += ["--teachers", "5", "--queries", "200", "--teacher-epochs", "2"]
+    found["digits-mst-opts"] = [*DIGITS, "--method", "lp-mst", "--epsilon", "1", "--stages", "0.3", "0.3", "0.4"]
+    found["digits-mst-opts"] += ["--temperature", "2", "--loss", "ce", "--consensus", "--first-release", "rr", *NOISE]
+    found["digits-2st-cluster"] = [*DIGITS, "--method", "lp-2st", "--epsilon", "1", "--prior", "cluster"]
+    found["digits-2st-cluster"] += ["--clusters", "20", "--combine-priors", "--no-reuse-labels", *NOISE]
+    for method in ("lp-2st-counts", "marginals", "lp-2st"):
+        training = [] if method == "marginals" else ["--epochs", "2", "--lr", "0.01"]
+        found[f"adult-{method}"] = [*ADULT, "--method", method, "--epsilon", "1", *training, *NOISE]
+    for method in ("rr-on-bins", "laplace-regression"):
+        found[f"hours-{method}"] = [*HOURS, "--method", method, "--epsilon", "2", "--epochs", "2", "--lr", "0.01"]
+        found[f"hours-{method}"] += ["--no-recipe", *NOISE]
+    return found
+
+
+def run(checkout: Path, out: Path, adult: Path) -> None:
+    """Every run of :func:`runs` with ``checkout``'s code, into ``out`` (emptied first)."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    with gzip.open(adult, "rt") as source:
+        (out / "adult.csv").write_text("".join(line for _, line in zip(range(ADULT_ROWS + 1), source)))
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src"), "OMP_NUM_THREADS": "1"}
+    labeldp = [sys.executable, "-m", "labeldp", "train"]
+    for name, options in runs().items():
+        table = ["--table", str(out / "adult.csv")] if options[1] == "csv" else []
+        command = [*labeldp, *options, *table, *COMMON, "--budget-dir", str(out / "budget"), "--out", str(out / name)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        (out / f"{name}.log").write_text(done.stdout + done.stderr)
+        print(f"{name}: {'ok' if done.returncode == 0 else 'FAILED, see its .log'}")
+    help_text = subprocess.run([*labeldp, "--help"], env=env, capture_output=True, text=True, check=True).stdout
+    (out / "train-help.txt").write_text(help_text)
+
+
+def _normal(value, root: Path):
+    if hasattr(value, "tolist"):  # a tensor or an array: compared by value
+        return _normal(value.tolist(), root)
+    if isinstance(value, tuple):
+        return _normal(list(value), root)
+    if isinstance(value, dict):
+        return {key: _normal(item, root) for key, item in value.items() if key not in TIMES}
+    if isinstance(value, list):
+        return [_normal(item, root) for item in value]
+    if isinstance(value, str):
+        return re.sub(r"#[0-9a-f]{12}", "#ID", value.replace(str(root), "ROOT"))
+    return value
+
+
+def _read(path: Path, root: Path):
+    if path.suffix == ".json":
+        return _normal(json.loads(path.read_text()), root)
+    if path.suffix == ".jsonl":
+        return [_normal(json.loads(line), root) for line in path.read_text().splitlines() if line.strip()]
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as arrays:
+            return {key: _normal(arrays[key].tolist(), root) for key in arrays.files}
+    if path.suffix == ".pt":  # the model and the checkpoints (their history holds each epoch's seconds)
+        import torch
+
+        return _normal(torch.load(path, weights_only=False), root)  # written by the runs above
+    if path.suffix == ".txt":
+        return path.read_bytes()
+    return None
+
+
+def compare(before: Path, after: Path) -> int:
+    """The files of ``before`` that ``after`` lacks or holds otherwise, printed; their number."""
+    different = 0
+    files = [path for path in sorted(before.rglob("*")) if path.is_file() and path.suffix != ".log"]
+    for path in files:
+        twin = after / path.relative_to(before)
+        if not twin.is_file() or _read(path, before) != _read(twin, after):
+            different += 1
+            print(f"differs: {path.relative_to(before)}")
+    print(f"{len(files)} files compared, differences: {different}")
+    return different
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    running = commands.add_parser("run")
+    running.add_argument("checkout", type=Path)
+    running.add_argument("out", type=Path)
+    running.add_argument("--adult", type=Path, default=Path("../shared/datasets/adult/adult-train.csv.gz"))
+    comparing = commands.add_parser("compare")
+    comparing.add_argument("before", type=Path)
+    comparing.add_argument("after", type=Path)
+    args = parser.parse_args()
+    if args.command == "run":
+        run(args.checkout.resolve(), args.out.resolve(), args.adult)
+    else:
+        sys.exit(1 if compare(args.before, args.after) else 0)
+
+
+if __name__ == "__main__":
+    main()
