@@ -24,6 +24,7 @@ from labeldp.config.run_settings import DEFAULT_DELTA, RunSettings
 from labeldp.config.shared_options import FIRST_RELEASES, LOSSES, PRIORS, TEST_LABELS
 from labeldp.config.train_config import TrainConfig
 from labeldp.data.dataset_registry import get_dataset
+from labeldp.data.dataset_spec import Dataset
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
 from labeldp.errors import ConfigError, MissingFileError
 from labeldp.models.names import MODELS, default_model_name
@@ -79,7 +80,8 @@ class RunConfig(RunSettings):
         labeldp.errors.MissingFileError
             If ``encoder`` names a file that does not exist.
         """
-        get_dataset(self.dataset)  # refuses an unknown name
+        dataset = get_dataset(self.dataset)  # refuses an unknown name
+        table, held_out = dataset.source == "table", self._held_out(dataset)
         if self.dataset_name is not None:
             check_name(self.dataset_name)
         method = self.method_spec
@@ -90,9 +92,9 @@ class RunConfig(RunSettings):
         prior = self.prior if self.prior is not None else method.default_prior
         prior_epsilon = _check_prior(self, prior, epsilon)
         self._check_method_options(method)
-        _check_choices(self)
-        _check_units(self, method)
-        label_range, grid_size = _label_grid_of(self)
+        _check_choices(self, table, held_out)
+        _check_units(self, method, table)
+        label_range, grid_size = _label_grid_of(self, table)
         self.train.validate()
         resolved = dataclasses.replace(
             self,
@@ -104,7 +106,7 @@ class RunConfig(RunSettings):
             label_range=label_range,
             label_grid=grid_size,
             # config.json's "public" where the test set is public: nothing of it is held out or released
-            test_labels=self.test_labels if self.test_held_out else "released",
+            test_labels=self.test_labels if held_out else "released",
             classes=tuple(map(str, self.classes)) if self.classes is not None else None,
             method_options=self._own_options(method),
             **self._absolute_paths(),
@@ -203,7 +205,9 @@ class RunConfig(RunSettings):
     def test_held_out(self) -> bool:
         """Whether the test rows are held out of the private label column (a table without a test table,
         MovieLens's split), so that their labels are private too."""
-        dataset = get_dataset(self.dataset)
+        return self._held_out(get_dataset(self.dataset))
+
+    def _held_out(self, dataset: Dataset) -> bool:
         return dataset.held_out_test or (dataset.source == "table" and self.test_table is None)
 
     @property
@@ -331,7 +335,7 @@ def _check_prior(config: RunConfig, prior: str, epsilon: float | None) -> float 
     return prior_epsilon
 
 
-def _check_choices(config: RunConfig) -> None:
+def _check_choices(config: RunConfig, table: bool, held_out: bool) -> None:
     """Refuse settings outside their choices, or that do not go together."""
     if config.secure_rng and config.insecure_noise_seed is not None:
         raise ConfigError(
@@ -340,7 +344,7 @@ def _check_choices(config: RunConfig) -> None:
     if config.label_range is not None and config.classes is not None:
         raise ConfigError("a table's labels are classes (classes) or numbers (label_range), not both")
     if config.classes is not None:
-        if get_dataset(config.dataset).source != "table":
+        if not table:
             raise ConfigError(
                 f"classes are declared for a table (dataset 'csv'); dataset {config.dataset!r} defines its own"
             )
@@ -348,7 +352,7 @@ def _check_choices(config: RunConfig) -> None:
             raise ConfigError(f"classes must be at least two distinct values, got {list(config.classes)}")
     if config.test_labels not in TEST_LABELS:
         raise ConfigError(f"test_labels must be one of {TEST_LABELS}, got {config.test_labels!r}")
-    if config.test_labels == "none" and not config.test_held_out:
+    if config.test_labels == "none" and not held_out:
         raise ConfigError(
             "test_labels applies to test rows held out of the private label column (a table without "
             f"--test-table, movielens); the test set of {config.dataset!r} is public and measured "
@@ -362,13 +366,13 @@ def _check_choices(config: RunConfig) -> None:
         raise ConfigError(f"temperature must be a finite number > 0, got {config.temperature}")
 
 
-def _check_units(config: RunConfig, method: Method) -> None:
+def _check_units(config: RunConfig, method: Method, table: bool) -> None:
     """A privacy unit: a table's column, with its bound, under a method whose ledger composes per unit."""
     if config.privacy_unit is None:
         if config.max_rows_per_unit is not None:
             raise ConfigError("max_rows_per_unit bounds the rows of a privacy unit: give privacy_unit COLUMN too")
         return
-    if get_dataset(config.dataset).source != "table":
+    if not table:
         raise ConfigError(
             f"privacy_unit names a column of a table (dataset 'csv'); dataset {config.dataset!r} has no such column"
         )
@@ -396,13 +400,13 @@ def _check_units(config: RunConfig, method: Method) -> None:
         )
 
 
-def _label_grid_of(config: RunConfig) -> tuple[tuple[float, float] | None, int | None]:
+def _label_grid_of(config: RunConfig, table: bool) -> tuple[tuple[float, float] | None, int | None]:
     """The declared label range and grid size of a numeric label (None, None for classes)."""
     if config.label_range is None:
         if config.label_grid is not None:
             raise ConfigError("label_grid needs label_range LOW HIGH")
         return None, None
-    if get_dataset(config.dataset).source != "table":
+    if not table:
         raise ConfigError(
             f"label_range and label_grid declare a table's numeric label (dataset 'csv'); dataset "
             f"{config.dataset!r} defines its own labels"
