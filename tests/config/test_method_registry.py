@@ -4,6 +4,7 @@ choices, the built-ins come first, and a method's relation says what it protects
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import dp_accounting
@@ -150,3 +151,18 @@ def test_labeldps_own_names_are_taken_before_their_modules_are_imported() -> Non
         "    register_dataset(Dataset('digits', 'embedded', lambda request: None))\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True)
+
+
+def test_the_method_flags_help_is_each_builtins_own_line() -> None:
+    """--method's help is made of the lines the built-in methods register with, one for each method (an alias
+    is named in its method's line), so that it cannot drift from them."""
+    from labeldp.config.method_registry import BUILTIN_HELP, methods_help
+    from labeldp.config.run_settings import RunSettings
+    from labeldp.options import declaration_of
+
+    methods = {get_method(name).name: get_method(name) for name in BUILTIN_METHODS}
+    assert set(methods) == set(BUILTIN_HELP)
+    assert all(method.help == BUILTIN_HELP[name] for name, method in methods.items())
+    field = next(field for field in dataclasses.fields(RunSettings) if field.name == "method")
+    assert declaration_of(field).help == methods_help()
+    assert all(f"{name}: {line}" in methods_help() for name, line in BUILTIN_HELP.items())

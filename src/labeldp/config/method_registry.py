@@ -32,6 +32,24 @@ BUILTIN_METHODS = {
     "pate": "pate",
     "dp-sgd": "dp_sgd",
 }
+#: labeldp's own methods' lines of help (``--method``'s help is made of them)
+BUILTIN_HELP = {
+    "non-private": "true labels (a reference; epsilon infinite)",
+    "lp-1st": "randomized response on every label, one stage (alias rr)",
+    "lp-2st": "two stages, the second releasing by RR-with-prior from the first's model",
+    "lp-mst": "any number of stages, each releasing by RR-with-prior from the model so far",
+    "lp-2st-counts": "two stages, the second releasing noisy label counts per cell of rows the first model "
+    "scores alike (tables)",
+    "rr-on-bins": "numeric labels: RR over the optimal bins of a noisy histogram prior, one stage",
+    "rr-on-bins-mst": "numeric labels: RR-on-bins in stages, later stages' priors from the model",
+    "laplace-regression": "numeric labels: discrete Laplace noise on the clipped value",
+    "alibi": "Laplace noise on the one-hot label, trained on as Bayesian soft labels",
+    "vlp": "vector label privacy: each label a random binary vector, trained on by the forward loss",
+    "marginals": "a logistic regression over public feature bins, fitted from one release of noisy label marginals "
+    "(noise on counts, not on each label: for rare positives and small budgets)",
+    "pate": "teachers on disjoint parts of the data vote, noisily, on a student's queries",
+    "dp-sgd": "the full-DP baseline (inputs and labels private)",
+}
 #: the neighbouring relations a method's ledger may be kept under (dp_accounting's names)
 RELATIONS = ("REPLACE_ONE", "ADD_OR_REMOVE_ONE")
 #: how ``labeldp tune`` tunes a method: on the releases its candidates share, or by private selection
@@ -160,6 +178,11 @@ def register_method(method: Method, *aliases: str) -> Method:
     return method
 
 
+def methods_help() -> str:
+    """``--method``'s help: each of labeldp's own methods with its line (imports none of them)."""
+    return "; ".join(f"{name}: {line}" for name, line in BUILTIN_HELP.items())
+
+
 def method_names() -> tuple[str, ...]:
     """Every method's name, aliases included: labeldp's own (not imported), then those registered since."""
     return tuple(BUILTIN_METHODS) + tuple(name for name in _REGISTRY if name not in BUILTIN_METHODS)
@@ -188,12 +211,14 @@ def methods_using(option: str) -> tuple[str, ...]:
 
 
 __all__ = [
+    "BUILTIN_HELP",
     "BUILTIN_METHODS",
     "Method",
     "RELATIONS",
     "TUNINGS",
     "get_method",
     "method_names",
+    "methods_help",
     "methods_using",
     "registered_options",
     "register_method",

@@ -9,7 +9,7 @@ from typing import Any
 
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.marginals_config import MarginalsConfig
-from labeldp.config.method_registry import method_names
+from labeldp.config.method_registry import method_names, methods_help
 from labeldp.config.pate_config import PATEConfig
 from labeldp.config.shared_options import (
     CLASSES,
@@ -106,17 +106,7 @@ class RunSettings:
     method: str = option(
         "lp-2st",
         choices=method_names,
-        help="non-private: true labels (reference); rr / lp-1st: randomized response on all labels; "
-        "lp-2st: two stages, the second uses RR-with-prior; lp-mst: any number of stages; "
-        "lp-2st-counts: two stages, the second releases noisy label counts per cell of rows the first model "
-        "scores alike (tables); "
-        "alibi: Laplace noise on the one-hot label; vlp: each label a random binary vector (vector label "
-        "privacy); marginals: a logistic regression on public feature bins "
-        "fitted from noisy label counts (rare positives); pate: teachers on disjoint parts of the data vote, "
-        "noisily, on a student's queries; dp-sgd: the full-DP baseline (inputs and labels "
-        "private); for numeric labels also rr-on-bins (RR over the optimal bins of a noisy "
-        "histogram prior), rr-on-bins-mst (later stages' prior from the model) and "
-        "laplace-regression (Laplace noise on the clipped value)",
+        help=methods_help(),
     )
     epsilon: float | None = declared(EPSILON)
     delta: float | None = option(

@@ -16,7 +16,7 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_laplace_one_hot
-from labeldp.config.method_registry import Method, register_method
+from labeldp.config.method_registry import BUILTIN_HELP, Method, register_method
 from labeldp.methods.protocol import MethodContext
 
 
@@ -50,7 +50,7 @@ def one_release(release: Callable[..., Release]) -> Callable[[MethodContext], tu
 register_method(
     Method(
         "alibi",
-        "Laplace noise on the one-hot label; trains on the Bayesian soft labels",
+        BUILTIN_HELP["alibi"],
         one_release(release_laplace_one_hot),
         uses=frozenset({"secure_rng", "insecure_noise_seed"}),
         independent_of={"stage1": ("train", "model")},

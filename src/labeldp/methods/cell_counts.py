@@ -22,7 +22,7 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release
-from labeldp.config.method_registry import Method, register_method
+from labeldp.config.method_registry import BUILTIN_HELP, Method, register_method
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
 from labeldp.methods.protocol import MethodContext
@@ -84,7 +84,7 @@ def _plan(config, data) -> None:
 register_method(
     Method(
         "lp-2st-counts",
-        "two stages; the second releases noisy label counts per cell of rows the first model scores alike",
+        BUILTIN_HELP["lp-2st-counts"],
         run_cell_counts,
         uses=frozenset({"secure_rng", "insecure_noise_seed", "loss", "cell_rows"}),
         stages=2,

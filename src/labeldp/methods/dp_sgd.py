@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 
 from labeldp.accounting import PrivacyLedger, calibrate_noise_multiplier, dpsgd_epsilon
 from labeldp.boundary import Release, release_dpsgd_plan
-from labeldp.config.method_registry import Method, register_method
+from labeldp.config.method_registry import BUILTIN_HELP, Method, register_method
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.dpsgd.clipping import check_per_example_model
@@ -109,7 +109,7 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
 register_method(
     Method(
         "dp-sgd",
-        "the full-DP baseline (inputs and labels private)",
+        BUILTIN_HELP["dp-sgd"],
         run_dpsgd,
         uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "dpsgd"}),
         gaussian=True,

@@ -19,7 +19,7 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_label_marginals
-from labeldp.config.method_registry import Method, register_method
+from labeldp.config.method_registry import BUILTIN_HELP, Method, register_method
 from labeldp.config.train_config import TrainConfig
 from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
 from labeldp.mechanisms.label_marginals import flat_bins
@@ -131,8 +131,7 @@ def _plan(config, data) -> None:
 register_method(
     Method(
         RELEASE,
-        "a logistic regression over public feature bins, fitted from one release of noisy label marginals "
-        "(noise on counts, not on each label: for rare positives and small budgets)",
+        BUILTIN_HELP["marginals"],
         run_marginals,
         uses=frozenset({"secure_rng", "insecure_noise_seed", "marginals"}),
         check=_check,

@@ -23,7 +23,7 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_laplace_value, release_rr_on_bins
-from labeldp.config.method_registry import Method, register_method
+from labeldp.config.method_registry import BUILTIN_HELP, Method, register_method
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
@@ -235,7 +235,7 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
 register_method(
     Method(
         "rr-on-bins",
-        "numeric labels: RR over the optimal bins of a noisy histogram prior, one stage",
+        BUILTIN_HELP["rr-on-bins"],
         run_rr_on_bins,
         uses=_PRIVATE_OPTIONS | {"loss", "prior"},
         check=_check,
@@ -247,7 +247,7 @@ register_method(
 register_method(
     Method(
         "rr-on-bins-mst",
-        "numeric labels: RR-on-bins in stages, later stages' priors from the model",
+        BUILTIN_HELP["rr-on-bins-mst"],
         run_rr_on_bins,
         uses=_PRIVATE_OPTIONS | {"loss", "prior"} | _MULTI_STAGE_OPTIONS,
         stages=None,
@@ -261,7 +261,7 @@ register_method(
 register_method(
     Method(
         "laplace-regression",
-        "numeric labels: discrete Laplace noise on the clipped value",
+        BUILTIN_HELP["laplace-regression"],
         run_laplace,
         uses=_PRIVATE_OPTIONS | {"loss"},
         check=_check,

@@ -14,7 +14,7 @@ from torch import nn
 
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_pate_labels
-from labeldp.config.method_registry import Method, register_method
+from labeldp.config.method_registry import BUILTIN_HELP, Method, register_method
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.errors import BudgetError, ConfigError
@@ -128,7 +128,7 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
 register_method(
     Method(
         "pate",
-        "teachers on disjoint parts of the data vote, noisily, on a student's queries",
+        BUILTIN_HELP["pate"],
         run_pate,
         uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "pate"}),
         gaussian=True,

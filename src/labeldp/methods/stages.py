@@ -20,7 +20,7 @@ from torch import nn
 from labeldp.accounting import PrivacyLedger
 from labeldp.accounting.rounding import format_epsilon
 from labeldp.boundary import Release, release_noisy_histogram, release_true_labels
-from labeldp.config.method_registry import Method, register_method
+from labeldp.config.method_registry import BUILTIN_HELP, Method, register_method
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import prior_top_k, rr_information, vector_information
@@ -315,7 +315,7 @@ def consensus_retrain(context: MethodContext, model: nn.Module, stages: int) -> 
 register_method(
     Method(
         "non-private",
-        "true labels (a reference; epsilon infinite)",
+        BUILTIN_HELP["non-private"],
         run_stages,
         uses=frozenset({"loss"}),
         private=False,
@@ -326,7 +326,7 @@ register_method(
 register_method(
     Method(
         "lp-1st",
-        "randomized response on every label, one stage",
+        BUILTIN_HELP["lp-1st"],
         run_stages,
         uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS,
         independent_of=_FIRST_RELEASES,
@@ -338,7 +338,7 @@ register_method(
 register_method(
     Method(
         "lp-2st",
-        "two stages; the second releases by RR-with-prior from the first's model",
+        BUILTIN_HELP["lp-2st"],
         run_stages,
         uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS,
         stages=2,
@@ -353,7 +353,7 @@ register_method(
 register_method(
     Method(
         "lp-mst",
-        "any number of stages, each releasing by RR-with-prior from the model so far",
+        BUILTIN_HELP["lp-mst"],
         run_stages,
         uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS,
         stages=None,

@@ -5,13 +5,13 @@ does on RR's channel (docs/methods.md)."""
 from __future__ import annotations
 
 from labeldp.boundary import release_vector_labels
-from labeldp.config.method_registry import Method, register_method
+from labeldp.config.method_registry import BUILTIN_HELP, Method, register_method
 from labeldp.methods.alibi import one_release
 
 register_method(
     Method(
         "vlp",
-        "vector label privacy: each label a random binary vector; trains by the forward loss on its evidence",
+        BUILTIN_HELP["vlp"],
         one_release(release_vector_labels),
         uses=frozenset({"secure_rng", "insecure_noise_seed"}),
         independent_of={"stage1": ("train", "model")},
