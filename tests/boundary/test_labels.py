@@ -34,7 +34,7 @@ from labeldp.boundary import (
     unseal,
 )
 from labeldp.boundary import labels as labels_module
-from labeldp.boundary.release import _true_labels
+from labeldp.boundary.release import true_labels
 from labeldp.boundary.release_parts import release_randomized_response_part
 from labeldp.data.grid import snap_to_grid
 from labeldp.errors import BudgetError, ConfigError, DataError
@@ -55,7 +55,7 @@ READERS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "boundary/release.py": (
         (
-            "_true_labels",
+            "true_labels",
             "release_randomized_response",
             "release_rr_with_prior",
             "release_rr_on_bins",
@@ -65,18 +65,18 @@ READERS: dict[str, tuple[tuple[str, ...], str]] = {
             "release_laplace_one_hot",
             "release_vector_labels",
         ),
-        "the `release_*` functions, through `_true_labels` (`unseal` and the range check): a mechanism draws "
+        "the `release_*` functions, through `true_labels` (`unseal` and the range check): a mechanism draws "
         "from the labels and the ledger records the event; `release_external_labels` reads a source's reports, "
         "recorded with the guarantee its channel states",
     ),
     "boundary/release_counts.py": (
         ("release_noisy_histogram", "release_label_marginals"),
-        "counts over many rows (a noisy histogram, noisy marginals), read through `release.py`'s `_true_labels` "
+        "counts over many rows (a noisy histogram, noisy marginals), read through `release.py`'s `true_labels` "
         "and noised inside the release that records them, once per privacy unit",
     ),
     "boundary/release_parts.py": (
         ("release_randomized_response_part",),
-        "RR drawn by several processes, each reading its own rows through `release.py`'s `_true_labels`; the "
+        "RR drawn by several processes, each reading its own rows through `release.py`'s `true_labels`; the "
         "recording process joins the parts and records one entry",
     ),
     "boundary/column.py": (
@@ -102,7 +102,7 @@ READERS: dict[str, tuple[tuple[str, ...], str]] = {
 
 LABELS_MODULE = "boundary/labels.py"
 #: the readers, wherever they are reached from (a name, an alias, an attribute: ``boundary.unseal``)
-READ_NAMES = frozenset({"unseal", "_true_labels"})
+READ_NAMES = frozenset({"unseal", "true_labels"})
 #: what only the type's own module may touch: PrivateLabels' private attributes and methods, and the
 #: module's private names (``_open``, ``_Root``), read off the class and the module themselves
 PRIVATE_ATTRIBUTES = frozenset(
@@ -231,7 +231,7 @@ def _documented_readers() -> dict[str, tuple[tuple[str, ...], str]]:
 
 
 def test_every_read_of_private_labels_is_in_the_one_list_of_readers() -> None:
-    """Every read of a private label's value in the package (a use of ``unseal`` or ``_true_labels``
+    """Every read of a private label's value in the package (a use of ``unseal`` or ``true_labels``
     under any name, a touch of PrivateLabels' private attributes or of its module's private names outside
     that module), by module and function: a new reader fails this test until it is added to
     :data:`READERS` on purpose, with why, and a reader that reads no more fails it until it is taken
@@ -260,7 +260,7 @@ def test_the_architecture_shows_the_one_list_of_readers() -> None:
     [
         ("from labeldp.boundary import unseal as peek\ndef f(y):\n    return peek(y)", "f"),
         ("import labeldp.boundary as b\nclass C:\n    def m(self, y):\n        return b.unseal(y) + 1", "C.m"),
-        ("from labeldp.boundary import release\ndef f(y):\n    return release._true_labels(y, 2)", "f"),
+        ("from labeldp.boundary import release\ndef f(y):\n    return release.true_labels(y, 2)", "f"),
         ("def f(y):\n    return y._root.values", "f"),
         ("def f(y):\n    def g():\n        return getattr(y, '_rows')\n    return g", "f.g"),
         ("from labeldp.boundary.labels import _open\nx = _open", "<module>"),
@@ -474,11 +474,11 @@ def test_a_release_refuses_a_plain_array_where_private_labels_are_meant(release)
 
 
 def test_the_readers_refuse_a_plain_array() -> None:
-    """``unseal`` and the releases' ``_true_labels`` read PrivateLabels only: an array was handed back
+    """``unseal`` and the releases' ``true_labels`` read PrivateLabels only: an array was handed back
     as it was, taken for true labels."""
     for plain in (np.array([0, 1]), [0, 1], None):
         with pytest.raises(ConfigError, match="got (numpy.ndarray|builtins.list|builtins.NoneType)"):
             unseal(plain)
         with pytest.raises(ConfigError, match="read as PrivateLabels only"):
-            _true_labels(plain, 2)
-    assert _true_labels(PrivateLabels.from_indices([0, 1], 2), 2).tolist() == [0, 1]
+            true_labels(plain, 2)
+    assert true_labels(PrivateLabels.from_indices([0, 1], 2), 2).tolist() == [0, 1]

@@ -119,14 +119,14 @@ def test_rr_with_prior_empirical_distribution_above_the_network_classes(
     monkeypatch.setattr(_top_k, "worker_threads", lambda entries: 2)
     monkeypatch.setattr(rr_module, "_CHUNK_ENTRIES", 0)  # blocks of 8192 rows
     paths = set()
-    block = rr_module._Block
+    block = rr_module.PriorBlock
 
     def recorded(*args):
         built = block(*args)
         paths.add(built.by_label)
         return built
 
-    monkeypatch.setattr(rr_module, "_Block", recorded)
+    monkeypatch.setattr(rr_module, "PriorBlock", recorded)
     labels = np.array([0, 1, 7, 9, 20, 21, 30, 39])
     rows, true = np.meshgrid(np.arange(len(WIDE_PRIORS)), labels, indexing="ij")
     rows, true = rows.ravel(), true.ravel()  # every (prior row, true label) pair

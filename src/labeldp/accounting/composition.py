@@ -109,7 +109,7 @@ def _event_pld(
         inner = event_pld(event.event, relation)
         return None if inner is None or event.count == 0 else inner.self_compose(event.count)
     if isinstance(event, dp_event.ComposedDpEvent):
-        return _compose([event_pld(e, relation) for e in event.events])
+        return compose_plds([event_pld(e, relation) for e in event.events])
     gaussian, sampling_prob = event, 1.0
     if isinstance(event, dp_event.PoissonSampledDpEvent) and isinstance(event.event, dp_event.GaussianDpEvent):
         gaussian, sampling_prob = event.event, event.sampling_probability
@@ -205,7 +205,7 @@ def _pure_dp_pld(epsilon: float) -> pld_lib.PrivacyLossDistribution:
     )
 
 
-def _compose(plds: list) -> pld_lib.PrivacyLossDistribution | None:
+def compose_plds(plds: list) -> pld_lib.PrivacyLossDistribution | None:
     result = None
     for item in plds:
         if item is not None:

@@ -40,8 +40,8 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from labeldp.accounting.composition import (
-    _compose,
     check_accountable,
+    compose_plds,
     event_from_dict,
     event_pld,
     event_to_dict,
@@ -299,7 +299,7 @@ class PrivacyLedger:
                 continue
             if any(non_private(event) for event in events):
                 return math.inf
-            composed = _compose([event_pld(event, self.neighboring_relation) for event in events])
+            composed = compose_plds([event_pld(event, self.neighboring_relation) for event in events])
             if composed is not None:
                 pure = pure_epsilon(dp_event.ComposedDpEvent(events))
                 found = composed.get_epsilon_for_delta(delta)

@@ -41,7 +41,7 @@ _SEARCH_ARGUMENTS = (
 )  # fmt: skip
 
 
-def _the_argument_to_change() -> str:
+def the_argument_to_change() -> str:
     """The argument of a scikit-learn search that made it read private labels, from the call stack."""
     import traceback
 

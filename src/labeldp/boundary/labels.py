@@ -25,8 +25,8 @@ from labeldp.boundary.label_access import (
     RELEASE_ONCE_ROUTE,
     LabelsInAnotherProcessError,
     PrivateLabelAccessError,
-    _the_argument_to_change,
     refuse_parallel_search,
+    the_argument_to_change,
 )
 from labeldp.boundary.shared_budget import LabelBudget
 from labeldp.errors import BudgetError, ConfigError, DataError
@@ -327,7 +327,7 @@ class PrivateLabels:
     # -- what is refused ---------------------------------------------------------------------------
     def _refuse(self, *args: Any, **kwargs: Any):
         raise PrivateLabelAccessError(
-            _the_argument_to_change()
+            the_argument_to_change()
             + "This code tried to compute on private labels (an array conversion, a comparison, iteration or "
             "pickling: a metric, a scorer, a stratified split or a worker process). Only the release "
             "boundary reads them. " + RELEASE_ONCE_ROUTE

@@ -31,7 +31,7 @@ from labeldp.accounting.events import (
 )
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.boundary.labels import PrivateLabels, unseal
-from labeldp.boundary.release_record import Release, _per_row, member_indices, record_release
+from labeldp.boundary.release_record import Release, member_indices, per_row, record_release
 from labeldp.errors import ConfigError, DataError
 from labeldp.mechanisms import (
     channel_epsilon,
@@ -59,7 +59,7 @@ from labeldp.mechanisms import (
 from labeldp.randomness import RandomSource
 
 
-def _true_labels(labels: PrivateLabels, num_classes: int) -> np.ndarray:
+def true_labels(labels: PrivateLabels, num_classes: int) -> np.ndarray:
     """The true labels (class or grid positions), read here: plain arrays are refused by ``unseal``. The domain
     is checked before any label is read, so that whether a release goes ahead never depends on the labels."""
     num_classes = check_num_classes(num_classes)
@@ -83,9 +83,9 @@ def release_randomized_response(
     ``arrays["k"]`` is K for every member. Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     eps = check_epsilon(epsilon)
-    true = _true_labels(labels, num_classes)
+    true = true_labels(labels, num_classes)
     indices = member_indices(ledger, members, tag, labels=true)
-    eps, per_unit = _per_row(ledger, indices, eps)
+    eps, per_unit = per_row(ledger, indices, eps)
     noisy = randomized_response(true, num_classes, eps, rng)
     return record_release(ledger, tag, rr_release(indices, noisy, num_classes, eps, per_unit))
 
@@ -117,9 +117,9 @@ def release_rr_with_prior(
     """
     eps = check_epsilon(epsilon)
     prior = check_priors(priors)
-    true = _true_labels(labels, prior.shape[1])
+    true = true_labels(labels, prior.shape[1])
     indices = member_indices(ledger, members, tag, labels=true, priors=prior)
-    eps, per_unit = _per_row(ledger, indices, eps)
+    eps, per_unit = per_row(ledger, indices, eps)
     noisy, k = rr_with_prior(true, prior, eps, rng)
     return record_release(
         ledger,
@@ -158,9 +158,9 @@ def release_rr_on_bins(
     Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     eps = check_epsilon(epsilon)
-    true = _true_labels(labels, np.asarray(grid).size)
+    true = true_labels(labels, np.asarray(grid).size)
     indices = member_indices(ledger, members, tag, labels=true)
-    eps, per_unit = _per_row(ledger, indices, eps)
+    eps, per_unit = per_row(ledger, indices, eps)
     maps = optimal_bins(priors, grid, eps)
     values, bins, d = rr_on_bins(true, grid, maps, eps, rng, prior_index)
     bin_of = (
@@ -194,9 +194,9 @@ def release_laplace_value(
     """
     eps = check_epsilon(epsilon)
     points = np.asarray(grid, dtype=np.float64)
-    true = _true_labels(labels, points.size)
+    true = true_labels(labels, points.size)
     indices = member_indices(ledger, members, tag, labels=true)
-    eps, per_unit = _per_row(ledger, indices, eps)
+    eps, per_unit = per_row(ledger, indices, eps)
     noisy = laplace_value(true, points, eps, rng)
     return record_release(
         ledger,
@@ -218,7 +218,7 @@ def release_true_labels(ledger: PrivacyLedger, labels, members, num_classes: int
     Recorded as a ``NonPrivateDpEvent``: the ledger's epsilon becomes infinite, so the run can never be
     reported as private. Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
-    true = _true_labels(labels, num_classes)
+    true = true_labels(labels, num_classes)
     indices = member_indices(ledger, members, tag, labels=true)
     return record_release(
         ledger,
@@ -290,7 +290,7 @@ def release_external_labels(
         raise ConfigError(f"the source states epsilon {stated_epsilon:g}, but its channel implies {own:.6g} at least")
     epsilon = own if stated_epsilon is None else float(stated_epsilon)
     num_classes = matrix.shape[0]
-    reported = _true_labels(labels, num_classes)
+    reported = true_labels(labels, num_classes)
     _check_reports_fit_channel(reported, matrix)
     indices = member_indices(ledger, members, tag, labels=reported)
     exact = stated_epsilon is None and is_randomized_response(matrix)
@@ -326,9 +326,9 @@ def release_laplace_one_hot(
     member. Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     eps = check_epsilon(epsilon)
-    true = _true_labels(labels, num_classes)
+    true = true_labels(labels, num_classes)
     indices = member_indices(ledger, members, tag, labels=true)
-    eps, per_unit = _per_row(ledger, indices, eps)
+    eps, per_unit = per_row(ledger, indices, eps)
     noisy = laplace_one_hot(true, num_classes, eps, rng)
     return record_release(
         ledger,
@@ -362,9 +362,9 @@ def release_vector_labels(
     :mod:`labeldp.boundary.release`.
     """
     eps = check_epsilon(epsilon)
-    true = _true_labels(labels, num_classes)
+    true = true_labels(labels, num_classes)
     indices = member_indices(ledger, members, tag, labels=true)
-    eps, per_unit = _per_row(ledger, indices, eps)
+    eps, per_unit = per_row(ledger, indices, eps)
     vectors = vector_labels(true, num_classes, eps, rng)
     return record_release(
         ledger,

@@ -15,7 +15,7 @@ import numpy as np
 from labeldp._validation import check_epsilon
 from labeldp.accounting.events import histogram_event, marginals_event, stated_event
 from labeldp.accounting.ledger import PrivacyLedger
-from labeldp.boundary.release import Release, _true_labels, member_indices, record_release
+from labeldp.boundary.release import Release, member_indices, record_release, true_labels
 from labeldp.mechanisms import noisy_histogram, noisy_marginals
 from labeldp.mechanisms.label_marginals import check_bins
 from labeldp.randomness import RandomSource
@@ -39,7 +39,7 @@ def release_noisy_histogram(
     Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     eps = check_epsilon(epsilon)
-    true = _true_labels(labels, num_classes)
+    true = true_labels(labels, num_classes)
     indices = member_indices(ledger, members, tag, labels=true, groups=np.asarray(groups))
     units = max(ledger.contribution(indices), 1)
     counts = noisy_histogram(true, groups, num_groups, num_classes, eps, rng, units)
@@ -77,7 +77,7 @@ def release_label_marginals(
     counts; no labels. Shared arguments and errors: see :mod:`labeldp.boundary.release`.
     """
     eps = check_epsilon(epsilon)
-    true = _true_labels(labels, num_classes)
+    true = true_labels(labels, num_classes)
     codes, sizes = check_bins(bins, bins_per_feature)
     indices = member_indices(ledger, members, tag, labels=true, bins=codes)
     units = max(ledger.contribution(indices), 1)

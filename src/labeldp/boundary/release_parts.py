@@ -18,7 +18,7 @@ import numpy as np
 
 from labeldp._validation import check_epsilon, check_same_length
 from labeldp.accounting.ledger import PrivacyLedger
-from labeldp.boundary.release import Release, _per_row, _true_labels, member_indices, record_release, rr_release
+from labeldp.boundary.release import Release, member_indices, per_row, record_release, rr_release, true_labels
 from labeldp.errors import ConfigError
 from labeldp.mechanisms import randomized_response
 from labeldp.randomness import RandomSource
@@ -58,7 +58,7 @@ def release_randomized_response_part(
     """
     eps = check_epsilon(epsilon)
     indices = member_indices(ledger, members, tag)
-    eps, per_unit = _per_row(ledger, indices, eps)
+    eps, per_unit = per_row(ledger, indices, eps)
     try:
         mine = np.asarray(rows, dtype=np.int64)
         if mine.size and (not np.all(np.diff(mine) > 0) or not np.isin(mine, indices).all()):
@@ -66,7 +66,7 @@ def release_randomized_response_part(
         if mine.size == 0:  # a process without members (fewer row groups than processes)
             part: Any = (mine, np.zeros(0, np.int64))
         else:
-            true = _true_labels(labels, num_classes)
+            true = true_labels(labels, num_classes)
             check_same_length(labels=true, rows=mine)
             part = (mine, randomized_response(true, num_classes, eps, rng))
     except Exception as error:  # handed over: the recording process raises it

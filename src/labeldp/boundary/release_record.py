@@ -120,7 +120,7 @@ def record_release(ledger: PrivacyLedger, tag: str | None, release: Release) -> 
     return release
 
 
-def _per_row(ledger: PrivacyLedger, indices: np.ndarray, epsilon: float) -> tuple[float, str]:
+def per_row(ledger: PrivacyLedger, indices: np.ndarray, epsilon: float) -> tuple[float, str]:
     """Each row's epsilon, and the description's words for it: a unit of c rows gives each epsilon / c."""
     units = ledger.contribution(indices)
     if units <= 1:

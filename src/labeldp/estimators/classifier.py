@@ -79,7 +79,7 @@ from labeldp.estimators._common import (
     take_rows,
     wrapper_tags,
 )
-from labeldp.estimators.public_bins import PublicBins, _frame, bin_indicators
+from labeldp.estimators.public_bins import PublicBins, as_table, bin_indicators
 from labeldp.methods.stage_release import cell_soft_labels, release_cell_counts, release_stage_labels
 from labeldp.priors import FIRST_SHARE, cells_of
 from labeldp.randomness import NoiseSource
@@ -429,7 +429,7 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
 def _tree_inputs(X):
     """The public inputs as numbers a tree splits: numeric columns' ranks, every other column one-hot."""
     bins = PublicBins().fit(X)
-    frame = _frame(X)
+    frame = as_table(X)
     numeric = np.array([column in bins.edges_ for column in bins.columns_])
     ranks = np.zeros((len(frame), 0))
     if numeric.any():  # a tree reads order only: ranks are finite where values may not be, a missing one lowest

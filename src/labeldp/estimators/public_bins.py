@@ -73,7 +73,7 @@ class PublicBins(TransformerMixin, BaseEstimator):
         """
         if int(self.n_bins) != self.n_bins or self.n_bins < 2:
             raise ConfigError(f"n_bins must be an integer >= 2, got {self.n_bins}")
-        frame = _frame(X)
+        frame = as_table(X)
         if frame.shape[1] == 0:
             raise ConfigError("the table has no feature columns")
         self.columns_, self.edges_, self.categories_ = list(frame.columns), {}, {}
@@ -112,7 +112,7 @@ class PublicBins(TransformerMixin, BaseEstimator):
             If an array ``X`` is not 2-d, is complex, or has no rows or columns (scikit-learn's ``check_array``).
         """
         check_is_fitted(self, "bins_per_feature_")
-        frame = _frame(X)
+        frame = as_table(X)
         missing = [column for column in self.columns_ if column not in frame.columns]
         if missing:
             raise ConfigError(f"the table lacks the fitted feature columns {missing}")
@@ -146,7 +146,7 @@ class _SparseColumns:
         return pd.Series(self._matrix[:, [column]].toarray().ravel())
 
 
-def _frame(X) -> pd.DataFrame | _SparseColumns:
+def as_table(X) -> pd.DataFrame | _SparseColumns:
     """``X`` as a table: a table as it is; a sparse matrix as :class:`_SparseColumns`; an array checked as
     scikit-learn checks it (2-d, not complex), its columns numbered, a column of objects that are all
     numbers (or missing) taken as numbers."""

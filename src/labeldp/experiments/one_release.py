@@ -31,7 +31,7 @@ from labeldp.released_metrics import estimate_mean, mean_and_error
 from labeldp.runs.context import release_inputs
 from labeldp.runs.reservation import withdraw_unspent
 from labeldp.runs.run import (
-    _accept_changed_config,
+    accept_changed_config,
     check_plan,
     config_dataset,
     data_facts,
@@ -103,7 +103,7 @@ def _release_once(config, out, data, device, progress, in_memory, names, spendin
                 )
             return {name: Release.from_arrays(out.load_release(name)) for name in names}
         if saved is not None:
-            _accept_changed_config(saved, config, data, out, progress)
+            accept_changed_config(saved, config, data, out, progress)
         out.create()
         out.write_config(recorded_config(config, data))
         write_json_atomic(

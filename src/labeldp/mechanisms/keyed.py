@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from labeldp._validation import check_epsilon, check_labels, check_num_classes, check_priors, check_same_length
 from labeldp.mechanisms._top_k import blocks_top_k
-from labeldp.mechanisms.rr import _Block, _chunk_rows, change_probability, keep_probability
+from labeldp.mechanisms.rr import PriorBlock, change_probability, chunk_rows, keep_probability
 
 
 def row_words(key: bytes, identity: np.ndarray) -> np.ndarray:
@@ -78,8 +78,8 @@ def keyed_rr_with_prior(labels, priors, epsilon: float, words: np.ndarray) -> tu
     noisy, ks = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     change = change_probability(eps, np.arange(prior.shape[1] + 1))
     weights = keep_probability(eps, np.arange(1, prior.shape[1] + 1))
-    prepare = functools.partial(_Block, true, change, ks)
-    for start, stop, block in blocks_top_k(prior, weights, _chunk_rows(prior.shape[1]), then=prepare):
+    prepare = functools.partial(PriorBlock, true, change, ks)
+    for start, stop, block in blocks_top_k(prior, weights, chunk_rows(prior.shape[1]), then=prepare):
         mine = words[start:stop]
         rank = np.full(stop - start, prior.shape[1], dtype=np.min_scalar_type(prior.shape[1]))  # K: kept
         redraw = np.flatnonzero(_changed(mine, block.probability) | block.outside)

@@ -91,7 +91,7 @@ def randomized_response(labels, num_classes: int, epsilon: float, rng: RandomSou
     return np.where(changed, (true + shift) % num_classes, true)
 
 
-def _chunk_rows(num_classes: int) -> int:
+def chunk_rows(num_classes: int) -> int:
     """Rows per RR-with-prior block: about :data:`_CHUNK_ENTRIES` entries, a multiple of :data:`_CHUNK_ROWS`."""
     return _CHUNK_ROWS * max(1, _CHUNK_ENTRIES // (num_classes * _CHUNK_ROWS))
 
@@ -99,7 +99,7 @@ def _chunk_rows(num_classes: int) -> int:
 def _top_k_blocks(prior: np.ndarray, epsilon: float):
     """(start, stop, (k, member)) for RR-with-prior's blocks of ``prior`` (member: a (K, m) mask)."""
     weights = keep_probability(epsilon, np.arange(1, prior.shape[1] + 1))
-    return blocks_top_k(prior, weights, _chunk_rows(prior.shape[1]))
+    return blocks_top_k(prior, weights, chunk_rows(prior.shape[1]))
 
 
 def prior_top_k(priors, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
@@ -138,13 +138,13 @@ def rr_with_prior(labels, priors, epsilon: float, rng: RandomSource = None) -> t
     ks = np.empty(n, dtype=np.int64)
     change = change_probability(eps, np.arange(prior.shape[1] + 1))  # by k
     weights = keep_probability(eps, np.arange(1, prior.shape[1] + 1))
-    prepare = functools.partial(_Block, true, change, ks)
-    for start, stop, block in blocks_top_k(prior, weights, _chunk_rows(prior.shape[1]), then=prepare):
+    prepare = functools.partial(PriorBlock, true, change, ks)
+    for start, stop, block in blocks_top_k(prior, weights, chunk_rows(prior.shape[1]), then=prepare):
         block.release(gen, noisy[start:stop])
     return noisy, ks
 
 
-class _Block:
+class PriorBlock:
     """One block of rows, ready to draw: its top-k sets without the true labels, and the draws'
     probabilities and ranges.
 

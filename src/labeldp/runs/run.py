@@ -294,7 +294,7 @@ def _open_run(
     held.enter_context(out.lock())
     saved = out.read_config()
     if saved is not None:
-        _accept_changed_config(saved, config, data, out, progress and announce_resume)
+        accept_changed_config(saved, config, data, out, progress and announce_resume)
     finished = out.read_summary()
     if finished is not None:
         return finished
@@ -417,7 +417,7 @@ def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:
         raise ConfigError("loss 'mse' fits released values: it needs numeric labels (a regression dataset)")
 
 
-def _accept_changed_config(
+def accept_changed_config(
     saved: dict[str, Any], config: RunConfig, data: LabeledDataset, out: RunDirectory, progress: bool
 ) -> None:
     """Let an unfinished run continue under a changed configuration when every release it saved is what the
