@@ -1,5 +1,5 @@
 """DP-SGD (inputs *and* labels private): composable pieces for your own loop, and a ready trainer
-(:mod:`labeldp.dpsgd.trainer`, read it first). The accounting lives in :mod:`labeldp.accounting`.
+(:mod:`labeldp.dpsgd.trainer`, read it first). The accounting lives in :mod:`labeldp.accounting.calibration`.
 """
 
 from typing import TYPE_CHECKING
