@@ -77,7 +77,7 @@ def frames(table: Path, seed: int = 0):
             table=table, label_column="spend", drop=("visit", "conversion"), label_range=LABEL_RANGE, label_grid=GRID
         ),
         split_seed=seed,
-        test_labels="public",
+        public_test=True,
     )  # a comparison
     features = frame.drop(columns=list(OUTCOMES))
     for column in features.columns:

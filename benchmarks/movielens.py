@@ -87,8 +87,7 @@ def main() -> None:
         flush=True,
     )
     datasets = {
-        seed: load_dataset("movielens", args.data_dir, split_seed=seed, test_labels="public")
-        for seed in range(args.seeds)
+        seed: load_dataset("movielens", args.data_dir, split_seed=seed, public_test=True) for seed in range(args.seeds)
     }
     first = datasets[0]
     print(f"MovieLens: {len(first.y_train)} training and {len(first.y_test)} test ratings\n", flush=True)

@@ -43,7 +43,7 @@ def test_mixed_type_user_ids_are_one_unit_each_in_train_and_privatize(tmp_path) 
         TableOptions(
             table=tmp_path / "t.csv", label_column="y", classes=("0", "1"), privacy_unit="user", max_rows_per_unit=4
         ),
-        test_labels="public",
+        public_test=True,
     )
     assert data.unit_bound["units"] == 50_001 and data.unit_bound["most_rows"] == 4
     assert np.bincount(data.units).max() == 4
@@ -130,7 +130,7 @@ def test_neighbours_differing_in_a_label_of_another_type_read_alike(tmp_path, cl
             warnings.simplefilter("always")
             data = load_table_dataset(
                 TableOptions(table=tmp_path / f"{name}.csv", label_column="answer", classes=classes),
-                test_labels="public",
+                public_test=True,
             )
         outcomes.append([str(w.message) for w in caught])
         positions = np.concatenate([unseal(data.y_train), data.y_test])

@@ -129,4 +129,4 @@ def test_a_runs_table_options_reach_the_loader_whole(register_dataset_for_test, 
     config = RunConfig(dataset="test-registry-table", data_dir=str(tmp_path), test_labels="public", seed=3, **table)
     assert config_dataset(RunConfig.from_dict(config.to_dict())) == 1
     assert requests[-1].table_options == TableOptions(**{**table, "table": tmp_path / "t.csv"})
-    assert (requests[-1].test_labels, requests[-1].split_seed) == ("public", 3)
+    assert (requests[-1].public_test, requests[-1].split_seed) == (True, 3)

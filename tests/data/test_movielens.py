@@ -17,7 +17,7 @@ from tests.helpers import write_movielens
 
 def test_movielens_folder(tmp_path) -> None:
     ratings = write_movielens(tmp_path)
-    data = load_dataset("movielens", tmp_path, split_seed=3, test_labels="public")
+    data = load_dataset("movielens", tmp_path, split_seed=3, public_test=True)
     assert data.is_regression and data.label_values.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert len(data.y_train) == 120 and len(data.y_test) == 30
     assert data.categorical == (12, 15, 5, 3)  # users, items, 4 occupations + unknown, F / M / other

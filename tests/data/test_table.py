@@ -59,7 +59,7 @@ def test_the_label_domain_is_declared_never_read_off_the_private_labels(tmp_path
         None,
         TableOptions(table=tmp_path / "f.csv", classes=("false", "true")),
         test_fraction=0.5,
-        test_labels="public",
+        public_test=True,
     )
     assert public.public_test and public.y_test.tolist() == unseal(data.y_test).tolist()
 
@@ -121,7 +121,7 @@ def test_regression_table(tmp_path) -> None:
         TableOptions(
             table=tmp_path / "t.csv", label_column="spend", label_range=(0, 100), label_grid=11, id_column="id"
         ),
-        test_labels="public",
+        public_test=True,
     )
     assert data.x_train.shape[1] == 1 + 3 and data.preprocessor is not None  # categories one-hot, the id left out
     assert data.is_regression and np.array_equal(data.label_values, np.arange(0, 101, 10.0))
@@ -201,7 +201,7 @@ def test_a_privacy_unit_keeps_at_most_m_rows_per_unit_and_holds_out_whole_units(
     flipped.to_csv(tmp_path / "flipped.csv", index=False)
     other = load_table_dataset(dataclasses.replace(options, table=tmp_path / "flipped.csv"), seed=2)
     assert np.array_equal(other.x_train, data.x_train) and np.array_equal(other.x_test, data.x_test)
-    public = load_table_dataset(options, seed=2, test_labels="public")
+    public = load_table_dataset(options, seed=2, public_test=True)
     assert public.public_test and public.units.shape == (len(public.y_train),)
     frame.drop(columns="user").to_csv(tmp_path / "test.csv", index=False)  # a public test table needs no unit
     separate = load_table_dataset(dataclasses.replace(options, test_table=tmp_path / "test.csv"), seed=2)

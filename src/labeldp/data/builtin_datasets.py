@@ -57,14 +57,14 @@ def load_movielens(request: DatasetRequest):
     """
     from labeldp.data.movielens import load_movielens_dataset
 
-    return load_movielens_dataset(_data_dir(request), request.split_seed, request.test_fraction, request.test_labels)
+    return load_movielens_dataset(_data_dir(request), request.split_seed, request.test_fraction, request.public_test)
 
 
 def load_table(request: DatasetRequest):
     """The loader of ``csv``, the user's table (:func:`labeldp.data.table.load_table_dataset`)."""
     from labeldp.data.table import load_table_dataset
 
-    return load_table_dataset(request.table_options, request.test_fraction, request.split_seed, request.test_labels)
+    return load_table_dataset(request.table_options, request.test_fraction, request.split_seed, request.public_test)
 
 
 def _folder(name: str, loaders: tuple, help: str) -> Dataset:

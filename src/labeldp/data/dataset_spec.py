@@ -51,13 +51,13 @@ class TableOptions:
 @dataclass(frozen=True)
 class DatasetRequest:
     """What a run asks of a dataset: its folder, the seed that splits off test rows (``test_fraction`` of them)
-    and whether their labels are public (``test_labels``, as RunConfig's), and a table's options, whole."""
+    and whether their labels are public (RunConfig's ``test_labels`` public), and a table's options, whole."""
 
     data_dir: Path | None = None
     table_options: TableOptions = TableOptions()
     test_fraction: float = 0.2
     split_seed: int = 0
-    test_labels: str = "private"
+    public_test: bool = False
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ def load_dataset(
     *,
     test_fraction: float = 0.2,
     split_seed: int = 0,
-    test_labels: str = "private",
+    public_test: bool = False,
 ) -> LabeledDataset:
     """Load the dataset registered as ``name``, its options checked before anything is read.
 
@@ -29,7 +29,7 @@ def load_dataset(
     ``table_options``' table (relative to ``data_dir`` where given): a classification over the declared
     ``classes``, or a regression on the grid of ``label_grid`` points over ``label_range``. Test rows held
     out of the private label column (``csv`` without ``test_table``, ``movielens``) keep private labels
-    unless ``test_labels`` is ``"public"``.
+    unless ``public_test``.
     """
     dataset, table_options = get_dataset(name), table_options or TableOptions()
     # classes off a table are refused by the run's checks (config/run_config.py), in words of their own
@@ -53,7 +53,7 @@ def load_dataset(
     if dataset.source == "folder" and data_dir is None:
         raise ConfigError(f"dataset {name!r} needs a data folder (--data-dir DIR)")
     data_path = Path(data_dir) if data_dir is not None else None
-    return dataset.load(DatasetRequest(data_path, table_options, test_fraction, split_seed, test_labels))
+    return dataset.load(DatasetRequest(data_path, table_options, test_fraction, split_seed, public_test))
 
 
 def download_dataset(name: str, data_dir: str | Path) -> None:

@@ -8,8 +8,8 @@ float32 holds integers exactly up to 2^24, and ``LabeledDataset.categorical`` gi
 ``recommender`` to embed), then standardised side features.
 
 The test pairs are chosen from the seed's public stream after sorting the pairs, so they depend neither
-on the ratings nor on the file's order; their ratings are private like the others unless ``test_labels``
-is ``"public"``. MovieLens is licensed for research use only: users download it themselves
+on the ratings nor on the file's order; their ratings are private like the others unless the test set is public (a run's
+``test_labels`` public). MovieLens is licensed for research use only: users download it themselves
 (``labeldp download movielens --data-dir DIR``).
 """
 
@@ -84,13 +84,13 @@ def read_ratings(folder: Path) -> pd.DataFrame:
 
 
 def load_movielens_dataset(
-    data_dir: str | Path, split_seed: int = 0, test_fraction: float = TEST_FRACTION, test_labels: str = "private"
+    data_dir: str | Path, split_seed: int = 0, test_fraction: float = TEST_FRACTION, public_test: bool = False
 ) -> LabeledDataset:
     """MovieLens (100K's folder format, in ``data_dir`` or its ``ml-100k``) as a regression on the ratings 1..5
     (see :mod:`labeldp.data.movielens`).
 
-    The test pairs' ratings are private like every rating, unless ``test_labels`` is ``"public"``
-    for exact test metrics the epsilon does not cover. A rating outside the grid is refused unnamed.
+    The test pairs' ratings are private like every rating, unless ``public_test``, for exact test metrics the
+    epsilon does not cover. A rating outside the grid is refused unnamed.
     """
     folder = _folder(Path(data_dir))
     ratings = read_ratings(folder)
@@ -150,17 +150,16 @@ def load_movielens_dataset(
         )
     test, train = np.sort(order[:n_test]), np.sort(order[n_test:])
     labels = (rating - 1).astype(np.int64)
-    public = test_labels == "public"
     return LabeledDataset(
         "movielens",
         inputs[train],
         labels[train],
         inputs[test],
-        labels[test] if public else PrivateLabels.from_indices(labels[test], RATINGS.size),
+        labels[test] if public_test else PrivateLabels.from_indices(labels[test], RATINGS.size),
         num_classes=5,
         class_names=[f"{r:g}" for r in RATINGS],
         label_values=RATINGS.copy(),
-        y_test_values=rating[test] if public else None,
+        y_test_values=rating[test] if public_test else None,
         categorical=sizes,
     )
 

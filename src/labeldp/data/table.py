@@ -230,7 +230,7 @@ def table_name(path: str | Path) -> str:
 
 
 def load_table_dataset(
-    options: TableOptions, test_fraction: float = 0.2, seed: int = 0, test_labels: str = "private"
+    options: TableOptions, test_fraction: float = 0.2, seed: int = 0, public_test: bool = False
 ) -> LabeledDataset:
     """Load the table of ``options`` with a declared label domain: a classification's ``classes`` or numeric
     labels' grid (``label_grid`` points over ``label_range``, :mod:`labeldp.data.grid`: values snapped to it,
@@ -239,7 +239,7 @@ def load_table_dataset(
 
     Without a ``test_table`` a random ``test_fraction`` of the rows, drawn from the seed's public stream,
     becomes the test set; its labels stay private (a run estimates its test metrics from a release of them)
-    unless ``test_labels`` is ``"public"``, for exact metrics the epsilon does not cover. A ``test_table``'s
+    unless ``public_test``, for exact metrics the epsilon does not cover. A ``test_table``'s
     labels are public. ``privacy_unit``, ``max_rows_per_unit`` and ``one_row_per_person`` are as for
     :func:`~labeldp.boundary.release_folder.privatize_table`; with a unit, the dataset carries the private
     rows' ``units`` and the bound's ``unit_bound``.
@@ -282,7 +282,7 @@ def load_table_dataset(
         y_test = _labels(test_read, domain, "the test table's label column")
     preprocessor = TablePreprocessor.fit(train, columns)
     name = table_name(path)
-    private_test = options.test_table is None and test_labels != "public"
+    private_test = options.test_table is None and not public_test
     private_rows = np.concatenate([train_rows, test_rows]) if private_test else train_rows
     extra: dict[str, Any] = {
         "preprocessor": preprocessor,

@@ -39,7 +39,9 @@ def config_dataset(config: RunConfig) -> LabeledDataset:
     """The dataset ``config`` names, loaded from its files, its training labels private (the seed splits off
     test rows where the dataset has no test set of its own)."""
     table = TableOptions(**{option.name: getattr(config, option.name) for option in dataclasses.fields(TableOptions)})
-    return load_dataset(config.dataset, config.data_dir, table, split_seed=config.seed, test_labels=config.test_labels)
+    return load_dataset(
+        config.dataset, config.data_dir, table, split_seed=config.seed, public_test=config.test_labels == "public"
+    )
 
 
 def data_facts(data: LabeledDataset, in_memory: bool, model: str | None) -> dict[str, Any]:
