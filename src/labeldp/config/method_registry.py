@@ -108,6 +108,9 @@ class Method:
     model_from_state : callable, optional
         ``model_from_state(state_dict) -> nn.Module``, for a method whose model's shape is fitted rather
         than named (``marginals``' bins); None: built by name and the state loaded into it.
+    planned : callable, optional
+        ``planned(config, examples, guarantee) -> Guarantee``: the most a run may spend where its releases are
+        no label releases (DP-SGD's steps, accounted under replace-one); None: ``guarantee``, its epsilon.
     on_data : callable, optional
         ``on_data(config, num_classes) -> (options, line)``: the options it resolves on the data (lp-2st's
         first release), as ``config.json`` records them, and a line for the console where it chose (or None).
@@ -134,6 +137,7 @@ class Method:
     tuning: str | None = "release"
     untunable: str = ""
     model_from_state: Callable[[Any], Any] | None = None
+    planned: Callable[[Any, int, Any], Any] | None = None
     on_data: Callable[[Any, int], tuple[dict[str, Any], str | None]] | None = None
 
     def __post_init__(self) -> None:

@@ -13,7 +13,8 @@ import numpy as np
 from torch import nn
 from tqdm.auto import tqdm
 
-from labeldp.accounting import PrivacyLedger, calibrate_noise_multiplier, dpsgd_epsilon
+from labeldp.accounting import DPSGD_RELATION, PrivacyLedger, calibrate_noise_multiplier, dpsgd_epsilon, dpsgd_event
+from labeldp.accounting.policy import Guarantee
 from labeldp.boundary import Release, release_dpsgd_plan
 from labeldp.config.method_registry import BUILTIN_HELP, Method, register_method
 from labeldp.config.run_config import RunConfig
@@ -106,6 +107,16 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
         )
 
 
+def _planned(config: RunConfig, examples: int, guarantee: Guarantee) -> Guarantee:
+    """``Method.planned``: the planned steps (the noise multiplier given or calibrated to ``guarantee``)
+    accounted under replace-one, as the run's ledger will account them."""
+    q, steps, _ = sampling_plan(examples, config.train)
+    sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(guarantee.epsilon, guarantee.delta, q, steps)
+    ledger = PrivacyLedger(examples, DPSGD_RELATION)
+    ledger.record(dpsgd_event(sigma, q, steps), np.ones(examples, dtype=bool), "planned")
+    return Guarantee.of_ledger(ledger, guarantee.delta)
+
+
 register_method(
     Method(
         "dp-sgd",
@@ -116,6 +127,7 @@ register_method(
         relation="ADD_OR_REMOVE_ONE",
         check=_check,
         plan=_plan,
+        planned=_planned,
         training_releases=True,
         per_example=True,
         tuning="private-selection",

@@ -5,15 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from labeldp.accounting import DPSGD_RELATION, PrivacyLedger, calibrate_noise_multiplier, dpsgd_event
 from labeldp.accounting.datasets import new_release, saved_release
 from labeldp.accounting.policy import BudgetPolicy, Guarantee
 from labeldp.accounting.spending import Source, Spending, guarantee_of, unit_guarantee
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
-from labeldp.dpsgd.trainer import sampling_plan
 
 
 def run_source(config: RunConfig, data: LabeledDataset) -> Source:
@@ -32,21 +28,13 @@ def run_source(config: RunConfig, data: LabeledDataset) -> Source:
 
 def planned_guarantee(config: RunConfig, data: LabeledDataset) -> Guarantee:
     """The most a run of ``config`` may spend, under replace-one-label: its epsilon per unit (each row's own
-    its share), or, for a method whose guarantee is for examples added or removed (DP-SGD), its planned steps
-    accounted under replace-one, as its ledger will be."""
+    its share), or what its method plans (``Method.planned``: DP-SGD's steps, accounted under replace-one)."""
     bound = data.unit_bound or {}
     guarantee = guarantee_of(config.epsilon, config.delta or 0.0, bound.get("column"))
     if bound:
         guarantee = unit_guarantee(guarantee, int(bound["most_rows"]))
-    if config.method_spec.protects_examples and guarantee.private:  # DP-SGD's steps, under replace-one
-        q, steps, _ = sampling_plan(len(data.y_train), config.train)
-        sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(
-            guarantee.epsilon, guarantee.delta, q, steps
-        )
-        ledger = PrivacyLedger(len(data.y_train), DPSGD_RELATION)
-        ledger.record(dpsgd_event(sigma, q, steps), np.ones(len(data.y_train), dtype=bool), "planned")
-        guarantee = Guarantee.of_ledger(ledger, guarantee.delta)
-    return guarantee
+    planned = config.method_spec.planned
+    return planned(config, len(data.y_train), guarantee) if planned is not None and guarantee.private else guarantee
 
 
 def reserve_run(
