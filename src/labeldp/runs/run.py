@@ -360,7 +360,16 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
         If the method's plan spends more than the budget (PATE, DP-SGD with a given noise multiplier).
     """
     check_amp(config.train, device)
-    _check_units(config, data)
+    if config.privacy_unit is not None and data.units is None:
+        raise ConfigError(
+            f"privacy_unit {config.privacy_unit!r} is set but the dataset has no privacy units: give them to the "
+            "dataset (LabeledDataset(units=...)) or read the table from its file"
+        )
+    if data.units is not None and config.method_spec.protects_examples:
+        raise ConfigError(
+            f"method {config.method!r} protects examples added or removed, not labels replaced: its guarantee "
+            "does not compose per privacy unit; use a label-DP method, or a dataset without units"
+        )
     n = len(data.y_train)
     assert config.stages is not None, "a resolved configuration has its stages"
     sizes = [part.size for part in split_stages(n, config.stages, config.seed, data.train_units)]
@@ -382,20 +391,6 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
     check_label_domain(config, data)
     if config.method_spec.plan is not None:
         config.method_spec.plan(config, data)
-
-
-def _check_units(config: RunConfig, data: LabeledDataset) -> None:
-    """A dataset's privacy units must be the configuration's, under a method that composes per unit."""
-    if config.privacy_unit is not None and data.units is None:
-        raise ConfigError(
-            f"privacy_unit {config.privacy_unit!r} is set but the dataset has no privacy units: give them to the "
-            "dataset (LabeledDataset(units=...)) or read the table from its file"
-        )
-    if data.units is not None and config.method_spec.protects_examples:
-        raise ConfigError(
-            f"method {config.method!r} protects examples added or removed, not labels replaced: its guarantee "
-            "does not compose per privacy unit; use a label-DP method, or a dataset without units"
-        )
 
 
 def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:
