@@ -70,6 +70,9 @@ def run(checkout: Path, out: Path, adult: Path) -> None:
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         (out / f"{name}.log").write_text(done.stdout + done.stderr)
         print(f"{name}: {'ok' if done.returncode == 0 else 'FAILED, see its .log'}")
+        if done.returncode != 0:
+            with (out / "failed.txt").open("a") as failed:
+                failed.write(f"{name}\n")
     help_text = subprocess.run([*labeldp, "--help"], env=env, capture_output=True, text=True, check=True).stdout
     (out / "train-help.txt").write_text(help_text)
 
@@ -100,22 +103,37 @@ def _read(path: Path, root: Path):
         import torch
 
         return _normal(torch.load(path, weights_only=False), root)  # written by the runs above
-    if path.suffix == ".txt":
-        return path.read_bytes()
-    return None
+    data = path.read_bytes()  # the help, the release ids; the people files and the preprocessor byte for byte
+    try:
+        return _normal(data.decode(), root)
+    except UnicodeDecodeError:
+        return data
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.is_file() else []
+
+
+#: what is no result: the logs (their lines hold times) and the lock files
+SKIPPED = {".log", ".lock"}
 
 
 def compare(before: Path, after: Path) -> int:
-    """The files of ``before`` that ``after`` lacks or holds otherwise, printed; their number."""
+    """The files that one of ``before`` and ``after`` lacks or that they hold otherwise, and the runs that
+    failed in either, printed; their number."""
+    names = {path.relative_to(folder) for folder in (before, after) for path in folder.rglob("*") if path.is_file()}
+    names = sorted(name for name in names if name.suffix not in SKIPPED)
     different = 0
-    files = [path for path in sorted(before.rglob("*")) if path.is_file() and path.suffix != ".log"]
-    for path in files:
-        twin = after / path.relative_to(before)
-        if not twin.is_file() or _read(path, before) != _read(twin, after):
+    for name in names:
+        one, other = before / name, after / name
+        if not (one.is_file() and other.is_file()) or _read(one, before) != _read(other, after):
             different += 1
-            print(f"differs: {path.relative_to(before)}")
-    print(f"{len(files)} files compared, differences: {different}")
-    return different
+            print(f"differs: {name}")
+    failed = [f"{folder}: {name}" for folder in (before, after) for name in _lines(folder / "failed.txt")]
+    for run in failed:
+        print(f"failed: {run}")
+    print(f"{len(names)} files compared, differences: {different}, runs failed: {len(failed)}")
+    return different + len(failed)
 
 
 def main() -> None:

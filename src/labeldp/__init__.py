@@ -11,11 +11,11 @@ sleep, unless the environment says how they wait), as the ``labeldp`` command do
 
 from __future__ import annotations
 
-import importlib.metadata
 from typing import TYPE_CHECKING
 
 from labeldp import runtime as _runtime
 from labeldp._lazy import lazy_exports
+from labeldp._version import __version__
 
 _runtime.prefer_short_waits()  # before the OpenMP runtimes load where labeldp comes first
 
@@ -40,7 +40,6 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.runs import RunConfig as RunConfig
     from labeldp.runs import train_run as train_run
 
-__version__ = importlib.metadata.version("labeldp")  # pyproject.toml's, stated there once
 
 __getattr__, _dir, _names = lazy_exports(__name__)
 

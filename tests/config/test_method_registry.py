@@ -114,7 +114,7 @@ def test_the_relation_says_what_a_method_protects() -> None:
     """A method's relation is dp_accounting's NeighboringRelation: replacing one label (label DP, the
     default) protects labels, adding or removing one example (DP-SGD) whole examples."""
     label = Method("test-registry-label", "label DP", _run)
-    example = Method("test-registry-example", "full DP", _run, relation="ADD_OR_REMOVE_ONE")
+    example = Method("test-registry-example", "full DP", _run, relation="ADD_OR_REMOVE_ONE", planned=lambda *_: None)
     assert label.neighboring_relation == dp_accounting.NeighboringRelation.REPLACE_ONE and not label.protects_examples
     assert example.neighboring_relation == dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
     assert example.protects_examples
@@ -166,3 +166,11 @@ def test_the_method_flags_help_is_each_builtins_own_line() -> None:
     field = next(field for field in dataclasses.fields(RunSettings) if field.name == "method")
     assert declaration_of(field).help == methods_help()
     assert all(f"{name}: {line}" in methods_help() for name, line in BUILTIN_HELP.items())
+
+
+def test_a_method_protecting_examples_says_what_it_spends_under_replace_one() -> None:
+    """The people's ledgers keep replace-one: a method whose guarantee is for examples added or removed is
+    refused without ``planned``, so that its reservation is never its add-or-remove epsilon."""
+    with pytest.raises(ConfigError, match="needs `planned`"):
+        Method("test-registry-unplanned", "full DP", _run, relation="ADD_OR_REMOVE_ONE")
+    assert get_method("dp-sgd").planned is not None

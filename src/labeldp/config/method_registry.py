@@ -143,6 +143,11 @@ class Method:
     def __post_init__(self) -> None:
         if ("delta" in self.uses) != self.gaussian:
             raise ConfigError(f"method {self.name!r}: a gaussian method uses delta, and only it")
+        if self.relation == "ADD_OR_REMOVE_ONE" and self.private and self.planned is None:
+            raise ConfigError(
+                f"method {self.name!r}: a guarantee for examples added or removed needs `planned`, what a run "
+                "spends under replace-one (the people's ledgers' relation), reserved before its first draw"
+            )
         if self.relation not in RELATIONS:
             raise ConfigError(f"method {self.name!r}: the relation must be one of {RELATIONS}, got {self.relation!r}")
         if self.tuning is not None and self.tuning not in TUNINGS:

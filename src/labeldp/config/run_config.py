@@ -61,10 +61,13 @@ class RunConfig(RunSettings):
     def on_data(self, num_classes: int) -> tuple[RunConfig, str | None]:
         """This configuration as a run takes it on data of ``num_classes`` classes (``Method.on_data``), and the
         line saying what the method chose (None: nothing to say)."""
-        if self.method_spec.on_data is None:  # stage 1 by RR, as every config.json has recorded it
-            return dataclasses.replace(self, first_release="rr"), None
-        options, line = self.method_spec.on_data(self, num_classes)
-        return dataclasses.replace(self, **options), line
+        hook = self.method_spec.on_data
+        if hook is not None:
+            options, line = hook(self, num_classes)
+            return dataclasses.replace(self, **options), line
+        if "first_release" in self.method_spec.uses:  # recorded as given: its driver resolves it
+            return self, None
+        return dataclasses.replace(self, first_release="rr"), None  # stage 1 by RR, as config.json records it
 
     def resolved(self) -> RunConfig:
         """A copy with every field checked and what depends on the method filled in (budget, stages, prior,

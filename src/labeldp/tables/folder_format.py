@@ -15,7 +15,6 @@ reads a private label.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import math
 from pathlib import Path
@@ -25,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dp_accounting import dp_event
 
+from labeldp._version import __version__
 from labeldp.accounting.ledger import PrivacyLedger
 from labeldp.errors import SECOND_RELEASE, DataError, MissingFileError
 from labeldp.mechanisms import (
@@ -126,7 +126,7 @@ def describe_release(
     sidecar = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "labeldp_version": importlib.metadata.version("labeldp"),
+        "labeldp_version": __version__,
         "rows": rows,
         "source": {"table": described, "label_column": label_column, "id_column": id_column},
         "classes": class_values.to_pylist(),
