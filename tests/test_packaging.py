@@ -1,4 +1,4 @@
-"""The package's dependencies: every library it imports is installed with it."""
+"""The package as installed: every library it imports is installed with it, and its version is stated once."""
 
 import pytest
 
@@ -54,3 +54,13 @@ def test_every_library_the_package_imports_is_installed_with_it() -> None:
         m: providers[m] for m in third_party if not {d.lower().replace("_", "-") for d in providers[m]} & reachable
     }
     assert missing.keys() <= {m for m in missing if {d.lower() for d in providers[m]} & engines} - at_import, missing
+
+
+def test_the_version_is_stated_once() -> None:
+    """The installed package's version is labeldp._version's (pyproject.toml reads it), and the package's own."""
+    import importlib.metadata
+
+    import labeldp
+    from labeldp._version import __version__
+
+    assert importlib.metadata.version("labeldp") == __version__ == labeldp.__version__
