@@ -301,21 +301,17 @@ def _check_prior(config: RunConfig, prior: str, epsilon: float | None) -> float 
     """The histogram's share of the budget (None without a cluster or histogram prior)."""
     if prior not in PRIORS:
         raise ConfigError(f"prior must be one of {PRIORS}, got {prior!r}")
+    if prior in ("uniform", "histogram"):  # the cluster prior's options, or all the histogram's, left at their defaults
+        options, only = (
+            (CLUSTER_PRIOR_OPTIONS, "prior 'cluster' or 'histogram'")
+            if prior == "uniform"
+            else (CLUSTERING_OPTIONS, "prior 'cluster' (the histogram prior is one group of all training examples)")
+        )
+        changed = [name for name in options if getattr(config, name) != getattr(type(config), name)]
+        if changed:
+            raise ConfigError(f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with {only}")
     if prior == "uniform":
-        changed = [name for name in CLUSTER_PRIOR_OPTIONS if getattr(config, name) != getattr(type(config), name)]
-        if changed:
-            raise ConfigError(
-                f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
-                "prior 'cluster' or 'histogram'"
-            )
         return None
-    if prior == "histogram":
-        changed = [name for name in CLUSTERING_OPTIONS if getattr(config, name) != getattr(type(config), name)]
-        if changed:
-            raise ConfigError(
-                f"{', '.join(changed)} {'applies' if len(changed) == 1 else 'apply'} only with "
-                "prior 'cluster' (the histogram prior is one group of all training examples)"
-            )
     if epsilon is None:
         raise ConfigError(f"prior {prior!r} spends privacy budget: it needs a private method and --epsilon")
     prior_epsilon = check_epsilon(
