@@ -7,9 +7,13 @@ Run it on the code before the change and on the code after (a ``git worktree`` o
 ``PYTHONPATH`` picks the checkout), then compare; ``differences: 0`` is the promise kept. About three
 minutes of CPU a checkout.
 
+A change that records the configuration another way (``config.json``'s layout) compares with ``--configs-as-read``:
+each configuration written (``config.json``, a release's ``config``, a tune's ``base``) is then compared as this
+checkout's ``RunConfig.from_dict`` reads it, written again.
+
 Usage:
   python benchmarks/frozen_baseline.py run CHECKOUT OUT [--adult ../shared/datasets/adult/adult-train.csv.gz]
-  python benchmarks/frozen_baseline.py compare BEFORE AFTER
+  python benchmarks/frozen_baseline.py compare BEFORE AFTER [--configs-as-read]
 """
 
 from __future__ import annotations
@@ -91,14 +95,28 @@ def _normal(value, root: Path):
     return value
 
 
-def _read(path: Path, root: Path):
+def _as_read(data: dict) -> dict:
+    from labeldp.config.run_config import RunConfig
+
+    return RunConfig.from_dict(data).to_dict()
+
+
+def _read(path: Path, root: Path, as_read: bool = False):
     if path.suffix == ".json":
-        return _normal(json.loads(path.read_text()), root)
+        data = json.loads(path.read_text())
+        if as_read and path.name == "config.json":
+            data = _as_read(data)
+        if as_read and path.name == "auto_tune.json" and data.get("base") is not None:
+            data["base"] = _as_read(data["base"])
+        return _normal(data, root)
     if path.suffix == ".jsonl":
         return [_normal(json.loads(line), root) for line in path.read_text().splitlines() if line.strip()]
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as arrays:
-            return {key: _normal(arrays[key].tolist(), root) for key in arrays.files}
+            found = {key: _normal(arrays[key].tolist(), root) for key in arrays.files}
+        if as_read and "config" in found:
+            found["config"] = _as_read(json.loads(found["config"]))
+        return found
     if path.suffix == ".pt":  # the model and the checkpoints (their history holds each epoch's seconds)
         import torch
 
@@ -118,15 +136,15 @@ def _lines(path: Path) -> list[str]:
 SKIPPED = {".log", ".lock"}
 
 
-def compare(before: Path, after: Path) -> int:
-    """The files that one of ``before`` and ``after`` lacks or that they hold otherwise, and the runs that
-    failed in either, printed; their number."""
+def compare(before: Path, after: Path, as_read: bool = False) -> int:
+    """The files that one of ``before`` and ``after`` lacks or that they hold otherwise (the configurations as
+    read with ``as_read``), and the runs that failed in either, printed; their number."""
     names = {path.relative_to(folder) for folder in (before, after) for path in folder.rglob("*") if path.is_file()}
     names = sorted(name for name in names if name.suffix not in SKIPPED)
     different = 0
     for name in names:
         one, other = before / name, after / name
-        if not (one.is_file() and other.is_file()) or _read(one, before) != _read(other, after):
+        if not (one.is_file() and other.is_file()) or _read(one, before, as_read) != _read(other, after, as_read):
             different += 1
             print(f"differs: {name}")
     failed = [f"{folder}: {name}" for folder in (before, after) for name in _lines(folder / "failed.txt")]
@@ -146,11 +164,12 @@ def main() -> None:
     comparing = commands.add_parser("compare")
     comparing.add_argument("before", type=Path)
     comparing.add_argument("after", type=Path)
+    comparing.add_argument("--configs-as-read", action="store_true")
     args = parser.parse_args()
     if args.command == "run":
         run(args.checkout.resolve(), args.out.resolve(), args.adult)
     else:
-        sys.exit(1 if compare(args.before, args.after) else 0)
+        sys.exit(1 if compare(args.before, args.after, args.configs_as_read) else 0)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,14 @@ the summary's test metrics, ``labeldp sweep`` and ``labeldp tune``.
 ``rr-ce`` is the textbook baseline: every training label released once by K-ary randomized response,
 and the model trained on the noisy labels with plain cross-entropy (``lp-1st`` trains on the same
 release with the forward loss, which corrects for the noise). Privacy: epsilon-label-DP, from the
-one release it makes through the run's boundary. It declares one option of its own, ``--train-share``: the
-share of the training rows whose labels are released and trained on (``labeldp train`` takes its flag;
-the method reads its value in ``config.method_options``).
+one release it makes through the run's boundary. Its options are a frozen dataclass, here of one option,
+``--train-share``: the share of the training rows whose labels are released and trained on (``labeldp train``
+takes its flag, ``config.json`` records it; the method reads it as ``config.options.train_share``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,14 +28,21 @@ from labeldp.config.method_registry import Method, register_method
 from labeldp.data import Dataset, register_dataset
 from labeldp.data.dataset import LabeledDataset
 from labeldp.errors import ConfigError
-from labeldp.options import Option
+from labeldp.options import option
 
-#: rr-ce's own option: its flag is --train-share, its value config.method_options["train_share"]
-TRAIN_SHARE = Option(
-    "the share of the training rows whose labels are released and trained on (the others are left out)",
-    1.0,
-    type="float",
-)
+
+@dataclass(frozen=True)
+class RRCEOptions:
+    """rr-ce's options."""
+
+    train_share: float = option(
+        1.0, help="the share of the training rows whose labels are released and trained on (the others are left out)"
+    )
+
+    def validate(self) -> None:
+        """Refuse a share outside (0, 1] before anything is released."""
+        if not 0 < self.train_share <= 1:
+            raise ConfigError(f"--train-share must lie in (0, 1], got {self.train_share}")
 
 
 def load_blobs(request) -> LabeledDataset:
@@ -52,7 +61,7 @@ def run_rr_ce(context):
     """Release every training label once by randomized response (the step ``stage1``), then train
     one model on the noisy labels with cross-entropy."""
     config, data = context.config, context.data
-    members = np.arange(round(config.method_options["train_share"] * len(data.y_train)))
+    members = np.arange(round(config.options.train_share * len(data.y_train)))
 
     def draw(ledger):
         return release_randomized_response(
@@ -71,21 +80,13 @@ def run_rr_ce(context):
     return model, {"stages": [{"stage": 1, "released": int(members.size), "reused": 0}]}
 
 
-def check_rr_ce(config) -> None:
-    """Refuse a share outside (0, 1] before anything is released."""
-    if not 0 < config.method_options["train_share"] <= 1:
-        raise ConfigError(f"--train-share must lie in (0, 1], got {config.method_options['train_share']}")
-
-
 register_dataset(Dataset("blobs", "embedded", load_blobs, help="three Gaussian blobs (an example)"))
 register_method(
     Method(
         "rr-ce",
         "randomized response, trained with plain cross-entropy (an example)",
         run_rr_ce,
-        uses=frozenset({"secure_rng", "insecure_noise_seed"}),
-        options={"train_share": TRAIN_SHARE},
-        check=check_rr_ce,
+        options=RRCEOptions,
         independent_of={"stage1": ("train", "model")},
         releases=lambda config: ("stage1",),
     )

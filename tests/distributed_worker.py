@@ -96,7 +96,7 @@ dpsgd = RunConfig(
     model="mlp",
     seed=1,
     train=TrainConfig(epochs=1, batch_size=128, lr=1.0, momentum=0.0, optimizer="sgd"),
-    dpsgd=DPSGDConfig(noise_multiplier=0.9, ema_decay=0.0),
+    options=DPSGDConfig(noise_multiplier=0.9, ema_decay=0.0),
 )
 report["dp-sgd"] = train_run(dpsgd, out("dp-sgd"), device="cpu", progress=False)
 pate = RunConfig(
@@ -108,7 +108,7 @@ pate = RunConfig(
     seed=1,
     model="mlp",
     train=TrainConfig(epochs=1),
-    pate=PATEConfig(teachers=5, teacher_epochs=1, queries=100),
+    options=PATEConfig(teachers=5, teacher_epochs=1, queries=100),
 )
 report["pate"] = train_run(pate, out("pate"), device="cpu", progress=False)
 # PATE's teachers resumed across ranks after every one of them had voted: their saved votes come back

@@ -1,10 +1,11 @@
 """Helpers that test modules in several folders import: a statistical check of sampled frequencies
 against their exact probabilities, the devices a computation is checked on, an attack on private
 labels held in memory, small folders in the real formats of the MNIST family and MovieLens, and the
-closed-form epsilon of a Gaussian mechanism."""
+closed-form epsilon of a Gaussian mechanism, a configuration from flat fields."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
@@ -143,6 +144,13 @@ def write_table(path, rows: int = 60, **extra) -> None:
         }
     )
     frame.to_csv(path, index=False)
+
+
+def config_of(**fields) -> RunConfig:
+    """A RunConfig from flat fields, as config.json records them: the method's options among them are its options."""
+    shared = {field.name for field in dataclasses.fields(RunConfig)}
+    options = {name: fields.pop(name) for name in list(fields) if name not in shared}
+    return RunConfig(**fields, options=options)
 
 
 def table_config(path, **overrides) -> RunConfig:

@@ -58,7 +58,7 @@ def _one_process(tmp_path: Path, name: str) -> dict:
             model="mlp",
             seed=1,
             train=TrainConfig(epochs=1, batch_size=128, lr=1.0, momentum=0.0, optimizer="sgd"),
-            dpsgd=DPSGDConfig(noise_multiplier=0.9, ema_decay=0.0),
+            options=DPSGDConfig(noise_multiplier=0.9, ema_decay=0.0),
         )
     with pytest.warns(Warning) if config.insecure_noise_seed is not None else _nothing():
         return train_run(config, tmp_path / name, device="cpu", progress=False)
@@ -113,7 +113,7 @@ def test_pate_teachers_shared_among_ranks(two_ranks, tmp_path) -> None:
         seed=1,
         model="mlp",
         train=TrainConfig(epochs=1),
-        pate=PATEConfig(teachers=5, teacher_epochs=1, queries=100),
+        options=PATEConfig(teachers=5, teacher_epochs=1, queries=100),
     )
     with pytest.warns(Warning):
         alone = train_run(config, tmp_path / "pate", device="cpu", progress=False)

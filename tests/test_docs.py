@@ -205,7 +205,7 @@ def reader(tmp_path, monkeypatch):
             config, train=dataclasses.replace(config.train, epochs=1, batch_size=min(config.train.batch_size, 64))
         )
         if config.method == "pate":
-            config = dataclasses.replace(config, pate=dataclasses.replace(config.pate, teacher_epochs=1))
+            config = dataclasses.replace(config, options=dataclasses.replace(config.options, teacher_epochs=1))
         return config
 
     monkeypatch.setattr(RunConfig, "resolved", one_epoch)

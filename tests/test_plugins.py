@@ -45,7 +45,7 @@ def test_a_method_and_a_dataset_of_your_own_run_like_labeldps(tmp_path: Path) ->
     assert [event["tag"] for event in ledger["entries"]] == ["stage1"]  # one release, not two
     assert sorted(path.name for path in (run / "noisy_labels").iterdir()) == ["stage1.npz"]
     # the method's own option: parsed from --train-share, recorded in config.json and read by the method
-    assert json.loads((run / "config.json").read_text())["method_options"] == {"train_share": 0.5}
+    assert json.loads((run / "config.json").read_text())["train_share"] == 0.5
     assert summary["stages"][0]["released"] == 300  # half of the 600 training rows
     with open(tmp_path / "sweep" / "results.csv") as file:
         rows = list(csv.DictReader(file))
@@ -54,4 +54,4 @@ def test_a_method_and_a_dataset_of_your_own_run_like_labeldps(tmp_path: Path) ->
         ("done", "rr-ce", 8.0),
     ]  # two runs: in two worker processes, which know the method and the dataset
     swept = [json.loads(path.read_text()) for path in (tmp_path / "sweep").rglob("config.json")]
-    assert [config["method_options"] for config in swept] == [{"train_share": 0.25}] * 2  # the grid sets it too
+    assert [config["train_share"] for config in swept] == [0.25] * 2  # the grid sets it too

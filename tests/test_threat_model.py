@@ -187,7 +187,9 @@ def test_a_resume_that_would_change_the_automatic_first_release_is_refused(tmp_p
     monkeypatch.undo()
     assert json.loads((run / "config.json").read_text())["first_release"] == "vlp"  # as resolved on 10 classes
     with pytest.raises(RunDirectoryError, match=r"differs in: consensus, first_release\) whose releases stage1"):
-        train_run(RunConfig(method="lp-2st", epsilon=1.0, consensus=True, train=ONE_EPOCH), run, progress=False)
+        train_run(
+            RunConfig(method="lp-2st", epsilon=1.0, options={"consensus": True}, train=ONE_EPOCH), run, progress=False
+        )
     summary = train_run(
         RunConfig(method="lp-2st", epsilon=1.0, train=TrainConfig(epochs=2, batch_size=64)), run, progress=False
     )
@@ -292,7 +294,7 @@ def test_pate_votes_of_another_configuration_are_never_reused(tmp_path, monkeypa
     import labeldp.teachers as pate_module
 
     config = RunConfig(
-        method="pate", epsilon=8.0, train=ONE_EPOCH, pate=PATEConfig(teachers=4, teacher_epochs=1, queries=50)
+        method="pate", epsilon=8.0, train=ONE_EPOCH, options=PATEConfig(teachers=4, teacher_epochs=1, queries=50)
     )
     real, calls = pate_module.train_stage, []
 
@@ -321,7 +323,7 @@ def test_a_dpsgd_checkpoint_that_went_missing_is_not_retrained(tmp_path) -> None
         epsilon=2.0,
         model="mlp",
         train=TrainConfig(epochs=2, batch_size=256),
-        dpsgd=DPSGDConfig(noise_multiplier=2.0),  # epsilon 1.54 here: no calibration (seconds) to wait for
+        options=DPSGDConfig(noise_multiplier=2.0),  # epsilon 1.54 here: no calibration (seconds) to wait for
     )
     run = tmp_path / "run"
     train_run(config, run, progress=False)

@@ -30,9 +30,6 @@ class Option:
     choices : iterable or callable, optional
         The allowed values, or a function returning them when the parser is built (so a registry filled on
         import can supply them).
-    method_specific : bool
-        An option of ``labeldp train`` only some methods use (named in ``Method.uses``): with another method,
-        a value other than the default is refused rather than ignored.
     commands : mapping
         What a command means of its own by the option, by command (``"train"``, ``"hashed train"``...): its
         ``help`` is added to the shared help; ``default``, ``choices``, ``type``, ``metavar`` or ``nargs``
@@ -47,7 +44,6 @@ class Option:
     metavar: str | None = None
     nargs: int | str | None = None
     action: str | None = None
-    method_specific: bool = False
     commands: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
     def on(self, command: str | None) -> Option:
@@ -62,22 +58,24 @@ def option(
     *,
     help: str,
     default_factory: Any = _MISSING,
+    free_of: tuple[str, ...] = (),
     **settings: Any,
 ) -> Any:
     """A dataclass field declaring an option of its own (``settings``: :class:`Option`'s).
 
-    ``default_factory`` is for a mutable default (a nested settings dataclass).
+    ``default_factory`` is for a mutable default (a nested settings dataclass). ``free_of``: of a method's option,
+    the releases it never changes (drawn before it acts), :meth:`~labeldp.config.method_registry.Method.independent`.
     """
     declaration = Option(help, None if default is _MISSING else default, **settings)
-    metadata = {"option": declaration, "help": help}
+    metadata = {"option": declaration, "help": help, "free_of": free_of}
     if default_factory is not _MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def declared(declaration: Option, command: str | None = None) -> Any:
-    """A dataclass field of a shared declaration, with ``command``'s default."""
-    metadata = {"option": declaration, "help": declaration.help}
+def declared(declaration: Option, command: str | None = None, free_of: tuple[str, ...] = ()) -> Any:
+    """A dataclass field of a shared declaration, with ``command``'s default (``free_of``: :func:`option`'s)."""
+    metadata = {"option": declaration, "help": declaration.help, "free_of": free_of}
     return dataclasses.field(default=declaration.on(command).default, metadata=metadata)
 
 
@@ -184,11 +182,13 @@ def add_dataclass_arguments(
     groups = groups or {}
     defaults = cls()
     for field in dataclasses.fields(cls):
-        default = getattr(defaults, field.name)
+        default, declaration = getattr(defaults, field.name), declaration_of(field)
+        if declaration is None:  # no option (a configuration's method options: their own flags)
+            continue
         if dataclasses.is_dataclass(default):
             title, description = groups.get(field.name, (field.name, None))
             add_dataclass_arguments(parser.add_argument_group(title, description), type(default), command)
-        elif (declaration := declaration_of(field)) is not None and not isinstance(default, dict):  # a dict: no flag
+        else:
             add_option(parser, declaration, command, field.name, annotation=str(field.type), typed_only=True)
 
 
@@ -200,7 +200,7 @@ def flag_of(cls: type, name: str) -> str:
     defaults = cls()
     for field in dataclasses.fields(cls):
         default = getattr(defaults, field.name)
-        if dataclasses.is_dataclass(default):
+        if declaration_of(field) is not None and dataclasses.is_dataclass(default):
             try:
                 return flag_of(type(default), name)
             except KeyError:
@@ -215,7 +215,7 @@ def typed_options(args: argparse.Namespace, cls: type) -> set[str]:
     typed, defaults = set(), cls()
     for field in dataclasses.fields(cls):
         default = getattr(defaults, field.name)
-        if dataclasses.is_dataclass(default):
+        if declaration_of(field) is not None and dataclasses.is_dataclass(default):
             typed |= typed_options(args, type(default))
         elif declaration_of(field) is not None and hasattr(args, field.name):
             typed.add(field.name)
@@ -227,7 +227,7 @@ def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:
     values, defaults = {}, cls()
     for field in dataclasses.fields(cls):
         default = getattr(defaults, field.name)
-        if dataclasses.is_dataclass(default):
+        if declaration_of(field) is not None and dataclasses.is_dataclass(default):
             values[field.name] = dataclass_from_args(type(default), args)
         elif declaration_of(field) is not None and hasattr(args, field.name):
             value = getattr(args, field.name)

@@ -70,7 +70,7 @@ def test_mnist_defaults_are_the_profile_recipe(method) -> None:
     assert (default.model, profile.model) == (("tanh-cnn", "tanh-cnn") if method == "dp-sgd" else (None, "cnn"))
     # LP-2ST's profile pins the paper's first release, RR, which auto takes too at epsilon 2 with 10 classes
     assert first_release_of(default.resolved(), 10) == first_release_of(profile.resolved(), 10)
-    profile = dataclasses.replace(profile, model=default.model, data_dir=None, first_release=default.first_release)
+    profile = dataclasses.replace(profile, model=default.model, data_dir=None, options=default.options)
     assert dataclasses.replace(default, data_dir=None).resolved() == profile.resolved()
 
 

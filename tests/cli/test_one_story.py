@@ -87,7 +87,7 @@ def test_held_out_test_labels_read_as_measured(tmp_path) -> None:
         "dp-sgd": (
             # a noise multiplier given (epsilon 0.52 here): no calibration (seconds) to wait for
             dataclasses.replace(
-                table_config(tmp_path / "t.csv"), method="dp-sgd", delta=1e-3, dpsgd=DPSGDConfig(noise_multiplier=3.0)
+                table_config(tmp_path / "t.csv"), method="dp-sgd", delta=1e-3, options=DPSGDConfig(noise_multiplier=3.0)
             ),
             "none",
             "private: not measured (dp-sgd releases no label)",

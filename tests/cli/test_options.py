@@ -100,32 +100,36 @@ def test_the_docs_option_tables_name_declared_flags_and_their_defaults(page: str
 
 
 def test_a_method_declares_options_of_its_own(monkeypatch, capsys) -> None:
+    """A method of one's own brings its options as a frozen dataclass: its flags, overrides and grid names come
+    from it, config.json records them beside the shared settings, and another method refuses them."""
+    import dataclasses
+
     from labeldp.cli.common import config_with_recipe
     from labeldp.config import method_registry as registry
     from labeldp.config.overrides import apply_overrides, parse_assignments
     from labeldp.config.run_config import RunConfig
     from labeldp.errors import ConfigError
-    from labeldp.options import Option
+    from labeldp.options import option
 
-    registry.methods_using("delta")  # imports labeldp's own methods before the registry is set aside
+    @dataclasses.dataclass(frozen=True)
+    class Toy:
+        share: float = option(1.0, help="the share of the rows trained on")
+
     lp1st = registry.get_method("lp-1st")
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    share = Option("the share of the rows trained on", 1.0, type="float")
-    registry.register_method(registry.Method("toy", "a toy", lp1st.run, options={"share": share}))
+    registry.register_method(registry.Method("toy", "a toy", lp1st.run, options=Toy))
     parser = build_parser("train")
     args = parser.parse_args(["train", "--method", "toy", "--epsilon", "1", "--share", "0.5", "--quiet", "--out", "x"])
     config = config_with_recipe(args)
-    assert config.method_options == {"share": 0.5}
-    assert config.resolved().method_options == {"share": 0.5}
-    assert RunConfig(method="toy", epsilon=1.0).resolved().method_options == {"share": 1.0}  # its default
-    assert RunConfig.from_dict(config.to_dict()).method_options == {"share": 0.5}
-    assert apply_overrides(config, {"share": "0.25"}).method_options == {"share": 0.25}
+    assert config.options == Toy(share=0.5) and config.resolved().options == Toy(share=0.5)
+    assert RunConfig(method="toy", epsilon=1.0).resolved().options == Toy()  # its default
+    assert config.to_dict()["share"] == 0.5 and RunConfig.from_dict(config.to_dict()) == config
+    assert apply_overrides(config, {"share": "0.25"}).options == Toy(share=0.25)
     assert parse_assignments(["share=0.1,0.2"]) == {"share": ["0.1", "0.2"]}
-    with pytest.raises(ConfigError, match="has no option share"):
-        RunConfig(method="lp-1st", epsilon=1.0, method_options={"share": 0.5}).resolved()
-    # a config.json of a method with none of its own, as earlier versions wrote it, loads
-    saved = RunConfig(method="lp-1st", epsilon=1.0).to_dict()
-    assert "method_options" not in saved and RunConfig.from_dict(saved).method_options == {}
+    with pytest.raises(ConfigError, match="'lp-1st' does not use share"):
+        RunConfig(method="lp-1st", epsilon=1.0, options={"share": 0.5})
+    with pytest.raises(ConfigError, match="'toy' has no option turbo; its own are share"):
+        RunConfig(method="toy", epsilon=1.0, options={"turbo": True})
 
 
 def test_no_recipe_sets_the_datasets_recipes_aside(capsys) -> None:

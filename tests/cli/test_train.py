@@ -41,7 +41,7 @@ from tests.helpers import make_mnist_folder, write_movielens, write_table
             "e.g. cnn or tanh-cnn for 28x28 images",
         ),
         (["--method", "dp-sgd", "--epsilon", "1", "--temperature", "2"], "'dp-sgd' does not use temperature"),
-        (["--method", "lp-2st", "--epsilon", "1", "--max-grad-norm", "2"], "does not use dpsgd.max_grad_norm"),
+        (["--method", "lp-2st", "--epsilon", "1", "--max-grad-norm", "2"], "does not use max_grad_norm"),
         (
             ["--profile", "digits/e1/lp-1st/run0", "--epochs", "5", "--no-augment"],
             "--epochs, --no-augment would not apply to it",

@@ -11,8 +11,17 @@ import dp_accounting
 import pytest
 
 from labeldp.config import method_registry as registry
-from labeldp.config.method_registry import BUILTIN_METHODS, Method, get_method, method_names, methods_using
+from labeldp.config.method_registry import (
+    BUILTIN_METHODS,
+    BUILTIN_OPTIONS,
+    Method,
+    get_method,
+    method_names,
+    option_fields,
+    options_class,
+)
 from labeldp.errors import ConfigError
+from labeldp.options import option
 
 
 def _run(context):
@@ -37,18 +46,17 @@ def test_a_name_registered_twice_is_refused(register_for_test) -> None:
 @pytest.mark.parametrize(
     "declared, message",
     [
-        ({"gaussian": True}, "a gaussian method uses delta, and only it"),
-        ({"uses": frozenset({"delta"})}, "a gaussian method uses delta, and only it"),
+        ({"options": dict}, "its options must be a frozen dataclass"),
         ({"relation": "REPLACE_TWO"}, "the relation must be one of"),
         ({"tuning": "grid"}, "tuning must be one of"),
     ],
 )
 def test_a_method_refuses_inconsistent_declarations(declared, message) -> None:
-    """A Method is checked when it is made: delta goes with Gaussian noise, and the relation and the
+    """A Method is checked when it is made: its options are a frozen dataclass, and the relation and the
     tuning are among those labeldp knows."""
     with pytest.raises(ConfigError, match=message):
         Method("test-registry-inconsistent", "inconsistent", _run, **declared)
-    Method("test-registry-consistent", "consistent", _run, uses=frozenset({"delta"}), gaussian=True, tuning=None)
+    Method("test-registry-consistent", "consistent", _run, gaussian=True, tuning=None)
 
 
 def test_a_builtin_is_imported_on_its_first_look_up(monkeypatch) -> None:
@@ -99,15 +107,46 @@ def test_method_names_list_the_builtins_first_then_the_methods_registered_since(
     assert names[-2:] == ("test-registry-later", "test-registry-later-2")
 
 
-def test_methods_using_an_option_are_those_that_declare_it(register_for_test) -> None:
-    """methods_using names exactly the methods whose ``uses`` holds the option: delta goes with the
-    Gaussian methods (PATE and DP-SGD), and a method of one's own counts as labeldp's do."""
-    assert methods_using("delta") == ("pate", "dp-sgd")
-    assert set(methods_using("delta")) == {name for name in method_names() if get_method(name).gaussian}
-    assert "lp-1st" not in methods_using("temperature") and "lp-2st" in methods_using("temperature")
-    register_for_test(Method("test-registry-warm", "uses temperature", _run, uses=frozenset({"temperature"})))
-    assert methods_using("temperature")[-1] == "test-registry-warm"
-    assert "test-registry-warm" not in methods_using("delta")
+@dataclasses.dataclass(frozen=True)
+class _WarmOptions:
+    temperature: float = option(1.0, help="a temperature of its own")
+
+
+@dataclasses.dataclass(frozen=True)
+class _ShareOptions:
+    share: float = option(0.5, help="a share", free_of=("stage1",))
+
+
+def test_each_option_is_known_with_the_methods_that_take_it(register_for_test) -> None:
+    """option_fields names each method's option with the methods whose options hold it, labeldp's own known
+    without importing them (BUILTIN_OPTIONS is what they register with); a method of one's own counts as
+    labeldp's do, and may not declare an option of another method's name anew."""
+    fields = option_fields()
+    assert fields["temperature"][0] == ("lp-2st", "lp-mst", "rr-on-bins-mst") and fields["loss"][0][0] == "non-private"
+    assert fields["noise_multiplier"][0] == ("dp-sgd",) and "delta" not in fields
+    for name in BUILTIN_METHODS:
+        assert get_method(name).options is BUILTIN_OPTIONS[name] is options_class(name)
+    register_for_test(Method("test-registry-share", "a share of its own", _run, options=_ShareOptions))
+    assert option_fields()["share"][0] == ("test-registry-share",)
+    assert get_method("test-registry-share").independent("stage1") == ("share",)
+    with pytest.raises(ConfigError, match="option 'temperature' is another method's"):
+        register_for_test(Method("test-registry-warm", "a temperature anew", _run, options=_WarmOptions))
+
+
+def test_a_release_is_independent_of_the_settings_its_method_names_and_of_its_options_free_of_it() -> None:
+    """Method.independent joins the settings a method names (train, model) and its options' own ``free_of``."""
+    lp2st = get_method("lp-2st")
+    assert set(lp2st.independent("stage1")) == {
+        "train", "model", "loss", "temperature", "combine_priors", "reuse_labels", "warm_start", "consensus"
+    }  # fmt: skip
+    assert "first_release" not in lp2st.independent("stage1")
+    assert set(lp2st.independent("stage2")) == {"reuse_labels", "warm_start", "consensus"}
+    assert "combine_priors" not in get_method("rr-on-bins-mst").independent("prior")
+    assert set(get_method("dp-sgd").independent("dp-sgd")) == {
+        "train.eval_batch_size",
+        "physical_batch_size",
+        "clipping",
+    }
 
 
 def test_the_relation_says_what_a_method_protects() -> None:

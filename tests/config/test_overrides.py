@@ -21,9 +21,9 @@ from labeldp.training import TrainConfig
         ("weight_decay", ("train", "weight_decay")),
         ("mixup", ("train", "mixup_alpha")),  # the field's own flag, --mixup
         ("mixup_alpha", ("train", "mixup_alpha")),
-        ("max-grad-norm", ("dpsgd", "max_grad_norm")),
-        ("vote-noise", ("pate", "noise_std")),  # --vote-noise
-        ("teachers", ("pate", "teachers")),
+        ("max-grad-norm", ("options", "max_grad_norm")),
+        ("vote-noise", ("options", "noise_std")),  # --vote-noise
+        ("teachers", ("options", "teachers")),
     ],
 )
 def test_a_name_resolves_to_its_section_and_field(name, expected) -> None:
@@ -31,10 +31,10 @@ def test_a_name_resolves_to_its_section_and_field(name, expected) -> None:
     assert resolve_name(name) == expected
 
 
-@pytest.mark.parametrize("name", ["learning_rate", "train", "dpsgd", "lr_", ""])
+@pytest.mark.parametrize("name", ["learning_rate", "train", "options", "dpsgd", "lr_", ""])
 def test_a_name_that_is_no_option_is_refused(name) -> None:
-    """The settings themselves (train, dpsgd) are no option: their fields are."""
-    with pytest.raises(ConfigError, match=f"unknown option {name!r}; use a field of the run"):
+    """The sections themselves (train, a method's options) are no option: their fields are."""
+    with pytest.raises(ConfigError, match=f"unknown option {name!r}; use a setting of the run"):
         resolve_name(name)
 
 
@@ -79,22 +79,23 @@ def test_a_value_not_of_its_fields_type_is_refused(name, text, message) -> None:
 
 
 def test_overrides_are_applied_at_their_level_and_left_unresolved() -> None:
-    """Strings are parsed, other values taken as they are; each lands in its section, the rest of the
-    configuration (and the configuration overridden) stays as it was; the result is not resolved, so
-    an option the method does not use is refused only by resolved()."""
-    base = RunConfig(method="lp-2st", epsilon=1.0, train=TrainConfig(epochs=7, lr=0.5))
-    config = apply_overrides(
-        base, {"lr": "0.2", "epsilon": 2.0, "max-grad-norm": "3", "vote-noise": 40.0, "warm-start": "false"}
-    )
+    """Strings are parsed, other values taken as they are; each lands in its section (the method's options
+    for the method the overrides name), the rest of the configuration (and the configuration overridden) stays
+    as it was; the result is not resolved, but an option the method does not use is refused at once."""
+    base = RunConfig(method="lp-2st", epsilon=1.0, train=TrainConfig(epochs=7, lr=0.5), options={"temperature": 3.0})
+    config = apply_overrides(base, {"lr": "0.2", "epsilon": 2.0, "warm-start": "false"})
     assert config.train.lr == 0.2 and config.train.epochs == 7 and config.epsilon == 2.0
-    assert config.dpsgd.max_grad_norm == 3.0 and config.pate.noise_std == 40.0 and config.warm_start is False
-    assert config.pate.teachers == base.pate.teachers and config.method == "lp-2st"
-    assert base.train.lr == 0.5 and base.epsilon == 1.0 and base.dpsgd.max_grad_norm != 3.0
+    assert config.options.warm_start is False and config.options.temperature == 3.0 and config.method == "lp-2st"
+    assert base.train.lr == 0.5 and base.epsilon == 1.0 and base.options.warm_start is True
+    dpsgd = apply_overrides(base, {"method": "dp-sgd", "max-grad-norm": "3", "temperature": 1.0})
+    assert dpsgd.options.max_grad_norm == 3.0 and dpsgd.options.noise_multiplier is None
+    pate = apply_overrides(RunConfig(method="pate", epsilon=1.0), {"vote-noise": 40.0})
+    assert pate.options.noise_std == 40.0 and pate.options.teachers == 250
     assert apply_overrides(base, {}) == base
-    unresolved = apply_overrides(RunConfig(method="alibi", epsilon=1.0), {"temperature": "2"})
-    assert unresolved.temperature == 2.0
     with pytest.raises(ConfigError, match="'alibi' does not use temperature"):
-        unresolved.resolved()
+        apply_overrides(RunConfig(method="alibi", epsilon=1.0), {"temperature": "2"})
+    with pytest.raises(ConfigError, match="'dp-sgd' does not use temperature"):
+        apply_overrides(base, {"method": "dp-sgd"})
     with pytest.raises(ConfigError, match="is not of type float"):
         apply_overrides(base, {"lr": "fast"})
     with pytest.raises(ConfigError, match="unknown option"):

@@ -13,32 +13,42 @@ import pytest
 
 from labeldp.config.dpsgd import DPSGDConfig
 from labeldp.config.marginals_config import MarginalsConfig
-from labeldp.config.method_registry import BUILTIN_METHODS, Method
+from labeldp.config.method_registry import BUILTIN_METHODS, Method, option_fields
 from labeldp.config.pate_config import PATEConfig
-from labeldp.config.run_config import METHOD_OPTIONS, options_unused_by
 from labeldp.config.run_settings import DEFAULT_DELTA
 from labeldp.errors import ConfigError
+from labeldp.options import option
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
 
-#: a value other than the default for each method-specific option (config/run_config.py's METHOD_OPTIONS)
+#: a value other than the default for each method's option, and for the shared settings only some methods use
 CHANGED = {
-    "delta": 1e-3,
     "temperature": 2.0,
-    "prior": "cluster",
     "combine_priors": True,
-    "loss": "ce",
+    "loss": "mse",
     "reuse_labels": False,
     "warm_start": False,
     "consensus": True,
     "cell_rows": 20,
-    "first_release": "vlp",
-    "secure_rng": True,
-    "insecure_noise_seed": 1,
-    "dpsgd": DPSGDConfig(max_grad_norm=2.0),
-    "pate": PATEConfig(teachers=7),
-    "marginals": MarginalsConfig(bins=8),
+    "first_release": "rr",
+    "max_grad_norm": 2.0,
+    "noise_multiplier": 2.0,
+    "augmult": 2,
+    "ema_decay": 0.5,
+    "physical_batch_size": 64,
+    "clipping": "vmap",
+    "teachers": 7,
+    "queries": 10,
+    "aggregator": "confident",
+    "noise_std": 3.0,
+    "threshold": 0.5,
+    "threshold_noise_ratio": 1.0,
+    "teacher_epochs": 2,
+    "teacher_batch_size": 8,
+    "bins": 8,
+    "l2": 1.0,
 }
+SHARED = {"delta": 1e-3, "prior": "cluster", "secure_rng": True, "insecure_noise_seed": 1}
 
 
 def _valid(method: str) -> RunConfig:
@@ -63,10 +73,10 @@ def _run(context):
         (dict(prior="knn", epsilon=1.0), "prior must be one of"),
         (dict(prior="uniform", epsilon=1.0, prior_temperature=2.0), "only with prior 'cluster'"),
         (dict(prior="uniform", epsilon=1.0, encoder="autoencoder"), "only with prior 'cluster'"),
-        (dict(prior="uniform", epsilon=1.0, combine_priors=True), "only with prior 'cluster'"),
+        (dict(method="lp-2st", prior="uniform", epsilon=1.0, options={"combine_priors": True}), "only with prior"),
         (dict(prior="uniform", epsilon=1.0, clusters=50), "clusters applies only with prior 'cluster'"),
         (
-            dict(prior="cluster", method="lp-1st", epsilon=1.0, combine_priors=True),
+            dict(prior="cluster", method="lp-1st", epsilon=1.0, options={"combine_priors": True}),
             "'lp-1st' does not use combine_priors",
         ),
         (dict(prior="cluster", epsilon=1.0, encoder="vae"), "encoder must be one of"),
@@ -89,19 +99,19 @@ def test_bad_prior_configuration(changes, message) -> None:
         (dict(method="non-private", epsilon=1.0), "takes no epsilon"),
         (dict(method="dp-magic", epsilon=1.0), "unknown method"),
         (dict(dataset="imagenet", epsilon=1.0), "unknown dataset"),
-        (dict(epsilon=1.0, temperature=0.0), "temperature"),
+        (dict(epsilon=1.0, options={"temperature": 0.0}), "temperature"),
         (dict(epsilon=1.0, train=TrainConfig(epochs=0)), "epochs"),
-        (dict(method="dp-sgd", epsilon=1.0, temperature=2.0), "'dp-sgd' does not use temperature; leave it"),
+        (dict(method="dp-sgd", epsilon=1.0, options={"temperature": 2.0}), "'dp-sgd' does not use temperature; leave"),
         (
-            dict(method="lp-1st", epsilon=1.0, reuse_labels=False, warm_start=False),
+            dict(method="lp-1st", epsilon=1.0, options={"reuse_labels": False, "warm_start": False}),
             "'lp-1st' does not use reuse_labels, warm_start; leave them",
         ),
-        (dict(method="pate", epsilon=1.0, loss="ce"), "'pate' does not use loss"),
+        (dict(method="pate", epsilon=1.0, options={"loss": "ce"}), "'pate' does not use loss"),
         (dict(method="non-private", secure_rng=True), "'non-private' does not use secure_rng"),
-        (dict(method="lp-2st", epsilon=1.0, dpsgd=DPSGDConfig(max_grad_norm=0.1)), "does not use dpsgd.max_grad_norm;"),
+        (dict(method="lp-2st", epsilon=1.0, options=DPSGDConfig(max_grad_norm=0.1)), "does not use max_grad_norm;"),
         (
-            dict(method="dp-sgd", epsilon=1.0, pate=PATEConfig(teachers=10, queries=5)),
-            "does not use pate.teachers, pate.queries;",
+            dict(method="dp-sgd", epsilon=1.0, options=PATEConfig(teachers=10, queries=5)),
+            "does not use teachers, queries;",
         ),
     ],
 )
@@ -112,18 +122,22 @@ def test_bad_configuration_is_refused_before_anything_is_written(blobs, tmp_path
 
 
 def test_every_option_a_method_does_not_use_is_refused_off_its_default() -> None:
-    """For every built-in method, each method-specific option it does not use, set to a value other
-    than its default, is refused (a user who sets one expects it to act); the method's own options are
-    accepted."""
-    assert set(CHANGED) == set(METHOD_OPTIONS)
+    """For every built-in method, each other method's option and each shared setting it does not use, set to a
+    value other than its default, is refused (a user who sets one expects it to act); its own are accepted."""
+    assert set(CHANGED) == set(option_fields())
     for method in BUILTIN_METHODS:
-        unused = options_unused_by(method)
-        assert unused and set(unused) < set(METHOD_OPTIONS)
-        for name in unused:
+        own = {f.name for f in dataclasses.fields(_valid(method).options)}
+        for name in set(CHANGED) - own:
+            with pytest.raises(ConfigError, match=f"does not use {name}"):
+                dataclasses.replace(_valid(method), options={name: CHANGED[name]}).resolved()
+        for name in own:  # (combining priors needs a prior of public features)
+            prior = {"prior": "histogram"} if name == "combine_priors" else {}
+            dataclasses.replace(_valid(method), options={name: CHANGED[name]}, **prior).resolved()
+        spec = _valid(method).method_spec
+        used = {"delta": spec.gaussian, "prior": spec.takes_prior, "secure_rng": spec.private}
+        for name in [name for name in SHARED if not used.get(name, spec.private)]:
             with pytest.raises(ConfigError):
-                dataclasses.replace(_valid(method), **{name: CHANGED[name]}).resolved()
-        for name in {"secure_rng", "temperature", "reuse_labels", "warm_start", "dpsgd", "pate"} - set(unused):
-            dataclasses.replace(_valid(method), **{name: CHANGED[name]}).resolved()
+                dataclasses.replace(_valid(method), **{name: SHARED[name]}).resolved()
 
 
 @pytest.mark.parametrize(
@@ -138,9 +152,9 @@ def test_every_option_a_method_does_not_use_is_refused_off_its_default() -> None
         (dict(dataset="csv", test_labels="secret"), "test_labels must be one of"),
         (dict(test_labels="none"), "the test set of 'digits' is public and measured exactly"),
         (dict(dataset="csv", test_table="t.csv", test_labels="none"), "the test set of 'csv' is public"),
-        (dict(loss="hinge"), "loss must be one of"),
+        (dict(options={"loss": "hinge"}), "loss must be one of"),
         (dict(model="vit"), "unknown model 'vit'"),
-        (dict(method="lp-2st", temperature=float("inf")), "temperature must be a finite number > 0"),
+        (dict(method="lp-2st", options={"temperature": float("inf")}), "temperature must be a finite number > 0"),
         (dict(method="lp-mst", stages=(1.0,)), "'lp-mst' needs at least two stages"),
         (dict(method="pate", delta=1.5), "delta must lie in \\(0, 1\\)"),
         (dict(prior="cluster", clusters=0), "clusters must be at least 1"),
@@ -167,12 +181,30 @@ def test_test_labels_apply_to_test_rows_held_out_of_the_private_column() -> None
     assert not RunConfig().test_held_out and not RunConfig(dataset="csv", test_table="t.csv").test_held_out
 
 
-def test_an_option_a_method_of_ones_own_declares_must_exist(register_for_test) -> None:
-    """A method that declares it uses an option RunConfig does not have is refused when a run names it,
-    with the method-specific options listed."""
-    register_for_test(Method("test-config-unknown", "uses warp_speed", _run, uses=frozenset({"warp_speed"})))
-    with pytest.raises(ConfigError, match=r"uses unknown options \['warp_speed'\]; the method-specific options are"):
-        RunConfig(method="test-config-unknown", epsilon=1.0).resolved()
+def test_a_method_of_ones_own_declares_its_options_as_a_frozen_dataclass_of_options(register_for_test) -> None:
+    """A method whose options are no frozen dataclass, or name a setting every run shares, is refused when it
+    is registered."""
+
+    @dataclasses.dataclass
+    class Loose:
+        share: float = 0.5
+
+    with pytest.raises(ConfigError, match="frozen dataclass"):
+        Method("test-config-loose", "loose", _run, options=Loose)
+
+    @dataclasses.dataclass(frozen=True)
+    class Clash:
+        epsilon: float = option(1.0, help="an epsilon of its own")
+
+    @dataclasses.dataclass(frozen=True)
+    class Bare:
+        share: float = 0.5
+
+    with pytest.raises(ConfigError, match="must be declared with option"):
+        register_for_test(Method("test-config-bare", "bare", _run, options=Bare))
+    register_for_test(Method("test-config-clash", "clash", _run, options=Clash))
+    with pytest.raises(ConfigError, match="its option epsilon names a setting every run has"):
+        RunConfig(method="test-config-clash", epsilon=1.0).resolved()
 
 
 def test_resolved_fills_in_what_depends_on_the_method() -> None:
@@ -234,9 +266,9 @@ def test_every_configuration_is_frozen(kind) -> None:
 def test_an_older_configuration_still_loads_frozen() -> None:
     """DP-SGD's "no EMA", written as None by earlier versions, reads as 0."""
     data = RunConfig(method="dp-sgd", epsilon=1.0).to_dict()
-    loaded = RunConfig.from_dict({**data, "dpsgd": {**data["dpsgd"], "ema_decay": None}})
-    assert loaded.dpsgd.ema_decay == 0.0 and loaded == RunConfig(
-        method="dp-sgd", epsilon=1.0, dpsgd=DPSGDConfig(ema_decay=0.0)
+    loaded = RunConfig.from_dict({**data, "ema_decay": None})
+    assert loaded.options.ema_decay == 0.0 and loaded == RunConfig(
+        method="dp-sgd", epsilon=1.0, options=DPSGDConfig(ema_decay=0.0)
     )
 
 

@@ -56,7 +56,7 @@ def test_dpsgd_is_tuned_by_private_selection_with_one_accounted_event(tmp_path) 
     assert outcome["ledger_epsilon"] == pytest.approx(expected, abs=1e-6)
     assert outcome["chosen"] in ("lr=0.5,max_grad_norm=1.0", "lr=1.0,max_grad_norm=1.0")
     saved = RunDirectory(tmp_path / "sel").read_config()
-    assert saved["train"]["lr"] == outcome["chosen_options"]["lr"] and saved["dpsgd"]["noise_multiplier"] is None
+    assert saved["train"]["lr"] == outcome["chosen_options"]["lr"] and saved["noise_multiplier"] is None
     assert not (tmp_path / "sel" / "candidates").exists() and not (tmp_path / "sel" / "private").exists()
     assert tune(config, grid, tmp_path / "sel", progress=False, selection={"mean": 2.0}) == outcome
     assert outcome["final"]["seconds"] is None  # the trials' duration would tell their number

@@ -58,10 +58,10 @@ def test_grid_expansion() -> None:
         "digits/e1/lp-2st/temperature1.0/run0",
         "digits/e1/lp-2st/temperature2.0/run0",
     ]
-    assert [j.config.temperature for j in jobs] == [1.0, 1.0, 2.0]
+    assert [getattr(j.config.options, "temperature", None) for j in jobs] == [None, 1.0, 2.0]
     dpsgd_base = get_profile("mnist/e2/dp-sgd/run0").config
     (lp2st,) = grid_jobs({"method": ["lp-2st"]}, dpsgd_base)
-    assert lp2st.config.dpsgd == RunConfig().dpsgd and lp2st.config.train == dpsgd_base.train
+    assert lp2st.config.options == RunConfig().options and lp2st.config.train == dpsgd_base.train
     with pytest.raises(ValueError, match="unknown option"):
         grid_jobs({"learning_rate": ["0.1"]})
     with pytest.raises(ValueError, match="epsilon='one' is not of type float"):

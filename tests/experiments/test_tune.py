@@ -132,11 +132,13 @@ def test_candidates_share_a_first_release_only_where_they_would_choose_the_same(
 
     def candidates(**fields):
         base = RunConfig(method="lp-2st", epsilon=1.0, **fields).resolved()
-        return base, [dataclasses.replace(base, **{field: value}) for value in values]
+        return base, [
+            dataclasses.replace(base, options={**fields.get("options", {}), field: value}) for value in values
+        ]
 
     with pytest.raises(ConfigError, match=r"depends on first_release \(--first-release auto takes vectors or labels"):
         check_tunable(*candidates(), data)
-    assert check_tunable(*candidates(first_release="rr"), data)[0] == shared
+    assert check_tunable(*candidates(options={"first_release": "rr"}), data)[0] == shared
 
 
 @pytest.mark.filterwarnings("ignore::labeldp.errors.InsecureNoiseWarning")

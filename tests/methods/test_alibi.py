@@ -20,4 +20,4 @@ def test_alibi_run_on_digits(tmp_path):
     assert summary["epsilon"] == pytest.approx(4.0, abs=1e-3)
     assert summary["test_accuracy"] > 0.6
     with pytest.raises(ValueError, match="alibi"):
-        RunConfig(method="alibi", epsilon=1.0, loss="ce").resolved()
+        RunConfig(method="alibi", epsilon=1.0, options={"loss": "ce"}).resolved()

@@ -57,17 +57,19 @@ def test_dpsgd_config_errors_before_any_spend(tmp_path):
             progress=False,
         )
     with pytest.raises(ValueError, match="max_grad_norm"):
-        RunConfig(method="dp-sgd", epsilon=1.0, dpsgd=DPSGDConfig(max_grad_norm=0)).resolved()
+        RunConfig(method="dp-sgd", epsilon=1.0, options=DPSGDConfig(max_grad_norm=0)).resolved()
     with pytest.raises(ValueError, match="augmult"):
         RunConfig(
-            method="dp-sgd", epsilon=1.0, train=TrainConfig(augment=False), dpsgd=DPSGDConfig(augmult=2)
+            method="dp-sgd", epsilon=1.0, train=TrainConfig(augment=False), options=DPSGDConfig(augmult=2)
         ).resolved()
     with pytest.raises(ValueError, match="batch_size"):
         train_run(
             RunConfig(method="dp-sgd", epsilon=1.0, train=TrainConfig(batch_size=5000)), tmp_path / "r", progress=False
         )
     with pytest.raises(ValueError, match="no augmentation"):  # the digits have none
-        train_run(RunConfig(method="dp-sgd", epsilon=1.0, dpsgd=DPSGDConfig(augmult=2)), tmp_path / "a", progress=False)
+        train_run(
+            RunConfig(method="dp-sgd", epsilon=1.0, options=DPSGDConfig(augmult=2)), tmp_path / "a", progress=False
+        )
     with pytest.raises(ValueError, match="augmult"):
         train_dpsgd(
             nn.Linear(4, 2),
@@ -84,7 +86,7 @@ def test_dpsgd_config_errors_before_any_spend(tmp_path):
         epsilon=1.0,
         model="mlp",
         train=TrainConfig(epochs=1, batch_size=64),
-        dpsgd=DPSGDConfig(noise_multiplier=0.8),
+        options=DPSGDConfig(noise_multiplier=0.8),
     )
     with pytest.raises(BudgetError, match="more than the budget"):  # sigma 0.8 spends epsilon ~3.3 here
         train_run(given, tmp_path / "s", progress=False)
@@ -110,7 +112,7 @@ def test_dp_sgd_on_a_table_without_a_test_file_reads_no_private_test_label(tmp_p
         method="dp-sgd",
         epsilon=4.0,
         train=TrainConfig(epochs=1, batch_size=32),
-        dpsgd=DPSGDConfig(noise_multiplier=2.0),  # epsilon 0.98 here: no calibration (seconds) to wait for
+        options=DPSGDConfig(noise_multiplier=2.0),  # epsilon 0.98 here: no calibration (seconds) to wait for
     )
     summary = train_run(config, tmp_path / "run", progress=False)
     assert "test_accuracy" not in summary

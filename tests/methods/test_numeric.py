@@ -17,6 +17,7 @@ from labeldp.methods.numeric import binned_evidence, within_bins
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
 from labeldp.training.losses import binned_likelihood_loss, likelihood_loss
+from tests.helpers import config_of
 
 FAST = TrainConfig(epochs=3, batch_size=64, optimizer="adam", lr=0.01, weight_decay=1e-4)
 
@@ -25,7 +26,7 @@ def config(method: str, **fields) -> RunConfig:
     epsilon = None if method == "non-private" else fields.pop("epsilon", 2.0)
     noise = {} if method == "non-private" else {"insecure_noise_seed": 1}
     fields = {"label_range": (0, 20), "label_grid": 11, "model": "mlp", "train": FAST, **noise, **fields}
-    return RunConfig(dataset="csv", method=method, epsilon=epsilon, **fields)
+    return config_of(dataset="csv", method=method, epsilon=epsilon, **fields)
 
 
 def test_binned_loss_is_the_forward_loss_on_bins_and_the_prior_inside_them() -> None:
@@ -138,7 +139,7 @@ def test_numeric_methods_and_options_refuse_classes(tmp_path) -> None:
         ({"method": "lp-1st", "epsilon": 1.0, "loss": "mse"}, "needs numeric labels"),
     ):
         with pytest.raises(ConfigError, match=message):
-            train_run(RunConfig(**fields), tmp_path / "run", progress=False)
+            train_run(config_of(**fields), tmp_path / "run", progress=False)
         assert not (tmp_path / "run" / "ledger.json").exists()
     with pytest.raises(ConfigError, match="defines its own labels"):
         RunConfig(method="lp-1st", epsilon=1.0, label_range=(0, 1)).resolved()
@@ -188,7 +189,7 @@ def test_the_histogram_prior_of_several_stages_depends_on_who_pays_for_it(tmp_pa
             label_range=(0, 20),
             label_grid=11,
             model="mlp",
-            combine_priors=combine,
+            options={"combine_priors": combine},
             insecure_noise_seed=1,
             train=TrainConfig(epochs=1, batch_size=64),
         )

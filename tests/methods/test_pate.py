@@ -19,7 +19,7 @@ from tests.helpers import analytic_gaussian_epsilon
 @pytest.mark.parametrize("aggregator", ["gnmax", "confident"])
 def test_pate_run_on_digits_records_what_it_released(tmp_path, aggregator):
     pate = PATEConfig(teachers=10, queries=300, aggregator=aggregator, threshold=0.5, teacher_epochs=5)
-    config = RunConfig(dataset="digits", method="pate", epsilon=8.0, pate=pate, train=TrainConfig(epochs=3))
+    config = RunConfig(dataset="digits", method="pate", epsilon=8.0, options=pate, train=TrainConfig(epochs=3))
     summary = train_run(config, tmp_path / "run", progress=False)
     assert summary["epsilon"] <= 8.0 and summary["delta"] == 1e-5 and summary["queries"] == 300
     released = np.load(tmp_path / "run" / "noisy_labels" / "pate.npz")
@@ -38,7 +38,7 @@ def test_pate_run_on_digits_records_what_it_released(tmp_path, aggregator):
 def test_pate_run_refuses_bad_settings_before_writing_anything(tmp_path):
     with pytest.raises(ValueError, match="cannot exceed"):
         train_run(
-            RunConfig(dataset="digits", method="pate", epsilon=1.0, pate=PATEConfig(queries=5000)),
+            RunConfig(dataset="digits", method="pate", epsilon=1.0, options=PATEConfig(queries=5000)),
             tmp_path / "a",
             progress=False,
         )

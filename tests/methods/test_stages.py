@@ -13,6 +13,7 @@ from labeldp.boundary import unseal
 from labeldp.mechanisms import keep_probability
 from labeldp.runs import RunConfig, train_run
 from labeldp.training import TrainConfig
+from tests.helpers import config_of
 
 
 def test_cluster_prior_run_spends_exactly_epsilon(blobs, tmp_path) -> None:
@@ -67,7 +68,7 @@ def test_consensus_retraining_trains_on_the_agreeing_releases_and_spends_nothing
         dataset="csv",
         method="lp-1st",
         epsilon=1.0,
-        consensus=True,
+        options={"consensus": True},
         train=TrainConfig(epochs=3, batch_size=64),
         insecure_noise_seed=0,
     )
@@ -84,9 +85,9 @@ def test_consensus_retraining_trains_on_the_agreeing_releases_and_spends_nothing
     from labeldp.errors import ConfigError
 
     with pytest.raises(ConfigError, match="consensus"):
-        RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, consensus=True, loss="mse").resolved()
+        RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, options={"consensus": True, "loss": "mse"}).resolved()
     with pytest.raises(ConfigError, match="consensus"):  # not an option of DP-SGD
-        RunConfig(dataset="digits", method="dp-sgd", epsilon=1.0, consensus=True).resolved()
+        RunConfig(dataset="digits", method="dp-sgd", epsilon=1.0, options={"consensus": True}).resolved()
 
 
 def test_a_first_stage_by_vlp_releases_vectors_then_the_second_stage_trains_on_them_too(blobs, tmp_path) -> None:
@@ -94,7 +95,7 @@ def test_a_first_stage_by_vlp_releases_vectors_then_the_second_stage_trains_on_t
         dataset="csv",
         method="lp-2st",
         epsilon=2.0,
-        first_release="vlp",
+        options={"first_release": "vlp"},
         train=TrainConfig(epochs=3, batch_size=64),
         insecure_noise_seed=0,
     )
@@ -128,15 +129,22 @@ def test_the_automatic_first_release_takes_vectors_where_one_tells_more_and_the_
 ) -> None:
     from labeldp.methods.stages import first_release_of
 
-    config = RunConfig(dataset="csv", **{"method": "lp-2st", "epsilon": 1.0, **fields}).resolved()
+    config = config_of(dataset="csv", **{"method": "lp-2st", "epsilon": 1.0, **fields}).resolved()
     assert first_release_of(config, num_classes) == expected
 
 
-@pytest.mark.parametrize("fields", [{"loss": "ce"}, {"prior": "cluster"}, {"consensus": True}])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"options": {"first_release": "vlp", "loss": "ce"}},
+        {"prior": "cluster"},
+        {"options": {"first_release": "vlp", "consensus": True}},
+    ],
+)
 def test_a_first_stage_by_vlp_refuses_what_needs_labels_before_anything_is_written(fields, tmp_path) -> None:
     from labeldp.errors import ConfigError
 
-    config = RunConfig(method="lp-2st", epsilon=1.0, first_release="vlp", **fields)
+    config = RunConfig(**{"method": "lp-2st", "epsilon": 1.0, "options": {"first_release": "vlp"}, **fields})
     with pytest.raises(ConfigError, match="--first-release vlp releases vectors"):
         train_run(config, tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()

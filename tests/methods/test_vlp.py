@@ -88,5 +88,5 @@ def test_tune_scores_vlp_candidates_on_its_one_release(tmp_path):
 
 def test_vlp_refuses_a_loss_it_does_not_use_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match="vlp"):
-        train_run(_config(loss="ce"), tmp_path / "run", progress=False)
+        train_run(_config(options={"loss": "ce"}), tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()

@@ -18,7 +18,7 @@ def test_combined_priors_spend_the_same_budget(blobs, tmp_path) -> None:
         epsilon=0.5,
         prior="cluster",
         clusters=10,
-        combine_priors=True,
+        options={"combine_priors": True},
         train=TrainConfig(epochs=2, batch_size=64),
     )
     summary = train_run(config, tmp_path / "run", progress=False, dataset=blobs)

@@ -1,4 +1,5 @@
-"""The run's context (runs/context.py): the trainer only ever sees released labels, in stage order."""
+"""The run's context (runs/context.py): the trainer only ever sees released labels, in stage order; a saved
+release holds for a configuration that would draw it again, in whatever layout its inputs were recorded."""
 
 from __future__ import annotations
 
@@ -24,7 +25,12 @@ def test_trainer_only_sees_released_labels(blobs, tmp_path, monkeypatch, loss) -
 
     monkeypatch.setattr(run_module, "train_stage", spy)
     config = RunConfig(
-        dataset="csv", method="lp-mst", epsilon=0.5, stages=(0.3, 0.3, 0.4), loss=loss, first_release="rr", train=FAST
+        dataset="csv",
+        method="lp-mst",
+        epsilon=0.5,
+        stages=(0.3, 0.3, 0.4),
+        train=FAST,
+        options={"loss": loss, "first_release": "rr"},
     )
     train_run(config, tmp_path / "run", progress=False, dataset=blobs)
     released = []
@@ -50,3 +56,19 @@ def test_trainer_only_sees_released_labels(blobs, tmp_path, monkeypatch, loss) -
     )
     # at epsilon 0.5 the released labels differ from the truth for most examples
     assert np.mean(stage1["labels"] != unseal(blobs.y_train)[stage1["indices"]]) > 0.5
+
+
+def test_a_release_holds_where_it_would_be_drawn_the_same_in_any_recorded_layout() -> None:
+    """The inputs saved with a release, recorded when config.json held every method's options (the others at
+    their defaults, DP-SGD's in a section), hold for the same configuration; an option it depends on changed,
+    another method's option set, or no record at all, do not."""
+    from labeldp.runs.context import release_holds, release_inputs
+
+    config = RunConfig(method="lp-2st", epsilon=1.0, options={"first_release": "rr"}).resolved()
+    saved = release_inputs(config, "stage2", 10)
+    old = {**saved, "cell_rows": 10, "dpsgd": {"max_grad_norm": 1.0}, "marginals": {}, "method_options": {}}
+    assert release_holds(saved, config, "stage2", 10) and release_holds(old, config, "stage2", 10)
+    assert not release_holds({**old, "temperature": 2.0}, config, "stage2", 10)  # stage 2's prior depends on it
+    assert release_holds({**old, "warm_start": False}, config, "stage2", 10)  # it acts after stage 2's release
+    assert not release_holds({**old, "cell_rows": 3}, config, "stage2", 10)
+    assert not release_holds(None, config, "stage2", 10)

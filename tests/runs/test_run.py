@@ -145,7 +145,7 @@ def test_the_network_a_run_trains_is_recorded_and_dpsgd_defaults_to_one_without_
         "lp-1st": (dataclasses.replace(base, method="lp-1st"), "convnet", ConvNet),
         # a noise multiplier given (epsilon 1.45 here): no calibration (seconds) to wait for
         "dp-sgd": (
-            dataclasses.replace(base, method="dp-sgd", delta=1e-5, dpsgd=DPSGDConfig(noise_multiplier=2.0)),
+            dataclasses.replace(base, method="dp-sgd", delta=1e-5, options=DPSGDConfig(noise_multiplier=2.0)),
             "cnn",
             SmallCNN,
         ),

@@ -7,45 +7,43 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING
 
-from labeldp.config.method_registry import registered_options
+from labeldp.config.method_registry import option_fields
 from labeldp.config.run_config import RunConfig
 from labeldp.config.shared_options import BUDGET_DIR, DEVICE, NO_RECIPE, QUIET, RECIPES, THREADS, TOTAL_EPSILON
+from labeldp.config.train_config import TrainConfig
 from labeldp.errors import ConfigError
 from labeldp.options import (
     add_dataclass_arguments,
     add_option,
     add_options,
     dataclass_from_args,
+    flag_name,
     flag_of,
     typed_options,
 )
 
+#: the training settings' names: a recipe sets them, with the model
+TRAINING = frozenset(field.name for field in dataclasses.fields(TrainConfig))
+
 if TYPE_CHECKING:
     from labeldp.recipes.applied import AppliedRecipe
 
-#: titles of the argument groups generated from RunConfig's nested settings
-OPTION_GROUPS = {
-    "train": ("training (per stage)", None),
-    "dpsgd": ("dp-sgd", "options of --method dp-sgd (--batch-size is the expected Poisson batch size)"),
-    "pate": ("pate", "options of --method pate (the training options are the student's)"),
-    "marginals": ("marginals", "options of --method marginals (it has no training loop)"),
-}
-
-
-#: where a method's own option's value is kept in the namespace, apart from RunConfig's fields
-_OWN = "method_options."
+#: where a method's option's value is kept in the namespace, apart from RunConfig's fields
+_OWN = "options."
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of every RunConfig option and of the registered methods' own, and ``--recipes``,
-    ``--no-recipe``, ``--device``, ``--threads``, ``--quiet`` and the budget's."""
+    """The flags of every RunConfig setting and of every method's options (a group for the options of the same
+    methods), and ``--recipes``, ``--no-recipe``, ``--device``, ``--threads``, ``--quiet`` and the budget's."""
     add_options(parser, "train", RECIPES, NO_RECIPE)
-    add_dataclass_arguments(parser, RunConfig, "train", OPTION_GROUPS)
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for name, (method, declaration) in registered_options().items():
-        if method not in groups:
-            groups[method] = parser.add_argument_group(method, f"options of --method {method}")
-        add_option(groups[method], declaration, "train", name, dest=_OWN + name, typed_only=True)
+    add_dataclass_arguments(parser, RunConfig, "train", {"train": ("training (per stage)", None)})
+    groups: dict[tuple[str, ...], argparse._ArgumentGroup] = {}
+    for name, (methods, each) in option_fields().items():
+        if methods not in groups:
+            groups[methods] = parser.add_argument_group(f"options of --method {', '.join(methods)}")
+        declaration = each.metadata["option"]
+        add_option(groups[methods], declaration, "train", name, dest=_OWN + name, annotation=str(each.type),
+                   typed_only=True)  # fmt: skip
     add_options(parser, "train", DEVICE, THREADS, QUIET, BUDGET_DIR, TOTAL_EPSILON)
 
 
@@ -57,18 +55,16 @@ def budget_policy(args: argparse.Namespace):
     return BudgetPolicy.from_environment(getattr(args, "budget_dir", None), getattr(args, "total_epsilon", None))
 
 
-def method_options(args: argparse.Namespace) -> dict:
-    """The values typed for the registered methods' own options, by name."""
-    typed = {name: getattr(args, _OWN + name) for name in registered_options() if hasattr(args, _OWN + name)}
+def typed_method_options(args: argparse.Namespace) -> dict:
+    """The values typed for the methods' options, by name."""
+    typed = {name: getattr(args, _OWN + name) for name in option_fields() if hasattr(args, _OWN + name)}
     return {name: tuple(value) if isinstance(value, list) else value for name, value in typed.items()}
 
 
-def recipe_options() -> set[str]:
-    """The options a recipe sets, as RunConfig spells them: ``model`` and the nested settings' fields."""
-    defaults = RunConfig()
-    return {"model"} | {
-        field.name for section in ("train", "dpsgd", "pate") for field in dataclasses.fields(getattr(defaults, section))
-    }
+def method_option_flags(names) -> list[str]:
+    """The flags of the methods' options ``names``."""
+    found = option_fields()
+    return [flag_name(found[name][1].metadata["option"], name, found[name][1].default) for name in names]
 
 
 def config_with_recipe(args: argparse.Namespace) -> RunConfig:
@@ -84,12 +80,15 @@ def config_and_recipe(args: argparse.Namespace) -> tuple[RunConfig, AppliedRecip
     from labeldp.recipes.applied import dataset_recipe
     from labeldp.recipes.training import recipe_for, with_recipe
 
-    config = dataclasses.replace(dataclass_from_args(RunConfig, args), method_options=method_options(args))
+    own = typed_method_options(args)
+    config = dataclasses.replace(dataclass_from_args(RunConfig, args), options=own)
     typed = typed_options(args, RunConfig)
     ignored = getattr(args, "no_recipe", False)
     recipe = None if ignored else recipe_for(config.dataset, config.method, config.prior)
-    recipe_sets = recipe_options() | set(recipe.options_for(config.epsilon) if recipe is not None else ())
-    flags = [flag_of(RunConfig, name) for name in typed & recipe_sets]
+    recipe_sets = {"model", *TRAINING} | set(recipe.options_for(config.epsilon) if recipe is not None else ())
+    # the method's options typed are given over the recipe's (or the defaults), as its training is
+    flags = [flag_of(RunConfig, name) for name in typed & recipe_sets] + method_option_flags(own)
+    typed |= set(own)
     applied = dataset_recipe(config.dataset, config.method, config.prior, recipe, flags, ignored=ignored)
     if not args.quiet:
         print(applied.console_line(recipe.describe(config.epsilon) if recipe is not None else ""))

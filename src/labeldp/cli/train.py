@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from labeldp.cli.common import add_run_arguments, budget_policy, config_and_recipe, method_options, set_threads
+from labeldp.cli.common import (
+    add_run_arguments,
+    budget_policy,
+    config_and_recipe,
+    method_option_flags,
+    set_threads,
+    typed_method_options,
+)
 from labeldp.config.shared_options import OUT
 from labeldp.config.tuning import AutoTuneConfig
 from labeldp.options import Option, add_dataclass_arguments, add_options
@@ -63,7 +70,7 @@ def run(args: argparse.Namespace) -> None:
         typed = typed_options(args, RunConfig) | typed_options(args, AutoTuneConfig)
         ignored = sorted(
             flag_of(RunConfig, n) if n != "tune_budget" else "--tune-budget" for n in typed - PROFILE_OPTIONS
-        ) + [f"--{name.replace('_', '-')}" for name in method_options(args)]
+        ) + method_option_flags(typed_method_options(args))
         ignored += ["--no-recipe"] if args.no_recipe else []
         if ignored:
             flags = ", ".join(ignored)

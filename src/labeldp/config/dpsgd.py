@@ -27,8 +27,10 @@ class DPSGDConfig:
     )
     augmult: int = option(1, help="augmentations per example averaged before clipping")
     ema_decay: float = option(0.999, help="decay of the parameter EMA used for evaluation; 0 turns it off")
-    physical_batch_size: int | None = option(512, help="examples per forward/backward pass; bounds memory, same result")
-    clipping: str = option("auto", choices=CLIPPING_METHODS, help="per-example gradient path")
+    physical_batch_size: int | None = option(
+        512, help="examples per forward/backward pass; bounds memory, same result", free_of=("dp-sgd",)
+    )
+    clipping: str = option("auto", choices=CLIPPING_METHODS, help="per-example gradient path", free_of=("dp-sgd",))
 
     def __post_init__(self) -> None:
         if self.ema_decay is None:  # configurations written when "no EMA" was None

@@ -26,7 +26,7 @@ class MarginalsConfig:
         help="the most quantile bins of a numeric feature, besides one for missing values (a categorical "
         "feature has a bin per category and one for unseen ones); they shape the release",
     )
-    l2: float = declared(L2, "train")
+    l2: float = declared(L2, "train", free_of=("marginals",))  # it acts on the fit after the release
 
     def validate(self) -> None:
         """Refuse (:class:`~labeldp.errors.ConfigError`) settings the fit cannot use."""

@@ -7,13 +7,25 @@ in a module you import (or a ``--recipes`` file).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from labeldp.config.dpsgd import DPSGDConfig
+from labeldp.config.marginals_config import MarginalsConfig
+from labeldp.config.method_options import (
+    CellCountsOptions,
+    LabelOptions,
+    LossOptions,
+    MultiStageOptions,
+    NoOptions,
+    StageOptions,
+)
+from labeldp.config.pate_config import PATEConfig
 from labeldp.errors import ConfigError
-from labeldp.options import Option
+from labeldp.options import Option, declaration_of
 
 #: labeldp's own methods: name -> the module of ``labeldp.methods`` that registers it
 BUILTIN_METHODS = {
@@ -50,6 +62,23 @@ BUILTIN_HELP = {
     "pate": "teachers on disjoint parts of the data vote, noisily, on a student's queries",
     "dp-sgd": "the full-DP baseline (inputs and labels private)",
 }
+#: labeldp's own methods' options (``Method.options``), known without importing the methods
+BUILTIN_OPTIONS: dict[str, type] = {
+    "non-private": LossOptions,
+    "lp-1st": LabelOptions,
+    "rr": LabelOptions,
+    "lp-2st": StageOptions,
+    "lp-mst": StageOptions,
+    "lp-2st-counts": CellCountsOptions,
+    "rr-on-bins": LossOptions,
+    "rr-on-bins-mst": MultiStageOptions,
+    "laplace-regression": LossOptions,
+    "alibi": NoOptions,
+    "vlp": NoOptions,
+    "marginals": MarginalsConfig,
+    "pate": PATEConfig,
+    "dp-sgd": DPSGDConfig,
+}
 #: the neighbouring relations a method's ledger may be kept under (dp_accounting's names)
 RELATIONS = ("REPLACE_ONE", "ADD_OR_REMOVE_ONE")
 #: how ``labeldp tune`` tunes a method: on the releases its candidates share, or by private selection
@@ -70,15 +99,16 @@ class Method:
         Its name (``--method``) and one line of help.
     run : callable
         ``run(context) -> (model, facts)``.
-    uses : frozenset of str
-        The method-specific options of :class:`~labeldp.config.run_config.RunConfig` it reads (a non-default
-        value of one it does not use is refused).
-    options : mapping
-        Options of its own, by name (:class:`~labeldp.options.Option`), none of them an option of ``RunConfig``:
-        ``labeldp train`` takes their flags (``--name``), and the method reads their values in
-        ``config.method_options``.
+    options : type
+        Its options: a frozen dataclass whose fields are declared with :func:`~labeldp.options.option` (their
+        ``free_of``: the releases each never changes), none of them a setting of every run. ``labeldp train``
+        takes their flags, and the method reads their values in ``config.options``; a ``validate()`` method, if it
+        has one, refuses values it cannot run with. labeldp's own are :data:`BUILTIN_OPTIONS`'.
     private, gaussian : bool
-        Private methods take an epsilon; Gaussian ones also a delta (their noise gives (epsilon, delta)-DP).
+        Private methods take an epsilon and draw noise; Gaussian ones also a delta (their noise gives
+        (epsilon, delta)-DP).
+    takes_prior : bool
+        Whether it releases by RR-with-prior, so that ``prior`` applies.
     stages : int or None
         The number of stages it trains (None: two or more); ``default_stages`` their default fractions.
     relation : str
@@ -87,8 +117,8 @@ class Method:
         ``check(config)`` refuses a configuration the method cannot honour, ``plan(config, data)`` one it
         cannot run on the data (both before anything is written).
     independent_of : mapping
-        For each of its releases, the options that release does not depend on: an unfinished run may
-        continue from it when only those changed.
+        For each of its releases, the settings that release does not depend on besides its options' own
+        ``free_of`` (:meth:`independent`).
     training_releases : bool
         Whether its training steps are themselves releases (DP-SGD): checkpoints and metrics are then
         part of the record.
@@ -119,10 +149,10 @@ class Method:
     name: str
     help: str
     run: Callable[[Any], tuple[Any, dict[str, Any]]]
-    uses: frozenset[str] = frozenset()
-    options: Mapping[str, Option] = field(default_factory=dict)
+    options: type = None  # type: ignore[assignment]  # labeldp's own: BUILTIN_OPTIONS'; else NoOptions
     private: bool = True
     gaussian: bool = False
+    takes_prior: bool = False
     stages: int | None = 1
     default_stages: tuple[float, ...] = (1.0,)
     relation: str = "REPLACE_ONE"
@@ -141,8 +171,10 @@ class Method:
     on_data: Callable[[Any, int], tuple[dict[str, Any], str | None]] | None = None
 
     def __post_init__(self) -> None:
-        if ("delta" in self.uses) != self.gaussian:
-            raise ConfigError(f"method {self.name!r}: a gaussian method uses delta, and only it")
+        if self.options is None:
+            object.__setattr__(self, "options", BUILTIN_OPTIONS.get(self.name, NoOptions))
+        if not (dataclasses.is_dataclass(self.options) and self.options.__dataclass_params__.frozen):  # type: ignore[attr-defined]
+            raise ConfigError(f"method {self.name!r}: its options must be a frozen dataclass, got {self.options!r}")
         if self.relation == "ADD_OR_REMOVE_ONE" and self.private and self.planned is None:
             raise ConfigError(
                 f"method {self.name!r}: a guarantee for examples added or removed needs `planned`, what a run "
@@ -152,6 +184,12 @@ class Method:
             raise ConfigError(f"method {self.name!r}: the relation must be one of {RELATIONS}, got {self.relation!r}")
         if self.tuning is not None and self.tuning not in TUNINGS:
             raise ConfigError(f"method {self.name!r}: tuning must be one of {TUNINGS} or None, got {self.tuning!r}")
+
+    def independent(self, release: str) -> tuple[str, ...]:
+        """The settings and options release ``release`` does not depend on (``train.lr`` names a nested field):
+        an unfinished run may continue from it when only those changed, and tune candidates share it."""
+        own = tuple(f.name for f in dataclasses.fields(self.options) if release in f.metadata.get("free_of", ()))
+        return tuple(self.independent_of.get(release, ())) + own
 
     @property
     def neighboring_relation(self) -> Any:
@@ -178,10 +216,13 @@ def register_method(method: Method, *aliases: str) -> Method:
     taken = [name for name in names if name in _REGISTRY]
     if taken or len(set(names)) != len(names):
         raise ConfigError(f"method {(taken or names)[0]!r} is already registered")  # nothing registered
-    for name, spec in method.options.items():  # one flag a name: two declarations of it would clash
-        other = registered_options().get(name)
-        if other is not None and other[1] is not spec:
-            raise ConfigError(f"method {method.name!r}: option {name!r} is method {other[0]!r}'s")
+    known = option_declarations()
+    for each in dataclasses.fields(method.options):  # one flag a name: two declarations of it would clash
+        declaration = declaration_of(each)
+        if declaration is None:
+            raise ConfigError(f"method {method.name!r}: option {each.name!r} must be declared with option()")
+        if each.name in known and known[each.name] is not declaration:
+            raise ConfigError(f"method {method.name!r}: option {each.name!r} is another method's")
     for name in names:
         _REGISTRY[name] = method
     return method
@@ -206,29 +247,83 @@ def get_method(name: str) -> Method:
     return _REGISTRY[name]
 
 
-def registered_options() -> dict[str, tuple[str, Option]]:
-    """The options the methods registered so far declare of their own: name -> (method, declaration).
+def options_class(method: str) -> type | None:
+    """The options dataclass of ``method`` (labeldp's own without importing it); None for an unknown name."""
+    return BUILTIN_OPTIONS.get(method) or (_REGISTRY[method].options if method in _REGISTRY else None)
 
-    labeldp's own methods, imported on first use only (so that ``--help`` imports no torch), declare none.
+
+def option_fields() -> dict[str, tuple[tuple[str, ...], dataclasses.Field]]:
+    """Every method's option (labeldp's own and those registered so far): name -> (the methods that take it,
+    its field), in :func:`method_names`'s order. Imports no method."""
+    found: dict[str, tuple[tuple[str, ...], dataclasses.Field]] = {}
+    for name in method_names():
+        for each in dataclasses.fields(options_class(name)):  # type: ignore[arg-type]  # a registered name
+            methods = found[each.name][0] if each.name in found else ()
+            found[each.name] = ((*methods, name), found[each.name][1] if each.name in found else each)
+    return found
+
+
+def option_declarations() -> dict[str, Option]:
+    """Every method's option's declaration, by name (:func:`option_fields`)."""
+    return {name: declaration_of(each) for name, (_, each) in option_fields().items()}  # type: ignore[misc]
+
+
+def options_of(method: str, given: Any = None) -> Any:
+    """``method``'s options from ``given``: its options object; a mapping of option names to values (the others
+    at their defaults); None (the defaults); or another method's options, whose changed values it takes
+    (``dataclasses.replace`` of a configuration's method). ``given`` as it is for an unknown method.
+
+    Raises
+    ------
+    labeldp.errors.ConfigError
+        For an option the method does not take given a value other than its default (a user who sets one
+        expects it to act), or an option no method has.
     """
-    return {name: (method.name, spec) for method in _REGISTRY.values() for name, spec in method.options.items()}
+    cls = options_class(method)
+    if cls is None or isinstance(given, cls):
+        return given
+    if given is None:
+        return cls()
+    if dataclasses.is_dataclass(given):  # another method's: what was changed from its defaults
+        given = {f.name: value for f in dataclasses.fields(given) if (value := getattr(given, f.name)) != f.default}
+    takes, known = {f.name for f in dataclasses.fields(cls)}, option_fields()
+    unknown = sorted(name for name in given if name not in known)
+    if unknown:
+        own = f"; its own are {', '.join(takes)}" if takes else ""
+        raise ConfigError(f"method {method!r} has no option {', '.join(unknown)}{own}")
+    unused = [name for name, value in given.items() if name not in takes and value != known[name][1].default]
+    if unused:
+        them = "it" if len(unused) == 1 else "them"
+        raise ConfigError(f"method {method!r} does not use {', '.join(unused)}; leave {them} at the default")
+    return cls(**{name: tuple(v) if isinstance(v, list) else v for name, v in given.items() if name in takes})
 
 
-def methods_using(option: str) -> tuple[str, ...]:
-    """The names of the methods whose ``uses`` holds ``option``, in :func:`method_names`'s order (imports them all)."""
-    return tuple(name for name in method_names() if option in get_method(name).uses)
+def check_options(options: Any) -> None:
+    """Refuse (:class:`~labeldp.errors.ConfigError`) a method's option outside its choices, or what its options'
+    own ``validate()`` refuses."""
+    if hasattr(options, "validate"):
+        options.validate()
+    for each in dataclasses.fields(options):
+        choices, value = declaration_of(each).choices, getattr(options, each.name)  # type: ignore[union-attr]
+        choices = tuple(choices() if callable(choices) else choices or ())
+        if choices and value not in choices:
+            raise ConfigError(f"{each.name} must be one of {choices}, got {value!r}")
 
 
 __all__ = [
     "BUILTIN_HELP",
     "BUILTIN_METHODS",
+    "BUILTIN_OPTIONS",
     "Method",
     "RELATIONS",
     "TUNINGS",
+    "check_options",
     "get_method",
     "method_names",
     "methods_help",
-    "methods_using",
-    "registered_options",
+    "option_declarations",
+    "option_fields",
+    "options_class",
+    "options_of",
     "register_method",
 ]

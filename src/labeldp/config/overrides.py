@@ -1,9 +1,9 @@
 """``NAME=VALUE`` overrides of a run's configuration, parsed one way for the command line, sweeps and tunes.
 
-A name is a field of :class:`~labeldp.config.run_config.RunConfig` or of one of its nested settings, with ``-`` or
-``_``, the field's own flag (``mixup``, ``vote-noise``), or an option a registered method declares of its own
-(``Method.options``). A value is typed by its declaration (:class:`~labeldp.options.Option`): numbers,
-``true``/``false`` for a switch, ``none`` for an optional value left out, a tuple as ``0.3:0.7``."""
+A name is a field of :class:`~labeldp.config.run_config.RunConfig`, of its training settings or of a method's
+options (``Method.options``), with ``-`` or ``_``, or the field's own flag (``mixup``, ``vote-noise``). A value is
+typed by its declaration (:class:`~labeldp.options.Option`): numbers, ``true``/``false`` for a switch, ``none``
+for an optional value left out, a tuple as ``0.3:0.7``."""
 
 from __future__ import annotations
 
@@ -11,32 +11,26 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from labeldp.config.method_registry import registered_options
+from labeldp.config.method_registry import option_fields
 from labeldp.config.run_config import RunConfig
+from labeldp.config.train_config import TrainConfig
 from labeldp.errors import ConfigError
 from labeldp.options import Option, annotation_type, declaration_of
 
-#: the settings nested in a RunConfig, by field name
-SECTIONS = ("train", "dpsgd", "pate", "marginals")
-#: the section of the options methods declare of their own
-OWN = "method_options"
+#: where an override's value goes besides RunConfig's own fields: its training settings, the method's options
+SECTIONS = ("train", "options")
 
 
 def _fields() -> dict[str, tuple[str | None, str, Option, str]]:
     """Every overridable name (field names and flags) -> (its section: None for RunConfig's own; its name; its
     declaration; its annotation)."""
-    defaults = RunConfig()
+    shared = [(None, f) for f in dataclasses.fields(RunConfig) if f.name not in SECTIONS]
+    own = [("options", each) for _, each in option_fields().values()]
     found: dict[str, tuple[str | None, str, Option, str]] = {}
-    for field in dataclasses.fields(RunConfig):
-        section = field.name if field.name in SECTIONS else None
-        for each in dataclasses.fields(type(getattr(defaults, field.name))) if section else [field]:
-            declaration = declaration_of(each)
-            assert declaration is not None, f"{each.name} is an option"
-            found[each.name] = (section, each.name, declaration, str(each.type))
-    del found[OWN]
-    for name, (_, declaration) in registered_options().items():
-        switch = "bool" if isinstance(declaration.default, bool) else ""
-        found.setdefault(name, (OWN, name, declaration, declaration.type or switch))
+    for section, each in [*shared, *(("train", f) for f in dataclasses.fields(TrainConfig)), *own]:
+        declaration = declaration_of(each)
+        assert declaration is not None, f"{each.name} is an option"
+        found.setdefault(each.name, (section, each.name, declaration, str(each.type)))
     for section, name, declaration, annotation in list(found.values()):
         if declaration.flag:
             found.setdefault(declaration.flag.lstrip("-").replace("-", "_"), (section, name, declaration, annotation))
@@ -55,7 +49,7 @@ def resolve_name(name: str) -> tuple[str | None, str]:
     key = name.replace("-", "_")
     if key not in fields:
         raise ConfigError(
-            f"unknown option {name!r}; use a field of the run, training, DP-SGD, PATE or marginals settings "
+            f"unknown option {name!r}; use a setting of the run, of its training or of a method's options "
             "(e.g. epsilon, lr, epochs, max-grad-norm)"
         )
     return fields[key][:2]
@@ -81,19 +75,21 @@ def parse_value(name: str, text: str) -> Any:
 
 def apply_overrides(config: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
     """``config`` with ``overrides`` (name -> value, or its text for :func:`parse_value`) applied at their
-    level, unresolved: values given as objects are checked by ``resolved()``."""
-    top: dict[str, Any] = {}
-    nested: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
-    own = dict(config.method_options)
+    level, unresolved: values given as objects are checked by ``resolved()``, the method's options by
+    :func:`~labeldp.config.method_registry.options_of` (one it does not use is refused)."""
+    values: dict[str | None, dict[str, Any]] = {None: {}, "train": {}, "options": {}}
     for name, value in overrides.items():
         section, field_name = resolve_name(name)
-        value = parse_value(name, value) if isinstance(value, str) else value
-        (top if section is None else own if section == OWN else nested[section])[field_name] = value
-    sections = {
-        section: dataclasses.replace(getattr(config, section), **values) for section, values in nested.items() if values
-    }
+        values[section][field_name] = parse_value(name, value) if isinstance(value, str) else value
+    options = values["options"]
+    if options:  # the options kept from config, with the overrides over them, for the method the overrides name
+        kept = config.options
+        options = {f.name: getattr(kept, f.name) for f in dataclasses.fields(kept)} | options
+    changed: dict[str, Any] = {**values[None], "train": dataclasses.replace(config.train, **values["train"])}
+    if options:
+        changed["options"] = options
     try:
-        return dataclasses.replace(config, **top, **sections, method_options=own)
+        return dataclasses.replace(config, **changed)
     except TypeError as error:
         raise ConfigError(str(error)) from None
 

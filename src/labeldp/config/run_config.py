@@ -7,7 +7,6 @@ written or released. Public settings only: nothing here reads a label."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -16,30 +15,34 @@ import numpy as np
 
 from labeldp._validation import check_epsilon
 from labeldp.accounting.datasets import check_name
-from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.config.marginals_config import MarginalsConfig
-from labeldp.config.method_registry import Method, get_method, method_names, methods_using
-from labeldp.config.pate_config import PATEConfig
+from labeldp.config.method_registry import (
+    Method,
+    check_options,
+    get_method,
+    method_names,
+    option_fields,
+    options_class,
+)
 from labeldp.config.run_settings import DEFAULT_DELTA, RunSettings
-from labeldp.config.shared_options import FIRST_RELEASES, LOSSES, PRIORS, TEST_LABELS
+from labeldp.config.shared_options import PRIORS, TEST_LABELS
 from labeldp.config.train_config import TrainConfig
 from labeldp.data.dataset_registry import get_dataset
 from labeldp.data.dataset_spec import Dataset
 from labeldp.data.grid import DEFAULT_GRID_SIZE, label_grid
 from labeldp.errors import ConfigError, MissingFileError
 from labeldp.models.names import MODELS, default_model_name
-from labeldp.options import declaration_of
 from labeldp.priors.encoders import ENCODER_FILE_SUFFIX, ENCODERS, is_encoder_file
 from labeldp.randomness import NoiseSource
 
 #: the largest delta accepted: above it a mechanism may publish a label outright with a probability no guarantee allows
 MAX_DELTA = 1e-2
-#: the nested settings of a configuration, by field name
-_SECTIONS = {"train": TrainConfig, "dpsgd": DPSGDConfig, "pate": PATEConfig, "marginals": MarginalsConfig}
+#: the sections in which a config.json written before the methods had options of their own kept DP-SGD's,
+#: PATE's, marginals' and user methods' options (:meth:`RunConfig.from_dict` reads them as the method's)
+_OLD_SECTIONS = ("dpsgd", "pate", "marginals", "method_options")
 #: the share of epsilon a noisy histogram prior buys when none is given (the labels get the rest)
 DEFAULT_PRIOR_SHARE = 0.1
 #: Options of the noisy-histogram priors (cluster, histogram), refused with prior 'uniform' unless at their defaults.
-CLUSTER_PRIOR_OPTIONS = ("prior_epsilon", "prior_temperature", "encoder", "clusters", "combine_priors")
+CLUSTER_PRIOR_OPTIONS = ("prior_epsilon", "prior_temperature", "encoder", "clusters")
 #: Options of the cluster prior only: the histogram prior is one group of all examples.
 CLUSTERING_OPTIONS = ("encoder", "clusters")
 
@@ -62,12 +65,10 @@ class RunConfig(RunSettings):
         """This configuration as a run takes it on data of ``num_classes`` classes (``Method.on_data``), and the
         line saying what the method chose (None: nothing to say)."""
         hook = self.method_spec.on_data
-        if hook is not None:
-            options, line = hook(self, num_classes)
-            return dataclasses.replace(self, **options), line
-        if "first_release" in self.method_spec.uses:  # recorded as given: its driver resolves it
+        if hook is None:
             return self, None
-        return dataclasses.replace(self, first_release="rr"), None  # stage 1 by RR, as config.json records it
+        options, line = hook(self, num_classes)
+        return dataclasses.replace(self, options=dataclasses.replace(self.options, **options)), line
 
     def resolved(self) -> RunConfig:
         """A copy with every field checked and what depends on the method filled in (budget, stages, prior,
@@ -94,7 +95,8 @@ class RunConfig(RunSettings):
         stages = _stage_fractions(self, method)
         prior = self.prior if self.prior is not None else method.default_prior
         prior_epsilon = _check_prior(self, prior, epsilon)
-        self._check_method_options(method)
+        self._check_shared(method)
+        check_options(self.options)
         _check_choices(self, table, held_out)
         _check_units(self, method, table)
         label_range, grid_size = _label_grid_of(self, table)
@@ -111,25 +113,11 @@ class RunConfig(RunSettings):
             # config.json's "public" where the test set is public: nothing of it is held out or released
             test_labels=self.test_labels if held_out else "released",
             classes=tuple(map(str, self.classes)) if self.classes is not None else None,
-            method_options=self._own_options(method),
             **self._absolute_paths(),
         )
         if method.check is not None:
             method.check(resolved)
         return resolved
-
-    def _own_options(self, method: Method) -> dict[str, Any]:
-        """``method_options`` checked against the options the method declares, their defaults filled in."""
-        unknown = sorted(set(self.method_options) - set(method.options))
-        if unknown:
-            own = f"; its own are {', '.join(method.options)}" if method.options else ""
-            raise ConfigError(f"method {self.method!r} has no option {', '.join(unknown)}{own}")
-        values = {name: self.method_options.get(name, spec.default) for name, spec in method.options.items()}
-        for name, spec in method.options.items():
-            choices = spec.choices() if callable(spec.choices) else spec.choices
-            if choices is not None and values[name] not in choices:
-                raise ConfigError(f"{name} must be one of {', '.join(map(str, choices))}, got {values[name]!r}")
-        return values
 
     def _absolute_paths(self) -> dict[str, Any]:
         """The data paths made absolute, so that config.json names the same files from any folder (a table's
@@ -168,33 +156,26 @@ class RunConfig(RunSettings):
             )
         return epsilon, delta
 
-    def _check_method_options(self, method: Method) -> None:
-        """Refuse options the method does not use that were changed from their defaults: a user who
-        sets one expects it to act."""
-        unknown = sorted(set(method.uses) - set(METHOD_OPTIONS))
-        if unknown:
-            raise ConfigError(
-                f"method {self.method!r} uses unknown options {unknown}; the method-specific options "
-                f"are {METHOD_OPTIONS}"
+    def _check_shared(self, method: Method) -> None:
+        """Refuse the shared settings a method does not use, changed from their defaults: a user who sets one
+        expects it to act. (Its own options are refused by :func:`~labeldp.config.method_registry.options_of`.)"""
+        unused = [
+            name
+            for name, used, default in (
+                ("secure_rng", method.private, False),
+                ("insecure_noise_seed", method.private, None),
+                ("prior", method.takes_prior, method.default_prior),
             )
-        defaults, unused = RunConfig(), []
-        for name in options_unused_by(self.method):
-            value, default = getattr(self, name), getattr(defaults, name)
-            if value == default or (name == "prior" and value == method.default_prior):  # a resolved configuration
-                continue
-            if dataclasses.is_dataclass(value):  # a method's own settings: name those that were changed
-                unused += [
-                    f"{name}.{f.name}"
-                    for f in dataclasses.fields(value)
-                    if getattr(value, f.name) != getattr(default, f.name)
-                ]
-            else:
-                unused.append(name)
+            if not used and getattr(self, name) not in (default, None)
+        ]
         if unused:
             raise ConfigError(
                 f"method {self.method!r} does not use {', '.join(unused)}; leave "
                 f"{'it' if len(unused) == 1 else 'them'} at the default"
             )
+        clash = sorted(set(_fields(method.options)) & {field.name for field in dataclasses.fields(RunSettings)})
+        if clash:  # config.json records the options beside the shared settings
+            raise ConfigError(f"method {self.method!r}: its option {', '.join(clash)} names a setting every run has")
 
     @property
     def label_values(self) -> np.ndarray | None:
@@ -230,59 +211,55 @@ class RunConfig(RunSettings):
         return dataclasses.replace(self, **{k: v for k, v in fields.items() if v is not None})
 
     def to_dict(self) -> dict[str, Any]:
-        """The configuration as JSON-ready data (``config.json``): nested settings as dicts, tuples as lists."""
+        """The configuration as JSON-ready data (``config.json``): the method's options beside the shared settings,
+        nested settings as dicts, tuples as lists."""
         data = asdict(self)
-        for name in ("stages", "classes", "features", "drop", "label_range"):
-            data[name] = list(data[name]) if data[name] is not None else None
-        own = data.pop("method_options")
-        if own:  # a method with no options of its own is recorded as earlier versions recorded it
-            data["method_options"] = {name: list(v) if isinstance(v, tuple) else v for name, v in own.items()}
-        return data
+        data.update(data.pop("options"))  # a method's option is never a shared setting's name (register_method)
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in data.items()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
-        """A configuration, unresolved, from :meth:`to_dict`'s data; options left out take their defaults.
+        """A configuration, unresolved, from :meth:`to_dict`'s data; options left out take their defaults. Also
+        reads a ``config.json`` that recorded every method's options (those the method does not use at their
+        defaults) and DP-SGD's, PATE's and marginals' in sections of their own.
 
         Raises
         ------
         labeldp.errors.ConfigError
-            For options this version of labeldp does not know.
+            For options this version of labeldp does not know, or a method's options it does not use changed.
         """
-        data = dict(data)
-        unknown = sorted(set(data) - {field.name for field in dataclasses.fields(cls)})
-        for section, settings in _SECTIONS.items():
-            known = {field.name for field in dataclasses.fields(settings)}
-            unknown += sorted(f"{section}.{name}" for name in set(data.get(section) or {}) - known)
+        shared = {field.name for field in dataclasses.fields(cls)} - {"options"}
+        method = data.get("method", cls.method)
+        options = {name: value for name, value in data.items() if name not in shared and name not in _OLD_SECTIONS}
+        for section in _OLD_SECTIONS:
+            options.update(data.get(section) or {})
+        # before "auto", stage 1 was RR, and every method's config.json said so
+        if "first_release" not in _options_of(method):
+            options.pop("first_release", None)
+        elif "first_release" not in options:
+            options["first_release"] = "rr"
+        unknown = sorted(set(options) - set(option_fields()))
+        unknown += sorted(f"train.{name}" for name in set(data.get("train") or {}) - set(_fields(TrainConfig)))
         if unknown:
             raise ConfigError(
                 f"the configuration has options this version of labeldp does not know: {', '.join(unknown)} "
                 "(written by another version?)"
             )
-        for section, settings in _SECTIONS.items():
-            data[section] = settings(**data.get(section, {}))
+        settings = {name: data[name] for name in shared if name in data}
+        settings["train"] = TrainConfig(**data.get("train", {}))
         for name in ("stages", "classes", "features", "drop", "label_range"):
-            if data.get(name) is not None:
-                data[name] = tuple(data[name])
-        # before "auto", stage 1 was RR, and every method's config.json said so
-        if data.get("first_release", "rr") == "rr":
-            uses = data.get("method", cls.method) in methods_using("first_release")
-            data["first_release"] = "rr" if uses else cls.first_release
-        return cls(**data)
+            if settings.get(name) is not None:
+                settings[name] = tuple(settings[name])
+        return cls(**settings, options=options)
 
 
-def options_unused_by(method: str) -> tuple[str, ...]:
-    """The method-specific fields (:data:`METHOD_OPTIONS`) that ``method`` does not use, in their order."""
-    return tuple(name for name in METHOD_OPTIONS if method not in methods_using(name))
+def _options_of(method: str) -> tuple[str, ...]:
+    cls = options_class(method)
+    return _fields(cls) if cls is not None else ()
 
 
-#: The RunConfig options that only some methods use (declared ``method_specific`` with the options):
-#: with a method that does not use one, a value other than the default is refused, and a sweep's grid
-#: resets it.
-METHOD_OPTIONS = tuple(
-    f.name
-    for f in dataclasses.fields(RunConfig)
-    if (option_of := declaration_of(f)) is not None and option_of.method_specific
-)
+def _fields(cls: type) -> tuple[str, ...]:
+    return tuple(field.name for field in dataclasses.fields(cls))
 
 
 def _stage_fractions(config: RunConfig, method: Method) -> tuple[float, ...]:
@@ -357,12 +334,6 @@ def _check_choices(config: RunConfig, table: bool, held_out: bool) -> None:
             f"--test-table, movielens); the test set of {config.dataset!r} is public and measured "
             "exactly"
         )
-    if config.first_release not in FIRST_RELEASES:
-        raise ConfigError(f"first_release must be one of {FIRST_RELEASES}, got {config.first_release!r}")
-    if config.loss not in LOSSES:
-        raise ConfigError(f"loss must be one of {LOSSES}, got {config.loss!r}")
-    if not config.temperature > 0 or not math.isfinite(config.temperature):
-        raise ConfigError(f"temperature must be a finite number > 0, got {config.temperature}")
 
 
 def _check_units(config: RunConfig, method: Method, table: bool) -> None:

@@ -4,23 +4,18 @@ resolves and checks them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.config.marginals_config import MarginalsConfig
-from labeldp.config.method_registry import method_names, methods_help
-from labeldp.config.pate_config import PATEConfig
+from labeldp.config.method_registry import method_names, methods_help, options_of
 from labeldp.config.shared_options import (
     CLASSES,
     DATA_DIR,
     DATASET_NAME,
     EPSILON,
-    FIRST_RELEASES,
     ID_COLUMN,
     INSECURE_NOISE_SEED,
     LABEL_COLUMN,
-    LOSSES,
     MAX_ROWS_PER_UNIT,
     MODEL,
     ONE_ROW_PER_PERSON,
@@ -42,15 +37,15 @@ DEFAULT_DELTA = 1e-5
 
 @dataclass(frozen=True)
 class RunSettings:
-    """The settings of a run: each field's meaning is the help of its :func:`~labeldp.options.option`
-    (``labeldp train --help``); the method-specific ones are listed in
-    :data:`~labeldp.config.run_config.METHOD_OPTIONS`. What the help, written for the flags, does not say:
+    """The settings every run shares: each field's meaning is the help of its :func:`~labeldp.options.option`
+    (``labeldp train --help``). What the help, written for the flags, does not say:
 
     Attributes
     ----------
-    reuse_labels, warm_start : bool
-        True by default; their flags are ``--no-reuse-labels`` and ``--no-warm-start``, which the help
-        describes.
+    options : object
+        The method's own options (``Method.options``, e.g. :class:`~labeldp.config.method_options.StageOptions`
+        of lp-2st): given as that object, a mapping of their names to values, or None for their defaults
+        (:func:`~labeldp.config.method_registry.options_of`).
     test_labels : str
         On a dataset whose test set is public, ``"public"`` is accepted back from a ``config.json`` and
         resolves to the default (nothing is held out or released).
@@ -112,7 +107,6 @@ class RunSettings:
     delta: float | None = option(
         None,
         help=f"delta of --method pate or dp-sgd (default {DEFAULT_DELTA:g}); the other methods are pure epsilon-DP",
-        method_specific=True,
     )
     stages: tuple[float, ...] | None = option(
         None,
@@ -121,9 +115,6 @@ class RunSettings:
         "0.4 0.6 for lp-2st, 0.3 0.3 0.4 for lp-mst)",
     )
     model: str | None = declared(MODEL)
-    temperature: float = option(
-        1.0, help="lp-2st, lp-mst: later stages' prior = softmax(logits / T)", method_specific=True
-    )
     prior: str | None = declared(PRIOR)
     prior_epsilon: float | None = option(
         None,
@@ -144,54 +135,11 @@ class RunSettings:
         "inputs, or your own encoder saved "
         "with torch.export.save (fitted without the private labels)",
     )
-    combine_priors: bool = option(
-        False,
-        help="lp-2st, lp-mst with --prior cluster: later stages' prior is the model prior times the cluster prior",
-        method_specific=True,
-    )
-    loss: str = option(
-        "forward",
-        choices=LOSSES,
-        help="forward: likelihood of each noisy label through its known noise channel (the model "
-        "learns clean posteriors); ce: plain cross-entropy on noisy labels; mse (numeric labels): "
-        "squared error of the predicted mean against the released values; not for alibi, vlp, "
-        "pate or dp-sgd",
-        method_specific=True,
-    )
-    reuse_labels: bool = option(
-        True,
-        help="lp-2st, lp-mst: train each stage on its own noisy labels only (default: "
-        "earlier stages' labels too; with --loss ce only those inside the new "
-        "prior's top k)",
-        method_specific=True,
-    )
-    warm_start: bool = option(True, help="lp-2st, lp-mst: train each stage's model from scratch", method_specific=True)
-    first_release: str = option(
-        "auto",
-        choices=FIRST_RELEASES,
-        help="lp-2st, lp-mst: stage 1's release: randomized response, VLP's vectors (the forward loss, no "
-        "prior, no consensus), or auto: the vectors where one tells more of a label than RR's (with 10 "
-        "classes below epsilon 2, with 2 to 4 never) and the run trains on them",
-        method_specific=True,
-    )
-    consensus: bool = option(
-        False,
-        help="lp-1st, lp-2st, lp-mst: after the last stage, train a new model on the released examples whose "
-        "released label the last model predicts (consensus retraining; post-processing, no epsilon)",
-        method_specific=True,
-    )
-    cell_rows: int = option(
-        10,
-        help="lp-2st-counts: the fewest second-stage rows in a cell whose label counts are released",
-        method_specific=True,
-    )
     seed: int = declared(SEED)
     secure_rng: bool = declared(SECURE_RNG)
     insecure_noise_seed: int | None = declared(INSECURE_NOISE_SEED)
     train: TrainConfig = option(default_factory=TrainConfig, help="training of each stage")
-    dpsgd: DPSGDConfig = option(default_factory=DPSGDConfig, help="DP-SGD's settings", method_specific=True)
-    pate: PATEConfig = option(default_factory=PATEConfig, help="PATE's settings", method_specific=True)
-    marginals: MarginalsConfig = option(default_factory=MarginalsConfig, help="its settings", method_specific=True)
-    method_options: dict[str, Any] = option(
-        default_factory=dict, help="the values of the options the method declares of its own (Method.options)"
-    )
+    options: Any = field(default=None, metadata={"help": "the method's own options (Method.options)"})
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", options_of(self.method, self.options))

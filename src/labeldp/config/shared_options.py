@@ -27,10 +27,6 @@ ROUTE_TRAINING = {
     "counts": {"epochs": 1, "lr": 0.05},
 }
 
-LOSSES = ("forward", "ce", "mse")
-#: what the first stage of lp-2st and lp-mst releases (``first_release``): RR's labels, VLP's vectors, or
-#: "auto": the vectors where one tells more of a label and the run can train on them (docs/methods.md)
-FIRST_RELEASES = ("auto", "rr", "vlp")
 PRIORS = ("uniform", "histogram", "cluster")
 #: where the test metrics of held-out rows of the private label column come from (``test_labels``)
 TEST_LABELS = ("released", "public", "none")
@@ -164,7 +160,6 @@ SECURE_RNG = Option(
     "seeded with fresh OS entropy, never saved)",
     False,
     flag="--secure-rng",
-    method_specific=True,
     commands={"train": {"help": "noisy labels, histograms, PATE's vote noise, DP-SGD's batches and gradient noise"}},
 )
 INSECURE_NOISE_SEED = Option(
@@ -174,14 +169,12 @@ INSECURE_NOISE_SEED = Option(
     type="int | None",
     flag="--insecure-noise-seed",
     metavar="SEED",
-    method_specific=True,
 )
 PRIOR = Option(
     "the prior of RR-with-prior",
     type="str | None",
     flag="--prior",
     choices=PRIORS,
-    method_specific=True,
     commands={
         "train": {
             "help": "stage 1's: uniform (plain RR; the default, except for rr-on-bins and rr-on-bins-mst), "

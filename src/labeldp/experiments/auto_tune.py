@@ -58,7 +58,8 @@ def _work(config: RunConfig, data: LabeledDataset, later: tuple[str, ...], holdo
     it."""
     assert config.stages is not None, "a resolved configuration has its stages"
     sizes = [part.size for part in split_stages(len(data.y_train), config.stages, config.seed, data.train_units)]
-    trained = [sum(sizes[: t + 1]) if t and config.reuse_labels else sizes[t] for t in range(len(sizes))]
+    reuse = getattr(config.options, "reuse_labels", True)  # (lp-2st-counts' last model trains on every stage)
+    trained = [sum(sizes[: t + 1]) if t and reuse else sizes[t] for t in range(len(sizes))]
     epochs = config.train.epochs
     run = epochs * sum(trained)
     candidate = epochs * (sizes[0] - round(holdout * sizes[0])) if later else run * (1 - holdout)

@@ -133,7 +133,7 @@ def check_tunable(
             after = [key for key in varied if key.split(".")[0] not in method.first_stage_options]
             if not after:
                 return shared, later
-            apart = [key for key in after if all(key in method.independent_of.get(n, ()) for n in later)]
+            apart = [key for key in after if all(key in method.independent(n) for n in later)]
             if apart == after:
                 raise ConfigError(
                     f"method {base.method!r}: release {name!r} depends on {', '.join(changed)}, so these options are "
@@ -146,7 +146,7 @@ def check_tunable(
                 f"{', '.join(changed)}, which the first stage's model cannot tell apart: each candidate "
                 "would need releases of its own (a new spend)"
             )
-        free = method.independent_of.get(name, ())
+        free = method.independent(name)
         can = (
             f"it does not depend on {', '.join(free)}"
             if free
@@ -154,7 +154,7 @@ def check_tunable(
         )
         chosen = (
             " (--first-release auto takes vectors or labels by the loss and consensus: name rr or vlp to tune them)"
-            if "first_release" in changed and base.first_release == "auto"
+            if "first_release" in changed and getattr(base.options, "first_release", None) == "auto"
             else ""
         )
         raise ConfigError(

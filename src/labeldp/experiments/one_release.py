@@ -28,7 +28,7 @@ from labeldp.experiments.tune_contexts import CandidateContext, FirstStageTraine
 from labeldp.experiments.tune_folder import CANDIDATES_FOLDER
 from labeldp.files import write_json_atomic
 from labeldp.released_metrics import estimate_mean, mean_and_error
-from labeldp.runs.context import release_inputs
+from labeldp.runs.context import release_holds
 from labeldp.runs.reservation import withdraw_unspent
 from labeldp.runs.run import (
     accept_changed_config,
@@ -95,7 +95,7 @@ def _release_once(config, out, data, device, progress, in_memory, names, spendin
         saved = out.read_config()
         inputs = out.release_inputs()
         if saved is not None and set(inputs) - set(names):
-            stale = [name for name in names if inputs.get(name) != release_inputs(config, name, data.num_classes)]
+            stale = [name for name in names if not release_holds(inputs.get(name), config, name, data.num_classes)]
             if stale:
                 raise RunDirectoryError(
                     f"{out.root} holds releases {', '.join(stale)} of another configuration: "

@@ -90,7 +90,7 @@ def select_with_folder(
         check_plan(candidate, data, torch_device)
     trials = [
         SelectionCandidate(
-            candidate.train, candidate.dpsgd, functools.partial(initial_model, candidate, data, 1, torch_device)
+            candidate.train, candidate.options, functools.partial(initial_model, candidate, data, 1, torch_device)
         )
         for candidate in candidates
     ]
@@ -134,7 +134,7 @@ def select_with_folder(
 def _check_selection_candidates(base: RunConfig, candidates: Sequence[RunConfig]) -> None:
     """Refuse candidates that vary more than training and clipping options (the budget, noise and data are the
     selection's own), and a given noise multiplier (the selection calibrates its own)."""
-    if base.dpsgd.noise_multiplier is not None:
+    if base.options.noise_multiplier is not None:
         raise ConfigError(
             "tune calibrates DP-SGD's noise multiplier to the whole selection: leave --noise-multiplier out"
         )
@@ -142,9 +142,9 @@ def _check_selection_candidates(base: RunConfig, candidates: Sequence[RunConfig]
         differs = sorted(
             field.name
             for field in dataclasses.fields(RunConfig)
-            if field.name not in ("train", "dpsgd") and getattr(candidate, field.name) != getattr(base, field.name)
+            if field.name not in ("train", "options") and getattr(candidate, field.name) != getattr(base, field.name)
         )
-        if candidate.dpsgd.noise_multiplier != base.dpsgd.noise_multiplier:
+        if candidate.options.noise_multiplier != base.options.noise_multiplier:
             differs.append("noise_multiplier")
         if differs:
             raise ConfigError(

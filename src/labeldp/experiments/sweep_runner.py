@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import ctypes
+import dataclasses
 import itertools
 import math
 import multiprocessing
@@ -30,9 +31,8 @@ from tqdm.auto import tqdm
 from labeldp import runtime
 from labeldp.accounting.datasets import DatasetLedger
 from labeldp.accounting.policy import BudgetPolicy
-from labeldp.config.method_registry import BUILTIN_METHODS
-from labeldp.config.overrides import apply_overrides, parse_value
-from labeldp.config.run_config import options_unused_by
+from labeldp.config.method_registry import BUILTIN_METHODS, get_method
+from labeldp.config.overrides import apply_overrides, parse_value, resolve_name
 from labeldp.data import folder_datasets, get_dataset
 from labeldp.data.table import table_name
 from labeldp.errors import BudgetError, ConfigError, LabelDPError
@@ -105,11 +105,12 @@ def grid_jobs(
     names = list(grid)
     given = [name for name in names if name not in ("dataset", "method", "epsilon", "seed")]  # the run's own
     recipe = (recipe or AppliedRecipe(None, "none: the library's defaults")).with_typed(given)
-    defaults = RunConfig()
     jobs: dict[str, SweepJob] = {}
     for values in itertools.product(*(grid[name] for name in names)):
         chosen = {name: parse_value(name, value) for name, value in zip(names, values)}
-        config = apply_overrides(base, chosen)
+        method = chosen.get("method", base.method)
+        start, unused = _for_method(base, method), _unused_by(method, chosen)
+        config = apply_overrides(start, {name: value for name, value in chosen.items() if name not in unused})
         if not config.method_spec.private:
             config = replace(config, epsilon=None)
         elif config.epsilon is None:  # the grid has no --epsilon flag: say how a grid gives one
@@ -117,14 +118,38 @@ def grid_jobs(
                 f"method {config.method!r} needs an epsilon: add epsilon=E1,E2,... to the --grid "
                 "(or start from a profile that has one: --base KEY)"
             )
-        unused = options_unused_by(config.method)  # e.g. temperature for lp-1st: it runs once, with the default
-        config = replace(config, **{name: getattr(defaults, name) for name in unused})
         config.resolved()
         key = _grid_key(
             config, {k: v for k, v in chosen.items() if k not in ("dataset", "method", "epsilon", "seed", *unused)}
         )
         jobs.setdefault(key, SweepJob(key, config, recipe))
     return list(jobs.values())
+
+
+def _shared_unused_by(method: str) -> dict[str, Any]:
+    """The shared settings ``method`` does not use, with their defaults."""
+    spec = get_method(method)
+    unused = {} if spec.private else {"secure_rng": False, "insecure_noise_seed": None}
+    return unused | ({} if spec.takes_prior else {"prior": None}) | ({} if spec.gaussian else {"delta": None})
+
+
+def _for_method(config: RunConfig, method: str) -> RunConfig:
+    """``config`` run by ``method``, with what that method does not use at its default."""
+    takes = {f.name for f in dataclasses.fields(get_method(method).options)}
+    kept = {f.name: getattr(config.options, f.name) for f in dataclasses.fields(config.options) if f.name in takes}
+    return replace(config, method=method, options=kept, **_shared_unused_by(method))
+
+
+def _unused_by(method: str, chosen: dict[str, Any]) -> set[str]:
+    """The names of ``chosen`` that ``method`` does not use (temperature for lp-1st: it runs once, with the
+    default)."""
+    takes = {f.name for f in dataclasses.fields(get_method(method).options)}
+    return {
+        name
+        for name in chosen
+        if (resolve_name(name)[0] == "options" and resolve_name(name)[1] not in takes)
+        or name.replace("-", "_") in _shared_unused_by(method)
+    }
 
 
 def _grid_key(config: RunConfig, extra: dict[str, Any]) -> str:

@@ -6,7 +6,8 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from labeldp.errors import SECOND_RELEASE, RunDirectoryError
+from labeldp.config.run_config import RunConfig
+from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
 from labeldp.files import write_atomic
 from labeldp.runs.rundir import RunDirectory
 
@@ -35,12 +36,22 @@ def finished(folder: RunDirectory, record: dict[str, Any]) -> dict[str, Any] | N
             raise RunDirectoryError(f"{folder.root} holds a finished run: choose another folder for the tune")
         return None
     saved = folder.read_json(path)
-    if all(saved.get(name) == value for name, value in record.items()):
+    if all(_read(name, saved.get(name)) == value for name, value in record.items()):
         return saved
     raise RunDirectoryError(
         f"{folder.root} holds a finished tune of other candidates or another configuration; "
         f"choose another folder {SECOND_RELEASE}"
     )
+
+
+def _read(name: str, saved: Any) -> Any:
+    """A saved item as this version writes it: the base configuration as it reads a config.json."""
+    if name != "base" or not isinstance(saved, dict):
+        return saved
+    try:
+        return RunConfig.from_dict(saved).to_dict()
+    except ConfigError:  # options this version does not know: another tune's
+        return None
 
 
 def write_table(outcome: dict[str, Any], path: Path) -> None:

@@ -12,7 +12,6 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.config.method_registry import Method as Method
     from labeldp.config.method_registry import get_method as get_method
     from labeldp.config.method_registry import method_names as method_names
-    from labeldp.config.method_registry import methods_using as methods_using
     from labeldp.config.method_registry import register_method as register_method
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__)

@@ -52,7 +52,6 @@ register_method(
         "alibi",
         BUILTIN_HELP["alibi"],
         one_release(release_laplace_one_hot),
-        uses=frozenset({"secure_rng", "insecure_noise_seed"}),
         independent_of={"stage1": ("train", "model")},
         releases=lambda config: ("stage1",),
     )

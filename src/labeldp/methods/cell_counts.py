@@ -30,8 +30,8 @@ from labeldp.methods.stage_release import cell_soft_labels, release_cell_counts
 from labeldp.methods.stages import release_stage, stage_targets
 from labeldp.priors import FIRST_SHARE, cells_of
 
-#: the first stage's release does not depend on how any stage trains, nor on the cells
-_FIRST = ("train", "model", "loss", "cell_rows")
+#: the first stage's release does not depend on how any stage trains (nor on its options: their ``free_of``)
+_FIRST = ("train", "model")
 
 
 def run_cell_counts(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
@@ -51,7 +51,10 @@ def run_cell_counts(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     cells = None
     if context.will_draw("stage2"):  # a collective prediction under torchrun, before rank 0 draws
         cells = cells_of(
-            data.x_train[second], context.predict_proba(model, data.x_train[second]), config.cell_rows, config.seed
+            data.x_train[second],
+            context.predict_proba(model, data.x_train[second]),
+            config.options.cell_rows,
+            config.seed,
         )
 
     def draw(ledger: PrivacyLedger) -> Release:
@@ -71,11 +74,6 @@ def run_cell_counts(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     return final, {"stages": stages}
 
 
-def _check(config) -> None:
-    if config.cell_rows < 1:
-        raise ConfigError(f"cell_rows must be at least 1, got {config.cell_rows}")
-
-
 def _plan(config, data) -> None:
     if data.is_regression:
         raise ConfigError("method 'lp-2st-counts' counts classes; for numeric labels use rr-on-bins")
@@ -86,10 +84,8 @@ register_method(
         "lp-2st-counts",
         BUILTIN_HELP["lp-2st-counts"],
         run_cell_counts,
-        uses=frozenset({"secure_rng", "insecure_noise_seed", "loss", "cell_rows"}),
         stages=2,
         default_stages=(FIRST_SHARE, 1 - FIRST_SHARE),
-        check=_check,
         plan=_plan,
         independent_of={"stage1": _FIRST},
         releases=lambda config: ("stage1", "stage2"),

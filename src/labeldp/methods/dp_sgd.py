@@ -41,13 +41,13 @@ def run_dpsgd(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     assert epsilon is not None and delta is not None, "a resolved (epsilon, delta) method's budget"
 
     def plan(ledger: PrivacyLedger) -> Release:
-        if config.dpsgd.noise_multiplier is None and context.progress:  # seconds of PLD accounting
+        if config.options.noise_multiplier is None and context.progress:  # seconds of PLD accounting
             tqdm.write(
                 f"calibrating the noise multiplier for epsilon {epsilon:g} at delta {delta:g} "
                 f"({steps} steps at Poisson rate {q:.4g}) with dp_accounting's PLD accountant"
             )
-        sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(epsilon, delta, q, steps)
-        return release_dpsgd_plan(ledger, np.arange(n), sigma, q, steps, config.dpsgd.max_grad_norm, "dp-sgd")
+        sigma = config.options.noise_multiplier or calibrate_noise_multiplier(epsilon, delta, q, steps)
+        return release_dpsgd_plan(ledger, np.arange(n), sigma, q, steps, config.options.max_grad_norm, "dp-sgd")
 
     sigma = float(context.spend("dp-sgd", plan).arrays["noise_multiplier"])
     evaluated, _ = train_dpsgd(
@@ -55,7 +55,7 @@ def run_dpsgd(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         data.x_train,
         data.y_train,
         config.train,
-        config.dpsgd,
+        config.options,
         sigma,
         augmentation=data.augmentation,
         # private test labels: no release here
@@ -71,8 +71,7 @@ def run_dpsgd(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
 
 
 def _check(config: RunConfig) -> None:
-    check_training_options(config.train, config.dpsgd)
-    config.dpsgd.validate()
+    check_training_options(config.train, config.options)
 
 
 def _plan(config: RunConfig, data: LabeledDataset) -> None:
@@ -96,8 +95,8 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
             f"{error} (in the CLI: choose a --model without BatchNorm, e.g. cnn or tanh-cnn for 28x28 images, "
             "wrn16-4 for 32x32)"
         ) from None
-    check_training_options(config.train, config.dpsgd, data.augmentation)
-    sigma, epsilon, delta = config.dpsgd.noise_multiplier, config.epsilon, config.delta
+    check_training_options(config.train, config.options, data.augmentation)
+    sigma, epsilon, delta = config.options.noise_multiplier, config.epsilon, config.delta
     assert epsilon is not None and delta is not None, "a resolved (epsilon, delta) method's budget"
     if sigma is not None and (spent := dpsgd_epsilon(sigma, q, steps, delta)) > epsilon:
         raise BudgetError(
@@ -111,7 +110,7 @@ def _planned(config: RunConfig, examples: int, guarantee: Guarantee) -> Guarante
     """``Method.planned``: the planned steps (the noise multiplier given or calibrated to ``guarantee``)
     accounted under replace-one, as the run's ledger will account them."""
     q, steps, _ = sampling_plan(examples, config.train)
-    sigma = config.dpsgd.noise_multiplier or calibrate_noise_multiplier(guarantee.epsilon, guarantee.delta, q, steps)
+    sigma = config.options.noise_multiplier or calibrate_noise_multiplier(guarantee.epsilon, guarantee.delta, q, steps)
     ledger = PrivacyLedger(examples, DPSGD_RELATION)
     ledger.record(dpsgd_event(sigma, q, steps), np.ones(examples, dtype=bool), "planned")
     return Guarantee.of_ledger(ledger, guarantee.delta)
@@ -122,7 +121,6 @@ register_method(
         "dp-sgd",
         BUILTIN_HELP["dp-sgd"],
         run_dpsgd,
-        uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "dpsgd"}),
         gaussian=True,
         relation="ADD_OR_REMOVE_ONE",
         check=_check,
@@ -132,7 +130,7 @@ register_method(
         per_example=True,
         tuning="private-selection",
         # how the steps are computed, not what they release
-        independent_of={"dp-sgd": ("dpsgd.physical_batch_size", "dpsgd.clipping", "train.eval_batch_size")},
+        independent_of={"dp-sgd": ("train.eval_batch_size",)},
         releases=lambda config: ("dp-sgd",),
     )
 )

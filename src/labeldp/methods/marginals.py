@@ -35,7 +35,7 @@ def public_bins(context: MethodContext) -> tuple[BinnedLogistic, np.ndarray]:
     """The run's model, coefficients still zero, and every training row's (rows, features) bins: public."""
     data = context.data
     groups = data.preprocessor.column_groups() if hasattr(data.preprocessor, "column_groups") else None
-    model = binned_logistic(data.x_train, groups, context.config.marginals.bins, data.num_classes)
+    model = binned_logistic(data.x_train, groups, context.config.options.bins, data.num_classes)
     with torch.no_grad():
         bins = model.bins(torch.as_tensor(np.asarray(data.x_train, dtype=np.float32))).numpy()
     return model, bins
@@ -86,7 +86,7 @@ def run_marginals(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
             f"restore the table as it was, or start again in a new folder {SECOND_RELEASE}"
         )
     counts = project_marginals(released.arrays["counts"], bins, sizes)
-    coef, intercept = fit_from_marginals(bins, sizes, counts, config.marginals.l2)
+    coef, intercept = fit_from_marginals(bins, sizes, counts, config.options.l2)
     model.set_coefficients(coef, intercept)
     return model.to(context.device), {
         "marginals": {
@@ -117,7 +117,6 @@ def _check(config) -> None:
             f"method 'marginals' fits from counts, with no training loop: it does not use the training options "
             f"{', '.join(unused)}; leave them at the default"
         )
-    config.marginals.validate()
 
 
 def _plan(config, data) -> None:
@@ -133,11 +132,10 @@ register_method(
         RELEASE,
         BUILTIN_HELP["marginals"],
         run_marginals,
-        uses=frozenset({"secure_rng", "insecure_noise_seed", "marginals"}),
         check=_check,
         plan=_plan,
         # the penalty acts on the released counts; the bins decide what is counted
-        independent_of={RELEASE: ("marginals.l2", "train", "model")},
+        independent_of={RELEASE: ("train", "model")},
         releases=lambda config: (RELEASE,),
         tuning=None,
         untunable="its release is label counts per bin, not labels: no held-out example has a released label to "

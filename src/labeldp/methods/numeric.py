@@ -29,23 +29,17 @@ from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
 from labeldp.methods.protocol import MethodContext
-from labeldp.methods.stages import TRAINING_OPTIONS, noisy_histogram_prior
+from labeldp.methods.stages import check_combined_priors, noisy_histogram_prior
 from labeldp.priors import release_evidence
 from labeldp.training.predictions import predict_proba
 
-_PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
-_MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "combine_priors"})
-#: who pays for the histogram prior of several stages (stage 1's examples, or all of them with
-#: ``combine_priors``) is decided before it is drawn: the prior depends on ``combine_priors``
-_FIRST_RELEASES = {
-    "stage1": TRAINING_OPTIONS,
-    "prior": tuple(option for option in TRAINING_OPTIONS if option != "combine_priors"),
-}
+#: the releases drawn before any model trains (the options' own are their ``free_of``)
+_FIRST_RELEASES = {"stage1": ("train", "model"), "prior": ("train", "model")}
 
 
 def _targets(context: MethodContext, released: Release) -> np.ndarray:
     """The forward loss's evidence, or the released values for ``mse``."""
-    return released.arrays["values"] if context.config.loss == "mse" else released.arrays["evidence"]
+    return released.arrays["values"] if context.config.options.loss == "mse" else released.arrays["evidence"]
 
 
 def within_bins(priors: np.ndarray, bin_of: np.ndarray, floor: float = 1e-6) -> np.ndarray:
@@ -96,8 +90,8 @@ def release_bins_stage(
             release = release_rr_on_bins(ledger, true, members, grid, rows, epsilon, rng, tag, groups)
             priors = rows[groups]
         else:
-            priors = predict_proba(model, data.x_train[members], config.temperature)
-            if config.combine_priors and rows is not None:
+            priors = predict_proba(model, data.x_train[members], config.options.temperature)
+            if config.options.combine_priors and rows is not None:
                 priors = release_evidence(rows[groups], priors)
             release = release_rr_on_bins(ledger, true, members, grid, priors, epsilon, rng, tag)
         assert release.likelihood is not None  # the channel over the grid of each released bin
@@ -137,7 +131,7 @@ def run_rr_on_bins(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     histogram = None
     paying = None  # the examples that pay for the histogram: all of them, or stage 1's alone
     if config.prior != "uniform":
-        multi = len(members_by_stage) > 1 and not config.combine_priors
+        multi = len(members_by_stage) > 1 and not config.options.combine_priors
         paying = members_by_stage[0] if multi else np.arange(len(data.y_train))
         histogram = noisy_histogram_prior(context, paying)
     model = context.new_model(1)
@@ -150,13 +144,13 @@ def run_rr_on_bins(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     earlier: list[Release] = []
     for stage, members in enumerate(members_by_stage, start=1):
         prior_model = model
-        if stage > 1 and not config.warm_start:
+        if stage > 1 and not config.options.warm_start:
             model = context.new_model(stage)
         paid = config.prior_epsilon if paying is not None and np.isin(members, paying).all() else None
         epsilon = config.epsilon - (paid if paid is not None else 0.0)
         released = release_bins_stage(context, stage, members, prior_model, histogram, epsilon)
         indices, targets = members, _targets(context, released)
-        if stage > 1 and config.reuse_labels:
+        if stage > 1 and config.options.reuse_labels:
             indices = np.concatenate([members, *(e.arrays["indices"] for e in earlier)])
             targets = np.concatenate([targets, *(_targets(context, e) for e in earlier)])
         earlier.append(released)
@@ -213,7 +207,8 @@ def run_laplace(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
 
 
 def _check(config: RunConfig) -> None:
-    if config.loss == "ce":
+    check_combined_priors(config)
+    if config.options.loss == "ce":
         raise ConfigError(
             f"method {config.method!r} releases values, not labels: use loss 'forward' (the noise "
             "channel over the grid) or 'mse' (squared error against the released values)"
@@ -237,7 +232,7 @@ register_method(
         "rr-on-bins",
         BUILTIN_HELP["rr-on-bins"],
         run_rr_on_bins,
-        uses=_PRIVATE_OPTIONS | {"loss", "prior"},
+        takes_prior=True,
         check=_check,
         plan=_plan,
         independent_of=_FIRST_RELEASES,
@@ -249,7 +244,7 @@ register_method(
         "rr-on-bins-mst",
         BUILTIN_HELP["rr-on-bins-mst"],
         run_rr_on_bins,
-        uses=_PRIVATE_OPTIONS | {"loss", "prior"} | _MULTI_STAGE_OPTIONS,
+        takes_prior=True,
         stages=None,
         default_stages=(0.4, 0.6),
         check=_check,
@@ -263,9 +258,8 @@ register_method(
         "laplace-regression",
         BUILTIN_HELP["laplace-regression"],
         run_laplace,
-        uses=_PRIVATE_OPTIONS | {"loss"},
         check=_check,
         plan=_plan,
-        independent_of={"stage1": TRAINING_OPTIONS},
+        independent_of={"stage1": ("train", "model")},
     )
 )

@@ -38,7 +38,7 @@ def run_pate(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
         If no query was answered (after the release: its budget is spent).
     """
     config, data = context.config, context.data
-    pate, n = config.pate, len(data.y_train)
+    pate, n = config.options, len(data.y_train)
     assert config.epsilon is not None and config.delta is not None, "a resolved (epsilon, delta) method's budget"
     num_queries, noise_std = pate.plan(config.epsilon, config.delta, n)
     ratio = pate.threshold_noise_ratio_or_none
@@ -112,7 +112,6 @@ _ONE_ROW_PER_UNIT = (
 
 
 def _check(config: RunConfig) -> None:
-    config.pate.validate()
     if config.max_rows_per_unit is not None and config.max_rows_per_unit > 1:
         raise ConfigError(_ONE_ROW_PER_UNIT)
 
@@ -122,7 +121,7 @@ def _plan(config: RunConfig, data: LabeledDataset) -> None:
     if data.train_units is not None and np.bincount(data.train_units).max() > 1:
         raise ConfigError(_ONE_ROW_PER_UNIT)
     assert config.epsilon is not None and config.delta is not None, "a resolved (epsilon, delta) method's budget"
-    config.pate.plan(config.epsilon, config.delta, len(data.y_train))
+    config.options.plan(config.epsilon, config.delta, len(data.y_train))
 
 
 register_method(
@@ -130,7 +129,6 @@ register_method(
         "pate",
         BUILTIN_HELP["pate"],
         run_pate,
-        uses=frozenset({"secure_rng", "insecure_noise_seed", "delta", "pate"}),
         gaussian=True,
         check=_check,
         plan=_plan,

@@ -28,22 +28,9 @@ from labeldp.methods.protocol import MethodContext
 from labeldp.methods.stage_release import release_stage_labels
 from labeldp.priors import cluster, encode, histogram_priors, release_evidence, temper
 
-_PRIVATE_OPTIONS = frozenset({"secure_rng", "insecure_noise_seed"})
-_LABEL_OPTIONS = frozenset({"loss", "prior", "consensus"})
-_MULTI_STAGE_OPTIONS = frozenset({"temperature", "reuse_labels", "warm_start", "combine_priors", "first_release"})
-#: Options that act only after the first stage's labels are released: stage 1's labels and the
-#: cluster histogram do not depend on them (later stages' priors do: they come from the trained model).
-TRAINING_OPTIONS = (
-    "train",
-    "model",
-    "loss",
-    "reuse_labels",
-    "warm_start",
-    "temperature",
-    "combine_priors",
-    "consensus",
-)
-_FIRST_RELEASES = {"stage1": TRAINING_OPTIONS, "prior": TRAINING_OPTIONS}
+#: The settings of the training: the releases drawn before any model trains (stage 1's labels, the cluster
+#: histogram) do not depend on them, nor on the options of the training (their ``free_of``).
+_FIRST_RELEASES = {"stage1": ("train", "model"), "prior": ("train", "model")}
 #: LP-2ST's second release is drawn with the prior of the first stage's model, before the second stage
 #: trains: it does not depend on how that stage trains (whether it reuses stage 1's labels, whether it
 #: starts from the first model). Later stages of LP-MST do (through the models before them).
@@ -55,15 +42,16 @@ _FIRST_STAGE_OPTIONS = ("train", "model", "loss")
 def check_stage_options(config) -> None:
     """Consensus retraining is for classes: a numeric label's squared error has no predicted label to agree. VLP's
     vectors are no labels: they train by the forward loss, under no prior, and leave consensus nothing to agree."""
-    if config.consensus and config.loss == "mse":
+    check_combined_priors(config)
+    if config.options.consensus and config.options.loss == "mse":
         raise ConfigError("--consensus retrains on agreeing class labels; it does not apply with --loss mse")
-    if config.first_release == "vlp":
+    if getattr(config.options, "first_release", "rr") == "vlp":
         refused = [
             flag
             for flag, given in (
-                ("--loss " + config.loss, config.loss != "forward"),
+                ("--loss " + config.options.loss, config.options.loss != "forward"),
                 ("--prior " + str(config.prior), config.prior not in (None, "uniform")),
-                ("--consensus", config.consensus),
+                ("--consensus", config.options.consensus),
             )
             if given
         ]
@@ -74,6 +62,12 @@ def check_stage_options(config) -> None:
             )
 
 
+def check_combined_priors(config) -> None:
+    """Refuse ``combine_priors`` without a prior of public features to combine."""
+    if getattr(config.options, "combine_priors", False) and config.prior == "uniform":
+        raise ConfigError("combine_priors applies only with prior 'cluster' or 'histogram'")
+
+
 def first_release_of(config, num_classes: int) -> str:
     """Stage 1's release as the run takes it, ``rr`` or ``vlp``: ``first_release``, where ``auto`` (of lp-2st,
     lp-mst) takes VLP's vectors if one tells more of a class than RR's label (I(Y; Z) for a uniform Y:
@@ -82,12 +76,12 @@ def first_release_of(config, num_classes: int) -> str:
 
     Public: it reads the declared number of classes and the settings, never a label.
     """
-    if "first_release" not in config.method_spec.uses:
+    if not hasattr(config.options, "first_release"):
         return "rr"
-    if config.first_release != "auto":
-        return config.first_release
+    if config.options.first_release != "auto":
+        return config.options.first_release
     epsilon = config.label_epsilon
-    vectors = config.loss == "forward" and config.prior in (None, "uniform") and not config.consensus
+    vectors = config.options.loss == "forward" and config.prior in (None, "uniform") and not config.options.consensus
     vectors = vectors and config.label_range is None  # a numeric label's error is not a class's information
     more = vectors and vector_information(num_classes, epsilon) > rr_information(num_classes, epsilon)
     return "vlp" if more else "rr"
@@ -96,7 +90,7 @@ def first_release_of(config, num_classes: int) -> str:
 def _first_release_on(config, num_classes: int) -> tuple[dict[str, Any], str | None]:
     """``Method.on_data`` of lp-2st and lp-mst: the first release as the run takes it, and what ``auto`` chose."""
     taken = first_release_of(config, num_classes)
-    if config.first_release != "auto" or taken != "vlp":
+    if config.options.first_release != "auto" or taken != "vlp":
         return {"first_release": taken}, None
     epsilon = config.label_epsilon
     bits = vector_information(num_classes, epsilon), rr_information(num_classes, epsilon)
@@ -174,7 +168,7 @@ def release_stage(
     # predicts its share of it, before rank 0 draws
     model_prior = None
     if stage > 1 and config.method != "non-private" and context.will_draw(tag):
-        model_prior = context.predict_proba(model, data.x_train[members], config.temperature)
+        model_prior = context.predict_proba(model, data.x_train[members], config.options.temperature)
 
     def draw(ledger: PrivacyLedger) -> Release:
         true = data.y_train[members]
@@ -190,14 +184,15 @@ def release_stage(
             return release.with_arrays(indices=members, evidence=_channel(release).astype(np.float32))
         # A cluster prior carries label information the model cannot see otherwise; a model prior is
         # the model's own belief, built from labels that are reused anyway.
-        fold = public_prior[members] if public_prior is not None and (stage == 1 or config.combine_priors) else None
+        combined = stage == 1 or config.options.combine_priors
+        fold = public_prior[members] if public_prior is not None and combined else None
         if stage == 1:
             assert public_prior is not None  # the uniform prior's stage 1 returned above
             prior = public_prior[members]
         else:
             assert model_prior is not None  # predicted above for every private draw after stage 1
             prior = model_prior
-            if config.combine_priors:
+            if config.options.combine_priors:
                 prior = release_evidence(fold, prior)
         release = release_stage_labels(ledger, true, members, data.num_classes, epsilon, config.noise, stage, prior)
         evidence = release_evidence(fold, _channel(release))
@@ -229,9 +224,9 @@ def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.nda
     """
     config = context.config
     earlier, indices, labels = stage_releases_before(context, stage)
-    if config.loss in ("forward", "mse"):
+    if config.options.loss in ("forward", "mse"):
         return indices, np.concatenate([stage_targets(context, e) for e in earlier])
-    prior = context.predict_proba(model, context.data.x_train[indices], config.temperature)
+    prior = context.predict_proba(model, context.data.x_train[indices], config.options.temperature)
     epsilon = config.label_epsilon
     assert epsilon is not None, "only private methods have a second stage"
     _, in_top_k = prior_top_k(prior, epsilon)
@@ -242,11 +237,11 @@ def reused(context: MethodContext, stage: int, model: nn.Module) -> tuple[np.nda
 
 def stage_targets(context: MethodContext, released: Release) -> np.ndarray:
     """What a stage trains on: the evidence (forward), the released labels (ce), or their values (mse)."""
-    if context.config.loss == "forward":
+    if context.config.options.loss == "forward":
         return released.arrays["evidence"]
     labels = released.labels
     assert labels is not None, "a stage's release holds one label per member"
-    if context.config.loss == "mse":
+    if context.config.options.loss == "mse":
         values = context.data.label_values
         assert values is not None, "the mse loss is for labels with values"
         return values[labels]
@@ -269,18 +264,18 @@ def run_stages(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
     summaries = []
     for stage, members in enumerate(members_by_stage, start=1):
         prior_model = model
-        if stage > 1 and not config.warm_start:
+        if stage > 1 and not config.options.warm_start:
             model = context.new_model(stage)
         released = release_stage(context, stage, members, prior_model, public_prior)
         indices = members
         targets = stage_targets(context, released)
-        if stage > 1 and config.reuse_labels:
+        if stage > 1 and config.options.reuse_labels:
             more_indices, more_targets = reused(context, stage, prior_model)
             indices, targets = np.concatenate([indices, more_indices]), np.concatenate([targets, more_targets])
         # stage 1's evidence under a cluster prior is the prior times the channel: train on its
         # posterior (the forward loss's gradient vanishes where the model is confidently wrong, and
         # with a peaked prior and k = 1 nearly everywhere a class missed early stays missed)
-        soft = stage == 1 and public_prior is not None and config.loss == "forward"
+        soft = stage == 1 and public_prior is not None and config.options.loss == "forward"
         context.train(model, stage, len(members_by_stage), indices, targets, soft_labels=soft)
         summaries.append(
             {
@@ -290,7 +285,7 @@ def run_stages(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
                 "mean_k": float(np.mean(released.arrays["k"])),
             }
         )
-    if not config.consensus:
+    if not getattr(config.options, "consensus", False):  # (non-private does not retrain)
         return model, {"stages": summaries}
     model, kept = consensus_retrain(context, model, len(members_by_stage))
     return model, {"stages": summaries, "consensus": kept}
@@ -317,7 +312,6 @@ register_method(
         "non-private",
         BUILTIN_HELP["non-private"],
         run_stages,
-        uses=frozenset({"loss"}),
         private=False,
         independent_of=_FIRST_RELEASES,
         releases=stage_releases,
@@ -328,7 +322,7 @@ register_method(
         "lp-1st",
         BUILTIN_HELP["lp-1st"],
         run_stages,
-        uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS,
+        takes_prior=True,
         independent_of=_FIRST_RELEASES,
         check=check_stage_options,
         releases=stage_releases,
@@ -340,7 +334,7 @@ register_method(
         "lp-2st",
         BUILTIN_HELP["lp-2st"],
         run_stages,
-        uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS,
+        takes_prior=True,
         stages=2,
         default_stages=(0.4, 0.6),
         independent_of=_TWO_STAGE_RELEASES,
@@ -355,7 +349,7 @@ register_method(
         "lp-mst",
         BUILTIN_HELP["lp-mst"],
         run_stages,
-        uses=_PRIVATE_OPTIONS | _LABEL_OPTIONS | _MULTI_STAGE_OPTIONS,
+        takes_prior=True,
         stages=None,
         default_stages=(0.3, 0.3, 0.4),
         independent_of=_FIRST_RELEASES,

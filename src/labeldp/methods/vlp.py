@@ -13,7 +13,6 @@ register_method(
         "vlp",
         BUILTIN_HELP["vlp"],
         one_release(release_vector_labels),
-        uses=frozenset({"secure_rng", "insecure_noise_seed"}),
         independent_of={"stage1": ("train", "model")},
         releases=lambda config: ("stage1",),
     )

@@ -111,7 +111,7 @@ def _profiles_of(dataset: str, train: TrainConfig, epsilons, methods, runs: int,
                     train=recipe.train if recipe is not None else train,
                 )
                 # the paper's LP-2ST releases stage 1 by RR, as these profiles' recorded figures did
-                pinned = dataclasses.replace(config, first_release="rr") if method == "lp-2st" else config
+                pinned = dataclasses.replace(config, options={"first_release": "rr"}) if method == "lp-2st" else config
                 _profile(f"{dataset}/e{epsilon:g}/{method}/run{seed}", pinned)
 
 
@@ -141,7 +141,7 @@ for _seed in range(RUNS):
                 model="tanh-cnn",
                 seed=_seed,
                 train=DPSGD_MNIST_TRAIN,
-                dpsgd=DPSGD_MNIST,
+                options=DPSGD_MNIST,
             ),
             description="full-DP baseline: DP-SGD, (epsilon, 1e-5)-DP for add-or-remove one example",
         )

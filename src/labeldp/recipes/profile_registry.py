@@ -12,6 +12,7 @@ import functools
 import importlib
 import importlib.util
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,7 @@ def load_recipes(path: str | Path) -> None:
         raise ConfigError(f"recipe file {path} is not a Python file (.py) that Python can execute")
     _LOADED_RECIPES.add(path.resolve())
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import does: a dataclass of the file (a method's options) needs it
     spec.loader.exec_module(module)
 
 

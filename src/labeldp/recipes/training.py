@@ -1,8 +1,8 @@
 """The best known settings of each method on each dataset: what ``labeldp train`` uses for the training
 options it is not given, and what the built-in profiles are made of.
 
-A recipe is the training side of a run (model, optimiser and schedule, the DP-SGD and PATE settings); the
-budget, the method and the seed stay the user's. Without one (a table of one's own) the library's defaults
+A recipe is the training side of a run (model, optimiser and schedule, DP-SGD's clipping and EMA); the budget,
+the method and the seed stay the user's. Without one (a table of one's own) the library's defaults
 apply. Each recipe's ``source`` says how it was chosen: most by test accuracy, as the paper chose its own,
 which is evidence for that dataset only. Those chosen by ``labeldp tune`` were chosen on a release of that
 dataset's own training labels: a run that takes them on that dataset inherits a choice its ledger does not
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from labeldp.config.dpsgd import DPSGDConfig
-from labeldp.config.pate_config import PATEConfig
 from labeldp.config.run_config import DEFAULT_PRIOR_SHARE
 from labeldp.config.train_config import TrainConfig
 
@@ -38,8 +37,8 @@ class Recipe:
 
     train: TrainConfig
     model: str | None = None
-    dpsgd: DPSGDConfig = dataclasses.field(default_factory=DPSGDConfig)
-    pate: PATEConfig = dataclasses.field(default_factory=PATEConfig)
+    #: the method's options it sets (``Method.options``: DP-SGD's clipping bound and EMA), or None
+    options: Any = None
     source: str = ""
     #: the run's other options the recipe sets, given the run's epsilon (a cluster prior's encoder,
     #: clusters and histogram share; a histogram prior's share): option name -> value
@@ -214,8 +213,8 @@ def own_recipe(dataset: str, method: str, prior: str | None = None) -> Recipe | 
 
 
 def with_recipe(config, recipe: Recipe, keep: Collection[str] = frozenset()):
-    """``config`` (unresolved) with its model, training, DP-SGD and PATE settings and the run options the
-    recipe sets taken from ``recipe``, except the fields named in ``keep`` (the options a user typed)."""
+    """``config`` (unresolved) with its model, training settings, method's options and the run options the recipe
+    sets taken from ``recipe``, except the fields named in ``keep`` (the options a user typed)."""
 
     def merged(recipe_part, given):
         return dataclasses.replace(
@@ -227,6 +226,5 @@ def with_recipe(config, recipe: Recipe, keep: Collection[str] = frozenset()):
         **{name: value for name, value in recipe.options_for(config.epsilon).items() if name not in keep},
         model=config.model if "model" in keep else recipe.model,
         train=merged(recipe.train, config.train),
-        dpsgd=merged(recipe.dpsgd, config.dpsgd),
-        pate=merged(recipe.pate, config.pate),
+        options=config.options if recipe.options is None else merged(recipe.options, config.options),
     )

@@ -28,7 +28,7 @@ from labeldp.files import write_atomic, write_json_atomic
 from labeldp.models import build_model
 from labeldp.models.names import default_model_name
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
-from labeldp.runs.context import RunContext, release_inputs, table_features
+from labeldp.runs.context import RunContext, release_holds, table_features
 from labeldp.runs.reservation import reserve_run, withdraw_unspent
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import load_torch
@@ -410,7 +410,7 @@ def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:
             f"the run declares a grid of {declared.size} points over [{declared[0]:g}, {declared[-1]:g}]"
             f", the dataset has {have}"
         )
-    if config.loss == "mse" and not data.is_regression:
+    if getattr(config.options, "loss", None) == "mse" and not data.is_regression:
         raise ConfigError("loss 'mse' fits released values: it needs numeric labels (a regression dataset)")
 
 
@@ -430,7 +430,7 @@ def accept_changed_config(
             f"{differs}); choose another output folder"
         )
     saved = out.release_inputs()
-    stale = [name for name, inputs in saved.items() if inputs != release_inputs(config, name, data.num_classes)]
+    stale = [name for name, inputs in saved.items() if not release_holds(inputs, config, name, data.num_classes)]
     if out.ledger_path.exists():  # a recorded release without its file cannot be checked: it stays as it was
         stale += [entry.tag for entry in out.read_ledger().entries if entry.tag not in saved]
     if stale:
