@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from labeldp.config.method_options import CellCountsOptions, LabelOptions, MultiStageOptions, StageOptions
-from labeldp.config.run_config import RunConfig
+from labeldp.config.run_config import RunConfig, as_recorded
 from labeldp.errors import ConfigError
 from labeldp.options import declaration_of
 
@@ -63,3 +63,4 @@ def test_a_config_json_that_recorded_every_methods_options_reads_the_same() -> N
     with pytest.raises(ConfigError, match="'lp-2st' does not use max_grad_norm"):
         RunConfig.from_dict({**old, "dpsgd": {"max_grad_norm": 0.5}})
     assert "cell_rows" not in RunConfig.from_dict(old).to_dict()  # written again, only its own
+    assert as_recorded(old) == RunConfig.from_dict(old).to_dict() and as_recorded({**old, "shiny": 1}) is None

@@ -182,8 +182,9 @@ def test_test_labels_apply_to_test_rows_held_out_of_the_private_column() -> None
 
 
 def test_a_method_of_ones_own_declares_its_options_as_a_frozen_dataclass_of_options(register_for_test) -> None:
-    """A method whose options are no frozen dataclass, or name a setting every run shares, is refused when it
-    is registered."""
+    """A method whose options are no frozen dataclass, or are not declared as options, is refused when it is
+    registered; one whose option names a setting every run shares (or a section config.json once held) when a
+    configuration names it, before anything is written: config.json records the options beside the settings."""
 
     @dataclasses.dataclass
     class Loose:
@@ -194,7 +195,8 @@ def test_a_method_of_ones_own_declares_its_options_as_a_frozen_dataclass_of_opti
 
     @dataclasses.dataclass(frozen=True)
     class Clash:
-        epsilon: float = option(1.0, help="an epsilon of its own")
+        seed: int = option(1, help="a seed of its own")
+        pate: float = option(1.0, help="a name config.json once gave PATE's section")
 
     @dataclasses.dataclass(frozen=True)
     class Bare:
@@ -203,8 +205,28 @@ def test_a_method_of_ones_own_declares_its_options_as_a_frozen_dataclass_of_opti
     with pytest.raises(ConfigError, match="must be declared with option"):
         register_for_test(Method("test-config-bare", "bare", _run, options=Bare))
     register_for_test(Method("test-config-clash", "clash", _run, options=Clash))
-    with pytest.raises(ConfigError, match="its option epsilon names a setting every run has"):
-        RunConfig(method="test-config-clash", epsilon=1.0).resolved()
+    with pytest.raises(ConfigError, match="its option pate, seed names a setting every run has"):
+        RunConfig(method="test-config-clash", epsilon=1.0)
+    with pytest.raises(ConfigError, match="its option pate, seed names"):
+        RunConfig.from_dict({"method": "test-config-clash", "pate": 2.0})
+
+
+def test_changing_the_method_keeps_only_the_options_the_new_one_takes() -> None:
+    """Another method's options, a subclass of the new one's among them (lp-2st's of lp-1st's), are re-homed: what
+    the new method takes is kept, another's left at its default dropped, another's changed refused."""
+    lp2st = RunConfig(method="lp-2st", epsilon=1.0, options={"consensus": True})
+    lp1st = dataclasses.replace(lp2st, method="lp-1st")
+    assert type(lp1st.options).__name__ == "LabelOptions" and lp1st.options.consensus is True
+    vlp = RunConfig(method="lp-2st", epsilon=1.0, options={"first_release": "vlp"})
+    with pytest.raises(ConfigError, match="'lp-1st' does not use first_release"):
+        dataclasses.replace(vlp, method="lp-1st")
+    with pytest.raises(ConfigError, match="'non-private' does not use temperature"):
+        dataclasses.replace(RunConfig(options={"temperature": 5.0}), method="non-private")
+    # a config.json records the first release only for the methods that choose it: any other value is refused
+    with pytest.raises(ConfigError, match="'alibi' does not use first_release"):
+        RunConfig.from_dict({"method": "alibi", "epsilon": 1.0, "first_release": "vlp"})
+    with pytest.raises(ConfigError, match="unknown method 'rr-ce'"):  # its --recipes file not loaded
+        RunConfig.from_dict({"method": "rr-ce", "train_share": 0.5})
 
 
 def test_resolved_fills_in_what_depends_on_the_method() -> None:

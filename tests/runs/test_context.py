@@ -72,3 +72,5 @@ def test_a_release_holds_where_it_would_be_drawn_the_same_in_any_recorded_layout
     assert release_holds({**old, "warm_start": False}, config, "stage2", 10)  # it acts after stage 2's release
     assert not release_holds({**old, "cell_rows": 3}, config, "stage2", 10)
     assert not release_holds(None, config, "stage2", 10)
+    rr = RunConfig(method="lp-1st", epsilon=1.0).resolved()  # a saved stage 1 of VLP's vectors is no RR release
+    assert not release_holds({**release_inputs(rr, "stage1", 10), "first_release": "vlp"}, rr, "stage1", 10)

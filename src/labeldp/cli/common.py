@@ -80,8 +80,11 @@ def config_and_recipe(args: argparse.Namespace) -> tuple[RunConfig, AppliedRecip
     from labeldp.recipes.applied import dataset_recipe
     from labeldp.recipes.training import recipe_for, with_recipe
 
-    own = typed_method_options(args)
-    config = dataclasses.replace(dataclass_from_args(RunConfig, args), options=own)
+    typed_own = typed_method_options(args)
+    config = dataclasses.replace(dataclass_from_args(RunConfig, args), options=typed_own)
+    own = [
+        f.name for f in dataclasses.fields(config.options) if f.name in typed_own
+    ]  # (another's at its default: none)
     typed = typed_options(args, RunConfig)
     ignored = getattr(args, "no_recipe", False)
     recipe = None if ignored else recipe_for(config.dataset, config.method, config.prior)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported o
     from labeldp.config.method_options import LabelOptions as LabelOptions
     from labeldp.config.method_options import LossOptions as LossOptions
     from labeldp.config.method_options import MultiStageOptions as MultiStageOptions
+    from labeldp.config.method_options import NoOptions as NoOptions
     from labeldp.config.method_options import StageOptions as StageOptions
     from labeldp.config.pate_config import PATEConfig as PATEConfig
     from labeldp.config.run_config import RunConfig as RunConfig

@@ -1,7 +1,8 @@
 """The options of labeldp's label-DP methods, each method's a frozen dataclass (``Method.options``): their
-defaults, their help and the releases each never changes (``free_of``) stated once. DP-SGD's, PATE's and
-marginals' are :class:`~labeldp.config.dpsgd.DPSGDConfig`, :class:`~labeldp.config.pate_config.PATEConfig`
-and :class:`~labeldp.config.marginals_config.MarginalsConfig`. No torch."""
+defaults, their help and the releases each never changes (``free_of``, named as labeldp's staged drivers name
+them: ``prior``, then ``stage1``, ``stage2``...) stated once. DP-SGD's, PATE's and marginals' are
+:class:`~labeldp.config.dpsgd.DPSGDConfig`, :class:`~labeldp.config.pate_config.PATEConfig` and
+:class:`~labeldp.config.marginals_config.MarginalsConfig`. No torch."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ LOSSES = ("forward", "ce", "mse")
 FIRST_RELEASES = ("auto", "rr", "vlp")
 #: the releases drawn before any model trains: an option of the training never changes them
 BEFORE_TRAINING = ("stage1", "prior")
-COMBINE_PRIORS = Option("with --prior cluster: later stages' prior is the model prior times the cluster prior", False)
+COMBINE_PRIORS = Option("with --prior cluster or histogram: later stages' prior is the model prior times it", False)
 
 
 @dataclass(frozen=True)

@@ -101,9 +101,10 @@ class Method:
         ``run(context) -> (model, facts)``.
     options : type
         Its options: a frozen dataclass whose fields are declared with :func:`~labeldp.options.option` (their
-        ``free_of``: the releases each never changes), none of them a setting of every run. ``labeldp train``
-        takes their flags, and the method reads their values in ``config.options``; a ``validate()`` method, if it
-        has one, refuses values it cannot run with. labeldp's own are :data:`BUILTIN_OPTIONS`'.
+        ``free_of``: the releases each never changes, by name: a class of labeldp's reused takes its names
+        along), none of them a setting of every run. ``labeldp train`` takes their flags, and the method reads
+        their values in ``config.options``; a ``validate()`` method, if it has one, refuses values it cannot run
+        with. labeldp's own are :data:`BUILTIN_OPTIONS`'.
     private, gaussian : bool
         Private methods take an epsilon and draw noise; Gaussian ones also a delta (their noise gives
         (epsilon, delta)-DP).
@@ -117,8 +118,8 @@ class Method:
         ``check(config)`` refuses a configuration the method cannot honour, ``plan(config, data)`` one it
         cannot run on the data (both before anything is written).
     independent_of : mapping
-        For each of its releases, the settings that release does not depend on besides its options' own
-        ``free_of`` (:meth:`independent`).
+        For each of its releases, the settings (and options) that release does not depend on besides its
+        options' own ``free_of`` (:meth:`independent`).
     training_releases : bool
         Whether its training steps are themselves releases (DP-SGD): checkpoints and metrics are then
         part of the record.
@@ -280,7 +281,7 @@ def options_of(method: str, given: Any = None) -> Any:
         expects it to act), or an option no method has.
     """
     cls = options_class(method)
-    if cls is None or isinstance(given, cls):
+    if cls is None or type(given) is cls:  # (a subclass, another method's, may hold options this one lacks)
         return given
     if given is None:
         return cls()

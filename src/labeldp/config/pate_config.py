@@ -38,7 +38,9 @@ class PATEConfig:
     )
     threshold: float = option(0.6, help="confident GNMax's threshold, a fraction of the teachers")
     threshold_noise_ratio: float = option(2.0, help="threshold check noise / vote noise")
-    teacher_epochs: int = option(20, help="epochs of each teacher")
+    teacher_epochs: int = option(
+        20, help="epochs of each teacher (--epochs and the other training options: the student's)"
+    )
     teacher_batch_size: int = option(32, help="batch size of each teacher")
 
     def validate(self, num_train: int | None = None) -> None:

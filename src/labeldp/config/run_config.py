@@ -23,7 +23,7 @@ from labeldp.config.method_registry import (
     option_fields,
     options_class,
 )
-from labeldp.config.run_settings import DEFAULT_DELTA, RunSettings
+from labeldp.config.run_settings import DEFAULT_DELTA, OLD_SECTIONS, RunSettings
 from labeldp.config.shared_options import PRIORS, TEST_LABELS
 from labeldp.config.train_config import TrainConfig
 from labeldp.data.dataset_registry import get_dataset
@@ -36,9 +36,6 @@ from labeldp.randomness import NoiseSource
 
 #: the largest delta accepted: above it a mechanism may publish a label outright with a probability no guarantee allows
 MAX_DELTA = 1e-2
-#: the sections in which a config.json written before the methods had options of their own kept DP-SGD's,
-#: PATE's, marginals' and user methods' options (:meth:`RunConfig.from_dict` reads them as the method's)
-_OLD_SECTIONS = ("dpsgd", "pate", "marginals", "method_options")
 #: the share of epsilon a noisy histogram prior buys when none is given (the labels get the rest)
 DEFAULT_PRIOR_SHARE = 0.1
 #: Options of the noisy-histogram priors (cluster, histogram), refused with prior 'uniform' unless at their defaults.
@@ -173,9 +170,6 @@ class RunConfig(RunSettings):
                 f"method {self.method!r} does not use {', '.join(unused)}; leave "
                 f"{'it' if len(unused) == 1 else 'them'} at the default"
             )
-        clash = sorted(set(_fields(method.options)) & {field.name for field in dataclasses.fields(RunSettings)})
-        if clash:  # config.json records the options beside the shared settings
-            raise ConfigError(f"method {self.method!r}: its option {', '.join(clash)} names a setting every run has")
 
     @property
     def label_values(self) -> np.ndarray | None:
@@ -214,7 +208,7 @@ class RunConfig(RunSettings):
         """The configuration as JSON-ready data (``config.json``): the method's options beside the shared settings,
         nested settings as dicts, tuples as lists."""
         data = asdict(self)
-        data.update(data.pop("options"))  # a method's option is never a shared setting's name (register_method)
+        data.update(data.pop("options"))  # a method's option is never a shared setting's name (RunSettings)
         return {name: list(value) if isinstance(value, tuple) else value for name, value in data.items()}
 
     @classmethod
@@ -230,14 +224,17 @@ class RunConfig(RunSettings):
         """
         shared = {field.name for field in dataclasses.fields(cls)} - {"options"}
         method = data.get("method", cls.method)
-        options = {name: value for name, value in data.items() if name not in shared and name not in _OLD_SECTIONS}
-        for section in _OLD_SECTIONS:
-            options.update(data.get(section) or {})
+        if options_class(method) is None:
+            get_method(method)  # an unknown name: the error says which methods there are
+        old = {name: value for name, value in data.items() if name in OLD_SECTIONS and isinstance(value, dict)}
+        options = {name: value for name, value in data.items() if name not in shared and name not in old}
+        for section in old.values():
+            options.update(section)
         # before "auto", stage 1 was RR, and every method's config.json said so
-        if "first_release" not in _options_of(method):
-            options.pop("first_release", None)
-        elif "first_release" not in options:
-            options["first_release"] = "rr"
+        if "first_release" in _options_of(method):
+            options.setdefault("first_release", "rr")
+        elif options.get("first_release") in ("rr", "auto"):
+            del options["first_release"]
         unknown = sorted(set(options) - set(option_fields()))
         unknown += sorted(f"train.{name}" for name in set(data.get("train") or {}) - set(_fields(TrainConfig)))
         if unknown:
@@ -251,6 +248,15 @@ class RunConfig(RunSettings):
             if settings.get(name) is not None:
                 settings[name] = tuple(settings[name])
         return cls(**settings, options=options)
+
+
+def as_recorded(data: dict[str, Any]) -> dict[str, Any] | None:
+    """A configuration saved by any version (``config.json``, a tune's base) as this one records it; None where
+    it cannot be read (options it does not know, a method not registered)."""
+    try:
+        return RunConfig.from_dict(data).to_dict()
+    except ConfigError:
+        return None
 
 
 def _options_of(method: str) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ resolves and checks them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from labeldp.config.method_registry import method_names, methods_help, options_of
@@ -30,6 +30,7 @@ from labeldp.config.shared_options import (
 from labeldp.config.train_config import TrainConfig
 from labeldp.data.dataset_registry import dataset_names
 from labeldp.data.grid import DEFAULT_GRID_SIZE
+from labeldp.errors import ConfigError
 from labeldp.options import declared, option
 
 DEFAULT_DELTA = 1e-5
@@ -143,3 +144,14 @@ class RunSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", options_of(self.method, self.options))
+        clash = sorted(f.name for f in fields(self.options) if f.name in RESERVED) if is_dataclass(self.options) else []
+        if clash:  # config.json records the options beside the shared settings
+            raise ConfigError(f"method {self.method!r}: its option {', '.join(clash)} names a setting every run has")
+
+
+#: the sections in which a config.json written before the methods had options of their own kept DP-SGD's,
+#: PATE's, marginals' and user methods' options (:meth:`~labeldp.config.run_config.RunConfig.from_dict` reads
+#: them as the method's)
+OLD_SECTIONS = ("dpsgd", "pate", "marginals", "method_options")
+#: the names a method's option may not take: the shared settings' and the old sections'
+RESERVED = frozenset(f.name for f in fields(RunSettings)) | frozenset(OLD_SECTIONS)

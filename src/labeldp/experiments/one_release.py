@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from labeldp.accounting.spending import Spending
 from labeldp.boundary import Release
-from labeldp.config.run_config import RunConfig
+from labeldp.config.run_config import RunConfig, as_recorded
 from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import SECOND_RELEASE, RunDirectoryError
@@ -150,7 +150,7 @@ def _run_candidate(
     if result_path.exists():
         saved = folder.read_json(result_path)
         if (
-            saved.get("config") == config.to_dict()
+            as_recorded(saved.get("config") or {}) == config.to_dict()
             and saved.get("held_out") == int(held_out.size)
             and len(saved.get("terms", ())) == held_out.size
             and "interval" in saved
@@ -158,7 +158,7 @@ def _run_candidate(
             return saved
     with folder.lock():
         previous = folder.read_config()
-        if previous is not None and previous != config.to_dict():
+        if previous is not None and as_recorded(previous) != config.to_dict():
             folder.discard_training()
         (folder.root / "checkpoints").mkdir(exist_ok=True)
         folder.write_config(config.to_dict())

@@ -6,8 +6,8 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from labeldp.config.run_config import RunConfig
-from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
+from labeldp.config.run_config import as_recorded
+from labeldp.errors import SECOND_RELEASE, RunDirectoryError
 from labeldp.files import write_atomic
 from labeldp.runs.rundir import RunDirectory
 
@@ -45,13 +45,8 @@ def finished(folder: RunDirectory, record: dict[str, Any]) -> dict[str, Any] | N
 
 
 def _read(name: str, saved: Any) -> Any:
-    """A saved item as this version writes it: the base configuration as it reads a config.json."""
-    if name != "base" or not isinstance(saved, dict):
-        return saved
-    try:
-        return RunConfig.from_dict(saved).to_dict()
-    except ConfigError:  # options this version does not know: another tune's
-        return None
+    """A saved item as this version writes it: the base configuration as it records one."""
+    return as_recorded(saved) if name == "base" and isinstance(saved, dict) else saved
 
 
 def write_table(outcome: dict[str, Any], path: Path) -> None:

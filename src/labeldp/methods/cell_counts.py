@@ -27,11 +27,8 @@ from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
 from labeldp.methods.protocol import MethodContext
 from labeldp.methods.stage_release import cell_soft_labels, release_cell_counts
-from labeldp.methods.stages import release_stage, stage_targets
+from labeldp.methods.stages import TRAINING, release_stage, stage_targets
 from labeldp.priors import FIRST_SHARE, cells_of
-
-#: the first stage's release does not depend on how any stage trains (nor on its options: their ``free_of``)
-_FIRST = ("train", "model")
 
 
 def run_cell_counts(context: MethodContext) -> tuple[nn.Module, dict[str, Any]]:
@@ -87,7 +84,7 @@ register_method(
         stages=2,
         default_stages=(FIRST_SHARE, 1 - FIRST_SHARE),
         plan=_plan,
-        independent_of={"stage1": _FIRST},
+        independent_of={"stage1": TRAINING},
         releases=lambda config: ("stage1", "stage2"),
         first_stage_options=("train", "model", "loss"),
     )

@@ -29,12 +29,9 @@ from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
 from labeldp.methods.protocol import MethodContext
-from labeldp.methods.stages import check_combined_priors, noisy_histogram_prior
+from labeldp.methods.stages import FIRST_RELEASES, TRAINING, check_combined_priors, noisy_histogram_prior
 from labeldp.priors import release_evidence
 from labeldp.training.predictions import predict_proba
-
-#: the releases drawn before any model trains (the options' own are their ``free_of``)
-_FIRST_RELEASES = {"stage1": ("train", "model"), "prior": ("train", "model")}
 
 
 def _targets(context: MethodContext, released: Release) -> np.ndarray:
@@ -235,7 +232,7 @@ register_method(
         takes_prior=True,
         check=_check,
         plan=_plan,
-        independent_of=_FIRST_RELEASES,
+        independent_of=FIRST_RELEASES,
         default_prior="histogram",
     )
 )
@@ -249,7 +246,7 @@ register_method(
         default_stages=(0.4, 0.6),
         check=_check,
         plan=_plan,
-        independent_of=_FIRST_RELEASES,
+        independent_of=FIRST_RELEASES,
         default_prior="histogram",
     )
 )
@@ -260,6 +257,6 @@ register_method(
         run_laplace,
         check=_check,
         plan=_plan,
-        independent_of={"stage1": ("train", "model")},
+        independent_of={"stage1": TRAINING},
     )
 )

@@ -30,11 +30,12 @@ from labeldp.priors import cluster, encode, histogram_priors, release_evidence, 
 
 #: The settings of the training: the releases drawn before any model trains (stage 1's labels, the cluster
 #: histogram) do not depend on them, nor on the options of the training (their ``free_of``).
-_FIRST_RELEASES = {"stage1": ("train", "model"), "prior": ("train", "model")}
+TRAINING = ("train", "model")
+FIRST_RELEASES = {"stage1": TRAINING, "prior": TRAINING}
 #: LP-2ST's second release is drawn with the prior of the first stage's model, before the second stage
 #: trains: it does not depend on how that stage trains (whether it reuses stage 1's labels, whether it
 #: starts from the first model). Later stages of LP-MST do (through the models before them).
-_TWO_STAGE_RELEASES = {**_FIRST_RELEASES, "stage2": ("reuse_labels", "warm_start", "consensus")}
+_TWO_STAGE_RELEASES = {**FIRST_RELEASES, "stage2": ("reuse_labels", "warm_start", "consensus")}
 #: What shapes the first stage's model: how it trains. (The multi-stage options act from stage 2 on.)
 _FIRST_STAGE_OPTIONS = ("train", "model", "loss")
 
@@ -313,7 +314,7 @@ register_method(
         BUILTIN_HELP["non-private"],
         run_stages,
         private=False,
-        independent_of=_FIRST_RELEASES,
+        independent_of=FIRST_RELEASES,
         releases=stage_releases,
     )
 )
@@ -323,7 +324,7 @@ register_method(
         BUILTIN_HELP["lp-1st"],
         run_stages,
         takes_prior=True,
-        independent_of=_FIRST_RELEASES,
+        independent_of=FIRST_RELEASES,
         check=check_stage_options,
         releases=stage_releases,
     ),
@@ -352,7 +353,7 @@ register_method(
         takes_prior=True,
         stages=None,
         default_stages=(0.3, 0.3, 0.4),
-        independent_of=_FIRST_RELEASES,
+        independent_of=FIRST_RELEASES,
         check=check_stage_options,
         releases=stage_releases,
         first_stage_options=_FIRST_STAGE_OPTIONS,

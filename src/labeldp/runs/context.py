@@ -72,7 +72,7 @@ def release_holds(saved: dict[str, Any] | None, config: RunConfig, name: str, nu
     the one ``config`` would draw as ``name`` on data of ``num_classes`` classes."""
     try:  # read as this version reads a config.json: a version's layout, or an option added since, is no change
         recorded = release_inputs(RunConfig.from_dict(saved), name) if saved is not None else None
-    except ConfigError:
+    except ConfigError:  # options this version does not know, or another method's set: another configuration's
         return False
     return recorded == release_inputs(config, name, num_classes)
 
