@@ -18,7 +18,7 @@ from labeldp.errors import ConfigError
 from labeldp.models.boosted_trees import BoostedTrees
 from labeldp.runs import RunConfig, RunDirectory, load_run_model, train_run
 from labeldp.runs.run import check_fitted_network
-from labeldp.training.fit_trees import fit_trees, rr_channel
+from labeldp.training.fit_trees import fit_trees, rr_channel, rr_rows
 
 KEEP, OTHER = np.e / (1 + np.e), 1 / (1 + np.e)  # binary randomized response at epsilon 1
 
@@ -77,6 +77,20 @@ def test_per_row_channels_are_fitted_by_posterior_weights_and_soft_labels_as_wei
     soft = BoostedTrees(2)
     assert fit_trees(soft, x, np.column_stack([1 - p, p]), soft_labels=True)["fitted_on"] == "soft labels"
     assert np.corrcoef(_predicted(soft, x)[:, 1], p)[0, 1] > 0.95
+
+
+def test_true_labels_are_fitted_once_as_they_are() -> None:
+    x, _, labels = _clean(2_000, 8)
+    model = BoostedTrees(2)
+    facts = fit_trees(model, x, np.eye(2)[labels], seed=0)  # a non-private stage's channel: the identity
+    assert facts["fitted_on"] == "released labels" and "em_rounds" not in facts and model.channel.numel() == 0
+
+
+def test_the_channel_most_rows_share_is_found_among_others() -> None:
+    likelihood = np.vstack([_rr(np.array([0, 1, 1]), 9), [[0.5, 0.5], [0.9, 0.1]]])  # an uninformative row, another
+    channel, rows = rr_rows(likelihood)
+    assert channel == pytest.approx((KEEP, OTHER)) and rows.tolist() == [True, True, True, False, False]
+    assert rr_rows(np.full((2, 2), 0.5)) is None
 
 
 def test_what_the_trees_do_not_fit_is_refused() -> None:

@@ -85,6 +85,8 @@ def fit_trees(
         if soft_labels:
             return _fit(model, x, None, _normalised(likelihood), seed, "soft labels")
         found = rr_rows(likelihood)
+        if found is not None and found[0][1] == 0.0 and found[1].all():  # true labels: nothing to invert or weigh
+            return _fit(model, x, likelihood.argmax(axis=1), None, seed, "released labels")
         if found is not None:
             channel, rows = found
             labels = likelihood[rows].argmax(axis=1)
