@@ -14,11 +14,13 @@ from sklearn.metrics import roc_auc_score
 
 import labeldp.methods.stage_release as stage_release
 from labeldp.cli import main
+from labeldp.config.train_config import TrainConfig
 from labeldp.errors import ConfigError
 from labeldp.models.boosted_trees import BoostedTrees
 from labeldp.runs import RunConfig, RunDirectory, load_run_model, train_run
 from labeldp.runs.run import check_fitted_network
 from labeldp.training.fit_trees import fit_trees, rr_channel, rr_rows
+from labeldp.training.stage import train_stage
 
 KEEP, OTHER = np.e / (1 + np.e), 1 / (1 + np.e)  # binary randomized response at epsilon 1
 
@@ -164,6 +166,12 @@ def test_methods_that_train_by_gradient_steps_refuse_gbdt_before_any_release(tmp
     with pytest.raises(ConfigError, match=message):
         train_run(_config(train, test, method=method, **fields), tmp_path / "run", progress=False)
     assert not (tmp_path / "run" / "ledger.json").exists()
+
+
+def test_gradient_steps_refuse_fitted_trees() -> None:
+    x, _, labels = _clean(100, 10)
+    with pytest.raises(ConfigError, match="not trained by gradient steps"):
+        train_stage(BoostedTrees(2), x, labels, 2, TrainConfig(epochs=1), progress=False)
 
 
 def test_a_regression_refuses_gbdt() -> None:
