@@ -71,9 +71,11 @@ def test_per_row_channels_are_fitted_by_posterior_weights_and_soft_labels_as_wei
     x, p, labels = _clean(6_000, 3)
     likelihood = _rr(labels, 4)
     likelihood[::2] = np.where(likelihood[::2] == KEEP, 0.9, 0.1)  # every other row a stronger channel
+    likelihood[1::10] = 1.0  # and some released as RR-with-prior's k = 1 releases them: saying nothing
     model = BoostedTrees(2)
     facts = fit_trees(model, x, likelihood, seed=0)
-    assert facts["first_fit"] == "released labels, channel inverted" and facts["inverted_rows"] == 3_000
+    assert facts["uninformative_rows"] == 600
+    assert facts["first_fit"] == "released labels, channel inverted" and facts["inverted_rows"] == 3_000  # the stronger
     assert facts["fitted_on"] == "posteriors" and facts["em_rounds"] == 1 and model.channel.numel() == 0
     assert np.corrcoef(_predicted(model, x)[:, 1], p)[0, 1] > 0.85
     soft = BoostedTrees(2)

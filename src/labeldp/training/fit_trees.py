@@ -63,8 +63,9 @@ def fit_trees(
     ``targets``: (n,) released labels, learned as they are (as cross-entropy on them trains a network), or
     (n, K) likelihoods Pr[release of i | class]. The rows of the randomized response most of them share are
     learned as labels and the channel inverted (exact in expectation); from that model, :data:`EM_ROUNDS` of
-    expectation-maximisation on every row, each once per class weighted by its posterior (without such rows,
-    the first posterior's prior is uniform). ``soft_labels``: the normalised rows are the weights, once.
+    expectation-maximisation on every row whose release tells its classes apart, each once per class weighted
+    by its posterior (without such rows, the first posterior's prior is uniform). ``soft_labels``: the
+    normalised rows are the weights, once.
     ``seed`` is a public seed (the early-stopping split). Uses torch's number of threads.
 
     Raises
@@ -95,10 +96,14 @@ def fit_trees(
         else:
             facts = _fit(model, x, None, _normalised(likelihood), seed, "posteriors under a uniform prior")
         facts["first_fit"] = facts.pop("fitted_on")
-        for _ in range(EM_ROUNDS):
-            prior = np.clip(_probabilities(model, x), PRIOR_FLOOR, 1.0)
-            facts = {**facts, **_fit(model, x, None, _normalised(prior * likelihood), seed, "posteriors")}
-        facts["em_rounds"] = EM_ROUNDS
+        # a release as likely under every class says nothing: its posterior would be the prior, which only holds
+        # the model where it is (as the forward loss's gradient leaves such a row)
+        telling = ~np.isclose(likelihood, likelihood[:, :1], rtol=1e-9, atol=0.0).all(axis=1)
+        for _ in range(EM_ROUNDS if telling.any() else 0):
+            prior = np.clip(_probabilities(model, x[telling]), PRIOR_FLOOR, 1.0)
+            posterior = _normalised(prior * likelihood[telling])
+            facts = {**facts, **_fit(model, x[telling], None, posterior, seed, "posteriors")}
+        facts.update(em_rounds=EM_ROUNDS, uninformative_rows=int((~telling).sum()))
         return facts
 
 
