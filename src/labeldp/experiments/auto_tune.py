@@ -42,6 +42,7 @@ from labeldp.experiments.one_release import (
     score_candidates,
 )
 from labeldp.files import write_json_atomic
+from labeldp.models.names import FITTED_MODELS
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
 from labeldp.released_metrics import mean_and_error
 from labeldp.runs.reservation import reserve_run, withdraw_unspent
@@ -78,6 +79,9 @@ def plan_candidates(
     labeldp.errors.ConfigError
         Where ``labeldp tune`` would refuse the candidates, or fewer than two fit the budget.
     """
+    network = base.model_name(data.input_shape, data.categorical)
+    if network in FITTED_MODELS:
+        raise ConfigError(f"network {network!r} is fitted, not trained at a learning rate: there is none to choose")
     every = [{"lr": float(f"{base.train.lr * factor:.6g}")} for factor in LR_FACTORS]
     _, later = check_tunable(base, [candidate_config(base, options) for options in every], data)
     run, each = _work(base, data, later, holdout)

@@ -20,6 +20,7 @@ from labeldp.data import LabeledDataset
 from labeldp.errors import BudgetError, ConfigError
 from labeldp.methods.protocol import MethodContext
 from labeldp.models import build_model
+from labeldp.models.names import FITTED_MODELS
 from labeldp.randomness import public_seed
 from labeldp.teachers import partition_teachers, select_queries, teacher_train_config, train_teachers
 
@@ -117,7 +118,10 @@ def _check(config: RunConfig) -> None:
 
 
 def _plan(config: RunConfig, data: LabeledDataset) -> None:
-    """Refuse a plan the budget cannot pay for, or units of several rows, before the run directory is written."""
+    """Refuse a plan the budget cannot pay for, units of several rows, or a fitted network (the teachers train
+    theirs by gradient steps on true labels), before the run directory is written."""
+    if config.model_name(data.input_shape, data.categorical) in FITTED_MODELS:
+        raise ConfigError("PATE's teachers train a network by gradient steps: choose one (--model mlp), not 'gbdt'")
     if data.train_units is not None and np.bincount(data.train_units).max() > 1:
         raise ConfigError(_ONE_ROW_PER_UNIT)
     assert config.epsilon is not None and config.delta is not None, "a resolved (epsilon, delta) method's budget"

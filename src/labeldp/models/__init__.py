@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from labeldp._lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names as a type checker and an IDE see them; imported on first use at run time
+    from labeldp.models.boosted_trees import BoostedTrees as BoostedTrees
     from labeldp.models.build import build_model as build_model
     from labeldp.models.cnn import BatchNormCNN as BatchNormCNN
     from labeldp.models.cnn import SmallCNN as SmallCNN

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from labeldp.errors import ConfigError
+from labeldp.models.boosted_trees import BoostedTrees
 from labeldp.models.cnn import BatchNormCNN, SmallCNN, TanhCNN
 from labeldp.models.convnet import ConvNet
 from labeldp.models.mlp import MLP
@@ -52,6 +53,10 @@ def _build(name: str, input_shape: tuple[int, ...], num_classes: int, categorica
         return RecommenderMLP(categorical, input_shape[0] - len(categorical), num_classes)
     if name == "mlp":
         return MLP(input_shape, num_classes)
+    if name == "gbdt":
+        if len(input_shape) != 1:
+            raise ConfigError(f"model 'gbdt' needs a table's encoded rows, got inputs of shape {input_shape}")
+        return BoostedTrees(num_classes)
     if name in ("cnn", "cnn-bn"):
         if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4:
             raise ConfigError(f"model {name!r} needs square images with side divisible by 4, got {input_shape}")

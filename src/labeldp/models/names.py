@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-MODELS = ("mlp", "cnn", "cnn-bn", "convnet", "tanh-cnn", "resnet18", "wrn16-4", "recommender")
+MODELS = ("mlp", "cnn", "cnn-bn", "convnet", "tanh-cnn", "resnet18", "wrn16-4", "recommender", "gbdt")
+#: the models fitted from a stage's released targets (scikit-learn's gradient boosting), not trained by SGD
+FITTED_MODELS = ("gbdt",)
 
 #: the default, in order: the inputs it applies to, whether one input's shape and categorical sizes are such,
 #: the model, and the model when per-example gradients forbid batch norm (DP-SGD). Why these:
@@ -36,4 +38,4 @@ def described_rule() -> str:
     )
 
 
-__all__ = ["MODELS", "RULE", "default_model_name", "described_rule"]
+__all__ = ["FITTED_MODELS", "MODELS", "RULE", "default_model_name", "described_rule"]

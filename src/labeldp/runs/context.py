@@ -31,11 +31,13 @@ from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
 from labeldp.evaluation import classification_metrics, regression_metrics
 from labeldp.files import write_json_atomic
 from labeldp.models import build_model
+from labeldp.models.boosted_trees import BoostedTrees
 from labeldp.randomness import public_rng, public_seed
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
 from labeldp.released_metrics import estimated_classification_metrics, estimated_regression_metrics
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import save_atomic
+from labeldp.training.fit_trees import TREE_SETTINGS, fit_trees
 from labeldp.training.predictions import predict_proba
 from labeldp.training.records import EpochRecord
 from labeldp.training.stage import train_stage
@@ -282,9 +284,13 @@ class RunContext:
 
         It trains on :meth:`training_part` of ``indices``; with ``train.validation`` > 0 that fraction is held
         out (by the public stream ``validation-split``) to score epochs on their released targets for early
-        stopping. Post-processing of released targets: it releases nothing."""
+        stopping; fitted trees (:class:`~labeldp.models.boosted_trees.BoostedTrees`) are fitted instead
+        (:meth:`fit_trees`). Post-processing of released targets: it releases nothing."""
         data, fraction = self.data, self.config.train.validation
         indices, targets = self.training_part(np.asarray(indices), np.asarray(targets))
+        if isinstance(model, BoostedTrees):
+            self.fit_trees(model, stage, indices, targets, description or f"stage {stage}/{stages}", soft_labels)
+            return
         test = self.evaluation_set()
         validation = None
         if fraction > 0:  # held out by position, from the seed: the validation examples' releases score epochs
@@ -311,6 +317,30 @@ class RunContext:
             data_parallel=self.parallel,
             soft_labels=soft_labels,
         )
+
+    def fit_trees(
+        self, model: BoostedTrees, stage: int, indices: np.ndarray, targets: np.ndarray, description: str, soft: bool
+    ) -> None:
+        """Fit ``model`` on the released ``targets`` of ``indices`` (:func:`~labeldp.training.fit_trees.fit_trees`,
+        its early-stopping split from the public stream ``training``); the fit's facts are one row of
+        ``metrics.jsonl``. No checkpoint: a resumed run fits the same trees again from the saved releases."""
+        started = time.perf_counter()
+        seed = public_seed(self.config.seed, "training", stage)
+        facts = fit_trees(model, self.data.x_train[indices], targets, soft_labels=soft, seed=seed)
+        test = self.evaluation_set()
+        accuracy = None
+        if test is not None and self.data.label_values is None:
+            accuracy = float((self.predict_proba(model, test[0]).argmax(axis=1) == test[1]).mean())
+        if self.main:  # one row as an epoch's, with what the fit did
+            row = EpochRecord(1, None, accuracy, TREE_SETTINGS["learning_rate"], time.perf_counter() - started)
+            self.out.append_metrics({"stage": stage, **asdict(row), "fit": facts})
+            self.out.write_elapsed(self.seconds())
+        if self.progress:
+            shown = f"  test accuracy {accuracy:.4f}" if accuracy is not None else ""
+            tqdm.write(
+                f"{description}: gbdt fitted on {facts['fitted_on']}, {facts['iterations']} iterations{shown}  "
+                f"({time.perf_counter() - started:.1f}s)"
+            )
 
     def training_part(self, indices: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The positions and targets a stage trains on: all of them in a run (a tune candidate holds some out)."""

@@ -26,7 +26,7 @@ from labeldp.data.splits import split_stages
 from labeldp.errors import SECOND_RELEASE, ConfigError, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.files import write_atomic, write_json_atomic
 from labeldp.models import build_model
-from labeldp.models.names import default_model_name
+from labeldp.models.names import FITTED_MODELS, default_model_name
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
 from labeldp.runs.context import RunContext, release_holds, table_features
 from labeldp.runs.reservation import reserve_run, withdraw_unspent
@@ -386,11 +386,27 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
         )
     except ValueError as error:
         raise ConfigError(f"{error} (the dataset's inputs have shape {data.input_shape})") from None
+    check_fitted_network(config, data)
     if config.prior == "cluster" and config.clusters > n:
         raise ConfigError(f"clusters ({config.clusters}) exceeds the {n} training examples")
     check_label_domain(config, data)
     if config.method_spec.plan is not None:
         config.method_spec.plan(config, data)
+
+
+def check_fitted_network(config: RunConfig, data: LabeledDataset) -> None:
+    """Refuse a fitted network (``gbdt``: :data:`~labeldp.models.names.FITTED_MODELS`) where the run would train
+    it by gradient steps (DP-SGD) or fit it to numbers (a regression): it fits classes from released targets."""
+    network = config.model_name(data.input_shape, data.categorical)
+    if network not in FITTED_MODELS:
+        return
+    if config.method_spec.training_releases or config.method_spec.per_example:
+        raise ConfigError(
+            f"model {network!r} is fitted from released labels, not trained by gradient steps: method "
+            f"{config.method!r} cannot train it; choose a network (--model mlp)"
+        )
+    if data.is_regression:
+        raise ConfigError(f"model {network!r} fits classes; for numeric labels choose a network (--model mlp)")
 
 
 def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from labeldp import distributed, runtime
 from labeldp.config.train_config import TrainConfig
 from labeldp.errors import ConfigError
+from labeldp.models.boosted_trees import BoostedTrees
 from labeldp.training.augment import augment, mixup
 from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
 from labeldp.training.losses import (
@@ -345,6 +346,8 @@ def train_stage(
         The dataset's augmentation policy (:func:`~labeldp.training.augment.augment`).
     """
     config.validate()
+    if isinstance(model, BoostedTrees):
+        raise ConfigError("model 'gbdt' is fitted from released targets (fit_trees), not trained by gradient steps")
     parallel = data_parallel and distributed.active()
     x, fitted, loss_of = _fitted_targets(inputs, targets, num_classes, label_values, soft_labels)
     held = _held_out_targets(validation, num_classes, label_values) if validation is not None else None
