@@ -128,7 +128,7 @@ def test_candidates_share_a_first_release_only_where_they_would_choose_the_same(
 
     from labeldp.experiments.candidates import check_tunable
 
-    data = SimpleNamespace(num_classes=10, is_regression=False)
+    data = SimpleNamespace(num_classes=10, is_regression=False, input_shape=(1, 28, 28), categorical=())
 
     def candidates(**fields):
         base = RunConfig(method="lp-2st", epsilon=1.0, **fields).resolved()

@@ -3,6 +3,7 @@ the channel inverted, other channels by posterior weights), and the run's releas
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -180,3 +181,14 @@ def test_a_regression_refuses_gbdt() -> None:
     data = SimpleNamespace(input_shape=(4,), categorical=(), is_regression=True)
     with pytest.raises(ConfigError, match="numeric labels"):
         check_fitted_network(RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, model="gbdt"), data)
+
+
+def test_a_tune_of_the_training_of_fitted_trees_is_refused_before_any_spend() -> None:
+    """Candidates that differ in how a network trains are one run for gbdt: refused, nothing drawn."""
+    from labeldp.experiments.candidates import check_tunable
+
+    data = SimpleNamespace(input_shape=(4,), categorical=(), is_regression=False, num_classes=2)
+    base = RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, model="gbdt")
+    candidates = [dataclasses.replace(base, train=TrainConfig(lr=lr)) for lr in (0.01, 0.1)]
+    with pytest.raises(ConfigError, match="the training options do not act on it"):
+        check_tunable(base, candidates, data)

@@ -11,6 +11,7 @@ from labeldp.config.overrides import apply_overrides, parse_value, resolve_name
 from labeldp.config.run_config import RunConfig
 from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError
+from labeldp.models.names import FITTED_MODELS
 from labeldp.randomness import public_rng
 from labeldp.runs.context import release_inputs
 
@@ -91,8 +92,15 @@ def check_tunable(
     ``later``: the releases drawn after the first stage with its model as their prior, which depend on the
     options tried; empty unless the candidates vary only ``Method.first_stage_options``, which are then chosen
     on the first stage's model, the later releases drawn once by the final run. ``data``, where given, refuses
-    numeric labels."""
+    numeric labels, and candidates that vary the training of a fitted network (``gbdt``: no epochs, no learning
+    rate)."""
     method = base.method_spec
+    fitted = data is not None and base.model_name(data.input_shape, data.categorical) in FITTED_MODELS
+    if fitted and any(candidate.train != base.train for candidate in candidates):
+        raise ConfigError(
+            "the network is fitted (gbdt), not trained by epochs at a learning rate: the training options do not "
+            "act on it, so its candidates would be the same run"
+        )
     if method.tuning is None:
         raise ConfigError(f"tune does not take method {base.method!r}: {method.untunable}")
     if method.tuning != "release":
