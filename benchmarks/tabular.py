@@ -37,10 +37,11 @@ from labeldp.estimators.logistic import DEFAULT_L2, LabelDPLogisticRegression, f
 from labeldp.estimators.public_bins import PublicBins, bin_indicators
 from labeldp.mechanisms import randomized_response
 from labeldp.mechanisms.label_marginals import marginal_counts
+from labeldp.training.fit_trees import TREE_SETTINGS
 
 #: the regularised learner: smaller trees, more leaves' support, a slower rate, early stopping on the
 #: released labels' log-loss (a proper score for them); chosen on Adult at epsilon 1 with released labels
-REGULARISED = dict(learning_rate=0.03, max_iter=1000, max_leaf_nodes=15, min_samples_leaf=80, l2_regularization=1.0)
+REGULARISED = TREE_SETTINGS  # LabelDPClassifier's default trees
 #: what ``labeldp-tuned`` searches, 3-fold on the released labels
 TUNED_GRID = {"estimator__min_samples_leaf": [40, 200, 800], "estimator__max_leaf_nodes": [7, 15, 31]}
 

@@ -50,6 +50,7 @@ the wrapped estimator's own randomness).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -85,6 +86,7 @@ from labeldp.priors import FIRST_SHARE, cells_of
 from labeldp.randomness import NoiseSource
 from labeldp.released_metrics import clean_accuracy_estimate, released_labels_for
 from labeldp.runtime import on_free_cores
+from labeldp.training.fit_trees import EM_ROUNDS, TREE_SETTINGS
 
 
 class LabelDPClassifier(ClassifierMixin, BaseEstimator):
@@ -94,7 +96,8 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
     ----------
     estimator : classifier, optional
         Any classifier with ``fit(X, y, sample_weight=...)`` and ``predict_proba`` (default:
-        ``HistGradientBoostingClassifier``, native categorical support for pandas category columns).
+        ``HistGradientBoostingClassifier`` with small, regularised trees,
+        :data:`~labeldp.training.fit_trees.TREE_SETTINGS`, native categorical support for pandas category columns).
     epsilon : float
         The label-DP budget of the release of private labels.
     classes : sequence, optional
@@ -111,8 +114,9 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
     cell_rows : int
         With ``second_stage="counts"``: the fewest rows in a cell.
     em_iterations : int, optional
-        Rounds of posterior weighting after the first fit (default: none when every row shares one
-        randomized response channel, which is inverted exactly; else 2).
+        Rounds of posterior weighting after the first fit (default: one where every row shares one randomized
+        response channel, inverted in the first fit, whose probabilities the round frees from the inversion's
+        clipping at 0; else 2).
     secure_rng : bool
         The noise source: ChaCha20 (see :class:`labeldp.randomness.NoiseSource`), else fresh OS entropy.
     insecure_noise_seed : int, optional
@@ -338,13 +342,14 @@ class LabelDPClassifier(ClassifierMixin, BaseEstimator):
         Pr[release | class], the prior being the model's last estimate."""
         self.estimator_ = fit_weighted(self._base(X), X, labels, sample_weight)
         self.channel_ = shared_rr_channel(labels, likelihood)
-        rounds = self.em_iterations if self.em_iterations is not None else (0 if self.channel_ else 2)
+        rounds = self.em_iterations if self.em_iterations is not None else (EM_ROUNDS if self.channel_ else 2)
         for _ in range(rounds):
             posterior = np.clip(self.predict_proba(X), 1e-6, 1.0) * likelihood
             self._fit_soft(X, posterior / posterior.sum(axis=1, keepdims=True), sample_weight)
 
     def _base(self, X=None):
-        return base_estimator(self.estimator, HistGradientBoostingClassifier, self.random_state, X)
+        return base_estimator(self.estimator, functools.partial(HistGradientBoostingClassifier, **TREE_SETTINGS),
+                              self.random_state, X)  # fmt: skip
 
     def __sklearn_tags__(self) -> Tags:
         wrapped = self.estimator if self.estimator is not None else HistGradientBoostingClassifier()
