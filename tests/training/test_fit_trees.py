@@ -178,9 +178,8 @@ def test_gradient_steps_refuse_fitted_trees() -> None:
 
 
 def test_a_regression_refuses_gbdt() -> None:
-    data = SimpleNamespace(input_shape=(4,), categorical=(), is_regression=True)
     with pytest.raises(ConfigError, match="numeric labels"):
-        check_fitted_network(RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, model="gbdt"), data)
+        check_fitted_network(RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, model="gbdt"), "gbdt", True)
 
 
 def test_a_tune_of_the_training_of_fitted_trees_is_refused_before_any_spend() -> None:

@@ -377,16 +377,12 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
         raise ConfigError(
             f"stages {list(config.stages)} leave stage {sizes.index(0) + 1} without any of the {n} training examples"
         )
+    network = config.model_name(data.input_shape, data.categorical)
     try:
-        build_model(
-            config.model_name(data.input_shape, data.categorical),
-            data.input_shape,
-            data.num_classes,
-            categorical=data.categorical,
-        )
+        build_model(network, data.input_shape, data.num_classes, categorical=data.categorical)
     except ValueError as error:
         raise ConfigError(f"{error} (the dataset's inputs have shape {data.input_shape})") from None
-    check_fitted_network(config, data)
+    check_fitted_network(config, network, data.is_regression)
     if config.prior == "cluster" and config.clusters > n:
         raise ConfigError(f"clusters ({config.clusters}) exceeds the {n} training examples")
     check_label_domain(config, data)
@@ -394,10 +390,10 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
         config.method_spec.plan(config, data)
 
 
-def check_fitted_network(config: RunConfig, data: LabeledDataset) -> None:
-    """Refuse a fitted network (``gbdt``: :data:`~labeldp.models.names.FITTED_MODELS`) where the run would train
-    it by gradient steps (DP-SGD) or fit it to numbers (a regression): it fits classes from released targets."""
-    network = config.model_name(data.input_shape, data.categorical)
+def check_fitted_network(config: RunConfig, network: str, regression: bool) -> None:
+    """Refuse a fitted ``network`` (``gbdt``: :data:`~labeldp.models.names.FITTED_MODELS`) where the run would
+    train it by gradient steps (DP-SGD) or fit it to numbers (a regression): it fits classes from released
+    targets."""
     if network not in FITTED_MODELS:
         return
     if config.method_spec.training_releases or config.method_spec.per_example:
@@ -405,7 +401,7 @@ def check_fitted_network(config: RunConfig, data: LabeledDataset) -> None:
             f"model {network!r} is fitted from released labels, not trained by gradient steps: method "
             f"{config.method!r} cannot train it; choose a network (--model mlp)"
         )
-    if data.is_regression:
+    if regression:
         raise ConfigError(f"model {network!r} fits classes; for numeric labels choose a network (--model mlp)")
 
 
