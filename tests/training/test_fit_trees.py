@@ -191,3 +191,11 @@ def test_a_tune_of_the_training_of_fitted_trees_is_refused_before_any_spend() ->
     candidates = [dataclasses.replace(base, train=TrainConfig(lr=lr)) for lr in (0.01, 0.1)]
     with pytest.raises(ConfigError, match="the training options do not act on it"):
         check_tunable(base, candidates, data)
+
+
+def test_training_options_a_fit_leaves_unused_are_refused_before_any_release() -> None:
+    """The trees fit with their own settings: an epoch count or a learning rate typed for them would do nothing."""
+    config = RunConfig(dataset="csv", method="lp-1st", epsilon=1.0, model="gbdt", train=TrainConfig(epochs=30, lr=0.1))
+    with pytest.raises(ConfigError, match="does not use the training options epochs, lr; leave them"):
+        check_fitted_network(config, "gbdt", False)
+    check_fitted_network(dataclasses.replace(config, train=TrainConfig(eval_batch_size=64)), "gbdt", False)

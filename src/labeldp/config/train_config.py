@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -45,6 +46,16 @@ class TrainConfig:
         False, help="bf16 automatic mixed precision on CUDA GPUs (label-DP methods; dp-sgd runs in float32)"
     )
     eval_batch_size: int = option(1000, help="batch size of evaluation")
+
+    def changed(self) -> list[str]:
+        """The options set away from their defaults, evaluation's batch aside: what a fit with no training loop
+        (marginals' counts, gradient-boosted trees) would leave unused."""
+        defaults = TrainConfig()
+        return [
+            f.name
+            for f in dataclasses.fields(self)
+            if f.name != "eval_batch_size" and getattr(self, f.name) != getattr(defaults, f.name)
+        ]
 
     def validate(self) -> None:
         """Refuse (:class:`~labeldp.errors.ConfigError`) settings that cannot train, before any label is released."""

@@ -10,7 +10,6 @@ epsilon-label-DP, one release of every label; the projection, fit and prediction
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,6 @@ from torch import nn
 from labeldp.accounting import PrivacyLedger
 from labeldp.boundary import Release, release_label_marginals
 from labeldp.config.method_registry import BUILTIN_HELP, Method, register_method
-from labeldp.config.train_config import TrainConfig
 from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
 from labeldp.mechanisms.label_marginals import flat_bins
 from labeldp.methods.protocol import MethodContext
@@ -106,12 +104,7 @@ def _check(config) -> None:
         raise ConfigError(
             "method 'marginals' fits its own model, a logistic regression over the features' bins: leave --model out"
         )
-    defaults = TrainConfig()
-    unused = [
-        f.name
-        for f in dataclasses.fields(TrainConfig)
-        if f.name != "eval_batch_size" and getattr(config.train, f.name) != getattr(defaults, f.name)
-    ]
+    unused = config.train.changed()
     if unused:
         raise ConfigError(
             f"method 'marginals' fits from counts, with no training loop: it does not use the training options "

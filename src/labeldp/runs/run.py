@@ -403,6 +403,12 @@ def check_fitted_network(config: RunConfig, network: str, regression: bool) -> N
         )
     if regression:
         raise ConfigError(f"model {network!r} fits classes; for numeric labels choose a network (--model mlp)")
+    unused = config.train.changed()
+    if unused:
+        raise ConfigError(
+            f"model {network!r} is fitted with its own settings, with no training loop: it does not use the training "
+            f"options {', '.join(unused)}; leave them at the default"
+        )
 
 
 def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:
