@@ -231,6 +231,15 @@ ROUTES: list[Route] = [
         _cli(["train", *_table_options("t.csv"), "--method", "lp-2st-counts", "--cell-rows", "5", *_COUNTS], "t.csv"),
     ),
     Route(
+        "train with gradient-boosted trees fitted on the release",
+        ("labeldp train",),
+        _cli(
+            ["train", *_table_options("t.csv"), "--method", "lp-1st", "--model", "gbdt", "--epsilon", "1"]
+            + ["--insecure-noise-seed", "5", "--threads", "1", "--quiet", "--out", "run"],
+            "t.csv",
+        ),
+    ),
+    Route(
         "train in two stages, the first's labels released as VLP's vectors",
         ("labeldp train",),
         _cli(["train", *_table_options("t.csv"), "--method", "lp-2st", "--first-release", "vlp", *_COUNTS], "t.csv"),
