@@ -102,8 +102,8 @@ def _import(folder: Path, release: bool, policy) -> str:
     from labeldp.config.run_config import RunConfig
     from labeldp.errors import RunDirectoryError
     from labeldp.runs import RunDirectory
+    from labeldp.runs.plan import config_dataset
     from labeldp.runs.reservation import run_source
-    from labeldp.runs.run import config_dataset
     from labeldp.tables.folder_format import ROW_COLUMN
     from labeldp.tables.keys import row_keys
     from labeldp.tables.table_batches import column_keys

@@ -45,8 +45,9 @@ from labeldp.files import write_json_atomic
 from labeldp.models.names import FITTED_MODELS
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
 from labeldp.released_metrics import mean_and_error
+from labeldp.runs.plan import config_dataset
 from labeldp.runs.reservation import reserve_run, withdraw_unspent
-from labeldp.runs.run import config_dataset, train_run
+from labeldp.runs.run import train_run
 from labeldp.runs.rundir import RunDirectory
 
 #: the record of an auto-tuned run, in its folder

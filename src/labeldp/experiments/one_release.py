@@ -29,15 +29,9 @@ from labeldp.experiments.tune_folder import CANDIDATES_FOLDER
 from labeldp.files import write_json_atomic
 from labeldp.released_metrics import estimate_mean, mean_and_error
 from labeldp.runs.context import release_holds
+from labeldp.runs.plan import RunPlan, check_plan, config_dataset
 from labeldp.runs.reservation import withdraw_unspent
-from labeldp.runs.run import (
-    accept_changed_config,
-    check_plan,
-    config_dataset,
-    data_facts,
-    recorded_config,
-    run_network,
-)
+from labeldp.runs.run import accept_changed_config
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import resolve_device
 
@@ -102,14 +96,11 @@ def _release_once(config, out, data, device, progress, in_memory, names, spendin
                     f"choose another folder for the tune {SECOND_RELEASE}"
                 )
             return {name: Release.from_arrays(out.load_release(name)) for name in names}
+        plan = RunPlan.of(config, data, device, in_memory)
         if saved is not None:
-            accept_changed_config(saved, config, data, out, progress)
+            accept_changed_config(saved, plan, out, progress)
         out.create()
-        out.write_config(recorded_config(config, data))
-        write_json_atomic(
-            out.data_path,
-            data_facts(data, in_memory=in_memory, model=run_network(config, data.input_shape, data.categorical)),
-        )
+        plan.write(out)
         try:
             config.method_spec.run(ReleaseContext(config, out, data, device, progress, spending=spending, names=names))
         except Released:

@@ -30,14 +30,8 @@ from labeldp.experiments.tune_folder import TUNE_FILE, finished
 from labeldp.files import write_json_atomic
 from labeldp.recipes.applied import AppliedRecipe
 from labeldp.runs.context import RunContext, initial_model
+from labeldp.runs.plan import RunPlan, check_plan, config_dataset
 from labeldp.runs.reservation import run_source
-from labeldp.runs.run import (
-    check_plan,
-    config_dataset,
-    data_facts,
-    recorded_config,
-    run_network,
-)
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.stage import resolve_device
 
@@ -174,11 +168,7 @@ def _write_selection(
     chosen, plan = candidates[selected.index], selected.plan
     assert base.delta is not None, "a resolved (epsilon, delta) method's budget"
     folder = RunDirectory(root)
-    folder.write_config(recorded_config(chosen, data))
-    write_json_atomic(
-        folder.data_path,
-        data_facts(data, in_memory=in_memory, model=run_network(chosen, data.input_shape, data.categorical)),
-    )
+    RunPlan.of(chosen, data, device, in_memory).write(folder)
     ledger.save(folder.ledger_path, base.delta)
     key = record["candidates"][selected.index]
     facts = {

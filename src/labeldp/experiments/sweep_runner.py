@@ -247,7 +247,7 @@ def _finished_as_configured(folder: RunDirectory, config: RunConfig) -> bool:
         summary, saved, facts = folder.read_summary(), folder.read_config(), folder.read_data_facts()
         if summary is None or saved is None or facts is None:
             return False
-        existing, new = compared_configs(saved, facts, config.resolved(), tuple(facts["input_shape"]))
+        existing, new = compared_configs(saved, facts, config.resolved())
         return existing == new
     except (LabelDPError, TypeError, KeyError):  # a damaged folder: the job reports it
         return False

@@ -35,18 +35,13 @@ from labeldp.models.boosted_trees import BoostedTrees
 from labeldp.randomness import public_rng, public_seed
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
 from labeldp.released_metrics import estimated_classification_metrics, estimated_regression_metrics
+from labeldp.runs.plan import table_features
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import save_atomic
 from labeldp.training.fit_trees import TREE_SETTINGS, fit_trees
 from labeldp.training.predictions import predict_proba
 from labeldp.training.records import EpochRecord
 from labeldp.training.stage import train_stage
-
-
-def table_features(data: LabeledDataset) -> list[str] | None:
-    """The feature columns a table's model trains on (public column names); None for no table."""
-    features = getattr(data.preprocessor, "features", None)
-    return list(features) if features is not None else None
 
 
 def release_inputs(config: RunConfig, name: str, num_classes: int | None = None) -> dict[str, Any]:

@@ -42,10 +42,13 @@ def reserve_run(
 ) -> Spending:
     """The run's :class:`~labeldp.accounting.spending.Spending`, its whole plan reserved on every ledger of its
     people before anything is drawn or written (refused past the policy's cap); a finished run reserves nothing."""
+    source = run_source(config, data)
+    # a finished run draws nothing more (or is refused)
+    planned = None if (Path(out_dir) / "summary.json").exists() else planned_guarantee(config, data)
     release = saved_release(out_dir) or new_release(out_dir)
-    spending = Spending(policy, run_source(config, data), release, route, str(Path(out_dir)))
-    if not (Path(out_dir) / "summary.json").exists():  # finished: it draws nothing more (or is refused)
-        spending.reserve(planned_guarantee(config, data), quiet=not progress)
+    spending = Spending(policy, source, release, route, str(Path(out_dir)))
+    if planned is not None:
+        spending.reserve(planned, quiet=not progress)
     return spending
 
 

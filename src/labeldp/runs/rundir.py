@@ -270,7 +270,7 @@ class RunDirectory:
             ) from None
 
     def read_data_facts(self) -> dict[str, Any] | None:
-        """``data.json`` (:func:`labeldp.runs.run.data_facts`), or None."""
+        """``data.json`` (:func:`labeldp.runs.plan.data_facts`), or None."""
         return self.read_json(self.data_path) if self.data_path.exists() else None
 
     def read_summary(self) -> dict[str, Any] | None:
