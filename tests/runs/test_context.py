@@ -62,7 +62,7 @@ def test_a_release_holds_where_it_would_be_drawn_the_same_in_any_recorded_layout
     """The inputs saved with a release, recorded when config.json held every method's options (the others at
     their defaults, DP-SGD's in a section), hold for the same configuration; an option it depends on changed,
     another method's option set, or no record at all, do not."""
-    from labeldp.runs.context import release_holds, release_inputs
+    from labeldp.config.run_config import release_holds, release_inputs
 
     config = RunConfig(method="lp-2st", epsilon=1.0, options={"first_release": "rr"}).resolved()
     saved = release_inputs(config, "stage2", 10)

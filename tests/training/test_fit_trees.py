@@ -19,8 +19,7 @@ from labeldp.config.train_config import TrainConfig
 from labeldp.errors import ConfigError
 from labeldp.models.boosted_trees import BoostedTrees
 from labeldp.runs import RunConfig, RunDirectory, load_run_model, train_run
-from labeldp.runs.plan import check_fitted_network
-from labeldp.training.fit_trees import fit_trees, rr_channel, rr_rows
+from labeldp.training.fit_trees import check_fitted_network, fit_trees, rr_channel, rr_rows
 from labeldp.training.stage import train_stage
 
 KEEP, OTHER = np.e / (1 + np.e), 1 / (1 + np.e)  # binary randomized response at epsilon 1

@@ -259,6 +259,36 @@ def as_recorded(data: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+def release_inputs(config: RunConfig, name: str, num_classes: int | None = None) -> dict[str, Any]:
+    """The configuration release ``name`` depends on: all of it but what its method declares it independent of
+    (:meth:`~labeldp.config.method_registry.Method.independent`), or for the test rows' release ``test``, the
+    training and the network; with ``num_classes``, the options as the run takes them on its data
+    (:meth:`~labeldp.config.run_config.RunConfig.on_data`).
+
+    Saved with each release, it lets a run resume under a changed configuration only when the release would be
+    the same, and lets ``labeldp tune`` check that its candidates share a release."""
+    inputs = (config if num_classes is None else config.on_data(num_classes)[0]).to_dict()
+    # the test rows' release (RR at the run's epsilon, :meth:`RunContext.test_release`) reads no model
+    independent = ("train", "model") if name == "test" else config.method_spec.independent(name)
+    for option in independent:
+        outer, _, inner = option.partition(".")
+        if inner:
+            inputs[outer] = {key: value for key, value in inputs[outer].items() if key != inner}
+        else:
+            inputs.pop(outer)
+    return inputs
+
+
+def release_holds(saved: dict[str, Any] | None, config: RunConfig, name: str, num_classes: int) -> bool:
+    """Whether a release saved with the inputs ``saved`` (:func:`release_inputs`, as any version recorded them) is
+    the one ``config`` would draw as ``name`` on data of ``num_classes`` classes."""
+    try:  # read as this version reads a config.json: a version's layout, or an option added since, is no change
+        recorded = release_inputs(RunConfig.from_dict(saved), name) if saved is not None else None
+    except ConfigError:  # options this version does not know, or another method's set: another configuration's
+        return False
+    return recorded == release_inputs(config, name, num_classes)
+
+
 def _options_of(method: str) -> tuple[str, ...]:
     cls = options_class(method)
     return _fields(cls) if cls is not None else ()

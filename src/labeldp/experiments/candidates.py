@@ -8,12 +8,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from labeldp.config.overrides import apply_overrides, parse_value, resolve_name
-from labeldp.config.run_config import RunConfig
+from labeldp.config.run_config import RunConfig, release_inputs
 from labeldp.data import LabeledDataset
 from labeldp.errors import ConfigError
 from labeldp.models.names import FITTED_MODELS
 from labeldp.randomness import public_rng
-from labeldp.runs.context import release_inputs
 
 #: what a tune never tries: DP-SGD's noise multiplier, which the selection calibrates
 UNTUNABLE = ("noise_multiplier",)

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from labeldp.accounting.spending import Spending
 from labeldp.boundary import Release
-from labeldp.config.run_config import RunConfig, as_recorded
+from labeldp.config.run_config import RunConfig, as_recorded, release_holds
 from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import SECOND_RELEASE, RunDirectoryError
@@ -28,7 +28,6 @@ from labeldp.experiments.tune_contexts import CandidateContext, FirstStageTraine
 from labeldp.experiments.tune_folder import CANDIDATES_FOLDER
 from labeldp.files import write_json_atomic
 from labeldp.released_metrics import estimate_mean, mean_and_error
-from labeldp.runs.context import release_holds
 from labeldp.runs.plan import RunPlan, check_plan, config_dataset
 from labeldp.runs.reservation import withdraw_unspent
 from labeldp.runs.run import accept_changed_config

@@ -2,7 +2,7 @@
 release, train the final run with the best of them (the steps, for users: docs/guides/tuning.md).
 
 Privacy: before any spend, every release the method makes (``Method.releases``) must be one no candidate
-changes (its :func:`~labeldp.runs.context.release_inputs` are the same for all). A multi-stage method's later
+changes (its :func:`~labeldp.config.run_config.release_inputs` are the same for all). A multi-stage method's later
 releases depend on the first stage's model, so options acting on it only through its training
 (``Method.first_stage_options``) are chosen on the first stage's release and the later releases drawn once, by
 the final run: a function of the first release, covered by the run's adaptive composition. The shared releases

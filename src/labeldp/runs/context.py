@@ -25,9 +25,9 @@ from labeldp.accounting.policy import Guarantee
 from labeldp.accounting.rounding import stored_epsilon
 from labeldp.accounting.spending import Spending
 from labeldp.boundary import Release, release_randomized_response, release_true_labels
-from labeldp.config.run_config import RunConfig
+from labeldp.config.run_config import RunConfig, release_inputs
 from labeldp.data import LabeledDataset
-from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
+from labeldp.errors import SECOND_RELEASE, RunDirectoryError
 from labeldp.evaluation import classification_metrics, regression_metrics
 from labeldp.files import write_json_atomic
 from labeldp.models import build_model
@@ -42,36 +42,6 @@ from labeldp.training.fit_trees import TREE_SETTINGS, fit_trees
 from labeldp.training.predictions import predict_proba
 from labeldp.training.records import EpochRecord
 from labeldp.training.stage import train_stage
-
-
-def release_inputs(config: RunConfig, name: str, num_classes: int | None = None) -> dict[str, Any]:
-    """The configuration release ``name`` depends on: all of it but what its method declares it independent of
-    (:meth:`~labeldp.config.method_registry.Method.independent`), or for the test rows' release ``test``, the
-    training and the network; with ``num_classes``, the options as the run takes them on its data
-    (:meth:`~labeldp.config.run_config.RunConfig.on_data`).
-
-    Saved with each release, it lets a run resume under a changed configuration only when the release would be
-    the same, and lets ``labeldp tune`` check that its candidates share a release."""
-    inputs = (config if num_classes is None else config.on_data(num_classes)[0]).to_dict()
-    # the test rows' release (RR at the run's epsilon, :meth:`RunContext.test_release`) reads no model
-    independent = ("train", "model") if name == "test" else config.method_spec.independent(name)
-    for option in independent:
-        outer, _, inner = option.partition(".")
-        if inner:
-            inputs[outer] = {key: value for key, value in inputs[outer].items() if key != inner}
-        else:
-            inputs.pop(outer)
-    return inputs
-
-
-def release_holds(saved: dict[str, Any] | None, config: RunConfig, name: str, num_classes: int) -> bool:
-    """Whether a release saved with the inputs ``saved`` (:func:`release_inputs`, as any version recorded them) is
-    the one ``config`` would draw as ``name`` on data of ``num_classes`` classes."""
-    try:  # read as this version reads a config.json: a version's layout, or an option added since, is no change
-        recorded = release_inputs(RunConfig.from_dict(saved), name) if saved is not None else None
-    except ConfigError:  # options this version does not know, or another method's set: another configuration's
-        return False
-    return recorded == release_inputs(config, name, num_classes)
 
 
 def initial_model(config: RunConfig, data: LabeledDataset, stage: int, device: torch.device) -> nn.Module:
@@ -137,9 +107,10 @@ class RunContext:
 
     def spend(self, name: str, draw: Callable[[PrivacyLedger], Release]) -> Release:
         """Release ``name`` as :meth:`MethodContext.spend <labeldp.methods.protocol.MethodContext.spend>`
-        says: saved as ``noisy_labels/<name>.npz`` (with :func:`release_inputs`) before ``ledger.json`` is
-        written, so a crash between the two is recorded from the saved file on resume; only rank 0 calls
-        ``draw``, so it must not call collective operations.
+        says: saved as ``noisy_labels/<name>.npz`` (with
+        :func:`~labeldp.config.run_config.release_inputs`) before ``ledger.json`` is written, so a crash
+        between the two is recorded from the saved file on resume; only rank 0 calls ``draw``, so it must not
+        call collective operations.
 
         Raises
         ------

@@ -20,9 +20,9 @@ from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
 from labeldp.files import write_atomic, write_json_atomic
 from labeldp.models import build_model
-from labeldp.models.names import FITTED_MODELS
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
 from labeldp.runs.rundir import RunDirectory
+from labeldp.training.fit_trees import check_fitted_network
 from labeldp.training.stage import check_amp, resolve_device
 
 
@@ -122,7 +122,7 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
     labeldp.errors.BudgetError
         If the method's plan spends more than the budget (PATE, DP-SGD with a given noise multiplier).
     """
-    check_amp(config.train, device)
+    n = len(data.y_train)
     if config.privacy_unit is not None and data.units is None:
         raise ConfigError(
             f"privacy_unit {config.privacy_unit!r} is set but the dataset has no privacy units: give them to the "
@@ -133,7 +133,10 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
             f"method {config.method!r} protects examples added or removed, not labels replaced: its guarantee "
             "does not compose per privacy unit; use a label-DP method, or a dataset without units"
         )
-    n = len(data.y_train)
+    if config.prior == "cluster" and config.clusters > n:
+        raise ConfigError(f"clusters ({config.clusters}) exceeds the {n} training examples")
+    check_label_domain(config, data)
+    check_amp(config.train, device)
     assert config.stages is not None, "a resolved configuration has its stages"
     sizes = [part.size for part in split_stages(n, config.stages, config.seed, data.train_units)]
     if min(sizes) == 0:
@@ -146,32 +149,8 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
     except ValueError as error:
         raise ConfigError(f"{error} (the dataset's inputs have shape {data.input_shape})") from None
     check_fitted_network(config, network, data.is_regression)
-    if config.prior == "cluster" and config.clusters > n:
-        raise ConfigError(f"clusters ({config.clusters}) exceeds the {n} training examples")
-    check_label_domain(config, data)
     if config.method_spec.plan is not None:
         config.method_spec.plan(config, data)
-
-
-def check_fitted_network(config: RunConfig, network: str, regression: bool) -> None:
-    """Refuse a fitted ``network`` (``gbdt``: :data:`~labeldp.models.names.FITTED_MODELS`) where the run would
-    train it by gradient steps (DP-SGD) or fit it to numbers (a regression): it fits classes from released
-    targets."""
-    if network not in FITTED_MODELS:
-        return
-    if config.method_spec.training_releases or config.method_spec.per_example:
-        raise ConfigError(
-            f"model {network!r} is fitted from released labels, not trained by gradient steps: method "
-            f"{config.method!r} cannot train it; choose a network (--model mlp)"
-        )
-    if regression:
-        raise ConfigError(f"model {network!r} fits classes; for numeric labels choose a network (--model mlp)")
-    unused = config.train.changed()
-    if unused:
-        raise ConfigError(
-            f"model {network!r} is fitted with its own settings, with no training loop: it does not use the training "
-            f"options {', '.join(unused)}; leave them at the default"
-        )
 
 
 def check_label_domain(config: RunConfig, data: LabeledDataset) -> None:

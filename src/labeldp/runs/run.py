@@ -15,13 +15,13 @@ from labeldp import distributed
 from labeldp.accounting.policy import BudgetPolicy
 from labeldp.accounting.spending import Spending
 from labeldp.config.method_registry import get_method, method_names
-from labeldp.config.run_config import RunConfig
+from labeldp.config.run_config import RunConfig, release_holds
 from labeldp.data import LabeledDataset
 from labeldp.errors import SECOND_RELEASE, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.models import build_model
 from labeldp.models.names import default_model_name
 from labeldp.recipes.applied import AppliedRecipe
-from labeldp.runs.context import RunContext, release_holds
+from labeldp.runs.context import RunContext
 from labeldp.runs.plan import RunPlan, plan_run, recorded_config, run_network
 from labeldp.runs.reservation import reserve_run, withdraw_unspent
 from labeldp.runs.rundir import RunDirectory
@@ -202,14 +202,13 @@ def _open_run(
     if finished is not None:
         return finished
     out.create()
+    for line in plan.lines(recipe) if progress else ():
+        tqdm.write(line)
     plan.write(out)
     assert config.stages is not None, "a resolved configuration has its stages"
     out.keep_metrics_of_checkpoints(len(config.stages), strict=config.method_spec.training_releases)
-    if progress:
-        for line in plan.lines(recipe):
-            tqdm.write(line)
-        if saved is not None and announce_resume:
-            tqdm.write(_resume_message(out))
+    if saved is not None and progress and announce_resume:
+        tqdm.write(_resume_message(out))
     return None
 
 

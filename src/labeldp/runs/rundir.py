@@ -209,7 +209,7 @@ class RunDirectory:
             ) from None
 
     def release_inputs(self) -> dict[str, dict[str, Any] | None]:
-        """Each saved release's configuration (:func:`~labeldp.runs.context.release_inputs`; None if not
+        """Each saved release's configuration (:func:`~labeldp.config.run_config.release_inputs`; None if not
         recorded), by name."""
         folder = self.root / "noisy_labels"
         found = {}

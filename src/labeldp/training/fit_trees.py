@@ -9,7 +9,7 @@ posterior under the model (expectation-maximisation); soft labels enter as such 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -18,6 +18,10 @@ from threadpoolctl import threadpool_limits
 
 from labeldp.errors import ConfigError
 from labeldp.models.boosted_trees import BoostedTrees
+from labeldp.models.names import FITTED_MODELS
+
+if TYPE_CHECKING:
+    from labeldp.config.run_config import RunConfig
 
 #: the trees' settings: small, regularised trees, stopped early on a public tenth of the rows
 #: (benchmarks/tabular.py's REGULARISED; docs/results.md)
@@ -34,6 +38,27 @@ TREE_SETTINGS: dict[str, Any] = dict(
 EM_ROUNDS = 1
 #: the smallest prior a class keeps in a posterior (a model's 0 would rule out what a release says)
 PRIOR_FLOOR = 1e-6
+
+
+def check_fitted_network(config: RunConfig, network: str, regression: bool) -> None:
+    """Refuse a fitted ``network`` (``gbdt``: :data:`~labeldp.models.names.FITTED_MODELS`) where the run would
+    train it by gradient steps (DP-SGD) or fit it to numbers (a regression): it fits classes from released
+    targets."""
+    if network not in FITTED_MODELS:
+        return
+    if config.method_spec.training_releases or config.method_spec.per_example:
+        raise ConfigError(
+            f"model {network!r} is fitted from released labels, not trained by gradient steps: method "
+            f"{config.method!r} cannot train it; choose a network (--model mlp)"
+        )
+    if regression:
+        raise ConfigError(f"model {network!r} fits classes; for numeric labels choose a network (--model mlp)")
+    unused = config.train.changed()
+    if unused:
+        raise ConfigError(
+            f"model {network!r} is fitted with its own settings, with no training loop: it does not use the training "
+            f"options {', '.join(unused)}; leave them at the default"
+        )
 
 
 def rr_rows(likelihood: np.ndarray) -> tuple[tuple[float, float], np.ndarray] | None:
@@ -147,4 +172,4 @@ def _fit(
     return {"fitted_on": how, "iterations": int(estimator.n_iter_), "trees": int(model.roots.numel())}
 
 
-__all__ = ["EM_ROUNDS", "PRIOR_FLOOR", "TREE_SETTINGS", "fit_trees", "rr_channel", "rr_rows"]
+__all__ = ["EM_ROUNDS", "PRIOR_FLOOR", "TREE_SETTINGS", "check_fitted_network", "fit_trees", "rr_channel", "rr_rows"]
