@@ -259,6 +259,42 @@ def as_recorded(data: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+def recorded_test_labels(config: RunConfig, public_test: bool | None = None) -> str:
+    """The test labels as a run of ``config`` measures them, as its ``config.json`` records them: ``"public"``
+    for a public test set (the dataset's own, or held-out rows treated as public), ``"none"`` where nothing is
+    measured (``test_labels`` none, or DP-SGD, which releases no label), else ``"released"``. A configuration
+    naming a dataset or method this process does not know keeps its own.
+
+    ``public_test``: whether the run's test labels are public; None: as the configuration's dataset loads
+    them."""
+    try:
+        if public_test is None:
+            public_test = not config.test_held_out or config.test_labels == "public"
+        if public_test:
+            return "public"
+        return "none" if config.method_spec.training_releases else config.test_labels
+    except ConfigError:  # another version's dataset or method: compared as written
+        return config.test_labels
+
+
+def recorded_config(
+    config: RunConfig, network: str | None, num_classes: int, public_test: bool | None = None
+) -> dict[str, Any]:
+    """What a run's ``config.json`` holds: ``config`` as taken on data of ``num_classes`` classes, with the
+    ``network`` trained (:func:`~labeldp.runs.plan.run_network`) and the test labels as measured
+    (:func:`recorded_test_labels`), so that it reads as the summary does and a rerun compares it as the same run.
+
+    Naming the network trained makes a network the rule chose and the same network named the same run, and
+    one rule's choice before and after the rule changed different runs; the test labels as measured make a
+    folder saved before ``config.json`` recorded them (MNIST's ``"released"``) the same run as one that
+    does (``"public"``)."""
+    return {
+        **config.on_data(num_classes)[0].to_dict(),
+        "model": network,
+        "test_labels": recorded_test_labels(config, public_test),
+    }
+
+
 def release_inputs(config: RunConfig, name: str, num_classes: int | None = None) -> dict[str, Any]:
     """The configuration release ``name`` depends on: all of it but what its method declares it independent of
     (:meth:`~labeldp.config.method_registry.Method.independent`), or for the test rows' release ``test``, the

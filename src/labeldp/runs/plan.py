@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from labeldp import distributed
-from labeldp.config.run_config import RunConfig
+from labeldp.config.run_config import RunConfig, recorded_config
 from labeldp.data import LabeledDataset, load_dataset
 from labeldp.data.dataset_spec import TableOptions
 from labeldp.data.splits import split_stages
@@ -53,10 +53,10 @@ class RunPlan:
         """Write the plan into the run's folder: ``config.json``, ``data.json`` (:func:`data_facts`) and a
         table's fitted preprocessor."""
         facts = data_facts(self.data, self.in_memory, self.network)
-        out.write_config(self.recorded)
         write_json_atomic(out.data_path, facts)
         if self.data.preprocessor is not None:
             write_atomic(out.preprocessor_path, lambda tmp: joblib.dump(self.data.preprocessor, tmp))
+        out.write_config(self.recorded)  # last: a folder with config.json holds its whole plan
 
     def lines(self, recipe: AppliedRecipe | None) -> list[str]:
         """What a starting run says of its plan: the table's features, the network and where it came from
@@ -180,42 +180,6 @@ def run_network(config: RunConfig, input_shape: tuple[int, ...], categorical: tu
     if config.method_spec.model_from_state is not None:
         return None
     return config.model_name(tuple(input_shape), tuple(categorical))
-
-
-def recorded_test_labels(config: RunConfig, public_test: bool | None = None) -> str:
-    """The test labels as a run of ``config`` measures them, as its ``config.json`` records them: ``"public"``
-    for a public test set (the dataset's own, or held-out rows treated as public), ``"none"`` where nothing is
-    measured (``test_labels`` none, or DP-SGD, which releases no label), else ``"released"``. A configuration
-    naming a dataset or method this process does not know keeps its own.
-
-    ``public_test``: whether the run's test labels are public; None: as the configuration's dataset loads
-    them."""
-    try:
-        if public_test is None:
-            public_test = not config.test_held_out or config.test_labels == "public"
-        if public_test:
-            return "public"
-        return "none" if config.method_spec.training_releases else config.test_labels
-    except ConfigError:  # another version's dataset or method: compared as written
-        return config.test_labels
-
-
-def recorded_config(
-    config: RunConfig, network: str | None, num_classes: int, public_test: bool | None = None
-) -> dict[str, Any]:
-    """What a run's ``config.json`` holds: ``config`` as taken on data of ``num_classes`` classes, with the
-    ``network`` trained (:func:`run_network`) and the test labels as measured (:func:`recorded_test_labels`),
-    so that it reads as the summary does and a rerun compares it as the same run.
-
-    Naming the network trained makes a network the rule chose and the same network named the same run, and
-    one rule's choice before and after the rule changed different runs; the test labels as measured make a
-    folder saved before ``config.json`` recorded them (MNIST's ``"released"``) the same run as one that
-    does (``"public"``)."""
-    return {
-        **config.on_data(num_classes)[0].to_dict(),
-        "model": network,
-        "test_labels": recorded_test_labels(config, public_test),
-    }
 
 
 def data_facts(data: LabeledDataset, in_memory: bool, model: str | None) -> dict[str, Any]:

@@ -15,14 +15,14 @@ from labeldp import distributed
 from labeldp.accounting.policy import BudgetPolicy
 from labeldp.accounting.spending import Spending
 from labeldp.config.method_registry import get_method, method_names
-from labeldp.config.run_config import RunConfig, release_holds
+from labeldp.config.run_config import RunConfig, recorded_config, release_holds
 from labeldp.data import LabeledDataset
 from labeldp.errors import SECOND_RELEASE, InsecureNoiseWarning, MissingFileError, RunDirectoryError
 from labeldp.models import build_model
 from labeldp.models.names import default_model_name
 from labeldp.recipes.applied import AppliedRecipe
 from labeldp.runs.context import RunContext
-from labeldp.runs.plan import RunPlan, plan_run, recorded_config, run_network
+from labeldp.runs.plan import RunPlan, plan_run, run_network
 from labeldp.runs.reservation import reserve_run, withdraw_unspent
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import load_torch
@@ -82,7 +82,7 @@ def saved_network(saved: dict[str, Any], facts: dict[str, Any]) -> str | None:
 
 def compared_configs(saved: dict[str, Any], facts: dict[str, Any], config: RunConfig) -> tuple[dict, dict]:
     """A saved run's configuration and a new one (resolved) on the saved run's data (``data.json``'s
-    ``facts``), each as ``config.json`` records it (:func:`~labeldp.runs.plan.recorded_config`), to compare."""
+    ``facts``), each as ``config.json`` records it (:func:`~labeldp.config.run_config.recorded_config`), to compare."""
     network = run_network(config, tuple(facts["input_shape"]), tuple(facts.get("categorical", ())))
     return saved_config(saved, facts, network, facts["num_classes"]), recorded_config(
         config, network, facts["num_classes"]
@@ -92,8 +92,8 @@ def compared_configs(saved: dict[str, Any], facts: dict[str, Any], config: RunCo
 def saved_config(
     saved: dict[str, Any], facts: dict[str, Any] | None, network: str | None, num_classes: int
 ) -> dict[str, Any]:
-    """A saved ``config.json`` as this version records it (:func:`~labeldp.runs.plan.recorded_config`), on data of
-    ``num_classes`` classes; ``facts`` None (no ``data.json``): the saved run is taken to train ``network``."""
+    """A saved ``config.json`` as this version records it (:func:`~labeldp.config.run_config.recorded_config`), on
+    data of ``num_classes`` classes; ``facts`` None (no ``data.json``): the saved run is taken to train ``network``."""
     trained = saved_network(saved, facts) if facts is not None else network
     return recorded_config(RunConfig.from_dict({**saved, "model": trained}), trained, num_classes)
 
