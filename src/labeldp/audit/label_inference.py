@@ -35,7 +35,7 @@ from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.files import write_json_atomic
 from labeldp.randomness import RandomSource, as_generator, public_rng
 from labeldp.runs import RunConfig, RunDirectory, config_dataset, load_run_model, train_run
-from labeldp.runs.run import saved_network
+from labeldp.runs.plan import saved_network
 from labeldp.training import predict_proba
 
 #: The attacker answers only its most confident guesses: these fractions of the canaries.

@@ -278,18 +278,20 @@ def recorded_test_labels(config: RunConfig, public_test: bool | None = None) -> 
 
 
 def recorded_config(
-    config: RunConfig, network: str | None, num_classes: int, public_test: bool | None = None
+    config: RunConfig, network: str | None, num_classes: int | None, public_test: bool | None = None
 ) -> dict[str, Any]:
-    """What a run's ``config.json`` holds: ``config`` as taken on data of ``num_classes`` classes, with the
-    ``network`` trained (:func:`~labeldp.runs.plan.run_network`) and the test labels as measured
-    (:func:`recorded_test_labels`), so that it reads as the summary does and a rerun compares it as the same run.
+    """What a run's ``config.json`` holds: ``config`` as taken on data of ``num_classes`` classes (None: as
+    given), with the ``network`` trained (:func:`~labeldp.runs.plan.run_network`) and the test labels as
+    measured (:func:`recorded_test_labels`), so that it reads as the summary does and a rerun compares it as
+    the same run.
 
     Naming the network trained makes a network the rule chose and the same network named the same run, and
     one rule's choice before and after the rule changed different runs; the test labels as measured make a
     folder saved before ``config.json`` recorded them (MNIST's ``"released"``) the same run as one that
     does (``"public"``)."""
+    taken = config.on_data(num_classes)[0] if num_classes is not None else config
     return {
-        **config.on_data(num_classes)[0].to_dict(),
+        **taken.to_dict(),
         "model": network,
         "test_labels": recorded_test_labels(config, public_test),
     }

@@ -40,7 +40,7 @@ from labeldp.files import write_atomic
 from labeldp.recipes.applied import AppliedRecipe
 from labeldp.recipes.profile_registry import load_recipes, loaded_recipes
 from labeldp.runs import RunConfig, RunDirectory, train_run
-from labeldp.runs.run import compared_configs
+from labeldp.runs.plan import compared_configs
 
 RESULT_COLUMNS = (
     "key",
@@ -247,7 +247,7 @@ def _finished_as_configured(folder: RunDirectory, config: RunConfig) -> bool:
         summary, saved, facts = folder.read_summary(), folder.read_config(), folder.read_data_facts()
         if summary is None or saved is None or facts is None:
             return False
-        existing, new = compared_configs(saved, facts, config.resolved())
+        existing, new = compared_configs(saved, facts, config.resolved(), tuple(facts["input_shape"]))
         return existing == new
     except (LabelDPError, TypeError, KeyError):  # a damaged folder: the job reports it
         return False

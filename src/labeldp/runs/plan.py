@@ -8,18 +8,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import joblib
 import numpy as np
 import torch
 
 from labeldp import distributed
+from labeldp.config.method_registry import get_method, method_names
 from labeldp.config.run_config import RunConfig, recorded_config
 from labeldp.data import LabeledDataset, load_dataset
 from labeldp.data.dataset_spec import TableOptions
 from labeldp.data.splits import split_stages
 from labeldp.errors import ConfigError
-from labeldp.files import write_atomic, write_json_atomic
+from labeldp.files import write_json_atomic
 from labeldp.models import build_model
+from labeldp.models.names import default_model_name
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.fit_trees import check_fitted_network
@@ -50,13 +51,11 @@ class RunPlan:
         return cls(config, data, device, in_memory, network, recorded, config.on_data(data.num_classes)[1])
 
     def write(self, out: RunDirectory) -> None:
-        """Write the plan into the run's folder: ``config.json``, ``data.json`` (:func:`data_facts`) and a
-        table's fitted preprocessor."""
+        """Write the plan into the run's folder: ``config.json`` (first: a folder that holds it is a run's, to
+        resume), then ``data.json`` (:func:`data_facts`)."""
         facts = data_facts(self.data, self.in_memory, self.network)
+        out.write_config(self.recorded)
         write_json_atomic(out.data_path, facts)
-        if self.data.preprocessor is not None:
-            write_atomic(out.preprocessor_path, lambda tmp: joblib.dump(self.data.preprocessor, tmp))
-        out.write_config(self.recorded)  # last: a folder with config.json holds its whole plan
 
     def lines(self, recipe: AppliedRecipe | None) -> list[str]:
         """What a starting run says of its plan: the table's features, the network and where it came from
@@ -84,6 +83,8 @@ def plan_run(config: RunConfig, device: str = "auto", dataset: LabeledDataset | 
     labeldp.errors.ConfigError
         For a configuration that cannot run on its data (:meth:`RunConfig.resolved
         <labeldp.config.run_config.RunConfig.resolved>`, :func:`check_plan`).
+    labeldp.errors.BudgetError
+        If the method's plan spends more than the budget (:func:`check_plan`).
     """
     config = config.resolved()
     data = dataset if dataset is not None else config_dataset(config)
@@ -122,7 +123,7 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
     labeldp.errors.BudgetError
         If the method's plan spends more than the budget (PATE, DP-SGD with a given noise multiplier).
     """
-    n = len(data.y_train)
+    check_amp(config.train, device)
     if config.privacy_unit is not None and data.units is None:
         raise ConfigError(
             f"privacy_unit {config.privacy_unit!r} is set but the dataset has no privacy units: give them to the "
@@ -133,10 +134,7 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
             f"method {config.method!r} protects examples added or removed, not labels replaced: its guarantee "
             "does not compose per privacy unit; use a label-DP method, or a dataset without units"
         )
-    if config.prior == "cluster" and config.clusters > n:
-        raise ConfigError(f"clusters ({config.clusters}) exceeds the {n} training examples")
-    check_label_domain(config, data)
-    check_amp(config.train, device)
+    n = len(data.y_train)
     assert config.stages is not None, "a resolved configuration has its stages"
     sizes = [part.size for part in split_stages(n, config.stages, config.seed, data.train_units)]
     if min(sizes) == 0:
@@ -149,6 +147,9 @@ def check_plan(config: RunConfig, data: LabeledDataset, device: torch.device) ->
     except ValueError as error:
         raise ConfigError(f"{error} (the dataset's inputs have shape {data.input_shape})") from None
     check_fitted_network(config, network, data.is_regression)
+    if config.prior == "cluster" and config.clusters > n:
+        raise ConfigError(f"clusters ({config.clusters}) exceeds the {n} training examples")
+    check_label_domain(config, data)
     if config.method_spec.plan is not None:
         config.method_spec.plan(config, data)
 
@@ -214,3 +215,40 @@ def unit_bound_message(bound: dict[str, Any]) -> str:
         f"{bound['max_rows']} rows each, chosen by the public seed (never by a label): {bound['rows_kept']:,} of "
         f"{bound['rows_read']:,} rows kept; each release gives a row epsilon / {bound['most_rows']}"
     )
+
+
+def saved_network(saved: dict[str, Any], facts: dict[str, Any]) -> str | None:
+    """The network a saved run trained: its ``config.json``'s, else its ``data.json``'s, else (a folder saved
+    before ``data.json`` recorded it) the rule's choice then: the small CNN for 28x28 images, the unchanged
+    rule otherwise."""
+    name = saved.get("method")
+    method = get_method(name) if name in method_names() else None
+    if method is not None and method.model_from_state is not None:
+        return None
+    if saved.get("model"):
+        return saved["model"]
+    if "model" in facts:
+        return facts["model"]
+    shape, categorical = tuple(facts["input_shape"]), tuple(facts.get("categorical", ()))
+    if shape[1:] == (28, 28):
+        return "cnn"
+    return default_model_name(shape, categorical, per_example=method is not None and method.per_example)
+
+
+def compared_configs(
+    saved: dict[str, Any],
+    facts: dict[str, Any] | None,
+    config: RunConfig,
+    input_shape: tuple[int, ...],
+    public_test: bool | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A saved run's configuration and a new one (resolved), each as ``config.json`` records it
+    (:func:`~labeldp.config.run_config.recorded_config`) on the saved run's data (``data.json``'s ``facts``),
+    to compare. ``facts`` None (no ``data.json``): the saved run is taken to train the new one's network, and
+    each configuration is compared as given."""
+    categorical = tuple(facts.get("categorical", ())) if facts is not None else ()
+    network = run_network(config, input_shape, categorical)
+    trained = saved_network(saved, facts) if facts is not None else network
+    classes = facts["num_classes"] if facts is not None else None
+    existing = RunConfig.from_dict({**saved, "model": trained})
+    return recorded_config(existing, trained, classes), recorded_config(config, network, classes, public_test)

@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import joblib
 import torch
 from tqdm.auto import tqdm
 
@@ -15,14 +16,14 @@ from labeldp import distributed
 from labeldp.accounting.policy import BudgetPolicy
 from labeldp.accounting.spending import Spending
 from labeldp.config.method_registry import get_method, method_names
-from labeldp.config.run_config import RunConfig, recorded_config, release_holds
+from labeldp.config.run_config import RunConfig, release_holds
 from labeldp.data import LabeledDataset
 from labeldp.errors import SECOND_RELEASE, InsecureNoiseWarning, MissingFileError, RunDirectoryError
+from labeldp.files import write_atomic
 from labeldp.models import build_model
-from labeldp.models.names import default_model_name
 from labeldp.recipes.applied import AppliedRecipe
 from labeldp.runs.context import RunContext
-from labeldp.runs.plan import RunPlan, plan_run, run_network
+from labeldp.runs.plan import RunPlan, compared_configs, plan_run, saved_network
 from labeldp.runs.reservation import reserve_run, withdraw_unspent
 from labeldp.runs.rundir import RunDirectory
 from labeldp.training.checkpoint import load_torch
@@ -60,42 +61,6 @@ def load_run_model(run_dir: str | Path) -> torch.nn.Module:
     )
     model.load_state_dict(state)
     return model
-
-
-def saved_network(saved: dict[str, Any], facts: dict[str, Any]) -> str | None:
-    """The network a saved run trained: its ``config.json``'s, else its ``data.json``'s, else (a folder saved
-    before ``data.json`` recorded it) the rule's choice then: the small CNN for 28x28 images, the unchanged
-    rule otherwise."""
-    name = saved.get("method")
-    method = get_method(name) if name in method_names() else None
-    if method is not None and method.model_from_state is not None:
-        return None
-    if saved.get("model"):
-        return saved["model"]
-    if "model" in facts:
-        return facts["model"]
-    shape, categorical = tuple(facts["input_shape"]), tuple(facts.get("categorical", ()))
-    if shape[1:] == (28, 28):
-        return "cnn"
-    return default_model_name(shape, categorical, per_example=method is not None and method.per_example)
-
-
-def compared_configs(saved: dict[str, Any], facts: dict[str, Any], config: RunConfig) -> tuple[dict, dict]:
-    """A saved run's configuration and a new one (resolved) on the saved run's data (``data.json``'s
-    ``facts``), each as ``config.json`` records it (:func:`~labeldp.config.run_config.recorded_config`), to compare."""
-    network = run_network(config, tuple(facts["input_shape"]), tuple(facts.get("categorical", ())))
-    return saved_config(saved, facts, network, facts["num_classes"]), recorded_config(
-        config, network, facts["num_classes"]
-    )
-
-
-def saved_config(
-    saved: dict[str, Any], facts: dict[str, Any] | None, network: str | None, num_classes: int
-) -> dict[str, Any]:
-    """A saved ``config.json`` as this version records it (:func:`~labeldp.config.run_config.recorded_config`), on
-    data of ``num_classes`` classes; ``facts`` None (no ``data.json``): the saved run is taken to train ``network``."""
-    trained = saved_network(saved, facts) if facts is not None else network
-    return recorded_config(RunConfig.from_dict({**saved, "model": trained}), trained, num_classes)
 
 
 def train_run(
@@ -205,6 +170,8 @@ def _open_run(
     for line in plan.lines(recipe) if progress else ():
         tqdm.write(line)
     plan.write(out)
+    if plan.data.preprocessor is not None:
+        write_atomic(out.preprocessor_path, lambda tmp: joblib.dump(plan.data.preprocessor, tmp))
     assert config.stages is not None, "a resolved configuration has its stages"
     out.keep_metrics_of_checkpoints(len(config.stages), strict=config.method_spec.training_releases)
     if saved is not None and progress and announce_resume:
@@ -229,9 +196,9 @@ def accept_changed_config(saved: dict[str, Any], plan: RunPlan, out: RunDirector
     """Let an unfinished run continue under a changed configuration when every release it saved is what the
     new one would release (its training then restarts from them); otherwise refuse."""
     # Filling in defaults lets a run written before an option existed resume under the default.
-    facts = out.read_data_facts()
-    num_classes = facts["num_classes"] if facts is not None else plan.data.num_classes
-    existing, new = saved_config(saved, facts, plan.network, num_classes), plan.recorded
+    existing, new = compared_configs(
+        saved, out.read_data_facts(), plan.config, plan.data.input_shape, plan.data.public_test
+    )
     if existing == new:
         return
     differs = ", ".join(sorted(k for k in set(existing) | set(new) if existing.get(k) != new.get(k)))
