@@ -13,14 +13,32 @@ sees only its few answered queries. For PATE the table also gives the share of c
 
 The same recipes are the profiles mnist/e{0.1,0.5,1,2}/{lp-2st-cluster,pate}/run{0,1,2}.
 
+With ``--defaults`` every row is instead the command a user types, with the defaults (MNIST's recipe of the
+method where it has one, else the library's defaults and the learning rate chosen on the run's own release)
+and fresh noise, one process per run::
+
+    labeldp train --dataset mnist --data-dir DIR --method M --epsilon E [--first-release F] --threads T \
+        --quiet --budget-dir OUT/budget --out OUT/V-eE-rR
+
+for the variants of :data:`DEFAULT_VARIANTS` (``--variants``) and releases 1 to ``--releases``; its dataset
+ledger goes to OUT/budget. A finished run is read back.
+
 Usage: python benchmarks/label_dp_methods_mnist.py [--data-dir ../shared/datasets/mnist] [--epsilons 0.1 0.5 1 2]
+       python benchmarks/label_dp_methods_mnist.py --defaults [--epsilons 4 0.5] [--variants alibi lp-2st ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -45,6 +63,15 @@ METHODS = {
     "alibi": {"method": "alibi"},
     "pate": {"method": "pate", "train": PATE_STUDENT_TRAIN},
 }
+#: ``--defaults``: variant -> the flags of ``labeldp train`` besides the dataset and epsilon
+DEFAULT_VARIANTS = {
+    "alibi": ["--method", "alibi"],
+    "lp-2st": ["--method", "lp-2st"],
+    "lp-2st-rr": ["--method", "lp-2st", "--first-release", "rr"],
+    "lp-2st-vlp": ["--method", "lp-2st", "--first-release", "vlp"],
+    "lp-mst": ["--method", "lp-mst"],
+    "vlp": ["--method", "vlp"],
+}
 #: published MNIST accuracies (%) of ALIBI (Malek et al. 2021, Table 2)
 PUBLISHED = {("alibi", 1.0): 94.1, ("alibi", 2.0): 96.6}
 
@@ -57,7 +84,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--out", default="runs/label-dp-methods-mnist")
+    parser.add_argument("--defaults", action="store_true", help="each run `labeldp train` with the defaults")
+    parser.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), choices=list(DEFAULT_VARIANTS))
+    parser.add_argument("--releases", type=int, default=1, help="--defaults: fresh releases per cell")
+    parser.add_argument("--threads", type=int, default=1, help="--defaults: torch threads per run")
     args = parser.parse_args()
+    if args.defaults:
+        defaults_table(args)
+        return
 
     jobs = []
     for name in args.methods:
@@ -85,6 +119,60 @@ def main() -> None:
             f"{published if published is not None else '-':>13}{float(row['seconds']):>9.0f}  "
             f"{_pate_notes(row['run_dir'], labels) if name == 'pate' else ''}"
         )
+
+
+def defaults_table(args: argparse.Namespace) -> None:
+    """Each row ``labeldp train`` with the defaults and fresh noise, one process at a time."""
+    out = Path(args.out)
+    load = os.getloadavg()[0]
+    cells: dict[tuple[str, float], list[tuple[float, float, str]]] = {}
+    print(f"{'variant':<12}{'epsilon':>8}{'release':>8}{'test %':>8}{'seconds':>9}  first  load", flush=True)
+    for epsilon in args.epsilons:
+        for name in args.variants:
+            for release in range(1, args.releases + 1):
+                run_dir = out / f"{name}-e{epsilon:g}-r{release}"
+                wall_path = run_dir / "wall_seconds.json"
+                if not (run_dir / "summary.json").exists():
+                    argv = ["--dataset", "mnist", "--data-dir", args.data_dir, *DEFAULT_VARIANTS[name]]
+                    argv += ["--epsilon", f"{epsilon:g}", "--threads", str(args.threads), "--quiet"]
+                    argv += ["--budget-dir", str(out / "budget"), "--out", str(run_dir)]
+                    started = time.perf_counter()
+                    done = subprocess.run(
+                        [sys.executable, "-m", "labeldp", "train", *argv], capture_output=True, text=True
+                    )
+                    if done.returncode != 0:
+                        print(f"{run_dir.name}: failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+                        continue
+                    wall_path.write_text(json.dumps({"wall": time.perf_counter() - started}))
+                summary = json.loads((run_dir / "summary.json").read_text())
+                wall = json.loads(wall_path.read_text())["wall"] if wall_path.exists() else float(summary["seconds"])
+                first = str(json.loads((run_dir / "config.json").read_text()).get("first_release", "-"))
+                accuracy = 100 * float(summary["test_accuracy"])
+                cells.setdefault((name, epsilon), []).append((accuracy, wall, first))
+                print(
+                    f"{name:<12}{epsilon:>8g}{release:>8}{accuracy:>8.2f}{wall:>9.0f}  {first:<5}  "
+                    f"{os.getloadavg()[0]:.2f}",
+                    flush=True,
+                )
+    print(
+        f"\nMNIST, `labeldp train` with the defaults, fresh noise, --threads {args.threads}, one run at a time "
+        f"({platform.machine()}); load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end. "
+        "Per cell: test accuracy (mean and sd over the releases), their number, mean wall seconds per run "
+        "(the process's, startup included):\n"
+    )
+    print(f"{'epsilon':>7}  {'variant':<12}{'first':<7}{'mean %':>7}{'sd':>6}{'n':>3}{'seconds':>9}")
+    for epsilon in args.epsilons:
+        for name in args.variants:
+            cell = cells.get((name, epsilon), [])
+            if not cell:
+                continue
+            accuracies = [a for a, _, _ in cell]
+            sd = f"{statistics.stdev(accuracies):>6.2f}" if len(cell) > 1 else f"{'-':>6}"
+            firsts = "/".join(sorted({f for _, _, f in cell}))
+            print(
+                f"{epsilon:>7g}  {name:<12}{firsts:<7}{statistics.mean(accuracies):>7.2f}{sd}{len(cell):>3}"
+                f"{statistics.mean(w for _, w, _ in cell):>9.0f}"
+            )
 
 
 def _pate_notes(run_dir: str, labels: np.ndarray) -> str:
