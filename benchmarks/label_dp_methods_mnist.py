@@ -34,7 +34,6 @@ import dataclasses
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from methods_proxy import print_cells
 
 from labeldp.boundary import unseal
 from labeldp.data import load_dataset
@@ -148,7 +148,7 @@ def defaults_table(args: argparse.Namespace) -> None:
                 wall = json.loads(wall_path.read_text())["wall"] if wall_path.exists() else float(summary["seconds"])
                 first = str(json.loads((run_dir / "config.json").read_text()).get("first_release", "-"))
                 accuracy = 100 * float(summary["test_accuracy"])
-                cells.setdefault((name, epsilon), []).append((accuracy, wall, first))
+                cells.setdefault((name, epsilon), []).append({"accuracy": accuracy, "wall": wall, "first": first})
                 print(
                     f"{name:<12}{epsilon:>8g}{release:>8}{accuracy:>8.2f}{wall:>9.0f}  {first:<5}  "
                     f"{os.getloadavg()[0]:.2f}",
@@ -157,22 +157,10 @@ def defaults_table(args: argparse.Namespace) -> None:
     print(
         f"\nMNIST, `labeldp train` with the defaults, fresh noise, --threads {args.threads}, one run at a time "
         f"({platform.machine()}); load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end. "
-        "Per cell: test accuracy (mean and sd over the releases), their number, mean wall seconds per run "
-        "(the process's, startup included):\n"
+        "Per cell: test accuracy (mean and sd over the releases), their number, median wall seconds per run "
+        "(the process's, startup included), each release:\n"
     )
-    print(f"{'epsilon':>7}  {'variant':<12}{'first':<7}{'mean %':>7}{'sd':>6}{'n':>3}{'seconds':>9}")
-    for epsilon in args.epsilons:
-        for name in args.variants:
-            cell = cells.get((name, epsilon), [])
-            if not cell:
-                continue
-            accuracies = [a for a, _, _ in cell]
-            sd = f"{statistics.stdev(accuracies):>6.2f}" if len(cell) > 1 else f"{'-':>6}"
-            firsts = "/".join(sorted({f for _, _, f in cell}))
-            print(
-                f"{epsilon:>7g}  {name:<12}{firsts:<7}{statistics.mean(accuracies):>7.2f}{sd}{len(cell):>3}"
-                f"{statistics.mean(w for _, w, _ in cell):>9.0f}"
-            )
+    print_cells(cells, args.epsilons, args.variants)
 
 
 def _pate_notes(run_dir: str, labels: np.ndarray) -> str:

@@ -118,9 +118,15 @@ def main() -> None:
         "accuracy mean and sample sd over the releases, their number, median seconds per run (wall, the tune's "
         "candidates included; the process's first run also pays torch's start):\n"
     )
+    print_cells(cells, args.epsilons, args.methods)
+
+
+def print_cells(cells: dict, epsilons, names) -> None:
+    """The table of cells ``(name, epsilon) -> [{"accuracy", "wall", "first"}, ...]``: each cell's first
+    release, accuracy mean and sample sd over its releases, their number, median seconds and each release."""
     print(f"{'epsilon':>7}  {'variant':<12}{'first':<7}{'mean %':>7}{'sd':>6}{'n':>3}{'seconds':>9}  releases %")
-    for epsilon in args.epsilons:
-        for name in args.methods:
+    for epsilon in epsilons:
+        for name in names:
             cell = cells.get((name, epsilon), [])
             if not cell:
                 continue
