@@ -195,6 +195,11 @@ ROUTES: list[Route] = [
         ids=True,
     ),
     Route(
+        "train on a CSV table with the defaults: one stage, the network or boosted trees chosen on the release",
+        ("labeldp train",),
+        _cli(["train", *_table_options("t.csv"), "--epsilon", "1", *_QUICK[4:], "--out", "run"], "t.csv"),
+    ),
+    Route(
         "train by VLP on a CSV table, the test rows held out privately, the learning rate chosen on the release",
         ("labeldp train",),
         _cli(

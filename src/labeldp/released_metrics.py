@@ -313,8 +313,13 @@ def released_log_likelihood(estimator: Any, X, released) -> float:
     released labels, so a scorer for tuning that rewards calibrated clean probabilities.
     ``released``: released labels, or private labels the model's fit released."""
     released = released_labels_for(estimator, released)
-    probabilities = estimator.predict_proba(X)
-    return float(np.mean(np.log(np.maximum((probabilities * released.channel()).sum(axis=1), 1e-12))))
+    return float(np.mean(released_log_likelihood_terms(estimator.predict_proba(X), released.channel())))
+
+
+def released_log_likelihood_terms(probabilities: np.ndarray, likelihood: np.ndarray) -> np.ndarray:
+    """Per row, log sum_y p_i(y) Pr[release i | y] (probabilities floored at 1e-12), from the (n, K) channel
+    ``likelihood`` of each row's release."""
+    return np.log(np.maximum((np.asarray(probabilities) * likelihood).sum(axis=1), 1e-12))
 
 
 #: what :func:`released_scorer` estimates, the metric's range, and the sign scikit-learn's "larger is
@@ -373,5 +378,6 @@ __all__ = [
     "mean_and_error",
     "released_labels_for",
     "released_log_likelihood",
+    "released_log_likelihood_terms",
     "released_scorer",
 ]

@@ -203,7 +203,7 @@ def test_the_method_flags_help_is_each_builtins_own_line() -> None:
     assert set(methods) == set(BUILTIN_HELP)
     assert all(method.help == BUILTIN_HELP[name] for name, method in methods.items())
     field = next(field for field in dataclasses.fields(RunSettings) if field.name == "method")
-    assert declaration_of(field).help == methods_help()
+    assert declaration_of(field).help.startswith(methods_help())
     assert all(f"{name}: {line}" in methods_help() for name, line in BUILTIN_HELP.items())
 
 

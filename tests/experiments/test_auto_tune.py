@@ -4,6 +4,7 @@ plan within the budget, and a resumed run that keeps its recorded choice."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -164,7 +165,7 @@ def _scored_by(accuracy, scored: list[float], stop_at: float | None = None):
                 raise KeyboardInterrupt
             scored.append(option["lr"])
             terms = (np.arange(held_out.size) < round(accuracy(option["lr"]) * held_out.size)).astype(float)
-            results.append(candidate_result(option, terms, 0.0, {}))
+            results.append(candidate_result(option, terms, 0.0, {}, terms))
         return results
 
     return score
@@ -303,7 +304,7 @@ def test_on_images_the_choice_mirrored_is_one_more_candidate_kept_only_where_cle
 
 
 def test_nothing_is_mirrored_but_images_without_a_flip() -> None:
-    from labeldp.experiments.auto_tune import mirrored
+    from labeldp.experiments.extra_candidates import mirrored
 
     base, chosen = _config().resolved(), {"lr": 0.02}
     assert mirrored(base, _images(), chosen) == {"lr": 0.02, "flip": True}
@@ -314,7 +315,7 @@ def test_nothing_is_mirrored_but_images_without_a_flip() -> None:
 
 
 def test_blobs_are_not_images(blobs) -> None:
-    from labeldp.experiments.auto_tune import mirrored
+    from labeldp.experiments.extra_candidates import mirrored
 
     assert mirrored(_config().resolved(), blobs, {"lr": 0.02}) is None
 
@@ -339,7 +340,7 @@ def test_the_auto_tune_prints_no_estimate_outside_its_range_over_200_fresh_relea
         weights = channel_weights(noisy, randomized_response_likelihood(noisy, 2, 0.3))
         terms = [accuracy_terms(p, weights) for p in (flipped, good)]
         outside += max(t.mean() for t in terms) > 1
-        results = [candidate_result({"lr": lr}, t, 0.0, {}) for lr, t in zip((0.1, 0.2), terms)]
+        results = [candidate_result({"lr": lr}, t, 0.0, {}, t) for lr, t in zip((0.1, 0.2), terms)]
         record = {"held_out": 300, "seconds": 0.0}
         best = settled(results, record)
         record.update(results=public_results(results), chosen=results[best]["key"])
@@ -350,3 +351,66 @@ def test_the_auto_tune_prints_no_estimate_outside_its_range_over_200_fresh_relea
             indistinct += 1
             assert best == 0 and "could not be told apart" in text and "kept the base" in text
     assert outside > 20 and indistinct > 50
+
+
+def test_on_a_table_of_yours_the_defaults_fit_trees_where_the_release_favours_them(tmp_path) -> None:
+    """``labeldp train --dataset csv`` with the defaults: one stage (lp-1st), and a label that steps with its
+    feature five times, which trees fit and a network of ten epochs does not: the trees, tried after the learning
+    rates, are clearly ahead in the log-likelihood of the held-out released labels and the run fits them."""
+    import pandas as pd
+
+    from labeldp.cli import main
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(3000, 3))
+    pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "c": x[:, 2], "y": (x[:, 0] * 5).astype(int) % 2}).to_csv(
+        tmp_path / "t.csv", index=False
+    )
+    argv = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--label-column", "y", "--classes"]
+    argv += ["0", "1", "--epsilon", "3", "--insecure-noise-seed", "5", "--threads", "1", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 0
+    record = json.loads((tmp_path / "run" / AUTO_TUNE_FILE).read_text())
+    config = RunDirectory(tmp_path / "run").read_config()
+    assert config["method"] == "lp-1st" and record["trees"]["candidate"] == "model=gbdt"
+    assert record["trees"]["kept"] and record["chosen_options"] == {"model": "gbdt"} and config["model"] == "gbdt"
+    assert "gradient-boosted trees ahead of lr=" in auto_tune.describe_choice(record)
+
+
+@pytest.mark.parametrize("lead, kept", [(0.02, True), (-0.02, False), (0.0, False)])
+def test_the_trees_replace_the_network_only_where_clearly_ahead_in_log_likelihood(
+    blobs, tmp_path, monkeypatch, lead, kept
+) -> None:
+    """Whatever the accuracy terms say, the trees are kept only where their held-out released log-likelihood
+    leads the chosen network's by more than the standard error of the paired difference."""
+    scored: list[float] = []
+    score = _scored_by(_peak(0.05), scored)
+
+    def with_trees(options, *args):
+        results = score([{"lr": o.get("lr", 0.05)} for o in options], *args)
+        for option, result in zip(options, results):
+            terms = np.linspace(-0.7, -0.5, len(result["terms"]))
+            if option.get("model"):  # ahead (or behind) on a few examples; accuracy terms far ahead either way
+                terms[: len(terms) // 4] += 4 * lead
+                result.update(key="model=gbdt", options=option, terms=[1.0] * len(terms))
+            result["log_likelihood_terms"] = terms.tolist()
+        return results
+
+    monkeypatch.setattr(auto_tune, "score_candidates", with_trees)
+    monkeypatch.setattr(auto_tune, "trees", lambda *args: {"model": "gbdt"})
+    config = RunConfig(method="lp-1st", epsilon=2.0, insecure_noise_seed=5)  # the trees train as they are
+    summary = auto_tuned_run(config, tmp_path / "run", progress=False, dataset=blobs)
+    record = json.loads((tmp_path / "run" / AUTO_TUNE_FILE).read_text())
+    assert record["trees"]["kept"] == kept and record["trees"]["versus"] == "lr=0.05"
+    assert record["chosen_options"] == ({"model": "gbdt"} if kept else {"lr": 0.05})
+    assert ("trees ahead of" if kept else "trees not clearly ahead") in auto_tune.describe_choice(summary["auto_tune"])
+
+
+def test_trees_are_tried_only_on_a_table_of_yours_at_the_rule_s_network_and_default_training(blobs) -> None:
+    from labeldp.experiments.extra_candidates import trees
+
+    table = RunConfig(dataset="csv", table="t.csv", label_column="y", epsilon=1.0).resolved()
+    assert table.method == "lp-1st" and trees(table, blobs, "cpu") == {"model": "gbdt"}
+    assert trees(dataclasses.replace(table, model="mlp"), blobs, "cpu") is None  # a network named: kept
+    assert trees(dataclasses.replace(table, train=TrainConfig(epochs=3)), blobs, "cpu") is None
+    assert trees(dataclasses.replace(table, method="dp-sgd", delta=1e-5).resolved(), blobs, "cpu") is None
+    assert trees(_config().resolved(), blobs, "cpu") is None  # not a table

@@ -23,7 +23,7 @@ from labeldp.config.method_registry import (
     option_fields,
     options_class,
 )
-from labeldp.config.run_settings import DEFAULT_DELTA, OLD_SECTIONS, RunSettings
+from labeldp.config.run_settings import DEFAULT_DELTA, OLD_SECTIONS, RunSettings, default_method
 from labeldp.config.shared_options import PRIORS, TEST_LABELS
 from labeldp.config.train_config import TrainConfig
 from labeldp.data.dataset_registry import get_dataset
@@ -223,7 +223,7 @@ class RunConfig(RunSettings):
             For options this version of labeldp does not know, or a method's options it does not use changed.
         """
         shared = {field.name for field in dataclasses.fields(cls)} - {"options"}
-        method = data.get("method", cls.method)
+        method = data.get("method") or default_method(data.get("dataset", cls.dataset))
         if options_class(method) is None:
             get_method(method)  # an unknown name: the error says which methods there are
         old = {name: value for name, value in data.items() if name in OLD_SECTIONS and isinstance(value, dict)}

@@ -9,7 +9,8 @@ untuned runs'. Where the best is an edge of the grid, clearly ahead of its neigh
 it (:data:`~labeldp.config.tuning.LR_EDGE_STEPS`) within the same budget, a step replacing the choice only
 where clearly ahead of it: a choice on the scores of released labels, each step recorded before its
 candidate trains, so that a resumed run tries the same ones. On images whose augmentation has no flip, the
-choice mirrored at random is one more candidate, kept on the same terms. The ledger holds exactly one run's releases:
+choice mirrored at random, and on a table of yours gradient-boosted trees, are one more candidate each
+(:mod:`labeldp.experiments.extra_candidates`). The ledger holds exactly one run's releases:
 the candidates read them and have no true training label. Where the release says nothing about the options
 (most held-out examples released with k = 1) or ``labeldp tune`` refuses the method, the run says so and
 trains its base options. ``auto_tune.json`` records the plan, the steps past an edge, the scores and the
@@ -31,6 +32,7 @@ from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
 from labeldp.experiments.candidates import candidate_config, candidate_key, check_tunable, jsonable
+from labeldp.experiments.extra_candidates import EXTRAS, mirrored, trees
 from labeldp.experiments.held_out import UNINFORMATIVE_WARNING, labels_each
 from labeldp.experiments.one_release import (
     best_of,
@@ -144,18 +146,10 @@ def beyond_the_edge(options: list[dict[str, Any]], results: list[dict[str, Any]]
     }
 
 
-def mirrored(base: RunConfig, data: LabeledDataset, chosen: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``chosen`` options with the images mirrored at random (``flip``), for images whose dataset's
-    augmentation has no flip; None where there is nothing to try."""
-    if np.ndim(data.x_train) != 4 or data.augmentation == "crop-flip" or not base.train.augment or base.train.flip:
-        return None
-    return {**chosen, "flip": True}
-
-
-def _lead(result: dict[str, Any], other: dict[str, Any]) -> tuple[float, float]:
-    """How far ``result``'s estimate is ahead of ``other``'s, and its standard error, paired on the same
-    held-out releases."""
-    return mean_and_error(np.subtract(result["terms"], other["terms"]))
+def _lead(result: dict[str, Any], other: dict[str, Any], terms: str = "terms") -> tuple[float, float]:
+    """How far ``result``'s estimate is ahead of ``other``'s (of their ``terms``: the clean accuracy's, or
+    ``log_likelihood_terms``), and its standard error, paired on the same held-out releases."""
+    return mean_and_error(np.subtract(result[terms], other[terms]))
 
 
 def _clearly_ahead(ahead: float, error: float) -> bool:
@@ -270,16 +264,19 @@ def _choose(
     grid = len(options) - len(steps) + kept
     best = settled(results[:grid], record)
     mirror = mirrored(base, data, options[best]) if len(options) < most else None
-    if mirror is not None:  # one more candidate, kept only where clearly ahead of the choice, as a step is
+    if mirror is not None:
         record["mirror"] = {"options": mirror, "candidate": candidate_key(mirror)}
         _write_record(folder, record)
-        _say(progress, f"auto-tune: trying {record['mirror']['candidate']}, the images mirrored at random")
-        options.append(mirror)
-        candidates.append(candidate_config(base, mirror))
+    for name, terms, words, _, _ in EXTRAS:  # each kept only where clearly ahead of the choice, as a step is
+        if (extra := record.get(name)) is None:
+            continue
+        _say(progress, f"auto-tune: trying {extra['candidate']} ({words} in place of the choice)")
+        options.append(extra["options"])
+        candidates.append(candidate_config(base, extra["options"]))
         results += score_candidates(options[-1:], candidates[-1:], *scored)
-        ahead, error = _lead(results[-1], results[best])
-        record["mirror"].update(ahead=ahead, ahead_error=error, kept=_clearly_ahead(ahead, error))
-        best = len(options) - 1 if record["mirror"]["kept"] else best
+        ahead, error = _lead(results[-1], results[best], terms)
+        extra.update(ahead=ahead, ahead_error=error, kept=_clearly_ahead(ahead, error), versus=results[best]["key"])
+        best = len(options) - 1 if extra["kept"] else best
     for result in results[grid:]:  # its difference from the choice too
         result["difference"], result["difference_error"] = _lead(result, results[best])
     work = record.get("work", {})
@@ -334,16 +331,16 @@ def describe_choice(record: dict[str, Any]) -> str:
         if steps
         else ""
     )
-    mirror = record.get("mirror")
-    mirrored_images = (
-        f"; mirrored images {'ahead' if mirror['kept'] else 'not clearly ahead'} "
-        f"({100 * mirror['ahead']:+.2f} +- {100 * mirror['ahead_error']:.2f} points)"
-        if mirror and "kept" in mirror
-        else ""
-    )
+    tried = [
+        (words, lead.format(scale * extra["ahead"], scale * extra["ahead_error"]), extra)
+        for name, _, words, lead, scale in EXTRAS
+        if "kept" in (extra := record.get(name) or {})
+    ]
+    versus = next((f"{words} ahead of {e['versus']}: {lead}" for words, lead, e in tried if e["kept"]), versus)
+    behind = "".join(f"; {words} not clearly ahead ({lead})" for words, lead, e in tried if not e["kept"])
     return (
         f"auto-tune: chose {record['chosen']} ({versus}): estimated clean accuracy {estimate} on "
-        f"{record['held_out']} held-out released labels{extended}{mirrored_images}; the candidates took "
+        f"{record['held_out']} held-out released labels{extended}{behind}; the candidates took "
         f"{record['seconds']:.1f}s"
     )
 
@@ -369,6 +366,8 @@ def _start(
         _fall_back(folder, record, str(error), base_name, progress)
         return record, True
     record.update(options=options, candidates=[candidate_key(o) for o in options], work=work)
+    if (tree := trees(base, data, device)) is not None:
+        record["trees"] = {"options": tree, "candidate": candidate_key(tree)}
     _write_record(folder, record)
     return record, False
 

@@ -10,7 +10,7 @@ import numpy as np
 from labeldp.boundary import Release
 from labeldp.errors import ConfigError
 from labeldp.randomness import public_rng
-from labeldp.released_metrics import clean_accuracy_terms
+from labeldp.released_metrics import clean_accuracy_terms, released_log_likelihood_terms
 from labeldp.training.predictions import predict_proba
 
 #: the share of held-out releases that do not depend on their label above which a tune warns
@@ -91,9 +91,19 @@ class HeldOutScorer:
         terms[self.alibi] = self.vectors[rows[self.alibi], predictions[self.alibi]]
         return terms
 
-    def score(self, model, inputs: np.ndarray, batch_size: int) -> np.ndarray:
-        """The :meth:`terms` of ``model``'s predictions: their mean estimates its clean accuracy."""
-        return self.terms(predict_proba(model, inputs, batch_size=batch_size).argmax(axis=1))
+    def log_likelihood_terms(self, probabilities: np.ndarray) -> np.ndarray:
+        """Per held-out example, the log-probability ``probabilities`` give its released label through its channel
+        (:func:`~labeldp.released_metrics.released_log_likelihood_terms`, a proper score); 0 for a vector."""
+        terms = np.zeros(len(probabilities))
+        channel = ~self.alibi
+        terms[channel] = released_log_likelihood_terms(probabilities[channel], self.likelihood[channel])
+        return terms
+
+    def score(self, model, inputs: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """The :meth:`terms` of ``model``'s predictions (their mean estimates its clean accuracy), and its
+        :meth:`log_likelihood_terms`."""
+        probabilities = predict_proba(model, inputs, batch_size=batch_size)
+        return self.terms(probabilities.argmax(axis=1)), self.log_likelihood_terms(probabilities)
 
 
 def uninformative_message(share: float) -> str:

@@ -143,7 +143,7 @@ def _run_candidate(
             as_recorded(saved.get("config") or {}) == config.to_dict()
             and saved.get("held_out") == int(held_out.size)
             and len(saved.get("terms", ())) == held_out.size
-            and "interval" in saved
+            and "log_likelihood_terms" in saved
         ):
             return saved
     with folder.lock():
@@ -157,15 +157,18 @@ def _run_candidate(
             model, _ = config.method_spec.run(context)
         except FirstStageTrained:
             model = context.trained
-        terms = scorer.score(model, data.x_train[held_out], config.train.eval_batch_size)
-        result = candidate_result(options, terms, context.seconds(), config.to_dict())
+        terms, log_likelihood = scorer.score(model, data.x_train[held_out], config.train.eval_batch_size)
+        result = candidate_result(options, terms, context.seconds(), config.to_dict(), log_likelihood)
         write_json_atomic(result_path, result)
         return result
 
 
-def candidate_result(options: dict[str, Any], terms: np.ndarray, seconds: float, config: dict) -> dict[str, Any]:
+def candidate_result(
+    options: dict[str, Any], terms: np.ndarray, seconds: float, config: dict, log_likelihood: np.ndarray
+) -> dict[str, Any]:
     """A scored candidate: its estimated clean accuracy within [0, 1] with its standard error and 95 % interval
-    (:func:`~labeldp.released_metrics.estimate_mean` of its held-out ``terms``), and the terms themselves."""
+    (:func:`~labeldp.released_metrics.estimate_mean` of its held-out ``terms``), the mean log-likelihood of the
+    held-out released labels, and the terms of both."""
     estimate = estimate_mean(terms, 0.0, 1.0)
     return {
         "key": candidate_key(options),
@@ -176,7 +179,9 @@ def candidate_result(options: dict[str, Any], terms: np.ndarray, seconds: float,
         "held_out": int(len(terms)),
         "seconds": round(seconds, 2),
         "config": config,
+        "released_log_likelihood": float(np.mean(log_likelihood)),
         "terms": np.asarray(terms).tolist(),
+        "log_likelihood_terms": np.asarray(log_likelihood).tolist(),
     }
 
 
@@ -231,5 +236,5 @@ def estimated_accuracy(result: dict[str, Any]) -> str:
 
 
 def public_results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The results as ``tune.json`` and a summary record them: without ``config`` and ``terms``."""
-    return [{k: v for k, v in r.items() if k not in ("config", "terms")} for r in results]
+    """The results as ``tune.json`` and a summary record them: without ``config`` and the terms."""
+    return [{k: v for k, v in r.items() if k not in ("config", "terms", "log_likelihood_terms")} for r in results]

@@ -1,0 +1,50 @@
+"""The candidates an auto-tuned run (:mod:`labeldp.experiments.auto_tune`) tries after its grid's choice, each
+kept only where clearly ahead of it: the images mirrored at random, and gradient-boosted trees on a table of yours."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from labeldp.config.run_config import RunConfig
+from labeldp.config.tuning import DEFAULT_HOLDOUT
+from labeldp.data import LabeledDataset
+from labeldp.data.dataset_registry import get_dataset
+from labeldp.errors import ConfigError
+from labeldp.experiments.candidates import candidate_config
+from labeldp.experiments.one_release import check_candidates
+from labeldp.models.names import FITTED_MODELS
+
+#: the candidates tried after the grid's choice: their entry in the record, the terms on which each must be
+#: clearly ahead of the choice, their words and how their lead is printed
+EXTRAS = (
+    ("mirror", "terms", "mirrored images", "{:+.2f} +- {:.2f} points", 100),
+    ("trees", "log_likelihood_terms", "gradient-boosted trees", "{:+.4f} +- {:.4f} in log-likelihood a label", 1),
+)
+
+
+def mirrored(base: RunConfig, data: LabeledDataset, chosen: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``chosen`` options with the images mirrored at random (``flip``), for images whose dataset's
+    augmentation has no flip; None where there is nothing to try."""
+    if np.ndim(data.x_train) != 4 or data.augmentation == "crop-flip" or not base.train.augment or base.train.flip:
+        return None
+    return {**chosen, "flip": True}
+
+
+def trees(base: RunConfig, data: LabeledDataset, device: str) -> dict[str, Any] | None:
+    """The options of gradient-boosted trees in place of the network (``{"model": "gbdt"}``) for a table of
+    yours whose network is the rule's MLP and whose training is the defaults (the trees have settings of their
+    own); None elsewhere, or where the run could not fit them (checked before the draw)."""
+    table = get_dataset(base.dataset).source == "table" and not base.train.changed()
+    if not table or base.model is not None or base.model_name(data.input_shape, data.categorical) != "mlp":
+        return None
+    options = {"model": FITTED_MODELS[0]}
+    try:
+        check_candidates(base, [candidate_config(base, options)], data, device, DEFAULT_HOLDOUT)
+    except ConfigError:  # e.g. numeric labels, or a method that trains by gradient steps
+        return None
+    return options
+
+
+__all__ = ["EXTRAS", "mirrored", "trees"]
