@@ -413,4 +413,5 @@ def test_trees_are_tried_only_on_a_table_of_yours_at_the_rule_s_network_and_defa
     assert trees(dataclasses.replace(table, model="mlp"), blobs, "cpu") is None  # a network named: kept
     assert trees(dataclasses.replace(table, train=TrainConfig(epochs=3)), blobs, "cpu") is None
     assert trees(dataclasses.replace(table, method="dp-sgd", delta=1e-5).resolved(), blobs, "cpu") is None
+    assert trees(dataclasses.replace(table, method="lp-2st", stages=None).resolved(), blobs, "cpu") is None
     assert trees(_config().resolved(), blobs, "cpu") is None  # not a table

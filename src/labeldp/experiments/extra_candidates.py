@@ -35,16 +35,18 @@ def mirrored(base: RunConfig, data: LabeledDataset, chosen: dict[str, Any]) -> d
 def trees(base: RunConfig, data: LabeledDataset, device: str) -> dict[str, Any] | None:
     """The options of gradient-boosted trees in place of the network (``{"model": "gbdt"}``) for a table of
     yours whose network is the rule's MLP and whose training is the defaults (the trees have settings of their
-    own); None elsewhere, or where the run could not fit them (checked before the draw)."""
+    own); None elsewhere, or where the run could not fit them (checked before the draw), or where its later
+    releases depend on the model (LP-2ST): a first stage's candidates, on fewer rows, chose the trees wrongly
+    there (docs/results.md, "Tables")."""
     table = get_dataset(base.dataset).source == "table" and not base.train.changed()
     if not table or base.model is not None or base.model_name(data.input_shape, data.categorical) != "mlp":
         return None
     options = {"model": FITTED_MODELS[0]}
     try:
-        check_candidates(base, [candidate_config(base, options)], data, device, DEFAULT_HOLDOUT)
+        later = check_candidates(base, [candidate_config(base, options)], data, device, DEFAULT_HOLDOUT)[2]
     except ConfigError:  # e.g. numeric labels, or a method that trains by gradient steps
         return None
-    return options
+    return None if later else options
 
 
 __all__ = ["EXTRAS", "mirrored", "trees"]

@@ -92,12 +92,10 @@ class HeldOutScorer:
         return terms
 
     def log_likelihood_terms(self, probabilities: np.ndarray) -> np.ndarray:
-        """Per held-out example, the log-probability ``probabilities`` give its released label through its channel
-        (:func:`~labeldp.released_metrics.released_log_likelihood_terms`, a proper score); 0 for a vector."""
-        terms = np.zeros(len(probabilities))
-        channel = ~self.alibi
-        terms[channel] = released_log_likelihood_terms(probabilities[channel], self.likelihood[channel])
-        return terms
+        """Per held-out example, the log-probability ``probabilities`` give its release through its channel
+        (:func:`~labeldp.released_metrics.released_log_likelihood_terms`, a proper score; a vector's, ALIBI's or
+        VLP's, up to a constant of the example, which a paired difference cancels)."""
+        return released_log_likelihood_terms(probabilities, self.likelihood)
 
     def score(self, model, inputs: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
         """The :meth:`terms` of ``model``'s predictions (their mean estimates its clean accuracy), and its
