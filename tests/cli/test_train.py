@@ -426,3 +426,17 @@ def test_a_dataset_without_its_own_recipe_is_tuned_on_its_own_release(tmp_path, 
         assert main([*common, *argv, "--out", str(tmp_path / run), "--quiet"]) == 0
         assert "auto_tune" not in json.loads((tmp_path / run / "summary.json").read_text())
         assert not (tmp_path / run / "auto_tune.json").exists() and not (tmp_path / run / "candidates").exists()
+
+
+def test_a_table_run_started_under_the_earlier_default_method_finishes_under_it(tmp_path) -> None:
+    """A folder whose run named no method when ``lp-2st`` was every dataset's default: the same command, which
+    names none, finishes that run (``config.json``'s method) rather than refusing it as another configuration."""
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"a": rng.normal(size=300), "y": rng.integers(0, 2, 300)}).to_csv(tmp_path / "t.csv", index=False)
+    argv = ["train", "--dataset", "csv", "--table", str(tmp_path / "t.csv"), "--label-column", "y", "--classes"]
+    argv += ["0", "1", "--epsilon", "1", "--epochs", "1", "--insecure-noise-seed", "3", "--quiet", "--out"]
+    assert main([*argv, str(tmp_path / "run"), "--method", "lp-2st"]) == 0
+    summary = (tmp_path / "run" / "summary.json").read_text()
+    assert main([*argv, str(tmp_path / "run")]) == 0
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["method"] == "lp-2st"
+    assert (tmp_path / "run" / "summary.json").read_text() == summary  # finished: nothing trained or drawn again

@@ -13,7 +13,7 @@ import pytest
 
 from labeldp.boundary import unseal
 from labeldp.errors import ConfigError, RunDirectoryError
-from labeldp.experiments import auto_tune
+from labeldp.experiments import auto_tune, extra_candidates
 from labeldp.experiments.auto_tune import AUTO_TUNE_FILE, auto_tuned_run, plan_candidates
 from labeldp.experiments.candidates import candidate_config
 from labeldp.runs import RunConfig, RunDirectory, train_run
@@ -292,7 +292,8 @@ def test_on_images_the_choice_mirrored_is_one_more_candidate_kept_only_where_cle
                 result["estimated_clean_accuracy"] = terms.mean()
         return results
 
-    monkeypatch.setattr(auto_tune, "score_candidates", with_flip)
+    for module in (auto_tune, extra_candidates):  # the grid, and the candidates after it
+        monkeypatch.setattr(module, "score_candidates", with_flip)
     summary = auto_tuned_run(_config(), tmp_path / "run", progress=False, dataset=_images())
     record = json.loads((tmp_path / "run" / AUTO_TUNE_FILE).read_text())
     assert record["mirror"]["candidate"] == "lr=0.02,flip=True" and record["mirror"]["kept"] == kept
@@ -374,6 +375,9 @@ def test_on_a_table_of_yours_the_defaults_fit_trees_where_the_release_favours_th
     assert config["method"] == "lp-1st" and record["trees"]["candidate"] == "model=gbdt"
     assert record["trees"]["kept"] and record["chosen_options"] == {"model": "gbdt"} and config["model"] == "gbdt"
     assert "gradient-boosted trees ahead of lr=" in auto_tune.describe_choice(record)
+    assert (
+        json.loads((tmp_path / "run" / "summary.json").read_text())["network_source"] == "chosen on the run's release"
+    )
 
 
 @pytest.mark.parametrize("lead, kept", [(0.02, True), (-0.02, False), (0.0, False)])
@@ -395,7 +399,8 @@ def test_the_trees_replace_the_network_only_where_clearly_ahead_in_log_likelihoo
             result["log_likelihood_terms"] = terms.tolist()
         return results
 
-    monkeypatch.setattr(auto_tune, "score_candidates", with_trees)
+    for module in (auto_tune, extra_candidates):  # the grid, and the candidates after it
+        monkeypatch.setattr(module, "score_candidates", with_trees)
     monkeypatch.setattr(auto_tune, "trees", lambda *args: {"model": "gbdt"})
     config = RunConfig(method="lp-1st", epsilon=2.0, insecure_noise_seed=5)  # the trees train as they are
     summary = auto_tuned_run(config, tmp_path / "run", progress=False, dataset=blobs)
@@ -415,3 +420,41 @@ def test_trees_are_tried_only_on_a_table_of_yours_at_the_rule_s_network_and_defa
     assert trees(dataclasses.replace(table, method="dp-sgd", delta=1e-5).resolved(), blobs, "cpu") is None
     assert trees(dataclasses.replace(table, method="lp-2st", stages=None).resolved(), blobs, "cpu") is None
     assert trees(_config().resolved(), blobs, "cpu") is None  # not a table
+
+
+def test_trees_that_cannot_be_fitted_on_the_release_are_skipped_and_the_network_trains(blobs, tmp_path, monkeypatch):
+    """A fit that fails after the release (one class released among the rows the trees fit) is recorded and
+    the network's choice kept: the run, which has spent, finishes."""
+    scored: list[float] = []
+    score = _scored_by(_peak(0.05), scored)
+
+    def failing_trees(options, *args):
+        if options[0].get("model"):
+            raise ConfigError("network 'gbdt' needs released labels of two classes or more to fit")
+        return score(options, *args)
+
+    for module in (auto_tune, extra_candidates):  # the grid, and the candidates after it
+        monkeypatch.setattr(module, "score_candidates", failing_trees)
+    monkeypatch.setattr(auto_tune, "trees", lambda *args: {"model": "gbdt"})
+    config = RunConfig(method="lp-1st", epsilon=2.0, insecure_noise_seed=5)
+    summary = auto_tuned_run(config, tmp_path / "run", progress=False, dataset=blobs)
+    record = summary["auto_tune"]
+    assert record["trees"]["kept"] is False and "two classes" in record["trees"]["skipped"]
+    assert record["chosen_options"] == {"lr": 0.05} and "gradient-boosted trees not tried (network" in (
+        auto_tune.describe_choice(record)
+    )
+
+
+def test_a_record_written_before_the_extras_named_what_they_beat_is_described() -> None:
+    record = {
+        "chosen": "lr=0.05,flip=True",
+        "held_out": 100,
+        "seconds": 1.0,
+        "results": [
+            {"key": "lr=0.05", "estimated_clean_accuracy": 0.5, "standard_error": 0.1, "difference": -0.02,
+             "difference_error": 0.01},
+            {"key": "lr=0.05,flip=True", "estimated_clean_accuracy": 0.52, "standard_error": 0.1},
+        ],
+        "mirror": {"options": {}, "candidate": "lr=0.05,flip=True", "ahead": 0.02, "ahead_error": 0.01, "kept": True},
+    }  # fmt: skip
+    assert "mirrored images ahead of the choice: +2.00 +- 1.00 points" in auto_tune.describe_choice(record)

@@ -198,3 +198,13 @@ def test_training_options_a_fit_leaves_unused_are_refused_before_any_release() -
     with pytest.raises(ConfigError, match="does not use the training options epochs, lr; leave them"):
         check_fitted_network(config, "gbdt", False)
     check_fitted_network(dataclasses.replace(config, train=TrainConfig(eval_batch_size=64)), "gbdt", False)
+
+
+@pytest.mark.parametrize("labels", [np.arange(70) % 10, np.r_[np.zeros(299, int), 1]])
+def test_rows_too_few_for_a_stratified_tenth_fit_without_stopping_early(labels) -> None:
+    """Ten classes in 70 rows (a tenth holds 7) or a class of one row: scikit-learn's early-stopping split
+    cannot be made, so the trees fit their iterations without it, rather than failing after the release."""
+    x = np.random.default_rng(0).normal(size=(labels.size, 3)).astype(np.float32)
+    model = BoostedTrees(int(labels.max()) + 1)
+    facts = fit_trees(model, x, labels)
+    assert facts["iterations"] == 1000

@@ -86,6 +86,8 @@ def run(args: argparse.Namespace) -> None:
             print(recipe.console_line(profile.description))
         budget = 0.0
     else:
+        if getattr(args, "method", None) is None and (method := recorded_method(args.out)) is not None:
+            args.method = method  # as if typed: the rerun finishes the run the folder holds
         config, recipe = config_and_recipe(args)
         budget = tune_budget(args, config)
     set_threads(args, config.dataset)
@@ -96,6 +98,19 @@ def run(args: argparse.Namespace) -> None:
     if distributed.env_rank() == 0:
         print_summary(summary)
         print(f"run directory: {args.out}")
+
+
+def recorded_method(out: str) -> str | None:
+    """The method the run folder ``out`` records (its ``config.json``, else its auto-tune's base; None: none): a
+    rerun that names no method finishes the run the folder holds, whatever the default is now."""
+    from labeldp.experiments.auto_tune import AUTO_TUNE_FILE
+    from labeldp.runs.rundir import RunDirectory
+
+    folder = RunDirectory(out)
+    saved, record = folder.read_config(), folder.root / AUTO_TUNE_FILE
+    if saved is None and record.is_file():
+        saved = folder.read_json(record).get("base")
+    return (saved or {}).get("method")
 
 
 def tune_budget(args: argparse.Namespace, config) -> float:

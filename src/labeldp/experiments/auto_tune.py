@@ -18,10 +18,10 @@ choice, which an interrupted run keeps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from tqdm.auto import tqdm
 
 from labeldp.accounting.policy import BudgetPolicy
@@ -32,13 +32,15 @@ from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
 from labeldp.experiments.candidates import candidate_config, candidate_key, check_tunable, jsonable
-from labeldp.experiments.extra_candidates import EXTRAS, mirrored, trees
+from labeldp.experiments.extra_candidates import EXTRAS, mirrored, trees, try_extras
 from labeldp.experiments.held_out import UNINFORMATIVE_WARNING, labels_each
 from labeldp.experiments.one_release import (
     best_of,
     check_candidates,
+    clearly_ahead,
     estimated_accuracy,
     held_out_examples,
+    lead,
     public_results,
     release_once,
     score_candidates,
@@ -46,7 +48,6 @@ from labeldp.experiments.one_release import (
 from labeldp.files import write_json_atomic
 from labeldp.models.names import FITTED_MODELS
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
-from labeldp.released_metrics import mean_and_error
 from labeldp.runs.plan import config_dataset
 from labeldp.runs.reservation import reserve_run, withdraw_unspent
 from labeldp.runs.run import train_run
@@ -131,8 +132,8 @@ def beyond_the_edge(options: list[dict[str, Any]], results: list[dict[str, Any]]
     if not inward:
         return None
     neighbour = min(inward, key=lambda i: abs(rates[i] - rate))
-    ahead, error = _lead(results[best], results[neighbour])
-    if not _clearly_ahead(ahead, error):  # within the noise of the held-out releases: no sign of more beyond
+    ahead, error = lead(results[best], results[neighbour])
+    if not clearly_ahead(ahead, error):  # within the noise of the held-out releases: no sign of more beyond
         return None
     step = {"lr": float(f"{rate * factor:.6g}")}
     return {
@@ -146,18 +147,6 @@ def beyond_the_edge(options: list[dict[str, Any]], results: list[dict[str, Any]]
     }
 
 
-def _lead(result: dict[str, Any], other: dict[str, Any], terms: str = "terms") -> tuple[float, float]:
-    """How far ``result``'s estimate is ahead of ``other``'s (of their ``terms``: the clean accuracy's, or
-    ``log_likelihood_terms``), and its standard error, paired on the same held-out releases."""
-    return mean_and_error(np.subtract(result[terms], other[terms]))
-
-
-def _clearly_ahead(ahead: float, error: float) -> bool:
-    """Whether a lead is more than its standard error. A lead resting on one held-out example equals its
-    standard error exactly: rounding must not make it more."""
-    return ahead > error * (1 + 1e-9)
-
-
 def kept_steps(results: list[dict[str, Any]], steps: list[dict[str, Any]]) -> int:
     """How many of ``steps`` past an edge (their candidates last in ``results``) the choice may take: each
     while its candidate leads the edge it went past by more than the standard error of their paired
@@ -165,7 +154,7 @@ def kept_steps(results: list[dict[str, Any]], steps: list[dict[str, Any]]) -> in
     replaces the grid's choice only where it is clearly ahead of it."""
     keys = [result["key"] for result in results]
     for count, step in enumerate(steps):
-        if not _clearly_ahead(*_lead(results[keys.index(step["candidate"])], results[keys.index(step["after"])])):
+        if not clearly_ahead(*lead(results[keys.index(step["candidate"])], results[keys.index(step["after"])])):
             return count
     return len(steps)
 
@@ -267,18 +256,9 @@ def _choose(
     if mirror is not None:
         record["mirror"] = {"options": mirror, "candidate": candidate_key(mirror)}
         _write_record(folder, record)
-    for name, terms, words, _, _ in EXTRAS:  # each kept only where clearly ahead of the choice, as a step is
-        if (extra := record.get(name)) is None:
-            continue
-        _say(progress, f"auto-tune: trying {extra['candidate']} ({words} in place of the choice)")
-        options.append(extra["options"])
-        candidates.append(candidate_config(base, extra["options"]))
-        results += score_candidates(options[-1:], candidates[-1:], *scored)
-        ahead, error = _lead(results[-1], results[best], terms)
-        extra.update(ahead=ahead, ahead_error=error, kept=_clearly_ahead(ahead, error), versus=results[best]["key"])
-        best = len(options) - 1 if extra["kept"] else best
+    best = try_extras(base, record, options, candidates, results, best, scored, progress)
     for result in results[grid:]:  # its difference from the choice too
-        result["difference"], result["difference_error"] = _lead(result, results[best])
+        result["difference"], result["difference_error"] = lead(result, results[best])
     work = record.get("work", {})
     record.update(
         results=public_results(results),
@@ -286,7 +266,9 @@ def _choose(
         chosen_options=jsonable(options[best]),
         reason=None,
         seconds=round(sum(r["seconds"] for r in results), 2),
-        tried_ratio=round(len(options) * work["candidate"] / work["untuned_run"], 4) if work else None,
+        tried_ratio=round(sum(o.get("model") is None for o in options) * work["candidate"] / work["untuned_run"], 4)
+        if work
+        else None,
     )
     _write_record(folder, record)
     _say(progress, describe_choice(record))
@@ -298,12 +280,12 @@ def settled(results: list[dict[str, Any]], record: dict[str, Any]) -> int:
     the base on their paired held-out terms; else the base, the record saying the candidates could not be
     told apart (the best of near-equal estimates is biased up)."""
     best = best_of(results)
-    ahead, error = _lead(results[best], results[0])
-    if best == 0 or _clearly_ahead(ahead, error):
+    ahead, error = lead(results[best], results[0])
+    if best == 0 or clearly_ahead(ahead, error):
         return best
     record["indistinct"] = {"best": results[best]["key"], "ahead": ahead, "ahead_error": error}
     for result in results:
-        result["difference"], result["difference_error"] = _lead(result, results[0])
+        result["difference"], result["difference_error"] = lead(result, results[0])
     return 0
 
 
@@ -332,12 +314,18 @@ def describe_choice(record: dict[str, Any]) -> str:
         else ""
     )
     tried = [
-        (words, lead.format(scale * extra["ahead"], scale * extra["ahead_error"]), extra)
-        for name, _, words, lead, scale in EXTRAS
+        (words, form.format(scale * extra["ahead"], scale * extra["ahead_error"]) if "ahead" in extra else "", extra)
+        for name, _, words, _, form, scale in EXTRAS
         if "kept" in (extra := record.get(name) or {})
     ]
-    versus = next((f"{words} ahead of {e['versus']}: {lead}" for words, lead, e in tried if e["kept"]), versus)
-    behind = "".join(f"; {words} not clearly ahead ({lead})" for words, lead, e in tried if not e["kept"])
+    for words, shown, extra in tried:
+        if extra["kept"]:  # (a record written before 'versus' was: ahead of the choice)
+            versus = f"{words} ahead of {extra.get('versus', 'the choice')}: {shown}"
+    behind = "".join(
+        f"; {words} not tried ({e['skipped']})" if "skipped" in e else f"; {words} not clearly ahead ({shown})"
+        for words, shown, e in tried
+        if not e["kept"]
+    )
     return (
         f"auto-tune: chose {record['chosen']} ({versus}): estimated clean accuracy {estimate} on "
         f"{record['held_out']} held-out released labels{extended}{behind}; the candidates took "
@@ -440,6 +428,8 @@ def auto_tuned_run(
         if folder.read_summary() is None:
             _say(progress, f"{describe_choice(record)} (recorded: kept)")
     chosen = config if chosen is base else chosen  # resolved by train_run, as it would be without tuning
+    if "model" in (record.get("chosen_options") or {}):
+        run["recipe"] = replace(recipe or AS_GIVEN, model_chosen=True)
     summary = train_run(chosen, out_dir, announce_resume=resumed, **run)
     return _with_record(folder, summary, record)
 

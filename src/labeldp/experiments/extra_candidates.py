@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from labeldp.config.run_config import RunConfig
 from labeldp.config.tuning import DEFAULT_HOLDOUT
@@ -13,14 +14,28 @@ from labeldp.data import LabeledDataset
 from labeldp.data.dataset_registry import get_dataset
 from labeldp.errors import ConfigError
 from labeldp.experiments.candidates import candidate_config
-from labeldp.experiments.one_release import check_candidates
+from labeldp.experiments.one_release import check_candidates, clearly_ahead, lead, score_candidates
 from labeldp.models.names import FITTED_MODELS
 
 #: the candidates tried after the grid's choice: their entry in the record, the terms on which each must be
-#: clearly ahead of the choice, their words and how their lead is printed
+#: clearly ahead of the choice, their words, what trying them does, and how their lead is printed
 EXTRAS = (
-    ("mirror", "terms", "mirrored images", "{:+.2f} +- {:.2f} points", 100),
-    ("trees", "log_likelihood_terms", "gradient-boosted trees", "{:+.4f} +- {:.4f} in log-likelihood a label", 1),
+    (
+        "mirror",
+        "terms",
+        "mirrored images",
+        "the choice, its images mirrored at random",
+        "{:+.2f} +- {:.2f} points",
+        100,
+    ),
+    (
+        "trees",
+        "log_likelihood_terms",
+        "gradient-boosted trees",
+        "gradient-boosted trees in place of the network",
+        "{:+.4f} +- {:.4f} in log-likelihood a label",
+        1,
+    ),
 )
 
 
@@ -49,4 +64,36 @@ def trees(base: RunConfig, data: LabeledDataset, device: str) -> dict[str, Any] 
     return None if later else options
 
 
-__all__ = ["EXTRAS", "mirrored", "trees"]
+def try_extras(
+    base: RunConfig,
+    record: dict[str, Any],
+    options: list[dict[str, Any]],
+    candidates: list[RunConfig],
+    results: list[dict[str, Any]],
+    best: int,
+    scored: tuple,
+    progress: bool,
+) -> int:
+    """Score the record's :data:`~labeldp.experiments.extra_candidates.EXTRAS` after ``options``' choice
+    ``best`` (appended to the lists), each kept only where clearly ahead of the choice, as a step is; the
+    position of the choice after them. One that cannot be fitted on the release is recorded as skipped."""
+    for name, terms, _, trying, _, _ in EXTRAS:
+        if (extra := record.get(name)) is None:
+            continue
+        if progress:
+            tqdm.write(f"auto-tune: trying {extra['candidate']} ({trying})")
+        try:
+            scored_extra = score_candidates([extra["options"]], [candidate_config(base, extra["options"])], *scored)
+        except ConfigError as refused:  # e.g. one class released among the rows the trees fit: they cannot learn
+            extra.update(kept=False, skipped=str(refused))
+            continue
+        options.append(extra["options"])
+        candidates.append(candidate_config(base, extra["options"]))
+        results += scored_extra
+        ahead, error = lead(results[-1], results[best], terms)
+        extra.update(ahead=ahead, ahead_error=error, kept=clearly_ahead(ahead, error), versus=results[best]["key"])
+        best = len(options) - 1 if extra["kept"] else best
+    return best
+
+
+__all__ = ["EXTRAS", "mirrored", "trees", "try_extras"]

@@ -226,6 +226,18 @@ def best_of(results: list[dict[str, Any]]) -> int:
     return best
 
 
+def lead(result: dict[str, Any], other: dict[str, Any], terms: str = "terms") -> tuple[float, float]:
+    """How far ``result``'s estimate is ahead of ``other``'s (of their ``terms``: the clean accuracy's, or
+    ``log_likelihood_terms``), and its standard error, paired on the same held-out releases."""
+    return mean_and_error(np.subtract(result[terms], other[terms]))
+
+
+def clearly_ahead(ahead: float, error: float) -> bool:
+    """Whether a lead is more than its standard error. A lead resting on one held-out example equals its
+    standard error exactly: rounding must not make it more."""
+    return ahead > error * (1 + 1e-9)
+
+
 def estimated_accuracy(result: dict[str, Any]) -> str:
     """A candidate's estimated clean accuracy, within [0, 1], with its 95 % interval (a result saved before
     results had one: its standard error)."""

@@ -35,12 +35,15 @@ class AppliedRecipe:
         The options given over it (flags such as ``--epochs``, or a grid's option names).
     sets_model : bool
         Whether the run's network is the one the recipe names.
+    model_chosen : bool
+        Whether the run's network was chosen on its own release (the auto-tune's trees).
     """
 
     name: str | None
     source: str
     typed: tuple[str, ...] = ()
     sets_model: bool = False
+    model_chosen: bool = False
 
     @property
     def described(self) -> str:
@@ -63,6 +66,8 @@ class AppliedRecipe:
         ``model`` is None, else the recipe's, or the one given."""
         if model is None:
             return RULE
+        if self.model_chosen:
+            return "chosen on the run's release"
         if self.sets_model:
             return f"the recipe's ({self.name})"
         given = [name for name in self.typed if name in ("--model", "model")]
