@@ -82,14 +82,14 @@ def try_extras(
             continue
         if progress:
             tqdm.write(f"auto-tune: trying {extra['candidate']} ({trying})")
+        candidate = candidate_config(base, extra["options"])
         try:
-            scored_extra = score_candidates([extra["options"]], [candidate_config(base, extra["options"])], *scored)
+            results += score_candidates([extra["options"]], [candidate], *scored)
         except ConfigError as refused:  # e.g. one class released among the rows the trees fit: they cannot learn
             extra.update(kept=False, skipped=str(refused))
             continue
         options.append(extra["options"])
-        candidates.append(candidate_config(base, extra["options"]))
-        results += scored_extra
+        candidates.append(candidate)
         ahead, error = lead(results[-1], results[best], terms)
         extra.update(ahead=ahead, ahead_error=error, kept=clearly_ahead(ahead, error), versus=results[best]["key"])
         best = len(options) - 1 if extra["kept"] else best
