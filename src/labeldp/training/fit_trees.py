@@ -166,9 +166,9 @@ def _fit(
         x, weights = np.tile(x, (num_classes, 1))[keep], weights[keep]
         labels = np.repeat(np.arange(num_classes), n)[keep]
     assert labels is not None
-    if np.unique(labels).size < 2:  # one class only: nothing to split; its trees would predict it everywhere
-        raise ConfigError("network 'gbdt' needs released labels of two classes or more to fit")
     counts = np.unique(labels, return_counts=True)[1]
+    if counts.size < 2:  # one class only: nothing to split; its trees would predict it everywhere
+        raise ConfigError("network 'gbdt' needs released labels of two classes or more to fit")
     # scikit-learn's stratified tenth, which stops early, needs two rows of each class and room for one of each
     stops = counts.min() >= 2 and math.ceil(TREE_SETTINGS["validation_fraction"] * len(labels)) >= counts.size
     settings = {**TREE_SETTINGS, "early_stopping": TREE_SETTINGS["early_stopping"] and stops}
