@@ -15,7 +15,7 @@ from labeldp.boundary import unseal
 from labeldp.errors import ConfigError, RunDirectoryError
 from labeldp.experiments import auto_tune, extra_candidates
 from labeldp.experiments.auto_tune import AUTO_TUNE_FILE, auto_tuned_run, plan_candidates
-from labeldp.experiments.candidates import candidate_config
+from labeldp.experiments.candidates import candidate_config, candidate_key
 from labeldp.runs import RunConfig, RunDirectory, train_run
 from labeldp.training import TrainConfig
 from tests.helpers import poison_in_place
@@ -274,51 +274,59 @@ def _images(augmentation: str = "translate"):
     return LabeledDataset("images", x_train, y_train, x_test, y_test, num_classes=4, augmentation=augmentation)
 
 
+@pytest.mark.parametrize("option, entry, words", [("flip", "mirror", "mirrored"), ("cutout", "cutout", "cut-out")])
 @pytest.mark.parametrize("bonus, kept", [(0.1, True), (-0.1, False), (0.0, False)])
-def test_on_images_the_choice_mirrored_is_one_more_candidate_kept_only_where_clearly_ahead(
-    tmp_path, monkeypatch, bonus, kept
+def test_on_images_the_choice_mirrored_then_cut_out_are_candidates_each_kept_only_where_clearly_ahead(
+    tmp_path, monkeypatch, option, entry, words, bonus, kept
 ) -> None:
     scored: list[float] = []
     score = _scored_by(lambda lr: _peak(0.02)(lr), scored)
 
-    def with_flip(options, *args):
+    def with_bonus(options, *args):
         results = score([{"lr": o["lr"]} for o in options], *args)
-        for option, result in zip(options, results):
-            if option.get("flip"):  # nested terms: the mirrored candidate ahead (or behind) on clear examples
+        for tried, result in zip(options, results):
+            result.update(key=candidate_key(tried), options=tried)
+            if tried.get(option):  # nested terms: the augmented candidate ahead (or behind) on clear examples
                 terms = np.asarray(result["terms"])
                 moved = round(abs(bonus) * terms.size)
                 terms[np.flatnonzero(terms == (0 if bonus > 0 else 1))[:moved]] = 1 if bonus > 0 else 0
-                result.update(key=f"lr={option['lr']:g},flip=True", options=option, terms=terms.tolist())
-                result["estimated_clean_accuracy"] = terms.mean()
+                result.update(terms=terms.tolist(), estimated_clean_accuracy=terms.mean())
         return results
 
     for module in (auto_tune, extra_candidates):  # the grid, and the candidates after it
-        monkeypatch.setattr(module, "score_candidates", with_flip)
+        monkeypatch.setattr(module, "score_candidates", with_bonus)
     summary = auto_tuned_run(_config(), tmp_path / "run", progress=False, dataset=_images())
     record = json.loads((tmp_path / "run" / AUTO_TUNE_FILE).read_text())
-    assert record["mirror"]["candidate"] == "lr=0.02,flip=True" and record["mirror"]["kept"] == kept
-    assert record["chosen_options"] == ({"lr": 0.02, "flip": True} if kept else {"lr": 0.02})
-    assert RunDirectory(tmp_path / "run").read_config()["train"]["flip"] == kept
-    assert ("mirrored images ahead" if kept else "mirrored images not clearly ahead") in auto_tune.describe_choice(
+    assert record["mirror"]["candidate"] == "lr=0.02,flip=True"
+    flipped = option == "flip" and kept
+    assert record["cutout"]["candidate"] == ("lr=0.02,flip=True,cutout=True" if flipped else "lr=0.02,cutout=True")
+    assert record[entry]["kept"] == kept and not record["cutout" if option == "flip" else "mirror"]["kept"]
+    assert record["chosen_options"] == ({"lr": 0.02, option: True} if kept else {"lr": 0.02})
+    assert RunDirectory(tmp_path / "run").read_config()["train"][option] == kept
+    assert (f"{words} images ahead" if kept else f"{words} images not clearly ahead") in auto_tune.describe_choice(
         summary["auto_tune"]
     )
 
 
-def test_nothing_is_mirrored_but_images_without_a_flip() -> None:
-    from labeldp.experiments.extra_candidates import mirrored
+def test_nothing_is_mirrored_but_images_without_a_flip_and_cut_out_but_augmented_images() -> None:
+    from labeldp.experiments.extra_candidates import augmented
 
     base, chosen = _config().resolved(), {"lr": 0.02}
-    assert mirrored(base, _images(), chosen) == {"lr": 0.02, "flip": True}
-    assert mirrored(base, _images("crop-flip"), chosen) is None
-    assert mirrored(base, _images("none"), chosen) == {"lr": 0.02, "flip": True}
+    assert augmented(base, _images(), chosen, "flip") == {"lr": 0.02, "flip": True}
+    assert augmented(base, _images("crop-flip"), chosen, "flip") is None
+    assert augmented(base, _images("crop-flip"), chosen, "cutout") == {"lr": 0.02, "cutout": True}
+    assert augmented(base, _images("none"), chosen, "flip") == {"lr": 0.02, "flip": True}
+    assert augmented(base, _images(), {"lr": 0.02, "cutout": True}, "cutout") is None
     no_augment = _config(train=TrainConfig(epochs=2, batch_size=64, lr=0.02, augment=False)).resolved()
-    assert mirrored(no_augment, _images(), chosen) is None
+    assert augmented(no_augment, _images(), chosen, "flip") is None
+    assert augmented(no_augment, _images(), chosen, "cutout") is None
 
 
 def test_blobs_are_not_images(blobs) -> None:
-    from labeldp.experiments.extra_candidates import mirrored
+    from labeldp.experiments.extra_candidates import augmented
 
-    assert mirrored(_config().resolved(), blobs, {"lr": 0.02}) is None
+    assert augmented(_config().resolved(), blobs, {"lr": 0.02}, "flip") is None
+    assert augmented(_config().resolved(), blobs, {"lr": 0.02}, "cutout") is None
 
 
 def test_the_auto_tune_prints_no_estimate_outside_its_range_over_200_fresh_releases() -> None:

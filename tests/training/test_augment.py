@@ -70,3 +70,31 @@ def test_flip_mirrors_about_half_the_images_on_top_of_the_policy() -> None:
     kept = torch.tensor([torch.equal(m, i) for m, i in zip(mirrored, images)])
     assert (flipped | kept).all() and 150 < int(flipped.sum()) < 250
     assert torch.equal(augment(images.reshape(400, 36), "none", torch.Generator(), flip=True), images.reshape(400, 36))
+
+
+def test_cutout_blanks_one_square_of_about_half_the_images_after_the_policy() -> None:
+    from labeldp.training.augment import random_cutout
+
+    images = torch.randn(400, 2, 28, 28) + 10  # no pixel is 0 before
+    same_draws = augment(images, "translate", torch.Generator().manual_seed(2), flip=True)
+    assert torch.equal(
+        augment(images, "translate", torch.Generator().manual_seed(2), flip=True, cutout=False), same_draws
+    )
+    cut = random_cutout(images, torch.Generator().manual_seed(4))
+    blank = cut == 0
+    assert torch.equal(blank[:, 0], blank[:, 1])  # every channel of the same square
+    assert torch.equal(cut[~blank], images[~blank])
+    touched = blank.flatten(1).any(dim=1)
+    assert 150 < int(touched.sum()) < 250
+    rows, cols = blank[:, 0].any(dim=2), blank[:, 0].any(dim=1)
+    for r, c in zip(rows[touched], cols[touched]):  # one square of side 9 to 15, cut by the edges
+        height, width = int(r.sum()), int(c.sum())
+        assert 1 <= height <= 15 and 1 <= width <= 15
+        assert torch.equal(r.nonzero().flatten(), torch.arange(int(r.nonzero()[0]), int(r.nonzero()[0]) + height))
+    whole = [
+        (int(r.sum()), int(c.sum())) for r, c in zip(rows, cols) if r.sum() and not (r[0] or r[-1] or c[0] or c[-1])
+    ]
+    assert {h for h, w in whole} == set(range(9, 16, 2)) and all(h == w for h, w in whole)
+    alone = augment(images[[5]], "none", torch.Generator().manual_seed(3), torch.tensor([5]), 400, cutout=True)
+    shared = augment(images[[1, 5]], "none", torch.Generator().manual_seed(3), torch.tensor([1, 5]), 400, cutout=True)
+    assert torch.equal(alone[0], shared[1])  # an example's square depends on its own index only (DP-SGD)

@@ -42,6 +42,11 @@ class TrainConfig:
         help="also mirror the images left-right at random, for classes a mirror keeps (clothing, objects; not "
         "digits); an auto-tuned run tries it on images",
     )
+    cutout: bool = option(
+        False,
+        help="also blank a random square of each image with probability 1/2 (cutout); an auto-tuned run tries it on "
+        "images",
+    )
     amp: bool = option(
         False, help="bf16 automatic mixed precision on CUDA GPUs (label-DP methods; dp-sgd runs in float32)"
     )
@@ -75,8 +80,9 @@ class TrainConfig:
             raise ConfigError(f"validation must lie in [0, 1), got {self.validation}")
         if self.mixup_alpha < 0 or self.weight_decay < 0 or self.warmup_epochs < 0:
             raise ConfigError("mixup_alpha, weight_decay and warmup_epochs must be >= 0")
-        if self.flip and not self.augment:
-            raise ConfigError("flip adds to the dataset's augmentation: it cannot go with --no-augment")
+        for name in ("flip", "cutout"):
+            if getattr(self, name) and not self.augment:
+                raise ConfigError(f"{name} adds to the dataset's augmentation: it cannot go with --no-augment")
         if self.warmup_epochs > self.epochs:
             raise ConfigError(f"warmup_epochs ({self.warmup_epochs:g}) exceeds epochs ({self.epochs})")
         if self.optimizer not in OPTIMIZERS:

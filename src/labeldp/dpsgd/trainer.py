@@ -63,7 +63,7 @@ def check_training_options(config: TrainConfig, dp: DPSGDConfig, augmentation: s
             "DP-SGD runs in float32: amp (bf16 autocast) would compute the per-example gradient norms "
             "that the clipping bound rests on in bf16; use amp=False"
         )
-    if dp.augmult > 1 and (not config.augment or (augmentation == "none" and not config.flip)):
+    if dp.augmult > 1 and (not config.augment or (augmentation == "none" and not (config.flip or config.cutout))):
         reason = "augmentation is off" if not config.augment else "the dataset has no augmentation"
         raise ConfigError(
             f"augmult {dp.augmult} averages the gradients of augmented views of each example, but "
@@ -208,11 +208,15 @@ def _step(run: _DPSGDRun, epoch: int, step: int, batch: torch.Tensor, noise_rng)
         batch = batch[distributed.rank() :: distributed.world_size()]
     n = len(run.x)
     xb = run.x[batch]
+    config = run.config
     if run.dp.augmult > 1:
-        views = [augment(xb, run.augmentation, augment_rng, batch, n, run.config.flip) for _ in range(run.dp.augmult)]
+        views = [
+            augment(xb, run.augmentation, augment_rng, batch, n, config.flip, config.cutout)
+            for _ in range(run.dp.augmult)
+        ]
         xb = torch.stack(views, dim=1)
-    elif run.config.augment:
-        xb = augment(xb, run.augmentation, augment_rng, batch, n, run.config.flip)
+    elif config.augment:
+        xb = augment(xb, run.augmentation, augment_rng, batch, n, config.flip, config.cutout)
     private_gradient(
         run.model,
         xb.to(run.device),

@@ -8,9 +8,9 @@ examples x epochs from public sizes only (the same plan on every machine and res
 untuned runs'. Where the best is an edge of the grid, clearly ahead of its neighbour, the grid extends beyond
 it (:data:`~labeldp.config.tuning.LR_EDGE_STEPS`) within the same budget, a step replacing the choice only
 where clearly ahead of it: a choice on the scores of released labels, each step recorded before its
-candidate trains, so that a resumed run tries the same ones. On images whose augmentation has no flip, the
-choice mirrored at random, and on a table of yours gradient-boosted trees, are one more candidate each
-(:mod:`labeldp.experiments.extra_candidates`). The ledger holds exactly one run's releases:
+candidate trains, so that a resumed run tries the same ones. On images, the choice mirrored at random (where
+their augmentation has no flip) then cut out, and on a table of yours gradient-boosted trees, are one more
+candidate each (:mod:`labeldp.experiments.extra_candidates`). The ledger holds exactly one run's releases:
 the candidates read them and have no true training label. Where the release says nothing about the options
 (most held-out examples released with k = 1) or ``labeldp tune`` refuses the method, the run says so and
 trains its base options. ``auto_tune.json`` records the plan, the steps past an edge, the scores and the
@@ -32,7 +32,7 @@ from labeldp.data import LabeledDataset
 from labeldp.data.splits import split_stages
 from labeldp.errors import SECOND_RELEASE, ConfigError, RunDirectoryError
 from labeldp.experiments.candidates import candidate_config, candidate_key, check_tunable, jsonable
-from labeldp.experiments.extra_candidates import EXTRAS, mirrored, trees, try_extras
+from labeldp.experiments.extra_candidates import EXTRAS, augmented, trees, try_extras
 from labeldp.experiments.held_out import UNINFORMATIVE_WARNING, labels_each
 from labeldp.experiments.one_release import (
     best_of,
@@ -252,11 +252,8 @@ def _choose(
         step["kept"] = number < kept
     grid = len(options) - len(steps) + kept
     best = settled(results[:grid], record)
-    mirror = mirrored(base, data, options[best]) if len(options) < most else None
-    if mirror is not None:
-        record["mirror"] = {"options": mirror, "candidate": candidate_key(mirror)}
-        _write_record(folder, record)
-    best = try_extras(base, record, options, candidates, results, best, scored, progress)
+    write = lambda record: _write_record(folder, record)  # noqa: E731
+    best = try_extras(base, record, options, candidates, results, best, scored, progress, most, write)
     for result in results[grid:]:  # its difference from the choice too
         result["difference"], result["difference_error"] = lead(result, results[best])
     work = record.get("work", {})
@@ -348,7 +345,9 @@ def _start(
     try:
         options, work = plan_candidates(base, data, budget, DEFAULT_HOLDOUT)
         possible = options + beyond_the_edges(options, work["most_candidates"] - len(options))
-        possible += [mirror] if (mirror := mirrored(base, data, options[0])) is not None else []
+        mirror = augmented(base, data, options[0], "flip")
+        cut = augmented(base, data, mirror or options[0], "cutout")  # both at once: checked, never trained
+        possible += [extra for extra in (mirror, cut) if extra is not None]
         check_candidates(base, [candidate_config(base, o) for o in possible], data, device, DEFAULT_HOLDOUT)
     except ConfigError as error:
         _fall_back(folder, record, str(error), base_name, progress)

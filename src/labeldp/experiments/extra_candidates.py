@@ -1,8 +1,10 @@
 """The candidates an auto-tuned run (:mod:`labeldp.experiments.auto_tune`) tries after its grid's choice, each
-kept only where clearly ahead of it: the images mirrored at random, and gradient-boosted trees on a table of yours."""
+kept only where clearly ahead of it: the images mirrored at random, then cut out (each on top of the choice so
+far, while the tuning budget allows), and gradient-boosted trees on a table of yours."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -13,7 +15,7 @@ from labeldp.config.tuning import DEFAULT_HOLDOUT
 from labeldp.data import LabeledDataset
 from labeldp.data.dataset_registry import get_dataset
 from labeldp.errors import ConfigError
-from labeldp.experiments.candidates import candidate_config
+from labeldp.experiments.candidates import candidate_config, candidate_key
 from labeldp.experiments.one_release import check_candidates, clearly_ahead, lead, score_candidates
 from labeldp.models.names import FITTED_MODELS
 
@@ -29,6 +31,14 @@ EXTRAS = (
         100,
     ),
     (
+        "cutout",
+        "terms",
+        "cut-out images",
+        "the choice, a random square of its images blanked",
+        "{:+.2f} +- {:.2f} points",
+        100,
+    ),
+    (
         "trees",
         "log_likelihood_terms",
         "gradient-boosted trees",
@@ -39,12 +49,16 @@ EXTRAS = (
 )
 
 
-def mirrored(base: RunConfig, data: LabeledDataset, chosen: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``chosen`` options with the images mirrored at random (``flip``), for images whose dataset's
-    augmentation has no flip; None where there is nothing to try."""
-    if np.ndim(data.x_train) != 4 or data.augmentation == "crop-flip" or not base.train.augment or base.train.flip:
+#: the extras that add an augmentation of images to the choice so far: their entry in the record -> the option
+AUGMENTING = {"mirror": "flip", "cutout": "cutout"}
+
+
+def augmented(base: RunConfig, data: LabeledDataset, chosen: dict[str, Any], option: str) -> dict[str, Any] | None:
+    """The ``chosen`` options with the images' augmentation ``option`` (``flip``: for a dataset's augmentation
+    without one; ``cutout``) added; None where there is nothing to try (not images, augmentation off, or on)."""
+    if np.ndim(data.x_train) != 4 or not base.train.augment or getattr(base.train, option) or chosen.get(option):
         return None
-    return {**chosen, "flip": True}
+    return None if option == "flip" and data.augmentation == "crop-flip" else {**chosen, option: True}
 
 
 def trees(base: RunConfig, data: LabeledDataset, device: str) -> dict[str, Any] | None:
@@ -73,11 +87,19 @@ def try_extras(
     best: int,
     scored: tuple,
     progress: bool,
+    most: int,
+    write: Callable[[dict[str, Any]], None],
 ) -> int:
-    """Score the record's :data:`~labeldp.experiments.extra_candidates.EXTRAS` after ``options``' choice
-    ``best`` (appended to the lists), each kept only where clearly ahead of the choice, as a step is; the
-    position of the choice after them. One that cannot be fitted on the release is recorded as skipped."""
+    """Score the :data:`~labeldp.experiments.extra_candidates.EXTRAS` after ``options``' choice ``best``
+    (appended to the lists), each kept only where clearly ahead of the choice, as a step is; the position of the
+    choice after them. An augmentation is tried while fewer than ``most`` candidates were, and ``write`` saves the
+    record before it trains (a resumed run tries the same). One that cannot be fitted on the release is recorded as
+    skipped."""
     for name, terms, _, trying, _, _ in EXTRAS:
+        if name in AUGMENTING and name not in record and len(options) < most:
+            if (tried := augmented(base, scored[1], options[best], AUGMENTING[name])) is not None:
+                record[name] = {"options": tried, "candidate": candidate_key(tried)}
+                write(record)
         if (extra := record.get(name)) is None:
             continue
         if progress:
@@ -96,4 +118,4 @@ def try_extras(
     return best
 
 
-__all__ = ["EXTRAS", "mirrored", "trees", "try_extras"]
+__all__ = ["AUGMENTING", "EXTRAS", "augmented", "trees", "try_extras"]

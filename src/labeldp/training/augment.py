@@ -51,6 +51,31 @@ def random_flip(
     return torch.where(flip[:, None, None, None], images.flip(-1), images)
 
 
+def random_cutout(
+    images: torch.Tensor,
+    generator: torch.Generator,
+    examples: torch.Tensor | None = None,
+    population: int | None = None,
+) -> torch.Tensor:
+    """Blank a random square of each (b, C, H, W) image with probability 1/2 (cutout, DeVries and Taylor 2017).
+
+    The square's side is 3/10 to 1/2 of the image's shorter one, its centre anywhere (so it may reach past an
+    edge); blank is 0, the standardised images' mean. ``examples`` as in :func:`augment`.
+    """
+    batch, _, height, width = images.shape
+    smallest = max(1, round(0.3 * min(height, width)))
+
+    def uniform(high: int) -> torch.Tensor:
+        return _draws(lambda n: torch.randint(0, high, (n,), generator=generator), batch, examples, population)
+
+    half = (smallest + uniform(max(1, min(height, width) // 2 - smallest + 1))) // 2
+    on = _draws(lambda n: torch.rand(n, generator=generator), batch, examples, population) < 0.5
+    rows = (torch.arange(height) - uniform(height)[:, None]).abs() <= half[:, None]
+    cols = (torch.arange(width) - uniform(width)[:, None]).abs() <= half[:, None]
+    blank = on[:, None, None] & rows[:, :, None] & cols[:, None, :]
+    return images.masked_fill(blank[:, None], 0.0)
+
+
 def augment(
     images: torch.Tensor,
     policy: str,
@@ -58,9 +83,10 @@ def augment(
     examples: torch.Tensor | None = None,
     population: int | None = None,
     flip: bool = False,
+    cutout: bool = False,
 ) -> torch.Tensor:
     """Apply a dataset's augmentation ``policy``: ``none``, ``translate`` or ``crop-flip``; ``flip`` adds a
-    left-right flip to a policy without one.
+    left-right flip to a policy without one, ``cutout`` a blank square (:func:`random_cutout`) after it.
 
     ``translate`` is a random crop with padding 2, ``crop-flip`` one with padding 4 then a left-right
     flip; only 4-d (b, C, H, W) inputs are augmented. With ``examples`` (the images' indices in a dataset
@@ -73,11 +99,11 @@ def augment(
         raise ConfigError(f"unknown augmentation policy {policy!r}; choose one of {', '.join(AUGMENTATIONS)}")
     if images.dim() != 4:
         return images
-    if policy == "crop-flip":
-        return random_flip(random_crop(images, 4, generator, examples, population), generator, examples, population)
-    if policy == "translate":
-        images = random_crop(images, 2, generator, examples, population)
-    return random_flip(images, generator, examples, population) if flip else images
+    if policy != "none":
+        images = random_crop(images, 4 if policy == "crop-flip" else 2, generator, examples, population)
+    if flip or policy == "crop-flip":
+        images = random_flip(images, generator, examples, population)
+    return random_cutout(images, generator, examples, population) if cutout else images
 
 
 def mixup(inputs: torch.Tensor, lam: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -95,7 +95,7 @@ def _batch_loss(
     """One batch's mean loss, after augmentation and mixup drawn from the stage's generators."""
     device = targets.device
     if config.augment:
-        xb = augment(xb, augmentation, generator, flip=config.flip)
+        xb = augment(xb, augmentation, generator, flip=config.flip, cutout=config.cutout)
     lam, perm = 1.0, None
     if config.mixup_alpha > 0:
         lam = float(np_rng.beta(config.mixup_alpha, config.mixup_alpha))
