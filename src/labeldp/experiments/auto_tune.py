@@ -19,6 +19,7 @@ choice, which an interrupted run keeps."""
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -252,8 +253,9 @@ def _choose(
         step["kept"] = number < kept
     grid = len(options) - len(steps) + kept
     best = settled(results[:grid], record)
-    write = lambda record: _write_record(folder, record)  # noqa: E731
-    best = try_extras(base, record, options, candidates, results, best, scored, progress, most, write)
+    best = try_extras(
+        base, record, options, candidates, results, best, scored, progress, most, partial(_write_record, folder)
+    )
     for result in results[grid:]:  # its difference from the choice too
         result["difference"], result["difference_error"] = lead(result, results[best])
     work = record.get("work", {})
