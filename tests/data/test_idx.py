@@ -50,6 +50,22 @@ def test_idx_files_of_another_dataset_are_recognised(tmp_path, monkeypatch) -> N
         load_dataset("fashion-mnist", tmp_path)
 
 
+@pytest.mark.filterwarnings("error")
+def test_the_training_labels_are_never_checked_against_the_published_ones(tmp_path, monkeypatch) -> None:
+    """A label changed from the published files' is no warning: a message that said so would tell of a
+    label before any release."""
+    import hashlib
+
+    import labeldp.data.idx as idx
+
+    labels, _ = make_mnist_folder(tmp_path, compress=True)
+    sums = {key: (hashlib.md5((tmp_path / f"{stem}.gz").read_bytes()).hexdigest(),) for key, stem in idx.FILES.items()}
+    monkeypatch.setitem(idx.CHECKSUMS, "mnist", sums)  # pretend these are the published MNIST files
+    labels[0] = (labels[0] + 1) % 10
+    write_idx(tmp_path / idx.FILES["train_labels"], labels, compress=True)
+    assert np.array_equal(unseal(load_dataset("mnist", tmp_path).y_train), labels)
+
+
 def test_a_download_without_network_is_a_clear_error(tmp_path, monkeypatch, capsys) -> None:
     import urllib.error
     import urllib.request
