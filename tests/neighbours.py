@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 
 from labeldp.cli import main
+from labeldp.data.idx import FILES
+from tests.helpers import write_idx
 
 #: the declared classes: numbers, a word, and a missing-value spelling
 CLASSES = ("0", "1", "refused", "None")
@@ -23,6 +25,8 @@ BINARY = ("0", "refused")
 ROWS = 120
 #: the row whose label a neighbour changes (labelled 0 in the base table)
 ROW = 8
+#: the files a route writes from the table, its inputs: never compared
+INPUTS = {"t.csv", "t.parquet", "test.csv", *(f"images/{stem}" for stem in FILES.values())}
 
 
 def table(labels: np.ndarray | None = None) -> pd.DataFrame:
@@ -91,6 +95,22 @@ def _table_options(path: str, classes=CLASSES) -> list[str]:
 
 _QUICK = ["--epochs", "1", "--batch-size", "32", "--insecure-noise-seed", "5", "--threads", "1", "--quiet"]
 _TRAIN = ["train", *_table_options("t.csv"), "--method", "lp-1st", "--epsilon", "1", *_QUICK]
+
+
+def _images(argv: list[str]) -> Callable[[pd.DataFrame], int]:
+    """Run ``argv`` on an IDX folder ``images`` of public random images, the table's labels as their classes."""
+
+    def run(frame: pd.DataFrame) -> int:
+        folder = Path("images")
+        folder.mkdir(exist_ok=True)
+        rng = np.random.default_rng(0)
+        write_idx(folder / FILES["train_images"], rng.integers(0, 256, (len(frame), 28, 28)), compress=False)
+        write_idx(folder / FILES["train_labels"], frame["y"].to_numpy(dtype=np.int64), compress=False)
+        write_idx(folder / FILES["test_images"], rng.integers(0, 256, (20, 28, 28)), compress=False)
+        write_idx(folder / FILES["test_labels"], np.arange(20) % 10, compress=False)
+        return main(argv)
+
+    return run
 
 
 def _train_first() -> None:
@@ -198,6 +218,14 @@ ROUTES: list[Route] = [
         "train on a CSV table with the defaults: one stage, the network or boosted trees chosen on the release",
         ("labeldp train",),
         _cli(["train", *_table_options("t.csv"), "--epsilon", "1", *_QUICK[4:], "--out", "run"], "t.csv"),
+    ),
+    Route(
+        "train on IDX images with the defaults: the learning rate, the mirror and cut-out chosen on the release",
+        ("labeldp train",),
+        _images(
+            ["train", "--dataset", "fashion-mnist", "--data-dir", "images", "--epsilon", "1", *_QUICK, "--out", "run"]
+        ),
+        classes=("0", "1", "9"),
     ),
     Route(
         "train by VLP on a CSV table, the test rows held out privately, the learning rate chosen on the release",

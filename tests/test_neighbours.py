@@ -26,9 +26,7 @@ import labeldp
 from labeldp.boundary import PrivateLabels
 from labeldp.cli import COMMANDS
 from labeldp.randomness import NoiseSource, SecureGenerator
-from tests.neighbours import EXCLUDED, ROUTES, ROW, Route, covered, file_names, replaced, table
-
-INPUTS = {"t.csv", "t.parquet", "test.csv"}
+from tests.neighbours import EXCLUDED, INPUTS, ROUTES, ROW, Route, covered, file_names, replaced, table
 
 
 class ReleaseReached(BaseException):
