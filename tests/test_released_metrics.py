@@ -28,6 +28,7 @@ from labeldp.released_metrics import (
     channel_weights,
     clean_accuracy_terms,
     estimated_classification_metrics,
+    points,
 )
 
 
@@ -243,3 +244,9 @@ def test_a_numeric_label_the_release_cannot_measure_prints_no_rmse(tmp_path) -> 
     assert "test RMSE: the released test labels cannot measure it at this epsilon" in console
     assert not re.search(r"RMSE \d", console)
     assert summary["test_rmse"] is None and summary["test_rmse_interval"][0] == 0.0
+
+
+def test_a_lead_is_printed_within_the_range_of_a_difference_of_accuracies() -> None:
+    """An unbiased paired difference on few held-out labels can pass 100 points; what is printed does not."""
+    assert points(-1.2249, 0.8715) == "-100.00 +- 87.15 points"
+    assert points(0.02, 0.01) == "+2.00 +- 1.00 points"

@@ -95,6 +95,12 @@ def mean_and_error(terms: np.ndarray) -> tuple[float, float]:
     return float(terms.mean()), error
 
 
+def points(lead: float, error: float) -> str:
+    """An accuracy's paired lead over another's as printed: percentage points within [-100, 100] (the
+    estimate the choices use is unbiased and uncut), +- one standard error."""
+    return f"{100 * min(max(lead, -1.0), 1.0):+.2f} +- {100 * error:.2f} points"
+
+
 def estimate_mean(terms: np.ndarray, low: float, high: float) -> Estimate:
     """The mean of per-row unbiased terms of a metric whose range is [``low``, ``high``]: the nearest
     value within it, the standard error, and the normal interval intersected with the range."""
@@ -376,6 +382,7 @@ __all__ = [
     "estimated_r2",
     "estimated_regression_metrics",
     "mean_and_error",
+    "points",
     "released_labels_for",
     "released_log_likelihood",
     "released_log_likelihood_terms",

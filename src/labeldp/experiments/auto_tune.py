@@ -49,6 +49,7 @@ from labeldp.experiments.one_release import (
 from labeldp.files import write_json_atomic
 from labeldp.models.names import FITTED_MODELS
 from labeldp.recipes.applied import AS_GIVEN, AppliedRecipe
+from labeldp.released_metrics import points
 from labeldp.runs.plan import config_dataset
 from labeldp.runs.reservation import reserve_run, withdraw_unspent
 from labeldp.runs.run import train_run
@@ -242,7 +243,7 @@ def _choose(
         _say(
             progress,
             f"auto-tune: {step['after']}, the {step['beyond']} rate tried, is ahead of {step['ahead_of']} by "
-            f"{100 * step['ahead']:.2f} +- {100 * step['ahead_error']:.2f} points: trying {step['candidate']} too",
+            f"{points(step['ahead'], step['ahead_error'])}: trying {step['candidate']} too",
         )
         options.append(step["options"])
         candidates.append(candidate_config(base, step["options"]))
@@ -297,12 +298,12 @@ def describe_choice(record: dict[str, Any]) -> str:
     versus = (
         "the base learning rate"
         if base["key"] == record["chosen"]
-        else f"the base {base['key']}: {100 * base['difference']:+.2f} +- {100 * base['difference_error']:.2f} points"
+        else f"the base {base['key']}: {points(base['difference'], base['difference_error'])}"
     )
     if indistinct := record.get("indistinct"):
         versus = (
             f"the candidates could not be told apart: the best, {indistinct['best']}, ahead by "
-            f"{100 * indistinct['ahead']:+.2f} +- {100 * indistinct['ahead_error']:.2f} points; kept the base"
+            f"{points(indistinct['ahead'], indistinct['ahead_error'])}; kept the base"
         )
     estimate = estimated_accuracy(chosen)
     steps = record.get("extended") or []
@@ -313,8 +314,8 @@ def describe_choice(record: dict[str, Any]) -> str:
         else ""
     )
     tried = [
-        (words, form.format(scale * extra["ahead"], scale * extra["ahead_error"]) if "ahead" in extra else "", extra)
-        for name, _, words, _, form, scale in EXTRAS
+        (words, shown(extra["ahead"], extra["ahead_error"]) if "ahead" in extra else "", extra)
+        for name, _, words, _, shown in EXTRAS
         if "kept" in (extra := record.get(name) or {})
     ]
     for words, shown, extra in tried:

@@ -18,6 +18,7 @@ from labeldp.errors import ConfigError
 from labeldp.experiments.candidates import candidate_config, candidate_key
 from labeldp.experiments.one_release import check_candidates, clearly_ahead, lead, score_candidates
 from labeldp.models.names import FITTED_MODELS
+from labeldp.released_metrics import points
 
 #: the candidates tried after the grid's choice: their entry in the record, the terms on which each must be
 #: clearly ahead of the choice, their words, what trying them does, and how their lead is printed
@@ -27,24 +28,21 @@ EXTRAS = (
         "terms",
         "mirrored images",
         "the choice, its images mirrored at random",
-        "{:+.2f} +- {:.2f} points",
-        100,
+        points,
     ),
     (
         "cutout",
         "terms",
         "cut-out images",
         "the choice, a random square of its images blanked",
-        "{:+.2f} +- {:.2f} points",
-        100,
+        points,
     ),
     (
         "trees",
         "log_likelihood_terms",
         "gradient-boosted trees",
         "gradient-boosted trees in place of the network",
-        "{:+.4f} +- {:.4f} in log-likelihood a label",
-        1,
+        "{:+.4f} +- {:.4f} in log-likelihood a label".format,
     ),
 )
 
@@ -95,7 +93,7 @@ def try_extras(
     choice after them. An augmentation is tried while fewer than ``most`` candidates were, and ``write`` saves the
     record before it trains (a resumed run tries the same). One that cannot be fitted on the release is recorded as
     skipped."""
-    for name, terms, _, trying, _, _ in EXTRAS:
+    for name, terms, _, trying, _ in EXTRAS:
         if name in AUGMENTING and name not in record and len(options) < most:
             if (tried := augmented(base, scored[1], options[best], AUGMENTING[name])) is not None:
                 record[name] = {"options": tried, "candidate": candidate_key(tried)}

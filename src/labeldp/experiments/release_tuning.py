@@ -55,6 +55,7 @@ from labeldp.experiments.private_selection import select_with_folder
 from labeldp.experiments.tune_folder import TUNE_FILE, TUNE_TABLE, finished, write_table
 from labeldp.files import write_json_atomic
 from labeldp.recipes.applied import AppliedRecipe
+from labeldp.released_metrics import points
 from labeldp.runs.reservation import reserve_run
 from labeldp.runs.run import train_run
 from labeldp.runs.rundir import RunDirectory
@@ -216,7 +217,7 @@ def format_tune(outcome: dict[str, Any]) -> str:
         if row["key"] == outcome["chosen"]:
             versus = "chosen"
         else:
-            versus = f"{100 * row['difference']:+6.2f} +- {100 * row['difference_error']:5.2f}"
+            versus = points(row["difference"], row["difference_error"])
         lines.append(f"{row['key']:<{width}}  {estimated_accuracy(row):<39}   {versus}")
     lines.append("(differences in percentage points +- one standard error, on the held-out examples' released labels)")
     if outcome.get("scored_on"):
