@@ -220,6 +220,7 @@ def _step(run: _StageRun, order: torch.Tensor, step: int, augment_rng: torch.Gen
 
 def _epoch(run: _StageRun, epoch: int, bar: tqdm) -> torch.Tensor:
     """One epoch's steps over a fresh shuffle; the sum of the examples' losses over every rank."""
+    torch.manual_seed(distributed.seed_of_rank(run.seed, epoch, 1))  # dropout's: a resumed epoch draws the same
     order = torch.randperm(len(run.x), generator=run.generator)
     # in parallel the shared generator draws only the order (the same on every rank); each rank
     # augments its share from a stream of its own
@@ -284,21 +285,23 @@ def _epochs(
 ) -> None:
     """The epochs after ``history``'s last: each trained, evaluated, appended, checkpointed and reported (rank 0)."""
     epochs = run.config.epochs
-    for epoch in range(len(history) + 1, epochs + 1):
-        start = time.perf_counter()
-        bar = tqdm(
-            range(run.steps_per_epoch),
-            desc=f"{description} epoch {epoch}/{epochs}",
-            leave=False,
-            disable=None if progress else True,
-            unit="batch",
-        )
-        total_loss = _epoch(run, epoch, bar)
-        record = _end_of_epoch(run, epoch, total_loss, start, test, label_values)
-        history.append(record)
-        _save(run, history)
-        if on_epoch_end is not None and distributed.is_main():
-            on_epoch_end(record)
+    # dropout draws from torch's global stream: seeded at each epoch from the public seed, and restored after
+    with torch.random.fork_rng(devices=[run.device] if run.device.type == "cuda" else []):
+        for epoch in range(len(history) + 1, epochs + 1):
+            start = time.perf_counter()
+            bar = tqdm(
+                range(run.steps_per_epoch),
+                desc=f"{description} epoch {epoch}/{epochs}",
+                leave=False,
+                disable=None if progress else True,
+                unit="batch",
+            )
+            total_loss = _epoch(run, epoch, bar)
+            record = _end_of_epoch(run, epoch, total_loss, start, test, label_values)
+            history.append(record)
+            _save(run, history)
+            if on_epoch_end is not None and distributed.is_main():
+                on_epoch_end(record)
 
 
 def train_stage(
