@@ -17,7 +17,7 @@ import pandas as pd
 
 from labeldp.cli import main
 from labeldp.data.idx import FILES
-from tests.helpers import write_idx
+from tests.helpers import write_idx, write_movielens
 
 #: the declared classes: numbers, a word, and a missing-value spelling
 CLASSES = ("0", "1", "refused", "None")
@@ -26,7 +26,7 @@ ROWS = 120
 #: the row whose label a neighbour changes (labelled 0 in the base table)
 ROW = 8
 #: the files a route writes from the table, its inputs: never compared
-INPUTS = {"t.csv", "t.parquet", "test.csv", *(f"images/{stem}" for stem in FILES.values())}
+INPUTS = {"t.csv", "t.parquet", "test.csv", "ml/u.data", *(f"images/{stem}" for stem in FILES.values())}
 
 
 def table(labels: np.ndarray | None = None) -> pd.DataFrame:
@@ -108,6 +108,21 @@ def _images(argv: list[str]) -> Callable[[pd.DataFrame], int]:
         write_idx(folder / FILES["train_labels"], frame["y"].to_numpy(dtype=np.int64), compress=False)
         write_idx(folder / FILES["test_images"], rng.integers(0, 256, (20, 28, 28)), compress=False)
         write_idx(folder / FILES["test_labels"], np.arange(20) % 10, compress=False)
+        return main(argv)
+
+    return run
+
+
+def _ratings(argv: list[str]) -> Callable[[pd.DataFrame], int]:
+    """Run ``argv`` on a MovieLens folder ``ml`` whose 120 public (user, item) pairs are rated with the table's
+    labels."""
+
+    def run(frame: pd.DataFrame) -> int:
+        if not Path("ml").exists():
+            write_movielens(Path("ml"), users=30, items=8, ratings=len(frame))
+        data = pd.read_csv("ml/u.data", sep="\t", header=None)
+        data[2] = frame["y"].to_numpy(dtype=np.int64)
+        data.to_csv("ml/u.data", sep="\t", header=False, index=False)
         return main(argv)
 
     return run
@@ -226,6 +241,12 @@ ROUTES: list[Route] = [
             ["train", "--dataset", "fashion-mnist", "--data-dir", "images", "--epsilon", "1", *_QUICK, "--out", "run"]
         ),
         classes=("0", "1", "9"),
+    ),
+    Route(
+        "train on MovieLens ratings with the defaults, the test pairs held out privately",
+        ("labeldp train",),
+        _ratings(["train", "--dataset", "movielens", "--data-dir", "ml", "--epsilon", "1", *_QUICK, "--out", "run"]),
+        classes=("1", "2", "5"),
     ),
     Route(
         "train by VLP on a CSV table, the test rows held out privately, the learning rate chosen on the release",
