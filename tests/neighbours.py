@@ -90,7 +90,7 @@ def _cli(argv: list[str], path: str) -> Callable[[pd.DataFrame], int]:
 
 
 def _table_options(path: str, classes=CLASSES) -> list[str]:
-    return ["--dataset", "csv", "--table", path, "--label-column", "y", "--classes", *classes]
+    return ["--dataset", "csv", "--table", path, "--label-column", "y", *(["--classes", *classes] if classes else [])]
 
 
 _QUICK = ["--epochs", "1", "--batch-size", "32", "--insecure-noise-seed", "5", "--threads", "1", "--quiet"]
@@ -292,6 +292,33 @@ ROUTES: list[Route] = [
             + ["--insecure-noise-seed", "5", "--threads", "1", "--quiet", "--out", "run"],
             "t.csv",
         ),
+    ),
+    *(
+        Route(
+            f"train by {method}",
+            ("labeldp train",),
+            _cli(["train", *_table_options("t.csv"), "--method", method, *extra, "--out", "run"], "t.csv"),
+            replay=replay,
+        )
+        for method, extra, replay in (
+            ("alibi", _COUNTS[:-2], "folder"),
+            ("lp-mst", [*_COUNTS[:-2], "--tune-budget", "0"], "folder"),
+            ("marginals", ["--epsilon", "1", *_QUICK[4:]], "folder"),
+            ("pate", [*_COUNTS[:-2], "--teachers", "40", "--teacher-epochs", "1"], "folder"),
+            ("dp-sgd", _COUNTS[:-2], "its output is the model DP-SGD trains, under the release's guarantee"),
+        )
+    ),
+    *(
+        Route(
+            f"train by {method} on a numeric label",
+            ("labeldp train",),
+            _cli(
+                ["train", *_table_options("t.csv", ()), "--label-range", "0", "5", "--method", method, *_COUNTS],
+                "t.csv",
+            ),
+            classes=("0", "1", "5"),
+        )
+        for method in ("rr-on-bins", "rr-on-bins-mst", "laplace-regression")
     ),
     Route(
         "train in two stages, the first's labels released as VLP's vectors",

@@ -58,13 +58,17 @@ def _lines(root: Path) -> list[dict]:
     return found
 
 
+#: the releases on the dataset ledgers when a route starts (its setup's)
+_SETUP: set[tuple[str, str]] = set()
+
+
 def _check_reserved(root: Path) -> None:
-    """At its first noise, a route has reserved its spend on every dataset ledger it is on: one entry point for
-    every spend, one step."""
-    reserved = [line for line in _lines(root) if line["reserved"]]
-    assert reserved, f"a release drew before it was reserved ({root})"
+    """At its first noise, a route has reserved its spend (or recorded it whole, as DP-SGD does) on every dataset
+    ledger it is on: one entry point for every spend, one step."""
     history = _history(root)
-    for line in reserved:
+    started = [lines[-1] for key, lines in history.items() if key not in _SETUP and lines[-1]["route"] != "cancelled"]
+    assert started, f"a release drew before it was reserved ({root})"
+    for line in started:
         missing = [group for group in line["groups"] if (group, line["release"]) not in history]
         assert not missing, f"{line['release']} is reserved on {line['groups']} but not on {missing}"
 
@@ -104,6 +108,16 @@ _VOLATILE = ("seconds", "elapsed", "time", "per_second", "rate_rows")
 
 
 def _digest(path: Path, root: Path) -> str:
+    if path.suffix == ".npz":  # arrays by their bytes; text, which may name the folder (DP-SGD's record), as text
+        with np.load(path) as arrays:
+            return repr(
+                {
+                    k: str(v).replace(str(root), "<ROOT>")
+                    if v.dtype.kind == "U"
+                    else hashlib.sha256(v.tobytes()).hexdigest()
+                    for k, v in arrays.items()
+                }
+            )
     # a release's id on the dataset's ledger ends in a random suffix: public, and no label's doing
     data = re.sub(rb"#[0-9a-f]{12}", b"#<id>", path.read_bytes().replace(str(root).encode(), b"<ROOT>"))
     if path.suffix == ".json":
@@ -154,6 +168,8 @@ def observe(route: Route, root: Path, frame: pd.DataFrame, monkeypatch, patch=No
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 route.setup()
             setup_files = set(file_names(root)) - earlier
+        _SETUP.clear()
+        _SETUP.update(_history(root))
         if patch is not None:
             patch(m)
         with (
