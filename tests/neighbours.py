@@ -8,6 +8,7 @@ exit code (the CLI's) or None. Paths are relative, so that two neighbours' outpu
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ ROWS = 120
 ROW = 8
 #: the files a route writes from the table, its inputs: never compared
 INPUTS = {"t.csv", "t.parquet", "test.csv", "ml/u.data", *(f"images/{stem}" for stem in FILES.values())}
+INPUTS |= {f"cifar/data_batch_{i}" for i in range(1, 6)} | {"cifar/test_batch"}
 
 
 def table(labels: np.ndarray | None = None) -> pd.DataFrame:
@@ -108,6 +110,24 @@ def _images(argv: list[str]) -> Callable[[pd.DataFrame], int]:
         write_idx(folder / FILES["train_labels"], frame["y"].to_numpy(dtype=np.int64), compress=False)
         write_idx(folder / FILES["test_images"], rng.integers(0, 256, (20, 28, 28)), compress=False)
         write_idx(folder / FILES["test_labels"], np.arange(20) % 10, compress=False)
+        return main(argv)
+
+    return run
+
+
+def _cifar(argv: list[str]) -> Callable[[pd.DataFrame], int]:
+    """Run ``argv`` on a CIFAR-10 folder ``cifar`` of public random images in five batches, the table's labels
+    as their classes."""
+
+    def run(frame: pd.DataFrame) -> int:
+        folder = Path("cifar")
+        folder.mkdir(exist_ok=True)
+        rng = np.random.default_rng(0)
+        for index, labels in enumerate(np.array_split(frame["y"].to_numpy(dtype=np.int64), 5), start=1):
+            batch = {b"data": rng.integers(0, 256, (len(labels), 3072), dtype=np.uint8), b"labels": labels.tolist()}
+            (folder / f"data_batch_{index}").write_bytes(pickle.dumps(batch))
+        test = {b"data": rng.integers(0, 256, (20, 3072), dtype=np.uint8), b"labels": list(range(10)) * 2}
+        (folder / "test_batch").write_bytes(pickle.dumps(test))
         return main(argv)
 
     return run
@@ -239,6 +259,15 @@ ROUTES: list[Route] = [
         ("labeldp train",),
         _images(
             ["train", "--dataset", "fashion-mnist", "--data-dir", "images", "--epsilon", "1", *_QUICK, "--out", "run"]
+        ),
+        classes=("0", "1", "9"),
+    ),
+    Route(
+        "train on CIFAR-10's python batches (the ConvNet in place of the ResNet, for time)",
+        ("labeldp train",),
+        _cifar(
+            ["train", "--dataset", "cifar10", "--data-dir", "cifar", "--epsilon", "1", "--model", "cnn", *_QUICK]
+            + ["--out", "run"]
         ),
         classes=("0", "1", "9"),
     ),
