@@ -333,7 +333,7 @@ ROUTES: list[Route] = [
             ("alibi", _COUNTS[:-2], "folder"),
             ("lp-mst", [*_COUNTS[:-2], "--tune-budget", "0"], "folder"),
             ("marginals", ["--epsilon", "1", *_QUICK[4:]], "folder"),
-            ("pate", [*_COUNTS[:-2], "--teachers", "40", "--teacher-epochs", "1"], "folder"),
+            ("pate", ["--epsilon", "4", *_QUICK, "--teachers", "8", "--teacher-epochs", "1"], "folder"),
             ("dp-sgd", _COUNTS[:-2], "its output is the model DP-SGD trains, under the release's guarantee"),
         )
     ),

@@ -97,10 +97,14 @@ def _check_accounting(root: Path) -> None:
 
 @dataclass(frozen=True)
 class Observed:
+    """What a route showed; ``held``: the files of a run's ``private/`` folder (the true labels' state, the owner's
+    alone until its release is made), by name only."""
+
     outcome: str
     console: str
     warnings: tuple[str, ...]
     files: dict[str, str]
+    held: tuple[str, ...] = ()
 
 
 _TIMES = re.compile(r"\d[\d,.]*\s*(?:s\b|ms\b|rows/s|labels/s|it/s)|\d+:\d\d")
@@ -184,13 +188,11 @@ def observe(route: Route, root: Path, frame: pd.DataFrame, monkeypatch, patch=No
                 outcome = "release reached"
             except BaseException as error:  # noqa: BLE001 - compared, not swallowed: the neighbours must agree
                 outcome = f"{type(error).__name__}: {error}"
-    files = {
-        name: _digest(root / name, root)
-        for name in file_names(root)
-        if (root / name).is_file() and name not in INPUTS | setup_files
-    }
+    written = [name for name in file_names(root) if (root / name).is_file() and name not in INPUTS | setup_files]
+    held = tuple(name for name in written if "private" in Path(name).parts[:-1])
+    files = {name: _digest(root / name, root) for name in written if name not in held}
     console = _TIMES.sub("<t>", out.getvalue().replace(str(root), "<ROOT>"))
-    return Observed(outcome, console, tuple(sorted({str(w.message) for w in caught})), files)
+    return Observed(outcome, console, tuple(sorted({str(w.message) for w in caught})), files, held)
 
 
 class _StopAtNoise(SecureGenerator):
@@ -309,6 +311,7 @@ def test_after_the_release_the_labels_matter_only_through_it(route: Route, tmp_p
     root = tmp_path / "run"  # one path throughout: a run folder records its table's
     full = observe(route, root, frame, monkeypatch)
     assert full.outcome == "exit 0", full.console
+    assert not full.held, f"a finished run kept {full.held}"
     _check_accounting(root)
     shutil.copytree(root, tmp_path / "saved")
     _strip(root, route.outputs)
