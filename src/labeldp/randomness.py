@@ -60,6 +60,7 @@ PUBLIC_STREAMS = {
     "tune-search": 16,
     "unit-rows": 17,
     "unit-split": 18,
+    "dropout": 19,
 }
 NOISE_STREAMS = {
     "label-release": 100,

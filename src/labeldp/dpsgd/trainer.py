@@ -44,7 +44,7 @@ from labeldp.training.augment import augment
 from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
 from labeldp.training.predictions import accuracy
 from labeldp.training.records import EpochRecord
-from labeldp.training.stage import lr_schedule, make_optimizer
+from labeldp.training.stage import dropout_streams, lr_schedule, make_optimizer, seed_dropout
 
 #: the parameters (or buffers) an ``AveragedModel`` averaging function receives
 _Tensors = list[torch.Tensor] | tuple[torch.Tensor, ...]
@@ -270,14 +270,16 @@ def _epochs(
     progress: bool,
 ) -> None:
     """The epochs after ``history``'s last: each trained, evaluated, appended, checkpointed and reported (rank 0)."""
-    for epoch in range(len(history) + 1, run.config.epochs + 1):
-        start = time.perf_counter()
-        _epoch(run, epoch, progress)
-        record = _end_of_epoch(run, epoch, start, test)
-        history.append(record)
-        _save(run, history)
-        if on_epoch_end is not None and distributed.is_main():
-            on_epoch_end(record)
+    with dropout_streams(run.device):
+        for epoch in range(len(history) + 1, run.config.epochs + 1):
+            start = time.perf_counter()
+            seed_dropout(run.seed, epoch, run.device, run.parallel)
+            _epoch(run, epoch, progress)
+            record = _end_of_epoch(run, epoch, start, test)
+            history.append(record)
+            _save(run, history)
+            if on_epoch_end is not None and distributed.is_main():
+                on_epoch_end(record)
 
 
 def train_dpsgd(
@@ -301,7 +303,7 @@ def train_dpsgd(
 
     ``labels`` are read inside the mechanism only (a plain array is refused). The plan is
     :func:`sampling_plan` (``config.batch_size`` is the expected Poisson batch size); ``noise`` gives the
-    batches and the noise, ``seed`` only the public augmentation. A ``checkpoint`` is written after every
+    batches and the noise, ``seed`` only the public augmentation and dropout. A ``checkpoint`` is written after every
     epoch and resumed from. With ``data_parallel`` (a collective call of a ``torchrun`` group) the ranks
     share each step as :mod:`labeldp.dpsgd.trainer` says; only rank 0 samples, draws noise, touches the
     checkpoint and calls ``on_epoch_end``.

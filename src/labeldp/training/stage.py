@@ -7,6 +7,7 @@ and checkpoints in their own modules of :mod:`labeldp.training`.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -23,6 +24,7 @@ from labeldp import distributed, runtime
 from labeldp.config.train_config import TrainConfig
 from labeldp.errors import ConfigError
 from labeldp.models.boosted_trees import BoostedTrees
+from labeldp.randomness import public_seed
 from labeldp.training.augment import augment, mixup
 from labeldp.training.checkpoint import restore_checkpoint, save_checkpoint
 from labeldp.training.losses import (
@@ -220,7 +222,7 @@ def _step(run: _StageRun, order: torch.Tensor, step: int, augment_rng: torch.Gen
 
 def _epoch(run: _StageRun, epoch: int, bar: tqdm) -> torch.Tensor:
     """One epoch's steps over a fresh shuffle; the sum of the examples' losses over every rank."""
-    torch.manual_seed(distributed.seed_of_rank(run.seed, epoch, 1))  # dropout's: a resumed epoch draws the same
+    seed_dropout(run.seed, epoch, run.device, run.parallel)
     order = torch.randperm(len(run.x), generator=run.generator)
     # in parallel the shared generator draws only the order (the same on every rank); each rank
     # augments its share from a stream of its own
@@ -274,6 +276,22 @@ def _end_of_epoch(
     )
 
 
+def dropout_streams(device: torch.device) -> contextlib.AbstractContextManager:
+    """Around a stage's epochs: torch's global streams of the CPU and ``device``, which dropout draws from,
+    restored after."""
+    return torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
+
+
+def seed_dropout(seed: int, epoch: int, device: torch.device, parallel: bool) -> None:
+    """Seed dropout's streams for ``epoch`` from the public ``seed`` (in data-parallel training, each rank's
+    own), so that a resumed run draws what it would have."""
+    value = distributed.seed_of_rank(seed, epoch, 1) if parallel else public_seed(seed, "dropout", epoch)
+    torch.default_generator.manual_seed(value)
+    if device.type == "cuda":
+        with torch.cuda.device(device):
+            torch.cuda.manual_seed(value)
+
+
 def _epochs(
     run: _StageRun,
     history: list[EpochRecord],
@@ -285,8 +303,7 @@ def _epochs(
 ) -> None:
     """The epochs after ``history``'s last: each trained, evaluated, appended, checkpointed and reported (rank 0)."""
     epochs = run.config.epochs
-    # dropout draws from torch's global stream: seeded at each epoch from the public seed, and restored after
-    with torch.random.fork_rng(devices=[run.device] if run.device.type == "cuda" else []):
+    with dropout_streams(run.device):
         for epoch in range(len(history) + 1, epochs + 1):
             start = time.perf_counter()
             bar = tqdm(
@@ -344,7 +361,8 @@ def train_stage(
     Parameters
     ----------
     seed : int, optional
-        The public seed of the shuffles, augmentation and mixup.
+        The public seed of the shuffles, augmentation, mixup and dropout (torch's global streams are left as
+        they were).
     augmentation : str, optional
         The dataset's augmentation policy (:func:`~labeldp.training.augment.augment`).
     """
