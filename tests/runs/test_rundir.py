@@ -136,6 +136,9 @@ def test_private_files_are_the_owners_only_and_discarded(tmp_path) -> None:
     folder.discard_private()
     assert not (folder.root / "private").exists() and folder.read_metrics()
     folder.discard_private()  # nothing left to discard is no error
+    (folder.root / "private").mkdir(mode=0o755)  # made otherwise: a copy, an older version
+    folder.private_path("votes.npy")
+    assert (folder.root / "private").stat().st_mode & 0o777 == 0o700
 
 
 def test_discarding_training_keeps_every_release_and_the_ledger(tmp_path) -> None:

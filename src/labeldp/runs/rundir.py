@@ -124,6 +124,7 @@ class RunDirectory:
         self._writing()
         folder = self.root / "private"
         folder.mkdir(mode=0o700, exist_ok=True)
+        folder.chmod(0o700)  # one made otherwise (a copy, an older version) too
         return folder / name
 
     def discard_private(self) -> None:
