@@ -31,6 +31,20 @@ def test_cifar_pickles(tmp_path, num_classes: int) -> None:
     assert data.num_classes == num_classes and data.augmentation == "crop-flip"
 
 
+@pytest.mark.parametrize("label", ["secret", 3.7])
+def test_a_label_that_is_no_class_position_is_refused_unnamed(tmp_path, label) -> None:
+    from labeldp.errors import DataError
+
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        labels = [1, label] if name == "data_batch_3" else [1, 2]
+        (folder / name).write_bytes(pickle.dumps({b"data": np.zeros((2, 3072), np.uint8), b"labels": labels}))
+    with pytest.raises(DataError, match="labels must be whole numbers") as refused:
+        load_dataset("cifar10", tmp_path)
+    assert str(label) not in str(refused.value)
+
+
 @pytest.mark.parametrize("has_filter", [True, False])
 def test_cifar_archives_unpack_safely_with_or_without_tarfiles_filter(tmp_path, monkeypatch, has_filter) -> None:
     import io

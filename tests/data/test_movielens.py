@@ -58,10 +58,13 @@ def test_movielens_errors(tmp_path) -> None:
     write_movielens(tmp_path / "ml-100k")
     assert load_dataset("movielens", tmp_path).num_classes == 5  # the folder inside, as the archive unpacks
     frame = pd.read_csv(tmp_path / "ml-100k" / "u.data", sep="\t", header=None)
-    frame.iloc[4, 2] = 6
-    frame.to_csv(tmp_path / "ml-100k" / "u.data", sep="\t", header=False, index=False)
-    with pytest.raises(DataError, match="outside the MovieLens grid"):
-        load_dataset("movielens", tmp_path)
+    for rating in (6, "five"):  # refused, the rating unnamed
+        frame[2] = frame[2].astype(object)
+        frame.iloc[4, 2] = rating
+        frame.to_csv(tmp_path / "ml-100k" / "u.data", sep="\t", header=False, index=False)
+        with pytest.raises(DataError, match="outside the MovieLens grid") as refused:
+            load_dataset("movielens", tmp_path)
+        assert "five" not in str(refused.value)
 
 
 def test_downloading_movielens_without_a_network_is_one_line(tmp_path, monkeypatch, capsys) -> None:

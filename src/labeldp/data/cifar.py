@@ -62,7 +62,10 @@ def _read_batches(folder: Path, names: list[str], label_key: bytes) -> tuple[np.
         with open(folder / name, "rb") as handle:
             batch = pickle.load(handle, encoding="bytes")
         images.append(np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
-        labels.append(np.asarray(batch[label_key], dtype=np.int64))
+        values = np.asarray(batch[label_key])
+        if values.dtype.kind not in "iu":  # np.int64 would name a word and cut a fraction
+            raise DataError(f"{folder / name}: labels must be whole numbers; some are not (which is not said)")
+        labels.append(values.astype(np.int64))
     return np.concatenate(images), np.concatenate(labels)
 
 

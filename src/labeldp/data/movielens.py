@@ -100,7 +100,7 @@ def load_movielens_dataset(
     if not 0.0 < test_fraction < 1.0:
         raise DataError(f"test_fraction must lie in (0, 1), got {test_fraction}")
     # The ratings are checked against the public grid before anything else reads them.
-    rating = ratings["rating"].to_numpy(np.float64)
+    rating = pd.to_numeric(ratings["rating"], errors="coerce").to_numpy(np.float64)  # a word: refused, unnamed
     if not np.isin(rating, RATINGS).all():
         raise DataError(f"{folder / 'u.data'} has ratings outside the MovieLens grid 1..5")
 
