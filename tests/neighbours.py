@@ -8,16 +8,18 @@ exit code (the CLI's) or None. Paths are relative, so that two neighbours' outpu
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pandas as pd
 
 from labeldp.cli import main
-from labeldp.data.idx import FILES
+from labeldp.data.idx import CHECKSUMS, FILES
 from tests.helpers import write_idx, write_movielens
 
 #: the declared classes: numbers, a word, and a missing-value spelling
@@ -100,17 +102,22 @@ _TRAIN = ["train", *_table_options("t.csv"), "--method", "lp-1st", "--epsilon", 
 
 
 def _images(argv: list[str]) -> Callable[[pd.DataFrame], int]:
-    """Run ``argv`` on an IDX folder ``images`` of public random images, the table's labels as their classes."""
+    """Run ``argv`` on an IDX folder ``images`` of public random images, the table's labels as their classes, the
+    base table's labels file taken for MNIST's published one (a changed label then changes its checksum)."""
 
     def run(frame: pd.DataFrame) -> int:
         folder = Path("images")
         folder.mkdir(exist_ok=True)
         rng = np.random.default_rng(0)
         write_idx(folder / FILES["train_images"], rng.integers(0, 256, (len(frame), 28, 28)), compress=False)
-        write_idx(folder / FILES["train_labels"], frame["y"].to_numpy(dtype=np.int64), compress=False)
         write_idx(folder / FILES["test_images"], rng.integers(0, 256, (20, 28, 28)), compress=False)
         write_idx(folder / FILES["test_labels"], np.arange(20) % 10, compress=False)
-        return main(argv)
+        labels = folder / FILES["train_labels"]
+        write_idx(labels, np.arange(len(frame)) % 2, compress=False)
+        published = hashlib.md5(labels.read_bytes()).hexdigest()
+        write_idx(labels, frame["y"].to_numpy(dtype=np.int64), compress=False)
+        with mock.patch.dict(CHECKSUMS["mnist"], train_labels=(published,)):
+            return main(argv)
 
     return run
 
@@ -255,10 +262,22 @@ ROUTES: list[Route] = [
         _cli(["train", *_table_options("t.csv"), "--epsilon", "1", *_QUICK[4:], "--out", "run"], "t.csv"),
     ),
     Route(
-        "train on IDX images with the defaults: the learning rate, the mirror and cut-out chosen on the release",
+        "train on IDX images, the recipes set aside: the learning rate, the mirror and cut-out chosen on the release",
         ("labeldp train",),
         _images(
-            ["train", "--dataset", "fashion-mnist", "--data-dir", "images", "--epsilon", "1", *_QUICK, "--out", "run"]
+            [
+                "train",
+                "--dataset",
+                "mnist",
+                "--no-recipe",
+                "--data-dir",
+                "images",
+                "--epsilon",
+                "1",
+                *_QUICK,
+                "--out",
+                "run",
+            ]
         ),
         classes=("0", "1", "9"),
     ),
