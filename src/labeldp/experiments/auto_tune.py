@@ -314,8 +314,8 @@ def describe_choice(record: dict[str, Any]) -> str:
         else ""
     )
     tried = [
-        (words, shown(extra["ahead"], extra["ahead_error"]) if "ahead" in extra else "", extra)
-        for name, _, words, _, shown in EXTRAS
+        (words, form(extra["ahead"], extra["ahead_error"]) if "ahead" in extra else "", extra)
+        for name, _, words, _, form in EXTRAS
         if "kept" in (extra := record.get(name) or {})
     ]
     for words, shown, extra in tried:
