@@ -347,6 +347,7 @@ ROUTES: list[Route] = [
             ("labeldp train",),
             _cli(["train", *_table_options("t.csv"), "--method", method, *extra, "--out", "run"], "t.csv"),
             replay=replay,
+            classes=("0", "1"),  # the label's reading is the routes' above: here one neighbour, another class
         )
         for method, extra, replay in (
             ("alibi", _COUNTS[:-2], "folder"),
