@@ -222,7 +222,6 @@ def _step(run: _StageRun, order: torch.Tensor, step: int, augment_rng: torch.Gen
 
 def _epoch(run: _StageRun, epoch: int, bar: tqdm) -> torch.Tensor:
     """One epoch's steps over a fresh shuffle; the sum of the examples' losses over every rank."""
-    seed_dropout(run.seed, epoch, run.device, run.parallel)
     order = torch.randperm(len(run.x), generator=run.generator)
     # in parallel the shared generator draws only the order (the same on every rank); each rank
     # augments its share from a stream of its own
@@ -306,6 +305,7 @@ def _epochs(
     with dropout_streams(run.device):
         for epoch in range(len(history) + 1, epochs + 1):
             start = time.perf_counter()
+            seed_dropout(run.seed, epoch, run.device, run.parallel)
             bar = tqdm(
                 range(run.steps_per_epoch),
                 desc=f"{description} epoch {epoch}/{epochs}",
